@@ -3,8 +3,9 @@
 // Node 20, end-of-life): then Node 24 LTS is installed once from the npm registry into
 // .tools/node24 and the command re-runs there. Used by every npm script of the project.
 'use strict';
-const { spawnSync, execFileSync } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
@@ -12,24 +13,33 @@ const toolsDir = path.join(root, '.tools', 'node24');
 const toolsNode = path.join(toolsDir, 'bin', 'node');
 
 function newEnough(version) {
-  const [major, minor] = version.replace(/^v/, '').split('.').map(Number);
-  return major > 22 || (major === 22 && minor >= 12);
+  const parts = version.replace(/^v/, '').split('.').map(Number);
+  return parts[0] > 22 || (parts[0] === 22 && parts[1] >= 12);
 }
 
 function pickNode() {
   if (newEnough(process.versions.node)) return process.execPath;
   if (fs.existsSync(toolsNode)) return toolsNode;
-  process.stderr.write(`node ${process.versions.node} is too old; installing Node 24 LTS into .tools/node24 …\n`);
+  process.stderr.write('node ' + process.versions.node + ' is too old; installing Node 24 LTS into .tools/node24 …\n');
   execFileSync('npm', ['install', '-g', '--prefix', toolsDir, 'node@24'], {
-    cwd: require('node:os').tmpdir(),
+    cwd: os.tmpdir(),
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   return toolsNode;
 }
 
 const node = pickNode();
-const binDir = path.dirname(node);
-const env = Object.assign({}, process.env, { PATH: binDir + path.delimiter + (process.env.PATH || '') });
-const result = spawnSync(node, process.argv.slice(2), { stdio: 'inherit', env });
-if (result.signal) process.kill(process.pid, result.signal);
-process.exit(result.status === null ? 1 : result.status);
+const env = Object.assign({}, process.env, {
+  PATH: path.dirname(node) + path.delimiter + (process.env.PATH || ''),
+});
+const child = spawn(node, process.argv.slice(2), { stdio: 'inherit', env });
+// Ctrl-C reaches the whole process group; stay alive until the child has shut down
+// cleanly, and pass on signals sent to this process alone.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(signal, () => {
+    if (child.exitCode === null) child.kill(signal);
+  });
+}
+child.on('exit', (code, signal) => {
+  process.exit(code === null ? (signal === 'SIGINT' ? 130 : 1) : code);
+});

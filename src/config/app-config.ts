@@ -1,0 +1,256 @@
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/**
+ * One validated configuration for the whole service. Every variable is read here and
+ * nowhere else; boot fails with one line per bad variable (ConfigError), and printing
+ * the config masks every secret.
+ */
+
+const ROLES = ['sender', 'analyst', 'admin'] as const;
+export type Role = (typeof ROLES)[number];
+
+const port = (fallback: number) =>
+  z.coerce
+    .number({ message: 'must be a port number' })
+    .int('must be a whole number')
+    .min(0, 'must be 0..65535')
+    .max(65535, 'must be 0..65535')
+    .default(fallback);
+
+const optionalPort = z.coerce
+  .number({ message: 'must be a port number' })
+  .int('must be a whole number')
+  .min(1, 'must be 1..65535')
+  .max(65535, 'must be 1..65535')
+  .optional();
+
+const url = (protocols: string[]) =>
+  z
+    .string()
+    .trim()
+    .refine((value) => {
+      try {
+        return protocols.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    }, `must be a URL (${protocols.join(' or ')})`);
+
+const optionalUrl = (protocols: string[]) => url(protocols).optional();
+
+const positiveInt = (fallback: number) =>
+  z.coerce
+    .number({ message: 'must be a number' })
+    .int('must be a whole number')
+    .positive('must be > 0')
+    .default(fallback);
+
+const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((v) => v === 'true' || v === '1' || v === 'yes')
+    .default(fallback ? 'true' : 'false');
+
+const apiTokens = z
+  .string()
+  .trim()
+  .transform((value, ctx) => {
+    const tokens: Array<{ role: Role; token: string }> = [];
+    for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+      const sep = pair.indexOf(':');
+      const role = pair.slice(0, sep) as Role;
+      const token = pair.slice(sep + 1);
+      if (sep < 1 || !ROLES.includes(role)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `each entry must be role:token with role one of ${ROLES.join(', ')}`,
+        });
+        return z.NEVER;
+      }
+      if (token.length < 16) {
+        ctx.addIssue({ code: 'custom', message: `the ${role} token must be at least 16 characters` });
+        return z.NEVER;
+      }
+      tokens.push({ role, token });
+    }
+    return tokens;
+  })
+  .optional();
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATABASE_URL: optionalUrl(['postgres:', 'postgresql:']),
+  DATABASE_POOL_SIZE: positiveInt(10),
+  EMBEDDED_PG_DIR: z.string().default('.data/pg'),
+  HTTP_PORT: port(8080),
+  HTTP_HOST: z.string().default('0.0.0.0'),
+  MLLP_PORT: port(2575),
+  MLLP_HOST: z.string().default('0.0.0.0'),
+  MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
+  MLLP_TLS_CERT_FILE: z.string().optional(),
+  MLLP_TLS_KEY_FILE: z.string().optional(),
+  MLLP_TLS_CA_FILE: z.string().optional(),
+  IMAGING_BASE_URL: optionalUrl(['http:', 'https:']),
+  IMAGING_CLIENT_ID: z.string().min(1).optional(),
+  IMAGING_CLIENT_SECRET: z.string().min(1).optional(),
+  IMAGING_ORGANIZATION_ID: z.string().min(1).optional(),
+  IMAGING_RATE_LIMIT_PER_ENDPOINT: positiveInt(600),
+  IMAGING_RATE_LIMIT_TOTAL: positiveInt(2000),
+  FHIR_SERVER_URL: optionalUrl(['http:', 'https:']),
+  FHIR_SERVER_TOKEN: z.string().min(1).optional(),
+  RIS_MLLP_HOST: z.string().min(1).optional(),
+  RIS_MLLP_PORT: optionalPort,
+  DICOMWEB_URL: optionalUrl(['http:', 'https:']),
+  POLL_INTERVAL_SECONDS: positiveInt(300),
+  API_TOKENS: apiTokens,
+  API_TOKENS_FILE: z.string().optional(),
+  CONFIG_FILE: z.string().optional(),
+  DATA_DIR: z.string().default('.data'),
+  RUN_MIGRATIONS: bool(true),
+  JOBS_ENABLED: bool(true),
+  JOB_CONCURRENCY: positiveInt(4),
+});
+
+export type EnvConfig = z.infer<typeof envSchema>;
+
+/** Per-site mapping overrides from CONFIG_FILE (YAML or JSON); sections are owned by the mapping modules. */
+const siteConfigSchema = z
+  .object({
+    site: z.object({ name: z.string().optional() }).passthrough().optional(),
+    mappings: z.record(z.string(), z.unknown()).optional(),
+  })
+  .passthrough();
+export type SiteConfig = z.infer<typeof siteConfigSchema>;
+
+export interface AppConfig extends EnvConfig {
+  site: SiteConfig;
+  /** True when IMAGING_BASE_URL is unset: the sandbox runs in-process. */
+  useEmbeddedSandbox: boolean;
+  /** True when DATABASE_URL is unset: an embedded PostgreSQL runs in-process. */
+  useEmbeddedDatabase: boolean;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the configuration; throws ConfigError listing every problem. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  // Empty strings mean "unset" (docker-compose and systemd often pass VAR=).
+  const cleaned = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ''),
+  );
+  const parsed = envSchema.safeParse(cleaned);
+  const problems: string[] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const name = issue.path.join('.');
+      const raw = cleaned[name];
+      const shown = raw === undefined || isSecretName(name) ? '' : ` (got "${truncate(raw)}")`;
+      problems.push(`${name}: ${issue.message}${shown}`);
+    }
+  }
+  let site: SiteConfig = {};
+  if (cleaned.CONFIG_FILE) {
+    try {
+      site = readSiteConfig(cleaned.CONFIG_FILE);
+    } catch (error) {
+      problems.push(`CONFIG_FILE: ${(error as Error).message}`);
+    }
+  }
+  if (parsed.success) {
+    const c = parsed.data;
+    if ((c.RIS_MLLP_HOST === undefined) !== (c.RIS_MLLP_PORT === undefined)) {
+      problems.push('RIS_MLLP_HOST / RIS_MLLP_PORT: set both or neither');
+    }
+    if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
+      problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');
+    }
+    if (c.IMAGING_BASE_URL) {
+      for (const name of [
+        'IMAGING_CLIENT_ID',
+        'IMAGING_CLIENT_SECRET',
+        'IMAGING_ORGANIZATION_ID',
+      ] as const) {
+        if (!c[name]) problems.push(`${name}: required when IMAGING_BASE_URL is set`);
+      }
+    }
+  }
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  return {
+    ...parsed.data,
+    site,
+    useEmbeddedSandbox: parsed.data.IMAGING_BASE_URL === undefined,
+    useEmbeddedDatabase: parsed.data.DATABASE_URL === undefined,
+  };
+}
+
+function readSiteConfig(file: string): SiteConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`, {
+      cause: error,
+    });
+  }
+  let data: unknown;
+  try {
+    data = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new Error(`${file} is not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`, { cause: error });
+  }
+  const result = siteConfigSchema.safeParse(data ?? {});
+  if (!result.success) {
+    throw new Error(
+      result.error.issues.map((i) => `${file}: ${i.path.join('.') || '(root)'} ${i.message}`).join('; '),
+    );
+  }
+  return result.data;
+}
+
+const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY/i;
+
+function isSecretName(name: string): boolean {
+  return SECRET_NAME.test(name) && !name.endsWith('_FILE');
+}
+
+function truncate(value: string): string {
+  return value.length > 40 ? `${value.slice(0, 37)}...` : value;
+}
+
+/** Masks passwords in URLs and every secret-named value, for printing. */
+export function describeConfig(config: AppConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(config)) {
+    if (key === 'site') continue;
+    if (value === undefined) continue;
+    if (key === 'API_TOKENS' && Array.isArray(value)) {
+      out[key] = value.map((t: { role: string }) => `${t.role}:****`).join(',');
+    } else if (isSecretName(key)) {
+      out[key] = '****';
+    } else if (typeof value === 'string' && /^[a-z]+:\/\//i.test(value)) {
+      out[key] = maskUrl(value);
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+export function maskUrl(value: string): string {
+  try {
+    const u = new URL(value);
+    if (u.password) u.password = '****';
+    return u.toString();
+  } catch {
+    return value;
+  }
+}

@@ -1,0 +1,211 @@
+import { encodeText } from './hl7-charset';
+import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder';
+import { parseLocation } from './hl7-location';
+import { Hl7Message } from './hl7-message';
+
+/**
+ * HL7 table 0357, message error condition codes (v2.5.1 section 2.15.5.3; the same codes
+ * since v2.3.1), used in ERR-3 (v2.5+) and ERR-1.4 (v2.3/2.4).
+ */
+export const HL7_ERROR_CONDITIONS = {
+  100: 'Segment sequence error',
+  101: 'Required field missing',
+  102: 'Data type error',
+  103: 'Table value not found',
+  200: 'Unsupported message type',
+  201: 'Unsupported event code',
+  202: 'Unsupported processing id',
+  203: 'Unsupported version id',
+  204: 'Unknown key identifier',
+  205: 'Duplicate key identifier',
+  206: 'Application record locked',
+  207: 'Application internal error',
+} as const;
+
+export type Hl7ErrorCondition = keyof typeof HL7_ERROR_CONDITIONS;
+
+/** Table 0516 error severity (ERR-4, v2.5+): Error, Warning, Information. */
+export type Hl7ErrorSeverity = 'E' | 'W' | 'I';
+
+/** One problem to report in an ERR segment. */
+export interface Hl7ErrorDetail {
+  /** Location as in Hl7Location text (e.g. `ORC[2]-1`, `PID-3`); absent for message-wide errors. */
+  location?: string;
+  code: Hl7ErrorCondition;
+  severity: Hl7ErrorSeverity;
+  /** Human-readable, PHI-free text for ERR-8 (v2.5+) / ERR-1.4.2 (v2.3-2.4). */
+  message: string;
+}
+
+/** Original-mode codes (MSA-1, table 0008) and their enhanced-mode accept equivalents. */
+export type AckOutcome = 'accept' | 'error' | 'reject';
+export type AckCode = 'AA' | 'AE' | 'AR' | 'CA' | 'CE' | 'CR';
+export type AckMode = 'original' | 'enhanced';
+
+/**
+ * Enhanced acknowledgment mode is requested when MSH-15 (accept acknowledgment type) or
+ * MSH-16 (application acknowledgment type) is valued (v2.5.1 section 2.9.3); otherwise the
+ * original mode (2.9.2) applies.
+ */
+export function ackModeOf(inbound: Hl7Message): AckMode {
+  return inbound.msh.value(15) !== undefined || inbound.msh.value(16) !== undefined
+    ? 'enhanced'
+    : 'original';
+}
+
+/**
+ * Whether an accept acknowledgment is wanted for this outcome (table 0155 in MSH-15: AL always,
+ * NE never, ER only on error/reject, SU only on success). Original mode always answers.
+ */
+export function acceptAckWanted(inbound: Hl7Message, outcome: AckOutcome): boolean {
+  if (ackModeOf(inbound) === 'original') return true;
+  const type = (inbound.msh.value(15) ?? 'AL').toUpperCase();
+  switch (type) {
+    case 'NE':
+      return false;
+    case 'ER':
+      return outcome !== 'accept';
+    case 'SU':
+      return outcome === 'accept';
+    default:
+      return true;
+  }
+}
+
+export function ackCodeFor(mode: AckMode, outcome: AckOutcome): AckCode {
+  switch (outcome) {
+    case 'accept':
+      return mode === 'original' ? 'AA' : 'CA';
+    case 'error':
+      return mode === 'original' ? 'AE' : 'CE';
+    case 'reject':
+      return mode === 'original' ? 'AR' : 'CR';
+    default:
+      return outcome satisfies never;
+  }
+}
+
+export interface AckOptions {
+  inbound: Hl7Message;
+  outcome: AckOutcome;
+  errors?: readonly Hl7ErrorDetail[];
+  /** MSH-10 of the ACK itself, from an injected generator. */
+  controlId: string;
+  now: Date;
+}
+
+export interface BuiltAck {
+  code: AckCode;
+  text: string;
+  /** Encoded in the inbound message's charset (MSH-18 echoed). */
+  bytes: Buffer;
+}
+
+const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];
+
+/** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 section 2.15.5); older versions use ERR-1. */
+export function usesErrLocationFields(version: string): boolean {
+  if (ERR_LOCATION_SINCE.includes(version)) return true;
+  const [major, minor] = version.split('.').map(Number);
+  return major === 2 && minor >= 5;
+}
+
+function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
+  const loc = error.location ? parseLocation(error.location) : undefined;
+  const text = HL7_ERROR_CONDITIONS[error.code];
+  if (usesErrLocationFields(version)) {
+    // ERR-2 ERL: segment ID ^ sequence ^ field ^ field repetition ^ component ^ subcomponent.
+    const erl = loc
+      ? [
+          loc.segment,
+          String(loc.segmentOrdinal ?? 1),
+          String(loc.field),
+          String(loc.repetition ?? 1),
+          loc.component === undefined ? undefined : String(loc.component),
+          loc.subcomponent === undefined ? undefined : String(loc.subcomponent),
+        ]
+      : undefined;
+    return {
+      id: 'ERR',
+      fields: [
+        undefined, // ERR-1 (ELD) is backward-compatible only in 2.5/2.6 and withdrawn since 2.7
+        erl, // ERR-2 error location
+        [String(error.code), text, 'HL70357'], // ERR-3 HL7 error code (CWE, table 0357)
+        error.severity, // ERR-4 severity (table 0516)
+        undefined,
+        undefined,
+        undefined,
+        error.message, // ERR-8 user message
+      ],
+    };
+  }
+  // v2.3/v2.4 ERR-1 (CM/ELD): segment ID ^ sequence ^ field position ^ code identifying error,
+  // the last a CE written with subcomponents (code & text & coding system).
+  return {
+    id: 'ERR',
+    fields: [
+      [
+        loc?.segment,
+        loc ? String(loc.segmentOrdinal ?? 1) : undefined,
+        loc ? String(loc.field) : undefined,
+        [String(error.code), error.message || text, 'HL70357'],
+      ],
+    ],
+  };
+}
+
+/**
+ * Builds the acknowledgment of an inbound message (HL7 v2.5.1 sections 2.9.2-2.9.3, 2.14.1):
+ * MSH with sender and receiver swapped (MSH-3/4 <-> MSH-5/6), its own control ID, the inbound
+ * processing ID (MSH-11), version (MSH-12) and charset (MSH-18); MSA-1 the code, MSA-2 the
+ * inbound MSH-10; one ERR per problem in the layout of the inbound version.
+ */
+export function buildAck(options: AckOptions): BuiltAck {
+  const { inbound, outcome, controlId, now } = options;
+  const errors = options.errors ?? [];
+  const msh = inbound.msh;
+  const mode = ackModeOf(inbound);
+  const code = ackCodeFor(mode, outcome);
+  const version = inbound.version || '2.5.1';
+  const trigger = inbound.messageType.trigger;
+  // MSH-9.3 message structure exists since v2.3.1.
+  const messageType = version === '2.3' ? ['ACK', trigger] : ['ACK', trigger, 'ACK'];
+  const hd = (field: number): (string | undefined)[] =>
+    [1, 2, 3].map((c) => msh.value(field, 1, c));
+  const charset = inbound.declaredCharset;
+  const segments: Hl7SegmentSpec[] = [
+    {
+      id: 'MSH',
+      fields: [
+        hd(5), // MSH-3 sending application = inbound receiving application
+        hd(6), // MSH-4
+        hd(3), // MSH-5 receiving application = inbound sending application
+        hd(4), // MSH-6
+        formatHl7Timestamp(now), // MSH-7
+        undefined, // MSH-8
+        messageType, // MSH-9
+        controlId, // MSH-10
+        inbound.processingId || 'P', // MSH-11
+        version, // MSH-12
+        undefined, // MSH-13
+        undefined, // MSH-14
+        undefined, // MSH-15: an acknowledgment is never acknowledged
+        undefined, // MSH-16
+        undefined, // MSH-17
+        charset || undefined, // MSH-18
+      ],
+    },
+    {
+      id: 'MSA',
+      fields: [
+        code,
+        inbound.controlId,
+        // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
+        !usesErrLocationFields(version) && errors.length > 0 ? errors[0].message : undefined,
+      ],
+    },
+    ...errors.map((e) => errSegment(e, version)),
+  ];
+  const text = encodeMessage(segments, inbound.delimiters);
+  return { code, text, bytes: encodeText(text, charset) };
+}

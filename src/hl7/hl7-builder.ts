@@ -1,0 +1,72 @@
+import { DEFAULT_DELIMITERS, escapeValue, Hl7Delimiters } from './hl7-escape';
+
+/**
+ * A field value for the builder: a plain string (one component), an array of components, or
+ * repetitions of those. Components may hold subcomponents as string arrays. Every leaf is
+ * escaped (HL7 v2.5.1 section 2.7.1), so callers never write delimiters by hand.
+ */
+export type Hl7Component = string | undefined | readonly (string | undefined)[];
+export type Hl7FieldValue =
+  | string
+  | undefined
+  | readonly Hl7Component[]
+  | { readonly repetitions: readonly (string | readonly Hl7Component[])[] };
+
+export interface Hl7SegmentSpec {
+  id: string;
+  /** fields[0] is field 1. For MSH, fields[0] is MSH-3 (MSH-1 and MSH-2 come from delimiters). */
+  fields: readonly Hl7FieldValue[];
+}
+
+function encodeComponent(c: Hl7Component, d: Hl7Delimiters): string {
+  if (c === undefined) return '';
+  if (typeof c === 'string') return escapeValue(c, d);
+  return trimEmpty(c.map((s) => (s === undefined ? '' : escapeValue(s, d)))).join(d.subcomponent);
+}
+
+function encodeRepetition(r: string | readonly Hl7Component[], d: Hl7Delimiters): string {
+  if (typeof r === 'string') return escapeValue(r, d);
+  return trimEmpty(r.map((c) => encodeComponent(c, d))).join(d.component);
+}
+
+/** Trailing empty components/fields carry nothing (section 2.5.3); drop them. */
+function trimEmpty(parts: string[]): string[] {
+  let end = parts.length;
+  while (end > 0 && parts[end - 1] === '') end -= 1;
+  return parts.slice(0, end);
+}
+
+export function encodeField(value: Hl7FieldValue, d: Hl7Delimiters = DEFAULT_DELIMITERS): string {
+  if (value === undefined) return '';
+  if (typeof value === 'string') return escapeValue(value, d);
+  if ('repetitions' in value) {
+    return value.repetitions.map((r) => encodeRepetition(r, d)).join(d.repetition);
+  }
+  return encodeRepetition(value as readonly Hl7Component[], d);
+}
+
+export function encodeSegment(spec: Hl7SegmentSpec, d: Hl7Delimiters = DEFAULT_DELIMITERS): string {
+  const fields = trimEmpty(spec.fields.map((f) => encodeField(f, d)));
+  if (spec.id === 'MSH') {
+    const enc = d.component + d.repetition + d.escape + d.subcomponent + (d.truncation ?? '');
+    return ['MSH', enc, ...fields].join(d.field);
+  }
+  return [spec.id, ...fields].join(d.field);
+}
+
+/** Encodes segments with CR separators (section 2.5.1), the last one CR-terminated too. */
+export function encodeMessage(
+  segments: readonly Hl7SegmentSpec[],
+  d: Hl7Delimiters = DEFAULT_DELIMITERS,
+): string {
+  return segments.map((s) => encodeSegment(s, d)).join('\r') + '\r';
+}
+
+/** HL7 DTM (section 2.A.22) in UTC with explicit offset: YYYYMMDDHHMMSS+0000. */
+export function formatHl7Timestamp(date: Date): string {
+  const p = (n: number, w = 2): string => String(n).padStart(w, '0');
+  return (
+    `${p(date.getUTCFullYear(), 4)}${p(date.getUTCMonth() + 1)}${p(date.getUTCDate())}` +
+    `${p(date.getUTCHours())}${p(date.getUTCMinutes())}${p(date.getUTCSeconds())}+0000`
+  );
+}

@@ -1,0 +1,136 @@
+import { decodeBytes } from './hl7-charset';
+import { QuirkCollector } from './hl7-quirk';
+
+/** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 section 2.5.4). */
+export interface Hl7Delimiters {
+  field: string;
+  component: string;
+  repetition: string;
+  escape: string;
+  subcomponent: string;
+  /** v2.7+ truncation character (fifth MSH-2 character), if present. */
+  truncation?: string;
+}
+
+export const DEFAULT_DELIMITERS: Hl7Delimiters = {
+  field: '|',
+  component: '^',
+  repetition: '~',
+  escape: '\\',
+  subcomponent: '&',
+};
+
+export interface UnescapeContext {
+  delimiters: Hl7Delimiters;
+  /** WHATWG label of the message charset, for \Xhh\ hexadecimal data. */
+  encoding: string;
+  quirks?: QuirkCollector;
+  /** Location used in quirk details, e.g. `OBR-13`. */
+  location?: string;
+}
+
+/**
+ * Replaces escape sequences (HL7 v2.5.1 section 2.7) in one leaf value (a subcomponent, or a
+ * component/field without deeper structure):
+ * - \F\ \S\ \T\ \R\ \E\ (2.7.1) and \P\ (truncation, v2.7) give back the delimiter;
+ * - \Xhh..\ (2.7.3) is hexadecimal data, decoded as bytes in the message charset;
+ * - \.br\ \.sp\ (2.7.6, formatted text FT) become line breaks; \H\ \N\ (highlighting, 2.7.2) and
+ *   the other formatting commands (.fi .nf .in .ti .sk .ce) carry no text and are dropped;
+ * - \Zxx\ (locally defined), \Cxxyy\ \Mxxyyzz\ (charset switching, 2.7.4-2.7.5) and anything
+ *   unknown are kept literally and recorded as a quirk, so no data is lost.
+ */
+export function unescapeValue(raw: string, ctx: UnescapeContext): string {
+  const esc = ctx.delimiters.escape;
+  if (esc === '' || !raw.includes(esc)) return raw;
+  let out = '';
+  let i = 0;
+  while (i < raw.length) {
+    const ch = raw[i];
+    if (ch !== esc) {
+      out += ch;
+      i += 1;
+      continue;
+    }
+    const close = raw.indexOf(esc, i + 1);
+    if (close === -1) {
+      // A lone escape character: keep it (some senders do not escape backslashes).
+      ctx.quirks?.add('unknown-escape-sequence', `${ctx.location ?? '?'}: unterminated escape`);
+      out += raw.slice(i);
+      break;
+    }
+    const body = raw.slice(i + 1, close);
+    const replaced = replaceEscape(body, ctx);
+    if (replaced === undefined) {
+      ctx.quirks?.add(
+        'unknown-escape-sequence',
+        `${ctx.location ?? '?'}: \\${body}\\ kept literally`,
+      );
+      out += raw.slice(i, close + 1);
+    } else {
+      out += replaced;
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
+  const d = ctx.delimiters;
+  switch (body) {
+    case 'F':
+      return d.field;
+    case 'S':
+      return d.component;
+    case 'T':
+      return d.subcomponent;
+    case 'R':
+      return d.repetition;
+    case 'E':
+      return d.escape;
+    case 'P':
+      return d.truncation ?? '#';
+    case 'H':
+    case 'N':
+      ctx.quirks?.add(
+        'formatting-escape',
+        `${ctx.location ?? '?'}: \\${body}\\ highlighting dropped`,
+      );
+      return '';
+    default:
+      break;
+  }
+  if (/^X([0-9A-Fa-f]{2})+$/.test(body)) {
+    return decodeBytes(Buffer.from(body.slice(1), 'hex'), ctx.encoding);
+  }
+  const fmt = /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body);
+  if (fmt) {
+    const [, command, arg] = fmt;
+    if (command === 'br') return '\n';
+    if (command === 'sp') return '\n'.repeat(Math.max(1, Number(arg || '1')));
+    ctx.quirks?.add('formatting-escape', `${ctx.location ?? '?'}: \\.${command}\\ dropped`);
+    return '';
+  }
+  return undefined;
+}
+
+/**
+ * Escapes a plain value so that it can be written into any field position (section 2.7.1):
+ * the escape character first, then every delimiter; CR and LF (which would end the segment)
+ * as hexadecimal data (2.7.3).
+ */
+export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_DELIMITERS): string {
+  const d = delimiters;
+  let out = '';
+  for (const ch of value) {
+    if (ch === d.escape) out += `${d.escape}E${d.escape}`;
+    else if (ch === d.field) out += `${d.escape}F${d.escape}`;
+    else if (ch === d.component) out += `${d.escape}S${d.escape}`;
+    else if (ch === d.subcomponent) out += `${d.escape}T${d.escape}`;
+    else if (ch === d.repetition) out += `${d.escape}R${d.escape}`;
+    else if (d.truncation !== undefined && ch === d.truncation) out += `${d.escape}P${d.escape}`;
+    else if (ch === '\r') out += `${d.escape}X0D${d.escape}`;
+    else if (ch === '\n') out += `${d.escape}X0A${d.escape}`;
+    else out += ch;
+  }
+  return out;
+}

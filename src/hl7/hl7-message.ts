@@ -1,0 +1,425 @@
+import { decideCharset, decodeBytes, hasUtf8Bom } from './hl7-charset';
+import { Hl7Error } from './hl7.error';
+import { DEFAULT_DELIMITERS, Hl7Delimiters, unescapeValue } from './hl7-escape';
+import { formatLocation, Hl7Location, parseLocation } from './hl7-location';
+import { Hl7Quirk, QuirkCollector } from './hl7-quirk';
+
+/** The HL7 explicit null (v2.5.1 section 2.5.3): the receiver shall delete the value. */
+export const HL7_EXPLICIT_NULL = '""';
+
+const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
+
+/**
+ * One segment. `fields[n]` is the raw (still escaped) text of field n, so `fields[0]` is the
+ * segment ID; for MSH, `fields[1]` is the field separator (MSH-1) and `fields[2]` the encoding
+ * characters (MSH-2), as the standard numbers them (section 2.14.9).
+ */
+export class Hl7Segment {
+  constructor(
+    readonly id: string,
+    readonly fields: readonly string[],
+    /** 1-based occurrence of this segment ID in the message. */
+    readonly ordinal: number,
+    /** 1-based position of the segment in the message. */
+    readonly position: number,
+    private readonly message: Hl7Message,
+  ) {}
+
+  get fieldCount(): number {
+    return this.fields.length - 1;
+  }
+
+  /** Raw field text (escaped, with its delimiters), '' when absent. */
+  rawField(field: number): string {
+    return this.fields[field] ?? '';
+  }
+
+  /** Number of repetitions present in a field (0 when empty). */
+  repetitionCount(field: number): number {
+    const raw = this.rawField(field);
+    if (raw === '') return 0;
+    if (this.id === 'MSH' && field <= 2) return 1;
+    return raw.split(this.message.delimiters.repetition).length;
+  }
+
+  /**
+   * The unescaped value at a position; undefined when empty or the explicit null `""`.
+   * Missing repetition/component/subcomponent default to 1 (a primitive value, never a
+   * composite's text).
+   */
+  value(field: number, repetition = 1, component = 1, subcomponent = 1): string | undefined {
+    const raw = this.rawLeaf(field, repetition, component, subcomponent);
+    if (raw === '' || raw === HL7_EXPLICIT_NULL) return undefined;
+    if (this.id === 'MSH' && field <= 2) return raw;
+    return unescapeValue(raw, {
+      delimiters: this.message.delimiters,
+      encoding: this.message.encoding,
+      quirks: this.message.quirkCollector,
+      location: formatLocation({
+        segment: this.id,
+        segmentOrdinal: this.ordinal,
+        field,
+        repetition,
+        component,
+        subcomponent,
+      }),
+    });
+  }
+
+  /** True when the position holds the explicit null `""` (delete the value). */
+  isExplicitNull(field: number, repetition = 1, component = 1, subcomponent = 1): boolean {
+    return this.rawLeaf(field, repetition, component, subcomponent) === HL7_EXPLICIT_NULL;
+  }
+
+  /** Unescaped components of one repetition (index 0 = component 1); [] when empty. */
+  components(field: number, repetition = 1): (string | undefined)[] {
+    const rep = this.rawRepetition(field, repetition);
+    if (rep === '') return [];
+    const count = rep.split(this.message.delimiters.component).length;
+    const out: (string | undefined)[] = [];
+    for (let c = 1; c <= count; c += 1) out.push(this.value(field, repetition, c, 1));
+    return out;
+  }
+
+  /** Absolute location text of a position in this segment, for lineage and ERR-2. */
+  locationOf(
+    field: number,
+    repetition?: number,
+    component?: number,
+    subcomponent?: number,
+  ): string {
+    return formatLocation({
+      segment: this.id,
+      segmentOrdinal: this.ordinal,
+      field,
+      repetition,
+      component,
+      subcomponent,
+    });
+  }
+
+  private rawRepetition(field: number, repetition: number): string {
+    const raw = this.rawField(field);
+    if (raw === '') return '';
+    if (this.id === 'MSH' && field <= 2) return repetition === 1 ? raw : '';
+    return raw.split(this.message.delimiters.repetition)[repetition - 1] ?? '';
+  }
+
+  private rawLeaf(
+    field: number,
+    repetition: number,
+    component: number,
+    subcomponent: number,
+  ): string {
+    const rep = this.rawRepetition(field, repetition);
+    if (rep === '') return '';
+    if (this.id === 'MSH' && field <= 2) return component === 1 && subcomponent === 1 ? rep : '';
+    const d = this.message.delimiters;
+    const comp = rep.split(d.component)[component - 1] ?? '';
+    return comp.split(d.subcomponent)[subcomponent - 1] ?? '';
+  }
+}
+
+/**
+ * One order group (ORM_O01 ORDER / OMI_O23 ORDER, HL7 v2.5.1 sections 4.4.1 and 4.4.5): an ORC
+ * and the segments that follow it up to the next ORC (TQ1, OBR, NTE, DG1, OBX, IPC, ZDS...).
+ * An OBR with no ORC of its own starts a group too (tolerated; some v2.3 senders do it).
+ */
+export class Hl7OrderGroup {
+  constructor(
+    /** 1-based index of the group in the message. */
+    readonly index: number,
+    readonly segments: readonly Hl7Segment[],
+  ) {}
+
+  first(id: string): Hl7Segment | undefined {
+    return this.segments.find((s) => s.id === id);
+  }
+
+  all(id: string): Hl7Segment[] {
+    return this.segments.filter((s) => s.id === id);
+  }
+
+  get orc(): Hl7Segment | undefined {
+    return this.first('ORC');
+  }
+
+  get obr(): Hl7Segment | undefined {
+    return this.first('OBR');
+  }
+}
+
+export interface Hl7MessageType {
+  code: string;
+  trigger: string;
+  structure?: string;
+}
+
+/** A parsed message: segments, delimiters, charset, and the quirks tolerated on the way. */
+export class Hl7Message {
+  readonly segments: Hl7Segment[] = [];
+  /** @internal shared with segments so that unescaping can record quirks. */
+  readonly quirkCollector: QuirkCollector;
+
+  constructor(
+    readonly delimiters: Hl7Delimiters,
+    /** WHATWG label the bytes were decoded with. */
+    readonly encoding: string,
+    /** MSH-18 as received ('' when absent). */
+    readonly declaredCharset: string,
+    readonly charsetKnown: boolean,
+    /** The decoded text, segment separators normalised to CR. */
+    readonly text: string,
+    quirks: QuirkCollector,
+  ) {
+    this.quirkCollector = quirks;
+  }
+
+  get quirks(): readonly Hl7Quirk[] {
+    return this.quirkCollector.quirks;
+  }
+
+  get msh(): Hl7Segment {
+    return this.segments[0];
+  }
+
+  get messageType(): Hl7MessageType {
+    return {
+      code: this.msh.value(9, 1, 1) ?? '',
+      trigger: this.msh.value(9, 1, 2) ?? '',
+      structure: this.msh.value(9, 1, 3),
+    };
+  }
+
+  get controlId(): string {
+    return this.msh.value(10) ?? '';
+  }
+
+  /** MSH-12.1, e.g. `2.5.1`. */
+  get version(): string {
+    return this.msh.value(12) ?? '';
+  }
+
+  /** MSH-11.1, table 0103 (P production, T training, D debugging). */
+  get processingId(): string {
+    return this.msh.value(11) ?? '';
+  }
+
+  segment(id: string, ordinal = 1): Hl7Segment | undefined {
+    let seen = 0;
+    for (const s of this.segments) {
+      if (s.id === id) {
+        seen += 1;
+        if (seen === ordinal) return s;
+      }
+    }
+    return undefined;
+  }
+
+  segmentsById(id: string): Hl7Segment[] {
+    return this.segments.filter((s) => s.id === id);
+  }
+
+  /** Value at a location such as `PID-3[2].4` or `ORC[2]-1` (see Hl7Location). */
+  get(location: string | Hl7Location): string | undefined {
+    const loc = typeof location === 'string' ? parseLocation(location) : location;
+    const seg = this.segment(loc.segment, loc.segmentOrdinal ?? 1);
+    return seg?.value(loc.field, loc.repetition ?? 1, loc.component ?? 1, loc.subcomponent ?? 1);
+  }
+
+  /** The value at a location in every repetition of its field (empty repetitions skipped). */
+  getAll(location: string | Hl7Location): string[] {
+    const loc = typeof location === 'string' ? parseLocation(location) : location;
+    const seg = this.segment(loc.segment, loc.segmentOrdinal ?? 1);
+    if (!seg) return [];
+    const out: string[] = [];
+    for (let r = 1; r <= seg.repetitionCount(loc.field); r += 1) {
+      const v = seg.value(loc.field, r, loc.component ?? 1, loc.subcomponent ?? 1);
+      if (v !== undefined) out.push(v);
+    }
+    return out;
+  }
+
+  /** ORC/OBR order groups in message order (see Hl7OrderGroup). */
+  orderGroups(): Hl7OrderGroup[] {
+    const groups: Hl7Segment[][] = [];
+    let current: Hl7Segment[] | undefined;
+    for (const seg of this.segments) {
+      if (seg.id === 'ORC') {
+        current = [seg];
+        groups.push(current);
+      } else if (seg.id === 'OBR') {
+        if (!current || current.some((s) => s.id === 'OBR')) {
+          this.quirkCollector.add(
+            'obr-without-orc',
+            `${seg.locationOf(1).split('-')[0]} has no ORC`,
+          );
+          current = [seg];
+          groups.push(current);
+        } else {
+          current.push(seg);
+        }
+      } else if (current) {
+        current.push(seg);
+      }
+    }
+    return groups.map((segs, i) => new Hl7OrderGroup(i + 1, segs));
+  }
+}
+
+function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters {
+  const field = mshLine[3];
+  if (field === undefined || /[A-Za-z0-9\s]/.test(field)) {
+    throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', 'MSH-1 field separator missing or invalid');
+  }
+  const end = mshLine.indexOf(field, 4);
+  const enc = end === -1 ? mshLine.slice(4) : mshLine.slice(4, end);
+  if (enc.length < 4 || new Set(enc + field).size !== enc.length + 1) {
+    throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', `MSH-2 encoding characters invalid`);
+  }
+  const delimiters: Hl7Delimiters = {
+    field,
+    component: enc[0],
+    repetition: enc[1],
+    escape: enc[2],
+    subcomponent: enc[3],
+  };
+  if (enc.length >= 5) {
+    // v2.7 added the truncation character as a fifth encoding character (section 2.5.5.6).
+    delimiters.truncation = enc[4];
+    quirks.add('truncation-character', `MSH-2 "${enc}"`);
+  }
+  const std = DEFAULT_DELIMITERS;
+  if (
+    field !== std.field ||
+    delimiters.component !== std.component ||
+    delimiters.repetition !== std.repetition ||
+    delimiters.escape !== std.escape ||
+    delimiters.subcomponent !== std.subcomponent
+  ) {
+    quirks.add('custom-encoding-characters', `MSH-1 "${field}" MSH-2 "${enc}"`);
+  }
+  return delimiters;
+}
+
+/** Splits into segment lines, tolerating CR, LF, CRLF and mixes; records what it saw. */
+function splitSegments(text: string, quirks: QuirkCollector): string[] {
+  const crlf = (text.match(/\r\n/g) ?? []).length;
+  const cr = (text.match(/\r(?!\n)/g) ?? []).length;
+  const lf = (text.match(/(?<!\r)\n/g) ?? []).length;
+  const kinds = [crlf > 0, cr > 0, lf > 0].filter(Boolean).length;
+  if (kinds > 1) quirks.add('mixed-separators', `CRLF ${crlf}, CR ${cr}, LF ${lf}`);
+  else if (crlf > 0) quirks.add('crlf-separators', `${crlf} segment separators are CRLF`);
+  else if (lf > 0) quirks.add('lf-separators', `${lf} segment separators are LF`);
+
+  const lines = text.split(/\r\n|\r|\n/);
+  const out: string[] = [];
+  let blanks = 0;
+  for (const line of lines) {
+    if (line.trim() === '') {
+      blanks += 1;
+      continue;
+    }
+    out.push(line);
+  }
+  // A trailing separator after the last segment is normal; only inner blank lines are a quirk.
+  const trailing = lines.length > 0 && lines[lines.length - 1].trim() === '' ? 1 : 0;
+  if (blanks - trailing > 0)
+    quirks.add('blank-lines', `${blanks - trailing} blank line(s) skipped`);
+  return out;
+}
+
+/**
+ * Parses one HL7v2 message from its raw bytes (the MLLP payload or a file): detects the BOM
+ * and MSH-18 charset, decodes accordingly, and splits segments tolerantly. Throws Hl7Error only
+ * when no MSH header can be found or its encoding characters are unusable; everything else is
+ * tolerated and recorded in `quirks`.
+ */
+export function parseHl7(input: Buffer | string): Hl7Message {
+  const quirks = new QuirkCollector();
+  let text: string;
+  let encoding = 'utf-8';
+  let declared = '';
+  let known = true;
+  if (typeof input === 'string') {
+    text = input;
+    if (text.charCodeAt(0) === 0xfeff) {
+      quirks.add('bom', 'UTF-8 byte order mark before MSH');
+      text = text.slice(1);
+    }
+  } else {
+    let bytes = input;
+    if (hasUtf8Bom(bytes)) {
+      quirks.add('bom', 'UTF-8 byte order mark before MSH');
+      bytes = bytes.subarray(3);
+    }
+    const decision = decideCharset(bytes, quirks);
+    encoding = decision.encoding;
+    declared = decision.declared;
+    known = decision.known;
+    text = decodeBytes(bytes, encoding);
+  }
+  if (text.trim() === '') throw new Hl7Error('HL7_EMPTY_MESSAGE', 'Empty HL7 message');
+
+  const lines = splitSegments(text, quirks);
+  const first = lines[0] ?? '';
+  const mshAt = first.indexOf('MSH');
+  if (mshAt === -1) throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
+  if (mshAt > 0) {
+    if (first.slice(0, mshAt).trim() !== '') {
+      throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
+    }
+    quirks.add('leading-whitespace', 'whitespace before MSH');
+    lines[0] = first.slice(mshAt);
+  }
+  const delimiters = readDelimiters(lines[0], quirks);
+  const message = new Hl7Message(delimiters, encoding, declared, known, lines.join('\r'), quirks);
+
+  const counts = new Map<string, number>();
+  let position = 0;
+  for (let line of lines) {
+    const trimmed = line.replace(/[ \t]+$/, '');
+    if (trimmed !== line) {
+      quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
+      line = trimmed;
+    }
+    const id = line.slice(0, 3);
+    if (!SEGMENT_ID.test(id) || (line.length > 3 && line[3] !== delimiters.field)) {
+      // Not a segment: most often an unescaped line break inside a text field. Keep the text
+      // with the previous segment rather than lose it.
+      const prev = message.segments[message.segments.length - 1];
+      quirks.add('mixed-separators', `line break inside ${prev.id} field joined`);
+      const fields = [...prev.fields];
+      fields[fields.length - 1] = `${fields[fields.length - 1]}\n${line}`;
+      message.segments[message.segments.length - 1] = new Hl7Segment(
+        prev.id,
+        fields,
+        prev.ordinal,
+        prev.position,
+        message,
+      );
+      continue;
+    }
+    if (line.endsWith(delimiters.field) && !(id === 'MSH' && line.length <= 9)) {
+      quirks.add('trailing-field-separator', `${id} segment ends with "${delimiters.field}"`);
+    }
+    let fields: string[];
+    if (id === 'MSH') {
+      const rest = line.slice(4);
+      const parts = rest.split(delimiters.field);
+      // parts[0] is MSH-2; MSH-1 is the separator itself.
+      fields = ['MSH', delimiters.field, ...parts];
+    } else {
+      fields = line.split(delimiters.field);
+    }
+    if (id.startsWith('Z')) quirks.add('z-segment', `${id} segment`);
+    const ordinal = (counts.get(id) ?? 0) + 1;
+    counts.set(id, ordinal);
+    position += 1;
+    message.segments.push(new Hl7Segment(id, fields, ordinal, position, message));
+  }
+  if (message.segments[0]?.id !== 'MSH') {
+    throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
+  }
+  return message;
+}

@@ -1,0 +1,125 @@
+import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
+import { Hl7Message } from './hl7-message';
+
+/** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
+export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
+  ORM: ['O01'], // v2.3-2.4 general order (ch. 4.4.1); kept in later versions for radiology
+  OMI: ['O23'], // imaging order (v2.5+ ch. 4.4.5, IHE RAD-4/RAD-13 in 2.5.1)
+  ADT: ['A08', 'A40'], // update patient information; merge patient - patient identifier list
+};
+
+/** MSH-12 values accepted: v2.3 to v2.8 (table 0104). */
+export const SUPPORTED_VERSIONS = [
+  '2.3',
+  '2.3.1',
+  '2.4',
+  '2.5',
+  '2.5.1',
+  '2.6',
+  '2.7',
+  '2.7.1',
+  '2.8',
+  '2.8.1',
+  '2.8.2',
+] as const;
+
+export interface StructureCheckOptions {
+  /** MSH-11.1 values accepted (table 0103: P production, T training, D debugging). */
+  allowedProcessingIds: readonly string[];
+}
+
+export const DEFAULT_STRUCTURE_CHECK_OPTIONS: StructureCheckOptions = {
+  allowedProcessingIds: ['P'],
+};
+
+export interface StructureCheckResult {
+  outcome: AckOutcome;
+  errors: Hl7ErrorDetail[];
+}
+
+/**
+ * Header and structure checks that decide between AR (the message cannot be processed here at
+ * all: HL7 v2.5.1 section 2.9.2 "reject") and going on to the content mapping:
+ * required MSH fields (2.14.9: MSH-1, -2, -7, -9, -10, -11, -12), supported type/trigger,
+ * processing ID, version; and, for orders, at least one ORC or OBR (AE 100).
+ */
+export function checkStructure(
+  message: Hl7Message,
+  options: StructureCheckOptions = DEFAULT_STRUCTURE_CHECK_OPTIONS,
+): StructureCheckResult {
+  const errors: Hl7ErrorDetail[] = [];
+  const msh = message.msh;
+  const reject = (e: Hl7ErrorDetail): StructureCheckResult => ({
+    outcome: 'reject',
+    errors: [...errors, e],
+  });
+
+  if (!message.controlId) {
+    return reject({ location: 'MSH-10', code: 101, severity: 'E', message: 'MSH-10 missing' });
+  }
+  const type = message.messageType;
+  if (!type.code || !type.trigger) {
+    return reject({ location: 'MSH-9', code: 101, severity: 'E', message: 'MSH-9 incomplete' });
+  }
+  if (!message.processingId) {
+    return reject({ location: 'MSH-11', code: 101, severity: 'E', message: 'MSH-11 missing' });
+  }
+  if (!message.version) {
+    return reject({ location: 'MSH-12', code: 101, severity: 'E', message: 'MSH-12 missing' });
+  }
+  if (msh.value(7) === undefined) {
+    // Required, but nothing here depends on it: answer, with a warning.
+    errors.push({ location: 'MSH-7', code: 101, severity: 'W', message: 'MSH-7 missing' });
+  }
+  if (!(SUPPORTED_VERSIONS as readonly string[]).includes(message.version)) {
+    return reject({
+      location: 'MSH-12',
+      code: 203,
+      severity: 'E',
+      message: `Version ${message.version} not supported (2.3 to 2.8)`,
+    });
+  }
+  const triggers = SUPPORTED_MESSAGES[type.code.toUpperCase()];
+  if (!triggers) {
+    return reject({
+      location: 'MSH-9.1',
+      code: 200,
+      severity: 'E',
+      message: `Message type ${type.code} not supported`,
+    });
+  }
+  if (!triggers.includes(type.trigger.toUpperCase())) {
+    return reject({
+      location: 'MSH-9.2',
+      code: 201,
+      severity: 'E',
+      message: `Event ${type.code}^${type.trigger} not supported`,
+    });
+  }
+  if (!options.allowedProcessingIds.includes(message.processingId.toUpperCase())) {
+    return reject({
+      location: 'MSH-11',
+      code: 202,
+      severity: 'E',
+      message: `Processing ID ${message.processingId} not accepted here`,
+    });
+  }
+  if (!message.charsetKnown) {
+    errors.push({
+      location: 'MSH-18',
+      code: 103,
+      severity: 'W',
+      message: `Character set ${message.declaredCharset} unknown; decoded as best effort`,
+    });
+  }
+  const isOrder = type.code.toUpperCase() === 'ORM' || type.code.toUpperCase() === 'OMI';
+  if (isOrder && message.orderGroups().length === 0) {
+    errors.push({ code: 100, severity: 'E', message: 'No ORC/OBR order group in order message' });
+    return { outcome: 'error', errors };
+  }
+  if (!isOrder && !message.segment('PID')) {
+    errors.push({ code: 100, severity: 'E', message: 'PID segment missing' });
+    return { outcome: 'error', errors };
+  }
+  return { outcome: 'accept', errors };
+}

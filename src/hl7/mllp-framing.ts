@@ -1,0 +1,174 @@
+import { Hl7Error } from './hl7.error';
+
+/**
+ * Minimal Lower Layer Protocol framing (HL7 v2.5.1 Implementation Guide, Appendix C
+ * "Lower Layer Protocols", C.4 MLLP): every message is sent as
+ * <VT = 0x0B> payload <FS = 0x1C><CR = 0x0D>.
+ */
+export const MLLP_START_BLOCK = 0x0b;
+export const MLLP_END_BLOCK = 0x1c;
+export const MLLP_CARRIAGE_RETURN = 0x0d;
+
+export const DEFAULT_MAX_MLLP_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+export function encodeMllpFrame(payload: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from([MLLP_START_BLOCK]),
+    payload,
+    Buffer.from([MLLP_END_BLOCK, MLLP_CARRIAGE_RETURN]),
+  ]);
+}
+
+export interface MllpDecoderOptions {
+  /** Largest payload accepted, in bytes (framing bytes excluded). Default 10 MiB. */
+  maxMessageBytes?: number;
+}
+
+/** What one push() produced: complete payloads in arrival order, and any stray bytes dropped. */
+export interface MllpDecodeResult {
+  messages: Buffer[];
+  /** Bytes received outside a frame (before a VT) and dropped in this push. */
+  discardedBytes: number;
+  /**
+   * Frames abandoned in this push because they exceeded the size limit
+   * (Hl7Error code MLLP_MESSAGE_TOO_LARGE), in arrival order.
+   */
+  errors: Hl7Error[];
+}
+
+/**
+ * Incremental MLLP decoder. Feed it socket chunks in order; it returns each complete payload
+ * once its FS CR trailer has arrived. It keeps only the bytes of the frame still being
+ * received, so a long-lived connection never accumulates delivered messages, and it copes
+ * with a frame split over many chunks as well as many frames in one chunk.
+ *
+ * Tolerated deviations from C.4: bytes outside a frame (e.g. a stray CR/LF between frames, or
+ * garbage before the VT) are counted and dropped; a VT inside an unfinished frame restarts the
+ * frame (the earlier partial frame can never complete and is counted as discarded); an FS not
+ * followed by CR is kept as payload, since the trailer is the two-byte sequence.
+ */
+export class MllpDecoder {
+  private readonly maxMessageBytes: number;
+  /** Chunks of the current frame's payload (after the VT), not yet terminated. */
+  private parts: Buffer[] = [];
+  private partsLength = 0;
+  private inFrame = false;
+  /** True when the previous chunk ended with FS inside a frame: the CR may start the next chunk. */
+  private pendingFs = false;
+  private totalDiscarded = 0;
+  private errors: Hl7Error[] = [];
+
+  constructor(options: MllpDecoderOptions = {}) {
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
+  }
+
+  /** Bytes dropped outside frames since this decoder was created. */
+  get discardedBytes(): number {
+    return this.totalDiscarded;
+  }
+
+  /** Bytes currently buffered for an unfinished frame. */
+  get bufferedBytes(): number {
+    return this.partsLength + (this.pendingFs ? 1 : 0);
+  }
+
+  /**
+   * Consume one chunk. A frame that grows beyond the limit is reported once in `errors`
+   * (MLLP_MESSAGE_TOO_LARGE) and dropped; its remaining bytes count as discarded and the decoder
+   * resynchronises at the next VT, so frames after it in the same chunk are still delivered.
+   */
+  push(chunk: Buffer): MllpDecodeResult {
+    const messages: Buffer[] = [];
+    const errors: Hl7Error[] = [];
+    this.errors = errors;
+    let discarded = 0;
+    let i = 0;
+    if (this.pendingFs) {
+      this.pendingFs = false;
+      if (chunk.length > 0 && chunk[0] === MLLP_CARRIAGE_RETURN) {
+        messages.push(this.takeFrame());
+        i = 1;
+      } else {
+        this.append(Buffer.from([MLLP_END_BLOCK]));
+      }
+    }
+    while (i < chunk.length) {
+      if (!this.inFrame) {
+        const start = chunk.indexOf(MLLP_START_BLOCK, i);
+        if (start === -1) {
+          discarded += chunk.length - i;
+          break;
+        }
+        discarded += start - i;
+        this.inFrame = true;
+        i = start + 1;
+        continue;
+      }
+      const end = chunk.indexOf(MLLP_END_BLOCK, i);
+      const restart = chunk.indexOf(MLLP_START_BLOCK, i);
+      if (restart !== -1 && (end === -1 || restart < end)) {
+        // A new VT before the trailer: the sender abandoned the previous frame.
+        discarded += this.partsLength + (restart - i);
+        this.resetFrame();
+        this.inFrame = true;
+        i = restart + 1;
+        continue;
+      }
+      if (end === -1) {
+        this.append(chunk.subarray(i));
+        break;
+      }
+      if (end === chunk.length - 1) {
+        if (this.append(chunk.subarray(i, end))) this.pendingFs = true;
+        else discarded += 1;
+        break;
+      }
+      if (chunk[end + 1] === MLLP_CARRIAGE_RETURN) {
+        if (this.append(chunk.subarray(i, end))) messages.push(this.takeFrame());
+        else discarded += 2;
+        i = end + 2;
+      } else {
+        // FS without CR: part of the payload, keep scanning after it.
+        this.append(chunk.subarray(i, end + 1));
+        i = end + 1;
+      }
+    }
+    this.totalDiscarded += discarded;
+    this.errors = [];
+    return { messages, discardedBytes: discarded, errors };
+  }
+
+  /** Adds payload bytes to the current frame; false when the frame was dropped as oversize. */
+  private append(part: Buffer): boolean {
+    if (part.length === 0) return true;
+    if (this.partsLength + part.length > this.maxMessageBytes) {
+      const size = this.partsLength + part.length;
+      this.totalDiscarded += size;
+      this.resetFrame();
+      this.errors.push(
+        new Hl7Error(
+          'MLLP_MESSAGE_TOO_LARGE',
+          `MLLP frame exceeds ${this.maxMessageBytes} bytes (at least ${size} received)`,
+        ),
+      );
+      return false;
+    }
+    // Copy: the caller's chunk may be reused by the stream, and a subarray would pin it.
+    this.parts.push(Buffer.from(part));
+    this.partsLength += part.length;
+    return true;
+  }
+
+  private takeFrame(): Buffer {
+    const frame = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts);
+    this.resetFrame();
+    return frame;
+  }
+
+  private resetFrame(): void {
+    this.parts = [];
+    this.partsLength = 0;
+    this.inFrame = false;
+    this.pendingFs = false;
+  }
+}

@@ -1,0 +1,251 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import tls from 'node:tls';
+
+import { buildAck } from './hl7-ack.builder';
+import { parseHl7 } from './hl7-message';
+import { DEFAULT_MAX_MLLP_MESSAGE_BYTES, encodeMllpFrame, MllpDecoder } from './mllp-framing';
+
+export interface MllpMessageMeta {
+  remoteAddress: string;
+  connectionId: string;
+}
+
+/**
+ * Processes one inbound payload and returns the reply payload (unframed). An empty Buffer means
+ * "send nothing" (e.g. enhanced mode with MSH-15 = NE).
+ */
+export type MllpHandler = (message: Buffer, meta: MllpMessageMeta) => Promise<Buffer>;
+
+/** Operational events, for logs and metrics. They never carry message content (no PHI). */
+export type MllpServerEvent =
+  | { type: 'connection-open'; connectionId: string; remoteAddress: string }
+  | { type: 'connection-closed'; connectionId: string; remoteAddress: string }
+  | { type: 'handler-error'; connectionId: string; error: unknown }
+  | { type: 'oversize-frame'; connectionId: string; detail: string }
+  | { type: 'discarded-bytes'; connectionId: string; bytes: number }
+  | { type: 'socket-error'; connectionId: string; error: Error };
+
+export interface MllpServerOptions {
+  handler: MllpHandler;
+  /** Bind address; loopback unless configured (the app passes its config value). */
+  host?: string;
+  /** 0 picks a free port (tests). */
+  port: number;
+  maxMessageBytes?: number;
+  /** When set, the listener speaks MLLP over TLS with these options (key, cert, ca...). */
+  tls?: tls.TlsOptions;
+  /** Close a connection idle for this long; 0 (default) keeps connections open indefinitely. */
+  idleTimeoutMs?: number;
+  onEvent?: (event: MllpServerEvent) => void;
+  /** Control ID generator for the fallback AR sent when the handler throws. */
+  controlIdGenerator?: () => string;
+  clock?: () => Date;
+}
+
+interface Connection {
+  id: string;
+  socket: net.Socket;
+  remoteAddress: string;
+  decoder: MllpDecoder;
+  queue: Buffer[];
+  busy: boolean;
+  closing: boolean;
+}
+
+/**
+ * MLLP listener (HL7 v2.5.1 Implementation Guide Appendix C.4) over node:net or node:tls.
+ * Connections are long-lived; on each one, messages are handled strictly one at a time: the
+ * next frame is handed to the handler only after the previous reply has been written, as the
+ * original acknowledgment rules require (v2.5.1 section 2.9.2). A throwing handler is answered
+ * with AR / ERR 207 and never stops the server.
+ */
+export class MllpServer {
+  private readonly server: net.Server;
+  private readonly connections = new Map<string, Connection>();
+  private readonly maxMessageBytes: number;
+  private closing = false;
+  private drained?: () => void;
+
+  constructor(private readonly options: MllpServerOptions) {
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
+    const onSocket = (socket: net.Socket): void => this.accept(socket);
+    this.server = options.tls
+      ? tls.createServer(options.tls, onSocket)
+      : net.createServer(onSocket);
+    // Errors on the listening socket after start are reported, never thrown.
+    this.server.on('error', (error) =>
+      this.emit({ type: 'socket-error', connectionId: 'listener', error }),
+    );
+  }
+
+  /** Starts listening; resolves with the bound address (useful with port 0). */
+  listen(): Promise<net.AddressInfo> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
+        this.server.off('error', onError);
+        resolve(this.server.address() as net.AddressInfo);
+      });
+    });
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  /**
+   * Stops accepting connections, lets every connection finish the messages it has already
+   * received (replies written), then closes them. After `timeoutMs` the rest are destroyed.
+   */
+  async close(timeoutMs = 10_000): Promise<void> {
+    this.closing = true;
+    const serverClosed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const allDrained = new Promise<void>((resolve) => {
+      this.drained = resolve;
+    });
+    for (const conn of this.connections.values()) {
+      conn.closing = true;
+      conn.socket.pause();
+      this.endIfIdle(conn);
+    }
+    this.checkDrained();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        for (const conn of this.connections.values()) conn.socket.destroy();
+        resolve();
+      }, timeoutMs);
+    });
+    await Promise.race([allDrained, timeout]);
+    clearTimeout(timer);
+    await serverClosed;
+  }
+
+  private accept(socket: net.Socket): void {
+    if (this.closing) {
+      socket.destroy();
+      return;
+    }
+    const conn: Connection = {
+      id: randomUUID(),
+      socket,
+      remoteAddress: socket.remoteAddress ?? 'unknown',
+      decoder: new MllpDecoder({ maxMessageBytes: this.maxMessageBytes }),
+      queue: [],
+      busy: false,
+      closing: false,
+    };
+    this.connections.set(conn.id, conn);
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, 60_000);
+    if (this.options.idleTimeoutMs) {
+      socket.setTimeout(this.options.idleTimeoutMs, () => socket.end());
+    }
+    this.emit({
+      type: 'connection-open',
+      connectionId: conn.id,
+      remoteAddress: conn.remoteAddress,
+    });
+    socket.on('data', (chunk: Buffer) => this.onData(conn, chunk));
+    socket.on('error', (error) =>
+      this.emit({ type: 'socket-error', connectionId: conn.id, error }),
+    );
+    socket.on('close', () => {
+      this.connections.delete(conn.id);
+      conn.queue.length = 0;
+      this.emit({
+        type: 'connection-closed',
+        connectionId: conn.id,
+        remoteAddress: conn.remoteAddress,
+      });
+      this.checkDrained();
+    });
+  }
+
+  private onData(conn: Connection, chunk: Buffer): void {
+    if (conn.closing && !this.closing) return;
+    const result = conn.decoder.push(chunk);
+    if (result.discardedBytes > 0) {
+      this.emit({ type: 'discarded-bytes', connectionId: conn.id, bytes: result.discardedBytes });
+    }
+    conn.queue.push(...result.messages);
+    if (result.errors.length > 0) {
+      for (const error of result.errors) {
+        this.emit({ type: 'oversize-frame', connectionId: conn.id, detail: error.message });
+      }
+      // The peer is sending more than we accept; replying is impossible (no header was read
+      // in full) and waiting would only make it time out. Finish what is queued, then close.
+      conn.closing = true;
+      conn.socket.pause();
+    }
+    void this.pump(conn);
+  }
+
+  private async pump(conn: Connection): Promise<void> {
+    if (conn.busy) return;
+    conn.busy = true;
+    try {
+      while (conn.queue.length > 0 && !conn.socket.destroyed) {
+        const message = conn.queue.shift() as Buffer;
+        const reply = await this.handle(conn, message);
+        if (reply.length > 0 && !conn.socket.destroyed) {
+          await new Promise<void>((resolve) => {
+            conn.socket.write(encodeMllpFrame(reply), () => resolve());
+          });
+        }
+      }
+    } finally {
+      conn.busy = false;
+    }
+    this.endIfIdle(conn);
+  }
+
+  private async handle(conn: Connection, message: Buffer): Promise<Buffer> {
+    try {
+      return await this.options.handler(message, {
+        remoteAddress: conn.remoteAddress,
+        connectionId: conn.id,
+      });
+    } catch (error) {
+      this.emit({ type: 'handler-error', connectionId: conn.id, error });
+      return this.fallbackReject(message);
+    }
+  }
+
+  /** AR with ERR 207 (table 0357 "Application internal error"); nothing if unparseable. */
+  private fallbackReject(message: Buffer): Buffer {
+    try {
+      const inbound = parseHl7(message);
+      return buildAck({
+        inbound,
+        outcome: 'reject',
+        errors: [{ code: 207, severity: 'E', message: 'Application internal error' }],
+        controlId: (this.options.controlIdGenerator ?? randomUUID)(),
+        now: (this.options.clock ?? (() => new Date()))(),
+      }).bytes;
+    } catch {
+      return Buffer.alloc(0);
+    }
+  }
+
+  private endIfIdle(conn: Connection): void {
+    if (conn.closing && !conn.busy && conn.queue.length === 0 && !conn.socket.destroyed) {
+      // Flush what was written, then release the socket even if the peer keeps its side open.
+      conn.socket.end(() => conn.socket.destroy());
+    }
+  }
+
+  private checkDrained(): void {
+    if (this.closing && this.connections.size === 0) this.drained?.();
+  }
+
+  private emit(event: MllpServerEvent): void {
+    try {
+      this.options.onEvent?.(event);
+    } catch {
+      // A failing observer must not take the listener down.
+    }
+  }
+}

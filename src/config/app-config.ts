@@ -52,7 +52,7 @@ const bool = (fallback: boolean) =>
   z
     .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
     .transform((v) => v === 'true' || v === '1' || v === 'yes')
-    .default(fallback ? 'true' : 'false');
+    .default(fallback);
 
 const apiTokens = z
   .string()

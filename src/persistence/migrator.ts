@@ -25,7 +25,8 @@ export async function revertLastMigration(dataSource: DataSource, url: string): 
   await withMigrationLock(url, () => dataSource.undoLastMigration({ transaction: 'each' }));
 }
 
-async function withMigrationLock<T>(url: string, work: () => Promise<T>): Promise<T> {
+/** Serialises schema changes across replicas (ours and the job queue's). */
+export async function withMigrationLock<T>(url: string, work: () => Promise<T>): Promise<T> {
   const client = new Client({ connectionString: url, application_name: 'imaging-ai-adapter-migrate' });
   await client.connect();
   try {

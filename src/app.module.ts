@@ -1,0 +1,51 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { API_CREDENTIALS, BearerAuthGuard } from './auth/bearer-auth.guard';
+import type { ApiCredentials } from './auth/api-credentials';
+import { ProblemJsonFilter } from './common/problem-json.filter';
+import { APP_CONFIG, DATA_SOURCE, LOGGER } from './common/tokens';
+import type { AppConfig } from './config/app-config';
+import { HealthController } from './health/health.controller';
+import { UPSTREAM_PROBE } from './health/health.tokens';
+import type { UpstreamProbe } from './health/upstream-probe';
+import { JOB_QUEUE } from './jobs/jobs.tokens';
+import { OpenApiController, OpenApiDocument } from './observability/openapi.controller';
+import type { JobQueue } from './jobs/job-queue';
+
+/** What is built before Nest starts (database, logger, upstream) and handed to every module. */
+export interface AdapterRuntime {
+  config: AppConfig;
+  logger: Logger;
+  dataSource: DataSource;
+  databaseUrl: string;
+  credentials: ApiCredentials;
+  upstreamBaseUrl: string;
+  upstreamProbe: UpstreamProbe;
+  jobQueue: JobQueue;
+}
+
+/** Composition only. */
+@Module({})
+export class AppModule {
+  static forRoot(runtime: AdapterRuntime): DynamicModule {
+    return {
+      module: AppModule,
+      global: true,
+      controllers: [HealthController, OpenApiController],
+      providers: [
+        OpenApiDocument,
+        { provide: APP_CONFIG, useValue: runtime.config },
+        { provide: LOGGER, useValue: runtime.logger },
+        { provide: DATA_SOURCE, useValue: runtime.dataSource },
+        { provide: API_CREDENTIALS, useValue: runtime.credentials },
+        { provide: UPSTREAM_PROBE, useValue: runtime.upstreamProbe },
+        { provide: JOB_QUEUE, useValue: runtime.jobQueue },
+        { provide: APP_GUARD, useClass: BearerAuthGuard },
+        { provide: APP_FILTER, useClass: ProblemJsonFilter },
+      ],
+      exports: [APP_CONFIG, LOGGER, DATA_SOURCE, UPSTREAM_PROBE, JOB_QUEUE],
+    };
+  }
+}

@@ -1,0 +1,194 @@
+import 'reflect-metadata';
+import { join } from 'node:path';
+import type { INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { AppModule } from './app.module';
+import { loadApiCredentials } from './auth/api-credentials';
+import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
+import { HttpUpstreamProbe } from './health/upstream-probe';
+import { JobQueue } from './jobs/job-queue';
+import { createLogger, PinoNestLogger } from './observability/logger';
+import { OpenApiDocument } from './observability/openapi.controller';
+import { requestLogging } from './observability/request-logging.middleware';
+import { createDataSource } from './persistence/data-source.factory';
+import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './persistence/embedded-postgres';
+import { migrateUnderLock } from './persistence/migrator';
+
+/** A problem that stops the boot, reported as one line per problem, without a stack trace. */
+export class StartupError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+    this.name = 'StartupError';
+  }
+}
+
+export interface RunningAdapter {
+  httpUrl: string;
+  config: AppConfig;
+  app: INestApplication;
+  dataSource: DataSource;
+  databaseUrl: string;
+  upstreamBaseUrl: string;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  env?: NodeJS.ProcessEnv;
+  logger?: Logger;
+  /** Print generated API tokens (first start with nothing configured). */
+  announce?: (text: string) => void;
+}
+
+/**
+ * Starts the whole adapter: configuration, database (embedded when DATABASE_URL is unset),
+ * migrations, upstream (the in-process sandbox when IMAGING_BASE_URL is unset), HTTP and
+ * workers. Used by main.ts and by end-to-end tests.
+ */
+export async function startAdapter(options: StartOptions = {}): Promise<RunningAdapter> {
+  const config = loadConfig(options.env ?? process.env);
+  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  const announce = options.announce ?? ((text: string) => process.stdout.write(text));
+  const cleanups: Array<() => Promise<void>> = [];
+  const cleanup = async () => {
+    for (const fn of cleanups.reverse()) {
+      await fn().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
+    }
+    cleanups.length = 0;
+  };
+
+  try {
+    logger.info({ config: describeConfig(config) }, 'starting imaging-ai-adapter');
+
+    let databaseUrl = config.DATABASE_URL;
+    if (!databaseUrl) {
+      let embedded: RunningEmbeddedPostgres;
+      try {
+        embedded = await startEmbeddedPostgres({
+          dataDir: config.EMBEDDED_PG_DIR,
+          log: (line) => logger.debug({ component: 'embedded-postgres' }, line),
+        });
+      } catch (error) {
+        throw new StartupError([`embedded PostgreSQL: ${(error as Error).message}`]);
+      }
+      cleanups.push(() => embedded.stop());
+      databaseUrl = embedded.url;
+      logger.info({ dataDir: config.EMBEDDED_PG_DIR, port: embedded.port }, 'embedded PostgreSQL started');
+    }
+
+    const dataSource = createDataSource({ url: databaseUrl, poolSize: config.DATABASE_POOL_SIZE });
+    try {
+      await dataSource.initialize();
+    } catch (error) {
+      throw new StartupError([
+        `DATABASE_URL: cannot connect to ${maskUrl(databaseUrl)}: ${describeConnectError(error)}`,
+      ]);
+    }
+    cleanups.push(() => dataSource.destroy());
+
+    if (config.RUN_MIGRATIONS) {
+      const report = await migrateUnderLock(dataSource, databaseUrl);
+      logger.info({ applied: report.applied }, 'database migrations checked');
+    }
+
+    const jobQueue = new JobQueue({ url: databaseUrl, concurrency: config.JOB_CONCURRENCY, logger });
+    await jobQueue.migrate();
+    cleanups.push(() => jobQueue.stop());
+
+    const upstreamBaseUrl = config.IMAGING_BASE_URL ?? (await startInProcessSandbox(config, logger, cleanups));
+
+    const loaded = loadApiCredentials({
+      apiTokens: config.API_TOKENS,
+      apiTokensFile: config.API_TOKENS_FILE,
+      generatedFile: join(config.DATA_DIR, 'api-tokens.sha256'),
+    });
+    if (loaded.generated) {
+      announce(
+        [
+          '',
+          'No API_TOKENS configured: generated one bearer token per role. They are shown only now;',
+          `their hashes are kept in ${join(config.DATA_DIR, 'api-tokens.sha256')} (delete it to generate new ones).`,
+          ...loaded.generated.map((g) => `  ${g.role.padEnd(8)} ${g.token}`),
+          '',
+        ].join('\n') + '\n',
+      );
+    }
+
+    const app = await NestFactory.create(
+      AppModule.forRoot({
+        config,
+        logger,
+        dataSource,
+        databaseUrl,
+        credentials: loaded.credentials,
+        upstreamBaseUrl,
+        upstreamProbe: new HttpUpstreamProbe(upstreamBaseUrl),
+        jobQueue,
+      }),
+      { logger: new PinoNestLogger(logger), bodyParser: false },
+    );
+    app.getHttpAdapter().getInstance().disable('x-powered-by');
+    app.use(requestLogging(logger));
+    mountOpenApi(app);
+    await app.init();
+    cleanups.push(() => app.close());
+
+    if (config.JOBS_ENABLED) await jobQueue.start();
+
+    await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+    const address = app.getHttpServer().address() as { port: number };
+    const host = config.HTTP_HOST === '0.0.0.0' || config.HTTP_HOST === '::' ? '127.0.0.1' : config.HTTP_HOST;
+    const httpUrl = `http://${host}:${address.port}`;
+    logger.info({ httpUrl, upstream: maskUrl(upstreamBaseUrl) }, 'imaging-ai-adapter is ready');
+
+    return {
+      httpUrl,
+      config,
+      app,
+      dataSource,
+      databaseUrl,
+      upstreamBaseUrl,
+      close: cleanup,
+    };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
+
+async function startInProcessSandbox(
+  config: AppConfig,
+  logger: Logger,
+  cleanups: Array<() => Promise<void>>,
+): Promise<string> {
+  const { startSandbox } = await import('./sandbox/sandbox');
+  const sandbox = await startSandbox({ port: 0, host: '127.0.0.1', dataDir: join(config.DATA_DIR, 'sandbox') });
+  cleanups.push(() => sandbox.close());
+  logger.info({ baseUrl: sandbox.baseUrl }, 'IMAGING_BASE_URL unset: the upstream sandbox runs in-process');
+  return sandbox.baseUrl;
+}
+
+/** Our own REST API's OpenAPI document, served at /openapi.json (any valid credential). */
+function mountOpenApi(app: INestApplication): void {
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('imaging-ai-adapter')
+      .setDescription('Operations, orders and audit API of the imaging-AI adapter')
+      .setVersion('0.1.0')
+      .addBearerAuth()
+      .addSecurityRequirements('bearer')
+      .build(),
+  );
+  app.get(OpenApiDocument).document = document;
+}
+
+function describeConnectError(error: unknown): string {
+  const e = error as NodeJS.ErrnoException & { errors?: Array<{ code?: string; message: string }> };
+  const inner = e.errors?.[0];
+  if (inner?.code) return `${inner.code} (${inner.message})`;
+  if (e.code) return `${e.code} (${e.message})`;
+  return e.message;
+}

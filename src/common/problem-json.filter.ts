@@ -1,0 +1,56 @@
+import { ArgumentsHost, Catch, type ExceptionFilter, HttpException, Inject } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { currentCorrelationId } from '../observability/logger';
+import { AppError } from './app-error';
+import { LOGGER } from './tokens';
+
+/** RFC 9457 problem details for every error of our own REST API. */
+@Catch()
+export class ProblemJsonFilter implements ExceptionFilter {
+  constructor(@Inject(LOGGER) private readonly logger: Logger) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const res = ctx.getResponse<Response>();
+    const req = ctx.getRequest<Request>();
+    let status = 500;
+    let title = 'Internal Server Error';
+    let detail = 'an unexpected error occurred; see the service log with this correlation id';
+    let extra: Record<string, unknown> = {};
+    if (exception instanceof AppError) {
+      status = exception.httpStatus;
+      title = exception.code;
+      detail = exception.message;
+      extra = exception.details ?? {};
+    } else if (exception instanceof HttpException) {
+      status = exception.getStatus();
+      const body = exception.getResponse();
+      title = exception.name.replace(/Exception$/, '');
+      detail =
+        typeof body === 'string'
+          ? body
+          : Array.isArray((body as { message?: unknown }).message)
+            ? ((body as { message: string[] }).message).join('; ')
+            : String((body as { message?: unknown }).message ?? exception.message);
+    }
+    if (status >= 500) {
+      this.logger.error({ err: exception, path: req.route?.path ?? 'unmatched' }, 'request failed');
+    }
+    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+    res
+      .status(status)
+      .type('application/problem+json')
+      .send(
+        JSON.stringify({
+          type: 'about:blank',
+          title,
+          status,
+          detail,
+          instance: req.originalUrl?.split('?')[0],
+          correlationId: currentCorrelationId(),
+          ...extra,
+        }),
+      );
+  }
+}

@@ -1,0 +1,53 @@
+import { Controller, Get, Inject, Res } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
+import type { DataSource } from 'typeorm';
+import { Public, Roles } from '../auth/auth.decorators';
+import { DATA_SOURCE } from '../common/tokens';
+import { metricsRegistry } from '../observability/metrics';
+import { UPSTREAM_PROBE } from './health.tokens';
+import type { UpstreamProbe } from './upstream-probe';
+
+@ApiTags('operations')
+@Controller()
+export class HealthController {
+  constructor(
+    @Inject(DATA_SOURCE) private readonly dataSource: DataSource,
+    @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
+  ) {}
+
+  /** Liveness and readiness in one: 200 when the database answers, 503 otherwise. */
+  @Public()
+  @Get('health')
+  async health(@Res() res: Response): Promise<void> {
+    const started = Date.now();
+    let database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
+    try {
+      await Promise.race([
+        this.dataSource.query('SELECT 1'),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('timed out after 3 s')), 3000).unref()),
+      ]);
+      database = { status: 'up', latencyMs: Date.now() - started };
+    } catch (error) {
+      database = { status: 'down', latencyMs: Date.now() - started, detail: (error as Error).message };
+    }
+    const upstream = await this.upstream.check();
+    const ready = database.status === 'up';
+    const status = !ready ? 'down' : upstream.status === 'up' ? 'ok' : 'degraded';
+    res.status(ready ? 200 : 503).json({
+      status,
+      live: true,
+      ready,
+      checks: { database, upstream },
+      version: process.env.npm_package_version ?? '0.1.0',
+      uptimeSeconds: Math.round(process.uptime()),
+    });
+  }
+
+  /** Prometheus exposition; a scraper uses an analyst or admin bearer token. */
+  @Roles('analyst')
+  @Get('metrics')
+  async metrics(@Res() res: Response): Promise<void> {
+    res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+  }
+}

@@ -1,0 +1,1 @@
+export const UPSTREAM_PROBE = Symbol('UPSTREAM_PROBE');

@@ -1,0 +1,1 @@
+export const JOB_QUEUE = Symbol('JOB_QUEUE');

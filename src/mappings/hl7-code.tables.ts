@@ -1,0 +1,95 @@
+import type { AdministrativeSex, OrderAction, OrderPriority } from '../orders/domain/order-request';
+
+/**
+ * HL7 table 0119 (order control codes, v2.5.1 section 4.5.1.1) → what we do with the order.
+ * Only these are accepted in ORC-1; anything else is answered AE 103 at ORC-1.
+ */
+export const ORDER_CONTROL_TO_ACTION = {
+  NW: 'create', // new order
+  CA: 'cancel', // cancel order request
+  DC: 'cancel', // discontinue order request
+  OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
+  XO: 'update', // change order request
+  SC: 'status', // status changed: recorded only
+} as const satisfies Record<string, OrderAction>;
+
+/** HL7 table 0001 (administrative sex, v2.5.1 section 3.4.2.8) → FHIR-style AdministrativeSex. */
+export const TABLE_0001_SEX = {
+  M: 'male',
+  F: 'female',
+  O: 'other',
+  U: 'unknown',
+  A: 'other', // ambiguous
+  N: 'unknown', // not applicable
+} as const satisfies Record<string, AdministrativeSex>;
+
+/**
+ * Free-text sex values seen from real senders (whole words, any case). Tolerated, and
+ * recorded as a `free-text-sex` quirk so that the interface can be corrected at the source.
+ */
+export const FREE_TEXT_SEX: Readonly<Record<string, AdministrativeSex>> = {
+  male: 'male',
+  man: 'male',
+  masculin: 'male',
+  männlich: 'male',
+  maennlich: 'male',
+  female: 'female',
+  woman: 'female',
+  féminin: 'female',
+  weiblich: 'female',
+  other: 'other',
+  divers: 'other',
+  unknown: 'unknown',
+  unbekannt: 'unknown',
+};
+
+/**
+ * HL7 table 0027 (priority, TQ-6 / TQ1-9; v2.5.1 section 4.5.4.9) → OrderPriority.
+ * P (pre-op) and T (timing critical) need the result at a given time: urgent.
+ * C (callback) and PRN (as needed) carry no urgency: routine.
+ */
+export const TABLE_0027_PRIORITY = {
+  S: 'stat',
+  A: 'asap',
+  R: 'routine',
+  P: 'urgent',
+  C: 'routine',
+  T: 'urgent',
+  PRN: 'routine',
+} as const satisfies Record<string, OrderPriority>;
+
+/**
+ * Modality values accepted from IPC-5 / OBR-24. IHE RAD TF-2 (RAD-4) carries the DICOM
+ * modality (PS3.3 C.7.3.1.1.1 defined terms) there; some senders use HL7 table 0074
+ * diagnostic service sections instead, mapped where the DICOM modality is unambiguous.
+ * RX/RAD ("radiograph", "radiology") could be CR, DX or others: not mapped, recorded.
+ */
+export const DICOM_MODALITIES = [
+  'CR',
+  'CT',
+  'DX',
+  'IO',
+  'MG',
+  'MR',
+  'NM',
+  'OT',
+  'PT',
+  'PX',
+  'RF',
+  'US',
+  'XA',
+  'XC',
+  'OP',
+  'OPT',
+  'ES',
+  'SM',
+] as const;
+
+export const TABLE_0074_TO_MODALITY: Readonly<Record<string, string>> = {
+  NMR: 'MR', // nuclear magnetic resonance
+  NMS: 'NM', // nuclear medicine scan
+  RUS: 'US', // radiology ultrasound
+  CUS: 'US', // cardiac ultrasound
+  OUS: 'US', // OB ultrasound
+  VUS: 'US', // vascular ultrasound
+};

@@ -1,0 +1,455 @@
+import type { Hl7ErrorCondition } from '../hl7/hl7-ack.builder';
+import { formatLocation, parseLocation } from '../hl7/hl7-location';
+import type { Hl7Message, Hl7OrderGroup, Hl7Segment } from '../hl7/hl7-message';
+import { QuirkCollector } from '../hl7/hl7-quirk';
+import type {
+  Identifier,
+  MappedField,
+  OrderRequest,
+  PatientInfo,
+  ToleratedQuirk,
+} from '../orders/domain/order-request';
+import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
+import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
+
+/** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.0.0';
+
+export type Hl7SourceSpec = string | { readonly at: string; readonly transform: Hl7TransformId };
+
+/** One row of the declarative table: where a target comes from, how, and under which rule ID. */
+export interface Hl7FieldRule {
+  /** Dotted path in OrderRequest (or `priorIdentifiers` for merges). */
+  readonly target: string;
+  /** Locations in priority order; the first one with a value wins. */
+  readonly sources: readonly Hl7SourceSpec[];
+  readonly transform: Hl7TransformId;
+  readonly required: boolean;
+  readonly ruleId: string;
+}
+
+/**
+ * The HL7v2 → OrderRequest table. Clauses: PID (v2.5.1 3.4.2), ORC (4.5.1), OBR (4.5.3 and
+ * 7.4.1), TQ1 (4.5.4), NTE (2.15.10), IPC (4.5.6, IHE RAD TF-2 RAD-4), ZDS (IHE RAD TF-2 4.4.4.1.2.1.6,
+ * Study Instance UID in ORM v2.3.1). Accession sources come from the site config (see
+ * rowsFor); `action` precedes `products` because unknown procedures only matter for new
+ * and changed orders.
+ */
+export const HL7_ORDER_FIELD_MAP = [
+  {
+    target: 'patient.identifiers',
+    sources: ['PID-3'],
+    transform: 'cx-list',
+    required: true,
+    ruleId: 'hl7.patient.identifiers',
+  },
+  {
+    target: 'patient.name',
+    sources: ['PID-5'],
+    transform: 'xpn',
+    required: false,
+    ruleId: 'hl7.patient.name',
+  },
+  {
+    target: 'patient.birthDate',
+    sources: ['PID-7'],
+    transform: 'partial-date',
+    required: false,
+    ruleId: 'hl7.patient.birth-date',
+  },
+  {
+    target: 'patient.sex',
+    sources: ['PID-8'],
+    transform: 'sex-0001',
+    required: false,
+    ruleId: 'hl7.patient.sex',
+  },
+  {
+    target: 'action',
+    sources: ['ORC-1'],
+    transform: 'order-control',
+    required: true,
+    ruleId: 'hl7.order.action',
+  },
+  {
+    target: 'placerOrderNumber',
+    sources: ['ORC-2', 'OBR-2'],
+    transform: 'ei',
+    required: false,
+    ruleId: 'hl7.order.placer-number',
+  },
+  {
+    target: 'fillerOrderNumber',
+    sources: ['ORC-3', 'OBR-3'],
+    transform: 'ei',
+    required: false,
+    ruleId: 'hl7.order.filler-number',
+  },
+  {
+    target: 'accessionNumber',
+    sources: ['IPC-1', 'OBR-18'],
+    transform: 'string',
+    required: false,
+    ruleId: 'hl7.order.accession',
+  },
+  {
+    target: 'placerGroupNumber',
+    sources: ['ORC-4'],
+    transform: 'ei',
+    required: false,
+    ruleId: 'hl7.order.placer-group',
+  },
+  {
+    target: 'procedure',
+    sources: ['OBR-4', 'OBR-44'],
+    transform: 'coded',
+    required: false,
+    ruleId: 'hl7.order.procedure',
+  },
+  {
+    target: 'modality',
+    sources: ['IPC-5', 'OBR-24'],
+    transform: 'modality',
+    required: false,
+    ruleId: 'hl7.order.modality',
+  },
+  {
+    target: 'studyInstanceUid',
+    sources: ['IPC-3', 'ZDS-1'],
+    transform: 'uid',
+    required: false,
+    ruleId: 'hl7.order.study-uid',
+  },
+  {
+    target: 'priority',
+    sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'],
+    transform: 'priority-0027',
+    required: false,
+    ruleId: 'hl7.order.priority',
+  },
+  {
+    target: 'orderingProvider',
+    sources: ['ORC-12', 'OBR-16'],
+    transform: 'xcn',
+    required: false,
+    ruleId: 'hl7.order.ordering-provider',
+  },
+  {
+    target: 'reasonForStudy',
+    sources: ['OBR-31', { at: 'OBR-13', transform: 'free-text-reason' }],
+    transform: 'coded-list',
+    required: false,
+    ruleId: 'hl7.order.reason',
+  },
+  {
+    target: 'requestedAt',
+    sources: ['ORC-9', 'OBR-6', 'TQ1-7'],
+    transform: 'dtm-instant',
+    required: false,
+    ruleId: 'hl7.order.requested-at',
+  },
+  {
+    target: 'notes',
+    sources: ['NTE-3'],
+    transform: 'nte-notes',
+    required: false,
+    ruleId: 'hl7.order.notes',
+  },
+  {
+    target: 'products',
+    sources: ['OBR-4', 'OBR-44'],
+    transform: 'product-table',
+    required: false,
+    ruleId: 'hl7.order.products',
+  },
+] as const satisfies readonly Hl7FieldRule[];
+
+/** ADT^A40 (v2.5.1 3.3.40): MRG-1 holds the prior (non-surviving) patient identifiers. */
+export const HL7_MERGE_FIELD_MAP = [
+  {
+    target: 'priorIdentifiers',
+    sources: ['MRG-1'],
+    transform: 'cx-list',
+    required: true,
+    ruleId: 'hl7.merge.prior-identifiers',
+  },
+] as const satisfies readonly Hl7FieldRule[];
+
+/** Segments that belong to an order group: never looked up outside their own group. */
+const ORDER_SEGMENTS = new Set([
+  'ORC',
+  'OBR',
+  'TQ1',
+  'TQ2',
+  'IPC',
+  'ZDS',
+  'NTE',
+  'DG1',
+  'OBX',
+  'CTD',
+  'CTI',
+  'BLG',
+]);
+
+export interface Hl7MappingError {
+  location?: string;
+  code: Hl7ErrorCondition;
+  severity: 'E' | 'W';
+  message: string;
+}
+
+export interface MappedOrder {
+  /** 1-based ORC/OBR group the order came from. */
+  groupIndex: number;
+  request: OrderRequest;
+  lineage: MappedField[];
+}
+
+export type Hl7PatientEvent =
+  | { kind: 'patient-update'; patient: PatientInfo; lineage: MappedField[] }
+  | {
+      kind: 'patient-merge';
+      /** The surviving patient (PID). */
+      patient: PatientInfo;
+      /** Identifiers that ceased to exist (MRG-1): open orders carrying them move to `patient`. */
+      priorIdentifiers: Identifier[];
+      lineage: MappedField[];
+    };
+
+export interface Hl7MappingResult {
+  mappingVersion: string;
+  /** `accept` when no error of severity E was found (warnings allowed). */
+  outcome: 'accept' | 'error';
+  /** One per order group that mapped without error, in message order. */
+  orders: MappedOrder[];
+  /** ADT^A08 / ADT^A40 results, for the orders already open for that patient. */
+  patientEvents: Hl7PatientEvent[];
+  quirks: ToleratedQuirk[];
+  errors: Hl7MappingError[];
+}
+
+/** The table with the site's accession source order applied. */
+export function rowsFor(config: Hl7OrderMappingConfig): readonly Hl7FieldRule[] {
+  return HL7_ORDER_FIELD_MAP.map((row) =>
+    row.target === 'accessionNumber' ? { ...row, sources: config.accessionSources } : row,
+  );
+}
+
+interface Scope {
+  message: Hl7Message;
+  group?: Hl7OrderGroup;
+  /** For ADT^A40: the PID/MRG pair being mapped. */
+  pair?: readonly Hl7Segment[];
+}
+
+function segmentsInScope(scope: Scope, id: string): Hl7Segment[] {
+  if (scope.pair) return scope.pair.filter((s) => s.id === id);
+  if (ORDER_SEGMENTS.has(id)) return scope.group ? scope.group.all(id) : [];
+  return scope.message.segmentsById(id);
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.');
+  let obj = target;
+  for (const key of keys.slice(0, -1)) {
+    if (typeof obj[key] !== 'object' || obj[key] === null) obj[key] = {};
+    obj = obj[key] as Record<string, unknown>;
+  }
+  obj[keys[keys.length - 1]] = value;
+}
+
+interface RowsOutcome {
+  values: Record<string, unknown>;
+  lineage: MappedField[];
+  problems: TransformProblem[];
+}
+
+function applyRows(
+  rows: readonly Hl7FieldRule[],
+  scope: Scope,
+  config: Hl7OrderMappingConfig,
+  quirks: QuirkCollector,
+  seed: Record<string, unknown> = {},
+): RowsOutcome {
+  const values = seed;
+  const lineage: MappedField[] = [];
+  const problems: TransformProblem[] = [];
+  for (const row of rows) {
+    let found = false;
+    for (const spec of row.sources) {
+      const at = typeof spec === 'string' ? spec : spec.at;
+      const transform = typeof spec === 'string' ? row.transform : spec.transform;
+      const loc = parseLocation(at);
+      const sameId = segmentsInScope(scope, loc.segment);
+      const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
+      if (!segment) continue;
+      const out = HL7_TRANSFORMS[transform]({
+        segment,
+        loc,
+        sameId,
+        config,
+        quirks,
+        partial: values as Partial<OrderRequest>,
+      });
+      if (out.kind === 'error') {
+        problems.push(out.problem);
+        found = true;
+        break;
+      }
+      if (out.warning) problems.push(out.warning);
+      if (out.kind === 'empty') continue;
+      setPath(values, row.target, out.value);
+      for (const line of out.lines) {
+        lineage.push({
+          target: `${row.target}${line.suffix}`,
+          source: line.source,
+          value: line.value,
+          ruleId: row.ruleId,
+        });
+      }
+      found = true;
+      break;
+    }
+    if (!found && row.required) {
+      const first = row.sources[0];
+      const loc = parseLocation(typeof first === 'string' ? first : first.at);
+      const seg = segmentsInScope(scope, loc.segment)[0];
+      const location = seg ? seg.locationOf(loc.field) : formatLocation(loc);
+      problems.push({
+        location,
+        code: 101,
+        severity: 'E',
+        message: `${location} required (${row.target}) but empty`,
+      });
+    }
+  }
+  return { values, lineage, problems };
+}
+
+/** A create/update with no procedure at all follows the unknown-procedure rule too. */
+function productsWithoutProcedure(
+  request: Record<string, unknown>,
+  group: Hl7OrderGroup,
+  config: Hl7OrderMappingConfig,
+  lineage: MappedField[],
+): TransformProblem | undefined {
+  if (request.products !== undefined) return undefined;
+  request.products = [];
+  const action = request.action;
+  if (action !== 'create' && action !== 'update') return undefined;
+  const location = group.obr ? group.obr.locationOf(4) : 'OBR-4';
+  const rule = config.unknownProcedure;
+  switch (rule.kind) {
+    case 'reject':
+      return {
+        location,
+        code: 101,
+        severity: 'E',
+        message: 'Requested procedure code missing; cannot choose AI products',
+      };
+    case 'default-products':
+      request.products = [...rule.products];
+      rule.products.forEach((p, i) =>
+        lineage.push({
+          target: `products[${i}]`,
+          source: location,
+          value: `(no procedure) → default ${p}`,
+          ruleId: 'hl7.order.products',
+        }),
+      );
+      return undefined;
+    default:
+      return rule satisfies never;
+  }
+}
+
+function mergeQuirks(message: Hl7Message, mapping: QuirkCollector): ToleratedQuirk[] {
+  const all = new QuirkCollector();
+  for (const q of message.quirks) all.add(q.code, q.detail);
+  for (const q of mapping.quirks) all.add(q.code, q.detail);
+  return all.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+}
+
+function dedupe(errors: Hl7MappingError[]): Hl7MappingError[] {
+  const seen = new Set<string>();
+  return errors.filter((e) => {
+    const key = `${e.location}|${e.code}|${e.severity}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+const PATIENT_ROWS = HL7_ORDER_FIELD_MAP.filter((r) => r.target.startsWith('patient.'));
+
+/**
+ * Maps a parsed, structure-checked message (see checkStructure) to OrderRequests (ORM^O01,
+ * OMI^O23: one per order group) or patient events (ADT^A08, ADT^A40). Pure and deterministic:
+ * the same message and config always give the same result.
+ */
+export function mapHl7Message(
+  message: Hl7Message,
+  config: Hl7OrderMappingConfig = DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+): Hl7MappingResult {
+  const quirks = new QuirkCollector();
+  const errors: Hl7MappingError[] = [];
+  const orders: MappedOrder[] = [];
+  const patientEvents: Hl7PatientEvent[] = [];
+  const type = message.messageType;
+  const code = type.code.toUpperCase();
+  const trigger = type.trigger.toUpperCase();
+
+  if (code === 'ORM' || code === 'OMI') {
+    const rows = rowsFor(config);
+    for (const group of message.orderGroups()) {
+      const out = applyRows(rows, { message, group }, config, quirks, { source: 'hl7v2' });
+      const missing = productsWithoutProcedure(out.values, group, config, out.lineage);
+      if (missing) out.problems.push(missing);
+      errors.push(...out.problems);
+      if (out.problems.some((p) => p.severity === 'E')) continue;
+      orders.push({
+        groupIndex: group.index,
+        request: out.values as unknown as OrderRequest,
+        lineage: out.lineage,
+      });
+    }
+  } else if (code === 'ADT' && trigger === 'A08') {
+    const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
+    errors.push(...out.problems);
+    if (!out.problems.some((p) => p.severity === 'E')) {
+      patientEvents.push({
+        kind: 'patient-update',
+        patient: out.values.patient as PatientInfo,
+        lineage: out.lineage,
+      });
+    }
+  } else if (code === 'ADT' && trigger === 'A40') {
+    // ADT_A39 structure: MSH EVN {PID [PD1] MRG [PV1]}; each PID starts one merge.
+    const pairs: Hl7Segment[][] = [];
+    for (const seg of message.segments) {
+      if (seg.id === 'PID') pairs.push([seg]);
+      else if (pairs.length > 0 && seg.id !== 'PID') pairs[pairs.length - 1].push(seg);
+    }
+    for (const pair of pairs) {
+      const scope: Scope = { message, pair };
+      const out = applyRows([...PATIENT_ROWS, ...HL7_MERGE_FIELD_MAP], scope, config, quirks);
+      errors.push(...out.problems);
+      if (out.problems.some((p) => p.severity === 'E')) continue;
+      patientEvents.push({
+        kind: 'patient-merge',
+        patient: out.values.patient as PatientInfo,
+        priorIdentifiers: out.values.priorIdentifiers as Identifier[],
+        lineage: out.lineage,
+      });
+    }
+  }
+  const finalErrors = dedupe(errors);
+  return {
+    mappingVersion: HL7_ORDER_MAPPING_VERSION,
+    outcome: finalErrors.some((e) => e.severity === 'E') ? 'error' : 'accept',
+    orders,
+    patientEvents,
+    quirks: mergeQuirks(message, quirks),
+    errors: finalErrors,
+  };
+}

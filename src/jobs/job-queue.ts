@@ -107,7 +107,11 @@ export class JobQueue {
         max: this.options.concurrency + 2,
         application_name: 'imaging-ai-adapter-jobs',
       });
-      this.pool.on('error', (err) => this.options.logger.warn({ err: err.message }, 'job queue pool error'));
+      // Idle and checked-out clients can both emit errors (e.g. the database restarts):
+      // log them instead of letting an unhandled 'error' event end the process.
+      const onError = (err: Error) => this.options.logger.warn({ err: err.message }, 'job queue connection error');
+      this.pool.on('error', onError);
+      this.pool.on('connect', (client) => client.on('error', onError));
     }
     return this.pool;
   }

@@ -1,0 +1,100 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+
+interface RouteInfo {
+  method: string;
+  path: string;
+}
+
+/** Every route Express knows about, read from the running application's router. */
+function listRoutes(adapter: TestAdapter): RouteInfo[] {
+  const express = adapter.app.getHttpAdapter().getInstance() as {
+    router: { stack: Array<{ route?: { path: string; methods: Record<string, boolean> } }> };
+  };
+  const routes: RouteInfo[] = [];
+  for (const layer of express.router.stack) {
+    if (!layer.route) continue;
+    for (const [method, on] of Object.entries(layer.route.methods)) {
+      if (on && method !== '_all') routes.push({ method: method.toUpperCase(), path: layer.route.path });
+    }
+  }
+  return routes;
+}
+
+/** Fills route parameters with plausible values. */
+function concrete(path: string): string {
+  return path.replace(/:(\w+)/g, (_, name: string) => (/id$/i.test(name) ? '00000000-0000-4000-8000-000000000000' : 'x'));
+}
+
+const PUBLIC_ROUTES = new Set(['GET /health', 'GET /fhir/metadata']);
+
+describe('API security', () => {
+  let upstream: Server;
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    // A real HTTP peer standing in for the upstream: health only needs reachability.
+    upstream = createServer((req, res) => {
+      res.statusCode = 401;
+      res.end('{"error":"unauthorized","message":"token required"}');
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: `http://127.0.0.1:${port}/v1`,
+      IMAGING_CLIENT_ID: 'test-client',
+      IMAGING_CLIENT_SECRET: 'test-secret',
+      IMAGING_ORGANIZATION_ID: 'test-org',
+    });
+  });
+
+  afterAll(async () => {
+    await adapter?.close();
+    await new Promise((r) => upstream?.close(r));
+  });
+
+  it('health is public and reports database and upstream', async () => {
+    const res = await fetch(`${adapter.httpUrl}/health`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; checks: { database: { status: string }; upstream: { status: string } } };
+    expect(body.checks.database.status).toBe('up');
+    expect(body.checks.upstream.status).toBe('up');
+    expect(body.status).toBe('ok');
+  });
+
+  it('every other endpoint answers 401 without a credential and with a wrong one', async () => {
+    const routes = listRoutes(adapter).filter((r) => !PUBLIC_ROUTES.has(`${r.method} ${r.path}`));
+    expect(routes.length).toBeGreaterThanOrEqual(2);
+    for (const route of routes) {
+      for (const headers of [{}, { authorization: 'Bearer not-a-real-token-000000' }, { authorization: 'Basic YTpi' }]) {
+        const res = await fetch(`${adapter.httpUrl}${concrete(route.path)}`, { method: route.method, headers });
+        expect({ route: `${route.method} ${route.path}`, status: res.status }).toEqual({
+          route: `${route.method} ${route.path}`,
+          status: 401,
+        });
+        expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+        expect(res.headers.get('content-type')).toMatch(/problem\+json|fhir\+json/);
+      }
+    }
+  });
+
+  it('a valid credential without the role gets 403; the right role gets through', async () => {
+    const metrics = `${adapter.httpUrl}/metrics`;
+    expect((await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.sender}` } })).status).toBe(403);
+    const ok = await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` } });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toContain('adapter_http_request_seconds');
+    expect((await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.admin}` } })).status).toBe(200);
+  });
+
+  it('serves its OpenAPI document to any valid credential', async () => {
+    const res = await fetch(`${adapter.httpUrl}/openapi.json`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+    });
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/health', '/metrics']));
+  });
+});

@@ -33,8 +33,12 @@ export class InitialSchema20261121090000 implements MigrationInterface {
     await q.query(
       `CREATE UNIQUE INDEX inbound_messages_idempotency_uq ON inbound_messages (idempotency_key) WHERE outcome = 'accepted'`,
     );
-    await q.query(`CREATE INDEX inbound_messages_control_id_idx ON inbound_messages (message_control_id)`);
-    await q.query(`CREATE INDEX inbound_messages_received_at_idx ON inbound_messages (received_at)`);
+    await q.query(
+      `CREATE INDEX inbound_messages_control_id_idx ON inbound_messages (message_control_id)`,
+    );
+    await q.query(
+      `CREATE INDEX inbound_messages_received_at_idx ON inbound_messages (received_at)`,
+    );
 
     await q.query(`
       CREATE TABLE orders (
@@ -85,7 +89,9 @@ export class InitialSchema20261121090000 implements MigrationInterface {
     await q.query(`CREATE INDEX audit_events_order_idx ON audit_events (order_id, id)`);
     await q.query(`CREATE INDEX audit_events_message_idx ON audit_events (inbound_message_id, id)`);
     await q.query(`CREATE INDEX audit_events_occurred_idx ON audit_events (occurred_at)`);
-    await q.query(`CREATE INDEX audit_events_errors_idx ON audit_events (id) WHERE severity = 'error'`);
+    await q.query(
+      `CREATE INDEX audit_events_errors_idx ON audit_events (id) WHERE severity = 'error'`,
+    );
 
     await q.query(`
       CREATE TABLE outbox (
@@ -105,7 +111,9 @@ export class InitialSchema20261121090000 implements MigrationInterface {
         CONSTRAINT outbox_status_chk CHECK (status IN ('pending', 'delivered', 'dead'))
       )`);
     await q.query(`CREATE UNIQUE INDEX outbox_dedupe_uq ON outbox (destination, dedupe_key)`);
-    await q.query(`CREATE INDEX outbox_due_idx ON outbox (next_attempt_at) WHERE status = 'pending'`);
+    await q.query(
+      `CREATE INDEX outbox_due_idx ON outbox (next_attempt_at) WHERE status = 'pending'`,
+    );
     await q.query(`CREATE INDEX outbox_order_idx ON outbox (order_id, destination, id)`);
     await q.query(`CREATE INDEX outbox_dead_idx ON outbox (updated_at) WHERE status = 'dead'`);
   }

@@ -14,7 +14,10 @@ import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
 import { requestLogging } from './observability/request-logging.middleware';
 import { createDataSource } from './persistence/data-source.factory';
-import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from './persistence/embedded-postgres';
+import {
+  startEmbeddedPostgres,
+  type RunningEmbeddedPostgres,
+} from './persistence/embedded-postgres';
 import { migrateUnderLock } from './persistence/migrator';
 
 /** A problem that stops the boot, reported as one line per problem, without a stack trace. */
@@ -54,7 +57,9 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
   const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async () => {
     for (const fn of cleanups.reverse()) {
-      await fn().catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'shutdown step failed'));
+      await fn().catch((err: unknown) =>
+        logger.warn({ err: (err as Error).message }, 'shutdown step failed'),
+      );
     }
     cleanups.length = 0;
   };
@@ -75,7 +80,10 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       }
       cleanups.push(() => embedded.stop());
       databaseUrl = embedded.url;
-      logger.info({ dataDir: config.EMBEDDED_PG_DIR, port: embedded.port }, 'embedded PostgreSQL started');
+      logger.info(
+        { dataDir: config.EMBEDDED_PG_DIR, port: embedded.port },
+        'embedded PostgreSQL started',
+      );
     }
 
     const dataSource = createDataSource({ url: databaseUrl, poolSize: config.DATABASE_POOL_SIZE });
@@ -93,11 +101,16 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       logger.info({ applied: report.applied }, 'database migrations checked');
     }
 
-    const jobQueue = new JobQueue({ url: databaseUrl, concurrency: config.JOB_CONCURRENCY, logger });
+    const jobQueue = new JobQueue({
+      url: databaseUrl,
+      concurrency: config.JOB_CONCURRENCY,
+      logger,
+    });
     await jobQueue.migrate();
     cleanups.push(() => jobQueue.stop());
 
-    const upstreamBaseUrl = config.IMAGING_BASE_URL ?? (await startInProcessSandbox(config, logger, cleanups));
+    const upstreamBaseUrl =
+      config.IMAGING_BASE_URL ?? (await startInProcessSandbox(config, logger, cleanups));
 
     const loaded = loadApiCredentials({
       apiTokens: config.API_TOKENS,
@@ -139,7 +152,8 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
 
     await app.listen(config.HTTP_PORT, config.HTTP_HOST);
     const address = app.getHttpServer().address() as { port: number };
-    const host = config.HTTP_HOST === '0.0.0.0' || config.HTTP_HOST === '::' ? '127.0.0.1' : config.HTTP_HOST;
+    const host =
+      config.HTTP_HOST === '0.0.0.0' || config.HTTP_HOST === '::' ? '127.0.0.1' : config.HTTP_HOST;
     const httpUrl = `http://${host}:${address.port}`;
     logger.info({ httpUrl, upstream: maskUrl(upstreamBaseUrl) }, 'imaging-ai-adapter is ready');
 
@@ -164,9 +178,16 @@ async function startInProcessSandbox(
   cleanups: Array<() => Promise<void>>,
 ): Promise<string> {
   const { startSandbox } = await import('./sandbox/sandbox');
-  const sandbox = await startSandbox({ port: 0, host: '127.0.0.1', dataDir: join(config.DATA_DIR, 'sandbox') });
+  const sandbox = await startSandbox({
+    port: 0,
+    host: '127.0.0.1',
+    dataDir: join(config.DATA_DIR, 'sandbox'),
+  });
   cleanups.push(() => sandbox.close());
-  logger.info({ baseUrl: sandbox.baseUrl }, 'IMAGING_BASE_URL unset: the upstream sandbox runs in-process');
+  logger.info(
+    { baseUrl: sandbox.baseUrl },
+    'IMAGING_BASE_URL unset: the upstream sandbox runs in-process',
+  );
   return sandbox.baseUrl;
 }
 

@@ -8,7 +8,8 @@ async function main(): Promise<void> {
     adapter = await startAdapter();
   } catch (error) {
     if (error instanceof ConfigError || error instanceof StartupError) {
-      for (const problem of error.problems) process.stderr.write(`imaging-ai-adapter: ${problem}\n`);
+      for (const problem of error.problems)
+        process.stderr.write(`imaging-ai-adapter: ${problem}\n`);
       process.exit(2);
     }
     process.stderr.write(`imaging-ai-adapter: failed to start: ${(error as Error).message}\n`);

@@ -46,14 +46,18 @@ export interface LoadedCredentials {
 
 export function loadApiCredentials(sources: CredentialSources): LoadedCredentials {
   const entries: Array<{ role: Role; hash: string }> = [];
-  for (const t of sources.apiTokens ?? []) entries.push({ role: t.role, hash: ApiCredentials.hash(t.token) });
+  for (const t of sources.apiTokens ?? [])
+    entries.push({ role: t.role, hash: ApiCredentials.hash(t.token) });
   if (sources.apiTokensFile) entries.push(...readHashedFile(sources.apiTokensFile));
   if (entries.length > 0) return { credentials: new ApiCredentials(entries) };
 
   if (existsSync(sources.generatedFile)) {
     return { credentials: new ApiCredentials(readHashedFile(sources.generatedFile)) };
   }
-  const generated = ROLES.map((role) => ({ role, token: `${role}-${randomBytes(24).toString('base64url')}` }));
+  const generated = ROLES.map((role) => ({
+    role,
+    token: `${role}-${randomBytes(24).toString('base64url')}`,
+  }));
   mkdirSync(dirname(sources.generatedFile), { recursive: true });
   writeFileSync(
     sources.generatedFile,
@@ -61,7 +65,9 @@ export function loadApiCredentials(sources: CredentialSources): LoadedCredential
     { mode: 0o600 },
   );
   return {
-    credentials: new ApiCredentials(generated.map((g) => ({ role: g.role, hash: ApiCredentials.hash(g.token) }))),
+    credentials: new ApiCredentials(
+      generated.map((g) => ({ role: g.role, hash: ApiCredentials.hash(g.token) })),
+    ),
     generated,
   };
 }
@@ -74,7 +80,9 @@ function readHashedFile(file: string): Array<{ role: Role; hash: string }> {
     if (!trimmed || trimmed.startsWith('#')) return;
     const [role, hash] = trimmed.split(':');
     if (!ROLES.includes(role as Role) || !/^[0-9a-f]{64}$/.test(hash ?? '')) {
-      throw new Error(`${file}:${i + 1}: expected role:sha256hex with role one of ${ROLES.join(', ')}`);
+      throw new Error(
+        `${file}:${i + 1}: expected role:sha256hex with role one of ${ROLES.join(', ')}`,
+      );
     }
     out.push({ role: role as Role, hash: hash! });
   });

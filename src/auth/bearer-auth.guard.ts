@@ -29,13 +29,20 @@ export class BearerAuthGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<AuthenticatedRequest>();
     const header = req.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match) throw new AppError('unauthorized', 'a bearer credential is required (Authorization: Bearer <token>)');
+    if (!match)
+      throw new AppError(
+        'unauthorized',
+        'a bearer credential is required (Authorization: Bearer <token>)',
+      );
     const role = this.credentials.roleOf(match[1]!);
     if (!role) throw new AppError('unauthorized', 'the bearer credential is not valid');
     req.principal = { role };
     const allowed = this.reflector.getAllAndOverride<Role[] | undefined>(ROLES_KEY, targets);
     if (allowed && role !== 'admin' && !allowed.includes(role)) {
-      throw new AppError('forbidden', `role ${role} may not use this endpoint (needs ${allowed.join(' or ')})`);
+      throw new AppError(
+        'forbidden',
+        `role ${role} may not use this endpoint (needs ${allowed.join(' or ')})`,
+      );
     }
     return true;
   }

@@ -31,7 +31,7 @@ export class ProblemJsonFilter implements ExceptionFilter {
         typeof body === 'string'
           ? body
           : Array.isArray((body as { message?: unknown }).message)
-            ? ((body as { message: string[] }).message).join('; ')
+            ? (body as { message: string[] }).message.join('; ')
             : String((body as { message?: unknown }).message ?? exception.message);
     }
     if (status >= 500) {

@@ -64,10 +64,15 @@ describe('loadConfig', () => {
   it('reads a YAML site file and reports a broken one by name', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const good = join(dir, 'site.yaml');
-    writeFileSync(good, 'site:\n  name: St Elsewhere\nmappings:\n  hl7:\n    accessionSource: [OBR-18, IPC-1]\n');
+    writeFileSync(
+      good,
+      'site:\n  name: St Elsewhere\nmappings:\n  hl7:\n    accessionSource: [OBR-18, IPC-1]\n',
+    );
     expect(loadConfig({ CONFIG_FILE: good }).site.site?.name).toBe('St Elsewhere');
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{ "site": ');
-    expect(() => loadConfig({ CONFIG_FILE: bad })).toThrow(/CONFIG_FILE: .*bad\.json is not valid JSON/);
+    expect(() => loadConfig({ CONFIG_FILE: bad })).toThrow(
+      /CONFIG_FILE: .*bad\.json is not valid JSON/,
+    );
   });
 });

@@ -31,13 +31,16 @@ const url = (protocols: string[]) =>
   z
     .string()
     .trim()
-    .refine((value) => {
-      try {
-        return protocols.includes(new URL(value).protocol);
-      } catch {
-        return false;
-      }
-    }, `must be a URL (${protocols.join(' or ')})`);
+    .refine(
+      (value) => {
+        try {
+          return protocols.includes(new URL(value).protocol);
+        } catch {
+          return false;
+        }
+      },
+      `must be a URL (${protocols.join(' or ')})`,
+    );
 
 const optionalUrl = (protocols: string[]) => url(protocols).optional();
 
@@ -59,7 +62,10 @@ const apiTokens = z
   .trim()
   .transform((value, ctx) => {
     const tokens: Array<{ role: Role; token: string }> = [];
-    for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+    for (const pair of value
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean)) {
       const sep = pair.indexOf(':');
       const role = pair.slice(0, sep) as Role;
       const token = pair.slice(sep + 1);
@@ -71,7 +77,10 @@ const apiTokens = z
         return z.NEVER;
       }
       if (token.length < 16) {
-        ctx.addIssue({ code: 'custom', message: `the ${role} token must be at least 16 characters` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `the ${role} token must be at least 16 characters`,
+        });
         return z.NEVER;
       }
       tokens.push({ role, token });
@@ -205,12 +214,17 @@ function readSiteConfig(file: string): SiteConfig {
   try {
     data = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
   } catch (error) {
-    throw new Error(`${file} is not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`, { cause: error });
+    throw new Error(
+      `${file} is not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`,
+      { cause: error },
+    );
   }
   const result = siteConfigSchema.safeParse(data ?? {});
   if (!result.success) {
     throw new Error(
-      result.error.issues.map((i) => `${file}: ${i.path.join('.') || '(root)'} ${i.message}`).join('; '),
+      result.error.issues
+        .map((i) => `${file}: ${i.path.join('.') || '(root)'} ${i.message}`)
+        .join('; '),
     );
   }
   return result.data;

@@ -25,11 +25,17 @@ export class HealthController {
     try {
       await Promise.race([
         this.dataSource.query('SELECT 1'),
-        new Promise((_, reject) => setTimeout(() => reject(new Error('timed out after 3 s')), 3000).unref()),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error('timed out after 3 s')), 3000).unref(),
+        ),
       ]);
       database = { status: 'up', latencyMs: Date.now() - started };
     } catch (error) {
-      database = { status: 'down', latencyMs: Date.now() - started, detail: (error as Error).message };
+      database = {
+        status: 'down',
+        latencyMs: Date.now() - started,
+        detail: (error as Error).message,
+      };
     }
     const upstream = await this.upstream.check();
     const ready = database.status === 'up';

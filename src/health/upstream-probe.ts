@@ -41,7 +41,11 @@ export class HttpUpstreamProbe implements UpstreamProbe {
         await res.body.dump();
         value =
           res.statusCode === 410
-            ? { status: 'retired', baseUrl: this.baseUrl, detail: 'the upstream answers 410: version retired' }
+            ? {
+                status: 'retired',
+                baseUrl: this.baseUrl,
+                detail: 'the upstream answers 410: version retired',
+              }
             : { status: 'up', baseUrl: this.baseUrl };
         const dep = res.headers['x-api-deprecation-warning'];
         if (typeof dep === 'string') value.deprecation = dep;

@@ -35,7 +35,9 @@ export const TERMINAL_UPSTREAM_STATUSES = [
 ] as const satisfies readonly UpstreamStatus[];
 
 /** QC_FAILED is terminal only once it can no longer be bypassed. */
-export const CONDITIONALLY_TERMINAL_UPSTREAM_STATUSES = ['QC_FAILED'] as const satisfies readonly UpstreamStatus[];
+export const CONDITIONALLY_TERMINAL_UPSTREAM_STATUSES = [
+  'QC_FAILED',
+] as const satisfies readonly UpstreamStatus[];
 
 export function isUpstreamStatus(value: unknown): value is UpstreamStatus {
   return typeof value === 'string' && (UPSTREAM_STATUSES as readonly string[]).includes(value);

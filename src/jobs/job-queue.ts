@@ -61,7 +61,9 @@ export class JobQueue {
   /** Installs graphile-worker's schema (under the same advisory lock as our migrations). */
   async migrate(): Promise<void> {
     const pool = this.ensurePool();
-    await withMigrationLock(this.options.url, () => runMigrations({ pgPool: pool, logger: this.gwLogger() }));
+    await withMigrationLock(this.options.url, () =>
+      runMigrations({ pgPool: pool, logger: this.gwLogger() }),
+    );
   }
 
   async start(): Promise<void> {
@@ -109,7 +111,8 @@ export class JobQueue {
       });
       // Idle and checked-out clients can both emit errors (e.g. the database restarts):
       // log them instead of letting an unhandled 'error' event end the process.
-      const onError = (err: Error) => this.options.logger.warn({ err: err.message }, 'job queue connection error');
+      const onError = (err: Error) =>
+        this.options.logger.warn({ err: err.message }, 'job queue connection error');
       this.pool.on('error', onError);
       this.pool.on('connect', (client) => client.on('error', onError));
     }

@@ -1,6 +1,14 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -40,7 +48,9 @@ interface Binaries {
 
 const SUPERUSER = 'postgres';
 
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<RunningEmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  options: EmbeddedPostgresOptions,
+): Promise<RunningEmbeddedPostgres> {
   const log = options.log ?? (() => undefined);
   const bins = await findBinaries();
   const dataDir = resolve(options.dataDir);
@@ -61,7 +71,16 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const port = await freePort();
   const child = spawn(
     bins.postgres,
-    ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', "unix_socket_directories="],
+    [
+      '-D',
+      dataDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+    ],
     {
       // Own process group: the adapter decides when the database stops (after its pool closed).
       detached: true,
@@ -92,7 +111,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       stopped = true;
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGINT'); // "fast" shutdown: roll back open transactions, checkpoint, exit
-        const timedOut = await Promise.race([exited.then(() => false), sleep(15_000, undefined, { ref: false }).then(() => true)]);
+        const timedOut = await Promise.race([
+          exited.then(() => false),
+          sleep(15_000, undefined, { ref: false }).then(() => true),
+        ]);
         if (timedOut) {
           child.kill('SIGKILL');
           await exited;
@@ -113,7 +135,11 @@ async function findBinaries(): Promise<Binaries> {
     );
   }
   const libDir = join(dirname(dirname(bins.postgres)), 'lib');
-  if (!existsSync(bins.postgres) || !existsSync(libDir) || !existsSync(join(libDir, 'libpq.so.5'))) {
+  if (
+    !existsSync(bins.postgres) ||
+    !existsSync(libDir) ||
+    !existsSync(join(libDir, 'libpq.so.5'))
+  ) {
     throw new Error(
       `embedded PostgreSQL binaries of ${pkg} are incomplete: its install script did not run ` +
         '(it must be approved in package.json "allowScripts"; re-run `npm ci`), or set DATABASE_URL',
@@ -135,11 +161,16 @@ function unprivilegedUser(): UnixUser | undefined {
     const ids = lookupUser(name);
     if (ids) return ids;
   }
-  execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', 'adapterpg'], {
-    stdio: 'ignore',
-  });
+  execFileSync(
+    'useradd',
+    ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', 'adapterpg'],
+    {
+      stdio: 'ignore',
+    },
+  );
   const created = lookupUser('adapterpg');
-  if (!created) throw new Error('could not create an unprivileged user to run the embedded PostgreSQL');
+  if (!created)
+    throw new Error('could not create an unprivileged user to run the embedded PostgreSQL');
   return created;
 }
 
@@ -195,7 +226,12 @@ async function initialise(
       child.on('exit', (code) => {
         for (const line of output.split('\n')) if (line.trim()) log(line);
         if (code === 0) resolveInit();
-        else reject(new Error(`initdb failed (exit ${code}): ${output.trim().split('\n').slice(-3).join(' | ')}`));
+        else
+          reject(
+            new Error(
+              `initdb failed (exit ${code}): ${output.trim().split('\n').slice(-3).join(' | ')}`,
+            ),
+          );
       });
     });
   } finally {
@@ -253,7 +289,9 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
   let lastError: unknown;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`embedded PostgreSQL exited during start (code ${child.exitCode ?? child.signalCode})`);
+      throw new Error(
+        `embedded PostgreSQL exited during start (code ${child.exitCode ?? child.signalCode})`,
+      );
     }
     const client = new Client({ connectionString: url, connectionTimeoutMillis: 1000 });
     try {
@@ -267,14 +305,18 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
       await sleep(100);
     }
   }
-  throw new Error(`embedded PostgreSQL did not accept connections within 30 s: ${String(lastError)}`);
+  throw new Error(
+    `embedded PostgreSQL did not accept connections within 30 s: ${String(lastError)}`,
+  );
 }
 
 async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
   const client = new Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+      database,
+    ]);
     if (!rowCount) await client.query(`CREATE DATABASE "${database.replace(/"/g, '""')}"`);
   } finally {
     await client.end();

@@ -8,14 +8,18 @@ async function main(): Promise<void> {
   const direction = process.argv[2] ?? 'up';
   if (direction !== 'up' && direction !== 'down') throw new Error(`usage: migrate.cli.ts up|down`);
   const config = loadConfig();
-  const embedded = config.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: config.EMBEDDED_PG_DIR });
+  const embedded = config.DATABASE_URL
+    ? undefined
+    : await startEmbeddedPostgres({ dataDir: config.EMBEDDED_PG_DIR });
   const url = config.DATABASE_URL ?? embedded!.url;
   const dataSource = createDataSource({ url, poolSize: 2 });
   try {
     await dataSource.initialize();
     if (direction === 'up') {
       const report = await migrateUnderLock(dataSource, url);
-      console.log(`migrations: applied ${report.applied.length}${report.applied.length ? `: ${report.applied.join(', ')}` : ''}`);
+      console.log(
+        `migrations: applied ${report.applied.length}${report.applied.length ? `: ${report.applied.join(', ')}` : ''}`,
+      );
     } else {
       await revertLastMigration(dataSource, url);
       console.log('migrations: reverted the newest migration');

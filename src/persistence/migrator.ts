@@ -13,7 +13,10 @@ export interface MigrationReport {
  * migrate the schema exactly once: the first one migrates, the others wait for the lock
  * and then find nothing pending.
  */
-export async function migrateUnderLock(dataSource: DataSource, url: string): Promise<MigrationReport> {
+export async function migrateUnderLock(
+  dataSource: DataSource,
+  url: string,
+): Promise<MigrationReport> {
   return withMigrationLock(url, async () => {
     const applied = await dataSource.runMigrations({ transaction: 'each' });
     return { applied: applied.map((m) => m.name) };
@@ -27,7 +30,10 @@ export async function revertLastMigration(dataSource: DataSource, url: string): 
 
 /** Serialises schema changes across replicas (ours and the job queue's). */
 export async function withMigrationLock<T>(url: string, work: () => Promise<T>): Promise<T> {
-  const client = new Client({ connectionString: url, application_name: 'imaging-ai-adapter-migrate' });
+  const client = new Client({
+    connectionString: url,
+    application_name: 'imaging-ai-adapter-migrate',
+  });
   await client.connect();
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -16,7 +16,8 @@ function listRoutes(adapter: TestAdapter): RouteInfo[] {
   for (const layer of express.router.stack) {
     if (!layer.route) continue;
     for (const [method, on] of Object.entries(layer.route.methods)) {
-      if (on && method !== '_all') routes.push({ method: method.toUpperCase(), path: layer.route.path });
+      if (on && method !== '_all')
+        routes.push({ method: method.toUpperCase(), path: layer.route.path });
     }
   }
   return routes;
@@ -24,7 +25,9 @@ function listRoutes(adapter: TestAdapter): RouteInfo[] {
 
 /** Fills route parameters with plausible values. */
 function concrete(path: string): string {
-  return path.replace(/:(\w+)/g, (_, name: string) => (/id$/i.test(name) ? '00000000-0000-4000-8000-000000000000' : 'x'));
+  return path.replace(/:(\w+)/g, (_, name: string) =>
+    /id$/i.test(name) ? '00000000-0000-4000-8000-000000000000' : 'x',
+  );
 }
 
 const PUBLIC_ROUTES = new Set(['GET /health', 'GET /fhir/metadata']);
@@ -57,7 +60,10 @@ describe('API security', () => {
   it('health is public and reports database and upstream', async () => {
     const res = await fetch(`${adapter.httpUrl}/health`);
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { status: string; checks: { database: { status: string }; upstream: { status: string } } };
+    const body = (await res.json()) as {
+      status: string;
+      checks: { database: { status: string }; upstream: { status: string } };
+    };
     expect(body.checks.database.status).toBe('up');
     expect(body.checks.upstream.status).toBe('up');
     expect(body.status).toBe('ok');
@@ -67,8 +73,15 @@ describe('API security', () => {
     const routes = listRoutes(adapter).filter((r) => !PUBLIC_ROUTES.has(`${r.method} ${r.path}`));
     expect(routes.length).toBeGreaterThanOrEqual(2);
     for (const route of routes) {
-      for (const headers of [{}, { authorization: 'Bearer not-a-real-token-000000' }, { authorization: 'Basic YTpi' }]) {
-        const res = await fetch(`${adapter.httpUrl}${concrete(route.path)}`, { method: route.method, headers });
+      for (const headers of [
+        {},
+        { authorization: 'Bearer not-a-real-token-000000' },
+        { authorization: 'Basic YTpi' },
+      ]) {
+        const res = await fetch(`${adapter.httpUrl}${concrete(route.path)}`, {
+          method: route.method,
+          headers,
+        });
         expect({ route: `${route.method} ${route.path}`, status: res.status }).toEqual({
           route: `${route.method} ${route.path}`,
           status: 401,
@@ -81,11 +94,17 @@ describe('API security', () => {
 
   it('a valid credential without the role gets 403; the right role gets through', async () => {
     const metrics = `${adapter.httpUrl}/metrics`;
-    expect((await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.sender}` } })).status).toBe(403);
-    const ok = await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` } });
+    expect(
+      (await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.sender}` } })).status,
+    ).toBe(403);
+    const ok = await fetch(metrics, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
     expect(ok.status).toBe(200);
     expect(await ok.text()).toContain('adapter_http_request_seconds');
-    expect((await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.admin}` } })).status).toBe(200);
+    expect(
+      (await fetch(metrics, { headers: { authorization: `Bearer ${TEST_TOKENS.admin}` } })).status,
+    ).toBe(200);
   });
 
   it('serves its OpenAPI document to any valid credential', async () => {

@@ -67,7 +67,11 @@ describe('adapter process lifecycle', () => {
     expect(code).not.toBe(0);
     const out = proc.output().trim();
     expect(out.split('\n')).toHaveLength(1);
-    expect(out).toMatch(new RegExp(`DATABASE_URL: cannot connect to postgres://adapter:\\*\\*\\*\\*@127\\.0\\.0\\.1:${port}/adapter: ECONNREFUSED`));
+    expect(out).toMatch(
+      new RegExp(
+        `DATABASE_URL: cannot connect to postgres://adapter:\\*\\*\\*\\*@127\\.0\\.0\\.1:${port}/adapter: ECONNREFUSED`,
+      ),
+    );
     expect(out).not.toContain(':pw@');
   });
 
@@ -85,7 +89,10 @@ describe('adapter process lifecycle', () => {
       }),
     );
     try {
-      await Promise.all([waitHealthy(`http://127.0.0.1:${p1}`, 60_000, procs[0]), waitHealthy(`http://127.0.0.1:${p2}`, 60_000, procs[1])]);
+      await Promise.all([
+        waitHealthy(`http://127.0.0.1:${p1}`, 60_000, procs[0]),
+        waitHealthy(`http://127.0.0.1:${p2}`, 60_000, procs[1]),
+      ]);
       const c = new Client({ connectionString: db.url });
       await c.connect();
       const { rows } = await c.query('SELECT name FROM schema_migrations');

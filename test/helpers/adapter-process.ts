@@ -24,10 +24,15 @@ export function spawnAdapter(env: Record<string, string | undefined>): AdapterPr
 }
 
 /** Polls GET /health until 200 or the deadline. */
-export async function waitHealthy(url: string, timeoutMs: number, proc?: AdapterProcess): Promise<number> {
+export async function waitHealthy(
+  url: string,
+  timeoutMs: number,
+  proc?: AdapterProcess,
+): Promise<number> {
   const started = Date.now();
   while (Date.now() - started < timeoutMs) {
-    if (proc && proc.child.exitCode !== null) throw new Error(`adapter exited early:\n${proc.output()}`);
+    if (proc && proc.child.exitCode !== null)
+      throw new Error(`adapter exited early:\n${proc.output()}`);
     try {
       const res = await fetch(`${url}/health`);
       if (res.status === 200) return Date.now() - started;

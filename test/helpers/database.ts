@@ -20,7 +20,8 @@ export interface TestDatabase {
 export async function createTestDatabase(): Promise<TestDatabase> {
   const serverUrl = process.env.TEST_DATABASE_SERVER_URL;
   const template = process.env.TEST_DATABASE_TEMPLATE;
-  if (!serverUrl || !template) throw new Error('test database server not set up (jest globalSetup did not run)');
+  if (!serverUrl || !template)
+    throw new Error('test database server not set up (jest globalSetup did not run)');
   const name = `itest_${randomBytes(6).toString('hex')}`;
   await adminQuery(serverUrl, `CREATE DATABASE ${name} TEMPLATE ${template}`);
   const url = withDatabase(serverUrl, name);
@@ -38,7 +39,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /** An empty database (no schema) for tests of migrations themselves. */
-export async function createEmptyDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
+export async function createEmptyDatabase(): Promise<{
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}> {
   const serverUrl = process.env.TEST_DATABASE_SERVER_URL;
   if (!serverUrl) throw new Error('test database server not set up (jest globalSetup did not run)');
   const name = `itest_${randomBytes(6).toString('hex')}`;

@@ -28,12 +28,16 @@ describe('JobQueue (graphile-worker) shared by replicas', () => {
     await replicas[1]!.migrate();
     await Promise.all(replicas.map((r) => r.start()));
     try {
-      await db.dataSource.transaction(async (manager) => {
-        await replicas[0]!.enqueue('count', { n: -1 }, { manager });
-        throw new Error('rollback');
-      }).catch(() => undefined);
+      await db.dataSource
+        .transaction(async (manager) => {
+          await replicas[0]!.enqueue('count', { n: -1 }, { manager });
+          throw new Error('rollback');
+        })
+        .catch(() => undefined);
       for (let n = 0; n < 60; n++) {
-        await db.dataSource.transaction((manager) => replicas[n % 2]!.enqueue('count', { n }, { manager }));
+        await db.dataSource.transaction((manager) =>
+          replicas[n % 2]!.enqueue('count', { n }, { manager }),
+        );
       }
       const deadline = Date.now() + 20_000;
       while (seen.length < 60 && Date.now() < deadline) await sleep(50);
@@ -50,8 +54,16 @@ describe('JobQueue (graphile-worker) shared by replicas', () => {
     const q = new JobQueue({ url: db.url, concurrency: 1, logger });
     await q.migrate();
     try {
-      await q.enqueue('noop', { v: 1 }, { jobKey: 'poll-cycle', runAt: new Date(Date.now() + 60_000) });
-      await q.enqueue('noop', { v: 2 }, { jobKey: 'poll-cycle', runAt: new Date(Date.now() + 60_000) });
+      await q.enqueue(
+        'noop',
+        { v: 1 },
+        { jobKey: 'poll-cycle', runAt: new Date(Date.now() + 60_000) },
+      );
+      await q.enqueue(
+        'noop',
+        { v: 2 },
+        { jobKey: 'poll-cycle', runAt: new Date(Date.now() + 60_000) },
+      );
       const rows = await db.dataSource.query(
         `SELECT key, revision FROM graphile_worker.jobs WHERE task_identifier = 'noop'`,
       );

@@ -27,7 +27,13 @@ describe('migrations', () => {
       const first = await migrateUnderLock(ds, db.url);
       expect(first.applied).toHaveLength(MIGRATIONS.length);
       expect(await tables(db.url)).toEqual(
-        expect.arrayContaining(['audit_events', 'inbound_messages', 'orders', 'outbox', 'schema_migrations']),
+        expect.arrayContaining([
+          'audit_events',
+          'inbound_messages',
+          'orders',
+          'outbox',
+          'schema_migrations',
+        ]),
       );
       expect((await migrateUnderLock(ds, db.url)).applied).toEqual([]);
       for (let i = 0; i < MIGRATIONS.length; i++) await revertLastMigration(ds, db.url);

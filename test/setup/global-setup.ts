@@ -1,7 +1,11 @@
 import { Client } from 'pg';
 import { createDataSource } from '../../src/persistence/data-source.factory';
 import { migrateUnderLock } from '../../src/persistence/migrator';
-import { provideTestDatabaseServer, withDatabase, type TestDatabaseServer } from './test-database-server';
+import {
+  provideTestDatabaseServer,
+  withDatabase,
+  type TestDatabaseServer,
+} from './test-database-server';
 
 declare global {
   var __testDatabaseServer: TestDatabaseServer | undefined;

@@ -1,7 +1,10 @@
 import { existsSync } from 'node:fs';
 import { request } from 'node:http';
 import { Client } from 'pg';
-import { startEmbeddedPostgres, type RunningEmbeddedPostgres } from '../../src/persistence/embedded-postgres';
+import {
+  startEmbeddedPostgres,
+  type RunningEmbeddedPostgres,
+} from '../../src/persistence/embedded-postgres';
 
 /**
  * Which PostgreSQL the tests use, in this order: `DATABASE_URL` if set (CI: the machine's
@@ -22,7 +25,9 @@ export async function provideTestDatabaseServer(): Promise<TestDatabaseServer> {
     try {
       await client.connect();
     } catch (error) {
-      throw new Error(`DATABASE_URL is set but does not answer: ${(error as Error).message}`, { cause: error });
+      throw new Error(`DATABASE_URL is set but does not answer: ${(error as Error).message}`, {
+        cause: error,
+      });
     } finally {
       await client.end().catch(() => undefined);
     }
@@ -39,7 +44,9 @@ export async function provideTestDatabaseServer(): Promise<TestDatabaseServer> {
       },
     };
   }
-  const embedded: RunningEmbeddedPostgres = await startEmbeddedPostgres({ dataDir: '.data/test-pg' });
+  const embedded: RunningEmbeddedPostgres = await startEmbeddedPostgres({
+    dataDir: '.data/test-pg',
+  });
   return { kind: 'embedded', serverUrl: embedded.adminUrl, stop: () => embedded.stop() };
 }
 
@@ -48,7 +55,10 @@ export async function provideTestDatabaseServer(): Promise<TestDatabaseServer> {
  * ping it ourselves with a deadline first.
  */
 function dockerAnswers(timeoutMs: number): Promise<boolean> {
-  const socketPath = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
+  const socketPath = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(
+    /^unix:\/\//,
+    '',
+  );
   if (!socketPath.startsWith('/') || !existsSync(socketPath)) return Promise.resolve(false);
   return new Promise((resolve) => {
     const req = request({ socketPath, path: '/_ping', timeout: timeoutMs }, (res) => {

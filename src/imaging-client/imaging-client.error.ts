@@ -1,0 +1,132 @@
+/** Why a call to the upstream failed; one code per way the caller must react. */
+export const IMAGING_CLIENT_ERROR_CODES = [
+  'bad_request',
+  'unauthorized',
+  'forbidden',
+  'not_found',
+  'conflict',
+  'client_error',
+  'retired',
+  'rate_limited_exhausted',
+  'server_error_exhausted',
+  'network',
+  'deadline',
+  'invalid_response',
+  'too_large',
+  'invalid_input',
+  'upload_failed',
+] as const;
+export type ImagingClientErrorCode = (typeof IMAGING_CLIENT_ERROR_CODES)[number];
+
+/** Codes a later attempt (another job run) may succeed on; the others need a change first. */
+const TRANSIENT_CODES: ReadonlySet<ImagingClientErrorCode> = new Set([
+  'rate_limited_exhausted',
+  'server_error_exhausted',
+  'network',
+  'deadline',
+]);
+
+export interface ImagingClientErrorDetails {
+  status?: number;
+  /** The upstream's error body, sanitised (no signed URLs, bounded length). */
+  upstreamError?: unknown;
+  migrationGuide?: string;
+  attempts?: number;
+  cause?: unknown;
+}
+
+export class ImagingClientError extends Error {
+  override readonly name = 'ImagingClientError';
+  readonly status?: number;
+  readonly upstreamError?: unknown;
+  readonly migrationGuide?: string;
+  readonly attempts?: number;
+
+  constructor(
+    readonly code: ImagingClientErrorCode,
+    readonly operation: string,
+    message: string,
+    details: ImagingClientErrorDetails = {},
+  ) {
+    super(
+      `${operation}: ${sanitizeText(message)}`,
+      details.cause ? { cause: details.cause } : undefined,
+    );
+    this.status = details.status;
+    this.upstreamError =
+      details.upstreamError === undefined ? undefined : sanitizeBody(details.upstreamError);
+    this.migrationGuide = details.migrationGuide;
+    this.attempts = details.attempts;
+  }
+
+  /** True when retrying later, unchanged, may succeed. */
+  get transient(): boolean {
+    return TRANSIENT_CODES.has(this.code);
+  }
+
+  toJSON(): Record<string, unknown> {
+    return {
+      code: this.code,
+      operation: this.operation,
+      message: this.message,
+      status: this.status,
+      upstreamError: this.upstreamError,
+      migrationGuide: this.migrationGuide,
+      attempts: this.attempts,
+    };
+  }
+}
+
+/** The error code an HTTP status that is never retried maps to. */
+export function codeForStatus(status: number): ImagingClientErrorCode {
+  if (status === 400) return 'bad_request';
+  if (status === 401) return 'unauthorized';
+  if (status === 403) return 'forbidden';
+  if (status === 404) return 'not_found';
+  if (status === 409) return 'conflict';
+  if (status === 410) return 'retired';
+  if (status === 413) return 'too_large';
+  if (status === 429) return 'rate_limited_exhausted';
+  if (status >= 500) return 'server_error_exhausted';
+  return 'client_error';
+}
+
+const URL_PATTERN = /\b(?:https?|s3):\/\/[^\s"'<>]+/gi;
+const SIGNATURE_PARAM =
+  /\b(X-Amz-[A-Za-z-]+|Signature|sig|token|access_token|client_secret|Expires)=[^&\s"']+/gi;
+const MAX_TEXT = 500;
+
+/**
+ * Presigned URLs are credentials (contract, Authentication 4): any URL in an upstream
+ * message is cut down to origin + path, and signature-like query parameters are masked.
+ */
+export function sanitizeText(text: string): string {
+  const cleaned = text
+    .replace(URL_PATTERN, (url) => {
+      try {
+        const parsed = new URL(url);
+        return `${parsed.protocol}//${parsed.host}/[redacted]`;
+      } catch {
+        return '[url redacted]';
+      }
+    })
+    .replace(SIGNATURE_PARAM, '$1=[redacted]');
+  return cleaned.length > MAX_TEXT ? `${cleaned.slice(0, MAX_TEXT)}…` : cleaned;
+}
+
+function sanitizeBody(body: unknown, depth = 0): unknown {
+  if (depth > 4) return '[…]';
+  if (typeof body === 'string') return sanitizeText(body);
+  if (Array.isArray(body)) return body.slice(0, 20).map((item) => sanitizeBody(item, depth + 1));
+  if (body && typeof body === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(body).slice(0, 30)) {
+      // A field named like a URL or credential is dropped outright, whatever its shape.
+      if (/^(url|urls|access_token|client_secret|authorization)$/i.test(key))
+        out[key] = '[redacted]';
+      else out[key] = sanitizeBody(value, depth + 1);
+    }
+    return out;
+  }
+  return body;
+}

@@ -1,0 +1,68 @@
+import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from './imaging-client.config';
+import { systemClock, type Clock, type RateLimiter } from './ports';
+
+const WINDOW_MS = 60_000;
+
+/**
+ * Sliding-window log, for one process: a call is allowed when fewer than the limit were made
+ * in the last 60 s, per endpoint and in all. Exact, so it is never over the limit whichever
+ * way the upstream counts its minute. Waiters are served in arrival order.
+ *
+ * Several replicas behind one egress address must either use the PostgreSQL limiter or
+ * give each replica `limit / replicas` via `splitAcrossReplicas`.
+ */
+export class InMemoryRateLimiter implements RateLimiter {
+  private readonly total: number[] = [];
+  private readonly perEndpoint = new Map<string, number[]>();
+  private tail: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly limits: RateLimitConfig = DEFAULT_RATE_LIMITS,
+    private readonly clock: Clock = systemClock,
+  ) {}
+
+  acquire(endpoint: string): Promise<void> {
+    const turn = this.tail.then(() => this.take(endpoint));
+    this.tail = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async take(endpoint: string): Promise<void> {
+    let log = this.perEndpoint.get(endpoint);
+    if (!log) {
+      log = [];
+      this.perEndpoint.set(endpoint, log);
+    }
+    for (;;) {
+      const now = this.clock.now();
+      prune(this.total, now);
+      prune(log, now);
+      const waits: number[] = [];
+      if (this.total.length >= this.limits.totalPerMinute)
+        waits.push(this.total[0] + WINDOW_MS - now);
+      if (log.length >= this.limits.perEndpointPerMinute) waits.push(log[0] + WINDOW_MS - now);
+      if (waits.length === 0) {
+        this.total.push(now);
+        log.push(now);
+        return;
+      }
+      await this.clock.sleep(Math.max(1, ...waits));
+    }
+  }
+}
+
+function prune(log: number[], now: number): void {
+  // A call at time t counts while now - t < 60 s.
+  let drop = 0;
+  while (drop < log.length && log[drop] <= now - WINDOW_MS) drop++;
+  if (drop) log.splice(0, drop);
+}
+
+/** Each of `replicas` processes gets an equal share (rounded down) of the shared budget. */
+export function splitAcrossReplicas(limits: RateLimitConfig, replicas: number): RateLimitConfig {
+  const n = Math.max(1, Math.floor(replicas));
+  return {
+    perEndpointPerMinute: Math.max(1, Math.floor(limits.perEndpointPerMinute / n)),
+    totalPerMinute: Math.max(1, Math.floor(limits.totalPerMinute / n)),
+  };
+}

@@ -1,0 +1,13 @@
+export * from './ports';
+export * from './imaging-client.config';
+export * from './imaging-client.error';
+export * from './imaging-client';
+export * from './study-uploader';
+export * from './upload-plan';
+export * from './in-memory-rate-limiter';
+export * from './in-memory-upload.stores';
+export * from './pg-rate-limiter';
+export * from './pg-upload.stores';
+export * from './prometheus-call.observer';
+export * from './upstream-health.status';
+export type { RetirementState } from './upstream-http';

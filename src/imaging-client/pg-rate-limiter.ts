@@ -1,0 +1,46 @@
+import type { DataSource } from 'typeorm';
+import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from './imaging-client.config';
+import { systemClock, type Clock, type RateLimiter } from './ports';
+
+const WINDOW_MS = 60_000;
+const BUCKET_MS = 1_000;
+
+/**
+ * Rate limit shared by every replica that leaves through the same egress address
+ * (contract, Limits: per IP and per endpoint), coordinated in PostgreSQL.
+ *
+ * Sliding window of 1-second buckets: a call may go when the buckets overlapping the last
+ * 60 s (61 of them, so the span covered is never shorter than a minute) hold fewer calls
+ * than the limit, for its endpoint and for the total. The check and the count happen in one
+ * function call under advisory locks on both keys, so two replicas can never both take the
+ * last slot, and a call is counted in both budgets or in neither. The database clock is the
+ * only clock, so replicas' clock skew does not matter. See docs/imaging-client.md.
+ */
+export class PgRateLimiter implements RateLimiter {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly options: {
+      limits?: RateLimitConfig;
+      /** Names the shared egress (budget owner); replicas with the same scope share one budget. */
+      scope: string;
+      clock?: Clock;
+    },
+  ) {}
+
+  async acquire(endpoint: string): Promise<void> {
+    const limits = this.options.limits ?? DEFAULT_RATE_LIMITS;
+    const clock = this.options.clock ?? systemClock;
+    const keys = [`${this.options.scope}|total`, `${this.options.scope}|endpoint|${endpoint}`];
+    const caps = [limits.totalPerMinute, limits.perEndpointPerMinute];
+    for (;;) {
+      const rows: Array<{ wait_ms: string | number }> = await this.dataSource.query(
+        'SELECT imaging_rate_limit_acquire($1::text[], $2::integer[], $3, $4) AS wait_ms',
+        [keys, caps, WINDOW_MS, BUCKET_MS],
+      );
+      const wait = Number(rows[0]?.wait_ms ?? 0);
+      if (wait <= 0) return;
+      // A little jitter so replicas that waited for the same bucket do not all return at once.
+      await clock.sleep(wait + Math.floor(Math.random() * 50));
+    }
+  }
+}

@@ -1,0 +1,42 @@
+import type { RetryConfig } from './imaging-client.config';
+
+/**
+ * Exponential backoff with "full jitter": the wait before retry n is uniform in
+ * [0, min(cap, base * 2^(n-1))], so many callers that failed together do not retry in
+ * lockstep. A server's `Retry-After` is a floor: we never come back sooner than asked.
+ */
+export function backoffDelayMs(
+  retryNumber: number,
+  config: Pick<RetryConfig, 'baseDelayMs' | 'maxDelayMs'>,
+  retryAfterMs: number | undefined,
+  random: () => number = Math.random,
+): number {
+  const ceiling = Math.min(
+    config.maxDelayMs,
+    config.baseDelayMs * 2 ** Math.max(0, retryNumber - 1),
+  );
+  const jittered = Math.floor(random() * ceiling);
+  return retryAfterMs === undefined ? jittered : Math.max(retryAfterMs, jittered);
+}
+
+/**
+ * `Retry-After` is either delta-seconds or an HTTP-date (RFC 9110 §10.2.3). Anything else
+ * is ignored rather than trusted.
+ */
+export function parseRetryAfter(
+  value: string | string[] | undefined,
+  nowMs: number,
+): number | undefined {
+  const raw = Array.isArray(value) ? value[0] : value;
+  if (raw === undefined) return undefined;
+  const trimmed = raw.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - nowMs);
+}
+
+/** Statuses worth another attempt unchanged (contract, Errors: 429 and 5xx). */
+export function isRetryableStatus(status: number): boolean {
+  return status === 429 || (status >= 500 && status <= 599);
+}

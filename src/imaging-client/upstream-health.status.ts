@@ -1,0 +1,72 @@
+import { deprecationDate } from './prometheus-call.observer';
+import type { CallObserver, CallRecord } from './ports';
+
+export interface UpstreamHealth {
+  /** `retired` after a 410: calls stopped, an operator must migrate. */
+  state: 'ok' | 'degraded' | 'retired' | 'unknown';
+  retired?: { error: string; migrationGuide: string; since: string };
+  deprecation?: { warning: string; date?: string; seenAt: string };
+  lastSuccessAt?: string;
+  lastError?: { operation: string; code: string; at: string };
+}
+
+/**
+ * What /health shows about the upstream, fed by every call: retirement (with the
+ * migration guide), the deprecation warning, and when a call last succeeded.
+ */
+export class UpstreamHealthStatus implements CallObserver {
+  private retired?: UpstreamHealth['retired'];
+  private deprecation?: UpstreamHealth['deprecation'];
+  private lastSuccessAt?: number;
+  private lastError?: { operation: string; code: string; at: number };
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  onCall(record: CallRecord): void {
+    const at = this.now();
+    if (record.deprecationWarning) {
+      this.deprecation = {
+        warning: record.deprecationWarning,
+        date: deprecationDate(record.deprecationWarning),
+        seenAt: new Date(at).toISOString(),
+      };
+    }
+    if (record.retirement && !this.retired) {
+      this.retired = {
+        error: record.retirement.error,
+        migrationGuide: record.retirement.migrationGuide,
+        since: new Date(at).toISOString(),
+      };
+    }
+    if (record.outcome === 'success') this.lastSuccessAt = at;
+    else if (record.error)
+      this.lastError = { operation: record.operation, code: record.error.code, at };
+  }
+
+  snapshot(): UpstreamHealth {
+    const lastError = this.lastError
+      ? {
+          operation: this.lastError.operation,
+          code: this.lastError.code,
+          at: new Date(this.lastError.at).toISOString(),
+        }
+      : undefined;
+    let state: UpstreamHealth['state'];
+    if (this.retired) state = 'retired';
+    else if (
+      this.lastError &&
+      (this.lastSuccessAt === undefined || this.lastError.at > this.lastSuccessAt)
+    ) {
+      state = 'degraded';
+    } else if (this.lastSuccessAt !== undefined) state = 'ok';
+    else state = 'unknown';
+    return {
+      state,
+      retired: this.retired,
+      deprecation: this.deprecation,
+      lastSuccessAt:
+        this.lastSuccessAt === undefined ? undefined : new Date(this.lastSuccessAt).toISOString(),
+      lastError,
+    };
+  }
+}

@@ -1,0 +1,433 @@
+import type { Readable } from 'node:stream';
+import { Agent, request } from 'undici';
+import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
+import type { ImagingClientConfig } from './imaging-client.config';
+import { codeForStatus, ImagingClientError, sanitizeText } from './imaging-client.error';
+import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
+import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
+
+export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT';
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+/** Why the previous attempt failed, as a retry hook sees it. */
+export type AttemptFailure =
+  | { kind: 'network'; error: unknown }
+  | { kind: 'status'; status: number; response: UpstreamResponse };
+
+export interface CallSpec<T> {
+  operation: string;
+  method: HttpMethod;
+  /** API path below `{base_url}`; for presigned PUTs a label only. */
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  json?: unknown;
+  form?: Record<string, string>;
+  /** A fresh body per attempt (e.g. a file range stream). */
+  stream?: () => { body: Readable; length: number };
+  auth: 'bearer' | 'basic' | 'none';
+  orderId?: string;
+  timeoutMs?: number;
+  /** Object-storage target (presigned URL): resolved per attempt, no token, no rate limit, never logged. */
+  presignedUrl?: () => Promise<string>;
+  /** Turns a 2xx response into the result; throw ImagingClientError('invalid_response') on a bad shape. */
+  parse: (response: UpstreamResponse) => T;
+  /**
+   * Runs before every retry. It may finish the call with a value (e.g. the order a timed-out
+   * create did make) or throw; `undefined` means "retry as planned".
+   */
+  beforeRetry?: (failure: AttemptFailure) => Promise<T | undefined>;
+  /**
+   * Lets a non-retryable status be repaired and retried at once (e.g. a presigned URL that
+   * storage refuses as expired gets replaced). Return true to retry.
+   */
+  recover?: (response: UpstreamResponse) => Promise<boolean>;
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_ABORTED',
+  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
+]);
+
+function isNetworkError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 4; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+function describeNetworkError(error: unknown): string {
+  const code = (error as { code?: unknown })?.code;
+  const name = (error as { name?: unknown })?.name;
+  return `network error ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'unknown'}`;
+}
+
+export interface RetirementState {
+  error: string;
+  migrationGuide: string;
+  at: number;
+}
+
+/**
+ * One place where every request to the upstream is made: rate limit, token, timeouts,
+ * retries with backoff, 401 → renew once, 410 → stop for good, deprecation header, and one
+ * CallRecord per logical call for metrics and the audit log.
+ */
+export class UpstreamHttp {
+  private readonly agent: Agent;
+  private retiredState?: RetirementState;
+  private tokenSource?: { get(): Promise<string>; invalidate(token: string): void };
+
+  constructor(
+    private readonly config: ImagingClientConfig,
+    private readonly deps: {
+      clock: Clock;
+      rateLimiter: RateLimiter;
+      observer: CallObserver;
+      logger: ClientLogger;
+      random?: () => number;
+    },
+  ) {
+    this.agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+  }
+
+  setTokenSource(source: { get(): Promise<string>; invalidate(token: string): void }): void {
+    this.tokenSource = source;
+  }
+
+  get retired(): RetirementState | undefined {
+    return this.retiredState;
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  async call<T>(spec: CallSpec<T>): Promise<T> {
+    const { clock, observer } = this.deps;
+    const started = clock.now();
+    const isApi = !spec.presignedUrl;
+    const record: CallRecord = {
+      operation: spec.operation,
+      method: spec.method,
+      endpoint: isApi ? spec.path : '<presigned-url>',
+      status: null,
+      latencyMs: 0,
+      attempts: 0,
+      orderId: spec.orderId,
+      outcome: 'success',
+    };
+    try {
+      const result = await this.attempts(spec, record, started);
+      return result;
+    } catch (error) {
+      record.outcome = 'error';
+      const typed =
+        error instanceof ImagingClientError
+          ? error
+          : new ImagingClientError(
+              'invalid_response',
+              spec.operation,
+              'unexpected client failure',
+              { cause: error },
+            );
+      record.error = { code: typed.code, message: typed.message };
+      throw typed;
+    } finally {
+      record.latencyMs = clock.now() - started;
+      observer.onCall(record);
+    }
+  }
+
+  private async attempts<T>(spec: CallSpec<T>, record: CallRecord, started: number): Promise<T> {
+    const { deadlineMs } = this.config.retry;
+    const isApi = !spec.presignedUrl;
+    const deadline = started + deadlineMs;
+    let reauthorised = false;
+    let recovered = 0;
+    let failure: AttemptFailure | undefined;
+
+    for (;;) {
+      if (isApi && this.retiredState) {
+        record.retirement = {
+          error: this.retiredState.error,
+          migrationGuide: this.retiredState.migrationGuide,
+        };
+        throw new ImagingClientError(
+          'retired',
+          spec.operation,
+          'the upstream API version is retired; calls stopped',
+          {
+            status: 410,
+            migrationGuide: this.retiredState.migrationGuide,
+          },
+        );
+      }
+      if (failure && spec.beforeRetry) {
+        const settled = await spec.beforeRetry(failure);
+        if (settled !== undefined) return settled;
+      }
+      record.attempts++;
+      let token: string | undefined;
+      let response: UpstreamResponse;
+      try {
+        if (isApi) await this.deps.rateLimiter.acquire(spec.path);
+        if (spec.auth === 'bearer') {
+          if (!this.tokenSource) throw new Error('no token source configured');
+          token = await this.tokenSource.get();
+        }
+        response = await this.send(spec, token);
+      } catch (error) {
+        if (error instanceof ImagingClientError) throw error;
+        if (!isNetworkError(error)) {
+          throw new ImagingClientError('network', spec.operation, describeNetworkError(error), {
+            cause: error,
+            attempts: record.attempts,
+          });
+        }
+        failure = { kind: 'network', error };
+        await this.waitBeforeRetry(spec, record, deadline, failure, undefined);
+        continue;
+      }
+
+      record.status = response.status;
+      const deprecation = headerValue(response.headers, DEPRECATION_HEADER);
+      if (isApi && deprecation) record.deprecationWarning = deprecation;
+
+      if (response.status >= 200 && response.status < 300) {
+        try {
+          return spec.parse(response);
+        } catch (error) {
+          if (error instanceof ImagingClientError) throw error;
+          throw new ImagingClientError(
+            'invalid_response',
+            spec.operation,
+            'response does not match the contract',
+            {
+              status: response.status,
+              cause: error,
+            },
+          );
+        }
+      }
+
+      if (isApi && response.status === 401 && spec.auth === 'bearer' && token && !reauthorised) {
+        // Contract, Errors: 401 → request a new token and retry once.
+        reauthorised = true;
+        this.tokenSource?.invalidate(token);
+        continue;
+      }
+      if (isApi && response.status === 410) throw this.retire(spec, record, response);
+      if (isRetryableStatus(response.status)) {
+        failure = { kind: 'status', status: response.status, response };
+        await this.waitBeforeRetry(spec, record, deadline, failure, response);
+        continue;
+      }
+      if (spec.recover && recovered < 2 && (await spec.recover(response))) {
+        recovered++;
+        continue;
+      }
+      const body = parseErrorBody(response);
+      throw new ImagingClientError(
+        codeForStatus(response.status),
+        spec.operation,
+        `upstream answered ${response.status}${describeErrorBody(body)}`,
+        { status: response.status, upstreamError: body, attempts: record.attempts },
+      );
+    }
+  }
+
+  private async waitBeforeRetry(
+    spec: CallSpec<unknown>,
+    record: CallRecord,
+    deadline: number,
+    failure: AttemptFailure,
+    response: UpstreamResponse | undefined,
+  ): Promise<void> {
+    const { clock } = this.deps;
+    const exhausted = (
+      code: 'deadline' | 'rate_limited_exhausted' | 'server_error_exhausted' | 'network',
+      why: string,
+    ) =>
+      new ImagingClientError(code, spec.operation, why, {
+        status: response?.status,
+        upstreamError: response ? parseErrorBody(response) : undefined,
+        attempts: record.attempts,
+        cause: failure.kind === 'network' ? failure.error : undefined,
+      });
+    const lastCode =
+      failure.kind === 'network'
+        ? ('network' as const)
+        : failure.status === 429
+          ? ('rate_limited_exhausted' as const)
+          : ('server_error_exhausted' as const);
+    const what =
+      failure.kind === 'network' ? describeNetworkError(failure.error) : `status ${failure.status}`;
+    if (record.attempts >= this.config.retry.maxAttempts) {
+      throw exhausted(lastCode, `gave up after ${record.attempts} attempts (last: ${what})`);
+    }
+    const retryAfter = response
+      ? parseRetryAfter(response.headers['retry-after'], clock.now())
+      : undefined;
+    const delay = backoffDelayMs(record.attempts, this.config.retry, retryAfter, this.deps.random);
+    if (clock.now() + delay > deadline) {
+      throw exhausted(
+        'deadline',
+        `deadline reached after ${record.attempts} attempts (last: ${what})`,
+      );
+    }
+    this.deps.logger.debug(
+      { operation: spec.operation, attempt: record.attempts, delayMs: delay, reason: what },
+      'upstream call will be retried',
+    );
+    await clock.sleep(delay);
+  }
+
+  private retire(
+    spec: CallSpec<unknown>,
+    record: CallRecord,
+    response: UpstreamResponse,
+  ): ImagingClientError {
+    const body = parseErrorBody(response);
+    const error = typeof body?.error === 'string' ? body.error : 'API version retired';
+    const migrationGuide = typeof body?.migration_guide === 'string' ? body.migration_guide : '';
+    if (!this.retiredState) {
+      this.retiredState = { error, migrationGuide, at: this.deps.clock.now() };
+      this.deps.logger.error(
+        { operation: spec.operation, migrationGuide, upstreamError: sanitizeText(error) },
+        'upstream API version retired (HTTP 410): all upstream calls stopped; migrate',
+      );
+    }
+    record.retirement = { error, migrationGuide };
+    return new ImagingClientError('retired', spec.operation, sanitizeText(error), {
+      status: 410,
+      upstreamError: body,
+      migrationGuide,
+      attempts: record.attempts,
+    });
+  }
+
+  private async send(
+    spec: CallSpec<unknown>,
+    token: string | undefined,
+  ): Promise<UpstreamResponse> {
+    const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
+    let body: string | Buffer | Readable | undefined;
+    if (spec.json !== undefined) {
+      body = Buffer.from(JSON.stringify(spec.json));
+      headers['content-type'] = 'application/json';
+    } else if (spec.form) {
+      body = new URLSearchParams(spec.form).toString();
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+    } else if (spec.stream) {
+      const made = spec.stream();
+      body = made.body;
+      headers['content-length'] = String(made.length);
+      headers['content-type'] = 'application/octet-stream';
+    }
+    if (spec.auth === 'bearer' && token) headers.authorization = `Bearer ${token}`;
+    if (spec.auth === 'basic') {
+      const basic = Buffer.from(
+        `${encodeURIComponent(this.config.clientId)}:${encodeURIComponent(this.config.clientSecret)}`,
+      ).toString('base64');
+      headers.authorization = `Basic ${basic}`;
+    }
+
+    let url: string;
+    if (spec.presignedUrl) {
+      url = await spec.presignedUrl();
+      // The URL is the credential (contract, Authentication 4): nothing else is sent.
+      delete headers.authorization;
+    } else {
+      const target = new URL(this.config.baseUrl + spec.path);
+      for (const [key, value] of Object.entries(spec.query ?? {})) {
+        if (value !== undefined) target.searchParams.set(key, String(value));
+      }
+      url = target.toString();
+    }
+
+    const timeout = spec.timeoutMs ?? this.config.timeouts.requestMs;
+    try {
+      const response = await request(url, {
+        method: spec.method,
+        headers,
+        body,
+        dispatcher: this.agent,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+      const chunks: Buffer[] = [];
+      for await (const chunk of response.body) chunks.push(chunk as Buffer);
+      return {
+        status: response.statusCode,
+        headers: response.headers,
+        body: Buffer.concat(chunks),
+      };
+    } catch (error) {
+      // A stream body left half-read must not keep its file descriptor open.
+      if (
+        body &&
+        typeof body === 'object' &&
+        'destroy' in body &&
+        typeof body.destroy === 'function'
+      ) {
+        body.destroy();
+      }
+      throw error;
+    }
+  }
+}
+
+export function headerValue(
+  headers: UpstreamResponse['headers'],
+  name: string,
+): string | undefined {
+  const value = headers[name.toLowerCase()];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The error body the assumptions page describes (`{error, message}`), or whatever text came. */
+export function parseErrorBody(response: UpstreamResponse): Record<string, unknown> | undefined {
+  if (response.body.length === 0) return undefined;
+  const text = response.body.subarray(0, 4096).toString('utf8');
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      return parsed as Record<string, unknown>;
+    return { body: sanitizeText(text) };
+  } catch {
+    return { body: sanitizeText(text) };
+  }
+}
+
+function describeErrorBody(body: Record<string, unknown> | undefined): string {
+  if (!body) return '';
+  const code = typeof body.error === 'string' ? body.error : undefined;
+  const message = typeof body.message === 'string' ? body.message : undefined;
+  const parts = [code, message].filter(Boolean);
+  return parts.length ? ` (${sanitizeText(parts.join(': '))})` : '';
+}

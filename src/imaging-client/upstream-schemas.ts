@@ -1,0 +1,190 @@
+import { z } from 'zod';
+import { UPSTREAM_STATUSES } from '../imaging-spec/imaging-spec';
+import { ImagingClientError } from './imaging-client.error';
+import type { UpstreamResponse } from './upstream-http';
+
+/**
+ * Response shapes from the contract and docs/upstream-assumptions.md. Every object is
+ * "loose": extra fields are kept and tolerated (contract, Versioning 2); a missing or
+ * mistyped field we rely on is an `invalid_response`, never a crash further down.
+ */
+
+const nullableString = z.string().nullable().optional();
+
+export const tokenSchema = z.looseObject({
+  access_token: z.string().min(1),
+  token_type: z.string().refine((t) => t.toLowerCase() === 'bearer', 'token_type must be Bearer'),
+  expires_in: z.number().int().positive(),
+});
+
+export const testTokenSchema = z.looseObject({
+  valid: z.boolean(),
+  client_id: z.string().optional(),
+  organization_id: z.string().optional(),
+  scopes: z.array(z.string()).optional(),
+  expires_at: z.string().optional(),
+});
+
+export const orderIdSchema = z.looseObject({ order_id: z.uuid() });
+
+export const metadataSchema = z.looseObject({
+  order_id: z.string().min(1),
+  metadata: z.record(z.string(), z.unknown()),
+});
+
+export const presignedUrlSchema = z.looseObject({
+  url: z.url({ protocol: /^https?$/ }),
+  expires_at: z.string().optional(),
+});
+
+export const initiateSchema = z.looseObject({
+  upload_id: z.string().min(1),
+  order_id: z.string().optional(),
+});
+
+export const partUrlsSchema = z.looseObject({
+  upload_id: z.string().optional(),
+  urls: z.array(
+    z.looseObject({
+      part_number: z.number().int().min(1).max(100),
+      url: z.url({ protocol: /^https?$/ }),
+    }),
+  ),
+  expires_at: z.string().optional(),
+});
+
+export const completeSchema = z.looseObject({
+  order_id: z.string().optional(),
+  status: z.string().optional(),
+});
+
+export const abortSchema = z.looseObject({
+  upload_id: z.string().optional(),
+  aborted: z.boolean().optional(),
+});
+
+export const upstreamStatusSchema = z.enum(UPSTREAM_STATUSES);
+
+export const statusSchema = z.looseObject({
+  order_id: z.string().min(1),
+  study_uid: nullableString,
+  status: upstreamStatusSchema,
+  updated_at: nullableString,
+});
+
+export const listOrdersSchema = z.looseObject({
+  orders: z.array(
+    z.looseObject({
+      order_id: z.string().min(1),
+      study_uid: nullableString,
+      status: upstreamStatusSchema,
+      created_at: nullableString,
+      updated_at: nullableString,
+      batch_id: nullableString,
+    }),
+  ),
+});
+
+export const qcBypassSchema = z.looseObject({
+  order_id: z.string().optional(),
+  bypass_requested: z.boolean(),
+});
+
+export const cancelSchema = z.looseObject({
+  order_id: z.string().optional(),
+  status: z.string().optional(),
+});
+
+export const batchSchema = z.looseObject({ batch_id: z.uuid() });
+
+export const associateSchema = z.looseObject({
+  order_id: z.string().optional(),
+  batch_id: z.string().optional(),
+});
+
+export const productsSchema = z.looseObject({
+  products: z.array(
+    z.looseObject({
+      id: z.string().min(1),
+      name: nullableString,
+      version: nullableString,
+      // Contract (1.0.8): present, null when not assigned.
+      UDI: z.string().nullable(),
+      fda_desc: z.string().nullable(),
+    }),
+  ),
+});
+
+export const recentActivitySchema = z.looseObject({
+  activity: z.array(
+    z.looseObject({
+      orderId: z.string().optional(),
+      statusDesc: nullableString,
+      failureReason: nullableString,
+      timestamp: nullableString,
+    }),
+  ),
+});
+
+export const reportsPollSchema = z.looseObject({
+  reports: z.array(
+    z.looseObject({
+      report_id: z.string().min(1),
+      order_id: z.string().optional(),
+      study_uid: nullableString,
+      status: z.string().optional(),
+      report_types: z.array(z.string()).optional(),
+      created_at: nullableString,
+    }),
+  ),
+});
+
+export const reportsAckSchema = z.looseObject({ acknowledged: z.number().int().nonnegative() });
+
+export const agentReportsSchema = z.looseObject({
+  accepted: z.number().int().nonnegative(),
+  rejected: z.array(z.looseObject({ order_id: z.string(), reason: z.string() })).default([]),
+});
+
+export const heartbeatSchema = z.looseObject({
+  pending_qc_bypass_requests: z.array(
+    z.looseObject({ order_id: z.string(), reason: nullableString, requested_at: nullableString }),
+  ),
+});
+
+/** Parses a JSON body against `schema`, or says precisely (paths only, never values) what was wrong. */
+export function parseJson<S extends z.ZodType>(
+  operation: string,
+  response: UpstreamResponse,
+  schema: S,
+): z.infer<S> {
+  let data: unknown;
+  try {
+    data = JSON.parse(response.body.toString('utf8'));
+  } catch {
+    throw new ImagingClientError(
+      'invalid_response',
+      operation,
+      `response body is not JSON (status ${response.status})`,
+      {
+        status: response.status,
+      },
+    );
+  }
+  const result = schema.safeParse(data);
+  if (!result.success) {
+    const where = result.error.issues
+      .slice(0, 5)
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
+    throw new ImagingClientError(
+      'invalid_response',
+      operation,
+      `response does not match the contract: ${where}`,
+      {
+        status: response.status,
+      },
+    );
+  }
+  return result.data;
+}

@@ -140,7 +140,8 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
     };
   }
   // v2.3/v2.4 ERR-1 (CM/ELD): segment ID ^ sequence ^ field position ^ code identifying error,
-  // the last a CE written with subcomponents (code & text & coding system).
+  // the last a CE written with subcomponents (code & text & coding system). There is no user
+  // message field before v2.5: the text travels in MSA-3.
   return {
     id: 'ERR',
     fields: [
@@ -148,7 +149,7 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
         loc?.segment,
         loc ? String(loc.segmentOrdinal ?? 1) : undefined,
         loc ? String(loc.field) : undefined,
-        [String(error.code), error.message || text, 'HL70357'],
+        [String(error.code), text, 'HL70357'],
       ],
     ],
   };
@@ -162,11 +163,14 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
  */
 export function buildAck(options: AckOptions): BuiltAck {
   const { inbound, outcome, controlId, now } = options;
-  const errors = options.errors ?? [];
   const msh = inbound.msh;
   const mode = ackModeOf(inbound);
   const code = ackCodeFor(mode, outcome);
   const version = inbound.version || '2.5.1';
+  const modern = usesErrLocationFields(version);
+  // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent
+  // (warnings stay in the audit record).
+  const errors = (options.errors ?? []).filter((e) => modern || e.severity === 'E');
   const trigger = inbound.messageType.trigger;
   // MSH-9.3 message structure exists since v2.3.1.
   const messageType = version === '2.3' ? ['ACK', trigger] : ['ACK', trigger, 'ACK'];
@@ -201,7 +205,7 @@ export function buildAck(options: AckOptions): BuiltAck {
         code,
         inbound.controlId,
         // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
-        !usesErrLocationFields(version) && errors.length > 0 ? errors[0].message : undefined,
+        !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
       ],
     },
     ...errors.map((e) => errSegment(e, version)),

@@ -262,6 +262,8 @@ interface RowsOutcome {
   values: Record<string, unknown>;
   lineage: MappedField[];
   problems: TransformProblem[];
+  /** Targets whose transform reported an error. */
+  failed: Set<string>;
 }
 
 function applyRows(
@@ -274,6 +276,7 @@ function applyRows(
   const values = seed;
   const lineage: MappedField[] = [];
   const problems: TransformProblem[] = [];
+  const failed = new Set<string>();
   for (const row of rows) {
     let found = false;
     for (const spec of row.sources) {
@@ -293,6 +296,7 @@ function applyRows(
       });
       if (out.kind === 'error') {
         problems.push(out.problem);
+        failed.add(row.target);
         found = true;
         break;
       }
@@ -323,7 +327,7 @@ function applyRows(
       });
     }
   }
-  return { values, lineage, problems };
+  return { values, lineage, problems, failed };
 }
 
 /** A create/update with no procedure at all follows the unknown-procedure rule too. */
@@ -349,12 +353,12 @@ function productsWithoutProcedure(
       };
     case 'default-products':
       request.products = [...rule.products];
-      rule.products.forEach((p, i) =>
+      rule.products.forEach((_, i) =>
         lineage.push({
           target: `products[${i}]`,
           source: location,
-          value: `(no procedure) → default ${p}`,
-          ruleId: 'hl7.order.products',
+          value: '',
+          ruleId: 'hl7.order.products.default',
         }),
       );
       return undefined;
@@ -403,8 +407,10 @@ export function mapHl7Message(
     const rows = rowsFor(config);
     for (const group of message.orderGroups()) {
       const out = applyRows(rows, { message, group }, config, quirks, { source: 'hl7v2' });
-      const missing = productsWithoutProcedure(out.values, group, config, out.lineage);
-      if (missing) out.problems.push(missing);
+      if (!out.failed.has('products')) {
+        const missing = productsWithoutProcedure(out.values, group, config, out.lineage);
+        if (missing) out.problems.push(missing);
+      }
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;
       orders.push({

@@ -520,7 +520,7 @@ const productTable: TransformFn = (input) => {
     return {
       kind: 'value',
       value: [...found.products],
-      lines: found.products.map((p, i) => ({ suffix: `[${i}]`, source, value: `${code} → ${p}` })),
+      lines: found.products.map((_, i) => ({ suffix: `[${i}]`, source, value: code })),
     };
   }
   return unknownProcedure(input, source, code);
@@ -545,11 +545,7 @@ function unknownProcedure(input: TransformInput, source: string, code: string): 
       return {
         kind: 'value',
         value: [...rule.products],
-        lines: rule.products.map((p, i) => ({
-          suffix: `[${i}]`,
-          source,
-          value: `${code} (unknown) → default ${p}`,
-        })),
+        lines: rule.products.map((_, i) => ({ suffix: `[${i}]`, source, value: code })),
       };
     default:
       return rule satisfies never;

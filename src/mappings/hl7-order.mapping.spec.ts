@@ -1,0 +1,166 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { parseHl7 } from '../hl7/hl7-message';
+import {
+  applyDataMinimisation,
+  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+  Hl7OrderMappingConfig,
+} from './hl7-order.config';
+import { evaluateInboundHl7 } from './hl7-inbound.evaluator';
+import { HL7_ORDER_FIELD_MAP, mapHl7Message } from './hl7-order.mapping';
+
+const FIXTURES = path.join(__dirname, '../../test/fixtures/hl7');
+const EXPECTED = path.join(FIXTURES, 'expected');
+const NOW = new Date('2026-01-01T12:00:00Z');
+
+function fixture(name: string): Buffer {
+  return readFileSync(path.join(FIXTURES, name));
+}
+
+/** Everything the adapter decides for one fixture, in a stable JSON shape. */
+function evaluate(name: string, config: Hl7OrderMappingConfig) {
+  const result = evaluateInboundHl7({
+    bytes: fixture(name),
+    mappingConfig: config,
+    structureOptions: { allowedProcessingIds: ['P', 'T'] },
+    ackControlId: 'ACK-0001',
+    now: NOW,
+  });
+  if (result.kind !== 'evaluated') throw result.error;
+  return {
+    fixture: name,
+    outcome: result.outcome,
+    ackCode: result.ack.code,
+    ackWanted: result.ackWanted,
+    ack: result.ack.text.split('\r').filter((l) => l !== ''),
+    errors: result.errors,
+    mappingVersion: result.mapping?.mappingVersion,
+    quirks: result.mapping?.quirks ?? result.message.quirks,
+    orders: result.mapping?.orders ?? [],
+    patientEvents: result.mapping?.patientEvents ?? [],
+  };
+}
+
+const CASES: { name: string; golden: string; config: Hl7OrderMappingConfig }[] = readdirSync(
+  FIXTURES,
+)
+  .filter((f) => f.endsWith('.hl7'))
+  .sort()
+  .map((f) => ({
+    name: f,
+    golden: f.replace(/\.hl7$/, '.json'),
+    config: DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+  }));
+CASES.push({
+  name: 'orm-o01-v231-unknown-procedure.hl7',
+  golden: 'orm-o01-v231-unknown-procedure.default-products.json',
+  config: {
+    ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+    unknownProcedure: { kind: 'default-products', products: ['general-triage'] },
+  },
+});
+
+describe('HL7 order mapping golden files (test/fixtures/hl7/expected)', () => {
+  it.each(CASES)('$golden', ({ name, golden, config }) => {
+    const actual = JSON.parse(JSON.stringify(evaluate(name, config)));
+    const file = path.join(EXPECTED, golden);
+    // UPDATE_GOLDEN=1 rewrites the files; review the diff before committing.
+    if (process.env.UPDATE_GOLDEN === '1' || !existsSync(file)) {
+      writeFileSync(file, `${JSON.stringify(actual, null, 2)}\n`);
+    }
+    expect(actual).toEqual(JSON.parse(readFileSync(file, 'utf8')));
+  });
+
+  it('has a golden file for every fixture', () => {
+    for (const f of readdirSync(FIXTURES).filter((x) => x.endsWith('.hl7'))) {
+      expect(existsSync(path.join(EXPECTED, f.replace(/\.hl7$/, '.json')))).toBe(true);
+    }
+  });
+});
+
+describe('mapHl7Message rules', () => {
+  it('is deterministic', () => {
+    const a = mapHl7Message(parseHl7(fixture('omi-o23-v28-multi-order.hl7')));
+    const b = mapHl7Message(parseHl7(fixture('omi-o23-v28-multi-order.hl7')));
+    expect(a).toEqual(b);
+  });
+
+  it('reads the accession number in the configured source order', () => {
+    const message = parseHl7(fixture('orm-o01-v231-ihe-swf-zds.hl7'));
+    const byObr = mapHl7Message(message);
+    expect(byObr.orders[0].request.accessionNumber).toBe('ACC-20240318-0042');
+    const byFiller = mapHl7Message(message, {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      accessionSources: ['ORC-3', 'OBR-18'],
+    });
+    expect(byFiller.orders[0].request.accessionNumber).toBe('FIL-55012');
+    expect(byFiller.orders[0].lineage).toContainEqual({
+      target: 'accessionNumber',
+      source: 'ORC-3',
+      value: 'FIL-55012',
+      ruleId: 'hl7.order.accession',
+    });
+  });
+
+  it('falls back from ORC-2 to OBR-2 for the placer order number', () => {
+    const text = fixture('orm-o01-v231-ihe-swf-zds.hl7')
+      .toString('latin1')
+      .replace('ORC|NW|PLC-100234^RADIS1|', 'ORC|NW||');
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.orders[0].request.placerOrderNumber).toEqual({
+      value: 'PLC-100234',
+      system: 'RADIS1',
+    });
+    expect(result.orders[0].lineage).toContainEqual(
+      expect.objectContaining({ target: 'placerOrderNumber.value', source: 'OBR-2.1' }),
+    );
+  });
+
+  it('locates errors in the right order group', () => {
+    const text = fixture('omi-o23-v28-multi-order.hl7')
+      .toString('utf8')
+      .replace('ORC|NW|556072', 'ORC|ZZ|556072');
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.outcome).toBe('error');
+    expect(result.errors).toEqual([
+      expect.objectContaining({ location: 'ORC[2]-1', code: 103, severity: 'E' }),
+    ]);
+    expect(result.orders.map((o) => o.groupIndex)).toEqual([1]);
+  });
+
+  it('never fails a cancel on an unknown procedure code', () => {
+    const text = fixture('orm-o01-v251-cancel-ca.hl7')
+      .toString('latin1')
+      .replace('24627-2^CT Chest^LN', 'ZZ999^Unknown^L');
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.outcome).toBe('accept');
+    expect(result.orders[0].request.products).toEqual([]);
+  });
+
+  it('keeps one row per target and a rule ID on every row', () => {
+    const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
+    expect(new Set(targets).size).toBe(targets.length);
+    for (const row of HL7_ORDER_FIELD_MAP) expect(row.ruleId).toMatch(/^hl7\./);
+  });
+});
+
+describe('applyDataMinimisation', () => {
+  it('removes every field not allowed, keeping source, action and products', () => {
+    const { request } = mapHl7Message(parseHl7(fixture('orm-o01-v231-ihe-swf-zds.hl7'))).orders[0];
+    const minimal = applyDataMinimisation(request, [
+      'patient.identifiers',
+      'accessionNumber',
+      'studyInstanceUid',
+    ]);
+    expect(minimal).toEqual({
+      source: 'hl7v2',
+      action: 'create',
+      products: ['lung-nodule-ct'],
+      patient: { identifiers: request.patient.identifiers },
+      accessionNumber: 'ACC-20240318-0042',
+      studyInstanceUid: '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+    });
+    expect(request.patient.name).toBeDefined();
+  });
+});

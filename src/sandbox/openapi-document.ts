@@ -1,0 +1,155 @@
+import type { Route } from './http-router';
+
+const ERROR_TEXT: Record<number, string> = {
+  400: 'malformed request or invalid metadata',
+  401: 'missing, expired or invalid token',
+  403: 'valid token lacks scope for the resource',
+  404: 'unknown order, study UID, batch or upload',
+  405: 'method not allowed',
+  409: 'conflicts with the order state',
+  410: 'version retired',
+  413: 'too large',
+  415: 'wrong content type',
+  429: 'rate limited (Retry-After)',
+};
+
+/**
+ * OpenAPI 3.1 description of the sandbox, generated from the route table so that it cannot
+ * drift from what the sandbox serves. It documents the sandbox's own reading of the contract
+ * (docs/upstream-assumptions.md), not the vendor's machine-readable description.
+ */
+export function buildOpenApi(routes: Route[], serverUrl: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of [...routes].sort((a, b) => a.path.localeCompare(b.path))) {
+    const d = r.doc;
+    const responses: Record<string, unknown> = {
+      [String(d.successStatus ?? 200)]: {
+        description: 'success',
+        content:
+          d.responseContent === 'document'
+            ? {
+                'application/pdf': {},
+                'image/png': {},
+                'application/json': {},
+                'application/xml': {},
+                'text/plain': {},
+                ...(r.path === '/failure-report' ? { 'text/csv': {} } : {}),
+              }
+            : { 'application/json': { schema: d.responseSchema ?? { type: 'object' } } },
+      },
+    };
+    for (const status of [...new Set(d.errors)].sort()) {
+      responses[String(status)] = {
+        description: ERROR_TEXT[status] ?? 'error',
+        content: {
+          'application/json': {
+            schema: {
+              $ref:
+                status === 410
+                  ? '#/components/schemas/RetirementError'
+                  : '#/components/schemas/Error',
+            },
+          },
+        },
+      };
+    }
+    const op: Record<string, unknown> = {
+      summary: d.summary,
+      operationId: `${r.method.toLowerCase()}${r.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+      security:
+        d.permission === 'none'
+          ? [{ basicClient: [] }]
+          : [{ bearer: d.permission === 'token' ? [] : [d.permission] }],
+      parameters: (d.query ?? []).map((q) => ({
+        name: q.name,
+        in: 'query',
+        required: q.required ?? false,
+        description: q.description,
+        schema: q.enum ? { type: 'string', enum: q.enum } : { type: 'string' },
+      })),
+      responses,
+      ...(d.legacy ? { deprecated: true, 'x-legacy-form': true } : {}),
+      'x-permission': d.permission,
+    };
+    if (d.body === 'form') {
+      op.requestBody = {
+        required: true,
+        content: {
+          'application/x-www-form-urlencoded': {
+            schema: {
+              type: 'object',
+              required: ['grant_type'],
+              properties: {
+                grant_type: { const: 'client_credentials' },
+                scope: { type: 'string' },
+              },
+            },
+          },
+        },
+      };
+    } else if (d.body) {
+      op.requestBody = {
+        required: d.body === 'json',
+        content: {
+          'application/json': {
+            schema: d.bodySchema ?? { type: 'object', additionalProperties: true },
+          },
+        },
+      };
+    }
+    paths[r.path] = { ...(paths[r.path] ?? {}), [r.method.toLowerCase()]: op };
+  }
+  paths['/{presigned object URL}'] = {
+    put: {
+      summary:
+        'Presigned object upload (absolute URL from the upload endpoints; no Authorization header)',
+      security: [],
+      servers: [{ url: serverUrl.replace(/\/v1$/, '/storage') }],
+      responses: {
+        '200': {
+          description: 'stored; ETag header',
+          headers: { ETag: { schema: { type: 'string' } } },
+        },
+        '400': {
+          description:
+            'empty body, Authorization header present, invalid study (files and reasons listed)',
+        },
+        '403': { description: 'signature mismatch, expired, or not a PUT' },
+        '413': { description: 'over 5 MB (single), over 100 MB (part) or over 10 GB (study)' },
+      },
+    },
+  };
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Imaging Analysis Service - sandbox',
+      version: '1.0.8-sandbox',
+      description:
+        'PHI-free twin of the Imaging Analysis Service /v1 interface. See docs/sandbox.md and docs/upstream-assumptions.md.',
+    },
+    servers: [{ url: serverUrl }],
+    paths,
+    components: {
+      securitySchemes: {
+        basicClient: {
+          type: 'http',
+          scheme: 'basic',
+          description: 'client id and secret (token endpoint only)',
+        },
+        bearer: { type: 'http', scheme: 'bearer' },
+      },
+      schemas: {
+        Error: {
+          type: 'object',
+          required: ['error', 'message'],
+          properties: { error: { type: 'string' }, message: { type: 'string' } },
+        },
+        RetirementError: {
+          type: 'object',
+          required: ['error', 'migration_guide'],
+          properties: { error: { type: 'string' }, migration_guide: { type: 'string' } },
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,327 @@
+import { randomBytes } from 'node:crypto';
+import { LIMITS } from '../imaging-spec/imaging-spec';
+
+/** A credential the sandbox accepts at `/auth/token`. */
+export interface SandboxClient {
+  clientId: string;
+  clientSecret: string;
+  organizationId: string;
+  role: 'user' | 'org_admin';
+  scopes: ('read' | 'write')[];
+}
+
+/** Fault shares (0..1) for one endpoint key; see docs/sandbox.md "Fault injection". */
+export interface FaultSpec {
+  error5xx?: number;
+  rate429?: number;
+  slowMs?: number;
+  slowShare?: number;
+  drop?: number;
+  dropAfter?: number;
+}
+
+export interface FaultConfig {
+  seed?: number;
+  endpoints: Record<string, FaultSpec>;
+}
+
+/** Durations of the simulated pipeline steps, in seconds before `timeScale` is applied. */
+export interface StepSeconds {
+  received: number;
+  queued: number;
+  eligibility: number;
+  qcPassed: number;
+  preprocessing: number;
+  analysis: number;
+  review: number;
+  bypassVerdict: number;
+  qcBypass: number;
+  expiry: number;
+}
+
+export interface SandboxOptions {
+  port: number;
+  host: string;
+  clients: SandboxClient[];
+  /** Multiplies every pipeline step duration (1 = seconds as in `steps`). */
+  timeScale: number;
+  steps: StepSeconds;
+  dataDir: string;
+  rateLimitPerEndpoint: number;
+  rateLimitPerIp: number;
+  /** yyyy-mm-dd; when set every /v1 response carries the deprecation header. */
+  deprecationDate: string | null;
+  retired: boolean;
+  migrationGuideUrl: string;
+  faults: FaultConfig | null;
+  signingKey: Buffer;
+  /** 'real' follows the wall clock (tests may still advance it); 'manual' only moves on advance(). */
+  clock: 'real' | 'manual';
+  /** How long a QC_FAILED order may still be bypassed, in seconds (not scaled). */
+  qcBypassWindowSeconds: number;
+  maxConcurrentUploads: number;
+  /** Origin used in presigned URLs; defaults to the listening address. */
+  publicOrigin: string | null;
+  /** Log one line per request to stdout (never query strings: presigned URLs are secrets). */
+  logRequests: boolean;
+}
+
+export const DEFAULT_CLIENT: SandboxClient = {
+  clientId: 'sandbox-client',
+  clientSecret: 'sandbox-secret',
+  organizationId: 'sandbox-org',
+  role: 'org_admin',
+  scopes: ['read', 'write'],
+};
+
+export const DEFAULT_STEP_SECONDS: StepSeconds = {
+  received: 1,
+  queued: 1,
+  eligibility: 2,
+  qcPassed: 1,
+  preprocessing: 2,
+  analysis: 3,
+  review: 20,
+  bypassVerdict: 2,
+  qcBypass: 1,
+  expiry: 5,
+};
+
+export function defaultSandboxOptions(): SandboxOptions {
+  return {
+    port: 8090,
+    host: '127.0.0.1',
+    clients: [DEFAULT_CLIENT],
+    timeScale: 1,
+    steps: { ...DEFAULT_STEP_SECONDS },
+    dataDir: '.data/sandbox',
+    rateLimitPerEndpoint: LIMITS.requestsPerEndpointPerMinute,
+    rateLimitPerIp: LIMITS.requestsPerIpPerMinute,
+    deprecationDate: null,
+    retired: false,
+    migrationGuideUrl: 'https://example.invalid/imaging-service/migration/v2',
+    faults: null,
+    signingKey: randomBytes(32),
+    clock: 'real',
+    qcBypassWindowSeconds: 7 * 24 * 3600,
+    maxConcurrentUploads: LIMITS.concurrentUploads,
+    publicOrigin: null,
+    logRequests: false,
+  };
+}
+
+export type EnvParseResult =
+  { ok: true; options: Partial<SandboxOptions> } | { ok: false; errors: string[] };
+
+const FAULT_FIELDS = ['error5xx', 'rate429', 'slowMs', 'slowShare', 'drop', 'dropAfter'] as const;
+
+/** Validates a fault configuration object; returns error lines (empty when valid). */
+export function validateFaultConfig(
+  raw: unknown,
+  label = 'SANDBOX_FAULTS',
+): { config?: FaultConfig; errors: string[] } {
+  const errors: string[] = [];
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    return {
+      errors: [
+        `${label}: must be a JSON object keyed by endpoint ("*", "/new-order", "POST /auth/token", "storage")`,
+      ],
+    };
+  }
+  const config: FaultConfig = { endpoints: {} };
+  for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
+    if (key === 'seed') {
+      if (typeof value !== 'number' || !Number.isInteger(value))
+        errors.push(`${label}: "seed" must be an integer`);
+      else config.seed = value;
+      continue;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      errors.push(`${label}: entry "${key}" must be an object`);
+      continue;
+    }
+    const spec: FaultSpec = {};
+    for (const [field, v] of Object.entries(value as Record<string, unknown>)) {
+      if (!(FAULT_FIELDS as readonly string[]).includes(field)) {
+        errors.push(
+          `${label}: entry "${key}" has unknown field "${field}" (allowed: ${FAULT_FIELDS.join(', ')})`,
+        );
+        continue;
+      }
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+        errors.push(`${label}: "${key}.${field}" must be a non-negative number`);
+        continue;
+      }
+      if (field !== 'slowMs' && v > 1) {
+        errors.push(`${label}: "${key}.${field}" is a share and must be between 0 and 1`);
+        continue;
+      }
+      spec[field as (typeof FAULT_FIELDS)[number]] = v;
+    }
+    config.endpoints[key] = spec;
+  }
+  return errors.length > 0 ? { errors } : { config, errors };
+}
+
+function parseClients(raw: string): { clients?: SandboxClient[]; errors: string[] } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (err) {
+    return { errors: [`SANDBOX_CLIENTS: not valid JSON (${(err as Error).message})`] };
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0) {
+    return { errors: ['SANDBOX_CLIENTS: must be a non-empty JSON array of clients'] };
+  }
+  const errors: string[] = [];
+  const clients: SandboxClient[] = [];
+  const seen = new Set<string>();
+  parsed.forEach((entry: unknown, i) => {
+    const at = `SANDBOX_CLIENTS[${i}]`;
+    if (typeof entry !== 'object' || entry === null) {
+      errors.push(`${at}: must be an object`);
+      return;
+    }
+    const e = entry as Record<string, unknown>;
+    const clientId = e.client_id ?? e.clientId;
+    const clientSecret = e.client_secret ?? e.clientSecret ?? e.secret;
+    const organizationId = e.organization_id ?? e.organizationId;
+    const role = e.role ?? 'user';
+    const scopes = e.scopes ?? ['read', 'write'];
+    if (typeof clientId !== 'string' || clientId === '' || clientId.includes(':')) {
+      errors.push(`${at}: "client_id" must be a non-empty string without ":"`);
+    } else if (seen.has(clientId)) {
+      errors.push(`${at}: duplicate client_id "${clientId}"`);
+    }
+    if (typeof clientSecret !== 'string' || clientSecret === '')
+      errors.push(`${at}: "client_secret" must be a non-empty string`);
+    if (typeof organizationId !== 'string' || organizationId === '')
+      errors.push(`${at}: "organization_id" must be a non-empty string`);
+    if (role !== 'user' && role !== 'org_admin')
+      errors.push(`${at}: "role" must be "user" or "org_admin"`);
+    if (!Array.isArray(scopes) || scopes.some((s) => s !== 'read' && s !== 'write')) {
+      errors.push(`${at}: "scopes" must be an array of "read" and/or "write"`);
+    }
+    if (typeof clientId === 'string') seen.add(clientId);
+    clients.push({
+      clientId: String(clientId),
+      clientSecret: String(clientSecret),
+      organizationId: String(organizationId),
+      role: role as SandboxClient['role'],
+      scopes: Array.isArray(scopes) ? [...new Set(scopes as ('read' | 'write')[])] : [],
+    });
+  });
+  return errors.length > 0 ? { errors } : { clients, errors };
+}
+
+function positiveInt(
+  name: string,
+  raw: string,
+  errors: string[],
+  min = 1,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
+  if (!/^\d+$/.test(raw.trim())) {
+    errors.push(`${name}: "${raw}" is not an integer`);
+    return undefined;
+  }
+  const n = Number(raw.trim());
+  if (n < min || n > max) {
+    errors.push(`${name}: ${n} is out of range ${min}..${max}`);
+    return undefined;
+  }
+  return n;
+}
+
+/**
+ * Reads the SANDBOX_* environment variables. Every bad variable yields its own line, so a
+ * misconfigured start says everything that is wrong at once.
+ */
+export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
+  const errors: string[] = [];
+  const options: Partial<SandboxOptions> = {};
+  const get = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v === '' ? undefined : v;
+  };
+
+  const port = get('SANDBOX_PORT');
+  if (port !== undefined) options.port = positiveInt('SANDBOX_PORT', port, errors, 0, 65535);
+  const host = get('SANDBOX_HOST');
+  if (host !== undefined) options.host = host;
+  const clients = get('SANDBOX_CLIENTS');
+  if (clients !== undefined) {
+    const r = parseClients(clients);
+    errors.push(...r.errors);
+    if (r.clients) options.clients = r.clients;
+  }
+  const scale = get('SANDBOX_TIME_SCALE');
+  if (scale !== undefined) {
+    const n = Number(scale);
+    if (!Number.isFinite(n) || n <= 0)
+      errors.push(
+        `SANDBOX_TIME_SCALE: "${scale}" must be a positive number (1 = step times in seconds)`,
+      );
+    else options.timeScale = n;
+  }
+  const dataDir = get('SANDBOX_DATA_DIR');
+  if (dataDir !== undefined) options.dataDir = dataDir;
+  const perEndpoint = get('SANDBOX_RATE_LIMIT_PER_ENDPOINT');
+  if (perEndpoint !== undefined)
+    options.rateLimitPerEndpoint = positiveInt(
+      'SANDBOX_RATE_LIMIT_PER_ENDPOINT',
+      perEndpoint,
+      errors,
+    );
+  const perIp = get('SANDBOX_RATE_LIMIT_PER_IP');
+  if (perIp !== undefined)
+    options.rateLimitPerIp = positiveInt('SANDBOX_RATE_LIMIT_PER_IP', perIp, errors);
+  const deprecation = get('SANDBOX_DEPRECATION_DATE');
+  if (deprecation !== undefined) {
+    if (
+      !/^\d{4}-\d{2}-\d{2}$/.test(deprecation) ||
+      Number.isNaN(Date.parse(`${deprecation}T00:00:00Z`))
+    ) {
+      errors.push(`SANDBOX_DEPRECATION_DATE: "${deprecation}" must be a date yyyy-mm-dd`);
+    } else options.deprecationDate = deprecation;
+  }
+  const retired = get('SANDBOX_RETIRED');
+  if (retired !== undefined) {
+    if (retired !== 'true' && retired !== 'false')
+      errors.push(`SANDBOX_RETIRED: "${retired}" must be "true" or "false"`);
+    else options.retired = retired === 'true';
+  }
+  const guide = get('SANDBOX_MIGRATION_GUIDE_URL');
+  if (guide !== undefined) {
+    try {
+      new URL(guide);
+      options.migrationGuideUrl = guide;
+    } catch {
+      errors.push(`SANDBOX_MIGRATION_GUIDE_URL: "${guide}" is not an absolute URL`);
+    }
+  }
+  const faults = get('SANDBOX_FAULTS');
+  if (faults !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(faults);
+      const r = validateFaultConfig(parsed);
+      errors.push(...r.errors);
+      if (r.config) options.faults = r.config;
+    } catch (err) {
+      errors.push(`SANDBOX_FAULTS: not valid JSON (${(err as Error).message})`);
+    }
+  }
+  const key = get('SANDBOX_SIGNING_KEY');
+  if (key !== undefined) {
+    if (key.length < 16) errors.push('SANDBOX_SIGNING_KEY: must be at least 16 characters');
+    else options.signingKey = Buffer.from(key, 'utf8');
+  }
+  const log = get('SANDBOX_LOG_REQUESTS');
+  if (log !== undefined) {
+    if (log !== 'true' && log !== 'false')
+      errors.push(`SANDBOX_LOG_REQUESTS: "${log}" must be "true" or "false"`);
+    else options.logRequests = log === 'true';
+  }
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, options };
+}

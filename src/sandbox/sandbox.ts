@@ -1,0 +1,276 @@
+import { mkdir, rm } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
+import { registerApiRoutes } from './api-routes';
+import { FaultInjector } from './fault-injector';
+import { Router, sendError, sendJson, type RequestContext } from './http-router';
+import { handleStoragePut } from './object-storage.handler';
+import { buildOpenApi } from './openapi-document';
+import { OrderLifecycle } from './order-lifecycle';
+import { STORAGE_PREFIX, UrlSigner } from './presigned-url';
+import { RateLimiter } from './rate-limiter';
+import { SandboxClock } from './sandbox-clock';
+import { defaultSandboxOptions, type SandboxOptions } from './sandbox-options';
+import { dataDirs, type SandboxServices } from './sandbox-services';
+import { SandboxState } from './sandbox-state';
+import { SandboxError } from './sandbox.error';
+import { TokenStore, requireScope, type Principal } from './token-store';
+
+export const API_PREFIX = '/v1';
+
+export interface RunningSandbox {
+  /** e.g. http://127.0.0.1:8090/v1 */
+  baseUrl: string;
+  port: number;
+  options: SandboxOptions;
+  clock: SandboxClock;
+  state: SandboxState;
+  /** Applies every due pipeline step (runs by itself every 100 ms in 'real' clock mode too). */
+  tick(): Promise<number>;
+  /** Moves the sandbox clock forward and applies what became due. */
+  advance(ms: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+const ANONYMOUS: Principal = {
+  clientId: '',
+  organizationId: '',
+  role: 'user',
+  scopes: [],
+  expiresAt: 0,
+};
+
+function clientIp(req: IncomingMessage): string {
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+export async function startSandbox(
+  overrides: Partial<SandboxOptions> = {},
+): Promise<RunningSandbox> {
+  const options: SandboxOptions = { ...defaultSandboxOptions(), ...overrides };
+  const dirs = dataDirs(options.dataDir);
+  // State lives in memory, so objects left by an earlier run belong to no order: start clean.
+  await Promise.all(Object.values(dirs).map((d) => rm(d, { recursive: true, force: true })));
+  await Promise.all(Object.values(dirs).map((d) => mkdir(d, { recursive: true })));
+
+  const clock = new SandboxClock(options.clock);
+  const state = new SandboxState();
+  const lifecycle = new OrderLifecycle(
+    state,
+    clock,
+    options.steps,
+    options.timeScale,
+    options.qcBypassWindowSeconds * 1000,
+  );
+  let origin = '';
+  const svc: SandboxServices = {
+    options,
+    clock,
+    state,
+    tokens: new TokenStore(options.clients, clock),
+    signer: new UrlSigner(options.signingKey),
+    lifecycle,
+    origin: () => origin,
+    dirs,
+  };
+  const router = new Router();
+  registerApiRoutes(router, svc);
+  const limiter = new RateLimiter(clock);
+  const faults = new FaultInjector(options.faults);
+  let openApiCache: Buffer | null = null;
+
+  const log = (line: string): void => {
+    if (options.logRequests) console.log(line);
+  };
+
+  async function applyFault(
+    method: string,
+    path: string,
+    res: ServerResponse,
+  ): Promise<'handled' | 'continue' | 'drop-after'> {
+    const decision = faults.decide(method, path);
+    if (decision.delayMs > 0) await new Promise((r) => setTimeout(r, decision.delayMs));
+    switch (decision.kind) {
+      case 'drop':
+        res.socket?.destroy();
+        return 'handled';
+      case 'error':
+        sendJson(res, decision.status, {
+          error: decision.status === 503 ? 'service_unavailable' : 'internal_error',
+          message: 'injected fault (SANDBOX_FAULTS)',
+        });
+        return 'handled';
+      case 'rate':
+        sendJson(
+          res,
+          429,
+          { error: 'rate_limited', message: 'injected fault (SANDBOX_FAULTS)' },
+          { 'Retry-After': '1' },
+        );
+        return 'handled';
+      case 'none':
+        return decision.dropAfter ? 'drop-after' : 'continue';
+      default:
+        return decision satisfies never;
+    }
+  }
+
+  async function handleApi(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    query: URLSearchParams,
+  ): Promise<void> {
+    const method = req.method ?? 'GET';
+    if (options.deprecationDate)
+      res.setHeader(DEPRECATION_HEADER, `v1 will be deprecated on ${options.deprecationDate}`);
+    if (options.retired) {
+      req.resume();
+      sendJson(res, 410, {
+        error: 'API v1 has been retired; use v2 of the Imaging Analysis Service',
+        migration_guide: options.migrationGuideUrl,
+      });
+      return;
+    }
+    const ip = clientIp(req);
+    const ipWait = limiter.hit(`ip:${ip}`, options.rateLimitPerIp);
+    const epWait =
+      ipWait === null
+        ? limiter.hit(`ep:${ip}:${method} ${path}`, options.rateLimitPerEndpoint)
+        : null;
+    const wait = ipWait ?? epWait;
+    if (wait !== null) {
+      req.resume();
+      const which =
+        ipWait !== null
+          ? `${options.rateLimitPerIp} requests per minute per IP address`
+          : `${options.rateLimitPerEndpoint} requests per minute per endpoint`;
+      sendJson(
+        res,
+        429,
+        {
+          error: 'rate_limited',
+          message: `rate limit of ${which} exceeded; retry after ${wait} s`,
+        },
+        { 'Retry-After': String(wait) },
+      );
+      return;
+    }
+    if (path === '/openapi.json' && method === 'GET') {
+      openApiCache ??= Buffer.from(
+        JSON.stringify(buildOpenApi(router.all(), `${origin}${API_PREFIX}`), null, 2),
+      );
+      res.writeHead(200, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': String(openApiCache.length),
+      });
+      res.end(openApiCache);
+      return;
+    }
+    const fault = await applyFault(method, path, res);
+    if (fault === 'handled') {
+      req.resume();
+      return;
+    }
+    const route = router.match(method, path);
+    let principal = ANONYMOUS;
+    if (route.doc.permission !== 'none') {
+      principal = svc.tokens.authenticate(req);
+      if (route.doc.permission === 'read' || route.doc.permission === 'write')
+        requireScope(principal, route.doc.permission);
+    }
+    await lifecycle.tick();
+    const ctx: RequestContext = { req, res, method, path, query, ip };
+    await route.handle(ctx, principal);
+    if (fault === 'drop-after') res.socket?.destroy();
+  }
+
+  const server = createServer((req, res) => {
+    const started = Date.now();
+    const url = new URL(req.url ?? '/', 'http://sandbox.invalid');
+    const path = url.pathname;
+    const done = (): void =>
+      log(
+        `${req.method} ${path.startsWith(STORAGE_PREFIX) ? `${STORAGE_PREFIX}…` : path} ${res.statusCode} ${Date.now() - started}ms`,
+      );
+    res.on('finish', done);
+    const work = async (): Promise<void> => {
+      if (path === API_PREFIX || path.startsWith(`${API_PREFIX}/`)) {
+        await handleApi(req, res, path.slice(API_PREFIX.length) || '/', url.searchParams);
+      } else if (path.startsWith(STORAGE_PREFIX)) {
+        const fault = await applyFault(req.method ?? 'PUT', 'storage', res);
+        if (fault === 'handled') {
+          req.resume();
+          return;
+        }
+        await lifecycle.tick();
+        await handleStoragePut(svc, req, res, path.slice(STORAGE_PREFIX.length), url.searchParams);
+        if (fault === 'drop-after') res.socket?.destroy();
+      } else {
+        throw new SandboxError(
+          404,
+          'not_found',
+          `nothing at ${path}; the API lives under ${API_PREFIX}`,
+        );
+      }
+    };
+    work().catch((err: unknown) => {
+      if (res.headersSent || res.destroyed) {
+        res.destroy();
+        return;
+      }
+      if (err instanceof SandboxError) {
+        if (!req.complete) req.resume();
+        sendError(res, err);
+        return;
+      }
+      // Never echo internals; the stack goes to stderr (it carries no request data).
+      console.error('[sandbox] unexpected error', err);
+      req.resume();
+      sendJson(res, 500, { error: 'internal_error', message: 'unexpected sandbox error' });
+    });
+  });
+  server.keepAliveTimeout = 5000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host =
+    options.host === '0.0.0.0' || options.host === '::'
+      ? '127.0.0.1'
+      : options.host.includes(':')
+        ? `[${options.host}]`
+        : options.host;
+  origin = options.publicOrigin ?? `http://${host}:${port}`;
+
+  const timer = setInterval(() => {
+    lifecycle.tick().catch((err: unknown) => console.error('[sandbox] pipeline tick failed', err));
+    limiter.prune();
+    svc.tokens.prune();
+  }, 100);
+  timer.unref();
+
+  return {
+    baseUrl: `${origin}${API_PREFIX}`,
+    port,
+    options,
+    clock,
+    state,
+    tick: () => lifecycle.tick(),
+    advance: async (ms: number) => {
+      clock.advance(ms);
+      return lifecycle.tick();
+    },
+    close: async () => {
+      clearInterval(timer);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

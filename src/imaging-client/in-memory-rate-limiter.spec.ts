@@ -1,0 +1,64 @@
+import { InMemoryRateLimiter, splitAcrossReplicas } from './in-memory-rate-limiter';
+
+class VirtualClock {
+  t = 0;
+  now = () => this.t;
+  sleep = async (ms: number) => {
+    this.t += ms;
+  };
+}
+
+describe('InMemoryRateLimiter', () => {
+  it('never lets more than the per-endpoint limit through in any 60-second window', async () => {
+    const clock = new VirtualClock();
+    const limiter = new InMemoryRateLimiter(
+      { perEndpointPerMinute: 5, totalPerMinute: 100 },
+      clock,
+    );
+    const times: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      await limiter.acquire('/status');
+      times.push(clock.t);
+      clock.t += 1_000;
+    }
+    for (let i = 5; i < times.length; i++)
+      expect(times[i] - times[i - 5]).toBeGreaterThanOrEqual(60_000);
+    // Another endpoint is not held back by /status's budget.
+    const before = clock.t;
+    await limiter.acquire('/list-orders');
+    expect(clock.t).toBe(before);
+  });
+
+  it('applies the overall limit across endpoints', async () => {
+    const clock = new VirtualClock();
+    const limiter = new InMemoryRateLimiter(
+      { perEndpointPerMinute: 100, totalPerMinute: 3 },
+      clock,
+    );
+    await limiter.acquire('/a');
+    await limiter.acquire('/b');
+    await limiter.acquire('/c');
+    expect(clock.t).toBe(0);
+    await limiter.acquire('/d');
+    expect(clock.t).toBe(60_000);
+  });
+
+  it('serves concurrent waiters in order without exceeding the limit', async () => {
+    const clock = new VirtualClock();
+    const limiter = new InMemoryRateLimiter(
+      { perEndpointPerMinute: 2, totalPerMinute: 100 },
+      clock,
+    );
+    const order: number[] = [];
+    await Promise.all([0, 1, 2, 3, 4].map((i) => limiter.acquire('/x').then(() => order.push(i))));
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+    expect(clock.t).toBe(120_000);
+  });
+
+  it('splits a budget across replicas, rounding down', () => {
+    expect(splitAcrossReplicas({ perEndpointPerMinute: 600, totalPerMinute: 2000 }, 3)).toEqual({
+      perEndpointPerMinute: 200,
+      totalPerMinute: 666,
+    });
+  });
+});

@@ -1,0 +1,267 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  JumpingClock,
+  json,
+  startScriptedUpstream,
+  tokenAnswer,
+  type SeenRequest,
+} from '../../test/imaging-client/scripted-upstream';
+import { ImagingClient } from './imaging-client';
+import { withDefaults } from './imaging-client.config';
+import { ImagingClientError } from './imaging-client.error';
+import { InMemoryRateLimiter } from './in-memory-rate-limiter';
+import { InMemoryUploadProgressStore, InMemoryUploadSlots } from './in-memory-upload.stores';
+import { silentLogger, type CallRecord } from './ports';
+import { StudyUploader } from './study-uploader';
+import { MIB } from './upload-plan';
+
+const ORDER_ID = '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
+
+interface StorageBehaviour {
+  /** Status to answer a part PUT with, or undefined for 200 + ETag. */
+  partAnswer?: (partNumber: number, attempt: number, url: URL) => number | 'no-etag' | undefined;
+}
+
+async function setup(behaviour: StorageBehaviour = {}) {
+  const parts = new Map<number, Buffer>();
+  const attempts = new Map<number, number>();
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let generation = 0;
+  const calls: string[] = [];
+  const upstream = await startScriptedUpstream(async (req: SeenRequest, res) => {
+    if (req.path === '/auth/token') return tokenAnswer(res);
+    if (req.path.startsWith('/storage/')) {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      inFlight--;
+      expect(req.headers.authorization).toBeUndefined();
+      const url = new URL(`http://x${req.path}?${req.query}`);
+      const n = Number(url.searchParams.get('part') ?? 0);
+      const attempt = (attempts.get(n) ?? 0) + 1;
+      attempts.set(n, attempt);
+      const answer = behaviour.partAnswer?.(n, attempt, url);
+      if (typeof answer === 'number') return json(res, answer, { error: 'storage' });
+      parts.set(n, req.body);
+      const etag = `"${createHash('md5').update(req.body).digest('hex')}"`;
+      res.writeHead(200, answer === 'no-etag' ? {} : { etag });
+      return res.end();
+    }
+    calls.push(req.path);
+    const body = req.body.length ? JSON.parse(req.body.toString()) : {};
+    switch (req.path) {
+      case '/upload/single-put':
+        return json(res, 200, {
+          url: `${upstream.origin}/storage/single?sig=S${++generation}`,
+          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+        });
+      case '/upload/multipart/initiate':
+        return json(res, 201, { upload_id: 'up-1', order_id: ORDER_ID });
+      case '/upload/multipart/presigned-urls': {
+        const numbers: number[] =
+          body.part_numbers ?? Array.from({ length: body.parts }, (_: unknown, i: number) => i + 1);
+        generation++;
+        return json(res, 200, {
+          upload_id: body.upload_id,
+          urls: numbers.map((n) => ({
+            part_number: n,
+            url: `${upstream.origin}/storage/up-1?part=${n}&gen=${generation}&sig=S`,
+          })),
+          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+        });
+      }
+      case '/upload/multipart/complete':
+        completeBody = body;
+        return json(res, 200, { order_id: ORDER_ID, status: 'RECEIVED' });
+      case '/upload/multipart/abort':
+        return json(res, 200, { upload_id: body.upload_id, aborted: true });
+      default:
+        return json(res, 404, { error: 'not_found' });
+    }
+  });
+  let completeBody: { parts: Array<{ part_number: number; etag: string }> } | undefined;
+  const clock = new JumpingClock();
+  const records: CallRecord[] = [];
+  const progress = new InMemoryUploadProgressStore();
+  const client = new ImagingClient(
+    withDefaults({
+      baseUrl: upstream.baseUrl,
+      clientId: 'c',
+      clientSecret: 's',
+      organizationId: 'org-1',
+      retry: { maxAttempts: 4, baseDelayMs: 10 },
+      upload: { partConcurrency: 3 },
+    }),
+    {
+      clock,
+      rateLimiter: new InMemoryRateLimiter(),
+      observer: { onCall: (r) => records.push(r) },
+      logger: silentLogger,
+    },
+  );
+  const uploader = new StudyUploader(client, {
+    progress,
+    slots: new InMemoryUploadSlots(100),
+    clock,
+    logger: silentLogger,
+  });
+  return {
+    upstream,
+    parts,
+    attempts,
+    calls,
+    records,
+    progress,
+    uploader,
+    client,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    get completeBody() {
+      return completeBody;
+    },
+    async close() {
+      await client.close();
+      await upstream.close();
+    },
+  };
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'uploader-spec-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function studyFile(name: string, size: number): Promise<{ path: string; bytes: Buffer }> {
+  const bytes = Buffer.alloc(size);
+  for (let i = 0; i < size; i += 4096) bytes.writeUInt32LE(i, i);
+  const path = join(dir, name);
+  await writeFile(path, bytes);
+  return { path, bytes };
+}
+
+describe('StudyUploader', () => {
+  it('sends a study under 5 MB with one PUT and no Authorization header', async () => {
+    const t = await setup();
+    try {
+      const { path, bytes } = await studyFile('small.zip', 5 * MIB - 1);
+      await expect(t.uploader.upload(ORDER_ID, path)).resolves.toMatchObject({
+        mode: 'single',
+        partCount: 1,
+      });
+      expect(t.parts.get(0)?.equals(bytes)).toBe(true);
+      expect(t.calls).toEqual(['/upload/single-put']);
+      const put = t.records.find((r) => r.operation === 'upload-single-put');
+      expect(put).toMatchObject({ endpoint: '<presigned-url>', status: 200, orderId: ORDER_ID });
+      expect(JSON.stringify(t.records)).not.toContain('sig=');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('uploads multipart in parallel within the concurrency bound, retrying failed parts', async () => {
+    const t = await setup({
+      partAnswer: (n, attempt) => (n === 2 && attempt === 1 ? 503 : undefined),
+    });
+    try {
+      const { path, bytes } = await studyFile('mid.zip', 45 * MIB + 123);
+      const result = await t.uploader.upload(ORDER_ID, path);
+      expect(result).toMatchObject({ mode: 'multipart', partCount: 5, resumedParts: 0 });
+      expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
+      expect(t.maxInFlight).toBeLessThanOrEqual(3);
+      expect(t.maxInFlight).toBeGreaterThan(1);
+      expect(t.completeBody?.parts.map((p) => p.part_number)).toEqual([1, 2, 3, 4, 5]);
+      expect(t.completeBody?.parts.every((p) => /^"[0-9a-f]{32}"$/.test(p.etag))).toBe(true);
+      expect(await t.progress.load(ORDER_ID)).toBeNull();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('fetches fresh URLs for the remaining parts when storage refuses an expired one', async () => {
+    const t = await setup({
+      partAnswer: (_n, _attempt, url) => (url.searchParams.get('gen') === '1' ? 403 : undefined),
+    });
+    try {
+      const { path } = await studyFile('expired.zip', 25 * MIB);
+      await t.uploader.upload(ORDER_ID, path);
+      expect(
+        t.calls.filter((c) => c === '/upload/multipart/presigned-urls').length,
+      ).toBeGreaterThanOrEqual(2);
+      expect(t.calls).toContain('/upload/multipart/complete');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('aborts the upload when storage sends no ETag, with a typed error', async () => {
+    const t = await setup({ partAnswer: (n) => (n === 3 ? 'no-etag' : undefined) });
+    try {
+      const { path } = await studyFile('noetag.zip', 25 * MIB);
+      const error = (await t.uploader
+        .upload(ORDER_ID, path)
+        .catch((e: unknown) => e)) as ImagingClientError;
+      expect(error).toBeInstanceOf(ImagingClientError);
+      expect(error.code).toBe('invalid_response');
+      expect(error.operation).toBe('upload-part');
+      expect(t.calls).toContain('/upload/multipart/abort');
+      expect(t.calls).not.toContain('/upload/multipart/complete');
+      expect(await t.progress.load(ORDER_ID)).toBeNull();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('keeps progress after a transient failure and resumes without resending finished parts', async () => {
+    let failing = true;
+    const t = await setup({ partAnswer: (n) => (failing && n === 4 ? 500 : undefined) });
+    try {
+      const { path, bytes } = await studyFile('resume.zip', 45 * MIB);
+      expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('server_error_exhausted');
+      const kept = await t.progress.load(ORDER_ID);
+      expect(kept?.parts.map((p) => p.partNumber).sort()).toEqual([1, 2, 3, 5]);
+      expect(t.calls).not.toContain('/upload/multipart/abort');
+      failing = false;
+      const sentBefore = new Map(t.attempts);
+      const result = await t.uploader.upload(ORDER_ID, path);
+      expect(result.resumedParts).toBe(4);
+      for (const n of [1, 2, 3, 5]) expect(t.attempts.get(n)).toBe(sentBefore.get(n));
+      expect(t.calls.filter((c) => c === '/upload/multipart/initiate')).toHaveLength(1);
+      expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses a study over the limit before any call', async () => {
+    const t = await setup();
+    try {
+      const path = join(dir, 'huge.zip');
+      const { open } = await import('node:fs/promises');
+      const handle = await open(path, 'w');
+      await handle.truncate(10 * 1024 * MIB + 1); // sparse: no disk used
+      await handle.close();
+      expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('too_large');
+      expect(t.upstream.seen).toHaveLength(0);
+      await rm(path);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+    return 'resolved';
+  } catch (error) {
+    return error instanceof ImagingClientError ? error.code : `other: ${String(error)}`;
+  }
+}

@@ -10,7 +10,7 @@ export interface SeenRequest {
   body: Buffer;
 }
 
-export type Script = (req: SeenRequest, res: ServerResponse) => void | Promise<void>;
+export type Script = (req: SeenRequest, res: ServerResponse) => unknown;
 
 /**
  * A real HTTP peer on loopback whose answers a test writes by hand, for the cases the

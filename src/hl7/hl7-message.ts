@@ -1,4 +1,10 @@
-import { decideCharset, decodeBytes, hasUtf8Bom } from './hl7-charset';
+import {
+  charsetLabel,
+  decideCharset,
+  decodeBytes,
+  hasUtf8Bom,
+  readDeclaredCharset,
+} from './hl7-charset';
 import { Hl7Error } from './hl7.error';
 import { DEFAULT_DELIMITERS, Hl7Delimiters, unescapeValue } from './hl7-escape';
 import { formatLocation, Hl7Location, parseLocation } from './hl7-location';
@@ -347,6 +353,10 @@ export function parseHl7(input: Buffer | string): Hl7Message {
       quirks.add('bom', 'UTF-8 byte order mark before MSH');
       text = text.slice(1);
     }
+    // Already decoded by the caller: keep MSH-18 for the answer, and say if it is unknown.
+    declared = readDeclaredCharset(Buffer.from(text.slice(0, 4096), 'utf8'));
+    known = declared === '' || charsetLabel(declared) !== undefined;
+    if (!known) quirks.add('unknown-charset', `MSH-18 "${declared}" not supported`);
   } else {
     let bytes = input;
     if (hasUtf8Bom(bytes)) {

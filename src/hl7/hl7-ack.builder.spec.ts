@@ -1,0 +1,166 @@
+import { acceptAckWanted, ackModeOf, buildAck, Hl7ErrorDetail } from './hl7-ack.builder';
+import { parseHl7 } from './hl7-message';
+import { checkStructure } from './hl7-structure.validator';
+
+const NOW = new Date('2026-03-01T08:09:10Z');
+
+function inbound(version: string, extra = ''): string {
+  return (
+    `MSH|^~\\&|RIS^1.2.3^ISO|HOSP|AI|RAD|20240318144217||ORM^O01^ORM_O01|IN-42|P|${version}${extra}\r` +
+    'PID|1||A1^^^HOSP^MR\rORC|NW|P1\rOBR|1|P1||CT1^CT Head^L\r'
+  );
+}
+
+const ORC_ERROR: Hl7ErrorDetail = {
+  location: 'ORC[2]-1',
+  code: 103,
+  severity: 'E',
+  message: 'Order control RP not supported',
+};
+
+describe('buildAck', () => {
+  it('swaps sender and receiver, echoes version and processing ID, and uses its own control ID', () => {
+    const ack = buildAck({
+      inbound: parseHl7(inbound('2.5.1')),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.code).toBe('AA');
+    expect(ack.text.split('\r')).toEqual([
+      'MSH|^~\\&|AI|RAD|RIS^1.2.3^ISO|HOSP|20260301080910+0000||ACK^O01^ACK|OUT-1|P|2.5.1',
+      'MSA|AA|IN-42',
+      '',
+    ]);
+    const parsed = parseHl7(ack.bytes);
+    expect(parsed.get('MSA-2')).toBe('IN-42');
+    expect(parsed.get('MSH-5.2')).toBe('1.2.3');
+  });
+
+  it('writes v2.5+ errors in ERR-2 (location), ERR-3 (table 0357), ERR-4, ERR-8', () => {
+    for (const version of ['2.5', '2.5.1', '2.6', '2.7', '2.8']) {
+      const ack = buildAck({
+        inbound: parseHl7(inbound(version)),
+        outcome: 'error',
+        errors: [ORC_ERROR, { location: 'PID-3[2].4.1', code: 101, severity: 'W', message: 'x|y' }],
+        controlId: 'OUT-2',
+        now: NOW,
+      });
+      const lines = ack.text.split('\r');
+      expect(lines[1]).toBe('MSA|AE|IN-42');
+      expect(lines[2]).toBe(
+        'ERR||ORC^2^1^1|103^Table value not found^HL70357|E||||Order control RP not supported',
+      );
+      // The user message is escaped like every other value.
+      expect(lines[3]).toBe('ERR||PID^1^3^2^4^1|101^Required field missing^HL70357|W||||x\\F\\y');
+    }
+  });
+
+  it('writes v2.3/v2.4 errors in ERR-1 (segment^sequence^field^code&text&system) and MSA-3', () => {
+    for (const version of ['2.3', '2.3.1', '2.4']) {
+      const ack = buildAck({
+        inbound: parseHl7(inbound(version)),
+        outcome: 'error',
+        errors: [ORC_ERROR, { location: 'OBR-24', code: 103, severity: 'W', message: 'warning' }],
+        controlId: 'OUT-3',
+        now: NOW,
+      });
+      const lines = ack.text.split('\r');
+      expect(lines[0]).toContain(version === '2.3' ? '|ACK^O01|' : '|ACK^O01^ACK|');
+      expect(lines[1]).toBe('MSA|AE|IN-42|Order control RP not supported');
+      expect(lines[2]).toBe('ERR|ORC^2^1^103&Table value not found&HL70357');
+      expect(lines).toHaveLength(4); // the warning is not sent: v2.3/2.4 ERR has no severity
+    }
+  });
+
+  it('uses enhanced-mode codes when MSH-15/MSH-16 are valued', () => {
+    const m = parseHl7(inbound('2.5.1', '|||AL|NE'));
+    expect(ackModeOf(m)).toBe('enhanced');
+    const codes = (['accept', 'error', 'reject'] as const).map(
+      (outcome) => buildAck({ inbound: m, outcome, controlId: 'X', now: NOW }).code,
+    );
+    expect(codes).toEqual(['CA', 'CE', 'CR']);
+    expect(ackModeOf(parseHl7(inbound('2.5.1')))).toBe('original');
+  });
+
+  it('honours MSH-15 accept acknowledgment conditions (table 0155)', () => {
+    const wanted = (type: string, outcome: 'accept' | 'error') =>
+      acceptAckWanted(parseHl7(inbound('2.5.1', `|||${type}`)), outcome);
+    expect(wanted('AL', 'accept')).toBe(true);
+    expect(wanted('NE', 'error')).toBe(false);
+    expect(wanted('ER', 'accept')).toBe(false);
+    expect(wanted('ER', 'error')).toBe(true);
+    expect(wanted('SU', 'accept')).toBe(true);
+    expect(wanted('SU', 'error')).toBe(false);
+  });
+
+  it('answers in the inbound charset (MSH-18 8859/1 → Latin-1 bytes)', () => {
+    const text = inbound('2.4', '||||||8859/1');
+    const ack = buildAck({
+      inbound: parseHl7(Buffer.from(text, 'latin1')),
+      outcome: 'error',
+      errors: [{ code: 207, severity: 'E', message: 'Fehler in Schnittstelle: Gerät' }],
+      controlId: 'OUT-4',
+      now: NOW,
+    });
+    expect(ack.text).toContain('|8859/1');
+    expect(ack.bytes.includes(Buffer.from('Ger\u00e4t', 'latin1'))).toBe(true);
+    expect(parseHl7(ack.bytes).get('MSA-3')).toBe('Fehler in Schnittstelle: Gerät');
+  });
+});
+
+describe('checkStructure', () => {
+  const check = (text: string, allowed = ['P']) =>
+    checkStructure(parseHl7(text), { allowedProcessingIds: allowed });
+
+  it('accepts supported orders and ADT events', () => {
+    expect(check(inbound('2.5.1')).outcome).toBe('accept');
+    expect(check(inbound('2.3'))).toEqual({ outcome: 'accept', errors: [] });
+  });
+
+  it.each([
+    ['ORU^R01', 200, 'MSH-9.1'],
+    ['ORM^O02', 201, 'MSH-9.2'],
+    ['ADT^A01', 201, 'MSH-9.2'],
+  ])('rejects %s with AR %i', (type, code, location) => {
+    const result = check(inbound('2.5.1').replace('ORM^O01^ORM_O01', type));
+    expect(result.outcome).toBe('reject');
+    expect(result.errors).toEqual([expect.objectContaining({ code, location, severity: 'E' })]);
+  });
+
+  it('rejects a processing ID not configured (AR 202) and accepts configured ones', () => {
+    const training = inbound('2.5.1').replace('|P|2.5.1', '|T|2.5.1');
+    expect(check(training).errors).toEqual([expect.objectContaining({ code: 202 })]);
+    expect(check(training, ['P', 'T']).outcome).toBe('accept');
+  });
+
+  it.each(['2.2', '2.9', '3.0'])('rejects version %s with AR 203', (version) => {
+    expect(check(inbound(version)).errors).toEqual([
+      expect.objectContaining({ code: 203, location: 'MSH-12' }),
+    ]);
+  });
+
+  it('rejects a missing control ID (AR 101 at MSH-10)', () => {
+    const result = check(inbound('2.5.1').replace('|IN-42|', '||'));
+    expect(result).toEqual({
+      outcome: 'reject',
+      errors: [expect.objectContaining({ code: 101, location: 'MSH-10' })],
+    });
+  });
+
+  it('answers AE 100 for an order message without ORC/OBR', () => {
+    const result = check(inbound('2.5.1').replace('ORC|NW|P1\rOBR|1|P1||CT1^CT Head^L\r', ''));
+    expect(result.outcome).toBe('error');
+    expect(result.errors[0].code).toBe(100);
+  });
+
+  it('warns about an unknown charset and a missing MSH-7 without rejecting', () => {
+    const text = inbound('2.5.1', '||||||ISO IR87').replace('|20240318144217|', '||');
+    const result = check(text);
+    expect(result.outcome).toBe('accept');
+    expect(result.errors.map((e) => [e.location, e.severity])).toEqual([
+      ['MSH-7', 'W'],
+      ['MSH-18', 'W'],
+    ]);
+  });
+});

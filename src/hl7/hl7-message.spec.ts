@@ -1,0 +1,216 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import { Hl7Error } from './hl7.error';
+import { DEFAULT_DELIMITERS, escapeValue, unescapeValue } from './hl7-escape';
+import { formatLocation, parseLocation } from './hl7-location';
+import { parseHl7 } from './hl7-message';
+
+const FIXTURES = path.join(__dirname, '../../test/fixtures/hl7');
+const fixture = (name: string): Buffer => readFileSync(path.join(FIXTURES, name));
+const codes = (m: { quirks: readonly { code: string }[] }): string[] => m.quirks.map((q) => q.code);
+
+const BASIC = [
+  'MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318144217||ORM^O01^ORM_O01|CTRL1|P|2.5.1',
+  'PID|1||A1^^^HOSP^MR~B2^^^&1.2.3&ISO^PI||DOE^JOHN^Q||19700101|M',
+  'ORC|NW|P1^RIS',
+  'OBR|1|P1^RIS||CT1^CT Head^L',
+].join('\r');
+
+describe('parseHl7: access by location', () => {
+  const m = parseHl7(BASIC);
+
+  it('reads fields, repetitions, components and subcomponents, 1-based', () => {
+    expect(m.get('PID-3')).toBe('A1');
+    expect(m.get('PID-3[2].1')).toBe('B2');
+    expect(m.get('PID-3[2].4.2')).toBe('1.2.3');
+    expect(m.get('PID-3.5')).toBe('MR');
+    expect(m.get('OBR-4.2')).toBe('CT Head');
+    expect(m.getAll('PID-3')).toEqual(['A1', 'B2']);
+    expect(m.get('PID-30')).toBeUndefined();
+    expect(m.get('ZZZ-1')).toBeUndefined();
+  });
+
+  it('numbers MSH as the standard does (MSH-1 separator, MSH-2 encoding characters)', () => {
+    expect(m.get('MSH-1')).toBe('|');
+    expect(m.get('MSH-2')).toBe('^~\\&');
+    expect(m.get('MSH-9.2')).toBe('O01');
+    expect(m.messageType).toEqual({ code: 'ORM', trigger: 'O01', structure: 'ORM_O01' });
+    expect(m.controlId).toBe('CTRL1');
+    expect(m.version).toBe('2.5.1');
+  });
+
+  it('records no quirk for a clean message', () => {
+    expect(m.quirks).toEqual([]);
+  });
+
+  it('parses and formats locations', () => {
+    expect(parseLocation('PID-3[2].4')).toEqual({
+      segment: 'PID',
+      segmentOrdinal: undefined,
+      field: 3,
+      repetition: 2,
+      component: 4,
+      subcomponent: undefined,
+    });
+    expect(formatLocation(parseLocation('ORC[2]-1'))).toBe('ORC[2]-1');
+    expect(() => parseLocation('PID3')).toThrow(Hl7Error);
+    expect(() => parseLocation('PID-0')).toThrow(/1-based/);
+  });
+});
+
+describe('parseHl7: tolerated quirks', () => {
+  it('accepts LF, CRLF and mixed separators', () => {
+    expect(codes(parseHl7(BASIC.replace(/\r/g, '\n')))).toEqual(['lf-separators']);
+    expect(codes(parseHl7(BASIC.replace(/\r/g, '\r\n')))).toEqual(['crlf-separators']);
+    const mixed = parseHl7(BASIC.replace('\rPID', '\nPID'));
+    expect(codes(mixed)).toEqual(['mixed-separators']);
+    expect(mixed.get('PID-3')).toBe('A1');
+  });
+
+  it('strips a UTF-8 BOM, blank lines, trailing spaces and notes trailing separators', () => {
+    const text = `\uFEFF${BASIC.replace('\rORC', '\r\r  \rORC')}|  \r`;
+    const m = parseHl7(Buffer.from(text, 'utf8'));
+    expect(codes(m)).toEqual(
+      expect.arrayContaining([
+        'bom',
+        'blank-lines',
+        'trailing-whitespace',
+        'trailing-field-separator',
+      ]),
+    );
+    expect(m.segments.map((s) => s.id)).toEqual(['MSH', 'PID', 'ORC', 'OBR']);
+    expect(m.get('OBR-4.2')).toBe('CT Head');
+  });
+
+  it('records Z-segments and keeps them addressable', () => {
+    const m = parseHl7(`${BASIC}\rZDS|1.2.3.4^APP^Application^DICOM`);
+    expect(codes(m)).toContain('z-segment');
+    expect(m.get('ZDS-1')).toBe('1.2.3.4');
+  });
+
+  it('joins an unescaped line break inside a field to the previous segment', () => {
+    const m = parseHl7(`${BASIC}\rNTE|1||first line\nsecond line`);
+    expect(m.get('NTE-3')).toBe('first line\nsecond line');
+    expect(codes(m)).toContain('mixed-separators');
+  });
+
+  it('reads custom encoding characters from MSH-1/MSH-2', () => {
+    const m = parseHl7(
+      'MSH#:*!@#RIS#H#AI#H#20240101##ORM:O01#C1#P#2.4\rPID#1##X1:::H:MR*X2##DOE:JANE',
+    );
+    expect(codes(m)).toContain('custom-encoding-characters');
+    expect(m.get('PID-3[2].1')).toBe('X2');
+    expect(m.get('PID-5.2')).toBe('JANE');
+    expect(m.messageType.trigger).toBe('O01');
+  });
+
+  it('distinguishes empty fields from the explicit null ""', () => {
+    const m = parseHl7(`${BASIC}\rPV1|1|""|`);
+    const pv1 = m.segment('PV1');
+    expect(pv1?.value(2)).toBeUndefined();
+    expect(pv1?.isExplicitNull(2)).toBe(true);
+    expect(pv1?.isExplicitNull(3)).toBe(false);
+  });
+
+  it('refuses input without an MSH segment', () => {
+    expect(() => parseHl7('PID|1||X')).toThrow(
+      expect.objectContaining({ code: 'HL7_MISSING_MSH' }),
+    );
+    expect(() => parseHl7('  ')).toThrow(expect.objectContaining({ code: 'HL7_EMPTY_MESSAGE' }));
+  });
+});
+
+describe('escape sequences (HL7 v2.5.1 section 2.7)', () => {
+  const ctx = { delimiters: DEFAULT_DELIMITERS, encoding: 'utf-8' };
+
+  it('unescapes delimiters, hex data and formatting commands', () => {
+    expect(unescapeValue('a\\F\\b\\S\\c\\T\\d\\R\\e\\E\\f', ctx)).toBe('a|b^c&d~e\\f');
+    expect(unescapeValue('Ger\\XC3A4\\t', ctx)).toBe('Gerät');
+    expect(unescapeValue('Ger\\XE4\\t', { ...ctx, encoding: 'latin1' })).toBe('Gerät');
+    expect(unescapeValue('line1\\.br\\line2\\.sp2\\x', ctx)).toBe('line1\nline2\n\nx');
+    expect(unescapeValue('\\H\\bold\\N\\', ctx)).toBe('bold');
+  });
+
+  it('keeps unknown escapes literally (nothing lost) and records them', () => {
+    const m = parseHl7(`${BASIC}\rNTE|1||see \\Zlocal\\ and C:\\path`);
+    expect(m.get('NTE-3')).toBe('see \\Zlocal\\ and C:\\path');
+    expect(codes(m)).toContain('unknown-escape-sequence');
+  });
+
+  it('unescapes after splitting, so escaped delimiters never split values', () => {
+    const m = parseHl7(`${BASIC}\rNTE|1||a\\S\\b^second\\T\\part`);
+    expect(m.get('NTE-3.1')).toBe('a^b');
+    expect(m.get('NTE-3.2')).toBe('second&part');
+  });
+
+  it('escapes every delimiter and line breaks, round-tripping through the parser', () => {
+    const nasty = 'O|Brien^Jr & Sons ~ \\ test\r\nnext';
+    const escaped = escapeValue(nasty);
+    expect(escaped).not.toMatch(/[|^&~\r\n]/);
+    const m = parseHl7(`${BASIC}\rNTE|1||${escaped}`);
+    expect(m.get('NTE-3')).toBe(nasty);
+  });
+});
+
+describe('character sets (MSH-18, table 0211)', () => {
+  it('decodes 8859/1 bytes as Latin-1', () => {
+    const m = parseHl7(fixture('orm-o01-v24-latin1-crlf.hl7'));
+    expect(m.encoding).toBe('latin1');
+    expect(m.get('PID-5')).toBe('MÜLLER');
+    expect(m.get('PID-11')).toBe('Bahnhofstraße 5');
+    expect(m.get('NTE-3')).toBe('Patient ist ansprechbar; Gerät am Bett');
+    expect(codes(m)).toContain('latin1-charset');
+  });
+
+  it('decodes UNICODE UTF-8', () => {
+    const m = parseHl7(fixture('omi-o23-v251-ihe-ipc.hl7'));
+    expect(m.encoding).toBe('utf-8');
+    expect(m.get('PID-5.2')).toBe('HÉLÈNE');
+  });
+
+  it('falls back for undeclared 8-bit bytes and records it', () => {
+    const latin = Buffer.from(`${BASIC.replace('DOE', 'MÜLLER')}`, 'latin1');
+    const m = parseHl7(latin);
+    expect(m.get('PID-5')).toBe('MÜLLER');
+    expect(codes(m)).toContain('undeclared-charset-non-ascii');
+    const utf8 = parseHl7(Buffer.from(BASIC.replace('DOE', 'MÜLLER'), 'utf8'));
+    expect(utf8.get('PID-5')).toBe('MÜLLER');
+  });
+
+  it('reports an unknown charset and still decodes', () => {
+    const text = BASIC.replace('|2.5.1', '|2.5.1||||||ISO IR87');
+    const m = parseHl7(Buffer.from(text, 'utf8'));
+    expect(m.charsetKnown).toBe(false);
+    expect(m.declaredCharset).toBe('ISO IR87');
+    expect(codes(m)).toContain('unknown-charset');
+  });
+
+  it('decodes a UTF-8 declared message that is really Latin-1 without crashing', () => {
+    const text = BASIC.replace('|2.5.1', '|2.5.1||||||UNICODE UTF-8').replace('DOE', 'MÜLLER');
+    const m = parseHl7(Buffer.from(text, 'latin1'));
+    expect(m.get('PID-5')).toBe('MÜLLER');
+    expect(codes(m)).toContain('invalid-utf8');
+  });
+});
+
+describe('order groups', () => {
+  it('iterates ORC groups with their TQ1/OBR/NTE/IPC segments in order', () => {
+    const m = parseHl7(fixture('omi-o23-v28-multi-order.hl7'));
+    const groups = m.orderGroups();
+    expect(groups.map((g) => g.segments.map((s) => s.id))).toEqual([
+      ['ORC', 'TQ1', 'OBR', 'IPC'],
+      ['ORC', 'TQ1', 'OBR', 'NTE', 'IPC'],
+    ]);
+    expect(groups[1].obr?.locationOf(4, undefined, 1)).toBe('OBR[2]-4.1');
+  });
+
+  it('starts a group at an OBR without ORC and records it', () => {
+    const m = parseHl7(`${BASIC}\rOBR|2|P2^RIS||CT2^CT Chest^L`);
+    expect(m.orderGroups().map((g) => g.segments.map((s) => s.id))).toEqual([
+      ['ORC', 'OBR'],
+      ['OBR'],
+    ]);
+    expect(codes(m)).toContain('obr-without-orc');
+  });
+});

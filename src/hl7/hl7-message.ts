@@ -345,8 +345,8 @@ export function parseHl7(input: Buffer | string): Hl7Message {
   const quirks = new QuirkCollector();
   let text: string;
   let encoding = 'utf-8';
-  let declared = '';
-  let known = true;
+  let declared: string;
+  let known: boolean;
   if (typeof input === 'string') {
     text = input;
     if (text.charCodeAt(0) === 0xfeff) {

@@ -9,6 +9,7 @@ import { AppModule } from './app.module';
 import { loadApiCredentials } from './auth/api-credentials';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
 import { HttpUpstreamProbe } from './health/upstream-probe';
+import { MllpListenerService } from './inbound-hl7/mllp-listener.service';
 import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
@@ -30,6 +31,8 @@ export class StartupError extends Error {
 
 export interface RunningAdapter {
   httpUrl: string;
+  /** The bound MLLP port (useful when MLLP_PORT=0). */
+  mllpPort: number;
   config: AppConfig;
   app: INestApplication;
   dataSource: DataSource;
@@ -159,6 +162,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
 
     return {
       httpUrl,
+      mllpPort: app.get(MllpListenerService).port ?? config.MLLP_PORT,
       config,
       app,
       dataSource,

@@ -63,4 +63,10 @@ export class OrderEntity {
 
   @Column({ name: 'last_error', type: 'text', nullable: true })
   lastError!: string | null;
+
+  @Column({ name: 'cancel_requested_at', type: 'timestamptz', nullable: true })
+  cancelRequestedAt!: Date | null;
+
+  @Column({ name: 'cancel_reason', type: 'text', nullable: true })
+  cancelReason!: string | null;
 }

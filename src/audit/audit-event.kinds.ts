@@ -1,0 +1,27 @@
+/**
+ * Every kind of audit event, so that writers and the audit page agree. One event per step;
+ * `detail` never holds a secret or a presigned URL.
+ */
+export const AUDIT_EVENT_KINDS = {
+  'inbound.received': 'an inbound message was stored (raw bytes kept)',
+  'inbound.rejected': 'an inbound message was refused (answer and reason)',
+  'inbound.duplicate': 'a resend was answered with the original answer',
+  'inbound.quirks': 'quirks of an input that were tolerated',
+  'mapping.applied': 'field-level lineage: target ← source, value, rule, mapping version',
+  'order.created': 'an order was created from an inbound message',
+  'order.duplicate': 'an order already known was not created again',
+  'order.updated': 'an order changed (metadata, demographics, merge)',
+  'order.cancel-requested': 'a cancel was asked for (who, why)',
+  'order.cancel-refused': 'a cancel came too late',
+  'order.status-recorded': 'a status message (ORC-1 SC) was recorded',
+  'order.transition': 'our order changed state',
+  'order.illegal-transition': 'a state change that the transition table forbids was refused',
+  'upstream.call': 'a call to the upstream (endpoint, status, latency, retries)',
+  'outbound.attempt': 'an outbound document was sent (payload, destination, answer)',
+  'outbound.dead-letter': 'an outbound document gave up after its retries',
+  'outbound.replay': 'a dead letter was replayed (who, why)',
+  'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',
+  error: 'an error on an order or message',
+} as const;
+
+export type AuditEventKind = keyof typeof AUDIT_EVENT_KINDS;

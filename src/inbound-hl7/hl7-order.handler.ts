@@ -1,0 +1,321 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { Counter } from 'prom-client';
+import {
+  buildAck,
+  checkStructure,
+  encodeMessage,
+  formatHl7Timestamp,
+  type Hl7ErrorDetail,
+  type Hl7Message,
+  type MllpMessageMeta,
+  parseHl7,
+  type StructureCheckOptions,
+} from '../hl7';
+import {
+  type Hl7OrderMappingConfig,
+  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+} from '../mappings/hl7-order.config';
+import { mapHl7Message } from '../mappings/hl7-order.mapping';
+import { metricsRegistry } from '../observability/metrics';
+import type {
+  IntakeOutcome,
+  IntakeResponse,
+  OrderIntakeService,
+} from '../orders/order-intake.service';
+
+const messagesTotal = new Counter({
+  name: 'adapter_hl7_messages_total',
+  help: 'Inbound HL7 messages by type and acknowledgment code',
+  labelNames: ['type', 'ack'],
+  registers: [metricsRegistry],
+});
+
+export interface Hl7OrderHandlerOptions {
+  mapping?: Hl7OrderMappingConfig;
+  structure?: StructureCheckOptions;
+  /** MSH-3/MSH-4 of our ACKs when the inbound message cannot be parsed at all. */
+  ourApplication?: string;
+  ourFacility?: string;
+  clock?: () => Date;
+  controlIds?: () => string;
+}
+
+/**
+ * The MLLP front door's only logic: parse, check, map, hand to the intake use case, and
+ * answer. The answer is built inside the intake transaction and sent after it commits; a
+ * failure to store is answered AR (never AA), so the sender keeps the message and resends.
+ */
+export class Hl7OrderHandler {
+  private readonly clock: () => Date;
+  private readonly controlIds: () => string;
+
+  constructor(
+    private readonly intake: OrderIntakeService,
+    private readonly logger: Logger,
+    private readonly options: Hl7OrderHandlerOptions = {},
+  ) {
+    this.clock = options.clock ?? (() => new Date());
+    this.controlIds = options.controlIds ?? (() => randomUUID().replace(/-/g, '').slice(0, 20));
+  }
+
+  async handle(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
+    let message: Hl7Message;
+    try {
+      message = parseHl7(raw);
+    } catch (error) {
+      return this.rejectUnparseable(raw, meta, (error as Error).message);
+    }
+    const type = `${message.messageType.code}^${message.messageType.trigger}`;
+    const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
+    const quirks = message.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+    const base = {
+      transport: 'mllp' as const,
+      sender,
+      remoteAddress: meta.remoteAddress,
+      messageType: type,
+      messageControlId: message.controlId || null,
+      raw,
+      contentType: 'application/hl7-v2',
+    };
+
+    const structure = checkStructure(message, this.options.structure);
+    if (structure.outcome !== 'accept') {
+      return this.refuse(message, base, quirks, structure.outcome, structure.errors);
+    }
+    const mapped = mapHl7Message(message, this.options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
+    const allQuirks = dedupe([...quirks, ...mapped.quirks]);
+    if (mapped.outcome === 'error') {
+      return this.refuse(message, base, allQuirks, 'error', mapped.errors);
+    }
+    const warnings: Hl7ErrorDetail[] = [...structure.errors, ...mapped.errors].filter(
+      (e) => e.severity !== 'E',
+    );
+    const idempotencyKey = message.controlId
+      ? `mllp|${sender ?? ''}|${message.controlId}`
+      : `mllp|${sender ?? ''}|sha256:${createHash('sha256').update(raw).digest('hex')}`;
+
+    try {
+      const reply = await this.intake.ingest(
+        {
+          ...base,
+          idempotencyKey,
+          quirks: allQuirks,
+          mappingVersion: mapped.mappingVersion,
+          orders: mapped.orders.map((o) => ({
+            request: o.request,
+            lineage: o.lineage,
+            sourceRef: `ORC/OBR group ${o.groupIndex}`,
+          })),
+          patientEvents: mapped.patientEvents,
+        },
+        (outcome) => this.respond(message, outcome, warnings),
+      );
+      messagesTotal.inc({
+        type,
+        ack: reply.duplicate ? `${reply.response.code}-dup` : reply.response.code,
+      });
+      this.logger.info(
+        {
+          type,
+          ack: reply.response.code,
+          duplicate: reply.duplicate,
+          inboundMessageId: reply.inboundMessageId,
+          orders: reply.outcome?.results.length ?? 0,
+        },
+        'hl7 message handled',
+      );
+      return reply.response.body;
+    } catch (error) {
+      // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
+      messagesTotal.inc({ type, ack: 'AR-store' });
+      this.logger.error({ type, err: (error as Error).message }, 'hl7 message could not be stored');
+      return buildAck({
+        inbound: message,
+        outcome: 'reject',
+        errors: [
+          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
+        ],
+        controlId: this.controlIds(),
+        now: this.clock(),
+      }).bytes;
+    }
+  }
+
+  /** Builds the answer inside the intake transaction, from what was applied. */
+  private respond(
+    message: Hl7Message,
+    outcome: IntakeOutcome,
+    warnings: Hl7ErrorDetail[],
+  ): IntakeResponse {
+    const unknown = outcome.results.filter((r) => r.kind === 'unknown-order');
+    if (unknown.length > 0) {
+      const errors: Hl7ErrorDetail[] = unknown.map((r) => ({
+        location: 'ORC-2',
+        code: 204,
+        severity: 'E',
+        message: `Unknown order: no order with this placer/filler number to ${r.kind === 'unknown-order' ? r.action : 'apply'} (${r.sourceRef})`,
+      }));
+      const ack = buildAck({
+        inbound: message,
+        outcome: 'error',
+        errors,
+        controlId: this.controlIds(),
+        now: this.clock(),
+      });
+      return {
+        code: ack.code,
+        body: ack.bytes,
+        contentType: 'application/hl7-v2',
+        accepted: false,
+      };
+    }
+    const tooLate = outcome.results.filter((r) => r.kind === 'cancel-too-late');
+    const notes: Hl7ErrorDetail[] = tooLate.map((r) => ({
+      location: 'ORC-1',
+      code: 207,
+      severity: 'W',
+      message: `UC unable to cancel: the order is already ${r.kind === 'cancel-too-late' ? r.state : 'final'} (${r.sourceRef})`,
+    }));
+    const ack = buildAck({
+      inbound: message,
+      outcome: 'accept',
+      errors: [...warnings, ...notes],
+      controlId: this.controlIds(),
+      now: this.clock(),
+    });
+    return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: true };
+  }
+
+  private async refuse(
+    message: Hl7Message,
+    base: {
+      transport: 'mllp';
+      sender: string | null;
+      remoteAddress: string;
+      messageType: string;
+      messageControlId: string | null;
+      raw: Buffer;
+      contentType: string;
+    },
+    quirks: Array<{ code: string; detail: string }>,
+    outcome: 'error' | 'reject',
+    errors: Hl7ErrorDetail[],
+  ): Promise<Buffer> {
+    const ack = buildAck({
+      inbound: message,
+      outcome,
+      errors,
+      controlId: this.controlIds(),
+      now: this.clock(),
+    });
+    messagesTotal.inc({ type: base.messageType, ack: ack.code });
+    try {
+      await this.intake.recordRejected({
+        ...base,
+        quirks,
+        response: {
+          code: ack.code,
+          body: ack.bytes,
+          contentType: 'application/hl7-v2',
+          accepted: false,
+        },
+        problems: errors
+          .filter((e) => e.severity === 'E')
+          .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
+      });
+    } catch (error) {
+      this.logger.error(
+        { err: (error as Error).message },
+        'rejected hl7 message could not be stored',
+      );
+      return buildAck({
+        inbound: message,
+        outcome: 'reject',
+        errors: [
+          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
+        ],
+        controlId: this.controlIds(),
+        now: this.clock(),
+      }).bytes;
+    }
+    this.logger.info(
+      { type: base.messageType, ack: ack.code, errors: errors.map((e) => e.code) },
+      'hl7 message refused',
+    );
+    return ack.bytes;
+  }
+
+  /** No usable MSH: answer a generic AR (MSA-2 empty: there is no control id to echo) and keep the bytes. */
+  private async rejectUnparseable(
+    raw: Buffer,
+    meta: MllpMessageMeta,
+    reason: string,
+  ): Promise<Buffer> {
+    const text = encodeMessage([
+      {
+        id: 'MSH',
+        fields: [
+          this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
+          this.options.ourFacility ?? '',
+          undefined,
+          undefined,
+          formatHl7Timestamp(this.clock()),
+          undefined,
+          ['ACK'],
+          this.controlIds(),
+          'P',
+          '2.5.1',
+        ],
+      },
+      { id: 'MSA', fields: ['AR', ''] },
+      {
+        id: 'ERR',
+        fields: [
+          undefined,
+          ['MSH', '1', '1'],
+          ['100', 'Segment sequence error', 'HL70357'],
+          'E',
+          undefined,
+          undefined,
+          undefined,
+          `Not an HL7 v2 message: ${reason}`,
+        ],
+      },
+    ]);
+    const body = Buffer.from(text, 'latin1');
+    messagesTotal.inc({ type: 'unparseable', ack: 'AR' });
+    try {
+      await this.intake.recordRejected({
+        transport: 'mllp',
+        sender: null,
+        remoteAddress: meta.remoteAddress,
+        messageType: null,
+        messageControlId: null,
+        raw,
+        contentType: 'application/hl7-v2',
+        quirks: [],
+        response: { code: 'AR', body, contentType: 'application/hl7-v2', accepted: false },
+        problems: [{ location: 'MSH', code: '100', message: `not an HL7 v2 message: ${reason}` }],
+      });
+    } catch (error) {
+      this.logger.error(
+        { err: (error as Error).message },
+        'unparseable message could not be stored',
+      );
+    }
+    return body;
+  }
+}
+
+function dedupe(
+  quirks: Array<{ code: string; detail: string }>,
+): Array<{ code: string; detail: string }> {
+  const seen = new Set<string>();
+  return quirks.filter((q) => {
+    const key = `${q.code}|${q.detail}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}

@@ -1,0 +1,118 @@
+import { readFileSync } from 'node:fs';
+import {
+  Inject,
+  Injectable,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
+import type { Logger } from 'pino';
+import { Gauge } from 'prom-client';
+import { APP_CONFIG, LOGGER } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import { MllpServer } from '../hl7';
+import {
+  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+  type Hl7OrderMappingConfig,
+} from '../mappings/hl7-order.config';
+import { metricsRegistry } from '../observability/metrics';
+import { OrderIntakeService } from '../orders/order-intake.service';
+import { Hl7OrderHandler } from './hl7-order.handler';
+
+const openConnections = new Gauge({
+  name: 'adapter_mllp_connections',
+  help: 'Open inbound MLLP connections',
+  registers: [metricsRegistry],
+});
+
+/** The MLLP listener's lifecycle: starts with the application, drains on shutdown. */
+@Injectable()
+export class MllpListenerService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private server?: MllpServer;
+  private boundPort?: number;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
+    private readonly intake: OrderIntakeService,
+  ) {}
+
+  get port(): number | undefined {
+    return this.boundPort;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const mapping = siteHl7Mapping(this.config);
+    const handler = new Hl7OrderHandler(this.intake, this.logger, { mapping });
+    const tls =
+      this.config.MLLP_TLS_CERT_FILE && this.config.MLLP_TLS_KEY_FILE
+        ? {
+            cert: readFileSync(this.config.MLLP_TLS_CERT_FILE),
+            key: readFileSync(this.config.MLLP_TLS_KEY_FILE),
+            ...(this.config.MLLP_TLS_CA_FILE
+              ? {
+                  ca: readFileSync(this.config.MLLP_TLS_CA_FILE),
+                  requestCert: true,
+                  rejectUnauthorized: true,
+                }
+              : {}),
+          }
+        : undefined;
+    this.server = new MllpServer({
+      handler: (message, meta) => handler.handle(message, meta),
+      host: this.config.MLLP_HOST,
+      port: this.config.MLLP_PORT,
+      maxMessageBytes: this.config.MLLP_MAX_MESSAGE_BYTES,
+      tls,
+      onEvent: (event) => {
+        switch (event.type) {
+          case 'connection-open':
+            openConnections.inc();
+            this.logger.debug(
+              { connectionId: event.connectionId, remote: event.remoteAddress },
+              'mllp connection opened',
+            );
+            break;
+          case 'connection-closed':
+            openConnections.dec();
+            this.logger.debug({ connectionId: event.connectionId }, 'mllp connection closed');
+            break;
+          case 'handler-error':
+            this.logger.error(
+              { connectionId: event.connectionId, err: (event.error as Error)?.message },
+              'mllp handler failed',
+            );
+            break;
+          case 'oversize-frame':
+          case 'discarded-bytes':
+            this.logger.warn(
+              { connectionId: event.connectionId, event: event.type },
+              'mllp framing problem',
+            );
+            break;
+          case 'socket-error':
+            this.logger.warn(
+              { connectionId: event.connectionId, err: event.error.message },
+              'mllp socket error',
+            );
+            break;
+          default:
+            event satisfies never;
+        }
+      },
+    });
+    const address = await this.server.listen();
+    this.boundPort = address.port;
+    this.logger.info({ port: address.port, tls: Boolean(tls) }, 'MLLP listener ready');
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.server?.close();
+    this.server = undefined;
+  }
+}
+
+/** Per-site overrides from CONFIG_FILE `mappings.hl7` (shallow: each key replaces the default). */
+export function siteHl7Mapping(config: AppConfig): Hl7OrderMappingConfig {
+  const overrides = (config.site.mappings?.hl7 ?? {}) as Partial<Hl7OrderMappingConfig>;
+  return { ...DEFAULT_HL7_ORDER_MAPPING_CONFIG, ...overrides };
+}

@@ -1,0 +1,230 @@
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { MllpClient } from '../../src/hl7/mllp-client';
+import { encodeMllpFrame, MllpDecoder } from '../../src/hl7/mllp-framing';
+import { MllpHandler, MllpServer, MllpServerEvent } from '../../src/hl7/mllp-server';
+import { evaluateInboundHl7 } from '../../src/mappings/hl7-inbound.evaluator';
+
+const FIXTURE = readFileSync(path.join(__dirname, '../fixtures/hl7/orm-o01-v231-ihe-swf-zds.hl7'));
+
+/** The fixture with its own MSH-10, so every reply can be matched to its message. */
+function order(controlId: string): Buffer {
+  return Buffer.from(
+    FIXTURE.toString('latin1').replace('MSGID20240318144217', controlId),
+    'latin1',
+  );
+}
+
+let ackCounter = 0;
+/** A real handler: parse, check, map, ACK (no persistence here). */
+const ackHandler: MllpHandler = async (message) => {
+  const result = evaluateInboundHl7({
+    bytes: message,
+    ackControlId: `ACK-${(ackCounter += 1)}`,
+    now: new Date('2026-01-01T00:00:00Z'),
+  });
+  if (result.kind !== 'evaluated') throw result.error;
+  return result.ack.bytes;
+};
+
+function msa(reply: Buffer): { code?: string; controlId?: string } {
+  const m = parseHl7(reply);
+  return { code: m.get('MSA-1'), controlId: m.get('MSA-2') };
+}
+
+/** A raw loopback socket that collects decoded reply frames. */
+async function rawConnection(port: number) {
+  const socket = net.connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', () => resolve());
+    socket.once('error', reject);
+  });
+  const decoder = new MllpDecoder();
+  const replies: Buffer[] = [];
+  const waiters: (() => void)[] = [];
+  socket.on('data', (chunk: Buffer) => {
+    replies.push(...decoder.push(chunk).messages);
+    waiters.splice(0).forEach((w) => w());
+  });
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return {
+    socket,
+    replies,
+    closed,
+    async waitFor(count: number): Promise<Buffer[]> {
+      while (replies.length < count) await new Promise<void>((r) => waiters.push(r));
+      return replies.slice(0, count);
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('MllpServer and MllpClient over loopback', () => {
+  let server: MllpServer;
+  let port: number;
+  let events: MllpServerEvent[];
+  let handler: MllpHandler;
+
+  beforeEach(async () => {
+    events = [];
+    handler = ackHandler;
+    server = new MllpServer({
+      port: 0,
+      handler: (message, meta) => handler(message, meta),
+      maxMessageBytes: 64 * 1024,
+      onEvent: (e) => events.push(e),
+    });
+    ({ port } = await server.listen());
+  });
+
+  afterEach(async () => {
+    await server.close(2000);
+  });
+
+  it('binds to loopback by default', async () => {
+    const other = new MllpServer({ port: 0, handler: ackHandler });
+    const address = await other.listen();
+    expect(address.address).toBe('127.0.0.1');
+    await other.close();
+  });
+
+  it('answers a frame split into many small TCP writes', async () => {
+    const conn = await rawConnection(port);
+    const frame = encodeMllpFrame(order('SPLIT-1'));
+    for (let i = 0; i < frame.length; i += 37) {
+      conn.socket.write(frame.subarray(i, i + 37));
+      await sleep(1);
+    }
+    const [reply] = await conn.waitFor(1);
+    expect(msa(reply)).toEqual({ code: 'AA', controlId: 'SPLIT-1' });
+    conn.socket.destroy();
+  });
+
+  it('handles pipelined frames on one connection exactly once each, one at a time, in order', async () => {
+    const seen: string[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    handler = async (message, meta) => {
+      running += 1;
+      maxRunning = Math.max(maxRunning, running);
+      seen.push(`${parseHl7(message).controlId}@${meta.connectionId}`);
+      await sleep(2);
+      running -= 1;
+      return ackHandler(message, meta);
+    };
+    const conn = await rawConnection(port);
+    const ids = Array.from({ length: 25 }, (_, i) => `PIPE-${i}`);
+    conn.socket.write(Buffer.concat(ids.map((id) => encodeMllpFrame(order(id)))));
+    const replies = await conn.waitFor(ids.length);
+    expect(replies.map((r) => msa(r).controlId)).toEqual(ids);
+    expect(seen.map((s) => s.split('@')[0])).toEqual(ids);
+    expect(new Set(seen.map((s) => s.split('@')[1])).size).toBe(1);
+    expect(maxRunning).toBe(1);
+    await sleep(20);
+    expect(conn.replies).toHaveLength(ids.length);
+    conn.socket.destroy();
+  });
+
+  it('serves 50 concurrent kept-alive connections', async () => {
+    const clients = Array.from(
+      { length: 50 },
+      () => new MllpClient({ host: '127.0.0.1', port, responseTimeoutMs: 10_000 }),
+    );
+    const results = await Promise.all(
+      clients.map(async (client, c) => {
+        const out: (string | undefined)[] = [];
+        for (let i = 0; i < 3; i += 1)
+          out.push(msa(await client.send(order(`C${c}-M${i}`))).controlId);
+        return out;
+      }),
+    );
+    results.forEach((ids, c) => expect(ids).toEqual([`C${c}-M0`, `C${c}-M1`, `C${c}-M2`]));
+    const opened = events.filter((e) => e.type === 'connection-open');
+    expect(opened).toHaveLength(50);
+    await Promise.all(clients.map((client) => client.close()));
+  });
+
+  it('answers AR 207 when the handler throws, and keeps serving the connection', async () => {
+    handler = async (message, meta) => {
+      if (parseHl7(message).controlId === 'BOOM') throw new Error('database down');
+      return ackHandler(message, meta);
+    };
+    const client = new MllpClient({ host: '127.0.0.1', port });
+    const failed = parseHl7(await client.send(order('BOOM')));
+    expect(failed.get('MSA-1')).toBe('AR');
+    expect(failed.get('MSA-2')).toBe('BOOM');
+    expect(failed.get('ERR-1.4')).toBe('207');
+    expect(msa(await client.send(order('AFTER-BOOM')))).toEqual({
+      code: 'AA',
+      controlId: 'AFTER-BOOM',
+    });
+    expect(events.filter((e) => e.type === 'handler-error')).toHaveLength(1);
+    await client.close();
+  });
+
+  it('closes a connection that sends an oversize frame, and still serves others', async () => {
+    const conn = await rawConnection(port);
+    conn.socket.write(encodeMllpFrame(Buffer.alloc(100 * 1024, 'A')));
+    await conn.closed;
+    expect(events).toContainEqual(expect.objectContaining({ type: 'oversize-frame' }));
+    const client = new MllpClient({ host: '127.0.0.1', port });
+    expect(msa(await client.send(order('AFTER-BIG'))).code).toBe('AA');
+    await client.close();
+  });
+
+  it('drops garbage before a frame, reports it, and answers the frame', async () => {
+    const conn = await rawConnection(port);
+    conn.socket.write(Buffer.concat([Buffer.from('\r\nhello\r\n'), encodeMllpFrame(order('G-1'))]));
+    const [reply] = await conn.waitFor(1);
+    expect(msa(reply).controlId).toBe('G-1');
+    expect(events).toContainEqual(expect.objectContaining({ type: 'discarded-bytes', bytes: 9 }));
+    conn.socket.destroy();
+  });
+
+  it('drains on close: the message in progress is answered before the connection ends', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    handler = async (message, meta) => {
+      await gate;
+      return ackHandler(message, meta);
+    };
+    const conn = await rawConnection(port);
+    conn.socket.write(encodeMllpFrame(order('DRAIN-1')));
+    await sleep(20);
+    const closing = server.close(5000);
+    await sleep(20);
+    release();
+    await closing;
+    await conn.closed;
+    expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['DRAIN-1']);
+    // A new server for afterEach to close.
+    server = new MllpServer({ port: 0, handler: ackHandler });
+    await server.listen();
+  });
+
+  it('times out a reply, drops the connection and works again on the next send', async () => {
+    handler = async (message, meta) => {
+      if (parseHl7(message).controlId === 'SLOW') await sleep(500);
+      return ackHandler(message, meta);
+    };
+    const client = new MllpClient({ host: '127.0.0.1', port, responseTimeoutMs: 100 });
+    await expect(client.send(order('SLOW'))).rejects.toMatchObject({ code: 'MLLP_TIMEOUT' });
+    expect(msa(await client.send(order('NEXT'))).controlId).toBe('NEXT');
+    await client.close();
+  });
+
+  it('reports a refused connection as an error, not a crash', async () => {
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const freePort = (probe.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const client = new MllpClient({ host: '127.0.0.1', port: freePort, connectTimeoutMs: 1000 });
+    await expect(client.send(order('X'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // The queue is not wedged by the failure: the next send tries again.
+    await expect(client.send(order('Y'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  });
+});

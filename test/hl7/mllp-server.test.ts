@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { parseHl7 } from '../../src/hl7/hl7-message';
@@ -226,5 +228,68 @@ describe('MllpServer and MllpClient over loopback', () => {
     await expect(client.send(order('X'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     // The queue is not wedged by the failure: the next send tries again.
     await expect(client.send(order('Y'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  });
+});
+
+describe('MLLP over TLS', () => {
+  let dir: string;
+  let key: Buffer;
+  let cert: Buffer;
+
+  beforeAll(() => {
+    // A throw-away self-signed certificate for 127.0.0.1, made with the system openssl.
+    dir = mkdtempSync(path.join(tmpdir(), 'mllp-tls-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    key = readFileSync(path.join(dir, 'key.pem'));
+    cert = readFileSync(path.join(dir, 'cert.pem'));
+  });
+
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('exchanges a message and its ACK with a verified certificate', async () => {
+    const server = new MllpServer({ port: 0, handler: ackHandler, tls: { key, cert } });
+    const { port } = await server.listen();
+    const client = new MllpClient({ host: '127.0.0.1', port, tls: { ca: cert } });
+    try {
+      expect(msa(await client.send(order('TLS-1')))).toEqual({ code: 'AA', controlId: 'TLS-1' });
+      expect(msa(await client.send(order('TLS-2')))).toEqual({ code: 'AA', controlId: 'TLS-2' });
+    } finally {
+      await client.close();
+      await server.close(2000);
+    }
+  });
+
+  it('refuses a server whose certificate the client does not trust', async () => {
+    const server = new MllpServer({ port: 0, handler: ackHandler, tls: { key, cert } });
+    const { port } = await server.listen();
+    const client = new MllpClient({ host: '127.0.0.1', port, tls: {} });
+    try {
+      await expect(client.send(order('TLS-X'))).rejects.toMatchObject({
+        code: 'DEPTH_ZERO_SELF_SIGNED_CERT',
+      });
+    } finally {
+      await client.close();
+      await server.close(2000);
+    }
   });
 });

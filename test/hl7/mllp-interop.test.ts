@@ -43,11 +43,14 @@ describe('MllpServer with node-hl7-client as the sender', () => {
     const acks: { code: string; controlId: string }[] = [];
     let notify: () => void = () => undefined;
     const client = new Client({ host: '127.0.0.1', version: '2.3.1' });
-    const connection = client.createConnection({ port }, async (res: InboundResponse) => {
-      const ack = res.getMessage();
-      acks.push({ code: ack.get('MSA.1').toString(), controlId: ack.get('MSA.2').toString() });
-      notify();
-    });
+    const connection = client.createConnection(
+      { port, version: '2.3.1' },
+      async (res: InboundResponse) => {
+        const ack = res.getMessage();
+        acks.push({ code: ack.get('MSA.1').toString(), controlId: ack.get('MSA.2').toString() });
+        notify();
+      },
+    );
     try {
       for (const id of ['INTEROP-1', 'INTEROP-2']) {
         const arrived = new Promise<void>((resolve) => (notify = resolve));

@@ -1,6 +1,14 @@
 import { deprecationDate } from './prometheus-call.observer';
 import type { CallObserver, CallRecord } from './ports';
 
+const UPSTREAM_TROUBLE = new Set([
+  'server_error_exhausted',
+  'rate_limited_exhausted',
+  'network',
+  'deadline',
+  'invalid_response',
+]);
+
 export interface UpstreamHealth {
   /** `retired` after a 410: calls stopped, an operator must migrate. */
   state: 'ok' | 'degraded' | 'retired' | 'unknown';
@@ -39,8 +47,11 @@ export class UpstreamHealthStatus implements CallObserver {
       };
     }
     if (record.outcome === 'success') this.lastSuccessAt = at;
-    else if (record.error)
+    // Only failures that say something about the upstream's health count: a 400 or 404 is
+    // an answer about our request, not a sign the service is down.
+    else if (record.error && UPSTREAM_TROUBLE.has(record.error.code)) {
       this.lastError = { operation: record.operation, code: record.error.code, at };
+    }
   }
 
   snapshot(): UpstreamHealth {

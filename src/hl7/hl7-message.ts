@@ -57,8 +57,10 @@ export class Hl7Segment {
     const raw = this.rawLeaf(field, repetition, component, subcomponent);
     if (raw === '' || raw === HL7_EXPLICIT_NULL) return undefined;
     if (this.id === 'MSH' && field <= 2) return raw;
+    const d = this.message.delimiters;
+    if (!raw.includes(d.escape)) return raw;
     return unescapeValue(raw, {
-      delimiters: this.message.delimiters,
+      delimiters: d,
       encoding: this.message.encoding,
       quirks: this.message.quirkCollector,
       location: formatLocation({

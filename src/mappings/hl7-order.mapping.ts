@@ -29,139 +29,35 @@ export interface Hl7FieldRule {
 }
 
 /**
- * The HL7v2 → OrderRequest table. Clauses: PID (v2.5.1 3.4.2), ORC (4.5.1), OBR (4.5.3 and
- * 7.4.1), TQ1 (4.5.4), NTE (2.15.10), IPC (4.5.6, IHE RAD TF-2 RAD-4), ZDS (IHE RAD TF-2 4.4.4.1.2.1.6,
- * Study Instance UID in ORM v2.3.1). Accession sources come from the site config (see
- * rowsFor); `action` precedes `products` because unknown procedures only matter for new
- * and changed orders.
+ * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
+ * (HL7 v2.5.1 unless noted): PID 3.4.2, ORC 4.5.1, OBR 4.5.3 / 7.4.1, TQ1 4.5.4, NTE 2.15.10,
+ * IPC 4.5.6; IHE RAD TF-2 RAD-4 for IPC-1 (accession), IPC-3 (Study Instance UID), IPC-5
+ * (modality) and, in ORM v2.3.1, OBR-18 (accession), OBR-24 (modality) and the ZDS segment
+ * (ZDS-1 Study Instance UID). TQ1-9 comes before ORC-7.6 because v2.5 moved timing/priority from
+ * ORC-7 (kept for backward compatibility) to TQ1. Accession sources come from the site config
+ * (rowsFor). `action` precedes `products`: unknown procedures only matter for new and changed
+ * orders.
  */
+// prettier-ignore
 export const HL7_ORDER_FIELD_MAP = [
-  {
-    target: 'patient.identifiers',
-    sources: ['PID-3'],
-    transform: 'cx-list',
-    required: true,
-    ruleId: 'hl7.patient.identifiers',
-  },
-  {
-    target: 'patient.name',
-    sources: ['PID-5'],
-    transform: 'xpn',
-    required: false,
-    ruleId: 'hl7.patient.name',
-  },
-  {
-    target: 'patient.birthDate',
-    sources: ['PID-7'],
-    transform: 'partial-date',
-    required: false,
-    ruleId: 'hl7.patient.birth-date',
-  },
-  {
-    target: 'patient.sex',
-    sources: ['PID-8'],
-    transform: 'sex-0001',
-    required: false,
-    ruleId: 'hl7.patient.sex',
-  },
-  {
-    target: 'action',
-    sources: ['ORC-1'],
-    transform: 'order-control',
-    required: true,
-    ruleId: 'hl7.order.action',
-  },
-  {
-    target: 'placerOrderNumber',
-    sources: ['ORC-2', 'OBR-2'],
-    transform: 'ei',
-    required: false,
-    ruleId: 'hl7.order.placer-number',
-  },
-  {
-    target: 'fillerOrderNumber',
-    sources: ['ORC-3', 'OBR-3'],
-    transform: 'ei',
-    required: false,
-    ruleId: 'hl7.order.filler-number',
-  },
-  {
-    target: 'accessionNumber',
-    sources: ['IPC-1', 'OBR-18'],
-    transform: 'string',
-    required: false,
-    ruleId: 'hl7.order.accession',
-  },
-  {
-    target: 'placerGroupNumber',
-    sources: ['ORC-4'],
-    transform: 'ei',
-    required: false,
-    ruleId: 'hl7.order.placer-group',
-  },
-  {
-    target: 'procedure',
-    sources: ['OBR-4', 'OBR-44'],
-    transform: 'coded',
-    required: false,
-    ruleId: 'hl7.order.procedure',
-  },
-  {
-    target: 'modality',
-    sources: ['IPC-5', 'OBR-24'],
-    transform: 'modality',
-    required: false,
-    ruleId: 'hl7.order.modality',
-  },
-  {
-    target: 'studyInstanceUid',
-    sources: ['IPC-3', 'ZDS-1'],
-    transform: 'uid',
-    required: false,
-    ruleId: 'hl7.order.study-uid',
-  },
-  {
-    target: 'priority',
-    sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'],
-    transform: 'priority-0027',
-    required: false,
-    ruleId: 'hl7.order.priority',
-  },
-  {
-    target: 'orderingProvider',
-    sources: ['ORC-12', 'OBR-16'],
-    transform: 'xcn',
-    required: false,
-    ruleId: 'hl7.order.ordering-provider',
-  },
-  {
-    target: 'reasonForStudy',
-    sources: ['OBR-31', { at: 'OBR-13', transform: 'free-text-reason' }],
-    transform: 'coded-list',
-    required: false,
-    ruleId: 'hl7.order.reason',
-  },
-  {
-    target: 'requestedAt',
-    sources: ['ORC-9', 'OBR-6', 'TQ1-7'],
-    transform: 'dtm-instant',
-    required: false,
-    ruleId: 'hl7.order.requested-at',
-  },
-  {
-    target: 'notes',
-    sources: ['NTE-3'],
-    transform: 'nte-notes',
-    required: false,
-    ruleId: 'hl7.order.notes',
-  },
-  {
-    target: 'products',
-    sources: ['OBR-4', 'OBR-44'],
-    transform: 'product-table',
-    required: false,
-    ruleId: 'hl7.order.products',
-  },
+  { target: 'patient.identifiers', sources: ['PID-3'], transform: 'cx-list', required: true, ruleId: 'hl7.patient.identifiers' },
+  { target: 'patient.name', sources: ['PID-5'], transform: 'xpn', required: false, ruleId: 'hl7.patient.name' },
+  { target: 'patient.birthDate', sources: ['PID-7'], transform: 'partial-date', required: false, ruleId: 'hl7.patient.birth-date' },
+  { target: 'patient.sex', sources: ['PID-8'], transform: 'sex-0001', required: false, ruleId: 'hl7.patient.sex' },
+  { target: 'action', sources: ['ORC-1'], transform: 'order-control', required: true, ruleId: 'hl7.order.action' },
+  { target: 'placerOrderNumber', sources: ['ORC-2', 'OBR-2'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-number' },
+  { target: 'fillerOrderNumber', sources: ['ORC-3', 'OBR-3'], transform: 'ei', required: false, ruleId: 'hl7.order.filler-number' },
+  { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'string', required: false, ruleId: 'hl7.order.accession' },
+  { target: 'placerGroupNumber', sources: ['ORC-4'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-group' },
+  { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
+  { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
+  { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid' },
+  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority' },
+  { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16'], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
+  { target: 'reasonForStudy', sources: ['OBR-31', { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
+  { target: 'requestedAt', sources: ['ORC-9', 'OBR-6', 'TQ1-7'], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
+  { target: 'notes', sources: ['NTE-3'], transform: 'nte-notes', required: false, ruleId: 'hl7.order.notes' },
+  { target: 'products', sources: ['OBR-4', 'OBR-44'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
 ] as const satisfies readonly Hl7FieldRule[];
 
 /** ADT^A40 (v2.5.1 3.3.40): MRG-1 holds the prior (non-surviving) patient identifiers. */

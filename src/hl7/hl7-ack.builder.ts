@@ -4,7 +4,7 @@ import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 
 /**
- * HL7 table 0357, message error condition codes (v2.5.1 section 2.15.5.3; the same codes
+ * HL7 table 0357, message error condition codes (v2.5.1 ERR-3, chapter 2; the same codes
  * since v2.3.1), used in ERR-3 (v2.5+) and ERR-1.4 (v2.3/2.4).
  */
 export const HL7_ERROR_CONDITIONS = {
@@ -103,7 +103,7 @@ export interface BuiltAck {
 
 const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];
 
-/** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 section 2.15.5); older versions use ERR-1. */
+/** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 chapter 2, ERR segment); older versions use ERR-1. */
 export function usesErrLocationFields(version: string): boolean {
   if (ERR_LOCATION_SINCE.includes(version)) return true;
   const [major, minor] = version.split('.').map(Number);
@@ -156,7 +156,7 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
 }
 
 /**
- * Builds the acknowledgment of an inbound message (HL7 v2.5.1 sections 2.9.2-2.9.3, 2.14.1):
+ * Builds the acknowledgment of an inbound message (HL7 v2.5.1 sections 2.9.2-2.9.3, ACK message):
  * MSH with sender and receiver swapped (MSH-3/4 <-> MSH-5/6), its own control ID, the inbound
  * processing ID (MSH-11), version (MSH-12) and charset (MSH-18); MSA-1 the code, MSA-2 the
  * inbound MSH-10; one ERR per problem in the layout of the inbound version.

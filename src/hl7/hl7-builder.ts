@@ -3,7 +3,7 @@ import { DEFAULT_DELIMITERS, escapeValue, Hl7Delimiters } from './hl7-escape';
 /**
  * A field value for the builder: a plain string (one component), an array of components, or
  * repetitions of those. Components may hold subcomponents as string arrays. Every leaf is
- * escaped (HL7 v2.5.1 section 2.7.1), so callers never write delimiters by hand.
+ * escaped (HL7 v2.5.1 section 2.7, escape sequences), so callers never write delimiters by hand.
  */
 export type Hl7Component = string | undefined | readonly (string | undefined)[];
 export type Hl7FieldValue =
@@ -29,7 +29,7 @@ function encodeRepetition(r: string | readonly Hl7Component[], d: Hl7Delimiters)
   return trimEmpty(r.map((c) => encodeComponent(c, d))).join(d.component);
 }
 
-/** Trailing empty components/fields carry nothing (section 2.5.3); drop them. */
+/** Trailing empty components/fields carry nothing (v2.5.1 chapter 2 encoding rules); drop them. */
 function trimEmpty(parts: string[]): string[] {
   let end = parts.length;
   while (end > 0 && parts[end - 1] === '') end -= 1;
@@ -54,7 +54,7 @@ export function encodeSegment(spec: Hl7SegmentSpec, d: Hl7Delimiters = DEFAULT_D
   return [spec.id, ...fields].join(d.field);
 }
 
-/** Encodes segments with CR separators (section 2.5.1), the last one CR-terminated too. */
+/** Encodes segments with CR separators (the HL7 segment terminator), the last one CR-terminated too. */
 export function encodeMessage(
   segments: readonly Hl7SegmentSpec[],
   d: Hl7Delimiters = DEFAULT_DELIMITERS,
@@ -62,7 +62,7 @@ export function encodeMessage(
   return segments.map((s) => encodeSegment(s, d)).join('\r') + '\r';
 }
 
-/** HL7 DTM (section 2.A.22) in UTC with explicit offset: YYYYMMDDHHMMSS+0000. */
+/** HL7 DTM (chapter 2A) in UTC with explicit offset: YYYYMMDDHHMMSS+0000. */
 export function formatHl7Timestamp(date: Date): string {
   const p = (n: number, w = 2): string => String(n).padStart(w, '0');
   return (

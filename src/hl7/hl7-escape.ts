@@ -1,7 +1,7 @@
 import { decodeBytes } from './hl7-charset';
 import { QuirkCollector } from './hl7-quirk';
 
-/** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 section 2.5.4). */
+/** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 chapter 2, message delimiters). */
 export interface Hl7Delimiters {
   field: string;
   component: string;
@@ -32,11 +32,11 @@ export interface UnescapeContext {
 /**
  * Replaces escape sequences (HL7 v2.5.1 section 2.7) in one leaf value (a subcomponent, or a
  * component/field without deeper structure):
- * - \F\ \S\ \T\ \R\ \E\ (2.7.1) and \P\ (truncation, v2.7) give back the delimiter;
- * - \Xhh..\ (2.7.3) is hexadecimal data, decoded as bytes in the message charset;
- * - \.br\ \.sp\ (2.7.6, formatted text FT) become line breaks; \H\ \N\ (highlighting, 2.7.2) and
+ * - \F\ \S\ \T\ \R\ \E\ and \P\ (truncation, v2.7) give back the delimiter;
+ * - \Xhh..\ is hexadecimal data, decoded as bytes in the message charset;
+ * - \.br\ \.sp\ (formatted text, FT) become line breaks; \H\ \N\ (highlighting) and
  *   the other formatting commands (.fi .nf .in .ti .sk .ce) carry no text and are dropped;
- * - \Zxx\ (locally defined), \Cxxyy\ \Mxxyyzz\ (charset switching, 2.7.4-2.7.5) and anything
+ * - \Zxx\ (locally defined), \Cxxyy\ \Mxxyyzz\ (charset switching) and anything
  *   unknown are kept literally and recorded as a quirk, so no data is lost.
  */
 export function unescapeValue(raw: string, ctx: UnescapeContext): string {
@@ -114,9 +114,9 @@ function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
 }
 
 /**
- * Escapes a plain value so that it can be written into any field position (section 2.7.1):
+ * Escapes a plain value so that it can be written into any field position (section 2.7):
  * the escape character first, then every delimiter; CR and LF (which would end the segment)
- * as hexadecimal data (2.7.3).
+ * as hexadecimal data (\Xhh\).
  */
 export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_DELIMITERS): string {
   const d = delimiters;

@@ -10,7 +10,7 @@ import { DEFAULT_DELIMITERS, Hl7Delimiters, unescapeValue } from './hl7-escape';
 import { formatLocation, Hl7Location, parseLocation } from './hl7-location';
 import { Hl7Quirk, QuirkCollector } from './hl7-quirk';
 
-/** The HL7 explicit null (v2.5.1 section 2.5.3): the receiver shall delete the value. */
+/** The HL7 explicit null (v2.5.1 chapter 2, null values): the receiver shall delete the value. */
 export const HL7_EXPLICIT_NULL = '""';
 
 const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
@@ -18,7 +18,7 @@ const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
 /**
  * One segment. `fields[n]` is the raw (still escaped) text of field n, so `fields[0]` is the
  * segment ID; for MSH, `fields[1]` is the field separator (MSH-1) and `fields[2]` the encoding
- * characters (MSH-2), as the standard numbers them (section 2.14.9).
+ * characters (MSH-2), as the standard numbers them (v2.5.1 section 2.15.9, MSH).
  */
 export class Hl7Segment {
   constructor(
@@ -129,7 +129,7 @@ export class Hl7Segment {
 }
 
 /**
- * One order group (ORM_O01 ORDER / OMI_O23 ORDER, HL7 v2.5.1 sections 4.4.1 and 4.4.5): an ORC
+ * One order group (ORM_O01 ORDER / OMI_O23 ORDER, HL7 v2.5.1 chapter 4 message structures): an ORC
  * and the segments that follow it up to the next ORC (TQ1, OBR, NTE, DG1, OBX, IPC, ZDS...).
  * An OBR with no ORC of its own starts a group too (tolerated; some v2.3 senders do it).
  */
@@ -293,7 +293,7 @@ function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters 
     subcomponent: enc[3],
   };
   if (enc.length >= 5) {
-    // v2.7 added the truncation character as a fifth encoding character (section 2.5.5.6).
+    // v2.7 added the truncation character as a fifth encoding character (MSH-2).
     delimiters.truncation = enc[4];
     quirks.add('truncation-character', `MSH-2 "${enc}"`);
   }

@@ -3,8 +3,8 @@ import { Hl7Message } from './hl7-message';
 
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
-  ORM: ['O01'], // v2.3-2.4 general order (ch. 4.4.1); kept in later versions for radiology
-  OMI: ['O23'], // imaging order (v2.5+ ch. 4.4.5, IHE RAD-4/RAD-13 in 2.5.1)
+  ORM: ['O01'], // v2.3-2.4 general order (chapter 4); kept in later versions for radiology
+  OMI: ['O23'], // imaging order (v2.5+ chapter 4, IHE RAD-4/RAD-13 in 2.5.1)
   ADT: ['A08', 'A40'], // update patient information; merge patient - patient identifier list
 };
 
@@ -40,7 +40,7 @@ export interface StructureCheckResult {
 /**
  * Header and structure checks that decide between AR (the message cannot be processed here at
  * all: HL7 v2.5.1 section 2.9.2 "reject") and going on to the content mapping:
- * required MSH fields (2.14.9: MSH-1, -2, -7, -9, -10, -11, -12), supported type/trigger,
+ * required MSH fields (section 2.15.9: MSH-1, -2, -7, -9, -10, -11, -12), supported type/trigger,
  * processing ID, version; and, for orders, at least one ORC or OBR (AE 100).
  */
 export function checkStructure(

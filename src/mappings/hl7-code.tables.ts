@@ -1,7 +1,7 @@
 import type { AdministrativeSex, OrderAction, OrderPriority } from '../orders/domain/order-request';
 
 /**
- * HL7 table 0119 (order control codes, v2.5.1 section 4.5.1.1) → what we do with the order.
+ * HL7 table 0119 (order control codes, ORC-1, v2.5.1 chapter 4) → what we do with the order.
  * Only these are accepted in ORC-1; anything else is answered AE 103 at ORC-1.
  */
 export const ORDER_CONTROL_TO_ACTION = {
@@ -13,7 +13,7 @@ export const ORDER_CONTROL_TO_ACTION = {
   SC: 'status', // status changed: recorded only
 } as const satisfies Record<string, OrderAction>;
 
-/** HL7 table 0001 (administrative sex, v2.5.1 section 3.4.2.8) → FHIR-style AdministrativeSex. */
+/** HL7 table 0001 (administrative sex, PID-8, v2.5.1 chapter 3) → FHIR-style AdministrativeSex. */
 export const TABLE_0001_SEX = {
   M: 'male',
   F: 'female',
@@ -44,7 +44,7 @@ export const FREE_TEXT_SEX: Readonly<Record<string, AdministrativeSex>> = {
 };
 
 /**
- * HL7 table 0027 (priority, TQ-6 / TQ1-9; v2.5.1 section 4.5.4.9) → OrderPriority.
+ * HL7 table 0027 (priority, TQ-6 in ORC-7/OBR-27; TQ1-9 uses the same codes) → OrderPriority.
  * P (pre-op) and T (timing critical) need the result at a given time: urgent.
  * C (callback) and PRN (as needed) carry no urgency: routine.
  */

@@ -30,8 +30,8 @@ export interface Hl7FieldRule {
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
- * (HL7 v2.5.1 unless noted): PID 3.4.2, ORC 4.5.1, OBR 4.5.3 / 7.4.1, TQ1 4.5.4, NTE 2.15.10,
- * IPC 4.5.6; IHE RAD TF-2 RAD-4 for IPC-1 (accession), IPC-3 (Study Instance UID), IPC-5
+ * (HL7 v2.5.1 unless noted): PID (chapter 3), ORC, OBR, TQ1, IPC (chapter 4), NTE
+ * (chapter 2); IHE RAD TF-2 RAD-4 for IPC-1 (accession), IPC-3 (Study Instance UID), IPC-5
  * (modality) and, in ORM v2.3.1, OBR-18 (accession), OBR-24 (modality) and the ZDS segment
  * (ZDS-1 Study Instance UID). TQ1-9 comes before ORC-7.6 because v2.5 moved timing/priority from
  * ORC-7 (kept for backward compatibility) to TQ1. Accession sources come from the site config
@@ -60,7 +60,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'products', sources: ['OBR-4', 'OBR-44'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
 ] as const satisfies readonly Hl7FieldRule[];
 
-/** ADT^A40 (v2.5.1 3.3.40): MRG-1 holds the prior (non-surviving) patient identifiers. */
+/** ADT^A40 (v2.5.1 chapter 3): MRG-1 holds the prior (non-surviving) patient identifiers. */
 export const HL7_MERGE_FIELD_MAP = [
   {
     target: 'priorIdentifiers',

@@ -116,7 +116,7 @@ const stringTransform: TransformFn = (input) => {
   return { kind: 'value', value, lines: [{ suffix: '', source, value }] };
 };
 
-/** PID-3 / MRG-1 CX (v2.5.1 2.A.14): ID ^ check digit ^ scheme ^ assigning authority (HD) ^ type. */
+/** PID-3 / MRG-1 CX (v2.5.1 chapter 2A): ID ^ check digit ^ scheme ^ assigning authority (HD) ^ type. */
 const cxList: TransformFn = (input) => {
   const out: Identifier[] = [];
   const lines: LineageLine[] = [];
@@ -164,7 +164,7 @@ const cxList: TransformFn = (input) => {
   return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines };
 };
 
-/** XPN (2.A.88): family (FN.1) ^ given ^ second given ^ suffix ^ prefix. First repetition. */
+/** XPN (chapter 2A): family (FN.1) ^ given ^ second given ^ suffix ^ prefix. First repetition. */
 const xpn: TransformFn = (input) => {
   const r = rep(input);
   const { values, lines } = readComposite(input, r, {
@@ -208,7 +208,7 @@ function validDate(y: number, m?: number, d?: number): boolean {
   return d >= 1 && d <= days;
 }
 
-/** DT/DTM (2.A.21-22) → ISO 8601 date or partial date, precision kept. */
+/** DT/DTM (chapter 2A) → ISO 8601 date or partial date, precision kept. */
 const partialDate: TransformFn = (input) => {
   const { value, source } = single(input);
   if (value === undefined) return EMPTY;
@@ -265,7 +265,7 @@ const orderControl: TransformFn = (input) => {
   return { kind: 'value', value: action, lines: [{ suffix: '', source, value }] };
 };
 
-/** EI (2.A.28): entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
+/** EI (chapter 2A): entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
 const ei: TransformFn = (input) => {
   const { values } = readComposite(input, rep(input), {
     value: [1],
@@ -297,7 +297,7 @@ const ei: TransformFn = (input) => {
   return { kind: 'value', value: id, lines };
 };
 
-/** CE/CWE (2.A.8 / 2.A.13): identifier ^ text ^ coding system (alternate triplet as fallback). */
+/** CE/CWE (chapter 2A): identifier ^ text ^ coding system (alternate triplet as fallback). */
 function readCoded(input: TransformInput, r: number, prefix: string) {
   const { values, lines } = readComposite(
     input,
@@ -415,7 +415,7 @@ const priority0027: TransformFn = (input) => {
   return { kind: 'value', value: mapped, lines: [{ suffix: '', source, value }] };
 };
 
-/** XCN (2.A.89): ID ^ family ^ given ^ second given ^ suffix ^ prefix ^ degree ^ source ^ authority. */
+/** XCN (chapter 2A): ID ^ family ^ given ^ second given ^ suffix ^ prefix ^ degree ^ source ^ authority. */
 const xcn: TransformFn = (input) => {
   const r = rep(input);
   const { values, lines } = readComposite(input, r, {
@@ -457,7 +457,7 @@ const xcn: TransformFn = (input) => {
     : { kind: 'value', value: practitioner, lines: out };
 };
 
-/** DTM (2.A.22): YYYY[MM[DD[HH[MM[SS[.S...]]]]]][+/-ZZZZ] → ISO 8601 instant with offset. */
+/** DTM (chapter 2A): YYYY[MM[DD[HH[MM[SS[.S...]]]]]][+/-ZZZZ] → ISO 8601 instant with offset. */
 const dtmInstant: TransformFn = (input) => {
   const { value, source } = single(input);
   if (value === undefined) return EMPTY;

@@ -148,7 +148,7 @@ function createOrder(svc: SandboxServices, principal: Principal, metadata: Metad
     bypass: null,
     failure: null,
     agentFailure: null,
-    history: [{ status: 'PENDING', at: now, failureReason: null }],
+    history: [{ status: 'PENDING', at: now, failureReason: null, seq: svc.state.nextSeq() }],
   };
   svc.state.orders.set(order.orderId, order);
   return order;
@@ -1000,7 +1000,7 @@ export function registerApiRoutes(router: Router, svc: SandboxServices): void {
       const activity = state
         .visibleOrders(p)
         .flatMap((o) => o.history.map((h) => ({ o, h })))
-        .sort((a, b) => b.h.at - a.h.at)
+        .sort((a, b) => b.h.at - a.h.at || b.h.seq - a.h.seq)
         .slice(0, 200)
         .map(({ o, h }) => ({
           orderId: o.orderId,

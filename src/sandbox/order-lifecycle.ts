@@ -143,7 +143,7 @@ export class OrderLifecycle {
   ): void {
     order.status = status;
     order.updatedAt = at;
-    order.history.push({ status, at, failureReason });
+    order.history.push({ status, at, failureReason, seq: this.state.nextSeq() });
     switch (status) {
       case 'QC_PASSED':
         order.qcRounds.push({

@@ -7,6 +7,8 @@ import type { Principal } from './token-store';
 export interface StatusChange {
   status: UpstreamStatus;
   at: number;
+  /** Global sequence: orders changes that share a timestamp. */
+  seq: number;
   failureReason: string | null;
 }
 

@@ -231,7 +231,8 @@ export async function startSandbox(
       sendJson(res, 500, { error: 'internal_error', message: 'unexpected sandbox error' });
     });
   });
-  server.keepAliveTimeout = 5000;
+  // Longer than common client idle timeouts, so a client never reuses a socket the server is closing.
+  server.keepAliveTimeout = 65_000;
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -117,21 +117,27 @@ export function brainSlicePixels(
   const rand = prng(seed * 1000 + slice);
   const z = slices > 1 ? (slice / (slices - 1)) * 2 - 1 : 0;
   const scale = Math.sqrt(Math.max(0.05, 1 - z * z * 0.8));
+  const ax = 0.8 * scale;
+  const ay = 0.92 * scale;
+  const withVentricles = z > -0.5 && z < 0.5;
+  // Squared radii, no Math calls in the loop: this runs for every pixel of large test images.
   for (let y = 0; y < rows; y++) {
+    const ny = ((y + 0.5) / rows) * 2 - 1;
+    const ry2 = (ny / ay) * (ny / ay);
+    const vy2 = (ny / 0.3) * (ny / 0.3);
     for (let x = 0; x < columns; x++) {
       const nx = ((x + 0.5) / columns) * 2 - 1;
-      const ny = ((y + 0.5) / rows) * 2 - 1;
-      const r = Math.sqrt((nx / (0.8 * scale)) ** 2 + (ny / (0.92 * scale)) ** 2);
+      const r2 = (nx / ax) * (nx / ax) + ry2;
       let v = 0;
-      if (r < 1 && r >= 0.9)
+      if (r2 < 1 && r2 >= 0.81)
         v = 300; // skull / scalp
-      else if (r < 0.9 && r >= 0.78)
+      else if (r2 < 0.81 && r2 >= 0.6084)
         v = 1400; // cortex (grey matter)
-      else if (r < 0.78) v = 2000; // white matter
-      const ventricle =
-        Math.sqrt(((Math.abs(nx) - 0.12) / 0.08) ** 2 + (ny / 0.3) ** 2) < 1 && Math.abs(z) < 0.5;
-      if (ventricle) v = 250;
-      px[y * columns + x] = Math.max(0, Math.min(4095, Math.round(v + (rand() - 0.5) * 80)));
+      else if (r2 < 0.6084) v = 2000; // white matter
+      const vx = ((nx < 0 ? -nx : nx) - 0.12) / 0.08;
+      if (withVentricles && vx * vx + vy2 < 1) v = 250;
+      const noisy = (v + (rand() - 0.5) * 80 + 0.5) | 0;
+      px[y * columns + x] = noisy < 0 ? 0 : noisy > 4095 ? 4095 : noisy;
     }
   }
   return px;
@@ -295,12 +301,17 @@ export function zipEntries(entries: ZipEntryInput[]): Promise<Buffer> {
   });
 }
 
-/** A DICOM study as a ZIP laid out like a PACS export: STUDY/SERIES/IMxxxx.dcm. */
-export function zipStudy(instances: DicomInstance[], extra: ZipEntryInput[] = []): Promise<Buffer> {
+/** A DICOM study as a ZIP laid out like a PACS export: DICOM/Sxxxxxx/IMxxxx.dcm. */
+export function zipStudy(
+  instances: DicomInstance[],
+  extra: ZipEntryInput[] = [],
+  options: { store?: boolean } = {},
+): Promise<Buffer> {
   return zipEntries([
     ...instances.map((inst) => ({
       name: `DICOM/S${inst.seriesInstanceUid.slice(-6)}/IM${String(inst.instanceNumber).padStart(4, '0')}.dcm`,
       data: inst.bytes,
+      store: options.store,
     })),
     ...extra,
   ]);

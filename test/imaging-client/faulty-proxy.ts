@@ -1,0 +1,81 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
+
+export type ProxyAction = 'pass' | 'drop-after' | { delayMs: number };
+
+export interface ProxyHit {
+  method: string;
+  path: string;
+  at: number;
+  status: number | null;
+}
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+]);
+
+/**
+ * A real HTTP proxy in front of the sandbox that sees every API request (for counting
+ * against the rate limits) and can lose an answer after the upstream acted on it — the
+ * ambiguous failure a non-idempotent create must survive.
+ */
+export async function startFaultyProxy(
+  targetBaseUrl: string,
+  decide: (method: string, path: string) => ProxyAction = () => 'pass',
+): Promise<{ baseUrl: string; hits: ProxyHit[]; close(): Promise<void> }> {
+  const target = new URL(targetBaseUrl);
+  const hits: ProxyHit[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', target.origin);
+      const path = url.pathname.slice(target.pathname.length) || '/';
+      const hit: ProxyHit = { method: req.method ?? 'GET', path, at: Date.now(), status: null };
+      hits.push(hit);
+      const action = decide(hit.method, path);
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
+      }
+      request(new URL(req.url ?? '/', target.origin), {
+        method: req.method as 'GET',
+        headers,
+        body: chunks.length ? Buffer.concat(chunks) : undefined,
+      })
+        .then(async (answer) => {
+          const body = Buffer.from(await answer.body.arrayBuffer());
+          hit.status = answer.statusCode;
+          if (action === 'drop-after') {
+            req.socket.destroy();
+            return;
+          }
+          if (typeof action === 'object') await new Promise((r) => setTimeout(r, action.delayMs));
+          const out: Record<string, string | string[]> = {};
+          for (const [k, v] of Object.entries(answer.headers)) {
+            if (v !== undefined && !HOP_BY_HOP.has(k) && k !== 'content-length') out[k] = v;
+          }
+          if (res.destroyed) return;
+          res.writeHead(answer.statusCode, out);
+          res.end(body);
+        })
+        .catch(() => req.socket.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}${target.pathname}`,
+    hits,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -195,11 +195,13 @@ export class UpstreamHttp {
       let token: string | undefined;
       let response: UpstreamResponse;
       try {
-        if (isApi) await this.deps.rateLimiter.acquire(spec.path);
+        // Token first: a slot taken while waiting for the token would be budget the token
+        // request itself may need (it is rate limited too).
         if (spec.auth === 'bearer') {
           if (!this.tokenSource) throw new Error('no token source configured');
           token = await this.tokenSource.get();
         }
+        if (isApi) await this.deps.rateLimiter.acquire(spec.path);
         response = await this.send(spec, token);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;

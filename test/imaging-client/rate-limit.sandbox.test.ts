@@ -1,0 +1,100 @@
+import type { Clock } from '../../src/imaging-client';
+import { PgRateLimiter } from '../../src/imaging-client';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { startFaultyProxy } from './faulty-proxy';
+import { buildClient, startTestSandbox } from './sandbox-harness';
+
+/** Real sleeps that all end (rejecting) when the test is over, so waiting callers let go. */
+class StoppableClock implements Clock {
+  private stopped = false;
+  private readonly waiting = new Set<() => void>();
+  now = () => Date.now();
+  sleep(ms: number): Promise<void> {
+    if (this.stopped) return Promise.reject(new Error('clock stopped'));
+    return new Promise((resolve, reject) => {
+      const stop = () => {
+        clearTimeout(timer);
+        reject(new Error('clock stopped'));
+      };
+      const timer = setTimeout(() => {
+        this.waiting.delete(stop);
+        resolve();
+      }, ms);
+      this.waiting.add(stop);
+    });
+  }
+  stop(): void {
+    this.stopped = true;
+    for (const stop of this.waiting) stop();
+    this.waiting.clear();
+  }
+}
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('client-side rate limits shared by replicas through PostgreSQL', () => {
+  it('two replicas behind one egress never exceed the per-endpoint or the total budget', async () => {
+    const limits = { perEndpointPerMinute: 30, totalPerMinute: 45 };
+    const peer = await startTestSandbox({ rateLimitPerEndpoint: 30, rateLimitPerIp: 45 });
+    const proxy = await startFaultyProxy(peer.sandbox.baseUrl);
+    const clock = new StoppableClock();
+    const replicas = [1, 2].map(() =>
+      buildClient(proxy.baseUrl, { dataSource: db.dataSource, limits, clock, scope: 'egress-a' }),
+    );
+    try {
+      const calls = replicas.flatMap((r) => [
+        ...Array.from({ length: 20 }, () => r.client.getProducts()),
+        ...Array.from({ length: 10 }, () => r.client.listOrders()),
+      ]);
+      const settled = Promise.allSettled(calls);
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const count = (path: string) => proxy.hits.filter((h) => h.path === path).length;
+      // Exactly the budget went out: 30 on /products, and the total (tokens included) capped at 45.
+      expect(count('/products')).toBe(30);
+      expect(proxy.hits.length).toBe(45);
+      expect(count('/list-orders')).toBe(45 - 30 - count('/auth/token'));
+      // So the upstream never had to refuse one.
+      expect(proxy.hits.filter((h) => h.status === 429)).toEqual([]);
+      clock.stop();
+      const results = await settled;
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(
+        45 - count('/auth/token'),
+      );
+    } finally {
+      clock.stop();
+      await Promise.all(replicas.map((r) => r.close()));
+      await proxy.close();
+      await peer.close();
+    }
+  });
+
+  it('another egress scope has its own budget', async () => {
+    const clock = new StoppableClock();
+    const limits = { perEndpointPerMinute: 2, totalPerMinute: 3 };
+    const a = new PgRateLimiter(db.dataSource, { limits, scope: 'egress-b', clock });
+    const b = new PgRateLimiter(db.dataSource, { limits, scope: 'egress-c', clock });
+    try {
+      await a.acquire('/status');
+      await a.acquire('/status');
+      await b.acquire('/status');
+      await b.acquire('/status');
+      let third = false;
+      const pending = a.acquire('/status').then(() => (third = true));
+      await a.acquire('/products'); // total 3 of 3 for egress-b
+      let fourth = false;
+      const pendingTotal = a.acquire('/metadata').then(() => (fourth = true));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect([third, fourth]).toEqual([false, false]);
+      clock.stop();
+      await Promise.allSettled([pending, pendingTotal]);
+    } finally {
+      clock.stop();
+    }
+  });
+});

@@ -41,6 +41,19 @@ const ANONYMOUS: Principal = {
   expiresAt: 0,
 };
 
+/**
+ * `dropAfter` fault: the operation runs and takes effect, but its answer never reaches the
+ * client (the connection is cut instead), as when a response is lost in the network.
+ */
+function loseResponse(res: ServerResponse): void {
+  const cut = (): ServerResponse => {
+    res.socket?.destroy();
+    return res;
+  };
+  res.writeHead = cut as unknown as ServerResponse['writeHead'];
+  res.end = cut as unknown as ServerResponse['end'];
+}
+
 function clientIp(req: IncomingMessage): string {
   return req.socket.remoteAddress ?? 'unknown';
 }
@@ -181,9 +194,9 @@ export async function startSandbox(
         requireScope(principal, route.doc.permission);
     }
     await lifecycle.tick();
+    if (fault === 'drop-after') loseResponse(res);
     const ctx: RequestContext = { req, res, method, path, query, ip };
     await route.handle(ctx, principal);
-    if (fault === 'drop-after') res.socket?.destroy();
   }
 
   const server = createServer((req, res) => {
@@ -205,8 +218,8 @@ export async function startSandbox(
           return;
         }
         await lifecycle.tick();
+        if (fault === 'drop-after') loseResponse(res);
         await handleStoragePut(svc, req, res, path.slice(STORAGE_PREFIX.length), url.searchParams);
-        if (fault === 'drop-after') res.socket?.destroy();
       } else {
         throw new SandboxError(
           404,

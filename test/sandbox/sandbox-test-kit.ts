@@ -118,7 +118,7 @@ export async function startHarness(overrides: Partial<SandboxOptions> = {}): Pro
       body = JSON.stringify(init.json);
       headers['content-type'] ??= 'application/json';
     }
-    const res = await fetch(url, { method, headers, body: body as BodyInit | undefined });
+    const res = await fetch(url, { method, headers, body: body as RequestInit['body'] });
     return toReply(res);
   };
   const token = async (client: SandboxClient = ADMIN): Promise<string> => {

@@ -1,0 +1,258 @@
+import {
+  ADMIN,
+  MINUTE,
+  basic,
+  newOrder,
+  putObject,
+  singlePutUrl,
+  startHarness,
+  type Harness,
+} from './sandbox-test-kit';
+import { createMrBrainSeries } from '../helpers/dicom-factory';
+
+describe('sandbox: rate limits', () => {
+  let h: Harness;
+  afterEach(async () => h.close());
+
+  it('answers 429 with Retry-After past the per-endpoint limit, counting each endpoint on its own, until the minute has passed', async () => {
+    h = await startHarness({ rateLimitPerEndpoint: 5, rateLimitPerIp: 1000 });
+    const t = await h.token();
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++)
+      statuses.push((await h.call('GET', '/products', { token: t })).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+    const limited = await h.call('GET', '/products', { token: t });
+    expect(limited.status).toBe(429);
+    expect(limited.json.error).toBe('rate_limited');
+    const retryAfter = Number(limited.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect((await h.call('GET', '/test-token', { token: t })).status).toBe(200);
+    await h.sandbox.advance(MINUTE);
+    expect((await h.call('GET', '/products', { token: t })).status).toBe(200);
+  });
+
+  it('answers 429 past the per-IP limit across endpoints', async () => {
+    h = await startHarness({ rateLimitPerEndpoint: 1000, rateLimitPerIp: 4 });
+    const t = await h.token(); // 1
+    expect((await h.call('GET', '/products', { token: t })).status).toBe(200); // 2
+    expect((await h.call('GET', '/list-orders', { token: t })).status).toBe(200); // 3
+    expect((await h.call('GET', '/test-token', { token: t })).status).toBe(200); // 4
+    const limited = await h.call('GET', '/recent-activity', { token: t });
+    expect(limited.status).toBe(429);
+    expect(limited.json.message).toMatch(/per IP/);
+    expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+    await h.sandbox.advance(MINUTE);
+    expect((await h.call('GET', '/recent-activity', { token: t })).status).toBe(200);
+  });
+
+  it('uses the contract limits by default: 600 per endpoint per minute', async () => {
+    h = await startHarness();
+    const t = await h.token();
+    const results = await Promise.all(
+      Array.from({ length: 601 }, () =>
+        h.call('GET', '/test-token', { token: t }).then((r) => r.status),
+      ),
+    );
+    expect(results.filter((s) => s === 200)).toHaveLength(600);
+    expect(results.filter((s) => s === 429)).toHaveLength(1);
+  });
+});
+
+describe('sandbox: versioning', () => {
+  let h: Harness;
+  afterEach(async () => h.close());
+
+  it('adds X-API-Deprecation-Warning to every /v1 response, errors included', async () => {
+    h = await startHarness({ deprecationDate: '2027-03-31' });
+    const expected = 'v1 will be deprecated on 2027-03-31';
+    const tokenReply = await h.call('POST', '/auth/token', {
+      headers: { authorization: basic(ADMIN), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'grant_type=client_credentials',
+    });
+    expect(tokenReply.headers.get('x-api-deprecation-warning')).toBe(expected);
+    const t = tokenReply.json.access_token as string;
+    for (const r of [
+      await h.call('GET', '/products', { token: t }),
+      await h.call('GET', '/products'),
+      await h.call('GET', '/status', {
+        token: t,
+        query: { order_id: '3b241101-e2bb-4255-8caf-4136c566a962' },
+      }),
+      await h.call('POST', '/new-order', { token: t, json: { patient_sex: 'bad' } }),
+      await h.call('GET', '/nowhere', { token: t }),
+      await h.call('GET', '/openapi.json'),
+    ]) {
+      expect(r.headers.get('x-api-deprecation-warning')).toBe(expected);
+    }
+  });
+
+  it('sends no deprecation header when no date is configured', async () => {
+    h = await startHarness();
+    expect((await h.call('GET', '/products')).headers.get('x-api-deprecation-warning')).toBeNull();
+  });
+
+  it('answers every operation with 410 and {error, migration_guide} once retired', async () => {
+    h = await startHarness({
+      retired: true,
+      migrationGuideUrl: 'https://docs.example.test/imaging/v2-migration',
+      deprecationDate: '2026-01-31',
+    });
+    for (const [method, path] of [
+      ['POST', '/auth/token'],
+      ['GET', '/auth/token'],
+      ['GET', '/test-token'],
+      ['POST', '/new-order'],
+      ['GET', '/status'],
+      ['GET', '/results'],
+      ['POST', '/upload/multipart/initiate'],
+      ['PATCH', '/qc-bypass'],
+      ['POST', '/agent/reports'],
+      ['GET', '/nowhere'],
+    ] as const) {
+      const r = await h.call(method, path, { headers: { authorization: basic(ADMIN) } });
+      expect([path, r.status]).toEqual([path, 410]);
+      expect(Object.keys(r.json).sort()).toEqual(['error', 'migration_guide']);
+      expect(r.json.migration_guide).toBe('https://docs.example.test/imaging/v2-migration');
+      expect(r.json.error).toMatch(/v2/);
+      expect(r.headers.get('x-api-deprecation-warning')).toBe(
+        'v1 will be deprecated on 2026-01-31',
+      );
+    }
+  });
+});
+
+describe('sandbox: fault injection', () => {
+  let h: Harness;
+  afterEach(async () => h.close());
+
+  it('injects 500/503 at the configured share, repeatably with a seed', async () => {
+    const run = async (): Promise<number[]> => {
+      h = await startHarness({
+        faults: { seed: 7, endpoints: { '/products': { error5xx: 0.5 } } },
+      });
+      const t = await h.token();
+      const out: number[] = [];
+      for (let i = 0; i < 40; i++)
+        out.push((await h.call('GET', '/products', { token: t })).status);
+      await h.close();
+      return out;
+    };
+    const first = await run();
+    const second = await run();
+    expect(first).toEqual(second);
+    const errors = first.filter((s) => s >= 500);
+    expect(errors.length).toBeGreaterThan(8);
+    expect(errors.length).toBeLessThan(32);
+    expect(new Set(errors)).toEqual(new Set([500, 503]));
+    expect(first.filter((s) => s === 200).length).toBe(40 - errors.length);
+    h = await startHarness();
+  });
+
+  it('injects 429, drops connections and slows responses; "*" applies to every endpoint, specific keys override it', async () => {
+    h = await startHarness({
+      faults: {
+        seed: 1,
+        endpoints: {
+          '*': { rate429: 1 },
+          'GET /test-token': { rate429: 0, drop: 1 },
+          '/list-orders': { rate429: 0, slowMs: 300, slowShare: 1 },
+          'POST /auth/token': { rate429: 0 },
+        },
+      },
+    });
+    const t = await h.token();
+    const limited = await h.call('GET', '/products', { token: t });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('1');
+    await expect(h.call('GET', '/test-token', { token: t })).rejects.toThrow();
+    const started = Date.now();
+    expect((await h.call('GET', '/list-orders', { token: t })).status).toBe(200);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+  });
+
+  it('drops the connection after the operation took effect (dropAfter), and can fault the storage PUTs', async () => {
+    h = await startHarness({
+      faults: { endpoints: { 'POST /new-order': { dropAfter: 1 }, storage: { error5xx: 1 } } },
+    });
+    const t = await h.token();
+    await expect(
+      h.call('POST', '/new-order', { token: t, json: { correlation_id: 'lost-answer' } }),
+    ).rejects.toThrow();
+    const list = (await h.call('GET', '/list-orders', { token: t })).json.orders as {
+      order_id: string;
+    }[];
+    expect(list).toHaveLength(1); // the order exists although its answer was lost
+    const url = await singlePutUrl(h, list[0].order_id);
+    const put = await putObject(url, createMrBrainSeries({ series: { slices: 1 } })[0].bytes);
+    expect([500, 503]).toContain(put.status);
+  });
+
+  it('is off by default', async () => {
+    h = await startHarness();
+    const t = await h.token();
+    const statuses = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        h.call('GET', '/products', { token: t }).then((r) => r.status),
+      ),
+    );
+    expect(new Set(statuses)).toEqual(new Set([200]));
+    expect(await newOrder(h)).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('sandbox: OpenAPI document', () => {
+  it('describes every operation it serves at /v1/openapi.json', async () => {
+    const h = await startHarness();
+    try {
+      const r = await h.call('GET', '/openapi.json');
+      expect(r.status).toBe(200);
+      expect(r.json.openapi).toBe('3.1.0');
+      expect((r.json.servers as { url: string }[])[0].url).toBe(h.base);
+      const paths = r.json.paths as Record<
+        string,
+        Record<string, { responses: Record<string, unknown>; deprecated?: boolean }>
+      >;
+      const operations = Object.entries(paths).flatMap(([p, ops]) =>
+        Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`),
+      );
+      expect(operations).toEqual(
+        expect.arrayContaining([
+          'POST /auth/token',
+          'GET /auth/token',
+          'GET /test-token',
+          'POST /new-order',
+          'GET /new-order',
+          'PATCH /add-metadata',
+          'GET /metadata',
+          'GET /upload/single-put',
+          'GET /upload',
+          'POST /upload/multipart/initiate',
+          'POST /upload/multipart/presigned-urls',
+          'POST /upload/multipart/complete',
+          'POST /upload/multipart/abort',
+          'GET /status',
+          'GET /list-orders',
+          'GET /results',
+          'GET /failure-report',
+          'GET /qc-report',
+          'PATCH /qc-bypass',
+          'PATCH /cancel-order',
+          'POST /new-batch',
+          'PATCH /associate-order-to-batch',
+          'GET /report',
+          'GET /products',
+          'GET /recent-activity',
+          'GET /reports',
+          'POST /reports',
+          'POST /agent/reports',
+          'POST /agent/heartbeat',
+        ]),
+      );
+      expect(paths['/new-order'].get.deprecated).toBe(true);
+      expect(paths['/status'].get.responses).toHaveProperty('410');
+    } finally {
+      await h.close();
+    }
+  });
+});

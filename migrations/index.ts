@@ -1,9 +1,15 @@
 import { InitialSchema20261121090000 } from './20261121090000-initial-schema';
 import { OrderIntake20261121093000 } from './20261121093000-order-intake';
+import { JobOutbox20261121094000 } from './20261121094000-job-outbox';
 import { ImagingClient20261121100000 } from './20261121100000-imaging-client';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
  * timestamped file and list it here.
  */
-export const MIGRATIONS = [InitialSchema20261121090000, OrderIntake20261121093000, ImagingClient20261121100000];
+export const MIGRATIONS = [
+  InitialSchema20261121090000,
+  OrderIntake20261121093000,
+  JobOutbox20261121094000,
+  ImagingClient20261121100000,
+];

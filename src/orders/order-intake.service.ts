@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { AuditEventInput } from '../audit/audit-writer';
 import { writeAuditEvents } from '../audit/audit-writer';
+import { uuidv7 } from '../common/uuid-v7';
 import type { JobQueue } from '../jobs/job-queue';
 import type { InboundTransport } from '../persistence/entities/inbound-message.entity';
 import type {
@@ -128,81 +129,43 @@ export class OrderIntakeService {
     input: IntakeInput,
     respond: (outcome: IntakeOutcome) => IntakeResponse,
   ): Promise<IntakeReply> {
+    // Four round trips on the common path (BEGIN, lock-and-find, one insert statement,
+    // COMMIT): this is the hot path of every front door (bench/mllp-ingest).
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
     let refused: RefusedByResponder | undefined;
     let reply: IntakeReply | undefined;
     try {
-      reply = await this.dataSource.transaction(async (manager) => {
-        const inserted: Array<{ id: string }> = await manager.query(
-          `INSERT INTO inbound_messages
-             (transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-              content_type, raw, outcome, quirks)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb)
-           ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
-           RETURNING id`,
-          [
-            input.transport,
-            input.sender,
-            input.remoteAddress,
-            input.messageType,
-            input.messageControlId,
-            input.idempotencyKey,
-            input.contentType,
-            input.raw,
-            JSON.stringify(input.quirks),
-          ],
-        );
-        if (inserted.length === 0) return undefined; // a resend: answered below, outside this transaction
-        const messageId = inserted[0]!.id;
-        const audit: AuditEventInput[] = [
-          {
-            kind: 'inbound.received',
-            inboundMessageId: messageId,
-            actor: input.actor ?? input.sender,
-            summary: `${input.messageType ?? input.transport} received from ${input.sender ?? 'unknown sender'}`,
-            detail: {
-              transport: input.transport,
-              messageControlId: input.messageControlId,
-              bytes: input.raw.length,
-              orders: input.orders.length,
-            },
-          },
-        ];
-        if (input.quirks.length > 0) {
-          audit.push({
-            kind: 'inbound.quirks',
-            inboundMessageId: messageId,
-            severity: 'warning',
-            summary: `tolerated: ${input.quirks.map((q) => q.code).join(', ')}`,
-            detail: { quirks: input.quirks },
-          });
+      await runner.startTransaction();
+      try {
+        const plan = await this.plan(runner.manager, input);
+        const response = respond(plan.outcome);
+        if (!response.accepted) {
+          refused = new RefusedByResponder(response, plan.outcome);
+        } else {
+          const messageId = await this.insertAll(runner.manager, input, plan, response);
+          if (messageId) {
+            await this.applyChanges(runner.manager, input, messageId, plan);
+            reply = {
+              duplicate: false,
+              inboundMessageId: messageId,
+              response,
+              outcome: plan.outcome,
+            };
+          }
         }
-        const results: IntakeOrderResult[] = [];
-        for (const order of input.orders) {
-          results.push(await this.applyOrder(manager, input, messageId, order, audit));
-        }
-        let patientOrdersUpdated = 0;
-        for (const event of input.patientEvents ?? []) {
-          patientOrdersUpdated += await this.applyPatientEvent(
-            manager,
-            input,
-            messageId,
-            event,
-            audit,
-          );
-        }
-        const outcome: IntakeOutcome = { results, patientOrdersUpdated };
-        const response = respond(outcome);
-        if (!response.accepted) throw new RefusedByResponder(response, outcome);
-        await manager.query(
-          `UPDATE inbound_messages SET response = $2, response_code = $3, response_content_type = $4 WHERE id = $1`,
-          [messageId, response.body, response.code, response.contentType],
-        );
-        await writeAuditEvents(manager, audit);
-        return { duplicate: false, inboundMessageId: messageId, response, outcome };
-      });
-    } catch (error) {
-      if (!(error instanceof RefusedByResponder)) throw error;
-      refused = error;
+        if (reply) await runner.commitTransaction();
+        else await runner.rollbackTransaction();
+      } catch (error) {
+        if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      await runner.release();
+    }
+    if (reply) {
+      if (hasJobs(reply.outcome, input)) this.jobs.kick();
+      return reply;
     }
     if (refused) {
       const problems = refused.outcome.results
@@ -220,7 +183,322 @@ export class OrderIntakeService {
         outcome: refused.outcome,
       };
     }
-    return reply ?? this.answerDuplicate(input);
+    return this.answerDuplicate(input);
+  }
+
+  /** Reads (and locks) the orders the message refers to and decides what each group does. */
+  private async plan(manager: EntityManager, input: IntakeInput): Promise<IntakePlan> {
+    const placers = [
+      ...new Set(
+        input.orders
+          .map((o) => o.request.placerOrderNumber?.value)
+          .filter((v): v is string => Boolean(v)),
+      ),
+    ];
+    const byPlacer = new Map<string, OrderRow>();
+    if (placers.length > 0) {
+      const rows: Array<OrderRow & { placer_order_number: string }> = await manager.query(
+        `SELECT * FROM intake_lock_and_find($1, $2::text[])`,
+        [input.sender, placers],
+      );
+      for (const row of rows)
+        if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
+    }
+    const steps: PlannedStep[] = [];
+    const results: IntakeOrderResult[] = [];
+    const createdPlacers = new Map<string, string>();
+    for (const order of input.orders) {
+      const req = order.request;
+      const placer = req.placerOrderNumber?.value;
+      let existing = placer ? byPlacer.get(placer) : undefined;
+      if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
+        existing = await this.findByFiller(manager, req.fillerOrderNumber.value);
+      }
+      const step = decide(order, existing, placer ? createdPlacers.get(placer) : undefined);
+      if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
+      steps.push(step);
+      results.push(step.result);
+    }
+    let patientOrders: OrderRow[] = [];
+    for (const event of input.patientEvents ?? []) {
+      patientOrders = patientOrders.concat(await this.findOpenOrdersOfPatient(manager, event));
+    }
+    return {
+      steps,
+      outcome: { results, patientOrdersUpdated: patientOrders.length },
+      patientOrders,
+    };
+  }
+
+  /**
+   * One statement: the message (with its answer), the new orders, their audit events and
+   * jobs. Nothing is written when the idempotency key was already accepted (a resend racing
+   * the original): then it returns undefined.
+   */
+  private async insertAll(
+    manager: EntityManager,
+    input: IntakeInput,
+    plan: IntakePlan,
+    response: IntakeResponse,
+  ): Promise<string | undefined> {
+    const actor = input.actor ?? input.sender;
+    const creates = plan.steps.filter((s): s is CreateStep => s.kind === 'create');
+    const orders = creates.map((c) => {
+      const req = c.order.request;
+      return {
+        id: c.orderId,
+        source: req.source,
+        accession_number: req.accessionNumber ?? null,
+        patient_id: primaryPatientId(req.patient),
+        placer_order_number: req.placerOrderNumber?.value ?? null,
+        filler_order_number: req.fillerOrderNumber?.value ?? null,
+        placer_group_number: req.placerGroupNumber?.value ?? null,
+        study_instance_uid: req.studyInstanceUid ?? null,
+        request: req,
+      };
+    });
+    const audit: AuditEventInput[] = [
+      {
+        kind: 'inbound.received',
+        actor,
+        summary: `${input.messageType ?? input.transport} received from ${input.sender ?? 'unknown sender'}`,
+        detail: {
+          transport: input.transport,
+          messageControlId: input.messageControlId,
+          bytes: input.raw.length,
+          orders: input.orders.length,
+          answer: response.code,
+        },
+      },
+    ];
+    if (input.quirks.length > 0) {
+      audit.push({
+        kind: 'inbound.quirks',
+        severity: 'warning',
+        summary: `tolerated: ${input.quirks.map((q) => q.code).join(', ')}`,
+        detail: { quirks: input.quirks },
+      });
+    }
+    for (const step of plan.steps) {
+      switch (step.kind) {
+        case 'create':
+          audit.push(
+            {
+              kind: 'order.created',
+              orderId: step.orderId,
+              actor,
+              summary: `order created from ${step.order.sourceRef}`,
+              detail: {
+                sourceRef: step.order.sourceRef,
+                products: step.order.request.products,
+                state: 'received',
+              },
+            },
+            mappingEvent(step.orderId, input.mappingVersion, step.order.lineage),
+          );
+          break;
+        case 'duplicate-create':
+          audit.push({
+            kind: 'order.duplicate',
+            orderId: step.orderId,
+            severity: 'warning',
+            actor,
+            summary: `new order for a placer number already known (state ${step.state}): not created again`,
+            detail: { sourceRef: step.order.sourceRef },
+          });
+          break;
+        case 'status':
+          audit.push({
+            kind: 'order.status-recorded',
+            orderId: step.orderId,
+            actor,
+            summary: `status message recorded${step.orderId ? '' : ' (no matching order)'}`,
+            detail: { sourceRef: step.order.sourceRef },
+          });
+          break;
+        case 'cancel-too-late':
+          audit.push({
+            kind: 'order.cancel-refused',
+            orderId: step.orderId,
+            severity: 'warning',
+            actor,
+            summary: `cancel refused: the order is already ${step.state}`,
+            detail: { sourceRef: step.order.sourceRef, state: step.state },
+          });
+          break;
+        case 'cancel':
+        case 'update':
+        case 'unknown':
+          break; // applied (and audited) by applyChanges, or refused
+        default:
+          step satisfies never;
+      }
+    }
+    const jobs = creates.map((c) => ({
+      task: ORDER_JOBS.place,
+      payload: { orderId: c.orderId },
+      job_key: `place:${c.orderId}`,
+    }));
+    const rows: Array<{ id: string }> = await manager.query(
+      `WITH m AS (
+         INSERT INTO inbound_messages
+           (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
+            content_type, raw, outcome, quirks, response, response_code, response_content_type)
+         VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
+         ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
+         RETURNING id
+       ), o AS (
+         INSERT INTO orders
+           (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
+            filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
+         SELECT (r->>'id')::uuid, r->>'source', $2, m.id, 'received', r->>'accession_number', r->>'patient_id',
+                r->>'placer_order_number', r->>'filler_order_number', r->>'placer_group_number',
+                r->>'study_instance_uid', r->'request', $14
+           FROM m, jsonb_array_elements($13::jsonb) r
+         RETURNING id
+       ), a AS (
+         INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
+         SELECT (e->>'orderId')::uuid, m.id, e->>'kind', coalesce(e->>'severity', 'info'), e->>'actor', e->>'summary',
+                coalesce(e->'detail', '{}'::jsonb)
+           FROM m, jsonb_array_elements($15::jsonb) e
+       ), j AS (
+         INSERT INTO job_outbox (task, payload, job_key)
+         SELECT x->>'task', x->'payload', x->>'job_key' FROM m, jsonb_array_elements($16::jsonb) x
+       )
+       SELECT id FROM m`,
+      [
+        input.transport,
+        input.sender,
+        input.remoteAddress,
+        input.messageType,
+        input.messageControlId,
+        input.idempotencyKey,
+        input.contentType,
+        input.raw,
+        JSON.stringify(input.quirks),
+        response.body,
+        response.code,
+        response.contentType,
+        JSON.stringify(orders),
+        input.mappingVersion,
+        JSON.stringify(audit),
+        JSON.stringify(jobs),
+        uuidv7(),
+      ],
+    );
+    return rows[0]?.id;
+  }
+
+  /** The less frequent changes (cancel, change, demographics, merge), after the message row exists. */
+  private async applyChanges(
+    manager: EntityManager,
+    input: IntakeInput,
+    messageId: string,
+    plan: IntakePlan,
+  ): Promise<void> {
+    const actor = input.actor ?? input.sender;
+    const audit: AuditEventInput[] = [];
+    for (const step of plan.steps) {
+      if (step.kind === 'cancel') {
+        await manager.query(
+          `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, updated_at = now(), version = version + 1
+            WHERE id = $1 AND cancel_requested_at IS NULL`,
+          [
+            step.orderId,
+            `${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'}`,
+          ],
+        );
+        audit.push({
+          kind: 'order.cancel-requested',
+          orderId: step.orderId,
+          inboundMessageId: messageId,
+          actor,
+          summary: `cancel requested by ${actor ?? 'the orderer'}`,
+          detail: { sourceRef: step.order.sourceRef, stateAtRequest: step.state },
+        });
+        await this.jobs.enqueue(
+          ORDER_JOBS.cancel,
+          { orderId: step.orderId },
+          { manager, jobKey: `cancel:${step.orderId}` },
+        );
+      } else if (step.kind === 'update') {
+        const merged: OrderRequest = {
+          ...step.existing.request,
+          ...stripUndefined(step.order.request),
+          action: step.existing.request.action,
+        };
+        await manager.query(
+          `UPDATE orders SET request = $2::jsonb, accession_number = $3, study_instance_uid = $4, patient_id = $5,
+                  updated_at = now(), version = version + 1 WHERE id = $1`,
+          [
+            step.orderId,
+            JSON.stringify(merged),
+            merged.accessionNumber ?? null,
+            merged.studyInstanceUid ?? null,
+            primaryPatientId(merged.patient),
+          ],
+        );
+        audit.push(
+          {
+            kind: 'order.updated',
+            orderId: step.orderId,
+            inboundMessageId: messageId,
+            actor,
+            summary: `order changed by ${input.messageType ?? input.transport}`,
+            detail: { sourceRef: step.order.sourceRef },
+          },
+          {
+            ...mappingEvent(step.orderId, input.mappingVersion, step.order.lineage),
+            inboundMessageId: messageId,
+          },
+        );
+        await this.jobs.enqueue(
+          ORDER_JOBS.updateMetadata,
+          { orderId: step.orderId },
+          { manager, jobKey: `metadata:${step.orderId}` },
+        );
+      }
+    }
+    for (const event of input.patientEvents ?? []) {
+      for (const row of plan.patientOrders) {
+        const patient: PatientInfo =
+          event.kind === 'patient-merge'
+            ? { ...row.request.patient, ...stripUndefined(event.patient) }
+            : {
+                ...row.request.patient,
+                ...stripUndefined(event.patient),
+                identifiers: row.request.patient.identifiers,
+              };
+        const request: OrderRequest = { ...row.request, patient };
+        await manager.query(
+          `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
+          [row.id, JSON.stringify(request), primaryPatientId(patient)],
+        );
+        audit.push(
+          {
+            kind: 'order.updated',
+            orderId: row.id,
+            inboundMessageId: messageId,
+            actor,
+            summary:
+              event.kind === 'patient-merge'
+                ? 'patient merged (ADT^A40): order moved to the surviving patient'
+                : 'demographics updated (ADT^A08)',
+            detail: { event: event.kind },
+          },
+          {
+            ...mappingEvent(row.id, input.mappingVersion, event.lineage),
+            inboundMessageId: messageId,
+          },
+        );
+        await this.jobs.enqueue(
+          ORDER_JOBS.updateMetadata,
+          { orderId: row.id },
+          { manager, jobKey: `metadata:${row.id}` },
+        );
+      }
+    }
+    await writeAuditEvents(manager, audit);
   }
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */
@@ -323,269 +601,182 @@ export class OrderIntakeService {
     });
   }
 
-  private async applyOrder(
+  private async findByFiller(
     manager: EntityManager,
-    input: IntakeInput,
-    messageId: string,
-    order: IntakeOrder,
-    audit: AuditEventInput[],
-  ): Promise<IntakeOrderResult> {
-    const req = order.request;
-    const existing = await this.findExisting(manager, input, req);
-    const actor = input.actor ?? input.sender;
-    switch (req.action) {
-      case 'create': {
-        if (existing && existing.state !== 'cancelled') {
-          audit.push({
-            kind: 'order.duplicate',
-            orderId: existing.id,
-            inboundMessageId: messageId,
-            severity: 'warning',
-            actor,
-            summary: `new order for placer number already known (state ${existing.state}): not created again`,
-            detail: { sourceRef: order.sourceRef },
-          });
-          return { kind: 'already-known', orderId: existing.id, sourceRef: order.sourceRef };
-        }
-        const rows: Array<{ id: string }> = await manager.query(
-          `INSERT INTO orders
-             (source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
-              filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
-           VALUES ($1, $2, $3, 'received', $4, $5, $6, $7, $8, $9, $10::jsonb, $11)
-           RETURNING id`,
-          [
-            req.source,
-            input.sender,
-            messageId,
-            req.accessionNumber ?? null,
-            primaryPatientId(req.patient),
-            req.placerOrderNumber?.value ?? null,
-            req.fillerOrderNumber?.value ?? null,
-            req.placerGroupNumber?.value ?? null,
-            req.studyInstanceUid ?? null,
-            JSON.stringify(req),
-            input.mappingVersion,
-          ],
-        );
-        const orderId = rows[0]!.id;
-        audit.push(
-          {
-            kind: 'order.created',
-            orderId,
-            inboundMessageId: messageId,
-            actor,
-            summary: `order created from ${order.sourceRef}`,
-            detail: { sourceRef: order.sourceRef, products: req.products, state: 'received' },
-          },
-          {
-            kind: 'mapping.applied',
-            orderId,
-            inboundMessageId: messageId,
-            summary: `${order.lineage.length} fields mapped by ${input.mappingVersion}`,
-            detail: { mappingVersion: input.mappingVersion, lineage: order.lineage },
-          },
-        );
-        await this.jobs.enqueue(
-          ORDER_JOBS.place,
-          { orderId },
-          { manager, jobKey: `place:${orderId}` },
-        );
-        return { kind: 'created', orderId, sourceRef: order.sourceRef };
-      }
-      case 'cancel': {
-        if (!existing)
-          return { kind: 'unknown-order', action: 'cancel', sourceRef: order.sourceRef };
-        const state = isOrderState(existing.state) ? existing.state : 'received';
-        if (isTerminal(state)) {
-          audit.push({
-            kind: 'order.cancel-refused',
-            orderId: existing.id,
-            inboundMessageId: messageId,
-            actor,
-            severity: 'warning',
-            summary: `cancel refused: the order is already ${state}`,
-            detail: { sourceRef: order.sourceRef, state },
-          });
-          return {
-            kind: 'cancel-too-late',
-            orderId: existing.id,
-            state,
-            sourceRef: order.sourceRef,
-          };
-        }
-        await manager.query(
-          `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, updated_at = now(), version = version + 1
-            WHERE id = $1 AND cancel_requested_at IS NULL`,
-          [
-            existing.id,
-            `${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'}`,
-          ],
-        );
-        audit.push({
-          kind: 'order.cancel-requested',
-          orderId: existing.id,
-          inboundMessageId: messageId,
-          actor,
-          summary: `cancel requested by ${actor ?? 'the orderer'}`,
-          detail: { sourceRef: order.sourceRef, stateAtRequest: state },
-        });
-        await this.jobs.enqueue(
-          ORDER_JOBS.cancel,
-          { orderId: existing.id },
-          { manager, jobKey: `cancel:${existing.id}` },
-        );
-        return { kind: 'cancel-accepted', orderId: existing.id, sourceRef: order.sourceRef };
-      }
-      case 'update': {
-        if (!existing)
-          return { kind: 'unknown-order', action: 'change', sourceRef: order.sourceRef };
-        const merged: OrderRequest = {
-          ...existing.request,
-          ...stripUndefined(req),
-          action: existing.request.action,
-        };
-        await manager.query(
-          `UPDATE orders SET request = $2::jsonb, accession_number = $3, study_instance_uid = $4, patient_id = $5,
-                  updated_at = now(), version = version + 1 WHERE id = $1`,
-          [
-            existing.id,
-            JSON.stringify(merged),
-            merged.accessionNumber ?? null,
-            merged.studyInstanceUid ?? null,
-            primaryPatientId(merged.patient),
-          ],
-        );
-        audit.push(
-          {
-            kind: 'order.updated',
-            orderId: existing.id,
-            inboundMessageId: messageId,
-            actor,
-            summary: `order changed by ${input.messageType ?? input.transport}`,
-            detail: { sourceRef: order.sourceRef },
-          },
-          {
-            kind: 'mapping.applied',
-            orderId: existing.id,
-            inboundMessageId: messageId,
-            summary: `${order.lineage.length} fields mapped by ${input.mappingVersion}`,
-            detail: { mappingVersion: input.mappingVersion, lineage: order.lineage },
-          },
-        );
-        await this.jobs.enqueue(
-          ORDER_JOBS.updateMetadata,
-          { orderId: existing.id },
-          { manager, jobKey: `metadata:${existing.id}` },
-        );
-        return { kind: 'updated', orderId: existing.id, sourceRef: order.sourceRef };
-      }
-      case 'status': {
-        audit.push({
-          kind: 'order.status-recorded',
-          orderId: existing?.id ?? null,
-          inboundMessageId: messageId,
-          actor,
-          summary: `status message recorded${existing ? '' : ' (no matching order)'}`,
-          detail: { sourceRef: order.sourceRef },
-        });
-        return {
-          kind: 'status-recorded',
-          orderId: existing?.id ?? null,
-          sourceRef: order.sourceRef,
-        };
-      }
-      default:
-        return req.action satisfies never;
-    }
-  }
-
-  /** The order an inbound cancel/change/new-order refers to: same sender's placer number, else filler number. */
-  private async findExisting(
-    manager: EntityManager,
-    input: IntakeInput,
-    req: OrderRequest,
+    filler: string,
   ): Promise<OrderRow | undefined> {
-    if (req.placerOrderNumber?.value) {
-      const rows: OrderRow[] = await manager.query(
-        `SELECT id, state, upstream_order_id, request FROM orders
-          WHERE sender IS NOT DISTINCT FROM $1 AND placer_order_number = $2
-          ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
-        [input.sender, req.placerOrderNumber.value],
-      );
-      if (rows[0]) return rows[0];
-    }
-    if (req.fillerOrderNumber?.value && req.action !== 'create') {
-      const rows: OrderRow[] = await manager.query(
-        `SELECT id, state, upstream_order_id, request FROM orders
-          WHERE filler_order_number = $1 OR id::text = $1
-          ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
-        [req.fillerOrderNumber.value],
-      );
-      if (rows[0]) return rows[0];
-    }
-    return undefined;
+    const rows: OrderRow[] = await manager.query(
+      `SELECT id, state, upstream_order_id, request FROM orders
+        WHERE filler_order_number = $1 OR id::text = $1
+        ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
+      [filler],
+    );
+    return rows[0];
   }
 
-  private async applyPatientEvent(
+  private async findOpenOrdersOfPatient(
     manager: EntityManager,
-    input: IntakeInput,
-    messageId: string,
     event: IntakePatientEvent,
-    audit: AuditEventInput[],
-  ): Promise<number> {
+  ): Promise<OrderRow[]> {
     const ids =
       event.kind === 'patient-merge'
         ? event.priorIdentifiers.map((i) => i.value)
         : event.patient.identifiers.map((i) => i.value);
-    if (ids.length === 0) return 0;
-    const open: OrderRow[] = await manager.query(
+    if (ids.length === 0) return [];
+    return manager.query(
       `SELECT id, state, upstream_order_id, request FROM orders
         WHERE patient_id = ANY($1::text[]) AND state NOT IN ('delivered', 'failed', 'cancelled')
         FOR UPDATE`,
       [ids],
     );
-    for (const row of open) {
-      const patient: PatientInfo =
-        event.kind === 'patient-merge'
-          ? { ...row.request.patient, ...stripUndefined(event.patient) }
-          : {
-              ...row.request.patient,
-              ...stripUndefined(event.patient),
-              identifiers: row.request.patient.identifiers,
-            };
-      const request: OrderRequest = { ...row.request, patient };
-      await manager.query(
-        `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
-        [row.id, JSON.stringify(request), primaryPatientId(patient)],
-      );
-      audit.push(
-        {
-          kind: 'order.updated',
-          orderId: row.id,
-          inboundMessageId: messageId,
-          actor: input.sender,
-          summary:
-            event.kind === 'patient-merge'
-              ? 'patient merged (ADT^A40): order moved to the surviving patient'
-              : 'demographics updated (ADT^A08)',
-          detail: { event: event.kind },
-        },
-        {
-          kind: 'mapping.applied',
-          orderId: row.id,
-          inboundMessageId: messageId,
-          summary: `${event.lineage.length} fields mapped by ${input.mappingVersion}`,
-          detail: { mappingVersion: input.mappingVersion, lineage: event.lineage },
-        },
-      );
-      await this.jobs.enqueue(
-        ORDER_JOBS.updateMetadata,
-        { orderId: row.id },
-        { manager, jobKey: `metadata:${row.id}` },
-      );
-    }
-    return open.length;
   }
+}
+
+type PlannedStep = ReturnType<typeof decide>;
+type CreateStep = Extract<PlannedStep, { kind: 'create' }>;
+
+interface IntakePlan {
+  steps: PlannedStep[];
+  outcome: IntakeOutcome;
+  patientOrders: OrderRow[];
+}
+
+/** What one order group does, given the order it refers to (if any). Pure. */
+function decide(
+  order: IntakeOrder,
+  existing: OrderRow | undefined,
+  createdInThisMessage: string | undefined,
+) {
+  const req = order.request;
+  const sourceRef = order.sourceRef;
+  switch (req.action) {
+    case 'create': {
+      const known =
+        createdInThisMessage ??
+        (existing && existing.state !== 'cancelled' ? existing.id : undefined);
+      if (known) {
+        const state = existing?.id === known ? existing.state : 'received';
+        return {
+          kind: 'duplicate-create' as const,
+          orderId: known,
+          state,
+          order,
+          result: {
+            kind: 'already-known' as const,
+            orderId: known,
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      const orderId = uuidv7();
+      return {
+        kind: 'create' as const,
+        orderId,
+        order,
+        result: { kind: 'created' as const, orderId, sourceRef } satisfies IntakeOrderResult,
+      };
+    }
+    case 'cancel': {
+      if (!existing) {
+        return {
+          kind: 'unknown' as const,
+          order,
+          result: {
+            kind: 'unknown-order' as const,
+            action: 'cancel',
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
+      if (isTerminal(state)) {
+        return {
+          kind: 'cancel-too-late' as const,
+          orderId: existing.id,
+          state,
+          order,
+          result: {
+            kind: 'cancel-too-late' as const,
+            orderId: existing.id,
+            state,
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      return {
+        kind: 'cancel' as const,
+        orderId: existing.id,
+        state,
+        order,
+        result: {
+          kind: 'cancel-accepted' as const,
+          orderId: existing.id,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    }
+    case 'update': {
+      if (!existing) {
+        return {
+          kind: 'unknown' as const,
+          order,
+          result: {
+            kind: 'unknown-order' as const,
+            action: 'change',
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      return {
+        kind: 'update' as const,
+        orderId: existing.id,
+        existing,
+        order,
+        result: {
+          kind: 'updated' as const,
+          orderId: existing.id,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    }
+    case 'status':
+      return {
+        kind: 'status' as const,
+        orderId: existing?.id ?? null,
+        order,
+        result: {
+          kind: 'status-recorded' as const,
+          orderId: existing?.id ?? null,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    default:
+      return req.action satisfies never;
+  }
+}
+
+function mappingEvent(
+  orderId: string,
+  mappingVersion: string,
+  lineage: MappedField[],
+): AuditEventInput {
+  return {
+    kind: 'mapping.applied',
+    orderId,
+    summary: `${lineage.length} fields mapped by ${mappingVersion}`,
+    detail: { mappingVersion, lineage },
+  };
+}
+
+function hasJobs(outcome: IntakeOutcome | undefined, input: IntakeInput): boolean {
+  if (!outcome) return false;
+  return (
+    outcome.patientOrdersUpdated > 0 ||
+    outcome.results.some(
+      (r) => r.kind === 'created' || r.kind === 'cancel-accepted' || r.kind === 'updated',
+    ) ||
+    (input.patientEvents?.length ?? 0) > 0
+  );
 }
 
 /** The identifier our indexes use: the medical record number (type MR) if there is one, else the first. */

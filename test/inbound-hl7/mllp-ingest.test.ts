@@ -64,7 +64,8 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
     );
     expect(
       await count(
-        `SELECT count(*) AS n FROM graphile_worker.jobs WHERE task_identifier = 'order.place-upstream' AND key = $1`,
+        `SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE task_identifier = 'order.place-upstream' AND key = $1)
+              + (SELECT count(*) FROM job_outbox WHERE task = 'order.place-upstream' AND job_key = $1) AS n`,
         [`place:${order.id}`],
       ),
     ).toBe(1);
@@ -198,9 +199,11 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
     expect(order.cancel_requested_at).not.toBeNull();
     expect(order.request.priority).toBe('stat');
     expect(
-      await count(`SELECT count(*) AS n FROM graphile_worker.jobs WHERE key = $1`, [
-        `cancel:${order.id}`,
-      ]),
+      await count(
+        `SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE key = $1)
+              + (SELECT count(*) FROM job_outbox WHERE job_key = $1) AS n`,
+        [`cancel:${order.id}`],
+      ),
     ).toBe(1);
 
     // the same cancel under a new control id for an order nobody placed

@@ -1,0 +1,117 @@
+import { execFile } from 'node:child_process';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from 'pg';
+
+const run = promisify(execFile);
+
+/** Percentile of a sorted-on-demand sample (nearest rank). */
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank]!;
+}
+
+export function round(value: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+export function machine(): { cores: number; cpu: string; node: string } {
+  return { cores: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version };
+}
+
+/** Prints the benchmark's figures as one JSON document (the only stdout output of a bench). */
+export function report(name: string, figures: Record<string, unknown>): void {
+  process.stdout.write(
+    `${JSON.stringify({ bench: name, at: new Date().toISOString(), machine: machine(), ...figures }, null, 2)}\n`,
+  );
+}
+
+export async function adminQuery(serverUrl: string, sql: string): Promise<void> {
+  const c = new Client({ connectionString: serverUrl });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/**
+ * The PostgreSQL ceiling for commits shaped like one inbound order: a pgbench run (the real
+ * tool, same server) of a transaction that inserts a message row with ~2 KB of raw bytes, an
+ * order row, three audit rows and a job row, at 1 and at N clients.
+ */
+export async function pgbenchOrderCommitCeiling(
+  databaseUrl: string,
+  clients: number[],
+  seconds = 5,
+): Promise<Record<string, { tps: number; latencyMsAvg: number }>> {
+  const dir = mkdtempSync(join(tmpdir(), 'pgbench-'));
+  const script = join(dir, 'order-commit.sql');
+  writeFileSync(
+    script,
+    [
+      '\\set k random(1, 1000000000)',
+      'BEGIN;',
+      "INSERT INTO bench_messages (key, raw) VALUES ('k' || :k || '-' || :client_id || '-' || random(), decode(repeat('4d5348', 700), 'hex'));",
+      'INSERT INTO bench_orders (ref, request) VALUES (:k, \'{"patient":{"identifiers":[{"value":"PAT-1"}]},"products":["neuro-volumetry"]}\');',
+      "INSERT INTO bench_audit (kind, detail) VALUES ('a', '{}'), ('b', '{\"lineage\":[1,2,3,4,5,6,7,8,9,10]}'), ('c', '{}');",
+      "INSERT INTO bench_jobs (task, payload) VALUES ('order.place-upstream', '{\"orderId\":1}');",
+      'END;',
+      '',
+    ].join('\n'),
+  );
+  const c = new Client({ connectionString: databaseUrl });
+  await c.connect();
+  await c.query(`
+    DROP TABLE IF EXISTS bench_messages, bench_orders, bench_audit, bench_jobs;
+    CREATE TABLE bench_messages (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), key text UNIQUE, raw bytea, at timestamptz DEFAULT now());
+    CREATE TABLE bench_orders (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), ref bigint, request jsonb, at timestamptz DEFAULT now());
+    CREATE INDEX ON bench_orders (ref);
+    CREATE TABLE bench_audit (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text, detail jsonb, at timestamptz DEFAULT now());
+    CREATE TABLE bench_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task text, payload json, at timestamptz DEFAULT now());
+  `);
+  await c.end();
+  const u = new URL(databaseUrl);
+  const env = { ...process.env, PGPASSWORD: decodeURIComponent(u.password) };
+  const out: Record<string, { tps: number; latencyMsAvg: number }> = {};
+  for (const n of clients) {
+    const { stdout } = await run(
+      'pgbench',
+      [
+        '-n',
+        '-f',
+        script,
+        '-c',
+        String(n),
+        '-j',
+        String(Math.min(n, 2)),
+        '-T',
+        String(seconds),
+        '-h',
+        u.hostname,
+        '-p',
+        u.port || '5432',
+        '-U',
+        decodeURIComponent(u.username) || 'postgres',
+        u.pathname.slice(1),
+      ],
+      { env },
+    );
+    const tps = Number(/tps = ([\d.]+)/.exec(stdout)?.[1] ?? NaN);
+    const lat = Number(/latency average = ([\d.]+) ms/.exec(stdout)?.[1] ?? NaN);
+    out[`clients_${n}`] = { tps: round(tps, 1), latencyMsAvg: round(lat, 2) };
+  }
+  return out;
+}

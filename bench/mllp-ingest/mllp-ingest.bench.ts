@@ -1,0 +1,168 @@
+/**
+ * bench/mllp-ingest: durable-ACK throughput and latency of the HL7 front door.
+ * 10,000 ORM^O01 over 1 connection, then over 8, against the adapter running as its own
+ * process on a fresh database; beside it, pgbench's ceiling for the same commits on the same
+ * PostgreSQL. Prints JSON. Usage: `npm run bench -- mllp-ingest` or
+ * `node -r @swc-node/register bench/mllp-ingest/mllp-ingest.bench.ts` (BENCH_MESSAGES=n).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MllpClient } from '../../src/hl7';
+import {
+  adminQuery,
+  percentile,
+  pgbenchOrderCommitCeiling,
+  report,
+  round,
+  withDatabase,
+} from '../bench-utils';
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
+const SERVER = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Message i: the IHE SWF fixture with its own control id, placer and accession numbers. */
+function message(template: string, run: string, i: number): Buffer {
+  return Buffer.from(
+    template
+      .replace('MSGID20240318144217', `${run}-${i}`)
+      .replace(/PLC-100234/g, `PLC-${run}-${i}`)
+      .replace(/ACC-20240318-0042/g, `ACC-${run}-${i}`),
+    'latin1',
+  );
+}
+
+async function drive(
+  port: number,
+  connections: number,
+  messages: Buffer[],
+): Promise<{ seconds: number; latencies: number[]; codes: Record<string, number> }> {
+  const latencies: number[] = [];
+  const codes: Record<string, number> = {};
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      const client = new MllpClient({ host: '127.0.0.1', port, responseTimeoutMs: 30_000 });
+      try {
+        while (next < messages.length) {
+          const m = messages[next++]!;
+          const t0 = process.hrtime.bigint();
+          const reply = await client.send(m);
+          latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+          const code = /\rMSA\|(\w\w)/.exec(reply.toString('latin1'))?.[1] ?? '??';
+          codes[code] = (codes[code] ?? 0) + 1;
+        }
+      } finally {
+        await client.close();
+      }
+    }),
+  );
+  return { seconds: Number(process.hrtime.bigint() - started) / 1e9, latencies, codes };
+}
+
+async function main(): Promise<void> {
+  const dbName = `bench_mllp_${Date.now().toString(36)}`;
+  await adminQuery(SERVER, `CREATE DATABASE ${dbName}`);
+  const databaseUrl = withDatabase(SERVER, dbName);
+  const httpPort = await freePort();
+  const mllpPort = await freePort();
+  const adapter = spawn(process.execPath, ['-r', '@swc-node/register', 'src/main.ts'], {
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: databaseUrl,
+      HTTP_PORT: String(httpPort),
+      MLLP_PORT: String(mllpPort),
+      HTTP_HOST: '127.0.0.1',
+      MLLP_HOST: '127.0.0.1',
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'bench-mllp-')),
+      API_TOKENS: 'admin:bench-admin-token-0123456789',
+      LOG_LEVEL: 'warn',
+      JOBS_ENABLED: 'false', // ingest only: no upstream work competes for the two cores
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    for (let i = 0; i < 300; i++) {
+      try {
+        if ((await fetch(`http://127.0.0.1:${httpPort}/health`)).ok) break;
+      } catch {
+        // starting
+      }
+      await sleep(100);
+    }
+    const template = readFileSync(
+      join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'orm-o01-v231-ihe-swf-zds.hl7'),
+      'latin1',
+    );
+    // warm-up (JIT, pools)
+    await drive(
+      mllpPort,
+      2,
+      Array.from({ length: 200 }, (_, i) => message(template, 'warm', i)),
+    );
+    const one = await drive(
+      mllpPort,
+      1,
+      Array.from({ length: MESSAGES }, (_, i) => message(template, 'c1', i)),
+    );
+    const eight = await drive(
+      mllpPort,
+      8,
+      Array.from({ length: MESSAGES }, (_, i) => message(template, 'c8', i)),
+    );
+    const ceiling = await pgbenchOrderCommitCeiling(databaseUrl, [1, 8], 5);
+    const figure = (r: typeof one) => ({
+      messages: r.latencies.length,
+      messagesPerSecond: round(r.latencies.length / r.seconds, 1),
+      ackLatencyMs: {
+        p50: round(percentile(r.latencies, 50)),
+        p99: round(percentile(r.latencies, 99)),
+        max: round(Math.max(...r.latencies)),
+      },
+      ackCodes: r.codes,
+    });
+    const f1 = figure(one);
+    const f8 = figure(eight);
+    const target1 = Math.min(1000, ceiling.clients_1!.tps / 2);
+    const target8 = Math.min(3000, ceiling.clients_8!.tps / 2);
+    report('mllp-ingest', {
+      oneConnection: f1,
+      eightConnections: f8,
+      postgresCeiling: { tool: 'pgbench', sameCommitShape: true, ...ceiling },
+      targets: {
+        oneConnection: {
+          messagesPerSecond: round(target1, 1),
+          met: f1.messagesPerSecond >= target1,
+        },
+        eightConnections: {
+          messagesPerSecond: round(target8, 1),
+          met: f8.messagesPerSecond >= target8,
+        },
+        rule: 'at least 1,000/s on one connection and 3,000/s on eight, or half the pgbench ceiling, whichever is lower',
+      },
+    });
+  } finally {
+    adapter.kill('SIGTERM');
+    await new Promise((r) => adapter.once('exit', r));
+    await adminQuery(SERVER, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

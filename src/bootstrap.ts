@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
@@ -147,6 +148,12 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     );
     app.getHttpAdapter().getInstance().disable('x-powered-by');
     app.use(requestLogging(logger));
+    // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
+    // are kept for the audit log, and their media types differ).
+    const json = express.json({ limit: '1mb' });
+    app.use((req: Request, res: Response, next: NextFunction) =>
+      /^\/(fhir|dicomweb)(\/|$)/.test(req.path) ? next() : json(req, res, next),
+    );
     mountOpenApi(app);
     await app.init();
     cleanups.push(() => app.close());

@@ -1,0 +1,166 @@
+/**
+ * bench/upload: multipart upload throughput of the adapter's StudyUploader against the
+ * sandbox's object storage, compared with the same bytes streamed raw to the same storage in
+ * the same run, plus the uploading process's peak RSS. The storage enforces the contract's
+ * object limits (100 MB per part), so "one raw streamed PUT" of a 1 GB study is impossible:
+ * the raw ceiling is one streamed PUT at a time over the same parts (see upload-worker.ts). The sandbox and each upload
+ * run in their own processes, so each RSS is the uploader's own. Prints JSON.
+ * Usage: `node -r @swc-node/register bench/upload/upload.bench.ts`
+ * (BENCH_UPLOAD_MB=1024 size in MiB, BENCH_PART_CONCURRENCY=4).
+ * Targets: ratio ≥ 0.8 of the raw stream, peak RSS < 200 MB.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { transformFileSync } from '@swc/core';
+import { report, round } from '../bench-utils';
+import { writeSyntheticStudy } from './synthetic-study';
+
+const MIB = 1024 * 1024;
+const SIZE_MIB = Number(process.env.BENCH_UPLOAD_MB ?? 1024);
+const CONCURRENCY = Number(process.env.BENCH_PART_CONCURRENCY ?? 4);
+const ROOT = join(__dirname, '..', '..');
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The upload worker runs as plain JavaScript, compiled here once: under @swc-node/register
+ * the compiler itself would add ~120 MB to the RSS we mean to measure as the client's.
+ */
+function compileWorker(): { dir: string; script: string } {
+  const dir = join(ROOT, `.bench-build-${process.pid}`);
+  const files = [
+    ...readdirSync(join(ROOT, 'src/imaging-client'))
+      .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
+      .map((f) => `src/imaging-client/${f}`),
+    'src/imaging-spec/imaging-spec.ts',
+    'src/observability/metrics.ts',
+    'bench/upload/upload-worker.ts',
+  ];
+  for (const file of files) {
+    const { code } = transformFileSync(join(ROOT, file), {
+      jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+      module: { type: 'commonjs' },
+    });
+    const target = join(dir, file.replace(/\.ts$/, '.js'));
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, code);
+  }
+  return { dir, script: join(dir, 'bench/upload/upload-worker.js') };
+}
+
+function node(script: string, env: Record<string, string>, register = true) {
+  return spawn(process.execPath, [...(register ? ['-r', '@swc-node/register'] : []), script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+async function runWorker(
+  script: string,
+  env: Record<string, string>,
+): Promise<Record<string, number | string>> {
+  const child = node(script, env, false);
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`upload worker (${env.BENCH_MODE}) failed: ${err.trim()}`);
+  return JSON.parse(out.trim().split('\n').pop() ?? '{}') as Record<string, number | string>;
+}
+
+async function main(): Promise<void> {
+  const work = mkdtempSync(join(tmpdir(), 'bench-upload-'));
+  const sandboxDir = join(work, 'sandbox');
+  const studyPath = join(work, 'study.zip');
+  const port = await freePort();
+  const worker = compileWorker();
+  const sandbox = node(join(ROOT, 'src/sandbox/main.ts'), {
+    SANDBOX_PORT: String(port),
+    SANDBOX_DATA_DIR: sandboxDir,
+    SANDBOX_LOG_REQUESTS: 'false',
+  });
+  sandbox.stdout.resume();
+  sandbox.stderr.resume();
+  try {
+    const baseUrl = `http://127.0.0.1:${port}/v1`;
+    const { studyUid, bytes } = await writeSyntheticStudy(studyPath, SIZE_MIB * MIB);
+    await waitForSandbox(baseUrl);
+    const env = {
+      BENCH_BASE_URL: baseUrl,
+      BENCH_FILE: studyPath,
+      BENCH_STUDY_UID: studyUid,
+      BENCH_PART_CONCURRENCY: String(CONCURRENCY),
+    };
+    // Raw first, then the client, then raw again: the ceiling is the better of the two raw runs.
+    const raw1 = await runWorker(worker.script, { ...env, BENCH_MODE: 'raw' });
+    const client = await runWorker(worker.script, { ...env, BENCH_MODE: 'client' });
+    const raw2 = await runWorker(worker.script, { ...env, BENCH_MODE: 'raw' });
+    const rawSeconds = Math.min(Number(raw1.seconds), Number(raw2.seconds));
+    const mbps = (s: number) => round(bytes / MIB / s, 1);
+    report('upload', {
+      studyBytes: bytes,
+      multipart: {
+        mibPerSecond: mbps(Number(client.seconds)),
+        seconds: round(Number(client.seconds), 2),
+        secondsIncludingApiCalls: round(Number(client.totalSecondsWithApiCalls), 2),
+        partCount: client.partCount,
+        partSizeBytes: client.partSizeBytes,
+        partConcurrency: client.partConcurrency,
+        partRetries: client.partRetries,
+        peakRssMiB: round(Number(client.peakRssBytes) / MIB, 1),
+      },
+      rawStreamedPuts: {
+        note: 'same bytes and part URLs, one raw undici request() PUT at a time, no client logic',
+        mibPerSecond: mbps(rawSeconds),
+        seconds: round(rawSeconds, 2),
+        runs: [round(Number(raw1.seconds), 2), round(Number(raw2.seconds), 2)],
+        status: [raw1.status, raw2.status],
+        peakRssMiB: round(Math.max(Number(raw1.peakRssBytes), Number(raw2.peakRssBytes)) / MIB, 1),
+      },
+      ratioToRaw: round(rawSeconds / Number(client.seconds), 3),
+      targets: { ratioToRaw: 0.8, peakRssMiB: 200 },
+      meets: {
+        ratio: rawSeconds / Number(client.seconds) >= 0.8,
+        rss: Number(client.peakRssBytes) / MIB < 200,
+      },
+    });
+  } finally {
+    sandbox.kill('SIGTERM');
+    await new Promise((resolve) => sandbox.on('exit', resolve));
+    rmSync(work, { recursive: true, force: true });
+    rmSync(worker.dir, { recursive: true, force: true });
+  }
+}
+
+async function waitForSandbox(baseUrl: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    try {
+      const response = await fetch(`${baseUrl}/products`);
+      await response.arrayBuffer();
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  throw new Error('sandbox did not start');
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(
+    `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});

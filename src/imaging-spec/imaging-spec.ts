@@ -25,6 +25,25 @@ export const UPSTREAM_STATUSES = [
 ] as const;
 export type UpstreamStatus = (typeof UPSTREAM_STATUSES)[number];
 
+/** "States and transitions": the Meaning column, word for word. */
+export const UPSTREAM_STATUS_MEANINGS: Record<UpstreamStatus, string> = {
+  RECEIVED: 'upload successfully received',
+  QUEUED: 'queued for processing',
+  PENDING: 'status is pending',
+  ELIGIBILITY_CHECK_RUNNING: 'quality control in progress',
+  PREPROCESSING: 'order is processing',
+  PREPROCESSING_FAILED: 'order processing failed',
+  ANALYSIS_RUNNING: 'ML analysis running',
+  IN_REVIEW: 'blocked on manual review',
+  DELIVERED: 'results successfully delivered',
+  FAILED: 'order failed processing',
+  CANCELLED: 'cancelled by the user',
+  EXPIRED: 'order expired; can no longer be retrieved',
+  QC_FAILED: 'failed QC; can be bypassed by the user',
+  QC_PASSED: 'passed QC',
+  QC_BYPASS: 'QC failure bypassed by the user',
+};
+
 /** Statuses the document marks terminal ("yes"). QC_FAILED is "yes or no": see below. */
 export const TERMINAL_UPSTREAM_STATUSES = [
   'PREPROCESSING_FAILED',

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import { LIMITS, type UpstreamStatus } from '../imaging-spec/imaging-spec';
+import {
+  LIMITS,
+  UPSTREAM_STATUS_MEANINGS,
+  type UpstreamStatus,
+} from '../imaging-spec/imaging-spec';
 import { outcomeOf, type SandboxOutcome } from './metadata-rules';
 import type { SandboxClock } from './sandbox-clock';
 import type { StepSeconds } from './sandbox-options';
@@ -14,24 +18,8 @@ import {
 import { conflict } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
 
-/** "States and transitions": the meaning column, used as `statusDesc` in /recent-activity. */
-export const STATUS_DESCRIPTIONS: Record<UpstreamStatus, string> = {
-  RECEIVED: 'upload successfully received',
-  QUEUED: 'queued for processing',
-  PENDING: 'status is pending',
-  ELIGIBILITY_CHECK_RUNNING: 'quality control in progress',
-  PREPROCESSING: 'order is processing',
-  PREPROCESSING_FAILED: 'order processing failed',
-  ANALYSIS_RUNNING: 'ML analysis running',
-  IN_REVIEW: 'blocked on manual review',
-  DELIVERED: 'results successfully delivered',
-  FAILED: 'order failed processing',
-  CANCELLED: 'cancelled by the user',
-  EXPIRED: 'order expired; can no longer be retrieved',
-  QC_FAILED: 'failed QC; can be bypassed by the user',
-  QC_PASSED: 'passed QC',
-  QC_BYPASS: 'QC failure bypassed by the user',
-};
+/** `statusDesc` in /recent-activity: the contract's meaning of each status. */
+export const STATUS_DESCRIPTIONS = UPSTREAM_STATUS_MEANINGS;
 
 const ALWAYS_TERMINAL: UpstreamStatus[] = [
   'PREPROCESSING_FAILED',

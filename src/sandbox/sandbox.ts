@@ -1,6 +1,8 @@
-import { mkdir, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
 import { registerApiRoutes } from './api-routes';
 import { FaultInjector } from './fault-injector';
@@ -10,6 +12,7 @@ import { buildOpenApi } from './openapi-document';
 import { OrderLifecycle } from './order-lifecycle';
 import { STORAGE_PREFIX, UrlSigner } from './presigned-url';
 import { RateLimiter } from './rate-limiter';
+import { sampleStudyDicom } from './sample-study';
 import { SandboxClock } from './sandbox-clock';
 import { defaultSandboxOptions, type SandboxOptions } from './sandbox-options';
 import { dataDirs, type SandboxServices } from './sandbox-services';
@@ -18,12 +21,15 @@ import { SandboxError } from './sandbox.error';
 import { TokenStore, requireScope, type Principal } from './token-store';
 
 export const API_PREFIX = '/v1';
+export const SAMPLE_STUDY_PATH = '/sandbox/sample-study.dcm';
 
 export interface RunningSandbox {
   /** e.g. http://127.0.0.1:8090/v1 */
   baseUrl: string;
   port: number;
   options: SandboxOptions;
+  /** This instance's own directory under the data dir (objects/, uploads/, tmp/). */
+  dataRoot: string;
   clock: SandboxClock;
   state: SandboxState;
   /** Applies every due pipeline step (runs by itself every 100 ms in 'real' clock mode too). */
@@ -54,6 +60,24 @@ function loseResponse(res: ServerResponse): void {
   res.end = cut as unknown as ServerResponse['end'];
 }
 
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes run directories of sandboxes whose process is gone (crashed or killed). */
+async function removeStaleRuns(dataDir: string): Promise<void> {
+  for (const name of await readdir(dataDir)) {
+    const m = /^run-(\d+)-[0-9a-f]+$/.exec(name);
+    if (m && !processAlive(Number(m[1])))
+      await rm(join(dataDir, name), { recursive: true, force: true });
+  }
+}
+
 function clientIp(req: IncomingMessage): string {
   return req.socket.remoteAddress ?? 'unknown';
 }
@@ -62,9 +86,12 @@ export async function startSandbox(
   overrides: Partial<SandboxOptions> = {},
 ): Promise<RunningSandbox> {
   const options: SandboxOptions = { ...defaultSandboxOptions(), ...overrides };
-  const dirs = dataDirs(options.dataDir);
-  // State lives in memory, so objects left by an earlier run belong to no order: start clean.
-  await Promise.all(Object.values(dirs).map((d) => rm(d, { recursive: true, force: true })));
+  // Each instance keeps its objects in its own run directory, so that a sandbox started
+  // in-process by the adapter and one started by `npm run sandbox` can share a data dir.
+  await mkdir(options.dataDir, { recursive: true });
+  await removeStaleRuns(options.dataDir);
+  const dataRoot = join(options.dataDir, `run-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const dirs = dataDirs(dataRoot);
   await Promise.all(Object.values(dirs).map((d) => mkdir(d, { recursive: true })));
 
   const clock = new SandboxClock(options.clock);
@@ -220,6 +247,15 @@ export async function startSandbox(
         await lifecycle.tick();
         if (fault === 'drop-after') loseResponse(res);
         await handleStoragePut(svc, req, res, path.slice(STORAGE_PREFIX.length), url.searchParams);
+      } else if (path === SAMPLE_STUDY_PATH && req.method === 'GET') {
+        // Sandbox tooling outside /v1: a synthetic study for demos (docs/sandbox.md).
+        const seed = (url.searchParams.get('seed') ?? 'sandbox-sample').slice(0, 100);
+        const body = sampleStudyDicom(seed);
+        res.writeHead(200, {
+          'Content-Type': 'application/dicom',
+          'Content-Length': String(body.length),
+        });
+        res.end(body);
       } else {
         throw new SandboxError(
           404,
@@ -274,6 +310,7 @@ export async function startSandbox(
     baseUrl: `${origin}${API_PREFIX}`,
     port,
     options,
+    dataRoot,
     clock,
     state,
     tick: () => lifecycle.tick(),
@@ -285,6 +322,8 @@ export async function startSandbox(
       clearInterval(timer);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // State lives in memory: once it is gone, the stored objects belong to no order.
+      await rm(dataRoot, { recursive: true, force: true });
     },
   };
 }

@@ -12,7 +12,7 @@ export interface VolumetryFinding {
   volumeMl: number;
   /** Volume as a share of total intracranial volume, in percent. */
   icvPercent: number;
-  /** Percentile against the synthetic reference (mean, sd below). */
+  /** Percentile against the synthetic reference; brain structures ICV-adjusted. */
   percentile: number;
   /** Outside the 5th–95th percentile band. */
   flag: 'normal' | 'low' | 'high';
@@ -43,32 +43,44 @@ const round2 = (x: number): number => Math.round(x * 100) / 100;
 
 export function volumetryFor(orderId: string): VolumetryFinding[] {
   const digest = createHash('sha256').update(`volumetry:${orderId}`).digest();
-  // Six draws, each z in about [-2.6, 2.6].
-  const z = (i: number): number => (digest.readUInt16BE(i * 2) / 65535 - 0.5) * 5.2;
-  const icv = REFERENCE.icv.mean + z(0) * REFERENCE.icv.sd;
-  const wholeBrain = icv * (0.8 + z(1) * 0.03);
-  const grey = wholeBrain * (0.56 + z(2) * 0.015);
+  // Standard normal draws (Box–Muller on hash bytes), clamped to ±2.8.
+  const z = (i: number): number => {
+    const u1 = (digest.readUInt16BE(i * 4) + 1) / 65537;
+    const u2 = digest.readUInt16BE(i * 4 + 2) / 65536;
+    const n = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+    return Math.max(-2.8, Math.min(2.8, n));
+  };
+  const zs = [z(0), z(1), z(2), z(3), z(4), z(5)];
+  const icv = REFERENCE.icv.mean + zs[0] * REFERENCE.icv.sd;
+  // Brain structures scale with head size; their percentiles are ICV-adjusted, i.e. they
+  // follow each structure's own deviation from what this intracranial volume predicts.
+  const headScale = icv / REFERENCE.icv.mean;
+  const wholeBrain = icv * (0.8 + zs[1] * 0.025);
+  const grey = wholeBrain * (0.56 + zs[2] * 0.015);
   const white = wholeBrain - grey;
-  const left = REFERENCE.leftHippocampus.mean + z(3) * REFERENCE.leftHippocampus.sd;
-  const right = left + 0.1 + z(4) * 0.12;
-  const ventricles = Math.max(6, REFERENCE.ventricles.mean + z(5) * REFERENCE.ventricles.sd);
-  const values: [keyof typeof REFERENCE, number][] = [
-    ['icv', icv],
-    ['wholeBrain', wholeBrain],
-    ['grey', grey],
-    ['white', white],
-    ['leftHippocampus', left],
-    ['rightHippocampus', right],
-    ['ventricles', ventricles],
+  const left = headScale * (REFERENCE.leftHippocampus.mean + zs[3] * REFERENCE.leftHippocampus.sd);
+  const right =
+    headScale *
+    (REFERENCE.rightHippocampus.mean + (zs[3] * 0.8 + zs[4] * 0.6) * REFERENCE.rightHippocampus.sd);
+  const ventricles = Math.max(
+    6,
+    headScale * (REFERENCE.ventricles.mean + zs[5] * REFERENCE.ventricles.sd),
+  );
+  const greyZ = (zs[1] + zs[2]) / Math.SQRT2;
+  const whiteZ = (zs[1] - zs[2]) / Math.SQRT2;
+  const values: [keyof typeof REFERENCE, number, number][] = [
+    ['icv', icv, zs[0]],
+    ['wholeBrain', wholeBrain, zs[1]],
+    ['grey', grey, greyZ],
+    ['white', white, whiteZ],
+    ['leftHippocampus', left, zs[3]],
+    ['rightHippocampus', right, zs[3] * 0.8 + zs[4] * 0.6],
+    ['ventricles', ventricles, zs[5]],
   ];
-  return values.map(([key, v]) => {
-    const ref = REFERENCE[key];
-    const percentile = Math.min(
-      99,
-      Math.max(1, Math.round(normalCdf((v - ref.mean) / ref.sd) * 100)),
-    );
+  return values.map(([key, v, zValue]) => {
+    const percentile = Math.min(99, Math.max(1, Math.round(normalCdf(zValue) * 100)));
     return {
-      structure: ref.structure,
+      structure: REFERENCE[key].structure,
       volumeMl: round2(v),
       icvPercent: round2((v / icv) * 100),
       percentile,

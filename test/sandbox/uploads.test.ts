@@ -50,8 +50,23 @@ describe('sandbox: presigned uploads and study intake', () => {
       expect(r.status).toBe(200);
       expect(r.headers.get('etag')).toMatch(/^"[0-9a-f]{32}"$/);
       expect(await statusOf(h, id)).toBe('RECEIVED');
-      const files = await readdir(join(h.sandbox.options.dataDir, 'objects', id));
+      const files = await readdir(join(h.sandbox.dataRoot, 'objects', id));
       expect(files).toHaveLength(1);
+    });
+
+    it('accepts the sample study the sandbox serves for demos (docs/sandbox.md walk-through)', async () => {
+      const sample = await fetch(h.base.replace(/\/v1$/, '/sandbox/sample-study.dcm?seed=walk'));
+      expect(sample.headers.get('content-type')).toBe('application/dicom');
+      const bytes = Buffer.from(await sample.arrayBuffer());
+      const id = await newOrder(h);
+      await uploadSingle(h, id, bytes);
+      const m = (await h.call('GET', '/metadata', { token: t, query: { order_id: id } })).json
+        .metadata as Record<string, unknown>;
+      expect(m).toMatchObject({
+        patient_id: 'SBX-DEMO-1',
+        modality: 'MR',
+        study_uid: expect.stringMatching(/^2\.25\.\d+$/),
+      });
     });
 
     it('returns the URL with its expiry one hour ahead', async () => {
@@ -366,7 +381,7 @@ describe('sandbox: presigned uploads and study intake', () => {
         json: { upload_id: uploadId, parts: [{ part_number: 1, etag: etag1 }] },
       });
       expect(twice.status).toBe(409);
-      expect(await readdir(join(h.sandbox.options.dataDir, 'uploads'))).toEqual([]);
+      expect(await readdir(join(h.sandbox.dataRoot, 'uploads'))).toEqual([]);
     });
 
     it('rejects the ETag of a part that was uploaded again (stale ETag)', async () => {

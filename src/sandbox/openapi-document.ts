@@ -13,6 +13,116 @@ const ERROR_TEXT: Record<number, string> = {
   429: 'rate limited (Retry-After)',
 };
 
+const str = { type: 'string' } as const;
+const strOrNull = { type: ['string', 'null'] } as const;
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const uuid = { type: 'string', format: 'uuid' } as const;
+const obj = (
+  properties: Record<string, unknown>,
+  required = Object.keys(properties),
+): Record<string, unknown> => ({
+  type: 'object',
+  required,
+  properties,
+});
+const arr = (items: unknown): Record<string, unknown> => ({ type: 'array', items });
+const urlAndExpiry = obj({ url: { type: 'string', format: 'uri' }, expires_at: dateTime });
+const metadataBody = obj({
+  order_id: uuid,
+  metadata: { type: 'object', additionalProperties: true },
+});
+
+/** Success bodies, per "METHOD /path" (docs/upstream-assumptions.md "Operations"). */
+const RESPONSES: Record<string, Record<string, unknown>> = {
+  'POST /auth/token': obj({
+    access_token: str,
+    token_type: { const: 'Bearer' },
+    expires_in: { const: 3600 },
+  }),
+  'GET /auth/token': obj({
+    access_token: str,
+    token_type: { const: 'Bearer' },
+    expires_in: { const: 3600 },
+  }),
+  'GET /test-token': obj({
+    valid: { const: true },
+    client_id: str,
+    organization_id: str,
+    scopes: arr(str),
+    expires_at: dateTime,
+  }),
+  'POST /new-order': obj({ order_id: uuid }),
+  'GET /new-order': obj({ order_id: uuid }),
+  'PATCH /add-metadata': metadataBody,
+  'GET /metadata': metadataBody,
+  'GET /upload/single-put': urlAndExpiry,
+  'GET /upload': urlAndExpiry,
+  'POST /upload/multipart/initiate': obj({ upload_id: uuid, order_id: uuid }),
+  'POST /upload/multipart/presigned-urls': obj({
+    upload_id: uuid,
+    urls: arr(
+      obj({
+        part_number: { type: 'integer', minimum: 1, maximum: 100 },
+        url: { type: 'string', format: 'uri' },
+      }),
+    ),
+    expires_at: dateTime,
+  }),
+  'POST /upload/multipart/complete': obj({ order_id: uuid, status: str }),
+  'POST /upload/multipart/abort': obj({ upload_id: uuid, aborted: { const: true } }),
+  'GET /status': obj({ order_id: uuid, study_uid: strOrNull, status: str, updated_at: dateTime }),
+  'GET /list-orders': obj({
+    orders: arr(
+      obj({
+        order_id: uuid,
+        study_uid: strOrNull,
+        status: str,
+        created_at: dateTime,
+        updated_at: dateTime,
+        batch_id: { type: ['string', 'null'] },
+      }),
+    ),
+  }),
+  'GET /qc-report': obj({ order_id: uuid, round: { enum: ['original', 'corrected'] } }, [
+    'order_id',
+    'round',
+  ]),
+  'PATCH /qc-bypass': obj({ order_id: uuid, bypass_requested: { type: 'boolean' } }),
+  'PATCH /cancel-order': obj({ order_id: uuid, status: { const: 'CANCELLED' } }),
+  'POST /new-batch': obj({ batch_id: uuid }),
+  'PATCH /associate-order-to-batch': obj({ order_id: uuid, batch_id: uuid }),
+  'GET /products': obj({
+    products: arr(obj({ id: str, name: str, version: str, UDI: strOrNull, fda_desc: strOrNull })),
+  }),
+  'GET /recent-activity': obj({
+    activity: arr(
+      obj({ orderId: uuid, statusDesc: str, failureReason: strOrNull, timestamp: dateTime }),
+    ),
+  }),
+  'GET /reports': obj({
+    reports: arr(
+      obj({
+        report_id: uuid,
+        order_id: uuid,
+        study_uid: strOrNull,
+        status: str,
+        report_types: arr(str),
+        created_at: dateTime,
+      }),
+    ),
+  }),
+  'POST /reports': obj({ acknowledged: { type: 'integer' } }),
+  'POST /agent/heartbeat': obj({
+    pending_qc_bypass_requests: arr(
+      obj({ order_id: uuid, reason: strOrNull, requested_at: dateTime }),
+    ),
+  }),
+  'POST /agent/reports': obj({
+    accepted: { type: 'integer' },
+    rejected: arr(obj({ order_id: {}, reason: str })),
+  }),
+};
+
 /**
  * OpenAPI 3.1 description of the sandbox, generated from the route table so that it cannot
  * drift from what the sandbox serves. It documents the sandbox's own reading of the contract
@@ -35,7 +145,12 @@ export function buildOpenApi(routes: Route[], serverUrl: string): Record<string,
                 'text/plain': {},
                 ...(r.path === '/failure-report' ? { 'text/csv': {} } : {}),
               }
-            : { 'application/json': { schema: d.responseSchema ?? { type: 'object' } } },
+            : {
+                'application/json': {
+                  schema: d.responseSchema ??
+                    RESPONSES[`${r.method} ${r.path}`] ?? { type: 'object' },
+                },
+              },
       },
     };
     for (const status of [...new Set(d.errors)].sort()) {

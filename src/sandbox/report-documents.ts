@@ -31,7 +31,7 @@ export function renderDocument(doc: SandboxDocument, format: DocumentFormat): Bu
     case 'PDF':
       return renderPdf(doc.title, doc.lines);
     case 'PNG':
-      return renderPng(doc.chart);
+      return renderPng(doc.title, doc.chart, doc.lines);
     case 'JSON':
       return Buffer.from(JSON.stringify(doc.data, null, 2), 'utf8');
     case 'XML':
@@ -160,51 +160,142 @@ function pngChunk(type: string, data: Buffer): Buffer {
   return Buffer.concat([len, typeAndData, crc]);
 }
 
-/**
- * A percentile chart as an 8-bit RGB PNG (ISO/IEC 15948): one horizontal bar per structure on
- * a 0–100 track, grey lines at the 5th and 95th percentile, bars outside the band in orange.
- */
-export function renderPng(chart: SandboxDocument['chart']): Buffer {
-  const width = 640;
-  const barH = 18;
-  const gap = 12;
-  const rows = Math.max(1, chart.length);
-  const height = 40 + rows * (barH + gap);
-  const px = Buffer.alloc(width * height * 3, 0xff);
-  const fill = (
-    x0: number,
-    y0: number,
-    w: number,
-    h: number,
-    rgb: [number, number, number],
-  ): void => {
-    for (let y = Math.max(0, y0); y < Math.min(height, y0 + h); y++) {
-      for (let x = Math.max(0, x0); x < Math.min(width, x0 + w); x++) {
-        const i = (y * width + x) * 3;
-        px[i] = rgb[0];
-        px[i + 1] = rgb[1];
-        px[i + 2] = rgb[2];
+/** 5×7 bitmap glyphs (one 5-bit row per entry, most significant bit left) for PNG labels. */
+const GLYPHS: Record<string, number[]> = {
+  '0': [0x0e, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0e],
+  '1': [0x04, 0x0c, 0x04, 0x04, 0x04, 0x04, 0x0e],
+  '2': [0x0e, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1f],
+  '3': [0x1f, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0e],
+  '4': [0x02, 0x06, 0x0a, 0x12, 0x1f, 0x02, 0x02],
+  '5': [0x1f, 0x10, 0x1e, 0x01, 0x01, 0x11, 0x0e],
+  '6': [0x06, 0x08, 0x10, 0x1e, 0x11, 0x11, 0x0e],
+  '7': [0x1f, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08],
+  '8': [0x0e, 0x11, 0x11, 0x0e, 0x11, 0x11, 0x0e],
+  '9': [0x0e, 0x11, 0x11, 0x0f, 0x01, 0x02, 0x0c],
+  A: [0x0e, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11],
+  B: [0x1e, 0x11, 0x11, 0x1e, 0x11, 0x11, 0x1e],
+  C: [0x0e, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0e],
+  D: [0x1c, 0x12, 0x11, 0x11, 0x11, 0x12, 0x1c],
+  E: [0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x1f],
+  F: [0x1f, 0x10, 0x10, 0x1e, 0x10, 0x10, 0x10],
+  G: [0x0e, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0f],
+  H: [0x11, 0x11, 0x11, 0x1f, 0x11, 0x11, 0x11],
+  I: [0x0e, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0e],
+  J: [0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0c],
+  K: [0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11],
+  L: [0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1f],
+  M: [0x11, 0x1b, 0x15, 0x15, 0x11, 0x11, 0x11],
+  N: [0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11],
+  O: [0x0e, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e],
+  P: [0x1e, 0x11, 0x11, 0x1e, 0x10, 0x10, 0x10],
+  Q: [0x0e, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0d],
+  R: [0x1e, 0x11, 0x11, 0x1e, 0x14, 0x12, 0x11],
+  S: [0x0f, 0x10, 0x10, 0x0e, 0x01, 0x01, 0x1e],
+  T: [0x1f, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04],
+  U: [0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0e],
+  V: [0x11, 0x11, 0x11, 0x11, 0x11, 0x0a, 0x04],
+  W: [0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0a],
+  X: [0x11, 0x11, 0x0a, 0x04, 0x0a, 0x11, 0x11],
+  Y: [0x11, 0x11, 0x11, 0x0a, 0x04, 0x04, 0x04],
+  Z: [0x1f, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f],
+  '.': [0, 0, 0, 0, 0, 0x0c, 0x0c],
+  '-': [0, 0, 0, 0x1f, 0, 0, 0],
+  ':': [0, 0x0c, 0x0c, 0, 0x0c, 0x0c, 0],
+  '%': [0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03],
+  '(': [0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02],
+  ')': [0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08],
+  '/': [0, 0x01, 0x02, 0x04, 0x08, 0x10, 0],
+  ';': [0, 0x0c, 0x0c, 0, 0x0c, 0x04, 0x08],
+  ',': [0, 0, 0, 0, 0x0c, 0x04, 0x08],
+  '^': [0x04, 0x0a, 0x11, 0, 0, 0, 0],
+  _: [0, 0, 0, 0, 0, 0, 0x1f],
+};
+
+type Rgb = [number, number, number];
+
+class RgbCanvas {
+  readonly px: Buffer;
+
+  constructor(
+    readonly width: number,
+    readonly height: number,
+  ) {
+    this.px = Buffer.alloc(width * height * 3, 0xff);
+  }
+
+  fill(x0: number, y0: number, w: number, h: number, rgb: Rgb): void {
+    for (let y = Math.max(0, y0); y < Math.min(this.height, y0 + h); y++) {
+      for (let x = Math.max(0, x0); x < Math.min(this.width, x0 + w); x++) {
+        const i = (y * this.width + x) * 3;
+        this.px[i] = rgb[0];
+        this.px[i + 1] = rgb[1];
+        this.px[i + 2] = rgb[2];
       }
     }
-  };
-  fill(0, 0, width, 24, [0x1f, 0x4e, 0x79]);
-  const left = 40;
-  const span = width - 80;
+  }
+
+  /** Draws upper-cased text; characters without a glyph are left blank. Returns the width used. */
+  text(x: number, y: number, value: string, rgb: Rgb, scale = 1): number {
+    let cx = x;
+    for (const ch of value.toUpperCase()) {
+      const rows = GLYPHS[ch];
+      if (rows) {
+        rows.forEach((bits, row) => {
+          for (let col = 0; col < 5; col++)
+            if (bits & (0x10 >> col))
+              this.fill(cx + col * scale, y + row * scale, scale, scale, rgb);
+        });
+      }
+      cx += 6 * scale;
+    }
+    return cx - x;
+  }
+}
+
+/**
+ * A labelled percentile chart as an 8-bit RGB PNG (ISO/IEC 15948): a title band, one
+ * horizontal bar per structure on a 0–100 track with its name and percentile, grey lines at
+ * the 5th, 50th and 95th percentile, bars outside the 5th–95th band in orange.
+ */
+export function renderPng(
+  title: string,
+  chart: SandboxDocument['chart'],
+  lines: string[] = [],
+): Buffer {
+  const width = 640;
+  const barH = 14;
+  const gap = 14;
+  const top = 44;
+  // Without a chart (failure reports) the image carries the report's text lines instead.
+  const textLines = chart.length === 0 ? lines.filter((l) => l.trim() !== '').slice(0, 16) : [];
+  const rows = Math.max(1, chart.length, Math.ceil((textLines.length * 12) / (barH + gap)));
+  const height = top + rows * (barH + gap) + 24;
+  const c = new RgbCanvas(width, height);
+  c.fill(0, 0, width, 30, [0x1f, 0x4e, 0x79]);
+  c.text(10, 8, title.slice(0, 50), [0xff, 0xff, 0xff], 2);
+  const left = 210;
+  const span = 360;
   chart.forEach((bar, i) => {
-    const y = 40 + i * (barH + gap);
-    fill(left, y, span, barH, [0xe6, 0xe6, 0xe6]);
-    const color: [number, number, number] =
-      bar.flag === 'normal' ? [0x2e, 0x8b, 0x57] : [0xe6, 0x7e, 0x22];
-    fill(
-      left,
-      y,
-      Math.round((span * Math.min(100, Math.max(0, bar.percentile))) / 100),
-      barH,
-      color,
-    );
+    const y = top + i * (barH + gap);
+    c.text(10, y + 4, bar.label.slice(0, 32), [0x20, 0x20, 0x20]);
+    c.fill(left, y, span, barH, [0xe6, 0xe6, 0xe6]);
+    const color: Rgb = bar.flag === 'normal' ? [0x2e, 0x8b, 0x57] : [0xe6, 0x7e, 0x22];
+    const p = Math.min(100, Math.max(0, bar.percentile));
+    c.fill(left, y, Math.round((span * p) / 100), barH, color);
+    c.text(left + span + 8, y + 4, `P${Math.round(p)}`, [0x20, 0x20, 0x20]);
   });
-  for (const p of [5, 50, 95])
-    fill(left + Math.round((span * p) / 100), 32, 1, height - 36, [0x60, 0x60, 0x60]);
+  textLines.forEach((line, i) => c.text(10, top + i * 12, line.slice(0, 100), [0x20, 0x20, 0x20]));
+  if (chart.length > 0)
+    for (const p of [5, 50, 95])
+      c.fill(
+        left + Math.round((span * p) / 100),
+        top - 6,
+        1,
+        rows * (barH + gap),
+        [0x60, 0x60, 0x60],
+      );
+  c.text(10, height - 14, 'SANDBOX - SYNTHETIC - NOT FOR CLINICAL USE', [0x80, 0x80, 0x80]);
+  const px = c.px;
   const raw = Buffer.alloc((width * 3 + 1) * height);
   for (let y = 0; y < height; y++) {
     raw[y * (width * 3 + 1)] = 0; // filter type None

@@ -228,7 +228,14 @@ export async function startSandbox(
 
   const server = createServer((req, res) => {
     const started = Date.now();
-    const url = new URL(req.url ?? '/', 'http://sandbox.invalid');
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://sandbox.invalid');
+    } catch {
+      req.resume();
+      sendJson(res, 400, { error: 'bad_request', message: 'request target is not a valid URL' });
+      return;
+    }
     const path = url.pathname;
     const done = (): void =>
       log(

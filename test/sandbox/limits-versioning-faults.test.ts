@@ -49,11 +49,18 @@ describe('sandbox: rate limits', () => {
   it('uses the contract limits by default: 600 per endpoint per minute', async () => {
     h = await startHarness();
     const t = await h.token();
-    const results = await Promise.all(
-      Array.from({ length: 601 }, () =>
-        h.call('GET', '/test-token', { token: t }).then((r) => r.status),
-      ),
-    );
+    const results: number[] = [];
+    // In waves of 50, so the test does not open hundreds of sockets at once.
+    for (let wave = 0; wave < 601; wave += 50) {
+      const n = Math.min(50, 601 - wave);
+      results.push(
+        ...(await Promise.all(
+          Array.from({ length: n }, () =>
+            h.call('GET', '/test-token', { token: t }).then((r) => r.status),
+          ),
+        )),
+      );
+    }
     expect(results.filter((s) => s === 200)).toHaveLength(600);
     expect(results.filter((s) => s === 429)).toHaveLength(1);
   });
@@ -251,6 +258,131 @@ describe('sandbox: OpenAPI document', () => {
       );
       expect(paths['/new-order'].get.deprecated).toBe(true);
       expect(paths['/status'].get.responses).toHaveProperty('410');
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+/** The subset of JSON Schema the sandbox's OpenAPI document uses. */
+function schemaErrors(schema: Record<string, unknown>, value: unknown, at = '$'): string[] {
+  const errors: string[] = [];
+  const type = schema.type as string | string[] | undefined;
+  const typeOf = (v: unknown): string =>
+    v === null ? 'null' : Array.isArray(v) ? 'array' : Number.isInteger(v) ? 'integer' : typeof v;
+  if (type !== undefined) {
+    const allowed = Array.isArray(type) ? type : [type];
+    const actual = typeOf(value);
+    if (!allowed.includes(actual) && !(actual === 'integer' && allowed.includes('number')))
+      errors.push(`${at}: ${actual} is not ${allowed.join('|')}`);
+  }
+  if ('const' in schema && value !== schema.const)
+    errors.push(`${at}: expected ${JSON.stringify(schema.const)}`);
+  if (Array.isArray(schema.enum) && !schema.enum.includes(value)) errors.push(`${at}: not in enum`);
+  if (typeOf(value) === 'object') {
+    const v = value as Record<string, unknown>;
+    for (const key of (schema.required as string[] | undefined) ?? [])
+      if (!(key in v)) errors.push(`${at}.${key}: missing`);
+    for (const [key, sub] of Object.entries(
+      (schema.properties as Record<string, Record<string, unknown>>) ?? {},
+    )) {
+      if (key in v) errors.push(...schemaErrors(sub, v[key], `${at}.${key}`));
+    }
+  }
+  if (Array.isArray(value) && schema.items)
+    value.forEach((item, i) =>
+      errors.push(...schemaErrors(schema.items as Record<string, unknown>, item, `${at}[${i}]`)),
+    );
+  return errors;
+}
+
+describe('sandbox: responses match its OpenAPI document', () => {
+  it('validates the JSON answers of a full order flow against the published schemas', async () => {
+    const h = await startHarness();
+    try {
+      const doc = (await h.call('GET', '/openapi.json')).json as {
+        paths: Record<
+          string,
+          Record<
+            string,
+            {
+              responses: Record<
+                string,
+                { content: Record<string, { schema: Record<string, unknown> }> }
+              >;
+            }
+          >
+        >;
+      };
+      const t = await h.token();
+      const check = async (
+        method: string,
+        path: string,
+        init: Parameters<Harness['call']>[2] = {},
+      ): Promise<Record<string, unknown>> => {
+        const r = await h.call(method, path, { token: t, ...init });
+        const responses = doc.paths[path][method.toLowerCase()].responses;
+        const schema = responses[String(r.status)]?.content['application/json']?.schema;
+        expect([method, path, r.status, schema !== undefined]).toEqual([
+          method,
+          path,
+          r.status,
+          true,
+        ]);
+        expect([method, path, schemaErrors(schema, r.json)]).toEqual([method, path, []]);
+        return r.json;
+      };
+      await check('GET', '/test-token');
+      const { order_id: orderId } = await check('POST', '/new-order', {
+        json: { patient_id: 'OAS-1', sandbox_outcome: 'qc_failed' },
+      });
+      const id = orderId as string;
+      await check('PATCH', '/add-metadata', {
+        query: { order_id: id },
+        json: { priority: 'routine' },
+      });
+      await check('GET', '/metadata', { query: { order_id: id } });
+      const { url } = await check('GET', '/upload/single-put', { query: { order_id: id } });
+      await check('GET', '/upload', { query: { order_id: id } });
+      const init = await check('POST', '/upload/multipart/initiate', { json: { order_id: id } });
+      await check('POST', '/upload/multipart/presigned-urls', {
+        json: { upload_id: init.upload_id, parts: 2 },
+      });
+      await check('POST', '/upload/multipart/abort', { json: { upload_id: init.upload_id } });
+      expect(
+        (await putObject(url as string, createMrBrainSeries({ series: { slices: 1 } })[0].bytes))
+          .status,
+      ).toBe(200);
+      await h.sandbox.advance(MINUTE);
+      await check('GET', '/status', { query: { order_id: id } });
+      await check('GET', '/list-orders');
+      await check('GET', '/qc-report', { query: { order_id: id, report_type: 'results' } });
+      await check('POST', '/agent/heartbeat', { json: { agent_id: 'oas' } });
+      await check('PATCH', '/qc-bypass', { query: { order_id: id } });
+      await check('POST', '/agent/heartbeat', { json: { agent_id: 'oas' } });
+      await check('POST', '/agent/reports', {
+        json: {
+          agent_id: 'oas',
+          reports: [{ order_id: id, kind: 'failure', content: { reason: 'x' } }],
+        },
+      });
+      const batch = await check('POST', '/new-batch', { json: { products: ['neuro-volumetry'] } });
+      await check('PATCH', '/associate-order-to-batch', {
+        query: { order_id: id, batch_id: batch.batch_id as string },
+      });
+      await check('GET', '/products');
+      await check('GET', '/recent-activity');
+      const reports = await check('GET', '/reports', { query: { organizationId: 'org-a' } });
+      await check('POST', '/reports', {
+        query: { organizationId: 'org-a' },
+        json: { report_ids: (reports.reports as { report_id: string }[]).map((r) => r.report_id) },
+      });
+      const other = await newOrder(h);
+      await check('PATCH', '/cancel-order', { query: { order_id: other } });
+      await check('GET', '/status', {
+        query: { order_id: '3b241101-e2bb-4255-8caf-4136c566a962' },
+      });
+      await check('POST', '/new-order', { json: { patient_sex: 'Z' } });
     } finally {
       await h.close();
     }

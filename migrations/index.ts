@@ -2,6 +2,7 @@ import { InitialSchema20261121090000 } from './20261121090000-initial-schema';
 import { OrderIntake20261121093000 } from './20261121093000-order-intake';
 import { JobOutbox20261121094000 } from './20261121094000-job-outbox';
 import { ImagingClient20261121100000 } from './20261121100000-imaging-client';
+import { FhirInbound20261121110000 } from './20261121110000-fhir-inbound';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -12,4 +13,5 @@ export const MIGRATIONS = [
   OrderIntake20261121093000,
   JobOutbox20261121094000,
   ImagingClient20261121100000,
+  FhirInbound20261121110000,
 ];

@@ -872,6 +872,13 @@ export function registerApiRoutes(router: Router, svc: SandboxServices): void {
     handle: async (ctx, p) => {
       const order = locate(svc, ctx, p, false);
       lifecycle.cancel(order);
+      // Cancel is permanent: open multipart uploads of the order end too (freeing their slots).
+      for (const upload of state.uploads.values()) {
+        if (upload.orderId !== order.orderId || upload.state !== 'open') continue;
+        upload.state = 'aborted';
+        upload.parts.clear();
+        await rm(join(svc.dirs.uploads, upload.uploadId), { recursive: true, force: true });
+      }
       sendJson(ctx.res, 200, { order_id: order.orderId, status: order.status });
     },
   });

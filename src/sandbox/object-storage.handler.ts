@@ -111,12 +111,13 @@ export async function handleStoragePut(
   }
 
   const order = orderForUpload(svc, key.orderId);
-  const limit = LIMITS.singlePutMaxBytes;
+  // "Limits": studies under 5 MB use single PUT, 5 MB or larger use multipart.
+  const limit = LIMITS.singlePutMaxBytes - 1;
   if (declared !== null && declared > limit) {
     throw new SandboxError(
       413,
       'entity_too_large',
-      `single PUT is limited to ${limit} bytes (5 MB); use multipart upload for ${declared} bytes`,
+      `single PUT takes objects under ${LIMITS.singlePutMaxBytes} bytes (5 MB); use multipart upload for ${declared} bytes`,
       {},
       { Connection: 'close' },
     );

@@ -51,6 +51,7 @@ describe('parseSandboxEnv', () => {
       SANDBOX_MIGRATION_GUIDE_URL: 'https://example.test/migrate',
       SANDBOX_FAULTS: '{"seed":3,"*":{"error5xx":0.1},"/new-order":{"drop":0.5}}',
       SANDBOX_SIGNING_KEY: 'a-signing-key-of-enough-length',
+      SANDBOX_PUBLIC_ORIGIN: 'http://sandbox:8090',
     });
     expect(r.ok).toBe(true);
     if (!r.ok) return;
@@ -74,6 +75,7 @@ describe('parseSandboxEnv', () => {
       retired: true,
       migrationGuideUrl: 'https://example.test/migrate',
       faults: { seed: 3, endpoints: { '*': { error5xx: 0.1 }, '/new-order': { drop: 0.5 } } },
+      publicOrigin: 'http://sandbox:8090',
     });
     expect(r.options.signingKey?.toString()).toBe('a-signing-key-of-enough-length');
   });
@@ -90,6 +92,7 @@ describe('parseSandboxEnv', () => {
       SANDBOX_MIGRATION_GUIDE_URL: 'not a url',
       SANDBOX_FAULTS: '{"*":{"error5xx":2}}',
       SANDBOX_SIGNING_KEY: 'short',
+      SANDBOX_PUBLIC_ORIGIN: 'http://sandbox:8090/v1',
     });
     expect(r.ok).toBe(false);
     if (r.ok) return;
@@ -106,6 +109,7 @@ describe('parseSandboxEnv', () => {
       'SANDBOX_MIGRATION_GUIDE_URL',
       'SANDBOX_FAULTS',
       'SANDBOX_SIGNING_KEY',
+      'SANDBOX_PUBLIC_ORIGIN',
     ]);
     expect(r.errors[1]).toMatch(/client_secret/);
     expect(r.errors[2]).toMatch(/role/);

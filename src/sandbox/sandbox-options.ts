@@ -317,6 +317,25 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
     if (key.length < 16) errors.push('SANDBOX_SIGNING_KEY: must be at least 16 characters');
     else options.signingKey = Buffer.from(key, 'utf8');
   }
+  const publicOrigin = get('SANDBOX_PUBLIC_ORIGIN');
+  if (publicOrigin !== undefined) {
+    let parsedOrigin: URL | null = null;
+    try {
+      parsedOrigin = new URL(publicOrigin);
+    } catch {
+      parsedOrigin = null;
+    }
+    if (
+      !parsedOrigin ||
+      !['http:', 'https:'].includes(parsedOrigin.protocol) ||
+      parsedOrigin.pathname !== '/' ||
+      publicOrigin.endsWith('/')
+    ) {
+      errors.push(
+        `SANDBOX_PUBLIC_ORIGIN: "${publicOrigin}" must be scheme://host[:port] without a path or trailing slash`,
+      );
+    } else options.publicOrigin = publicOrigin;
+  }
   const log = get('SANDBOX_LOG_REQUESTS');
   if (log !== undefined) {
     if (log !== 'true' && log !== 'false')

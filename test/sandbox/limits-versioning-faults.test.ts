@@ -388,3 +388,34 @@ describe('sandbox: responses match its OpenAPI document', () => {
     }
   });
 });
+
+describe('sandbox: default per-IP limit', () => {
+  it('answers the 2,001st request of a minute from one IP with 429, across endpoints', async () => {
+    const h = await startHarness();
+    try {
+      const t = await h.token(); // request 1
+      const paths = ['/products', '/list-orders', '/test-token', '/recent-activity'];
+      const statuses: number[] = [];
+      // 1,999 more requests, spread so that no endpoint reaches its own 600 limit.
+      for (let sent = 0; sent < 1999; sent += 50) {
+        const n = Math.min(50, 1999 - sent);
+        statuses.push(
+          ...(await Promise.all(
+            Array.from({ length: n }, (_, i) =>
+              h.call('GET', paths[(sent + i) % 4], { token: t }).then((r) => r.status),
+            ),
+          )),
+        );
+      }
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      const over = await h.call('GET', '/metadata', {
+        token: t,
+        query: { order_id: '3b241101-e2bb-4255-8caf-4136c566a962' },
+      });
+      expect(over.status).toBe(429);
+      expect(over.json.message).toMatch(/2000 requests per minute per IP/);
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -125,6 +125,9 @@ describe('sandbox: presigned uploads and study intake', () => {
       const big = await putObject(await singlePutUrl(h, id), Buffer.alloc(5 * MiB + 1, 1));
       expect(big.status).toBe(413);
       expect(big.json.error).toBe('entity_too_large');
+      // "5 MB or larger use multipart": exactly 5 MiB is already too large for a single PUT.
+      const exactly = await putObject(await singlePutUrl(h, id), Buffer.alloc(5 * MiB, 1));
+      expect(exactly.status).toBe(413);
       expect(await statusOf(h, id)).toBe('PENDING');
     });
 
@@ -529,12 +532,36 @@ describe('sandbox: presigned uploads and study intake', () => {
           token: t,
           json: { upload_id: uploadId },
         });
-      expect((await initiate(ids[3])).status).toBe(201);
+      const again = await initiate(ids[3]);
+      expect(again.status).toBe(201);
       await h.call('POST', '/upload/multipart/abort', {
         token: t,
-        json: { upload_id: (await initiate(ids[3])).json.upload_id },
+        json: { upload_id: again.json.upload_id },
       });
     });
+  });
+
+  it('ends the open multipart uploads of a cancelled order, freeing their slots', async () => {
+    const id = await newOrder(h);
+    const uploadId = (
+      await h.call('POST', '/upload/multipart/initiate', { token: t, json: { order_id: id } })
+    ).json.upload_id as string;
+    const [u] = (
+      await h.call('POST', '/upload/multipart/presigned-urls', {
+        token: t,
+        json: { upload_id: uploadId, parts: 1 },
+      })
+    ).json.urls as { url: string }[];
+    expect(
+      (await h.call('PATCH', '/cancel-order', { token: t, query: { order_id: id } })).status,
+    ).toBe(200);
+    expect((await putObject(u.url, Buffer.alloc(10, 1))).status).toBe(409);
+    expect(
+      (await h.call('POST', '/upload/multipart/abort', { token: t, json: { upload_id: uploadId } }))
+        .status,
+    ).toBe(409);
+    expect(h.sandbox.state.uploads.get(uploadId)!.state).toBe('aborted');
+    expect(h.sandbox.state.activeUploads('org-a')).toBe(0);
   });
 
   describe('same study uploaded again, and single instances', () => {

@@ -63,6 +63,7 @@ interface Connection {
 export class MllpServer {
   private readonly server: net.Server;
   private readonly connections = new Map<string, Connection>();
+  private readonly rawSockets = new Set<net.Socket>();
   private readonly maxMessageBytes: number;
   private closing = false;
   private drained?: () => void;
@@ -70,9 +71,23 @@ export class MllpServer {
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
     const onSocket = (socket: net.Socket): void => this.accept(socket);
+    // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
+    // every answer, and we close after the last one.
     this.server = options.tls
-      ? tls.createServer(options.tls, onSocket)
-      : net.createServer(onSocket);
+      ? tls.createServer({ ...options.tls, allowHalfOpen: true }, onSocket)
+      : net.createServer({ allowHalfOpen: true }, onSocket);
+    // Every TCP socket, including TLS ones still in their handshake, so close() can end them.
+    this.server.on('connection', (raw: net.Socket) => {
+      this.rawSockets.add(raw);
+      raw.once('close', () => this.rawSockets.delete(raw));
+    });
+    if (options.tls) {
+      // A failed handshake (untrusted client, plain TCP on a TLS port) just ends that socket.
+      this.server.on('tlsClientError', (error: Error, socket: tls.TLSSocket) => {
+        this.emit({ type: 'socket-error', connectionId: 'handshake', error });
+        socket.destroy();
+      });
+    }
     // Errors on the listening socket after start are reported, never thrown.
     this.server.on('error', (error) =>
       this.emit({ type: 'socket-error', connectionId: 'listener', error }),
@@ -120,6 +135,8 @@ export class MllpServer {
     });
     await Promise.race([allDrained, timeout]);
     clearTimeout(timer);
+    // Anything left (a TLS handshake in progress, a half-open peer) would keep the listener open.
+    for (const raw of this.rawSockets) raw.destroy();
     await serverClosed;
   }
 
@@ -152,6 +169,10 @@ export class MllpServer {
     socket.on('error', (error) =>
       this.emit({ type: 'socket-error', connectionId: conn.id, error }),
     );
+    socket.on('end', () => {
+      conn.closing = true;
+      this.endIfIdle(conn);
+    });
     socket.on('close', () => {
       this.connections.delete(conn.id);
       conn.queue.length = 0;

@@ -131,6 +131,15 @@ describe('MllpServer and MllpClient over loopback', () => {
     conn.socket.destroy();
   });
 
+  it('answers every message of a sender that half-closes right after writing', async () => {
+    const conn = await rawConnection(port);
+    conn.socket.end(
+      Buffer.concat(['HC-1', 'HC-2', 'HC-3'].map((id) => encodeMllpFrame(order(id)))),
+    );
+    await conn.closed;
+    expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['HC-1', 'HC-2', 'HC-3']);
+  });
+
   it('serves 50 concurrent kept-alive connections', async () => {
     const clients = Array.from(
       { length: 50 },

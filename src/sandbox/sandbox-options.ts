@@ -319,7 +319,7 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
   }
   const publicOrigin = get('SANDBOX_PUBLIC_ORIGIN');
   if (publicOrigin !== undefined) {
-    let parsedOrigin: URL | null = null;
+    let parsedOrigin: URL | null;
     try {
       parsedOrigin = new URL(publicOrigin);
     } catch {

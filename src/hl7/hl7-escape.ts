@@ -61,10 +61,8 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
     const body = raw.slice(i + 1, close);
     const replaced = replaceEscape(body, ctx);
     if (replaced === undefined) {
-      ctx.quirks?.add(
-        'unknown-escape-sequence',
-        `${ctx.location ?? '?'}: \\${body}\\ kept literally`,
-      );
+      // The sequence may be patient text: only its location goes into the audited quirk.
+      ctx.quirks?.add('unknown-escape-sequence', `${ctx.location ?? '?'}: kept literally`);
       out += raw.slice(i, close + 1);
     } else {
       out += replaced;

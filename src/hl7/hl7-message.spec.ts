@@ -40,6 +40,10 @@ describe('parseHl7: access by location', () => {
     expect(m.version).toBe('2.5.1');
   });
 
+  it('keys duplicates by sender and control ID', () => {
+    expect(m.duplicateKey).toBe('RIS|HOSP|CTRL1');
+  });
+
   it('records no quirk for a clean message', () => {
     expect(m.quirks).toEqual([]);
   });

@@ -213,6 +213,14 @@ export class Hl7Message {
     return this.msh.value(11) ?? '';
   }
 
+  /**
+   * Key for duplicate detection: the same sender (MSH-3 sending application, MSH-4 sending
+   * facility) never reuses a control ID (MSH-10, v2.5.1 section 2.15.9.10) for another message.
+   */
+  get duplicateKey(): string {
+    return [this.msh.rawField(3), this.msh.rawField(4), this.controlId].join('|');
+  }
+
   segment(id: string, ordinal = 1): Hl7Segment | undefined {
     let seen = 0;
     for (const s of this.segments) {

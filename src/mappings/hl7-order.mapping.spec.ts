@@ -138,6 +138,28 @@ describe('mapHl7Message rules', () => {
     expect(result.orders[0].request.products).toEqual([]);
   });
 
+  it('answers AE 101 at MRG-1 for a merge without prior identifier', () => {
+    const text = fixture('adt-a40-v251-merge.hl7')
+      .toString('latin1')
+      .replace('MRG|PAT-9902^^^HOSPA^MR|', 'MRG||');
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.patientEvents).toEqual([]);
+    expect(result.errors).toEqual([expect.objectContaining({ location: 'MRG-1', code: 101 })]);
+  });
+
+  it('keeps an invalid birth date out and warns (AE not needed)', () => {
+    const text = fixture('orm-o01-v231-ihe-swf-zds.hl7')
+      .toString('latin1')
+      .replace('19560214', '19561340');
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.outcome).toBe('accept');
+    expect(result.orders[0].request.patient.birthDate).toBeUndefined();
+    expect(result.errors).toEqual([
+      expect.objectContaining({ location: 'PID-7', code: 102, severity: 'W' }),
+    ]);
+    expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
+  });
+
   it('keeps one row per target and a rule ID on every row', () => {
     const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

@@ -199,6 +199,8 @@ describe('ImagingClient against the sandbox', () => {
       orderId,
       batchId,
     });
+    const aggregated = await c.client.getBatchReport(batchId, 'JSON');
+    expect(JSON.parse(aggregated.body.toString())).toMatchObject({ study_group: batchId });
     expect((await c.client.listOrders()).find((o) => o.orderId === orderId)?.batchId).toBe(batchId);
     if (products.length > 1) {
       const other = await c.client.createOrder(

@@ -98,3 +98,41 @@ describe('client-side rate limits shared by replicas through PostgreSQL', () => 
     }
   });
 });
+
+describe('the per-endpoint limit holds under injected faults', () => {
+  it('retries count against the budget: never more than the limit reaches the upstream', async () => {
+    const peer = await startTestSandbox({
+      rateLimitPerEndpoint: 20,
+      rateLimitPerIp: 1_000,
+      faults: { seed: 11, endpoints: { '*': { error5xx: 0.1, rate429: 0.05, drop: 0.05 } } },
+    });
+    const proxy = await startFaultyProxy(peer.sandbox.baseUrl);
+    const clock = new StoppableClock();
+    const replicas = [1, 2].map(() =>
+      buildClient(proxy.baseUrl, {
+        dataSource: db.dataSource,
+        limits: { perEndpointPerMinute: 20, totalPerMinute: 1_000 },
+        clock,
+        scope: 'egress-faults',
+        retry: { baseDelayMs: 5, maxDelayMs: 50 },
+      }),
+    );
+    try {
+      const settled = Promise.allSettled(
+        replicas.flatMap((r) => Array.from({ length: 15 }, () => r.client.getProducts())),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const products = proxy.hits.filter((h) => h.path === '/products');
+      // Faults made some attempts fail and be retried; still, no more than 20 went out.
+      expect(products).toHaveLength(20);
+      expect(products.some((h) => h.status !== 200)).toBe(true);
+      clock.stop();
+      await settled;
+    } finally {
+      clock.stop();
+      await Promise.all(replicas.map((r) => r.close()));
+      await proxy.close();
+      await peer.close();
+    }
+  });
+});

@@ -15,6 +15,32 @@ import { inspectStudyObject } from './study-intake';
 
 const UPLOADED_OBJECT = 'uploaded object';
 
+/**
+ * Name used in validation failures: the file name from `Content-Disposition` (RFC 6266) when
+ * the client sends one, else "uploaded object".
+ */
+export function objectLabel(req: IncomingMessage): string {
+  const header = req.headers['content-disposition'];
+  if (!header) return UPLOADED_OBJECT;
+  const star = /filename\*\s*=\s*UTF-8''([^;]+)/i.exec(header);
+  let name: string | undefined;
+  if (star) {
+    try {
+      name = decodeURIComponent(star[1].trim());
+    } catch {
+      name = undefined;
+    }
+  }
+  name ??=
+    /filename\s*=\s*"([^"]*)"/i.exec(header)?.[1] ?? /filename\s*=\s*([^;\s]+)/i.exec(header)?.[1];
+  // Control characters dropped: the name is echoed in a JSON answer and maybe shown to a person.
+  const clean = [...(name ?? '')]
+    .filter((ch) => ch.charCodeAt(0) >= 0x20)
+    .join('')
+    .slice(0, 200);
+  return clean ? clean : UPLOADED_OBJECT;
+}
+
 class TooLarge extends Error {}
 
 /** Streams a request body to `path`, never holding it whole; returns its size and MD5. */
@@ -149,7 +175,7 @@ export async function handleStoragePut(
   const path = join(dir, `${key.kind}-${key.nonce}-${randomBytes(4).toString('hex')}.bin`);
   await rename(tmp, path);
   try {
-    const intake = await inspectStudyObject(path, UPLOADED_OBJECT);
+    const intake = await inspectStudyObject(path, objectLabel(req));
     if (key.kind === 'single') {
       await svc.lifecycle.completeUpload(order, intake, [path]);
     } else {

@@ -140,6 +140,12 @@ describe('sandbox: presigned uploads and study intake', () => {
         { file: 'uploaded object', reason: expect.stringContaining('DICM') },
       ]);
       expect(await statusOf(h, id)).toBe('PENDING');
+      const named = await putObject(await singlePutUrl(h, id), notDicomBytes(), {
+        'content-disposition': 'attachment; filename="IM0001.dcm"',
+      });
+      expect(named.json.files).toEqual([
+        { file: 'IM0001.dcm', reason: expect.stringContaining('DICM') },
+      ]);
     });
 
     it('refuses incomplete uncompressed pixel data, both cut short and under-declared', async () => {

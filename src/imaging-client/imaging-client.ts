@@ -453,7 +453,7 @@ export class ImagingClient {
     orderId: string,
     reportType: QcReportType,
     round: QcRound = 'latest',
-  ): Promise<{ round: Exclude<QcRound, 'latest'> | QcRound; report: unknown }> {
+  ): Promise<{ round: QcRound; report: unknown }> {
     return this.http.call({
       operation: 'qc-report',
       method: 'GET',

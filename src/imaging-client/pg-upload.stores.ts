@@ -126,7 +126,7 @@ export class PgUploadSlots implements UploadSlots {
           )
           .catch(() => undefined);
       },
-      Math.max(1_000, Math.floor(leaseMs / 3)),
+      Math.max(50, Math.floor(leaseMs / 3)),
     );
     renew.unref();
     let released = false;

@@ -1,0 +1,161 @@
+/** Helpers shared by the /v1 route modules: identifiers, order lookup, common bodies. */
+import { randomUUID } from 'node:crypto';
+import { LIMITS } from '../imaging-spec/imaging-spec';
+import type { RequestContext } from './http-router';
+import type { Metadata, MetadataValue } from './metadata-rules';
+import { studyUidOf, type SandboxOrder } from './sandbox-state';
+import { SandboxError, badRequest, notFound } from './sandbox.error';
+import type { SandboxServices } from './sandbox-services';
+import type { Principal } from './token-store';
+
+export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+export const ERR_AUTH = [401, 403, 410, 429];
+
+export function requireUuid(value: unknown, name: string): string {
+  if (typeof value !== 'string' || value === '')
+    throw badRequest('invalid_request', `${name} is required`);
+  if (!UUID_V4.test(value))
+    throw badRequest('invalid_parameter', `${name} must be a UUIDv4, got "${value.slice(0, 80)}"`);
+  return value.toLowerCase();
+}
+
+export function oneOf<T extends string>(
+  value: string | null,
+  allowed: readonly T[],
+  name: string,
+  fallback?: T,
+): T {
+  if (value === null || value === '') {
+    if (fallback !== undefined) return fallback;
+    throw badRequest(
+      'invalid_request',
+      `query parameter ${name} is required (one of ${allowed.join(', ')})`,
+    );
+  }
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw badRequest(
+      'invalid_parameter',
+      `${name} must be one of ${allowed.join(', ')}, got "${value.slice(0, 40)}"`,
+    );
+  }
+  return value as T;
+}
+
+/** Contract rule 1: `order_id` or `study_uid` (order_id preferred, so it wins when both are given). */
+export function locate(
+  svc: SandboxServices,
+  ctx: RequestContext,
+  principal: Principal,
+  allowStudyUid: boolean,
+): SandboxOrder {
+  const orderId = ctx.query.get('order_id');
+  const studyUid = ctx.query.get('study_uid');
+  if (orderId !== null && orderId !== '')
+    return svc.state.byOrderId(requireUuid(orderId, 'order_id'), principal);
+  if (studyUid !== null && studyUid !== '') {
+    if (!allowStudyUid)
+      throw badRequest('invalid_request', `${ctx.path} is addressed by order_id only`);
+    return svc.state.byStudyUid(studyUid, principal);
+  }
+  throw badRequest(
+    'invalid_request',
+    allowStudyUid
+      ? 'query parameter order_id or study_uid is required'
+      : 'query parameter order_id is required',
+  );
+}
+
+export function statusBody(svc: SandboxServices, o: SandboxOrder): Record<string, unknown> {
+  return {
+    order_id: o.orderId,
+    study_uid: studyUidOf(o),
+    status: o.status,
+    updated_at: svc.clock.iso(o.updatedAt),
+  };
+}
+
+export function applyMetadata(
+  order: SandboxOrder,
+  patch: Record<string, MetadataValue | null>,
+): void {
+  const next: Metadata = { ...order.apiMetadata };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete next[k];
+    else next[k] = v;
+  }
+  order.apiMetadata = next;
+}
+
+export function presignedUrl(
+  svc: SandboxServices,
+  key: Parameters<SandboxServices['signer']['presign']>[1],
+): { url: string; expires_at: string } {
+  const expiresAt = svc.clock.now() + LIMITS.presignedUrlExpirySeconds * 1000;
+  return {
+    url: svc.signer.presign(svc.origin(), key, expiresAt),
+    expires_at: svc.clock.iso(Math.floor(expiresAt / 1000) * 1000),
+  };
+}
+
+export function createOrder(
+  svc: SandboxServices,
+  principal: Principal,
+  metadata: Metadata,
+): SandboxOrder {
+  const now = svc.clock.now();
+  const order: SandboxOrder = {
+    orderId: randomUUID(),
+    organizationId: principal.organizationId,
+    ownerClientId: principal.clientId,
+    createdAt: now,
+    seq: svc.state.nextSeq(),
+    updatedAt: now,
+    status: 'PENDING',
+    apiMetadata: metadata,
+    studyMetadata: {},
+    batchId: null,
+    upload: null,
+    instanceGroup: null,
+    plan: [],
+    nextAt: null,
+    qcRounds: [],
+    qcFailedAt: null,
+    bypass: null,
+    failure: null,
+    agentFailure: null,
+    history: [{ status: 'PENDING', at: now, failureReason: null, seq: svc.state.nextSeq() }],
+  };
+  svc.state.orders.set(order.orderId, order);
+  return order;
+}
+
+export function uploadFor(svc: SandboxServices, uploadId: unknown, principal: Principal) {
+  const id = requireUuid(uploadId, 'upload_id');
+  const upload = svc.state.uploads.get(id);
+  if (!upload || upload.organizationId !== principal.organizationId)
+    throw notFound('upload_not_found', `no multipart upload ${id}`);
+  svc.state.byOrderId(upload.orderId, principal); // standard users: only their own orders' uploads
+  return upload;
+}
+
+export function visibleReports(svc: SandboxServices, principal: Principal) {
+  const visible = new Set(svc.state.visibleOrders(principal).map((o) => o.orderId));
+  return [...svc.state.reports.values()].filter(
+    (r) => r.organizationId === principal.organizationId && visible.has(r.orderId),
+  );
+}
+
+export function requireOwnOrganization(ctx: RequestContext, principal: Principal): void {
+  const org = ctx.query.get('organizationId');
+  if (org === null || org === '')
+    throw badRequest('invalid_request', 'query parameter organizationId is required');
+  if (org !== principal.organizationId) {
+    throw new SandboxError(403, 'forbidden', 'the token is not provisioned for this organization');
+  }
+}
+
+export const orderIdQuery = { name: 'order_id', description: 'order UUIDv4 (preferred)' };
+export const studyUidQuery = {
+  name: 'study_uid',
+  description: 'DICOM StudyInstanceUID; the most recent order wins',
+};

@@ -10,6 +10,11 @@ export interface ImagingClientConfig {
   upload: UploadConfig;
   /** Renew the token this long before it expires (bounded to half its lifetime). */
   tokenRenewBeforeMs: number;
+  /**
+   * After a create that followed an attempt of unknown fate, wait this long and check for a
+   * late duplicate (0 disables the check).
+   */
+  createSettleMs: number;
 }
 
 export interface RetryConfig {
@@ -54,6 +59,7 @@ export function withDefaults(
     timeouts?: Partial<TimeoutConfig>;
     upload?: Partial<UploadConfig>;
     tokenRenewBeforeMs?: number;
+    createSettleMs?: number;
   },
 ): ImagingClientConfig {
   return {
@@ -76,5 +82,6 @@ export function withDefaults(
       ...config.upload,
     },
     tokenRenewBeforeMs: config.tokenRenewBeforeMs ?? 300_000,
+    createSettleMs: config.createSettleMs ?? 3_000,
   };
 }

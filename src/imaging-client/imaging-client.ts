@@ -184,7 +184,8 @@ export class ImagingClient {
       if (found) return { orderId: found, recovered: true };
     }
     const body = { ...metadata, correlation_id: options.correlationId };
-    return this.http.call<CreatedOrder>({
+    let ambiguous = false;
+    const created = await this.http.call<CreatedOrder>({
       operation: 'new-order',
       method: 'POST',
       path: '/new-order',
@@ -197,6 +198,7 @@ export class ImagingClient {
       beforeRetry: async (failure) => {
         // 429 means "not processed"; anything else may have created the order.
         if (failure.kind === 'status' && failure.status === 429) return undefined;
+        ambiguous = true;
         const found = await this.findOrderByCorrelationId(options.correlationId, since);
         if (found) {
           this.deps.logger.info(
@@ -208,16 +210,73 @@ export class ImagingClient {
         return undefined;
       },
     });
+    if (created.recovered || !ambiguous || this.config.createSettleMs <= 0) return created;
+    return this.settleDuplicates(options.correlationId, since, created);
+  }
+
+  /**
+   * After creating anew following an attempt whose fate was unknown, that attempt may still
+   * be acted on late (the upstream held it past our timeout and our lookup). Wait a moment,
+   * look again, keep the oldest order with our correlation id and cancel the others: they
+   * are PENDING and empty, so cancelling them loses nothing.
+   */
+  private async settleDuplicates(
+    correlationId: string,
+    since: number,
+    created: CreatedOrder,
+  ): Promise<CreatedOrder> {
+    try {
+      await this.deps.clock.sleep(this.config.createSettleMs);
+      const matches = await this.findOrdersByCorrelationId(correlationId, since);
+      if (matches.length <= 1) return created;
+      const [keep, ...duplicates] = matches;
+      for (const duplicate of duplicates) {
+        this.deps.logger.warn(
+          { operation: 'new-order', orderId: duplicate, kept: keep },
+          'duplicate order from a late-acted create; cancelling it',
+        );
+        await this.cancelOrder(duplicate).catch((error: unknown) => {
+          this.deps.logger.warn(
+            {
+              operation: 'cancel-order',
+              orderId: duplicate,
+              code: error instanceof ImagingClientError ? error.code : 'unknown',
+            },
+            'could not cancel duplicate order',
+          );
+        });
+      }
+      return { orderId: keep, recovered: keep !== created.orderId };
+    } catch (error) {
+      // The order exists; failing to double-check must not make the caller create another.
+      this.deps.logger.warn(
+        {
+          operation: 'new-order',
+          code: error instanceof ImagingClientError ? error.code : 'unknown',
+        },
+        'duplicate check after an ambiguous create failed',
+      );
+      return created;
+    }
   }
 
   /**
    * Finds the active order created with our `correlation_id`: it can only be an order never
-   * uploaded to (PENDING), because we never learned its id. Newest first.
+   * uploaded to (PENDING), because we never learned its id. The oldest wins, as when
+   * duplicates are settled.
    */
   async findOrderByCorrelationId(
     correlationId: string,
     createdSince?: number,
   ): Promise<string | undefined> {
+    return (await this.findOrdersByCorrelationId(correlationId, createdSince, true))[0];
+  }
+
+  private async findOrdersByCorrelationId(
+    correlationId: string,
+    createdSince: number | undefined,
+    firstOnly = false,
+  ): Promise<string[]> {
     const orders = await this.listOrders();
     const earliest =
       createdSince === undefined ? undefined : createdSince - CORRELATION_LOOKBACK_MS;
@@ -228,7 +287,8 @@ export class ImagingClient {
         const created = Date.parse(order.createdAt);
         return Number.isNaN(created) || created >= earliest;
       })
-      .sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
+      .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''));
+    const found: string[] = [];
     for (const candidate of candidates) {
       let metadata: OrderMetadata;
       try {
@@ -238,9 +298,12 @@ export class ImagingClient {
         if (error instanceof ImagingClientError && error.code === 'not_found') continue;
         throw error;
       }
-      if (metadata.correlation_id === correlationId) return candidate.orderId;
+      if (metadata.correlation_id === correlationId) {
+        found.push(candidate.orderId);
+        if (firstOnly) break;
+      }
     }
-    return undefined;
+    return found;
   }
 
   /** `PATCH /add-metadata`: API values overwrite DICOM tags and sidecar (contract). */

@@ -74,6 +74,36 @@ describe('POST /new-order is not idempotent: the client never creates an order t
     }
   });
 
+  it('cancels the duplicate when the upstream acts on a timed-out create after our lookup', async () => {
+    let held = 0;
+    const proxy = await startFaultyProxy(peer.sandbox.baseUrl, (method, path) =>
+      method === 'POST' && path === '/new-order' && held++ === 0 ? { holdMs: 1_200 } : 'pass',
+    );
+    const c = buildClient(proxy.baseUrl, {
+      dataSource: db.dataSource,
+      requestTimeoutMs: 300,
+      createSettleMs: 2_000,
+    });
+    try {
+      const correlationId = randomUUID();
+      const result = await c.client.createOrder({ study_uid: generateUid() }, { correlationId });
+      // Both requests reached the upstream: the retry first, the held one late.
+      expect(proxy.hits.filter((h) => h.path === '/new-order')).toHaveLength(2);
+      expect(await ordersWithCorrelation(c.client, correlationId)).toEqual([result.orderId]);
+      const cancelled = c.records.filter(
+        (r) => r.operation === 'cancel-order' && r.outcome === 'success',
+      );
+      expect(cancelled).toHaveLength(1);
+      expect(cancelled[0].orderId).not.toBe(result.orderId);
+      expect((await c.client.getStatus({ orderId: cancelled[0].orderId! })).status).toBe(
+        'CANCELLED',
+      );
+    } finally {
+      await c.close();
+      await proxy.close();
+    }
+  });
+
   it('looks before creating when an earlier run may have created the order', async () => {
     const c = buildClient(peer.sandbox.baseUrl, { dataSource: db.dataSource });
     try {

@@ -2,7 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 
-export type ProxyAction = 'pass' | 'drop-after' | { delayMs: number };
+/** `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts late). */
+export type ProxyAction = 'pass' | 'drop-after' | { delayMs: number } | { holdMs: number };
 
 export interface ProxyHit {
   method: string;
@@ -43,11 +44,15 @@ export async function startFaultyProxy(
       for (const [k, v] of Object.entries(req.headers)) {
         if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
       }
-      request(new URL(req.url ?? '/', target.origin), {
-        method: req.method as 'GET',
-        headers,
-        body: chunks.length ? Buffer.concat(chunks) : undefined,
-      })
+      const hold = typeof action === 'object' && 'holdMs' in action ? action.holdMs : 0;
+      new Promise((resolve) => setTimeout(resolve, hold))
+        .then(() =>
+          request(new URL(req.url ?? '/', target.origin), {
+            method: req.method as 'GET',
+            headers,
+            body: chunks.length ? Buffer.concat(chunks) : undefined,
+          }),
+        )
         .then(async (answer) => {
           const body = Buffer.from(await answer.body.arrayBuffer());
           hit.status = answer.statusCode;
@@ -55,7 +60,9 @@ export async function startFaultyProxy(
             req.socket.destroy();
             return;
           }
-          if (typeof action === 'object') await new Promise((r) => setTimeout(r, action.delayMs));
+          if (typeof action === 'object' && 'delayMs' in action) {
+            await new Promise((r) => setTimeout(r, action.delayMs));
+          }
           const out: Record<string, string | string[]> = {};
           for (const [k, v] of Object.entries(answer.headers)) {
             if (v !== undefined && !HOP_BY_HOP.has(k) && k !== 'content-length') out[k] = v;

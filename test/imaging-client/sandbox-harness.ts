@@ -64,6 +64,7 @@ export function buildClient(
     clock?: Clock;
     requestTimeoutMs?: number;
     scope?: string;
+    createSettleMs?: number;
   } = {},
 ): ClientUnderTest {
   const clock = options.clock ?? systemClock;
@@ -88,6 +89,7 @@ export function buildClient(
       retry: { baseDelayMs: 20, maxDelayMs: 500, maxAttempts: 8, ...options.retry },
       timeouts: { requestMs: options.requestTimeoutMs ?? 5_000 },
       upload: options.upload,
+      createSettleMs: options.createSettleMs ?? 300,
     }),
     {
       clock,

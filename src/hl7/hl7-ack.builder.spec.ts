@@ -140,11 +140,11 @@ describe('checkStructure', () => {
     ]);
   });
 
-  it('rejects a missing control ID (AR 101 at MSH-10)', () => {
+  it('takes a message without control ID with a warning (it is keyed by content instead)', () => {
     const result = check(inbound('2.5.1').replace('|IN-42|', '||'));
     expect(result).toEqual({
-      outcome: 'reject',
-      errors: [expect.objectContaining({ code: 101, location: 'MSH-10' })],
+      outcome: 'accept',
+      errors: [expect.objectContaining({ code: 101, location: 'MSH-10', severity: 'W' })],
     });
   });
 

@@ -85,10 +85,28 @@ export function ackCodeFor(mode: AckMode, outcome: AckOutcome): AckCode {
   }
 }
 
+/**
+ * One order's application-level answer (HL7 table 0119 in ORC-1): OK accepted, CR canceled
+ * as requested, UC unable to cancel, XR changed as requested, UX unable to change.
+ */
+export interface OrderControlReply {
+  control: 'OK' | 'CR' | 'UC' | 'XR' | 'UX';
+  /** ORC-2 placer order number (EI components), echoed. */
+  placer?: readonly (string | undefined)[];
+  /** ORC-3 filler order number (EI components): ours when we assigned one. */
+  filler?: readonly (string | undefined)[];
+}
+
 export interface AckOptions {
   inbound: Hl7Message;
   outcome: AckOutcome;
   errors?: readonly Hl7ErrorDetail[];
+  /**
+   * With order replies, an ORM^O01 is answered with ORR^O02 and an OMI^O23 with ORI^O24
+   * (v2.5.1 sections 4.4.1, 4.4.5: MSH, MSA, [ERR], then one ORC per order), so the placer
+   * learns per order whether a cancel was done (CR) or came too late (UC).
+   */
+  orderControls?: readonly OrderControlReply[];
   /** MSH-10 of the ACK itself, from an injected generator. */
   controlId: string;
   now: Date;
@@ -172,8 +190,23 @@ export function buildAck(options: AckOptions): BuiltAck {
   // (warnings stay in the audit record).
   const errors = (options.errors ?? []).filter((e) => modern || e.severity === 'E');
   const trigger = inbound.messageType.trigger;
+  const inboundCode = inbound.messageType.code.toUpperCase();
+  const orderReply =
+    options.orderControls &&
+    options.orderControls.length > 0 &&
+    (inboundCode === 'ORM' || inboundCode === 'OMI')
+      ? inboundCode === 'ORM'
+        ? { code: 'ORR', trigger: 'O02', structure: 'ORR_O02' }
+        : { code: 'ORI', trigger: 'O24', structure: 'ORI_O24' }
+      : undefined;
   // MSH-9.3 message structure exists since v2.3.1.
-  const messageType = version === '2.3' ? ['ACK', trigger] : ['ACK', trigger, 'ACK'];
+  const messageType = orderReply
+    ? version === '2.3'
+      ? [orderReply.code, orderReply.trigger]
+      : [orderReply.code, orderReply.trigger, orderReply.structure]
+    : version === '2.3'
+      ? ['ACK', trigger]
+      : ['ACK', trigger, 'ACK'];
   const hd = (field: number): (string | undefined)[] =>
     [1, 2, 3].map((c) => msh.value(field, 1, c));
   const charset = inbound.declaredCharset;
@@ -209,6 +242,16 @@ export function buildAck(options: AckOptions): BuiltAck {
       ],
     },
     ...errors.map((e) => errSegment(e, version)),
+    ...(orderReply
+      ? (options.orderControls ?? []).map((o): Hl7SegmentSpec => ({
+          id: 'ORC',
+          fields: [
+            o.control,
+            o.placer ? [...o.placer] : undefined,
+            o.filler ? [...o.filler] : undefined,
+          ],
+        }))
+      : []),
   ];
   const text = encodeMessage(segments, inbound.delimiters);
   return { code, text, bytes: encodeText(text, charset) };

@@ -55,7 +55,14 @@ export function checkStructure(
   });
 
   if (!message.controlId) {
-    return reject({ location: 'MSH-10', code: 101, severity: 'E', message: 'MSH-10 missing' });
+    // Required by the standard, but some senders leave it empty: we take the message (it is
+    // de-duplicated by a hash of its bytes instead) and say so.
+    errors.push({
+      location: 'MSH-10',
+      code: 101,
+      severity: 'W',
+      message: 'MSH-10 missing: duplicates are recognised by the message content',
+    });
   }
   const type = message.messageType;
   if (!type.code || !type.trigger) {

@@ -9,6 +9,7 @@ import {
   type Hl7ErrorDetail,
   type Hl7Message,
   type MllpMessageMeta,
+  type OrderControlReply,
   parseHl7,
   type StructureCheckOptions,
 } from '../hl7';
@@ -16,7 +17,7 @@ import {
   type Hl7OrderMappingConfig,
   DEFAULT_HL7_ORDER_MAPPING_CONFIG,
 } from '../mappings/hl7-order.config';
-import { mapHl7Message } from '../mappings/hl7-order.mapping';
+import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
 import { metricsRegistry } from '../observability/metrics';
 import type {
   IntakeOutcome,
@@ -84,7 +85,7 @@ export class Hl7OrderHandler {
       return this.refuse(message, base, quirks, structure.outcome, structure.errors);
     }
     const mapped = mapHl7Message(message, this.options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
-    const allQuirks = dedupe([...quirks, ...mapped.quirks]);
+    const allQuirks = dedupe(mapped.quirks);
     if (mapped.outcome === 'error') {
       return this.refuse(message, base, allQuirks, 'error', mapped.errors);
     }
@@ -109,7 +110,7 @@ export class Hl7OrderHandler {
           })),
           patientEvents: mapped.patientEvents,
         },
-        (outcome) => this.respond(message, outcome, warnings),
+        (outcome) => this.respond(message, mapped.orders, outcome, warnings),
       );
       messagesTotal.inc({
         type,
@@ -145,6 +146,7 @@ export class Hl7OrderHandler {
   /** Builds the answer inside the intake transaction, from what was applied. */
   private respond(
     message: Hl7Message,
+    orders: readonly MappedOrder[],
     outcome: IntakeOutcome,
     warnings: Hl7ErrorDetail[],
   ): IntakeResponse {
@@ -170,17 +172,38 @@ export class Hl7OrderHandler {
         accepted: false,
       };
     }
-    const tooLate = outcome.results.filter((r) => r.kind === 'cancel-too-late');
-    const notes: Hl7ErrorDetail[] = tooLate.map((r) => ({
-      location: 'ORC-1',
-      code: 207,
-      severity: 'W',
-      message: `UC unable to cancel: the order is already ${r.kind === 'cancel-too-late' ? r.state : 'final'} (${r.sourceRef})`,
-    }));
+    // A message that cancels or changes orders is answered per order (ORR^O02 / ORI^O24 with
+    // ORC-1 CR / UC / XR / OK); plain new orders get the ACK every RIS expects.
+    const perOrder = orders.some(
+      (o) => o.request.action === 'cancel' || o.request.action === 'update',
+    );
+    const orderControls = perOrder
+      ? outcome.results.map((result, i) => {
+          const request = orders[i]!.request;
+          const control: OrderControlReply['control'] =
+            result.kind === 'cancel-accepted'
+              ? 'CR'
+              : result.kind === 'cancel-too-late'
+                ? 'UC'
+                : result.kind === 'updated'
+                  ? 'XR'
+                  : 'OK';
+          return {
+            control,
+            placer: request.placerOrderNumber
+              ? [request.placerOrderNumber.value, request.placerOrderNumber.system]
+              : undefined,
+            filler: request.fillerOrderNumber
+              ? [request.fillerOrderNumber.value, request.fillerOrderNumber.system]
+              : undefined,
+          };
+        })
+      : undefined;
     const ack = buildAck({
       inbound: message,
       outcome: 'accept',
-      errors: [...warnings, ...notes],
+      errors: warnings,
+      orderControls,
       controlId: this.controlIds(),
       now: this.clock(),
     });

@@ -187,10 +187,15 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
   });
 
   it('cancels (CA) an open order and changes (XO) another; a cancel for an unknown order is AE 204', async () => {
-    const xo = ackSummary(await client.send(hl7Fixture('orm-o01-v251-change-xo')));
-    expect(xo.code).toBe('AA');
-    const ca = ackSummary(await client.send(hl7Fixture('orm-o01-v251-cancel-ca')));
+    const xoReply = await client.send(hl7Fixture('orm-o01-v251-change-xo'));
+    expect(ackSummary(xoReply).code).toBe('AA');
+    expect(xoReply.toString('latin1')).toMatch(/\rORC\|XR\|PLC-100234/);
+    const caReply = await client.send(hl7Fixture('orm-o01-v251-cancel-ca'));
+    const ca = ackSummary(caReply);
     expect(ca.code).toBe('AA');
+    // the placer learns per order that the cancel was done: ORR^O02 with ORC-1 CR
+    expect(caReply.toString('latin1')).toMatch(/^MSH\|[^\r]*\|ORR\^O02\^ORR_O02\|/);
+    expect(caReply.toString('latin1')).toMatch(/\rORC\|CR\|PLC-100234/);
     const order = (
       await db.query(
         `SELECT id, cancel_requested_at, request FROM orders WHERE placer_order_number = 'PLC-100234'`,
@@ -215,6 +220,63 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
     const ack = ackSummary(await client.send(Buffer.from(text, 'latin1')));
     expect(ack.code).toBe('AE');
     expect(ack.errors.join()).toMatch(/204/);
+  });
+
+  it('answers UC (unable to cancel) when the order already reached its end', async () => {
+    const swap = (raw: Buffer, id: string) =>
+      withControlId(
+        Buffer.from(
+          raw
+            .toString('latin1')
+            .replace(/PLC-100234/g, 'PLC-DONE-1')
+            .replace(/FIL-55012/g, 'FIL-DONE-1'),
+          'latin1',
+        ),
+        id,
+      );
+    expect(
+      ackSummary(await client.send(swap(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'DONE-NW-1'))).code,
+    ).toBe('AA');
+    await db.query(
+      `UPDATE orders SET state = 'delivered' WHERE placer_order_number = 'PLC-DONE-1'`,
+    );
+    const reply = await client.send(swap(hl7Fixture('orm-o01-v251-cancel-ca'), 'DONE-CA-1'));
+    expect(ackSummary(reply).code).toBe('AA');
+    expect(reply.toString('latin1')).toMatch(/\rORC\|UC\|PLC-DONE-1/);
+    const order = (
+      await db.query(
+        `SELECT id, cancel_requested_at FROM orders WHERE placer_order_number = 'PLC-DONE-1'`,
+      )
+    ).rows[0];
+    expect(order.cancel_requested_at).toBeNull();
+    expect(
+      await count(
+        `SELECT count(*) AS n FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-refused'`,
+        [order.id],
+      ),
+    ).toBe(1);
+  });
+
+  it('keys a message without MSH-10 by a hash of its content: a resend is answered, not processed again', async () => {
+    const text = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+      .toString('latin1')
+      .replace('|MSGID20240318144217|', '||')
+      .replace(/PLC-100234/g, 'PLC-NOID-1');
+    const raw = Buffer.from(text, 'latin1');
+    const first = await client.send(raw);
+    expect(ackSummary(first).code).toBe('AA');
+    const again = await client.send(raw);
+    expect(Buffer.compare(again, first)).toBe(0);
+    expect(
+      await count(`SELECT count(*) AS n FROM orders WHERE placer_order_number = 'PLC-NOID-1'`),
+    ).toBe(1);
+    const keys = (
+      await db.query(
+        `SELECT idempotency_key FROM inbound_messages WHERE raw = $1 AND outcome = 'accepted'`,
+        [raw],
+      )
+    ).rows;
+    expect(keys[0].idempotency_key).toMatch(/\|sha256:[0-9a-f]{64}$/);
   });
 
   it('never answers AA when the message cannot be stored (database refusing connections)', async () => {

@@ -3,6 +3,7 @@ import { OrderIntake20261121093000 } from './20261121093000-order-intake';
 import { JobOutbox20261121094000 } from './20261121094000-job-outbox';
 import { ImagingClient20261121100000 } from './20261121100000-imaging-client';
 import { FhirInbound20261121110000 } from './20261121110000-fhir-inbound';
+import { AuditSearch20261121120000 } from './20261121120000-audit-search';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -14,4 +15,5 @@ export const MIGRATIONS = [
   JobOutbox20261121094000,
   ImagingClient20261121100000,
   FhirInbound20261121110000,
+  AuditSearch20261121120000,
 ];

@@ -9,6 +9,7 @@ import { APP_CONFIG, DATA_SOURCE, LOGGER } from './common/tokens';
 import type { AppConfig } from './config/app-config';
 import { HealthController } from './health/health.controller';
 import { InboundHl7Module } from './inbound-hl7/inbound-hl7.module';
+import { AuditModule } from './audit/audit.module';
 import { UPSTREAM_PROBE } from './health/health.tokens';
 import type { UpstreamProbe } from './health/upstream-probe';
 import { JOB_QUEUE } from './jobs/jobs.tokens';
@@ -34,7 +35,7 @@ export class AppModule {
     return {
       module: AppModule,
       global: true,
-      imports: [InboundHl7Module],
+      imports: [InboundHl7Module, AuditModule],
       controllers: [HealthController, OpenApiController],
       providers: [
         OpenApiDocument,

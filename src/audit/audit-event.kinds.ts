@@ -21,6 +21,7 @@ export const AUDIT_EVENT_KINDS = {
   'outbound.dead-letter': 'an outbound document gave up after its retries',
   'outbound.replay': 'a dead letter was replayed (who, why)',
   'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',
+  'phi.reveal': 'an admin was shown unmasked PHI (who, why, what)',
   error: 'an error on an order or message',
 } as const;
 

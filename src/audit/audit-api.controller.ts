@@ -1,0 +1,242 @@
+import {
+  applyDecorators,
+  Body,
+  Controller,
+  Get,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+} from '@nestjs/common';
+import {
+  ApiBadRequestResponse,
+  ApiBearerAuth,
+  ApiBody,
+  ApiConflictResponse,
+  ApiForbiddenResponse,
+  ApiNotFoundResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiParam,
+  ApiQuery,
+  ApiTags,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { Roles } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { AppError } from '../common/app-error';
+import { APP_CONFIG } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import {
+  EventPageDto,
+  eventSearchSchema,
+  MessagePageDto,
+  OrderDetailDto,
+  OrderPageDto,
+  orderSearchSchema,
+  OutboundPageDto,
+  parseInput,
+  ReplayRequestDto,
+  ReplayResultDto,
+  replaySchema,
+  revealSchema,
+  toOrderSearch,
+} from './audit-api.dto';
+import {
+  type MessageView,
+  type OrderDetailView,
+  presentEvent,
+  presentMessage,
+  presentOrder,
+  presentOrderDetail,
+  presentOutbox,
+} from './audit-presenter';
+import { AuditQueryService, type OutboxRow, type Page } from './audit-query.service';
+import { AUDIT_QUERY } from './audit.tokens';
+import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
+
+const ORDER_FILTERS: Array<[string, string]> = [
+  ['orderId', 'our order id (UUID)'],
+  ['upstreamOrderId', 'the upstream order id'],
+  ['accession', 'accession number (exact)'],
+  ['patientId', 'patient identifier (exact, unmasked value)'],
+  ['placer', 'placer order number (ORC-2)'],
+  ['filler', 'filler order number (ORC-3)'],
+  ['msh10', 'MSH-10 message control id of any message that touched the order'],
+  ['studyInstanceUid', 'DICOM Study Instance UID'],
+  ['state', 'our order state'],
+  ['source', 'hl7v2, fhir or api'],
+  ['sender', 'sending application/facility (e.g. RADIS1^IHEDEMO)'],
+  ['destination', 'has an outbound document to this destination'],
+  ['from', 'created at or after (ISO 8601)'],
+  ['to', 'created before (ISO 8601)'],
+  ['errorsOnly', 'only orders with an error event (true/false)'],
+  ['cursor', 'nextCursor of the previous page'],
+  ['limit', 'page size, 1..200 (default 50)'],
+];
+
+/** Shared by the API and the page: an admin's reveal is recorded before anything is shown. */
+export async function resolveReveal(
+  query: AuditQueryService,
+  req: AuthenticatedRequest,
+  input: unknown,
+  target: { orderId?: string | null; inboundMessageId?: string | null; what: string },
+): Promise<boolean> {
+  const { reveal, reason } = parseInput(revealSchema, input);
+  if (!reveal) return false;
+  const principal = req.principal!;
+  if (principal.role !== 'admin') {
+    throw new AppError('forbidden', 'only an admin may reveal unmasked PHI');
+  }
+  await query.recordReveal({ actor: principal.actor, reason: reason ?? '', ...target });
+  return true;
+}
+
+/**
+ * The audit log's REST API: analysts read (PHI masked), admins may reveal with a reason
+ * and replay dead letters. Senders get 403 everywhere here.
+ */
+@ApiTags('audit')
+@ApiBearerAuth()
+@ApiUnauthorizedResponse({ description: 'no or unknown bearer credential' })
+@ApiForbiddenResponse({ description: 'the credential lacks the role (senders see nothing here)' })
+@Roles('analyst')
+@Controller('api/audit')
+export class AuditApiController {
+  constructor(
+    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Get('orders')
+  @ApiOperation({
+    summary: 'Search orders',
+    description:
+      'Every filter given must match. Each is served by an index; pages are keyset cursors, newest first.',
+  })
+  @ApiOkResponse({ type: OrderPageDto })
+  @ApiBadRequestResponse({ description: 'a filter is malformed' })
+  @applyDecorators(
+    ...ORDER_FILTERS.map(([name, description]) => ApiQuery({ name, required: false, description })),
+  )
+  async searchOrders(@Query() q: Record<string, unknown>): Promise<Page<unknown>> {
+    const page = await this.query.searchOrders(toOrderSearch(parseInput(orderSearchSchema, q)));
+    return { ...page, items: page.items.map((o) => presentOrder(o, false)) };
+  }
+
+  @Get('orders/:id')
+  @ApiOperation({
+    summary: "An order's whole path",
+    description:
+      'The order (with its OrderRequest), its timeline (own events and the events of every inbound message that touched it), the inbound messages, the outbound documents with their answers, and the field lineage. Admins may pass reveal=true with a reason (audited as phi.reveal).',
+  })
+  @ApiParam({ name: 'id', format: 'uuid' })
+  @ApiQuery({ name: 'reveal', required: false, description: 'admin only: unmasked PHI' })
+  @ApiQuery({ name: 'reason', required: false, description: 'required with reveal (audited)' })
+  @ApiOkResponse({ type: OrderDetailDto })
+  @ApiNotFoundResponse({ description: 'no such order' })
+  async order(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<OrderDetailView> {
+    const detail = await this.query.orderDetail(id);
+    const reveal = await resolveReveal(this.query, req, q, { orderId: id, what: 'order' });
+    return presentOrderDetail(detail, reveal);
+  }
+
+  @Get('events')
+  @ApiOperation({ summary: 'Search audit events (errors only, by destination, time range)' })
+  @ApiQuery({ name: 'errorsOnly', required: false })
+  @ApiQuery({ name: 'destination', required: false })
+  @ApiQuery({ name: 'orderId', required: false })
+  @ApiQuery({ name: 'from', required: false })
+  @ApiQuery({ name: 'to', required: false })
+  @ApiQuery({ name: 'cursor', required: false })
+  @ApiQuery({ name: 'limit', required: false })
+  @ApiOkResponse({ type: EventPageDto })
+  async searchEvents(@Query() q: Record<string, unknown>): Promise<Page<unknown>> {
+    const page = await this.query.searchEvents(parseInput(eventSearchSchema, q));
+    return { ...page, items: page.items.map((e) => presentEvent(e, false)) };
+  }
+
+  @Get('messages')
+  @ApiOperation({ summary: 'Inbound messages by MSH-10, rejected ones included' })
+  @ApiQuery({ name: 'msh10', required: true })
+  @ApiOkResponse({ type: MessagePageDto })
+  async searchMessages(@Query('msh10') msh10: string | undefined): Promise<Page<unknown>> {
+    if (!msh10?.trim()) throw new AppError('bad_request', 'msh10 is required');
+    return this.query.searchMessages({ messageControlId: msh10.trim() });
+  }
+
+  @Get('messages/:id')
+  @ApiOperation({
+    summary:
+      'One inbound message: raw bytes decoded (HL7 segment by segment, FHIR as JSON), answer, events',
+  })
+  @ApiParam({ name: 'id', format: 'uuid' })
+  @ApiQuery({ name: 'reveal', required: false })
+  @ApiQuery({ name: 'reason', required: false })
+  @ApiOkResponse({ description: 'the message view' })
+  @ApiNotFoundResponse({ description: 'no such message' })
+  async message(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<MessageView> {
+    const { message, events } = await this.query.message(id);
+    const reveal = await resolveReveal(this.query, req, q, {
+      inboundMessageId: id,
+      what: 'inbound message',
+    });
+    return presentMessage(message, events, reveal);
+  }
+
+  @Get('dead-letters')
+  @ApiOperation({ summary: 'Outbound documents that gave up after their retries' })
+  @ApiQuery({ name: 'cursor', required: false })
+  @ApiQuery({ name: 'limit', required: false })
+  @ApiOkResponse({ type: OutboundPageDto })
+  async deadLetters(
+    @Query('cursor') cursor?: string,
+    @Query('limit') limit?: string,
+  ): Promise<Page<OutboxRow>> {
+    const page = await this.query.deadLetters({
+      cursor,
+      limit: limit === undefined ? undefined : Number(limit),
+    });
+    return { ...page, items: page.items.map((r) => presentOutbox(r, false)) };
+  }
+
+  @Roles('admin')
+  @Post('dead-letters/:id/replay')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Replay a dead letter (admin)',
+    description:
+      'Back to pending, attempts reset, due now; an outbound.replay audit event records who and why, in the same transaction.',
+  })
+  @ApiParam({ name: 'id', description: 'outbox id' })
+  @ApiBody({ type: ReplayRequestDto })
+  @ApiOkResponse({ type: ReplayResultDto })
+  @ApiNotFoundResponse({ description: 'no such outbound document' })
+  @ApiConflictResponse({ description: 'the document is not dead' })
+  async replay(
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<ReplayResultDto> {
+    const { reason } = parseInput(replaySchema, body);
+    const result = await this.query.replayDeadLetter(id, req.principal!.actor, reason);
+    return { ...result, outbox: presentOutbox(result.outbox, false) };
+  }
+
+  @Get('mappings')
+  @ApiOperation({ summary: 'The mapping tables this replica applies now' })
+  @ApiOkResponse({ description: 'tables of text cells' })
+  mappings(): { tables: MappingTableView[] } {
+    return { tables: activeMappingTables(this.config) };
+  }
+}

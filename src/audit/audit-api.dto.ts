@@ -1,0 +1,218 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { z } from 'zod';
+import { AppError } from '../common/app-error';
+import { ORDER_STATES } from '../orders/domain/order-state';
+import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.service';
+
+/** Request parsing (zod) and the OpenAPI shapes of the audit API. */
+
+const text = z.string().trim().min(1).max(200).optional();
+const instant = z
+  .string()
+  .trim()
+  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date or instant')
+  .transform((v) => new Date(v))
+  .optional();
+const flag = z
+  .enum(['true', 'false', '1', '0', 'on', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'on')
+  .optional();
+const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
+
+export const orderSearchSchema = z.object({
+  orderId: text,
+  upstreamOrderId: text,
+  accession: text,
+  patientId: text,
+  placer: text,
+  filler: text,
+  msh10: text,
+  studyInstanceUid: text,
+  state: z.enum(ORDER_STATES).optional(),
+  source: z.enum(ORDER_SOURCES).optional(),
+  sender: text,
+  destination: text,
+  from: instant,
+  to: instant,
+  errorsOnly: flag,
+  cursor: z.string().max(200).optional(),
+  limit,
+});
+
+export const eventSearchSchema = z.object({
+  orderId: text,
+  errorsOnly: flag,
+  destination: text,
+  from: instant,
+  to: instant,
+  cursor: z.string().max(200).optional(),
+  limit,
+});
+
+export const revealSchema = z.object({
+  reveal: flag,
+  reason: z.string().trim().max(500).optional(),
+});
+
+export const replaySchema = z.object({
+  reason: z.string().trim().min(3, 'a reason is required').max(500),
+});
+
+/** Parses query or body values; blank strings count as absent (HTML forms send them). */
+export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.infer<T> {
+  const cleaned =
+    input && typeof input === 'object'
+      ? Object.fromEntries(
+          Object.entries(input as Record<string, unknown>).filter(
+            ([, v]) => v !== '' && v !== undefined && !Array.isArray(v),
+          ),
+        )
+      : {};
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    throw new AppError(
+      'bad_request',
+      result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+    );
+  }
+  return result.data;
+}
+
+export function toOrderSearch(q: z.infer<typeof orderSearchSchema>): OrderSearch {
+  return {
+    orderId: q.orderId,
+    upstreamOrderId: q.upstreamOrderId,
+    accession: q.accession,
+    patientId: q.patientId,
+    placer: q.placer,
+    filler: q.filler,
+    messageControlId: q.msh10,
+    studyInstanceUid: q.studyInstanceUid,
+    state: q.state,
+    source: q.source,
+    sender: q.sender,
+    destination: q.destination,
+    from: q.from,
+    to: q.to,
+    errorsOnly: q.errorsOnly,
+    cursor: q.cursor,
+    limit: q.limit,
+  };
+}
+
+export class OrderSummaryDto {
+  @ApiProperty({ format: 'uuid' }) id!: string;
+  @ApiProperty({ format: 'date-time' }) createdAt!: string;
+  @ApiProperty({ format: 'date-time' }) updatedAt!: string;
+  @ApiProperty({ enum: ORDER_SOURCES }) source!: string;
+  @ApiPropertyOptional({ nullable: true }) sender!: string | null;
+  @ApiProperty({ enum: ORDER_STATES }) state!: string;
+  @ApiPropertyOptional({ nullable: true }) upstreamOrderId!: string | null;
+  @ApiPropertyOptional({ nullable: true }) upstreamStatus!: string | null;
+  @ApiPropertyOptional({ nullable: true }) accessionNumber!: string | null;
+  @ApiPropertyOptional({
+    nullable: true,
+    description: 'masked for analysts (last two characters kept)',
+  })
+  patientId!: string | null;
+  @ApiPropertyOptional({ nullable: true }) placerOrderNumber!: string | null;
+  @ApiPropertyOptional({ nullable: true }) fillerOrderNumber!: string | null;
+  @ApiPropertyOptional({ nullable: true }) studyInstanceUid!: string | null;
+  @ApiPropertyOptional({ nullable: true }) mappingVersion!: string | null;
+  @ApiPropertyOptional({ nullable: true }) lastError!: string | null;
+  @ApiPropertyOptional({ nullable: true, format: 'uuid' }) inboundMessageId!: string | null;
+}
+
+export class OrderPageDto {
+  @ApiProperty({ type: [OrderSummaryDto] }) items!: OrderSummaryDto[];
+  @ApiPropertyOptional({ description: 'pass as `cursor` for the next page; absent on the last' })
+  nextCursor?: string;
+}
+
+export class AuditEventDto {
+  @ApiProperty() id!: string;
+  @ApiProperty({ format: 'date-time' }) occurredAt!: string;
+  @ApiPropertyOptional({ nullable: true, format: 'uuid' }) orderId!: string | null;
+  @ApiPropertyOptional({ nullable: true, format: 'uuid' }) inboundMessageId!: string | null;
+  @ApiProperty({ example: 'mapping.applied' }) kind!: string;
+  @ApiProperty({ enum: ['info', 'warning', 'error'] }) severity!: string;
+  @ApiPropertyOptional({ nullable: true }) actor!: string | null;
+  @ApiProperty() summary!: string;
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: 'kind-specific; PHI masked for analysts (lineage values included)',
+  })
+  detail!: Record<string, unknown>;
+}
+
+export class EventPageDto {
+  @ApiProperty({ type: [AuditEventDto] }) items!: AuditEventDto[];
+  @ApiPropertyOptional() nextCursor?: string;
+}
+
+export class LineageLineDto {
+  @ApiProperty({ example: 'accessionNumber' }) target!: string;
+  @ApiProperty({ example: 'OBR-18' }) source!: string;
+  @ApiProperty() value!: string;
+  @ApiProperty({ example: 'hl7.order.accession' }) ruleId!: string;
+}
+
+export class InboundMessageDto {
+  @ApiProperty({ format: 'uuid' }) id!: string;
+  @ApiProperty({ format: 'date-time' }) receivedAt!: string;
+  @ApiProperty() transport!: string;
+  @ApiPropertyOptional({ nullable: true }) sender!: string | null;
+  @ApiPropertyOptional({ nullable: true }) messageType!: string | null;
+  @ApiPropertyOptional({ nullable: true }) messageControlId!: string | null;
+  @ApiProperty({ enum: ['accepted', 'rejected', 'error', 'duplicate'] }) outcome!: string;
+  @ApiPropertyOptional({ nullable: true }) responseCode!: string | null;
+  @ApiProperty() bytes!: number;
+}
+
+export class OutboundDocumentDto {
+  @ApiProperty() id!: string;
+  @ApiPropertyOptional({ nullable: true, format: 'uuid' }) orderId!: string | null;
+  @ApiProperty() destination!: string;
+  @ApiProperty() kind!: string;
+  @ApiProperty({ enum: ['pending', 'delivered', 'dead'] }) status!: string;
+  @ApiProperty() attempts!: number;
+  @ApiPropertyOptional({ nullable: true }) lastError!: string | null;
+  @ApiProperty({ format: 'date-time' }) updatedAt!: string;
+  @ApiProperty({ type: 'object', additionalProperties: true }) payload!: Record<string, unknown>;
+}
+
+export class OrderDetailDto {
+  @ApiProperty({ type: OrderSummaryDto, description: 'with `request` (the OrderRequest, masked)' })
+  order!: OrderSummaryDto;
+  @ApiProperty({ type: [AuditEventDto] }) timeline!: AuditEventDto[];
+  @ApiProperty({ type: [InboundMessageDto] }) messages!: InboundMessageDto[];
+  @ApiProperty({ type: [OutboundDocumentDto] }) outbound!: OutboundDocumentDto[];
+  @ApiProperty({ type: [LineageLineDto] }) lineage!: LineageLineDto[];
+  @ApiPropertyOptional({ nullable: true }) mappingVersion!: string | null;
+  @ApiProperty({ description: 'false only for an admin who revealed with a reason' })
+  masked!: boolean;
+}
+
+export class MessagePageDto {
+  @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
+}
+
+export class OutboundPageDto {
+  @ApiProperty({ type: [OutboundDocumentDto] }) items!: OutboundDocumentDto[];
+  @ApiPropertyOptional() nextCursor?: string;
+}
+
+export class ReplayRequestDto {
+  @ApiProperty({
+    minLength: 3,
+    maxLength: 500,
+    example: 'RIS was down for maintenance 02:00-03:00',
+  })
+  reason!: string;
+}
+
+export class ReplayResultDto {
+  @ApiProperty({ type: OutboundDocumentDto }) outbox!: OutboundDocumentDto;
+  @ApiProperty({ example: 'outbound.replay' }) auditEventKind!: string;
+}

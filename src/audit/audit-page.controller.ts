@@ -1,0 +1,339 @@
+import {
+  Body,
+  Controller,
+  Get,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+  Res,
+  UseFilters,
+} from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Response } from 'express';
+import {
+  AUDIT_SESSION_COOKIE,
+  AUDIT_SESSION_PATH,
+  AUDIT_SESSION_TTL_SECONDS,
+  AuditSessionStore,
+  csrfMatches,
+  readCookie,
+} from '../auth/audit-session.store';
+import { AllowSessionCookie, Roles, SignIn } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { AppError } from '../common/app-error';
+import { APP_CONFIG } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import { ORDER_STATES } from '../orders/domain/order-state';
+import { resolveReveal } from './audit-api.controller';
+import { orderSearchSchema, parseInput, replaySchema, toOrderSearch } from './audit-api.dto';
+import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
+import {
+  deadLettersPage,
+  mappingsPage,
+  messagePage,
+  orderListPage,
+  orderPage,
+  type PageContext,
+  replayConfirmPage,
+  signInPage,
+} from './audit-page.views';
+import {
+  presentMessage,
+  presentOrder,
+  presentOrderDetail,
+  presentOutbox,
+  rawView,
+} from './audit-presenter';
+import {
+  AuditQueryService,
+  type MessageRow,
+  ORDER_SOURCES,
+  type OrderRow,
+} from './audit-query.service';
+import { AUDIT_QUERY, AUDIT_SESSIONS } from './audit.tokens';
+import { activeMappingTables } from './mapping-tables.view';
+
+/** How many inbound messages an order page shows raw (the rest are linked). */
+const RAW_MESSAGES_ON_ORDER_PAGE = 5;
+
+/**
+ * The audit web page at /audit: server-rendered HTML, no script, no external request. A
+ * browser signs in with its API token once (POST /audit/session) and then uses an
+ * HttpOnly, SameSite=Strict session cookie scoped to /audit; POST forms also carry the
+ * session's CSRF token.
+ */
+@ApiExcludeController()
+@UseFilters(AuditPageFilter)
+@AllowSessionCookie()
+@Roles('analyst')
+@Controller('audit')
+export class AuditPageController {
+  constructor(
+    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
+    @Inject(AUDIT_SESSIONS) private readonly sessions: AuditSessionStore,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Get()
+  async orders(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const filters: Record<string, string> = {};
+    for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
+    let orders: OrderRow[] = [];
+    let nextCursor: string | undefined;
+    let messages: MessageRow[] | undefined;
+    let problem: string | undefined;
+    try {
+      const search = toOrderSearch(
+        parseInput(orderSearchSchema, {
+          ...filters,
+          from: asUtc(filters.from),
+          to: asUtc(filters.to),
+        }),
+      );
+      const page = await this.query.searchOrders(search);
+      orders = page.items.map((o) => presentOrder(o, false));
+      nextCursor = page.nextCursor;
+      if (search.messageControlId) {
+        messages = (await this.query.searchMessages({ messageControlId: search.messageControlId }))
+          .items;
+      }
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
+      problem = error.message;
+    }
+    let html = orderListPage(ctx, {
+      filters,
+      orders,
+      nextCursor,
+      messages,
+      states: ORDER_STATES,
+      sources: ORDER_SOURCES,
+    });
+    if (problem) {
+      html = html.replace(
+        '<h1>Orders</h1>',
+        `<h1>Orders</h1><div class="notice err" role="alert">${escapeText(problem)}</div>`,
+      );
+    }
+    sendPage(res, 200, html, ctx.nonce);
+  }
+
+  @Get('orders/:id')
+  async order(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const detail = await this.query.orderDetail(id);
+    const reveal = await resolveReveal(this.query, req, q, { orderId: id, what: 'order page' });
+    const view = presentOrderDetail(detail, reveal);
+    const raws = [];
+    for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
+      const { message } = await this.query.message(m.id);
+      raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
+    }
+    sendPage(res, 200, orderPage(ctx, view, raws), ctx.nonce);
+  }
+
+  @Get('messages/:id')
+  async message(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const { message, events } = await this.query.message(id);
+    const reveal = await resolveReveal(this.query, req, q, {
+      inboundMessageId: id,
+      what: 'message page',
+    });
+    const orderIds = [
+      ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
+    ];
+    sendPage(
+      res,
+      200,
+      messagePage(ctx, presentMessage(message, events, reveal), orderIds),
+      ctx.nonce,
+    );
+  }
+
+  @Get('dead-letters')
+  async deadLetters(
+    @Query('cursor') cursor: string | undefined,
+    @Query('replayed') replayed: string | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const page = await this.query.deadLetters({ cursor });
+    sendPage(
+      res,
+      200,
+      deadLettersPage(ctx, {
+        items: page.items.map((r) => presentOutbox(r, false)),
+        nextCursor: page.nextCursor,
+        replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
+      }),
+      ctx.nonce,
+    );
+  }
+
+  @Roles('admin')
+  @Get('dead-letters/:id/replay')
+  async confirmReplay(
+    @Param('id') id: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const row = await this.query.outboxEntry(id);
+    sendPage(res, 200, replayConfirmPage(ctx, presentOutbox(row, false)), ctx.nonce);
+  }
+
+  @Roles('admin')
+  @Post('dead-letters/:id/replay')
+  async replay(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const ctx = context(req);
+    const row = await this.query.outboxEntry(id);
+    const form = body ?? {};
+    if (form.confirm !== 'yes') {
+      sendPage(
+        res,
+        400,
+        replayConfirmPage(ctx, row, 'Tick the confirmation box to replay.'),
+        ctx.nonce,
+      );
+      return;
+    }
+    let reason: string;
+    try {
+      reason = parseInput(replaySchema, form).reason;
+    } catch (error) {
+      sendPage(res, 400, replayConfirmPage(ctx, row, (error as Error).message), ctx.nonce);
+      return;
+    }
+    await this.query.replayDeadLetter(id, req.principal!.actor, reason);
+    res.redirect(303, `/audit/dead-letters?replayed=${encodeURIComponent(id)}`);
+  }
+
+  @Get('mappings')
+  mappings(@Req() req: AuthenticatedRequest, @Res() res: Response): void {
+    const ctx = context(req);
+    sendPage(res, 200, mappingsPage(ctx, activeMappingTables(this.config)), ctx.nonce);
+  }
+
+  /** The sign-in form's target: trades a valid analyst/admin token for a session cookie. */
+  @SignIn()
+  @Post('session')
+  async signIn(
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const next = safeNext(body?.next);
+    const principal = req.principal;
+    if (!principal) {
+      const nonce = newNonce();
+      if (typeof body?.token !== 'string' || !body.token || !wantsForm(req)) {
+        throw new AppError('unauthorized', 'a valid API token is required to sign in');
+      }
+      res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+      sendPage(res, 401, signInPage({ nonce }, { next, error: 'That token is not valid.' }), nonce);
+      return;
+    }
+    if (principal.role === 'sender') {
+      const nonce = newNonce();
+      sendPage(
+        res,
+        403,
+        signInPage(
+          { nonce },
+          { next, error: 'Sender tokens have no access to the audit log; use an analyst token.' },
+        ),
+        nonce,
+      );
+      return;
+    }
+    const { id } = await this.sessions.create(principal.role, principal.actor);
+    res.setHeader('Set-Cookie', sessionCookie(id, req, AUDIT_SESSION_TTL_SECONDS));
+    res.redirect(303, next);
+  }
+
+  @Post('session/sign-out')
+  async signOut(
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const id = readCookie(req.headers.cookie, AUDIT_SESSION_COOKIE);
+    if (id) await this.sessions.delete(id);
+    res.setHeader('Set-Cookie', sessionCookie('', req, 0));
+    res.redirect(303, '/audit');
+  }
+}
+
+function context(req: AuthenticatedRequest): PageContext {
+  const p = req.principal;
+  return { nonce: newNonce(), role: p?.role, actor: p?.actor, csrfToken: p?.session?.csrfToken };
+}
+
+/** Cookie-authenticated form posts must echo the session's CSRF token (bearer callers need not). */
+function requireCsrf(req: AuthenticatedRequest, body: Record<string, unknown> | undefined): void {
+  const session = req.principal?.session;
+  if (
+    req.principal?.via === 'session' &&
+    (!session || !csrfMatches(session.csrfToken, body?._csrf))
+  ) {
+    throw new AppError(
+      'forbidden',
+      'the form is stale or was not sent by the audit page; reload it',
+    );
+  }
+}
+
+function sessionCookie(id: string, req: AuthenticatedRequest, maxAge: number): string {
+  const secure = req.secure || req.headers['x-forwarded-proto'] === 'https' ? '; Secure' : '';
+  return `${AUDIT_SESSION_COOKIE}=${id}; Path=${AUDIT_SESSION_PATH}; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`;
+}
+
+/** Only a path under /audit (no scheme, no host, no `//`): no open redirect. */
+function safeNext(value: unknown): string {
+  if (typeof value !== 'string') return '/audit';
+  return /^\/audit(?:[/?][^\s\\]*)?$/.test(value) &&
+    !value.startsWith('//') &&
+    !value.includes('//')
+    ? value
+    : '/audit';
+}
+
+function wantsForm(req: AuthenticatedRequest): boolean {
+  return (req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+}
+
+/** `datetime-local` inputs carry no zone: the page labels them UTC. */
+function asUtc(value: string | undefined): string | undefined {
+  if (!value) return value;
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
+}
+
+function escapeText(value: string): string {
+  return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}

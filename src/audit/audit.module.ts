@@ -1,0 +1,77 @@
+import {
+  Inject,
+  Injectable,
+  type MiddlewareConsumer,
+  Module,
+  type NestModule,
+  type OnModuleInit,
+} from '@nestjs/common';
+import express from 'express';
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { AuditSessionStore } from '../auth/audit-session.store';
+import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import type { JobQueue } from '../jobs/job-queue';
+import { JOB_QUEUE } from '../jobs/jobs.tokens';
+import { AuditApiController } from './audit-api.controller';
+import { AuditPageController } from './audit-page.controller';
+import { AuditPageFilter } from './audit-page.filter';
+import { AuditQueryService } from './audit-query.service';
+import {
+  AUDIT_PRUNE_CRON,
+  AUDIT_PRUNE_TASK,
+  AuditRetentionService,
+} from './audit-retention.service';
+import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS } from './audit.tokens';
+
+/** Registers the nightly retention job on the shared Postgres job queue (once per cluster). */
+@Injectable()
+class AuditJobs implements OnModuleInit {
+  constructor(
+    @Inject(JOB_QUEUE) private readonly jobs: JobQueue,
+    @Inject(AUDIT_RETENTION) private readonly retention: AuditRetentionService,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    this.jobs.registerTask(AUDIT_PRUNE_TASK, async () => {
+      const result = await this.retention.prune();
+      this.logger.info({ ...result }, 'audit retention: old audit events pruned');
+    });
+    this.jobs.registerCron(AUDIT_PRUNE_CRON, AUDIT_PRUNE_TASK);
+  }
+}
+
+/** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
+@Module({
+  controllers: [AuditApiController, AuditPageController],
+  providers: [
+    {
+      provide: AUDIT_QUERY,
+      useFactory: (ds: DataSource) => new AuditQueryService(ds),
+      inject: [DATA_SOURCE],
+    },
+    {
+      provide: AUDIT_RETENTION,
+      useFactory: (ds: DataSource, config: AppConfig) =>
+        new AuditRetentionService(ds, config.AUDIT_RETENTION_DAYS),
+      inject: [DATA_SOURCE, APP_CONFIG],
+    },
+    {
+      provide: AUDIT_SESSIONS,
+      useFactory: (ds: DataSource) => new AuditSessionStore(ds),
+      inject: [DATA_SOURCE],
+    },
+    AuditJobs,
+    AuditPageFilter,
+  ],
+})
+export class AuditModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    // The page's forms post application/x-www-form-urlencoded (no script on the page).
+    consumer
+      .apply(express.urlencoded({ extended: false, limit: '16kb' }))
+      .forRoutes(AuditPageController);
+  }
+}

@@ -1,0 +1,4 @@
+/** Injection tokens of the audit module. */
+export const AUDIT_QUERY = Symbol('AUDIT_QUERY');
+export const AUDIT_RETENTION = Symbol('AUDIT_RETENTION');
+export const AUDIT_SESSIONS = Symbol('AUDIT_SESSIONS');

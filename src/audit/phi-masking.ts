@@ -1,0 +1,297 @@
+/**
+ * How PHI is hidden from analysts on the audit API and page (docs/audit.md, "Masking").
+ * Names keep their initials, birth dates their year, patient identifiers their last two
+ * characters; addresses, phone numbers and free-text notes are hidden whole. Order
+ * identifiers (accession, placer/filler numbers, Study Instance UID) stay readable: they
+ * name the order, not the patient, and are what an analyst is asked about.
+ *
+ * Pure functions, no Nest or database: the same rules serve order fields, lineage values,
+ * audit event details, raw HL7 and raw FHIR.
+ */
+
+export type MaskRule = 'name' | 'date' | 'id' | 'full';
+
+const HIDDEN = '***';
+
+/** "SCHMIDT" → "S***"; "Anna Maria" → "A*** M***". */
+export function maskName(value: string): string {
+  return value
+    .split(/(\s+)/)
+    .map((part) => (/^\s*$/.test(part) ? part : `${[...part][0]}${HIDDEN}`))
+    .join('');
+}
+
+/** Keeps the year: "1956-02-14" → "1956-**-**", HL7 "19560214" → "1956****". */
+export function maskDate(value: string): string {
+  const year = /^\d{4}/.exec(value)?.[0];
+  if (!year) return HIDDEN;
+  return year + value.slice(4).replace(/\d/g, '*');
+}
+
+/** Keeps the last two characters of identifiers long enough to stay unguessable. */
+export function maskIdentifier(value: string): string {
+  if (value.length < 6) return HIDDEN;
+  return `${HIDDEN}${value.slice(-2)}`;
+}
+
+export function maskValue(rule: MaskRule, value: string): string {
+  if (value === '') return value;
+  switch (rule) {
+    case 'name':
+      return maskName(value);
+    case 'date':
+      return maskDate(value);
+    case 'id':
+      return maskIdentifier(value);
+    case 'full':
+      return HIDDEN;
+    default:
+      return rule satisfies never;
+  }
+}
+
+/**
+ * The rule for an OrderRequest path (lineage `target`), or undefined when it is not PHI.
+ * `patient.sex` is kept: it identifies nobody and often explains a mapping decision.
+ */
+export function ruleForTarget(target: string): MaskRule | undefined {
+  if (/^patient\.name/.test(target)) return 'name';
+  if (/^patient\.birthDate/.test(target)) return 'date';
+  if (/^(patient\.identifiers|priorIdentifiers)/.test(target)) return 'id';
+  if (/^notes/.test(target)) return 'full';
+  if (/^patient\.(address|telecom)/.test(target)) return 'full';
+  return undefined;
+}
+
+/** Keys whose values are PHI wherever they appear in our own JSON (order requests, event details). */
+const KEY_RULES: Readonly<Record<string, MaskRule>> = {
+  birthDate: 'date',
+  deceasedDateTime: 'date',
+  address: 'full',
+  telecom: 'full',
+  notes: 'full',
+  note: 'full',
+  photo: 'full',
+};
+
+/** FHIR resources that describe a person: their `name` and `identifier` are PHI (FHIR R4 Patient, RelatedPerson, Person). */
+const PERSON_RESOURCES = new Set(['Patient', 'RelatedPerson', 'Person']);
+
+/**
+ * Masks PHI anywhere in a JSON value. `person`: inside a resource about a person, so nested
+ * `name` and `identifier` (e.g. Patient.contact.name) are PHI too. Covers our OrderRequest
+ * (`patient`), lineage lines (by target), identifier lists, FHIR resources, and embedded HL7
+ * text (outbound ORU payloads).
+ */
+export function maskJson(value: unknown, context: { person?: boolean } = {}): unknown {
+  if (typeof value === 'string') {
+    return /^(\uFEFF)?MSH./.test(value) ? maskHl7Text(value) : value;
+  }
+  if (Array.isArray(value)) return value.map((v) => maskJson(v, context));
+  if (value === null || typeof value !== 'object') return value;
+  const obj = value as Record<string, unknown>;
+  if (isLineageLine(obj)) return maskLineageLine(obj);
+  const person =
+    context.person ||
+    (typeof obj.resourceType === 'string' && PERSON_RESOURCES.has(obj.resourceType));
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(obj)) {
+    const keyRule = KEY_RULES[key];
+    if (keyRule) out[key] = maskLeaves(v, keyRule);
+    else if (key === 'patient' || key === 'subject') out[key] = maskPatientLike(v);
+    else if (person && key === 'name') out[key] = maskLeaves(v, 'name', ['use', 'period']);
+    else if (person && key === 'identifier') out[key] = maskIdentifiers(v);
+    else if (key === 'identifiers' || key === 'priorIdentifiers') out[key] = maskIdentifiers(v);
+    else out[key] = maskJson(v, { person });
+  }
+  return out;
+}
+
+export interface LineageLine {
+  target: string;
+  source: string;
+  value: string;
+  ruleId: string;
+}
+
+function isLineageLine(obj: Record<string, unknown>): obj is Record<string, unknown> & LineageLine {
+  return (
+    typeof obj.target === 'string' &&
+    typeof obj.source === 'string' &&
+    typeof obj.ruleId === 'string' &&
+    'value' in obj
+  );
+}
+
+export function maskLineageLine<T extends LineageLine>(line: T): T {
+  const rule = ruleForTarget(line.target);
+  if (!rule || typeof line.value !== 'string') return line;
+  return { ...line, value: maskValue(rule, line.value) };
+}
+
+/** Our PatientInfo, or a FHIR Reference (`display` is the person's name). */
+function maskPatientLike(v: unknown): unknown {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return maskJson(v, {});
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(v as Record<string, unknown>)) {
+    if (key === 'display') out[key] = maskLeaves(inner, 'name');
+    else out[key] = (maskJson({ [key]: inner }, { person: true }) as Record<string, unknown>)[key];
+  }
+  return out;
+}
+
+/** Identifier(s): the value is hidden, the system and type (which say what it is) kept. */
+function maskIdentifiers(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(maskIdentifiers);
+  if (typeof v === 'string') return maskIdentifier(v);
+  if (v === null || typeof v !== 'object') return v;
+  const obj = v as Record<string, unknown>;
+  return {
+    ...obj,
+    ...(typeof obj.value === 'string' ? { value: maskIdentifier(obj.value) } : {}),
+  };
+}
+
+/** Applies `rule` to every string leaf, except under the keys in `keep` (codes such as `use`). */
+function maskLeaves(v: unknown, rule: MaskRule, keep: readonly string[] = []): unknown {
+  if (typeof v === 'string') return maskValue(rule, v);
+  if (Array.isArray(v)) return v.map((x) => maskLeaves(x, rule, keep));
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(v as Record<string, unknown>)) {
+    out[key] = keep.includes(key) ? inner : maskLeaves(inner, rule, keep);
+  }
+  return out;
+}
+
+/**
+ * PHI fields of HL7 v2 segments (v2.5.1 chapter 3 for PID, NK1, MRG, PV1; chapter 6 for GT1
+ * and IN1). `id`: component 1 of each repetition (the number; assigning authority and type
+ * code stay readable). `name`: every component to its initial. `date`: year kept. `full`:
+ * every component hidden.
+ */
+export const HL7_PHI_FIELDS: Readonly<Record<string, Readonly<Record<number, MaskRule>>>> = {
+  PID: {
+    2: 'id',
+    3: 'id',
+    4: 'id',
+    5: 'name',
+    6: 'name',
+    7: 'date',
+    9: 'name',
+    11: 'full',
+    13: 'full',
+    14: 'full',
+    18: 'id',
+    19: 'id',
+    20: 'id',
+    21: 'id',
+    23: 'full',
+    29: 'date',
+  },
+  PD1: { 3: 'full', 4: 'name' },
+  NK1: {
+    2: 'name',
+    4: 'full',
+    5: 'full',
+    6: 'full',
+    30: 'name',
+    31: 'full',
+    32: 'full',
+    33: 'id',
+    37: 'id',
+  },
+  MRG: { 1: 'id', 2: 'id', 3: 'id', 4: 'id', 5: 'id', 6: 'id', 7: 'name' },
+  PV1: { 19: 'id', 50: 'id' },
+  GT1: { 3: 'name', 5: 'full', 6: 'full', 7: 'full', 8: 'date', 12: 'id' },
+  IN1: { 16: 'name', 18: 'date', 19: 'full', 36: 'id', 49: 'id' },
+};
+
+/** The HL7 delimiters from MSH-1/MSH-2 (v2.5.1 2.5.4), with the standard defaults. */
+export function hl7Delimiters(text: string): {
+  field: string;
+  component: string;
+  repetition: string;
+  escape: string;
+  subcomponent: string;
+} {
+  const at = text.indexOf('MSH');
+  const field = at >= 0 ? (text[at + 3] ?? '|') : '|';
+  const enc = at >= 0 ? text.slice(at + 4, at + 8) : '^~\\&';
+  return {
+    field,
+    component: enc[0] ?? '^',
+    repetition: enc[1] ?? '~',
+    escape: enc[2] ?? '\\',
+    subcomponent: enc[3] ?? '&',
+  };
+}
+
+/** Splits HL7 text into segments, keeping each segment's text (CR, LF or CRLF tolerated). */
+export function hl7Segments(text: string): string[] {
+  return text
+    .replace(/^\uFEFF/, '')
+    .split(/\r\n|\r|\n/)
+    .filter((s) => s.length > 0);
+}
+
+/** The segment's fields with their HL7 positions (MSH-1 is the field separator itself). */
+export function hl7Fields(
+  segment: string,
+  fieldSep: string,
+): Array<{ position: number; value: string }> {
+  const parts = segment.split(fieldSep);
+  const id = parts[0] ?? '';
+  if (id === 'MSH' || id === 'BHS' || id === 'FHS') {
+    return [
+      { position: 1, value: fieldSep },
+      ...parts.slice(1).map((value, i) => ({ position: i + 2, value })),
+    ];
+  }
+  return parts.slice(1).map((value, i) => ({ position: i + 1, value }));
+}
+
+/** Masks one HL7 field value by rule, repetition by repetition and component by component. */
+export function maskHl7Field(
+  value: string,
+  rule: MaskRule,
+  d: { component: string; repetition: string; subcomponent: string },
+): string {
+  if (value === '' || value === '""') return value;
+  return value
+    .split(d.repetition)
+    .map((rep) => {
+      const comps = rep.split(d.component);
+      if (rule === 'id') {
+        if (comps[0]) comps[0] = maskIdentifier(comps[0]);
+        return comps.join(d.component);
+      }
+      return comps
+        .map((c) =>
+          c
+            .split(d.subcomponent)
+            .map((s) => (s === '' ? s : maskValue(rule, s)))
+            .join(d.subcomponent),
+        )
+        .join(d.component);
+    })
+    .join(d.repetition);
+}
+
+/** Raw HL7 text with every PHI field masked; segment and field structure unchanged. */
+export function maskHl7Text(text: string): string {
+  const d = hl7Delimiters(text);
+  const eol = /\r\n/.test(text) ? '\r\n' : /\r/.test(text) ? '\r' : '\n';
+  return hl7Segments(text)
+    .map((segment) => {
+      const parts = segment.split(d.field);
+      const rules = HL7_PHI_FIELDS[parts[0] ?? ''];
+      if (!rules) return segment;
+      for (let i = 1; i < parts.length; i++) {
+        const rule = rules[i];
+        if (rule) parts[i] = maskHl7Field(parts[i]!, rule, d);
+      }
+      return parts.join(d.field);
+    })
+    .join(eol);
+}

@@ -1,0 +1,452 @@
+import { Client } from 'pg';
+import { AuditRetentionService } from '../../src/audit/audit-retention.service';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
+
+type Role = keyof typeof TEST_TOKENS;
+/** Response bodies are asserted field by field; their types are the OpenAPI document's. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
+describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
+  let adapter: TestAdapter;
+  let db: Client;
+  let swfOrderId: string;
+  let deadLetterId: string;
+
+  const get = async (path: string, role: Role | null = 'analyst') => {
+    const res = await fetch(`${adapter.httpUrl}${path}`, {
+      headers: role ? { authorization: `Bearer ${TEST_TOKENS[role]}` } : {},
+    });
+    const text = await res.text();
+    return { status: res.status, text, body: text ? (JSON.parse(text) as Json) : undefined };
+  };
+  const post = async (path: string, body: unknown, role: Role = 'admin') => {
+    const res = await fetch(`${adapter.httpUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS[role]}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Json) : undefined };
+  };
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter();
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+    await sendFixtures(adapter);
+    swfOrderId = await orderIdByAccession(db, SEEDED.swf.accession);
+    deadLetterId = await addDeadLetter(db, swfOrderId);
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+  });
+
+  describe('search', () => {
+    it.each([
+      ['accession', SEEDED.swf.accession],
+      ['patientId', SEEDED.swf.patientId],
+      ['placer', SEEDED.swf.placer],
+      ['msh10', SEEDED.swf.msh10],
+      ['msh10', SEEDED.swf.changeMsh10], // a later message (XO) that touched the same order
+      ['studyInstanceUid', SEEDED.swf.studyUid],
+      ['orderId', '__order__'],
+    ])('finds the IHE SWF order by %s', async (name, value) => {
+      const v = value === '__order__' ? swfOrderId : value;
+      const { status, body } = await get(`/api/audit/orders?${name}=${encodeURIComponent(v)}`);
+      expect(status).toBe(200);
+      expect(body.items.map((o: { id: string }) => o.id)).toEqual([swfOrderId]);
+      expect(body.nextCursor).toBeUndefined();
+    });
+
+    it('combines filters (AND) and finds nothing for unknown keys', async () => {
+      const both = await get(
+        `/api/audit/orders?accession=${SEEDED.swf.accession}&source=hl7v2&state=received`,
+      );
+      expect(both.body.items).toHaveLength(1);
+      const none = await get(`/api/audit/orders?accession=${SEEDED.swf.accession}&state=failed`);
+      expect(none.body.items).toEqual([]);
+      expect((await get('/api/audit/orders?accession=NOPE-1')).body.items).toEqual([]);
+      expect((await get('/api/audit/orders?orderId=not-a-uuid')).body.items).toEqual([]);
+    });
+
+    it('filters by time range, sender, destination and errors only', async () => {
+      const all = (await get('/api/audit/orders?limit=200')).body.items as Array<{
+        id: string;
+        createdAt: string;
+      }>;
+      const { rows } = await db.query(`SELECT count(*)::int AS n FROM orders`);
+      expect(all.length).toBe(rows[0].n);
+      expect(all.length).toBeGreaterThanOrEqual(5);
+      const future = new Date(Date.now() + 3600_000).toISOString();
+      expect((await get(`/api/audit/orders?from=${future}`)).body.items).toEqual([]);
+      const past = new Date(Date.now() - 3600_000).toISOString();
+      expect((await get(`/api/audit/orders?from=${past}&to=${future}`)).body.items).toHaveLength(
+        all.length,
+      );
+      expect(
+        (await get(`/api/audit/orders?sender=${encodeURIComponent('RADIS1^IHEDEMO')}`)).body.items,
+      ).toHaveLength(1);
+      expect(
+        (await get('/api/audit/orders?destination=ris-mllp')).body.items.map(
+          (o: { id: string }) => o.id,
+        ),
+      ).toEqual([swfOrderId]);
+      expect(
+        (await get('/api/audit/orders?errorsOnly=true')).body.items.map(
+          (o: { id: string }) => o.id,
+        ),
+      ).toEqual([swfOrderId]);
+    });
+
+    it('lists inbound messages by MSH-10, rejected ones included', async () => {
+      const { body } = await get(`/api/audit/messages?msh10=${SEEDED.rejectedMsh10}`);
+      expect(body.items).toHaveLength(1);
+      expect(body.items[0]).toMatchObject({ outcome: 'rejected', responseCode: 'AE' });
+      // a rejected message has no order
+      expect((await get(`/api/audit/orders?msh10=${SEEDED.rejectedMsh10}`)).body.items).toEqual([]);
+    });
+
+    it('searches events: errors only and by destination', async () => {
+      const errors = await get('/api/audit/events?errorsOnly=true');
+      // newest first: the dead letter, then the rejection of the message without PID-3
+      expect(errors.body.items.map((e: { kind: string }) => e.kind)).toEqual([
+        'outbound.dead-letter',
+        'inbound.rejected',
+      ]);
+      const dest = await get('/api/audit/events?destination=ris-mllp');
+      expect(dest.body.items.map((e: { kind: string }) => e.kind)).toEqual([
+        'outbound.dead-letter',
+        'outbound.attempt',
+      ]);
+    });
+
+    it('answers a malformed filter with 400 problem JSON', async () => {
+      const res = await get('/api/audit/orders?state=bogus');
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ status: 400, title: 'bad_request' });
+      expect(res.body.detail).toMatch(/state/);
+      expect((await get('/api/audit/orders?cursor=%%%')).status).toBe(400);
+      expect((await get('/api/audit/orders?from=yesterday')).status).toBe(400);
+    });
+  });
+
+  describe('paging', () => {
+    it('walks every order exactly once, newest first, by cursor', async () => {
+      const all = (await get('/api/audit/orders?limit=200')).body.items.map(
+        (o: { id: string }) => o.id,
+      );
+      const seen: string[] = [];
+      const created: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const { body } = await get(
+          `/api/audit/orders?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
+        expect(body.items.length).toBeLessThanOrEqual(2);
+        for (const o of body.items) {
+          seen.push(o.id);
+          created.push(o.createdAt);
+        }
+        cursor = body.nextCursor;
+        pages += 1;
+      } while (cursor && pages < 10);
+      expect(seen).toEqual(all);
+      expect(new Set(seen).size).toBe(seen.length);
+      expect(pages).toBe(Math.ceil(all.length / 2));
+      expect([...created].sort().reverse()).toEqual(created);
+    });
+
+    it('pages events and dead letters the same way', async () => {
+      const first = await get('/api/audit/events?limit=1');
+      expect(first.body.items).toHaveLength(1);
+      const second = await get(
+        `/api/audit/events?limit=1&cursor=${encodeURIComponent(first.body.nextCursor)}`,
+      );
+      expect(Number(second.body.items[0].id)).toBeLessThan(Number(first.body.items[0].id));
+      const dead = await get('/api/audit/dead-letters?limit=1');
+      expect(dead.body.items.map((d: { id: string }) => d.id)).toEqual([deadLetterId]);
+    });
+  });
+
+  describe('order timeline and lineage', () => {
+    it("shows the order's whole path: messages, events, lineage with rules, outbound with answers", async () => {
+      const { status, body } = await get(`/api/audit/orders/${swfOrderId}`);
+      expect(status).toBe(200);
+      const kinds = body.timeline.map((e: { kind: string }) => e.kind);
+      expect(kinds).toEqual(
+        expect.arrayContaining([
+          'inbound.received',
+          'order.created',
+          'mapping.applied',
+          'outbound.attempt',
+          'outbound.dead-letter',
+        ]),
+      );
+      expect(kinds.indexOf('inbound.received')).toBeLessThan(kinds.indexOf('mapping.applied'));
+      expect(body.messages.map((m: { messageControlId: string }) => m.messageControlId)).toEqual(
+        expect.arrayContaining([SEEDED.swf.msh10, SEEDED.swf.changeMsh10]),
+      );
+      expect(body.lineage).toEqual(
+        expect.arrayContaining([
+          {
+            target: 'accessionNumber',
+            source: 'OBR-18',
+            value: SEEDED.swf.accession,
+            ruleId: 'hl7.order.accession',
+          },
+        ]),
+      );
+      expect(body.mappingVersion).toMatch(/^hl7-order-mapping\//);
+      expect(body.outbound).toHaveLength(1);
+      expect(body.outbound[0]).toMatchObject({ id: deadLetterId, status: 'dead', attempts: 8 });
+      expect(body.outbound[0].answers.map((a: { kind: string }) => a.kind)).toEqual([
+        'outbound.attempt',
+        'outbound.dead-letter',
+      ]);
+    });
+
+    it('shows the raw message segment by segment with field positions', async () => {
+      const order = (await get(`/api/audit/orders/${swfOrderId}`)).body;
+      const first = order.messages.find(
+        (m: { messageControlId: string }) => m.messageControlId === SEEDED.swf.msh10,
+      );
+      const { body } = await get(`/api/audit/messages/${first.id}`);
+      expect(body.raw.format).toBe('hl7');
+      const msh = body.raw.segments[0];
+      expect(msh.id).toBe('MSH');
+      expect(msh.fields.find((f: { position: string }) => f.position === 'MSH-10')).toEqual({
+        position: 'MSH-10',
+        name: 'Message Control ID',
+        value: SEEDED.swf.msh10,
+      });
+      const obr = body.raw.segments.find((s: { id: string }) => s.id === 'OBR');
+      expect(obr.fields.find((f: { position: string }) => f.position === 'OBR-18').value).toBe(
+        SEEDED.swf.accession,
+      );
+      expect(body.response.format).toBe('hl7'); // the ACK we answered
+      expect(body.events.map((e: { kind: string }) => e.kind)).toContain('inbound.received');
+    });
+
+    it('answers 404 for an unknown order or message', async () => {
+      expect((await get('/api/audit/orders/00000000-0000-4000-8000-000000000000')).status).toBe(
+        404,
+      );
+      expect((await get('/api/audit/messages/not-a-uuid')).status).toBe(404);
+    });
+  });
+
+  describe('masking by role', () => {
+    const PHI = ['SCHMIDT', 'ANNA', 'MARIA', '19560214', '1956-02-14', 'PAT-4711', '998877665'];
+    const PHI_ADDRESS = ['Hauptstrasse', '5551234', 'ACCT-77001'];
+
+    it('analysts see names, birth dates and identifiers partly hidden everywhere', async () => {
+      const list = await get(`/api/audit/orders?accession=${SEEDED.swf.accession}`);
+      expect(list.body.items[0].patientId).toBe('***11');
+      const detail = await get(`/api/audit/orders/${swfOrderId}`);
+      const messageIds = detail.body.messages.map((m: { id: string }) => m.id);
+      const messages = await Promise.all(
+        messageIds.map((id: string) => get(`/api/audit/messages/${id}`)),
+      );
+      for (const text of [list.text, detail.text, ...messages.map((m) => m.text)]) {
+        for (const phi of [...PHI, ...PHI_ADDRESS]) expect(text).not.toContain(phi);
+      }
+      // partly hidden, not removed: initials, year, last two characters
+      const name = detail.body.lineage.find((l: { target: string }) =>
+        l.target.startsWith('patient.name'),
+      );
+      expect(name.value).toMatch(/^S\*\*\*/);
+      const birth = detail.body.lineage.find(
+        (l: { target: string }) => l.target === 'patient.birthDate',
+      );
+      expect(birth.value).toBe('1956****'); // the source value, HL7 DTM (PID-7)
+      expect(detail.body.order.request.patient.birthDate).toBe('1956-**-**');
+      const pid = messages[0]!.body.raw.segments.find((s: { id: string }) => s.id === 'PID');
+      const pid5 = pid.fields.find((f: { position: string }) => f.position === 'PID-5').value;
+      expect(pid5).toBe('S***^A***^M***^^^^L***');
+      const pid3 = pid.fields.find((f: { position: string }) => f.position === 'PID-3').value;
+      expect(pid3).toBe('***11^^^HOSPA^MR~***65^^^SSA^SS');
+      // the outbound ORU payload and the order facts keep what is not PHI
+      expect(detail.body.outbound[0].payload.hl7).toContain('PID|1||***11^^^HOSPA^MR||S***^');
+      expect(detail.text).toContain(SEEDED.swf.accession);
+      expect(detail.text).toContain(SEEDED.swf.studyUid);
+    });
+
+    it('an analyst may not reveal; senders and anonymous callers see nothing', async () => {
+      const reveal = await get(`/api/audit/orders/${swfOrderId}?reveal=true&reason=curious`);
+      expect(reveal.status).toBe(403);
+      for (const path of [
+        '/api/audit/orders',
+        `/api/audit/orders/${swfOrderId}`,
+        '/api/audit/events',
+        '/api/audit/dead-letters',
+        '/api/audit/mappings',
+        `/api/audit/messages?msh10=${SEEDED.swf.msh10}`,
+      ]) {
+        expect((await get(path, 'sender')).status).toBe(403);
+        expect((await get(path, null)).status).toBe(401);
+      }
+    });
+
+    it('an admin reveals with a reason, and the reveal is itself audited', async () => {
+      const noReason = await get(`/api/audit/orders/${swfOrderId}?reveal=true`, 'admin');
+      expect(noReason.status).toBe(400);
+      const masked = await get(`/api/audit/orders/${swfOrderId}`, 'admin');
+      expect(masked.text).not.toContain('SCHMIDT');
+      const before = await countEvents('phi.reveal');
+      const reason = 'clinician call: wrong patient on RIS worklist (ticket 4471)';
+      const { status, body, text } = await get(
+        `/api/audit/orders/${swfOrderId}?reveal=true&reason=${encodeURIComponent(reason)}`,
+        'admin',
+      );
+      expect(status).toBe(200);
+      expect(body.masked).toBe(false);
+      expect(body.order.patientId).toBe(SEEDED.swf.patientId);
+      expect(text).toContain('SCHMIDT');
+      const events = await db.query(
+        `SELECT order_id, actor, detail FROM audit_events WHERE kind = 'phi.reveal' ORDER BY id DESC LIMIT 1`,
+      );
+      expect(await countEvents('phi.reveal')).toBe(before + 1);
+      expect(events.rows[0]).toMatchObject({
+        order_id: swfOrderId,
+        actor: expect.stringMatching(/^admin#[0-9a-f]{8}$/),
+        detail: { reason, what: 'order' },
+      });
+      // the reveal shows up in the order's own timeline (masked view included)
+      const after = await get(`/api/audit/orders/${swfOrderId}`);
+      expect(after.body.timeline.map((e: { kind: string }) => e.kind)).toContain('phi.reveal');
+    });
+  });
+
+  describe('dead-letter replay', () => {
+    it('is for admins only and needs a reason', async () => {
+      expect(
+        (
+          await post(
+            `/api/audit/dead-letters/${deadLetterId}/replay`,
+            { reason: 'x y z' },
+            'analyst',
+          )
+        ).status,
+      ).toBe(403);
+      expect(
+        (await post(`/api/audit/dead-letters/${deadLetterId}/replay`, {}, 'admin')).status,
+      ).toBe(400);
+      expect(
+        (await post(`/api/audit/dead-letters/${deadLetterId}/replay`, { reason: ' ' }, 'admin'))
+          .status,
+      ).toBe(400);
+      const row = await db.query(`SELECT status FROM outbox WHERE id = $1`, [deadLetterId]);
+      expect(row.rows[0].status).toBe('dead');
+    });
+
+    it('puts the document back in the queue and records who and why, once', async () => {
+      const reason = 'RIS back after maintenance window';
+      const res = await post(`/api/audit/dead-letters/${deadLetterId}/replay`, { reason });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({
+        auditEventKind: 'outbound.replay',
+        outbox: { id: deadLetterId, status: 'pending', attempts: 0 },
+      });
+      const { rows } = await db.query(
+        `SELECT status, attempts, next_attempt_at <= now() AS due FROM outbox WHERE id = $1`,
+        [deadLetterId],
+      );
+      expect(rows[0]).toEqual({ status: 'pending', attempts: 0, due: true });
+      const events = await db.query(
+        `SELECT order_id, actor, detail FROM audit_events WHERE kind = 'outbound.replay'`,
+      );
+      expect(events.rows).toHaveLength(1);
+      expect(events.rows[0]).toMatchObject({
+        order_id: swfOrderId,
+        actor: expect.stringMatching(/^admin#/),
+        detail: { outboxId: deadLetterId, reason, previousAttempts: 8, destination: 'ris-mllp' },
+      });
+      // no longer a dead letter: a second replay is a conflict, and the list is empty
+      expect(
+        (await post(`/api/audit/dead-letters/${deadLetterId}/replay`, { reason })).status,
+      ).toBe(409);
+      expect((await get('/api/audit/dead-letters')).body.items).toEqual([]);
+      expect((await post('/api/audit/dead-letters/999999/replay', { reason })).status).toBe(404);
+    });
+  });
+
+  it('serves the active mapping tables', async () => {
+    const { body } = await get('/api/audit/mappings');
+    const hl7 = body.tables.find((t: { id: string }) => t.id === 'hl7-order-fields');
+    expect(hl7.version).toMatch(/^hl7-order-mapping\//);
+    expect(hl7.rows).toEqual(
+      expect.arrayContaining([
+        ['hl7.order.accession', 'accessionNumber', 'IPC-1 → OBR-18', 'string', 'no'],
+      ]),
+    );
+    expect(body.tables.map((t: { id: string }) => t.id)).toEqual(
+      expect.arrayContaining(['products', 'hl7-0119', 'fhir-order-fields', 'order-transitions']),
+    );
+  });
+
+  it('documents the audit API in OpenAPI', async () => {
+    const { body } = await get('/openapi.json');
+    expect(Object.keys(body.paths)).toEqual(
+      expect.arrayContaining([
+        '/api/audit/orders',
+        '/api/audit/orders/{id}',
+        '/api/audit/events',
+        '/api/audit/messages',
+        '/api/audit/messages/{id}',
+        '/api/audit/dead-letters',
+        '/api/audit/dead-letters/{id}/replay',
+        '/api/audit/mappings',
+      ]),
+    );
+    const params = body.paths['/api/audit/orders'].get.parameters.map(
+      (p: { name: string }) => p.name,
+    );
+    expect(params).toEqual(expect.arrayContaining(['accession', 'patientId', 'msh10', 'cursor']));
+    expect(Object.keys(body.paths).some((p) => p.startsWith('/audit'))).toBe(false);
+  });
+
+  describe('retention', () => {
+    it('prunes events older than the retention period in batches, keeping recent ones', async () => {
+      await db.query(
+        `INSERT INTO audit_events (occurred_at, order_id, kind, summary)
+         SELECT now() - interval '400 days', $1, 'upstream.call', 'old call ' || g FROM generate_series(1, 7) g`,
+        [swfOrderId],
+      );
+      const recent = await countEvents('mapping.applied');
+      const result = await new AuditRetentionService(adapter.dataSource, 365, 3).prune();
+      expect(result).toMatchObject({ deleted: 7, batches: 3 });
+      expect(await countEvents('upstream.call')).toBe(0);
+      expect(await countEvents('mapping.applied')).toBe(recent);
+    });
+
+    it('runs nightly on the job queue (the registered task prunes when fired)', async () => {
+      await db.query(
+        `INSERT INTO audit_events (occurred_at, kind, summary) VALUES (now() - interval '366 days', 'upstream.call', 'old')`,
+      );
+      await db.query(`SELECT graphile_worker.add_job('audit.prune', '{}'::json)`);
+      const deadline = Date.now() + 20_000;
+      while ((await countEvents('upstream.call')) > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(await countEvents('upstream.call')).toBe(0);
+      const cron = await db.query(
+        `SELECT count(*)::int AS n FROM graphile_worker._private_known_crontabs WHERE identifier = 'audit.prune'`,
+      );
+      expect(cron.rows[0].n).toBe(1);
+    });
+  });
+
+  async function countEvents(kind: string): Promise<number> {
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM audit_events WHERE kind = $1`, [
+      kind,
+    ]);
+    return rows[0].n;
+  }
+});

@@ -254,6 +254,36 @@ export function createMrBrainSeries(options: MrBrainSeriesOptions = {}): DicomIn
   return instances;
 }
 
+/**
+ * A whole study of several series (e.g. a 3D T1 and a FLAIR), sharing patient, study and
+ * Study Instance UID; each series gets its own Series Instance UID and number.
+ */
+export function createMrBrainStudy(
+  options: {
+    patient?: PatientAttributes;
+    study?: StudyAttributes;
+    series?: SeriesAttributes[];
+    seed?: number;
+  } = {},
+): DicomInstance[] {
+  const study = {
+    ...options.study,
+    studyInstanceUid: options.study?.studyInstanceUid ?? generateUid(),
+  };
+  const seriesList = options.series ?? [
+    { seriesDescription: 'T1 MPRAGE SAG 1mm', seriesNumber: 2 },
+    { seriesDescription: 'AX FLAIR', seriesNumber: 3, sliceThicknessMm: 3 },
+  ];
+  return seriesList.flatMap((series, i) =>
+    createMrBrainSeries({
+      patient: options.patient,
+      study,
+      series: { seriesNumber: i + 1, ...series },
+      seed: (options.seed ?? 1) + i,
+    }),
+  );
+}
+
 /** Cuts a Part 10 file inside its pixel data, leaving the element's declared length untouched. */
 export function truncatePixelData(bytes: Buffer, keepPixelBytes: number): Buffer {
   const at = bytes.indexOf(Buffer.from([0xe0, 0x7f, 0x10, 0x00]), 132);

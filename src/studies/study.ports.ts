@@ -1,0 +1,58 @@
+/**
+ * The boundary between the order lifecycle (src/orders) and study acquisition (src/studies):
+ * the lifecycle asks for an order's study; acquisition finds it (PACS pull over DICOMweb,
+ * or instances pushed to us), validates it and packages it as one ZIP on disk.
+ */
+
+/** What the lifecycle knows about the order when it asks for its study. */
+export interface StudyRequest {
+  orderId: string;
+  studyInstanceUid?: string | null;
+  accessionNumber?: string | null;
+  patientId?: string | null;
+}
+
+/** Patient and study attributes read from the instances (copied into SR / PDF later). */
+export interface StudyAttributes {
+  studyInstanceUid: string;
+  accessionNumber?: string;
+  patientId?: string;
+  patientName?: string;
+  patientBirthDate?: string;
+  patientSex?: string;
+  studyDate?: string;
+  studyTime?: string;
+  studyId?: string;
+  studyDescription?: string;
+  referringPhysicianName?: string;
+  modalities: string[];
+}
+
+export interface AcquiredStudy {
+  studyInstanceUid: string;
+  /** The ZIP package on disk, ready for upload (DICOM Part 10 files, optional JSON sidecar). */
+  packagePath: string;
+  sizeBytes: number;
+  instanceCount: number;
+  seriesCount: number;
+  /** SOP Class / Instance UIDs of every instance, for the SR's references. */
+  instances: Array<{ sopClassUid: string; sopInstanceUid: string; seriesInstanceUid: string }>;
+  attributes: StudyAttributes;
+  source: 'dicomweb' | 'stow' | 'c-store';
+}
+
+export type StudyAcquisition =
+  /** Packaged and ready to upload. */
+  | { status: 'ready'; study: AcquiredStudy }
+  /** Not there yet, or still arriving (instance count not stable for the quiet period). */
+  | { status: 'waiting'; reason: string; retryAfterMs: number }
+  /** Cannot be used (invalid DICOM, conflicting identifiers…): a clear, PHI-free reason. */
+  | { status: 'failed'; reason: string };
+
+export interface StudyAcquirer {
+  acquire(request: StudyRequest): Promise<StudyAcquisition>;
+  /** Deletes the package and staged instances once the upload is complete (or the order ended). */
+  release(orderId: string): Promise<void>;
+}
+
+export const STUDY_ACQUIRER = Symbol('STUDY_ACQUIRER');

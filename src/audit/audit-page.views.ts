@@ -86,7 +86,7 @@ ol.timeline .kind{font-family:var(--mono);font-size:.82rem}
 ol.timeline details{margin-top:.25rem}
 ol.timeline summary{cursor:pointer;color:var(--accent);font-size:.85rem}
 pre{font-family:var(--mono);font-size:.8rem;background:#f6f8fb;border:1px solid var(--line);border-radius:6px;padding:.6rem .7rem;overflow:auto;max-height:28rem;margin:.4rem 0 0;white-space:pre-wrap;overflow-wrap:anywhere}
-.side{display:grid;grid-template-columns:minmax(0,1.15fr) minmax(0,1fr) minmax(0,1fr);gap:1rem;align-items:start}
+.side{display:grid;grid-template-columns:minmax(0,1.25fr) minmax(0,1.1fr) minmax(0,.85fr);gap:1rem;align-items:start}
 @media (max-width:1100px){.side{grid-template-columns:1fr}ol.timeline li{grid-template-columns:1fr}}
 .hl7{font-family:var(--mono);font-size:.8rem;background:#f6f8fb;border:1px solid var(--line);border-radius:6px;padding:.5rem .6rem;overflow:auto;max-height:32rem}
 .hl7 .seg{white-space:pre-wrap;overflow-wrap:anywhere;padding:.1rem 0}
@@ -95,7 +95,11 @@ pre{font-family:var(--mono);font-size:.8rem;background:#f6f8fb;border:1px solid 
 .hl7 .f{position:relative;border-radius:3px;cursor:help}
 .hl7 .f:hover{background:#fff3c4;outline:1px solid #e7c65a}
 .hl7 .f:hover::after{content:attr(data-pos);position:absolute;left:0;top:1.35em;z-index:5;background:#14213d;color:#fff;font:600 .72rem/1.2 system-ui,sans-serif;padding:.25rem .45rem;border-radius:4px;white-space:nowrap;pointer-events:none}
+table.lineage{table-layout:fixed}
 table.lineage td{font-size:.84rem}
+table.lineage td.mono,table.lineage td.v{overflow-wrap:anywhere}
+table.lineage col.c-target{width:44%}table.lineage col.c-source{width:22%}table.lineage col.c-value{width:34%}
+table.lineage .rule{font-size:.74rem;color:var(--muted);font-family:var(--mono)}
 table.lineage td.v{font-family:var(--mono);overflow-wrap:anywhere}
 .doc{border:1px solid var(--line);border-radius:8px;padding:.6rem .7rem;margin-bottom:.7rem}
 .doc h3{font-size:.92rem;margin:0 0 .35rem;display:flex;gap:.5rem;align-items:center;flex-wrap:wrap}
@@ -374,12 +378,14 @@ export function orderPage(
         .join('')
     : '<p class="muted">No inbound message.</p>';
   const lineage = view.lineage.length
-    ? `<table class="lineage"><caption class="visually-hidden">Field lineage</caption><thead><tr><th scope="col">Target</th><th scope="col">Source</th><th scope="col">Value</th><th scope="col">Rule</th></tr></thead><tbody>${view.lineage
-        .map(
-          (l) =>
-            `<tr><td class="mono">${h(l.target)}</td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}</td><td class="mono">${h(l.ruleId)}</td></tr>`,
-        )
-        .join('')}</tbody></table>`
+    ? `<table class="lineage"><caption class="visually-hidden">Field lineage: target, source location, value, rule</caption>
+        <colgroup><col class="c-target"><col class="c-source"><col class="c-value"></colgroup>
+        <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${view.lineage
+          .map(
+            (l) =>
+              `<tr><td><span class="mono">${h(l.target).replace(/\./g, '.<wbr>')}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}</td></tr>`,
+          )
+          .join('')}</tbody></table>`
     : '<p class="muted">No mapping recorded.</p>';
   const outbound = view.outbound.length
     ? view.outbound.map((d) => outboundDoc(d, d.answers)).join('')

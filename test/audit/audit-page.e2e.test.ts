@@ -1,0 +1,211 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
+
+/** The Debian package's browser, never a downloaded one; no network beyond loopback. */
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts', 'audit');
+
+describe('audit page end to end (headless Chromium against the running adapter)', () => {
+  let adapter: TestAdapter;
+  let db: Client;
+  let context: BrowserContext;
+  let page: Page;
+  let userDataDir: string;
+  let swfOrderId: string;
+  let deadLetterId: string;
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    adapter = await startTestAdapter();
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+    await sendFixtures(adapter);
+    swfOrderId = await orderIdByAccession(db, SEEDED.swf.accession);
+    deadLetterId = await addDeadLetter(db, swfOrderId);
+    userDataDir = mkdtempSync(join(tmpdir(), 'audit-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+      viewport: { width: 1440, height: 1000 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await db?.end();
+    await adapter?.close();
+  });
+
+  async function signIn(token: string): Promise<void> {
+    const res = await page.goto(`${adapter.httpUrl}/audit`);
+    expect(res?.status()).toBe(401);
+    await expect(
+      page.getByRole('heading', { name: 'Sign in to the audit log' }).count(),
+    ).resolves.toBe(1);
+    await page.getByLabel('API token').fill(token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${adapter.httpUrl}/audit`);
+  }
+
+  it('an analyst signs in, finds an order by accession, opens its timeline and sees a field lineage', async () => {
+    await signIn(TEST_TOKENS.analyst);
+    const cookies = await context.cookies(adapter.httpUrl + '/audit');
+    expect(cookies).toEqual([
+      expect.objectContaining({
+        name: 'audit_session',
+        path: '/audit',
+        httpOnly: true,
+        sameSite: 'Strict',
+      }),
+    ]);
+    expect(await page.getByRole('heading', { name: 'Orders', level: 1 }).count()).toBe(1);
+
+    // keyboard: the first Tab reaches the skip link, and the filters are labelled fields
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.getByLabel('Accession number').fill(SEEDED.swf.accession);
+    await page.getByLabel('Accession number').press('Enter');
+    await page.waitForURL(/accession=/);
+    const rows = page.locator('main table tbody tr');
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain('***11'); // patient id masked
+    await page.screenshot({ path: join(ARTIFACTS, 'order-list.png'), fullPage: true });
+
+    await page.getByRole('link', { name: SEEDED.swf.accession }).click();
+    await page.waitForURL(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
+    const timeline = page.locator('ol.timeline');
+    for (const kind of [
+      'inbound.received',
+      'order.created',
+      'mapping.applied',
+      'outbound.dead-letter',
+    ]) {
+      expect(await timeline.getByText(kind, { exact: true }).count()).toBeGreaterThanOrEqual(1);
+    }
+    const lineageRow = page.locator('table.lineage tbody tr', { hasText: 'accessionNumber' });
+    const cells = (await lineageRow.locator('td').allInnerTexts()).map((t) => t.trim());
+    expect(cells).toEqual(['accessionNumber\nhl7.order.accession', 'OBR-18', SEEDED.swf.accession]);
+
+    // the raw HL7 beside it, field positions on hover, PHI masked
+    const pid5 = page.locator('.hl7 .f[data-pos^="PID-5 "]').first();
+    expect(await pid5.getAttribute('data-pos')).toBe('PID-5 · Patient Name');
+    expect(await pid5.textContent()).toBe('S***^A***^M***^^^^L***');
+    await pid5.hover();
+    const body = await page.locator('main').innerText();
+    for (const phi of ['SCHMIDT', '19560214', 'PAT-4711']) expect(body).not.toContain(phi);
+    expect(await page.getByRole('button', { name: 'Reveal PHI' }).count()).toBe(0); // analysts cannot
+    await page.screenshot({ path: join(ARTIFACTS, 'order-timeline.png'), fullPage: true });
+
+    // the mapping tables are readable
+    await page.getByRole('link', { name: 'Mapping tables' }).click();
+    expect(await page.getByRole('heading', { name: /HL7 v2 order → OrderRequest/ }).count()).toBe(
+      1,
+    );
+    expect(await page.getByText('hl7.order.accession', { exact: true }).count()).toBe(1);
+
+    // an analyst sees dead letters but has no replay action
+    await page.getByRole('link', { name: 'Dead letters' }).click();
+    expect(await page.locator('main table tbody tr').count()).toBe(1);
+    expect(await page.getByRole('link', { name: 'Replay…' }).count()).toBe(0);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL(`${adapter.httpUrl}/audit`);
+    expect(await page.getByRole('heading', { name: 'Sign in to the audit log' }).count()).toBe(1);
+    expect(await context.cookies(adapter.httpUrl + '/audit')).toEqual([]);
+  });
+
+  it('refuses a form post without the session CSRF token', async () => {
+    await signIn(TEST_TOKENS.admin);
+    const [cookie] = await context.cookies(adapter.httpUrl + '/audit');
+    const res = await fetch(`${adapter.httpUrl}/audit/dead-letters/${deadLetterId}/replay`, {
+      method: 'POST',
+      headers: {
+        cookie: `${cookie!.name}=${cookie!.value}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({ reason: 'forged', confirm: 'yes' }).toString(),
+      redirect: 'manual',
+    });
+    expect(res.status).toBe(403);
+    const { rows } = await db.query(`SELECT status FROM outbox WHERE id = $1`, [deadLetterId]);
+    expect(rows[0].status).toBe('dead');
+    // and the session cookie is no credential for the REST API
+    const api = await fetch(`${adapter.httpUrl}/api/audit/orders`, {
+      headers: { cookie: `${cookie!.name}=${cookie!.value}` },
+    });
+    expect(api.status).toBe(401);
+  });
+
+  it('an admin reveals PHI with a reason and replays a dead letter with confirmation and a reason', async () => {
+    // still signed in as admin (previous test)
+    await page.goto(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
+    expect(await page.locator('main').innerText()).not.toContain('SCHMIDT');
+    await page.getByLabel('Reason to reveal').fill('clinician call, ticket 4471');
+    await page.getByRole('button', { name: 'Reveal PHI' }).click();
+    await page.waitForURL(/reveal=true/);
+    expect(await page.locator('.hl7').first().innerText()).toContain('SCHMIDT^ANNA^MARIA');
+    const reveal = await db.query(
+      `SELECT actor, detail->>'reason' AS reason FROM audit_events WHERE kind = 'phi.reveal'`,
+    );
+    expect(reveal.rows).toEqual([
+      { actor: expect.stringMatching(/^admin#/), reason: 'clinician call, ticket 4471' },
+    ]);
+
+    await page.getByRole('link', { name: 'Dead letters' }).click();
+    await page.screenshot({ path: join(ARTIFACTS, 'dead-letters.png'), fullPage: true });
+    await page.getByRole('link', { name: 'Replay…' }).click();
+    await page.waitForURL(`${adapter.httpUrl}/audit/dead-letters/${deadLetterId}/replay`);
+    await page.getByLabel('Reason').fill('RIS interface back after maintenance');
+    // the browser enforces the confirmation box before anything is sent
+    await page.getByRole('button', { name: 'Replay now' }).click();
+    expect(page.url()).toBe(`${adapter.httpUrl}/audit/dead-letters/${deadLetterId}/replay`);
+    await page.screenshot({ path: join(ARTIFACTS, 'replay-confirm.png'), fullPage: true });
+    await page.getByLabel('I confirm that this document should be sent again').check();
+    await page.getByRole('button', { name: 'Replay now' }).click();
+    await page.waitForURL(/\/audit\/dead-letters\?replayed=/);
+    expect(await page.getByRole('status').innerText()).toContain(
+      `Outbound document ${deadLetterId} is queued again`,
+    );
+    await page.screenshot({
+      path: join(ARTIFACTS, 'dead-letters-after-replay.png'),
+      fullPage: true,
+    });
+
+    const { rows } = await db.query(`SELECT status, attempts FROM outbox WHERE id = $1`, [
+      deadLetterId,
+    ]);
+    expect(rows[0]).toEqual({ status: 'pending', attempts: 0 });
+    const replay = await db.query(
+      `SELECT actor, detail->>'reason' AS reason FROM audit_events WHERE kind = 'outbound.replay'`,
+    );
+    expect(replay.rows).toEqual([
+      { actor: expect.stringMatching(/^admin#/), reason: 'RIS interface back after maintenance' },
+    ]);
+  });
+
+  it('a sender token cannot sign in', async () => {
+    await context.clearCookies();
+    await page.goto(`${adapter.httpUrl}/audit`);
+    await page.getByLabel('API token').fill(TEST_TOKENS.sender);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    expect(await page.getByRole('alert').innerText()).toContain('Sender tokens have no access');
+    expect(await context.cookies(adapter.httpUrl + '/audit')).toEqual([]);
+  });
+});

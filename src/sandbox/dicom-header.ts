@@ -45,6 +45,7 @@ export interface DicomInfo {
   procedureCode?: string;
   studyDate?: string;
   studyDescription?: string;
+  institutionName?: string;
   seriesDescription?: string;
   rows?: number;
   columns?: number;
@@ -182,6 +183,7 @@ export function inspectDicom(prefix: Buffer, totalSize: number): DicomInspection
       codeValue(natural.RequestedProcedureCodeSequence) ?? codeValue(natural.ProcedureCodeSequence),
     studyDate: str(natural.StudyDate),
     studyDescription: str(natural.StudyDescription),
+    institutionName: str(natural.InstitutionName),
     seriesDescription: str(natural.SeriesDescription),
     rows: num(natural.Rows),
     columns: num(natural.Columns),

@@ -78,6 +78,7 @@ const STRING_KEYS = [
   'procedure_code',
   'referring_physician',
   'correlation_id',
+  'institution_name',
 ];
 
 /**
@@ -161,6 +162,7 @@ const SIDECAR_ALIASES: Record<string, string> = {
   StudyInstanceUID: 'study_uid',
   Modality: 'modality',
   ReferringPhysicianName: 'referring_physician',
+  InstitutionName: 'institution_name',
 };
 
 /** Turns a parsed sidecar into metadata; values of the wrong type are reported, not silently kept. */

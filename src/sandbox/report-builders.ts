@@ -105,6 +105,7 @@ export function failureDocument(order: SandboxOrder, iso: (ms: number) => string
     failed_step: failure.step,
     reason: failure.reason,
     failed_at: iso(at),
+    institution_name: str(metadataOf(order).institution_name),
     agent_report: agent,
     disclaimer: DISCLAIMER,
   };
@@ -119,11 +120,12 @@ export function failureDocument(order: SandboxOrder, iso: (ms: number) => string
       `Study Instance UID: ${data.study_uid ?? '-'}`,
       `Status: ${order.status}`,
       `Failed at: ${data.failed_at}`,
+      `Institution: ${data.institution_name ?? '-'}`,
       `Reason: ${failure.reason}`,
     ],
     chart: [],
     table: [
-      ['order_id', 'study_uid', 'status', 'failed_step', 'failed_at', 'reason'],
+      ['order_id', 'study_uid', 'status', 'failed_step', 'failed_at', 'reason', 'institution_name'],
       [
         order.orderId,
         data.study_uid ?? '',
@@ -131,6 +133,7 @@ export function failureDocument(order: SandboxOrder, iso: (ms: number) => string
         failure.step,
         data.failed_at,
         failure.reason,
+        data.institution_name ?? '',
       ],
     ],
   };

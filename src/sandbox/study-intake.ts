@@ -98,6 +98,7 @@ function metadataFromDicom(info: DicomInfo): Metadata {
   set('modality', info.modality);
   set('referring_physician', info.referringPhysician);
   set('procedure_code', info.procedureCode);
+  set('institution_name', info.institutionName);
   return m;
 }
 

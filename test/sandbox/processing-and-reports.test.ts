@@ -136,7 +136,7 @@ describe('sandbox: simulated processing, outcomes and reports', () => {
     expect(csv.status).toBe(200);
     expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
     const [header, row] = csv.text.trim().split('\r\n');
-    expect(header).toBe('order_id,study_uid,status,failed_step,failed_at,reason');
+    expect(header).toBe('order_id,study_uid,status,failed_step,failed_at,reason,institution_name');
     expect(row.startsWith(`${id},`)).toBe(true);
     assertValidPdf((await get('/failure-report', { order_id: id, report_type: 'PDF' })).buffer);
     assertValidPng((await get('/failure-report', { order_id: id, report_type: 'PNG' })).buffer);
@@ -151,6 +151,32 @@ describe('sandbox: simulated processing, outcomes and reports', () => {
     );
     expect((await get('/results', { order_id: id, report_type: 'PDF' })).status).toBe(409);
     expect((await get('/failure-report', { order_id: id, report_type: 'DOCX' })).status).toBe(400);
+  });
+
+  it('keeps institution names with spaces and punctuation intact in every failure-report format (1.0.8)', async () => {
+    const institution = 'Hôpital "Saint-Jean", Lyon & Co. <Neuro>';
+    const id = await processed(h, 'failed', { institution_name: institution });
+    await h.sandbox.advance(MINUTE);
+    const csv = await get('/failure-report', { order_id: id, report_type: 'CSV' });
+    // RFC 4180: the cell is quoted and inner quotes doubled.
+    expect(csv.text).toContain('"Hôpital ""Saint-Jean"", Lyon & Co. <Neuro>"');
+    expect(
+      (await get('/failure-report', { order_id: id, report_type: 'JSON' })).json.institution_name,
+    ).toBe(institution);
+    expect((await get('/failure-report', { order_id: id, report_type: 'XML' })).text).toContain(
+      '<institution_name>Hôpital &quot;Saint-Jean&quot;, Lyon &amp; Co. &lt;Neuro&gt;</institution_name>',
+    );
+    expect((await get('/failure-report', { order_id: id, report_type: 'TXT' })).text).toContain(
+      `Institution: ${institution}`,
+    );
+    assertValidPdf((await get('/failure-report', { order_id: id, report_type: 'PDF' })).buffer);
+    // Without an API value, the DICOM InstitutionName (0008,0080) is used.
+    const fromDicom = await processed(h, 'failed');
+    await h.sandbox.advance(MINUTE);
+    expect(
+      (await get('/failure-report', { order_id: fromDicom, report_type: 'JSON' })).json
+        .institution_name,
+    ).toBe('Sandbox Imaging Center');
   });
 
   it('fails at preprocessing with PREPROCESSING_FAILED and a failure report', async () => {

@@ -11,3 +11,4 @@ export * from './pg-upload.stores';
 export * from './prometheus-call.observer';
 export * from './upstream-health.status';
 export type { RetirementState } from './upstream-http';
+export * from './imaging-client.factory';

@@ -73,3 +73,37 @@ describe('PgUploadSlots', () => {
     expect(await db.dataSource.query(`SELECT * FROM imaging_upload_slots`)).toEqual([]);
   });
 });
+
+describe('createProductionImagingClient', () => {
+  it('wires the PostgreSQL limiter, health and extra observers to a working client', async () => {
+    const { startTestSandbox } = await import('./sandbox-harness');
+    const { createProductionImagingClient, silentLogger } =
+      await import('../../src/imaging-client');
+    const peer = await startTestSandbox();
+    const seen: string[] = [];
+    const built = createProductionImagingClient({
+      config: {
+        baseUrl: peer.sandbox.baseUrl,
+        clientId: 'sandbox-client',
+        clientSecret: 'sandbox-secret',
+        organizationId: 'sandbox-org',
+      },
+      dataSource: db.dataSource,
+      logger: silentLogger,
+      rateLimitScope: 'factory-test',
+      observers: [{ onCall: (r) => seen.push(`${r.operation} ${r.status}`) }],
+    });
+    try {
+      await expect(built.client.testToken()).resolves.toMatchObject({ valid: true });
+      expect(seen).toEqual(['token 200', 'test-token 200']);
+      expect(built.health.snapshot().state).toBe('ok');
+      const counted: Array<{ n: number }> = await db.dataSource.query(
+        `SELECT sum(count)::int AS n FROM imaging_rate_limit_buckets WHERE key = 'factory-test|total'`,
+      );
+      expect(counted[0].n).toBe(2);
+    } finally {
+      await built.client.close();
+      await peer.close();
+    }
+  });
+});

@@ -181,6 +181,8 @@ export async function handleStoragePut(
     } else {
       if (!intake.studyUid)
         throw badRequest('invalid_study', 'a single instance must carry a Study Instance UID');
+      // Refuse now what closing the group would refuse, so the client hears it.
+      svc.lifecycle.checkUploadAllowed(order, intake.studyUid);
       const group = order.instanceGroup;
       if (group && group.studyUid !== intake.studyUid) {
         throw badRequest(

@@ -215,34 +215,47 @@ export class OrderLifecycle {
    * instances). Contract "Limits": identical studies uploaded within 5 minutes overwrite each
    * other; see docs/upstream-assumptions.md for what happens to the earlier order.
    */
+  /** The earlier upload of the same study within the overwrite window, if any. */
+  private overwritable(
+    order: SandboxOrder,
+    studyUid: string | null,
+    now: number,
+  ): CompletedUpload | undefined {
+    if (studyUid === null) return undefined;
+    const windowMs = LIMITS.sameStudyOverwriteWindowSeconds * 1000;
+    return [...this.state.completedUploads]
+      .reverse()
+      .find(
+        (u) =>
+          u.organizationId === order.organizationId &&
+          u.studyUid === studyUid &&
+          now - u.completedAt <= windowMs,
+      );
+  }
+
+  /** Throws the 409 that `completeUpload` would throw, without changing anything. */
+  checkUploadAllowed(order: SandboxOrder, studyUid: string | null): void {
+    if (this.isTerminal(order))
+      throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
+    const previous = this.overwritable(order, studyUid, this.clock.now());
+    if (order.upload && order.upload !== previous && order.status !== 'PENDING') {
+      throw conflict(
+        'order_already_uploaded',
+        'this order already has a completed upload, and this is not the same study within 5 minutes of it; create a new order',
+      );
+    }
+  }
+
   async completeUpload(
     order: SandboxOrder,
     intake: StudyIntake,
     objectPaths: string[],
   ): Promise<void> {
     const now = this.clock.now();
-    if (this.isTerminal(order))
-      throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
     const studyUid = intake.studyUid;
-    const windowMs = LIMITS.sameStudyOverwriteWindowSeconds * 1000;
-    const previous =
-      studyUid === null
-        ? undefined
-        : [...this.state.completedUploads]
-            .reverse()
-            .find(
-              (u) =>
-                u.organizationId === order.organizationId &&
-                u.studyUid === studyUid &&
-                now - u.completedAt <= windowMs,
-            );
+    this.checkUploadAllowed(order, studyUid);
+    const previous = this.overwritable(order, studyUid, now);
     const ownPrevious = order.upload;
-    if (ownPrevious && ownPrevious !== previous && order.status !== 'PENDING') {
-      throw conflict(
-        'order_already_uploaded',
-        'this order already has a completed upload older than the 5-minute overwrite window; create a new order',
-      );
-    }
     if (previous) await this.discardUpload(previous);
     if (previous && previous.orderId !== order.orderId) {
       const other = this.state.orders.get(previous.orderId);

@@ -624,7 +624,8 @@ describe('sandbox: presigned uploads and study intake', () => {
       const series = createMrBrainSeries({ series: { slices: 3 } });
       const id = await newOrder(h, { sandbox_outcome: 'in_review' });
       const url = async (): Promise<string> =>
-        (await h.call('GET', '/upload', { token: t, query: { order_id: id } })).json.url as string;
+        (await h.call('GET', '/upload', { token: await h.token(), query: { order_id: id } })).json
+          .url as string;
       expect((await putObject(await url(), series[0].bytes)).status).toBe(200);
       await h.sandbox.advance(50 * SECOND);
       expect((await putObject(await url(), series[1].bytes)).status).toBe(200);
@@ -652,6 +653,11 @@ describe('sandbox: presigned uploads and study intake', () => {
         'ELIGIBILITY_CHECK_RUNNING',
         'QC_PASSED',
       ]);
+      // Once processed and past the overwrite window, a further instance is refused at once.
+      await h.sandbox.advance(6 * MINUTE);
+      const late = await putObject(await url(), series[0].bytes);
+      expect(late.status).toBe(409);
+      expect(late.json.error).toBe('order_already_uploaded');
     });
   });
 });

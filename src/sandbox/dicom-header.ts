@@ -17,9 +17,15 @@ interface DcmjsData {
     naturalizeDataset(dict: Record<string, unknown>): Record<string, unknown>;
   };
 }
+interface DcmjsLog {
+  setLevel?: (level: string) => void;
+  getLogger?: (name: string) => { setLevel?: (level: string) => void };
+}
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const dcmjs = require('dcmjs') as { data: DcmjsData; log?: { setLevel?: (level: string) => void } };
+const dcmjs = require('dcmjs') as { data: DcmjsData; log?: DcmjsLog };
+// Our own validation reports problems; dcmjs's loggers (root and "validation.dcmjs") stay quiet.
 dcmjs.log?.setLevel?.('error');
+dcmjs.log?.getLogger?.('validation.dcmjs').setLevel?.('silent');
 
 /** PS3.5 §A: transfer syntaxes. */
 const IMPLICIT_VR_LE = '1.2.840.10008.1.2';

@@ -18,9 +18,14 @@ interface DcmjsWriteApi {
     write(options?: Record<string, unknown>): ArrayBuffer;
   };
 }
+interface DcmjsLog {
+  setLevel?: (level: string) => void;
+  getLogger?: (name: string) => { setLevel?: (level: string) => void };
+}
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const dcmjs = require('dcmjs') as { data: DcmjsWriteApi; log?: { setLevel?: (l: string) => void } };
+const dcmjs = require('dcmjs') as { data: DcmjsWriteApi; log?: DcmjsLog };
 dcmjs.log?.setLevel?.('error');
+dcmjs.log?.getLogger?.('validation.dcmjs').setLevel?.('silent');
 
 export const MR_IMAGE_STORAGE = '1.2.840.10008.5.1.4.1.1.4';
 export const EXPLICIT_VR_LITTLE_ENDIAN = '1.2.840.10008.1.2.1';

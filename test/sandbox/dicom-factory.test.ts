@@ -22,7 +22,11 @@ const dcmjs = require('dcmjs') as {
 };
 
 // Implicit VR files make dcmjs log the dictionary's "ox" (OB or OW) VR of Pixel Data; expected.
-(dcmjs as unknown as { log?: { setLevel?: (l: string) => void } }).log?.setLevel?.('silent');
+(
+  dcmjs as unknown as { log?: { getLogger?: (n: string) => { setLevel?: (l: string) => void } } }
+).log
+  ?.getLogger?.('validation.dcmjs')
+  .setLevel?.('silent');
 
 function read(bytes: Buffer): { meta: Record<string, unknown>; ds: Record<string, unknown> } {
   const parsed = dcmjs.data.DicomMessage.readFile(

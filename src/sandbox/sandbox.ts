@@ -156,6 +156,23 @@ export async function startSandbox(
     }
   }
 
+  /**
+   * "Versioning" 4 and 6: the deprecation header on every response of v1, and 410 for every
+   * operation once retired. The presigned PUT is an operation of the v1 table too, so it
+   * follows the same rules.
+   */
+  function versioning(req: IncomingMessage, res: ServerResponse): 'retired' | 'serving' {
+    if (options.deprecationDate)
+      res.setHeader(DEPRECATION_HEADER, `v1 will be deprecated on ${options.deprecationDate}`);
+    if (!options.retired) return 'serving';
+    req.resume();
+    sendJson(res, 410, {
+      error: 'API v1 has been retired; use v2 of the Imaging Analysis Service',
+      migration_guide: options.migrationGuideUrl,
+    });
+    return 'retired';
+  }
+
   async function handleApi(
     req: IncomingMessage,
     res: ServerResponse,
@@ -163,16 +180,7 @@ export async function startSandbox(
     query: URLSearchParams,
   ): Promise<void> {
     const method = req.method ?? 'GET';
-    if (options.deprecationDate)
-      res.setHeader(DEPRECATION_HEADER, `v1 will be deprecated on ${options.deprecationDate}`);
-    if (options.retired) {
-      req.resume();
-      sendJson(res, 410, {
-        error: 'API v1 has been retired; use v2 of the Imaging Analysis Service',
-        migration_guide: options.migrationGuideUrl,
-      });
-      return;
-    }
+    if (versioning(req, res) === 'retired') return;
     const ip = clientIp(req);
     const ipWait = limiter.hit(`ip:${ip}`, options.rateLimitPerIp);
     const epWait =
@@ -246,6 +254,7 @@ export async function startSandbox(
       if (path === API_PREFIX || path.startsWith(`${API_PREFIX}/`)) {
         await handleApi(req, res, path.slice(API_PREFIX.length) || '/', url.searchParams);
       } else if (path.startsWith(STORAGE_PREFIX)) {
+        if (versioning(req, res) === 'retired') return;
         const fault = await applyFault(req.method ?? 'PUT', 'storage', res);
         if (fault === 'handled') {
           req.resume();

@@ -94,6 +94,28 @@ describe('sandbox: versioning', () => {
     }
   });
 
+  it('applies both to presigned storage PUTs, an operation of the v1 table', async () => {
+    h = await startHarness({ deprecationDate: '2027-03-31' });
+    const id = await newOrder(h);
+    const url = await singlePutUrl(h, id);
+    const put = await putObject(url, createMrBrainSeries({ series: { slices: 1 } })[0].bytes);
+    expect(put.status).toBe(200);
+    expect(put.headers.get('x-api-deprecation-warning')).toBe(
+      'v1 will be deprecated on 2027-03-31',
+    );
+    const retired = await startHarness({ retired: true, signingKey: h.sandbox.options.signingKey });
+    try {
+      const gone = await putObject(
+        url.replace(h.base.replace(/\/v1$/, ''), retired.base.replace(/\/v1$/, '')),
+        Buffer.from('x'),
+      );
+      expect(gone.status).toBe(410);
+      expect(Object.keys(gone.json).sort()).toEqual(['error', 'migration_guide']);
+    } finally {
+      await retired.close();
+    }
+  });
+
   it('sends no deprecation header when no date is configured', async () => {
     h = await startHarness();
     expect((await h.call('GET', '/products')).headers.get('x-api-deprecation-warning')).toBeNull();

@@ -265,3 +265,57 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
     return error instanceof ImagingClientError ? error.code : `other: ${String(error)}`;
   }
 }
+
+describe('StudyUploader, single PUT whose answer is lost', () => {
+  it('treats the retried PUT refused as "already processing" as done when the order moved on', async () => {
+    let puts = 0;
+    const upstream = await startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res);
+      if (req.path === '/upload/single-put') {
+        return json(res, 200, {
+          url: `${upstream.origin}/storage/single?sig=S`,
+          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+        });
+      }
+      if (req.path === '/storage/single') {
+        // First PUT lands, but the connection dies before the answer; the retry is refused.
+        if (++puts === 1) return res.socket?.destroy();
+        return json(res, 409, {
+          error: 'order_terminal',
+          message: 'order is QUEUED; it accepts no upload',
+        });
+      }
+      if (req.path === '/status') return json(res, 200, { order_id: ORDER_ID, status: 'QUEUED' });
+      return json(res, 404, { error: 'not_found' });
+    });
+    const clock = new JumpingClock();
+    const client = new ImagingClient(
+      withDefaults({
+        baseUrl: upstream.baseUrl,
+        clientId: 'c',
+        clientSecret: 's',
+        organizationId: 'org-1',
+      }),
+      {
+        clock,
+        rateLimiter: new InMemoryRateLimiter(),
+        observer: { onCall: () => undefined },
+        logger: silentLogger,
+      },
+    );
+    const uploader = new StudyUploader(client, {
+      progress: new InMemoryUploadProgressStore(),
+      slots: new InMemoryUploadSlots(1),
+      clock,
+      logger: silentLogger,
+    });
+    try {
+      const { path } = await studyFile('lost-answer.zip', 1024);
+      await expect(uploader.upload(ORDER_ID, path)).resolves.toMatchObject({ mode: 'single' });
+      expect(puts).toBe(2);
+    } finally {
+      await client.close();
+      await upstream.close();
+    }
+  });
+});

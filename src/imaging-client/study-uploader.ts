@@ -76,6 +76,29 @@ export class StudyUploader {
   }
 
   private async singlePut(orderId: string, filePath: string, sizeBytes: number): Promise<void> {
+    try {
+      await this.singlePutAttempts(orderId, filePath, sizeBytes);
+    } catch (error) {
+      // A PUT that went through but whose answer was lost, then retried, finds the order
+      // already processing and is refused (409): the order having left PENDING shows the
+      // first PUT landed.
+      if (
+        error instanceof ImagingClientError &&
+        error.code === 'conflict' &&
+        (error.attempts ?? 1) > 1
+      ) {
+        const { status } = await this.client.getStatus({ orderId });
+        if (status !== 'PENDING') return;
+      }
+      throw error;
+    }
+  }
+
+  private async singlePutAttempts(
+    orderId: string,
+    filePath: string,
+    sizeBytes: number,
+  ): Promise<void> {
     let current = await this.freshSingleUrl(orderId);
     await this.client.http.call({
       operation: 'upload-single-put',

@@ -136,10 +136,16 @@ export async function startSandbox(
         res.socket?.destroy();
         return 'handled';
       case 'error':
-        sendJson(res, decision.status, {
-          error: decision.status === 503 ? 'service_unavailable' : 'internal_error',
-          message: 'injected fault (SANDBOX_FAULTS)',
-        });
+        sendJson(
+          res,
+          decision.status,
+          {
+            error: decision.status === 503 ? 'service_unavailable' : 'internal_error',
+            message: 'injected fault (SANDBOX_FAULTS)',
+          },
+          // A 503 usually says when to come back (RFC 9110 §10.2.3); a 500 does not.
+          decision.status === 503 ? { 'Retry-After': '1' } : {},
+        );
         return 'handled';
       case 'rate':
         sendJson(

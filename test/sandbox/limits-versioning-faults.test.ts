@@ -174,6 +174,15 @@ describe('sandbox: fault injection', () => {
     expect(errors.length).toBeGreaterThan(8);
     expect(errors.length).toBeLessThan(32);
     expect(new Set(errors)).toEqual(new Set([500, 503]));
+    h = await startHarness({ faults: { seed: 7, endpoints: { '/products': { error5xx: 1 } } } });
+    const replies = await Promise.all(
+      Array.from({ length: 10 }, async () =>
+        h.call('GET', '/products', { token: await h.token() }),
+      ),
+    );
+    for (const r of replies)
+      expect(r.headers.get('retry-after')).toBe(r.status === 503 ? '1' : null);
+    await h.close();
     expect(first.filter((s) => s === 200).length).toBe(40 - errors.length);
     h = await startHarness();
   });

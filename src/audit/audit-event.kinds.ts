@@ -20,6 +20,13 @@ export const AUDIT_EVENT_KINDS = {
   'outbound.attempt': 'an outbound document was sent (payload, destination, answer)',
   'outbound.dead-letter': 'an outbound document gave up after its retries',
   'outbound.replay': 'a dead letter was replayed (who, why)',
+  'study.received': 'DICOM instances were received (STOW-RS / C-STORE): stored and refused counts',
+  'study.matched':
+    'received instances were matched to an order (by Study Instance UID or accession)',
+  'study.expired': 'unmatched instances were deleted after their hold time',
+  'study.packaged': "an order's study was validated and packaged as a ZIP for upload",
+  'study.failed': "an order's study cannot be used (invalid instances, ambiguous identifiers)",
+  'study.released': "an order's package and staged instances were deleted",
   'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',
   'phi.reveal': 'an admin was shown unmasked PHI (who, why, what)',
   error: 'an error on an order or message',

@@ -263,17 +263,16 @@ export class AuditQueryService {
 
   async orderDetail(orderId: string): Promise<OrderDetail> {
     if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
-    const orders: Array<OrderRow & { request: Record<string, unknown> }> =
-      await this.dataSource.query(
+    // Three independent reads in parallel (one round trip of latency), then the messages.
+    const [orders, timeline, outbound] = await Promise.all([
+      this.dataSource.query(
         `SELECT ${ORDER_COLUMNS}, o.request FROM orders o WHERE o.id = $1::uuid`,
         [orderId],
-      );
-    const order = orders[0];
-    if (!order) throw new AppError('not_found', 'no such order');
-    // The order's own events, and the message-level events (received, quirks, rejected)
-    // of every inbound message that touched it: both through (…, id) indexes.
-    const timeline: EventRow[] = await this.dataSource.query(
-      `WITH msgs AS (
+      ) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
+      // The order's own events, and the message-level events (received, quirks, rejected)
+      // of every inbound message that touched it: both through (…, id) indexes.
+      this.dataSource.query(
+        `WITH msgs AS (
          SELECT DISTINCT e.inbound_message_id AS id FROM audit_events e
           WHERE e.order_id = $1::uuid AND e.inbound_message_id IS NOT NULL
          UNION SELECT inbound_message_id FROM orders WHERE id = $1::uuid AND inbound_message_id IS NOT NULL
@@ -284,8 +283,15 @@ export class AuditQueryService {
          SELECT ${EVENT_COLUMNS}, e.id AS seq FROM audit_events e
           WHERE e.inbound_message_id IN (SELECT id FROM msgs) AND e.order_id IS NULL
        ) t ORDER BY seq LIMIT ${TIMELINE_LIMIT}`,
-      [orderId],
-    );
+        [orderId],
+      ) as Promise<EventRow[]>,
+      this.dataSource.query(
+        `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
+        [orderId],
+      ) as Promise<OutboxRow[]>,
+    ]);
+    const order = orders[0];
+    if (!order) throw new AppError('not_found', 'no such order');
     const messageIds = [
       ...new Set(
         [order.inboundMessageId, ...timeline.map((e) => e.inboundMessageId)].filter(
@@ -299,10 +305,6 @@ export class AuditQueryService {
           [messageIds],
         )
       : [];
-    const outbound: OutboxRow[] = await this.dataSource.query(
-      `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
-      [orderId],
-    );
     return {
       order: { ...toOrderRow(order), request: order.request },
       timeline: timeline.map(toEventRow),

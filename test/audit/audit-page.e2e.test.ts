@@ -79,7 +79,7 @@ describe('audit page end to end (headless Chromium against the running adapter)'
 
     // keyboard: the first Tab reaches the skip link, and the filters are labelled fields
     await page.keyboard.press('Tab');
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    expect(await page.locator(':focus').textContent()).toBe('Skip to content');
     await page.getByLabel('Accession number').fill(SEEDED.swf.accession);
     await page.getByLabel('Accession number').press('Enter');
     await page.waitForURL(/accession=/);

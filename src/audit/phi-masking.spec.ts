@@ -1,0 +1,147 @@
+import {
+  maskDate,
+  maskHl7Text,
+  maskIdentifier,
+  maskJson,
+  maskName,
+  ruleForTarget,
+} from './phi-masking';
+
+describe('PHI masking', () => {
+  it('keeps initials, the birth year and the last two identifier characters', () => {
+    expect(maskName('SCHMIDT')).toBe('S***');
+    expect(maskName('Anna Maria')).toBe('A*** M***');
+    expect(maskName('Élodie')).toBe('É***');
+    expect(maskDate('1956-02-14')).toBe('1956-**-**');
+    expect(maskDate('19560214')).toBe('1956****');
+    expect(maskDate('198507')).toBe('1985**');
+    expect(maskDate('unknown')).toBe('***');
+    expect(maskIdentifier('PAT-4711')).toBe('***11');
+    expect(maskIdentifier('B-771')).toBe('***'); // too short to show any of it
+  });
+
+  it('decides by lineage target; sex and order identifiers stay readable', () => {
+    expect(ruleForTarget('patient.name.family')).toBe('name');
+    expect(ruleForTarget('patient.birthDate')).toBe('date');
+    expect(ruleForTarget('patient.identifiers[0].value')).toBe('id');
+    expect(ruleForTarget('priorIdentifiers[1].value')).toBe('id');
+    expect(ruleForTarget('notes[0]')).toBe('full');
+    expect(ruleForTarget('patient.sex')).toBeUndefined();
+    expect(ruleForTarget('accessionNumber')).toBeUndefined();
+    expect(ruleForTarget('placerOrderNumber.value')).toBeUndefined();
+  });
+
+  it('masks HL7 PID, NK1, MRG and PV1 fields by position, leaving the structure intact', () => {
+    // IHE SWF fixture shape (v2.3.1, CR separators), with NK1 and MRG added.
+    const text = [
+      'MSH|^~\\&|RADIS1|IHEDEMO|DSS_OF|IHEDEMO|20240318144217||ORM^O01|MSGID20240318144217|P|2.3.1',
+      'PID|||PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L||19560214|F|||Hauptstrasse 12^^Berlin^^10115^DE||^PRN^PH^^49^30^5551234|||||ACCT-77001',
+      'NK1|1|SCHMIDT^PETER|SPO^Spouse^HL70063|Hauptstrasse 12^^Berlin',
+      'MRG|PAT-4700^^^HOSPA^MR',
+      'PV1||O|RAD^^^RADIOLOGY|||||1234^WELBY^MARCUS^^^DR|||||||||||V-2024-0815^^^HOSPA^VN',
+      'OBR|1|PLC-100234^RADIS1|FIL-55012^DSS_OF|24627-2^CT Chest^LN||||||||||||||ACC-20240318-0042',
+    ].join('\r');
+    const masked = maskHl7Text(text).split('\r');
+    expect(masked[0]).toBe(text.split('\r')[0]);
+    expect(masked[1]).toBe(
+      'PID|||***11^^^HOSPA^MR~***65^^^SSA^SS||S***^A***^M***^^^^L***||1956****|F|||***^^***^^***^***||^***^***^^***^***^***|||||***01',
+    );
+    expect(masked[2]).toBe('NK1|1|S***^P***|SPO^Spouse^HL70063|***^^***');
+    expect(masked[3]).toBe('MRG|***00^^^HOSPA^MR');
+    expect(masked[4]).toContain('|***15^^^HOSPA^VN');
+    expect(masked[4]).toContain('1234^WELBY^MARCUS'); // the referring doctor is not the patient
+    expect(masked[5]).toBe(text.split('\r')[5]);
+  });
+
+  it('honours the message delimiters (v2.8 truncation character) and LF separators', () => {
+    const text =
+      'MSH|^~\\&#|EPIC|NW|AI|RAD|20260112161722-0500||OMI^O23^OMI_O23|8817261|P|2.8\nPID|1||E4410029^^^EPI^MR||NGUYEN^THANH^V^JR||19710305|M\n';
+    expect(maskHl7Text(text)).toBe(
+      'MSH|^~\\&#|EPIC|NW|AI|RAD|20260112161722-0500||OMI^O23^OMI_O23|8817261|P|2.8\nPID|1||***29^^^EPI^MR||N***^T***^V***^J***||1971****|M',
+    );
+  });
+
+  it('masks our OrderRequest, lineage lines, FHIR person resources and embedded HL7', () => {
+    const masked = maskJson({
+      request: {
+        patient: {
+          identifiers: [{ value: 'PAT-4711', system: 'HOSPA', type: 'MR' }],
+          name: { family: 'SCHMIDT', given: ['ANNA'] },
+          birthDate: '1956-02-14',
+          sex: 'female',
+        },
+        accessionNumber: 'ACC-20240318-0042',
+        notes: ['call Mrs Schmidt on 555-1234'],
+      },
+      lineage: [
+        { target: 'patient.name.family', source: 'PID-5.1', value: 'SCHMIDT', ruleId: 'r1' },
+        { target: 'accessionNumber', source: 'OBR-18', value: 'ACC-1', ruleId: 'r2' },
+      ],
+      bundle: {
+        resourceType: 'Bundle',
+        entry: [
+          {
+            resource: {
+              resourceType: 'Patient',
+              identifier: [{ system: 'urn:oid:1.2.3', value: '7800123' }],
+              name: [{ use: 'official', family: 'DUBOIS', given: ['HÉLÈNE'] }],
+              telecom: [{ system: 'phone', value: '+33 4 72 00 00 00' }],
+              birthDate: '1985-07',
+              contact: [{ name: { family: 'DUBOIS', given: ['Marc'] } }],
+            },
+          },
+          {
+            resource: {
+              resourceType: 'ServiceRequest',
+              subject: { reference: 'Patient/p1', display: 'Hélène Dubois' },
+              identifier: [{ value: 'DP-776120' }],
+            },
+          },
+        ],
+      },
+      hl7: 'MSH|^~\\&|A|B|C|D|20240318||ORU^R01|X1|P|2.5.1\rPID|1||PAT-4711^^^HOSPA^MR||SCHMIDT^ANNA',
+    });
+    const text = JSON.stringify(masked);
+    for (const phi of [
+      'SCHMIDT',
+      'Schmidt',
+      'ANNA',
+      '1956-02-14',
+      'PAT-4711',
+      'DUBOIS',
+      'HÉLÈNE',
+      'Hélène',
+      '7800123',
+      '+33',
+      'Marc',
+      '555-1234',
+    ]) {
+      expect(text).not.toContain(phi);
+    }
+    const m = masked as {
+      request: {
+        patient: { identifiers: unknown[]; name: unknown; sex: string };
+        accessionNumber: string;
+      };
+      lineage: Array<{ value: string }>;
+      bundle: { entry: Array<{ resource: Record<string, unknown> }> };
+    };
+    expect(m.request.patient.identifiers).toEqual([
+      { value: '***11', system: 'HOSPA', type: 'MR' },
+    ]);
+    expect(m.request.patient.name).toEqual({ family: 'S***', given: ['A***'] });
+    expect(m.request.patient.sex).toBe('female');
+    expect(m.request.accessionNumber).toBe('ACC-20240318-0042');
+    expect(m.lineage.map((l) => l.value)).toEqual(['S***', 'ACC-1']);
+    expect(m.bundle.entry[0]!.resource.name).toEqual([
+      { use: 'official', family: 'D***', given: ['H***'] },
+    ]);
+    expect(m.bundle.entry[0]!.resource.birthDate).toBe('1985-**');
+    // a ServiceRequest's own identifier is the order's, not the patient's
+    expect(m.bundle.entry[1]!.resource.identifier).toEqual([{ value: 'DP-776120' }]);
+    expect(m.bundle.entry[1]!.resource.subject).toEqual({
+      reference: 'Patient/p1',
+      display: 'H*** D***',
+    });
+  });
+});

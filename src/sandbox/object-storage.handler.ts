@@ -73,7 +73,12 @@ async function streamToFile(
         { Connection: 'close' },
       );
     }
-    throw err;
+    // The client went away mid-body: nothing is stored, and there is nobody left to answer.
+    throw new SandboxError(
+      400,
+      'bad_request',
+      `upload interrupted before the body was complete (${(err as Error).message})`,
+    );
   }
   return { size, md5: md5.digest('hex') };
 }

@@ -1,4 +1,5 @@
 import { readdir } from 'node:fs/promises';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import {
   createMrBrainSeries,
@@ -545,6 +546,27 @@ describe('sandbox: presigned uploads and study intake', () => {
         json: { upload_id: again.json.upload_id },
       });
     });
+  });
+
+  it('stores nothing and frees the slot when a client breaks off a PUT mid-body', async () => {
+    const id = await newOrder(h);
+    const url = new URL(await singlePutUrl(h, id));
+    await new Promise<void>((resolve) => {
+      const req = request(url, {
+        method: 'PUT',
+        headers: { 'content-length': String(1024 * 1024) },
+      });
+      req.on('error', () => resolve());
+      req.write(Buffer.alloc(100 * 1024, 1), () => setTimeout(() => req.destroy(), 50));
+      req.on('close', () => resolve());
+    });
+    for (let i = 0; i < 50 && h.sandbox.state.activeUploads('org-a') > 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(h.sandbox.state.activeUploads('org-a')).toBe(0);
+    expect(await readdir(join(h.sandbox.dataRoot, 'tmp'))).toEqual([]);
+    expect(await statusOf(h, id)).toBe('PENDING');
+    await uploadSingle(h, id, createMrBrainSeries({ series: { slices: 1 } })[0].bytes);
+    expect(await statusOf(h, id)).toBe('RECEIVED');
   });
 
   it('ends the open multipart uploads of a cancelled order, freeing their slots', async () => {

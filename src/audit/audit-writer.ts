@@ -35,11 +35,43 @@ export async function writeAuditEvents(
       e.severity ?? 'info',
       e.actor ?? null,
       e.summary,
-      JSON.stringify(e.detail ?? {}),
+      JSON.stringify(scrubSecrets(e.detail ?? {})),
     );
   }
   await manager.query(
     `INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail) VALUES ${rows.join(', ')}`,
     values,
   );
+}
+
+/** Keys whose values are credentials wherever they appear in an event's detail. */
+const SECRET_KEY =
+  /^(token|password|passwd|secret|authorization|cookie|set-cookie)$|client[-_]?secret|api[-_]?key|access[-_]?token|refresh[-_]?token|id[-_]?token|signature|private[-_]?key/i;
+
+/** Query parameters that make a URL a bearer credential (S3/GCS/Azure presigned URLs, tokens in URLs). */
+const PRESIGNED_PARAM =
+  /[?&](x-amz-[^=]*|x-goog-[^=]*|signature|sig|se|sp|sv|token|access_token|key)=/i;
+
+/**
+ * Defence in depth for "never a presigned URL or secret in the audit log": credential-named
+ * keys are redacted, and URLs that carry a signature or token lose their query string.
+ */
+export function scrubSecrets(value: unknown): Record<string, unknown> {
+  return scrub(value) as Record<string, unknown>;
+}
+
+function scrub(value: unknown, key?: string): unknown {
+  if (key !== undefined && SECRET_KEY.test(key) && value !== null && value !== undefined) {
+    return '[redacted]';
+  }
+  if (typeof value === 'string') {
+    return /^https?:\/\//i.test(value) && PRESIGNED_PARAM.test(value)
+      ? `${value.slice(0, value.indexOf('?'))}?[redacted]`
+      : value;
+  }
+  if (Array.isArray(value)) return value.map((v) => scrub(v));
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = scrub(v, k);
+  return out;
 }

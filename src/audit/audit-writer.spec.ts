@@ -1,0 +1,28 @@
+import { scrubSecrets } from './audit-writer';
+
+describe('audit detail scrubbing', () => {
+  it('drops the query string of presigned URLs and redacts credential-named keys', () => {
+    const detail = scrubSecrets({
+      endpoint: 'PUT upload part 3',
+      url: 'https://storage.example.com/bucket/study.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261121&X-Amz-Signature=ab12cd',
+      azure: 'https://acct.blob.core.windows.net/c/b.zip?sv=2024-01-01&se=2026-11-22&sp=w&sig=Zm9v',
+      plain: 'https://api.example.com/v1/orders/123?include=metadata',
+      request: { headers: { Authorization: 'Bearer eyJhbGciOi', accept: 'application/json' } },
+      client_secret: 'hunter2',
+      status: 201,
+      retries: [{ accessToken: 'abc', status: 401 }],
+      lineage: [{ target: 'accessionNumber', source: 'OBR-18', value: 'ACC-1', ruleId: 'r' }],
+    });
+    expect(detail).toEqual({
+      endpoint: 'PUT upload part 3',
+      url: 'https://storage.example.com/bucket/study.zip?[redacted]',
+      azure: 'https://acct.blob.core.windows.net/c/b.zip?[redacted]',
+      plain: 'https://api.example.com/v1/orders/123?include=metadata',
+      request: { headers: { Authorization: '[redacted]', accept: 'application/json' } },
+      client_secret: '[redacted]',
+      status: 201,
+      retries: [{ accessToken: '[redacted]', status: 401 }],
+      lineage: [{ target: 'accessionNumber', source: 'OBR-18', value: 'ACC-1', ruleId: 'r' }],
+    });
+  });
+});

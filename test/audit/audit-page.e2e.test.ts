@@ -59,6 +59,9 @@ describe('audit page end to end (headless Chromium against the running adapter)'
     await expect(
       page.getByRole('heading', { name: 'Sign in to the audit log' }).count(),
     ).resolves.toBe(1);
+    if (token === TEST_TOKENS.analyst) {
+      await page.screenshot({ path: join(ARTIFACTS, 'sign-in.png') });
+    }
     await page.getByLabel('API token').fill(token);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForURL(`${adapter.httpUrl}/audit`);
@@ -119,6 +122,7 @@ describe('audit page end to end (headless Chromium against the running adapter)'
       1,
     );
     expect(await page.getByText('hl7.order.accession', { exact: true }).count()).toBe(1);
+    await page.screenshot({ path: join(ARTIFACTS, 'mappings.png') });
 
     // an analyst sees dead letters but has no replay action
     await page.getByRole('link', { name: 'Dead letters' }).click();

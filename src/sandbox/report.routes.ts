@@ -12,7 +12,7 @@ import {
 } from '../imaging-spec/imaging-spec';
 import { readJsonObject, sendDocument, sendJson, type Router } from './http-router';
 import { DEFAULT_PRODUCTS, productsOf, sameProducts, validateMetadata } from './metadata-rules';
-import { CONTENT_TYPES, renderDocument } from './report-documents';
+import { CONTENT_TYPES, renderDocument, type DocumentFormat } from './report-documents';
 import { batchDocument, failureDocument, qcReportBody, resultsDocument } from './report-builders';
 import { metadataOf, studyUidOf } from './sandbox-state';
 import { badRequest, conflict, notFound } from './sandbox.error';
@@ -27,6 +27,11 @@ import {
   studyUidQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
+
+/** `Content-Disposition` for a served document; the name holds only ids, never patient data. */
+function fileName(kind: string, id: string, type: DocumentFormat): Record<string, string> {
+  return { 'Content-Disposition': `inline; filename="${kind}-${id}.${type.toLowerCase()}"` };
+}
 
 /** Results, failure and QC reports, batches and their aggregated report, report polling. */
 export function registerReportRoutes(router: Router, svc: SandboxServices): void {
@@ -66,6 +71,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
           resultsDocument(order, (ms) => clock.iso(ms)),
           type,
         ),
+        fileName('results', order.orderId, type),
       );
     },
   });
@@ -106,6 +112,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
           failureDocument(order, (ms) => clock.iso(ms)),
           type,
         ),
+        fileName('failure-report', order.orderId, type),
       );
     },
   });
@@ -251,6 +258,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
           batchDocument(batch, orders, (ms) => clock.iso(ms)),
           type,
         ),
+        fileName('batch-report', batch.batchId, type),
       );
     },
   });

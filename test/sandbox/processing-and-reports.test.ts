@@ -69,6 +69,7 @@ describe('sandbox: simulated processing, outcomes and reports', () => {
     const pdf = await get('/results', { order_id: id, report_type: 'PDF' });
     expect(pdf.status).toBe(200);
     expect(pdf.headers.get('content-type')).toBe('application/pdf');
+    expect(pdf.headers.get('content-disposition')).toBe(`inline; filename="results-${id}.pdf"`);
     const { text } = assertValidPdf(pdf.buffer);
     expect(text).toContain(id);
     expect(text).toMatch(/Left hippocampus\s+\d+\.\d\d mL/);

@@ -108,20 +108,15 @@ export class AuditPageController {
       if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
       problem = error.message;
     }
-    let html = orderListPage(ctx, {
+    const html = orderListPage(ctx, {
       filters,
       orders,
       nextCursor,
       messages,
+      problem,
       states: ORDER_STATES,
       sources: ORDER_SOURCES,
     });
-    if (problem) {
-      html = html.replace(
-        '<h1>Orders</h1>',
-        `<h1>Orders</h1><div class="notice err" role="alert">${escapeText(problem)}</div>`,
-      );
-    }
     sendPage(res, 200, html, ctx.nonce);
   }
 
@@ -332,8 +327,4 @@ function wantsForm(req: AuthenticatedRequest): boolean {
 function asUtc(value: string | undefined): string | undefined {
   if (!value) return value;
   return /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
-}
-
-function escapeText(value: string): string {
-  return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }

@@ -211,6 +211,8 @@ export function orderListPage(
     orders: OrderRow[];
     nextCursor?: string;
     messages?: MessageRow[];
+    /** Why the filters could not be applied (shown above the list). */
+    problem?: string;
     states: readonly string[];
     sources: readonly string[];
   },
@@ -258,6 +260,7 @@ export function orderListPage(
     { ...ctx, current: 'orders' },
     'Orders',
     `<h1>Orders</h1>
+    ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
     <section class="card" aria-labelledby="filters-h"><h2 id="filters-h" class="visually-hidden">Filters</h2>
       <form class="filters" method="get" action="/audit" role="search">
         ${text}

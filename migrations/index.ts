@@ -4,6 +4,7 @@ import { JobOutbox20261121094000 } from './20261121094000-job-outbox';
 import { ImagingClient20261121100000 } from './20261121100000-imaging-client';
 import { FhirInbound20261121110000 } from './20261121110000-fhir-inbound';
 import { AuditSearch20261121120000 } from './20261121120000-audit-search';
+import { Studies20261121130000 } from './20261121130000-studies';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -16,4 +17,5 @@ export const MIGRATIONS = [
   ImagingClient20261121100000,
   FhirInbound20261121110000,
   AuditSearch20261121120000,
+  Studies20261121130000,
 ];

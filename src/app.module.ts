@@ -10,6 +10,7 @@ import type { AppConfig } from './config/app-config';
 import { HealthController } from './health/health.controller';
 import { InboundHl7Module } from './inbound-hl7/inbound-hl7.module';
 import { AuditModule } from './audit/audit.module';
+import { StudiesModule } from './studies/studies.module';
 import { UPSTREAM_PROBE } from './health/health.tokens';
 import type { UpstreamProbe } from './health/upstream-probe';
 import { JOB_QUEUE } from './jobs/jobs.tokens';
@@ -35,7 +36,7 @@ export class AppModule {
     return {
       module: AppModule,
       global: true,
-      imports: [InboundHl7Module, AuditModule],
+      imports: [InboundHl7Module, AuditModule, StudiesModule],
       controllers: [HealthController, OpenApiController],
       providers: [
         OpenApiDocument,

@@ -10,6 +10,12 @@ export interface StudyRequest {
   studyInstanceUid?: string | null;
   accessionNumber?: string | null;
   patientId?: string | null;
+  /**
+   * Optional JSON sidecar written into the ZIP as `metadata.json` (the upstream reads it as
+   * order metadata; DICOM tags and the API win over it). A different sidecar on a later call
+   * repackages the study.
+   */
+  sidecar?: Record<string, unknown> | null;
 }
 
 /** Patient and study attributes read from the instances (copied into SR / PDF later). */
@@ -39,6 +45,22 @@ export interface AcquiredStudy {
   instances: Array<{ sopClassUid: string; sopInstanceUid: string; seriesInstanceUid: string }>;
   attributes: StudyAttributes;
   source: 'dicomweb' | 'stow' | 'c-store';
+  /** When this package was written (ISO 8601). */
+  packagedAt?: string;
+  /**
+   * Other orders whose package of the same Study Instance UID still exists (not released),
+   * newest first. The upstream lets a later upload of the same study within 5 minutes
+   * overwrite an earlier one: the lifecycle decides (hold, merge, refuse) from this.
+   */
+  otherPackages?: PackagedStudy[];
+}
+
+/** A package on disk that has not been released yet. */
+export interface PackagedStudy {
+  orderId: string;
+  studyInstanceUid: string;
+  packagedAt: string;
+  sizeBytes: number;
 }
 
 export type StudyAcquisition =
@@ -53,6 +75,8 @@ export interface StudyAcquirer {
   acquire(request: StudyRequest): Promise<StudyAcquisition>;
   /** Deletes the package and staged instances once the upload is complete (or the order ended). */
   release(orderId: string): Promise<void>;
+  /** Every unreleased package of this Study Instance UID, newest first (any order). */
+  packagesOfStudy?(studyInstanceUid: string): Promise<PackagedStudy[]>;
 }
 
 export const STUDY_ACQUIRER = Symbol('STUDY_ACQUIRER');

@@ -1,0 +1,185 @@
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { request } from 'undici';
+import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.parser';
+import { StudyError } from './study.error';
+
+/**
+ * A DICOMweb client for pulling a study from a PACS (PS3.18): QIDO-RS to find the study and
+ * count its instances (§10.6), WADO-RS to retrieve it (§10.4) as multipart/related parts
+ * written one by one to disk.
+ */
+
+/** One study as QIDO-RS describes it (DICOM JSON model, PS3.18 §F.2). */
+export interface QidoStudy {
+  studyInstanceUid: string;
+  accessionNumber?: string;
+  /** Number of Study Related Instances (0020,1208); undefined if the PACS omits it. */
+  instanceCount?: number;
+  seriesCount?: number;
+}
+
+export interface RetrievedFile {
+  path: string;
+  sizeBytes: number;
+  contentType: string;
+}
+
+export interface DicomWebClientOptions {
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer …` when the PACS needs one. */
+  token?: string;
+  /** Per request: time to the response headers, and between body chunks. */
+  timeoutMs?: number;
+}
+
+type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
+
+export class DicomWebClient {
+  private readonly base: string;
+
+  constructor(private readonly options: DicomWebClientOptions) {
+    this.base = options.baseUrl.replace(/\/+$/, '');
+  }
+
+  /** QIDO-RS SearchForStudies by Study Instance UID or Accession Number (PS3.18 §10.6.1). */
+  async findStudies(query: {
+    studyInstanceUid?: string | null;
+    accessionNumber?: string | null;
+  }): Promise<QidoStudy[]> {
+    const params = new URLSearchParams();
+    if (query.studyInstanceUid) params.set('StudyInstanceUID', query.studyInstanceUid);
+    else if (query.accessionNumber) params.set('AccessionNumber', query.accessionNumber);
+    else return [];
+    // Not every PACS returns the counts unless asked for (PS3.18 §10.6.3.3.1).
+    params.append('includefield', '00201208');
+    params.append('includefield', '00201206');
+    const res = await this.call(
+      `${this.base}/studies?${params.toString()}`,
+      { accept: 'application/dicom+json' },
+      true,
+    );
+    // 204 No Content: nothing matched (PS3.18 §10.6.3); some servers answer 404 instead.
+    if (res.statusCode === 204 || res.statusCode === 404) {
+      await res.body.dump();
+      return [];
+    }
+    const text = await res.body.text();
+    if (text.trim() === '') return [];
+    let items: DicomJson[];
+    try {
+      items = JSON.parse(text) as DicomJson[];
+    } catch (error) {
+      throw new StudyError('pacs_error', 'QIDO-RS answer is not DICOM JSON', { cause: error });
+    }
+    if (!Array.isArray(items)) throw new StudyError('pacs_error', 'QIDO-RS answer is not a list');
+    return items
+      .map((item) => ({
+        studyInstanceUid: str(item['0020000D']) ?? '',
+        accessionNumber: str(item['00080050']),
+        instanceCount: int(item['00201208']),
+        seriesCount: int(item['00201206']),
+      }))
+      .filter((s) => s.studyInstanceUid !== '');
+  }
+
+  /**
+   * WADO-RS RetrieveStudy (PS3.18 §10.4.1.1.1): every instance as application/dicom in its
+   * stored transfer syntax (`transfer-syntax=*`, §8.7.3.5.2), each part streamed to
+   * `<dir>/<n>.dcm`. Returns the files written; on error, the files written so far are
+   * removed.
+   */
+  async retrieveStudy(studyInstanceUid: string, dir: string): Promise<RetrievedFile[]> {
+    await mkdir(dir, { recursive: true });
+    const res = await this.call(`${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`, {
+      accept: 'multipart/related; type="application/dicom"; transfer-syntax=*',
+    });
+    const contentType = String(res.headers['content-type'] ?? '');
+    const boundary = boundaryOf(contentType);
+    if (baseMediaType(contentType) !== 'multipart/related' || !boundary) {
+      await res.body.dump();
+      throw new StudyError(
+        'pacs_error',
+        `WADO-RS answered ${baseMediaType(contentType) || 'no content type'}, not multipart/related`,
+      );
+    }
+    const files: RetrievedFile[] = [];
+    let out: ReturnType<typeof createWriteStream> | undefined;
+    let current: RetrievedFile | undefined;
+    try {
+      for await (const event of readMultipart(res.body, boundary)) {
+        if (event.type === 'part') {
+          current = {
+            path: join(dir, `${String(files.length + 1).padStart(6, '0')}.dcm`),
+            sizeBytes: 0,
+            contentType: event.headers['content-type'] ?? '',
+          };
+          out = createWriteStream(current.path);
+          files.push(current);
+        } else if (event.type === 'data') {
+          current!.sizeBytes += event.chunk.length;
+          if (!out!.write(event.chunk)) await once(out!, 'drain');
+        } else {
+          await closeStream(out!);
+          out = undefined;
+        }
+      }
+    } catch (error) {
+      out?.destroy();
+      res.body.destroy();
+      await Promise.all(files.map((f) => rm(f.path, { force: true })));
+      if (error instanceof StudyError) throw error;
+      throw new StudyError(
+        'pacs_unavailable',
+        `WADO-RS retrieve broke off: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    return files;
+  }
+
+  private async call(url: string, headers: Record<string, string>, allow404 = false) {
+    const timeout = this.options.timeoutMs ?? 60_000;
+    let res: Awaited<ReturnType<typeof request>>;
+    try {
+      res = await request(url, {
+        method: 'GET',
+        headers: {
+          ...headers,
+          ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
+        },
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+    } catch (error) {
+      throw new StudyError('pacs_unavailable', `PACS unreachable: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    if ((res.statusCode >= 200 && res.statusCode < 300) || (allow404 && res.statusCode === 404))
+      return res;
+    await res.body.dump();
+    throw new StudyError(
+      res.statusCode >= 500 || res.statusCode === 429 ? 'pacs_unavailable' : 'pacs_error',
+      `PACS answered HTTP ${res.statusCode}`,
+    );
+  }
+}
+
+async function closeStream(stream: ReturnType<typeof createWriteStream>): Promise<void> {
+  stream.end();
+  await once(stream, 'close');
+}
+
+function str(el: { Value?: unknown[] } | undefined): string | undefined {
+  const v = el?.Value?.[0];
+  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
+
+function int(el: { Value?: unknown[] } | undefined): number | undefined {
+  const v = el?.Value?.[0];
+  const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
+  return Number.isInteger(n) ? n : undefined;
+}

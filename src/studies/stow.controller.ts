@@ -1,0 +1,101 @@
+import { Controller, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Response } from 'express';
+import { Roles } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { currentCorrelationId } from '../observability/logger';
+import { StudyError, type StudyErrorCode } from './study.error';
+import type { StowService } from './stow.service';
+import { STOW_SERVICE } from './studies.tokens';
+
+/** HTTP status per request-level STOW-RS failure (PS3.18 §10.5.3, Table 10.5.3-1). */
+const STATUS: Record<StudyErrorCode, number> = {
+  bad_multipart: 400,
+  unsupported_media_type: 415,
+  too_large: 413,
+  invalid_study: 400,
+  ambiguous_study: 409,
+  pacs_unavailable: 503,
+  pacs_error: 502,
+};
+
+/**
+ * STOW-RS Store Instances (PS3.18 §10.5): `POST /dicomweb/studies` and
+ * `POST /dicomweb/studies/{study}` with multipart/related; type="application/dicom".
+ * The body is read here as a stream (the global JSON parser skips /dicomweb).
+ */
+@ApiExcludeController()
+@Controller('dicomweb/studies')
+export class StowController {
+  constructor(@Inject(STOW_SERVICE) private readonly stow: StowService) {}
+
+  @Post()
+  @HttpCode(200)
+  @Roles('sender')
+  async storeInstances(@Req() req: AuthenticatedRequest, @Res() res: Response): Promise<void> {
+    await this.handle(req, res, undefined);
+  }
+
+  @Post(':study')
+  @HttpCode(200)
+  @Roles('sender')
+  async storeStudyInstances(
+    @Param('study') study: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    if (!/^[0-9.]{1,64}$/.test(study)) {
+      sendProblem(req, res, 400, 'bad_request', 'the path does not name a Study Instance UID');
+      return;
+    }
+    await this.handle(req, res, study);
+  }
+
+  private async handle(
+    req: AuthenticatedRequest,
+    res: Response,
+    targetStudyUid: string | undefined,
+  ): Promise<void> {
+    const length = Number(req.headers['content-length']);
+    try {
+      const outcome = await this.stow.receive({
+        body: req,
+        contentType: req.headers['content-type'],
+        contentLength: Number.isFinite(length) ? length : undefined,
+        targetStudyUid,
+        sender: req.principal?.actor ?? null,
+      });
+      res
+        .status(outcome.httpStatus)
+        .type('application/dicom+json')
+        .send(JSON.stringify(outcome.body));
+    } catch (error) {
+      if (!(error instanceof StudyError)) throw error;
+      // The rest of an unread body is not worth receiving: close the connection after answering.
+      if (!req.readableEnded) res.setHeader('Connection', 'close');
+      sendProblem(req, res, STATUS[error.code], error.code, error.message);
+    }
+  }
+}
+
+function sendProblem(
+  req: AuthenticatedRequest,
+  res: Response,
+  status: number,
+  title: string,
+  detail: string,
+): void {
+  res
+    .status(status)
+    .type('application/problem+json')
+    .send(
+      JSON.stringify({
+        type: 'about:blank',
+        title,
+        status,
+        detail,
+        instance: req.originalUrl?.split('?')[0],
+        correlationId: currentCorrelationId(),
+      }),
+    );
+}

@@ -1,0 +1,295 @@
+import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { once } from 'node:events';
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
+import { checkInstanceFile, FAILURE_REASON, type InstanceHeader } from './dicom-instance.validator';
+import {
+  baseMediaType,
+  boundaryOf,
+  mediaTypeParameter,
+  readMultipart,
+} from './multipart-related.parser';
+import { StudyError } from './study.error';
+import { findOrderForInstance, type PushSource, upsertInstance } from './study-instance.repository';
+import type { StudyStoragePaths } from './study-storage.paths';
+
+/**
+ * Receives pushed DICOM instances (STOW-RS, PS3.18 §10.5; the C-STORE SCP uses the same
+ * intake): each part is streamed to disk, validated, filed under its SOP Instance UID,
+ * matched to an order or held, and recorded with its audit events in one transaction that
+ * commits before the sender gets its answer.
+ */
+
+export interface StowOutcome {
+  /** 200 all stored, 202 some stored, 409 none stored (PS3.18 §10.5.3, Table 10.5.3-1). */
+  httpStatus: 200 | 202 | 409;
+  /** The Store Instances Response Module as DICOM JSON (PS3.18 §10.5.3.1, §F.2). */
+  body: Record<string, unknown>;
+  stored: number;
+  failed: number;
+}
+
+export interface ReceivedInstance {
+  header: InstanceHeader;
+  /** A file under the incoming directory; moved into place by `file()`. */
+  tempPath: string;
+  sizeBytes: number;
+}
+
+export interface RefusedInstance {
+  failureReason: number;
+  reason: string;
+  sopClassUid?: string;
+  sopInstanceUid?: string;
+}
+
+export interface StowServiceOptions {
+  dataSource: DataSource;
+  paths: StudyStoragePaths;
+  logger: Logger;
+  maxRequestBytes: number;
+  unmatchedHoldMinutes: number;
+  now?: () => Date;
+}
+
+export class StowService {
+  private readonly now: () => Date;
+
+  constructor(private readonly options: StowServiceOptions) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  /**
+   * Reads a STOW-RS request body. Throws StudyError for a request that cannot be read at all
+   * (media type, boundary, size); per-instance problems go into the FailedSOPSequence.
+   */
+  async receive(input: {
+    body: AsyncIterable<Buffer>;
+    contentType: string | undefined;
+    contentLength?: number;
+    targetStudyUid?: string;
+    sender: string | null;
+  }): Promise<StowOutcome> {
+    const contentType = input.contentType ?? '';
+    // PS3.18 §10.5.1.2: a multipart/related payload whose root type is application/dicom;
+    // the metadata + bulk data forms (dicom+json, dicom+xml) are not supported here.
+    if (baseMediaType(contentType) !== 'multipart/related') {
+      throw new StudyError(
+        'unsupported_media_type',
+        'Content-Type must be multipart/related; type="application/dicom"',
+      );
+    }
+    const rootType = mediaTypeParameter(contentType, 'type');
+    if (rootType !== undefined && rootType.toLowerCase() !== 'application/dicom') {
+      throw new StudyError(
+        'unsupported_media_type',
+        `only type="application/dicom" parts are supported (got ${rootType.slice(0, 40)})`,
+      );
+    }
+    const boundary = boundaryOf(contentType);
+    if (!boundary)
+      throw new StudyError('bad_multipart', 'the multipart Content-Type has no boundary');
+    const limit = this.options.maxRequestBytes;
+    if (input.contentLength !== undefined && input.contentLength > limit) {
+      throw new StudyError('too_large', `the request body exceeds ${limit} bytes`);
+    }
+
+    await mkdir(this.options.paths.incomingDir, { recursive: true });
+    const accepted: ReceivedInstance[] = [];
+    const refused: RefusedInstance[] = [];
+    let tempPath: string | undefined;
+    let out: ReturnType<typeof createWriteStream> | undefined;
+    let partBytes = 0;
+    let partType = '';
+    try {
+      for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
+        if (event.type === 'part') {
+          partType = baseMediaType(event.headers['content-type']);
+          tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
+          out = createWriteStream(tempPath);
+          partBytes = 0;
+        } else if (event.type === 'data') {
+          partBytes += event.chunk.length;
+          if (!out!.write(event.chunk)) await once(out!, 'drain');
+        } else {
+          out!.end();
+          await once(out!, 'close');
+          out = undefined;
+          const path = tempPath!;
+          tempPath = undefined;
+          if (partType !== '' && partType !== 'application/dicom') {
+            await rm(path, { force: true });
+            refused.push({
+              failureReason: FAILURE_REASON.cannotUnderstand,
+              reason: `part is ${partType.slice(0, 40)}, not application/dicom`,
+            });
+            continue;
+          }
+          const check = await checkInstanceFile(path, { expectedStudyUid: input.targetStudyUid });
+          if (!check.ok) {
+            await rm(path, { force: true });
+            refused.push(check);
+            continue;
+          }
+          accepted.push({ header: check.header, tempPath: path, sizeBytes: partBytes });
+        }
+      }
+    } catch (error) {
+      out?.destroy();
+      await Promise.all(
+        [tempPath, ...accepted.map((a) => a.tempPath)]
+          .filter(Boolean)
+          .map((p) => rm(p!, { force: true })),
+      );
+      throw error;
+    }
+    if (accepted.length === 0 && refused.length === 0) {
+      throw new StudyError('bad_multipart', 'the request holds no instances');
+    }
+    const stored = await this.file(accepted, 'stow', input.sender, refused);
+    this.options.logger.info(
+      {
+        stored: stored.length,
+        refused: refused.length,
+        reasons: [...new Set(refused.map((r) => r.reason))].slice(0, 5),
+      },
+      'STOW-RS request processed',
+    );
+    return buildStoreResponse(stored, refused);
+  }
+
+  /**
+   * Files validated instances: moves each into place, then one transaction records them,
+   * their matches and the audit trail. Shared with the C-STORE SCP.
+   */
+  async file(
+    accepted: readonly ReceivedInstance[],
+    source: PushSource,
+    sender: string | null,
+    refused: readonly RefusedInstance[] = [],
+  ): Promise<InstanceHeader[]> {
+    if (accepted.length === 0 && refused.length === 0) return [];
+    const now = this.now();
+    const holdUntil = new Date(now.getTime() + this.options.unmatchedHoldMinutes * 60_000);
+    const placed: Array<ReceivedInstance & { filePath: string }> = [];
+    for (const a of accepted) {
+      const filePath = this.options.paths.instanceFile(
+        a.header.studyInstanceUid,
+        a.header.sopInstanceUid,
+      );
+      await mkdir(dirname(filePath), { recursive: true });
+      await rename(a.tempPath, filePath);
+      placed.push({ ...a, filePath });
+    }
+    await this.options.dataSource.transaction(async (m) => {
+      const matches = new Map<
+        string,
+        { orderId: string; by: string; count: number; studies: Set<string> }
+      >();
+      const unmatched = new Set<string>();
+      for (const p of placed) {
+        const match = await findOrderForInstance(
+          m,
+          p.header.studyInstanceUid,
+          p.header.accessionNumber,
+        );
+        const orderId = match && 'orderId' in match ? match.orderId : null;
+        const row = await upsertInstance(m, {
+          header: p.header,
+          source,
+          sender,
+          filePath: p.filePath,
+          sizeBytes: p.sizeBytes,
+          receivedAt: now,
+          orderId,
+          holdUntil,
+        });
+        if (row.orderId) {
+          const entry = matches.get(row.orderId) ?? {
+            orderId: row.orderId,
+            by: match && 'by' in match ? match.by : 'earlier match',
+            count: 0,
+            studies: new Set<string>(),
+          };
+          entry.count++;
+          entry.studies.add(p.header.studyInstanceUid);
+          matches.set(row.orderId, entry);
+        } else {
+          unmatched.add(p.header.studyInstanceUid);
+        }
+      }
+      const events: AuditEventInput[] = [
+        {
+          kind: 'study.received',
+          severity: refused.length > 0 ? 'warning' : 'info',
+          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}`,
+          actor: sender,
+          detail: {
+            source,
+            stored: placed.length,
+            refused: refused.map((r) => ({
+              failureReason: r.failureReason,
+              reason: r.reason,
+              sopInstanceUid: r.sopInstanceUid,
+            })),
+            studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
+            unmatchedStudies: [...unmatched],
+            holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,
+          },
+        },
+        ...[...matches.values()].map((x): AuditEventInput => ({
+          kind: 'study.matched',
+          orderId: x.orderId,
+          summary: `${x.count} received instance(s) matched to the order by ${x.by}`,
+          actor: sender,
+          detail: { source, instances: x.count, studies: [...x.studies], matchedBy: x.by },
+        })),
+      ];
+      await writeAuditEvents(m, events);
+    });
+    return placed.map((p) => p.header);
+  }
+}
+
+/** The Store Instances Response (PS3.18 §10.5.3.1) in the DICOM JSON model (PS3.18 §F.2). */
+export function buildStoreResponse(
+  stored: readonly InstanceHeader[],
+  refused: readonly RefusedInstance[],
+): StowOutcome {
+  const body: Record<string, unknown> = {};
+  if (refused.length > 0) {
+    body['00081198'] = {
+      vr: 'SQ',
+      Value: refused.map((r) => ({
+        ...(r.sopClassUid ? { '00081150': { vr: 'UI', Value: [r.sopClassUid] } } : {}),
+        ...(r.sopInstanceUid ? { '00081155': { vr: 'UI', Value: [r.sopInstanceUid] } } : {}),
+        '00081197': { vr: 'US', Value: [r.failureReason] },
+      })),
+    };
+  }
+  if (stored.length > 0) {
+    body['00081199'] = {
+      vr: 'SQ',
+      Value: stored.map((s) => ({
+        '00081150': { vr: 'UI', Value: [s.sopClassUid] },
+        '00081155': { vr: 'UI', Value: [s.sopInstanceUid] },
+      })),
+    };
+  }
+  const httpStatus = refused.length === 0 ? 200 : stored.length > 0 ? 202 : 409;
+  return { httpStatus, body, stored: stored.length, failed: refused.length };
+}
+
+/** Passes the body through, failing once more than `limit` bytes have arrived. */
+async function* countBytes(source: AsyncIterable<Buffer>, limit: number): AsyncGenerator<Buffer> {
+  let total = 0;
+  for await (const chunk of source) {
+    total += chunk.length;
+    if (total > limit) throw new StudyError('too_large', `the request body exceeds ${limit} bytes`);
+    yield chunk;
+  }
+}

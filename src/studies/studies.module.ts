@@ -1,0 +1,80 @@
+import { Global, Inject, Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import type { JobQueue } from '../jobs/job-queue';
+import { JOB_QUEUE } from '../jobs/jobs.tokens';
+import { DicomWebClient } from './dicomweb.client';
+import { StowController } from './stow.controller';
+import { StowService } from './stow.service';
+import { STOW_SERVICE, STUDY_PATHS } from './studies.tokens';
+import { DefaultStudyAcquirer } from './study-acquirer.service';
+import { StudyStoragePaths } from './study-storage.paths';
+import { STUDY_ACQUIRER } from './study.ports';
+
+export const EXPIRE_UNMATCHED_TASK = 'studies.expire-unmatched';
+
+/** Deletes held, unmatched pushed instances once their hold is over (every minute, once per cluster). */
+@Injectable()
+class StudyJobs implements OnModuleInit {
+  constructor(
+    @Inject(JOB_QUEUE) private readonly jobs: JobQueue,
+    @Inject(STUDY_ACQUIRER) private readonly acquirer: DefaultStudyAcquirer,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onModuleInit(): void {
+    this.jobs.registerTask(EXPIRE_UNMATCHED_TASK, async () => {
+      const deleted = await this.acquirer.expireUnmatched();
+      if (deleted > 0) this.logger.info({ deleted }, 'unmatched DICOM instances expired');
+    });
+    this.jobs.registerCron('* * * * *', EXPIRE_UNMATCHED_TASK);
+  }
+}
+
+/**
+ * Study acquisition: the STOW-RS endpoint and the StudyAcquirer the order lifecycle injects
+ * (STUDY_ACQUIRER, global so src/orders needs no import). Without DICOMWEB_URL only pushed
+ * studies are used.
+ */
+@Global()
+@Module({
+  controllers: [StowController],
+  providers: [
+    {
+      provide: STUDY_PATHS,
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => new StudyStoragePaths(config.DATA_DIR),
+    },
+    {
+      provide: STOW_SERVICE,
+      inject: [DATA_SOURCE, STUDY_PATHS, LOGGER, APP_CONFIG],
+      useFactory: (ds: DataSource, paths: StudyStoragePaths, logger: Logger, config: AppConfig) =>
+        new StowService({
+          dataSource: ds,
+          paths,
+          logger,
+          maxRequestBytes: config.STOW_MAX_REQUEST_BYTES,
+          unmatchedHoldMinutes: config.STUDY_UNMATCHED_HOLD_MINUTES,
+        }),
+    },
+    {
+      provide: STUDY_ACQUIRER,
+      inject: [DATA_SOURCE, STUDY_PATHS, LOGGER, APP_CONFIG],
+      useFactory: (ds: DataSource, paths: StudyStoragePaths, logger: Logger, config: AppConfig) =>
+        new DefaultStudyAcquirer({
+          dataSource: ds,
+          paths,
+          logger,
+          quietPeriodSeconds: config.STUDY_QUIET_PERIOD_SECONDS,
+          dicomWeb: config.DICOMWEB_URL
+            ? new DicomWebClient({ baseUrl: config.DICOMWEB_URL, token: config.DICOMWEB_TOKEN })
+            : undefined,
+        }),
+    },
+    StudyJobs,
+  ],
+  exports: [STUDY_ACQUIRER, STOW_SERVICE, STUDY_PATHS],
+})
+export class StudiesModule {}

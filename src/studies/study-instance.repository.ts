@@ -1,0 +1,322 @@
+import type { EntityManager } from 'typeorm';
+import { TERMINAL_ORDER_STATES } from '../orders/domain/order-state';
+import type { InstanceHeader } from './dicom-instance.validator';
+
+/** SQL for pushed instances (study_instances) and per-order acquisitions (study_acquisitions). */
+
+export type PushSource = 'stow' | 'c-store';
+
+export interface StoredInstance {
+  id: string;
+  studyInstanceUid: string;
+  seriesInstanceUid: string;
+  sopInstanceUid: string;
+  sopClassUid: string;
+  accessionNumber: string | null;
+  source: PushSource;
+  orderId: string | null;
+  filePath: string;
+  sizeBytes: number;
+  header: InstanceHeader;
+  receivedAt: Date;
+  holdUntil: Date | null;
+}
+
+interface InstanceRow {
+  id: string;
+  study_instance_uid: string;
+  series_instance_uid: string;
+  sop_instance_uid: string;
+  sop_class_uid: string;
+  accession_number: string | null;
+  source: PushSource;
+  order_id: string | null;
+  file_path: string;
+  size_bytes: string;
+  header: InstanceHeader;
+  received_at: Date;
+  hold_until: Date | null;
+}
+
+const INSTANCE_COLUMNS = `id, study_instance_uid, series_instance_uid, sop_instance_uid, sop_class_uid,
+  accession_number, source, order_id, file_path, size_bytes, header, received_at, hold_until`;
+
+function toInstance(r: InstanceRow): StoredInstance {
+  return {
+    id: r.id,
+    studyInstanceUid: r.study_instance_uid,
+    seriesInstanceUid: r.series_instance_uid,
+    sopInstanceUid: r.sop_instance_uid,
+    sopClassUid: r.sop_class_uid,
+    accessionNumber: r.accession_number,
+    source: r.source,
+    orderId: r.order_id,
+    filePath: r.file_path,
+    sizeBytes: Number(r.size_bytes),
+    header: r.header,
+    receivedAt: new Date(r.received_at),
+    holdUntil: r.hold_until ? new Date(r.hold_until) : null,
+  };
+}
+
+const TERMINAL = [...TERMINAL_ORDER_STATES];
+
+/** TypeORM's postgres driver answers UPDATE/DELETE … RETURNING with [rows, affected]. */
+function returned<T>(result: unknown): T[] {
+  if (
+    Array.isArray(result) &&
+    result.length === 2 &&
+    Array.isArray(result[0]) &&
+    typeof result[1] === 'number'
+  )
+    return result[0] as T[];
+  return result as T[];
+}
+
+/**
+ * The one order a received instance belongs to: by Study Instance UID first; failing that,
+ * by accession number when the order names no other study. More than one candidate is
+ * ambiguous and matches none (the instance is held until an acquire() claims it).
+ */
+export async function findOrderForInstance(
+  m: EntityManager,
+  studyInstanceUid: string,
+  accessionNumber: string | undefined,
+): Promise<{ orderId: string; by: 'study-uid' | 'accession' } | { ambiguous: true } | undefined> {
+  const byUid = (await m.query(
+    `SELECT id FROM orders WHERE study_instance_uid = $1 AND state <> ALL($2::text[]) LIMIT 2`,
+    [studyInstanceUid, TERMINAL],
+  )) as Array<{ id: string }>;
+  if (byUid.length === 1) return { orderId: byUid[0]!.id, by: 'study-uid' };
+  if (byUid.length > 1) return { ambiguous: true };
+  if (!accessionNumber) return undefined;
+  const byAccession = (await m.query(
+    `SELECT id FROM orders
+      WHERE accession_number = $1 AND (study_instance_uid IS NULL OR study_instance_uid = $2)
+        AND state <> ALL($3::text[]) LIMIT 2`,
+    [accessionNumber, studyInstanceUid, TERMINAL],
+  )) as Array<{ id: string }>;
+  if (byAccession.length === 1) return { orderId: byAccession[0]!.id, by: 'accession' };
+  if (byAccession.length > 1) return { ambiguous: true };
+  return undefined;
+}
+
+export interface InstanceInput {
+  header: InstanceHeader;
+  source: PushSource;
+  sender: string | null;
+  filePath: string;
+  sizeBytes: number;
+  receivedAt: Date;
+  orderId: string | null;
+  holdUntil: Date | null;
+}
+
+/**
+ * Records a received instance. A resend of the same SOP Instance replaces the earlier copy
+ * (same file path) but keeps the order it was already matched to.
+ */
+export async function upsertInstance(
+  m: EntityManager,
+  input: InstanceInput,
+): Promise<{ id: string; orderId: string | null; replaced: boolean }> {
+  const h = input.header;
+  const rows = (await m.query(
+    `INSERT INTO study_instances (study_instance_uid, series_instance_uid, sop_instance_uid,
+        sop_class_uid, transfer_syntax_uid, accession_number, source, sender, order_id, file_path,
+        size_bytes, header, received_at, matched_at, hold_until)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, CASE WHEN $9::uuid IS NULL THEN NULL ELSE $13 END, $14)
+     ON CONFLICT (sop_instance_uid) DO UPDATE SET
+        study_instance_uid = EXCLUDED.study_instance_uid,
+        series_instance_uid = EXCLUDED.series_instance_uid,
+        sop_class_uid = EXCLUDED.sop_class_uid,
+        transfer_syntax_uid = EXCLUDED.transfer_syntax_uid,
+        accession_number = EXCLUDED.accession_number,
+        source = EXCLUDED.source,
+        sender = EXCLUDED.sender,
+        file_path = EXCLUDED.file_path,
+        size_bytes = EXCLUDED.size_bytes,
+        header = EXCLUDED.header,
+        received_at = EXCLUDED.received_at,
+        order_id = COALESCE(study_instances.order_id, EXCLUDED.order_id),
+        matched_at = COALESCE(study_instances.matched_at, EXCLUDED.matched_at),
+        hold_until = CASE WHEN COALESCE(study_instances.order_id, EXCLUDED.order_id) IS NULL
+                          THEN EXCLUDED.hold_until ELSE NULL END
+     RETURNING id, order_id, (xmax <> 0) AS replaced`,
+    [
+      h.studyInstanceUid,
+      h.seriesInstanceUid,
+      h.sopInstanceUid,
+      h.sopClassUid,
+      h.transferSyntaxUid,
+      h.accessionNumber ?? null,
+      input.source,
+      input.sender,
+      input.orderId,
+      input.filePath,
+      input.sizeBytes,
+      JSON.stringify(h),
+      input.receivedAt,
+      input.orderId ? null : input.holdUntil,
+    ],
+  )) as Array<{ id: string; order_id: string | null; replaced: boolean }>;
+  const row = rows[0]!;
+  return { id: row.id, orderId: row.order_id, replaced: row.replaced };
+}
+
+/**
+ * Claims the unmatched (held, not expired) instances of an order's study for that order:
+ * by Study Instance UID when the order knows it, else by accession number.
+ */
+export async function claimInstances(
+  m: EntityManager,
+  orderId: string,
+  key: { studyInstanceUid?: string | null; accessionNumber?: string | null },
+  now: Date,
+): Promise<Array<{ studyInstanceUid: string; count: number }>> {
+  const where = key.studyInstanceUid
+    ? 'study_instance_uid = $3'
+    : key.accessionNumber
+      ? 'accession_number = $3'
+      : undefined;
+  if (!where) return [];
+  const rows = (await m.query(
+    `WITH claimed AS (
+       UPDATE study_instances SET order_id = $1, matched_at = $2, hold_until = NULL
+        WHERE order_id IS NULL AND (hold_until IS NULL OR hold_until > $2) AND ${where}
+        RETURNING study_instance_uid)
+     SELECT study_instance_uid, count(*)::int AS count FROM claimed GROUP BY study_instance_uid`,
+    [orderId, now, key.studyInstanceUid ?? key.accessionNumber],
+  )) as Array<{ study_instance_uid: string; count: number }>;
+  return rows.map((r) => ({ studyInstanceUid: r.study_instance_uid, count: r.count }));
+}
+
+export async function instancesOfOrder(
+  m: EntityManager,
+  orderId: string,
+): Promise<StoredInstance[]> {
+  const rows = (await m.query(
+    `SELECT ${INSTANCE_COLUMNS} FROM study_instances WHERE order_id = $1
+      ORDER BY series_instance_uid, received_at, sop_instance_uid`,
+    [orderId],
+  )) as InstanceRow[];
+  return rows.map(toInstance);
+}
+
+/** Deletes the rows of unmatched instances whose hold has passed; returns them. */
+export async function deleteExpiredUnmatched(
+  m: EntityManager,
+  now: Date,
+  limit = 1000,
+): Promise<StoredInstance[]> {
+  const rows = returned<InstanceRow>(
+    await m.query(
+      `DELETE FROM study_instances WHERE id IN (
+        SELECT id FROM study_instances WHERE order_id IS NULL AND hold_until <= $1
+         ORDER BY hold_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+      RETURNING ${INSTANCE_COLUMNS}`,
+      [now, limit],
+    ),
+  );
+  return rows.map(toInstance);
+}
+
+export async function deleteInstancesOfOrder(
+  m: EntityManager,
+  orderId: string,
+): Promise<StoredInstance[]> {
+  const rows = returned<InstanceRow>(
+    await m.query(`DELETE FROM study_instances WHERE order_id = $1 RETURNING ${INSTANCE_COLUMNS}`, [
+      orderId,
+    ]),
+  );
+  return rows.map(toInstance);
+}
+
+// ---- study_acquisitions ----
+
+export type AcquisitionState = 'waiting' | 'packaged' | 'failed' | 'released';
+
+export interface AcquisitionRow {
+  order_id: string;
+  state: AcquisitionState;
+  source: string | null;
+  study_instance_uid: string | null;
+  observed_count: number | null;
+  stable_since: Date | null;
+  checked_at: Date | null;
+  lease_until: Date | null;
+  package_path: string | null;
+  package_size: string | null;
+  packaged_at: Date | null;
+  sidecar_sha256: string | null;
+  study: unknown;
+  failure_reason: string | null;
+}
+
+/**
+ * Takes the order's acquisition lease (one worker at a time, on any replica): returns the
+ * row when taken, undefined when another worker holds an unexpired lease.
+ */
+export async function takeLease(
+  m: EntityManager,
+  orderId: string,
+  now: Date,
+  leaseUntil: Date,
+): Promise<AcquisitionRow | undefined> {
+  await m.query(
+    `INSERT INTO study_acquisitions (order_id, state) VALUES ($1, 'waiting') ON CONFLICT (order_id) DO NOTHING`,
+    [orderId],
+  );
+  const rows = returned<AcquisitionRow>(
+    await m.query(
+      `UPDATE study_acquisitions SET lease_until = $3, checked_at = $2, updated_at = now()
+      WHERE order_id = $1 AND (lease_until IS NULL OR lease_until <= $2)
+      RETURNING *`,
+      [orderId, now, leaseUntil],
+    ),
+  );
+  return rows[0];
+}
+
+export async function updateAcquisition(
+  m: EntityManager,
+  orderId: string,
+  fields: Partial<Omit<AcquisitionRow, 'order_id'>>,
+): Promise<void> {
+  const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
+  if (entries.length === 0) return;
+  const sets = entries.map(([k], i) => `${k} = $${i + 2}${k === 'study' ? '::jsonb' : ''}`);
+  await m.query(
+    `UPDATE study_acquisitions SET ${sets.join(', ')}, updated_at = now() WHERE order_id = $1`,
+    [orderId, ...entries.map(([k, v]) => (k === 'study' && v !== null ? JSON.stringify(v) : v))],
+  );
+}
+
+export async function findAcquisition(
+  m: EntityManager,
+  orderId: string,
+): Promise<AcquisitionRow | undefined> {
+  const rows = (await m.query(`SELECT * FROM study_acquisitions WHERE order_id = $1`, [
+    orderId,
+  ])) as AcquisitionRow[];
+  return rows[0];
+}
+
+/** Orders whose package of this study exists (not released), newest first. */
+export async function packagesOfStudy(
+  m: EntityManager,
+  studyInstanceUid: string,
+): Promise<Array<{ orderId: string; packagedAt: Date; sizeBytes: number; packagePath: string }>> {
+  const rows = (await m.query(
+    `SELECT order_id, packaged_at, package_size, package_path FROM study_acquisitions
+      WHERE study_instance_uid = $1 AND state = 'packaged' ORDER BY packaged_at DESC`,
+    [studyInstanceUid],
+  )) as Array<{ order_id: string; packaged_at: Date; package_size: string; package_path: string }>;
+  return rows.map((r) => ({
+    orderId: r.order_id,
+    packagedAt: new Date(r.packaged_at),
+    sizeBytes: Number(r.package_size),
+    packagePath: r.package_path,
+  }));
+}

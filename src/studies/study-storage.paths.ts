@@ -1,0 +1,38 @@
+import { join, resolve } from 'node:path';
+import { safeSegment } from './study-package.writer';
+
+/**
+ * Where study files live under `${DATA_DIR}/studies`: every name is built from validated
+ * UIDs or our own UUIDs, passed through safeSegment, so no input can escape the directory.
+ */
+export class StudyStoragePaths {
+  readonly root: string;
+
+  constructor(dataDir: string) {
+    this.root = resolve(dataDir, 'studies');
+  }
+
+  /** Parts being received, before validation. */
+  get incomingDir(): string {
+    return join(this.root, 'incoming');
+  }
+
+  /** A pushed instance, once valid: one file per SOP Instance UID. */
+  instanceFile(studyInstanceUid: string, sopInstanceUid: string): string {
+    return join(
+      this.root,
+      'instances',
+      safeSegment(studyInstanceUid),
+      `${safeSegment(sopInstanceUid)}.dcm`,
+    );
+  }
+
+  /** Instances pulled from the PACS for one order. */
+  pulledDir(orderId: string): string {
+    return join(this.root, 'pulled', safeSegment(orderId));
+  }
+
+  packageFile(orderId: string): string {
+    return join(this.root, 'packages', `${safeSegment(orderId)}.zip`);
+  }
+}

@@ -1,0 +1,251 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { createMrBrainStudy, generateUid, type DicomInstance } from '../helpers/dicom-factory';
+import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
+import { insertOrder, readZip, sha256 } from './study-test-support';
+
+/** Pulling a study from a real PACS (Orthanc + DICOMweb plugin): QIDO-RS, quiet period, WADO-RS. */
+describe('study acquisition from a PACS over DICOMweb', () => {
+  let orthanc: RunningOrthanc;
+  let db: TestDatabase;
+  let dataDir: string;
+  let client: DicomWebClient;
+  let clock: number;
+  const logger = pino({ level: 'silent' });
+
+  const acquirer = (quietPeriodSeconds = 60) =>
+    new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger,
+      dicomWeb: client,
+      quietPeriodSeconds,
+      now: () => new Date(clock),
+    });
+
+  const store = async (instances: DicomInstance[]) => {
+    for (const i of instances) await orthanc.store(i.bytes);
+  };
+
+  beforeAll(async () => {
+    [orthanc, db] = await Promise.all([startOrthanc(), createTestDatabase()]);
+    dataDir = mkdtempSync(join(tmpdir(), 'studies-pull-'));
+    client = new DicomWebClient({ baseUrl: orthanc.dicomWebUrl });
+  });
+  afterAll(async () => {
+    await orthanc?.stop();
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    clock = Date.parse('2026-03-15T10:30:00Z');
+  });
+
+  it('finds a study with QIDO-RS by Study Instance UID and by accession number, with its count', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'QIDO-ACC-1' },
+      series: [
+        { slices: 2, seriesDescription: 'T1' },
+        { slices: 3, seriesDescription: 'FLAIR' },
+      ],
+    });
+    await store(study);
+    const uid = study[0]!.studyInstanceUid;
+
+    const byUid = await client.findStudies({ studyInstanceUid: uid });
+    expect(byUid).toEqual([
+      { studyInstanceUid: uid, accessionNumber: 'QIDO-ACC-1', instanceCount: 5, seriesCount: 2 },
+    ]);
+    const byAccession = await client.findStudies({ accessionNumber: 'QIDO-ACC-1' });
+    expect(byAccession.map((s) => s.studyInstanceUid)).toEqual([uid]);
+    expect(await client.findStudies({ studyInstanceUid: generateUid() })).toEqual([]);
+    expect(await client.findStudies({ accessionNumber: 'NO-SUCH-ACC' })).toEqual([]);
+  });
+
+  it('streams a WADO-RS retrieve to disk, one file per instance, byte for byte', async () => {
+    const study = createMrBrainStudy({
+      series: [{ slices: 4, rows: 64, columns: 64 }],
+    });
+    await store(study);
+    const dir = join(dataDir, 'wado-check');
+    const files = await client.retrieveStudy(study[0]!.studyInstanceUid, dir);
+    expect(files).toHaveLength(4);
+    const got = new Set(await Promise.all(files.map(async (f) => sha256(await readFile(f.path)))));
+    expect(got).toEqual(new Set(study.map((i) => sha256(i.bytes))));
+    for (const f of files) {
+      expect(f.contentType).toMatch(/^application\/dicom/);
+      expect((await stat(f.path)).size).toBe(f.sizeBytes);
+    }
+  });
+
+  it('waits while instances keep arriving, then retrieves, validates and packages the study', async () => {
+    const uid = generateUid();
+    const first = createMrBrainStudy({
+      study: { studyInstanceUid: uid, accessionNumber: 'PULL-ACC-2' },
+      series: [{ slices: 3, seriesDescription: 'T1 MPRAGE' }],
+    });
+    await store(first);
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    const a = acquirer(60);
+
+    // First sighting: 3 instances; the quiet period starts.
+    const r1 = await a.acquire({ orderId, studyInstanceUid: uid });
+    expect(r1).toMatchObject({ status: 'waiting', retryAfterMs: 60_000 });
+
+    // 40 s later the modality sends a second series: the count changed, the wait starts over.
+    clock += 40_000;
+    const second = createMrBrainStudy({
+      study: { studyInstanceUid: uid, accessionNumber: 'PULL-ACC-2' },
+      series: [{ slices: 2, seriesDescription: 'AX FLAIR', seriesNumber: 3 }],
+    });
+    await store(second);
+    const r2 = await a.acquire({ orderId, studyInstanceUid: uid });
+    expect(r2).toMatchObject({ status: 'waiting', retryAfterMs: 60_000 });
+
+    // The persisted state lets a fresh acquirer (another replica) continue.
+    clock += 30_000;
+    const r3 = await acquirer(60).acquire({ orderId, studyInstanceUid: uid });
+    expect(r3).toMatchObject({ status: 'waiting', retryAfterMs: 30_000 });
+    const [row] = (await db.dataSource.query(
+      `SELECT observed_count, state FROM study_acquisitions WHERE order_id = $1`,
+      [orderId],
+    )) as Array<{ observed_count: number; state: string }>;
+    expect(row).toEqual({ observed_count: 5, state: 'waiting' });
+
+    clock += 30_000;
+    const sidecar = { order_id: 'up-123', products: ['brain-volumetry'] };
+    const r4 = await acquirer(60).acquire({ orderId, studyInstanceUid: uid, sidecar });
+    if (r4.status !== 'ready') throw new Error(`expected ready, got ${JSON.stringify(r4)}`);
+    const s = r4.study;
+    expect(s).toMatchObject({
+      studyInstanceUid: uid,
+      instanceCount: 5,
+      seriesCount: 2,
+      source: 'dicomweb',
+      attributes: {
+        accessionNumber: 'PULL-ACC-2',
+        patientId: 'SBX-000123',
+        patientName: 'Sandbox^Patient',
+        modalities: ['MR'],
+      },
+      otherPackages: [],
+    });
+    expect(s.packagePath).toBe(join(dataDir, 'studies', 'packages', `${orderId}.zip`));
+    expect((await stat(s.packagePath)).size).toBe(s.sizeBytes);
+
+    // The ZIP holds every instance unchanged, under safe names, plus the sidecar.
+    const zip = await readZip(s.packagePath);
+    expect(JSON.parse(zip.get('metadata.json')!.toString())).toEqual(sidecar);
+    const dicomEntries = [...zip.keys()].filter((n) => n !== 'metadata.json');
+    expect(dicomEntries).toHaveLength(5);
+    for (const name of dicomEntries) expect(name).toMatch(/^DICOM\/[0-9.]+\/[0-9.]+\.dcm$/);
+    expect(new Set(dicomEntries.map((n) => sha256(zip.get(n)!)))).toEqual(
+      new Set([...first, ...second].map((i) => sha256(i.bytes))),
+    );
+    expect(new Set(s.instances.map((i) => i.sopInstanceUid))).toEqual(
+      new Set([...first, ...second].map((i) => i.sopInstanceUid)),
+    );
+
+    // Asking again returns the same package without pulling again.
+    const again = await acquirer(60).acquire({ orderId, studyInstanceUid: uid, sidecar });
+    expect(again).toMatchObject({ status: 'ready', study: { packagedAt: s.packagedAt } });
+
+    const audit = (await db.dataSource.query(
+      `SELECT kind, detail FROM audit_events WHERE order_id = $1 ORDER BY id`,
+      [orderId],
+    )) as Array<{ kind: string; detail: Record<string, unknown> }>;
+    expect(audit.map((e) => e.kind)).toEqual(['study.packaged']);
+    expect(audit[0]!.detail).toMatchObject({ source: 'dicomweb', instances: 5, qidoCount: 5 });
+
+    // Release deletes the package and the pulled files.
+    await a.release(orderId);
+    await expect(stat(s.packagePath)).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(stat(join(dataDir, 'studies', 'pulled', orderId))).rejects.toMatchObject({
+      code: 'ENOENT',
+    });
+    expect(await a.packagesOfStudy(uid)).toEqual([]);
+  });
+
+  it('finds the study by accession number when the order has no Study Instance UID', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'PULL-ACC-3' },
+      series: [{ slices: 2 }],
+    });
+    await store(study);
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'PULL-ACC-3' });
+    const a = acquirer(1);
+    expect((await a.acquire({ orderId, accessionNumber: 'PULL-ACC-3' })).status).toBe('waiting');
+    clock += 1_000;
+    const ready = await a.acquire({ orderId, accessionNumber: 'PULL-ACC-3' });
+    expect(ready).toMatchObject({
+      status: 'ready',
+      study: { studyInstanceUid: study[0]!.studyInstanceUid, instanceCount: 2 },
+    });
+  });
+
+  it('tells the lifecycle about another unreleased package of the same study', async () => {
+    const study = createMrBrainStudy({ series: [{ slices: 1 }] });
+    await store(study);
+    const uid = study[0]!.studyInstanceUid;
+    const first = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    const second = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    const a = acquirer(1);
+    for (const id of [first, second]) await a.acquire({ orderId: id, studyInstanceUid: uid });
+    clock += 1_000;
+    const r1 = await a.acquire({ orderId: first, studyInstanceUid: uid });
+    clock += 1_000;
+    const r2 = await a.acquire({ orderId: second, studyInstanceUid: uid });
+    expect(r1).toMatchObject({ status: 'ready', study: { otherPackages: [] } });
+    if (r2.status !== 'ready') throw new Error('expected ready');
+    expect(r2.study.otherPackages).toEqual([
+      expect.objectContaining({ orderId: first, studyInstanceUid: uid }),
+    ]);
+    expect((await a.packagesOfStudy(uid)).map((p) => p.orderId)).toEqual([second, first]);
+  });
+
+  it('fails clearly when an accession number matches two studies, and waits for a study not there yet', async () => {
+    for (let i = 0; i < 2; i++) {
+      await store(
+        createMrBrainStudy({ study: { accessionNumber: 'DUP-ACC' }, series: [{ slices: 1 }] }),
+      );
+    }
+    const dup = await insertOrder(db.dataSource, { accessionNumber: 'DUP-ACC' });
+    expect(await acquirer(1).acquire({ orderId: dup, accessionNumber: 'DUP-ACC' })).toEqual({
+      status: 'failed',
+      reason: 'the accession number matches 2 studies in the PACS',
+    });
+    const [event] = (await db.dataSource.query(
+      `SELECT kind, severity FROM audit_events WHERE order_id = $1`,
+      [dup],
+    )) as Array<{ kind: string; severity: string }>;
+    expect(event).toEqual({ kind: 'study.failed', severity: 'error' });
+
+    const missing = await insertOrder(db.dataSource, { studyInstanceUid: generateUid() });
+    expect(
+      await acquirer(1).acquire({ orderId: missing, studyInstanceUid: generateUid() }),
+    ).toMatchObject({ status: 'waiting', reason: 'the study is not in the PACS yet' });
+  });
+
+  it('answers waiting, not failed, when the PACS is down', async () => {
+    const down = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger,
+      dicomWeb: new DicomWebClient({ baseUrl: 'http://127.0.0.1:9/dicom-web', timeoutMs: 2000 }),
+      quietPeriodSeconds: 1,
+    });
+    const uid = generateUid();
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    expect(await down.acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+      reason: expect.stringContaining('PACS unreachable'),
+    });
+  });
+});

@@ -9,6 +9,7 @@ import { APP_CONFIG, DATA_SOURCE, LOGGER } from './common/tokens';
 import type { AppConfig } from './config/app-config';
 import { HealthController } from './health/health.controller';
 import { InboundHl7Module } from './inbound-hl7/inbound-hl7.module';
+import { InboundFhirModule } from './inbound-fhir/inbound-fhir.module';
 import { AuditModule } from './audit/audit.module';
 import { StudiesModule } from './studies/studies.module';
 import { UPSTREAM_PROBE } from './health/health.tokens';
@@ -36,7 +37,7 @@ export class AppModule {
     return {
       module: AppModule,
       global: true,
-      imports: [InboundHl7Module, AuditModule, StudiesModule],
+      imports: [InboundHl7Module, InboundFhirModule, AuditModule, StudiesModule],
       controllers: [HealthController, OpenApiController],
       providers: [
         OpenApiDocument,

@@ -31,6 +31,11 @@ export interface IntakeOrder {
   lineage: MappedField[];
   /** Where in the message the order came from, e.g. `ORC/OBR group 2` or `Bundle.entry[0]`. */
   sourceRef: string;
+  /**
+   * The order this message names explicitly (FHIR `PUT /ServiceRequest/{id}`), used when the
+   * sender's placer number does not find it.
+   */
+  targetOrderId?: string;
 }
 
 export type IntakePatientEvent =
@@ -56,6 +61,15 @@ export interface IntakeInput {
   orders: IntakeOrder[];
   patientEvents?: IntakePatientEvent[];
   actor?: string;
+  /**
+   * Runs inside the intake transaction after everything is written (only when the message is
+   * accepted and new): front doors store what they serve alongside the order, e.g. the FHIR
+   * resource with its version.
+   */
+  afterStore?: (
+    manager: EntityManager,
+    stored: { inboundMessageId: string; outcome: IntakeOutcome },
+  ) => Promise<void>;
 }
 
 export type IntakeOrderResult =
@@ -146,6 +160,10 @@ export class OrderIntakeService {
           const messageId = await this.insertAll(runner.manager, input, plan, response);
           if (messageId) {
             await this.applyChanges(runner.manager, input, messageId, plan);
+            await input.afterStore?.(runner.manager, {
+              inboundMessageId: messageId,
+              outcome: plan.outcome,
+            });
             reply = {
               duplicate: false,
               inboundMessageId: messageId,
@@ -213,6 +231,9 @@ export class OrderIntakeService {
       let existing = placer ? byPlacer.get(placer) : undefined;
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
         existing = await this.findByFiller(manager, req.fillerOrderNumber.value);
+      }
+      if (!existing && req.action !== 'create' && order.targetOrderId) {
+        existing = await this.findByFiller(manager, order.targetOrderId);
       }
       const step = decide(order, existing, placer ? createdPlacers.get(placer) : undefined);
       if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);

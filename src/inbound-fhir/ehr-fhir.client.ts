@@ -1,0 +1,178 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Bundle, Resource } from '@medplum/fhirtypes';
+import type { Client as FhirKitClient, ClientConfig, SearchParams } from 'fhir-kit-client';
+import type { SmartBackendTokenProvider } from './smart-backend.auth';
+
+/**
+ * The EHR's own FHIR server (FHIR_SERVER_URL), read with fhir-kit-client: the focus of an
+ * `id-only` notification, a search when a notification is `empty` or events went missing,
+ * the Patient a ServiceRequest refers to. Authenticated with FHIR_SERVER_TOKEN or SMART
+ * Backend Services. Each call has a deadline (an AbortSignal passed through fhir-kit-client's
+ * per-request options; an npm-installed undici Agent as `dispatcher` is rejected by Node's
+ * built-in fetch, and replacing globalThis.fetch would break fhir-kit-client).
+ */
+
+type FhirKitModule = { Client: new (config: ClientConfig) => FhirKitClient };
+
+/**
+ * fhir-kit-client is ESM-only with an `import`-only exports map, so a bare require() fails
+ * outside Jest (whose config maps it). Node >= 22.12 can require() the ESM file itself.
+ */
+function loadFhirKit(): FhirKitModule {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('fhir-kit-client') as FhirKitModule;
+  } catch {
+    for (const base of module.paths) {
+      const file = join(base, 'fhir-kit-client', 'dist', 'index.js');
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      if (existsSync(file)) return require(file) as FhirKitModule;
+    }
+    throw new Error('fhir-kit-client is not installed');
+  }
+}
+
+export class EhrFhirError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+  ) {
+    super(message);
+    this.name = 'EhrFhirError';
+  }
+}
+
+export interface EhrFhirClientOptions {
+  baseUrl: string;
+  bearerToken?: string;
+  smart?: SmartBackendTokenProvider;
+  timeoutMs?: number;
+}
+
+export class EhrFhirClient {
+  private readonly client: FhirKitClient;
+  private readonly timeoutMs: number;
+
+  constructor(private readonly options: EhrFhirClientOptions) {
+    const { Client } = loadFhirKit();
+    this.timeoutMs = options.timeoutMs ?? 15_000;
+    this.client = new Client({
+      baseUrl: options.baseUrl,
+      customHeaders: { accept: 'application/fhir+json' },
+      ...(options.bearerToken ? { bearerToken: options.bearerToken } : {}),
+    });
+  }
+
+  get baseUrl(): string {
+    return this.options.baseUrl.replace(/\/$/, '');
+  }
+
+  /** Absolute URL of a reference (relative `Type/id` resolved against the EHR base). */
+  absolute(reference: string): string {
+    return /^https?:\/\//i.test(reference)
+      ? reference
+      : `${this.baseUrl}/${reference.replace(/^\//, '')}`;
+  }
+
+  /** True when the reference points at this EHR (relative, or absolute under its base URL). */
+  isOurs(reference: string): boolean {
+    return !/^https?:\/\//i.test(reference) || reference.startsWith(`${this.baseUrl}/`);
+  }
+
+  async read<T extends Resource>(reference: string): Promise<T> {
+    return this.call(async () => {
+      const url = this.absolute(reference);
+      const [type, id] = url.slice(this.baseUrl.length + 1).split('/');
+      if (url.startsWith(`${this.baseUrl}/`) && type && id) {
+        return (await this.client.read({
+          resourceType: type,
+          id,
+          options: this.opts(),
+        })) as unknown as T;
+      }
+      return (await this.client.request(url, { options: this.opts() })) as unknown as T;
+    });
+  }
+
+  /** Every page of a search (bounded), as one list of resources with their fullUrl. */
+  async searchAll<T extends Resource>(
+    resourceType: string,
+    searchParams: SearchParams,
+    maxPages = 20,
+  ): Promise<Array<{ resource: T; fullUrl: string }>> {
+    return this.call(async () => {
+      const out: Array<{ resource: T; fullUrl: string }> = [];
+      let page = (await this.client.search({
+        resourceType,
+        searchParams,
+        options: this.opts(),
+      })) as unknown as Bundle;
+      for (let i = 0; i < maxPages; i++) {
+        for (const e of page.entry ?? []) {
+          if (
+            e.resource &&
+            (!e.search?.mode || e.search.mode === 'match') &&
+            e.resource.resourceType === resourceType
+          ) {
+            out.push({
+              resource: e.resource as T,
+              fullUrl: e.fullUrl ?? `${this.baseUrl}/${resourceType}/${e.resource.id}`,
+            });
+          }
+        }
+        if (!page.link?.some((l) => l.relation === 'next')) break;
+        await this.authorize();
+        const next = this.client.nextPage({ bundle: page as never, options: this.opts() });
+        if (!next) break;
+        page = (await next) as unknown as Bundle;
+      }
+      return out;
+    });
+  }
+
+  async create<T extends Resource>(resource: T, headers: Record<string, string> = {}): Promise<T> {
+    return this.call(
+      async () =>
+        (await this.client.create({
+          resourceType: resource.resourceType,
+          body: resource as never,
+          options: this.opts(headers),
+        })) as unknown as T,
+    );
+  }
+
+  async close(): Promise<void> {
+    // Nothing pooled of our own: fhir-kit-client uses the global fetch.
+  }
+
+  private opts(headers: Record<string, string> = {}) {
+    return { headers, signal: AbortSignal.timeout(this.timeoutMs) };
+  }
+
+  private async authorize(): Promise<void> {
+    if (this.options.smart) this.client.bearerToken = await this.options.smart.token();
+  }
+
+  /** One call, with one retry after a 401 when the token comes from SMART (it may have been revoked). */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      await this.authorize();
+      try {
+        return await fn();
+      } catch (error) {
+        const status = (error as { response?: { status?: number } }).response?.status;
+        if (status === 401 && this.options.smart && attempt === 0) {
+          this.options.smart.invalidate();
+          continue;
+        }
+        throw new EhrFhirError(
+          status
+            ? `the EHR FHIR server answered ${status}`
+            : `the EHR FHIR server could not be reached: ${(error as Error).message}`,
+          status,
+        );
+      }
+    }
+  }
+}

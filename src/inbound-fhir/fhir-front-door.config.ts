@@ -1,0 +1,54 @@
+import type { AppConfig } from '../config/app-config';
+import {
+  DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
+  type FhirOrderMappingConfig,
+} from '../mappings/fhir-order.config';
+import type { UnknownProcedureRule } from '../mappings/product-table';
+
+/** The FHIR front door's settings, read once from the validated app config. */
+export interface FhirFrontDoorConfig {
+  mapping: FhirOrderMappingConfig;
+  maxBodyBytes: number;
+  /** Extra search parameters for catch-up searches on the EHR (e.g. `category=363679005`). */
+  catchUpSearch: Record<string, string>;
+  subscription?: {
+    topic: string;
+    endpoint: string;
+    payload: 'empty' | 'id-only' | 'full-resource';
+    filter?: string;
+    header?: string;
+  };
+}
+
+export function parseUnknownProcedureRule(value: string): UnknownProcedureRule {
+  if (value === 'reject') return { kind: 'reject' };
+  const products = value
+    .slice('default-products:'.length)
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  return { kind: 'default-products', products };
+}
+
+export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
+  return {
+    mapping: {
+      ...DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
+      unknownProcedure: parseUnknownProcedureRule(config.FHIR_UNKNOWN_PROCEDURE),
+    },
+    maxBodyBytes: config.FHIR_MAX_BODY_BYTES,
+    catchUpSearch: Object.fromEntries(new URLSearchParams(config.FHIR_CATCHUP_SEARCH).entries()),
+    subscription:
+      config.FHIR_SUBSCRIPTION_CREATE &&
+      config.FHIR_SUBSCRIPTION_TOPIC &&
+      config.FHIR_SUBSCRIPTION_ENDPOINT
+        ? {
+            topic: config.FHIR_SUBSCRIPTION_TOPIC,
+            endpoint: config.FHIR_SUBSCRIPTION_ENDPOINT,
+            payload: config.FHIR_SUBSCRIPTION_PAYLOAD,
+            filter: config.FHIR_SUBSCRIPTION_FILTER,
+            header: config.FHIR_SUBSCRIPTION_HEADER,
+          }
+        : undefined,
+  };
+}

@@ -1,0 +1,195 @@
+import type { Request, Response } from 'express';
+import type { Resource } from '@medplum/fhirtypes';
+import { FhirError, operationOutcome } from './fhir.error';
+
+/**
+ * HTTP details of the R4 RESTful API (http.html): media types and `_format`, `Prefer:
+ * return=`, ETag/versionId, and the raw body, read here byte for byte (the app's JSON parser
+ * skips /fhir so the audit log keeps exactly what was sent).
+ */
+
+export type FhirMediaType = 'application/fhir+json' | 'application/json';
+
+const JSON_FORMATS: Record<string, FhirMediaType> = {
+  json: 'application/fhir+json',
+  'application/json': 'application/json',
+  'application/fhir+json': 'application/fhir+json',
+  // R4 http.html#mime: the DSTU2-era type is still seen from older clients.
+  'application/json+fhir': 'application/fhir+json',
+};
+const XML_FORMATS = new Set([
+  'xml',
+  'text/xml',
+  'application/xml',
+  'application/fhir+xml',
+  'application/xml+fhir',
+  'ttl',
+  'text/turtle',
+]);
+
+/** The media type to answer with: `_format` wins over Accept (R4 http.html#mime); XML and Turtle are not served. */
+export function negotiateFormat(req: Request): FhirMediaType {
+  const format =
+    typeof req.query._format === 'string' ? req.query._format.trim().toLowerCase() : undefined;
+  if (format !== undefined) {
+    const base = format.split(';')[0]!.trim();
+    const hit = JSON_FORMATS[base];
+    if (hit) return hit;
+    throw new FhirError(
+      'not-acceptable',
+      `_format=${format} is not supported: this server speaks JSON only (json, application/fhir+json, application/json)`,
+      [
+        {
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: `_format ${format} is not supported`,
+          expression: ['_format'],
+        },
+      ],
+    );
+  }
+  const accept = req.headers.accept;
+  if (!accept) return 'application/fhir+json';
+  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  for (const t of types) {
+    const hit = JSON_FORMATS[t];
+    if (hit) return hit;
+    if (t === '*/*' || t === 'application/*') return 'application/fhir+json';
+  }
+  if (types.some((t) => XML_FORMATS.has(t))) {
+    throw new FhirError(
+      'not-acceptable',
+      'XML and Turtle are not supported: ask for application/fhir+json',
+    );
+  }
+  return 'application/fhir+json';
+}
+
+export interface RawBody {
+  bytes: Buffer;
+  contentType: string;
+}
+
+/** Reads the whole body (up to `limit` bytes; 413 above it). */
+export async function readRawBody(req: Request, limit: number): Promise<RawBody> {
+  const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      throw new FhirError('too-large', `the body exceeds ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  const bytes = Buffer.concat(chunks);
+  return { bytes, contentType };
+}
+
+/** 415 unless the body was sent as JSON (R4 http.html#mime). */
+export function assertJsonMediaType(contentType: string): void {
+  const base = contentType.split(';')[0]!.trim().toLowerCase();
+  if (!JSON_FORMATS[base]) {
+    throw new FhirError(
+      'unsupported-media-type',
+      `Content-Type ${base} is not supported: send application/fhir+json (or application/json)`,
+    );
+  }
+}
+
+/** Parses a body into a resource; 400 with the position when it is not JSON or has no resourceType. */
+export function parseResource(bytes: Buffer): Resource {
+  if (bytes.length === 0)
+    throw new FhirError('unparseable', 'the body is empty: a FHIR resource is expected');
+  let data: unknown;
+  try {
+    data = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''));
+  } catch (error) {
+    throw new FhirError('unparseable', `the body is not valid JSON: ${(error as Error).message}`, [
+      {
+        severity: 'error',
+        code: 'structure',
+        diagnostics: `not valid JSON: ${(error as Error).message}`,
+        expression: ['(body)'],
+      },
+    ]);
+  }
+  if (
+    typeof data !== 'object' ||
+    data === null ||
+    Array.isArray(data) ||
+    typeof (data as { resourceType?: unknown }).resourceType !== 'string'
+  ) {
+    throw new FhirError(
+      'unparseable',
+      'the body is JSON but not a FHIR resource (no resourceType)',
+      [
+        {
+          severity: 'error',
+          code: 'structure',
+          diagnostics: 'a JSON object with resourceType is expected',
+          expression: ['resourceType'],
+        },
+      ],
+    );
+  }
+  return data as Resource;
+}
+
+export type PreferReturn = 'minimal' | 'representation' | 'OperationOutcome';
+
+/** `Prefer: return=…` (R4 http.html#ops); representation when absent or unknown. */
+export function preferReturn(req: Request): PreferReturn {
+  const prefer = req.headers.prefer;
+  const value = Array.isArray(prefer) ? prefer.join(',') : (prefer ?? '');
+  const m = /return\s*=\s*"?([A-Za-z]+)"?/.exec(value);
+  if (m?.[1] === 'minimal') return 'minimal';
+  if (m?.[1] === 'OperationOutcome') return 'OperationOutcome';
+  return 'representation';
+}
+
+export function weakEtag(versionId: string | number): string {
+  return `W/"${versionId}"`;
+}
+
+/** The version an If-Match names: `W/"3"` or `"3"`. */
+export function parseIfMatch(value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  const m = /^(?:W\/)?"([^"]+)"$/.exec(value.trim());
+  return m?.[1] ?? value.trim();
+}
+
+/** Sends a resource (or nothing, or an OperationOutcome) as R4 http.html asks, with ETag/Last-Modified when versioned. */
+export function sendResource(
+  res: Response,
+  status: number,
+  resource: Resource | undefined,
+  format: FhirMediaType,
+  options: { prefer?: PreferReturn; location?: string; informational?: string } = {},
+): void {
+  const meta = (resource as { meta?: { versionId?: string; lastUpdated?: string } } | undefined)
+    ?.meta;
+  if (meta?.versionId) res.setHeader('ETag', weakEtag(meta.versionId));
+  if (meta?.lastUpdated) res.setHeader('Last-Modified', new Date(meta.lastUpdated).toUTCString());
+  if (options.location) {
+    res.setHeader('Location', options.location);
+    if (status === 201) res.setHeader('Content-Location', options.location);
+  }
+  res.status(status);
+  const prefer = options.prefer ?? 'representation';
+  if (prefer === 'minimal' || !resource) {
+    res.end();
+    return;
+  }
+  const body =
+    prefer === 'OperationOutcome'
+      ? operationOutcome([
+          {
+            severity: 'information',
+            code: 'informational',
+            diagnostics: options.informational ?? 'ok',
+          },
+        ])
+      : resource;
+  res.type(`${format}; charset=utf-8`).send(JSON.stringify(body));
+}

@@ -1,0 +1,271 @@
+import type { Resource, ServiceRequest } from '@medplum/fhirtypes';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OrderState } from '../orders/domain/order-state';
+import type { OrderRequest } from '../orders/domain/order-request';
+
+export interface StoredResource<T extends Resource = Resource> {
+  id: string;
+  orderId: string | null;
+  sender: string | null;
+  versionId: number;
+  lastUpdated: Date;
+  sourceUrl: string | null;
+  sourceVersion: string | null;
+  resource: T;
+}
+
+export interface OrderForTask {
+  orderId: string;
+  state: OrderState;
+  upstreamStatus: string | null;
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+  request: OrderRequest;
+  serviceRequestId: string | null;
+}
+
+export interface SubscriptionState {
+  subscriptionRef: string;
+  topic: string | null;
+  status: string | null;
+  lastEventNumber: number;
+  lastEventAt: Date | null;
+  lastNotificationAt: Date | null;
+  handshakeAt: Date | null;
+  lastHeartbeatAt: Date | null;
+}
+
+interface ResourceRow {
+  id: string;
+  order_id: string | null;
+  sender: string | null;
+  version_id: number;
+  last_updated: Date;
+  source_url: string | null;
+  source_version: string | null;
+  resource: Resource;
+}
+
+function toStored<T extends Resource>(row: ResourceRow): StoredResource<T> {
+  return {
+    id: row.id,
+    orderId: row.order_id,
+    sender: row.sender,
+    versionId: row.version_id,
+    lastUpdated: row.last_updated,
+    sourceUrl: row.source_url,
+    sourceVersion: row.source_version,
+    resource: row.resource as T,
+  };
+}
+
+/**
+ * What the FHIR front door keeps besides the order: the ServiceRequest it serves (versioned),
+ * and per Subscription the events it processed. Writes take the intake transaction's manager.
+ */
+export class FhirResourceStore {
+  constructor(private readonly dataSource: DataSource) {}
+
+  async findServiceRequest(id: string): Promise<StoredResource<ServiceRequest> | undefined> {
+    const rows: ResourceRow[] = await this.dataSource.query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND id = $1`,
+      [id],
+    );
+    return rows[0] ? toStored<ServiceRequest>(rows[0]) : undefined;
+  }
+
+  async findServiceRequestByOrder(
+    orderId: string,
+  ): Promise<StoredResource<ServiceRequest> | undefined> {
+    const rows: ResourceRow[] = await this.dataSource.query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id = $1 LIMIT 1`,
+      [orderId],
+    );
+    return rows[0] ? toStored<ServiceRequest>(rows[0]) : undefined;
+  }
+
+  async findBySourceUrls(urls: string[]): Promise<Map<string, StoredResource<ServiceRequest>>> {
+    if (urls.length === 0) return new Map();
+    const rows: ResourceRow[] = await this.dataSource.query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url = ANY($1::text[])`,
+      [urls],
+    );
+    return new Map(rows.map((r) => [r.source_url!, toStored<ServiceRequest>(r)]));
+  }
+
+  async insertServiceRequest(
+    manager: EntityManager,
+    row: {
+      id: string;
+      orderId: string;
+      sender: string | null;
+      resource: ServiceRequest;
+      lastUpdated: string;
+      sourceUrl?: string;
+      sourceVersion?: string;
+    },
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO fhir_resources (resource_type, id, order_id, sender, version_id, last_updated, source_url, source_version, resource)
+       VALUES ('ServiceRequest', $1, $2, $3, 1, $4, $5, $6, $7::jsonb)`,
+      [
+        row.id,
+        row.orderId,
+        row.sender,
+        row.lastUpdated,
+        row.sourceUrl ?? null,
+        row.sourceVersion ?? null,
+        JSON.stringify(row.resource),
+      ],
+    );
+  }
+
+  /** A new version (update or cancel); returns the version written. */
+  async updateServiceRequest(
+    manager: EntityManager,
+    row: {
+      id: string;
+      resource: ServiceRequest;
+      versionId: number;
+      lastUpdated: string;
+      sourceVersion?: string;
+    },
+  ): Promise<void> {
+    await manager.query(
+      `UPDATE fhir_resources SET resource = $2::jsonb, version_id = $3, last_updated = $4,
+              source_version = coalesce($5, source_version)
+        WHERE resource_type = 'ServiceRequest' AND id = $1`,
+      [
+        row.id,
+        JSON.stringify(row.resource),
+        row.versionId,
+        row.lastUpdated,
+        row.sourceVersion ?? null,
+      ],
+    );
+  }
+
+  async orderForTask(orderId: string): Promise<OrderForTask | undefined> {
+    const rows = await this.taskRows(`o.id::text = $1`, [orderId]);
+    return rows[0];
+  }
+
+  async ordersForServiceRequest(serviceRequestId: string): Promise<OrderForTask[]> {
+    return this.taskRows(`fr.id = $1`, [serviceRequestId]);
+  }
+
+  private async taskRows(where: string, params: unknown[]): Promise<OrderForTask[]> {
+    const rows: Array<{
+      id: string;
+      state: OrderState;
+      upstream_status: string | null;
+      version: number;
+      created_at: Date;
+      updated_at: Date;
+      request: OrderRequest;
+      sr_id: string | null;
+    }> = await this.dataSource.query(
+      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id
+         FROM orders o
+         LEFT JOIN fhir_resources fr ON fr.order_id = o.id AND fr.resource_type = 'ServiceRequest'
+        WHERE ${where}`,
+      params,
+    );
+    return rows.map((r) => ({
+      orderId: r.id,
+      state: r.state,
+      upstreamStatus: r.upstream_status,
+      version: r.version,
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+      request: r.request,
+      serviceRequestId: r.sr_id,
+    }));
+  }
+
+  async subscription(ref: string): Promise<SubscriptionState | undefined> {
+    const rows: Array<{
+      subscription_ref: string;
+      topic: string | null;
+      status: string | null;
+      last_event_number: string;
+      last_event_at: Date | null;
+      last_notification_at: Date | null;
+      handshake_at: Date | null;
+      last_heartbeat_at: Date | null;
+    }> = await this.dataSource.query(
+      `SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`,
+      [ref],
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    return {
+      subscriptionRef: r.subscription_ref,
+      topic: r.topic,
+      status: r.status,
+      lastEventNumber: Number(r.last_event_number),
+      lastEventAt: r.last_event_at,
+      lastNotificationAt: r.last_notification_at,
+      handshakeAt: r.handshake_at,
+      lastHeartbeatAt: r.last_heartbeat_at,
+    };
+  }
+
+  /** Event numbers of this subscription already processed, among `numbers`. */
+  async seenEvents(ref: string, numbers: number[]): Promise<Set<number>> {
+    if (numbers.length === 0) return new Set();
+    const rows: Array<{ event_number: string }> = await this.dataSource.query(
+      `SELECT event_number FROM fhir_subscription_events WHERE subscription_ref = $1 AND event_number = ANY($2::bigint[])`,
+      [ref, numbers],
+    );
+    return new Set(rows.map((r) => Number(r.event_number)));
+  }
+
+  /** Records a notification's effect on the subscription state (and its events), in the intake transaction. */
+  async recordNotification(
+    manager: EntityManager,
+    change: {
+      subscriptionRef: string;
+      topic: string | null;
+      status: string | null;
+      kind: 'handshake' | 'heartbeat' | 'event' | 'catch-up' | 'other';
+      eventNumbers: number[];
+      /** The highest event number known to be handled (events or a completed catch-up). */
+      handledUpTo?: number;
+      eventAt?: string;
+      inboundMessageId: string;
+    },
+  ): Promise<void> {
+    await manager.query(
+      `INSERT INTO fhir_subscriptions (subscription_ref, topic, status, last_event_number, handshake_at, last_heartbeat_at,
+                                       last_notification_at, last_event_at, updated_at)
+       VALUES ($1, $2, $3, coalesce($4, 0), CASE WHEN $5 = 'handshake' THEN now() END,
+               CASE WHEN $5 = 'heartbeat' THEN now() END, now(), $6, now())
+       ON CONFLICT (subscription_ref) DO UPDATE SET
+         topic = coalesce(EXCLUDED.topic, fhir_subscriptions.topic),
+         status = coalesce(EXCLUDED.status, fhir_subscriptions.status),
+         last_event_number = greatest(fhir_subscriptions.last_event_number, coalesce($4, 0)),
+         handshake_at = coalesce(EXCLUDED.handshake_at, fhir_subscriptions.handshake_at),
+         last_heartbeat_at = coalesce(EXCLUDED.last_heartbeat_at, fhir_subscriptions.last_heartbeat_at),
+         last_notification_at = now(),
+         last_event_at = greatest(fhir_subscriptions.last_event_at, EXCLUDED.last_event_at),
+         updated_at = now()`,
+      [
+        change.subscriptionRef,
+        change.topic,
+        change.status,
+        change.handledUpTo ?? null,
+        change.kind,
+        change.eventAt ?? null,
+      ],
+    );
+    if (change.eventNumbers.length > 0) {
+      await manager.query(
+        `INSERT INTO fhir_subscription_events (subscription_ref, event_number, inbound_message_id)
+         SELECT $1, n, $3 FROM unnest($2::bigint[]) n ON CONFLICT DO NOTHING`,
+        [change.subscriptionRef, change.eventNumbers, change.inboundMessageId],
+      );
+    }
+  }
+}

@@ -1,0 +1,144 @@
+import { Controller, Get, Inject, Param, Post, Put, Req, Res, UseFilters } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { Public, Roles } from '../auth/auth.decorators';
+import { FhirError } from './fhir.error';
+import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
+import type { FhirFrontDoorConfig } from './fhir-front-door.config';
+import { negotiateFormat, preferReturn, sendResource } from './fhir-http';
+import { FhirOrderService, type FhirAnswer } from './fhir-order.service';
+import { FhirResourceStore } from './fhir-resource.store';
+import { buildTask, capabilityStatement, searchSet } from './fhir-served.resources';
+import { callerOf, fhirUrl } from './fhir-request.context';
+import { OperationOutcomeFilter } from './operation-outcome.filter';
+
+const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+function checkId(id: string): void {
+  if (!FHIR_ID.test(id)) {
+    throw new FhirError('not-found', `"${id}" is not a FHIR id (R4 datatypes.html#id)`);
+  }
+}
+
+/**
+ * The FHIR R4 endpoint: thin; each route reads the request, calls one use case, and sends
+ * what it answers with the negotiated media type, Prefer and ETag honoured.
+ */
+@ApiExcludeController()
+@Controller('fhir')
+@UseFilters(OperationOutcomeFilter)
+export class FhirRestController {
+  constructor(
+    private readonly orders: FhirOrderService,
+    private readonly store: FhirResourceStore,
+    @Inject(FHIR_FRONT_DOOR_CONFIG) private readonly config: FhirFrontDoorConfig,
+  ) {}
+
+  private send(req: Request, res: Response, answer: FhirAnswer): void {
+    const format = negotiateFormat(req);
+    const prefer =
+      answer.resource?.resourceType === 'OperationOutcome' ? 'representation' : preferReturn(req);
+    sendResource(res, answer.status, answer.resource, format, {
+      prefer,
+      location: answer.location ? fhirUrl(req, answer.location) : undefined,
+      informational: answer.duplicate ? 'already known: the existing resource is returned' : 'ok',
+    });
+  }
+
+  @Public()
+  @Get('metadata')
+  metadata(@Req() req: Request, @Res() res: Response): void {
+    const format = negotiateFormat(req);
+    sendResource(
+      res,
+      200,
+      capabilityStatement(`${req.protocol}://${req.get('host')}`, '0.1.0'),
+      format,
+    );
+  }
+
+  @Roles('sender')
+  @Post('ServiceRequest')
+  async create(@Req() req: Request, @Res() res: Response): Promise<void> {
+    negotiateFormat(req);
+    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const answer = await this.orders.create(caller, req.header('if-none-exist'));
+    this.send(req, res, answer);
+  }
+
+  @Roles('sender')
+  @Get('ServiceRequest/:id')
+  async read(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    checkId(id);
+    const format = negotiateFormat(req);
+    sendResource(res, 200, await this.orders.readServiceRequest(id), format);
+  }
+
+  @Roles('sender')
+  @Put('ServiceRequest/:id')
+  async update(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    checkId(id);
+    negotiateFormat(req);
+    const caller = await callerOf(req, this.config.maxBodyBytes);
+    this.send(req, res, await this.orders.update(caller, id, req.header('if-match')));
+  }
+
+  @Roles('sender')
+  @Post()
+  async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
+    negotiateFormat(req);
+    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const answer = await this.orders.bundle(caller);
+    if (preferReturn(req) === 'minimal' && answer.resource?.resourceType === 'Bundle') {
+      for (const e of (answer.resource as { entry?: Array<{ resource?: unknown }> }).entry ?? [])
+        delete e.resource;
+    }
+    sendResource(res, answer.status, answer.resource, negotiateFormat(req));
+  }
+
+  @Roles('sender')
+  @Get('Task/:id')
+  async readTask(
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
+    checkId(id);
+    const format = negotiateFormat(req);
+    const order = /^[0-9a-f-]{36}$/i.test(id) ? await this.store.orderForTask(id) : undefined;
+    if (!order) throw new FhirError('not-found', `Task/${id} is not known here`);
+    sendResource(res, 200, buildTask(order), format);
+  }
+
+  /** Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it) and `_id` (R4 task.html#search). */
+  @Roles('sender')
+  @Get('Task')
+  async searchTasks(@Req() req: Request, @Res() res: Response): Promise<void> {
+    const format = negotiateFormat(req);
+    const basedOn = typeof req.query['based-on'] === 'string' ? req.query['based-on'] : undefined;
+    const id = typeof req.query._id === 'string' ? req.query._id : undefined;
+    if (!basedOn && !id) {
+      throw new FhirError('bad-request', 'search Task by based-on=ServiceRequest/{id} or by _id', [
+        {
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: 'supported search parameters: based-on, _id',
+          expression: ['based-on'],
+        },
+      ]);
+    }
+    let orders = [] as Awaited<ReturnType<FhirResourceStore['ordersForServiceRequest']>>;
+    if (basedOn) {
+      const m =
+        /(?:^|\/)ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(basedOn) ??
+        /^([A-Za-z0-9\-.]{1,64})$/.exec(basedOn);
+      orders = m ? await this.store.ordersForServiceRequest(m[1]!) : [];
+    } else if (id && /^[0-9a-f-]{36}$/i.test(id)) {
+      const one = await this.store.orderForTask(id);
+      orders = one ? [one] : [];
+    }
+    if (basedOn && id) orders = orders.filter((o) => o.orderId === id);
+    const self = `${req.protocol}://${req.get('host')}${req.originalUrl}`;
+    sendResource(res, 200, searchSet(orders.map(buildTask), self), format);
+  }
+}

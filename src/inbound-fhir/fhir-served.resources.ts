@@ -1,0 +1,141 @@
+import type { Bundle, CapabilityStatement, Resource, Task } from '@medplum/fhirtypes';
+import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
+import { primaryPatientId } from '../orders/order-intake.service';
+import type { OrderForTask } from './fhir-resource.store';
+
+/** Our identifier system for orders (the Task's and, as filler, the ServiceRequest's). */
+export const ORDER_IDENTIFIER_SYSTEM = 'urn:imaging-ai-adapter:order';
+
+/** Where EHRs POST Subscription notifications (R4 Subscriptions Backport rest-hook endpoint). */
+export const NOTIFICATION_PATH = '/fhir/subscription-notifications';
+
+/**
+ * The Task we keep per order (R4 task.html, workflow "fulfillment": the filler reports
+ * progress on a Task that is basedOn the request). id and version follow the order row.
+ */
+export function buildTask(order: OrderForTask): Task {
+  const derived = deriveTaskStatus(order.state, order.upstreamStatus);
+  const patientId = primaryPatientId(order.request.patient);
+  const patientIdentifier = order.request.patient.identifiers.find((i) => i.value === patientId);
+  const task: Task = {
+    resourceType: 'Task',
+    id: order.orderId,
+    meta: { versionId: String(order.version), lastUpdated: order.updatedAt.toISOString() },
+    identifier: [{ system: ORDER_IDENTIFIER_SYSTEM, value: order.orderId }],
+    status: derived.status,
+    businessStatus: { text: derived.businessStatus },
+    intent: 'order',
+    code: {
+      coding: [{ system: 'http://hl7.org/fhir/CodeSystem/task-code', code: 'fulfill' }],
+    },
+    authoredOn: order.createdAt.toISOString(),
+    lastModified: order.updatedAt.toISOString(),
+  };
+  if (derived.statusReason) task.statusReason = { text: derived.statusReason };
+  if (order.serviceRequestId) {
+    task.basedOn = [{ reference: `ServiceRequest/${order.serviceRequestId}` }];
+    task.focus = { reference: `ServiceRequest/${order.serviceRequestId}` };
+  }
+  if (patientIdentifier) {
+    task.for = {
+      identifier: {
+        value: patientIdentifier.value,
+        ...(patientIdentifier.system ? { system: patientIdentifier.system } : {}),
+      },
+    };
+  }
+  return task;
+}
+
+export function searchSet(resources: Resource[], selfUrl: string): Bundle {
+  return {
+    resourceType: 'Bundle',
+    type: 'searchset',
+    total: resources.length,
+    link: [{ relation: 'self', url: selfUrl }],
+    entry: resources.map((r) => ({
+      fullUrl: `${selfUrl.split('/fhir/')[0]}/fhir/${r.resourceType}/${r.id}`,
+      resource: r,
+      search: { mode: 'match' },
+    })),
+  };
+}
+
+/**
+ * What this server supports, exactly (R4 capabilitystatement.html): JSON only, ServiceRequest
+ * create (conditional on identifier) / read / update, transaction and batch, Task read and
+ * search by based-on. Public, so that a client can discover it before authenticating.
+ */
+export function capabilityStatement(baseUrl: string, version: string): CapabilityStatement {
+  return {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date: '2026-11-21',
+    publisher: 'imaging-ai-adapter',
+    kind: 'instance',
+    software: { name: 'imaging-ai-adapter', version },
+    implementation: { description: 'Imaging-AI adapter FHIR front door', url: `${baseUrl}/fhir` },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'application/json', 'json'],
+    patchFormat: [],
+    rest: [
+      {
+        mode: 'server',
+        documentation: `Orders in as ServiceRequest (POST, conditional create on identifier; PUT with status revoked or entered-in-error cancels). Progress as Task (read, search by based-on). Subscription notifications (R4 Subscriptions Backport, rest-hook) are received at POST ${NOTIFICATION_PATH}.`,
+        security: {
+          cors: false,
+          service: [
+            {
+              coding: [
+                {
+                  system: 'http://terminology.hl7.org/CodeSystem/restful-security-service',
+                  code: 'OAuth',
+                },
+              ],
+              text: 'Bearer token (role sender)',
+            },
+          ],
+          description:
+            'Authorization: Bearer <token> with the sender role; 401 without, 403 with another role.',
+        },
+        resource: [
+          {
+            type: 'ServiceRequest',
+            profile: 'http://hl7.org/fhir/StructureDefinition/ServiceRequest',
+            interaction: [{ code: 'create' }, { code: 'read' }, { code: 'update' }],
+            versioning: 'versioned-update',
+            readHistory: false,
+            updateCreate: false,
+            conditionalCreate: true,
+            conditionalRead: 'not-supported',
+            conditionalUpdate: false,
+            conditionalDelete: 'not-supported',
+            searchParam: [],
+          },
+          {
+            type: 'Task',
+            profile: 'http://hl7.org/fhir/StructureDefinition/Task',
+            interaction: [{ code: 'read' }, { code: 'search-type' }],
+            versioning: 'versioned',
+            readHistory: false,
+            updateCreate: false,
+            conditionalCreate: false,
+            searchParam: [
+              {
+                name: 'based-on',
+                type: 'reference',
+                definition: 'http://hl7.org/fhir/SearchParameter/Task-based-on',
+              },
+              {
+                name: '_id',
+                type: 'token',
+                definition: 'http://hl7.org/fhir/SearchParameter/Resource-id',
+              },
+            ],
+          },
+        ],
+        interaction: [{ code: 'transaction' }, { code: 'batch' }],
+      },
+    ],
+  };
+}

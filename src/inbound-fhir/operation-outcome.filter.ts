@@ -1,0 +1,82 @@
+import {
+  type ArgumentsHost,
+  Catch,
+  type ExceptionFilter,
+  HttpException,
+  Inject,
+} from '@nestjs/common';
+import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
+import type { Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from '../common/app-error';
+import { LOGGER } from '../common/tokens';
+import { currentCorrelationId } from '../observability/logger';
+import { FhirError, operationOutcome } from './fhir.error';
+
+/**
+ * Every error on /fhir answered as an OperationOutcome (R4 operationoutcome.html, http.html
+ * status codes), including the bearer guard's 401/403: bound to the FHIR controllers, so it
+ * wins over the app-wide problem-JSON filter.
+ */
+@Catch()
+export class OperationOutcomeFilter implements ExceptionFilter {
+  constructor(@Inject(LOGGER) private readonly logger: Logger) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const res = ctx.getResponse<Response>();
+    const req = ctx.getRequest<Request>();
+    let status = 500;
+    let issues: OperationOutcomeIssue[];
+    let headers: Record<string, string> = {};
+    if (exception instanceof FhirError) {
+      status = exception.httpStatus;
+      issues = exception.issues;
+      headers = exception.headers;
+    } else if (exception instanceof AppError) {
+      status = exception.httpStatus;
+      const code: OperationOutcomeIssue['code'] =
+        exception.code === 'unauthorized'
+          ? 'login'
+          : exception.code === 'forbidden'
+            ? 'forbidden'
+            : 'processing';
+      issues = [{ severity: 'error', code, diagnostics: exception.message }];
+    } else if (exception instanceof HttpException) {
+      status = exception.getStatus();
+      issues = [
+        {
+          severity: 'error',
+          code: status === 404 ? 'not-found' : 'processing',
+          diagnostics: exception.message,
+        },
+      ];
+    } else {
+      issues = [
+        {
+          severity: 'fatal',
+          code: 'exception',
+          diagnostics: `an unexpected error occurred; see the service log with correlation id ${currentCorrelationId() ?? '(none)'}`,
+        },
+      ];
+    }
+    if (status >= 500) {
+      this.logger.error(
+        { err: exception, path: req.route?.path ?? 'unmatched' },
+        'FHIR request failed',
+      );
+    }
+    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    if (res.headersSent) return;
+    const accept = `${req.headers.accept ?? ''} ${typeof req.query?._format === 'string' ? req.query._format : ''}`;
+    const type =
+      /(^|[\s,])application\/json/.test(accept) && !/fhir\+json/.test(accept)
+        ? 'application/json'
+        : 'application/fhir+json';
+    res
+      .status(status)
+      .type(`${type}; charset=utf-8`)
+      .send(JSON.stringify(operationOutcome(issues)));
+  }
+}

@@ -1,0 +1,203 @@
+import type {
+  ImagingStudy,
+  OperationOutcomeIssue,
+  Patient,
+  Practitioner,
+  PractitionerRole,
+  Reference,
+  Resource,
+  ServiceRequest,
+} from '@medplum/fhirtypes';
+import type { FhirOrderContext, Located } from '../mappings/fhir-order.mapping';
+import type { ToleratedQuirk } from '../orders/domain/order-request';
+import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
+import { FhirError } from './fhir.error';
+
+/** A resource of the Bundle (or notification) the ServiceRequest travelled in. */
+export interface SiblingEntry {
+  fullUrl?: string;
+  resource: Resource;
+  /** For lineage: `Bundle.entry[2]`. */
+  location: string;
+}
+
+/**
+ * Resolves what a ServiceRequest refers to (R4 references.html#contained, bundle.html
+ * #references): a contained resource (`#id`), a Bundle sibling (by fullUrl, or `Type/id`),
+ * else a read from the EHR's FHIR server when one is configured. Pure lookups first; the EHR
+ * is asked only for what the message did not carry.
+ */
+export class ReferenceResolver {
+  readonly quirks: ToleratedQuirk[] = [];
+
+  constructor(
+    private readonly siblings: readonly SiblingEntry[],
+    private readonly ehr: EhrFhirClient | undefined,
+  ) {}
+
+  get hasEhr(): boolean {
+    return this.ehr !== undefined;
+  }
+
+  private sibling(ref: string): SiblingEntry | undefined {
+    const exact = this.siblings.find((s) => s.fullUrl === ref);
+    if (exact) return exact;
+    const m = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
+    if (!m) return undefined;
+    return this.siblings.find(
+      (s) =>
+        (s.resource.resourceType === m[1] && s.resource.id === m[2]) ||
+        (s.fullUrl !== undefined && s.fullUrl.endsWith(`/${m[1]}/${m[2]}`)),
+    );
+  }
+
+  /**
+   * The referenced resource, or undefined when it cannot be found. Throws FhirError 503 when
+   * the EHR could not be reached (the sender should retry), never for a 404 from the EHR.
+   */
+  async resolve<T extends Resource>(
+    container: Resource,
+    reference: Reference | undefined,
+    expectedType?: string,
+  ): Promise<Located<T> | undefined> {
+    const ref = reference?.reference;
+    if (!ref) return undefined;
+    if (ref.startsWith('#')) {
+      const id = ref.slice(1);
+      const hit = ((container as { contained?: Resource[] }).contained ?? []).find(
+        (c) => c.id === id,
+      );
+      return hit && (!expectedType || hit.resourceType === expectedType)
+        ? { resource: hit as T, source: `contained ${ref}` }
+        : undefined;
+    }
+    const sib = this.sibling(ref);
+    if (sib) {
+      return !expectedType || sib.resource.resourceType === expectedType
+        ? { resource: sib.resource as T, source: sib.location }
+        : undefined;
+    }
+    if (!this.ehr || ref.startsWith('urn:') || !this.ehr.isOurs(ref)) return undefined;
+    try {
+      const resource = await this.ehr.read<T>(ref);
+      if (expectedType && resource.resourceType !== expectedType) return undefined;
+      return { resource, source: `EHR ${ref}` };
+    } catch (error) {
+      if (error instanceof EhrFhirError && (error.status === 404 || error.status === 410))
+        return undefined;
+      if (
+        error instanceof EhrFhirError &&
+        error.status !== undefined &&
+        error.status < 500 &&
+        error.status !== 429
+      ) {
+        this.quirks.push({ code: 'fhir-ehr-read-refused', detail: `${ref}: ${error.message}` });
+        return undefined;
+      }
+      throw new FhirError(
+        'upstream-unavailable',
+        `could not read ${ref} from the EHR FHIR server: ${(error as Error).message}`,
+      );
+    }
+  }
+}
+
+export interface BuiltContext {
+  ctx: FhirOrderContext;
+  issues: OperationOutcomeIssue[];
+}
+
+function refType(ref: Reference | undefined): string | undefined {
+  const r = ref?.reference;
+  if (!r) return ref?.type;
+  return /(?:^|\/)([A-Z][A-Za-z]+)\/[^/]+(?:\/_history\/[^/]+)?$/.exec(r)?.[1] ?? ref?.type;
+}
+
+/**
+ * Everything one ServiceRequest refers to. `lenient` (a cancel) skips what a cancel does not
+ * need. `path` prefixes issue expressions (a Bundle entry).
+ */
+export async function buildOrderContext(
+  sr: ServiceRequest,
+  resolver: ReferenceResolver,
+  options: {
+    lenient: boolean;
+    path?: string;
+    srFullUrl?: string;
+    siblings?: readonly SiblingEntry[];
+  },
+): Promise<BuiltContext> {
+  const at = (p: string) =>
+    options.path ? `${options.path}.${p.replace(/^ServiceRequest\./, '')}` : p;
+  const issues: OperationOutcomeIssue[] = [];
+  const ctx: FhirOrderContext = { imagingStudies: [], reasons: new Map() };
+
+  const subjectType = refType(sr.subject);
+  if (subjectType && subjectType !== 'Patient') {
+    issues.push({
+      severity: 'error',
+      code: 'not-supported',
+      diagnostics: `the subject must be a Patient (got ${subjectType}): AI analyses are ordered per patient`,
+      expression: [at('ServiceRequest.subject')],
+    });
+  } else {
+    const patient = await resolver.resolve<Patient>(sr, sr.subject, 'Patient');
+    if (patient) ctx.patient = patient;
+    else if (sr.subject?.identifier?.value) {
+      // A logical reference (R4 references.html#logical): the identifier is all we get.
+      ctx.patient = {
+        resource: { resourceType: 'Patient', identifier: [sr.subject.identifier] },
+        source: 'ServiceRequest.subject.identifier',
+      };
+    } else if (!options.lenient) {
+      issues.push({
+        severity: 'error',
+        code: 'not-found',
+        diagnostics: `cannot resolve the subject ${sr.subject?.reference ?? '(none)'}: it is not contained, not in the Bundle, and ${
+          resolver['ehr']
+            ? 'the EHR FHIR server does not have it'
+            : 'FHIR_SERVER_URL is not configured'
+        }`,
+        expression: [at('ServiceRequest.subject')],
+      });
+    }
+  }
+  if (options.lenient) return { ctx, issues };
+
+  // ImagingStudy: referenced from supportingInfo, or a sibling whose basedOn names this request.
+  for (const [i, ref] of (sr.supportingInfo ?? []).entries()) {
+    // A urn:uuid: reference in a Bundle has no type in it: resolve, then look at what it is.
+    const type = refType(ref);
+    if (type && type !== 'ImagingStudy') continue;
+    const target = await resolver.resolve<Resource>(sr, ref);
+    if (target?.resource.resourceType === 'ImagingStudy') {
+      ctx.imagingStudies.push(target as Located<ImagingStudy>);
+    } else if (type === 'ImagingStudy') {
+      issues.push({
+        severity: 'error',
+        code: 'not-found',
+        diagnostics: `cannot resolve ${ref.reference}`,
+        expression: [at(`ServiceRequest.supportingInfo[${i}]`)],
+      });
+    }
+  }
+  for (const sib of options.siblings ?? []) {
+    if (sib.resource.resourceType !== 'ImagingStudy') continue;
+    const study = sib.resource as ImagingStudy;
+    const names = (study.basedOn ?? []).map((b) => b.reference);
+    const mine =
+      (options.srFullUrl !== undefined && names.includes(options.srFullUrl)) ||
+      (sr.id !== undefined && names.some((n) => n?.endsWith(`ServiceRequest/${sr.id}`)));
+    if (mine && !ctx.imagingStudies.some((s) => s.resource === study)) {
+      ctx.imagingStudies.push({ resource: study, source: sib.location });
+    }
+  }
+  const requester = await resolver.resolve<Practitioner | PractitionerRole>(sr, sr.requester);
+  if (requester && requester.resource.resourceType === 'Practitioner') ctx.requester = requester;
+  for (const ref of sr.reasonReference ?? []) {
+    if (!ref.reference) continue;
+    const target = await resolver.resolve<Resource>(sr, ref);
+    if (target) ctx.reasons.set(ref.reference, target);
+  }
+  return { ctx, issues };
+}

@@ -1,0 +1,461 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'fhir-kit-client';
+import { Client as PgClient } from 'pg';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+const fixture = (name: string) => JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8'));
+
+interface HttpError {
+  response?: {
+    status: number;
+    data: {
+      resourceType: string;
+      issue: Array<{ code: string; expression?: string[]; diagnostics?: string }>;
+    };
+  };
+}
+
+async function failure(p: Promise<unknown>): Promise<NonNullable<HttpError['response']>> {
+  try {
+    await p;
+  } catch (error) {
+    const r = (error as HttpError).response;
+    if (r) return r;
+    throw error;
+  }
+  throw new Error('expected the request to fail');
+}
+
+/** The spec's practitioner-example (R4): Dr. Adam Careful. */
+const PRACTITIONER_EXAMPLE = {
+  resourceType: 'Practitioner',
+  id: 'example',
+  identifier: [{ system: 'http://www.acme.org/practitioners', value: '23' }],
+  active: true,
+  name: [{ family: 'Careful', given: ['Adam'], prefix: ['Dr'] }],
+};
+
+describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads from a real FHIR engine)', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let fhir: Client;
+  let db: PgClient;
+  let base: string;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fixture('r4-patient-example-dicom'));
+    await ehr.seed(PRACTITIONER_EXAMPLE as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    base = `${adapter.httpUrl}/fhir`;
+    fhir = new Client({ baseUrl: base, bearerToken: TEST_TOKENS.sender });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  const rows = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows;
+
+  it('serves its CapabilityStatement without credentials', async () => {
+    const res = await fetch(`${base}/metadata`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/fhir\+json/);
+    const cs = (await res.json()) as {
+      resourceType: string;
+      fhirVersion: string;
+      rest: Array<{ resource: Array<{ type: string; conditionalCreate?: boolean }> }>;
+    };
+    expect(cs.resourceType).toBe('CapabilityStatement');
+    expect(cs.fhirVersion).toBe('4.0.1');
+    expect(cs.rest[0]!.resource.map((r) => r.type)).toEqual(['ServiceRequest', 'Task']);
+    expect(cs.rest[0]!.resource[0]!.conditionalCreate).toBe(true);
+  });
+
+  it('creates the spec example "di" conditionally; a repeat returns the same resource and no second order', async () => {
+    const sr = fixture('r4-servicerequest-example-di');
+    const ifNoneExist = 'identifier=http://example.org/ehr/orders|DI-2013-0508';
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: sr,
+      options: { headers: { 'If-None-Exist': ifNoneExist } },
+    })) as unknown as { id: string; meta: { versionId: string }; code: unknown };
+    const raw = Client.httpFor(created as never).response!;
+    expect(raw.status).toBe(201);
+    expect(raw.headers.get('etag')).toBe('W/"1"');
+    expect(raw.headers.get('location')).toBe(`${base}/ServiceRequest/${created.id}/_history/1`);
+    expect(created.meta.versionId).toBe('1');
+    expect(created.code).toEqual(sr.code);
+
+    const [order] = await rows(`SELECT * FROM orders WHERE id = $1`, [created.id]);
+    expect(order).toMatchObject({ source: 'fhir', state: 'received', patient_id: 'MINT1234' });
+    expect(order.request).toMatchObject({
+      action: 'create',
+      patient: {
+        identifiers: [{ system: 'http://nema.org/examples/patients', value: 'MINT1234' }],
+        name: { family: 'MINT_TEST' },
+        sex: 'male',
+      },
+      procedure: { code: '24627-2', system: 'http://loinc.org', display: 'Chest CT' },
+      products: ['lung-nodule-ct'],
+      requestedAt: '2013-05-08T02:33:27.000Z',
+      reasonForStudy: [{ display: 'Check for metastatic disease' }],
+      // Practitioner/example was read from the EHR's FHIR server.
+      orderingProvider: {
+        identifier: { system: 'http://www.acme.org/practitioners', value: '23' },
+        name: { family: 'Careful', given: ['Adam'], prefix: 'Dr' },
+      },
+    });
+    const [message] = await rows(`SELECT * FROM inbound_messages WHERE id = $1`, [
+      order.inbound_message_id,
+    ]);
+    expect(message).toMatchObject({
+      transport: 'fhir-rest',
+      outcome: 'accepted',
+      response_code: '201',
+    });
+    expect(JSON.parse(message.raw.toString('utf8'))).toEqual(sr);
+    expect(ehr.requests.some((r) => r.url.endsWith('/Patient/dicom'))).toBe(true);
+
+    const again = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: sr,
+      options: { headers: { 'If-None-Exist': ifNoneExist } },
+    })) as unknown as { id: string };
+    expect(Client.httpFor(again as never).response!.status).toBe(200);
+    expect(again.id).toBe(created.id);
+    expect(await rows(`SELECT id FROM orders WHERE patient_id = 'MINT1234'`)).toHaveLength(1);
+    const [dup] = await rows(
+      `SELECT count(*)::int AS n FROM inbound_messages WHERE outcome = 'duplicate' AND transport = 'fhir-rest'`,
+    );
+    expect(dup.n).toBe(1);
+
+    // read, and the Task an EHR that pulls follows
+    const read = (await fhir.read({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+    })) as unknown as {
+      id: string;
+    };
+    expect(read.id).toBe(created.id);
+    const tasks = (await fhir.search({
+      resourceType: 'Task',
+      searchParams: { 'based-on': `ServiceRequest/${created.id}` },
+    })) as unknown as {
+      type: string;
+      total: number;
+      entry: Array<{
+        resource: {
+          id: string;
+          status: string;
+          basedOn: unknown;
+          businessStatus: { text: string };
+        };
+      }>;
+    };
+    expect(tasks.type).toBe('searchset');
+    expect(tasks.total).toBe(1);
+    expect(tasks.entry[0]!.resource).toMatchObject({
+      id: created.id,
+      status: 'received',
+      basedOn: [{ reference: `ServiceRequest/${created.id}` }],
+      businessStatus: { text: 'received' },
+    });
+    const task = (await fhir.read({ resourceType: 'Task', id: created.id })) as unknown as {
+      meta: { versionId: string };
+    };
+    expect(Client.httpFor(task as never).response!.headers.get('etag')).toBe(
+      `W/"${task.meta.versionId}"`,
+    );
+  });
+
+  it('PUT with status revoked cancels upstream; a stale If-Match is refused with 412', async () => {
+    const sr = {
+      ...fixture('r4-servicerequest-example-di'),
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-REVOKE-1' }],
+    };
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: sr,
+    })) as unknown as {
+      id: string;
+    };
+    const stale = await failure(
+      fhir.update({
+        resourceType: 'ServiceRequest',
+        id: created.id,
+        body: { ...sr, id: created.id, status: 'revoked' },
+        options: { headers: { 'If-Match': 'W/"7"' } },
+      }),
+    );
+    expect(stale.status).toBe(412);
+    expect(stale.data.resourceType).toBe('OperationOutcome');
+
+    const revoked = (await fhir.update({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+      body: { ...sr, id: created.id, status: 'revoked' },
+      options: { headers: { 'If-Match': 'W/"1"' } },
+    })) as unknown as { status: string; meta: { versionId: string } };
+    expect(revoked).toMatchObject({ status: 'revoked', meta: { versionId: '2' } });
+    const [order] = await rows(`SELECT cancel_requested_at, version FROM orders WHERE id = $1`, [
+      created.id,
+    ]);
+    expect(order.cancel_requested_at).not.toBeNull();
+    expect(
+      await rows(
+        `SELECT 1 FROM job_outbox WHERE task = 'order.cancel-upstream' AND payload->>'orderId' = $1`,
+        [created.id],
+      ),
+    ).toHaveLength(1);
+    const current = (await fhir.read({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+    })) as unknown as {
+      status: string;
+    };
+    expect(current.status).toBe('revoked');
+
+    // another change (priority) goes upstream as metadata
+    const changed = (await fhir.update({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+      body: { ...sr, id: created.id, status: 'active', priority: 'stat' },
+    })) as unknown as { meta: { versionId: string } };
+    expect(changed.meta.versionId).toBe('3');
+    expect(
+      await rows(
+        `SELECT 1 FROM job_outbox WHERE task = 'order.update-metadata' AND payload->>'orderId' = $1`,
+        [created.id],
+      ),
+    ).toHaveLength(1);
+
+    const unknown = await failure(
+      fhir.update({
+        resourceType: 'ServiceRequest',
+        id: 'not-here',
+        body: { ...sr, id: 'not-here' },
+      }),
+    );
+    expect(unknown.status).toBe(405);
+  });
+
+  it('takes a transaction Bundle with the US Core Patient and an ImagingStudy; a resend changes nothing', async () => {
+    const bundle = fixture('us-core-chest-ct-transaction');
+    const response = (await fhir.transaction({ body: bundle })) as unknown as {
+      type: string;
+      entry: Array<{
+        response: { status: string; location?: string; etag?: string };
+        resource?: { id: string };
+      }>;
+    };
+    expect(response.type).toBe('transaction-response');
+    expect(response.entry.map((e) => e.response.status)).toEqual([
+      '200 OK',
+      '201 Created',
+      '200 OK',
+    ]);
+    const id = response.entry[1]!.resource!.id;
+    expect(response.entry[1]!.response).toMatchObject({
+      location: `ServiceRequest/${id}/_history/1`,
+      etag: 'W/"1"',
+    });
+    const [order] = await rows(`SELECT * FROM orders WHERE id = $1`, [id]);
+    expect(order).toMatchObject({
+      accession_number: 'W12342398',
+      placer_order_number: 'ORD-2013-0508-77',
+      placer_group_number: 'REQ-77',
+      patient_id: '1032702',
+      study_instance_uid: '2.16.124.113543.6003.1154777499.30246.19789.3503430045',
+    });
+    // The US Core example has no gender element (only the us-core-birthsex extension).
+    expect(order.request.patient.sex).toBeUndefined();
+    expect(order.request).toMatchObject({
+      // name[0] is `old` (ended 2020-07-22): the current name is used
+      patient: {
+        name: { family: 'Baxter', given: ['Amy', 'V.'], suffix: 'PharmD' },
+        birthDate: '1987-02-20',
+      },
+      priority: 'urgent',
+      modality: 'CT',
+      reasonForStudy: [
+        { code: '363358000', system: 'http://snomed.info/sct', display: 'Malignant tumor of lung' },
+      ],
+      notes: ['Prior CT 2012 available in PACS'],
+      products: ['lung-nodule-ct'],
+    });
+    const lineage = (
+      await rows(
+        `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'mapping.applied'`,
+        [id],
+      )
+    )[0].detail.lineage as Array<{ target: string; source: string }>;
+    expect(lineage).toEqual(
+      expect.arrayContaining([
+        {
+          target: 'studyInstanceUid',
+          source: 'Bundle.entry[2] ImagingStudy.identifier[0].value',
+          value: '2.16.124.113543.6003.1154777499.30246.19789.3503430045',
+          ruleId: 'fhir.order.study-uid',
+        },
+        expect.objectContaining({
+          target: 'accessionNumber',
+          source: 'ServiceRequest.identifier[1].value',
+        }),
+      ]),
+    );
+    const quirks = (
+      await rows(`SELECT quirks FROM inbound_messages WHERE id = $1`, [order.inbound_message_id])
+    )[0].quirks;
+    expect(quirks).toEqual(
+      expect.arrayContaining([expect.objectContaining({ code: 'fhir-name-not-first' })]),
+    );
+
+    const again = (await fhir.transaction({ body: bundle })) as unknown as {
+      entry: Array<{ resource?: { id: string } }>;
+    };
+    expect(again.entry[1]!.resource!.id).toBe(id);
+    expect(
+      await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'ORD-2013-0508-77'`),
+    ).toHaveLength(1);
+  });
+
+  it('refuses invalid resources with 422 and issues an integrator can act on; the raw body is kept', async () => {
+    const ig = fixture('imaging-ig-servicerequest-example');
+    const refused = await failure(fhir.create({ resourceType: 'ServiceRequest', body: ig }));
+    expect(refused.status).toBe(422);
+    const expressions = refused.data.issue.flatMap((i) => i.expression ?? []);
+    // The IG example's subject is a profile name, not a Patient; it has no code to choose AI products by.
+    expect(expressions).toEqual(
+      expect.arrayContaining(['ServiceRequest.subject', 'ServiceRequest.code']),
+    );
+    const [kept] = await rows(
+      `SELECT raw, response_code, outcome FROM inbound_messages WHERE outcome = 'rejected' ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(kept.response_code).toBe('422');
+    expect(JSON.parse(kept.raw.toString('utf8'))).toEqual(ig);
+
+    const di = fixture('r4-servicerequest-example-di');
+    const badStatus = await failure(
+      fhir.create({
+        resourceType: 'ServiceRequest',
+        body: { ...di, status: 'ordered', intent: undefined },
+      }),
+    );
+    expect(badStatus.status).toBe(422);
+    expect(badStatus.data.issue.flatMap((i) => i.expression ?? [])).toEqual(
+      expect.arrayContaining(['ServiceRequest.status', 'ServiceRequest.intent']),
+    );
+    const unknownCode = await failure(
+      fhir.create({
+        resourceType: 'ServiceRequest',
+        body: { ...di, code: { coding: [{ system: 'http://loinc.org', code: '30746-2' }] } },
+      }),
+    );
+    expect(unknownCode.status).toBe(422);
+    expect(unknownCode.data.issue[0]).toMatchObject({
+      code: 'code-invalid',
+      expression: ['ServiceRequest.code.coding'],
+    });
+
+    const notJson = await fetch(`${base}/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: '{"resourceType": "ServiceRequest", ',
+    });
+    expect(notJson.status).toBe(400);
+    const outcome = (await notJson.json()) as {
+      resourceType: string;
+      issue: Array<{ code: string; expression: string[] }>;
+    };
+    expect(outcome).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'structure', expression: ['(body)'] }],
+    });
+  });
+
+  it('answers 404/405/406/415 for what it does not support, as OperationOutcomes', async () => {
+    const auth = { authorization: `Bearer ${TEST_TOKENS.sender}` };
+    const del = await fetch(`${base}/ServiceRequest/abc`, { method: 'DELETE', headers: auth });
+    expect(del.status).toBe(405);
+    expect(del.headers.get('allow')).toBe('POST, GET, PUT');
+    expect(((await del.json()) as { resourceType: string }).resourceType).toBe('OperationOutcome');
+    const obs = await fetch(`${base}/Observation?code=1234-5`, { headers: auth });
+    expect(obs.status).toBe(404);
+    expect((await obs.json()) as object).toMatchObject({ issue: [{ code: 'not-supported' }] });
+    expect(
+      (
+        await fetch(`${base}/ServiceRequest/00000000-0000-4000-8000-000000000000`, {
+          headers: auth,
+        })
+      ).status,
+    ).toBe(404);
+    const xml = await fetch(`${base}/metadata?_format=xml`);
+    expect(xml.status).toBe(406);
+    const text = await fetch(`${base}/ServiceRequest`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'text/plain' },
+      body: 'hello',
+    });
+    expect(text.status).toBe(415);
+  });
+
+  it('honours _format, Accept and Prefer', async () => {
+    const auth = { authorization: `Bearer ${TEST_TOKENS.sender}` };
+    const json = await fetch(`${base}/metadata?_format=application/json`);
+    expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+    const sr = {
+      ...fixture('r4-servicerequest-example-di'),
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-PREFER-1' }],
+    };
+    const minimal = await fetch(`${base}/ServiceRequest`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', prefer: 'return=minimal' },
+      body: JSON.stringify(sr),
+    });
+    expect(minimal.status).toBe(201);
+    expect(await minimal.text()).toBe('');
+    expect(minimal.headers.get('location')).toMatch(
+      /\/fhir\/ServiceRequest\/[0-9a-f-]{36}\/_history\/1$/,
+    );
+    const oo = await fetch(`${base}/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        ...auth,
+        'content-type': 'application/fhir+json',
+        prefer: 'return=OperationOutcome',
+      },
+      body: JSON.stringify(sr),
+    });
+    expect(oo.status).toBe(200); // a repeat (same placer identifier): the existing one
+    expect(((await oo.json()) as { resourceType: string }).resourceType).toBe('OperationOutcome');
+  });
+
+  it('401 without a credential and 403 with the wrong role, as OperationOutcomes', async () => {
+    const none = await fetch(`${base}/ServiceRequest/abc`);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    expect((await none.json()) as object).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'login' }],
+    });
+    const analyst = new Client({ baseUrl: base, bearerToken: TEST_TOKENS.analyst });
+    const forbidden = await failure(
+      analyst.create({
+        resourceType: 'ServiceRequest',
+        body: fixture('r4-servicerequest-example-di'),
+      }),
+    );
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.data.issue[0]!.code).toBe('forbidden');
+  });
+});

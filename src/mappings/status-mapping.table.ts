@@ -1,0 +1,262 @@
+import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
+import type { OrderState } from '../orders/domain/order-state';
+
+/**
+ * The clinical core (DESIGN.md section 4): per upstream status, what our order becomes and
+ * what each destination is told. A QC rejection or a failure is never presented as a
+ * finding: it ends as Task failed/cancelled, DiagnosticReport `cancelled`, ORC-5 `CA` and
+ * OBR-25 / OBX-11 `X`, with the reason and the QC or failure report attached.
+ *
+ * Code systems:
+ * - FHIR R4 Task.status (http://hl7.org/fhir/task-status), DiagnosticReport.status
+ *   (http://hl7.org/fhir/diagnostic-report-status);
+ * - HL7 v2.5.1 table 0119 (ORC-1 order control), 0038 (ORC-5 order status), 0123 (OBR-25
+ *   result status), 0085 (OBX-11 observation result status).
+ */
+
+/** QC_FAILED is two rows: a human may still bypass it, or the verdict is final. */
+export type StatusRowKey =
+  Exclude<UpstreamStatus, 'QC_FAILED'> | 'QC_FAILED_BYPASSABLE' | 'QC_FAILED_FINAL';
+
+export type FhirTaskStatus =
+  'received' | 'accepted' | 'in-progress' | 'on-hold' | 'completed' | 'failed' | 'cancelled';
+
+export type FhirReportStatus = 'registered' | 'final' | 'corrected' | 'cancelled';
+
+/** Documents a status change publishes. */
+export type PublishedDocument =
+  | 'fhir-task' // Task update (every change)
+  | 'fhir-diagnostic-report' // DiagnosticReport (terminal states; cancelled for no-result outcomes)
+  | 'hl7-oru' // ORU^R01 to the RIS
+  | 'hl7-orm-status' // ORM^O01 ORC-1 SC status message (intermediate; per site)
+  | 'dicom-sr' // TID 1500 SR to the PACS (results only)
+  | 'dicom-pdf'; // encapsulated PDF to the PACS (results only)
+
+/** What is attached to a no-result outcome so the clinician sees why. */
+export type Attachment = 'qc-report' | 'failure-report' | 'results';
+
+export interface StatusRow {
+  /** Our order's state once this status is seen. */
+  orderState: OrderState;
+  terminal: boolean;
+  task: { status: FhirTaskStatus; reason?: string };
+  /** Status of the DiagnosticReport, when one is published for this row. */
+  report?: FhirReportStatus;
+  /** Conclusion text of a no-result report (the reason is appended). */
+  conclusion?: string;
+  hl7: {
+    /** ORC-1 (table 0119) of the ORU / status message. */
+    orderControl: 'OK' | 'SC' | 'RE' | 'OC' | 'CR';
+    /** ORC-5 (table 0038). */
+    orderStatus: 'SC' | 'IP' | 'HD' | 'CM' | 'CA';
+    /** OBR-25 (table 0123). */
+    resultStatus: 'O' | 'S' | 'I' | 'F' | 'X';
+    /** OBX-11 (table 0085), for the OBX lines sent. */
+    observationStatus?: 'F' | 'X';
+  };
+  publish: readonly PublishedDocument[];
+  attach?: Attachment;
+  note: string;
+}
+
+const INTERMEDIATE: readonly PublishedDocument[] = ['fhir-task', 'hl7-orm-status'];
+const NO_RESULT: readonly PublishedDocument[] = ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru'];
+
+export const STATUS_MAPPING_VERSION = 'status-mapping/1.0.0';
+
+export const STATUS_TABLE = {
+  RECEIVED: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'received' },
+    hl7: { orderControl: 'OK', orderStatus: 'SC', resultStatus: 'O' },
+    publish: INTERMEDIATE,
+    note: 'upload received upstream',
+  },
+  QUEUED: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'accepted' },
+    hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'S' },
+    publish: INTERMEDIATE,
+    note: 'queued for processing',
+  },
+  PENDING: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'accepted' },
+    hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'O' },
+    publish: INTERMEDIATE,
+    note: 'pending',
+  },
+  ELIGIBILITY_CHECK_RUNNING: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'quality control in progress',
+  },
+  QC_PASSED: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'passed QC',
+  },
+  PREPROCESSING: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'processing',
+  },
+  ANALYSIS_RUNNING: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'ML analysis running',
+  },
+  QC_FAILED_BYPASSABLE: {
+    orderState: 'qc-hold',
+    terminal: false,
+    task: {
+      status: 'on-hold',
+      reason: 'QC rejection: awaiting a clinician decision (bypass or accept)',
+    },
+    hl7: { orderControl: 'SC', orderStatus: 'HD', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    attach: 'qc-report',
+    note: 'awaiting a human decision; never a result',
+  },
+  QC_BYPASS: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress', reason: 'QC rejection bypassed by a clinician' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'who and why recorded; the final report carries a "QC bypassed" caveat',
+  },
+  QC_FAILED_FINAL: {
+    orderState: 'failed',
+    terminal: true,
+    task: { status: 'failed', reason: 'QC rejection: the study cannot be analysed' },
+    report: 'cancelled',
+    conclusion: 'Not analysable: the study failed quality control.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    attach: 'qc-report',
+    note: 'QC report attached; no finding',
+  },
+  IN_REVIEW: {
+    orderState: 'processing',
+    terminal: false,
+    task: { status: 'in-progress', reason: 'in manual review upstream' },
+    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+    publish: INTERMEDIATE,
+    note: 'unverified output is not released',
+  },
+  DELIVERED: {
+    orderState: 'delivered',
+    terminal: true,
+    task: { status: 'completed' },
+    report: 'final',
+    hl7: { orderControl: 'RE', orderStatus: 'CM', resultStatus: 'F', observationStatus: 'F' },
+    publish: ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru', 'dicom-sr', 'dicom-pdf'],
+    attach: 'results',
+    note: 'results; a resend after an upstream correction is `corrected` / C',
+  },
+  FAILED: {
+    orderState: 'failed',
+    terminal: true,
+    task: { status: 'failed', reason: 'the analysis failed upstream' },
+    report: 'cancelled',
+    conclusion: 'No result: the analysis failed.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    attach: 'failure-report',
+    note: 'failure report attached',
+  },
+  PREPROCESSING_FAILED: {
+    orderState: 'failed',
+    terminal: true,
+    task: { status: 'failed', reason: 'preprocessing failed upstream' },
+    report: 'cancelled',
+    conclusion: 'No result: preprocessing of the study failed.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    attach: 'failure-report',
+    note: 'failure report attached',
+  },
+  CANCELLED: {
+    orderState: 'cancelled',
+    terminal: true,
+    task: { status: 'cancelled', reason: 'the order was cancelled' },
+    report: 'cancelled',
+    conclusion: 'No result: the order was cancelled.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    note: 'ORC-1 CR when the orderer asked for the cancel, OC otherwise',
+  },
+  EXPIRED: {
+    orderState: 'failed',
+    terminal: true,
+    task: { status: 'failed', reason: 'the order expired upstream' },
+    report: 'cancelled',
+    conclusion: 'No result: the order expired before it could be analysed.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    note: 'can no longer be retrieved',
+  },
+} as const satisfies Record<StatusRowKey, StatusRow>;
+
+export interface StatusContext {
+  /** For QC_FAILED: can a clinician still bypass it? */
+  qcBypassPossible?: boolean;
+  /** For CANCELLED: did the orderer ask for it (ORC-1 CR) or not (OC)? */
+  cancelRequestedByOrderer?: boolean;
+}
+
+/** The row key of an upstream status in its context. */
+export function statusRowKey(status: UpstreamStatus, context: StatusContext = {}): StatusRowKey {
+  switch (status) {
+    case 'QC_FAILED':
+      return context.qcBypassPossible === false ? 'QC_FAILED_FINAL' : 'QC_FAILED_BYPASSABLE';
+    case 'RECEIVED':
+    case 'QUEUED':
+    case 'PENDING':
+    case 'ELIGIBILITY_CHECK_RUNNING':
+    case 'PREPROCESSING':
+    case 'PREPROCESSING_FAILED':
+    case 'ANALYSIS_RUNNING':
+    case 'IN_REVIEW':
+    case 'DELIVERED':
+    case 'FAILED':
+    case 'CANCELLED':
+    case 'EXPIRED':
+    case 'QC_PASSED':
+    case 'QC_BYPASS':
+      return status;
+    default:
+      return status satisfies never;
+  }
+}
+
+/** The row for an upstream status (with per-site overrides applied, when given). */
+export function statusRow(
+  status: UpstreamStatus,
+  context: StatusContext = {},
+  overrides: Partial<Record<StatusRowKey, Partial<StatusRow>>> = {},
+): StatusRow & { key: StatusRowKey } {
+  const key = statusRowKey(status, context);
+  const base: StatusRow = STATUS_TABLE[key];
+  const row: StatusRow = { ...base, ...overrides[key] };
+  if (key === 'CANCELLED' && context.cancelRequestedByOrderer) {
+    return { ...row, key, hl7: { ...row.hl7, orderControl: 'CR' } };
+  }
+  return { ...row, key };
+}

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UPSTREAM_STATUSES } from '../imaging-spec/imaging-spec';
-import { STATUS_TABLE, statusRow, type StatusRowKey } from './status-mapping.table';
+import { STATUS_TABLE, statusRow, type StatusRow, type StatusRowKey } from './status-mapping.table';
 
 const GOLDEN = join(__dirname, '..', '..', 'test', 'fixtures', 'status-mapping.golden.json');
 
@@ -25,7 +25,7 @@ describe('status mapping table (DESIGN.md section 4)', () => {
       'EXPIRED',
     ];
     for (const key of noResult) {
-      const row = STATUS_TABLE[key];
+      const row: StatusRow = STATUS_TABLE[key];
       expect({
         key,
         report: row.report,

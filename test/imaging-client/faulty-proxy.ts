@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 
 /** `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts late). */
 export type ProxyAction = 'pass' | 'drop-after' | { delayMs: number } | { holdMs: number };
@@ -31,6 +31,8 @@ export async function startFaultyProxy(
 ): Promise<{ baseUrl: string; hits: ProxyHit[]; close(): Promise<void> }> {
   const target = new URL(targetBaseUrl);
   const hits: ProxyHit[] = [];
+  // Its own connection pool, closed with the proxy, so no keep-alive socket outlives a test.
+  const agent = new Agent();
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -49,6 +51,7 @@ export async function startFaultyProxy(
         .then(() =>
           request(new URL(req.url ?? '/', target.origin), {
             method: req.method as 'GET',
+            dispatcher: agent,
             headers,
             body: chunks.length ? Buffer.concat(chunks) : undefined,
           }),
@@ -79,10 +82,12 @@ export async function startFaultyProxy(
   return {
     baseUrl: `http://127.0.0.1:${port}${target.pathname}`,
     hits,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      });
+      await agent.close();
+    },
   };
 }

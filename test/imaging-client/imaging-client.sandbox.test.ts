@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { ImagingClientError } from '../../src/imaging-client';
+import { DEFAULT_STEP_SECONDS } from '../../src/sandbox/sandbox-options';
 import { TERMINAL_UPSTREAM_STATUSES } from '../../src/imaging-spec/imaging-spec';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import {
@@ -27,7 +28,8 @@ let dir: string;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  peer = await startTestSandbox();
+  // The QC bypass verdict is held back (30 s) so a pending request can still be withdrawn.
+  peer = await startTestSandbox({ steps: { ...DEFAULT_STEP_SECONDS, bypassVerdict: 3_000 } });
   c = buildClient(peer.sandbox.baseUrl, { dataSource: db.dataSource });
   dir = await mkdtemp(join(tmpdir(), 'imaging-client-it-'));
 });

@@ -1,0 +1,369 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'fhir-kit-client';
+import { Client as PgClient } from 'pg';
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+const fixtureText = (name: string) => readFileSync(join(FIXTURES, `${name}.json`), 'utf8');
+
+type Json = Record<string, unknown>;
+interface Param {
+  name: string;
+  valueString?: string;
+  valueReference?: { reference: string };
+  part?: Param[];
+}
+
+describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let fhir: Client;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(JSON.parse(fixtureText('r4-patient-example-dicom')));
+    adapter = await startTestAdapter({
+      FHIR_SERVER_URL: ehr.baseUrl,
+      JOBS_ENABLED: 'false',
+      FHIR_SUBSCRIPTION_CREATE: 'true',
+      FHIR_SUBSCRIPTION_TOPIC: 'http://example.org/SubscriptionTopic/imaging-orders',
+      FHIR_SUBSCRIPTION_ENDPOINT: 'https://adapter.example.org/fhir/subscription-notifications',
+      FHIR_SUBSCRIPTION_PAYLOAD: 'id-only',
+      FHIR_SUBSCRIPTION_FILTER: 'ServiceRequest?category=363679005',
+    });
+    fhir = new Client({ baseUrl: `${adapter.httpUrl}/fhir`, bearerToken: TEST_TOKENS.sender });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  const rows = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows;
+
+  /** A published example with its example.org URLs pointing at our EHR and its own Subscription. */
+  function example(name: string, subscription: string): Json {
+    return JSON.parse(
+      fixtureText(name)
+        .replaceAll('https://example.org/fhir', ehr.baseUrl)
+        .replaceAll(
+          `${ehr.baseUrl}/Subscription/admission`,
+          `${ehr.baseUrl}/Subscription/${subscription}`,
+        )
+        .replaceAll(
+          `${ehr.baseUrl}/Subscription/imaging-orders`,
+          `${ehr.baseUrl}/Subscription/${subscription}`,
+        ),
+    ) as Json;
+  }
+
+  function statusParams(bundle: Json): Param[] {
+    return (bundle.entry as Array<{ resource: { parameter: Param[] } }>)[0]!.resource.parameter;
+  }
+
+  /** Sets event number, events-since-subscription-start and focus of a backport example. */
+  function withEvent(bundle: Json, event: number, focus?: string, since = event): Json {
+    const params = statusParams(bundle);
+    params.find((p) => p.name === 'events-since-subscription-start')!.valueString = String(since);
+    const ev = params.find((p) => p.name === 'notification-event')!;
+    ev.part!.find((p) => p.name === 'event-number')!.valueString = String(event);
+    ev.part = ev.part!.filter((p) => p.name !== 'focus');
+    if (focus) ev.part.push({ name: 'focus', valueReference: { reference: focus } });
+    return bundle;
+  }
+
+  async function seedOrder(id: string, placer: string): Promise<ServiceRequest> {
+    return ehr.seed<ServiceRequest>({
+      resourceType: 'ServiceRequest',
+      id,
+      identifier: [
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+          },
+          system: 'http://example.org/ehr/orders',
+          value: placer,
+        },
+      ],
+      status: 'active',
+      intent: 'original-order',
+      category: [
+        { coding: [{ system: 'http://snomed.info/sct', code: '363679005', display: 'Imaging' }] },
+      ],
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }], text: 'Chest CT' },
+      subject: { reference: 'Patient/dicom' },
+      occurrenceDateTime: '2013-05-08T09:33:27+07:00',
+    });
+  }
+
+  const notify = (body: Json) =>
+    fhir.request('subscription-notifications', {
+      method: 'POST',
+      body,
+      options: { headers: { 'content-type': 'application/fhir+json' } },
+    }) as Promise<Json>;
+
+  const orderFor = async (ehrId: string) =>
+    (
+      await rows(
+        `SELECT o.* FROM orders o JOIN fhir_resources f ON f.order_id = o.id WHERE f.source_url = $1`,
+        [`${ehr.baseUrl}/ServiceRequest/${ehrId}`],
+      )
+    )[0];
+
+  it('creates its Subscription on the EHR at startup (backport profile, conditional on the endpoint)', async () => {
+    const subs =
+      (
+        (await (await fetch(`${ehr.baseUrl}/Subscription`)).json()) as {
+          entry?: Array<{ resource: Json }>;
+        }
+      ).entry ?? [];
+    expect(subs).toHaveLength(1);
+    expect(subs[0]!.resource).toMatchObject({
+      status: 'requested',
+      criteria: 'http://example.org/SubscriptionTopic/imaging-orders',
+      channel: {
+        type: 'rest-hook',
+        endpoint: 'https://adapter.example.org/fhir/subscription-notifications',
+      },
+    });
+  });
+
+  it('answers and records the published handshake and heartbeat; a heartbeat ahead of us is caught up by search', async () => {
+    const handshake = await notify(example('backport-r4-notification-handshake', 'hb'));
+    expect(handshake.resourceType).toBe('OperationOutcome');
+    const [sub] = await rows(`SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`, [
+      `${ehr.baseUrl}/Subscription/hb`,
+    ]);
+    expect(sub).toMatchObject({ status: 'requested', last_event_number: '0' });
+    expect(sub.handshake_at).not.toBeNull();
+    expect(
+      await rows(
+        `SELECT 1 FROM inbound_messages WHERE transport = 'fhir-subscription' AND message_type = 'notification handshake'`,
+      ),
+    ).toHaveLength(1);
+
+    await seedOrder('hb-1', 'HB-1'); // after the handshake: an event we were never told about
+    ehr.requests.length = 0;
+    await notify(example('backport-r4-notification-heartbeat', 'hb')); // events-since-subscription-start 2
+    expect(
+      ehr.requests.some((r) => r.method === 'GET' && r.url.startsWith('/fhir/ServiceRequest?')),
+    ).toBe(true);
+    expect(await orderFor('hb-1')).toMatchObject({
+      source: 'fhir',
+      patient_id: 'MINT1234',
+      placer_order_number: 'HB-1',
+    });
+    const [after] = await rows(`SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`, [
+      `${ehr.baseUrl}/Subscription/hb`,
+    ]);
+    expect(after.last_event_number).toBe('2');
+    expect(after.last_heartbeat_at).not.toBeNull();
+  });
+
+  it('id-only: reads the focus from the EHR with fhir-kit-client; a resend is ignored; a revoked version cancels', async () => {
+    await seedOrder('io-1', 'IO-1');
+    const note = withEvent(
+      example('backport-r4-notification-id-only', 'io'),
+      1,
+      `${ehr.baseUrl}/ServiceRequest/io-1`,
+    );
+    ehr.requests.length = 0;
+    await notify(note);
+    expect(ehr.requests.map((r) => `${r.method} ${r.url}`)).toEqual(
+      expect.arrayContaining(['GET /fhir/ServiceRequest/io-1', 'GET /fhir/Patient/dicom']),
+    );
+    const order = await orderFor('io-1');
+    expect(order).toMatchObject({ state: 'received', sender: `fhir-ehr:${ehr.baseUrl}` });
+    expect(order.request.products).toEqual(['lung-nodule-ct']);
+
+    await notify(note); // the same event again
+    expect(await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'IO-1'`)).toHaveLength(1);
+    expect(
+      await rows(
+        `SELECT 1 FROM inbound_messages WHERE transport = 'fhir-subscription' AND outcome = 'duplicate'`,
+      ),
+    ).toHaveLength(1);
+
+    const current = (await (
+      await fetch(`${ehr.baseUrl}/ServiceRequest/io-1`)
+    ).json()) as ServiceRequest;
+    await ehr.repo.updateResource({ ...current, status: 'revoked' } as ServiceRequest & {
+      id: string;
+    });
+    await notify(
+      withEvent(
+        example('backport-r4-notification-id-only', 'io'),
+        2,
+        `${ehr.baseUrl}/ServiceRequest/io-1`,
+      ),
+    );
+    const [cancelled] = await rows(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [
+      order.id,
+    ]);
+    expect(cancelled.cancel_requested_at).not.toBeNull();
+    const served = (await fhir.read({
+      resourceType: 'ServiceRequest',
+      id: order.id,
+    })) as unknown as ServiceRequest;
+    expect(served).toMatchObject({
+      status: 'revoked',
+      meta: { versionId: '2', source: `${ehr.baseUrl}/ServiceRequest/io-1` },
+    });
+  });
+
+  it('the published id-only example (an Encounter focus) is answered and recorded, and orders nothing', async () => {
+    await notify(example('backport-r4-notification-id-only', 'enc'));
+    const [msg] = await rows(
+      `SELECT quirks, outcome FROM inbound_messages WHERE transport = 'fhir-subscription' AND idempotency_key LIKE $1`,
+      [`%Subscription/enc|events:2`],
+    );
+    expect(msg.outcome).toBe('accepted');
+    expect(msg.quirks).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ code: 'notification-focus-not-servicerequest' }),
+      ]),
+    );
+  });
+
+  it('full-resource: takes the ServiceRequest from the Bundle and tolerates real-world quirks', async () => {
+    const bundle = example('backport-r4-notification-full-resource', 'full');
+    const sr: ServiceRequest = {
+      resourceType: 'ServiceRequest',
+      id: 'fr-1',
+      meta: { versionId: '1', lastUpdated: '2020-05-29T11:44:13.188Z' },
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'FR-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }] },
+      subject: { reference: 'Patient/dicom' },
+    };
+    const focus = `${ehr.baseUrl}/ServiceRequest/fr-1`;
+    const params = statusParams(bundle);
+    const ev = params.find((p) => p.name === 'notification-event')!;
+    // quirk: a valueString where the Reference belongs
+    ev.part = [
+      ...ev.part!.filter((p) => p.name !== 'focus'),
+      { name: 'focus', valueString: focus },
+    ];
+    ev.part.find((p) => p.name === 'event-number')!.valueString = '1';
+    params.find((p) => p.name === 'events-since-subscription-start')!.valueString = '1';
+    // quirk: the entry comes without `request`
+    bundle.entry = [(bundle.entry as Json[])[0]!, { fullUrl: focus, resource: sr }];
+    ehr.requests.length = 0;
+    await notify(bundle);
+    expect(ehr.requests.some((r) => r.url.includes('ServiceRequest/fr-1'))).toBe(false);
+    const order = await orderFor('fr-1');
+    expect(order.placer_order_number).toBe('FR-1');
+    const [msg] = await rows(
+      `SELECT quirks FROM inbound_messages WHERE id = (SELECT inbound_message_id FROM orders WHERE id = $1)`,
+      [order.id],
+    );
+    expect(msg.quirks.map((q: { code: string }) => q.code)).toEqual(
+      expect.arrayContaining([
+        'notification-reference-as-string',
+        'notification-entry-without-request',
+        'fhir-placer-untyped',
+      ]),
+    );
+  });
+
+  it('empty: searches the EHR for what changed', async () => {
+    await seedOrder('em-1', 'EM-1');
+    ehr.requests.length = 0;
+    await notify(withEvent(example('backport-r4-notification-empty', 'empty'), 1));
+    expect(ehr.requests.some((r) => r.url.startsWith('/fhir/ServiceRequest?'))).toBe(true);
+    expect(await orderFor('em-1')).toBeDefined();
+  });
+
+  it('a gap in event numbers is detected and caught up by search', async () => {
+    await seedOrder('gap-1', 'GAP-1');
+    await notify(
+      withEvent(
+        example('backport-r4-notification-id-only', 'gap'),
+        1,
+        `${ehr.baseUrl}/ServiceRequest/gap-1`,
+      ),
+    );
+    await seedOrder('gap-2', 'GAP-2'); // event 2: its notification never arrives
+    await seedOrder('gap-3', 'GAP-3');
+    ehr.requests.length = 0;
+    await notify(
+      withEvent(
+        example('backport-r4-notification-id-only', 'gap'),
+        3,
+        `${ehr.baseUrl}/ServiceRequest/gap-3`,
+      ),
+    );
+    expect(
+      ehr.requests.some((r) =>
+        /\/fhir\/ServiceRequest\?.*_lastUpdated=ge/.test(decodeURIComponent(r.url)),
+      ),
+    ).toBe(true);
+    expect(await orderFor('gap-2')).toBeDefined();
+    expect(await orderFor('gap-3')).toBeDefined();
+    const [sub] = await rows(
+      `SELECT last_event_number FROM fhir_subscriptions WHERE subscription_ref = $1`,
+      [`${ehr.baseUrl}/Subscription/gap`],
+    );
+    expect(sub.last_event_number).toBe('3');
+  });
+
+  it('tolerates the 2021 draft shape (SubscriptionStatus resource) and records it', async () => {
+    await seedOrder('sr-draft-3', 'DRAFT-3');
+    await notify(example('draft-2021-notification-subscriptionstatus', 'draft'));
+    const order = await orderFor('sr-draft-3');
+    expect(order).toBeDefined();
+    const [msg] = await rows(`SELECT quirks FROM inbound_messages WHERE id = $1`, [
+      order.inbound_message_id,
+    ]);
+    expect(msg.quirks.map((q: { code: string }) => q.code)).toEqual(
+      expect.arrayContaining([
+        'notification-subscriptionstatus-resource',
+        'notification-entry-without-request',
+      ]),
+    );
+  });
+
+  it('answers 503 when the EHR cannot be read (kept as rejected), and processes the resend', async () => {
+    await seedOrder('down-1', 'DOWN-1');
+    const note = withEvent(
+      example('backport-r4-notification-id-only', 'down'),
+      1,
+      `${ehr.baseUrl}/ServiceRequest/down-1`,
+    );
+    ehr.failWith = 503;
+    let status = 0;
+    try {
+      await notify(note);
+    } catch (error) {
+      status = (error as { response: { status: number } }).response.status;
+    }
+    ehr.failWith = undefined;
+    expect(status).toBe(503);
+    expect(
+      await rows(
+        `SELECT 1 FROM inbound_messages WHERE transport = 'fhir-subscription' AND outcome = 'rejected' AND response_code = '503'`,
+      ),
+    ).toHaveLength(1);
+    await notify(note);
+    expect(await orderFor('down-1')).toBeDefined();
+  });
+
+  it('refuses a Bundle that is not a notification with 422 and the failing path', async () => {
+    let res: { status: number; data: { issue: Array<{ expression: string[] }> } } | undefined;
+    try {
+      await notify({ resourceType: 'Bundle', type: 'history', entry: [] });
+    } catch (error) {
+      res = (error as { response: typeof res }).response;
+    }
+    expect(res?.status).toBe(422);
+    expect(res?.data.issue[0]!.expression).toEqual(['Bundle.entry[0].resource']);
+  });
+});

@@ -1,4 +1,4 @@
-import { All, Controller, Req, UseFilters } from '@nestjs/common';
+import { Controller, Delete, Get, Patch, Post, Put, Req, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { Roles } from '../auth/auth.decorators';
@@ -19,38 +19,67 @@ const SUPPORTED: Record<string, { allow: string; what: string }> = {
 @Controller('fhir')
 @UseFilters(OperationOutcomeFilter)
 export class FhirFallbackController {
+  // One route per method rather than @All: that would also register CONNECT/TRACE.
   @Roles('sender')
-  @All('*path')
-  unsupported(@Req() req: Request): never {
-    const segments = req.path
-      .replace(/^\/fhir\/?/, '')
-      .split('/')
-      .filter(Boolean);
-    const type = segments[0] ?? '';
-    const supported = SUPPORTED[type];
-    if (supported) {
-      throw new FhirError(
-        'method-not-allowed',
-        `${req.method} ${req.path} is not supported: ${type} supports ${supported.what}`,
-        [
-          {
-            severity: 'error',
-            code: 'not-supported',
-            diagnostics: `${req.method} on ${segments.join('/')} is not supported (${type}: ${supported.what})`,
-            expression: [type],
-          },
-        ],
-        { Allow: supported.allow },
-      );
-    }
-    throw new FhirError('not-found', `${req.path} is not served here`, [
-      {
-        severity: 'error',
-        code: 'not-supported',
-        diagnostics: /^[A-Z][A-Za-z]+$/.test(type)
-          ? `resource type ${type} is not supported (see /fhir/metadata)`
-          : `${req.path} is not a supported FHIR endpoint (see /fhir/metadata)`,
-      },
-    ]);
+  @Get('*path')
+  get(@Req() req: Request): never {
+    return unsupported(req);
   }
+
+  @Roles('sender')
+  @Post('*path')
+  post(@Req() req: Request): never {
+    return unsupported(req);
+  }
+
+  @Roles('sender')
+  @Put('*path')
+  put(@Req() req: Request): never {
+    return unsupported(req);
+  }
+
+  @Roles('sender')
+  @Patch('*path')
+  patch(@Req() req: Request): never {
+    return unsupported(req);
+  }
+
+  @Roles('sender')
+  @Delete('*path')
+  delete(@Req() req: Request): never {
+    return unsupported(req);
+  }
+}
+
+function unsupported(req: Request): never {
+  const segments = req.path
+    .replace(/^\/fhir\/?/, '')
+    .split('/')
+    .filter(Boolean);
+  const type = segments[0] ?? '';
+  const supported = SUPPORTED[type];
+  if (supported) {
+    throw new FhirError(
+      'method-not-allowed',
+      `${req.method} ${req.path} is not supported: ${type} supports ${supported.what}`,
+      [
+        {
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: `${req.method} on ${segments.join('/')} is not supported (${type}: ${supported.what})`,
+          expression: [type],
+        },
+      ],
+      { Allow: supported.allow },
+    );
+  }
+  throw new FhirError('not-found', `${req.path} is not served here`, [
+    {
+      severity: 'error',
+      code: 'not-supported',
+      diagnostics: /^[A-Z][A-Za-z]+$/.test(type)
+        ? `resource type ${type} is not supported (see /fhir/metadata)`
+        : `${req.path} is not a supported FHIR endpoint (see /fhir/metadata)`,
+    },
+  ]);
 }

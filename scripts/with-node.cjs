@@ -20,7 +20,9 @@ function newEnough(version) {
 function pickNode() {
   if (newEnough(process.versions.node)) return process.execPath;
   if (fs.existsSync(toolsNode)) return toolsNode;
-  process.stderr.write('node ' + process.versions.node + ' is too old; installing Node 24 LTS into .tools/node24 …\n');
+  process.stderr.write(
+    'node ' + process.versions.node + ' is too old; installing Node 24 LTS into .tools/node24 …\n',
+  );
   execFileSync('npm', ['install', '-g', '--prefix', toolsDir, 'node@24'], {
     cwd: os.tmpdir(),
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -11,7 +11,7 @@ import {
 /**
  * Which PostgreSQL the tests use, in this order: `DATABASE_URL` if set (CI: the machine's
  * server on 127.0.0.1:5432) → Testcontainers if a Docker engine answers within a few
- * seconds → an embedded PostgreSQL under .data/test-pg.
+ * seconds → an embedded PostgreSQL of the run's own (temp directory).
  */
 export interface TestDatabaseServer {
   kind: 'database-url' | 'testcontainers' | 'embedded';
@@ -46,10 +46,19 @@ export async function provideTestDatabaseServer(): Promise<TestDatabaseServer> {
       },
     };
   }
+  // A data directory of this run's own: two runs at once must not stop each other's server.
+  const root = mkdtempSync(join(tmpdir(), 'adapter-test-pg-'));
   const embedded: RunningEmbeddedPostgres = await startEmbeddedPostgres({
-    dataDir: '.data/test-pg',
+    dataDir: join(root, 'pg'),
   });
-  return { kind: 'embedded', serverUrl: embedded.adminUrl, stop: () => embedded.stop() };
+  return {
+    kind: 'embedded',
+    serverUrl: embedded.adminUrl,
+    stop: async () => {
+      await embedded.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
 }
 
 /**

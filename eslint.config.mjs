@@ -11,6 +11,7 @@ export default tseslint.config(
       '.tools/**',
       'test-artifacts/**',
       'scripts/**/*.cjs',
+      'tmp/**',
     ],
   },
   js.configs.recommended,

@@ -1,0 +1,237 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ImagingStudy, Patient, ServiceRequest } from '@medplum/fhirtypes';
+import { DEFAULT_FHIR_ORDER_MAPPING_CONFIG } from './fhir-order.config';
+import {
+  actionFor,
+  FHIR_ORDER_FIELD_MAP,
+  mapServiceRequest,
+  type FhirOrderContext,
+} from './fhir-order.mapping';
+import { deriveTaskStatus } from './fhir-task.mapping';
+
+const FIXTURES = join(__dirname, '..', '..', 'test', 'fixtures', 'fhir');
+const fixture = <T>(name: string): T =>
+  JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8')) as T;
+
+const ctx = (over: Partial<FhirOrderContext> = {}): FhirOrderContext => ({
+  patient: { resource: fixture<Patient>('r4-patient-example-dicom'), source: 'EHR Patient/dicom' },
+  imagingStudies: [],
+  reasons: new Map(),
+  ...over,
+});
+
+describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
+  it('maps the R4 spec example "di" with its Patient, field by field, with lineage', () => {
+    const result = mapServiceRequest(
+      fixture<ServiceRequest>('r4-servicerequest-example-di'),
+      ctx(),
+      'create',
+    );
+    expect(result.outcome).toBe('accept');
+    expect(result.request).toEqual({
+      source: 'fhir',
+      action: 'create',
+      patient: {
+        identifiers: [{ system: 'http://nema.org/examples/patients', value: 'MINT1234' }],
+        name: { family: 'MINT_TEST' },
+        sex: 'male',
+      },
+      procedure: { code: '24627-2', system: 'http://loinc.org', display: 'Chest CT' },
+      // Reference.display only: the name is split and the quirk recorded
+      orderingProvider: { name: { prefix: 'Dr.', given: ['Adam'], family: 'Careful' } },
+      reasonForStudy: [{ display: 'Check for metastatic disease' }],
+      requestedAt: '2013-05-08T02:33:27.000Z',
+      products: ['lung-nodule-ct'],
+    });
+    expect(result.lineage).toEqual([
+      {
+        target: 'action',
+        source: 'ServiceRequest.status',
+        value: 'active',
+        ruleId: 'fhir.order.action',
+      },
+      {
+        target: 'patient.identifiers[0].value',
+        source: 'EHR Patient/dicom Patient.identifier[0].value',
+        value: 'MINT1234',
+        ruleId: 'fhir.patient.identifiers',
+      },
+      {
+        target: 'patient.identifiers[0].system',
+        source: 'EHR Patient/dicom Patient.identifier[0].system',
+        value: 'http://nema.org/examples/patients',
+        ruleId: 'fhir.patient.identifiers',
+      },
+      {
+        target: 'patient.name.family',
+        source: 'EHR Patient/dicom Patient.name[0].family',
+        value: 'MINT_TEST',
+        ruleId: 'fhir.patient.name',
+      },
+      {
+        target: 'patient.sex',
+        source: 'EHR Patient/dicom Patient.gender',
+        value: 'male',
+        ruleId: 'fhir.patient.gender',
+      },
+      {
+        target: 'procedure.code',
+        source: 'ServiceRequest.code.coding[0].code',
+        value: '24627-2',
+        ruleId: 'fhir.order.procedure',
+      },
+      {
+        target: 'procedure.system',
+        source: 'ServiceRequest.code.coding[0].system',
+        value: 'http://loinc.org',
+        ruleId: 'fhir.order.procedure',
+      },
+      {
+        target: 'procedure.display',
+        source: 'ServiceRequest.code.coding[0].display',
+        value: 'Chest CT',
+        ruleId: 'fhir.order.procedure',
+      },
+      {
+        target: 'orderingProvider.name.family',
+        source: 'ServiceRequest.requester.display.family',
+        value: 'Careful',
+        ruleId: 'fhir.order.requester',
+      },
+      {
+        target: 'orderingProvider.name.given[0]',
+        source: 'ServiceRequest.requester.display.given[0]',
+        value: 'Adam',
+        ruleId: 'fhir.order.requester',
+      },
+      {
+        target: 'orderingProvider.name.prefix',
+        source: 'ServiceRequest.requester.display.prefix',
+        value: 'Dr.',
+        ruleId: 'fhir.order.requester',
+      },
+      {
+        target: 'reasonForStudy[0]',
+        source: 'ServiceRequest.reasonCode[0]',
+        value: 'Check for metastatic disease',
+        ruleId: 'fhir.order.reason',
+      },
+      {
+        target: 'requestedAt',
+        source: 'ServiceRequest.occurrenceDateTime',
+        value: '2013-05-08T02:33:27.000Z',
+        ruleId: 'fhir.order.occurrence',
+      },
+      {
+        target: 'products[0]',
+        source: 'ServiceRequest.code.coding[0]',
+        value: 'lung-nodule-ct',
+        ruleId: 'fhir.order.products',
+      },
+    ]);
+    expect(result.quirks).toEqual([
+      {
+        code: 'fhir-requester-display-only',
+        detail: 'requester name split from Reference.display (not resolvable)',
+      },
+    ]);
+  });
+
+  it('reads the Study Instance UID and modality from the R4 ImagingStudy example; tolerates a bare UID', () => {
+    const study = fixture<ImagingStudy>('r4-imagingstudy-example');
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    const ok = mapServiceRequest(
+      sr,
+      ctx({ imagingStudies: [{ resource: study, source: 'Bundle.entry[2]' }] }),
+      'create',
+    );
+    expect(ok.request).toMatchObject({
+      studyInstanceUid: '2.16.124.113543.6003.1154777499.30246.19789.3503430045',
+      modality: 'CT',
+    });
+    const bare = { ...study, identifier: [{ system: 'urn:dicom:uid', value: '1.2.3.4' }] };
+    const tolerated = mapServiceRequest(
+      sr,
+      ctx({ imagingStudies: [{ resource: bare, source: 'x' }] }),
+      'create',
+    );
+    expect(tolerated.request?.studyInstanceUid).toBe('1.2.3.4');
+    expect(tolerated.quirks.map((q) => q.code)).toContain('fhir-dicom-uid-bare');
+    const wrong = {
+      ...study,
+      identifier: [{ system: 'urn:dicom:uid', value: 'urn:oid:not.a.uid' }],
+    };
+    const refused = mapServiceRequest(
+      sr,
+      ctx({ imagingStudies: [{ resource: wrong, source: 'x' }] }),
+      'create',
+    );
+    expect(refused.outcome).toBe('error');
+    expect(refused.issues[0]).toMatchObject({
+      code: 'value',
+      expression: 'ImagingStudy.identifier[0].value',
+    });
+  });
+
+  it('follows the configured rule for unknown codes', () => {
+    const sr = {
+      ...fixture<ServiceRequest>('r4-servicerequest-example-di'),
+      code: { coding: [{ system: 'http://snomed.info/sct', code: '77477000' }] },
+    };
+    const rejected = mapServiceRequest(sr, ctx(), 'create');
+    expect(rejected.outcome).toBe('error');
+    expect(rejected.issues).toEqual([
+      expect.objectContaining({ code: 'code-invalid', expression: 'ServiceRequest.code.coding' }),
+    ]);
+    const defaulted = mapServiceRequest(sr, ctx(), 'create', {
+      ...DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
+      unknownProcedure: { kind: 'default-products', products: ['triage-general'] },
+    });
+    expect(defaulted.request?.products).toEqual(['triage-general']);
+    expect(defaulted.quirks.map((q) => q.code)).toContain('fhir-unknown-procedure');
+    // a local code without system matches the product table's system-less rows
+    const local = mapServiceRequest(
+      { ...sr, code: { coding: [{ system: 'urn:oid:1.2.3.99', code: 'CTTHX' }] } },
+      ctx(),
+      'create',
+    );
+    expect(local.request?.products).toEqual(['lung-nodule-ct']);
+  });
+
+  it('decides the action from status and interaction (R4 request-status)', () => {
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    expect(actionFor(sr, 'create')).toEqual({ action: 'create' });
+    expect(actionFor({ ...sr, status: 'revoked' }, 'update')).toEqual({ action: 'cancel' });
+    expect(actionFor({ ...sr, status: 'entered-in-error' }, 'update')).toEqual({
+      action: 'cancel',
+    });
+    expect(actionFor({ ...sr, status: 'on-hold' }, 'update')).toEqual({ action: 'update' });
+    expect(actionFor({ ...sr, status: 'draft' }, 'create')).toMatchObject({
+      issue: { expression: 'ServiceRequest.status' },
+    });
+    const proposal = mapServiceRequest({ ...sr, intent: 'proposal' }, ctx(), 'create');
+    expect(proposal.issues.map((i) => i.expression)).toEqual(['ServiceRequest.intent']);
+  });
+
+  it('has one row per target', () => {
+    const targets = FHIR_ORDER_FIELD_MAP.map((r) => r.target);
+    expect(new Set(targets).size).toBe(targets.length);
+  });
+
+  it('derives an interim Task status for every order state', () => {
+    expect(deriveTaskStatus('received', null)).toEqual({
+      status: 'received',
+      businessStatus: 'received',
+    });
+    expect(deriveTaskStatus('processing', 'ANALYSIS_RUNNING')).toEqual({
+      status: 'in-progress',
+      businessStatus: 'ANALYSIS_RUNNING',
+    });
+    expect(deriveTaskStatus('qc-hold', 'QC_FAILED').status).toBe('on-hold');
+    expect(deriveTaskStatus('failed', 'FAILED')).toMatchObject({
+      status: 'failed',
+      statusReason: expect.any(String),
+    });
+  });
+});

@@ -326,6 +326,87 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     ).toHaveLength(1);
   });
 
+  it('a batch answers each entry: one order created, one refused with its OperationOutcome', async () => {
+    const di = fixture('r4-servicerequest-example-di');
+    const patient = fixture('r4-patient-example-dicom');
+    const batch = {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:0c3b6b0e-5d7e-4a55-9d0c-3f4b1a2c9e01',
+          resource: { ...patient, id: undefined },
+          request: { method: 'POST', url: 'Patient' },
+        },
+        {
+          resource: {
+            ...di,
+            id: undefined,
+            identifier: [{ system: 'http://example.org/ehr/orders', value: 'BATCH-OK' }],
+            subject: { reference: 'urn:uuid:0c3b6b0e-5d7e-4a55-9d0c-3f4b1a2c9e01' },
+          },
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+        {
+          resource: {
+            ...di,
+            id: undefined,
+            identifier: [{ system: 'http://example.org/ehr/orders', value: 'BATCH-BAD' }],
+            subject: { reference: 'urn:uuid:0c3b6b0e-5d7e-4a55-9d0c-3f4b1a2c9e01' },
+            code: { text: 'Whole body MRI' },
+          },
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    };
+    const response = (await fhir.batch({ body: batch })) as unknown as {
+      type: string;
+      entry: Array<{
+        response: { status: string; outcome?: { issue: Array<{ expression: string[] }> } };
+      }>;
+    };
+    expect(response.type).toBe('batch-response');
+    expect(response.entry.map((e) => e.response.status)).toEqual([
+      '200 OK',
+      '201 Created',
+      '422 Unprocessable Entity',
+    ]);
+    expect(response.entry[2]!.response.outcome!.issue[0]!.expression).toEqual([
+      'Bundle.entry[2].resource.code',
+    ]);
+    expect(await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'BATCH-OK'`)).toHaveLength(
+      1,
+    );
+    expect(await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'BATCH-BAD'`)).toHaveLength(
+      0,
+    );
+  });
+
+  it('resolves a contained Patient (no EHR read)', async () => {
+    const di = fixture('r4-servicerequest-example-di');
+    const patient = fixture('r4-patient-example-dicom');
+    ehr.requests.length = 0;
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: {
+        ...di,
+        contained: [
+          {
+            ...patient,
+            id: 'p1',
+            identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: 'CONTAINED-7' }],
+          },
+        ],
+        identifier: [{ system: 'http://example.org/ehr/orders', value: 'CONTAINED-1' }],
+        subject: { reference: '#p1' },
+        requester: { display: 'Dr. Adam Careful' },
+      },
+    })) as unknown as { id: string };
+    const [order] = await rows(`SELECT patient_id FROM orders WHERE id = $1`, [created.id]);
+    expect(order.patient_id).toBe('CONTAINED-7');
+    expect(ehr.requests).toHaveLength(0);
+  });
+
   it('refuses invalid resources with 422 and issues an integrator can act on; the raw body is kept', async () => {
     const ig = fixture('imaging-ig-servicerequest-example');
     const refused = await failure(fhir.create({ resourceType: 'ServiceRequest', body: ig }));

@@ -105,15 +105,14 @@ describe('adapter process lifecycle', () => {
     }
   });
 
-  it('embedded PostgreSQL: healthy within 30 s, SIGINT leaves no postgres, a start after kill -9 works', async () => {
+  it('nothing configured (embedded PostgreSQL and sandbox): healthy within 30 s, tokens printed once, SIGINT leaves no postgres, a start after kill -9 works', async () => {
     const dataRoot = mkdtempSync(join(tmpdir(), 'adapter-embedded-'));
     const pgDir = join(dataRoot, 'pg');
     const port = await freePort();
+    // only what keeps this test off other processes' ports and files
     const env = {
-      ...upstreamEnv,
       HTTP_PORT: String(port),
       MLLP_PORT: '0',
-      API_TOKENS: TOKENS,
       DATA_DIR: dataRoot,
       EMBEDDED_PG_DIR: pgDir,
     };
@@ -121,12 +120,23 @@ describe('adapter process lifecycle', () => {
 
     const first = spawnAdapter(env);
     expect(await waitHealthy(url, 30_000, first)).toBeLessThan(30_000);
+    const health = (await (await fetch(`${url}/health`)).json()) as {
+      checks: { upstream: { status: string; baseUrl?: string } };
+    };
+    expect(health.checks.upstream.status).toBe('up');
+    const printed = /admin\s+(admin-\S+)/.exec(first.output());
+    expect(printed).not.toBeNull();
+    const metrics = await fetch(`${url}/metrics`, {
+      headers: { authorization: `Bearer ${printed![1]}` },
+    });
+    expect(metrics.status).toBe(200);
     first.child.kill('SIGINT');
     expect((await first.exited).code).toBe(0);
     expect(postgresProcessesFor(pgDir)).toEqual([]);
 
     const second = spawnAdapter(env);
     await waitHealthy(url, 30_000, second);
+    expect(second.output()).not.toMatch(/admin\s+admin-/); // generated tokens are shown once only
     second.child.kill('SIGKILL');
     await second.exited;
     await sleep(200);

@@ -47,7 +47,9 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
             endpoint: config.FHIR_SUBSCRIPTION_ENDPOINT,
             payload: config.FHIR_SUBSCRIPTION_PAYLOAD,
             filter: config.FHIR_SUBSCRIPTION_FILTER,
-            header: config.FHIR_SUBSCRIPTION_HEADER,
+            header: config.FHIR_SUBSCRIPTION_TOKEN
+              ? `Authorization: Bearer ${config.FHIR_SUBSCRIPTION_TOKEN}`
+              : undefined,
           }
         : undefined,
   };

@@ -135,33 +135,7 @@ const envSchema = z.object({
   FHIR_SUBSCRIPTION_ENDPOINT: optionalUrl(['http:', 'https:']),
   FHIR_SUBSCRIPTION_PAYLOAD: z.enum(['empty', 'id-only', 'full-resource']).default('id-only'),
   FHIR_SUBSCRIPTION_FILTER: z.string().min(1).optional(),
-  FHIR_SUBSCRIPTION_HEADER: z.string().min(1).optional(),
-  FHIR_CATCHUP_SEARCH: z.string().default(''),
-  FHIR_MAX_BODY_BYTES: positiveInt(5 * 1024 * 1024),
-  FHIR_UNKNOWN_PROCEDURE: z
-    .string()
-    .trim()
-    .regex(
-      /^(reject|default-products:[^,\s]+(,[^,\s]+)*)$/,
-      'must be reject or default-products:a,b',
-    )
-    .default('reject'),
-  FHIR_SMART_CLIENT_ID: z.string().min(1).optional(),
-  FHIR_SMART_PRIVATE_KEY_FILE: z.string().min(1).optional(),
-  FHIR_SMART_KEY_ID: z.string().min(1).optional(),
-  FHIR_SMART_ALG: z.enum(['RS384', 'ES384']).default('RS384'),
-  FHIR_SMART_TOKEN_URL: optionalUrl(['http:', 'https:']),
-  FHIR_SMART_SCOPES: z
-    .string()
-    .default(
-      'system/ServiceRequest.rs system/Patient.rs system/ImagingStudy.rs system/Practitioner.rs system/Condition.rs system/Subscription.crus',
-    ),
-  FHIR_SUBSCRIPTION_CREATE: bool(false),
-  FHIR_SUBSCRIPTION_TOPIC: z.string().min(1).optional(),
-  FHIR_SUBSCRIPTION_ENDPOINT: optionalUrl(['http:', 'https:']),
-  FHIR_SUBSCRIPTION_PAYLOAD: z.enum(['empty', 'id-only', 'full-resource']).default('id-only'),
-  FHIR_SUBSCRIPTION_FILTER: z.string().min(1).optional(),
-  FHIR_SUBSCRIPTION_HEADER: z.string().min(1).optional(),
+  FHIR_SUBSCRIPTION_TOKEN: z.string().min(1).optional(),
   FHIR_CATCHUP_SEARCH: z.string().default(''),
   RIS_MLLP_HOST: z.string().min(1).optional(),
   RIS_MLLP_PORT: optionalPort,
@@ -247,22 +221,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       ] as const) {
         if (!c[name]) problems.push(`${name}: required when IMAGING_BASE_URL is set`);
       }
-    }
-    if ((c.FHIR_SMART_CLIENT_ID === undefined) !== (c.FHIR_SMART_PRIVATE_KEY_FILE === undefined)) {
-      problems.push('FHIR_SMART_CLIENT_ID / FHIR_SMART_PRIVATE_KEY_FILE: set both or neither');
-    }
-    if ((c.FHIR_SMART_CLIENT_ID || c.FHIR_SUBSCRIPTION_CREATE) && !c.FHIR_SERVER_URL) {
-      problems.push(
-        'FHIR_SERVER_URL: required with FHIR_SMART_CLIENT_ID or FHIR_SUBSCRIPTION_CREATE',
-      );
-    }
-    if (
-      c.FHIR_SUBSCRIPTION_CREATE &&
-      (!c.FHIR_SUBSCRIPTION_TOPIC || !c.FHIR_SUBSCRIPTION_ENDPOINT)
-    ) {
-      problems.push(
-        'FHIR_SUBSCRIPTION_TOPIC / FHIR_SUBSCRIPTION_ENDPOINT: required when FHIR_SUBSCRIPTION_CREATE is true',
-      );
     }
     if ((c.FHIR_SMART_CLIENT_ID === undefined) !== (c.FHIR_SMART_PRIVATE_KEY_FILE === undefined)) {
       problems.push('FHIR_SMART_CLIENT_ID / FHIR_SMART_PRIVATE_KEY_FILE: set both or neither');

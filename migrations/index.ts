@@ -5,6 +5,7 @@ import { ImagingClient20261121100000 } from './20261121100000-imaging-client';
 import { FhirInbound20261121110000 } from './20261121110000-fhir-inbound';
 import { AuditSearch20261121120000 } from './20261121120000-audit-search';
 import { Studies20261121130000 } from './20261121130000-studies';
+import { OrderLifecycle20261121140000 } from './20261121140000-order-lifecycle';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -18,4 +19,5 @@ export const MIGRATIONS = [
   FhirInbound20261121110000,
   AuditSearch20261121120000,
   Studies20261121130000,
+  OrderLifecycle20261121140000,
 ];

@@ -12,6 +12,14 @@ import { InboundHl7Module } from './inbound-hl7/inbound-hl7.module';
 import { InboundFhirModule } from './inbound-fhir/inbound-fhir.module';
 import { AuditModule } from './audit/audit.module';
 import { StudiesModule } from './studies/studies.module';
+import { OrdersModule } from './orders/orders.module';
+import {
+  IMAGING,
+  ImagingClientModule,
+  UPSTREAM_BASE_URL,
+} from './imaging-client/imaging-client.module';
+import type { ProductionImagingClient } from './imaging-client/imaging-client.factory';
+import { ClientUpstreamProbe } from './imaging-client/upstream-health.probe';
 import { UPSTREAM_PROBE } from './health/health.tokens';
 import type { UpstreamProbe } from './health/upstream-probe';
 import { JOB_QUEUE } from './jobs/jobs.tokens';
@@ -37,7 +45,14 @@ export class AppModule {
     return {
       module: AppModule,
       global: true,
-      imports: [InboundHl7Module, InboundFhirModule, AuditModule, StudiesModule],
+      imports: [
+        InboundHl7Module,
+        InboundFhirModule,
+        AuditModule,
+        StudiesModule,
+        ImagingClientModule,
+        OrdersModule,
+      ],
       controllers: [HealthController, OpenApiController],
       providers: [
         OpenApiDocument,
@@ -45,12 +60,20 @@ export class AppModule {
         { provide: LOGGER, useValue: runtime.logger },
         { provide: DATA_SOURCE, useValue: runtime.dataSource },
         { provide: API_CREDENTIALS, useValue: runtime.credentials },
-        { provide: UPSTREAM_PROBE, useValue: runtime.upstreamProbe },
+        { provide: UPSTREAM_BASE_URL, useValue: runtime.upstreamBaseUrl },
+        {
+          // /health from what the client saw on real calls (retired, deprecation, failures);
+          // the reachability probe answers until the first call.
+          provide: UPSTREAM_PROBE,
+          inject: [IMAGING],
+          useFactory: (imaging: ProductionImagingClient) =>
+            new ClientUpstreamProbe(imaging.health, runtime.upstreamBaseUrl, runtime.upstreamProbe),
+        },
         { provide: JOB_QUEUE, useValue: runtime.jobQueue },
         { provide: APP_GUARD, useClass: BearerAuthGuard },
         { provide: APP_FILTER, useClass: ProblemJsonFilter },
       ],
-      exports: [APP_CONFIG, LOGGER, DATA_SOURCE, UPSTREAM_PROBE, JOB_QUEUE],
+      exports: [APP_CONFIG, LOGGER, DATA_SOURCE, UPSTREAM_PROBE, JOB_QUEUE, UPSTREAM_BASE_URL],
     };
   }
 }

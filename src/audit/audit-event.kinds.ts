@@ -16,6 +16,11 @@ export const AUDIT_EVENT_KINDS = {
   'order.status-recorded': 'a status message (ORC-1 SC) was recorded',
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',
+  'order.alert': 'an order missed a deadline or cannot go on: an operator should look (it ended)',
+  'order.upload-held':
+    'an upload was held back: the same study was uploaded upstream less than 5 minutes ago',
+  'order.documents-fetched': 'results, failure or QC reports were fetched and stored',
+  'order.batch': 'an upstream batch was created or joined (placer group / requisition)',
   'upstream.call': 'a call to the upstream (endpoint, status, latency, retries)',
   'outbound.attempt': 'an outbound document was sent (payload, destination, answer)',
   'outbound.dead-letter': 'an outbound document gave up after its retries',

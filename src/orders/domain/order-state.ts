@@ -21,7 +21,8 @@ export const TERMINAL_ORDER_STATES: readonly OrderState[] = ['delivered', 'faile
 export const ORDER_TRANSITIONS: Readonly<Record<OrderState, readonly OrderState[]>> = {
   received: ['placed', 'cancelled', 'failed'],
   placed: ['study-ready', 'processing', 'cancelled', 'failed'],
-  'study-ready': ['uploading', 'cancelled', 'failed'],
+  // back to 'placed' when the package vanished (another replica's disk) and must be re-acquired
+  'study-ready': ['uploading', 'placed', 'cancelled', 'failed'],
   uploading: ['processing', 'study-ready', 'cancelled', 'failed'],
   processing: ['qc-hold', 'delivered', 'failed', 'cancelled'],
   'qc-hold': ['processing', 'failed', 'cancelled', 'delivered'],
@@ -41,3 +42,32 @@ export function canTransition(from: OrderState, to: OrderState): boolean {
 export function isOrderState(value: unknown): value is OrderState {
   return typeof value === 'string' && (ORDER_STATES as readonly string[]).includes(value);
 }
+
+/** Which use case owns an order in this state; a new state breaks the build until it is placed. */
+export type StatePhase = 'placing' | 'acquiring' | 'uploading' | 'following' | 'ended';
+
+export function phaseOf(state: OrderState): StatePhase {
+  switch (state) {
+    case 'received':
+      return 'placing';
+    case 'placed':
+    case 'study-ready':
+      return 'acquiring';
+    case 'uploading':
+      return 'uploading';
+    case 'processing':
+    case 'qc-hold':
+      return 'following';
+    case 'delivered':
+    case 'failed':
+    case 'cancelled':
+      return 'ended';
+    default:
+      return state satisfies never;
+  }
+}
+
+/** The states the poller follows upstream (an upload completed, no end reached yet). */
+export const FOLLOWED_STATES: readonly OrderState[] = ORDER_STATES.filter(
+  (s) => phaseOf(s) === 'following',
+);

@@ -1,0 +1,58 @@
+import type { DataSource } from 'typeorm';
+import { writeAuditEvents } from '../audit/audit-writer';
+import type { CallObserver, CallRecord, ClientLogger } from './ports';
+
+/**
+ * One `upstream.call` audit event per logical upstream call: operation, endpoint (an API
+ * path, or `<presigned-url>` for storage PUTs: never a URL), status, latency and retries.
+ * Written outside the caller's transaction and never awaited by the call: the audit log
+ * must not slow down or fail an upstream call.
+ */
+export class AuditCallObserver implements CallObserver {
+  private pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly logger: ClientLogger,
+  ) {}
+
+  onCall(record: CallRecord): void {
+    if (!this.dataSource.isInitialized) return;
+    const write = writeAuditEvents(this.dataSource.manager, [
+      {
+        kind: 'upstream.call',
+        orderId: null,
+        severity: record.outcome === 'success' ? 'info' : 'warning',
+        actor: 'adapter',
+        summary: `${record.method} ${record.endpoint} → ${record.status ?? 'no answer'} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
+        detail: {
+          operation: record.operation,
+          method: record.method,
+          endpoint: record.endpoint,
+          status: record.status,
+          latencyMs: Math.round(record.latencyMs),
+          attempts: record.attempts,
+          retries: Math.max(0, record.attempts - 1),
+          outcome: record.outcome,
+          // The upstream order id: our order is linked by the lifecycle's own events.
+          upstreamOrderId: record.orderId,
+          error: record.error,
+          deprecationWarning: record.deprecationWarning,
+        },
+      },
+    ])
+      .catch((error: unknown) =>
+        this.logger.warn(
+          { err: (error as Error).message, operation: record.operation },
+          'upstream.call audit event not written',
+        ),
+      )
+      .finally(() => this.pending.delete(write));
+    this.pending.add(write);
+  }
+
+  /** Waits for the events in flight (shutdown, tests). */
+  async flush(): Promise<void> {
+    await Promise.all([...this.pending]);
+  }
+}

@@ -1,0 +1,79 @@
+import type { EntityManager } from 'typeorm';
+import type { StatusRow, StatusRowKey } from '../mappings/status-mapping.table';
+import type { OrderState } from './domain/order-state';
+
+/**
+ * What the lifecycle tells the publishing side (the results/outbox issue), always on the
+ * transaction that made the change, so a publication exists exactly when the change was
+ * committed. The default implementation does nothing; the outbound module replaces the
+ * ORDER_EVENTS provider of OrdersModule with one that writes outbox rows.
+ */
+export interface OrderSnapshot {
+  id: string;
+  source: string;
+  sender: string | null;
+  state: OrderState;
+  upstreamOrderId: string | null;
+  upstreamBatchId: string | null;
+  placerGroupNumber: string | null;
+  cancelRequested: boolean;
+}
+
+export interface QcBypassDecision {
+  status: 'requested' | 'withdrawn';
+  by: string;
+  reason: string | null;
+  at: string;
+}
+
+export interface OrderStatusChange {
+  order: OrderSnapshot;
+  previousState: OrderState;
+  state: OrderState;
+  upstreamStatus: string;
+  /** The status-mapping row used (its `publish` list names the documents to send). */
+  row: StatusRow & { key: StatusRowKey };
+  mappingVersion: string;
+  /** Who bypassed QC and why, for the QC_BYPASS row and the final report's caveat. */
+  qcBypass: QcBypassDecision | null;
+}
+
+export interface StoredDocument {
+  id: string;
+  kind: 'results' | 'failure' | 'qc';
+  reportType: string;
+  contentType: string;
+}
+
+export interface OrderEvents {
+  /** An upstream status was seen for the first time (a state change or not). */
+  statusChanged(manager: EntityManager, change: OrderStatusChange): Promise<void>;
+  /** Results, failure or QC reports of a status are stored in `order_documents`. */
+  documentsStored(
+    manager: EntityManager,
+    stored: { order: OrderSnapshot; upstreamStatus: string; documents: StoredDocument[] },
+  ): Promise<void>;
+  /**
+   * The order ended without an upstream status (study never arrived, unusable study,
+   * upstream stuck, refused by the upstream, cancelled before it was placed).
+   */
+  endedLocally(
+    manager: EntityManager,
+    ended: { order: OrderSnapshot; state: OrderState; reason: string; alert: string | null },
+  ): Promise<void>;
+  /** The aggregated report of a batch (placer group / requisition) is stored in `upstream_batches`. */
+  batchReportStored(
+    manager: EntityManager,
+    batch: { sender: string; placerGroupNumber: string; batchId: string; orderIds: string[] },
+  ): Promise<void>;
+}
+
+export const ORDER_EVENTS = Symbol('ORDER_EVENTS');
+
+/** Until the outbound module lands: nothing is published. */
+export const noOrderEvents: OrderEvents = {
+  statusChanged: async () => undefined,
+  documentsStored: async () => undefined,
+  endedLocally: async () => undefined,
+  batchReportStored: async () => undefined,
+};

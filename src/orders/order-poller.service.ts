@@ -1,0 +1,202 @@
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { ImagingClientError } from '../imaging-client/imaging-client.error';
+import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-client';
+import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
+import { FOLLOWED_STATES } from './domain/order-state';
+import type { OrderLifecycleService } from './order-lifecycle.service';
+
+export interface PollCycleStats {
+  startedAt: string;
+  durationMs: number;
+  /** Upstream API calls made by the cycle itself. */
+  upstreamCalls: number;
+  followed: number;
+  /** Orders whose status differs from the last one seen (in the list, or off it). */
+  changed: number;
+  /** Followed orders no longer in the active list: one `GET /status` each. */
+  leftActiveList: number;
+  reportsListed: number;
+  reportsAcknowledged: number;
+}
+
+/** Upstream report kinds (`GET /reports` entries, docs/upstream-assumptions.md) → our stored document kinds. */
+const REPORT_KIND: Record<string, string> = { results: 'results', failure: 'failure', qc: 'qc' };
+
+const SCHEDULE = 'upstream-poll';
+
+/**
+ * Follows upstream at constant cost. A cycle makes one `GET /list-orders` (every active
+ * order with its status) and one `GET /reports` (reports not yet retrieved); a followed
+ * order costs a call only when it left the active list (`GET /status`, once: it is terminal
+ * then) — an unchanged in-flight order costs nothing. Reports whose documents we stored
+ * durably are acknowledged with one `POST /reports`. At most 3 calls plus one per changed
+ * order, whatever the number of orders in flight.
+ *
+ * One cycle per cluster: the minute tick is a graphile-worker cron item (fired once per
+ * cluster), and the cycle additionally claims the `poll_schedule` row (due time with jitter,
+ * running lease), so a manual run or an overlapping tick never doubles a cycle.
+ */
+export class OrderPollerService {
+  constructor(
+    private readonly deps: {
+      dataSource: DataSource;
+      client: ImagingClient;
+      lifecycle: OrderLifecycleService;
+      logger: Logger;
+      intervalMs: number;
+      /** Share of the interval added or removed at random (0.1 = ±10 %). */
+      jitter?: number;
+    },
+  ) {}
+
+  /** The minute tick: deadlines and leases, then the poll cycle if it is due. */
+  async tick(): Promise<PollCycleStats | undefined> {
+    await this.deps.lifecycle.sweep();
+    return this.runIfDue();
+  }
+
+  /** Runs a cycle if the schedule says it is due and no other replica is running one. */
+  async runIfDue(): Promise<PollCycleStats | undefined> {
+    const claimed = await this.claim(false);
+    if (!claimed) return undefined;
+    return this.runClaimed();
+  }
+
+  /** Runs a cycle now (tests, operators), unless one is running elsewhere. */
+  async runNow(): Promise<PollCycleStats | undefined> {
+    const claimed = await this.claim(true);
+    if (!claimed) return undefined;
+    return this.runClaimed();
+  }
+
+  private async claim(force: boolean): Promise<boolean> {
+    const { dataSource } = this.deps;
+    await dataSource.query(
+      `INSERT INTO poll_schedule (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
+      [SCHEDULE],
+    );
+    const [rows] = (await dataSource.query(
+      `UPDATE poll_schedule SET running_until = now() + interval '10 minutes', last_started_at = now()
+        WHERE name = $1 AND ($2 OR next_due_at <= now())
+          AND (running_until IS NULL OR running_until < now())
+        RETURNING name`,
+      [SCHEDULE, force],
+    )) as [unknown[], number];
+    return rows.length === 1;
+  }
+
+  private async runClaimed(): Promise<PollCycleStats> {
+    const { dataSource, intervalMs } = this.deps;
+    const jitter = this.deps.jitter ?? 0.1;
+    let stats: PollCycleStats | undefined;
+    try {
+      stats = await this.cycle();
+      return stats;
+    } finally {
+      const nextMs = Math.round(intervalMs * (1 - jitter + 2 * jitter * Math.random()));
+      await dataSource.query(
+        `UPDATE poll_schedule SET running_until = NULL, last_finished_at = now(),
+                next_due_at = now() + $2 * interval '1 millisecond', last_stats = $3::jsonb
+          WHERE name = $1`,
+        [SCHEDULE, nextMs, JSON.stringify(stats ?? { failed: true })],
+      );
+    }
+  }
+
+  private async cycle(): Promise<PollCycleStats> {
+    const { dataSource, client, lifecycle, logger } = this.deps;
+    const started = Date.now();
+    let calls = 0;
+    const active = await client.listOrders();
+    calls++;
+    const reports = await client.pollReports();
+    calls++;
+    const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
+    const followed: Array<{ id: string; upstream_order_id: string; upstream_status: string }> =
+      await dataSource.query(
+        `SELECT id, upstream_order_id, upstream_status FROM orders
+          WHERE state = ANY($1::text[]) AND upstream_order_id IS NOT NULL`,
+        [FOLLOWED_STATES],
+      );
+    let changed = 0;
+    let left = 0;
+    for (const order of followed) {
+      const listed = byId.get(order.upstream_order_id);
+      let status: UpstreamStatus;
+      let qcBypassPossible: boolean;
+      if (listed) {
+        if (listed.status === order.upstream_status) continue;
+        status = listed.status;
+        // Listed QC_FAILED is still active: a clinician can still bypass it.
+        qcBypassPossible = true;
+      } else {
+        left++;
+        try {
+          calls++;
+          status = (await client.getStatus({ orderId: order.upstream_order_id })).status;
+        } catch (error) {
+          if (error instanceof ImagingClientError && error.code === 'not_found') {
+            logger.warn({ orderId: order.id }, 'followed order unknown upstream');
+            continue;
+          }
+          throw error;
+        }
+        // Off the active list, QC_FAILED is final (docs/upstream-assumptions.md, "active").
+        qcBypassPossible = false;
+        if (status === order.upstream_status && status !== 'QC_FAILED') continue;
+      }
+      try {
+        if (await lifecycle.applyUpstreamStatus(order.id, status, { qcBypassPossible })) changed++;
+      } catch (error) {
+        // One order's problem must not stop the others being followed.
+        logger.error(
+          { orderId: order.id, err: (error as Error).message },
+          'upstream status not applied',
+        );
+      }
+    }
+    const acked = await this.acknowledgeStored(reports);
+    if (acked > 0) calls++;
+    const stats: PollCycleStats = {
+      startedAt: new Date(started).toISOString(),
+      durationMs: Date.now() - started,
+      upstreamCalls: calls,
+      followed: followed.length,
+      changed,
+      leftActiveList: left,
+      reportsListed: reports.length,
+      reportsAcknowledged: acked,
+    };
+    logger.info({ poll: stats }, 'upstream poll cycle');
+    return stats;
+  }
+
+  /**
+   * `POST /reports` only for reports whose documents are stored in `order_documents` (our
+   * publications are built from them): an acknowledged report is never fetched again, so it
+   * must be durable here first.
+   */
+  private async acknowledgeStored(
+    reports: Array<{ report_id: string; order_id?: string; [key: string]: unknown }>,
+  ): Promise<number> {
+    const candidates = reports.filter((r) => r.order_id);
+    if (candidates.length === 0) return 0;
+    const rows: Array<{ upstream_order_id: string; kind: string }> =
+      await this.deps.dataSource.query(
+        `SELECT DISTINCT o.upstream_order_id, d.kind FROM order_documents d JOIN orders o ON o.id = d.order_id
+          WHERE o.upstream_order_id = ANY($1::text[])`,
+        [[...new Set(candidates.map((r) => r.order_id!))]],
+      );
+    const stored = new Set(rows.map((r) => `${r.upstream_order_id}|${r.kind}`));
+    const ids = candidates
+      .filter((r) => {
+        const kind = REPORT_KIND[String(r.kind ?? 'results')] ?? 'results';
+        return stored.has(`${r.order_id}|${kind}`);
+      })
+      .map((r) => r.report_id);
+    if (ids.length === 0) return 0;
+    const result = await this.deps.client.acknowledgeReports(ids);
+    return result.acknowledged;
+  }
+}

@@ -1,0 +1,157 @@
+import type { EntityManager } from 'typeorm';
+import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
+import type { OrderRequest } from './domain/order-request';
+import { canTransition, isOrderState, type OrderState } from './domain/order-state';
+import type { OrderSnapshot, QcBypassDecision } from './order-events';
+
+/** One `orders` row as the lifecycle reads it. */
+export interface OrderRow {
+  id: string;
+  source: string;
+  sender: string | null;
+  state: string;
+  upstream_order_id: string | null;
+  upstream_status: string | null;
+  upstream_batch_id: string | null;
+  accession_number: string | null;
+  patient_id: string | null;
+  placer_group_number: string | null;
+  study_instance_uid: string | null;
+  request: OrderRequest;
+  cancel_requested_at: Date | null;
+  cancel_reason: string | null;
+  place_attempted_at: Date | null;
+  study_deadline_at: Date | null;
+  package_path: string | null;
+  upload_completed_at: Date | null;
+  lease_owner: string | null;
+  lease_until: Date | null;
+  qc_bypass: QcBypassDecision | null;
+  documents_fetched_for: string | null;
+}
+
+export async function loadOrder(
+  manager: EntityManager,
+  orderId: string,
+  lock = false,
+): Promise<OrderRow | undefined> {
+  const rows: OrderRow[] = await manager.query(
+    `SELECT * FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
+    [orderId],
+  );
+  return rows[0];
+}
+
+export function stateOf(order: OrderRow): OrderState {
+  // A state written by a newer version is treated as the earliest one: nothing is skipped.
+  return isOrderState(order.state) ? order.state : 'received';
+}
+
+export function snapshot(order: OrderRow, state: OrderState = stateOf(order)): OrderSnapshot {
+  return {
+    id: order.id,
+    source: order.source,
+    sender: order.sender,
+    state,
+    upstreamOrderId: order.upstream_order_id,
+    upstreamBatchId: order.upstream_batch_id,
+    placerGroupNumber: order.placer_group_number,
+    cancelRequested: order.cancel_requested_at !== null,
+  };
+}
+
+/** Columns a transition may set besides the state (our code only: never user input as a name). */
+export type OrderColumns = Partial<{
+  upstream_order_id: string;
+  upstream_status: string;
+  upstream_status_at: Date | 'now';
+  upstream_batch_id: string;
+  placed_at: 'now';
+  study_deadline_at: Date;
+  package_path: string | null;
+  study_instance_uid: string;
+  upload_started_at: 'now';
+  upload_completed_at: 'now';
+  lease_owner: string | null;
+  lease_until: Date | null;
+  last_error: string | null;
+  alert: string | null;
+}>;
+
+export interface TransitionAudit {
+  summary: string;
+  actor?: string | null;
+  severity?: AuditEventInput['severity'];
+  detail?: Record<string, unknown>;
+}
+
+export type TransitionResult = { applied: true; from: OrderState } | { applied: false };
+
+/**
+ * The one way the lifecycle changes an order's state: asks the transition table, updates the
+ * row (only if its state is still the one read), and audits. A move the table forbids is
+ * refused and audited as `order.illegal-transition`, never thrown: a worker must not crash
+ * on a late or out-of-order event. `from === to` is allowed (a new upstream status within
+ * the same state) and audited as a transition.
+ */
+export async function transition(
+  manager: EntityManager,
+  order: OrderRow,
+  to: OrderState,
+  audit: TransitionAudit,
+  columns: OrderColumns = {},
+): Promise<TransitionResult> {
+  const from = stateOf(order);
+  if (from !== to && !canTransition(from, to)) {
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.illegal-transition',
+        orderId: order.id,
+        severity: 'warning',
+        actor: audit.actor ?? 'adapter',
+        summary: `refused: ${from} → ${to} is not in the transition table (${audit.summary})`,
+        detail: { from, to, ...audit.detail },
+      },
+    ]);
+    return { applied: false };
+  }
+  const sets = ['state = $3', 'updated_at = now()', 'version = version + 1'];
+  const values: unknown[] = [order.id, order.state, to];
+  for (const [column, value] of Object.entries(columns)) {
+    if (value === 'now') {
+      sets.push(`${column} = now()`);
+    } else {
+      values.push(value instanceof Date ? value.toISOString() : value);
+      sets.push(`${column} = $${values.length}`);
+    }
+  }
+  const [, count] = (await manager.query(
+    `UPDATE orders SET ${sets.join(', ')} WHERE id = $1 AND state = $2`,
+    values,
+  )) as [unknown, number];
+  if (count !== 1) {
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.illegal-transition',
+        orderId: order.id,
+        severity: 'warning',
+        actor: audit.actor ?? 'adapter',
+        summary: `refused: the order left ${from} before ${from} → ${to} (${audit.summary})`,
+        detail: { from, to, ...audit.detail },
+      },
+    ]);
+    return { applied: false };
+  }
+  await writeAuditEvents(manager, [
+    {
+      kind: 'order.transition',
+      orderId: order.id,
+      severity: audit.severity ?? 'info',
+      actor: audit.actor ?? 'adapter',
+      summary: from === to ? `${to}: ${audit.summary}` : `${from} → ${to}: ${audit.summary}`,
+      detail: { from, to, ...audit.detail },
+    },
+  ]);
+  order.state = to;
+  return { applied: true, from };
+}

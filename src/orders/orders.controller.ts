@@ -1,0 +1,163 @@
+import {
+  Body,
+  Controller,
+  Get,
+  HttpCode,
+  Inject,
+  Param,
+  ParseUUIDPipe,
+  Post,
+  Req,
+} from '@nestjs/common';
+import {
+  ApiBody,
+  ApiOkResponse,
+  ApiOperation,
+  ApiProperty,
+  ApiPropertyOptional,
+  ApiTags,
+} from '@nestjs/swagger';
+import type { DataSource } from 'typeorm';
+import { z } from 'zod';
+import { Roles } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { AppError } from '../common/app-error';
+import { DATA_SOURCE } from '../common/tokens';
+import { ORDER_STATES } from './domain/order-state';
+import { OrderLifecycleError } from './order-lifecycle.error';
+import { OrderLifecycleService } from './order-lifecycle.service';
+import { OrderPollerService, type PollCycleStats } from './order-poller.service';
+
+class CancelOrderDto {
+  @ApiProperty({ description: 'why the order is cancelled (audited)' }) reason!: string;
+}
+
+class QcBypassDto {
+  @ApiPropertyOptional({ description: 'the clinical reason (required unless withdrawing)' })
+  reason?: string;
+  @ApiPropertyOptional({ description: 'true: withdraw a pending bypass request' })
+  withdraw?: boolean;
+}
+
+class OrderStatusDto {
+  @ApiProperty({ format: 'uuid' }) id!: string;
+  @ApiProperty({ enum: ORDER_STATES }) state!: string;
+  @ApiProperty() source!: string;
+  @ApiPropertyOptional({ nullable: true }) upstreamOrderId!: string | null;
+  @ApiPropertyOptional({ nullable: true }) upstreamStatus!: string | null;
+  @ApiPropertyOptional({ nullable: true }) upstreamBatchId!: string | null;
+  @ApiProperty({ type: [String] }) products!: string[];
+  @ApiProperty() cancelRequested!: boolean;
+  @ApiPropertyOptional({ nullable: true, description: 'status, who, why, when' })
+  qcBypass!: unknown;
+  @ApiPropertyOptional({ nullable: true, description: 'deadline or refusal that ended the order' })
+  alert!: string | null;
+  @ApiPropertyOptional({ nullable: true }) lastError!: string | null;
+  @ApiProperty({ type: [String], description: 'documents stored (kind/report type)' })
+  documents!: string[];
+  @ApiProperty({ format: 'date-time' }) createdAt!: string;
+  @ApiProperty({ format: 'date-time' }) updatedAt!: string;
+  @ApiProperty({ description: 'the order timeline on the audit page' }) auditUrl!: string;
+}
+
+const cancelBody = z.object({ reason: z.string().trim().min(1, 'a reason is required') });
+const bypassBody = z.object({
+  reason: z.string().trim().optional(),
+  withdraw: z.boolean().optional(),
+});
+
+function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+  const parsed = schema.safeParse(body ?? {});
+  if (!parsed.success) {
+    throw new AppError(
+      'bad_request',
+      parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '),
+    );
+  }
+  return parsed.data;
+}
+
+/** Operators' and clinicians' actions on an order, and its PHI-free status. */
+@ApiTags('orders')
+@Controller('api/orders')
+export class OrdersController {
+  constructor(
+    @Inject(OrderLifecycleService) private readonly lifecycle: OrderLifecycleService,
+    @Inject(OrderPollerService) private readonly poller: OrderPollerService,
+    @Inject(DATA_SOURCE) private readonly dataSource: DataSource,
+  ) {}
+
+  @Roles('analyst')
+  @Get(':id')
+  @ApiOperation({ summary: "An order's state and upstream status (no PHI)" })
+  @ApiOkResponse({ type: OrderStatusDto })
+  async status(@Param('id', new ParseUUIDPipe()) id: string): Promise<OrderStatusDto> {
+    const rows: Array<Record<string, unknown>> = await this.dataSource.query(
+      `SELECT o.id, o.state, o.source, o.upstream_order_id, o.upstream_status, o.upstream_batch_id,
+              o.request->'products' AS products, o.cancel_requested_at, o.qc_bypass, o.alert,
+              o.last_error, o.created_at, o.updated_at,
+              coalesce((SELECT array_agg(d.kind || '/' || d.report_type ORDER BY d.id)
+                          FROM order_documents d WHERE d.order_id = o.id), '{}') AS documents
+         FROM orders o WHERE o.id = $1`,
+      [id],
+    );
+    const r = rows[0];
+    if (!r) throw new OrderLifecycleError('order_not_found', 'no such order');
+    return {
+      id: r.id as string,
+      state: r.state as string,
+      source: r.source as string,
+      upstreamOrderId: (r.upstream_order_id as string | null) ?? null,
+      upstreamStatus: (r.upstream_status as string | null) ?? null,
+      upstreamBatchId: (r.upstream_batch_id as string | null) ?? null,
+      products: (r.products as string[] | null) ?? [],
+      cancelRequested: r.cancel_requested_at !== null,
+      qcBypass: r.qc_bypass ?? null,
+      alert: (r.alert as string | null) ?? null,
+      lastError: (r.last_error as string | null) ?? null,
+      documents: r.documents as string[],
+      createdAt: (r.created_at as Date).toISOString(),
+      updatedAt: (r.updated_at as Date).toISOString(),
+      auditUrl: `/audit/orders/${id}`,
+    };
+  }
+
+  @Roles('sender')
+  @Post(':id/cancel')
+  @HttpCode(202)
+  @ApiOperation({ summary: 'Cancel an order (upstream too); the end state follows asynchronously' })
+  @ApiBody({ type: CancelOrderDto })
+  async cancel(
+    @Param('id', new ParseUUIDPipe()) id: string,
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<{ id: string; cancelRequested: true }> {
+    const { reason } = parse(cancelBody, body);
+    await this.lifecycle.requestCancel(id, reason, req.principal!.actor);
+    return { id, cancelRequested: true };
+  }
+
+  @Roles('sender')
+  @Post(':id/qc-bypass')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: "A clinician's QC bypass (or its withdrawal while the verdict is pending)",
+  })
+  @ApiBody({ type: QcBypassDto })
+  async qcBypass(
+    @Param('id', new ParseUUIDPipe()) id: string,
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ) {
+    const { reason, withdraw } = parse(bypassBody, body);
+    return this.lifecycle.decideQcBypass(id, { reason, withdraw, actor: req.principal!.actor });
+  }
+
+  @Roles('admin')
+  @Post('poll-cycle')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Run one upstream poll cycle now (unless one is running)' })
+  async pollNow(): Promise<PollCycleStats | { skipped: true }> {
+    return (await this.poller.runNow()) ?? { skipped: true };
+  }
+}

@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import { FhirError, operationOutcome } from './fhir.error';
+import { countFhirAnswer } from './fhir.metrics';
 
 /**
  * HTTP details of the R4 RESTful API (http.html): media types and `_format`, `Prefer:
@@ -176,6 +177,7 @@ export function sendResource(
     if (status === 201) res.setHeader('Content-Location', options.location);
   }
   res.status(status);
+  countFhirAnswer(res, status);
   const prefer = options.prefer ?? 'representation';
   if (prefer === 'minimal' || !resource) {
     res.end();

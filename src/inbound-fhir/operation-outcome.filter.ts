@@ -12,6 +12,7 @@ import { AppError } from '../common/app-error';
 import { LOGGER } from '../common/tokens';
 import { currentCorrelationId } from '../observability/logger';
 import { FhirError, operationOutcome } from './fhir.error';
+import { countFhirAnswer } from './fhir.metrics';
 
 /**
  * Every error on /fhir answered as an OperationOutcome (R4 operationoutcome.html, http.html
@@ -69,6 +70,7 @@ export class OperationOutcomeFilter implements ExceptionFilter {
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     if (res.headersSent) return;
+    countFhirAnswer(res, status);
     const accept = `${req.headers.accept ?? ''} ${typeof req.query?._format === 'string' ? req.query._format : ''}`;
     const type =
       /(^|[\s,])application\/json/.test(accept) && !/fhir\+json/.test(accept)

@@ -174,6 +174,43 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     });
   });
 
+  it('maps reasonReference from the resolved Condition, else its display', () => {
+    const sr: ServiceRequest = {
+      ...fixture<ServiceRequest>('r4-servicerequest-example-di'),
+      reasonCode: undefined,
+      reasonReference: [
+        { reference: '#c1' },
+        { reference: 'Condition/unknown', display: 'Suspected lung nodule' },
+      ],
+    };
+    const condition = {
+      resourceType: 'Condition' as const,
+      id: 'c1',
+      subject: { reference: 'Patient/dicom' },
+      code: {
+        coding: [
+          {
+            system: 'http://snomed.info/sct',
+            code: '363358000',
+            display: 'Malignant tumor of lung',
+          },
+        ],
+      },
+    };
+    const result = mapServiceRequest(
+      sr,
+      ctx({ reasons: new Map([['#c1', { resource: condition, source: 'contained #c1' }]]) }),
+      'create',
+    );
+    expect(result.request?.reasonForStudy).toEqual([
+      { code: '363358000', system: 'http://snomed.info/sct', display: 'Malignant tumor of lung' },
+      { display: 'Suspected lung nodule' },
+    ]);
+    expect(
+      result.lineage.filter((l) => l.ruleId === 'fhir.order.reason').map((l) => l.source),
+    ).toEqual(['contained #c1 Condition.code', 'ServiceRequest.reasonReference[1].display']);
+  });
+
   it('follows the configured rule for unknown codes', () => {
     const sr = {
       ...fixture<ServiceRequest>('r4-servicerequest-example-di'),

@@ -521,6 +521,20 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     expect(((await oo.json()) as { resourceType: string }).resourceType).toBe('OperationOutcome');
   });
 
+  it('counts its answers by route pattern and status (no ids in labels)', async () => {
+    const res = await fetch(`${adapter.httpUrl}/metrics`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    const text = await res.text();
+    expect(text).toMatch(
+      /adapter_fhir_requests_total\{method="POST",route="\/fhir\/ServiceRequest",status="201"\} \d+/,
+    );
+    expect(text).toMatch(
+      /adapter_fhir_requests_total\{method="GET",route="\/fhir\/ServiceRequest\/:id",status="200"\}/,
+    );
+    expect(text).not.toMatch(/adapter_fhir_requests_total\{[^}]*[0-9a-f]{8}-[0-9a-f]{4}/);
+  });
+
   it('401 without a credential and 403 with the wrong role, as OperationOutcomes', async () => {
     const none = await fetch(`${base}/ServiceRequest/abc`);
     expect(none.status).toBe(401);

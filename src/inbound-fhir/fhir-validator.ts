@@ -129,5 +129,10 @@ export function validateFhirResource(
     }
   }
   issues.push(...checkBindings(resource, path));
+  if (resource.resourceType === 'Bundle') {
+    ((resource as Bundle).entry ?? []).forEach((e, i) => {
+      if (e.resource) issues.push(...checkBindings(e.resource, `${path}.entry[${i}].resource`));
+    });
+  }
   return issues;
 }

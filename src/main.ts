@@ -15,6 +15,14 @@ async function main(): Promise<void> {
     process.stderr.write(`imaging-ai-adapter: failed to start: ${(error as Error).message}\n`);
     process.exit(1);
   }
+  // A rejection nobody awaited (seen in a library when the database restarts under it) is
+  // logged, not allowed to take every connection and in-flight message down with it: the
+  // database pool reconnects and the job queue retries.
+  process.on('unhandledRejection', (reason) => {
+    process.stderr.write(
+      `${JSON.stringify({ level: 50, time: new Date().toISOString(), msg: 'unhandled rejection', err: (reason as Error)?.message ?? String(reason) })}\n`,
+    );
+  });
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;

@@ -9,7 +9,8 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
   let db: Client;
 
   beforeAll(async () => {
-    adapter = await startTestAdapter();
+    // ingest in isolation: no lifecycle worker moves the orders on while we look at them
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
     client = new MllpClient({
       host: '127.0.0.1',
       port: adapter.mllpPort,

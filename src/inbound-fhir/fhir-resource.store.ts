@@ -94,6 +94,25 @@ export class FhirResourceStore {
     return new Map(rows.map((r) => [r.source_url!, toStored<ServiceRequest>(r)]));
   }
 
+  /**
+   * A ServiceRequest we serve that carries one of these business identifiers (system and
+   * value): the same order reached us another way (posted, then notified by a Subscription).
+   */
+  async findServiceRequestByIdentifier(
+    identifiers: Array<{ system?: string; value?: string }>,
+  ): Promise<StoredResource<ServiceRequest> | undefined> {
+    for (const id of identifiers) {
+      if (!id.system || !id.value) continue;
+      const rows: ResourceRow[] = await this.dataSource.query(
+        `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest'
+            AND resource->'identifier' @> $1::jsonb ORDER BY last_updated DESC LIMIT 1`,
+        [JSON.stringify([{ system: id.system, value: id.value }])],
+      );
+      if (rows[0]) return toStored<ServiceRequest>(rows[0]);
+    }
+    return undefined;
+  }
+
   async insertServiceRequest(
     manager: EntityManager,
     row: {
@@ -130,11 +149,12 @@ export class FhirResourceStore {
       versionId: number;
       lastUpdated: string;
       sourceVersion?: string;
+      sourceUrl?: string;
     },
   ): Promise<void> {
     await manager.query(
       `UPDATE fhir_resources SET resource = $2::jsonb, version_id = $3, last_updated = $4,
-              source_version = coalesce($5, source_version)
+              source_version = coalesce($5, source_version), source_url = coalesce(source_url, $6)
         WHERE resource_type = 'ServiceRequest' AND id = $1`,
       [
         row.id,
@@ -142,6 +162,7 @@ export class FhirResourceStore {
         row.versionId,
         row.lastUpdated,
         row.sourceVersion ?? null,
+        row.sourceUrl ?? null,
       ],
     );
   }

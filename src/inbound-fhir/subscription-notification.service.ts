@@ -384,7 +384,10 @@ export class SubscriptionNotificationService {
     let mappingVersion = '';
     for (const item of items) {
       const { sr } = item;
-      const stored = known.get(item.fullUrl);
+      // Known by its EHR URL, or by a business identifier when it was first POSTed to us.
+      const stored =
+        known.get(item.fullUrl) ??
+        (await this.store.findServiceRequestByIdentifier(sr.identifier ?? []));
       const version = versionTag(sr);
       const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
       if (stored && stored.sourceVersion === version) {
@@ -515,6 +518,7 @@ export class SubscriptionNotificationService {
                 versionId: version,
                 lastUpdated: now,
                 sourceVersion: tag,
+                sourceUrl: o.item.fullUrl,
               });
             }
           }

@@ -218,6 +218,28 @@ describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)'
     });
   });
 
+  it('an order first POSTed to us and then notified by the EHR stays one order', async () => {
+    const onEhr = await seedOrder('both-1', 'BOTH-1');
+    const posted = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: { ...onEhr, id: undefined, meta: undefined },
+    })) as unknown as ServiceRequest;
+    await notify(
+      withEvent(
+        example('backport-r4-notification-id-only', 'both'),
+        1,
+        `${ehr.baseUrl}/ServiceRequest/both-1`,
+      ),
+    );
+    expect(await rows(`SELECT id FROM orders WHERE placer_order_number = 'BOTH-1'`)).toEqual([
+      { id: posted.id },
+    ]);
+    const [row] = await rows(`SELECT source_url, version_id FROM fhir_resources WHERE id = $1`, [
+      posted.id,
+    ]);
+    expect(row).toEqual({ source_url: `${ehr.baseUrl}/ServiceRequest/both-1`, version_id: 2 });
+  });
+
   it('the published id-only example (an Encounter focus) is answered and recorded, and orders nothing', async () => {
     await notify(example('backport-r4-notification-id-only', 'enc'));
     const [msg] = await rows(

@@ -22,6 +22,8 @@ export interface TestFhirServer {
   failWith?: number;
   /** When set, every request must carry `Authorization: Bearer <token>`. */
   requiredToken?: string;
+  /** Served (without authentication) at `.well-known/smart-configuration` when set. */
+  smartConfiguration?: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -40,7 +42,7 @@ export async function startTestFhirServer(
   const repo = new MemoryRepository();
   const requests: TestFhirServer['requests'] = [];
   let baseUrl = '';
-  const state: Pick<TestFhirServer, 'failWith' | 'requiredToken'> = {
+  const state: Pick<TestFhirServer, 'failWith' | 'requiredToken' | 'smartConfiguration'> = {
     requiredToken: options.token,
   };
 
@@ -55,6 +57,11 @@ export async function startTestFhirServer(
         resourceType: 'OperationOutcome',
         issue: [{ severity: 'error', code: 'transient' }],
       });
+      return;
+    }
+    if (state.smartConfiguration && req.url?.endsWith('/.well-known/smart-configuration')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(state.smartConfiguration));
       return;
     }
     if (state.requiredToken && req.headers.authorization !== `Bearer ${state.requiredToken}`) {
@@ -119,6 +126,12 @@ export async function startTestFhirServer(
     },
     set failWith(v) {
       state.failWith = v;
+    },
+    get smartConfiguration() {
+      return state.smartConfiguration;
+    },
+    set smartConfiguration(v) {
+      state.smartConfiguration = v;
     },
     get requiredToken() {
       return state.requiredToken;

@@ -93,13 +93,17 @@ describe('outbound calls to the EHR with SMART Backend Services', () => {
     ehr = await startTestFhirServer();
     await ehr.seed(fixture('r4-patient-example-dicom'));
     ehr.requiredToken = 'smart-access-token-1';
+    // The token endpoint is discovered (SMART App Launch: .well-known/smart-configuration).
+    ehr.smartConfiguration = {
+      token_endpoint: token.url,
+      token_endpoint_auth_methods_supported: ['private_key_jwt'],
+    };
     adapter = await startTestAdapter({
       FHIR_SERVER_URL: ehr.baseUrl,
       JOBS_ENABLED: 'false',
       FHIR_SMART_CLIENT_ID: 'imaging-ai-adapter',
       FHIR_SMART_PRIVATE_KEY_FILE: keyFile,
       FHIR_SMART_KEY_ID: 'key-1',
-      FHIR_SMART_TOKEN_URL: token.url,
       FHIR_SMART_SCOPES: 'system/Patient.rs system/ServiceRequest.rs',
     });
   });
@@ -109,7 +113,7 @@ describe('outbound calls to the EHR with SMART Backend Services', () => {
     await token?.close();
   });
 
-  it('gets a token with a signed client assertion, reads the Patient with it, and reuses it', async () => {
+  it('discovers the token endpoint, gets a token with a signed client assertion, reads the Patient with it, and reuses it', async () => {
     const fhir = new Client({
       baseUrl: `${adapter.httpUrl}/fhir`,
       bearerToken: TEST_TOKENS.sender,
@@ -130,6 +134,9 @@ describe('outbound calls to the EHR with SMART Backend Services', () => {
         verdict: 'ok',
       },
     ]);
+    expect(
+      ehr.requests.filter((r) => r.url.endsWith('/.well-known/smart-configuration')),
+    ).toHaveLength(1);
     const patientReads = ehr.requests.filter((r) => r.url === '/fhir/Patient/dicom');
     expect(patientReads).toHaveLength(2);
     expect(
@@ -139,5 +146,40 @@ describe('outbound calls to the EHR with SMART Backend Services', () => {
       `SELECT patient_id FROM orders ORDER BY created_at`,
     )) as Array<{ patient_id: string }>;
     expect(rows.map((r) => r.patient_id)).toEqual(['MINT1234', 'MINT1234']);
+  });
+});
+
+describe('outbound calls to the EHR with a static bearer token (FHIR_SERVER_TOKEN)', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer({ token: 'ehr-static-token-0123456789' });
+    await ehr.seed(fixture('r4-patient-example-dicom'));
+    adapter = await startTestAdapter({
+      FHIR_SERVER_URL: ehr.baseUrl,
+      FHIR_SERVER_TOKEN: 'ehr-static-token-0123456789',
+      JOBS_ENABLED: 'false',
+    });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  it('sends the configured token on every read', async () => {
+    const fhir = new Client({
+      baseUrl: `${adapter.httpUrl}/fhir`,
+      bearerToken: TEST_TOKENS.sender,
+    });
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: fixture('r4-servicerequest-example-di'),
+    })) as unknown as { id: string };
+    expect(created.id).toMatch(/^[0-9a-f-]{36}$/);
+    const reads = ehr.requests.filter((r) => r.url === '/fhir/Patient/dicom');
+    expect(reads.map((r) => r.headers.authorization)).toEqual([
+      'Bearer ehr-static-token-0123456789',
+    ]);
   });
 });

@@ -156,8 +156,15 @@ export class OrdersController {
   @Roles('admin')
   @Post('poll-cycle')
   @HttpCode(200)
-  @ApiOperation({ summary: 'Run one upstream poll cycle now (unless one is running)' })
-  async pollNow(): Promise<PollCycleStats | { skipped: true }> {
-    return (await this.poller.runNow()) ?? { skipped: true };
+  @ApiOperation({
+    summary:
+      'Run the lifecycle tick now (deadlines, lapsed upload leases) and one upstream poll cycle, unless one is running',
+  })
+  async pollNow(): Promise<
+    (PollCycleStats & { sweep: unknown }) | { skipped: true; sweep: unknown }
+  > {
+    const sweep = await this.lifecycle.sweep();
+    const stats = await this.poller.runNow();
+    return stats ? { ...stats, sweep } : { skipped: true, sweep };
   }
 }

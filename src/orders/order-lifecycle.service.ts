@@ -622,54 +622,76 @@ export class OrderLifecycleService {
     return changed;
   }
 
-  /** Results, failure or QC reports of a status, fetched once and stored durably. */
-  async fetchDocuments(orderId: string, upstreamStatus: string, rowKey: StatusRowKey) {
+  /**
+   * Results, failure or QC reports of a status, fetched once. They are stored in one
+   * transaction with the publishing side's `documentsStored`, so a stored document means its
+   * publications are durable too: the poller acknowledges upstream reports (`POST /reports`)
+   * only for documents stored here.
+   */
+  async fetchDocuments(
+    orderId: string,
+    upstreamStatus: string,
+    rowKey: StatusRowKey,
+  ): Promise<void> {
     const { dataSource, events } = this.deps;
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order?.upstream_order_id) return;
+    const have: Array<{ kind: string; report_type: string }> = await dataSource.query(
+      `SELECT kind, report_type FROM order_documents WHERE order_id = $1 AND upstream_status = $2`,
+      [orderId, upstreamStatus],
+    );
+    const wanted = documentsFor(rowKey).filter(
+      (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
+    );
+    if (wanted.length === 0) return;
     const ref = { orderId: order.upstream_order_id };
-    const wanted = documentsFor(rowKey);
-    const stored: StoredDocument[] = [];
+    const fetched: Array<{
+      kind: StoredDocument['kind'];
+      reportType: string;
+      body: Buffer;
+      contentType: string;
+    }> = [];
     const missing: string[] = [];
     for (const doc of wanted) {
-      const existing: Array<{ id: string; content_type: string }> = await dataSource.query(
-        `SELECT id, content_type FROM order_documents WHERE order_id = $1 AND upstream_status = $2 AND kind = $3 AND report_type = $4`,
-        [orderId, upstreamStatus, doc.kind, doc.reportType],
-      );
-      if (existing[0]) {
-        stored.push({ id: String(existing[0].id), ...doc, contentType: existing[0].content_type });
-        continue;
-      }
-      let body: Buffer;
-      let contentType: string;
       try {
         if (doc.kind === 'results') {
-          ({ body, contentType } = await this.client.getResults(ref, doc.reportType as 'JSON'));
+          const d = await this.client.getResults(ref, doc.reportType as 'JSON');
+          fetched.push({ ...doc, body: d.body, contentType: d.contentType });
         } else if (doc.kind === 'failure') {
-          ({ body, contentType } = await this.client.getFailureReport(
-            ref,
-            doc.reportType as 'JSON',
-          ));
+          const d = await this.client.getFailureReport(ref, doc.reportType as 'JSON');
+          fetched.push({ ...doc, body: d.body, contentType: d.contentType });
         } else {
           const qc = await this.client.getQcReport(order.upstream_order_id, 'results', 'latest');
-          body = Buffer.from(JSON.stringify(qc.report));
-          contentType = 'application/json';
+          fetched.push({
+            ...doc,
+            body: Buffer.from(JSON.stringify({ round: qc.round, report: qc.report })),
+            contentType: 'application/json',
+          });
         }
       } catch (error) {
         if (isTransient(error)) throw error;
         missing.push(`${doc.kind} ${doc.reportType}: ${describe(error)}`);
-        continue;
       }
-      const rows: Array<{ id: string }> = await dataSource.query(
-        `INSERT INTO order_documents (order_id, upstream_status, kind, report_type, content_type, body)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (order_id, upstream_status, kind, report_type) DO UPDATE SET fetched_at = order_documents.fetched_at
-         RETURNING id`,
-        [orderId, upstreamStatus, doc.kind, doc.reportType, contentType, body],
-      );
-      stored.push({ id: String(rows[0]!.id), ...doc, contentType });
     }
     await dataSource.transaction(async (manager) => {
+      const stored: StoredDocument[] = [];
+      for (const doc of fetched) {
+        const rows: Array<{ id: string }> = await manager.query(
+          `INSERT INTO order_documents (order_id, upstream_status, kind, report_type, content_type, body)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (order_id, upstream_status, kind, report_type) DO NOTHING
+           RETURNING id`,
+          [orderId, upstreamStatus, doc.kind, doc.reportType, doc.contentType, doc.body],
+        );
+        if (rows[0]) {
+          stored.push({
+            id: String(rows[0].id),
+            kind: doc.kind,
+            reportType: doc.reportType,
+            contentType: doc.contentType,
+          });
+        }
+      }
       await manager.query(`UPDATE orders SET documents_fetched_for = $2 WHERE id = $1`, [
         orderId,
         upstreamStatus,
@@ -686,6 +708,7 @@ export class OrderLifecycleService {
           detail: {
             upstreamStatus,
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
+            bytes: fetched.reduce((n, d) => n + d.body.length, 0),
             missing,
           },
         },

@@ -156,8 +156,9 @@ export class OrderPollerService {
         );
       }
     }
-    const acked = await this.acknowledgeStored(reports);
-    if (acked > 0) calls++;
+    const ack = await this.acknowledgeStored(reports);
+    if (ack.called) calls++;
+    const acked = ack.acknowledged;
     const stats: PollCycleStats = {
       startedAt: new Date(started).toISOString(),
       durationMs: Date.now() - started,
@@ -179,9 +180,10 @@ export class OrderPollerService {
    */
   private async acknowledgeStored(
     reports: Array<{ report_id: string; order_id?: string; [key: string]: unknown }>,
-  ): Promise<number> {
+  ): Promise<{ called: boolean; acknowledged: number }> {
+    const none = { called: false, acknowledged: 0 };
     const candidates = reports.filter((r) => r.order_id);
-    if (candidates.length === 0) return 0;
+    if (candidates.length === 0) return none;
     const rows: Array<{ upstream_order_id: string; kind: string }> =
       await this.deps.dataSource.query(
         `SELECT DISTINCT o.upstream_order_id, d.kind FROM order_documents d JOIN orders o ON o.id = d.order_id
@@ -195,8 +197,8 @@ export class OrderPollerService {
         return stored.has(`${r.order_id}|${kind}`);
       })
       .map((r) => r.report_id);
-    if (ids.length === 0) return 0;
+    if (ids.length === 0) return none;
     const result = await this.deps.client.acknowledgeReports(ids);
-    return result.acknowledged;
+    return { called: true, acknowledged: result.acknowledged };
   }
 }

@@ -276,10 +276,23 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
     const calls = await db.query(`SELECT detail FROM audit_events WHERE kind = 'upstream.call'`);
     expect(calls.rows.length).toBeGreaterThan(10);
     expect(JSON.stringify(calls.rows)).not.toMatch(/https?:\/\//);
-    // Reports acknowledged once stored.
+    // Reports acknowledged (POST /reports) only once their documents are stored.
     await poller.runNow();
     const stats = await poller.runNow();
     expect(stats!.upstreamCalls).toBeLessThanOrEqual(3 + stats!.changed);
+    const upstreamIdOf = async (id: string) =>
+      (await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id])).rows[0]
+        .upstream_order_id as string;
+    const reportOf = async (id: string) => {
+      const upstreamId = await upstreamIdOf(id);
+      return [...sandbox.state.reports.values()].filter((r) => r.orderId === upstreamId);
+    };
+    expect((await reportOf(delivered)).map((r) => [r.kind, r.acknowledged])).toEqual([
+      ['results', true],
+    ]);
+    expect((await reportOf(failed)).map((r) => [r.kind, r.acknowledged])).toEqual([
+      ['failure', true],
+    ]);
   });
 
   it('a clinician bypasses a QC rejection (REST, who and why), the order goes on to DELIVERED', async () => {

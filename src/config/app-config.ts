@@ -100,6 +100,8 @@ const envSchema = z.object({
   MLLP_PORT: port(2575),
   MLLP_HOST: z.string().default('0.0.0.0'),
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
+  MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
+  MLLP_MAX_CONNECTIONS: positiveInt(1000),
   MLLP_TLS_CERT_FILE: z.string().optional(),
   MLLP_TLS_KEY_FILE: z.string().optional(),
   MLLP_TLS_CA_FILE: z.string().optional(),

@@ -58,6 +58,11 @@ export class MllpDecoder {
   private totalDiscarded = 0;
   private errors: Hl7Error[] = [];
 
+  /** True while a frame has started (VT seen) and has not ended yet. */
+  get hasPartialFrame(): boolean {
+    return this.inFrame;
+  }
+
   constructor(options: MllpDecoderOptions = {}) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
   }

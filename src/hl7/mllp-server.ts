@@ -24,7 +24,8 @@ export type MllpServerEvent =
   | { type: 'handler-error'; connectionId: string; error: unknown }
   | { type: 'oversize-frame'; connectionId: string; detail: string }
   | { type: 'discarded-bytes'; connectionId: string; bytes: number }
-  | { type: 'socket-error'; connectionId: string; error: Error };
+  | { type: 'socket-error'; connectionId: string; error: Error }
+  | { type: 'frame-timeout'; connectionId: string; ms: number };
 
 export interface MllpServerOptions {
   handler: MllpHandler;
@@ -37,6 +38,19 @@ export interface MllpServerOptions {
   tls?: tls.TlsOptions;
   /** Close a connection idle for this long; 0 (default) keeps connections open indefinitely. */
   idleTimeoutMs?: number;
+  /**
+   * A frame that has started (VT) must end (FS CR) within this time, or the connection is
+   * closed: a slow-loris sender cannot hold a connection and its buffer forever. Default 30 s;
+   * 0 disables it. Idle connections between messages are not affected.
+   */
+  frameTimeoutMs?: number;
+  /** Connections accepted at once (default 1000); more are refused by the kernel's backlog. */
+  maxConnections?: number;
+  /**
+   * Messages received but not yet answered on one connection before reading from it pauses
+   * (default 8): a sender pipelining without reading its ACKs cannot fill our memory.
+   */
+  maxQueuedMessages?: number;
   onEvent?: (event: MllpServerEvent) => void;
   /** Control ID generator for the fallback AR sent when the handler throws. */
   controlIdGenerator?: () => string;
@@ -51,6 +65,8 @@ interface Connection {
   queue: Buffer[];
   busy: boolean;
   closing: boolean;
+  frameTimer?: NodeJS.Timeout;
+  paused: boolean;
 }
 
 /**
@@ -76,6 +92,7 @@ export class MllpServer {
     this.server = options.tls
       ? tls.createServer({ ...options.tls, allowHalfOpen: true }, onSocket)
       : net.createServer({ allowHalfOpen: true }, onSocket);
+    this.server.maxConnections = options.maxConnections ?? 1000;
     // Every TCP socket, including TLS ones still in their handshake, so close() can end them.
     this.server.on('connection', (raw: net.Socket) => {
       this.rawSockets.add(raw);
@@ -108,6 +125,13 @@ export class MllpServer {
 
   get connectionCount(): number {
     return this.connections.size;
+  }
+
+  /** Messages received and not yet handed to the handler, over all connections. */
+  get queuedMessages(): number {
+    let n = 0;
+    for (const conn of this.connections.values()) n += conn.queue.length;
+    return n;
   }
 
   /**
@@ -153,6 +177,7 @@ export class MllpServer {
       queue: [],
       busy: false,
       closing: false,
+      paused: false,
     };
     this.connections.set(conn.id, conn);
     socket.setNoDelay(true);
@@ -174,6 +199,7 @@ export class MllpServer {
       this.endIfIdle(conn);
     });
     socket.on('close', () => {
+      if (conn.frameTimer) clearTimeout(conn.frameTimer);
       this.connections.delete(conn.id);
       conn.queue.length = 0;
       this.emit({
@@ -192,6 +218,11 @@ export class MllpServer {
       this.emit({ type: 'discarded-bytes', connectionId: conn.id, bytes: result.discardedBytes });
     }
     conn.queue.push(...result.messages);
+    this.watchPartialFrame(conn);
+    if (conn.queue.length >= (this.options.maxQueuedMessages ?? 8) && !conn.paused) {
+      conn.paused = true;
+      conn.socket.pause();
+    }
     if (result.errors.length > 0) {
       for (const error of result.errors) {
         this.emit({ type: 'oversize-frame', connectionId: conn.id, detail: error.message });
@@ -204,12 +235,33 @@ export class MllpServer {
     void this.pump(conn);
   }
 
+  private watchPartialFrame(conn: Connection): void {
+    const limit = this.options.frameTimeoutMs ?? 30_000;
+    if (!limit) return;
+    if (conn.decoder.hasPartialFrame) {
+      if (!conn.frameTimer) {
+        conn.frameTimer = setTimeout(() => {
+          this.emit({ type: 'frame-timeout', connectionId: conn.id, ms: limit });
+          conn.socket.destroy();
+        }, limit);
+        conn.frameTimer.unref();
+      }
+    } else if (conn.frameTimer) {
+      clearTimeout(conn.frameTimer);
+      conn.frameTimer = undefined;
+    }
+  }
+
   private async pump(conn: Connection): Promise<void> {
     if (conn.busy) return;
     conn.busy = true;
     try {
       while (conn.queue.length > 0 && !conn.socket.destroyed) {
         const message = conn.queue.shift() as Buffer;
+        if (conn.paused && !conn.closing && conn.queue.length < 2) {
+          conn.paused = false;
+          conn.socket.resume();
+        }
         const reply = await this.handle(conn, message);
         if (reply.length > 0 && !conn.socket.destroyed) {
           await new Promise<void>((resolve) => {

@@ -62,6 +62,8 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
       host: this.config.MLLP_HOST,
       port: this.config.MLLP_PORT,
       maxMessageBytes: this.config.MLLP_MAX_MESSAGE_BYTES,
+      frameTimeoutMs: this.config.MLLP_FRAME_TIMEOUT_SECONDS * 1000,
+      maxConnections: this.config.MLLP_MAX_CONNECTIONS,
       tls,
       onEvent: (event) => {
         switch (event.type) {
@@ -84,6 +86,7 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
             break;
           case 'oversize-frame':
           case 'discarded-bytes':
+          case 'frame-timeout':
             this.logger.warn(
               { connectionId: event.connectionId, event: event.type },
               'mllp framing problem',

@@ -18,7 +18,6 @@ describe('MLLP server against hostile peers (real sockets)', () => {
   const events: MllpServerEvent[] = [];
   let inFlight = 0;
   let maxInFlight = 0;
-  let handled = 0;
 
   beforeAll(async () => {
     server = new MllpServer({
@@ -31,7 +30,6 @@ describe('MLLP server against hostile peers (real sockets)', () => {
         maxInFlight = Math.max(maxInFlight, inFlight);
         await sleep(2);
         inFlight--;
-        handled++;
         return Buffer.from(
           `MSH|^~\\&|A|B|C|D|||ACK|X|P|2.3.1\rMSA|AA|${/MSG-\d+/.exec(message.toString())![0]}\r`,
         );

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { pgJson, pgText } from '../common/pg-safe';
 import type { AuditSeverity } from '../persistence/entities/audit-event.entity';
 import type { AuditEventKind } from './audit-event.kinds';
 
@@ -34,8 +35,8 @@ export async function writeAuditEvents(
       e.kind,
       e.severity ?? 'info',
       e.actor ?? null,
-      e.summary,
-      JSON.stringify(scrubSecrets(e.detail ?? {})),
+      pgText(e.summary),
+      pgJson(scrubSecrets(e.detail ?? {})),
     );
   }
   await manager.query(

@@ -70,7 +70,9 @@ const REQUIRED_BINDINGS: Record<string, Record<string, readonly string[]>> = {
 };
 
 function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[] {
-  const rules = REQUIRED_BINDINGS[resource.resourceType];
+  const rules = Object.hasOwn(REQUIRED_BINDINGS, resource.resourceType)
+    ? REQUIRED_BINDINGS[resource.resourceType]
+    : undefined;
   const issues: OperationOutcomeIssue[] = [];
   if (rules) {
     for (const [element, codes] of Object.entries(rules)) {
@@ -86,8 +88,14 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
       }
     }
   }
-  const contained = (resource as { contained?: Resource[] }).contained ?? [];
-  contained.forEach((c, i) => issues.push(...checkBindings(c, `${path}.contained[${i}]`)));
+  const contained: unknown = (resource as { contained?: unknown }).contained;
+  if (Array.isArray(contained)) {
+    contained.forEach((c: unknown, i) => {
+      if (c && typeof c === 'object' && typeof (c as Resource).resourceType === 'string') {
+        issues.push(...checkBindings(c as Resource, `${path}.contained[${i}]`));
+      }
+    });
+  }
   return issues;
 }
 
@@ -129,9 +137,20 @@ export function validateFhirResource(
     }
   }
   issues.push(...checkBindings(resource, path));
-  if (resource.resourceType === 'Bundle') {
-    ((resource as Bundle).entry ?? []).forEach((e, i) => {
-      if (e.resource) issues.push(...checkBindings(e.resource, `${path}.entry[${i}].resource`));
+  const entries: unknown =
+    resource.resourceType === 'Bundle' ? (resource as Bundle).entry : undefined;
+  // Hostile bodies reach this point too: the structure validator has reported a non-array
+  // `entry` or a non-object entry; do not trip over them here.
+  if (Array.isArray(entries)) {
+    entries.forEach((e: unknown, i) => {
+      const inner = e && typeof e === 'object' ? (e as { resource?: unknown }).resource : undefined;
+      if (
+        inner &&
+        typeof inner === 'object' &&
+        typeof (inner as Resource).resourceType === 'string'
+      ) {
+        issues.push(...checkBindings(inner as Resource, `${path}.entry[${i}].resource`));
+      }
     });
   }
   return issues;

@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { AuditEventInput } from '../audit/audit-writer';
 import { writeAuditEvents } from '../audit/audit-writer';
+import { pgSafeDeep } from '../common/pg-safe';
 import { uuidv7 } from '../common/uuid-v7';
 import type { JobQueue } from '../jobs/job-queue';
 import type { InboundTransport } from '../persistence/entities/inbound-message.entity';
@@ -140,9 +141,11 @@ export class OrderIntakeService {
   ) {}
 
   async ingest(
-    input: IntakeInput,
+    unsafeInput: IntakeInput,
     respond: (outcome: IntakeOutcome) => IntakeResponse,
   ): Promise<IntakeReply> {
+    // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
+    const input = pgSafeDeep(unsafeInput);
     // Four round trips on the common path (BEGIN, lock-and-find, one insert statement,
     // COMMIT): this is the hot path of every front door (bench/mllp-ingest).
     const runner = this.dataSource.createQueryRunner();
@@ -523,7 +526,8 @@ export class OrderIntakeService {
   }
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */
-  async recordRejected(input: RejectionInput): Promise<string> {
+  async recordRejected(unsafeInput: RejectionInput): Promise<string> {
+    const input = pgSafeDeep(unsafeInput);
     return this.dataSource.transaction(async (manager) => {
       const rows: Array<{ id: string }> = await manager.query(
         `INSERT INTO inbound_messages

@@ -3,6 +3,7 @@
  * sender can put one anywhere. Values derived from input (never the raw bytes, which are kept
  * as bytea, byte for byte) pass through these before they are stored, NUL becoming U+FFFD.
  */
+// eslint-disable-next-line no-control-regex -- matching NUL is the point
 const NUL = /\u0000/g;
 
 export function pgText<T extends string | null | undefined>(value: T): T {

@@ -171,7 +171,7 @@ describe('hostile input fuzzing (seeded, bounded)', () => {
       try {
         reply = await client.send(message);
       } catch (error) {
-        throw new Error(`input ${i} got no answer: ${(error as Error).message}`);
+        throw new Error(`input ${i} got no answer: ${(error as Error).message}`, { cause: error });
       }
       let code: string;
       try {

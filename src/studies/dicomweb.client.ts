@@ -127,7 +127,9 @@ export class DicomWebClient {
         }
       }
     } catch (error) {
-      out?.destroy();
+      // Finish (not destroy) the file: destroying it with writes in flight makes fs report
+      // them as failed writes after we have moved on.
+      if (out) await closeQuietly(out);
       res.body.destroy();
       await Promise.all(files.map((f) => rm(f.path, { force: true })));
       if (error instanceof StudyError) throw error;
@@ -182,4 +184,12 @@ function int(el: { Value?: unknown[] } | undefined): number | undefined {
   const v = el?.Value?.[0];
   const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
   return Number.isInteger(n) ? n : undefined;
+}
+
+async function closeQuietly(stream: ReturnType<typeof createWriteStream>): Promise<void> {
+  if (stream.closed) return;
+  stream.on('error', () => undefined);
+  const closed = once(stream, 'close').catch(() => undefined);
+  stream.end();
+  await closed;
 }

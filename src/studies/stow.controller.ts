@@ -59,7 +59,9 @@ export class StowController {
     const length = Number(req.headers['content-length']);
     try {
       const outcome = await this.stow.receive({
-        body: req,
+        // Not destroyed when reading stops early (size limit): the answer must still go out
+        // on this socket, which closes after it (Connection: close).
+        body: req.iterator({ destroyOnReturn: false }),
         contentType: req.headers['content-type'],
         contentLength: Number.isFinite(length) ? length : undefined,
         targetStudyUid,
@@ -72,7 +74,7 @@ export class StowController {
     } catch (error) {
       if (!(error instanceof StudyError)) throw error;
       // The rest of an unread body is not worth receiving: close the connection after answering.
-      if (!req.readableEnded) res.setHeader('Connection', 'close');
+      res.setHeader('Connection', 'close');
       sendProblem(req, res, STATUS[error.code], error.code, error.message);
     }
   }

@@ -139,7 +139,9 @@ export class StowService {
         }
       }
     } catch (error) {
-      out?.destroy();
+      // Finish (not destroy) the file: destroying it with writes in flight makes fs report
+      // them as failed writes after we have moved on.
+      if (out) await closeQuietly(out);
       await Promise.all(
         [tempPath, ...accepted.map((a) => a.tempPath)]
           .filter(Boolean)
@@ -292,4 +294,12 @@ async function* countBytes(source: AsyncIterable<Buffer>, limit: number): AsyncG
     if (total > limit) throw new StudyError('too_large', `the request body exceeds ${limit} bytes`);
     yield chunk;
   }
+}
+
+async function closeQuietly(stream: ReturnType<typeof createWriteStream>): Promise<void> {
+  if (stream.closed) return;
+  stream.on('error', () => undefined);
+  const closed = once(stream, 'close').catch(() => undefined);
+  stream.end();
+  await closed;
 }

@@ -125,7 +125,7 @@ export async function upsertInstance(
     `INSERT INTO study_instances (study_instance_uid, series_instance_uid, sop_instance_uid,
         sop_class_uid, transfer_syntax_uid, accession_number, source, sender, order_id, file_path,
         size_bytes, header, received_at, matched_at, hold_until)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, CASE WHEN $9::uuid IS NULL THEN NULL ELSE $13 END, $14)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::timestamptz, CASE WHEN $9::uuid IS NULL THEN NULL ELSE $13::timestamptz END, $14::timestamptz)
      ON CONFLICT (sop_instance_uid) DO UPDATE SET
         study_instance_uid = EXCLUDED.study_instance_uid,
         series_instance_uid = EXCLUDED.series_instance_uid,

@@ -1,0 +1,380 @@
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import { request } from 'undici';
+import pino from 'pino';
+import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/studies/study.ports';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import {
+  createMrBrainStudy,
+  generateUid,
+  IMPLICIT_VR_LITTLE_ENDIAN,
+  notDicomBytes,
+  shortPixelData,
+  truncatePixelData,
+} from '../helpers/dicom-factory';
+import { insertOrder, multipartRelated, readZip, sha256 } from './study-test-support';
+
+type DicomJson = Record<
+  string,
+  { vr: string; Value?: Array<Record<string, { Value: unknown[] }>> }
+>;
+
+/** STOW-RS (PS3.18 §10.5) into the running adapter: storage, validation, matching, holding. */
+describe('STOW-RS endpoint POST /dicomweb/studies', () => {
+  let adapter: TestAdapter;
+  const MAX_BYTES = 8 * 1024 * 1024;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      STUDY_UNMATCHED_HOLD_MINUTES: '60',
+      STOW_MAX_REQUEST_BYTES: String(MAX_BYTES),
+      JOBS_ENABLED: 'false',
+    });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
+  });
+
+  const stow = async (
+    body: Buffer,
+    contentType: string,
+    options: { path?: string; token?: string | null } = {},
+  ) => {
+    const res = await request(`${adapter.httpUrl}${options.path ?? '/dicomweb/studies'}`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        ...(options.token === null
+          ? {}
+          : { authorization: `Bearer ${options.token ?? TEST_TOKENS.sender}` }),
+      },
+      body,
+    });
+    const text = await res.body.text();
+    return {
+      status: res.statusCode,
+      contentType: String(res.headers['content-type']),
+      json: text ? (JSON.parse(text) as DicomJson) : {},
+    };
+  };
+
+  /**
+   * Sends a body the server may stop reading: node:http with an error listener, so the
+   * EPIPE/ECONNRESET of the unread rest cannot escape the test.
+   */
+  const postUnread = (body: Buffer, contentType: string, withLength: boolean) =>
+    new Promise<{ status: number; connection?: string }>((resolve, reject) => {
+      const req = httpRequest(`${adapter.httpUrl}/dicomweb/studies`, {
+        method: 'POST',
+        headers: {
+          'content-type': contentType,
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          ...(withLength ? { 'content-length': String(body.length) } : {}),
+        },
+      });
+      let answered = false;
+      req.on('response', (res) => {
+        answered = true;
+        res.resume();
+        resolve({ status: res.statusCode!, connection: res.headers.connection });
+      });
+      req.on('error', (err) => (answered ? undefined : reject(err)));
+      let at = 0;
+      const pump = (): void => {
+        while (at < body.length && !req.destroyed && !answered) {
+          const chunk = body.subarray(at, at + 256 * 1024);
+          at += chunk.length;
+          if (!req.write(chunk)) {
+            req.once('drain', pump);
+            return;
+          }
+        }
+        if (answered) req.destroy();
+        else if (!req.destroyed) req.end();
+      };
+      pump();
+    });
+
+  const items = (json: DicomJson, tag: '00081199' | '00081198') =>
+    (json[tag]?.Value ?? []).map((item) => ({
+      sopClassUid: item['00081150']?.Value[0],
+      sopInstanceUid: item['00081155']?.Value[0],
+      failureReason: item['00081197']?.Value[0],
+    }));
+
+  it('stores valid instances and refuses the others with PS3.18 failure reasons (202)', async () => {
+    const study = createMrBrainStudy({
+      series: [
+        { slices: 2, seriesDescription: 'T1' },
+        { slices: 2, seriesDescription: 'FLAIR', transferSyntaxUid: IMPLICIT_VR_LITTLE_ENDIAN },
+      ],
+    });
+    const truncated = createMrBrainStudy({ series: [{ slices: 1 }] })[0]!;
+    const short = createMrBrainStudy({ series: [{ slices: 1 }] })[0]!;
+    const { body, contentType } = multipartRelated([
+      { data: study[0]!.bytes },
+      { data: notDicomBytes() },
+      { data: study[1]!.bytes },
+      { data: truncatePixelData(truncated.bytes, 100) },
+      { data: study[2]!.bytes },
+      { data: shortPixelData(short.bytes, 64) },
+      { data: study[3]!.bytes },
+    ]);
+    const res = await stow(body, contentType);
+    expect(res.status).toBe(202);
+    expect(res.contentType).toMatch(/^application\/dicom\+json/);
+    expect(items(res.json, '00081199')).toEqual(
+      study.map((i) => ({
+        sopClassUid: '1.2.840.10008.5.1.4.1.1.4',
+        sopInstanceUid: i.sopInstanceUid,
+        failureReason: undefined,
+      })),
+    );
+    expect(items(res.json, '00081198')).toEqual([
+      { sopClassUid: undefined, sopInstanceUid: undefined, failureReason: 0xc000 },
+      {
+        sopClassUid: '1.2.840.10008.5.1.4.1.1.4',
+        sopInstanceUid: truncated.sopInstanceUid,
+        failureReason: 0xa900,
+      },
+      {
+        sopClassUid: '1.2.840.10008.5.1.4.1.1.4',
+        sopInstanceUid: short.sopInstanceUid,
+        failureReason: 0xa900,
+      },
+    ]);
+
+    // Stored byte for byte on disk, recorded, unmatched (no order yet), held.
+    const rows = (await adapter.dataSource.query(
+      `SELECT sop_instance_uid, file_path, order_id, hold_until > now() AS held, source
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [study[0]!.studyInstanceUid],
+    )) as Array<{
+      sop_instance_uid: string;
+      file_path: string;
+      order_id: string | null;
+      held: boolean;
+      source: string;
+    }>;
+    expect(rows).toHaveLength(4);
+    for (const r of rows) {
+      expect(r).toMatchObject({ order_id: null, held: true, source: 'stow' });
+      const original = study.find((i) => i.sopInstanceUid === r.sop_instance_uid)!;
+      expect(sha256(await readFile(r.file_path))).toBe(sha256(original.bytes));
+    }
+    const [event] = (await adapter.dataSource.query(
+      `SELECT severity, actor, detail FROM audit_events WHERE kind = 'study.received'
+        AND detail->'studies' ? $1`,
+      [study[0]!.studyInstanceUid],
+    )) as Array<{
+      severity: string;
+      actor: string;
+      detail: { stored: number; refused: Array<{ reason: string }> };
+    }>;
+    expect(event).toMatchObject({ severity: 'warning', actor: expect.stringMatching(/^sender#/) });
+    expect(event!.detail.stored).toBe(4);
+    expect(event!.detail.refused.map((r) => r.reason)).toEqual([
+      'not a DICOM Part 10 file (no DICM prefix)',
+      'pixel data truncated: 2048 bytes declared, 100 present',
+      'pixel data incomplete: 64 bytes, rows × columns × frames × samples needs 2048',
+    ]);
+  });
+
+  it('answers 409 when nothing could be stored, and 200 when everything was', async () => {
+    const none = multipartRelated([{ data: notDicomBytes() }]);
+    const refused = await stow(none.body, none.contentType);
+    expect(refused.status).toBe(409);
+    expect(items(refused.json, '00081198')).toEqual([
+      { sopClassUid: undefined, sopInstanceUid: undefined, failureReason: 0xc000 },
+    ]);
+    expect(refused.json['00081199']).toBeUndefined();
+
+    const study = createMrBrainStudy({ series: [{ slices: 2 }] });
+    const all = multipartRelated(study.map((i) => ({ data: i.bytes })));
+    const ok = await stow(all.body, all.contentType);
+    expect(ok.status).toBe(200);
+    expect(items(ok.json, '00081199')).toHaveLength(2);
+    expect(ok.json['00081198']).toBeUndefined();
+  });
+
+  it('refuses instances of another study when the path names one', async () => {
+    const target = createMrBrainStudy({ series: [{ slices: 1 }] });
+    const other = createMrBrainStudy({ series: [{ slices: 1 }] });
+    const { body, contentType } = multipartRelated([
+      { data: target[0]!.bytes },
+      { data: other[0]!.bytes },
+    ]);
+    const res = await stow(body, contentType, {
+      path: `/dicomweb/studies/${target[0]!.studyInstanceUid}`,
+    });
+    expect(res.status).toBe(202);
+    expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+      target[0]!.sopInstanceUid,
+    ]);
+    expect(items(res.json, '00081198')).toEqual([
+      expect.objectContaining({ sopInstanceUid: other[0]!.sopInstanceUid, failureReason: 0xa900 }),
+    ]);
+  });
+
+  it('checks credentials, media type, multipart form and size before storing anything', async () => {
+    const { body, contentType } = multipartRelated([
+      { data: createMrBrainStudy({ series: [{ slices: 1 }] })[0]!.bytes },
+    ]);
+    expect((await stow(body, contentType, { token: null })).status).toBe(401);
+    expect((await stow(body, contentType, { token: TEST_TOKENS.analyst })).status).toBe(403);
+    expect((await stow(body, 'application/dicom')).status).toBe(415);
+    expect(
+      (await stow(body, contentType.replace('application/dicom', 'application/dicom+json'))).status,
+    ).toBe(415);
+    expect((await stow(body, 'multipart/related; type="application/dicom"')).status).toBe(400);
+    // The closing delimiter is missing: the body ends inside a part.
+    expect((await stow(body.subarray(0, body.length - 30), contentType)).status).toBe(400);
+    // Too large: refused from the Content-Length before reading; without one (chunked), once
+    // the limit is passed while reading. Either way the connection closes after the answer.
+    const big = multipartRelated([{ data: Buffer.alloc(MAX_BYTES + 1) }]);
+    expect(await postUnread(big.body, big.contentType, true)).toEqual({
+      status: 413,
+      connection: 'close',
+    });
+    expect(await postUnread(big.body, big.contentType, false)).toEqual({
+      status: 413,
+      connection: 'close',
+    });
+    // Nothing half-received is left behind.
+    expect(readdirSync(join(adapter.dataDir, 'studies', 'incoming'))).toEqual([]);
+    expect(
+      (await stow(body, contentType, { path: '/dicomweb/studies/..%2F..%2Fetc' })).status,
+    ).toBe(400);
+  });
+
+  it('matches pushed instances to an order by accession number; acquire() packages them after the quiet period', async () => {
+    const orderId = await insertOrder(adapter.dataSource, { accessionNumber: 'STOW-ACC-77' });
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'STOW-ACC-77' },
+      series: [{ slices: 3, seriesDescription: 'T1' }],
+    });
+    const { body, contentType } = multipartRelated(study.map((i) => ({ data: i.bytes })));
+    expect((await stow(body, contentType)).status).toBe(200);
+
+    const rows = (await adapter.dataSource.query(
+      `SELECT order_id, hold_until FROM study_instances WHERE study_instance_uid = $1`,
+      [study[0]!.studyInstanceUid],
+    )) as Array<{ order_id: string; hold_until: Date | null }>;
+    expect(rows).toEqual(Array(3).fill({ order_id: orderId, hold_until: null }));
+    const matched = (await adapter.dataSource.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'study.matched'`,
+      [orderId],
+    )) as Array<{ summary: string }>;
+    expect(matched).toEqual([
+      { summary: '3 received instance(s) matched to the order by accession' },
+    ]);
+
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const first = await acquirer.acquire({ orderId, accessionNumber: 'STOW-ACC-77' });
+    expect(first).toMatchObject({ status: 'waiting' });
+    await new Promise((r) => setTimeout(r, 1100));
+    const ready = await acquirer.acquire({ orderId, accessionNumber: 'STOW-ACC-77' });
+    if (ready.status !== 'ready') throw new Error(`expected ready: ${JSON.stringify(ready)}`);
+    expect(ready.study).toMatchObject({ source: 'stow', instanceCount: 3, seriesCount: 1 });
+    const zip = await readZip(ready.study.packagePath);
+    expect([...zip.values()].map(sha256).sort()).toEqual(study.map((i) => sha256(i.bytes)).sort());
+
+    await acquirer.release(orderId);
+    expect(existsSync(ready.study.packagePath)).toBe(false);
+    const left = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE order_id = $1`,
+      [orderId],
+    )) as Array<{ n: number }>;
+    expect(left[0]!.n).toBe(0);
+  });
+
+  it('holds unmatched instances: an order arriving later claims them; unclaimed ones expire', async () => {
+    const early = createMrBrainStudy({ series: [{ slices: 2 }] });
+    const orphan = createMrBrainStudy({ series: [{ slices: 1 }] });
+    const { body, contentType } = multipartRelated(
+      [...early, ...orphan].map((i) => ({ data: i.bytes })),
+    );
+    expect((await stow(body, contentType)).status).toBe(200);
+
+    // The order comes after its study (RIS slower than the modality).
+    const uid = early[0]!.studyInstanceUid;
+    const orderId = await insertOrder(adapter.dataSource, { studyInstanceUid: uid });
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    expect(await acquirer.acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+    });
+    const claimed = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE order_id = $1`,
+      [orderId],
+    )) as Array<{ n: number }>;
+    expect(claimed[0]!.n).toBe(2);
+
+    // An hour and a minute later (the configured hold is 60 minutes), the orphan goes.
+    const [orphanRow] = (await adapter.dataSource.query(
+      `SELECT file_path FROM study_instances WHERE sop_instance_uid = $1`,
+      [orphan[0]!.sopInstanceUid],
+    )) as Array<{ file_path: string }>;
+    expect(existsSync(orphanRow!.file_path)).toBe(true);
+    const later = new DefaultStudyAcquirer({
+      dataSource: adapter.dataSource,
+      paths: new StudyStoragePaths(adapter.dataDir),
+      logger: pino({ level: 'silent' }),
+      quietPeriodSeconds: 1,
+      now: () => new Date(Date.now() + 61 * 60_000),
+    });
+    expect(await later.expireUnmatched()).toBeGreaterThanOrEqual(1);
+    expect(existsSync(orphanRow!.file_path)).toBe(false);
+    const gone = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,
+      [orphan[0]!.sopInstanceUid],
+    )) as Array<{ n: number }>;
+    expect(gone[0]!.n).toBe(0);
+    // The claimed instances stay.
+    const kept = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE order_id = $1`,
+      [orderId],
+    )) as Array<{ n: number }>;
+    expect(kept[0]!.n).toBe(2);
+    const expired = (await adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.expired' AND detail->'studies' ? $1`,
+      [orphan[0]!.studyInstanceUid],
+    )) as Array<{ detail: { instances: number } }>;
+    expect(expired).toHaveLength(1);
+  });
+
+  it('keeps waiting while pushed instances keep arriving', async () => {
+    const uid = generateUid();
+    const orderId = await insertOrder(adapter.dataSource, { studyInstanceUid: uid });
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const series = (n: number, slices: number) =>
+      createMrBrainStudy({
+        study: { studyInstanceUid: uid },
+        series: [{ slices, seriesNumber: n, seriesDescription: `S${n}` }],
+      });
+    const s1 = series(1, 2);
+    let part = multipartRelated(s1.map((i) => ({ data: i.bytes })));
+    expect((await stow(part.body, part.contentType)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700));
+    const s2 = series(2, 1);
+    part = multipartRelated(s2.map((i) => ({ data: i.bytes })));
+    expect((await stow(part.body, part.contentType)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 700));
+    // 1.4 s after the first push but only 0.7 s after the last: still waiting.
+    expect(await acquirer.acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+      reason: '3 instance(s) received; waiting for the study to be complete',
+    });
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await acquirer.acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'ready',
+      study: { instanceCount: 3, seriesCount: 2, source: 'stow' },
+    });
+  });
+});

@@ -1,0 +1,270 @@
+import type {
+  Attachment,
+  CodeableConcept,
+  DiagnosticReport,
+  Device,
+  Identifier,
+  Observation,
+  Patient,
+  Reference,
+  ServiceRequest,
+  Task,
+} from '@medplum/fhirtypes';
+import type { PublicationInput } from './publication.model';
+
+/**
+ * Task and DiagnosticReport (FHIR R4) for one publication. Identifiers are deterministic (the
+ * order id), and the publisher writes them with a conditional update on that identifier
+ * (R4 http.html#cond-update), so a resend is an update, never a second resource.
+ *
+ * R4 does not allow a Device as DiagnosticReport.performer (Practitioner | PractitionerRole |
+ * Organization | CareTeam): the AI product is a contained Device referenced as Task.owner
+ * (which allows Device) and as Observation.device of every measurement.
+ */
+export const ADAPTER_SYSTEM = {
+  order: 'urn:imaging-ai-adapter:order',
+  report: 'urn:imaging-ai-adapter:diagnostic-report',
+  upstreamStatus: 'urn:imaging-ai-adapter:upstream-status',
+  measurement: 'urn:imaging-ai-adapter:measurement',
+} as const;
+
+const UCUM = 'http://unitsofmeasure.org';
+const LOINC = 'http://loinc.org';
+/** v2 table 0074 diagnostic service section, RAD = radiology (R4 DiagnosticReport.category example binding). */
+const IMAGING_CATEGORY: CodeableConcept = {
+  coding: [
+    { system: 'http://terminology.hl7.org/CodeSystem/v2-0074', code: 'RAD', display: 'Radiology' },
+    { system: LOINC, code: 'LP29684-5', display: 'Radiology' },
+  ],
+  text: 'imaging',
+};
+/** R4 observation-category `imaging`. */
+const OBSERVATION_CATEGORY: CodeableConcept = {
+  coding: [
+    {
+      system: 'http://terminology.hl7.org/CodeSystem/observation-category',
+      code: 'imaging',
+      display: 'Imaging',
+    },
+  ],
+};
+/** v3 ObservationInterpretation: L low, N normal, H high. */
+const INTERPRETATION = {
+  low: { code: 'L', display: 'Low' },
+  normal: { code: 'N', display: 'Normal' },
+  high: { code: 'H', display: 'High' },
+} as const;
+
+export function taskIdentifier(orderId: string): Identifier {
+  return { system: ADAPTER_SYSTEM.order, value: orderId };
+}
+
+export function reportIdentifier(orderId: string): Identifier {
+  return { system: ADAPTER_SYSTEM.report, value: orderId };
+}
+
+function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
+  if (input.serviceRequest) return { reference: input.serviceRequest };
+  const placer = input.order.request.placerOrderNumber;
+  return {
+    type: 'ServiceRequest',
+    identifier: {
+      ...(placer?.system ? { system: placer.system } : {}),
+      value: placer?.value ?? input.order.placerOrderNumber ?? input.orderId,
+    },
+  };
+}
+
+function subjectRef(input: PublicationInput): Reference<Patient> {
+  if (input.patientReference) return { reference: input.patientReference };
+  const id = input.order.request.patient.identifiers[0];
+  return {
+    type: 'Patient',
+    identifier: { ...(id?.system ? { system: id.system } : {}), value: id?.value ?? 'unknown' },
+  };
+}
+
+function deviceResource(input: PublicationInput): Device {
+  const d = input.device;
+  return {
+    resourceType: 'Device',
+    id: 'ai-device',
+    ...(d.udi ? { udiCarrier: [{ deviceIdentifier: d.udi }] } : {}),
+    identifier: [{ system: 'urn:dicom:uid', value: `urn:oid:${d.uid}` }],
+    manufacturer: d.manufacturer,
+    deviceName: [{ name: d.name, type: 'manufacturer-name' }],
+    version: [{ value: d.version }],
+  };
+}
+
+function reportCode(input: PublicationInput): CodeableConcept {
+  const p = input.order.request.procedure;
+  const text = `AI analysis (${input.order.request.products.join(', ') || 'imaging'})`;
+  if (!p?.code) return { text };
+  const system =
+    p.system === 'LN' || p.system === 'LOINC'
+      ? LOINC
+      : p.system && /^(https?:|urn:)/.test(p.system)
+        ? p.system
+        : undefined;
+  return {
+    coding: [
+      { ...(system ? { system } : {}), code: p.code, ...(p.display ? { display: p.display } : {}) },
+    ],
+    text,
+  };
+}
+
+/** Task.status / statusReason / businessStatus per the row (DESIGN.md section 4). */
+export function buildTask(input: PublicationInput): Task {
+  const { row } = input;
+  const reason = [row.task.reason, input.reason].filter(Boolean).join(': ');
+  const hasReport = row.report !== undefined && row.terminal;
+  return {
+    resourceType: 'Task',
+    contained: [deviceResource(input)],
+    identifier: [taskIdentifier(input.orderId)],
+    basedOn: [serviceRequestRef(input)],
+    status: row.task.status,
+    ...(reason ? { statusReason: { text: reason } } : {}),
+    businessStatus: {
+      coding: [
+        {
+          system: ADAPTER_SYSTEM.upstreamStatus,
+          code: input.upstreamStatus ?? row.key,
+        },
+      ],
+      text: row.note,
+    },
+    intent: 'order',
+    code: {
+      coding: [
+        {
+          system: 'http://hl7.org/fhir/CodeSystem/task-code',
+          code: 'fulfill',
+          display: 'Fulfill the focal request',
+        },
+      ],
+    },
+    focus: serviceRequestRef(input),
+    for: subjectRef(input),
+    authoredOn: input.order.createdAt,
+    lastModified: input.statusAt,
+    owner: { reference: '#ai-device', display: input.device.name },
+    ...(hasReport
+      ? {
+          output: [
+            {
+              type: { text: 'DiagnosticReport' },
+              valueReference: {
+                type: 'DiagnosticReport',
+                identifier: reportIdentifier(input.orderId),
+              },
+            },
+          ],
+        }
+      : {}),
+  };
+}
+
+function conclusionOf(input: PublicationInput): string {
+  const { row } = input;
+  if (row.report === 'final' || row.report === 'corrected') {
+    const parts = [input.results?.impression ?? 'See the attached report.'];
+    if (input.results?.caveat) parts.push(input.results.caveat);
+    else if (input.results?.qcBypassed || input.qcBypass) {
+      parts.push('QC failure was bypassed on user request: interpret with caution.');
+    }
+    return parts.join(' ');
+  }
+  return [row.conclusion ?? 'No result.', input.reason].filter(Boolean).join(' ');
+}
+
+/** The DiagnosticReport of a terminal row (final/corrected results, or cancelled with the reason). */
+export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport {
+  const { row } = input;
+  const isResult = row.report === 'final' || row.report === 'corrected';
+  const status = isResult && input.correction ? 'corrected' : (row.report ?? 'cancelled');
+  const subject = subjectRef(input);
+  const observations: Observation[] = [];
+  if (isResult && input.results) {
+    let n = 0;
+    for (const f of input.results.findings) {
+      for (const m of f.measurements) {
+        n += 1;
+        observations.push({
+          resourceType: 'Observation',
+          id: `m${n}`,
+          status: status === 'corrected' ? 'corrected' : 'final',
+          category: [OBSERVATION_CATEGORY],
+          code: {
+            coding: [{ system: ADAPTER_SYSTEM.measurement, code: m.id, display: m.label }],
+            text: m.label,
+          },
+          subject,
+          effectiveDateTime: input.statusAt,
+          valueQuantity: { value: m.value, unit: m.unitDisplay, system: UCUM, code: m.ucum },
+          ...(f.flag && m.quantity === 'volume'
+            ? {
+                interpretation: [
+                  {
+                    coding: [
+                      {
+                        system:
+                          'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation',
+                        ...INTERPRETATION[f.flag],
+                      },
+                    ],
+                  },
+                ],
+              }
+            : {}),
+          device: { reference: '#ai-device' },
+        });
+      }
+    }
+  }
+  const forms: Attachment[] = [];
+  if (input.pdf) {
+    forms.push({
+      contentType: 'application/pdf',
+      data: input.pdf.toString('base64'),
+      title: isResult ? 'AI analysis report' : 'Failure report',
+    });
+  }
+  if (input.qcReport !== undefined) {
+    forms.push({
+      contentType: 'application/json',
+      data: Buffer.from(JSON.stringify(input.qcReport)).toString('base64'),
+      title: 'Quality control report',
+    });
+  }
+  const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;
+  return {
+    resourceType: 'DiagnosticReport',
+    contained: [deviceResource(input), ...observations],
+    identifier: [reportIdentifier(input.orderId)],
+    basedOn: [serviceRequestRef(input)],
+    status,
+    category: [IMAGING_CATEGORY],
+    code: reportCode(input),
+    subject,
+    effectiveDateTime: input.order.request.requestedAt ?? input.order.createdAt,
+    issued: input.statusAt,
+    ...(study
+      ? {
+          imagingStudy: [
+            {
+              type: 'ImagingStudy',
+              identifier: { system: 'urn:dicom:uid', value: `urn:oid:${study}` },
+            },
+          ],
+        }
+      : {}),
+    ...(observations.length > 0
+      ? { result: observations.map((o) => ({ reference: `#${o.id}` })) }
+      : {}),
+    conclusion: conclusionOf(input),
+    ...(forms.length > 0 ? { presentedForm: forms } : {}),
+  };
+}

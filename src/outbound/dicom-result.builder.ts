@@ -1,0 +1,347 @@
+import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
+import type { StudyAttributes } from '../studies/study.ports';
+
+/**
+ * The two DICOM objects published to the PACS, in the source study as new series:
+ * - a Comprehensive 3D SR (PS3.3 A.35.13) with TID 1500 Measurement Report content
+ *   (PS3.16): language, device observer (TID 1004), procedure reported, image library
+ *   (TID 1600), one measurement group per structure (TID 1501: tracking identifier and UID,
+ *   finding, algorithm name/version per TID 4019, NUM measurements with UCUM units,
+ *   qualitative evaluation), the impression; Verification Flag UNVERIFIED, since no person
+ *   verified an AI output; the order referenced in the Referenced Request Sequence;
+ * - an Encapsulated PDF (PS3.3 A.45.1) of the report, padded to even length (PS3.5 7.1.1).
+ * Patient and study attributes are copied from the source study (Type 2 attributes are
+ * present, empty when unknown).
+ */
+interface DcmjsWrite {
+  data: {
+    DicomDict: new (meta: unknown) => { dict: unknown; write(): ArrayBuffer };
+    DicomMetaDictionary: { denaturalizeDataset(d: unknown): unknown };
+  };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const dcmjs = require('dcmjs') as DcmjsWrite;
+
+export const COMPREHENSIVE_3D_SR = '1.2.840.10008.5.1.4.1.1.88.34';
+export const ENCAPSULATED_PDF = '1.2.840.10008.5.1.4.1.1.104.1';
+const EXPLICIT_VR_LE = '1.2.840.10008.1.2.1';
+export const IMPLEMENTATION_CLASS_UID = '2.25.236774193245113915118045127352190245331';
+
+export interface SourceStudy {
+  attributes: StudyAttributes;
+  instances: Array<{ sopClassUid: string; sopInstanceUid: string; seriesInstanceUid: string }>;
+}
+
+type Code = Record<string, string>;
+/** Code Value is SH (16 characters); longer values go in Long Code Value (PS3.3 8.8). */
+const code = (value: string, scheme: string, meaning: string): Code => ({
+  ...(value.length > 16 ? { LongCodeValue: value } : { CodeValue: value }),
+  CodingSchemeDesignator: scheme,
+  CodeMeaning: meaning.slice(0, 64),
+});
+type Item = Record<string, unknown>;
+
+function container(rel: string | undefined, name: Code, children: Item[], template?: string): Item {
+  return {
+    ...(rel ? { RelationshipType: rel } : {}),
+    ValueType: 'CONTAINER',
+    ConceptNameCodeSequence: [name],
+    ContinuityOfContent: 'SEPARATE',
+    ...(template
+      ? { ContentTemplateSequence: [{ MappingResource: 'DCMR', TemplateIdentifier: template }] }
+      : {}),
+    ContentSequence: children,
+  };
+}
+const text = (rel: string, name: Code, value: string): Item => ({
+  RelationshipType: rel,
+  ValueType: 'TEXT',
+  ConceptNameCodeSequence: [name],
+  TextValue: value,
+});
+const codeItem = (rel: string, name: Code, value: Code): Item => ({
+  RelationshipType: rel,
+  ValueType: 'CODE',
+  ConceptNameCodeSequence: [name],
+  ConceptCodeSequence: [value],
+});
+const uidref = (rel: string, name: Code, value: string): Item => ({
+  RelationshipType: rel,
+  ValueType: 'UIDREF',
+  ConceptNameCodeSequence: [name],
+  UID: value,
+});
+const num = (name: Code, value: number, unit: Code, children: Item[] = []): Item => ({
+  RelationshipType: 'CONTAINS',
+  ValueType: 'NUM',
+  ConceptNameCodeSequence: [name],
+  MeasuredValueSequence: [{ NumericValue: value, MeasurementUnitsCodeSequence: [unit] }],
+  ...(children.length > 0 ? { ContentSequence: children } : {}),
+});
+
+/** Local coding scheme (PS3.16 8.2: private schemes start with 99). */
+const LOCAL = '99IAA';
+
+function dicomNow(date: Date): { date: string; time: string } {
+  const iso = date.toISOString();
+  return { date: iso.slice(0, 10).replace(/-/g, ''), time: iso.slice(11, 19).replace(/:/g, '') };
+}
+
+function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
+  const a = source.attributes;
+  return {
+    PatientName: a.patientName ?? '',
+    PatientID: a.patientId ?? input.order.request.patient.identifiers[0]?.value ?? '',
+    PatientBirthDate: a.patientBirthDate ?? '',
+    PatientSex: a.patientSex ?? '',
+    StudyInstanceUID: a.studyInstanceUid,
+    StudyDate: a.studyDate ?? '',
+    StudyTime: a.studyTime ?? '',
+    ReferringPhysicianName: a.referringPhysicianName ?? '',
+    StudyID: a.studyId ?? '',
+    AccessionNumber: a.accessionNumber ?? input.order.accessionNumber ?? '',
+    ...(a.studyDescription ? { StudyDescription: a.studyDescription } : {}),
+  };
+}
+
+function write(dataset: Item): Buffer {
+  const meta = {
+    FileMetaInformationVersion: new Uint8Array([0, 1]).buffer,
+    MediaStorageSOPClassUID: dataset.SOPClassUID,
+    MediaStorageSOPInstanceUID: dataset.SOPInstanceUID,
+    TransferSyntaxUID: EXPLICIT_VR_LE,
+    ImplementationClassUID: IMPLEMENTATION_CLASS_UID,
+    ImplementationVersionName: 'IAA_OUTBOUND_1',
+  };
+  const { DicomDict, DicomMetaDictionary } = dcmjs.data;
+  const dict = new DicomDict(DicomMetaDictionary.denaturalizeDataset(meta));
+  dict.dict = DicomMetaDictionary.denaturalizeDataset(dataset);
+  return Buffer.from(dict.write());
+}
+
+function requestSequence(input: PublicationInput, studyUid: string): Item[] {
+  const o = input.order;
+  const p = o.request.procedure;
+  return [
+    {
+      StudyInstanceUID: studyUid,
+      ReferencedStudySequence: [],
+      AccessionNumber: o.accessionNumber ?? '',
+      PlacerOrderNumberImagingServiceRequest: o.placerOrderNumber ?? '',
+      FillerOrderNumberImagingServiceRequest: o.fillerOrderNumber ?? '',
+      RequestedProcedureID: o.fillerOrderNumber ?? o.accessionNumber ?? '',
+      RequestedProcedureDescription: p?.display ?? '',
+      RequestedProcedureCodeSequence: [],
+    },
+  ];
+}
+
+function equipment(input: PublicationInput): Item {
+  const d = input.device;
+  return {
+    Manufacturer: d.manufacturer,
+    ManufacturerModelName: d.name,
+    DeviceSerialNumber: d.udi ?? d.uid,
+    SoftwareVersions: d.version,
+    ...(d.udi ? { UDISequence: [{ UniqueDeviceIdentifier: d.udi }] } : {}),
+  };
+}
+
+/** The Comprehensive 3D SR of a results publication. */
+export function buildMeasurementSr(
+  input: PublicationInput,
+  source: SourceStudy,
+  now: Date,
+): Buffer {
+  const uids = input.dicom!;
+  const d = input.device;
+  const results = input.results ?? { findings: [], qcBypassed: false };
+  const { date, time } = dicomNow(now);
+  const p = input.order.request.procedure;
+  const procedure = p?.code
+    ? code(
+        p.code,
+        p.system === 'LN' || p.system === 'http://loinc.org' ? 'LN' : LOCAL,
+        p.display ?? p.code,
+      )
+    : code('AI-ANALYSIS', LOCAL, 'Imaging AI analysis');
+  const algorithm = [
+    text('HAS CONCEPT MOD', code('111001', 'DCM', 'Algorithm Name'), d.name),
+    text('HAS CONCEPT MOD', code('111003', 'DCM', 'Algorithm Version'), d.version),
+  ];
+  const groups = results.findings.map((f) =>
+    container(
+      'CONTAINS',
+      code('125007', 'DCM', 'Measurement Group'),
+      [
+        text('HAS OBS CONTEXT', code('112039', 'DCM', 'Tracking Identifier'), f.structure),
+        uidref(
+          'HAS OBS CONTEXT',
+          code('112040', 'DCM', 'Tracking Unique Identifier'),
+          uidFromSeed(`${input.orderId}:tracking:${f.trackingId}`),
+        ),
+        codeItem(
+          'CONTAINS',
+          code('121071', 'DCM', 'Finding'),
+          code(f.trackingId, LOCAL, f.structure),
+        ),
+        ...algorithm,
+        ...f.measurements.map((m) =>
+          num(
+            code(m.id, LOCAL, m.label),
+            m.value,
+            code(m.ucum, 'UCUM', m.unitDisplay === 'percentile' ? 'percentile' : m.unitDisplay),
+          ),
+        ),
+        ...(f.flag
+          ? [
+              codeItem(
+                'CONTAINS',
+                code('C0034375', 'UMLS', 'Qualitative Evaluations'),
+                code(f.flag.toUpperCase(), LOCAL, f.flag),
+              ),
+            ]
+          : []),
+      ],
+      '1501',
+    ),
+  );
+  const evaluations: Item[] = [];
+  if (results.impression)
+    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression));
+  if (results.caveat || results.qcBypassed || input.qcBypass) {
+    evaluations.push(
+      text(
+        'CONTAINS',
+        code('121106', 'DCM', 'Comment'),
+        results.caveat ?? 'QC failure was bypassed on user request: interpret with caution.',
+      ),
+    );
+  }
+  const library = container('CONTAINS', code('111028', 'DCM', 'Image Library'), [
+    container(
+      'CONTAINS',
+      code('126200', 'DCM', 'Image Library Group'),
+      source.instances.map((i) => ({
+        RelationshipType: 'CONTAINS',
+        ValueType: 'IMAGE',
+        ReferencedSOPSequence: [
+          { ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid },
+        ],
+      })),
+    ),
+  ]);
+  const root = container(
+    undefined,
+    code('126000', 'DCM', 'Imaging Measurement Report'),
+    [
+      codeItem(
+        'HAS CONCEPT MOD',
+        code('121049', 'DCM', 'Language of Content Item and Descendants'),
+        code('en-US', 'RFC5646', 'English (United States)'),
+      ),
+      codeItem(
+        'HAS OBS CONTEXT',
+        code('121005', 'DCM', 'Observer Type'),
+        code('121007', 'DCM', 'Device'),
+      ),
+      uidref('HAS OBS CONTEXT', code('121012', 'DCM', 'Device Observer UID'), d.uid),
+      text('HAS OBS CONTEXT', code('121013', 'DCM', 'Device Observer Name'), d.name),
+      text(
+        'HAS OBS CONTEXT',
+        code('121014', 'DCM', 'Device Observer Manufacturer'),
+        d.manufacturer,
+      ),
+      text(
+        'HAS OBS CONTEXT',
+        code('121015', 'DCM', 'Device Observer Model Name'),
+        `${d.name} ${d.version}`,
+      ),
+      codeItem('HAS CONCEPT MOD', code('121058', 'DCM', 'Procedure reported'), procedure),
+      library,
+      container('CONTAINS', code('126010', 'DCM', 'Imaging Measurements'), groups),
+      ...(evaluations.length > 0
+        ? [container('CONTAINS', code('C0034375', 'UMLS', 'Qualitative Evaluations'), evaluations)]
+        : []),
+    ],
+    '1500',
+  );
+  const bySeries = new Map<string, Item[]>();
+  for (const i of source.instances) {
+    const list = bySeries.get(i.seriesInstanceUid) ?? [];
+    list.push({ ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid });
+    bySeries.set(i.seriesInstanceUid, list);
+  }
+  const dataset: Item = {
+    SpecificCharacterSet: 'ISO_IR 192',
+    SOPClassUID: COMPREHENSIVE_3D_SR,
+    SOPInstanceUID: uids.srInstanceUid,
+    InstanceCreationDate: date,
+    InstanceCreationTime: time,
+    ...patientAndStudy(source, input),
+    Modality: 'SR',
+    SeriesInstanceUID: uids.srSeriesUid,
+    SeriesNumber: 9901,
+    SeriesDescription: `AI results (${d.name})`,
+    ReferencedPerformedProcedureStepSequence: [],
+    ...equipment(input),
+    InstanceNumber: 1 + (input.correction ? 1 : 0),
+    CompletionFlag: 'COMPLETE',
+    VerificationFlag: 'UNVERIFIED',
+    PreliminaryFlag: 'FINAL',
+    ContentDate: date,
+    ContentTime: time,
+    ReferencedRequestSequence: requestSequence(input, source.attributes.studyInstanceUid),
+    CurrentRequestedProcedureEvidenceSequence: [
+      {
+        StudyInstanceUID: source.attributes.studyInstanceUid,
+        ReferencedSeriesSequence: [...bySeries.entries()].map(([series, sops]) => ({
+          SeriesInstanceUID: series,
+          ReferencedSOPSequence: sops,
+        })),
+      },
+    ],
+    PerformedProcedureCodeSequence: [],
+    ...root,
+  };
+  return write(dataset);
+}
+
+/** The Encapsulated PDF of the report (results or failure PDF). */
+export function buildEncapsulatedPdf(
+  input: PublicationInput,
+  source: SourceStudy,
+  pdf: Buffer,
+  now: Date,
+): Buffer {
+  const uids = input.dicom!;
+  const { date, time } = dicomNow(now);
+  // OB values have even length (PS3.5 7.1.1): pad with a NUL; the true length goes in
+  // Encapsulated Document Length (0042,0015).
+  const padded = pdf.length % 2 === 0 ? pdf : Buffer.concat([pdf, Buffer.from([0])]);
+  const dataset: Item = {
+    SpecificCharacterSet: 'ISO_IR 192',
+    SOPClassUID: ENCAPSULATED_PDF,
+    SOPInstanceUID: uids.pdfInstanceUid,
+    InstanceCreationDate: date,
+    InstanceCreationTime: time,
+    ...patientAndStudy(source, input),
+    Modality: 'DOC',
+    SeriesInstanceUID: uids.pdfSeriesUid,
+    SeriesNumber: 9902,
+    SeriesDescription: `AI report PDF (${input.device.name})`,
+    ...equipment(input),
+    ConversionType: 'WSD',
+    InstanceNumber: 1 + (input.correction ? 1 : 0),
+    ContentDate: date,
+    ContentTime: time,
+    AcquisitionDateTime: `${date}${time}`,
+    BurnedInAnnotation: 'YES',
+    DocumentTitle: 'AI analysis report',
+    ConceptNameCodeSequence: [],
+    MIMETypeOfEncapsulatedDocument: 'application/pdf',
+    EncapsulatedDocumentLength: pdf.length,
+    EncapsulatedDocument: padded.buffer.slice(padded.byteOffset, padded.byteOffset + padded.length),
+  };
+  return write(dataset);
+}

@@ -1,0 +1,83 @@
+import type { AppConfig } from '../config/app-config';
+import type { Hl7ResultSettings } from '../mappings/hl7-result.mapping';
+import { parseStatusOverrides, type StatusOverrides } from '../mappings/outbound-rows';
+import { uidFromSeed, type DeviceInfo } from '../mappings/publication.model';
+
+/** The three destinations (outbox.destination). */
+export const DESTINATIONS = {
+  fhir: 'ehr-fhir',
+  hl7: 'ris-hl7',
+  dicom: 'pacs-dicomweb',
+} as const;
+export type Destination = (typeof DESTINATIONS)[keyof typeof DESTINATIONS];
+
+export interface OutboundSettings {
+  /** Destinations configured (a row is written only for these). */
+  destinations: Destination[];
+  overrides: StatusOverrides;
+  ormStatusMessages: boolean;
+  hl7: Hl7ResultSettings;
+  maxAttempts: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** Per-product device data from the site config (`mappings.devices`). */
+  devices: Record<string, Partial<Omit<DeviceInfo, 'uid'>>>;
+  deviceDefaults: { manufacturer: string; version: string };
+}
+
+export function outboundSettings(config: AppConfig): OutboundSettings {
+  const mappings = (config.site.mappings ?? {}) as Record<string, unknown>;
+  const destinations: Destination[] = [];
+  if (config.FHIR_SERVER_URL) destinations.push(DESTINATIONS.fhir);
+  if (config.RIS_MLLP_HOST && config.RIS_MLLP_PORT) destinations.push(DESTINATIONS.hl7);
+  if (config.DICOMWEB_URL) destinations.push(DESTINATIONS.dicom);
+  return {
+    destinations,
+    overrides: parseStatusOverrides(mappings.status),
+    ormStatusMessages: config.RIS_ORM_STATUS_MESSAGES,
+    hl7: {
+      sendingApplication: config.RIS_SENDING_APPLICATION,
+      sendingFacility: config.RIS_SENDING_FACILITY,
+      defaultVersion: config.RIS_HL7_VERSION ?? '2.5.1',
+      forceVersion: config.RIS_HL7_VERSION,
+      textType: config.RIS_REPORT_TEXT_TYPE,
+    },
+    maxAttempts: config.OUTBOUND_MAX_ATTEMPTS,
+    backoffBaseMs: config.OUTBOUND_BACKOFF_BASE_MS,
+    backoffMaxMs: config.OUTBOUND_BACKOFF_MAX_MS,
+    devices: (mappings.devices ?? {}) as OutboundSettings['devices'],
+    deviceDefaults: {
+      manufacturer: config.AI_DEVICE_MANUFACTURER,
+      version: config.AI_DEVICE_VERSION,
+    },
+  };
+}
+
+/** The AI product of an order as a device (site config first, then the defaults). */
+export function deviceFor(settings: OutboundSettings, products: readonly string[]): DeviceInfo {
+  const name = products.join('+') || 'imaging-ai';
+  const site = settings.devices[products[0] ?? ''] ?? {};
+  return {
+    name: site.name ?? name,
+    manufacturer: site.manufacturer ?? settings.deviceDefaults.manufacturer,
+    version: site.version ?? settings.deviceDefaults.version,
+    ...(site.udi ? { udi: site.udi } : {}),
+    uid: uidFromSeed(`device:${name}`),
+  };
+}
+
+/**
+ * Exponential backoff with jitter: base·2^(attempt−1), capped, then a random point in the
+ * upper half ("equal jitter"), so retries of many rows spread out yet never come early.
+ */
+export function backoffMs(
+  settings: Pick<OutboundSettings, 'backoffBaseMs' | 'backoffMaxMs'>,
+  attempt: number,
+  random = Math.random,
+): number {
+  const ceiling = Math.min(
+    settings.backoffMaxMs,
+    settings.backoffBaseMs * 2 ** Math.max(0, attempt - 1),
+  );
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}

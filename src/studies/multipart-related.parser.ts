@@ -56,7 +56,12 @@ export async function* readMultipart(
   let sawClose = false;
 
   for await (const raw of source) {
-    const chunk = typeof raw === 'string' ? Buffer.from(raw) : Buffer.from(raw);
+    const chunk =
+      typeof raw === 'string'
+        ? Buffer.from(raw)
+        : Buffer.isBuffer(raw)
+          ? raw
+          : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
     if (state === 'epilogue') continue; // drain: RFC 2046 says ignore the epilogue
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
     for (;;) {
@@ -113,11 +118,12 @@ export async function* readMultipart(
           // Everything but a possible delimiter prefix at the end is body.
           const keep = Math.min(buffer.length, delimiter.length - 1);
           const out = buffer.subarray(0, buffer.length - keep);
-          if (out.length > 0) yield { type: 'data', chunk: Buffer.from(out) };
-          buffer = Buffer.from(buffer.subarray(buffer.length - keep));
+          // Views, not copies: `buffer` is never written to, only replaced.
+          if (out.length > 0) yield { type: 'data', chunk: out };
+          buffer = buffer.subarray(buffer.length - keep);
           break;
         }
-        if (at > 0) yield { type: 'data', chunk: Buffer.from(buffer.subarray(0, at)) };
+        if (at > 0) yield { type: 'data', chunk: buffer.subarray(0, at) };
         yield { type: 'end-part' };
         buffer = buffer.subarray(at + delimiter.length);
         state = 'after-delimiter';

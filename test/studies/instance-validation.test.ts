@@ -1,0 +1,154 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkInstanceFile, FAILURE_REASON } from '../../src/studies/dicom-instance.validator';
+import {
+  createMrBrainSeries,
+  IMPLICIT_VR_LITTLE_ENDIAN,
+  MR_IMAGE_STORAGE,
+  notDicomBytes,
+  shortPixelData,
+  truncatePixelData,
+  writePart10,
+} from '../helpers/dicom-factory';
+
+/** Instance validation on real Part 10 files written by dcmjs (test/helpers/dicom-factory). */
+describe('checkInstanceFile', () => {
+  let dir: string;
+  let n = 0;
+  const file = (bytes: Buffer) => {
+    const path = join(dir, `${++n}.dcm`);
+    writeFileSync(path, bytes);
+    return path;
+  };
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'studies-validate-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const [explicit] = createMrBrainSeries({
+    study: { accessionNumber: 'VAL-1', studyDescription: 'MRI BRAIN' },
+    series: { slices: 1, rows: 64, columns: 64 },
+  });
+  const [implicit] = createMrBrainSeries({
+    series: { slices: 1, transferSyntaxUid: IMPLICIT_VR_LITTLE_ENDIAN },
+  });
+
+  it('accepts explicit and implicit VR little endian instances and reads the study attributes', async () => {
+    const ok = await checkInstanceFile(file(explicit!.bytes));
+    expect(ok).toEqual({
+      ok: true,
+      sizeBytes: explicit!.bytes.length,
+      header: {
+        sopClassUid: MR_IMAGE_STORAGE,
+        sopInstanceUid: explicit!.sopInstanceUid,
+        seriesInstanceUid: explicit!.seriesInstanceUid,
+        studyInstanceUid: explicit!.studyInstanceUid,
+        transferSyntaxUid: '1.2.840.10008.1.2.1',
+        accessionNumber: 'VAL-1',
+        patientId: 'SBX-000123',
+        patientName: 'Sandbox^Patient',
+        patientBirthDate: '19580412',
+        patientSex: 'F',
+        studyDate: '20260315',
+        studyTime: '101500',
+        studyId: '1',
+        studyDescription: 'MRI BRAIN',
+        referringPhysicianName: 'Referrer^Rita',
+        modality: 'MR',
+      },
+    });
+    expect(await checkInstanceFile(file(implicit!.bytes))).toMatchObject({
+      ok: true,
+      header: { transferSyntaxUid: IMPLICIT_VR_LITTLE_ENDIAN, modality: 'MR' },
+    });
+  });
+
+  it('refuses truncated and short pixel data (8192 bytes needed for 64 × 64 × 16 bit)', async () => {
+    expect(await checkInstanceFile(file(truncatePixelData(explicit!.bytes, 1000)))).toEqual({
+      ok: false,
+      failureReason: FAILURE_REASON.dataSetMismatch,
+      reason: 'pixel data truncated: 8192 bytes declared, 1000 present',
+      sopClassUid: MR_IMAGE_STORAGE,
+      sopInstanceUid: explicit!.sopInstanceUid,
+      studyInstanceUid: explicit!.studyInstanceUid,
+    });
+    expect(await checkInstanceFile(file(shortPixelData(explicit!.bytes, 4096)))).toMatchObject({
+      ok: false,
+      reason: 'pixel data incomplete: 4096 bytes, rows × columns × frames × samples needs 8192',
+    });
+    expect(await checkInstanceFile(file(truncatePixelData(implicit!.bytes, 10)))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.dataSetMismatch,
+    });
+  });
+
+  it('refuses what is not DICOM, a cut header, missing UIDs and another study', async () => {
+    expect(await checkInstanceFile(file(notDicomBytes()))).toEqual({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+      reason: 'not a DICOM Part 10 file (no DICM prefix)',
+    });
+    expect(await checkInstanceFile(file(Buffer.alloc(50)))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+    });
+    expect(await checkInstanceFile(file(explicit!.bytes.subarray(0, 400)))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+    });
+    const noSeries = writePart10({
+      SOPClassUID: MR_IMAGE_STORAGE,
+      SOPInstanceUID: '1.2.3.4.5',
+      StudyInstanceUID: '1.2.3.4',
+      Modality: 'MR',
+    });
+    expect(await checkInstanceFile(file(noSeries))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.dataSetMismatch,
+      reason: 'missing or invalid Series Instance UID',
+    });
+    expect(
+      await checkInstanceFile(file(explicit!.bytes), { expectedStudyUid: '1.2.3.999' }),
+    ).toMatchObject({ ok: false, reason: 'the instance belongs to another study' });
+  });
+
+  it('reads further when the header before the pixel data is longer than the first read', async () => {
+    // A long comment (and a vendor's long private data) push Pixel Data past the first 64 KiB.
+    const [big] = createMrBrainSeries({ series: { slices: 1, rows: 16, columns: 16 } });
+    const longText = 'x'.repeat(300 * 1024);
+    const withComment = writePart10({
+      SOPClassUID: MR_IMAGE_STORAGE,
+      SOPInstanceUID: big!.sopInstanceUid,
+      StudyInstanceUID: big!.studyInstanceUid,
+      SeriesInstanceUID: big!.seriesInstanceUid,
+      ImageComments: longText,
+      Rows: 16,
+      Columns: 16,
+      BitsAllocated: 16,
+      SamplesPerPixel: 1,
+      PixelData: [new Uint16Array(256).buffer],
+      _vrMap: { PixelData: 'OW' },
+    });
+    expect(withComment.length).toBeGreaterThan(300 * 1024);
+    expect(await checkInstanceFile(file(withComment))).toMatchObject({ ok: true });
+    expect(await checkInstanceFile(file(truncatePixelData(withComment, 100)))).toMatchObject({
+      ok: false,
+      reason: 'pixel data truncated: 512 bytes declared, 100 present',
+    });
+  });
+
+  it('accepts an instance without pixel data (e.g. a structured report)', async () => {
+    const sr = writePart10({
+      SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',
+      SOPInstanceUID: '2.25.1001',
+      StudyInstanceUID: '2.25.1002',
+      SeriesInstanceUID: '2.25.1003',
+      Modality: 'SR',
+    });
+    expect(await checkInstanceFile(file(sr))).toMatchObject({
+      ok: true,
+      header: { modality: 'SR', sopClassUid: '1.2.840.10008.5.1.4.1.1.88.33' },
+    });
+  });
+});

@@ -154,6 +154,21 @@ const envSchema = z.object({
   STUDY_QUIET_PERIOD_SECONDS: positiveInt(60),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
+  DICOM_SCP_PORT: optionalPort,
+  DICOM_SCP_AE_TITLE: z
+    .string()
+    .trim()
+    .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
+    .default('IMAGING-ADAPTER'),
+  DICOM_SCP_CALLING_AE_TITLES: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((t) => t.trim())
+        .filter(Boolean),
+    )
+    .optional(),
   POLL_INTERVAL_SECONDS: positiveInt(300),
   API_TOKENS: apiTokens,
   API_TOKENS_FILE: z.string().optional(),

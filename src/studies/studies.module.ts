@@ -1,10 +1,19 @@
-import { Global, Inject, Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import {
+  Global,
+  Inject,
+  Injectable,
+  Module,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
+import { CStoreScpListener } from './cstore-scp.listener';
 import { DicomWebClient } from './dicomweb.client';
 import { StowController } from './stow.controller';
 import { StowService } from './stow.service';
@@ -30,6 +39,36 @@ class StudyJobs implements OnModuleInit {
       if (deleted > 0) this.logger.info({ deleted }, 'unmatched DICOM instances expired');
     });
     this.jobs.registerCron('* * * * *', EXPIRE_UNMATCHED_TASK);
+  }
+}
+
+/** The C-STORE SCP, when DICOM_SCP_PORT is set (off by default). */
+@Injectable()
+class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
+  private listener?: CStoreScpListener;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(STOW_SERVICE) private readonly stow: StowService,
+    @Inject(STUDY_PATHS) private readonly paths: StudyStoragePaths,
+    @Inject(LOGGER) private readonly logger: Logger,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (this.config.DICOM_SCP_PORT === undefined) return;
+    this.listener = new CStoreScpListener({
+      port: this.config.DICOM_SCP_PORT,
+      aeTitle: this.config.DICOM_SCP_AE_TITLE,
+      callingAeTitles: this.config.DICOM_SCP_CALLING_AE_TITLES,
+      stow: this.stow,
+      paths: this.paths,
+      logger: this.logger,
+    });
+    this.listener.start();
+  }
+
+  onApplicationShutdown(): void {
+    this.listener?.stop();
   }
 }
 
@@ -74,6 +113,7 @@ class StudyJobs implements OnModuleInit {
         }),
     },
     StudyJobs,
+    CStoreScp,
   ],
   exports: [STUDY_ACQUIRER, STOW_SERVICE, STUDY_PATHS],
 })

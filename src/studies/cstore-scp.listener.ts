@@ -1,0 +1,247 @@
+import { randomUUID } from 'node:crypto';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import type { Writable } from 'node:stream';
+import {
+  association as dimseAssociation,
+  constants,
+  Dataset,
+  log as dimseLog,
+  requests,
+  responses,
+  Scp,
+  Server,
+} from 'dcmjs-dimse';
+import type { Logger } from 'pino';
+import { checkInstanceFile, FAILURE_REASON } from './dicom-instance.validator';
+import type { StowService } from './stow.service';
+import type { StudyStoragePaths } from './study-storage.paths';
+
+/**
+ * A DICOM C-STORE SCP (PS3.4 Annex B, PS3.7 §9.1.1) for PACS that route only over DIMSE.
+ * Each instance is streamed straight to a Part 10 file (a File Meta Information header we
+ * write, then the data set bytes as received, in the negotiated transfer syntax: nothing
+ * is re-encoded), then goes through the same validation and intake as STOW-RS. The C-STORE
+ * response is sent only after the instance is committed.
+ */
+
+type Association = dimseAssociation.Association;
+type PresentationContext = dimseAssociation.PresentationContext;
+type CStoreRequest = requests.CStoreRequest;
+
+const { PresentationContextResult, RejectResult, RejectSource, RejectReason, Status } = constants;
+
+// The library logs every PDU to the console at info level; ours is the service log.
+dimseLog.setLevel('warn');
+
+const VERIFICATION = '1.2.840.10008.1.1';
+/** Storage SOP Classes live under this root (PS3.4 Table B.5-1, PS3.6 Annex A). */
+const STORAGE_ROOT = '1.2.840.10008.5.1.4.1.1.';
+/** We keep bytes as sent; deflate would have to be inflated first (refused by validation too). */
+const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
+const PREFERRED_SYNTAXES = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'];
+const IMPLEMENTATION_CLASS_UID = '2.25.204338316126848574361283911066133718812';
+const IMPLEMENTATION_VERSION = 'IAA_SCP_1';
+
+export interface CStoreScpOptions {
+  port: number;
+  /** Our AE title; associations calling another title are refused. */
+  aeTitle: string;
+  /** When set, only these calling AE titles may send. */
+  callingAeTitles?: readonly string[];
+  stow: StowService;
+  paths: StudyStoragePaths;
+  logger: Logger;
+}
+
+export class CStoreScpListener {
+  private server?: Server;
+
+  constructor(private readonly options: CStoreScpOptions) {}
+
+  start(): void {
+    const { aeTitle, callingAeTitles, stow, paths, logger } = this.options;
+    mkdirSync(paths.incomingDir, { recursive: true });
+
+    class AdapterScp extends Scp {
+      private callingAe = '';
+      private readonly staged = new Map<CStoreRequest, string>();
+
+      override associationRequested(association: Association): void {
+        this.callingAe = association.getCallingAeTitle().trim();
+        if (association.getCalledAeTitle().trim() !== aeTitle) {
+          this.sendAssociationReject(
+            RejectResult.Permanent,
+            RejectSource.ServiceUser,
+            RejectReason.CalledAeNotRecognized,
+          );
+          return;
+        }
+        if (callingAeTitles && !callingAeTitles.includes(this.callingAe)) {
+          this.sendAssociationReject(
+            RejectResult.Permanent,
+            RejectSource.ServiceUser,
+            RejectReason.CallingAeNotRecognized,
+          );
+          return;
+        }
+        for (const { id } of association.getPresentationContexts()) {
+          const context = association.getPresentationContext(id);
+          const abstract = context.getAbstractSyntaxUid();
+          if (abstract !== VERIFICATION && !abstract.startsWith(STORAGE_ROOT)) {
+            context.setResult(PresentationContextResult.RejectAbstractSyntaxNotSupported);
+            continue;
+          }
+          const proposed = context
+            .getTransferSyntaxUids()
+            .filter((ts) => !REFUSED_SYNTAXES.has(ts));
+          const chosen = PREFERRED_SYNTAXES.find((ts) => proposed.includes(ts)) ?? proposed[0];
+          if (chosen) context.setResult(PresentationContextResult.Accept, chosen);
+          else context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
+        }
+        this.sendAssociationAccept();
+      }
+
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+
+      override cEchoRequest(
+        request: requests.CEchoRequest,
+        callback: (response: responses.CEchoResponse) => void,
+      ): void {
+        const response = responses.CEchoResponse.fromRequest(request);
+        response.setStatus(Status.Success);
+        callback(response);
+      }
+
+      /** The data set goes to disk as it arrives, behind a File Meta Information header. */
+      override createStoreWritableStream(
+        context: PresentationContext,
+        request: CStoreRequest,
+      ): Writable {
+        const path = join(paths.incomingDir, `${randomUUID()}.part`);
+        const stream: WriteStream = createWriteStream(path);
+        stream.write(
+          fileMetaInformation(
+            request.getAffectedSopClassUid(),
+            request.getAffectedSopInstanceUid(),
+            context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
+          ),
+        );
+        this.staged.set(request, path);
+        return stream;
+      }
+
+      override createDatasetFromStoreWritableStream(
+        writable: Writable,
+        context: PresentationContext,
+        callback: (dataset: Dataset) => void,
+      ): void {
+        // The library has ended the stream; hand over once the file is complete. The data
+        // set itself stays on disk (the request only carries a placeholder).
+        const done = () => callback(new Dataset({}, context.getAcceptedTransferSyntaxUid()));
+        if ((writable as WriteStream).closed) done();
+        else once(writable, 'close').then(done, done);
+      }
+
+      override cStoreRequest(
+        request: CStoreRequest,
+        callback: (response: responses.CStoreResponse) => void,
+      ): void {
+        const path = this.staged.get(request);
+        this.staged.delete(request);
+        const answer = (status: number) => {
+          const response = responses.CStoreResponse.fromRequest(request);
+          response.setStatus(status);
+          callback(response);
+        };
+        if (!path) {
+          answer(Status.ProcessingFailure);
+          return;
+        }
+        void intake(path, this.callingAe).then(answer, (error: unknown) => {
+          logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
+          void rm(path, { force: true });
+          answer(FAILURE_REASON.processingFailure);
+        });
+      }
+    }
+
+    /** Validates and files one received instance; returns the C-STORE status (PS3.4 Table B.2-1). */
+    const intake = async (path: string, callingAe: string): Promise<number> => {
+      const check = await checkInstanceFile(path);
+      if (!check.ok) {
+        await rm(path, { force: true });
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [check]);
+        // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
+        return check.failureReason;
+      }
+      await stow.file(
+        [{ header: check.header, tempPath: path, sizeBytes: check.sizeBytes }],
+        'c-store',
+        `dicom:${callingAe}`,
+      );
+      return Status.Success;
+    };
+
+    this.server = new Server(AdapterScp);
+    this.server.on('networkError', (e: Error) =>
+      logger.warn({ err: e.message }, 'C-STORE SCP network error'),
+    );
+    this.server.listen(this.options.port);
+    logger.info({ port: this.options.port, aeTitle }, 'C-STORE SCP listening');
+  }
+
+  stop(): void {
+    this.server?.close();
+    this.server = undefined;
+  }
+}
+
+/**
+ * 128-byte preamble, `DICM`, then the File Meta Information group (PS3.10 §7.1) in explicit
+ * VR little endian, with its group length first.
+ */
+export function fileMetaInformation(
+  sopClassUid: string,
+  sopInstanceUid: string,
+  transferSyntaxUid: string,
+): Buffer {
+  const elements = Buffer.concat([
+    element(0x0001, 'OB', Buffer.from([0x00, 0x01])),
+    element(0x0002, 'UI', uid(sopClassUid)),
+    element(0x0003, 'UI', uid(sopInstanceUid)),
+    element(0x0010, 'UI', uid(transferSyntaxUid)),
+    element(0x0012, 'UI', uid(IMPLEMENTATION_CLASS_UID)),
+    element(0x0013, 'SH', Buffer.from(IMPLEMENTATION_VERSION.padEnd(10, ' '), 'latin1')),
+  ]);
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(elements.length);
+  return Buffer.concat([
+    Buffer.alloc(128),
+    Buffer.from('DICM', 'latin1'),
+    element(0x0000, 'UL', length),
+    elements,
+  ]);
+}
+
+/** UIDs are padded to even length with a NUL (PS3.5 §6.2, UI). */
+function uid(value: string): Buffer {
+  const v = value.replace(/\0+$/, '');
+  return Buffer.from(v.length % 2 === 0 ? v : `${v}\0`, 'latin1');
+}
+
+function element(elementNumber: number, vr: 'OB' | 'UI' | 'SH' | 'UL', value: Buffer): Buffer {
+  const long = vr === 'OB'; // OB has 2 reserved bytes and a 32-bit length (PS3.5 §7.1.2)
+  const head = Buffer.alloc(long ? 12 : 8);
+  head.writeUInt16LE(0x0002, 0);
+  head.writeUInt16LE(elementNumber, 2);
+  head.write(vr, 4, 'latin1');
+  if (long) head.writeUInt32LE(value.length, 8);
+  else head.writeUInt16LE(value.length, 6);
+  return Buffer.concat([head, value]);
+}

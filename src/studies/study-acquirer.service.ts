@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { access, rm } from 'node:fs/promises';
+import { access, readdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
@@ -158,7 +159,23 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       return rows;
     });
     await Promise.all(expired.map((r) => rm(r.filePath, { force: true })));
+    await this.sweepIncoming(now);
     return expired.length;
+  }
+
+  /**
+   * Deletes parts left in the incoming directory by a request or association that broke off
+   * mid-instance (a crash, a dropped connection): anything older than an hour.
+   */
+  private async sweepIncoming(now: Date): Promise<void> {
+    const dir = this.options.paths.incomingDir;
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) {
+      if (!name.endsWith('.part')) continue;
+      const path = join(dir, name);
+      const info = await stat(path).catch(() => undefined);
+      if (info && now.getTime() - info.mtimeMs > 60 * 60_000) await rm(path, { force: true });
+    }
   }
 
   private async acquireLeased(
@@ -191,6 +208,13 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         return this.fail(
           request.orderId,
           `the received instances belong to ${studies.length} different studies`,
+        );
+      }
+      if (request.studyInstanceUid && studies[0] !== request.studyInstanceUid) {
+        // Matched by accession before the order learnt its Study Instance UID, which differs.
+        return this.fail(
+          request.orderId,
+          'the received instances belong to another study than the order names',
         );
       }
       if (

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
@@ -329,7 +329,11 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       quietPeriodSeconds: 1,
       now: () => new Date(Date.now() + 61 * 60_000),
     });
+    // A part left behind by a connection that broke off mid-instance goes too.
+    const leftover = join(adapter.dataDir, 'studies', 'incoming', 'broken-off.part');
+    writeFileSync(leftover, 'half an instance');
     expect(await later.expireUnmatched()).toBeGreaterThanOrEqual(1);
+    expect(existsSync(leftover)).toBe(false);
     expect(existsSync(orphanRow!.file_path)).toBe(false);
     const gone = (await adapter.dataSource.query(
       `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,
@@ -347,6 +351,24 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       [orphan[0]!.studyInstanceUid],
     )) as Array<{ detail: { instances: number } }>;
     expect(expired).toHaveLength(1);
+  });
+
+  it('fails when instances matched by accession belong to another study than the order later names', async () => {
+    const orderId = await insertOrder(adapter.dataSource, { accessionNumber: 'STOW-ACC-88' });
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'STOW-ACC-88' },
+      series: [{ slices: 1 }],
+    });
+    const { body, contentType } = multipartRelated(study.map((i) => ({ data: i.bytes })));
+    expect((await stow(body, contentType)).status).toBe(200);
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const other = generateUid();
+    expect(
+      await acquirer.acquire({ orderId, studyInstanceUid: other, accessionNumber: 'STOW-ACC-88' }),
+    ).toEqual({
+      status: 'failed',
+      reason: 'the received instances belong to another study than the order names',
+    });
   });
 
   it('keeps waiting while pushed instances keep arriving', async () => {

@@ -375,8 +375,6 @@ export class OrderLifecycleService {
     );
     renew.unref();
     try {
-      const held = await this.holdForSameStudy(claimed);
-      if (held) return;
       const path = await this.packagePath(claimed);
       if (!path) return;
       let result;
@@ -421,9 +419,23 @@ export class OrderLifecycleService {
     }
   }
 
+  /**
+   * Takes the order's upload lease and moves it to `uploading`, unless the same study must
+   * be held. The same-study check runs under a per-study advisory lock in the claiming
+   * transaction, so of two orders of one study claimed at once the second sees the first
+   * already uploading.
+   */
   private async claimUpload(orderId: string): Promise<OrderRow | undefined> {
-    const { dataSource, settings } = this.deps;
-    return dataSource.transaction(async (manager) => {
+    const { dataSource, settings, jobs } = this.deps;
+    let held = false;
+    const claimed = await dataSource.transaction(async (manager) => {
+      const found = await loadOrder(manager, orderId);
+      if (found?.study_instance_uid) {
+        // Serializes claims per study across replicas until this transaction ends.
+        await manager.query(`SELECT pg_advisory_xact_lock(hashtext('study-upload:' || $1))`, [
+          found.study_instance_uid,
+        ]);
+      }
       const [rows] = (await manager.query(
         `UPDATE orders SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
           WHERE id = $1 AND state IN ('study-ready', 'uploading') AND cancel_requested_at IS NULL
@@ -433,6 +445,10 @@ export class OrderLifecycleService {
       )) as [OrderRow[], number];
       const order = rows[0];
       if (!order) return undefined;
+      if (await this.holdForSameStudy(manager, order)) {
+        held = true;
+        return undefined;
+      }
       if (stateOf(order) === 'study-ready') {
         const moved = await transition(
           manager,
@@ -455,6 +471,8 @@ export class OrderLifecycleService {
       }
       return order;
     });
+    if (held) jobs.kick();
+    return claimed;
   }
 
   private async releaseLease(orderId: string): Promise<void> {
@@ -464,50 +482,60 @@ export class OrderLifecycleService {
     );
   }
 
-  private async holdForSameStudy(order: OrderRow): Promise<boolean> {
+  /**
+   * The upstream overwrites a study uploaded again within 5 minutes (contract, Limits): while
+   * another of our orders uploads the same Study Instance UID, or completed it less than 5
+   * minutes ago, this order's upload is held (back to `study-ready`, audited) and tried again
+   * once the window has passed.
+   */
+  private async holdForSameStudy(manager: EntityManager, order: OrderRow): Promise<boolean> {
     const uid = order.study_instance_uid;
     if (!uid) return false;
-    const { dataSource, jobs } = this.deps;
-    return dataSource.transaction(async (manager) => {
-      // Serializes the check per study across replicas until this transaction ends.
-      await manager.query(`SELECT pg_advisory_xact_lock(hashtext('study-upload:' || $1))`, [uid]);
-      const others: Array<{ id: string; state: string; upload_completed_at: Date | null }> =
-        await manager.query(
-          `SELECT id, state, upload_completed_at FROM orders
-            WHERE study_instance_uid = $1 AND id <> $2
-              AND ((state = 'uploading' AND lease_until > now())
-                   OR upload_completed_at > now() - $3 * interval '1 millisecond')`,
-          [uid, order.id, SAME_STUDY_WINDOW_MS],
-        );
-      if (others.length === 0) return false;
-      const until = Math.max(
+    const others: Array<{ id: string; upload_completed_at: Date | null }> = await manager.query(
+      `SELECT id, upload_completed_at FROM orders
+        WHERE study_instance_uid = $1 AND id <> $2
+          AND ((state = 'uploading' AND lease_until > now())
+               OR upload_completed_at > now() - $3 * interval '1 millisecond')`,
+      [uid, order.id, SAME_STUDY_WINDOW_MS],
+    );
+    if (others.length === 0) return false;
+    const until = new Date(
+      Math.max(
         ...others.map((o) =>
           o.upload_completed_at
             ? o.upload_completed_at.getTime() + SAME_STUDY_WINDOW_MS + 5_000
             : Date.now() + 30_000,
         ),
-      );
-      await manager.query(
-        `UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`,
-        [order.id, this.workerId],
-      );
-      await writeAuditEvents(manager, [
-        {
-          kind: 'order.upload-held',
-          orderId: order.id,
-          severity: 'warning',
-          actor: 'adapter',
-          summary: `upload held until ${new Date(until).toISOString()}: the same study was uploaded for another order less than 5 minutes ago, and the upstream would overwrite it`,
-          detail: { otherOrders: others.map((o) => o.id), until: new Date(until).toISOString() },
+      ),
+    );
+    await manager.query(`UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [
+      order.id,
+    ]);
+    if (stateOf(order) === 'uploading') {
+      await transition(manager, order, 'study-ready', {
+        summary: 'upload held back (same study)',
+      });
+    }
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.upload-held',
+        orderId: order.id,
+        severity: 'warning',
+        actor: 'adapter',
+        summary: `upload held until ${until.toISOString()}: the same study was uploaded for another order less than 5 minutes ago, and the upstream would overwrite it`,
+        detail: {
+          otherOrders: others.map((o) => o.id),
+          until: until.toISOString(),
+          studyInstanceUid: uid,
         },
-      ]);
-      await jobs.enqueue(
-        LIFECYCLE_JOBS.upload,
-        { orderId: order.id },
-        { manager, jobKey: `upload:${order.id}`, runAt: new Date(until) },
-      );
-      return true;
-    });
+      },
+    ]);
+    await this.deps.jobs.enqueue(
+      LIFECYCLE_JOBS.upload,
+      { orderId: order.id },
+      { manager, jobKey: `upload:${order.id}`, runAt: until },
+    );
+    return true;
   }
 
   /** The package on this machine's disk, or a fresh one (another replica packaged it). */
@@ -1064,9 +1092,16 @@ function sameProducts(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((p, i) => p === b[i]);
 }
 
+/**
+ * Retried by the job queue (with backoff) rather than ending the order: anything that is not
+ * the upstream's considered answer about this order (database, network, exhausted retries),
+ * and the answers that are about us, not the order: a retired API version (an operator must
+ * migrate; /health says so) and refused credentials.
+ */
+const RETRY_LATER = new Set(['retired', 'unauthorized']);
+
 function isTransient(error: unknown): boolean {
-  // Anything that is not the upstream's considered answer (database, network) is retried.
-  return !(error instanceof ImagingClientError) || error.transient;
+  return !(error instanceof ImagingClientError) || error.transient || RETRY_LATER.has(error.code);
 }
 
 function errorCode(error: unknown): string {

@@ -28,6 +28,9 @@ export function writeSiteConfig(dir: string): string {
       '      - code: MRKOPF',
       '        products: [neuro-volumetry]',
       '        note: local RIS code MRT Kopf',
+      '      - code: MRKOPFHC',
+      '        products: [neuro-volumetry, hippocampal-atrophy]',
+      '        note: local RIS code MRT Kopf mit Hippocampus-Volumetrie',
       '',
     ].join('\n'),
   );
@@ -42,7 +45,11 @@ export interface Hl7OrderSpec {
   note?: string;
   placerGroup?: string;
   controlId?: string;
-  orderControl?: 'NW' | 'CA';
+  orderControl?: 'NW' | 'CA' | 'XO';
+  /** Local RIS procedure code (the site table maps it to products); default MRKOPF. */
+  procedure?: string;
+  /** ORC-7.6 / OBR-27.6 priority (table 0485): R routine, S stat, A asap. */
+  priority?: 'R' | 'S' | 'A';
 }
 
 /**
@@ -56,8 +63,8 @@ export function ormMessage(spec: Hl7OrderSpec): Buffer {
     `MSH|^~\\&|RADIS1|E2EHOSP|AIADAPTER|E2EHOSP|20261121093000||ORM^O01|${control}|P|2.3.1`,
     `PID|||${spec.patientId}^^^E2EHOSP^MR||MUSTERMANN^ERIKA^^^^^L||19640812|F|||Lindenweg 3^^Hamburg^^20095^DE`,
     `PV1||O|RAD^^^RADIOLOGIE|||||4711^ARZT^PAULA^^^DR|||||||||||V-${spec.placer}^^^E2EHOSP^VN`,
-    `ORC|${spec.orderControl ?? 'NW'}|${spec.placer}^RADIS1||${spec.placerGroup ? `${spec.placerGroup}^RADIS1` : ''}|SC||^^^20261121100000^^R||20261121093000|^CLERK^CARL||4711^ARZT^PAULA^^^DR`,
-    `OBR|1|${spec.placer}^RADIS1||MRKOPF^MRT Kopf nativ^L||20261121100000|||||||Gedaechtnisstoerung seit 6 Monaten|||4711^ARZT^PAULA^^^DR||${spec.accession}|RP-${spec.placer}|SPS-${spec.placer}||||MR|||^^^20261121100000^^R`,
+    `ORC|${spec.orderControl ?? 'NW'}|${spec.placer}^RADIS1||${spec.placerGroup ? `${spec.placerGroup}^RADIS1` : ''}|SC||^^^20261121100000^^${spec.priority ?? 'R'}||20261121093000|^CLERK^CARL||4711^ARZT^PAULA^^^DR`,
+    `OBR|1|${spec.placer}^RADIS1||${spec.procedure ?? 'MRKOPF'}^MRT Kopf^L||20261121100000|||||||Gedaechtnisstoerung seit 6 Monaten|||4711^ARZT^PAULA^^^DR||${spec.accession}|RP-${spec.placer}|SPS-${spec.placer}||||MR|||^^^20261121100000^^${spec.priority ?? 'R'}`,
     ...(spec.note ? [`NTE|1|L|${spec.note}`] : []),
     `ZDS|${spec.studyUid}^RADIS1^Application^DICOM`,
   ];

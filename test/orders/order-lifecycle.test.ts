@@ -1,0 +1,291 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { OrderLifecycleService } from '../../src/orders/order-lifecycle.service';
+import { OrderPollerService } from '../../src/orders/order-poller.service';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { multipartRelated } from '../studies/study-test-support';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  studyFor,
+  waitFor,
+  writeSiteConfig,
+  type Hl7OrderSpec,
+} from '../e2e/e2e-support';
+
+jest.setTimeout(180_000);
+
+/**
+ * The lifecycle's rules beyond the happy paths, through the running adapter: studies pushed
+ * over STOW-RS, orders over MLLP, the sandbox upstream on a manual clock.
+ */
+describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', () => {
+  let sandbox: RunningSandbox;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let lifecycle: OrderLifecycleService;
+  let poller: OrderPollerService;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orders-lifecycle-'));
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: sandbox.baseUrl,
+      ...SANDBOX_CLIENT,
+      IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+    lifecycle = adapter.app.get(OrderLifecycleService);
+    poller = adapter.app.get(OrderPollerService);
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await sandbox?.close();
+  });
+
+  async function push(spec: Hl7OrderSpec): Promise<void> {
+    const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
+    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(res.status).toBe(200);
+  }
+
+  async function send(spec: Hl7OrderSpec): Promise<string> {
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id;
+  }
+
+  const stateIs = (id: string, ...states: string[]) =>
+    waitFor(`order ${id} in ${states.join('/')}`, async () =>
+      states.includes(await orderState(db, id)),
+    );
+
+  const row = async (id: string) =>
+    (await db.query(`SELECT * FROM orders WHERE id = $1`, [id])).rows[0];
+
+  const kinds = async (id: string) =>
+    (
+      await db.query(`SELECT kind FROM audit_events WHERE order_id = $1 ORDER BY id`, [id])
+    ).rows.map((r) => r.kind as string);
+
+  const api = (path: string, body: unknown, token: string = TEST_TOKENS.sender) =>
+    fetch(`${adapter.httpUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  it('cancels from our REST API, and answers problem JSON for what it refuses', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    expect((await api(`/api/orders/${id}/cancel`, {})).status).toBe(400);
+    expect(
+      (await api(`/api/orders/${id}/cancel`, { reason: 'x' }, TEST_TOKENS.analyst)).status,
+    ).toBe(403);
+    const unknown = await api(`/api/orders/01a1fd62-0000-7000-8000-000000000000/cancel`, {
+      reason: 'x',
+    });
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get('content-type')).toMatch(/application\/problem\+json/);
+    const res = await api(`/api/orders/${id}/cancel`, {
+      reason: 'patient declined the AI analysis',
+    });
+    expect(res.status).toBe(202);
+    await stateIs(id, 'cancelled');
+    const r = await row(id);
+    expect(sandbox.state.orders.get(r.upstream_order_id)?.status).toBe('CANCELLED');
+    const again = await api(`/api/orders/${id}/cancel`, { reason: 'again' });
+    expect(again.status).toBe(409);
+    const decision = await db.query(
+      `SELECT actor, detail FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-requested'`,
+      [id],
+    );
+    expect(decision.rows[0].detail).toMatchObject({
+      reason: 'patient declined the AI analysis',
+      via: 'api',
+    });
+    // A QC bypass on an order that is not on QC hold is refused.
+    const bypass = await api(`/api/orders/${id}/qc-bypass`, { reason: 'x' });
+    expect(bypass.status).toBe(409);
+  });
+
+  it('never lets the upstream overwrite a study: the second order of one study is held, audited', async () => {
+    const first = newOrderSpec('sandbox-outcome: delivered');
+    const second = {
+      ...newOrderSpec('sandbox-outcome: delivered'),
+      studyUid: first.studyUid,
+      accession: first.accession,
+    };
+    await push(first);
+    const a = await send(first);
+    await stateIs(a, 'processing');
+    const b = await send(second);
+    await stateIs(b, 'placed');
+    // The same study arrives again; with two open orders of one Study Instance UID it is held
+    // for whichever asks (the studies module's rule), and this order's acquire takes it now.
+    await push(second);
+    await lifecycle.acquireStudy(b);
+    await waitFor('the hold', async () => (await kinds(b)).includes('order.upload-held'));
+    expect(await orderState(db, b)).toBe('study-ready');
+    expect(
+      sandbox.state.completedUploads.filter((u) => u.studyUid === first.studyUid),
+    ).toHaveLength(1);
+    const held = await db.query(
+      `SELECT severity, detail FROM audit_events WHERE order_id = $1 AND kind = 'order.upload-held'`,
+      [b],
+    );
+    expect(held.rows[0]).toMatchObject({ severity: 'warning', detail: { otherOrders: [a] } });
+    // Five minutes later (ours and the upstream's), the held upload goes.
+    await db.query(
+      `UPDATE orders SET upload_completed_at = now() - interval '6 minutes' WHERE id = $1`,
+      [a],
+    );
+    await sandbox.advance(6 * 60_000);
+    await lifecycle.uploadStudy(b);
+    expect(await orderState(db, b)).toBe('processing');
+    const ra = await row(a);
+    const rb = await row(b);
+    // The earlier order kept its upload (it did not fall back to PENDING).
+    expect(sandbox.state.orders.get(ra.upstream_order_id)?.status).not.toBe('PENDING');
+    expect(sandbox.state.orders.get(rb.upstream_order_id)?.status).toBe('RECEIVED');
+  });
+
+  it('makes a placer group one upstream batch; a member with other products is a clear error; the aggregated report is fetched when all are terminal', async () => {
+    const group = `GRP-${Date.now().toString(36)}`;
+    const one = { ...newOrderSpec('sandbox-outcome: delivered'), placerGroup: group };
+    const two = { ...newOrderSpec('sandbox-outcome: failed'), placerGroup: group };
+    const odd = { ...newOrderSpec(), placerGroup: group, procedure: 'MRKOPFHC' };
+    await push(one);
+    await push(two);
+    const a = await send(one);
+    await stateIs(a, 'processing');
+    const b = await send(two);
+    await stateIs(b, 'processing');
+    const [ra, rb] = [await row(a), await row(b)];
+    expect(ra.upstream_batch_id).toBeTruthy();
+    expect(rb.upstream_batch_id).toBe(ra.upstream_batch_id);
+    expect(sandbox.state.batches.size).toBe(1);
+    const c = await send(odd);
+    await stateIs(c, 'failed');
+    const rc = await row(c);
+    expect(rc.alert).toBe('batch-products-mismatch');
+    expect(rc.last_error).toMatch(/differ from those of its batch/);
+    expect(rc.upstream_order_id).toBeNull();
+
+    for (let i = 0; i < 10 && !['delivered', 'failed'].includes(await orderState(db, a)); i++) {
+      await sandbox.advance(5_000);
+      await poller.runNow();
+    }
+    await sandbox.advance(5_000);
+    await poller.runNow();
+    expect(await orderState(db, a)).toBe('delivered');
+    expect(await orderState(db, b)).toBe('failed');
+    await waitFor('the batch report', async () => {
+      const { rows } = await db.query(
+        `SELECT report_fetched_at, octet_length(report) AS n FROM upstream_batches WHERE placer_group_number = $1`,
+        [group],
+      );
+      return rows[0]?.report_fetched_at ? rows[0] : undefined;
+    });
+    expect(await kinds(a)).toContain('order.batch');
+  });
+
+  it('sends changed metadata upstream (ORC-1 XO)', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    const id = await send(spec);
+    await stateIs(id, 'placed');
+    const upstreamId = (await row(id)).upstream_order_id as string;
+    expect(sandbox.state.orders.get(upstreamId)?.apiMetadata?.priority ?? 'routine').toBe(
+      'routine',
+    );
+    expect(
+      ackSummary(
+        await mllp.send(
+          ormMessage({
+            ...spec,
+            orderControl: 'XO',
+            priority: 'S',
+            controlId: `XO-${spec.placer}`,
+          }),
+        ),
+      ).code,
+    ).toBe('AA');
+    await waitFor(
+      'metadata sent',
+      async () => (await kinds(id)).filter((k) => k === 'order.updated').length >= 2,
+    );
+    const { metadata } = await poller['deps'].client.getMetadata({ orderId: upstreamId });
+    expect(metadata.priority).toBe('stat');
+    expect(metadata.correlation_id).toBe(id);
+  });
+
+  it('a study that never arrives: past the deadline the order fails with an alert and the upstream order is cancelled', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    const id = await send(spec);
+    await stateIs(id, 'placed');
+    await db.query(
+      `UPDATE orders SET study_deadline_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const swept = await lifecycle.sweep();
+    expect(swept.studyDeadlines).toBeGreaterThanOrEqual(1);
+    const r = await row(id);
+    expect(r).toMatchObject({ state: 'failed', alert: 'study-deadline' });
+    expect(sandbox.state.orders.get(r.upstream_order_id)?.status).toBe('CANCELLED');
+    const alert = await db.query(
+      `SELECT severity, summary FROM audit_events WHERE order_id = $1 AND kind = 'order.alert'`,
+      [id],
+    );
+    expect(alert.rows[0]).toMatchObject({ severity: 'error' });
+    expect(alert.rows[0].summary).toMatch(/^study-deadline: no usable study arrived/);
+  });
+
+  it('an upstream order stuck in a non-terminal status past the limit fails with an alert', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '100 hours' WHERE id = $1`,
+      [id],
+    );
+    await lifecycle.sweep();
+    const r = await row(id);
+    expect(r).toMatchObject({ state: 'failed', alert: 'upstream-stuck' });
+    expect(sandbox.state.orders.get(r.upstream_order_id)?.status).toBe('CANCELLED');
+    // Later upstream news about it is refused by the transition table, audited, harmless.
+    await poller.runNow();
+    expect(await orderState(db, id)).toBe('failed');
+  });
+
+  it('runs one poll cycle at a time across the cluster', async () => {
+    const results = await Promise.all([poller.runNow(), poller.runNow(), poller.runIfDue()]);
+    expect(results.filter((r) => r !== undefined)).toHaveLength(1);
+    const { rows } = await db.query(
+      `SELECT next_due_at > now() AS later, last_stats FROM poll_schedule`,
+    );
+    expect(rows[0].later).toBe(true);
+    expect(rows[0].last_stats.upstreamCalls).toBeGreaterThanOrEqual(2);
+  });
+});

@@ -123,7 +123,14 @@ export class FhirOrderService {
     try {
       assertJsonMediaType(caller.contentType);
       return await fn();
-    } catch (error) {
+    } catch (caught) {
+      let error = caught;
+      // A TypeError while reading the body means a shape the structure validator let through
+      // (e.g. an object where a string belongs): the input is refused (422), not the service.
+      if (caught instanceof TypeError) {
+        this.logger.warn({ messageType, err: caught.message }, 'fhir body could not be read');
+        error = new FhirError('invalid', `the resource could not be read: ${caught.message}`);
+      }
       if (error instanceof FhirError && error.httpStatus < 500) {
         await this.recordRefusal(caller, messageType, error, quirks());
       }

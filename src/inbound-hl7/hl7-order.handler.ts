@@ -32,6 +32,16 @@ const messagesTotal = new Counter({
   registers: [metricsRegistry],
 });
 
+/** Metric label values come from a closed list: a fuzzed MSH-9 must not create new series. */
+const KNOWN_TYPES = new Set(['ORM^O01', 'OMI^O23', 'ADT^A08', 'ADT^A40']);
+const KNOWN_ACKS = new Set(['AA', 'AE', 'AR', 'CA', 'CE', 'CR']);
+function typeLabel(type: string): string {
+  return KNOWN_TYPES.has(type) ? type : 'other';
+}
+function ackLabel(code: string): string {
+  return KNOWN_ACKS.has(code) ? code : 'other';
+}
+
 export interface Hl7OrderHandlerOptions {
   mapping?: Hl7OrderMappingConfig;
   structure?: StructureCheckOptions;
@@ -113,8 +123,10 @@ export class Hl7OrderHandler {
         (outcome) => this.respond(message, mapped.orders, outcome, warnings),
       );
       messagesTotal.inc({
-        type,
-        ack: reply.duplicate ? `${reply.response.code}-dup` : reply.response.code,
+        type: typeLabel(type),
+        ack: reply.duplicate
+          ? `${ackLabel(reply.response.code)}-dup`
+          : ackLabel(reply.response.code),
       });
       this.logger.info(
         {
@@ -129,7 +141,7 @@ export class Hl7OrderHandler {
       return reply.response.body;
     } catch (error) {
       // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
-      messagesTotal.inc({ type, ack: 'AR-store' });
+      messagesTotal.inc({ type: typeLabel(type), ack: 'AR-store' });
       this.logger.error({ type, err: (error as Error).message }, 'hl7 message could not be stored');
       return buildAck({
         inbound: message,
@@ -232,7 +244,7 @@ export class Hl7OrderHandler {
       controlId: this.controlIds(),
       now: this.clock(),
     });
-    messagesTotal.inc({ type: base.messageType, ack: ack.code });
+    messagesTotal.inc({ type: typeLabel(base.messageType), ack: ackLabel(ack.code) });
     try {
       await this.intake.recordRejected({
         ...base,

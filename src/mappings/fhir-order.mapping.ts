@@ -223,7 +223,8 @@ function nameLines(prefix: string, name: PersonName, source: string): Line[] {
 }
 
 /** A display such as "Dr. Adam Careful" when the requester cannot be resolved: best effort, recorded as a quirk. */
-function nameFromDisplay(display: string): PersonName {
+function nameFromDisplay(display: unknown): PersonName {
+  if (typeof display !== 'string') return {};
   const words = display.trim().split(/\s+/);
   const out: PersonName = {};
   if (words.length > 1 && /^(dr|prof|mr|mrs|ms)\.?$/i.test(words[0]!)) out.prefix = words.shift();

@@ -18,10 +18,32 @@ export class AuditCallObserver implements CallObserver {
 
   onCall(record: CallRecord): void {
     if (!this.dataSource.isInitialized) return;
-    const write = writeAuditEvents(this.dataSource.manager, [
+    const write = this.write(record)
+      .catch((error: unknown) =>
+        this.logger.warn(
+          { err: (error as Error).message, operation: record.operation },
+          'upstream.call audit event not written',
+        ),
+      )
+      .finally(() => this.pending.delete(write));
+    this.pending.add(write);
+  }
+
+  private async write(record: CallRecord): Promise<void> {
+    // The call names the upstream order; the event belongs to our order, so that it shows
+    // in the order's timeline on the audit page.
+    let orderId: string | null = null;
+    if (record.orderId) {
+      const rows: Array<{ id: string }> = await this.dataSource.query(
+        `SELECT id FROM orders WHERE upstream_order_id = $1`,
+        [record.orderId],
+      );
+      orderId = rows[0]?.id ?? null;
+    }
+    await writeAuditEvents(this.dataSource.manager, [
       {
         kind: 'upstream.call',
-        orderId: null,
+        orderId,
         severity: record.outcome === 'success' ? 'info' : 'warning',
         actor: 'adapter',
         summary: `${record.method} ${record.endpoint} → ${record.status ?? 'no answer'} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
@@ -34,21 +56,12 @@ export class AuditCallObserver implements CallObserver {
           attempts: record.attempts,
           retries: Math.max(0, record.attempts - 1),
           outcome: record.outcome,
-          // The upstream order id: our order is linked by the lifecycle's own events.
           upstreamOrderId: record.orderId,
           error: record.error,
           deprecationWarning: record.deprecationWarning,
         },
       },
-    ])
-      .catch((error: unknown) =>
-        this.logger.warn(
-          { err: (error as Error).message, operation: record.operation },
-          'upstream.call audit event not written',
-        ),
-      )
-      .finally(() => this.pending.delete(write));
-    this.pending.add(write);
+    ]);
   }
 
   /** Waits for the events in flight (shutdown, tests). */

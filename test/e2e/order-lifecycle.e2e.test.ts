@@ -81,47 +81,55 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
     return { id: order.id, spec };
   }
 
-  async function orderOverFhir(outcome: string): Promise<{ id: string; spec: Hl7OrderSpec }> {
+  async function orderOverFhir(
+    outcome: string,
+  ): Promise<{
+    id: string;
+    spec: Hl7OrderSpec;
+    resourceId: string;
+    resource: Record<string, unknown>;
+  }> {
     const spec = newOrderSpec();
     await storeStudy(spec);
+    const resource = {
+      resourceType: 'ServiceRequest',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
+          name: [{ family: 'Mustermann', given: ['Erika'] }],
+          gender: 'female',
+          birthDate: '1964-08-12',
+        },
+      ],
+      identifier: [
+        { system: 'http://e2e.example/ehr/orders', value: spec.placer },
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+          },
+          system: 'http://e2e.example/accession',
+          value: spec.accession,
+        },
+      ],
+      status: 'active',
+      intent: 'order',
+      code: {
+        coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
+      },
+      subject: { reference: '#p1' },
+      occurrenceDateTime: '2026-11-21T10:00:00Z',
+      requester: { display: 'Dr. Paula Arzt' },
+      note: [{ text: `sandbox-outcome: ${outcome}` }],
+    };
     const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${TEST_TOKENS.sender}`,
         'content-type': 'application/fhir+json',
       },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        contained: [
-          {
-            resourceType: 'Patient',
-            id: 'p1',
-            identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
-            name: [{ family: 'Mustermann', given: ['Erika'] }],
-            gender: 'female',
-            birthDate: '1964-08-12',
-          },
-        ],
-        identifier: [
-          { system: 'http://e2e.example/ehr/orders', value: spec.placer },
-          {
-            type: {
-              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
-            },
-            system: 'http://e2e.example/accession',
-            value: spec.accession,
-          },
-        ],
-        status: 'active',
-        intent: 'order',
-        code: {
-          coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
-        },
-        subject: { reference: '#p1' },
-        occurrenceDateTime: '2026-11-21T10:00:00Z',
-        requester: { display: 'Dr. Paula Arzt' },
-        note: [{ text: `sandbox-outcome: ${outcome}` }],
-      }),
+      body: JSON.stringify(resource),
     });
     expect(res.status).toBe(201);
     const created = (await res.json()) as { id: string };
@@ -130,7 +138,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
       [created.id],
     );
     expect(rows).toHaveLength(1);
-    return { id: rows[0].id as string, spec };
+    return { id: rows[0].id as string, spec, resourceId: created.id, resource };
   }
 
   const processing = (id: string) =>
@@ -235,6 +243,26 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
     const status = (await poller['deps'].client.getStatus({ orderId: rows[0].upstream_order_id }))
       .status;
     expect(status).toBe('CANCELLED');
+  });
+
+  it('cancels from FHIR (ServiceRequest.status revoked): upstream cancel-order, CANCELLED', async () => {
+    const order = await orderOverFhir('delivered');
+    await processing(order.id);
+    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${order.resourceId}`, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({ ...order.resource, id: order.resourceId, status: 'revoked' }),
+    });
+    expect(res.status).toBe(200);
+    await waitFor('cancelled', async () => (await orderState(db, order.id)) === 'cancelled');
+    const { rows } = await db.query(
+      `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'order.transition' ORDER BY id DESC LIMIT 1`,
+      [order.id],
+    );
+    expect(rows[0].detail).toMatchObject({ upstreamStatus: 'CANCELLED', to: 'cancelled' });
   });
 
   it('follows every order to its end: DELIVERED, QC_FAILED on hold, FAILED, PREPROCESSING_FAILED, IN_REVIEW then DELIVERED', async () => {

@@ -56,6 +56,22 @@ export class StowController {
     res: Response,
     targetStudyUid: string | undefined,
   ): Promise<void> {
+    // The response is DICOM JSON only (no application/dicom+xml): PS3.18 §8.3.3.1 says 406.
+    const accept = req.headers.accept;
+    if (
+      accept &&
+      !/application\/dicom\+json|application\/json|application\/\*|\*\/\*/i.test(accept)
+    ) {
+      res.setHeader('Connection', 'close');
+      sendProblem(
+        req,
+        res,
+        406,
+        'not_acceptable',
+        'the response is only available as application/dicom+json',
+      );
+      return;
+    }
     const length = Number(req.headers['content-length']);
     try {
       const outcome = await this.stow.receive({

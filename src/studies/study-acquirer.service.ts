@@ -77,9 +77,22 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       );
     }
     const now = this.now();
-    const leaseUntil = new Date(now.getTime() + (this.options.leaseMs ?? 30 * 60_000));
+    const leaseMs = this.options.leaseMs ?? 30 * 60_000;
+    const leaseUntil = new Date(now.getTime() + leaseMs);
     const row = await ds.transaction((m) => takeLease(m, request.orderId, now, leaseUntil));
     if (!row) return waiting('another worker is acquiring this study', BUSY_RETRY_MS);
+    // A retrieve of a very large study may outlast the lease: keep it while we work.
+    const renew = setInterval(
+      () =>
+        void ds
+          .query(`UPDATE study_acquisitions SET lease_until = $2 WHERE order_id = $1`, [
+            request.orderId,
+            new Date(this.now().getTime() + leaseMs),
+          ])
+          .catch(() => undefined),
+      Math.max(1000, leaseMs / 3),
+    );
+    renew.unref();
     try {
       return await this.acquireLeased(request, row);
     } catch (error) {
@@ -89,6 +102,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       }
       throw error;
     } finally {
+      clearInterval(renew);
       await ds.query(`UPDATE study_acquisitions SET lease_until = NULL WHERE order_id = $1`, [
         request.orderId,
       ]);

@@ -233,6 +233,27 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     ).toMatchObject({ status: 'waiting', reason: 'the study is not in the PACS yet' });
   });
 
+  it('lets one worker at a time acquire an order (the lease), whichever replica it runs on', async () => {
+    const study = createMrBrainStudy({ series: [{ slices: 1 }] });
+    await store(study);
+    const uid = study[0]!.studyInstanceUid;
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    const results = await Promise.all([
+      acquirer(1).acquire({ orderId, studyInstanceUid: uid }),
+      acquirer(1).acquire({ orderId, studyInstanceUid: uid }),
+    ]);
+    expect(results.map((r) => (r.status === 'waiting' ? r.reason : r.status)).sort()).toEqual([
+      '1 instance(s) in the PACS; waiting for the count to settle',
+      'another worker is acquiring this study',
+    ]);
+    // The lease is given back when the call ends.
+    const [row] = (await db.dataSource.query(
+      `SELECT lease_until FROM study_acquisitions WHERE order_id = $1`,
+      [orderId],
+    )) as Array<{ lease_until: Date | null }>;
+    expect(row!.lease_until).toBeNull();
+  });
+
   it('answers waiting, not failed, when the PACS is down', async () => {
     const down = new DefaultStudyAcquirer({
       dataSource: db.dataSource,

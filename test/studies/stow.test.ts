@@ -44,13 +44,13 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
   const stow = async (
     body: Buffer,
     contentType: string,
-    options: { path?: string; token?: string | null } = {},
+    options: { path?: string; token?: string | null; accept?: string } = {},
   ) => {
     const res = await request(`${adapter.httpUrl}${options.path ?? '/dicomweb/studies'}`, {
       method: 'POST',
       headers: {
         'content-type': contentType,
-        accept: 'application/dicom+json',
+        accept: options.accept ?? 'application/dicom+json',
         ...(options.token === null
           ? {}
           : { authorization: `Bearer ${options.token ?? TEST_TOKENS.sender}` }),
@@ -229,6 +229,7 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     ]);
     expect((await stow(body, contentType, { token: null })).status).toBe(401);
     expect((await stow(body, contentType, { token: TEST_TOKENS.analyst })).status).toBe(403);
+    expect((await stow(body, contentType, { accept: 'application/dicom+xml' })).status).toBe(406);
     expect((await stow(body, 'application/dicom')).status).toBe(415);
     expect(
       (await stow(body, contentType.replace('application/dicom', 'application/dicom+json'))).status,

@@ -93,9 +93,18 @@ export class DicomWebClient {
    */
   async retrieveStudy(studyInstanceUid: string, dir: string): Promise<RetrievedFile[]> {
     await mkdir(dir, { recursive: true });
-    const res = await this.call(`${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`, {
-      accept: 'multipart/related; type="application/dicom"; transfer-syntax=*',
-    });
+    const url = `${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`;
+    let res: Awaited<ReturnType<typeof request>>;
+    try {
+      res = await this.call(url, {
+        accept: 'multipart/related; type="application/dicom"; transfer-syntax=*',
+      });
+    } catch (error) {
+      // A server that does not offer `transfer-syntax=*` answers 406 (PS3.18 §8.3.3.1); then
+      // take its default, Explicit VR Little Endian (§8.7.3.5.2), transcoded by the PACS.
+      if (!(error instanceof StudyError && error.httpStatus === 406)) throw error;
+      res = await this.call(url, { accept: 'multipart/related; type="application/dicom"' });
+    }
     const contentType = String(res.headers['content-type'] ?? '');
     const boundary = boundaryOf(contentType);
     if (baseMediaType(contentType) !== 'multipart/related' || !boundary) {
@@ -166,6 +175,7 @@ export class DicomWebClient {
     throw new StudyError(
       res.statusCode >= 500 || res.statusCode === 429 ? 'pacs_unavailable' : 'pacs_error',
       `PACS answered HTTP ${res.statusCode}`,
+      { httpStatus: res.statusCode },
     );
   }
 }

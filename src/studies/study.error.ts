@@ -12,13 +12,16 @@ export type StudyErrorCode = (typeof STUDY_ERROR_CODES)[number];
 
 export class StudyError extends Error {
   override readonly name = 'StudyError';
+  /** The PACS's HTTP status, when the error is its answer. */
+  readonly httpStatus?: number;
 
   constructor(
     readonly code: StudyErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; httpStatus?: number },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.httpStatus = options?.httpStatus;
   }
 
   /** Transient failures: the lifecycle should ask again later rather than give up. */

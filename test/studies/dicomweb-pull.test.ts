@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -268,5 +270,53 @@ describe('study acquisition from a PACS over DICOMweb', () => {
       status: 'waiting',
       reason: expect.stringContaining('PACS unreachable'),
     });
+  });
+});
+
+/**
+ * A PACS that offers only its default transfer syntax (no `transfer-syntax=*`), as some
+ * archives do: a loopback HTTP peer that answers 406 to `*` and serves the parts otherwise.
+ */
+describe('WADO-RS against a PACS without transfer-syntax=*', () => {
+  it('falls back to the default transfer syntax after a 406', async () => {
+    const instances = createMrBrainStudy({ series: [{ slices: 2 }] });
+    const accepts: string[] = [];
+    const server = createServer((req, res) => {
+      const accept = String(req.headers.accept);
+      accepts.push(accept);
+      if (accept.includes('transfer-syntax=*')) {
+        res.writeHead(406).end();
+        return;
+      }
+      const boundary = 'pacs-default-ts';
+      res.writeHead(200, {
+        'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
+      });
+      for (const i of instances) {
+        res.write(
+          `--${boundary}\r\nContent-Type: application/dicom; transfer-syntax=1.2.840.10008.1.2.1\r\n\r\n`,
+        );
+        res.write(i.bytes);
+        res.write('\r\n');
+      }
+      res.end(`--${boundary}--\r\n`);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const dir = mkdtempSync(join(tmpdir(), 'wado-406-'));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const client = new DicomWebClient({ baseUrl: `http://127.0.0.1:${port}/dicom-web/` });
+      const files = await client.retrieveStudy(instances[0]!.studyInstanceUid, dir);
+      expect(accepts).toEqual([
+        'multipart/related; type="application/dicom"; transfer-syntax=*',
+        'multipart/related; type="application/dicom"',
+      ]);
+      expect(await Promise.all(files.map(async (f) => sha256(await readFile(f.path))))).toEqual(
+        instances.map((i) => sha256(i.bytes)),
+      );
+    } finally {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -257,6 +257,24 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
           quietEnd - now.getTime(),
         );
       }
+      // Pushed instances sit on the disk of the replica that received them: DATA_DIR must be
+      // shared between replicas, or this replica cannot package them.
+      const missing = (
+        await Promise.all(
+          pushed.map((p) =>
+            access(p.filePath).then(
+              () => 0,
+              () => 1,
+            ),
+          ),
+        )
+      ).reduce<number>((n, x) => n + x, 0);
+      if (missing > 0) {
+        return waiting(
+          `${missing} received instance file(s) are not on this replica's disk (is DATA_DIR shared?)`,
+          NOT_FOUND_RETRY_MS,
+        );
+      }
       return this.packageAndRecord(
         request,
         pushed.map((p) => ({ path: p.filePath, header: p.header })),
@@ -397,6 +415,11 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       packagedAt: packagedAt.toISOString(),
     };
     const others = await this.otherPackages(study.studyInstanceUid, request.orderId);
+    // Patient ID domains differ between RIS and PACS, so a different ID is not refused; it is
+    // flagged for a human to check (wrong-patient studies must not pass unnoticed).
+    const patientIdDiffers =
+      Boolean(request.patientId && study.attributes.patientId) &&
+      request.patientId!.trim().toUpperCase() !== study.attributes.patientId!.trim().toUpperCase();
     await this.options.dataSource.transaction(async (m) => {
       await updateAcquisition(m, request.orderId, {
         state: 'packaged',
@@ -414,7 +437,8 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         {
           kind: 'study.packaged',
           orderId: request.orderId,
-          summary: `study packaged for upload: ${study.instanceCount} instance(s) in ${study.seriesCount} series, ${result.sizeBytes} bytes (${source})`,
+          severity: patientIdDiffers ? 'warning' : 'info',
+          summary: `study packaged for upload: ${study.instanceCount} instance(s) in ${study.seriesCount} series, ${result.sizeBytes} bytes (${source})${patientIdDiffers ? "; the Patient ID in the images differs from the order's" : ''}`,
           detail: {
             source,
             studyInstanceUid: study.studyInstanceUid,
@@ -422,6 +446,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
             series: study.seriesCount,
             sizeBytes: result.sizeBytes,
             sidecar: Boolean(request.sidecar),
+            patientIdDiffers,
             otherPackages: others.map((o) => ({ orderId: o.orderId, packagedAt: o.packagedAt })),
             ...extra,
           },

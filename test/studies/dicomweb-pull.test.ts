@@ -185,11 +185,23 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     const a = acquirer(1);
     expect((await a.acquire({ orderId, accessionNumber: 'PULL-ACC-3' })).status).toBe('waiting');
     clock += 1_000;
-    const ready = await a.acquire({ orderId, accessionNumber: 'PULL-ACC-3' });
+    // The RIS knows the patient under another ID than the images carry: packaged, but flagged.
+    const ready = await a.acquire({
+      orderId,
+      accessionNumber: 'PULL-ACC-3',
+      patientId: 'RIS-778899',
+    });
     expect(ready).toMatchObject({
       status: 'ready',
       study: { studyInstanceUid: study[0]!.studyInstanceUid, instanceCount: 2 },
     });
+    const [packaged] = (await db.dataSource.query(
+      `SELECT severity, summary, detail->'patientIdDiffers' AS differs FROM audit_events
+        WHERE order_id = $1 AND kind = 'study.packaged'`,
+      [orderId],
+    )) as Array<{ severity: string; summary: string; differs: boolean }>;
+    expect(packaged).toMatchObject({ severity: 'warning', differs: true });
+    expect(packaged!.summary).toMatch(/Patient ID in the images differs/);
   });
 
   it('tells the lifecycle about another unreleased package of the same study', async () => {

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
@@ -286,6 +286,20 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(ready.study).toMatchObject({ source: 'stow', instanceCount: 3, seriesCount: 1 });
     const zip = await readZip(ready.study.packagePath);
     expect([...zip.values()].map(sha256).sort()).toEqual(study.map((i) => sha256(i.bytes)).sort());
+
+    // Another replica without the received files (DATA_DIR not shared) waits instead of failing.
+    const [one] = (await adapter.dataSource.query(
+      `SELECT file_path FROM study_instances WHERE order_id = $1 LIMIT 1`,
+      [orderId],
+    )) as Array<{ file_path: string }>;
+    const moved = `${one!.file_path}.elsewhere`;
+    renameSync(one!.file_path, moved);
+    rmSync(ready.study.packagePath);
+    expect(await acquirer.acquire({ orderId, accessionNumber: 'STOW-ACC-77' })).toMatchObject({
+      status: 'waiting',
+      reason: "1 received instance file(s) are not on this replica's disk (is DATA_DIR shared?)",
+    });
+    renameSync(moved, one!.file_path);
 
     await acquirer.release(orderId);
     expect(existsSync(ready.study.packagePath)).toBe(false);

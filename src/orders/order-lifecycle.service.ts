@@ -19,6 +19,7 @@ import { toUpstreamMetadata } from './domain/upstream-metadata';
 import { ORDER_JOBS } from './order-intake.service';
 import type { OrderEvents, QcBypassDecision, StoredDocument } from './order-events';
 import { OrderLifecycleError } from './order-lifecycle.error';
+import { orderAlerts } from './order-metrics';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from './order-transitions';
 
 /** Jobs of the lifecycle beyond the three the intake enqueues (ORDER_JOBS). */
@@ -1012,6 +1013,7 @@ export class OrderLifecycleService {
   ): Promise<void> {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
+    let ended = false;
     await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order || isTerminal(stateOf(order))) return;
@@ -1023,6 +1025,7 @@ export class OrderLifecycleService {
         { last_error: alert ? reason : null, alert, lease_owner: null, lease_until: null },
       );
       if (!moved.applied) return;
+      ended = true;
       if (alert) {
         await writeAuditEvents(manager, [
           {
@@ -1040,7 +1043,10 @@ export class OrderLifecycleService {
         upstreamToCancel = order.upstream_order_id;
       }
     });
-    if (alert) this.deps.logger.error({ orderId, alert }, 'order ended with an alert');
+    if (alert && ended) {
+      orderAlerts.inc({ alert });
+      this.deps.logger.error({ orderId, alert }, 'order ended with an alert');
+    }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
     if (upstreamToCancel) {
       await this.client.cancelOrder(upstreamToCancel).catch((error: unknown) => {

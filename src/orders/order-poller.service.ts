@@ -5,6 +5,7 @@ import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-clie
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { FOLLOWED_STATES } from './domain/order-state';
 import type { OrderLifecycleService } from './order-lifecycle.service';
+import { pollCycleCalls, pollCycleFollowed, pollCycleSeconds } from './order-metrics';
 
 export interface PollCycleStats {
   startedAt: string;
@@ -169,6 +170,9 @@ export class OrderPollerService {
       reportsListed: reports.length,
       reportsAcknowledged: acked,
     };
+    pollCycleCalls.set(calls);
+    pollCycleFollowed.set(followed.length);
+    pollCycleSeconds.observe(stats.durationMs / 1000);
     logger.info({ poll: stats }, 'upstream poll cycle');
     return stats;
   }

@@ -259,6 +259,12 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     );
     expect(alert.rows[0]).toMatchObject({ severity: 'error' });
     expect(alert.rows[0].summary).toMatch(/^study-deadline: no usable study arrived/);
+    const metrics = await (
+      await fetch(`${adapter.httpUrl}/metrics`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      })
+    ).text();
+    expect(metrics).toMatch(/adapter_order_alerts_total\{alert="study-deadline"\} [1-9]/);
   });
 
   it('an upstream order stuck in a non-terminal status past the limit fails with an alert', async () => {

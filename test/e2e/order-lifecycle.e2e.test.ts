@@ -81,9 +81,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
     return { id: order.id, spec };
   }
 
-  async function orderOverFhir(
-    outcome: string,
-  ): Promise<{
+  async function orderOverFhir(outcome: string): Promise<{
     id: string;
     spec: Hl7OrderSpec;
     resourceId: string;

@@ -234,6 +234,9 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       if (
         row.state === 'packaged' &&
         (row.study as AcquiredStudy | null)?.instanceCount === pushed.length &&
+        // A resent (corrected) instance received after packaging makes the package stale.
+        row.packaged_at !== null &&
+        pushed.every((p) => p.receivedAt.getTime() <= new Date(row.packaged_at!).getTime()) &&
         row.sidecar_sha256 === sidecarHash &&
         (await this.packageExists(row))
       ) {

@@ -409,9 +409,22 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       reason: '3 instance(s) received; waiting for the study to be complete',
     });
     await new Promise((r) => setTimeout(r, 400));
+    const ready = await acquirer.acquire({ orderId, studyInstanceUid: uid });
+    if (ready.status !== 'ready') throw new Error(`expected ready: ${JSON.stringify(ready)}`);
+    expect(ready.study).toMatchObject({ instanceCount: 3, seriesCount: 2, source: 'stow' });
+
+    // The modality resends a corrected instance: the package is stale, the wait starts again.
+    part = multipartRelated([{ data: s2[0]!.bytes }]);
+    expect((await stow(part.body, part.contentType)).status).toBe(200);
     expect(await acquirer.acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
-      status: 'ready',
-      study: { instanceCount: 3, seriesCount: 2, source: 'stow' },
+      status: 'waiting',
     });
+    await new Promise((r) => setTimeout(r, 1100));
+    const again = await acquirer.acquire({ orderId, studyInstanceUid: uid });
+    if (again.status !== 'ready') throw new Error(`expected ready: ${JSON.stringify(again)}`);
+    expect(again.study.instanceCount).toBe(3);
+    expect(Date.parse(again.study.packagedAt!)).toBeGreaterThan(
+      Date.parse(ready.study.packagedAt!),
+    );
   });
 });

@@ -656,6 +656,10 @@ export class OrderLifecycleService {
    * transaction with the publishing side's `documentsStored`, so a stored document means its
    * publications are durable too: the poller acknowledges upstream reports (`POST /reports`)
    * only for documents stored here.
+   *
+   * `order_documents.upstream_status` holds the mapping row key: the upstream status itself,
+   * except for QC_FAILED's two rows, so that the final QC verdict stores (and publishes) its
+   * QC report even when the bypassable row already stored one.
    */
   async fetchDocuments(
     orderId: string,
@@ -665,9 +669,10 @@ export class OrderLifecycleService {
     const { dataSource, events } = this.deps;
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order?.upstream_order_id) return;
+    const storedAs: string = rowKey;
     const have: Array<{ kind: string; report_type: string }> = await dataSource.query(
       `SELECT kind, report_type FROM order_documents WHERE order_id = $1 AND upstream_status = $2`,
-      [orderId, upstreamStatus],
+      [orderId, storedAs],
     );
     const wanted = documentsFor(rowKey).filter(
       (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
@@ -710,7 +715,7 @@ export class OrderLifecycleService {
            VALUES ($1, $2, $3, $4, $5, $6)
            ON CONFLICT (order_id, upstream_status, kind, report_type) DO NOTHING
            RETURNING id`,
-          [orderId, upstreamStatus, doc.kind, doc.reportType, doc.contentType, doc.body],
+          [orderId, storedAs, doc.kind, doc.reportType, doc.contentType, doc.body],
         );
         if (rows[0]) {
           stored.push({
@@ -723,7 +728,7 @@ export class OrderLifecycleService {
       }
       await manager.query(`UPDATE orders SET documents_fetched_for = $2 WHERE id = $1`, [
         orderId,
-        upstreamStatus,
+        storedAs,
       ]);
       await writeAuditEvents(manager, [
         {

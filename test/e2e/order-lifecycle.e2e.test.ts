@@ -394,6 +394,14 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
       [qcFinal],
     );
     expect(rows[0].detail).toMatchObject({ mappingRow: 'QC_FAILED_FINAL', to: 'failed' });
+    // The final verdict's QC report is stored (and handed to the publishers) for that row.
+    await waitFor('the final QC report', async () => {
+      const r = await db.query(
+        `SELECT upstream_status FROM order_documents WHERE order_id = $1 AND kind = 'qc' ORDER BY id`,
+        [qcFinal],
+      );
+      return r.rows.length === 2 ? r.rows : undefined;
+    });
   });
 
   it('refuses an illegal move without crashing: audited', async () => {

@@ -187,6 +187,8 @@ export class StowService {
       await rename(a.tempPath, filePath);
       placed.push({ ...a, filePath });
     }
+    // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
+    const superseded: string[] = [];
     await this.options.dataSource.transaction(async (m) => {
       const matches = new Map<
         string,
@@ -210,6 +212,7 @@ export class StowService {
           orderId,
           holdUntil,
         });
+        if (row.priorPath && row.priorPath !== p.filePath) superseded.push(row.priorPath);
         if (row.orderId) {
           const entry = matches.get(row.orderId) ?? {
             orderId: row.orderId,
@@ -253,6 +256,7 @@ export class StowService {
       ];
       await writeAuditEvents(m, events);
     });
+    await Promise.all(superseded.map((path) => rm(path, { force: true })));
     return placed.map((p) => p.header);
   }
 }

@@ -119,10 +119,11 @@ export interface InstanceInput {
 export async function upsertInstance(
   m: EntityManager,
   input: InstanceInput,
-): Promise<{ id: string; orderId: string | null; replaced: boolean }> {
+): Promise<{ id: string; orderId: string | null; replaced: boolean; priorPath: string | null }> {
   const h = input.header;
   const rows = (await m.query(
-    `INSERT INTO study_instances (study_instance_uid, series_instance_uid, sop_instance_uid,
+    `WITH prior AS (SELECT file_path FROM study_instances WHERE sop_instance_uid = $3)
+     INSERT INTO study_instances (study_instance_uid, series_instance_uid, sop_instance_uid,
         sop_class_uid, transfer_syntax_uid, accession_number, source, sender, order_id, file_path,
         size_bytes, header, received_at, matched_at, hold_until)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::timestamptz, CASE WHEN $9::uuid IS NULL THEN NULL ELSE $13::timestamptz END, $14::timestamptz)
@@ -142,7 +143,7 @@ export async function upsertInstance(
         matched_at = COALESCE(study_instances.matched_at, EXCLUDED.matched_at),
         hold_until = CASE WHEN COALESCE(study_instances.order_id, EXCLUDED.order_id) IS NULL
                           THEN EXCLUDED.hold_until ELSE NULL END
-     RETURNING id, order_id, (xmax <> 0) AS replaced`,
+     RETURNING id, order_id, (xmax <> 0) AS replaced, (SELECT file_path FROM prior) AS prior_path`,
     [
       h.studyInstanceUid,
       h.seriesInstanceUid,
@@ -159,9 +160,14 @@ export async function upsertInstance(
       input.receivedAt,
       input.orderId ? null : input.holdUntil,
     ],
-  )) as Array<{ id: string; order_id: string | null; replaced: boolean }>;
+  )) as Array<{
+    id: string;
+    order_id: string | null;
+    replaced: boolean;
+    prior_path: string | null;
+  }>;
   const row = rows[0]!;
-  return { id: row.id, orderId: row.order_id, replaced: row.replaced };
+  return { id: row.id, orderId: row.order_id, replaced: row.replaced, priorPath: row.prior_path };
 }
 
 /**

@@ -204,6 +204,32 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(ok.json['00081198']).toBeUndefined();
   });
 
+  it('replaces an instance sent again, removing the earlier file if it was filed elsewhere', async () => {
+    const [inst] = createMrBrainStudy({ series: [{ slices: 1 }] });
+    let part = multipartRelated([{ data: inst!.bytes }]);
+    expect((await stow(part.body, part.contentType)).status).toBe(200);
+    const before = (await adapter.dataSource.query(
+      `SELECT file_path FROM study_instances WHERE sop_instance_uid = $1`,
+      [inst!.sopInstanceUid],
+    )) as Array<{ file_path: string }>;
+    // The same SOP Instance, corrected to another Study Instance UID (same length).
+    const oldUid = inst!.studyInstanceUid;
+    const newUid = `${oldUid.slice(0, -1)}${oldUid.endsWith('7') ? '8' : '7'}`;
+    const bytes = Buffer.from(inst!.bytes);
+    for (let at = bytes.indexOf(oldUid); at >= 0; at = bytes.indexOf(oldUid, at + 1))
+      bytes.write(newUid, at, 'latin1');
+    part = multipartRelated([{ data: bytes }]);
+    expect((await stow(part.body, part.contentType)).status).toBe(200);
+    const after = (await adapter.dataSource.query(
+      `SELECT file_path, study_instance_uid FROM study_instances WHERE sop_instance_uid = $1`,
+      [inst!.sopInstanceUid],
+    )) as Array<{ file_path: string; study_instance_uid: string }>;
+    expect(after).toHaveLength(1);
+    expect(after[0]!.study_instance_uid).toBe(newUid);
+    expect(existsSync(after[0]!.file_path)).toBe(true);
+    expect(existsSync(before[0]!.file_path)).toBe(false);
+  });
+
   it('refuses instances of another study when the path names one', async () => {
     const target = createMrBrainStudy({ series: [{ slices: 1 }] });
     const other = createMrBrainStudy({ series: [{ slices: 1 }] });

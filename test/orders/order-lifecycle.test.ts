@@ -285,6 +285,25 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(await orderState(db, id)).toBe('failed');
   });
 
+  it('describes the order API in the OpenAPI document', async () => {
+    const doc = (await (
+      await fetch(`${adapter.httpUrl}/openapi.json`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      })
+    ).json()) as { paths: Record<string, Record<string, unknown>> };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/api/orders/{id}',
+        '/api/orders/{id}/cancel',
+        '/api/orders/{id}/qc-bypass',
+        '/api/orders/poll-cycle',
+      ]),
+    );
+    expect(doc.paths['/api/orders/{id}/qc-bypass']!.post).toMatchObject({
+      requestBody: expect.anything(),
+    });
+  });
+
   it('runs one poll cycle at a time across the cluster', async () => {
     const results = await Promise.all([poller.runNow(), poller.runNow(), poller.runIfDue()]);
     expect(results.filter((r) => r !== undefined)).toHaveLength(1);

@@ -172,8 +172,11 @@ export class DicomWebClient {
     if ((res.statusCode >= 200 && res.statusCode < 300) || (allow404 && res.statusCode === 404))
       return res;
     await res.body.dump();
+    // 5xx, 429 and 408 pass; 401/403 mean our credentials or the PACS's configuration,
+    // which an operator fixes: all are worth waiting for rather than failing the order.
+    const transient = res.statusCode >= 500 || [401, 403, 408, 429].includes(res.statusCode);
     throw new StudyError(
-      res.statusCode >= 500 || res.statusCode === 429 ? 'pacs_unavailable' : 'pacs_error',
+      transient ? 'pacs_unavailable' : 'pacs_error',
       `PACS answered HTTP ${res.statusCode}`,
       { httpStatus: res.statusCode },
     );

@@ -268,6 +268,39 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     expect(row!.lease_until).toBeNull();
   });
 
+  it('sends its bearer token to the PACS, and waits (not fails) while the PACS refuses it', async () => {
+    const seen: Array<string | undefined> = [];
+    const pacs = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      if (req.headers.authorization !== 'Bearer pacs-secret') res.writeHead(401).end();
+      else res.writeHead(200, { 'content-type': 'application/dicom+json' }).end('[]');
+    });
+    await new Promise<void>((r) => pacs.listen(0, '127.0.0.1', r));
+    try {
+      const base = `http://127.0.0.1:${(pacs.address() as AddressInfo).port}`;
+      const withToken = (token: string) =>
+        new DefaultStudyAcquirer({
+          dataSource: db.dataSource,
+          paths: new StudyStoragePaths(dataDir),
+          logger,
+          dicomWeb: new DicomWebClient({ baseUrl: base, token }),
+          quietPeriodSeconds: 1,
+        });
+      const uid = generateUid();
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      expect(await withToken('stale').acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+        status: 'waiting',
+        reason: 'PACS answered HTTP 401',
+      });
+      expect(
+        await withToken('pacs-secret').acquire({ orderId, studyInstanceUid: uid }),
+      ).toMatchObject({ status: 'waiting', reason: 'the study is not in the PACS yet' });
+      expect(seen).toEqual(['Bearer stale', 'Bearer pacs-secret']);
+    } finally {
+      pacs.close();
+    }
+  });
+
   it('answers waiting, not failed, when the PACS is down', async () => {
     const down = new DefaultStudyAcquirer({
       dataSource: db.dataSource,

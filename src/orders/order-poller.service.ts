@@ -53,8 +53,19 @@ export class OrderPollerService {
 
   /** The minute tick: deadlines and leases, then the poll cycle if it is due. */
   async tick(): Promise<PollCycleStats | undefined> {
-    await this.deps.lifecycle.sweep();
-    return this.runIfDue();
+    // Neither half may fail the tick: a failed cron job would be retried on top of the next
+    // minute's. An unreachable upstream shows on /health; the next due cycle tries again.
+    try {
+      await this.deps.lifecycle.sweep();
+    } catch (error) {
+      this.deps.logger.error({ err: (error as Error).message }, 'lifecycle sweep failed');
+    }
+    try {
+      return await this.runIfDue();
+    } catch (error) {
+      this.deps.logger.warn({ err: (error as Error).message }, 'upstream poll cycle failed');
+      return undefined;
+    }
   }
 
   /** Runs a cycle if the schedule says it is due and no other replica is running one. */
@@ -138,7 +149,14 @@ export class OrderPollerService {
           status = (await client.getStatus({ orderId: order.upstream_order_id })).status;
         } catch (error) {
           if (error instanceof ImagingClientError && error.code === 'not_found') {
-            logger.warn({ orderId: order.id }, 'followed order unknown upstream');
+            // Gone upstream (not listed, 404): it will never report again.
+            await lifecycle.endLocally(
+              order.id,
+              'failed',
+              'the upstream no longer knows the order (not listed, GET /status 404)',
+              'upstream-unknown',
+            );
+            changed++;
             continue;
           }
           throw error;

@@ -285,6 +285,23 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(await orderState(db, id)).toBe('failed');
   });
 
+  it('ends a followed order the upstream no longer knows (not listed, 404), with an alert', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    // As if the upstream had lost it: an id it never issued.
+    await db.query(`UPDATE orders SET upstream_order_id = gen_random_uuid()::text WHERE id = $1`, [
+      id,
+    ]);
+    const stats = await poller.runNow();
+    expect(stats!.leftActiveList).toBeGreaterThanOrEqual(1);
+    expect(await row(id)).toMatchObject({ state: 'failed', alert: 'upstream-unknown' });
+    // Ended: it costs no call in the next cycle.
+    const next = await poller.runNow();
+    expect(next!.leftActiveList).toBe(0);
+  });
+
   it('describes the order API in the OpenAPI document', async () => {
     const doc = (await (
       await fetch(`${adapter.httpUrl}/openapi.json`, {

@@ -758,9 +758,13 @@ export class OrderLifecycleService {
   }
 
   private async checkBatchComplete(batchId: string): Promise<void> {
+    // Every order of the placer group counts, placed or not yet: a member still waiting to be
+    // placed would otherwise be missing from a report fetched too early.
     const rows: Array<{ open: string }> = await this.deps.dataSource.query(
-      `SELECT count(*) FILTER (WHERE state NOT IN ('delivered', 'failed', 'cancelled'))::int AS open
-         FROM orders WHERE upstream_batch_id = $1`,
+      `SELECT count(*) FILTER (WHERE o.state NOT IN ('delivered', 'failed', 'cancelled'))::int AS open
+         FROM upstream_batches b
+         JOIN orders o ON coalesce(o.sender, '') = b.sender AND o.placer_group_number = b.placer_group_number
+        WHERE b.batch_id = $1`,
       [batchId],
     );
     if (Number(rows[0]?.open ?? 1) === 0) {

@@ -11,9 +11,9 @@
  *    The first start prints one bearer token per role; keep the admin one.
  * 2. In another terminal: `DEMO_TOKEN=<admin token> npm run demo`.
  *
- * What it does: sends an ORM^O01 (v2.3.1, IHE SWF shape) over MLLP and a FHIR R4
- * ServiceRequest over HTTP, pushes a generated MR brain study for each (dcmjs, real 12-bit
- * pixel data) to the STOW-RS endpoint, then follows both orders through `GET /api/orders/{id}`,
+ * What it does: pushes a generated MR brain study per order (dcmjs, real 12-bit pixel data)
+ * to the STOW-RS endpoint, sends an ORM^O01 (v2.3.1, IHE SWF shape) over MLLP and a FHIR R4
+ * ServiceRequest over HTTP, then follows both orders through `GET /api/orders/{id}`,
  * running a poll cycle every few seconds (`POST /api/orders/poll-cycle`, admin) instead of
  * waiting for POLL_INTERVAL_SECONDS. The FHIR order is made to fail QC in the sandbox; the
  * demo then records a clinician's QC bypass (who, why) and it goes on to DELIVERED. Each
@@ -162,6 +162,13 @@ async function main(): Promise<void> {
     patientId: `DEMO-PAT-${tag}-F`,
   };
 
+  // The PACS routes the studies to us as soon as they are acquired (here before the orders
+  // arrive: they are held until their order is placed; pushed later, the acquirer finds them
+  // at its next try).
+  say('Pushing the generated studies to STOW-RS /dicomweb/studies');
+  say(`  HL7 order's study: HTTP ${await stow(studyOf(hl7, 'MUSTERMANN^ERIKA'))}`);
+  say(`  FHIR order's study: HTTP ${await stow(studyOf(fhir, 'BEISPIEL^MAX'))}`);
+
   say(`ORM^O01 over MLLP to ${MLLP_HOST}:${MLLP_PORT} (placer ${hl7.placer})`);
   const mllp = new MllpClient({ host: MLLP_HOST, port: MLLP_PORT, responseTimeoutMs: 10_000 });
   const ack = (await mllp.send(ormO01(hl7))).toString('latin1');
@@ -188,10 +195,6 @@ async function main(): Promise<void> {
     const fhirId = (await findOrder(fhir.accession)) ?? createdBody.id;
     orders.push({ label: 'FHIR ServiceRequest', id: fhirId });
   }
-
-  say('Pushing the generated studies to STOW-RS /dicomweb/studies');
-  say(`  HL7 order's study: HTTP ${await stow(studyOf(hl7, 'MUSTERMANN^ERIKA'))}`);
-  say(`  FHIR order's study: HTTP ${await stow(studyOf(fhir, 'BEISPIEL^MAX'))}`);
 
   const seen = new Map<string, string>();
   const ended = new Set<string>();

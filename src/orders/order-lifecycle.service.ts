@@ -7,6 +7,7 @@ import { writeAuditEvents } from '../audit/audit-writer';
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ProductionImagingClient } from '../imaging-client/imaging-client.factory';
+import type { UploadResult } from '../imaging-client/study-uploader';
 import type { JobQueue } from '../jobs/job-queue';
 import {
   STATUS_MAPPING_VERSION,
@@ -378,7 +379,7 @@ export class OrderLifecycleService {
     try {
       const path = await this.packagePath(claimed);
       if (!path) return;
-      let result;
+      let result: UploadResult;
       try {
         result = await this.deps.imaging.uploader.upload(claimed.upstream_order_id!, path);
       } catch (error) {
@@ -386,13 +387,19 @@ export class OrderLifecycleService {
           await this.releaseLease(orderId);
           throw error;
         }
-        await this.endLocally(
-          orderId,
-          'failed',
-          `the upload was refused: ${describe(error)}`,
-          'upload-refused',
-        );
-        return;
+        if (await this.alreadyUploaded(claimed.upstream_order_id!, error)) {
+          // A run that crashed after the upload landed but before it was recorded: the
+          // upstream refuses a second upload (409) and has left PENDING. Nothing is lost.
+          result = { mode: 'single', sizeBytes: 0, partCount: 0, resumedParts: 0 };
+        } else {
+          await this.endLocally(
+            orderId,
+            'failed',
+            `the upload was refused: ${describe(error)}`,
+            'upload-refused',
+          );
+          return;
+        }
       }
       await dataSource.transaction(async (manager) => {
         const current = await loadOrder(manager, orderId, true);
@@ -417,6 +424,16 @@ export class OrderLifecycleService {
       jobs.kick();
     } finally {
       clearInterval(renew);
+    }
+  }
+
+  private async alreadyUploaded(upstreamOrderId: string, error: unknown): Promise<boolean> {
+    if (!(error instanceof ImagingClientError) || error.code !== 'conflict') return false;
+    try {
+      const status = await this.client.getStatus({ orderId: upstreamOrderId });
+      return status.status !== 'PENDING' && status.status !== 'CANCELLED';
+    } catch {
+      return false;
     }
   }
 

@@ -302,6 +302,25 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(next!.leftActiveList).toBe(0);
   });
 
+  it('recognises an upload that landed before a crash kept it from being recorded', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    // As if the worker died between the upload and its commit, and came back much later.
+    await db.query(
+      `UPDATE orders SET state = 'uploading', upload_completed_at = NULL, lease_owner = NULL, lease_until = NULL WHERE id = $1`,
+      [id],
+    );
+    await sandbox.advance(6 * 60_000);
+    await push(spec); // the package was released after the upload: the study comes again
+    await lifecycle.uploadStudy(id); // waits for the repackaged study, then the job goes on
+    await stateIs(id, 'processing', 'failed');
+    expect(await row(id)).toMatchObject({ state: 'processing', alert: null });
+    const upstreamId = (await row(id)).upstream_order_id as string;
+    expect(sandbox.state.completedUploads.filter((u) => u.orderId === upstreamId)).toHaveLength(1);
+  });
+
   it('describes the order API in the OpenAPI document', async () => {
     const doc = (await (
       await fetch(`${adapter.httpUrl}/openapi.json`, {

@@ -385,6 +385,16 @@ export class OrderLifecycleService {
       } catch (error) {
         if (isTransient(error)) {
           await this.releaseLease(orderId);
+          await writeAuditEvents(dataSource.manager, [
+            {
+              kind: 'error',
+              orderId,
+              severity: 'warning',
+              actor: 'adapter',
+              summary: `upload interrupted (${describe(error)}); it resumes from the parts already sent`,
+              detail: { code: errorCode(error), worker: this.workerId },
+            },
+          ]);
           throw error;
         }
         if (await this.alreadyUploaded(claimed.upstream_order_id!, error)) {

@@ -6,6 +6,7 @@ import { FhirInbound20261121110000 } from './20261121110000-fhir-inbound';
 import { AuditSearch20261121120000 } from './20261121120000-audit-search';
 import { Studies20261121130000 } from './20261121130000-studies';
 import { OrderLifecycle20261121140000 } from './20261121140000-order-lifecycle';
+import { Outbound20261121150000 } from './20261121150000-outbound';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -20,4 +21,5 @@ export const MIGRATIONS = [
   AuditSearch20261121120000,
   Studies20261121130000,
   OrderLifecycle20261121140000,
+  Outbound20261121150000,
 ];

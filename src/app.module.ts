@@ -13,6 +13,7 @@ import { InboundFhirModule } from './inbound-fhir/inbound-fhir.module';
 import { AuditModule } from './audit/audit.module';
 import { StudiesModule } from './studies/studies.module';
 import { OrdersModule } from './orders/orders.module';
+import { OutboundModule } from './outbound/outbound.module';
 import {
   IMAGING,
   ImagingClientModule,
@@ -52,6 +53,7 @@ export class AppModule {
         StudiesModule,
         ImagingClientModule,
         OrdersModule,
+        OutboundModule,
       ],
       controllers: [HealthController, OpenApiController],
       providers: [

@@ -150,6 +150,24 @@ const envSchema = z.object({
   RIS_MLLP_HOST: z.string().min(1).optional(),
   RIS_MLLP_PORT: optionalPort,
   DICOMWEB_URL: optionalUrl(['http:', 'https:']),
+  // Results back to the clinic (src/outbound, docs/results.md).
+  OUTBOUND_ENABLED: bool(true),
+  OUTBOUND_POLL_MS: positiveInt(250),
+  OUTBOUND_CONCURRENCY: positiveInt(4),
+  OUTBOUND_MAX_ATTEMPTS: positiveInt(10),
+  OUTBOUND_BACKOFF_BASE_MS: positiveInt(2000),
+  OUTBOUND_BACKOFF_MAX_MS: positiveInt(600_000),
+  RIS_MLLP_TIMEOUT_SECONDS: positiveInt(30),
+  RIS_HL7_VERSION: z
+    .string()
+    .regex(/^2\.[3-9](\.\d)?$/, 'must be an HL7 v2 version such as 2.5.1')
+    .optional(),
+  RIS_ORM_STATUS_MESSAGES: bool(false),
+  RIS_SENDING_APPLICATION: z.string().min(1).default('IMAGING-AI-ADAPTER'),
+  RIS_SENDING_FACILITY: z.string().min(1).default('ADAPTER'),
+  RIS_REPORT_TEXT_TYPE: z.enum(['TX', 'FT']).default('TX'),
+  AI_DEVICE_MANUFACTURER: z.string().min(1).default('Imaging Analysis Service'),
+  AI_DEVICE_VERSION: z.string().min(1).default('unknown'),
   DICOMWEB_TOKEN: z.string().min(1).optional(),
   STUDY_QUIET_PERIOD_SECONDS: positiveInt(60),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),

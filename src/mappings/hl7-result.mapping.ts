@@ -278,12 +278,12 @@ function obxLines(
           m.quantity === 'volume' && f.flag
             ? { low: 'L', normal: 'N', high: 'H' }[f.flag]
             : undefined;
-        add('NM', [m.id, m.label, LOCAL], String(m.value), [m.ucum, m.unitDisplay, 'UCUM'], flag);
+        add('NM', [m.code, m.label, LOCAL], String(m.value), [m.ucum, m.unitDisplay, 'UCUM'], flag);
       }
       if (f.flag)
         add(
           coded,
-          [`${f.trackingId}.flag`, `${f.structure} evaluation`, LOCAL],
+          [`${f.code.slice(0, 14)}.F`, `${f.structure} evaluation`, LOCAL],
           [f.flag.toUpperCase(), f.flag, LOCAL],
         );
     }

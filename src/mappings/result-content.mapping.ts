@@ -9,6 +9,8 @@
 export interface Measurement {
   /** Stable id of the measured quantity, e.g. `left-hippocampus.volume`. */
   id: string;
+  /** The id as a code of at most 16 characters (DICOM SH Code Value, HL7 CWE.1). */
+  code: string;
   structure: string;
   quantity: 'volume' | 'icv-fraction' | 'percentile' | 'other';
   label: string;
@@ -21,6 +23,8 @@ export interface Measurement {
 export interface Finding {
   structure: string;
   trackingId: string;
+  /** The tracking id as a code of at most 16 characters. */
+  code: string;
   measurements: Measurement[];
   /** Qualitative evaluation against the reference (low / normal / high). */
   flag?: 'low' | 'normal' | 'high';
@@ -60,6 +64,20 @@ const UNIT_SUFFIX: ReadonlyArray<{
   },
 ];
 
+/**
+ * A code of at most 16 characters (DICOM Code Value is SH, PS3.3 8.8; HL7 CWE.1 stays
+ * short): the text itself when short enough, else its first 11 characters and a 4-character
+ * hash, so distinct ids never collide on a common prefix.
+ */
+export function shortCode(text: string): string {
+  if (text.length <= 16) return text.toUpperCase();
+  let h = 2166136261;
+  for (const c of text) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
+  return `${text.slice(0, 11)}-${(h % 46656).toString(36).padStart(3, '0')}`
+    .toUpperCase()
+    .slice(0, 16);
+}
+
 export function slug(text: string): string {
   return (
     text
@@ -90,6 +108,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
       if (typeof v !== 'number' || !Number.isFinite(v)) continue;
       measurements.push({
         id: `${trackingId}.${u.quantity}`,
+        code: shortCode(`${trackingId}.${u.quantity}`),
         structure,
         quantity: u.quantity,
         label: `${structure} ${u.label}`,
@@ -99,7 +118,13 @@ export function parseResultContent(body: Buffer | string): ResultContent {
       });
     }
     const flag = r.flag === 'low' || r.flag === 'high' || r.flag === 'normal' ? r.flag : undefined;
-    findings.push({ structure, trackingId, measurements, ...(flag ? { flag } : {}) });
+    findings.push({
+      structure,
+      trackingId,
+      code: shortCode(trackingId),
+      measurements,
+      ...(flag ? { flag } : {}),
+    });
   }
   const str = (v: unknown): string | undefined =>
     typeof v === 'string' && v.trim() ? v.trim() : undefined;

@@ -12,7 +12,8 @@ import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import type { StatusRowKey } from '../mappings/status-mapping.table';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../studies/study.ports';
 import { ORDER_JOBS, OrderIntakeService } from './order-intake.service';
-import { noOrderEvents, ORDER_EVENTS, type OrderEvents } from './order-events';
+import { ORDER_EVENTS, type OrderEvents } from './order-events';
+import { outboxOrderEvents } from '../outbound/outbox-signal';
 import { LIFECYCLE_JOBS, OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService } from './order-poller.service';
 import { OrdersController } from './orders.controller';
@@ -76,8 +77,8 @@ class OrderJobs implements OnModuleInit {
       useFactory: (dataSource: DataSource, jobs: JobQueue) =>
         new OrderIntakeService(dataSource, jobs),
     },
-    // The results/outbox module replaces this provider with its publisher.
-    { provide: ORDER_EVENTS, useValue: noOrderEvents },
+    // Outbox rows for the results publishers (src/outbound); noOrderEvents when OUTBOUND_ENABLED=false.
+    { provide: ORDER_EVENTS, inject: [APP_CONFIG], useFactory: outboxOrderEvents },
     {
       provide: OrderLifecycleService,
       inject: [DATA_SOURCE, JOB_QUEUE, IMAGING, STUDY_ACQUIRER, ORDER_EVENTS, LOGGER, APP_CONFIG],

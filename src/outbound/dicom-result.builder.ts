@@ -180,15 +180,11 @@ export function buildMeasurementSr(
           code('112040', 'DCM', 'Tracking Unique Identifier'),
           uidFromSeed(`${input.orderId}:tracking:${f.trackingId}`),
         ),
-        codeItem(
-          'CONTAINS',
-          code('121071', 'DCM', 'Finding'),
-          code(f.trackingId, LOCAL, f.structure),
-        ),
+        codeItem('CONTAINS', code('121071', 'DCM', 'Finding'), code(f.code, LOCAL, f.structure)),
         ...algorithm,
         ...f.measurements.map((m) =>
           num(
-            code(m.id, LOCAL, m.label),
+            code(m.code, LOCAL, m.label),
             m.value,
             code(m.ucum, 'UCUM', m.unitDisplay === 'percentile' ? 'percentile' : m.unitDisplay),
           ),

@@ -1,0 +1,118 @@
+import { randomBytes } from 'node:crypto';
+import { buildEncapsulatedPdf, buildMeasurementSr } from './dicom-result.builder';
+import { DESTINATIONS } from './outbound.settings';
+import type { LoadedPublication } from './publication.loader';
+import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+
+export interface DicomWebPublisherOptions {
+  /** DICOMweb root (DICOMWEB_URL), e.g. http://pacs/dicom-web. */
+  baseUrl: string;
+  bearerToken?: string;
+  timeoutMs?: number;
+  clock?: () => Date;
+}
+
+/**
+ * The SR and the encapsulated PDF to the PACS by STOW-RS (PS3.18 10.5): one
+ * multipart/related; type="application/dicom" POST to /studies/{StudyInstanceUID}. 200 is
+ * stored; 202 is stored with warnings (recorded); 409 (every instance refused) and other 4xx
+ * are dead letters with the Failed SOP Sequence reasons; 408/429/5xx and network errors retry.
+ */
+export class DicomWebResultPublisher implements Publisher {
+  readonly destination = DESTINATIONS.dicom;
+
+  constructor(private readonly options: DicomWebPublisherOptions) {}
+
+  async deliver(item: OutboxItem, loaded: LoadedPublication): Promise<DeliveryResult> {
+    const { input, source } = loaded;
+    if (!source || !input.dicom) {
+      return {
+        outcome: 'dead',
+        answer: 'no source study known for this order: nothing to attach the SR/PDF to',
+        detail: {},
+      };
+    }
+    const now = (this.options.clock ?? (() => new Date()))();
+    let part10: Buffer;
+    if (item.kind === 'dicom-sr') {
+      part10 = buildMeasurementSr(input, source, now);
+    } else if (item.kind === 'dicom-pdf') {
+      if (!input.pdf) return { outcome: 'dead', answer: 'no PDF report stored', detail: {} };
+      part10 = buildEncapsulatedPdf(input, source, input.pdf, now);
+    } else {
+      return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
+    }
+    const sopInstanceUid =
+      item.kind === 'dicom-sr' ? input.dicom.srInstanceUid : input.dicom.pdfInstanceUid;
+    const boundary = `iaa-${randomBytes(12).toString('hex')}`;
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
+      part10,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    const url = `${this.options.baseUrl.replace(/\/$/, '')}/studies/${source.attributes.studyInstanceUid}`;
+    const started = Date.now();
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
+          accept: 'application/dicom+json',
+          ...(this.options.bearerToken
+            ? { authorization: `Bearer ${this.options.bearerToken}` }
+            : {}),
+        },
+        body,
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 60_000),
+      });
+    } catch (error) {
+      return {
+        outcome: 'retry',
+        answer: `the PACS could not be reached (${(error as Error).name})`,
+        detail: { error: (error as Error).message.slice(0, 200) },
+      };
+    }
+    const text = await res.text().catch(() => '');
+    const failures = failedSops(text);
+    const detail = {
+      httpStatus: res.status,
+      sopInstanceUid,
+      bytes: part10.length,
+      ...(failures.length > 0 ? { failedSops: failures } : {}),
+      latencyMs: Date.now() - started,
+    };
+    const label = item.kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
+    if ((res.status === 200 || res.status === 202) && failures.length === 0) {
+      return {
+        outcome: 'delivered',
+        answer: `${label} stored by the PACS (${res.status})`,
+        detail,
+      };
+    }
+    const transient = res.status === 408 || res.status === 429 || res.status >= 500;
+    return {
+      outcome: transient ? 'retry' : 'dead',
+      answer: `the PACS answered ${res.status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
+      detail,
+    };
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** Failed SOP Sequence (0008,1198) items with their Failure Reason (0008,1197). */
+function failedSops(text: string): Array<{ sopInstanceUid?: string; reason?: number }> {
+  try {
+    const json = JSON.parse(text) as Record<
+      string,
+      { Value?: Array<Record<string, { Value?: unknown[] }>> }
+    >;
+    return (json['00081198']?.Value ?? []).map((i) => ({
+      sopInstanceUid: i['00081155']?.Value?.[0] as string | undefined,
+      reason: i['00081197']?.Value?.[0] as number | undefined,
+    }));
+  } catch {
+    return [];
+  }
+}

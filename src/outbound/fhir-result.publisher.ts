@@ -1,0 +1,168 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Resource } from '@medplum/fhirtypes';
+import type { Client as FhirKitClient, ClientConfig } from 'fhir-kit-client';
+import type { DataSource } from 'typeorm';
+import { validateFhirResource } from '../inbound-fhir/fhir-validator';
+import {
+  buildDiagnosticReport,
+  buildTask,
+  reportIdentifier,
+  taskIdentifier,
+} from '../mappings/fhir-result.mapping';
+import { DESTINATIONS } from './outbound.settings';
+import type { LoadedPublication } from './publication.loader';
+import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+
+type FhirKitModule = { Client: new (config: ClientConfig) => FhirKitClient };
+
+/** fhir-kit-client is ESM-only (an `import`-only exports map); Node >= 22.12 require()s its file. */
+function loadFhirKit(): FhirKitModule {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('fhir-kit-client') as FhirKitModule;
+  } catch {
+    for (const base of module.paths) {
+      const file = join(base, 'fhir-kit-client', 'dist', 'index.js');
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      if (existsSync(file)) return require(file) as FhirKitModule;
+    }
+    throw new Error('fhir-kit-client is not installed');
+  }
+}
+
+export interface FhirPublisherOptions {
+  baseUrl: string;
+  bearerToken?: string;
+  timeoutMs?: number;
+  /** Off only in the test that shows the EHR itself refusing an invalid resource. */
+  validate?: boolean;
+  dataSource?: DataSource;
+}
+
+/**
+ * Task and DiagnosticReport to the EHR (FHIR_SERVER_URL) with fhir-kit-client, as conditional
+ * updates on our identifier (`PUT Task?identifier=…`, R4 http.html#cond-update): the first
+ * send creates, a resend updates. Each resource is validated with the R4 structure validator
+ * (@medplum/core with the R4 definitions) before it leaves; an invalid one is a dead letter
+ * with the validator's issues. Our own ServiceRequest (POSTed to our front door, no EHR holds
+ * it) gets its status when the order ends.
+ */
+export class FhirResultPublisher implements Publisher {
+  readonly destination = DESTINATIONS.fhir;
+  private readonly client: FhirKitClient;
+
+  constructor(private readonly options: FhirPublisherOptions) {
+    const { Client } = loadFhirKit();
+    this.client = new Client({
+      baseUrl: options.baseUrl,
+      customHeaders: { accept: 'application/fhir+json' },
+      ...(options.bearerToken ? { bearerToken: options.bearerToken } : {}),
+    });
+  }
+
+  async deliver(item: OutboxItem, loaded: LoadedPublication): Promise<DeliveryResult> {
+    const { input } = loaded;
+    let resource: Resource;
+    let identifier;
+    if (item.kind === 'fhir-task') {
+      resource = buildTask(input);
+      identifier = taskIdentifier(input.orderId);
+    } else if (item.kind === 'fhir-diagnostic-report') {
+      resource = buildDiagnosticReport(input);
+      identifier = reportIdentifier(input.orderId);
+    } else {
+      return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
+    }
+    if (this.options.validate !== false) {
+      const issues = validateFhirResource(resource);
+      if (issues.length > 0) {
+        return {
+          outcome: 'dead',
+          answer: `${resource.resourceType} failed R4 validation (${issues.length} issue(s)); not sent`,
+          detail: {
+            validation: issues.map((i) => ({
+              code: i.code,
+              expression: i.expression,
+              diagnostics: i.details?.text ?? i.diagnostics,
+            })),
+          },
+        };
+      }
+    }
+    const started = Date.now();
+    try {
+      const saved = (await this.client.update({
+        resourceType: resource.resourceType,
+        searchParams: { identifier: `${identifier.system}|${identifier.value}` },
+        body: resource as never,
+        options: { signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000) },
+      })) as unknown as Resource;
+      await this.updateOwnServiceRequest(loaded);
+      return {
+        outcome: 'delivered',
+        answer: `${resource.resourceType} stored by the EHR`,
+        detail: {
+          resourceType: resource.resourceType,
+          id: saved.id,
+          versionId: saved.meta?.versionId,
+          status: (resource as { status?: string }).status,
+          latencyMs: Date.now() - started,
+        },
+      };
+    } catch (error) {
+      const response = (error as { response?: { status?: number; data?: unknown } }).response;
+      const status = response?.status;
+      const outcome = operationOutcomeOf(response?.data);
+      const transient = status === undefined || status === 408 || status === 429 || status >= 500;
+      return {
+        outcome: transient ? 'retry' : 'dead',
+        answer: status
+          ? `the EHR answered ${status} to ${resource.resourceType}`
+          : `the EHR could not be reached (${(error as Error).name})`,
+        detail: {
+          httpStatus: status ?? null,
+          ...(outcome ? { operationOutcome: outcome } : {}),
+          ...(status === undefined ? { error: (error as Error).message.slice(0, 300) } : {}),
+        },
+      };
+    }
+  }
+
+  private async updateOwnServiceRequest(loaded: LoadedPublication): Promise<void> {
+    const { dataSource } = this.options;
+    const id = loaded.ownServiceRequestId;
+    const row = loaded.input.row;
+    if (!dataSource || !id || !row.terminal) return;
+    // R4 request-status: completed when results exist, revoked for a no-result end.
+    const status = row.report === 'final' ? 'completed' : 'revoked';
+    await dataSource.query(
+      `UPDATE fhir_resources
+          SET resource = jsonb_set(resource, '{status}', to_jsonb($2::text)),
+              version_id = version_id + 1, last_updated = now()
+        WHERE resource_type = 'ServiceRequest' AND id = $1 AND resource->>'status' IS DISTINCT FROM $2`,
+      [id, status],
+    );
+  }
+
+  async close(): Promise<void> {}
+}
+
+function operationOutcomeOf(data: unknown): unknown {
+  let value = data;
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  if (
+    value &&
+    typeof value === 'object' &&
+    (value as { resourceType?: string }).resourceType === 'OperationOutcome'
+  ) {
+    return (value as { issue?: unknown[] }).issue ?? [];
+  }
+  return undefined;
+}

@@ -1,0 +1,118 @@
+import { parseHl7 } from '../hl7/hl7-message';
+import { MllpClient } from '../hl7/mllp-client';
+import { buildOrmStatus, buildOru, type Hl7ResultSettings } from '../mappings/hl7-result.mapping';
+import { DESTINATIONS } from './outbound.settings';
+import type { LoadedPublication } from './publication.loader';
+import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+
+export interface Hl7PublisherOptions {
+  host: string;
+  port: number;
+  responseTimeoutMs: number;
+  settings: Hl7ResultSettings;
+  /** Connections kept to the RIS (one message in flight on each). */
+  connections: number;
+  clock?: () => Date;
+}
+
+/**
+ * ORU^R01 (and ORM^O01 status messages) to the RIS over MLLP with our MllpClient (one message
+ * in flight per connection, reply timeout, connection dropped after a timeout so a late ACK is
+ * never taken for the next message). The ACK is matched on MSA-2 = our MSH-10; AA/CA is
+ * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter (HL7 v2.5.1 2.9.2 and
+ * table 0008). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
+ */
+export class Hl7ResultPublisher implements Publisher {
+  readonly destination = DESTINATIONS.hl7;
+  private readonly clients: MllpClient[];
+  private next = 0;
+
+  constructor(private readonly options: Hl7PublisherOptions) {
+    this.clients = Array.from(
+      { length: Math.max(1, options.connections) },
+      () =>
+        new MllpClient({
+          host: options.host,
+          port: options.port,
+          responseTimeoutMs: options.responseTimeoutMs,
+          connectTimeoutMs: Math.min(10_000, options.responseTimeoutMs),
+        }),
+    );
+  }
+
+  async deliver(item: OutboxItem, loaded: LoadedPublication): Promise<DeliveryResult> {
+    const now = (this.options.clock ?? (() => new Date()))();
+    const controlId = `IAA${item.id}`;
+    let built;
+    if (item.kind === 'hl7-oru') {
+      built = buildOru(loaded.input, loaded.original, this.options.settings, controlId, now);
+    } else if (item.kind === 'hl7-orm-status') {
+      built = buildOrmStatus(loaded.input, loaded.original, this.options.settings, controlId, now);
+    } else {
+      return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
+    }
+    const label = item.kind === 'hl7-oru' ? 'ORU^R01' : 'ORM^O01';
+    const client = this.clients[this.next++ % this.clients.length]!;
+    const started = Date.now();
+    let reply: Buffer;
+    try {
+      reply = await client.send(built.text);
+    } catch (error) {
+      return {
+        outcome: 'retry',
+        answer: `${label} not acknowledged: ${(error as { code?: string }).code ?? (error as Error).name}`,
+        detail: {
+          controlId,
+          version: built.version,
+          error: (error as Error).message.slice(0, 200),
+        },
+      };
+    }
+    let ack;
+    try {
+      ack = parseHl7(reply);
+    } catch {
+      return { outcome: 'retry', answer: `${label}: the reply is not HL7`, detail: { controlId } };
+    }
+    const msa = ack.segment('MSA');
+    const code = msa?.value(1);
+    const answered = msa?.value(2);
+    const err = ack.segment('ERR');
+    const detail = {
+      controlId,
+      version: built.version,
+      ackCode: code ?? null,
+      ackControlId: ack.controlId,
+      acknowledgedId: answered ?? null,
+      ...(err ? { err: err.fields.slice(1).join('|').slice(0, 300) } : {}),
+      ...(msa?.value(3) ? { text: msa.value(3) } : {}),
+      latencyMs: Date.now() - started,
+    };
+    if (answered !== controlId) {
+      // Not the answer to this message: out of step; the next try starts afresh.
+      await client.close().catch(() => undefined);
+      return { outcome: 'retry', answer: `${label}: ACK for another message (MSA-2)`, detail };
+    }
+    switch (code) {
+      case 'AA':
+      case 'CA':
+        return { outcome: 'delivered', answer: `${label} ${code}`, detail };
+      case 'AE':
+      case 'CE':
+        return { outcome: 'retry', answer: `${label} ${code}`, detail };
+      case 'AR':
+      case 'CR':
+        return { outcome: 'dead', answer: `${label} ${code}: refused by the RIS`, detail };
+      default:
+        return {
+          outcome: 'retry',
+          answer: `${label}: unknown ACK code ${code ?? '(none)'}`,
+          detail,
+        };
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
+  }
+}

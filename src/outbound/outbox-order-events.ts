@@ -1,0 +1,190 @@
+import type { EntityManager } from 'typeorm';
+import {
+  applyOverride,
+  localEndRow,
+  waitsForDocuments,
+  type OutboundRow,
+} from '../mappings/outbound-rows';
+import {
+  STATUS_MAPPING_VERSION,
+  statusRow,
+  type PublishedDocument,
+} from '../mappings/status-mapping.table';
+import { isUpstreamStatus } from '../imaging-spec/imaging-spec';
+import type {
+  OrderEvents,
+  OrderSnapshot,
+  OrderStatusChange,
+  QcBypassDecision,
+  StoredDocument,
+} from '../orders/order-events';
+import { DESTINATIONS, type Destination, type OutboundSettings } from './outbound.settings';
+
+/** What an outbox row carries: enough to render the document at delivery time. */
+export interface OutboxPayload {
+  orderId: string;
+  rowKey: OutboundRow['key'];
+  /** The row as it was (with the site's overrides) when the change happened. */
+  row: OutboundRow;
+  upstreamStatus: string | null;
+  mappingVersion: string;
+  statusAt: string;
+  documentIds: string[];
+  /** 0 for the first result publication, +1 for each resend after an upstream correction. */
+  revision: number;
+  reason?: string;
+  qcBypass?: QcBypassDecision | null;
+}
+
+export function destinationOf(doc: PublishedDocument): Destination {
+  switch (doc) {
+    case 'fhir-task':
+    case 'fhir-diagnostic-report':
+      return DESTINATIONS.fhir;
+    case 'hl7-oru':
+    case 'hl7-orm-status':
+      return DESTINATIONS.hl7;
+    case 'dicom-sr':
+    case 'dicom-pdf':
+      return DESTINATIONS.dicom;
+    default:
+      return doc satisfies never;
+  }
+}
+
+/**
+ * The publishing side of the lifecycle: every change becomes outbox rows on the caller's
+ * transaction (a publication exists exactly when the change was committed). Documents that
+ * need the upstream's reports (results, failure, QC report of a terminal row) are written
+ * when those are stored; the Task and the ORM status message go out at the status change.
+ */
+export class OutboxOrderEvents implements OrderEvents {
+  constructor(
+    private readonly settings: OutboundSettings,
+    /** Called after rows were written (the workers poll soon after). */
+    private readonly onWritten: () => void = () => undefined,
+  ) {}
+
+  async statusChanged(manager: EntityManager, change: OrderStatusChange): Promise<void> {
+    const row = applyOverride(change.row, this.settings.overrides);
+    const docs = row.publish.filter((d) => !waitsForDocuments(row, d));
+    await this.write(manager, change.order, row, docs, {
+      upstreamStatus: change.upstreamStatus,
+      mappingVersion: change.mappingVersion,
+      qcBypass: change.qcBypass,
+      documentIds: [],
+    });
+  }
+
+  async documentsStored(
+    manager: EntityManager,
+    stored: { order: OrderSnapshot; upstreamStatus: string; documents: StoredDocument[] },
+  ): Promise<void> {
+    if (!isUpstreamStatus(stored.upstreamStatus)) return;
+    // QC_FAILED documents belong to the bypassable or the final row: the order's state says which.
+    const rows: Array<{ state: string; qc_bypass: QcBypassDecision | null }> = await manager.query(
+      `SELECT state, qc_bypass FROM orders WHERE id = $1`,
+      [stored.order.id],
+    );
+    const state = rows[0]?.state ?? stored.order.state;
+    const row = applyOverride(
+      statusRow(stored.upstreamStatus, {
+        qcBypassPossible: state === 'qc-hold',
+        cancelRequestedByOrderer: stored.order.cancelRequested,
+      }),
+      this.settings.overrides,
+    );
+    if (!row.terminal) return;
+    const docs = row.publish.filter((d) => waitsForDocuments(row, d));
+    await this.write(manager, stored.order, row, docs, {
+      upstreamStatus: stored.upstreamStatus,
+      mappingVersion: STATUS_MAPPING_VERSION,
+      qcBypass: rows[0]?.qc_bypass ?? null,
+      documentIds: stored.documents.map((d) => d.id).sort(),
+    });
+  }
+
+  async endedLocally(
+    manager: EntityManager,
+    ended: { order: OrderSnapshot; state: string; reason: string; alert: string | null },
+  ): Promise<void> {
+    if (ended.state !== 'failed' && ended.state !== 'cancelled') return;
+    const row = applyOverride(localEndRow(ended.state), this.settings.overrides);
+    await this.write(manager, ended.order, row, row.publish, {
+      upstreamStatus: null,
+      mappingVersion: STATUS_MAPPING_VERSION,
+      reason: ended.reason,
+      documentIds: [],
+    });
+  }
+
+  /** Batch reports are kept for the analysts (audit); no destination receives them yet. */
+  async batchReportStored(): Promise<void> {}
+
+  private async write(
+    manager: EntityManager,
+    order: OrderSnapshot,
+    row: OutboundRow,
+    docs: readonly PublishedDocument[],
+    extra: {
+      upstreamStatus: string | null;
+      mappingVersion: string;
+      documentIds: string[];
+      reason?: string;
+      qcBypass?: QcBypassDecision | null;
+    },
+  ): Promise<void> {
+    const wanted = docs.filter(
+      (d) =>
+        this.settings.destinations.includes(destinationOf(d)) &&
+        (d !== 'hl7-orm-status' || this.settings.ormStatusMessages),
+    );
+    if (wanted.length === 0) return;
+    // How many result publications this order had: a later one is a correction.
+    const counts: Array<{ kind: string; n: number; results: number }> = await manager.query(
+      `SELECT kind, count(*)::int AS n,
+              count(*) FILTER (WHERE kind NOT IN ('fhir-task', 'hl7-orm-status')
+                                AND payload->'row'->>'report' IN ('final', 'corrected'))::int AS results
+         FROM outbox WHERE order_id = $1 GROUP BY kind`,
+      [order.id],
+    );
+    const countOf = (kind: string) => counts.find((c) => c.kind === kind)?.n ?? 0;
+    const isResult = row.report === 'final' || row.report === 'corrected';
+    const revision = isResult ? Math.max(0, ...counts.map((c) => c.results)) : 0;
+    const statusAt = new Date().toISOString();
+    const values: unknown[] = [];
+    const tuples: string[] = [];
+    for (const doc of wanted) {
+      const kind = doc;
+      const payload: OutboxPayload = {
+        orderId: order.id,
+        rowKey: row.key,
+        row,
+        upstreamStatus: extra.upstreamStatus,
+        mappingVersion: extra.mappingVersion,
+        statusAt,
+        documentIds: extra.documentIds,
+        revision,
+        ...(extra.reason ? { reason: extra.reason } : {}),
+        ...(extra.qcBypass ? { qcBypass: extra.qcBypass } : {}),
+      };
+      const discriminator =
+        extra.documentIds.length > 0 ? `d${extra.documentIds.join('.')}` : `s${countOf(kind)}`;
+      const i = values.length;
+      tuples.push(`($${i + 1}::uuid, $${i + 2}, $${i + 3}, $${i + 4}, $${i + 5}::jsonb)`);
+      values.push(
+        order.id,
+        destinationOf(doc),
+        kind,
+        `${kind}:${order.id}:${row.key}:${discriminator}`,
+        JSON.stringify(payload),
+      );
+    }
+    await manager.query(
+      `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload) VALUES ${tuples.join(', ')}
+       ON CONFLICT (destination, dedupe_key) DO NOTHING`,
+      values,
+    );
+    this.onWritten();
+  }
+}

@@ -1,0 +1,243 @@
+import type { Logger } from 'pino';
+import type { DataSource } from 'typeorm';
+import { writeAuditEvents } from '../audit/audit-writer';
+import { OutboundError } from './outbound.error';
+import { backoffMs, type Destination, type OutboundSettings } from './outbound.settings';
+import type { OutboxPayload } from './outbox-order-events';
+import { loadPublication } from './publication.loader';
+import type { DeliveryResult, Publisher } from './publisher';
+
+export interface OutboxWorkerOptions {
+  dataSource: DataSource;
+  settings: OutboundSettings;
+  publishers: Publisher[];
+  logger: Logger;
+  pollMs: number;
+  /** Rows delivered at once per destination (each of a different order). */
+  concurrency: number;
+  /** How long a claimed row is ours before another replica may take it (crash recovery). */
+  leaseMs?: number;
+}
+
+interface ClaimedRow {
+  id: string;
+  order_id: string | null;
+  destination: Destination;
+  kind: string;
+  payload: OutboxPayload;
+  attempts: number;
+}
+
+/**
+ * Drains the outbox: one claim loop per destination in every replica. A claim takes, per
+ * (order, destination), only the lowest pending row, and only when it is due, under
+ * `FOR UPDATE SKIP LOCKED`; it leases the row by pushing `next_attempt_at` forward and
+ * counting the attempt, so two replicas never send the same row and a later row of the same
+ * order waits until the earlier one is delivered or dead (order per order). A crashed
+ * worker's lease lapses and the row is taken again. Dead rows do not block later ones: the
+ * latest status still reaches the clinic, and the dead one waits for an analyst's replay
+ * (audit API), which sets it pending and due; the loop picks it up like any other row.
+ */
+export class OutboxWorker {
+  private running = false;
+  private readonly wakers = new Map<Destination, () => void>();
+  private readonly loops: Promise<void>[] = [];
+
+  constructor(private readonly options: OutboxWorkerOptions) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    for (const p of this.options.publishers) this.loops.push(this.loop(p));
+  }
+
+  /** Look for due rows now (called after a transaction wrote some). */
+  kick(): void {
+    for (const wake of this.wakers.values()) wake();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.kick();
+    await Promise.all(this.loops);
+    await Promise.all(this.options.publishers.map((p) => p.close()));
+  }
+
+  private async loop(publisher: Publisher): Promise<void> {
+    while (this.running) {
+      let handled = 0;
+      try {
+        handled = await this.drainOnce(publisher);
+      } catch (error) {
+        this.options.logger.warn(
+          {
+            destination: publisher.destination,
+            err: (error as Error).message,
+            stack: (error as Error).stack?.split('\n').slice(0, 4).join(' | '),
+          },
+          'outbox claim failed',
+        );
+      }
+      if (handled > 0 || !this.running) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, this.options.pollMs);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.wakers.set(publisher.destination, done);
+      });
+    }
+  }
+
+  /** Claims and delivers one batch for a destination; resolves with how many rows it handled. */
+  async drainOnce(publisher: Publisher): Promise<number> {
+    const claimed = await this.claim(publisher.destination);
+    await Promise.all(claimed.map((row) => this.deliver(publisher, row)));
+    return claimed.length;
+  }
+
+  private async claim(destination: Destination): Promise<ClaimedRow[]> {
+    const leaseMs = this.options.leaseMs ?? 120_000;
+    return this.options.dataSource.query(
+      `WITH due AS (
+         SELECT o.id FROM outbox o
+          WHERE o.destination = $1 AND o.status = 'pending' AND o.next_attempt_at <= now()
+            AND NOT EXISTS (
+              SELECT 1 FROM outbox e
+               WHERE e.destination = o.destination AND e.order_id = o.order_id
+                 AND e.status = 'pending' AND e.id < o.id)
+          ORDER BY o.id
+          LIMIT $2
+          FOR UPDATE OF o SKIP LOCKED),
+       claimed AS (
+         UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = now(),
+                next_attempt_at = now() + $3::int * interval '1 millisecond'
+           FROM due WHERE outbox.id = due.id
+         RETURNING outbox.id::text AS id, outbox.order_id, outbox.destination, outbox.kind,
+                   outbox.payload, outbox.attempts)
+       -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
+       SELECT * FROM claimed ORDER BY id::bigint`,
+      [destination, this.options.concurrency, leaseMs],
+    ) as Promise<ClaimedRow[]>;
+  }
+
+  private async deliver(publisher: Publisher, row: ClaimedRow): Promise<void> {
+    let result: DeliveryResult;
+    try {
+      const superseded = await this.supersededBy(row);
+      if (superseded) {
+        result = {
+          outcome: 'delivered',
+          answer: `not sent: superseded by the later ${row.kind} ${superseded} already delivered`,
+          detail: { supersededBy: superseded },
+        };
+      } else {
+        const loaded = await loadPublication(
+          this.options.dataSource,
+          this.options.settings,
+          row.payload,
+        );
+        result = await publisher.deliver(
+          { id: row.id, kind: row.kind, attempts: row.attempts },
+          loaded,
+        );
+      }
+    } catch (error) {
+      result =
+        error instanceof OutboundError
+          ? {
+              outcome: 'dead',
+              answer: error.message,
+              detail: { code: error.code, ...error.detail },
+            }
+          : {
+              outcome: 'retry',
+              answer: `delivery failed: ${(error as Error).name}`,
+              detail: { error: (error as Error).message.slice(0, 300) },
+            };
+    }
+    await this.record(row, result);
+  }
+
+  /**
+   * A replayed Task update or ORM status older than one already delivered would move the
+   * clinic's view backwards: it is marked delivered without sending.
+   */
+  private async supersededBy(row: ClaimedRow): Promise<string | null> {
+    if (row.kind !== 'fhir-task' && row.kind !== 'hl7-orm-status') return null;
+    const later: Array<{ id: string }> = await this.options.dataSource.query(
+      `SELECT id::text AS id FROM outbox
+        WHERE order_id = $1 AND destination = $2 AND kind = $3 AND id > $4::bigint AND status = 'delivered'
+        ORDER BY id DESC LIMIT 1`,
+      [row.order_id, row.destination, row.kind, row.id],
+    );
+    return later[0]?.id ?? null;
+  }
+
+  private async record(row: ClaimedRow, result: DeliveryResult): Promise<void> {
+    const { settings } = this.options;
+    let outcome = result.outcome;
+    let reason = result.answer;
+    if (outcome === 'retry' && row.attempts >= settings.maxAttempts) {
+      outcome = 'dead';
+      reason = `gave up after ${row.attempts} attempts; last answer: ${result.answer}`;
+    }
+    const delay = outcome === 'retry' ? backoffMs(settings, row.attempts) : 0;
+    await this.options.dataSource.transaction(async (manager) => {
+      if (outcome === 'delivered') {
+        await manager.query(
+          `UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL
+            WHERE id = $1::bigint`,
+          [row.id],
+        );
+      } else if (outcome === 'retry') {
+        await manager.query(
+          `UPDATE outbox SET next_attempt_at = now() + $2::int * interval '1 millisecond', updated_at = now(), last_error = $3
+            WHERE id = $1::bigint`,
+          [row.id, delay, reason],
+        );
+      } else {
+        await manager.query(
+          `UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $2 WHERE id = $1::bigint`,
+          [row.id, reason],
+        );
+      }
+      const base = {
+        outboxId: row.id,
+        destination: row.destination,
+        documentKind: row.kind,
+        attempt: row.attempts,
+        mappingRow: row.payload.rowKey,
+        mappingVersion: row.payload.mappingVersion,
+      };
+      const events: Parameters<typeof writeAuditEvents>[1][number][] = [
+        {
+          kind: 'outbound.attempt',
+          orderId: row.order_id,
+          actor: 'adapter',
+          severity: outcome === 'delivered' ? 'info' : outcome === 'retry' ? 'warning' : 'error',
+          summary: `${row.kind} to ${row.destination}, attempt ${row.attempts}: ${result.answer}${outcome === 'retry' ? ` (retry in ${Math.round(delay / 1000)} s)` : ''}`,
+          detail: { ...base, outcome, answer: result.answer, ...result.detail },
+        },
+      ];
+      if (outcome === 'dead') {
+        events.push({
+          kind: 'outbound.dead-letter',
+          orderId: row.order_id,
+          actor: 'adapter',
+          severity: 'error',
+          summary: `${row.kind} to ${row.destination} dead-lettered: ${reason}`,
+          detail: { ...base, reason },
+        });
+      }
+      await writeAuditEvents(manager, events);
+    });
+    if (outcome === 'dead') {
+      this.options.logger.error(
+        { outboxId: row.id, destination: row.destination, kind: row.kind },
+        'outbound document dead-lettered',
+      );
+    }
+  }
+}

@@ -1,0 +1,138 @@
+import type { DataSource } from 'typeorm';
+import { parseHl7, type Hl7Message } from '../hl7/hl7-message';
+import type { PublicationInput } from '../mappings/publication.model';
+import { dicomUidsFor } from '../mappings/publication.model';
+import { parseResultContent } from '../mappings/result-content.mapping';
+import type { OrderRequest } from '../orders/domain/order-request';
+import type { AcquiredStudy } from '../studies/study.ports';
+import type { SourceStudy } from './dicom-result.builder';
+import { OutboundError } from './outbound.error';
+import type { OutboxPayload } from './outbox-order-events';
+import { deviceFor, type OutboundSettings } from './outbound.settings';
+
+export interface LoadedPublication {
+  input: PublicationInput;
+  /** The original HL7 order (PID / PV1 / MSH come from it), when the order came over MLLP. */
+  original?: Hl7Message;
+  /** The source study's attributes and instances, when the study was acquired. */
+  source?: SourceStudy;
+  /** Our own ServiceRequest (POSTed to the front door, no EHR holds it). */
+  ownServiceRequestId?: string;
+}
+
+interface OrderRow {
+  id: string;
+  source: string;
+  request: OrderRequest;
+  accession_number: string | null;
+  placer_order_number: string | null;
+  filler_order_number: string | null;
+  study_instance_uid: string | null;
+  created_at: Date;
+  raw: Buffer | null;
+  transport: string | null;
+  study: AcquiredStudy | null;
+}
+
+/** Reads what a publication needs from the order, its documents, its original message and study. */
+export async function loadPublication(
+  dataSource: DataSource,
+  settings: OutboundSettings,
+  payload: OutboxPayload,
+): Promise<LoadedPublication> {
+  const rows: OrderRow[] = await dataSource.query(
+    `SELECT o.id, o.source, o.request, o.accession_number, o.placer_order_number, o.filler_order_number,
+            o.study_instance_uid, o.created_at, m.raw, m.transport, a.study
+       FROM orders o
+       LEFT JOIN inbound_messages m ON m.id = o.inbound_message_id
+       LEFT JOIN study_acquisitions a ON a.order_id = o.id
+      WHERE o.id = $1`,
+    [payload.orderId],
+  );
+  const order = rows[0];
+  if (!order) throw new OutboundError('order_missing', 'the order no longer exists');
+  const docs: Array<{ kind: string; report_type: string; body: Buffer }> =
+    payload.documentIds.length > 0
+      ? await dataSource.query(
+          `SELECT kind, report_type, body FROM order_documents WHERE id = ANY($1::bigint[]) AND order_id = $2`,
+          [payload.documentIds, payload.orderId],
+        )
+      : [];
+  const input: PublicationInput = {
+    orderId: order.id,
+    row: payload.row,
+    upstreamStatus: payload.upstreamStatus,
+    statusAt: payload.statusAt,
+    correction: payload.revision > 0,
+    ...(payload.reason ? { reason: payload.reason } : {}),
+    qcBypass: payload.qcBypass
+      ? { by: payload.qcBypass.by, reason: payload.qcBypass.reason }
+      : null,
+    order: {
+      source: order.source,
+      request: order.request,
+      accessionNumber: order.accession_number,
+      placerOrderNumber: order.placer_order_number,
+      fillerOrderNumber: order.filler_order_number,
+      studyInstanceUid: order.study_instance_uid ?? order.study?.studyInstanceUid ?? null,
+      createdAt: new Date(order.created_at).toISOString(),
+    },
+    device: deviceFor(settings, order.request.products),
+  };
+  for (const d of docs) {
+    if (d.kind === 'results' && d.report_type === 'JSON') {
+      try {
+        input.results = parseResultContent(d.body);
+      } catch {
+        // The parser's message may quote the report: keep it out of the audit summary.
+        throw new OutboundError('bad_document', 'the results report is not a readable JSON object');
+      }
+    } else if (d.report_type === 'PDF') {
+      input.pdf = d.body;
+    } else if (d.kind === 'qc') {
+      input.qcReport = safeJson(d.body);
+    } else if (d.kind === 'failure' && d.report_type === 'JSON') {
+      const failure = safeJson(d.body) as { reason?: unknown } | undefined;
+      if (!input.reason && typeof failure?.reason === 'string') input.reason = failure.reason;
+    }
+  }
+  const loaded: LoadedPublication = { input };
+  if (order.study?.attributes && order.study.instances?.length) {
+    loaded.source = { attributes: order.study.attributes, instances: order.study.instances };
+  }
+  const studyUid = input.order.studyInstanceUid;
+  if (studyUid) input.dicom = dicomUidsFor(order.id, payload.revision, studyUid);
+  if (order.raw && order.transport === 'mllp') {
+    try {
+      loaded.original = parseHl7(order.raw);
+    } catch {
+      // An order we accepted parses; if not, PID/PV1 are built from the order instead.
+    }
+  }
+  if (order.source === 'fhir') {
+    const srs: Array<{
+      id: string;
+      source_url: string | null;
+      resource: { subject?: { reference?: string } };
+    }> = await dataSource.query(
+      `SELECT id, source_url, resource FROM fhir_resources WHERE order_id = $1 AND resource_type = 'ServiceRequest' LIMIT 1`,
+      [order.id],
+    );
+    const sr = srs[0];
+    if (sr?.source_url) {
+      input.serviceRequest = sr.source_url.replace(/\/_history\/.*$/, '');
+      input.patientReference = sr.resource.subject?.reference ?? null;
+    } else if (sr) {
+      loaded.ownServiceRequestId = sr.id;
+    }
+  }
+  return loaded;
+}
+
+function safeJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return { text: body.toString('utf8').slice(0, 10_000) };
+  }
+}

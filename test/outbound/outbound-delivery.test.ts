@@ -1,0 +1,593 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
+import { FhirResultPublisher } from '../../src/outbound/fhir-result.publisher';
+import { Hl7ResultPublisher } from '../../src/outbound/hl7-result.publisher';
+import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
+import { OutboxWorker } from '../../src/outbound/outbox.worker';
+import { DESTINATIONS, type OutboundSettings } from '../../src/outbound/outbound.settings';
+import type { SourceStudy } from '../../src/outbound/dicom-result.builder';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { createMrBrainStudy } from '../helpers/dicom-factory';
+import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
+import {
+  startAckingRis,
+  startDroppingRis,
+  startValidatingEhr,
+  type TestEhr,
+  type TestRis,
+} from './outbound-peers';
+import {
+  endLocally,
+  FAILURE_DOCS,
+  playStatus,
+  QC_DOCS,
+  RESULT_DOCS,
+  seedOrder,
+} from './outbound-seed';
+
+/**
+ * Every outcome, end to end against real peers on loopback: a FHIR engine that validates
+ * what it stores, MLLP receivers (ACK, AE then AA, dropped connection, AR), and Orthanc
+ * receiving the SR and the PDF by STOW-RS, read back and checked with dciodvfy and dsrdump.
+ */
+const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+function settings(overrides: Partial<OutboundSettings> = {}): OutboundSettings {
+  return {
+    destinations: [DESTINATIONS.fhir, DESTINATIONS.hl7, DESTINATIONS.dicom],
+    overrides: {},
+    ormStatusMessages: true,
+    hl7: {
+      sendingApplication: 'IMAGING-AI-ADAPTER',
+      sendingFacility: 'ADAPTER',
+      defaultVersion: '2.5.1',
+      textType: 'TX',
+    },
+    maxAttempts: 4,
+    backoffBaseMs: 20,
+    backoffMaxMs: 80,
+    devices: { 'brain-mr-volumetry': { udi: '(01)00850012345678(10)3.2.1', version: '3.2.1' } },
+    deviceDefaults: { manufacturer: 'Imaging Analysis Service', version: 'unknown' },
+    ...overrides,
+  };
+}
+
+describe('results back to the clinic (real peers on loopback)', () => {
+  let db: TestDatabase;
+  let ehr: TestEhr;
+  let ris: TestRis;
+  let orthanc: RunningOrthanc;
+  let source: SourceStudy;
+  let tmp: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    ehr = await startValidatingEhr();
+    ris = await startAckingRis();
+    orthanc = await startOrthanc();
+    tmp = mkdtempSync(join(tmpdir(), 'outbound-'));
+    const study = createMrBrainStudy({
+      patient: {
+        patientId: 'PAT-4711',
+        patientName: 'SCHMIDT^ANNA^MARIA',
+        birthDate: '19560214',
+        sex: 'F',
+      },
+      study: {
+        accessionNumber: 'ACC-2403180042',
+        studyDate: '20240318',
+        studyTime: '150000',
+        studyId: 'S1',
+        studyDescription: 'MR Brain',
+        referringPhysicianName: 'WELBY^MARCUS',
+      },
+      series: [{ slices: 2, rows: 32, columns: 32 }],
+    });
+    for (const i of study) await orthanc.store(i.bytes);
+    source = {
+      attributes: {
+        studyInstanceUid: study[0]!.studyInstanceUid,
+        accessionNumber: 'ACC-2403180042',
+        patientId: 'PAT-4711',
+        patientName: 'SCHMIDT^ANNA^MARIA',
+        patientBirthDate: '19560214',
+        patientSex: 'F',
+        studyDate: '20240318',
+        studyTime: '150000',
+        studyId: 'S1',
+        studyDescription: 'MR Brain',
+        referringPhysicianName: 'WELBY^MARCUS',
+        modalities: ['MR'],
+      },
+      instances: study.map((i) => ({
+        sopClassUid: '1.2.840.10008.5.1.4.1.1.4',
+        sopInstanceUid: i.sopInstanceUid,
+        seriesInstanceUid: i.seriesInstanceUid,
+      })),
+    };
+  }, 60_000);
+
+  afterAll(async () => {
+    await ris?.close();
+    await ehr?.close();
+    await orthanc?.stop();
+    await db?.drop();
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  });
+
+  function worker(s: OutboundSettings, risPort = ris.port): OutboxWorker {
+    return new OutboxWorker({
+      dataSource: db.dataSource,
+      settings: s,
+      logger,
+      pollMs: 20,
+      concurrency: 4,
+      leaseMs: 30_000,
+      publishers: [
+        new FhirResultPublisher({ baseUrl: ehr.baseUrl, dataSource: db.dataSource }),
+        new Hl7ResultPublisher({
+          host: '127.0.0.1',
+          port: risPort,
+          responseTimeoutMs: 2000,
+          settings: s.hl7,
+          connections: 2,
+        }),
+        new DicomWebResultPublisher({ baseUrl: orthanc.dicomWebUrl }),
+      ],
+    });
+  }
+
+  /** Runs the worker until no row of the order is pending (or the deadline). */
+  async function drain(w: OutboxWorker, orderId: string, deadlineMs = 20_000): Promise<void> {
+    w.start();
+    const end = Date.now() + deadlineMs;
+    try {
+      for (;;) {
+        const rows: Array<{ n: number }> = await db.dataSource.query(
+          `SELECT count(*)::int AS n FROM outbox WHERE order_id = $1 AND status = 'pending'`,
+          [orderId],
+        );
+        if (rows[0]!.n === 0) return;
+        if (Date.now() > end) throw new Error('outbox not drained');
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    } finally {
+      await w.stop();
+    }
+  }
+
+  async function outbox(orderId: string) {
+    return db.dataSource.query(
+      `SELECT id::text, destination, kind, status, attempts, last_error FROM outbox WHERE order_id = $1 ORDER BY outbox.id`,
+      [orderId],
+    ) as Promise<
+      Array<{
+        id: string;
+        destination: string;
+        kind: string;
+        status: string;
+        attempts: number;
+        last_error: string | null;
+      }>
+    >;
+  }
+
+  it('DELIVERED: Task completed, DiagnosticReport final with measurements, ORU RE/CM/F, SR and PDF in the PACS', async () => {
+    const s = settings();
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    const before = ris.received.length;
+    await playStatus(db.dataSource, events, order, 'ANALYSIS_RUNNING');
+    await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
+    await drain(worker(s), order.id);
+
+    const rows = await outbox(order.id);
+    expect(rows.map((r) => [r.destination, r.kind, r.status])).toEqual([
+      ['ehr-fhir', 'fhir-task', 'delivered'],
+      ['ris-hl7', 'hl7-orm-status', 'delivered'],
+      ['ehr-fhir', 'fhir-task', 'delivered'],
+      ['ehr-fhir', 'fhir-diagnostic-report', 'delivered'],
+      ['ris-hl7', 'hl7-oru', 'delivered'],
+      ['pacs-dicomweb', 'dicom-sr', 'delivered'],
+      ['pacs-dicomweb', 'dicom-pdf', 'delivered'],
+    ]);
+
+    // FHIR: one Task (updated, not duplicated) and one DiagnosticReport.
+    const tasks = await ehr.search<Task>(
+      'Task',
+      `identifier=urn:imaging-ai-adapter:order|${order.id}`,
+    );
+    expect(tasks).toHaveLength(1);
+    expect(tasks[0]).toMatchObject({
+      status: 'completed',
+      businessStatus: { coding: [{ code: 'DELIVERED' }] },
+    });
+    const reports = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${order.id}`,
+    );
+    expect(reports).toHaveLength(1);
+    const dr = reports[0]!;
+    expect(dr.status).toBe('final');
+    expect(dr.category?.[0]?.coding?.[0]).toMatchObject({ code: 'RAD' });
+    expect(dr.presentedForm?.[0]?.contentType).toBe('application/pdf');
+    expect(dr.conclusion).toMatch(/Left hippocampus volume below the 5th percentile/);
+    const obs = (dr.contained ?? []).filter((c) => c.resourceType === 'Observation');
+    expect(obs.length).toBeGreaterThan(10);
+    expect(obs[0]).toMatchObject({
+      valueQuantity: { system: 'http://unitsofmeasure.org', code: 'mL' },
+    });
+    expect(dr.imagingStudy?.[0]?.identifier?.value).toBe(
+      `urn:oid:${source.attributes.studyInstanceUid}`,
+    );
+
+    // HL7: ORM SC status then the ORU, in the order's version (2.3.1), PID/PV1 from the order.
+    const sent = ris.received.slice(before).map((m) => parseHl7(m));
+    expect(sent.map((m) => m.messageType.code)).toEqual(['ORM', 'ORU']);
+    const oru = sent[1]!;
+    expect(oru.version).toBe('2.3.1');
+    expect(oru.get('PID-3')).toBe('PAT-4711');
+    expect(oru.get('PV1-2')).toBe('O');
+    expect([oru.get('ORC-1'), oru.get('ORC-5'), oru.get('OBR-25')]).toEqual(['RE', 'CM', 'F']);
+    const obx = oru.segmentsById('OBX');
+    expect(obx.map((o) => o.value(2))).toEqual(
+      expect.arrayContaining(['TX', 'NM', 'CE', 'ED', 'ST']),
+    );
+    const ed = obx.find((o) => o.value(2) === 'ED')!;
+    expect([ed.value(5, 1, 2), ed.value(5, 1, 3), ed.value(5, 1, 4)]).toEqual([
+      'Application',
+      'PDF',
+      'Base64',
+    ]);
+    expect(
+      Buffer.from(ed.value(5, 1, 5)!, 'base64')
+        .subarray(0, 5)
+        .toString(),
+    ).toBe('%PDF-');
+    const nm = obx.find((o) => o.value(2) === 'NM')!;
+    expect(nm.value(6)).toBe('mL');
+    expect(obx.every((o) => o.value(11) === 'F')).toBe(true);
+    expect(obx.some((o) => o.value(5) === source.attributes.studyInstanceUid)).toBe(true);
+
+    // DICOM: both new instances are in the source study; read back and checked.
+    const study = (await (
+      await fetch(`${orthanc.dicomWebUrl}/studies/${source.attributes.studyInstanceUid}/series`)
+    ).json()) as Array<Record<string, { Value?: string[] }>>;
+    expect(study.map((s) => s['00080060']?.Value?.[0]).sort()).toEqual(['DOC', 'MR', 'SR']);
+    const instances = (await (await fetch(`${orthanc.url}/instances?expand`)).json()) as Array<{
+      ID: string;
+      MainDicomTags: { SOPInstanceUID: string };
+    }>;
+    const fetchFile = async (uid: string) => {
+      const inst = instances.find((i) => i.MainDicomTags.SOPInstanceUID === uid);
+      const file = join(tmp, `${uid}.dcm`);
+      writeFileSync(
+        file,
+        Buffer.from(await (await fetch(`${orthanc.url}/instances/${inst!.ID}/file`)).arrayBuffer()),
+      );
+      return file;
+    };
+    const srRow = await db.dataSource.query(
+      `SELECT payload FROM outbox WHERE order_id = $1 AND kind = 'dicom-sr'`,
+      [order.id],
+    );
+    expect(srRow).toHaveLength(1);
+    const srUids = instances.map((i) => i.MainDicomTags.SOPInstanceUID);
+    const { dicomUidsFor } = await import('../../src/mappings/publication.model');
+    const uids = dicomUidsFor(order.id, 0, source.attributes.studyInstanceUid);
+    expect(srUids).toEqual(expect.arrayContaining([uids.srInstanceUid, uids.pdfInstanceUid]));
+    const srFile = await fetchFile(uids.srInstanceUid);
+    const pdfFile = await fetchFile(uids.pdfInstanceUid);
+    for (const file of [srFile, pdfFile]) {
+      const report = dciodvfy(file);
+      expect(report.iod).toMatch(file === srFile ? /^Comprehensive3DSR$/m : /^EncapsulatedPDF$/m);
+      expect({ file, errors: report.errors }).toEqual({ file, errors: [] });
+    }
+    const tree = execFileSync('dsrdump', ['+Pc', srFile], { encoding: 'utf8' });
+    expect(tree).toContain('Verification Flag   : UNVERIFIED');
+    expect(tree).toContain('<CONTAINER:(126000,DCM,"Imaging Measurement Report")=SEPARATE>');
+    expect(tree).toContain(
+      '<has obs context CODE:(121005,DCM,"Observer Type")=(121007,DCM,"Device")>',
+    );
+    expect(tree).toContain('<contains CONTAINER:(111028,DCM,"Image Library")=SEPARATE>');
+    expect(tree).toContain(
+      '<has obs context TEXT:(112039,DCM,"Tracking Identifier")="Left hippocampus">',
+    );
+    expect(tree).toContain(
+      '<has concept mod TEXT:(111001,DCM,"Algorithm Name")="brain-mr-volumetry">',
+    );
+    expect(tree).toMatch(
+      /<contains NUM:\(LEFT-HIPPOC-\w+,99IAA,"Left hippocampus volume"\)="[\d.]+" \(mL,UCUM,"mL"\)>/,
+    );
+    expect(tree).toContain(
+      '<contains CODE:(121071,DCM,"Finding")=(LEFT-HIPPOCAMPUS,99IAA,"Left hippocampus")>',
+    );
+    const dump = execFileSync('dcmdump', [srFile], { encoding: 'utf8' });
+    expect(dump).toMatch(/\(0040,a370\) SQ .*ReferencedRequestSequence/);
+    expect(dump).toContain('[ACC-2403180042]');
+    const pdfDump = execFileSync('dcmdump', [pdfFile], { encoding: 'utf8' });
+    expect(pdfDump).toMatch(/\(0042,0012\) LO \[application\/pdf\]/);
+  }, 60_000);
+
+  it.each([
+    ['FAILED', FAILURE_DOCS, 'failed', 'No result: the analysis failed.'],
+    [
+      'PREPROCESSING_FAILED',
+      FAILURE_DOCS,
+      'failed',
+      'No result: preprocessing of the study failed.',
+    ],
+    ['QC_FAILED', QC_DOCS, 'failed', 'Not analysable: the study failed quality control.'],
+    ['EXPIRED', undefined, 'failed', 'No result: the order expired'],
+    ['CANCELLED', undefined, 'cancelled', 'No result: the order was cancelled.'],
+  ] as const)(
+    '%s is never a finding: Task %s, DiagnosticReport cancelled, ORU OC/CA/X, nothing to the PACS',
+    async (status, docs, taskStatus, conclusion) => {
+      const s = settings({ ormStatusMessages: false });
+      const events = new OutboxOrderEvents(s);
+      const order = await seedOrder(db.dataSource, { source });
+      const before = ris.received.length;
+      await playStatus(db.dataSource, events, order, status, {
+        documents: docs ? [...docs] : undefined,
+        qcBypassPossible: false,
+      });
+      await drain(worker(s), order.id);
+      const rows = await outbox(order.id);
+      expect(rows.map((r) => [r.kind, r.status])).toEqual([
+        ['fhir-task', 'delivered'],
+        ['fhir-diagnostic-report', 'delivered'],
+        ['hl7-oru', 'delivered'],
+      ]);
+      const [task] = await ehr.search<Task>(
+        'Task',
+        `identifier=urn:imaging-ai-adapter:order|${order.id}`,
+      );
+      expect(task!.status).toBe(taskStatus);
+      expect(task!.statusReason?.text).toBeTruthy();
+      const [dr] = await ehr.search<DiagnosticReport>(
+        'DiagnosticReport',
+        `identifier=urn:imaging-ai-adapter:diagnostic-report|${order.id}`,
+      );
+      expect(dr!.status).toBe('cancelled');
+      expect(dr!.conclusion).toContain(conclusion);
+      expect((dr!.contained ?? []).filter((c) => c.resourceType === 'Observation')).toHaveLength(0);
+      if (docs) expect(dr!.presentedForm?.length).toBeGreaterThan(0);
+      const oru = parseHl7(ris.received.slice(before).at(-1)!);
+      expect([oru.get('ORC-1'), oru.get('ORC-5'), oru.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+      expect(oru.get('ORC-16.2')).toBeTruthy();
+      expect(oru.segmentsById('OBX').every((o) => o.value(11) === 'X')).toBe(true);
+      expect(oru.segmentsById('OBX').some((o) => o.value(2) === 'NM')).toBe(false);
+    },
+    30_000,
+  );
+
+  it('a bypassable QC rejection is on-hold awaiting a decision, never a report', async () => {
+    const s = settings();
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, events, order, 'QC_FAILED', {
+      qcBypassPossible: true,
+      documents: [...QC_DOCS],
+    });
+    await drain(worker(s), order.id);
+    expect((await outbox(order.id)).map((r) => r.kind)).toEqual(['fhir-task', 'hl7-orm-status']);
+    const [task] = await ehr.search<Task>(
+      'Task',
+      `identifier=urn:imaging-ai-adapter:order|${order.id}`,
+    );
+    expect(task).toMatchObject({
+      status: 'on-hold',
+      statusReason: { text: expect.stringContaining('awaiting') },
+    });
+  }, 30_000);
+
+  it('an order ended here (study never arrived) tells every system why, as a no-result', async () => {
+    const s = settings();
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, {});
+    const before = ris.received.length;
+    await endLocally(
+      db.dataSource,
+      events,
+      order,
+      'failed',
+      'no usable study arrived within 1440 minutes',
+    );
+    await drain(worker(s), order.id);
+    const [dr] = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${order.id}`,
+    );
+    expect(dr).toMatchObject({
+      status: 'cancelled',
+      conclusion: expect.stringContaining('no usable study arrived'),
+    });
+    const oru = parseHl7(ris.received.slice(before).at(-1)!);
+    expect([oru.get('ORC-1'), oru.get('ORC-5'), oru.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+  }, 30_000);
+
+  it('a resend after an upstream correction is `corrected` (FHIR) and C (OBR-25, OBX-11), as an update', async () => {
+    const s = settings({ destinations: [DESTINATIONS.fhir, DESTINATIONS.hl7] });
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
+    await drain(worker(s), order.id);
+    const before = ris.received.length;
+    await db.dataSource
+      .transaction(async (manager) => {
+        const { storeDocuments } = await import('./outbound-seed');
+        const stored = await storeDocuments(
+          manager,
+          order.id,
+          'DELIVERED',
+          RESULT_DOCS.map((d) => ({ ...d, reportType: d.reportType })),
+        );
+        await events.documentsStored(manager, {
+          order: order.snapshot,
+          upstreamStatus: 'DELIVERED',
+          documents: stored,
+        });
+      })
+      .catch(async () => {
+        // order_documents is unique per (order, status, kind, type): a correction replaces the body.
+        await db.dataSource.query(`DELETE FROM order_documents WHERE order_id = $1`, [order.id]);
+        await db.dataSource.transaction(async (manager) => {
+          const { storeDocuments } = await import('./outbound-seed');
+          const stored = await storeDocuments(manager, order.id, 'DELIVERED', RESULT_DOCS);
+          await events.documentsStored(manager, {
+            order: order.snapshot,
+            upstreamStatus: 'DELIVERED',
+            documents: stored,
+          });
+        });
+      });
+    await drain(worker(s), order.id);
+    const reports = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${order.id}`,
+    );
+    expect(reports).toHaveLength(1);
+    expect(reports[0]!.status).toBe('corrected');
+    const oru = parseHl7(ris.received.slice(before).at(-1)!);
+    expect(oru.get('OBR-25')).toBe('C');
+    expect(oru.segmentsById('OBX').every((o) => o.value(11) === 'C')).toBe(true);
+  }, 30_000);
+
+  it('the EHR refuses an invalid resource with an OperationOutcome: dead letter with the answer audited', async () => {
+    const s = settings({ destinations: [DESTINATIONS.fhir] });
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    // A site override that writes a Task status that is no valid FHIR code (leading space); our own check is off here so
+    // the EHR's validation is what refuses it.
+    const bad = settings({
+      destinations: [DESTINATIONS.fhir],
+      overrides: { ANALYSIS_RUNNING: { task: { status: ' in-progress' as never } } },
+    });
+    await playStatus(db.dataSource, new OutboxOrderEvents(bad), order, 'ANALYSIS_RUNNING');
+    const w = new OutboxWorker({
+      dataSource: db.dataSource,
+      settings: s,
+      logger,
+      pollMs: 20,
+      concurrency: 2,
+      publishers: [new FhirResultPublisher({ baseUrl: ehr.baseUrl, validate: false })],
+    });
+    const rejectedBefore = ehr.rejected;
+    await drain(w, order.id);
+    expect(ehr.rejected).toBe(rejectedBefore + 1);
+    const [row] = await outbox(order.id);
+    expect(row).toMatchObject({ status: 'dead', attempts: 1 });
+    const audit: Array<{
+      kind: string;
+      severity: string;
+      summary: string;
+      detail: Record<string, unknown>;
+    }> = await db.dataSource.query(
+      `SELECT kind, severity, summary, detail FROM audit_events WHERE order_id = $1 AND kind LIKE 'outbound.%' ORDER BY id`,
+      [order.id],
+    );
+    expect(audit.map((a) => [a.kind, a.severity])).toEqual([
+      ['outbound.attempt', 'error'],
+      ['outbound.dead-letter', 'error'],
+    ]);
+    expect(audit[0]!.detail).toMatchObject({
+      outboxId: row!.id,
+      destination: 'ehr-fhir',
+      httpStatus: 400,
+      operationOutcome: expect.any(Array),
+    });
+    // With our validator on, the same resource never leaves.
+    const w2 = new OutboxWorker({
+      dataSource: db.dataSource,
+      settings: s,
+      logger,
+      pollMs: 20,
+      concurrency: 2,
+      publishers: [new FhirResultPublisher({ baseUrl: ehr.baseUrl })],
+    });
+    await db.dataSource.query(
+      `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now() WHERE id = $1`,
+      [row!.id],
+    );
+    await drain(w2, order.id);
+    expect(ehr.rejected).toBe(rejectedBefore + 1);
+    const [again] = await outbox(order.id);
+    expect(again!.last_error).toMatch(/failed R4 validation/);
+    void events;
+  }, 30_000);
+
+  it('RIS answering AE then AA: retried with backoff, delivered on the second attempt, both answers audited', async () => {
+    const flaky = await startAckingRis((n) => (n === 1 ? 'AE' : 'AA'));
+    try {
+      const s = settings({ destinations: [DESTINATIONS.hl7] });
+      const events = new OutboxOrderEvents(s);
+      const order = await seedOrder(db.dataSource, { source });
+      await playStatus(db.dataSource, events, order, 'CANCELLED');
+      await drain(worker(s, flaky.port), order.id);
+      const [row] = await outbox(order.id);
+      expect(row).toMatchObject({ kind: 'hl7-oru', status: 'delivered', attempts: 2 });
+      expect(flaky.received).toHaveLength(2);
+      // The resend keeps its MSH-10, so the RIS can tell it is the same message.
+      expect(parseHl7(flaky.received[0]!).controlId).toBe(parseHl7(flaky.received[1]!).controlId);
+      const audit: Array<{ severity: string; detail: { ackCode: string } }> =
+        await db.dataSource.query(
+          `SELECT severity, detail FROM audit_events WHERE order_id = $1 AND kind = 'outbound.attempt' ORDER BY id`,
+          [order.id],
+        );
+      expect(audit.map((a) => [a.severity, a.detail.ackCode])).toEqual([
+        ['warning', 'AE'],
+        ['info', 'AA'],
+      ]);
+    } finally {
+      await flaky.close();
+    }
+  }, 30_000);
+
+  it('RIS dropping the connection: retried until the attempts run out, then a dead letter; a replay delivers it', async () => {
+    const dropping = await startDroppingRis();
+    const s = settings({ destinations: [DESTINATIONS.hl7] });
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, events, order, 'EXPIRED');
+    await drain(worker(s, dropping.port), order.id);
+    await dropping.close();
+    const [row] = await outbox(order.id);
+    expect(row).toMatchObject({ status: 'dead', attempts: 4 });
+    expect(row!.last_error).toMatch(/gave up after 4 attempts/);
+    expect(dropping.received.length).toBe(4);
+    // Replay as the audit API does it: pending, attempts reset, due now.
+    await db.dataSource.query(
+      `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now() WHERE id = $1`,
+      [row!.id],
+    );
+    await drain(worker(s), order.id);
+    expect((await outbox(order.id))[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+  }, 30_000);
+
+  it('RIS answering AR: a dead letter at once', async () => {
+    const refusing = await startAckingRis(() => 'AR');
+    try {
+      const s = settings({ destinations: [DESTINATIONS.hl7] });
+      const order = await seedOrder(db.dataSource, { source });
+      await playStatus(db.dataSource, new OutboxOrderEvents(s), order, 'CANCELLED');
+      await drain(worker(s, refusing.port), order.id);
+      expect((await outbox(order.id))[0]).toMatchObject({ status: 'dead', attempts: 1 });
+    } finally {
+      await refusing.close();
+    }
+  }, 30_000);
+});
+
+/** dciodvfy (dicom3tools) names the IOD it checked and prints each error on a line starting "Error". */
+function dciodvfy(file: string): { iod: string; errors: string[] } {
+  const out = execFileSync('sh', ['-c', 'dciodvfy "$1" 2>&1 || true', 'sh', file], {
+    encoding: 'utf8',
+  });
+  return { iod: out, errors: out.split('\n').filter((l) => /^Error/.test(l)) };
+}

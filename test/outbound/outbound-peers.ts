@@ -1,0 +1,181 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { OperationOutcomeError, validateResource } from '@medplum/core';
+import type { Resource } from '@medplum/fhirtypes';
+import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { MllpServer } from '../../src/hl7/mllp-server';
+import { loadFhirDefinitions } from '../../src/inbound-fhir/fhir-validator';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+/**
+ * RIS peers for the ORU tests: an MLLP receiver that answers each message with an ACK whose
+ * code a script decides (AA, AE then AA, AR...), and one that drops the connection on every
+ * message. Both record what they received.
+ */
+export interface TestRis {
+  port: number;
+  received: string[];
+  close(): Promise<void>;
+}
+
+export async function startAckingRis(
+  script: (n: number, controlId: string) => 'AA' | 'AE' | 'AR' = () => 'AA',
+): Promise<TestRis> {
+  const received: string[] = [];
+  let n = 0;
+  const server = new MllpServer({
+    port: 0,
+    host: '127.0.0.1',
+    handler: async (message) => {
+      const text = message.toString('utf8');
+      received.push(text);
+      const inbound = parseHl7(message);
+      n += 1;
+      const code = script(n, inbound.controlId);
+      return Buffer.from(
+        encodeMessage([
+          {
+            id: 'MSH',
+            fields: [
+              'TESTRIS',
+              'HOSP',
+              inbound.msh.value(3),
+              inbound.msh.value(4),
+              formatHl7Timestamp(new Date()),
+              undefined,
+              ['ACK', inbound.messageType.trigger, 'ACK'],
+              `ACK${n}`,
+              'P',
+              inbound.version,
+            ],
+          },
+          {
+            id: 'MSA',
+            fields: [code, inbound.controlId, code === 'AA' ? undefined : 'busy or refused'],
+          },
+          ...(code === 'AA'
+            ? []
+            : [
+                {
+                  id: 'ERR',
+                  fields: [
+                    undefined,
+                    undefined,
+                    ['207', 'Application internal error', 'HL70357'],
+                    'E',
+                  ],
+                },
+              ]),
+        ]),
+        'utf8',
+      );
+    },
+  });
+  const { port } = await server.listen();
+  return { port, received, close: () => server.close(2000) };
+}
+
+export async function startDroppingRis(): Promise<TestRis> {
+  const received: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', (chunk) => {
+      received.push(chunk.toString('utf8'));
+      socket.destroy();
+    });
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * The EHR: the in-memory FHIR engine (test/helpers/fhir-server.ts) behind a front that does
+ * what a production server's repository does on write: validate the resource against the R4
+ * structure definitions and answer 400 with the OperationOutcome when it is invalid.
+ */
+export interface TestEhr {
+  baseUrl: string;
+  inner: TestFhirServer;
+  rejected: number;
+  close(): Promise<void>;
+  search<T extends Resource>(type: string, query: string): Promise<T[]>;
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+export async function startValidatingEhr(): Promise<TestEhr> {
+  loadFhirDefinitions();
+  const inner = await startTestFhirServer();
+  const state = { rejected: 0 };
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      const body = await readBody(req);
+      if ((req.method === 'PUT' || req.method === 'POST') && body.length > 0) {
+        try {
+          validateResource(JSON.parse(body.toString('utf8')) as Resource);
+        } catch (error) {
+          state.rejected += 1;
+          const outcome =
+            error instanceof OperationOutcomeError
+              ? error.outcome
+              : {
+                  resourceType: 'OperationOutcome',
+                  issue: [
+                    { severity: 'error', code: 'invalid', diagnostics: (error as Error).message },
+                  ],
+                };
+          res.writeHead(400, { 'content-type': 'application/fhir+json' });
+          res.end(JSON.stringify(outcome));
+          return;
+        }
+      }
+      const url = `${inner.baseUrl}${(req.url ?? '/').replace(/^\/fhir/, '')}`;
+      const answer = await fetch(url, {
+        method: req.method,
+        headers: { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' },
+        ...(body.length > 0 ? { body } : {}),
+      });
+      res.writeHead(answer.status, { 'content-type': 'application/fhir+json' });
+      res.end(Buffer.from(await answer.arrayBuffer()));
+    })().catch((error: unknown) => {
+      res.writeHead(500);
+      res.end(String(error));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/fhir`;
+  return {
+    baseUrl,
+    inner,
+    get rejected() {
+      return state.rejected;
+    },
+    async search<T extends Resource>(type: string, query: string): Promise<T[]> {
+      const r = await fetch(`${inner.baseUrl}/${type}?${query}`);
+      const bundle = (await r.json()) as { entry?: Array<{ resource: T }> };
+      return (bundle.entry ?? []).map((e) => e.resource);
+    },
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await inner.close();
+    },
+  };
+}

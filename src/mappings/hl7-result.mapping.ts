@@ -283,12 +283,20 @@ function obxLines(
       if (f.flag)
         add(
           coded,
-          [`${f.code.slice(0, 14)}.F`, `${f.structure} evaluation`, LOCAL],
+          [`${f.code}.F`, `${f.structure} evaluation`, LOCAL],
           [f.flag.toUpperCase(), f.flag, LOCAL],
         );
     }
     if (input.results.impression)
       add('ST', ['IMPRESSION', 'Impression', LOCAL], input.results.impression);
+  }
+  if (input.qcReport !== undefined) {
+    // The QC findings themselves, so the RIS user sees why the study was not analysable.
+    add(
+      'TX',
+      ['QC-REPORT', 'Quality control report', LOCAL],
+      JSON.stringify(input.qcReport).slice(0, 4000),
+    );
   }
   if (input.pdf) {
     // ED (2A.2.24): source application ^ type ^ subtype ^ encoding ^ data.

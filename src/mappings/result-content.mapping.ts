@@ -9,7 +9,7 @@
 export interface Measurement {
   /** Stable id of the measured quantity, e.g. `left-hippocampus.volume`. */
   id: string;
-  /** The id as a code of at most 16 characters (DICOM SH Code Value, HL7 CWE.1). */
+  /** A code of at most 16 characters (DICOM SH Code Value, HL7 CWE.1), e.g. `WHOLE-BRAIN.V` */
   code: string;
   structure: string;
   quantity: 'volume' | 'icv-fraction' | 'percentile' | 'other';
@@ -23,7 +23,7 @@ export interface Measurement {
 export interface Finding {
   structure: string;
   trackingId: string;
-  /** The tracking id as a code of at most 16 characters. */
+  /** The tracking id as a code of at most 14 characters (room for a measurement suffix). */
   code: string;
   measurements: Measurement[];
   /** Qualitative evaluation against the reference (low / normal / high). */
@@ -65,18 +65,19 @@ const UNIT_SUFFIX: ReadonlyArray<{
 ];
 
 /**
- * A code of at most 16 characters (DICOM Code Value is SH, PS3.3 8.8; HL7 CWE.1 stays
- * short): the text itself when short enough, else its first 11 characters and a 4-character
+ * A code of at most 14 characters (DICOM Code Value is SH, 16, PS3.3 8.8; HL7 CWE.1 stays
+ * short): the text itself when short enough, else its first max−4 characters, a hyphen and a 3-character
  * hash, so distinct ids never collide on a common prefix.
  */
-export function shortCode(text: string): string {
-  if (text.length <= 16) return text.toUpperCase();
+export function shortCode(text: string, max = 14): string {
+  if (text.length <= max) return text.toUpperCase();
   let h = 2166136261;
   for (const c of text) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
-  return `${text.slice(0, 11)}-${(h % 46656).toString(36).padStart(3, '0')}`
-    .toUpperCase()
-    .slice(0, 16);
+  return `${text.slice(0, max - 4)}-${(h % 46656).toString(36).padStart(3, '0')}`.toUpperCase();
 }
+
+/** Measurement codes: the finding's code and a letter (V volume, I % of ICV, P percentile). */
+const QUANTITY_LETTER = { volume: 'V', 'icv-fraction': 'I', percentile: 'P', other: 'O' } as const;
 
 export function slug(text: string): string {
   return (
@@ -108,7 +109,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
       if (typeof v !== 'number' || !Number.isFinite(v)) continue;
       measurements.push({
         id: `${trackingId}.${u.quantity}`,
-        code: shortCode(`${trackingId}.${u.quantity}`),
+        code: `${shortCode(trackingId)}.${QUANTITY_LETTER[u.quantity]}`,
         structure,
         quantity: u.quantity,
         label: `${structure} ${u.label}`,

@@ -303,10 +303,13 @@ describe('results back to the clinic (real peers on loopback)', () => {
       '<has concept mod TEXT:(111001,DCM,"Algorithm Name")="brain-mr-volumetry">',
     );
     expect(tree).toMatch(
-      /<contains NUM:\(LEFT-HIPPOC-\w+,99IAA,"Left hippocampus volume"\)="[\d.]+" \(mL,UCUM,"mL"\)>/,
+      /<contains NUM:\(LEFT-HIPPO-\w+\.V,99IAA,"Left hippocampus volume"\)="[\d.]+" \(mL,UCUM,"mL"\)>/,
     );
-    expect(tree).toContain(
-      '<contains CODE:(121071,DCM,"Finding")=(LEFT-HIPPOCAMPUS,99IAA,"Left hippocampus")>',
+    expect(tree).toMatch(
+      /<contains CODE:\(121071,DCM,"Finding"\)=\(LEFT-HIPPO-\w+,99IAA,"Left hippocampus"\)>/,
+    );
+    expect(tree).toMatch(
+      /<contains NUM:\(LEFT-HIPPO-\w+\.P,99IAA,"Left hippocampus normative percentile"\)="3"/,
     );
     const dump = execFileSync('dcmdump', [srFile], { encoding: 'utf8' });
     expect(dump).toMatch(/\(0040,a370\) SQ .*ReferencedRequestSequence/);

@@ -1,0 +1,213 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseHl7 } from '../hl7/hl7-message';
+import { buildDiagnosticReport, buildTask } from './fhir-result.mapping';
+import { buildOrmStatus, buildOru, type Hl7ResultSettings } from './hl7-result.mapping';
+import {
+  applyOverride,
+  LOCAL_END_TABLE,
+  localEndRow,
+  parseStatusOverrides,
+  type OutboundRow,
+  type OutboundRowKey,
+} from './outbound-rows';
+import { dicomUidsFor, type PublicationInput } from './publication.model';
+import { parseResultContent } from './result-content.mapping';
+import { STATUS_TABLE, type StatusRowKey } from './status-mapping.table';
+
+/**
+ * Golden tests of the documents each row of the status table produces (DESIGN.md section 4):
+ * per row, the Task status/reason, the DiagnosticReport status/conclusion/results and the
+ * ORU's ORC-1/ORC-5/OBR-25/OBX-2/OBX-11. `UPDATE_GOLDEN=1` rewrites the file after a
+ * deliberate change; a diff in review shows what a clinician would now see.
+ */
+const FIXTURES = join(__dirname, '..', '..', 'test', 'fixtures', 'outbound');
+const GOLDEN = join(FIXTURES, 'documents.golden.json');
+const RESULTS = readFileSync(join(FIXTURES, 'results-volumetry.json'));
+const PDF = readFileSync(join(FIXTURES, 'report-odd-length.pdf'));
+const ORM = readFileSync(
+  join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'orm-o01-v231-ihe-swf-zds.hl7'),
+);
+const ORDER_ID = '0b7f3c52-4a51-4e8e-9c63-5d3f1e2a7a10';
+const STUDY = '1.2.826.0.1.3680043.8.498.12345678901234567890';
+const HL7: Hl7ResultSettings = {
+  sendingApplication: 'IMAGING-AI-ADAPTER',
+  sendingFacility: 'ADAPTER',
+  defaultVersion: '2.5.1',
+  textType: 'TX',
+};
+const NOW = new Date('2026-11-21T08:45:13Z');
+
+function rowOf(key: OutboundRowKey): OutboundRow {
+  if (key === 'ENDED_LOCALLY_FAILED') return localEndRow('failed');
+  if (key === 'ENDED_LOCALLY_CANCELLED') return localEndRow('cancelled');
+  return { ...STATUS_TABLE[key as StatusRowKey], key };
+}
+
+function inputFor(row: OutboundRow, extra: Partial<PublicationInput> = {}): PublicationInput {
+  const isResult = row.report === 'final';
+  const docs: Partial<PublicationInput> = isResult
+    ? { results: parseResultContent(RESULTS), pdf: PDF }
+    : row.attach === 'failure-report'
+      ? { pdf: PDF, reason: 'segmentation did not converge' }
+      : row.attach === 'qc-report'
+        ? {
+            qcReport: { verdict: 'rejected', checks: [{ name: 'slice_thickness', passed: false }] },
+          }
+        : row.key.startsWith('ENDED')
+          ? { reason: 'no usable study arrived within 1440 minutes' }
+          : {};
+  return {
+    orderId: ORDER_ID,
+    row,
+    upstreamStatus: row.key.startsWith('QC_FAILED')
+      ? 'QC_FAILED'
+      : row.key.startsWith('ENDED')
+        ? null
+        : row.key,
+    statusAt: '2026-11-21T08:45:12.000Z',
+    correction: false,
+    order: {
+      source: 'hl7v2',
+      request: {
+        source: 'hl7v2',
+        action: 'create',
+        patient: {
+          identifiers: [{ value: 'PAT-4711', system: 'HOSPA', type: 'MR' }],
+          name: { family: 'SCHMIDT', given: ['ANNA', 'MARIA'] },
+          birthDate: '1956-02-14',
+          sex: 'female',
+        },
+        placerOrderNumber: { value: 'PLC-100234', system: 'RADIS1' },
+        fillerOrderNumber: { value: 'FIL-55012', system: 'DSS_OF' },
+        accessionNumber: 'ACC-20240318-0042',
+        procedure: { code: '24590-2', system: 'LN', display: 'MR Brain' },
+        studyInstanceUid: STUDY,
+        products: ['brain-mr-volumetry'],
+        requestedAt: '2024-03-18T15:00:00.000Z',
+      },
+      accessionNumber: 'ACC-20240318-0042',
+      placerOrderNumber: 'PLC-100234',
+      fillerOrderNumber: 'FIL-55012',
+      studyInstanceUid: STUDY,
+      createdAt: '2026-11-21T07:31:02.000Z',
+    },
+    device: {
+      name: 'brain-mr-volumetry',
+      manufacturer: 'Imaging Analysis Service',
+      version: '3.2.1',
+      udi: '(01)00850012345678(10)3.2.1',
+      uid: '2.25.1',
+    },
+    dicom: dicomUidsFor(ORDER_ID, 0, STUDY),
+    ...docs,
+    ...extra,
+  };
+}
+
+/** What a reviewer needs to see of each document, PDF bytes left out. */
+function summary(input: PublicationInput) {
+  const { row } = input;
+  const task = buildTask(input);
+  const out: Record<string, unknown> = {
+    task: {
+      status: task.status,
+      statusReason: task.statusReason?.text,
+      businessStatus: task.businessStatus?.coding?.[0]?.code,
+      output: task.output !== undefined,
+    },
+  };
+  if (row.publish.includes('fhir-diagnostic-report')) {
+    const dr = buildDiagnosticReport(input);
+    out.diagnosticReport = {
+      status: dr.status,
+      conclusion: dr.conclusion,
+      results: dr.result?.length ?? 0,
+      presentedForm: dr.presentedForm?.map((f) => f.contentType),
+      firstObservation: dr.contained?.find((c) => c.resourceType === 'Observation'),
+    };
+  }
+  const original = parseHl7(ORM);
+  if (row.publish.includes('hl7-oru')) {
+    const oru = parseHl7(buildOru(input, original, HL7, 'IAA1', NOW).text);
+    out.oru = {
+      msh9: oru.msh.rawField(9),
+      msh12: oru.version,
+      orc: [oru.get('ORC-1'), oru.get('ORC-5'), oru.get('ORC-16.2')],
+      obr25: oru.get('OBR-25'),
+      obx: oru.segmentsById('OBX').map((o) => `${o.value(2)} ${o.value(3)} ${o.value(11)}`),
+    };
+  }
+  if (row.publish.includes('hl7-orm-status')) {
+    const orm = parseHl7(buildOrmStatus(input, original, HL7, 'IAA2', NOW).text);
+    out.ormStatus = { orc: [orm.get('ORC-1'), orm.get('ORC-5')], obr25: orm.get('OBR-25') };
+  }
+  out.publish = row.publish;
+  return out;
+}
+
+const KEYS = [...Object.keys(STATUS_TABLE), ...Object.keys(LOCAL_END_TABLE)] as OutboundRowKey[];
+
+describe('result documents per status row (golden)', () => {
+  // Through JSON, as the golden file holds it (undefined becomes null or disappears).
+  const actual = JSON.parse(
+    JSON.stringify(Object.fromEntries(KEYS.map((k) => [k, summary(inputFor(rowOf(k)))]))),
+  ) as Record<string, unknown>;
+  if (process.env.UPDATE_GOLDEN === '1' || !existsSync(GOLDEN)) {
+    writeFileSync(GOLDEN, `${JSON.stringify(actual, null, 2)}\n`);
+  }
+  const golden = JSON.parse(readFileSync(GOLDEN, 'utf8')) as Record<string, unknown>;
+
+  it.each(KEYS)('%s matches its golden documents', (key) => {
+    expect(actual[key]).toEqual(golden[key]);
+  });
+
+  it('no-result rows never carry a measurement, and say why', () => {
+    for (const key of KEYS) {
+      const row = rowOf(key);
+      if (row.report !== 'cancelled') continue;
+      const input = inputFor(row);
+      const dr = buildDiagnosticReport(input);
+      expect(dr.result).toBeUndefined();
+      expect(dr.conclusion).toMatch(/^(No result|Not analysable)/);
+      const oru = parseHl7(buildOru(input, undefined, HL7, 'X1', NOW).text);
+      expect(oru.segmentsById('OBX').some((o) => o.value(2) === 'NM')).toBe(false);
+      expect(oru.get('OBR-25')).toBe('X');
+    }
+  });
+
+  it('escapes every value it writes (a delimiter in a reason never breaks the message)', () => {
+    const input = inputFor(rowOf('ENDED_LOCALLY_FAILED'), { reason: 'refused: a|b^c~d\\e&f' });
+    const oru = parseHl7(buildOru(input, undefined, HL7, 'X2', NOW).text);
+    expect(oru.get('ORC-16.2')).toContain('refused: a|b^c~d\\e&f');
+    expect(oru.segmentsById('ORC')).toHaveLength(1);
+  });
+
+  it('a correction is corrected / C; a QC bypass carries its caveat', () => {
+    const input = inputFor(rowOf('DELIVERED'), {
+      correction: true,
+      qcBypass: { by: 'dr.a', reason: 'motion ok' },
+    });
+    input.results = { ...input.results!, caveat: undefined, qcBypassed: true };
+    expect(buildDiagnosticReport(input).status).toBe('corrected');
+    expect(buildDiagnosticReport(input).conclusion).toMatch(/QC failure was bypassed/);
+    const oru = parseHl7(buildOru(input, undefined, HL7, 'X3', NOW).text);
+    expect(oru.get('OBR-25')).toBe('C');
+    expect(oru.segmentsById('OBX').every((o) => o.value(11) === 'C')).toBe(true);
+  });
+
+  it('site overrides change the outbound columns but never turn a no-result row into a finding', () => {
+    const overrides = parseStatusOverrides({
+      ANALYSIS_RUNNING: { hl7: { orderStatus: 'SC' }, publish: ['fhir-task'] },
+    });
+    const row = applyOverride(rowOf('ANALYSIS_RUNNING'), overrides);
+    expect(row.hl7).toMatchObject({ orderControl: 'SC', orderStatus: 'SC', resultStatus: 'I' });
+    expect(row.publish).toEqual(['fhir-task']);
+    expect(() => parseStatusOverrides({ FAILED: { report: 'final' } })).toThrow(/stays cancelled/);
+    expect(() => parseStatusOverrides({ EXPIRED: { hl7: { resultStatus: 'F' } } })).toThrow(
+      /stays X/,
+    );
+    expect(() => parseStatusOverrides({ CANCELLED: { publish: ['dicom-sr'] } })).toThrow(/no SR/);
+    expect(() => parseStatusOverrides({ NOPE: {} })).toThrow(/unknown row/);
+  });
+});

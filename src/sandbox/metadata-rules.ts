@@ -36,6 +36,19 @@ export const SANDBOX_PRODUCTS = [
     UDI: null,
     fda_desc: null,
   },
+  // The ids of the adapter's example product table (src/mappings/product-table.ts), so that an
+  // adapter started with nothing configured places its orders here. Synthetic: every sandbox
+  // report is the brain-MRI volumetry report whatever the product.
+  ...(
+    [
+      ['brain-mr-volumetry', 'Brain MR volumetry (example table)'],
+      ['head-ct-hemorrhage', 'Head CT hemorrhage triage (example table)'],
+      ['lung-nodule-ct', 'Lung nodule CT (example table)'],
+      ['liver-lesion-ct', 'Liver lesion CT (example table)'],
+      ['chest-xr-triage', 'Chest X-ray triage (example table)'],
+      ['mammo-density', 'Mammography density (example table)'],
+    ] as const
+  ).map(([id, name]) => ({ id, name, version: '1.0.0', UDI: null, fda_desc: null })),
 ] as const;
 
 export const DEFAULT_PRODUCTS = ['neuro-volumetry'];

@@ -14,7 +14,7 @@ import {
   statusRow,
   type StatusRowKey,
 } from '../mappings/status-mapping.table';
-import type { StudyAcquirer } from '../studies/study.ports';
+import { ACQUIRE_STUDY_JOB, type StudyAcquirer } from '../studies/study.ports';
 import { isTerminal, phaseOf, type OrderState } from './domain/order-state';
 import { toUpstreamMetadata } from './domain/upstream-metadata';
 import { ORDER_JOBS } from './order-intake.service';
@@ -25,7 +25,7 @@ import { loadOrder, snapshot, stateOf, transition, type OrderRow } from './order
 
 /** Jobs of the lifecycle beyond the three the intake enqueues (ORDER_JOBS). */
 export const LIFECYCLE_JOBS = {
-  acquire: 'order.acquire-study',
+  acquire: ACQUIRE_STUDY_JOB,
   upload: 'order.upload-study',
   fetchDocuments: 'order.fetch-documents',
   fetchBatchReport: 'order.fetch-batch-report',

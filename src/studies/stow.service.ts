@@ -16,6 +16,8 @@ import {
 import { StudyError } from './study.error';
 import { findOrderForInstance, type PushSource, upsertInstance } from './study-instance.repository';
 import type { StudyStoragePaths } from './study-storage.paths';
+import { ACQUIRE_STUDY_JOB } from './study.ports';
+import type { JobQueue } from '../jobs/job-queue';
 
 /**
  * Receives pushed DICOM instances (STOW-RS, PS3.18 §10.5; the C-STORE SCP uses the same
@@ -53,6 +55,8 @@ export interface StowServiceOptions {
   logger: Logger;
   maxRequestBytes: number;
   unmatchedHoldMinutes: number;
+  /** When given, an order whose instances arrived is told at once (ACQUIRE_STUDY_JOB). */
+  jobs?: Pick<JobQueue, 'enqueue' | 'kick'>;
   now?: () => Date;
 }
 
@@ -189,6 +193,7 @@ export class StowService {
     }
     // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
     const superseded: string[] = [];
+    let matchedOrders = 0;
     await this.options.dataSource.transaction(async (m) => {
       const matches = new Map<
         string,
@@ -255,7 +260,16 @@ export class StowService {
         })),
       ];
       await writeAuditEvents(m, events);
+      for (const orderId of matches.keys()) {
+        await this.options.jobs?.enqueue(
+          ACQUIRE_STUDY_JOB,
+          { orderId },
+          { manager: m, jobKey: `acquire:${orderId}` },
+        );
+      }
+      matchedOrders = matches.size;
     });
+    if (matchedOrders > 0) this.options.jobs?.kick();
     await Promise.all(superseded.map((path) => rm(path, { force: true })));
     return placed.map((p) => p.header);
   }

@@ -88,12 +88,19 @@ class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
     },
     {
       provide: STOW_SERVICE,
-      inject: [DATA_SOURCE, STUDY_PATHS, LOGGER, APP_CONFIG],
-      useFactory: (ds: DataSource, paths: StudyStoragePaths, logger: Logger, config: AppConfig) =>
+      inject: [DATA_SOURCE, STUDY_PATHS, LOGGER, APP_CONFIG, JOB_QUEUE],
+      useFactory: (
+        ds: DataSource,
+        paths: StudyStoragePaths,
+        logger: Logger,
+        config: AppConfig,
+        jobs: JobQueue,
+      ) =>
         new StowService({
           dataSource: ds,
           paths,
           logger,
+          jobs,
           maxRequestBytes: config.STOW_MAX_REQUEST_BYTES,
           unmatchedHoldMinutes: config.STUDY_UNMATCHED_HOLD_MINUTES,
         }),

@@ -80,3 +80,10 @@ export interface StudyAcquirer {
 }
 
 export const STUDY_ACQUIRER = Symbol('STUDY_ACQUIRER');
+
+/**
+ * Job the order lifecycle registers to (re)try acquiring an order's study, payload
+ * `{ orderId }`, job key `acquire:<orderId>`. Study intake enqueues it when pushed instances
+ * match an order, so the order does not wait for its next scheduled try.
+ */
+export const ACQUIRE_STUDY_JOB = 'order.acquire-study';

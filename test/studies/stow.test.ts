@@ -302,6 +302,13 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(matched).toEqual([
       { summary: '3 received instance(s) matched to the order by accession' },
     ]);
+    // the order is told at once (not at its next scheduled try): an acquire job, committed with the match
+    const told = (await adapter.dataSource.query(
+      `SELECT (SELECT count(*) FROM job_outbox WHERE task = 'order.acquire-study' AND job_key = $1)
+            + (SELECT count(*) FROM graphile_worker.jobs WHERE task_identifier = 'order.acquire-study' AND key = $1) AS n`,
+      [`acquire:${orderId}`],
+    )) as Array<{ n: string }>;
+    expect(Number(told[0]!.n)).toBe(1);
 
     const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
     const first = await acquirer.acquire({ orderId, accessionNumber: 'STOW-ACC-77' });

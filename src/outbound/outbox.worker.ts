@@ -63,41 +63,73 @@ export class OutboxWorker {
     await Promise.all(this.options.publishers.map((p) => p.close()));
   }
 
+  /**
+   * Keeps up to `concurrency` deliveries in flight: claims as many rows as there are free
+   * slots, and claims again as soon as one finishes (the next row of that order may now be
+   * due), on a kick, or after the poll interval.
+   */
   private async loop(publisher: Publisher): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
+    let woken: boolean;
+    let wake: () => void = () => {
+      woken = true;
+    };
+    this.wakers.set(publisher.destination, () => wake());
     while (this.running) {
-      let handled = 0;
-      try {
-        handled = await this.drainOnce(publisher);
-      } catch (error) {
-        this.options.logger.warn(
-          {
-            destination: publisher.destination,
-            err: (error as Error).message,
-            stack: (error as Error).stack?.split('\n').slice(0, 4).join(' | '),
-          },
-          'outbox claim failed',
-        );
+      woken = false;
+      const free = this.options.concurrency - inFlight.size;
+      let claimed: ClaimedRow[] = [];
+      if (free > 0) {
+        try {
+          claimed = await this.claim(publisher.destination, free);
+        } catch (error) {
+          this.options.logger.warn(
+            { destination: publisher.destination, err: (error as Error).message },
+            'outbox claim failed',
+          );
+        }
       }
-      if (handled > 0 || !this.running) continue;
+      for (const row of claimed) {
+        const delivery: Promise<void> = this.deliver(publisher, row)
+          .catch((error: unknown) =>
+            this.options.logger.warn(
+              { outboxId: row.id, destination: row.destination, err: (error as Error).message },
+              'outbox delivery not recorded (the lease lapses and it is tried again)',
+            ),
+          )
+          .finally(() => {
+            inFlight.delete(delivery);
+            wake();
+          });
+        inFlight.add(delivery);
+      }
+      if (free > 0 && claimed.length === free) continue;
+      if (woken || !this.running) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, this.options.pollMs);
         function done() {
           clearTimeout(timer);
           resolve();
         }
-        this.wakers.set(publisher.destination, done);
+        wake = () => {
+          wake = () => {
+            woken = true;
+          };
+          done();
+        };
       });
     }
+    await Promise.all(inFlight);
   }
 
   /** Claims and delivers one batch for a destination; resolves with how many rows it handled. */
   async drainOnce(publisher: Publisher): Promise<number> {
-    const claimed = await this.claim(publisher.destination);
+    const claimed = await this.claim(publisher.destination, this.options.concurrency);
     await Promise.all(claimed.map((row) => this.deliver(publisher, row)));
     return claimed.length;
   }
 
-  private async claim(destination: Destination): Promise<ClaimedRow[]> {
+  private async claim(destination: Destination, limit: number): Promise<ClaimedRow[]> {
     const leaseMs = this.options.leaseMs ?? 120_000;
     return this.options.dataSource.query(
       `WITH due AS (
@@ -118,7 +150,7 @@ export class OutboxWorker {
                    outbox.payload, outbox.attempts)
        -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
        SELECT * FROM claimed ORDER BY id::bigint`,
-      [destination, this.options.concurrency, leaseMs],
+      [destination, limit, leaseMs],
     ) as Promise<ClaimedRow[]>;
   }
 

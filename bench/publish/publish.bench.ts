@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const url = withDatabase(SERVER, dbName);
   const ds = createDataSource({ url, poolSize: 24 });
   await ds.initialize();
-  const ehr = await startValidatingEhr();
+  const ehr = await startValidatingEhr({ identifierIndex: true });
   const ris = await startAckingRis();
   const orthanc = await startOrthanc();
   try {

@@ -1,0 +1,179 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import { MllpClient } from '../../src/hl7';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { OrderPollerService } from '../../src/orders/order-poller.service';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  studyFor,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
+import { startAckingRis, startValidatingEhr, type TestEhr, type TestRis } from './outbound-peers';
+
+jest.setTimeout(300_000);
+
+/**
+ * Results through the running adapter: orders in over MLLP (and FHIR), the real lifecycle
+ * (Orthanc pull, sandbox upstream on a manual clock, poller, documents fetched), and the
+ * outbox workers delivering to the EHR, the RIS and the PACS it is configured with.
+ */
+describe('results back to the clinic, end to end', () => {
+  let orthanc: RunningOrthanc;
+  let sandbox: RunningSandbox;
+  let adapter: TestAdapter;
+  let ehr: TestEhr;
+  let ris: TestRis;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let poller: OrderPollerService;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'e2e-results-'));
+    orthanc = await startOrthanc();
+    ehr = await startValidatingEhr();
+    ris = await startAckingRis();
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: sandbox.baseUrl,
+      ...SANDBOX_CLIENT,
+      IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
+      DICOMWEB_URL: orthanc.dicomWebUrl,
+      FHIR_SERVER_URL: ehr.baseUrl,
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      OUTBOUND_POLL_MS: '50',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      CONFIG_FILE: writeSiteConfig(dir),
+      FHIR_UNKNOWN_PROCEDURE: 'default-products:neuro-volumetry',
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+    poller = adapter.app.get(OrderPollerService);
+  });
+
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await sandbox?.close();
+    await ris?.close();
+    await ehr?.close();
+    await orthanc?.stop();
+  });
+
+  async function orderOverHl7(outcome: string) {
+    const spec = newOrderSpec(`Bitte KI-Auswertung. sandbox-outcome: ${outcome}`);
+    for (const instance of studyFor(spec)) await orthanc.store(instance.bytes);
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const order = await waitFor('the order', () => orderByPlacer(db, spec.placer));
+    return { id: order.id as string, spec };
+  }
+
+  async function outboxOf(id: string) {
+    const { rows } = await db.query(
+      `SELECT destination, kind, status FROM outbox WHERE order_id = $1 ORDER BY id`,
+      [id],
+    );
+    return rows as Array<{ destination: string; kind: string; status: string }>;
+  }
+
+  it('DELIVERED and FAILED orders: every system gets what the status table says', async () => {
+    const placed = [await orderOverHl7('delivered'), await orderOverHl7('failed')];
+    await Promise.all(
+      placed.map((p) =>
+        waitFor(
+          `order ${p.id} uploaded`,
+          async () => (await orderState(db, p.id)) === 'processing',
+          90_000,
+        ),
+      ),
+    );
+    for (let i = 0; i < 40; i++) {
+      const states = await Promise.all(placed.map((p) => orderState(db, p.id)));
+      if (states.every((s) => s === 'delivered' || s === 'failed')) break;
+      await sandbox.advance(5_000);
+      await poller.runNow();
+    }
+    const [delivered, failed] = placed;
+    expect(await orderState(db, delivered!.id)).toBe('delivered');
+    expect(await orderState(db, failed!.id)).toBe('failed');
+
+    // Documents are fetched by a job, then the outbox drains.
+    for (const p of placed) {
+      await waitFor(
+        `results of ${p.id} published`,
+        async () => {
+          const rows = await outboxOf(p.id);
+          return (
+            rows.some((r) => r.kind === 'hl7-oru') && rows.every((r) => r.status === 'delivered')
+          );
+        },
+        60_000,
+      );
+    }
+
+    const deliveredRows = await outboxOf(delivered!.id);
+    expect(new Set(deliveredRows.map((r) => r.kind))).toEqual(
+      new Set(['fhir-task', 'fhir-diagnostic-report', 'hl7-oru', 'dicom-sr', 'dicom-pdf']),
+    );
+    expect(new Set((await outboxOf(failed!.id)).map((r) => r.kind))).toEqual(
+      new Set(['fhir-task', 'fhir-diagnostic-report', 'hl7-oru']),
+    );
+
+    const [task] = await ehr.search<Task>(
+      'Task',
+      `identifier=urn:imaging-ai-adapter:order|${delivered!.id}`,
+    );
+    expect(task).toMatchObject({ status: 'completed' });
+    const [dr] = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${delivered!.id}`,
+    );
+    expect(dr!.status).toBe('final');
+    expect(dr!.result!.length).toBeGreaterThan(0);
+    const [failedDr] = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${failed!.id}`,
+    );
+    expect(failedDr).toMatchObject({ status: 'cancelled' });
+    expect(failedDr!.result).toBeUndefined();
+
+    const orus = ris.received.map((m) => parseHl7(m)).filter((m) => m.messageType.code === 'ORU');
+    const byPlacer = (placer: string) => orus.find((m) => m.get('ORC-2') === placer);
+    expect(byPlacer(delivered!.spec.placer)?.get('OBR-25')).toBe('F');
+    expect(byPlacer(failed!.spec.placer)?.get('OBR-25')).toBe('X');
+    expect(byPlacer(delivered!.spec.placer)?.get('PID-3')).toBe(delivered!.spec.patientId);
+
+    const series = (await (
+      await fetch(`${orthanc.dicomWebUrl}/studies/${delivered!.spec.studyUid}/series`)
+    ).json()) as Array<Record<string, { Value?: string[] }>>;
+    expect(series.map((s) => s['00080060']?.Value?.[0]).sort()).toEqual(['DOC', 'MR', 'SR']);
+    const failedSeries = (await (
+      await fetch(`${orthanc.dicomWebUrl}/studies/${failed!.spec.studyUid}/series`)
+    ).json()) as Array<Record<string, { Value?: string[] }>>;
+    expect(failedSeries.map((s) => s['00080060']?.Value?.[0])).toEqual(['MR']);
+
+    // The audit API shows the attempts of the order (analyst role).
+    const res = await fetch(`${adapter.httpUrl}/api/audit/orders/${delivered!.id}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    expect(res.status).toBe(200);
+    const body = JSON.stringify(await res.json());
+    expect(body).toContain('outbound.attempt');
+    expect(body).toContain('pacs-dicomweb');
+  });
+});

@@ -145,20 +145,25 @@ describe('results back to the clinic (real peers on loopback)', () => {
 
   /** Runs the worker until no row of the order is pending (or the deadline). */
   async function drain(w: OutboxWorker, orderId: string, deadlineMs = 20_000): Promise<void> {
-    w.start();
+    await drainAll([w], [orderId], deadlineMs);
+  }
+
+  /** Runs the workers until no row of the orders is pending (or the deadline), then stops them. */
+  async function drainAll(workers: OutboxWorker[], orderIds: string[], deadlineMs = 20_000) {
+    for (const w of workers) w.start();
     const end = Date.now() + deadlineMs;
     try {
       for (;;) {
         const rows: Array<{ n: number }> = await db.dataSource.query(
-          `SELECT count(*)::int AS n FROM outbox WHERE order_id = $1 AND status = 'pending'`,
-          [orderId],
+          `SELECT count(*)::int AS n FROM outbox WHERE order_id = ANY($1::uuid[]) AND status = 'pending'`,
+          [orderIds],
         );
         if (rows[0]!.n === 0) return;
         if (Date.now() > end) throw new Error('outbox not drained');
         await new Promise((r) => setTimeout(r, 30));
       }
     } finally {
-      await w.stop();
+      await Promise.all(workers.map((w) => w.stop()));
     }
   }
 
@@ -584,6 +589,61 @@ describe('results back to the clinic (real peers on loopback)', () => {
     } finally {
       await refusing.close();
     }
+  }, 30_000);
+
+  it('two replicas draining one outbox: each row sent once, and in order per order', async () => {
+    const s = settings({ destinations: [DESTINATIONS.hl7], ormStatusMessages: true });
+    const events = new OutboxOrderEvents(s);
+    const orders = [];
+    for (let i = 0; i < 12; i++) orders.push(await seedOrder(db.dataSource, { source }));
+    const before = ris.received.length;
+    // Three intermediate statuses and the result per order, written before any worker runs.
+    for (const order of orders) {
+      for (const status of ['QUEUED', 'ANALYSIS_RUNNING', 'IN_REVIEW', 'DELIVERED'] as const) {
+        await playStatus(
+          db.dataSource,
+          events,
+          order,
+          status,
+          status === 'DELIVERED' ? { documents: RESULT_DOCS } : {},
+        );
+      }
+    }
+    await drainAll(
+      [worker(s), worker(s)],
+      orders.map((o) => o.id),
+    );
+    const rows = (await db.dataSource.query(
+      `SELECT order_id, id::text, status, attempts FROM outbox WHERE order_id = ANY($1::uuid[]) ORDER BY outbox.id`,
+      [orders.map((o) => o.id)],
+    )) as Array<{ order_id: string; id: string; status: string; attempts: number }>;
+    expect(rows).toHaveLength(12 * 4); // three ORM status messages and the ORU
+    expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
+    const sent = ris.received.slice(before).map((m) => parseHl7(m));
+    expect(sent).toHaveLength(rows.length);
+    // Per order, the RIS saw the messages in the order they were written (MSH-10 = IAA<outbox id>).
+    for (const order of orders) {
+      const ids = rows.filter((r) => r.order_id === order.id).map((r) => `IAA${r.id}`);
+      const placer = sent.filter((m) => ids.includes(m.controlId)).map((m) => m.controlId);
+      expect(placer).toEqual(ids);
+    }
+  }, 60_000);
+
+  it('a row whose worker died mid-delivery is taken again once its lease lapses', async () => {
+    const s = settings({ destinations: [DESTINATIONS.hl7] });
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, new OutboxOrderEvents(s), order, 'CANCELLED');
+    // As a claim leaves it: attempt counted, leased for a while, and then nobody answers.
+    await db.dataSource.query(
+      `UPDATE outbox SET attempts = 1, next_attempt_at = now() + interval '300 milliseconds' WHERE order_id = $1`,
+      [order.id],
+    );
+    const w = worker(s);
+    const drained = drain(w, order.id);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await outbox(order.id))[0]).toMatchObject({ status: 'pending', attempts: 1 });
+    await drained;
+    expect((await outbox(order.id))[0]).toMatchObject({ status: 'delivered', attempts: 2 });
   }, 30_000);
 });
 

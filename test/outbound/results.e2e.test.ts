@@ -176,4 +176,80 @@ describe('results back to the clinic, end to end', () => {
     expect(body).toContain('outbound.attempt');
     expect(body).toContain('pacs-dicomweb');
   });
+
+  it('a ServiceRequest POSTed to us (no EHR holds it) is kept updated: completed with results', async () => {
+    const spec = newOrderSpec();
+    for (const instance of studyFor(spec)) await orthanc.store(instance.bytes);
+    const sr = {
+      resourceType: 'ServiceRequest',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
+          name: [{ family: 'Mustermann', given: ['Erika'] }],
+          gender: 'female',
+          birthDate: '1964-08-12',
+        },
+      ],
+      identifier: [
+        { system: 'http://e2e.example/ehr/orders', value: spec.placer },
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+          },
+          system: 'http://e2e.example/accession',
+          value: spec.accession,
+        },
+      ],
+      status: 'active',
+      intent: 'order',
+      code: {
+        coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
+      },
+      subject: { reference: '#p1' },
+      note: [{ text: 'sandbox-outcome: delivered' }],
+    };
+    const headers = {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+    };
+    const created = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(sr),
+    });
+    expect(created.status).toBe(201);
+    const { id: resourceId } = (await created.json()) as { id: string };
+    const { rows } = await db.query(`SELECT order_id FROM fhir_resources WHERE id = $1`, [
+      resourceId,
+    ]);
+    const orderId = rows[0].order_id as string;
+    await waitFor('uploaded', async () => (await orderState(db, orderId)) === 'processing', 90_000);
+    for (let i = 0; i < 40 && (await orderState(db, orderId)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await poller.runNow();
+    }
+    await waitFor(
+      'published',
+      async () => {
+        const r = await outboxOf(orderId);
+        return (
+          r.some((x) => x.kind === 'fhir-diagnostic-report') &&
+          r.every((x) => x.status === 'delivered')
+        );
+      },
+      60_000,
+    );
+    const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${resourceId}`, { headers });
+    expect(((await read.json()) as { status: string }).status).toBe('completed');
+    const [task] = await ehr.search<Task>(
+      'Task',
+      `identifier=urn:imaging-ai-adapter:order|${orderId}`,
+    );
+    expect(task!.basedOn?.[0]?.identifier).toEqual({
+      system: 'http://e2e.example/ehr/orders',
+      value: spec.placer,
+    });
+  });
 });

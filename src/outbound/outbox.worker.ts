@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../audit/audit-writer';
 import { OutboundError } from './outbound.error';
+import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
 import { backoffMs, type Destination, type OutboundSettings } from './outbound.settings';
 import type { OutboxPayload } from './outbox-order-events';
 import { loadPublication } from './publication.loader';
@@ -26,6 +27,7 @@ interface ClaimedRow {
   kind: string;
   payload: OutboxPayload;
   attempts: number;
+  created_at: Date;
 }
 
 /**
@@ -147,7 +149,7 @@ export class OutboxWorker {
                 next_attempt_at = now() + $3::int * interval '1 millisecond'
            FROM due WHERE outbox.id = due.id
          RETURNING outbox.id::text AS id, outbox.order_id, outbox.destination, outbox.kind,
-                   outbox.payload, outbox.attempts)
+                   outbox.payload, outbox.attempts, outbox.created_at)
        -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
        SELECT * FROM claimed ORDER BY id::bigint`,
       [destination, limit, leaseMs],
@@ -265,6 +267,13 @@ export class OutboxWorker {
       }
       await writeAuditEvents(manager, events);
     });
+    outboundAttemptsTotal.inc({ destination: row.destination, kind: row.kind, outcome });
+    if (outcome === 'delivered') {
+      outboundDeliverySeconds.observe(
+        { destination: row.destination },
+        (Date.now() - new Date(row.created_at).getTime()) / 1000,
+      );
+    }
     if (outcome === 'dead') {
       this.options.logger.error(
         { outboxId: row.id, destination: row.destination, kind: row.kind },

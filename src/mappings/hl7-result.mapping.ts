@@ -29,6 +29,14 @@ export interface BuiltHl7 {
   version: string;
 }
 
+/** Stands for an FT line break until the segment is encoded (the escaper leaves it alone). */
+const LINE_BREAK = '\u0001';
+
+function encodeObx(spec: Hl7SegmentSpec): string {
+  const text = encodeSegment(spec);
+  return spec.fields[1] === 'FT' ? text.replaceAll(LINE_BREAK, '\\.br\\') : text;
+}
+
 /** Local coding system of our OBX-3 codes (HL7 table 0396 `99zzz` local), beside DCM and LN. */
 const LOCAL = '99IAA';
 
@@ -264,11 +272,16 @@ function obxLines(
   if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {
     lines.push('QC failure was bypassed on user request: interpret with caution.');
   }
-  // Text report: TX repeats one line per repetition; FT is one value (lines escaped as .br).
+  // Text report: TX repeats one line per repetition; FT is one value whose lines are joined
+  // by the \.br\ formatting command (v2.5.1 2.7.6), spliced in after escaping (LINE_BREAK).
   if (settings.textType === 'TX') {
     add('TX', ['REPORT', 'Report text', LOCAL], { repetitions: lines });
   } else {
-    add('FT', ['REPORT', 'Report text', LOCAL], lines.join(' / '));
+    add(
+      'FT',
+      ['REPORT', 'Report text', LOCAL],
+      lines.map((l) => l.replaceAll(LINE_BREAK, ' ')).join(LINE_BREAK),
+    );
   }
   if (isResult && input.results) {
     for (const f of input.results.findings) {
@@ -327,7 +340,7 @@ export function buildOru(
     pv1Of(original),
     encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now)),
     encodeSegment(obr(input, now)),
-    ...obxLines(input, head.version, settings).map((s) => encodeSegment(s)),
+    ...obxLines(input, head.version, settings).map((s) => encodeObx(s)),
   ];
   return { controlId, text: lines.join('\r') + '\r', version: head.version };
 }

@@ -183,6 +183,14 @@ describe('result documents per status row (golden)', () => {
     expect(oru.segmentsById('ORC')).toHaveLength(1);
   });
 
+  it('FT joins the report lines with \\.br\\, each line escaped', () => {
+    const input = inputFor(rowOf('DELIVERED'));
+    const oru = buildOru(input, undefined, { ...HL7, textType: 'FT' }, 'X4', NOW).text;
+    const obx = oru.split('\r').find((l) => l.startsWith('OBX|1|FT|'))!;
+    expect(obx).toContain('\\.br\\Whole brain: ');
+    expect(parseHl7(oru).segmentsById('OBX')[0]!.value(5)).toContain('\nWhole brain: ');
+  });
+
   it('a correction is corrected / C; a QC bypass carries its caveat', () => {
     const input = inputFor(rowOf('DELIVERED'), {
       correction: true,

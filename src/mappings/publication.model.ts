@@ -46,13 +46,7 @@ export interface PublicationInput {
   patientReference?: string | null;
   device: DeviceInfo;
   /** UIDs of the SR and PDF we publish to the PACS (HL7 OBX and FHIR reference them). */
-  dicom?: {
-    studyInstanceUid: string;
-    srSeriesUid: string;
-    srInstanceUid: string;
-    pdfSeriesUid: string;
-    pdfInstanceUid: string;
-  };
+  dicom?: DicomUids;
 }
 
 /**
@@ -64,9 +58,26 @@ export function uidFromSeed(seed: string): string {
   return `2.25.${BigInt(`0x${hex}`).toString(10)}`;
 }
 
+export interface DicomUids {
+  studyInstanceUid: string;
+  srSeriesUid: string;
+  srInstanceUid: string;
+  pdfSeriesUid: string;
+  pdfInstanceUid: string;
+  /** The SR this one corrects (PS3.3 C.17.2 Predecessor Documents Sequence), from revision 1 on. */
+  previousSrInstanceUid?: string;
+}
+
 /** SR / PDF UIDs of an order's publication `revision` (0 the first, +1 per correction). */
-export function dicomUidsFor(orderId: string, revision: number, studyInstanceUid: string) {
+export function dicomUidsFor(
+  orderId: string,
+  revision: number,
+  studyInstanceUid: string,
+): DicomUids {
   return {
+    ...(revision > 0
+      ? { previousSrInstanceUid: uidFromSeed(`${orderId}:sr:${revision - 1}`) }
+      : {}),
     studyInstanceUid,
     srSeriesUid: uidFromSeed(`${orderId}:sr-series`),
     srInstanceUid: uidFromSeed(`${orderId}:sr:${revision}`),

@@ -298,6 +298,27 @@ export function buildMeasurementSr(
       },
     ],
     PerformedProcedureCodeSequence: [],
+    ...(uids.previousSrInstanceUid
+      ? {
+          // A corrected result replaces the SR it corrects (PS3.3 C.17.2).
+          PredecessorDocumentsSequence: [
+            {
+              StudyInstanceUID: source.attributes.studyInstanceUid,
+              ReferencedSeriesSequence: [
+                {
+                  SeriesInstanceUID: uids.srSeriesUid,
+                  ReferencedSOPSequence: [
+                    {
+                      ReferencedSOPClassUID: COMPREHENSIVE_3D_SR,
+                      ReferencedSOPInstanceUID: uids.previousSrInstanceUid,
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        }
+      : {}),
     ...root,
   };
   return write(dataset);

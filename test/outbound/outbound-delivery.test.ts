@@ -421,7 +421,7 @@ describe('results back to the clinic (real peers on loopback)', () => {
   }, 30_000);
 
   it('a resend after an upstream correction is `corrected` (FHIR) and C (OBR-25, OBX-11), as an update', async () => {
-    const s = settings({ destinations: [DESTINATIONS.fhir, DESTINATIONS.hl7] });
+    const s = settings();
     const events = new OutboxOrderEvents(s);
     const order = await seedOrder(db.dataSource, { source });
     await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
@@ -465,6 +465,24 @@ describe('results back to the clinic (real peers on loopback)', () => {
     const oru = parseHl7(ris.received.slice(before).at(-1)!);
     expect(oru.get('OBR-25')).toBe('C');
     expect(oru.segmentsById('OBX').every((o) => o.value(11) === 'C')).toBe(true);
+    // The PACS gets a new SR that names the one it corrects.
+    const { dicomUidsFor } = await import('../../src/mappings/publication.model');
+    const uids = dicomUidsFor(order.id, 1, source.attributes.studyInstanceUid);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/lookup`, { method: 'POST', body: uids.srInstanceUid })
+    ).json()) as Array<{ ID: string }>;
+    expect(found).toHaveLength(1);
+    const file = join(tmp, 'corrected-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(
+        await (await fetch(`${orthanc.url}/instances/${found[0]!.ID}/file`)).arrayBuffer(),
+      ),
+    );
+    expect(dciodvfy(file).errors).toEqual([]);
+    const dump = execFileSync('dcmdump', [file], { encoding: 'utf8' });
+    expect(dump).toContain('PredecessorDocumentsSequence');
+    expect(dump).toContain(`[${uids.previousSrInstanceUid}]`);
   }, 30_000);
 
   it('the EHR refuses an invalid resource with an OperationOutcome: dead letter with the answer audited', async () => {

@@ -1,4 +1,5 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
+import { charsetLabel, encodeText } from '../hl7/hl7-charset';
 import type { Hl7Message } from '../hl7/hl7-message';
 import { resultTextLines } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
@@ -26,7 +27,18 @@ export interface Hl7OriginalOrder {
 export interface BuiltHl7 {
   controlId: string;
   text: string;
+  /** The wire bytes, in the character set MSH-18 names. */
+  bytes: Buffer;
   version: string;
+}
+
+/**
+ * MSH-18 of what we send: the order's own character set when it declared one we can write
+ * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly.
+ */
+function charsetFor(original: Hl7Message | undefined): string {
+  const declared = original?.msh.value(18);
+  return declared && charsetLabel(declared) ? declared : 'UNICODE UTF-8';
 }
 
 /** Stands for an FT line break until the segment is encoded (the escaper leaves it alone). */
@@ -103,7 +115,7 @@ function msh(
         'AL',
         'NE',
         undefined,
-        versionAtLeast(version, '2.5') || original ? 'UNICODE UTF-8' : undefined,
+        charsetFor(original),
       ],
     },
   };
@@ -342,7 +354,8 @@ export function buildOru(
     encodeSegment(obr(input, now)),
     ...obxLines(input, head.version, settings).map((s) => encodeObx(s)),
   ];
-  return { controlId, text: lines.join('\r') + '\r', version: head.version };
+  const text = lines.join('\r') + '\r';
+  return { controlId, text, bytes: encodeText(text, charsetFor(original)), version: head.version };
 }
 
 /** ORM^O01 with ORC-1 SC and ORC-5 per the row: an intermediate status for the RIS worklist. */
@@ -361,5 +374,6 @@ export function buildOrmStatus(
     encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now)),
     encodeSegment({ ...obr(input, now), fields: obr(input, now).fields.slice(0, 25) }),
   ];
-  return { controlId, text: lines.join('\r') + '\r', version: head.version };
+  const text = lines.join('\r') + '\r';
+  return { controlId, text, bytes: encodeText(text, charsetFor(original)), version: head.version };
 }

@@ -191,6 +191,20 @@ describe('result documents per status row (golden)', () => {
     expect(parseHl7(oru).segmentsById('OBX')[0]!.value(5)).toContain('\nWhole brain: ');
   });
 
+  it("answers in the order's own character set and version (8859/1, v2.4), PID as received", () => {
+    const latin1 = readFileSync(
+      join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'orm-o01-v24-latin1-crlf.hl7'),
+    );
+    const original = parseHl7(latin1);
+    const built = buildOru(inputFor(rowOf('DELIVERED')), original, HL7, 'X5', NOW);
+    expect(built.version).toBe('2.4');
+    const back = parseHl7(built.bytes);
+    expect(back.msh.value(18)).toBe('8859/1');
+    expect(back.get('PID-5.1')).toBe('MÜLLER');
+    expect(built.bytes.includes(Buffer.from('MÜLLER', 'latin1'))).toBe(true);
+    expect(back.get('MSH-5')).toBe('ORBIS');
+  });
+
   it('a correction is corrected / C; a QC bypass carries its caveat', () => {
     const input = inputFor(rowOf('DELIVERED'), {
       correction: true,

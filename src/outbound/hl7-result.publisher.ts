@@ -56,7 +56,7 @@ export class Hl7ResultPublisher implements Publisher {
     const started = Date.now();
     let reply: Buffer;
     try {
-      reply = await client.send(built.text);
+      reply = await client.send(built.bytes);
     } catch (error) {
       return {
         outcome: 'retry',

@@ -31,9 +31,17 @@ function loadFhirKit(): FhirKitModule {
   }
 }
 
+/** Bearer tokens from SMART Backend Services (src/inbound-fhir/smart-backend.auth.ts). */
+export interface FhirTokenSource {
+  token(): Promise<string>;
+  invalidate(): void;
+}
+
 export interface FhirPublisherOptions {
   baseUrl: string;
   bearerToken?: string;
+  /** When set, each request carries a SMART token (renewed once after a 401). */
+  smart?: FhirTokenSource;
   timeoutMs?: number;
   /** Off only in the test that shows the EHR itself refusing an invalid resource. */
   validate?: boolean;
@@ -92,12 +100,7 @@ export class FhirResultPublisher implements Publisher {
     }
     const started = Date.now();
     try {
-      const saved = (await this.client.update({
-        resourceType: resource.resourceType,
-        searchParams: { identifier: `${identifier.system}|${identifier.value}` },
-        body: resource as never,
-        options: { signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000) },
-      })) as unknown as Resource;
+      const saved = await this.put(resource, `${identifier.system}|${identifier.value}`);
       await this.updateOwnServiceRequest(loaded);
       return {
         outcome: 'delivered',
@@ -126,6 +129,29 @@ export class FhirResultPublisher implements Publisher {
           ...(status === undefined ? { error: (error as Error).message.slice(0, 300) } : {}),
         },
       };
+    }
+  }
+
+  /** Conditional update; with SMART, one retry with a fresh token after a 401 (revoked token). */
+  private async put(resource: Resource, identifier: string): Promise<Resource> {
+    const { smart } = this.options;
+    for (let attempt = 0; ; attempt++) {
+      if (smart) this.client.bearerToken = await smart.token();
+      try {
+        return (await this.client.update({
+          resourceType: resource.resourceType,
+          searchParams: { identifier },
+          body: resource as never,
+          options: { signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000) },
+        })) as unknown as Resource;
+      } catch (error) {
+        const status = (error as { response?: { status?: number } }).response?.status;
+        if (status === 401 && smart && attempt === 0) {
+          smart.invalidate();
+          continue;
+        }
+        throw error;
+      }
     }
   }
 

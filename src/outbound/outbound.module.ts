@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
+import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../inbound-fhir/smart-backend.auth';
 import { DicomWebResultPublisher } from './dicomweb-result.publisher';
 import { FhirResultPublisher } from './fhir-result.publisher';
 import { Hl7ResultPublisher } from './hl7-result.publisher';
@@ -26,10 +27,24 @@ export function createOutboxWorker(
   const settings = outboundSettings(config);
   const publishers: Publisher[] = [];
   if (config.FHIR_SERVER_URL) {
+    const smart =
+      config.FHIR_SMART_CLIENT_ID && config.FHIR_SMART_PRIVATE_KEY_FILE
+        ? new SmartBackendTokenProvider({
+            clientId: config.FHIR_SMART_CLIENT_ID,
+            privateKeyPem: loadSmartPrivateKey(config.FHIR_SMART_PRIVATE_KEY_FILE),
+            keyId: config.FHIR_SMART_KEY_ID,
+            alg: config.FHIR_SMART_ALG,
+            // Our reads' scopes plus writing the Task and the DiagnosticReport.
+            scopes: withWriteScopes(config.FHIR_SMART_SCOPES),
+            tokenUrl: config.FHIR_SMART_TOKEN_URL,
+            fhirBaseUrl: config.FHIR_SERVER_URL,
+          })
+        : undefined;
     publishers.push(
       new FhirResultPublisher({
         baseUrl: config.FHIR_SERVER_URL,
-        bearerToken: config.FHIR_SERVER_TOKEN,
+        bearerToken: smart ? undefined : config.FHIR_SERVER_TOKEN,
+        smart,
         dataSource,
       }),
     );
@@ -61,6 +76,15 @@ export function createOutboxWorker(
     pollMs: config.OUTBOUND_POLL_MS,
     concurrency: config.OUTBOUND_CONCURRENCY,
   });
+}
+
+/** SMART v2 scopes for the conditional updates (`c`reate, `r`ead for the search, `u`pdate). */
+export function withWriteScopes(scopes: string): string {
+  const list = scopes.split(/\s+/).filter(Boolean);
+  for (const wanted of ['system/Task.cru', 'system/DiagnosticReport.cru']) {
+    if (!list.includes(wanted)) list.push(wanted);
+  }
+  return list.join(' ');
 }
 
 @Injectable()

@@ -548,6 +548,39 @@ describe('results back to the clinic (real peers on loopback)', () => {
     void events;
   }, 30_000);
 
+  it('SMART: a revoked token gets one renewal after the 401, and the Task is stored', async () => {
+    const s = settings({ destinations: [DESTINATIONS.fhir] });
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, new OutboxOrderEvents(s), order, 'ANALYSIS_RUNNING');
+    const issued: string[] = [];
+    let current = 'revoked-token';
+    const smart = {
+      token: () => {
+        issued.push(current);
+        return Promise.resolve(current);
+      },
+      invalidate: () => {
+        current = 'fresh-token';
+      },
+    };
+    ehr.requiredToken = 'fresh-token';
+    try {
+      const w = new OutboxWorker({
+        dataSource: db.dataSource,
+        settings: s,
+        logger,
+        pollMs: 20,
+        concurrency: 1,
+        publishers: [new FhirResultPublisher({ baseUrl: ehr.baseUrl, smart })],
+      });
+      await drain(w, order.id);
+    } finally {
+      ehr.requiredToken = undefined;
+    }
+    expect(issued).toEqual(['revoked-token', 'fresh-token']);
+    expect((await outbox(order.id))[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+  }, 30_000);
+
   it('RIS answering AE then AA: retried with backoff, delivered on the second attempt, both answers audited', async () => {
     const flaky = await startAckingRis((n) => (n === 1 ? 'AE' : 'AA'));
     try {

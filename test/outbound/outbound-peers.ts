@@ -110,6 +110,8 @@ export interface TestEhr {
   baseUrl: string;
   inner: TestFhirServer;
   rejected: number;
+  /** When set, requests must carry `Authorization: Bearer <token>` (else 401). */
+  requiredToken?: string;
   close(): Promise<void>;
   search<T extends Resource>(type: string, query: string): Promise<T[]>;
 }
@@ -125,11 +127,21 @@ export async function startValidatingEhr(
 ): Promise<TestEhr> {
   loadFhirDefinitions();
   const inner = await startTestFhirServer();
-  const state = { rejected: 0 };
+  const state: { rejected: number; requiredToken?: string } = { rejected: 0 };
   const index = new Map<string, string>();
   const server: Server = createServer((req, res) => {
     void (async () => {
       const body = await readBody(req);
+      if (state.requiredToken && req.headers.authorization !== `Bearer ${state.requiredToken}`) {
+        res.writeHead(401, { 'content-type': 'application/fhir+json' });
+        res.end(
+          JSON.stringify({
+            resourceType: 'OperationOutcome',
+            issue: [{ severity: 'error', code: 'login' }],
+          }),
+        );
+        return;
+      }
       if ((req.method === 'PUT' || req.method === 'POST') && body.length > 0) {
         try {
           validateResource(JSON.parse(body.toString('utf8')) as Resource);
@@ -192,6 +204,12 @@ export async function startValidatingEhr(
     inner,
     get rejected() {
       return state.rejected;
+    },
+    get requiredToken() {
+      return state.requiredToken;
+    },
+    set requiredToken(v) {
+      state.requiredToken = v;
     },
     async search<T extends Resource>(type: string, query: string): Promise<T[]> {
       const r = await fetch(`${inner.baseUrl}/${type}?${query}`);

@@ -38,12 +38,14 @@ describe('results back to the clinic, end to end', () => {
   let mllp: MllpClient;
   let db: PgClient;
   let poller: OrderPollerService;
+  let refusing = false;
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'e2e-results-'));
     orthanc = await startOrthanc();
     ehr = await startValidatingEhr();
-    ris = await startAckingRis();
+    // The RIS refuses (AR) while `refusing` is set: the dead-letter and replay test.
+    ris = await startAckingRis(() => (refusing ? 'AR' : 'AA'));
     sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
     adapter = await startTestAdapter({
       IMAGING_BASE_URL: sandbox.baseUrl,
@@ -251,5 +253,52 @@ describe('results back to the clinic, end to end', () => {
       system: 'http://e2e.example/ehr/orders',
       value: spec.placer,
     });
+  });
+
+  it('a dead letter is listed by the audit API, replayed by an admin, and delivered by the workers', async () => {
+    refusing = true;
+    const { id } = await orderOverHl7('failed');
+    await waitFor('uploaded', async () => (await orderState(db, id)) === 'processing', 90_000);
+    for (let i = 0; i < 40 && (await orderState(db, id)) !== 'failed'; i++) {
+      await sandbox.advance(5_000);
+      await poller.runNow();
+    }
+    const dead = await waitFor(
+      'the ORU dead-lettered',
+      async () => (await outboxOf(id)).find((r) => r.kind === 'hl7-oru' && r.status === 'dead'),
+      60_000,
+    );
+    expect(dead).toBeTruthy();
+    const { rows } = await db.query(
+      `SELECT id::text AS id FROM outbox WHERE order_id = $1 AND kind = 'hl7-oru'`,
+      [id],
+    );
+    const outboxId = rows[0].id as string;
+    const list = await fetch(`${adapter.httpUrl}/api/audit/dead-letters`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    expect(JSON.stringify(await list.json())).toContain(`"${outboxId}"`);
+    refusing = false;
+    const replay = await fetch(`${adapter.httpUrl}/api/audit/dead-letters/${outboxId}/replay`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'RIS interface fixed' }),
+    });
+    expect(replay.status).toBe(200);
+    await waitFor(
+      'the replayed ORU delivered',
+      async () => (await outboxOf(id)).find((r) => r.kind === 'hl7-oru')?.status === 'delivered',
+      30_000,
+    );
+    const events = await db.query(
+      `SELECT kind, severity FROM audit_events WHERE order_id = $1 AND kind LIKE 'outbound.%' AND detail->>'documentKind' = 'hl7-oru' ORDER BY id`,
+      [id],
+    );
+    expect(events.rows.map((e) => `${e.kind}/${e.severity}`)).toEqual([
+      'outbound.attempt/error',
+      'outbound.dead-letter/error',
+      'outbound.replay/info',
+      'outbound.attempt/info',
+    ]);
   });
 });

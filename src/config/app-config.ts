@@ -158,6 +158,8 @@ const envSchema = z.object({
   OUTBOUND_BACKOFF_BASE_MS: positiveInt(2000),
   OUTBOUND_BACKOFF_MAX_MS: positiveInt(600_000),
   RIS_MLLP_TIMEOUT_SECONDS: positiveInt(30),
+  RIS_MLLP_TLS: bool(false),
+  RIS_MLLP_TLS_CA_FILE: z.string().min(1).optional(),
   RIS_HL7_VERSION: z
     .string()
     .regex(/^2\.[3-9](\.\d)?$/, 'must be an HL7 v2 version such as 2.5.1')

@@ -1,3 +1,4 @@
+import type { ConnectionOptions } from 'node:tls';
 import { parseHl7 } from '../hl7/hl7-message';
 import { MllpClient } from '../hl7/mllp-client';
 import { buildOrmStatus, buildOru, type Hl7ResultSettings } from '../mappings/hl7-result.mapping';
@@ -8,6 +9,8 @@ import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
 export interface Hl7PublisherOptions {
   host: string;
   port: number;
+  /** MLLP over TLS with these options (ca, servername…). */
+  tls?: ConnectionOptions;
   responseTimeoutMs: number;
   settings: Hl7ResultSettings;
   /** Connections kept to the RIS (one message in flight on each). */
@@ -35,6 +38,7 @@ export class Hl7ResultPublisher implements Publisher {
           host: options.host,
           port: options.port,
           responseTimeoutMs: options.responseTimeoutMs,
+          ...(options.tls ? { tls: options.tls } : {}),
           connectTimeoutMs: Math.min(10_000, options.responseTimeoutMs),
         }),
     );

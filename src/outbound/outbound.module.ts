@@ -5,6 +5,7 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
+import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
@@ -55,6 +56,14 @@ export function createOutboxWorker(
         host: config.RIS_MLLP_HOST,
         port: config.RIS_MLLP_PORT,
         responseTimeoutMs: config.RIS_MLLP_TIMEOUT_SECONDS * 1000,
+        // MLLP over TLS: the RIS's certificate is verified (system CAs, or this CA file).
+        ...(config.RIS_MLLP_TLS || config.RIS_MLLP_TLS_CA_FILE
+          ? {
+              tls: config.RIS_MLLP_TLS_CA_FILE
+                ? { ca: readFileSync(config.RIS_MLLP_TLS_CA_FILE) }
+                : {},
+            }
+          : {}),
         settings: settings.hl7,
         connections: config.OUTBOUND_CONCURRENCY,
       }),

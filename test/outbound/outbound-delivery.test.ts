@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -579,6 +579,70 @@ describe('results back to the clinic (real peers on loopback)', () => {
     }
     expect(issued).toEqual(['revoked-token', 'fresh-token']);
     expect((await outbox(order.id))[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+  }, 30_000);
+
+  it('MLLP over TLS: the RIS certificate is verified against the configured CA', async () => {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(tmp, 'ris-key.pem'),
+        '-out',
+        join(tmp, 'ris-cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    const cert = readFileSync(join(tmp, 'ris-cert.pem'));
+    const secure = await startAckingRis(undefined, {
+      key: readFileSync(join(tmp, 'ris-key.pem')),
+      cert,
+    });
+    try {
+      const s = settings({ destinations: [DESTINATIONS.hl7] });
+      const tlsWorker = (ca?: Buffer) =>
+        new OutboxWorker({
+          dataSource: db.dataSource,
+          settings: s,
+          logger,
+          pollMs: 20,
+          concurrency: 1,
+          publishers: [
+            new Hl7ResultPublisher({
+              host: '127.0.0.1',
+              port: secure.port,
+              responseTimeoutMs: 2000,
+              settings: s.hl7,
+              connections: 1,
+              tls: ca ? { ca } : {},
+            }),
+          ],
+        });
+      // Not trusted (system CAs only): retried, nothing reaches the RIS.
+      const untrusted = await seedOrder(db.dataSource, { source });
+      await playStatus(db.dataSource, new OutboxOrderEvents(s), untrusted, 'CANCELLED');
+      await drain(tlsWorker(), untrusted.id).catch(() => undefined);
+      expect((await outbox(untrusted.id))[0]).toMatchObject({ status: 'dead' });
+      expect(secure.received).toHaveLength(0);
+      // Trusted: delivered over TLS.
+      const order = await seedOrder(db.dataSource, { source });
+      await playStatus(db.dataSource, new OutboxOrderEvents(s), order, 'CANCELLED');
+      await drain(tlsWorker(cert), order.id);
+      expect((await outbox(order.id))[0]).toMatchObject({ status: 'delivered', attempts: 1 });
+      expect(secure.received).toHaveLength(1);
+    } finally {
+      await secure.close();
+    }
   }, 30_000);
 
   it('RIS answering AE then AA: retried with backoff, delivered on the second attempt, both answers audited', async () => {

@@ -22,12 +22,14 @@ export interface TestRis {
 
 export async function startAckingRis(
   script: (n: number, controlId: string) => 'AA' | 'AE' | 'AR' = () => 'AA',
+  tls?: { key: Buffer; cert: Buffer },
 ): Promise<TestRis> {
   const received: string[] = [];
   let n = 0;
   const server = new MllpServer({
     port: 0,
     host: '127.0.0.1',
+    ...(tls ? { tls } : {}),
     handler: async (message) => {
       const text = message.toString('utf8');
       received.push(text);

@@ -90,6 +90,10 @@ export class DicomWebResultPublisher implements Publisher {
         detail,
       };
     }
+    // 0x0111 Duplicate SOP instance (PS3.4 C.4.2.1.4): a resend of what the PACS already holds.
+    if (failures.length > 0 && failures.every((f) => f.reason === DUPLICATE_SOP_INSTANCE)) {
+      return { outcome: 'delivered', answer: `${label} already held by the PACS`, detail };
+    }
     const transient = res.status === 408 || res.status === 429 || res.status >= 500;
     return {
       outcome: transient ? 'retry' : 'dead',
@@ -100,6 +104,8 @@ export class DicomWebResultPublisher implements Publisher {
 
   async close(): Promise<void> {}
 }
+
+const DUPLICATE_SOP_INSTANCE = 0x0111;
 
 /** Failed SOP Sequence (0008,1198) items with their Failure Reason (0008,1197). */
 function failedSops(text: string): Array<{ sopInstanceUid?: string; reason?: number }> {

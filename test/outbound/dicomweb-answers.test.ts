@@ -1,0 +1,89 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
+import { publicationInput, sourceStudy } from './publication-fixtures';
+
+/**
+ * How the STOW-RS answers of a PACS are classified (PS3.18 10.5.3): a small HTTP peer
+ * answers each POST as scripted, with the Failed SOP Sequence a PACS would send.
+ */
+describe('STOW-RS answers', () => {
+  let server: Server;
+  let url: string;
+  let answer: { status: number; failureReason?: number } = { status: 200 };
+  const received: Array<{ contentType: string; bytes: number }> = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({
+          contentType: req.headers['content-type'] ?? '',
+          bytes: Buffer.concat(chunks).length,
+        });
+        const body =
+          answer.failureReason === undefined
+            ? { '00081199': { vr: 'SQ', Value: [{}] } }
+            : {
+                '00081198': {
+                  vr: 'SQ',
+                  Value: [
+                    {
+                      '00081155': { vr: 'UI', Value: ['2.25.1'] },
+                      '00081197': { vr: 'US', Value: [answer.failureReason] },
+                    },
+                  ],
+                },
+              };
+        res.writeHead(answer.status, { 'content-type': 'application/dicom+json' });
+        res.end(JSON.stringify(body));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/dicom-web`;
+  });
+
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  const send = (kind = 'dicom-sr') =>
+    new DicomWebResultPublisher({ baseUrl: url }).deliver({ id: '7', kind, attempts: 1 }, {
+      input: publicationInput('DELIVERED'),
+      source: sourceStudy(),
+    } as never);
+
+  it.each([
+    [{ status: 200 }, 'delivered'],
+    [{ status: 202 }, 'delivered'],
+    [{ status: 409, failureReason: 0x0111 }, 'delivered'],
+    [{ status: 409, failureReason: 0xc000 }, 'dead'],
+    [{ status: 400 }, 'dead'],
+    [{ status: 503 }, 'retry'],
+    [{ status: 429 }, 'retry'],
+  ])('%j → %s', async (scripted, outcome) => {
+    answer = scripted;
+    const result = await send();
+    expect(result.outcome).toBe(outcome);
+    expect(result.detail.httpStatus).toBe(scripted.status);
+  });
+
+  it('posts one multipart/related part of type application/dicom', async () => {
+    answer = { status: 200 };
+    received.length = 0;
+    await send('dicom-pdf');
+    expect(received[0]!.contentType).toMatch(
+      /^multipart\/related; type="application\/dicom"; boundary=iaa-[0-9a-f]+$/,
+    );
+    expect(received[0]!.bytes).toBeGreaterThan(1000);
+  });
+
+  it('a PACS that cannot be reached is retried', async () => {
+    const result = await new DicomWebResultPublisher({
+      baseUrl: 'http://127.0.0.1:9/dicom-web',
+    }).deliver({ id: '8', kind: 'dicom-sr', attempts: 1 }, {
+      input: publicationInput('DELIVERED'),
+      source: sourceStudy(),
+    } as never);
+    expect(result.outcome).toBe('retry');
+  });
+});

@@ -252,14 +252,27 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     await store(study);
     const uid = study[0]!.studyInstanceUid;
     const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
-    const results = await Promise.all([
-      acquirer(1).acquire({ orderId, studyInstanceUid: uid }),
-      acquirer(1).acquire({ orderId, studyInstanceUid: uid }),
-    ]);
-    expect(results.map((r) => (r.status === 'waiting' ? r.reason : r.status)).sort()).toEqual([
-      '1 instance(s) in the PACS; waiting for the count to settle',
-      'another worker is acquiring this study',
-    ]);
+    // A first call records the order's acquisition row; then another worker holds the lease
+    // (as a replica mid-retrieve would): this worker must step back, whatever the timing.
+    expect(await acquirer(1).acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+      reason: '1 instance(s) in the PACS; waiting for the count to settle',
+    });
+    await db.dataSource.query(
+      `UPDATE study_acquisitions SET lease_until = now() + interval '1 minute' WHERE order_id = $1`,
+      [orderId],
+    );
+    expect(await acquirer(1).acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+      reason: 'another worker is acquiring this study',
+    });
+    await db.dataSource.query(
+      `UPDATE study_acquisitions SET lease_until = NULL WHERE order_id = $1`,
+      [orderId],
+    );
+    expect(await acquirer(1).acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+    });
     // The lease is given back when the call ends.
     const [row] = (await db.dataSource.query(
       `SELECT lease_until FROM study_acquisitions WHERE order_id = $1`,

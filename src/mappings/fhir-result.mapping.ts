@@ -118,7 +118,12 @@ function reportCode(input: PublicationInput): CodeableConcept {
 /** Task.status / statusReason / businessStatus per the row (DESIGN.md section 4). */
 export function buildTask(input: PublicationInput): Task {
   const { row } = input;
-  const reason = [row.task.reason, input.reason].filter(Boolean).join(': ');
+  // A QC bypass records who decided and why (DESIGN.md section 4, QC_BYPASS row).
+  const bypass =
+    row.key === 'QC_BYPASS' && input.qcBypass
+      ? `by ${input.qcBypass.by}${input.qcBypass.reason ? `: ${input.qcBypass.reason}` : ''}`
+      : undefined;
+  const reason = [row.task.reason, input.reason, bypass].filter(Boolean).join(': ');
   const hasReport = row.report !== undefined && row.terminal;
   return {
     resourceType: 'Task',

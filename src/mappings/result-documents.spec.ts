@@ -205,6 +205,18 @@ describe('result documents per status row (golden)', () => {
     expect(back.get('MSH-5')).toBe('ORBIS');
   });
 
+  it('the QC_BYPASS Task says who bypassed and why', () => {
+    const task = buildTask(
+      inputFor(rowOf('QC_BYPASS'), {
+        qcBypass: { by: 'dr.meier', reason: 'motion artefact acceptable' },
+      }),
+    );
+    expect(task.status).toBe('in-progress');
+    expect(task.statusReason?.text).toBe(
+      'QC rejection bypassed by a clinician: by dr.meier: motion artefact acceptable',
+    );
+  });
+
   it('a correction is corrected / C; a QC bypass carries its caveat', () => {
     const input = inputFor(rowOf('DELIVERED'), {
       correction: true,

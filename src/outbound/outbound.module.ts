@@ -84,6 +84,8 @@ export function createOutboxWorker(
     logger: logger.child({ component: 'outbox' }),
     pollMs: config.OUTBOUND_POLL_MS,
     concurrency: config.OUTBOUND_CONCURRENCY,
+    // A lease outlives any delivery (the slowest is an unanswered MLLP message).
+    leaseMs: Math.max(120_000, config.RIS_MLLP_TIMEOUT_SECONDS * 2000 + 30_000),
   });
 }
 

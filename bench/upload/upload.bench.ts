@@ -50,7 +50,12 @@ function compileWorker(): { dir: string; script: string } {
   ];
   for (const file of files) {
     const { code } = transformFileSync(join(ROOT, file), {
-      jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+      // decorators parse (the client folder also holds its Nest wiring, never loaded by the worker)
+      jsc: {
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true },
+        target: 'es2022',
+      },
       module: { type: 'commonjs' },
     });
     const target = join(dir, file.replace(/\.ts$/, '.js'));

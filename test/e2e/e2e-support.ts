@@ -148,3 +148,45 @@ export async function upstreamStatuses(db: Client, id: string): Promise<string[]
   );
   return rows.map((r) => r.s as string);
 }
+
+/**
+ * The FHIR twin of `ormMessage`: a ServiceRequest with its Patient contained, placer and
+ * accession (typed ACSN) identifiers, a LOINC MR head code, and the sandbox outcome as a note.
+ */
+export function serviceRequestFor(
+  spec: { placer: string; accession: string; patientId: string },
+  extra: { outcome?: string; occurrenceDateTime?: string; requesterDisplay?: string } = {},
+): Record<string, unknown> {
+  return {
+    resourceType: 'ServiceRequest',
+    contained: [
+      {
+        resourceType: 'Patient',
+        id: 'p1',
+        identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
+        name: [{ family: 'Mustermann', given: ['Erika'] }],
+        gender: 'female',
+        birthDate: '1964-08-12',
+      },
+    ],
+    identifier: [
+      { system: 'http://e2e.example/ehr/orders', value: spec.placer },
+      {
+        type: {
+          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+        },
+        system: 'http://e2e.example/accession',
+        value: spec.accession,
+      },
+    ],
+    status: 'active',
+    intent: 'order',
+    code: {
+      coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
+    },
+    subject: { reference: '#p1' },
+    ...(extra.occurrenceDateTime ? { occurrenceDateTime: extra.occurrenceDateTime } : {}),
+    ...(extra.requesterDisplay ? { requester: { display: extra.requesterDisplay } } : {}),
+    note: [{ text: `sandbox-outcome: ${extra.outcome ?? 'delivered'}` }],
+  };
+}

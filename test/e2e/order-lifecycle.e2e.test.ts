@@ -14,6 +14,7 @@ import {
   orderState,
   ormMessage,
   SANDBOX_CLIENT,
+  serviceRequestFor,
   studyFor,
   upstreamStatuses,
   waitFor,
@@ -89,38 +90,11 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
   }> {
     const spec = newOrderSpec();
     await storeStudy(spec);
-    const resource = {
-      resourceType: 'ServiceRequest',
-      contained: [
-        {
-          resourceType: 'Patient',
-          id: 'p1',
-          identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
-          name: [{ family: 'Mustermann', given: ['Erika'] }],
-          gender: 'female',
-          birthDate: '1964-08-12',
-        },
-      ],
-      identifier: [
-        { system: 'http://e2e.example/ehr/orders', value: spec.placer },
-        {
-          type: {
-            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
-          },
-          system: 'http://e2e.example/accession',
-          value: spec.accession,
-        },
-      ],
-      status: 'active',
-      intent: 'order',
-      code: {
-        coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
-      },
-      subject: { reference: '#p1' },
+    const resource = serviceRequestFor(spec, {
+      outcome,
       occurrenceDateTime: '2026-11-21T10:00:00Z',
-      requester: { display: 'Dr. Paula Arzt' },
-      note: [{ text: `sandbox-outcome: ${outcome}` }],
-    };
+      requesterDisplay: 'Dr. Paula Arzt',
+    });
     const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
       method: 'POST',
       headers: {

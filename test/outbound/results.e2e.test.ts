@@ -16,6 +16,7 @@ import {
   orderState,
   ormMessage,
   SANDBOX_CLIENT,
+  serviceRequestFor,
   studyFor,
   waitFor,
   writeSiteConfig,
@@ -182,36 +183,7 @@ describe('results back to the clinic, end to end', () => {
   it('a ServiceRequest POSTed to us (no EHR holds it) is kept updated: completed with results', async () => {
     const spec = newOrderSpec();
     for (const instance of studyFor(spec)) await orthanc.store(instance.bytes);
-    const sr = {
-      resourceType: 'ServiceRequest',
-      contained: [
-        {
-          resourceType: 'Patient',
-          id: 'p1',
-          identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
-          name: [{ family: 'Mustermann', given: ['Erika'] }],
-          gender: 'female',
-          birthDate: '1964-08-12',
-        },
-      ],
-      identifier: [
-        { system: 'http://e2e.example/ehr/orders', value: spec.placer },
-        {
-          type: {
-            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
-          },
-          system: 'http://e2e.example/accession',
-          value: spec.accession,
-        },
-      ],
-      status: 'active',
-      intent: 'order',
-      code: {
-        coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
-      },
-      subject: { reference: '#p1' },
-      note: [{ text: 'sandbox-outcome: delivered' }],
-    };
+    const sr = serviceRequestFor(spec);
     const headers = {
       authorization: `Bearer ${TEST_TOKENS.sender}`,
       'content-type': 'application/fhir+json',

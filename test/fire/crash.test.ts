@@ -9,7 +9,9 @@ import {
   adminPost,
   connect,
   driveToEnd,
+  clearOrphanedPollLease,
   FireAdapter,
+  orphanedLeases,
   lastAdminAnswer,
   LONG,
   prepareOrders,
@@ -81,6 +83,7 @@ describe('crash suite: kill -9 at random points', () => {
     const ticker = (async () => {
       while (running) {
         if (adapter.alive) await adminPost(adapter, '/api/orders/poll-cycle');
+        await clearOrphanedPollLease(pg);
         await sleep(1_000);
       }
     })();
@@ -154,7 +157,7 @@ describe('crash suite: kill -9 at random points', () => {
       resends: sent.reduce((n, o) => n + o.resends, 0),
       finished: end.done,
       stuckByLockedJobs: end.last.lockedJobOrders,
-      pollLeasesCleared: end.pollLeasesCleared,
+      pollLeasesCleared: orphanedLeases.cleared,
       ...acc,
       logFindings: logFindings.length,
     });

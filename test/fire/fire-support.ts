@@ -348,6 +348,21 @@ export async function progress(pg: PgClient): Promise<Progress> {
   };
 }
 
+export const orphanedLeases = { cleared: 0 };
+
+/**
+ * Known limit (docs/fire.md): a cycle killed mid-way holds the cluster's poll lease for 10
+ * minutes. The operator's remedy, done here so CI need not wait the 10 minutes.
+ */
+export async function clearOrphanedPollLease(pg: PgClient): Promise<boolean> {
+  const { rowCount } = await pg.query(
+    `UPDATE poll_schedule SET running_until = NULL
+      WHERE running_until > now() AND last_started_at < now() - interval '30 seconds'`,
+  );
+  if (rowCount) orphanedLeases.cleared++;
+  return !!rowCount;
+}
+
 /**
  * Drives the run to its end as an operator would: the lifecycle tick and a poll cycle
  * (`POST /api/orders/poll-cycle`, what the minute cron does) every `everyMs`, until every
@@ -366,10 +381,7 @@ export async function driveToEnd(
     const alive = adapters().filter((a) => a.alive);
     if (alive.length > 0) await adminPost(alive[0]!, '/api/orders/poll-cycle');
     last = await progress(pg);
-    if (last.orphanedPollLease) {
-      // Known limit (docs/fire.md): a cycle killed mid-way holds the cluster's poll lease for
-      // 10 minutes. The operator's remedy, done here so CI need not wait the 10 minutes.
-      await pg.query(`UPDATE poll_schedule SET running_until = NULL`);
+    if (await clearOrphanedPollLease(pg)) {
       pollLeasesCleared++;
       continue;
     }

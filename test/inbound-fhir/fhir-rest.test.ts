@@ -208,10 +208,13 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
       created.id,
     ]);
     expect(order.cancel_requested_at).not.toBeNull();
+    // the cancel job, in the job outbox or already relayed into the queue
     expect(
       await rows(
-        `SELECT 1 FROM job_outbox WHERE task = 'order.cancel-upstream' AND payload->>'orderId' = $1`,
-        [created.id],
+        `SELECT 1 FROM job_outbox WHERE task = 'order.cancel-upstream' AND payload->>'orderId' = $1
+         UNION ALL
+         SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'order.cancel-upstream' AND key = $2`,
+        [created.id, `cancel:${created.id}`],
       ),
     ).toHaveLength(1);
     const current = (await fhir.read({
@@ -231,8 +234,10 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     expect(changed.meta.versionId).toBe('3');
     expect(
       await rows(
-        `SELECT 1 FROM job_outbox WHERE task = 'order.update-metadata' AND payload->>'orderId' = $1`,
-        [created.id],
+        `SELECT 1 FROM job_outbox WHERE task = 'order.update-metadata' AND payload->>'orderId' = $1
+         UNION ALL
+         SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'order.update-metadata' AND key = $2`,
+        [created.id, `metadata:${created.id}`],
       ),
     ).toHaveLength(1);
 

@@ -155,8 +155,15 @@ export async function upstreamStatuses(db: Client, id: string): Promise<string[]
  */
 export function serviceRequestFor(
   spec: { placer: string; accession: string; patientId: string },
-  extra: { outcome?: string; occurrenceDateTime?: string; requesterDisplay?: string } = {},
+  extra: {
+    outcome?: string;
+    occurrenceDateTime?: string;
+    requesterDisplay?: string;
+    /** Base of the placer and accession identifier systems (default http://e2e.example). */
+    identifierBase?: string;
+  } = {},
 ): Record<string, unknown> {
+  const base = extra.identifierBase ?? 'http://e2e.example';
   return {
     resourceType: 'ServiceRequest',
     contained: [
@@ -170,12 +177,12 @@ export function serviceRequestFor(
       },
     ],
     identifier: [
-      { system: 'http://e2e.example/ehr/orders', value: spec.placer },
+      { system: `${base}/ehr/orders`, value: spec.placer },
       {
         type: {
           coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
         },
-        system: 'http://e2e.example/accession',
+        system: `${base}/accession`,
         value: spec.accession,
       },
     ],

@@ -20,7 +20,7 @@ import {
   studyFor,
   writeSiteConfig,
 } from '../e2e/e2e-support';
-import type { Hl7OrderSpec } from '../e2e/e2e-support';
+import { serviceRequestFor, type Hl7OrderSpec } from '../e2e/e2e-support';
 import {
   startAckingRis,
   startValidatingEhr,
@@ -185,38 +185,11 @@ export interface SentOrder {
 
 /** A FHIR ServiceRequest as an EHR posts it (contained Patient, placer and accession). */
 export function serviceRequest(spec: Hl7OrderSpec): Record<string, unknown> {
-  return {
-    resourceType: 'ServiceRequest',
-    contained: [
-      {
-        resourceType: 'Patient',
-        id: 'p1',
-        identifier: [{ system: 'urn:oid:1.2.276.0.99.1', value: spec.patientId }],
-        name: [{ family: 'Mustermann', given: ['Erika'] }],
-        gender: 'female',
-        birthDate: '1964-08-12',
-      },
-    ],
-    identifier: [
-      { system: 'http://fire.example/ehr/orders', value: spec.placer },
-      {
-        type: {
-          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
-        },
-        system: 'http://fire.example/accession',
-        value: spec.accession,
-      },
-    ],
-    status: 'active',
-    intent: 'order',
-    code: {
-      coding: [{ system: 'http://loinc.org', code: '30799-1', display: 'MR Head WO contrast' }],
-    },
-    subject: { reference: '#p1' },
+  return serviceRequestFor(spec, {
+    identifierBase: 'http://fire.example',
     occurrenceDateTime: '2026-11-21T10:00:00Z',
-    requester: { display: 'Dr. Paula Arzt' },
-    note: [{ text: 'sandbox-outcome: delivered' }],
-  };
+    requesterDisplay: 'Dr. Paula Arzt',
+  });
 }
 
 /**

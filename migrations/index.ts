@@ -7,6 +7,7 @@ import { AuditSearch20261121120000 } from './20261121120000-audit-search';
 import { Studies20261121130000 } from './20261121130000-studies';
 import { OrderLifecycle20261121140000 } from './20261121140000-order-lifecycle';
 import { Outbound20261121150000 } from './20261121150000-outbound';
+import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -22,4 +23,5 @@ export const MIGRATIONS = [
   Studies20261121130000,
   OrderLifecycle20261121140000,
   Outbound20261121150000,
+  WorkerLiveness20261121170000,
 ];

@@ -7,6 +7,7 @@ import { AuditSearch20261121120000 } from './20261121120000-audit-search';
 import { Studies20261121130000 } from './20261121130000-studies';
 import { OrderLifecycle20261121140000 } from './20261121140000-order-lifecycle';
 import { Outbound20261121150000 } from './20261121150000-outbound';
+import { IngestFastPath20261121160000 } from './20261121160000-ingest-fast-path';
 import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
 
 /**
@@ -23,5 +24,6 @@ export const MIGRATIONS = [
   Studies20261121130000,
   OrderLifecycle20261121140000,
   Outbound20261121150000,
+  IngestFastPath20261121160000,
   WorkerLiveness20261121170000,
 ];

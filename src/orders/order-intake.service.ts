@@ -146,8 +146,14 @@ export class OrderIntakeService {
   ): Promise<IntakeReply> {
     // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
     const input = pgSafeDeep(unsafeInput);
-    // Four round trips on the common path (BEGIN, lock-and-find, one insert statement,
-    // COMMIT): this is the hot path of every front door (bench/mllp-ingest).
+    // The hot path of every front door (bench/mllp-ingest): a message that only creates
+    // orders is stored by one function call (one round trip, one commit). Anything else, or
+    // a placer number already known, takes the general path: BEGIN, lock-and-find, one
+    // insert statement, the changes, COMMIT.
+    if (isCreateOnly(input)) {
+      const reply = await this.ingestNew(input, respond);
+      if (reply) return reply;
+    }
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     let refused: RefusedByResponder | undefined;
@@ -205,6 +211,56 @@ export class OrderIntakeService {
       };
     }
     return this.answerDuplicate(input);
+  }
+
+  /**
+   * The fast path for a message of new orders only: the answer cannot depend on what the
+   * database holds unless a placer number is already known, and then intake_accept_new
+   * writes nothing and this returns undefined (the general path decides per order).
+   */
+  private async ingestNew(
+    input: IntakeInput,
+    respond: (outcome: IntakeOutcome) => IntakeResponse,
+  ): Promise<IntakeReply | undefined> {
+    const steps = input.orders.map((order) => decide(order, undefined, undefined));
+    const outcome: IntakeOutcome = { results: steps.map((s) => s.result), patientOrdersUpdated: 0 };
+    const response = respond(outcome);
+    if (!response.accepted) return undefined;
+    const plan: IntakePlan = { steps, outcome, patientOrders: [] };
+    const rows = this.rowsOf(input, plan, response);
+    const messageId = uuidv7();
+    const placers = input.orders
+      .map((o) => o.request.placerOrderNumber?.value)
+      .filter((v): v is string => Boolean(v));
+    const result: Array<{ answer: string }> = await this.dataSource.query(
+      `SELECT intake_accept_new($1, $2::text[], $3::uuid, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14,
+                                $15::jsonb, $16, $17::jsonb, $18::jsonb) AS answer`,
+      [
+        input.sender,
+        placers,
+        messageId,
+        input.transport,
+        input.remoteAddress,
+        input.messageType,
+        input.messageControlId,
+        input.idempotencyKey,
+        input.contentType,
+        input.raw,
+        JSON.stringify(input.quirks),
+        response.body,
+        response.code,
+        response.contentType,
+        rows.orders,
+        input.mappingVersion,
+        rows.audit,
+        rows.jobs,
+      ],
+    );
+    const answer = result[0]?.answer;
+    if (answer === 'duplicate') return this.answerDuplicate(input);
+    if (answer !== 'accepted') return undefined;
+    if (hasJobs(outcome, input)) this.jobs.kick();
+    return { duplicate: false, inboundMessageId: messageId, response, outcome };
   }
 
   /** Reads (and locks) the orders the message refers to and decides what each group does. */
@@ -265,6 +321,35 @@ export class OrderIntakeService {
     plan: IntakePlan,
     response: IntakeResponse,
   ): Promise<string | undefined> {
+    const rows = this.rowsOf(input, plan, response);
+    const inserted: Array<{ id: string }> = await manager.query(INSERT_ALL_SQL, [
+      input.transport,
+      input.sender,
+      input.remoteAddress,
+      input.messageType,
+      input.messageControlId,
+      input.idempotencyKey,
+      input.contentType,
+      input.raw,
+      JSON.stringify(input.quirks),
+      response.body,
+      response.code,
+      response.contentType,
+      rows.orders,
+      input.mappingVersion,
+      rows.audit,
+      rows.jobs,
+      uuidv7(),
+    ]);
+    return inserted[0]?.id;
+  }
+
+  /** The new orders, audit events and jobs of a plan, as JSON arrays for one statement. */
+  private rowsOf(
+    input: IntakeInput,
+    plan: IntakePlan,
+    response: IntakeResponse,
+  ): { orders: string; audit: string; jobs: string } {
     const actor = input.actor ?? input.sender;
     const creates = plan.steps.filter((s): s is CreateStep => s.kind === 'create');
     const orders = creates.map((c) => {
@@ -363,54 +448,11 @@ export class OrderIntakeService {
       payload: { orderId: c.orderId },
       job_key: `place:${c.orderId}`,
     }));
-    const rows: Array<{ id: string }> = await manager.query(
-      `WITH m AS (
-         INSERT INTO inbound_messages
-           (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-            content_type, raw, outcome, quirks, response, response_code, response_content_type)
-         VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
-         ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
-         RETURNING id
-       ), o AS (
-         INSERT INTO orders
-           (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
-            filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
-         SELECT (r->>'id')::uuid, r->>'source', $2, m.id, 'received', r->>'accession_number', r->>'patient_id',
-                r->>'placer_order_number', r->>'filler_order_number', r->>'placer_group_number',
-                r->>'study_instance_uid', r->'request', $14
-           FROM m, jsonb_array_elements($13::jsonb) r
-         RETURNING id
-       ), a AS (
-         INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
-         SELECT (e->>'orderId')::uuid, m.id, e->>'kind', coalesce(e->>'severity', 'info'), e->>'actor', e->>'summary',
-                coalesce(e->'detail', '{}'::jsonb)
-           FROM m, jsonb_array_elements($15::jsonb) e
-       ), j AS (
-         INSERT INTO job_outbox (task, payload, job_key)
-         SELECT x->>'task', x->'payload', x->>'job_key' FROM m, jsonb_array_elements($16::jsonb) x
-       )
-       SELECT id FROM m`,
-      [
-        input.transport,
-        input.sender,
-        input.remoteAddress,
-        input.messageType,
-        input.messageControlId,
-        input.idempotencyKey,
-        input.contentType,
-        input.raw,
-        JSON.stringify(input.quirks),
-        response.body,
-        response.code,
-        response.contentType,
-        JSON.stringify(orders),
-        input.mappingVersion,
-        JSON.stringify(audit),
-        JSON.stringify(jobs),
-        uuidv7(),
-      ],
-    );
-    return rows[0]?.id;
+    return {
+      orders: JSON.stringify(orders),
+      audit: JSON.stringify(audit),
+      jobs: JSON.stringify(jobs),
+    };
   }
 
   /** The less frequent changes (cancel, change, demographics, merge), after the message row exists. */
@@ -657,6 +699,34 @@ export class OrderIntakeService {
   }
 }
 
+/** One statement: the message (with its answer), the new orders, their audit events and jobs. */
+const INSERT_ALL_SQL = `WITH m AS (
+   INSERT INTO inbound_messages
+     (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
+      content_type, raw, outcome, quirks, response, response_code, response_content_type)
+   VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
+   ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
+   RETURNING id
+ ), o AS (
+   INSERT INTO orders
+     (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
+      filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
+   SELECT (r->>'id')::uuid, r->>'source', $2, m.id, 'received', r->>'accession_number', r->>'patient_id',
+          r->>'placer_order_number', r->>'filler_order_number', r->>'placer_group_number',
+          r->>'study_instance_uid', r->'request', $14
+     FROM m, jsonb_array_elements($13::jsonb) r
+   RETURNING id
+ ), a AS (
+   INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
+   SELECT (e->>'orderId')::uuid, m.id, e->>'kind', coalesce(e->>'severity', 'info'), e->>'actor', e->>'summary',
+          coalesce(e->'detail', '{}'::jsonb)
+     FROM m, jsonb_array_elements($15::jsonb) e
+ ), j AS (
+   INSERT INTO job_outbox (task, payload, job_key)
+   SELECT x->>'task', x->'payload', x->>'job_key' FROM m, jsonb_array_elements($16::jsonb) x
+ )
+ SELECT id FROM m`;
+
 type PlannedStep = ReturnType<typeof decide>;
 type CreateStep = Extract<PlannedStep, { kind: 'create' }>;
 
@@ -791,6 +861,22 @@ function mappingEvent(
     summary: `${lineage.length} fields mapped by ${mappingVersion}`,
     detail: { mappingVersion, lineage },
   };
+}
+
+/** New orders only, nothing that reads or changes what is stored: the fast path's case. */
+function isCreateOnly(input: IntakeInput): boolean {
+  if (input.orders.length === 0 || input.afterStore || (input.patientEvents?.length ?? 0) > 0)
+    return false;
+  const placers = new Set<string>();
+  for (const order of input.orders) {
+    if (order.request.action !== 'create') return false;
+    const placer = order.request.placerOrderNumber?.value;
+    if (placer) {
+      if (placers.has(placer)) return false; // the same order twice in one message
+      placers.add(placer);
+    }
+  }
+  return true;
 }
 
 function hasJobs(outcome: IntakeOutcome | undefined, input: IntakeInput): boolean {

@@ -109,6 +109,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       url: databaseUrl,
       concurrency: config.JOB_CONCURRENCY,
       logger,
+      deadWorkerAfterMs: config.JOB_WORKER_DEAD_AFTER_SECONDS * 1000,
     });
     await jobQueue.migrate();
     cleanups.push(() => jobQueue.stop());

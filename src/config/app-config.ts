@@ -197,6 +197,7 @@ const envSchema = z.object({
   RUN_MIGRATIONS: bool(true),
   JOBS_ENABLED: bool(true),
   JOB_CONCURRENCY: positiveInt(4),
+  JOB_WORKER_DEAD_AFTER_SECONDS: positiveInt(30),
   AUDIT_RETENTION_DAYS: positiveInt(365),
 });
 

@@ -1,4 +1,6 @@
+import { hostname } from 'node:os';
 import { Pool } from 'pg';
+import { Counter } from 'prom-client';
 import type { EntityManager } from 'typeorm';
 import {
   Logger as GraphileLogger,
@@ -11,6 +13,7 @@ import {
   type TaskList,
 } from 'graphile-worker';
 import type { Logger } from 'pino';
+import { metricsRegistry } from '../observability/metrics';
 import { withMigrationLock } from '../persistence/migrator';
 
 /**
@@ -21,6 +24,16 @@ import { withMigrationLock } from '../persistence/migrator';
  * migration). The relay runs when kicked after a commit and every second in every replica,
  * so rows left by a crash are moved by whoever is alive. Cron items fire once per cluster
  * (graphile-worker records each fired slot in the database), not once per replica.
+ *
+ * A killed process's running jobs: graphile-worker marks a job locked by its worker pool
+ * (`locked_by` = the pool's id) and on its own frees the lock only after 4 hours. So every
+ * pool records itself in `job_worker_heartbeats` before it takes its first job and renews
+ * the row every sixth of `deadWorkerAfterMs`; a sweep (every replica, once per cluster per
+ * round under an advisory lock) deletes rows older than `deadWorkerAfterMs` and unlocks
+ * their jobs with `graphile_worker.force_unlock_workers`, so they run again within about
+ * that time. A replica sweeps only after its own heartbeats have gone through without a gap
+ * for `deadWorkerAfterMs`: after a database outage every row is old, and no live pool must
+ * lose its jobs to the first replica back (docs/lifecycle.md, "Several replicas").
  */
 export type JobHandler = (payload: unknown, helpers: JobHelpers) => Promise<void>;
 
@@ -44,7 +57,22 @@ export interface JobQueueOptions {
   relayIntervalMs?: number;
   /** How long a kick waits to gather more rows into one relay (default 20 ms). */
   relayDelayMs?: number;
+  /**
+   * A worker pool whose heartbeat is older than this is dead and its jobs are unlocked
+   * (default 30 s; heartbeats and sweeps every sixth of it).
+   */
+  deadWorkerAfterMs?: number;
 }
+
+/** Jobs unlocked because the pool that held them stopped beating (a killed process). */
+const deadWorkerJobsUnlocked = new Counter({
+  name: 'adapter_jobs_unlocked_from_dead_workers_total',
+  help: 'Jobs freed for another run because the worker pool that held them stopped its heartbeat',
+  registers: [metricsRegistry],
+});
+
+/** Fixed key of the transaction-scoped advisory lock that makes one sweep per cluster per round. */
+const DEAD_WORKER_SWEEP_LOCK = 7470302;
 
 /** Moves up to 500 outbox rows into graphile-worker in one transaction (one NOTIFY). */
 const RELAY_SQL = `
@@ -73,8 +101,26 @@ export class JobQueue {
   private relaying?: Promise<void>;
   private relayAgain = false;
   private relayScheduled?: NodeJS.Timeout;
+  /** Our worker pools whose heartbeat row exists (normally one). */
+  private readonly pools = new Set<string>();
+  private readonly registering = new Map<string, Promise<void>>();
+  private heartbeatTimer?: NodeJS.Timeout;
+  private beating?: Promise<void>;
+  /** Since when our heartbeats have gone through without a gap (monotonic ms). */
+  private healthySince?: number;
+  private lastBeatAt?: number;
+  private stopping = false;
+  private readonly processName = `${hostname()}:${process.pid}`;
 
   constructor(private readonly options: JobQueueOptions) {}
+
+  private get deadAfterMs(): number {
+    return this.options.deadWorkerAfterMs ?? 30_000;
+  }
+
+  private get heartbeatMs(): number {
+    return Math.max(100, Math.floor(this.deadAfterMs / 6));
+  }
 
   registerTask(name: string, handler: JobHandler): void {
     if (this.runner) throw new Error(`task ${name} registered after the job queue started`);
@@ -97,8 +143,24 @@ export class JobQueue {
 
   async start(): Promise<void> {
     const pool = this.ensurePool();
+    this.stopping = false;
     this.runner = await run({
       pgPool: pool,
+      preset: {
+        plugins: [
+          {
+            name: 'ImagingAdapterWorkerHeartbeat',
+            version: '1.0.0',
+            // Awaited by each worker before its first job: no job is ever locked by a pool
+            // that has no heartbeat row.
+            worker: {
+              hooks: {
+                startWorker: (_ctx, event) => this.registerPool(event.worker.workerPool.id),
+              },
+            },
+          },
+        ],
+      },
       taskList: this.tasks,
       parsedCronItems: parseCronItems(this.cron),
       concurrency: this.options.concurrency,
@@ -109,6 +171,135 @@ export class JobQueue {
     this.relayTimer = setInterval(() => this.kick(), this.options.relayIntervalMs ?? 1000);
     this.relayTimer.unref();
     this.kick();
+    this.heartbeatTimer = setInterval(() => {
+      if (this.beating) return;
+      this.beating = this.heartbeat().finally(() => (this.beating = undefined));
+    }, this.heartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** Our worker pools' ids (`locked_by` of the jobs they run). */
+  get workerIds(): string[] {
+    return [...this.pools];
+  }
+
+  /** Records a new worker pool before it takes a job; retried until it succeeds or we stop. */
+  private registerPool(id: string): Promise<void> {
+    let pending = this.registering.get(id);
+    if (!pending) {
+      pending = (async () => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await this.ensurePool().query(
+              `INSERT INTO job_worker_heartbeats (worker_id, process) VALUES ($1, $2)
+                 ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now()`,
+              [id, this.processName],
+            );
+            this.pools.add(id);
+            return;
+          } catch (err) {
+            if (this.stopping) throw err;
+            if (attempt === 0)
+              this.options.logger.warn(
+                { err: (err as Error).message, workerId: id },
+                'job worker heartbeat not recorded yet; retrying before taking jobs',
+              );
+            await new Promise((resolve) => setTimeout(resolve, this.heartbeatMs));
+          }
+        }
+      })();
+      this.registering.set(id, pending);
+    }
+    return pending;
+  }
+
+  /** Renews our rows, then sweeps dead pools' jobs if we have been healthy long enough. */
+  private async heartbeat(): Promise<void> {
+    const now = performance.now();
+    try {
+      // Runs even with no pool yet: a beat that went through is what proves we reach the database.
+      const ids = this.workerIds;
+      const { rows } = await this.ensurePool().query<{ worker_id: string }>(
+        `UPDATE job_worker_heartbeats SET heartbeat_at = now() WHERE worker_id = ANY($1::text[]) RETURNING worker_id`,
+        [ids],
+      );
+      const renewed = new Set(rows.map((r) => r.worker_id));
+      for (const id of ids.filter((i) => !renewed.has(i))) {
+        // Swept as dead while alive (no heartbeat got through for the whole threshold): its
+        // jobs were unlocked and may have started again elsewhere. Record it again, say so.
+        this.options.logger.error(
+          { workerId: id },
+          'this job worker pool was declared dead while it ran (no heartbeat for too long); its running jobs may have been started again elsewhere',
+        );
+        this.registering.delete(id);
+        this.pools.delete(id);
+        await this.registerPool(id);
+      }
+      const done = performance.now();
+      if (this.lastBeatAt === undefined || done - this.lastBeatAt > 2 * this.heartbeatMs)
+        this.healthySince = now;
+      this.lastBeatAt = done;
+    } catch (err) {
+      this.healthySince = undefined;
+      this.lastBeatAt = undefined;
+      this.options.logger.warn({ err: (err as Error).message }, 'job worker heartbeat failed');
+      return;
+    }
+    if (this.healthySince !== undefined && now - this.healthySince >= this.deadAfterMs) {
+      await this.sweepDeadWorkers().catch((err: unknown) =>
+        this.options.logger.warn({ err: (err as Error).message }, 'dead job worker sweep failed'),
+      );
+    }
+  }
+
+  /**
+   * Unlocks the jobs of worker pools whose heartbeat is older than `deadWorkerAfterMs`
+   * (once per cluster per round: the others skip while one holds the lock). Returns the
+   * dead pools' ids.
+   */
+  async sweepDeadWorkers(): Promise<string[]> {
+    const client = await this.ensurePool().connect();
+    try {
+      await client.query('BEGIN');
+      const { rows: lock } = await client.query<{ ok: boolean }>(
+        `SELECT pg_try_advisory_xact_lock($1) AS ok`,
+        [DEAD_WORKER_SWEEP_LOCK],
+      );
+      if (!lock[0]?.ok) {
+        await client.query('COMMIT');
+        return [];
+      }
+      const { rows: dead } = await client.query<{ worker_id: string; process: string }>(
+        `DELETE FROM job_worker_heartbeats
+          WHERE heartbeat_at < now() - $1 * interval '1 millisecond' AND worker_id <> ALL($2::text[])
+          RETURNING worker_id, process`,
+        [this.deadAfterMs, this.workerIds],
+      );
+      const ids = dead.map((d) => d.worker_id);
+      let jobs = 0;
+      if (ids.length > 0) {
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE locked_by = ANY($1::text[])`,
+          [ids],
+        );
+        jobs = rows[0]?.n ?? 0;
+        await client.query(`SELECT graphile_worker.force_unlock_workers($1::text[])`, [ids]);
+      }
+      await client.query('COMMIT');
+      if (ids.length > 0) {
+        deadWorkerJobsUnlocked.inc(jobs);
+        this.options.logger.warn(
+          { deadWorkers: dead, jobsUnlocked: jobs },
+          'jobs of dead job workers unlocked (their process stopped without releasing them)',
+        );
+      }
+      return ids;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   /**
@@ -177,6 +368,10 @@ export class JobQueue {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = undefined;
+    await this.beating;
     if (this.relayTimer) clearInterval(this.relayTimer);
     this.relayTimer = undefined;
     if (this.relayScheduled) clearTimeout(this.relayScheduled);
@@ -185,6 +380,22 @@ export class JobQueue {
     const runner = this.runner;
     this.runner = undefined;
     if (runner) await runner.stop();
+    // Stopped cleanly: our pools hold no job any more.
+    const ids = this.workerIds;
+    if (ids.length > 0 && this.pool) {
+      await this.pool
+        .query(`DELETE FROM job_worker_heartbeats WHERE worker_id = ANY($1::text[])`, [ids])
+        .catch((err: unknown) =>
+          this.options.logger.warn(
+            { err: (err as Error).message },
+            'job worker heartbeat not removed',
+          ),
+        );
+    }
+    this.pools.clear();
+    this.registering.clear();
+    this.healthySince = undefined;
+    this.lastBeatAt = undefined;
     const pool = this.pool;
     this.pool = undefined;
     if (pool) await pool.end();

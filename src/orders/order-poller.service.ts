@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
@@ -26,6 +28,15 @@ const REPORT_KIND: Record<string, string> = { results: 'results', failure: 'fail
 
 const SCHEDULE = 'upstream-poll';
 
+/** The poll cycle's running lease, renewed every third of it while the cycle runs. */
+export const POLL_LEASE_MS = 30_000;
+
+/** A claimed cycle: who holds the lease, and whether it was lost (taken after it lapsed). */
+interface Lease {
+  owner: string;
+  lost: boolean;
+}
+
 /**
  * Follows upstream at constant cost. A cycle makes one `GET /list-orders` (every active
  * order with its status) and one `GET /reports` (reports not yet retrieved); a followed
@@ -36,7 +47,11 @@ const SCHEDULE = 'upstream-poll';
  *
  * One cycle per cluster: the minute tick is a graphile-worker cron item (fired once per
  * cluster), and the cycle additionally claims the `poll_schedule` row (due time with jitter,
- * running lease), so a manual run or an overlapping tick never doubles a cycle.
+ * running lease), so a manual run or an overlapping tick never doubles a cycle. The lease is
+ * short (`leaseMs`, 30 s) and renewed by its holder every third of it while the cycle runs,
+ * on the database's clock, so a cycle killed mid-way blocks polling for at most the lease;
+ * only the holder (`running_owner`) renews or releases it, and a cycle that finds its lease
+ * taken over (it stalled longer than the lease) stops before the next order.
  */
 export class OrderPollerService {
   constructor(
@@ -48,8 +63,14 @@ export class OrderPollerService {
       intervalMs: number;
       /** Share of the interval added or removed at random (0.1 = ±10 %). */
       jitter?: number;
+      /** The running lease (default POLL_LEASE_MS). */
+      leaseMs?: number;
     },
   ) {}
+
+  private get leaseMs(): number {
+    return this.deps.leaseMs ?? POLL_LEASE_MS;
+  }
 
   /** The minute tick: deadlines and leases, then the poll cycle if it is due. */
   async tick(): Promise<PollCycleStats | undefined> {
@@ -70,53 +91,83 @@ export class OrderPollerService {
 
   /** Runs a cycle if the schedule says it is due and no other replica is running one. */
   async runIfDue(): Promise<PollCycleStats | undefined> {
-    const claimed = await this.claim(false);
-    if (!claimed) return undefined;
-    return this.runClaimed();
+    const lease = await this.claim(false);
+    if (!lease) return undefined;
+    return this.runClaimed(lease);
   }
 
   /** Runs a cycle now (tests, operators), unless one is running elsewhere. */
   async runNow(): Promise<PollCycleStats | undefined> {
-    const claimed = await this.claim(true);
-    if (!claimed) return undefined;
-    return this.runClaimed();
+    const lease = await this.claim(true);
+    if (!lease) return undefined;
+    return this.runClaimed(lease);
   }
 
-  private async claim(force: boolean): Promise<boolean> {
+  private async claim(force: boolean): Promise<Lease | undefined> {
     const { dataSource } = this.deps;
     await dataSource.query(
       `INSERT INTO poll_schedule (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
       [SCHEDULE],
     );
+    const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     const [rows] = (await dataSource.query(
-      `UPDATE poll_schedule SET running_until = now() + interval '10 minutes', last_started_at = now()
+      `UPDATE poll_schedule SET running_until = now() + $3 * interval '1 millisecond',
+              running_owner = $4, last_started_at = now()
         WHERE name = $1 AND ($2 OR next_due_at <= now())
           AND (running_until IS NULL OR running_until < now())
         RETURNING name`,
-      [SCHEDULE, force],
+      [SCHEDULE, force, this.leaseMs, owner],
     )) as [unknown[], number];
-    return rows.length === 1;
+    return rows.length === 1 ? { owner, lost: false } : undefined;
   }
 
-  private async runClaimed(): Promise<PollCycleStats> {
+  /** Extends the lease if we still hold it; marks it lost if another cycle took it over. */
+  private async renew(lease: Lease): Promise<void> {
+    const [rows] = (await this.deps.dataSource.query(
+      `UPDATE poll_schedule SET running_until = now() + $3 * interval '1 millisecond'
+        WHERE name = $1 AND running_owner = $2 RETURNING name`,
+      [SCHEDULE, lease.owner, this.leaseMs],
+    )) as [unknown[], number];
+    if (rows.length === 0 && !lease.lost) {
+      lease.lost = true;
+      this.deps.logger.warn('poll cycle lease taken over by another cycle; this one stops');
+    }
+  }
+
+  private async runClaimed(lease: Lease): Promise<PollCycleStats> {
     const { dataSource, intervalMs } = this.deps;
     const jitter = this.deps.jitter ?? 0.1;
+    let renewing: Promise<void> | undefined;
+    const timer = setInterval(
+      () => {
+        // A failed renewal is retried at the next beat; the lease outlives two misses.
+        renewing ??= this.renew(lease)
+          .catch((err: unknown) =>
+            this.deps.logger.warn({ err: (err as Error).message }, 'poll cycle lease not renewed'),
+          )
+          .finally(() => (renewing = undefined));
+      },
+      Math.max(50, Math.floor(this.leaseMs / 3)),
+    );
     let stats: PollCycleStats | undefined;
     try {
-      stats = await this.cycle();
+      stats = await this.cycle(lease);
       return stats;
     } finally {
+      clearInterval(timer);
+      await renewing;
       const nextMs = Math.round(intervalMs * (1 - jitter + 2 * jitter * Math.random()));
+      // Only the holder releases the lease and sets the next due time.
       await dataSource.query(
-        `UPDATE poll_schedule SET running_until = NULL, last_finished_at = now(),
+        `UPDATE poll_schedule SET running_until = NULL, running_owner = NULL, last_finished_at = now(),
                 next_due_at = now() + $2 * interval '1 millisecond', last_stats = $3::jsonb
-          WHERE name = $1`,
-        [SCHEDULE, nextMs, JSON.stringify(stats ?? { failed: true })],
+          WHERE name = $1 AND running_owner = $4`,
+        [SCHEDULE, nextMs, JSON.stringify(stats ?? { failed: true }), lease.owner],
       );
     }
   }
 
-  private async cycle(): Promise<PollCycleStats> {
+  private async cycle(lease: Lease): Promise<PollCycleStats> {
     const { dataSource, client, lifecycle, logger } = this.deps;
     const started = Date.now();
     let calls = 0;
@@ -134,6 +185,7 @@ export class OrderPollerService {
     let changed = 0;
     let left = 0;
     for (const order of followed) {
+      if (lease.lost) throw new Error('poll cycle lease lost: another cycle took over');
       const listed = byId.get(order.upstream_order_id);
       let status: UpstreamStatus;
       let qcBypassPossible: boolean;

@@ -2,8 +2,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 
-/** `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts late). */
-export type ProxyAction = 'pass' | 'drop-after' | { delayMs: number } | { holdMs: number };
+/**
+ * `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts
+ * late); `until`: forward when the promise settles (a call held as long as a test needs).
+ */
+export type ProxyAction =
+  'pass' | 'drop-after' | { delayMs: number } | { holdMs: number } | { until: Promise<unknown> };
 
 export interface ProxyHit {
   method: string;
@@ -47,7 +51,10 @@ export async function startFaultyProxy(
         if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
       }
       const hold = typeof action === 'object' && 'holdMs' in action ? action.holdMs : 0;
-      new Promise((resolve) => setTimeout(resolve, hold))
+      (typeof action === 'object' && 'until' in action
+        ? action.until.catch(() => undefined)
+        : new Promise((resolve) => setTimeout(resolve, hold))
+      )
         .then(() =>
           request(new URL(req.url ?? '/', target.origin), {
             method: req.method as 'GET',

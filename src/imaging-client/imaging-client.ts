@@ -85,6 +85,11 @@ export interface CreateOrderOptions {
   previouslyAttempted?: boolean;
   /** Only orders created at or after this time (epoch ms) are candidates when looking. */
   attemptedSince?: number;
+  /**
+   * Of the given upstream order ids, those already recorded for other orders of ours (e.g.
+   * in our database): they are not the lost order, so a lookup does not read their metadata.
+   */
+  knownElsewhere?: (upstreamOrderIds: string[]) => Promise<ReadonlySet<string>>;
 }
 
 export interface CreatedOrder {
@@ -113,6 +118,14 @@ const CORRELATION_LOOKBACK_MS = 10 * 60_000;
 export class ImagingClient {
   readonly http: UpstreamHttp;
   private readonly tokens: TokenProvider;
+  /**
+   * Correlation id of each active upstream order this process created or read the metadata
+   * of. A lookup by correlation id reads `GET /metadata` only for PENDING orders it knows
+   * nothing about: otherwise every lookup costs one call per order waiting for its upload,
+   * and under faults those lookups eat the endpoint's whole rate budget (docs/fire.md).
+   * Pruned to the active list at every lookup, so it never outgrows the orders in flight.
+   */
+  private readonly correlationOf = new Map<string, string>();
 
   constructor(
     readonly config: ImagingClientConfig,
@@ -180,6 +193,7 @@ export class ImagingClient {
       const found = await this.findOrderByCorrelationId(
         options.correlationId,
         options.attemptedSince,
+        options.knownElsewhere,
       );
       if (found) return { orderId: found, recovered: true };
     }
@@ -199,7 +213,11 @@ export class ImagingClient {
         // 429 means "not processed"; anything else may have created the order.
         if (failure.kind === 'status' && failure.status === 429) return undefined;
         ambiguous = true;
-        const found = await this.findOrderByCorrelationId(options.correlationId, since);
+        const found = await this.findOrderByCorrelationId(
+          options.correlationId,
+          since,
+          options.knownElsewhere,
+        );
         if (found) {
           this.deps.logger.info(
             { operation: 'new-order', orderId: found },
@@ -210,8 +228,9 @@ export class ImagingClient {
         return undefined;
       },
     });
+    this.correlationOf.set(created.orderId, options.correlationId);
     if (created.recovered || !ambiguous || this.config.createSettleMs <= 0) return created;
-    return this.settleDuplicates(options.correlationId, since, created);
+    return this.settleDuplicates(options.correlationId, since, created, options.knownElsewhere);
   }
 
   /**
@@ -224,10 +243,11 @@ export class ImagingClient {
     correlationId: string,
     since: number,
     created: CreatedOrder,
+    knownElsewhere: CreateOrderOptions['knownElsewhere'],
   ): Promise<CreatedOrder> {
     try {
       await this.deps.clock.sleep(this.config.createSettleMs);
-      const matches = await this.findOrdersByCorrelationId(correlationId, since);
+      const matches = await this.findOrdersByCorrelationId(correlationId, since, knownElsewhere);
       if (matches.length <= 1) return created;
       const [keep, ...duplicates] = matches;
       for (const duplicate of duplicates) {
@@ -268,16 +288,22 @@ export class ImagingClient {
   async findOrderByCorrelationId(
     correlationId: string,
     createdSince?: number,
+    knownElsewhere?: CreateOrderOptions['knownElsewhere'],
   ): Promise<string | undefined> {
-    return (await this.findOrdersByCorrelationId(correlationId, createdSince, true))[0];
+    return (
+      await this.findOrdersByCorrelationId(correlationId, createdSince, knownElsewhere, true)
+    )[0];
   }
 
   private async findOrdersByCorrelationId(
     correlationId: string,
     createdSince: number | undefined,
+    knownElsewhere: CreateOrderOptions['knownElsewhere'],
     firstOnly = false,
   ): Promise<string[]> {
     const orders = await this.listOrders();
+    const active = new Set(orders.map((order) => order.orderId));
+    for (const id of this.correlationOf.keys()) if (!active.has(id)) this.correlationOf.delete(id);
     const earliest =
       createdSince === undefined ? undefined : createdSince - CORRELATION_LOOKBACK_MS;
     const candidates = orders
@@ -288,17 +314,29 @@ export class ImagingClient {
         return Number.isNaN(created) || created >= earliest;
       })
       .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''));
+    const unknown = candidates
+      .map((order) => order.orderId)
+      .filter((id) => !this.correlationOf.has(id));
+    const elsewhere =
+      knownElsewhere && unknown.length > 0 ? await knownElsewhere(unknown) : new Set<string>();
     const found: string[] = [];
     for (const candidate of candidates) {
-      let metadata: OrderMetadata;
-      try {
-        ({ metadata } = await this.getMetadata({ orderId: candidate.orderId }));
-      } catch (error) {
-        // Gone between the list and this read (cancelled, expired): not ours to resume.
-        if (error instanceof ImagingClientError && error.code === 'not_found') continue;
-        throw error;
+      let owner = this.correlationOf.get(candidate.orderId);
+      if (owner === undefined) {
+        if (elsewhere.has(candidate.orderId)) continue;
+        let metadata: OrderMetadata;
+        try {
+          ({ metadata } = await this.getMetadata({ orderId: candidate.orderId }));
+        } catch (error) {
+          // Gone between the list and this read (cancelled, expired): not ours to resume.
+          if (error instanceof ImagingClientError && error.code === 'not_found') continue;
+          throw error;
+        }
+        owner = typeof metadata.correlation_id === 'string' ? metadata.correlation_id : '';
+        // An order created without a correlation id is remembered as nobody's.
+        this.correlationOf.set(candidate.orderId, owner);
       }
-      if (metadata.correlation_id === correlationId) {
+      if (owner === correlationId) {
         found.push(candidate.orderId);
         if (firstOnly) break;
       }

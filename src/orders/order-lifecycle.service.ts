@@ -108,6 +108,14 @@ export class OrderLifecycleService {
         correlationId: order.id,
         previouslyAttempted,
         attemptedSince: order.place_attempted_at?.getTime(),
+        // Upstream orders we already hold for other orders are not this one's lost create.
+        knownElsewhere: async (ids) => {
+          const rows: Array<{ upstream_order_id: string }> = await dataSource.query(
+            `SELECT upstream_order_id FROM orders WHERE upstream_order_id = ANY($1::text[]) AND id <> $2`,
+            [ids, orderId],
+          );
+          return new Set(rows.map((r) => r.upstream_order_id));
+        },
       });
       upstreamOrderId = created.orderId;
       recovered = created.recovered;

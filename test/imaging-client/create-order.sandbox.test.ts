@@ -126,3 +126,79 @@ describe('POST /new-order is not idempotent: the client never creates an order t
     }
   });
 });
+
+describe('finding a lost create costs calls for unknown orders only', () => {
+  // Its own sandbox: the counts below assume no PENDING orders but this test's.
+  let own: Awaited<ReturnType<typeof startTestSandbox>>;
+  beforeAll(async () => {
+    own = await startTestSandbox();
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  it('reads GET /metadata only of PENDING orders neither created here nor recorded elsewhere', async () => {
+    const WAITING = 20;
+    let dropNext = false;
+    const proxy = await startFaultyProxy(own.sandbox.baseUrl, (method, path) => {
+      if (method === 'POST' && path === '/new-order' && dropNext) {
+        dropNext = false;
+        return 'drop-after';
+      }
+      return 'pass';
+    });
+    const metadataReads = () => proxy.hits.filter((h) => h.path === '/metadata').length;
+    const replicaA = buildClient(proxy.baseUrl, { dataSource: db.dataSource });
+    const replicaB = buildClient(proxy.baseUrl, { dataSource: db.dataSource });
+    try {
+      // Orders waiting for their upload (PENDING), as under load: placed, not yet uploaded.
+      const waiting: string[] = [];
+      for (let i = 0; i < WAITING; i++) {
+        const created = await replicaA.client.createOrder(
+          { study_uid: generateUid() },
+          { correlationId: randomUUID() },
+        );
+        waiting.push(created.orderId);
+      }
+
+      // The replica that created them knows them: its lookup reads only the lost order.
+      let before = metadataReads();
+      dropNext = true;
+      const lostA = randomUUID();
+      const a = await replicaA.client.createOrder(
+        { study_uid: generateUid() },
+        { correlationId: lostA },
+      );
+      expect(a.recovered).toBe(true);
+      expect(metadataReads() - before).toBe(1);
+      waiting.push(a.orderId);
+
+      // Another replica (or a restarted one) knows them from the database.
+      before = metadataReads();
+      dropNext = true;
+      const lostB = randomUUID();
+      const asked: string[][] = [];
+      const b = await replicaB.client.createOrder(
+        { study_uid: generateUid() },
+        {
+          correlationId: lostB,
+          knownElsewhere: (ids) => {
+            asked.push(ids);
+            return Promise.resolve(new Set(ids.filter((id) => waiting.includes(id))));
+          },
+        },
+      );
+      expect(b.recovered).toBe(true);
+      expect(asked.length).toBeGreaterThan(0);
+      expect(metadataReads() - before).toBe(1);
+
+      // And each lost create was found as the one order with its correlation id.
+      expect(await ordersWithCorrelation(replicaA.client, lostA)).toEqual([a.orderId]);
+      expect(await ordersWithCorrelation(replicaA.client, lostB)).toEqual([b.orderId]);
+    } finally {
+      await replicaA.close();
+      await replicaB.close();
+      await proxy.close();
+    }
+  });
+});

@@ -1,16 +1,18 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * The ingest fast path: a message that only creates new orders is stored by one function
- * call, one round trip and one commit (an autocommit statement is its own transaction).
+ * The ingest fast path: messages that only create new orders are stored by one function
+ * call, one round trip and one commit (an autocommit statement is its own transaction), a
+ * batch of them at a time when they arrive together (src/orders/intake-batcher.ts).
  *
- * intake_accept_new takes the same advisory locks as intake_lock_and_find (same key, same
- * order, so the two paths exclude each other) and then, with a fresh snapshot, checks that
- * none of the placer numbers is known for this sender. If one is, it writes nothing and
- * answers 'known-placer': the caller takes the general path, which decides per order
- * (duplicate, re-create after cancel). Otherwise it writes the message (with its answer),
- * the orders, their audit events and jobs, and answers 'accepted', or 'duplicate' when the
- * idempotency key was already accepted (nothing written).
+ * intake_accept_batch takes the same advisory locks as intake_lock_and_find (same key, same
+ * order, so the two paths exclude each other) and then, per message and with a fresh
+ * snapshot, checks that none of its placer numbers is known for its sender. If one is, it
+ * writes nothing for that message and answers 'known-placer': the caller takes the general
+ * path, which decides per order (duplicate, re-create after cancel). Otherwise it writes the
+ * message (with its answer), the orders, their audit events and jobs, and answers
+ * 'accepted', or 'duplicate' when the idempotency key was already accepted (nothing
+ * written). The answers come back in the batch's order.
  *
  * Write-path indexes of orders, trimmed (every new order paid for each):
  * - orders_state_idx (state, updated_at): no query filters on state and sorts by
@@ -40,55 +42,64 @@ export class IngestFastPath20261121160000 implements MigrationInterface {
       `CREATE INDEX orders_study_uid_idx ON orders (study_instance_uid) WHERE study_instance_uid IS NOT NULL`,
     );
     await q.query(`
-      CREATE FUNCTION intake_accept_new(
-        p_sender text, p_placers text[], p_message_id uuid, p_transport text, p_remote_address text,
-        p_message_type text, p_control_id text, p_idempotency_key text, p_content_type text,
-        p_raw bytea, p_quirks jsonb, p_response bytea, p_response_code text,
-        p_response_content_type text, p_orders jsonb, p_mapping_version text, p_audit jsonb,
-        p_jobs jsonb)
-      RETURNS text
+      CREATE FUNCTION intake_accept_batch(p_batch jsonb)
+      RETURNS text[]
       LANGUAGE plpgsql VOLATILE AS $$
+      DECLARE
+        m jsonb;
+        v_id uuid;
+        v_placers text[];
+        answers text[] := '{}';
       BEGIN
-        IF cardinality(p_placers) > 0 THEN
-          PERFORM pg_advisory_xact_lock(hashtextextended(coalesce(p_sender, '') || '|' || p, 7470301))
-            FROM (SELECT DISTINCT unnest(p_placers) AS p ORDER BY 1) ordered;
-          IF EXISTS (SELECT 1 FROM orders o
-                      WHERE o.placer_order_number = ANY (p_placers)
-                        AND o.sender IS NOT DISTINCT FROM p_sender) THEN
-            RETURN 'known-placer';
+        -- every lock of the batch first, in one order (sender, then placer as
+        -- intake_lock_and_find sorts them): no deadlock with another batch or the general path
+        PERFORM pg_advisory_xact_lock(hashtextextended(s || '|' || p, 7470301))
+          FROM (SELECT DISTINCT coalesce(b->>'sender', '') AS s, p
+                  FROM jsonb_array_elements(p_batch) b, jsonb_array_elements_text(b->'placers') p
+                 ORDER BY 1, 2) ordered;
+        FOR m IN SELECT value FROM jsonb_array_elements(p_batch) LOOP
+          v_placers := ARRAY(SELECT jsonb_array_elements_text(m->'placers'));
+          IF cardinality(v_placers) > 0 AND EXISTS (
+               SELECT 1 FROM orders o
+                WHERE o.placer_order_number = ANY (v_placers)
+                  AND o.sender IS NOT DISTINCT FROM (m->>'sender')) THEN
+            answers := answers || 'known-placer'::text;
+            CONTINUE;
           END IF;
-        END IF;
-        INSERT INTO inbound_messages
-          (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-           content_type, raw, outcome, quirks, response, response_code, response_content_type)
-        VALUES (p_message_id, p_transport, p_sender, p_remote_address, p_message_type, p_control_id,
-                p_idempotency_key, p_content_type, p_raw, 'accepted', p_quirks, p_response,
-                p_response_code, p_response_content_type)
-        ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING;
-        IF NOT FOUND THEN
-          RETURN 'duplicate';
-        END IF;
-        INSERT INTO orders
-          (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
-           filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
-        SELECT (r->>'id')::uuid, r->>'source', p_sender, p_message_id, 'received', r->>'accession_number',
-               r->>'patient_id', r->>'placer_order_number', r->>'filler_order_number',
-               r->>'placer_group_number', r->>'study_instance_uid', r->'request', p_mapping_version
-          FROM jsonb_array_elements(p_orders) r;
-        INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
-        SELECT (e->>'orderId')::uuid, p_message_id, e->>'kind', coalesce(e->>'severity', 'info'),
-               e->>'actor', e->>'summary', coalesce(e->'detail', '{}'::jsonb)
-          FROM jsonb_array_elements(p_audit) e;
-        INSERT INTO job_outbox (task, payload, job_key)
-        SELECT x->>'task', x->'payload', x->>'job_key' FROM jsonb_array_elements(p_jobs) x;
-        RETURN 'accepted';
+          v_id := (m->>'id')::uuid;
+          INSERT INTO inbound_messages
+            (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
+             content_type, raw, outcome, quirks, response, response_code, response_content_type)
+          VALUES (v_id, m->>'transport', m->>'sender', m->>'remote_address', m->>'message_type',
+                  m->>'control_id', m->>'idempotency_key', m->>'content_type',
+                  decode(m->>'raw', 'base64'), 'accepted', m->'quirks', decode(m->>'response', 'base64'),
+                  m->>'response_code', m->>'response_content_type')
+          ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING;
+          IF NOT FOUND THEN
+            answers := answers || 'duplicate'::text;
+            CONTINUE;
+          END IF;
+          INSERT INTO orders
+            (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
+             filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
+          SELECT (r->>'id')::uuid, r->>'source', m->>'sender', v_id, 'received', r->>'accession_number',
+                 r->>'patient_id', r->>'placer_order_number', r->>'filler_order_number',
+                 r->>'placer_group_number', r->>'study_instance_uid', r->'request', m->>'mapping_version'
+            FROM jsonb_array_elements(m->'orders') r;
+          INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
+          SELECT (e->>'orderId')::uuid, v_id, e->>'kind', coalesce(e->>'severity', 'info'),
+                 e->>'actor', e->>'summary', coalesce(e->'detail', '{}'::jsonb)
+            FROM jsonb_array_elements(m->'audit') e;
+          INSERT INTO job_outbox (task, payload, job_key)
+          SELECT x->>'task', x->'payload', x->>'job_key' FROM jsonb_array_elements(m->'jobs') x;
+          answers := answers || 'accepted'::text;
+        END LOOP;
+        RETURN answers;
       END $$`);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(
-      `DROP FUNCTION intake_accept_new(text, text[], uuid, text, text, text, text, text, text, bytea, jsonb, bytea, text, text, jsonb, text, jsonb, jsonb)`,
-    );
+    await q.query(`DROP FUNCTION intake_accept_batch(jsonb)`);
     await q.query(`DROP INDEX orders_study_uid_idx`);
     await q.query(`CREATE INDEX orders_study_uid_idx ON orders (study_instance_uid)`);
     await q.query(`DROP INDEX orders_filler_idx`);

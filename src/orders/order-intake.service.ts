@@ -4,6 +4,7 @@ import { writeAuditEvents } from '../audit/audit-writer';
 import { pgSafeDeep } from '../common/pg-safe';
 import { uuidv7 } from '../common/uuid-v7';
 import type { JobQueue } from '../jobs/job-queue';
+import { IntakeBatcher, type IntakeBatcherOptions } from './intake-batcher';
 import type { InboundTransport } from '../persistence/entities/inbound-message.entity';
 import type {
   Identifier,
@@ -135,10 +136,15 @@ interface OrderRow {
 }
 
 export class OrderIntakeService {
+  private readonly batcher: IntakeBatcher;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly jobs: JobQueue,
-  ) {}
+    options: IntakeBatcherOptions = {},
+  ) {
+    this.batcher = new IntakeBatcher(dataSource, options);
+  }
 
   async ingest(
     unsafeInput: IntakeInput,
@@ -147,7 +153,8 @@ export class OrderIntakeService {
     // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
     const input = pgSafeDeep(unsafeInput);
     // The hot path of every front door (bench/mllp-ingest): a message that only creates
-    // orders is stored by one function call (one round trip, one commit). Anything else, or
+    // orders is stored by one function call (one round trip, one commit, shared with the
+    // messages that arrive at the same time). Anything else, or
     // a placer number already known, takes the general path: BEGIN, lock-and-find, one
     // insert statement, the changes, COMMIT.
     if (isCreateOnly(input)) {
@@ -215,8 +222,9 @@ export class OrderIntakeService {
 
   /**
    * The fast path for a message of new orders only: the answer cannot depend on what the
-   * database holds unless a placer number is already known, and then intake_accept_new
-   * writes nothing and this returns undefined (the general path decides per order).
+   * database holds unless a placer number is already known, and then intake_accept_batch
+   * writes nothing for it and this returns undefined (the general path decides per order).
+   * Messages arriving together are committed together (IntakeBatcher).
    */
   private async ingestNew(
     input: IntakeInput,
@@ -232,31 +240,26 @@ export class OrderIntakeService {
     const placers = input.orders
       .map((o) => o.request.placerOrderNumber?.value)
       .filter((v): v is string => Boolean(v));
-    const result: Array<{ answer: string }> = await this.dataSource.query(
-      `SELECT intake_accept_new($1, $2::text[], $3::uuid, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13, $14,
-                                $15::jsonb, $16, $17::jsonb, $18::jsonb) AS answer`,
-      [
-        input.sender,
-        placers,
-        messageId,
-        input.transport,
-        input.remoteAddress,
-        input.messageType,
-        input.messageControlId,
-        input.idempotencyKey,
-        input.contentType,
-        input.raw,
-        JSON.stringify(input.quirks),
-        response.body,
-        response.code,
-        response.contentType,
-        rows.orders,
-        input.mappingVersion,
-        rows.audit,
-        rows.jobs,
-      ],
-    );
-    const answer = result[0]?.answer;
+    const answer = await this.batcher.submit({
+      id: messageId,
+      sender: input.sender,
+      placers,
+      transport: input.transport,
+      remoteAddress: input.remoteAddress,
+      messageType: input.messageType,
+      messageControlId: input.messageControlId,
+      idempotencyKey: input.idempotencyKey,
+      contentType: input.contentType,
+      raw: input.raw,
+      quirks: JSON.stringify(input.quirks),
+      response: response.body,
+      responseCode: response.code,
+      responseContentType: response.contentType,
+      orders: rows.orders,
+      mappingVersion: input.mappingVersion,
+      audit: rows.audit,
+      jobs: rows.jobs,
+    });
     if (answer === 'duplicate') return this.answerDuplicate(input);
     if (answer !== 'accepted') return undefined;
     if (hasJobs(outcome, input)) this.jobs.kick();

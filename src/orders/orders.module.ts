@@ -73,9 +73,12 @@ class OrderJobs implements OnModuleInit {
   providers: [
     {
       provide: OrderIntakeService,
-      inject: [DATA_SOURCE, JOB_QUEUE],
-      useFactory: (dataSource: DataSource, jobs: JobQueue) =>
-        new OrderIntakeService(dataSource, jobs),
+      inject: [DATA_SOURCE, JOB_QUEUE, APP_CONFIG],
+      useFactory: (dataSource: DataSource, jobs: JobQueue, config: AppConfig) =>
+        new OrderIntakeService(dataSource, jobs, {
+          maxInFlight: config.INTAKE_BATCHES_IN_FLIGHT,
+          maxBatch: config.INTAKE_BATCH_MAX_MESSAGES,
+        }),
     },
     // Outbox rows for the results publishers (src/outbound); noOrderEvents when OUTBOUND_ENABLED=false.
     { provide: ORDER_EVENTS, inject: [APP_CONFIG], useFactory: outboxOrderEvents },

@@ -50,11 +50,17 @@ export interface StudyAcquirerOptions {
   /** Absent when DICOMWEB_URL is unset: only pushed studies are used. */
   dicomWeb?: DicomWebClient;
   quietPeriodSeconds: number;
-  /** How long one acquire() may hold the order (a large WADO-RS retrieve takes minutes). */
+  /**
+   * The order's acquisition lease (default ACQUISITION_LEASE_MS), renewed every third of it
+   * while acquire() works (a large WADO-RS retrieve takes minutes): a process killed
+   * mid-acquisition holds the order for at most this long.
+   */
   leaseMs?: number;
   now?: () => Date;
 }
 
+/** Short, because it is renewed while the work goes on; what a killed worker leaves lapses soon. */
+export const ACQUISITION_LEASE_MS = 60_000;
 const NOT_FOUND_RETRY_MS = 60_000;
 const BUSY_RETRY_MS = 5_000;
 const PACS_DOWN_RETRY_MS = 30_000;
@@ -77,7 +83,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       );
     }
     const now = this.now();
-    const leaseMs = this.options.leaseMs ?? 30 * 60_000;
+    const leaseMs = this.options.leaseMs ?? ACQUISITION_LEASE_MS;
     const leaseUntil = new Date(now.getTime() + leaseMs);
     const row = await ds.transaction((m) => takeLease(m, request.orderId, now, leaseUntil));
     if (!row) return waiting('another worker is acquiring this study', BUSY_RETRY_MS);

@@ -9,16 +9,20 @@ import { JobQueue } from '../../src/jobs/job-queue';
 import { POLL_LEASE_MS } from '../../src/orders/order-poller.service';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { ACQUISITION_LEASE_MS } from '../../src/studies/study-acquirer.service';
 import { TEST_TOKENS } from '../helpers/adapter';
 import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { ackSummary } from '../helpers/hl7-fixtures';
+import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import { startFaultyProxy } from '../imaging-client/faulty-proxy';
 import {
   newOrderSpec,
   orderByPlacer,
+  orderState,
   ormMessage,
   SANDBOX_CLIENT,
+  studyFor,
   waitFor,
   writeSiteConfig,
 } from './e2e-support';
@@ -33,17 +37,22 @@ const DEAD_AFTER_S = 10;
  * `POST /new-order` held by a proxy) runs again within the dead-worker threshold
  * (JOB_WORKER_DEAD_AFTER_SECONDS) instead of graphile-worker's 4 hours, and is never taken
  * from the process while it lives; (2) a poll cycle killed mid-way (its `GET /list-orders`
- * held) blocks polling for at most the short poll lease instead of 10 minutes.
+ * held) blocks polling for at most the short poll lease instead of 10 minutes; (3) a study
+ * acquisition killed mid-way (its PACS request held) holds the order for at most the short
+ * acquisition lease instead of 30 minutes.
  */
-describe('a killed process frees its jobs and the poll lease', () => {
+describe('a killed process frees its jobs and its leases', () => {
   let db: TestDatabase;
   let pg: PgClient;
   let sandbox: RunningSandbox;
+  let orthanc: RunningOrthanc;
   let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let pacsProxy: Awaited<ReturnType<typeof startFaultyProxy>>;
   let env: Record<string, string>;
   let httpUrl: string;
   let mllpPort: number;
   let proc: AdapterProcess | undefined;
+  /** A held call: an upstream path, or `pacs` for every request to the PACS. */
   let hold: { path: string; gate: Promise<void>; open: () => void } | undefined;
 
   const holdCalls = (path: string) => {
@@ -77,6 +86,10 @@ describe('a killed process frees its jobs and the poll lease', () => {
     proxy = await startFaultyProxy(sandbox.baseUrl, (_method, path) =>
       hold && path === hold.path ? { until: hold.gate } : 'pass',
     );
+    orthanc = await startOrthanc();
+    pacsProxy = await startFaultyProxy(orthanc.dicomWebUrl, () =>
+      hold?.path === 'pacs' ? { until: hold.gate } : 'pass',
+    );
     const httpPort = await freePort();
     mllpPort = await freePort();
     httpUrl = `http://127.0.0.1:${httpPort}`;
@@ -90,6 +103,8 @@ describe('a killed process frees its jobs and the poll lease', () => {
       IMAGING_BASE_URL: proxy.baseUrl,
       ...SANDBOX_CLIENT,
       IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
+      DICOMWEB_URL: pacsProxy.baseUrl,
+      STUDY_QUIET_PERIOD_SECONDS: '1',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
       JOB_WORKER_DEAD_AFTER_SECONDS: String(DEAD_AFTER_S),
@@ -107,6 +122,8 @@ describe('a killed process frees its jobs and the poll lease', () => {
     }
     await pg?.end();
     await proxy?.close();
+    await pacsProxy?.close();
+    await orthanc?.stop();
     await sandbox?.close();
     await db?.drop();
   });
@@ -230,5 +247,54 @@ describe('a killed process frees its jobs and the poll lease', () => {
     // The dead cycle's lease held (the lease is real) but not longer than its length.
     expect(polledAt - killedAt).toBeLessThan(POLL_LEASE_MS + 5_000);
     if (restartedAt - killedAt < POLL_LEASE_MS - 2_000) expect(skipped).toBeGreaterThan(0);
+  });
+  it('a study acquisition cut by kill -9 holds the order only for the short acquisition lease', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    for (const instance of studyFor({ ...spec, slices: 2 })) await orthanc.store(instance.bytes);
+    const release = holdCalls('pacs');
+    const before = pacsProxy.hits.length;
+    const mllp = new MllpClient({ host: '127.0.0.1', port: mllpPort, responseTimeoutMs: 10_000 });
+    try {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    } finally {
+      await mllp.close();
+    }
+    const order = await waitFor('the order', () => orderByPlacer(pg, spec.placer));
+    // Its acquisition holds the lease while its PACS request is held.
+    const leftMs = await waitFor(
+      'the acquisition holding its lease, asking the PACS',
+      async () => {
+        const { rows } = await pg.query(
+          `SELECT extract(epoch FROM lease_until - now()) * 1000 AS left_ms FROM study_acquisitions
+            WHERE order_id = $1 AND lease_until > now()`,
+          [order.id],
+        );
+        return rows[0] && pacsProxy.hits.length > before ? Number(rows[0].left_ms) : undefined;
+      },
+      60_000,
+      100,
+    );
+    expect(leftMs).toBeLessThanOrEqual(ACQUISITION_LEASE_MS);
+
+    const killedAt = await kill();
+    release();
+    const restartedAt = await start();
+    await waitFor(
+      'the study acquired after the restart',
+      async () => (await orderState(pg, order.id)) !== 'placed',
+      ACQUISITION_LEASE_MS + 60_000,
+      250,
+    );
+    const acquiredAt = Date.now();
+    process.stdout.write(
+      `KILLED-ACQUIRE ${JSON.stringify({
+        acquisitionLeaseSeconds: ACQUISITION_LEASE_MS / 1000,
+        restartSeconds: (restartedAt - killedAt) / 1000,
+        acquiredAfterKillSeconds: (acquiredAt - killedAt) / 1000,
+      })}\n`,
+    );
+    expect(await orderState(pg, order.id)).not.toBe('failed');
+    // The lease the dead run left, a retry period (5 s) and a job poll, with CI slack.
+    expect(acquiredAt - killedAt).toBeLessThan(ACQUISITION_LEASE_MS + 20_000);
   });
 });

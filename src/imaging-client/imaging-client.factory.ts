@@ -4,7 +4,7 @@ import { DEFAULT_RATE_LIMITS, withDefaults, type RateLimitConfig } from './imagi
 import { PgRateLimiter } from './pg-rate-limiter';
 import { PgUploadProgressStore, PgUploadSlots } from './pg-upload.stores';
 import { combineObservers, systemClock, type CallObserver, type ClientLogger } from './ports';
-import { PrometheusCallObserver } from './prometheus-call.observer';
+import { PrometheusCallObserver, recordRateLimitWait } from './prometheus-call.observer';
 import { StudyUploader } from './study-uploader';
 import { UpstreamHealthStatus } from './upstream-health.status';
 
@@ -37,6 +37,7 @@ export function createProductionImagingClient(options: {
     rateLimiter: new PgRateLimiter(options.dataSource, {
       limits: options.limits ?? DEFAULT_RATE_LIMITS,
       scope: options.rateLimitScope,
+      onWait: recordRateLimitWait,
     }),
     observer: combineObservers(new PrometheusCallObserver(), health, ...(options.observers ?? [])),
     logger: options.logger,

@@ -24,6 +24,11 @@ export class PgRateLimiter implements RateLimiter {
       /** Names the shared egress (budget owner); replicas with the same scope share one budget. */
       scope: string;
       clock?: Clock;
+      /**
+       * Told of every wait for budget before it starts (metrics): a saturated endpoint shows
+       * as time spent here, not as refusals upstream.
+       */
+      onWait?: (endpoint: string, waitMs: number) => void;
     },
   ) {}
 
@@ -40,7 +45,9 @@ export class PgRateLimiter implements RateLimiter {
       const wait = Number(rows[0]?.wait_ms ?? 0);
       if (wait <= 0) return;
       // A little jitter so replicas that waited for the same bucket do not all return at once.
-      await clock.sleep(wait + Math.floor(Math.random() * 50));
+      const delay = wait + Math.floor(Math.random() * 50);
+      this.options.onWait?.(endpoint, delay);
+      await clock.sleep(delay);
     }
   }
 }

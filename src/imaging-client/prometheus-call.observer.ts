@@ -7,6 +7,7 @@ interface UpstreamMetrics {
   retries: Counter<'operation'>;
   deprecation: Gauge<'date' | 'warning'>;
   retired: Gauge;
+  rateLimitWait: Counter<'endpoint'>;
 }
 
 let metrics: UpstreamMetrics | undefined;
@@ -38,8 +39,19 @@ function upstreamMetrics(): UpstreamMetrics {
       help: '1 once the upstream answered 410: our API version is retired and calls have stopped',
       registers: [metricsRegistry],
     }),
+    rateLimitWait: new Counter({
+      name: 'adapter_upstream_rate_limit_wait_seconds_total',
+      help: 'Time calls waited for our own per-endpoint or total upstream budget, by endpoint (summed over waiting calls)',
+      labelNames: ['endpoint'],
+      registers: [metricsRegistry],
+    }),
   };
   return metrics;
+}
+
+/** A call is about to wait `waitMs` for the rate budget of `endpoint` (PgRateLimiter's onWait). */
+export function recordRateLimitWait(endpoint: string, waitMs: number): void {
+  upstreamMetrics().rateLimitWait.inc({ endpoint }, waitMs / 1000);
 }
 
 /** Date in `v1 will be deprecated on <yyyy-mm-dd>` (contract, Versioning 4), if present. */

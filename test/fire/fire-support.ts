@@ -294,10 +294,11 @@ export async function adminPost(adapter: FireAdapter, path: string): Promise<voi
 export interface Progress {
   states: Record<string, number>;
   outbox: Record<string, number>;
-  /** Non-terminal orders whose job is still locked (by a killed worker: graphile-worker frees it after 4 h). */
+  /**
+   * Non-terminal orders whose job has been locked for over 20 s: normally a job a killed
+   * process was running, until the dead-worker sweep frees it (JOB_WORKER_DEAD_AFTER_SECONDS).
+   */
   lockedJobOrders: number;
-  /** The poll cycle's running lease is held although no cycle has started for 30 s (a killed cycle). */
-  orphanedPollLease: boolean;
 }
 
 export async function progress(pg: PgClient): Promise<Progress> {
@@ -309,31 +310,11 @@ export async function progress(pg: PgClient): Promise<Progress> {
       WHERE j.locked_at IS NOT NULL AND j.locked_at < now() - interval '20 seconds'
         AND o.state NOT IN ('delivered', 'failed', 'cancelled')`,
   );
-  const p = await pg.query(
-    `SELECT count(*)::int AS n FROM poll_schedule
-      WHERE running_until > now() AND last_started_at < now() - interval '30 seconds'`,
-  );
   return {
     states: Object.fromEntries(s.rows.map((r) => [r.state as string, r.n as number])),
     outbox: Object.fromEntries(o.rows.map((r) => [r.status as string, r.n as number])),
     lockedJobOrders: l.rows[0].n as number,
-    orphanedPollLease: (p.rows[0].n as number) > 0,
   };
-}
-
-export const orphanedLeases = { cleared: 0 };
-
-/**
- * Known limit (docs/fire.md): a cycle killed mid-way holds the cluster's poll lease for 10
- * minutes. The operator's remedy, done here so CI need not wait the 10 minutes.
- */
-export async function clearOrphanedPollLease(pg: PgClient): Promise<boolean> {
-  const { rowCount } = await pg.query(
-    `UPDATE poll_schedule SET running_until = NULL
-      WHERE running_until > now() AND last_started_at < now() - interval '30 seconds'`,
-  );
-  if (rowCount) orphanedLeases.cleared++;
-  return !!rowCount;
 }
 
 /**
@@ -347,27 +328,33 @@ export async function driveToEnd(
   expected: number,
   deadlineMs: number,
   everyMs = 1_000,
-): Promise<{ done: boolean; last: Progress; pollLeasesCleared: number }> {
+): Promise<{ done: boolean; last: Progress }> {
   let last = await progress(pg);
-  let pollLeasesCleared = 0;
   while (Date.now() < deadlineMs) {
     const alive = adapters().filter((a) => a.alive);
     if (alive.length > 0) await adminPost(alive[0]!, '/api/orders/poll-cycle');
     last = await progress(pg);
-    if (await clearOrphanedPollLease(pg)) {
-      pollLeasesCleared++;
-      continue;
-    }
     const terminal = TERMINAL.reduce((n, s) => n + (last.states[s] ?? 0), 0);
-    if (terminal >= expected && !last.outbox.pending)
-      return { done: true, last, pollLeasesCleared };
-    // Known limit (docs/fire.md): stop waiting once only jobs locked by a killed worker hold
-    // orders back (graphile-worker frees them after 4 hours).
-    if (terminal + last.lockedJobOrders >= expected && !last.outbox.pending)
-      return { done: true, last, pollLeasesCleared };
+    if (terminal >= expected && !last.outbox.pending) return { done: true, last };
     await sleep(everyMs);
   }
-  return { done: false, last, pollLeasesCleared };
+  return { done: false, last };
+}
+
+/** Jobs the adapters' dead-worker sweeps unlocked (from their logs), and how many sweeps did. */
+export function deadWorkerUnlocks(logs: string): { sweeps: number; jobs: number } {
+  let sweeps = 0;
+  let jobs = 0;
+  for (const line of logs.split('\n')) {
+    if (!line.includes('jobs of dead job workers unlocked')) continue;
+    try {
+      jobs += Number((JSON.parse(line) as { jobsUnlocked?: number }).jobsUnlocked ?? 0);
+      sweeps++;
+    } catch {
+      // not a JSON log line
+    }
+  }
+  return { sweeps, jobs };
 }
 
 export interface Accounting {

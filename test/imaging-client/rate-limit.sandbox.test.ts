@@ -99,6 +99,35 @@ describe('client-side rate limits shared by replicas through PostgreSQL', () => 
   });
 });
 
+describe('waiting for budget is reported', () => {
+  it('tells onWait of each wait, per endpoint, before it starts', async () => {
+    const clock = new StoppableClock();
+    const waits: Array<{ endpoint: string; ms: number }> = [];
+    const limiter = new PgRateLimiter(db.dataSource, {
+      limits: { perEndpointPerMinute: 1, totalPerMinute: 100 },
+      scope: 'egress-waits',
+      clock,
+      onWait: (endpoint, ms) => waits.push({ endpoint, ms }),
+    });
+    try {
+      await limiter.acquire('/status');
+      await limiter.acquire('/products');
+      // Within budget: no wait reported.
+      expect(waits).toEqual([]);
+      const pending = limiter.acquire('/status');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Over budget: the wait (until the oldest call leaves the minute) is reported at once.
+      expect(waits).toHaveLength(1);
+      expect(waits[0]!.endpoint).toBe('/status');
+      expect(waits[0]!.ms).toBeGreaterThan(55_000);
+      clock.stop();
+      await pending.catch(() => undefined);
+    } finally {
+      clock.stop();
+    }
+  });
+});
+
 describe('the per-endpoint limit holds under injected faults', () => {
   it('retries count against the budget: never more than the limit reaches the upstream', async () => {
     const peer = await startTestSandbox({

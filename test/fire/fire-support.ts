@@ -51,11 +51,14 @@ export interface FirePeers {
   close(): Promise<void>;
 }
 
-export async function startFirePeers(sandbox: Partial<SandboxOptions> = {}): Promise<FirePeers> {
+export async function startFirePeers(
+  sandbox: Partial<SandboxOptions> = {},
+  risBehaviour: Parameters<typeof startAckingRis> = [],
+): Promise<FirePeers> {
   const dir = mkdtempSync(join(tmpdir(), 'fire-'));
   const orthanc = await startOrthanc();
   const ehr = await startValidatingEhr();
-  const ris = await startAckingRis();
+  const ris = await startAckingRis(...risBehaviour);
   const sb = await startSandbox({
     port: 0,
     host: '127.0.0.1',

@@ -21,8 +21,10 @@ export interface TestRis {
 }
 
 export async function startAckingRis(
-  script: (n: number, controlId: string) => 'AA' | 'AE' | 'AR' = () => 'AA',
+  script: (n: number, controlId: string, message: string) => 'AA' | 'AE' | 'AR' = () => 'AA',
   tls?: { key: Buffer; cert: Buffer },
+  /** A slow RIS: milliseconds to wait before answering message n (0: at once). */
+  delayMs?: (n: number) => number,
 ): Promise<TestRis> {
   const received: string[] = [];
   let n = 0;
@@ -35,7 +37,9 @@ export async function startAckingRis(
       received.push(text);
       const inbound = parseHl7(message);
       n += 1;
-      const code = script(n, inbound.controlId);
+      const wait = delayMs?.(n) ?? 0;
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const code = script(n, inbound.controlId, text);
       return Buffer.from(
         encodeMessage([
           {

@@ -29,8 +29,21 @@ import { Client } from 'pg';
 export interface EmbeddedPostgresOptions {
   dataDir: string;
   database?: string;
+  /**
+   * TCP port on 127.0.0.1 (default: a free one). A fixed port lets a server that was stopped
+   * be started again where its clients left it (the database-restart suite does).
+   */
+  port?: number;
   log?: (line: string) => void;
 }
+
+/**
+ * How `stop()` ends the server (PostgreSQL's shutdown modes):
+ *  - `fast` (default): open transactions are rolled back, a checkpoint is written, then it exits;
+ *  - `immediate`: every process quits at once, without a checkpoint, as in a crash; the next
+ *    start runs crash recovery from the write-ahead log.
+ */
+export type EmbeddedPostgresStopMode = 'fast' | 'immediate';
 
 export interface RunningEmbeddedPostgres {
   url: string;
@@ -38,7 +51,7 @@ export interface RunningEmbeddedPostgres {
   adminUrl: string;
   port: number;
   pid: number;
-  stop(): Promise<void>;
+  stop(mode?: EmbeddedPostgresStopMode): Promise<void>;
 }
 
 interface Binaries {
@@ -68,7 +81,7 @@ export async function startEmbeddedPostgres(
     password = (JSON.parse(readFileSync(credentialsFile, 'utf8')) as { password: string }).password;
   }
 
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const child = spawn(
     bins.postgres,
     [
@@ -106,11 +119,13 @@ export async function startEmbeddedPostgres(
     adminUrl,
     port,
     pid: child.pid ?? 0,
-    async stop() {
+    async stop(mode: EmbeddedPostgresStopMode = 'fast') {
       if (stopped) return;
       stopped = true;
       if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGINT'); // "fast" shutdown: roll back open transactions, checkpoint, exit
+        // SIGINT: "fast" shutdown (roll back open transactions, checkpoint, exit);
+        // SIGQUIT: "immediate" shutdown (quit at once; crash recovery on the next start).
+        child.kill(mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
         const timedOut = await Promise.race([
           exited.then(() => false),
           sleep(15_000, undefined, { ref: false }).then(() => true),

@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { currentCorrelationId } from '../observability/logger';
 import { AppError } from './app-error';
+import { isDatabaseUnavailable } from './database-unavailable';
 import { LOGGER } from './tokens';
 
 /** RFC 9457 problem details for every error of our own REST API. */
@@ -33,6 +34,12 @@ export class ProblemJsonFilter implements ExceptionFilter {
           : Array.isArray((body as { message?: unknown }).message)
             ? (body as { message: string[] }).message.join('; ')
             : String((body as { message?: unknown }).message ?? exception.message);
+    } else if (isDatabaseUnavailable(exception)) {
+      // Temporary: nothing was committed, the caller retries.
+      status = 503;
+      title = 'unavailable';
+      detail = 'the database is unavailable; nothing was stored, please retry';
+      res.setHeader('Retry-After', '5');
     }
     if (status >= 500) {
       this.logger.error({ err: exception, path: req.route?.path ?? 'unmatched' }, 'request failed');

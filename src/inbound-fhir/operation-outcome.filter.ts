@@ -9,6 +9,7 @@ import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { AppError } from '../common/app-error';
+import { isDatabaseUnavailable } from '../common/database-unavailable';
 import { LOGGER } from '../common/tokens';
 import { currentCorrelationId } from '../observability/logger';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -50,6 +51,19 @@ export class OperationOutcomeFilter implements ExceptionFilter {
           severity: 'error',
           code: status === 404 ? 'not-found' : 'processing',
           diagnostics: exception.message,
+        },
+      ];
+    } else if (isDatabaseUnavailable(exception)) {
+      // Nothing was committed: a temporary refusal the sender retries (R4 http.html: 503),
+      // never a 500 that an EHR may treat as final.
+      status = 503;
+      headers = { 'Retry-After': '5' };
+      issues = [
+        {
+          severity: 'error',
+          code: 'transient',
+          diagnostics:
+            'the request could not be stored now (database unavailable); nothing was kept, please retry',
         },
       ];
     } else {

@@ -18,11 +18,37 @@ export function currentCorrelationId(): string | undefined {
   return requestContext.getStore()?.correlationId;
 }
 
-export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
+/**
+ * Fields of an error that can carry stored values: TypeORM's QueryFailedError keeps the
+ * query's `parameters` (an order's raw message, a patient's name), pg's error its `detail`
+ * ("Key (…)=(…)"), `where` and the wrapped `driverError`. A failed insert — say, while the
+ * database restarts — must not write them to the log.
+ */
+const ERROR_FIELDS_WITH_VALUES = ['parameters', 'query', 'driverError', 'detail', 'where'];
+
+/** pino's error serializer without the fields above (also in `cause`). */
+export function serializeError(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  // Copies at each level: the error itself (and its cause) is left as it was.
+  const strip = (o: Record<string, unknown>, depth: number): Record<string, unknown> => {
+    const copy = { ...o };
+    for (const f of ERROR_FIELDS_WITH_VALUES) delete copy[f];
+    if (copy.cause && typeof copy.cause === 'object')
+      copy.cause = depth < 4 ? strip(copy.cause as Record<string, unknown>, depth + 1) : undefined;
+    return copy;
+  };
+  return strip(pino.stdSerializers.err(err) as unknown as Record<string, unknown>, 0);
+}
+
+export function createLogger(
+  level: string = process.env.LOG_LEVEL ?? 'info',
+  destination?: pino.DestinationStream,
+): Logger {
+  const options: pino.LoggerOptions = {
     level,
     base: { service: 'imaging-ai-adapter' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    serializers: { err: serializeError },
     redact: {
       paths: [
         '*.password',
@@ -41,7 +67,8 @@ export function createLogger(level: string = process.env.LOG_LEVEL ?? 'info'): L
       const id = currentCorrelationId();
       return id ? { correlationId: id } : {};
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** Nest's own log lines go through pino too. */

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 
 export interface UpstreamHealthSnapshot {
   status: 'up' | 'down' | 'retired' | 'unknown';
@@ -21,6 +21,11 @@ export interface UpstreamProbe {
  */
 export class HttpUpstreamProbe implements UpstreamProbe {
   private cached?: { at: number; value: UpstreamHealthSnapshot };
+  /**
+   * Our own pool, not the process-wide dispatcher (which Node's built-in fetch may have set to
+   * its bundled, older undici; see DicomWebClient).
+   */
+  private readonly agent = new Agent({ keepAliveTimeout: 1_000 });
 
   constructor(
     private readonly baseUrl: string,
@@ -34,6 +39,7 @@ export class HttpUpstreamProbe implements UpstreamProbe {
       let value: UpstreamHealthSnapshot;
       try {
         const res = await request(`${this.baseUrl.replace(/\/$/, '')}/test-token`, {
+          dispatcher: this.agent,
           method: 'GET',
           headersTimeout: 3000,
           bodyTimeout: 3000,

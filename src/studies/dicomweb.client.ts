@@ -2,7 +2,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.parser';
 import { StudyError } from './study.error';
 
@@ -39,9 +39,26 @@ type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
 
 export class DicomWebClient {
   private readonly base: string;
+  /**
+   * Our own connection pool, never the process-wide dispatcher: Node's built-in fetch installs
+   * its bundled (older) undici as that dispatcher as soon as anything touches `fetch`,
+   * `Response` or `Headers` — Nest's decorator metadata for `@Res() res: Response` does, at
+   * boot. A `request()` without a dispatcher then runs on that HTTP/1 parser, which kills the
+   * process with an uncatchable AssertionError (`assert(!this.paused)`, nodejs/undici#5360)
+   * when the PACS closes the connection while a large retrieve's body is paused under
+   * backpressure — seen under load as a replica dying mid-acquisition. The undici we depend
+   * on (≥ 8) finishes such a response instead.
+   */
+  private readonly agent: Agent;
 
   constructor(private readonly options: DicomWebClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
+    this.agent = new Agent();
+  }
+
+  /** Closes the pooled connections (the client is unusable afterwards). */
+  async close(): Promise<void> {
+    await this.agent.close();
   }
 
   /** QIDO-RS SearchForStudies by Study Instance UID or Accession Number (PS3.18 §10.6.1). */
@@ -156,6 +173,7 @@ export class DicomWebClient {
     let res: Awaited<ReturnType<typeof request>>;
     try {
       res = await request(url, {
+        dispatcher: this.agent,
         method: 'GET',
         headers: {
           ...headers,

@@ -15,6 +15,7 @@ import {
 import type { Logger } from 'pino';
 import { metricsRegistry } from '../observability/metrics';
 import { withMigrationLock } from '../persistence/migrator';
+import { WaitingPool } from './waiting-pool';
 
 /**
  * The PostgreSQL-backed job queue every replica shares (graphile-worker). Jobs enqueued
@@ -34,6 +35,17 @@ import { withMigrationLock } from '../persistence/migrator';
  * that time. A replica sweeps only after its own heartbeats have gone through without a gap
  * for `deadWorkerAfterMs`: after a database outage every row is old, and no live pool must
  * lose its jobs to the first replica back (docs/lifecycle.md, "Several replicas").
+ *
+ * A live pool's job can be orphaned too, by a database outage: graphile-worker writes "job
+ * done" / "job failed" without awaiting it or retrying a refused connection, and a job whose
+ * lock was taken just as the connection dropped never reaches a worker. Such a job stays
+ * locked by a pool that keeps beating, so no sweep frees it. Hence (docs/lifecycle.md,
+ * "Database outages"): graphile-worker's connections wait for an unreachable database
+ * (`WaitingPool`), so those writes go through once it is back; and each pool remembers which
+ * of its jobs are running and how its runs ended, and after each heartbeat that went through
+ * settles its own locked jobs that no worker of it runs — completed when the run succeeded
+ * (its write was cut mid-way), otherwise released for another attempt with graphile-worker's
+ * back-off.
  */
 export type JobHandler = (payload: unknown, helpers: JobHelpers) => Promise<void>;
 
@@ -71,6 +83,24 @@ const deadWorkerJobsUnlocked = new Counter({
   registers: [metricsRegistry],
 });
 
+/** Our own jobs whose end graphile-worker could not record (database away), settled by us. */
+const ownJobsSettled = new Counter({
+  name: 'adapter_jobs_settled_after_lost_end_total',
+  help: 'Jobs of a live worker pool left locked because their completion or failure could not be written (database unavailable), then completed or released by that pool',
+  labelNames: ['outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+/** How long graphile-worker's connections wait for an unreachable database (ms). */
+const WORKER_POOL_MAX_WAIT_MS = 120_000;
+
+/**
+ * How long, and how many, runs' outcomes are remembered for settling their jobs: a lost end
+ * is found by the first heartbeat after the database is back, seconds later.
+ */
+const OUTCOME_MEMORY_MS = 5 * 60_000;
+const OUTCOME_MEMORY_MAX = 50_000;
+
 /** Fixed key of the transaction-scoped advisory lock that makes one sweep per cluster per round. */
 const DEAD_WORKER_SWEEP_LOCK = 7470302;
 
@@ -95,7 +125,10 @@ const RELAY_SQL = `
 export class JobQueue {
   private readonly tasks: TaskList = {};
   private readonly cron: CronItem[] = [];
+  /** Our own queries: relay, heartbeats, sweeps, enqueue (fail fast when the database is away). */
   private pool?: Pool;
+  /** graphile-worker's: waits for the database rather than lose a "job done" write. */
+  private workerPool?: WaitingPool;
   private runner?: Runner;
   private relayTimer?: NodeJS.Timeout;
   private relaying?: Promise<void>;
@@ -110,6 +143,10 @@ export class JobQueue {
   private healthySince?: number;
   private lastBeatAt?: number;
   private stopping = false;
+  /** Jobs our workers are running now (graphile-worker job ids). */
+  private readonly running = new Set<string>();
+  /** How our recent runs ended (job id → outcome), for settling a job whose end was lost. */
+  private readonly outcomes = new Map<string, { ok: boolean; error?: string; at: number }>();
   private readonly processName = `${hostname()}:${process.pid}`;
 
   constructor(private readonly options: JobQueueOptions) {}
@@ -125,7 +162,31 @@ export class JobQueue {
   registerTask(name: string, handler: JobHandler): void {
     if (this.runner) throw new Error(`task ${name} registered after the job queue started`);
     if (this.tasks[name]) throw new Error(`task ${name} registered twice`);
-    this.tasks[name] = (payload, helpers) => handler(payload, helpers);
+    this.tasks[name] = async (payload, helpers) => {
+      const id = String(helpers.job.id);
+      this.running.add(id);
+      try {
+        await handler(payload, helpers);
+        this.remember(id, { ok: true, at: performance.now() });
+      } catch (err) {
+        this.remember(id, {
+          ok: false,
+          error: (err as Error)?.message ?? String(err),
+          at: performance.now(),
+        });
+        throw err;
+      } finally {
+        this.running.delete(id);
+      }
+    };
+  }
+
+  /** Outcomes in the order they happened (a re-run moves to the end); oldest dropped first. */
+  private remember(id: string, outcome: { ok: boolean; error?: string; at: number }): void {
+    this.outcomes.delete(id);
+    this.outcomes.set(id, outcome);
+    if (this.outcomes.size > OUTCOME_MEMORY_MAX)
+      this.outcomes.delete(this.outcomes.keys().next().value!);
   }
 
   /** `pattern` is crontab syntax (UTC); the task gets `{ _cron: { ts, backfilled } }`. */
@@ -142,10 +203,20 @@ export class JobQueue {
   }
 
   async start(): Promise<void> {
-    const pool = this.ensurePool();
     this.stopping = false;
+    this.workerPool = this.withErrorLog(
+      new WaitingPool(
+        {
+          connectionString: this.options.url,
+          max: this.options.concurrency + 2,
+          application_name: 'imaging-ai-adapter-jobs',
+        },
+        () => !this.stopping,
+        WORKER_POOL_MAX_WAIT_MS,
+      ),
+    );
     this.runner = await run({
-      pgPool: pool,
+      pgPool: this.workerPool,
       preset: {
         plugins: [
           {
@@ -245,11 +316,98 @@ export class JobQueue {
       this.options.logger.warn({ err: (err as Error).message }, 'job worker heartbeat failed');
       return;
     }
+    await this.settleOwnOrphanedJobs().catch((err: unknown) =>
+      this.options.logger.warn(
+        { err: (err as Error).message },
+        'settling our own orphaned jobs failed',
+      ),
+    );
     if (this.healthySince !== undefined && now - this.healthySince >= this.deadAfterMs) {
       await this.sweepDeadWorkers().catch((err: unknown) =>
         this.options.logger.warn({ err: (err as Error).message }, 'dead job worker sweep failed'),
       );
     }
+  }
+
+  /**
+   * Settles jobs locked by our own pools that none of our workers is running (their end
+   * was not recorded: the database was unavailable when the run ended, or when the lock was
+   * taken): completed when our run succeeded, otherwise released for another attempt after
+   * graphile-worker's back-off. A job locked for less than a heartbeat interval is left
+   * alone (a worker may be just starting it). Returns how many were completed and released.
+   */
+  async settleOwnOrphanedJobs(): Promise<{ completed: number; released: number }> {
+    const now = performance.now();
+    for (const [id, o] of this.outcomes) {
+      if (now - o.at <= OUTCOME_MEMORY_MS) break;
+      this.outcomes.delete(id);
+    }
+    const pools = this.workerIds;
+    if (pools.length === 0) return { completed: 0, released: 0 };
+    const { rows } = await this.ensurePool().query<{ id: string }>(
+      `SELECT id::text AS id FROM graphile_worker._private_jobs
+        WHERE locked_by = ANY($1::text[]) AND locked_at < now() - $2 * interval '1 millisecond'`,
+      [pools, this.heartbeatMs],
+    );
+    const orphaned = rows.map((r) => r.id).filter((id) => !this.running.has(id));
+    if (orphaned.length === 0) return { completed: 0, released: 0 };
+    const succeeded = orphaned.filter((id) => this.outcomes.get(id)?.ok === true);
+    const others = orphaned.filter((id) => this.outcomes.get(id)?.ok !== true);
+    let completed = 0;
+    let released = 0;
+    if (succeeded.length > 0) {
+      // What graphile-worker's completeJobs does: delete the job, free its queue.
+      const { rows: done } = await this.ensurePool().query<{ n: number }>(
+        `WITH j AS (
+           DELETE FROM graphile_worker._private_jobs
+            WHERE id = ANY($1::bigint[]) AND locked_by = ANY($2::text[])
+           RETURNING id, job_queue_id, locked_by
+         ), q AS (
+           UPDATE graphile_worker._private_job_queues AS queues SET locked_by = NULL, locked_at = NULL
+             FROM j WHERE queues.id = j.job_queue_id AND queues.locked_by = j.locked_by
+         )
+         SELECT count(*)::int AS n FROM j`,
+        [succeeded, pools],
+      );
+      completed = done[0]?.n ?? 0;
+    }
+    if (others.length > 0) {
+      // What graphile-worker's failJobs does: record the error, back off, free job and queue.
+      const errors = others.map(
+        (id) =>
+          this.outcomes.get(id)?.error ??
+          'the run could not start or its end could not be recorded (database unavailable)',
+      );
+      const { rows: freed } = await this.ensurePool().query<{ n: number }>(
+        `WITH e AS (
+           SELECT * FROM unnest($1::bigint[], $2::text[]) AS e(id, message)
+         ), j AS (
+           UPDATE graphile_worker._private_jobs AS jobs
+              SET last_error = e.message,
+                  run_at = greatest(now(), jobs.run_at) + (exp(least(jobs.attempts, 10)) * interval '1 second'),
+                  locked_by = NULL, locked_at = NULL
+             FROM e
+            WHERE jobs.id = e.id AND jobs.locked_by = ANY($3::text[])
+           RETURNING jobs.id, jobs.job_queue_id
+         ), q AS (
+           UPDATE graphile_worker._private_job_queues AS queues SET locked_by = NULL, locked_at = NULL
+             FROM j WHERE queues.id = j.job_queue_id AND queues.locked_by = ANY($3::text[])
+         )
+         SELECT count(*)::int AS n FROM j`,
+        [others, errors, pools],
+      );
+      released = freed[0]?.n ?? 0;
+    }
+    for (const id of orphaned) this.outcomes.delete(id);
+    if (completed + released > 0) {
+      ownJobsSettled.inc({ outcome: 'completed' }, completed);
+      ownJobsSettled.inc({ outcome: 'released' }, released);
+      this.options.logger.warn(
+        { completed, released },
+        'jobs of this process whose end could not be recorded were settled (the database was unavailable)',
+      );
+    }
+    return { completed, released };
   }
 
   /**
@@ -380,6 +538,9 @@ export class JobQueue {
     const runner = this.runner;
     this.runner = undefined;
     if (runner) await runner.stop();
+    const workerPool = this.workerPool;
+    this.workerPool = undefined;
+    if (workerPool) await workerPool.end();
     // Stopped cleanly: our pools hold no job any more.
     const ids = this.workerIds;
     if (ids.length > 0 && this.pool) {
@@ -394,6 +555,7 @@ export class JobQueue {
     }
     this.pools.clear();
     this.registering.clear();
+    this.outcomes.clear();
     this.healthySince = undefined;
     this.lastBeatAt = undefined;
     const pool = this.pool;
@@ -403,19 +565,27 @@ export class JobQueue {
 
   private ensurePool(): Pool {
     if (!this.pool) {
-      this.pool = new Pool({
-        connectionString: this.options.url,
-        max: this.options.concurrency + 2,
-        application_name: 'imaging-ai-adapter-jobs',
-      });
-      // Idle and checked-out clients can both emit errors (e.g. the database restarts):
-      // log them instead of letting an unhandled 'error' event end the process.
-      const onError = (err: Error) =>
-        this.options.logger.warn({ err: err.message }, 'job queue connection error');
-      this.pool.on('error', onError);
-      this.pool.on('connect', (client) => client.on('error', onError));
+      this.pool = this.withErrorLog(
+        new Pool({
+          connectionString: this.options.url,
+          max: 4,
+          application_name: 'imaging-ai-adapter-jobs',
+        }),
+      );
     }
     return this.pool;
+  }
+
+  /**
+   * Idle and checked-out clients can both emit errors (e.g. the database restarts): log
+   * them instead of letting an unhandled 'error' event end the process.
+   */
+  private withErrorLog<P extends Pool>(pool: P): P {
+    const onError = (err: Error) =>
+      this.options.logger.warn({ err: err.message }, 'job queue connection error');
+    pool.on('error', onError);
+    pool.on('connect', (client) => client.on('error', onError));
+    return pool;
   }
 
   private gwLogger() {

@@ -152,6 +152,14 @@ export class ImagingClient {
     return this.http.close();
   }
 
+  /**
+   * How long a call to `endpoint` (an API path, e.g. `/new-order`) would wait for our rate
+   * budget if made now; 0 when it could go at once (or the limiter cannot say).
+   */
+  async budgetWaitMs(endpoint: string): Promise<number> {
+    return (await this.deps.rateLimiter.waitMs?.(endpoint)) ?? 0;
+  }
+
   // ---- Authentication ----
 
   /** `POST /auth/token` (client credentials, HTTP Basic). Normally used through the token cache. */

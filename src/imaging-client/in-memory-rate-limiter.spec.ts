@@ -55,6 +55,23 @@ describe('InMemoryRateLimiter', () => {
     expect(clock.t).toBe(120_000);
   });
 
+  it('tells how long a call would wait, without taking budget', async () => {
+    const clock = new VirtualClock();
+    const limiter = new InMemoryRateLimiter({ perEndpointPerMinute: 2, totalPerMinute: 3 }, clock);
+    expect(await limiter.waitMs('/x')).toBe(0);
+    await limiter.acquire('/x');
+    clock.t = 10_000;
+    expect(await limiter.waitMs('/x')).toBe(0);
+    await limiter.acquire('/x');
+    // /x is used up until the first call leaves the minute; /y is not (asking took nothing).
+    expect(await limiter.waitMs('/x')).toBe(50_000);
+    expect(await limiter.waitMs('/y')).toBe(0);
+    await limiter.acquire('/y');
+    expect(clock.t).toBe(10_000);
+    // Now the total is used up too.
+    expect(await limiter.waitMs('/z')).toBe(50_000);
+  });
+
   it('splits a budget across replicas, rounding down', () => {
     expect(splitAcrossReplicas({ perEndpointPerMinute: 600, totalPerMinute: 2000 }, 3)).toEqual({
       perEndpointPerMinute: 200,

@@ -27,6 +27,18 @@ export class InMemoryRateLimiter implements RateLimiter {
     return turn;
   }
 
+  waitMs(endpoint: string): Promise<number> {
+    const now = this.clock.now();
+    const log = this.perEndpoint.get(endpoint) ?? [];
+    prune(this.total, now);
+    prune(log, now);
+    const waits = [0];
+    if (this.total.length >= this.limits.totalPerMinute)
+      waits.push(this.total[0] + WINDOW_MS - now);
+    if (log.length >= this.limits.perEndpointPerMinute) waits.push(log[0] + WINDOW_MS - now);
+    return Promise.resolve(Math.max(...waits));
+  }
+
   private async take(endpoint: string): Promise<void> {
     let log = this.perEndpoint.get(endpoint);
     if (!log) {

@@ -32,10 +32,38 @@ export class PgRateLimiter implements RateLimiter {
     },
   ) {}
 
+  /** The wait `imaging_rate_limit_acquire` would answer now, read without counting a call. */
+  async waitMs(endpoint: string): Promise<number> {
+    const limits = this.options.limits ?? DEFAULT_RATE_LIMITS;
+    const rows: Array<{ wait_ms: string | number | null }> = await this.dataSource.query(
+      `WITH clock AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms),
+            used AS (
+              SELECT b.key, sum(b.count) AS used, min(b.bucket_start_ms) AS oldest
+                FROM imaging_rate_limit_buckets b, clock
+               WHERE b.key = ANY ($1::text[])
+                 AND b.bucket_start_ms >= clock.now_ms - clock.now_ms % $4 - $3
+               GROUP BY b.key)
+       SELECT max(greatest(used.oldest + $3 + $4 - clock.now_ms, 1)) AS wait_ms
+         FROM unnest($1::text[], $2::integer[]) AS l(key, cap)
+         JOIN used ON used.key = l.key AND used.used >= l.cap, clock`,
+      [
+        this.keys(endpoint),
+        [limits.totalPerMinute, limits.perEndpointPerMinute],
+        WINDOW_MS,
+        BUCKET_MS,
+      ],
+    );
+    return Number(rows[0]?.wait_ms ?? 0);
+  }
+
+  private keys(endpoint: string): string[] {
+    return [`${this.options.scope}|total`, `${this.options.scope}|endpoint|${endpoint}`];
+  }
+
   async acquire(endpoint: string): Promise<void> {
     const limits = this.options.limits ?? DEFAULT_RATE_LIMITS;
     const clock = this.options.clock ?? systemClock;
-    const keys = [`${this.options.scope}|total`, `${this.options.scope}|endpoint|${endpoint}`];
+    const keys = this.keys(endpoint);
     const caps = [limits.totalPerMinute, limits.perEndpointPerMinute];
     for (;;) {
       const rows: Array<{ wait_ms: string | number }> = await this.dataSource.query(

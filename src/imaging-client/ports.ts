@@ -18,6 +18,11 @@ export interface Clock {
  */
 export interface RateLimiter {
   acquire(endpoint: string): Promise<void>;
+  /**
+   * How long a call to `endpoint` would wait for budget if made now (0: at once), without
+   * taking any. Lets a job that would only sit waiting give its worker back instead.
+   */
+  waitMs?(endpoint: string): Promise<number>;
 }
 
 /** One finished part of a multipart upload. */

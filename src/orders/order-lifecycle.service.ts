@@ -8,6 +8,7 @@ import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ProductionImagingClient } from '../imaging-client/imaging-client.factory';
 import type { UploadResult } from '../imaging-client/study-uploader';
+import { LIMITS } from '../imaging-spec/imaging-spec';
 import type { JobQueue } from '../jobs/job-queue';
 import {
   STATUS_MAPPING_VERSION,
@@ -20,7 +21,7 @@ import { toUpstreamMetadata } from './domain/upstream-metadata';
 import { ORDER_JOBS } from './order-intake.service';
 import type { OrderEvents, QcBypassDecision, StoredDocument } from './order-events';
 import { OrderLifecycleError } from './order-lifecycle.error';
-import { orderAlerts } from './order-metrics';
+import { budgetDeferrals, orderAlerts } from './order-metrics';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from './order-transitions';
 
 /** Jobs of the lifecycle beyond the three the intake enqueues (ORDER_JOBS). */
@@ -35,6 +36,16 @@ export const LIFECYCLE_JOBS = {
 
 /** The upstream overwrites a study uploaded again within 5 minutes (contract, Limits). */
 export const SAME_STUDY_WINDOW_MS = 5 * 60_000;
+
+/**
+ * A job whose first upstream call would wait longer than this for our rate budget is put
+ * back for when the budget frees, instead of holding one of the few job workers while it
+ * waits. Otherwise, once one endpoint is saturated (a burst of new orders: 100 creates at a
+ * budget of 50/min), every worker sits waiting for it, and the next steps of the orders
+ * already under way (upload, documents) queue behind: the steps run one after the other
+ * instead of together, and a burst takes the sum of their times (docs/fire.md).
+ */
+export const BUDGET_DEFER_AFTER_MS = 2_000;
 
 export interface LifecycleSettings {
   studyDeadlineMs: number;
@@ -93,6 +104,11 @@ export class OrderLifecycleService {
       }
     }
     const previouslyAttempted = order.place_attempted_at !== null;
+    // A retry looks for an earlier attempt's order first (GET /list-orders).
+    const firstCall = previouslyAttempted ? '/list-orders' : '/new-order';
+    if (await this.deferForBudget(firstCall, ORDER_JOBS.place, { orderId }, `place:${orderId}`)) {
+      return;
+    }
     if (!previouslyAttempted) {
       await dataSource.query(`UPDATE orders SET place_attempted_at = now() WHERE id = $1`, [
         orderId,
@@ -370,6 +386,18 @@ export class OrderLifecycleService {
    */
   async uploadStudy(orderId: string): Promise<void> {
     const { dataSource, jobs, settings } = this.deps;
+    const firstCall = await this.uploadFirstCall(orderId);
+    if (
+      firstCall &&
+      (await this.deferForBudget(
+        firstCall,
+        LIFECYCLE_JOBS.upload,
+        { orderId },
+        `upload:${orderId}`,
+      ))
+    ) {
+      return;
+    }
     const claimed = await this.claimUpload(orderId);
     if (!claimed) return;
     const renew = setInterval(
@@ -443,6 +471,39 @@ export class OrderLifecycleService {
     } finally {
       clearInterval(renew);
     }
+  }
+
+  /** The upload's first rate-limited call, from the package's size (the uploader's plan). */
+  private async uploadFirstCall(orderId: string): Promise<string | undefined> {
+    const order = await loadOrder(this.deps.dataSource.manager, orderId);
+    if (!order?.package_path || !['study-ready', 'uploading'].includes(stateOf(order))) {
+      return undefined;
+    }
+    const size = (await stat(order.package_path).catch(() => null))?.size;
+    if (size === undefined) return undefined;
+    return size < LIMITS.singlePutMaxBytes ? '/upload/single-put' : '/upload/multipart/initiate';
+  }
+
+  /**
+   * Puts the job back (same job key) for when our budget for `endpoint` frees, if a call to it
+   * would now wait longer than BUDGET_DEFER_AFTER_MS. Jobs put back together are spread over
+   * up to half a minute more, so they do not all wake for the same freed call.
+   */
+  private async deferForBudget(
+    endpoint: string,
+    task: string,
+    payload: Record<string, unknown>,
+    jobKey: string,
+  ): Promise<boolean> {
+    const waitMs = await this.client.budgetWaitMs(endpoint);
+    if (waitMs <= BUDGET_DEFER_AFTER_MS) return false;
+    const spread = Math.floor(Math.random() * Math.min(30_000, waitMs));
+    await this.deps.jobs.enqueue(task, payload, {
+      jobKey,
+      runAt: new Date(Date.now() + waitMs + spread),
+    });
+    budgetDeferrals.inc({ job: task });
+    return true;
   }
 
   private async alreadyUploaded(upstreamOrderId: string, error: unknown): Promise<boolean> {
@@ -713,6 +774,19 @@ export class OrderLifecycleService {
       (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
     );
     if (wanted.length === 0) return;
+    const first = wanted[0]!.kind;
+    const firstCall =
+      first === 'results' ? '/results' : first === 'failure' ? '/failure-report' : '/qc-report';
+    if (
+      await this.deferForBudget(
+        firstCall,
+        LIFECYCLE_JOBS.fetchDocuments,
+        { orderId, upstreamStatus, rowKey },
+        `documents:${orderId}:${rowKey}`,
+      )
+    ) {
+      return;
+    }
     const ref = { orderId: order.upstream_order_id };
     const fetched: Array<{
       kind: StoredDocument['kind'];

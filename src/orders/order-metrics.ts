@@ -9,6 +9,17 @@ export const orderAlerts = new Counter({
   registers: [metricsRegistry],
 });
 
+/**
+ * Lifecycle jobs put back until our upstream budget for their first call frees, instead of
+ * holding a job worker while they wait for it.
+ */
+export const budgetDeferrals = new Counter({
+  name: 'adapter_order_jobs_deferred_total',
+  help: 'Lifecycle jobs rescheduled for when our upstream rate budget for their first call frees (instead of waiting in a worker), by job',
+  labelNames: ['job'],
+  registers: [metricsRegistry],
+});
+
 /** Upstream calls of the last poll cycle (target: at most 3 plus one per changed order). */
 export const pollCycleCalls = new Gauge({
   name: 'adapter_poll_cycle_upstream_calls',

@@ -122,6 +122,19 @@ describe('waiting for budget is reported', () => {
       expect(waits[0]!.ms).toBeGreaterThan(55_000);
       clock.stop();
       await pending.catch(() => undefined);
+      // Asked without taking: the same wait for /status, none for an endpoint with budget.
+      const asked = await limiter.waitMs('/status');
+      expect(asked).toBeGreaterThan(55_000);
+      expect(asked).toBeLessThanOrEqual(61_000);
+      expect(await limiter.waitMs('/metadata')).toBe(0);
+      expect(await limiter.waitMs('/metadata')).toBe(0);
+      const other = new PgRateLimiter(db.dataSource, {
+        limits: { perEndpointPerMinute: 1, totalPerMinute: 100 },
+        scope: 'egress-waits',
+        clock: new StoppableClock(),
+      });
+      await other.acquire('/metadata');
+      expect(await limiter.waitMs('/metadata')).toBeGreaterThan(55_000);
     } finally {
       clock.stop();
     }

@@ -34,6 +34,8 @@ export interface EmbeddedPostgresOptions {
    * be started again where its clients left it (the database-restart suite does).
    */
   port?: number;
+  /** How long a start may take until it accepts connections (default 30 s; crash recovery included). */
+  readyTimeoutMs?: number;
   log?: (line: string) => void;
 }
 
@@ -109,7 +111,16 @@ export async function startEmbeddedPostgres(
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
 
   const adminUrl = `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  await waitUntilReady(adminUrl, child);
+  try {
+    await waitUntilReady(adminUrl, child, options.readyTimeoutMs ?? 30_000);
+  } catch (error) {
+    // Not ready in time: stop it rather than leave a server nobody owns.
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    throw error;
+  }
   const database = options.database ?? 'adapter';
   await ensureDatabase(adminUrl, database);
 
@@ -299,8 +310,8 @@ function isPostgresProcess(pid: number): boolean {
   }
 }
 
-async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 30_000;
+async function waitUntilReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -321,7 +332,7 @@ async function waitUntilReady(url: string, child: ChildProcess): Promise<void> {
     }
   }
   throw new Error(
-    `embedded PostgreSQL did not accept connections within 30 s: ${String(lastError)}`,
+    `embedded PostgreSQL did not accept connections within ${Math.round(timeoutMs / 1000)} s: ${String(lastError)}`,
   );
 }
 

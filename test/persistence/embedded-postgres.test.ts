@@ -77,4 +77,24 @@ describe('embedded PostgreSQL: fixed port, immediate stop, restart on the same d
     expect(lines.join('\n')).not.toMatch(/automatic recovery/);
     expect(lines.join('\n')).toMatch(/database system was shut down/);
   });
+
+  it('a start that is not ready in time leaves no server behind, and the next start works', async () => {
+    const port = await freePort();
+    const dataDir = join(root, 'pg-slow');
+    // Initialised first, so that the timed-out start below is a plain start.
+    const first = await startEmbeddedPostgres({ dataDir, port });
+    await first.stop();
+    await expect(startEmbeddedPostgres({ dataDir, port, readyTimeoutMs: 1 })).rejects.toThrow(
+      /did not accept connections within 0 s/,
+    );
+    await expect(
+      query(`postgres://postgres@127.0.0.1:${port}/postgres`, 'SELECT 1'),
+    ).rejects.toThrow(/ECONNREFUSED/);
+    const again = await startEmbeddedPostgres({ dataDir, port });
+    try {
+      expect(await query<{ one: number }>(again.url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    } finally {
+      await again.stop();
+    }
+  });
 });

@@ -105,19 +105,95 @@ export function newOrderSpec(note?: string): Hl7OrderSpec {
   };
 }
 
+/**
+ * Polls `fn` until it answers. On a timeout the error carries `diagnose()`'s text (e.g.
+ * `orderDiagnostics`: the order's state and audit timeline), so a CI failure says where the
+ * order stood rather than only that it was late.
+ */
 export async function waitFor<T>(
   what: string,
   fn: () => Promise<T | undefined | null | false>,
   timeoutMs = 60_000,
   everyMs = 200,
+  diagnose?: () => Promise<string>,
 ): Promise<T> {
   const started = Date.now();
   for (;;) {
     const value = await fn();
     if (value) return value;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() - started > timeoutMs) {
+      const detail = diagnose
+        ? await diagnose().catch((e: unknown) => `(diagnostics failed: ${(e as Error).message})`)
+        : '';
+      throw new Error(
+        `timed out waiting for ${what} after ${timeoutMs} ms${detail ? `\n${detail}` : ''}`,
+      );
+    }
     await sleep(everyMs);
   }
+}
+
+/**
+ * Where an order stands, for a wait that timed out: its row (state, upstream status, lease),
+ * its audit timeline (ms since the first entry), its jobs (queued, locked, failed, in the job
+ * outbox), its study acquisition and its upload progress.
+ */
+export async function orderDiagnostics(db: Client, orderId: string): Promise<string> {
+  const lines: string[] = [];
+  const order = await db.query(
+    `SELECT state, upstream_order_id, upstream_status, lease_owner, lease_until, place_attempted_at,
+            upload_started_at, upload_completed_at, last_error, alert, now() AS db_now
+       FROM orders WHERE id = $1`,
+    [orderId],
+  );
+  lines.push(`order ${orderId}: ${JSON.stringify(order.rows[0] ?? null)}`);
+  const audit = await db.query(
+    `SELECT occurred_at, kind, summary, detail FROM audit_events WHERE order_id = $1 ORDER BY id`,
+    [orderId],
+  );
+  const t0 = audit.rows[0] ? new Date(audit.rows[0].occurred_at as string).getTime() : 0;
+  lines.push(`audit (${audit.rows.length}):`);
+  for (const r of audit.rows) {
+    const at = new Date(r.occurred_at as string).getTime() - t0;
+    const d = r.detail as Record<string, unknown> | null;
+    const worker = d && typeof d.worker === 'string' ? ` [${d.worker}]` : '';
+    lines.push(`  +${at} ms ${r.kind as string}: ${r.summary as string}${worker}`);
+  }
+  if (t0 && order.rows[0]) {
+    lines.push(`  +${new Date(order.rows[0].db_now as string).getTime() - t0} ms (now)`);
+  }
+  const jobs = await db.query(
+    `SELECT t.identifier AS task, j.key, j.run_at, j.attempts, j.max_attempts, j.last_error,
+            j.locked_at, j.locked_by
+       FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+      WHERE j.payload->>'orderId' = $1 ORDER BY j.id`,
+    [orderId],
+  );
+  lines.push(`jobs (${jobs.rows.length}): ${JSON.stringify(jobs.rows)}`);
+  const outbox = await db.query(
+    `SELECT task, job_key, run_at FROM job_outbox WHERE payload->>'orderId' = $1 ORDER BY id`,
+    [orderId],
+  );
+  if (outbox.rows.length > 0) lines.push(`job outbox: ${JSON.stringify(outbox.rows)}`);
+  const acquisition = await db.query(
+    `SELECT state, source, observed_count, stable_since, lease_until, updated_at
+       FROM study_acquisitions WHERE order_id = $1`,
+    [orderId],
+  );
+  lines.push(`acquisition: ${JSON.stringify(acquisition.rows[0] ?? null)}`);
+  const upstreamId = order.rows[0]?.upstream_order_id as string | undefined;
+  if (upstreamId) {
+    const progress = await db.query(
+      `SELECT part_count, parts, started_at, updated_at FROM imaging_upload_progress WHERE order_id = $1`,
+      [upstreamId],
+    );
+    lines.push(`upload progress: ${JSON.stringify(progress.rows[0] ?? null)}`);
+  }
+  const workers = await db.query(
+    `SELECT worker_id, process, heartbeat_at FROM job_worker_heartbeats ORDER BY process`,
+  );
+  lines.push(`job worker heartbeats: ${JSON.stringify(workers.rows)}`);
+  return lines.join('\n');
 }
 
 export async function orderByPlacer(db: Client, placer: string) {

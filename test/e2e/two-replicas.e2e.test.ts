@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -13,6 +13,7 @@ import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import {
   newOrderSpec,
   orderByPlacer,
+  orderDiagnostics,
   ormMessage,
   SANDBOX_CLIENT,
   studyFor,
@@ -39,10 +40,24 @@ describe('two replicas, one killed mid-upload', () => {
   let pg: PgClient;
   let orthanc: RunningOrthanc;
   let sandbox: RunningSandbox;
+  let dir: string;
   const replicas: Replica[] = [];
 
+  /** The order's state and audit timeline, plus where each replica's log was written. */
+  const diagnose = async (orderId: string): Promise<string> => {
+    const logs = replicas.map((r, i) => {
+      const path = join(dir, `replica-${i}.log`);
+      writeFileSync(path, r.proc.output());
+      const { exitCode, signalCode } = r.proc.child;
+      const state =
+        exitCode === null && signalCode === null ? 'alive' : `exited ${signalCode ?? exitCode}`;
+      return `replica ${i} (pid ${r.proc.child.pid}, ${state}): log ${path}`;
+    });
+    return `${await orderDiagnostics(pg, orderId)}\n${logs.join('\n')}`;
+  };
+
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'e2e-replicas-'));
+    dir = mkdtempSync(join(tmpdir(), 'e2e-replicas-'));
     db = await createTestDatabase();
     pg = new PgClient({ connectionString: db.url });
     await pg.connect();
@@ -75,6 +90,7 @@ describe('two replicas, one killed mid-upload', () => {
         STUDY_QUIET_PERIOD_SECONDS: '1',
         CONFIG_FILE: config,
         POLL_INTERVAL_SECONDS: '3600',
+        LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'warn',
         API_TOKENS: Object.entries(TEST_TOKENS)
           .map(([role, token]) => `${role}:${token}`)
           .join(','),
@@ -115,21 +131,34 @@ describe('two replicas, one killed mid-upload', () => {
     }
     const order = await waitFor('the order', () => orderByPlacer(pg, spec.placer));
 
-    // Wait until one replica holds the upload and has sent at least one part.
+    // Wait until one replica holds the upload and has sent at least one part. Both replicas
+    // must still be alive, and the upload not yet past: either would make the wait hopeless,
+    // so it ends at once with the order's timeline.
     const holder = await waitFor(
       'a part uploaded',
       async () => {
         const { rows } = await pg.query(
-          `SELECT o.lease_owner, jsonb_typeof(p.parts) AS t, p.parts FROM orders o
-             JOIN imaging_upload_progress p ON p.order_id = o.upstream_order_id
-            WHERE o.id = $1 AND o.state = 'uploading'`,
+          `SELECT o.state, o.lease_owner, p.parts FROM orders o
+             LEFT JOIN imaging_upload_progress p ON p.order_id = o.upstream_order_id
+            WHERE o.id = $1`,
           [order.id],
         );
-        const row = rows[0] as { lease_owner: string; parts: Record<string, string> } | undefined;
-        return row && Object.keys(row.parts ?? {}).length >= 1 ? row.lease_owner : undefined;
+        const row = rows[0] as
+          | { state: string; lease_owner: string | null; parts: Record<string, string> | null }
+          | undefined;
+        const dead = replicas.filter((r) => r.proc.child.exitCode !== null);
+        if (dead.length > 0 || ['processing', 'delivered', 'failed'].includes(row?.state ?? '')) {
+          throw new Error(
+            `${dead.length > 0 ? 'a replica died before the kill' : `the order went ${row?.state} before a part was seen`}\n${await diagnose(order.id)}`,
+          );
+        }
+        return row?.state === 'uploading' && Object.keys(row.parts ?? {}).length >= 1
+          ? row.lease_owner
+          : undefined;
       },
       120_000,
       100,
+      () => diagnose(order.id),
     );
     const pid = Number(holder.split(':')[1]);
     const victim = replicas.find((r) => r.proc.child.pid === pid);
@@ -152,6 +181,7 @@ describe('two replicas, one killed mid-upload', () => {
       },
       120_000,
       2_000,
+      () => diagnose(order.id),
     );
 
     const upstream = [...sandbox.state.orders.values()];

@@ -70,6 +70,16 @@ export class CStoreScpListener {
       private callingAe = '';
       private readonly staged = new Map<CStoreRequest, string>();
 
+      constructor(...args: ConstructorParameters<typeof Scp>) {
+        super(...args);
+        // An association that ends (released, aborted, broken) before a staged instance was
+        // handed over leaves no part file behind.
+        this.on('close', () => {
+          for (const path of this.staged.values()) void rm(path, { force: true });
+          this.staged.clear();
+        });
+      }
+
       override associationRequested(association: Association): void {
         this.callingAe = association.getCallingAeTitle().trim();
         if (association.getCalledAeTitle().trim() !== aeTitle) {
@@ -123,15 +133,16 @@ export class CStoreScpListener {
         context: PresentationContext,
         request: CStoreRequest,
       ): Writable {
+        // The header first: the command's UIDs are input too (several values, not text), and
+        // nothing may fail once the file exists. Validation judges the data set's own UIDs.
+        const header = fileMetaInformation(
+          commandText(request.getAffectedSopClassUid()),
+          commandText(request.getAffectedSopInstanceUid()),
+          context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
+        );
         const path = join(paths.incomingDir, `${randomUUID()}.part`);
         const stream: WriteStream = createWriteStream(path);
-        stream.write(
-          fileMetaInformation(
-            request.getAffectedSopClassUid(),
-            request.getAffectedSopInstanceUid(),
-            context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
-          ),
-        );
+        stream.write(header);
         this.staged.set(request, path);
         return stream;
       }
@@ -227,6 +238,13 @@ export function fileMetaInformation(
     element(0x0000, 'UL', length),
     elements,
   ]);
+}
+
+/** A command element's value as text: several values joined by `\`, anything else empty. */
+function commandText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : '')).join('\\');
+  return '';
 }
 
 /** UIDs are padded to even length with a NUL (PS3.5 §6.2, UI). */

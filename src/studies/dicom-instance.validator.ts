@@ -1,4 +1,5 @@
 import { open } from 'node:fs/promises';
+import { isDicomUid } from './dicom-uid';
 
 /**
  * Checks one DICOM Part 10 file (PS3.10 §7) before it may be stored or uploaded, reading only
@@ -264,10 +265,10 @@ function judge(
   options: InstanceCheckOptions,
 ): InstanceCheck {
   const d = parsed.dataset;
-  const sopClassUid = text(d['00080016']);
-  const sopInstanceUid = text(d['00080018']);
-  const studyInstanceUid = text(d['0020000D']);
-  const seriesInstanceUid = text(d['0020000E']);
+  const sopClassUid = uidText(d['00080016']);
+  const sopInstanceUid = uidText(d['00080018']);
+  const studyInstanceUid = uidText(d['0020000D']);
+  const seriesInstanceUid = uidText(d['0020000E']);
   const ids = { sopClassUid, sopInstanceUid, studyInstanceUid };
   const missing = [
     ['SOP Class UID', sopClassUid],
@@ -275,7 +276,7 @@ function judge(
     ['Study Instance UID', studyInstanceUid],
     ['Series Instance UID', seriesInstanceUid],
   ]
-    .filter(([, v]) => !v || !/^[0-9.]{1,64}$/.test(v))
+    .filter(([, v]) => !isDicomUid(v))
     .map(([n]) => n);
   if (missing.length > 0) {
     return {
@@ -365,6 +366,19 @@ function text(el: { Value?: unknown[] } | undefined): string | undefined {
     .replace(/[\0\s]+$/, '')
     .trim();
   return s === '' ? undefined : s;
+}
+
+/**
+ * A UI value as the file holds it: dcmjs drops the characters a UID may not contain when
+ * it decodes one (`../../x` reads as `....`), so the raw value is what is judged. Several
+ * values come back joined by a backslash, which no UID contains.
+ */
+function uidText(el: { Value?: unknown[]; _rawValue?: unknown[] } | undefined): string | undefined {
+  const values = (el?._rawValue ?? el?.Value ?? []).map((v) =>
+    typeof v === 'string' ? v.replace(/[\0 ]+$/, '') : '',
+  );
+  const joined = values.join('\\');
+  return joined === '' ? undefined : joined;
 }
 
 function num(el: { Value?: unknown[] } | undefined): number | undefined {

@@ -4,6 +4,7 @@ import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { currentCorrelationId } from '../observability/logger';
+import { isDicomUid } from './dicom-uid';
 import { StudyError, type StudyErrorCode } from './study.error';
 import type { StowService } from './stow.service';
 import { STOW_SERVICE } from './studies.tokens';
@@ -44,7 +45,7 @@ export class StowController {
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    if (!/^[0-9.]{1,64}$/.test(study)) {
+    if (!isDicomUid(study)) {
       sendProblem(req, res, 400, 'bad_request', 'the path does not name a Study Instance UID');
       return;
     }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
 import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
+import { isDicomUid } from './dicom-uid';
 import type { DicomWebClient } from './dicomweb.client';
 import { StudyError } from './study.error';
 import {
@@ -328,6 +329,13 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       );
     }
     const study = found[0]!;
+    if (!isDicomUid(study.studyInstanceUid)) {
+      // Never used in a URL or a path: a PACS answer is input like any other.
+      throw new StudyError(
+        'invalid_study',
+        'the PACS answered a Study Instance UID that is not a UID',
+      );
+    }
     if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
       throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
     }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../audit/audit-writer';
+import { isDatabaseUnavailable } from '../common/database-unavailable';
 import { OutboundError } from './outbound.error';
 import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
 import { backoffMs, type Destination, type OutboundSettings } from './outbound.settings';
@@ -19,6 +20,9 @@ export interface OutboxWorkerOptions {
   /** How long a claimed row is ours before another replica may take it (crash recovery). */
   leaseMs?: number;
 }
+
+/** A late record is not tried this close to the end of our lease. */
+const RECORD_LEASE_MARGIN_MS = 10_000;
 
 interface ClaimedRow {
   id: string;
@@ -157,6 +161,7 @@ export class OutboxWorker {
   }
 
   private async deliver(publisher: Publisher, row: ClaimedRow): Promise<void> {
+    const claimedAt = performance.now();
     let result: DeliveryResult;
     try {
       const superseded = await this.supersededBy(row);
@@ -191,7 +196,31 @@ export class OutboxWorker {
               detail: { error: (error as Error).message.slice(0, 300) },
             };
     }
-    await this.record(row, result);
+    await this.recordWhileLeased(row, result, claimedAt);
+  }
+
+  /**
+   * Records the attempt. When the database is away (restarting, in recovery), tries again
+   * until it is back — not beyond our lease, after which another replica may take the row —
+   * so that a document already delivered is recorded as such instead of being sent again
+   * once the lease lapses (which held results up to `leaseMs` after a database restart).
+   */
+  private async recordWhileLeased(
+    row: ClaimedRow,
+    result: DeliveryResult,
+    claimedAt: number,
+  ): Promise<void> {
+    const leaseEnd = claimedAt + (this.options.leaseMs ?? 120_000) - RECORD_LEASE_MARGIN_MS;
+    for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        await this.record(row, result);
+        return;
+      } catch (error) {
+        if (!isDatabaseUnavailable(error) || !this.running || performance.now() + delay > leaseEnd)
+          throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   /**
@@ -218,25 +247,35 @@ export class OutboxWorker {
       reason = `gave up after ${row.attempts} attempts; last answer: ${result.answer}`;
     }
     const delay = outcome === 'retry' ? backoffMs(settings, row.attempts) : 0;
-    await this.options.dataSource.transaction(async (manager) => {
+    const recorded = await this.options.dataSource.transaction(async (manager) => {
+      // Only while the claim is still ours (pending, attempt count as we claimed it): a record
+      // tried again after the database came back, or after our lease lapsed and another
+      // replica claimed the row, changes nothing and writes no second audit entry.
+      const ours = `id = $1::bigint AND status = 'pending' AND attempts = $2`;
+      let updated: Array<{ id: string }>;
       if (outcome === 'delivered') {
-        await manager.query(
-          `UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL
-            WHERE id = $1::bigint`,
-          [row.id],
+        updated = await manager.query(
+          `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL
+                        WHERE ${ours} RETURNING id)
+           SELECT id::text FROM u`,
+          [row.id, row.attempts],
         );
       } else if (outcome === 'retry') {
-        await manager.query(
-          `UPDATE outbox SET next_attempt_at = now() + $2::int * interval '1 millisecond', updated_at = now(), last_error = $3
-            WHERE id = $1::bigint`,
-          [row.id, delay, reason],
+        updated = await manager.query(
+          `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4
+                        WHERE ${ours} RETURNING id)
+           SELECT id::text FROM u`,
+          [row.id, row.attempts, delay, reason],
         );
       } else {
-        await manager.query(
-          `UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $2 WHERE id = $1::bigint`,
-          [row.id, reason],
+        updated = await manager.query(
+          `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3
+                        WHERE ${ours} RETURNING id)
+           SELECT id::text FROM u`,
+          [row.id, row.attempts, reason],
         );
       }
+      if (updated.length === 0) return false;
       const base = {
         outboxId: row.id,
         destination: row.destination,
@@ -266,7 +305,9 @@ export class OutboxWorker {
         });
       }
       await writeAuditEvents(manager, events);
+      return true;
     });
+    if (!recorded) return;
     outboundAttemptsTotal.inc({ destination: row.destination, kind: row.kind, outcome });
     if (outcome === 'delivered') {
       outboundDeliverySeconds.observe(

@@ -9,6 +9,7 @@ import { OrderLifecycle20261121140000 } from './20261121140000-order-lifecycle';
 import { Outbound20261121150000 } from './20261121150000-outbound';
 import { IngestFastPath20261121160000 } from './20261121160000-ingest-fast-path';
 import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
+import { OutboxClaimOwner20261121200000 } from './20261121200000-outbox-claim-owner';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -26,4 +27,5 @@ export const MIGRATIONS = [
   Outbound20261121150000,
   IngestFastPath20261121160000,
   WorkerLiveness20261121170000,
+  OutboxClaimOwner20261121200000,
 ];

@@ -29,13 +29,19 @@ const ORDERS = Number(process.env.FIRE_ORDERS ?? (REPLICAS_LONG ? 2_000 : 100));
 /** Two targeted kills (mid-ingest, then mid-upload or mid-publish), then more at random. */
 const EXTRA_KILLS = REPLICAS_LONG ? 8 : 0;
 jest.setTimeout(REPLICAS_LONG ? 4 * 3600_000 : 600_000);
+/** Orders sent per wave (a third per channel), and the pause between waves. */
+const WAVE = REPLICAS_LONG ? 60 : ORDERS;
+const WAVE_GAP_MS = 8_000;
 
-/** Small seeded generator so a failing run can be repeated (FIRE_SEED). */
+/** Small seeded generator (mulberry32) so a failing run can be repeated (FIRE_SEED). */
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
-    a = (a * 1664525 + 1013904223) >>> 0;
-    return a / 4294967296;
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
 
@@ -102,11 +108,22 @@ describe('replicas suite: two adapters on one database, one killed at random poi
     };
     const deadline = Date.now() + (REPLICAS_LONG ? 3 * 3600_000 : 300_000);
     let ingestSeconds = 0;
-    const sending = Promise.all([
-      sendOrders(() => replicas[0]!, channels['mllp-0'], deadline, 1),
-      sendOrders(() => replicas[1]!, channels['mllp-1'], deadline, 1),
-      sendOrders(() => replicas[0]!, channels['fhir-0'], deadline, 1),
-    ]).then(() => (ingestSeconds = Math.round((Date.now() - prepared) / 1000)));
+    // The CI version sends everything at once; the long one in waves, so that orders are
+    // still arriving at every kill.
+    const sending = (async () => {
+      const perChannel = Math.ceil(WAVE / 3);
+      const longest = Math.max(...Object.values(channels).map((c) => c.length));
+      for (let from = 0; from < longest; from += perChannel) {
+        const wave = (orders: SentOrder[]) => orders.slice(from, from + perChannel);
+        await Promise.all([
+          sendOrders(() => replicas[0]!, wave(channels['mllp-0']), deadline, 1),
+          sendOrders(() => replicas[1]!, wave(channels['mllp-1']), deadline, 1),
+          sendOrders(() => replicas[0]!, wave(channels['fhir-0']), deadline, 1),
+        ]);
+        if (from + perChannel < longest) await sleep(WAVE_GAP_MS);
+      }
+      ingestSeconds = Math.round((Date.now() - prepared) / 1000);
+    })();
 
     let running = true;
     // The minute tick, faster, on whichever replica answers (an operator's cron would too).

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../audit/audit-writer';
@@ -46,10 +47,17 @@ interface ClaimedRow {
  */
 export class OutboxWorker {
   private running = false;
+  /** This worker's claims carry it (`outbox.claimed_by`). */
+  private readonly workerId = randomUUID();
   private readonly wakers = new Map<Destination, () => void>();
   private readonly loops: Promise<void>[] = [];
 
   constructor(private readonly options: OutboxWorkerOptions) {}
+
+  /** What this worker writes into `outbox.claimed_by`. */
+  get id(): string {
+    return this.workerId;
+  }
 
   start(): void {
     if (this.running) return;
@@ -76,6 +84,10 @@ export class OutboxWorker {
    */
   private async loop(publisher: Publisher): Promise<void> {
     const inFlight = new Set<Promise<void>>();
+    /** Rows being delivered now. */
+    const delivering = new Set<string>();
+    /** A claim or a record failed: some of our claims may be held by no delivery. */
+    let claimsInDoubt = false;
     let woken: boolean;
     let wake: () => void = () => {
       woken = true;
@@ -83,12 +95,17 @@ export class OutboxWorker {
     this.wakers.set(publisher.destination, () => wake());
     while (this.running) {
       woken = false;
+      if (claimsInDoubt) {
+        claimsInDoubt = !(await this.releaseLostClaims(publisher.destination, delivering));
+      }
       const free = this.options.concurrency - inFlight.size;
       let claimed: ClaimedRow[] = [];
       if (free > 0) {
         try {
           claimed = await this.claim(publisher.destination, free);
         } catch (error) {
+          // The claim may have committed with its answer lost (the database restarted).
+          claimsInDoubt = true;
           this.options.logger.warn(
             { destination: publisher.destination, err: (error as Error).message },
             'outbox claim failed',
@@ -96,14 +113,17 @@ export class OutboxWorker {
         }
       }
       for (const row of claimed) {
+        delivering.add(row.id);
         const delivery: Promise<void> = this.deliver(publisher, row)
-          .catch((error: unknown) =>
+          .catch((error: unknown) => {
+            claimsInDoubt = true;
             this.options.logger.warn(
               { outboxId: row.id, destination: row.destination, err: (error as Error).message },
-              'outbox delivery not recorded (the lease lapses and it is tried again)',
-            ),
-          )
+              'outbox delivery not recorded (the row is tried again)',
+            );
+          })
           .finally(() => {
+            delivering.delete(row.id);
             inFlight.delete(delivery);
             wake();
           });
@@ -135,6 +155,36 @@ export class OutboxWorker {
     return claimed.length;
   }
 
+  /**
+   * Makes due again the rows this worker claimed that none of its deliveries holds: claims
+   * committed while their answer was lost, and deliveries whose record failed. Without this
+   * they waited for their lease. Returns false when the database could not be asked.
+   */
+  private async releaseLostClaims(
+    destination: Destination,
+    delivering: ReadonlySet<string>,
+  ): Promise<boolean> {
+    try {
+      const released: Array<{ id: string }> = await this.options.dataSource.query(
+        `WITH r AS (
+           UPDATE outbox SET next_attempt_at = now(), claimed_by = NULL, updated_at = now()
+            WHERE destination = $1 AND status = 'pending' AND claimed_by = $2
+              AND NOT (id = ANY($3::bigint[]))
+           RETURNING id)
+         SELECT id::text FROM r`,
+        [destination, this.workerId, [...delivering]],
+      );
+      if (released.length > 0)
+        this.options.logger.warn(
+          { destination, released: released.length },
+          'outbox rows whose claim or record a database outage cut are due again',
+        );
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   private async claim(destination: Destination, limit: number): Promise<ClaimedRow[]> {
     const leaseMs = this.options.leaseMs ?? 120_000;
     return this.options.dataSource.query(
@@ -150,13 +200,13 @@ export class OutboxWorker {
           FOR UPDATE OF o SKIP LOCKED),
        claimed AS (
          UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = now(),
-                next_attempt_at = now() + $3::int * interval '1 millisecond'
+                next_attempt_at = now() + $3::int * interval '1 millisecond', claimed_by = $4
            FROM due WHERE outbox.id = due.id
          RETURNING outbox.id::text AS id, outbox.order_id, outbox.destination, outbox.kind,
                    outbox.payload, outbox.attempts, outbox.created_at)
        -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
        SELECT * FROM claimed ORDER BY id::bigint`,
-      [destination, limit, leaseMs],
+      [destination, limit, leaseMs, this.workerId],
     ) as Promise<ClaimedRow[]>;
   }
 
@@ -255,21 +305,21 @@ export class OutboxWorker {
       let updated: Array<{ id: string }>;
       if (outcome === 'delivered') {
         updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL
+          `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL, claimed_by = NULL
                         WHERE ${ours} RETURNING id)
            SELECT id::text FROM u`,
           [row.id, row.attempts],
         );
       } else if (outcome === 'retry') {
         updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4
+          `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4, claimed_by = NULL
                         WHERE ${ours} RETURNING id)
            SELECT id::text FROM u`,
           [row.id, row.attempts, delay, reason],
         );
       } else {
         updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3
+          `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
                         WHERE ${ours} RETURNING id)
            SELECT id::text FROM u`,
           [row.id, row.attempts, reason],

@@ -137,4 +137,56 @@ describe('outbox: a database outage between delivery and its record', () => {
       await worker.stop();
     }
   });
+
+  it('makes due again its own claim whose answer the restart lost, without waiting for the lease', async () => {
+    const order = await seedOrder(ds);
+    await playStatus(ds, new OutboxOrderEvents(settings), order, 'ANALYSIS_RUNNING');
+    let sent = 0;
+    const worker = new OutboxWorker({
+      dataSource: ds,
+      settings,
+      publishers: [
+        {
+          destination: DESTINATIONS.fhir,
+          deliver: async () => {
+            sent++;
+            return { outcome: 'delivered', answer: '201 Created', detail: {} };
+          },
+          close: async () => undefined,
+        },
+      ],
+      logger: pino({ level: 'silent' }),
+      pollMs: 50,
+      concurrency: 1,
+      leaseMs: 120_000,
+    });
+    // What a claim committed just before the crash leaves when its answer never arrives:
+    // the row leased to this worker for 2 minutes, and no delivery holding it.
+    await ds.query(
+      `UPDATE outbox SET attempts = attempts + 1, claimed_by = $2,
+              next_attempt_at = now() + interval '120 seconds' WHERE order_id = $1`,
+      [order.id, worker.id],
+    );
+    const running = pg!;
+    pg = undefined;
+    await running.stop('immediate');
+    worker.start();
+    try {
+      // The worker's claims fail while the database is away…
+      await sleep(1_000);
+      pg = await startDatabase();
+      const backAt = Date.now();
+      let rows = await rowsOf(order.id);
+      while (rows[0]?.status !== 'delivered' && Date.now() - backAt < 20_000) {
+        await sleep(100);
+        rows = await rowsOf(order.id);
+      }
+      // …and once it is back, the lost claim is due again at once: sent once, recorded.
+      expect(rows.map((r) => r.status)).toEqual(['delivered']);
+      expect(Date.now() - backAt).toBeLessThan(15_000);
+      expect(sent).toBe(1);
+    } finally {
+      await worker.stop();
+    }
+  });
 });

@@ -196,6 +196,18 @@ export function serviceRequest(spec: Hl7OrderSpec): Record<string, unknown> {
 }
 
 /**
+ * What a sender got back: `AA`, `AR 207` … for MLLP (code and error codes), the HTTP status
+ * (and `OperationOutcome` when the body is one) for FHIR, `no answer: …` when the
+ * connection failed or timed out.
+ */
+export interface SenderAnswer {
+  via: 'hl7' | 'fhir';
+  at: number;
+  accepted: boolean;
+  answer: string;
+}
+
+/**
  * Sends orders the way a RIS (MLLP) and an EHR (FHIR REST) do: one at a time per channel,
  * each resent — same message, same control id — until it is acknowledged, however long the
  * adapter is down. Stops resending when `deadline` passes (the order is then not ACKed and
@@ -206,6 +218,7 @@ export async function sendOrders(
   orders: SentOrder[],
   deadlineMs: number,
   channels = 2,
+  onAnswer?: (answer: SenderAnswer) => void,
 ): Promise<void> {
   const queues: SentOrder[][] = Array.from({ length: channels }, () => []);
   orders.forEach((o, i) => queues[i % channels]!.push(o));
@@ -229,6 +242,15 @@ export async function sendOrders(
                 mllpPort = a.mllpPort;
               }
               const ack = ackSummary(await mllp.send(ormMessage(order.spec)));
+              onAnswer?.({
+                via: 'hl7',
+                at: Date.now(),
+                accepted: ack.code === 'AA',
+                // The HL7 error codes (table 0357), from ERR-3 (v2.5) or ERR-1.4 (v2.3).
+                answer: [ack.code, ...ack.errors.map((e) => /(\d{3})[&^][^|]*HL70357/.exec(e)?.[1])]
+                  .filter(Boolean)
+                  .join(' '),
+              });
               if (ack.code === 'AA') break;
             } else {
               const res = await fetch(`${a.httpUrl}/fhir/ServiceRequest`, {
@@ -242,10 +264,23 @@ export async function sendOrders(
                 body: JSON.stringify(serviceRequest(order.spec)),
                 signal: AbortSignal.timeout(10_000),
               });
-              await res.arrayBuffer();
-              if (res.status >= 200 && res.status < 300) break;
+              const body = await res.text();
+              const ok = res.status >= 200 && res.status < 300;
+              onAnswer?.({
+                via: 'fhir',
+                at: Date.now(),
+                accepted: ok,
+                answer: `${res.status}${!ok && body.includes('"OperationOutcome"') ? ' OperationOutcome' : ''}`,
+              });
+              if (ok) break;
             }
-          } catch {
+          } catch (error) {
+            onAnswer?.({
+              via: order.via,
+              at: Date.now(),
+              accepted: false,
+              answer: `no answer: ${(error as Error).name}`,
+            });
             await mllp?.close().catch(() => undefined);
             mllp = undefined;
           }

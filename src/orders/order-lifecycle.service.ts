@@ -487,7 +487,8 @@ export class OrderLifecycleService {
   /**
    * Puts the job back (same job key) for when our budget for `endpoint` frees, if a call to it
    * would now wait longer than BUDGET_DEFER_AFTER_MS. Jobs put back together are spread over
-   * up to half a minute more, so they do not all wake for the same freed call.
+   * a few seconds more, so they do not all ask at the same instant; not more, or the budget
+   * freed meanwhile would go unused.
    */
   private async deferForBudget(
     endpoint: string,
@@ -497,7 +498,7 @@ export class OrderLifecycleService {
   ): Promise<boolean> {
     const waitMs = await this.client.budgetWaitMs(endpoint);
     if (waitMs <= BUDGET_DEFER_AFTER_MS) return false;
-    const spread = Math.floor(Math.random() * Math.min(30_000, waitMs));
+    const spread = Math.floor(Math.random() * Math.min(5_000, waitMs / 4));
     await this.deps.jobs.enqueue(task, payload, {
       jobKey,
       runAt: new Date(Date.now() + waitMs + spread),

@@ -211,12 +211,13 @@ export interface SenderAnswer {
  * Sends orders the way a RIS (MLLP) and an EHR (FHIR REST) do: one at a time per channel,
  * each resent — same message, same control id — until it is acknowledged, however long the
  * adapter is down. Stops resending when `deadline` passes (the order is then not ACKed and
- * not counted).
+ * not counted); a function deadline is read before every attempt, so a suite can end its
+ * senders at once (e.g. when it fails).
  */
 export async function sendOrders(
   adapter: () => FireAdapter,
   orders: SentOrder[],
-  deadlineMs: number,
+  deadlineMs: number | (() => number),
   channels = 2,
   onAnswer?: (answer: SenderAnswer) => void,
 ): Promise<void> {
@@ -228,7 +229,10 @@ export async function sendOrders(
       let mllpPort = 0;
       for (const order of queue) {
         for (;;) {
-          if (Date.now() > deadlineMs) return;
+          if (Date.now() > (typeof deadlineMs === 'number' ? deadlineMs : deadlineMs())) {
+            await mllp?.close().catch(() => undefined);
+            return;
+          }
           const a = adapter();
           try {
             if (order.via === 'hl7') {

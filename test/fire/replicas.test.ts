@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client as PgClient } from 'pg';
+import { orderDiagnostics } from '../e2e/e2e-support';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import {
   account,
@@ -66,6 +67,8 @@ describe('replicas suite: two adapters on one database, one killed at random poi
   const pids: Array<Set<number>> = [new Set(), new Set()];
   const seed = Number(process.env.FIRE_SEED ?? 20261121);
   const random = seeded(seed);
+  /** Cleared when the run ends, however it ends: the senders and the tick stop. */
+  let running = true;
 
   const start = async (i: number): Promise<void> => {
     await replicas[i]!.start();
@@ -81,6 +84,7 @@ describe('replicas suite: two adapters on one database, one killed at random poi
       replicas.push(await FireAdapter.create(() => adapterEnv(peers, db.url)));
   });
   afterAll(async () => {
+    running = false;
     for (const r of replicas) await r.stop();
     if (peers) {
       replicas.forEach((r, i) => writeFileSync(join(peers.dir, `replica-${i}.log`), r.output()));
@@ -106,14 +110,15 @@ describe('replicas suite: two adapters on one database, one killed at random poi
       'mllp-1': hl7.filter((_, i) => i % 2 === 1),
       'fhir-0': sent.filter((o) => o.via === 'fhir'),
     };
-    const deadline = Date.now() + (REPLICAS_LONG ? 3 * 3600_000 : 300_000);
+    const sendUntil = Date.now() + (REPLICAS_LONG ? 3 * 3600_000 : 300_000);
+    const deadline = () => (running ? sendUntil : 0);
     let ingestSeconds = 0;
     // The CI version sends everything at once; the long one in waves, so that orders are
     // still arriving at every kill.
     const sending = (async () => {
       const perChannel = Math.ceil(WAVE / 3);
       const longest = Math.max(...Object.values(channels).map((c) => c.length));
-      for (let from = 0; from < longest; from += perChannel) {
+      for (let from = 0; from < longest && running; from += perChannel) {
         const wave = (orders: SentOrder[]) => orders.slice(from, from + perChannel);
         await Promise.all([
           sendOrders(() => replicas[0]!, wave(channels['mllp-0']), deadline, 1),
@@ -125,7 +130,6 @@ describe('replicas suite: two adapters on one database, one killed at random poi
       ingestSeconds = Math.round((Date.now() - prepared) / 1000);
     })();
 
-    let running = true;
     // The minute tick, faster, on whichever replica answers (an operator's cron would too).
     const ticker = (async () => {
       for (let n = 0; running; n++) {
@@ -159,11 +163,12 @@ describe('replicas suite: two adapters on one database, one killed at random poi
       );
     };
 
-    // 1. mid-ingest: a random 15–40 % of the orders acknowledged, every sender busy.
+    // 1. mid-ingest: a random 15–40 % of the (first wave's) orders acknowledged, every
+    // sender busy.
     const share = 0.15 + random() * 0.25;
     await until(
       'orders acknowledged',
-      async () => sent.filter((o) => o.acked).length >= ORDERS * share,
+      async () => sent.filter((o) => o.acked).length >= Math.min(ORDERS, WAVE) * share,
     );
     await killRestart('mid-ingest');
 
@@ -199,6 +204,14 @@ describe('replicas suite: two adapters on one database, one killed at random poi
     await ticker;
     const acc = await account(pg, peers, sent);
     const work = await workByReplica(pg, pids);
+    // What held the tail: the slowest order's timeline (printed, not asserted).
+    const { rows: slowest } = await pg.query(
+      `SELECT order_id::text AS id, max(occurred_at) - min(occurred_at) AS took FROM audit_events
+        WHERE order_id IS NOT NULL GROUP BY order_id ORDER BY 2 DESC LIMIT 1`,
+    );
+    if (slowest[0]) {
+      process.stdout.write(`slowest order:\n${await orderDiagnostics(pg, slowest[0].id)}\n`);
+    }
     for (const r of replicas) await r.stop();
     const logFindings = scanLogs(logs(), sent);
     const unlocks = deadWorkerUnlocks(logs());
@@ -264,12 +277,20 @@ describe('replicas suite: two adapters on one database, one killed at random poi
 /**
  * Who did the work: completed uploads per replica (the audited `worker` of each
  * uploading → processing transition carries the process id), and uploads one run took over
- * from another (a lease that lapsed with its process).
+ * from another (a lease that lapsed with its process). Outbox rows whose claimed attempt
+ * was never recorded were cut by a kill and waited for their claim's lease: how many, and
+ * how long they and the slowest of all took from being written to being delivered.
  */
 async function workByReplica(
   pg: PgClient,
   pids: Array<Set<number>>,
-): Promise<{ uploadsByReplica: number[]; uploadsTakenOver: number }> {
+): Promise<{
+  uploadsByReplica: number[];
+  uploadsTakenOver: number;
+  outboxClaimsCutByKill: number;
+  slowestCutDeliverySeconds: number;
+  slowestDeliverySeconds: number;
+}> {
   const { rows } = await pg.query(
     `SELECT detail->>'worker' AS worker FROM audit_events
       WHERE kind = 'order.transition' AND detail->>'from' = 'uploading' AND detail->>'to' = 'processing'`,
@@ -284,5 +305,23 @@ async function workByReplica(
     `SELECT count(*)::int AS n FROM audit_events
       WHERE kind = 'order.updated' AND summary LIKE 'upload resumed by another run%'`,
   );
-  return { uploadsByReplica, uploadsTakenOver: taken.rows[0].n as number };
+  const outbox = await pg.query(
+    `WITH recorded AS (
+       SELECT detail->>'outboxId' AS id, count(*)::int AS n FROM audit_events
+        WHERE kind = 'outbound.attempt' GROUP BY 1)
+     SELECT o.attempts > coalesce(r.n, 0) AS cut,
+            extract(epoch FROM o.delivered_at - o.created_at)::float AS seconds
+       FROM outbox o LEFT JOIN recorded r ON r.id = o.id::text
+      WHERE o.status = 'delivered'`,
+  );
+  const rows2 = outbox.rows as Array<{ cut: boolean; seconds: number }>;
+  const cut = rows2.filter((r) => r.cut);
+  const slowest = (list: typeof rows2) => Math.round(Math.max(0, ...list.map((r) => r.seconds)));
+  return {
+    uploadsByReplica,
+    uploadsTakenOver: taken.rows[0].n as number,
+    outboxClaimsCutByKill: cut.length,
+    slowestCutDeliverySeconds: slowest(cut),
+    slowestDeliverySeconds: slowest(rows2),
+  };
 }

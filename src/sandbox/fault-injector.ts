@@ -1,22 +1,11 @@
 import type { FaultConfig, FaultSpec } from './sandbox-options';
+import { seededRandom } from '../common/seeded-random';
 
 export type FaultDecision =
   | { kind: 'none'; delayMs: number; dropAfter: boolean }
   | { kind: 'drop'; delayMs: number }
   | { kind: 'error'; status: 500 | 503; delayMs: number }
   | { kind: 'rate'; delayMs: number };
-
-/** mulberry32: small, seedable, good enough to make a fault run repeatable. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Decides per request whether to misbehave. Endpoint keys are tried most specific first:
@@ -27,7 +16,7 @@ export class FaultInjector {
   private readonly random: () => number;
 
   constructor(private readonly config: FaultConfig | null) {
-    this.random = config?.seed !== undefined ? mulberry32(config.seed) : Math.random;
+    this.random = config?.seed !== undefined ? seededRandom(config.seed) : Math.random;
   }
 
   decide(method: string, path: string): FaultDecision {

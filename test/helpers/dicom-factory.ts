@@ -7,6 +7,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { ZipFile } from 'yazl';
+import { seededRandom } from '../../src/common/seeded-random';
 
 // dcmjs ships no type declarations; the subset used here is typed locally.
 interface DcmjsWriteApi {
@@ -95,18 +96,6 @@ export const DEFAULT_PATIENT: PatientAttributes = {
   sex: 'F',
 };
 
-/** Small seedable PRNG (mulberry32) so pixel noise is repeatable. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * A T1-like axial brain slice: skull ring, grey/white matter, dark ventricles, plus noise.
  * 12 bits stored in 16 allocated, as MR scanners write them.
@@ -119,7 +108,7 @@ export function brainSlicePixels(
   seed = 1,
 ): Uint16Array {
   const px = new Uint16Array(rows * columns);
-  const rand = prng(seed * 1000 + slice);
+  const rand = seededRandom(seed * 1000 + slice);
   const z = slices > 1 ? (slice / (slices - 1)) * 2 - 1 : 0;
   const scale = Math.sqrt(Math.max(0.05, 1 - z * z * 0.8));
   const ax = 0.8 * scale;

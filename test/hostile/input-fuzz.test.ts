@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { MllpClient, parseHl7 } from '../../src/hl7';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { seededRandom } from '../../src/common/seeded-random';
 
 /**
  * Hostile input: seeded mutations of the real-world fixtures, sent over MLLP and to the FHIR
@@ -15,17 +16,6 @@ const LONG = process.env.FUZZ_LONG === '1';
 const HL7_COUNT = LONG ? 30_000 : 1_500;
 const FHIR_COUNT = LONG ? 10_000 : 400;
 const SEED = Number(process.env.FUZZ_SEED ?? 20261121);
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const FIXTURES = join(__dirname, '..', 'fixtures');
 const hl7Seeds = readdirSync(join(FIXTURES, 'hl7'))
@@ -154,7 +144,7 @@ describe('hostile input fuzzing (seeded, bounded)', () => {
   });
 
   it(`answers ${HL7_COUNT} mutated HL7 messages with an acknowledgment each and keeps every one`, async () => {
-    const rnd = prng(SEED);
+    const rnd = seededRandom(SEED);
     const rssBefore = process.memoryUsage().rss;
     const codes: Record<string, number> = {};
     let client = new MllpClient({
@@ -217,7 +207,7 @@ describe('hostile input fuzzing (seeded, bounded)', () => {
   }, 600_000);
 
   it(`answers ${FHIR_COUNT} mutated FHIR bodies with a status below 500 and an OperationOutcome for every refusal`, async () => {
-    const rnd = prng(SEED + 1);
+    const rnd = seededRandom(SEED + 1);
     const statuses: Record<string, number> = {};
     for (let i = 0; i < FHIR_COUNT; i++) {
       const seed = fhirSeeds[Math.floor(rnd() * fhirSeeds.length)]!;

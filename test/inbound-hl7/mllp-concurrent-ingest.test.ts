@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { seededRandom } from '../../src/common/seeded-random';
 import { MllpClient } from '../../src/hl7';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
@@ -45,8 +46,7 @@ describe('HL7v2 over MLLP, eight connections at once (batched commits)', () => {
       sends.push({ placer, controlId: `CC-${i}`, raw }, { placer, controlId: `CC-${i}`, raw });
       if (i < 40) sends.push({ placer, controlId: `CC-${i}-b`, raw: variant(`CC-${i}-b`, placer) });
     }
-    let seed = 20261121;
-    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const random = seededRandom(20261121);
     for (let i = sends.length - 1; i > 0; i--) {
       const j = Math.floor(random() * (i + 1));
       [sends[i], sends[j]] = [sends[j]!, sends[i]!];

@@ -23,6 +23,7 @@ import {
   type FirePeers,
   type SentOrder,
 } from './fire-support';
+import { seededRandom } from '../../src/common/seeded-random';
 
 /** `REPLICAS_LONG=1` (or `CRASH_LONG=1`) selects the long version. */
 const REPLICAS_LONG = LONG || process.env.REPLICAS_LONG === '1';
@@ -40,18 +41,6 @@ jest.setTimeout(REPLICAS_LONG ? 4 * 3600_000 : 600_000);
 /** Orders sent per wave (a third per channel), and the pause between waves. */
 const WAVE = REPLICAS_LONG ? 60 : ORDERS;
 const WAVE_GAP_MS = 8_000;
-
-/** Small seeded generator (mulberry32) so a failing run can be repeated (FIRE_SEED). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Replicas suite: two adapter processes share one database and one data volume, as two
@@ -73,7 +62,7 @@ describe('replicas suite: two adapters on one database, one killed at random poi
   /** Process ids of every incarnation of each replica (to attribute audited work). */
   const pids: Array<Set<number>> = [new Set(), new Set()];
   const seed = Number(process.env.FIRE_SEED ?? 20261121);
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   /** Cleared when the run ends, however it ends: the senders and the tick stop. */
   let running = true;
 

@@ -22,19 +22,11 @@ import {
   type FirePeers,
   type SentOrder,
 } from './fire-support';
+import { seededRandom } from '../../src/common/seeded-random';
 
 const ORDERS = Number(process.env.FIRE_ORDERS ?? (LONG ? 10_000 : 200));
 const EXTRA_KILLS = LONG ? 6 : 0;
 jest.setTimeout(LONG ? 4 * 3600_000 : 600_000);
-
-/** Small seeded generator so a failing run can be repeated (FIRE_SEED). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a * 1664525 + 1013904223) >>> 0;
-    return a / 4294967296;
-  };
-}
 
 /**
  * Crash suite: orders flow in over MLLP and FHIR while the adapter process is killed with
@@ -52,7 +44,7 @@ describe('crash suite: kill -9 at random points', () => {
   let peers: FirePeers;
   let adapter: FireAdapter;
   const seed = Number(process.env.FIRE_SEED ?? 20261121);
-  const random = seeded(seed);
+  const random = seededRandom(seed);
 
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -26,6 +26,7 @@ import {
   type SenderAnswer,
   type SentOrder,
 } from './fire-support';
+import { seededRandom } from '../../src/common/seeded-random';
 
 const ORDERS = Number(process.env.FIRE_ORDERS ?? (LONG ? 3_000 : 150));
 /** Restarts at fixed points (mid-ingest, mid-upload, mid-publish), then more at random (long). */
@@ -38,14 +39,6 @@ const GAP_MS = 8_000;
 /** Refusals this long after the database is back still count as the outage's (reconnecting). */
 const RECONNECT_GRACE_MS = 10_000;
 jest.setTimeout(LONG ? 4 * 3600_000 : 600_000);
-
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a * 1664525 + 1013904223) >>> 0;
-    return a / 4294967296;
-  };
-}
 
 /** A client of our own that survives the restarts (reconnects when the old one broke). */
 class Db {
@@ -115,7 +108,7 @@ describe('database-restart suite: PostgreSQL stopped like a crash mid-run', () =
   let replicaA: FireAdapter;
   let replicaB: FireAdapter;
   const seed = Number(process.env.FIRE_SEED ?? 20261121);
-  const random = seeded(seed);
+  const random = seededRandom(seed);
 
   const startDatabase = () =>
     startEmbeddedPostgres({

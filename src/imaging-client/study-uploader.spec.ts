@@ -37,7 +37,13 @@ async function setup(behaviour: StorageBehaviour = {}) {
     if (req.path.startsWith('/storage/')) {
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      // Hold each part a moment for another to arrive (up to 250 ms): a parallel uploader has
+      // one under way, a serial one never does. A fixed 5 ms window missed the overlap when
+      // bodies arrived slowly under load (CI).
+      for (let waited = 0; inFlight < 2 && waited < 250; waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        maxInFlight = Math.max(maxInFlight, inFlight);
+      }
       inFlight--;
       expect(req.headers.authorization).toBeUndefined();
       const url = new URL(`http://x${req.path}?${req.query}`);

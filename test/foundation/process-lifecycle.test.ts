@@ -56,7 +56,9 @@ describe('adapter process lifecycle', () => {
   });
 
   it('an unreachable DATABASE_URL exits non-zero with one line naming it', async () => {
-    const port = await freePort();
+    // Port 1 (tcpmux): nothing listens there and no test binds it. A port from freePort() could
+    // be taken by another test file's server meanwhile (seen in CI: "Connection terminated").
+    const port = 1;
     const proc = spawnAdapter({
       ...upstreamEnv,
       DATABASE_URL: `postgres://adapter:pw@127.0.0.1:${port}/adapter`,

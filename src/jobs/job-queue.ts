@@ -46,8 +46,23 @@ import { WaitingPool } from './waiting-pool';
  * settles its own locked jobs that no worker of it runs — completed when the run succeeded
  * (its write was cut mid-way), otherwise released for another attempt with graphile-worker's
  * back-off.
+ *
+ * A job whose key is added again while it is locked is replaced: graphile-worker adds a new
+ * job and marks the locked one as having used every attempt, without its key (the lifecycle
+ * tick does this for an upload whose lease lapsed while its run was orphaned by an outage).
+ * When such a replaced run fails — or its failure is settled by us — the old row is dropped
+ * rather than left in the table for good as a job that failed its last attempt: the
+ * replacement carries the work.
  */
 export type JobHandler = (payload: unknown, helpers: JobHelpers) => Promise<void>;
+
+/** How one of our runs ended; `attempt` is the job's attempt number when it ran. */
+interface Outcome {
+  ok: boolean;
+  attempt: number;
+  error?: string;
+  at: number;
+}
 
 export interface EnqueueOptions {
   /** Enqueue inside this transaction. */
@@ -89,6 +104,17 @@ const ownJobsSettled = new Counter({
   name: 'adapter_jobs_settled_after_lost_end_total',
   help: 'Jobs of a live worker pool left locked because their completion or failure could not be written (database unavailable), then completed or released by that pool',
   labelNames: ['outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+/**
+ * Jobs replaced (same job key added again) while one of our runs held them, whose run then
+ * failed or whose end was lost: dropped instead of left as a job that used up its attempts.
+ */
+const supersededJobsDropped = new Counter({
+  name: 'adapter_jobs_superseded_dropped_total',
+  help: 'Jobs replaced by a newer job with the same key while they ran, whose failed run was dropped instead of being left as permanently failed',
+  labelNames: ['when'] as const,
   registers: [metricsRegistry],
 });
 
@@ -149,7 +175,7 @@ export class JobQueue {
   /** Jobs our workers are running now (graphile-worker job ids). */
   private readonly running = new Set<string>();
   /** How our recent runs ended (job id → outcome), for settling a job whose end was lost. */
-  private readonly outcomes = new Map<string, { ok: boolean; error?: string; at: number }>();
+  private readonly outcomes = new Map<string, Outcome>();
   private readonly processName = `${hostname()}:${process.pid}`;
 
   constructor(private readonly options: JobQueueOptions) {}
@@ -167,13 +193,27 @@ export class JobQueue {
     if (this.tasks[name]) throw new Error(`task ${name} registered twice`);
     this.tasks[name] = async (payload, helpers) => {
       const id = String(helpers.job.id);
+      const attempt = helpers.job.attempts;
       this.running.add(id);
       try {
         await handler(payload, helpers);
-        this.remember(id, { ok: true, at: performance.now() });
+        this.remember(id, { ok: true, attempt, at: performance.now() });
       } catch (err) {
+        if (attempt < helpers.job.max_attempts && (await this.superseded(id))) {
+          // Replaced while it ran: its replacement (same job key) does the work, so this
+          // run's failure is moot. Ending it as done deletes the row; thrown, it would stay
+          // in the table for good as a job that used up every attempt.
+          this.options.logger.info(
+            { job: id, task: name, err: (err as Error)?.message ?? String(err) },
+            'a job replaced while it ran failed; its replacement carries the work',
+          );
+          supersededJobsDropped.inc({ when: 'run' });
+          this.remember(id, { ok: true, attempt, at: performance.now() });
+          return;
+        }
         this.remember(id, {
           ok: false,
+          attempt,
           error: (err as Error)?.message ?? String(err),
           at: performance.now(),
         });
@@ -184,8 +224,26 @@ export class JobQueue {
     };
   }
 
+  /**
+   * Whether a job was replaced while locked: graphile-worker cannot update a locked job when
+   * a job with its key is added again, so it adds a new one and marks the locked one as
+   * having used every attempt, without its key. False when that cannot be read.
+   */
+  private async superseded(id: string): Promise<boolean> {
+    try {
+      const { rows } = await this.ensurePool().query(
+        `SELECT 1 FROM graphile_worker._private_jobs
+          WHERE id = $1::bigint AND key IS NULL AND attempts >= max_attempts`,
+        [id],
+      );
+      return rows.length > 0;
+    } catch {
+      return false;
+    }
+  }
+
   /** Outcomes in the order they happened (a re-run moves to the end); oldest dropped first. */
-  private remember(id: string, outcome: { ok: boolean; error?: string; at: number }): void {
+  private remember(id: string, outcome: Outcome): void {
     this.outcomes.delete(id);
     this.outcomes.set(id, outcome);
     if (this.outcomes.size > OUTCOME_MEMORY_MAX)
@@ -337,7 +395,9 @@ export class JobQueue {
    * was not recorded: the database was unavailable when the run ended, or when the lock was
    * taken): completed when our run succeeded, otherwise released for another attempt after
    * graphile-worker's back-off. A job locked for less than a heartbeat interval is left
-   * alone (a worker may be just starting it). Returns how many were completed and released.
+   * alone (a worker may be just starting it). A failed run whose job was replaced meanwhile
+   * (its key added again) is dropped and counted as completed. Returns how many were
+   * completed and released.
    */
   async settleOwnOrphanedJobs(): Promise<{ completed: number; released: number }> {
     const now = performance.now();
@@ -354,8 +414,28 @@ export class JobQueue {
     );
     const orphaned = rows.map((r) => r.id).filter((id) => !this.running.has(id));
     if (orphaned.length === 0) return { completed: 0, released: 0 };
-    const succeeded = orphaned.filter((id) => this.outcomes.get(id)?.ok === true);
-    const others = orphaned.filter((id) => this.outcomes.get(id)?.ok !== true);
+    let succeeded = orphaned.filter((id) => this.outcomes.get(id)?.ok === true);
+    let others = orphaned.filter((id) => this.outcomes.get(id)?.ok !== true);
+    // A failed run whose job was replaced meanwhile (same key added again while it was
+    // locked: no key left, every attempt marked used, though this was not its last attempt):
+    // released, it would stay in the table for good as a job that used up its attempts;
+    // its replacement does the work, so it is dropped like a completed one. (A lock that
+    // never reached a worker has no outcome: whether it was replaced or on its last attempt
+    // cannot be told apart, so it is released as before.)
+    const failedRuns = others.filter((id) => this.outcomes.has(id));
+    let superseded: string[] = [];
+    if (failedRuns.length > 0) {
+      const { rows: replaced } = await this.ensurePool().query<{ id: string }>(
+        `SELECT j.id::text AS id
+           FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt)
+           JOIN graphile_worker._private_jobs j ON j.id = r.id
+          WHERE j.key IS NULL AND j.attempts >= j.max_attempts AND r.attempt < j.max_attempts`,
+        [failedRuns, failedRuns.map((id) => this.outcomes.get(id)!.attempt)],
+      );
+      superseded = replaced.map((r) => r.id);
+      succeeded = [...succeeded, ...superseded];
+      others = others.filter((id) => !superseded.includes(id));
+    }
     let completed = 0;
     let released = 0;
     if (succeeded.length > 0) {
@@ -405,8 +485,9 @@ export class JobQueue {
     if (completed + released > 0) {
       ownJobsSettled.inc({ outcome: 'completed' }, completed);
       ownJobsSettled.inc({ outcome: 'released' }, released);
+      if (superseded.length > 0) supersededJobsDropped.inc({ when: 'settled' }, superseded.length);
       this.options.logger.warn(
-        { completed, released },
+        { completed, released, superseded: superseded.length },
         'jobs of this process whose end could not be recorded were settled (the database was unavailable)',
       );
     }

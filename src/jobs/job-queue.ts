@@ -525,6 +525,17 @@ export class JobQueue {
           [ids],
         );
         jobs = rows[0]?.n ?? 0;
+        // Jobs replaced while the dead pool held them (their key added again: no key left,
+        // every attempt marked used, touched after they were locked — graphile-worker does
+        // not touch updated_at when it locks a job). Unlocked, they would stay in the table
+        // for good as jobs that used up their attempts; their replacement does the work.
+        const { rowCount: replaced } = await client.query(
+          `DELETE FROM graphile_worker._private_jobs
+            WHERE locked_by = ANY($1::text[]) AND key IS NULL AND attempts >= max_attempts
+              AND updated_at >= locked_at`,
+          [ids],
+        );
+        if (replaced) supersededJobsDropped.inc({ when: 'dead-worker' }, replaced);
         await client.query(`SELECT graphile_worker.force_unlock_workers($1::text[])`, [ids]);
       }
       await client.query('COMMIT');

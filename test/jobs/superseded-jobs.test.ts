@@ -138,4 +138,52 @@ describe('JobQueue: jobs replaced while they ran', () => {
       await q.stop();
     }
   });
+
+  it("a dead pool's job replaced while it held it is dropped by the sweep; its other jobs run again", async () => {
+    // What a killed process leaves: two jobs locked by its pool and its stale heartbeat;
+    // meanwhile one of them was added again (the lifecycle tick, for a lapsed upload lease).
+    await db.dataSource.query(
+      `SELECT graphile_worker.add_job('renew', '{}'::json, job_key => 'renew:1'),
+              graphile_worker.add_job('orphaned', '{}'::json, job_key => 'orphaned:1')`,
+    );
+    await db.dataSource.query(
+      `UPDATE graphile_worker._private_jobs j SET locked_at = now(), attempts = 1, locked_by = 'pool-killed'
+         FROM graphile_worker._private_tasks t WHERE t.id = j.task_id AND t.identifier IN ('renew', 'orphaned')`,
+    );
+    await db.dataSource.query(
+      `INSERT INTO job_worker_heartbeats (worker_id, process, heartbeat_at)
+         VALUES ('pool-killed', 'gone:1', now() - interval '5 seconds')`,
+    );
+    await db.dataSource.query(
+      `SELECT graphile_worker.add_job('renew', '{"v":2}'::json, job_key => 'renew:1')`,
+    );
+    const [old] = (await rowsOf('renew')).filter((r) => r.locked_by === 'pool-killed');
+    expect(old).toMatchObject({ key: null, attempts: 25 });
+
+    const ran: string[] = [];
+    const q = new JobQueue({
+      url: db.url,
+      concurrency: 2,
+      logger,
+      pollIntervalMs: 100,
+      deadWorkerAfterMs: 1_200,
+    });
+    q.registerTask('renew', async (payload) => {
+      ran.push(`renew ${JSON.stringify(payload)}`);
+    });
+    q.registerTask('orphaned', async () => {
+      ran.push('orphaned');
+    });
+    await q.start();
+    try {
+      await waitFor('the sweep and both runs', async () => {
+        const [renew, orphaned] = await Promise.all([rowsOf('renew'), rowsOf('orphaned')]);
+        return renew.length === 0 && orphaned.length === 0 && ran.length === 2;
+      });
+      // The replacement ran; the replaced row is gone without a run; the other job ran again.
+      expect(ran.sort()).toEqual(['orphaned', 'renew {"v":2}']);
+    } finally {
+      await q.stop();
+    }
+  });
 });

@@ -4,16 +4,22 @@ import { getStatus, normalizeOperationOutcome } from '@medplum/core';
 import { FhirRouter, MemoryRepository, type FhirRequest } from '@medplum/fhir-router';
 import type { Resource } from '@medplum/fhirtypes';
 import { loadFhirDefinitions } from '../../src/inbound-fhir/fhir-validator';
+import { IndexedMemoryRepository, type IdentifierIndexStats } from './indexed-memory-repository';
 
 /**
  * A real FHIR R4 engine on loopback, standing in for an EHR's FHIR server: @medplum/fhir-router
  * (read, vread, search, create incl. conditional, update, transaction) over its in-memory
  * repository, behind a small node:http server. Used to answer the adapter's reads for
  * `id-only` notifications and searches, and (results issue) to receive Task/DiagnosticReport.
+ * Searches on `identifier` (and so the conditional create/update the adapter publishes with)
+ * are answered through an index, as a production server's are (./indexed-memory-repository.ts);
+ * `identifierIndex: false` gives the repository's own scan of every resource of the type.
  */
 export interface TestFhirServer {
   baseUrl: string;
   repo: MemoryRepository;
+  /** What the identifier index did (undefined when started with `identifierIndex: false`). */
+  identifierIndex?: IdentifierIndexStats;
   /** Every request received (method, path with query, headers), for assertions. */
   requests: Array<{ method: string; url: string; headers: IncomingMessage['headers'] }>;
   /** Seeds a resource under its own id (update-as-create in the repository). */
@@ -35,11 +41,12 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 export async function startTestFhirServer(
-  options: { token?: string } = {},
+  options: { token?: string; identifierIndex?: boolean } = {},
 ): Promise<TestFhirServer> {
   loadFhirDefinitions();
   const router = new FhirRouter();
-  const repo = new MemoryRepository();
+  const repo =
+    options.identifierIndex === false ? new MemoryRepository() : new IndexedMemoryRepository();
   const requests: TestFhirServer['requests'] = [];
   let baseUrl = '';
   const state: Pick<TestFhirServer, 'failWith' | 'requiredToken' | 'smartConfiguration'> = {
@@ -120,6 +127,7 @@ export async function startTestFhirServer(
   const api: TestFhirServer = {
     baseUrl,
     repo,
+    identifierIndex: repo instanceof IndexedMemoryRepository ? repo.stats : undefined,
     requests,
     get failWith() {
       return state.failWith;

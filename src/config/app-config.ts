@@ -159,6 +159,7 @@ const envSchema = z.object({
   OUTBOUND_MAX_ATTEMPTS: positiveInt(10),
   OUTBOUND_BACKOFF_BASE_MS: positiveInt(2000),
   OUTBOUND_BACKOFF_MAX_MS: positiveInt(600_000),
+  OUTBOX_CLAIM_LEASE_SECONDS: positiveInt(30),
   RIS_MLLP_TIMEOUT_SECONDS: positiveInt(30),
   RIS_MLLP_TLS: bool(false),
   RIS_MLLP_TLS_CA_FILE: z.string().min(1).optional(),

@@ -84,8 +84,9 @@ export function createOutboxWorker(
     logger: logger.child({ component: 'outbox' }),
     pollMs: config.OUTBOUND_POLL_MS,
     concurrency: config.OUTBOUND_CONCURRENCY,
-    // A lease outlives any delivery (the slowest is an unanswered MLLP message).
-    leaseMs: Math.max(120_000, config.RIS_MLLP_TIMEOUT_SECONDS * 2000 + 30_000),
+    // Renewed while a delivery runs, so it need not outlive the slowest one (an unanswered
+    // MLLP message); it is how long a killed worker's rows wait for another worker.
+    leaseMs: config.OUTBOX_CLAIM_LEASE_SECONDS * 1000,
   });
 }
 

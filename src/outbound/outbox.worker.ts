@@ -18,11 +18,18 @@ export interface OutboxWorkerOptions {
   pollMs: number;
   /** Rows delivered at once per destination (each of a different order). */
   concurrency: number;
-  /** How long a claimed row is ours before another replica may take it (crash recovery). */
+  /**
+   * How long a claim holds a row without renewal (default `OUTBOX_CLAIM_LEASE_MS`): the
+   * claiming worker renews it every third of this while it delivers, so a slow delivery
+   * keeps its row and a killed worker's rows are taken by another within about this time.
+   */
   leaseMs?: number;
 }
 
-/** A late record is not tried this close to the end of our lease. */
+/** Default claim lease: what a killed worker's rows wait before another worker takes them. */
+export const OUTBOX_CLAIM_LEASE_MS = 30_000;
+
+/** A late record is not tried this close to the end of our lease (at most a third of it). */
 const RECORD_LEASE_MARGIN_MS = 10_000;
 
 interface ClaimedRow {
@@ -51,8 +58,16 @@ export class OutboxWorker {
   private readonly workerId = randomUUID();
   private readonly wakers = new Map<Destination, () => void>();
   private readonly loops: Promise<void>[] = [];
+  /** Rows being delivered by this worker → when their lease was last pushed (performance.now()). */
+  private readonly leasedAt = new Map<string, number>();
+  private renewTimer?: NodeJS.Timeout;
+  private renewing?: Promise<void>;
 
   constructor(private readonly options: OutboxWorkerOptions) {}
+
+  private get leaseMs(): number {
+    return this.options.leaseMs ?? OUTBOX_CLAIM_LEASE_MS;
+  }
 
   /** What this worker writes into `outbox.claimed_by`. */
   get id(): string {
@@ -63,6 +78,14 @@ export class OutboxWorker {
     if (this.running) return;
     this.running = true;
     for (const p of this.options.publishers) this.loops.push(this.loop(p));
+    this.renewTimer = setInterval(
+      () => {
+        if (!this.renewing)
+          this.renewing = this.renewLeases().finally(() => (this.renewing = undefined));
+      },
+      Math.max(50, Math.floor(this.leaseMs / 3)),
+    );
+    this.renewTimer.unref();
   }
 
   /** Look for due rows now (called after a transaction wrote some). */
@@ -74,6 +97,8 @@ export class OutboxWorker {
     this.running = false;
     this.kick();
     await Promise.all(this.loops);
+    clearInterval(this.renewTimer);
+    await this.renewing;
     await Promise.all(this.options.publishers.map((p) => p.close()));
   }
 
@@ -148,6 +173,33 @@ export class OutboxWorker {
     await Promise.all(inFlight);
   }
 
+  /**
+   * Pushes the lease of every row this worker is delivering (all destinations, one
+   * statement). A row no longer ours (our lease lapsed during a database outage and another
+   * worker claimed it) is left alone; the record's guard then keeps our late answer out.
+   */
+  private async renewLeases(): Promise<void> {
+    if (this.leasedAt.size === 0) return;
+    const ids = [...this.leasedAt.keys()];
+    const startedAt = performance.now();
+    try {
+      const renewed: Array<{ id: string }> = await this.options.dataSource.query(
+        `WITH r AS (
+           UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond'
+            WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND status = 'pending'
+           RETURNING id)
+         SELECT id::text FROM r`,
+        [ids, this.workerId, this.leaseMs],
+      );
+      for (const { id } of renewed) if (this.leasedAt.has(id)) this.leasedAt.set(id, startedAt);
+    } catch (error) {
+      this.options.logger.warn(
+        { rows: ids.length, err: (error as Error).message },
+        'outbox claim lease not renewed (tried again shortly)',
+      );
+    }
+  }
+
   /** Claims and delivers one batch for a destination; resolves with how many rows it handled. */
   async drainOnce(publisher: Publisher): Promise<number> {
     const claimed = await this.claim(publisher.destination, this.options.concurrency);
@@ -186,8 +238,9 @@ export class OutboxWorker {
   }
 
   private async claim(destination: Destination, limit: number): Promise<ClaimedRow[]> {
-    const leaseMs = this.options.leaseMs ?? 120_000;
-    return this.options.dataSource.query(
+    const leaseMs = this.leaseMs;
+    const claimedAt = performance.now();
+    const rows = (await this.options.dataSource.query(
       `WITH due AS (
          SELECT o.id FROM outbox o
           WHERE o.destination = $1 AND o.status = 'pending' AND o.next_attempt_at <= now()
@@ -207,11 +260,20 @@ export class OutboxWorker {
        -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
        SELECT * FROM claimed ORDER BY id::bigint`,
       [destination, limit, leaseMs, this.workerId],
-    ) as Promise<ClaimedRow[]>;
+    )) as ClaimedRow[];
+    for (const row of rows) this.leasedAt.set(row.id, claimedAt);
+    return rows;
   }
 
   private async deliver(publisher: Publisher, row: ClaimedRow): Promise<void> {
-    const claimedAt = performance.now();
+    try {
+      await this.deliverLeased(publisher, row);
+    } finally {
+      this.leasedAt.delete(row.id);
+    }
+  }
+
+  private async deliverLeased(publisher: Publisher, row: ClaimedRow): Promise<void> {
     let result: DeliveryResult;
     try {
       const superseded = await this.supersededBy(row);
@@ -246,27 +308,28 @@ export class OutboxWorker {
               detail: { error: (error as Error).message.slice(0, 300) },
             };
     }
-    await this.recordWhileLeased(row, result, claimedAt);
+    await this.recordWhileLeased(row, result);
   }
 
   /**
    * Records the attempt. When the database is away (restarting, in recovery), tries again
-   * until it is back — not beyond our lease, after which another replica may take the row —
-   * so that a document already delivered is recorded as such instead of being sent again
-   * once the lease lapses (which held results up to `leaseMs` after a database restart).
+   * until it is back — not beyond our lease (from its last renewal: none goes through while
+   * the database is away), after which another worker may take the row — so that a document
+   * already delivered is recorded as such instead of being sent again.
    */
-  private async recordWhileLeased(
-    row: ClaimedRow,
-    result: DeliveryResult,
-    claimedAt: number,
-  ): Promise<void> {
-    const leaseEnd = claimedAt + (this.options.leaseMs ?? 120_000) - RECORD_LEASE_MARGIN_MS;
+  private async recordWhileLeased(row: ClaimedRow, result: DeliveryResult): Promise<void> {
+    const margin = Math.min(RECORD_LEASE_MARGIN_MS, this.leaseMs / 3);
+    const leaseEnd = () => (this.leasedAt.get(row.id) ?? 0) + this.leaseMs - margin;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
       try {
         await this.record(row, result);
         return;
       } catch (error) {
-        if (!isDatabaseUnavailable(error) || !this.running || performance.now() + delay > leaseEnd)
+        if (
+          !isDatabaseUnavailable(error) ||
+          !this.running ||
+          performance.now() + delay > leaseEnd()
+        )
           throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));
       }

@@ -9,6 +9,7 @@ import { JobQueue } from '../../src/jobs/job-queue';
 import { POLL_LEASE_MS } from '../../src/orders/order-poller.service';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { OUTBOX_CLAIM_LEASE_MS } from '../../src/outbound/outbox.worker';
 import { ACQUISITION_LEASE_MS } from '../../src/studies/study-acquirer.service';
 import { TEST_TOKENS } from '../helpers/adapter';
 import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
@@ -16,6 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import { startFaultyProxy } from '../imaging-client/faulty-proxy';
+import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
 import {
   newOrderSpec,
   orderByPlacer,
@@ -31,6 +33,12 @@ jest.setTimeout(300_000);
 
 const DEAD_AFTER_S = 10;
 
+/** An HL7 message whose ORC-2 (placer order number, EI) is this placer's. */
+const aboutPlacer = (message: string, placer: string) =>
+  message
+    .split(/\r\n?|\n/)
+    .some((seg) => seg.startsWith('ORC|') && seg.split('|')[2]?.split('^')[0] === placer);
+
 /**
  * kill -9 of a real adapter process (`src/main.ts`) while it holds something, then a restart
  * on the same database: (1) a job running when the process dies (placing an order, its
@@ -39,7 +47,8 @@ const DEAD_AFTER_S = 10;
  * from the process while it lives; (2) a poll cycle killed mid-way (its `GET /list-orders`
  * held) blocks polling for at most the short poll lease instead of 10 minutes; (3) a study
  * acquisition killed mid-way (its PACS request held) holds the order for at most the short
- * acquisition lease instead of 30 minutes.
+ * acquisition lease instead of 30 minutes; (4) a result message killed mid-delivery (the RIS
+ * holding its ACK) goes out again after the short outbox claim lease instead of 2 minutes.
  */
 describe('a killed process frees its jobs and its leases', () => {
   let db: TestDatabase;
@@ -52,6 +61,9 @@ describe('a killed process frees its jobs and its leases', () => {
   let httpUrl: string;
   let mllpPort: number;
   let proc: AdapterProcess | undefined;
+  let ris: TestRis;
+  /** While set, the RIS holds its ACK of the next message about this placer order (then AA). */
+  let risHold: { placer: string; ms: number } | undefined;
   /** A held call: an upstream path, or `pacs` for every request to the PACS. */
   let hold: { path: string; gate: Promise<void>; open: () => void } | undefined;
 
@@ -90,6 +102,16 @@ describe('a killed process frees its jobs and its leases', () => {
     pacsProxy = await startFaultyProxy(orthanc.dicomWebUrl, () =>
       hold?.path === 'pacs' ? { until: hold.gate } : 'pass',
     );
+    ris = await startAckingRis(
+      () => 'AA',
+      undefined,
+      (_n, message) => {
+        if (!risHold || !aboutPlacer(message, risHold.placer)) return 0;
+        const { ms } = risHold;
+        risHold = undefined;
+        return ms;
+      },
+    );
     const httpPort = await freePort();
     mllpPort = await freePort();
     httpUrl = `http://127.0.0.1:${httpPort}`;
@@ -104,6 +126,11 @@ describe('a killed process frees its jobs and its leases', () => {
       ...SANDBOX_CLIENT,
       IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
       DICOMWEB_URL: pacsProxy.baseUrl,
+      // Status messages to the RIS: the outbox rows of case (4).
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      RIS_ORM_STATUS_MESSAGES: 'true',
+      RIS_MLLP_TIMEOUT_SECONDS: '120',
       STUDY_QUIET_PERIOD_SECONDS: '1',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
@@ -123,6 +150,7 @@ describe('a killed process frees its jobs and its leases', () => {
     await pg?.end();
     await proxy?.close();
     await pacsProxy?.close();
+    await ris?.close();
     await orthanc?.stop();
     await sandbox?.close();
     await db?.drop();
@@ -296,5 +324,88 @@ describe('a killed process frees its jobs and its leases', () => {
     expect(await orderState(pg, order.id)).not.toBe('failed');
     // The lease the dead run left, a retry period (5 s) and a job poll, with CI slack.
     expect(acquiredAt - killedAt).toBeLessThan(ACQUISITION_LEASE_MS + 20_000);
+  });
+
+  it('a result message cut by kill -9 goes out again after the short claim lease', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    for (const instance of studyFor({ ...spec, slices: 2 })) await orthanc.store(instance.bytes);
+    const mllp = new MllpClient({ host: '127.0.0.1', port: mllpPort, responseTimeoutMs: 10_000 });
+    try {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    } finally {
+      await mllp.close();
+    }
+    const order = await waitFor('the order', () => orderByPlacer(pg, spec.placer));
+    const hl7Rows = async () =>
+      (
+        await pg.query(
+          `SELECT id::text, status, attempts, claimed_by,
+                  extract(epoch FROM next_attempt_at - now()) * 1000 AS lease_left_ms
+             FROM outbox WHERE order_id = $1 AND destination = 'ris-hl7' ORDER BY id`,
+          [order.id],
+        )
+      ).rows as Array<{
+        id: string;
+        status: string;
+        attempts: number;
+        claimed_by: string | null;
+        lease_left_ms: number;
+      }>;
+    // The first status message to the RIS: its ACK is held (longer than a lease) while the
+    // adapter waits, so the row is claimed and its delivery in flight when the process dies.
+    const admin = { authorization: `Bearer ${TEST_TOKENS.admin}` };
+    const receivedBefore = ris.received.length;
+    risHold = { placer: spec.placer, ms: 90_000 };
+    const held = await waitFor(
+      'a status message to the RIS in flight',
+      async () => {
+        await fetch(`${httpUrl}/api/orders/poll-cycle`, { method: 'POST', headers: admin });
+        const rows = await hl7Rows();
+        return !risHold && rows[0]?.claimed_by ? rows[0] : undefined;
+      },
+      120_000,
+      500,
+    );
+    expect(held.status).toBe('pending');
+    expect(Number(held.lease_left_ms)).toBeLessThanOrEqual(OUTBOX_CLAIM_LEASE_MS);
+    // Held for two thirds of the lease: renewed (every third of it) rather than running out,
+    // the lease left is at least two thirds of it (without renewal: under a third).
+    await sleep((2 * OUTBOX_CLAIM_LEASE_MS) / 3 + 2_000);
+    const renewed = (await hl7Rows())[0]!;
+    expect(renewed).toMatchObject({ id: held.id, status: 'pending', attempts: 1 });
+    expect(Number(renewed.lease_left_ms)).toBeGreaterThan(OUTBOX_CLAIM_LEASE_MS / 2);
+
+    const killedAt = await kill();
+    const restartedAt = await start();
+    const delivered = await waitFor(
+      'the status message delivered after the restart',
+      async () => {
+        const row = (await hl7Rows()).find((r) => r.id === held.id);
+        return row?.status === 'delivered' ? row : undefined;
+      },
+      OUTBOX_CLAIM_LEASE_MS + 60_000,
+      250,
+    );
+    const deliveredAt = Date.now();
+    process.stdout.write(
+      `KILLED-OUTBOX ${JSON.stringify({
+        claimLeaseSeconds: OUTBOX_CLAIM_LEASE_MS / 1000,
+        restartSeconds: (restartedAt - killedAt) / 1000,
+        deliveredAfterKillSeconds: (deliveredAt - killedAt) / 1000,
+        attempts: delivered.attempts,
+      })}\n`,
+    );
+    // Taken again once the dead process's lease lapsed (it was renewed, so up to one lease
+    // after the kill), not after the former 2-minute lease; a second attempt, no more.
+    expect(delivered.attempts).toBe(2);
+    expect(deliveredAt - killedAt).toBeLessThan(OUTBOX_CLAIM_LEASE_MS + 15_000);
+    // The RIS got the message twice under one MSH-10 (a resend it can de-duplicate).
+    const controlIds = ris.received
+      .slice(receivedBefore)
+      .filter((m) => aboutPlacer(m, spec.placer))
+      .map((m) => m.split(/\r|\n/)[0]!.split('|')[9]);
+    const counts = new Map<string, number>();
+    for (const id of controlIds) counts.set(id!, (counts.get(id!) ?? 0) + 1);
+    expect([...counts.values()].some((n) => n === 2)).toBe(true);
   });
 });

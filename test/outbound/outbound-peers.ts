@@ -24,7 +24,7 @@ export async function startAckingRis(
   script: (n: number, controlId: string, message: string) => 'AA' | 'AE' | 'AR' = () => 'AA',
   tls?: { key: Buffer; cert: Buffer },
   /** A slow RIS: milliseconds to wait before answering message n (0: at once). */
-  delayMs?: (n: number) => number,
+  delayMs?: (n: number, message: string) => number,
 ): Promise<TestRis> {
   const received: string[] = [];
   let n = 0;
@@ -37,7 +37,7 @@ export async function startAckingRis(
       received.push(text);
       const inbound = parseHl7(message);
       n += 1;
-      const wait = delayMs?.(n) ?? 0;
+      const wait = delayMs?.(n, text) ?? 0;
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       const code = script(n, inbound.controlId, text);
       return Buffer.from(

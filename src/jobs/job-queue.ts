@@ -407,6 +407,7 @@ export class JobQueue {
     }
     const pools = this.workerIds;
     if (pools.length === 0) return { completed: 0, released: 0 };
+    await this.dropReplacedFailures();
     const { rows } = await this.ensurePool().query<{ id: string }>(
       `SELECT id::text AS id FROM graphile_worker._private_jobs
         WHERE locked_by = ANY($1::text[]) AND locked_at < now() - $2 * interval '1 millisecond'`,
@@ -492,6 +493,33 @@ export class JobQueue {
       );
     }
     return { completed, released };
+  }
+
+  /**
+   * Drops jobs whose recent run of ours failed (not on its last attempt) and that were
+   * replaced before graphile-worker wrote that failure: a run failing while the database is
+   * away cannot check for a replacement, and graphile-worker's "failed" write waits for the
+   * database, by when the tick may have added the job's key again — the write then leaves a
+   * job that used up its attempts, for good.
+   */
+  private async dropReplacedFailures(): Promise<void> {
+    const failed = [...this.outcomes].filter(([, o]) => !o.ok);
+    if (failed.length === 0) return;
+    const { rows } = await this.ensurePool().query<{ id: string }>(
+      `DELETE FROM graphile_worker._private_jobs j
+        USING unnest($1::bigint[], $2::int[]) AS r(id, attempt)
+        WHERE j.id = r.id AND j.locked_by IS NULL AND j.key IS NULL
+          AND j.attempts >= j.max_attempts AND r.attempt < j.max_attempts
+        RETURNING j.id::text AS id`,
+      [failed.map(([id]) => id), failed.map(([, o]) => o.attempt)],
+    );
+    if (rows.length === 0) return;
+    for (const r of rows) this.outcomes.delete(r.id);
+    supersededJobsDropped.inc({ when: 'after-failure' }, rows.length);
+    this.options.logger.warn(
+      { superseded: rows.length },
+      'jobs replaced while they ran, whose failed run was recorded late, were dropped; their replacements carry the work',
+    );
   }
 
   /**

@@ -186,4 +186,41 @@ describe('JobQueue: jobs replaced while they ran', () => {
       await q.stop();
     }
   });
+
+  it('a job replaced after its run failed but before the failure was written is dropped', async () => {
+    let runs = 0;
+    const q = new JobQueue({
+      url: db.url,
+      concurrency: 1,
+      logger,
+      pollIntervalMs: 100,
+      deadWorkerAfterMs: 1_200,
+    });
+    q.registerTask('late', async () => {
+      runs++;
+      throw new Error('read ECONNRESET');
+    });
+    await q.migrate();
+    await q.start();
+    try {
+      await q.enqueue('late', {}, { jobKey: 'late:1' });
+      await waitFor('the failed run written', async () => {
+        const [row] = await rowsOf('late');
+        return runs === 1 && !!row && row.locked_by === null && row.last_error !== null;
+      });
+      // The run failed while the database was away and graphile-worker's "failed" write
+      // waited for it; meanwhile the key was added again while the job was still locked:
+      // the write leaves a job with every attempt used, no key, back-off hours away.
+      await db.dataSource.query(
+        `UPDATE graphile_worker._private_jobs SET key = NULL, attempts = max_attempts WHERE key = 'late:1'`,
+      );
+      await waitFor(
+        'the replaced failure dropped',
+        async () => (await rowsOf('late')).length === 0,
+      );
+      expect(runs).toBe(1);
+    } finally {
+      await q.stop();
+    }
+  });
 });

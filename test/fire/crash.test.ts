@@ -150,6 +150,7 @@ describe('crash suite: kill -9 at random points', () => {
       resends: sent.reduce((n, o) => n + o.resends, 0),
       finished: end.done,
       stuckByLockedJobs: end.last.lockedJobOrders,
+      jobsLeft: end.jobs,
       deadWorkerSweeps: unlocks.sweeps,
       deadWorkerJobsUnlocked: unlocks.jobs,
       ...acc,
@@ -162,7 +163,7 @@ describe('crash suite: kill -9 at random points', () => {
         upstream[o.status] = (upstream[o.status] ?? 0) + 1;
       writeFileSync(join(peers.dir, 'adapter.log'), adapter.output());
       throw new Error(
-        `stuck: ${JSON.stringify(end.last)}; upstream ${JSON.stringify(upstream)}; log ${join(peers.dir, 'adapter.log')}`,
+        `stuck: ${JSON.stringify(end.last)}; jobs ${JSON.stringify(end.jobs)}; upstream ${JSON.stringify(upstream)}; log ${join(peers.dir, 'adapter.log')}`,
       );
     }
     // Exactly once: nothing duplicated anywhere, whatever was cut by the kills.
@@ -176,6 +177,9 @@ describe('crash suite: kill -9 at random points', () => {
     // Complete: every order delivered, to every destination; no job still held by a killed
     // process, none missing upstream.
     expect(end.last.lockedJobOrders).toBe(0);
+    // No job left that should have finished, none that used up its attempts.
+    expect(end.jobs.groups).toEqual([]);
+    expect(end.jobs.open).toBe(0);
     expect(acc.delivered).toBe(ORDERS);
     expect(acc.upstreamOrders).toBe(ORDERS);
     expect(acc.ackedMissingUpstream).toBe(0);

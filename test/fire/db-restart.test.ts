@@ -266,9 +266,15 @@ describe('database-restart suite: PostgreSQL stopped like a crash mid-run', () =
     const declaredDead = lines.filter((l) => l.includes('declared dead while it ran'));
     const unhandled = lines.filter((l) => l.includes('unhandled rejection'));
     let ownJobsSettled = 0;
+    let superseded = 0;
     for (const l of lines.filter((x) => x.includes('whose end could not be recorded'))) {
-      const j = JSON.parse(l) as { completed: number; released: number };
+      const j = JSON.parse(l) as { completed: number; released: number; superseded?: number };
       ownJobsSettled += j.completed + j.released;
+      superseded += j.superseded ?? 0;
+    }
+    superseded += lines.filter((l) => l.includes('its replacement carries the work')).length;
+    for (const l of lines.filter((x) => x.includes('whose failed run was recorded late'))) {
+      superseded += (JSON.parse(l) as { superseded: number }).superseded;
     }
 
     // The senders' answers during each outage (from its stop until the database answers
@@ -316,18 +322,22 @@ describe('database-restart suite: PostgreSQL stopped like a crash mid-run', () =
       acceptedInOutage: acceptedInOutage.length,
       finished: end.done,
       stuckByLockedJobs: end.last.lockedJobOrders,
+      jobsLeft: end.jobs,
       jobsLockedAtEnd: lockedRows[0]?.n,
       jobOutboxAtEnd: relayRows[0]?.n,
       deadWorkerJobsUnlocked: unlocks.jobs,
       declaredDeadWhileAlive: declaredDead.length,
       ownJobsSettled,
+      supersededJobsDropped: superseded,
       unhandledRejections: unhandled.length,
       ...acc,
       logFindings: logFindings.length,
     });
 
     if (!end.done) {
-      throw new Error(`stuck: ${JSON.stringify(end.last)}; logs in ${peers.dir}`);
+      throw new Error(
+        `stuck: ${JSON.stringify(end.last)}; jobs ${JSON.stringify(end.jobs)}; logs in ${peers.dir}`,
+      );
     }
     // The adapters rode the outages out: no process was restarted.
     expect(bothAlive).toBe(true);
@@ -357,6 +367,9 @@ describe('database-restart suite: PostgreSQL stopped like a crash mid-run', () =
     expect(end.last.lockedJobOrders).toBe(0);
     expect(lockedRows[0]?.n).toBe(0);
     expect(relayRows[0]?.n).toBe(0);
+    // No job left that should have finished, none that used up its attempts.
+    expect(end.jobs.groups).toEqual([]);
+    expect(end.jobs.open).toBe(0);
     expect(acc.delivered).toBe(ORDERS);
     expect(acc.upstreamOrders).toBe(ORDERS);
     expect(acc.ackedMissingUpstream).toBe(0);

@@ -12,6 +12,7 @@ import {
   connect,
   FireAdapter,
   LONG,
+  openJobs,
   prepareOrders,
   reportFigures,
   scanLogs,
@@ -96,16 +97,13 @@ async function settledState(pg: PgClient) {
   const outbox = await pg.query(
     `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending FROM outbox`,
   );
-  const jobs = await pg.query(
-    `SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE task_identifier <> 'order.lifecycle-tick')::int
-          + (SELECT count(*) FROM job_outbox)::int AS open`,
-  );
+  const jobs = await openJobs(pg);
   const byState = Object.fromEntries(states.rows.map((r) => [r.state as string, r.n as number]));
   return {
     terminal: TERMINAL.reduce((n, s) => n + (byState[s] ?? 0), 0),
     states: byState,
     pendingOutbox: outbox.rows[0].pending as number,
-    openJobs: jobs.rows[0].open as number,
+    openJobs: jobs.open,
   };
 }
 

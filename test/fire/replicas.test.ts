@@ -229,6 +229,7 @@ describe('replicas suite: two adapters on one database, one killed at random poi
       resends: sent.reduce((n, o) => n + o.resends, 0),
       finished: end.done,
       stuckByLockedJobs: end.last.lockedJobOrders,
+      jobsLeft: end.jobs,
       deadWorkerSweeps: unlocks.sweeps,
       deadWorkerJobsUnlocked: unlocks.jobs,
       ...work,
@@ -242,7 +243,7 @@ describe('replicas suite: two adapters on one database, one killed at random poi
         upstream[o.status] = (upstream[o.status] ?? 0) + 1;
       replicas.forEach((r, i) => writeFileSync(join(peers.dir, `replica-${i}.log`), r.output()));
       throw new Error(
-        `stuck: ${JSON.stringify(end.last)}; upstream ${JSON.stringify(upstream)}; logs ${peers.dir}`,
+        `stuck: ${JSON.stringify(end.last)}; jobs ${JSON.stringify(end.jobs)}; upstream ${JSON.stringify(upstream)}; logs ${peers.dir}`,
       );
     }
     // Exactly once: nothing duplicated anywhere, whichever replica did the work.
@@ -255,6 +256,9 @@ describe('replicas suite: two adapters on one database, one killed at random poi
     expect(acc.dicomSr.more).toBe(0);
     // Complete: every order delivered to every destination; nothing held by a killed replica.
     expect(end.last.lockedJobOrders).toBe(0);
+    // No job left that should have finished, none that used up its attempts.
+    expect(end.jobs.groups).toEqual([]);
+    expect(end.jobs.open).toBe(0);
     expect(acc.delivered).toBe(ORDERS);
     expect(acc.upstreamOrders).toBe(ORDERS);
     expect(acc.ackedMissingUpstream).toBe(0);

@@ -315,8 +315,8 @@ describe('test EHR: identifier index', () => {
     const scan = await startTestFhirServer({ identifierIndex: false });
     try {
       const timings: Record<string, { stored: number; medianMs: number; work: number }> = {};
-      // The unindexed engine scans every report per lookup (about 13 s at 20,000 on an idle
-      // 2-core machine): one lookup there, enough to show the difference.
+      // The unindexed engine scans every report per lookup: measured at 1,000 only (at 20,000
+      // one lookup took 13–28 s of CPU, too dear for every CI run; figures in docs/fire.md).
       const measure = async (
         server: TestFhirServer,
         label: string,
@@ -361,10 +361,8 @@ describe('test EHR: identifier index', () => {
       await measure(fresh, 'indexed, 1,000 stored', 1_000);
       await measure(scan, 'unindexed, 1,000 stored', 1_000, 3);
       await fill(fresh, 1_000, 20_000);
-      await fill(scan, 1_000, 20_000);
       const filled = performance.now() - filling;
       await measure(fresh, 'indexed, 20,000 stored', 20_000);
-      await measure(scan, 'unindexed, 20,000 stored', 20_000, 1);
       process.stdout.write(
         `IDENTIFIER INDEX ${JSON.stringify({ fillSeconds: Math.round(filled / 100) / 10, ...timings })}\n`,
       );

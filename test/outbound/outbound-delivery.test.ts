@@ -29,6 +29,7 @@ import {
   QC_DOCS,
   RESULT_DOCS,
   seedOrder,
+  testOutboundSettings,
 } from './outbound-seed';
 
 /**
@@ -39,23 +40,12 @@ import {
 const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
 function settings(overrides: Partial<OutboundSettings> = {}): OutboundSettings {
-  return {
+  return testOutboundSettings({
     destinations: [DESTINATIONS.fhir, DESTINATIONS.hl7, DESTINATIONS.dicom],
-    overrides: {},
     ormStatusMessages: true,
-    hl7: {
-      sendingApplication: 'IMAGING-AI-ADAPTER',
-      sendingFacility: 'ADAPTER',
-      defaultVersion: '2.5.1',
-      textType: 'TX',
-    },
-    maxAttempts: 4,
-    backoffBaseMs: 20,
-    backoffMaxMs: 80,
     devices: { 'brain-mr-volumetry': { udi: '(01)00850012345678(10)3.2.1', version: '3.2.1' } },
-    deviceDefaults: { manufacturer: 'Imaging Analysis Service', version: 'unknown' },
     ...overrides,
-  };
+  });
 }
 
 describe('results back to the clinic (real peers on loopback)', () => {

@@ -8,10 +8,32 @@ import type { UpstreamStatus } from '../../src/imaging-spec/imaging-spec';
 import type { OrderSnapshot, StoredDocument } from '../../src/orders/order-events';
 import type { OrderRequest } from '../../src/orders/domain/order-request';
 import type { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
+import { DESTINATIONS, type OutboundSettings } from '../../src/outbound/outbound.settings';
 import type { SourceStudy } from '../../src/outbound/dicom-result.builder';
 import { publicationInput, REPORT_PDF, RESULTS_JSON } from './publication-fixtures';
 
 const ORM = readFileSync(join(__dirname, '..', 'fixtures', 'hl7', 'orm-o01-v231-ihe-swf-zds.hl7'));
+
+/** Outbound settings for tests: FHIR only, fast retries (4 attempts, 20–80 ms), no devices. */
+export function testOutboundSettings(overrides: Partial<OutboundSettings> = {}): OutboundSettings {
+  return {
+    destinations: [DESTINATIONS.fhir],
+    overrides: {},
+    ormStatusMessages: false,
+    hl7: {
+      sendingApplication: 'IMAGING-AI-ADAPTER',
+      sendingFacility: 'ADAPTER',
+      defaultVersion: '2.5.1',
+      textType: 'TX',
+    },
+    maxAttempts: 4,
+    backoffBaseMs: 20,
+    backoffMaxMs: 80,
+    devices: {},
+    deviceDefaults: { manufacturer: 'Imaging Analysis Service', version: 'unknown' },
+    ...overrides,
+  };
+}
 
 export interface SeededOrder {
   id: string;

@@ -2,29 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
-import { DESTINATIONS, type OutboundSettings } from '../../src/outbound/outbound.settings';
+import { DESTINATIONS } from '../../src/outbound/outbound.settings';
 import type { DeliveryResult, Publisher } from '../../src/outbound/publisher';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
-import { playStatus, seedOrder } from './outbound-seed';
+import { playStatus, seedOrder, testOutboundSettings } from './outbound-seed';
 
 jest.setTimeout(60_000);
 
-const settings: OutboundSettings = {
-  destinations: [DESTINATIONS.fhir],
-  overrides: {},
-  ormStatusMessages: false,
-  hl7: {
-    sendingApplication: 'IMAGING-AI-ADAPTER',
-    sendingFacility: 'ADAPTER',
-    defaultVersion: '2.5.1',
-    textType: 'TX',
-  },
-  maxAttempts: 4,
-  backoffBaseMs: 20,
-  backoffMaxMs: 80,
-  devices: {},
-  deviceDefaults: { manufacturer: 'Imaging Analysis Service', version: 'unknown' },
-};
+const settings = testOutboundSettings();
 
 const LEASE_MS = 600;
 

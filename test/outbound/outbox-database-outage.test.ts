@@ -7,7 +7,7 @@ import pino from 'pino';
 import type { DataSource } from 'typeorm';
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
-import { DESTINATIONS, type OutboundSettings } from '../../src/outbound/outbound.settings';
+import { DESTINATIONS } from '../../src/outbound/outbound.settings';
 import type { DeliveryResult, Publisher } from '../../src/outbound/publisher';
 import { createDataSource } from '../../src/persistence/data-source.factory';
 import {
@@ -16,26 +16,11 @@ import {
   type RunningEmbeddedPostgres,
 } from '../../src/persistence/embedded-postgres';
 import { migrateUnderLock } from '../../src/persistence/migrator';
-import { playStatus, seedOrder } from './outbound-seed';
+import { playStatus, seedOrder, testOutboundSettings } from './outbound-seed';
 
 jest.setTimeout(120_000);
 
-const settings: OutboundSettings = {
-  destinations: [DESTINATIONS.fhir],
-  overrides: {},
-  ormStatusMessages: false,
-  hl7: {
-    sendingApplication: 'IMAGING-AI-ADAPTER',
-    sendingFacility: 'ADAPTER',
-    defaultVersion: '2.5.1',
-    textType: 'TX',
-  },
-  maxAttempts: 4,
-  backoffBaseMs: 20,
-  backoffMaxMs: 80,
-  devices: {},
-  deviceDefaults: { manufacturer: 'Imaging Analysis Service', version: 'unknown' },
-};
+const settings = testOutboundSettings();
 
 /**
  * The outbox when the database goes away between sending a document and recording it:

@@ -48,6 +48,35 @@ describe('JobQueue: jobs replaced while they ran', () => {
     throw new Error(`never reached: ${what}`);
   };
 
+  /** A queue whose one job (`task`, key `key`) failed its first run, the failure written. */
+  const failedOnce = async (task: string, message: string, key: string) => {
+    let runs = 0;
+    const q = new JobQueue({
+      url: db.url,
+      concurrency: 1,
+      logger,
+      pollIntervalMs: 100,
+      deadWorkerAfterMs: 1_200,
+    });
+    q.registerTask(task, async () => {
+      runs++;
+      throw new Error(message);
+    });
+    await q.migrate();
+    await q.start();
+    try {
+      await q.enqueue(task, {}, { jobKey: key });
+      await waitFor('the failed run written', async () => {
+        const [row] = await rowsOf(task);
+        return runs === 1 && !!row && row.locked_by === null && row.last_error !== null;
+      });
+    } catch (error) {
+      await q.stop();
+      throw error;
+    }
+    return { q, runs: () => runs };
+  };
+
   it('a replaced job whose run fails is dropped; its replacement runs; a real last attempt stays failed', async () => {
     const runs: Array<{ v: number; attempt: number }> = [];
     let release!: () => void;
@@ -95,26 +124,8 @@ describe('JobQueue: jobs replaced while they ran', () => {
   });
 
   it('a replaced job whose failure could not be written is dropped when its pool settles the lock', async () => {
-    let runs = 0;
-    const q = new JobQueue({
-      url: db.url,
-      concurrency: 1,
-      logger,
-      pollIntervalMs: 100,
-      deadWorkerAfterMs: 1_200,
-    });
-    q.registerTask('fetch', async () => {
-      runs++;
-      throw new Error('the database was unavailable');
-    });
-    await q.migrate();
-    await q.start();
+    const { q, runs } = await failedOnce('fetch', 'the database was unavailable', 'fetch:1');
     try {
-      await q.enqueue('fetch', {}, { jobKey: 'fetch:1' });
-      await waitFor('the failed run written', async () => {
-        const [row] = await rowsOf('fetch');
-        return runs === 1 && !!row && row.locked_by === null && row.last_error !== null;
-      });
       const [pool] = q.workerIds;
       expect(pool).toBeDefined();
       // What a database outage leaves: the "failed" write never arrived (the lock is still
@@ -133,7 +144,7 @@ describe('JobQueue: jobs replaced while they ran', () => {
       );
       // Dropped: not released as a job that used up its 25 attempts, never run again.
       expect(await rowsOf('fetch')).toEqual([]);
-      expect(runs).toBe(1);
+      expect(runs()).toBe(1);
     } finally {
       await q.stop();
     }
@@ -188,26 +199,8 @@ describe('JobQueue: jobs replaced while they ran', () => {
   });
 
   it('a job replaced after its run failed but before the failure was written is dropped', async () => {
-    let runs = 0;
-    const q = new JobQueue({
-      url: db.url,
-      concurrency: 1,
-      logger,
-      pollIntervalMs: 100,
-      deadWorkerAfterMs: 1_200,
-    });
-    q.registerTask('late', async () => {
-      runs++;
-      throw new Error('read ECONNRESET');
-    });
-    await q.migrate();
-    await q.start();
+    const { q, runs } = await failedOnce('late', 'read ECONNRESET', 'late:1');
     try {
-      await q.enqueue('late', {}, { jobKey: 'late:1' });
-      await waitFor('the failed run written', async () => {
-        const [row] = await rowsOf('late');
-        return runs === 1 && !!row && row.locked_by === null && row.last_error !== null;
-      });
       // The run failed while the database was away and graphile-worker's "failed" write
       // waited for it; meanwhile the key was added again while the job was still locked:
       // the write leaves a job with every attempt used, no key, back-off hours away.
@@ -218,7 +211,7 @@ describe('JobQueue: jobs replaced while they ran', () => {
         'the replaced failure dropped',
         async () => (await rowsOf('late')).length === 0,
       );
-      expect(runs).toBe(1);
+      expect(runs()).toBe(1);
     } finally {
       await q.stop();
     }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Agent, request } from 'undici';
 import { buildEncapsulatedPdf, buildMeasurementSr } from './dicom-result.builder';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
@@ -17,9 +18,12 @@ export interface DicomWebPublisherOptions {
  * multipart/related; type="application/dicom" POST to /studies/{StudyInstanceUID}. 200 is
  * stored; 202 is stored with warnings (recorded); 409 (every instance refused) and other 4xx
  * are dead letters with the Failed SOP Sequence reasons; 408/429/5xx and network errors retry.
+ * Its own connection pool, as the DICOMweb client's (src/studies/dicomweb.client.ts): never
+ * the process-wide dispatcher, which Node's fetch replaces with its bundled, older undici.
  */
 export class DicomWebResultPublisher implements Publisher {
   readonly destination = DESTINATIONS.dicom;
+  private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
 
   constructor(private readonly options: DicomWebPublisherOptions) {}
 
@@ -52,9 +56,10 @@ export class DicomWebResultPublisher implements Publisher {
     ]);
     const url = `${this.options.baseUrl.replace(/\/$/, '')}/studies/${source.attributes.studyInstanceUid}`;
     const started = Date.now();
-    let res: Response;
+    let status: number;
+    let text: string;
     try {
-      res = await fetch(url, {
+      const res = await request(url, {
         method: 'POST',
         headers: {
           'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
@@ -65,7 +70,10 @@ export class DicomWebResultPublisher implements Publisher {
         },
         body,
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 60_000),
+        dispatcher: this.agent,
       });
+      status = res.statusCode;
+      text = await res.body.text().catch(() => '');
     } catch (error) {
       return {
         outcome: 'retry',
@@ -73,20 +81,19 @@ export class DicomWebResultPublisher implements Publisher {
         detail: { error: (error as Error).message.slice(0, 200) },
       };
     }
-    const text = await res.text().catch(() => '');
     const failures = failedSops(text);
     const detail = {
-      httpStatus: res.status,
+      httpStatus: status,
       sopInstanceUid,
       bytes: part10.length,
       ...(failures.length > 0 ? { failedSops: failures } : {}),
       latencyMs: Date.now() - started,
     };
     const label = item.kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
-    if ((res.status === 200 || res.status === 202) && failures.length === 0) {
+    if ((status === 200 || status === 202) && failures.length === 0) {
       return {
         outcome: 'delivered',
-        answer: `${label} stored by the PACS (${res.status})`,
+        answer: `${label} stored by the PACS (${status})`,
         detail,
       };
     }
@@ -94,15 +101,17 @@ export class DicomWebResultPublisher implements Publisher {
     if (failures.length > 0 && failures.every((f) => f.reason === DUPLICATE_SOP_INSTANCE)) {
       return { outcome: 'delivered', answer: `${label} already held by the PACS`, detail };
     }
-    const transient = res.status === 408 || res.status === 429 || res.status >= 500;
+    const transient = status === 408 || status === 429 || status >= 500;
     return {
       outcome: transient ? 'retry' : 'dead',
-      answer: `the PACS answered ${res.status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
+      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
       detail,
     };
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
 }
 
 const DUPLICATE_SOP_INSTANCE = 0x0111;

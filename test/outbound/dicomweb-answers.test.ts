@@ -46,11 +46,17 @@ describe('STOW-RS answers', () => {
 
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  const send = (kind = 'dicom-sr') =>
-    new DicomWebResultPublisher({ baseUrl: url }).deliver({ id: '7', kind, attempts: 1 }, {
-      input: publicationInput('DELIVERED'),
-      source: sourceStudy(),
-    } as never);
+  const send = async (kind = 'dicom-sr') => {
+    const publisher = new DicomWebResultPublisher({ baseUrl: url });
+    try {
+      return await publisher.deliver({ id: '7', kind, attempts: 1 }, {
+        input: publicationInput('DELIVERED'),
+        source: sourceStudy(),
+      } as never);
+    } finally {
+      await publisher.close();
+    }
+  };
 
   it.each([
     [{ status: 200 }, 'delivered'],

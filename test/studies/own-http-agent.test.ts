@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
 import { HttpUpstreamProbe } from '../../src/health/upstream-probe';
+import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { publicationInput, sourceStudy } from '../outbound/publication-fixtures';
 
 /**
  * The adapter's long-lived HTTP clients that use undici's `request()` bring their own
@@ -48,6 +50,12 @@ describe('HTTP clients with their own connection pool', () => {
             Buffer.from(`\r\n--${boundary}--\r\n`),
           ]),
         );
+      } else if (req.method === 'POST' && req.url?.startsWith('/dicom-web/studies/')) {
+        req.resume();
+        req.on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/dicom+json' });
+          res.end(JSON.stringify({ '00081199': { vr: 'SQ', Value: [{}] } }));
+        });
       } else if (req.url === '/v1/test-token') {
         res.writeHead(401).end();
       } else res.writeHead(404).end();
@@ -85,5 +93,22 @@ describe('HTTP clients with their own connection pool', () => {
   it('the upstream health probe reaches the upstream on its own pool', async () => {
     const probe = new HttpUpstreamProbe(`${base}/v1`);
     expect(await probe.check()).toMatchObject({ status: 'up' });
+  });
+
+  it('the STOW-RS result publisher stores an SR on its own pool, not through fetch', async () => {
+    // Jest's global fetch does not go through the dispatcher set above; refuse it outright.
+    const builtIn = globalThis.fetch;
+    globalThis.fetch = () => Promise.reject(new Error('the built-in fetch was used'));
+    const publisher = new DicomWebResultPublisher({ baseUrl: `${base}/dicom-web` });
+    try {
+      const result = await publisher.deliver({ id: '1', kind: 'dicom-sr', attempts: 1 }, {
+        input: publicationInput('DELIVERED'),
+        source: sourceStudy(),
+      } as never);
+      expect(result).toMatchObject({ outcome: 'delivered', detail: { httpStatus: 200 } });
+    } finally {
+      globalThis.fetch = builtIn;
+      await publisher.close();
+    }
   });
 });

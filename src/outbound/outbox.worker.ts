@@ -109,8 +109,6 @@ export class OutboxWorker {
    */
   private async loop(publisher: Publisher): Promise<void> {
     const inFlight = new Set<Promise<void>>();
-    /** Rows being delivered now. */
-    const delivering = new Set<string>();
     /** A claim or a record failed: some of our claims may be held by no delivery. */
     let claimsInDoubt = false;
     let woken: boolean;
@@ -121,7 +119,7 @@ export class OutboxWorker {
     while (this.running) {
       woken = false;
       if (claimsInDoubt) {
-        claimsInDoubt = !(await this.releaseLostClaims(publisher.destination, delivering));
+        claimsInDoubt = !(await this.releaseLostClaims(publisher.destination));
       }
       const free = this.options.concurrency - inFlight.size;
       let claimed: ClaimedRow[] = [];
@@ -138,7 +136,6 @@ export class OutboxWorker {
         }
       }
       for (const row of claimed) {
-        delivering.add(row.id);
         const delivery: Promise<void> = this.deliver(publisher, row)
           .catch((error: unknown) => {
             claimsInDoubt = true;
@@ -148,7 +145,6 @@ export class OutboxWorker {
             );
           })
           .finally(() => {
-            delivering.delete(row.id);
             inFlight.delete(delivery);
             wake();
           });
@@ -208,14 +204,12 @@ export class OutboxWorker {
   }
 
   /**
-   * Makes due again the rows this worker claimed that none of its deliveries holds: claims
-   * committed while their answer was lost, and deliveries whose record failed. Without this
-   * they waited for their lease. Returns false when the database could not be asked.
+   * Makes due again the rows this worker claimed that none of its deliveries holds (not in
+   * `leasedAt`): claims committed while their answer was lost, and deliveries whose record
+   * failed. Without this they waited for their lease. Returns false when the database could
+   * not be asked.
    */
-  private async releaseLostClaims(
-    destination: Destination,
-    delivering: ReadonlySet<string>,
-  ): Promise<boolean> {
+  private async releaseLostClaims(destination: Destination): Promise<boolean> {
     try {
       const released: Array<{ id: string }> = await this.options.dataSource.query(
         `WITH r AS (
@@ -224,7 +218,7 @@ export class OutboxWorker {
               AND NOT (id = ANY($3::bigint[]))
            RETURNING id)
          SELECT id::text FROM r`,
-        [destination, this.workerId, [...delivering]],
+        [destination, this.workerId, [...this.leasedAt.keys()]],
       );
       if (released.length > 0)
         this.options.logger.warn(

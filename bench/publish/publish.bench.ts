@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const url = withDatabase(SERVER, dbName);
   const ds = createDataSource({ url, poolSize: 24 });
   await ds.initialize();
-  const ehr = await startValidatingEhr({ identifierIndex: true });
+  const ehr = await startValidatingEhr();
   const ris = await startAckingRis();
   const orthanc = await startOrthanc();
   try {

@@ -128,13 +128,10 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-export async function startValidatingEhr(
-  options: { identifierIndex?: boolean } = {},
-): Promise<TestEhr> {
+export async function startValidatingEhr(): Promise<TestEhr> {
   loadFhirDefinitions();
   const inner = await startTestFhirServer();
   const state: { rejected: number; requiredToken?: string } = { rejected: 0 };
-  const index = new Map<string, string>();
   const server: Server = createServer((req, res) => {
     void (async () => {
       const body = await readBody(req);
@@ -167,35 +164,14 @@ export async function startValidatingEhr(
           return;
         }
       }
-      let path = (req.url ?? '/').replace(/^\/fhir/, '');
-      let method = req.method ?? 'GET';
-      let payload = body;
-      // Bench only: conditional update on an identifier resolved through an identifier index,
-      // as a production server's indexed search does (the in-memory repository scans every
-      // resource of the type, which at thousands of reports costs more than the rest).
-      // Tests leave it off, so the engine's own conditional update is what they exercise.
-      const conditional = options.identifierIndex && /^\/(\w+)\?identifier=([^&]+)$/.exec(path);
-      let indexKey: string | undefined;
-      if (method === 'PUT' && conditional) {
-        indexKey = `${conditional[1]}|${decodeURIComponent(conditional[2]!)}`;
-        const id = index.get(indexKey);
-        if (id) {
-          path = `/${conditional[1]}/${id}`;
-          payload = Buffer.from(JSON.stringify({ ...JSON.parse(body.toString('utf8')), id }));
-        } else {
-          path = `/${conditional[1]}`;
-          method = 'POST';
-        }
-      }
+      const path = (req.url ?? '/').replace(/^\/fhir/, '');
+      const method = req.method ?? 'GET';
       const answer = await fetch(`${inner.baseUrl}${path}`, {
         method,
         headers: { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' },
-        ...(payload.length > 0 ? { body: payload } : {}),
+        ...(body.length > 0 ? { body } : {}),
       });
       const text = Buffer.from(await answer.arrayBuffer());
-      if (indexKey && answer.status === 201) {
-        index.set(indexKey, (JSON.parse(text.toString('utf8')) as { id: string }).id);
-      }
       res.writeHead(answer.status, { 'content-type': 'application/fhir+json' });
       res.end(text);
     })().catch((error: unknown) => {

@@ -104,6 +104,21 @@ const envSchema = z.object({
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
   MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
   MLLP_MAX_CONNECTIONS: positiveInt(1000),
+  HL7_MAX_SEGMENTS: positiveInt(5_000),
+  HL7_MAX_FIELDS: positiveInt(500),
+  HL7_MAX_REPETITIONS: positiveInt(1_000),
+  HL7_MAX_COMPONENTS: positiveInt(100),
+  /** MSH-11.1 values accepted (table 0103); default P, or P,T with the in-process sandbox. */
+  HL7_PROCESSING_IDS: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((t) => t.trim().toUpperCase())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(['P', 'T', 'D'])).min(1, 'name at least one of P, T, D'))
+    .optional(),
   MLLP_TLS_CERT_FILE: z.string().optional(),
   MLLP_TLS_KEY_FILE: z.string().optional(),
   MLLP_TLS_CA_FILE: z.string().optional(),
@@ -115,6 +130,25 @@ const envSchema = z.object({
   IMAGING_RATE_LIMIT_TOTAL: positiveInt(2000),
   IMAGING_UPLOAD_PART_CONCURRENCY: positiveInt(4),
   IMAGING_MAX_CONCURRENT_UPLOADS: positiveInt(100),
+  IMAGING_UPLOAD_HOSTS: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(
+      z.array(
+        z
+          .string()
+          .regex(
+            /^(\*\.)?[a-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$/,
+            'each entry must be host, host:port or *.domain',
+          ),
+      ),
+    )
+    .optional(),
   IMAGING_RETRY_MAX_ATTEMPTS: positiveInt(6),
   IMAGING_RETRY_DEADLINE_SECONDS: positiveInt(120),
   IMAGING_SANDBOX_OUTCOME_FROM_NOTES: bool(false),

@@ -46,11 +46,12 @@ export class AuditCallObserver implements CallObserver {
         orderId,
         severity: record.outcome === 'success' ? 'info' : 'warning',
         actor: 'adapter',
-        summary: `${record.method} ${record.endpoint} → ${record.status ?? 'no answer'} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
+        summary: `${record.method} ${record.endpoint}${record.storageHost ? ` (${record.storageHost})` : ''} → ${record.status ?? 'no answer'} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
         detail: {
           operation: record.operation,
           method: record.method,
           endpoint: record.endpoint,
+          storageHost: record.storageHost,
           status: record.status,
           latencyMs: Math.round(record.latencyMs),
           attempts: record.attempts,

@@ -15,6 +15,8 @@ export interface ImagingClientConfig {
    * late duplicate (0 disables the check).
    */
   createSettleMs: number;
+  /** Hosts presigned upload URLs may name (IMAGING_UPLOAD_HOSTS); empty or absent: any. */
+  uploadHosts?: readonly string[];
 }
 
 export interface RetryConfig {
@@ -60,6 +62,7 @@ export function withDefaults(
     upload?: Partial<UploadConfig>;
     tokenRenewBeforeMs?: number;
     createSettleMs?: number;
+    uploadHosts?: readonly string[];
   },
 ): ImagingClientConfig {
   return {
@@ -83,5 +86,6 @@ export function withDefaults(
     },
     tokenRenewBeforeMs: config.tokenRenewBeforeMs ?? 300_000,
     createSettleMs: config.createSettleMs ?? 3_000,
+    uploadHosts: config.uploadHosts ?? [],
   };
 }

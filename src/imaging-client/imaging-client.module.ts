@@ -39,6 +39,7 @@ export function imagingClientSettings(config: AppConfig, baseUrl: string) {
       partConcurrency: config.IMAGING_UPLOAD_PART_CONCURRENCY,
       maxConcurrentUploads: config.IMAGING_MAX_CONCURRENT_UPLOADS,
     },
+    uploadHosts: config.IMAGING_UPLOAD_HOSTS ?? [],
   };
 }
 

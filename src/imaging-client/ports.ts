@@ -79,6 +79,8 @@ export interface CallRecord {
   latencyMs: number;
   attempts: number;
   orderId?: string;
+  /** Presigned PUTs: the storage host the URL named (audited; the URL itself never is). */
+  storageHost?: string;
   outcome: CallOutcome;
   error?: { code: string; message: string };
   /** `X-API-Deprecation-Warning` text when the response carried it. */

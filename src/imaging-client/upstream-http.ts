@@ -5,6 +5,7 @@ import type { ImagingClientConfig } from './imaging-client.config';
 import { codeForStatus, ImagingClientError, sanitizeText } from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
 import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
+import { checkStorageUrl } from './storage-url.policy';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT';
 
@@ -202,7 +203,7 @@ export class UpstreamHttp {
           token = await this.tokenSource.get();
         }
         if (isApi) await this.deps.rateLimiter.acquire(spec.path);
-        response = await this.send(spec, token);
+        response = await this.send(spec, token, record);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;
         if (!isNetworkError(error)) {
@@ -336,6 +337,7 @@ export class UpstreamHttp {
   private async send(
     spec: CallSpec<unknown>,
     token: string | undefined,
+    record: CallRecord,
   ): Promise<UpstreamResponse> {
     const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
     let body: string | Buffer | Readable | undefined;
@@ -362,6 +364,12 @@ export class UpstreamHttp {
     let url: string;
     if (spec.presignedUrl) {
       url = await spec.presignedUrl();
+      // Checked before any byte leaves: scheme, user information, allowed hosts.
+      record.storageHost = checkStorageUrl(
+        url,
+        { baseUrl: this.config.baseUrl, uploadHosts: this.config.uploadHosts },
+        spec.operation,
+      );
       // The URL is the credential (contract, Authentication 4): nothing else is sent.
       delete headers.authorization;
     } else {

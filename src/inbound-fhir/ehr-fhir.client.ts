@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import type { Client as FhirKitClient, ClientConfig, SearchParams } from 'fhir-kit-client';
+import { PeerBase, PeerUrlError } from '../common/peer-url';
 import type { SmartBackendTokenProvider } from './smart-backend.auth';
 
 /**
@@ -53,9 +54,12 @@ export interface EhrFhirClientOptions {
 export class EhrFhirClient {
   private readonly client: FhirKitClient;
   private readonly timeoutMs: number;
+  /** FHIR_SERVER_URL: the only base this client reads from, and the only one its token goes to. */
+  private readonly peer: PeerBase;
 
   constructor(private readonly options: EhrFhirClientOptions) {
     const { Client } = loadFhirKit();
+    this.peer = new PeerBase('EHR', options.baseUrl);
     this.timeoutMs = options.timeoutMs ?? 15_000;
     this.client = new Client({
       baseUrl: options.baseUrl,
@@ -65,34 +69,31 @@ export class EhrFhirClient {
   }
 
   get baseUrl(): string {
-    return this.options.baseUrl.replace(/\/$/, '');
+    return this.peer.href;
   }
 
-  /** Absolute URL of a reference (relative `Type/id` resolved against the EHR base). */
+  /**
+   * Absolute URL of a reference (relative `Type/id` resolved against the EHR base). Throws
+   * PeerUrlError for a URL outside the EHR's base: callers never hold a foreign URL as ours.
+   */
   absolute(reference: string): string {
-    return /^https?:\/\//i.test(reference)
-      ? reference
-      : `${this.baseUrl}/${reference.replace(/^\//, '')}`;
+    return this.peer.resolve(reference).href;
   }
 
-  /** True when the reference points at this EHR (relative, or absolute under its base URL). */
+  /** True when the reference points within this EHR's base (relative, or absolute under it). */
   isOurs(reference: string): boolean {
-    return !/^https?:\/\//i.test(reference) || reference.startsWith(`${this.baseUrl}/`);
+    return this.peer.contains(reference);
   }
 
+  /**
+   * Reads a resource by reference. Only within FHIR_SERVER_URL (PeerUrlError otherwise, before
+   * anything is sent): the EHR's credential never goes to another host.
+   */
   async read<T extends Resource>(reference: string): Promise<T> {
-    return this.call(async () => {
-      const url = this.absolute(reference);
-      const [type, id] = url.slice(this.baseUrl.length + 1).split('/');
-      if (url.startsWith(`${this.baseUrl}/`) && type && id) {
-        return (await this.client.read({
-          resourceType: type,
-          id,
-          options: this.opts(),
-        })) as unknown as T;
-      }
-      return (await this.client.request(url, { options: this.opts() })) as unknown as T;
-    });
+    const url = this.peer.resolve(reference);
+    return this.call(
+      async () => (await this.client.request(url.href, { options: this.opts() })) as unknown as T,
+    );
   }
 
   /** Every page of a search (bounded), as one list of resources with their fullUrl. */
@@ -121,7 +122,11 @@ export class EhrFhirClient {
             });
           }
         }
-        if (!page.link?.some((l) => l.relation === 'next')) break;
+        const nextLink = page.link?.find((l) => l.relation === 'next')?.url;
+        if (!nextLink) break;
+        // A next link is followed only within the EHR's base (with the token), never elsewhere.
+        if (!this.peer.contains(nextLink))
+          throw new PeerUrlError('the EHR search answered a next link outside its base', 'origin');
         await this.authorize();
         const next = this.client.nextPage({ bundle: page as never, options: this.opts() });
         if (!next) break;
@@ -146,8 +151,16 @@ export class EhrFhirClient {
     // Nothing pooled of our own: fhir-kit-client uses the global fetch.
   }
 
+  /**
+   * Per-request fetch options: a deadline, and `redirect: 'manual'` so that a 3xx is an answer
+   * (an error here), never a request with our token to wherever the Location points.
+   */
   private opts(headers: Record<string, string> = {}) {
-    return { headers, signal: AbortSignal.timeout(this.timeoutMs) };
+    return {
+      headers,
+      signal: AbortSignal.timeout(this.timeoutMs),
+      redirect: 'manual' as const,
+    };
   }
 
   private async authorize(): Promise<void> {
@@ -161,6 +174,7 @@ export class EhrFhirClient {
       try {
         return await fn();
       } catch (error) {
+        if (error instanceof PeerUrlError) throw error;
         const status = (error as { response?: { status?: number } }).response?.status;
         if (status === 401 && this.options.smart && attempt === 0) {
           this.options.smart.invalidate();

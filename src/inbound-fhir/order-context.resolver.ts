@@ -10,6 +10,7 @@ import type {
 } from '@medplum/fhirtypes';
 import type { FhirOrderContext, Located } from '../mappings/fhir-order.mapping';
 import type { ToleratedQuirk } from '../orders/domain/order-request';
+import { PeerBase } from '../common/peer-url';
 import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
 import { FhirError } from './fhir.error';
 
@@ -58,7 +59,9 @@ export class ReferenceResolver {
   async resolve<T extends Resource>(
     container: Resource,
     reference: Reference | undefined,
-    expectedType?: string,
+    expectedType: string | undefined,
+    /** The element holding the reference, for the OperationOutcome of a refusal. */
+    expression: string,
   ): Promise<Located<T> | undefined> {
     const ref = reference?.reference;
     if (!ref) return undefined;
@@ -77,7 +80,16 @@ export class ReferenceResolver {
         ? { resource: sib.resource as T, source: sib.location }
         : undefined;
     }
-    if (!this.ehr || ref.startsWith('urn:') || !this.ehr.isOurs(ref)) return undefined;
+    if (ref.startsWith('urn:')) return undefined;
+    // An absolute URL is read only within FHIR_SERVER_URL (docs/security.md): one elsewhere
+    // is refused, never fetched, so the EHR's credential cannot be sent to another host.
+    if (PeerBase.isAbsolute(ref) && !this.ehr?.isOurs(ref)) {
+      const diagnostics = `${expression} refers to a server other than the EHR's FHIR base (FHIR_SERVER_URL); include the resource in the request (contained or a Bundle entry) instead`;
+      throw new FhirError('invalid', diagnostics, [
+        { severity: 'error', code: 'security', diagnostics, expression: [expression] },
+      ]);
+    }
+    if (!this.ehr) return undefined;
     try {
       const resource = await this.ehr.read<T>(ref);
       if (expectedType && resource.resourceType !== expectedType) return undefined;
@@ -141,7 +153,12 @@ export async function buildOrderContext(
       expression: [at('ServiceRequest.subject')],
     });
   } else {
-    const patient = await resolver.resolve<Patient>(sr, sr.subject, 'Patient');
+    const patient = await resolver.resolve<Patient>(
+      sr,
+      sr.subject,
+      'Patient',
+      at('ServiceRequest.subject'),
+    );
     if (patient) ctx.patient = patient;
     else if (sr.subject?.identifier?.value) {
       // A logical reference (R4 references.html#logical): the identifier is all we get.
@@ -169,7 +186,12 @@ export async function buildOrderContext(
     // A urn:uuid: reference in a Bundle has no type in it: resolve, then look at what it is.
     const type = refType(ref);
     if (type && type !== 'ImagingStudy') continue;
-    const target = await resolver.resolve<Resource>(sr, ref);
+    const target = await resolver.resolve<Resource>(
+      sr,
+      ref,
+      undefined,
+      at(`ServiceRequest.supportingInfo[${i}]`),
+    );
     if (target?.resource.resourceType === 'ImagingStudy') {
       ctx.imagingStudies.push(target as Located<ImagingStudy>);
     } else if (type === 'ImagingStudy') {
@@ -192,11 +214,21 @@ export async function buildOrderContext(
       ctx.imagingStudies.push({ resource: study, source: sib.location });
     }
   }
-  const requester = await resolver.resolve<Practitioner | PractitionerRole>(sr, sr.requester);
+  const requester = await resolver.resolve<Practitioner | PractitionerRole>(
+    sr,
+    sr.requester,
+    undefined,
+    at('ServiceRequest.requester'),
+  );
   if (requester && requester.resource.resourceType === 'Practitioner') ctx.requester = requester;
-  for (const ref of sr.reasonReference ?? []) {
+  for (const [i, ref] of (sr.reasonReference ?? []).entries()) {
     if (!ref.reference) continue;
-    const target = await resolver.resolve<Resource>(sr, ref);
+    const target = await resolver.resolve<Resource>(
+      sr,
+      ref,
+      undefined,
+      at(`ServiceRequest.reasonReference[${i}]`),
+    );
     if (target) ctx.reasons.set(ref.reference, target);
   }
   return { ctx, issues };

@@ -87,12 +87,19 @@ export class SmartBackendTokenProvider {
   private async discoverTokenUrl(): Promise<string> {
     if (this.tokenUrl) return this.tokenUrl;
     const url = `${this.config.fhirBaseUrl.replace(/\/$/, '')}/.well-known/smart-configuration`;
-    const res = await fetch(url, { headers: { accept: 'application/json' } });
+    const res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual' });
     if (!res.ok)
       throw new SmartBackendAuthError(`SMART discovery failed: ${url} answered ${res.status}`);
     const body = (await res.json()) as { token_endpoint?: string };
     if (!body.token_endpoint)
       throw new SmartBackendAuthError('SMART configuration has no token_endpoint');
+    // The EHR's own discovery document (read within FHIR_SERVER_URL) names its authorization
+    // server, which may sit on another host (SMART App Launch 2.0 §2.1). What it names must
+    // still be a plain http(s) URL without user information, https when the EHR is https.
+    if (!usableTokenUrl(body.token_endpoint, this.config.fhirBaseUrl))
+      throw new SmartBackendAuthError(
+        'SMART configuration names an unusable token_endpoint (not http(s), user information, or http under an https EHR); set FHIR_SMART_TOKEN_URL',
+      );
     this.tokenUrl = body.token_endpoint;
     return this.tokenUrl;
   }
@@ -102,6 +109,7 @@ export class SmartBackendTokenProvider {
     const assertion = signClientAssertion(this.config, this.key, tokenUrl, this.clock());
     const res = await fetch(tokenUrl, {
       method: 'POST',
+      redirect: 'manual',
       headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
       body: new URLSearchParams({
         grant_type: 'client_credentials',
@@ -123,5 +131,17 @@ export class SmartBackendTokenProvider {
       expiresAt: this.clock().getTime() + (body.expires_in ?? 300) * 1000,
     };
     return body.access_token;
+  }
+}
+
+function usableTokenUrl(url: string, fhirBase: string): boolean {
+  try {
+    const u = new URL(url);
+    const base = new URL(fhirBase);
+    if (u.username || u.password) return false;
+    if (u.protocol === 'https:') return true;
+    return u.protocol === 'http:' && base.protocol === 'http:';
+  } catch {
+    return false;
   }
 }

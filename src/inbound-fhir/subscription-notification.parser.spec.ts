@@ -25,6 +25,17 @@ describe('Subscriptions Backport notification parser', () => {
         },
       ],
       entries: [],
+      // Every URL it names, with its element: each must lie within FHIR_SERVER_URL.
+      references: [
+        {
+          expression: 'Bundle.entry[0].resource.parameter[notification-event][0].part[2]',
+          value: 'https://example.org/fhir/Encounter/86009987-eabe-42bf-8c02-b112b18cb616',
+        },
+        {
+          expression: 'Bundle.entry[0].fullUrl',
+          value: 'urn:uuid:292d3c72-edc1-4d8a-afaa-d85e19c7f563',
+        },
+      ],
       quirks: [],
     });
   });

@@ -45,6 +45,12 @@ export interface ParsedNotification {
   events: NotificationEvent[];
   /** The entries after the status (resources of a full-resource payload, or id-only stubs). */
   entries: Array<SiblingEntry & { hasResource: boolean }>;
+  /**
+   * Every URL or reference the notification names (event focus and additional-context,
+   * entry fullUrls, Bundle links), with the element it came from: each must lie within the
+   * EHR's base before anything is read from it (docs/security.md).
+   */
+  references: Array<{ value: string; expression: string }>;
   quirks: ToleratedQuirk[];
 }
 
@@ -114,6 +120,7 @@ function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]
     ? numberValue(sinceP, `${at}.parameter[events-since-subscription-start]`, quirks)
     : undefined;
   const events: NotificationEvent[] = [];
+  const references: ParsedNotification['references'] = [];
   get('notification-event').forEach((ev, i) => {
     const parts = ev.part ?? [];
     const where = `${at}.parameter[notification-event][${i}]`;
@@ -123,6 +130,11 @@ function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]
       throw invalid('a notification-event needs an event-number', `${where}.part[event-number]`);
     const ts = parts.find((p) => p.name === 'timestamp');
     const focusP = parts.find((p) => p.name === 'focus');
+    parts.forEach((p, j) => {
+      if (p.name !== 'focus' && p.name !== 'additional-context') return;
+      const value = referenceValue(p, `${where}.${p.name}`, []);
+      if (value) references.push({ value, expression: `${where}.part[${j}]` });
+    });
     events.push({
       number,
       timestamp: ts?.valueInstant ?? ts?.valueDateTime,
@@ -133,7 +145,7 @@ function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]
         .filter((r): r is string => Boolean(r)),
     });
   });
-  return { subscriptionRef, topic, status, type, eventsSinceStart, events };
+  return { subscriptionRef, topic, status, type, eventsSinceStart, events, references };
 }
 
 /** The 2021 draft (and R4B/R5) SubscriptionStatus resource. */
@@ -153,6 +165,19 @@ interface SubscriptionStatusLike {
 }
 
 function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
+  const references: ParsedNotification['references'] = [];
+  (s.notificationEvent ?? []).forEach((ev, i) => {
+    const where = `${at}.notificationEvent[${i}]`;
+    if (ev.focus?.reference)
+      references.push({ value: ev.focus.reference, expression: `${where}.focus.reference` });
+    (ev.additionalContext ?? []).forEach((a, j) => {
+      if (a.reference)
+        references.push({
+          value: a.reference,
+          expression: `${where}.additionalContext[${j}].reference`,
+        });
+    });
+  });
   const events: NotificationEvent[] = (s.notificationEvent ?? []).map((ev, i) => {
     const number = Number(ev.eventNumber);
     if (!Number.isSafeInteger(number))
@@ -180,6 +205,7 @@ function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
     type: s.type,
     eventsSinceStart: since !== undefined && Number.isSafeInteger(since) ? since : undefined,
     events,
+    references,
   };
 }
 
@@ -232,6 +258,13 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       `${at}.parameter[type]`,
     );
   }
+  const references = [...raw.references];
+  (bundle.link ?? []).forEach((l, i) => {
+    if (l.url) references.push({ value: l.url, expression: `Bundle.link[${i}].url` });
+  });
+  entries.forEach((e, i) => {
+    if (e.fullUrl) references.push({ value: e.fullUrl, expression: `Bundle.entry[${i}].fullUrl` });
+  });
   const others: ParsedNotification['entries'] = [];
   entries.forEach((e, i) => {
     if (i === statusIndex) return;
@@ -256,6 +289,7 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
     eventsSinceStart: raw.eventsSinceStart,
     events: raw.events,
     entries: others,
+    references,
     quirks,
   };
 }

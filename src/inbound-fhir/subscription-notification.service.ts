@@ -86,6 +86,7 @@ export class SubscriptionNotificationService {
         );
       }
       parsed = parseNotification(resource as Bundle);
+      this.assertWithinEhr(parsed);
     } catch (error) {
       if (error instanceof FhirError) await this.refuse(caller, error);
       throw error;
@@ -247,6 +248,22 @@ export class SubscriptionNotificationService {
     return this.ok(
       `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,
     );
+  }
+
+  /**
+   * Every URL the notification names must lie within FHIR_SERVER_URL (docs/security.md): a
+   * focus on another host would otherwise be read with the EHR's credential and audited as
+   * the EHR's answer. Refused as a whole, before anything is read, naming the element.
+   */
+  private assertWithinEhr(parsed: ParsedNotification): void {
+    if (!this.ehr) return;
+    for (const ref of parsed.references) {
+      if (/^(urn:|#)/i.test(ref.value) || this.ehr.isOurs(ref.value)) continue;
+      const diagnostics = `${ref.expression} names a URL outside the EHR's FHIR base (FHIR_SERVER_URL); nothing was read from it`;
+      throw new FhirError('invalid', diagnostics, [
+        { severity: 'error', code: 'security', diagnostics, expression: [ref.expression] },
+      ]);
+    }
   }
 
   private absolute(ref: string): string {

@@ -142,7 +142,11 @@ export class FhirResultPublisher implements Publisher {
           resourceType: resource.resourceType,
           searchParams: { identifier },
           body: resource as never,
-          options: { signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000) },
+          options: {
+            signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000),
+            // A 3xx is an answer, never a request with our token to wherever it points.
+            redirect: 'manual',
+          },
         })) as unknown as Resource;
       } catch (error) {
         const status = (error as { response?: { status?: number } }).response?.status;

@@ -3,6 +3,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { Agent, request } from 'undici';
+import { PeerBase } from '../common/peer-url';
 import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.parser';
 import { StudyError } from './study.error';
 
@@ -39,6 +40,7 @@ type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
 
 export class DicomWebClient {
   private readonly base: string;
+  private readonly peer: PeerBase;
   /**
    * Our own connection pool, never the process-wide dispatcher: Node's built-in fetch installs
    * its bundled (older) undici as that dispatcher as soon as anything touches `fetch`,
@@ -53,6 +55,7 @@ export class DicomWebClient {
 
   constructor(private readonly options: DicomWebClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
+    this.peer = new PeerBase('PACS', options.baseUrl);
     this.agent = new Agent();
   }
 
@@ -169,6 +172,10 @@ export class DicomWebClient {
   }
 
   private async call(url: string, headers: Record<string, string>, allow404 = false) {
+    // Only within DICOMWEB_URL, where DICOMWEB_TOKEN belongs (docs/security.md); undici's
+    // request() follows no redirect.
+    if (!this.peer.contains(url))
+      throw new StudyError('pacs_error', 'refused to request a URL outside DICOMWEB_URL');
     const timeout = this.options.timeoutMs ?? 60_000;
     let res: Awaited<ReturnType<typeof request>>;
     try {

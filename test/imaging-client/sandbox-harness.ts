@@ -65,6 +65,7 @@ export function buildClient(
     requestTimeoutMs?: number;
     scope?: string;
     createSettleMs?: number;
+    uploadHosts?: string[];
   } = {},
 ): ClientUnderTest {
   const clock = options.clock ?? systemClock;
@@ -90,6 +91,7 @@ export function buildClient(
       timeouts: { requestMs: options.requestTimeoutMs ?? 5_000 },
       upload: options.upload,
       createSettleMs: options.createSettleMs ?? 300,
+      uploadHosts: options.uploadHosts,
     }),
     {
       clock,

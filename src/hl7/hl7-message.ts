@@ -14,6 +14,8 @@ import { Hl7Quirk, QuirkCollector } from './hl7-quirk';
 export const HL7_EXPLICIT_NULL = '""';
 
 const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
+/** A character that may serve as a delimiter: printable ASCII, not a letter, digit or space. */
+const DELIMITER_CHAR = /^[!-/:-@[-`{-~]$/;
 
 /**
  * One segment. `fields[n]` is the raw (still escaped) text of field n, so `fields[0]` is the
@@ -21,6 +23,14 @@ const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
  * characters (MSH-2), as the standard numbers them (v2.5.1 section 2.15.9, MSH).
  */
 export class Hl7Segment {
+  /**
+   * Each field is split into repetitions, and each repetition into components, once, on first
+   * use: every access after that is O(1), so walking a field of N repetitions is O(N), not
+   * O(N²) (issue #15: 20,000 empty PID-3 repetitions took 24 s).
+   */
+  private readonly repetitionCache = new Map<number, readonly string[]>();
+  private readonly componentCache = new Map<string, readonly string[]>();
+
   constructor(
     readonly id: string,
     readonly fields: readonly string[],
@@ -42,10 +52,7 @@ export class Hl7Segment {
 
   /** Number of repetitions present in a field (0 when empty). */
   repetitionCount(field: number): number {
-    const raw = this.rawField(field);
-    if (raw === '') return 0;
-    if (this.id === 'MSH' && field <= 2) return 1;
-    return raw.split(this.message.delimiters.repetition).length;
+    return this.repetitions(field).length;
   }
 
   /**
@@ -83,7 +90,7 @@ export class Hl7Segment {
   components(field: number, repetition = 1): (string | undefined)[] {
     const rep = this.rawRepetition(field, repetition);
     if (rep === '') return [];
-    const count = rep.split(this.message.delimiters.component).length;
+    const count = this.componentsOf(field, repetition, rep).length;
     const out: (string | undefined)[] = [];
     for (let c = 1; c <= count; c += 1) out.push(this.value(field, repetition, c, 1));
     return out;
@@ -106,11 +113,31 @@ export class Hl7Segment {
     });
   }
 
+  /** The raw repetitions of a field ([] when empty), split once. */
+  private repetitions(field: number): readonly string[] {
+    let reps = this.repetitionCache.get(field);
+    if (reps === undefined) {
+      const raw = this.rawField(field);
+      if (raw === '') reps = [];
+      else if (this.id === 'MSH' && field <= 2) reps = [raw];
+      else reps = raw.split(this.message.delimiters.repetition);
+      this.repetitionCache.set(field, reps);
+    }
+    return reps;
+  }
+
+  private componentsOf(field: number, repetition: number, rep: string): readonly string[] {
+    const key = `${field}.${repetition}`;
+    let comps = this.componentCache.get(key);
+    if (comps === undefined) {
+      comps = rep.split(this.message.delimiters.component);
+      this.componentCache.set(key, comps);
+    }
+    return comps;
+  }
+
   private rawRepetition(field: number, repetition: number): string {
-    const raw = this.rawField(field);
-    if (raw === '') return '';
-    if (this.id === 'MSH' && field <= 2) return repetition === 1 ? raw : '';
-    return raw.split(this.message.delimiters.repetition)[repetition - 1] ?? '';
+    return this.repetitions(field)[repetition - 1] ?? '';
   }
 
   private rawLeaf(
@@ -122,9 +149,12 @@ export class Hl7Segment {
     const rep = this.rawRepetition(field, repetition);
     if (rep === '') return '';
     if (this.id === 'MSH' && field <= 2) return component === 1 && subcomponent === 1 ? rep : '';
-    const d = this.message.delimiters;
-    const comp = rep.split(d.component)[component - 1] ?? '';
-    return comp.split(d.subcomponent)[subcomponent - 1] ?? '';
+    const comp = this.componentsOf(field, repetition, rep)[component - 1] ?? '';
+    if (subcomponent === 1) {
+      const end = comp.indexOf(this.message.delimiters.subcomponent);
+      return end === -1 ? comp : comp.slice(0, end);
+    }
+    return comp.split(this.message.delimiters.subcomponent)[subcomponent - 1] ?? '';
   }
 }
 
@@ -163,9 +193,38 @@ export interface Hl7MessageType {
   structure?: string;
 }
 
+/**
+ * Bounds on the shape of one message (issue #15): every loop over segments, fields,
+ * repetitions and components is bounded by them, whatever the sender put in. A message over a
+ * bound is refused (AR) with an ERR at the first place it was exceeded; it is never truncated.
+ */
+export interface Hl7ParseLimits {
+  maxSegments: number;
+  maxFieldsPerSegment: number;
+  maxRepetitions: number;
+  maxComponents: number;
+}
+
+export const DEFAULT_HL7_PARSE_LIMITS: Hl7ParseLimits = {
+  maxSegments: 5_000,
+  maxFieldsPerSegment: 500,
+  maxRepetitions: 1_000,
+  maxComponents: 100,
+};
+
+/** Where and how a message exceeded an Hl7ParseLimits bound. */
+export interface Hl7LimitViolation {
+  kind: 'segments' | 'fields' | 'repetitions' | 'components';
+  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound) */
+  location: string;
+  message: string;
+}
+
 /** A parsed message: segments, delimiters, charset, and the quirks tolerated on the way. */
 export class Hl7Message {
   readonly segments: Hl7Segment[] = [];
+  /** Bounds exceeded (at most one per kind); the structure check refuses such a message. */
+  readonly limitViolations: Hl7LimitViolation[] = [];
   /** @internal shared with segments so that unescaping can record quirks. */
   readonly quirkCollector: QuirkCollector;
 
@@ -222,18 +281,26 @@ export class Hl7Message {
   }
 
   segment(id: string, ordinal = 1): Hl7Segment | undefined {
-    let seen = 0;
-    for (const s of this.segments) {
-      if (s.id === id) {
-        seen += 1;
-        if (seen === ordinal) return s;
-      }
-    }
-    return undefined;
+    return this.index().get(id)?.[ordinal - 1];
   }
 
   segmentsById(id: string): Hl7Segment[] {
-    return this.segments.filter((s) => s.id === id);
+    return [...(this.index().get(id) ?? [])];
+  }
+
+  /** Segments by ID, built once the parse is complete (lookups by ordinal in O(1)). */
+  private byId?: { count: number; map: Map<string, Hl7Segment[]> };
+  private index(): Map<string, Hl7Segment[]> {
+    if (this.byId?.count !== this.segments.length) {
+      const map = new Map<string, Hl7Segment[]>();
+      for (const seg of this.segments) {
+        const list = map.get(seg.id);
+        if (list) list.push(seg);
+        else map.set(seg.id, [seg]);
+      }
+      this.byId = { count: this.segments.length, map };
+    }
+    return this.byId.map;
   }
 
   /** Value at a location such as `PID-3[2].4` or `ORC[2]-1` (see Hl7Location). */
@@ -285,13 +352,23 @@ export class Hl7Message {
 
 function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters {
   const field = mshLine[3];
-  if (field === undefined || /[A-Za-z0-9\s]/.test(field)) {
+  if (field === undefined || !DELIMITER_CHAR.test(field)) {
     throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', 'MSH-1 field separator missing or invalid');
   }
   const end = mshLine.indexOf(field, 4);
   const enc = end === -1 ? mshLine.slice(4) : mshLine.slice(4, end);
-  if (enc.length < 4 || new Set(enc + field).size !== enc.length + 1) {
-    throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', `MSH-2 encoding characters invalid`);
+  // MSH-2 (v2.5.1 §2.15.9.2; v2.7 added a fifth, the truncation character): four or five
+  // distinct printable non-alphanumeric characters, none equal to the field separator.
+  if (
+    enc.length < 4 ||
+    enc.length > 5 ||
+    ![...enc].every((c) => DELIMITER_CHAR.test(c)) ||
+    new Set(enc + field).size !== enc.length + 1
+  ) {
+    throw new Hl7Error(
+      'HL7_BAD_ENCODING_CHARACTERS',
+      'MSH-2 encoding characters invalid: four or five distinct characters, no letter, digit, space or control character',
+    );
   }
   const delimiters: Hl7Delimiters = {
     field,
@@ -316,6 +393,61 @@ function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters 
     quirks.add('custom-encoding-characters', `MSH-1 "${field}" MSH-2 "${enc}"`);
   }
   return delimiters;
+}
+
+/**
+ * Counts fields, repetitions and components of one segment against the limits, in one pass
+ * over its characters (no splitting): linear in the segment's length.
+ */
+function checkFieldShape(
+  fields: readonly string[],
+  id: string,
+  where: string,
+  delimiters: Hl7Delimiters,
+  limits: Hl7ParseLimits,
+  violation: (kind: Hl7LimitViolation['kind'], location: string, message: string) => void,
+): void {
+  if (fields.length - 1 > limits.maxFieldsPerSegment) {
+    violation(
+      'fields',
+      `${where}-${limits.maxFieldsPerSegment + 1}`,
+      `${where} has ${fields.length - 1} fields; at most ${limits.maxFieldsPerSegment} are accepted (HL7_MAX_FIELDS)`,
+    );
+  }
+  const first = id === 'MSH' ? 3 : 1;
+  const { repetition, component } = delimiters;
+  for (let f = first; f < fields.length; f += 1) {
+    const text = fields[f];
+    // A field shorter than the bound cannot exceed it.
+    if (text.length < Math.min(limits.maxRepetitions, limits.maxComponents)) continue;
+    let reps = 1;
+    let comps = 1;
+    let maxComps = 1;
+    for (let i = 0; i < text.length; i += 1) {
+      const ch = text[i];
+      if (ch === repetition) {
+        reps += 1;
+        comps = 1;
+      } else if (ch === component) {
+        comps += 1;
+        if (comps > maxComps) maxComps = comps;
+      }
+    }
+    if (reps > limits.maxRepetitions) {
+      violation(
+        'repetitions',
+        `${where}-${f}`,
+        `${where}-${f} has ${reps} repetitions; at most ${limits.maxRepetitions} are accepted (HL7_MAX_REPETITIONS)`,
+      );
+    }
+    if (maxComps > limits.maxComponents) {
+      violation(
+        'components',
+        `${where}-${f}`,
+        `${where}-${f} has ${maxComps} components in one repetition; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+      );
+    }
+  }
 }
 
 /** Splits into segment lines, tolerating CR, LF, CRLF and mixes; records what it saw. */
@@ -351,7 +483,10 @@ function splitSegments(text: string, quirks: QuirkCollector): string[] {
  * when no MSH header can be found or its encoding characters are unusable; everything else is
  * tolerated and recorded in `quirks`.
  */
-export function parseHl7(input: Buffer | string): Hl7Message {
+export function parseHl7(
+  input: Buffer | string,
+  limits: Hl7ParseLimits = DEFAULT_HL7_PARSE_LIMITS,
+): Hl7Message {
   const quirks = new QuirkCollector();
   let text: string;
   let encoding = 'utf-8';
@@ -397,6 +532,15 @@ export function parseHl7(input: Buffer | string): Hl7Message {
 
   const counts = new Map<string, number>();
   let position = 0;
+  // The fields of the last segment, kept mutable so that a stray line joins it in place
+  // (copying the field list per joined line was O(lines × fields)).
+  let lastFields: string[] | undefined;
+  const violated = new Set<string>();
+  const violation = (kind: Hl7LimitViolation['kind'], location: string, text: string) => {
+    if (violated.has(kind)) return;
+    violated.add(kind);
+    message.limitViolations.push({ kind, location, message: text });
+  };
   for (let line of lines) {
     const trimmed = line.replace(/[ \t]+$/, '');
     if (trimmed !== line) {
@@ -409,15 +553,7 @@ export function parseHl7(input: Buffer | string): Hl7Message {
       // with the previous segment rather than lose it.
       const prev = message.segments[message.segments.length - 1];
       quirks.add('mixed-separators', `line break inside ${prev.id} field joined`);
-      const fields = [...prev.fields];
-      fields[fields.length - 1] = `${fields[fields.length - 1]}\n${line}`;
-      message.segments[message.segments.length - 1] = new Hl7Segment(
-        prev.id,
-        fields,
-        prev.ordinal,
-        prev.position,
-        message,
-      );
+      if (lastFields) lastFields[lastFields.length - 1] += `\n${line}`;
       continue;
     }
     if (line.endsWith(delimiters.field) && !(id === 'MSH' && line.length <= 9)) {
@@ -436,10 +572,44 @@ export function parseHl7(input: Buffer | string): Hl7Message {
     const ordinal = (counts.get(id) ?? 0) + 1;
     counts.set(id, ordinal);
     position += 1;
+    const where = ordinal > 1 ? `${id}[${ordinal}]` : id;
+    if (position > limits.maxSegments) {
+      // Refused as a whole; the segments beyond the bound are not even kept in memory.
+      violation(
+        'segments',
+        `${where}-1`,
+        `the message has more than ${limits.maxSegments} segments (HL7_MAX_SEGMENTS)`,
+      );
+      lastFields = undefined;
+      continue;
+    }
+    checkFieldShape(fields, id, where, delimiters, limits, violation);
+    lastFields = fields;
     message.segments.push(new Hl7Segment(id, fields, ordinal, position, message));
   }
   if (message.segments[0]?.id !== 'MSH') {
     throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
   }
   return message;
+}
+
+/**
+ * MSH-10 of a message whose header could not be parsed (e.g. unusable MSH-2), found by the
+ * field separator alone, so that even an AR for such a message echoes the control ID in
+ * MSA-2 (v2.5.1 §2.9.2) and the sender can match it. Only the first line is read, and only
+ * printable ASCII up to ST's 199 characters is returned; undefined when not found.
+ */
+export function salvageControlId(raw: Buffer | string): string | undefined {
+  const head = (
+    typeof raw === 'string' ? raw.slice(0, 4096) : raw.subarray(0, 4096).toString('latin1')
+  )
+    .replace(/^\uFEFF|^\u00EF\u00BB\u00BF/, '')
+    .trimStart();
+  if (!head.startsWith('MSH')) return undefined;
+  const separator = head[3];
+  if (separator === undefined || !DELIMITER_CHAR.test(separator)) return undefined;
+  const line = head.split(/[\r\n]/, 1)[0];
+  const value = line.split(separator)[9];
+  if (!value || !/^[\x20-\x7e]+$/.test(value)) return undefined;
+  return value.slice(0, 199);
 }

@@ -54,6 +54,19 @@ export function checkStructure(
     errors: [...errors, e],
   });
 
+  // A message over the parser's bounds is refused whole (AR), naming where: never truncated,
+  // never mapped (issue #15: bounded work per message, whatever the sender put in).
+  if (message.limitViolations.length > 0) {
+    return {
+      outcome: 'reject',
+      errors: message.limitViolations.map((v) => ({
+        location: v.location,
+        code: v.kind === 'segments' ? 100 : 102,
+        severity: 'E' as const,
+        message: v.message,
+      })),
+    };
+  }
   if (!message.controlId) {
     // Required by the standard, but some senders leave it empty: we take the message (it is
     // de-duplicated by a hash of its bytes instead) and say so.

@@ -10,7 +10,9 @@ import {
   type Hl7Message,
   type MllpMessageMeta,
   type OrderControlReply,
+  type Hl7ParseLimits,
   parseHl7,
+  salvageControlId,
   type StructureCheckOptions,
 } from '../hl7';
 import {
@@ -45,6 +47,8 @@ function ackLabel(code: string): string {
 export interface Hl7OrderHandlerOptions {
   mapping?: Hl7OrderMappingConfig;
   structure?: StructureCheckOptions;
+  /** Bounds on a message's shape (HL7_MAX_*); a message over them is refused AR. */
+  limits?: Hl7ParseLimits;
   /** MSH-3/MSH-4 of our ACKs when the inbound message cannot be parsed at all. */
   ourApplication?: string;
   ourFacility?: string;
@@ -73,7 +77,7 @@ export class Hl7OrderHandler {
   async handle(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
     let message: Hl7Message;
     try {
-      message = parseHl7(raw);
+      message = parseHl7(raw, this.options.limits);
     } catch (error) {
       return this.rejectUnparseable(raw, meta, (error as Error).message);
     }
@@ -281,7 +285,10 @@ export class Hl7OrderHandler {
     return ack.bytes;
   }
 
-  /** No usable MSH: answer a generic AR (MSA-2 empty: there is no control id to echo) and keep the bytes. */
+  /**
+   * No usable MSH: answer a generic AR and keep the bytes. MSA-2 echoes MSH-10 when it can be
+   * found by the field separator alone (an unusable MSH-2 still leaves it readable).
+   */
   private async rejectUnparseable(
     raw: Buffer,
     meta: MllpMessageMeta,
@@ -303,7 +310,7 @@ export class Hl7OrderHandler {
           '2.5.1',
         ],
       },
-      { id: 'MSA', fields: ['AR', ''] },
+      { id: 'MSA', fields: ['AR', salvageControlId(raw) ?? ''] },
       {
         id: 'ERR',
         fields: [
@@ -326,7 +333,7 @@ export class Hl7OrderHandler {
         sender: null,
         remoteAddress: meta.remoteAddress,
         messageType: null,
-        messageControlId: null,
+        messageControlId: salvageControlId(raw) ?? null,
         raw,
         contentType: 'application/hl7-v2',
         quirks: [],

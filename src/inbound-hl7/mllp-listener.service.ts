@@ -42,7 +42,16 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
 
   async onApplicationBootstrap(): Promise<void> {
     const mapping = siteHl7Mapping(this.config);
-    const handler = new Hl7OrderHandler(this.intake, this.logger, { mapping });
+    const handler = new Hl7OrderHandler(this.intake, this.logger, {
+      mapping,
+      structure: { allowedProcessingIds: allowedProcessingIds(this.config) },
+      limits: {
+        maxSegments: this.config.HL7_MAX_SEGMENTS,
+        maxFieldsPerSegment: this.config.HL7_MAX_FIELDS,
+        maxRepetitions: this.config.HL7_MAX_REPETITIONS,
+        maxComponents: this.config.HL7_MAX_COMPONENTS,
+      },
+    });
     const tls =
       this.config.MLLP_TLS_CERT_FILE && this.config.MLLP_TLS_KEY_FILE
         ? {
@@ -112,6 +121,14 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
     await this.server?.close();
     this.server = undefined;
   }
+}
+
+/**
+ * MSH-11 processing IDs accepted (table 0103): HL7_PROCESSING_IDS, else `P` — and `P,T` when
+ * the in-process sandbox is the upstream, since a test RIS sends `T` while a site connects.
+ */
+export function allowedProcessingIds(config: AppConfig): readonly string[] {
+  return config.HL7_PROCESSING_IDS ?? (config.useEmbeddedSandbox ? ['P', 'T'] : ['P']);
 }
 
 /** Per-site overrides from CONFIG_FILE `mappings.hl7` (shallow: each key replaces the default). */

@@ -40,7 +40,7 @@ function mutateHl7(seed: Buffer, rnd: () => number, i: number): Buffer {
   const ops = 1 + Math.floor(rnd() * 3);
   for (let k = 0; k < ops; k++) {
     const at = Math.floor(rnd() * text.length);
-    switch (Math.floor(rnd() * 9)) {
+    switch (Math.floor(rnd() * 11)) {
       case 0: // flip a byte
         text =
           text.slice(0, at) + String.fromCharCode(Math.floor(rnd() * 256)) + text.slice(at + 1);
@@ -78,6 +78,21 @@ function mutateHl7(seed: Buffer, rnd: () => number, i: number): Buffer {
           fields[17] = ['8859/1', 'UNICODE UTF-8', 'ASCII', 'KLINGON', ''][Math.floor(rnd() * 5)]!;
           text = [fields.join('|'), ...text.split('\r').slice(1)].join('\r');
         }
+        break;
+      case 9: // repetition-heavy: thousands of (often empty) repetitions in one field
+        text =
+          text.slice(0, at) +
+          (rnd() < 0.5 ? '~' : 'X~').repeat(1 + Math.floor(rnd() * 30_000)) +
+          text.slice(at);
+        break;
+      case 10: // delimiter-heavy: runs of every delimiter and escape, as a broken sender writes
+        text =
+          text.slice(0, at) +
+          Array.from(
+            { length: 1 + Math.floor(rnd() * 20_000) },
+            () => DELIMS[Math.floor(rnd() * DELIMS.length)],
+          ).join('') +
+          text.slice(at);
         break;
       case 7: // bad escape
         text =

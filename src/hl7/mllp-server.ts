@@ -25,7 +25,10 @@ export type MllpServerEvent =
   | { type: 'oversize-frame'; connectionId: string; detail: string }
   | { type: 'discarded-bytes'; connectionId: string; bytes: number }
   | { type: 'socket-error'; connectionId: string; error: Error }
-  | { type: 'frame-timeout'; connectionId: string; ms: number };
+  | { type: 'frame-timeout'; connectionId: string; ms: number }
+  | { type: 'idle-timeout'; connectionId: string; ms: number }
+  | { type: 'connection-evicted'; connectionId: string; idleMs: number }
+  | { type: 'connection-refused'; remoteAddress: string; reason: string };
 
 export interface MllpServerOptions {
   handler: MllpHandler;
@@ -44,8 +47,19 @@ export interface MllpServerOptions {
    * 0 disables it. Idle connections between messages are not affected.
    */
   frameTimeoutMs?: number;
-  /** Connections accepted at once (default 1000); more are refused by the kernel's backlog. */
+  /**
+   * Connections open at once (default 1000). At the limit a new connection is still served:
+   * the connection idle longest (no frame under way, nothing queued or being handled) is
+   * closed to make room; only when none is idle is the new one refused.
+   */
   maxConnections?: number;
+  /**
+   * Bytes of inbound messages held at once over all connections (received and not yet
+   * answered, partial frames included). Above it, reading pauses instead of buffering, except
+   * on the connection whose frame started first, so that one message always completes.
+   * Default 16 MiB; 0 disables it.
+   */
+  maxInflightBytes?: number;
   /**
    * Messages received but not yet answered on one connection before reading from it pauses
    * (default 8): a sender pipelining without reading its ACKs cannot fill our memory.
@@ -67,6 +81,15 @@ interface Connection {
   closing: boolean;
   frameTimer?: NodeJS.Timeout;
   paused: boolean;
+  /** Paused because the global in-flight byte budget is spent (see maxInflightBytes). */
+  budgetPaused: boolean;
+  /** Bytes of this connection counted in the in-flight total. */
+  held: number;
+  /** The message being handled (its bytes stay held until the reply is written). */
+  handling: number;
+  /** When the current partial frame started (for the budget's progress guarantee). */
+  frameStartedAt?: number;
+  lastActivity: number;
 }
 
 /**
@@ -81,18 +104,25 @@ export class MllpServer {
   private readonly connections = new Map<string, Connection>();
   private readonly rawSockets = new Set<net.Socket>();
   private readonly maxMessageBytes: number;
+  private readonly maxConnections: number;
+  private readonly maxInflightBytes: number;
+  /** Bytes held over all connections (partial frames, queued and in-handling messages). */
+  private inflight = 0;
   private closing = false;
   private drained?: () => void;
 
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
+    this.maxConnections = options.maxConnections ?? 1000;
+    this.maxInflightBytes = options.maxInflightBytes ?? 16 * 1024 * 1024;
     const onSocket = (socket: net.Socket): void => this.accept(socket);
     // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
     // every answer, and we close after the last one.
     this.server = options.tls
       ? tls.createServer({ ...options.tls, allowHalfOpen: true }, onSocket)
       : net.createServer({ allowHalfOpen: true }, onSocket);
-    this.server.maxConnections = options.maxConnections ?? 1000;
+    // The limit is ours (accept()), not the kernel's: at the limit an idle connection gives
+    // way to the new one instead of the new one being reset.
     // Every TCP socket, including TLS ones still in their handshake, so close() can end them.
     this.server.on('connection', (raw: net.Socket) => {
       this.rawSockets.add(raw);
@@ -125,6 +155,11 @@ export class MllpServer {
 
   get connectionCount(): number {
     return this.connections.size;
+  }
+
+  /** Bytes of inbound messages held now over all connections (for tests and metrics). */
+  get inflightBytes(): number {
+    return this.inflight;
   }
 
   /** Messages received and not yet handed to the handler, over all connections. */
@@ -169,6 +204,15 @@ export class MllpServer {
       socket.destroy();
       return;
     }
+    if (this.connections.size >= this.maxConnections && !this.evictIdlest()) {
+      this.emit({
+        type: 'connection-refused',
+        remoteAddress: socket.remoteAddress ?? 'unknown',
+        reason: `all ${this.maxConnections} connections are busy`,
+      });
+      socket.destroy();
+      return;
+    }
     const conn: Connection = {
       id: randomUUID(),
       socket,
@@ -178,12 +222,27 @@ export class MllpServer {
       busy: false,
       closing: false,
       paused: false,
+      budgetPaused: false,
+      held: 0,
+      handling: 0,
+      lastActivity: Date.now(),
     };
     this.connections.set(conn.id, conn);
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 60_000);
     if (this.options.idleTimeoutMs) {
-      socket.setTimeout(this.options.idleTimeoutMs, () => socket.end());
+      // Idle between frames only: a frame under way has its own timer (frameTimeoutMs), and
+      // a message being handled keeps its connection however long that takes.
+      socket.setTimeout(this.options.idleTimeoutMs, () => {
+        if (this.isIdle(conn)) {
+          this.emit({
+            type: 'idle-timeout',
+            connectionId: conn.id,
+            ms: this.options.idleTimeoutMs!,
+          });
+          socket.destroy();
+        }
+      });
     }
     this.emit({
       type: 'connection-open',
@@ -202,6 +261,8 @@ export class MllpServer {
       if (conn.frameTimer) clearTimeout(conn.frameTimer);
       this.connections.delete(conn.id);
       conn.queue.length = 0;
+      conn.handling = 0;
+      this.account(conn, true);
       this.emit({
         type: 'connection-closed',
         connectionId: conn.id,
@@ -213,7 +274,11 @@ export class MllpServer {
 
   private onData(conn: Connection, chunk: Buffer): void {
     if (conn.closing && !this.closing) return;
+    conn.lastActivity = Date.now();
+    const wasInFrame = conn.decoder.hasPartialFrame;
     const result = conn.decoder.push(chunk);
+    if (!conn.decoder.hasPartialFrame) conn.frameStartedAt = undefined;
+    else if (!wasInFrame || result.messages.length > 0) conn.frameStartedAt = Date.now();
     if (result.discardedBytes > 0) {
       this.emit({ type: 'discarded-bytes', connectionId: conn.id, bytes: result.discardedBytes });
     }
@@ -232,7 +297,72 @@ export class MllpServer {
       conn.closing = true;
       conn.socket.pause();
     }
+    this.account(conn);
     void this.pump(conn);
+  }
+
+  /**
+   * Recounts what a connection holds and applies the global byte budget: over it, reading
+   * pauses on every connection but the one whose frame started first (it must be able to
+   * finish, or nothing would ever be released); under it, paused connections resume.
+   */
+  private account(conn: Connection, closed = false): void {
+    const held = closed
+      ? 0
+      : conn.decoder.bufferedBytes + conn.handling + conn.queue.reduce((n, m) => n + m.length, 0);
+    this.inflight += held - conn.held;
+    conn.held = held;
+    if (!this.maxInflightBytes) return;
+    if (this.inflight > this.maxInflightBytes) {
+      const first = this.oldestFrame();
+      for (const c of this.connections.values()) {
+        if (c === first || c.budgetPaused || c.socket.destroyed) continue;
+        c.budgetPaused = true;
+        c.socket.pause();
+      }
+      if (first?.budgetPaused) this.resumeFromBudget(first);
+    } else {
+      for (const c of this.connections.values()) if (c.budgetPaused) this.resumeFromBudget(c);
+    }
+  }
+
+  private resumeFromBudget(conn: Connection): void {
+    conn.budgetPaused = false;
+    if (!conn.paused && !(conn.closing && !this.closing)) conn.socket.resume();
+  }
+
+  private oldestFrame(): Connection | undefined {
+    let best: Connection | undefined;
+    for (const c of this.connections.values()) {
+      if (c.frameStartedAt === undefined || c.socket.destroyed) continue;
+      if (!best || c.frameStartedAt < (best.frameStartedAt ?? Infinity)) best = c;
+    }
+    return best;
+  }
+
+  /** Nothing under way on the connection: no partial frame, nothing queued or handled. */
+  private isIdle(conn: Connection): boolean {
+    return !conn.busy && conn.queue.length === 0 && !conn.decoder.hasPartialFrame;
+  }
+
+  /** Closes the connection idle longest to make room; false when every connection is busy. */
+  private evictIdlest(): boolean {
+    let idlest: Connection | undefined;
+    for (const c of this.connections.values()) {
+      if (!this.isIdle(c) || c.closing) continue;
+      if (!idlest || c.lastActivity < idlest.lastActivity) idlest = c;
+    }
+    if (!idlest) return false;
+    this.emit({
+      type: 'connection-evicted',
+      connectionId: idlest.id,
+      idleMs: Date.now() - idlest.lastActivity,
+    });
+    idlest.closing = true;
+    idlest.socket.destroy();
+    // Counted as gone now (its 'close' event comes later).
+    this.connections.delete(idlest.id);
+    return true;
   }
 
   private watchPartialFrame(conn: Connection): void {
@@ -258,9 +388,10 @@ export class MllpServer {
     try {
       while (conn.queue.length > 0 && !conn.socket.destroyed) {
         const message = conn.queue.shift() as Buffer;
+        conn.handling = message.length;
         if (conn.paused && !conn.closing && conn.queue.length < 2) {
           conn.paused = false;
-          conn.socket.resume();
+          if (!conn.budgetPaused) conn.socket.resume();
         }
         const reply = await this.handle(conn, message);
         if (reply.length > 0 && !conn.socket.destroyed) {
@@ -268,6 +399,9 @@ export class MllpServer {
             conn.socket.write(encodeMllpFrame(reply), () => resolve());
           });
         }
+        conn.lastActivity = Date.now();
+        conn.handling = 0;
+        this.account(conn);
       }
     } finally {
       conn.busy = false;

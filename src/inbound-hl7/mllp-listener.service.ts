@@ -73,6 +73,8 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
       maxMessageBytes: this.config.MLLP_MAX_MESSAGE_BYTES,
       frameTimeoutMs: this.config.MLLP_FRAME_TIMEOUT_SECONDS * 1000,
       maxConnections: this.config.MLLP_MAX_CONNECTIONS,
+      idleTimeoutMs: this.config.MLLP_IDLE_TIMEOUT_SECONDS * 1000,
+      maxInflightBytes: this.config.MLLP_MAX_INFLIGHT_BYTES,
       tls,
       onEvent: (event) => {
         switch (event.type) {
@@ -99,6 +101,19 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
             this.logger.warn(
               { connectionId: event.connectionId, event: event.type },
               'mllp framing problem',
+            );
+            break;
+          case 'idle-timeout':
+          case 'connection-evicted':
+            this.logger.info(
+              { connectionId: event.connectionId, event: event.type },
+              'idle mllp connection closed',
+            );
+            break;
+          case 'connection-refused':
+            this.logger.warn(
+              { remote: event.remoteAddress, reason: event.reason },
+              'mllp connection refused',
             );
             break;
           case 'socket-error':

@@ -853,6 +853,13 @@ function decide(
   }
 }
 
+/**
+ * Longest lineage value kept in the audit event. The full value is in the stored order and
+ * the raw message; the lineage says which field became which, so a 10 MB free text is not
+ * copied a third time into every message's audit (issue #15: memory per message in flight).
+ */
+export const LINEAGE_VALUE_MAX_CHARS = 1_000;
+
 function mappingEvent(
   orderId: string,
   mappingVersion: string,
@@ -862,7 +869,17 @@ function mappingEvent(
     kind: 'mapping.applied',
     orderId,
     summary: `${lineage.length} fields mapped by ${mappingVersion}`,
-    detail: { mappingVersion, lineage },
+    detail: {
+      mappingVersion,
+      lineage: lineage.map((l) =>
+        typeof l.value === 'string' && l.value.length > LINEAGE_VALUE_MAX_CHARS
+          ? {
+              ...l,
+              value: `${l.value.slice(0, LINEAGE_VALUE_MAX_CHARS)}… (${l.value.length} characters in all)`,
+            }
+          : l,
+      ),
+    },
   };
 }
 

@@ -30,6 +30,8 @@ export const AUDIT_EVENT_KINDS = {
     'received instances were matched to an order (by Study Instance UID or accession)',
   'study.expired': 'unmatched instances were deleted after their hold time',
   'study.packaged': "an order's study was validated and packaged as a ZIP for upload",
+  'study.identity-mismatch':
+    "a study's accession number or patient ID differs from the order's: not used (fields named, masked)",
   'study.failed': "an order's study cannot be used (invalid instances, ambiguous identifiers)",
   'study.released': "an order's package and staged instances were deleted",
   'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',

@@ -104,6 +104,14 @@ const envSchema = z.object({
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
   MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
   MLLP_MAX_CONNECTIONS: positiveInt(1000),
+  /** 0 keeps idle connections open for ever (not recommended). */
+  MLLP_IDLE_TIMEOUT_SECONDS: z.coerce.number().int().min(0).default(300),
+  /** 0 disables the budget. */
+  MLLP_MAX_INFLIGHT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(16 * 1024 * 1024),
   HL7_MAX_SEGMENTS: positiveInt(5_000),
   HL7_MAX_FIELDS: positiveInt(500),
   HL7_MAX_REPETITIONS: positiveInt(1_000),
@@ -209,6 +217,21 @@ const envSchema = z.object({
   AI_DEVICE_VERSION: z.string().min(1).default('unknown'),
   DICOMWEB_TOKEN: z.string().min(1).optional(),
   STUDY_QUIET_PERIOD_SECONDS: positiveInt(60),
+  /** Identifiers a study must share with its order (docs/security.md); `none` is not offered. */
+  STUDY_IDENTITY_MATCH: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((t) => t.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(
+      z
+        .array(z.enum(['accession-number', 'patient-id']))
+        .min(1, 'name accession-number and/or patient-id'),
+    )
+    .default(['accession-number', 'patient-id']),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   DICOM_SCP_PORT: optionalPort,

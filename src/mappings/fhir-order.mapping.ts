@@ -1,3 +1,4 @@
+import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import type {
   CodeableConcept,
   Coding,
@@ -265,6 +266,42 @@ function referenceOf(ref: Reference | undefined): string | undefined {
   return typeof ref?.reference === 'string' ? ref.reference : undefined;
 }
 
+/** ServiceRequest.identifier of type ACSN, else an ImagingStudy's (R4 ServiceRequest notes). */
+function accessionOf({ sr, ctx }: Scope): Extracted {
+  const found = srIdentifier(sr, 'ACSN');
+  if (found) {
+    return {
+      value: found.id.value,
+      lines: [
+        {
+          suffix: '',
+          source: `ServiceRequest.identifier[${found.index}].value`,
+          value: found.id.value!,
+        },
+      ],
+    };
+  }
+  for (const study of ctx.imagingStudies) {
+    const index = (study.resource.identifier ?? []).findIndex(
+      (i) => typeCode(i) === 'ACSN' && i.value,
+    );
+    if (index >= 0) {
+      const value = study.resource.identifier![index]!.value!;
+      return {
+        value,
+        lines: [
+          {
+            suffix: '',
+            source: `${study.source} ImagingStudy.identifier[${index}].value`,
+            value,
+          },
+        ],
+      };
+    }
+  }
+  return EMPTY;
+}
+
 const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   'patient-identifiers': ({ ctx }) => {
     const p = ctx.patient;
@@ -352,39 +389,25 @@ const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       lines: identifierLines('', id, `ServiceRequest.identifier[${found.index}]`),
     };
   },
-  accession: ({ sr, ctx }) => {
-    const found = srIdentifier(sr, 'ACSN');
-    if (found) {
+  accession: (scope) => {
+    // An accession with DICOM matching characters would query other patients' studies.
+    const out = accessionOf(scope);
+    if (typeof out.value === 'string' && hasMatchingCharacters(out.value)) {
+      const at = out.lines[0]?.source ?? 'ServiceRequest.identifier';
       return {
-        value: found.id.value,
-        lines: [
+        value: undefined,
+        lines: [],
+        issues: [
           {
-            suffix: '',
-            source: `ServiceRequest.identifier[${found.index}].value`,
-            value: found.id.value!,
+            severity: 'error',
+            code: 'value',
+            expression: at.includes(' ') ? 'ServiceRequest.supportingInfo' : at,
+            diagnostics: `${at}: ${MATCHING_CHARACTERS_MESSAGE}`,
           },
         ],
       };
     }
-    for (const study of ctx.imagingStudies) {
-      const index = (study.resource.identifier ?? []).findIndex(
-        (i) => typeCode(i) === 'ACSN' && i.value,
-      );
-      if (index >= 0) {
-        const value = study.resource.identifier![index]!.value!;
-        return {
-          value,
-          lines: [
-            {
-              suffix: '',
-              source: `${study.source} ImagingStudy.identifier[${index}].value`,
-              value,
-            },
-          ],
-        };
-      }
-    }
-    return EMPTY;
+    return out;
   },
   requisition: ({ sr }) => {
     const id = sr.requisition ? toIdentifier(sr.requisition) : undefined;

@@ -47,7 +47,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'action', sources: ['ORC-1'], transform: 'order-control', required: true, ruleId: 'hl7.order.action' },
   { target: 'placerOrderNumber', sources: ['ORC-2', 'OBR-2'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-number' },
   { target: 'fillerOrderNumber', sources: ['ORC-3', 'OBR-3'], transform: 'ei', required: false, ruleId: 'hl7.order.filler-number' },
-  { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'string', required: false, ruleId: 'hl7.order.accession' },
+  { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'accession', required: false, ruleId: 'hl7.order.accession' },
   { target: 'placerGroupNumber', sources: ['ORC-4'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-group' },
   { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },

@@ -1,3 +1,4 @@
+import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import type { Hl7ErrorCondition } from '../hl7/hl7-ack.builder';
 import type { Hl7Location } from '../hl7/hl7-location';
 import type { Hl7Segment } from '../hl7/hl7-message';
@@ -39,7 +40,8 @@ export type Hl7TransformId =
   | 'xcn'
   | 'dtm-instant'
   | 'nte-notes'
-  | 'product-table';
+  | 'product-table'
+  | 'accession';
 
 export interface TransformInput {
   segment: Hl7Segment;
@@ -397,6 +399,27 @@ const uid: TransformFn = (input) => {
   return { kind: 'value', value, lines: [{ suffix: '', source, value }] };
 };
 
+/**
+ * An accession number (IPC-1, OBR-18): a string that must not hold DICOM matching characters,
+ * or the study query would match other patients' studies (AE at the field, issue #15).
+ */
+const accession: TransformFn = (input) => {
+  const { value, source } = single(input);
+  if (value === undefined) return EMPTY;
+  if (hasMatchingCharacters(value)) {
+    return {
+      kind: 'error',
+      problem: {
+        location: source,
+        code: 102,
+        severity: 'E',
+        message: `${source}: ${MATCHING_CHARACTERS_MESSAGE}`,
+      },
+    };
+  }
+  return { kind: 'value', value, lines: [{ suffix: '', source, value }] };
+};
+
 const priority0027: TransformFn = (input) => {
   const { value, source } = single(input);
   if (value === undefined) return EMPTY;
@@ -570,4 +593,5 @@ export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   'dtm-instant': dtmInstant,
   'nte-notes': nteNotes,
   'product-table': productTable,
+  accession,
 };

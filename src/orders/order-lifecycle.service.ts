@@ -335,7 +335,7 @@ export class OrderLifecycleService {
           orderId,
           'failed',
           `the study cannot be used: ${result.reason}`,
-          'study-unusable',
+          result.alert ?? 'study-unusable',
         );
         return;
       case 'ready':
@@ -660,7 +660,7 @@ export class OrderLifecycleService {
         order.id,
         'failed',
         `the study cannot be used: ${result.reason}`,
-        'study-unusable',
+        result.alert ?? 'study-unusable',
       );
       return undefined;
     }

@@ -6,6 +6,7 @@ import { Agent, request } from 'undici';
 import { PeerBase } from '../common/peer-url';
 import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.parser';
 import { StudyError } from './study.error';
+import { hasMatchingCharacters } from './study-identity';
 
 /**
  * A DICOMweb client for pulling a study from a PACS (PS3.18): QIDO-RS to find the study and
@@ -17,6 +18,8 @@ import { StudyError } from './study.error';
 export interface QidoStudy {
   studyInstanceUid: string;
   accessionNumber?: string;
+  /** Patient ID (0010,0020), asked for with includefield: checked against the order's. */
+  patientId?: string;
   /** Number of Study Related Instances (0020,1208); undefined if the PACS omits it. */
   instanceCount?: number;
   seriesCount?: number;
@@ -70,12 +73,23 @@ export class DicomWebClient {
     accessionNumber?: string | null;
   }): Promise<QidoStudy[]> {
     const params = new URLSearchParams();
+    const value = query.studyInstanceUid ?? query.accessionNumber;
+    // A matching character would make the query match other patients' studies (PS3.4
+    // §C.2.2.2.4): never sent, whatever the order holds (intake refuses such accessions too).
+    if (value && hasMatchingCharacters(value))
+      throw new StudyError(
+        'invalid_study',
+        'the order identifier holds DICOM matching characters (* ? \\); not queried',
+      );
     if (query.studyInstanceUid) params.set('StudyInstanceUID', query.studyInstanceUid);
     else if (query.accessionNumber) params.set('AccessionNumber', query.accessionNumber);
     else return [];
+    // Exact matching only (PS3.18 §8.3.4.1: fuzzy matching is off unless asked for).
+    params.set('fuzzymatching', 'false');
     // Not every PACS returns the counts unless asked for (PS3.18 §10.6.3.3.1).
     params.append('includefield', '00201208');
     params.append('includefield', '00201206');
+    params.append('includefield', '00100020');
     const res = await this.call(
       `${this.base}/studies?${params.toString()}`,
       { accept: 'application/dicom+json' },
@@ -99,6 +113,7 @@ export class DicomWebClient {
       .map((item) => ({
         studyInstanceUid: str(item['0020000D']) ?? '',
         accessionNumber: str(item['00080050']),
+        patientId: str(item['00100020']),
         instanceCount: int(item['00201208']),
         seriesCount: int(item['00201206']),
       }))

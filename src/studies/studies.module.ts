@@ -114,6 +114,7 @@ class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
           paths,
           logger,
           quietPeriodSeconds: config.STUDY_QUIET_PERIOD_SECONDS,
+          identityMatch: config.STUDY_IDENTITY_MATCH,
           dicomWeb: config.DICOMWEB_URL
             ? new DicomWebClient({ baseUrl: config.DICOMWEB_URL, token: config.DICOMWEB_TOKEN })
             : undefined,

@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 import { access, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import {
+  describeMismatches,
+  IDENTITY_FIELDS,
+  identityMismatches,
+  type IdentityField,
+} from './study-identity';
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
@@ -51,6 +57,8 @@ export interface StudyAcquirerOptions {
   /** Absent when DICOMWEB_URL is unset: only pushed studies are used. */
   dicomWeb?: DicomWebClient;
   quietPeriodSeconds: number;
+  /** Identifiers that must match the order's (STUDY_IDENTITY_MATCH); default both. */
+  identityMatch?: readonly IdentityField[];
   /**
    * The order's acquisition lease (default ACQUISITION_LEASE_MS), renewed every third of it
    * while acquire() works (a large WADO-RS retrieve takes minutes): a process killed
@@ -285,6 +293,12 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
           NOT_FOUND_RETRY_MS,
         );
       }
+      const pushedMismatch = await this.identityMismatch(
+        request,
+        pushed.map((p) => p.header),
+        pushed[0]!.source,
+      );
+      if (pushedMismatch) return pushedMismatch;
       return this.packageAndRecord(
         request,
         pushed.map((p) => ({ path: p.filePath, header: p.header })),
@@ -339,6 +353,10 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
       throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
     }
+    // The PACS's answer is checked before anything is retrieved: a study of another patient
+    // or accession is never fetched, let alone uploaded.
+    const answerMismatch = await this.identityMismatch(request, [study], 'dicomweb');
+    if (answerMismatch) return answerMismatch;
     const count = study.instanceCount ?? -1;
     const stableSince = row.stable_since ? new Date(row.stable_since).getTime() : undefined;
     if (count === 0) {
@@ -389,6 +407,15 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
           ? 'the PACS returned no instances'
           : `${problems.length} of ${files.length} retrieved instance(s) are not valid DICOM: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? '; …' : ''}`;
       throw new StudyError('invalid_study', reason);
+    }
+    const retrievedMismatch = await this.identityMismatch(
+      request,
+      checked.map((c) => c.header),
+      'dicomweb',
+    );
+    if (retrievedMismatch) {
+      await rm(dir, { recursive: true, force: true });
+      return retrievedMismatch;
     }
     return this.packageAndRecord(request, checked, 'dicomweb', sidecarHash, {
       qidoCount: count,
@@ -471,6 +498,38 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       ]);
     });
     return { status: 'ready', study: { ...study, otherPackages: others } };
+  }
+
+  /**
+   * The first instance (or QIDO answer) whose identifiers differ from the order's, as a failed
+   * acquisition with the alert `study-identity-mismatch` and an audit event naming the fields
+   * (masked); undefined when everything matches.
+   */
+  private async identityMismatch(
+    request: StudyRequest,
+    studies: ReadonlyArray<{ accessionNumber?: string; patientId?: string }>,
+    source: string,
+  ): Promise<StudyAcquisition | undefined> {
+    const required = this.options.identityMatch ?? IDENTITY_FIELDS;
+    for (const study of studies) {
+      const mismatches = identityMismatches(request, study, required);
+      if (mismatches.length === 0) continue;
+      const reason = `the study's identifiers do not match the order: ${describeMismatches(mismatches)}`;
+      await this.options.dataSource.transaction(async (m) => {
+        await writeAuditEvents(m, [
+          {
+            kind: 'study.identity-mismatch',
+            orderId: request.orderId,
+            severity: 'error',
+            summary: `study not used (${source}): ${mismatches.map((x) => x.field).join(', ')} differ from the order`,
+            detail: { source, mismatches, required },
+          },
+        ]);
+      });
+      await this.fail(request.orderId, reason);
+      return { status: 'failed', reason, alert: 'study-identity-mismatch' };
+    }
+    return undefined;
   }
 
   private async fail(orderId: string, reason: string): Promise<StudyAcquisition> {

@@ -69,7 +69,12 @@ export type StudyAcquisition =
   /** Not there yet, or still arriving (instance count not stable for the quiet period). */
   | { status: 'waiting'; reason: string; retryAfterMs: number }
   /** Cannot be used (invalid DICOM, conflicting identifiers…): a clear, PHI-free reason. */
-  | { status: 'failed'; reason: string };
+  | {
+      status: 'failed';
+      reason: string;
+      /** Alert code for the operator (default `study-unusable`), e.g. `study-identity-mismatch`. */
+      alert?: string;
+    };
 
 export interface StudyAcquirer {
   acquire(request: StudyRequest): Promise<StudyAcquisition>;

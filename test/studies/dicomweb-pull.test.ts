@@ -22,13 +22,17 @@ describe('study acquisition from a PACS over DICOMweb', () => {
   let clock: number;
   const logger = pino({ level: 'silent' });
 
-  const acquirer = (quietPeriodSeconds = 60) =>
+  const acquirer = (
+    quietPeriodSeconds = 60,
+    identityMatch?: ReadonlyArray<'accession-number' | 'patient-id'>,
+  ) =>
     new DefaultStudyAcquirer({
       dataSource: db.dataSource,
       paths: new StudyStoragePaths(dataDir),
       logger,
       dicomWeb: client,
       quietPeriodSeconds,
+      identityMatch,
       now: () => new Date(clock),
     });
 
@@ -63,7 +67,13 @@ describe('study acquisition from a PACS over DICOMweb', () => {
 
     const byUid = await client.findStudies({ studyInstanceUid: uid });
     expect(byUid).toEqual([
-      { studyInstanceUid: uid, accessionNumber: 'QIDO-ACC-1', instanceCount: 5, seriesCount: 2 },
+      {
+        studyInstanceUid: uid,
+        accessionNumber: 'QIDO-ACC-1',
+        patientId: 'SBX-000123',
+        instanceCount: 5,
+        seriesCount: 2,
+      },
     ]);
     const byAccession = await client.findStudies({ accessionNumber: 'QIDO-ACC-1' });
     expect(byAccession.map((s) => s.studyInstanceUid)).toEqual([uid]);
@@ -182,7 +192,9 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     });
     await store(study);
     const orderId = await insertOrder(db.dataSource, { accessionNumber: 'PULL-ACC-3' });
-    const a = acquirer(1);
+    // A site whose RIS and PACS do not share a patient ID domain requires the accession only
+    // (STUDY_IDENTITY_MATCH=accession-number); the default refuses (test/hostile/study-identity).
+    const a = acquirer(1, ['accession-number']);
     expect((await a.acquire({ orderId, accessionNumber: 'PULL-ACC-3' })).status).toBe('waiting');
     clock += 1_000;
     // The RIS knows the patient under another ID than the images carry: packaged, but flagged.

@@ -279,8 +279,10 @@ describe('hostile UIDs from a PACS (DICOMweb pull)', () => {
       quietPeriodSeconds: 1,
       now: () => new Date(clock),
     });
-  const qidoStudy = (uid: string, count: number) => ({
+  /** A QIDO answer as a PACS gives it for an accession query: the accession it was asked for. */
+  const qidoStudy = (uid: string, count: number, accession: string) => ({
     '0020000D': { vr: 'UI', Value: [uid] },
+    '00080050': { vr: 'SH', Value: [accession] },
     '00201208': { vr: 'IS', Value: [count] },
     '00201206': { vr: 'IS', Value: [1] },
   });
@@ -304,7 +306,7 @@ describe('hostile UIDs from a PACS (DICOMweb pull)', () => {
       withUid(series[1]!, 'sopInstanceUid', `../../../../tmp/${MARK}`),
       withUid(series[2]!, 'seriesInstanceUid', '..'),
     ];
-    qido = [qidoStudy(studyUid, 3)];
+    qido = [qidoStudy(studyUid, 3, 'HOSTILE-1')];
     const orderId = await insertOrder(db.dataSource, { accessionNumber: 'HOSTILE-1' });
     expect(await acquireTwice({ orderId, accessionNumber: 'HOSTILE-1' })).toEqual({
       status: 'failed',
@@ -319,7 +321,7 @@ describe('hostile UIDs from a PACS (DICOMweb pull)', () => {
   it('refuses a Study Instance UID from QIDO that is not a UID before retrieving anything', async () => {
     for (const [i, hostile] of ['..', `../../${MARK}`, '1..2'].entries()) {
       requests.length = 0;
-      qido = [qidoStudy(hostile, 1)];
+      qido = [qidoStudy(hostile, 1, `HOSTILE-Q${i}`)];
       wado = [createMrBrainSeries({ series: { slices: 1 } })[0]!.bytes];
       const orderId = await insertOrder(db.dataSource, { accessionNumber: `HOSTILE-Q${i}` });
       expect(await acquirer().acquire({ orderId, accessionNumber: `HOSTILE-Q${i}` })).toEqual({

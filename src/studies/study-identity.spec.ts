@@ -1,0 +1,54 @@
+import { hasMatchingCharacters, identityMismatches } from './study-identity';
+
+const BOTH = ['accession-number', 'patient-id'] as const;
+
+describe('study identity: a study is used only when its identifiers match the order', () => {
+  it('matches exactly, ignoring the padding DICOM allows around SH/LO values', () => {
+    expect(
+      identityMismatches(
+        { accessionNumber: 'ACC-20240318-0042', patientId: '12345' },
+        { accessionNumber: 'ACC-20240318-0042 ', patientId: ' 12345' },
+        BOTH,
+      ),
+    ).toEqual([]);
+  });
+
+  it('names each differing field, masked', () => {
+    expect(
+      identityMismatches(
+        { accessionNumber: 'ACC-0042', patientId: '12345' },
+        { accessionNumber: 'ACC-0043', patientId: '99999' },
+        BOTH,
+      ),
+    ).toEqual([
+      { field: 'accession-number', order: 'A******2', study: 'A******3' },
+      { field: 'patient-id', order: '1***5', study: '9***9' },
+    ]);
+  });
+
+  it('a study without an accession number does not match an order that has one', () => {
+    expect(identityMismatches({ accessionNumber: 'A1' }, {}, BOTH)).toHaveLength(1);
+  });
+
+  it('is case-sensitive (a different accession in another case is another study)', () => {
+    expect(
+      identityMismatches({ accessionNumber: 'acc1' }, { accessionNumber: 'ACC1' }, BOTH),
+    ).toHaveLength(1);
+  });
+
+  it('the patient ID counts only when both carry one, and only when the site requires it', () => {
+    expect(identityMismatches({ patientId: 'P1' }, {}, BOTH)).toEqual([]);
+    expect(
+      identityMismatches({ patientId: 'P1' }, { patientId: 'P2' }, ['accession-number']),
+    ).toEqual([]);
+  });
+
+  it.each(['*', 'ACC*', 'A?C', 'ACC1\\ACC2'])('%s holds DICOM matching characters', (v) => {
+    expect(hasMatchingCharacters(v)).toBe(true);
+  });
+
+  it('ordinary accession numbers do not', () => {
+    expect(hasMatchingCharacters('ACC-20240318-0042')).toBe(false);
+    expect(hasMatchingCharacters('2024.03/18 #42')).toBe(false);
+  });
+});

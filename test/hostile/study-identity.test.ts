@@ -1,0 +1,243 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { request } from 'undici';
+import { MllpClient } from '../../src/hl7';
+import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/studies/study.ports';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { createMrBrainStudy, type DicomInstance } from '../helpers/dicom-factory';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
+import { multipartRelated } from '../studies/study-test-support';
+
+jest.setTimeout(120_000);
+
+/**
+ * Issue #15 item 4: another patient's study is never used. A real PACS (Orthanc over
+ * DICOMweb) holds studies whose accession number or patient ID differ from the order's; a
+ * study is pushed (STOW-RS) to a running adapter under an order of another patient; and
+ * accession numbers with DICOM matching characters arrive over MLLP and FHIR.
+ */
+
+async function insertOrder(
+  db: TestDatabase,
+  ids: { accession?: string; studyUid?: string; patientId?: string },
+): Promise<string> {
+  const rows = (await db.dataSource.query(
+    `INSERT INTO orders (source, state, request, accession_number, study_instance_uid, patient_id)
+     VALUES ('api', 'placed', '{}'::jsonb, $1, $2, $3) RETURNING id`,
+    [ids.accession ?? null, ids.studyUid ?? null, ids.patientId ?? null],
+  )) as Array<{ id: string }>;
+  return rows[0]!.id;
+}
+
+describe('hostile: a PACS answer that is not the order’s study is never retrieved or uploaded', () => {
+  let orthanc: RunningOrthanc;
+  let db: TestDatabase;
+  let dataDir: string;
+  let client: DicomWebClient;
+  let clock = Date.parse('2026-03-15T10:30:00Z');
+
+  const acquirer = () =>
+    new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 60,
+      now: () => new Date(clock),
+    });
+  const store = async (instances: DicomInstance[]) => {
+    for (const i of instances) await orthanc.store(i.bytes);
+  };
+  const mismatchEvents = async (orderId: string) =>
+    (
+      await db.dataSource.query(
+        `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'study.identity-mismatch'`,
+        [orderId],
+      )
+    ).map(
+      (r: { detail: { mismatches: Array<{ field: string; order: string; study: string }> } }) =>
+        r.detail,
+    );
+
+  beforeAll(async () => {
+    [orthanc, db] = await Promise.all([startOrthanc(), createTestDatabase()]);
+    dataDir = mkdtempSync(join(tmpdir(), 'hostile-identity-'));
+    client = new DicomWebClient({ baseUrl: orthanc.dicomWebUrl });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await orthanc?.stop();
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('same accession, another patient: failed with study-identity-mismatch, nothing retrieved', async () => {
+    await store(
+      createMrBrainStudy({ study: { accessionNumber: 'IDN-ACC-1' }, series: [{ slices: 2 }] }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-1', patientId: 'OTHER-PATIENT-9' });
+    const result = await acquirer().acquire({
+      orderId,
+      accessionNumber: 'IDN-ACC-1',
+      patientId: 'OTHER-PATIENT-9',
+    });
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(/patient-id/);
+    // The audit log names the field, masked: never the IDs themselves.
+    const events = await mismatchEvents(orderId);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.mismatches).toEqual([
+      { field: 'patient-id', order: 'O********9', study: 'S********3' },
+    ]);
+    expect(JSON.stringify(events)).not.toContain('OTHER-PATIENT-9');
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+  });
+
+  it('ordered by Study Instance UID, but the PACS study carries another accession: not used', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'IDN-ACC-PACS' },
+      series: [{ slices: 2 }],
+    });
+    await store(study);
+    const uid = study[0]!.studyInstanceUid;
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-ORDER', studyUid: uid });
+    const result = await acquirer().acquire({
+      orderId,
+      studyInstanceUid: uid,
+      accessionNumber: 'IDN-ACC-ORDER',
+    });
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect(
+      (await mismatchEvents(orderId))[0]!.mismatches.map((m: { field: string }) => m.field),
+    ).toEqual(['accession-number']);
+  });
+
+  it('an accession of "*" never reaches the PACS as a wildcard query', async () => {
+    const orderId = await insertOrder(db, { accession: '*' });
+    const result = await acquirer().acquire({ orderId, accessionNumber: '*' });
+    expect(result).toMatchObject({ status: 'failed' });
+    expect((result as { reason: string }).reason).toMatch(/matching characters/);
+  });
+
+  it('the matching study still goes through (same accession, same patient)', async () => {
+    await store(
+      createMrBrainStudy({ study: { accessionNumber: 'IDN-ACC-OK' }, series: [{ slices: 2 }] }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-OK', patientId: 'SBX-000123' });
+    const request = { orderId, accessionNumber: 'IDN-ACC-OK', patientId: 'SBX-000123' };
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+    clock += 61_000;
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'ready' });
+  });
+});
+
+describe('hostile: intake and pushes on a running adapter', () => {
+  let adapter: TestAdapter;
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false', STUDY_QUIET_PERIOD_SECONDS: '1' });
+  });
+  afterAll(async () => adapter?.close());
+
+  it('an ORM whose OBR-18 accession is "*" gets AE with ERR at OBR-18, and no order', async () => {
+    const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'WILD-1')
+      .toString('latin1')
+      .replace(/ACC-20240318-0042/g, '*')
+      .replace(/PLC-100234/g, 'PLC-WILD-1');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      const reply = await client.send(Buffer.from(text, 'latin1'));
+      const ack = ackSummary(reply);
+      expect(ack.code).toBe('AE');
+      expect(ack.errors.join(' ')).toMatch(/OBR\^1\^18/);
+      // v2.3.1: the text travels in MSA-3.
+      expect(reply.toString('latin1')).toMatch(/matching character/);
+    } finally {
+      await client.close();
+    }
+    const rows = await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM orders WHERE accession_number = '*'`,
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('a ServiceRequest whose ACSN identifier is "ACC*" gets 422 naming the identifier', async () => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'ServiceRequest',
+        status: 'active',
+        intent: 'order',
+        identifier: [
+          {
+            type: {
+              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+            },
+            system: 'urn:oid:1.2.3.4',
+            value: 'ACC*',
+          },
+        ],
+        code: { coding: [{ system: 'http://loinc.org', code: '24590-2' }] },
+        subject: { reference: '#p' },
+        contained: [
+          { resourceType: 'Patient', id: 'p', identifier: [{ system: 'urn:mrn', value: 'MRN-1' }] },
+        ],
+      }),
+    });
+    expect(res.status).toBe(422);
+    const outcome = (await res.json()) as {
+      issue: Array<{ expression?: string[]; diagnostics?: string }>;
+    };
+    expect(
+      outcome.issue.some((i) => i.expression?.[0] === 'ServiceRequest.identifier[0].value'),
+    ).toBe(true);
+  });
+
+  it('instances pushed by STOW-RS under an order of another patient are matched by accession but never packaged', async () => {
+    const rows = (await adapter.dataSource.query(
+      `INSERT INTO orders (source, state, request, accession_number, patient_id)
+       VALUES ('api', 'placed', '{}'::jsonb, 'PUSH-IDN-1', 'NOT-THIS-PATIENT') RETURNING id`,
+    )) as Array<{ id: string }>;
+    const orderId = rows[0]!.id;
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'PUSH-IDN-1' },
+      series: [{ slices: 2 }],
+    });
+    const { body, contentType } = multipartRelated(
+      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
+    );
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    await res.body.dump();
+    expect(res.statusCode).toBe(200);
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const req = { orderId, accessionNumber: 'PUSH-IDN-1', patientId: 'NOT-THIS-PATIENT' };
+    let result = await acquirer.acquire(req);
+    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      result = await acquirer.acquire(req);
+    }
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+  });
+});

@@ -388,7 +388,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     expect(hl7.version).toMatch(/^hl7-order-mapping\//);
     expect(hl7.rows).toEqual(
       expect.arrayContaining([
-        ['hl7.order.accession', 'accessionNumber', 'IPC-1 → OBR-18', 'string', 'no'],
+        ['hl7.order.accession', 'accessionNumber', 'IPC-1 → OBR-18', 'accession', 'no'],
       ]),
     );
     expect(body.tables.map((t: { id: string }) => t.id)).toEqual(

@@ -1,5 +1,6 @@
 import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
 import type { StudyAttributes } from '../studies/study.ports';
+import { sanitizeDataset } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -16,7 +17,10 @@ import type { StudyAttributes } from '../studies/study.ports';
 interface DcmjsWrite {
   data: {
     DicomDict: new (meta: unknown) => { dict: unknown; write(): ArrayBuffer };
-    DicomMetaDictionary: { denaturalizeDataset(d: unknown): unknown };
+    DicomMetaDictionary: {
+      denaturalizeDataset(d: unknown): unknown;
+      nameMap: Record<string, { vr?: string } | undefined>;
+    };
   };
 }
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -115,7 +119,9 @@ function write(dataset: Item): Buffer {
   };
   const { DicomDict, DicomMetaDictionary } = dcmjs.data;
   const dict = new DicomDict(DicomMetaDictionary.denaturalizeDataset(meta));
-  dict.dict = DicomMetaDictionary.denaturalizeDataset(dataset);
+  // Every value valid for its VR, whatever the order or the report held (PS3.5 §6.2).
+  const vrOf = (keyword: string) => DicomMetaDictionary.nameMap[keyword]?.vr;
+  dict.dict = DicomMetaDictionary.denaturalizeDataset(sanitizeDataset(dataset, vrOf));
   return Buffer.from(dict.write());
 }
 

@@ -1,0 +1,95 @@
+/**
+ * Makes a value valid for its DICOM Value Representation, whatever an order or a report held
+ * (issue #15: hostile HL7 escapes such as `\E\` and `\X0D0A\` and over-long texts produced
+ * split and over-long values). One table, from PS3.5 §6.2 (Table 6.2-1):
+ *
+ * - maximum length in characters (per value; PN per component group);
+ * - whether `\` may appear: it is the value delimiter (PS3.5 §6.4) for every VR except the
+ *   text VRs ST, LT, UT and UR, so in a single value of any other VR it would split the value;
+ * - which control characters are allowed: none but ESC in the string VRs; CR, LF, FF and TAB
+ *   in the text VRs ST, LT, UT.
+ */
+interface VrRule {
+  maxLength: number;
+  /** Text VRs: backslash and CR/LF/FF/TAB are part of the value. */
+  text: boolean;
+  /** CS: upper-case letters, digits, space and underscore only. */
+  codeString?: boolean;
+}
+
+const VR_RULES: Readonly<Record<string, VrRule>> = {
+  AE: { maxLength: 16, text: false },
+  AS: { maxLength: 4, text: false },
+  CS: { maxLength: 16, text: false, codeString: true },
+  DA: { maxLength: 8, text: false },
+  DS: { maxLength: 16, text: false },
+  DT: { maxLength: 26, text: false },
+  IS: { maxLength: 12, text: false },
+  LO: { maxLength: 64, text: false },
+  LT: { maxLength: 10_240, text: true },
+  PN: { maxLength: 64, text: false },
+  SH: { maxLength: 16, text: false },
+  ST: { maxLength: 1_024, text: true },
+  TM: { maxLength: 14, text: false },
+  UC: { maxLength: 65_536, text: false },
+  UI: { maxLength: 64, text: false },
+  UR: { maxLength: 65_536, text: true },
+  UT: { maxLength: 1_000_000, text: true },
+};
+
+// eslint-disable-next-line no-control-regex
+const STRING_FORBIDDEN = /[\u0000-\u001a\u001c-\u001f\u007f\\]/g;
+// eslint-disable-next-line no-control-regex
+const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001a\u001c-\u001f\u007f]/g;
+
+/** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
+export function validForVr(vr: string, value: string): string {
+  const rule = VR_RULES[vr];
+  if (!rule) return value;
+  let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
+  if (!rule.text) v = v.replace(/\s+/g, ' ').trim();
+  if (rule.codeString) v = v.toUpperCase().replace(/[^A-Z0-9 _]/g, '_');
+  if (vr === 'PN') {
+    // PS3.5 §6.2: 64 characters per component group (alphabetic=ideographic=phonetic).
+    return v
+      .split('=')
+      .slice(0, 3)
+      .map((group) => truncate(group, rule.maxLength))
+      .join('=');
+  }
+  return truncate(v, rule.maxLength);
+}
+
+function truncate(value: string, max: number): string {
+  // By code point, so that a surrogate pair is never cut in half.
+  const chars = Array.from(value);
+  return chars.length <= max ? value : chars.slice(0, max).join('');
+}
+
+/**
+ * Applies validForVr to every string of a naturalized dcmjs dataset (nested sequences
+ * included), looking each keyword's VR up in the dictionary.
+ */
+export function sanitizeDataset(
+  dataset: Record<string, unknown>,
+  vrOf: (keyword: string) => string | undefined,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(dataset)) {
+    const vr = vrOf(key);
+    if (vr === 'SQ' && Array.isArray(value)) {
+      out[key] = value.map((item) =>
+        item && typeof item === 'object' && !ArrayBuffer.isView(item)
+          ? sanitizeDataset(item as Record<string, unknown>, vrOf)
+          : item,
+      );
+    } else if (typeof value === 'string' && vr) {
+      out[key] = validForVr(vr, value);
+    } else if (Array.isArray(value) && vr) {
+      out[key] = value.map((v) => (typeof v === 'string' ? validForVr(vr, v) : v));
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,106 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseHl7 } from '../../src/hl7';
+import { DEFAULT_HL7_ORDER_MAPPING_CONFIG } from '../../src/mappings/hl7-order.config';
+import { mapHl7Message } from '../../src/mappings/hl7-order.mapping';
+import { buildEncapsulatedPdf, buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
+import { validForVr } from '../../src/outbound/dicom-vr';
+import { hl7Fixture } from '../helpers/hl7-fixtures';
+import { publicationInput, REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
+
+/**
+ * Issue #15 item 6: whatever an order held, the DICOM SR and encapsulated PDF we write are
+ * valid for every element's VR (dciodvfy: 0 errors). The order comes through the real HL7
+ * path: the IHE SWF ORM^O01 fixture with an ORC-2 carrying an escaped backslash and CR/LF
+ * (`\E\`, `\X0D0A\`) and an 80-character OBR-4 text with escapes, as the issue observed.
+ */
+function hostileOrder() {
+  const text = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+    .toString('latin1')
+    .split(/\r\n|\r|\n/)
+    .filter(Boolean)
+    .map((line) => {
+      const f = line.split('|');
+      if (f[0] === 'ORC') f[2] = 'PLC-1\\E\\EVIL\\X0D0A\\LINE2';
+      if (f[0] === 'OBR') {
+        f[2] = 'PLC-1\\E\\EVIL\\X0D0A\\LINE2';
+        const c = (f[4] ?? '').split('^');
+        c[1] = `MR BRAIN \\E\\ WITH\\X0D\\CONTRAST ${'X'.repeat(60)}`;
+        f[4] = c.join('^');
+      }
+      return f.join('|');
+    })
+    .join('\r');
+  const mapped = mapHl7Message(parseHl7(text), DEFAULT_HL7_ORDER_MAPPING_CONFIG);
+  expect(mapped.outcome).not.toBe('error');
+  return mapped.orders[0]!.request;
+}
+
+function dciodvfy(file: string): string[] {
+  const out = execFileSync('sh', ['-c', 'dciodvfy "$1" 2>&1 || true', 'sh', file], {
+    encoding: 'utf8',
+  });
+  return out.split('\n').filter((l) => /^Error/.test(l));
+}
+
+describe('hostile: DICOM output is valid for its VRs whatever the input held', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'hostile-dicom-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('the hostile values really reach the builder (the test would catch a regression)', () => {
+    const request = hostileOrder();
+    expect(request.placerOrderNumber?.value).toContain('\\');
+    expect(request.placerOrderNumber?.value).toMatch(/\r\n/);
+    expect((request.procedure?.display ?? '').length).toBeGreaterThan(64);
+  });
+
+  it('SR and encapsulated PDF: dciodvfy reports 0 errors; single values stay single, within length', () => {
+    const request = hostileOrder();
+    const input = publicationInput('DELIVERED', {});
+    input.order = {
+      ...input.order,
+      request,
+      placerOrderNumber: request.placerOrderNumber?.value ?? null,
+      accessionNumber: `${'A'.repeat(30)}\\B`,
+    };
+    const source = sourceStudy(2);
+    source.attributes.patientName = `${'N'.repeat(80)}\\EVIL^Given\r\nLine`;
+    source.attributes.studyDescription = `Study\u0007 ${'D'.repeat(100)}`;
+    source.attributes.referringPhysicianName = 'Dr\\Evil^X';
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr.dcm');
+    const pdf = join(dir, 'pdf.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+
+    const dump = execFileSync('dcmdump', ['+P', '0040,2016', '+P', '0008,0050', sr], {
+      encoding: 'utf8',
+    });
+    // Placer order number: one value (no `\`), no CR/LF, at most 64 characters (LO).
+    const placer = /\(0040,2016\) LO \[([^\]]*)\]/.exec(dump)?.[1] ?? '';
+    expect(placer).toBe('PLC-1 EVIL LINE2');
+    // dcmdump prints "# length, VM Keyword": one value.
+    expect(dump.split('\n').find((l) => l.includes('(0040,2016)'))).toMatch(/#\s+\d+, 1 /);
+    // Accession number: SH, 16 characters, one value.
+    const accession = /\(0008,0050\) SH \[([^\]]*)\]/.exec(dump)?.[1] ?? '';
+    expect(accession.length).toBeLessThanOrEqual(16);
+    expect(accession).not.toContain('\\');
+  });
+
+  it.each([
+    ['LO', 'a\\b\r\nc', 'a b c'],
+    ['SH', 'X'.repeat(20), 'X'.repeat(16)],
+    ['CS', 'in progress', 'IN PROGRESS'],
+    ['ST', 'line 1\r\nline 2 \\ kept\u0000', 'line 1\r\nline 2 \\ kept'],
+    ['PN', `${'A'.repeat(70)}^B=C`, `${'A'.repeat(64)}=C`],
+    ['UI', '1.2.3', '1.2.3'],
+  ])('validForVr(%s)', (vr, input, expected) => {
+    expect(validForVr(vr, input)).toBe(expected);
+  });
+});

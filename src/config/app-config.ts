@@ -235,6 +235,8 @@ const envSchema = z.object({
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   DICOM_SCP_PORT: optionalPort,
+  /** Bind address of the C-STORE SCP; default MLLP_HOST (the hospital-side front door). */
+  DICOM_SCP_HOST: z.string().min(1).optional(),
   DICOM_SCP_AE_TITLE: z
     .string()
     .trim()

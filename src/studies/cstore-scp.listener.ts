@@ -48,6 +48,8 @@ const IMPLEMENTATION_VERSION = 'IAA_SCP_1';
 
 export interface CStoreScpOptions {
   port: number;
+  /** Bind address (DICOM_SCP_HOST); loopback unless configured. */
+  host?: string;
   /** Our AE title; associations calling another title are refused. */
   aeTitle: string;
   /** When set, only these calling AE titles may send. */
@@ -64,7 +66,7 @@ export class CStoreScpListener {
 
   start(): void {
     const { aeTitle, callingAeTitles, stow, paths, logger } = this.options;
-    mkdirSync(paths.incomingDir, { recursive: true });
+    mkdirSync(paths.incomingDir, { recursive: true, mode: 0o700 });
 
     class AdapterScp extends Scp {
       private callingAe = '';
@@ -141,7 +143,7 @@ export class CStoreScpListener {
           context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
         );
         const path = join(paths.incomingDir, `${randomUUID()}.part`);
-        const stream: WriteStream = createWriteStream(path);
+        const stream: WriteStream = createWriteStream(path, { mode: 0o600 });
         stream.write(header);
         this.staged.set(request, path);
         return stream;
@@ -203,8 +205,17 @@ export class CStoreScpListener {
     this.server.on('networkError', (e: Error) =>
       logger.warn({ err: e.message }, 'C-STORE SCP network error'),
     );
-    this.server.listen(this.options.port);
-    logger.info({ port: this.options.port, aeTitle }, 'C-STORE SCP listening');
+    // dcmjs-dimse hands its first argument to net.Server.listen(), which also takes
+    // { port, host }: that is how the SCP binds to DICOM_SCP_HOST instead of every interface.
+    const host = this.options.host ?? '127.0.0.1';
+    this.server.listen({ port: this.options.port, host } as unknown as number);
+    if (!callingAeTitles || callingAeTitles.length === 0) {
+      logger.warn(
+        { port: this.options.port },
+        'C-STORE SCP accepts any calling AE title: set DICOM_SCP_CALLING_AE_TITLES to the PACS/modalities that may send',
+      );
+    }
+    logger.info({ port: this.options.port, host, aeTitle }, 'C-STORE SCP listening');
   }
 
   stop(): void {

@@ -127,7 +127,7 @@ export class DicomWebClient {
    * removed.
    */
   async retrieveStudy(studyInstanceUid: string, dir: string): Promise<RetrievedFile[]> {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const url = `${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`;
     let res: Awaited<ReturnType<typeof request>>;
     try {
@@ -160,7 +160,7 @@ export class DicomWebClient {
             sizeBytes: 0,
             contentType: event.headers['content-type'] ?? '',
           };
-          out = createWriteStream(current.path);
+          out = createWriteStream(current.path, { mode: 0o600 });
           files.push(current);
         } else if (event.type === 'data') {
           current!.sizeBytes += event.chunk.length;

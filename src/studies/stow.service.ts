@@ -102,7 +102,7 @@ export class StowService {
       throw new StudyError('too_large', `the request body exceeds ${limit} bytes`);
     }
 
-    await mkdir(this.options.paths.incomingDir, { recursive: true });
+    await mkdir(this.options.paths.incomingDir, { recursive: true, mode: 0o700 });
     const accepted: ReceivedInstance[] = [];
     const refused: RefusedInstance[] = [];
     let tempPath: string | undefined;
@@ -114,7 +114,7 @@ export class StowService {
         if (event.type === 'part') {
           partType = baseMediaType(event.headers['content-type']);
           tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
-          out = createWriteStream(tempPath);
+          out = createWriteStream(tempPath, { mode: 0o600 });
           partBytes = 0;
         } else if (event.type === 'data') {
           partBytes += event.chunk.length;
@@ -187,7 +187,7 @@ export class StowService {
         a.header.studyInstanceUid,
         a.header.sopInstanceUid,
       );
-      await mkdir(dirname(filePath), { recursive: true });
+      await mkdir(dirname(filePath), { recursive: true, mode: 0o700 });
       await rename(a.tempPath, filePath);
       placed.push({ ...a, filePath });
     }

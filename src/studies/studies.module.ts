@@ -58,6 +58,7 @@ class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
     if (this.config.DICOM_SCP_PORT === undefined) return;
     this.listener = new CStoreScpListener({
       port: this.config.DICOM_SCP_PORT,
+      host: this.config.DICOM_SCP_HOST ?? this.config.MLLP_HOST,
       aeTitle: this.config.DICOM_SCP_AE_TITLE,
       callingAeTitles: this.config.DICOM_SCP_CALLING_AE_TITLES,
       stow: this.stow,

@@ -55,7 +55,7 @@ export async function writeStudyPackage(
   sidecar?: Record<string, unknown> | null,
   mtime: Date = new Date(),
 ): Promise<PackageResult> {
-  await mkdir(dirname(target), { recursive: true });
+  await mkdir(dirname(target), { recursive: true, mode: 0o700 });
   const partial = `${target}.partial`;
   const zip = new ZipFile();
   const names = new Set<string>();
@@ -80,7 +80,7 @@ export async function writeStudyPackage(
   zip.on('error', (error: Error) => (zip.outputStream as Readable).destroy(error));
   zip.end();
   try {
-    await pipeline(zip.outputStream, createWriteStream(partial));
+    await pipeline(zip.outputStream, createWriteStream(partial, { mode: 0o600 }));
     await rename(partial, target);
   } catch (error) {
     await rm(partial, { force: true });

@@ -149,6 +149,15 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     );
     app.getHttpAdapter().getInstance().disable('x-powered-by');
     app.use(requestLogging(logger));
+    // Answers that can carry PHI are never cached (by a browser, a proxy) and never sniffed
+    // into another content type (issue #15).
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      if (/^\/(fhir|api|audit|dicomweb|docs)(\/|$)/.test(req.path)) {
+        res.setHeader('Cache-Control', 'no-store');
+        res.setHeader('X-Content-Type-Options', 'nosniff');
+      }
+      next();
+    });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: '1mb' });

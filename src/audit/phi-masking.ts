@@ -1,9 +1,11 @@
 /**
- * How PHI is hidden from analysts on the audit API and page (docs/audit.md, "Masking").
- * Names keep their initials, birth dates their year, patient identifiers their last two
- * characters; addresses, phone numbers and free-text notes are hidden whole. Order
- * identifiers (accession, placer/filler numbers, Study Instance UID) stay readable: they
- * name the order, not the patient, and are what an analyst is asked about.
+ * How PHI is hidden from analysts on the audit API and page (docs/audit.md, "Masking"), by
+ * allow-list (issue #15): a value is shown only when it sits in a field known to carry no
+ * PHI; everything else — free text, narrative, extensions, unknown keys and segments, NTE,
+ * OBR-13/31 — is hidden whole. Names keep their initials, birth dates their year, patient
+ * identifiers their last two characters. Order identifiers (accession, placer/filler
+ * numbers, Study Instance UID), codes, statuses and timestamps stay readable: they name the
+ * order, not the patient, and are what an analyst is asked about.
  *
  * Pure functions, no Nest or database: the same rules serve order fields, lineage values,
  * audit event details, raw HL7 and raw FHIR.
@@ -51,16 +53,55 @@ export function maskValue(rule: MaskRule, value: string): string {
 }
 
 /**
- * The rule for an OrderRequest path (lineage `target`), or undefined when it is not PHI.
- * `patient.sex` is kept: it identifies nobody and often explains a mapping decision.
+ * OrderRequest paths (lineage `target`s) shown as they are: identifiers of the order, codes,
+ * statuses and times. Every other path is PHI or free text.
+ */
+const VISIBLE_TARGETS: readonly RegExp[] = [
+  /^(source|action|accessionNumber|studyInstanceUid|modality|priority|requestedAt)$/,
+  /^(placerOrderNumber|fillerOrderNumber|placerGroupNumber)(\.(value|system|type))?$/,
+  /^procedure(\.(code|system|display))?$/,
+  /^products(\[\d+\])?$/,
+  /^patient\.sex$/,
+  /^patient\.identifiers\[\d+\]\.(system|type)$/,
+  /^reasonForStudy\[\d+\]\.(code|system)$/,
+  // The ordering provider is a clinician acting in their role, not the patient.
+  /^orderingProvider\./,
+];
+
+/**
+ * The rule for an OrderRequest path (lineage `target`), or undefined when it is shown as it
+ * is. Allow-list: a path not known to be PHI-free is hidden whole.
  */
 export function ruleForTarget(target: string): MaskRule | undefined {
   if (/^patient\.name/.test(target)) return 'name';
   if (/^patient\.birthDate/.test(target)) return 'date';
-  if (/^(patient\.identifiers|priorIdentifiers)/.test(target)) return 'id';
-  if (/^notes/.test(target)) return 'full';
-  if (/^patient\.(address|telecom)/.test(target)) return 'full';
-  return undefined;
+  if (/^(patient\.identifiers|priorIdentifiers)(\[\d+\])?(\.value)?$/.test(target)) return 'id';
+  if (VISIBLE_TARGETS.some((re) => re.test(target))) return undefined;
+  return 'full';
+}
+
+/** An OrderRequest (ours): every string leaf masked by its path's rule. */
+function isOrderRequest(obj: Record<string, unknown>): boolean {
+  return (
+    typeof obj.source === 'string' &&
+    typeof obj.action === 'string' &&
+    typeof obj.patient === 'object' &&
+    obj.patient !== null
+  );
+}
+
+function maskByPath(v: unknown, path: string): unknown {
+  if (typeof v === 'string') {
+    const rule = ruleForTarget(path);
+    return rule ? maskValue(rule, v) : v;
+  }
+  if (Array.isArray(v)) return v.map((x, i) => maskByPath(x, `${path}[${i}]`));
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(v as Record<string, unknown>)) {
+    out[key] = maskByPath(inner, path ? `${path}.${key}` : key);
+  }
+  return out;
 }
 
 /** Keys whose values are PHI wherever they appear in our own JSON (order requests, event details). */
@@ -91,6 +132,8 @@ export function maskJson(value: unknown, context: { person?: boolean } = {}): un
   if (value === null || typeof value !== 'object') return value;
   const obj = value as Record<string, unknown>;
   if (isLineageLine(obj)) return maskLineageLine(obj);
+  if (isOrderRequest(obj)) return maskByPath(obj, '');
+  if (typeof obj.resourceType === 'string') return maskFhir(obj, false);
   const person =
     context.person ||
     (typeof obj.resourceType === 'string' && PERSON_RESOURCES.has(obj.resourceType));
@@ -105,6 +148,176 @@ export function maskJson(value: unknown, context: { person?: boolean } = {}): un
     else out[key] = maskJson(v, { person });
   }
   return out;
+}
+
+/**
+ * FHIR elements (R4) whose string values carry no PHI and are shown as they are: structure,
+ * codes, statuses, times and references. `display` is shown in a Coding only, `text` in a
+ * CodeableConcept only; narrative (`text.div`), extensions, notes, instructions, names,
+ * addresses and every element not listed are hidden. Identifiers of a person resource keep
+ * their system and type; those of an order (accession, placer number) stay readable.
+ */
+const FHIR_VISIBLE = new Set([
+  'resourceType',
+  'id',
+  'meta',
+  'versionId',
+  'lastUpdated',
+  'profile',
+  'security',
+  'tag',
+  'status',
+  'intent',
+  'priority',
+  'category',
+  'code',
+  'coding',
+  'system',
+  'version',
+  'userSelected',
+  'reference',
+  'type',
+  'use',
+  'authoredOn',
+  'occurrenceDateTime',
+  'occurrencePeriod',
+  'start',
+  'end',
+  'gender',
+  'active',
+  'deceasedBoolean',
+  'fullUrl',
+  'request',
+  'method',
+  'url',
+  'entry',
+  'resource',
+  'contained',
+  'link',
+  'relation',
+  'timestamp',
+  'total',
+  'basedOn',
+  'replaces',
+  'requisition',
+  'identifier',
+  'value',
+  'assigner',
+  'subject',
+  'encounter',
+  'requester',
+  'performer',
+  'performerType',
+  'supportingInfo',
+  'reasonCode',
+  'reasonReference',
+  'bodySite',
+  'orderDetail',
+  'quantity',
+  'unit',
+  'series',
+  'modality',
+  'uid',
+  'numberOfSeries',
+  'numberOfInstances',
+  'started',
+  'focus',
+  'parameter',
+  'name',
+  'part',
+  'valueCode',
+  'valueCoding',
+  'valueReference',
+  'valueCanonical',
+  'valueUri',
+  'valueUrl',
+  'valueInstant',
+  'valueDateTime',
+  'valueInteger',
+  'valueUnsignedInt',
+  'valuePositiveInt',
+  'valueBoolean',
+  'valueId',
+  'valueIdentifier',
+  'issue',
+  'severity',
+  'expression',
+  'location',
+  'businessStatus',
+  'statusReason',
+  'effectiveDateTime',
+  'issued',
+  'conclusionCode',
+  'result',
+  'presentedForm',
+  'contentType',
+  'output',
+  'input',
+  'for',
+  'owner',
+  'lastModified',
+  'executionPeriod',
+  'channel',
+  'endpoint',
+  'payload',
+  'criteria',
+  'topic',
+]);
+/** Keys that are PHI or free text in any FHIR element, whatever the allow-list says. */
+const FHIR_HIDDEN = new Set([
+  'div',
+  'extension',
+  'modifierExtension',
+  'note',
+  'patientInstruction',
+  'comment',
+  'description',
+  'valueString',
+  'valueMarkdown',
+  'address',
+  'telecom',
+  'photo',
+  'maritalStatus',
+  'contact',
+  'communication',
+  'data',
+  'conclusion',
+  'diagnostics',
+  'details',
+]);
+
+function maskFhir(obj: Record<string, unknown>, person: boolean): Record<string, unknown> {
+  const isPerson =
+    person || (typeof obj.resourceType === 'string' && PERSON_RESOURCES.has(obj.resourceType));
+  const isCoding = 'code' in obj || 'system' in obj;
+  const isConcept = Array.isArray(obj.coding);
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(obj)) {
+    if (FHIR_HIDDEN.has(key)) out[key] = maskLeaves(v, 'full', ['url', 'status']);
+    else if (key === 'birthDate' || key === 'deceasedDateTime') out[key] = maskLeaves(v, 'date');
+    else if (key === 'text')
+      out[key] =
+        typeof v === 'string' && isConcept
+          ? v
+          : typeof v === 'string'
+            ? maskValue('full', v)
+            : maskLeaves(v, 'full', ['status']);
+    else if (key === 'display')
+      out[key] = isCoding && typeof v === 'string' ? v : maskLeaves(v, isPerson ? 'name' : 'full');
+    else if (isPerson && key === 'name') out[key] = maskLeaves(v, 'name', ['use', 'period']);
+    else if (isPerson && key === 'identifier') out[key] = maskIdentifiers(v);
+    else if (key === 'subject' || key === 'patient') out[key] = maskFhirValue(v, true);
+    else if (FHIR_VISIBLE.has(key)) out[key] = maskFhirValue(v, isPerson);
+    else out[key] = maskLeaves(v, 'full');
+  }
+  return out;
+}
+
+function maskFhirValue(v: unknown, person: boolean): unknown {
+  if (Array.isArray(v)) return v.map((x) => maskFhirValue(x, person));
+  if (v === null || typeof v !== 'object') return v;
+  const obj = v as Record<string, unknown>;
+  return maskFhir(obj, person && typeof obj.resourceType !== 'string');
 }
 
 export interface LineageLine {
@@ -207,6 +420,34 @@ export const HL7_PHI_FIELDS: Readonly<Record<string, Readonly<Record<number, Mas
   IN1: { 16: 'name', 18: 'date', 19: 'full', 36: 'id', 49: 'id' },
 };
 
+/**
+ * Fields of HL7 v2 segments shown as they are (v2.5.1 chapters 2, 3, 4; IHE RAD TF-2): message
+ * header and acknowledgment, order identifiers, codes, statuses, times, the ordering
+ * clinician. Every field not listed here and not in HL7_PHI_FIELDS, and every segment not
+ * listed at all (Z-segments included), is hidden whole: NTE-3, OBR-13 (relevant clinical
+ * information), OBR-31 (reason for study), OBX-5 and free text never show unmasked.
+ */
+const range = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => from + i);
+export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> = {
+  MSH: new Set(range(1, 21)),
+  MSA: new Set(range(1, 8)),
+  ERR: new Set(range(1, 12)),
+  EVN: new Set([1, 2, 3, 4, 6, 7]),
+  PID: new Set([1, 8, 24, 30]),
+  // Attending, referring, consulting and admitting doctors are clinicians, not the patient.
+  PV1: new Set([1, 2, 3, 4, 7, 8, 9, 10, 17, 18, 39]),
+  NK1: new Set([1, 3, 7]),
+  ORC: new Set([...range(1, 21), 29, 30, 31]),
+  OBR: new Set([...range(1, 12), ...range(14, 18), ...range(22, 30), ...range(32, 50)]),
+  TQ1: new Set(range(1, 14)),
+  IPC: new Set(range(1, 11)),
+  NTE: new Set([1, 2, 4]),
+  DG1: new Set([1, 2, 3, 6]),
+  OBX: new Set([1, 2, 3, 4, 6, 11, 14]),
+  MRG: new Set<number>(),
+};
+
 /** The HL7 delimiters from MSH-1/MSH-2 (v2.5.1 2.5.4), with the standard defaults. */
 export function hl7Delimiters(text: string): {
   field: string;
@@ -278,18 +519,28 @@ export function maskHl7Field(
     .join(d.repetition);
 }
 
-/** Raw HL7 text with every PHI field masked; segment and field structure unchanged. */
+/**
+ * Raw HL7 text masked by allow-list; segment and field structure unchanged. A field is shown
+ * when HL7_VISIBLE_FIELDS lists it, partly masked by its HL7_PHI_FIELDS rule, and hidden
+ * whole otherwise.
+ */
 export function maskHl7Text(text: string): string {
   const d = hl7Delimiters(text);
   const eol = /\r\n/.test(text) ? '\r\n' : /\r/.test(text) ? '\r' : '\n';
   return hl7Segments(text)
     .map((segment) => {
       const parts = segment.split(d.field);
-      const rules = HL7_PHI_FIELDS[parts[0] ?? ''];
-      if (!rules) return segment;
+      const id = parts[0] ?? '';
+      const rules = HL7_PHI_FIELDS[id] ?? {};
+      const visible = HL7_VISIBLE_FIELDS[id];
+      // MSH-1 is the separator itself: parts[1] is MSH-2, so field n is parts[n - 1].
+      const offset = id === 'MSH' ? 1 : 0;
       for (let i = 1; i < parts.length; i++) {
-        const rule = rules[i];
+        const position = i + offset;
+        if (id === 'MSH' && position <= 2) continue;
+        const rule = rules[position];
         if (rule) parts[i] = maskHl7Field(parts[i]!, rule, d);
+        else if (!visible?.has(position)) parts[i] = maskHl7Field(parts[i]!, 'full', d);
       }
       return parts.join(d.field);
     })

@@ -44,7 +44,7 @@ export class HealthController {
       status,
       live: true,
       ready,
-      checks: { database, upstream },
+      checks: { database: publicCheck(database), upstream: publicCheck(upstream) },
       version: process.env.npm_package_version ?? '0.1.0',
       uptimeSeconds: Math.round(process.uptime()),
     });
@@ -56,4 +56,22 @@ export class HealthController {
   async metrics(@Res() res: Response): Promise<void> {
     res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
   }
+}
+
+/**
+ * /health is public (load balancers carry no token): it names no URL, host or address of a
+ * peer (issue #15). The base URL is dropped and error texts keep their words, not addresses.
+ */
+function publicCheck<T extends { detail?: string; baseUrl?: string }>(
+  check: T,
+): Omit<T, 'baseUrl'> {
+  const { baseUrl: _hidden, ...rest } = check;
+  void _hidden;
+  if (typeof rest.detail !== 'string') return rest;
+  return {
+    ...rest,
+    detail: rest.detail
+      .replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, '<url>')
+      .replace(/\[[0-9a-f:.]+\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b/gi, '<address>'),
+  };
 }

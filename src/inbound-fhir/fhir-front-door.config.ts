@@ -11,6 +11,12 @@ export interface FhirFrontDoorConfig {
   maxBodyBytes: number;
   /** Extra search parameters for catch-up searches on the EHR (e.g. `category=363679005`). */
   catchUpSearch: Record<string, string>;
+  /**
+   * The sender token the EHR sends with its notifications (FHIR_SUBSCRIPTION_TOKEN): the one
+   * sender that reads the orders of the EHR's Subscription channel. Unset: any sender token
+   * may post notifications, so any may read them.
+   */
+  subscriptionToken?: string;
   subscription?: {
     topic: string;
     endpoint: string;
@@ -37,6 +43,7 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
       unknownProcedure: parseUnknownProcedureRule(config.FHIR_UNKNOWN_PROCEDURE),
     },
     maxBodyBytes: config.FHIR_MAX_BODY_BYTES,
+    subscriptionToken: config.FHIR_SUBSCRIPTION_TOKEN,
     catchUpSearch: Object.fromEntries(new URLSearchParams(config.FHIR_CATCHUP_SEARCH).entries()),
     subscription:
       config.FHIR_SUBSCRIPTION_CREATE &&

@@ -134,7 +134,42 @@ export function parseResource(bytes: Buffer): Resource {
       ],
     );
   }
+  const polluting = pollutingKey(
+    data,
+    'resourceType' in data ? String((data as Resource).resourceType) : '',
+  );
+  if (polluting) {
+    const diagnostics = `${polluting} is not a FHIR element: keys named __proto__, constructor or prototype are refused`;
+    throw new FhirError('invalid', diagnostics, [
+      { severity: 'error', code: 'structure', diagnostics, expression: [polluting] },
+    ]);
+  }
   return data as Resource;
+}
+
+const POLLUTING_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * The path of the first `__proto__`, `constructor` or `prototype` key at any depth (JSON.parse
+ * keeps them as own properties; merged into another object later they could change its
+ * prototype). No FHIR element has these names. Iterative, so deep nesting cannot overflow.
+ */
+function pollutingKey(root: unknown, rootName: string): string | undefined {
+  const stack: Array<{ value: unknown; path: string }> = [{ value: root, path: rootName }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      value.forEach((v, i) => stack.push({ value: v, path: `${path}[${i}]` }));
+      continue;
+    }
+    for (const key of Object.keys(value)) {
+      const at = path ? `${path}.${key}` : key;
+      if (POLLUTING_KEYS.has(key)) return at;
+      stack.push({ value: (value as Record<string, unknown>)[key], path: at });
+    }
+  }
+  return undefined;
 }
 
 export type PreferReturn = 'minimal' | 'representation' | 'OperationOutcome';

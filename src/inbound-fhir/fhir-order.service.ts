@@ -1,3 +1,4 @@
+import { mayRead, type SenderRestriction } from './fhir-request.context';
 import { createHash } from 'node:crypto';
 import type {
   Bundle,
@@ -26,6 +27,11 @@ import { buildOrderContext, ReferenceResolver, type SiblingEntry } from './order
 /** Who sent a request and what exactly (the raw bytes go to the audit log). */
 export interface FhirCaller {
   sender: string;
+  /**
+   * Set for a `sender` token: it reads and changes only what it submitted (least privilege,
+   * issue #15). Absent for admin, who may act on every order.
+   */
+  restrictedTo?: string;
   actor: string;
   remoteAddress: string | null;
   raw: Buffer;
@@ -337,7 +343,9 @@ export class FhirOrderService {
       'ServiceRequest update',
       async () => {
         const stored = await this.store.findServiceRequest(id);
-        if (!stored || !stored.orderId) {
+        // Another sender's ServiceRequest is treated as unknown: its existence is not confirmed.
+        const foreign = caller.restrictedTo !== undefined && stored?.sender !== caller.restrictedTo;
+        if (!stored || !stored.orderId || foreign) {
           // R4 http.html#update: no update-as-create (CapabilityStatement updateCreate=false) → 405.
           throw new FhirError(
             'method-not-allowed',
@@ -722,9 +730,10 @@ export class FhirOrderService {
     );
   }
 
-  async readServiceRequest(id: string): Promise<ServiceRequest> {
+  async readServiceRequest(id: string, restriction?: SenderRestriction): Promise<ServiceRequest> {
     const stored = await this.store.findServiceRequest(id);
-    if (!stored) throw new FhirError('not-found', `ServiceRequest/${id} is not known here`);
+    if (!stored || !mayRead(restriction, stored.sender))
+      throw new FhirError('not-found', `ServiceRequest/${id} is not known here`);
     return stored.resource;
   }
 }

@@ -14,10 +14,44 @@ export function senderOf(req: Request): string {
   return `fhir-client:${createHash('sha256').update(token).digest('hex').slice(0, 12)}`;
 }
 
+/**
+ * What a `sender` token may read (least privilege, issue #15): the orders it submitted, and
+ * those of the EHR's Subscription channel when it is that channel's token. Undefined for
+ * admin, who reads everything.
+ */
+export interface SenderRestriction {
+  own: string;
+  ehrChannel: boolean;
+}
+
+export function restrictionOf(
+  req: Request,
+  subscriptionToken?: string,
+): SenderRestriction | undefined {
+  if ((req as AuthenticatedRequest).principal?.role !== 'sender') return undefined;
+  const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+  return {
+    own: senderOf(req),
+    ehrChannel: subscriptionToken === undefined || token === subscriptionToken,
+  };
+}
+
+/** Whether an order or resource submitted by `sender` is visible under the restriction. */
+export function mayRead(
+  restriction: SenderRestriction | undefined,
+  sender: string | null,
+): boolean {
+  if (!restriction) return true;
+  if (sender === restriction.own) return true;
+  return restriction.ehrChannel && sender !== null && sender.startsWith('fhir-ehr:');
+}
+
 export async function callerOf(req: Request, maxBodyBytes: number): Promise<FhirCaller> {
   const body = await readRawBody(req, maxBodyBytes);
   return {
     sender: senderOf(req),
+    // Changes: only to what this sender submitted itself (the EHR channel's come by notification).
+    restrictedTo: restrictionOf(req)?.own,
     actor: `fhir-client (${(req as AuthenticatedRequest).principal?.role ?? 'unknown role'})`,
     remoteAddress: req.socket.remoteAddress ?? null,
     raw: body.bytes,

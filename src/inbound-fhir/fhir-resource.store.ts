@@ -23,6 +23,8 @@ export interface OrderForTask {
   updatedAt: Date;
   request: OrderRequest;
   serviceRequestId: string | null;
+  /** Who submitted the order (a sender token reads only its own). */
+  sender: string | null;
 }
 
 export interface SubscriptionState {
@@ -186,8 +188,9 @@ export class FhirResourceStore {
       updated_at: Date;
       request: OrderRequest;
       sr_id: string | null;
+      sender: string | null;
     }> = await this.dataSource.query(
-      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id
+      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender
          FROM orders o
          LEFT JOIN fhir_resources fr ON fr.order_id = o.id AND fr.resource_type = 'ServiceRequest'
         WHERE ${where}`,
@@ -202,6 +205,7 @@ export class FhirResourceStore {
       updatedAt: r.updated_at,
       request: r.request,
       serviceRequestId: r.sr_id,
+      sender: r.sender,
     }));
   }
 

@@ -9,7 +9,7 @@ import { negotiateFormat, preferReturn, sendResource } from './fhir-http';
 import { FhirOrderService, type FhirAnswer } from './fhir-order.service';
 import { FhirResourceStore } from './fhir-resource.store';
 import { buildTask, capabilityStatement, searchSet } from './fhir-served.resources';
-import { callerOf, fhirUrl } from './fhir-request.context';
+import { callerOf, fhirUrl, mayRead, restrictionOf } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -71,7 +71,12 @@ export class FhirRestController {
   async read(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
     const format = negotiateFormat(req);
-    sendResource(res, 200, await this.orders.readServiceRequest(id), format);
+    sendResource(
+      res,
+      200,
+      await this.orders.readServiceRequest(id, restrictionOf(req, this.config.subscriptionToken)),
+      format,
+    );
   }
 
   @Roles('sender')
@@ -106,7 +111,8 @@ export class FhirRestController {
     checkId(id);
     const format = negotiateFormat(req);
     const order = /^[0-9a-f-]{36}$/i.test(id) ? await this.store.orderForTask(id) : undefined;
-    if (!order) throw new FhirError('not-found', `Task/${id} is not known here`);
+    if (!order || !mayRead(restrictionOf(req, this.config.subscriptionToken), order.sender))
+      throw new FhirError('not-found', `Task/${id} is not known here`);
     sendResource(res, 200, buildTask(order), format);
   }
 
@@ -138,6 +144,9 @@ export class FhirRestController {
       orders = one ? [one] : [];
     }
     if (basedOn && id) orders = orders.filter((o) => o.orderId === id);
+    // A sender token finds only the orders it submitted (other senders' patients stay unseen).
+    const restriction = restrictionOf(req, this.config.subscriptionToken);
+    orders = orders.filter((o) => mayRead(restriction, o.sender));
     const self = `${req.protocol}://${req.get('host')}${req.originalUrl}`;
     sendResource(res, 200, searchSet(orders.map(buildTask), self), format);
   }

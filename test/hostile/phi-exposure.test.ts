@@ -1,0 +1,247 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * Issue #15 items 5 and 8 on a running adapter: analysts see unmasked only what is known to
+ * carry no PHI (allow-list), in the API and in the page; PHI answers are never cached or
+ * sniffed; a sender token reads only the orders it submitted; prototype keys are refused;
+ * the public /health names no URL.
+ */
+const OTHER_SENDER = 'second-sender-token-0123456789ab';
+const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+
+/** Strings that must never reach an analyst unmasked. */
+const HL7_SECRETS = [
+  'CLAUSTRO-NTE-SECRET',
+  'OBR13-SECRET-HISTORY',
+  'OBR31-SECRET-REASON',
+  'ZDS-PRIVATE-NOTE',
+];
+const FHIR_SECRETS = [
+  'NARRATIVE-SECRET',
+  'MAIDEN-NAME-SECRET',
+  'BIRTHPLACE-SECRET',
+  'SUPPORTING-DISPLAY-SECRET',
+  'INSTRUCTION-SECRET',
+  'UNKNOWN-KEY-SECRET',
+];
+
+function hostileOrm(): Buffer {
+  const lines = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'PHI-1')
+    .toString('latin1')
+    .split(/\r\n|\r|\n/)
+    .filter(Boolean)
+    .map((line) => {
+      const f = line.split('|');
+      if (f[0] === 'OBR') {
+        while (f.length < 32) f.push('');
+        f[13] = 'OBR13-SECRET-HISTORY';
+        f[31] = '^OBR31-SECRET-REASON';
+      }
+      if (f[0] === 'ZDS') f.push('ZDS-PRIVATE-NOTE');
+      return f.join('|');
+    });
+  lines.push('NTE|1||Patient says CLAUSTRO-NTE-SECRET; sedation requested');
+  return Buffer.from(lines.join('\r'), 'latin1');
+}
+
+function hostileServiceRequest(identifier: string): Record<string, unknown> {
+  const sr = JSON.parse(readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'), 'utf8'));
+  delete sr.id;
+  sr.identifier = [{ system: 'urn:oid:1.2.3.4.5', value: identifier }];
+  sr.contained = [
+    {
+      resourceType: 'Patient',
+      id: 'pat',
+      text: {
+        status: 'generated',
+        div: '<div xmlns="http://www.w3.org/1999/xhtml">NARRATIVE-SECRET</div>',
+      },
+      extension: [
+        {
+          url: 'http://hl7.org/fhir/StructureDefinition/patient-mothersMaidenName',
+          valueString: 'MAIDEN-NAME-SECRET',
+        },
+        {
+          url: 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace',
+          valueAddress: { city: 'BIRTHPLACE-SECRET' },
+        },
+      ],
+      identifier: [{ system: 'urn:mrn', value: 'MRN-778812' }],
+      name: [{ family: 'Doe', given: ['Jane'] }],
+    },
+  ];
+  sr.subject = { reference: '#pat' };
+  sr.supportingInfo = [{ display: 'SUPPORTING-DISPLAY-SECRET' }];
+  sr.patientInstruction = 'INSTRUCTION-SECRET';
+  return sr;
+}
+
+describe('hostile: PHI stays masked, and each sender sees its own orders only', () => {
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      JOBS_ENABLED: 'false',
+      API_TOKENS: [
+        `sender:${TEST_TOKENS.sender}`,
+        `sender:${OTHER_SENDER}`,
+        `analyst:${TEST_TOKENS.analyst}`,
+        `admin:${TEST_TOKENS.admin}`,
+      ].join(','),
+    });
+  });
+  afterAll(async () => adapter?.close());
+
+  const call = (path: string, token: string, init: RequestInit = {}) =>
+    fetch(`${adapter.httpUrl}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.headers ?? {}) },
+    });
+  const postSr = (sr: unknown, token = TEST_TOKENS.sender) =>
+    call('/fhir/ServiceRequest', token, {
+      method: 'POST',
+      headers: { 'content-type': 'application/fhir+json' },
+      body: typeof sr === 'string' ? sr : JSON.stringify(sr),
+    });
+
+  async function orderIdFor(
+    messageControlId: string,
+  ): Promise<{ orderId: string; messageId: string }> {
+    const rows = await adapter.dataSource.query(
+      `SELECT m.id AS message_id, o.id AS order_id FROM inbound_messages m
+         JOIN orders o ON o.placer_order_number IS NOT NULL
+        WHERE m.message_control_id = $1 AND m.outcome = 'accepted'
+        ORDER BY o.created_at DESC LIMIT 1`,
+      [messageControlId],
+    );
+    return { orderId: rows[0].order_id, messageId: rows[0].message_id };
+  }
+
+  it('HL7 free text (NTE-3, OBR-13, OBR-31, Z-segment fields) is masked in the API and the page; revealed to an admin with a reason', async () => {
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect(ackSummary(await client.send(hostileOrm()))).toMatchObject({ code: 'AA' });
+    } finally {
+      await client.close();
+    }
+    const { orderId, messageId } = await orderIdFor('PHI-1');
+    const texts = [
+      await (await call(`/api/audit/orders/${orderId}`, TEST_TOKENS.analyst)).text(),
+      await (await call(`/api/audit/messages/${messageId}`, TEST_TOKENS.analyst)).text(),
+      await (await call(`/audit/orders/${orderId}`, TEST_TOKENS.analyst)).text(),
+      await (await call(`/audit/messages/${messageId}`, TEST_TOKENS.analyst)).text(),
+    ];
+    for (const [i, text] of texts.entries()) {
+      expect(text.length).toBeGreaterThan(200);
+      for (const secret of HL7_SECRETS)
+        expect({ i, leaked: text.includes(secret), secret }).toEqual({ i, leaked: false, secret });
+    }
+    // The order's identifiers stay readable: they are what the analyst is asked about.
+    expect(texts[0]).toContain('ACC-20240318-0042');
+    const revealed = await (
+      await call(
+        `/api/audit/messages/${messageId}?reveal=true&reason=clinician%20asked`,
+        TEST_TOKENS.admin,
+      )
+    ).text();
+    expect(revealed).toContain('CLAUSTRO-NTE-SECRET');
+  });
+
+  it('FHIR narrative, extensions, supportingInfo.display, patientInstruction and unknown keys are masked', async () => {
+    // Refused (an unknown element), yet its raw bytes are kept: masked like any other.
+    const refused = await postSr({
+      ...hostileServiceRequest('PHI-SR-0'),
+      unknownVendorField: 'UNKNOWN-KEY-SECRET',
+    });
+    expect(refused.status).toBe(422);
+    const res = await postSr(hostileServiceRequest('PHI-SR-1'));
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as { id: string };
+    const rows = await adapter.dataSource.query(
+      `SELECT id FROM inbound_messages WHERE transport = 'fhir-rest' ORDER BY received_at DESC LIMIT 2`,
+    );
+    for (const path of [
+      `/api/audit/orders/${created.id}`,
+      `/api/audit/messages/${rows[0].id}`,
+      `/api/audit/messages/${rows[1].id}`,
+      `/audit/orders/${created.id}`,
+    ]) {
+      const text = await (await call(path, TEST_TOKENS.analyst)).text();
+      for (const secret of FHIR_SECRETS)
+        expect({ path, secret, leaked: text.includes(secret) }).toEqual({
+          path,
+          secret,
+          leaked: false,
+        });
+    }
+  });
+
+  it('PHI answers carry Cache-Control: no-store and X-Content-Type-Options: nosniff', async () => {
+    const created = (await (await postSr(hostileServiceRequest('PHI-SR-2'))).json()) as {
+      id: string;
+    };
+    for (const [path, token] of [
+      [`/fhir/ServiceRequest/${created.id}`, TEST_TOKENS.sender],
+      [`/fhir/Task/${created.id}`, TEST_TOKENS.sender],
+      [`/api/audit/orders/${created.id}?reveal=true&reason=check`, TEST_TOKENS.admin],
+      [`/audit/orders/${created.id}`, TEST_TOKENS.analyst],
+    ] as const) {
+      const res = await call(path, token);
+      expect({ path, status: res.status }).toEqual({ path, status: 200 });
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    }
+  });
+
+  it("a sender token reads only its own orders: another sender's ServiceRequest and Task are 404", async () => {
+    const created = (await (await postSr(hostileServiceRequest('PHI-SR-3'))).json()) as {
+      id: string;
+    };
+    expect((await call(`/fhir/ServiceRequest/${created.id}`, TEST_TOKENS.sender)).status).toBe(200);
+    expect((await call(`/fhir/ServiceRequest/${created.id}`, OTHER_SENDER)).status).toBe(404);
+    expect((await call(`/fhir/Task/${created.id}`, OTHER_SENDER)).status).toBe(404);
+    const search = (await (
+      await call(`/fhir/Task?based-on=ServiceRequest/${created.id}`, OTHER_SENDER)
+    ).json()) as { total: number };
+    expect(search.total).toBe(0);
+    // The admin still reads everything.
+    expect((await call(`/fhir/Task/${created.id}`, TEST_TOKENS.admin)).status).toBe(200);
+  });
+
+  it.each([
+    [
+      'a top-level __proto__',
+      '{"resourceType":"ServiceRequest","__proto__":{"polluted":true},"status":"active","intent":"order"}',
+      '__proto__',
+    ],
+    [
+      'a nested constructor',
+      '{"resourceType":"ServiceRequest","status":"active","intent":"order","code":{"constructor":{"prototype":{"x":1}}}}',
+      'ServiceRequest.code.constructor',
+    ],
+  ])('%s key is refused with 422 naming it', async (_why, body, expression) => {
+    const res = await postSr(body);
+    expect(res.status).toBe(422);
+    const outcome = (await res.json()) as { issue: Array<{ expression?: string[] }> };
+    expect(outcome.issue[0]!.expression?.[0]).toContain(expression);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('the public /health names no URL or address', async () => {
+    const res = await fetch(`${adapter.httpUrl}/health`);
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).not.toMatch(/https?:\/\//);
+    expect(text).not.toMatch(/127\.0\.0\.1/);
+  });
+});

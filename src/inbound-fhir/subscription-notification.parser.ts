@@ -6,6 +6,7 @@ import type {
   Resource,
 } from '@medplum/fhirtypes';
 import type { ToleratedQuirk } from '../orders/domain/order-request';
+import { modifierIssues } from '../mappings/fhir-modifiers';
 import { FhirError } from './fhir.error';
 import type { SiblingEntry } from './order-context.resolver';
 
@@ -237,6 +238,12 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
   }
   const statusResource = entries[statusIndex]!.resource as Resource;
   const at = `Bundle.entry[${statusIndex}].resource`;
+  // A modifier extension anywhere in the notification changes what it says: refused whole.
+  const modifier = [
+    ...modifierIssues(bundle, 'Bundle'),
+    ...modifierIssues(statusResource, at),
+  ].find((i) => i.code === 'not-supported');
+  if (modifier) throw invalid(modifier.diagnostics, modifier.expression);
   let raw;
   if ((statusResource.resourceType as string) === 'SubscriptionStatus') {
     quirks.push({

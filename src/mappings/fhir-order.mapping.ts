@@ -1,3 +1,4 @@
+import { modifierIssues } from './fhir-modifiers';
 import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import type {
   CodeableConcept,
@@ -701,6 +702,17 @@ export function mapServiceRequest(
   const issues: FhirMappingIssue[] = [];
   const quirks: ToleratedQuirk[] = [];
   const lineage: MappedField[] = [];
+  // Modifiers first: a request whose meaning a modifier changes is never turned into an order.
+  issues.push(...modifierIssues(sr, 'ServiceRequest'));
+  for (const [what, located] of [
+    ['Patient', ctx.patient],
+    ['requester', ctx.requester],
+    ...ctx.imagingStudies.map((s, i) => [`ImagingStudy[${i}]`, s] as const),
+  ] as const) {
+    // Contained resources were checked with the ServiceRequest.
+    if (located && !located.source.startsWith('contained'))
+      issues.push(...modifierIssues(located.resource, located.resource.resourceType ?? what));
+  }
   if (!config.acceptedIntents.includes(sr.intent)) {
     issues.push({
       severity: 'error',

@@ -24,7 +24,8 @@ export type Hl7QuirkCode =
   | 'explicit-null'
   | 'obr-without-orc'
   | 'free-text-sex'
-  | 'invalid-date';
+  | 'invalid-date'
+  | 'field-conflict';
 
 export interface Hl7Quirk {
   code: Hl7QuirkCode;

@@ -52,6 +52,11 @@ export interface Hl7OrderMappingConfig {
   senderUtcOffset: string;
   /** Fields allowed to leave for the upstream; see applyDataMinimisation. */
   allowedFields: readonly MinimisableField[];
+  /**
+   * Sources that must agree but do not (ORC-2 vs OBR-2…): `reject` (AE with ERR at the field)
+   * or `warn` (accepted with a warning ERR and a quirk). Site setting (CONFIG_FILE).
+   */
+  fieldConflicts: 'reject' | 'warn';
 }
 
 export const DEFAULT_HL7_ORDER_MAPPING_CONFIG: Hl7OrderMappingConfig = {
@@ -61,6 +66,7 @@ export const DEFAULT_HL7_ORDER_MAPPING_CONFIG: Hl7OrderMappingConfig = {
   unknownProcedure: { kind: 'reject' },
   senderUtcOffset: '+00:00',
   allowedFields: ALL_MINIMISABLE_FIELDS,
+  fieldConflicts: 'reject',
 };
 
 /**

@@ -21,11 +21,19 @@ export type Hl7SourceSpec = string | { readonly at: string; readonly transform: 
 export interface Hl7FieldRule {
   /** Dotted path in OrderRequest (or `priorIdentifiers` for merges). */
   readonly target: string;
-  /** Locations in priority order; the first one with a value wins. */
+  /** Locations in priority order; the first one with a value wins (declared precedence). */
   readonly sources: readonly Hl7SourceSpec[];
   readonly transform: Hl7TransformId;
   readonly required: boolean;
   readonly ruleId: string;
+  /**
+   * When more than one source holds a value and they differ: `must-agree` (the standard says
+   * they carry the same thing, e.g. ORC-2 and OBR-2, v2.5.1 §4.5.1.2/§4.5.3.2) is an error at
+   * the disagreeing field (a warning where the site tolerates it, `fieldConflicts: warn`);
+   * `first-wins` (the sources mean related but different things) keeps the first and records a
+   * quirk. Never a silent choice. Default `first-wins`.
+   */
+  readonly onConflict?: 'must-agree' | 'first-wins';
 }
 
 /**
@@ -45,14 +53,14 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'patient.birthDate', sources: ['PID-7'], transform: 'partial-date', required: false, ruleId: 'hl7.patient.birth-date' },
   { target: 'patient.sex', sources: ['PID-8'], transform: 'sex-0001', required: false, ruleId: 'hl7.patient.sex' },
   { target: 'action', sources: ['ORC-1'], transform: 'order-control', required: true, ruleId: 'hl7.order.action' },
-  { target: 'placerOrderNumber', sources: ['ORC-2', 'OBR-2'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-number' },
-  { target: 'fillerOrderNumber', sources: ['ORC-3', 'OBR-3'], transform: 'ei', required: false, ruleId: 'hl7.order.filler-number' },
-  { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'accession', required: false, ruleId: 'hl7.order.accession' },
+  { target: 'placerOrderNumber', sources: ['ORC-2', 'OBR-2'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-number', onConflict: 'must-agree' },
+  { target: 'fillerOrderNumber', sources: ['ORC-3', 'OBR-3'], transform: 'ei', required: false, ruleId: 'hl7.order.filler-number', onConflict: 'must-agree' },
+  { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'accession', required: false, ruleId: 'hl7.order.accession', onConflict: 'must-agree' },
   { target: 'placerGroupNumber', sources: ['ORC-4'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-group' },
   { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
-  { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid' },
-  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority' },
+  { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid', onConflict: 'must-agree' },
+  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
   { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16'], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
   { target: 'requestedAt', sources: ['ORC-9', 'OBR-6', 'TQ1-7'], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
@@ -126,8 +134,19 @@ export interface Hl7MappingResult {
 
 /** The table with the site's accession source order applied. */
 export function rowsFor(config: Hl7OrderMappingConfig): readonly Hl7FieldRule[] {
+  const custom =
+    config.accessionSources.join(',') !==
+    DEFAULT_HL7_ORDER_MAPPING_CONFIG.accessionSources.join(',');
   return HL7_ORDER_FIELD_MAP.map((row) =>
-    row.target === 'accessionNumber' ? { ...row, sources: config.accessionSources } : row,
+    row.target === 'accessionNumber'
+      ? {
+          ...row,
+          sources: config.accessionSources,
+          // A site's own source list is its declared precedence: other places may hold other
+          // things (a conflict is recorded as a quirk, not refused).
+          onConflict: custom ? ('first-wins' as const) : row.onConflict,
+        }
+      : row,
   );
 }
 
@@ -208,6 +227,9 @@ function applyRows(
         });
       }
       found = true;
+      problems.push(
+        ...conflicts(row, row.sources.indexOf(spec), out.value, at, scope, config, quirks, values),
+      );
       break;
     }
     if (!found && row.required) {
@@ -224,6 +246,82 @@ function applyRows(
     }
   }
   return { values, lineage, problems, failed };
+}
+
+/**
+ * The later sources of a multi-source row that hold a different value than the one taken
+ * (`taken`, from sources[index]): each is a recorded conflict (Hl7FieldRule.onConflict).
+ */
+function conflicts(
+  row: Hl7FieldRule,
+  index: number,
+  taken: unknown,
+  takenAt: string,
+  scope: Scope,
+  config: Hl7OrderMappingConfig,
+  quirks: QuirkCollector,
+  values: Record<string, unknown>,
+): TransformProblem[] {
+  const problems: TransformProblem[] = [];
+  for (const spec of row.sources.slice(index + 1)) {
+    const at = typeof spec === 'string' ? spec : spec.at;
+    const transform = typeof spec === 'string' ? row.transform : spec.transform;
+    const loc = parseLocation(at);
+    const sameId = segmentsInScope(scope, loc.segment);
+    const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
+    if (!segment) continue;
+    const out = HL7_TRANSFORMS[transform]({
+      segment,
+      loc,
+      sameId,
+      config,
+      quirks: new QuirkCollector(),
+      partial: values as Partial<OrderRequest>,
+    });
+    if (out.kind !== 'value' || sameValue(taken, out.value)) continue;
+    const location = segment.locationOf(loc.field);
+    const first = takenAt.replace(/\.\d+$/, '');
+    const detail = `${location} (${describe(out.value)}) differs from ${first} (${describe(taken)}); ${first} is used`;
+    if ((row.onConflict ?? 'first-wins') === 'must-agree') {
+      const tolerated = config.fieldConflicts === 'warn';
+      problems.push({
+        location,
+        code: 102,
+        severity: tolerated ? 'W' : 'E',
+        message: `${row.target}: ${detail}${tolerated ? '' : ' — they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
+      });
+      if (tolerated) quirks.add('field-conflict', `${row.target}: ${detail}`);
+    } else {
+      // Values left out: these rows include free text (OBR-13), which is PHI.
+      quirks.add(
+        'field-conflict',
+        `${row.target}: ${location} differs from ${first}; ${first} is used`,
+      );
+    }
+  }
+  return problems;
+}
+
+/** Equal for a conflict: entity identifiers by number (and namespace when both carry one). */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (isEi(a) && isEi(b))
+    return (
+      a.value === b.value &&
+      (a.system === undefined || b.system === undefined || a.system === b.system)
+    );
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function isEi(v: unknown): v is { value: string; system?: string } {
+  return (
+    typeof v === 'object' && v !== null && typeof (v as { value?: unknown }).value === 'string'
+  );
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return v;
+  if (isEi(v)) return v.system ? `${v.value}^${v.system}` : v.value;
+  return JSON.stringify(v);
 }
 
 /** A create/update with no procedure at all follows the unknown-procedure rule too. */

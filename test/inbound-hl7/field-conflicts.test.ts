@@ -1,0 +1,76 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+
+/**
+ * Issue #20 item 2: ORC-2/OBR-2 (and ORC-3/OBR-3, IPC-1/OBR-18, IPC-3/ZDS-1, the priorities)
+ * must carry the same value (HL7 v2.5.1 §4.5.1.2, §4.5.3.2). The IHE SWF ORM^O01 with an
+ * OBR-2 that differs from its ORC-2 — a RIS that renumbers the request but not the order — is
+ * answered AE with ERR at OBR-2 and stored as refused; a site that tolerates it
+ * (`mappings.hl7.fieldConflicts: warn`) gets AA with a warning ERR and a quirk the analyst sees.
+ */
+function disagreeing(controlId: string): Buffer {
+  return Buffer.from(
+    withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), controlId)
+      .toString('latin1')
+      .replace(/PLC-100234/g, `PLC-${controlId}`)
+      .replace(/ACC-20240318-0042/g, `ACC-${controlId}`)
+      .replace(/\rOBR\|1\|PLC-[^|^]*/, `\rOBR|1|OTHER-${controlId}`),
+    'latin1',
+  );
+}
+
+async function send(adapter: TestAdapter, message: Buffer): Promise<string> {
+  const client = new MllpClient({
+    host: '127.0.0.1',
+    port: adapter.mllpPort,
+    responseTimeoutMs: 10_000,
+  });
+  try {
+    return (await client.send(message)).toString('latin1');
+  } finally {
+    await client.close();
+  }
+}
+
+describe('placer/filler numbers that disagree are never chosen silently', () => {
+  it('default: AE with ERR at OBR-2 naming both values; nothing ordered', async () => {
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const ack = await send(adapter, disagreeing('CONF-1'));
+      expect(ack).toMatch(/\rMSA\|AE\|CONF-1/);
+      expect(ack).toMatch(/\rERR\|OBR\^1\^2\^102/);
+      expect(ack).toMatch(/OBR-2 \(OTHER-CONF-1/);
+      const rows = await adapter.dataSource.query(`SELECT count(*)::int AS n FROM orders`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it('a site that tolerates it: AA, the ORC-2 number used, a quirk recorded', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conflicts-'));
+    const config = join(dir, 'site.yaml');
+    writeFileSync(config, 'mappings:\n  hl7:\n    fieldConflicts: warn\n');
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false', CONFIG_FILE: config });
+    try {
+      const ack = await send(adapter, disagreeing('CONF-2'));
+      expect(ack).toMatch(/\rMSA\|AA\|CONF-2/);
+      // v2.3.1 has no ERR severity: a warning would read as an error, so the ACK carries none
+      // (v2.5+ would carry ERR-4 W); the quirk below is what the analyst sees.
+      expect(ack).not.toMatch(/\rERR\|/);
+      const [order] = await adapter.dataSource.query(`SELECT placer_order_number FROM orders`);
+      expect(order.placer_order_number).toBe('PLC-CONF-2');
+      const [message] = await adapter.dataSource.query(
+        `SELECT quirks FROM inbound_messages WHERE message_control_id = 'CONF-2'`,
+      );
+      expect(JSON.stringify(message.quirks)).toMatch(/field-conflict.*OBR-2/);
+    } finally {
+      await adapter.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -156,6 +156,30 @@ function pv1Of(original: Hl7Message | undefined): string {
   return originalSegment(original, 'PV1') ?? encodeSegment({ id: 'PV1', fields: ['1', 'U'] });
 }
 
+/**
+ * ORC-2/OBR-2: the placer's number as the order brought it; for a FHIR order without one, the
+ * ServiceRequest's id (namespace `FHIR`), so the receiver can match the result to its request.
+ */
+export function placerNumberOf(input: PublicationInput): string[] | undefined {
+  const o = input.order;
+  const placer = o.request.placerOrderNumber;
+  if (o.placerOrderNumber) return [o.placerOrderNumber, placer?.system ?? ''];
+  const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
+  return srId ? [srId, 'FHIR'] : undefined;
+}
+
+/**
+ * ORC-3/OBR-3 (the same value in both, v2.5.1 §4.5.1.3/§4.5.3.3): the filler number the order
+ * came with, else ours — the adapter's order id, namespace `IMAGING-AI-ADAPTER` — so that a
+ * later correction can name the order (intake finds an order by its id as a filler number).
+ */
+export function fillerNumberOf(input: PublicationInput): string[] {
+  const o = input.order;
+  const filler = o.request.fillerOrderNumber;
+  if (o.fillerOrderNumber) return [o.fillerOrderNumber, filler?.system ?? ''];
+  return [input.orderId, 'IMAGING-AI-ADAPTER'];
+}
+
 function orc(input: PublicationInput, control: string, status: string, now: Date): Hl7SegmentSpec {
   const o = input.order;
   const noResult = input.row.hl7.orderStatus === 'CA';
@@ -164,8 +188,8 @@ function orc(input: PublicationInput, control: string, status: string, now: Date
     id: 'ORC',
     fields: [
       control,
-      o.placerOrderNumber ?? undefined,
-      o.fillerOrderNumber ?? undefined,
+      placerNumberOf(input),
+      fillerNumberOf(input),
       o.request.placerGroupNumber?.value,
       status,
       undefined,
@@ -199,8 +223,8 @@ function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
     id: 'OBR',
     fields: [
       '1',
-      o.placerOrderNumber ?? undefined,
-      o.fillerOrderNumber ?? o.accessionNumber ?? undefined,
+      placerNumberOf(input),
+      fillerNumberOf(input),
       p?.code
         ? [p.code, p.display, p.system]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],

@@ -134,6 +134,8 @@ function summary(input: PublicationInput) {
       msh9: oru.msh.rawField(9),
       msh12: oru.version,
       orc: [oru.get('ORC-1'), oru.get('ORC-5'), oru.get('ORC-16.2')],
+      // Placer and filler numbers the RIS matches the result by (ORC = OBR, issue #20).
+      numbers: [oru.get('ORC-2'), oru.get('ORC-3'), oru.get('OBR-2'), oru.get('OBR-3')],
       obr25: oru.get('OBR-25'),
       obx: oru.segmentsById('OBX').map((o) => `${o.value(2)} ${o.value(3)} ${o.value(11)}`),
     };
@@ -215,6 +217,26 @@ describe('result documents per status row (golden)', () => {
     expect(task.statusReason?.text).toBe(
       'QC rejection bypassed by a clinician: by dr.meier: motion artefact acceptable',
     );
+  });
+
+  it('every ORU carries numbers the RIS can match: a FHIR order without identifiers gets the ServiceRequest id as placer and our order id as filler', () => {
+    const input = inputFor(rowOf('DELIVERED'), { serviceRequest: 'ServiceRequest/sr-4711' });
+    input.order = {
+      ...input.order,
+      source: 'fhir',
+      request: {
+        ...input.order.request,
+        source: 'fhir',
+        placerOrderNumber: undefined,
+        fillerOrderNumber: undefined,
+      },
+      placerOrderNumber: null,
+      fillerOrderNumber: null,
+    };
+    const oru = parseHl7(buildOru(input, undefined, HL7, 'X4', NOW).text);
+    expect([oru.get('ORC-2'), oru.get('ORC-2.2')]).toEqual(['sr-4711', 'FHIR']);
+    expect([oru.get('ORC-3'), oru.get('ORC-3.2')]).toEqual([ORDER_ID, 'IMAGING-AI-ADAPTER']);
+    expect([oru.get('OBR-2'), oru.get('OBR-3')]).toEqual(['sr-4711', ORDER_ID]);
   });
 
   it('a correction is corrected / C; a QC bypass carries its caveat', () => {

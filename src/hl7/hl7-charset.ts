@@ -16,7 +16,11 @@ export interface CharsetDecision {
   known: boolean;
 }
 
-/** Table 0211 values and their WHATWG decoder labels. */
+/**
+ * HL7 table 0211 (v2.5.1, MSH-18) values and the WHATWG decoder label for each that can be
+ * decoded here. `UNICODE` (ISO/IEC 10646, kept in the table for backward compatibility) is
+ * what senders write for UTF-8 in practice; it is decoded as UTF-8, checked like UTF-8.
+ */
 const TABLE_0211: Readonly<Record<string, string>> = {
   ASCII: 'ascii',
   '8859/1': 'latin1',
@@ -29,11 +33,36 @@ const TABLE_0211: Readonly<Record<string, string>> = {
   '8859/8': 'iso-8859-8',
   '8859/9': 'iso-8859-9',
   '8859/15': 'iso-8859-15',
+  'ISO IR14': 'shift_jis', // JIS X 0201 (Roman and half-width katakana)
+  'GB 18030-2000': 'gb18030',
+  'KS X 1001': 'euc-kr',
+  'BIG-5': 'big5',
+  UNICODE: 'utf-8',
   'UNICODE UTF-8': 'utf-8',
   // Not in table 0211, but sent by several engines; tolerated without a quirk of its own.
   'UTF-8': 'utf-8',
   UTF8: 'utf-8',
 };
+
+/**
+ * In table 0211 but not decodable here: UTF-16/32 cannot travel inside MLLP's byte framing
+ * (their code units contain the frame bytes), and the ISO 2022 code extensions of JIS X 0208 /
+ * JIS X 0212 (as HL7 uses them) and CNS 11643 have no decoder here.
+ * Such a message is decoded as UTF-8/Latin-1 and the quirk says why.
+ */
+const TABLE_0211_UNDECODABLE = new Set([
+  'ISO IR87',
+  'ISO IR159',
+  'CNS 11643-1992',
+  'UNICODE UTF-16',
+  'UNICODE UTF-32',
+]);
+
+/** True when MSH-18 names a value of table 0211 (decodable or not). */
+export function inTable0211(declared: string): boolean {
+  const v = declared.trim().toUpperCase();
+  return v in TABLE_0211 || TABLE_0211_UNDECODABLE.has(v);
+}
 
 const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
@@ -88,7 +117,10 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
   }
   if (mapped === undefined) {
     const fallback = isValidUtf8(bytes) ? 'utf-8' : 'latin1';
-    quirks.add('unknown-charset', `MSH-18 "${declared}" not supported, decoded as ${fallback}`);
+    const why = TABLE_0211_UNDECODABLE.has(declared.toUpperCase())
+      ? 'is in table 0211 but cannot be decoded here'
+      : 'is not a table 0211 value';
+    quirks.add('unknown-charset', `MSH-18 "${declared}" ${why}, decoded as ${fallback}`);
     return { declared, encoding: fallback, known: false };
   }
   if (mapped === 'ascii' && !isAscii(bytes)) {

@@ -13,6 +13,63 @@ export const ORDER_CONTROL_TO_ACTION = {
   SC: 'status', // status changed: recorded only
 } as const satisfies Record<string, OrderAction>;
 
+/**
+ * HL7 table 0119 (v2.5.1) in full: a code listed here but not in ORDER_CONTROL_TO_ACTION is a
+ * valid order control the adapter does not act on, and the answer says so (not "not found").
+ */
+export const TABLE_0119 = new Set([
+  'AF',
+  'CA',
+  'CH',
+  'CN',
+  'CR',
+  'DC',
+  'DE',
+  'DF',
+  'DR',
+  'FU',
+  'HD',
+  'HR',
+  'LI',
+  'NA',
+  'NW',
+  'OC',
+  'OD',
+  'OE',
+  'OF',
+  'OH',
+  'OK',
+  'OP',
+  'OR',
+  'PA',
+  'PR',
+  'PY',
+  'RE',
+  'RF',
+  'RL',
+  'RO',
+  'RP',
+  'RQ',
+  'RR',
+  'RU',
+  'SC',
+  'SN',
+  'SR',
+  'SS',
+  'UA',
+  'UC',
+  'UD',
+  'UF',
+  'UH',
+  'UM',
+  'UN',
+  'UR',
+  'UX',
+  'XO',
+  'XR',
+  'XX',
+]);
+
 /** HL7 table 0001 (administrative sex, PID-8, v2.5.1 chapter 3) → FHIR-style AdministrativeSex. */
 export const TABLE_0001_SEX = {
   M: 'male',

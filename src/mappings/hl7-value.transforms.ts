@@ -15,6 +15,7 @@ import {
   DICOM_MODALITIES,
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
+  TABLE_0119,
   TABLE_0001_SEX,
   TABLE_0027_PRIORITY,
   TABLE_0074_TO_MODALITY,
@@ -260,7 +261,9 @@ const orderControl: TransformFn = (input) => {
         location: source,
         code: 103,
         severity: 'E',
-        message: `Order control ${value} not supported (NW, CA, DC, OD, XO, SC)`,
+        message: TABLE_0119.has(value.toUpperCase())
+          ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes NW, CA, DC, OD, XO, SC`
+          : `Order control ${value} is not in HL7 table 0119 (this receiver takes NW, CA, DC, OD, XO, SC)`,
       },
     };
   }

@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { checkStructure } from './hl7-structure.validator';
+import { inTable0211 } from './hl7-charset';
+import { parseHl7 } from './hl7-message';
+
+/**
+ * Issue #20 item 4: MSH-18 values of HL7 table 0211 (v2.5.1) are known, whatever their
+ * spelling of the standard's list: UNICODE and the East Asian sets no longer draw a warning.
+ * Messages are the IHE OMI^O23 fixture with MSH-18 set and non-ASCII patient names.
+ */
+const OMI = readFileSync(
+  join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'omi-o23-v251-ihe-ipc.hl7'),
+  'latin1',
+);
+
+function withCharset(charset: string, name: string, encode: (s: string) => Buffer): Buffer {
+  const lines = OMI.split(/\r\n|\r|\n/).filter(Boolean);
+  const msh = lines[0]!.split('|');
+  while (msh.length < 18) msh.push('');
+  msh[17] = charset; // MSH-18 (MSH-1 is the separator)
+  lines[0] = msh.join('|');
+  const pid = lines.findIndex((l) => l.startsWith('PID|'));
+  const f = lines[pid]!.split('|');
+  f[5] = name;
+  lines[pid] = f.join('|');
+  return encode(lines.join('\r'));
+}
+
+describe('MSH-18 and HL7 table 0211', () => {
+  it.each(['ASCII', 'UNICODE', 'UNICODE UTF-8', 'GB 18030-2000', 'KS X 1001', 'BIG-5', '8859/15'])(
+    '%s is a table 0211 value',
+    (v) => expect(inTable0211(v)).toBe(true),
+  );
+
+  it('UNICODE (the table value many senders write for UTF-8) decodes as UTF-8 with no warning', () => {
+    const m = parseHl7(withCharset('UNICODE', 'Müller^Zoë', (s) => Buffer.from(s, 'utf8')));
+    expect(m.charsetKnown).toBe(true);
+    expect(m.get('PID-5.1')).toBe('Müller');
+    expect(m.quirks.map((q) => q.code)).not.toContain('unknown-charset');
+    expect(checkStructure(m).errors.map((e) => e.location)).not.toContain('MSH-18');
+  });
+
+  it('GB 18030-2000 decodes Chinese names', () => {
+    const bytes = withCharset('GB 18030-2000', '王^小明', (s) => {
+      // GB 18030 encodes these two names as follows (ASCII elsewhere is unchanged).
+      return Buffer.from(
+        s.replace('王', '\u0000W\u0000').replace('小明', '\u0000X\u0000'),
+        'latin1',
+      );
+    });
+    const gb = Buffer.from(
+      bytes
+        .toString('latin1')
+        .replace('\u0000W\u0000', '\u00cd\u00f5')
+        .replace('\u0000X\u0000', '\u00d0\u00a1\u00c3\u00f7'),
+      'latin1',
+    );
+    const m = parseHl7(gb);
+    expect(m.charsetKnown).toBe(true);
+    expect(m.get('PID-5.1')).toBe('王');
+    expect(m.get('PID-5.2')).toBe('小明');
+  });
+
+  it('UNICODE UTF-16 is a table value, but cannot travel in MLLP framing: recorded as such', () => {
+    expect(inTable0211('UNICODE UTF-16')).toBe(true);
+    const m = parseHl7(withCharset('UNICODE UTF-16', 'Doe^Jane', (s) => Buffer.from(s, 'latin1')));
+    expect(m.charsetKnown).toBe(false);
+    expect(m.quirks.find((q) => q.code === 'unknown-charset')?.detail).toMatch(
+      /in table 0211 but cannot be decoded/,
+    );
+  });
+});

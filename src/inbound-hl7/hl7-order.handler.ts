@@ -13,6 +13,9 @@ import {
   type Hl7ParseLimits,
   parseHl7,
   salvageControlId,
+  buildBatchAck,
+  isHl7Batch,
+  splitHl7Batch,
   type StructureCheckOptions,
 } from '../hl7';
 import {
@@ -49,6 +52,8 @@ export interface Hl7OrderHandlerOptions {
   structure?: StructureCheckOptions;
   /** Bounds on a message's shape (HL7_MAX_*); a message over them is refused AR. */
   limits?: Hl7ParseLimits;
+  /** Messages in one batch (FHS/BHS), at most; a larger batch is refused whole. */
+  maxBatchMessages?: number;
   /** MSH-3/MSH-4 of our ACKs when the inbound message cannot be parsed at all. */
   ourApplication?: string;
   ourFacility?: string;
@@ -75,6 +80,42 @@ export class Hl7OrderHandler {
   }
 
   async handle(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
+    if (isHl7Batch(raw)) return this.handleBatch(raw, meta);
+    return this.handleMessage(raw, meta);
+  }
+
+  /**
+   * A batch (FHS/BHS … BTS/FTS, v2.5.1 §2.10.3): every message inside is handled as if it had
+   * come alone — stored durably, de-duplicated, acknowledged — in order, and the answer is one
+   * batch acknowledgment holding each message's ACK, sent after the last one is stored.
+   */
+  private async handleBatch(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
+    const maxMessages = this.options.maxBatchMessages ?? 1000;
+    const split = splitHl7Batch(raw, maxMessages);
+    if ('tooMany' in split) {
+      return this.rejectUnparseable(
+        raw,
+        meta,
+        `a batch of more than ${maxMessages} messages is not accepted; send smaller batches`,
+      );
+    }
+    if (split.messages.length === 0) {
+      return this.rejectUnparseable(raw, meta, 'the batch holds no message (no MSH)');
+    }
+    const acks: Buffer[] = [];
+    for (const message of split.messages) acks.push(await this.handleMessage(message, meta));
+    messagesTotal.inc({ type: 'batch', ack: 'batch' });
+    return buildBatchAck({
+      batch: split,
+      acks,
+      ourApplication: this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
+      ourFacility: this.options.ourFacility ?? '',
+      controlId: this.controlIds(),
+      now: this.clock(),
+    });
+  }
+
+  private async handleMessage(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
     let message: Hl7Message;
     try {
       message = parseHl7(raw, this.options.limits);

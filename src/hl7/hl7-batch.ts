@@ -1,0 +1,128 @@
+import { encodeSegment, formatHl7Timestamp } from './hl7-builder';
+
+/**
+ * HL7 v2 batches (v2.5.1 §2.10.3): an optional file envelope (FHS … FTS) around batches
+ * (BHS … BTS), each holding messages (MSH …). Pure: splits the bytes into the messages inside
+ * (byte for byte, so each keeps its own charset) and builds the batch acknowledgment.
+ */
+export interface Hl7Batch {
+  /** FHS-1..n / BHS-1..n fields as received (index = field number), when present. */
+  fileHeader?: string[];
+  batchHeader?: string[];
+  messages: Buffer[];
+  /** Count the sender declared in BTS-1, when it did. */
+  declaredCount?: number;
+}
+
+/** True when the bytes start (after a BOM or white space) with FHS or BHS. */
+export function isHl7Batch(bytes: Buffer): boolean {
+  const head = bytes
+    .subarray(0, 16)
+    .toString('latin1')
+    .replace(/^\u00ef\u00bb\u00bf/, '');
+  return /^\s*(FHS|BHS)./.test(head);
+}
+
+/**
+ * Splits a batch into its messages. Linear in the input; at most `maxMessages` messages (more
+ * is refused by the caller). Segments outside a message other than the envelope's are ignored.
+ */
+export function splitHl7Batch(bytes: Buffer, maxMessages: number): Hl7Batch | { tooMany: true } {
+  const text = bytes.toString('latin1');
+  const lines = text.split(/\r\n|\r|\n/);
+  const batch: Hl7Batch = { messages: [] };
+  let current: string[] | undefined;
+  const flush = () => {
+    if (current && current.length > 0) {
+      batch.messages.push(Buffer.from(`${current.join('\r')}\r`, 'latin1'));
+    }
+    current = undefined;
+  };
+  for (const raw of lines) {
+    const line = raw.replace(/^\u00ef\u00bb\u00bf/, '');
+    const id = line.slice(0, 3);
+    if (id === 'FHS' || id === 'BHS') {
+      flush();
+      const fields = headerFields(line);
+      if (id === 'FHS') batch.fileHeader = fields;
+      else batch.batchHeader ??= fields;
+    } else if (id === 'BTS' || id === 'FTS') {
+      flush();
+      if (id === 'BTS') {
+        const count = Number(line.split(line[3] ?? '|')[1]);
+        if (Number.isInteger(count)) batch.declaredCount = (batch.declaredCount ?? 0) + count;
+      }
+    } else if (id === 'MSH') {
+      flush();
+      if (batch.messages.length >= maxMessages) return { tooMany: true };
+      current = [line];
+    } else if (current && line.trim() !== '') {
+      current.push(line);
+    }
+  }
+  flush();
+  return batch;
+}
+
+/** Fields of an FHS/BHS line numbered as the standard numbers them (1 = separator, 2 = MSH-2-like). */
+function headerFields(line: string): string[] {
+  const sep = line[3] ?? '|';
+  const parts = line.slice(4).split(sep);
+  return ['', sep, ...parts];
+}
+
+/**
+ * The batch acknowledgment (v2.5.1 §2.10.3): the envelope mirrored (our application as
+ * sender, BHS-12/FHS-12 naming the sender's batch/file control ID), one acknowledgment per
+ * message in order, BTS-1 the count of acknowledgments, FTS-1 the batch count.
+ */
+export function buildBatchAck(options: {
+  batch: Hl7Batch;
+  acks: Buffer[];
+  ourApplication: string;
+  ourFacility: string;
+  controlId: string;
+  now: Date;
+  /** A refusal of the whole batch (ACK bodies empty): said in BHS-10 (batch comment). */
+  comment?: string;
+}): Buffer {
+  const { batch, now } = options;
+  const header = (id: 'FHS' | 'BHS', theirs: string[] | undefined) =>
+    id +
+    encodeSegment({
+      id: 'MSH',
+      fields: [
+        options.ourApplication,
+        options.ourFacility,
+        clean(theirs?.[3]),
+        clean(theirs?.[4]),
+        formatHl7Timestamp(now),
+        undefined,
+        undefined,
+        options.comment,
+        options.controlId,
+        clean(theirs?.[11]),
+      ],
+    }).slice(3);
+  const parts: Buffer[] = [];
+  if (batch.fileHeader) parts.push(Buffer.from(`${header('FHS', batch.fileHeader)}\r`, 'latin1'));
+  parts.push(Buffer.from(`${header('BHS', batch.batchHeader)}\r`, 'latin1'));
+  for (const ack of options.acks) {
+    if (ack.length === 0) continue;
+    parts.push(ack);
+    if (ack[ack.length - 1] !== 0x0d) parts.push(Buffer.from('\r'));
+  }
+  parts.push(Buffer.from(`BTS|${options.acks.filter((a) => a.length > 0).length}\r`, 'latin1'));
+  if (batch.fileHeader) parts.push(Buffer.from('FTS|1\r', 'latin1'));
+  return Buffer.concat(parts);
+}
+
+/** A value copied from the sender's header: its first component, printable ASCII, bounded. */
+function clean(value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  const v = value
+    .split(/[\^~&\\]/)[0]!
+    .replace(/[^\x20-\x7e]/g, '')
+    .slice(0, 199);
+  return v || undefined;
+}

@@ -1,0 +1,74 @@
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { hl7Fixture } from '../helpers/hl7-fixtures';
+
+/**
+ * Issue #20 item 5: an HL7 batch (FHS/BHS … BTS/FTS, v2.5.1 §2.10.3) is processed, not
+ * answered "not an HL7 v2 message": each message inside is stored and acknowledged as if it
+ * came alone, and the answer is one batch acknowledgment holding each ACK.
+ */
+describe('HL7 batches over MLLP', () => {
+  let adapter: TestAdapter;
+  let client: MllpClient;
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 20_000,
+    });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await adapter?.close();
+  });
+
+  const segments = (reply: Buffer) => reply.toString('latin1').split('\r').filter(Boolean);
+
+  it('answers a file batch of two orders with a batch ACK: FHS/BHS naming the sender’s ids, two AA, BTS 2, FTS 1', async () => {
+    const reply = segments(await client.send(hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')));
+    expect(reply[0]).toMatch(/^FHS\|\^~\\&\|IMAGING-AI-ADAPTER\|/);
+    expect(reply[0]!.split('|')[11]).toBe('FILE-20240318-01'); // FHS-12 (field 12 = index 11)
+    expect(reply[1]).toMatch(/^BHS\|/);
+    expect(reply[1]!.split('|')[11]).toBe('BATCH-20240318-07');
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
+      'MSA|AA|BATCH-MSG-1',
+      'MSA|AA|BATCH-MSG-2',
+    ]);
+    expect(reply.slice(-2)).toEqual(['BTS|2', 'FTS|1']);
+    const rows = await adapter.dataSource.query(
+      `SELECT placer_order_number FROM orders ORDER BY placer_order_number`,
+    );
+    expect(rows.map((r: { placer_order_number: string }) => r.placer_order_number)).toEqual([
+      'PLC-B1',
+      'PLC-B2',
+    ]);
+  });
+
+  it('a resent batch gets the original answers and creates nothing twice', async () => {
+    const reply = segments(await client.send(hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')));
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
+      'MSA|AA|BATCH-MSG-1',
+      'MSA|AA|BATCH-MSG-2',
+    ]);
+    const [count] = await adapter.dataSource.query(`SELECT count(*)::int AS n FROM orders`);
+    expect(count.n).toBe(2);
+  });
+
+  it('a bad message inside is answered on its own (AE); the others still go through', async () => {
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-3')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-4')
+      .replace(/PLC-B1/g, 'PLC-B3')
+      .replace(/PLC-B2/g, 'PLC-B4')
+      .replace(/ACC-B1/g, 'ACC-B3')
+      .replace(/ACC-B2/g, '*');
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    expect(reply.filter((s) => s.startsWith('MSA|')).map((s) => s.slice(0, 7))).toEqual([
+      'MSA|AA|',
+      'MSA|AE|',
+    ]);
+    expect(reply.at(-2)).toBe('BTS|2');
+  });
+});

@@ -67,6 +67,7 @@ async function run(budget: string): Promise<Record<string, unknown>> {
       LOG_LEVEL: 'warn',
       JOBS_ENABLED: 'false',
       MLLP_MAX_INFLIGHT_BYTES: budget,
+      ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -196,19 +196,9 @@ function applyRows(
     let found = false;
     for (const spec of row.sources) {
       const at = typeof spec === 'string' ? spec : spec.at;
-      const transform = typeof spec === 'string' ? row.transform : spec.transform;
-      const loc = parseLocation(at);
-      const sameId = segmentsInScope(scope, loc.segment);
-      const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
-      if (!segment) continue;
-      const out = HL7_TRANSFORMS[transform]({
-        segment,
-        loc,
-        sameId,
-        config,
-        quirks,
-        partial: values as Partial<OrderRequest>,
-      });
+      const read = readSource(row, spec, scope, config, quirks, values);
+      if (!read) continue;
+      const { out } = read;
       if (out.kind === 'error') {
         problems.push(out.problem);
         failed.add(row.target);
@@ -248,6 +238,32 @@ function applyRows(
   return { values, lineage, problems, failed };
 }
 
+/** One source of a row through its transform; undefined when its segment is absent. */
+function readSource(
+  row: Hl7FieldRule,
+  spec: Hl7SourceSpec,
+  scope: Scope,
+  config: Hl7OrderMappingConfig,
+  quirks: QuirkCollector,
+  values: Record<string, unknown>,
+) {
+  const at = typeof spec === 'string' ? spec : spec.at;
+  const transform = typeof spec === 'string' ? row.transform : spec.transform;
+  const loc = parseLocation(at);
+  const sameId = segmentsInScope(scope, loc.segment);
+  const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
+  if (!segment) return undefined;
+  const out = HL7_TRANSFORMS[transform]({
+    segment,
+    loc,
+    sameId,
+    config,
+    quirks,
+    partial: values as Partial<OrderRequest>,
+  });
+  return { out, segment, loc };
+}
+
 /**
  * The later sources of a multi-source row that hold a different value than the one taken
  * (`taken`, from sources[index]): each is a recorded conflict (Hl7FieldRule.onConflict).
@@ -264,20 +280,10 @@ function conflicts(
 ): TransformProblem[] {
   const problems: TransformProblem[] = [];
   for (const spec of row.sources.slice(index + 1)) {
-    const at = typeof spec === 'string' ? spec : spec.at;
-    const transform = typeof spec === 'string' ? row.transform : spec.transform;
-    const loc = parseLocation(at);
-    const sameId = segmentsInScope(scope, loc.segment);
-    const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
-    if (!segment) continue;
-    const out = HL7_TRANSFORMS[transform]({
-      segment,
-      loc,
-      sameId,
-      config,
-      quirks: new QuirkCollector(),
-      partial: values as Partial<OrderRequest>,
-    });
+    // Read only to compare: its own quirks are not the message's.
+    const read = readSource(row, spec, scope, config, new QuirkCollector(), values);
+    if (!read) continue;
+    const { out, segment, loc } = read;
     if (out.kind !== 'value' || sameValue(taken, out.value)) continue;
     const location = segment.locationOf(loc.field);
     const first = takenAt.replace(/\.\d+$/, '');

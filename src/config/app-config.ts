@@ -138,6 +138,7 @@ const envSchema = z.object({
   IMAGING_RATE_LIMIT_TOTAL: positiveInt(2000),
   IMAGING_UPLOAD_PART_CONCURRENCY: positiveInt(4),
   IMAGING_MAX_CONCURRENT_UPLOADS: positiveInt(100),
+  IMAGING_BASIC_AUTH_ENCODING: z.enum(['rfc6749', 'raw']).default('rfc6749'),
   IMAGING_UPLOAD_HOSTS: z
     .string()
     .transform((v) =>

@@ -44,9 +44,12 @@ export class HttpUpstreamProbe implements UpstreamProbe {
           headersTimeout: 3000,
           bodyTimeout: 3000,
         });
-        await res.body.dump();
+        // Retired only with the contract's body (`error` and `migration_guide`): a proxy's 410
+        // is not the service retiring.
+        const text = res.statusCode === 410 ? (await res.body.text()).slice(0, 4096) : '';
+        if (res.statusCode !== 410) await res.body.dump();
         value =
-          res.statusCode === 410
+          res.statusCode === 410 && isRetirementText(text)
             ? {
                 status: 'retired',
                 baseUrl: this.baseUrl,
@@ -62,5 +65,14 @@ export class HttpUpstreamProbe implements UpstreamProbe {
       this.cached = { at: now, value };
     }
     return { ...this.cached.value, ...this.extra() };
+  }
+}
+
+function isRetirementText(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as { error?: unknown; migration_guide?: unknown };
+    return typeof body.error === 'string' && typeof body.migration_guide === 'string';
+  } catch {
+    return false;
   }
 }

@@ -17,6 +17,8 @@ export interface ImagingClientConfig {
   createSettleMs: number;
   /** Hosts presigned upload URLs may name (IMAGING_UPLOAD_HOSTS); empty or absent: any. */
   uploadHosts?: readonly string[];
+  /** Basic client credentials: `rfc6749` (form-urlencoded first, default) or `raw`. */
+  basicAuthEncoding?: 'rfc6749' | 'raw';
 }
 
 export interface RetryConfig {
@@ -63,6 +65,7 @@ export function withDefaults(
     tokenRenewBeforeMs?: number;
     createSettleMs?: number;
     uploadHosts?: readonly string[];
+    basicAuthEncoding?: 'rfc6749' | 'raw';
   },
 ): ImagingClientConfig {
   return {
@@ -87,5 +90,6 @@ export function withDefaults(
     tokenRenewBeforeMs: config.tokenRenewBeforeMs ?? 300_000,
     createSettleMs: config.createSettleMs ?? 3_000,
     uploadHosts: config.uploadHosts ?? [],
+    basicAuthEncoding: config.basicAuthEncoding ?? 'rfc6749',
   };
 }

@@ -40,6 +40,7 @@ export function imagingClientSettings(config: AppConfig, baseUrl: string) {
       maxConcurrentUploads: config.IMAGING_MAX_CONCURRENT_UPLOADS,
     },
     uploadHosts: config.IMAGING_UPLOAD_HOSTS ?? [],
+    basicAuthEncoding: config.IMAGING_BASIC_AUTH_ENCODING,
   };
 }
 

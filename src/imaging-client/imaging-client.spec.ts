@@ -217,6 +217,27 @@ describe('ImagingClient over a scripted upstream', () => {
     }
   });
 
+  it('a 410 without the contract body (a proxy) is an ordinary failure: retried, no retirement', async () => {
+    let gone = 2;
+    const t = await setup((req, res) => {
+      if (routeToken(req.path, res)) return;
+      if (gone-- > 0) {
+        res.statusCode = 410;
+        res.setHeader('content-type', 'text/html');
+        res.end('<html><body>410 Gone (nginx)</body></html>');
+        return;
+      }
+      json(res, 200, { products: [] });
+    });
+    try {
+      await t.client.getProducts();
+      expect(t.client.http.retired).toBeUndefined();
+      expect(t.health.snapshot().state).not.toBe('retired');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('on 410 stops calling for good and reports retirement with the migration guide', async () => {
     const t = await setup((req, res) => {
       if (routeToken(req.path, res)) return;

@@ -244,7 +244,15 @@ export class UpstreamHttp {
         this.tokenSource?.invalidate(token);
         continue;
       }
-      if (isApi && response.status === 410) throw this.retire(spec, record, response);
+      if (isApi && response.status === 410) {
+        // Retirement only when the body has the contract's shape (Errors table: `error` and
+        // `migration_guide`): a 410 from a proxy or gateway must not stop all upstream traffic
+        // until a restart; it is an ordinary failure, retried.
+        if (isRetirementBody(response)) throw this.retire(spec, record, response);
+        failure = { kind: 'status', status: response.status, response };
+        await this.waitBeforeRetry(spec, record, deadline, failure, response);
+        continue;
+      }
       if (isRetryableStatus(response.status)) {
         failure = { kind: 'status', status: response.status, response };
         await this.waitBeforeRetry(spec, record, deadline, failure, response);
@@ -355,8 +363,11 @@ export class UpstreamHttp {
     }
     if (spec.auth === 'bearer' && token) headers.authorization = `Bearer ${token}`;
     if (spec.auth === 'basic') {
+      // RFC 6749 §2.3.1 form-urlencodes id and secret before Basic (default); some services
+      // take plain RFC 7617 Basic instead (IMAGING_BASIC_AUTH_ENCODING=raw).
+      const enc = this.config.basicAuthEncoding === 'raw' ? (v: string) => v : formUrlEncode;
       const basic = Buffer.from(
-        `${encodeURIComponent(this.config.clientId)}:${encodeURIComponent(this.config.clientSecret)}`,
+        `${enc(this.config.clientId)}:${enc(this.config.clientSecret)}`,
       ).toString('base64');
       headers.authorization = `Basic ${basic}`;
     }
@@ -418,6 +429,20 @@ export function headerValue(
 ): string | undefined {
   const value = headers[name.toLowerCase()];
   return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * application/x-www-form-urlencoded of one value (RFC 6749 Appendix B); a space as `%20`,
+ * which every form decoder reads as a space too.
+ */
+function formUrlEncode(value: string): string {
+  return encodeURIComponent(value);
+}
+
+/** The contract's retirement body: a JSON object with string `error` and `migration_guide`. */
+export function isRetirementBody(response: UpstreamResponse): boolean {
+  const body = parseErrorBody(response);
+  return typeof body?.error === 'string' && typeof body?.migration_guide === 'string';
 }
 
 /** The error body the assumptions page describes (`{error, message}`), or whatever text came. */

@@ -40,6 +40,8 @@ export interface StepSeconds {
 }
 
 export interface SandboxOptions {
+  /** How client credentials are read from Basic (SANDBOX_BASIC_AUTH_ENCODING): rfc6749 | raw. */
+  basicAuthEncoding?: 'rfc6749' | 'raw';
   port: number;
   host: string;
   clients: SandboxClient[];
@@ -335,6 +337,11 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
         `SANDBOX_PUBLIC_ORIGIN: "${publicOrigin}" must be scheme://host[:port] without a path or trailing slash`,
       );
     } else options.publicOrigin = publicOrigin;
+  }
+  const basic = get('SANDBOX_BASIC_AUTH_ENCODING');
+  if (basic !== undefined) {
+    if (basic === 'rfc6749' || basic === 'raw') options.basicAuthEncoding = basic;
+    else errors.push(`SANDBOX_BASIC_AUTH_ENCODING: "${basic}" must be rfc6749 or raw`);
   }
   const log = get('SANDBOX_LOG_REQUESTS');
   if (log !== undefined) {

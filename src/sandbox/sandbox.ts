@@ -108,7 +108,7 @@ export async function startSandbox(
     options,
     clock,
     state,
-    tokens: new TokenStore(options.clients, clock),
+    tokens: new TokenStore(options.clients, clock, options.basicAuthEncoding),
     signer: new UrlSigner(options.signingKey),
     lifecycle,
     origin: () => origin,

@@ -48,6 +48,8 @@ export class TokenStore {
   constructor(
     private readonly clients: SandboxClient[],
     private readonly clock: SandboxClock,
+    /** `rfc6749` (id and secret form-urlencoded, §2.3.1) or `raw` (plain RFC 7617 Basic). */
+    private readonly basicEncoding: 'rfc6749' | 'raw' = 'rfc6749',
   ) {}
 
   authenticateClient(req: IncomingMessage): SandboxClient {
@@ -73,8 +75,10 @@ export class TokenStore {
     let id: string;
     let secret: string;
     try {
-      id = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' '));
-      secret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' '));
+      const form = (v: string) =>
+        this.basicEncoding === 'raw' ? v : decodeURIComponent(v.replace(/\+/g, ' '));
+      id = form(decoded.slice(0, colon));
+      secret = form(decoded.slice(colon + 1));
     } catch {
       throw unauthorized('Basic credentials are not correctly encoded', 'Basic', 'invalid_client');
     }

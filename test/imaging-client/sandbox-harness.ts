@@ -66,6 +66,8 @@ export function buildClient(
     scope?: string;
     createSettleMs?: number;
     uploadHosts?: string[];
+    credentials?: { clientId: string; clientSecret: string };
+    basicAuthEncoding?: 'rfc6749' | 'raw';
   } = {},
 ): ClientUnderTest {
   const clock = options.clock ?? systemClock;
@@ -84,14 +86,15 @@ export function buildClient(
   const client = new ImagingClient(
     withDefaults({
       baseUrl,
-      clientId: 'sandbox-client',
-      clientSecret: 'sandbox-secret',
+      clientId: options.credentials?.clientId ?? 'sandbox-client',
+      clientSecret: options.credentials?.clientSecret ?? 'sandbox-secret',
       organizationId: 'sandbox-org',
       retry: { baseDelayMs: 20, maxDelayMs: 500, maxAttempts: 8, ...options.retry },
       timeouts: { requestMs: options.requestTimeoutMs ?? 5_000 },
       upload: options.upload,
       createSettleMs: options.createSettleMs ?? 300,
       uploadHosts: options.uploadHosts,
+      basicAuthEncoding: options.basicAuthEncoding,
     }),
     {
       clock,

@@ -49,9 +49,11 @@ describe('sandbox entry point (src/sandbox/main.ts)', () => {
     try {
       const deadline = Date.now() + 30_000;
       let baseUrl: string | undefined;
-      while (!baseUrl && Date.now() < deadline) {
+      // The client lines are written after the base URL line: under load they may arrive in
+      // a later chunk of the pipe, so wait for both.
+      while ((!baseUrl || !run.output().includes('client "')) && Date.now() < deadline) {
         baseUrl = /base URL (http:\/\/127\.0\.0\.1:\d+\/v1)/.exec(run.output())?.[1];
-        if (!baseUrl) await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, 100));
       }
       expect(baseUrl).toBeDefined();
       expect(run.output()).toContain(

@@ -118,7 +118,7 @@ async function run(budget: string): Promise<Record<string, unknown>> {
 }
 
 /** Budgets to compare (BENCH_BUDGETS, bytes, comma-separated): 0 = off, then the default. */
-const BUDGETS = (process.env.BENCH_BUDGETS ?? `0,${16 * 1024 * 1024}`).split(',');
+const BUDGETS = (process.env.BENCH_BUDGETS ?? `0,${4 * 1024 * 1024}`).split(',');
 
 async function main(): Promise<void> {
   const runs = [];

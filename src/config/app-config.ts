@@ -111,7 +111,7 @@ const envSchema = z.object({
     .number()
     .int()
     .min(0)
-    .default(16 * 1024 * 1024),
+    .default(4 * 1024 * 1024),
   HL7_MAX_SEGMENTS: positiveInt(5_000),
   HL7_MAX_FIELDS: positiveInt(500),
   HL7_MAX_REPETITIONS: positiveInt(1_000),

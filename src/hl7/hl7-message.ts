@@ -235,11 +235,21 @@ export class Hl7Message {
     /** MSH-18 as received ('' when absent). */
     readonly declaredCharset: string,
     readonly charsetKnown: boolean,
-    /** The decoded text, segment separators normalised to CR. */
-    readonly text: string,
+    /** The decoded segment lines (joined into `text` only when asked for). */
+    private readonly lines: readonly string[],
     quirks: QuirkCollector,
   ) {
     this.quirkCollector = quirks;
+  }
+
+  private joined?: string;
+  /**
+   * The decoded text, segment separators normalised to CR. Built on first use: the ingest path
+   * never needs it, and a 10 MB message would otherwise be held once more.
+   */
+  get text(): string {
+    this.joined ??= this.lines.join('\r');
+    return this.joined;
   }
 
   get quirks(): readonly Hl7Quirk[] {
@@ -528,7 +538,7 @@ export function parseHl7(
     lines[0] = first.slice(mshAt);
   }
   const delimiters = readDelimiters(lines[0], quirks);
-  const message = new Hl7Message(delimiters, encoding, declared, known, lines.join('\r'), quirks);
+  const message = new Hl7Message(delimiters, encoding, declared, known, lines, quirks);
 
   const counts = new Map<string, number>();
   let position = 0;

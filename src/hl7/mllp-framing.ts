@@ -158,8 +158,10 @@ export class MllpDecoder {
       );
       return false;
     }
-    // Copy: the caller's chunk may be reused by the stream, and a subarray would pin it.
-    this.parts.push(Buffer.from(part));
+    // Sockets hand each read its own buffer, so a large part is kept as it is (no copy: a
+    // 10 MB message would otherwise be held twice); a small one is copied so that it does not
+    // pin a whole read buffer while the frame waits for the rest.
+    this.parts.push(part.length >= 16 * 1024 ? part : Buffer.from(part));
     this.partsLength += part.length;
     return true;
   }

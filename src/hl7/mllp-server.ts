@@ -57,7 +57,7 @@ export interface MllpServerOptions {
    * Bytes of inbound messages held at once over all connections (received and not yet
    * answered, partial frames included). Above it, reading pauses instead of buffering, except
    * on the connection whose frame started first, so that one message always completes.
-   * Default 16 MiB; 0 disables it.
+   * Default 4 MiB; 0 disables it.
    */
   maxInflightBytes?: number;
   /**
@@ -114,7 +114,7 @@ export class MllpServer {
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
     this.maxConnections = options.maxConnections ?? 1000;
-    this.maxInflightBytes = options.maxInflightBytes ?? 16 * 1024 * 1024;
+    this.maxInflightBytes = options.maxInflightBytes ?? 4 * 1024 * 1024;
     const onSocket = (socket: net.Socket): void => this.accept(socket);
     // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
     // every answer, and we close after the last one.
@@ -314,7 +314,10 @@ export class MllpServer {
     conn.held = held;
     if (!this.maxInflightBytes) return;
     if (this.inflight > this.maxInflightBytes) {
-      const first = this.oldestFrame();
+      // Progress is guaranteed either way: a message being handled releases its bytes when
+      // answered; with none in hand, the oldest partial frame keeps reading until it is whole.
+      const handling = [...this.connections.values()].some((c) => c.handling > 0);
+      const first = handling ? undefined : this.oldestFrame();
       for (const c of this.connections.values()) {
         if (c === first || c.budgetPaused || c.socket.destroyed) continue;
         c.budgetPaused = true;

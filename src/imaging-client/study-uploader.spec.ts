@@ -157,7 +157,7 @@ describe('StudyUploader', () => {
   it('sends a study under 5 MB with one PUT and no Authorization header', async () => {
     const t = await setup();
     try {
-      const { path, bytes } = await studyFile('small.zip', 5 * MIB - 1);
+      const { path, bytes } = await studyFile('small.zip', 5_000_000 - 1); // under 5 MB read decimally (the safe reading)
       await expect(t.uploader.upload(ORDER_ID, path)).resolves.toMatchObject({
         mode: 'single',
         partCount: 1,

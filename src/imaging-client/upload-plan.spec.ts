@@ -1,37 +1,74 @@
+import { LIMITS } from '../imaging-spec/imaging-spec';
 import { ImagingClientError } from './imaging-client.error';
 import { MIB, partRange, planUpload } from './upload-plan';
 
+/**
+ * Issue #17 items 1, 2, 7: the contract's "MB"/"GB" read so that a service counting either
+ * decimal or binary units accepts every request: single PUT only under 5,000,000 bytes, parts
+ * within [5 MiB, 100,000,000 bytes] (the last included, equal parts), at most 100 parts,
+ * studies up to 10,000,000,000 bytes.
+ */
+function parts(size: number) {
+  const plan = planUpload(size);
+  if (plan.kind !== 'multipart') throw new Error('expected multipart');
+  return Array.from({ length: plan.partCount }, (_, i) => partRange(plan, i + 1));
+}
+
 describe('planUpload', () => {
-  it('uses a single PUT strictly below 5 MiB', () => {
-    expect(planUpload(5 * MIB - 1)).toEqual({ kind: 'single', sizeBytes: 5 * MIB - 1 });
+  it('uses a single PUT strictly below 5,000,000 bytes (safe under both readings of 5 MB)', () => {
+    expect(planUpload(4_999_999)).toEqual({ kind: 'single', sizeBytes: 4_999_999 });
     expect(planUpload(1)).toEqual({ kind: 'single', sizeBytes: 1 });
   });
 
-  it('switches to multipart at exactly 5 MiB, with the recommended 10 MiB part', () => {
-    expect(planUpload(5 * MIB)).toEqual({
-      kind: 'multipart',
-      sizeBytes: 5 * MIB,
-      partSizeBytes: 10 * MIB,
-      partCount: 1,
+  it('from 5,000,000 bytes up to 5 MiB: multipart with one (last) part', () => {
+    for (const size of [5_000_000, 5_242_879, 5 * MIB]) {
+      expect(planUpload(size)).toEqual({
+        kind: 'multipart',
+        sizeBytes: size,
+        partSizeBytes: size,
+        partCount: 1,
+      });
+    }
+  });
+
+  it('10 MiB + 1 byte is two equal parts of at least 5 MiB, not 10 MiB plus a 1-byte part', () => {
+    const r = parts(10 * MIB + 1);
+    expect(r.map((p) => p.length)).toEqual([5 * MIB + 1, 5 * MIB]);
+  });
+
+  it.each([
+    5_000_000,
+    10 * MIB + 1,
+    25 * MIB + 7,
+    1000 * MIB,
+    1001 * MIB,
+    7 * 1024 * MIB + 3,
+    10_000_000_000,
+  ])(
+    '%i bytes: every part within [5 MiB, 100,000,000], at most 100 parts, the file covered once',
+    (size) => {
+      const r = parts(size);
+      expect(r.length).toBeLessThanOrEqual(LIMITS.multipartMaxParts);
+      for (const [i, p] of r.entries()) {
+        expect(p.length).toBeLessThanOrEqual(100_000_000);
+        if (r.length > 1) expect(p.length).toBeGreaterThanOrEqual(5 * MIB);
+        expect(p.start).toBe(i === 0 ? 0 : r[i - 1]!.end + 1);
+      }
+      expect(r.reduce((sum, p) => sum + p.length, 0)).toBe(size);
+      expect(r.at(-1)!.end).toBe(size - 1);
+    },
+  );
+
+  it('the maximum is the decimal 10 GB: exactly 100 parts of 100,000,000 bytes', () => {
+    expect(planUpload(10_000_000_000)).toMatchObject({
+      partSizeBytes: 100_000_000,
+      partCount: 100,
     });
-    expect(planUpload(25 * MIB)).toMatchObject({ partSizeBytes: 10 * MIB, partCount: 3 });
+    // 10,000 MiB is more than 10 GB read decimally: a service counting decimal units refuses it.
+    expect(() => planUpload(10_000 * MIB)).toThrow(/maximum/);
   });
 
-  it('keeps 10 MiB parts up to 1000 MiB, then grows them so 100 parts suffice', () => {
-    expect(planUpload(1000 * MIB)).toMatchObject({ partSizeBytes: 10 * MIB, partCount: 100 });
-    const gib = planUpload(1024 * MIB);
-    expect(gib).toMatchObject({ partSizeBytes: Math.ceil((1024 * MIB) / 100), partCount: 100 });
-    const big = planUpload(7 * 1024 * MIB + 3);
-    if (big.kind !== 'multipart') throw new Error('expected multipart');
-    expect(big.partCount).toBeLessThanOrEqual(100);
-    expect(big.partSizeBytes).toBeLessThanOrEqual(100 * MIB);
-  });
-
-  it('accepts exactly 100 parts of 100 MiB', () => {
-    expect(planUpload(100 * 100 * MIB)).toMatchObject({ partSizeBytes: 100 * MIB, partCount: 100 });
-  });
-
-  it('refuses what would need a 101st part or exceeds 10 GiB, and empty files', () => {
+  it('refuses what exceeds 10,000,000,000 bytes, and empty files', () => {
     const code = (size: number) => {
       try {
         planUpload(size);
@@ -40,18 +77,8 @@ describe('planUpload', () => {
         return (error as ImagingClientError).code;
       }
     };
-    expect(code(100 * 100 * MIB + 1)).toBe('too_large');
+    expect(code(10_000_000_001)).toBe('too_large');
     expect(code(10 * 1024 * MIB)).toBe('too_large');
-    expect(code(10 * 1024 * MIB + 1)).toBe('too_large');
     expect(code(0)).toBe('invalid_input');
-  });
-
-  it('cuts parts that cover the file exactly once', () => {
-    const plan = planUpload(25 * MIB + 7);
-    if (plan.kind !== 'multipart') throw new Error('expected multipart');
-    const ranges = Array.from({ length: plan.partCount }, (_, i) => partRange(plan, i + 1));
-    expect(ranges[0]).toEqual({ start: 0, end: 10 * MIB - 1, length: 10 * MIB });
-    expect(ranges[2]).toEqual({ start: 20 * MIB, end: 25 * MIB + 6, length: 5 * MIB + 7 });
-    expect(ranges.reduce((sum, r) => sum + r.length, 0)).toBe(25 * MIB + 7);
   });
 });

@@ -8,13 +8,12 @@ export type UploadPlan =
   | { kind: 'multipart'; sizeBytes: number; partSizeBytes: number; partCount: number };
 
 /**
- * How a study of `sizeBytes` goes up (contract, Limits; MB read as MiB per
- * docs/upstream-assumptions.md): single PUT under 5 MB, multipart from 5 MB with parts of
- * max(10 MB, ceil(size / 100)) kept within 5–100 MB, so no study needs more than 100 parts.
- *
- * The contract's two ceilings disagree at the top: 100 parts × 100 MiB is 10,000 MiB, a
- * little under its 10 GB maximum study. A study that would need a 101st part cannot be sent
- * without breaking a limit, so it is refused like one over 10 GB — before any call.
+ * How a study of `sizeBytes` goes up (contract, Limits, read safely under both MB readings;
+ * see LIMITS): a single PUT under 5,000,000 bytes; otherwise multipart in equal parts —
+ * as many 10 MiB parts as the size needs, fewer and larger when that would pass 100 parts —
+ * so that every part, the last one included (it is at most a few bytes shorter), lies within
+ * 5 MiB and 100,000,000 bytes. A study of 5,000,000 bytes up to 5 MiB goes as one (last)
+ * part. 100 parts of 100,000,000 bytes reach the 10,000,000,000-byte maximum exactly.
  */
 export function planUpload(sizeBytes: number, operation = 'upload'): UploadPlan {
   if (!Number.isSafeInteger(sizeBytes) || sizeBytes <= 0) {
@@ -28,17 +27,17 @@ export function planUpload(sizeBytes: number, operation = 'upload'): UploadPlan 
     );
   }
   if (sizeBytes < LIMITS.singlePutMaxBytes) return { kind: 'single', sizeBytes };
-  const wanted = Math.max(
-    LIMITS.chunkRecommendedBytes,
-    Math.ceil(sizeBytes / LIMITS.multipartMaxParts),
-  );
-  const partSizeBytes = Math.min(LIMITS.chunkMaxBytes, Math.max(LIMITS.chunkMinBytes, wanted));
-  const partCount = Math.ceil(sizeBytes / partSizeBytes);
-  if (partCount > LIMITS.multipartMaxParts) {
+  const byRecommended = Math.ceil(sizeBytes / LIMITS.chunkRecommendedBytes);
+  const partCount =
+    byRecommended <= LIMITS.multipartMaxParts
+      ? byRecommended
+      : Math.ceil(sizeBytes / LIMITS.chunkMaxBytes);
+  const partSizeBytes = Math.ceil(sizeBytes / partCount);
+  if (partCount > LIMITS.multipartMaxParts || partSizeBytes > LIMITS.chunkMaxBytes) {
     throw new ImagingClientError(
       'too_large',
       operation,
-      `study of ${sizeBytes} bytes needs ${partCount} parts of at most ${LIMITS.chunkMaxBytes} bytes; the limit is ${LIMITS.multipartMaxParts}`,
+      `study of ${sizeBytes} bytes needs ${partCount} parts of ${partSizeBytes} bytes; the limits are ${LIMITS.multipartMaxParts} parts of ${LIMITS.chunkMaxBytes} bytes`,
     );
   }
   return { kind: 'multipart', sizeBytes, partSizeBytes, partCount };

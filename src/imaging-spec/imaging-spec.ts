@@ -97,12 +97,16 @@ export interface TokenResponse {
 export const LIMITS = {
   requestsPerIpPerMinute: 2000,
   requestsPerEndpointPerMinute: 600,
-  singlePutMaxBytes: 5 * 1024 * 1024,
+  // The contract says "MB" and "GB" without saying which. Each bound below is the reading
+  // that is safe under both (docs/upstream-assumptions.md): single PUT only under 5,000,000
+  // bytes; parts of at least 5 MiB (≥ 5 MB either way, the last part excepted) and at most
+  // 100,000,000 bytes; at most 100 parts; a study of at most 10,000,000,000 bytes.
+  singlePutMaxBytes: 5_000_000,
   multipartMaxParts: 100,
   chunkMinBytes: 5 * 1024 * 1024,
-  chunkMaxBytes: 100 * 1024 * 1024,
+  chunkMaxBytes: 100_000_000,
   chunkRecommendedBytes: 10 * 1024 * 1024,
-  maxStudyBytes: 10 * 1024 * 1024 * 1024,
+  maxStudyBytes: 10_000_000_000,
   concurrentUploads: 100,
   presignedUrlExpirySeconds: 3600,
   tokenLifetimeSeconds: 3600,

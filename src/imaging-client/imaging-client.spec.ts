@@ -217,6 +217,27 @@ describe('ImagingClient over a scripted upstream', () => {
     }
   });
 
+  it('an answer larger than 32 MiB is not read into memory: invalid_response', async () => {
+    const t = await setup((req, res) => {
+      if (routeToken(req.path, res)) return;
+      res.setHeader('content-type', 'application/json');
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 40 && res.write(chunk)) sent++;
+        if (sent < 40) res.once('drain', pump);
+        else res.end();
+      };
+      res.on('error', () => undefined);
+      pump();
+    });
+    try {
+      expect(await codeOf(t.client.getProducts())).toBe('invalid_response');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('a 410 without the contract body (a proxy) is an ordinary failure: retried, no retirement', async () => {
     let gone = 2;
     const t = await setup((req, res) => {

@@ -87,6 +87,9 @@ function describeNetworkError(error: unknown): string {
   return `network error ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'unknown'}`;
 }
 
+/** Largest upstream answer read into memory. */
+export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
 export interface RetirementState {
   error: string;
   migrationGuide: string;
@@ -401,8 +404,22 @@ export class UpstreamHttp {
         headersTimeout: timeout,
         bodyTimeout: timeout,
       });
+      // Bounded like every buffer we hold (docs/security.md): the largest answer the
+      // contract implies (a list of orders or reports) is far below this.
       const chunks: Buffer[] = [];
-      for await (const chunk of response.body) chunks.push(chunk as Buffer);
+      let received = 0;
+      for await (const chunk of response.body) {
+        received += (chunk as Buffer).length;
+        if (received > MAX_RESPONSE_BYTES) {
+          response.body.destroy();
+          throw new ImagingClientError(
+            'invalid_response',
+            spec.operation,
+            `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read further`,
+          );
+        }
+        chunks.push(chunk as Buffer);
+      }
       return {
         status: response.statusCode,
         headers: response.headers,

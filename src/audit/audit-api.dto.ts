@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { z } from 'zod';
 import { AppError } from '../common/app-error';
-import { ORDER_STATES } from '../orders/domain/order-state';
+import { ORDER_STATES } from '../domain/order-state';
 import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.service';
 
 /** Request parsing (zod) and the OpenAPI shapes of the audit API. */

@@ -25,7 +25,7 @@ import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import { ORDER_STATES } from '../orders/domain/order-state';
+import { ORDER_STATES } from '../domain/order-state';
 import { resolveReveal } from './audit-api.controller';
 import { orderSearchSchema, parseInput, replaySchema, toOrderSearch } from './audit-api.dto';
 import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';

@@ -14,7 +14,7 @@ import {
   HL7_ORDER_MAPPING_VERSION,
   rowsFor,
 } from '../mappings/hl7-order.mapping';
-import { ORDER_TRANSITIONS } from '../orders/domain/order-state';
+import { ORDER_TRANSITIONS } from '../domain/order-state';
 
 /** One declarative table, flattened to text cells for the page and the API. */
 export interface MappingTableView {

@@ -9,7 +9,7 @@ import type {
 } from '@medplum/fhirtypes';
 import type { Logger } from 'pino';
 import { mapServiceRequest, type FhirMappingIssue } from '../mappings/fhir-order.mapping';
-import type { ToleratedQuirk } from '../orders/domain/order-request';
+import type { ToleratedQuirk } from '../domain/order-request';
 import type {
   IntakeOrder,
   IntakeOutcome,

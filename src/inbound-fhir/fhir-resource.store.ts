@@ -1,7 +1,7 @@
 import type { Resource, ServiceRequest } from '@medplum/fhirtypes';
 import type { DataSource, EntityManager } from 'typeorm';
-import type { OrderState } from '../orders/domain/order-state';
-import type { OrderRequest } from '../orders/domain/order-request';
+import type { OrderState } from '../domain/order-state';
+import type { OrderRequest } from '../domain/order-request';
 
 export interface StoredResource<T extends Resource = Resource> {
   id: string;

@@ -9,7 +9,7 @@ import type {
   ServiceRequest,
 } from '@medplum/fhirtypes';
 import type { FhirOrderContext, Located } from '../mappings/fhir-order.mapping';
-import type { ToleratedQuirk } from '../orders/domain/order-request';
+import type { ToleratedQuirk } from '../domain/order-request';
 import { PeerBase } from '../common/peer-url';
 import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
 import { FhirError } from './fhir.error';

@@ -5,7 +5,7 @@ import type {
   ParametersParameter,
   Resource,
 } from '@medplum/fhirtypes';
-import type { ToleratedQuirk } from '../orders/domain/order-request';
+import type { ToleratedQuirk } from '../domain/order-request';
 import { modifierIssues } from '../mappings/fhir-modifiers';
 import { FhirError } from './fhir.error';
 import type { SiblingEntry } from './order-context.resolver';

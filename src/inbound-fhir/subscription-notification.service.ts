@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Bundle, Resource, ServiceRequest, Subscription } from '@medplum/fhirtypes';
 import type { Logger } from 'pino';
 import { mapServiceRequest } from '../mappings/fhir-order.mapping';
-import type { ToleratedQuirk } from '../orders/domain/order-request';
+import type { ToleratedQuirk } from '../domain/order-request';
 import type { IntakeOrder, OrderIntakeService } from '../orders/order-intake.service';
 import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';

@@ -24,7 +24,7 @@ import type {
   PersonName,
   Practitioner as OrderPractitioner,
   ToleratedQuirk,
-} from '../orders/domain/order-request';
+} from '../domain/order-request';
 import {
   DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
   type FhirOrderMappingConfig,

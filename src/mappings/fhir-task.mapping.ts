@@ -1,4 +1,4 @@
-import type { OrderState } from '../orders/domain/order-state';
+import type { OrderState } from '../domain/order-state';
 
 /**
  * INTERIM: the Task.status we show an EHR that pulls progress, derived from our order state.

@@ -1,4 +1,4 @@
-import type { AdministrativeSex, OrderAction, OrderPriority } from '../orders/domain/order-request';
+import type { AdministrativeSex, OrderAction, OrderPriority } from '../domain/order-request';
 
 /**
  * HL7 table 0119 (order control codes, ORC-1, v2.5.1 chapter 4) → what we do with the order.

@@ -1,4 +1,4 @@
-import type { OrderRequest } from '../orders/domain/order-request';
+import type { OrderRequest } from '../domain/order-request';
 import { DEFAULT_PRODUCT_TABLE, ProductTableRow, UnknownProcedureRule } from './product-table';
 
 /**

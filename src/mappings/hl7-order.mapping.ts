@@ -8,7 +8,7 @@ import type {
   OrderRequest,
   PatientInfo,
   ToleratedQuirk,
-} from '../orders/domain/order-request';
+} from '../domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
 

@@ -10,7 +10,7 @@ import type {
   OrderRequest,
   PersonName,
   Practitioner,
-} from '../orders/domain/order-request';
+} from '../domain/order-request';
 import {
   DICOM_MODALITIES,
   FREE_TEXT_SEX,

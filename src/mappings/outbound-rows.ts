@@ -1,4 +1,4 @@
-import type { OrderState } from '../orders/domain/order-state';
+import type { OrderState } from '../domain/order-state';
 import {
   STATUS_TABLE,
   type PublishedDocument,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OrderRequest } from '../orders/domain/order-request';
+import type { OrderRequest } from '../domain/order-request';
 import type { OutboundRow } from './outbound-rows';
 import type { ResultContent } from './result-content.mapping';
 

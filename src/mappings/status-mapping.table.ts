@@ -1,5 +1,5 @@
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
-import type { OrderState } from '../orders/domain/order-state';
+import type { OrderState } from '../domain/order-state';
 
 /**
  * The clinical core (DESIGN.md section 4): per upstream status, what our order becomes and

@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { StatusRow, StatusRowKey } from '../mappings/status-mapping.table';
-import type { OrderState } from './domain/order-state';
+import type { OrderState } from '../domain/order-state';
 
 /**
  * What the lifecycle tells the publishing side (the results/outbox issue), always on the

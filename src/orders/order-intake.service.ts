@@ -12,8 +12,8 @@ import type {
   OrderRequest,
   PatientInfo,
   ToleratedQuirk,
-} from './domain/order-request';
-import { isOrderState, isTerminal, type OrderState } from './domain/order-state';
+} from '../domain/order-request';
+import { isOrderState, isTerminal, type OrderState } from '../domain/order-state';
 
 /**
  * The one way an order enters the adapter, whatever its transport. One transaction stores

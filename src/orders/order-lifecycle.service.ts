@@ -16,8 +16,8 @@ import {
   type StatusRowKey,
 } from '../mappings/status-mapping.table';
 import { ACQUIRE_STUDY_JOB, type StudyAcquirer } from '../studies/study.ports';
-import { isTerminal, phaseOf, type OrderState } from './domain/order-state';
-import { toUpstreamMetadata } from './domain/upstream-metadata';
+import { isTerminal, phaseOf, type OrderState } from '../domain/order-state';
+import { toUpstreamMetadata } from '../mappings/upstream-metadata';
 import { ORDER_JOBS } from './order-intake.service';
 import type { OrderEvents, QcBypassDecision, StoredDocument } from './order-events';
 import { OrderLifecycleError } from './order-lifecycle.error';

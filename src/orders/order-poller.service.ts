@@ -5,7 +5,7 @@ import type { DataSource } from 'typeorm';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-client';
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
-import { FOLLOWED_STATES } from './domain/order-state';
+import { FOLLOWED_STATES } from '../domain/order-state';
 import type { OrderLifecycleService } from './order-lifecycle.service';
 import { pollCycleCalls, pollCycleFollowed, pollCycleSeconds } from './order-metrics';
 

@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
-import type { OrderRequest } from './domain/order-request';
-import { canTransition, isOrderState, type OrderState } from './domain/order-state';
+import type { OrderRequest } from '../domain/order-request';
+import { canTransition, isOrderState, type OrderState } from '../domain/order-state';
 import type { OrderSnapshot, QcBypassDecision } from './order-events';
 
 /** One `orders` row as the lifecycle reads it. */

@@ -23,7 +23,7 @@ import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
 import { DATA_SOURCE } from '../common/tokens';
-import { ORDER_STATES } from './domain/order-state';
+import { ORDER_STATES } from '../domain/order-state';
 import { OrderLifecycleError } from './order-lifecycle.error';
 import { OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService, type PollCycleStats } from './order-poller.service';

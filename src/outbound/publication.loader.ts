@@ -3,7 +3,7 @@ import { parseHl7, type Hl7Message } from '../hl7/hl7-message';
 import type { PublicationInput } from '../mappings/publication.model';
 import { dicomUidsFor } from '../mappings/publication.model';
 import { parseResultContent } from '../mappings/result-content.mapping';
-import type { OrderRequest } from '../orders/domain/order-request';
+import type { OrderRequest } from '../domain/order-request';
 import type { AcquiredStudy } from '../studies/study.ports';
 import type { SourceStudy } from './dicom-result.builder';
 import { OutboundError } from './outbound.error';

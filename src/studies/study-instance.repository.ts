@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import { TERMINAL_ORDER_STATES } from '../orders/domain/order-state';
+import { TERMINAL_ORDER_STATES } from '../domain/order-state';
 import type { InstanceHeader } from './dicom-instance.validator';
 
 /** SQL for pushed instances (study_instances) and per-order acquisitions (study_acquisitions). */

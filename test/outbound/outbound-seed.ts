@@ -6,7 +6,7 @@ import { localEndRow } from '../../src/mappings/outbound-rows';
 import { STATUS_MAPPING_VERSION, statusRow } from '../../src/mappings/status-mapping.table';
 import type { UpstreamStatus } from '../../src/imaging-spec/imaging-spec';
 import type { OrderSnapshot, StoredDocument } from '../../src/orders/order-events';
-import type { OrderRequest } from '../../src/orders/domain/order-request';
+import type { OrderRequest } from '../../src/domain/order-request';
 import type { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { DESTINATIONS, type OutboundSettings } from '../../src/outbound/outbound.settings';
 import type { SourceStudy } from '../../src/outbound/dicom-result.builder';

@@ -1,5 +1,5 @@
 import { Column, Entity, PrimaryGeneratedColumn } from 'typeorm';
-import type { OrderRequest, OrderSource } from '../../orders/domain/order-request';
+import type { OrderRequest, OrderSource } from '../../domain/order-request';
 
 /** Our order: one per inbound ORC/OBR group or ServiceRequest, followed to a terminal state. */
 @Entity({ name: 'orders' })

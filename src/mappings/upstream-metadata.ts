@@ -1,4 +1,4 @@
-import type { AdministrativeSex, OrderRequest, PersonName } from './order-request';
+import type { AdministrativeSex, OrderRequest, PersonName } from '../domain/order-request';
 
 /**
  * Our order → the upstream's order metadata (keys of docs/upstream-assumptions.md, "Order

@@ -1,4 +1,4 @@
-import { STATUS_TABLE } from '../../mappings/status-mapping.table';
+import { STATUS_TABLE } from '../mappings/status-mapping.table';
 import {
   canTransition,
   FOLLOWED_STATES,

@@ -1,4 +1,4 @@
-import type { OrderRequest } from './order-request';
+import type { OrderRequest } from '../domain/order-request';
 import { toUpstreamMetadata } from './upstream-metadata';
 
 const request: OrderRequest = {

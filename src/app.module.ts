@@ -22,7 +22,7 @@ import {
 import type { ProductionImagingClient } from './imaging-client/imaging-client.factory';
 import { ClientUpstreamProbe } from './imaging-client/upstream-health.probe';
 import { UPSTREAM_PROBE } from './health/health.tokens';
-import type { UpstreamProbe } from './health/upstream-probe';
+import type { UpstreamProbe } from './domain/upstream-probe.port';
 import { JOB_QUEUE } from './jobs/jobs.tokens';
 import { OpenApiController, OpenApiDocument } from './observability/openapi.controller';
 import type { JobQueue } from './jobs/job-queue';

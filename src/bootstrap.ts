@@ -9,7 +9,7 @@ import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { loadApiCredentials } from './auth/api-credentials';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
-import { HttpUpstreamProbe } from './health/upstream-probe';
+import { HttpUpstreamProbe } from './imaging-client/http-upstream.probe';
 import { MllpListenerService } from './inbound-hl7/mllp-listener.service';
 import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';

@@ -34,7 +34,7 @@ import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { createDataSource } from '../../src/persistence/data-source.factory';
 import { migrateUnderLock } from '../../src/persistence/migrator';
 import { startSandbox } from '../../src/sandbox/sandbox';
-import type { StudyAcquirer } from '../../src/studies/study.ports';
+import type { StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { adminQuery, report, round, withDatabase } from '../bench-utils';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000,10000').split(',').map(Number);

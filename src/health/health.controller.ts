@@ -6,7 +6,7 @@ import { Public, Roles } from '../auth/auth.decorators';
 import { DATA_SOURCE } from '../common/tokens';
 import { metricsRegistry } from '../observability/metrics';
 import { UPSTREAM_PROBE } from './health.tokens';
-import type { UpstreamProbe } from './upstream-probe';
+import type { UpstreamProbe } from '../domain/upstream-probe.port';
 
 @ApiTags('operations')
 @Controller()

@@ -1,4 +1,4 @@
-import type { UpstreamHealthSnapshot, UpstreamProbe } from '../health/upstream-probe';
+import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
 import type { UpstreamHealthStatus } from './upstream-health.status';
 
 /**

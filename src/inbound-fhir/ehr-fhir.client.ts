@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import type { Client as FhirKitClient, ClientConfig, SearchParams } from 'fhir-kit-client';
 import { PeerBase, PeerUrlError } from '../common/peer-url';
-import type { SmartBackendTokenProvider } from './smart-backend.auth';
+import type { SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 
 /**
  * The EHR's own FHIR server (FHIR_SERVER_URL), read with fhir-kit-client: the focus of an

@@ -21,7 +21,7 @@ import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { assertJsonMediaType, parseIfMatch, parseResource } from './fhir-http';
 import type { FhirResourceStore } from './fhir-resource.store';
 import { FhirError, operationOutcome } from './fhir.error';
-import { validateFhirResource } from './fhir-validator';
+import { validateFhirResource } from '../fhir/fhir-validator';
 import { buildOrderContext, ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 
 /** Who sent a request and what exactly (the raw bytes go to the audit log). */

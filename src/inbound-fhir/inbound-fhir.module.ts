@@ -18,9 +18,9 @@ import { FhirNotificationController } from './fhir-notification.controller';
 import { FhirOrderService } from './fhir-order.service';
 import { FhirResourceStore } from './fhir-resource.store';
 import { FhirRestController } from './fhir-rest.controller';
-import { loadFhirDefinitions } from './fhir-validator';
+import { loadFhirDefinitions } from '../fhir/fhir-validator';
 import { EHR_FHIR_CLIENT, FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
-import { loadSmartPrivateKey, SmartBackendTokenProvider } from './smart-backend.auth';
+import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 import { SubscriptionNotificationService } from './subscription-notification.service';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {

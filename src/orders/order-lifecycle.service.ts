@@ -15,7 +15,7 @@ import {
   statusRow,
   type StatusRowKey,
 } from '../mappings/status-mapping.table';
-import { ACQUIRE_STUDY_JOB, type StudyAcquirer } from '../studies/study.ports';
+import { ACQUIRE_STUDY_JOB, type StudyAcquirer } from '../domain/study-acquirer.port';
 import { isTerminal, phaseOf, type OrderState } from '../domain/order-state';
 import { toUpstreamMetadata } from '../mappings/upstream-metadata';
 import { ORDER_JOBS } from './order-intake.service';

@@ -10,7 +10,7 @@ import { IMAGING, ImagingClientModule } from '../imaging-client/imaging-client.m
 import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import type { StatusRowKey } from '../mappings/status-mapping.table';
-import { STUDY_ACQUIRER, type StudyAcquirer } from '../studies/study.ports';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../domain/study-acquirer.port';
 import { ORDER_JOBS, OrderIntakeService } from './order-intake.service';
 import { ORDER_EVENTS, type OrderEvents } from './order-events';
 import { outboxOrderEvents } from '../outbound/outbox-signal';

@@ -1,5 +1,5 @@
 import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
-import type { StudyAttributes } from '../studies/study.ports';
+import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { sanitizeDataset } from './dicom-vr';
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Resource } from '@medplum/fhirtypes';
 import type { Client as FhirKitClient, ClientConfig } from 'fhir-kit-client';
 import type { DataSource } from 'typeorm';
-import { validateFhirResource } from '../inbound-fhir/fhir-validator';
+import { validateFhirResource } from '../fhir/fhir-validator';
 import {
   buildDiagnosticReport,
   buildTask,

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../inbound-fhir/smart-backend.auth';
+import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 import { DicomWebResultPublisher } from './dicomweb-result.publisher';
 import { FhirResultPublisher } from './fhir-result.publisher';
 import { Hl7ResultPublisher } from './hl7-result.publisher';

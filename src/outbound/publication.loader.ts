@@ -4,7 +4,7 @@ import type { PublicationInput } from '../mappings/publication.model';
 import { dicomUidsFor } from '../mappings/publication.model';
 import { parseResultContent } from '../mappings/result-content.mapping';
 import type { OrderRequest } from '../domain/order-request';
-import type { AcquiredStudy } from '../studies/study.ports';
+import type { AcquiredStudy } from '../domain/study-acquirer.port';
 import type { SourceStudy } from './dicom-result.builder';
 import { OutboundError } from './outbound.error';
 import type { OutboxPayload } from './outbox-order-events';

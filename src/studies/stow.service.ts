@@ -16,7 +16,7 @@ import {
 import { StudyError } from './study.error';
 import { findOrderForInstance, type PushSource, upsertInstance } from './study-instance.repository';
 import type { StudyStoragePaths } from './study-storage.paths';
-import { ACQUIRE_STUDY_JOB } from './study.ports';
+import { ACQUIRE_STUDY_JOB } from '../domain/study-acquirer.port';
 import type { JobQueue } from '../jobs/job-queue';
 
 /**

@@ -20,7 +20,7 @@ import { StowService } from './stow.service';
 import { STOW_SERVICE, STUDY_PATHS } from './studies.tokens';
 import { DefaultStudyAcquirer } from './study-acquirer.service';
 import { StudyStoragePaths } from './study-storage.paths';
-import { STUDY_ACQUIRER } from './study.ports';
+import { STUDY_ACQUIRER } from '../domain/study-acquirer.port';
 
 export const EXPIRE_UNMATCHED_TASK = 'studies.expire-unmatched';
 

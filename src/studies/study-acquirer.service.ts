@@ -34,7 +34,7 @@ import type {
   StudyAcquisition,
   StudyAttributes,
   StudyRequest,
-} from './study.ports';
+} from '../domain/study-acquirer.port';
 
 /**
  * Finds an order's study, waits until it has stopped growing, validates and packages it:

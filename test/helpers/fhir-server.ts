@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { getStatus, normalizeOperationOutcome } from '@medplum/core';
 import { FhirRouter, MemoryRepository, type FhirRequest } from '@medplum/fhir-router';
 import type { Resource } from '@medplum/fhirtypes';
-import { loadFhirDefinitions } from '../../src/inbound-fhir/fhir-validator';
+import { loadFhirDefinitions } from '../../src/fhir/fhir-validator';
 import { IndexedMemoryRepository, type IdentifierIndexStats } from './indexed-memory-repository';
 
 /**

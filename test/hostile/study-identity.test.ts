@@ -7,7 +7,7 @@ import { MllpClient } from '../../src/hl7';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
-import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/studies/study.ports';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { createMrBrainStudy, type DicomInstance } from '../helpers/dicom-factory';

@@ -6,7 +6,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { MllpServer } from '../../src/hl7/mllp-server';
-import { loadFhirDefinitions } from '../../src/inbound-fhir/fhir-validator';
+import { loadFhirDefinitions } from '../../src/fhir/fhir-validator';
 import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
 
 /**

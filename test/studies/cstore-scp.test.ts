@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/persistence/embedded-postgres';
-import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/studies/study.ports';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { createMrBrainStudy, shortPixelData } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
-import { HttpUpstreamProbe } from '../../src/health/upstream-probe';
+import { HttpUpstreamProbe } from '../../src/imaging-client/http-upstream.probe';
 import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { publicationInput, sourceStudy } from '../outbound/publication-fixtures';

@@ -6,7 +6,7 @@ import { request } from 'undici';
 import pino from 'pino';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
-import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/studies/study.ports';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import {
   createMrBrainStudy,

@@ -1,19 +1,5 @@
 import { Agent, request } from 'undici';
-
-export interface UpstreamHealthSnapshot {
-  status: 'up' | 'down' | 'retired' | 'unknown';
-  baseUrl: string;
-  /** `X-API-Deprecation-Warning` last seen, e.g. "v1 will be deprecated on 2027-03-01". */
-  deprecation?: string;
-  migrationGuide?: string;
-  detail?: string;
-  checkedAt?: string;
-}
-
-/** Reachability of the upstream for readiness; the imaging client may feed richer state. */
-export interface UpstreamProbe {
-  check(): Promise<UpstreamHealthSnapshot>;
-}
+import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
 
 /**
  * Reachability only: any HTTP answer from `{base_url}/test-token` (401 without a token is

@@ -4,6 +4,7 @@
 // Nest or the database. The sandbox is a separate app: it imports only the base layer, and
 // only the composition root (and tests) import it.
 import path from 'node:path';
+import process from 'node:process';
 
 /** [layer, rank, path patterns under src/] — first match wins; more specific rows first. */
 export const LAYERS = [

@@ -1,43 +1,16 @@
-import type { OrderState } from '../domain/order-state';
 import {
   STATUS_TABLE,
+  type OutboundRowKey,
   type PublishedDocument,
   type StatusRow,
-  type StatusRowKey,
 } from './status-mapping.table';
 
 /**
- * The rows the publishers work from: the status table (DESIGN.md section 4) with the site's
- * overrides (CONFIG_FILE `mappings.status`), plus two rows for an order that ended without an
- * upstream status (study never arrived, refused upstream, cancelled before placing). Those are
- * no-result outcomes too: Task failed/cancelled, DiagnosticReport `cancelled`, ORC OC/CA,
- * OBR-25 / OBX-11 `X` (HL7 v2.5.1 tables 0119, 0038, 0123, 0085), with the reason.
+ * The rows the publishers work from: the one status table (DESIGN.md section 4, with its
+ * local-end rows) and the site's overrides (CONFIG_FILE `mappings.status`).
  */
-export type LocalEndKey = 'ENDED_LOCALLY_FAILED' | 'ENDED_LOCALLY_CANCELLED';
-export type OutboundRowKey = StatusRowKey | LocalEndKey;
-
-export const LOCAL_END_TABLE = {
-  ENDED_LOCALLY_FAILED: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'the order could not be processed' },
-    report: 'cancelled',
-    conclusion: 'No result: the order could not be processed.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru'],
-    note: 'ended here without an upstream status (deadline, unusable study, refusal); the reason is sent',
-  },
-  ENDED_LOCALLY_CANCELLED: {
-    orderState: 'cancelled',
-    terminal: true,
-    task: { status: 'cancelled', reason: 'the order was cancelled' },
-    report: 'cancelled',
-    conclusion: 'No result: the order was cancelled.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru'],
-    note: 'cancelled before it was placed upstream',
-  },
-} as const satisfies Record<LocalEndKey, StatusRow>;
+export type { LocalEndKey, OutboundRowKey } from './status-mapping.table';
+export { localEndRow } from './status-mapping.table';
 
 /** Per-site overrides of the outbound columns (the order state and terminality are not overridable). */
 export type RowOverride = Partial<
@@ -46,7 +19,7 @@ export type RowOverride = Partial<
 
 export type StatusOverrides = Partial<Record<OutboundRowKey, RowOverride>>;
 
-const ALL_KEYS = [...Object.keys(STATUS_TABLE), ...Object.keys(LOCAL_END_TABLE)];
+const ALL_KEYS = Object.keys(STATUS_TABLE);
 const DOCUMENTS: readonly PublishedDocument[] = [
   'fhir-task',
   'fhir-diagnostic-report',
@@ -120,12 +93,6 @@ export function applyOverride(
     terminal: row.terminal,
     key: row.key,
   };
-}
-
-export function localEndRow(state: Extract<OrderState, 'failed' | 'cancelled'>): OutboundRow {
-  const key: LocalEndKey =
-    state === 'cancelled' ? 'ENDED_LOCALLY_CANCELLED' : 'ENDED_LOCALLY_FAILED';
-  return { ...LOCAL_END_TABLE[key], key };
 }
 
 /**

@@ -5,7 +5,6 @@ import { buildDiagnosticReport, buildTask } from './fhir-result.mapping';
 import { buildOrmStatus, buildOru, type Hl7ResultSettings } from './hl7-result.mapping';
 import {
   applyOverride,
-  LOCAL_END_TABLE,
   localEndRow,
   parseStatusOverrides,
   type OutboundRow,
@@ -148,7 +147,7 @@ function summary(input: PublicationInput) {
   return out;
 }
 
-const KEYS = [...Object.keys(STATUS_TABLE), ...Object.keys(LOCAL_END_TABLE)] as OutboundRowKey[];
+const KEYS = Object.keys(STATUS_TABLE) as OutboundRowKey[];
 
 describe('result documents per status row (golden)', () => {
   // Through JSON, as the golden file holds it (undefined becomes null or disappears).

@@ -1,28 +1,37 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UPSTREAM_STATUSES } from '../imaging-spec/imaging-spec';
-import { STATUS_TABLE, statusRow, type StatusRow, type StatusRowKey } from './status-mapping.table';
+import {
+  STATUS_TABLE,
+  statusRow,
+  type OutboundRowKey,
+  type StatusRow,
+} from './status-mapping.table';
 
 const GOLDEN = join(__dirname, '..', '..', 'test', 'fixtures', 'status-mapping.golden.json');
 
 describe('status mapping table (DESIGN.md section 4)', () => {
-  it('has one row per upstream status, QC_FAILED split into bypassable and final', () => {
+  it('has one row per upstream status, QC_FAILED split into bypassable and final, and the two local ends', () => {
     const keys = Object.keys(STATUS_TABLE).sort();
     const expected = [
       ...UPSTREAM_STATUSES.filter((s) => s !== 'QC_FAILED'),
       'QC_FAILED_BYPASSABLE',
       'QC_FAILED_FINAL',
+      'ENDED_LOCALLY_FAILED',
+      'ENDED_LOCALLY_CANCELLED',
     ].sort();
     expect(keys).toEqual(expected);
   });
 
   it('never presents a QC rejection or a failure as a finding', () => {
-    const noResult: StatusRowKey[] = [
+    const noResult: OutboundRowKey[] = [
       'QC_FAILED_FINAL',
       'FAILED',
       'PREPROCESSING_FAILED',
       'CANCELLED',
       'EXPIRED',
+      'ENDED_LOCALLY_FAILED',
+      'ENDED_LOCALLY_CANCELLED',
     ];
     for (const key of noResult) {
       const row: StatusRow = STATUS_TABLE[key];

@@ -18,6 +18,17 @@ import type { OrderState } from '../domain/order-state';
 export type StatusRowKey =
   Exclude<UpstreamStatus, 'QC_FAILED'> | 'QC_FAILED_BYPASSABLE' | 'QC_FAILED_FINAL';
 
+/**
+ * Two rows for an order that ended here without an upstream status (study never arrived,
+ * refused upstream, cancelled before placing). They are no-result outcomes too: Task
+ * failed/cancelled, DiagnosticReport `cancelled`, ORC OC/CA, OBR-25 / OBX-11 `X`, with the
+ * reason.
+ */
+export type LocalEndKey = 'ENDED_LOCALLY_FAILED' | 'ENDED_LOCALLY_CANCELLED';
+
+/** Every row of the one table: upstream statuses and local ends. */
+export type OutboundRowKey = StatusRowKey | LocalEndKey;
+
 export type FhirTaskStatus =
   'received' | 'accepted' | 'in-progress' | 'on-hold' | 'completed' | 'failed' | 'cancelled';
 
@@ -212,7 +223,36 @@ export const STATUS_TABLE = {
     publish: NO_RESULT,
     note: 'can no longer be retrieved',
   },
-} as const satisfies Record<StatusRowKey, StatusRow>;
+  ENDED_LOCALLY_FAILED: {
+    orderState: 'failed',
+    terminal: true,
+    task: { status: 'failed', reason: 'the order could not be processed' },
+    report: 'cancelled',
+    conclusion: 'No result: the order could not be processed.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    note: 'ended here without an upstream status (deadline, unusable study, refusal); the reason is sent',
+  },
+  ENDED_LOCALLY_CANCELLED: {
+    orderState: 'cancelled',
+    terminal: true,
+    task: { status: 'cancelled', reason: 'the order was cancelled' },
+    report: 'cancelled',
+    conclusion: 'No result: the order was cancelled.',
+    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
+    publish: NO_RESULT,
+    note: 'cancelled before it was placed upstream',
+  },
+} as const satisfies Record<OutboundRowKey, StatusRow>;
+
+/** The row for an order that ended here, without an upstream status. */
+export function localEndRow(
+  state: Extract<OrderState, 'failed' | 'cancelled'>,
+): StatusRow & { key: LocalEndKey } {
+  const key: LocalEndKey =
+    state === 'cancelled' ? 'ENDED_LOCALLY_CANCELLED' : 'ENDED_LOCALLY_FAILED';
+  return { ...STATUS_TABLE[key], key };
+}
 
 export interface StatusContext {
   /** For QC_FAILED: can a clinician still bypass it? */

@@ -1,5 +1,5 @@
 import type { AppConfig } from '../config/app-config';
-import { siteHl7Mapping } from '../inbound-hl7/mllp-listener.service';
+import { siteHl7Mapping } from '../config/site-mappings';
 import { FHIR_ORDER_FIELD_MAP, FHIR_ORDER_MAPPING_VERSION } from '../mappings/fhir-order.mapping';
 import {
   DICOM_MODALITIES,

@@ -10,10 +10,7 @@ import { Gauge } from 'prom-client';
 import { APP_CONFIG, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { MllpServer } from '../hl7';
-import {
-  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
-  type Hl7OrderMappingConfig,
-} from '../mappings/hl7-order.config';
+import { siteHl7Mapping } from '../config/site-mappings';
 import { metricsRegistry } from '../observability/metrics';
 import { OrderIntakeService } from '../orders/order-intake.service';
 import { Hl7OrderHandler } from './hl7-order.handler';
@@ -144,10 +141,4 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
  */
 export function allowedProcessingIds(config: AppConfig): readonly string[] {
   return config.HL7_PROCESSING_IDS ?? (config.useEmbeddedSandbox ? ['P', 'T'] : ['P']);
-}
-
-/** Per-site overrides from CONFIG_FILE `mappings.hl7` (shallow: each key replaces the default). */
-export function siteHl7Mapping(config: AppConfig): Hl7OrderMappingConfig {
-  const overrides = (config.site.mappings?.hl7 ?? {}) as Partial<Hl7OrderMappingConfig>;
-  return { ...DEFAULT_HL7_ORDER_MAPPING_CONFIG, ...overrides };
 }

@@ -5,7 +5,7 @@ import type { ImagingClientConfig } from './imaging-client.config';
 import { codeForStatus, ImagingClientError, sanitizeText } from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
 import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
-import { checkStorageUrl } from './storage-url.policy';
+import { checkStorageUrl, presignedUrlSignsContentType } from './storage-url.policy';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT';
 
@@ -386,6 +386,9 @@ export class UpstreamHttp {
       );
       // The URL is the credential (contract, Authentication 4): nothing else is sent.
       delete headers.authorization;
+      // A Content-Type only where the signature covers one (X-Amz-/X-Goog-SignedHeaders):
+      // any header the signer did not sign may make storage refuse the signature.
+      if (!presignedUrlSignsContentType(url)) delete headers['content-type'];
     } else {
       const target = new URL(this.config.baseUrl + spec.path);
       for (const [key, value] of Object.entries(spec.query ?? {})) {

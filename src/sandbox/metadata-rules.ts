@@ -6,6 +6,7 @@ export type Metadata = Record<string, MetadataValue>;
 export const SANDBOX_OUTCOMES = [
   'delivered',
   'qc_failed',
+  'qc_bypass_refused',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -15,7 +15,7 @@ import {
   type SandboxOrder,
   type SandboxState,
 } from './sandbox-state';
-import { conflict } from './sandbox.error';
+import { conflict, SandboxError } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
 
 /** `statusDesc` in /recent-activity: the contract's meaning of each status. */
@@ -73,7 +73,7 @@ export class OrderLifecycle {
       { status: 'QUEUED', afterMs: this.ms(s.received) },
       { status: 'ELIGIBILITY_CHECK_RUNNING', afterMs: this.ms(s.queued) },
     ];
-    if (outcome === 'qc_failed')
+    if (outcome === 'qc_failed' || outcome === 'qc_bypass_refused')
       return [...head, { status: 'QC_FAILED', afterMs: this.ms(s.eligibility) }];
     const pre: PlannedStep[] = [
       ...head,
@@ -310,6 +310,16 @@ export class OrderLifecycle {
       throw conflict(
         'qc_bypass_not_allowed',
         `order is ${order.status}${this.isQcFinal(order) ? ' (bypass window closed)' : ''}; a QC bypass needs a bypassable QC_FAILED order`,
+      );
+    }
+    if (outcomeOf(metadataOf(order)) === 'qc_bypass_refused') {
+      // Contract, "Moves": a bypass needs an eligible order, and "manual review restrictions
+      // still apply". This outcome is an order under such a restriction: refused with the
+      // Errors table's 403 (do not retry), nothing recorded.
+      throw new SandboxError(
+        403,
+        'qc_bypass_restricted',
+        'manual review restrictions apply to this order: a QC bypass is not permitted',
       );
     }
     if (order.bypass?.state === 'pending') {

@@ -164,6 +164,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
         type: 'object',
         properties: { reason: { type: 'string', maxLength: 1000 }, withdraw: { type: 'boolean' } },
       },
+      // 403 also when manual review restrictions forbid the bypass (qc_bypass_restricted).
       errors: [400, 404, 409, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {

@@ -326,6 +326,36 @@ describe('sandbox: simulated processing, outcomes and reports', () => {
     expect(late.status).toBe(409);
   });
 
+  it('qc_bypass_refused: QC_FAILED like qc_failed, but the bypass is refused 403 qc_bypass_restricted and nothing is recorded', async () => {
+    const id = await processed(h, 'qc_bypass_refused');
+    await h.sandbox.advance(MINUTE);
+    expect(await statusOf(h, id)).toBe('QC_FAILED');
+    const refused = await h.call('PATCH', '/qc-bypass', {
+      token: t,
+      query: { order_id: id },
+      json: { reason: 'please bypass' },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.json).toMatchObject({
+      error: 'qc_bypass_restricted',
+      message: expect.stringMatching(/manual review restrictions/),
+    });
+    await h.sandbox.advance(MINUTE);
+    expect(await statusOf(h, id)).toBe('QC_FAILED');
+    // Nothing pending: there is nothing to withdraw either.
+    const withdraw = await h.call('PATCH', '/qc-bypass', {
+      token: t,
+      query: { order_id: id },
+      json: { withdraw: true },
+    });
+    expect(withdraw.status).toBe(409);
+    // Still bypassable in time (listed as active); only the bypass itself is forbidden.
+    const list = (await h.call('GET', '/list-orders', { token: t })).json.orders as {
+      order_id: string;
+    }[];
+    expect(list.map((o) => o.order_id)).toContain(id);
+  });
+
   it('refuses a bad bypass body and a bypass of an order that did not fail QC', async () => {
     const id = await processed(h, 'qc_failed');
     await h.sandbox.advance(MINUTE);

@@ -23,6 +23,7 @@ const SEX: Record<AdministrativeSex, string> = {
 export const SANDBOX_OUTCOMES = [
   'delivered',
   'qc_failed',
+  'qc_bypass_refused',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -15,7 +15,7 @@ import {
   type SandboxOrder,
   type SandboxState,
 } from './sandbox-state';
-import { conflict, SandboxError } from './sandbox.error';
+import { conflict, invalidStudy, SandboxError } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
 
 /** `statusDesc` in /recent-activity: the contract's meaning of each status. */
@@ -73,7 +73,7 @@ export class OrderLifecycle {
       { status: 'QUEUED', afterMs: this.ms(s.received) },
       { status: 'ELIGIBILITY_CHECK_RUNNING', afterMs: this.ms(s.queued) },
     ];
-    if (outcome === 'qc_failed' || outcome === 'qc_bypass_refused')
+    if (outcome === 'qc_failed' || outcome === 'qc_bypass_refused' || outcome === 'invalid_study')
       return [...head, { status: 'QC_FAILED', afterMs: this.ms(s.eligibility) }];
     const pre: PlannedStep[] = [
       ...head,
@@ -254,6 +254,16 @@ export class OrderLifecycle {
     const now = this.clock.now();
     const studyUid = intake.studyUid;
     this.checkUploadAllowed(order, studyUid);
+    if (outcomeOf(metadataOf(order)) === 'invalid_study') {
+      // A refusal naming every file (contract, Rules 3), as long as a real study makes it.
+      throw invalidStudy(
+        (intake.files.length > 0 ? intake.files : ['uploaded object']).map((file) => ({
+          file,
+          reason:
+            'incomplete uncompressed pixel data: declared length larger than the bytes present (synthetic sandbox outcome)',
+        })),
+      );
+    }
     const previous = this.overwritable(order, studyUid, now);
     const ownPrevious = order.upload;
     if (previous) await this.discardUpload(previous);
@@ -418,6 +428,7 @@ function mergeInstanceIntakes(intakes: StudyIntake[]): StudyIntake {
     instances: uids.size,
     bytes: intakes.reduce((a, i) => a + i.bytes, 0),
     sopInstanceUids: [...uids],
+    files: intakes.flatMap((i) => i.files),
     acquisition: {
       ...first.acquisition,
       seriesDescriptions: [...new Set(intakes.flatMap((i) => i.acquisition.seriesDescriptions))],

@@ -24,6 +24,7 @@ export const SANDBOX_OUTCOMES = [
   'delivered',
   'qc_failed',
   'qc_bypass_refused',
+  'invalid_study',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -18,6 +18,7 @@ import {
   applyMetadata,
   createOrder,
   orderIdQuery,
+  paginate,
   studyUidQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
@@ -148,7 +149,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
           updated_at: clock.iso(o.updatedAt),
           batch_id: o.batchId,
         }));
-      sendJson(ctx.res, 200, { orders });
+      sendJson(ctx.res, 200, paginate(svc, ctx, 'orders', orders));
     },
   });
 

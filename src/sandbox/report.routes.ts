@@ -22,6 +22,7 @@ import {
   oneOf,
   locate,
   visibleReports,
+  paginate,
   requireOwnOrganization,
   orderIdQuery,
   studyUidQuery,
@@ -294,7 +295,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
             created_at: clock.iso(r.createdAt),
           };
         });
-      sendJson(ctx.res, 200, { reports });
+      sendJson(ctx.res, 200, paginate(svc, ctx, 'reports', reports));
     },
   });
   router.add({

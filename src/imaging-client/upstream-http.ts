@@ -30,6 +30,8 @@ export interface CallSpec<T> {
   method: HttpMethod;
   /** API path below `{base_url}`; for presigned PUTs a label only. */
   path: string;
+  /** The endpoint the rate limiter counts (default `path`), e.g. a list's next page. */
+  rateLimitKey?: string;
   query?: Record<string, string | number | boolean | undefined>;
   json?: unknown;
   form?: Record<string, string>;
@@ -213,7 +215,7 @@ export class UpstreamHttp {
           if (!this.tokenSource) throw new Error('no token source configured');
           token = await this.tokenSource.get();
         }
-        if (isApi) await this.deps.rateLimiter.acquire(spec.path);
+        if (isApi) await this.deps.rateLimiter.acquire(spec.rateLimitKey ?? spec.path);
         response = await this.send(spec, token, record);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;

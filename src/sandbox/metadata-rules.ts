@@ -8,6 +8,7 @@ export const SANDBOX_OUTCOMES = [
   'qc_failed',
   'qc_bypass_refused',
   'invalid_study',
+  'unknown_status',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -18,6 +18,12 @@ import {
 import { conflict, invalidStudy, SandboxError } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
 
+/**
+ * The status the `unknown_status` outcome shows: not one of the contract's values (a client
+ * must survive a value it does not know). Typed as a status only so it can travel the plan.
+ */
+export const UNNAMED_STATUS = 'VENDOR_REVIEW_HOLD' as UpstreamStatus;
+
 /** `statusDesc` in /recent-activity: the contract's meaning of each status. */
 export const STATUS_DESCRIPTIONS = UPSTREAM_STATUS_MEANINGS;
 
@@ -77,7 +83,14 @@ export class OrderLifecycle {
       return [...head, { status: 'QC_FAILED', afterMs: this.ms(s.eligibility) }];
     const pre: PlannedStep[] = [
       ...head,
-      { status: 'QC_PASSED', afterMs: this.ms(s.eligibility) },
+      ...(outcome === 'unknown_status'
+        ? [
+            // A status value the contract does not name, listed while the order is active, for
+            // as long as a manual review takes; then the order goes on as delivered.
+            { status: UNNAMED_STATUS, afterMs: this.ms(s.eligibility) },
+            { status: 'QC_PASSED' as const, afterMs: this.ms(s.review) },
+          ]
+        : [{ status: 'QC_PASSED' as const, afterMs: this.ms(s.eligibility) }]),
       { status: 'PREPROCESSING', afterMs: this.ms(s.qcPassed) },
     ];
     if (outcome === 'preprocessing_failed') {
@@ -117,6 +130,7 @@ export class OrderLifecycle {
           { status: 'EXPIRED', afterMs: this.ms(s.expiry) },
         ];
       case 'delivered':
+      case 'unknown_status':
         return [...analysis, { status: 'DELIVERED', afterMs: this.ms(s.analysis) }];
       default:
         return outcome satisfies never;

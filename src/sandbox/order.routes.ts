@@ -239,7 +239,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
           orderId: o.orderId,
           studyUid: studyUidOf(o),
           status: h.status,
-          statusDesc: STATUS_DESCRIPTIONS[h.status],
+          statusDesc: STATUS_DESCRIPTIONS[h.status] ?? 'status not described',
           failureReason: h.failureReason,
           timestamp: clock.iso(h.at),
         }));

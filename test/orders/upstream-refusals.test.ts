@@ -168,7 +168,9 @@ describe('upstream refusals (adapter, sandbox upstream, EHR and RIS peers)', () 
         `identifier=urn:imaging-ai-adapter:diagnostic-report|${id}`,
       ),
     ).toHaveLength(0);
-    expect(orusOf(spec.placer).filter((m) => ['F', 'C'].includes(m.get('OBR-25')))).toEqual([]);
+    expect(orusOf(spec.placer).filter((m) => ['F', 'C'].includes(m.get('OBR-25') ?? ''))).toEqual(
+      [],
+    );
 
     // Once the bypass window closes the rejection is final: failed, a cancelled report.
     await sandbox.advance(8 * 24 * 3_600_000);

@@ -21,6 +21,9 @@ describe('upstream refusal view (what an analyst may see of an upstream answer)'
     expect(text).toContain('1964****');
     expect(text).toContain('1.2.840.10008.5.1.4');
     expect(text).toContain('https://s3.example/[redacted]');
+    expect(maskFreeText('bad files: Mustermann/brain.dcm; Erika.dcm; DICOM/1.2.3/4.5.dcm')).toBe(
+      'bad files: M***/b***.dcm; E***.dcm; DICOM/1.2.3/4.5.dcm',
+    );
   });
 
   it('keeps every file of an invalid_study answer, masked', () => {

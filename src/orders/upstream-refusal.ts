@@ -77,6 +77,13 @@ export function maskFreeText(text: string): string {
       .replace(/(?<![\d.])(?:19|20)\d{2}-?[01]\d-?[0-3]\d(?![\d.])/g, (d) => maskDate(d))
       // Other long digit runs (identifiers), again not inside a dotted UID.
       .replace(/(?<![\d.])\d{7,}(?![\d.])/g, '***')
+      // File paths and file names inside the text, as in a `files` entry.
+      .replace(/[^\s;,()"'[\]{}]*[^\s:;,()"'[\]{}]/g, (token) =>
+        !/^[a-z][a-z0-9+.-]*:\/\//i.test(token) &&
+        (/[/\\]/.test(token) || KNOWN_EXTENSION.test(token))
+          ? maskFilePath(token)
+          : token,
+      )
   );
 }
 

@@ -87,6 +87,8 @@ export interface UnknownStatusEntry {
 export interface ActiveOrders {
   orders: OrderSummary[];
   unknownStatus: UnknownStatusEntry[];
+  /** Pages read (one call each); 1 unless the upstream pages the list. */
+  pages: number;
 }
 
 const KNOWN_STATUSES: ReadonlySet<string> = new Set(UPSTREAM_STATUSES);
@@ -433,10 +435,15 @@ export class ImagingClient {
 
   /** `GET /list-orders`, with the entries whose status is unknown named apart. */
   async listActiveOrders(): Promise<ActiveOrders> {
-    const entries = await this.readList('list-orders', '/list-orders', {}, (r) => {
-      const body = parseJson('list-orders', r, listOrdersSchema);
-      return { items: body.orders, body };
-    });
+    const { items: entries, pages } = await this.readList(
+      'list-orders',
+      '/list-orders',
+      {},
+      (r) => {
+        const body = parseJson('list-orders', r, listOrdersSchema);
+        return { items: body.orders, body };
+      },
+    );
     const orders: OrderSummary[] = [];
     const unknownStatus: UnknownStatusEntry[] = [];
     for (const o of entries) {
@@ -462,7 +469,7 @@ export class ImagingClient {
         'GET /list-orders named a status the contract does not know; those orders are left as they were',
       );
     }
-    return { orders, unknownStatus };
+    return { orders, unknownStatus, pages };
   }
 
   /** Every page of a list endpoint, bounded (MAX_LIST_PAGES), only within IMAGING_BASE_URL. */
@@ -471,7 +478,7 @@ export class ImagingClient {
     path: string,
     query: Record<string, string>,
     parse: (r: UpstreamResponse) => { items: T[]; body: Record<string, unknown> },
-  ): Promise<T[]> {
+  ): Promise<{ items: T[]; pages: number }> {
     this.peer ??= new PeerBase('upstream', this.config.baseUrl);
     return readAllPages<T>({ path, query }, operation, this.peer, (page: PageRequest) =>
       this.http.call({
@@ -737,7 +744,12 @@ export class ImagingClient {
 
   /** `GET /reports`: reports of the organization not yet retrieved, every page. */
   async pollReports() {
-    return this.readList(
+    return (await this.pollReportPages()).reports;
+  }
+
+  /** `GET /reports` with the number of pages read (one call each). */
+  async pollReportPages() {
+    const { items, pages } = await this.readList(
       'reports-poll',
       '/reports',
       { organizationId: this.config.organizationId },
@@ -746,6 +758,7 @@ export class ImagingClient {
         return { items: body.reports, body };
       },
     );
+    return { reports: items, pages };
   }
 
   /** `POST /reports`: marks reports received. Acknowledging twice is harmless, so it is retried. */

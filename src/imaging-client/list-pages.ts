@@ -124,7 +124,7 @@ export async function readAllPages<T>(
   operation: string,
   base: PeerBase,
   fetchPage: (page: PageRequest) => Promise<{ items: T[]; body: Record<string, unknown> }>,
-): Promise<T[]> {
+): Promise<{ items: T[]; pages: number }> {
   const items: T[] = [];
   const seen = new Set<string>();
   let page: PageRequest | null = first;
@@ -144,5 +144,5 @@ export async function readAllPages<T>(
     items.push(...answer.items);
     page = nextPageOf(answer.body, page, base, operation);
   }
-  return items;
+  return { items, pages: seen.size };
 }

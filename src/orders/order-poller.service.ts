@@ -51,7 +51,8 @@ interface Lease {
  * order costs a call only when it left the active list (`GET /status`, once: it is terminal
  * then) — an unchanged in-flight order costs nothing. Reports whose documents we stored
  * durably are acknowledged with one `POST /reports`. At most 3 calls plus one per changed
- * order, whatever the number of orders in flight.
+ * order, whatever the number of orders in flight — should the upstream page its lists (the
+ * contract does not), plus one call per further page (the client reads every page).
  *
  * One cycle per cluster: the minute tick is a graphile-worker cron item (fired once per
  * cluster), and the cycle additionally claims the `poll_schedule` row (due time with jitter,
@@ -179,10 +180,11 @@ export class OrderPollerService {
     const { dataSource, client, lifecycle, logger } = this.deps;
     const started = Date.now();
     let calls = 0;
-    const { orders: active, unknownStatus } = await client.listActiveOrders();
-    calls++;
-    const reports = await client.pollReports();
-    calls++;
+    // One call per page (one page unless the upstream pages its lists).
+    const { orders: active, unknownStatus, pages } = await client.listActiveOrders();
+    calls += pages;
+    const { reports, pages: reportPages } = await client.pollReportPages();
+    calls += reportPages;
     const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
     const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
     const followed: Array<{ id: string; upstream_order_id: string; upstream_status: string }> =

@@ -99,7 +99,12 @@ describe('poller: paged lists and an unknown status (adapter, sandbox, real Post
       );
     // All five active upstream, on three pages: each is found in the list (none costs a
     // GET /status as if it had left it).
-    expect(await poller.runNow()).toMatchObject({ followed: 5, leftActiveList: 0 });
+    // Three pages of /list-orders and one (empty) of /reports, each a call.
+    expect(await poller.runNow()).toMatchObject({
+      followed: 5,
+      leftActiveList: 0,
+      upstreamCalls: 4,
+    });
     let maxReportsListed = 0;
     const cycle = async () => {
       const stats = await poller.runNow();

@@ -18,6 +18,7 @@ import {
   applyMetadata,
   createOrder,
   orderIdQuery,
+  pageQuery,
   paginate,
   studyUidQuery,
 } from './route-helpers';
@@ -134,7 +135,8 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       summary:
         "Active orders of the caller's profile (own orders; organization admins: the organization's)",
       permission: 'read',
-      errors: ERR_AUTH,
+      query: pageQuery,
+      errors: [400, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const orders = state

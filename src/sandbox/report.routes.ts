@@ -22,6 +22,7 @@ import {
   oneOf,
   locate,
   visibleReports,
+  pageQuery,
   paginate,
   requireOwnOrganization,
   orderIdQuery,
@@ -270,7 +271,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
     doc: {
       summary: 'Reports of the organization not yet acknowledged',
       permission: 'read',
-      query: [{ name: 'organizationId', required: true }],
+      query: [{ name: 'organizationId', required: true }, ...pageQuery],
       errors: [400, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {

@@ -154,6 +154,12 @@ export function visibleReports(svc: SandboxServices, principal: Principal) {
 
 const PAGE_PARAMS = ['page_token', 'cursor', 'pageToken'] as const;
 
+/** The page-position parameters of a paged list, for the OpenAPI description. */
+export const pageQuery = PAGE_PARAMS.map((name) => ({
+  name,
+  description: 'next-page position (only when SANDBOX_PAGE_SIZE is set; opaque)',
+}));
+
 /**
  * One page of a list answer when SANDBOX_PAGE_SIZE is set (an assumption to test clients
  * against: the contract names no paging). The position is an opaque token; how the next page

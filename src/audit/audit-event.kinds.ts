@@ -35,6 +35,10 @@ export const AUDIT_EVENT_KINDS = {
   'study.failed': "an order's study cannot be used (invalid instances, ambiguous identifiers)",
   'study.released': "an order's package and staged instances were deleted",
   'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',
+  'upstream.refused':
+    "the upstream refused an order's operation: its answer (status, code, message, every refused file with its reason), masked",
+  'upstream.unknown-status':
+    'the upstream listed an order with a status value the contract does not name: that order is left as it was',
   'phi.reveal': 'an admin was shown unmasked PHI (who, why, what)',
   error: 'an error on an order or message',
 } as const;

@@ -26,10 +26,27 @@ const TRANSIENT_CODES: ReadonlySet<ImagingClientErrorCode> = new Set([
   'deadline',
 ]);
 
+/** One entry of an `invalid_study` answer's `files` list (contract, Rules 3: which file, why). */
+export interface UpstreamFileProblem {
+  file: string;
+  reason: string;
+}
+
+/** At most this many `files` entries are kept from one answer (the answer itself is ≤ 1 MiB). */
+export const MAX_FILE_PROBLEMS = 10_000;
+const MAX_FILE_TEXT = 1_000;
+
 export interface ImagingClientErrorDetails {
   status?: number;
   /** The upstream's error body, sanitised (no signed URLs, bounded length). */
   upstreamError?: unknown;
+  /**
+   * The whole `files` list of the error body (e.g. `invalid_study`), not cut like
+   * `upstreamError`: each entry sanitised (no URLs or signatures), at most MAX_FILE_PROBLEMS.
+   */
+  fileProblems?: UpstreamFileProblem[];
+  /** How many entries the answer listed (may exceed `fileProblems.length`). */
+  fileProblemsTotal?: number;
   migrationGuide?: string;
   attempts?: number;
   cause?: unknown;
@@ -39,6 +56,8 @@ export class ImagingClientError extends Error {
   override readonly name = 'ImagingClientError';
   readonly status?: number;
   readonly upstreamError?: unknown;
+  readonly fileProblems?: UpstreamFileProblem[];
+  readonly fileProblemsTotal?: number;
   readonly migrationGuide?: string;
   readonly attempts?: number;
 
@@ -55,6 +74,8 @@ export class ImagingClientError extends Error {
     this.status = details.status;
     this.upstreamError =
       details.upstreamError === undefined ? undefined : sanitizeBody(details.upstreamError);
+    this.fileProblems = details.fileProblems;
+    this.fileProblemsTotal = details.fileProblemsTotal ?? details.fileProblems?.length;
     this.migrationGuide = details.migrationGuide;
     this.attempts = details.attempts;
   }
@@ -89,6 +110,33 @@ export function codeForStatus(status: number): ImagingClientErrorCode {
   if (status === 429) return 'rate_limited_exhausted';
   if (status >= 500) return 'server_error_exhausted';
   return 'client_error';
+}
+
+/**
+ * The `files` list of an error body (`[{file, reason}]`, docs/upstream-assumptions.md "study
+ * validation"), whole up to MAX_FILE_PROBLEMS entries, each text sanitised and bounded.
+ * Entries that are not `{file, reason}` objects are skipped; no list gives `undefined`.
+ */
+export function extractFileProblems(
+  body: unknown,
+): { problems: UpstreamFileProblem[]; total: number } | undefined {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return undefined;
+  const files = (body as Record<string, unknown>).files;
+  if (!Array.isArray(files)) return undefined;
+  const problems: UpstreamFileProblem[] = [];
+  let total = 0;
+  for (const entry of files) {
+    if (!entry || typeof entry !== 'object') continue;
+    const { file, reason } = entry as Record<string, unknown>;
+    if (typeof file !== 'string' && typeof reason !== 'string') continue;
+    total++;
+    if (problems.length >= MAX_FILE_PROBLEMS) continue;
+    problems.push({
+      file: sanitizeText(String(file ?? '').slice(0, MAX_FILE_TEXT)),
+      reason: sanitizeText(String(reason ?? '').slice(0, MAX_FILE_TEXT)),
+    });
+  }
+  return { problems, total };
 }
 
 const URL_PATTERN = /\b(?:https?|s3):\/\/[^\s"'<>]+/gi;

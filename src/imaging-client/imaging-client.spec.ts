@@ -332,6 +332,41 @@ describe('ImagingClient over a scripted upstream', () => {
     }
   });
 
+  it('keeps the whole files list of a long invalid_study answer (beyond 4 KB), up to 1 MiB of body', async () => {
+    const files = Array.from({ length: 3_000 }, (_, i) => ({
+      file: `DICOM/1.2.826.0.1.3680043.8.498.${i}/1.2.826.0.1.3680043.8.498.${i}.1.dcm`,
+      reason: `incomplete uncompressed pixel data: declared ${i + 1000} bytes more than present`,
+    }));
+    let huge = false;
+    const t = await setup((req, res) => {
+      if (routeToken(req.path, res)) return;
+      const body = { error: 'invalid_study', message: 'study validation failed', files };
+      if (huge) body.files = [...files, ...files, ...files, ...files, ...files, ...files];
+      json(res, 400, body);
+    });
+    try {
+      const error = (await t.client
+        .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
+        .catch((e: unknown) => e)) as ImagingClientError;
+      expect(JSON.stringify(files).length).toBeGreaterThan(100 * 1024);
+      expect(error.code).toBe('bad_request');
+      expect(error.fileProblems).toHaveLength(3_000);
+      expect(error.fileProblems![2_999]).toEqual(files[2_999]);
+      expect(error.fileProblemsTotal).toBe(3_000);
+      // The message and upstreamError stay short: the list is carried beside them.
+      expect(error.message.length).toBeLessThan(700);
+      // Over 1 MiB the body is not read as JSON: no list, a short sanitised text.
+      huge = true;
+      const over = (await t.client
+        .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
+        .catch((e: unknown) => e)) as ImagingClientError;
+      expect(over.code).toBe('bad_request');
+      expect(over.fileProblems).toBeUndefined();
+    } finally {
+      await t.close();
+    }
+  });
+
   it('retries a dropped connection', async () => {
     let n = 0;
     const t = await setup((req, res) => {

@@ -1,6 +1,8 @@
+import { PeerBase } from '../common/peer-url';
 import {
   QC_ROUND_HEADER,
   QC_ROUNDS,
+  UPSTREAM_STATUSES,
   type FailureReportType,
   type QcReportType,
   type QcRound,
@@ -11,6 +13,7 @@ import {
 import type { ImagingClientConfig } from './imaging-client.config';
 import { ImagingClientError } from './imaging-client.error';
 import type { CallObserver, ClientLogger, Clock, RateLimiter, UploadedPart } from './ports';
+import { readAllPages, type PageRequest } from './list-pages';
 import { TokenProvider } from './token-provider';
 import {
   headerValue,
@@ -74,6 +77,22 @@ export interface OrderSummary {
   batchId?: string | null;
 }
 
+/** A `/list-orders` entry whose status the contract does not name (kept out of the list). */
+export interface UnknownStatusEntry {
+  orderId: string;
+  /** The value as sent, cut to 64 characters of `[A-Za-z0-9_.-]` (it is logged and audited). */
+  status: string;
+}
+
+export interface ActiveOrders {
+  orders: OrderSummary[];
+  unknownStatus: UnknownStatusEntry[];
+  /** Pages read (one call each); 1 unless the upstream pages the list. */
+  pages: number;
+}
+
+const KNOWN_STATUSES: ReadonlySet<string> = new Set(UPSTREAM_STATUSES);
+
 export interface CreateOrderOptions {
   /** Our own key for the order; sent in its metadata as `correlation_id` so it can be found again. */
   correlationId: string;
@@ -126,6 +145,8 @@ export class ImagingClient {
    * Pruned to the active list at every lookup, so it never outgrows the orders in flight.
    */
   private readonly correlationOf = new Map<string, string>();
+  /** IMAGING_BASE_URL as the one peer a next-page link may point into. */
+  private peer?: PeerBase;
 
   constructor(
     readonly config: ImagingClientConfig,
@@ -403,23 +424,74 @@ export class ImagingClient {
     };
   }
 
-  /** `GET /list-orders`: the caller's active orders. */
+  /**
+   * `GET /list-orders`: the caller's active orders, every page (list-pages.ts). Entries with a
+   * status value the contract does not name are left out (see `listActiveOrders`), so one odd
+   * entry never fails the poller or the duplicate lookup.
+   */
   async listOrders(): Promise<OrderSummary[]> {
-    const parsed = await this.http.call({
-      operation: 'list-orders',
-      method: 'GET',
-      path: '/list-orders',
-      auth: 'bearer',
-      parse: (r) => parseJson('list-orders', r, listOrdersSchema),
-    });
-    return parsed.orders.map((o) => ({
-      orderId: o.order_id,
-      studyUid: o.study_uid,
-      status: o.status,
-      createdAt: o.created_at,
-      updatedAt: o.updated_at,
-      batchId: o.batch_id,
-    }));
+    return (await this.listActiveOrders()).orders;
+  }
+
+  /** `GET /list-orders`, with the entries whose status is unknown named apart. */
+  async listActiveOrders(): Promise<ActiveOrders> {
+    const { items: entries, pages } = await this.readList(
+      'list-orders',
+      '/list-orders',
+      {},
+      (r) => {
+        const body = parseJson('list-orders', r, listOrdersSchema);
+        return { items: body.orders, body };
+      },
+    );
+    const orders: OrderSummary[] = [];
+    const unknownStatus: UnknownStatusEntry[] = [];
+    for (const o of entries) {
+      if (!KNOWN_STATUSES.has(o.status)) {
+        unknownStatus.push({
+          orderId: o.order_id,
+          status: o.status.replace(/[^A-Za-z0-9_.-]/g, '?').slice(0, 64),
+        });
+        continue;
+      }
+      orders.push({
+        orderId: o.order_id,
+        studyUid: o.study_uid,
+        status: o.status as UpstreamStatus,
+        createdAt: o.created_at,
+        updatedAt: o.updated_at,
+        batchId: o.batch_id,
+      });
+    }
+    if (unknownStatus.length > 0) {
+      this.deps.logger.warn(
+        { unknownStatus: unknownStatus.slice(0, 20), count: unknownStatus.length },
+        'GET /list-orders named a status the contract does not know; those orders are left as they were',
+      );
+    }
+    return { orders, unknownStatus, pages };
+  }
+
+  /** Every page of a list endpoint, bounded (MAX_LIST_PAGES), only within IMAGING_BASE_URL. */
+  private async readList<T>(
+    operation: string,
+    path: string,
+    query: Record<string, string>,
+    parse: (r: UpstreamResponse) => { items: T[]; body: Record<string, unknown> },
+  ): Promise<{ items: T[]; pages: number }> {
+    this.peer ??= new PeerBase('upstream', this.config.baseUrl);
+    return readAllPages<T>({ path, query }, operation, this.peer, (page: PageRequest) =>
+      this.http.call({
+        operation,
+        method: 'GET',
+        // The rate-limit key stays the endpoint's, whatever path a next link names.
+        path: page.path,
+        rateLimitKey: path,
+        query: page.query,
+        auth: 'bearer',
+        parse,
+      }),
+    );
   }
 
   /** `PATCH /cancel-order`: permanent. 409 (`conflict`) when the order is already terminal. */
@@ -670,17 +742,23 @@ export class ImagingClient {
 
   // ---- Organization report polling ----
 
-  /** `GET /reports`: reports of the organization not yet retrieved. */
+  /** `GET /reports`: reports of the organization not yet retrieved, every page. */
   async pollReports() {
-    const parsed = await this.http.call({
-      operation: 'reports-poll',
-      method: 'GET',
-      path: '/reports',
-      query: { organizationId: this.config.organizationId },
-      auth: 'bearer',
-      parse: (r) => parseJson('reports-poll', r, reportsPollSchema),
-    });
-    return parsed.reports;
+    return (await this.pollReportPages()).reports;
+  }
+
+  /** `GET /reports` with the number of pages read (one call each). */
+  async pollReportPages() {
+    const { items, pages } = await this.readList(
+      'reports-poll',
+      '/reports',
+      { organizationId: this.config.organizationId },
+      (r) => {
+        const body = parseJson('reports-poll', r, reportsPollSchema);
+        return { items: body.reports, body };
+      },
+    );
+    return { reports: items, pages };
   }
 
   /** `POST /reports`: marks reports received. Acknowledging twice is harmless, so it is retried. */

@@ -51,3 +51,30 @@ function hostMatches(url: URL, allowed: string): boolean {
 function defaultPort(protocol: string): string {
   return protocol === 'https:' ? '443' : '80';
 }
+
+/**
+ * Whether a presigned URL's signature covers `Content-Type`, so the PUT must send one. AWS
+ * SigV4 names the signed headers in `X-Amz-SignedHeaders`, GCS V4 in `X-Goog-SignedHeaders`
+ * (both `;`-separated, lower case). Where the URL names none (our sandbox, SigV2-style URLs
+ * signed without a type), a Content-Type the signer did not expect breaks the signature, so
+ * none is sent.
+ */
+export function presignedUrlSignsContentType(url: string): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  for (const [name, value] of parsed.searchParams) {
+    if (!/^x-(amz|goog)-signedheaders$/i.test(name)) continue;
+    if (
+      value
+        .split(';')
+        .map((h) => h.trim().toLowerCase())
+        .includes('content-type')
+    )
+      return true;
+  }
+  return false;
+}

@@ -23,6 +23,8 @@ const ORDER_ID = '9c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f';
 interface StorageBehaviour {
   /** Status to answer a part PUT with, or undefined for 200 + ETag. */
   partAnswer?: (partNumber: number, attempt: number, url: URL) => number | 'no-etag' | undefined;
+  /** Extra query of the single-PUT URL (e.g. a SigV4 `X-Amz-SignedHeaders`). */
+  singlePutQuery?: string;
 }
 
 async function setup(behaviour: StorageBehaviour = {}) {
@@ -32,6 +34,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
   let maxInFlight = 0;
   let generation = 0;
   const calls: string[] = [];
+  const storageContentTypes: Array<string | undefined> = [];
   const upstream = await startScriptedUpstream(async (req: SeenRequest, res) => {
     if (req.path === '/auth/token') return tokenAnswer(res);
     if (req.path.startsWith('/storage/')) {
@@ -46,6 +49,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
       }
       inFlight--;
       expect(req.headers.authorization).toBeUndefined();
+      storageContentTypes.push(req.headers['content-type']);
       const url = new URL(`http://x${req.path}?${req.query}`);
       const n = Number(url.searchParams.get('part') ?? 0);
       const attempt = (attempts.get(n) ?? 0) + 1;
@@ -62,7 +66,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
     switch (req.path) {
       case '/upload/single-put':
         return json(res, 200, {
-          url: `${upstream.origin}/storage/single?sig=S${++generation}`,
+          url: `${upstream.origin}/storage/single?sig=S${++generation}${behaviour.singlePutQuery ?? ''}`,
           expires_at: new Date(Date.now() + 3600_000).toISOString(),
         });
       case '/upload/multipart/initiate':
@@ -121,6 +125,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
     attempts,
     calls,
     records,
+    storageContentTypes,
     progress,
     uploader,
     client,
@@ -169,6 +174,46 @@ describe('StudyUploader', () => {
       expect(JSON.stringify(t.records)).not.toContain('sig=');
     } finally {
       await t.close();
+    }
+  });
+
+  it('sends no Content-Type with a presigned PUT unless the URL signs one (SigV4 / GCS SignedHeaders)', async () => {
+    const { path } = await studyFile('typed.zip', 1000);
+    const plain = await setup();
+    try {
+      await plain.uploader.upload(ORDER_ID, path);
+      expect(plain.storageContentTypes).toEqual([undefined]);
+    } finally {
+      await plain.close();
+    }
+    const hostOnly = await setup({ singlePutQuery: '&X-Amz-SignedHeaders=host' });
+    try {
+      await hostOnly.uploader.upload(ORDER_ID, path);
+      expect(hostOnly.storageContentTypes).toEqual([undefined]);
+    } finally {
+      await hostOnly.close();
+    }
+    for (const query of [
+      '&X-Amz-SignedHeaders=content-type%3Bhost',
+      '&x-goog-signedheaders=host%3Bcontent-type',
+    ]) {
+      const signed = await setup({ singlePutQuery: query });
+      try {
+        await signed.uploader.upload(ORDER_ID, path);
+        expect(signed.storageContentTypes).toEqual(['application/octet-stream']);
+      } finally {
+        await signed.close();
+      }
+    }
+    // Multipart parts follow the same rule (the sandbox-style URLs sign no headers).
+    const parts = await setup();
+    try {
+      const big = await studyFile('typed-multi.zip', 11 * MIB);
+      await parts.uploader.upload(ORDER_ID, big.path);
+      expect(parts.storageContentTypes.length).toBeGreaterThan(1);
+      expect(parts.storageContentTypes.every((t) => t === undefined)).toBe(true);
+    } finally {
+      await parts.close();
     }
   });
 

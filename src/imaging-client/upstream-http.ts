@@ -2,10 +2,15 @@ import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
 import type { ImagingClientConfig } from './imaging-client.config';
-import { codeForStatus, ImagingClientError, sanitizeText } from './imaging-client.error';
+import {
+  codeForStatus,
+  extractFileProblems,
+  ImagingClientError,
+  sanitizeText,
+} from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
 import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
-import { checkStorageUrl } from './storage-url.policy';
+import { checkStorageUrl, presignedUrlSignsContentType } from './storage-url.policy';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT';
 
@@ -25,6 +30,8 @@ export interface CallSpec<T> {
   method: HttpMethod;
   /** API path below `{base_url}`; for presigned PUTs a label only. */
   path: string;
+  /** The endpoint the rate limiter counts (default `path`), e.g. a list's next page. */
+  rateLimitKey?: string;
   query?: Record<string, string | number | boolean | undefined>;
   json?: unknown;
   form?: Record<string, string>;
@@ -86,6 +93,9 @@ function describeNetworkError(error: unknown): string {
   const name = (error as { name?: unknown })?.name;
   return `network error ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'unknown'}`;
 }
+
+/** Largest error body parsed (the `files` list of an `invalid_study` answer is kept whole up to this). */
+export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
 /** Largest upstream answer read into memory. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
@@ -205,7 +215,7 @@ export class UpstreamHttp {
           if (!this.tokenSource) throw new Error('no token source configured');
           token = await this.tokenSource.get();
         }
-        if (isApi) await this.deps.rateLimiter.acquire(spec.path);
+        if (isApi) await this.deps.rateLimiter.acquire(spec.rateLimitKey ?? spec.path);
         response = await this.send(spec, token, record);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;
@@ -266,11 +276,18 @@ export class UpstreamHttp {
         continue;
       }
       const body = parseErrorBody(response);
+      const files = extractFileProblems(body);
       throw new ImagingClientError(
         codeForStatus(response.status),
         spec.operation,
         `upstream answered ${response.status}${describeErrorBody(body)}`,
-        { status: response.status, upstreamError: body, attempts: record.attempts },
+        {
+          status: response.status,
+          upstreamError: body,
+          fileProblems: files?.problems,
+          fileProblemsTotal: files?.total,
+          attempts: record.attempts,
+        },
       );
     }
   }
@@ -386,6 +403,9 @@ export class UpstreamHttp {
       );
       // The URL is the credential (contract, Authentication 4): nothing else is sent.
       delete headers.authorization;
+      // A Content-Type only where the signature covers one (X-Amz-/X-Goog-SignedHeaders):
+      // any header the signer did not sign may make storage refuse the signature.
+      if (!presignedUrlSignsContentType(url)) delete headers['content-type'];
     } else {
       const target = new URL(this.config.baseUrl + spec.path);
       for (const [key, value] of Object.entries(spec.query ?? {})) {
@@ -465,7 +485,10 @@ export function isRetirementBody(response: UpstreamResponse): boolean {
 /** The error body the assumptions page describes (`{error, message}`), or whatever text came. */
 export function parseErrorBody(response: UpstreamResponse): Record<string, unknown> | undefined {
   if (response.body.length === 0) return undefined;
-  const text = response.body.subarray(0, 4096).toString('utf8');
+  // Read whole up to MAX_ERROR_BODY_BYTES: an `invalid_study` answer lists every bad file
+  // (contract, Rules 3), far more than a few KB for a large study. A longer answer is not
+  // JSON once cut, so it is kept as (sanitised, shortened) text.
+  const text = response.body.subarray(0, MAX_ERROR_BODY_BYTES).toString('utf8');
   try {
     const parsed: unknown = JSON.parse(text);
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))

@@ -77,7 +77,8 @@ export const listOrdersSchema = z.looseObject({
     z.looseObject({
       order_id: z.string().min(1),
       study_uid: nullableString,
-      status: upstreamStatusSchema,
+      // Any value: one the contract does not name is set apart by the client, not fatal.
+      status: z.string().min(1),
       created_at: nullableString,
       updated_at: nullableString,
       batch_id: nullableString,

@@ -23,6 +23,9 @@ const SEX: Record<AdministrativeSex, string> = {
 export const SANDBOX_OUTCOMES = [
   'delivered',
   'qc_failed',
+  'qc_bypass_refused',
+  'invalid_study',
+  'unknown_status',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -23,6 +23,7 @@ import type { OrderEvents, QcBypassDecision, StoredDocument } from './order-even
 import { OrderLifecycleError } from './order-lifecycle.error';
 import { budgetDeferrals, orderAlerts } from './order-metrics';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from './order-transitions';
+import { describeRefusal, upstreamRefusalView } from './upstream-refusal';
 
 /** Jobs of the lifecycle beyond the three the intake enqueues (ORDER_JOBS). */
 export const LIFECYCLE_JOBS = {
@@ -438,10 +439,22 @@ export class OrderLifecycleService {
           // upstream refuses a second upload (409) and has left PENDING. Nothing is lost.
           result = { mode: 'single', sizeBytes: 0, partCount: 0, resumedParts: 0 };
         } else {
+          // Every refused file with its reason (contract, Rules 3), masked, on the timeline.
+          const refusal = upstreamRefusalView(error);
+          await writeAuditEvents(dataSource.manager, [
+            {
+              kind: 'upstream.refused',
+              orderId,
+              severity: 'error',
+              actor: 'adapter',
+              summary: `the upload was refused: ${describeRefusal(refusal, describe(error))}`,
+              detail: { action: 'upload', upstreamOrderId: claimed.upstream_order_id, refusal },
+            },
+          ]);
           await this.endLocally(
             orderId,
             'failed',
-            `the upload was refused: ${describe(error)}`,
+            `the upload was refused: ${describeRefusal(refusal, describe(error))}`,
             'upload-refused',
           );
           return;
@@ -1045,11 +1058,31 @@ export class OrderLifecycleService {
           upstream: errorCode(error),
         });
       }
-      throw new OrderLifecycleError(
-        'upstream_refused',
-        `the upstream refused: ${describe(error)}`,
-        { upstream: errorCode(error) },
-      );
+      // The analyst sees why on the order's timeline; the order stays as it was (a QC
+      // rejection on hold is never a result: docs/upstream-assumptions.md, QC bypass refused).
+      const refusal = upstreamRefusalView(error);
+      const why = describeRefusal(refusal, describe(error));
+      await writeAuditEvents(dataSource.manager, [
+        {
+          kind: 'upstream.refused',
+          orderId,
+          severity: 'warning',
+          actor: decision.actor,
+          summary: decision.withdraw
+            ? `withdrawal of the QC bypass request refused by the upstream: ${why}`
+            : `QC bypass requested by ${decision.actor} refused by the upstream: ${why}`,
+          detail: {
+            action: decision.withdraw ? 'qc-bypass-withdraw' : 'qc-bypass',
+            upstreamOrderId: order.upstream_order_id,
+            refusal,
+          },
+        },
+      ]);
+      throw new OrderLifecycleError('upstream_refused', `the upstream refused: ${why}`, {
+        upstream: errorCode(error),
+        upstreamStatus: refusal?.status,
+        upstreamCode: refusal?.upstreamCode,
+      });
     }
     const value: QcBypassDecision = {
       status: decision.withdraw ? 'withdrawn' : 'requested',

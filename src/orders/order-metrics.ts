@@ -39,3 +39,10 @@ export const pollCycleSeconds = new Histogram({
   buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   registers: [metricsRegistry],
 });
+
+/** `/list-orders` entries whose status value the contract does not name (left as they were). */
+export const upstreamUnknownStatus = new Counter({
+  name: 'adapter_upstream_unknown_status_total',
+  help: 'Followed orders listed by GET /list-orders with a status value the contract does not name, per poll cycle',
+  registers: [metricsRegistry],
+});

@@ -7,7 +7,13 @@ import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-clie
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { FOLLOWED_STATES } from '../domain/order-state';
 import type { OrderLifecycleService } from './order-lifecycle.service';
-import { pollCycleCalls, pollCycleFollowed, pollCycleSeconds } from './order-metrics';
+import { writeAuditEvents } from '../audit/audit-writer';
+import {
+  pollCycleCalls,
+  pollCycleFollowed,
+  pollCycleSeconds,
+  upstreamUnknownStatus,
+} from './order-metrics';
 
 export interface PollCycleStats {
   startedAt: string;
@@ -21,6 +27,8 @@ export interface PollCycleStats {
   leftActiveList: number;
   reportsListed: number;
   reportsAcknowledged: number;
+  /** Listed orders whose status value the contract does not name (left as they were). */
+  unknownStatus: number;
 }
 
 /** Upstream report kinds (`GET /reports` entries, docs/upstream-assumptions.md) → our stored document kinds. */
@@ -43,7 +51,8 @@ interface Lease {
  * order costs a call only when it left the active list (`GET /status`, once: it is terminal
  * then) — an unchanged in-flight order costs nothing. Reports whose documents we stored
  * durably are acknowledged with one `POST /reports`. At most 3 calls plus one per changed
- * order, whatever the number of orders in flight.
+ * order, whatever the number of orders in flight — should the upstream page its lists (the
+ * contract does not), plus one call per further page (the client reads every page).
  *
  * One cycle per cluster: the minute tick is a graphile-worker cron item (fired once per
  * cluster), and the cycle additionally claims the `poll_schedule` row (due time with jitter,
@@ -171,11 +180,13 @@ export class OrderPollerService {
     const { dataSource, client, lifecycle, logger } = this.deps;
     const started = Date.now();
     let calls = 0;
-    const active = await client.listOrders();
-    calls++;
-    const reports = await client.pollReports();
-    calls++;
+    // One call per page (one page unless the upstream pages its lists).
+    const { orders: active, unknownStatus, pages } = await client.listActiveOrders();
+    calls += pages;
+    const { reports, pages: reportPages } = await client.pollReportPages();
+    calls += reportPages;
     const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
+    const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
     const followed: Array<{ id: string; upstream_order_id: string; upstream_status: string }> =
       await dataSource.query(
         `SELECT id, upstream_order_id, upstream_status FROM orders
@@ -186,6 +197,12 @@ export class OrderPollerService {
     let left = 0;
     for (const order of followed) {
       if (lease.lost) throw new Error('poll cycle lease lost: another cycle took over');
+      const unknown = unknownById.get(order.upstream_order_id);
+      if (unknown !== undefined) {
+        // Still listed (active), with a value we cannot map: left as it was, flagged once.
+        await this.flagUnknownStatus(order.id, order.upstream_order_id, unknown);
+        continue;
+      }
       const listed = byId.get(order.upstream_order_id);
       let status: UpstreamStatus;
       let qcBypassPossible: boolean;
@@ -239,12 +256,52 @@ export class OrderPollerService {
       leftActiveList: left,
       reportsListed: reports.length,
       reportsAcknowledged: acked,
+      unknownStatus: unknownStatus.length,
     };
     pollCycleCalls.set(calls);
     pollCycleFollowed.set(followed.length);
     pollCycleSeconds.observe(stats.durationMs / 1000);
     logger.info({ poll: stats }, 'upstream poll cycle');
     return stats;
+  }
+
+  /**
+   * An order listed with a status value the contract does not name: the order keeps its state
+   * (no mapping row can say what the value means clinically), and the analyst sees it on the
+   * order's timeline — once per value, not every cycle — with a warning and a metric.
+   */
+  private async flagUnknownStatus(
+    orderId: string,
+    upstreamOrderId: string,
+    status: string,
+  ): Promise<void> {
+    upstreamUnknownStatus.inc();
+    await this.deps.dataSource.transaction(async (manager) => {
+      // One flag per order and value, also when two replicas meet here.
+      await manager.query(`SELECT pg_advisory_xact_lock(hashtext('unknown-status:' || $1))`, [
+        orderId,
+      ]);
+      const seen: unknown[] = await manager.query(
+        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'upstream.unknown-status'
+            AND detail->>'status' = $2 LIMIT 1`,
+        [orderId, status],
+      );
+      if (seen.length > 0) return;
+      this.deps.logger.warn(
+        { orderId, status },
+        'upstream listed an order with an unknown status; the order is left as it was',
+      );
+      await writeAuditEvents(manager, [
+        {
+          kind: 'upstream.unknown-status',
+          orderId,
+          severity: 'warning',
+          actor: 'adapter',
+          summary: `GET /list-orders named status "${status}", which the contract does not know: the order is left as it was until a known status arrives`,
+          detail: { status, upstreamOrderId },
+        },
+      ]);
+    });
   }
 
   /**

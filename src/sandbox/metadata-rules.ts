@@ -6,6 +6,9 @@ export type Metadata = Record<string, MetadataValue>;
 export const SANDBOX_OUTCOMES = [
   'delivered',
   'qc_failed',
+  'qc_bypass_refused',
+  'invalid_study',
+  'unknown_status',
   'failed',
   'preprocessing_failed',
   'in_review',

@@ -15,8 +15,14 @@ import {
   type SandboxOrder,
   type SandboxState,
 } from './sandbox-state';
-import { conflict } from './sandbox.error';
+import { conflict, invalidStudy, SandboxError } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
+
+/**
+ * The status the `unknown_status` outcome shows: not one of the contract's values (a client
+ * must survive a value it does not know). Typed as a status only so it can travel the plan.
+ */
+export const UNNAMED_STATUS = 'VENDOR_REVIEW_HOLD' as UpstreamStatus;
 
 /** `statusDesc` in /recent-activity: the contract's meaning of each status. */
 export const STATUS_DESCRIPTIONS = UPSTREAM_STATUS_MEANINGS;
@@ -73,11 +79,18 @@ export class OrderLifecycle {
       { status: 'QUEUED', afterMs: this.ms(s.received) },
       { status: 'ELIGIBILITY_CHECK_RUNNING', afterMs: this.ms(s.queued) },
     ];
-    if (outcome === 'qc_failed')
+    if (outcome === 'qc_failed' || outcome === 'qc_bypass_refused' || outcome === 'invalid_study')
       return [...head, { status: 'QC_FAILED', afterMs: this.ms(s.eligibility) }];
     const pre: PlannedStep[] = [
       ...head,
-      { status: 'QC_PASSED', afterMs: this.ms(s.eligibility) },
+      ...(outcome === 'unknown_status'
+        ? [
+            // A status value the contract does not name, listed while the order is active, for
+            // as long as a manual review takes; then the order goes on as delivered.
+            { status: UNNAMED_STATUS, afterMs: this.ms(s.eligibility) },
+            { status: 'QC_PASSED' as const, afterMs: this.ms(s.review) },
+          ]
+        : [{ status: 'QC_PASSED' as const, afterMs: this.ms(s.eligibility) }]),
       { status: 'PREPROCESSING', afterMs: this.ms(s.qcPassed) },
     ];
     if (outcome === 'preprocessing_failed') {
@@ -117,6 +130,7 @@ export class OrderLifecycle {
           { status: 'EXPIRED', afterMs: this.ms(s.expiry) },
         ];
       case 'delivered':
+      case 'unknown_status':
         return [...analysis, { status: 'DELIVERED', afterMs: this.ms(s.analysis) }];
       default:
         return outcome satisfies never;
@@ -254,6 +268,16 @@ export class OrderLifecycle {
     const now = this.clock.now();
     const studyUid = intake.studyUid;
     this.checkUploadAllowed(order, studyUid);
+    if (outcomeOf(metadataOf(order)) === 'invalid_study') {
+      // A refusal naming every file (contract, Rules 3), as long as a real study makes it.
+      throw invalidStudy(
+        (intake.files.length > 0 ? intake.files : ['uploaded object']).map((file) => ({
+          file,
+          reason:
+            'incomplete uncompressed pixel data: declared length larger than the bytes present (synthetic sandbox outcome)',
+        })),
+      );
+    }
     const previous = this.overwritable(order, studyUid, now);
     const ownPrevious = order.upload;
     if (previous) await this.discardUpload(previous);
@@ -310,6 +334,16 @@ export class OrderLifecycle {
       throw conflict(
         'qc_bypass_not_allowed',
         `order is ${order.status}${this.isQcFinal(order) ? ' (bypass window closed)' : ''}; a QC bypass needs a bypassable QC_FAILED order`,
+      );
+    }
+    if (outcomeOf(metadataOf(order)) === 'qc_bypass_refused') {
+      // Contract, "Moves": a bypass needs an eligible order, and "manual review restrictions
+      // still apply". This outcome is an order under such a restriction: refused with the
+      // Errors table's 403 (do not retry), nothing recorded.
+      throw new SandboxError(
+        403,
+        'qc_bypass_restricted',
+        'manual review restrictions apply to this order: a QC bypass is not permitted',
       );
     }
     if (order.bypass?.state === 'pending') {
@@ -408,6 +442,7 @@ function mergeInstanceIntakes(intakes: StudyIntake[]): StudyIntake {
     instances: uids.size,
     bytes: intakes.reduce((a, i) => a + i.bytes, 0),
     sopInstanceUids: [...uids],
+    files: intakes.flatMap((i) => i.files),
     acquisition: {
       ...first.acquisition,
       seriesDescriptions: [...new Set(intakes.flatMap((i) => i.acquisition.seriesDescriptions))],

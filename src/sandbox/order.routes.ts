@@ -18,6 +18,8 @@ import {
   applyMetadata,
   createOrder,
   orderIdQuery,
+  pageQuery,
+  paginate,
   studyUidQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
@@ -133,7 +135,8 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       summary:
         "Active orders of the caller's profile (own orders; organization admins: the organization's)",
       permission: 'read',
-      errors: ERR_AUTH,
+      query: pageQuery,
+      errors: [400, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const orders = state
@@ -148,7 +151,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
           updated_at: clock.iso(o.updatedAt),
           batch_id: o.batchId,
         }));
-      sendJson(ctx.res, 200, { orders });
+      sendJson(ctx.res, 200, paginate(svc, ctx, 'orders', orders));
     },
   });
 
@@ -164,6 +167,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
         type: 'object',
         properties: { reason: { type: 'string', maxLength: 1000 }, withdraw: { type: 'boolean' } },
       },
+      // 403 also when manual review restrictions forbid the bypass (qc_bypass_restricted).
       errors: [400, 404, 409, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
@@ -237,7 +241,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
           orderId: o.orderId,
           studyUid: studyUidOf(o),
           status: h.status,
-          statusDesc: STATUS_DESCRIPTIONS[h.status],
+          statusDesc: STATUS_DESCRIPTIONS[h.status] ?? 'status not described',
           failureReason: h.failureReason,
           timestamp: clock.iso(h.at),
         }));

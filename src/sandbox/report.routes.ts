@@ -22,6 +22,8 @@ import {
   oneOf,
   locate,
   visibleReports,
+  pageQuery,
+  paginate,
   requireOwnOrganization,
   orderIdQuery,
   studyUidQuery,
@@ -269,7 +271,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
     doc: {
       summary: 'Reports of the organization not yet acknowledged',
       permission: 'read',
-      query: [{ name: 'organizationId', required: true }],
+      query: [{ name: 'organizationId', required: true }, ...pageQuery],
       errors: [400, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
@@ -294,7 +296,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
             created_at: clock.iso(r.createdAt),
           };
         });
-      sendJson(ctx.res, 200, { reports });
+      sendJson(ctx.res, 200, paginate(svc, ctx, 'reports', reports));
     },
   });
   router.add({

@@ -138,11 +138,76 @@ export function uploadFor(svc: SandboxServices, uploadId: unknown, principal: Pr
   return upload;
 }
 
+/**
+ * Reports `GET /reports` lists and `POST /reports` acknowledges: every report of the caller's
+ * organization (contract: "all reports of the organization not yet retrieved"), or, with
+ * SANDBOX_REPORTS_PER_USER, only those of orders the caller sees (own orders for standard users).
+ */
 export function visibleReports(svc: SandboxServices, principal: Principal) {
-  const visible = new Set(svc.state.visibleOrders(principal).map((o) => o.orderId));
-  return [...svc.state.reports.values()].filter(
-    (r) => r.organizationId === principal.organizationId && visible.has(r.orderId),
+  const inOrganization = [...svc.state.reports.values()].filter(
+    (r) => r.organizationId === principal.organizationId,
   );
+  if (!svc.options.reportsPerUser) return inOrganization;
+  const visible = new Set(svc.state.visibleOrders(principal).map((o) => o.orderId));
+  return inOrganization.filter((r) => visible.has(r.orderId));
+}
+
+const PAGE_PARAMS = ['page_token', 'cursor', 'pageToken'] as const;
+
+/** The page-position parameters of a paged list, for the OpenAPI description. */
+export const pageQuery = PAGE_PARAMS.map((name) => ({
+  name,
+  description: 'next-page position (only when SANDBOX_PAGE_SIZE is set; opaque)',
+}));
+
+/**
+ * One page of a list answer when SANDBOX_PAGE_SIZE is set (an assumption to test clients
+ * against: the contract names no paging). The position is an opaque token; how the next page
+ * is named follows SANDBOX_PAGE_STYLE: `next` (an absolute URL), `links` (`links.next`, a path),
+ * `cursor` (`next_cursor`, sent back as `cursor`), `page-token` (`nextPageToken`, sent back as
+ * `pageToken`). The last page names none.
+ */
+export function paginate<T>(
+  svc: SandboxServices,
+  ctx: RequestContext,
+  key: string,
+  items: T[],
+): Record<string, unknown> {
+  const size = svc.options.pageSize;
+  if (size === null) return { [key]: items };
+  let token: string | null = null;
+  for (const name of PAGE_PARAMS) token ??= ctx.query.get(name);
+  let offset = 0;
+  if (token !== null) {
+    const decoded = /^o(\d{1,9})$/.exec(Buffer.from(token, 'base64url').toString('latin1'));
+    if (!decoded) throw badRequest('invalid_parameter', 'unknown page token');
+    offset = Number(decoded[1]);
+  }
+  const page = items.slice(offset, offset + size);
+  const body: Record<string, unknown> = { [key]: page };
+  if (offset + size >= items.length) return body;
+  const next = Buffer.from(`o${offset + size}`, 'latin1').toString('base64url');
+  const query = new URLSearchParams(ctx.query);
+  for (const name of PAGE_PARAMS) query.delete(name);
+  switch (svc.options.pageStyle) {
+    case 'next':
+      query.set('page_token', next);
+      body.next = `${svc.origin()}/v1${ctx.path}?${query}`;
+      break;
+    case 'links':
+      query.set('page_token', next);
+      body.links = { next: `/v1${ctx.path}?${query}` };
+      break;
+    case 'cursor':
+      body.next_cursor = next;
+      break;
+    case 'page-token':
+      body.nextPageToken = next;
+      break;
+    default:
+      return svc.options.pageStyle satisfies never;
+  }
+  return body;
 }
 
 export function requireOwnOrganization(ctx: RequestContext, principal: Principal): void {

@@ -17,6 +17,9 @@ describe('parseSandboxEnv', () => {
       rateLimitPerEndpoint: 600,
       rateLimitPerIp: 2000,
       retired: false,
+      // The contract's answers: one list, the whole organization's reports.
+      pageSize: null,
+      reportsPerUser: false,
     });
     expect(d.clients).toEqual([DEFAULT_CLIENT]);
     expect(DEFAULT_CLIENT).toEqual({
@@ -52,6 +55,9 @@ describe('parseSandboxEnv', () => {
       SANDBOX_FAULTS: '{"seed":3,"*":{"error5xx":0.1},"/new-order":{"drop":0.5}}',
       SANDBOX_SIGNING_KEY: 'a-signing-key-of-enough-length',
       SANDBOX_PUBLIC_ORIGIN: 'http://sandbox:8090',
+      SANDBOX_PAGE_SIZE: '25',
+      SANDBOX_PAGE_STYLE: 'cursor',
+      SANDBOX_REPORTS_PER_USER: 'true',
     });
     expect(r.ok).toBe(true);
     if (!r.ok) return;
@@ -76,6 +82,9 @@ describe('parseSandboxEnv', () => {
       migrationGuideUrl: 'https://example.test/migrate',
       faults: { seed: 3, endpoints: { '*': { error5xx: 0.1 }, '/new-order': { drop: 0.5 } } },
       publicOrigin: 'http://sandbox:8090',
+      pageSize: 25,
+      pageStyle: 'cursor',
+      reportsPerUser: true,
     });
     expect(r.options.signingKey?.toString()).toBe('a-signing-key-of-enough-length');
   });
@@ -93,6 +102,9 @@ describe('parseSandboxEnv', () => {
       SANDBOX_FAULTS: '{"*":{"error5xx":2}}',
       SANDBOX_SIGNING_KEY: 'short',
       SANDBOX_PUBLIC_ORIGIN: 'http://sandbox:8090/v1',
+      SANDBOX_PAGE_SIZE: '0',
+      SANDBOX_PAGE_STYLE: 'offset',
+      SANDBOX_REPORTS_PER_USER: 'maybe',
     });
     expect(r.ok).toBe(false);
     if (r.ok) return;
@@ -110,6 +122,9 @@ describe('parseSandboxEnv', () => {
       'SANDBOX_FAULTS',
       'SANDBOX_SIGNING_KEY',
       'SANDBOX_PUBLIC_ORIGIN',
+      'SANDBOX_PAGE_SIZE',
+      'SANDBOX_PAGE_STYLE',
+      'SANDBOX_REPORTS_PER_USER',
     ]);
     expect(r.errors[1]).toMatch(/client_secret/);
     expect(r.errors[2]).toMatch(/role/);

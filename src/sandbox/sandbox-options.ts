@@ -66,7 +66,24 @@ export interface SandboxOptions {
   publicOrigin: string | null;
   /** Log one line per request to stdout (never query strings: presigned URLs are secrets). */
   logRequests: boolean;
+  /**
+   * Entries per page of `GET /list-orders` and `GET /reports` (SANDBOX_PAGE_SIZE); null: one
+   * answer holds everything, as the contract describes. Paging is an assumption to test
+   * clients against, never the contract.
+   */
+  pageSize: number | null;
+  /** How the next page is named (SANDBOX_PAGE_STYLE); see docs/sandbox.md "Paging". */
+  pageStyle: PageStyle;
+  /**
+   * `GET /reports` lists only the reports of the caller's own orders for standard users
+   * (SANDBOX_REPORTS_PER_USER). Off by default: the contract says "all reports of the
+   * organization not yet retrieved".
+   */
+  reportsPerUser: boolean;
 }
+
+export const PAGE_STYLES = ['next', 'links', 'cursor', 'page-token'] as const;
+export type PageStyle = (typeof PAGE_STYLES)[number];
 
 export const DEFAULT_CLIENT: SandboxClient = {
   clientId: 'sandbox-client',
@@ -109,6 +126,9 @@ export function defaultSandboxOptions(): SandboxOptions {
     maxConcurrentUploads: LIMITS.concurrentUploads,
     publicOrigin: null,
     logRequests: false,
+    pageSize: null,
+    pageStyle: 'next',
+    reportsPerUser: false,
   };
 }
 
@@ -342,6 +362,21 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
   if (basic !== undefined) {
     if (basic === 'rfc6749' || basic === 'raw') options.basicAuthEncoding = basic;
     else errors.push(`SANDBOX_BASIC_AUTH_ENCODING: "${basic}" must be rfc6749 or raw`);
+  }
+  const pageSize = get('SANDBOX_PAGE_SIZE');
+  if (pageSize !== undefined)
+    options.pageSize = positiveInt('SANDBOX_PAGE_SIZE', pageSize, errors, 1, 10_000);
+  const pageStyle = get('SANDBOX_PAGE_STYLE');
+  if (pageStyle !== undefined) {
+    if ((PAGE_STYLES as readonly string[]).includes(pageStyle))
+      options.pageStyle = pageStyle as PageStyle;
+    else errors.push(`SANDBOX_PAGE_STYLE: "${pageStyle}" must be one of ${PAGE_STYLES.join(', ')}`);
+  }
+  const perUser = get('SANDBOX_REPORTS_PER_USER');
+  if (perUser !== undefined) {
+    if (perUser !== 'true' && perUser !== 'false')
+      errors.push(`SANDBOX_REPORTS_PER_USER: "${perUser}" must be "true" or "false"`);
+    else options.reportsPerUser = perUser === 'true';
   }
   const log = get('SANDBOX_LOG_REQUESTS');
   if (log !== undefined) {

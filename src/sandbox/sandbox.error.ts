@@ -42,6 +42,7 @@ export type SandboxErrorCode =
   | 'report_not_available'
   | 'qc_round_not_available'
   | 'qc_bypass_not_allowed'
+  | 'qc_bypass_restricted'
   | 'products_mismatch'
   | 'agent_not_registered'
   | 'rate_limited'

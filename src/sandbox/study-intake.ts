@@ -41,6 +41,8 @@ export interface StudyIntake {
   };
   /** SOP Instance UIDs, to merge single instances of one study (legacy /upload). */
   sopInstanceUids: string[];
+  /** The DICOM files read (archive entry paths, or the object's label), as a refusal names them. */
+  files: string[];
 }
 
 async function readFilePrefix(path: string, bytes: number): Promise<Buffer> {
@@ -158,6 +160,7 @@ function summarize(
       ...extra,
     },
     sopInstanceUids: dicoms.infos.map((x) => x.info.sopInstanceUid!).filter(Boolean),
+    files: dicoms.infos.map((x) => x.file),
   };
 }
 

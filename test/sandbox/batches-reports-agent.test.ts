@@ -199,17 +199,103 @@ describe('sandbox: batches, report polling and the Agent', () => {
       expect(badBody.status).toBe(400);
     });
 
-    it('shows standard users only the reports of their own orders', async () => {
+    it("lists the whole organization's unretrieved reports to a standard user too (contract: all reports of the organization)", async () => {
       const userToken = await h.token(USER_A1);
       const own = await processed(h, 'delivered', userToken);
       const adminOrder = await processed(h, 'delivered');
       await h.sandbox.advance(MINUTE);
       const reports = (
         await h.call('GET', '/reports', { token: userToken, query: { organizationId: 'org-a' } })
-      ).json.reports as { order_id: string }[];
-      expect(reports.map((r) => r.order_id)).toContain(own);
-      expect(reports.map((r) => r.order_id)).not.toContain(adminOrder);
+      ).json.reports as { report_id: string; order_id: string }[];
+      expect(reports.map((r) => r.order_id)).toEqual(expect.arrayContaining([own, adminOrder]));
+      // …and may acknowledge any of them.
+      const ack = await h.call('POST', '/reports', {
+        token: userToken,
+        query: { organizationId: 'org-a' },
+        json: {
+          report_ids: reports.filter((r) => r.order_id === adminOrder).map((r) => r.report_id),
+        },
+      });
+      expect(ack.json).toMatchObject({ acknowledged: 1, unknown: [] });
     });
+
+    it('SANDBOX_REPORTS_PER_USER: standard users see only the reports of their own orders', async () => {
+      const perUser = await startHarness({ reportsPerUser: true });
+      try {
+        const userToken = await perUser.token(USER_A1);
+        const own = await processed(perUser, 'delivered', userToken);
+        const adminOrder = await processed(perUser, 'delivered');
+        await perUser.sandbox.advance(MINUTE);
+        const reports = (
+          await perUser.call('GET', '/reports', {
+            token: userToken,
+            query: { organizationId: 'org-a' },
+          })
+        ).json.reports as { order_id: string }[];
+        expect(reports.map((r) => r.order_id)).toContain(own);
+        expect(reports.map((r) => r.order_id)).not.toContain(adminOrder);
+        const admin = (
+          await perUser.call('GET', '/reports', {
+            token: await perUser.token(),
+            query: { organizationId: 'org-a' },
+          })
+        ).json.reports as { order_id: string }[];
+        expect(admin.map((r) => r.order_id)).toEqual(expect.arrayContaining([own, adminOrder]));
+      } finally {
+        await perUser.close();
+      }
+    });
+
+    it.each(['next', 'links', 'cursor', 'page-token'] as const)(
+      'SANDBOX_PAGE_SIZE with page style %s: /list-orders and /reports come in pages that together hold everything',
+      async (pageStyle) => {
+        const paged = await startHarness({ pageSize: 2, pageStyle });
+        try {
+          const token = await paged.token();
+          const ids: string[] = [];
+          for (let i = 0; i < 5; i++) ids.push(await processed(paged, 'qc_failed', token));
+          await paged.sandbox.advance(MINUTE);
+          const follow = async (path: string, key: string, query: Record<string, string>) => {
+            const seen: string[] = [];
+            let q: Record<string, string> = { ...query };
+            let url = path;
+            for (let pages = 1; ; pages++) {
+              const r = await paged.call('GET', url, { token, query: q });
+              expect(r.status).toBe(200);
+              const items = r.json[key] as { order_id: string }[];
+              expect(items.length).toBeLessThanOrEqual(2);
+              seen.push(...items.map((x) => x.order_id));
+              const body = r.json as Record<string, unknown>;
+              if (pageStyle === 'next' && typeof body.next === 'string') {
+                expect(body.next.startsWith(paged.sandbox.baseUrl)).toBe(true);
+                url = body.next;
+                q = {};
+              } else if (pageStyle === 'links' && (body.links as { next?: string })?.next) {
+                url = (body.links as { next: string }).next.replace(/^\/v1/, '');
+                q = {};
+              } else if (pageStyle === 'cursor' && typeof body.next_cursor === 'string') {
+                q = { ...query, cursor: body.next_cursor };
+              } else if (pageStyle === 'page-token' && typeof body.nextPageToken === 'string') {
+                q = { ...query, pageToken: body.nextPageToken };
+              } else return { seen, pages };
+            }
+          };
+          const orders = await follow('/list-orders', 'orders', {});
+          expect(orders.pages).toBe(3);
+          expect(orders.seen.sort()).toEqual([...ids].sort());
+          const reports = await follow('/reports', 'reports', { organizationId: 'org-a' });
+          expect(reports.pages).toBe(3);
+          expect(reports.seen.sort()).toEqual([...ids].sort());
+          const bad = await paged.call('GET', '/list-orders', {
+            token,
+            query: { cursor: 'not-a-token' },
+          });
+          expect(bad.status).toBe(400);
+        } finally {
+          await paged.close();
+        }
+      },
+    );
   });
 
   describe('Agent', () => {

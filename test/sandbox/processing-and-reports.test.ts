@@ -1,4 +1,4 @@
-import { createMrBrainSeries } from '../helpers/dicom-factory';
+import { createMrBrainSeries, zipStudy } from '../helpers/dicom-factory';
 import {
   MINUTE,
   SECOND,
@@ -6,6 +6,8 @@ import {
   assertValidPng,
   historyOf,
   newOrder,
+  putObject,
+  singlePutUrl,
   startHarness,
   statusOf,
   uploadSingle,
@@ -324,6 +326,74 @@ describe('sandbox: simulated processing, outcomes and reports', () => {
       json: { withdraw: true },
     });
     expect(late.status).toBe(409);
+  });
+
+  it('qc_bypass_refused: QC_FAILED like qc_failed, but the bypass is refused 403 qc_bypass_restricted and nothing is recorded', async () => {
+    const id = await processed(h, 'qc_bypass_refused');
+    await h.sandbox.advance(MINUTE);
+    expect(await statusOf(h, id)).toBe('QC_FAILED');
+    const refused = await h.call('PATCH', '/qc-bypass', {
+      token: t,
+      query: { order_id: id },
+      json: { reason: 'please bypass' },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.json).toMatchObject({
+      error: 'qc_bypass_restricted',
+      message: expect.stringMatching(/manual review restrictions/),
+    });
+    await h.sandbox.advance(MINUTE);
+    expect(await statusOf(h, id)).toBe('QC_FAILED');
+    // Nothing pending: there is nothing to withdraw either.
+    const withdraw = await h.call('PATCH', '/qc-bypass', {
+      token: t,
+      query: { order_id: id },
+      json: { withdraw: true },
+    });
+    expect(withdraw.status).toBe(409);
+    // Still bypassable in time (listed as active); only the bypass itself is forbidden.
+    const list = (await h.call('GET', '/list-orders', { token: t })).json.orders as {
+      order_id: string;
+    }[];
+    expect(list.map((o) => o.order_id)).toContain(id);
+  });
+
+  it('invalid_study: the completed upload is refused 400 invalid_study naming every file, and the order stays PENDING', async () => {
+    const id = await newOrder(h, { sandbox_outcome: 'invalid_study', patient_id: 'SBX-INV' });
+    const zip = await zipStudy(createMrBrainSeries({ series: { slices: 3 } }));
+    const r = await putObject(await singlePutUrl(h, id), zip);
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('invalid_study');
+    const files = r.json.files as { file: string; reason: string }[];
+    expect(new Set(files.map((f) => f.file)).size).toBe(3);
+    expect(files.every((f) => /^DICOM\/S\w+\/IM000[123]\.dcm$/.test(f.file))).toBe(true);
+    expect(files).toHaveLength(3);
+    expect(files.every((f) => /incomplete uncompressed pixel data/.test(f.reason))).toBe(true);
+    expect(await statusOf(h, id)).toBe('PENDING');
+  });
+
+  it('unknown_status: an active order shows a status value the contract does not name, then goes on to DELIVERED', async () => {
+    const id = await processed(h, 'unknown_status');
+    const seen: string[] = [];
+    for (let i = 0; i < 40 && seen.at(-1) !== 'DELIVERED'; i++) {
+      await h.sandbox.advance(1 * SECOND);
+      const listed = (
+        (await h.call('GET', '/list-orders', { token: t })).json.orders as {
+          order_id: string;
+          status: string;
+        }[]
+      ).find((o) => o.order_id === id);
+      const s = listed?.status ?? (await statusOf(h, id));
+      if (s !== seen.at(-1)) seen.push(s);
+    }
+    expect(seen).toContain('VENDOR_REVIEW_HOLD');
+    expect(seen.slice(seen.indexOf('VENDOR_REVIEW_HOLD'))).toEqual([
+      'VENDOR_REVIEW_HOLD',
+      'QC_PASSED',
+      'PREPROCESSING',
+      'ANALYSIS_RUNNING',
+      'DELIVERED',
+    ]);
   });
 
   it('refuses a bad bypass body and a bypass of an order that did not fail QC', async () => {

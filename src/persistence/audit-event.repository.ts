@@ -49,13 +49,28 @@ export async function writeAuditEvents(
   );
 }
 
-/** Retention of audit_events (the nightly prune): ids grow with time (identity). */
+/**
+ * Audit events outside a caller's transaction: upstream calls' events, and retention (the
+ * nightly prune; ids grow with time, identity).
+ */
 export class AuditEventRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   /** Writes events on the given transaction, or on their own when none is given. */
   async write(events: readonly AuditEventInput[], manager?: EntityManager): Promise<void> {
     await writeAuditEvents(manager ?? this.dataSource.manager, events);
+  }
+
+  /**
+   * Our order for an upstream order id (an upstream call's event belongs to our order, so
+   * that it shows in the order's timeline), if we know it.
+   */
+  async orderIdOfUpstreamOrder(upstreamOrderId: string): Promise<string | null> {
+    const rows: Array<{ id: string }> = await this.dataSource.query(
+      `SELECT id FROM orders WHERE upstream_order_id = $1`,
+      [upstreamOrderId],
+    );
+    return rows[0]?.id ?? null;
   }
 
   /** The newest id of an event that occurred before the cutoff (occurred_at index), if any. */

@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import type { Queryable } from './queryable';
 import { TERMINAL_ORDER_STATES } from '../domain/order-state';
-import type { InstanceHeader } from '../studies/dicom-instance.validator';
+import type { InstanceHeader } from '../domain/dicom-instance';
 
 /** SQL for pushed instances (study_instances) and per-order acquisitions (study_acquisitions). */
 

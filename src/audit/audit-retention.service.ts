@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
-import { AuditSessionStore } from '../auth/audit-session.store';
+import { AuditEventRepository } from '../persistence/audit-event.repository';
+import { AuditSessionRepository } from '../persistence/audit-session.repository';
 
 export const AUDIT_PRUNE_TASK = 'audit.prune';
 /** Nightly, once per cluster (graphile-worker records the fired slot). */
@@ -27,30 +28,19 @@ export class AuditRetentionService {
 
   async prune(now: Date = new Date()): Promise<PruneResult> {
     const cutoff = new Date(now.getTime() - this.retentionDays * 86_400_000);
-    const top: Array<{ id: string | null }> = await this.dataSource.query(
-      `SELECT max(id)::text AS id FROM audit_events WHERE occurred_at < $1`,
-      [cutoff],
-    );
+    const events = new AuditEventRepository(this.dataSource);
     let deleted = 0;
     let batches = 0;
-    const maxId = top[0]?.id;
+    const maxId = await events.newestIdBefore(cutoff);
     if (maxId) {
       for (;;) {
-        const rows: Array<{ n: number }> = await this.dataSource.query(
-          `WITH gone AS (
-             DELETE FROM audit_events WHERE id IN (
-               SELECT id FROM audit_events WHERE id <= $1::bigint AND occurred_at < $2 ORDER BY id LIMIT ${this.batchSize})
-             RETURNING 1)
-           SELECT count(*)::int AS n FROM gone`,
-          [maxId, cutoff],
-        );
-        const n = rows[0]?.n ?? 0;
+        const n = await events.deleteBatch(maxId, cutoff, this.batchSize);
         deleted += n;
         batches += 1;
         if (n < this.batchSize) break;
       }
     }
-    const sessionsDeleted = await new AuditSessionStore(this.dataSource).pruneExpired();
+    const sessionsDeleted = await new AuditSessionRepository(this.dataSource).pruneExpired();
     return { deleted, batches, cutoff: cutoff.toISOString(), sessionsDeleted };
   }
 }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import type { Role } from '../config/app-config';
+import { AuditSessionRepository } from '../persistence/audit-session.repository';
 
 /** Cookie of the audit page's browser session (HttpOnly, SameSite=Strict, Path=/audit). */
 export const AUDIT_SESSION_COOKIE = 'audit_session';
@@ -22,27 +23,23 @@ export interface AuditSession {
  * actor and a CSRF token for the page's forms.
  */
 export class AuditSessionStore {
-  constructor(private readonly dataSource: DataSource) {}
+  private readonly sessions: AuditSessionRepository;
+
+  constructor(dataSource: DataSource) {
+    this.sessions = new AuditSessionRepository(dataSource);
+  }
 
   async create(role: Role, actor: string): Promise<{ id: string; session: AuditSession }> {
     const id = randomBytes(32).toString('base64url');
     const csrfToken = randomBytes(24).toString('base64url');
     const expiresAt = new Date(Date.now() + AUDIT_SESSION_TTL_SECONDS * 1000);
-    await this.dataSource.query(
-      `INSERT INTO audit_sessions (id_hash, role, actor, csrf_token, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-      [hashId(id), role, actor, csrfToken, expiresAt],
-    );
+    await this.sessions.insert({ idHash: hashId(id), role, actor, csrfToken, expiresAt });
     return { id, session: { role, actor, csrfToken, expiresAt } };
   }
 
   async find(id: string): Promise<AuditSession | undefined> {
     if (!/^[\w-]{20,100}$/.test(id)) return undefined;
-    const rows: Array<{ role: Role; actor: string; csrf_token: string; expires_at: Date }> =
-      await this.dataSource.query(
-        `SELECT role, actor, csrf_token, expires_at FROM audit_sessions WHERE id_hash = $1 AND expires_at > now()`,
-        [hashId(id)],
-      );
-    const row = rows[0];
+    const row = await this.sessions.findLive(hashId(id));
     if (!row) return undefined;
     return {
       role: row.role,
@@ -53,16 +50,12 @@ export class AuditSessionStore {
   }
 
   async delete(id: string): Promise<void> {
-    await this.dataSource.query(`DELETE FROM audit_sessions WHERE id_hash = $1`, [hashId(id)]);
+    await this.sessions.delete(hashId(id));
   }
 
   /** Removes expired sessions (run by the audit retention job). */
   async pruneExpired(): Promise<number> {
-    const rows: Array<{ n: number }> = await this.dataSource.query(
-      `WITH gone AS (DELETE FROM audit_sessions WHERE expires_at <= now() RETURNING 1)
-       SELECT count(*)::int AS n FROM gone`,
-    );
-    return rows[0]?.n ?? 0;
+    return this.sessions.pruneExpired();
   }
 }
 

@@ -5,16 +5,21 @@ import type { DataSource } from 'typeorm';
 import { Public, Roles } from '../auth/auth.decorators';
 import { DATA_SOURCE } from '../common/tokens';
 import { metricsRegistry } from '../observability/metrics';
+import { DatabaseHealthRepository } from '../persistence/database-health.repository';
 import { UPSTREAM_PROBE } from './health.tokens';
 import type { UpstreamProbe } from '../domain/upstream-probe.port';
 
 @ApiTags('operations')
 @Controller()
 export class HealthController {
+  private readonly database: DatabaseHealthRepository;
+
   constructor(
-    @Inject(DATA_SOURCE) private readonly dataSource: DataSource,
+    @Inject(DATA_SOURCE) dataSource: DataSource,
     @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
-  ) {}
+  ) {
+    this.database = new DatabaseHealthRepository(dataSource);
+  }
 
   /** Liveness and readiness in one: 200 when the database answers, 503 otherwise. */
   @Public()
@@ -24,7 +29,7 @@ export class HealthController {
     let database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
     try {
       await Promise.race([
-        this.dataSource.query('SELECT 1'),
+        this.database.ping(),
         new Promise((_, reject) =>
           setTimeout(() => reject(new Error('timed out after 3 s')), 3000).unref(),
         ),

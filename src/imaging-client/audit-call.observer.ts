@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { writeAuditEvents } from '../audit/audit-writer';
+import { AuditEventRepository } from '../persistence/audit-event.repository';
 import type { CallObserver, CallRecord, ClientLogger } from './ports';
 
 /**
@@ -10,11 +10,14 @@ import type { CallObserver, CallRecord, ClientLogger } from './ports';
  */
 export class AuditCallObserver implements CallObserver {
   private pending = new Set<Promise<void>>();
+  private readonly events: AuditEventRepository;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly logger: ClientLogger,
-  ) {}
+  ) {
+    this.events = new AuditEventRepository(dataSource);
+  }
 
   onCall(record: CallRecord): void {
     if (!this.dataSource.isInitialized) return;
@@ -33,14 +36,8 @@ export class AuditCallObserver implements CallObserver {
     // The call names the upstream order; the event belongs to our order, so that it shows
     // in the order's timeline on the audit page.
     let orderId: string | null = null;
-    if (record.orderId) {
-      const rows: Array<{ id: string }> = await this.dataSource.query(
-        `SELECT id FROM orders WHERE upstream_order_id = $1`,
-        [record.orderId],
-      );
-      orderId = rows[0]?.id ?? null;
-    }
-    await writeAuditEvents(this.dataSource.manager, [
+    if (record.orderId) orderId = await this.events.orderIdOfUpstreamOrder(record.orderId);
+    await this.events.write([
       {
         kind: 'upstream.call',
         orderId,

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { RateLimitRepository } from '../persistence/rate-limit.repository';
 import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from './imaging-client.config';
 import { systemClock, type Clock, type RateLimiter } from './ports';
 
@@ -17,8 +18,10 @@ const BUCKET_MS = 1_000;
  * only clock, so replicas' clock skew does not matter. See docs/imaging-client.md.
  */
 export class PgRateLimiter implements RateLimiter {
+  private readonly buckets: RateLimitRepository;
+
   constructor(
-    private readonly dataSource: DataSource,
+    dataSource: DataSource,
     private readonly options: {
       limits?: RateLimitConfig;
       /** Names the shared egress (budget owner); replicas with the same scope share one budget. */
@@ -30,30 +33,19 @@ export class PgRateLimiter implements RateLimiter {
        */
       onWait?: (endpoint: string, waitMs: number) => void;
     },
-  ) {}
+  ) {
+    this.buckets = new RateLimitRepository(dataSource);
+  }
 
   /** The wait `imaging_rate_limit_acquire` would answer now, read without counting a call. */
   async waitMs(endpoint: string): Promise<number> {
     const limits = this.options.limits ?? DEFAULT_RATE_LIMITS;
-    const rows: Array<{ wait_ms: string | number | null }> = await this.dataSource.query(
-      `WITH clock AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms),
-            used AS (
-              SELECT b.key, sum(b.count) AS used, min(b.bucket_start_ms) AS oldest
-                FROM imaging_rate_limit_buckets b, clock
-               WHERE b.key = ANY ($1::text[])
-                 AND b.bucket_start_ms >= clock.now_ms - clock.now_ms % $4 - $3
-               GROUP BY b.key)
-       SELECT max(greatest(used.oldest + $3 + $4 - clock.now_ms, 1)) AS wait_ms
-         FROM unnest($1::text[], $2::integer[]) AS l(key, cap)
-         JOIN used ON used.key = l.key AND used.used >= l.cap, clock`,
-      [
-        this.keys(endpoint),
-        [limits.totalPerMinute, limits.perEndpointPerMinute],
-        WINDOW_MS,
-        BUCKET_MS,
-      ],
-    );
-    return Number(rows[0]?.wait_ms ?? 0);
+    return this.buckets.peekWaitMs({
+      keys: this.keys(endpoint),
+      caps: [limits.totalPerMinute, limits.perEndpointPerMinute],
+      windowMs: WINDOW_MS,
+      bucketMs: BUCKET_MS,
+    });
   }
 
   private keys(endpoint: string): string[] {
@@ -66,11 +58,12 @@ export class PgRateLimiter implements RateLimiter {
     const keys = this.keys(endpoint);
     const caps = [limits.totalPerMinute, limits.perEndpointPerMinute];
     for (;;) {
-      const rows: Array<{ wait_ms: string | number }> = await this.dataSource.query(
-        'SELECT imaging_rate_limit_acquire($1::text[], $2::integer[], $3, $4) AS wait_ms',
-        [keys, caps, WINDOW_MS, BUCKET_MS],
-      );
-      const wait = Number(rows[0]?.wait_ms ?? 0);
+      const wait = await this.buckets.tryAcquire({
+        keys,
+        caps,
+        windowMs: WINDOW_MS,
+        bucketMs: BUCKET_MS,
+      });
       if (wait <= 0) return;
       // A little jitter so replicas that waited for the same bucket do not all return at once.
       const delay = wait + Math.floor(Math.random() * 50);

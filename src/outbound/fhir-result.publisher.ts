@@ -10,6 +10,7 @@ import {
   reportIdentifier,
   taskIdentifier,
 } from '../mappings/fhir-result.mapping';
+import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
 import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
@@ -31,7 +32,7 @@ function loadFhirKit(): FhirKitModule {
   }
 }
 
-/** Bearer tokens from SMART Backend Services (src/inbound-fhir/smart-backend.auth.ts). */
+/** Bearer tokens from SMART Backend Services (src/fhir/smart-backend.auth.ts). */
 export interface FhirTokenSource {
   token(): Promise<string>;
   invalidate(): void;
@@ -166,13 +167,7 @@ export class FhirResultPublisher implements Publisher {
     if (!dataSource || !id || !row.terminal) return;
     // R4 request-status: completed when results exist, revoked for a no-result end.
     const status = row.report === 'final' ? 'completed' : 'revoked';
-    await dataSource.query(
-      `UPDATE fhir_resources
-          SET resource = jsonb_set(resource, '{status}', to_jsonb($2::text)),
-              version_id = version_id + 1, last_updated = now()
-        WHERE resource_type = 'ServiceRequest' AND id = $1 AND resource->>'status' IS DISTINCT FROM $2`,
-      [id, status],
-    );
+    await new PublicationRepository(dataSource).setServiceRequestStatus(id, status);
   }
 
   async close(): Promise<void> {}

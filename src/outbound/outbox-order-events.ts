@@ -18,6 +18,8 @@ import type {
   QcBypassDecision,
   StoredDocument,
 } from '../orders/order-events';
+import { type NewOutboxEntry, OutboxRepository } from '../persistence/outbox.repository';
+import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS, type Destination, type OutboundSettings } from './outbound.settings';
 
 /** What an outbox row carries: enough to render the document at delivery time. */
@@ -82,11 +84,10 @@ export class OutboxOrderEvents implements OrderEvents {
   ): Promise<void> {
     if (!isUpstreamStatus(stored.upstreamStatus)) return;
     // QC_FAILED documents belong to the bypassable or the final row: the order's state says which.
-    const rows: Array<{ state: string; qc_bypass: QcBypassDecision | null }> = await manager.query(
-      `SELECT state, qc_bypass FROM orders WHERE id = $1`,
-      [stored.order.id],
+    const current = await new PublicationRepository(manager).orderState<QcBypassDecision>(
+      stored.order.id,
     );
-    const state = rows[0]?.state ?? stored.order.state;
+    const state = current?.state ?? stored.order.state;
     const row = applyOverride(
       statusRow(stored.upstreamStatus, {
         qcBypassPossible: state === 'qc-hold',
@@ -99,7 +100,7 @@ export class OutboxOrderEvents implements OrderEvents {
     await this.write(manager, stored.order, row, docs, {
       upstreamStatus: stored.upstreamStatus,
       mappingVersion: STATUS_MAPPING_VERSION,
-      qcBypass: rows[0]?.qc_bypass ?? null,
+      qcBypass: current?.qc_bypass ?? null,
       documentIds: stored.documents.map((d) => d.id).sort(),
     });
   }
@@ -141,19 +142,13 @@ export class OutboxOrderEvents implements OrderEvents {
     );
     if (wanted.length === 0) return;
     // How many result publications this order had: a later one is a correction.
-    const counts: Array<{ kind: string; n: number; results: number }> = await manager.query(
-      `SELECT kind, count(*)::int AS n,
-              count(*) FILTER (WHERE kind NOT IN ('fhir-task', 'hl7-orm-status')
-                                AND payload->'row'->>'report' IN ('final', 'corrected'))::int AS results
-         FROM outbox WHERE order_id = $1 GROUP BY kind`,
-      [order.id],
-    );
+    const outbox = new OutboxRepository(manager);
+    const counts = await outbox.countByKind(order.id);
     const countOf = (kind: string) => counts.find((c) => c.kind === kind)?.n ?? 0;
     const isResult = row.report === 'final' || row.report === 'corrected';
     const revision = isResult ? Math.max(0, ...counts.map((c) => c.results)) : 0;
     const statusAt = new Date().toISOString();
-    const values: unknown[] = [];
-    const tuples: string[] = [];
+    const entries: NewOutboxEntry[] = [];
     for (const doc of wanted) {
       const kind = doc;
       const payload: OutboxPayload = {
@@ -170,21 +165,15 @@ export class OutboxOrderEvents implements OrderEvents {
       };
       const discriminator =
         extra.documentIds.length > 0 ? `d${extra.documentIds.join('.')}` : `s${countOf(kind)}`;
-      const i = values.length;
-      tuples.push(`($${i + 1}::uuid, $${i + 2}, $${i + 3}, $${i + 4}, $${i + 5}::jsonb)`);
-      values.push(
-        order.id,
-        destinationOf(doc),
+      entries.push({
+        orderId: order.id,
+        destination: destinationOf(doc),
         kind,
-        `${kind}:${order.id}:${row.key}:${discriminator}`,
-        JSON.stringify(payload),
-      );
+        dedupeKey: `${kind}:${order.id}:${row.key}:${discriminator}`,
+        payload,
+      });
     }
-    await manager.query(
-      `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload) VALUES ${tuples.join(', ')}
-       ON CONFLICT (destination, dedupe_key) DO NOTHING`,
-      values,
-    );
+    await outbox.insert(entries);
     this.onWritten();
   }
 }

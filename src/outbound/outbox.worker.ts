@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
-import { writeAuditEvents } from '../audit/audit-writer';
+import { writeAuditEvents } from '../persistence/audit-event.repository';
+import { type ClaimedOutboxRow, OutboxRepository } from '../persistence/outbox.repository';
+import { PublicationRepository } from '../persistence/publication.repository';
 import { isDatabaseUnavailable } from '../common/database-unavailable';
 import { OutboundError } from './outbound.error';
 import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
@@ -32,15 +34,7 @@ export const OUTBOX_CLAIM_LEASE_MS = 30_000;
 /** A late record is not tried this close to the end of our lease (at most a third of it). */
 const RECORD_LEASE_MARGIN_MS = 10_000;
 
-interface ClaimedRow {
-  id: string;
-  order_id: string | null;
-  destination: Destination;
-  kind: string;
-  payload: OutboxPayload;
-  attempts: number;
-  created_at: Date;
-}
+type ClaimedRow = ClaimedOutboxRow<OutboxPayload> & { destination: Destination };
 
 /**
  * Drains the outbox: one claim loop per destination in every replica. A claim takes, per
@@ -62,8 +56,13 @@ export class OutboxWorker {
   private readonly leasedAt = new Map<string, number>();
   private renewTimer?: NodeJS.Timeout;
   private renewing?: Promise<void>;
+  private readonly outbox: OutboxRepository;
+  private readonly publications: PublicationRepository;
 
-  constructor(private readonly options: OutboxWorkerOptions) {}
+  constructor(private readonly options: OutboxWorkerOptions) {
+    this.outbox = new OutboxRepository(options.dataSource);
+    this.publications = new PublicationRepository(options.dataSource);
+  }
 
   private get leaseMs(): number {
     return this.options.leaseMs ?? OUTBOX_CLAIM_LEASE_MS;
@@ -179,15 +178,8 @@ export class OutboxWorker {
     const ids = [...this.leasedAt.keys()];
     const startedAt = performance.now();
     try {
-      const renewed: Array<{ id: string }> = await this.options.dataSource.query(
-        `WITH r AS (
-           UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond'
-            WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND status = 'pending'
-           RETURNING id)
-         SELECT id::text FROM r`,
-        [ids, this.workerId, this.leaseMs],
-      );
-      for (const { id } of renewed) if (this.leasedAt.has(id)) this.leasedAt.set(id, startedAt);
+      const renewed = await this.outbox.renewLeases(ids, this.workerId, this.leaseMs);
+      for (const id of renewed) if (this.leasedAt.has(id)) this.leasedAt.set(id, startedAt);
     } catch (error) {
       this.options.logger.warn(
         { rows: ids.length, err: (error as Error).message },
@@ -211,15 +203,9 @@ export class OutboxWorker {
    */
   private async releaseLostClaims(destination: Destination): Promise<boolean> {
     try {
-      const released: Array<{ id: string }> = await this.options.dataSource.query(
-        `WITH r AS (
-           UPDATE outbox SET next_attempt_at = now(), claimed_by = NULL, updated_at = now()
-            WHERE destination = $1 AND status = 'pending' AND claimed_by = $2
-              AND NOT (id = ANY($3::bigint[]))
-           RETURNING id)
-         SELECT id::text FROM r`,
-        [destination, this.workerId, [...this.leasedAt.keys()]],
-      );
+      const released = await this.outbox.releaseClaims(destination, this.workerId, [
+        ...this.leasedAt.keys(),
+      ]);
       if (released.length > 0)
         this.options.logger.warn(
           { destination, released: released.length },
@@ -234,26 +220,11 @@ export class OutboxWorker {
   private async claim(destination: Destination, limit: number): Promise<ClaimedRow[]> {
     const leaseMs = this.leaseMs;
     const claimedAt = performance.now();
-    const rows = (await this.options.dataSource.query(
-      `WITH due AS (
-         SELECT o.id FROM outbox o
-          WHERE o.destination = $1 AND o.status = 'pending' AND o.next_attempt_at <= now()
-            AND NOT EXISTS (
-              SELECT 1 FROM outbox e
-               WHERE e.destination = o.destination AND e.order_id = o.order_id
-                 AND e.status = 'pending' AND e.id < o.id)
-          ORDER BY o.id
-          LIMIT $2
-          FOR UPDATE OF o SKIP LOCKED),
-       claimed AS (
-         UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = now(),
-                next_attempt_at = now() + $3::int * interval '1 millisecond', claimed_by = $4
-           FROM due WHERE outbox.id = due.id
-         RETURNING outbox.id::text AS id, outbox.order_id, outbox.destination, outbox.kind,
-                   outbox.payload, outbox.attempts, outbox.created_at)
-       -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
-       SELECT * FROM claimed ORDER BY id::bigint`,
-      [destination, limit, leaseMs, this.workerId],
+    const rows = (await this.outbox.claimDue<OutboxPayload>(
+      destination,
+      limit,
+      leaseMs,
+      this.workerId,
     )) as ClaimedRow[];
     for (const row of rows) this.leasedAt.set(row.id, claimedAt);
     return rows;
@@ -278,11 +249,7 @@ export class OutboxWorker {
           detail: { supersededBy: superseded },
         };
       } else {
-        const loaded = await loadPublication(
-          this.options.dataSource,
-          this.options.settings,
-          row.payload,
-        );
+        const loaded = await loadPublication(this.publications, this.options.settings, row.payload);
         result = await publisher.deliver(
           { id: row.id, kind: row.kind, attempts: row.attempts },
           loaded,
@@ -336,13 +303,12 @@ export class OutboxWorker {
    */
   private async supersededBy(row: ClaimedRow): Promise<string | null> {
     if (row.kind !== 'fhir-task' && row.kind !== 'hl7-orm-status') return null;
-    const later: Array<{ id: string }> = await this.options.dataSource.query(
-      `SELECT id::text AS id FROM outbox
-        WHERE order_id = $1 AND destination = $2 AND kind = $3 AND id > $4::bigint AND status = 'delivered'
-        ORDER BY id DESC LIMIT 1`,
-      [row.order_id, row.destination, row.kind, row.id],
-    );
-    return later[0]?.id ?? null;
+    return this.outbox.deliveredLaterThan({
+      id: row.id,
+      orderId: row.order_id,
+      destination: row.destination,
+      kind: row.kind,
+    });
   }
 
   private async record(row: ClaimedRow, result: DeliveryResult): Promise<void> {
@@ -358,31 +324,15 @@ export class OutboxWorker {
       // Only while the claim is still ours (pending, attempt count as we claimed it): a record
       // tried again after the database came back, or after our lease lapsed and another
       // replica claimed the row, changes nothing and writes no second audit entry.
-      const ours = `id = $1::bigint AND status = 'pending' AND attempts = $2`;
-      let updated: Array<{ id: string }>;
+      let updated: boolean;
       if (outcome === 'delivered') {
-        updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL, claimed_by = NULL
-                        WHERE ${ours} RETURNING id)
-           SELECT id::text FROM u`,
-          [row.id, row.attempts],
-        );
+        updated = await this.outbox.markDelivered(row.id, row.attempts, manager);
       } else if (outcome === 'retry') {
-        updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4, claimed_by = NULL
-                        WHERE ${ours} RETURNING id)
-           SELECT id::text FROM u`,
-          [row.id, row.attempts, delay, reason],
-        );
+        updated = await this.outbox.scheduleRetry(row.id, row.attempts, delay, reason, manager);
       } else {
-        updated = await manager.query(
-          `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
-                        WHERE ${ours} RETURNING id)
-           SELECT id::text FROM u`,
-          [row.id, row.attempts, reason],
-        );
+        updated = await this.outbox.markDead(row.id, row.attempts, reason, manager);
       }
-      if (updated.length === 0) return false;
+      if (!updated) return false;
       const base = {
         outboxId: row.id,
         destination: row.destination,

@@ -1,10 +1,9 @@
-import type { DataSource } from 'typeorm';
 import { parseHl7, type Hl7Message } from '../hl7/hl7-message';
 import type { PublicationInput } from '../mappings/publication.model';
 import { dicomUidsFor } from '../mappings/publication.model';
 import { parseResultContent } from '../mappings/result-content.mapping';
-import type { OrderRequest } from '../domain/order-request';
 import type { AcquiredStudy } from '../domain/study-acquirer.port';
+import type { PublicationRepository } from '../persistence/publication.repository';
 import type { SourceStudy } from './dicom-result.builder';
 import { OutboundError } from './outbound.error';
 import type { OutboxPayload } from './outbox-order-events';
@@ -20,43 +19,17 @@ export interface LoadedPublication {
   ownServiceRequestId?: string;
 }
 
-interface OrderRow {
-  id: string;
-  source: string;
-  request: OrderRequest;
-  accession_number: string | null;
-  placer_order_number: string | null;
-  filler_order_number: string | null;
-  study_instance_uid: string | null;
-  created_at: Date;
-  raw: Buffer | null;
-  transport: string | null;
-  study: AcquiredStudy | null;
-}
-
 /** Reads what a publication needs from the order, its documents, its original message and study. */
 export async function loadPublication(
-  dataSource: DataSource,
+  publications: PublicationRepository,
   settings: OutboundSettings,
   payload: OutboxPayload,
 ): Promise<LoadedPublication> {
-  const rows: OrderRow[] = await dataSource.query(
-    `SELECT o.id, o.source, o.request, o.accession_number, o.placer_order_number, o.filler_order_number,
-            o.study_instance_uid, o.created_at, m.raw, m.transport, a.study
-       FROM orders o
-       LEFT JOIN inbound_messages m ON m.id = o.inbound_message_id
-       LEFT JOIN study_acquisitions a ON a.order_id = o.id
-      WHERE o.id = $1`,
-    [payload.orderId],
-  );
-  const order = rows[0];
+  const order = await publications.findOrder<AcquiredStudy>(payload.orderId);
   if (!order) throw new OutboundError('order_missing', 'the order no longer exists');
-  const docs: Array<{ kind: string; report_type: string; body: Buffer }> =
+  const docs =
     payload.documentIds.length > 0
-      ? await dataSource.query(
-          `SELECT kind, report_type, body FROM order_documents WHERE id = ANY($1::bigint[]) AND order_id = $2`,
-          [payload.documentIds, payload.orderId],
-        )
+      ? await publications.findDocuments(payload.documentIds, payload.orderId)
       : [];
   const input: PublicationInput = {
     orderId: order.id,
@@ -110,15 +83,7 @@ export async function loadPublication(
     }
   }
   if (order.source === 'fhir') {
-    const srs: Array<{
-      id: string;
-      source_url: string | null;
-      resource: { subject?: { reference?: string } };
-    }> = await dataSource.query(
-      `SELECT id, source_url, resource FROM fhir_resources WHERE order_id = $1 AND resource_type = 'ServiceRequest' LIMIT 1`,
-      [order.id],
-    );
-    const sr = srs[0];
+    const sr = await publications.findServiceRequest(order.id);
     if (sr?.source_url) {
       input.serviceRequest = sr.source_url.replace(/\/_history\/.*$/, '');
       input.patientReference = sr.resource.subject?.reference ?? null;

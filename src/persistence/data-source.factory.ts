@@ -1,6 +1,5 @@
 import { DataSource } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
-import { ENTITIES } from './entities';
 
 export interface DataSourceOptions {
   url: string;
@@ -8,12 +7,15 @@ export interface DataSourceOptions {
   applicationName?: string;
 }
 
-/** The one TypeORM DataSource: explicit entities and migrations, never `synchronize`. */
+/**
+ * The one TypeORM DataSource: migrations, never `synchronize`. No entities: every statement
+ * is raw SQL in a repository (persistence/*.repository.ts).
+ */
 export function createDataSource(options: DataSourceOptions): DataSource {
   return new DataSource({
     type: 'postgres',
     url: options.url,
-    entities: ENTITIES,
+    entities: [],
     migrations: MIGRATIONS,
     migrationsTableName: 'schema_migrations',
     synchronize: false,

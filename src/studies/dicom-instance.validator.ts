@@ -1,4 +1,5 @@
 import { open } from 'node:fs/promises';
+import type { InstanceHeader } from '../domain/dicom-instance';
 import { isDicomUid } from './dicom-uid';
 
 /**
@@ -76,24 +77,7 @@ const UNDEFINED_LENGTH = 0xffffffff;
 const FIRST_READ = 64 * 1024;
 const MAX_HEADER_BYTES = 64 * 1024 * 1024;
 
-export interface InstanceHeader {
-  sopClassUid: string;
-  sopInstanceUid: string;
-  seriesInstanceUid: string;
-  studyInstanceUid: string;
-  transferSyntaxUid: string;
-  accessionNumber?: string;
-  patientId?: string;
-  patientName?: string;
-  patientBirthDate?: string;
-  patientSex?: string;
-  studyDate?: string;
-  studyTime?: string;
-  studyId?: string;
-  studyDescription?: string;
-  referringPhysicianName?: string;
-  modality?: string;
-}
+export type { InstanceHeader } from '../domain/dicom-instance';
 
 export type InstanceCheck =
   | { ok: true; header: InstanceHeader; sizeBytes: number }

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
-import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
+import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
 import { checkInstanceFile, FAILURE_REASON, type InstanceHeader } from './dicom-instance.validator';
 import {
   baseMediaType,
@@ -14,7 +14,11 @@ import {
   readMultipart,
 } from './multipart-related.parser';
 import { StudyError } from './study.error';
-import { findOrderForInstance, type PushSource, upsertInstance } from './study-instance.repository';
+import {
+  findOrderForInstance,
+  type PushSource,
+  upsertInstance,
+} from '../persistence/study-instance.repository';
 import type { StudyStoragePaths } from './study-storage.paths';
 import { ACQUIRE_STUDY_JOB } from '../domain/study-acquirer.port';
 import type { JobQueue } from '../jobs/job-queue';

@@ -9,7 +9,7 @@ import {
 } from './study-identity';
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
-import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
+import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
 import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
 import { isDicomUid } from './dicom-uid';
 import type { DicomWebClient } from './dicomweb.client';
@@ -17,14 +17,18 @@ import { StudyError } from './study.error';
 import {
   type AcquisitionRow,
   claimInstances,
+  clearLease,
   deleteExpiredUnmatched,
   deleteInstancesOfOrder,
   findAcquisition,
   instancesOfOrder,
+  markFailed,
+  markReleased,
   packagesOfStudy,
+  renewLease,
   takeLease,
   updateAcquisition,
-} from './study-instance.repository';
+} from '../persistence/study-instance.repository';
 import { writeStudyPackage } from './study-package.writer';
 import type { StudyStoragePaths } from './study-storage.paths';
 import type {
@@ -99,12 +103,9 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     // A retrieve of a very large study may outlast the lease: keep it while we work.
     const renew = setInterval(
       () =>
-        void ds
-          .query(`UPDATE study_acquisitions SET lease_until = $2 WHERE order_id = $1`, [
-            request.orderId,
-            new Date(this.now().getTime() + leaseMs),
-          ])
-          .catch(() => undefined),
+        void renewLease(ds, request.orderId, new Date(this.now().getTime() + leaseMs)).catch(
+          () => undefined,
+        ),
       Math.max(1000, leaseMs / 3),
     );
     renew.unref();
@@ -118,9 +119,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       throw error;
     } finally {
       clearInterval(renew);
-      await ds.query(`UPDATE study_acquisitions SET lease_until = NULL WHERE order_id = $1`, [
-        request.orderId,
-      ]);
+      await clearLease(ds, request.orderId);
     }
   }
 
@@ -129,11 +128,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     const row = await findAcquisition(ds.manager, orderId);
     const removed = await ds.transaction(async (m) => {
       const instances = await deleteInstancesOfOrder(m, orderId);
-      await m.query(
-        `UPDATE study_acquisitions SET state = 'released', package_path = NULL, lease_until = NULL, updated_at = now()
-          WHERE order_id = $1`,
-        [orderId],
-      );
+      await markReleased(m, orderId);
       if (row || instances.length > 0) {
         await writeAuditEvents(m, [
           {
@@ -534,11 +529,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
 
   private async fail(orderId: string, reason: string): Promise<StudyAcquisition> {
     await this.options.dataSource.transaction(async (m: EntityManager) => {
-      await m.query(
-        `INSERT INTO study_acquisitions (order_id, state, failure_reason) VALUES ($1, 'failed', $2)
-         ON CONFLICT (order_id) DO UPDATE SET state = 'failed', failure_reason = $2, updated_at = now()`,
-        [orderId, reason],
-      );
+      await markFailed(m, orderId, reason);
       const event: AuditEventInput = {
         kind: 'study.failed',
         orderId,

@@ -44,3 +44,6 @@ export const AUDIT_EVENT_KINDS = {
 } as const;
 
 export type AuditEventKind = keyof typeof AUDIT_EVENT_KINDS;
+
+/** How loud an audit event is; `error` events are what the audit page's errors-only view shows. */
+export type AuditSeverity = 'info' | 'warning' | 'error';

@@ -1,4 +1,4 @@
-import { scrubSecrets } from './audit-writer';
+import { scrubSecrets } from './audit-event.repository';
 
 describe('audit detail scrubbing', () => {
   it('drops the query string of presigned URLs and redacts credential-named keys', () => {

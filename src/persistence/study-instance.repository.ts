@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
+import type { Queryable } from './queryable';
 import { TERMINAL_ORDER_STATES } from '../domain/order-state';
-import type { InstanceHeader } from './dicom-instance.validator';
+import type { InstanceHeader } from '../domain/dicom-instance';
 
 /** SQL for pushed instances (study_instances) and per-order acquisitions (study_acquisitions). */
 
@@ -325,4 +326,35 @@ export async function packagesOfStudy(
     sizeBytes: Number(r.package_size),
     packagePath: r.package_path,
   }));
+}
+
+/** Pushes the acquisition lease forward (a long retrieve keeps its lease while it works). */
+export async function renewLease(db: Queryable, orderId: string, leaseUntil: Date): Promise<void> {
+  await db.query(`UPDATE study_acquisitions SET lease_until = $2 WHERE order_id = $1`, [
+    orderId,
+    leaseUntil,
+  ]);
+}
+
+/** Gives the acquisition lease back (the next acquire() may take it at once). */
+export async function clearLease(db: Queryable, orderId: string): Promise<void> {
+  await db.query(`UPDATE study_acquisitions SET lease_until = NULL WHERE order_id = $1`, [orderId]);
+}
+
+/** The package and staged instances are gone: the acquisition is released. */
+export async function markReleased(m: EntityManager, orderId: string): Promise<void> {
+  await m.query(
+    `UPDATE study_acquisitions SET state = 'released', package_path = NULL, lease_until = NULL, updated_at = now()
+          WHERE order_id = $1`,
+    [orderId],
+  );
+}
+
+/** Records that the order's study cannot be used (creates the row when there is none). */
+export async function markFailed(m: EntityManager, orderId: string, reason: string): Promise<void> {
+  await m.query(
+    `INSERT INTO study_acquisitions (order_id, state, failure_reason) VALUES ($1, 'failed', $2)
+         ON CONFLICT (order_id) DO UPDATE SET state = 'failed', failure_reason = $2, updated_at = now()`,
+    [orderId, reason],
+  );
 }

@@ -1,0 +1,132 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { pgJson, pgText } from '../common/pg-safe';
+import type { AuditEventKind, AuditSeverity } from '../domain/audit-event.kinds';
+
+/**
+ * The writing side of the audit log (table audit_events): a sink that every layer may call,
+ * so it sits low, beside the other repositories, and imports nothing above it.
+ */
+
+export interface AuditEventInput {
+  kind: AuditEventKind;
+  summary: string;
+  orderId?: string | null;
+  inboundMessageId?: string | null;
+  severity?: AuditSeverity;
+  actor?: string | null;
+  detail?: Record<string, unknown>;
+}
+
+/**
+ * Writes audit events on the caller's transaction (one multi-row INSERT), so an event exists
+ * exactly when the step it describes was committed.
+ */
+export async function writeAuditEvents(
+  manager: EntityManager,
+  events: readonly AuditEventInput[],
+): Promise<void> {
+  if (events.length === 0) return;
+  const values: unknown[] = [];
+  const rows: string[] = [];
+  for (const e of events) {
+    const i = values.length;
+    rows.push(
+      `($${i + 1}::uuid, $${i + 2}::uuid, $${i + 3}, $${i + 4}, $${i + 5}, $${i + 6}, $${i + 7}::jsonb)`,
+    );
+    values.push(
+      e.orderId ?? null,
+      e.inboundMessageId ?? null,
+      e.kind,
+      e.severity ?? 'info',
+      e.actor ?? null,
+      pgText(e.summary),
+      pgJson(scrubSecrets(e.detail ?? {})),
+    );
+  }
+  await manager.query(
+    `INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail) VALUES ${rows.join(', ')}`,
+    values,
+  );
+}
+
+/**
+ * Audit events outside a caller's transaction: upstream calls' events, and retention (the
+ * nightly prune; ids grow with time, identity).
+ */
+export class AuditEventRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /** Writes events on the given transaction, or on their own when none is given. */
+  async write(events: readonly AuditEventInput[], manager?: EntityManager): Promise<void> {
+    await writeAuditEvents(manager ?? this.dataSource.manager, events);
+  }
+
+  /**
+   * Our order for an upstream order id (an upstream call's event belongs to our order, so
+   * that it shows in the order's timeline), if we know it.
+   */
+  async orderIdOfUpstreamOrder(upstreamOrderId: string): Promise<string | null> {
+    const rows: Array<{ id: string }> = await this.dataSource.query(
+      `SELECT id FROM orders WHERE upstream_order_id = $1`,
+      [upstreamOrderId],
+    );
+    return rows[0]?.id ?? null;
+  }
+
+  /** The newest id of an event that occurred before the cutoff (occurred_at index), if any. */
+  async newestIdBefore(cutoff: Date): Promise<string | null> {
+    const top: Array<{ id: string | null }> = await this.dataSource.query(
+      `SELECT max(id)::text AS id FROM audit_events WHERE occurred_at < $1`,
+      [cutoff],
+    );
+    return top[0]?.id ?? null;
+  }
+
+  /**
+   * Deletes up to `batchSize` events at or below `maxId` that occurred before the cutoff, in
+   * primary-key order (one short transaction); returns how many went.
+   */
+  async deleteBatch(maxId: string, cutoff: Date, batchSize: number): Promise<number> {
+    const rows: Array<{ n: number }> = await this.dataSource.query(
+      `WITH gone AS (
+             DELETE FROM audit_events WHERE id IN (
+               SELECT id FROM audit_events WHERE id <= $1::bigint AND occurred_at < $2 ORDER BY id LIMIT ${batchSize})
+             RETURNING 1)
+           SELECT count(*)::int AS n FROM gone`,
+      [maxId, cutoff],
+    );
+    return rows[0]?.n ?? 0;
+  }
+}
+
+/** Keys whose values are credentials wherever they appear in an event's detail. */
+const SECRET_KEY =
+  /^(token|password|passwd|secret|authorization|cookie|set-cookie)$|client[-_]?secret|api[-_]?key|access[-_]?token|refresh[-_]?token|id[-_]?token|signature|private[-_]?key/i;
+
+/** Query parameters that make a URL a bearer credential (S3/GCS/Azure presigned URLs, tokens in URLs). */
+const PRESIGNED_PARAM =
+  /[?&](x-amz-[^=]*|x-goog-[^=]*|signature|sig|se|sp|sv|token|access_token|key)=/i;
+
+/**
+ * Defence in depth for "never a presigned URL or secret in the audit log": credential-named
+ * keys are redacted, and URLs that carry a signature or token lose their query string.
+ */
+export function scrubSecrets(value: unknown): Record<string, unknown> {
+  return scrub(value) as Record<string, unknown>;
+}
+
+function scrub(value: unknown, key?: string): unknown {
+  if (key !== undefined && SECRET_KEY.test(key) && value !== null && value !== undefined) {
+    return '[redacted]';
+  }
+  if (typeof value === 'string') {
+    return /^https?:\/\//i.test(value) && PRESIGNED_PARAM.test(value)
+      ? `${value.slice(0, value.indexOf('?'))}?[redacted]`
+      : value;
+  }
+  if (Array.isArray(value)) return value.map((v) => scrub(v));
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = scrub(v, k);
+  return out;
+}

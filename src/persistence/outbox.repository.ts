@@ -1,0 +1,206 @@
+import type { EntityManager } from 'typeorm';
+import type { Queryable } from './queryable';
+
+/**
+ * SQL of the outbox (table outbox): the writes of a status change on the caller's
+ * transaction, and the claim / lease / record statements of the outbox workers. The payload
+ * is the publisher's business (outbound/outbox-order-events.ts): stored as jsonb, typed by
+ * the caller.
+ */
+
+/** A row claimed by a worker: leased (next_attempt_at pushed forward), attempt counted. */
+export interface ClaimedOutboxRow<P = unknown> {
+  id: string;
+  order_id: string | null;
+  destination: string;
+  kind: string;
+  payload: P;
+  attempts: number;
+  created_at: Date;
+}
+
+/** One outbox row to write; `dedupe_key` makes a resend of the same change a no-op. */
+export interface NewOutboxEntry {
+  orderId: string;
+  destination: string;
+  kind: string;
+  dedupeKey: string;
+  payload: unknown;
+}
+
+/** Rows of an order per kind, and how many of them were result publications. */
+export interface OutboxKindCount {
+  kind: string;
+  n: number;
+  results: number;
+}
+
+/** The claim is still ours: pending, with the attempt count we claimed it at. */
+const OURS = `id = $1::bigint AND status = 'pending' AND attempts = $2`;
+
+export class OutboxRepository {
+  constructor(private readonly db: Queryable) {}
+
+  /** How many rows the order has per kind (a later result publication is a correction). */
+  async countByKind(orderId: string, manager?: EntityManager): Promise<OutboxKindCount[]> {
+    return (manager ?? this.db).query(
+      `SELECT kind, count(*)::int AS n,
+              count(*) FILTER (WHERE kind NOT IN ('fhir-task', 'hl7-orm-status')
+                                AND payload->'row'->>'report' IN ('final', 'corrected'))::int AS results
+         FROM outbox WHERE order_id = $1 GROUP BY kind`,
+      [orderId],
+    );
+  }
+
+  /** Writes rows on the caller's transaction (one multi-row INSERT); known dedupe keys are skipped. */
+  async insert(entries: readonly NewOutboxEntry[], manager?: EntityManager): Promise<void> {
+    if (entries.length === 0) return;
+    const values: unknown[] = [];
+    const tuples: string[] = [];
+    for (const e of entries) {
+      const i = values.length;
+      tuples.push(`($${i + 1}::uuid, $${i + 2}, $${i + 3}, $${i + 4}, $${i + 5}::jsonb)`);
+      values.push(e.orderId, e.destination, e.kind, e.dedupeKey, JSON.stringify(e.payload));
+    }
+    await (manager ?? this.db).query(
+      `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload) VALUES ${tuples.join(', ')}
+       ON CONFLICT (destination, dedupe_key) DO NOTHING`,
+      values,
+    );
+  }
+
+  /**
+   * Claims up to `limit` due rows of a destination for `workerId`: per (order, destination)
+   * only the lowest pending row, under FOR UPDATE SKIP LOCKED; pushes their next_attempt_at
+   * by `leaseMs` and counts the attempt.
+   */
+  async claimDue<P>(
+    destination: string,
+    limit: number,
+    leaseMs: number,
+    workerId: string,
+  ): Promise<ClaimedOutboxRow<P>[]> {
+    return (await this.db.query(
+      `WITH due AS (
+         SELECT o.id FROM outbox o
+          WHERE o.destination = $1 AND o.status = 'pending' AND o.next_attempt_at <= now()
+            AND NOT EXISTS (
+              SELECT 1 FROM outbox e
+               WHERE e.destination = o.destination AND e.order_id = o.order_id
+                 AND e.status = 'pending' AND e.id < o.id)
+          ORDER BY o.id
+          LIMIT $2
+          FOR UPDATE OF o SKIP LOCKED),
+       claimed AS (
+         UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = now(),
+                next_attempt_at = now() + $3::int * interval '1 millisecond', claimed_by = $4
+           FROM due WHERE outbox.id = due.id
+         RETURNING outbox.id::text AS id, outbox.order_id, outbox.destination, outbox.kind,
+                   outbox.payload, outbox.attempts, outbox.created_at)
+       -- As a CTE: TypeORM returns [rows, count] for a bare UPDATE … RETURNING.
+       SELECT * FROM claimed ORDER BY id::bigint`,
+      [destination, limit, leaseMs, workerId],
+    )) as ClaimedOutboxRow<P>[];
+  }
+
+  /**
+   * Pushes the lease of the given rows still claimed by `workerId` and pending; returns the
+   * ids renewed.
+   */
+  async renewLeases(ids: readonly string[], workerId: string, leaseMs: number): Promise<string[]> {
+    const renewed: Array<{ id: string }> = await this.db.query(
+      `WITH r AS (
+           UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond'
+            WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND status = 'pending'
+           RETURNING id)
+         SELECT id::text FROM r`,
+      [ids, workerId, leaseMs],
+    );
+    return renewed.map((r) => r.id);
+  }
+
+  /**
+   * Makes due now the pending rows of a destination claimed by `workerId` except `keepIds`
+   * (those still being delivered); returns the ids released.
+   */
+  async releaseClaims(
+    destination: string,
+    workerId: string,
+    keepIds: readonly string[],
+  ): Promise<string[]> {
+    const released: Array<{ id: string }> = await this.db.query(
+      `WITH r AS (
+           UPDATE outbox SET next_attempt_at = now(), claimed_by = NULL, updated_at = now()
+            WHERE destination = $1 AND status = 'pending' AND claimed_by = $2
+              AND NOT (id = ANY($3::bigint[]))
+           RETURNING id)
+         SELECT id::text FROM r`,
+      [destination, workerId, keepIds],
+    );
+    return released.map((r) => r.id);
+  }
+
+  /** The latest row of the same order, destination and kind after `row` already delivered. */
+  async deliveredLaterThan(row: {
+    id: string;
+    orderId: string | null;
+    destination: string;
+    kind: string;
+  }): Promise<string | null> {
+    const later: Array<{ id: string }> = await this.db.query(
+      `SELECT id::text AS id FROM outbox
+        WHERE order_id = $1 AND destination = $2 AND kind = $3 AND id > $4::bigint AND status = 'delivered'
+        ORDER BY id DESC LIMIT 1`,
+      [row.orderId, row.destination, row.kind, row.id],
+    );
+    return later[0]?.id ?? null;
+  }
+
+  /*
+   * The three records of an attempt change a row only while the claim is still ours (pending,
+   * attempt count as we claimed it): a record tried again after the database came back, or
+   * after our lease lapsed and another replica claimed the row, changes nothing. Each returns
+   * whether it changed the row.
+   */
+
+  async markDelivered(id: string, attempts: number, manager?: EntityManager): Promise<boolean> {
+    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+      `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL, claimed_by = NULL
+                        WHERE ${OURS} RETURNING id)
+           SELECT id::text FROM u`,
+      [id, attempts],
+    );
+    return updated.length > 0;
+  }
+
+  async scheduleRetry(
+    id: string,
+    attempts: number,
+    delayMs: number,
+    reason: string,
+    manager?: EntityManager,
+  ): Promise<boolean> {
+    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+      `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4, claimed_by = NULL
+                        WHERE ${OURS} RETURNING id)
+           SELECT id::text FROM u`,
+      [id, attempts, delayMs, reason],
+    );
+    return updated.length > 0;
+  }
+
+  async markDead(
+    id: string,
+    attempts: number,
+    reason: string,
+    manager?: EntityManager,
+  ): Promise<boolean> {
+    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+      `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
+                        WHERE ${OURS} RETURNING id)
+           SELECT id::text FROM u`,
+      [id, attempts, reason],
+    );
+    return updated.length > 0;
+  }
+}

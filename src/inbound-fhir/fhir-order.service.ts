@@ -1,5 +1,4 @@
 import { mayRead, type SenderRestriction } from './fhir-request.context';
-import { createHash } from 'node:crypto';
 import type {
   Bundle,
   BundleEntry,
@@ -8,6 +7,8 @@ import type {
   ServiceRequest,
 } from '@medplum/fhirtypes';
 import type { Logger } from 'pino';
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
 import { mapServiceRequest, type FhirMappingIssue } from '../mappings/fhir-order.mapping';
 import type { ToleratedQuirk } from '../orders/domain/order-request';
 import type {
@@ -59,10 +60,6 @@ const CONTEXT_TYPES = new Set([
   'Encounter',
   'Organization',
 ]);
-
-function sha256(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
 
 export function toIssues(issues: FhirMappingIssue[], prefix?: string): OperationOutcomeIssue[] {
   return issues.map((i) => ({
@@ -235,7 +232,7 @@ export class FhirOrderService {
           ? `fhir-rest|${caller.sender}|ServiceRequest|${conditional.system ?? ''}|${conditional.value}`
           : placer
             ? `fhir-rest|${caller.sender}|ServiceRequest|${placer.system ?? ''}|${placer.value}`
-            : `fhir-rest|${caller.sender}|sha256:${sha256(caller.raw)}`;
+            : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
         const now = this.clock().toISOString();
         let served: ServiceRequest | undefined;
         const reply = await this.intake.ingest(
@@ -400,7 +397,7 @@ export class FhirOrderService {
             remoteAddress: caller.remoteAddress,
             messageType: `ServiceRequest update (${sr.status})`,
             messageControlId: `ServiceRequest/${id}`,
-            idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|sha256:${sha256(caller.raw)}`,
+            idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|sha256:${sha256Hex(caller.raw)}`,
             raw: caller.raw,
             contentType: caller.contentType,
             quirks: [...resolver.quirks, ...mapped.quirks],
@@ -619,7 +616,7 @@ export class FhirOrderService {
 
         const key = b.identifier?.value
           ? `fhir-rest|${caller.sender}|Bundle|${b.identifier.system ?? ''}|${b.identifier.value}`
-          : `fhir-rest|${caller.sender}|sha256:${sha256(caller.raw)}`;
+          : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
         const now = this.clock().toISOString();
         const servedByIndex = new Map<number, ServiceRequest>();
         const reply = await this.intake.ingest(
@@ -632,7 +629,7 @@ export class FhirOrderService {
             idempotencyKey: key,
             raw: caller.raw,
             contentType: caller.contentType,
-            quirks: dedupe(quirks),
+            quirks: dedupeQuirks(quirks),
             mappingVersion: mappingVersion || 'fhir-order-mapping',
             actor: caller.actor,
             orders: orders.map(({ request, lineage, sourceRef }) => ({
@@ -726,7 +723,7 @@ export class FhirOrderService {
           duplicate: reply.duplicate,
         };
       },
-      () => dedupe(quirks),
+      () => dedupeQuirks(quirks),
     );
   }
 
@@ -736,14 +733,4 @@ export class FhirOrderService {
       throw new FhirError('not-found', `ServiceRequest/${id} is not known here`);
     return stored.resource;
   }
-}
-
-function dedupe(quirks: ToleratedQuirk[]): ToleratedQuirk[] {
-  const seen = new Set<string>();
-  return quirks.filter((q) => {
-    const k = `${q.code}|${q.detail}`;
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
 }

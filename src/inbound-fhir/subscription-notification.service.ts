@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { Bundle, Resource, ServiceRequest, Subscription } from '@medplum/fhirtypes';
 import type { Logger } from 'pino';
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
 import { mapServiceRequest } from '../mappings/fhir-order.mapping';
 import type { ToleratedQuirk } from '../orders/domain/order-request';
 import type { IntakeOrder, OrderIntakeService } from '../orders/order-intake.service';
@@ -16,10 +17,6 @@ import { parseNotification, type ParsedNotification } from './subscription-notif
 
 const FHIR_JSON = 'application/fhir+json';
 const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
-
-function sha256(data: Buffer | string): string {
-  return createHash('sha256').update(data).digest('hex');
-}
 
 interface EhrServiceRequest {
   sr: ServiceRequest;
@@ -106,7 +103,7 @@ export class SubscriptionNotificationService {
         await this.record({
           ...base,
           messageType: `notification ${parsed.type}`,
-          idempotencyKey: `${keyBase}|${parsed.type}|sha256:${sha256(caller.raw)}`,
+          idempotencyKey: `${keyBase}|${parsed.type}|sha256:${sha256Hex(caller.raw)}`,
           subscription: {
             ref: parsed.subscriptionRef,
             topic: parsed.topic,
@@ -154,7 +151,7 @@ export class SubscriptionNotificationService {
     const fresh = parsed.events.filter((e) => !seen.has(e.number));
     const key = numbers.length
       ? `${keyBase}|events:${[...numbers].sort((a, b) => a - b).join(',')}`
-      : `${keyBase}|sha256:${sha256(caller.raw)}`;
+      : `${keyBase}|sha256:${sha256Hex(caller.raw)}`;
     const quirks = [...parsed.quirks];
     if (numbers.length > 0 && fresh.length === 0) {
       // Every event was processed before: a resend. Answered from the stored answer.
@@ -356,7 +353,7 @@ export class SubscriptionNotificationService {
         contentType: FHIR_JSON,
         quirks: [],
         messageType: 'catch-up search',
-        idempotencyKey: `fhir-subscription|${parsed.subscriptionRef}|catch-up|${upTo}|sha256:${sha256(raw)}`,
+        idempotencyKey: `fhir-subscription|${parsed.subscriptionRef}|catch-up|${upTo}|sha256:${sha256Hex(raw)}`,
         subscription: {
           ref: parsed.subscriptionRef,
           topic: parsed.topic,
@@ -498,7 +495,7 @@ export class SubscriptionNotificationService {
         idempotencyKey: rec.idempotencyKey,
         raw: rec.raw,
         contentType: rec.contentType,
-        quirks: dedupe(rec.quirks),
+        quirks: dedupeQuirks(rec.quirks),
         mappingVersion,
         actor: this.sender,
         orders: orders.map(({ request, lineage, sourceRef, targetOrderId }) => ({
@@ -645,7 +642,7 @@ export class SubscriptionNotificationService {
 }
 
 function versionTag(sr: ServiceRequest): string {
-  return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256(JSON.stringify(sr))}`;
+  return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
 }
 
 /** The EHR's request as we serve it: our id and version; meta.source says where it lives. */
@@ -657,14 +654,4 @@ function served(
   source: string,
 ): ServiceRequest {
   return { ...sr, id, meta: { ...sr.meta, versionId: String(version), lastUpdated: now, source } };
-}
-
-function dedupe(quirks: ToleratedQuirk[]): ToleratedQuirk[] {
-  const seen = new Set<string>();
-  return quirks.filter((q) => {
-    const k = `${q.code}|${q.detail}`;
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
 }

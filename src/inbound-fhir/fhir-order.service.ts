@@ -20,7 +20,7 @@ import type {
 import type { EhrFhirClient } from './ehr-fhir.client';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { assertJsonMediaType, parseIfMatch, parseResource } from './fhir-http';
-import type { FhirResourceStore } from './fhir-resource.store';
+import type { FhirResourceRepository } from './fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from './fhir-validator';
 import { buildOrderContext, ReferenceResolver, type SiblingEntry } from './order-context.resolver';
@@ -109,7 +109,7 @@ export function parseIfNoneExist(
 export class FhirOrderService {
   constructor(
     private readonly intake: OrderIntakeService,
-    private readonly store: FhirResourceStore,
+    private readonly store: FhirResourceRepository,
     private readonly config: FhirFrontDoorConfig,
     private readonly ehr: EhrFhirClient | undefined,
     private readonly logger: Logger,

@@ -7,7 +7,7 @@ import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { negotiateFormat, preferReturn, sendResource } from './fhir-http';
 import { FhirOrderService, type FhirAnswer } from './fhir-order.service';
-import { FhirResourceStore } from './fhir-resource.store';
+import { FhirResourceRepository } from './fhir-resource.repository';
 import { buildTask, capabilityStatement, searchSet } from './fhir-served.resources';
 import { callerOf, fhirUrl, mayRead, restrictionOf } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
@@ -30,7 +30,7 @@ function checkId(id: string): void {
 export class FhirRestController {
   constructor(
     private readonly orders: FhirOrderService,
-    private readonly store: FhirResourceStore,
+    private readonly store: FhirResourceRepository,
     @Inject(FHIR_FRONT_DOOR_CONFIG) private readonly config: FhirFrontDoorConfig,
   ) {}
 
@@ -133,7 +133,7 @@ export class FhirRestController {
         },
       ]);
     }
-    let orders = [] as Awaited<ReturnType<FhirResourceStore['ordersForServiceRequest']>>;
+    let orders = [] as Awaited<ReturnType<FhirResourceRepository['ordersForServiceRequest']>>;
     if (basedOn) {
       const m =
         /(?:^|\/)ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(basedOn) ??

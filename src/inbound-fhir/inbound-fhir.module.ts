@@ -16,12 +16,13 @@ import { FhirFallbackController } from './fhir-fallback.controller';
 import { fhirFrontDoorConfig, type FhirFrontDoorConfig } from './fhir-front-door.config';
 import { FhirNotificationController } from './fhir-notification.controller';
 import { FhirOrderService } from './fhir-order.service';
-import { FhirResourceStore } from './fhir-resource.store';
+import { FhirResourceRepository } from './fhir-resource.repository';
 import { FhirRestController } from './fhir-rest.controller';
 import { loadFhirDefinitions } from './fhir-validator';
 import { EHR_FHIR_CLIENT, FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import { loadSmartPrivateKey, SmartBackendTokenProvider } from './smart-backend.auth';
 import { SubscriptionNotificationService } from './subscription-notification.service';
+import { SubscriptionRepository } from './subscription.repository';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {
   if (!config.FHIR_SERVER_URL) return undefined;
@@ -61,22 +62,27 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
       useFactory: (config: AppConfig) => ehrClient(config) ?? null,
     },
     {
-      provide: FhirResourceStore,
+      provide: FhirResourceRepository,
       inject: [DATA_SOURCE],
-      useFactory: (dataSource: DataSource) => new FhirResourceStore(dataSource),
+      useFactory: (dataSource: DataSource) => new FhirResourceRepository(dataSource),
+    },
+    {
+      provide: SubscriptionRepository,
+      inject: [DATA_SOURCE],
+      useFactory: (dataSource: DataSource) => new SubscriptionRepository(dataSource),
     },
     {
       provide: FhirOrderService,
       inject: [
         OrderIntakeService,
-        FhirResourceStore,
+        FhirResourceRepository,
         FHIR_FRONT_DOOR_CONFIG,
         EHR_FHIR_CLIENT,
         LOGGER,
       ],
       useFactory: (
         intake: OrderIntakeService,
-        store: FhirResourceStore,
+        store: FhirResourceRepository,
         config: FhirFrontDoorConfig,
         ehr: EhrFhirClient | null,
         logger: Logger,
@@ -86,18 +92,28 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
       provide: SubscriptionNotificationService,
       inject: [
         OrderIntakeService,
-        FhirResourceStore,
+        FhirResourceRepository,
+        SubscriptionRepository,
         FHIR_FRONT_DOOR_CONFIG,
         EHR_FHIR_CLIENT,
         LOGGER,
       ],
       useFactory: (
         intake: OrderIntakeService,
-        store: FhirResourceStore,
+        store: FhirResourceRepository,
+        subscriptions: SubscriptionRepository,
         config: FhirFrontDoorConfig,
         ehr: EhrFhirClient | null,
         logger: Logger,
-      ) => new SubscriptionNotificationService(intake, store, config, ehr ?? undefined, logger),
+      ) =>
+        new SubscriptionNotificationService(
+          intake,
+          store,
+          subscriptions,
+          config,
+          ehr ?? undefined,
+          logger,
+        ),
     },
   ],
 })

@@ -10,7 +10,8 @@ import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { assertJsonMediaType, parseResource } from './fhir-http';
 import type { FhirCaller, FhirAnswer } from './fhir-order.service';
 import { toIssues } from './fhir-order.service';
-import type { FhirResourceStore, StoredResource, SubscriptionState } from './fhir-resource.store';
+import type { FhirResourceRepository, StoredResource } from './fhir-resource.repository';
+import type { SubscriptionRepository, SubscriptionState } from './subscription.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { buildOrderContext, ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { parseNotification, type ParsedNotification } from './subscription-notification.parser';
@@ -52,7 +53,8 @@ interface NotificationRecord {
 export class SubscriptionNotificationService {
   constructor(
     private readonly intake: OrderIntakeService,
-    private readonly store: FhirResourceStore,
+    private readonly store: FhirResourceRepository,
+    private readonly subscriptions: SubscriptionRepository,
     private readonly config: FhirFrontDoorConfig,
     private readonly ehr: EhrFhirClient | undefined,
     private readonly logger: Logger,
@@ -88,7 +90,7 @@ export class SubscriptionNotificationService {
       if (error instanceof FhirError) await this.refuse(caller, error);
       throw error;
     }
-    const state = await this.store.subscription(parsed.subscriptionRef);
+    const state = await this.subscriptions.findState(parsed.subscriptionRef);
     const base = {
       raw: caller.raw,
       contentType: caller.contentType,
@@ -147,7 +149,7 @@ export class SubscriptionNotificationService {
     keyBase: string,
   ): Promise<FhirAnswer> {
     const numbers = parsed.events.map((e) => e.number);
-    const seen = await this.store.seenEvents(parsed.subscriptionRef, numbers);
+    const seen = await this.subscriptions.seenEvents(parsed.subscriptionRef, numbers);
     const fresh = parsed.events.filter((e) => !seen.has(e.number));
     const key = numbers.length
       ? `${keyBase}|events:${[...numbers].sort((a, b) => a - b).join(',')}`
@@ -536,7 +538,7 @@ export class SubscriptionNotificationService {
               });
             }
           }
-          await this.store.recordNotification(manager, {
+          await this.subscriptions.recordNotification(manager, {
             subscriptionRef: rec.subscription.ref,
             topic: rec.subscription.topic,
             status: rec.subscription.status,

@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { sha256Hex } from '../common/hash';
-import type { FhirCaller } from './fhir-order.service';
+import type { FhirCaller } from './fhir-operation.shared';
 import { readRawBody } from './fhir-http';
 
 /**

@@ -12,16 +12,28 @@ import type { AppConfig } from '../config/app-config';
 import { OrderIntakeService } from '../orders/order-intake.service';
 import { OrdersModule } from '../orders/orders.module';
 import { EhrFhirClient } from './ehr-fhir.client';
+import { EhrOrderIntake } from './ehr-order.intake';
+import { FhirBundleOperation } from './fhir-bundle.operation';
 import { FhirFallbackController } from './fhir-fallback.controller';
 import { fhirFrontDoorConfig, type FhirFrontDoorConfig } from './fhir-front-door.config';
 import { FhirNotificationController } from './fhir-notification.controller';
-import { FhirOrderService } from './fhir-order.service';
+import type { FhirOperationDeps } from './fhir-operation.shared';
+import { FhirReadOperation } from './fhir-read.operation';
+import { FhirRefusalRecorder } from './fhir-refusal.recorder';
 import { FhirResourceRepository } from './fhir-resource.repository';
 import { FhirRestController } from './fhir-rest.controller';
 import { loadFhirDefinitions } from './fhir-validator';
-import { EHR_FHIR_CLIENT, FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
+import {
+  EHR_FHIR_CLIENT,
+  FHIR_FRONT_DOOR_CONFIG,
+  FHIR_OPERATION_DEPS,
+} from './inbound-fhir.tokens';
+import { CreateServiceRequestOperation } from './service-request-create.operation';
+import { UpdateServiceRequestOperation } from './service-request-update.operation';
 import { loadSmartPrivateKey, SmartBackendTokenProvider } from './smart-backend.auth';
-import { SubscriptionNotificationService } from './subscription-notification.service';
+import { SubscriptionCatchUp } from './subscription-catch-up.service';
+import { SubscriptionNotificationHandler } from './subscription-notification.handler';
+import { SubscriptionRegistration } from './subscription-registration.service';
 import { SubscriptionRepository } from './subscription.repository';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {
@@ -43,6 +55,15 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
     bearerToken: smart ? undefined : config.FHIR_SERVER_TOKEN,
     smart,
   });
+}
+
+/** A use case built from the shared dependencies alone. */
+function operation<T>(type: new (deps: FhirOperationDeps) => T) {
+  return {
+    provide: type,
+    inject: [FHIR_OPERATION_DEPS],
+    useFactory: (deps: FhirOperationDeps) => new type(deps),
+  };
 }
 
 /** The FHIR R4 front door: /fhir REST, Subscription notifications, and the EHR client they read with. */
@@ -72,24 +93,7 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
       useFactory: (dataSource: DataSource) => new SubscriptionRepository(dataSource),
     },
     {
-      provide: FhirOrderService,
-      inject: [
-        OrderIntakeService,
-        FhirResourceRepository,
-        FHIR_FRONT_DOOR_CONFIG,
-        EHR_FHIR_CLIENT,
-        LOGGER,
-      ],
-      useFactory: (
-        intake: OrderIntakeService,
-        store: FhirResourceRepository,
-        config: FhirFrontDoorConfig,
-        ehr: EhrFhirClient | null,
-        logger: Logger,
-      ) => new FhirOrderService(intake, store, config, ehr ?? undefined, logger),
-    },
-    {
-      provide: SubscriptionNotificationService,
+      provide: FHIR_OPERATION_DEPS,
       inject: [
         OrderIntakeService,
         FhirResourceRepository,
@@ -100,26 +104,49 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
       ],
       useFactory: (
         intake: OrderIntakeService,
-        store: FhirResourceRepository,
+        resources: FhirResourceRepository,
         subscriptions: SubscriptionRepository,
         config: FhirFrontDoorConfig,
         ehr: EhrFhirClient | null,
         logger: Logger,
-      ) =>
-        new SubscriptionNotificationService(
-          intake,
-          store,
-          subscriptions,
-          config,
-          ehr ?? undefined,
-          logger,
-        ),
+      ): FhirOperationDeps => ({
+        intake,
+        resources,
+        subscriptions,
+        config,
+        ehr: ehr ?? undefined,
+        refusals: new FhirRefusalRecorder(intake, logger),
+        logger,
+        clock: () => new Date(),
+      }),
+    },
+    operation(CreateServiceRequestOperation),
+    operation(UpdateServiceRequestOperation),
+    operation(FhirBundleOperation),
+    {
+      provide: FhirReadOperation,
+      inject: [FhirResourceRepository],
+      useFactory: (resources: FhirResourceRepository) => new FhirReadOperation(resources),
+    },
+    operation(EhrOrderIntake),
+    operation(SubscriptionRegistration),
+    {
+      provide: SubscriptionCatchUp,
+      inject: [FHIR_OPERATION_DEPS, EhrOrderIntake],
+      useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake) =>
+        new SubscriptionCatchUp(deps, orders),
+    },
+    {
+      provide: SubscriptionNotificationHandler,
+      inject: [FHIR_OPERATION_DEPS, EhrOrderIntake, SubscriptionCatchUp],
+      useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake, catchUp: SubscriptionCatchUp) =>
+        new SubscriptionNotificationHandler(deps, orders, catchUp),
     },
   ],
 })
 export class InboundFhirModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
   constructor(
-    private readonly notifications: SubscriptionNotificationService,
+    private readonly registration: SubscriptionRegistration,
     @Inject(EHR_FHIR_CLIENT) private readonly ehr: EhrFhirClient | null,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -131,7 +158,7 @@ export class InboundFhirModule implements OnModuleInit, OnApplicationBootstrap, 
 
   async onApplicationBootstrap(): Promise<void> {
     try {
-      await this.notifications.ensureSubscription();
+      await this.registration.ensureSubscription();
     } catch (error) {
       // Not fatal: orders can still be POSTed; the operator sees why in the log.
       this.logger.error(

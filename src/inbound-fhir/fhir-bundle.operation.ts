@@ -14,6 +14,7 @@ import {
   fhirResponse,
   mapToOrder,
   servedServiceRequest,
+  storeCreated,
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
@@ -264,13 +265,7 @@ export class FhirBundleOperation {
               for (const [k, r] of stored.outcome.results.entries()) {
                 const served = servedByIndex.get(orders[k]!.entryIndex);
                 if (r.kind === 'created' && served) {
-                  await this.deps.resources.insertServiceRequest(manager, {
-                    id: r.orderId,
-                    orderId: r.orderId,
-                    sender: caller.sender,
-                    resource: served,
-                    lastUpdated: now,
-                  });
+                  await storeCreated(this.deps.resources, manager, caller, r.orderId, served, now);
                 }
               }
             },

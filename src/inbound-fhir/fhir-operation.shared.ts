@@ -6,6 +6,7 @@ import {
   type FhirMappingIssue,
   type FhirMappingResult,
 } from '../mappings/fhir-order.mapping';
+import type { EntityManager } from 'typeorm';
 import type { IntakeResponse, OrderIntakeService } from '../orders/order-intake.service';
 import type { EhrFhirClient } from './ehr-fhir.client';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
@@ -105,6 +106,24 @@ export function servedServiceRequest(
       ...(source !== undefined ? { source } : {}),
     },
   };
+}
+
+/** Keeps the ServiceRequest served for a new order (version 1), in the intake transaction. */
+export async function storeCreated(
+  resources: FhirResourceRepository,
+  manager: EntityManager,
+  caller: FhirCaller,
+  orderId: string,
+  served: ServiceRequest,
+  now: string,
+): Promise<void> {
+  await resources.insertServiceRequest(manager, {
+    id: orderId,
+    orderId,
+    sender: caller.sender,
+    resource: served,
+    lastUpdated: now,
+  });
 }
 
 /** The body of a FHIR answer as the intake stores it. */

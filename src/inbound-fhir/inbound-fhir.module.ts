@@ -30,7 +30,7 @@ import {
 } from './inbound-fhir.tokens';
 import { CreateServiceRequestOperation } from './service-request-create.operation';
 import { UpdateServiceRequestOperation } from './service-request-update.operation';
-import { loadSmartPrivateKey, SmartBackendTokenProvider } from './smart-backend.auth';
+import { smartTokenProvider } from './smart-backend.auth';
 import { SubscriptionCatchUp } from './subscription-catch-up.service';
 import { SubscriptionNotificationHandler } from './subscription-notification.handler';
 import { SubscriptionRegistration } from './subscription-registration.service';
@@ -38,18 +38,7 @@ import { SubscriptionRepository } from './subscription.repository';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {
   if (!config.FHIR_SERVER_URL) return undefined;
-  const smart =
-    config.FHIR_SMART_CLIENT_ID && config.FHIR_SMART_PRIVATE_KEY_FILE
-      ? new SmartBackendTokenProvider({
-          clientId: config.FHIR_SMART_CLIENT_ID,
-          privateKeyPem: loadSmartPrivateKey(config.FHIR_SMART_PRIVATE_KEY_FILE),
-          keyId: config.FHIR_SMART_KEY_ID,
-          alg: config.FHIR_SMART_ALG,
-          scopes: config.FHIR_SMART_SCOPES,
-          tokenUrl: config.FHIR_SMART_TOKEN_URL,
-          fhirBaseUrl: config.FHIR_SERVER_URL,
-        })
-      : undefined;
+  const smart = smartTokenProvider(config, config.FHIR_SMART_SCOPES);
   return new EhrFhirClient({
     baseUrl: config.FHIR_SERVER_URL,
     bearerToken: smart ? undefined : config.FHIR_SERVER_TOKEN,

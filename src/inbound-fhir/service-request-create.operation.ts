@@ -6,6 +6,7 @@ import {
   mapToOrder,
   parseTyped,
   servedServiceRequest,
+  storeCreated,
   unexpectedResult,
   type FhirAnswer,
   type FhirCaller,
@@ -104,13 +105,7 @@ export class CreateServiceRequestOperation {
             afterStore: async (manager, stored) => {
               const r = stored.outcome.results[0];
               if (r?.kind === 'created' && served) {
-                await this.deps.resources.insertServiceRequest(manager, {
-                  id: r.orderId,
-                  orderId: r.orderId,
-                  sender: caller.sender,
-                  resource: served,
-                  lastUpdated: now,
-                });
+                await storeCreated(this.deps.resources, manager, caller, r.orderId, served, now);
               }
             },
           },

@@ -19,6 +19,7 @@ import {
 } from './fhir-order.config';
 import { EXTRACTORS } from './fhir-order.extractors';
 import type { Scope } from './fhir-order.extract-helpers';
+import { setPath } from './object-path';
 
 export { DICOM_UID_SYSTEM, V2_0203 } from './fhir-order.extract-helpers';
 
@@ -116,16 +117,6 @@ export const FHIR_ORDER_FIELD_MAP = [
   { target: 'notes', source: 'ServiceRequest.note.text', extract: 'notes', required: false, ruleId: 'fhir.order.notes' },
   { target: 'products', source: 'ServiceRequest.code.coding', extract: 'products', required: false, ruleId: 'fhir.order.products' },
 ] as const satisfies readonly FhirFieldRule[];
-
-function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
-  const keys = path.split('.');
-  let obj = target;
-  for (const key of keys.slice(0, -1)) {
-    if (typeof obj[key] !== 'object' || obj[key] === null) obj[key] = {};
-    obj = obj[key] as Record<string, unknown>;
-  }
-  obj[keys[keys.length - 1]!] = value;
-}
 
 /**
  * What the ServiceRequest asks for (R4 request-status): `revoked` and `entered-in-error`

@@ -11,6 +11,7 @@ import type {
 } from '../orders/domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
+import { setPath } from './object-path';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
 export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.0.0';
@@ -161,16 +162,6 @@ function segmentsInScope(scope: Scope, id: string): Hl7Segment[] {
   if (scope.pair) return scope.pair.filter((s) => s.id === id);
   if (ORDER_SEGMENTS.has(id)) return scope.group ? scope.group.all(id) : [];
   return scope.message.segmentsById(id);
-}
-
-function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
-  const keys = path.split('.');
-  let obj = target;
-  for (const key of keys.slice(0, -1)) {
-    if (typeof obj[key] !== 'object' || obj[key] === null) obj[key] = {};
-    obj = obj[key] as Record<string, unknown>;
-  }
-  obj[keys[keys.length - 1]] = value;
 }
 
 interface RowsOutcome {

@@ -12,6 +12,7 @@ import { parseResource } from './fhir-http';
 import {
   assertValid,
   fhirResponse,
+  fromCaller,
   mapToOrder,
   servedServiceRequest,
   storeCreated,
@@ -245,17 +246,12 @@ export class FhirBundleOperation {
         const servedByIndex = new Map<number, ServiceRequest>();
         const reply = await this.deps.intake.ingest(
           {
-            transport: 'fhir-rest',
-            sender: caller.sender,
-            remoteAddress: caller.remoteAddress,
+            ...fromCaller(caller),
             messageType: `Bundle ${b.type}`,
             messageControlId: b.identifier?.value ?? b.id ?? null,
             idempotencyKey: key,
-            raw: caller.raw,
-            contentType: caller.contentType,
             quirks: dedupeQuirks(quirks),
             mappingVersion: mappingVersion || 'fhir-order-mapping',
-            actor: caller.actor,
             orders: orders.map(({ request, lineage, sourceRef }) => ({
               request,
               lineage,

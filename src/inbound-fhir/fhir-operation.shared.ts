@@ -42,6 +42,18 @@ export interface FhirAnswer {
 
 export const FHIR_JSON = 'application/fhir+json';
 
+/** What every REST intake input takes from the caller (the raw bytes are kept as sent). */
+export function fromCaller(caller: FhirCaller) {
+  return {
+    transport: 'fhir-rest' as const,
+    sender: caller.sender,
+    remoteAddress: caller.remoteAddress,
+    raw: caller.raw,
+    contentType: caller.contentType,
+    actor: caller.actor,
+  };
+}
+
 /** What the FHIR use cases are built from (one instance, wired by InboundFhirModule). */
 export interface FhirOperationDeps {
   intake: OrderIntakeService;

@@ -3,6 +3,7 @@ import { sha256Hex } from '../common/hash';
 import {
   assertValid,
   fhirResponse,
+  fromCaller,
   mapToOrder,
   parseTyped,
   servedServiceRequest,
@@ -86,19 +87,14 @@ export class CreateServiceRequestOperation {
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
           {
-            transport: 'fhir-rest',
-            sender: caller.sender,
-            remoteAddress: caller.remoteAddress,
+            ...fromCaller(caller),
             messageType: 'ServiceRequest create',
             messageControlId: conditional
               ? `${conditional.system ?? ''}|${conditional.value}`
               : (sr.id ?? null),
             idempotencyKey: key,
-            raw: caller.raw,
-            contentType: caller.contentType,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
-            actor: caller.actor,
             orders: [
               { request: mapped.request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' },
             ],

@@ -5,6 +5,7 @@ import { parseIfMatch } from './fhir-http';
 import {
   assertValid,
   fhirResponse,
+  fromCaller,
   mapToOrder,
   parseTyped,
   servedServiceRequest,
@@ -79,17 +80,12 @@ export class UpdateServiceRequestOperation {
         const served = servedServiceRequest(sr, id, version, now);
         const reply = await this.deps.intake.ingest(
           {
-            transport: 'fhir-rest',
-            sender: caller.sender,
-            remoteAddress: caller.remoteAddress,
+            ...fromCaller(caller),
             messageType: `ServiceRequest update (${sr.status})`,
             messageControlId: `ServiceRequest/${id}`,
             idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|sha256:${sha256Hex(caller.raw)}`,
-            raw: caller.raw,
-            contentType: caller.contentType,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
-            actor: caller.actor,
             orders: [
               {
                 request: mapped.request,

@@ -19,7 +19,7 @@ import {
 } from './fhir-order.config';
 import { EXTRACTORS } from './fhir-order.extractors';
 import type { Scope } from './fhir-order.extract-helpers';
-import { setPath } from './object-path';
+import { applyRow } from './table-driver';
 
 export { DICOM_UID_SYSTEM, V2_0203 } from './fhir-order.extract-helpers';
 
@@ -204,15 +204,7 @@ export function mapServiceRequest(
       }
       continue;
     }
-    setPath(values, row.target, out.value);
-    for (const line of out.lines) {
-      lineage.push({
-        target: `${row.target}${line.suffix}`,
-        source: line.source,
-        value: line.value,
-        ruleId: row.ruleId,
-      });
-    }
+    applyRow(values, lineage, row, out.value, out.lines);
   }
   const errors = issues.filter((i) => i.severity === 'error');
   return {

@@ -11,7 +11,7 @@ import type {
 } from '../orders/domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
-import { setPath } from './object-path';
+import { applyRow } from './table-driver';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
 export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.0.0';
@@ -198,15 +198,7 @@ function applyRows(
       }
       if (out.warning) problems.push(out.warning);
       if (out.kind === 'empty') continue;
-      setPath(values, row.target, out.value);
-      for (const line of out.lines) {
-        lineage.push({
-          target: `${row.target}${line.suffix}`,
-          source: line.source,
-          value: line.value,
-          ruleId: row.ruleId,
-        });
-      }
+      applyRow(values, lineage, row, out.value, out.lines);
       found = true;
       problems.push(
         ...conflicts(row, row.sources.indexOf(spec), out.value, at, scope, config, quirks, values),

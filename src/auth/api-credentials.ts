@@ -1,6 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { sha256Hex } from '../common/hash';
 import type { Role } from '../config/app-config';
 
 export const ROLES: readonly Role[] = ['sender', 'analyst', 'admin'];
@@ -19,7 +20,7 @@ export class ApiCredentials {
   }
 
   static hash(token: string): string {
-    return createHash('sha256').update(token, 'utf8').digest('hex');
+    return sha256Hex(token);
   }
 
   roleOf(token: string): Role | undefined {

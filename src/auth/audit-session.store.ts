@@ -1,5 +1,6 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { DataSource } from 'typeorm';
+import { sha256Hex } from '../common/hash';
 import type { Role } from '../config/app-config';
 import { AuditSessionRepository } from '../persistence/audit-session.repository';
 
@@ -60,7 +61,7 @@ export class AuditSessionStore {
 }
 
 function hashId(id: string): string {
-  return createHash('sha256').update(id, 'utf8').digest('hex');
+  return sha256Hex(id);
 }
 
 /** Constant-time comparison of a submitted CSRF token with the session's. */

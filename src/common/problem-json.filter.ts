@@ -1,9 +1,9 @@
 import { ArgumentsHost, Catch, type ExceptionFilter, HttpException, Inject } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { currentCorrelationId } from '../observability/logger';
 import { AppError } from './app-error';
 import { isDatabaseUnavailable } from './database-unavailable';
+import { sendProblem } from './problem-body';
 import { LOGGER } from './tokens';
 
 /** RFC 9457 problem details for every error of our own REST API. */
@@ -45,19 +45,6 @@ export class ProblemJsonFilter implements ExceptionFilter {
       this.logger.error({ err: exception, path: req.route?.path ?? 'unmatched' }, 'request failed');
     }
     if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
-    res
-      .status(status)
-      .type('application/problem+json')
-      .send(
-        JSON.stringify({
-          type: 'about:blank',
-          title,
-          status,
-          detail,
-          instance: req.originalUrl?.split('?')[0],
-          correlationId: currentCorrelationId(),
-          ...extra,
-        }),
-      );
+    sendProblem(req, res, status, title, detail, extra);
   }
 }

@@ -1,5 +1,6 @@
 import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { AppConfig } from '../config/app-config';
 
 /**
  * SMART Backend Services (SMART App Launch 2.x, backend-services.html): the client
@@ -144,4 +145,22 @@ function usableTokenUrl(url: string, fhirBase: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The SMART Backend Services token source configured for the EHR (FHIR_SMART_*), if any. */
+export function smartTokenProvider(
+  config: AppConfig,
+  scopes: string,
+): SmartBackendTokenProvider | undefined {
+  return config.FHIR_SERVER_URL && config.FHIR_SMART_CLIENT_ID && config.FHIR_SMART_PRIVATE_KEY_FILE
+    ? new SmartBackendTokenProvider({
+        clientId: config.FHIR_SMART_CLIENT_ID,
+        privateKeyPem: loadSmartPrivateKey(config.FHIR_SMART_PRIVATE_KEY_FILE),
+        keyId: config.FHIR_SMART_KEY_ID,
+        alg: config.FHIR_SMART_ALG,
+        scopes,
+        tokenUrl: config.FHIR_SMART_TOKEN_URL,
+        fhirBaseUrl: config.FHIR_SERVER_URL,
+      })
+    : undefined;
 }

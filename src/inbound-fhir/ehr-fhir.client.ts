@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
-import type { Client as FhirKitClient, ClientConfig, SearchParams } from 'fhir-kit-client';
+import type { Client as FhirKitClient, SearchParams } from 'fhir-kit-client';
+import { loadFhirKit } from '../common/fhir-kit';
 import { PeerBase, PeerUrlError } from '../common/peer-url';
 import type { SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 
@@ -13,26 +12,6 @@ import type { SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
  * per-request options; an npm-installed undici Agent as `dispatcher` is rejected by Node's
  * built-in fetch, and replacing globalThis.fetch would break fhir-kit-client).
  */
-
-type FhirKitModule = { Client: new (config: ClientConfig) => FhirKitClient };
-
-/**
- * fhir-kit-client is ESM-only with an `import`-only exports map, so a bare require() fails
- * outside Jest (whose config maps it). Node >= 22.12 can require() the ESM file itself.
- */
-function loadFhirKit(): FhirKitModule {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('fhir-kit-client') as FhirKitModule;
-  } catch {
-    for (const base of module.paths) {
-      const file = join(base, 'fhir-kit-client', 'dist', 'index.js');
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      if (existsSync(file)) return require(file) as FhirKitModule;
-    }
-    throw new Error('fhir-kit-client is not installed');
-  }
-}
 
 export class EhrFhirError extends Error {
   constructor(

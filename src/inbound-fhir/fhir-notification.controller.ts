@@ -7,7 +7,7 @@ import { negotiateFormat, sendResource } from './fhir-http';
 import { callerOf } from './fhir-request.context';
 import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
-import { SubscriptionNotificationService } from './subscription-notification.service';
+import { SubscriptionNotificationHandler } from './subscription-notification.handler';
 
 /**
  * The rest-hook endpoint of R4 Subscriptions Backport notifications:
@@ -19,7 +19,7 @@ import { SubscriptionNotificationService } from './subscription-notification.ser
 @UseFilters(OperationOutcomeFilter)
 export class FhirNotificationController {
   constructor(
-    private readonly notifications: SubscriptionNotificationService,
+    private readonly notifications: SubscriptionNotificationHandler,
     @Inject(FHIR_FRONT_DOOR_CONFIG) private readonly config: FhirFrontDoorConfig,
   ) {}
 

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { Request } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import type { FhirCaller } from './fhir-order.service';
+import { sha256Hex } from '../common/hash';
+import type { FhirCaller } from './fhir-operation.shared';
 import { readRawBody } from './fhir-http';
 
 /**
@@ -11,7 +11,7 @@ import { readRawBody } from './fhir-http';
  */
 export function senderOf(req: Request): string {
   const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-  return `fhir-client:${createHash('sha256').update(token).digest('hex').slice(0, 12)}`;
+  return `fhir-client:${sha256Hex(token).slice(0, 12)}`;
 }
 
 /**

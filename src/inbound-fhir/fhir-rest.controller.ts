@@ -6,11 +6,14 @@ import { FhirError } from './fhir.error';
 import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { negotiateFormat, preferReturn, sendResource } from './fhir-http';
-import { FhirOrderService, type FhirAnswer } from './fhir-order.service';
-import { FhirResourceStore } from './fhir-resource.store';
-import { buildTask, capabilityStatement, searchSet } from './fhir-served.resources';
-import { callerOf, fhirUrl, mayRead, restrictionOf } from './fhir-request.context';
+import { FhirBundleOperation } from './fhir-bundle.operation';
+import type { FhirAnswer } from './fhir-operation.shared';
+import { FhirReadOperation } from './fhir-read.operation';
+import { capabilityStatement, searchSet } from './fhir-served.resources';
+import { callerOf, fhirUrl, restrictionOf } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
+import { CreateServiceRequestOperation } from './service-request-create.operation';
+import { UpdateServiceRequestOperation } from './service-request-update.operation';
 
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
@@ -29,8 +32,10 @@ function checkId(id: string): void {
 @UseFilters(OperationOutcomeFilter)
 export class FhirRestController {
   constructor(
-    private readonly orders: FhirOrderService,
-    private readonly store: FhirResourceStore,
+    private readonly creating: CreateServiceRequestOperation,
+    private readonly updating: UpdateServiceRequestOperation,
+    private readonly bundles: FhirBundleOperation,
+    private readonly reads: FhirReadOperation,
     @Inject(FHIR_FRONT_DOOR_CONFIG) private readonly config: FhirFrontDoorConfig,
   ) {}
 
@@ -62,7 +67,7 @@ export class FhirRestController {
   async create(@Req() req: Request, @Res() res: Response): Promise<void> {
     negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes);
-    const answer = await this.orders.create(caller, req.header('if-none-exist'));
+    const answer = await this.creating.execute(caller, req.header('if-none-exist'));
     this.send(req, res, answer);
   }
 
@@ -74,7 +79,7 @@ export class FhirRestController {
     sendResource(
       res,
       200,
-      await this.orders.readServiceRequest(id, restrictionOf(req, this.config.subscriptionToken)),
+      await this.reads.readServiceRequest(id, restrictionOf(req, this.config.subscriptionToken)),
       format,
     );
   }
@@ -85,7 +90,7 @@ export class FhirRestController {
     checkId(id);
     negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes);
-    this.send(req, res, await this.orders.update(caller, id, req.header('if-match')));
+    this.send(req, res, await this.updating.execute(caller, id, req.header('if-match')));
   }
 
   @Roles('sender')
@@ -93,7 +98,7 @@ export class FhirRestController {
   async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
     negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes);
-    const answer = await this.orders.bundle(caller);
+    const answer = await this.bundles.execute(caller);
     if (preferReturn(req) === 'minimal' && answer.resource?.resourceType === 'Bundle') {
       for (const e of (answer.resource as { entry?: Array<{ resource?: unknown }> }).entry ?? [])
         delete e.resource;
@@ -110,10 +115,8 @@ export class FhirRestController {
   ): Promise<void> {
     checkId(id);
     const format = negotiateFormat(req);
-    const order = /^[0-9a-f-]{36}$/i.test(id) ? await this.store.orderForTask(id) : undefined;
-    if (!order || !mayRead(restrictionOf(req, this.config.subscriptionToken), order.sender))
-      throw new FhirError('not-found', `Task/${id} is not known here`);
-    sendResource(res, 200, buildTask(order), format);
+    const task = await this.reads.readTask(id, restrictionOf(req, this.config.subscriptionToken));
+    sendResource(res, 200, task, format);
   }
 
   /** Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it) and `_id` (R4 task.html#search). */
@@ -123,31 +126,9 @@ export class FhirRestController {
     const format = negotiateFormat(req);
     const basedOn = typeof req.query['based-on'] === 'string' ? req.query['based-on'] : undefined;
     const id = typeof req.query._id === 'string' ? req.query._id : undefined;
-    if (!basedOn && !id) {
-      throw new FhirError('bad-request', 'search Task by based-on=ServiceRequest/{id} or by _id', [
-        {
-          severity: 'error',
-          code: 'not-supported',
-          diagnostics: 'supported search parameters: based-on, _id',
-          expression: ['based-on'],
-        },
-      ]);
-    }
-    let orders = [] as Awaited<ReturnType<FhirResourceStore['ordersForServiceRequest']>>;
-    if (basedOn) {
-      const m =
-        /(?:^|\/)ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(basedOn) ??
-        /^([A-Za-z0-9\-.]{1,64})$/.exec(basedOn);
-      orders = m ? await this.store.ordersForServiceRequest(m[1]!) : [];
-    } else if (id && /^[0-9a-f-]{36}$/i.test(id)) {
-      const one = await this.store.orderForTask(id);
-      orders = one ? [one] : [];
-    }
-    if (basedOn && id) orders = orders.filter((o) => o.orderId === id);
-    // A sender token finds only the orders it submitted (other senders' patients stay unseen).
     const restriction = restrictionOf(req, this.config.subscriptionToken);
-    orders = orders.filter((o) => mayRead(restriction, o.sender));
+    const tasks = await this.reads.searchTasks(basedOn, id, restriction);
     const self = `${req.protocol}://${req.get('host')}${req.originalUrl}`;
-    sendResource(res, 200, searchSet(orders.map(buildTask), self), format);
+    sendResource(res, 200, searchSet(tasks, self), format);
   }
 }

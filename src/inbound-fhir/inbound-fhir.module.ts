@@ -12,36 +12,47 @@ import type { AppConfig } from '../config/app-config';
 import { OrderIntakeService } from '../orders/order-intake.service';
 import { OrdersModule } from '../orders/orders.module';
 import { EhrFhirClient } from './ehr-fhir.client';
+import { EhrOrderIntake } from './ehr-order.intake';
+import { FhirBundleOperation } from './fhir-bundle.operation';
 import { FhirFallbackController } from './fhir-fallback.controller';
 import { fhirFrontDoorConfig, type FhirFrontDoorConfig } from './fhir-front-door.config';
 import { FhirNotificationController } from './fhir-notification.controller';
-import { FhirOrderService } from './fhir-order.service';
-import { FhirResourceStore } from './fhir-resource.store';
+import type { FhirOperationDeps } from './fhir-operation.shared';
+import { FhirReadOperation } from './fhir-read.operation';
+import { FhirRefusalRecorder } from './fhir-refusal.recorder';
+import { FhirResourceRepository } from './fhir-resource.repository';
 import { FhirRestController } from './fhir-rest.controller';
 import { loadFhirDefinitions } from '../fhir/fhir-validator';
-import { EHR_FHIR_CLIENT, FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
-import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
-import { SubscriptionNotificationService } from './subscription-notification.service';
+import {
+  EHR_FHIR_CLIENT,
+  FHIR_FRONT_DOOR_CONFIG,
+  FHIR_OPERATION_DEPS,
+} from './inbound-fhir.tokens';
+import { CreateServiceRequestOperation } from './service-request-create.operation';
+import { UpdateServiceRequestOperation } from './service-request-update.operation';
+import { smartTokenProvider } from '../fhir/smart-backend.auth';
+import { SubscriptionCatchUp } from './subscription-catch-up.service';
+import { SubscriptionNotificationHandler } from './subscription-notification.handler';
+import { SubscriptionRegistration } from './subscription-registration.service';
+import { SubscriptionRepository } from './subscription.repository';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {
   if (!config.FHIR_SERVER_URL) return undefined;
-  const smart =
-    config.FHIR_SMART_CLIENT_ID && config.FHIR_SMART_PRIVATE_KEY_FILE
-      ? new SmartBackendTokenProvider({
-          clientId: config.FHIR_SMART_CLIENT_ID,
-          privateKeyPem: loadSmartPrivateKey(config.FHIR_SMART_PRIVATE_KEY_FILE),
-          keyId: config.FHIR_SMART_KEY_ID,
-          alg: config.FHIR_SMART_ALG,
-          scopes: config.FHIR_SMART_SCOPES,
-          tokenUrl: config.FHIR_SMART_TOKEN_URL,
-          fhirBaseUrl: config.FHIR_SERVER_URL,
-        })
-      : undefined;
+  const smart = smartTokenProvider(config, config.FHIR_SMART_SCOPES);
   return new EhrFhirClient({
     baseUrl: config.FHIR_SERVER_URL,
     bearerToken: smart ? undefined : config.FHIR_SERVER_TOKEN,
     smart,
   });
+}
+
+/** A use case built from the shared dependencies alone. */
+function operation<T>(type: new (deps: FhirOperationDeps) => T) {
+  return {
+    provide: type,
+    inject: [FHIR_OPERATION_DEPS],
+    useFactory: (deps: FhirOperationDeps) => new type(deps),
+  };
 }
 
 /** The FHIR R4 front door: /fhir REST, Subscription notifications, and the EHR client they read with. */
@@ -61,49 +72,70 @@ function ehrClient(config: AppConfig): EhrFhirClient | undefined {
       useFactory: (config: AppConfig) => ehrClient(config) ?? null,
     },
     {
-      provide: FhirResourceStore,
+      provide: FhirResourceRepository,
       inject: [DATA_SOURCE],
-      useFactory: (dataSource: DataSource) => new FhirResourceStore(dataSource),
+      useFactory: (dataSource: DataSource) => new FhirResourceRepository(dataSource),
     },
     {
-      provide: FhirOrderService,
+      provide: SubscriptionRepository,
+      inject: [DATA_SOURCE],
+      useFactory: (dataSource: DataSource) => new SubscriptionRepository(dataSource),
+    },
+    {
+      provide: FHIR_OPERATION_DEPS,
       inject: [
         OrderIntakeService,
-        FhirResourceStore,
+        FhirResourceRepository,
+        SubscriptionRepository,
         FHIR_FRONT_DOOR_CONFIG,
         EHR_FHIR_CLIENT,
         LOGGER,
       ],
       useFactory: (
         intake: OrderIntakeService,
-        store: FhirResourceStore,
+        resources: FhirResourceRepository,
+        subscriptions: SubscriptionRepository,
         config: FhirFrontDoorConfig,
         ehr: EhrFhirClient | null,
         logger: Logger,
-      ) => new FhirOrderService(intake, store, config, ehr ?? undefined, logger),
+      ): FhirOperationDeps => ({
+        intake,
+        resources,
+        subscriptions,
+        config,
+        ehr: ehr ?? undefined,
+        refusals: new FhirRefusalRecorder(intake, logger),
+        logger,
+        clock: () => new Date(),
+      }),
+    },
+    operation(CreateServiceRequestOperation),
+    operation(UpdateServiceRequestOperation),
+    operation(FhirBundleOperation),
+    {
+      provide: FhirReadOperation,
+      inject: [FhirResourceRepository],
+      useFactory: (resources: FhirResourceRepository) => new FhirReadOperation(resources),
+    },
+    operation(EhrOrderIntake),
+    operation(SubscriptionRegistration),
+    {
+      provide: SubscriptionCatchUp,
+      inject: [FHIR_OPERATION_DEPS, EhrOrderIntake],
+      useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake) =>
+        new SubscriptionCatchUp(deps, orders),
     },
     {
-      provide: SubscriptionNotificationService,
-      inject: [
-        OrderIntakeService,
-        FhirResourceStore,
-        FHIR_FRONT_DOOR_CONFIG,
-        EHR_FHIR_CLIENT,
-        LOGGER,
-      ],
-      useFactory: (
-        intake: OrderIntakeService,
-        store: FhirResourceStore,
-        config: FhirFrontDoorConfig,
-        ehr: EhrFhirClient | null,
-        logger: Logger,
-      ) => new SubscriptionNotificationService(intake, store, config, ehr ?? undefined, logger),
+      provide: SubscriptionNotificationHandler,
+      inject: [FHIR_OPERATION_DEPS, EhrOrderIntake, SubscriptionCatchUp],
+      useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake, catchUp: SubscriptionCatchUp) =>
+        new SubscriptionNotificationHandler(deps, orders, catchUp),
     },
   ],
 })
 export class InboundFhirModule implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
   constructor(
-    private readonly notifications: SubscriptionNotificationService,
+    private readonly registration: SubscriptionRegistration,
     @Inject(EHR_FHIR_CLIENT) private readonly ehr: EhrFhirClient | null,
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
@@ -115,7 +147,7 @@ export class InboundFhirModule implements OnModuleInit, OnApplicationBootstrap, 
 
   async onApplicationBootstrap(): Promise<void> {
     try {
-      await this.notifications.ensureSubscription();
+      await this.registration.ensureSubscription();
     } catch (error) {
       // Not fatal: orders can still be POSTed; the operator sees why in the log.
       this.logger.error(

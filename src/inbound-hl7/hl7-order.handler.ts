@@ -1,6 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter } from 'prom-client';
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
+import { recordRefusal } from '../common/refusal';
 import {
   buildAck,
   checkStructure,
@@ -28,6 +31,7 @@ import type {
   IntakeOutcome,
   IntakeResponse,
   OrderIntakeService,
+  RejectionInput,
 } from '../orders/order-intake.service';
 
 const messagesTotal = new Counter({
@@ -140,7 +144,7 @@ export class Hl7OrderHandler {
       return this.refuse(message, base, quirks, structure.outcome, structure.errors);
     }
     const mapped = mapHl7Message(message, this.options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
-    const allQuirks = dedupe(mapped.quirks);
+    const allQuirks = dedupeQuirks(mapped.quirks);
     if (mapped.outcome === 'error') {
       return this.refuse(message, base, allQuirks, 'error', mapped.errors);
     }
@@ -149,7 +153,7 @@ export class Hl7OrderHandler {
     );
     const idempotencyKey = message.controlId
       ? `mllp|${sender ?? ''}|${message.controlId}`
-      : `mllp|${sender ?? ''}|sha256:${createHash('sha256').update(raw).digest('hex')}`;
+      : `mllp|${sender ?? ''}|sha256:${sha256Hex(raw)}`;
 
     try {
       const reply = await this.intake.ingest(
@@ -290,25 +294,20 @@ export class Hl7OrderHandler {
       now: this.clock(),
     });
     messagesTotal.inc({ type: typeLabel(base.messageType), ack: ackLabel(ack.code) });
-    try {
-      await this.intake.recordRejected({
-        ...base,
-        quirks,
-        response: {
-          code: ack.code,
-          body: ack.bytes,
-          contentType: 'application/hl7-v2',
-          accepted: false,
-        },
-        problems: errors
-          .filter((e) => e.severity === 'E')
-          .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
-      });
-    } catch (error) {
-      this.logger.error(
-        { err: (error as Error).message },
-        'rejected hl7 message could not be stored',
-      );
+    const input: RejectionInput = {
+      ...base,
+      quirks,
+      response: {
+        code: ack.code,
+        body: ack.bytes,
+        contentType: 'application/hl7-v2',
+        accepted: false,
+      },
+      problems: errors
+        .filter((e) => e.severity === 'E')
+        .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
+    };
+    if (!(await recordRefusal(this.intake, input, this.logger, 'rejected hl7 message'))) {
       return buildAck({
         inbound: message,
         outcome: 'reject',
@@ -368,37 +367,19 @@ export class Hl7OrderHandler {
     ]);
     const body = Buffer.from(text, 'latin1');
     messagesTotal.inc({ type: 'unparseable', ack: 'AR' });
-    try {
-      await this.intake.recordRejected({
-        transport: 'mllp',
-        sender: null,
-        remoteAddress: meta.remoteAddress,
-        messageType: null,
-        messageControlId: salvageControlId(raw) ?? null,
-        raw,
-        contentType: 'application/hl7-v2',
-        quirks: [],
-        response: { code: 'AR', body, contentType: 'application/hl7-v2', accepted: false },
-        problems: [{ location: 'MSH', code: '100', message: `not an HL7 v2 message: ${reason}` }],
-      });
-    } catch (error) {
-      this.logger.error(
-        { err: (error as Error).message },
-        'unparseable message could not be stored',
-      );
-    }
+    const input: RejectionInput = {
+      transport: 'mllp',
+      sender: null,
+      remoteAddress: meta.remoteAddress,
+      messageType: null,
+      messageControlId: salvageControlId(raw) ?? null,
+      raw,
+      contentType: 'application/hl7-v2',
+      quirks: [],
+      response: { code: 'AR', body, contentType: 'application/hl7-v2', accepted: false },
+      problems: [{ location: 'MSH', code: '100', message: `not an HL7 v2 message: ${reason}` }],
+    };
+    await recordRefusal(this.intake, input, this.logger, 'unparseable message');
     return body;
   }
-}
-
-function dedupe(
-  quirks: Array<{ code: string; detail: string }>,
-): Array<{ code: string; detail: string }> {
-  const seen = new Set<string>();
-  return quirks.filter((q) => {
-    const key = `${q.code}|${q.detail}`;
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
 }

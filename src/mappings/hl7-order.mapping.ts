@@ -11,6 +11,7 @@ import type {
 } from '../domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
+import { applyRow } from './table-driver';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
 export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.0.0';
@@ -163,16 +164,6 @@ function segmentsInScope(scope: Scope, id: string): Hl7Segment[] {
   return scope.message.segmentsById(id);
 }
 
-function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
-  const keys = path.split('.');
-  let obj = target;
-  for (const key of keys.slice(0, -1)) {
-    if (typeof obj[key] !== 'object' || obj[key] === null) obj[key] = {};
-    obj = obj[key] as Record<string, unknown>;
-  }
-  obj[keys[keys.length - 1]] = value;
-}
-
 interface RowsOutcome {
   values: Record<string, unknown>;
   lineage: MappedField[];
@@ -207,15 +198,7 @@ function applyRows(
       }
       if (out.warning) problems.push(out.warning);
       if (out.kind === 'empty') continue;
-      setPath(values, row.target, out.value);
-      for (const line of out.lines) {
-        lineage.push({
-          target: `${row.target}${line.suffix}`,
-          source: line.source,
-          value: line.value,
-          ruleId: row.ruleId,
-        });
-      }
+      applyRow(values, lineage, row, out.value, out.lines);
       found = true;
       problems.push(
         ...conflicts(row, row.sources.indexOf(spec), out.value, at, scope, config, quirks, values),

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../common/hash';
 import type { OrderRequest } from '../domain/order-request';
 import type { OutboundRow } from './outbound-rows';
 import type { ResultContent } from './result-content.mapping';
@@ -54,7 +54,7 @@ export interface PublicationInput {
  * UIDs), so the same order and revision always give the same UID and a resend replaces.
  */
 export function uidFromSeed(seed: string): string {
-  const hex = createHash('sha256').update(seed).digest('hex').slice(0, 32);
+  const hex = sha256Hex(seed).slice(0, 32);
   return `2.25.${BigInt(`0x${hex}`).toString(10)}`;
 }
 

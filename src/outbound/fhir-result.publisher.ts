@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Resource } from '@medplum/fhirtypes';
-import type { Client as FhirKitClient, ClientConfig } from 'fhir-kit-client';
+import type { Client as FhirKitClient } from 'fhir-kit-client';
 import type { DataSource } from 'typeorm';
+import { loadFhirKit } from '../common/fhir-kit';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import {
   buildDiagnosticReport,
@@ -14,23 +13,6 @@ import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
 import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
-
-type FhirKitModule = { Client: new (config: ClientConfig) => FhirKitClient };
-
-/** fhir-kit-client is ESM-only (an `import`-only exports map); Node >= 22.12 require()s its file. */
-function loadFhirKit(): FhirKitModule {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('fhir-kit-client') as FhirKitModule;
-  } catch {
-    for (const base of module.paths) {
-      const file = join(base, 'fhir-kit-client', 'dist', 'index.js');
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      if (existsSync(file)) return require(file) as FhirKitModule;
-    }
-    throw new Error('fhir-kit-client is not installed');
-  }
-}
 
 /** Bearer tokens from SMART Backend Services (src/fhir/smart-backend.auth.ts). */
 export interface FhirTokenSource {

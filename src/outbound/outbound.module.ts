@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import { loadSmartPrivateKey, SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
+import { smartTokenProvider } from '../fhir/smart-backend.auth';
 import { DicomWebResultPublisher } from './dicomweb-result.publisher';
 import { FhirResultPublisher } from './fhir-result.publisher';
 import { Hl7ResultPublisher } from './hl7-result.publisher';
@@ -28,19 +28,8 @@ export function createOutboxWorker(
   const settings = outboundSettings(config);
   const publishers: Publisher[] = [];
   if (config.FHIR_SERVER_URL) {
-    const smart =
-      config.FHIR_SMART_CLIENT_ID && config.FHIR_SMART_PRIVATE_KEY_FILE
-        ? new SmartBackendTokenProvider({
-            clientId: config.FHIR_SMART_CLIENT_ID,
-            privateKeyPem: loadSmartPrivateKey(config.FHIR_SMART_PRIVATE_KEY_FILE),
-            keyId: config.FHIR_SMART_KEY_ID,
-            alg: config.FHIR_SMART_ALG,
-            // Our reads' scopes plus writing the Task and the DiagnosticReport.
-            scopes: withWriteScopes(config.FHIR_SMART_SCOPES),
-            tokenUrl: config.FHIR_SMART_TOKEN_URL,
-            fhirBaseUrl: config.FHIR_SERVER_URL,
-          })
-        : undefined;
+    // Our reads' scopes plus writing the Task and the DiagnosticReport.
+    const smart = smartTokenProvider(config, withWriteScopes(config.FHIR_SMART_SCOPES));
     publishers.push(
       new FhirResultPublisher({
         baseUrl: config.FHIR_SERVER_URL,

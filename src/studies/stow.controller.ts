@@ -3,7 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { currentCorrelationId } from '../observability/logger';
+import { sendProblem } from '../common/problem-body';
 import { isDicomUid } from './dicom-uid';
 import { StudyError, type StudyErrorCode } from './study.error';
 import type { StowService } from './stow.service';
@@ -95,26 +95,4 @@ export class StowController {
       sendProblem(req, res, STATUS[error.code], error.code, error.message);
     }
   }
-}
-
-function sendProblem(
-  req: AuthenticatedRequest,
-  res: Response,
-  status: number,
-  title: string,
-  detail: string,
-): void {
-  res
-    .status(status)
-    .type('application/problem+json')
-    .send(
-      JSON.stringify({
-        type: 'about:blank',
-        title,
-        status,
-        detail,
-        instance: req.originalUrl?.split('?')[0],
-        correlationId: currentCorrelationId(),
-      }),
-    );
 }

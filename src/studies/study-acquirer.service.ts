@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { access, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -10,6 +9,7 @@ import {
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
+import { sha256Hex } from '../common/hash';
 import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
 import { isDicomUid } from './dicom-uid';
 import type { DicomWebClient } from './dicomweb.client';
@@ -208,7 +208,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   ): Promise<StudyAcquisition> {
     const ds = this.options.dataSource;
     const now = this.now();
-    const sidecarHash = request.sidecar ? sha256(JSON.stringify(request.sidecar)) : null;
+    const sidecarHash = request.sidecar ? sha256Hex(JSON.stringify(request.sidecar)) : null;
 
     // 1. Instances pushed to us.
     await ds.transaction(async (m) => {
@@ -561,10 +561,6 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
 
 function waiting(reason: string, retryAfterMs: number): StudyAcquisition {
   return { status: 'waiting', reason, retryAfterMs: Math.max(1000, Math.ceil(retryAfterMs)) };
-}
-
-function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
 }
 
 /** Study-level attributes from the instances (the first that has each one). */

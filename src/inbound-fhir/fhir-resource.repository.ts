@@ -27,17 +27,6 @@ export interface OrderForTask {
   sender: string | null;
 }
 
-export interface SubscriptionState {
-  subscriptionRef: string;
-  topic: string | null;
-  status: string | null;
-  lastEventNumber: number;
-  lastEventAt: Date | null;
-  lastNotificationAt: Date | null;
-  handshakeAt: Date | null;
-  lastHeartbeatAt: Date | null;
-}
-
 interface ResourceRow {
   id: string;
   order_id: string | null;
@@ -63,10 +52,10 @@ function toStored<T extends Resource>(row: ResourceRow): StoredResource<T> {
 }
 
 /**
- * What the FHIR front door keeps besides the order: the ServiceRequest it serves (versioned),
- * and per Subscription the events it processed. Writes take the intake transaction's manager.
+ * The ServiceRequests the FHIR front door serves (versioned, table fhir_resources) and the
+ * orders read as Tasks. Writes take the intake transaction's manager.
  */
-export class FhirResourceStore {
+export class FhirResourceRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   async findServiceRequest(id: string): Promise<StoredResource<ServiceRequest> | undefined> {
@@ -207,90 +196,5 @@ export class FhirResourceStore {
       serviceRequestId: r.sr_id,
       sender: r.sender,
     }));
-  }
-
-  async subscription(ref: string): Promise<SubscriptionState | undefined> {
-    const rows: Array<{
-      subscription_ref: string;
-      topic: string | null;
-      status: string | null;
-      last_event_number: string;
-      last_event_at: Date | null;
-      last_notification_at: Date | null;
-      handshake_at: Date | null;
-      last_heartbeat_at: Date | null;
-    }> = await this.dataSource.query(
-      `SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`,
-      [ref],
-    );
-    const r = rows[0];
-    if (!r) return undefined;
-    return {
-      subscriptionRef: r.subscription_ref,
-      topic: r.topic,
-      status: r.status,
-      lastEventNumber: Number(r.last_event_number),
-      lastEventAt: r.last_event_at,
-      lastNotificationAt: r.last_notification_at,
-      handshakeAt: r.handshake_at,
-      lastHeartbeatAt: r.last_heartbeat_at,
-    };
-  }
-
-  /** Event numbers of this subscription already processed, among `numbers`. */
-  async seenEvents(ref: string, numbers: number[]): Promise<Set<number>> {
-    if (numbers.length === 0) return new Set();
-    const rows: Array<{ event_number: string }> = await this.dataSource.query(
-      `SELECT event_number FROM fhir_subscription_events WHERE subscription_ref = $1 AND event_number = ANY($2::bigint[])`,
-      [ref, numbers],
-    );
-    return new Set(rows.map((r) => Number(r.event_number)));
-  }
-
-  /** Records a notification's effect on the subscription state (and its events), in the intake transaction. */
-  async recordNotification(
-    manager: EntityManager,
-    change: {
-      subscriptionRef: string;
-      topic: string | null;
-      status: string | null;
-      kind: 'handshake' | 'heartbeat' | 'event' | 'catch-up' | 'other';
-      eventNumbers: number[];
-      /** The highest event number known to be handled (events or a completed catch-up). */
-      handledUpTo?: number;
-      eventAt?: string;
-      inboundMessageId: string;
-    },
-  ): Promise<void> {
-    await manager.query(
-      `INSERT INTO fhir_subscriptions (subscription_ref, topic, status, last_event_number, handshake_at, last_heartbeat_at,
-                                       last_notification_at, last_event_at, updated_at)
-       VALUES ($1, $2, $3, coalesce($4, 0), CASE WHEN $5 = 'handshake' THEN now() END,
-               CASE WHEN $5 = 'heartbeat' THEN now() END, now(), $6, now())
-       ON CONFLICT (subscription_ref) DO UPDATE SET
-         topic = coalesce(EXCLUDED.topic, fhir_subscriptions.topic),
-         status = coalesce(EXCLUDED.status, fhir_subscriptions.status),
-         last_event_number = greatest(fhir_subscriptions.last_event_number, coalesce($4, 0)),
-         handshake_at = coalesce(EXCLUDED.handshake_at, fhir_subscriptions.handshake_at),
-         last_heartbeat_at = coalesce(EXCLUDED.last_heartbeat_at, fhir_subscriptions.last_heartbeat_at),
-         last_notification_at = now(),
-         last_event_at = greatest(fhir_subscriptions.last_event_at, EXCLUDED.last_event_at),
-         updated_at = now()`,
-      [
-        change.subscriptionRef,
-        change.topic,
-        change.status,
-        change.handledUpTo ?? null,
-        change.kind,
-        change.eventAt ?? null,
-      ],
-    );
-    if (change.eventNumbers.length > 0) {
-      await manager.query(
-        `INSERT INTO fhir_subscription_events (subscription_ref, event_number, inbound_message_id)
-         SELECT $1, n, $3 FROM unnest($2::bigint[]) n ON CONFLICT DO NOTHING`,
-        [change.subscriptionRef, change.eventNumbers, change.inboundMessageId],
-      );
-    }
   }
 }

@@ -1,0 +1,243 @@
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
+import type { ToleratedQuirk } from '../domain/order-request';
+import type { IntakeOrder } from '../orders/order-intake.service';
+import type { EhrFhirClient } from './ehr-fhir.client';
+import {
+  FHIR_JSON,
+  fhirResponse,
+  mapToOrder,
+  servedServiceRequest,
+  type FhirOperationDeps,
+} from './fhir-operation.shared';
+import { problemsOf } from './fhir-refusal.recorder';
+import type { StoredResource } from './fhir-resource.repository';
+import { FhirError, operationOutcome } from './fhir.error';
+import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
+import type { NotificationChange } from './subscription.repository';
+
+export interface EhrServiceRequest {
+  sr: ServiceRequest;
+  /** Absolute URL on the EHR (the identity of the request there). */
+  fullUrl: string;
+}
+
+/** A notification (or catch-up search) as the intake records it, with its subscription effect. */
+export interface NotificationRecord {
+  raw: Buffer;
+  contentType: string;
+  messageType: string;
+  idempotencyKey: string;
+  quirks: ToleratedQuirk[];
+  subscription: Omit<NotificationChange, 'subscriptionRef' | 'inboundMessageId'> & {
+    ref: string;
+  };
+}
+
+type EhrOrder = IntakeOrder & { item?: EhrServiceRequest; stored?: StoredResource<ServiceRequest> };
+
+function versionTag(sr: ServiceRequest): string {
+  return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
+}
+
+/** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */
+export function requireEhr(ehr: EhrFhirClient | undefined, reason: string): EhrFhirClient {
+  if (!ehr) {
+    throw new FhirError(
+      'invalid',
+      `${reason} needs FHIR_SERVER_URL (the EHR's FHIR server), which is not configured`,
+      [
+        {
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: `${reason}: FHIR_SERVER_URL is not configured`,
+        },
+      ],
+    );
+  }
+  return ehr;
+}
+
+/** Who the EHR is, as a sender: its FHIR base. */
+export function ehrSender(ehr: EhrFhirClient | undefined): string {
+  return ehr ? `fhir-ehr:${ehr.baseUrl}` : 'fhir-ehr:unconfigured';
+}
+
+/**
+ * ServiceRequests read from (or sent by) the EHR → orders, with the notification that brought
+ * them and its effect on the subscription state, in one intake transaction.
+ */
+export class EhrOrderIntake {
+  constructor(private readonly deps: FhirOperationDeps) {}
+
+  private get sender(): string {
+    return ehrSender(this.deps.ehr);
+  }
+
+  /** Records a notification that carries no order (handshake, heartbeat, resend). */
+  async record(rec: NotificationRecord): Promise<void> {
+    await this.ingestOrders(rec, [], new Map());
+  }
+
+  /**
+   * New active requests are created; known ones update (or cancel) their order; a version
+   * already processed is skipped.
+   */
+  async ingest(
+    items: EhrServiceRequest[],
+    siblings: SiblingEntry[],
+    rec: NotificationRecord,
+  ): Promise<void> {
+    const known = await this.deps.resources.findBySourceUrls(items.map((i) => i.fullUrl));
+    const resolver = new ReferenceResolver(siblings, this.deps.ehr);
+    const orders: Array<
+      IntakeOrder & { item: EhrServiceRequest; stored?: StoredResource<ServiceRequest> }
+    > = [];
+    let mappingVersion = '';
+    for (const item of items) {
+      const { sr } = item;
+      // Known by its EHR URL, or by a business identifier when it was first POSTed to us.
+      const stored =
+        known.get(item.fullUrl) ??
+        (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? []));
+      const version = versionTag(sr);
+      const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
+      if (stored && stored.sourceVersion === version) {
+        rec.quirks.push({
+          code: 'notification-version-already-processed',
+          detail: `${item.fullUrl} version ${version}`,
+        });
+        continue;
+      }
+      if (!stored && sr.status !== 'active') {
+        rec.quirks.push({
+          code: 'notification-not-an-active-order',
+          detail: `${item.fullUrl} has status ${sr.status} and no order here: ignored`,
+        });
+        continue;
+      }
+      const { mapped, issues } = await mapToOrder(
+        sr,
+        resolver,
+        { lenient: cancelling, srFullUrl: item.fullUrl, siblings },
+        stored ? 'update' : 'create',
+        this.deps.config,
+      );
+      mappingVersion = mapped.mappingVersion;
+      rec.quirks.push(...mapped.quirks);
+      if (issues.length > 0 || !mapped.request) {
+        // The notification itself is fine; this request is not an order we can run. Kept for the analyst.
+        await this.deps.intake.recordRejected({
+          transport: 'fhir-subscription',
+          sender: this.sender,
+          remoteAddress: null,
+          messageType: 'ServiceRequest (from the EHR)',
+          messageControlId: item.fullUrl,
+          raw: Buffer.from(JSON.stringify(sr)),
+          contentType: FHIR_JSON,
+          quirks: [],
+          response: fhirResponse(422, operationOutcome(issues), false),
+          problems: problemsOf(issues, ''),
+        });
+        continue;
+      }
+      orders.push({
+        request: mapped.request,
+        lineage: mapped.lineage,
+        sourceRef: item.fullUrl,
+        targetOrderId: stored?.orderId ?? undefined,
+        item,
+        stored,
+      });
+    }
+    rec.quirks.push(...resolver.quirks);
+    await this.ingestOrders(rec, orders, new Map(orders.map((o, k) => [k, o])), mappingVersion);
+  }
+
+  private async ingestOrders(
+    rec: NotificationRecord,
+    orders: IntakeOrder[],
+    byIndex: Map<number, EhrOrder>,
+    mappingVersion = 'fhir-order-mapping',
+  ): Promise<void> {
+    const now = this.deps.clock().toISOString();
+    await this.deps.intake.ingest(
+      {
+        transport: 'fhir-subscription',
+        sender: this.sender,
+        remoteAddress: null,
+        messageType: rec.messageType,
+        messageControlId: rec.subscription.eventNumbers.length
+          ? rec.subscription.eventNumbers.join(',')
+          : null,
+        idempotencyKey: rec.idempotencyKey,
+        raw: rec.raw,
+        contentType: rec.contentType,
+        quirks: dedupeQuirks(rec.quirks),
+        mappingVersion,
+        actor: this.sender,
+        orders: orders.map(({ request, lineage, sourceRef, targetOrderId }) => ({
+          request,
+          lineage,
+          sourceRef,
+          targetOrderId,
+        })),
+        afterStore: async (manager, stored) => {
+          for (const [k, r] of stored.outcome.results.entries()) {
+            const o = byIndex.get(k);
+            if (!o?.item) continue;
+            const tag = versionTag(o.item.sr);
+            const source = o.item.fullUrl;
+            if (r.kind === 'created') {
+              await this.deps.resources.insertServiceRequest(manager, {
+                id: r.orderId,
+                orderId: r.orderId,
+                sender: this.sender,
+                resource: servedServiceRequest(o.item.sr, r.orderId, 1, now, source),
+                lastUpdated: now,
+                sourceUrl: source,
+                sourceVersion: tag,
+              });
+            } else if (
+              (r.kind === 'updated' ||
+                r.kind === 'cancel-accepted' ||
+                r.kind === 'cancel-too-late') &&
+              o.stored
+            ) {
+              const version = o.stored.versionId + 1;
+              await this.deps.resources.updateServiceRequest(manager, {
+                id: o.stored.id,
+                resource: servedServiceRequest(o.item.sr, o.stored.id, version, now, source),
+                versionId: version,
+                lastUpdated: now,
+                sourceVersion: tag,
+                sourceUrl: source,
+              });
+            }
+          }
+          const { ref, ...change } = rec.subscription;
+          await this.deps.subscriptions.recordNotification(manager, {
+            subscriptionRef: ref,
+            ...change,
+            inboundMessageId: stored.inboundMessageId,
+          });
+        },
+      },
+      (outcome) =>
+        fhirResponse(
+          200,
+          operationOutcome([
+            {
+              severity: 'information',
+              code: 'informational',
+              diagnostics: outcome.results.length
+                ? outcome.results.map((r) => `${r.sourceRef}: ${r.kind}`).join('; ')
+                : `${rec.messageType} recorded`,
+            },
+          ]),
+          true,
+        ),
+    );
+  }
+}

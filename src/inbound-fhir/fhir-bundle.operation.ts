@@ -1,0 +1,287 @@
+import type {
+  Bundle,
+  BundleEntry,
+  OperationOutcomeIssue,
+  ServiceRequest,
+} from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
+import type { ToleratedQuirk } from '../domain/order-request';
+import type { IntakeOrder, IntakeOutcome } from '../orders/order-intake.service';
+import { parseResource } from './fhir-http';
+import {
+  assertValid,
+  fhirResponse,
+  fromCaller,
+  mapToOrder,
+  servedServiceRequest,
+  storeCreated,
+  type FhirAnswer,
+  type FhirCaller,
+  type FhirOperationDeps,
+} from './fhir-operation.shared';
+import { FhirError, operationOutcome } from './fhir.error';
+import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
+
+/** Resource types a transaction/batch may carry beside its ServiceRequests (used as context, not stored). */
+const CONTEXT_TYPES = new Set([
+  'Patient',
+  'ImagingStudy',
+  'Practitioner',
+  'PractitionerRole',
+  'Condition',
+  'Observation',
+  'Encounter',
+  'Organization',
+]);
+
+type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
+
+/** The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422). */
+function parseBundle(raw: Buffer): Bundle {
+  const bundle = parseResource(raw);
+  if (bundle.resourceType !== 'Bundle') {
+    throw new FhirError(
+      'bad-request',
+      `POST to the base takes a transaction or batch Bundle, not a ${bundle.resourceType}`,
+      [
+        {
+          severity: 'error',
+          code: 'invalid',
+          diagnostics: 'expected a Bundle',
+          expression: ['resourceType'],
+        },
+      ],
+    );
+  }
+  const b = bundle as Bundle;
+  assertValid(b);
+  if (b.type !== 'transaction' && b.type !== 'batch') {
+    throw new FhirError('invalid', `Bundle.type ${b.type} is not processed here`, [
+      {
+        severity: 'error',
+        code: 'not-supported',
+        diagnostics: `only transaction and batch Bundles are accepted (got ${b.type})`,
+        expression: ['Bundle.type'],
+      },
+    ]);
+  }
+  return b;
+}
+
+/** Each entry a POSTed ServiceRequest or a context resource (else 422); the entries as siblings. */
+function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): SiblingEntry[] {
+  const siblings: SiblingEntry[] = [];
+  const structural: OperationOutcomeIssue[] = [];
+  entries.forEach((e, i) => {
+    if (!e.resource) {
+      structural.push({
+        severity: 'error',
+        code: 'required',
+        diagnostics: 'each entry needs a resource (only POST/PUT of resources is supported)',
+        expression: [`Bundle.entry[${i}].resource`],
+      });
+      return;
+    }
+    if (!e.request) {
+      quirks.push({
+        code: 'fhir-bundle-entry-without-request',
+        detail: `Bundle.entry[${i}] has no request: treated as POST`,
+      });
+    }
+    const type = e.resource.resourceType;
+    if (type === 'ServiceRequest') {
+      const method = e.request?.method ?? 'POST';
+      if (method !== 'POST') {
+        structural.push({
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: `ServiceRequest entries must be POST (create); got ${method}. Use PUT /fhir/ServiceRequest/{id} to change an order`,
+          expression: [`Bundle.entry[${i}].request.method`],
+        });
+      }
+    } else if (!CONTEXT_TYPES.has(type)) {
+      structural.push({
+        severity: 'error',
+        code: 'not-supported',
+        diagnostics: `${type} is not supported in an order Bundle (ServiceRequest with ${[...CONTEXT_TYPES].join(', ')})`,
+        expression: [`Bundle.entry[${i}].resource.resourceType`],
+      });
+    }
+    siblings.push({
+      fullUrl: e.fullUrl,
+      resource: e.resource,
+      location: `Bundle.entry[${i}]`,
+    });
+  });
+  if (structural.length > 0)
+    throw new FhirError('invalid', 'the Bundle cannot be processed', structural);
+  return siblings;
+}
+
+/** One response entry per request entry (R4 http.html#transaction-response). */
+function responseEntries(
+  entries: BundleEntry[],
+  entryErrors: Map<number, OperationOutcomeIssue[]>,
+  orders: BundleOrder[],
+  outcome: IntakeOutcome,
+  now: string,
+  servedByIndex: Map<number, ServiceRequest>,
+): BundleEntry[] {
+  return entries.map((e, i) => {
+    const errors = entryErrors.get(i);
+    if (errors) {
+      return {
+        response: {
+          status: '422 Unprocessable Entity',
+          outcome: operationOutcome(errors),
+        },
+      };
+    }
+    if (e.resource?.resourceType !== 'ServiceRequest') {
+      return {
+        response: {
+          status: '200 OK',
+          outcome: operationOutcome([
+            {
+              severity: 'information',
+              code: 'informational',
+              diagnostics: `${e.resource?.resourceType} used as order context; it is not stored as a resource here`,
+            },
+          ]),
+        },
+      };
+    }
+    const k = orders.findIndex((o) => o.entryIndex === i);
+    const r = outcome.results[k];
+    if (r?.kind === 'created') {
+      const served = servedServiceRequest(orders[k]!.sr, r.orderId, 1, now);
+      servedByIndex.set(i, served);
+      return {
+        resource: served,
+        response: {
+          status: '201 Created',
+          location: `ServiceRequest/${r.orderId}/_history/1`,
+          etag: 'W/"1"',
+          lastModified: now,
+        },
+      };
+    }
+    if (r?.kind === 'already-known') {
+      return {
+        response: { status: '200 OK', location: `ServiceRequest/${r.orderId}` },
+      };
+    }
+    return { response: { status: '500 Internal Server Error' } };
+  });
+}
+
+/** POST /fhir with a transaction or batch Bundle (R4 http.html#transaction). */
+export class FhirBundleOperation {
+  constructor(private readonly deps: FhirOperationDeps) {}
+
+  async execute(caller: FhirCaller): Promise<FhirAnswer> {
+    const quirks: ToleratedQuirk[] = [];
+    return this.deps.refusals.keeping(
+      caller,
+      'Bundle',
+      async () => {
+        const b = parseBundle(caller.raw);
+        const entries = b.entry ?? [];
+        const siblings = checkEntries(entries, quirks);
+
+        const resolver = new ReferenceResolver(siblings, this.deps.ehr);
+        const orders: BundleOrder[] = [];
+        const entryErrors = new Map<number, OperationOutcomeIssue[]>();
+        let mappingVersion = '';
+        for (const [i, e] of entries.entries()) {
+          if (e.resource?.resourceType !== 'ServiceRequest') continue;
+          const sr = e.resource as ServiceRequest;
+          const path = `Bundle.entry[${i}].resource`;
+          const { mapped, issues } = await mapToOrder(
+            sr,
+            resolver,
+            { lenient: false, path, srFullUrl: e.fullUrl, siblings },
+            'create',
+            this.deps.config,
+          );
+          mappingVersion = mapped.mappingVersion;
+          quirks.push(...mapped.quirks);
+          if (issues.length > 0 || !mapped.request) {
+            entryErrors.set(i, issues);
+            continue;
+          }
+          orders.push({
+            request: mapped.request,
+            lineage: mapped.lineage,
+            sourceRef: `Bundle.entry[${i}]`,
+            entryIndex: i,
+            sr,
+          });
+        }
+        quirks.push(...resolver.quirks);
+        if (orders.length === 0 && entryErrors.size === 0) {
+          throw new FhirError('invalid', 'the Bundle carries no ServiceRequest', [
+            {
+              severity: 'error',
+              code: 'required',
+              diagnostics: 'at least one ServiceRequest entry is required',
+              expression: ['Bundle.entry'],
+            },
+          ]);
+        }
+        if (b.type === 'transaction' && entryErrors.size > 0) {
+          // A transaction succeeds or fails as a whole (R4 http.html#trules).
+          throw new FhirError(
+            'invalid',
+            'the transaction cannot be processed',
+            [...entryErrors.values()].flat(),
+          );
+        }
+
+        const key = b.identifier?.value
+          ? `fhir-rest|${caller.sender}|Bundle|${b.identifier.system ?? ''}|${b.identifier.value}`
+          : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
+        const now = this.deps.clock().toISOString();
+        const servedByIndex = new Map<number, ServiceRequest>();
+        const reply = await this.deps.intake.ingest(
+          {
+            ...fromCaller(caller),
+            messageType: `Bundle ${b.type}`,
+            messageControlId: b.identifier?.value ?? b.id ?? null,
+            idempotencyKey: key,
+            quirks: dedupeQuirks(quirks),
+            mappingVersion: mappingVersion || 'fhir-order-mapping',
+            orders: orders.map(({ request, lineage, sourceRef }) => ({
+              request,
+              lineage,
+              sourceRef,
+            })),
+            afterStore: async (manager, stored) => {
+              for (const [k, r] of stored.outcome.results.entries()) {
+                const served = servedByIndex.get(orders[k]!.entryIndex);
+                if (r.kind === 'created' && served) {
+                  await storeCreated(this.deps.resources, manager, caller, r.orderId, served, now);
+                }
+              }
+            },
+          },
+          (outcome) => {
+            const response: Bundle = {
+              resourceType: 'Bundle',
+              type: b.type === 'transaction' ? 'transaction-response' : 'batch-response',
+              entry: responseEntries(entries, entryErrors, orders, outcome, now, servedByIndex),
+            };
+            return fhirResponse(200, response, true);
+          },
+        );
+        return {
+          status: 200,
+          resource: JSON.parse(reply.response.body.toString('utf8')) as Bundle,
+          duplicate: reply.duplicate,
+        };
+      },
+      () => dedupeQuirks(quirks),
+    );
+  }
+}

@@ -1,0 +1,188 @@
+import type { OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
+import type { Logger } from 'pino';
+import {
+  mapServiceRequest,
+  type FhirInteraction,
+  type FhirMappingIssue,
+  type FhirMappingResult,
+} from '../mappings/fhir-order.mapping';
+import type { EntityManager } from 'typeorm';
+import type { IntakeResponse, OrderIntakeService } from '../orders/order-intake.service';
+import type { EhrFhirClient } from './ehr-fhir.client';
+import type { FhirFrontDoorConfig } from './fhir-front-door.config';
+import { parseResource } from './fhir-http';
+import type { FhirRefusalRecorder } from './fhir-refusal.recorder';
+import type { FhirResourceRepository } from './fhir-resource.repository';
+import { FhirError, operationOutcome } from './fhir.error';
+import { validateFhirResource } from '../fhir/fhir-validator';
+import { buildOrderContext, type ReferenceResolver } from './order-context.resolver';
+import type { SubscriptionRepository } from './subscription.repository';
+
+/** Who sent a request and what exactly (the raw bytes go to the audit log). */
+export interface FhirCaller {
+  sender: string;
+  /**
+   * Set for a `sender` token: it reads and changes only what it submitted (least privilege,
+   * issue #15). Absent for admin, who may act on every order.
+   */
+  restrictedTo?: string;
+  actor: string;
+  remoteAddress: string | null;
+  raw: Buffer;
+  contentType: string;
+}
+
+/** The answer the controller sends: a status and a resource (or none). */
+export interface FhirAnswer {
+  status: number;
+  resource?: Resource;
+  location?: string;
+  duplicate?: boolean;
+}
+
+export const FHIR_JSON = 'application/fhir+json';
+
+/** What every REST intake input takes from the caller (the raw bytes are kept as sent). */
+export function fromCaller(caller: FhirCaller) {
+  return {
+    transport: 'fhir-rest' as const,
+    sender: caller.sender,
+    remoteAddress: caller.remoteAddress,
+    raw: caller.raw,
+    contentType: caller.contentType,
+    actor: caller.actor,
+  };
+}
+
+/** What the FHIR use cases are built from (one instance, wired by InboundFhirModule). */
+export interface FhirOperationDeps {
+  intake: OrderIntakeService;
+  resources: FhirResourceRepository;
+  subscriptions: SubscriptionRepository;
+  config: FhirFrontDoorConfig;
+  ehr: EhrFhirClient | undefined;
+  refusals: FhirRefusalRecorder;
+  logger: Logger;
+  clock: () => Date;
+}
+
+export function toIssues(issues: FhirMappingIssue[], prefix?: string): OperationOutcomeIssue[] {
+  return issues.map((i) => ({
+    severity: i.severity,
+    code: i.code,
+    diagnostics: i.diagnostics,
+    expression: [
+      prefix ? `${prefix}.${i.expression.replace(/^ServiceRequest\./, '')}` : i.expression,
+    ],
+  }));
+}
+
+/**
+ * A ServiceRequest → an order request: its context resolved (references, EHR reads), then
+ * mapped. `issues` holds every error of both steps (those of the mapping under `path`).
+ */
+export async function mapToOrder(
+  sr: ServiceRequest,
+  resolver: ReferenceResolver,
+  options: Parameters<typeof buildOrderContext>[2],
+  interaction: FhirInteraction,
+  config: FhirFrontDoorConfig,
+): Promise<{ mapped: FhirMappingResult; issues: OperationOutcomeIssue[] }> {
+  const built = await buildOrderContext(sr, resolver, options);
+  const mapped = mapServiceRequest(sr, built.ctx, interaction, config.mapping);
+  const issues = [
+    ...built.issues,
+    ...toIssues(
+      mapped.issues.filter((i) => i.severity === 'error'),
+      options.path,
+    ),
+  ];
+  return { mapped, issues };
+}
+
+/** The ServiceRequest as we serve it: our id and version (meta.source: where it lives). */
+export function servedServiceRequest(
+  sr: ServiceRequest,
+  id: string,
+  version: number,
+  now: string,
+  source?: string,
+): ServiceRequest {
+  return {
+    ...sr,
+    id,
+    meta: {
+      ...sr.meta,
+      versionId: String(version),
+      lastUpdated: now,
+      ...(source !== undefined ? { source } : {}),
+    },
+  };
+}
+
+/** Keeps the ServiceRequest served for a new order (version 1), in the intake transaction. */
+export async function storeCreated(
+  resources: FhirResourceRepository,
+  manager: EntityManager,
+  caller: FhirCaller,
+  orderId: string,
+  served: ServiceRequest,
+  now: string,
+): Promise<void> {
+  await resources.insertServiceRequest(manager, {
+    id: orderId,
+    orderId,
+    sender: caller.sender,
+    resource: served,
+    lastUpdated: now,
+  });
+}
+
+/** The body of a FHIR answer as the intake stores it. */
+export function fhirResponse(code: number, body: unknown, accepted: boolean): IntakeResponse {
+  return {
+    code: String(code),
+    body: Buffer.from(JSON.stringify(body)),
+    contentType: FHIR_JSON,
+    accepted,
+  };
+}
+
+export function unexpectedResult(kind: string | undefined): IntakeResponse {
+  const outcome = operationOutcome([
+    {
+      severity: 'error',
+      code: 'exception',
+      diagnostics: `unexpected intake result ${kind ?? 'none'}`,
+    },
+  ]);
+  return fhirResponse(500, outcome, false);
+}
+
+/** The body parsed as a resource of `type` (400 when it is another resource type). */
+export function parseTyped<T extends Resource>(raw: Buffer, type: string): T {
+  const resource = parseResource(raw);
+  if (resource.resourceType !== type) {
+    throw new FhirError(
+      'bad-request',
+      `the body is a ${resource.resourceType}, this endpoint takes a ${type}`,
+      [
+        {
+          severity: 'error',
+          code: 'invalid',
+          diagnostics: `expected resourceType ${type}, got ${resource.resourceType}`,
+          expression: ['resourceType'],
+        },
+      ],
+    );
+  }
+  return resource as T;
+}
+
+/** 422 unless the resource is valid FHIR R4. */
+export function assertValid(resource: Resource): void {
+  const issues = validateFhirResource(resource);
+  if (issues.length > 0) {
+    throw new FhirError('invalid', `the ${resource.resourceType} is not valid FHIR R4`, issues);
+  }
+}

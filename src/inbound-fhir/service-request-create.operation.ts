@@ -1,0 +1,141 @@
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import {
+  assertValid,
+  fhirResponse,
+  fromCaller,
+  mapToOrder,
+  parseTyped,
+  servedServiceRequest,
+  storeCreated,
+  unexpectedResult,
+  type FhirAnswer,
+  type FhirCaller,
+  type FhirOperationDeps,
+} from './fhir-operation.shared';
+import { FhirError } from './fhir.error';
+import { ReferenceResolver } from './order-context.resolver';
+
+/** `If-None-Exist: identifier=system|value` (R4 http.html#ccreate); only identifier is supported. */
+export function parseIfNoneExist(
+  header: string | undefined,
+): { system?: string; value: string } | undefined {
+  if (header === undefined || header.trim() === '') return undefined;
+  const query = header.trim().replace(/^[A-Za-z]+\?/, '');
+  const params = new URLSearchParams(query);
+  const keys = [...new Set(params.keys())];
+  const identifier = params.get('identifier');
+  if (keys.length !== 1 || !identifier) {
+    throw new FhirError(
+      'bad-request',
+      'If-None-Exist supports exactly one parameter: identifier=[system]|[value]',
+      [
+        {
+          severity: 'error',
+          code: 'not-supported',
+          diagnostics: `If-None-Exist "${header}": only identifier=[system]|[value] is supported`,
+          expression: ['If-None-Exist'],
+        },
+      ],
+    );
+  }
+  const bar = identifier.indexOf('|');
+  return bar < 0
+    ? { value: identifier }
+    : { system: identifier.slice(0, bar) || undefined, value: identifier.slice(bar + 1) };
+}
+
+/**
+ * POST /fhir/ServiceRequest (conditional create on identifier): check, resolve, map, and hand
+ * to the one intake use case; the answer (the served resource, or the known one) is built
+ * inside the intake transaction and stored with the raw message. Refused input is kept too.
+ */
+export class CreateServiceRequestOperation {
+  constructor(private readonly deps: FhirOperationDeps) {}
+
+  async execute(caller: FhirCaller, ifNoneExist: string | undefined): Promise<FhirAnswer> {
+    let resolver: ReferenceResolver | undefined;
+    return this.deps.refusals.keeping(
+      caller,
+      'ServiceRequest create',
+      async () => {
+        const sr = parseTyped<ServiceRequest>(caller.raw, 'ServiceRequest');
+        assertValid(sr);
+        const conditional = parseIfNoneExist(ifNoneExist);
+        resolver = new ReferenceResolver([], this.deps.ehr);
+        const { mapped, issues } = await mapToOrder(
+          sr,
+          resolver,
+          { lenient: false },
+          'create',
+          this.deps.config,
+        );
+        if (issues.length > 0 || !mapped.request) {
+          throw new FhirError(
+            'invalid',
+            'the ServiceRequest cannot be accepted as an order',
+            issues,
+          );
+        }
+        const placer = mapped.request.placerOrderNumber;
+        const key = conditional
+          ? `fhir-rest|${caller.sender}|ServiceRequest|${conditional.system ?? ''}|${conditional.value}`
+          : placer
+            ? `fhir-rest|${caller.sender}|ServiceRequest|${placer.system ?? ''}|${placer.value}`
+            : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
+        const now = this.deps.clock().toISOString();
+        let served: ServiceRequest | undefined;
+        const reply = await this.deps.intake.ingest(
+          {
+            ...fromCaller(caller),
+            messageType: 'ServiceRequest create',
+            messageControlId: conditional
+              ? `${conditional.system ?? ''}|${conditional.value}`
+              : (sr.id ?? null),
+            idempotencyKey: key,
+            quirks: [...resolver.quirks, ...mapped.quirks],
+            mappingVersion: mapped.mappingVersion,
+            orders: [
+              { request: mapped.request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' },
+            ],
+            afterStore: async (manager, stored) => {
+              const r = stored.outcome.results[0];
+              if (r?.kind === 'created' && served) {
+                await storeCreated(this.deps.resources, manager, caller, r.orderId, served, now);
+              }
+            },
+          },
+          (outcome) => {
+            const r = outcome.results[0];
+            if (r?.kind === 'created') {
+              served = servedServiceRequest(sr, r.orderId, 1, now);
+              return fhirResponse(201, served, true);
+            }
+            if (r?.kind === 'already-known') {
+              // The order exists (same placer number): conditional create matched one (R4 http.html#ccreate → 200).
+              return fhirResponse(200, { resourceType: 'ServiceRequest', id: r.orderId }, true);
+            }
+            return unexpectedResult(r?.kind);
+          },
+        );
+        if (!reply.duplicate && reply.response.code === '201' && served) {
+          return {
+            status: 201,
+            resource: served,
+            location: `ServiceRequest/${served.id}/_history/1`,
+          };
+        }
+        const id = (JSON.parse(reply.response.body.toString('utf8')) as { id?: string }).id;
+        const current = id ? await this.deps.resources.findServiceRequest(id) : undefined;
+        const resource: ServiceRequest = current?.resource ?? { ...sr, id };
+        return {
+          status: 200,
+          resource,
+          location: `ServiceRequest/${id}/_history/${current?.versionId ?? 1}`,
+          duplicate: true,
+        };
+      },
+      () => resolver?.quirks ?? [],
+    );
+  }
+}

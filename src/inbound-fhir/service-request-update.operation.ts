@@ -1,0 +1,153 @@
+import type { OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import type { IntakeOutcome, IntakeResponse } from '../orders/order-intake.service';
+import { parseIfMatch } from './fhir-http';
+import {
+  assertValid,
+  fhirResponse,
+  fromCaller,
+  mapToOrder,
+  parseTyped,
+  servedServiceRequest,
+  unexpectedResult,
+  type FhirAnswer,
+  type FhirCaller,
+  type FhirOperationDeps,
+} from './fhir-operation.shared';
+import { FhirError, operationOutcome } from './fhir.error';
+import { ReferenceResolver } from './order-context.resolver';
+
+/**
+ * PUT /fhir/ServiceRequest/{id}: revoked / entered-in-error cancel; anything else updates
+ * metadata. The new version is written in the intake transaction.
+ */
+export class UpdateServiceRequestOperation {
+  constructor(private readonly deps: FhirOperationDeps) {}
+
+  async execute(caller: FhirCaller, id: string, ifMatch: string | undefined): Promise<FhirAnswer> {
+    let resolver: ReferenceResolver | undefined;
+    return this.deps.refusals.keeping(
+      caller,
+      'ServiceRequest update',
+      async () => {
+        const stored = await this.deps.resources.findServiceRequest(id);
+        // Another sender's ServiceRequest is treated as unknown: its existence is not confirmed.
+        const foreign = caller.restrictedTo !== undefined && stored?.sender !== caller.restrictedTo;
+        if (!stored || !stored.orderId || foreign) {
+          // R4 http.html#update: no update-as-create (CapabilityStatement updateCreate=false) → 405.
+          throw new FhirError(
+            'method-not-allowed',
+            `ServiceRequest/${id} does not exist and this server does not create resources by update: POST the ServiceRequest`,
+          );
+        }
+        const sr = parseTyped<ServiceRequest>(caller.raw, 'ServiceRequest');
+        if (sr.id !== id) {
+          throw new FhirError(
+            'bad-request',
+            'the resource id must match the URL (R4 http.html#update)',
+            [
+              {
+                severity: 'error',
+                code: 'invalid',
+                diagnostics: `ServiceRequest.id is ${sr.id === undefined ? 'missing' : `"${sr.id}"`}, the URL names ${id}`,
+                expression: ['ServiceRequest.id'],
+              },
+            ],
+          );
+        }
+        const wanted = parseIfMatch(ifMatch);
+        if (wanted !== undefined && wanted !== String(stored.versionId)) {
+          throw new FhirError(
+            'precondition-failed',
+            `If-Match names version ${wanted}; the current version is ${stored.versionId}`,
+          );
+        }
+        assertValid(sr);
+        resolver = new ReferenceResolver([], this.deps.ehr);
+        const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
+        const { mapped, issues } = await mapToOrder(
+          sr,
+          resolver,
+          { lenient: cancelling },
+          'update',
+          this.deps.config,
+        );
+        if (issues.length > 0 || !mapped.request) {
+          throw new FhirError('invalid', 'the ServiceRequest change cannot be applied', issues);
+        }
+        const version = stored.versionId + 1;
+        const now = this.deps.clock().toISOString();
+        const served = servedServiceRequest(sr, id, version, now);
+        const reply = await this.deps.intake.ingest(
+          {
+            ...fromCaller(caller),
+            messageType: `ServiceRequest update (${sr.status})`,
+            messageControlId: `ServiceRequest/${id}`,
+            idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|sha256:${sha256Hex(caller.raw)}`,
+            quirks: [...resolver.quirks, ...mapped.quirks],
+            mappingVersion: mapped.mappingVersion,
+            orders: [
+              {
+                request: mapped.request,
+                lineage: mapped.lineage,
+                sourceRef: `ServiceRequest/${id}`,
+                targetOrderId: stored.orderId,
+              },
+            ],
+            afterStore: async (manager) => {
+              await this.deps.resources.updateServiceRequest(manager, {
+                id,
+                resource: served,
+                versionId: version,
+                lastUpdated: now,
+              });
+            },
+          },
+          (outcome) => respondToUpdate(outcome, served),
+        );
+        if (!reply.response.accepted) {
+          return {
+            status: Number(reply.response.code),
+            resource: JSON.parse(reply.response.body.toString('utf8')) as Resource,
+          };
+        }
+        if (reply.duplicate) {
+          const current = await this.deps.resources.findServiceRequest(id);
+          return { status: 200, resource: current?.resource ?? served, duplicate: true };
+        }
+        return {
+          status: 200,
+          resource: served,
+          location: `ServiceRequest/${id}/_history/${version}`,
+        };
+      },
+      () => resolver?.quirks ?? [],
+    );
+  }
+}
+
+function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): IntakeResponse {
+  const r = outcome.results[0];
+  const refuse = (status: number, issue: OperationOutcomeIssue): IntakeResponse =>
+    fhirResponse(status, operationOutcome([issue]), false);
+  switch (r?.kind) {
+    case 'cancel-accepted':
+    case 'updated':
+      return fhirResponse(200, served, true);
+    case 'cancel-too-late':
+      return refuse(409, {
+        severity: 'error',
+        code: 'business-rule',
+        diagnostics: `the order is already ${r.state}; it can no longer be cancelled (see Task/${r.orderId})`,
+        expression: ['ServiceRequest.status'],
+      });
+    case 'unknown-order':
+      return refuse(404, {
+        severity: 'error',
+        code: 'not-found',
+        diagnostics: 'no order for this ServiceRequest',
+      });
+    default:
+      return unexpectedResult(r?.kind);
+  }
+}

@@ -1,0 +1,253 @@
+import type { Bundle, Resource, ServiceRequest } from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import { EhrFhirError } from './ehr-fhir.client';
+import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
+import { assertJsonMediaType, parseResource } from './fhir-http';
+import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation.shared';
+import { FhirError, operationOutcome } from './fhir.error';
+import type { SiblingEntry } from './order-context.resolver';
+import type { SubscriptionCatchUp } from './subscription-catch-up.service';
+import { parseNotification, type ParsedNotification } from './subscription-notification.parser';
+import type { SubscriptionState } from './subscription.repository';
+
+function ok(text: string): FhirAnswer {
+  return {
+    status: 200,
+    resource: operationOutcome([
+      { severity: 'information', code: 'informational', diagnostics: text },
+    ]),
+  };
+}
+
+/**
+ * R4 Subscriptions Backport notifications (rest-hook), received at
+ * POST /fhir/subscription-notifications. Handshakes and heartbeats are answered and recorded;
+ * event notifications bring ServiceRequests in whichever payload the Subscription asked for
+ * (`full-resource`: in the Bundle; `id-only`: read from the EHR; `empty`: searched for on the
+ * EHR). Event numbers already processed are ignored; a gap in the numbers (or in
+ * events-since-subscription-start) is caught up by a search on the EHR (errors.html).
+ */
+export class SubscriptionNotificationHandler {
+  constructor(
+    private readonly deps: FhirOperationDeps,
+    private readonly orders: EhrOrderIntake,
+    private readonly catchUp: SubscriptionCatchUp,
+  ) {}
+
+  async handle(caller: FhirCaller): Promise<FhirAnswer> {
+    let parsed: ParsedNotification;
+    try {
+      assertJsonMediaType(caller.contentType);
+      const resource = parseResource(caller.raw);
+      if (resource.resourceType !== 'Bundle') {
+        throw new FhirError(
+          'bad-request',
+          `a notification is a history Bundle, not a ${resource.resourceType}`,
+          [
+            {
+              severity: 'error',
+              code: 'invalid',
+              diagnostics: 'expected a Bundle',
+              expression: ['resourceType'],
+            },
+          ],
+        );
+      }
+      parsed = parseNotification(resource as Bundle);
+      this.assertWithinEhr(parsed);
+    } catch (error) {
+      if (error instanceof FhirError) await this.refuse(caller, error);
+      throw error;
+    }
+    const state = await this.deps.subscriptions.findState(parsed.subscriptionRef);
+    const keyBase = `fhir-subscription|${parsed.subscriptionRef}`;
+    switch (parsed.type) {
+      case 'handshake':
+      case 'heartbeat':
+      case 'query-status':
+      case 'query-event': {
+        await this.orders.record({
+          raw: caller.raw,
+          contentType: caller.contentType,
+          quirks: parsed.quirks,
+          messageType: `notification ${parsed.type}`,
+          idempotencyKey: `${keyBase}|${parsed.type}|sha256:${sha256Hex(caller.raw)}`,
+          subscription: {
+            ref: parsed.subscriptionRef,
+            topic: parsed.topic,
+            status: parsed.status,
+            kind:
+              parsed.type === 'handshake' || parsed.type === 'heartbeat' ? parsed.type : 'other',
+            eventNumbers: [],
+            handledUpTo: parsed.type === 'handshake' ? parsed.eventsSinceStart : undefined,
+          },
+        });
+        // A heartbeat saying more events happened than we processed: some were lost.
+        if (
+          parsed.type === 'heartbeat' &&
+          parsed.eventsSinceStart !== undefined &&
+          parsed.eventsSinceStart > (state?.lastEventNumber ?? 0)
+        ) {
+          await this.catchUp.catchUp(parsed, state, parsed.eventsSinceStart);
+        }
+        return ok(`${parsed.type} recorded`);
+      }
+      case 'event-notification':
+        return this.handleEvents(caller, parsed, state, keyBase);
+      default:
+        return parsed.type satisfies never;
+    }
+  }
+
+  private async handleEvents(
+    caller: FhirCaller,
+    parsed: ParsedNotification,
+    state: SubscriptionState | undefined,
+    keyBase: string,
+  ): Promise<FhirAnswer> {
+    const numbers = parsed.events.map((e) => e.number);
+    const seen = await this.deps.subscriptions.seenEvents(parsed.subscriptionRef, numbers);
+    const fresh = parsed.events.filter((e) => !seen.has(e.number));
+    const key = numbers.length
+      ? `${keyBase}|events:${[...numbers].sort((a, b) => a - b).join(',')}`
+      : `${keyBase}|sha256:${sha256Hex(caller.raw)}`;
+    const quirks = [...parsed.quirks];
+    const subscription = {
+      ref: parsed.subscriptionRef,
+      topic: parsed.topic,
+      status: parsed.status,
+      kind: 'event' as const,
+    };
+    if (numbers.length > 0 && fresh.length === 0) {
+      // Every event was processed before: a resend. Answered from the stored answer.
+      await this.orders.record({
+        raw: caller.raw,
+        contentType: caller.contentType,
+        quirks,
+        messageType: 'notification event-notification (resend)',
+        idempotencyKey: key,
+        subscription: { ...subscription, eventNumbers: [] },
+      });
+      return ok('events already processed');
+    }
+    const last = state?.lastEventNumber ?? 0;
+    const freshNumbers = fresh.map((e) => e.number);
+    const minFresh = freshNumbers.length ? Math.min(...freshNumbers) : undefined;
+    const maxFresh = freshNumbers.length ? Math.max(...freshNumbers) : undefined;
+    const gap =
+      (minFresh !== undefined && minFresh > last + 1) ||
+      (parsed.eventsSinceStart !== undefined &&
+        maxFresh !== undefined &&
+        parsed.eventsSinceStart > maxFresh);
+
+    const collected = new Map<string, EhrServiceRequest>();
+    let needSearch = false;
+    for (const event of fresh) {
+      if (!event.focus) {
+        needSearch = true; // `empty` payload: no focus, ask the EHR what changed
+        continue;
+      }
+      if (!/(^|\/)ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.test(event.focus)) {
+        quirks.push({
+          code: 'notification-focus-not-servicerequest',
+          detail: `event ${event.number}: focus ${event.focus.split('/').slice(-2, -1)[0] ?? 'unknown'} ignored`,
+        });
+        continue;
+      }
+      const focus = event.focus;
+      const inBundle = parsed.entries.find(
+        (e) =>
+          e.hasResource &&
+          (e.fullUrl === focus ||
+            (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
+            focus === `${e.resource.resourceType}/${e.resource.id}`),
+      );
+      if (inBundle && inBundle.resource.resourceType === 'ServiceRequest') {
+        const fullUrl = this.absolute(inBundle.fullUrl ?? event.focus);
+        collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
+        continue;
+      }
+      // id-only: read the focus from the EHR (fhir-kit-client).
+      const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
+      const fullUrl = this.absolute(event.focus.replace(/\/_history\/[^/]+$/, ''));
+      collected.set(fullUrl, { sr, fullUrl });
+    }
+    if (needSearch) {
+      const since = state?.lastEventAt ?? undefined;
+      for (const item of await this.catchUp.search(caller, since)) {
+        collected.set(item.fullUrl, item);
+      }
+    }
+    const siblings: SiblingEntry[] = parsed.entries.filter((e) => e.hasResource);
+    const eventAt = fresh
+      .map((e) => e.timestamp)
+      .filter((t): t is string => Boolean(t))
+      .sort()
+      .pop();
+    await this.orders.ingest([...collected.values()], siblings, {
+      raw: caller.raw,
+      contentType: caller.contentType,
+      quirks,
+      messageType: `notification event-notification (${needSearch ? 'empty' : collected.size ? 'with focus' : 'no ServiceRequest'})`,
+      idempotencyKey: key,
+      subscription: {
+        ...subscription,
+        eventNumbers: freshNumbers,
+        handledUpTo: gap ? undefined : maxFresh,
+        eventAt: eventAt ? new Date(eventAt).toISOString() : undefined,
+      },
+    });
+    if (gap) {
+      await this.catchUp.catchUp(
+        parsed,
+        state,
+        Math.max(parsed.eventsSinceStart ?? 0, maxFresh ?? 0),
+      );
+    }
+    return ok(
+      `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,
+    );
+  }
+
+  /**
+   * Every URL the notification names must lie within FHIR_SERVER_URL (docs/security.md): a
+   * focus on another host would otherwise be read with the EHR's credential and audited as
+   * the EHR's answer. Refused as a whole, before anything is read, naming the element.
+   */
+  private assertWithinEhr(parsed: ParsedNotification): void {
+    const ehr = this.deps.ehr;
+    if (!ehr) return;
+    for (const ref of parsed.references) {
+      if (/^(urn:|#)/i.test(ref.value) || ehr.isOurs(ref.value)) continue;
+      const diagnostics = `${ref.expression} names a URL outside the EHR's FHIR base (FHIR_SERVER_URL); nothing was read from it`;
+      throw new FhirError('invalid', diagnostics, [
+        { severity: 'error', code: 'security', diagnostics, expression: [ref.expression] },
+      ]);
+    }
+  }
+
+  private absolute(ref: string): string {
+    return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
+  }
+
+  private async readFromEhr<T extends Resource>(caller: FhirCaller, ref: string): Promise<T> {
+    const ehr = requireEhr(this.deps.ehr, 'an id-only notification');
+    try {
+      return await ehr.read<T>(ref);
+    } catch (error) {
+      const e = new FhirError(
+        'upstream-unavailable',
+        `could not read ${ref} from the EHR: ${(error as Error).message}; resend the notification (or wait for the next heartbeat: the gap is caught up by search)`,
+      );
+      if (error instanceof EhrFhirError && error.status === 404) {
+        this.deps.logger.warn({ status: 404 }, 'notification focus not found on the EHR');
+      }
+      await this.refuse(caller, e);
+      throw e;
+    }
+  }
+
+  private async refuse(caller: FhirCaller, error: FhirError): Promise<void> {
+    await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
+  }
+}

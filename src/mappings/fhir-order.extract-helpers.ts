@@ -1,0 +1,198 @@
+import type {
+  CodeableConcept,
+  Coding,
+  HumanName,
+  Identifier as FhirIdentifier,
+  Reference,
+  ServiceRequest,
+} from '@medplum/fhirtypes';
+import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../domain/order-request';
+import type { FhirOrderMappingConfig } from './fhir-order.config';
+import { lookupProducts } from './product-table';
+import type { FhirMappingIssue, FhirOrderContext } from './fhir-order.mapping';
+
+/*
+ * The imperative part of the FHIR R4 → OrderRequest mapping: how one row of FHIR_ORDER_FIELD_MAP
+ * reads its value (identifiers, names, codings). Pure functions; the table and the driver stay
+ * in fhir-order.mapping.ts.
+ */
+
+/** HL7 v2 table 0203 identifier types, as FHIR R4 carries them (v2-0203 code system). */
+export const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+/** DICOM UIDs as FHIR identifiers (R4 imagingstudy.html: system urn:dicom:uid, value urn:oid:…). */
+export const DICOM_UID_SYSTEM = 'urn:dicom:uid';
+
+/** One lineage line of an extracted value: where it was read and what it was. */
+export interface Line {
+  suffix: string;
+  source: string;
+  value: string;
+}
+
+/** What an extractor returns: the value (if any), its lineage, and problems found on the way. */
+export interface Extracted {
+  value?: unknown;
+  lines: Line[];
+  issues?: FhirMappingIssue[];
+  quirks?: ToleratedQuirk[];
+}
+
+/** What an extractor reads: the request, its resolved references, the site configuration. */
+export interface Scope {
+  sr: ServiceRequest;
+  ctx: FhirOrderContext;
+  config: FhirOrderMappingConfig;
+}
+
+export const EMPTY: Extracted = { lines: [] };
+
+/** The v2-0203 type code of a FHIR identifier, if typed that way (or by bare code). */
+export function typeCode(id: FhirIdentifier): string | undefined {
+  const coding = id.type?.coding?.find((c) => c.system === V2_0203 || c.system === undefined);
+  return coding?.code ?? id.type?.coding?.[0]?.code;
+}
+
+export function toIdentifier(id: FhirIdentifier): Identifier | undefined {
+  if (!id.value) return undefined;
+  const out: Identifier = { value: id.value };
+  if (id.system) out.system = id.system;
+  const type = typeCode(id);
+  if (type) out.type = type;
+  return out;
+}
+
+export function srIdentifier(
+  sr: ServiceRequest,
+  type: string,
+): { id: FhirIdentifier; index: number } | undefined {
+  const index = (sr.identifier ?? []).findIndex((i) => typeCode(i) === type && i.value);
+  return index >= 0 ? { id: sr.identifier![index]!, index } : undefined;
+}
+
+export function identifierLines(prefix: string, id: Identifier, source: string): Line[] {
+  const lines: Line[] = [{ suffix: `${prefix}.value`, source: `${source}.value`, value: id.value }];
+  if (id.system)
+    lines.push({ suffix: `${prefix}.system`, source: `${source}.system`, value: id.system });
+  if (id.type) lines.push({ suffix: `${prefix}.type`, source: `${source}.type`, value: id.type });
+  return lines;
+}
+
+/**
+ * The name to use (R4 datatypes.html#HumanName): `official` or `usual` first, never one whose
+ * use is `old` or whose period has ended, else the first.
+ */
+export function currentName(
+  names: HumanName[] | undefined,
+): { name: HumanName; index: number } | undefined {
+  if (!names || names.length === 0) return undefined;
+  const live = names
+    .map((name, index) => ({ name, index }))
+    .filter(({ name }) => name.use !== 'old' && !name.period?.end);
+  const pick = live.find(({ name }) => name.use === 'official') ??
+    live.find(({ name }) => name.use === 'usual') ??
+    live[0] ?? { name: names[0]!, index: 0 };
+  return pick;
+}
+
+export function toPersonName(name: HumanName): PersonName {
+  const out: PersonName = {};
+  if (name.family) out.family = name.family;
+  if (name.given?.length) out.given = [...name.given];
+  if (name.prefix?.length) out.prefix = name.prefix.join(' ');
+  if (name.suffix?.length) out.suffix = name.suffix.join(' ');
+  if (!out.family && !out.given && name.text) out.family = name.text;
+  return out;
+}
+
+export function nameLines(prefix: string, name: PersonName, source: string): Line[] {
+  const lines: Line[] = [];
+  if (name.family)
+    lines.push({ suffix: `${prefix}.family`, source: `${source}.family`, value: name.family });
+  name.given?.forEach((g, i) =>
+    lines.push({ suffix: `${prefix}.given[${i}]`, source: `${source}.given[${i}]`, value: g }),
+  );
+  if (name.prefix)
+    lines.push({ suffix: `${prefix}.prefix`, source: `${source}.prefix`, value: name.prefix });
+  if (name.suffix)
+    lines.push({ suffix: `${prefix}.suffix`, source: `${source}.suffix`, value: name.suffix });
+  return lines;
+}
+
+/** A display such as "Dr. Adam Careful" when the requester cannot be resolved: best effort, recorded as a quirk. */
+export function nameFromDisplay(display: unknown): PersonName {
+  if (typeof display !== 'string') return {};
+  const words = display.trim().split(/\s+/);
+  const out: PersonName = {};
+  if (words.length > 1 && /^(dr|prof|mr|mrs|ms)\.?$/i.test(words[0]!)) out.prefix = words.shift();
+  out.family = words.pop();
+  if (words.length) out.given = words;
+  return out;
+}
+
+export function codedFrom(concept: CodeableConcept, preferred?: Coding): CodedConcept {
+  const coding = preferred ?? concept.coding?.[0];
+  const out: CodedConcept = {};
+  if (coding?.code) out.code = coding.code;
+  if (coding?.system) out.system = coding.system;
+  const display = coding?.display ?? concept.text;
+  if (display) out.display = display;
+  return out;
+}
+
+function codingKey(config: FhirOrderMappingConfig, system: string | undefined): string | undefined {
+  return system === undefined ? undefined : (config.systemAliases[system] ?? system);
+}
+
+/** The coding of ServiceRequest.code the product table knows, else the first one. */
+export function pickProcedureCoding(
+  concept: CodeableConcept | undefined,
+  config: FhirOrderMappingConfig,
+): { coding?: Coding; index: number; products: readonly string[] } {
+  const codings = concept?.coding ?? [];
+  for (let i = 0; i < codings.length; i++) {
+    const c = codings[i]!;
+    const hit = lookupProducts(config.productTable, c.code, codingKey(config, c.system));
+    if (hit.row) return { coding: c, index: i, products: hit.products };
+  }
+  return { coding: codings[0], index: 0, products: [] };
+}
+
+export function referenceOf(ref: Reference | undefined): string | undefined {
+  return typeof ref?.reference === 'string' ? ref.reference : undefined;
+}
+
+/** ServiceRequest.identifier of type ACSN, else an ImagingStudy's (R4 ServiceRequest notes). */
+export function accessionOf({ sr, ctx }: Scope): Extracted {
+  const found = srIdentifier(sr, 'ACSN');
+  if (found) {
+    return {
+      value: found.id.value,
+      lines: [
+        {
+          suffix: '',
+          source: `ServiceRequest.identifier[${found.index}].value`,
+          value: found.id.value!,
+        },
+      ],
+    };
+  }
+  for (const study of ctx.imagingStudies) {
+    const index = (study.resource.identifier ?? []).findIndex(
+      (i) => typeCode(i) === 'ACSN' && i.value,
+    );
+    if (index >= 0) {
+      const value = study.resource.identifier![index]!.value!;
+      return {
+        value,
+        lines: [
+          {
+            suffix: '',
+            source: `${study.source} ImagingStudy.identifier[${index}].value`,
+            value,
+          },
+        ],
+      };
+    }
+  }
+  return EMPTY;
+}

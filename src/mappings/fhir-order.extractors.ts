@@ -1,0 +1,387 @@
+import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
+import type { CodeableConcept } from '@medplum/fhirtypes';
+import type {
+  AdministrativeSex,
+  CodedConcept,
+  Identifier,
+  OrderPriority,
+  Practitioner as OrderPractitioner,
+  ToleratedQuirk,
+} from '../domain/order-request';
+import {
+  accessionOf,
+  codedFrom,
+  currentName,
+  DICOM_UID_SYSTEM,
+  EMPTY,
+  identifierLines,
+  nameFromDisplay,
+  nameLines,
+  pickProcedureCoding,
+  referenceOf,
+  srIdentifier,
+  toIdentifier,
+  toPersonName,
+  typeCode,
+  type Line,
+  type Extracted,
+  type Scope,
+} from './fhir-order.extract-helpers';
+import type { ExtractorId } from './fhir-order.mapping';
+
+/** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
+export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
+  'patient-identifiers': ({ ctx }) => {
+    const p = ctx.patient;
+    if (!p) return EMPTY;
+    const lines: Line[] = [];
+    const ids: Identifier[] = [];
+    (p.resource.identifier ?? []).forEach((raw, i) => {
+      const id = toIdentifier(raw);
+      if (!id) return;
+      lines.push(...identifierLines(`[${ids.length}]`, id, `${p.source} Patient.identifier[${i}]`));
+      ids.push(id);
+    });
+    return ids.length ? { value: ids, lines } : EMPTY;
+  },
+  'patient-name': ({ ctx }) => {
+    const p = ctx.patient;
+    const picked = currentName(p?.resource.name);
+    if (!p || !picked) return EMPTY;
+    const name = toPersonName(picked.name);
+    const quirks: ToleratedQuirk[] =
+      picked.index > 0
+        ? [
+            {
+              code: 'fhir-name-not-first',
+              detail: `Patient.name[${picked.index}] used: earlier names are old or ended`,
+            },
+          ]
+        : [];
+    return {
+      value: name,
+      lines: nameLines('', name, `${p.source} Patient.name[${picked.index}]`),
+      quirks,
+    };
+  },
+  'patient-birth-date': ({ ctx }) => {
+    const b = ctx.patient?.resource.birthDate;
+    return b
+      ? {
+          value: b,
+          lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.birthDate`, value: b }],
+        }
+      : EMPTY;
+  },
+  'patient-gender': ({ ctx }) => {
+    // R4 administrative-gender and our AdministrativeSex share their four codes.
+    const g = ctx.patient?.resource.gender;
+    if (!g) return EMPTY;
+    const sex: AdministrativeSex = g;
+    return {
+      value: sex,
+      lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.gender`, value: g }],
+    };
+  },
+  'placer-identifier': ({ sr }) => {
+    const typed = srIdentifier(sr, 'PLAC');
+    let found = typed;
+    const quirks: ToleratedQuirk[] = [];
+    if (!found) {
+      // Many EHRs send one untyped business identifier: it is the placer's (R4 servicerequest.html#identifier).
+      const index = (sr.identifier ?? []).findIndex(
+        (i) => i.value && !['ACSN', 'FILL'].includes(typeCode(i) ?? ''),
+      );
+      if (index >= 0) {
+        found = { id: sr.identifier![index]!, index };
+        quirks.push({
+          code: 'fhir-placer-untyped',
+          detail: `ServiceRequest.identifier[${index}] has no PLAC type; used as placer number`,
+        });
+      }
+    }
+    if (!found) return EMPTY;
+    const id = toIdentifier(found.id)!;
+    return {
+      value: id,
+      lines: identifierLines('', id, `ServiceRequest.identifier[${found.index}]`),
+      quirks,
+    };
+  },
+  'filler-identifier': ({ sr }) => {
+    const found = srIdentifier(sr, 'FILL');
+    if (!found) return EMPTY;
+    const id = toIdentifier(found.id)!;
+    return {
+      value: id,
+      lines: identifierLines('', id, `ServiceRequest.identifier[${found.index}]`),
+    };
+  },
+  accession: (scope) => {
+    // An accession with DICOM matching characters would query other patients' studies.
+    const out = accessionOf(scope);
+    if (typeof out.value === 'string' && hasMatchingCharacters(out.value)) {
+      const at = out.lines[0]?.source ?? 'ServiceRequest.identifier';
+      return {
+        value: undefined,
+        lines: [],
+        issues: [
+          {
+            severity: 'error',
+            code: 'value',
+            expression: at.includes(' ') ? 'ServiceRequest.supportingInfo' : at,
+            diagnostics: `${at}: ${MATCHING_CHARACTERS_MESSAGE}`,
+          },
+        ],
+      };
+    }
+    return out;
+  },
+  requisition: ({ sr }) => {
+    const id = sr.requisition ? toIdentifier(sr.requisition) : undefined;
+    return id ? { value: id, lines: identifierLines('', id, 'ServiceRequest.requisition') } : EMPTY;
+  },
+  procedure: ({ sr, config }) => {
+    if (!sr.code) return EMPTY;
+    const picked = pickProcedureCoding(sr.code, config);
+    const coded = codedFrom(sr.code, picked.coding);
+    if (!coded.code && !coded.display) return EMPTY;
+    const source = picked.coding
+      ? `ServiceRequest.code.coding[${picked.index}]`
+      : 'ServiceRequest.code.text';
+    const lines: Line[] = [];
+    if (coded.code) lines.push({ suffix: '.code', source: `${source}.code`, value: coded.code });
+    if (coded.system)
+      lines.push({ suffix: '.system', source: `${source}.system`, value: coded.system });
+    if (coded.display)
+      lines.push({ suffix: '.display', source: `${source}.display`, value: coded.display });
+    return { value: coded, lines };
+  },
+  modality: ({ ctx }) => {
+    for (const study of ctx.imagingStudies) {
+      const direct = study.resource.modality?.find((m) => m.code);
+      if (direct?.code) {
+        return {
+          value: direct.code,
+          lines: [
+            { suffix: '', source: `${study.source} ImagingStudy.modality`, value: direct.code },
+          ],
+        };
+      }
+      const index = (study.resource.series ?? []).findIndex((s) => s.modality?.code);
+      if (index >= 0) {
+        const code = study.resource.series![index]!.modality.code!;
+        return {
+          value: code,
+          lines: [
+            {
+              suffix: '',
+              source: `${study.source} ImagingStudy.series[${index}].modality`,
+              value: code,
+            },
+          ],
+        };
+      }
+    }
+    return EMPTY;
+  },
+  'study-uid': ({ ctx }) => {
+    for (const study of ctx.imagingStudies) {
+      const ids = study.resource.identifier ?? [];
+      const index = ids.findIndex((i) => i.system === DICOM_UID_SYSTEM && i.value);
+      if (index < 0) continue;
+      const raw = ids[index]!.value!;
+      const quirks: ToleratedQuirk[] = [];
+      // R4 imagingstudy.html: the Study Instance UID is an identifier with system urn:dicom:uid
+      // and the UID as a urn:oid: URI. Some servers send the bare UID: tolerated.
+      let uid = raw;
+      if (raw.startsWith('urn:oid:')) uid = raw.slice('urn:oid:'.length);
+      else
+        quirks.push({
+          code: 'fhir-dicom-uid-bare',
+          detail: `${study.source} ImagingStudy.identifier[${index}] lacks the urn:oid: prefix`,
+        });
+      if (!/^[0-9]+(\.[0-9]+)*$/.test(uid) || uid.length > 64) {
+        return {
+          lines: [],
+          issues: [
+            {
+              severity: 'error',
+              code: 'value',
+              expression: `ImagingStudy.identifier[${index}].value`,
+              diagnostics:
+                'not a DICOM UID (digits and dots, at most 64 characters; DICOM PS3.5 §9.1)',
+            },
+          ],
+        };
+      }
+      return {
+        value: uid,
+        lines: [
+          {
+            suffix: '',
+            source: `${study.source} ImagingStudy.identifier[${index}].value`,
+            value: uid,
+          },
+        ],
+        quirks,
+      };
+    }
+    return EMPTY;
+  },
+  priority: ({ sr }) => {
+    // R4 request-priority and our OrderPriority share their four codes.
+    if (!sr.priority) return EMPTY;
+    const p: OrderPriority = sr.priority;
+    return { value: p, lines: [{ suffix: '', source: 'ServiceRequest.priority', value: p }] };
+  },
+  requester: ({ sr, ctx }) => {
+    if (!sr.requester) return EMPTY;
+    const out: OrderPractitioner = {};
+    const lines: Line[] = [];
+    const quirks: ToleratedQuirk[] = [];
+    const resolved = ctx.requester;
+    if (resolved?.resource.resourceType === 'Practitioner') {
+      const p = resolved.resource;
+      const idIndex = (p.identifier ?? []).findIndex((i) => i.value);
+      if (idIndex >= 0) {
+        out.identifier = toIdentifier(p.identifier![idIndex]!);
+        lines.push(
+          ...identifierLines(
+            '.identifier',
+            out.identifier!,
+            `${resolved.source} Practitioner.identifier[${idIndex}]`,
+          ),
+        );
+      }
+      const picked = currentName(p.name);
+      if (picked) {
+        out.name = toPersonName(picked.name);
+        lines.push(
+          ...nameLines('.name', out.name, `${resolved.source} Practitioner.name[${picked.index}]`),
+        );
+      }
+    }
+    if (!out.identifier && sr.requester.identifier) {
+      out.identifier = toIdentifier(sr.requester.identifier);
+      if (out.identifier)
+        lines.push(
+          ...identifierLines('.identifier', out.identifier, 'ServiceRequest.requester.identifier'),
+        );
+    }
+    if (!out.name && sr.requester.display) {
+      out.name = nameFromDisplay(sr.requester.display);
+      lines.push(...nameLines('.name', out.name, 'ServiceRequest.requester.display'));
+      quirks.push({
+        code: 'fhir-requester-display-only',
+        detail: 'requester name split from Reference.display (not resolvable)',
+      });
+    }
+    return out.identifier || out.name ? { value: out, lines, quirks } : EMPTY;
+  },
+  reasons: ({ sr, ctx }) => {
+    const reasons: CodedConcept[] = [];
+    const lines: Line[] = [];
+    (sr.reasonCode ?? []).forEach((cc, i) => {
+      const coded = codedFrom(cc);
+      if (!coded.code && !coded.display) return;
+      lines.push({
+        suffix: `[${reasons.length}]`,
+        source: `ServiceRequest.reasonCode[${i}]`,
+        value: coded.code ?? coded.display!,
+      });
+      reasons.push(coded);
+    });
+    (sr.reasonReference ?? []).forEach((ref, i) => {
+      const key = referenceOf(ref);
+      const target = key ? ctx.reasons.get(key) : undefined;
+      const code = (target?.resource as { code?: CodeableConcept } | undefined)?.code;
+      const coded = code ? codedFrom(code) : ref.display ? { display: ref.display } : undefined;
+      if (!coded || (!coded.code && !coded.display)) return;
+      const source = code
+        ? `${target!.source} ${target!.resource.resourceType}.code`
+        : `ServiceRequest.reasonReference[${i}].display`;
+      lines.push({ suffix: `[${reasons.length}]`, source, value: coded.code ?? coded.display! });
+      reasons.push(coded);
+    });
+    return reasons.length ? { value: reasons, lines } : EMPTY;
+  },
+  occurrence: ({ sr }) => {
+    const candidates: Array<[string | undefined, string]> = [
+      [sr.occurrenceDateTime, 'ServiceRequest.occurrenceDateTime'],
+      [sr.occurrencePeriod?.start, 'ServiceRequest.occurrencePeriod.start'],
+      [sr.occurrenceTiming?.event?.[0], 'ServiceRequest.occurrenceTiming.event[0]'],
+      [sr.authoredOn, 'ServiceRequest.authoredOn'],
+    ];
+    const hit = candidates.find(([v]) => Boolean(v));
+    if (!hit) return EMPTY;
+    // A dateTime with a time is normalised to a UTC instant; a date (or partial date) stays as sent.
+    const raw = hit[0]!;
+    const value =
+      raw.includes('T') && !Number.isNaN(Date.parse(raw)) ? new Date(raw).toISOString() : raw;
+    return { value, lines: [{ suffix: '', source: hit[1], value }] };
+  },
+  notes: ({ sr }) => {
+    const notes = (sr.note ?? []).map((n) => n.text).filter((t): t is string => Boolean(t));
+    return notes.length
+      ? {
+          value: notes,
+          lines: notes.map((n, i) => ({
+            suffix: `[${i}]`,
+            source: `ServiceRequest.note[${i}].text`,
+            value: n,
+          })),
+        }
+      : EMPTY;
+  },
+  products: ({ sr, config }) => {
+    const picked = pickProcedureCoding(sr.code, config);
+    if (picked.products.length > 0) {
+      return {
+        value: [...picked.products],
+        lines: picked.products.map((p, i) => ({
+          suffix: `[${i}]`,
+          source: `ServiceRequest.code.coding[${picked.index}]`,
+          value: p,
+        })),
+      };
+    }
+    const rule = config.unknownProcedure;
+    switch (rule.kind) {
+      case 'reject':
+        return {
+          value: [],
+          lines: [],
+          issues: [
+            {
+              severity: 'error',
+              code: 'code-invalid',
+              expression: sr.code?.coding?.length
+                ? 'ServiceRequest.code.coding'
+                : 'ServiceRequest.code',
+              diagnostics: sr.code?.coding?.length
+                ? `no AI product is configured for ${sr.code.coding.map((c) => `${c.system ?? '(no system)'}|${c.code ?? ''}`).join(', ')}`
+                : 'a coded procedure is required to choose the AI products',
+            },
+          ],
+        };
+      case 'default-products':
+        return {
+          value: [...rule.products],
+          lines: rule.products.map((p, i) => ({
+            suffix: `[${i}]`,
+            source: 'ServiceRequest.code (unknown: default rule)',
+            value: p,
+          })),
+          quirks: [
+            {
+              code: 'fhir-unknown-procedure',
+              detail: 'procedure not in the product table: default products used',
+            },
+          ],
+        };
+      default:
+        return rule satisfies never;
+    }
+  },
+};

@@ -25,7 +25,6 @@ const ALLOWED = [
  */
 const PENDING = [
   'src/orders/', // branch arch-orders
-  'src/inbound-fhir/', // branch arch-fhir
 ];
 
 /** `.query(`, also with a type argument (`.query<Row[]>(`) or a line break before `(`. */

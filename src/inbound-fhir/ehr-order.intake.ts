@@ -12,10 +12,10 @@ import {
   type FhirOperationDeps,
 } from './fhir-operation.shared';
 import { problemsOf } from './fhir-refusal.recorder';
-import type { StoredResource } from './fhir-resource.repository';
+import type { StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
-import type { NotificationChange } from './subscription.repository';
+import type { NotificationChange } from '../persistence/subscription.repository';
 
 export interface EhrServiceRequest {
   sr: ServiceRequest;

@@ -12,11 +12,11 @@ import type { EhrFhirClient } from './ehr-fhir.client';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { parseResource } from './fhir-http';
 import type { FhirRefusalRecorder } from './fhir-refusal.recorder';
-import type { FhirResourceRepository } from './fhir-resource.repository';
+import type { FhirResourceRepository } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import { buildOrderContext, type ReferenceResolver } from './order-context.resolver';
-import type { SubscriptionRepository } from './subscription.repository';
+import type { SubscriptionRepository } from '../persistence/subscription.repository';
 
 /** Who sent a request and what exactly (the raw bytes go to the audit log). */
 export interface FhirCaller {

@@ -1,5 +1,5 @@
 import type { ServiceRequest, Task } from '@medplum/fhirtypes';
-import type { FhirResourceRepository, OrderForTask } from './fhir-resource.repository';
+import type { FhirResourceRepository, OrderForTask } from '../persistence/fhir-resource.repository';
 import { mayRead, type SenderRestriction } from './fhir-request.context';
 import { buildTask } from './fhir-served.resources';
 import { FhirError } from './fhir.error';

@@ -1,7 +1,7 @@
 import type { Bundle, CapabilityStatement, Resource, Task } from '@medplum/fhirtypes';
 import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
 import { primaryPatientId } from '../orders/order-intake.service';
-import type { OrderForTask } from './fhir-resource.repository';
+import type { OrderForTask } from '../persistence/fhir-resource.repository';
 
 /** Our identifier system for orders (the Task's and, as filler, the ServiceRequest's). */
 export const ORDER_IDENTIFIER_SYSTEM = 'urn:imaging-ai-adapter:order';

@@ -20,7 +20,7 @@ import { FhirNotificationController } from './fhir-notification.controller';
 import type { FhirOperationDeps } from './fhir-operation.shared';
 import { FhirReadOperation } from './fhir-read.operation';
 import { FhirRefusalRecorder } from './fhir-refusal.recorder';
-import { FhirResourceRepository } from './fhir-resource.repository';
+import { FhirResourceRepository } from '../persistence/fhir-resource.repository';
 import { FhirRestController } from './fhir-rest.controller';
 import { loadFhirDefinitions } from '../fhir/fhir-validator';
 import {
@@ -34,7 +34,7 @@ import { smartTokenProvider } from '../fhir/smart-backend.auth';
 import { SubscriptionCatchUp } from './subscription-catch-up.service';
 import { SubscriptionNotificationHandler } from './subscription-notification.handler';
 import { SubscriptionRegistration } from './subscription-registration.service';
-import { SubscriptionRepository } from './subscription.repository';
+import { SubscriptionRepository } from '../persistence/subscription.repository';
 
 function ehrClient(config: AppConfig): EhrFhirClient | undefined {
   if (!config.FHIR_SERVER_URL) return undefined;

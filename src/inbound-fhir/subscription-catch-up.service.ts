@@ -4,7 +4,7 @@ import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.
 import { FHIR_JSON, type FhirCaller, type FhirOperationDeps } from './fhir-operation.shared';
 import { FhirError } from './fhir.error';
 import type { ParsedNotification } from './subscription-notification.parser';
-import type { SubscriptionState } from './subscription.repository';
+import type { SubscriptionState } from '../persistence/subscription.repository';
 
 /**
  * Events went missing (a gap in the event numbers, or a heartbeat counting more events than

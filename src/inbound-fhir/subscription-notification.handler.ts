@@ -8,7 +8,7 @@ import { FhirError, operationOutcome } from './fhir.error';
 import type { SiblingEntry } from './order-context.resolver';
 import type { SubscriptionCatchUp } from './subscription-catch-up.service';
 import { parseNotification, type ParsedNotification } from './subscription-notification.parser';
-import type { SubscriptionState } from './subscription.repository';
+import type { SubscriptionState } from '../persistence/subscription.repository';
 
 function ok(text: string): FhirAnswer {
   return {

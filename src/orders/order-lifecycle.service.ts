@@ -22,6 +22,10 @@ import { ORDER_JOBS } from './order-intake.service';
 import type { OrderEvents, QcBypassDecision, StoredDocument } from './order-events';
 import { OrderLifecycleError } from './order-lifecycle.error';
 import { budgetDeferrals, orderAlerts } from './order-metrics';
+import { OrderDocumentRepository } from '../persistence/order-document.repository';
+import { OrderRepository } from '../persistence/order.repository';
+import { UploadLeaseRepository } from '../persistence/upload-lease.repository';
+import { UpstreamBatchRepository } from '../persistence/upstream-batch.repository';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from './order-transitions';
 
 /** Jobs of the lifecycle beyond the three the intake enqueues (ORDER_JOBS). */
@@ -74,7 +78,17 @@ export class OrderLifecycleService {
   /** Identifies this process in upload leases. */
   readonly workerId = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
 
-  constructor(private readonly deps: Deps) {}
+  private readonly orders: OrderRepository;
+  private readonly batches: UpstreamBatchRepository;
+  private readonly documents: OrderDocumentRepository;
+  private readonly uploadLease: UploadLeaseRepository;
+
+  constructor(private readonly deps: Deps) {
+    this.orders = new OrderRepository(deps.dataSource);
+    this.batches = new UpstreamBatchRepository(deps.dataSource);
+    this.documents = new OrderDocumentRepository(deps.dataSource);
+    this.uploadLease = new UploadLeaseRepository(deps.dataSource);
+  }
 
   private get client() {
     return this.deps.imaging.client;
@@ -110,9 +124,7 @@ export class OrderLifecycleService {
       return;
     }
     if (!previouslyAttempted) {
-      await dataSource.query(`UPDATE orders SET place_attempted_at = now() WHERE id = $1`, [
-        orderId,
-      ]);
+      await this.orders.markPlaceAttempted(orderId);
     }
     let upstreamOrderId: string;
     let recovered: boolean;
@@ -125,13 +137,8 @@ export class OrderLifecycleService {
         previouslyAttempted,
         attemptedSince: order.place_attempted_at?.getTime(),
         // Upstream orders we already hold for other orders are not this one's lost create.
-        knownElsewhere: async (ids) => {
-          const rows: Array<{ upstream_order_id: string }> = await dataSource.query(
-            `SELECT upstream_order_id FROM orders WHERE upstream_order_id = ANY($1::text[]) AND id <> $2`,
-            [ids, orderId],
-          );
-          return new Set(rows.map((r) => r.upstream_order_id));
-        },
+        knownElsewhere: async (ids) =>
+          new Set(await this.orders.upstreamOrderIdsHeldElsewhere(ids, orderId)),
       });
       upstreamOrderId = created.orderId;
       recovered = created.recovered;
@@ -187,11 +194,7 @@ export class OrderLifecycleService {
     manager: EntityManager,
     order: OrderRow,
   ): Promise<{ batch_id: string | null; products: string[] } | undefined> {
-    const rows: Array<{ batch_id: string | null; products: string[] }> = await manager.query(
-      `SELECT batch_id, products FROM upstream_batches WHERE sender = $1 AND placer_group_number = $2`,
-      [order.sender ?? '', order.placer_group_number],
-    );
-    return rows[0];
+    return this.batches.findByGroup(order.sender ?? '', order.placer_group_number, manager);
   }
 
   /**
@@ -204,21 +207,11 @@ export class OrderLifecycleService {
     const group = order.placer_group_number!;
     const sender = order.sender ?? '';
     const batchId = await dataSource.transaction(async (manager) => {
-      await manager.query(
-        `INSERT INTO upstream_batches (sender, placer_group_number, products) VALUES ($1, $2, $3::jsonb)
-         ON CONFLICT DO NOTHING`,
-        [sender, group, JSON.stringify(order.request.products)],
-      );
-      const rows: Array<{ batch_id: string | null }> = await manager.query(
-        `SELECT batch_id FROM upstream_batches WHERE sender = $1 AND placer_group_number = $2 FOR UPDATE`,
-        [sender, group],
-      );
-      if (rows[0]?.batch_id) return rows[0].batch_id;
+      await this.batches.insertIfAbsent(sender, group, order.request.products, manager);
+      const existing = await this.batches.lockBatchId(sender, group, manager);
+      if (existing) return existing;
       const created = await this.client.createBatch(order.request.products);
-      await manager.query(
-        `UPDATE upstream_batches SET batch_id = $3 WHERE sender = $1 AND placer_group_number = $2`,
-        [sender, group, created.batchId],
-      );
+      await this.batches.setBatchId(sender, group, created.batchId, manager);
       await writeAuditEvents(manager, [
         {
           kind: 'order.batch',
@@ -245,7 +238,7 @@ export class OrderLifecycleService {
     } catch (error) {
       if (isTransient(error)) throw error;
       const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error)}`;
-      await dataSource.query(`UPDATE orders SET last_error = $2 WHERE id = $1`, [order.id, reason]);
+      await this.orders.setLastError(order.id, reason);
       await writeAuditEvents(dataSource.manager, [
         {
           kind: 'error',
@@ -402,11 +395,8 @@ export class OrderLifecycleService {
     if (!claimed) return;
     const renew = setInterval(
       () => {
-        void dataSource
-          .query(
-            `UPDATE orders SET lease_until = now() + $3 * interval '1 millisecond' WHERE id = $1 AND lease_owner = $2`,
-            [orderId, this.workerId, settings.leaseMs],
-          )
+        void this.uploadLease
+          .renew(orderId, this.workerId, settings.leaseMs)
           .catch(() => undefined);
       },
       Math.max(500, Math.floor(settings.leaseMs / 3)),
@@ -530,18 +520,9 @@ export class OrderLifecycleService {
       const found = await loadOrder(manager, orderId);
       if (found?.study_instance_uid) {
         // Serializes claims per study across replicas until this transaction ends.
-        await manager.query(`SELECT pg_advisory_xact_lock(hashtext('study-upload:' || $1))`, [
-          found.study_instance_uid,
-        ]);
+        await this.uploadLease.lockStudy(found.study_instance_uid, manager);
       }
-      const [rows] = (await manager.query(
-        `UPDATE orders SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
-          WHERE id = $1 AND state IN ('study-ready', 'uploading') AND cancel_requested_at IS NULL
-            AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
-          RETURNING *`,
-        [orderId, this.workerId, settings.leaseMs],
-      )) as [OrderRow[], number];
-      const order = rows[0];
+      const order = await this.uploadLease.claim(orderId, this.workerId, settings.leaseMs, manager);
       if (!order) return undefined;
       if (await this.holdForSameStudy(manager, order)) {
         held = true;
@@ -574,10 +555,7 @@ export class OrderLifecycleService {
   }
 
   private async releaseLease(orderId: string): Promise<void> {
-    await this.deps.dataSource.query(
-      `UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`,
-      [orderId, this.workerId],
-    );
+    await this.uploadLease.release(orderId, this.workerId);
   }
 
   /**
@@ -589,12 +567,11 @@ export class OrderLifecycleService {
   private async holdForSameStudy(manager: EntityManager, order: OrderRow): Promise<boolean> {
     const uid = order.study_instance_uid;
     if (!uid) return false;
-    const others: Array<{ id: string; upload_completed_at: Date | null }> = await manager.query(
-      `SELECT id, upload_completed_at FROM orders
-        WHERE study_instance_uid = $1 AND id <> $2
-          AND ((state = 'uploading' AND lease_until > now())
-               OR upload_completed_at > now() - $3 * interval '1 millisecond')`,
-      [uid, order.id, SAME_STUDY_WINDOW_MS],
+    const others = await this.uploadLease.recentUploadsOfStudy(
+      uid,
+      order.id,
+      SAME_STUDY_WINDOW_MS,
+      manager,
     );
     if (others.length === 0) return false;
     const until = new Date(
@@ -606,9 +583,7 @@ export class OrderLifecycleService {
         ),
       ),
     );
-    await manager.query(`UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [
-      order.id,
-    ]);
+    await this.uploadLease.clear(order.id, manager);
     if (stateOf(order) === 'uploading') {
       await transition(manager, order, 'study-ready', {
         summary: 'upload held back (same study)',
@@ -648,10 +623,7 @@ export class OrderLifecycleService {
       patientId: order.patient_id,
     });
     if (result.status === 'ready') {
-      await this.deps.dataSource.query(`UPDATE orders SET package_path = $2 WHERE id = $1`, [
-        order.id,
-        result.study.packagePath,
-      ]);
+      await this.orders.setPackagePath(order.id, result.study.packagePath);
       return result.study.packagePath;
     }
     await this.releaseLease(order.id);
@@ -717,10 +689,7 @@ export class OrderLifecycleService {
       );
       if (!moved.applied) {
         // Remember the status anyway, so an impossible move is reported once, not every cycle.
-        await manager.query(
-          `UPDATE orders SET upstream_status = $2, upstream_status_at = now() WHERE id = $1`,
-          [orderId, status],
-        );
+        await this.orders.recordUpstreamStatus(orderId, status, manager);
         return false;
       }
       await events.statusChanged(manager, {
@@ -767,10 +736,7 @@ export class OrderLifecycleService {
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order?.upstream_order_id) return;
     const storedAs: string = rowKey;
-    const have: Array<{ kind: string; report_type: string }> = await dataSource.query(
-      `SELECT kind, report_type FROM order_documents WHERE order_id = $1 AND upstream_status = $2`,
-      [orderId, storedAs],
-    );
+    const have = await this.documents.storedFor(orderId, storedAs);
     const wanted = documentsFor(rowKey).filter(
       (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
     );
@@ -820,26 +786,27 @@ export class OrderLifecycleService {
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
       for (const doc of fetched) {
-        const rows: Array<{ id: string }> = await manager.query(
-          `INSERT INTO order_documents (order_id, upstream_status, kind, report_type, content_type, body)
-           VALUES ($1, $2, $3, $4, $5, $6)
-           ON CONFLICT (order_id, upstream_status, kind, report_type) DO NOTHING
-           RETURNING id`,
-          [orderId, storedAs, doc.kind, doc.reportType, doc.contentType, doc.body],
+        const row = await this.documents.insertOnce(
+          {
+            orderId,
+            storedAs,
+            kind: doc.kind,
+            reportType: doc.reportType,
+            contentType: doc.contentType,
+            body: doc.body,
+          },
+          manager,
         );
-        if (rows[0]) {
+        if (row) {
           stored.push({
-            id: String(rows[0].id),
+            id: String(row.id),
             kind: doc.kind,
             reportType: doc.reportType,
             contentType: doc.contentType,
           });
         }
       }
-      await manager.query(`UPDATE orders SET documents_fetched_for = $2 WHERE id = $1`, [
-        orderId,
-        storedAs,
-      ]);
+      await this.orders.setDocumentsFetchedFor(orderId, storedAs, manager);
       await writeAuditEvents(manager, [
         {
           kind: 'order.documents-fetched',
@@ -870,14 +837,7 @@ export class OrderLifecycleService {
   private async checkBatchComplete(batchId: string): Promise<void> {
     // Every order of the placer group counts, placed or not yet: a member still waiting to be
     // placed would otherwise be missing from a report fetched too early.
-    const rows: Array<{ open: string }> = await this.deps.dataSource.query(
-      `SELECT count(*) FILTER (WHERE o.state NOT IN ('delivered', 'failed', 'cancelled'))::int AS open
-         FROM upstream_batches b
-         JOIN orders o ON coalesce(o.sender, '') = b.sender AND o.placer_group_number = b.placer_group_number
-        WHERE b.batch_id = $1`,
-      [batchId],
-    );
-    if (Number(rows[0]?.open ?? 1) === 0) {
+    if ((await this.batches.openMemberCount(batchId)) === 0) {
       await this.deps.jobs.enqueue(
         LIFECYCLE_JOBS.fetchBatchReport,
         { batchId },
@@ -889,12 +849,7 @@ export class OrderLifecycleService {
   /** The aggregated report of a batch, once every member is terminal. */
   async fetchBatchReport(batchId: string): Promise<void> {
     const { dataSource, events } = this.deps;
-    const batches: Array<{ sender: string; placer_group_number: string; report_fetched_at: Date }> =
-      await dataSource.query(
-        `SELECT sender, placer_group_number, report_fetched_at FROM upstream_batches WHERE batch_id = $1`,
-        [batchId],
-      );
-    const batch = batches[0];
+    const batch = await this.batches.findByBatchId(batchId);
     if (!batch || batch.report_fetched_at) return;
     let doc;
     try {
@@ -905,14 +860,8 @@ export class OrderLifecycleService {
       return;
     }
     await dataSource.transaction(async (manager) => {
-      await manager.query(
-        `UPDATE upstream_batches SET report = $2, report_content_type = $3, report_fetched_at = now() WHERE batch_id = $1`,
-        [batchId, doc.body, doc.contentType],
-      );
-      const members: Array<{ id: string }> = await manager.query(
-        `SELECT id FROM orders WHERE upstream_batch_id = $1 ORDER BY created_at`,
-        [batchId],
-      );
+      await this.batches.storeReport(batchId, doc.body, doc.contentType, manager);
+      const members = await this.orders.idsOfBatch(batchId, manager);
       await writeAuditEvents(
         manager,
         members.map((m) => ({
@@ -946,11 +895,7 @@ export class OrderLifecycleService {
           state: order.state,
         });
       }
-      await manager.query(
-        `UPDATE orders SET cancel_requested_at = coalesce(cancel_requested_at, now()), cancel_reason = $2,
-                updated_at = now(), version = version + 1 WHERE id = $1`,
-        [orderId, `API: ${reason}`],
-      );
+      await this.orders.requestCancel(orderId, `API: ${reason}`, manager);
       await writeAuditEvents(manager, [
         {
           kind: 'order.cancel-requested',
@@ -1058,10 +1003,7 @@ export class OrderLifecycleService {
       at: new Date().toISOString(),
     };
     await dataSource.transaction(async (manager) => {
-      await manager.query(
-        `UPDATE orders SET qc_bypass = $2::jsonb, updated_at = now(), version = version + 1 WHERE id = $1`,
-        [orderId, JSON.stringify(value)],
-      );
+      await this.orders.setQcBypass(orderId, value, manager);
       await writeAuditEvents(manager, [
         {
           kind: 'decision.qc-bypass',
@@ -1081,16 +1023,10 @@ export class OrderLifecycleService {
 
   /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
   async sweep(): Promise<{ studyDeadlines: number; stuck: number; leasesResumed: number }> {
-    const { dataSource, jobs, settings } = this.deps;
-    const late: Array<{ id: string }> = await dataSource.query(
-      `SELECT id FROM orders WHERE state IN ('placed', 'study-ready') AND study_deadline_at < now() LIMIT 500`,
-    );
+    const { jobs, settings } = this.deps;
+    const late = await this.orders.pastStudyDeadline();
     for (const o of late) await this.studyDeadlinePassed(o.id);
-    const stuck: Array<{ id: string; upstream_status: string }> = await dataSource.query(
-      `SELECT id, upstream_status FROM orders WHERE state IN ('processing', 'qc-hold')
-          AND upstream_status_at < now() - $1 * interval '1 millisecond' LIMIT 500`,
-      [settings.upstreamStuckMs],
-    );
+    const stuck = await this.orders.stuckUpstream(settings.upstreamStuckMs);
     for (const o of stuck) {
       await this.endLocally(
         o.id,
@@ -1099,9 +1035,7 @@ export class OrderLifecycleService {
         'upstream-stuck',
       );
     }
-    const lapsed: Array<{ id: string }> = await dataSource.query(
-      `SELECT id FROM orders WHERE state = 'uploading' AND (lease_until IS NULL OR lease_until < now()) LIMIT 500`,
-    );
+    const lapsed = await this.uploadLease.lapsed();
     for (const o of lapsed) {
       // A new job even if a dead worker's job still holds the key (graphile-worker then
       // creates a new job and clears the old one's key).

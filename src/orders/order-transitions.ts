@@ -1,34 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
-import type { OrderRequest } from '../domain/order-request';
 import { canTransition, isOrderState, type OrderState } from '../domain/order-state';
-import type { OrderSnapshot, QcBypassDecision } from './order-events';
+import type { OrderRow } from '../persistence/order.repository';
+import type { OrderSnapshot } from './order-events';
 
-/** One `orders` row as the lifecycle reads it. */
-export interface OrderRow {
-  id: string;
-  source: string;
-  sender: string | null;
-  state: string;
-  upstream_order_id: string | null;
-  upstream_status: string | null;
-  upstream_batch_id: string | null;
-  accession_number: string | null;
-  patient_id: string | null;
-  placer_group_number: string | null;
-  study_instance_uid: string | null;
-  request: OrderRequest;
-  cancel_requested_at: Date | null;
-  cancel_reason: string | null;
-  place_attempted_at: Date | null;
-  study_deadline_at: Date | null;
-  package_path: string | null;
-  upload_completed_at: Date | null;
-  lease_owner: string | null;
-  lease_until: Date | null;
-  qc_bypass: QcBypassDecision | null;
-  documents_fetched_for: string | null;
-}
+export type { OrderRow } from '../persistence/order.repository';
 
 export async function loadOrder(
   manager: EntityManager,

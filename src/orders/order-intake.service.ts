@@ -6,6 +6,8 @@ import { uuidv7 } from '../common/uuid-v7';
 import type { JobQueue } from '../jobs/job-queue';
 import { IntakeBatcher, type IntakeBatcherOptions } from './intake-batcher';
 import type { InboundTransport } from '../persistence/entities/inbound-message.entity';
+import { InboundMessageRepository } from '../persistence/inbound-message.repository';
+import { OrderRepository, type IntakeOrderRow } from '../persistence/order.repository';
 import type {
   Identifier,
   MappedField,
@@ -128,15 +130,12 @@ class RefusedByResponder extends Error {
   }
 }
 
-interface OrderRow {
-  id: string;
-  state: string;
-  upstream_order_id: string | null;
-  request: OrderRequest;
-}
+type OrderRow = IntakeOrderRow;
 
 export class OrderIntakeService {
   private readonly batcher: IntakeBatcher;
+  private readonly orders: OrderRepository;
+  private readonly messages: InboundMessageRepository;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -144,6 +143,8 @@ export class OrderIntakeService {
     options: IntakeBatcherOptions = {},
   ) {
     this.batcher = new IntakeBatcher(dataSource, options);
+    this.orders = new OrderRepository(dataSource);
+    this.messages = new InboundMessageRepository(dataSource);
   }
 
   async ingest(
@@ -277,10 +278,7 @@ export class OrderIntakeService {
     ];
     const byPlacer = new Map<string, OrderRow>();
     if (placers.length > 0) {
-      const rows: Array<OrderRow & { placer_order_number: string }> = await manager.query(
-        `SELECT * FROM intake_lock_and_find($1, $2::text[])`,
-        [input.sender, placers],
-      );
+      const rows = await this.orders.lockAndFindByPlacers(input.sender, placers, manager);
       for (const row of rows)
         if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
     }
@@ -325,26 +323,28 @@ export class OrderIntakeService {
     response: IntakeResponse,
   ): Promise<string | undefined> {
     const rows = this.rowsOf(input, plan, response);
-    const inserted: Array<{ id: string }> = await manager.query(INSERT_ALL_SQL, [
-      input.transport,
-      input.sender,
-      input.remoteAddress,
-      input.messageType,
-      input.messageControlId,
-      input.idempotencyKey,
-      input.contentType,
-      input.raw,
-      JSON.stringify(input.quirks),
-      response.body,
-      response.code,
-      response.contentType,
-      rows.orders,
-      input.mappingVersion,
-      rows.audit,
-      rows.jobs,
-      uuidv7(),
-    ]);
-    return inserted[0]?.id;
+    return this.messages.insertAccepted(
+      {
+        transport: input.transport,
+        sender: input.sender,
+        remoteAddress: input.remoteAddress,
+        messageType: input.messageType,
+        messageControlId: input.messageControlId,
+        idempotencyKey: input.idempotencyKey,
+        contentType: input.contentType,
+        raw: input.raw,
+        quirks: JSON.stringify(input.quirks),
+        response: response.body,
+        responseCode: response.code,
+        responseContentType: response.contentType,
+        orders: rows.orders,
+        mappingVersion: input.mappingVersion,
+        audit: rows.audit,
+        jobs: rows.jobs,
+        id: uuidv7(),
+      },
+      manager,
+    );
   }
 
   /** The new orders, audit events and jobs of a plan, as JSON arrays for one statement. */
@@ -469,13 +469,10 @@ export class OrderIntakeService {
     const audit: AuditEventInput[] = [];
     for (const step of plan.steps) {
       if (step.kind === 'cancel') {
-        await manager.query(
-          `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, updated_at = now(), version = version + 1
-            WHERE id = $1 AND cancel_requested_at IS NULL`,
-          [
-            step.orderId,
-            `${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'}`,
-          ],
+        await this.orders.requestCancelOnce(
+          step.orderId,
+          `${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'}`,
+          manager,
         );
         audit.push({
           kind: 'order.cancel-requested',
@@ -496,16 +493,15 @@ export class OrderIntakeService {
           ...stripUndefined(step.order.request),
           action: step.existing.request.action,
         };
-        await manager.query(
-          `UPDATE orders SET request = $2::jsonb, accession_number = $3, study_instance_uid = $4, patient_id = $5,
-                  updated_at = now(), version = version + 1 WHERE id = $1`,
-          [
-            step.orderId,
-            JSON.stringify(merged),
-            merged.accessionNumber ?? null,
-            merged.studyInstanceUid ?? null,
-            primaryPatientId(merged.patient),
-          ],
+        await this.orders.updateRequest(
+          step.orderId,
+          merged,
+          {
+            accessionNumber: merged.accessionNumber ?? null,
+            studyInstanceUid: merged.studyInstanceUid ?? null,
+            patientId: primaryPatientId(merged.patient),
+          },
+          manager,
         );
         audit.push(
           {
@@ -539,10 +535,7 @@ export class OrderIntakeService {
                 identifiers: row.request.patient.identifiers,
               };
         const request: OrderRequest = { ...row.request, patient };
-        await manager.query(
-          `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
-          [row.id, JSON.stringify(request), primaryPatientId(patient)],
-        );
+        await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
         audit.push(
           {
             kind: 'order.updated',
@@ -574,28 +567,23 @@ export class OrderIntakeService {
   async recordRejected(unsafeInput: RejectionInput): Promise<string> {
     const input = pgSafeDeep(unsafeInput);
     return this.dataSource.transaction(async (manager) => {
-      const rows: Array<{ id: string }> = await manager.query(
-        `INSERT INTO inbound_messages
-           (transport, sender, remote_address, message_type, message_control_id, content_type, raw,
-            outcome, response_code, response, response_content_type, error, quirks)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'rejected', $8, $9, $10, $11::jsonb, $12::jsonb)
-         RETURNING id`,
-        [
-          input.transport,
-          input.sender,
-          input.remoteAddress,
-          input.messageType,
-          input.messageControlId,
-          input.contentType,
-          input.raw,
-          input.response.code,
-          input.response.body,
-          input.response.contentType,
-          JSON.stringify({ problems: input.problems, ...(input.response.error ?? {}) }),
-          JSON.stringify(input.quirks),
-        ],
+      const id = await this.messages.insertRejected(
+        {
+          transport: input.transport,
+          sender: input.sender,
+          remoteAddress: input.remoteAddress,
+          messageType: input.messageType,
+          messageControlId: input.messageControlId,
+          contentType: input.contentType,
+          raw: input.raw,
+          responseCode: input.response.code,
+          response: input.response.body,
+          responseContentType: input.response.contentType,
+          error: JSON.stringify({ problems: input.problems, ...(input.response.error ?? {}) }),
+          quirks: JSON.stringify(input.quirks),
+        },
+        manager,
       );
-      const id = rows[0]!.id;
       await writeAuditEvents(manager, [
         {
           kind: 'inbound.rejected',
@@ -619,17 +607,7 @@ export class OrderIntakeService {
 
   private async answerDuplicate(input: IntakeInput): Promise<IntakeReply> {
     return this.dataSource.transaction(async (manager) => {
-      const original: Array<{
-        id: string;
-        response: Buffer | null;
-        response_code: string | null;
-        response_content_type: string | null;
-      }> = await manager.query(
-        `SELECT id, response, response_code, response_content_type FROM inbound_messages
-            WHERE idempotency_key = $1 AND outcome = 'accepted'`,
-        [input.idempotencyKey],
-      );
-      const first = original[0];
+      const first = await this.messages.findAccepted(input.idempotencyKey, manager);
       if (!first) throw new Error('duplicate detected but the original message is gone');
       const response: IntakeResponse = {
         code: first.response_code ?? '',
@@ -637,37 +615,33 @@ export class OrderIntakeService {
         contentType: first.response_content_type ?? input.contentType,
         accepted: true,
       };
-      const rows: Array<{ id: string }> = await manager.query(
-        `INSERT INTO inbound_messages
-           (transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-            content_type, raw, outcome, response_code, response, response_content_type, quirks)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'duplicate', $9, $10, $11, $12::jsonb)
-         RETURNING id`,
-        [
-          input.transport,
-          input.sender,
-          input.remoteAddress,
-          input.messageType,
-          input.messageControlId,
-          input.idempotencyKey,
-          input.contentType,
-          input.raw,
-          response.code,
-          response.body,
-          response.contentType,
-          JSON.stringify(input.quirks),
-        ],
+      const id = await this.messages.insertDuplicate(
+        {
+          transport: input.transport,
+          sender: input.sender,
+          remoteAddress: input.remoteAddress,
+          messageType: input.messageType,
+          messageControlId: input.messageControlId,
+          idempotencyKey: input.idempotencyKey,
+          contentType: input.contentType,
+          raw: input.raw,
+          responseCode: response.code,
+          response: response.body,
+          responseContentType: response.contentType,
+          quirks: JSON.stringify(input.quirks),
+        },
+        manager,
       );
       await writeAuditEvents(manager, [
         {
           kind: 'inbound.duplicate',
-          inboundMessageId: rows[0]!.id,
+          inboundMessageId: id,
           actor: input.sender,
           summary: `resend of ${input.messageControlId ?? 'a message'} answered with the original ${response.code}`,
           detail: { originalMessageId: first.id },
         },
       ]);
-      return { duplicate: true, inboundMessageId: rows[0]!.id, response };
+      return { duplicate: true, inboundMessageId: id, response };
     });
   }
 
@@ -675,13 +649,7 @@ export class OrderIntakeService {
     manager: EntityManager,
     filler: string,
   ): Promise<OrderRow | undefined> {
-    const rows: OrderRow[] = await manager.query(
-      `SELECT id, state, upstream_order_id, request FROM orders
-        WHERE filler_order_number = $1 OR id::text = $1
-        ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
-      [filler],
-    );
-    return rows[0];
+    return this.orders.findByFillerForUpdate(filler, manager);
   }
 
   private async findOpenOrdersOfPatient(
@@ -693,42 +661,9 @@ export class OrderIntakeService {
         ? event.priorIdentifiers.map((i) => i.value)
         : event.patient.identifiers.map((i) => i.value);
     if (ids.length === 0) return [];
-    return manager.query(
-      `SELECT id, state, upstream_order_id, request FROM orders
-        WHERE patient_id = ANY($1::text[]) AND state NOT IN ('delivered', 'failed', 'cancelled')
-        FOR UPDATE`,
-      [ids],
-    );
+    return this.orders.openOrdersOfPatientsForUpdate(ids, manager);
   }
 }
-
-/** One statement: the message (with its answer), the new orders, their audit events and jobs. */
-const INSERT_ALL_SQL = `WITH m AS (
-   INSERT INTO inbound_messages
-     (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-      content_type, raw, outcome, quirks, response, response_code, response_content_type)
-   VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
-   ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
-   RETURNING id
- ), o AS (
-   INSERT INTO orders
-     (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
-      filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
-   SELECT (r->>'id')::uuid, r->>'source', $2, m.id, 'received', r->>'accession_number', r->>'patient_id',
-          r->>'placer_order_number', r->>'filler_order_number', r->>'placer_group_number',
-          r->>'study_instance_uid', r->'request', $14
-     FROM m, jsonb_array_elements($13::jsonb) r
-   RETURNING id
- ), a AS (
-   INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
-   SELECT (e->>'orderId')::uuid, m.id, e->>'kind', coalesce(e->>'severity', 'info'), e->>'actor', e->>'summary',
-          coalesce(e->'detail', '{}'::jsonb)
-     FROM m, jsonb_array_elements($15::jsonb) e
- ), j AS (
-   INSERT INTO job_outbox (task, payload, job_key)
-   SELECT x->>'task', x->'payload', x->>'job_key' FROM m, jsonb_array_elements($16::jsonb) x
- )
- SELECT id FROM m`;
 
 type PlannedStep = ReturnType<typeof decide>;
 type CreateStep = Extract<PlannedStep, { kind: 'create' }>;

@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
 import { canTransition, isOrderState, type OrderState } from '../domain/order-state';
-import type { OrderRow } from '../persistence/order.repository';
+import { OrderRepository, type OrderColumns, type OrderRow } from '../persistence/order.repository';
 import type { OrderSnapshot } from './order-events';
 
 export type { OrderRow } from '../persistence/order.repository';
@@ -11,11 +11,7 @@ export async function loadOrder(
   orderId: string,
   lock = false,
 ): Promise<OrderRow | undefined> {
-  const rows: OrderRow[] = await manager.query(
-    `SELECT * FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
-    [orderId],
-  );
-  return rows[0];
+  return new OrderRepository(manager.connection).findById(orderId, lock, manager);
 }
 
 export function stateOf(order: OrderRow): OrderState {
@@ -36,23 +32,7 @@ export function snapshot(order: OrderRow, state: OrderState = stateOf(order)): O
   };
 }
 
-/** Columns a transition may set besides the state (our code only: never user input as a name). */
-export type OrderColumns = Partial<{
-  upstream_order_id: string;
-  upstream_status: string;
-  upstream_status_at: Date | 'now';
-  upstream_batch_id: string;
-  placed_at: 'now';
-  study_deadline_at: Date;
-  package_path: string | null;
-  study_instance_uid: string;
-  upload_started_at: 'now';
-  upload_completed_at: 'now';
-  lease_owner: string | null;
-  lease_until: Date | null;
-  last_error: string | null;
-  alert: string | null;
-}>;
+export type { OrderColumns } from '../persistence/order.repository';
 
 export interface TransitionAudit {
   summary: string;
@@ -91,20 +71,13 @@ export async function transition(
     ]);
     return { applied: false };
   }
-  const sets = ['state = $3', 'updated_at = now()', 'version = version + 1'];
-  const values: unknown[] = [order.id, order.state, to];
-  for (const [column, value] of Object.entries(columns)) {
-    if (value === 'now') {
-      sets.push(`${column} = now()`);
-    } else {
-      values.push(value instanceof Date ? value.toISOString() : value);
-      sets.push(`${column} = $${values.length}`);
-    }
-  }
-  const [, count] = (await manager.query(
-    `UPDATE orders SET ${sets.join(', ')} WHERE id = $1 AND state = $2`,
-    values,
-  )) as [unknown, number];
+  const count = await new OrderRepository(manager.connection).updateStateIf(
+    order.id,
+    order.state,
+    to,
+    columns,
+    manager,
+  );
   if (count !== 1) {
     await writeAuditEvents(manager, [
       {

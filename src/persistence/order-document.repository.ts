@@ -43,4 +43,16 @@ export class OrderDocumentRepository {
     );
     return rows[0];
   }
+
+  /** `upstream_order_id|kind` pairs of the documents stored for these upstream orders. */
+  async storedKindsOfUpstreamOrders(
+    upstreamOrderIds: string[],
+    manager?: EntityManager,
+  ): Promise<Array<{ upstream_order_id: string; kind: string }>> {
+    return this.db(manager).query(
+      `SELECT DISTINCT o.upstream_order_id, d.kind FROM order_documents d JOIN orders o ON o.id = d.order_id
+          WHERE o.upstream_order_id = ANY($1::text[])`,
+      [upstreamOrderIds],
+    );
+  }
 }

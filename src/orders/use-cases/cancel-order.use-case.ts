@@ -1,7 +1,7 @@
 import { writeAuditEvents } from '../../audit/audit-writer';
 import { isTerminal } from '../../domain/order-state';
 import { ImagingClientError } from '../../imaging-client/imaging-client.error';
-import { ORDER_JOBS } from '../order-intake.service';
+import { ORDER_JOBS } from '../intake.model';
 import { OrderLifecycleError } from '../order-lifecycle.error';
 import { loadOrder, stateOf } from '../order-transitions';
 import { isTransient } from '../upstream-errors';

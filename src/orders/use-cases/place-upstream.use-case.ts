@@ -3,7 +3,7 @@ import { writeAuditEvents } from '../../audit/audit-writer';
 import { toUpstreamMetadata } from '../../mappings/upstream-metadata';
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
-import { ORDER_JOBS } from '../order-intake.service';
+import { ORDER_JOBS } from '../intake.model';
 import { loadOrder, stateOf, transition, type OrderRow } from '../order-transitions';
 import { describe, errorCode, isTransient } from '../upstream-errors';
 import type { EndLocallyUseCase } from './end-locally.use-case';

@@ -13,7 +13,7 @@ export const BUDGET_DEFER_AFTER_MS = 2_000;
 
 /** Puts a job back for later instead of waiting for our upstream rate budget. */
 export class BudgetDeferral {
-  constructor(private readonly deps: Pick<LifecycleDeps, 'imaging' | 'jobs'>) {}
+  constructor(private readonly deps: Pick<LifecycleDeps, 'imaging' | 'jobs' | 'clock'>) {}
 
   private get client() {
     return this.deps.imaging.client;
@@ -36,7 +36,7 @@ export class BudgetDeferral {
     const spread = Math.floor(Math.random() * Math.min(5_000, waitMs / 4));
     await this.deps.jobs.enqueue(task, payload, {
       jobKey,
-      runAt: new Date(Date.now() + waitMs + spread),
+      runAt: new Date(this.deps.clock.now() + waitMs + spread),
     });
     budgetDeferrals.inc({ job: task });
     return true;

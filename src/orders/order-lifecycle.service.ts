@@ -6,6 +6,7 @@ import type { ProductionImagingClient } from '../imaging-client/imaging-client.f
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import type { JobQueue } from '../jobs/job-queue';
 import type { StatusRowKey } from '../mappings/status-mapping.table';
+import { systemClock, type Clock } from '../domain/clock';
 import type { OrderState } from '../domain/order-state';
 import { OrderDocumentRepository } from '../persistence/order-document.repository';
 import { OrderRepository } from '../persistence/order.repository';
@@ -41,6 +42,8 @@ interface Deps {
   events: OrderEvents;
   logger: Logger;
   settings: LifecycleSettings;
+  /** Default: the system clock. */
+  clock?: Clock;
 }
 
 /**
@@ -74,6 +77,7 @@ export class OrderLifecycleService {
       documents: new OrderDocumentRepository(deps.dataSource),
       uploadLease: new UploadLeaseRepository(deps.dataSource),
       workerId: this.workerId,
+      clock: deps.clock ?? systemClock,
     };
     const budget = new BudgetDeferral(shared);
     this.ending = new EndLocallyUseCase(shared);

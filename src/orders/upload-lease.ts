@@ -93,7 +93,7 @@ export class UploadLease {
         ...others.map((o) =>
           o.upload_completed_at
             ? o.upload_completed_at.getTime() + SAME_STUDY_WINDOW_MS + 5_000
-            : Date.now() + 30_000,
+            : this.deps.clock.now() + 30_000,
         ),
       ),
     );

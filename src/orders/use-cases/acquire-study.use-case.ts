@@ -28,7 +28,7 @@ export class AcquireStudyUseCase {
       return;
     }
     if (state !== 'placed') return;
-    if (order.study_deadline_at && order.study_deadline_at.getTime() <= Date.now()) {
+    if (order.study_deadline_at && order.study_deadline_at.getTime() <= this.deps.clock.now()) {
       await this.studyDeadlinePassed(orderId);
       return;
     }
@@ -41,7 +41,7 @@ export class AcquireStudyUseCase {
     switch (result.status) {
       case 'waiting': {
         const deadline = order.study_deadline_at?.getTime() ?? Infinity;
-        const at = Math.min(Date.now() + result.retryAfterMs, deadline + 1000);
+        const at = Math.min(this.deps.clock.now() + result.retryAfterMs, deadline + 1000);
         await jobs.enqueue(
           LIFECYCLE_JOBS.acquire,
           { orderId },

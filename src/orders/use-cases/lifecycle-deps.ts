@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Clock } from '../../domain/clock';
 import type { DataSource } from 'typeorm';
 import type { ProductionImagingClient } from '../../imaging-client/imaging-client.factory';
 import type { JobQueue } from '../../jobs/job-queue';
@@ -31,4 +32,6 @@ export interface LifecycleDeps {
   uploadLease: UploadLeaseRepository;
   /** Identifies this process in upload leases. */
   workerId: string;
+  /** The time decisions are made at (deadlines, retry and hold times). */
+  clock: Clock;
 }

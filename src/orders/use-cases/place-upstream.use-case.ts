@@ -108,7 +108,7 @@ export class PlaceUpstreamUseCase {
           upstream_status: 'PENDING',
           upstream_status_at: 'now',
           placed_at: 'now',
-          study_deadline_at: new Date(Date.now() + this.deps.settings.studyDeadlineMs),
+          study_deadline_at: new Date(this.deps.clock.now() + this.deps.settings.studyDeadlineMs),
           ...(batchId ? { upstream_batch_id: batchId } : {}),
         },
       );

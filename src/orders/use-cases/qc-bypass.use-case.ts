@@ -66,7 +66,7 @@ export class QcBypassUseCase {
       status: decision.withdraw ? 'withdrawn' : 'requested',
       by: decision.actor,
       reason: decision.withdraw ? reason || null : reason,
-      at: new Date().toISOString(),
+      at: new Date(this.deps.clock.now()).toISOString(),
     };
     await dataSource.transaction(async (manager) => {
       await this.deps.orders.setQcBypass(orderId, value, manager);

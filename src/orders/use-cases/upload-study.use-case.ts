@@ -187,7 +187,10 @@ export class UploadStudyUseCase {
     await this.deps.jobs.enqueue(
       LIFECYCLE_JOBS.upload,
       { orderId: order.id },
-      { jobKey: `upload:${order.id}`, runAt: new Date(Date.now() + result.retryAfterMs) },
+      {
+        jobKey: `upload:${order.id}`,
+        runAt: new Date(this.deps.clock.now() + result.retryAfterMs),
+      },
     );
     return undefined;
   }

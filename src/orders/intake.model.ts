@@ -7,9 +7,11 @@ import type {
   PatientInfo,
   ToleratedQuirk,
 } from '../domain/order-request';
-import type { OrderState } from '../domain/order-state';
+import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 
 /** What the intake takes and answers, whatever the transport (see OrderIntakeService). */
+
+export type { IntakeOrderResult, IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 
 export const ORDER_JOBS = {
   place: 'order.place-upstream',
@@ -61,30 +63,6 @@ export interface IntakeInput {
     manager: EntityManager,
     stored: { inboundMessageId: string; outcome: IntakeOutcome },
   ) => Promise<void>;
-}
-
-export type IntakeOrderResult =
-  | { kind: 'created'; orderId: string; sourceRef: string }
-  | { kind: 'already-known'; orderId: string; sourceRef: string }
-  | { kind: 'cancel-accepted'; orderId: string; sourceRef: string }
-  | { kind: 'cancel-too-late'; orderId: string; state: OrderState; sourceRef: string }
-  | { kind: 'updated'; orderId: string; sourceRef: string }
-  | { kind: 'status-recorded'; orderId: string | null; sourceRef: string }
-  | { kind: 'unknown-order'; action: string; sourceRef: string };
-
-export interface IntakeOutcome {
-  results: IntakeOrderResult[];
-  patientOrdersUpdated: number;
-}
-
-export interface IntakeResponse {
-  /** `AA`, `AE`, `CA`, `201`… what the answer says, for the audit log and search. */
-  code: string;
-  body: Buffer;
-  contentType: string;
-  /** false: the answer refuses the message; nothing of it is applied and it is stored as rejected. */
-  accepted: boolean;
-  error?: Record<string, unknown>;
 }
 
 export interface IntakeReply {

@@ -61,7 +61,9 @@ export class OrderIntakeService {
     unsafeInput: IntakeInput,
     respond: (outcome: IntakeOutcome) => IntakeResponse,
   ): Promise<IntakeReply> {
-    return this.ingestion.ingest(unsafeInput, respond);
+    // The front doors hand over a callback (and `afterStore` on the input); the use case
+    // calls them through the IntakeResponder port.
+    return this.ingestion.ingest(unsafeInput, { respond, afterStore: unsafeInput.afterStore });
   }
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */

@@ -4,6 +4,7 @@ import { pgSafeDeep } from '../../common/pg-safe';
 import { uuidv7 } from '../../common/uuid-v7';
 import type { JobQueue } from '../../jobs/job-queue';
 import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
+import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
 import type {
   IntakeInput,
@@ -62,7 +63,7 @@ export class IngestOrderMessageUseCase {
 
   async ingest(
     unsafeInput: IntakeInput,
-    respond: (outcome: IntakeOutcome) => IntakeResponse,
+    responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply> {
     // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
     const input = pgSafeDeep(unsafeInput);
@@ -71,8 +72,8 @@ export class IngestOrderMessageUseCase {
     // messages that arrive at the same time). Anything else, or
     // a placer number already known, takes the general path: BEGIN, lock-and-find, one
     // insert statement, the changes, COMMIT.
-    if (isCreateOnly(input)) {
-      const reply = await this.ingestNew(input, respond);
+    if (isCreateOnly(input, responder)) {
+      const reply = await this.ingestNew(input, responder);
       if (reply) return reply;
     }
     const runner = this.dataSource.createQueryRunner();
@@ -83,14 +84,14 @@ export class IngestOrderMessageUseCase {
       await runner.startTransaction();
       try {
         const plan = await this.plan(runner.manager, input);
-        const response = respond(plan.outcome);
+        const response = responder.respond(plan.outcome);
         if (!response.accepted) {
           refused = new RefusedByResponder(response, plan.outcome);
         } else {
           const messageId = await this.insertAll(runner.manager, input, plan, response);
           if (messageId) {
             await this.applyChanges(runner.manager, input, messageId, plan);
-            await input.afterStore?.(runner.manager, {
+            await responder.afterStore?.(runner.manager, {
               inboundMessageId: messageId,
               outcome: plan.outcome,
             });
@@ -142,11 +143,11 @@ export class IngestOrderMessageUseCase {
    */
   private async ingestNew(
     input: IntakeInput,
-    respond: (outcome: IntakeOutcome) => IntakeResponse,
+    responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply | undefined> {
     const steps = input.orders.map((order) => decide(order, undefined, undefined));
     const outcome: IntakeOutcome = { results: steps.map((s) => s.result), patientOrdersUpdated: 0 };
-    const response = respond(outcome);
+    const response = responder.respond(outcome);
     if (!response.accepted) return undefined;
     const plan: IntakePlan = { steps, outcome, patientOrders: [] };
     const rows = this.rowsOf(input, plan, response);
@@ -258,8 +259,8 @@ export class IngestOrderMessageUseCase {
 }
 
 /** New orders only, nothing that reads or changes what is stored: the fast path's case. */
-function isCreateOnly(input: IntakeInput): boolean {
-  if (input.orders.length === 0 || input.afterStore || (input.patientEvents?.length ?? 0) > 0)
+function isCreateOnly(input: IntakeInput, responder: IntakeResponder<EntityManager>): boolean {
+  if (input.orders.length === 0 || responder.afterStore || (input.patientEvents?.length ?? 0) > 0)
     return false;
   const placers = new Set<string>();
   for (const order of input.orders) {

@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { OrderRequest } from '../domain/order-request';
-import type { QcBypassDecision } from '../orders/order-events';
+import type { QcBypassDecision } from '../domain/qc-bypass';
 
 /** One `orders` row as the lifecycle reads it. */
 export interface OrderRow {

@@ -1,6 +1,10 @@
 import { Counter, Histogram } from 'prom-client';
 import type { DataSource } from 'typeorm';
 import { metricsRegistry } from '../observability/metrics';
+import {
+  InboundMessageRepository,
+  type AcceptBatchAnswer,
+} from '../persistence/inbound-message.repository';
 
 /**
  * Group commit for the ingest fast path. Messages of new orders that arrive while an earlier
@@ -27,7 +31,7 @@ const batchFallbacks = new Counter({
   registers: [metricsRegistry],
 });
 
-export type BatchAnswer = 'accepted' | 'duplicate' | 'known-placer';
+export type BatchAnswer = AcceptBatchAnswer;
 
 /** One message, as intake_accept_batch reads it (see migration 20261121160000). */
 export interface BatchItem {
@@ -71,11 +75,10 @@ export class IntakeBatcher {
   private inFlight = 0;
   private readonly maxInFlight: number;
   private readonly maxBatch: number;
+  private readonly messages: InboundMessageRepository;
 
-  constructor(
-    private readonly dataSource: DataSource,
-    options: IntakeBatcherOptions = {},
-  ) {
+  constructor(dataSource: DataSource, options: IntakeBatcherOptions = {}) {
+    this.messages = new InboundMessageRepository(dataSource);
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 2);
     this.maxBatch = Math.max(1, options.maxBatch ?? 64);
   }
@@ -130,11 +133,7 @@ export class IntakeBatcher {
   }
 
   private async store(items: BatchItem[]): Promise<BatchAnswer[]> {
-    const rows: Array<{ answers: BatchAnswer[] }> = await this.dataSource.query(
-      'SELECT intake_accept_batch($1::jsonb) AS answers',
-      [batchJson(items)],
-    );
-    return rows[0]?.answers ?? [];
+    return this.messages.acceptBatch(batchJson(items));
   }
 }
 

@@ -1,6 +1,9 @@
 import type { EntityManager } from 'typeorm';
 import type { StatusRow, StatusRowKey } from '../mappings/status-mapping.table';
 import type { OrderState } from '../domain/order-state';
+import type { QcBypassDecision } from '../domain/qc-bypass';
+
+export type { QcBypassDecision } from '../domain/qc-bypass';
 
 /**
  * What the lifecycle tells the publishing side (the results/outbox issue), always on the
@@ -17,13 +20,6 @@ export interface OrderSnapshot {
   upstreamBatchId: string | null;
   placerGroupNumber: string | null;
   cancelRequested: boolean;
-}
-
-export interface QcBypassDecision {
-  status: 'requested' | 'withdrawn';
-  by: string;
-  reason: string | null;
-  at: string;
 }
 
 export interface OrderStatusChange {

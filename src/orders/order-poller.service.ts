@@ -6,8 +6,11 @@ import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-client';
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { FOLLOWED_STATES } from '../domain/order-state';
+import { OrderDocumentRepository } from '../persistence/order-document.repository';
+import { OrderRepository } from '../persistence/order.repository';
+import { PollScheduleRepository } from '../persistence/poll-schedule.repository';
 import type { OrderLifecycleService } from './order-lifecycle.service';
-import { writeAuditEvents } from '../audit/audit-writer';
+import { AuditEventRepository } from '../persistence/audit-event.repository';
 import {
   pollCycleCalls,
   pollCycleFollowed,
@@ -63,6 +66,11 @@ interface Lease {
  * taken over (it stalled longer than the lease) stops before the next order.
  */
 export class OrderPollerService {
+  private readonly schedule: PollScheduleRepository;
+  private readonly orders: OrderRepository;
+  private readonly documents: OrderDocumentRepository;
+  private readonly events: AuditEventRepository;
+
   constructor(
     private readonly deps: {
       dataSource: DataSource;
@@ -75,7 +83,12 @@ export class OrderPollerService {
       /** The running lease (default POLL_LEASE_MS). */
       leaseMs?: number;
     },
-  ) {}
+  ) {
+    this.schedule = new PollScheduleRepository(deps.dataSource);
+    this.orders = new OrderRepository(deps.dataSource);
+    this.documents = new OrderDocumentRepository(deps.dataSource);
+    this.events = new AuditEventRepository(deps.dataSource);
+  }
 
   private get leaseMs(): number {
     return this.deps.leaseMs ?? POLL_LEASE_MS;
@@ -113,38 +126,23 @@ export class OrderPollerService {
   }
 
   private async claim(force: boolean): Promise<Lease | undefined> {
-    const { dataSource } = this.deps;
-    await dataSource.query(
-      `INSERT INTO poll_schedule (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
-      [SCHEDULE],
-    );
+    await this.schedule.ensure(SCHEDULE);
     const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-    const [rows] = (await dataSource.query(
-      `UPDATE poll_schedule SET running_until = now() + $3 * interval '1 millisecond',
-              running_owner = $4, last_started_at = now()
-        WHERE name = $1 AND ($2 OR next_due_at <= now())
-          AND (running_until IS NULL OR running_until < now())
-        RETURNING name`,
-      [SCHEDULE, force, this.leaseMs, owner],
-    )) as [unknown[], number];
-    return rows.length === 1 ? { owner, lost: false } : undefined;
+    const claimed = await this.schedule.claim(SCHEDULE, force, this.leaseMs, owner);
+    return claimed ? { owner, lost: false } : undefined;
   }
 
   /** Extends the lease if we still hold it; marks it lost if another cycle took it over. */
   private async renew(lease: Lease): Promise<void> {
-    const [rows] = (await this.deps.dataSource.query(
-      `UPDATE poll_schedule SET running_until = now() + $3 * interval '1 millisecond'
-        WHERE name = $1 AND running_owner = $2 RETURNING name`,
-      [SCHEDULE, lease.owner, this.leaseMs],
-    )) as [unknown[], number];
-    if (rows.length === 0 && !lease.lost) {
+    const renewed = await this.schedule.renew(SCHEDULE, lease.owner, this.leaseMs);
+    if (!renewed && !lease.lost) {
       lease.lost = true;
       this.deps.logger.warn('poll cycle lease taken over by another cycle; this one stops');
     }
   }
 
   private async runClaimed(lease: Lease): Promise<PollCycleStats> {
-    const { dataSource, intervalMs } = this.deps;
+    const { intervalMs } = this.deps;
     const jitter = this.deps.jitter ?? 0.1;
     let renewing: Promise<void> | undefined;
     const timer = setInterval(
@@ -167,17 +165,12 @@ export class OrderPollerService {
       await renewing;
       const nextMs = Math.round(intervalMs * (1 - jitter + 2 * jitter * Math.random()));
       // Only the holder releases the lease and sets the next due time.
-      await dataSource.query(
-        `UPDATE poll_schedule SET running_until = NULL, running_owner = NULL, last_finished_at = now(),
-                next_due_at = now() + $2 * interval '1 millisecond', last_stats = $3::jsonb
-          WHERE name = $1 AND running_owner = $4`,
-        [SCHEDULE, nextMs, JSON.stringify(stats ?? { failed: true }), lease.owner],
-      );
+      await this.schedule.release(SCHEDULE, lease.owner, nextMs, stats ?? { failed: true });
     }
   }
 
   private async cycle(lease: Lease): Promise<PollCycleStats> {
-    const { dataSource, client, lifecycle, logger } = this.deps;
+    const { client, lifecycle, logger } = this.deps;
     const started = Date.now();
     let calls = 0;
     // One call per page (one page unless the upstream pages its lists).
@@ -187,12 +180,7 @@ export class OrderPollerService {
     calls += reportPages;
     const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
     const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
-    const followed: Array<{ id: string; upstream_order_id: string; upstream_status: string }> =
-      await dataSource.query(
-        `SELECT id, upstream_order_id, upstream_status FROM orders
-          WHERE state = ANY($1::text[]) AND upstream_order_id IS NOT NULL`,
-        [FOLLOWED_STATES],
-      );
+    const followed = await this.orders.followed(FOLLOWED_STATES);
     let changed = 0;
     let left = 0;
     for (const order of followed) {
@@ -276,31 +264,31 @@ export class OrderPollerService {
     status: string,
   ): Promise<void> {
     upstreamUnknownStatus.inc();
+    const events = this.events;
     await this.deps.dataSource.transaction(async (manager) => {
       // One flag per order and value, also when two replicas meet here.
-      await manager.query(`SELECT pg_advisory_xact_lock(hashtext('unknown-status:' || $1))`, [
-        orderId,
-      ]);
-      const seen: unknown[] = await manager.query(
-        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'upstream.unknown-status'
-            AND detail->>'status' = $2 LIMIT 1`,
-        [orderId, status],
+      const first = await events.firstOfItsKind(
+        { orderId, kind: 'upstream.unknown-status', detailKey: 'status', detailValue: status },
+        manager,
       );
-      if (seen.length > 0) return;
+      if (!first) return;
       this.deps.logger.warn(
         { orderId, status },
         'upstream listed an order with an unknown status; the order is left as it was',
       );
-      await writeAuditEvents(manager, [
-        {
-          kind: 'upstream.unknown-status',
-          orderId,
-          severity: 'warning',
-          actor: 'adapter',
-          summary: `GET /list-orders named status "${status}", which the contract does not know: the order is left as it was until a known status arrives`,
-          detail: { status, upstreamOrderId },
-        },
-      ]);
+      await events.write(
+        [
+          {
+            kind: 'upstream.unknown-status',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: `GET /list-orders named status "${status}", which the contract does not know: the order is left as it was until a known status arrives`,
+            detail: { status, upstreamOrderId },
+          },
+        ],
+        manager,
+      );
     });
   }
 
@@ -315,12 +303,9 @@ export class OrderPollerService {
     const none = { called: false, acknowledged: 0 };
     const candidates = reports.filter((r) => r.order_id);
     if (candidates.length === 0) return none;
-    const rows: Array<{ upstream_order_id: string; kind: string }> =
-      await this.deps.dataSource.query(
-        `SELECT DISTINCT o.upstream_order_id, d.kind FROM order_documents d JOIN orders o ON o.id = d.order_id
-          WHERE o.upstream_order_id = ANY($1::text[])`,
-        [[...new Set(candidates.map((r) => r.order_id!))]],
-      );
+    const rows = await this.documents.storedKindsOfUpstreamOrders([
+      ...new Set(candidates.map((r) => r.order_id!)),
+    ]);
     const stored = new Set(rows.map((r) => `${r.upstream_order_id}|${r.kind}`));
     const ids = candidates
       .filter((r) => {

@@ -1,45 +1,17 @@
 import type { EntityManager } from 'typeorm';
-import { type AuditEventInput, writeAuditEvents } from '../audit/audit-writer';
-import type { OrderRequest } from '../domain/order-request';
+import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
 import { canTransition, isOrderState, type OrderState } from '../domain/order-state';
-import type { OrderSnapshot, QcBypassDecision } from './order-events';
+import { OrderRepository, type OrderColumns, type OrderRow } from '../persistence/order.repository';
+import type { OrderSnapshot } from './order-events';
 
-/** One `orders` row as the lifecycle reads it. */
-export interface OrderRow {
-  id: string;
-  source: string;
-  sender: string | null;
-  state: string;
-  upstream_order_id: string | null;
-  upstream_status: string | null;
-  upstream_batch_id: string | null;
-  accession_number: string | null;
-  patient_id: string | null;
-  placer_group_number: string | null;
-  study_instance_uid: string | null;
-  request: OrderRequest;
-  cancel_requested_at: Date | null;
-  cancel_reason: string | null;
-  place_attempted_at: Date | null;
-  study_deadline_at: Date | null;
-  package_path: string | null;
-  upload_completed_at: Date | null;
-  lease_owner: string | null;
-  lease_until: Date | null;
-  qc_bypass: QcBypassDecision | null;
-  documents_fetched_for: string | null;
-}
+export type { OrderRow } from '../persistence/order.repository';
 
 export async function loadOrder(
   manager: EntityManager,
   orderId: string,
   lock = false,
 ): Promise<OrderRow | undefined> {
-  const rows: OrderRow[] = await manager.query(
-    `SELECT * FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
-    [orderId],
-  );
-  return rows[0];
+  return new OrderRepository(manager.connection).findById(orderId, lock, manager);
 }
 
 export function stateOf(order: OrderRow): OrderState {
@@ -60,23 +32,7 @@ export function snapshot(order: OrderRow, state: OrderState = stateOf(order)): O
   };
 }
 
-/** Columns a transition may set besides the state (our code only: never user input as a name). */
-export type OrderColumns = Partial<{
-  upstream_order_id: string;
-  upstream_status: string;
-  upstream_status_at: Date | 'now';
-  upstream_batch_id: string;
-  placed_at: 'now';
-  study_deadline_at: Date;
-  package_path: string | null;
-  study_instance_uid: string;
-  upload_started_at: 'now';
-  upload_completed_at: 'now';
-  lease_owner: string | null;
-  lease_until: Date | null;
-  last_error: string | null;
-  alert: string | null;
-}>;
+export type { OrderColumns } from '../persistence/order.repository';
 
 export interface TransitionAudit {
   summary: string;
@@ -115,20 +71,13 @@ export async function transition(
     ]);
     return { applied: false };
   }
-  const sets = ['state = $3', 'updated_at = now()', 'version = version + 1'];
-  const values: unknown[] = [order.id, order.state, to];
-  for (const [column, value] of Object.entries(columns)) {
-    if (value === 'now') {
-      sets.push(`${column} = now()`);
-    } else {
-      values.push(value instanceof Date ? value.toISOString() : value);
-      sets.push(`${column} = $${values.length}`);
-    }
-  }
-  const [, count] = (await manager.query(
-    `UPDATE orders SET ${sets.join(', ')} WHERE id = $1 AND state = $2`,
-    values,
-  )) as [unknown, number];
+  const count = await new OrderRepository(manager.connection).updateStateIf(
+    order.id,
+    order.state,
+    to,
+    columns,
+    manager,
+  );
   if (count !== 1) {
     await writeAuditEvents(manager, [
       {

@@ -17,13 +17,12 @@ import {
   ApiPropertyOptional,
   ApiTags,
 } from '@nestjs/swagger';
-import type { DataSource } from 'typeorm';
 import { z } from 'zod';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
-import { DATA_SOURCE } from '../common/tokens';
 import { ORDER_STATES } from '../domain/order-state';
+import { OrderRepository } from '../persistence/order.repository';
 import { OrderLifecycleError } from './order-lifecycle.error';
 import { OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService, type PollCycleStats } from './order-poller.service';
@@ -84,7 +83,7 @@ export class OrdersController {
   constructor(
     @Inject(OrderLifecycleService) private readonly lifecycle: OrderLifecycleService,
     @Inject(OrderPollerService) private readonly poller: OrderPollerService,
-    @Inject(DATA_SOURCE) private readonly dataSource: DataSource,
+    @Inject(OrderRepository) private readonly orders: OrderRepository,
   ) {}
 
   @Roles('analyst')
@@ -92,16 +91,7 @@ export class OrdersController {
   @ApiOperation({ summary: "An order's state and upstream status (no PHI)" })
   @ApiOkResponse({ type: OrderStatusDto })
   async status(@Param('id', new ParseUUIDPipe()) id: string): Promise<OrderStatusDto> {
-    const rows: Array<Record<string, unknown>> = await this.dataSource.query(
-      `SELECT o.id, o.state, o.source, o.upstream_order_id, o.upstream_status, o.upstream_batch_id,
-              o.request->'products' AS products, o.cancel_requested_at, o.qc_bypass, o.alert,
-              o.last_error, o.created_at, o.updated_at,
-              coalesce((SELECT array_agg(d.kind || '/' || d.report_type ORDER BY d.id)
-                          FROM order_documents d WHERE d.order_id = o.id), '{}') AS documents
-         FROM orders o WHERE o.id = $1`,
-      [id],
-    );
-    const r = rows[0];
+    const r = await this.orders.statusView(id);
     if (!r) throw new OrderLifecycleError('order_not_found', 'no such order');
     return {
       id: r.id as string,

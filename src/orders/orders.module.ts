@@ -14,6 +14,7 @@ import { STUDY_ACQUIRER, type StudyAcquirer } from '../domain/study-acquirer.por
 import { ORDER_JOBS, OrderIntakeService } from './order-intake.service';
 import { ORDER_EVENTS, type OrderEvents } from './order-events';
 import { outboxOrderEvents } from '../outbound/outbox-signal';
+import { OrderRepository } from '../persistence/order.repository';
 import { LIFECYCLE_JOBS, OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService } from './order-poller.service';
 import { OrdersController } from './orders.controller';
@@ -127,6 +128,11 @@ class OrderJobs implements OnModuleInit {
           logger: logger.child({ component: 'poller' }),
           intervalMs: config.POLL_INTERVAL_SECONDS * 1000,
         }),
+    },
+    {
+      provide: OrderRepository,
+      inject: [DATA_SOURCE],
+      useFactory: (dataSource: DataSource) => new OrderRepository(dataSource),
     },
     OrderJobs,
   ],

@@ -65,6 +65,26 @@ export class AuditEventRepository {
    * Our order for an upstream order id (an upstream call's event belongs to our order, so
    * that it shows in the order's timeline), if we know it.
    */
+  /**
+   * Whether no event of this kind with this detail value exists yet for the order, under a
+   * transaction-scoped advisory lock on (kind, order), so that two replicas meeting here
+   * write it once. Call inside the transaction that then writes the event.
+   */
+  async firstOfItsKind(
+    event: { orderId: string; kind: string; detailKey: string; detailValue: string },
+    manager: EntityManager,
+  ): Promise<boolean> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtext($1 || ':' || $2))`, [
+      event.kind,
+      event.orderId,
+    ]);
+    const seen: unknown[] = await manager.query(
+      `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = $2 AND detail->>$3 = $4 LIMIT 1`,
+      [event.orderId, event.kind, event.detailKey, event.detailValue],
+    );
+    return seen.length === 0;
+  }
+
   async orderIdOfUpstreamOrder(upstreamOrderId: string): Promise<string | null> {
     const rows: Array<{ id: string }> = await this.dataSource.query(
       `SELECT id FROM orders WHERE upstream_order_id = $1`,

@@ -1,0 +1,27 @@
+import type { OrderState } from './order-state';
+
+/** What the intake did with each order group of a message, and the answer its front door gives. */
+
+export type IntakeOrderResult =
+  | { kind: 'created'; orderId: string; sourceRef: string }
+  | { kind: 'already-known'; orderId: string; sourceRef: string }
+  | { kind: 'cancel-accepted'; orderId: string; sourceRef: string }
+  | { kind: 'cancel-too-late'; orderId: string; state: OrderState; sourceRef: string }
+  | { kind: 'updated'; orderId: string; sourceRef: string }
+  | { kind: 'status-recorded'; orderId: string | null; sourceRef: string }
+  | { kind: 'unknown-order'; action: string; sourceRef: string };
+
+export interface IntakeOutcome {
+  results: IntakeOrderResult[];
+  patientOrdersUpdated: number;
+}
+
+export interface IntakeResponse {
+  /** `AA`, `AE`, `CA`, `201`… what the answer says, for the audit log and search. */
+  code: string;
+  body: Buffer;
+  contentType: string;
+  /** false: the answer refuses the message; nothing of it is applied and it is stored as rejected. */
+  accepted: boolean;
+  error?: Record<string, unknown>;
+}

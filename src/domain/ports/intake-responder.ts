@@ -1,0 +1,20 @@
+import type { IntakeOutcome, IntakeResponse } from '../intake-outcome';
+
+/**
+ * The front door a message came through (MLLP, FHIR REST, FHIR Subscription), as the intake
+ * use case calls it inside its transaction: the answer to the sender is worded by the front
+ * door from the intake's outcome, and a front door may store what it serves alongside the
+ * order. `Tx` is the transaction handle (the persistence layer's EntityManager).
+ */
+export interface IntakeResponder<Tx = unknown> {
+  /**
+   * The answer for this outcome; `accepted: false` refuses the message (nothing of it is
+   * applied and it is stored as rejected). Runs inside the intake transaction: no I/O.
+   */
+  respond(outcome: IntakeOutcome): IntakeResponse;
+  /**
+   * Runs inside the intake transaction after everything is written, only when the message is
+   * accepted and new: e.g. the FHIR resource served, with its version.
+   */
+  afterStore?(tx: Tx, stored: { inboundMessageId: string; outcome: IntakeOutcome }): Promise<void>;
+}

@@ -1,0 +1,97 @@
+import type { EntityManager } from 'typeorm';
+import type { InboundTransport } from '../domain/inbound-message';
+import type {
+  Identifier,
+  MappedField,
+  OrderRequest,
+  PatientInfo,
+  ToleratedQuirk,
+} from '../domain/order-request';
+import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
+
+/** What the intake takes and answers, whatever the transport (see OrderIntakeService). */
+
+export type { IntakeOrderResult, IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
+
+export const ORDER_JOBS = {
+  place: 'order.place-upstream',
+  cancel: 'order.cancel-upstream',
+  updateMetadata: 'order.update-metadata',
+} as const;
+
+export interface IntakeOrder {
+  request: OrderRequest;
+  lineage: MappedField[];
+  /** Where in the message the order came from, e.g. `ORC/OBR group 2` or `Bundle.entry[0]`. */
+  sourceRef: string;
+  /**
+   * The order this message names explicitly (FHIR `PUT /ServiceRequest/{id}`), used when the
+   * sender's placer number does not find it.
+   */
+  targetOrderId?: string;
+}
+
+export type IntakePatientEvent =
+  | { kind: 'patient-update'; patient: PatientInfo; lineage: MappedField[] }
+  | {
+      kind: 'patient-merge';
+      patient: PatientInfo;
+      priorIdentifiers: Identifier[];
+      lineage: MappedField[];
+    };
+
+export interface IntakeInput {
+  transport: InboundTransport;
+  sender: string | null;
+  remoteAddress: string | null;
+  messageType: string | null;
+  messageControlId: string | null;
+  idempotencyKey: string;
+  raw: Buffer;
+  contentType: string;
+  quirks: ToleratedQuirk[];
+  mappingVersion: string;
+  orders: IntakeOrder[];
+  patientEvents?: IntakePatientEvent[];
+  actor?: string;
+  /**
+   * Runs inside the intake transaction after everything is written (only when the message is
+   * accepted and new): front doors store what they serve alongside the order, e.g. the FHIR
+   * resource with its version.
+   */
+  afterStore?: (
+    manager: EntityManager,
+    stored: { inboundMessageId: string; outcome: IntakeOutcome },
+  ) => Promise<void>;
+}
+
+export interface IntakeReply {
+  duplicate: boolean;
+  inboundMessageId: string;
+  response: IntakeResponse;
+  outcome?: IntakeOutcome;
+}
+
+export interface RejectionInput {
+  transport: InboundTransport;
+  sender: string | null;
+  remoteAddress: string | null;
+  messageType: string | null;
+  messageControlId: string | null;
+  raw: Buffer;
+  contentType: string;
+  quirks: ToleratedQuirk[];
+  response: IntakeResponse;
+  /** What was wrong, for the analyst (PHI-free). */
+  problems: Array<{ location?: string; code: string; message: string }>;
+}
+
+/** The identifier our indexes use: the medical record number (type MR) if there is one, else the first. */
+export function primaryPatientId(patient: PatientInfo | undefined): string | null {
+  if (!patient || patient.identifiers.length === 0) return null;
+  return (patient.identifiers.find((i) => i.type === 'MR') ?? patient.identifiers[0]!).value;
+}
+
+export function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

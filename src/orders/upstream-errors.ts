@@ -1,0 +1,25 @@
+import { ImagingClientError } from '../imaging-client/imaging-client.error';
+
+/**
+ * Retried by the job queue (with backoff) rather than ending the order: anything that is not
+ * the upstream's considered answer about this order (database, network, exhausted retries),
+ * and the answers that are about us, not the order: a retired API version (an operator must
+ * migrate; /health says so) and refused credentials.
+ */
+const RETRY_LATER = new Set(['retired', 'unauthorized']);
+
+export function isTransient(error: unknown): boolean {
+  return !(error instanceof ImagingClientError) || error.transient || RETRY_LATER.has(error.code);
+}
+
+export function errorCode(error: unknown): string {
+  return error instanceof ImagingClientError ? error.code : 'error';
+}
+
+export function describe(error: unknown): string {
+  if (error instanceof ImagingClientError) {
+    const upstream = error.upstreamError ? ` (${JSON.stringify(error.upstreamError)})` : '';
+    return `${error.code} on ${error.operation}${upstream}`.slice(0, 500);
+  }
+  return (error as Error).message;
+}

@@ -1,0 +1,95 @@
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { isTerminal } from '../../domain/order-state';
+import { ImagingClientError } from '../../imaging-client/imaging-client.error';
+import { ORDER_JOBS } from '../intake.model';
+import { OrderLifecycleError } from '../order-lifecycle.error';
+import { loadOrder, stateOf } from '../order-transitions';
+import { isTransient } from '../upstream-errors';
+import type { ApplyUpstreamStatusUseCase } from './apply-upstream-status.use-case';
+import type { EndLocallyUseCase } from './end-locally.use-case';
+import type { LifecycleDeps } from './lifecycle-deps';
+
+/** Cancel: our REST API's request, and `order.cancel-upstream` which carries it out. */
+export class CancelOrderUseCase {
+  constructor(
+    private readonly deps: LifecycleDeps,
+    private readonly ending: EndLocallyUseCase,
+    private readonly status: ApplyUpstreamStatusUseCase,
+  ) {}
+
+  private get client() {
+    return this.deps.imaging.client;
+  }
+
+  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
+    return this.ending.endLocally(...args);
+  }
+
+  private applyUpstreamStatus(
+    ...args: Parameters<ApplyUpstreamStatusUseCase['applyUpstreamStatus']>
+  ): Promise<boolean> {
+    return this.status.applyUpstreamStatus(...args);
+  }
+
+  /** Our REST API's cancel (HL7 and FHIR cancels come through the intake). */
+  async requestCancel(orderId: string, reason: string, actor: string): Promise<void> {
+    const { dataSource, jobs } = this.deps;
+    if (!reason.trim()) throw new OrderLifecycleError('reason_required', 'a reason is required');
+    await dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, orderId, true);
+      if (!order) throw new OrderLifecycleError('order_not_found', 'no such order');
+      if (isTerminal(stateOf(order))) {
+        throw new OrderLifecycleError('order_ended', `the order is already ${order.state}`, {
+          state: order.state,
+        });
+      }
+      await this.deps.orders.requestCancel(orderId, `API: ${reason}`, manager);
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.cancel-requested',
+          orderId,
+          actor,
+          summary: `cancel requested by ${actor}`,
+          detail: { reason, via: 'api', stateAtRequest: order.state },
+        },
+      ]);
+      await jobs.enqueue(ORDER_JOBS.cancel, { orderId }, { manager, jobKey: `cancel:${orderId}` });
+    });
+    jobs.kick();
+  }
+
+  /** `order.cancel-upstream`: cancels upstream (if placed) and ends the order as cancelled. */
+  async cancelUpstream(orderId: string): Promise<void> {
+    const { dataSource } = this.deps;
+    const order = await loadOrder(dataSource.manager, orderId);
+    if (!order || isTerminal(stateOf(order))) return;
+    if (!order.upstream_order_id) {
+      // Not placed yet: the place job sees cancel_requested_at and ends it; if placing is
+      // under way it will enqueue this job again once the upstream id is known.
+      if (stateOf(order) === 'received' && order.place_attempted_at === null) {
+        await this.endLocally(
+          orderId,
+          'cancelled',
+          'cancelled before it was placed upstream',
+          null,
+        );
+      }
+      return;
+    }
+    try {
+      await this.client.cancelOrder(order.upstream_order_id);
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      if (error instanceof ImagingClientError && error.code === 'conflict') {
+        // Already terminal upstream: its real status decides.
+        const status = await this.client.getStatus({ orderId: order.upstream_order_id });
+        await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
+        return;
+      }
+      throw error;
+    }
+    await this.applyUpstreamStatus(orderId, 'CANCELLED', { qcBypassPossible: false });
+    await this.deps.imaging.uploader.abandon(order.upstream_order_id).catch(() => undefined);
+    await this.deps.acquirer.release(orderId).catch(() => undefined);
+  }
+}

@@ -1,0 +1,83 @@
+import type { OrderState } from '../../domain/order-state';
+import { isTerminal, phaseOf } from '../../domain/order-state';
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { orderAlerts } from '../order-metrics';
+import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
+import { errorCode } from '../upstream-errors';
+import type { LifecycleDeps } from './lifecycle-deps';
+
+/** Ends an order here, without an upstream status (deadlines, refusals, cancel before placing). */
+export class EndLocallyUseCase {
+  constructor(private readonly deps: LifecycleDeps) {}
+
+  private get client() {
+    return this.deps.imaging.client;
+  }
+
+  async studyDeadlinePassed(orderId: string): Promise<void> {
+    await this.endLocally(
+      orderId,
+      'failed',
+      `no usable study arrived within ${Math.round(this.deps.settings.studyDeadlineMs / 60_000)} minutes`,
+      'study-deadline',
+    );
+  }
+
+  /**
+   * Ends an order without an upstream status (deadline, unusable study, refusal, cancel
+   * before placing). With an alert code the end is an error an operator sees (audit
+   * `order.alert`, error log). A placed upstream order is cancelled so it does not linger.
+   */
+  async endLocally(
+    orderId: string,
+    to: Extract<OrderState, 'failed' | 'cancelled'>,
+    reason: string,
+    alert: string | null,
+  ): Promise<void> {
+    const { dataSource, events } = this.deps;
+    let upstreamToCancel: string | null = null;
+    let ended = false;
+    await dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, orderId, true);
+      if (!order || isTerminal(stateOf(order))) return;
+      const moved = await transition(
+        manager,
+        order,
+        to,
+        { summary: reason, severity: alert ? 'error' : 'info', detail: { alert, reason } },
+        { last_error: alert ? reason : null, alert, lease_owner: null, lease_until: null },
+      );
+      if (!moved.applied) return;
+      ended = true;
+      if (alert) {
+        await writeAuditEvents(manager, [
+          {
+            kind: 'order.alert',
+            orderId,
+            severity: 'error',
+            actor: 'adapter',
+            summary: `${alert}: ${reason}`,
+            detail: { alert, previousState: moved.from },
+          },
+        ]);
+      }
+      await events.endedLocally(manager, { order: snapshot(order), state: to, reason, alert });
+      if (order.upstream_order_id && phaseOf(moved.from) !== 'ended') {
+        upstreamToCancel = order.upstream_order_id;
+      }
+    });
+    if (alert && ended) {
+      orderAlerts.inc({ alert });
+      this.deps.logger.error({ orderId, alert }, 'order ended with an alert');
+    }
+    await this.deps.acquirer.release(orderId).catch(() => undefined);
+    if (upstreamToCancel) {
+      await this.client.cancelOrder(upstreamToCancel).catch((error: unknown) => {
+        this.deps.logger.warn(
+          { orderId, code: errorCode(error) },
+          'upstream order of an ended order not cancelled',
+        );
+      });
+    }
+  }
+}

@@ -1,0 +1,176 @@
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import type { StatusRowKey } from '../../mappings/status-mapping.table';
+import type { BudgetDeferral } from '../budget-deferral';
+import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
+import type { StoredDocument } from '../order-events';
+import { loadOrder, snapshot } from '../order-transitions';
+import { describe, isTransient } from '../upstream-errors';
+import type { LifecycleDeps } from './lifecycle-deps';
+
+/** `order.fetch-documents`: the documents of a status, fetched and stored once. */
+export class FetchDocumentsUseCase {
+  constructor(
+    private readonly deps: LifecycleDeps,
+    private readonly budget: BudgetDeferral,
+  ) {}
+
+  private get client() {
+    return this.deps.imaging.client;
+  }
+
+  private deferForBudget(...args: Parameters<BudgetDeferral['deferForBudget']>): Promise<boolean> {
+    return this.budget.deferForBudget(...args);
+  }
+
+  /**
+   * Results, failure or QC reports of a status, fetched once. They are stored in one
+   * transaction with the publishing side's `documentsStored`, so a stored document means its
+   * publications are durable too: the poller acknowledges upstream reports (`POST /reports`)
+   * only for documents stored here.
+   *
+   * `order_documents.upstream_status` holds the mapping row key: the upstream status itself,
+   * except for QC_FAILED's two rows, so that the final QC verdict stores (and publishes) its
+   * QC report even when the bypassable row already stored one.
+   */
+  async fetchDocuments(
+    orderId: string,
+    upstreamStatus: string,
+    rowKey: StatusRowKey,
+  ): Promise<void> {
+    const { dataSource, events } = this.deps;
+    const order = await loadOrder(dataSource.manager, orderId);
+    if (!order?.upstream_order_id) return;
+    const storedAs: string = rowKey;
+    const have = await this.deps.documents.storedFor(orderId, storedAs);
+    const wanted = documentsFor(rowKey).filter(
+      (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
+    );
+    if (wanted.length === 0) return;
+    const first = wanted[0]!.kind;
+    const firstCall =
+      first === 'results' ? '/results' : first === 'failure' ? '/failure-report' : '/qc-report';
+    if (
+      await this.deferForBudget(
+        firstCall,
+        LIFECYCLE_JOBS.fetchDocuments,
+        { orderId, upstreamStatus, rowKey },
+        `documents:${orderId}:${rowKey}`,
+      )
+    ) {
+      return;
+    }
+    const ref = { orderId: order.upstream_order_id };
+    const fetched: Array<{
+      kind: StoredDocument['kind'];
+      reportType: string;
+      body: Buffer;
+      contentType: string;
+    }> = [];
+    const missing: string[] = [];
+    for (const doc of wanted) {
+      try {
+        if (doc.kind === 'results') {
+          const d = await this.client.getResults(ref, doc.reportType as 'JSON');
+          fetched.push({ ...doc, body: d.body, contentType: d.contentType });
+        } else if (doc.kind === 'failure') {
+          const d = await this.client.getFailureReport(ref, doc.reportType as 'JSON');
+          fetched.push({ ...doc, body: d.body, contentType: d.contentType });
+        } else {
+          const qc = await this.client.getQcReport(order.upstream_order_id, 'results', 'latest');
+          fetched.push({
+            ...doc,
+            body: Buffer.from(JSON.stringify({ round: qc.round, report: qc.report })),
+            contentType: 'application/json',
+          });
+        }
+      } catch (error) {
+        if (isTransient(error)) throw error;
+        missing.push(`${doc.kind} ${doc.reportType}: ${describe(error)}`);
+      }
+    }
+    await dataSource.transaction(async (manager) => {
+      const stored: StoredDocument[] = [];
+      for (const doc of fetched) {
+        const row = await this.deps.documents.insertOnce(
+          {
+            orderId,
+            storedAs,
+            kind: doc.kind,
+            reportType: doc.reportType,
+            contentType: doc.contentType,
+            body: doc.body,
+          },
+          manager,
+        );
+        if (row) {
+          stored.push({
+            id: String(row.id),
+            kind: doc.kind,
+            reportType: doc.reportType,
+            contentType: doc.contentType,
+          });
+        }
+      }
+      await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs, manager);
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.documents-fetched',
+          orderId,
+          severity: missing.length > 0 ? 'warning' : 'info',
+          actor: 'adapter',
+          summary:
+            `${stored.length} document(s) stored for ${upstreamStatus}` +
+            (missing.length > 0 ? `; not available: ${missing.join('; ')}` : ''),
+          detail: {
+            upstreamStatus,
+            documents: stored.map((d) => `${d.kind}/${d.reportType}`),
+            bytes: fetched.reduce((n, d) => n + d.body.length, 0),
+            missing,
+          },
+        },
+      ]);
+      if (stored.length > 0) {
+        await events.documentsStored(manager, {
+          order: snapshot(order),
+          upstreamStatus,
+          documents: stored,
+        });
+      }
+    });
+  }
+}
+
+function documentsFor(
+  rowKey: StatusRowKey,
+): Array<{ kind: StoredDocument['kind']; reportType: string }> {
+  switch (rowKey) {
+    case 'DELIVERED':
+      return [
+        { kind: 'results', reportType: 'JSON' },
+        { kind: 'results', reportType: 'PDF' },
+      ];
+    case 'FAILED':
+    case 'PREPROCESSING_FAILED':
+      return [
+        { kind: 'failure', reportType: 'JSON' },
+        { kind: 'failure', reportType: 'PDF' },
+      ];
+    case 'QC_FAILED_BYPASSABLE':
+    case 'QC_FAILED_FINAL':
+      return [{ kind: 'qc', reportType: 'results' }];
+    case 'RECEIVED':
+    case 'QUEUED':
+    case 'PENDING':
+    case 'ELIGIBILITY_CHECK_RUNNING':
+    case 'QC_PASSED':
+    case 'PREPROCESSING':
+    case 'ANALYSIS_RUNNING':
+    case 'QC_BYPASS':
+    case 'IN_REVIEW':
+    case 'CANCELLED':
+    case 'EXPIRED':
+      return [];
+    default:
+      return rowKey satisfies never;
+  }
+}

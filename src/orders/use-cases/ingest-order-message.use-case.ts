@@ -1,0 +1,286 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { pgSafeDeep } from '../../common/pg-safe';
+import { uuidv7 } from '../../common/uuid-v7';
+import type { JobQueue } from '../../jobs/job-queue';
+import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
+import type { IntakeResponder } from '../../domain/ports/intake-responder';
+import type { IntakeBatcher } from '../intake-batcher';
+import type {
+  IntakeInput,
+  IntakeOutcome,
+  IntakeReply,
+  IntakeResponse,
+  RejectionInput,
+} from '../intake.model';
+import { intakeRows } from './intake-audit';
+import { decide, type IntakePlan } from './intake-decision';
+import type { IntakePlanner } from './intake-planner';
+import type { OrderChanges } from './order-changes';
+import type { RecordRejectedUseCase } from './record-rejected.use-case';
+
+class RefusedByResponder extends Error {
+  constructor(
+    readonly response: IntakeResponse,
+    readonly outcome: IntakeOutcome,
+  ) {
+    super('refused');
+  }
+}
+
+/**
+ * The one way an order enters the adapter, whatever its transport. One transaction stores
+ * the raw message, the orders, the audit trail and the jobs that follow up; the caller
+ * answers the sender only after it returns (acknowledge after commit). A resend (same
+ * idempotency key) is answered with the stored answer and changes nothing.
+ */
+export class IngestOrderMessageUseCase {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly jobs: JobQueue,
+    private readonly batcher: IntakeBatcher,
+    private readonly messages: InboundMessageRepository,
+    private readonly planner: IntakePlanner,
+    private readonly changes: OrderChanges,
+    private readonly rejected: RecordRejectedUseCase,
+  ) {}
+
+  private plan(manager: EntityManager, input: IntakeInput): Promise<IntakePlan> {
+    return this.planner.plan(manager, input);
+  }
+
+  private applyChanges(...args: Parameters<OrderChanges['applyChanges']>): Promise<void> {
+    return this.changes.applyChanges(...args);
+  }
+
+  private recordRejected(input: RejectionInput): Promise<string> {
+    return this.rejected.recordRejected(input);
+  }
+
+  private rowsOf(...args: Parameters<typeof intakeRows>): ReturnType<typeof intakeRows> {
+    return intakeRows(...args);
+  }
+
+  async ingest(
+    unsafeInput: IntakeInput,
+    responder: IntakeResponder<EntityManager>,
+  ): Promise<IntakeReply> {
+    // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
+    const input = pgSafeDeep(unsafeInput);
+    // The hot path of every front door (bench/mllp-ingest): a message that only creates
+    // orders is stored by one function call (one round trip, one commit, shared with the
+    // messages that arrive at the same time). Anything else, or
+    // a placer number already known, takes the general path: BEGIN, lock-and-find, one
+    // insert statement, the changes, COMMIT.
+    if (isCreateOnly(input, responder)) {
+      const reply = await this.ingestNew(input, responder);
+      if (reply) return reply;
+    }
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    let refused: RefusedByResponder | undefined;
+    let reply: IntakeReply | undefined;
+    try {
+      await runner.startTransaction();
+      try {
+        const plan = await this.plan(runner.manager, input);
+        const response = responder.respond(plan.outcome);
+        if (!response.accepted) {
+          refused = new RefusedByResponder(response, plan.outcome);
+        } else {
+          const messageId = await this.insertAll(runner.manager, input, plan, response);
+          if (messageId) {
+            await this.applyChanges(runner.manager, input, messageId, plan);
+            await responder.afterStore?.(runner.manager, {
+              inboundMessageId: messageId,
+              outcome: plan.outcome,
+            });
+            reply = {
+              duplicate: false,
+              inboundMessageId: messageId,
+              response,
+              outcome: plan.outcome,
+            };
+          }
+        }
+        if (reply) await runner.commitTransaction();
+        else await runner.rollbackTransaction();
+      } catch (error) {
+        if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      await runner.release();
+    }
+    if (reply) {
+      if (hasJobs(reply.outcome, input)) this.jobs.kick();
+      return reply;
+    }
+    if (refused) {
+      const problems = refused.outcome.results
+        .filter((r) => r.kind === 'unknown-order')
+        .map((r) => ({
+          location: r.sourceRef,
+          code: 'unknown-order',
+          message: `no order known for this ${r.kind === 'unknown-order' ? r.action : ''}`,
+        }));
+      const id = await this.recordRejected({ ...input, response: refused.response, problems });
+      return {
+        duplicate: false,
+        inboundMessageId: id,
+        response: refused.response,
+        outcome: refused.outcome,
+      };
+    }
+    return this.answerDuplicate(input);
+  }
+
+  /**
+   * The fast path for a message of new orders only: the answer cannot depend on what the
+   * database holds unless a placer number is already known, and then intake_accept_batch
+   * writes nothing for it and this returns undefined (the general path decides per order).
+   * Messages arriving together are committed together (IntakeBatcher).
+   */
+  private async ingestNew(
+    input: IntakeInput,
+    responder: IntakeResponder<EntityManager>,
+  ): Promise<IntakeReply | undefined> {
+    const steps = input.orders.map((order) => decide(order, undefined, undefined));
+    const outcome: IntakeOutcome = { results: steps.map((s) => s.result), patientOrdersUpdated: 0 };
+    const response = responder.respond(outcome);
+    if (!response.accepted) return undefined;
+    const plan: IntakePlan = { steps, outcome, patientOrders: [] };
+    const rows = this.rowsOf(input, plan, response);
+    const messageId = uuidv7();
+    const placers = input.orders
+      .map((o) => o.request.placerOrderNumber?.value)
+      .filter((v): v is string => Boolean(v));
+    const answer = await this.batcher.submit({
+      id: messageId,
+      sender: input.sender,
+      placers,
+      transport: input.transport,
+      remoteAddress: input.remoteAddress,
+      messageType: input.messageType,
+      messageControlId: input.messageControlId,
+      idempotencyKey: input.idempotencyKey,
+      contentType: input.contentType,
+      raw: input.raw,
+      quirks: JSON.stringify(input.quirks),
+      response: response.body,
+      responseCode: response.code,
+      responseContentType: response.contentType,
+      orders: rows.orders,
+      mappingVersion: input.mappingVersion,
+      audit: rows.audit,
+      jobs: rows.jobs,
+    });
+    if (answer === 'duplicate') return this.answerDuplicate(input);
+    if (answer !== 'accepted') return undefined;
+    if (hasJobs(outcome, input)) this.jobs.kick();
+    return { duplicate: false, inboundMessageId: messageId, response, outcome };
+  }
+
+  /**
+   * One statement: the message (with its answer), the new orders, their audit events and
+   * jobs. Nothing is written when the idempotency key was already accepted (a resend racing
+   * the original): then it returns undefined.
+   */
+  private async insertAll(
+    manager: EntityManager,
+    input: IntakeInput,
+    plan: IntakePlan,
+    response: IntakeResponse,
+  ): Promise<string | undefined> {
+    const rows = this.rowsOf(input, plan, response);
+    return this.messages.insertAccepted(
+      {
+        transport: input.transport,
+        sender: input.sender,
+        remoteAddress: input.remoteAddress,
+        messageType: input.messageType,
+        messageControlId: input.messageControlId,
+        idempotencyKey: input.idempotencyKey,
+        contentType: input.contentType,
+        raw: input.raw,
+        quirks: JSON.stringify(input.quirks),
+        response: response.body,
+        responseCode: response.code,
+        responseContentType: response.contentType,
+        orders: rows.orders,
+        mappingVersion: input.mappingVersion,
+        audit: rows.audit,
+        jobs: rows.jobs,
+        id: uuidv7(),
+      },
+      manager,
+    );
+  }
+
+  private async answerDuplicate(input: IntakeInput): Promise<IntakeReply> {
+    return this.dataSource.transaction(async (manager) => {
+      const first = await this.messages.findAccepted(input.idempotencyKey, manager);
+      if (!first) throw new Error('duplicate detected but the original message is gone');
+      const response: IntakeResponse = {
+        code: first.response_code ?? '',
+        body: first.response ?? Buffer.alloc(0),
+        contentType: first.response_content_type ?? input.contentType,
+        accepted: true,
+      };
+      const id = await this.messages.insertDuplicate(
+        {
+          transport: input.transport,
+          sender: input.sender,
+          remoteAddress: input.remoteAddress,
+          messageType: input.messageType,
+          messageControlId: input.messageControlId,
+          idempotencyKey: input.idempotencyKey,
+          contentType: input.contentType,
+          raw: input.raw,
+          responseCode: response.code,
+          response: response.body,
+          responseContentType: response.contentType,
+          quirks: JSON.stringify(input.quirks),
+        },
+        manager,
+      );
+      await writeAuditEvents(manager, [
+        {
+          kind: 'inbound.duplicate',
+          inboundMessageId: id,
+          actor: input.sender,
+          summary: `resend of ${input.messageControlId ?? 'a message'} answered with the original ${response.code}`,
+          detail: { originalMessageId: first.id },
+        },
+      ]);
+      return { duplicate: true, inboundMessageId: id, response };
+    });
+  }
+}
+
+/** New orders only, nothing that reads or changes what is stored: the fast path's case. */
+function isCreateOnly(input: IntakeInput, responder: IntakeResponder<EntityManager>): boolean {
+  if (input.orders.length === 0 || responder.afterStore || (input.patientEvents?.length ?? 0) > 0)
+    return false;
+  const placers = new Set<string>();
+  for (const order of input.orders) {
+    if (order.request.action !== 'create') return false;
+    const placer = order.request.placerOrderNumber?.value;
+    if (placer) {
+      if (placers.has(placer)) return false; // the same order twice in one message
+      placers.add(placer);
+    }
+  }
+  return true;
+}
+
+function hasJobs(outcome: IntakeOutcome | undefined, input: IntakeInput): boolean {
+  if (!outcome) return false;
+  return (
+    outcome.patientOrdersUpdated > 0 ||
+    outcome.results.some(
+      (r) => r.kind === 'created' || r.kind === 'cancel-accepted' || r.kind === 'updated',
+    ) ||
+    (input.patientEvents?.length ?? 0) > 0
+  );
+}

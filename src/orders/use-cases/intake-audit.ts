@@ -1,0 +1,150 @@
+import type { AuditEventInput } from '../../persistence/audit-event.repository';
+import type { MappedField } from '../../domain/order-request';
+import {
+  ORDER_JOBS,
+  primaryPatientId,
+  type IntakeInput,
+  type IntakeResponse,
+} from '../intake.model';
+import type { CreateStep, IntakePlan } from './intake-decision';
+
+/** The new orders, audit events and jobs of a plan, as JSON arrays for one statement. */
+export function intakeRows(
+  input: IntakeInput,
+  plan: IntakePlan,
+  response: IntakeResponse,
+): { orders: string; audit: string; jobs: string } {
+  const actor = input.actor ?? input.sender;
+  const creates = plan.steps.filter((s): s is CreateStep => s.kind === 'create');
+  const orders = creates.map((c) => {
+    const req = c.order.request;
+    return {
+      id: c.orderId,
+      source: req.source,
+      accession_number: req.accessionNumber ?? null,
+      patient_id: primaryPatientId(req.patient),
+      placer_order_number: req.placerOrderNumber?.value ?? null,
+      filler_order_number: req.fillerOrderNumber?.value ?? null,
+      placer_group_number: req.placerGroupNumber?.value ?? null,
+      study_instance_uid: req.studyInstanceUid ?? null,
+      request: req,
+    };
+  });
+  const audit: AuditEventInput[] = [
+    {
+      kind: 'inbound.received',
+      actor,
+      summary: `${input.messageType ?? input.transport} received from ${input.sender ?? 'unknown sender'}`,
+      detail: {
+        transport: input.transport,
+        messageControlId: input.messageControlId,
+        bytes: input.raw.length,
+        orders: input.orders.length,
+        answer: response.code,
+      },
+    },
+  ];
+  if (input.quirks.length > 0) {
+    audit.push({
+      kind: 'inbound.quirks',
+      severity: 'warning',
+      summary: `tolerated: ${input.quirks.map((q) => q.code).join(', ')}`,
+      detail: { quirks: input.quirks },
+    });
+  }
+  for (const step of plan.steps) {
+    switch (step.kind) {
+      case 'create':
+        audit.push(
+          {
+            kind: 'order.created',
+            orderId: step.orderId,
+            actor,
+            summary: `order created from ${step.order.sourceRef}`,
+            detail: {
+              sourceRef: step.order.sourceRef,
+              products: step.order.request.products,
+              state: 'received',
+            },
+          },
+          mappingEvent(step.orderId, input.mappingVersion, step.order.lineage),
+        );
+        break;
+      case 'duplicate-create':
+        audit.push({
+          kind: 'order.duplicate',
+          orderId: step.orderId,
+          severity: 'warning',
+          actor,
+          summary: `new order for a placer number already known (state ${step.state}): not created again`,
+          detail: { sourceRef: step.order.sourceRef },
+        });
+        break;
+      case 'status':
+        audit.push({
+          kind: 'order.status-recorded',
+          orderId: step.orderId,
+          actor,
+          summary: `status message recorded${step.orderId ? '' : ' (no matching order)'}`,
+          detail: { sourceRef: step.order.sourceRef },
+        });
+        break;
+      case 'cancel-too-late':
+        audit.push({
+          kind: 'order.cancel-refused',
+          orderId: step.orderId,
+          severity: 'warning',
+          actor,
+          summary: `cancel refused: the order is already ${step.state}`,
+          detail: { sourceRef: step.order.sourceRef, state: step.state },
+        });
+        break;
+      case 'cancel':
+      case 'update':
+      case 'unknown':
+        break; // applied (and audited) by applyChanges, or refused
+      default:
+        step satisfies never;
+    }
+  }
+  const jobs = creates.map((c) => ({
+    task: ORDER_JOBS.place,
+    payload: { orderId: c.orderId },
+    job_key: `place:${c.orderId}`,
+  }));
+  return {
+    orders: JSON.stringify(orders),
+    audit: JSON.stringify(audit),
+    jobs: JSON.stringify(jobs),
+  };
+}
+
+/**
+ * Longest lineage value kept in the audit event. The full value is in the stored order and
+ * the raw message; the lineage says which field became which, so a 10 MB free text is not
+ * copied a third time into every message's audit (issue #15: memory per message in flight).
+ */
+export const LINEAGE_VALUE_MAX_CHARS = 1_000;
+
+export function mappingEvent(
+  orderId: string,
+  mappingVersion: string,
+  lineage: MappedField[],
+): AuditEventInput {
+  return {
+    kind: 'mapping.applied',
+    orderId,
+    summary: `${lineage.length} fields mapped by ${mappingVersion}`,
+    detail: {
+      mappingVersion,
+      lineage: lineage.map((l) =>
+        typeof l.value === 'string' && l.value.length > LINEAGE_VALUE_MAX_CHARS
+          ? {
+              ...l,
+              value: `${l.value.slice(0, LINEAGE_VALUE_MAX_CHARS)}… (${l.value.length} characters in all)`,
+            }
+          : l,
+      ),
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import { uuidv7 } from '../../common/uuid-v7';
+import { isOrderState, isTerminal, type OrderState } from '../../domain/order-state';
+import type { IntakeOrderRow } from '../../persistence/order.repository';
+import type { IntakeOrder, IntakeOrderResult, IntakeOutcome } from '../intake.model';
+
+type OrderRow = IntakeOrderRow;
+
+export type PlannedStep = ReturnType<typeof decide>;
+export type CreateStep = Extract<PlannedStep, { kind: 'create' }>;
+
+export interface IntakePlan {
+  steps: PlannedStep[];
+  outcome: IntakeOutcome;
+  patientOrders: OrderRow[];
+}
+
+/** What one order group does, given the order it refers to (if any). Pure. */
+export function decide(
+  order: IntakeOrder,
+  existing: OrderRow | undefined,
+  createdInThisMessage: string | undefined,
+) {
+  const req = order.request;
+  const sourceRef = order.sourceRef;
+  switch (req.action) {
+    case 'create': {
+      const known =
+        createdInThisMessage ??
+        (existing && existing.state !== 'cancelled' ? existing.id : undefined);
+      if (known) {
+        const state = existing?.id === known ? existing.state : 'received';
+        return {
+          kind: 'duplicate-create' as const,
+          orderId: known,
+          state,
+          order,
+          result: {
+            kind: 'already-known' as const,
+            orderId: known,
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      const orderId = uuidv7();
+      return {
+        kind: 'create' as const,
+        orderId,
+        order,
+        result: { kind: 'created' as const, orderId, sourceRef } satisfies IntakeOrderResult,
+      };
+    }
+    case 'cancel': {
+      if (!existing) {
+        return {
+          kind: 'unknown' as const,
+          order,
+          result: {
+            kind: 'unknown-order' as const,
+            action: 'cancel',
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
+      if (isTerminal(state)) {
+        return {
+          kind: 'cancel-too-late' as const,
+          orderId: existing.id,
+          state,
+          order,
+          result: {
+            kind: 'cancel-too-late' as const,
+            orderId: existing.id,
+            state,
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      return {
+        kind: 'cancel' as const,
+        orderId: existing.id,
+        state,
+        order,
+        result: {
+          kind: 'cancel-accepted' as const,
+          orderId: existing.id,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    }
+    case 'update': {
+      if (!existing) {
+        return {
+          kind: 'unknown' as const,
+          order,
+          result: {
+            kind: 'unknown-order' as const,
+            action: 'change',
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
+      return {
+        kind: 'update' as const,
+        orderId: existing.id,
+        existing,
+        order,
+        result: {
+          kind: 'updated' as const,
+          orderId: existing.id,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    }
+    case 'status':
+      return {
+        kind: 'status' as const,
+        orderId: existing?.id ?? null,
+        order,
+        result: {
+          kind: 'status-recorded' as const,
+          orderId: existing?.id ?? null,
+          sourceRef,
+        } satisfies IntakeOrderResult,
+      };
+    default:
+      return req.action satisfies never;
+  }
+}

@@ -1,0 +1,74 @@
+import type { EntityManager } from 'typeorm';
+import type { IntakeOrderRow, OrderRepository } from '../../persistence/order.repository';
+import type { IntakeInput, IntakeOrderResult, IntakePatientEvent } from '../intake.model';
+import { decide, type IntakePlan, type PlannedStep } from './intake-decision';
+
+type OrderRow = IntakeOrderRow;
+
+/** Reads (and locks) what a message refers to, then decides (intake-decision) per order group. */
+export class IntakePlanner {
+  constructor(private readonly orders: OrderRepository) {}
+
+  /** Reads (and locks) the orders the message refers to and decides what each group does. */
+  async plan(manager: EntityManager, input: IntakeInput): Promise<IntakePlan> {
+    const placers = [
+      ...new Set(
+        input.orders
+          .map((o) => o.request.placerOrderNumber?.value)
+          .filter((v): v is string => Boolean(v)),
+      ),
+    ];
+    const byPlacer = new Map<string, OrderRow>();
+    if (placers.length > 0) {
+      const rows = await this.orders.lockAndFindByPlacers(input.sender, placers, manager);
+      for (const row of rows)
+        if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
+    }
+    const steps: PlannedStep[] = [];
+    const results: IntakeOrderResult[] = [];
+    const createdPlacers = new Map<string, string>();
+    for (const order of input.orders) {
+      const req = order.request;
+      const placer = req.placerOrderNumber?.value;
+      let existing = placer ? byPlacer.get(placer) : undefined;
+      if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
+        existing = await this.findByFiller(manager, req.fillerOrderNumber.value);
+      }
+      if (!existing && req.action !== 'create' && order.targetOrderId) {
+        existing = await this.findByFiller(manager, order.targetOrderId);
+      }
+      const step = decide(order, existing, placer ? createdPlacers.get(placer) : undefined);
+      if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
+      steps.push(step);
+      results.push(step.result);
+    }
+    let patientOrders: OrderRow[] = [];
+    for (const event of input.patientEvents ?? []) {
+      patientOrders = patientOrders.concat(await this.findOpenOrdersOfPatient(manager, event));
+    }
+    return {
+      steps,
+      outcome: { results, patientOrdersUpdated: patientOrders.length },
+      patientOrders,
+    };
+  }
+
+  private async findByFiller(
+    manager: EntityManager,
+    filler: string,
+  ): Promise<OrderRow | undefined> {
+    return this.orders.findByFillerForUpdate(filler, manager);
+  }
+
+  private async findOpenOrdersOfPatient(
+    manager: EntityManager,
+    event: IntakePatientEvent,
+  ): Promise<OrderRow[]> {
+    const ids =
+      event.kind === 'patient-merge'
+        ? event.priorIdentifiers.map((i) => i.value)
+        : event.patient.identifiers.map((i) => i.value);
+    if (ids.length === 0) return [];
+    return this.orders.openOrdersOfPatientsForUpdate(ids, manager);
+  }
+}

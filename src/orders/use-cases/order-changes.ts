@@ -1,0 +1,121 @@
+import type { EntityManager } from 'typeorm';
+import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
+import type { OrderRequest, PatientInfo } from '../../domain/order-request';
+import type { JobQueue } from '../../jobs/job-queue';
+import type { OrderRepository } from '../../persistence/order.repository';
+import { ORDER_JOBS, primaryPatientId, stripUndefined, type IntakeInput } from '../intake.model';
+import { mappingEvent } from './intake-audit';
+import type { IntakePlan } from './intake-decision';
+
+/** The intake's changes to orders already stored: cancel, change, demographics, merge. */
+export class OrderChanges {
+  constructor(
+    private readonly jobs: JobQueue,
+    private readonly orders: OrderRepository,
+  ) {}
+
+  /** The less frequent changes (cancel, change, demographics, merge), after the message row exists. */
+  async applyChanges(
+    manager: EntityManager,
+    input: IntakeInput,
+    messageId: string,
+    plan: IntakePlan,
+  ): Promise<void> {
+    const actor = input.actor ?? input.sender;
+    const audit: AuditEventInput[] = [];
+    for (const step of plan.steps) {
+      if (step.kind === 'cancel') {
+        await this.orders.requestCancelOnce(
+          step.orderId,
+          `${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'}`,
+          manager,
+        );
+        audit.push({
+          kind: 'order.cancel-requested',
+          orderId: step.orderId,
+          inboundMessageId: messageId,
+          actor,
+          summary: `cancel requested by ${actor ?? 'the orderer'}`,
+          detail: { sourceRef: step.order.sourceRef, stateAtRequest: step.state },
+        });
+        await this.jobs.enqueue(
+          ORDER_JOBS.cancel,
+          { orderId: step.orderId },
+          { manager, jobKey: `cancel:${step.orderId}` },
+        );
+      } else if (step.kind === 'update') {
+        const merged: OrderRequest = {
+          ...step.existing.request,
+          ...stripUndefined(step.order.request),
+          action: step.existing.request.action,
+        };
+        await this.orders.updateRequest(
+          step.orderId,
+          merged,
+          {
+            accessionNumber: merged.accessionNumber ?? null,
+            studyInstanceUid: merged.studyInstanceUid ?? null,
+            patientId: primaryPatientId(merged.patient),
+          },
+          manager,
+        );
+        audit.push(
+          {
+            kind: 'order.updated',
+            orderId: step.orderId,
+            inboundMessageId: messageId,
+            actor,
+            summary: `order changed by ${input.messageType ?? input.transport}`,
+            detail: { sourceRef: step.order.sourceRef },
+          },
+          {
+            ...mappingEvent(step.orderId, input.mappingVersion, step.order.lineage),
+            inboundMessageId: messageId,
+          },
+        );
+        await this.jobs.enqueue(
+          ORDER_JOBS.updateMetadata,
+          { orderId: step.orderId },
+          { manager, jobKey: `metadata:${step.orderId}` },
+        );
+      }
+    }
+    for (const event of input.patientEvents ?? []) {
+      for (const row of plan.patientOrders) {
+        const patient: PatientInfo =
+          event.kind === 'patient-merge'
+            ? { ...row.request.patient, ...stripUndefined(event.patient) }
+            : {
+                ...row.request.patient,
+                ...stripUndefined(event.patient),
+                identifiers: row.request.patient.identifiers,
+              };
+        const request: OrderRequest = { ...row.request, patient };
+        await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
+        audit.push(
+          {
+            kind: 'order.updated',
+            orderId: row.id,
+            inboundMessageId: messageId,
+            actor,
+            summary:
+              event.kind === 'patient-merge'
+                ? 'patient merged (ADT^A40): order moved to the surviving patient'
+                : 'demographics updated (ADT^A08)',
+            detail: { event: event.kind },
+          },
+          {
+            ...mappingEvent(row.id, input.mappingVersion, event.lineage),
+            inboundMessageId: messageId,
+          },
+        );
+        await this.jobs.enqueue(
+          ORDER_JOBS.updateMetadata,
+          { orderId: row.id },
+          { manager, jobKey: `metadata:${row.id}` },
+        );
+      }
+    }
+    await writeAuditEvents(manager, audit);
+  }
+}

@@ -1,0 +1,192 @@
+import type { EntityManager } from 'typeorm';
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { toUpstreamMetadata } from '../../mappings/upstream-metadata';
+import type { BudgetDeferral } from '../budget-deferral';
+import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
+import { ORDER_JOBS } from '../intake.model';
+import { loadOrder, stateOf, transition, type OrderRow } from '../order-transitions';
+import { describe, errorCode, isTransient } from '../upstream-errors';
+import type { EndLocallyUseCase } from './end-locally.use-case';
+import type { LifecycleDeps } from './lifecycle-deps';
+
+/** `order.place-upstream`: creates the upstream order (and joins its placer group's batch). */
+export class PlaceUpstreamUseCase {
+  constructor(
+    private readonly deps: LifecycleDeps,
+    private readonly ending: EndLocallyUseCase,
+    private readonly budget: BudgetDeferral,
+  ) {}
+
+  private get client() {
+    return this.deps.imaging.client;
+  }
+
+  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
+    return this.ending.endLocally(...args);
+  }
+
+  private deferForBudget(...args: Parameters<BudgetDeferral['deferForBudget']>): Promise<boolean> {
+    return this.budget.deferForBudget(...args);
+  }
+
+  async placeUpstream(orderId: string): Promise<void> {
+    const { dataSource } = this.deps;
+    const order = await loadOrder(dataSource.manager, orderId);
+    if (!order || stateOf(order) !== 'received') return;
+    if (order.cancel_requested_at) {
+      await this.endLocally(orderId, 'cancelled', 'cancelled before it was placed upstream', null);
+      return;
+    }
+    const products = order.request.products;
+    if (order.placer_group_number) {
+      const batch = await this.findBatch(dataSource.manager, order);
+      if (batch && !sameProducts(batch.products, products)) {
+        await this.endLocally(
+          orderId,
+          'failed',
+          `its products (${products.join(', ')}) differ from those of its batch, placer group ${order.placer_group_number} (${batch.products.join(', ')}): the upstream runs a batch with one products list`,
+          'batch-products-mismatch',
+        );
+        return;
+      }
+    }
+    const previouslyAttempted = order.place_attempted_at !== null;
+    // A retry looks for an earlier attempt's order first (GET /list-orders).
+    const firstCall = previouslyAttempted ? '/list-orders' : '/new-order';
+    if (await this.deferForBudget(firstCall, ORDER_JOBS.place, { orderId }, `place:${orderId}`)) {
+      return;
+    }
+    if (!previouslyAttempted) {
+      await this.deps.orders.markPlaceAttempted(orderId);
+    }
+    let upstreamOrderId: string;
+    let recovered: boolean;
+    try {
+      const metadata = toUpstreamMetadata(order.request, {
+        sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
+      });
+      const created = await this.client.createOrder(metadata, {
+        correlationId: order.id,
+        previouslyAttempted,
+        attemptedSince: order.place_attempted_at?.getTime(),
+        // Upstream orders we already hold for other orders are not this one's lost create.
+        knownElsewhere: async (ids) =>
+          new Set(await this.deps.orders.upstreamOrderIdsHeldElsewhere(ids, orderId)),
+      });
+      upstreamOrderId = created.orderId;
+      recovered = created.recovered;
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      await this.endLocally(
+        orderId,
+        'failed',
+        `the upstream refused the order: ${describe(error)}`,
+        'upstream-refused',
+      );
+      return;
+    }
+    let batchId: string | null = null;
+    if (order.placer_group_number) {
+      batchId = await this.joinBatch(order, upstreamOrderId);
+    }
+    let cancelRaced = false;
+    await dataSource.transaction(async (manager) => {
+      const current = await loadOrder(manager, orderId, true);
+      if (!current) return;
+      const moved = await transition(
+        manager,
+        current,
+        'placed',
+        {
+          summary: recovered
+            ? 'upstream order found again by our correlation id (created by an earlier attempt)'
+            : 'upstream order created with its metadata',
+          detail: { upstreamOrderId, recovered, batchId, products },
+        },
+        {
+          upstream_order_id: upstreamOrderId,
+          upstream_status: 'PENDING',
+          upstream_status_at: 'now',
+          placed_at: 'now',
+          study_deadline_at: new Date(this.deps.clock.now() + this.deps.settings.studyDeadlineMs),
+          ...(batchId ? { upstream_batch_id: batchId } : {}),
+        },
+      );
+      if (!moved.applied) return;
+      cancelRaced = current.cancel_requested_at !== null;
+      await this.deps.jobs.enqueue(
+        cancelRaced ? ORDER_JOBS.cancel : LIFECYCLE_JOBS.acquire,
+        { orderId },
+        { manager, jobKey: cancelRaced ? `cancel:${orderId}` : `acquire:${orderId}` },
+      );
+    });
+    this.deps.jobs.kick();
+  }
+
+  private async findBatch(
+    manager: EntityManager,
+    order: OrderRow,
+  ): Promise<{ batch_id: string | null; products: string[] } | undefined> {
+    return this.deps.batches.findByGroup(order.sender ?? '', order.placer_group_number, manager);
+  }
+
+  /**
+   * A placer group (ORC-4) or FHIR requisition is one upstream batch: created by the first
+   * member placed (under a row lock, so two replicas never create two), joined by the rest.
+   * A refused association (products mismatch) is an error on the order, which goes on alone.
+   */
+  private async joinBatch(order: OrderRow, upstreamOrderId: string): Promise<string | null> {
+    const { dataSource } = this.deps;
+    const group = order.placer_group_number!;
+    const sender = order.sender ?? '';
+    const batchId = await dataSource.transaction(async (manager) => {
+      await this.deps.batches.insertIfAbsent(sender, group, order.request.products, manager);
+      const existing = await this.deps.batches.lockBatchId(sender, group, manager);
+      if (existing) return existing;
+      const created = await this.client.createBatch(order.request.products);
+      await this.deps.batches.setBatchId(sender, group, created.batchId, manager);
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.batch',
+          orderId: order.id,
+          actor: 'adapter',
+          summary: `upstream batch created for placer group ${group}`,
+          detail: { batchId: created.batchId, placerGroupNumber: group },
+        },
+      ]);
+      return created.batchId;
+    });
+    try {
+      await this.client.associateOrderToBatch(upstreamOrderId, batchId);
+      await writeAuditEvents(dataSource.manager, [
+        {
+          kind: 'order.batch',
+          orderId: order.id,
+          actor: 'adapter',
+          summary: `order joined the upstream batch of placer group ${group}`,
+          detail: { batchId, placerGroupNumber: group },
+        },
+      ]);
+      return batchId;
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error)}`;
+      await this.deps.orders.setLastError(order.id, reason);
+      await writeAuditEvents(dataSource.manager, [
+        {
+          kind: 'error',
+          orderId: order.id,
+          severity: 'error',
+          actor: 'adapter',
+          summary: reason,
+          detail: { batchId, placerGroupNumber: group, code: errorCode(error) },
+        },
+      ]);
+      return null;
+    }
+  }
+}
+
+function sameProducts(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((p, i) => p === b[i]);
+}

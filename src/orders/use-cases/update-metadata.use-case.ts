@@ -1,0 +1,52 @@
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { isTerminal } from '../../domain/order-state';
+import { toUpstreamMetadata } from '../../mappings/upstream-metadata';
+import { loadOrder, stateOf } from '../order-transitions';
+import { describe, errorCode, isTransient } from '../upstream-errors';
+import type { LifecycleDeps } from './lifecycle-deps';
+
+/** `order.update-metadata`: sends an order's changed metadata upstream. */
+export class UpdateMetadataUseCase {
+  constructor(private readonly deps: LifecycleDeps) {}
+
+  private get client() {
+    return this.deps.imaging.client;
+  }
+
+  /** `PATCH /add-metadata` after the order changed (XO, FHIR update, ADT A08/A40). */
+  async updateMetadata(orderId: string): Promise<void> {
+    const order = await loadOrder(this.deps.dataSource.manager, orderId);
+    // Not placed yet: the create will carry the current metadata.
+    if (!order?.upstream_order_id || isTerminal(stateOf(order))) return;
+    try {
+      await this.client.addMetadata(
+        { orderId: order.upstream_order_id },
+        toUpstreamMetadata(order.request, {
+          sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
+        }),
+      );
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      await writeAuditEvents(this.deps.dataSource.manager, [
+        {
+          kind: 'error',
+          orderId,
+          severity: 'warning',
+          actor: 'adapter',
+          summary: `changed metadata not accepted upstream: ${describe(error)}`,
+          detail: { code: errorCode(error) },
+        },
+      ]);
+      return;
+    }
+    await writeAuditEvents(this.deps.dataSource.manager, [
+      {
+        kind: 'order.updated',
+        orderId,
+        actor: 'adapter',
+        summary: 'changed metadata sent upstream (add-metadata)',
+        detail: { upstreamOrderId: order.upstream_order_id },
+      },
+    ]);
+  }
+}

@@ -1,0 +1,204 @@
+import type { DataSource, EntityManager } from 'typeorm';
+
+/** How intake_accept_batch answers one message (see migration 20261121160000). */
+export type AcceptBatchAnswer = 'accepted' | 'duplicate' | 'known-placer';
+
+/**
+ * An accepted message with everything it creates, as one statement (or intake_accept_batch)
+ * writes it. `quirks`, `orders`, `audit` and `jobs` are JSON text.
+ */
+export interface AcceptedMessageInsert {
+  id: string;
+  transport: string;
+  sender: string | null;
+  remoteAddress: string | null;
+  messageType: string | null;
+  messageControlId: string | null;
+  idempotencyKey: string;
+  contentType: string;
+  raw: Buffer;
+  quirks: string;
+  response: Buffer;
+  responseCode: string;
+  responseContentType: string;
+  orders: string;
+  mappingVersion: string;
+  audit: string;
+  jobs: string;
+}
+
+/** A message stored without an idempotency key check (refused) or as a resend. */
+export interface StoredMessageInsert {
+  transport: string;
+  sender: string | null;
+  remoteAddress: string | null;
+  messageType: string | null;
+  messageControlId: string | null;
+  contentType: string;
+  raw: Buffer;
+  responseCode: string;
+  response: Buffer;
+  responseContentType: string;
+  /** JSON text. */
+  quirks: string;
+}
+
+/** `inbound_messages`: every message received, with the answer it was given. */
+export class InboundMessageRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  private db(manager?: EntityManager): EntityManager {
+    return manager ?? this.dataSource.manager;
+  }
+
+  /**
+   * One statement: the message (with its answer), the new orders, their audit events and
+   * jobs. Nothing is written when the idempotency key was already accepted: then undefined.
+   */
+  async insertAccepted(
+    m: AcceptedMessageInsert,
+    manager?: EntityManager,
+  ): Promise<string | undefined> {
+    const inserted: Array<{ id: string }> = await this.db(manager).query(INSERT_ALL_SQL, [
+      m.transport,
+      m.sender,
+      m.remoteAddress,
+      m.messageType,
+      m.messageControlId,
+      m.idempotencyKey,
+      m.contentType,
+      m.raw,
+      m.quirks,
+      m.response,
+      m.responseCode,
+      m.responseContentType,
+      m.orders,
+      m.mappingVersion,
+      m.audit,
+      m.jobs,
+      m.id,
+    ]);
+    return inserted[0]?.id;
+  }
+
+  /** Messages of new orders, stored by one call of intake_accept_batch: one answer each. */
+  async acceptBatch(batchJson: string, manager?: EntityManager): Promise<AcceptBatchAnswer[]> {
+    const rows: Array<{ answers: AcceptBatchAnswer[] }> = await this.db(manager).query(
+      'SELECT intake_accept_batch($1::jsonb) AS answers',
+      [batchJson],
+    );
+    return rows[0]?.answers ?? [];
+  }
+
+  /** A refused message (`error` is JSON text): its id. */
+  async insertRejected(
+    m: StoredMessageInsert & { error: string },
+    manager?: EntityManager,
+  ): Promise<string> {
+    const rows: Array<{ id: string }> = await this.db(manager).query(
+      `INSERT INTO inbound_messages
+           (transport, sender, remote_address, message_type, message_control_id, content_type, raw,
+            outcome, response_code, response, response_content_type, error, quirks)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'rejected', $8, $9, $10, $11::jsonb, $12::jsonb)
+         RETURNING id`,
+      [
+        m.transport,
+        m.sender,
+        m.remoteAddress,
+        m.messageType,
+        m.messageControlId,
+        m.contentType,
+        m.raw,
+        m.responseCode,
+        m.response,
+        m.responseContentType,
+        m.error,
+        m.quirks,
+      ],
+    );
+    return rows[0]!.id;
+  }
+
+  /** The accepted message with this idempotency key, with its answer. */
+  async findAccepted(
+    idempotencyKey: string,
+    manager?: EntityManager,
+  ): Promise<
+    | {
+        id: string;
+        response: Buffer | null;
+        response_code: string | null;
+        response_content_type: string | null;
+      }
+    | undefined
+  > {
+    const original: Array<{
+      id: string;
+      response: Buffer | null;
+      response_code: string | null;
+      response_content_type: string | null;
+    }> = await this.db(manager).query(
+      `SELECT id, response, response_code, response_content_type FROM inbound_messages
+            WHERE idempotency_key = $1 AND outcome = 'accepted'`,
+      [idempotencyKey],
+    );
+    return original[0];
+  }
+
+  /** A resend answered with the original's answer: its id. */
+  async insertDuplicate(
+    m: StoredMessageInsert & { idempotencyKey: string },
+    manager?: EntityManager,
+  ): Promise<string> {
+    const rows: Array<{ id: string }> = await this.db(manager).query(
+      `INSERT INTO inbound_messages
+           (transport, sender, remote_address, message_type, message_control_id, idempotency_key,
+            content_type, raw, outcome, response_code, response, response_content_type, quirks)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'duplicate', $9, $10, $11, $12::jsonb)
+         RETURNING id`,
+      [
+        m.transport,
+        m.sender,
+        m.remoteAddress,
+        m.messageType,
+        m.messageControlId,
+        m.idempotencyKey,
+        m.contentType,
+        m.raw,
+        m.responseCode,
+        m.response,
+        m.responseContentType,
+        m.quirks,
+      ],
+    );
+    return rows[0]!.id;
+  }
+}
+
+/** One statement: the message (with its answer), the new orders, their audit events and jobs. */
+const INSERT_ALL_SQL = `WITH m AS (
+   INSERT INTO inbound_messages
+     (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
+      content_type, raw, outcome, quirks, response, response_code, response_content_type)
+   VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
+   ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
+   RETURNING id
+ ), o AS (
+   INSERT INTO orders
+     (id, source, sender, inbound_message_id, state, accession_number, patient_id, placer_order_number,
+      filler_order_number, placer_group_number, study_instance_uid, request, mapping_version)
+   SELECT (r->>'id')::uuid, r->>'source', $2, m.id, 'received', r->>'accession_number', r->>'patient_id',
+          r->>'placer_order_number', r->>'filler_order_number', r->>'placer_group_number',
+          r->>'study_instance_uid', r->'request', $14
+     FROM m, jsonb_array_elements($13::jsonb) r
+   RETURNING id
+ ), a AS (
+   INSERT INTO audit_events (order_id, inbound_message_id, kind, severity, actor, summary, detail)
+   SELECT (e->>'orderId')::uuid, m.id, e->>'kind', coalesce(e->>'severity', 'info'), e->>'actor', e->>'summary',
+          coalesce(e->'detail', '{}'::jsonb)
+     FROM m, jsonb_array_elements($15::jsonb) e
+ ), j AS (
+   INSERT INTO job_outbox (task, payload, job_key)
+   SELECT x->>'task', x->'payload', x->>'job_key' FROM m, jsonb_array_elements($16::jsonb) x
+ )
+ SELECT id FROM m`;

@@ -1,0 +1,327 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OrderRequest } from '../domain/order-request';
+import type { QcBypassDecision } from '../domain/qc-bypass';
+
+/** One `orders` row as the lifecycle reads it. */
+export interface OrderRow {
+  id: string;
+  source: string;
+  sender: string | null;
+  state: string;
+  upstream_order_id: string | null;
+  upstream_status: string | null;
+  upstream_batch_id: string | null;
+  accession_number: string | null;
+  patient_id: string | null;
+  placer_group_number: string | null;
+  study_instance_uid: string | null;
+  request: OrderRequest;
+  cancel_requested_at: Date | null;
+  cancel_reason: string | null;
+  place_attempted_at: Date | null;
+  study_deadline_at: Date | null;
+  package_path: string | null;
+  upload_completed_at: Date | null;
+  lease_owner: string | null;
+  lease_until: Date | null;
+  qc_bypass: QcBypassDecision | null;
+  documents_fetched_for: string | null;
+}
+
+/** Columns a transition may set besides the state (our code only: never user input as a name). */
+export type OrderColumns = Partial<{
+  upstream_order_id: string;
+  upstream_status: string;
+  upstream_status_at: Date | 'now';
+  upstream_batch_id: string;
+  placed_at: 'now';
+  study_deadline_at: Date;
+  package_path: string | null;
+  study_instance_uid: string;
+  upload_started_at: 'now';
+  upload_completed_at: 'now';
+  lease_owner: string | null;
+  lease_until: Date | null;
+  last_error: string | null;
+  alert: string | null;
+}>;
+
+/** An order as the intake reads it (the orders a message refers to). */
+export interface IntakeOrderRow {
+  id: string;
+  state: string;
+  upstream_order_id: string | null;
+  request: OrderRequest;
+}
+
+/**
+ * The `orders` table for the order use cases. Every method runs on `manager` when given (inside
+ * the caller's transaction), else on its own connection from the pool.
+ */
+export class OrderRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  private db(manager?: EntityManager): EntityManager {
+    return manager ?? this.dataSource.manager;
+  }
+
+  async findById(
+    orderId: string,
+    lock = false,
+    manager?: EntityManager,
+  ): Promise<OrderRow | undefined> {
+    const rows: OrderRow[] = await this.db(manager).query(
+      `SELECT * FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
+      [orderId],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Moves the order to state `to` (setting `columns` too) only if its state is still `from`:
+   * the number of rows changed (0 or 1).
+   */
+  async updateStateIf(
+    orderId: string,
+    from: string,
+    to: string,
+    columns: OrderColumns,
+    manager?: EntityManager,
+  ): Promise<number> {
+    const sets = ['state = $3', 'updated_at = now()', 'version = version + 1'];
+    const values: unknown[] = [orderId, from, to];
+    for (const [column, value] of Object.entries(columns)) {
+      if (value === 'now') {
+        sets.push(`${column} = now()`);
+      } else {
+        values.push(value instanceof Date ? value.toISOString() : value);
+        sets.push(`${column} = $${values.length}`);
+      }
+    }
+    const [, count] = (await this.db(manager).query(
+      `UPDATE orders SET ${sets.join(', ')} WHERE id = $1 AND state = $2`,
+      values,
+    )) as [unknown, number];
+    return count;
+  }
+
+  /** Orders the poller follows: in `states` and placed upstream. */
+  async followed(
+    states: readonly string[],
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; upstream_order_id: string; upstream_status: string }>> {
+    return this.db(manager).query(
+      `SELECT id, upstream_order_id, upstream_status FROM orders
+          WHERE state = ANY($1::text[]) AND upstream_order_id IS NOT NULL`,
+      [states],
+    );
+  }
+
+  /** An order's PHI-free status for our REST API (with its stored documents). */
+  async statusView(
+    orderId: string,
+    manager?: EntityManager,
+  ): Promise<Record<string, unknown> | undefined> {
+    const rows: Array<Record<string, unknown>> = await this.db(manager).query(
+      `SELECT o.id, o.state, o.source, o.upstream_order_id, o.upstream_status, o.upstream_batch_id,
+              o.request->'products' AS products, o.cancel_requested_at, o.qc_bypass, o.alert,
+              o.last_error, o.created_at, o.updated_at,
+              coalesce((SELECT array_agg(d.kind || '/' || d.report_type ORDER BY d.id)
+                          FROM order_documents d WHERE d.order_id = o.id), '{}') AS documents
+         FROM orders o WHERE o.id = $1`,
+      [orderId],
+    );
+    return rows[0];
+  }
+
+  // ---- intake ----
+
+  /**
+   * The orders of `sender` with these placer numbers, locked (intake_lock_and_find: advisory
+   * locks per placer number, then the rows).
+   */
+  async lockAndFindByPlacers(
+    sender: string | null,
+    placers: string[],
+    manager: EntityManager,
+  ): Promise<Array<IntakeOrderRow & { placer_order_number: string }>> {
+    return manager.query(`SELECT * FROM intake_lock_and_find($1, $2::text[])`, [sender, placers]);
+  }
+
+  /** The newest order with this filler order number (or id), locked. */
+  async findByFillerForUpdate(
+    filler: string,
+    manager: EntityManager,
+  ): Promise<IntakeOrderRow | undefined> {
+    const rows: IntakeOrderRow[] = await manager.query(
+      `SELECT id, state, upstream_order_id, request FROM orders
+        WHERE filler_order_number = $1 OR id::text = $1
+        ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
+      [filler],
+    );
+    return rows[0];
+  }
+
+  /** Orders not yet ended of the patients with these identifiers, locked. */
+  async openOrdersOfPatientsForUpdate(
+    patientIds: string[],
+    manager: EntityManager,
+  ): Promise<IntakeOrderRow[]> {
+    return manager.query(
+      `SELECT id, state, upstream_order_id, request FROM orders
+        WHERE patient_id = ANY($1::text[]) AND state NOT IN ('delivered', 'failed', 'cancelled')
+        FOR UPDATE`,
+      [patientIds],
+    );
+  }
+
+  /** A cancel by message (HL7 CA, FHIR revoke): only the first request counts. */
+  async requestCancelOnce(orderId: string, reason: string, manager?: EntityManager) {
+    await this.db(manager).query(
+      `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, updated_at = now(), version = version + 1
+            WHERE id = $1 AND cancel_requested_at IS NULL`,
+      [orderId, reason],
+    );
+  }
+
+  /** The order's changed request and the columns derived from it. */
+  async updateRequest(
+    orderId: string,
+    request: OrderRequest,
+    columns: {
+      accessionNumber: string | null;
+      studyInstanceUid: string | null;
+      patientId: string | null;
+    },
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET request = $2::jsonb, accession_number = $3, study_instance_uid = $4, patient_id = $5,
+                  updated_at = now(), version = version + 1 WHERE id = $1`,
+      [
+        orderId,
+        JSON.stringify(request),
+        columns.accessionNumber,
+        columns.studyInstanceUid,
+        columns.patientId,
+      ],
+    );
+  }
+
+  /** The order's request with changed demographics (ADT A08/A40). */
+  async updatePatient(
+    orderId: string,
+    request: OrderRequest,
+    patientId: string | null,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
+      [orderId, JSON.stringify(request), patientId],
+    );
+  }
+
+  /** The first attempt to place the order upstream (a retry looks for its order first). */
+  async markPlaceAttempted(orderId: string, manager?: EntityManager): Promise<void> {
+    await this.db(manager).query(`UPDATE orders SET place_attempted_at = now() WHERE id = $1`, [
+      orderId,
+    ]);
+  }
+
+  /** Of `ids`, the upstream order ids other orders than `orderId` already hold. */
+  async upstreamOrderIdsHeldElsewhere(
+    ids: string[],
+    orderId: string,
+    manager?: EntityManager,
+  ): Promise<string[]> {
+    const rows: Array<{ upstream_order_id: string }> = await this.db(manager).query(
+      `SELECT upstream_order_id FROM orders WHERE upstream_order_id = ANY($1::text[]) AND id <> $2`,
+      [ids, orderId],
+    );
+    return rows.map((r) => r.upstream_order_id);
+  }
+
+  async setLastError(orderId: string, reason: string, manager?: EntityManager): Promise<void> {
+    await this.db(manager).query(`UPDATE orders SET last_error = $2 WHERE id = $1`, [
+      orderId,
+      reason,
+    ]);
+  }
+
+  async setPackagePath(orderId: string, packagePath: string, manager?: EntityManager) {
+    await this.db(manager).query(`UPDATE orders SET package_path = $2 WHERE id = $1`, [
+      orderId,
+      packagePath,
+    ]);
+  }
+
+  /** Remembers an upstream status without a state change. */
+  async recordUpstreamStatus(
+    orderId: string,
+    status: string,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET upstream_status = $2, upstream_status_at = now() WHERE id = $1`,
+      [orderId, status],
+    );
+  }
+
+  async setDocumentsFetchedFor(
+    orderId: string,
+    storedAs: string,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(`UPDATE orders SET documents_fetched_for = $2 WHERE id = $1`, [
+      orderId,
+      storedAs,
+    ]);
+  }
+
+  /** The members of an upstream batch, oldest first. */
+  async idsOfBatch(batchId: string, manager?: EntityManager): Promise<Array<{ id: string }>> {
+    return this.db(manager).query(
+      `SELECT id FROM orders WHERE upstream_batch_id = $1 ORDER BY created_at`,
+      [batchId],
+    );
+  }
+
+  /** Our REST API's cancel request (kept from the first request; the reason is the latest). */
+  async requestCancel(orderId: string, reason: string, manager?: EntityManager): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET cancel_requested_at = coalesce(cancel_requested_at, now()), cancel_reason = $2,
+                updated_at = now(), version = version + 1 WHERE id = $1`,
+      [orderId, reason],
+    );
+  }
+
+  async setQcBypass(
+    orderId: string,
+    value: QcBypassDecision,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET qc_bypass = $2::jsonb, updated_at = now(), version = version + 1 WHERE id = $1`,
+      [orderId, JSON.stringify(value)],
+    );
+  }
+
+  /** Orders waiting for a study whose deadline has passed (500 at a time). */
+  async pastStudyDeadline(manager?: EntityManager): Promise<Array<{ id: string }>> {
+    return this.db(manager).query(
+      `SELECT id FROM orders WHERE state IN ('placed', 'study-ready') AND study_deadline_at < now() LIMIT 500`,
+    );
+  }
+
+  /** Orders whose upstream status has not changed for longer than `stuckMs` (500 at a time). */
+  async stuckUpstream(
+    stuckMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; upstream_status: string }>> {
+    return this.db(manager).query(
+      `SELECT id, upstream_status FROM orders WHERE state IN ('processing', 'qc-hold')
+          AND upstream_status_at < now() - $1 * interval '1 millisecond' LIMIT 500`,
+      [stuckMs],
+    );
+  }
+}

@@ -1,0 +1,93 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OrderRow } from './order.repository';
+
+/**
+ * The upload lease on `orders` (`lease_owner`, `lease_until`): one worker uploads an order's
+ * study at a time across replicas; a lapsed lease is taken over.
+ */
+export class UploadLeaseRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  private db(manager?: EntityManager): EntityManager {
+    return manager ?? this.dataSource.manager;
+  }
+
+  /** Extends our lease (no effect once another worker holds it). */
+  async renew(
+    orderId: string,
+    workerId: string,
+    leaseMs: number,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET lease_until = now() + $3 * interval '1 millisecond' WHERE id = $1 AND lease_owner = $2`,
+      [orderId, workerId, leaseMs],
+    );
+  }
+
+  /** Serializes claims per study across replicas until the transaction of `manager` ends. */
+  async lockStudy(studyInstanceUid: string, manager: EntityManager): Promise<void> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtext('study-upload:' || $1))`, [
+      studyInstanceUid,
+    ]);
+  }
+
+  /** Takes the lease of an order ready to upload (or resumes ours / a lapsed one): the row, or undefined. */
+  async claim(
+    orderId: string,
+    workerId: string,
+    leaseMs: number,
+    manager?: EntityManager,
+  ): Promise<OrderRow | undefined> {
+    const [rows] = (await this.db(manager).query(
+      `UPDATE orders SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
+          WHERE id = $1 AND state IN ('study-ready', 'uploading') AND cancel_requested_at IS NULL
+            AND (lease_until IS NULL OR lease_until < now() OR lease_owner = $2)
+          RETURNING *`,
+      [orderId, workerId, leaseMs],
+    )) as [OrderRow[], number];
+    return rows[0];
+  }
+
+  /** Gives our lease back (no effect once another worker holds it). */
+  async release(orderId: string, workerId: string, manager?: EntityManager): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`,
+      [orderId, workerId],
+    );
+  }
+
+  /** Clears the lease whoever holds it. */
+  async clear(orderId: string, manager?: EntityManager): Promise<void> {
+    await this.db(manager).query(
+      `UPDATE orders SET lease_owner = NULL, lease_until = NULL WHERE id = $1`,
+      [orderId],
+    );
+  }
+
+  /**
+   * Other orders of the same study uploading now (live lease) or completed less than
+   * `windowMs` ago.
+   */
+  async recentUploadsOfStudy(
+    studyInstanceUid: string,
+    orderId: string,
+    windowMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; upload_completed_at: Date | null }>> {
+    return this.db(manager).query(
+      `SELECT id, upload_completed_at FROM orders
+        WHERE study_instance_uid = $1 AND id <> $2
+          AND ((state = 'uploading' AND lease_until > now())
+               OR upload_completed_at > now() - $3 * interval '1 millisecond')`,
+      [studyInstanceUid, orderId, windowMs],
+    );
+  }
+
+  /** Uploads whose lease lapsed (a killed worker's), 500 at a time. */
+  async lapsed(manager?: EntityManager): Promise<Array<{ id: string }>> {
+    return this.db(manager).query(
+      `SELECT id FROM orders WHERE state = 'uploading' AND (lease_until IS NULL OR lease_until < now()) LIMIT 500`,
+    );
+  }
+}

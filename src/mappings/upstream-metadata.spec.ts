@@ -1,5 +1,12 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { OrderRequest } from '../domain/order-request';
-import { toUpstreamMetadata } from './upstream-metadata';
+import { mapServiceRequest } from './fhir-order.mapping';
+import {
+  SANDBOX_OUTCOME_ROW,
+  toUpstreamMetadata,
+  UPSTREAM_METADATA_TABLE,
+} from './upstream-metadata';
 
 const request: OrderRequest = {
   source: 'hl7v2',
@@ -60,5 +67,62 @@ describe('our order → upstream metadata (docs/upstream-assumptions.md keys)', 
       products: [],
     });
     expect(minimal).toEqual({});
+  });
+});
+
+/**
+ * Golden: the metadata that leaves for every order our fixtures produce (the HL7 goldens'
+ * stored OrderRequests and the FHIR R4 examples mapped here). Regenerate with UPDATE_GOLDEN=1
+ * and review the diff: a changed line is a changed upstream order.
+ */
+describe('upstream metadata for every fixture (golden)', () => {
+  const root = join(__dirname, '..', '..', 'test', 'fixtures');
+  const GOLDEN = join(root, 'upstream-metadata.golden.json');
+
+  function fixtureRequests(): Array<[string, OrderRequest]> {
+    const out: Array<[string, OrderRequest]> = [];
+    const expected = join(root, 'hl7', 'expected');
+    for (const file of readdirSync(expected).sort()) {
+      const golden = JSON.parse(readFileSync(join(expected, file), 'utf8')) as {
+        orders?: Array<{ request: OrderRequest }>;
+      };
+      (golden.orders ?? []).forEach((o, i) => out.push([`hl7/${file}#${i}`, o.request]));
+    }
+    const fhir = (name: string) =>
+      JSON.parse(readFileSync(join(root, 'fhir', `${name}.json`), 'utf8')) as never;
+    for (const name of ['r4-servicerequest-example-di', 'imaging-ig-servicerequest-example']) {
+      const mapped = mapServiceRequest(
+        fhir(name),
+        {
+          patient: { resource: fhir('r4-patient-example-dicom'), source: 'EHR Patient/dicom' },
+          imagingStudies: [],
+          reasons: new Map(),
+        },
+        'create',
+      );
+      if (mapped.request) out.push([`fhir/${name}.json`, mapped.request]);
+    }
+    return out;
+  }
+
+  it('matches the reviewed golden, order by order', () => {
+    const actual = Object.fromEntries(
+      fixtureRequests().map(([name, request]) => [
+        name,
+        toUpstreamMetadata(request, { sandboxOutcomeFromNotes: true }),
+      ]),
+    );
+    expect(Object.keys(actual).length).toBeGreaterThanOrEqual(10);
+    if (process.env.UPDATE_GOLDEN) writeFileSync(GOLDEN, `${JSON.stringify(actual, null, 2)}\n`);
+    const golden = JSON.parse(readFileSync(GOLDEN, 'utf8')) as Record<string, unknown>;
+    for (const key of Object.keys(golden))
+      expect({ key, value: actual[key] }).toEqual({ key, value: golden[key] });
+    expect(Object.keys(actual).sort()).toEqual(Object.keys(golden).sort());
+  });
+
+  it('names every key it can send once, each with where it comes from', () => {
+    const keys = [...UPSTREAM_METADATA_TABLE, SANDBOX_OUTCOME_ROW].map((r) => r.key);
+    expect(new Set(keys).size).toBe(keys.length);
+    for (const row of UPSTREAM_METADATA_TABLE) expect(row.from.length).toBeGreaterThan(0);
   });
 });

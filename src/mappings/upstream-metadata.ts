@@ -34,37 +34,97 @@ export const SANDBOX_OUTCOMES = [
 
 const SANDBOX_NOTE = /sandbox[-_ ]outcome\s*[:=]\s*([a-z_]+)/i;
 
+/** One metadata key: where its value comes from in our order, and in which format. */
+export interface UpstreamMetadataRow {
+  readonly key: string;
+  /** The OrderRequest path(s) read, for people and the audit lineage. */
+  readonly from: string;
+  /** The value sent, or undefined when the order does not know it (the key is left out). */
+  readonly value: (request: OrderRequest) => unknown;
+  readonly note?: string;
+}
+
+/**
+ * Our order → the upstream's order metadata: one row per key (docs/upstream-assumptions.md,
+ * "Order metadata keys"; the contract names none). A key the order has no value for is left
+ * out, never sent empty.
+ */
+export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
+  {
+    key: 'patient_id',
+    from: 'patient.identifiers (type MR, else the first)',
+    value: (r) => primaryIdentifier(r)?.value,
+  },
+  {
+    key: 'patient_name',
+    from: 'patient.name',
+    value: (r) => personName(r.patient.name),
+    note: 'Family^Given',
+  },
+  {
+    key: 'patient_birth_date',
+    from: 'patient.birthDate',
+    // DICOM DA (PS3.5 6.2): YYYYMMDD; a partial date is sent as far as it is known.
+    value: (r) => r.patient.birthDate?.replace(/-/g, ''),
+    note: 'YYYYMMDD (DICOM DA), partial dates as far as known',
+  },
+  {
+    key: 'patient_sex',
+    from: 'patient.sex',
+    value: (r) => (r.patient.sex ? SEX[r.patient.sex] : undefined),
+    note: 'M, F, O, U (DICOM PatientSex)',
+  },
+  { key: 'accession_number', from: 'accessionNumber', value: (r) => r.accessionNumber },
+  { key: 'study_uid', from: 'studyInstanceUid', value: (r) => r.studyInstanceUid },
+  { key: 'modality', from: 'modality', value: (r) => r.modality },
+  { key: 'procedure_code', from: 'procedure.code', value: (r) => r.procedure?.code },
+  { key: 'priority', from: 'priority', value: (r) => r.priority },
+  {
+    key: 'referring_physician',
+    from: 'orderingProvider.name',
+    value: (r) => personName(r.orderingProvider?.name),
+    note: 'Family^Given',
+  },
+  {
+    key: 'products',
+    from: 'products',
+    value: (r) => (r.products.length > 0 ? r.products : undefined),
+  },
+];
+
+/** Only against the sandbox: the order note that chooses the sandbox's path. */
+export const SANDBOX_OUTCOME_ROW: UpstreamMetadataRow = {
+  key: 'sandbox_outcome',
+  from: 'notes ("sandbox-outcome: <outcome>")',
+  value: (r) => {
+    let chosen: string | undefined;
+    for (const note of r.notes ?? []) {
+      const outcome = SANDBOX_NOTE.exec(note)?.[1]?.toLowerCase();
+      if (outcome && (SANDBOX_OUTCOMES as readonly string[]).includes(outcome)) chosen = outcome;
+    }
+    return chosen;
+  },
+  note: 'sandbox only; the last known outcome named in a note wins',
+};
+
 export function toUpstreamMetadata(
   request: OrderRequest,
   options: UpstreamMetadataOptions = {},
 ): Record<string, unknown> {
-  const patient = request.patient;
-  const primary =
-    patient.identifiers.find((i) => i.type === 'MR') ?? patient.identifiers[0] ?? undefined;
-  const metadata: Record<string, unknown> = {
-    patient_id: primary?.value,
-    patient_name: personName(patient.name),
-    // DICOM DA (PS3.5 6.2): YYYYMMDD; a partial date is sent as far as it is known.
-    patient_birth_date: patient.birthDate?.replace(/-/g, ''),
-    patient_sex: patient.sex ? SEX[patient.sex] : undefined,
-    accession_number: request.accessionNumber,
-    study_uid: request.studyInstanceUid,
-    modality: request.modality,
-    procedure_code: request.procedure?.code,
-    priority: request.priority,
-    referring_physician: personName(request.orderingProvider?.name),
-    products: request.products.length > 0 ? request.products : undefined,
-  };
-  if (options.sandboxOutcomeFromNotes) {
-    for (const note of request.notes ?? []) {
-      const m = SANDBOX_NOTE.exec(note);
-      const outcome = m?.[1]?.toLowerCase();
-      if (outcome && (SANDBOX_OUTCOMES as readonly string[]).includes(outcome)) {
-        metadata.sandbox_outcome = outcome;
-      }
-    }
+  const rows = options.sandboxOutcomeFromNotes
+    ? [...UPSTREAM_METADATA_TABLE, SANDBOX_OUTCOME_ROW]
+    : UPSTREAM_METADATA_TABLE;
+  const metadata: Record<string, unknown> = {};
+  for (const row of rows) {
+    const value = row.value(request);
+    if (value !== undefined) metadata[row.key] = value;
   }
-  return Object.fromEntries(Object.entries(metadata).filter(([, v]) => v !== undefined));
+  return metadata;
+}
+
+function primaryIdentifier(request: OrderRequest) {
+  const ids = request.patient.identifiers;
+  return ids.find((i) => i.type === 'MR') ?? ids[0];
 }
 
 function personName(name: PersonName | undefined): string | undefined {

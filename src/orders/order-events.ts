@@ -8,8 +8,8 @@ export type { QcBypassDecision } from '../domain/qc-bypass';
 /**
  * What the lifecycle tells the publishing side (the results/outbox issue), always on the
  * transaction that made the change, so a publication exists exactly when the change was
- * committed. The default implementation does nothing; the outbound module replaces the
- * ORDER_EVENTS provider of OrdersModule with one that writes outbox rows.
+ * committed. `noOrderEvents` does nothing (OUTBOUND_ENABLED=false); otherwise the
+ * outbound module provides ORDER_EVENTS as outbox rows.
  */
 export interface OrderSnapshot {
   id: string;

@@ -13,7 +13,6 @@ import type { StatusRowKey } from '../mappings/status-mapping.table';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../domain/study-acquirer.port';
 import { ORDER_JOBS, OrderIntakeService } from './order-intake.service';
 import { ORDER_EVENTS, type OrderEvents } from './order-events';
-import { outboxOrderEvents } from '../outbound/outbox-signal';
 import { OrderRepository } from '../persistence/order.repository';
 import { LIFECYCLE_JOBS, OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService } from './order-poller.service';
@@ -81,8 +80,6 @@ class OrderJobs implements OnModuleInit {
           maxBatch: config.INTAKE_BATCH_MAX_MESSAGES,
         }),
     },
-    // Outbox rows for the results publishers (src/outbound); noOrderEvents when OUTBOUND_ENABLED=false.
-    { provide: ORDER_EVENTS, inject: [APP_CONFIG], useFactory: outboxOrderEvents },
     {
       provide: OrderLifecycleService,
       inject: [DATA_SOURCE, JOB_QUEUE, IMAGING, STUDY_ACQUIRER, ORDER_EVENTS, LOGGER, APP_CONFIG],

@@ -1,4 +1,5 @@
 import {
+  Global,
   Inject,
   Injectable,
   Module,
@@ -16,7 +17,8 @@ import { FhirResultPublisher } from './fhir-result.publisher';
 import { Hl7ResultPublisher } from './hl7-result.publisher';
 import { outboundSettings } from './outbound.settings';
 import { OutboxWorker } from './outbox.worker';
-import { outboxSignal } from './outbox-signal';
+import { ORDER_EVENTS } from '../orders/order-events';
+import { outboxOrderEvents, outboxSignal } from './outbox-signal';
 import type { Publisher } from './publisher';
 
 /** Builds the publishers of the configured destinations and the worker that drains the outbox. */
@@ -114,6 +116,17 @@ class OutboxWorkerLifecycle implements OnApplicationBootstrap, OnApplicationShut
   }
 }
 
-/** Results back to the clinic: FHIR, HL7 ORU and DICOM SR/PDF publishers and the outbox worker. */
-@Module({ providers: [OutboxWorkerLifecycle] })
+/**
+ * Results back to the clinic: FHIR, HL7 ORU and DICOM SR/PDF publishers and the outbox worker.
+ * It provides the lifecycle's ORDER_EVENTS port (outbox rows, or nothing when
+ * OUTBOUND_ENABLED=false), global so that src/orders depends on the port only.
+ */
+@Global()
+@Module({
+  providers: [
+    OutboxWorkerLifecycle,
+    { provide: ORDER_EVENTS, inject: [APP_CONFIG], useFactory: outboxOrderEvents },
+  ],
+  exports: [ORDER_EVENTS],
+})
 export class OutboundModule {}

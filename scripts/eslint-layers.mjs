@@ -25,21 +25,11 @@ export const LAYERS = [
       /\.middleware\.ts$/,
     ],
   ],
-  // the audit writer is a sink every use case and adapter writes to (the reading side is higher)
-  ['adapter', 3, [/^audit\/audit-writer\.ts$/, /^audit\/audit-event\.kinds\.ts$/]],
   ['use-case', 4, [/^orders\//, /^studies\//, /^outbound\//, /^audit\//]],
   [
     'adapter',
     3,
-    [
-      /^persistence\//,
-      /^jobs\//,
-      /^imaging-client\//,
-      /^auth\//,
-      /^config\//,
-      /^fhir\//,
-      /^audit-log\//,
-    ],
+    [/^persistence\//, /^jobs\//, /^imaging-client\//, /^auth\//, /^config\//, /^fhir\//],
   ],
   ['mapping', 2, [/^mappings\//, /^hl7\//]],
   ['domain', 1, [/^domain\//]],

@@ -1,6 +1,6 @@
 /**
  * bench/throughput: end-to-end orders per second against the upstream's budget. N orders
- * (BENCH_ORDERS, default 400) go in over MLLP (two connections, as fast as they are ACKed),
+ * (BENCH_ORDERS, default 600) go in over MLLP (two connections, as fast as they are ACKed),
  * each with its study pushed over STOW-RS, to the adapter running as its own process on a
  * fresh database, and are followed until their results are stored (state `delivered` and the
  * report documents in `order_documents`). The upstream is the sandbox, in this process, at
@@ -12,6 +12,10 @@
  * the busiest endpoint's calls in any sliding minute, 429s. The bound printed beside the
  * figure is min over endpoints of 600 / (calls per order on it) and 2,000 / (calls per order
  * in all), in orders per minute; the ratio is orders/s measured against it.
+ *
+ * The adapter runs with POLL_INTERVAL_SECONDS=10 (one cycle costs `GET /list-orders` and
+ * `GET /reports` whatever the number of orders; the default 300 s leaves results waiting
+ * upstream); BENCH_ADAPTER_ENV overrides it.
  *
  * Usage: `npm run bench -- throughput` or
  * `node -r @swc-node/register bench/throughput/throughput.bench.ts` (BENCH_ORDERS=n,
@@ -31,7 +35,7 @@ import { startSandbox } from '../../src/sandbox/sandbox';
 import { createMrBrainSeries, generateUid } from '../../test/helpers/dicom-factory';
 import { adminQuery, report, round, withDatabase } from '../bench-utils';
 
-const ORDERS = Number(process.env.BENCH_ORDERS ?? 400);
+const ORDERS = Number(process.env.BENCH_ORDERS ?? 600);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 0.01);
 const DEADLINE_MS = Number(process.env.BENCH_DEADLINE_SECONDS ?? 900) * 1000;
 const SERVER = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -178,6 +182,7 @@ async function main(): Promise<void> {
       IMAGING_ORGANIZATION_ID: 'sandbox-org',
       CONFIG_FILE: config,
       STUDY_QUIET_PERIOD_SECONDS: '1',
+      POLL_INTERVAL_SECONDS: '10',
       ...extraEnv,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -280,6 +285,7 @@ async function main(): Promise<void> {
       { by: '(all endpoints, per IP)', ordersPerMinute: totalLimit / perOrderTotal },
     ].sort((a, b) => a.ordersPerMinute - b.ordersPerMinute);
     const bound = bounds[0]!;
+    const busiestPerOrder = Math.max(0, ...endpoints.map((e) => e.perOrder));
     const ordersPerSecond = done / seconds;
     const busiest = endpoints
       .slice()
@@ -317,6 +323,13 @@ async function main(): Promise<void> {
           .map((b) => ({ by: b.by, ordersPerMinute: round(b.ordersPerMinute, 1) })),
       },
       ratio: round(ordersPerSecond / (bound.ordersPerMinute / 60), 2),
+      // The bound is a long-run rate. A budget counted per sliding minute also lets a first
+      // minute's worth go at once, so a run of a few minutes can pass it; the fewest seconds
+      // the busiest endpoint's budget allows for these N orders (processing aside) shows how
+      // much of the run was the budget and how much the pipeline.
+      budgetFloorSeconds: busiestPerOrder
+        ? 60 * (Math.ceil((ORDERS * busiestPerOrder) / perEndpointLimit) - 1)
+        : null,
       target: { ratio: 0.8, met: ordersPerSecond >= 0.8 * (bound.ordersPerMinute / 60) },
       timeline: timeline.filter((_, i) => i % 10 === 0),
     });

@@ -1,6 +1,7 @@
 /**
  * bench/throughput: end-to-end orders per second against the upstream's budget. N orders
- * (BENCH_ORDERS, default 600) go in over MLLP (two connections, as fast as they are ACKed),
+ * (BENCH_ORDERS, default 600) go in over MLLP (BENCH_SENDERS connections, default 4, as fast
+ * as they are ACKed),
  * each with its study pushed over STOW-RS, to the adapter running as its own process on a
  * fresh database, and are followed until their results are stored (state `delivered` and the
  * report documents in `order_documents`). The upstream is the sandbox, in this process, at
@@ -37,6 +38,7 @@ import { adminQuery, report, round, withDatabase } from '../bench-utils';
 
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 600);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 0.01);
+const SENDERS = Number(process.env.BENCH_SENDERS ?? 4);
 const DEADLINE_MS = Number(process.env.BENCH_DEADLINE_SECONDS ?? 900) * 1000;
 const SERVER = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SENDER_TOKEN = 'bench-sender-token-0123456789';
@@ -213,7 +215,7 @@ async function main(): Promise<void> {
     let notAcked = 0;
     let stowFailed = 0;
     const senders = Promise.all(
-      Array.from({ length: 2 }, async () => {
+      Array.from({ length: SENDERS }, async () => {
         const mllp = new MllpClient({
           host: '127.0.0.1',
           port: mllpPort,
@@ -243,6 +245,7 @@ async function main(): Promise<void> {
     let sentAt = 0;
     void senders.then(() => (sentAt = Date.now()));
     let done = 0;
+    let firstDeliveredAt = 0;
     let states: Record<string, number> = {};
     const timeline: Array<{ s: number; delivered: number }> = [];
     while (Date.now() - started < DEADLINE_MS) {
@@ -255,6 +258,7 @@ async function main(): Promise<void> {
       );
       states = Object.fromEntries(r.rows.map((x) => [x.state, x.n]));
       done = r.rows.find((x) => x.state === 'delivered')?.with_docs ?? 0;
+      if (done > 0 && !firstDeliveredAt) firstDeliveredAt = Date.now();
       timeline.push({ s: Math.round((Date.now() - started) / 1000), delivered: done });
       const terminal = ['delivered', 'failed', 'cancelled'].reduce(
         (n, s) => n + (states[s] ?? 0),
@@ -300,6 +304,11 @@ async function main(): Promise<void> {
       notAcked,
       stowFailed,
       seconds: round(seconds, 1),
+      senders: SENDERS,
+      allSentAfterSeconds: sentAt ? round((sentAt - started) / 1000, 1) : null,
+      firstDeliveredAfterSeconds: firstDeliveredAt
+        ? round((firstDeliveredAt - started) / 1000, 1)
+        : null,
       ordersPerSecond: round(ordersPerSecond, 2),
       ordersPerMinute: round(ordersPerSecond * 60, 1),
       upstream: {

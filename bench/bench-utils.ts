@@ -57,10 +57,16 @@ export async function pgbenchOrderCommitCeiling(
   clients: number[],
   seconds = 5,
 ): Promise<Record<string, { tps: number; latencyMsAvg: number }>> {
-  const dir = mkdtempSync(join(tmpdir(), 'pgbench-'));
-  const script = join(dir, 'order-commit.sql');
-  writeFileSync(
-    script,
+  return pgbenchCeiling(
+    databaseUrl,
+    `
+    DROP TABLE IF EXISTS bench_messages, bench_orders, bench_audit, bench_jobs;
+    CREATE TABLE bench_messages (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), key text UNIQUE, raw bytea, at timestamptz DEFAULT now());
+    CREATE TABLE bench_orders (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), ref bigint, request jsonb, at timestamptz DEFAULT now());
+    CREATE INDEX ON bench_orders (ref);
+    CREATE TABLE bench_audit (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text, detail jsonb, at timestamptz DEFAULT now());
+    CREATE TABLE bench_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task text, payload json, at timestamptz DEFAULT now());
+  `,
     [
       '\\set k random(1, 1000000000)',
       'BEGIN;',
@@ -69,19 +75,59 @@ export async function pgbenchOrderCommitCeiling(
       "INSERT INTO bench_audit (kind, detail) VALUES ('a', '{}'), ('b', '{\"lineage\":[1,2,3,4,5,6,7,8,9,10]}'), ('c', '{}');",
       "INSERT INTO bench_jobs (task, payload) VALUES ('order.place-upstream', '{\"orderId\":1}');",
       'END;',
-      '',
-    ].join('\n'),
+    ],
+    clients,
+    seconds,
   );
+}
+
+/**
+ * The least durable work one inbound message needs before its ACK: one transaction that
+ * inserts the message's raw bytes (rawBytes long, in a table with a primary key) and one
+ * order row (primary key, the message's id) and commits. Nothing the adapter does per
+ * message can commit fewer bytes than this, one message per transaction (several messages
+ * sharing a commit can pass it).
+ */
+export async function pgbenchMinimalIngestCeiling(
+  databaseUrl: string,
+  clients: number[],
+  seconds = 5,
+  rawBytes = 834,
+): Promise<Record<string, { tps: number; latencyMsAvg: number }>> {
+  const hexPairs = Math.max(1, Math.round(rawBytes / 3));
+  return pgbenchCeiling(
+    databaseUrl,
+    `
+    DROP TABLE IF EXISTS bench_min_messages, bench_min_orders;
+    CREATE TABLE bench_min_messages (id uuid PRIMARY KEY, raw bytea NOT NULL);
+    CREATE TABLE bench_min_orders (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), message_id uuid NOT NULL, placer text);
+  `,
+    [
+      '\\set k random(1, 1000000000)',
+      'BEGIN;',
+      `INSERT INTO bench_min_messages (id, raw) VALUES (gen_random_uuid(), decode(repeat('4d5348', ${hexPairs}), 'hex'));`,
+      "INSERT INTO bench_min_orders (message_id, placer) VALUES (gen_random_uuid(), 'PLC-' || :k);",
+      'END;',
+    ],
+    clients,
+    seconds,
+  );
+}
+
+/** Runs a pgbench script (lines) after the setup SQL, at each client count; tps and latency. */
+async function pgbenchCeiling(
+  databaseUrl: string,
+  setupSql: string,
+  lines: string[],
+  clients: number[],
+  seconds: number,
+): Promise<Record<string, { tps: number; latencyMsAvg: number }>> {
+  const dir = mkdtempSync(join(tmpdir(), 'pgbench-'));
+  const script = join(dir, 'script.sql');
+  writeFileSync(script, [...lines, ''].join('\n'));
   const c = new Client({ connectionString: databaseUrl });
   await c.connect();
-  await c.query(`
-    DROP TABLE IF EXISTS bench_messages, bench_orders, bench_audit, bench_jobs;
-    CREATE TABLE bench_messages (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), key text UNIQUE, raw bytea, at timestamptz DEFAULT now());
-    CREATE TABLE bench_orders (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), ref bigint, request jsonb, at timestamptz DEFAULT now());
-    CREATE INDEX ON bench_orders (ref);
-    CREATE TABLE bench_audit (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text, detail jsonb, at timestamptz DEFAULT now());
-    CREATE TABLE bench_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, task text, payload json, at timestamptz DEFAULT now());
-  `);
+  await c.query(setupSql);
   await c.end();
   const u = new URL(databaseUrl);
   const env = { ...process.env, PGPASSWORD: decodeURIComponent(u.password) };

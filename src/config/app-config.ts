@@ -94,7 +94,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATABASE_URL: optionalUrl(['postgres:', 'postgresql:']),
   DATABASE_POOL_SIZE: positiveInt(10),
-  INTAKE_BATCHES_IN_FLIGHT: positiveInt(2),
+  INTAKE_BATCHES_IN_FLIGHT: positiveInt(1),
   INTAKE_BATCH_MAX_MESSAGES: positiveInt(64),
   EMBEDDED_PG_DIR: z.string().default('.data/pg'),
   HTTP_PORT: port(8080),

@@ -64,7 +64,13 @@ interface Pending {
 }
 
 export interface IntakeBatcherOptions {
-  /** Batches being committed at the same time (each holds one pooled connection). */
+  /**
+   * Batches being committed at the same time (each holds one pooled connection). 1 by
+   * default: while it commits, the messages that arrive form the next batch, and larger
+   * batches cost less CPU per message on both sides (bench/mllp-ingest, 8 connections:
+   * adapter 0.34–0.36 ms and PostgreSQL 0.42–0.43 ms per message with 1, 0.43–0.50 and
+   * 0.55–0.66 ms with 2, 1.7–2 × the throughput on two shared cores).
+   */
   maxInFlight?: number;
   /** Messages per batch at most. */
   maxBatch?: number;
@@ -79,7 +85,7 @@ export class IntakeBatcher {
 
   constructor(dataSource: DataSource, options: IntakeBatcherOptions = {}) {
     this.messages = new InboundMessageRepository(dataSource);
-    this.maxInFlight = Math.max(1, options.maxInFlight ?? 2);
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
     this.maxBatch = Math.max(1, options.maxBatch ?? 64);
   }
 

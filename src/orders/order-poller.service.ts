@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-client';
-import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
+import { TERMINAL_UPSTREAM_STATUSES, type UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { FOLLOWED_STATES } from '../domain/order-state';
 import { OrderDocumentRepository } from '../persistence/order-document.repository';
 import { OrderRepository } from '../persistence/order.repository';
@@ -26,12 +26,21 @@ export interface PollCycleStats {
   followed: number;
   /** Orders whose status differs from the last one seen (in the list, or off it). */
   changed: number;
-  /** Followed orders no longer in the active list: one `GET /status` each. */
+  /**
+   * Followed orders no longer in the active list: one `GET /status` each, unless `GET /reports`
+   * already named their (terminal) status.
+   */
   leftActiveList: number;
+  /** Of those, the ones whose status came from the cycle's `GET /reports` (no `GET /status`). */
+  statusFromReports: number;
   reportsListed: number;
   reportsAcknowledged: number;
   /** Listed orders whose status value the contract does not name (left as they were). */
   unknownStatus: number;
+}
+
+function isTerminal(status: unknown): status is UpstreamStatus {
+  return (TERMINAL_UPSTREAM_STATUSES as readonly unknown[]).includes(status);
 }
 
 /** Upstream report kinds (`GET /reports` entries, docs/upstream-assumptions.md) → our stored document kinds. */
@@ -52,7 +61,9 @@ interface Lease {
  * Follows upstream at constant cost. A cycle makes one `GET /list-orders` (every active
  * order with its status) and one `GET /reports` (reports not yet retrieved); a followed
  * order costs a call only when it left the active list (`GET /status`, once: it is terminal
- * then) — an unchanged in-flight order costs nothing. Reports whose documents we stored
+ * then), and not even that when the cycle's `GET /reports` lists a report of it with its
+ * terminal status (a delivered order's results report) — an unchanged in-flight order costs
+ * nothing. Reports whose documents we stored
  * durably are acknowledged with one `POST /reports`. At most 3 calls plus one per changed
  * order, whatever the number of orders in flight — should the upstream page its lists (the
  * contract does not), plus one call per further page (the client reads every page).
@@ -90,6 +101,10 @@ export class OrderPollerService {
     this.events = new AuditEventRepository(deps.dataSource);
   }
 
+  /** The next cycle of a sub-minute interval (the minute tick cannot start it sooner). */
+  private followUp?: NodeJS.Timeout;
+  private stopped = false;
+
   private get leaseMs(): number {
     return this.deps.leaseMs ?? POLL_LEASE_MS;
   }
@@ -109,6 +124,31 @@ export class OrderPollerService {
       this.deps.logger.warn({ err: (error as Error).message }, 'upstream poll cycle failed');
       return undefined;
     }
+  }
+
+  /** No further sub-minute cycles from this process (shutdown). */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.followUp);
+  }
+
+  /**
+   * POLL_INTERVAL_SECONDS under a minute: the minute tick would still run one cycle a minute,
+   * so the process that ran a cycle asks again when the next one is due (the claim decides,
+   * so replicas still run one cycle at a time). A cycle costs 2–3 calls whatever the number
+   * of orders, and with results waiting for the next cycle the upstream budget would go
+   * unused (bench/throughput).
+   */
+  private scheduleFollowUp(delayMs: number): void {
+    if (this.stopped || this.deps.intervalMs >= 60_000) return;
+    clearTimeout(this.followUp);
+    this.followUp = setTimeout(() => {
+      this.followUp = undefined;
+      this.runIfDue().catch((error: unknown) =>
+        this.deps.logger.warn({ err: (error as Error).message }, 'upstream poll cycle failed'),
+      );
+    }, delayMs + 50);
+    this.followUp.unref();
   }
 
   /** Runs a cycle if the schedule says it is due and no other replica is running one. */
@@ -166,6 +206,7 @@ export class OrderPollerService {
       const nextMs = Math.round(intervalMs * (1 - jitter + 2 * jitter * Math.random()));
       // Only the holder releases the lease and sets the next due time.
       await this.schedule.release(SCHEDULE, lease.owner, nextMs, stats ?? { failed: true });
+      this.scheduleFollowUp(nextMs);
     }
   }
 
@@ -180,9 +221,15 @@ export class OrderPollerService {
     calls += reportPages;
     const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
     const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
+    // An order off the active list is terminal; a report listed for it names that status
+    // (docs/upstream-assumptions.md, `GET /reports`), which saves its `GET /status`.
+    const reported = new Map<string, UpstreamStatus>();
+    for (const r of reports)
+      if (r.order_id && isTerminal(r.status)) reported.set(r.order_id, r.status);
     const followed = await this.orders.followed(FOLLOWED_STATES);
     let changed = 0;
     let left = 0;
+    let fromReports = 0;
     for (const order of followed) {
       if (lease.lost) throw new Error('poll cycle lease lost: another cycle took over');
       const unknown = unknownById.get(order.upstream_order_id);
@@ -199,6 +246,12 @@ export class OrderPollerService {
         status = listed.status;
         // Listed QC_FAILED is still active: a clinician can still bypass it.
         qcBypassPossible = true;
+      } else if (reported.has(order.upstream_order_id)) {
+        left++;
+        fromReports++;
+        status = reported.get(order.upstream_order_id)!;
+        qcBypassPossible = false;
+        if (status === order.upstream_status) continue;
       } else {
         left++;
         try {
@@ -242,6 +295,7 @@ export class OrderPollerService {
       followed: followed.length,
       changed,
       leftActiveList: left,
+      statusFromReports: fromReports,
       reportsListed: reports.length,
       reportsAcknowledged: acked,
       unknownStatus: unknownStatus.length,

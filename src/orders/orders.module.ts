@@ -1,4 +1,10 @@
-import { Inject, Injectable, Module, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Module,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { z } from 'zod';
@@ -27,7 +33,7 @@ const batchPayload = z.object({ batchId: z.string().min(1) });
 
 /** Registers the lifecycle's job handlers and the minute tick (once per cluster). */
 @Injectable()
-class OrderJobs implements OnModuleInit {
+class OrderJobs implements OnModuleInit, OnModuleDestroy {
   constructor(
     @Inject(JOB_QUEUE) private readonly jobs: JobQueue,
     @Inject(OrderLifecycleService) private readonly lifecycle: OrderLifecycleService,
@@ -64,6 +70,10 @@ class OrderJobs implements OnModuleInit {
     });
     // Every minute; the poll cycle itself runs when due (POLL_INTERVAL_SECONDS with jitter).
     jobs.registerCron('* * * * *', LIFECYCLE_JOBS.tick);
+  }
+
+  onModuleDestroy(): void {
+    this.poller.stop();
   }
 }
 

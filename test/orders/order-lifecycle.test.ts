@@ -302,6 +302,24 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(next!.leftActiveList).toBe(0);
   });
 
+  it("takes a delivered order's status from GET /reports, without a GET /status for it", async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    const upstreamId = (await row(id)).upstream_order_id as string;
+    // Delivered upstream: off the active list, its results report listed by GET /reports.
+    await sandbox.advance(60_000);
+    expect(sandbox.state.orders.get(upstreamId)?.status).toBe('DELIVERED');
+    const stats = await poller.runNow();
+    expect(stats!.leftActiveList).toBeGreaterThanOrEqual(1);
+    expect(stats!.statusFromReports).toBeGreaterThanOrEqual(1);
+    expect(stats!.upstreamCalls).toBeLessThanOrEqual(
+      3 + stats!.leftActiveList - stats!.statusFromReports,
+    );
+    expect(await orderState(db, id)).toBe('delivered');
+  });
+
   it('recognises an upload that landed before a crash kept it from being recorded', async () => {
     const spec = newOrderSpec('sandbox-outcome: delivered');
     await push(spec);

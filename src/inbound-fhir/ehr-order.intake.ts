@@ -183,6 +183,22 @@ export class EhrOrderIntake {
           sourceRef,
           targetOrderId,
         })),
+      },
+      {
+        respond: (outcome) =>
+          fhirResponse(
+            200,
+            operationOutcome([
+              {
+                severity: 'information',
+                code: 'informational',
+                diagnostics: outcome.results.length
+                  ? outcome.results.map((r) => `${r.sourceRef}: ${r.kind}`).join('; ')
+                  : `${rec.messageType} recorded`,
+              },
+            ]),
+            true,
+          ),
         afterStore: async (manager, stored) => {
           for (const [k, r] of stored.outcome.results.entries()) {
             const o = byIndex.get(k);
@@ -224,20 +240,6 @@ export class EhrOrderIntake {
           });
         },
       },
-      (outcome) =>
-        fhirResponse(
-          200,
-          operationOutcome([
-            {
-              severity: 'information',
-              code: 'informational',
-              diagnostics: outcome.results.length
-                ? outcome.results.map((r) => `${r.sourceRef}: ${r.kind}`).join('; ')
-                : `${rec.messageType} recorded`,
-            },
-          ]),
-          true,
-        ),
     );
   }
 }

@@ -257,6 +257,16 @@ export class FhirBundleOperation {
               lineage,
               sourceRef,
             })),
+          },
+          {
+            respond: (outcome) => {
+              const response: Bundle = {
+                resourceType: 'Bundle',
+                type: b.type === 'transaction' ? 'transaction-response' : 'batch-response',
+                entry: responseEntries(entries, entryErrors, orders, outcome, now, servedByIndex),
+              };
+              return fhirResponse(200, response, true);
+            },
             afterStore: async (manager, stored) => {
               for (const [k, r] of stored.outcome.results.entries()) {
                 const served = servedByIndex.get(orders[k]!.entryIndex);
@@ -265,14 +275,6 @@ export class FhirBundleOperation {
                 }
               }
             },
-          },
-          (outcome) => {
-            const response: Bundle = {
-              resourceType: 'Bundle',
-              type: b.type === 'transaction' ? 'transaction-response' : 'batch-response',
-              entry: responseEntries(entries, entryErrors, orders, outcome, now, servedByIndex),
-            };
-            return fhirResponse(200, response, true);
           },
         );
         return {

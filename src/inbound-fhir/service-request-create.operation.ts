@@ -98,24 +98,26 @@ export class CreateServiceRequestOperation {
             orders: [
               { request: mapped.request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' },
             ],
+          },
+          {
+            respond: (outcome) => {
+              const r = outcome.results[0];
+              if (r?.kind === 'created') {
+                served = servedServiceRequest(sr, r.orderId, 1, now);
+                return fhirResponse(201, served, true);
+              }
+              if (r?.kind === 'already-known') {
+                // The order exists (same placer number): conditional create matched one (R4 http.html#ccreate → 200).
+                return fhirResponse(200, { resourceType: 'ServiceRequest', id: r.orderId }, true);
+              }
+              return unexpectedResult(r?.kind);
+            },
             afterStore: async (manager, stored) => {
               const r = stored.outcome.results[0];
               if (r?.kind === 'created' && served) {
                 await storeCreated(this.deps.resources, manager, caller, r.orderId, served, now);
               }
             },
-          },
-          (outcome) => {
-            const r = outcome.results[0];
-            if (r?.kind === 'created') {
-              served = servedServiceRequest(sr, r.orderId, 1, now);
-              return fhirResponse(201, served, true);
-            }
-            if (r?.kind === 'already-known') {
-              // The order exists (same placer number): conditional create matched one (R4 http.html#ccreate → 200).
-              return fhirResponse(200, { resourceType: 'ServiceRequest', id: r.orderId }, true);
-            }
-            return unexpectedResult(r?.kind);
           },
         );
         if (!reply.duplicate && reply.response.code === '201' && served) {

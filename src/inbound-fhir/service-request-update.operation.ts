@@ -94,6 +94,9 @@ export class UpdateServiceRequestOperation {
                 targetOrderId: stored.orderId,
               },
             ],
+          },
+          {
+            respond: (outcome) => respondToUpdate(outcome, served),
             afterStore: async (manager) => {
               await this.deps.resources.updateServiceRequest(manager, {
                 id,
@@ -103,7 +106,6 @@ export class UpdateServiceRequestOperation {
               });
             },
           },
-          (outcome) => respondToUpdate(outcome, served),
         );
         if (!reply.response.accepted) {
           return {

@@ -169,7 +169,7 @@ export class Hl7OrderHandler {
           })),
           patientEvents: mapped.patientEvents,
         },
-        (outcome) => this.respond(message, mapped.orders, outcome, warnings),
+        { respond: (outcome) => this.respond(message, mapped.orders, outcome, warnings) },
       );
       messagesTotal.inc({
         type: typeLabel(type),

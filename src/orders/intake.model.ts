@@ -1,4 +1,3 @@
-import type { EntityManager } from 'typeorm';
 import type { InboundTransport } from '../domain/inbound-message';
 import type {
   Identifier,
@@ -54,15 +53,6 @@ export interface IntakeInput {
   orders: IntakeOrder[];
   patientEvents?: IntakePatientEvent[];
   actor?: string;
-  /**
-   * Runs inside the intake transaction after everything is written (only when the message is
-   * accepted and new): front doors store what they serve alongside the order, e.g. the FHIR
-   * resource with its version.
-   */
-  afterStore?: (
-    manager: EntityManager,
-    stored: { inboundMessageId: string; outcome: IntakeOutcome },
-  ) => Promise<void>;
 }
 
 export interface IntakeReply {

@@ -1,15 +1,10 @@
-import type { DataSource } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { IntakeResponder } from '../domain/ports/intake-responder';
 import type { JobQueue } from '../jobs/job-queue';
 import { InboundMessageRepository } from '../persistence/inbound-message.repository';
 import { OrderRepository } from '../persistence/order.repository';
 import { IntakeBatcher, type IntakeBatcherOptions } from './intake-batcher';
-import type {
-  IntakeInput,
-  IntakeOutcome,
-  IntakeReply,
-  IntakeResponse,
-  RejectionInput,
-} from './intake.model';
+import type { IntakeInput, IntakeReply, RejectionInput } from './intake.model';
 import { IngestOrderMessageUseCase } from './use-cases/ingest-order-message.use-case';
 import { IntakePlanner } from './use-cases/intake-planner';
 import { OrderChanges } from './use-cases/order-changes';
@@ -57,13 +52,15 @@ export class OrderIntakeService {
     );
   }
 
+  /**
+   * `responder` is the front door the message came through (the IntakeResponder port): it
+   * words the answer from the outcome and may store what it serves, inside the transaction.
+   */
   ingest(
     unsafeInput: IntakeInput,
-    respond: (outcome: IntakeOutcome) => IntakeResponse,
+    responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply> {
-    // The front doors hand over a callback (and `afterStore` on the input); the use case
-    // calls them through the IntakeResponder port.
-    return this.ingestion.ingest(unsafeInput, { respond, afterStore: unsafeInput.afterStore });
+    return this.ingestion.ingest(unsafeInput, responder);
   }
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */

@@ -58,14 +58,7 @@ export class Hl7Segment {
       delimiters: d,
       encoding: this.message.encoding,
       quirks: this.message.quirkCollector,
-      location: formatLocation({
-        segment: this.id,
-        segmentOrdinal: this.ordinal,
-        field,
-        repetition,
-        component,
-        subcomponent,
-      }),
+      location: this.locationOf(field, repetition, component, subcomponent),
     });
   }
 

@@ -192,15 +192,7 @@ export class Hl7OrderHandler {
       // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
       messagesTotal.inc({ type: typeLabel(type), ack: 'AR-store' });
       this.logger.error({ type, err: (error as Error).message }, 'hl7 message could not be stored');
-      return buildAck({
-        inbound: message,
-        outcome: 'reject',
-        errors: [
-          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
-        ],
-        controlId: this.controlIds(),
-        now: this.clock(),
-      }).bytes;
+      return this.couldNotStore(message);
     }
   }
 
@@ -271,6 +263,22 @@ export class Hl7OrderHandler {
     return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: true };
   }
 
+  /**
+   * AR with ERR 207 (table 0357 "Application internal error") when the message could not be
+   * stored: the sender keeps it and resends. Never an AA for what was not stored.
+   */
+  private couldNotStore(message: Hl7Message): Buffer {
+    return buildAck({
+      inbound: message,
+      outcome: 'reject',
+      errors: [
+        { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
+      ],
+      controlId: this.controlIds(),
+      now: this.clock(),
+    }).bytes;
+  }
+
   private async refuse(
     message: Hl7Message,
     base: {
@@ -308,15 +316,7 @@ export class Hl7OrderHandler {
         .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
     };
     if (!(await recordRefusal(this.intake, input, this.logger, 'rejected hl7 message'))) {
-      return buildAck({
-        inbound: message,
-        outcome: 'reject',
-        errors: [
-          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
-        ],
-        controlId: this.controlIds(),
-        now: this.clock(),
-      }).bytes;
+      return this.couldNotStore(message);
     }
     this.logger.info(
       { type: base.messageType, ack: ack.code, errors: errors.map((e) => e.code) },

@@ -266,6 +266,16 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
     const v = env[name];
     return v === undefined || v === '' ? undefined : v;
   };
+  /** A flag: "true" or "false"; anything else is an error line and leaves the default. */
+  const flag = (name: string): boolean | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    if (raw !== 'true' && raw !== 'false') {
+      errors.push(`${name}: "${raw}" must be "true" or "false"`);
+      return undefined;
+    }
+    return raw === 'true';
+  };
 
   const port = get('SANDBOX_PORT');
   if (port !== undefined) options.port = positiveInt('SANDBOX_PORT', port, errors, 0, 65535);
@@ -307,12 +317,8 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
       errors.push(`SANDBOX_DEPRECATION_DATE: "${deprecation}" must be a date yyyy-mm-dd`);
     } else options.deprecationDate = deprecation;
   }
-  const retired = get('SANDBOX_RETIRED');
-  if (retired !== undefined) {
-    if (retired !== 'true' && retired !== 'false')
-      errors.push(`SANDBOX_RETIRED: "${retired}" must be "true" or "false"`);
-    else options.retired = retired === 'true';
-  }
+  const retired = flag('SANDBOX_RETIRED');
+  if (retired !== undefined) options.retired = retired;
   const guide = get('SANDBOX_MIGRATION_GUIDE_URL');
   if (guide !== undefined) {
     try {
@@ -372,17 +378,9 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
       options.pageStyle = pageStyle as PageStyle;
     else errors.push(`SANDBOX_PAGE_STYLE: "${pageStyle}" must be one of ${PAGE_STYLES.join(', ')}`);
   }
-  const perUser = get('SANDBOX_REPORTS_PER_USER');
-  if (perUser !== undefined) {
-    if (perUser !== 'true' && perUser !== 'false')
-      errors.push(`SANDBOX_REPORTS_PER_USER: "${perUser}" must be "true" or "false"`);
-    else options.reportsPerUser = perUser === 'true';
-  }
-  const log = get('SANDBOX_LOG_REQUESTS');
-  if (log !== undefined) {
-    if (log !== 'true' && log !== 'false')
-      errors.push(`SANDBOX_LOG_REQUESTS: "${log}" must be "true" or "false"`);
-    else options.logRequests = log === 'true';
-  }
+  const perUser = flag('SANDBOX_REPORTS_PER_USER');
+  if (perUser !== undefined) options.reportsPerUser = perUser;
+  const log = flag('SANDBOX_LOG_REQUESTS');
+  if (log !== undefined) options.logRequests = log;
   return errors.length > 0 ? { ok: false, errors } : { ok: true, options };
 }

@@ -1,7 +1,16 @@
-import { readFileSync } from 'node:fs';
-import { extname } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { isSecretName, truncate } from './config-masking';
+import {
+  apiTokens,
+  bool,
+  commaList,
+  optionalPort,
+  optionalUrl,
+  port,
+  positiveInt,
+} from './config-fields';
+import { crossFieldProblems } from './config-rules';
+import { readSiteConfig, type SiteConfig } from './site-config';
 
 /**
  * One validated configuration for the whole service. Every variable is read here and
@@ -9,85 +18,11 @@ import { z } from 'zod';
  * the config masks every secret.
  */
 
-const ROLES = ['sender', 'analyst', 'admin'] as const;
-export type Role = (typeof ROLES)[number];
-
-const port = (fallback: number) =>
-  z.coerce
-    .number({ message: 'must be a port number' })
-    .int('must be a whole number')
-    .min(0, 'must be 0..65535')
-    .max(65535, 'must be 0..65535')
-    .default(fallback);
-
-const optionalPort = z.coerce
-  .number({ message: 'must be a port number' })
-  .int('must be a whole number')
-  .min(1, 'must be 1..65535')
-  .max(65535, 'must be 1..65535')
-  .optional();
-
-const url = (protocols: string[]) =>
-  z
-    .string()
-    .trim()
-    .refine(
-      (value) => {
-        try {
-          return protocols.includes(new URL(value).protocol);
-        } catch {
-          return false;
-        }
-      },
-      `must be a URL (${protocols.join(' or ')})`,
-    );
-
-const optionalUrl = (protocols: string[]) => url(protocols).optional();
-
-const positiveInt = (fallback: number) =>
-  z.coerce
-    .number({ message: 'must be a number' })
-    .int('must be a whole number')
-    .positive('must be > 0')
-    .default(fallback);
-
-const bool = (fallback: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
-    .transform((v) => v === 'true' || v === '1' || v === 'yes')
-    .default(fallback);
-
-const apiTokens = z
-  .string()
-  .trim()
-  .transform((value, ctx) => {
-    const tokens: Array<{ role: Role; token: string }> = [];
-    for (const pair of value
-      .split(',')
-      .map((p) => p.trim())
-      .filter(Boolean)) {
-      const sep = pair.indexOf(':');
-      const role = pair.slice(0, sep) as Role;
-      const token = pair.slice(sep + 1);
-      if (sep < 1 || !ROLES.includes(role)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `each entry must be role:token with role one of ${ROLES.join(', ')}`,
-        });
-        return z.NEVER;
-      }
-      if (token.length < 16) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `the ${role} token must be at least 16 characters`,
-        });
-        return z.NEVER;
-      }
-      tokens.push({ role, token });
-    }
-    return tokens;
-  })
-  .optional();
+// The field types, the cross-variable rules, the site file and the masking live in their own
+// files; re-exported here so that callers keep importing them from the config.
+export type { Role } from './config-fields';
+export type { SiteConfig } from './site-config';
+export { describeConfig, maskUrl } from './config-masking';
 
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -117,14 +52,7 @@ const envSchema = z.object({
   HL7_MAX_REPETITIONS: positiveInt(1_000),
   HL7_MAX_COMPONENTS: positiveInt(100),
   /** MSH-11.1 values accepted (table 0103); default P, or P,T with the in-process sandbox. */
-  HL7_PROCESSING_IDS: z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((t) => t.trim().toUpperCase())
-        .filter(Boolean),
-    )
+  HL7_PROCESSING_IDS: commaList((t) => t.toUpperCase())
     .pipe(z.array(z.enum(['P', 'T', 'D'])).min(1, 'name at least one of P, T, D'))
     .optional(),
   MLLP_TLS_CERT_FILE: z.string().optional(),
@@ -139,14 +67,7 @@ const envSchema = z.object({
   IMAGING_UPLOAD_PART_CONCURRENCY: positiveInt(4),
   IMAGING_MAX_CONCURRENT_UPLOADS: positiveInt(100),
   IMAGING_BASIC_AUTH_ENCODING: z.enum(['rfc6749', 'raw']).default('rfc6749'),
-  IMAGING_UPLOAD_HOSTS: z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((h) => h.trim().toLowerCase())
-        .filter(Boolean),
-    )
+  IMAGING_UPLOAD_HOSTS: commaList((h) => h.toLowerCase())
     .pipe(
       z.array(
         z
@@ -219,14 +140,7 @@ const envSchema = z.object({
   DICOMWEB_TOKEN: z.string().min(1).optional(),
   STUDY_QUIET_PERIOD_SECONDS: positiveInt(60),
   /** Identifiers a study must share with its order (docs/security.md); `none` is not offered. */
-  STUDY_IDENTITY_MATCH: z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((t) => t.trim().toLowerCase())
-        .filter(Boolean),
-    )
+  STUDY_IDENTITY_MATCH: commaList((t) => t.toLowerCase())
     .pipe(
       z
         .array(z.enum(['accession-number', 'patient-id']))
@@ -243,15 +157,7 @@ const envSchema = z.object({
     .trim()
     .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
     .default('IMAGING-ADAPTER'),
-  DICOM_SCP_CALLING_AE_TITLES: z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((t) => t.trim())
-        .filter(Boolean),
-    )
-    .optional(),
+  DICOM_SCP_CALLING_AE_TITLES: commaList().optional(),
   POLL_INTERVAL_SECONDS: positiveInt(300),
   API_TOKENS: apiTokens,
   API_TOKENS_FILE: z.string().optional(),
@@ -265,15 +171,6 @@ const envSchema = z.object({
 });
 
 export type EnvConfig = z.infer<typeof envSchema>;
-
-/** Per-site mapping overrides from CONFIG_FILE (YAML or JSON); sections are owned by the mapping modules. */
-const siteConfigSchema = z
-  .object({
-    site: z.object({ name: z.string().optional() }).passthrough().optional(),
-    mappings: z.record(z.string(), z.unknown()).optional(),
-  })
-  .passthrough();
-export type SiteConfig = z.infer<typeof siteConfigSchema>;
 
 export interface AppConfig extends EnvConfig {
   site: SiteConfig;
@@ -314,40 +211,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       problems.push(`CONFIG_FILE: ${(error as Error).message}`);
     }
   }
-  if (parsed.success) {
-    const c = parsed.data;
-    if ((c.RIS_MLLP_HOST === undefined) !== (c.RIS_MLLP_PORT === undefined)) {
-      problems.push('RIS_MLLP_HOST / RIS_MLLP_PORT: set both or neither');
-    }
-    if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
-      problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');
-    }
-    if (c.IMAGING_BASE_URL) {
-      for (const name of [
-        'IMAGING_CLIENT_ID',
-        'IMAGING_CLIENT_SECRET',
-        'IMAGING_ORGANIZATION_ID',
-      ] as const) {
-        if (!c[name]) problems.push(`${name}: required when IMAGING_BASE_URL is set`);
-      }
-    }
-    if ((c.FHIR_SMART_CLIENT_ID === undefined) !== (c.FHIR_SMART_PRIVATE_KEY_FILE === undefined)) {
-      problems.push('FHIR_SMART_CLIENT_ID / FHIR_SMART_PRIVATE_KEY_FILE: set both or neither');
-    }
-    if ((c.FHIR_SMART_CLIENT_ID || c.FHIR_SUBSCRIPTION_CREATE) && !c.FHIR_SERVER_URL) {
-      problems.push(
-        'FHIR_SERVER_URL: required with FHIR_SMART_CLIENT_ID or FHIR_SUBSCRIPTION_CREATE',
-      );
-    }
-    if (
-      c.FHIR_SUBSCRIPTION_CREATE &&
-      (!c.FHIR_SUBSCRIPTION_TOPIC || !c.FHIR_SUBSCRIPTION_ENDPOINT)
-    ) {
-      problems.push(
-        'FHIR_SUBSCRIPTION_TOPIC / FHIR_SUBSCRIPTION_ENDPOINT: required when FHIR_SUBSCRIPTION_CREATE is true',
-      );
-    }
-  }
+  if (parsed.success) problems.push(...crossFieldProblems(parsed.data));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return {
     ...parsed.data,
@@ -355,72 +219,4 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     useEmbeddedSandbox: parsed.data.IMAGING_BASE_URL === undefined,
     useEmbeddedDatabase: parsed.data.DATABASE_URL === undefined,
   };
-}
-
-function readSiteConfig(file: string): SiteConfig {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new Error(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`, {
-      cause: error,
-    });
-  }
-  let data: unknown;
-  try {
-    data = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
-  } catch (error) {
-    throw new Error(
-      `${file} is not valid ${extname(file) === '.json' ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`,
-      { cause: error },
-    );
-  }
-  const result = siteConfigSchema.safeParse(data ?? {});
-  if (!result.success) {
-    throw new Error(
-      result.error.issues
-        .map((i) => `${file}: ${i.path.join('.') || '(root)'} ${i.message}`)
-        .join('; '),
-    );
-  }
-  return result.data;
-}
-
-const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY/i;
-
-function isSecretName(name: string): boolean {
-  return SECRET_NAME.test(name) && !name.endsWith('_FILE');
-}
-
-function truncate(value: string): string {
-  return value.length > 40 ? `${value.slice(0, 37)}...` : value;
-}
-
-/** Masks passwords in URLs and every secret-named value, for printing. */
-export function describeConfig(config: AppConfig): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(config)) {
-    if (key === 'site') continue;
-    if (value === undefined) continue;
-    if (key === 'API_TOKENS' && Array.isArray(value)) {
-      out[key] = value.map((t: { role: string }) => `${t.role}:****`).join(',');
-    } else if (isSecretName(key)) {
-      out[key] = '****';
-    } else if (typeof value === 'string' && /^[a-z]+:\/\//i.test(value)) {
-      out[key] = maskUrl(value);
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
-}
-
-export function maskUrl(value: string): string {
-  try {
-    const u = new URL(value);
-    if (u.password) u.password = '****';
-    return u.toString();
-  } catch {
-    return value;
-  }
 }

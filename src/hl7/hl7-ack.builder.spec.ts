@@ -18,6 +18,17 @@ const ORC_ERROR: Hl7ErrorDetail = {
   message: 'Order control RP not supported',
 };
 
+/** The lines of an AE answer to the sample message in `version`, carrying `errors`. */
+function errorAckLines(version: string, errors: Hl7ErrorDetail[], controlId: string): string[] {
+  return buildAck({
+    inbound: parseHl7(inbound(version)),
+    outcome: 'error',
+    errors,
+    controlId,
+    now: NOW,
+  }).text.split('\r');
+}
+
 describe('buildAck', () => {
   it('swaps sender and receiver, echoes version and processing ID, and uses its own control ID', () => {
     const ack = buildAck({
@@ -39,14 +50,11 @@ describe('buildAck', () => {
 
   it('writes v2.5+ errors in ERR-2 (location), ERR-3 (table 0357), ERR-4, ERR-8', () => {
     for (const version of ['2.5', '2.5.1', '2.6', '2.7', '2.8']) {
-      const ack = buildAck({
-        inbound: parseHl7(inbound(version)),
-        outcome: 'error',
-        errors: [ORC_ERROR, { location: 'PID-3[2].4.1', code: 101, severity: 'W', message: 'x|y' }],
-        controlId: 'OUT-2',
-        now: NOW,
-      });
-      const lines = ack.text.split('\r');
+      const lines = errorAckLines(
+        version,
+        [ORC_ERROR, { location: 'PID-3[2].4.1', code: 101, severity: 'W', message: 'x|y' }],
+        'OUT-2',
+      );
       expect(lines[1]).toBe('MSA|AE|IN-42');
       expect(lines[2]).toBe(
         'ERR||ORC^2^1^1|103^Table value not found^HL70357|E||||Order control RP not supported',
@@ -58,14 +66,11 @@ describe('buildAck', () => {
 
   it('writes v2.3/v2.4 errors in ERR-1 (segment^sequence^field^code&text&system) and MSA-3', () => {
     for (const version of ['2.3', '2.3.1', '2.4']) {
-      const ack = buildAck({
-        inbound: parseHl7(inbound(version)),
-        outcome: 'error',
-        errors: [ORC_ERROR, { location: 'OBR-24', code: 103, severity: 'W', message: 'warning' }],
-        controlId: 'OUT-3',
-        now: NOW,
-      });
-      const lines = ack.text.split('\r');
+      const lines = errorAckLines(
+        version,
+        [ORC_ERROR, { location: 'OBR-24', code: 103, severity: 'W', message: 'warning' }],
+        'OUT-3',
+      );
       expect(lines[0]).toContain(version === '2.3' ? '|ACK^O01|' : '|ACK^O01^ACK|');
       expect(lines[1]).toBe('MSA|AE|IN-42|Order control RP not supported');
       expect(lines[2]).toBe('ERR|ORC^2^1^103&Table value not found&HL70357');

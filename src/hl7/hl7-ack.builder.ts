@@ -2,6 +2,7 @@ import { encodeText } from './hl7-charset';
 import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
+import { salvageControlId } from './hl7-separators';
 
 /**
  * HL7 table 0357, message error condition codes (v2.5.1 ERR-3, chapter 2; the same codes
@@ -255,4 +256,56 @@ export function buildAck(options: AckOptions): BuiltAck {
   ];
   const text = encodeMessage(segments, inbound.delimiters);
   return { code, text, bytes: encodeText(text, charset) };
+}
+
+export interface UnparseableAckOptions {
+  /** The bytes received, as they came. */
+  raw: Buffer;
+  /** Why no message could be read, for ERR-8. */
+  reason: string;
+  /** MSH-3 and MSH-4 of the answer (there is no inbound header to mirror). */
+  ourApplication: string;
+  ourFacility: string;
+  now: Date;
+  controlId: string;
+}
+
+/**
+ * The AR for bytes with no usable MSH: our own header (v2.5.1, ACK), MSA-2 echoing MSH-10
+ * when it can be found by the field separator alone (section 2.9.2, so the sender can match
+ * it), and ERR 100 (table 0357 "Segment sequence error") at MSH-1.
+ */
+export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
+  const text = encodeMessage([
+    {
+      id: 'MSH',
+      fields: [
+        options.ourApplication,
+        options.ourFacility,
+        undefined,
+        undefined,
+        formatHl7Timestamp(options.now),
+        undefined,
+        ['ACK'],
+        options.controlId,
+        'P',
+        '2.5.1',
+      ],
+    },
+    { id: 'MSA', fields: ['AR', salvageControlId(options.raw) ?? ''] },
+    {
+      id: 'ERR',
+      fields: [
+        undefined,
+        ['MSH', '1', '1'],
+        ['100', 'Segment sequence error', 'HL70357'],
+        'E',
+        undefined,
+        undefined,
+        undefined,
+        `Not an HL7 v2 message: ${options.reason}`,
+      ],
+    },
+  ]);
+  return Buffer.from(text, 'latin1');
 }

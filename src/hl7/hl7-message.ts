@@ -6,218 +6,31 @@ import {
   readDeclaredCharset,
 } from './hl7-charset';
 import { Hl7Error } from './hl7.error';
-import { DEFAULT_DELIMITERS, Hl7Delimiters, unescapeValue } from './hl7-escape';
-import { formatLocation, Hl7Location, parseLocation } from './hl7-location';
+import { Hl7Delimiters } from './hl7-escape';
+import { Hl7Location, parseLocation } from './hl7-location';
 import { Hl7Quirk, QuirkCollector } from './hl7-quirk';
+import {
+  checkFieldShape,
+  DEFAULT_HL7_PARSE_LIMITS,
+  Hl7LimitViolation,
+  Hl7ParseLimits,
+} from './hl7-parse-limits';
+import { Hl7OrderGroup, Hl7Segment } from './hl7-segment';
+import { readDelimiters, splitSegments } from './hl7-separators';
 
-/** The HL7 explicit null (v2.5.1 chapter 2, null values): the receiver shall delete the value. */
-export const HL7_EXPLICIT_NULL = '""';
+// The segment model, the parse bounds and the separator reading live in their own files;
+// re-exported here so that callers keep importing them from the message.
+export { HL7_EXPLICIT_NULL, Hl7OrderGroup, Hl7Segment } from './hl7-segment';
+export { DEFAULT_HL7_PARSE_LIMITS } from './hl7-parse-limits';
+export type { Hl7LimitViolation, Hl7ParseLimits } from './hl7-parse-limits';
+export { salvageControlId } from './hl7-separators';
 
 const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
-/** A character that may serve as a delimiter: printable ASCII, not a letter, digit or space. */
-const DELIMITER_CHAR = /^[!-/:-@[-`{-~]$/;
-
-/**
- * One segment. `fields[n]` is the raw (still escaped) text of field n, so `fields[0]` is the
- * segment ID; for MSH, `fields[1]` is the field separator (MSH-1) and `fields[2]` the encoding
- * characters (MSH-2), as the standard numbers them (v2.5.1 section 2.15.9, MSH).
- */
-export class Hl7Segment {
-  /**
-   * Each field is split into repetitions, and each repetition into components, once, on first
-   * use: every access after that is O(1), so walking a field of N repetitions is O(N), not
-   * O(N²) (issue #15: 20,000 empty PID-3 repetitions took 24 s).
-   */
-  private readonly repetitionCache = new Map<number, readonly string[]>();
-  private readonly componentCache = new Map<string, readonly string[]>();
-
-  constructor(
-    readonly id: string,
-    readonly fields: readonly string[],
-    /** 1-based occurrence of this segment ID in the message. */
-    readonly ordinal: number,
-    /** 1-based position of the segment in the message. */
-    readonly position: number,
-    private readonly message: Hl7Message,
-  ) {}
-
-  get fieldCount(): number {
-    return this.fields.length - 1;
-  }
-
-  /** Raw field text (escaped, with its delimiters), '' when absent. */
-  rawField(field: number): string {
-    return this.fields[field] ?? '';
-  }
-
-  /** Number of repetitions present in a field (0 when empty). */
-  repetitionCount(field: number): number {
-    return this.repetitions(field).length;
-  }
-
-  /**
-   * The unescaped value at a position; undefined when empty or the explicit null `""`.
-   * Missing repetition/component/subcomponent default to 1 (a primitive value, never a
-   * composite's text).
-   */
-  value(field: number, repetition = 1, component = 1, subcomponent = 1): string | undefined {
-    const raw = this.rawLeaf(field, repetition, component, subcomponent);
-    if (raw === '' || raw === HL7_EXPLICIT_NULL) return undefined;
-    if (this.id === 'MSH' && field <= 2) return raw;
-    const d = this.message.delimiters;
-    if (!raw.includes(d.escape)) return raw;
-    return unescapeValue(raw, {
-      delimiters: d,
-      encoding: this.message.encoding,
-      quirks: this.message.quirkCollector,
-      location: formatLocation({
-        segment: this.id,
-        segmentOrdinal: this.ordinal,
-        field,
-        repetition,
-        component,
-        subcomponent,
-      }),
-    });
-  }
-
-  /** True when the position holds the explicit null `""` (delete the value). */
-  isExplicitNull(field: number, repetition = 1, component = 1, subcomponent = 1): boolean {
-    return this.rawLeaf(field, repetition, component, subcomponent) === HL7_EXPLICIT_NULL;
-  }
-
-  /** Unescaped components of one repetition (index 0 = component 1); [] when empty. */
-  components(field: number, repetition = 1): (string | undefined)[] {
-    const rep = this.rawRepetition(field, repetition);
-    if (rep === '') return [];
-    const count = this.componentsOf(field, repetition, rep).length;
-    const out: (string | undefined)[] = [];
-    for (let c = 1; c <= count; c += 1) out.push(this.value(field, repetition, c, 1));
-    return out;
-  }
-
-  /** Absolute location text of a position in this segment, for lineage and ERR-2. */
-  locationOf(
-    field: number,
-    repetition?: number,
-    component?: number,
-    subcomponent?: number,
-  ): string {
-    return formatLocation({
-      segment: this.id,
-      segmentOrdinal: this.ordinal,
-      field,
-      repetition,
-      component,
-      subcomponent,
-    });
-  }
-
-  /** The raw repetitions of a field ([] when empty), split once. */
-  private repetitions(field: number): readonly string[] {
-    let reps = this.repetitionCache.get(field);
-    if (reps === undefined) {
-      const raw = this.rawField(field);
-      if (raw === '') reps = [];
-      else if (this.id === 'MSH' && field <= 2) reps = [raw];
-      else reps = raw.split(this.message.delimiters.repetition);
-      this.repetitionCache.set(field, reps);
-    }
-    return reps;
-  }
-
-  private componentsOf(field: number, repetition: number, rep: string): readonly string[] {
-    const key = `${field}.${repetition}`;
-    let comps = this.componentCache.get(key);
-    if (comps === undefined) {
-      comps = rep.split(this.message.delimiters.component);
-      this.componentCache.set(key, comps);
-    }
-    return comps;
-  }
-
-  private rawRepetition(field: number, repetition: number): string {
-    return this.repetitions(field)[repetition - 1] ?? '';
-  }
-
-  private rawLeaf(
-    field: number,
-    repetition: number,
-    component: number,
-    subcomponent: number,
-  ): string {
-    const rep = this.rawRepetition(field, repetition);
-    if (rep === '') return '';
-    if (this.id === 'MSH' && field <= 2) return component === 1 && subcomponent === 1 ? rep : '';
-    const comp = this.componentsOf(field, repetition, rep)[component - 1] ?? '';
-    if (subcomponent === 1) {
-      const end = comp.indexOf(this.message.delimiters.subcomponent);
-      return end === -1 ? comp : comp.slice(0, end);
-    }
-    return comp.split(this.message.delimiters.subcomponent)[subcomponent - 1] ?? '';
-  }
-}
-
-/**
- * One order group (ORM_O01 ORDER / OMI_O23 ORDER, HL7 v2.5.1 chapter 4 message structures): an ORC
- * and the segments that follow it up to the next ORC (TQ1, OBR, NTE, DG1, OBX, IPC, ZDS...).
- * An OBR with no ORC of its own starts a group too (tolerated; some v2.3 senders do it).
- */
-export class Hl7OrderGroup {
-  constructor(
-    /** 1-based index of the group in the message. */
-    readonly index: number,
-    readonly segments: readonly Hl7Segment[],
-  ) {}
-
-  first(id: string): Hl7Segment | undefined {
-    return this.segments.find((s) => s.id === id);
-  }
-
-  all(id: string): Hl7Segment[] {
-    return this.segments.filter((s) => s.id === id);
-  }
-
-  get orc(): Hl7Segment | undefined {
-    return this.first('ORC');
-  }
-
-  get obr(): Hl7Segment | undefined {
-    return this.first('OBR');
-  }
-}
 
 export interface Hl7MessageType {
   code: string;
   trigger: string;
   structure?: string;
-}
-
-/**
- * Bounds on the shape of one message (issue #15): every loop over segments, fields,
- * repetitions and components is bounded by them, whatever the sender put in. A message over a
- * bound is refused (AR) with an ERR at the first place it was exceeded; it is never truncated.
- */
-export interface Hl7ParseLimits {
-  maxSegments: number;
-  maxFieldsPerSegment: number;
-  maxRepetitions: number;
-  maxComponents: number;
-}
-
-export const DEFAULT_HL7_PARSE_LIMITS: Hl7ParseLimits = {
-  maxSegments: 5_000,
-  maxFieldsPerSegment: 500,
-  maxRepetitions: 1_000,
-  maxComponents: 100,
-};
-
-/** Where and how a message exceeded an Hl7ParseLimits bound. */
-export interface Hl7LimitViolation {
-  kind: 'segments' | 'fields' | 'repetitions' | 'components';
-  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound) */
-  location: string;
-  message: string;
 }
 
 /** A parsed message: segments, delimiters, charset, and the quirks tolerated on the way. */
@@ -360,133 +173,6 @@ export class Hl7Message {
   }
 }
 
-function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters {
-  const field = mshLine[3];
-  if (field === undefined || !DELIMITER_CHAR.test(field)) {
-    throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', 'MSH-1 field separator missing or invalid');
-  }
-  const end = mshLine.indexOf(field, 4);
-  const enc = end === -1 ? mshLine.slice(4) : mshLine.slice(4, end);
-  // MSH-2 (v2.5.1 §2.15.9.2; v2.7 added a fifth, the truncation character): four or five
-  // distinct printable non-alphanumeric characters, none equal to the field separator.
-  if (
-    enc.length < 4 ||
-    enc.length > 5 ||
-    ![...enc].every((c) => DELIMITER_CHAR.test(c)) ||
-    new Set(enc + field).size !== enc.length + 1
-  ) {
-    throw new Hl7Error(
-      'HL7_BAD_ENCODING_CHARACTERS',
-      'MSH-2 encoding characters invalid: four or five distinct characters, no letter, digit, space or control character',
-    );
-  }
-  const delimiters: Hl7Delimiters = {
-    field,
-    component: enc[0],
-    repetition: enc[1],
-    escape: enc[2],
-    subcomponent: enc[3],
-  };
-  if (enc.length >= 5) {
-    // v2.7 added the truncation character as a fifth encoding character (MSH-2).
-    delimiters.truncation = enc[4];
-    quirks.add('truncation-character', `MSH-2 "${enc}"`);
-  }
-  const std = DEFAULT_DELIMITERS;
-  if (
-    field !== std.field ||
-    delimiters.component !== std.component ||
-    delimiters.repetition !== std.repetition ||
-    delimiters.escape !== std.escape ||
-    delimiters.subcomponent !== std.subcomponent
-  ) {
-    quirks.add('custom-encoding-characters', `MSH-1 "${field}" MSH-2 "${enc}"`);
-  }
-  return delimiters;
-}
-
-/**
- * Counts fields, repetitions and components of one segment against the limits, in one pass
- * over its characters (no splitting): linear in the segment's length.
- */
-function checkFieldShape(
-  fields: readonly string[],
-  id: string,
-  where: string,
-  delimiters: Hl7Delimiters,
-  limits: Hl7ParseLimits,
-  violation: (kind: Hl7LimitViolation['kind'], location: string, message: string) => void,
-): void {
-  if (fields.length - 1 > limits.maxFieldsPerSegment) {
-    violation(
-      'fields',
-      `${where}-${limits.maxFieldsPerSegment + 1}`,
-      `${where} has ${fields.length - 1} fields; at most ${limits.maxFieldsPerSegment} are accepted (HL7_MAX_FIELDS)`,
-    );
-  }
-  const first = id === 'MSH' ? 3 : 1;
-  const { repetition, component } = delimiters;
-  for (let f = first; f < fields.length; f += 1) {
-    const text = fields[f];
-    // A field shorter than the bound cannot exceed it.
-    if (text.length < Math.min(limits.maxRepetitions, limits.maxComponents)) continue;
-    let reps = 1;
-    let comps = 1;
-    let maxComps = 1;
-    for (let i = 0; i < text.length; i += 1) {
-      const ch = text[i];
-      if (ch === repetition) {
-        reps += 1;
-        comps = 1;
-      } else if (ch === component) {
-        comps += 1;
-        if (comps > maxComps) maxComps = comps;
-      }
-    }
-    if (reps > limits.maxRepetitions) {
-      violation(
-        'repetitions',
-        `${where}-${f}`,
-        `${where}-${f} has ${reps} repetitions; at most ${limits.maxRepetitions} are accepted (HL7_MAX_REPETITIONS)`,
-      );
-    }
-    if (maxComps > limits.maxComponents) {
-      violation(
-        'components',
-        `${where}-${f}`,
-        `${where}-${f} has ${maxComps} components in one repetition; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
-      );
-    }
-  }
-}
-
-/** Splits into segment lines, tolerating CR, LF, CRLF and mixes; records what it saw. */
-function splitSegments(text: string, quirks: QuirkCollector): string[] {
-  const crlf = (text.match(/\r\n/g) ?? []).length;
-  const cr = (text.match(/\r(?!\n)/g) ?? []).length;
-  const lf = (text.match(/(?<!\r)\n/g) ?? []).length;
-  const kinds = [crlf > 0, cr > 0, lf > 0].filter(Boolean).length;
-  if (kinds > 1) quirks.add('mixed-separators', `CRLF ${crlf}, CR ${cr}, LF ${lf}`);
-  else if (crlf > 0) quirks.add('crlf-separators', `${crlf} segment separators are CRLF`);
-  else if (lf > 0) quirks.add('lf-separators', `${lf} segment separators are LF`);
-
-  const lines = text.split(/\r\n|\r|\n/);
-  const out: string[] = [];
-  let blanks = 0;
-  for (const line of lines) {
-    if (line.trim() === '') {
-      blanks += 1;
-      continue;
-    }
-    out.push(line);
-  }
-  // A trailing separator after the last segment is normal; only inner blank lines are a quirk.
-  const trailing = lines.length > 0 && lines[lines.length - 1].trim() === '' ? 1 : 0;
-  if (blanks - trailing > 0)
-    quirks.add('blank-lines', `${blanks - trailing} blank line(s) skipped`);
-  return out;
-}
-
 /**
  * Parses one HL7v2 message from its raw bytes (the MLLP payload or a file): detects the BOM
  * and MSH-18 charset, decodes accordingly, and splits segments tolerantly. Throws Hl7Error only
@@ -601,25 +287,4 @@ export function parseHl7(
     throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
   }
   return message;
-}
-
-/**
- * MSH-10 of a message whose header could not be parsed (e.g. unusable MSH-2), found by the
- * field separator alone, so that even an AR for such a message echoes the control ID in
- * MSA-2 (v2.5.1 §2.9.2) and the sender can match it. Only the first line is read, and only
- * printable ASCII up to ST's 199 characters is returned; undefined when not found.
- */
-export function salvageControlId(raw: Buffer | string): string | undefined {
-  const head = (
-    typeof raw === 'string' ? raw.slice(0, 4096) : raw.subarray(0, 4096).toString('latin1')
-  )
-    .replace(/^\uFEFF|^\u00EF\u00BB\u00BF/, '')
-    .trimStart();
-  if (!head.startsWith('MSH')) return undefined;
-  const separator = head[3];
-  if (separator === undefined || !DELIMITER_CHAR.test(separator)) return undefined;
-  const line = head.split(/[\r\n]/, 1)[0];
-  const value = line.split(separator)[9];
-  if (!value || !/^[\x20-\x7e]+$/.test(value)) return undefined;
-  return value.slice(0, 199);
 }

@@ -4,93 +4,25 @@ import tls from 'node:tls';
 
 import { buildAck } from './hl7-ack.builder';
 import { parseHl7 } from './hl7-message';
-import { DEFAULT_MAX_MLLP_MESSAGE_BYTES, encodeMllpFrame, MllpDecoder } from './mllp-framing';
+import { MllpByteBudget } from './mllp-byte-budget';
+import {
+  endIfIdle,
+  isIdle,
+  MllpConnection,
+  openConnection,
+  watchPartialFrame,
+} from './mllp-connection';
+import { DEFAULT_MAX_MLLP_MESSAGE_BYTES, encodeMllpFrame } from './mllp-framing';
+import { MllpServerEvent, MllpServerOptions } from './mllp-server.options';
 
-export interface MllpMessageMeta {
-  remoteAddress: string;
-  connectionId: string;
-}
-
-/**
- * Processes one inbound payload and returns the reply payload (unframed). An empty Buffer means
- * "send nothing" (e.g. enhanced mode with MSH-15 = NE).
- */
-export type MllpHandler = (message: Buffer, meta: MllpMessageMeta) => Promise<Buffer>;
-
-/** Operational events, for logs and metrics. They never carry message content (no PHI). */
-export type MllpServerEvent =
-  | { type: 'connection-open'; connectionId: string; remoteAddress: string }
-  | { type: 'connection-closed'; connectionId: string; remoteAddress: string }
-  | { type: 'handler-error'; connectionId: string; error: unknown }
-  | { type: 'oversize-frame'; connectionId: string; detail: string }
-  | { type: 'discarded-bytes'; connectionId: string; bytes: number }
-  | { type: 'socket-error'; connectionId: string; error: Error }
-  | { type: 'frame-timeout'; connectionId: string; ms: number }
-  | { type: 'idle-timeout'; connectionId: string; ms: number }
-  | { type: 'connection-evicted'; connectionId: string; idleMs: number }
-  | { type: 'connection-refused'; remoteAddress: string; reason: string };
-
-export interface MllpServerOptions {
-  handler: MllpHandler;
-  /** Bind address; loopback unless configured (the app passes its config value). */
-  host?: string;
-  /** 0 picks a free port (tests). */
-  port: number;
-  maxMessageBytes?: number;
-  /** When set, the listener speaks MLLP over TLS with these options (key, cert, ca...). */
-  tls?: tls.TlsOptions;
-  /** Close a connection idle for this long; 0 (default) keeps connections open indefinitely. */
-  idleTimeoutMs?: number;
-  /**
-   * A frame that has started (VT) must end (FS CR) within this time, or the connection is
-   * closed: a slow-loris sender cannot hold a connection and its buffer forever. Default 30 s;
-   * 0 disables it. Idle connections between messages are not affected.
-   */
-  frameTimeoutMs?: number;
-  /**
-   * Connections open at once (default 1000). At the limit a new connection is still served:
-   * the connection idle longest (no frame under way, nothing queued or being handled) is
-   * closed to make room; only when none is idle is the new one refused.
-   */
-  maxConnections?: number;
-  /**
-   * Bytes of inbound messages held at once over all connections (received and not yet
-   * answered, partial frames included). Above it, reading pauses instead of buffering, except
-   * on the connection whose frame started first, so that one message always completes.
-   * Default 4 MiB; 0 disables it.
-   */
-  maxInflightBytes?: number;
-  /**
-   * Messages received but not yet answered on one connection before reading from it pauses
-   * (default 8): a sender pipelining without reading its ACKs cannot fill our memory.
-   */
-  maxQueuedMessages?: number;
-  onEvent?: (event: MllpServerEvent) => void;
-  /** Control ID generator for the fallback AR sent when the handler throws. */
-  controlIdGenerator?: () => string;
-  clock?: () => Date;
-}
-
-interface Connection {
-  id: string;
-  socket: net.Socket;
-  remoteAddress: string;
-  decoder: MllpDecoder;
-  queue: Buffer[];
-  busy: boolean;
-  closing: boolean;
-  frameTimer?: NodeJS.Timeout;
-  paused: boolean;
-  /** Paused because the global in-flight byte budget is spent (see maxInflightBytes). */
-  budgetPaused: boolean;
-  /** Bytes of this connection counted in the in-flight total. */
-  held: number;
-  /** The message being handled (its bytes stay held until the reply is written). */
-  handling: number;
-  /** When the current partial frame started (for the budget's progress guarantee). */
-  frameStartedAt?: number;
-  lastActivity: number;
-}
+// The options and events, the connection state and the byte budget live in their own files;
+// the types are re-exported here so that callers keep importing them from the server.
+export type {
+  MllpHandler,
+  MllpMessageMeta,
+  MllpServerEvent,
+  MllpServerOptions,
+} from './mllp-server.options';
 
 /**
  * MLLP listener (HL7 v2.5.1 Implementation Guide Appendix C.4) over node:net or node:tls.
@@ -101,20 +33,22 @@ interface Connection {
  */
 export class MllpServer {
   private readonly server: net.Server;
-  private readonly connections = new Map<string, Connection>();
+  private readonly connections = new Map<string, MllpConnection>();
   private readonly rawSockets = new Set<net.Socket>();
   private readonly maxMessageBytes: number;
   private readonly maxConnections: number;
-  private readonly maxInflightBytes: number;
-  /** Bytes held over all connections (partial frames, queued and in-handling messages). */
-  private inflight = 0;
+  private readonly budget: MllpByteBudget;
   private closing = false;
   private drained?: () => void;
 
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
     this.maxConnections = options.maxConnections ?? 1000;
-    this.maxInflightBytes = options.maxInflightBytes ?? 4 * 1024 * 1024;
+    this.budget = new MllpByteBudget(
+      options.maxInflightBytes ?? 4 * 1024 * 1024,
+      this.connections,
+      () => this.closing,
+    );
     const onSocket = (socket: net.Socket): void => this.accept(socket);
     // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
     // every answer, and we close after the last one.
@@ -159,7 +93,7 @@ export class MllpServer {
 
   /** Bytes of inbound messages held now over all connections (for tests and metrics). */
   get inflightBytes(): number {
-    return this.inflight;
+    return this.budget.bytes;
   }
 
   /** Messages received and not yet handed to the handler, over all connections. */
@@ -182,7 +116,7 @@ export class MllpServer {
     for (const conn of this.connections.values()) {
       conn.closing = true;
       conn.socket.pause();
-      this.endIfIdle(conn);
+      endIfIdle(conn);
     }
     this.checkDrained();
     let timer: NodeJS.Timeout | undefined;
@@ -213,20 +147,7 @@ export class MllpServer {
       socket.destroy();
       return;
     }
-    const conn: Connection = {
-      id: randomUUID(),
-      socket,
-      remoteAddress: socket.remoteAddress ?? 'unknown',
-      decoder: new MllpDecoder({ maxMessageBytes: this.maxMessageBytes }),
-      queue: [],
-      busy: false,
-      closing: false,
-      paused: false,
-      budgetPaused: false,
-      held: 0,
-      handling: 0,
-      lastActivity: Date.now(),
-    };
+    const conn = openConnection(socket, this.maxMessageBytes);
     this.connections.set(conn.id, conn);
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 60_000);
@@ -234,7 +155,7 @@ export class MllpServer {
       // Idle between frames only: a frame under way has its own timer (frameTimeoutMs), and
       // a message being handled keeps its connection however long that takes.
       socket.setTimeout(this.options.idleTimeoutMs, () => {
-        if (this.isIdle(conn)) {
+        if (isIdle(conn)) {
           this.emit({
             type: 'idle-timeout',
             connectionId: conn.id,
@@ -255,14 +176,14 @@ export class MllpServer {
     );
     socket.on('end', () => {
       conn.closing = true;
-      this.endIfIdle(conn);
+      endIfIdle(conn);
     });
     socket.on('close', () => {
       if (conn.frameTimer) clearTimeout(conn.frameTimer);
       this.connections.delete(conn.id);
       conn.queue.length = 0;
       conn.handling = 0;
-      this.account(conn, true);
+      this.budget.account(conn, true);
       this.emit({
         type: 'connection-closed',
         connectionId: conn.id,
@@ -272,7 +193,7 @@ export class MllpServer {
     });
   }
 
-  private onData(conn: Connection, chunk: Buffer): void {
+  private onData(conn: MllpConnection, chunk: Buffer): void {
     if (conn.closing && !this.closing) return;
     conn.lastActivity = Date.now();
     const wasInFrame = conn.decoder.hasPartialFrame;
@@ -283,7 +204,12 @@ export class MllpServer {
       this.emit({ type: 'discarded-bytes', connectionId: conn.id, bytes: result.discardedBytes });
     }
     conn.queue.push(...result.messages);
-    this.watchPartialFrame(conn);
+    const frameTimeoutMs = this.options.frameTimeoutMs ?? 30_000;
+    if (frameTimeoutMs) {
+      watchPartialFrame(conn, frameTimeoutMs, () =>
+        this.emit({ type: 'frame-timeout', connectionId: conn.id, ms: frameTimeoutMs }),
+      );
+    }
     if (conn.queue.length >= (this.options.maxQueuedMessages ?? 8) && !conn.paused) {
       conn.paused = true;
       conn.socket.pause();
@@ -297,62 +223,15 @@ export class MllpServer {
       conn.closing = true;
       conn.socket.pause();
     }
-    this.account(conn);
+    this.budget.account(conn);
     void this.pump(conn);
-  }
-
-  /**
-   * Recounts what a connection holds and applies the global byte budget: over it, reading
-   * pauses on every connection but the one whose frame started first (it must be able to
-   * finish, or nothing would ever be released); under it, paused connections resume.
-   */
-  private account(conn: Connection, closed = false): void {
-    const held = closed
-      ? 0
-      : conn.decoder.bufferedBytes + conn.handling + conn.queue.reduce((n, m) => n + m.length, 0);
-    this.inflight += held - conn.held;
-    conn.held = held;
-    if (!this.maxInflightBytes) return;
-    if (this.inflight > this.maxInflightBytes) {
-      // Progress is guaranteed either way: a message being handled releases its bytes when
-      // answered; with none in hand, the oldest partial frame keeps reading until it is whole.
-      const handling = [...this.connections.values()].some((c) => c.handling > 0);
-      const first = handling ? undefined : this.oldestFrame();
-      for (const c of this.connections.values()) {
-        if (c === first || c.budgetPaused || c.socket.destroyed) continue;
-        c.budgetPaused = true;
-        c.socket.pause();
-      }
-      if (first?.budgetPaused) this.resumeFromBudget(first);
-    } else {
-      for (const c of this.connections.values()) if (c.budgetPaused) this.resumeFromBudget(c);
-    }
-  }
-
-  private resumeFromBudget(conn: Connection): void {
-    conn.budgetPaused = false;
-    if (!conn.paused && !(conn.closing && !this.closing)) conn.socket.resume();
-  }
-
-  private oldestFrame(): Connection | undefined {
-    let best: Connection | undefined;
-    for (const c of this.connections.values()) {
-      if (c.frameStartedAt === undefined || c.socket.destroyed) continue;
-      if (!best || c.frameStartedAt < (best.frameStartedAt ?? Infinity)) best = c;
-    }
-    return best;
-  }
-
-  /** Nothing under way on the connection: no partial frame, nothing queued or handled. */
-  private isIdle(conn: Connection): boolean {
-    return !conn.busy && conn.queue.length === 0 && !conn.decoder.hasPartialFrame;
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */
   private evictIdlest(): boolean {
-    let idlest: Connection | undefined;
+    let idlest: MllpConnection | undefined;
     for (const c of this.connections.values()) {
-      if (!this.isIdle(c) || c.closing) continue;
+      if (!isIdle(c) || c.closing) continue;
       if (!idlest || c.lastActivity < idlest.lastActivity) idlest = c;
     }
     if (!idlest) return false;
@@ -368,24 +247,7 @@ export class MllpServer {
     return true;
   }
 
-  private watchPartialFrame(conn: Connection): void {
-    const limit = this.options.frameTimeoutMs ?? 30_000;
-    if (!limit) return;
-    if (conn.decoder.hasPartialFrame) {
-      if (!conn.frameTimer) {
-        conn.frameTimer = setTimeout(() => {
-          this.emit({ type: 'frame-timeout', connectionId: conn.id, ms: limit });
-          conn.socket.destroy();
-        }, limit);
-        conn.frameTimer.unref();
-      }
-    } else if (conn.frameTimer) {
-      clearTimeout(conn.frameTimer);
-      conn.frameTimer = undefined;
-    }
-  }
-
-  private async pump(conn: Connection): Promise<void> {
+  private async pump(conn: MllpConnection): Promise<void> {
     if (conn.busy) return;
     conn.busy = true;
     try {
@@ -404,15 +266,15 @@ export class MllpServer {
         }
         conn.lastActivity = Date.now();
         conn.handling = 0;
-        this.account(conn);
+        this.budget.account(conn);
       }
     } finally {
       conn.busy = false;
     }
-    this.endIfIdle(conn);
+    endIfIdle(conn);
   }
 
-  private async handle(conn: Connection, message: Buffer): Promise<Buffer> {
+  private async handle(conn: MllpConnection, message: Buffer): Promise<Buffer> {
     try {
       return await this.options.handler(message, {
         remoteAddress: conn.remoteAddress,
@@ -437,13 +299,6 @@ export class MllpServer {
       }).bytes;
     } catch {
       return Buffer.alloc(0);
-    }
-  }
-
-  private endIfIdle(conn: Connection): void {
-    if (conn.closing && !conn.busy && conn.queue.length === 0 && !conn.socket.destroyed) {
-      // Flush what was written, then release the socket even if the peer keeps its side open.
-      conn.socket.end(() => conn.socket.destroy());
     }
   }
 

@@ -1,14 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { Counter } from 'prom-client';
 import { sha256Hex } from '../common/hash';
 import { dedupeQuirks } from '../common/quirks';
 import { recordRefusal } from '../common/refusal';
 import {
   buildAck,
+  buildUnparseableAck,
   checkStructure,
-  encodeMessage,
-  formatHl7Timestamp,
   type Hl7ErrorDetail,
   type Hl7Message,
   type MllpMessageMeta,
@@ -26,30 +24,13 @@ import {
   DEFAULT_HL7_ORDER_MAPPING_CONFIG,
 } from '../mappings/hl7-order.config';
 import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
-import { metricsRegistry } from '../observability/metrics';
 import type {
   IntakeOutcome,
   IntakeResponse,
   OrderIntakeService,
   RejectionInput,
 } from '../orders/order-intake.service';
-
-const messagesTotal = new Counter({
-  name: 'adapter_hl7_messages_total',
-  help: 'Inbound HL7 messages by type and acknowledgment code',
-  labelNames: ['type', 'ack'],
-  registers: [metricsRegistry],
-});
-
-/** Metric label values come from a closed list: a fuzzed MSH-9 must not create new series. */
-const KNOWN_TYPES = new Set(['ORM^O01', 'OMI^O23', 'ADT^A08', 'ADT^A40']);
-const KNOWN_ACKS = new Set(['AA', 'AE', 'AR', 'CA', 'CE', 'CR']);
-function typeLabel(type: string): string {
-  return KNOWN_TYPES.has(type) ? type : 'other';
-}
-function ackLabel(code: string): string {
-  return KNOWN_ACKS.has(code) ? code : 'other';
-}
+import { ackLabel, messagesTotal, typeLabel } from './hl7-intake.metrics';
 
 export interface Hl7OrderHandlerOptions {
   mapping?: Hl7OrderMappingConfig;
@@ -192,15 +173,7 @@ export class Hl7OrderHandler {
       // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
       messagesTotal.inc({ type: typeLabel(type), ack: 'AR-store' });
       this.logger.error({ type, err: (error as Error).message }, 'hl7 message could not be stored');
-      return buildAck({
-        inbound: message,
-        outcome: 'reject',
-        errors: [
-          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
-        ],
-        controlId: this.controlIds(),
-        now: this.clock(),
-      }).bytes;
+      return this.couldNotStore(message);
     }
   }
 
@@ -271,6 +244,22 @@ export class Hl7OrderHandler {
     return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: true };
   }
 
+  /**
+   * AR with ERR 207 (table 0357 "Application internal error") when the message could not be
+   * stored: the sender keeps it and resends. Never an AA for what was not stored.
+   */
+  private couldNotStore(message: Hl7Message): Buffer {
+    return buildAck({
+      inbound: message,
+      outcome: 'reject',
+      errors: [
+        { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
+      ],
+      controlId: this.controlIds(),
+      now: this.clock(),
+    }).bytes;
+  }
+
   private async refuse(
     message: Hl7Message,
     base: {
@@ -308,15 +297,7 @@ export class Hl7OrderHandler {
         .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
     };
     if (!(await recordRefusal(this.intake, input, this.logger, 'rejected hl7 message'))) {
-      return buildAck({
-        inbound: message,
-        outcome: 'reject',
-        errors: [
-          { code: 207, severity: 'E', message: 'Message could not be stored; please resend later' },
-        ],
-        controlId: this.controlIds(),
-        now: this.clock(),
-      }).bytes;
+      return this.couldNotStore(message);
     }
     this.logger.info(
       { type: base.messageType, ack: ack.code, errors: errors.map((e) => e.code) },
@@ -334,38 +315,14 @@ export class Hl7OrderHandler {
     meta: MllpMessageMeta,
     reason: string,
   ): Promise<Buffer> {
-    const text = encodeMessage([
-      {
-        id: 'MSH',
-        fields: [
-          this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
-          this.options.ourFacility ?? '',
-          undefined,
-          undefined,
-          formatHl7Timestamp(this.clock()),
-          undefined,
-          ['ACK'],
-          this.controlIds(),
-          'P',
-          '2.5.1',
-        ],
-      },
-      { id: 'MSA', fields: ['AR', salvageControlId(raw) ?? ''] },
-      {
-        id: 'ERR',
-        fields: [
-          undefined,
-          ['MSH', '1', '1'],
-          ['100', 'Segment sequence error', 'HL70357'],
-          'E',
-          undefined,
-          undefined,
-          undefined,
-          `Not an HL7 v2 message: ${reason}`,
-        ],
-      },
-    ]);
-    const body = Buffer.from(text, 'latin1');
+    const body = buildUnparseableAck({
+      raw,
+      reason,
+      ourApplication: this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
+      ourFacility: this.options.ourFacility ?? '',
+      now: this.clock(),
+      controlId: this.controlIds(),
+    });
     messagesTotal.inc({ type: 'unparseable', ack: 'AR' });
     const input: RejectionInput = {
       transport: 'mllp',

@@ -107,6 +107,19 @@ function mediaType(req: IncomingMessage): string {
   return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
 }
 
+/** 415 unless the body is of the `expected` media type; the request is drained first. */
+function requireMediaType(req: IncomingMessage, expected: string): void {
+  const type = mediaType(req);
+  if (type !== expected) {
+    drain(req);
+    throw new SandboxError(
+      415,
+      'unsupported_media_type',
+      `Content-Type must be ${expected}, got "${type || '(none)'}"`,
+    );
+  }
+}
+
 function hasBody(req: IncomingMessage): boolean {
   const len = req.headers['content-length'];
   if (len !== undefined) return Number(len) > 0;
@@ -114,24 +127,17 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 async function readSmallBody(req: IncomingMessage): Promise<Buffer> {
+  const tooLarge = (): SandboxError =>
+    new SandboxError(413, 'payload_too_large', `request body over ${MAX_SMALL_BODY_BYTES} bytes`);
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > MAX_SMALL_BODY_BYTES) {
-    throw new SandboxError(
-      413,
-      'payload_too_large',
-      `request body over ${MAX_SMALL_BODY_BYTES} bytes`,
-    );
+    throw tooLarge();
   }
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of req) {
     total += (chunk as Buffer).length;
-    if (total > MAX_SMALL_BODY_BYTES)
-      throw new SandboxError(
-        413,
-        'payload_too_large',
-        `request body over ${MAX_SMALL_BODY_BYTES} bytes`,
-      );
+    if (total > MAX_SMALL_BODY_BYTES) throw tooLarge();
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
@@ -149,15 +155,7 @@ export async function readJsonObject(
     if (optional) return null;
     throw badRequest('empty_body', 'request body is required (a JSON object)');
   }
-  const type = mediaType(ctx.req);
-  if (type !== 'application/json') {
-    drain(ctx.req);
-    throw new SandboxError(
-      415,
-      'unsupported_media_type',
-      `Content-Type must be application/json, got "${type || '(none)'}"`,
-    );
-  }
+  requireMediaType(ctx.req, 'application/json');
   const raw = await readSmallBody(ctx.req);
   if (raw.length === 0) {
     if (optional) return null;
@@ -179,15 +177,7 @@ export async function readJsonObject(
 export async function readForm(ctx: RequestContext): Promise<URLSearchParams> {
   if (!hasBody(ctx.req))
     throw badRequest('invalid_request', 'form body with grant_type=client_credentials is required');
-  const type = mediaType(ctx.req);
-  if (type !== 'application/x-www-form-urlencoded') {
-    drain(ctx.req);
-    throw new SandboxError(
-      415,
-      'unsupported_media_type',
-      `Content-Type must be application/x-www-form-urlencoded, got "${type || '(none)'}"`,
-    );
-  }
+  requireMediaType(ctx.req, 'application/x-www-form-urlencoded');
   return new URLSearchParams((await readSmallBody(ctx.req)).toString('utf8'));
 }
 

@@ -5,24 +5,23 @@ import {
   UPSTREAM_STATUS_MEANINGS,
   type UpstreamStatus,
 } from '../imaging-spec/imaging-spec';
-import { outcomeOf, type SandboxOutcome } from './metadata-rules';
+import { outcomeOf } from './metadata-rules';
+import { planAfterBypass, planSteps, qcChecks } from './order-plan';
 import type { SandboxClock } from './sandbox-clock';
 import type { StepSeconds } from './sandbox-options';
 import {
   metadataOf,
   type CompletedUpload,
-  type PlannedStep,
   type SandboxOrder,
   type SandboxState,
 } from './sandbox-state';
 import { conflict, invalidStudy, SandboxError } from './sandbox.error';
 import type { StudyIntake } from './study-intake';
+import { mergeInstanceIntakes } from './study-summary';
+import { discardUpload, findOverwritable } from './upload-overwrite';
 
-/**
- * The status the `unknown_status` outcome shows: not one of the contract's values (a client
- * must survive a value it does not know). Typed as a status only so it can travel the plan.
- */
-export const UNNAMED_STATUS = 'VENDOR_REVIEW_HOLD' as UpstreamStatus;
+// The planned steps and the synthetic QC content live in order-plan.ts.
+export { UNNAMED_STATUS } from './order-plan';
 
 /** `statusDesc` in /recent-activity: the contract's meaning of each status. */
 export const STATUS_DESCRIPTIONS = UPSTREAM_STATUS_MEANINGS;
@@ -34,12 +33,6 @@ const ALWAYS_TERMINAL: UpstreamStatus[] = [
   'CANCELLED',
   'EXPIRED',
 ];
-
-const FAILURE_REASONS = {
-  preprocessing:
-    'preprocessing failed: no usable 3D T1-weighted series after skull stripping (synthetic sandbox outcome)',
-  analysis: 'analysis failed: brain segmentation did not converge (synthetic sandbox outcome)',
-} as const;
 
 /**
  * The simulated pipeline. Steps are planned when processing starts and applied by `tick()`
@@ -71,70 +64,6 @@ export class OrderLifecycle {
 
   isTerminal(order: SandboxOrder): boolean {
     return ALWAYS_TERMINAL.includes(order.status) || this.isQcFinal(order);
-  }
-
-  private plan(outcome: SandboxOutcome): PlannedStep[] {
-    const s = this.steps;
-    const head: PlannedStep[] = [
-      { status: 'QUEUED', afterMs: this.ms(s.received) },
-      { status: 'ELIGIBILITY_CHECK_RUNNING', afterMs: this.ms(s.queued) },
-    ];
-    if (outcome === 'qc_failed' || outcome === 'qc_bypass_refused' || outcome === 'invalid_study')
-      return [...head, { status: 'QC_FAILED', afterMs: this.ms(s.eligibility) }];
-    const pre: PlannedStep[] = [
-      ...head,
-      ...(outcome === 'unknown_status'
-        ? [
-            // A status value the contract does not name, listed while the order is active, for
-            // as long as a manual review takes; then the order goes on as delivered.
-            { status: UNNAMED_STATUS, afterMs: this.ms(s.eligibility) },
-            { status: 'QC_PASSED' as const, afterMs: this.ms(s.review) },
-          ]
-        : [{ status: 'QC_PASSED' as const, afterMs: this.ms(s.eligibility) }]),
-      { status: 'PREPROCESSING', afterMs: this.ms(s.qcPassed) },
-    ];
-    if (outcome === 'preprocessing_failed') {
-      return [
-        ...pre,
-        {
-          status: 'PREPROCESSING_FAILED',
-          afterMs: this.ms(s.preprocessing),
-          failureReason: FAILURE_REASONS.preprocessing,
-        },
-      ];
-    }
-    const analysis: PlannedStep[] = [
-      ...pre,
-      { status: 'ANALYSIS_RUNNING', afterMs: this.ms(s.preprocessing) },
-    ];
-    switch (outcome) {
-      case 'failed':
-        return [
-          ...analysis,
-          {
-            status: 'FAILED',
-            afterMs: this.ms(s.analysis),
-            failureReason: FAILURE_REASONS.analysis,
-          },
-        ];
-      case 'in_review':
-        return [
-          ...analysis,
-          { status: 'IN_REVIEW', afterMs: this.ms(s.analysis) },
-          { status: 'DELIVERED', afterMs: this.ms(s.review) },
-        ];
-      case 'expired':
-        return [
-          ...analysis,
-          { status: 'DELIVERED', afterMs: this.ms(s.analysis) },
-          { status: 'EXPIRED', afterMs: this.ms(s.expiry) },
-        ];
-      case 'delivered':
-      case 'unknown_status':
-        return [...analysis, { status: 'DELIVERED', afterMs: this.ms(s.analysis) }];
-      default:
-        return outcome satisfies never;
-    }
   }
 
   setStatus(
@@ -220,38 +149,15 @@ export class OrderLifecycle {
     order.bypass = null;
     order.failure = null;
     this.setStatus(order, 'RECEIVED', at);
-    order.plan = this.plan(outcomeOf(metadataOf(order)));
+    order.plan = planSteps(outcomeOf(metadataOf(order)), this.steps, (seconds) => this.ms(seconds));
     order.nextAt = at + order.plan[0].afterMs;
-  }
-
-  /**
-   * An upload finished (single PUT, multipart complete, or a closed group of single
-   * instances). Contract "Limits": identical studies uploaded within 5 minutes overwrite each
-   * other; see docs/upstream-assumptions.md for what happens to the earlier order.
-   */
-  /** The earlier upload of the same study within the overwrite window, if any. */
-  private overwritable(
-    order: SandboxOrder,
-    studyUid: string | null,
-    now: number,
-  ): CompletedUpload | undefined {
-    if (studyUid === null) return undefined;
-    const windowMs = LIMITS.sameStudyOverwriteWindowSeconds * 1000;
-    return [...this.state.completedUploads]
-      .reverse()
-      .find(
-        (u) =>
-          u.organizationId === order.organizationId &&
-          u.studyUid === studyUid &&
-          now - u.completedAt <= windowMs,
-      );
   }
 
   /** Throws the 409 that `completeUpload` would throw, without changing anything. */
   checkUploadAllowed(order: SandboxOrder, studyUid: string | null): void {
     if (this.isTerminal(order))
       throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
-    const previous = this.overwritable(order, studyUid, this.clock.now());
+    const previous = findOverwritable(this.state, order, studyUid, this.clock.now());
     if (order.upload && order.upload !== previous && order.status !== 'PENDING') {
       throw conflict(
         'order_already_uploaded',
@@ -260,6 +166,11 @@ export class OrderLifecycle {
     }
   }
 
+  /**
+   * An upload finished (single PUT, multipart complete, or a closed group of single
+   * instances). Contract "Limits": identical studies uploaded within 5 minutes overwrite each
+   * other; see docs/upstream-assumptions.md for what happens to the earlier order.
+   */
   async completeUpload(
     order: SandboxOrder,
     intake: StudyIntake,
@@ -278,9 +189,9 @@ export class OrderLifecycle {
         })),
       );
     }
-    const previous = this.overwritable(order, studyUid, now);
+    const previous = findOverwritable(this.state, order, studyUid, now);
     const ownPrevious = order.upload;
-    if (previous) await this.discardUpload(previous);
+    if (previous) await discardUpload(this.state, previous);
     if (previous && previous.orderId !== order.orderId) {
       const other = this.state.orders.get(previous.orderId);
       if (other && !this.isTerminal(other) && other.upload === previous) {
@@ -295,7 +206,7 @@ export class OrderLifecycle {
         );
       }
     }
-    if (ownPrevious && ownPrevious !== previous) await this.discardUpload(ownPrevious);
+    if (ownPrevious && ownPrevious !== previous) await discardUpload(this.state, ownPrevious);
     const record: CompletedUpload = {
       orderId: order.orderId,
       organizationId: order.organizationId,
@@ -308,12 +219,6 @@ export class OrderLifecycle {
     order.upload = record;
     order.studyMetadata = intake.metadata;
     this.startProcessing(order, now);
-  }
-
-  private async discardUpload(upload: CompletedUpload): Promise<void> {
-    const i = this.state.completedUploads.indexOf(upload);
-    if (i >= 0) this.state.completedUploads.splice(i, 1);
-    await Promise.all(upload.objectPaths.map((p) => rm(p, { force: true })));
   }
 
   cancel(order: SandboxOrder): void {
@@ -394,11 +299,7 @@ export class OrderLifecycle {
         const at = order.bypass.decideAt;
         order.bypass.state = 'granted';
         this.setStatus(order, 'QC_BYPASS', at);
-        order.plan = [
-          { status: 'PREPROCESSING', afterMs: this.ms(this.steps.qcBypass) },
-          { status: 'ANALYSIS_RUNNING', afterMs: this.ms(this.steps.preprocessing) },
-          { status: 'DELIVERED', afterMs: this.ms(this.steps.analysis) },
-        ];
+        order.plan = planAfterBypass(this.steps, (seconds) => this.ms(seconds));
         order.nextAt = at + order.plan[0].afterMs;
         changes++;
       }
@@ -412,40 +313,4 @@ export class OrderLifecycle {
     }
     return changes;
   }
-}
-
-/** Deterministic QC checks; a failed round fails the motion check. */
-function qcChecks(
-  orderId: string,
-  passed: boolean,
-): { name: string; result: 'pass' | 'fail' | 'warn'; value: string }[] {
-  const n = [...orderId].reduce((a, c) => (a * 31 + c.charCodeAt(0)) >>> 0, 7);
-  return [
-    {
-      name: 'motion',
-      result: passed ? 'pass' : 'fail',
-      value: passed
-        ? `${(0.2 + (n % 30) / 100).toFixed(2)} mm mean displacement`
-        : `${(1.6 + (n % 40) / 100).toFixed(2)} mm mean displacement`,
-    },
-    { name: 'coverage', result: 'pass', value: 'whole brain covered' },
-    { name: 'snr', result: 'pass', value: `${18 + (n % 12)}` },
-    { name: 'sequence', result: 'pass', value: '3D T1-weighted' },
-  ];
-}
-
-function mergeInstanceIntakes(intakes: StudyIntake[]): StudyIntake {
-  const first = intakes[0];
-  const uids = new Set(intakes.flatMap((i) => i.sopInstanceUids));
-  return {
-    ...first,
-    instances: uids.size,
-    bytes: intakes.reduce((a, i) => a + i.bytes, 0),
-    sopInstanceUids: [...uids],
-    files: intakes.flatMap((i) => i.files),
-    acquisition: {
-      ...first.acquisition,
-      seriesDescriptions: [...new Set(intakes.flatMap((i) => i.acquisition.seriesDescriptions))],
-    },
-  };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import {
   FAILURE_REPORT_TYPES,
   QC_REPORT_TYPES,
@@ -12,7 +13,12 @@ import {
 } from '../imaging-spec/imaging-spec';
 import { readJsonObject, sendDocument, sendJson, type Router } from './http-router';
 import { DEFAULT_PRODUCTS, productsOf, sameProducts, validateMetadata } from './metadata-rules';
-import { CONTENT_TYPES, renderDocument, type DocumentFormat } from './report-documents';
+import {
+  CONTENT_TYPES,
+  renderDocument,
+  type DocumentFormat,
+  type SandboxDocument,
+} from './report-documents';
 import { batchDocument, failureDocument, qcReportBody, resultsDocument } from './report-builders';
 import { metadataOf, studyUidOf } from './sandbox-state';
 import { badRequest, conflict, notFound } from './sandbox.error';
@@ -30,9 +36,20 @@ import {
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
 
-/** `Content-Disposition` for a served document; the name holds only ids, never patient data. */
-function fileName(kind: string, id: string, type: DocumentFormat): Record<string, string> {
-  return { 'Content-Disposition': `inline; filename="${kind}-${id}.${type.toLowerCase()}"` };
+/**
+ * Serves a report document in the format asked for. Its `Content-Disposition` name holds only
+ * ids, never patient data.
+ */
+function sendReport(
+  res: ServerResponse,
+  kind: string,
+  id: string,
+  type: DocumentFormat,
+  document: SandboxDocument,
+): void {
+  sendDocument(res, 200, CONTENT_TYPES[type], renderDocument(document, type), {
+    'Content-Disposition': `inline; filename="${kind}-${id}.${type.toLowerCase()}"`,
+  });
 }
 
 /** Results, failure and QC reports, batches and their aggregated report, report polling. */
@@ -65,15 +82,12 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
           'report_not_available',
           `order is ${order.status}; results exist once it is DELIVERED`,
         );
-      sendDocument(
+      sendReport(
         ctx.res,
-        200,
-        CONTENT_TYPES[type],
-        renderDocument(
-          resultsDocument(order, (ms) => clock.iso(ms)),
-          type,
-        ),
-        fileName('results', order.orderId, type),
+        'results',
+        order.orderId,
+        type,
+        resultsDocument(order, (ms) => clock.iso(ms)),
       );
     },
   });
@@ -106,15 +120,12 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
             : `order is ${order.status} and has no failure report`;
         throw notFound('report_not_available', why);
       }
-      sendDocument(
+      sendReport(
         ctx.res,
-        200,
-        CONTENT_TYPES[type],
-        renderDocument(
-          failureDocument(order, (ms) => clock.iso(ms)),
-          type,
-        ),
-        fileName('failure-report', order.orderId, type),
+        'failure-report',
+        order.orderId,
+        type,
+        failureDocument(order, (ms) => clock.iso(ms)),
       );
     },
   });
@@ -252,15 +263,12 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
       const orders = batch.orderIds
         .filter((id) => visible.has(id))
         .map((id) => state.orders.get(id)!);
-      sendDocument(
+      sendReport(
         ctx.res,
-        200,
-        CONTENT_TYPES[type],
-        renderDocument(
-          batchDocument(batch, orders, (ms) => clock.iso(ms)),
-          type,
-        ),
-        fileName('batch-report', batch.batchId, type),
+        'batch-report',
+        batch.batchId,
+        type,
+        batchDocument(batch, orders, (ms) => clock.iso(ms)),
       );
     },
   });

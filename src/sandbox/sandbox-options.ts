@@ -1,136 +1,15 @@
-import { randomBytes } from 'node:crypto';
-import { LIMITS } from '../imaging-spec/imaging-spec';
+import {
+  PAGE_STYLES,
+  type FaultConfig,
+  type FaultSpec,
+  type PageStyle,
+  type SandboxClient,
+  type SandboxOptions,
+} from './sandbox-defaults';
 
-/** A credential the sandbox accepts at `/auth/token`. */
-export interface SandboxClient {
-  clientId: string;
-  clientSecret: string;
-  organizationId: string;
-  role: 'user' | 'org_admin';
-  scopes: ('read' | 'write')[];
-}
-
-/** Fault shares (0..1) for one endpoint key; see docs/sandbox.md "Fault injection". */
-export interface FaultSpec {
-  error5xx?: number;
-  rate429?: number;
-  slowMs?: number;
-  slowShare?: number;
-  drop?: number;
-  dropAfter?: number;
-}
-
-export interface FaultConfig {
-  seed?: number;
-  endpoints: Record<string, FaultSpec>;
-}
-
-/** Durations of the simulated pipeline steps, in seconds before `timeScale` is applied. */
-export interface StepSeconds {
-  received: number;
-  queued: number;
-  eligibility: number;
-  qcPassed: number;
-  preprocessing: number;
-  analysis: number;
-  review: number;
-  bypassVerdict: number;
-  qcBypass: number;
-  expiry: number;
-}
-
-export interface SandboxOptions {
-  /** How client credentials are read from Basic (SANDBOX_BASIC_AUTH_ENCODING): rfc6749 | raw. */
-  basicAuthEncoding?: 'rfc6749' | 'raw';
-  port: number;
-  host: string;
-  clients: SandboxClient[];
-  /** Multiplies every pipeline step duration (1 = seconds as in `steps`). */
-  timeScale: number;
-  steps: StepSeconds;
-  dataDir: string;
-  rateLimitPerEndpoint: number;
-  rateLimitPerIp: number;
-  /** yyyy-mm-dd; when set every /v1 response carries the deprecation header. */
-  deprecationDate: string | null;
-  retired: boolean;
-  migrationGuideUrl: string;
-  faults: FaultConfig | null;
-  signingKey: Buffer;
-  /** 'real' follows the wall clock (tests may still advance it); 'manual' only moves on advance(). */
-  clock: 'real' | 'manual';
-  /** How long a QC_FAILED order may still be bypassed, in seconds (not scaled). */
-  qcBypassWindowSeconds: number;
-  maxConcurrentUploads: number;
-  /** Origin used in presigned URLs; defaults to the listening address. */
-  publicOrigin: string | null;
-  /** Log one line per request to stdout (never query strings: presigned URLs are secrets). */
-  logRequests: boolean;
-  /**
-   * Entries per page of `GET /list-orders` and `GET /reports` (SANDBOX_PAGE_SIZE); null: one
-   * answer holds everything, as the contract describes. Paging is an assumption to test
-   * clients against, never the contract.
-   */
-  pageSize: number | null;
-  /** How the next page is named (SANDBOX_PAGE_STYLE); see docs/sandbox.md "Paging". */
-  pageStyle: PageStyle;
-  /**
-   * `GET /reports` lists only the reports of the caller's own orders for standard users
-   * (SANDBOX_REPORTS_PER_USER). Off by default: the contract says "all reports of the
-   * organization not yet retrieved".
-   */
-  reportsPerUser: boolean;
-}
-
-export const PAGE_STYLES = ['next', 'links', 'cursor', 'page-token'] as const;
-export type PageStyle = (typeof PAGE_STYLES)[number];
-
-export const DEFAULT_CLIENT: SandboxClient = {
-  clientId: 'sandbox-client',
-  clientSecret: 'sandbox-secret',
-  organizationId: 'sandbox-org',
-  role: 'org_admin',
-  scopes: ['read', 'write'],
-};
-
-export const DEFAULT_STEP_SECONDS: StepSeconds = {
-  received: 1,
-  queued: 1,
-  eligibility: 2,
-  qcPassed: 1,
-  preprocessing: 2,
-  analysis: 3,
-  review: 20,
-  bypassVerdict: 2,
-  qcBypass: 1,
-  expiry: 5,
-};
-
-export function defaultSandboxOptions(): SandboxOptions {
-  return {
-    port: 8090,
-    host: '127.0.0.1',
-    clients: [DEFAULT_CLIENT],
-    timeScale: 1,
-    steps: { ...DEFAULT_STEP_SECONDS },
-    dataDir: '.data/sandbox',
-    rateLimitPerEndpoint: LIMITS.requestsPerEndpointPerMinute,
-    rateLimitPerIp: LIMITS.requestsPerIpPerMinute,
-    deprecationDate: null,
-    retired: false,
-    migrationGuideUrl: 'https://example.invalid/imaging-service/migration/v2',
-    faults: null,
-    signingKey: randomBytes(32),
-    clock: 'real',
-    qcBypassWindowSeconds: 7 * 24 * 3600,
-    maxConcurrentUploads: LIMITS.concurrentUploads,
-    publicOrigin: null,
-    logRequests: false,
-    pageSize: null,
-    pageStyle: 'next',
-    reportsPerUser: false,
-  };
-}
+// The option types and defaults live in sandbox-defaults.ts; re-exported here so that callers
+// keep importing them from the options.
+export * from './sandbox-defaults';
 
 export type EnvParseResult =
   { ok: true; options: Partial<SandboxOptions> } | { ok: false; errors: string[] };
@@ -266,6 +145,16 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
     const v = env[name];
     return v === undefined || v === '' ? undefined : v;
   };
+  /** A flag: "true" or "false"; anything else is an error line and leaves the default. */
+  const flag = (name: string): boolean | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    if (raw !== 'true' && raw !== 'false') {
+      errors.push(`${name}: "${raw}" must be "true" or "false"`);
+      return undefined;
+    }
+    return raw === 'true';
+  };
 
   const port = get('SANDBOX_PORT');
   if (port !== undefined) options.port = positiveInt('SANDBOX_PORT', port, errors, 0, 65535);
@@ -307,12 +196,8 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
       errors.push(`SANDBOX_DEPRECATION_DATE: "${deprecation}" must be a date yyyy-mm-dd`);
     } else options.deprecationDate = deprecation;
   }
-  const retired = get('SANDBOX_RETIRED');
-  if (retired !== undefined) {
-    if (retired !== 'true' && retired !== 'false')
-      errors.push(`SANDBOX_RETIRED: "${retired}" must be "true" or "false"`);
-    else options.retired = retired === 'true';
-  }
+  const retired = flag('SANDBOX_RETIRED');
+  if (retired !== undefined) options.retired = retired;
   const guide = get('SANDBOX_MIGRATION_GUIDE_URL');
   if (guide !== undefined) {
     try {
@@ -372,17 +257,9 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
       options.pageStyle = pageStyle as PageStyle;
     else errors.push(`SANDBOX_PAGE_STYLE: "${pageStyle}" must be one of ${PAGE_STYLES.join(', ')}`);
   }
-  const perUser = get('SANDBOX_REPORTS_PER_USER');
-  if (perUser !== undefined) {
-    if (perUser !== 'true' && perUser !== 'false')
-      errors.push(`SANDBOX_REPORTS_PER_USER: "${perUser}" must be "true" or "false"`);
-    else options.reportsPerUser = perUser === 'true';
-  }
-  const log = get('SANDBOX_LOG_REQUESTS');
-  if (log !== undefined) {
-    if (log !== 'true' && log !== 'false')
-      errors.push(`SANDBOX_LOG_REQUESTS: "${log}" must be "true" or "false"`);
-    else options.logRequests = log === 'true';
-  }
+  const perUser = flag('SANDBOX_REPORTS_PER_USER');
+  if (perUser !== undefined) options.reportsPerUser = perUser;
+  const log = flag('SANDBOX_LOG_REQUESTS');
+  if (log !== undefined) options.logRequests = log;
   return errors.length > 0 ? { ok: false, errors } : { ok: true, options };
 }

@@ -1,4 +1,3 @@
-import { createMrBrainSeries } from '../helpers/dicom-factory';
 import {
   ADMIN_B,
   MINUTE,
@@ -6,9 +5,9 @@ import {
   WRITER_A,
   assertValidPdf,
   newOrder,
+  processedOrder,
   startHarness,
   statusOf,
-  uploadSingle,
   type Harness,
 } from './sandbox-test-kit';
 
@@ -18,9 +17,7 @@ async function processed(
   token?: string,
   extra: Record<string, unknown> = {},
 ): Promise<string> {
-  const id = await newOrder(h, { sandbox_outcome: outcome, ...extra }, token);
-  await uploadSingle(h, id, createMrBrainSeries({ series: { slices: 1 } })[0].bytes, token);
-  return id;
+  return processedOrder(h, { sandbox_outcome: outcome, ...extra }, token);
 }
 
 describe('sandbox: batches, report polling and the Agent', () => {

@@ -6,11 +6,11 @@ import {
   assertValidPng,
   historyOf,
   newOrder,
+  processedOrder,
   putObject,
   singlePutUrl,
   startHarness,
   statusOf,
-  uploadSingle,
   type Harness,
 } from './sandbox-test-kit';
 
@@ -20,9 +20,7 @@ async function processed(
   outcome: string,
   extra: Record<string, unknown> = {},
 ): Promise<string> {
-  const id = await newOrder(h, { sandbox_outcome: outcome, patient_id: 'SBX-PROC', ...extra });
-  await uploadSingle(h, id, createMrBrainSeries({ series: { slices: 1 } })[0].bytes);
-  return id;
+  return processedOrder(h, { sandbox_outcome: outcome, patient_id: 'SBX-PROC', ...extra });
 }
 
 describe('sandbox: simulated processing, outcomes and reports', () => {

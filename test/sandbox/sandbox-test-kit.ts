@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inflateSync, crc32 } from 'node:zlib';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { createMrBrainSeries } from '../helpers/dicom-factory';
 import type { SandboxClient, SandboxOptions } from '../../src/sandbox/sandbox-options';
 
 export const ADMIN: SandboxClient = {
@@ -231,6 +232,17 @@ export async function uploadSingle(
   const r = await putObject(await singlePutUrl(h, orderId, token), bytes);
   if (r.status !== 200) throw new Error(`PUT: ${r.status} ${r.text}`);
   return r;
+}
+
+/** Creates an order with `metadata`, uploads one MR slice, and returns the order id. */
+export async function processedOrder(
+  h: Harness,
+  metadata: Record<string, unknown>,
+  token?: string,
+): Promise<string> {
+  const id = await newOrder(h, metadata, token);
+  await uploadSingle(h, id, createMrBrainSeries({ series: { slices: 1 } })[0].bytes, token);
+  return id;
 }
 
 /** Statuses the order passed through, oldest first (from /recent-activity). */

@@ -1,0 +1,96 @@
+import { z } from 'zod';
+
+// The field types the configuration schema is written in (app-config.ts): each one says
+// what a value must look like and what a bad one is told.
+
+export const ROLES = ['sender', 'analyst', 'admin'] as const;
+export type Role = (typeof ROLES)[number];
+
+export const port = (fallback: number) =>
+  z.coerce
+    .number({ message: 'must be a port number' })
+    .int('must be a whole number')
+    .min(0, 'must be 0..65535')
+    .max(65535, 'must be 0..65535')
+    .default(fallback);
+
+export const optionalPort = z.coerce
+  .number({ message: 'must be a port number' })
+  .int('must be a whole number')
+  .min(1, 'must be 1..65535')
+  .max(65535, 'must be 1..65535')
+  .optional();
+
+export const url = (protocols: string[]) =>
+  z
+    .string()
+    .trim()
+    .refine(
+      (value) => {
+        try {
+          return protocols.includes(new URL(value).protocol);
+        } catch {
+          return false;
+        }
+      },
+      `must be a URL (${protocols.join(' or ')})`,
+    );
+
+export const optionalUrl = (protocols: string[]) => url(protocols).optional();
+
+export const positiveInt = (fallback: number) =>
+  z.coerce
+    .number({ message: 'must be a number' })
+    .int('must be a whole number')
+    .positive('must be > 0')
+    .default(fallback);
+
+export const bool = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+    .transform((v) => v === 'true' || v === '1' || v === 'yes')
+    .default(fallback);
+
+export const apiTokens = z
+  .string()
+  .trim()
+  .transform((value, ctx) => {
+    const tokens: Array<{ role: Role; token: string }> = [];
+    for (const pair of value
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean)) {
+      const sep = pair.indexOf(':');
+      const role = pair.slice(0, sep) as Role;
+      const token = pair.slice(sep + 1);
+      if (sep < 1 || !ROLES.includes(role)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `each entry must be role:token with role one of ${ROLES.join(', ')}`,
+        });
+        return z.NEVER;
+      }
+      if (token.length < 16) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `the ${role} token must be at least 16 characters`,
+        });
+        return z.NEVER;
+      }
+      tokens.push({ role, token });
+    }
+    return tokens;
+  })
+  .optional();
+
+/**
+ * A comma-separated list: entries trimmed, normalised by `normalise` (e.g. upper-cased),
+ * empty entries dropped.
+ */
+export const commaList = (normalise: (entry: string) => string = (entry) => entry) =>
+  z.string().transform((v) =>
+    v
+      .split(',')
+      .map((t) => normalise(t.trim()))
+      .filter(Boolean),
+  );

@@ -1,0 +1,40 @@
+import type { AppConfig } from './app-config';
+
+const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY/i;
+
+export function isSecretName(name: string): boolean {
+  return SECRET_NAME.test(name) && !name.endsWith('_FILE');
+}
+
+export function truncate(value: string): string {
+  return value.length > 40 ? `${value.slice(0, 37)}...` : value;
+}
+
+/** Masks passwords in URLs and every secret-named value, for printing. */
+export function describeConfig(config: AppConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(config)) {
+    if (key === 'site') continue;
+    if (value === undefined) continue;
+    if (key === 'API_TOKENS' && Array.isArray(value)) {
+      out[key] = value.map((t: { role: string }) => `${t.role}:****`).join(',');
+    } else if (isSecretName(key)) {
+      out[key] = '****';
+    } else if (typeof value === 'string' && /^[a-z]+:\/\//i.test(value)) {
+      out[key] = maskUrl(value);
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+export function maskUrl(value: string): string {
+  try {
+    const u = new URL(value);
+    if (u.password) u.password = '****';
+    return u.toString();
+  } catch {
+    return value;
+  }
+}

@@ -1,0 +1,38 @@
+import type { EnvConfig } from './app-config';
+
+/**
+ * The rules that span variables (each variable alone is checked by the schema): pairs set
+ * together, and what IMAGING_BASE_URL and the FHIR options require. One line per problem.
+ */
+export function crossFieldProblems(c: EnvConfig): string[] {
+  const problems: string[] = [];
+  if ((c.RIS_MLLP_HOST === undefined) !== (c.RIS_MLLP_PORT === undefined)) {
+    problems.push('RIS_MLLP_HOST / RIS_MLLP_PORT: set both or neither');
+  }
+  if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
+    problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');
+  }
+  if (c.IMAGING_BASE_URL) {
+    for (const name of [
+      'IMAGING_CLIENT_ID',
+      'IMAGING_CLIENT_SECRET',
+      'IMAGING_ORGANIZATION_ID',
+    ] as const) {
+      if (!c[name]) problems.push(`${name}: required when IMAGING_BASE_URL is set`);
+    }
+  }
+  if ((c.FHIR_SMART_CLIENT_ID === undefined) !== (c.FHIR_SMART_PRIVATE_KEY_FILE === undefined)) {
+    problems.push('FHIR_SMART_CLIENT_ID / FHIR_SMART_PRIVATE_KEY_FILE: set both or neither');
+  }
+  if ((c.FHIR_SMART_CLIENT_ID || c.FHIR_SUBSCRIPTION_CREATE) && !c.FHIR_SERVER_URL) {
+    problems.push(
+      'FHIR_SERVER_URL: required with FHIR_SMART_CLIENT_ID or FHIR_SUBSCRIPTION_CREATE',
+    );
+  }
+  if (c.FHIR_SUBSCRIPTION_CREATE && (!c.FHIR_SUBSCRIPTION_TOPIC || !c.FHIR_SUBSCRIPTION_ENDPOINT)) {
+    problems.push(
+      'FHIR_SUBSCRIPTION_TOPIC / FHIR_SUBSCRIPTION_ENDPOINT: required when FHIR_SUBSCRIPTION_CREATE is true',
+    );
+  }
+  return problems;
+}

@@ -4,6 +4,7 @@ import { metricsRegistry } from '../observability/metrics';
 import {
   InboundMessageRepository,
   type AcceptBatchAnswer,
+  type AcceptedMessageInsert,
 } from '../persistence/inbound-message.repository';
 
 /**
@@ -33,28 +34,10 @@ const batchFallbacks = new Counter({
 
 export type BatchAnswer = AcceptBatchAnswer;
 
-/** One message, as intake_accept_batch reads it (see migration 20261121160000). */
-export interface BatchItem {
-  id: string;
-  sender: string | null;
+/** One message, as intake_accept_batch reads it (see migration 20261121160000): the row
+ * stored for it, plus the placer numbers its orders claim. */
+export interface BatchItem extends AcceptedMessageInsert {
   placers: string[];
-  transport: string;
-  remoteAddress: string | null;
-  messageType: string | null;
-  messageControlId: string | null;
-  idempotencyKey: string;
-  contentType: string;
-  raw: Buffer;
-  /** JSON text. */
-  quirks: string;
-  response: Buffer;
-  responseCode: string;
-  responseContentType: string;
-  /** JSON text of the order rows, audit events and jobs (as the general path builds them). */
-  orders: string;
-  mappingVersion: string;
-  audit: string;
-  jobs: string;
 }
 
 interface Pending {

@@ -1,10 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Logger } from 'pino';
-import type { DataSource } from 'typeorm';
-import type { ProductionImagingClient } from '../imaging-client/imaging-client.factory';
 import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
-import type { JobQueue } from '../jobs/job-queue';
 import type { StatusRowKey } from '../mappings/status-mapping.table';
 import { systemClock, type Clock } from '../domain/clock';
 import type { OrderState } from '../domain/order-state';
@@ -12,9 +8,8 @@ import { OrderDocumentRepository } from '../persistence/order-document.repositor
 import { OrderRepository } from '../persistence/order.repository';
 import { UploadLeaseRepository } from '../persistence/upload-lease.repository';
 import { UpstreamBatchRepository } from '../persistence/upstream-batch.repository';
-import type { StudyAcquirer } from '../domain/study-acquirer.port';
 import { BudgetDeferral } from './budget-deferral';
-import type { OrderEvents, QcBypassDecision } from './order-events';
+import type { QcBypassDecision } from './order-events';
 import { UploadLease } from './upload-lease';
 import { AcquireStudyUseCase } from './use-cases/acquire-study.use-case';
 import { ApplyUpstreamStatusUseCase } from './use-cases/apply-upstream-status.use-case';
@@ -22,7 +17,7 @@ import { CancelOrderUseCase } from './use-cases/cancel-order.use-case';
 import { EndLocallyUseCase } from './use-cases/end-locally.use-case';
 import { FetchBatchReportUseCase } from './use-cases/fetch-batch-report.use-case';
 import { FetchDocumentsUseCase } from './use-cases/fetch-documents.use-case';
-import type { LifecycleSettings } from './use-cases/lifecycle-deps';
+import type { LifecycleDeps } from './use-cases/lifecycle-deps';
 import { PlaceUpstreamUseCase } from './use-cases/place-upstream.use-case';
 import { QcBypassUseCase } from './use-cases/qc-bypass.use-case';
 import { SweepUseCase } from './use-cases/sweep.use-case';
@@ -34,17 +29,14 @@ export { LIFECYCLE_JOBS } from './lifecycle-jobs';
 export { SAME_STUDY_WINDOW_MS } from './upload-lease';
 export type { LifecycleSettings } from './use-cases/lifecycle-deps';
 
-interface Deps {
-  dataSource: DataSource;
-  jobs: JobQueue;
-  imaging: ProductionImagingClient;
-  acquirer: StudyAcquirer;
-  events: OrderEvents;
-  logger: Logger;
-  settings: LifecycleSettings;
+/** What the use cases share, as the module provides it (the repositories are built here). */
+type Deps = Pick<
+  LifecycleDeps,
+  'dataSource' | 'jobs' | 'imaging' | 'acquirer' | 'events' | 'logger' | 'settings'
+> & {
   /** Default: the system clock. */
   clock?: Clock;
-}
+};
 
 /**
  * The use cases of an order's life after intake: place upstream, acquire the study, upload

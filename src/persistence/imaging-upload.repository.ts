@@ -1,3 +1,4 @@
+import type { MultipartProgress } from '../imaging-client/ports';
 import type { Queryable } from './queryable';
 
 /**
@@ -20,15 +21,7 @@ export interface UploadProgressRow {
 }
 
 /** A multipart upload begun: everything but its parts. */
-export interface NewUploadProgress {
-  orderId: string;
-  uploadId: string;
-  organizationId: string;
-  sizeBytes: number;
-  partSizeBytes: number;
-  partCount: number;
-  fileFingerprint: string;
-}
+export type NewUploadProgress = Omit<MultipartProgress, 'parts'>;
 
 export class UploadProgressRepository {
   constructor(private readonly db: Queryable) {}

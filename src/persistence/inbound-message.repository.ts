@@ -17,10 +17,12 @@ export interface AcceptedMessageInsert {
   idempotencyKey: string;
   contentType: string;
   raw: Buffer;
+  /** JSON text. */
   quirks: string;
   response: Buffer;
   responseCode: string;
   responseContentType: string;
+  /** JSON text of the order rows, audit events and jobs (as the general path builds them). */
   orders: string;
   mappingVersion: string;
   audit: string;

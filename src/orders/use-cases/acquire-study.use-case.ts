@@ -10,10 +10,6 @@ export class AcquireStudyUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
-    return this.ending.endLocally(...args);
-  }
-
   private studyDeadlinePassed(orderId: string): Promise<void> {
     return this.ending.studyDeadlinePassed(orderId);
   }
@@ -50,7 +46,7 @@ export class AcquireStudyUseCase {
         return;
       }
       case 'failed':
-        await this.endLocally(
+        await this.ending.endLocally(
           orderId,
           'failed',
           `the study cannot be used: ${result.reason}`,

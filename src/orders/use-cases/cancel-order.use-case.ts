@@ -21,10 +21,6 @@ export class CancelOrderUseCase {
     return this.deps.imaging.client;
   }
 
-  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
-    return this.ending.endLocally(...args);
-  }
-
   private applyUpstreamStatus(
     ...args: Parameters<ApplyUpstreamStatusUseCase['applyUpstreamStatus']>
   ): Promise<boolean> {
@@ -67,7 +63,7 @@ export class CancelOrderUseCase {
       // Not placed yet: the place job sees cancel_requested_at and ends it; if placing is
       // under way it will enqueue this job again once the upstream id is known.
       if (stateOf(order) === 'received' && order.place_attempted_at === null) {
-        await this.endLocally(
+        await this.ending.endLocally(
           orderId,
           'cancelled',
           'cancelled before it was placed upstream',

@@ -18,10 +18,6 @@ export class FetchDocumentsUseCase {
     return this.deps.imaging.client;
   }
 
-  private deferForBudget(...args: Parameters<BudgetDeferral['deferForBudget']>): Promise<boolean> {
-    return this.budget.deferForBudget(...args);
-  }
-
   /**
    * Results, failure or QC reports of a status, fetched once. They are stored in one
    * transaction with the publishing side's `documentsStored`, so a stored document means its
@@ -50,7 +46,7 @@ export class FetchDocumentsUseCase {
     const firstCall =
       first === 'results' ? '/results' : first === 'failure' ? '/failure-report' : '/qc-report';
     if (
-      await this.deferForBudget(
+      await this.budget.deferForBudget(
         firstCall,
         LIFECYCLE_JOBS.fetchDocuments,
         { orderId, upstreamStatus, rowKey },

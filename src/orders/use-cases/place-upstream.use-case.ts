@@ -21,27 +21,24 @@ export class PlaceUpstreamUseCase {
     return this.deps.imaging.client;
   }
 
-  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
-    return this.ending.endLocally(...args);
-  }
-
-  private deferForBudget(...args: Parameters<BudgetDeferral['deferForBudget']>): Promise<boolean> {
-    return this.budget.deferForBudget(...args);
-  }
-
   async placeUpstream(orderId: string): Promise<void> {
     const { dataSource } = this.deps;
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order || stateOf(order) !== 'received') return;
     if (order.cancel_requested_at) {
-      await this.endLocally(orderId, 'cancelled', 'cancelled before it was placed upstream', null);
+      await this.ending.endLocally(
+        orderId,
+        'cancelled',
+        'cancelled before it was placed upstream',
+        null,
+      );
       return;
     }
     const products = order.request.products;
     if (order.placer_group_number) {
       const batch = await this.findBatch(dataSource.manager, order);
       if (batch && !sameProducts(batch.products, products)) {
-        await this.endLocally(
+        await this.ending.endLocally(
           orderId,
           'failed',
           `its products (${products.join(', ')}) differ from those of its batch, placer group ${order.placer_group_number} (${batch.products.join(', ')}): the upstream runs a batch with one products list`,
@@ -53,7 +50,9 @@ export class PlaceUpstreamUseCase {
     const previouslyAttempted = order.place_attempted_at !== null;
     // A retry looks for an earlier attempt's order first (GET /list-orders).
     const firstCall = previouslyAttempted ? '/list-orders' : '/new-order';
-    if (await this.deferForBudget(firstCall, ORDER_JOBS.place, { orderId }, `place:${orderId}`)) {
+    if (
+      await this.budget.deferForBudget(firstCall, ORDER_JOBS.place, { orderId }, `place:${orderId}`)
+    ) {
       return;
     }
     if (!previouslyAttempted) {
@@ -77,7 +76,7 @@ export class PlaceUpstreamUseCase {
       recovered = created.recovered;
     } catch (error) {
       if (isTransient(error)) throw error;
-      await this.endLocally(
+      await this.ending.endLocally(
         orderId,
         'failed',
         `the upstream refused the order: ${describe(error)}`,

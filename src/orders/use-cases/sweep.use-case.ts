@@ -9,10 +9,6 @@ export class SweepUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
-    return this.ending.endLocally(...args);
-  }
-
   private studyDeadlinePassed(orderId: string): Promise<void> {
     return this.ending.studyDeadlinePassed(orderId);
   }
@@ -24,7 +20,7 @@ export class SweepUseCase {
     for (const o of late) await this.studyDeadlinePassed(o.id);
     const stuck = await this.deps.orders.stuckUpstream(settings.upstreamStuckMs);
     for (const o of stuck) {
-      await this.endLocally(
+      await this.ending.endLocally(
         o.id,
         'failed',
         `the upstream order stayed ${o.upstream_status} longer than ${Math.round(settings.upstreamStuckMs / 3_600_000)} h`,

@@ -30,14 +30,6 @@ export class UploadStudyUseCase {
     return this.deps.imaging.client;
   }
 
-  private endLocally(...args: Parameters<EndLocallyUseCase['endLocally']>): Promise<void> {
-    return this.ending.endLocally(...args);
-  }
-
-  private deferForBudget(...args: Parameters<BudgetDeferral['deferForBudget']>): Promise<boolean> {
-    return this.budget.deferForBudget(...args);
-  }
-
   private claimUpload(orderId: string): Promise<OrderRow | undefined> {
     return this.lease.claimUpload(orderId);
   }
@@ -58,7 +50,7 @@ export class UploadStudyUseCase {
     const firstCall = await this.uploadFirstCall(orderId);
     if (
       firstCall &&
-      (await this.deferForBudget(
+      (await this.budget.deferForBudget(
         firstCall,
         LIFECYCLE_JOBS.upload,
         { orderId },
@@ -116,7 +108,7 @@ export class UploadStudyUseCase {
               detail: { action: 'upload', upstreamOrderId: claimed.upstream_order_id, refusal },
             },
           ]);
-          await this.endLocally(
+          await this.ending.endLocally(
             orderId,
             'failed',
             `the upload was refused: ${describeRefusal(refusal, describe(error))}`,
@@ -189,7 +181,7 @@ export class UploadStudyUseCase {
     }
     await this.releaseLease(order.id);
     if (result.status === 'failed') {
-      await this.endLocally(
+      await this.ending.endLocally(
         order.id,
         'failed',
         `the study cannot be used: ${result.reason}`,

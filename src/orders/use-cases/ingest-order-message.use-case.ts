@@ -3,7 +3,10 @@ import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { pgSafeDeep } from '../../common/pg-safe';
 import { uuidv7 } from '../../common/uuid-v7';
 import type { JobQueue } from '../../jobs/job-queue';
-import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
+import type {
+  AcceptedMessageInsert,
+  InboundMessageRepository,
+} from '../../persistence/inbound-message.repository';
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
 import type {
@@ -156,24 +159,8 @@ export class IngestOrderMessageUseCase {
       .map((o) => o.request.placerOrderNumber?.value)
       .filter((v): v is string => Boolean(v));
     const answer = await this.batcher.submit({
-      id: messageId,
-      sender: input.sender,
+      ...storedMessage(messageId, input, response, rows),
       placers,
-      transport: input.transport,
-      remoteAddress: input.remoteAddress,
-      messageType: input.messageType,
-      messageControlId: input.messageControlId,
-      idempotencyKey: input.idempotencyKey,
-      contentType: input.contentType,
-      raw: input.raw,
-      quirks: JSON.stringify(input.quirks),
-      response: response.body,
-      responseCode: response.code,
-      responseContentType: response.contentType,
-      orders: rows.orders,
-      mappingVersion: input.mappingVersion,
-      audit: rows.audit,
-      jobs: rows.jobs,
     });
     if (answer === 'duplicate') return this.answerDuplicate(input);
     if (answer !== 'accepted') return undefined;
@@ -193,28 +180,7 @@ export class IngestOrderMessageUseCase {
     response: IntakeResponse,
   ): Promise<string | undefined> {
     const rows = this.rowsOf(input, plan, response);
-    return this.messages.insertAccepted(
-      {
-        transport: input.transport,
-        sender: input.sender,
-        remoteAddress: input.remoteAddress,
-        messageType: input.messageType,
-        messageControlId: input.messageControlId,
-        idempotencyKey: input.idempotencyKey,
-        contentType: input.contentType,
-        raw: input.raw,
-        quirks: JSON.stringify(input.quirks),
-        response: response.body,
-        responseCode: response.code,
-        responseContentType: response.contentType,
-        orders: rows.orders,
-        mappingVersion: input.mappingVersion,
-        audit: rows.audit,
-        jobs: rows.jobs,
-        id: uuidv7(),
-      },
-      manager,
-    );
+    return this.messages.insertAccepted(storedMessage(uuidv7(), input, response, rows), manager);
   }
 
   private async answerDuplicate(input: IntakeInput): Promise<IntakeReply> {
@@ -283,4 +249,32 @@ function hasJobs(outcome: IntakeOutcome | undefined, input: IntakeInput): boolea
     ) ||
     (input.patientEvents?.length ?? 0) > 0
   );
+}
+
+/** The inbound_messages row of an accepted message, with its orders, audit events and jobs. */
+function storedMessage(
+  id: string,
+  input: IntakeInput,
+  response: IntakeResponse,
+  rows: { orders: string; audit: string; jobs: string },
+): AcceptedMessageInsert {
+  return {
+    id,
+    transport: input.transport,
+    sender: input.sender,
+    remoteAddress: input.remoteAddress,
+    messageType: input.messageType,
+    messageControlId: input.messageControlId,
+    idempotencyKey: input.idempotencyKey,
+    contentType: input.contentType,
+    raw: input.raw,
+    quirks: JSON.stringify(input.quirks),
+    response: response.body,
+    responseCode: response.code,
+    responseContentType: response.contentType,
+    orders: rows.orders,
+    mappingVersion: input.mappingVersion,
+    audit: rows.audit,
+    jobs: rows.jobs,
+  };
 }

@@ -11,100 +11,25 @@ import {
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
 import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
 import { checkStorageUrl, presignedUrlSignsContentType } from './storage-url.policy';
+import {
+  describeErrorBody,
+  describeNetworkError,
+  formUrlEncode,
+  headerValue,
+  isNetworkError,
+  isRetirementBody,
+  parseErrorBody,
+} from './upstream-answers';
+import {
+  MAX_RESPONSE_BYTES,
+  type AttemptFailure,
+  type CallSpec,
+  type RetirementState,
+  type UpstreamResponse,
+} from './upstream-http.types';
 
-export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT';
-
-export interface UpstreamResponse {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-}
-
-/** Why the previous attempt failed, as a retry hook sees it. */
-export type AttemptFailure =
-  | { kind: 'network'; error: unknown }
-  | { kind: 'status'; status: number; response: UpstreamResponse };
-
-export interface CallSpec<T> {
-  operation: string;
-  method: HttpMethod;
-  /** API path below `{base_url}`; for presigned PUTs a label only. */
-  path: string;
-  /** The endpoint the rate limiter counts (default `path`), e.g. a list's next page. */
-  rateLimitKey?: string;
-  query?: Record<string, string | number | boolean | undefined>;
-  json?: unknown;
-  form?: Record<string, string>;
-  /** A fresh body per attempt (e.g. a file range stream). */
-  stream?: () => { body: Readable; length: number };
-  auth: 'bearer' | 'basic' | 'none';
-  orderId?: string;
-  timeoutMs?: number;
-  /** Object-storage target (presigned URL): resolved per attempt, no token, no rate limit, never logged. */
-  presignedUrl?: () => Promise<string>;
-  /** Turns a 2xx response into the result; throw ImagingClientError('invalid_response') on a bad shape. */
-  parse: (response: UpstreamResponse) => T;
-  /**
-   * Runs before every retry. It may finish the call with a value (e.g. the order a timed-out
-   * create did make) or throw; `undefined` means "retry as planned".
-   */
-  beforeRetry?: (failure: AttemptFailure) => Promise<T | undefined>;
-  /**
-   * Lets a non-retryable status be repaired and retried at once (e.g. a presigned URL that
-   * storage refuses as expired gets replaced). Return true to retry.
-   */
-  recover?: (response: UpstreamResponse) => Promise<boolean>;
-}
-
-const NETWORK_CODES = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'ECONNABORTED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CLOSED',
-  'UND_ERR_DESTROYED',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'UND_ERR_ABORTED',
-  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
-  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
-]);
-
-function isNetworkError(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; current && depth < 4; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-function describeNetworkError(error: unknown): string {
-  const code = (error as { code?: unknown })?.code;
-  const name = (error as { name?: unknown })?.name;
-  return `network error ${typeof code === 'string' ? code : typeof name === 'string' ? name : 'unknown'}`;
-}
-
-/** Largest error body parsed (the `files` list of an `invalid_study` answer is kept whole up to this). */
-export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
-
-/** Largest upstream answer read into memory. */
-export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
-
-export interface RetirementState {
-  error: string;
-  migrationGuide: string;
-  at: number;
-}
+export * from './upstream-http.types';
+export { headerValue, isRetirementBody, parseErrorBody } from './upstream-answers';
 
 /**
  * One place where every request to the upstream is made: rate limit, token, timeouts,
@@ -458,51 +383,4 @@ export class UpstreamHttp {
       throw error;
     }
   }
-}
-
-export function headerValue(
-  headers: UpstreamResponse['headers'],
-  name: string,
-): string | undefined {
-  const value = headers[name.toLowerCase()];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/**
- * application/x-www-form-urlencoded of one value (RFC 6749 Appendix B); a space as `%20`,
- * which every form decoder reads as a space too.
- */
-function formUrlEncode(value: string): string {
-  return encodeURIComponent(value);
-}
-
-/** The contract's retirement body: a JSON object with string `error` and `migration_guide`. */
-export function isRetirementBody(response: UpstreamResponse): boolean {
-  const body = parseErrorBody(response);
-  return typeof body?.error === 'string' && typeof body?.migration_guide === 'string';
-}
-
-/** The error body the assumptions page describes (`{error, message}`), or whatever text came. */
-export function parseErrorBody(response: UpstreamResponse): Record<string, unknown> | undefined {
-  if (response.body.length === 0) return undefined;
-  // Read whole up to MAX_ERROR_BODY_BYTES: an `invalid_study` answer lists every bad file
-  // (contract, Rules 3), far more than a few KB for a large study. A longer answer is not
-  // JSON once cut, so it is kept as (sanitised, shortened) text.
-  const text = response.body.subarray(0, MAX_ERROR_BODY_BYTES).toString('utf8');
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
-      return parsed as Record<string, unknown>;
-    return { body: sanitizeText(text) };
-  } catch {
-    return { body: sanitizeText(text) };
-  }
-}
-
-function describeErrorBody(body: Record<string, unknown> | undefined): string {
-  if (!body) return '';
-  const code = typeof body.error === 'string' ? body.error : undefined;
-  const message = typeof body.message === 'string' ? body.message : undefined;
-  const parts = [code, message].filter(Boolean);
-  return parts.length ? ` (${sanitizeText(parts.join(': '))})` : '';
 }

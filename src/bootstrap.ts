@@ -7,7 +7,9 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
-import { loadApiCredentials } from './auth/api-credentials';
+import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
+import { describeListenError, probeListenPorts } from './common/port-probe';
+import { listenPorts } from './config/listen-ports';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
 import { HttpUpstreamProbe } from './imaging-client/http-upstream.probe';
 import { MllpListenerService } from './inbound-hl7/mllp-listener.service';
@@ -71,6 +73,10 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
   try {
     logger.info({ config: describeConfig(config) }, 'starting imaging-ai-adapter');
 
+    // Every port we listen on, before the slow steps: a port in use fails within a second.
+    const portProblems = await probeListenPorts(listenPorts(config));
+    if (portProblems.length > 0) throw new StartupError(portProblems);
+
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
       let embedded: RunningEmbeddedPostgres;
@@ -122,18 +128,6 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       apiTokensFile: config.API_TOKENS_FILE,
       generatedFile: join(config.DATA_DIR, 'api-tokens.sha256'),
     });
-    if (loaded.generated) {
-      announce(
-        [
-          '',
-          'No API_TOKENS configured: generated one bearer token per role. They are shown only now;',
-          `their hashes are kept in ${join(config.DATA_DIR, 'api-tokens.sha256')} (delete it to generate new ones).`,
-          ...loaded.generated.map((g) => `  ${g.role.padEnd(8)} ${g.token}`),
-          '',
-        ].join('\n') + '\n',
-      );
-    }
-
     const app = await NestFactory.create(
       AppModule.forRoot({
         config,
@@ -170,12 +164,28 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
 
     if (config.JOBS_ENABLED) await jobQueue.start();
 
-    await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+    try {
+      await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+    } catch (error) {
+      throw new StartupError([
+        describeListenError(
+          { variable: 'HTTP_PORT', port: config.HTTP_PORT, host: config.HTTP_HOST },
+          error as NodeJS.ErrnoException,
+        ),
+      ]);
+    }
     const address = app.getHttpServer().address() as { port: number };
     const host =
       config.HTTP_HOST === '0.0.0.0' || config.HTTP_HOST === '::' ? '127.0.0.1' : config.HTTP_HOST;
     const httpUrl = `http://${host}:${address.port}`;
-    logger.info({ httpUrl, upstream: maskUrl(upstreamBaseUrl) }, 'imaging-ai-adapter is ready');
+    // The token block (or where the tokens are) is the last thing before "ready", so no route
+    // or worker line scrolls it away; generated hashes are stored only now that we listen.
+    loaded.persist?.();
+    announce(tokenNotice(loaded, join(config.DATA_DIR, 'api-tokens.sha256')));
+    logger.info(
+      { httpUrl, auditUrl: `${httpUrl}/audit`, upstream: maskUrl(upstreamBaseUrl) },
+      `imaging-ai-adapter is ready: audit log at ${httpUrl}/audit`,
+    );
 
     return {
       httpUrl,
@@ -225,6 +235,24 @@ function mountOpenApi(app: INestApplication): void {
       .build(),
   );
   app.get(OpenApiDocument).document = document;
+}
+
+function tokenNotice(loaded: LoadedCredentials, file: string): string {
+  if (loaded.generated) {
+    return (
+      [
+        '',
+        'No API_TOKENS configured: generated one bearer token per role. They are shown only now;',
+        `their hashes are kept in ${file} (\`npm run tokens -- --rotate\` issues new ones).`,
+        ...loaded.generated.map((g) => `  ${g.role.padEnd(8)} ${g.token}`),
+        '',
+      ].join('\n') + '\n'
+    );
+  }
+  if (loaded.source === 'generated-file') {
+    return `API tokens were issued on ${loaded.issuedAt?.toISOString() ?? 'an earlier start'} (hashes in ${file}); \`npm run tokens -- --rotate\` issues new ones.\n`;
+  }
+  return `API tokens: from ${loaded.source}.\n`;
 }
 
 function describeConnectError(error: unknown): string {

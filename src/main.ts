@@ -1,17 +1,30 @@
-import { startAdapter, StartupError, type RunningAdapter } from './bootstrap';
-import { ConfigError } from './config/app-config';
+import { probeListenPorts } from './common/port-probe';
+import { ConfigError, loadConfig } from './config/app-config';
+import { listenPorts } from './config/listen-ports';
+import type { RunningAdapter } from './bootstrap';
+
+function fail(problems: string[], code: number): never {
+  for (const problem of problems) process.stderr.write(`imaging-ai-adapter: ${problem}\n`);
+  process.exit(code);
+}
 
 /** `npm start`: run until SIGINT/SIGTERM, then shut down in order (HTTP, workers, database). */
 async function main(): Promise<void> {
+  // Configuration and ports first, before the application's modules are loaded (seconds on a
+  // busy machine): a bad variable or a port in use fails the start within a second.
+  try {
+    const problems = await probeListenPorts(listenPorts(loadConfig()));
+    if (problems.length > 0) fail(problems, 2);
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.problems, 2);
+    throw error;
+  }
+  const { startAdapter, StartupError } = await import('./bootstrap');
   let adapter: RunningAdapter;
   try {
     adapter = await startAdapter();
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof StartupError) {
-      for (const problem of error.problems)
-        process.stderr.write(`imaging-ai-adapter: ${problem}\n`);
-      process.exit(2);
-    }
+    if (error instanceof ConfigError || error instanceof StartupError) fail(error.problems, 2);
     process.stderr.write(`imaging-ai-adapter: failed to start: ${(error as Error).message}\n`);
     process.exit(1);
   }

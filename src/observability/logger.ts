@@ -71,12 +71,24 @@ export function createLogger(
   return destination ? pino(options, destination) : pino(options);
 }
 
+const NEST_STARTUP_CONTEXTS = new Set([
+  'NestFactory',
+  'InstanceLoader',
+  'RoutesResolver',
+  'RouterExplorer',
+  'NestApplication',
+]);
+
 /** Nest's own log lines go through pino too. */
 export class PinoNestLogger implements LoggerService {
   constructor(private readonly logger: Logger) {}
 
   log(message: unknown, context?: string): void {
-    this.logger.info({ context }, String(message));
+    // Nest's start-up chatter (one line per module and per route) stays at debug: at info it
+    // scrolled the token block away.
+    if (context && NEST_STARTUP_CONTEXTS.has(context))
+      this.logger.debug({ context }, String(message));
+    else this.logger.info({ context }, String(message));
   }
   error(message: unknown, trace?: string, context?: string): void {
     this.logger.error({ context, trace }, String(message));

@@ -41,6 +41,7 @@ export interface RunningAdapter {
   dataSource: DataSource;
   databaseUrl: string;
   upstreamBaseUrl: string;
+  logger: Logger;
   close(): Promise<void>;
 }
 
@@ -58,7 +59,12 @@ export interface StartOptions {
  */
 export async function startAdapter(options: StartOptions = {}): Promise<RunningAdapter> {
   const config = loadConfig(options.env ?? process.env);
-  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  const logger =
+    options.logger ??
+    createLogger(config.LOG_LEVEL, undefined, {
+      format: config.LOG_FORMAT,
+      repeatIntervalMs: config.LOG_REPEAT_SECONDS * 1000,
+    });
   const announce = options.announce ?? ((text: string) => process.stdout.write(text));
   const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async () => {
@@ -181,7 +187,8 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // The token block (or where the tokens are) is the last thing before "ready", so no route
     // or worker line scrolls it away; generated hashes are stored only now that we listen.
     loaded.persist?.();
-    announce(tokenNotice(loaded, join(config.DATA_DIR, 'api-tokens.sha256')));
+    const notice = tokenNotice(loaded, join(config.DATA_DIR, 'api-tokens.sha256'));
+    if (notice) announce(notice);
     logger.info(
       { httpUrl, auditUrl: `${httpUrl}/audit`, upstream: maskUrl(upstreamBaseUrl) },
       `imaging-ai-adapter is ready: audit log at ${httpUrl}/audit`,
@@ -195,6 +202,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       dataSource,
       databaseUrl,
       upstreamBaseUrl,
+      logger,
       close: cleanup,
     };
   } catch (error) {
@@ -230,7 +238,16 @@ function mountOpenApi(app: INestApplication): void {
       .setTitle('imaging-ai-adapter')
       .setDescription('Operations, orders and audit API of the imaging-AI adapter')
       .setVersion('0.1.0')
-      .addBearerAuth()
+      // Our tokens are opaque random strings (API_TOKENS, or generated), not JWTs.
+      .addBearerAuth(
+        {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'An opaque bearer token (a random string, not a JWT) with a role: sender, analyst or admin (API_TOKENS or generated at first start; `npm run tokens -- --rotate`).',
+        },
+        'bearer',
+      )
       .addSecurityRequirements('bearer')
       .build(),
   );
@@ -252,7 +269,7 @@ function tokenNotice(loaded: LoadedCredentials, file: string): string {
   if (loaded.source === 'generated-file') {
     return `API tokens were issued on ${loaded.issuedAt?.toISOString() ?? 'an earlier start'} (hashes in ${file}); \`npm run tokens -- --rotate\` issues new ones.\n`;
   }
-  return `API tokens: from ${loaded.source}.\n`;
+  return ''; // configured tokens: nothing to say
 }
 
 function describeConnectError(error: unknown): string {

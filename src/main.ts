@@ -1,6 +1,7 @@
 import { probeListenPorts } from './common/port-probe';
 import { ConfigError, loadConfig } from './config/app-config';
 import { listenPorts } from './config/listen-ports';
+import { routeConsoleToLogger } from './observability/logger';
 import type { RunningAdapter } from './bootstrap';
 
 function fail(problems: string[], code: number): never {
@@ -28,25 +29,39 @@ async function main(): Promise<void> {
     process.stderr.write(`imaging-ai-adapter: failed to start: ${(error as Error).message}\n`);
     process.exit(1);
   }
+  const { logger } = adapter;
+  // Every line JSON (or pretty): what libraries print with console.* goes through the logger.
+  routeConsoleToLogger(logger);
   // A rejection nobody awaited (seen in a library when the database restarts under it) is
   // logged, not allowed to take every connection and in-flight message down with it: the
   // database pool reconnects and the job queue retries.
   process.on('unhandledRejection', (reason) => {
-    process.stderr.write(
-      `${JSON.stringify({ level: 50, time: new Date().toISOString(), msg: 'unhandled rejection', err: (reason as Error)?.message ?? String(reason) })}\n`,
-    );
+    logger.error({ err: reason instanceof Error ? reason : String(reason) }, 'unhandled rejection');
   });
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    process.stderr.write(`imaging-ai-adapter: ${signal} received, shutting down\n`);
-    const force = setTimeout(() => process.exit(1), 20_000);
+    const started = Date.now();
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      logger.error({ signal, ms: Date.now() - started }, 'imaging-ai-adapter stopped (forced)');
+      process.exit(1);
+    }, 20_000);
     force.unref();
     adapter
       .close()
-      .then(() => process.exit(0))
-      .catch(() => process.exit(1));
+      .then(() => {
+        logger.info({ signal, ms: Date.now() - started }, 'imaging-ai-adapter stopped');
+        process.exit(0);
+      })
+      .catch((error: unknown) => {
+        logger.error(
+          { signal, err: error as Error, ms: Date.now() - started },
+          'imaging-ai-adapter stopped (a shutdown step failed)',
+        );
+        process.exit(1);
+      });
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -92,6 +92,9 @@ const apiTokens = z
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
+  /** A repeated warning/error (same message and cause) is written once per this many seconds; 0: every time. */
+  LOG_REPEAT_SECONDS: z.coerce.number().int().min(0).default(60),
   DATABASE_URL: optionalUrl(['postgres:', 'postgresql:']),
   DATABASE_POOL_SIZE: positiveInt(10),
   INTAKE_BATCHES_IN_FLIGHT: positiveInt(2),

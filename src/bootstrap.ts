@@ -16,6 +16,7 @@ import { MllpListenerService } from './inbound-hl7/mllp-listener.service';
 import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
+import { withFrontDoors } from './observability/openapi-front-doors';
 import { requestLogging } from './observability/request-logging.middleware';
 import { createDataSource } from './persistence/data-source.factory';
 import {
@@ -236,7 +237,9 @@ function mountOpenApi(app: INestApplication): void {
     app,
     new DocumentBuilder()
       .setTitle('imaging-ai-adapter')
-      .setDescription('Operations, orders and audit API of the imaging-AI adapter')
+      .setDescription(
+        'Operations, orders and audit API of the imaging-AI adapter, and its FHIR R4 and DICOMweb (STOW-RS) front doors',
+      )
       .setVersion('0.1.0')
       // Our tokens are opaque random strings (API_TOKENS, or generated), not JWTs.
       .addBearerAuth(
@@ -251,7 +254,11 @@ function mountOpenApi(app: INestApplication): void {
       .addSecurityRequirements('bearer')
       .build(),
   );
-  app.get(OpenApiDocument).document = document;
+  // Nest adds bearerFormat JWT to every bearer scheme; ours are opaque random strings.
+  const schemes = document.components?.securitySchemes as
+    Record<string, { bearerFormat?: string }> | undefined;
+  if (schemes?.bearer) delete schemes.bearer.bearerFormat;
+  app.get(OpenApiDocument).document = withFrontDoors(document);
 }
 
 function tokenNotice(loaded: LoadedCredentials, file: string): string {

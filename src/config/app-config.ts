@@ -351,11 +351,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       );
     }
   }
+  const mappings = (site.mappings ?? {}) as Record<string, unknown>;
+  if (
+    mappings.productTableMode !== undefined &&
+    mappings.productTableMode !== 'replace' &&
+    mappings.productTableMode !== 'extend'
+  ) {
+    problems.push(
+      `CONFIG_FILE: mappings.productTableMode must be replace or extend (got ${JSON.stringify(mappings.productTableMode)})`,
+    );
+  }
+  if (mappings.productTable !== undefined && !Array.isArray(mappings.productTable)) {
+    problems.push('CONFIG_FILE: mappings.productTable must be a list of rows (code, products)');
+  }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  const useEmbeddedSandbox = parsed.data.IMAGING_BASE_URL === undefined;
   return {
     ...parsed.data,
+    // What is in effect, so that the start-up dump shows it: with the in-process sandbox an
+    // order note picks the sandbox's path, and test processing IDs are accepted.
+    IMAGING_SANDBOX_OUTCOME_FROM_NOTES:
+      parsed.data.IMAGING_SANDBOX_OUTCOME_FROM_NOTES || useEmbeddedSandbox,
+    HL7_PROCESSING_IDS: parsed.data.HL7_PROCESSING_IDS ?? (useEmbeddedSandbox ? ['P', 'T'] : ['P']),
     site,
-    useEmbeddedSandbox: parsed.data.IMAGING_BASE_URL === undefined,
+    useEmbeddedSandbox,
     useEmbeddedDatabase: parsed.data.DATABASE_URL === undefined,
   };
 }

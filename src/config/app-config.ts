@@ -366,8 +366,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const useEmbeddedSandbox = parsed.data.IMAGING_BASE_URL === undefined;
+  // Nothing configured (`npm start` on a fresh machine, the README's quick start): a pushed
+  // study is packaged after 5 quiet seconds and the sandbox is polled every 15 s (the
+  // lifecycle tick runs each minute), so a first order reaches its end within minutes.
+  const quickStart = useEmbeddedSandbox && parsed.data.DATABASE_URL === undefined;
   return {
     ...parsed.data,
+    STUDY_QUIET_PERIOD_SECONDS:
+      cleaned.STUDY_QUIET_PERIOD_SECONDS === undefined && quickStart
+        ? 5
+        : parsed.data.STUDY_QUIET_PERIOD_SECONDS,
+    POLL_INTERVAL_SECONDS:
+      cleaned.POLL_INTERVAL_SECONDS === undefined && quickStart
+        ? 15
+        : parsed.data.POLL_INTERVAL_SECONDS,
     // What is in effect, so that the start-up dump shows it: with the in-process sandbox an
     // order note picks the sandbox's path, and test processing IDs are accepted.
     IMAGING_SANDBOX_OUTCOME_FROM_NOTES:

@@ -198,6 +198,11 @@ const envSchema = z.object({
   RIS_MLLP_HOST: z.string().min(1).optional(),
   RIS_MLLP_PORT: optionalPort,
   DICOMWEB_URL: optionalUrl(['http:', 'https:']),
+  /** Order alerts and dead letters to a person (JSON POST through the outbox); a credential. */
+  ALERT_WEBHOOK_URL: optionalUrl(['http:', 'https:']).refine(
+    (v) => v === undefined || (!new URL(v).username && !new URL(v).password),
+    'must not carry user information (put a token in the path or query)',
+  ),
   // Results back to the clinic (src/outbound, docs/results.md).
   OUTBOUND_ENABLED: bool(true),
   OUTBOUND_POLL_MS: positiveInt(250),
@@ -420,7 +425,7 @@ function readSiteConfig(file: string): SiteConfig {
   return result.data;
 }
 
-const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY/i;
+const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY|WEBHOOK_URL/i;
 
 function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name) && !name.endsWith('_FILE');

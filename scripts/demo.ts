@@ -5,8 +5,9 @@
  * 1. Start the adapter (embedded PostgreSQL, in-process sandbox upstream) with the demo site
  *    configuration, which maps the RIS code and FHIR procedures to the sandbox's products:
  *
- *      CONFIG_FILE=scripts/demo-site.yaml FHIR_UNKNOWN_PROCEDURE=default-products:neuro-volumetry \
- *        STUDY_QUIET_PERIOD_SECONDS=5 npm start
+ *      CONFIG_FILE=scripts/demo-site.yaml npm start
+ *
+ *    (With nothing else configured a pushed study is packaged after 5 quiet seconds.)
  *
  *    The first start prints one bearer token per role; keep the admin one.
  * 2. In another terminal: `DEMO_TOKEN=<admin token> npm run demo`.
@@ -21,8 +22,13 @@
  *
  * Settings: DEMO_URL (http://127.0.0.1:8080), DEMO_MLLP_HOST / DEMO_MLLP_PORT (127.0.0.1:2575),
  * DEMO_TOKEN (admin bearer token; required), DEMO_TIMEOUT_SECONDS (300).
+ *
+ * By hand (the README's quick start), one step at a time:
+ *   npm run demo -- push-study <accession> <patient id>   a generated MR study over STOW-RS
+ *   npm run demo -- send-hl7 <file>                        an HL7 file over MLLP (prints the ACK)
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MllpClient } from '../src/hl7';
 import { createMrBrainSeries, generateUid } from '../test/helpers/dicom-factory';
@@ -263,7 +269,39 @@ async function findOrder(accession: string): Promise<string | undefined> {
   return undefined;
 }
 
-main().catch((error: unknown) => {
+/** `push-study` and `send-hl7`: the quick start's steps by hand. */
+async function byHand(command: string, args: string[]): Promise<void> {
+  if (command !== 'send-hl7' && command !== 'push-study')
+    throw new Error(`unknown command ${command}: push-study or send-hl7 (or none: the whole demo)`);
+  if (command === 'send-hl7') {
+    if (!args[0]) throw new Error('usage: npm run demo -- send-hl7 <file>');
+    // One segment per line in the file; HL7 wants CR between segments.
+    const text = readFileSync(args[0], 'latin1').replace(/\r?\n/g, '\r').replace(/\r*$/, '\r');
+    const mllp = new MllpClient({ host: MLLP_HOST, port: MLLP_PORT, responseTimeoutMs: 10_000 });
+    try {
+      const ack = (await mllp.send(Buffer.from(text, 'latin1'))).toString('latin1');
+      say(ack.split('\r').filter(Boolean).join('\n'));
+    } finally {
+      await mllp.close();
+    }
+    return;
+  }
+  const [accession, patientId] = args;
+  if (!accession || !patientId)
+    throw new Error('usage: npm run demo -- push-study <accession> <patient id>');
+  if (!TOKEN) throw new Error('DEMO_TOKEN is not set: give a sender or admin bearer token.');
+  const status = await stow(
+    studyOf({ accession, patientId, studyUid: generateUid() }, 'DEMO^PATIENT'),
+  );
+  say(
+    `STOW-RS ${URL_BASE}/dicomweb/studies: HTTP ${status} (accession ${accession}, patient ${patientId})`,
+  );
+  if (status !== 200) process.exitCode = 1;
+}
+
+const [command, ...rest] = process.argv.slice(2);
+const run = command ? byHand(command, rest) : main();
+run.catch((error: unknown) => {
   say(`demo failed: ${(error as Error).message}`);
   process.exit(1);
 });

@@ -24,6 +24,7 @@ import { ClientUpstreamProbe } from './imaging-client/upstream-health.probe';
 import { UPSTREAM_PROBE } from './health/health.tokens';
 import type { UpstreamProbe } from './domain/upstream-probe.port';
 import { JOB_QUEUE } from './jobs/jobs.tokens';
+import { DocsController } from './observability/docs.controller';
 import { OpenApiController, OpenApiDocument } from './observability/openapi.controller';
 import type { JobQueue } from './jobs/job-queue';
 
@@ -55,7 +56,7 @@ export class AppModule {
         OrdersModule,
         OutboundModule,
       ],
-      controllers: [HealthController, OpenApiController],
+      controllers: [HealthController, OpenApiController, DocsController],
       providers: [
         OpenApiDocument,
         { provide: APP_CONFIG, useValue: runtime.config },

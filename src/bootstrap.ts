@@ -7,13 +7,16 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
-import { loadApiCredentials } from './auth/api-credentials';
+import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
+import { describeListenError, probeListenPorts } from './common/port-probe';
+import { listenPorts } from './config/listen-ports';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
 import { HttpUpstreamProbe } from './imaging-client/http-upstream.probe';
 import { MllpListenerService } from './inbound-hl7/mllp-listener.service';
 import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
+import { withFrontDoors } from './observability/openapi-front-doors';
 import { requestLogging } from './observability/request-logging.middleware';
 import { createDataSource } from './persistence/data-source.factory';
 import {
@@ -39,6 +42,7 @@ export interface RunningAdapter {
   dataSource: DataSource;
   databaseUrl: string;
   upstreamBaseUrl: string;
+  logger: Logger;
   close(): Promise<void>;
 }
 
@@ -56,7 +60,12 @@ export interface StartOptions {
  */
 export async function startAdapter(options: StartOptions = {}): Promise<RunningAdapter> {
   const config = loadConfig(options.env ?? process.env);
-  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  const logger =
+    options.logger ??
+    createLogger(config.LOG_LEVEL, undefined, {
+      format: config.LOG_FORMAT,
+      repeatIntervalMs: config.LOG_REPEAT_SECONDS * 1000,
+    });
   const announce = options.announce ?? ((text: string) => process.stdout.write(text));
   const cleanups: Array<() => Promise<void>> = [];
   const cleanup = async () => {
@@ -70,6 +79,10 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
 
   try {
     logger.info({ config: describeConfig(config) }, 'starting imaging-ai-adapter');
+
+    // Every port we listen on, before the slow steps: a port in use fails within a second.
+    const portProblems = await probeListenPorts(listenPorts(config));
+    if (portProblems.length > 0) throw new StartupError(portProblems);
 
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
@@ -122,18 +135,6 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       apiTokensFile: config.API_TOKENS_FILE,
       generatedFile: join(config.DATA_DIR, 'api-tokens.sha256'),
     });
-    if (loaded.generated) {
-      announce(
-        [
-          '',
-          'No API_TOKENS configured: generated one bearer token per role. They are shown only now;',
-          `their hashes are kept in ${join(config.DATA_DIR, 'api-tokens.sha256')} (delete it to generate new ones).`,
-          ...loaded.generated.map((g) => `  ${g.role.padEnd(8)} ${g.token}`),
-          '',
-        ].join('\n') + '\n',
-      );
-    }
-
     const app = await NestFactory.create(
       AppModule.forRoot({
         config,
@@ -170,12 +171,29 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
 
     if (config.JOBS_ENABLED) await jobQueue.start();
 
-    await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+    try {
+      await app.listen(config.HTTP_PORT, config.HTTP_HOST);
+    } catch (error) {
+      throw new StartupError([
+        describeListenError(
+          { variable: 'HTTP_PORT', port: config.HTTP_PORT, host: config.HTTP_HOST },
+          error as NodeJS.ErrnoException,
+        ),
+      ]);
+    }
     const address = app.getHttpServer().address() as { port: number };
     const host =
       config.HTTP_HOST === '0.0.0.0' || config.HTTP_HOST === '::' ? '127.0.0.1' : config.HTTP_HOST;
     const httpUrl = `http://${host}:${address.port}`;
-    logger.info({ httpUrl, upstream: maskUrl(upstreamBaseUrl) }, 'imaging-ai-adapter is ready');
+    // The token block (or where the tokens are) is the last thing before "ready", so no route
+    // or worker line scrolls it away; generated hashes are stored only now that we listen.
+    loaded.persist?.();
+    const notice = tokenNotice(loaded, join(config.DATA_DIR, 'api-tokens.sha256'));
+    if (notice) announce(notice);
+    logger.info(
+      { httpUrl, auditUrl: `${httpUrl}/audit`, upstream: maskUrl(upstreamBaseUrl) },
+      `imaging-ai-adapter is ready: audit log at ${httpUrl}/audit`,
+    );
 
     return {
       httpUrl,
@@ -185,6 +203,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       dataSource,
       databaseUrl,
       upstreamBaseUrl,
+      logger,
       close: cleanup,
     };
   } catch (error) {
@@ -218,13 +237,46 @@ function mountOpenApi(app: INestApplication): void {
     app,
     new DocumentBuilder()
       .setTitle('imaging-ai-adapter')
-      .setDescription('Operations, orders and audit API of the imaging-AI adapter')
+      .setDescription(
+        'Operations, orders and audit API of the imaging-AI adapter, and its FHIR R4 and DICOMweb (STOW-RS) front doors',
+      )
       .setVersion('0.1.0')
-      .addBearerAuth()
+      // Our tokens are opaque random strings (API_TOKENS, or generated), not JWTs.
+      .addBearerAuth(
+        {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'An opaque bearer token (a random string, not a JWT) with a role: sender, analyst or admin (API_TOKENS or generated at first start; `npm run tokens -- --rotate`).',
+        },
+        'bearer',
+      )
       .addSecurityRequirements('bearer')
       .build(),
   );
-  app.get(OpenApiDocument).document = document;
+  // Nest adds bearerFormat JWT to every bearer scheme; ours are opaque random strings.
+  const schemes = document.components?.securitySchemes as
+    Record<string, { bearerFormat?: string }> | undefined;
+  if (schemes?.bearer) delete schemes.bearer.bearerFormat;
+  app.get(OpenApiDocument).document = withFrontDoors(document);
+}
+
+function tokenNotice(loaded: LoadedCredentials, file: string): string {
+  if (loaded.generated) {
+    return (
+      [
+        '',
+        'No API_TOKENS configured: generated one bearer token per role. They are shown only now;',
+        `their hashes are kept in ${file} (\`npm run tokens -- --rotate\` issues new ones).`,
+        ...loaded.generated.map((g) => `  ${g.role.padEnd(8)} ${g.token}`),
+        '',
+      ].join('\n') + '\n'
+    );
+  }
+  if (loaded.source === 'generated-file') {
+    return `API tokens were issued on ${loaded.issuedAt?.toISOString() ?? 'an earlier start'} (hashes in ${file}); \`npm run tokens -- --rotate\` issues new ones.\n`;
+  }
+  return ''; // configured tokens: nothing to say
 }
 
 function describeConnectError(error: unknown): string {

@@ -39,6 +39,7 @@ import {
   OutboundPageDto,
   parseInput,
   ReplayRequestDto,
+  RevealRequestDto,
   ReplayResultDto,
   replaySchema,
   revealSchema,
@@ -77,14 +78,18 @@ const ORDER_FILTERS: Array<[string, string]> = [
   ['limit', 'page size, 1..200 (default 50)'],
 ];
 
-/** Shared by the API and the page: an admin's reveal is recorded before anything is shown. */
+/**
+ * Shared by the API and the page: an admin's reveal is recorded before anything is shown. The
+ * reason travels in a POST body (`input`), never in a URL: URLs end up in access logs, proxies
+ * and browser history.
+ */
 export async function resolveReveal(
   query: AuditQueryService,
   req: AuthenticatedRequest,
   input: unknown,
   target: { orderId?: string | null; inboundMessageId?: string | null; what: string },
 ): Promise<boolean> {
-  const { reveal, reason } = parseInput(revealSchema, input);
+  const { reveal, reason } = parseInput(revealSchema, input ?? {});
   if (!reveal) return false;
   const principal = req.principal!;
   if (principal.role !== 'admin') {
@@ -92,6 +97,15 @@ export async function resolveReveal(
   }
   await query.recordReveal({ actor: principal.actor, reason: reason ?? '', ...target });
   return true;
+}
+
+/** A GET asking to reveal: refused, the reveal is a POST with the reason in its body. */
+export function refuseRevealInUrl(q: Record<string, unknown>, post: string): void {
+  if (q.reveal !== undefined || q.reason !== undefined)
+    throw new AppError(
+      'bad_request',
+      `reveal with POST ${post} and {"reason": "…"} in the body; a reason in a URL would be logged`,
+    );
 }
 
 /**
@@ -130,20 +144,44 @@ export class AuditApiController {
   @ApiOperation({
     summary: "An order's whole path",
     description:
-      'The order (with its OrderRequest), its timeline (own events and the events of every inbound message that touched it), the inbound messages, the outbound documents with their answers, and the field lineage. Admins may pass reveal=true with a reason (audited as phi.reveal).',
+      'The order (with its OrderRequest), its timeline (own events and the events of every inbound message that touched it), the inbound messages, the outbound documents with their answers, and the field lineage, PHI masked. Admins see it unmasked with POST /api/audit/orders/{id}/reveal.',
   })
   @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiQuery({ name: 'reveal', required: false, description: 'admin only: unmasked PHI' })
-  @ApiQuery({ name: 'reason', required: false, description: 'required with reveal (audited)' })
   @ApiOkResponse({ type: OrderDetailDto })
   @ApiNotFoundResponse({ description: 'no such order' })
   async order(
     @Param('id') id: string,
     @Query() q: Record<string, unknown>,
+  ): Promise<OrderDetailView> {
+    refuseRevealInUrl(q, `/api/audit/orders/${id}/reveal`);
+    return presentOrderDetail(await this.query.orderDetail(id), false);
+  }
+
+  @Post('orders/:id/reveal')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: "An order's whole path with PHI unmasked (admin)",
+    description:
+      'Body `{"reason": "…"}`; the reason is required and audited as phi.reveal before anything is shown.',
+  })
+  @ApiParam({ name: 'id', format: 'uuid' })
+  @ApiBody({ type: RevealRequestDto })
+  @ApiOkResponse({ type: OrderDetailDto })
+  async revealOrder(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
   ): Promise<OrderDetailView> {
     const detail = await this.query.orderDetail(id);
-    const reveal = await resolveReveal(this.query, req, q, { orderId: id, what: 'order' });
+    const reveal = await resolveReveal(
+      this.query,
+      req,
+      { reveal: 'true', reason: body?.reason },
+      {
+        orderId: id,
+        what: 'order',
+      },
+    );
     return presentOrderDetail(detail, reveal);
   }
 
@@ -177,20 +215,40 @@ export class AuditApiController {
       'One inbound message: raw bytes decoded (HL7 segment by segment, FHIR as JSON), answer, events',
   })
   @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiQuery({ name: 'reveal', required: false })
-  @ApiQuery({ name: 'reason', required: false })
   @ApiOkResponse({ description: 'the message view' })
   @ApiNotFoundResponse({ description: 'no such message' })
   async message(
     @Param('id') id: string,
     @Query() q: Record<string, unknown>,
+  ): Promise<MessageView> {
+    refuseRevealInUrl(q, `/api/audit/messages/${id}/reveal`);
+    const { message, events } = await this.query.message(id);
+    return presentMessage(message, events, false);
+  }
+
+  @Post('messages/:id/reveal')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'One inbound message with PHI unmasked (admin; reason in the body, audited)',
+  })
+  @ApiParam({ name: 'id', format: 'uuid' })
+  @ApiBody({ type: RevealRequestDto })
+  @ApiOkResponse({ description: 'the message view' })
+  async revealMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
   ): Promise<MessageView> {
     const { message, events } = await this.query.message(id);
-    const reveal = await resolveReveal(this.query, req, q, {
-      inboundMessageId: id,
-      what: 'inbound message',
-    });
+    const reveal = await resolveReveal(
+      this.query,
+      req,
+      { reveal: 'true', reason: body?.reason },
+      {
+        inboundMessageId: id,
+        what: 'inbound message',
+      },
+    );
     return presentMessage(message, events, reveal);
   }
 

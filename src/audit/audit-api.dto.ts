@@ -203,6 +203,16 @@ export class OutboundPageDto {
   @ApiPropertyOptional() nextCursor?: string;
 }
 
+export class RevealRequestDto {
+  @ApiProperty({
+    minLength: 3,
+    maxLength: 500,
+    example: 'clinician call, ticket 4471',
+    description: 'why unmasked PHI is needed (audited as phi.reveal)',
+  })
+  reason!: string;
+}
+
 export class ReplayRequestDto {
   @ApiProperty({
     minLength: 3,

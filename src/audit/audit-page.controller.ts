@@ -123,13 +123,36 @@ export class AuditPageController {
   @Get('orders/:id')
   async order(
     @Param('id') id: string,
-    @Query() q: Record<string, unknown>,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
+    await this.renderOrder(id, req, res, false);
+  }
+
+  /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
+  @Post('orders/:id')
+  async revealOrder(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.renderOrder(id, req, res, true, body);
+  }
+
+  private async renderOrder(
+    id: string,
+    req: AuthenticatedRequest,
+    res: Response,
+    post: boolean,
+    body?: Record<string, unknown>,
+  ): Promise<void> {
     const ctx = context(req);
     const detail = await this.query.orderDetail(id);
-    const reveal = await resolveReveal(this.query, req, q, { orderId: id, what: 'order page' });
+    const reveal = post
+      ? await resolveReveal(this.query, req, body, { orderId: id, what: 'order page' })
+      : false;
     const view = presentOrderDetail(detail, reveal);
     const raws = [];
     for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
@@ -142,16 +165,38 @@ export class AuditPageController {
   @Get('messages/:id')
   async message(
     @Param('id') id: string,
-    @Query() q: Record<string, unknown>,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
+    await this.renderMessage(id, req, res, false);
+  }
+
+  @Post('messages/:id')
+  async revealMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.renderMessage(id, req, res, true, body);
+  }
+
+  private async renderMessage(
+    id: string,
+    req: AuthenticatedRequest,
+    res: Response,
+    post: boolean,
+    body?: Record<string, unknown>,
+  ): Promise<void> {
     const ctx = context(req);
     const { message, events } = await this.query.message(id);
-    const reveal = await resolveReveal(this.query, req, q, {
-      inboundMessageId: id,
-      what: 'message page',
-    });
+    const reveal = post
+      ? await resolveReveal(this.query, req, body, {
+          inboundMessageId: id,
+          what: 'message page',
+        })
+      : false;
     const orderIds = [
       ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
     ];

@@ -337,8 +337,9 @@ function revealForm(ctx: PageContext, action: string, masked: boolean): string {
   if (ctx.role !== 'admin') {
     return `<div class="notice" role="status">Names, birth dates and patient identifiers are partly hidden.</div>`;
   }
-  return `<form class="notice" method="get" action="${h(action)}">
+  return `<form class="notice" method="post" action="${h(action)}">
       <input type="hidden" name="reveal" value="true">
+      <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
       <div class="actions wrap">
         <span>PHI is masked.</span>
         <label for="reveal-reason" class="visually-hidden">Reason to reveal</label>

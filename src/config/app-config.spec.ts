@@ -8,9 +8,18 @@ describe('loadConfig', () => {
     const c = loadConfig({});
     expect(c.HTTP_PORT).toBe(8080);
     expect(c.MLLP_PORT).toBe(2575);
-    expect(c.POLL_INTERVAL_SECONDS).toBe(300);
+    // nothing configured (the quick start): a faster poll and a short quiet period
+    expect(c.POLL_INTERVAL_SECONDS).toBe(15);
+    expect(c.STUDY_QUIET_PERIOD_SECONDS).toBe(5);
     expect(c.useEmbeddedDatabase).toBe(true);
     expect(c.useEmbeddedSandbox).toBe(true);
+  });
+
+  it('keeps the production poll and quiet period once a database is configured, or when set', () => {
+    const c = loadConfig({ DATABASE_URL: 'postgres://db/x' });
+    expect(c.POLL_INTERVAL_SECONDS).toBe(300);
+    expect(c.STUDY_QUIET_PERIOD_SECONDS).toBe(60);
+    expect(loadConfig({ POLL_INTERVAL_SECONDS: '300' }).POLL_INTERVAL_SECONDS).toBe(300);
   });
 
   it('lists every bad variable by name, one problem each', () => {

@@ -9,7 +9,7 @@ import {
   port,
   positiveInt,
 } from './config-fields';
-import { crossFieldProblems } from './config-rules';
+import { crossFieldProblems, siteMappingProblems } from './config-rules';
 import { readSiteConfig, type SiteConfig } from './site-config';
 
 /**
@@ -27,6 +27,9 @@ export { describeConfig, maskUrl } from './config-masking';
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
+  /** A repeated warning/error (same message and cause) is written once per this many seconds; 0: every time. */
+  LOG_REPEAT_SECONDS: z.coerce.number().int().min(0).default(60),
   DATABASE_URL: optionalUrl(['postgres:', 'postgresql:']),
   DATABASE_POOL_SIZE: positiveInt(10),
   INTAKE_BATCHES_IN_FLIGHT: positiveInt(1),
@@ -116,6 +119,11 @@ const envSchema = z.object({
   RIS_MLLP_HOST: z.string().min(1).optional(),
   RIS_MLLP_PORT: optionalPort,
   DICOMWEB_URL: optionalUrl(['http:', 'https:']),
+  /** Order alerts and dead letters to a person (JSON POST through the outbox); a credential. */
+  ALERT_WEBHOOK_URL: optionalUrl(['http:', 'https:']).refine(
+    (v) => v === undefined || (!new URL(v).username && !new URL(v).password),
+    'must not carry user information (put a token in the path or query)',
+  ),
   // Results back to the clinic (src/outbound, docs/results.md).
   OUTBOUND_ENABLED: bool(true),
   OUTBOUND_POLL_MS: positiveInt(250),
@@ -212,11 +220,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     }
   }
   if (parsed.success) problems.push(...crossFieldProblems(parsed.data));
+  problems.push(...siteMappingProblems(site));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  const useEmbeddedSandbox = parsed.data.IMAGING_BASE_URL === undefined;
+  // Nothing configured (`npm start` on a fresh machine, the README's quick start): a pushed
+  // study is packaged after 5 quiet seconds and the sandbox is polled every 15 s (the
+  // lifecycle tick runs each minute), so a first order reaches its end within minutes.
+  const quickStart = useEmbeddedSandbox && parsed.data.DATABASE_URL === undefined;
   return {
     ...parsed.data,
+    STUDY_QUIET_PERIOD_SECONDS:
+      cleaned.STUDY_QUIET_PERIOD_SECONDS === undefined && quickStart
+        ? 5
+        : parsed.data.STUDY_QUIET_PERIOD_SECONDS,
+    POLL_INTERVAL_SECONDS:
+      cleaned.POLL_INTERVAL_SECONDS === undefined && quickStart
+        ? 15
+        : parsed.data.POLL_INTERVAL_SECONDS,
+    // What is in effect, so that the start-up dump shows it: with the in-process sandbox an
+    // order note picks the sandbox's path, and test processing IDs are accepted.
+    IMAGING_SANDBOX_OUTCOME_FROM_NOTES:
+      parsed.data.IMAGING_SANDBOX_OUTCOME_FROM_NOTES || useEmbeddedSandbox,
+    HL7_PROCESSING_IDS: parsed.data.HL7_PROCESSING_IDS ?? (useEmbeddedSandbox ? ['P', 'T'] : ['P']),
     site,
-    useEmbeddedSandbox: parsed.data.IMAGING_BASE_URL === undefined,
+    useEmbeddedSandbox,
     useEmbeddedDatabase: parsed.data.DATABASE_URL === undefined,
   };
 }

@@ -1,6 +1,6 @@
 import type { AppConfig } from './app-config';
 
-const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY/i;
+const SECRET_NAME = /SECRET|TOKEN|PASSWORD|KEY|WEBHOOK_URL/i;
 
 export function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name) && !name.endsWith('_FILE');

@@ -36,3 +36,22 @@ export function crossFieldProblems(c: EnvConfig): string[] {
   }
   return problems;
 }
+
+/** CONFIG_FILE product rows: a list, and a mode that says whether they replace or extend. */
+export function siteMappingProblems(site: { mappings?: Record<string, unknown> }): string[] {
+  const problems: string[] = [];
+  const mappings = (site.mappings ?? {}) as Record<string, unknown>;
+  if (
+    mappings.productTableMode !== undefined &&
+    mappings.productTableMode !== 'replace' &&
+    mappings.productTableMode !== 'extend'
+  ) {
+    problems.push(
+      `CONFIG_FILE: mappings.productTableMode must be replace or extend (got ${JSON.stringify(mappings.productTableMode)})`,
+    );
+  }
+  if (mappings.productTable !== undefined && !Array.isArray(mappings.productTable)) {
+    problems.push('CONFIG_FILE: mappings.productTable must be a list of rows (code, products)');
+  }
+  return problems;
+}

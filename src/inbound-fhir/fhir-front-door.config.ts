@@ -1,4 +1,5 @@
 import type { AppConfig } from '../config/app-config';
+import { siteProductTable } from '../config/site-mappings';
 import {
   DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
   type FhirOrderMappingConfig,
@@ -40,6 +41,7 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
   return {
     mapping: {
       ...DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
+      productTable: siteProductTable(config, 'fhir'),
       unknownProcedure: parseUnknownProcedureRule(config.FHIR_UNKNOWN_PROCEDURE),
     },
     maxBodyBytes: config.FHIR_MAX_BODY_BYTES,

@@ -283,9 +283,16 @@ export class JobQueue {
   private gwLogger() {
     // graphile-worker's Logger interface, bridged to pino without its scope's payloads.
     const log = this.options.logger;
+    // Its messages can end in a stack trace: the first line is the message, the trace stays
+    // inside the same JSON line (`stack`) and only at debug level.
     return new GraphileLogger(() => (level: string, message: string) => {
       const fn = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
-      log[fn]({ component: 'jobs' }, message);
+      const [first, ...rest] = String(message).split('\n');
+      const stack = rest.join('\n').trim();
+      log[fn](
+        stack && log.isLevelEnabled('debug') ? { component: 'jobs', stack } : { component: 'jobs' },
+        first ?? '',
+      );
     });
   }
 }

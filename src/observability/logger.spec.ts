@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { QueryFailedError } from 'typeorm';
-import { createLogger } from './logger';
+import { createLogger, prettyLine, routeConsoleToLogger } from './logger';
 
 function capture(): { sink: Writable; lines: () => Array<Record<string, unknown>> } {
   let out = '';
@@ -58,5 +58,83 @@ describe('logger: errors without stored values', () => {
     const { sink, lines } = capture();
     createLogger('info', sink).info({ err: 'connect ECONNREFUSED' }, 'x');
     expect(lines()[0]!.err).toBe('connect ECONNREFUSED');
+  });
+});
+
+describe('logger: repeated errors, pretty lines, console', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('writes a repeated warning once per interval, then one line with the count', () => {
+    jest.useFakeTimers();
+    const { sink, lines } = capture();
+    const logger = createLogger('info', sink, { repeatIntervalMs: 10_000 });
+    for (let i = 0; i < 50; i++)
+      logger.warn({ destination: 'fhir', err: 'ECONNREFUSED' }, 'outbox claim failed');
+    logger.warn({ destination: 'hl7', err: 'ECONNREFUSED' }, 'outbox claim failed');
+    logger.info('not limited');
+    logger.info('not limited');
+    expect(lines().map((l) => l.msg)).toEqual([
+      'outbox claim failed',
+      'outbox claim failed',
+      'not limited',
+      'not limited',
+    ]);
+    jest.advanceTimersByTime(10_000);
+    const last = lines().at(-1)!;
+    expect(last).toMatchObject({
+      msg: 'outbox claim failed',
+      destination: 'fhir',
+      repeated: 49,
+      repeatIntervalSeconds: 10,
+    });
+    // the hl7 line had no repeats: nothing more for it
+    expect(lines()).toHaveLength(5);
+    // the next interval starts afresh
+    logger.warn({ destination: 'fhir', err: 'ECONNREFUSED' }, 'outbox claim failed');
+    expect(lines()).toHaveLength(6);
+  });
+
+  it('a different cause is a different line', () => {
+    const { sink, lines } = capture();
+    const logger = createLogger('info', sink, { repeatIntervalMs: 60_000 });
+    logger.error({ err: new Error('connect ECONNREFUSED') }, 'poll failed');
+    logger.error({ err: new Error('connect ECONNREFUSED') }, 'poll failed');
+    logger.error({ err: new Error('timeout') }, 'poll failed');
+    expect(lines()).toHaveLength(2);
+  });
+
+  it('pretty: one readable line per entry', () => {
+    const line = prettyLine(
+      JSON.stringify({
+        level: 40,
+        time: '2026-11-25T03:04:05.678Z',
+        service: 'imaging-ai-adapter',
+        msg: 'outbox claim failed',
+        destination: 'fhir',
+        err: {
+          type: 'Error',
+          message: 'connect ECONNREFUSED 127.0.0.1:5432',
+          code: 'ECONNREFUSED',
+        },
+        repeated: 12,
+      }),
+    );
+    expect(line).toBe(
+      '03:04:05.678 WARN  outbox claim failed  destination=fhir err="ECONNREFUSED connect ECONNREFUSED 127.0.0.1:5432" repeated=12',
+    );
+  });
+
+  it('console.error of a library becomes one JSON line with the stack inside', () => {
+    const { sink, lines } = capture();
+    const saved = { error: console.error, warn: console.warn, log: console.log };
+    try {
+      routeConsoleToLogger(createLogger('info', sink));
+      console.error('Graphile Worker Internal Error', new Error('boom'));
+    } finally {
+      Object.assign(console, saved);
+    }
+    const [l] = lines();
+    expect(l).toMatchObject({ level: 50, msg: 'Graphile Worker Internal Error' });
+    expect((l!.err as { stack: string }).stack).toContain('boom');
   });
 });

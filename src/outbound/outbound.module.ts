@@ -12,6 +12,7 @@ import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { smartTokenProvider } from '../fhir/smart-backend.auth';
+import { AlertWebhookPublisher } from './alert-webhook.publisher';
 import { DicomWebResultPublisher } from './dicomweb-result.publisher';
 import { FhirResultPublisher } from './fhir-result.publisher';
 import { Hl7ResultPublisher } from './hl7-result.publisher';
@@ -67,6 +68,9 @@ export function createOutboxWorker(
         bearerToken: config.DICOMWEB_TOKEN,
       }),
     );
+  }
+  if (config.ALERT_WEBHOOK_URL) {
+    publishers.push(new AlertWebhookPublisher({ url: config.ALERT_WEBHOOK_URL }));
   }
   return new OutboxWorker({
     dataSource,

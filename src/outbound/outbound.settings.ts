@@ -3,11 +3,12 @@ import type { Hl7ResultSettings } from '../mappings/hl7-result.mapping';
 import { parseStatusOverrides, type StatusOverrides } from '../mappings/outbound-rows';
 import { uidFromSeed, type DeviceInfo } from '../mappings/publication.model';
 
-/** The three destinations (outbox.destination). */
+/** The destinations (outbox.destination): three for results, one for alerts to a person. */
 export const DESTINATIONS = {
   fhir: 'ehr-fhir',
   hl7: 'ris-hl7',
   dicom: 'pacs-dicomweb',
+  alert: 'alert-webhook',
 } as const;
 export type Destination = (typeof DESTINATIONS)[keyof typeof DESTINATIONS];
 
@@ -31,6 +32,7 @@ export function outboundSettings(config: AppConfig): OutboundSettings {
   if (config.FHIR_SERVER_URL) destinations.push(DESTINATIONS.fhir);
   if (config.RIS_MLLP_HOST && config.RIS_MLLP_PORT) destinations.push(DESTINATIONS.hl7);
   if (config.DICOMWEB_URL) destinations.push(DESTINATIONS.dicom);
+  if (config.ALERT_WEBHOOK_URL) destinations.push(DESTINATIONS.alert);
   return {
     destinations,
     overrides: parseStatusOverrides(mappings.status),

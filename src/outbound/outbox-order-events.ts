@@ -20,6 +20,7 @@ import type {
 } from '../orders/order-events';
 import { type NewOutboxEntry, OutboxRepository } from '../persistence/outbox.repository';
 import { PublicationRepository } from '../persistence/publication.repository';
+import { orderAlertPayload } from './alert-webhook.publisher';
 import { DESTINATIONS, type Destination, type OutboundSettings } from './outbound.settings';
 
 /** What an outbox row carries: enough to render the document at delivery time. */
@@ -109,6 +110,24 @@ export class OutboxOrderEvents implements OrderEvents {
     manager: EntityManager,
     ended: { order: OrderSnapshot; state: string; reason: string; alert: string | null },
   ): Promise<void> {
+    if (ended.alert && this.settings.destinations.includes(DESTINATIONS.alert)) {
+      // An order alert (deadline, stuck upstream, refusal, …) to a person: ALERT_WEBHOOK_URL.
+      await new OutboxRepository(manager).insert([
+        {
+          orderId: ended.order.id,
+          destination: DESTINATIONS.alert,
+          kind: 'order-alert',
+          dedupeKey: `order-alert:${ended.order.id}:${ended.alert}`,
+          payload: orderAlertPayload({
+            orderId: ended.order.id,
+            alert: ended.alert,
+            state: ended.state,
+            reason: ended.reason,
+          }),
+        },
+      ]);
+      this.onWritten();
+    }
     if (ended.state !== 'failed' && ended.state !== 'cancelled') return;
     const row = applyOverride(localEndRow(ended.state), this.settings.overrides);
     await this.write(manager, ended.order, row, row.publish, {

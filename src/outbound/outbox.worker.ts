@@ -7,7 +7,13 @@ import { PublicationRepository } from '../persistence/publication.repository';
 import { isDatabaseUnavailable } from '../common/database-unavailable';
 import { OutboundError } from './outbound.error';
 import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
-import { backoffMs, type Destination, type OutboundSettings } from './outbound.settings';
+import { deadLetterPayload } from './alert-webhook.publisher';
+import {
+  backoffMs,
+  DESTINATIONS,
+  type Destination,
+  type OutboundSettings,
+} from './outbound.settings';
 import type { OutboxPayload } from './outbox-order-events';
 import { loadPublication } from './publication.loader';
 import type { DeliveryResult, Publisher } from './publisher';
@@ -248,6 +254,11 @@ export class OutboxWorker {
           answer: `not sent: superseded by the later ${row.kind} ${superseded} already delivered`,
           detail: { supersededBy: superseded },
         };
+      } else if (publisher.deliverPayload) {
+        result = await publisher.deliverPayload(
+          { id: row.id, kind: row.kind, attempts: row.attempts },
+          row.payload,
+        );
       } else {
         const loaded = await loadPublication(this.publications, this.options.settings, row.payload);
         result = await publisher.deliver(
@@ -362,6 +373,33 @@ export class OutboxWorker {
         });
       }
       await writeAuditEvents(manager, events);
+      // A person hears about a dead letter (ALERT_WEBHOOK_URL), on the same transaction; the
+      // webhook's own dead letters are only on the audit page (no alert about an alert).
+      if (
+        outcome === 'dead' &&
+        row.order_id &&
+        row.destination !== DESTINATIONS.alert &&
+        settings.destinations.includes(DESTINATIONS.alert)
+      ) {
+        await this.outbox.insert(
+          [
+            {
+              orderId: row.order_id,
+              destination: DESTINATIONS.alert,
+              kind: 'dead-letter',
+              dedupeKey: `dead-letter:${row.id}:${row.attempts}`,
+              payload: deadLetterPayload({
+                orderId: row.order_id,
+                outboxId: row.id,
+                destination: row.destination,
+                documentKind: row.kind,
+                reason,
+              }),
+            },
+          ],
+          manager,
+        );
+      }
       return true;
     });
     if (!recorded) return;

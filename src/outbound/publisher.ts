@@ -20,5 +20,7 @@ export interface OutboxItem {
 export interface Publisher {
   readonly destination: Destination;
   deliver(item: OutboxItem, loaded: LoadedPublication): Promise<DeliveryResult>;
+  /** Rows that carry their whole message (alerts): delivered from the payload, no publication. */
+  deliverPayload?(item: OutboxItem, payload: unknown): Promise<DeliveryResult>;
   close(): Promise<void>;
 }

@@ -33,7 +33,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       body: JSON.stringify(body),
     });
     const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Json) : undefined };
+    return { status: res.status, text, body: text ? (JSON.parse(text) as Json) : undefined };
   };
 
   beforeAll(async () => {
@@ -284,7 +284,11 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     });
 
     it('an analyst may not reveal; senders and anonymous callers see nothing', async () => {
-      const reveal = await get(`/api/audit/orders/${swfOrderId}?reveal=true&reason=curious`);
+      const reveal = await post(
+        `/api/audit/orders/${swfOrderId}/reveal`,
+        { reason: 'curious' },
+        'analyst',
+      );
       expect(reveal.status).toBe(403);
       for (const path of [
         '/api/audit/orders',
@@ -300,14 +304,20 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     });
 
     it('an admin reveals with a reason, and the reveal is itself audited', async () => {
-      const noReason = await get(`/api/audit/orders/${swfOrderId}?reveal=true`, 'admin');
+      const noReason = await post(`/api/audit/orders/${swfOrderId}/reveal`, {}, 'admin');
       expect(noReason.status).toBe(400);
+      // the reason never travels in a URL: a GET asking to reveal is refused, nothing recorded
+      const inUrl = await get(`/api/audit/orders/${swfOrderId}?reveal=true&reason=x`, 'admin');
+      expect(inUrl.status).toBe(400);
+      expect(inUrl.text).toContain(`POST /api/audit/orders/${swfOrderId}/reveal`);
+      expect(inUrl.text).not.toContain('SCHMIDT');
       const masked = await get(`/api/audit/orders/${swfOrderId}`, 'admin');
       expect(masked.text).not.toContain('SCHMIDT');
       const before = await countEvents('phi.reveal');
       const reason = 'clinician call: wrong patient on RIS worklist (ticket 4471)';
-      const { status, body, text } = await get(
-        `/api/audit/orders/${swfOrderId}?reveal=true&reason=${encodeURIComponent(reason)}`,
+      const { status, body, text } = await post(
+        `/api/audit/orders/${swfOrderId}/reveal`,
+        { reason },
         'admin',
       );
       expect(status).toBe(200);

@@ -163,7 +163,9 @@ describe('audit page end to end (headless Chromium against the running adapter)'
     expect(await page.locator('main').innerText()).not.toContain('SCHMIDT');
     await page.getByLabel('Reason to reveal').fill('clinician call, ticket 4471');
     await page.getByRole('button', { name: 'Reveal PHI' }).click();
-    await page.waitForURL(/reveal=true/);
+    // a POST: the reason is in the form body, not in the URL (nor the browser's history)
+    await page.waitForLoadState();
+    expect(page.url()).toBe(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
     expect(await page.locator('.hl7').first().innerText()).toContain('SCHMIDT^ANNA^MARIA');
     const reveal = await db.query(
       `SELECT actor, detail->>'reason' AS reason FROM audit_events WHERE kind = 'phi.reveal'`,

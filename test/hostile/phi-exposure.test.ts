@@ -149,10 +149,11 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     // The order's identifiers stay readable: they are what the analyst is asked about.
     expect(texts[0]).toContain('ACC-20240318-0042');
     const revealed = await (
-      await call(
-        `/api/audit/messages/${messageId}?reveal=true&reason=clinician%20asked`,
-        TEST_TOKENS.admin,
-      )
+      await call(`/api/audit/messages/${messageId}/reveal`, TEST_TOKENS.admin, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ reason: 'clinician asked' }),
+      })
     ).text();
     expect(revealed).toContain('CLAUSTRO-NTE-SECRET');
   });
@@ -193,10 +194,16 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     for (const [path, token] of [
       [`/fhir/ServiceRequest/${created.id}`, TEST_TOKENS.sender],
       [`/fhir/Task/${created.id}`, TEST_TOKENS.sender],
-      [`/api/audit/orders/${created.id}?reveal=true&reason=check`, TEST_TOKENS.admin],
+      [`/api/audit/orders/${created.id}/reveal`, TEST_TOKENS.admin],
       [`/audit/orders/${created.id}`, TEST_TOKENS.analyst],
     ] as const) {
-      const res = await call(path, token);
+      const res = path.endsWith('/reveal')
+        ? await call(path, token, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ reason: 'check' }),
+          })
+        : await call(path, token);
       expect({ path, status: res.status }).toEqual({ path, status: 200 });
       expect(res.headers.get('cache-control')).toBe('no-store');
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');

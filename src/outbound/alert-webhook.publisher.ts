@@ -1,0 +1,137 @@
+import { Agent, request } from 'undici';
+import { PeerBase } from '../common/peer-url';
+import { DESTINATIONS } from './outbound.settings';
+import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+
+/** What an alert row of the outbox carries, and the JSON body the webhook receives. */
+export interface AlertPayload {
+  source: 'imaging-ai-adapter';
+  kind: 'order-alert' | 'dead-letter';
+  occurredAt: string;
+  orderId: string;
+  /** The order's audit timeline, relative to the adapter's base URL. */
+  auditPath: string;
+  /** order-alert: the alert code (`study-deadline`, `upstream-stuck`, …), end state and reason. */
+  alert?: string;
+  state?: string;
+  reason?: string;
+  /** dead-letter: which document gave up, where, and why. */
+  deadLetter?: { outboxId: string; destination: string; documentKind: string; reason: string };
+}
+
+export interface AlertWebhookOptions {
+  /** ALERT_WEBHOOK_URL: a credential-bearing peer (its path or query may hold a secret). */
+  url: string;
+  timeoutMs?: number;
+}
+
+/**
+ * Order alerts and dead letters to a person: one JSON POST per alert to ALERT_WEBHOOK_URL,
+ * retried through the outbox like any result (backoff, OUTBOUND_MAX_ATTEMPTS), a dead letter
+ * of its own when it gives up (visible on the audit page, never alerted again). The URL is
+ * a credential: it is checked once as a PeerBase (no user information, no ambiguous
+ * encoding), redirects are not followed (a 3xx is a dead letter), and neither the URL nor a
+ * library error that could quote it is written to an answer, the audit log or the log.
+ */
+export class AlertWebhookPublisher implements Publisher {
+  readonly destination = DESTINATIONS.alert;
+  private readonly target: URL;
+  private readonly agent = new Agent({ keepAliveTimeout: 10_000 });
+  private closed = false;
+
+  constructor(private readonly options: AlertWebhookOptions) {
+    this.target = new PeerBase('alert webhook', options.url).resolve(options.url);
+  }
+
+  deliver(): Promise<DeliveryResult> {
+    return Promise.resolve({
+      outcome: 'dead',
+      answer: 'an alert row carries its own payload (deliverPayload)',
+      detail: {},
+    });
+  }
+
+  async deliverPayload(item: OutboxItem, payload: unknown): Promise<DeliveryResult> {
+    let status: number;
+    try {
+      const res = await request(this.target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-outbox-id': item.id },
+        body: JSON.stringify(payload),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000),
+        dispatcher: this.agent,
+        // undici's request follows no redirect unless told to; said here for the reader.
+      });
+      status = res.statusCode;
+      await res.body.dump().catch(() => undefined);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).name;
+      return {
+        outcome: 'retry',
+        answer: `the alert webhook could not be reached (${code})`,
+        detail: { code },
+      };
+    }
+    if (status >= 200 && status < 300)
+      return { outcome: 'delivered', answer: `HTTP ${status}`, detail: { status } };
+    if (status >= 300 && status < 400)
+      return {
+        outcome: 'dead',
+        answer: `HTTP ${status}: redirects are not followed (set ALERT_WEBHOOK_URL to the final URL)`,
+        detail: { status },
+      };
+    if (status === 408 || status === 429 || status >= 500)
+      return { outcome: 'retry', answer: `HTTP ${status}`, detail: { status } };
+    return {
+      outcome: 'dead',
+      answer: `HTTP ${status}: refused by the webhook`,
+      detail: { status },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.agent.close();
+  }
+}
+
+export function orderAlertPayload(o: {
+  orderId: string;
+  alert: string;
+  state: string;
+  reason: string;
+}): AlertPayload {
+  return {
+    source: 'imaging-ai-adapter',
+    kind: 'order-alert',
+    occurredAt: new Date().toISOString(),
+    orderId: o.orderId,
+    auditPath: `/audit/orders/${o.orderId}`,
+    alert: o.alert,
+    state: o.state,
+    reason: o.reason,
+  };
+}
+
+export function deadLetterPayload(d: {
+  orderId: string;
+  outboxId: string;
+  destination: string;
+  documentKind: string;
+  reason: string;
+}): AlertPayload {
+  return {
+    source: 'imaging-ai-adapter',
+    kind: 'dead-letter',
+    occurredAt: new Date().toISOString(),
+    orderId: d.orderId,
+    auditPath: `/audit/orders/${d.orderId}`,
+    deadLetter: {
+      outboxId: d.outboxId,
+      destination: d.destination,
+      documentKind: d.documentKind,
+      reason: d.reason,
+    },
+  };
+}

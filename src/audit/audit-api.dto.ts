@@ -154,8 +154,14 @@ export class EventPageDto {
 export class LineageLineDto {
   @ApiProperty({ example: 'accessionNumber' }) target!: string;
   @ApiProperty({ example: 'OBR-18' }) source!: string;
-  @ApiProperty() value!: string;
+  @ApiProperty({ description: 'the value as stored in the OrderRequest' }) value!: string;
   @ApiProperty({ example: 'hl7.order.accession' }) ruleId!: string;
+  @ApiPropertyOptional({
+    example: 'product-table: 24590-2^LN → brain-mr-volumetry',
+    description:
+      'the table row or conversion that produced the value, when it is not the source text',
+  })
+  rule?: string;
 }
 
 export class InboundMessageDto {

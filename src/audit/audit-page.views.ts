@@ -386,7 +386,7 @@ export function orderPage(
         <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${view.lineage
           .map(
             (l) =>
-              `<tr><td><span class="mono">${h(l.target).replace(/\./g, '.<wbr>')}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}</td></tr>`,
+              `<tr><td><span class="mono">${h(l.target).replace(/\./g, '.<wbr>')}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
           )
           .join('')}</tbody></table>`
     : '<p class="muted">No mapping recorded.</p>';

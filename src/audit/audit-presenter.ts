@@ -60,7 +60,13 @@ export interface OrderDetailView {
   messages: MessageRow[];
   outbound: Array<OutboxRow & { answers: EventRow[] }>;
   /** The latest `mapping.applied` lineage, for the side-by-side view. */
-  lineage: Array<{ target: string; source: string; value: string; ruleId: string }>;
+  lineage: Array<{
+    target: string;
+    source: string;
+    value: string;
+    ruleId: string;
+    rule?: string;
+  }>;
   mappingVersion: string | null;
   masked: boolean;
 }

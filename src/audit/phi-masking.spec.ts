@@ -31,6 +31,32 @@ describe('PHI masking', () => {
     expect(ruleForTarget('placerOrderNumber.value')).toBeUndefined();
   });
 
+  it('masks the conversion rule of a PHI lineage line (it quotes the source text)', () => {
+    expect(
+      maskJson({
+        target: 'patient.birthDate',
+        source: 'PID-7',
+        value: '1956-02-14',
+        ruleId: 'hl7.patient.birth-date',
+        rule: 'HL7 DT: 19560214 → 1956-02-14',
+      }),
+    ).toEqual({
+      target: 'patient.birthDate',
+      source: 'PID-7',
+      value: '1956-**-**',
+      ruleId: 'hl7.patient.birth-date',
+      rule: 'HL7 DT: ***',
+    });
+    const product = {
+      target: 'products[0]',
+      source: 'OBR-4.1',
+      value: 'brain-mr-volumetry',
+      ruleId: 'hl7.order.products',
+      rule: 'product-table: 24590-2^LN → brain-mr-volumetry',
+    };
+    expect(maskJson(product)).toEqual(product);
+  });
+
   it('masks HL7 PID, NK1, MRG and PV1 fields by position, leaving the structure intact', () => {
     // IHE SWF fixture shape (v2.3.1, CR separators), with NK1 and MRG added.
     const text = [

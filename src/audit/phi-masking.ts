@@ -325,6 +325,7 @@ export interface LineageLine {
   source: string;
   value: string;
   ruleId: string;
+  rule?: string;
 }
 
 function isLineageLine(obj: Record<string, unknown>): obj is Record<string, unknown> & LineageLine {
@@ -339,7 +340,11 @@ function isLineageLine(obj: Record<string, unknown>): obj is Record<string, unkn
 export function maskLineageLine<T extends LineageLine>(line: T): T {
   const rule = ruleForTarget(line.target);
   if (!rule || typeof line.value !== 'string') return line;
-  return { ...line, value: maskValue(rule, line.value) };
+  // The conversion rule quotes the source text (`HL7 DT: 19560214 → 1956-02-14`): keep its
+  // name, hide the values.
+  const converted =
+    typeof line.rule === 'string' ? { rule: `${line.rule.replace(/:.*$/s, '')}: ***` } : {};
+  return { ...line, value: maskValue(rule, line.value), ...converted };
 }
 
 /** Our PatientInfo, or a FHIR Reference (`display` is the person's name). */

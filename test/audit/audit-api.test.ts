@@ -270,7 +270,9 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       const birth = detail.body.lineage.find(
         (l: { target: string }) => l.target === 'patient.birthDate',
       );
-      expect(birth.value).toBe('1956****'); // the source value, HL7 DTM (PID-7)
+      // the stored value (PID-7 converted), its conversion named but its text hidden
+      expect(birth.value).toBe('1956-**-**');
+      expect(birth.rule).toBe('HL7 DT: ***');
       expect(detail.body.order.request.patient.birthDate).toBe('1956-**-**');
       const pid = messages[0]!.body.raw.segments.find((s: { id: string }) => s.id === 'PID');
       const pid5 = pid.fields.find((f: { position: string }) => f.position === 'PID-5').value;

@@ -26,6 +26,7 @@ import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
+import { outboundSettings } from '../outbound/outbound.settings';
 import { resolveReveal } from './audit-api.controller';
 import { orderSearchSchema, parseInput, replaySchema, toOrderSearch } from './audit-api.dto';
 import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
@@ -136,7 +137,12 @@ export class AuditPageController {
       const { message } = await this.query.message(m.id);
       raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
     }
-    sendPage(res, 200, orderPage(ctx, view, raws), ctx.nonce);
+    sendPage(
+      res,
+      200,
+      orderPage(ctx, view, raws, outboundSettings(this.config).destinations),
+      ctx.nonce,
+    );
   }
 
   @Get('messages/:id')

@@ -98,10 +98,12 @@ pre{font-family:var(--mono);font-size:.8rem;background:#f6f8fb;border:1px solid 
 table.lineage{table-layout:fixed}
 table.lineage td{font-size:.84rem}
 table.lineage td.mono,table.lineage td.v{overflow-wrap:anywhere}
-table.lineage col.c-target{width:44%}table.lineage col.c-source{width:22%}table.lineage col.c-value{width:34%}
+table.lineage td.src{overflow-wrap:break-word;word-break:normal}
+table.lineage col.c-target{width:31%}table.lineage col.c-source{width:36%}table.lineage col.c-value{width:33%}
 table.lineage .rule{font-size:.74rem;color:var(--muted);font-family:var(--mono)}
 table.lineage td.v{font-family:var(--mono);overflow-wrap:anywhere}
 .doc{border:1px solid var(--line);border-radius:8px;padding:.6rem .7rem;margin-bottom:.7rem}
+.doc details.sent summary{cursor:pointer;color:var(--accent);font-size:.85rem}
 .doc h3{font-size:.92rem;margin:0 0 .35rem;display:flex;gap:.5rem;align-items:center;flex-wrap:wrap}
 .signin{max-width:420px;margin:10vh auto}
 .signin h1{margin-top:0}
@@ -352,6 +354,8 @@ export function orderPage(
   ctx: PageContext,
   view: OrderDetailView,
   raws: Array<{ message: MessageRow; raw: RawView }>,
+  /** The outbound destinations this replica has configured (empty: nothing is ever sent). */
+  destinations: readonly string[] = [],
 ): string {
   const o = view.order;
   const facts: Array<[string, string | null]> = [
@@ -361,7 +365,7 @@ export function orderPage(
     ['Placer / filler', [o.placerOrderNumber, o.fillerOrderNumber].filter(Boolean).join(' / ')],
     ['Study Instance UID', o.studyInstanceUid],
     ['Upstream order', o.upstreamOrderId],
-    ['Upstream status', o.upstreamStatus],
+    ['Upstream status', view.upstreamStatusText],
     ['Source / sender', `${o.source}${o.sender ? ` · ${o.sender}` : ''}`],
     ['Created', o.createdAt],
     ['Updated', o.updatedAt],
@@ -386,13 +390,15 @@ export function orderPage(
         <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${view.lineage
           .map(
             (l) =>
-              `<tr><td><span class="mono">${h(l.target).replace(/\./g, '.<wbr>')}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
+              `<tr><td><span class="mono">${pathBreaks(l.target)}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono src">${pathBreaks(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
           )
           .join('')}</tbody></table>`
     : '<p class="muted">No mapping recorded.</p>';
   const outbound = view.outbound.length
     ? view.outbound.map((d) => outboundDoc(d, d.answers)).join('')
-    : '<p class="muted">Nothing sent yet.</p>';
+    : destinations.length === 0
+      ? '<p class="muted">Nothing sent: no outbound destination is configured (FHIR_SERVER_URL, RIS_MLLP_HOST/PORT, DICOMWEB_URL).</p>'
+      : `<p class="muted">Nothing sent yet (destinations configured: ${h(destinations.join(', '))}).</p>`;
   return layout(
     { ...ctx, current: 'orders' },
     `Order ${o.accessionNumber ?? o.id}`,
@@ -416,14 +422,20 @@ export function orderPage(
   );
 }
 
-function outboundDoc(d: OutboxRow, answers: EventRow[]): string {
+/** A source path with break opportunities after dots, brackets and spaces (never mid-name). */
+function pathBreaks(path: string): string {
+  return h(path).replace(/([./\]\s])/g, '$1<wbr>');
+}
+
+function outboundDoc(d: OutboxRow & { document?: RawView }, answers: EventRow[]): string {
   const tone = d.status === 'delivered' ? 'ok' : d.status === 'dead' ? 'err' : 'info';
   return `<div class="doc">
     <h3>${h(d.kind)} → ${h(d.destination)} <span class="badge ${tone}">${h(d.status)}</span></h3>
     <div class="muted">${h(d.attempts)} attempt${d.attempts === 1 ? '' : 's'} · updated ${when(d.updatedAt)}</div>
     ${d.lastError ? `<div class="notice err">${h(d.lastError)}</div>` : ''}
     ${answers.length ? `<div>${answers.map((a) => `<div class="mono">${h(a.kind)}: ${h(a.summary)}</div>${jsonDetails(a.detail, 'answer')}`).join('')}</div>` : ''}
-    ${jsonDetails(d.payload, 'payload')}
+    ${d.document ? `<details class="sent"><summary>${d.document.format === 'hl7' ? 'as sent (HL7)' : 'as sent'}</summary>${rawBlock(d.document, `${d.kind} as sent`)}</details>` : ''}
+    ${jsonDetails(d.payload, 'outbox payload')}
   </div>`;
 }
 

@@ -58,7 +58,7 @@ export interface OrderDetailView {
   order: OrderRow & { request: Record<string, unknown> };
   timeline: EventRow[];
   messages: MessageRow[];
-  outbound: Array<OutboxRow & { answers: EventRow[] }>;
+  outbound: Array<OutboxRow & { answers: EventRow[]; document?: RawView }>;
   /** The latest `mapping.applied` lineage, for the side-by-side view. */
   lineage: Array<{
     target: string;
@@ -69,6 +69,45 @@ export interface OrderDetailView {
   }>;
   mappingVersion: string | null;
   masked: boolean;
+  /**
+   * The upstream status as the analyst should read it: the last polled value, unless the order
+   * ended here and the upstream order was cancelled afterwards (then CANCELLED, and why).
+   */
+  upstreamStatusText: string | null;
+}
+
+/** Upstream statuses after which nothing more happens upstream (imaging-service-api.md). */
+const UPSTREAM_FINAL = new Set([
+  'DELIVERED',
+  'FAILED',
+  'PREPROCESSING_FAILED',
+  'CANCELLED',
+  'EXPIRED',
+]);
+
+/**
+ * An order that ended here (deadline, refusal, cancel) keeps the last status it polled
+ * (often PENDING), while the adapter cancels the upstream order: the `upstream.call` of that
+ * cancel says what the upstream order became.
+ */
+export function upstreamStatusText(
+  order: Pick<OrderRow, 'state' | 'upstreamStatus' | 'upstreamOrderId'>,
+  timeline: readonly EventRow[],
+): string | null {
+  const status = order.upstreamStatus;
+  if (!order.upstreamOrderId) return status;
+  const ended = order.state === 'failed' || order.state === 'cancelled';
+  if (!ended || (status && UPSTREAM_FINAL.has(status))) return status;
+  const cancel = [...timeline]
+    .reverse()
+    .find((e) => e.kind === 'upstream.call' && e.detail.operation === 'cancel-order');
+  if (cancel?.detail.outcome === 'success') {
+    return `CANCELLED (cancelled by the adapter when the order ended here; last polled ${status ?? '–'})`;
+  }
+  if (cancel) {
+    return `${status ?? '–'} (last polled; cancelling the upstream order failed: ${String(cancel.detail.status ?? cancel.detail.outcome)})`;
+  }
+  return `${status ?? '–'} (last polled before the order ended here)`;
 }
 
 export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderDetailView {
@@ -88,6 +127,7 @@ export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderD
     messages: detail.messages,
     outbound: detail.outbound.map((row) => ({
       ...presentOutbox(row, reveal),
+      ...documentOf(row, reveal),
       answers: timeline.filter(
         (e) => e.kind.startsWith('outbound.') && String(e.detail.outboxId ?? '') === row.id,
       ),
@@ -97,6 +137,7 @@ export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderD
       (typeof mapping?.detail.mappingVersion === 'string' ? mapping.detail.mappingVersion : null) ??
       detail.order.mappingVersion,
     masked: !reveal,
+    upstreamStatusText: upstreamStatusText(detail.order, detail.timeline),
   };
 }
 
@@ -120,6 +161,19 @@ export function presentMessage(
     events: events.map((e) => presentEvent(e, reveal)),
     masked: !reveal,
   };
+}
+
+/**
+ * The outbound document as it went out, for display: the HL7 message (ORU, ORM status) segment
+ * by segment with field names, FHIR resources as JSON; masked unless `reveal`.
+ */
+export function documentOf(row: OutboxRow, reveal: boolean): { document?: RawView } {
+  const p = row.payload as Record<string, unknown>;
+  if (typeof p.hl7 === 'string') return { document: rawView(Buffer.from(p.hl7), null, reveal) };
+  if (typeof p.resourceType === 'string') {
+    return { document: rawView(Buffer.from(JSON.stringify(p)), 'application/fhir+json', reveal) };
+  }
+  return {};
 }
 
 /** Decodes raw bytes for display: HL7 by its own charset rules (MSH-18), JSON pretty-printed. */

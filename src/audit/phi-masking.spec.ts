@@ -31,6 +31,19 @@ describe('PHI masking', () => {
     expect(ruleForTarget('placerOrderNumber.value')).toBeUndefined();
   });
 
+  it('masks raw HL7 free text like the mapped view: NTE-3 and OBR-13 hidden, OBR-31 codes shown', () => {
+    const text = [
+      'MSH|^~\\&|RIS|H|AI|H|20240318144217||ORM^O01|M1|P|2.5.1',
+      'OBR|1|PLC-1^RIS||24627-2^CT Chest^LN|||||||||Persistent cough, 30 pack-years|||||ACC-1||||||CT|||||||R05.9^Cough, unspecified^I10~Z87.891^History of nicotine dependence^I10',
+      'NTE|1|P|Pt claustrophobic \\F\\ needs lorazepam|RE',
+    ].join('\r');
+    const masked = maskHl7Text(text).split('\r');
+    expect(masked[1]).toContain('|***|');
+    expect(masked[1]).not.toContain('cough');
+    expect(masked[1]!.split('|')[31]).toBe('R05.9^***^I10~Z87.891^***^I10');
+    expect(masked[2]).toBe('NTE|1|P|***|RE');
+  });
+
   it('masks the conversion rule of a PHI lineage line (it quotes the source text)', () => {
     expect(
       maskJson({

@@ -453,6 +453,36 @@ export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> =
   MRG: new Set<number>(),
 };
 
+/**
+ * Coded fields that may carry free text (CE/CWE, v2.5.1 chapter 2A): as in the mapped view
+ * (reasonForStudy[n].code and .system shown, the text hidden), the identifier and coding
+ * system components are shown and the text components hidden. OBR-31 Reason for Study.
+ */
+const CE_CODE_COMPONENTS: ReadonlySet<number> = new Set([1, 3, 4, 6]);
+export const HL7_CODED_FREE_TEXT: Readonly<
+  Record<string, Readonly<Record<number, ReadonlySet<number>>>>
+> = {
+  OBR: { 31: CE_CODE_COMPONENTS },
+};
+
+/** Shows only the listed components of each repetition; the others are hidden whole. */
+function maskHl7Components(
+  value: string,
+  visible: ReadonlySet<number>,
+  d: { component: string; repetition: string; subcomponent: string },
+): string {
+  if (value === '' || value === '""') return value;
+  return value
+    .split(d.repetition)
+    .map((rep) =>
+      rep
+        .split(d.component)
+        .map((c, i) => (visible.has(i + 1) || c === '' ? c : maskHl7Field(c, 'full', d)))
+        .join(d.component),
+    )
+    .join(d.repetition);
+}
+
 /** The HL7 delimiters from MSH-1/MSH-2 (v2.5.1 2.5.4), with the standard defaults. */
 export function hl7Delimiters(text: string): {
   field: string;
@@ -544,7 +574,9 @@ export function maskHl7Text(text: string): string {
         const position = i + offset;
         if (id === 'MSH' && position <= 2) continue;
         const rule = rules[position];
+        const coded = HL7_CODED_FREE_TEXT[id]?.[position];
         if (rule) parts[i] = maskHl7Field(parts[i]!, rule, d);
+        else if (coded) parts[i] = maskHl7Components(parts[i]!, coded, d);
         else if (!visible?.has(position)) parts[i] = maskHl7Field(parts[i]!, 'full', d);
       }
       return parts.join(d.field);

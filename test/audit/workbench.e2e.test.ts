@@ -1,0 +1,233 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
+
+/**
+ * The analyst's workbench (issue #18 items 3, 6, 7, 10, 11) in real Chromium against the
+ * running adapter: what an analyst must see, with screenshots in test-artifacts/workbench.
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts', 'workbench');
+const FHIR_FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+
+describe('analyst workbench pages (headless Chromium)', () => {
+  let adapter: TestAdapter;
+  let db: Client;
+  let context: BrowserContext;
+  let page: Page;
+  let userDataDir: string;
+  let swfOrderId: string;
+  let mrOrderId: string;
+  let fhirOrderId: string;
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    adapter = await startTestAdapter();
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+    await sendFixtures(adapter);
+    swfOrderId = await orderIdByAccession(db, SEEDED.swf.accession);
+    await addDeadLetter(db, swfOrderId);
+    mrOrderId = (
+      await db.query<{ id: string }>(`SELECT id FROM orders WHERE placer_order_number = '556072'`)
+    ).rows[0]!.id;
+    const bundle = readFileSync(join(FHIR_FIXTURES, 'us-core-chest-ct-transaction.json'), 'utf8');
+    const res = await fetch(`${adapter.httpUrl}/fhir`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+        accept: 'application/fhir+json',
+      },
+      body: bundle,
+    });
+    expect(res.status).toBe(200);
+    fhirOrderId = (
+      await db.query<{ id: string }>(`SELECT id FROM orders WHERE source = 'fhir' LIMIT 1`)
+    ).rows[0]!.id;
+    userDataDir = mkdtempSync(join(tmpdir(), 'workbench-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+      viewport: { width: 1440, height: 1000 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    await page.goto(`${adapter.httpUrl}/audit`);
+    await page.getByLabel('API token').fill(TEST_TOKENS.analyst);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(/\/audit/);
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await db?.end();
+    await adapter?.close();
+  });
+
+  const lineageCells = async (target: string): Promise<string[]> =>
+    (
+      await page
+        .locator('table.lineage tbody tr', {
+          has: page.locator('td:first-child span.mono', { hasText: new RegExp(`^${target}$`) }),
+        })
+        .first()
+        .locator('td')
+        .allInnerTexts()
+    ).map((t) => t.trim());
+
+  it('lineage shows the product stored and the table row that chose it (item 6)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
+    expect(await lineageCells('products\\[0\\]')).toEqual([
+      'products[0]\nhl7.order.products',
+      'OBR[2]-4.1',
+      'brain-mr-volumetry\nproduct-table: 24590-2^LN → brain-mr-volumetry',
+    ]);
+    expect(await lineageCells('action')).toEqual([
+      'action\nhl7.order.action',
+      'ORC[2]-1',
+      'create\ntable 0119: NW → create',
+    ]);
+    // a PHI line: the stored value masked, the conversion named but its text hidden
+    expect(await lineageCells('patient\\.birthDate')).toEqual([
+      'patient.birthDate\nhl7.patient.birth-date',
+      'PID-7',
+      '1971-**-**\nHL7 DT: ***',
+    ]);
+    await page.screenshot({ path: join(ARTIFACTS, 'lineage-products.png'), fullPage: true });
+  });
+
+  it('FHIR source paths wrap between path steps, never letter by letter (item 7)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit/orders/${fhirOrderId}`);
+    const cells = page.locator('table.lineage td.src');
+    expect(await cells.count()).toBeGreaterThan(5);
+    // every path step (between dots, brackets, slashes, spaces) stays on one line
+    const broken = await cells.evaluateAll((tds) =>
+      tds.flatMap((td) => {
+        const out: string[] = [];
+        // (the test compiles without the DOM lib: the page's document, typed as used here)
+        const doc = (
+          globalThis as unknown as {
+            document: {
+              createTreeWalker(
+                root: unknown,
+                show: number,
+              ): { nextNode(): { textContent: string | null } | null };
+              createRange(): {
+                setStart(node: unknown, offset: number): void;
+                setEnd(node: unknown, offset: number): void;
+                getClientRects(): { length: number };
+              };
+            };
+          }
+        ).document;
+        const walker = doc.createTreeWalker(td, 4 /* NodeFilter.SHOW_TEXT */);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          for (const m of (n.textContent ?? '').matchAll(/[^./\]\s]+/g)) {
+            const range = doc.createRange();
+            range.setStart(n, m.index);
+            range.setEnd(n, m.index + m[0].length);
+            if (range.getClientRects().length > 1) out.push(`${td.textContent} (${m[0]})`);
+          }
+        }
+        return out;
+      }),
+    );
+    await page.screenshot({ path: join(ARTIFACTS, 'fhir-lineage.png'), fullPage: true });
+    expect(broken).toEqual([]);
+  });
+
+  it('says why nothing was sent, shows the ORU as HL7 text and masks raw free text (item 7)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
+    expect(await page.locator('section[aria-labelledby="out-h"]').innerText()).toContain(
+      'Nothing sent: no outbound destination is configured',
+    );
+
+    await page.goto(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
+    const out = page.locator('section[aria-labelledby="out-h"]');
+    await out.getByText('as sent (HL7)').click();
+    const obx = out.locator('.hl7 .f[data-pos^="OBX-3 "]').first();
+    expect(await obx.getAttribute('data-pos')).toBe('OBX-3 · Observation Identifier');
+    expect(await out.locator('.hl7 .f[data-pos^="PID-5 "]').first().textContent()).toBe(
+      'S***^A***^M***^^^^L***',
+    );
+    const main = await page.locator('main').innerText();
+    for (const phi of ['Persistent cough', 'SCHMIDT', 'No nodule above']) {
+      expect(main).not.toContain(phi);
+    }
+    await page.screenshot({ path: join(ARTIFACTS, 'outbound-as-sent.png'), fullPage: true });
+
+    await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
+    const obr31 = page.locator('.hl7 .f[data-pos^="OBR-31 "]').last();
+    expect(await obr31.textContent()).toBe('G43.909^***^I10'); // codes as in the mapped view
+  });
+
+  it('a failed order whose upstream order was cancelled does not read PENDING (item 7)', async () => {
+    await db.query(
+      `UPDATE orders SET state = 'failed', upstream_order_id = 'up-ended-1', upstream_status = 'PENDING',
+         last_error = 'no usable study arrived within 240 minutes' WHERE id = $1`,
+      [mrOrderId],
+    );
+    await db.query(
+      `INSERT INTO audit_events (order_id, kind, severity, actor, summary, detail)
+       VALUES ($1, 'upstream.call', 'info', 'adapter', 'PATCH /cancel-order → 200 in 12 ms', $2)`,
+      [
+        mrOrderId,
+        {
+          operation: 'cancel-order',
+          method: 'PATCH',
+          endpoint: '/cancel-order',
+          status: 200,
+          outcome: 'success',
+        },
+      ],
+    );
+    await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
+    const status = page.locator('dl.facts div', { hasText: 'Upstream status' }).locator('dd');
+    expect(await status.innerText()).toMatch(/^CANCELLED \(cancelled by the adapter/);
+  });
+
+  it('the mapping tables page shows the outbound status table with its local-end rows (item 7)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit/mappings`);
+    const table = page.locator('#outbound-status');
+    expect(await table.getByRole('heading').innerText()).toContain('Upstream status →');
+    for (const row of [
+      'DELIVERED',
+      'QC_FAILED_FINAL',
+      'ENDED_LOCALLY_FAILED',
+      'ENDED_LOCALLY_CANCELLED',
+    ]) {
+      expect(await table.locator('td', { hasText: new RegExp(`^${row}$`) }).count()).toBe(1);
+    }
+    const delivered = (
+      await table
+        .locator('tr', { has: page.locator('td', { hasText: /^DELIVERED$/ }) })
+        .locator('td')
+        .allInnerTexts()
+    ).map((t) => t.trim());
+    expect(delivered.slice(0, 6)).toEqual([
+      'DELIVERED',
+      'delivered (final)',
+      'completed',
+      'final',
+      'RE / CM',
+      'F / F',
+    ]);
+    await table.screenshot({ path: join(ARTIFACTS, 'outbound-status-table.png') });
+  });
+});

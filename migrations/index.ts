@@ -10,6 +10,7 @@ import { Outbound20261121150000 } from './20261121150000-outbound';
 import { IngestFastPath20261121160000 } from './20261121160000-ingest-fast-path';
 import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
 import { OutboxClaimOwner20261121200000 } from './20261121200000-outbox-claim-owner';
+import { AuditDashboard20261125030000 } from './20261125030000-audit-dashboard';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -28,4 +29,5 @@ export const MIGRATIONS = [
   IngestFastPath20261121160000,
   WorkerLiveness20261121170000,
   OutboxClaimOwner20261121200000,
+  AuditDashboard20261125030000,
 ];

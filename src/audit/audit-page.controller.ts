@@ -26,13 +26,23 @@ import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
+import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
+import { UPSTREAM_PROBE } from '../health/health.tokens';
 import { outboundSettings } from '../outbound/outbound.settings';
 import { resolveReveal } from './audit-api.controller';
-import { orderSearchSchema, parseInput, replaySchema, toOrderSearch } from './audit-api.dto';
+import {
+  messageBrowseSchema,
+  orderSearchSchema,
+  parseInput,
+  replaySchema,
+  toOrderSearch,
+} from './audit-api.dto';
 import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
 import {
+  dashboardPage,
   deadLettersPage,
   mappingsPage,
+  messageListPage,
   messagePage,
   orderListPage,
   orderPage,
@@ -46,6 +56,8 @@ import {
   presentOrderDetail,
   presentOutbox,
   rawView,
+  type Waiting,
+  waitingOf,
 } from './audit-presenter';
 import {
   AuditQueryService,
@@ -75,9 +87,48 @@ export class AuditPageController {
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(AUDIT_SESSIONS) private readonly sessions: AuditSessionStore,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
   ) {}
 
+  /**
+   * The dashboard; with any filter in the query (links and bookmarks from before the
+   * dashboard), the order list.
+   */
   @Get()
+  async home(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    if (Object.keys(q).length > 0) return this.orders(q, req, res);
+    const ctx = context(req);
+    const [data, upstream] = await Promise.all([
+      this.query.dashboard(),
+      this.upstream.check().catch((error: unknown): UpstreamHealthSnapshot => ({
+        status: 'unknown',
+        baseUrl: '',
+        detail: `not checked: ${(error as Error).name}`,
+      })),
+    ]);
+    sendPage(
+      res,
+      200,
+      dashboardPage(ctx, data, {
+        status: upstream.status,
+        deprecation: upstream.deprecation,
+        migrationGuide: upstream.migrationGuide,
+        detail: upstream.detail,
+        checkedAt: upstream.checkedAt,
+        limits: {
+          perEndpointPerMinute: this.config.IMAGING_RATE_LIMIT_PER_ENDPOINT,
+          totalPerMinute: this.config.IMAGING_RATE_LIMIT_TOTAL,
+        },
+      }),
+      ctx.nonce,
+    );
+  }
+
+  @Get('orders')
   async orders(
     @Query() q: Record<string, unknown>,
     @Req() req: AuthenticatedRequest,
@@ -86,7 +137,7 @@ export class AuditPageController {
     const ctx = context(req);
     const filters: Record<string, string> = {};
     for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
-    let orders: OrderRow[] = [];
+    let orders: Array<OrderRow & { waiting: Waiting | null }> = [];
     let nextCursor: string | undefined;
     let messages: MessageRow[] | undefined;
     let problem: string | undefined;
@@ -99,7 +150,10 @@ export class AuditPageController {
         }),
       );
       const page = await this.query.searchOrders(search);
-      orders = page.items.map((o) => presentOrder(o, false));
+      orders = page.items.map((o) => ({
+        ...presentOrder(o, false),
+        waiting: waitingOf(o, this.config.UPSTREAM_STUCK_HOURS),
+      }));
       nextCursor = page.nextCursor;
       if (search.messageControlId) {
         messages = (await this.query.searchMessages({ messageControlId: search.messageControlId }))
@@ -131,7 +185,7 @@ export class AuditPageController {
     const ctx = context(req);
     const detail = await this.query.orderDetail(id);
     const reveal = await resolveReveal(this.query, req, q, { orderId: id, what: 'order page' });
-    const view = presentOrderDetail(detail, reveal);
+    const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
     const raws = [];
     for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
       const { message } = await this.query.message(m.id);
@@ -143,6 +197,37 @@ export class AuditPageController {
       orderPage(ctx, view, raws, outboundSettings(this.config).destinations),
       ctx.nonce,
     );
+  }
+
+  /** The message browser: every inbound message and request, accepted or refused. */
+  @Get('messages')
+  async messages(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const filters: Record<string, string> = {};
+    for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
+    let messages: MessageRow[] = [];
+    let nextCursor: string | undefined;
+    let problem: string | undefined;
+    try {
+      const { msh10, ...browse } = parseInput(messageBrowseSchema, {
+        ...filters,
+        from: asUtc(filters.from),
+        to: asUtc(filters.to),
+      });
+      const page = msh10
+        ? await this.query.searchMessages({ messageControlId: msh10 })
+        : await this.query.browseMessages(browse);
+      messages = page.items;
+      nextCursor = page.nextCursor;
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
+      problem = error.message;
+    }
+    sendPage(res, 200, messageListPage(ctx, { filters, messages, nextCursor, problem }), ctx.nonce);
   }
 
   @Get('messages/:id')

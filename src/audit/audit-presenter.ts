@@ -39,6 +39,54 @@ export type RawView =
   | { format: 'json'; text: string }
   | { format: 'text'; text: string };
 
+/** What an open order waits for, since when, and until when (its deadline), if it waits. */
+export interface Waiting {
+  for: string;
+  since: string | null;
+  /** The deadline after which the adapter ends the order (study) or alerts (upstream). */
+  until: string | null;
+}
+
+/**
+ * Whether the order waits, and for what: placed orders for their study (until the study
+ * deadline), processing orders for the upstream and qc-hold orders for a QC decision (until
+ * the stuck-order sweep's limit after the last upstream status change).
+ */
+export function waitingOf(
+  o: Pick<
+    OrderRow,
+    'state' | 'createdAt' | 'placedAt' | 'studyDeadlineAt' | 'upstreamStatusAt' | 'upstreamStatus'
+  >,
+  upstreamStuckHours: number,
+): Waiting | null {
+  const plus = (iso: string | null) =>
+    iso ? new Date(Date.parse(iso) + upstreamStuckHours * 3_600_000).toISOString() : null;
+  switch (o.state) {
+    case 'received':
+      return { for: 'to be placed upstream', since: o.createdAt, until: null };
+    case 'placed':
+      return {
+        for: 'the study',
+        since: o.placedAt ?? o.createdAt,
+        until: o.studyDeadlineAt,
+      };
+    case 'processing':
+      return {
+        for: `the upstream (${o.upstreamStatus ?? 'no status yet'})`,
+        since: o.upstreamStatusAt ?? o.placedAt,
+        until: plus(o.upstreamStatusAt ?? o.placedAt),
+      };
+    case 'qc-hold':
+      return {
+        for: 'a QC decision (bypass, or accept the rejection)',
+        since: o.upstreamStatusAt,
+        until: plus(o.upstreamStatusAt),
+      };
+    default:
+      return null;
+  }
+}
+
 export function presentOrder(order: OrderRow, reveal: boolean): OrderRow {
   if (reveal) return order;
   return { ...order, patientId: order.patientId ? maskIdentifier(order.patientId) : null };
@@ -74,6 +122,7 @@ export interface OrderDetailView {
    * ended here and the upstream order was cancelled afterwards (then CANCELLED, and why).
    */
   upstreamStatusText: string | null;
+  waiting: Waiting | null;
 }
 
 /** Upstream statuses after which nothing more happens upstream (imaging-service-api.md). */
@@ -110,7 +159,11 @@ export function upstreamStatusText(
   return `${status ?? '–'} (last polled before the order ended here)`;
 }
 
-export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderDetailView {
+export function presentOrderDetail(
+  detail: OrderDetail,
+  reveal: boolean,
+  upstreamStuckHours = 72,
+): OrderDetailView {
   const timeline = detail.timeline.map((e) => presentEvent(e, reveal));
   const mapping = [...timeline].reverse().find((e) => e.kind === 'mapping.applied');
   const lineage = Array.isArray(mapping?.detail.lineage)
@@ -138,6 +191,7 @@ export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderD
       detail.order.mappingVersion,
     masked: !reveal,
     upstreamStatusText: upstreamStatusText(detail.order, detail.timeline),
+    waiting: waitingOf(detail.order, upstreamStuckHours),
   };
 }
 

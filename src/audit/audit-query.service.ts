@@ -1,10 +1,16 @@
 import type { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error';
+import { ORDER_STATES, TERMINAL_ORDER_STATES } from '../domain/order-state';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
+import {
+  AuditDashboardRepository,
+  type DashboardData,
+} from '../persistence/audit-dashboard.repository';
 import {
   AuditQueryRepository,
   type EventRow,
   type EventSearch,
+  type MessageBrowse,
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
@@ -14,12 +20,14 @@ import {
   type Page,
 } from '../persistence/audit-query.repository';
 
+export type { DashboardCount, DashboardData } from '../persistence/audit-dashboard.repository';
 export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
   TIMELINE_LIMIT,
   type EventRow,
   type EventSearch,
+  type MessageBrowse,
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
@@ -27,6 +35,7 @@ export {
   type OrderSearch,
   type OutboxRow,
   type Page,
+  UPSTREAM_FAILED_STATUSES,
 } from '../persistence/audit-query.repository';
 
 /**
@@ -47,9 +56,20 @@ export function isUuid(value: string): boolean {
 
 export class AuditQueryService {
   private readonly audit: AuditQueryRepository;
+  private readonly dashboardReads: AuditDashboardRepository;
 
   constructor(private readonly dataSource: DataSource) {
     this.audit = new AuditQueryRepository(dataSource);
+    this.dashboardReads = new AuditDashboardRepository(dataSource);
+  }
+
+  /**
+   * The dashboard's figures for the last hour and day (orders per state, source and
+   * destination, messages in and results out per minute, errors, dead letters, upstream
+   * calls) and the oldest order waiting in each open state.
+   */
+  async dashboard(): Promise<DashboardData> {
+    return this.dashboardReads.read(ORDER_STATES.filter((s) => !TERMINAL_ORDER_STATES.includes(s)));
   }
 
   /** The order list, newest first. Every filter given must match (AND). */
@@ -64,6 +84,12 @@ export class AuditQueryService {
     limit?: number;
   }): Promise<Page<MessageRow>> {
     return this.audit.searchMessages(search);
+  }
+
+  /** Every inbound message and request, accepted or refused, newest first (the browser). */
+  async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
+    if (search.from && search.to && search.from >= search.to) return { items: [] };
+    return this.audit.browseMessages(search);
   }
 
   /** Audit events, newest first: errors only (partial index), by destination, or by time range. */

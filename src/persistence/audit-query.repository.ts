@@ -39,6 +39,20 @@ export interface EventSearch {
   limit?: number;
 }
 
+export interface MessageBrowse {
+  from?: Date;
+  to?: Date;
+  sender?: string;
+  transport?: string;
+  /** Our answer's code: AA/AE/AR (HL7), the HTTP status (FHIR). */
+  answerCode?: string;
+  /** accepted, duplicate, rejected, error, or `refused` (rejected or error). */
+  outcome?: string;
+  text?: string;
+  cursor?: string;
+  limit?: number;
+}
+
 export interface OrderRow {
   id: string;
   createdAt: string;
@@ -56,7 +70,15 @@ export interface OrderRow {
   mappingVersion: string | null;
   lastError: string | null;
   inboundMessageId: string | null;
+  /** When the upstream order was created, the study deadline, the last upstream status change. */
+  placedAt: string | null;
+  studyDeadlineAt: string | null;
+  upstreamStatusAt: string | null;
 }
+
+/** Upstream statuses after which no result comes: errors in "errors only". */
+export const UPSTREAM_FAILED_STATUSES = ['FAILED', 'PREPROCESSING_FAILED', 'EXPIRED'] as const;
+const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join(', ');
 
 export interface EventRow {
   id: string;
@@ -85,6 +107,8 @@ export interface MessageRow {
   bytes: number;
   quirks: Array<{ code: string; detail: string }>;
   error: Record<string, unknown> | null;
+  /** Why it was refused, in one line (the first problem of our answer); null if accepted. */
+  answerText: string | null;
 }
 
 export interface MessageWithRaw extends MessageRow {
@@ -138,6 +162,7 @@ const ORDER_COLUMNS = `o.id, o.created_at AS "createdAt", o.updated_at AS "updat
   o.placer_order_number AS "placerOrderNumber", o.filler_order_number AS "fillerOrderNumber",
   o.study_instance_uid AS "studyInstanceUid", o.mapping_version AS "mappingVersion",
   o.last_error AS "lastError", o.inbound_message_id AS "inboundMessageId",
+  o.placed_at AS "placedAt", o.study_deadline_at AS "studyDeadlineAt", o.upstream_status_at AS "upstreamStatusAt",
   (extract(epoch FROM o.created_at) * 1000000)::bigint::text AS "cursorUs"`;
 
 const EVENT_COLUMNS = `e.id::text AS id, e.occurred_at AS "occurredAt", e.order_id AS "orderId",
@@ -146,7 +171,8 @@ const EVENT_COLUMNS = `e.id::text AS id, e.occurred_at AS "occurredAt", e.order_
 const MESSAGE_COLUMNS = `m.id, m.received_at AS "receivedAt", m.transport, m.sender, m.remote_address AS "remoteAddress",
   m.message_type AS "messageType", m.message_control_id AS "messageControlId", m.content_type AS "contentType",
   m.outcome, m.response_code AS "responseCode", m.response_content_type AS "responseContentType",
-  octet_length(m.raw) AS bytes, m.quirks, m.error`;
+  octet_length(m.raw) AS bytes, m.quirks, m.error,
+  left(coalesce(m.error #>> '{problems,0,message}', m.error #>> '{problems,0,diagnostics}', m.error ->> 'message'), 300) AS "answerText"`;
 
 const OUTBOX_COLUMNS = `x.id::text AS id, x.created_at AS "createdAt", x.updated_at AS "updatedAt", x.order_id AS "orderId",
   x.destination, x.kind, x.status, x.attempts, x.next_attempt_at AS "nextAttemptAt", x.last_error AS "lastError",
@@ -188,8 +214,11 @@ export class AuditQueryRepository {
       );
     }
     if (search.errorsOnly) {
+      // error events, or an upstream order that failed (no result is coming)
       where.push(
-        `o.id IN (SELECT e.order_id FROM audit_events e WHERE e.severity = 'error' AND e.order_id IS NOT NULL)`,
+        `o.id IN (SELECT e.order_id FROM audit_events e WHERE e.severity = 'error' AND e.order_id IS NOT NULL
+                  UNION ALL
+                  SELECT f.id FROM orders f WHERE f.upstream_status IN (${UPSTREAM_FAILED_SQL}))`,
       );
     }
     if (search.from) where.push(`o.created_at >= ${p(search.from)}`);
@@ -222,6 +251,48 @@ export class AuditQueryRepository {
       [search.messageControlId],
     );
     return { items: rows.map(toMessageRow) };
+  }
+
+  /**
+   * Every inbound message and request, accepted or refused, newest first (keyset on
+   * received_at, id through inbound_messages_received_at_idx). Filters AND together; `text`
+   * looks in our answer (ACK text, OperationOutcome) and the recorded problems.
+   */
+  async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const p = (value: unknown) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    if (search.from) where.push(`m.received_at >= ${p(search.from)}`);
+    if (search.to) where.push(`m.received_at < ${p(search.to)}`);
+    if (search.sender) where.push(`m.sender = ${p(search.sender)}`);
+    if (search.transport) where.push(`m.transport = ${p(search.transport)}`);
+    if (search.answerCode) where.push(`m.response_code = ${p(search.answerCode)}`);
+    if (search.outcome === 'refused') where.push(`m.outcome IN ('rejected', 'error')`);
+    else if (search.outcome) where.push(`m.outcome = ${p(search.outcome)}`);
+    if (search.text) {
+      const like = p(`%${search.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+      where.push(
+        `(m.error::text ILIKE ${like} OR encode(m.response, 'escape') ILIKE ${like} OR m.message_type ILIKE ${like})`,
+      );
+    }
+    const cursor = decodeCursor(search.cursor);
+    if (cursor) {
+      where.push(
+        `(m.received_at, m.id) < (timestamptz 'epoch' + ${p(cursor.us)}::bigint * interval '1 microsecond', ${p(cursor.id)}::uuid)`,
+      );
+    }
+    const limit = pageSize(search.limit);
+    const rows: Array<MessageRow & { cursorUs: string }> = await this.dataSource.query(
+      `SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"
+         FROM inbound_messages m
+        ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY m.received_at DESC, m.id DESC LIMIT ${limit + 1}`,
+      params,
+    );
+    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toMessageRow);
   }
 
   /**
@@ -434,6 +505,9 @@ function toOrderRow(r: OrderRow): OrderRow {
     mappingVersion: r.mappingVersion,
     lastError: r.lastError,
     inboundMessageId: r.inboundMessageId,
+    placedAt: isoOrNull(r.placedAt),
+    studyDeadlineAt: isoOrNull(r.studyDeadlineAt),
+    upstreamStatusAt: isoOrNull(r.upstreamStatusAt),
   };
 }
 
@@ -467,6 +541,7 @@ function toMessageRow(r: MessageRow): MessageRow {
     bytes: Number(r.bytes),
     quirks: r.quirks ?? [],
     error: r.error,
+    answerText: r.answerText ?? null,
   };
 }
 

@@ -91,6 +91,106 @@ describe('analyst workbench pages (headless Chromium)', () => {
         .allInnerTexts()
     ).map((t) => t.trim());
 
+  it('/audit opens on the dashboard; every number links to the filtered list (item 3)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit`);
+    expect(await page.getByRole('heading', { name: /^Dashboard/, level: 1 }).count()).toBe(1);
+    const { rows: truth } = await db.query<{ state: string; n: string }>(
+      `SELECT state, count(*) AS n FROM orders GROUP BY state`,
+    );
+    const byState = page.locator('section[aria-labelledby="by-state"] tbody tr');
+    expect(await byState.count()).toBe(truth.length);
+    for (const t of truth) {
+      const link = page.getByRole('link', { name: `${t.n} ${t.state}, last hour`, exact: true });
+      expect(await link.count()).toBe(1);
+    }
+    // messages in (7 over MLLP, 1 FHIR transaction), the refused one, the dead letter
+    expect(
+      await page.getByRole('link', { name: '8 messages in, last hour', exact: true }).count(),
+    ).toBe(1);
+    expect(
+      await page.getByRole('link', { name: '1 dead letters waiting for a replay' }).count(),
+    ).toBe(1);
+    expect(await page.locator('ol.bars').first().locator('li').count()).toBe(60);
+    const waiting = page.locator('section[aria-labelledby="waiting-h"] tbody tr');
+    expect(await waiting.count()).toBeGreaterThan(0);
+    expect(await page.locator('.tile', { hasText: 'Upstream' }).innerText()).toMatch(
+      /of 2000 calls\/min free/,
+    );
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+
+    // a state's count opens the order list filtered by that state and the window
+    const first = truth.sort((a, b) => Number(b.n) - Number(a.n))[0]!;
+    await page
+      .getByRole('link', { name: `${first.n} ${first.state}, last hour`, exact: true })
+      .click();
+    await page.waitForURL(/\/audit\/orders\?state=/);
+    expect(page.url()).toContain(`state=${encodeURIComponent(first.state)}`);
+    expect(page.url()).toMatch(/from=\d{4}-\d\d-\d\dT\d\d%3A\d\d/);
+    expect(await page.locator('main table tbody tr').count()).toBe(Number(first.n));
+
+    // the refused count opens the message browser on the refused message, with why
+    await page.goto(`${adapter.httpUrl}/audit`);
+    await page.getByRole('link', { name: /refused messages, last day/ }).click();
+    await page.waitForURL(/\/audit\/messages\?outcome=refused/);
+    const refused = page.locator('main table tbody tr');
+    expect(await refused.count()).toBe(1);
+    const cells = (await refused.first().locator('td').allInnerTexts()).map((t) => t.trim());
+    expect(cells[2]).toBe(SEEDED.rejectedMsh10);
+    expect(cells[5]).toBe('rejected');
+    expect(cells[7]).toMatch(/PID-3/);
+    await page.screenshot({ path: join(ARTIFACTS, 'messages-refused.png'), fullPage: true });
+  });
+
+  it('the message browser filters by transport, answer code and text, each row linking to its page (item 10)', async () => {
+    await page.goto(`${adapter.httpUrl}/audit/messages`);
+    expect(await page.locator('main table tbody tr').count()).toBe(8);
+    await page.getByLabel('Transport').selectOption('fhir-rest');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL(/transport=fhir-rest/);
+    expect(await page.locator('main table tbody tr').count()).toBe(1);
+    await page.goto(`${adapter.httpUrl}/audit/messages?answerCode=AA&text=zzz-not-there`);
+    expect(await page.getByRole('heading', { name: 'No messages match' }).count()).toBe(1);
+    await page.goto(`${adapter.httpUrl}/audit/messages?transport=mllp&answerCode=AA`);
+    const rows = page.locator('main table tbody tr');
+    const { rows: aa } = await db.query(
+      `SELECT 1 FROM inbound_messages WHERE transport = 'mllp' AND response_code = 'AA'`,
+    );
+    expect(aa.length).toBeGreaterThan(3);
+    expect(await rows.count()).toBe(aa.length);
+    await rows.first().getByRole('link').click();
+    await page.waitForURL(/\/audit\/messages\/[0-9a-f-]{36}$/);
+    expect(await page.getByRole('heading', { name: /^Inbound message / }).count()).toBe(1);
+  });
+
+  it('an order waiting for its study says so, with since and deadline, on the list and in its timeline (item 10)', async () => {
+    await db.query(
+      `UPDATE orders SET state = 'placed', placed_at = now() - interval '5 minutes',
+              study_deadline_at = now() + interval '1 day' WHERE id = $1`,
+      [swfOrderId],
+    );
+    await page.goto(`${adapter.httpUrl}/audit/orders?accession=${SEEDED.swf.accession}`);
+    const waits = page.locator('main table tbody tr .waits');
+    expect(await waits.innerText()).toMatch(
+      /^waits for the study since \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ · deadline \d{4}-/,
+    );
+    await page.goto(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
+    const now = page.locator('section[aria-labelledby="tl-h"] .waiting');
+    expect(await now.innerText()).toMatch(/^Now: waits for the study since .* · deadline /);
+    await page.screenshot({ path: join(ARTIFACTS, 'order-waiting.png'), fullPage: true });
+  });
+
+  it('errors only finds an order whose upstream order FAILED (item 10)', async () => {
+    const { rows } = await db.query<{ id: string; accession_number: string }>(
+      `UPDATE orders SET upstream_status = 'FAILED' WHERE placer_order_number = '556071'
+       RETURNING id, accession_number`,
+    );
+    await page.goto(`${adapter.httpUrl}/audit/orders?errorsOnly=true`);
+    const hrefs = await page
+      .locator('main table tbody tr td:nth-child(2) a')
+      .evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+    expect(hrefs).toContain(`/audit/orders/${rows[0]!.id}`);
+  });
+
   it('lineage shows the product stored and the table row that chose it (item 6)', async () => {
     await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
     expect(await lineageCells('products\\[0\\]')).toEqual([

@@ -38,9 +38,11 @@ import {
   toOrderSearch,
 } from './audit-api.dto';
 import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
+import { maskUpstreamReport } from './phi-masking';
 import {
   dashboardPage,
   deadLettersPage,
+  documentPage,
   mappingsPage,
   messageListPage,
   messagePage,
@@ -191,12 +193,62 @@ export class AuditPageController {
       const { message } = await this.query.message(m.id);
       raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
     }
+    const documents = await this.query.orderDocuments(id);
     sendPage(
       res,
       200,
-      orderPage(ctx, view, raws, outboundSettings(this.config).destinations),
+      orderPage(ctx, view, raws, outboundSettings(this.config).destinations, documents),
       ctx.nonce,
     );
+  }
+
+  /**
+   * One report of the upstream (results, failure, QC) stored for the order. JSON is shown
+   * (and downloaded) masked; the original bytes (a PDF cannot be masked) only for an admin
+   * who gives a reason, recorded as `phi.reveal` before anything is sent.
+   */
+  @Get('orders/:id/documents/:docId')
+  async document(
+    @Param('id') id: string,
+    @Param('docId') docId: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const doc = await this.query.orderDocument(id, docId);
+    const name = `${doc.kind}-report-${doc.upstreamStatus.toLowerCase()}-${doc.id}`;
+    const reveal = await resolveReveal(this.query, req, q, {
+      orderId: id,
+      what: `${doc.kind} report ${doc.reportType} (${doc.id})`,
+    });
+    const isJson = doc.contentType.includes('json');
+    if (reveal) {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader(
+        'Content-Disposition',
+        `attachment; filename="${name}.${isJson ? 'json' : doc.reportType.toLowerCase()}"`,
+      );
+      res.type(isJson ? 'application/json' : doc.contentType).send(doc.body);
+      return;
+    }
+    let masked: string | undefined;
+    if (isJson) {
+      try {
+        masked = JSON.stringify(maskUpstreamReport(JSON.parse(doc.body.toString('utf8'))), null, 2);
+      } catch {
+        masked = '(not valid JSON; hidden while masked)';
+      }
+    }
+    if (q.download === '1' && masked !== undefined) {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Content-Disposition', `attachment; filename="${name}.masked.json"`);
+      res.type('application/json').send(masked);
+      return;
+    }
+    sendPage(res, 200, documentPage(ctx, id, doc, masked), ctx.nonce);
   }
 
   /** The message browser: every inbound message and request, accepted or refused. */

@@ -1,6 +1,8 @@
 import type { Role } from '../config/app-config';
 import type { MessageView, OrderDetailView, RawView, Waiting } from './audit-presenter';
 import type { EventRow, MessageRow, OrderRow, OutboxRow } from './audit-query.service';
+import type { OrderDocumentRow } from '../persistence/audit-query.repository';
+import type { PeerAnswerView } from './audit-presenter';
 import type { MappingTableView } from './mapping-tables.view';
 
 /**
@@ -385,6 +387,7 @@ export function orderPage(
   raws: Array<{ message: MessageRow; raw: RawView }>,
   /** The outbound destinations this replica has configured (empty: nothing is ever sent). */
   destinations: readonly string[] = [],
+  documents: readonly OrderDocumentRow[] = [],
 ): string {
   const o = view.order;
   const facts: Array<[string, string | null]> = [
@@ -451,6 +454,7 @@ export function orderPage(
         <p class="muted">${h(view.mappingVersion ?? '')} · target ← source, by rule</p>${lineage}</section>
       <section class="card" aria-labelledby="out-h"><h2 id="out-h">Outbound</h2>${outbound}</section>
     </div>
+    ${reportsCard(o.id, documents)}
     <section class="card" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>${timelineList(view.timeline)}
       ${view.waiting ? `<div class="notice warn waiting" role="status"><strong>Now:</strong> ${waitingText(view.waiting)}</div>` : ''}</section>`,
   );
@@ -461,14 +465,79 @@ function pathBreaks(path: string): string {
   return h(path).replace(/([./\]\s])/g, '$1<wbr>');
 }
 
-function outboundDoc(d: OutboxRow & { document?: RawView }, answers: EventRow[]): string {
+/** The upstream's reports for the order: viewable (masked JSON) and downloadable. */
+function reportsCard(orderId: string, documents: readonly OrderDocumentRow[]): string {
+  if (documents.length === 0) return '';
+  return `<section class="card" aria-labelledby="docs-h"><h2 id="docs-h">Upstream reports</h2>
+    <table><thead><tr><th scope="col">Report</th><th scope="col">Upstream status</th><th scope="col">Type</th><th scope="col">Size</th><th scope="col">Fetched</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead><tbody>${documents
+      .map((d) => {
+        const href = `/audit/orders/${orderId}/documents/${d.id}`;
+        const json = d.contentType.includes('json');
+        return `<tr><td>${h(REPORT_NAMES[d.kind] ?? d.kind)}</td><td class="mono">${h(d.upstreamStatus)}</td><td class="mono">${h(d.reportType)}</td><td>${h(d.bytes)} bytes</td><td>${when(d.fetchedAt)}</td>
+          <td><a href="${h(href)}">View</a>${json ? ` · <a href="${h(href)}?download=1" download>Download (masked)</a>` : ''}</td></tr>`;
+      })
+      .join('')}</tbody></table></section>`;
+}
+
+const REPORT_NAMES: Readonly<Record<string, string>> = {
+  results: 'Results',
+  failure: 'Failure report',
+  qc: 'QC report',
+};
+
+export function documentPage(
+  ctx: PageContext,
+  orderId: string,
+  doc: OrderDocumentRow,
+  masked: string | undefined,
+): string {
+  const href = `/audit/orders/${orderId}/documents/${doc.id}`;
+  const title = `${REPORT_NAMES[doc.kind] ?? doc.kind} (${doc.reportType})`;
+  const adminDownload =
+    ctx.role === 'admin'
+      ? `<form class="notice" method="get" action="${h(href)}">
+          <input type="hidden" name="reveal" value="true">
+          <div class="actions wrap"><span>The original file may hold PHI.</span>
+            <label for="doc-reason" class="visually-hidden">Reason to download the original</label>
+            <input id="doc-reason" type="text" name="reason" required minlength="3" maxlength="500" placeholder="Reason (recorded in the audit log)" class="reason">
+            <button class="secondary" type="submit">Download original</button></div></form>`
+      : `<div class="notice" role="status">${masked === undefined ? 'This report is a file that cannot be masked: an admin can download it with a reason.' : 'PHI is masked. An admin can download the original with a reason.'}</div>`;
+  return layout(
+    { ...ctx, current: 'orders' },
+    title,
+    `<p><a href="/audit/orders/${h(orderId)}">← Order</a></p>
+    <h1>${h(title)} <span class="badge">${h(doc.upstreamStatus)}</span></h1>
+    ${adminDownload}
+    <section class="card"><dl class="facts">
+      <div><dt>Kind</dt><dd>${h(doc.kind)}</dd></div><div><dt>Type</dt><dd>${h(doc.contentType)}</dd></div>
+      <div><dt>Size</dt><dd>${h(doc.bytes)} bytes</dd></div><div><dt>Fetched</dt><dd>${h(doc.fetchedAt)}</dd></div></dl>
+      ${masked !== undefined ? `<p><a class="secondary" href="${h(href)}?download=1" download>Download (masked JSON)</a></p><pre role="region" aria-label="${h(title)}" tabindex="0">${h(masked)}</pre>` : ''}
+    </section>`,
+  );
+}
+
+function peerAnswerBlock(a: PeerAnswerView | undefined, destination: string): string {
+  if (!a) return '';
+  const who = destination.startsWith('ris')
+    ? "the RIS's ACK"
+    : destination.startsWith('ehr')
+      ? "the EHR's answer"
+      : "the PACS's answer";
+  return `<details class="sent answer"><summary>${h(who)}${a.status !== null ? ` (${h(a.status)})` : ''}${a.attempt !== null ? ` · attempt ${h(a.attempt)}` : ''}</summary>${a.view ? rawBlock(a.view, `${who} as received`) : '<p class="muted">No body.</p>'}</details>`;
+}
+
+function outboundDoc(
+  d: OutboxRow & { document?: RawView; peerAnswer?: PeerAnswerView },
+  answers: EventRow[],
+): string {
   const tone = d.status === 'delivered' ? 'ok' : d.status === 'dead' ? 'err' : 'info';
   return `<div class="doc">
     <h3>${h(d.kind)} → ${h(d.destination)} <span class="badge ${tone}">${h(d.status)}</span></h3>
     <div class="muted">${h(d.attempts)} attempt${d.attempts === 1 ? '' : 's'} · updated ${when(d.updatedAt)}</div>
     ${d.lastError ? `<div class="notice err">${h(d.lastError)}</div>` : ''}
     ${answers.length ? `<div>${answers.map((a) => `<div class="mono">${h(a.kind)}: ${h(a.summary)}</div>${jsonDetails(a.detail, 'answer')}`).join('')}</div>` : ''}
-    ${d.document ? `<details class="sent"><summary>${d.document.format === 'hl7' ? 'as sent (HL7)' : 'as sent'}</summary>${rawBlock(d.document, `${d.kind} as sent`)}</details>` : ''}
+    ${d.document ? `<details class="sent"><summary>${d.document.format === 'hl7' ? 'as sent (HL7)' : d.document.format === 'json' ? 'as sent (JSON)' : 'as sent (tag dump)'}</summary>${rawBlock(d.document, `${d.kind} as sent`)}</details>` : ''}
+    ${peerAnswerBlock(d.peerAnswer, d.destination)}
     ${jsonDetails(d.payload, 'outbox payload')}
   </div>`;
 }
@@ -514,8 +583,8 @@ export function deadLettersPage(
   const rows = input.items
     .map(
       (d) => `<tr>
-        <td class="mono">${h(d.id)}</td>
-        <td>${d.orderId ? `<a class="mono" href="/audit/orders/${h(d.orderId)}">${h(d.orderId.slice(0, 8))}…</a>` : ''}</td>
+        <td>${d.orderId ? `<a class="mono" href="/audit/orders/${h(d.orderId)}">${h(d.accessionNumber ?? '(no accession)')}</a>` : ''}</td>
+        <td class="mono">${h(d.placerOrderNumber ?? '')}</td>
         <td>${h(d.kind)}</td>
         <td>${h(d.destination)}</td>
         <td>${h(d.attempts)}</td>
@@ -533,7 +602,7 @@ export function deadLettersPage(
     <section class="card">
       ${
         input.items.length
-          ? `<table><thead><tr><th scope="col">Id</th><th scope="col">Order</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
+          ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
           : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
       }
       <div class="pager"><span class="muted">Most recent first</span>${input.nextCursor ? `<a class="secondary" href="/audit/dead-letters?cursor=${h(encodeURIComponent(input.nextCursor))}">Older →</a>` : ''}</div>

@@ -13,6 +13,7 @@ import {
   hl7Segments,
   maskHl7Text,
   maskIdentifier,
+  maskDicomValue,
   maskJson,
 } from './phi-masking';
 
@@ -99,14 +100,66 @@ export function presentEvent(event: EventRow, reveal: boolean): EventRow {
 
 export function presentOutbox(row: OutboxRow, reveal: boolean): OutboxRow {
   if (reveal) return row;
-  return { ...row, payload: maskJson(row.payload) as Record<string, unknown> };
+  return {
+    ...row,
+    payload: maskJson(row.payload) as Record<string, unknown>,
+    lastExchange: maskExchange(row.lastExchange),
+  };
+}
+
+/** The tag dump of a DICOM document we sent (outbound/dicom-tag-dump.ts). */
+const DICOM_TAG_DUMP = 'application/x-dicom-tag-dump+json';
+
+/** One side of an exchange (`{contentType, text, status?}`), its text masked by its format. */
+function maskExchangeSide(side: unknown): unknown {
+  if (side === null || typeof side !== 'object') return side;
+  const s = side as { contentType?: string; text?: string };
+  if (typeof s.text !== 'string') return side;
+  return { ...s, text: maskedText(s.text, s.contentType ?? '') };
+}
+
+function maskedText(text: string, contentType: string): string {
+  const type = contentType.toLowerCase();
+  if (type === DICOM_TAG_DUMP) {
+    try {
+      const lines = JSON.parse(text) as Array<{ keyword: string; value: string }>;
+      return JSON.stringify(
+        lines.map((l) => ({ ...l, value: maskDicomValue(l.keyword, l.value) })),
+      );
+    } catch {
+      return '***';
+    }
+  }
+  if (type.includes('json')) {
+    try {
+      return JSON.stringify(maskJson(JSON.parse(text)), null, 2);
+    } catch {
+      return '***';
+    }
+  }
+  if (/^\uFEFF?MSH/.test(text.trimStart())) return maskHl7Text(text);
+  return '***';
+}
+
+/** outbox.last_exchange with what was sent and what came back masked (API and page). */
+export function maskExchange(
+  exchange: Record<string, unknown> | null,
+): Record<string, unknown> | null {
+  if (!exchange) return exchange;
+  return {
+    ...exchange,
+    ...('sent' in exchange ? { sent: maskExchangeSide(exchange.sent) } : {}),
+    ...('answer' in exchange ? { answer: maskExchangeSide(exchange.answer) } : {}),
+  };
 }
 
 export interface OrderDetailView {
   order: OrderRow & { request: Record<string, unknown> };
   timeline: EventRow[];
   messages: MessageRow[];
-  outbound: Array<OutboxRow & { answers: EventRow[]; document?: RawView }>;
+  outbound: Array<
+    OutboxRow & { answers: EventRow[]; document?: RawView; peerAnswer?: PeerAnswerView }
+  >;
   /** The latest `mapping.applied` lineage, for the side-by-side view. */
   lineage: Array<{
     target: string;
@@ -221,13 +274,78 @@ export function presentMessage(
  * The outbound document as it went out, for display: the HL7 message (ORU, ORM status) segment
  * by segment with field names, FHIR resources as JSON; masked unless `reveal`.
  */
-export function documentOf(row: OutboxRow, reveal: boolean): { document?: RawView } {
+export function documentOf(
+  row: OutboxRow,
+  reveal: boolean,
+): { document?: RawView; peerAnswer?: PeerAnswerView } {
+  const exchange = row.lastExchange as {
+    sent?: { contentType?: string; text?: string };
+    answer?: { contentType?: string; text?: string; status?: number | string };
+    attempt?: number;
+    at?: string;
+  } | null;
+  if (exchange?.sent?.text !== undefined || exchange?.answer) {
+    return {
+      ...(exchange.sent?.text !== undefined
+        ? { document: sideView(exchange.sent.text, exchange.sent.contentType ?? '', reveal) }
+        : {}),
+      ...(exchange.answer
+        ? {
+            peerAnswer: {
+              status: exchange.answer.status ?? null,
+              attempt: exchange.attempt ?? null,
+              at: exchange.at ?? null,
+              view:
+                exchange.answer.text !== undefined
+                  ? sideView(exchange.answer.text, exchange.answer.contentType ?? '', reveal)
+                  : undefined,
+            },
+          }
+        : {}),
+    };
+  }
   const p = row.payload as Record<string, unknown>;
   if (typeof p.hl7 === 'string') return { document: rawView(Buffer.from(p.hl7), null, reveal) };
   if (typeof p.resourceType === 'string') {
     return { document: rawView(Buffer.from(JSON.stringify(p)), 'application/fhir+json', reveal) };
   }
   return {};
+}
+
+/** The peer's raw answer to the last attempt: the RIS's ACK, the EHR's status and body. */
+export interface PeerAnswerView {
+  status: number | string | null;
+  attempt: number | null;
+  at: string | null;
+  view?: RawView;
+}
+
+/** One side of an exchange for display: HL7 segment by segment, JSON, or a DICOM tag dump. */
+function sideView(text: string, contentType: string, reveal: boolean): RawView {
+  if (contentType.toLowerCase() === DICOM_TAG_DUMP) {
+    const shown = reveal ? text : maskedText(text, contentType);
+    try {
+      const lines = JSON.parse(shown) as Array<{
+        tag: string;
+        keyword: string;
+        vr: string;
+        depth: number;
+        value: string;
+      }>;
+      return {
+        format: 'text',
+        text: lines
+          .map((l) => `${'  '.repeat(l.depth)}${l.tag} ${l.vr} ${l.keyword}: ${l.value}`)
+          .join('\n'),
+      };
+    } catch {
+      return { format: 'text', text: '(tag dump not readable)' };
+    }
+  }
+  if (contentType.toLowerCase().includes('json')) {
+    return rawView(Buffer.from(text, 'utf8'), contentType, reveal);
+  }
+  return hl7TextView(text, reveal);
 }
 
 /** Decodes raw bytes for display: HL7 by its own charset rules (MSH-18), JSON pretty-printed. */
@@ -248,6 +366,11 @@ export function rawView(bytes: Buffer, contentType: string | null, reveal: boole
   } catch {
     text = bytes.toString('latin1');
   }
+  return hl7TextView(text, reveal);
+}
+
+/** HL7 text (already decoded) segment by segment with field positions and names, masked. */
+function hl7TextView(text: string, reveal: boolean): RawView {
   if (!/^\uFEFF?MSH/.test(text.trimStart())) {
     return { format: 'text', text: reveal ? text : '(not an HL7 message; hidden while masked)' };
   }

@@ -14,6 +14,7 @@ import {
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
+  type OrderDocumentRow,
   type OrderRow,
   type OrderSearch,
   type OutboxRow,
@@ -31,6 +32,7 @@ export {
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
+  type OrderDocumentRow,
   type OrderRow,
   type OrderSearch,
   type OutboxRow,
@@ -103,6 +105,21 @@ export class AuditQueryService {
     const detail = await this.audit.orderDetail(orderId);
     if (!detail) throw new AppError('not_found', 'no such order');
     return detail;
+  }
+
+  /** The upstream's reports stored for the order (results, failure, QC report). */
+  async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
+    if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
+    return this.audit.orderDocuments(orderId);
+  }
+
+  async orderDocument(orderId: string, id: string): Promise<OrderDocumentRow & { body: Buffer }> {
+    if (!isUuid(orderId) || !/^\d{1,18}$/.test(id)) {
+      throw new AppError('not_found', 'no such document');
+    }
+    const doc = await this.audit.orderDocument(orderId, id);
+    if (!doc) throw new AppError('not_found', 'no such document');
+    return doc;
   }
 
   async message(id: string): Promise<{ message: MessageWithRaw; events: EventRow[] }> {

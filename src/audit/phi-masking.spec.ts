@@ -4,6 +4,7 @@ import {
   maskIdentifier,
   maskJson,
   maskName,
+  maskUpstreamReport,
   ruleForTarget,
 } from './phi-masking';
 
@@ -42,6 +43,28 @@ describe('PHI masking', () => {
     expect(masked[1]).not.toContain('cough');
     expect(masked[1]!.split('|')[31]).toBe('R05.9^***^I10~Z87.891^***^I10');
     expect(masked[2]).toBe('NTE|1|P|***|RE');
+  });
+
+  it("masks the upstream's report JSON by allow-list: patient data and measurements hidden", () => {
+    expect(
+      maskUpstreamReport({
+        report_kind: 'failure',
+        status: 'FAILED',
+        reason: 'fewer than 20 slices',
+        patient_name: 'SCHMIDT ANNA',
+        patient: { birth_date: '1956-02-14' },
+        findings: [{ structure: 'hippocampus', volume_ml: 3.1 }],
+        qc_bypassed: false,
+      }),
+    ).toEqual({
+      report_kind: 'failure',
+      status: 'FAILED',
+      reason: 'fewer than 20 slices',
+      patient_name: '***',
+      patient: { birth_date: '***' },
+      findings: [{ structure: '***', volume_ml: '***' }],
+      qc_bypassed: false,
+    });
   });
 
   it('masks the conversion rule of a PHI lineage line (it quotes the source text)', () => {

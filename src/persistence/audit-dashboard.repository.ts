@@ -105,27 +105,26 @@ export class AuditDashboardRepository {
       q(`SELECT date_trunc('minute', delivered_at) AS minute, count(*) AS count, 0 AS bad
            FROM outbox WHERE delivered_at >= date_trunc('minute', now()) - interval '59 minutes'
           GROUP BY 1 ORDER BY 1`),
-      // the first event of the day through audit_events_occurred_idx, then the error events
-      // from there on through the partial audit_events_errors_idx (ids grow with time)
-      q(`WITH first AS (
-           SELECT id FROM audit_events WHERE occurred_at >= now() - interval '1 day'
-            ORDER BY occurred_at LIMIT 1)
-         SELECT count(*) AS day,
-                count(*) FILTER (WHERE e.occurred_at >= now() - interval '1 hour') AS hour
-           FROM audit_events e
-          WHERE e.severity = 'error' AND e.id >= (SELECT id FROM first)`),
+      // audit_events_errors_time_idx (partial: error events only)
+      q(`SELECT count(*) AS day,
+                count(*) FILTER (WHERE occurred_at >= now() - interval '1 hour') AS hour
+           FROM audit_events
+          WHERE severity = 'error' AND occurred_at >= now() - interval '1 day'`),
       // outbox_dead_idx
       q(`SELECT count(*) AS total,
                 count(*) FILTER (WHERE updated_at >= now() - interval '1 day') AS day
            FROM outbox WHERE status = 'dead'`),
-      // orders_state_created_idx: one probe per waiting state
+      // orders_state_created_idx: one probe per waiting state. The states are written into
+      // the statement (our own constants, checked): with an array parameter the planner
+      // cannot see them and scanned instead of probing (100 ms at 100,000 orders).
       q(
-        `SELECT s.state, o.id, o.created_at, o.accession_number
-           FROM unnest($1::text[]) AS s(state)
-           CROSS JOIN LATERAL (
-             SELECT id, created_at, accession_number FROM orders
-              WHERE state = s.state ORDER BY created_at, id LIMIT 1) o`,
-        [waitingStates],
+        waitingStates
+          .filter((state) => /^[a-z-]+$/.test(state))
+          .map(
+            (state) => `(SELECT state, id, created_at, accession_number FROM orders
+                          WHERE state = '${state}' ORDER BY created_at, id LIMIT 1)`,
+          )
+          .join(' UNION ALL ') || `SELECT NULL::text AS state WHERE false`,
       ),
       // audit_events_occurred_idx: the upstream calls of the last hour
       q(`SELECT detail->>'endpoint' AS endpoint,

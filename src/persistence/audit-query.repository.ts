@@ -129,6 +129,22 @@ export interface OutboxRow {
   lastError: string | null;
   deliveredAt: string | null;
   payload: Record<string, unknown>;
+  /** The last attempt: `{attempt, at, outcome, sent: {contentType, text}, answer: {status, contentType, text}}`. */
+  lastExchange: Record<string, unknown> | null;
+  /** The order's accession and placer number (the dead-letter list names orders by them). */
+  accessionNumber?: string | null;
+  placerOrderNumber?: string | null;
+}
+
+/** A report the upstream produced for an order (order_documents). */
+export interface OrderDocumentRow {
+  id: string;
+  upstreamStatus: string;
+  kind: 'results' | 'failure' | 'qc';
+  reportType: string;
+  contentType: string;
+  bytes: number;
+  fetchedAt: string;
 }
 
 export interface Page<T> {
@@ -176,7 +192,7 @@ const MESSAGE_COLUMNS = `m.id, m.received_at AS "receivedAt", m.transport, m.sen
 
 const OUTBOX_COLUMNS = `x.id::text AS id, x.created_at AS "createdAt", x.updated_at AS "updatedAt", x.order_id AS "orderId",
   x.destination, x.kind, x.status, x.attempts, x.next_attempt_at AS "nextAttemptAt", x.last_error AS "lastError",
-  x.delivered_at AS "deliveredAt", x.payload,
+  x.delivered_at AS "deliveredAt", x.payload, x.last_exchange AS "lastExchange",
   (extract(epoch FROM x.updated_at) * 1000000)::bigint::text AS "cursorUs"`;
 
 export class AuditQueryRepository {
@@ -409,10 +425,38 @@ export class AuditQueryRepository {
     }
     const limit = pageSize(search.limit);
     const rows: Array<OutboxRow & { cursorUs: string }> = await this.dataSource.query(
-      `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE ${where} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
+      `SELECT ${OUTBOX_COLUMNS}, o.accession_number AS "accessionNumber", o.placer_order_number AS "placerOrderNumber"
+         FROM outbox x LEFT JOIN orders o ON o.id = x.order_id
+        WHERE ${where} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
       params,
     );
     return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOutboxRow);
+  }
+
+  /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */
+  async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
+    const rows: OrderDocumentRow[] = await this.dataSource.query(
+      `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
+              d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt"
+         FROM order_documents d WHERE d.order_id = $1::uuid ORDER BY d.id`,
+      [orderId],
+    );
+    return rows.map((r) => ({ ...r, bytes: Number(r.bytes), fetchedAt: iso(r.fetchedAt) }));
+  }
+
+  /** One stored report with its body, if it belongs to the order. */
+  async orderDocument(
+    orderId: string,
+    id: string,
+  ): Promise<(OrderDocumentRow & { body: Buffer }) | undefined> {
+    const rows: Array<OrderDocumentRow & { body: Buffer }> = await this.dataSource.query(
+      `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
+              d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt", d.body
+         FROM order_documents d WHERE d.order_id = $1::uuid AND d.id = $2::bigint`,
+      [orderId, id],
+    );
+    const r = rows[0];
+    return r ? { ...r, bytes: Number(r.bytes), fetchedAt: iso(r.fetchedAt) } : undefined;
   }
 
   /** An outbox row by its (numeric) id; undefined if none. */
@@ -559,5 +603,8 @@ function toOutboxRow(r: OutboxRow): OutboxRow {
     lastError: r.lastError,
     deliveredAt: isoOrNull(r.deliveredAt),
     payload: r.payload,
+    lastExchange: r.lastExchange ?? null,
+    ...(r.accessionNumber !== undefined ? { accessionNumber: r.accessionNumber } : {}),
+    ...(r.placerOrderNumber !== undefined ? { placerOrderNumber: r.placerOrderNumber } : {}),
   };
 }

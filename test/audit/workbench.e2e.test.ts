@@ -191,6 +191,147 @@ describe('analyst workbench pages (headless Chromium)', () => {
     expect(hrefs).toContain(`/audit/orders/${rows[0]!.id}`);
   });
 
+  it("shows each outbound document as sent, the peer's raw answer, the upstream reports, and names dead letters by accession (item 11)", async () => {
+    const oru = [
+      'MSH|^~\\&|AI_ADAPTER|HOSPA|RADIS1|IHEDEMO|20240318170000||ORU^R01^ORU_R01|IAA77|P|2.5.1',
+      'PID|1||PAT-4711^^^HOSPA^MR||SCHMIDT^ANNA^MARIA^^^^L||19560214|F',
+      'OBR|1|PLC-100234^RADIS1|FIL-55012^DSS_OF|24627-2^CT Chest^LN|||||||||||||ACC-20240318-0042||||||CT|F',
+      'OBX|1|TX|LN-18782-3^Study observation^LN||No nodule above 6 mm||||||F',
+    ].join('\r');
+    const ack =
+      'MSH|^~\\&|RADIS1|IHEDEMO|AI_ADAPTER|HOSPA|20240318170001||ACK^R01^ACK|R-1|P|2.5.1\rMSA|AR|IAA77|unknown patient\rERR|||207^Application internal error^HL70357|E';
+    const report = {
+      resourceType: 'DiagnosticReport',
+      status: 'final',
+      subject: { display: 'SCHMIDT, ANNA' },
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2', display: 'CT Chest' }] },
+    };
+    const outcome = {
+      resourceType: 'OperationOutcome',
+      issue: [{ severity: 'error', code: 'processing', diagnostics: 'Subject not found' }],
+    };
+    const dump = [
+      {
+        tag: '(0008,0016)',
+        keyword: 'SOPClassUID',
+        vr: 'UI',
+        depth: 0,
+        value: '1.2.840.10008.5.1.4.1.1.88.34',
+      },
+      { tag: '(0010,0010)', keyword: 'PatientName', vr: 'PN', depth: 0, value: 'SCHMIDT^ANNA' },
+      { tag: '(0040,A730)', keyword: 'ContentSequence', vr: 'SQ', depth: 0, value: '1 item(s)' },
+      {
+        tag: '(0040,A160)',
+        keyword: 'TextValue',
+        vr: 'UT',
+        depth: 1,
+        value: 'No nodule above 6 mm',
+      },
+    ];
+    const insert = (destination: string, kind: string, status: string, x: unknown) =>
+      db.query(
+        `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload, status, attempts, last_error, last_exchange, updated_at)
+         VALUES ($1, $2, $3, $4, '{}', $5, 1, $6, $7, now())`,
+        [
+          swfOrderId,
+          destination,
+          kind,
+          `${kind}:${Date.now()}`,
+          status,
+          status === 'dead' ? `${kind} refused` : null,
+          x,
+        ],
+      );
+    await insert('ris-hl7', 'hl7-oru', 'dead', {
+      attempt: 1,
+      outcome: 'dead',
+      sent: { contentType: 'application/hl7-v2', text: oru },
+      answer: { contentType: 'application/hl7-v2', text: ack },
+    });
+    await insert('ehr-fhir', 'fhir-diagnostic-report', 'dead', {
+      attempt: 1,
+      outcome: 'dead',
+      sent: { contentType: 'application/fhir+json', text: JSON.stringify(report) },
+      answer: { status: 422, contentType: 'application/fhir+json', text: JSON.stringify(outcome) },
+    });
+    await insert('pacs-dicomweb', 'dicom-sr', 'delivered', {
+      attempt: 1,
+      outcome: 'delivered',
+      sent: { contentType: 'application/x-dicom-tag-dump+json', text: JSON.stringify(dump) },
+      answer: { status: 200, contentType: 'application/dicom+json', text: '{}' },
+    });
+    await db.query(
+      `INSERT INTO order_documents (order_id, upstream_status, kind, report_type, content_type, body) VALUES
+         ($1, 'FAILED', 'failure', 'JSON', 'application/json', $2),
+         ($1, 'FAILED', 'failure', 'PDF', 'application/pdf', $3)`,
+      [
+        swfOrderId,
+        Buffer.from(JSON.stringify({ status: 'FAILED', patient_name: 'SCHMIDT ANNA' })),
+        Buffer.from('%PDF-1.4 fake'),
+      ],
+    );
+
+    await page.goto(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
+    const out = page.locator('section[aria-labelledby="out-h"]');
+    const oruDoc = out.locator('.doc', { hasText: 'hl7-oru → ris-hl7' }).last();
+    await oruDoc.getByText('as sent (HL7)').click();
+    expect(await oruDoc.locator('.f[data-pos^="OBX-3 "]').first().getAttribute('data-pos')).toBe(
+      'OBX-3 · Observation Identifier',
+    );
+    await oruDoc.getByText("the RIS's ACK").click();
+    const msa1 = oruDoc.locator('.f[data-pos^="MSA-1 "]');
+    expect(await msa1.textContent()).toBe('AR');
+    expect(await msa1.getAttribute('data-pos')).toBe('MSA-1 · Acknowledgment Code');
+
+    const drDoc = out.locator('.doc', { hasText: 'fhir-diagnostic-report → ehr-fhir' });
+    await drDoc.getByText('as sent (JSON)').click();
+    await drDoc.getByText("the EHR's answer (422)").click();
+    const drText = await drDoc.innerText();
+    expect(drText).toContain('"resourceType": "DiagnosticReport"');
+    // the EHR's OperationOutcome: codes shown, its free text masked like any free text
+    expect(drText).toContain('"code": "processing"');
+    expect(drText).not.toContain('Subject not found');
+
+    const srDoc = out.locator('.doc', { hasText: 'dicom-sr → pacs-dicomweb' });
+    await srDoc.getByText('as sent (tag dump)').click();
+    const srText = await srDoc.innerText();
+    expect(srText).toContain('(0008,0016) UI SOPClassUID: 1.2.840.10008.5.1.4.1.1.88.34');
+    expect(srText).toMatch(/\(0010,0010\) PN PatientName: S\*\*\*/);
+    expect(srText).toContain('  (0040,A160) UT TextValue: ***');
+
+    const main = await page.locator('main').innerText();
+    for (const phi of ['SCHMIDT', 'No nodule above', '19560214']) expect(main).not.toContain(phi);
+    await page.screenshot({ path: join(ARTIFACTS, 'outbound-exchanges.png'), fullPage: true });
+
+    // the upstream's failure report: viewable masked, downloadable masked; the PDF only by an admin
+    const reports = page.locator('section[aria-labelledby="docs-h"]');
+    expect(await reports.locator('tbody tr').count()).toBe(2);
+    await reports.locator('tr', { hasText: 'JSON' }).getByRole('link', { name: 'View' }).click();
+    await page.waitForURL(/\/documents\/\d+$/);
+    const shown = await page.locator('pre').innerText();
+    expect(shown).toContain('"status": "FAILED"');
+    expect(shown).not.toContain('SCHMIDT');
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('link', { name: 'Download (masked JSON)' }).click(),
+    ]);
+    expect(download.suggestedFilename()).toMatch(/^failure-report-failed-\d+\.masked\.json$/);
+    await page.screenshot({ path: join(ARTIFACTS, 'failure-report.png'), fullPage: true });
+    await page.goBack();
+    await reports.locator('tr', { hasText: 'PDF' }).getByRole('link', { name: 'View' }).click();
+    expect(await page.getByRole('status').innerText()).toContain('cannot be masked');
+
+    // dead letters are named by accession and placer, not by internal ids
+    await page.goto(`${adapter.httpUrl}/audit/dead-letters`);
+    const heads = await page.locator('main thead th').allInnerTexts();
+    expect(heads.slice(0, 2).map((t) => t.trim().toLowerCase())).toEqual(['accession', 'placer']);
+    const first = (await page.locator('main tbody tr').first().locator('td').allInnerTexts()).map(
+      (t) => t.trim(),
+    );
+    expect(first.slice(0, 2)).toEqual([SEEDED.swf.accession, SEEDED.swf.placer]);
+    await page.screenshot({ path: join(ARTIFACTS, 'dead-letters.png'), fullPage: true });
+  });
+
   it('lineage shows the product stored and the table row that chose it (item 6)', async () => {
     await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
     expect(await lineageCells('products\\[0\\]')).toEqual([
@@ -260,7 +401,7 @@ describe('analyst workbench pages (headless Chromium)', () => {
 
     await page.goto(`${adapter.httpUrl}/audit/orders/${swfOrderId}`);
     const out = page.locator('section[aria-labelledby="out-h"]');
-    await out.getByText('as sent (HL7)').click();
+    await out.getByText('as sent (HL7)').first().click();
     const obx = out.locator('.hl7 .f[data-pos^="OBX-3 "]').first();
     expect(await obx.getAttribute('data-pos')).toBe('OBX-3 · Observation Identifier');
     expect(await out.locator('.hl7 .f[data-pos^="PID-5 "]').first().textContent()).toBe(

@@ -332,6 +332,41 @@ describe('analyst workbench pages (headless Chromium)', () => {
     await page.screenshot({ path: join(ARTIFACTS, 'dead-letters.png'), fullPage: true });
   });
 
+  it('the API masks what went out and came back; only an admin downloads an original report, audited (item 11)', async () => {
+    const api = await fetch(`${adapter.httpUrl}/api/audit/orders/${swfOrderId}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    const body = (await api.json()) as { outbound: Array<{ lastExchange: unknown }> };
+    const text = JSON.stringify(body.outbound.map((o) => o.lastExchange));
+    expect(text).toContain('ORU^R01');
+    expect(text).toContain('MSA|AR|IAA77');
+    for (const phi of ['SCHMIDT', 'No nodule above', '19560214', 'PAT-4711']) {
+      expect(text).not.toContain(phi);
+    }
+
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id::text FROM order_documents WHERE order_id = $1 AND report_type = 'PDF'`,
+      [swfOrderId],
+    );
+    const reason = 'ticket 4471: PDF for the clinician';
+    const url = `${adapter.httpUrl}/audit/orders/${swfOrderId}/documents/${rows[0]!.id}?reveal=true&reason=${encodeURIComponent(reason)}`;
+    const refused = await fetch(url, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    expect(refused.status).toBe(403);
+    const res = await fetch(url, { headers: { authorization: `Bearer ${TEST_TOKENS.admin}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-disposition')).toMatch(
+      /^attachment; filename="failure-report-failed-\d+\.pdf"$/,
+    );
+    expect(Buffer.from(await res.arrayBuffer()).toString()).toBe('%PDF-1.4 fake');
+    const reveal = await db.query(
+      `SELECT actor, detail->>'reason' AS reason FROM audit_events WHERE kind = 'phi.reveal' AND order_id = $1`,
+      [swfOrderId],
+    );
+    expect(reveal.rows).toEqual([{ actor: expect.stringMatching(/^admin#/), reason }]);
+  });
+
   it('lineage shows the product stored and the table row that chose it (item 6)', async () => {
     await page.goto(`${adapter.httpUrl}/audit/orders/${mrOrderId}`);
     expect(await lineageCells('products\\[0\\]')).toEqual([

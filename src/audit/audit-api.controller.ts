@@ -55,7 +55,12 @@ import {
   presentOrderDetail,
   presentOutbox,
 } from './audit-presenter';
-import { AuditQueryService, type OutboxRow, type Page } from './audit-query.service';
+import {
+  AuditQueryService,
+  type DashboardData,
+  type OutboxRow,
+  type Page,
+} from './audit-query.service';
 import { AUDIT_QUERY } from './audit.tokens';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
@@ -251,6 +256,17 @@ export class AuditApiController {
     const { reason } = parseInput(replaySchema, body);
     const result = await this.query.replayDeadLetter(id, req.principal!.actor, reason);
     return { ...result, outbox: presentOutbox(result.outbox, false) };
+  }
+
+  @Get('dashboard')
+  @ApiOperation({
+    summary: 'The dashboard figures for the last hour and day',
+    description:
+      'Orders per state, source and destination; messages in and results out (per minute for the last hour); error events; dead letters; upstream calls of the last 60 s and hour; the oldest order waiting in each open state. The same reads as the /audit page, each an index range or probe.',
+  })
+  @ApiOkResponse({ description: 'the figures (no PHI: counts, states, accession numbers)' })
+  async dashboard(): Promise<DashboardData> {
+    return this.query.dashboard();
   }
 
   @Get('mappings')

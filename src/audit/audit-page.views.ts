@@ -555,9 +555,9 @@ export function messagePage(ctx: PageContext, view: MessageView, orderIds: strin
     ['Size', `${view.bytes} bytes`],
   ];
   return layout(
-    { ...ctx, current: 'orders' },
+    { ...ctx, current: 'messages' },
     `Message ${view.messageControlId ?? view.id}`,
-    `<p><a href="/audit/orders">← Orders</a></p>
+    `<p><a href="/audit/messages">← Messages</a></p>
     <h1>Inbound message ${h(view.messageControlId ?? view.id)} ${outcomeBadge(view.outcome)}</h1>
     ${revealForm(ctx, `/audit/messages/${view.id}`, view.masked)}
     <section class="card"><dl class="facts">${facts

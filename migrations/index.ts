@@ -10,6 +10,8 @@ import { Outbound20261121150000 } from './20261121150000-outbound';
 import { IngestFastPath20261121160000 } from './20261121160000-ingest-fast-path';
 import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
 import { OutboxClaimOwner20261121200000 } from './20261121200000-outbox-claim-owner';
+import { AuditDashboard20261125030000 } from './20261125030000-audit-dashboard';
+import { OutboxExchange20261125032000 } from './20261125032000-outbox-exchange';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -28,4 +30,6 @@ export const MIGRATIONS = [
   IngestFastPath20261121160000,
   WorkerLiveness20261121170000,
   OutboxClaimOwner20261121200000,
+  AuditDashboard20261125030000,
+  OutboxExchange20261125032000,
 ];

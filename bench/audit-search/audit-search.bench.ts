@@ -89,6 +89,20 @@ async function generate(url: string): Promise<{ seconds: number; events: number 
         CROSS JOIN generate_series(0, ${EVENTS_PER_ORDER - 1}) k
         ORDER BY o.created_at, k`,
     );
+    // One outbound document per order a minute after it (ORU to the RIS or Task to the EHR):
+    // 98 % delivered, 1 % dead, 1 % still pending; the dashboard counts them per destination.
+    await ds.query(
+      `INSERT INTO outbox (created_at, updated_at, order_id, destination, kind, dedupe_key, payload, status, attempts, delivered_at)
+       SELECT o.created_at + interval '60 seconds', o.created_at + interval '62 seconds', o.id,
+              CASE WHEN g % 2 = 0 THEN 'ris-hl7' ELSE 'ehr-fhir' END,
+              CASE WHEN g % 2 = 0 THEN 'hl7-oru' ELSE 'fhir-task' END,
+              'bench:' || g, '{}'::jsonb,
+              CASE WHEN g % 100 = 0 THEN 'dead' WHEN g % 100 = 1 THEN 'pending' ELSE 'delivered' END,
+              1,
+              CASE WHEN g % 100 > 1 THEN o.created_at + interval '62 seconds' END
+         FROM (SELECT row_number() OVER (ORDER BY created_at) AS g, id, created_at FROM orders) o`,
+    );
+    await ds.query(`VACUUM ANALYZE outbox`);
     await ds.query(`VACUUM ANALYZE inbound_messages`);
     await ds.query(`VACUUM ANALYZE orders`);
     await ds.query(`VACUUM ANALYZE audit_events`);
@@ -148,6 +162,14 @@ async function main(): Promise<void> {
           query.searchOrders({ messageControlId: `MSG-${key(i)}` }),
         ),
         orderTimeline: await measure('timeline', (i) => query.orderDetail(orderId(key(i)))),
+        errorsOnlyOrders: await measure('errorsOnly', () =>
+          query.searchOrders({ errorsOnly: true }),
+        ),
+        messageBrowserLastHour: await measure('messages', () =>
+          query.browseMessages({ from: new Date(Date.now() - 3_600_000) }),
+        ),
+        /** The whole /audit dashboard: its reads in parallel on the pool (issue #18 item 3). */
+        dashboard: await measure('dashboard', () => query.dashboard()),
       };
       // Every read is an index scan: the plans, as EXPLAIN prints them.
       const plans: Record<string, string[]> = {};
@@ -195,6 +217,31 @@ async function main(): Promise<void> {
       await explain(
         'errorsOnlyEvents',
         `SELECT e.id FROM audit_events e WHERE e.severity = 'error' ORDER BY e.id DESC LIMIT 51`,
+        [],
+      );
+      await explain(
+        'dashboardOrdersPerStateAndSource',
+        `SELECT state, source, count(*) FROM orders WHERE created_at >= now() - interval '1 day' GROUP BY state, source`,
+        [],
+      );
+      await explain(
+        'dashboardOutboxPerDestination',
+        `SELECT destination, status, count(*) FROM outbox WHERE created_at >= now() - interval '1 day' GROUP BY destination, status`,
+        [],
+      );
+      await explain(
+        'dashboardErrorsOfTheDay',
+        `SELECT count(*) FROM audit_events WHERE severity = 'error' AND occurred_at >= now() - interval '1 day'`,
+        [],
+      );
+      await explain(
+        'dashboardOldestWaiting',
+        ['received', 'placed', 'processing', 'qc-hold']
+          .map(
+            (st) =>
+              `(SELECT state, id FROM orders WHERE state = '${st}' ORDER BY created_at, id LIMIT 1)`,
+          )
+          .join(' UNION ALL '),
         [],
       );
       report('audit-search', {

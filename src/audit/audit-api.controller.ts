@@ -32,6 +32,8 @@ import type { AppConfig } from '../config/app-config';
 import {
   EventPageDto,
   eventSearchSchema,
+  MESSAGE_OUTCOMES,
+  messageBrowseSchema,
   MessagePageDto,
   OrderDetailDto,
   OrderPageDto,
@@ -54,7 +56,12 @@ import {
   presentOrderDetail,
   presentOutbox,
 } from './audit-presenter';
-import { AuditQueryService, type OutboxRow, type Page } from './audit-query.service';
+import {
+  AuditQueryService,
+  type DashboardData,
+  type OutboxRow,
+  type Page,
+} from './audit-query.service';
 import { AUDIT_QUERY } from './audit.tokens';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
@@ -182,7 +189,7 @@ export class AuditApiController {
         what: 'order',
       },
     );
-    return presentOrderDetail(detail, reveal);
+    return presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
   }
 
   @Get('events')
@@ -201,12 +208,30 @@ export class AuditApiController {
   }
 
   @Get('messages')
-  @ApiOperation({ summary: 'Inbound messages by MSH-10, rejected ones included' })
-  @ApiQuery({ name: 'msh10', required: true })
+  @ApiOperation({
+    summary: 'Inbound messages and requests, accepted or refused',
+    description:
+      'By MSH-10 (exact), or browsed newest first by time range, sender, transport, answer code, outcome (`refused` = rejected or error) and text of our answer. Keyset pages.',
+  })
+  @ApiQuery({ name: 'msh10', required: false })
+  @ApiQuery({ name: 'from', required: false })
+  @ApiQuery({ name: 'to', required: false })
+  @ApiQuery({ name: 'sender', required: false })
+  @ApiQuery({
+    name: 'transport',
+    required: false,
+    enum: ['mllp', 'fhir-rest', 'fhir-subscription'],
+  })
+  @ApiQuery({ name: 'answerCode', required: false, description: 'AA, AE, AR, or an HTTP status' })
+  @ApiQuery({ name: 'outcome', required: false, enum: MESSAGE_OUTCOMES })
+  @ApiQuery({ name: 'text', required: false, description: 'in our answer and its problems' })
+  @ApiQuery({ name: 'cursor', required: false })
+  @ApiQuery({ name: 'limit', required: false })
   @ApiOkResponse({ type: MessagePageDto })
-  async searchMessages(@Query('msh10') msh10: string | undefined): Promise<Page<unknown>> {
-    if (!msh10?.trim()) throw new AppError('bad_request', 'msh10 is required');
-    return this.query.searchMessages({ messageControlId: msh10.trim() });
+  async searchMessages(@Query() q: Record<string, unknown>): Promise<Page<unknown>> {
+    const { msh10, ...browse } = parseInput(messageBrowseSchema, q);
+    if (msh10) return this.query.searchMessages({ messageControlId: msh10 });
+    return this.query.browseMessages(browse);
   }
 
   @Get('messages/:id')
@@ -289,6 +314,17 @@ export class AuditApiController {
     const { reason } = parseInput(replaySchema, body);
     const result = await this.query.replayDeadLetter(id, req.principal!.actor, reason);
     return { ...result, outbox: presentOutbox(result.outbox, false) };
+  }
+
+  @Get('dashboard')
+  @ApiOperation({
+    summary: 'The dashboard figures for the last hour and day',
+    description:
+      'Orders per state, source and destination; messages in and results out (per minute for the last hour); error events; dead letters; upstream calls of the last 60 s and hour; the oldest order waiting in each open state. The same reads as the /audit page, each an index range or probe.',
+  })
+  @ApiOkResponse({ description: 'the figures (no PHI: counts, states, accession numbers)' })
+  async dashboard(): Promise<DashboardData> {
+    return this.query.dashboard();
   }
 
   @Get('mappings')

@@ -49,6 +49,22 @@ export const eventSearchSchema = z.object({
   limit,
 });
 
+export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
+
+/** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */
+export const messageBrowseSchema = z.object({
+  msh10: text,
+  from: instant,
+  to: instant,
+  sender: text,
+  transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
+  answerCode: text,
+  outcome: z.enum(MESSAGE_OUTCOMES).optional(),
+  text: z.string().trim().min(2).max(200).optional(),
+  cursor: z.string().max(200).optional(),
+  limit,
+});
+
 export const revealSchema = z.object({
   reveal: flag,
   reason: z.string().trim().max(500).optional(),
@@ -154,8 +170,14 @@ export class EventPageDto {
 export class LineageLineDto {
   @ApiProperty({ example: 'accessionNumber' }) target!: string;
   @ApiProperty({ example: 'OBR-18' }) source!: string;
-  @ApiProperty() value!: string;
+  @ApiProperty({ description: 'the value as stored in the OrderRequest' }) value!: string;
   @ApiProperty({ example: 'hl7.order.accession' }) ruleId!: string;
+  @ApiPropertyOptional({
+    example: 'product-table: 24590-2^LN → brain-mr-volumetry',
+    description:
+      'the table row or conversion that produced the value, when it is not the source text',
+  })
+  rule?: string;
 }
 
 export class InboundMessageDto {

@@ -26,12 +26,25 @@ import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
-import { resolveReveal } from './audit-api.controller';
-import { orderSearchSchema, parseInput, replaySchema, toOrderSearch } from './audit-api.dto';
-import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
+import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
+import { UPSTREAM_PROBE } from '../health/health.tokens';
+import { outboundSettings } from '../outbound/outbound.settings';
+import { refuseRevealInUrl, resolveReveal } from './audit-api.controller';
 import {
+  messageBrowseSchema,
+  orderSearchSchema,
+  parseInput,
+  replaySchema,
+  toOrderSearch,
+} from './audit-api.dto';
+import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
+import { maskUpstreamReport } from './phi-masking';
+import {
+  dashboardPage,
   deadLettersPage,
+  documentPage,
   mappingsPage,
+  messageListPage,
   messagePage,
   orderListPage,
   orderPage,
@@ -45,6 +58,8 @@ import {
   presentOrderDetail,
   presentOutbox,
   rawView,
+  type Waiting,
+  waitingOf,
 } from './audit-presenter';
 import {
   AuditQueryService,
@@ -74,9 +89,48 @@ export class AuditPageController {
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(AUDIT_SESSIONS) private readonly sessions: AuditSessionStore,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
   ) {}
 
+  /**
+   * The dashboard; with any filter in the query (links and bookmarks from before the
+   * dashboard), the order list.
+   */
   @Get()
+  async home(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    if (Object.keys(q).length > 0) return this.orders(q, req, res);
+    const ctx = context(req);
+    const [data, upstream] = await Promise.all([
+      this.query.dashboard(),
+      this.upstream.check().catch((error: unknown): UpstreamHealthSnapshot => ({
+        status: 'unknown',
+        baseUrl: '',
+        detail: `not checked: ${(error as Error).name}`,
+      })),
+    ]);
+    sendPage(
+      res,
+      200,
+      dashboardPage(ctx, data, {
+        status: upstream.status,
+        deprecation: upstream.deprecation,
+        migrationGuide: upstream.migrationGuide,
+        detail: upstream.detail,
+        checkedAt: upstream.checkedAt,
+        limits: {
+          perEndpointPerMinute: this.config.IMAGING_RATE_LIMIT_PER_ENDPOINT,
+          totalPerMinute: this.config.IMAGING_RATE_LIMIT_TOTAL,
+        },
+      }),
+      ctx.nonce,
+    );
+  }
+
+  @Get('orders')
   async orders(
     @Query() q: Record<string, unknown>,
     @Req() req: AuthenticatedRequest,
@@ -85,7 +139,7 @@ export class AuditPageController {
     const ctx = context(req);
     const filters: Record<string, string> = {};
     for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
-    let orders: OrderRow[] = [];
+    let orders: Array<OrderRow & { waiting: Waiting | null }> = [];
     let nextCursor: string | undefined;
     let messages: MessageRow[] | undefined;
     let problem: string | undefined;
@@ -98,7 +152,10 @@ export class AuditPageController {
         }),
       );
       const page = await this.query.searchOrders(search);
-      orders = page.items.map((o) => presentOrder(o, false));
+      orders = page.items.map((o) => ({
+        ...presentOrder(o, false),
+        waiting: waitingOf(o, this.config.UPSTREAM_STUCK_HOURS),
+      }));
       nextCursor = page.nextCursor;
       if (search.messageControlId) {
         messages = (await this.query.searchMessages({ messageControlId: search.messageControlId }))
@@ -153,13 +210,126 @@ export class AuditPageController {
     const reveal = post
       ? await resolveReveal(this.query, req, body, { orderId: id, what: 'order page' })
       : false;
-    const view = presentOrderDetail(detail, reveal);
+    const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
     const raws = [];
     for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
       const { message } = await this.query.message(m.id);
       raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
     }
-    sendPage(res, 200, orderPage(ctx, view, raws), ctx.nonce);
+    const documents = await this.query.orderDocuments(id);
+    sendPage(
+      res,
+      200,
+      orderPage(ctx, view, raws, outboundSettings(this.config).destinations, documents),
+      ctx.nonce,
+    );
+  }
+
+  /**
+   * One report of the upstream (results, failure, QC) stored for the order. JSON is shown
+   * (and downloaded) masked; the original bytes (a PDF cannot be masked) only for an admin
+   * who gives a reason, recorded as `phi.reveal` before anything is sent.
+   */
+  @Get('orders/:id/documents/:docId')
+  async document(
+    @Param('id') id: string,
+    @Param('docId') docId: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    refuseRevealInUrl(q, `/audit/orders/${id}/documents/${docId}`);
+    await this.sendDocument(id, docId, q, req, res, undefined);
+  }
+
+  /** The original file, for an admin: the reason is in the form body (with the CSRF token). */
+  @Post('orders/:id/documents/:docId')
+  async revealDocument(
+    @Param('id') id: string,
+    @Param('docId') docId: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.sendDocument(id, docId, {}, req, res, body);
+  }
+
+  private async sendDocument(
+    id: string,
+    docId: string,
+    q: Record<string, unknown>,
+    req: AuthenticatedRequest,
+    res: Response,
+    body: Record<string, unknown> | undefined,
+  ): Promise<void> {
+    const ctx = context(req);
+    const doc = await this.query.orderDocument(id, docId);
+    const name = `${doc.kind}-report-${doc.upstreamStatus.toLowerCase()}-${doc.id}`;
+    const reveal = body
+      ? await resolveReveal(this.query, req, body, {
+          orderId: id,
+          what: `${doc.kind} report ${doc.reportType} (${doc.id})`,
+        })
+      : false;
+    const isJson = doc.contentType.includes('json');
+    if (reveal) {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader(
+        'Content-Disposition',
+        `attachment; filename="${name}.${isJson ? 'json' : doc.reportType.toLowerCase()}"`,
+      );
+      res.type(isJson ? 'application/json' : doc.contentType).send(doc.body);
+      return;
+    }
+    let masked: string | undefined;
+    if (isJson) {
+      try {
+        masked = JSON.stringify(maskUpstreamReport(JSON.parse(doc.body.toString('utf8'))), null, 2);
+      } catch {
+        masked = '(not valid JSON; hidden while masked)';
+      }
+    }
+    if (q.download === '1' && masked !== undefined) {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Content-Disposition', `attachment; filename="${name}.masked.json"`);
+      res.type('application/json').send(masked);
+      return;
+    }
+    sendPage(res, 200, documentPage(ctx, id, doc, masked), ctx.nonce);
+  }
+
+  /** The message browser: every inbound message and request, accepted or refused. */
+  @Get('messages')
+  async messages(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const ctx = context(req);
+    const filters: Record<string, string> = {};
+    for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
+    let messages: MessageRow[] = [];
+    let nextCursor: string | undefined;
+    let problem: string | undefined;
+    try {
+      const { msh10, ...browse } = parseInput(messageBrowseSchema, {
+        ...filters,
+        from: asUtc(filters.from),
+        to: asUtc(filters.to),
+      });
+      const page = msh10
+        ? await this.query.searchMessages({ messageControlId: msh10 })
+        : await this.query.browseMessages(browse);
+      messages = page.items;
+      nextCursor = page.nextCursor;
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
+      problem = error.message;
+    }
+    sendPage(res, 200, messageListPage(ctx, { filters, messages, nextCursor, problem }), ctx.nonce);
   }
 
   @Get('messages/:id')

@@ -1,6 +1,8 @@
 import type { Role } from '../config/app-config';
-import type { MessageView, OrderDetailView, RawView } from './audit-presenter';
+import type { MessageView, OrderDetailView, RawView, Waiting } from './audit-presenter';
 import type { EventRow, MessageRow, OrderRow, OutboxRow } from './audit-query.service';
+import type { OrderDocumentRow } from '../persistence/audit-query.repository';
+import type { PeerAnswerView } from './audit-presenter';
 import type { MappingTableView } from './mapping-tables.view';
 
 /**
@@ -15,7 +17,7 @@ export interface PageContext {
   actor?: string;
   /** The session's CSRF token, for POST forms (absent for bearer callers). */
   csrfToken?: string;
-  current?: 'orders' | 'dead-letters' | 'mappings';
+  current?: 'dashboard' | 'orders' | 'messages' | 'dead-letters' | 'mappings';
 }
 
 /** HTML-escapes text for element content and quoted attribute values. */
@@ -98,10 +100,12 @@ pre{font-family:var(--mono);font-size:.8rem;background:#f6f8fb;border:1px solid 
 table.lineage{table-layout:fixed}
 table.lineage td{font-size:.84rem}
 table.lineage td.mono,table.lineage td.v{overflow-wrap:anywhere}
-table.lineage col.c-target{width:44%}table.lineage col.c-source{width:22%}table.lineage col.c-value{width:34%}
+table.lineage td.src{overflow-wrap:break-word;word-break:normal}
+table.lineage col.c-target{width:31%}table.lineage col.c-source{width:36%}table.lineage col.c-value{width:33%}
 table.lineage .rule{font-size:.74rem;color:var(--muted);font-family:var(--mono)}
 table.lineage td.v{font-family:var(--mono);overflow-wrap:anywhere}
 .doc{border:1px solid var(--line);border-radius:8px;padding:.6rem .7rem;margin-bottom:.7rem}
+.doc details.sent summary{cursor:pointer;color:var(--accent);font-size:.85rem}
 .doc h3{font-size:.92rem;margin:0 0 .35rem;display:flex;gap:.5rem;align-items:center;flex-wrap:wrap}
 .signin{max-width:420px;margin:10vh auto}
 .signin h1{margin-top:0}
@@ -111,13 +115,37 @@ table.lineage td.v{font-family:var(--mono);overflow-wrap:anywhere}
 .actions.wrap{flex-wrap:wrap}
 input.reason{max-width:28rem}
 form.stack{display:flex;flex-direction:column;gap:.9rem;max-width:40rem}
+.grid3{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:1rem}
+@media (max-width:1100px){.grid3{grid-template-columns:1fr}}
+.tiles{display:grid;grid-template-columns:repeat(5,minmax(0,1fr));gap:1rem;margin-bottom:1rem}
+@media (max-width:1100px){.tiles{grid-template-columns:repeat(2,minmax(0,1fr))}}
+.tile{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:.8rem 1rem}
+.tile.bad{border-color:#f3b8b2;background:#fff8f7}
+.tile-h{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600;display:flex;gap:.4rem;align-items:center}
+.tile-n{font-size:1.7rem;font-weight:650;margin:.2rem 0}
+.tile-n small{font-size:.8rem;font-weight:400;color:var(--muted)}
+a.num{font-variant-numeric:tabular-nums;text-decoration:none;font-weight:650}
+a.num:hover{text-decoration:underline}
+a.num.zero{color:var(--muted);font-weight:400}
+table.counts td{font-variant-numeric:tabular-nums}
+table.counts th[scope=row]{text-transform:none;font-size:.88rem;color:var(--ink);font-family:var(--mono);background:none}
+ol.bars{list-style:none;margin:0;padding:0;display:flex;align-items:flex-end;gap:2px;height:96px;border-bottom:1px solid var(--line)}
+ol.bars li{flex:1;display:flex;align-items:flex-end;height:100%}
+ol.bars a.bar{display:block;width:100%;background:#9db8e8;border-radius:2px 2px 0 0;min-height:1px}
+ol.bars a.bar.bad{background:#e99a92}
+ol.bars a.bar:hover{background:var(--accent)}
+.bar.h0{height:1px;background:#e3e8ef}.bar.h1{height:10%}.bar.h2{height:20%}.bar.h3{height:30%}.bar.h4{height:40%}.bar.h5{height:50%}.bar.h6{height:60%}.bar.h7{height:70%}.bar.h8{height:80%}.bar.h9{height:90%}.bar.h10{height:100%}
+.bars-axis{display:flex;justify-content:space-between;font-size:.75rem;margin-top:.25rem}
+.waits{font-size:.78rem;color:var(--warn);margin-top:.2rem}
 .visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 `;
 
 function layout(ctx: PageContext, title: string, body: string): string {
   const nav = ctx.role
     ? `<nav aria-label="Audit log">
-        ${navLink('/audit', 'Orders', ctx.current === 'orders')}
+        ${navLink('/audit', 'Dashboard', ctx.current === 'dashboard')}
+        ${navLink('/audit/orders', 'Orders', ctx.current === 'orders')}
+        ${navLink('/audit/messages', 'Messages', ctx.current === 'messages')}
         ${navLink('/audit/dead-letters', 'Dead letters', ctx.current === 'dead-letters')}
         ${navLink('/audit/mappings', 'Mapping tables', ctx.current === 'mappings')}
       </nav>
@@ -208,7 +236,7 @@ export function orderListPage(
   ctx: PageContext,
   input: {
     filters: Record<string, string>;
-    orders: OrderRow[];
+    orders: Array<OrderRow & { waiting?: Waiting | null }>;
     nextCursor?: string;
     messages?: MessageRow[];
     /** Why the filters could not be applied (shown above the list). */
@@ -233,7 +261,7 @@ export function orderListPage(
         <td class="mono"><a href="/audit/orders/${h(o.id)}">${h(o.accessionNumber ?? '(none)')}</a></td>
         <td class="mono">${h(o.patientId ?? '')}</td>
         <td class="mono">${h(o.placerOrderNumber ?? '')}</td>
-        <td>${stateBadge(o.state)}</td>
+        <td>${stateBadge(o.state)}${o.waiting ? `<div class="waits">${waitingText(o.waiting)}</div>` : ''}</td>
         <td>${h(o.source)}<div class="muted">${h(o.sender ?? '')}</div></td>
         <td class="mono">${h(o.upstreamOrderId ?? '')}</td>
         <td>${o.lastError ? `<span class="badge err" title="${h(o.lastError)}">error</span>` : ''}</td>
@@ -244,7 +272,7 @@ export function orderListPage(
     Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
   );
   const next = input.nextCursor
-    ? `<a class="secondary" href="/audit?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older orders →</a>`
+    ? `<a class="secondary" href="/audit/orders?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older orders →</a>`
     : '';
   const messages = input.messages?.length
     ? `<section class="card" aria-labelledby="msgs"><h2 id="msgs">Inbound messages with this MSH-10</h2>
@@ -262,14 +290,14 @@ export function orderListPage(
     `<h1>Orders</h1>
     ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
     <section class="card" aria-labelledby="filters-h"><h2 id="filters-h" class="visually-hidden">Filters</h2>
-      <form class="filters" method="get" action="/audit" role="search">
+      <form class="filters" method="get" action="/audit/orders" role="search">
         ${text}
         ${select('state', 'State', input.states)}
         ${select('source', 'Source', input.sources)}
         <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
         <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
         <label class="check" for="f-errors"><input id="f-errors" type="checkbox" name="errorsOnly" value="true"${f.errorsOnly === 'true' ? ' checked' : ''}> Errors only</label>
-        <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit">Clear</a></div>
+        <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/orders">Clear</a></div>
       </form>
     </section>
     ${messages}
@@ -283,6 +311,11 @@ export function orderListPage(
       <div class="pager"><span class="muted">Newest first</span>${next}</div>
     </section>`,
   );
+}
+
+/** "waits for the study since … · deadline …" */
+function waitingText(w: Waiting): string {
+  return `waits for ${h(w.for)}${w.since ? ` since ${when(w.since)}` : ''}${w.until ? ` · deadline ${when(w.until)}` : ''}`;
 }
 
 function outcomeBadge(outcome: string): string {
@@ -353,6 +386,9 @@ export function orderPage(
   ctx: PageContext,
   view: OrderDetailView,
   raws: Array<{ message: MessageRow; raw: RawView }>,
+  /** The outbound destinations this replica has configured (empty: nothing is ever sent). */
+  destinations: readonly string[] = [],
+  documents: readonly OrderDocumentRow[] = [],
 ): string {
   const o = view.order;
   const facts: Array<[string, string | null]> = [
@@ -362,13 +398,16 @@ export function orderPage(
     ['Placer / filler', [o.placerOrderNumber, o.fillerOrderNumber].filter(Boolean).join(' / ')],
     ['Study Instance UID', o.studyInstanceUid],
     ['Upstream order', o.upstreamOrderId],
-    ['Upstream status', o.upstreamStatus],
+    ['Upstream status', view.upstreamStatusText],
     ['Source / sender', `${o.source}${o.sender ? ` · ${o.sender}` : ''}`],
     ['Created', o.createdAt],
     ['Updated', o.updatedAt],
     ['Mapping version', view.mappingVersion],
     ['Last error', o.lastError],
   ];
+  const waitingNotice = view.waiting
+    ? `<div class="notice warn" role="status">This order ${waitingText(view.waiting)}.</div>`
+    : '';
   const inbound = raws.length
     ? raws
         .map(
@@ -387,19 +426,22 @@ export function orderPage(
         <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${view.lineage
           .map(
             (l) =>
-              `<tr><td><span class="mono">${h(l.target).replace(/\./g, '.<wbr>')}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono">${h(l.source)}</td><td class="v">${h(l.value)}</td></tr>`,
+              `<tr><td><span class="mono">${pathBreaks(l.target)}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono src">${pathBreaks(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
           )
           .join('')}</tbody></table>`
     : '<p class="muted">No mapping recorded.</p>';
   const outbound = view.outbound.length
     ? view.outbound.map((d) => outboundDoc(d, d.answers)).join('')
-    : '<p class="muted">Nothing sent yet.</p>';
+    : destinations.length === 0
+      ? '<p class="muted">Nothing sent: no outbound destination is configured (FHIR_SERVER_URL, RIS_MLLP_HOST/PORT, DICOMWEB_URL).</p>'
+      : `<p class="muted">Nothing sent yet (destinations configured: ${h(destinations.join(', '))}).</p>`;
   return layout(
     { ...ctx, current: 'orders' },
     `Order ${o.accessionNumber ?? o.id}`,
-    `<p><a href="/audit">← Orders</a></p>
+    `<p><a href="/audit/orders">← Orders</a></p>
     <h1>Order ${h(o.accessionNumber ?? o.id)} ${stateBadge(o.state)}</h1>
     ${revealForm(ctx, `/audit/orders/${o.id}`, view.masked)}
+    ${waitingNotice}
     <section class="card" aria-labelledby="facts-h"><h2 id="facts-h">Order</h2>
       <dl class="facts">${facts
         .filter(([, v]) => v)
@@ -413,18 +455,92 @@ export function orderPage(
         <p class="muted">${h(view.mappingVersion ?? '')} · target ← source, by rule</p>${lineage}</section>
       <section class="card" aria-labelledby="out-h"><h2 id="out-h">Outbound</h2>${outbound}</section>
     </div>
-    <section class="card" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>${timelineList(view.timeline)}</section>`,
+    ${reportsCard(o.id, documents)}
+    <section class="card" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>${timelineList(view.timeline)}
+      ${view.waiting ? `<div class="notice warn waiting" role="status"><strong>Now:</strong> ${waitingText(view.waiting)}</div>` : ''}</section>`,
   );
 }
 
-function outboundDoc(d: OutboxRow, answers: EventRow[]): string {
+/** A source path with break opportunities after dots, brackets and spaces (never mid-name). */
+function pathBreaks(path: string): string {
+  return h(path).replace(/([./\]\s])/g, '$1<wbr>');
+}
+
+/** The upstream's reports for the order: viewable (masked JSON) and downloadable. */
+function reportsCard(orderId: string, documents: readonly OrderDocumentRow[]): string {
+  if (documents.length === 0) return '';
+  return `<section class="card" aria-labelledby="docs-h"><h2 id="docs-h">Upstream reports</h2>
+    <table><thead><tr><th scope="col">Report</th><th scope="col">Upstream status</th><th scope="col">Type</th><th scope="col">Size</th><th scope="col">Fetched</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead><tbody>${documents
+      .map((d) => {
+        const href = `/audit/orders/${orderId}/documents/${d.id}`;
+        const json = d.contentType.includes('json');
+        return `<tr><td>${h(REPORT_NAMES[d.kind] ?? d.kind)}</td><td class="mono">${h(d.upstreamStatus)}</td><td class="mono">${h(d.reportType)}</td><td>${h(d.bytes)} bytes</td><td>${when(d.fetchedAt)}</td>
+          <td><a href="${h(href)}">View</a>${json ? ` · <a href="${h(href)}?download=1" download>Download (masked)</a>` : ''}</td></tr>`;
+      })
+      .join('')}</tbody></table></section>`;
+}
+
+const REPORT_NAMES: Readonly<Record<string, string>> = {
+  results: 'Results',
+  failure: 'Failure report',
+  qc: 'QC report',
+};
+
+export function documentPage(
+  ctx: PageContext,
+  orderId: string,
+  doc: OrderDocumentRow,
+  masked: string | undefined,
+): string {
+  const href = `/audit/orders/${orderId}/documents/${doc.id}`;
+  const title = `${REPORT_NAMES[doc.kind] ?? doc.kind} (${doc.reportType})`;
+  const adminDownload =
+    ctx.role === 'admin'
+      ? `<form class="notice" method="post" action="${h(href)}">
+          <input type="hidden" name="reveal" value="true">
+          <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+          <div class="actions wrap"><span>The original file may hold PHI.</span>
+            <label for="doc-reason" class="visually-hidden">Reason to download the original</label>
+            <input id="doc-reason" type="text" name="reason" required minlength="3" maxlength="500" placeholder="Reason (recorded in the audit log)" class="reason">
+            <button class="secondary" type="submit">Download original</button></div></form>`
+      : `<div class="notice" role="status">${masked === undefined ? 'This report is a file that cannot be masked: an admin can download it with a reason.' : 'PHI is masked. An admin can download the original with a reason.'}</div>`;
+  return layout(
+    { ...ctx, current: 'orders' },
+    title,
+    `<p><a href="/audit/orders/${h(orderId)}">← Order</a></p>
+    <h1>${h(title)} <span class="badge">${h(doc.upstreamStatus)}</span></h1>
+    ${adminDownload}
+    <section class="card"><dl class="facts">
+      <div><dt>Kind</dt><dd>${h(doc.kind)}</dd></div><div><dt>Type</dt><dd>${h(doc.contentType)}</dd></div>
+      <div><dt>Size</dt><dd>${h(doc.bytes)} bytes</dd></div><div><dt>Fetched</dt><dd>${h(doc.fetchedAt)}</dd></div></dl>
+      ${masked !== undefined ? `<p><a class="secondary" href="${h(href)}?download=1" download>Download (masked JSON)</a></p><pre role="region" aria-label="${h(title)}" tabindex="0">${h(masked)}</pre>` : ''}
+    </section>`,
+  );
+}
+
+function peerAnswerBlock(a: PeerAnswerView | undefined, destination: string): string {
+  if (!a) return '';
+  const who = destination.startsWith('ris')
+    ? "the RIS's ACK"
+    : destination.startsWith('ehr')
+      ? "the EHR's answer"
+      : "the PACS's answer";
+  return `<details class="sent answer"><summary>${h(who)}${a.status !== null ? ` (${h(a.status)})` : ''}${a.attempt !== null ? ` · attempt ${h(a.attempt)}` : ''}</summary>${a.view ? rawBlock(a.view, `${who} as received`) : '<p class="muted">No body.</p>'}</details>`;
+}
+
+function outboundDoc(
+  d: OutboxRow & { document?: RawView; peerAnswer?: PeerAnswerView },
+  answers: EventRow[],
+): string {
   const tone = d.status === 'delivered' ? 'ok' : d.status === 'dead' ? 'err' : 'info';
   return `<div class="doc">
     <h3>${h(d.kind)} → ${h(d.destination)} <span class="badge ${tone}">${h(d.status)}</span></h3>
     <div class="muted">${h(d.attempts)} attempt${d.attempts === 1 ? '' : 's'} · updated ${when(d.updatedAt)}</div>
     ${d.lastError ? `<div class="notice err">${h(d.lastError)}</div>` : ''}
     ${answers.length ? `<div>${answers.map((a) => `<div class="mono">${h(a.kind)}: ${h(a.summary)}</div>${jsonDetails(a.detail, 'answer')}`).join('')}</div>` : ''}
-    ${jsonDetails(d.payload, 'payload')}
+    ${d.document ? `<details class="sent"><summary>${d.document.format === 'hl7' ? 'as sent (HL7)' : d.document.format === 'json' ? 'as sent (JSON)' : 'as sent (tag dump)'}</summary>${rawBlock(d.document, `${d.kind} as sent`)}</details>` : ''}
+    ${peerAnswerBlock(d.peerAnswer, d.destination)}
+    ${jsonDetails(d.payload, 'outbox payload')}
   </div>`;
 }
 
@@ -441,9 +557,9 @@ export function messagePage(ctx: PageContext, view: MessageView, orderIds: strin
     ['Size', `${view.bytes} bytes`],
   ];
   return layout(
-    { ...ctx, current: 'orders' },
+    { ...ctx, current: 'messages' },
     `Message ${view.messageControlId ?? view.id}`,
-    `<p><a href="/audit">← Orders</a></p>
+    `<p><a href="/audit/messages">← Messages</a></p>
     <h1>Inbound message ${h(view.messageControlId ?? view.id)} ${outcomeBadge(view.outcome)}</h1>
     ${revealForm(ctx, `/audit/messages/${view.id}`, view.masked)}
     <section class="card"><dl class="facts">${facts
@@ -469,8 +585,8 @@ export function deadLettersPage(
   const rows = input.items
     .map(
       (d) => `<tr>
-        <td class="mono">${h(d.id)}</td>
-        <td>${d.orderId ? `<a class="mono" href="/audit/orders/${h(d.orderId)}">${h(d.orderId.slice(0, 8))}…</a>` : ''}</td>
+        <td>${d.orderId ? `<a class="mono" href="/audit/orders/${h(d.orderId)}">${h(d.accessionNumber ?? '(no accession)')}</a>` : ''}</td>
+        <td class="mono">${h(d.placerOrderNumber ?? '')}</td>
         <td>${h(d.kind)}</td>
         <td>${h(d.destination)}</td>
         <td>${h(d.attempts)}</td>
@@ -488,7 +604,7 @@ export function deadLettersPage(
     <section class="card">
       ${
         input.items.length
-          ? `<table><thead><tr><th scope="col">Id</th><th scope="col">Order</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
+          ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
           : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
       }
       <div class="pager"><span class="muted">Most recent first</span>${input.nextCursor ? `<a class="secondary" href="/audit/dead-letters?cursor=${h(encodeURIComponent(input.nextCursor))}">Older →</a>` : ''}</div>
@@ -540,5 +656,224 @@ export function mappingsPage(ctx: PageContext, tables: MappingTableView[]): stri
     { ...ctx, current: 'mappings' },
     'Mapping tables',
     `<h1>Active mapping tables</h1><section class="card"><ul>${toc}</ul></section>${body}`,
+  );
+}
+
+/** What the dashboard shows of the upstream (the /health snapshot and the client's limits). */
+export interface DashboardUpstream {
+  status: string;
+  deprecation?: string;
+  migrationGuide?: string;
+  detail?: string;
+  checkedAt?: string;
+  limits: { perEndpointPerMinute: number; totalPerMinute: number };
+}
+
+/** `2026-11-25T02:07`: a datetime-local value (UTC), as the order list's filters take it. */
+function minuteParam(iso: string, minusMs: number): string {
+  return new Date(Date.parse(iso) - minusMs).toISOString().slice(0, 16);
+}
+
+function countLink(href: string, value: number, label: string): string {
+  return `<a class="num${value === 0 ? ' zero' : ''}" href="${h(href)}" aria-label="${h(`${value} ${label}`)}">${h(value)}</a>`;
+}
+
+/** 60 one-minute bars, no script and no inline style (heights are classes h0…h10). */
+function minuteBars(
+  label: string,
+  now: string,
+  minutes: Array<{ minute: string; count: number; bad: number }>,
+  href: (minute: string) => string,
+): string {
+  const byMinute = new Map(minutes.map((m) => [m.minute.slice(0, 16), m]));
+  const end = Math.floor(Date.parse(now) / 60_000) * 60_000;
+  const slots = Array.from({ length: 60 }, (_, i) => new Date(end - (59 - i) * 60_000));
+  const max = Math.max(1, ...minutes.map((m) => m.count));
+  const peak = Math.max(0, ...minutes.map((m) => m.count));
+  return `<div class="bars-wrap"><ol class="bars" aria-label="${h(label)}, last 60 minutes (UTC)">${slots
+    .map((d) => {
+      const key = d.toISOString().slice(0, 16);
+      const m = byMinute.get(key);
+      const count = m?.count ?? 0;
+      const tone = m && m.bad > 0 ? ' bad' : '';
+      const text = `${key.slice(11)}Z: ${count}${m?.bad ? ` (${m.bad} refused)` : ''}`;
+      return `<li><a class="bar h${Math.ceil((count / max) * 10)}${tone}" href="${h(href(key))}" title="${h(text)}"><span class="visually-hidden">${h(text)}</span></a></li>`;
+    })
+    .join(
+      '',
+    )}</ol><div class="bars-axis muted"><span>−60 min</span><span>peak ${h(peak)}/min</span><span>now</span></div></div>`;
+}
+
+export function dashboardPage(
+  ctx: PageContext,
+  d: import('./audit-query.service').DashboardData,
+  upstream: DashboardUpstream,
+): string {
+  const HOUR = 3_600_000;
+  const DAY = 24 * HOUR;
+  const fromHour = minuteParam(d.now, HOUR);
+  const fromDay = minuteParam(d.now, DAY);
+  const orders = (params: Record<string, string>) =>
+    `/audit/orders?${new URLSearchParams(params).toString()}`;
+  const countTable = (
+    title: string,
+    id: string,
+    rows: Array<{ key: string; hour: number; day: number }>,
+    link: (key: string, from: string) => string,
+    empty: string,
+  ) => `<section class="card" aria-labelledby="${id}"><h2 id="${id}">${h(title)}</h2>
+      ${
+        rows.length
+          ? `<table class="counts"><thead><tr><th scope="col"></th><th scope="col">Last hour</th><th scope="col">Last day</th></tr></thead><tbody>${rows
+              .map(
+                (r) =>
+                  `<tr><th scope="row">${h(r.key)}</th><td>${countLink(link(r.key, fromHour), r.hour, `${r.key}, last hour`)}</td><td>${countLink(link(r.key, fromDay), r.day, `${r.key}, last day`)}</td></tr>`,
+              )
+              .join('')}</tbody></table>`
+          : `<p class="muted">${h(empty)}</p>`
+      }</section>`;
+  const u = d.upstreamCalls;
+  const headroom = Math.max(0, upstream.limits.totalPerMinute - u.lastMinute);
+  const endpointHeadroom = u.busiestEndpoint
+    ? Math.max(0, upstream.limits.perEndpointPerMinute - u.busiestEndpoint.calls)
+    : upstream.limits.perEndpointPerMinute;
+  const upTone =
+    upstream.status === 'up'
+      ? 'ok'
+      : upstream.status === 'retired' || upstream.status === 'down'
+        ? 'err'
+        : 'warn';
+  const tiles = `<div class="tiles">
+      <div class="tile"><div class="tile-h">Messages in</div>
+        <div class="tile-n">${countLink(`/audit/messages?from=${fromHour}`, d.messagesIn.hour, 'messages in, last hour')}<small> last hour</small></div>
+        <div>${countLink(`/audit/messages?from=${fromDay}`, d.messagesIn.day, 'messages in, last day')} last day ·
+          refused ${countLink(`/audit/messages?outcome=refused&from=${fromDay}`, d.messagesIn.refusedDay, 'refused messages, last day')}</div></div>
+      <div class="tile"><div class="tile-h">Results out</div>
+        <div class="tile-n">${countLink(orders({ state: 'delivered', from: fromHour }), d.resultsOut.hour, 'documents delivered, last hour')}<small> last hour</small></div>
+        <div>${countLink(orders({ state: 'delivered', from: fromDay }), d.resultsOut.day, 'documents delivered, last day')} last day</div></div>
+      <div class="tile${d.errors.hour ? ' bad' : ''}"><div class="tile-h">Errors</div>
+        <div class="tile-n">${countLink(orders({ errorsOnly: 'true', from: fromHour }), d.errors.hour, 'error events, last hour')}<small> last hour</small></div>
+        <div>${countLink(orders({ errorsOnly: 'true', from: fromDay }), d.errors.day, 'error events, last day')} last day</div></div>
+      <div class="tile${d.deadLetters.total ? ' bad' : ''}"><div class="tile-h">Dead letters</div>
+        <div class="tile-n">${countLink('/audit/dead-letters', d.deadLetters.total, 'dead letters waiting for a replay')}<small> waiting</small></div>
+        <div>${h(d.deadLetters.day)} given up in the last day</div></div>
+      <div class="tile"><div class="tile-h">Upstream <span class="badge ${upTone}">${h(upstream.status)}</span></div>
+        <div class="tile-n"><span class="num">${h(headroom)}</span><small> of ${h(upstream.limits.totalPerMinute)} calls/min free</small></div>
+        <div>${h(u.lastMinute)} calls in the last 60 s${u.busiestEndpoint ? ` · busiest ${h(u.busiestEndpoint.endpoint)}: ${h(u.busiestEndpoint.calls)} (${h(endpointHeadroom)} of ${h(upstream.limits.perEndpointPerMinute)} free)` : ''}</div>
+        <div>${h(u.rateLimitedHour)} answered 429 · ${h(u.failedHour)} failed, last hour</div></div>
+    </div>
+    ${upstream.status === 'retired' ? `<div class="notice err" role="alert"><strong>The upstream API version is retired:</strong> calls have stopped. ${h(upstream.detail ?? '')} ${upstream.migrationGuide ? `Migration guide: <span class="mono">${h(upstream.migrationGuide)}</span>` : ''}</div>` : ''}
+    ${upstream.deprecation ? `<div class="notice warn" role="status"><strong>Deprecation announced by the upstream:</strong> ${h(upstream.deprecation)}</div>` : ''}
+    ${upstream.status !== 'retired' && upstream.detail ? `<div class="notice" role="status">Upstream: ${h(upstream.detail)}</div>` : ''}`;
+  const waiting = d.oldestWaiting.length
+    ? `<table><thead><tr><th scope="col">State</th><th scope="col">Oldest order</th><th scope="col">Waiting since</th></tr></thead><tbody>${d.oldestWaiting
+        .map(
+          (w) =>
+            `<tr><th scope="row"><a href="${h(orders({ state: w.state }))}">${stateBadge(w.state)}</a></th><td class="mono"><a href="/audit/orders/${h(w.orderId)}">${h(w.accessionNumber ?? w.orderId)}</a></td><td>${when(w.createdAt)} <span class="muted">(${h(ago(d.now, w.createdAt))})</span></td></tr>`,
+        )
+        .join('')}</tbody></table>`
+    : '<p class="muted">No order is waiting: every order has ended.</p>';
+  return layout(
+    { ...ctx, current: 'dashboard' },
+    'Dashboard',
+    `<h1>Dashboard <small class="muted">as of ${when(d.now)}</small></h1>
+    ${tiles}
+    <div class="grid2">
+      <section class="card" aria-labelledby="min-in"><h2 id="min-in">Messages in per minute</h2>
+        ${minuteBars('Messages in per minute', d.now, d.messagesPerMinute, (m) => `/audit/messages?from=${m}&to=${minuteParam(`${m}:00Z`, -60_000)}`)}</section>
+      <section class="card" aria-labelledby="min-out"><h2 id="min-out">Results out per minute</h2>
+        ${minuteBars('Outbound documents delivered per minute', d.now, d.resultsPerMinute, () => orders({ state: 'delivered', from: fromHour }))}</section>
+    </div>
+    <div class="grid3">
+      ${countTable('Orders per state', 'by-state', d.ordersByState, (k, from) => orders({ state: k, from }), 'No order in the last day.')}
+      ${countTable('Orders per source', 'by-source', d.ordersBySource, (k, from) => orders({ source: k, from }), 'No order in the last day.')}
+      ${countTable(
+        'Outbound per destination',
+        'by-dest',
+        d.outboundByDestination,
+        (k, from) => {
+          const [destination, status] = k.split(' ');
+          return status === 'dead'
+            ? '/audit/dead-letters'
+            : orders({ destination: destination!, from });
+        },
+        'Nothing sent in the last day.',
+      )}
+    </div>
+    <section class="card" aria-labelledby="waiting-h"><h2 id="waiting-h">Oldest waiting order per state</h2>${waiting}</section>`,
+  );
+}
+
+function ago(now: string, then: string): string {
+  const s = Math.max(0, Math.round((Date.parse(now) - Date.parse(then)) / 1000));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172_800) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86_400)} days`;
+}
+
+export function messageListPage(
+  ctx: PageContext,
+  input: {
+    filters: Record<string, string>;
+    messages: MessageRow[];
+    nextCursor?: string;
+    problem?: string;
+  },
+): string {
+  const f = input.filters;
+  const textField = (name: string, label: string, hint = '') =>
+    `<label for="m-${name}">${h(label)}<input id="m-${name}" type="text" name="${name}" value="${h(f[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
+  const select = (name: string, label: string, values: readonly string[]) =>
+    `<label for="m-${name}">${h(label)}<select id="m-${name}" name="${name}"><option value="">any</option>${values
+      .map((v) => `<option${f[name] === v ? ' selected' : ''}>${h(v)}</option>`)
+      .join('')}</select></label>`;
+  const rows = input.messages
+    .map(
+      (m) => `<tr>
+        <td>${when(m.receivedAt)}</td>
+        <td class="mono"><a href="/audit/messages/${h(m.id)}">${h(m.messageType ?? m.transport)}</a></td>
+        <td class="mono">${h(m.messageControlId ?? '')}</td>
+        <td>${h(m.sender ?? '')}</td>
+        <td>${h(m.transport)}</td>
+        <td>${outcomeBadge(m.outcome)}</td>
+        <td class="mono">${h(m.responseCode ?? '')}</td>
+        <td>${h(m.answerText ?? '')}</td>
+      </tr>`,
+    )
+    .join('');
+  const query = new URLSearchParams(
+    Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
+  );
+  const next = input.nextCursor
+    ? `<a class="secondary" href="/audit/messages?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older messages →</a>`
+    : '';
+  return layout(
+    { ...ctx, current: 'messages' },
+    'Messages',
+    `<h1>Inbound messages and requests</h1>
+    ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
+    <section class="card" aria-labelledby="mf-h"><h2 id="mf-h" class="visually-hidden">Filters</h2>
+      <form class="filters" method="get" action="/audit/messages" role="search">
+        <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
+        <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
+        ${textField('sender', 'Sender', 'RADIS1^IHEDEMO')}
+        ${select('transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
+        ${select('outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
+        ${textField('answerCode', 'Answer code', 'AA, AE, AR, 400…')}
+        ${textField('text', 'Answer text contains')}
+        ${textField('msh10', 'MSH-10 control id')}
+        <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/messages">Clear</a></div>
+      </form>
+    </section>
+    <section class="card" aria-labelledby="ml-h">
+      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
+      ${
+        input.messages.length
+          ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`
+          : '<p class="muted">Widen the time range or clear a filter.</p>'
+      }
+      <div class="pager"><span class="muted">Newest first; refused messages included</span>${next}</div>
+    </section>`,
   );
 }

@@ -13,6 +13,7 @@ import {
   hl7Segments,
   maskHl7Text,
   maskIdentifier,
+  maskDicomValue,
   maskJson,
 } from './phi-masking';
 
@@ -39,6 +40,54 @@ export type RawView =
   | { format: 'json'; text: string }
   | { format: 'text'; text: string };
 
+/** What an open order waits for, since when, and until when (its deadline), if it waits. */
+export interface Waiting {
+  for: string;
+  since: string | null;
+  /** The deadline after which the adapter ends the order (study) or alerts (upstream). */
+  until: string | null;
+}
+
+/**
+ * Whether the order waits, and for what: placed orders for their study (until the study
+ * deadline), processing orders for the upstream and qc-hold orders for a QC decision (until
+ * the stuck-order sweep's limit after the last upstream status change).
+ */
+export function waitingOf(
+  o: Pick<
+    OrderRow,
+    'state' | 'createdAt' | 'placedAt' | 'studyDeadlineAt' | 'upstreamStatusAt' | 'upstreamStatus'
+  >,
+  upstreamStuckHours: number,
+): Waiting | null {
+  const plus = (iso: string | null) =>
+    iso ? new Date(Date.parse(iso) + upstreamStuckHours * 3_600_000).toISOString() : null;
+  switch (o.state) {
+    case 'received':
+      return { for: 'to be placed upstream', since: o.createdAt, until: null };
+    case 'placed':
+      return {
+        for: 'the study',
+        since: o.placedAt ?? o.createdAt,
+        until: o.studyDeadlineAt,
+      };
+    case 'processing':
+      return {
+        for: `the upstream (${o.upstreamStatus ?? 'no status yet'})`,
+        since: o.upstreamStatusAt ?? o.placedAt,
+        until: plus(o.upstreamStatusAt ?? o.placedAt),
+      };
+    case 'qc-hold':
+      return {
+        for: 'a QC decision (bypass, or accept the rejection)',
+        since: o.upstreamStatusAt,
+        until: plus(o.upstreamStatusAt),
+      };
+    default:
+      return null;
+  }
+}
+
 export function presentOrder(order: OrderRow, reveal: boolean): OrderRow {
   if (reveal) return order;
   return { ...order, patientId: order.patientId ? maskIdentifier(order.patientId) : null };
@@ -51,21 +100,123 @@ export function presentEvent(event: EventRow, reveal: boolean): EventRow {
 
 export function presentOutbox(row: OutboxRow, reveal: boolean): OutboxRow {
   if (reveal) return row;
-  return { ...row, payload: maskJson(row.payload) as Record<string, unknown> };
+  return {
+    ...row,
+    payload: maskJson(row.payload) as Record<string, unknown>,
+    lastExchange: maskExchange(row.lastExchange),
+  };
+}
+
+/** The tag dump of a DICOM document we sent (outbound/dicom-tag-dump.ts). */
+const DICOM_TAG_DUMP = 'application/x-dicom-tag-dump+json';
+
+/** One side of an exchange (`{contentType, text, status?}`), its text masked by its format. */
+function maskExchangeSide(side: unknown): unknown {
+  if (side === null || typeof side !== 'object') return side;
+  const s = side as { contentType?: string; text?: string };
+  if (typeof s.text !== 'string') return side;
+  return { ...s, text: maskedText(s.text, s.contentType ?? '') };
+}
+
+function maskedText(text: string, contentType: string): string {
+  const type = contentType.toLowerCase();
+  if (type === DICOM_TAG_DUMP) {
+    try {
+      const lines = JSON.parse(text) as Array<{ keyword: string; value: string }>;
+      return JSON.stringify(
+        lines.map((l) => ({ ...l, value: maskDicomValue(l.keyword, l.value) })),
+      );
+    } catch {
+      return '***';
+    }
+  }
+  if (type.includes('json')) {
+    try {
+      return JSON.stringify(maskJson(JSON.parse(text)), null, 2);
+    } catch {
+      return '***';
+    }
+  }
+  if (/^\uFEFF?MSH/.test(text.trimStart())) return maskHl7Text(text);
+  return '***';
+}
+
+/** outbox.last_exchange with what was sent and what came back masked (API and page). */
+export function maskExchange(
+  exchange: Record<string, unknown> | null,
+): Record<string, unknown> | null {
+  if (!exchange) return exchange;
+  return {
+    ...exchange,
+    ...('sent' in exchange ? { sent: maskExchangeSide(exchange.sent) } : {}),
+    ...('answer' in exchange ? { answer: maskExchangeSide(exchange.answer) } : {}),
+  };
 }
 
 export interface OrderDetailView {
   order: OrderRow & { request: Record<string, unknown> };
   timeline: EventRow[];
   messages: MessageRow[];
-  outbound: Array<OutboxRow & { answers: EventRow[] }>;
+  outbound: Array<
+    OutboxRow & { answers: EventRow[]; document?: RawView; peerAnswer?: PeerAnswerView }
+  >;
   /** The latest `mapping.applied` lineage, for the side-by-side view. */
-  lineage: Array<{ target: string; source: string; value: string; ruleId: string }>;
+  lineage: Array<{
+    target: string;
+    source: string;
+    value: string;
+    ruleId: string;
+    rule?: string;
+  }>;
   mappingVersion: string | null;
   masked: boolean;
+  /**
+   * The upstream status as the analyst should read it: the last polled value, unless the order
+   * ended here and the upstream order was cancelled afterwards (then CANCELLED, and why).
+   */
+  upstreamStatusText: string | null;
+  waiting: Waiting | null;
 }
 
-export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderDetailView {
+/** Upstream statuses after which nothing more happens upstream (imaging-service-api.md). */
+const UPSTREAM_FINAL = new Set([
+  'DELIVERED',
+  'FAILED',
+  'PREPROCESSING_FAILED',
+  'CANCELLED',
+  'EXPIRED',
+]);
+
+/**
+ * An order that ended here (deadline, refusal, cancel) keeps the last status it polled
+ * (often PENDING), while the adapter cancels the upstream order: the `upstream.call` of that
+ * cancel says what the upstream order became.
+ */
+export function upstreamStatusText(
+  order: Pick<OrderRow, 'state' | 'upstreamStatus' | 'upstreamOrderId'>,
+  timeline: readonly EventRow[],
+): string | null {
+  const status = order.upstreamStatus;
+  if (!order.upstreamOrderId) return status;
+  const ended = order.state === 'failed' || order.state === 'cancelled';
+  if (!ended || (status && UPSTREAM_FINAL.has(status))) return status;
+  const cancel = [...timeline]
+    .reverse()
+    .find((e) => e.kind === 'upstream.call' && e.detail.operation === 'cancel-order');
+  if (cancel?.detail.outcome === 'success') {
+    return `CANCELLED (cancelled by the adapter when the order ended here; last polled ${status ?? '–'})`;
+  }
+  if (cancel) {
+    return `${status ?? '–'} (last polled; cancelling the upstream order failed: ${String(cancel.detail.status ?? cancel.detail.outcome)})`;
+  }
+  return `${status ?? '–'} (last polled before the order ended here)`;
+}
+
+export function presentOrderDetail(
+  detail: OrderDetail,
+  reveal: boolean,
+  upstreamStuckHours = 72,
+): OrderDetailView {
   const timeline = detail.timeline.map((e) => presentEvent(e, reveal));
   const mapping = [...timeline].reverse().find((e) => e.kind === 'mapping.applied');
   const lineage = Array.isArray(mapping?.detail.lineage)
@@ -82,6 +233,7 @@ export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderD
     messages: detail.messages,
     outbound: detail.outbound.map((row) => ({
       ...presentOutbox(row, reveal),
+      ...documentOf(row, reveal),
       answers: timeline.filter(
         (e) => e.kind.startsWith('outbound.') && String(e.detail.outboxId ?? '') === row.id,
       ),
@@ -91,6 +243,8 @@ export function presentOrderDetail(detail: OrderDetail, reveal: boolean): OrderD
       (typeof mapping?.detail.mappingVersion === 'string' ? mapping.detail.mappingVersion : null) ??
       detail.order.mappingVersion,
     masked: !reveal,
+    upstreamStatusText: upstreamStatusText(detail.order, detail.timeline),
+    waiting: waitingOf(detail.order, upstreamStuckHours),
   };
 }
 
@@ -116,6 +270,84 @@ export function presentMessage(
   };
 }
 
+/**
+ * The outbound document as it went out, for display: the HL7 message (ORU, ORM status) segment
+ * by segment with field names, FHIR resources as JSON; masked unless `reveal`.
+ */
+export function documentOf(
+  row: OutboxRow,
+  reveal: boolean,
+): { document?: RawView; peerAnswer?: PeerAnswerView } {
+  const exchange = row.lastExchange as {
+    sent?: { contentType?: string; text?: string };
+    answer?: { contentType?: string; text?: string; status?: number | string };
+    attempt?: number;
+    at?: string;
+  } | null;
+  if (exchange?.sent?.text !== undefined || exchange?.answer) {
+    return {
+      ...(exchange.sent?.text !== undefined
+        ? { document: sideView(exchange.sent.text, exchange.sent.contentType ?? '', reveal) }
+        : {}),
+      ...(exchange.answer
+        ? {
+            peerAnswer: {
+              status: exchange.answer.status ?? null,
+              attempt: exchange.attempt ?? null,
+              at: exchange.at ?? null,
+              view:
+                exchange.answer.text !== undefined
+                  ? sideView(exchange.answer.text, exchange.answer.contentType ?? '', reveal)
+                  : undefined,
+            },
+          }
+        : {}),
+    };
+  }
+  const p = row.payload as Record<string, unknown>;
+  if (typeof p.hl7 === 'string') return { document: rawView(Buffer.from(p.hl7), null, reveal) };
+  if (typeof p.resourceType === 'string') {
+    return { document: rawView(Buffer.from(JSON.stringify(p)), 'application/fhir+json', reveal) };
+  }
+  return {};
+}
+
+/** The peer's raw answer to the last attempt: the RIS's ACK, the EHR's status and body. */
+export interface PeerAnswerView {
+  status: number | string | null;
+  attempt: number | null;
+  at: string | null;
+  view?: RawView;
+}
+
+/** One side of an exchange for display: HL7 segment by segment, JSON, or a DICOM tag dump. */
+function sideView(text: string, contentType: string, reveal: boolean): RawView {
+  if (contentType.toLowerCase() === DICOM_TAG_DUMP) {
+    const shown = reveal ? text : maskedText(text, contentType);
+    try {
+      const lines = JSON.parse(shown) as Array<{
+        tag: string;
+        keyword: string;
+        vr: string;
+        depth: number;
+        value: string;
+      }>;
+      return {
+        format: 'text',
+        text: lines
+          .map((l) => `${'  '.repeat(l.depth)}${l.tag} ${l.vr} ${l.keyword}: ${l.value}`)
+          .join('\n'),
+      };
+    } catch {
+      return { format: 'text', text: '(tag dump not readable)' };
+    }
+  }
+  if (contentType.toLowerCase().includes('json')) {
+    return rawView(Buffer.from(text, 'utf8'), contentType, reveal);
+  }
+  return hl7TextView(text, reveal);
+}
+
 /** Decodes raw bytes for display: HL7 by its own charset rules (MSH-18), JSON pretty-printed. */
 export function rawView(bytes: Buffer, contentType: string | null, reveal: boolean): RawView {
   const type = (contentType ?? '').toLowerCase();
@@ -134,6 +366,11 @@ export function rawView(bytes: Buffer, contentType: string | null, reveal: boole
   } catch {
     text = bytes.toString('latin1');
   }
+  return hl7TextView(text, reveal);
+}
+
+/** HL7 text (already decoded) segment by segment with field positions and names, masked. */
+function hl7TextView(text: string, reveal: boolean): RawView {
   if (!/^\uFEFF?MSH/.test(text.trimStart())) {
     return { format: 'text', text: reveal ? text : '(not an HL7 message; hidden while masked)' };
   }

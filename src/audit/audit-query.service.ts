@@ -1,32 +1,43 @@
 import type { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error';
+import { ORDER_STATES, TERMINAL_ORDER_STATES } from '../domain/order-state';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
+import {
+  AuditDashboardRepository,
+  type DashboardData,
+} from '../persistence/audit-dashboard.repository';
 import {
   AuditQueryRepository,
   type EventRow,
   type EventSearch,
+  type MessageBrowse,
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
+  type OrderDocumentRow,
   type OrderRow,
   type OrderSearch,
   type OutboxRow,
   type Page,
 } from '../persistence/audit-query.repository';
 
+export type { DashboardCount, DashboardData } from '../persistence/audit-dashboard.repository';
 export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
   TIMELINE_LIMIT,
   type EventRow,
   type EventSearch,
+  type MessageBrowse,
   type MessageRow,
   type MessageWithRaw,
   type OrderDetail,
+  type OrderDocumentRow,
   type OrderRow,
   type OrderSearch,
   type OutboxRow,
   type Page,
+  UPSTREAM_FAILED_STATUSES,
 } from '../persistence/audit-query.repository';
 
 /**
@@ -47,9 +58,20 @@ export function isUuid(value: string): boolean {
 
 export class AuditQueryService {
   private readonly audit: AuditQueryRepository;
+  private readonly dashboardReads: AuditDashboardRepository;
 
   constructor(private readonly dataSource: DataSource) {
     this.audit = new AuditQueryRepository(dataSource);
+    this.dashboardReads = new AuditDashboardRepository(dataSource);
+  }
+
+  /**
+   * The dashboard's figures for the last hour and day (orders per state, source and
+   * destination, messages in and results out per minute, errors, dead letters, upstream
+   * calls) and the oldest order waiting in each open state.
+   */
+  async dashboard(): Promise<DashboardData> {
+    return this.dashboardReads.read(ORDER_STATES.filter((s) => !TERMINAL_ORDER_STATES.includes(s)));
   }
 
   /** The order list, newest first. Every filter given must match (AND). */
@@ -66,6 +88,12 @@ export class AuditQueryService {
     return this.audit.searchMessages(search);
   }
 
+  /** Every inbound message and request, accepted or refused, newest first (the browser). */
+  async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
+    if (search.from && search.to && search.from >= search.to) return { items: [] };
+    return this.audit.browseMessages(search);
+  }
+
   /** Audit events, newest first: errors only (partial index), by destination, or by time range. */
   async searchEvents(search: EventSearch): Promise<Page<EventRow>> {
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
@@ -77,6 +105,21 @@ export class AuditQueryService {
     const detail = await this.audit.orderDetail(orderId);
     if (!detail) throw new AppError('not_found', 'no such order');
     return detail;
+  }
+
+  /** The upstream's reports stored for the order (results, failure, QC report). */
+  async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
+    if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
+    return this.audit.orderDocuments(orderId);
+  }
+
+  async orderDocument(orderId: string, id: string): Promise<OrderDocumentRow & { body: Buffer }> {
+    if (!isUuid(orderId) || !/^\d{1,18}$/.test(id)) {
+      throw new AppError('not_found', 'no such document');
+    }
+    const doc = await this.audit.orderDocument(orderId, id);
+    if (!doc) throw new AppError('not_found', 'no such document');
+    return doc;
   }
 
   async message(id: string): Promise<{ message: MessageWithRaw; events: EventRow[] }> {

@@ -15,6 +15,13 @@ import {
   rowsFor,
 } from '../mappings/hl7-order.mapping';
 import { ORDER_TRANSITIONS } from '../domain/order-state';
+import { applyOverride, parseStatusOverrides } from '../mappings/outbound-rows';
+import {
+  type OutboundRowKey,
+  STATUS_MAPPING_VERSION,
+  STATUS_TABLE,
+  type StatusRow,
+} from '../mappings/status-mapping.table';
 
 /** One declarative table, flattened to text cells for the page and the API. */
 export interface MappingTableView {
@@ -80,6 +87,7 @@ export function activeMappingTables(config: AppConfig): MappingTableView[] {
         r.note ?? '',
       ]),
     },
+    outboundStatusTable(config),
     pairs('hl7-0119', 'HL7 table 0119: ORC-1 order control → action', ORDER_CONTROL_TO_ACTION),
     pairs('hl7-0001', 'HL7 table 0001: PID-8 sex', TABLE_0001_SEX),
     pairs('free-text-sex', 'Free-text sex values tolerated (quirk recorded)', FREE_TEXT_SEX),
@@ -119,4 +127,47 @@ function pairs(
   table: Readonly<Record<string, string>>,
 ): MappingTableView {
   return { id, title, columns: ['code', 'maps to'], rows: Object.entries(table) };
+}
+
+/**
+ * The outbound status table (status-mapping.table.ts, DESIGN.md section 4) with the site's
+ * `mappings.status` overrides: per upstream status, and for the two local ends (an order that
+ * ended here without an upstream status), what the order becomes and what each destination
+ * is told.
+ */
+function outboundStatusTable(config: AppConfig): MappingTableView {
+  const mappings = (config.site.mappings ?? {}) as Record<string, unknown>;
+  const overrides = parseStatusOverrides(mappings.status);
+  const keys = Object.keys(STATUS_TABLE) as OutboundRowKey[];
+  return {
+    id: 'outbound-status',
+    title: 'Upstream status → order state, FHIR Task / DiagnosticReport, HL7 ORC / OBR / OBX',
+    version: STATUS_MAPPING_VERSION,
+    note: 'ENDED_LOCALLY_* rows: the order ended here without an upstream status (no study, refused upstream, cancelled before placing). CANCELLED is sent as ORC-1 CR when the orderer asked for it.',
+    columns: [
+      'row',
+      'order state',
+      'Task.status (reason)',
+      'DiagnosticReport',
+      'ORC-1 / ORC-5',
+      'OBR-25 / OBX-11',
+      'published',
+      'attached',
+      'note',
+    ],
+    rows: keys.map((key) => {
+      const row: StatusRow = applyOverride({ ...STATUS_TABLE[key], key }, overrides);
+      return [
+        key,
+        `${row.orderState}${row.terminal ? ' (final)' : ''}`,
+        row.task.reason ? `${row.task.status} (${row.task.reason})` : row.task.status,
+        row.report ?? '–',
+        `${row.hl7.orderControl} / ${row.hl7.orderStatus}`,
+        `${row.hl7.resultStatus} / ${row.hl7.observationStatus ?? '–'}`,
+        row.publish.join(', '),
+        row.attach ?? '–',
+        row.note,
+      ];
+    }),
+  };
 }

@@ -4,6 +4,7 @@ import {
   maskIdentifier,
   maskJson,
   maskName,
+  maskUpstreamReport,
   ruleForTarget,
 } from './phi-masking';
 
@@ -29,6 +30,67 @@ describe('PHI masking', () => {
     expect(ruleForTarget('patient.sex')).toBeUndefined();
     expect(ruleForTarget('accessionNumber')).toBeUndefined();
     expect(ruleForTarget('placerOrderNumber.value')).toBeUndefined();
+  });
+
+  it('masks raw HL7 free text like the mapped view: NTE-3 and OBR-13 hidden, OBR-31 codes shown', () => {
+    const text = [
+      'MSH|^~\\&|RIS|H|AI|H|20240318144217||ORM^O01|M1|P|2.5.1',
+      'OBR|1|PLC-1^RIS||24627-2^CT Chest^LN|||||||||Persistent cough, 30 pack-years|||||ACC-1||||||CT|||||||R05.9^Cough, unspecified^I10~Z87.891^History of nicotine dependence^I10',
+      'NTE|1|P|Pt claustrophobic \\F\\ needs lorazepam|RE',
+    ].join('\r');
+    const masked = maskHl7Text(text).split('\r');
+    expect(masked[1]).toContain('|***|');
+    expect(masked[1]).not.toContain('cough');
+    expect(masked[1]!.split('|')[31]).toBe('R05.9^***^I10~Z87.891^***^I10');
+    expect(masked[2]).toBe('NTE|1|P|***|RE');
+  });
+
+  it("masks the upstream's report JSON by allow-list: patient data and measurements hidden", () => {
+    expect(
+      maskUpstreamReport({
+        report_kind: 'failure',
+        status: 'FAILED',
+        reason: 'fewer than 20 slices',
+        patient_name: 'SCHMIDT ANNA',
+        patient: { birth_date: '1956-02-14' },
+        findings: [{ structure: 'hippocampus', volume_ml: 3.1 }],
+        qc_bypassed: false,
+      }),
+    ).toEqual({
+      report_kind: 'failure',
+      status: 'FAILED',
+      reason: 'fewer than 20 slices',
+      patient_name: '***',
+      patient: { birth_date: '***' },
+      findings: [{ structure: '***', volume_ml: '***' }],
+      qc_bypassed: false,
+    });
+  });
+
+  it('masks the conversion rule of a PHI lineage line (it quotes the source text)', () => {
+    expect(
+      maskJson({
+        target: 'patient.birthDate',
+        source: 'PID-7',
+        value: '1956-02-14',
+        ruleId: 'hl7.patient.birth-date',
+        rule: 'HL7 DT: 19560214 → 1956-02-14',
+      }),
+    ).toEqual({
+      target: 'patient.birthDate',
+      source: 'PID-7',
+      value: '1956-**-**',
+      ruleId: 'hl7.patient.birth-date',
+      rule: 'HL7 DT: ***',
+    });
+    const product = {
+      target: 'products[0]',
+      source: 'OBR-4.1',
+      value: 'brain-mr-volumetry',
+      ruleId: 'hl7.order.products',
+      rule: 'product-table: 24590-2^LN → brain-mr-volumetry',
+    };
+    expect(maskJson(product)).toEqual(product);
   });
 
   it('masks HL7 PID, NK1, MRG and PV1 fields by position, leaving the structure intact', () => {

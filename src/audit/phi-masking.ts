@@ -325,6 +325,7 @@ export interface LineageLine {
   source: string;
   value: string;
   ruleId: string;
+  rule?: string;
 }
 
 function isLineageLine(obj: Record<string, unknown>): obj is Record<string, unknown> & LineageLine {
@@ -339,7 +340,11 @@ function isLineageLine(obj: Record<string, unknown>): obj is Record<string, unkn
 export function maskLineageLine<T extends LineageLine>(line: T): T {
   const rule = ruleForTarget(line.target);
   if (!rule || typeof line.value !== 'string') return line;
-  return { ...line, value: maskValue(rule, line.value) };
+  // The conversion rule quotes the source text (`HL7 DT: 19560214 → 1956-02-14`): keep its
+  // name, hide the values.
+  const converted =
+    typeof line.rule === 'string' ? { rule: `${line.rule.replace(/:.*$/s, '')}: ***` } : {};
+  return { ...line, value: maskValue(rule, line.value), ...converted };
 }
 
 /** Our PatientInfo, or a FHIR Reference (`display` is the person's name). */
@@ -448,6 +453,36 @@ export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> =
   MRG: new Set<number>(),
 };
 
+/**
+ * Coded fields that may carry free text (CE/CWE, v2.5.1 chapter 2A): as in the mapped view
+ * (reasonForStudy[n].code and .system shown, the text hidden), the identifier and coding
+ * system components are shown and the text components hidden. OBR-31 Reason for Study.
+ */
+const CE_CODE_COMPONENTS: ReadonlySet<number> = new Set([1, 3, 4, 6]);
+export const HL7_CODED_FREE_TEXT: Readonly<
+  Record<string, Readonly<Record<number, ReadonlySet<number>>>>
+> = {
+  OBR: { 31: CE_CODE_COMPONENTS },
+};
+
+/** Shows only the listed components of each repetition; the others are hidden whole. */
+function maskHl7Components(
+  value: string,
+  visible: ReadonlySet<number>,
+  d: { component: string; repetition: string; subcomponent: string },
+): string {
+  if (value === '' || value === '""') return value;
+  return value
+    .split(d.repetition)
+    .map((rep) =>
+      rep
+        .split(d.component)
+        .map((c, i) => (visible.has(i + 1) || c === '' ? c : maskHl7Field(c, 'full', d)))
+        .join(d.component),
+    )
+    .join(d.repetition);
+}
+
 /** The HL7 delimiters from MSH-1/MSH-2 (v2.5.1 2.5.4), with the standard defaults. */
 export function hl7Delimiters(text: string): {
   field: string;
@@ -539,10 +574,139 @@ export function maskHl7Text(text: string): string {
         const position = i + offset;
         if (id === 'MSH' && position <= 2) continue;
         const rule = rules[position];
+        const coded = HL7_CODED_FREE_TEXT[id]?.[position];
         if (rule) parts[i] = maskHl7Field(parts[i]!, rule, d);
+        else if (coded) parts[i] = maskHl7Components(parts[i]!, coded, d);
         else if (!visible?.has(position)) parts[i] = maskHl7Field(parts[i]!, 'full', d);
       }
       return parts.join(d.field);
     })
     .join(eol);
+}
+
+/**
+ * DICOM elements shown as they are in a tag dump of what we sent (SR, encapsulated PDF):
+ * UIDs, codes, the structure of the SR tree, the device, dates of the study and content.
+ * The patient module is masked by rule; everything else (TextValue, NumericValue, names of
+ * people, unknown or private elements) is hidden. PS3.6 keywords.
+ */
+const DICOM_VISIBLE = new Set([
+  'FileMetaInformationGroupLength',
+  'FileMetaInformationVersion',
+  'MediaStorageSOPClassUID',
+  'MediaStorageSOPInstanceUID',
+  'TransferSyntaxUID',
+  'ImplementationClassUID',
+  'ImplementationVersionName',
+  'SpecificCharacterSet',
+  'SOPClassUID',
+  'SOPInstanceUID',
+  'StudyInstanceUID',
+  'SeriesInstanceUID',
+  'AccessionNumber',
+  'Modality',
+  'StudyDate',
+  'StudyTime',
+  'SeriesDate',
+  'SeriesTime',
+  'ContentDate',
+  'ContentTime',
+  'InstanceCreationDate',
+  'InstanceCreationTime',
+  'SeriesNumber',
+  'InstanceNumber',
+  'Manufacturer',
+  'ManufacturerModelName',
+  'SoftwareVersions',
+  'DeviceSerialNumber',
+  'CompletionFlag',
+  'VerificationFlag',
+  'ValueType',
+  'RelationshipType',
+  'ContinuityOfContent',
+  'ConceptNameCodeSequence',
+  'ConceptCodeSequence',
+  'MeasurementUnitsCodeSequence',
+  'MeasuredValueSequence',
+  'ContentSequence',
+  'ContentTemplateSequence',
+  'TemplateIdentifier',
+  'MappingResource',
+  'CodeValue',
+  'CodingSchemeDesignator',
+  'CodeMeaning',
+  'UID',
+  'ReferencedSOPSequence',
+  'ReferencedSOPClassUID',
+  'ReferencedSOPInstanceUID',
+  'ReferencedSeriesSequence',
+  'CurrentRequestedProcedureEvidenceSequence',
+  'MIMETypeOfEncapsulatedDocument',
+  'EncapsulatedDocument',
+  'BurnedInAnnotation',
+  'DocumentTitle',
+]);
+
+const DICOM_PHI_RULES: Readonly<Record<string, MaskRule>> = {
+  PatientName: 'name',
+  PatientID: 'id',
+  PatientBirthDate: 'date',
+  OtherPatientIDs: 'id',
+};
+
+/** One tag dump line's value, masked by keyword (allow-list). */
+export function maskDicomValue(keyword: string, value: string): string {
+  if (DICOM_VISIBLE.has(keyword) || value === '') return value;
+  const rule = DICOM_PHI_RULES[keyword];
+  if (keyword === 'PatientSex') return value;
+  return rule ? maskValue(rule, value) : HIDDEN;
+}
+
+/**
+ * Keys of the upstream's own reports (results, failure, QC report JSON; imaging-service-api.md)
+ * shown as they are: what the report is about, its status, step, reason and times. Patient
+ * data the upstream echoes, measurements and every key not listed are hidden (allow-list).
+ */
+const UPSTREAM_REPORT_VISIBLE = new Set([
+  'report_kind',
+  'order_id',
+  'study_uid',
+  'status',
+  'failed_step',
+  'step',
+  'reason',
+  'failed_at',
+  'reported_at',
+  'created_at',
+  'updated_at',
+  'products',
+  'product',
+  'qc_bypassed',
+  'qc_status',
+  'checks',
+  'check',
+  'code',
+  'severity',
+  'passed',
+  'result',
+  'kind',
+  'structure',
+  'flag',
+  'institution_name',
+  'disclaimer',
+  'agent_report',
+]);
+
+/** An upstream report (JSON) masked by UPSTREAM_REPORT_VISIBLE, structure kept. */
+export function maskUpstreamReport(value: unknown, visible = true): unknown {
+  if (Array.isArray(value)) return value.map((v) => maskUpstreamReport(v, visible));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
+      out[key] = maskUpstreamReport(v, visible && UPSTREAM_REPORT_VISIBLE.has(key));
+    }
+    return out;
+  }
+  if (visible || value === null || typeof value === 'boolean') return value;
+  return HIDDEN;
 }

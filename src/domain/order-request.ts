@@ -78,8 +78,14 @@ export interface MappedField {
   target: string;
   /** Source location, e.g. `PID-3[1].1` or `ServiceRequest.identifier[1].value`. */
   source: string;
+  /** The value as stored in the OrderRequest (not the source text when a rule converted it). */
   value: string;
   ruleId: string;
+  /**
+   * How the value was produced when it is not the source text as is: the table row of a
+   * lookup (`product-table: 24590-2^LN → brain-mr-volumetry`, `table 0001: F → female`).
+   */
+  rule?: string;
 }
 
 /** A tolerated quirk of an input (recorded for the audit log). */

@@ -1,4 +1,5 @@
 import type { Bundle, CapabilityStatement, Resource, Task } from '@medplum/fhirtypes';
+import { reportIdentifier } from '../mappings/fhir-result.mapping';
 import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
 import { primaryPatientId } from '../orders/order-intake.service';
 import type { OrderForTask } from '../persistence/fhir-resource.repository';
@@ -32,6 +33,16 @@ export function buildTask(order: OrderForTask): Task {
     lastModified: order.updatedAt.toISOString(),
   };
   if (derived.statusReason) task.statusReason = { text: derived.statusReason };
+  // A delivered order's Task points at its report (README: "completed, output → report"), as
+  // the Task published to the EHR does (mappings/fhir-result.mapping.ts buildTask).
+  if (order.state === 'delivered') {
+    task.output = [
+      {
+        type: { text: 'DiagnosticReport' },
+        valueReference: { type: 'DiagnosticReport', identifier: reportIdentifier(order.orderId) },
+      },
+    ];
+  }
   if (order.serviceRequestId) {
     task.basedOn = [{ reference: `ServiceRequest/${order.serviceRequestId}` }];
     task.focus = { reference: `ServiceRequest/${order.serviceRequestId}` };

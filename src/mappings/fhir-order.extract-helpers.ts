@@ -26,7 +26,12 @@ export const DICOM_UID_SYSTEM = 'urn:dicom:uid';
 export interface Line {
   suffix: string;
   source: string;
+  /** The value as stored in the OrderRequest. */
   value: string;
+  /** Overrides the row's rule id (the unknown-procedure default has one id everywhere). */
+  ruleId?: string;
+  /** The table row or conversion that produced `value` (MappedField.rule). */
+  rule?: string;
 }
 
 /** What an extractor returns: the value (if any), its lineage, and problems found on the way. */
@@ -139,7 +144,10 @@ export function codedFrom(concept: CodeableConcept, preferred?: Coding): CodedCo
   return out;
 }
 
-function codingKey(config: FhirOrderMappingConfig, system: string | undefined): string | undefined {
+export function codingKey(
+  config: FhirOrderMappingConfig,
+  system: string | undefined,
+): string | undefined {
   return system === undefined ? undefined : (config.systemAliases[system] ?? system);
 }
 

@@ -11,6 +11,7 @@ import type {
 import {
   accessionOf,
   codedFrom,
+  codingKey,
   currentName,
   DICOM_UID_SYSTEM,
   EMPTY,
@@ -28,6 +29,7 @@ import {
   type Scope,
 } from './fhir-order.extract-helpers';
 import type { ExtractorId } from './fhir-order.mapping';
+import { resolveProducts } from './product-table';
 
 /** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
 export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
@@ -286,7 +288,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       const coded = codedFrom(cc);
       if (!coded.code && !coded.display) return;
       lines.push({
-        suffix: `[${reasons.length}]`,
+        suffix: `[${reasons.length}].${coded.code ? 'code' : 'display'}`,
         source: `ServiceRequest.reasonCode[${i}]`,
         value: coded.code ?? coded.display!,
       });
@@ -301,7 +303,11 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       const source = code
         ? `${target!.source} ${target!.resource.resourceType}.code`
         : `ServiceRequest.reasonReference[${i}].display`;
-      lines.push({ suffix: `[${reasons.length}]`, source, value: coded.code ?? coded.display! });
+      lines.push({
+        suffix: `[${reasons.length}].${coded.code ? 'code' : 'display'}`,
+        source,
+        value: coded.code ?? coded.display!,
+      });
       reasons.push(coded);
     });
     return reasons.length ? { value: reasons, lines } : EMPTY;
@@ -335,53 +341,50 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       : EMPTY;
   },
   products: ({ sr, config }) => {
-    const picked = pickProcedureCoding(sr.code, config);
-    if (picked.products.length > 0) {
+    const codings = sr.code?.coding ?? [];
+    const resolved = resolveProducts(
+      config.productTable,
+      config.unknownProcedure,
+      codings.map((c) => ({ code: c.code, system: codingKey(config, c.system) })),
+    );
+    if (resolved.kind === 'reject') {
       return {
-        value: [...picked.products],
-        lines: picked.products.map((p, i) => ({
-          suffix: `[${i}]`,
-          source: `ServiceRequest.code.coding[${picked.index}]`,
-          value: p,
-        })),
+        value: [],
+        lines: [],
+        issues: [
+          {
+            severity: 'error',
+            code: 'code-invalid',
+            expression: codings.length ? 'ServiceRequest.code.coding' : 'ServiceRequest.code',
+            diagnostics: codings.length
+              ? `no AI product is configured for ${codings.map((c) => `${c.system ?? '(no system)'}|${c.code ?? ''}`).join(', ')}`
+              : 'a coded procedure is required to choose the AI products',
+          },
+        ],
       };
     }
-    const rule = config.unknownProcedure;
-    switch (rule.kind) {
-      case 'reject':
-        return {
-          value: [],
-          lines: [],
-          issues: [
-            {
-              severity: 'error',
-              code: 'code-invalid',
-              expression: sr.code?.coding?.length
-                ? 'ServiceRequest.code.coding'
-                : 'ServiceRequest.code',
-              diagnostics: sr.code?.coding?.length
-                ? `no AI product is configured for ${sr.code.coding.map((c) => `${c.system ?? '(no system)'}|${c.code ?? ''}`).join(', ')}`
-                : 'a coded procedure is required to choose the AI products',
-            },
-          ],
-        };
-      case 'default-products':
-        return {
-          value: [...rule.products],
-          lines: rule.products.map((p, i) => ({
-            suffix: `[${i}]`,
-            source: 'ServiceRequest.code (unknown: default rule)',
-            value: p,
-          })),
-          quirks: [
-            {
-              code: 'fhir-unknown-procedure',
-              detail: 'procedure not in the product table: default products used',
-            },
-          ],
-        };
-      default:
-        return rule satisfies never;
-    }
+    const source = resolved.row
+      ? `ServiceRequest.code.coding[${resolved.index ?? 0}]`
+      : 'ServiceRequest.code';
+    return {
+      value: resolved.products.map((p) => p.product),
+      lines: resolved.products.map((p, i) => ({
+        suffix: `[${i}]`,
+        source,
+        value: p.product,
+        rule: p.rule,
+        ...(p.ruleId ? { ruleId: p.ruleId } : {}),
+      })),
+      ...(resolved.row
+        ? {}
+        : {
+            quirks: [
+              {
+                code: 'fhir-unknown-procedure',
+                detail: 'procedure not in the product table: default products used',
+              },
+            ],
+          }),
+    };
   },
 };

@@ -48,8 +48,9 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
       {
         target: 'action',
         source: 'ServiceRequest.status',
-        value: 'active',
+        value: 'create',
         ruleId: 'fhir.order.action',
+        rule: 'request-status: active → create',
       },
       {
         target: 'patient.identifiers[0].value',
@@ -112,7 +113,7 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
         ruleId: 'fhir.order.requester',
       },
       {
-        target: 'reasonForStudy[0]',
+        target: 'reasonForStudy[0].display',
         source: 'ServiceRequest.reasonCode[0]',
         value: 'Check for metastatic disease',
         ruleId: 'fhir.order.reason',
@@ -128,6 +129,7 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
         source: 'ServiceRequest.code.coding[0]',
         value: 'lung-nodule-ct',
         ruleId: 'fhir.order.products',
+        rule: 'product-table: 24627-2^LN → lung-nodule-ct',
       },
     ]);
     expect(result.quirks).toEqual([

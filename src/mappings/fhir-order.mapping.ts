@@ -176,8 +176,9 @@ export function mapServiceRequest(
   lineage.push({
     target: 'action',
     source: 'ServiceRequest.status',
-    value: sr.status,
+    value: action,
     ruleId: 'fhir.order.action',
+    rule: `request-status${interaction === 'create' ? '' : ` (${interaction})`}: ${sr.status} → ${action}`,
   });
 
   const values: Record<string, unknown> = {

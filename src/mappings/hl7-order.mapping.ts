@@ -11,6 +11,7 @@ import type {
 } from '../domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
+import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 import { applyRow } from './table-driver';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
@@ -325,29 +326,26 @@ function productsWithoutProcedure(
   const action = request.action;
   if (action !== 'create' && action !== 'update') return undefined;
   const location = group.obr ? group.obr.locationOf(4) : 'OBR-4';
-  const rule = config.unknownProcedure;
-  switch (rule.kind) {
-    case 'reject':
-      return {
-        location,
-        code: 101,
-        severity: 'E',
-        message: 'Requested procedure code missing; cannot choose AI products',
-      };
-    case 'default-products':
-      request.products = [...rule.products];
-      rule.products.forEach((_, i) =>
-        lineage.push({
-          target: `products[${i}]`,
-          source: location,
-          value: '',
-          ruleId: 'hl7.order.products.default',
-        }),
-      );
-      return undefined;
-    default:
-      return rule satisfies never;
+  const resolved = resolveProducts(config.productTable, config.unknownProcedure, []);
+  if (resolved.kind === 'reject') {
+    return {
+      location,
+      code: 101,
+      severity: 'E',
+      message: 'Requested procedure code missing; cannot choose AI products',
+    };
   }
+  request.products = resolved.products.map((p) => p.product);
+  resolved.products.forEach((p, i) =>
+    lineage.push({
+      target: `products[${i}]`,
+      source: location,
+      value: p.product,
+      ruleId: p.ruleId ?? DEFAULT_PRODUCTS_RULE_ID,
+      rule: p.rule,
+    }),
+  );
+  return undefined;
 }
 
 function mergeQuirks(message: Hl7Message, mapping: QuirkCollector): ToleratedQuirk[] {

@@ -21,7 +21,7 @@ import {
   TABLE_0074_TO_MODALITY,
 } from './hl7-code.tables';
 import type { Hl7OrderMappingConfig } from './hl7-order.config';
-import { lookupProducts } from './product-table';
+import { resolveProducts } from './product-table';
 
 /** Pure value transforms named in the mapping table; each reads one source position. */
 export type Hl7TransformId =
@@ -59,7 +59,12 @@ export interface LineageLine {
   /** Appended to the row's target, e.g. `[0].value`. */
   suffix: string;
   source: string;
+  /** The value as stored in the OrderRequest. */
   value: string;
+  /** Overrides the row's rule id (the unknown-procedure default has one id everywhere). */
+  ruleId?: string;
+  /** The table row or conversion that produced `value` from the source (MappedField.rule). */
+  rule?: string;
 }
 
 export interface TransformProblem {
@@ -103,6 +108,19 @@ function readComposite<K extends string>(
     });
   }
   return { values, lines };
+}
+
+/**
+ * A lineage line for a value a rule converted: the value stored, and the rule as
+ * `rule: source text → stored value` (no rule text when the value is the source as is).
+ */
+function converted(source: string, raw: string, stored: string, via: string): LineageLine {
+  return {
+    suffix: '',
+    source,
+    value: stored,
+    ...(raw === stored ? {} : { rule: `${via}: ${raw} → ${stored}` }),
+  };
 }
 
 function single(input: TransformInput): { value?: string; source: string } {
@@ -232,7 +250,7 @@ const partialDate: TransformFn = (input) => {
     };
   }
   const iso = [m[1], m[2], m[3]].filter(Boolean).join('-');
-  return { kind: 'value', value: iso, lines: [{ suffix: '', source, value }] };
+  return { kind: 'value', value: iso, lines: [converted(source, value, iso, 'HL7 DT')] };
 };
 
 /** Table 0001 (administrative sex); free text tolerated and recorded. */
@@ -240,13 +258,20 @@ const sex0001: TransformFn = (input) => {
   const { value, source } = single(input);
   if (value === undefined) return EMPTY;
   const coded = (TABLE_0001_SEX as Record<string, AdministrativeSex>)[value.toUpperCase()];
-  if (coded) return { kind: 'value', value: coded, lines: [{ suffix: '', source, value }] };
+  if (coded) {
+    return { kind: 'value', value: coded, lines: [converted(source, value, coded, 'table 0001')] };
+  }
   const free = FREE_TEXT_SEX[value.trim().toLowerCase()];
   input.quirks.add(
     'free-text-sex',
     `${source} "${free ?? 'unrecognised'}" is not a table 0001 code`,
   );
-  return { kind: 'value', value: free ?? 'unknown', lines: [{ suffix: '', source, value }] };
+  const stored = free ?? 'unknown';
+  return {
+    kind: 'value',
+    value: stored,
+    lines: [converted(source, value, stored, 'free-text sex (quirk)')],
+  };
 };
 
 /** ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). */
@@ -267,7 +292,7 @@ const orderControl: TransformFn = (input) => {
       },
     };
   }
-  return { kind: 'value', value: action, lines: [{ suffix: '', source, value }] };
+  return { kind: 'value', value: action, lines: [converted(source, value, action, 'table 0119')] };
 };
 
 /** EI (chapter 2A): entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
@@ -379,7 +404,8 @@ const modality: TransformFn = (input) => {
       },
     };
   }
-  return { kind: 'value', value: mapped, lines: [{ suffix: '', source, value }] };
+  const via = mapped === upper ? 'DICOM modality' : 'table 0074';
+  return { kind: 'value', value: mapped, lines: [converted(source, value, mapped, via)] };
 };
 
 /** DICOM UID syntax (PS3.5 section 9.1): digits and dots, no leading zeros, at most 64 chars. */
@@ -438,7 +464,7 @@ const priority0027: TransformFn = (input) => {
       },
     };
   }
-  return { kind: 'value', value: mapped, lines: [{ suffix: '', source, value }] };
+  return { kind: 'value', value: mapped, lines: [converted(source, value, mapped, 'table 0027')] };
 };
 
 /** XCN (chapter 2A): ID ^ family ^ given ^ second given ^ suffix ^ prefix ^ degree ^ source ^ authority. */
@@ -507,7 +533,8 @@ const dtmInstant: TransformFn = (input) => {
   const frac = m[7] ? `.${m[7].slice(0, 3).padEnd(3, '0')}` : '';
   const offset = m[8] ? `${m[8].slice(0, 3)}:${m[8].slice(3)}` : input.config.senderUtcOffset;
   const iso = `${m[1]}-${p(mo)}-${p(d)}T${p(hh)}:${p(mi)}:${p(ss)}${frac}${offset}`;
-  return { kind: 'value', value: iso, lines: [{ suffix: '', source, value }] };
+  const via = m[8] ? 'HL7 DTM' : `HL7 DTM, sender offset ${input.config.senderUtcOffset}`;
+  return { kind: 'value', value: iso, lines: [converted(source, value, iso, via)] };
 };
 
 /** NTE-3 (FT, repeating) of every NTE in the order group, one note per NTE. */
@@ -533,50 +560,47 @@ const nteNotes: TransformFn = (input) => {
 };
 
 /**
- * Products from the requested procedure code through the product table. Unknown codes follow
- * the configured rule; cancel and status messages need no products and never fail here.
+ * Products from the requested procedure code through the product table (product-table.ts
+ * resolveProducts). Unknown codes follow the configured rule; cancel and status messages need
+ * no products and never fail here. Each lineage line carries the product stored and the
+ * table row (or unknown-procedure rule) that chose it.
  */
 const productTable: TransformFn = (input) => {
   const code = input.segment.value(input.loc.field, 1, 1);
   const system = input.segment.value(input.loc.field, 1, 3);
   if (code === undefined) return EMPTY;
   const source = input.segment.locationOf(input.loc.field, undefined, 1);
-  const found = lookupProducts(input.config.productTable, code, system);
-  if (found.row) {
+  const action = input.partial.action;
+  const resolved = resolveProducts(input.config.productTable, input.config.unknownProcedure, [
+    { code, system },
+  ]);
+  if (
+    resolved.kind === 'products' &&
+    (resolved.row || (action !== 'cancel' && action !== 'status'))
+  ) {
     return {
       kind: 'value',
-      value: [...found.products],
-      lines: found.products.map((_, i) => ({ suffix: `[${i}]`, source, value: code })),
+      value: resolved.products.map((p) => p.product),
+      lines: resolved.products.map((p, i) => ({
+        suffix: `[${i}]`,
+        source,
+        value: p.product,
+        rule: p.rule,
+        ...(p.ruleId ? { ruleId: p.ruleId } : {}),
+      })),
     };
   }
-  return unknownProcedure(input, source, code);
-};
-
-function unknownProcedure(input: TransformInput, source: string, code: string): TransformOutput {
-  const action = input.partial.action;
   if (action === 'cancel' || action === 'status') return { kind: 'value', value: [], lines: [] };
-  const rule = input.config.unknownProcedure;
-  switch (rule.kind) {
-    case 'reject':
-      return {
-        kind: 'error',
-        problem: {
-          location: source,
-          code: 103,
-          severity: 'E',
-          message: `Procedure code ${code} has no AI product configured`,
-        },
-      };
-    case 'default-products':
-      return {
-        kind: 'value',
-        value: [...rule.products],
-        lines: rule.products.map((_, i) => ({ suffix: `[${i}]`, source, value: code })),
-      };
-    default:
-      return rule satisfies never;
-  }
-}
+  return {
+    kind: 'error',
+    problem: {
+      location: source,
+      code: 103,
+      severity: 'E',
+      message: `Procedure code ${code} has no AI product configured`,
+    },
+  };
+};
 
 export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   string: stringTransform,

@@ -54,3 +54,81 @@ export function lookupProducts(
   );
   return row ? { products: row.products, row } : { products: [] };
 }
+
+/**
+ * The one lineage rule id of the unknown-procedure default, whichever front door applied it
+ * (HL7 with an unknown code, HL7 without OBR-4, FHIR with an unknown or no coding).
+ */
+export const DEFAULT_PRODUCTS_RULE_ID = 'order.products.unknown-procedure-default';
+
+/** `24590-2^LN` — a code as HL7 CE writes it, with its system when the row names one. */
+function codeText(code: string, system: string | undefined): string {
+  return system ? `${code}^${system}` : code;
+}
+
+/** The table row as a lineage rule: `product-table: 24590-2^LN → brain-mr-volumetry`. */
+export function productRowRule(row: ProductTableRow): string {
+  return `product-table: ${codeText(row.code, row.system)} → ${row.products.join(', ')}`;
+}
+
+/** One product the order runs, with the rule that chose it (for the lineage). */
+export interface ResolvedProduct {
+  product: string;
+  /** The table row or the unknown-procedure rule, readable. */
+  rule: string;
+  /** Set for the unknown-procedure default (one id for both front doors). */
+  ruleId?: string;
+}
+
+export type ProductResolution =
+  | { kind: 'products'; products: ResolvedProduct[]; row?: ProductTableRow }
+  /** The unknown-procedure rule refuses: no product can be chosen. */
+  | { kind: 'reject'; reason: 'unknown-code' | 'no-code' };
+
+/**
+ * The products for a procedure: the first candidate code the table knows, else the site's
+ * unknown-procedure rule (reject, or run its default products). Used by the HL7 transform,
+ * the HL7 no-procedure case and the FHIR extractor, so the rule and its lineage are one.
+ * `candidates` are the codes sent, in preference order (HL7: OBR-4.1 with its system; FHIR:
+ * each coding with its system after aliasing); empty when no procedure was sent.
+ */
+export function resolveProducts(
+  table: readonly ProductTableRow[],
+  unknown: UnknownProcedureRule,
+  candidates: ReadonlyArray<{ code: string | undefined; system: string | undefined }>,
+): ProductResolution & { index?: number } {
+  for (let i = 0; i < candidates.length; i++) {
+    const c = candidates[i]!;
+    const hit = lookupProducts(table, c.code, c.system);
+    if (hit.row) {
+      const rule = productRowRule(hit.row);
+      return {
+        kind: 'products',
+        products: hit.products.map((product) => ({ product, rule })),
+        row: hit.row,
+        index: i,
+      };
+    }
+  }
+  const sent = candidates.filter((c) => c.code !== undefined);
+  switch (unknown.kind) {
+    case 'reject':
+      return { kind: 'reject', reason: sent.length ? 'unknown-code' : 'no-code' };
+    case 'default-products': {
+      const what = sent.length
+        ? `${sent.map((c) => codeText(c.code!, c.system)).join(', ')} not in the product table`
+        : 'no procedure code';
+      const rule = `unknown-procedure: ${what} → default-products ${unknown.products.join(', ')}`;
+      return {
+        kind: 'products',
+        products: unknown.products.map((product) => ({
+          product,
+          rule,
+          ruleId: DEFAULT_PRODUCTS_RULE_ID,
+        })),
+      };
+    }
+    default:
+      return unknown satisfies never;
+  }
+}

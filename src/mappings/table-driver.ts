@@ -20,7 +20,13 @@ export function applyRow(
   lineage: MappedField[],
   row: { readonly target: string; readonly ruleId: string },
   value: unknown,
-  lines: ReadonlyArray<{ suffix: string; source: string; value: string }>,
+  lines: ReadonlyArray<{
+    suffix: string;
+    source: string;
+    value: string;
+    ruleId?: string;
+    rule?: string;
+  }>,
 ): void {
   setPath(values, row.target, value);
   for (const line of lines) {
@@ -28,7 +34,8 @@ export function applyRow(
       target: `${row.target}${line.suffix}`,
       source: line.source,
       value: line.value,
-      ruleId: row.ruleId,
+      ruleId: line.ruleId ?? row.ruleId,
+      ...(line.rule !== undefined ? { rule: line.rule } : {}),
     });
   }
 }

@@ -3,7 +3,8 @@ import { Agent, request } from 'undici';
 import { buildEncapsulatedPdf, buildMeasurementSr } from './dicom-result.builder';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
-import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+import { dicomTagDump } from './dicom-tag-dump';
+import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 
 export interface DicomWebPublisherOptions {
   /** DICOMweb root (DICOMWEB_URL), e.g. http://pacs/dicom-web. */
@@ -48,6 +49,17 @@ export class DicomWebResultPublisher implements Publisher {
     }
     const sopInstanceUid =
       item.kind === 'dicom-sr' ? input.dicom.srInstanceUid : input.dicom.pdfInstanceUid;
+    const sent = dicomTagDump(part10);
+    const result = await this.store(part10, item.kind, sopInstanceUid, source);
+    return { ...result, sent };
+  }
+
+  private async store(
+    part10: Buffer,
+    kind: string,
+    sopInstanceUid: string,
+    source: NonNullable<LoadedPublication['source']>,
+  ): Promise<DeliveryResult> {
     const boundary = `iaa-${randomBytes(12).toString('hex')}`;
     const body = Buffer.concat([
       Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
@@ -81,6 +93,7 @@ export class DicomWebResultPublisher implements Publisher {
         detail: { error: (error as Error).message.slice(0, 200) },
       };
     }
+    const response = { status, ...exchangeText('application/dicom+json', text) };
     const failures = failedSops(text);
     const detail = {
       httpStatus: status,
@@ -89,23 +102,30 @@ export class DicomWebResultPublisher implements Publisher {
       ...(failures.length > 0 ? { failedSops: failures } : {}),
       latencyMs: Date.now() - started,
     };
-    const label = item.kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
+    const label = kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
     if ((status === 200 || status === 202) && failures.length === 0) {
       return {
         outcome: 'delivered',
         answer: `${label} stored by the PACS (${status})`,
         detail,
+        response,
       };
     }
     // 0x0111 Duplicate SOP instance (PS3.4 C.4.2.1.4): a resend of what the PACS already holds.
     if (failures.length > 0 && failures.every((f) => f.reason === DUPLICATE_SOP_INSTANCE)) {
-      return { outcome: 'delivered', answer: `${label} already held by the PACS`, detail };
+      return {
+        outcome: 'delivered',
+        answer: `${label} already held by the PACS`,
+        detail,
+        response,
+      };
     }
     const transient = status === 408 || status === 429 || status >= 500;
     return {
       outcome: transient ? 'retry' : 'dead',
       answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
       detail,
+      response,
     };
   }
 

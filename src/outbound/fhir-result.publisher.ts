@@ -12,7 +12,7 @@ import {
 import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
-import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 
 /** Bearer tokens from SMART Backend Services (src/fhir/smart-backend.auth.ts). */
 export interface FhirTokenSource {
@@ -65,6 +65,16 @@ export class FhirResultPublisher implements Publisher {
     } else {
       return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
     }
+    const sent = exchangeText('application/fhir+json', JSON.stringify(resource, null, 2));
+    const result = await this.send(resource, identifier, loaded);
+    return { ...result, sent };
+  }
+
+  private async send(
+    resource: Resource,
+    identifier: { system?: string; value?: string },
+    loaded: LoadedPublication,
+  ): Promise<DeliveryResult> {
     if (this.options.validate !== false) {
       const issues = validateFhirResource(resource);
       if (issues.length > 0) {
@@ -87,6 +97,10 @@ export class FhirResultPublisher implements Publisher {
       await this.updateOwnServiceRequest(loaded);
       return {
         outcome: 'delivered',
+        response: {
+          status: 'stored',
+          ...exchangeText('application/fhir+json', JSON.stringify(saved, null, 2)),
+        },
         answer: `${resource.resourceType} stored by the EHR`,
         detail: {
           resourceType: resource.resourceType,
@@ -101,8 +115,20 @@ export class FhirResultPublisher implements Publisher {
       const status = response?.status;
       const outcome = operationOutcomeOf(response?.data);
       const transient = status === undefined || status === 408 || status === 429 || status >= 500;
+      const body = response?.data;
       return {
         outcome: transient ? 'retry' : 'dead',
+        ...(status !== undefined
+          ? {
+              response: {
+                status,
+                ...exchangeText(
+                  'application/fhir+json',
+                  typeof body === 'string' ? body : JSON.stringify(body ?? null, null, 2),
+                ),
+              },
+            }
+          : {}),
         answer: status
           ? `the EHR answered ${status} to ${resource.resourceType}`
           : `the EHR could not be reached (${(error as Error).name})`,

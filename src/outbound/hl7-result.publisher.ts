@@ -4,7 +4,7 @@ import { MllpClient } from '../hl7/mllp-client';
 import { buildOrmStatus, buildOru, type Hl7ResultSettings } from '../mappings/hl7-result.mapping';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
-import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
+import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 
 export interface Hl7PublisherOptions {
   host: string;
@@ -56,6 +56,16 @@ export class Hl7ResultPublisher implements Publisher {
       return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
     }
     const label = item.kind === 'hl7-oru' ? 'ORU^R01' : 'ORM^O01';
+    const result = await this.exchange(built, label, controlId);
+    // The message as sent and the RIS's answer as received (outbox.last_exchange).
+    return { ...result, sent: exchangeText('application/hl7-v2', built.text) };
+  }
+
+  private async exchange(
+    built: { bytes: Buffer; version: string },
+    label: string,
+    controlId: string,
+  ): Promise<DeliveryResult> {
     const client = this.clients[this.next++ % this.clients.length]!;
     const started = Date.now();
     let reply: Buffer;
@@ -72,19 +82,39 @@ export class Hl7ResultPublisher implements Publisher {
         },
       };
     }
+    const response = exchangeText('application/hl7-v2', reply.toString('latin1'));
     let ack;
     try {
       ack = parseHl7(reply);
     } catch {
-      return { outcome: 'retry', answer: `${label}: the reply is not HL7`, detail: { controlId } };
+      return {
+        outcome: 'retry',
+        answer: `${label}: the reply is not HL7`,
+        detail: { controlId },
+        response,
+      };
     }
+    if (ack.segment('MSA')?.value(2) !== controlId) {
+      // Not the answer to this message: out of step; the next try starts afresh.
+      await client.close().catch(() => undefined);
+    }
+    return { ...this.classify(ack, label, controlId, built.version, started), response };
+  }
+
+  private classify(
+    ack: ReturnType<typeof parseHl7>,
+    label: string,
+    controlId: string,
+    version: string,
+    started: number,
+  ): DeliveryResult {
     const msa = ack.segment('MSA');
     const code = msa?.value(1);
     const answered = msa?.value(2);
     const err = ack.segment('ERR');
     const detail = {
       controlId,
-      version: built.version,
+      version,
       ackCode: code ?? null,
       ackControlId: ack.controlId,
       acknowledgedId: answered ?? null,
@@ -93,8 +123,6 @@ export class Hl7ResultPublisher implements Publisher {
       latencyMs: Date.now() - started,
     };
     if (answered !== controlId) {
-      // Not the answer to this message: out of step; the next try starts afresh.
-      await client.close().catch(() => undefined);
       return { outcome: 'retry', answer: `${label}: ACK for another message (MSA-2)`, detail };
     }
     switch (code) {

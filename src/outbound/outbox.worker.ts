@@ -344,6 +344,19 @@ export class OutboxWorker {
         updated = await this.outbox.markDead(row.id, row.attempts, reason, manager);
       }
       if (!updated) return false;
+      if (result.sent || result.response) {
+        await this.outbox.recordExchange(
+          row.id,
+          {
+            attempt: row.attempts,
+            at: new Date().toISOString(),
+            outcome,
+            ...(result.sent ? { sent: result.sent } : {}),
+            ...(result.response ? { answer: result.response } : {}),
+          },
+          manager,
+        );
+      }
       const base = {
         outboxId: row.id,
         destination: row.destination,

@@ -8,6 +8,29 @@ export interface DeliveryResult {
   answer: string;
   /** What the peer said (ACK MSA/ERR, HTTP status, OperationOutcome issues, STOW failures). */
   detail: Record<string, unknown>;
+  /** The document as it went out (HL7 text, FHIR JSON, a DICOM tag dump), when it was built. */
+  sent?: ExchangeText;
+  /** The peer's raw answer (ACK bytes as text, HTTP status with its body), when one came. */
+  response?: ExchangeText & { status?: number | string };
+}
+
+/** A text as exchanged with a peer, bounded (outbox.last_exchange). */
+export interface ExchangeText {
+  contentType: string;
+  text: string;
+}
+
+/** Longest text kept per side of an exchange (an ORU with a long report fits; a PDF does not). */
+export const EXCHANGE_TEXT_LIMIT = 256 * 1024;
+
+export function exchangeText(contentType: string, text: string): ExchangeText {
+  return {
+    contentType,
+    text:
+      text.length > EXCHANGE_TEXT_LIMIT
+        ? `${text.slice(0, EXCHANGE_TEXT_LIMIT)}\n… (${text.length - EXCHANGE_TEXT_LIMIT} more characters not kept)`
+        : text,
+  };
 }
 
 export interface OutboxItem {

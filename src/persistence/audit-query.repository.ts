@@ -39,6 +39,20 @@ export interface EventSearch {
   limit?: number;
 }
 
+export interface MessageBrowse {
+  from?: Date;
+  to?: Date;
+  sender?: string;
+  transport?: string;
+  /** Our answer's code: AA/AE/AR (HL7), the HTTP status (FHIR). */
+  answerCode?: string;
+  /** accepted, duplicate, rejected, error, or `refused` (rejected or error). */
+  outcome?: string;
+  text?: string;
+  cursor?: string;
+  limit?: number;
+}
+
 export interface OrderRow {
   id: string;
   createdAt: string;
@@ -56,7 +70,15 @@ export interface OrderRow {
   mappingVersion: string | null;
   lastError: string | null;
   inboundMessageId: string | null;
+  /** When the upstream order was created, the study deadline, the last upstream status change. */
+  placedAt: string | null;
+  studyDeadlineAt: string | null;
+  upstreamStatusAt: string | null;
 }
+
+/** Upstream statuses after which no result comes: errors in "errors only". */
+export const UPSTREAM_FAILED_STATUSES = ['FAILED', 'PREPROCESSING_FAILED', 'EXPIRED'] as const;
+const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join(', ');
 
 export interface EventRow {
   id: string;
@@ -85,6 +107,8 @@ export interface MessageRow {
   bytes: number;
   quirks: Array<{ code: string; detail: string }>;
   error: Record<string, unknown> | null;
+  /** Why it was refused, in one line (the first problem of our answer); null if accepted. */
+  answerText: string | null;
 }
 
 export interface MessageWithRaw extends MessageRow {
@@ -105,6 +129,22 @@ export interface OutboxRow {
   lastError: string | null;
   deliveredAt: string | null;
   payload: Record<string, unknown>;
+  /** The last attempt: `{attempt, at, outcome, sent: {contentType, text}, answer: {status, contentType, text}}`. */
+  lastExchange: Record<string, unknown> | null;
+  /** The order's accession and placer number (the dead-letter list names orders by them). */
+  accessionNumber?: string | null;
+  placerOrderNumber?: string | null;
+}
+
+/** A report the upstream produced for an order (order_documents). */
+export interface OrderDocumentRow {
+  id: string;
+  upstreamStatus: string;
+  kind: 'results' | 'failure' | 'qc';
+  reportType: string;
+  contentType: string;
+  bytes: number;
+  fetchedAt: string;
 }
 
 export interface Page<T> {
@@ -138,6 +178,7 @@ const ORDER_COLUMNS = `o.id, o.created_at AS "createdAt", o.updated_at AS "updat
   o.placer_order_number AS "placerOrderNumber", o.filler_order_number AS "fillerOrderNumber",
   o.study_instance_uid AS "studyInstanceUid", o.mapping_version AS "mappingVersion",
   o.last_error AS "lastError", o.inbound_message_id AS "inboundMessageId",
+  o.placed_at AS "placedAt", o.study_deadline_at AS "studyDeadlineAt", o.upstream_status_at AS "upstreamStatusAt",
   (extract(epoch FROM o.created_at) * 1000000)::bigint::text AS "cursorUs"`;
 
 const EVENT_COLUMNS = `e.id::text AS id, e.occurred_at AS "occurredAt", e.order_id AS "orderId",
@@ -146,11 +187,12 @@ const EVENT_COLUMNS = `e.id::text AS id, e.occurred_at AS "occurredAt", e.order_
 const MESSAGE_COLUMNS = `m.id, m.received_at AS "receivedAt", m.transport, m.sender, m.remote_address AS "remoteAddress",
   m.message_type AS "messageType", m.message_control_id AS "messageControlId", m.content_type AS "contentType",
   m.outcome, m.response_code AS "responseCode", m.response_content_type AS "responseContentType",
-  octet_length(m.raw) AS bytes, m.quirks, m.error`;
+  octet_length(m.raw) AS bytes, m.quirks, m.error,
+  left(coalesce(m.error #>> '{problems,0,message}', m.error #>> '{problems,0,diagnostics}', m.error ->> 'message'), 300) AS "answerText"`;
 
 const OUTBOX_COLUMNS = `x.id::text AS id, x.created_at AS "createdAt", x.updated_at AS "updatedAt", x.order_id AS "orderId",
   x.destination, x.kind, x.status, x.attempts, x.next_attempt_at AS "nextAttemptAt", x.last_error AS "lastError",
-  x.delivered_at AS "deliveredAt", x.payload,
+  x.delivered_at AS "deliveredAt", x.payload, x.last_exchange AS "lastExchange",
   (extract(epoch FROM x.updated_at) * 1000000)::bigint::text AS "cursorUs"`;
 
 export class AuditQueryRepository {
@@ -188,8 +230,11 @@ export class AuditQueryRepository {
       );
     }
     if (search.errorsOnly) {
+      // error events, or an upstream order that failed (no result is coming)
       where.push(
-        `o.id IN (SELECT e.order_id FROM audit_events e WHERE e.severity = 'error' AND e.order_id IS NOT NULL)`,
+        `o.id IN (SELECT e.order_id FROM audit_events e WHERE e.severity = 'error' AND e.order_id IS NOT NULL
+                  UNION ALL
+                  SELECT f.id FROM orders f WHERE f.upstream_status IN (${UPSTREAM_FAILED_SQL}))`,
       );
     }
     if (search.from) where.push(`o.created_at >= ${p(search.from)}`);
@@ -222,6 +267,48 @@ export class AuditQueryRepository {
       [search.messageControlId],
     );
     return { items: rows.map(toMessageRow) };
+  }
+
+  /**
+   * Every inbound message and request, accepted or refused, newest first (keyset on
+   * received_at, id through inbound_messages_received_at_idx). Filters AND together; `text`
+   * looks in our answer (ACK text, OperationOutcome) and the recorded problems.
+   */
+  async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const p = (value: unknown) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    if (search.from) where.push(`m.received_at >= ${p(search.from)}`);
+    if (search.to) where.push(`m.received_at < ${p(search.to)}`);
+    if (search.sender) where.push(`m.sender = ${p(search.sender)}`);
+    if (search.transport) where.push(`m.transport = ${p(search.transport)}`);
+    if (search.answerCode) where.push(`m.response_code = ${p(search.answerCode)}`);
+    if (search.outcome === 'refused') where.push(`m.outcome IN ('rejected', 'error')`);
+    else if (search.outcome) where.push(`m.outcome = ${p(search.outcome)}`);
+    if (search.text) {
+      const like = p(`%${search.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+      where.push(
+        `(m.error::text ILIKE ${like} OR encode(m.response, 'escape') ILIKE ${like} OR m.message_type ILIKE ${like})`,
+      );
+    }
+    const cursor = decodeCursor(search.cursor);
+    if (cursor) {
+      where.push(
+        `(m.received_at, m.id) < (timestamptz 'epoch' + ${p(cursor.us)}::bigint * interval '1 microsecond', ${p(cursor.id)}::uuid)`,
+      );
+    }
+    const limit = pageSize(search.limit);
+    const rows: Array<MessageRow & { cursorUs: string }> = await this.dataSource.query(
+      `SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"
+         FROM inbound_messages m
+        ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY m.received_at DESC, m.id DESC LIMIT ${limit + 1}`,
+      params,
+    );
+    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toMessageRow);
   }
 
   /**
@@ -338,10 +425,38 @@ export class AuditQueryRepository {
     }
     const limit = pageSize(search.limit);
     const rows: Array<OutboxRow & { cursorUs: string }> = await this.dataSource.query(
-      `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE ${where} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
+      `SELECT ${OUTBOX_COLUMNS}, o.accession_number AS "accessionNumber", o.placer_order_number AS "placerOrderNumber"
+         FROM outbox x LEFT JOIN orders o ON o.id = x.order_id
+        WHERE ${where} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
       params,
     );
     return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOutboxRow);
+  }
+
+  /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */
+  async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
+    const rows: OrderDocumentRow[] = await this.dataSource.query(
+      `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
+              d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt"
+         FROM order_documents d WHERE d.order_id = $1::uuid ORDER BY d.id`,
+      [orderId],
+    );
+    return rows.map((r) => ({ ...r, bytes: Number(r.bytes), fetchedAt: iso(r.fetchedAt) }));
+  }
+
+  /** One stored report with its body, if it belongs to the order. */
+  async orderDocument(
+    orderId: string,
+    id: string,
+  ): Promise<(OrderDocumentRow & { body: Buffer }) | undefined> {
+    const rows: Array<OrderDocumentRow & { body: Buffer }> = await this.dataSource.query(
+      `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
+              d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt", d.body
+         FROM order_documents d WHERE d.order_id = $1::uuid AND d.id = $2::bigint`,
+      [orderId, id],
+    );
+    const r = rows[0];
+    return r ? { ...r, bytes: Number(r.bytes), fetchedAt: iso(r.fetchedAt) } : undefined;
   }
 
   /** An outbox row by its (numeric) id; undefined if none. */
@@ -434,6 +549,9 @@ function toOrderRow(r: OrderRow): OrderRow {
     mappingVersion: r.mappingVersion,
     lastError: r.lastError,
     inboundMessageId: r.inboundMessageId,
+    placedAt: isoOrNull(r.placedAt),
+    studyDeadlineAt: isoOrNull(r.studyDeadlineAt),
+    upstreamStatusAt: isoOrNull(r.upstreamStatusAt),
   };
 }
 
@@ -467,6 +585,7 @@ function toMessageRow(r: MessageRow): MessageRow {
     bytes: Number(r.bytes),
     quirks: r.quirks ?? [],
     error: r.error,
+    answerText: r.answerText ?? null,
   };
 }
 
@@ -484,5 +603,8 @@ function toOutboxRow(r: OutboxRow): OutboxRow {
     lastError: r.lastError,
     deliveredAt: isoOrNull(r.deliveredAt),
     payload: r.payload,
+    lastExchange: r.lastExchange ?? null,
+    ...(r.accessionNumber !== undefined ? { accessionNumber: r.accessionNumber } : {}),
+    ...(r.placerOrderNumber !== undefined ? { placerOrderNumber: r.placerOrderNumber } : {}),
   };
 }

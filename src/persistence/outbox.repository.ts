@@ -203,4 +203,20 @@ export class OutboxRepository {
     );
     return updated.length > 0;
   }
+
+  /**
+   * What the attempt sent and what the peer answered (outbox.last_exchange), on the
+   * transaction that records the attempt.
+   */
+  async recordExchange(
+    id: string,
+    exchange: Record<string, unknown>,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await (manager ?? this.db).query(
+      `WITH u AS (UPDATE outbox SET last_exchange = $2::jsonb WHERE id = $1::bigint RETURNING id)
+         SELECT id FROM u`,
+      [id, JSON.stringify(exchange)],
+    );
+  }
 }

@@ -117,6 +117,34 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect((await get(`/api/audit/orders?msh10=${SEEDED.rejectedMsh10}`)).body.items).toEqual([]);
     });
 
+    it('browses every inbound message by outcome, transport and text of our answer', async () => {
+      const all = (await get('/api/audit/messages')).body.items as Array<{ outcome: string }>;
+      expect(all.length).toBe(SEEDED.fixtures.length);
+      const refused = await get('/api/audit/messages?outcome=refused&transport=mllp');
+      expect(refused.body.items).toEqual([
+        expect.objectContaining({
+          messageControlId: SEEDED.rejectedMsh10,
+          outcome: 'rejected',
+          answerText: expect.stringMatching(/PID-3/),
+        }),
+      ]);
+      expect((await get('/api/audit/messages?text=PID-3')).body.items).toHaveLength(1);
+      expect((await get('/api/audit/messages?transport=carrier-pigeon')).status).toBe(400);
+    });
+
+    it('serves the dashboard figures', async () => {
+      const { status, body } = await get('/api/audit/dashboard');
+      expect(status).toBe(200);
+      expect(body.messagesIn).toMatchObject({
+        hour: SEEDED.fixtures.length,
+        refusedHour: 1,
+      });
+      const day = (body.ordersByState as Array<{ day: number }>).reduce((n, c) => n + c.day, 0);
+      const { rows } = await db.query(`SELECT count(*)::int AS n FROM orders`);
+      expect(day).toBe(rows[0].n);
+      expect(body.deadLetters.total).toBe(1);
+    });
+
     it('searches events: errors only and by destination', async () => {
       const errors = await get('/api/audit/events?errorsOnly=true');
       // newest first: the dead letter, then the rejection of the message without PID-3
@@ -270,7 +298,9 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       const birth = detail.body.lineage.find(
         (l: { target: string }) => l.target === 'patient.birthDate',
       );
-      expect(birth.value).toBe('1956****'); // the source value, HL7 DTM (PID-7)
+      // the stored value (PID-7 converted), its conversion named but its text hidden
+      expect(birth.value).toBe('1956-**-**');
+      expect(birth.rule).toBe('HL7 DT: ***');
       expect(detail.body.order.request.patient.birthDate).toBe('1956-**-**');
       const pid = messages[0]!.body.raw.segments.find((s: { id: string }) => s.id === 'PID');
       const pid5 = pid.fields.find((f: { position: string }) => f.position === 'PID-5').value;
@@ -418,6 +448,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
         '/api/audit/dead-letters',
         '/api/audit/dead-letters/{id}/replay',
         '/api/audit/mappings',
+        '/api/audit/dashboard',
       ]),
     );
     const params = body.paths['/api/audit/orders'].get.parameters.map(

@@ -78,6 +78,10 @@ describe('audit page end to end (headless Chromium against the running adapter)'
         sameSite: 'Strict',
       }),
     ]);
+    // /audit opens on the dashboard; the order list is one link away
+    expect(await page.getByRole('heading', { name: /^Dashboard/, level: 1 }).count()).toBe(1);
+    await page.getByRole('link', { name: 'Orders', exact: true }).click();
+    await page.waitForURL(`${adapter.httpUrl}/audit/orders`);
     expect(await page.getByRole('heading', { name: 'Orders', level: 1 }).count()).toBe(1);
 
     // keyboard: the first Tab reaches the skip link, and the filters are labelled fields

@@ -193,6 +193,27 @@ describe('results back to the clinic (real peers on loopback)', () => {
       ['pacs-dicomweb', 'dicom-pdf', 'delivered'],
     ]);
 
+    // Each row keeps what its last attempt sent and what the peer answered (the audit page).
+    type Side = { contentType: string; text: string; status?: number | string };
+    const exchanges: Array<{ kind: string; x: { sent: Side; answer: Side } }> =
+      await db.dataSource.query(
+        `SELECT kind, last_exchange AS x FROM outbox WHERE order_id = $1 ORDER BY id`,
+        [order.id],
+      );
+    const oruX = exchanges.find((e) => e.kind === 'hl7-oru')!.x;
+    expect(oruX.sent.contentType).toBe('application/hl7-v2');
+    expect(oruX.sent.text).toMatch(/^MSH\|.*ORU\^R01/);
+    expect(oruX.answer.text).toMatch(/^MSH\|[^\r]*\rMSA\|AA\|/);
+    const report = exchanges.find((e) => e.kind === 'fhir-diagnostic-report')!.x;
+    expect(JSON.parse(report.sent.text).resourceType).toBe('DiagnosticReport');
+    expect(report.answer).toMatchObject({ status: 'stored', contentType: 'application/fhir+json' });
+    const sr = exchanges.find((e) => e.kind === 'dicom-sr')!.x;
+    const srDump = JSON.parse(sr.sent.text) as Array<{ keyword: string; value: string }>;
+    expect(srDump.find((l) => l.keyword === 'SOPClassUID')?.value).toBe(
+      '1.2.840.10008.5.1.4.1.1.88.34',
+    );
+    expect(sr.answer.status).toBe(200);
+
     // FHIR: one Task (updated, not duplicated) and one DiagnosticReport.
     const tasks = await ehr.search<Task>(
       'Task',
@@ -518,6 +539,14 @@ describe('results back to the clinic (real peers on loopback)', () => {
       httpStatus: 400,
       operationOutcome: expect.any(Array),
     });
+    // the EHR's status and OperationOutcome as it answered, kept for the audit page
+    const [{ x }] = await db.dataSource.query(
+      `SELECT last_exchange AS x FROM outbox WHERE id = $1`,
+      [row!.id],
+    );
+    expect(x.answer.status).toBe(400);
+    expect(JSON.parse(x.answer.text).resourceType).toBe('OperationOutcome');
+    expect(JSON.parse(x.sent.text).resourceType).toBe('Task');
     // With our validator on, the same resource never leaves.
     const w2 = new OutboxWorker({
       dataSource: db.dataSource,
@@ -691,6 +720,12 @@ describe('results back to the clinic (real peers on loopback)', () => {
       await playStatus(db.dataSource, new OutboxOrderEvents(s), order, 'CANCELLED');
       await drain(worker(s, refusing.port), order.id);
       expect((await outbox(order.id))[0]).toMatchObject({ status: 'dead', attempts: 1 });
+      const [{ x }] = await db.dataSource.query(
+        `SELECT last_exchange AS x FROM outbox WHERE order_id = $1`,
+        [order.id],
+      );
+      expect(x.answer.text).toMatch(/\rMSA\|AR\|/); // the RIS's ACK bytes
+      expect(x.outcome).toBe('dead');
     } finally {
       await refusing.close();
     }

@@ -280,7 +280,10 @@ export class AuditPageController {
         'Content-Disposition',
         `attachment; filename="${name}.${isJson ? 'json' : doc.reportType.toLowerCase()}"`,
       );
-      res.status(200).type(isJson ? 'application/json' : doc.contentType).send(doc.body);
+      res
+        .status(200)
+        .type(isJson ? 'application/json' : doc.contentType)
+        .send(doc.body);
       return;
     }
     let masked: string | undefined;

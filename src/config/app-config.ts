@@ -236,6 +236,19 @@ const envSchema = z.object({
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   DICOM_SCP_PORT: optionalPort,
+  // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
+  PACS_DIMSE_HOST: z.string().trim().min(1).optional(),
+  PACS_DIMSE_PORT: optionalPort,
+  PACS_DIMSE_AE_TITLE: z
+    .string()
+    .trim()
+    .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
+    .optional(),
+  PACS_DIMSE_RETRIEVE: z.enum(['move', 'get']).default('move'),
+  PACS_DIMSE_TIMEOUT_SECONDS: positiveInt(30),
+  PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS: positiveInt(3600),
+  PACS_DIMSE_MAX_INSTANCES: positiveInt(10_000),
+  PACS_DIMSE_MAX_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   /** Bind address of the C-STORE SCP; default MLLP_HOST (the hospital-side front door). */
   DICOM_SCP_HOST: z.string().min(1).optional(),
   DICOM_SCP_AE_TITLE: z
@@ -318,6 +331,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     const c = parsed.data;
     if ((c.RIS_MLLP_HOST === undefined) !== (c.RIS_MLLP_PORT === undefined)) {
       problems.push('RIS_MLLP_HOST / RIS_MLLP_PORT: set both or neither');
+    }
+    if (
+      [c.PACS_DIMSE_HOST, c.PACS_DIMSE_PORT, c.PACS_DIMSE_AE_TITLE].some((v) => v !== undefined) &&
+      [c.PACS_DIMSE_HOST, c.PACS_DIMSE_PORT, c.PACS_DIMSE_AE_TITLE].some((v) => v === undefined)
+    ) {
+      problems.push(
+        'PACS_DIMSE_HOST / PACS_DIMSE_PORT / PACS_DIMSE_AE_TITLE: set all three or none',
+      );
+    }
+    if (c.PACS_DIMSE_HOST && c.PACS_DIMSE_RETRIEVE === 'move' && c.DICOM_SCP_PORT === undefined) {
+      problems.push(
+        'DICOM_SCP_PORT: required with PACS_DIMSE_RETRIEVE=move (the PACS sends the study to our C-STORE SCP)',
+      );
     }
     if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
       problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');

@@ -34,8 +34,9 @@ type CStoreRequest = requests.CStoreRequest;
 
 const { PresentationContextResult, RejectResult, RejectSource, RejectReason, Status } = constants;
 
-// The library logs every PDU to the console at info level; ours is the service log.
-dimseLog.setLevel('warn');
+// The library logs every PDU to the console at info level, and its errors too; ours is the
+// service log (network errors reach it through the networkError event).
+dimseLog.setLevel('silent');
 
 const VERIFICATION = '1.2.840.10008.1.1';
 /** Storage SOP Classes live under this root (PS3.4 Table B.5-1, PS3.6 Annex A). */

@@ -28,7 +28,7 @@ const { Status, RejectResult, RejectReason } = constants;
 type Response = responses.Response;
 type PresentationContext = dimseAssociation.PresentationContext;
 
-dimseLog.setLevel('warn');
+dimseLog.setLevel('silent');
 
 /** Statuses a retrieve may end with (PS3.4 Table C.4-2 / C.4-3, PS3.7 Annex C). */
 const PENDING = new Set([0xff00, 0xff01]);
@@ -230,7 +230,10 @@ export class DimseClient {
         else if (final) resolve(final);
         else
           reject(
-            new StudyError('pacs_unavailable', `${what}: the association ended without an answer`),
+            new StudyError(
+              'pacs_unavailable',
+              `PACS connection lost during ${what}: the association ended before the final answer`,
+            ),
           );
       };
       const abort = (error: StudyError) => {

@@ -134,7 +134,13 @@ export async function pullFromPacs(
 
   const dir = ctx.paths.pulledDir(request.orderId);
   await rm(dir, { recursive: true, force: true });
-  const { files, detail } = await source.retrieveStudy(study.studyInstanceUid, dir);
+  const { files, detail } = await source
+    .retrieveStudy(study.studyInstanceUid, dir)
+    .catch(async (error: unknown) => {
+      // Nothing of a retrieve that broke off is kept (the source removes its files too).
+      await rm(dir, { recursive: true, force: true });
+      throw error;
+    });
   const checked: Array<{ path: string; header: InstanceHeader }> = [];
   const problems: string[] = [];
   for (const [i, f] of files.entries()) {

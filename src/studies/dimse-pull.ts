@@ -68,14 +68,30 @@ export class DimsePacs implements PacsSource {
     const movedDir = paths.movedDir(studyInstanceUid);
     // Files of an earlier, broken-off move of this study are not ours to use.
     const startedAt = Date.now() - 1000;
+    // The instances arrive at an SCP (maybe another replica's): their bytes are watched here,
+    // and the association aborted once the study passes PACS_DIMSE_MAX_BYTES.
+    const stop = new AbortController();
+    const watch = setInterval(() => {
+      void bytesSince(movedDir, startedAt).then((n) => {
+        if (n > this.options.maxBytes)
+          stop.abort(
+            new StudyError(
+              'too_large',
+              `the study is larger than ${this.options.maxBytes} bytes (PACS_DIMSE_MAX_BYTES)`,
+            ),
+          );
+      });
+    }, 1000);
     let outcome;
     try {
-      outcome = await this.options.client.moveStudy(studyInstanceUid);
+      outcome = await this.options.client.moveStudy(studyInstanceUid, stop.signal);
       checkRetrieveOutcome('C-MOVE', outcome);
     } catch (error) {
       // A partial move is never packaged: what did arrive goes.
       await removeSince(movedDir, startedAt);
       throw error;
+    } finally {
+      clearInterval(watch);
     }
     // The PACS sends its final response after the last sub-operation's C-STORE response, and
     // our SCP answers only once the instance is on disk: everything is there now.
@@ -120,6 +136,15 @@ export async function sweepMoved(paths: StudyStoragePaths, now: Date): Promise<v
     await removeSince(dir, 0, now.getTime() - 60 * 60_000);
     await rmdir(dir).catch(() => undefined); // only when empty
   }
+}
+
+async function bytesSince(dir: string, fromMs: number): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const info = await stat(join(dir, name)).catch(() => undefined);
+    if (info && info.mtimeMs >= fromMs) total += info.size;
+  }
+  return total;
 }
 
 async function removeSince(dir: string, fromMs: number, untilMs = Infinity): Promise<void> {

@@ -113,12 +113,24 @@ export class DimseClient {
   }
 
   /** C-MOVE of a study to our own SCP (the PACS must know our AE title's host and port). */
-  async moveStudy(studyInstanceUid: string): Promise<RetrieveOutcome> {
+  /**
+   * C-MOVE of a study to our own SCP (the PACS must know our AE title's host and port).
+   * Aborting `signal` aborts the association (the PACS stops its sub-operations); the
+   * returned promise then rejects with the signal's reason.
+   */
+  async moveStudy(studyInstanceUid: string, signal?: AbortSignal): Promise<RetrieveOutcome> {
     const request = requests.CMoveRequest.createStudyMoveRequest(
       this.options.callingAeTitle,
       studyInstanceUid,
     );
-    const final = await this.run(request, 'C-MOVE', this.retrieveTimeoutMs);
+    const final = await this.run(
+      request,
+      'C-MOVE',
+      this.retrieveTimeoutMs,
+      undefined,
+      undefined,
+      signal,
+    );
     return outcomeOf(final);
   }
 
@@ -215,6 +227,7 @@ export class DimseClient {
         abort: () => void,
       ): Writable;
     },
+    signal?: AbortSignal,
   ): Promise<Response> {
     const { host, port, callingAeTitle, calledAeTitle } = this.options;
     return new Promise<Response>((resolve, reject) => {
@@ -284,6 +297,13 @@ export class DimseClient {
         callback(response);
       });
       client.on('closed', finish);
+      signal?.addEventListener('abort', () =>
+        abort(
+          signal.reason instanceof StudyError
+            ? signal.reason
+            : new StudyError('pacs_unavailable', `${what} aborted`),
+        ),
+      );
       client.addRequest(request);
       try {
         client.send(host, port, callingAeTitle, calledAeTitle, {

@@ -340,6 +340,19 @@ describe('study acquisition from a PACS over DIMSE', () => {
       reason: expect.stringMatching(/larger than 5000 bytes/),
     });
     expect(existsSync(paths.pulledDir(orderId2))).toBe(false);
+
+    // C-MOVE: the instances reach our SCP; past the limit nothing is packaged or left over.
+    const orderId3 = await insertOrder(db.dataSource, { accessionNumber: 'BIG-ACC-1' });
+    const movedTooBig = await acquireAfterQuiet(acquirer(orthanc, 'move', { maxBytes: 5000 }), {
+      orderId: orderId3,
+      accessionNumber: 'BIG-ACC-1',
+    });
+    expect(movedTooBig).toMatchObject({
+      status: 'failed',
+      reason: expect.stringMatching(/larger than 5000 bytes/),
+    });
+    expect(existsSync(paths.pulledDir(orderId3))).toBe(false);
+    expect(readdirSync(paths.movedDir(study[0]!.studyInstanceUid))).toEqual([]);
   });
 
   describe('a PACS that dies mid-transfer', () => {

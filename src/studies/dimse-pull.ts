@@ -129,11 +129,20 @@ export class DimsePacs implements PacsSource {
   }
 }
 
-/** Deletes moved files older than an hour (moves that broke off); run with the expiry job. */
+/**
+ * Deletes what moves that broke off left under moved/: a study's files once none of them is
+ * younger than an hour (a move still running keeps adding files). Run with the expiry job.
+ */
 export async function sweepMoved(paths: StudyStoragePaths, now: Date): Promise<void> {
   for (const study of await readdir(paths.movedRoot).catch(() => [] as string[])) {
     const dir = join(paths.movedRoot, study);
-    await removeSince(dir, 0, now.getTime() - 60 * 60_000);
+    let newest = 0;
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const info = await stat(join(dir, name)).catch(() => undefined);
+      if (info) newest = Math.max(newest, info.mtimeMs);
+    }
+    if (now.getTime() - newest < 60 * 60_000) continue;
+    await removeSince(dir, 0);
     await rmdir(dir).catch(() => undefined); // only when empty
   }
 }

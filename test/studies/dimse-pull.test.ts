@@ -1,4 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -353,6 +361,22 @@ describe('study acquisition from a PACS over DIMSE', () => {
     });
     expect(existsSync(paths.pulledDir(orderId3))).toBe(false);
     expect(readdirSync(paths.movedDir(study[0]!.studyInstanceUid))).toEqual([]);
+  });
+
+  it('sweeps what a broken-off move left once its study folder has been idle for an hour', async () => {
+    const idle = generateUid();
+    const busy = generateUid();
+    for (const uid of [idle, busy]) {
+      mkdirSync(paths.movedDir(uid), { recursive: true });
+      writeFileSync(paths.movedFile(uid, generateUid()), 'x');
+    }
+    const hourAgo = new Date(Date.now() - 61 * 60_000);
+    for (const name of readdirSync(paths.movedDir(idle)))
+      utimesSync(join(paths.movedDir(idle), name), hourAgo, hourAgo);
+    clock = Date.now();
+    await acquirer(orthanc, 'get').expireUnmatched();
+    expect(existsSync(paths.movedDir(idle))).toBe(false);
+    expect(readdirSync(paths.movedDir(busy))).toHaveLength(1);
   });
 
   describe('a PACS that dies mid-transfer', () => {

@@ -81,9 +81,15 @@ async function main(): Promise<void> {
       series: [{ slices: 1, rows: 1024, columns: 1024 }],
     });
     const count = Math.max(1, Math.round((SIZE_MIB * MIB) / slice!.bytes.length));
-    const instances = replicateInstance(slice!, count);
-    for (const i of instances) await orthanc.store(i.bytes);
-    const bytes = instances.reduce((n, i) => n + i.bytes.length, 0);
+    let bytes = 0;
+    // In batches, so this process never holds the whole study.
+    for (let from = 0; from < count; from += 16) {
+      const batch = replicateInstance(slice!, Math.min(16, count - from), from);
+      for (const i of batch) {
+        await orthanc.store(i.bytes);
+        bytes += i.bytes.length;
+      }
+    }
     const env = {
       BENCH_STUDY_UID: slice!.studyInstanceUid,
       BENCH_DICOMWEB_URL: orthanc.dicomWebUrl,

@@ -272,7 +272,7 @@ export function fileMetaInformation(
 }
 
 /** A command element's value as text: several values joined by `\`, anything else empty. */
-function commandText(value: unknown): string {
+export function commandText(value: unknown): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : '')).join('\\');
   return '';

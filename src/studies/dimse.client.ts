@@ -12,7 +12,7 @@ import {
   responses,
   type association as dimseAssociation,
 } from 'dcmjs-dimse';
-import { fileMetaInformation } from './cstore-scp.listener';
+import { commandText, fileMetaInformation } from './cstore-scp.listener';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
@@ -149,6 +149,8 @@ export class DimseClient {
     const files: RetrievedFile[] = [];
     let bytes = 0;
     let tooLarge: StudyError | undefined;
+    const open = new Set<WriteStream>();
+    let diskError: StudyError | undefined;
     const request = requests.CGetRequest.createStudyGetRequest(studyInstanceUid);
     try {
       const final = await this.run(request, 'C-GET', this.retrieveTimeoutMs, undefined, {
@@ -157,6 +159,8 @@ export class DimseClient {
           const file: RetrievedFile = { path, sizeBytes: 0, contentType: 'application/dicom' };
           files.push(file);
           const out: WriteStream = createWriteStream(`${path}.part`, { mode: 0o600 });
+          open.add(out);
+          out.once('close', () => open.delete(out));
           out.write(
             fileMetaInformation(
               commandText(store.getAffectedSopClassUid()),
@@ -171,6 +175,16 @@ export class DimseClient {
             );
             abort();
           }
+          // A disk error ends the retrieve; the library never sees an error event (it has no
+          // listener for one), only a stream that swallows the rest of the instance.
+          const diskFailed = (e: Error) => {
+            diskError ??= new StudyError(
+              'invalid_study',
+              `cannot store a retrieved instance: ${e.message}`,
+            );
+            abort();
+          };
+          out.on('error', diskFailed);
           // Counts bytes as they arrive, so a study past the limit is cut off mid-transfer.
           return new Writable({
             write(chunk: Buffer, _enc, callback) {
@@ -183,27 +197,35 @@ export class DimseClient {
                 );
                 abort();
               }
-              if (out.write(chunk)) callback();
+              if (out.destroyed || out.writableEnded) callback();
+              else if (out.write(chunk)) callback();
               else out.once('drain', () => callback());
             },
             final(callback) {
+              if (out.destroyed) return callback();
               out.end(() => {
                 rename(`${path}.part`, path).then(
                   () => callback(),
-                  (e: Error) => callback(e),
+                  (e: Error) => {
+                    diskFailed(e);
+                    callback();
+                  },
                 );
               });
             },
           });
         },
       });
+      if (diskError) throw diskError;
       if (tooLarge) throw tooLarge;
       return { outcome: outcomeOf(final), files };
     } catch (error) {
+      // An instance cut off mid-transfer: close its file before removing it.
+      for (const out of open) out.destroy();
       await Promise.all(
         files.flatMap((f) => [rm(f.path, { force: true }), rm(`${f.path}.part`, { force: true })]),
       );
-      throw tooLarge ?? error;
+      throw tooLarge ?? diskError ?? error;
     }
   }
 
@@ -421,11 +443,4 @@ function integer(value: unknown): number | undefined {
   const v = Array.isArray(value) ? value[0] : value;
   const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
   return Number.isInteger(n) ? n : undefined;
-}
-
-/** A command element's value as text: several values joined by `\`, anything else empty. */
-function commandText(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : '')).join('\\');
-  return '';
 }

@@ -383,11 +383,16 @@ export function createNiftiDiffusion(directions = 7): NiftiFixture {
  * bytes are patched in place: File Meta and data set): large studies without re-encoding
  * every slice (dcmjs writes a 512×512 slice in about half a second on a busy machine).
  */
-export function replicateInstance(instance: DicomInstance, count: number): DicomInstance[] {
+export function replicateInstance(
+  instance: DicomInstance,
+  count: number,
+  /** Number of the first copy (copies first … first+count−1), for making a study in batches. */
+  first = 0,
+): DicomInstance[] {
   const old = Buffer.from(instance.sopInstanceUid, 'latin1');
   if (old.length < 12) throw new Error('SOP Instance UID too short to vary');
   const out: DicomInstance[] = [];
-  for (let n = 0; n < count; n++) {
+  for (let n = first; n < first + count; n++) {
     const uid = `${instance.sopInstanceUid.slice(0, -6)}${String(n).padStart(6, '0')}`;
     const bytes = Buffer.from(instance.bytes);
     for (let at = bytes.indexOf(old); at >= 0; at = bytes.indexOf(old, at + old.length))

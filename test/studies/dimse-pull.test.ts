@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { CStoreScpListener } from '../../src/studies/cstore-scp.listener';
+import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { DimseClient } from '../../src/studies/dimse.client';
 import { DimsePacs } from '../../src/studies/dimse-pull';
 import { StowService } from '../../src/studies/stow.service';
@@ -80,6 +81,7 @@ describe('study acquisition from a PACS over DIMSE', () => {
     pacs: RunningOrthanc,
     retrieve: 'move' | 'get',
     limits: { maxInstances?: number; maxBytes?: number; port?: number } = {},
+    dicomWeb?: DicomWebClient,
   ) =>
     new DefaultStudyAcquirer({
       dataSource: db.dataSource,
@@ -87,6 +89,7 @@ describe('study acquisition from a PACS over DIMSE', () => {
       logger,
       quietPeriodSeconds: 60,
       now: () => new Date(clock),
+      dicomWeb,
       dimse: new DimsePacs({
         client: new DimseClient({
           host: '127.0.0.1',
@@ -247,6 +250,38 @@ describe('study acquisition from a PACS over DIMSE', () => {
     )) as Array<{ n: number }>;
     expect(rows[0]!.n).toBe(0);
     expect(readdirSync(paths.movedDir(uid))).toEqual([]);
+  });
+
+  it('with DICOMweb and DIMSE both configured: DICOMweb first, DIMSE when DICOMweb is down or lacks the study', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'BOTH-ACC-1' },
+      series: [{ slices: 2 }],
+    });
+    await store(orthanc, study);
+    const web = new DicomWebClient({ baseUrl: orthanc.dicomWebUrl });
+    const down = new DicomWebClient({ baseUrl: `http://127.0.0.1:${await freePort()}/dicom-web` });
+    const empty = await startOrthanc();
+    const emptyWeb = new DicomWebClient({ baseUrl: empty.dicomWebUrl });
+    try {
+      const cases: Array<[DicomWebClient, string]> = [
+        [web, 'dicomweb'],
+        [down, 'dimse'],
+        [emptyWeb, 'dimse'],
+      ];
+      for (const [client, source] of cases) {
+        const orderId = await insertOrder(db.dataSource, { accessionNumber: 'BOTH-ACC-1' });
+        const packaged = expectReady(
+          await acquireAfterQuiet(acquirer(orthanc, 'get', {}, client), {
+            orderId,
+            accessionNumber: 'BOTH-ACC-1',
+          }),
+        );
+        expect(packaged).toMatchObject({ source, instanceCount: 2 });
+      }
+    } finally {
+      await Promise.all([web.close(), down.close(), emptyWeb.close()]);
+      await empty.stop();
+    }
   });
 
   it('never retrieves a study whose accession or patient differ from the order', async () => {

@@ -307,6 +307,8 @@ export class DimseClient {
         );
       });
       client.on('networkError', (error: Error) => {
+        // After the final answer (a peer that resets instead of releasing) nothing is lost.
+        if (final) return;
         failure ??= new StudyError(
           'pacs_unavailable',
           `PACS unreachable or connection lost during ${what}: ${error.message.replace(/^.*?-> /, '')}`,

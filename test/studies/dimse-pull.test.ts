@@ -211,9 +211,10 @@ describe('study acquisition from a PACS over DIMSE', () => {
     for (const original of study) {
       const entry = zip.get(`DICOM/${original.seriesInstanceUid}/${original.sopInstanceUid}.dcm`)!;
       expect(entry).toBeDefined();
-      // The data set as the PACS sent it, in the transfer syntax negotiated for it.
-      if (transferSyntaxOf(entry) === transferSyntaxOf(original.bytes))
-        expect(dataSetOf(entry).equals(dataSetOf(original.bytes))).toBe(true);
+      // Orthanc picks the stored syntax (explicit VR little endian) among those we propose:
+      // the data set arrives, and is packaged, byte for byte as stored.
+      expect(transferSyntaxOf(entry)).toBe(transferSyntaxOf(original.bytes));
+      expect(dataSetOf(entry).equals(dataSetOf(original.bytes))).toBe(true);
     }
     const [event] = await auditOf(orderId, 'study.packaged');
     expect(event!.detail).toMatchObject({ source: 'dimse', retrieve: 'C-GET', completed: 4 });

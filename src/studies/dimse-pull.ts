@@ -87,7 +87,10 @@ export class DimsePacs implements PacsSource {
       outcome = await this.options.client.moveStudy(studyInstanceUid, stop.signal);
       checkRetrieveOutcome('C-MOVE', outcome);
     } catch (error) {
-      // A partial move is never packaged: what did arrive goes.
+      // A partial move is never packaged: what did arrive goes, including an instance our SCP
+      // was still filing when the association broke (a second pass a moment later).
+      await removeSince(movedDir, startedAt);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
       await removeSince(movedDir, startedAt);
       throw error;
     } finally {

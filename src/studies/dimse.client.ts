@@ -288,6 +288,15 @@ export class DimseClient {
           ),
         deadlineMs,
       );
+      // dcmjs-dimse ends a request on any status but 0xFF00, also on 0xFF01 (pending: optional
+      // keys not supported, PS3.4 §C.4.1.1.4, which a PACS answers when it lacks
+      // NumberOfStudyRelatedInstances): it would release the association after the first
+      // match. Here only a final status ends the request.
+      const done = request as unknown as { raiseDoneEvent(): void };
+      const raiseDone = done.raiseDoneEvent.bind(request);
+      done.raiseDoneEvent = () => {
+        if (final) raiseDone();
+      };
       request.on('response', (response: Response) => {
         const status = response.getStatus();
         if (PENDING.has(status)) {

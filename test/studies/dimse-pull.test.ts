@@ -10,6 +10,15 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  constants,
+  Dataset,
+  requests,
+  responses,
+  Scp,
+  Server,
+  type association as dimseAssociation,
+} from 'dcmjs-dimse';
 import pino from 'pino';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { CStoreScpListener } from '../../src/studies/cstore-scp.listener';
@@ -285,6 +294,54 @@ describe('study acquisition from a PACS over DIMSE', () => {
     }
   });
 
+  it('reads every match of a PACS that answers 0xFF01 (optional keys not supported)', async () => {
+    // A minimal PACS of our own (dcmjs-dimse as SCP): two pending 0xFF01 answers, then 0x0000.
+    const port = await freePort();
+    class PickyPacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts())
+          association
+            .getPresentationContext(id)
+            .setResult(constants.PresentationContextResult.Accept, '1.2.840.10008.1.2');
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const answers = ['2.25.1', '2.25.2'].map((uid) => {
+          const r = responses.CFindResponse.fromRequest(request);
+          r.setDataset(
+            new Dataset({ StudyInstanceUID: uid, AccessionNumber: 'PICKY-1', PatientID: 'P1' }),
+          );
+          r.setStatus(0xff01);
+          return r;
+        });
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        // The final answer comes later, as from a PACS still searching.
+        callback(answers);
+        setTimeout(() => this.sendResponse(request, last), 300);
+      }
+    }
+    const server = new Server(PickyPacs);
+    server.listen(port);
+    try {
+      const found = await client({ ...orthanc, dicomPort: port }).findStudies({
+        accessionNumber: 'PICKY-1',
+      });
+      expect(found).toEqual([
+        { studyInstanceUid: '2.25.1', accessionNumber: 'PICKY-1', patientId: 'P1' },
+        { studyInstanceUid: '2.25.2', accessionNumber: 'PICKY-1', patientId: 'P1' },
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+
   it('never retrieves a study whose accession or patient differ from the order', async () => {
     const study = createMrBrainStudy({
       study: { accessionNumber: 'OTHER-ACC-9' },
@@ -416,24 +473,21 @@ describe('study acquisition from a PACS over DIMSE', () => {
   });
 
   describe('a PACS that dies mid-transfer', () => {
-    // 80 instances of 512 KiB: long enough a transfer to be cut short.
+    // 160 instances of 512 KiB: long enough a transfer to be cut short on a busy machine.
     const bigStudy = () =>
       replicateInstance(
         createMrBrainStudy({
           study: { accessionNumber: `DIES-${generateUid().slice(-8)}` },
           series: [{ slices: 1, rows: 512, columns: 512 }],
         })[0]!,
-        80,
+        160,
       );
 
     /** Kills the PACS as soon as the first instance of the retrieve is on our disk. */
-    const killOnFirstFile = async (pacs: RunningOrthanc, dir: () => string) => {
+    /** Waits for the first instance of the retrieve on our disk. */
+    const firstFile = async (dir: string) => {
       for (let i = 0; i < 20_000; i++) {
-        const names = existsSync(dir()) ? readdirSync(dir()) : [];
-        if (names.length > 0) {
-          pacs.kill();
-          return names.length;
-        }
+        if (existsSync(dir) && readdirSync(dir).length > 0) return;
         await sleep(2);
       }
       throw new Error('no instance arrived');
@@ -460,15 +514,16 @@ describe('study acquisition from a PACS over DIMSE', () => {
           const [result] = await Promise.all([
             pending,
             (async () => {
-              // Another replica asking meanwhile is told to come back: one retrieve at a time.
-              await sleep(20);
+              await firstFile(watched);
+              // Another replica asking mid-transfer is told to come back: one retrieve at a
+              // time (one UPDATE that finds the lease taken; the transfer goes on meanwhile).
               expect(
                 await acquirer(pacs, retrieve).acquire({ orderId, studyInstanceUid: uid }),
               ).toMatchObject({
                 status: 'waiting',
                 reason: expect.stringMatching(/another worker/),
               });
-              await killOnFirstFile(pacs, () => watched);
+              pacs.kill();
             })(),
           ]);
           expect(result).toMatchObject({

@@ -44,6 +44,36 @@ describe('loadConfig', () => {
     expect(problems.join('\n')).not.toContain('abcdefabcdefabcdef');
   });
 
+  it('configures a DIMSE PACS with host, port and AE title together; C-MOVE needs our SCP', () => {
+    const problemsOf = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    };
+    const pacs = {
+      PACS_DIMSE_HOST: 'pacs.local',
+      PACS_DIMSE_PORT: '104',
+      PACS_DIMSE_AE_TITLE: 'PACS',
+    };
+    expect(problemsOf({ PACS_DIMSE_HOST: 'pacs.local' })).toEqual([
+      expect.stringMatching(/^PACS_DIMSE_HOST \/ PACS_DIMSE_PORT \/ PACS_DIMSE_AE_TITLE: set all/),
+      expect.stringMatching(/^DICOM_SCP_PORT: required with PACS_DIMSE_RETRIEVE=move/),
+    ]);
+    expect(problemsOf(pacs)).toEqual([expect.stringMatching(/^DICOM_SCP_PORT/)]);
+    expect(problemsOf({ ...pacs, DICOM_SCP_PORT: '11112' })).toEqual([]);
+    const get = loadConfig({ ...pacs, PACS_DIMSE_RETRIEVE: 'get' });
+    expect(get).toMatchObject({
+      PACS_DIMSE_RETRIEVE: 'get',
+      PACS_DIMSE_TIMEOUT_SECONDS: 30,
+      PACS_DIMSE_MAX_INSTANCES: 10_000,
+    });
+    expect(problemsOf({ ...pacs, PACS_DIMSE_RETRIEVE: 'wado' })[0]).toMatch(/^PACS_DIMSE_RETRIEVE/);
+    expect(problemsOf({ ...pacs, PACS_DIMSE_AE_TITLE: 'A\\B' })[0]).toMatch(/^PACS_DIMSE_AE_TITLE/);
+  });
+
   it('requires the upstream credentials once IMAGING_BASE_URL is set', () => {
     expect(() => loadConfig({ IMAGING_BASE_URL: 'https://ai.example.org/v1' })).toThrow(
       /IMAGING_CLIENT_ID: required[\s\S]*IMAGING_CLIENT_SECRET: required[\s\S]*IMAGING_ORGANIZATION_ID: required/,

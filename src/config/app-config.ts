@@ -158,6 +158,19 @@ const envSchema = z.object({
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   DICOM_SCP_PORT: optionalPort,
+  // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
+  PACS_DIMSE_HOST: z.string().trim().min(1).optional(),
+  PACS_DIMSE_PORT: optionalPort,
+  PACS_DIMSE_AE_TITLE: z
+    .string()
+    .trim()
+    .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
+    .optional(),
+  PACS_DIMSE_RETRIEVE: z.enum(['move', 'get']).default('move'),
+  PACS_DIMSE_TIMEOUT_SECONDS: positiveInt(30),
+  PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS: positiveInt(3600),
+  PACS_DIMSE_MAX_INSTANCES: positiveInt(10_000),
+  PACS_DIMSE_MAX_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   /** Bind address of the C-STORE SCP; default MLLP_HOST (the hospital-side front door). */
   DICOM_SCP_HOST: z.string().min(1).optional(),
   DICOM_SCP_AE_TITLE: z

@@ -9,6 +9,17 @@ export function crossFieldProblems(c: EnvConfig): string[] {
   if ((c.RIS_MLLP_HOST === undefined) !== (c.RIS_MLLP_PORT === undefined)) {
     problems.push('RIS_MLLP_HOST / RIS_MLLP_PORT: set both or neither');
   }
+  if (
+    [c.PACS_DIMSE_HOST, c.PACS_DIMSE_PORT, c.PACS_DIMSE_AE_TITLE].some((v) => v !== undefined) &&
+    [c.PACS_DIMSE_HOST, c.PACS_DIMSE_PORT, c.PACS_DIMSE_AE_TITLE].some((v) => v === undefined)
+  ) {
+    problems.push('PACS_DIMSE_HOST / PACS_DIMSE_PORT / PACS_DIMSE_AE_TITLE: set all three or none');
+  }
+  if (c.PACS_DIMSE_HOST && c.PACS_DIMSE_RETRIEVE === 'move' && c.DICOM_SCP_PORT === undefined) {
+    problems.push(
+      'DICOM_SCP_PORT: required with PACS_DIMSE_RETRIEVE=move (the PACS sends the study to our C-STORE SCP)',
+    );
+  }
   if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
     problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');
   }

@@ -34,6 +34,8 @@ export const AUDIT_EVENT_KINDS = {
     "a study's accession number or patient ID differs from the order's: not used (fields named, masked)",
   'study.failed': "an order's study cannot be used (invalid instances, ambiguous identifiers)",
   'study.released': "an order's package and staged instances were deleted",
+  'study.retrieve-problem':
+    'the PACS could not be queried or a retrieve did not complete (unreachable, refused, failed sub-operations): the order waits and tries again; once per distinct reason',
   'decision.qc-bypass': 'a clinician bypassed (or withdrew a bypass of) a QC rejection',
   'upstream.refused':
     "the upstream refused an order's operation: its answer (status, code, message, every refused file with its reason), masked",

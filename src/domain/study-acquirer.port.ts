@@ -1,7 +1,7 @@
 /**
  * The boundary between the order lifecycle (src/orders) and study acquisition (src/studies):
- * the lifecycle asks for an order's study; acquisition finds it (PACS pull over DICOMweb,
- * or instances pushed to us), validates it and packages it as one ZIP on disk.
+ * the lifecycle asks for an order's study; acquisition finds it (PACS pull over DICOMweb or
+ * DIMSE, or instances pushed to us), validates it and packages it as one ZIP on disk.
  */
 
 /** What the lifecycle knows about the order when it asks for its study. */
@@ -44,7 +44,8 @@ export interface AcquiredStudy {
   /** SOP Class / Instance UIDs of every instance, for the SR's references. */
   instances: Array<{ sopClassUid: string; sopInstanceUid: string; seriesInstanceUid: string }>;
   attributes: StudyAttributes;
-  source: 'dicomweb' | 'stow' | 'c-store';
+  /** dicomweb: WADO-RS pull; dimse: C-GET / C-MOVE pull; stow / c-store: pushed to us. */
+  source: 'dicomweb' | 'dimse' | 'stow' | 'c-store';
   /** When this package was written (ISO 8601). */
   packagedAt?: string;
   /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
@@ -34,8 +34,9 @@ type CStoreRequest = requests.CStoreRequest;
 
 const { PresentationContextResult, RejectResult, RejectSource, RejectReason, Status } = constants;
 
-// The library logs every PDU to the console at info level; ours is the service log.
-dimseLog.setLevel('warn');
+// The library logs every PDU to the console at info level, and its errors too; ours is the
+// service log (network errors reach it through the networkError event).
+dimseLog.setLevel('silent');
 
 const VERIFICATION = '1.2.840.10008.1.1';
 /** Storage SOP Classes live under this root (PS3.4 Table B.5-1, PS3.6 Annex A). */
@@ -176,7 +177,13 @@ export class CStoreScpListener {
           answer(Status.ProcessingFailure);
           return;
         }
-        void intake(path, this.callingAe).then(answer, (error: unknown) => {
+        // A sub-operation of our own C-MOVE (PS3.7 §9.1.1.1: Move Originator AE Title) is kept
+        // for the retrieve that asked for it, not matched like a pushed instance.
+        const originator = commandText(
+          request.getCommandDataset().getElement('MoveOriginatorApplicationEntityTitle'),
+        ).trim();
+        const handle = originator === aeTitle ? intakeMoved : intake;
+        void handle(path, this.callingAe).then(answer, (error: unknown) => {
           logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
           void rm(path, { force: true });
           answer(FAILURE_REASON.processingFailure);
@@ -198,6 +205,19 @@ export class CStoreScpListener {
         'c-store',
         `dicom:${callingAe}`,
       );
+      return Status.Success;
+    };
+
+    /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
+    const intakeMoved = async (path: string): Promise<number> => {
+      const check = await checkInstanceFile(path);
+      if (!check.ok) {
+        await rm(path, { force: true });
+        return check.failureReason;
+      }
+      const target = paths.movedFile(check.header.studyInstanceUid, check.header.sopInstanceUid);
+      await mkdir(paths.movedDir(check.header.studyInstanceUid), { recursive: true, mode: 0o700 });
+      await rename(path, target);
       return Status.Success;
     };
 
@@ -252,7 +272,7 @@ export function fileMetaInformation(
 }
 
 /** A command element's value as text: several values joined by `\`, anything else empty. */
-function commandText(value: unknown): string {
+export function commandText(value: unknown): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : '')).join('\\');
   return '';

@@ -15,6 +15,8 @@ import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import { CStoreScpListener } from './cstore-scp.listener';
 import { DicomWebClient } from './dicomweb.client';
+import { DimseClient } from './dimse.client';
+import { DimsePacs } from './dimse-pull';
 import { StowController } from './stow.controller';
 import { StowService } from './stow.service';
 import { STOW_SERVICE, STUDY_PATHS } from './studies.tokens';
@@ -73,10 +75,30 @@ class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
   }
 }
 
+/** The DIMSE PACS of PACS_DIMSE_* (C-FIND, then C-MOVE to our SCP or C-GET). */
+function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
+  return new DimsePacs({
+    client: new DimseClient({
+      host: config.PACS_DIMSE_HOST!,
+      port: config.PACS_DIMSE_PORT!,
+      calledAeTitle: config.PACS_DIMSE_AE_TITLE!,
+      callingAeTitle: config.DICOM_SCP_AE_TITLE,
+      timeoutMs: config.PACS_DIMSE_TIMEOUT_SECONDS * 1000,
+      retrieveTimeoutMs: config.PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS * 1000,
+      maxInstances: config.PACS_DIMSE_MAX_INSTANCES,
+      maxBytes: config.PACS_DIMSE_MAX_BYTES,
+    }),
+    retrieve: config.PACS_DIMSE_RETRIEVE,
+    paths,
+    maxInstances: config.PACS_DIMSE_MAX_INSTANCES,
+    maxBytes: config.PACS_DIMSE_MAX_BYTES,
+  });
+}
+
 /**
  * Study acquisition: the STOW-RS endpoint and the StudyAcquirer the order lifecycle injects
- * (STUDY_ACQUIRER, global so src/orders needs no import). Without DICOMWEB_URL only pushed
- * studies are used.
+ * (STUDY_ACQUIRER, global so src/orders needs no import). Without DICOMWEB_URL or
+ * PACS_DIMSE_HOST only pushed studies are used.
  */
 @Global()
 @Module({
@@ -119,6 +141,7 @@ class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
           dicomWeb: config.DICOMWEB_URL
             ? new DicomWebClient({ baseUrl: config.DICOMWEB_URL, token: config.DICOMWEB_TOKEN })
             : undefined,
+          dimse: config.PACS_DIMSE_HOST ? dimsePacs(config, paths) : undefined,
         }),
     },
     StudyJobs,

@@ -1,18 +1,14 @@
 import { access, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  describeMismatches,
-  IDENTITY_FIELDS,
-  identityMismatches,
-  type IdentityField,
-} from './study-identity';
 import type { Logger } from 'pino';
-import type { DataSource, EntityManager } from 'typeorm';
-import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
+import type { DataSource } from 'typeorm';
+import { writeAuditEvents } from '../persistence/audit-event.repository';
 import { sha256Hex } from '../common/hash';
-import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
-import { isDicomUid } from './dicom-uid';
+import { AcquisitionRecorder, waiting } from './acquisition-recorder';
 import type { DicomWebClient } from './dicomweb.client';
+import { sweepMoved } from './dimse-pull';
+import { BUSY_RETRY_MS, NOT_FOUND_RETRY_MS, type PacsSource, pullFromPacs } from './pacs-pull';
+import type { IdentityField } from './study-identity';
 import { StudyError } from './study.error';
 import {
   type AcquisitionRow,
@@ -22,21 +18,17 @@ import {
   deleteInstancesOfOrder,
   findAcquisition,
   instancesOfOrder,
-  markFailed,
   markReleased,
-  packagesOfStudy,
   renewLease,
   takeLease,
   updateAcquisition,
 } from '../persistence/study-instance.repository';
-import { writeStudyPackage } from './study-package.writer';
 import type { StudyStoragePaths } from './study-storage.paths';
 import type {
   AcquiredStudy,
   PackagedStudy,
   StudyAcquirer,
   StudyAcquisition,
-  StudyAttributes,
   StudyRequest,
 } from '../domain/study-acquirer.port';
 
@@ -46,10 +38,12 @@ import type {
  * 1. Instances pushed to us (STOW-RS, C-STORE) that match the order, claimed from the
  *    unmatched pool if they arrived before the order did. The quiet period runs from the
  *    last instance received.
- * 2. Otherwise, when a PACS is configured: QIDO-RS by Study Instance UID (or accession);
- *    the study is retrieved (WADO-RS, streamed to disk) once its instance count has been the
- *    same for the quiet period. The count and since when it has held are kept in
- *    study_acquisitions, so any replica can continue after a restart.
+ * 2. Otherwise, when a PACS is configured (pacs-pull.ts): QIDO-RS or C-FIND by Study
+ *    Instance UID (or accession); the study is retrieved (WADO-RS, C-GET or C-MOVE) once its
+ *    instance count has been the same for the quiet period. The count and since when it has
+ *    held are kept in study_acquisitions, so any replica can continue after a restart.
+ *    DICOMweb is asked first when both are configured; DIMSE when DICOMweb lacks the study
+ *    or does not answer.
  *
  * A lease on the order's row keeps two workers from acquiring the same order at once.
  */
@@ -58,8 +52,10 @@ export interface StudyAcquirerOptions {
   dataSource: DataSource;
   paths: StudyStoragePaths;
   logger: Logger;
-  /** Absent when DICOMWEB_URL is unset: only pushed studies are used. */
+  /** Absent when DICOMWEB_URL is unset. */
   dicomWeb?: DicomWebClient;
+  /** A DIMSE PACS (PACS_DIMSE_HOST), asked after DICOMweb. Neither: only pushed studies. */
+  dimse?: PacsSource;
   quietPeriodSeconds: number;
   /** Identifiers that must match the order's (STUDY_IDENTITY_MATCH); default both. */
   identityMatch?: readonly IdentityField[];
@@ -74,23 +70,44 @@ export interface StudyAcquirerOptions {
 
 /** Short, because it is renewed while the work goes on; what a killed worker leaves lapses soon. */
 export const ACQUISITION_LEASE_MS = 60_000;
-const NOT_FOUND_RETRY_MS = 60_000;
-const BUSY_RETRY_MS = 5_000;
 const PACS_DOWN_RETRY_MS = 30_000;
 
 export class DefaultStudyAcquirer implements StudyAcquirer {
   private readonly now: () => Date;
   private readonly quietMs: number;
+  private readonly recorder: AcquisitionRecorder;
+  private readonly sources: PacsSource[];
 
   constructor(private readonly options: StudyAcquirerOptions) {
     this.now = options.now ?? (() => new Date());
     this.quietMs = options.quietPeriodSeconds * 1000;
+    this.recorder = new AcquisitionRecorder({
+      dataSource: options.dataSource,
+      paths: options.paths,
+      identityMatch: options.identityMatch,
+      now: this.now,
+    });
+    const web = options.dicomWeb;
+    this.sources = [
+      ...(web
+        ? [
+            {
+              name: 'dicomweb' as const,
+              findStudies: (q: StudyRequest) => web.findStudies(q),
+              retrieveStudy: async (uid: string, dir: string) => ({
+                files: await web.retrieveStudy(uid, dir),
+              }),
+            },
+          ]
+        : []),
+      ...(options.dimse ? [options.dimse] : []),
+    ];
   }
 
   async acquire(request: StudyRequest): Promise<StudyAcquisition> {
     const ds = this.options.dataSource;
     if (!request.studyInstanceUid && !request.accessionNumber) {
-      return this.fail(
+      return this.recorder.fail(
         request.orderId,
         'the order names neither a Study Instance UID nor an accession number',
       );
@@ -113,8 +130,11 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       return await this.acquireLeased(request, row);
     } catch (error) {
       if (error instanceof StudyError) {
-        if (error.transient) return waiting(error.message, PACS_DOWN_RETRY_MS);
-        return await this.fail(request.orderId, error.message);
+        if (error.transient) {
+          await this.recorder.retrieveProblem(request.orderId, row.source ?? 'pacs', error.message);
+          return waiting(error.message, PACS_DOWN_RETRY_MS);
+        }
+        return await this.recorder.fail(request.orderId, error.message);
       }
       throw error;
     } finally {
@@ -151,13 +171,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   }
 
   async packagesOfStudy(studyInstanceUid: string): Promise<PackagedStudy[]> {
-    const rows = await packagesOfStudy(this.options.dataSource.manager, studyInstanceUid);
-    return rows.map((r) => ({
-      orderId: r.orderId,
-      studyInstanceUid,
-      packagedAt: r.packagedAt.toISOString(),
-      sizeBytes: r.sizeBytes,
-    }));
+    return this.recorder.packagesOfStudy(studyInstanceUid);
   }
 
   /**
@@ -184,6 +198,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     });
     await Promise.all(expired.map((r) => rm(r.filePath, { force: true })));
     await this.sweepIncoming(now);
+    await sweepMoved(this.options.paths, now);
     return expired.length;
   }
 
@@ -229,14 +244,14 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     if (pushed.length > 0) {
       const studies = [...new Set(pushed.map((p) => p.studyInstanceUid))];
       if (studies.length > 1) {
-        return this.fail(
+        return this.recorder.fail(
           request.orderId,
           `the received instances belong to ${studies.length} different studies`,
         );
       }
       if (request.studyInstanceUid && studies[0] !== request.studyInstanceUid) {
         // Matched by accession before the order learnt its Study Instance UID, which differs.
-        return this.fail(
+        return this.recorder.fail(
           request.orderId,
           'the received instances belong to another study than the order names',
         );
@@ -248,12 +263,9 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         row.packaged_at !== null &&
         pushed.every((p) => p.receivedAt.getTime() <= new Date(row.packaged_at!).getTime()) &&
         row.sidecar_sha256 === sidecarHash &&
-        (await this.packageExists(row))
+        (await this.recorder.packageExists(row))
       ) {
-        return {
-          status: 'ready',
-          study: await this.withOthers(row.study as AcquiredStudy, request.orderId),
-        };
+        return this.recorder.ready(row.study as AcquiredStudy, request.orderId);
       }
       const lastReceived = Math.max(...pushed.map((p) => p.receivedAt.getTime()));
       const quietEnd = lastReceived + this.quietMs;
@@ -288,13 +300,13 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
           NOT_FOUND_RETRY_MS,
         );
       }
-      const pushedMismatch = await this.identityMismatch(
+      const pushedMismatch = await this.recorder.identityMismatch(
         request,
         pushed.map((p) => p.header),
         pushed[0]!.source,
       );
       if (pushedMismatch) return pushedMismatch;
-      return this.packageAndRecord(
+      return this.recorder.packageAndRecord(
         request,
         pushed.map((p) => ({ path: p.filePath, header: p.header })),
         pushed[0]!.source,
@@ -304,281 +316,21 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     }
 
     // 2. Pull from the PACS.
-    const client = this.options.dicomWeb;
-    if (!client) {
+    if (this.sources.length === 0) {
       return waiting('no instances of this study have been received yet', NOT_FOUND_RETRY_MS);
     }
-    if (
-      row.state === 'packaged' &&
-      row.source === 'dicomweb' &&
-      row.sidecar_sha256 === sidecarHash &&
-      (await this.packageExists(row))
-    ) {
-      return {
-        status: 'ready',
-        study: await this.withOthers(row.study as AcquiredStudy, request.orderId),
-      };
-    }
-    const found = await client.findStudies(request);
-    if (found.length === 0) {
-      await updateAcquisition(ds.manager, request.orderId, {
-        state: 'waiting',
-        observed_count: null,
-        stable_since: null,
-      });
-      return waiting(
-        'the study is not in the PACS yet',
-        Math.max(this.quietMs, NOT_FOUND_RETRY_MS),
-      );
-    }
-    if (found.length > 1) {
-      throw new StudyError(
-        'ambiguous_study',
-        `the accession number matches ${found.length} studies in the PACS`,
-      );
-    }
-    const study = found[0]!;
-    if (!isDicomUid(study.studyInstanceUid)) {
-      // Never used in a URL or a path: a PACS answer is input like any other.
-      throw new StudyError(
-        'invalid_study',
-        'the PACS answered a Study Instance UID that is not a UID',
-      );
-    }
-    if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
-      throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
-    }
-    // The PACS's answer is checked before anything is retrieved: a study of another patient
-    // or accession is never fetched, let alone uploaded.
-    const answerMismatch = await this.identityMismatch(request, [study], 'dicomweb');
-    if (answerMismatch) return answerMismatch;
-    const count = study.instanceCount ?? -1;
-    const stableSince = row.stable_since ? new Date(row.stable_since).getTime() : undefined;
-    if (count === 0) {
-      return waiting(
-        'the study has no instances in the PACS yet',
-        Math.max(this.quietMs, BUSY_RETRY_MS),
-      );
-    }
-    if (
-      row.observed_count !== count ||
-      row.study_instance_uid !== study.studyInstanceUid ||
-      stableSince === undefined
-    ) {
-      // A new or changed count starts the quiet period again (modalities send for minutes).
-      await updateAcquisition(ds.manager, request.orderId, {
-        state: 'waiting',
-        source: 'dicomweb',
-        study_instance_uid: study.studyInstanceUid,
-        observed_count: count,
-        stable_since: now,
-      });
-      return waiting(
-        `${count < 0 ? 'an unknown number of' : count} instance(s) in the PACS; waiting for the count to settle`,
-        this.quietMs,
-      );
-    }
-    if (now.getTime() < stableSince + this.quietMs) {
-      return waiting(
-        `${count} instance(s) in the PACS; waiting for the count to settle`,
-        stableSince + this.quietMs - now.getTime(),
-      );
-    }
-
-    const dir = this.options.paths.pulledDir(request.orderId);
-    await rm(dir, { recursive: true, force: true });
-    const files = await client.retrieveStudy(study.studyInstanceUid, dir);
-    const checked: Array<{ path: string; header: InstanceHeader }> = [];
-    const problems: string[] = [];
-    for (const [i, f] of files.entries()) {
-      const check = await checkInstanceFile(f.path, { expectedStudyUid: study.studyInstanceUid });
-      if (check.ok) checked.push({ path: f.path, header: check.header });
-      else problems.push(`instance ${i + 1}: ${check.reason}`);
-    }
-    if (problems.length > 0 || checked.length === 0) {
-      await rm(dir, { recursive: true, force: true });
-      const reason =
-        checked.length === 0 && problems.length === 0
-          ? 'the PACS returned no instances'
-          : `${problems.length} of ${files.length} retrieved instance(s) are not valid DICOM: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? '; …' : ''}`;
-      throw new StudyError('invalid_study', reason);
-    }
-    const retrievedMismatch = await this.identityMismatch(
+    return pullFromPacs(
+      {
+        dataSource: ds,
+        paths: this.options.paths,
+        recorder: this.recorder,
+        sources: this.sources,
+        quietMs: this.quietMs,
+        now: this.now,
+      },
       request,
-      checked.map((c) => c.header),
-      'dicomweb',
-    );
-    if (retrievedMismatch) {
-      await rm(dir, { recursive: true, force: true });
-      return retrievedMismatch;
-    }
-    return this.packageAndRecord(request, checked, 'dicomweb', sidecarHash, {
-      qidoCount: count,
-      retrieved: files.length,
-    });
-  }
-
-  private async packageAndRecord(
-    request: StudyRequest,
-    files: Array<{ path: string; header: InstanceHeader }>,
-    source: AcquiredStudy['source'],
-    sidecarHash: string | null,
-    extra: Record<string, unknown>,
-  ): Promise<StudyAcquisition> {
-    const packagedAt = this.now();
-    const target = this.options.paths.packageFile(request.orderId);
-    const result = await writeStudyPackage(
-      target,
-      files.map((f) => ({
-        path: f.path,
-        seriesInstanceUid: f.header.seriesInstanceUid,
-        sopInstanceUid: f.header.sopInstanceUid,
-      })),
-      request.sidecar ?? null,
-      packagedAt,
-    );
-    const headers = files.map((f) => f.header);
-    const study: AcquiredStudy = {
-      studyInstanceUid: headers[0]!.studyInstanceUid,
-      packagePath: result.path,
-      sizeBytes: result.sizeBytes,
-      instanceCount: headers.length,
-      seriesCount: new Set(headers.map((h) => h.seriesInstanceUid)).size,
-      instances: headers.map((h) => ({
-        sopClassUid: h.sopClassUid,
-        sopInstanceUid: h.sopInstanceUid,
-        seriesInstanceUid: h.seriesInstanceUid,
-      })),
-      attributes: attributesOf(headers),
-      source,
-      packagedAt: packagedAt.toISOString(),
-    };
-    const others = await this.otherPackages(study.studyInstanceUid, request.orderId);
-    // Patient ID domains differ between RIS and PACS, so a different ID is not refused; it is
-    // flagged for a human to check (wrong-patient studies must not pass unnoticed).
-    const patientIdDiffers =
-      Boolean(request.patientId && study.attributes.patientId) &&
-      request.patientId!.trim().toUpperCase() !== study.attributes.patientId!.trim().toUpperCase();
-    await this.options.dataSource.transaction(async (m) => {
-      await updateAcquisition(m, request.orderId, {
-        state: 'packaged',
-        source,
-        study_instance_uid: study.studyInstanceUid,
-        observed_count: study.instanceCount,
-        package_path: result.path,
-        package_size: String(result.sizeBytes),
-        packaged_at: packagedAt,
-        sidecar_sha256: sidecarHash,
-        study,
-        failure_reason: null,
-      });
-      await writeAuditEvents(m, [
-        {
-          kind: 'study.packaged',
-          orderId: request.orderId,
-          severity: patientIdDiffers ? 'warning' : 'info',
-          summary: `study packaged for upload: ${study.instanceCount} instance(s) in ${study.seriesCount} series, ${result.sizeBytes} bytes (${source})${patientIdDiffers ? "; the Patient ID in the images differs from the order's" : ''}`,
-          detail: {
-            source,
-            studyInstanceUid: study.studyInstanceUid,
-            instances: study.instanceCount,
-            series: study.seriesCount,
-            sizeBytes: result.sizeBytes,
-            sidecar: Boolean(request.sidecar),
-            patientIdDiffers,
-            otherPackages: others.map((o) => ({ orderId: o.orderId, packagedAt: o.packagedAt })),
-            ...extra,
-          },
-        },
-      ]);
-    });
-    return { status: 'ready', study: { ...study, otherPackages: others } };
-  }
-
-  /**
-   * The first instance (or QIDO answer) whose identifiers differ from the order's, as a failed
-   * acquisition with the alert `study-identity-mismatch` and an audit event naming the fields
-   * (masked); undefined when everything matches.
-   */
-  private async identityMismatch(
-    request: StudyRequest,
-    studies: ReadonlyArray<{ accessionNumber?: string; patientId?: string }>,
-    source: string,
-  ): Promise<StudyAcquisition | undefined> {
-    const required = this.options.identityMatch ?? IDENTITY_FIELDS;
-    for (const study of studies) {
-      const mismatches = identityMismatches(request, study, required);
-      if (mismatches.length === 0) continue;
-      const reason = `the study's identifiers do not match the order: ${describeMismatches(mismatches)}`;
-      await this.options.dataSource.transaction(async (m) => {
-        await writeAuditEvents(m, [
-          {
-            kind: 'study.identity-mismatch',
-            orderId: request.orderId,
-            severity: 'error',
-            summary: `study not used (${source}): ${mismatches.map((x) => x.field).join(', ')} differ from the order`,
-            detail: { source, mismatches, required },
-          },
-        ]);
-      });
-      await this.fail(request.orderId, reason);
-      return { status: 'failed', reason, alert: 'study-identity-mismatch' };
-    }
-    return undefined;
-  }
-
-  private async fail(orderId: string, reason: string): Promise<StudyAcquisition> {
-    await this.options.dataSource.transaction(async (m: EntityManager) => {
-      await markFailed(m, orderId, reason);
-      const event: AuditEventInput = {
-        kind: 'study.failed',
-        orderId,
-        severity: 'error',
-        summary: `the study cannot be used: ${reason}`,
-        detail: { reason },
-      };
-      await writeAuditEvents(m, [event]);
-    });
-    return { status: 'failed', reason };
-  }
-
-  private async packageExists(row: AcquisitionRow): Promise<boolean> {
-    if (!row.package_path) return false;
-    return access(row.package_path).then(
-      () => true,
-      () => false,
+      row,
+      sidecarHash,
     );
   }
-
-  private async otherPackages(studyInstanceUid: string, orderId: string): Promise<PackagedStudy[]> {
-    return (await this.packagesOfStudy(studyInstanceUid)).filter((p) => p.orderId !== orderId);
-  }
-
-  private async withOthers(study: AcquiredStudy, orderId: string): Promise<AcquiredStudy> {
-    return { ...study, otherPackages: await this.otherPackages(study.studyInstanceUid, orderId) };
-  }
-}
-
-function waiting(reason: string, retryAfterMs: number): StudyAcquisition {
-  return { status: 'waiting', reason, retryAfterMs: Math.max(1000, Math.ceil(retryAfterMs)) };
-}
-
-/** Study-level attributes from the instances (the first that has each one). */
-function attributesOf(headers: readonly InstanceHeader[]): StudyAttributes {
-  const first = <K extends keyof InstanceHeader>(k: K) =>
-    headers.find((h) => h[k])?.[k] as string | undefined;
-  return {
-    studyInstanceUid: headers[0]!.studyInstanceUid,
-    accessionNumber: first('accessionNumber'),
-    patientId: first('patientId'),
-    patientName: first('patientName'),
-    patientBirthDate: first('patientBirthDate'),
-    patientSex: first('patientSex'),
-    studyDate: first('studyDate'),
-    studyTime: first('studyTime'),
-    studyId: first('studyId'),
-    studyDescription: first('studyDescription'),
-    referringPhysicianName: first('referringPhysicianName'),
-    modalities: [...new Set(headers.map((h) => h.modality).filter((m): m is string => Boolean(m)))],
-  };
 }

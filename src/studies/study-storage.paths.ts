@@ -27,6 +27,23 @@ export class StudyStoragePaths {
     );
   }
 
+  /**
+   * Instances our C-STORE SCP received as sub-operations of our own C-MOVE (Move Originator
+   * AE Title = ours), by study: collected by the retrieve that asked for them. Under DATA_DIR,
+   * so a sub-operation that reached another replica's SCP lands here too (shared volume).
+   */
+  movedDir(studyInstanceUid: string): string {
+    return join(this.movedRoot, safeSegment(studyInstanceUid));
+  }
+
+  get movedRoot(): string {
+    return join(this.root, 'moved');
+  }
+
+  movedFile(studyInstanceUid: string, sopInstanceUid: string): string {
+    return join(this.movedDir(studyInstanceUid), `${safeSegment(sopInstanceUid)}.dcm`);
+  }
+
   /** Instances pulled from the PACS for one order. */
   pulledDir(orderId: string): string {
     return join(this.root, 'pulled', safeSegment(orderId));

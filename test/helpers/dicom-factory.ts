@@ -377,3 +377,27 @@ export function createNiftiDiffusion(directions = 7): NiftiFixture {
     bvec: Buffer.from(`${vecs.map((r) => r.join(' ')).join('\n')}\n`),
   };
 }
+
+/**
+ * `count` copies of one instance, each with its own SOP Instance UID (same length, so the
+ * bytes are patched in place: File Meta and data set): large studies without re-encoding
+ * every slice (dcmjs writes a 512×512 slice in about half a second on a busy machine).
+ */
+export function replicateInstance(
+  instance: DicomInstance,
+  count: number,
+  /** Number of the first copy (copies first … first+count−1), for making a study in batches. */
+  first = 0,
+): DicomInstance[] {
+  const old = Buffer.from(instance.sopInstanceUid, 'latin1');
+  if (old.length < 12) throw new Error('SOP Instance UID too short to vary');
+  const out: DicomInstance[] = [];
+  for (let n = first; n < first + count; n++) {
+    const uid = `${instance.sopInstanceUid.slice(0, -6)}${String(n).padStart(6, '0')}`;
+    const bytes = Buffer.from(instance.bytes);
+    for (let at = bytes.indexOf(old); at >= 0; at = bytes.indexOf(old, at + old.length))
+      bytes.write(uid, at, 'latin1');
+    out.push({ ...instance, sopInstanceUid: uid, instanceNumber: n + 1, bytes });
+  }
+  return out;
+}

@@ -15,13 +15,23 @@ export interface RunningOrthanc {
   dicomPort: number;
   aet: string;
   stop(): Promise<void>;
+  /** SIGKILL, as a PACS that dies mid-transfer (the storage directory stays until stop()). */
+  kill(): void;
   /** Uploads one DICOM Part 10 file through Orthanc's REST API. */
   store(part10: Buffer): Promise<{ ID: string; ParentStudy: string }>;
 }
 
 const PLUGIN_DIRS = ['/usr/share/orthanc/plugins', '/usr/lib/orthanc/plugins'];
 
-export async function startOrthanc(): Promise<RunningOrthanc> {
+export interface OrthancOptions {
+  /**
+   * DIMSE peers Orthanc knows (DicomModalities): AE title → host and port. A C-MOVE to an AE
+   * not listed here is answered 0xA801 (move destination unknown).
+   */
+  modalities?: Record<string, { host: string; port: number }>;
+}
+
+export async function startOrthanc(options: OrthancOptions = {}): Promise<RunningOrthanc> {
   const dir = mkdtempSync(join(tmpdir(), 'orthanc-'));
   const httpPort = await freePort();
   const dicomPort = await freePort();
@@ -38,6 +48,18 @@ export async function startOrthanc(): Promise<RunningOrthanc> {
     HttpServerEnabled: true,
     DicomServerEnabled: true,
     StableAge: 1,
+    // Any calling AE may query and retrieve (C-FIND, C-GET, C-MOVE); a C-MOVE still needs its
+    // destination in DicomModalities.
+    DicomAlwaysAllowEcho: true,
+    DicomAlwaysAllowFind: true,
+    DicomAlwaysAllowGet: true,
+    DicomAlwaysAllowMove: true,
+    DicomModalities: Object.fromEntries(
+      Object.entries(options.modalities ?? {}).map(([ae, peer]) => [
+        ae.toLowerCase(),
+        [ae, peer.host, peer.port],
+      ]),
+    ),
     Plugins: PLUGIN_DIRS,
     DicomWeb: {
       Enable: true,
@@ -77,8 +99,11 @@ export async function startOrthanc(): Promise<RunningOrthanc> {
     dicomWebUrl: `${url}/dicom-web`,
     dicomPort,
     aet,
+    kill() {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
     async stop() {
-      if (child.exitCode === null) {
+      if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
         await new Promise((r) => child.once('exit', r));
       }

@@ -1,0 +1,199 @@
+import { rm } from 'node:fs/promises';
+import type { DataSource } from 'typeorm';
+import { type AcquisitionRow, updateAcquisition } from '../persistence/study-instance.repository';
+import { type AcquisitionRecorder, waiting } from './acquisition-recorder';
+import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
+import { isDicomUid } from './dicom-uid';
+import type { QidoStudy, RetrievedFile } from './dicomweb.client';
+import { StudyError } from './study.error';
+import type { StudyStoragePaths } from './study-storage.paths';
+import type { StudyAcquisition, StudyRequest } from '../domain/study-acquirer.port';
+
+/**
+ * Pulling an order's study from a PACS, whatever it speaks: find the study (QIDO-RS or
+ * C-FIND), check its identifiers, wait until its instance count has held for the quiet
+ * period, retrieve it (WADO-RS, C-GET or C-MOVE) into the order's pulled directory, validate
+ * and check every instance, package. The protocol lives behind PacsSource.
+ */
+
+/** One PACS, as the pull sees it. */
+export interface PacsSource {
+  /** Recorded as the acquisition's source ('dicomweb' or 'dimse'). */
+  readonly name: 'dicomweb' | 'dimse';
+  findStudies(query: {
+    studyInstanceUid?: string | null;
+    accessionNumber?: string | null;
+  }): Promise<QidoStudy[]>;
+  /**
+   * Every instance of the study as files under `dir`, complete or not at all: a partial
+   * retrieve throws (StudyError) and leaves nothing behind.
+   */
+  retrieveStudy(
+    studyInstanceUid: string,
+    dir: string,
+  ): Promise<{ files: RetrievedFile[]; detail?: Record<string, unknown> }>;
+  /** A study with more instances than this is not retrieved (the count is known first). */
+  readonly maxInstances?: number;
+}
+
+export interface PullContext {
+  dataSource: DataSource;
+  paths: StudyStoragePaths;
+  recorder: AcquisitionRecorder;
+  /** In order of preference: the first that has the study is used. */
+  sources: readonly PacsSource[];
+  quietMs: number;
+  now: () => Date;
+}
+
+export const NOT_FOUND_RETRY_MS = 60_000;
+export const BUSY_RETRY_MS = 5_000;
+
+export async function pullFromPacs(
+  ctx: PullContext,
+  request: StudyRequest,
+  row: AcquisitionRow,
+  sidecarHash: string | null,
+): Promise<StudyAcquisition> {
+  const { dataSource: ds, recorder, quietMs } = ctx;
+  const now = ctx.now();
+  if (
+    row.state === 'packaged' &&
+    ctx.sources.some((s) => s.name === row.source) &&
+    row.sidecar_sha256 === sidecarHash &&
+    (await recorder.packageExists(row))
+  ) {
+    return recorder.ready(row.study as never, request.orderId);
+  }
+  const { source, found } = await findInSources(ctx.sources, request);
+  if (!source || found.length === 0) {
+    await updateAcquisition(ds.manager, request.orderId, {
+      state: 'waiting',
+      observed_count: null,
+      stable_since: null,
+    });
+    return waiting('the study is not in the PACS yet', Math.max(quietMs, NOT_FOUND_RETRY_MS));
+  }
+  if (found.length > 1) {
+    throw new StudyError(
+      'ambiguous_study',
+      `the accession number matches ${found.length} studies in the PACS`,
+    );
+  }
+  const study = found[0]!;
+  if (!isDicomUid(study.studyInstanceUid)) {
+    // Never used in a URL, a query or a path: a PACS answer is input like any other.
+    throw new StudyError(
+      'invalid_study',
+      'the PACS answered a Study Instance UID that is not a UID',
+    );
+  }
+  if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
+    throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
+  }
+  // The PACS's answer is checked before anything is retrieved: a study of another patient
+  // or accession is never fetched, let alone uploaded.
+  const answerMismatch = await recorder.identityMismatch(request, [study], source.name);
+  if (answerMismatch) return answerMismatch;
+  const count = study.instanceCount ?? -1;
+  if (source.maxInstances !== undefined && count > source.maxInstances) {
+    throw new StudyError(
+      'too_large',
+      `the study has ${count} instances in the PACS, more than the limit of ${source.maxInstances}`,
+    );
+  }
+  const stableSince = row.stable_since ? new Date(row.stable_since).getTime() : undefined;
+  if (count === 0) {
+    return waiting('the study has no instances in the PACS yet', Math.max(quietMs, BUSY_RETRY_MS));
+  }
+  if (
+    row.observed_count !== count ||
+    row.study_instance_uid !== study.studyInstanceUid ||
+    row.source !== source.name ||
+    stableSince === undefined
+  ) {
+    // A new or changed count starts the quiet period again (modalities send for minutes).
+    await updateAcquisition(ds.manager, request.orderId, {
+      state: 'waiting',
+      source: source.name,
+      study_instance_uid: study.studyInstanceUid,
+      observed_count: count,
+      stable_since: now,
+    });
+    return waiting(
+      `${count < 0 ? 'an unknown number of' : count} instance(s) in the PACS; waiting for the count to settle`,
+      quietMs,
+    );
+  }
+  if (now.getTime() < stableSince + quietMs) {
+    return waiting(
+      `${count} instance(s) in the PACS; waiting for the count to settle`,
+      stableSince + quietMs - now.getTime(),
+    );
+  }
+
+  const dir = ctx.paths.pulledDir(request.orderId);
+  await rm(dir, { recursive: true, force: true });
+  const { files, detail } = await source
+    .retrieveStudy(study.studyInstanceUid, dir)
+    .catch(async (error: unknown) => {
+      // Nothing of a retrieve that broke off is kept (the source removes its files too).
+      await rm(dir, { recursive: true, force: true });
+      throw error;
+    });
+  const checked: Array<{ path: string; header: InstanceHeader }> = [];
+  const problems: string[] = [];
+  for (const [i, f] of files.entries()) {
+    const check = await checkInstanceFile(f.path, { expectedStudyUid: study.studyInstanceUid });
+    if (check.ok) checked.push({ path: f.path, header: check.header });
+    else problems.push(`instance ${i + 1}: ${check.reason}`);
+  }
+  if (problems.length > 0 || checked.length === 0) {
+    await rm(dir, { recursive: true, force: true });
+    const reason =
+      checked.length === 0 && problems.length === 0
+        ? 'the PACS returned no instances'
+        : `${problems.length} of ${files.length} retrieved instance(s) are not valid DICOM: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? '; …' : ''}`;
+    throw new StudyError('invalid_study', reason);
+  }
+  const retrievedMismatch = await recorder.identityMismatch(
+    request,
+    checked.map((c) => c.header),
+    source.name,
+  );
+  if (retrievedMismatch) {
+    await rm(dir, { recursive: true, force: true });
+    return retrievedMismatch;
+  }
+  return recorder.packageAndRecord(request, checked, source.name, sidecarHash, {
+    qidoCount: count,
+    retrieved: files.length,
+    ...detail,
+  });
+}
+
+/**
+ * Asks each PACS in turn; the first that has the study wins. One that cannot be asked is
+ * skipped when another follows, and its error thrown only when no later one has the study.
+ */
+async function findInSources(
+  sources: readonly PacsSource[],
+  request: StudyRequest,
+): Promise<{ source?: PacsSource; found: QidoStudy[] }> {
+  let unavailable: StudyError | undefined;
+  for (const source of sources) {
+    let found: QidoStudy[];
+    try {
+      found = await source.findStudies(request);
+    } catch (error) {
+      if (error instanceof StudyError && error.transient) {
+        unavailable ??= error;
+        continue;
+      }
+      throw error;
+    }
+    if (found.length > 0) return { source, found };
+  }
+  if (unavailable) throw unavailable;
+  return { source: sources[0], found: [] };
+}

@@ -177,7 +177,11 @@ export class DimseClient {
           }
           // A disk error ends the retrieve; the library never sees an error event (it has no
           // listener for one), only a stream that swallows the rest of the instance.
-          const diskFailed = (e: Error) => {
+          const diskFailed = (e: NodeJS.ErrnoException) => {
+            // A write after the file was torn down (the association broke off and the
+            // cleanup closed it) is a consequence of that failure, not a disk error: the
+            // retrieve's own error (connection lost → wait and retry) must stand.
+            if (e.code === 'ERR_STREAM_DESTROYED') return;
             diskError ??= new StudyError(
               'invalid_study',
               `cannot store a retrieved instance: ${e.message}`,

@@ -15,6 +15,7 @@ import type { AppConfig } from '../config/app-config';
 import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import { AuditApiController } from './audit-api.controller';
+import { MappingDryRunController } from './mapping-dry-run.controller';
 import { AuditPageController } from './audit-page.controller';
 import { AuditPageFilter } from './audit-page.filter';
 import { AuditQueryService } from './audit-query.service';
@@ -45,7 +46,7 @@ class AuditJobs implements OnModuleInit {
 
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
 @Module({
-  controllers: [AuditApiController, AuditPageController],
+  controllers: [AuditApiController, AuditPageController, MappingDryRunController],
   providers: [
     {
       provide: AUDIT_QUERY,

@@ -41,6 +41,7 @@ import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
 import { maskUpstreamReport } from './phi-masking';
 import {
   dashboardPage,
+  dryRunPage,
   deadLettersPage,
   documentPage,
   mappingsPage,
@@ -69,6 +70,7 @@ import {
 } from './audit-query.service';
 import { AUDIT_QUERY, AUDIT_SESSIONS } from './audit.tokens';
 import { activeMappingTables } from './mapping-tables.view';
+import { dryRun } from './audit-api.dry-run';
 
 /** How many inbound messages an order page shows raw (the rest are linked). */
 const RAW_MESSAGES_ON_ORDER_PAGE = 5;
@@ -450,6 +452,32 @@ export class AuditPageController {
   mappings(@Req() req: AuthenticatedRequest, @Res() res: Response): void {
     const ctx = context(req);
     sendPage(res, 200, mappingsPage(ctx, activeMappingTables(this.config)), ctx.nonce);
+  }
+
+  @Get('dry-run')
+  dryRunForm(@Req() req: AuthenticatedRequest, @Res() res: Response): void {
+    const ctx = context(req);
+    sendPage(res, 200, dryRunPage(ctx, { kind: 'hl7', input: '' }), ctx.nonce);
+  }
+
+  /** The dry-run form's target: nothing is stored, sent or logged of the pasted input. */
+  @Post('dry-run')
+  async dryRun(
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const ctx = context(req);
+    const kind = body?.kind === 'fhir' ? 'fhir' : 'hl7';
+    const input = typeof body?.input === 'string' ? body.input : '';
+    try {
+      const result = await dryRun({ [kind]: input }, this.config);
+      sendPage(res, 200, dryRunPage(ctx, { kind, input }, result), ctx.nonce);
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      sendPage(res, 400, dryRunPage(ctx, { kind, input }, undefined, error.message), ctx.nonce);
+    }
   }
 
   /** The sign-in form's target: trades a valid analyst/admin token for a session cookie. */

@@ -5,6 +5,7 @@ import {
   Module,
   type NestModule,
   type OnModuleInit,
+  RequestMethod,
 } from '@nestjs/common';
 import express from 'express';
 import type { Logger } from 'pino';
@@ -69,8 +70,19 @@ class AuditJobs implements OnModuleInit {
   ],
 })
 export class AuditModule implements NestModule {
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
   configure(consumer: MiddlewareConsumer): void {
     // The page's forms post application/x-www-form-urlencoded (no script on the page).
+    // The dry-run form carries a pasted message: up to the front doors' own bound.
+    consumer
+      .apply(
+        express.urlencoded({
+          extended: false,
+          limit: Math.max(this.config.MLLP_MAX_MESSAGE_BYTES, this.config.FHIR_MAX_BODY_BYTES) * 3,
+        }),
+      )
+      .forRoutes({ path: 'audit/dry-run', method: RequestMethod.POST });
     consumer
       .apply(express.urlencoded({ extended: false, limit: '16kb' }))
       .forRoutes(AuditPageController);

@@ -25,7 +25,13 @@ import {
   AUDIT_PRUNE_TASK,
   AuditRetentionService,
 } from './audit-retention.service';
-import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS } from './audit.tokens';
+import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { MessageReprocessor } from './audit-api.reprocess';
+import { InboundHl7Module } from '../inbound-hl7/inbound-hl7.module';
+import { MllpListenerService } from '../inbound-hl7/mllp-listener.service';
+import { InboundFhirModule } from '../inbound-fhir/inbound-fhir.module';
+import { CreateServiceRequestOperation } from '../inbound-fhir/service-request-create.operation';
+import { FhirBundleOperation } from '../inbound-fhir/fhir-bundle.operation';
 
 /** Registers the nightly retention job on the shared Postgres job queue (once per cluster). */
 @Injectable()
@@ -47,6 +53,7 @@ class AuditJobs implements OnModuleInit {
 
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
 @Module({
+  imports: [InboundHl7Module, InboundFhirModule],
   controllers: [AuditApiController, AuditPageController, MappingDryRunController],
   providers: [
     {
@@ -64,6 +71,21 @@ class AuditJobs implements OnModuleInit {
       provide: AUDIT_SESSIONS,
       useFactory: (ds: DataSource) => new AuditSessionStore(ds),
       inject: [DATA_SOURCE],
+    },
+    {
+      provide: MESSAGE_REPROCESSOR,
+      useFactory: (
+        query: AuditQueryService,
+        mllp: MllpListenerService,
+        create: CreateServiceRequestOperation,
+        bundle: FhirBundleOperation,
+      ) => new MessageReprocessor(query, mllp, create, bundle),
+      inject: [
+        AUDIT_QUERY,
+        MllpListenerService,
+        CreateServiceRequestOperation,
+        FhirBundleOperation,
+      ],
     },
     AuditJobs,
     AuditPageFilter,

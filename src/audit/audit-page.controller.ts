@@ -68,7 +68,8 @@ import {
   ORDER_SOURCES,
   type OrderRow,
 } from './audit-query.service';
-import { AUDIT_QUERY, AUDIT_SESSIONS } from './audit.tokens';
+import { AUDIT_QUERY, AUDIT_SESSIONS, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { MessageReprocessor } from './audit-api.reprocess';
 import { activeMappingTables } from './mapping-tables.view';
 import { dryRun } from './audit-api.dry-run';
 
@@ -92,6 +93,7 @@ export class AuditPageController {
     @Inject(AUDIT_SESSIONS) private readonly sessions: AuditSessionStore,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
+    @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
   ) {}
 
   /**
@@ -355,6 +357,21 @@ export class AuditPageController {
   ): Promise<void> {
     requireCsrf(req, body);
     await this.renderMessage(id, req, res, true, body);
+  }
+
+  /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
+  @Roles('admin')
+  @Post('messages/:id/reprocess')
+  async reprocessMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const { reason } = parseInput(replaySchema, body ?? {});
+    const result = await this.reprocessor.reprocess(id, req.principal!.actor, reason);
+    res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
   private async renderMessage(

@@ -558,6 +558,8 @@ export function messagePage(ctx: PageContext, view: MessageView, orderIds: strin
     `<p><a href="/audit/messages">← Messages</a></p>
     <h1>Inbound message ${h(view.messageControlId ?? view.id)} ${outcomeBadge(view.outcome)}</h1>
     ${revealForm(ctx, `/audit/messages/${view.id}`, view.masked)}
+    ${reprocessLinks(view)}
+    ${reprocessForm(ctx, view)}
     <section class="card"><dl class="facts">${facts
       .filter(([, v]) => v !== null && v !== '')
       .map(([k, v]) => `<div><dt>${h(k)}</dt><dd>${h(v)}</dd></div>`)
@@ -954,4 +956,42 @@ export function dryRunPage(
     </form></section>
     ${notes}${answer}${orders}`,
   );
+}
+
+/** The message a reprocess became, or the message this one reprocesses (message.reprocessed). */
+function reprocessLinks(view: MessageView): string {
+  const links = new Map<string, string>();
+  for (const e of view.events) {
+    if (e.kind !== 'message.reprocessed') continue;
+    const original = e.detail.originalMessageId;
+    const became = e.detail.reprocessedMessageId;
+    if (typeof original === 'string' && original !== view.id)
+      links.set(
+        original,
+        `Reprocess of <a class="mono" href="/audit/messages/${h(original)}">${h(original)}</a>`,
+      );
+    if (typeof became === 'string' && became !== view.id)
+      links.set(
+        became,
+        `Reprocessed as <a class="mono" href="/audit/messages/${h(became)}">${h(became)}</a>`,
+      );
+  }
+  return links.size
+    ? `<div class="notice" role="status">${[...links.values()].join('<br>')}</div>`
+    : '';
+}
+
+/** An admin's reprocess of a refused message (after the site's mapping changed): a reason, POSTed with the CSRF token. */
+function reprocessForm(ctx: PageContext, view: MessageView): string {
+  if (ctx.role !== 'admin' || view.outcome === 'accepted') return '';
+  if (view.transport !== 'mllp' && view.transport !== 'fhir-rest') return '';
+  return `<form class="notice" method="post" action="/audit/messages/${h(view.id)}/reprocess">
+      <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+      <div class="actions wrap">
+        <span>Refused. After the site's mapping changed, run it again through its front door (once: a second reprocess answers the first result).</span>
+        <label for="reprocess-reason" class="visually-hidden">Reason to reprocess</label>
+        <input id="reprocess-reason" type="text" name="reason" required minlength="3" maxlength="500" placeholder="Reason (recorded in the audit log)" class="reason">
+        <button class="secondary" type="submit">Reprocess</button>
+      </div>
+    </form>`;
 }

@@ -6,7 +6,9 @@ import { startAdapter, type RunningAdapter } from '../../src/bootstrap';
 import { MllpClient } from '../../src/hl7';
 import { TEST_TOKENS } from '../helpers/adapter';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
-import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+import { mkdirSync, rmSync } from 'node:fs';
+import { chromium } from 'playwright-core';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -75,6 +77,11 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     let ack: Buffer;
     try {
       ack = await client.send(hl7Fixture('orm-o01-v231-unknown-procedure'));
+      // a second refused message, reprocessed from the page below
+      const other = await client.send(
+        withControlId(hl7Fixture('orm-o01-v231-unknown-procedure'), 'REPROCESS-PAGE-1'),
+      );
+      expect(ackSummary(other).code).toBe('AE');
     } finally {
       await client.close();
     }
@@ -167,5 +174,44 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     );
     expect(accepted.status).toBe(409);
     expect(await count(`SELECT count(*)::int AS n FROM orders`)).toBe(1);
+  });
+
+  it('the message page has a Reprocess button (admin, CSRF form) that leads to the new message (Chromium)', async () => {
+    const artifacts = join(__dirname, '..', '..', 'test-artifacts', 'reprocess');
+    mkdirSync(artifacts, { recursive: true });
+    const [refused] = await adapter!.dataSource.query(
+      `SELECT id FROM inbound_messages WHERE message_control_id = 'REPROCESS-PAGE-1'`,
+    );
+    const userDataDir = mkdtempSync(join(tmpdir(), 'reprocess-chromium-'));
+    const context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+      viewport: { width: 1440, height: 1000 },
+    });
+    try {
+      const page = context.pages()[0] ?? (await context.newPage());
+      await page.goto(`${adapter!.httpUrl}/audit`);
+      await page.getByLabel('API token').fill(TEST_TOKENS.admin);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/audit/);
+      await page.goto(`${adapter!.httpUrl}/audit/messages/${refused.id}`);
+      await page.getByLabel('Reason to reprocess').fill('USABD is mapped now');
+      await page.screenshot({ path: join(artifacts, 'message-refused.png'), fullPage: true });
+      await page.getByRole('button', { name: 'Reprocess' }).click();
+      await page.waitForURL((url) => !url.pathname.endsWith(refused.id));
+      expect(await page.getByText(`Reprocess of ${refused.id}`).count()).toBe(1);
+      await page.screenshot({ path: join(artifacts, 'message-reprocessed.png'), fullPage: true });
+      // accepted now: no button
+      expect(await page.getByRole('button', { name: 'Reprocess' }).count()).toBe(0);
+      const orders = await adapter!.dataSource.query(
+        `SELECT count(*)::int AS n FROM orders WHERE placer_order_number = 'PLC-100412'`,
+      );
+      // the placer number is the same as the first message's: the intake knows the order
+      expect(orders[0].n).toBe(1);
+    } finally {
+      await context.close();
+      rmSync(userDataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -213,5 +213,70 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
       await context.close();
       rmSync(userDataDir, { recursive: true, force: true });
     }
+  });
+
+  it('a FHIR ServiceRequest refused for its code (422) is reprocessed through the create operation, once', async () => {
+    const di = JSON.parse(
+      readFileSync(
+        join(__dirname, '..', 'fixtures', 'fhir', 'r4-servicerequest-example-di.json'),
+        'utf8',
+      ),
+    );
+    const patient = JSON.parse(
+      readFileSync(
+        join(__dirname, '..', 'fixtures', 'fhir', 'r4-patient-example-dicom.json'),
+        'utf8',
+      ),
+    );
+    const sr = {
+      ...di,
+      code: { coding: [{ system: 'http://loinc.org', code: 'LOCAL-9' }], text: 'local code' },
+      contained: [{ ...patient, id: 'p1' }],
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'REPRO-FHIR-1' }],
+      subject: { reference: '#p1' },
+      requester: { display: 'Dr. Adam Careful' },
+    };
+    const res = await fetch(`${adapter!.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+        accept: 'application/fhir+json',
+      },
+      body: JSON.stringify(sr),
+    });
+    expect(res.status).toBe(422);
+    const [refused] = await adapter!.dataSource.query(
+      `SELECT id, outcome FROM inbound_messages WHERE transport = 'fhir-rest' ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(refused.outcome).not.toBe('accepted');
+    // the site maps LOCAL-9 from now on
+    await adapter!.close();
+    adapter = undefined;
+    const dir = mkdtempSync(join(tmpdir(), 'reprocess-site-'));
+    const site = join(dir, 'site.yaml');
+    writeFileSync(
+      site,
+      'mappings:\n  productTableMode: extend\n  productTable:\n    - code: USABD\n      products: [abdomen-us]\n    - code: LOCAL-9\n      products: [lung-nodule-ct]\n',
+    );
+    await start(site);
+    const before = await count(`SELECT count(*)::int AS n FROM orders`);
+    const first = await post(`/api/audit/messages/${refused.id}/reprocess`, {
+      reason: 'LOCAL-9 mapped',
+    });
+    expect(first.status).toBe(200);
+    expect(first.body.answer.code).toBe('201');
+    expect(first.body.orderIds).toHaveLength(1);
+    const second = await post(`/api/audit/messages/${refused.id}/reprocess`, {
+      reason: 'LOCAL-9 mapped',
+    });
+    expect(second.body.duplicate).toBe(true);
+    expect(second.body.answer.code).toBe('201');
+    expect(await count(`SELECT count(*)::int AS n FROM orders`)).toBe(before + 1);
+    const [order] = await adapter!.dataSource.query(
+      `SELECT placer_order_number AS placer FROM orders WHERE id = $1`,
+      [first.body.orderIds[0]],
+    );
+    expect(order.placer).toBe('REPRO-FHIR-1');
   });
 });

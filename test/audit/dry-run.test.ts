@@ -35,7 +35,11 @@ describe('POST /api/mappings/dry-run (real adapter, real PostgreSQL): answers, m
   };
 
   beforeAll(async () => {
-    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    adapter = await startTestAdapter({
+      JOBS_ENABLED: 'false',
+      MLLP_MAX_MESSAGE_BYTES: '65536',
+      HL7_MAX_SEGMENTS: '50',
+    });
   });
   afterAll(async () => {
     await adapter?.close();
@@ -118,5 +122,28 @@ describe('POST /api/mappings/dry-run (real adapter, real PostgreSQL): answers, m
     expect((await dryRun({ hl7: text }, 'admin')).status).toBe(200);
     expect((await dryRun({})).status).toBe(400);
     expect((await dryRun({ hl7: text, fhir: {} })).status).toBe(400);
+  });
+
+  it("the front doors' bounds: over MLLP_MAX_MESSAGE_BYTES → 400; over HL7_MAX_SEGMENTS → AR", async () => {
+    const text = hl7Fixture('orm-o01-v231-ihe-swf-zds').toString('latin1');
+    const big = await dryRun({ hl7: text + 'NTE|1||' + 'x'.repeat(70_000) });
+    expect(big.status).toBe(400);
+    expect(JSON.stringify(big.body)).toMatch(/MLLP_MAX_MESSAGE_BYTES/);
+    const many = await dryRun({ hl7: text + '\rNTE|1||note'.repeat(60) });
+    expect(many.status).toBe(200);
+    expect(many.body.answer.code).toBe('AR');
+  });
+
+  it('a FHIR transaction Bundle: the Bundle response and its orders; nothing stored', async () => {
+    const before = await counts();
+    const { status, body } = await dryRun({ fhir: fhirFixture('us-core-chest-ct-transaction') });
+    expect(status).toBe(200);
+    expect(body.answer.status).toBe(200);
+    expect(body.answer.body.type).toBe('transaction-response');
+    expect(body.orders.length).toBeGreaterThan(0);
+    expect(body.answer.body.entry.some((e: Json) => e.response.status === '201 Created')).toBe(
+      true,
+    );
+    expect(await counts()).toEqual(before);
   });
 });

@@ -62,7 +62,8 @@ import {
   type OutboxRow,
   type Page,
 } from './audit-query.service';
-import { AUDIT_QUERY } from './audit.tokens';
+import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
 const ORDER_FILTERS: Array<[string, string]> = [
@@ -129,6 +130,7 @@ export class AuditApiController {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
   ) {}
 
   @Get('orders')
@@ -275,6 +277,30 @@ export class AuditApiController {
       },
     );
     return presentMessage(message, events, reveal);
+  }
+
+  @Roles('admin')
+  @Post('messages/:id/reprocess')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Reprocess a refused inbound message (admin)',
+    description:
+      'Body `{"reason": "…"}` (required). The stored raw bytes run again through the intake path of the message\'s transport (MLLP handler, FHIR create or Bundle) with the site\'s current mapping, under the idempotency key `reprocess:<id>`: the order it would have produced is created once; a second reprocess answers with the first result and creates nothing. Recorded as message.reprocessed (who, why, the message it became).',
+  })
+  @ApiParam({ name: 'id', format: 'uuid' })
+  @ApiBody({ type: ReplayRequestDto })
+  @ApiOkResponse({ description: 'the answer of the reprocess, the message it became, its orders' })
+  @ApiNotFoundResponse({ description: 'no such message' })
+  @ApiConflictResponse({
+    description: 'the message was accepted, or its transport cannot be reprocessed',
+  })
+  async reprocess(
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<ReprocessResult> {
+    const { reason } = parseInput(replaySchema, body);
+    return this.reprocessor.reprocess(id, req.principal!.actor, reason);
   }
 
   @Get('dead-letters')

@@ -41,6 +41,7 @@ import { newNonce, sendPage, AuditPageFilter } from './audit-page.filter';
 import { maskUpstreamReport } from './phi-masking';
 import {
   dashboardPage,
+  dryRunPage,
   deadLettersPage,
   documentPage,
   mappingsPage,
@@ -67,8 +68,10 @@ import {
   ORDER_SOURCES,
   type OrderRow,
 } from './audit-query.service';
-import { AUDIT_QUERY, AUDIT_SESSIONS } from './audit.tokens';
+import { AUDIT_QUERY, AUDIT_SESSIONS, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { MessageReprocessor } from './audit-api.reprocess';
 import { activeMappingTables } from './mapping-tables.view';
+import { dryRun } from './audit-api.dry-run';
 
 /** How many inbound messages an order page shows raw (the rest are linked). */
 const RAW_MESSAGES_ON_ORDER_PAGE = 5;
@@ -90,6 +93,7 @@ export class AuditPageController {
     @Inject(AUDIT_SESSIONS) private readonly sessions: AuditSessionStore,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
+    @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
   ) {}
 
   /**
@@ -355,6 +359,21 @@ export class AuditPageController {
     await this.renderMessage(id, req, res, true, body);
   }
 
+  /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
+  @Roles('admin')
+  @Post('messages/:id/reprocess')
+  async reprocessMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const { reason } = parseInput(replaySchema, body ?? {});
+    const result = await this.reprocessor.reprocess(id, req.principal!.actor, reason);
+    res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
+  }
+
   private async renderMessage(
     id: string,
     req: AuthenticatedRequest,
@@ -450,6 +469,32 @@ export class AuditPageController {
   mappings(@Req() req: AuthenticatedRequest, @Res() res: Response): void {
     const ctx = context(req);
     sendPage(res, 200, mappingsPage(ctx, activeMappingTables(this.config)), ctx.nonce);
+  }
+
+  @Get('dry-run')
+  dryRunForm(@Req() req: AuthenticatedRequest, @Res() res: Response): void {
+    const ctx = context(req);
+    sendPage(res, 200, dryRunPage(ctx, { kind: 'hl7', input: '' }), ctx.nonce);
+  }
+
+  /** The dry-run form's target: nothing is stored, sent or logged of the pasted input. */
+  @Post('dry-run')
+  async dryRun(
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const ctx = context(req);
+    const kind = body?.kind === 'fhir' ? 'fhir' : 'hl7';
+    const input = typeof body?.input === 'string' ? body.input : '';
+    try {
+      const result = await dryRun({ [kind]: input }, this.config);
+      sendPage(res, 200, dryRunPage(ctx, { kind, input }, result), ctx.nonce);
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      sendPage(res, 400, dryRunPage(ctx, { kind, input }, undefined, error.message), ctx.nonce);
+    }
   }
 
   /** The sign-in form's target: trades a valid analyst/admin token for a session cookie. */

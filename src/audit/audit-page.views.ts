@@ -1,3 +1,4 @@
+import type { DryRunResult } from './audit-api.dry-run';
 import type { Role } from '../config/app-config';
 import type { MessageView, OrderDetailView, RawView, Waiting } from './audit-presenter';
 import type { EventRow, MessageRow, OrderRow, OutboxRow } from './audit-query.service';
@@ -17,7 +18,7 @@ export interface PageContext {
   actor?: string;
   /** The session's CSRF token, for POST forms (absent for bearer callers). */
   csrfToken?: string;
-  current?: 'dashboard' | 'orders' | 'messages' | 'dead-letters' | 'mappings';
+  current?: 'dashboard' | 'orders' | 'messages' | 'dead-letters' | 'mappings' | 'dry-run';
 }
 
 /** HTML-escapes text for element content and quoted attribute values. */
@@ -64,6 +65,7 @@ label{display:flex;flex-direction:column;gap:.25rem;font-size:.82rem;color:var(-
 label.check{flex-direction:row;align-items:center;gap:.45rem;color:var(--ink);font-size:.9rem}
 input[type=text],input[type=password],input[type=datetime-local],select,textarea{font:inherit;color:var(--ink);padding:.45rem .55rem;border:1px solid #c5cdd8;border-radius:6px;background:#fff;width:100%}
 textarea{min-height:5rem}
+textarea.paste{min-height:14rem;font-family:var(--mono);font-size:.84rem}
 .actions{display:flex;gap:.5rem;align-items:center}
 button.primary,a.button{background:var(--accent);color:var(--accent-ink);border:0;border-radius:6px;padding:.5rem 1rem;font:inherit;font-weight:600;cursor:pointer;text-decoration:none;display:inline-block}
 button.danger{background:var(--err);color:#fff;border:0;border-radius:6px;padding:.5rem 1rem;font:inherit;font-weight:600;cursor:pointer}
@@ -148,6 +150,7 @@ function layout(ctx: PageContext, title: string, body: string): string {
         ${navLink('/audit/messages', 'Messages', ctx.current === 'messages')}
         ${navLink('/audit/dead-letters', 'Dead letters', ctx.current === 'dead-letters')}
         ${navLink('/audit/mappings', 'Mapping tables', ctx.current === 'mappings')}
+        ${navLink('/audit/dry-run', 'Dry run', ctx.current === 'dry-run')}
       </nav>
       <div class="who"><span>${h(ctx.role)} <span class="muted">(${h(ctx.actor ?? '')})</span></span>
         ${
@@ -421,14 +424,7 @@ export function orderPage(
         .join('')
     : '<p class="muted">No inbound message.</p>';
   const lineage = view.lineage.length
-    ? `<table class="lineage"><caption class="visually-hidden">Field lineage: target, source location, value, rule</caption>
-        <colgroup><col class="c-target"><col class="c-source"><col class="c-value"></colgroup>
-        <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${view.lineage
-          .map(
-            (l) =>
-              `<tr><td><span class="mono">${pathBreaks(l.target)}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono src">${pathBreaks(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
-          )
-          .join('')}</tbody></table>`
+    ? lineageTable(view.lineage)
     : '<p class="muted">No mapping recorded.</p>';
   const outbound = view.outbound.length
     ? view.outbound.map((d) => outboundDoc(d, d.answers)).join('')
@@ -562,6 +558,8 @@ export function messagePage(ctx: PageContext, view: MessageView, orderIds: strin
     `<p><a href="/audit/messages">← Messages</a></p>
     <h1>Inbound message ${h(view.messageControlId ?? view.id)} ${outcomeBadge(view.outcome)}</h1>
     ${revealForm(ctx, `/audit/messages/${view.id}`, view.masked)}
+    ${reprocessLinks(view)}
+    ${reprocessForm(ctx, view)}
     <section class="card"><dl class="facts">${facts
       .filter(([, v]) => v !== null && v !== '')
       .map(([k, v]) => `<div><dt>${h(k)}</dt><dd>${h(v)}</dd></div>`)
@@ -876,4 +874,124 @@ export function messageListPage(
       <div class="pager"><span class="muted">Newest first; refused messages included</span>${next}</div>
     </section>`,
   );
+}
+
+/** Field lineage: target and rule, source location, value (and the table row that produced it). */
+function lineageTable(
+  lineage: ReadonlyArray<{
+    target: string;
+    source: string;
+    value: string;
+    ruleId: string;
+    rule?: string;
+  }>,
+): string {
+  return `<table class="lineage"><caption class="visually-hidden">Field lineage: target, source location, value, rule</caption>
+        <colgroup><col class="c-target"><col class="c-source"><col class="c-value"></colgroup>
+        <thead><tr><th scope="col">Target · rule</th><th scope="col">Source</th><th scope="col">Value</th></tr></thead><tbody>${lineage
+          .map(
+            (l) =>
+              `<tr><td><span class="mono">${pathBreaks(l.target)}</span><div class="rule">${h(l.ruleId)}</div></td><td class="mono src">${pathBreaks(l.source)}</td><td class="v">${h(l.value)}${l.rule ? `<div class="rule">${h(l.rule)}</div>` : ''}</td></tr>`,
+          )
+          .join('')}</tbody></table>`;
+}
+
+/**
+ * The dry-run form (a pasted HL7 message or FHIR JSON) and, after a POST, what the front door
+ * would answer and map. The caller's own input is shown as pasted (nothing masked, nothing kept).
+ */
+export function dryRunPage(
+  ctx: PageContext,
+  form: { kind: 'hl7' | 'fhir'; input: string },
+  result?: DryRunResult,
+  error?: string,
+): string {
+  const answer = !result
+    ? ''
+    : result.answer.kind === 'hl7'
+      ? `<section class="card" aria-labelledby="dr-ans-h"><h2 id="dr-ans-h">Our answer <span class="badge">${h(result.answer.code)}</span></h2>
+          <pre role="region" aria-label="ACK" tabindex="0">${h(result.answer.text.split('\r').join('\n'))}</pre></section>`
+      : `<section class="card" aria-labelledby="dr-ans-h"><h2 id="dr-ans-h">Our answer <span class="badge">HTTP ${h(result.answer.status)}</span></h2>
+          <pre role="region" aria-label="FHIR answer" tabindex="0">${h(JSON.stringify(result.answer.body, null, 2))}</pre></section>`;
+  const orders = !result
+    ? ''
+    : result.orders.length === 0
+      ? '<section class="card"><p class="muted">No order would be created or changed.</p></section>'
+      : result.orders
+          .map(
+            (
+              o,
+              i,
+            ) => `<section class="card" aria-labelledby="dr-o${i}-h"><h2 id="dr-o${i}-h">Order ${i + 1} <span class="badge">${h(o.request.action)}</span> <small class="muted">${h(o.sourceRef)}</small></h2>
+            <div class="grid2">
+              <div><h3>OrderRequest</h3><pre>${h(JSON.stringify(o.request, null, 2))}</pre></div>
+              <div><h3>Upstream metadata</h3><pre>${h(JSON.stringify(o.upstreamMetadata, null, 2))}</pre></div>
+            </div>
+            <h3>Field lineage</h3>${o.lineage.length ? lineageTable(o.lineage) : '<p class="muted">No lineage.</p>'}
+          </section>`,
+          )
+          .join('');
+  const notes = result
+    ? `<div class="notice" role="status"><ul>${result.notes.map((n) => `<li>${h(n)}</li>`).join('')}</ul>${
+        result.quirks.length
+          ? `<p><strong>Tolerated quirks:</strong> ${result.quirks.map((q) => `${h(q.code)} (${h(q.detail)})`).join('; ')}</p>`
+          : ''
+      }</div>`
+    : '';
+  return layout(
+    { ...ctx, current: 'dry-run' },
+    'Dry run',
+    `<h1>Dry run a message</h1>
+    <p class="muted">Paste an HL7 v2 order message or a FHIR ServiceRequest / transaction Bundle: see the answer the front door would give, the order it maps to, the field lineage and the metadata the upstream would get, with this site's mapping. Nothing is stored or sent.</p>
+    ${error ? `<div class="notice warn" role="alert">${h(error)}</div>` : ''}
+    <section class="card"><form class="stack" method="post" action="/audit/dry-run">
+      <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+      <fieldset><legend>Input</legend>
+        <label><input type="radio" name="kind" value="hl7"${form.kind === 'hl7' ? ' checked' : ''}> HL7 v2</label>
+        <label><input type="radio" name="kind" value="fhir"${form.kind === 'fhir' ? ' checked' : ''}> FHIR JSON</label>
+      </fieldset>
+      <label for="dry-input">Message</label>
+      <textarea id="dry-input" class="paste" name="input" required spellcheck="false">${h(form.input)}</textarea>
+      <div class="actions"><button type="submit">Dry run</button></div>
+    </form></section>
+    ${notes}${answer}${orders}`,
+  );
+}
+
+/** The message a reprocess became, or the message this one reprocesses (message.reprocessed). */
+function reprocessLinks(view: MessageView): string {
+  const links = new Map<string, string>();
+  for (const e of view.events) {
+    if (e.kind !== 'message.reprocessed') continue;
+    const original = e.detail.originalMessageId;
+    const became = e.detail.reprocessedMessageId;
+    if (typeof original === 'string' && original !== view.id)
+      links.set(
+        original,
+        `Reprocess of <a class="mono" href="/audit/messages/${h(original)}">${h(original)}</a>`,
+      );
+    if (typeof became === 'string' && became !== view.id)
+      links.set(
+        became,
+        `Reprocessed as <a class="mono" href="/audit/messages/${h(became)}">${h(became)}</a>`,
+      );
+  }
+  return links.size
+    ? `<div class="notice" role="status">${[...links.values()].join('<br>')}</div>`
+    : '';
+}
+
+/** An admin's reprocess of a refused message (after the site's mapping changed): a reason, POSTed with the CSRF token. */
+function reprocessForm(ctx: PageContext, view: MessageView): string {
+  if (ctx.role !== 'admin' || view.outcome === 'accepted') return '';
+  if (view.transport !== 'mllp' && view.transport !== 'fhir-rest') return '';
+  return `<form class="notice" method="post" action="/audit/messages/${h(view.id)}/reprocess">
+      <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+      <div class="actions wrap">
+        <span>Refused. After the site's mapping changed, run it again through its front door (once: a second reprocess answers the first result).</span>
+        <label for="reprocess-reason" class="visually-hidden">Reason to reprocess</label>
+        <input id="reprocess-reason" type="text" name="reason" required minlength="3" maxlength="500" placeholder="Reason (recorded in the audit log)" class="reason">
+        <button class="secondary" type="submit">Reprocess</button>
+      </div>
+    </form>`;
 }

@@ -129,6 +129,55 @@ export class AuditQueryService {
     return found;
   }
 
+  /** The accepted message stored under an idempotency key, if any (a reprocess's result). */
+  async acceptedByIdempotencyKey(key: string): Promise<MessageRow | undefined> {
+    return this.audit.acceptedByIdempotencyKey(key);
+  }
+
+  /** Records an admin's reprocess of an inbound message (who, why, what came of it). */
+  async recordReprocess(input: {
+    actor: string;
+    reason: string;
+    originalId: string;
+    reprocessedId: string | null;
+    answerCode: string;
+    duplicate: boolean;
+    orderIds: string[];
+  }): Promise<void> {
+    const detail = {
+      reason: input.reason,
+      originalMessageId: input.originalId,
+      reprocessedMessageId: input.reprocessedId,
+      answerCode: input.answerCode,
+      duplicate: input.duplicate,
+      orderIds: input.orderIds,
+    };
+    const summary = `inbound message ${input.originalId} reprocessed${input.duplicate ? ' again (the first result answered, nothing created)' : ''}: ${input.answerCode}: ${input.reason}`;
+    await this.dataSource.transaction(async (manager) => {
+      await writeAuditEvents(manager, [
+        {
+          kind: 'message.reprocessed',
+          inboundMessageId: input.originalId,
+          actor: input.actor,
+          summary,
+          detail,
+        },
+        ...(input.reprocessedId && input.reprocessedId !== input.originalId && !input.duplicate
+          ? [
+              {
+                kind: 'message.reprocessed' as const,
+                inboundMessageId: input.reprocessedId,
+                orderId: input.orderIds[0] ?? null,
+                actor: input.actor,
+                summary: `reprocess of inbound message ${input.originalId}: ${input.reason}`,
+                detail,
+              },
+            ]
+          : []),
+      ]);
+    });
+  }
+
   /** Dead letters, most recently given up first (outbox_dead_idx). */
   async deadLetters(search: { cursor?: string; limit?: number }): Promise<Page<OutboxRow>> {
     return this.audit.deadLetters(search);

@@ -5,6 +5,7 @@ import {
   Module,
   type NestModule,
   type OnModuleInit,
+  RequestMethod,
 } from '@nestjs/common';
 import express from 'express';
 import type { Logger } from 'pino';
@@ -15,6 +16,7 @@ import type { AppConfig } from '../config/app-config';
 import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import { AuditApiController } from './audit-api.controller';
+import { MappingDryRunController } from './mapping-dry-run.controller';
 import { AuditPageController } from './audit-page.controller';
 import { AuditPageFilter } from './audit-page.filter';
 import { AuditQueryService } from './audit-query.service';
@@ -23,7 +25,13 @@ import {
   AUDIT_PRUNE_TASK,
   AuditRetentionService,
 } from './audit-retention.service';
-import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS } from './audit.tokens';
+import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { MessageReprocessor } from './audit-api.reprocess';
+import { InboundHl7Module } from '../inbound-hl7/inbound-hl7.module';
+import { MllpListenerService } from '../inbound-hl7/mllp-listener.service';
+import { InboundFhirModule } from '../inbound-fhir/inbound-fhir.module';
+import { CreateServiceRequestOperation } from '../inbound-fhir/service-request-create.operation';
+import { FhirBundleOperation } from '../inbound-fhir/fhir-bundle.operation';
 
 /** Registers the nightly retention job on the shared Postgres job queue (once per cluster). */
 @Injectable()
@@ -45,7 +53,8 @@ class AuditJobs implements OnModuleInit {
 
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
 @Module({
-  controllers: [AuditApiController, AuditPageController],
+  imports: [InboundHl7Module, InboundFhirModule],
+  controllers: [AuditApiController, AuditPageController, MappingDryRunController],
   providers: [
     {
       provide: AUDIT_QUERY,
@@ -63,13 +72,39 @@ class AuditJobs implements OnModuleInit {
       useFactory: (ds: DataSource) => new AuditSessionStore(ds),
       inject: [DATA_SOURCE],
     },
+    {
+      provide: MESSAGE_REPROCESSOR,
+      useFactory: (
+        query: AuditQueryService,
+        mllp: MllpListenerService,
+        create: CreateServiceRequestOperation,
+        bundle: FhirBundleOperation,
+      ) => new MessageReprocessor(query, mllp, create, bundle),
+      inject: [
+        AUDIT_QUERY,
+        MllpListenerService,
+        CreateServiceRequestOperation,
+        FhirBundleOperation,
+      ],
+    },
     AuditJobs,
     AuditPageFilter,
   ],
 })
 export class AuditModule implements NestModule {
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+
   configure(consumer: MiddlewareConsumer): void {
     // The page's forms post application/x-www-form-urlencoded (no script on the page).
+    // The dry-run form carries a pasted message: up to the front doors' own bound.
+    consumer
+      .apply(
+        express.urlencoded({
+          extended: false,
+          limit: Math.max(this.config.MLLP_MAX_MESSAGE_BYTES, this.config.FHIR_MAX_BODY_BYTES) * 3,
+        }),
+      )
+      .forRoutes({ path: 'audit/dry-run', method: RequestMethod.POST });
     consumer
       .apply(express.urlencoded({ extended: false, limit: '16kb' }))
       .forRoutes(AuditPageController);

@@ -2,3 +2,4 @@
 export const AUDIT_QUERY = Symbol('AUDIT_QUERY');
 export const AUDIT_RETENTION = Symbol('AUDIT_RETENTION');
 export const AUDIT_SESSIONS = Symbol('AUDIT_SESSIONS');
+export const MESSAGE_REPROCESSOR = Symbol('MESSAGE_REPROCESSOR');

@@ -41,6 +41,8 @@ export const AUDIT_EVENT_KINDS = {
     "the upstream refused an order's operation: its answer (status, code, message, every refused file with its reason), masked",
   'upstream.unknown-status':
     'the upstream listed an order with a status value the contract does not name: that order is left as it was',
+  'message.reprocessed':
+    'an admin ran a refused inbound message again through its front door (who, why, the message it became, the answer)',
   'phi.reveal': 'an admin was shown unmasked PHI (who, why, what)',
   error: 'an error on an order or message',
 } as const;

@@ -22,6 +22,7 @@ import {
 } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
+import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 
 /** Resource types a transaction/batch may carry beside its ServiceRequests (used as context, not stored). */
 const CONTEXT_TYPES = new Set([
@@ -35,7 +36,7 @@ const CONTEXT_TYPES = new Set([
   'Organization',
 ]);
 
-type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
+export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
 
 /** The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422). */
 function parseBundle(raw: Buffer): Bundle {
@@ -119,8 +120,82 @@ function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): Sibling
   return siblings;
 }
 
+/**
+ * The checks and the mapping of a Bundle, nothing stored: its entries checked, each
+ * ServiceRequest resolved and mapped (errors per entry); a FhirError when the Bundle as a
+ * whole cannot be processed. Shared by the operation and the dry run; tolerated quirks are
+ * pushed onto `quirks`.
+ */
+export async function prepareBundle(
+  raw: Buffer,
+  resolverFor: (siblings: SiblingEntry[]) => ReferenceResolver,
+  config: FhirFrontDoorConfig,
+  quirks: ToleratedQuirk[],
+): Promise<{
+  b: Bundle;
+  entries: BundleEntry[];
+  orders: BundleOrder[];
+  entryErrors: Map<number, OperationOutcomeIssue[]>;
+  mappingVersion: string;
+}> {
+  const b = parseBundle(raw);
+  const entries = b.entry ?? [];
+  const siblings = checkEntries(entries, quirks);
+
+  const resolver = resolverFor(siblings);
+  const orders: BundleOrder[] = [];
+  const entryErrors = new Map<number, OperationOutcomeIssue[]>();
+  let mappingVersion = '';
+  for (const [i, e] of entries.entries()) {
+    if (e.resource?.resourceType !== 'ServiceRequest') continue;
+    const sr = e.resource as ServiceRequest;
+    const path = `Bundle.entry[${i}].resource`;
+    const { mapped, issues } = await mapToOrder(
+      sr,
+      resolver,
+      { lenient: false, path, srFullUrl: e.fullUrl, siblings },
+      'create',
+      config,
+    );
+    mappingVersion = mapped.mappingVersion;
+    quirks.push(...mapped.quirks);
+    if (issues.length > 0 || !mapped.request) {
+      entryErrors.set(i, issues);
+      continue;
+    }
+    orders.push({
+      request: mapped.request,
+      lineage: mapped.lineage,
+      sourceRef: `Bundle.entry[${i}]`,
+      entryIndex: i,
+      sr,
+    });
+  }
+  quirks.push(...resolver.quirks);
+  if (orders.length === 0 && entryErrors.size === 0) {
+    throw new FhirError('invalid', 'the Bundle carries no ServiceRequest', [
+      {
+        severity: 'error',
+        code: 'required',
+        diagnostics: 'at least one ServiceRequest entry is required',
+        expression: ['Bundle.entry'],
+      },
+    ]);
+  }
+  if (b.type === 'transaction' && entryErrors.size > 0) {
+    // A transaction succeeds or fails as a whole (R4 http.html#trules).
+    throw new FhirError(
+      'invalid',
+      'the transaction cannot be processed',
+      [...entryErrors.values()].flat(),
+    );
+  }
+
+  return { b, entries, orders, entryErrors, mappingVersion };
+}
+
 /** One response entry per request entry (R4 http.html#transaction-response). */
-function responseEntries(
+export function responseEntries(
   entries: BundleEntry[],
   entryErrors: Map<number, OperationOutcomeIssue[]>,
   orders: BundleOrder[],
@@ -180,68 +255,26 @@ function responseEntries(
 export class FhirBundleOperation {
   constructor(private readonly deps: FhirOperationDeps) {}
 
-  async execute(caller: FhirCaller): Promise<FhirAnswer> {
+  async execute(
+    caller: FhirCaller,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<FhirAnswer> {
     const quirks: ToleratedQuirk[] = [];
     return this.deps.refusals.keeping(
       caller,
       'Bundle',
       async () => {
-        const b = parseBundle(caller.raw);
-        const entries = b.entry ?? [];
-        const siblings = checkEntries(entries, quirks);
-
-        const resolver = new ReferenceResolver(siblings, this.deps.ehr);
-        const orders: BundleOrder[] = [];
-        const entryErrors = new Map<number, OperationOutcomeIssue[]>();
-        let mappingVersion = '';
-        for (const [i, e] of entries.entries()) {
-          if (e.resource?.resourceType !== 'ServiceRequest') continue;
-          const sr = e.resource as ServiceRequest;
-          const path = `Bundle.entry[${i}].resource`;
-          const { mapped, issues } = await mapToOrder(
-            sr,
-            resolver,
-            { lenient: false, path, srFullUrl: e.fullUrl, siblings },
-            'create',
-            this.deps.config,
-          );
-          mappingVersion = mapped.mappingVersion;
-          quirks.push(...mapped.quirks);
-          if (issues.length > 0 || !mapped.request) {
-            entryErrors.set(i, issues);
-            continue;
-          }
-          orders.push({
-            request: mapped.request,
-            lineage: mapped.lineage,
-            sourceRef: `Bundle.entry[${i}]`,
-            entryIndex: i,
-            sr,
-          });
-        }
-        quirks.push(...resolver.quirks);
-        if (orders.length === 0 && entryErrors.size === 0) {
-          throw new FhirError('invalid', 'the Bundle carries no ServiceRequest', [
-            {
-              severity: 'error',
-              code: 'required',
-              diagnostics: 'at least one ServiceRequest entry is required',
-              expression: ['Bundle.entry'],
-            },
-          ]);
-        }
-        if (b.type === 'transaction' && entryErrors.size > 0) {
-          // A transaction succeeds or fails as a whole (R4 http.html#trules).
-          throw new FhirError(
-            'invalid',
-            'the transaction cannot be processed',
-            [...entryErrors.values()].flat(),
-          );
-        }
-
-        const key = b.identifier?.value
-          ? `fhir-rest|${caller.sender}|Bundle|${b.identifier.system ?? ''}|${b.identifier.value}`
-          : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
+        const { b, entries, orders, entryErrors, mappingVersion } = await prepareBundle(
+          caller.raw,
+          (siblings) => new ReferenceResolver(siblings, this.deps.ehr),
+          this.deps.config,
+          quirks,
+        );
+        const key =
+          options.idempotencyKey ??
+          (b.identifier?.value
+            ? `fhir-rest|${caller.sender}|Bundle|${b.identifier.system ?? ''}|${b.identifier.value}`
+            : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
         const servedByIndex = new Map<number, ServiceRequest>();
         const reply = await this.deps.intake.ingest(

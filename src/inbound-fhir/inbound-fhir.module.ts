@@ -60,6 +60,8 @@ function operation<T>(type: new (deps: FhirOperationDeps) => T) {
   imports: [OrdersModule],
   // Order matters: the catch-all 404/405 controller is registered last.
   controllers: [FhirNotificationController, FhirRestController, FhirFallbackController],
+  // The audit API reprocesses a refused request through the same operations.
+  exports: [CreateServiceRequestOperation, FhirBundleOperation],
   providers: [
     {
       provide: FHIR_FRONT_DOOR_CONFIG,

@@ -15,6 +15,8 @@ import {
 } from './fhir-operation.shared';
 import { FhirError } from './fhir.error';
 import { ReferenceResolver } from './order-context.resolver';
+import type { FhirFrontDoorConfig } from './fhir-front-door.config';
+import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
 
 /** `If-None-Exist: identifier=system|value` (R4 http.html#ccreate); only identifier is supported. */
 export function parseIfNoneExist(
@@ -46,6 +48,32 @@ export function parseIfNoneExist(
 }
 
 /**
+ * The checks and the mapping of a create, nothing stored: the body parsed and validated, its
+ * context resolved, the order mapped; a FhirError (400/422) when it cannot be an order. Shared
+ * by the create operation and the dry run.
+ */
+export async function prepareCreate(
+  raw: Buffer,
+  ifNoneExist: string | undefined,
+  resolver: ReferenceResolver,
+  config: FhirFrontDoorConfig,
+): Promise<{
+  sr: ServiceRequest;
+  conditional: ReturnType<typeof parseIfNoneExist>;
+  mapped: FhirMappingResult;
+  request: NonNullable<FhirMappingResult['request']>;
+}> {
+  const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest');
+  assertValid(sr);
+  const conditional = parseIfNoneExist(ifNoneExist);
+  const { mapped, issues } = await mapToOrder(sr, resolver, { lenient: false }, 'create', config);
+  if (issues.length > 0 || !mapped.request) {
+    throw new FhirError('invalid', 'the ServiceRequest cannot be accepted as an order', issues);
+  }
+  return { sr, conditional, mapped, request: mapped.request };
+}
+
+/**
  * POST /fhir/ServiceRequest (conditional create on identifier): check, resolve, map, and hand
  * to the one intake use case; the answer (the served resource, or the known one) is built
  * inside the intake transaction and stored with the raw message. Refused input is kept too.
@@ -53,36 +81,30 @@ export function parseIfNoneExist(
 export class CreateServiceRequestOperation {
   constructor(private readonly deps: FhirOperationDeps) {}
 
-  async execute(caller: FhirCaller, ifNoneExist: string | undefined): Promise<FhirAnswer> {
+  async execute(
+    caller: FhirCaller,
+    ifNoneExist: string | undefined,
+    options: { idempotencyKey?: string } = {},
+  ): Promise<FhirAnswer> {
     let resolver: ReferenceResolver | undefined;
     return this.deps.refusals.keeping(
       caller,
       'ServiceRequest create',
       async () => {
-        const sr = parseTyped<ServiceRequest>(caller.raw, 'ServiceRequest');
-        assertValid(sr);
-        const conditional = parseIfNoneExist(ifNoneExist);
         resolver = new ReferenceResolver([], this.deps.ehr);
-        const { mapped, issues } = await mapToOrder(
-          sr,
+        const { sr, conditional, mapped, request } = await prepareCreate(
+          caller.raw,
+          ifNoneExist,
           resolver,
-          { lenient: false },
-          'create',
           this.deps.config,
         );
-        if (issues.length > 0 || !mapped.request) {
-          throw new FhirError(
-            'invalid',
-            'the ServiceRequest cannot be accepted as an order',
-            issues,
-          );
-        }
-        const placer = mapped.request.placerOrderNumber;
-        const key = conditional
-          ? `fhir-rest|${caller.sender}|ServiceRequest|${conditional.system ?? ''}|${conditional.value}`
-          : placer
-            ? `fhir-rest|${caller.sender}|ServiceRequest|${placer.system ?? ''}|${placer.value}`
-            : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`;
+        const key =
+          options.idempotencyKey ??
+          (conditional
+            ? `fhir-rest|${caller.sender}|ServiceRequest|${conditional.system ?? ''}|${conditional.value}`
+            : request.placerOrderNumber
+              ? `fhir-rest|${caller.sender}|ServiceRequest|${request.placerOrderNumber.system ?? ''}|${request.placerOrderNumber.value}`
+              : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
@@ -95,9 +117,7 @@ export class CreateServiceRequestOperation {
             idempotencyKey: key,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
-            orders: [
-              { request: mapped.request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' },
-            ],
+            orders: [{ request: request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' }],
           },
           {
             respond: (outcome) => {

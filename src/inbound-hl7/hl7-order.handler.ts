@@ -1,35 +1,31 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { sha256Hex } from '../common/hash';
-import { dedupeQuirks } from '../common/quirks';
 import { recordRefusal } from '../common/refusal';
 import {
-  buildAck,
-  buildUnparseableAck,
-  checkStructure,
   type Hl7ErrorDetail,
   type Hl7Message,
   type MllpMessageMeta,
-  type OrderControlReply,
   type Hl7ParseLimits,
-  parseHl7,
   salvageControlId,
+  buildAck,
   buildBatchAck,
   isHl7Batch,
   splitHl7Batch,
   type StructureCheckOptions,
 } from '../hl7';
-import {
-  type Hl7OrderMappingConfig,
-  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
-} from '../mappings/hl7-order.config';
-import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
+import type { Hl7OrderMappingConfig } from '../mappings/hl7-order.config';
 import type {
-  IntakeOutcome,
-  IntakeResponse,
+  IntakeReply,
   OrderIntakeService,
   RejectionInput,
 } from '../orders/order-intake.service';
+import {
+  answerMappedMessage,
+  evaluateHl7Message,
+  refusalAck,
+  unparseableAck,
+  type AckStamp,
+} from './hl7-order.pipeline';
 import { ackLabel, messagesTotal, typeLabel } from './hl7-intake.metrics';
 
 export interface Hl7OrderHandlerOptions {
@@ -54,6 +50,7 @@ export interface Hl7OrderHandlerOptions {
 export class Hl7OrderHandler {
   private readonly clock: () => Date;
   private readonly controlIds: () => string;
+  private readonly stamp: AckStamp;
 
   constructor(
     private readonly intake: OrderIntakeService,
@@ -62,6 +59,7 @@ export class Hl7OrderHandler {
   ) {
     this.clock = options.clock ?? (() => new Date());
     this.controlIds = options.controlIds ?? (() => randomUUID().replace(/-/g, '').slice(0, 20));
+    this.stamp = { controlId: this.controlIds, now: this.clock };
   }
 
   async handle(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
@@ -100,16 +98,25 @@ export class Hl7OrderHandler {
     });
   }
 
+  /**
+   * One message: read by the pure pipeline (hl7-order.pipeline.ts, shared with the dry run),
+   * then stored and answered. `options.idempotencyKey` replaces the key derived from the
+   * message (an admin's reprocess of a stored message uses `reprocess:<id>`).
+   */
   private async handleMessage(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
-    let message: Hl7Message;
-    try {
-      message = parseHl7(raw, this.options.limits);
-    } catch (error) {
-      return this.rejectUnparseable(raw, meta, (error as Error).message);
+    return (await this.process(raw, meta)).body;
+  }
+
+  async process(
+    raw: Buffer,
+    meta: MllpMessageMeta,
+    options: { idempotencyKey?: string; actor?: string } = {},
+  ): Promise<{ body: Buffer; reply?: IntakeReply }> {
+    const evaluation = evaluateHl7Message(raw, this.options);
+    if (evaluation.kind === 'unparseable') {
+      return { body: await this.rejectUnparseable(raw, meta, evaluation.reason) };
     }
-    const type = `${message.messageType.code}^${message.messageType.trigger}`;
-    const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
-    const quirks = message.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+    const { message, type, sender } = evaluation;
     const base = {
       transport: 'mllp' as const,
       sender,
@@ -119,29 +126,26 @@ export class Hl7OrderHandler {
       raw,
       contentType: 'application/hl7-v2',
     };
-
-    const structure = checkStructure(message, this.options.structure);
-    if (structure.outcome !== 'accept') {
-      return this.refuse(message, base, quirks, structure.outcome, structure.errors);
+    if (evaluation.kind === 'refused') {
+      return {
+        body: await this.refuse(
+          message,
+          base,
+          evaluation.quirks,
+          evaluation.outcome,
+          evaluation.errors,
+        ),
+      };
     }
-    const mapped = mapHl7Message(message, this.options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
-    const allQuirks = dedupeQuirks(mapped.quirks);
-    if (mapped.outcome === 'error') {
-      return this.refuse(message, base, allQuirks, 'error', mapped.errors);
-    }
-    const warnings: Hl7ErrorDetail[] = [...structure.errors, ...mapped.errors].filter(
-      (e) => e.severity !== 'E',
-    );
-    const idempotencyKey = message.controlId
-      ? `mllp|${sender ?? ''}|${message.controlId}`
-      : `mllp|${sender ?? ''}|sha256:${sha256Hex(raw)}`;
+    const { mapped, warnings } = evaluation;
+    const idempotencyKey = options.idempotencyKey ?? evaluation.idempotencyKey;
 
     try {
       const reply = await this.intake.ingest(
         {
           ...base,
           idempotencyKey,
-          quirks: allQuirks,
+          quirks: evaluation.quirks,
           mappingVersion: mapped.mappingVersion,
           orders: mapped.orders.map((o) => ({
             request: o.request,
@@ -149,8 +153,12 @@ export class Hl7OrderHandler {
             sourceRef: `ORC/OBR group ${o.groupIndex}`,
           })),
           patientEvents: mapped.patientEvents,
+          ...(options.actor ? { actor: options.actor } : {}),
         },
-        { respond: (outcome) => this.respond(message, mapped.orders, outcome, warnings) },
+        {
+          respond: (outcome) =>
+            answerMappedMessage(message, mapped.orders, outcome, warnings, this.stamp),
+        },
       );
       messagesTotal.inc({
         type: typeLabel(type),
@@ -168,80 +176,13 @@ export class Hl7OrderHandler {
         },
         'hl7 message handled',
       );
-      return reply.response.body;
+      return { body: reply.response.body, reply };
     } catch (error) {
       // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
       messagesTotal.inc({ type: typeLabel(type), ack: 'AR-store' });
       this.logger.error({ type, err: (error as Error).message }, 'hl7 message could not be stored');
-      return this.couldNotStore(message);
+      return { body: this.couldNotStore(message) };
     }
-  }
-
-  /** Builds the answer inside the intake transaction, from what was applied. */
-  private respond(
-    message: Hl7Message,
-    orders: readonly MappedOrder[],
-    outcome: IntakeOutcome,
-    warnings: Hl7ErrorDetail[],
-  ): IntakeResponse {
-    const unknown = outcome.results.filter((r) => r.kind === 'unknown-order');
-    if (unknown.length > 0) {
-      const errors: Hl7ErrorDetail[] = unknown.map((r) => ({
-        location: 'ORC-2',
-        code: 204,
-        severity: 'E',
-        message: `Unknown order: no order with this placer/filler number to ${r.kind === 'unknown-order' ? r.action : 'apply'} (${r.sourceRef})`,
-      }));
-      const ack = buildAck({
-        inbound: message,
-        outcome: 'error',
-        errors,
-        controlId: this.controlIds(),
-        now: this.clock(),
-      });
-      return {
-        code: ack.code,
-        body: ack.bytes,
-        contentType: 'application/hl7-v2',
-        accepted: false,
-      };
-    }
-    // A message that cancels or changes orders is answered per order (ORR^O02 / ORI^O24 with
-    // ORC-1 CR / UC / XR / OK); plain new orders get the ACK every RIS expects.
-    const perOrder = orders.some(
-      (o) => o.request.action === 'cancel' || o.request.action === 'update',
-    );
-    const orderControls = perOrder
-      ? outcome.results.map((result, i) => {
-          const request = orders[i]!.request;
-          const control: OrderControlReply['control'] =
-            result.kind === 'cancel-accepted'
-              ? 'CR'
-              : result.kind === 'cancel-too-late'
-                ? 'UC'
-                : result.kind === 'updated'
-                  ? 'XR'
-                  : 'OK';
-          return {
-            control,
-            placer: request.placerOrderNumber
-              ? [request.placerOrderNumber.value, request.placerOrderNumber.system]
-              : undefined,
-            filler: request.fillerOrderNumber
-              ? [request.fillerOrderNumber.value, request.fillerOrderNumber.system]
-              : undefined,
-          };
-        })
-      : undefined;
-    const ack = buildAck({
-      inbound: message,
-      outcome: 'accept',
-      errors: warnings,
-      orderControls,
-      controlId: this.controlIds(),
-      now: this.clock(),
-    });
-    return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: true };
   }
 
   /**
@@ -275,13 +216,7 @@ export class Hl7OrderHandler {
     outcome: 'error' | 'reject',
     errors: Hl7ErrorDetail[],
   ): Promise<Buffer> {
-    const ack = buildAck({
-      inbound: message,
-      outcome,
-      errors,
-      controlId: this.controlIds(),
-      now: this.clock(),
-    });
+    const ack = refusalAck(message, outcome, errors, this.stamp);
     messagesTotal.inc({ type: typeLabel(base.messageType), ack: ackLabel(ack.code) });
     const input: RejectionInput = {
       ...base,
@@ -315,14 +250,7 @@ export class Hl7OrderHandler {
     meta: MllpMessageMeta,
     reason: string,
   ): Promise<Buffer> {
-    const body = buildUnparseableAck({
-      raw,
-      reason,
-      ourApplication: this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
-      ourFacility: this.options.ourFacility ?? '',
-      now: this.clock(),
-      controlId: this.controlIds(),
-    });
+    const body = unparseableAck(raw, reason, this.options, this.stamp);
     messagesTotal.inc({ type: 'unparseable', ack: 'AR' });
     const input: RejectionInput = {
       transport: 'mllp',

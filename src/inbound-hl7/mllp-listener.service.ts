@@ -9,11 +9,12 @@ import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
 import { APP_CONFIG, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import { MllpServer } from '../hl7';
+import { MllpServer, type MllpMessageMeta } from '../hl7';
 import { siteHl7Mapping } from '../config/site-mappings';
 import { metricsRegistry } from '../observability/metrics';
 import { OrderIntakeService } from '../orders/order-intake.service';
 import { Hl7OrderHandler } from './hl7-order.handler';
+import type { Hl7PipelineOptions } from './hl7-order.pipeline';
 
 const openConnections = new Gauge({
   name: 'adapter_mllp_connections',
@@ -26,6 +27,7 @@ const openConnections = new Gauge({
 export class MllpListenerService implements OnApplicationBootstrap, OnApplicationShutdown {
   private server?: MllpServer;
   private boundPort?: number;
+  private handler?: Hl7OrderHandler;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -33,22 +35,30 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
     private readonly intake: OrderIntakeService,
   ) {}
 
+  /**
+   * Runs stored raw bytes through the same handler as a message on the wire (an admin's
+   * reprocess), with the idempotency key given instead of the one derived from MSH.
+   */
+  async reprocess(
+    raw: Buffer,
+    options: { idempotencyKey: string; actor: string; remoteAddress: string },
+  ): Promise<{ body: Buffer; inboundMessageId?: string; duplicate?: boolean }> {
+    this.handler ??= new Hl7OrderHandler(this.intake, this.logger, hl7PipelineOptions(this.config));
+    const { body, reply } = await this.handler.process(
+      raw,
+      { remoteAddress: options.remoteAddress, connectionId: 'reprocess' } satisfies MllpMessageMeta,
+      { idempotencyKey: options.idempotencyKey, actor: options.actor },
+    );
+    return { body, inboundMessageId: reply?.inboundMessageId, duplicate: reply?.duplicate };
+  }
+
   get port(): number | undefined {
     return this.boundPort;
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    const mapping = siteHl7Mapping(this.config);
-    const handler = new Hl7OrderHandler(this.intake, this.logger, {
-      mapping,
-      structure: { allowedProcessingIds: allowedProcessingIds(this.config) },
-      limits: {
-        maxSegments: this.config.HL7_MAX_SEGMENTS,
-        maxFieldsPerSegment: this.config.HL7_MAX_FIELDS,
-        maxRepetitions: this.config.HL7_MAX_REPETITIONS,
-        maxComponents: this.config.HL7_MAX_COMPONENTS,
-      },
-    });
+    const handler = new Hl7OrderHandler(this.intake, this.logger, hl7PipelineOptions(this.config));
+    this.handler = handler;
     const tls =
       this.config.MLLP_TLS_CERT_FILE && this.config.MLLP_TLS_KEY_FILE
         ? {
@@ -139,6 +149,20 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
  * MSH-11 processing IDs accepted (table 0103): HL7_PROCESSING_IDS, else `P` — and `P,T` when
  * the in-process sandbox is the upstream, since a test RIS sends `T` while a site connects.
  */
+/** The MLLP front door's reading rules at this site (mapping, processing ids, HL7_MAX_* bounds). */
+export function hl7PipelineOptions(config: AppConfig): Hl7PipelineOptions {
+  return {
+    mapping: siteHl7Mapping(config),
+    structure: { allowedProcessingIds: allowedProcessingIds(config) },
+    limits: {
+      maxSegments: config.HL7_MAX_SEGMENTS,
+      maxFieldsPerSegment: config.HL7_MAX_FIELDS,
+      maxRepetitions: config.HL7_MAX_REPETITIONS,
+      maxComponents: config.HL7_MAX_COMPONENTS,
+    },
+  };
+}
+
 export function allowedProcessingIds(config: AppConfig): readonly string[] {
   return config.HL7_PROCESSING_IDS ?? (config.useEmbeddedSandbox ? ['P', 'T'] : ['P']);
 }

@@ -396,6 +396,15 @@ export class AuditQueryRepository {
   }
 
   /** An inbound message (by UUID), raw bytes included, with its events; undefined if none. */
+  /** The accepted inbound message stored under an idempotency key (inbound_messages_idempotency_uq). */
+  async acceptedByIdempotencyKey(key: string): Promise<MessageRow | undefined> {
+    const rows: MessageRow[] = await this.dataSource.query(
+      `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages m WHERE m.idempotency_key = $1 AND m.outcome = 'accepted'`,
+      [key],
+    );
+    return rows[0];
+  }
+
   async message(id: string): Promise<{ message: MessageWithRaw; events: EventRow[] } | undefined> {
     const rows: Array<MessageRow & { raw: Buffer; response: Buffer | null }> =
       await this.dataSource.query(

@@ -1,0 +1,205 @@
+import { sha256Hex } from '../common/hash';
+import { dedupeQuirks } from '../common/quirks';
+import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
+import {
+  buildAck,
+  buildUnparseableAck,
+  checkStructure,
+  type Hl7ErrorDetail,
+  type Hl7Message,
+  type Hl7ParseLimits,
+  type OrderControlReply,
+  parseHl7,
+  type StructureCheckOptions,
+} from '../hl7';
+import {
+  DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+  type Hl7OrderMappingConfig,
+} from '../mappings/hl7-order.config';
+import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
+
+/** What the MLLP front door reads a message with (the site's mapping and bounds). */
+export interface Hl7PipelineOptions {
+  mapping?: Hl7OrderMappingConfig;
+  structure?: StructureCheckOptions;
+  limits?: Hl7ParseLimits;
+  ourApplication?: string;
+  ourFacility?: string;
+}
+
+/** How ACKs are stamped (MSH-10 of ours, MSH-7). */
+export interface AckStamp {
+  controlId: () => string;
+  now: () => Date;
+}
+
+/**
+ * One HL7 message read by the front door's rules, without storing anything: parsed, checked,
+ * mapped. Used by the MLLP handler (which then stores and answers) and by the dry run.
+ */
+export type Hl7Evaluation =
+  | { kind: 'unparseable'; reason: string }
+  | {
+      kind: 'refused';
+      message: Hl7Message;
+      type: string;
+      sender: string | null;
+      quirks: Array<{ code: string; detail: string }>;
+      outcome: 'error' | 'reject';
+      errors: Hl7ErrorDetail[];
+      mappingVersion?: string;
+    }
+  | {
+      kind: 'mapped';
+      message: Hl7Message;
+      type: string;
+      sender: string | null;
+      quirks: Array<{ code: string; detail: string }>;
+      mapped: ReturnType<typeof mapHl7Message>;
+      warnings: Hl7ErrorDetail[];
+      idempotencyKey: string;
+    };
+
+export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}): Hl7Evaluation {
+  let message: Hl7Message;
+  try {
+    message = parseHl7(raw, options.limits);
+  } catch (error) {
+    return { kind: 'unparseable', reason: (error as Error).message };
+  }
+  const type = `${message.messageType.code}^${message.messageType.trigger}`;
+  const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
+  const quirks = message.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+  const structure = checkStructure(message, options.structure);
+  if (structure.outcome !== 'accept') {
+    return {
+      kind: 'refused',
+      message,
+      type,
+      sender,
+      quirks,
+      outcome: structure.outcome,
+      errors: structure.errors,
+    };
+  }
+  const mapped = mapHl7Message(message, options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
+  const allQuirks = dedupeQuirks(mapped.quirks);
+  if (mapped.outcome === 'error') {
+    return {
+      kind: 'refused',
+      message,
+      type,
+      sender,
+      quirks: allQuirks,
+      outcome: 'error',
+      errors: mapped.errors,
+      mappingVersion: mapped.mappingVersion,
+    };
+  }
+  const warnings: Hl7ErrorDetail[] = [...structure.errors, ...mapped.errors].filter(
+    (e) => e.severity !== 'E',
+  );
+  const idempotencyKey = message.controlId
+    ? `mllp|${sender ?? ''}|${message.controlId}`
+    : `mllp|${sender ?? ''}|sha256:${sha256Hex(raw)}`;
+  return {
+    kind: 'mapped',
+    message,
+    type,
+    sender,
+    quirks: allQuirks,
+    mapped,
+    warnings,
+    idempotencyKey,
+  };
+}
+
+/** The ACK (AE/AR with ERR) of a message refused by its structure or its mapping. */
+export function refusalAck(
+  message: Hl7Message,
+  outcome: 'error' | 'reject',
+  errors: Hl7ErrorDetail[],
+  stamp: AckStamp,
+): { code: string; bytes: Buffer } {
+  return buildAck({
+    inbound: message,
+    outcome,
+    errors,
+    controlId: stamp.controlId(),
+    now: stamp.now(),
+  });
+}
+
+/** The generic AR for input without a usable MSH. */
+export function unparseableAck(
+  raw: Buffer,
+  reason: string,
+  options: Hl7PipelineOptions,
+  stamp: AckStamp,
+): Buffer {
+  return buildUnparseableAck({
+    raw,
+    reason,
+    ourApplication: options.ourApplication ?? 'IMAGING-AI-ADAPTER',
+    ourFacility: options.ourFacility ?? '',
+    now: stamp.now(),
+    controlId: stamp.controlId(),
+  });
+}
+
+/** The answer to a mapped message, from what the intake applied (or would apply). */
+export function answerMappedMessage(
+  message: Hl7Message,
+  orders: readonly MappedOrder[],
+  outcome: IntakeOutcome,
+  warnings: Hl7ErrorDetail[],
+  stamp: AckStamp,
+): IntakeResponse {
+  const unknown = outcome.results.filter((r) => r.kind === 'unknown-order');
+  if (unknown.length > 0) {
+    const errors: Hl7ErrorDetail[] = unknown.map((r) => ({
+      location: 'ORC-2',
+      code: 204,
+      severity: 'E',
+      message: `Unknown order: no order with this placer/filler number to ${r.kind === 'unknown-order' ? r.action : 'apply'} (${r.sourceRef})`,
+    }));
+    const ack = refusalAck(message, 'error', errors, stamp);
+    return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: false };
+  }
+  // A message that cancels or changes orders is answered per order (ORR^O02 / ORI^O24 with
+  // ORC-1 CR / UC / XR / OK); plain new orders get the ACK every RIS expects.
+  const perOrder = orders.some(
+    (o) => o.request.action === 'cancel' || o.request.action === 'update',
+  );
+  const orderControls = perOrder
+    ? outcome.results.map((result, i) => {
+        const request = orders[i]!.request;
+        const control: OrderControlReply['control'] =
+          result.kind === 'cancel-accepted'
+            ? 'CR'
+            : result.kind === 'cancel-too-late'
+              ? 'UC'
+              : result.kind === 'updated'
+                ? 'XR'
+                : 'OK';
+        return {
+          control,
+          placer: request.placerOrderNumber
+            ? [request.placerOrderNumber.value, request.placerOrderNumber.system]
+            : undefined,
+          filler: request.fillerOrderNumber
+            ? [request.fillerOrderNumber.value, request.fillerOrderNumber.system]
+            : undefined,
+        };
+      })
+    : undefined;
+  const ack = buildAck({
+    inbound: message,
+    outcome: 'accept',
+    errors: warnings,
+    orderControls,
+    controlId: stamp.controlId(),
+    now: stamp.now(),
+  });
+  return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: true };
+}

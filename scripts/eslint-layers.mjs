@@ -19,7 +19,7 @@ export const LAYERS = [
       /^inbound-fhir\//,
       /^health\//,
       /^audit\/audit-page\./,
-      /^audit\/mapping-tables\.view\.ts$/,
+      /^audit\/.*\.view\.ts$/,
       /^audit\/audit-api\./,
       /\.filter\.ts$/,
       /\.middleware\.ts$/,

@@ -1,0 +1,215 @@
+import type { MessageView } from './audit-presenter';
+import type { MessageRow, OutboxRow } from './audit-query.service';
+import {
+  PageContext,
+  h,
+  jsonDetails,
+  layout,
+  outcomeBadge,
+  rawBlock,
+  revealForm,
+  timelineList,
+  when,
+} from './audit-page.layout';
+
+export function messagePage(ctx: PageContext, view: MessageView, orderIds: string[]): string {
+  const facts: Array<[string, string | number | null]> = [
+    ['Message id', view.id],
+    ['Received', view.receivedAt],
+    ['Transport', view.transport],
+    ['Sender', view.sender],
+    ['Type', view.messageType],
+    ['MSH-10', view.messageControlId],
+    ['Outcome', view.outcome],
+    ['Answer', view.responseCode],
+    ['Size', `${view.bytes} bytes`],
+  ];
+  return layout(
+    { ...ctx, current: 'messages' },
+    `Message ${view.messageControlId ?? view.id}`,
+    `<p><a href="/audit/messages">← Messages</a></p>
+    <h1>Inbound message ${h(view.messageControlId ?? view.id)} ${outcomeBadge(view.outcome)}</h1>
+    ${revealForm(ctx, `/audit/messages/${view.id}`, view.masked)}
+    ${reprocessLinks(view)}
+    ${reprocessForm(ctx, view)}
+    <section class="card"><dl class="facts">${facts
+      .filter(([, v]) => v !== null && v !== '')
+      .map(([k, v]) => `<div><dt>${h(k)}</dt><dd>${h(v)}</dd></div>`)
+      .join('')}</dl>
+      ${orderIds.length ? `<p>Orders: ${orderIds.map((id) => `<a class="mono" href="/audit/orders/${h(id)}">${h(id)}</a>`).join(', ')}</p>` : ''}
+      ${view.quirks.length ? `<div class="notice warn"><strong>Tolerated quirks:</strong> ${view.quirks.map((q) => `${h(q.code)} (${h(q.detail)})`).join('; ')}</div>` : ''}
+      ${view.error ? jsonDetails(view.error, 'error') : ''}
+    </section>
+    <div class="grid2">
+      <section class="card" aria-labelledby="raw-h"><h2 id="raw-h">As received</h2>${rawBlock(view.raw, 'Inbound message')}</section>
+      <section class="card" aria-labelledby="ans-h"><h2 id="ans-h">Our answer</h2>${view.response ? rawBlock(view.response, 'Answer') : '<p class="muted">No answer stored.</p>'}</section>
+    </div>
+    <section class="card" aria-labelledby="ev-h"><h2 id="ev-h">Events</h2>${timelineList(view.events)}</section>`,
+  );
+}
+
+export function messageListPage(
+  ctx: PageContext,
+  input: {
+    filters: Record<string, string>;
+    messages: MessageRow[];
+    nextCursor?: string;
+    problem?: string;
+  },
+): string {
+  const f = input.filters;
+  const textField = (name: string, label: string, hint = '') =>
+    `<label for="m-${name}">${h(label)}<input id="m-${name}" type="text" name="${name}" value="${h(f[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
+  const select = (name: string, label: string, values: readonly string[]) =>
+    `<label for="m-${name}">${h(label)}<select id="m-${name}" name="${name}"><option value="">any</option>${values
+      .map((v) => `<option${f[name] === v ? ' selected' : ''}>${h(v)}</option>`)
+      .join('')}</select></label>`;
+  const rows = input.messages
+    .map(
+      (m) => `<tr>
+        <td>${when(m.receivedAt)}</td>
+        <td class="mono"><a href="/audit/messages/${h(m.id)}">${h(m.messageType ?? m.transport)}</a></td>
+        <td class="mono">${h(m.messageControlId ?? '')}</td>
+        <td>${h(m.sender ?? '')}</td>
+        <td>${h(m.transport)}</td>
+        <td>${outcomeBadge(m.outcome)}</td>
+        <td class="mono">${h(m.responseCode ?? '')}</td>
+        <td>${h(m.answerText ?? '')}</td>
+      </tr>`,
+    )
+    .join('');
+  const query = new URLSearchParams(
+    Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
+  );
+  const next = input.nextCursor
+    ? `<a class="secondary" href="/audit/messages?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older messages →</a>`
+    : '';
+  return layout(
+    { ...ctx, current: 'messages' },
+    'Messages',
+    `<h1>Inbound messages and requests</h1>
+    ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
+    <section class="card" aria-labelledby="mf-h"><h2 id="mf-h" class="visually-hidden">Filters</h2>
+      <form class="filters" method="get" action="/audit/messages" role="search">
+        <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
+        <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
+        ${textField('sender', 'Sender', 'RADIS1^IHEDEMO')}
+        ${select('transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
+        ${select('outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
+        ${textField('answerCode', 'Answer code', 'AA, AE, AR, 400…')}
+        ${textField('text', 'Answer text contains')}
+        ${textField('msh10', 'MSH-10 control id')}
+        <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/messages">Clear</a></div>
+      </form>
+    </section>
+    <section class="card" aria-labelledby="ml-h">
+      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
+      ${
+        input.messages.length
+          ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`
+          : '<p class="muted">Widen the time range or clear a filter.</p>'
+      }
+      <div class="pager"><span class="muted">Newest first; refused messages included</span>${next}</div>
+    </section>`,
+  );
+}
+
+/** The message a reprocess became, or the message this one reprocesses (message.reprocessed). */
+function reprocessLinks(view: MessageView): string {
+  const links = new Map<string, string>();
+  for (const e of view.events) {
+    if (e.kind !== 'message.reprocessed') continue;
+    const original = e.detail.originalMessageId;
+    const became = e.detail.reprocessedMessageId;
+    if (typeof original === 'string' && original !== view.id)
+      links.set(
+        original,
+        `Reprocess of <a class="mono" href="/audit/messages/${h(original)}">${h(original)}</a>`,
+      );
+    if (typeof became === 'string' && became !== view.id)
+      links.set(
+        became,
+        `Reprocessed as <a class="mono" href="/audit/messages/${h(became)}">${h(became)}</a>`,
+      );
+  }
+  return links.size
+    ? `<div class="notice" role="status">${[...links.values()].join('<br>')}</div>`
+    : '';
+}
+
+/** An admin's reprocess of a refused message (after the site's mapping changed): a reason, POSTed with the CSRF token. */
+function reprocessForm(ctx: PageContext, view: MessageView): string {
+  if (ctx.role !== 'admin' || view.outcome === 'accepted') return '';
+  if (view.transport !== 'mllp' && view.transport !== 'fhir-rest') return '';
+  return `<form class="notice" method="post" action="/audit/messages/${h(view.id)}/reprocess">
+      <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+      <div class="actions wrap">
+        <span>Refused. After the site's mapping changed, run it again through its front door (once: a second reprocess answers the first result).</span>
+        <label for="reprocess-reason" class="visually-hidden">Reason to reprocess</label>
+        <input id="reprocess-reason" type="text" name="reason" required minlength="3" maxlength="500" placeholder="Reason (recorded in the audit log)" class="reason">
+        <button class="secondary" type="submit">Reprocess</button>
+      </div>
+    </form>`;
+}
+
+export function deadLettersPage(
+  ctx: PageContext,
+  input: { items: OutboxRow[]; nextCursor?: string; replayed?: string },
+): string {
+  const rows = input.items
+    .map(
+      (d) => `<tr>
+        <td>${d.orderId ? `<a class="mono" href="/audit/orders/${h(d.orderId)}">${h(d.accessionNumber ?? '(no accession)')}</a>` : ''}</td>
+        <td class="mono">${h(d.placerOrderNumber ?? '')}</td>
+        <td>${h(d.kind)}</td>
+        <td>${h(d.destination)}</td>
+        <td>${h(d.attempts)}</td>
+        <td>${h(d.lastError ?? '')}</td>
+        <td>${when(d.updatedAt)}</td>
+        <td>${ctx.role === 'admin' ? `<a class="secondary" href="/audit/dead-letters/${h(d.id)}/replay">Replay…</a>` : ''}</td>
+      </tr>`,
+    )
+    .join('');
+  return layout(
+    { ...ctx, current: 'dead-letters' },
+    'Dead letters',
+    `<h1>Dead letters</h1>
+    ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
+    <section class="card">
+      ${
+        input.items.length
+          ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
+          : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
+      }
+      <div class="pager"><span class="muted">Most recent first</span>${input.nextCursor ? `<a class="secondary" href="/audit/dead-letters?cursor=${h(encodeURIComponent(input.nextCursor))}">Older →</a>` : ''}</div>
+    </section>`,
+  );
+}
+
+export function replayConfirmPage(ctx: PageContext, d: OutboxRow, error?: string): string {
+  return layout(
+    { ...ctx, current: 'dead-letters' },
+    `Replay ${d.id}`,
+    `<p><a href="/audit/dead-letters">← Dead letters</a></p>
+    <h1>Replay outbound document ${h(d.id)}</h1>
+    <section class="card">
+      <dl class="facts">
+        <div><dt>Document</dt><dd>${h(d.kind)}</dd></div>
+        <div><dt>Destination</dt><dd>${h(d.destination)}</dd></div>
+        <div><dt>Attempts</dt><dd>${h(d.attempts)}</dd></div>
+        <div><dt>Status</dt><dd>${h(d.status)}</dd></div>
+        <div><dt>Last error</dt><dd>${h(d.lastError ?? '–')}</dd></div>
+      </dl>
+    </section>
+    <section class="card" aria-labelledby="confirm-h"><h2 id="confirm-h">Confirm</h2>
+      ${error ? `<div class="notice err" role="alert">${h(error)}</div>` : ''}
+      <p>The document goes back to the queue with its attempts reset and is sent again at once. Your name and reason are recorded in the audit log.</p>
+      <form method="post" action="/audit/dead-letters/${h(d.id)}/replay" class="stack">
+        <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">
+        <label for="reason">Reason<textarea id="reason" name="reason" required minlength="3" maxlength="500"></textarea></label>
+        <label class="check" for="confirm"><input id="confirm" type="checkbox" name="confirm" value="yes" required> I confirm that this document should be sent again</label>
+        <div class="actions"><button class="danger" type="submit">Replay now</button><a class="secondary" href="/audit/dead-letters">Cancel</a></div>
+      </form>
+    </section>`,
+  );
+}

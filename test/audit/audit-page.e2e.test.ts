@@ -2,12 +2,12 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
+import { launchChromium } from '../helpers/chromium';
 
 /** The Debian package's browser, never a downloaded one; no network beyond loopback. */
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts', 'audit');
 
 describe('audit page end to end (headless Chromium against the running adapter)', () => {
@@ -28,21 +28,7 @@ describe('audit page end to end (headless Chromium against the running adapter)'
     swfOrderId = await orderIdByAccession(db, SEEDED.swf.accession);
     deadLetterId = await addDeadLetter(db, swfOrderId);
     userDataDir = mkdtempSync(join(tmpdir(), 'audit-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1440, height: 1000 },
-    });
+    context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
   });
 

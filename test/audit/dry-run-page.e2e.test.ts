@@ -1,13 +1,13 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
+import { launchChromium } from '../helpers/chromium';
 
 /** The dry-run page (issue #18 item 4) in real Chromium; screenshots in test-artifacts/dry-run. */
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts', 'dry-run');
 
 describe('dry-run page (headless Chromium)', () => {
@@ -29,12 +29,7 @@ describe('dry-run page (headless Chromium)', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
     userDataDir = mkdtempSync(join(tmpdir(), 'dry-run-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      viewport: { width: 1440, height: 1000 },
-    });
+    context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
     await page.goto(`${adapter.httpUrl}/audit`);
     await page.getByLabel('API token').fill(TEST_TOKENS.analyst);

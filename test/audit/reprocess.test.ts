@@ -8,7 +8,7 @@ import { TEST_TOKENS } from '../helpers/adapter';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 import { mkdirSync, rmSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { launchChromium } from '../helpers/chromium';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -183,12 +183,7 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
       `SELECT id FROM inbound_messages WHERE message_control_id = 'REPROCESS-PAGE-1'`,
     );
     const userDataDir = mkdtempSync(join(tmpdir(), 'reprocess-chromium-'));
-    const context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: '/usr/bin/chromium',
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      viewport: { width: 1440, height: 1000 },
-    });
+    const context = await launchChromium(userDataDir);
     try {
       const page = context.pages()[0] ?? (await context.newPage());
       await page.goto(`${adapter!.httpUrl}/audit`);

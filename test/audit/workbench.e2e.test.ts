@@ -2,16 +2,16 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
+import { launchChromium } from '../helpers/chromium';
 
 /**
  * The analyst's workbench (issue #18 items 3, 6, 7, 10, 11) in real Chromium against the
  * running adapter: what an analyst must see, with screenshots in test-artifacts/workbench.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(__dirname, '..', '..', 'test-artifacts', 'workbench');
 const FHIR_FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
 
@@ -51,21 +51,7 @@ describe('analyst workbench pages (headless Chromium)', () => {
       await db.query<{ id: string }>(`SELECT id FROM orders WHERE source = 'fhir' LIMIT 1`)
     ).rows[0]!.id;
     userDataDir = mkdtempSync(join(tmpdir(), 'workbench-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-      viewport: { width: 1440, height: 1000 },
-    });
+    context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
     await page.goto(`${adapter.httpUrl}/audit`);
     await page.getByLabel('API token').fill(TEST_TOKENS.analyst);

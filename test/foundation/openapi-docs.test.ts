@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BrowserContext, chromium } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { launchChromium } from '../helpers/chromium';
 
 /** Every route the running Express app serves (Express 5 router stack). */
 function routesOf(adapter: TestAdapter): Array<{ method: string; path: string }> {
@@ -81,11 +82,7 @@ describe('API documentation and the browser entry points', () => {
     const userDataDir = mkdtempSync(join(tmpdir(), 'docs-chromium-'));
     let context: BrowserContext | undefined;
     try {
-      context = await chromium.launchPersistentContext(userDataDir, {
-        executablePath: '/usr/bin/chromium',
-        headless: true,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-      });
+      context = await launchChromium(userDataDir);
       const page = context.pages()[0] ?? (await context.newPage());
       const failed: string[] = [];
       page.on('response', (r) => {

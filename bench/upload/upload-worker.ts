@@ -56,8 +56,8 @@ async function main(): Promise<void> {
     // any moment, with none of the client's machinery (no retries, no progress, no parallelism).
     const plan = planUpload(size);
     if (plan.kind !== 'multipart') throw new Error('study too small for the bench');
-    const { uploadId } = await client.initiateMultipart(orderId, size);
-    const { urls } = await client.getPartUrls(uploadId, { count: plan.partCount }, orderId);
+    const { uploadId } = await client.uploads.initiateMultipart(orderId, size);
+    const { urls } = await client.uploads.getPartUrls(uploadId, { count: plan.partCount }, orderId);
     const statuses = new Set<number>();
     const started = performance.now();
     for (let n = 1; n <= plan.partCount; n++) {
@@ -73,7 +73,7 @@ async function main(): Promise<void> {
       statuses.add(response.statusCode);
     }
     const seconds = (performance.now() - started) / 1000;
-    await client.abortMultipart(uploadId, orderId).catch(() => undefined);
+    await client.uploads.abortMultipart(uploadId, orderId).catch(() => undefined);
     print({ mode, status: [...statuses].join(','), bytes: size, seconds });
   } else {
     const uploader = new StudyUploader(client, {

@@ -128,7 +128,7 @@ export class StudyUploader {
 
   private async freshSingleUrl(orderId: string): Promise<{ url: string; expiresAt: number }> {
     const issued = this.deps.clock.now();
-    const { url, expiresAt } = await this.client.getSinglePutUrl(orderId);
+    const { url, expiresAt } = await this.client.uploads.getSinglePutUrl(orderId);
     return { url, expiresAt: expiresAt ?? issued + DEFAULT_URL_LIFETIME_MS };
   }
 
@@ -183,7 +183,7 @@ export class StudyUploader {
       }
     }
     if (!progress) {
-      const { uploadId } = await this.client.initiateMultipart(orderId, plan.sizeBytes);
+      const { uploadId } = await this.client.uploads.initiateMultipart(orderId, plan.sizeBytes);
       const fresh: Omit<MultipartProgress, 'parts'> = {
         orderId,
         uploadId,
@@ -229,7 +229,7 @@ export class StudyUploader {
 
   private async complete(orderId: string, uploadId: string, parts: UploadedPart[]): Promise<void> {
     try {
-      await this.client.completeMultipart(uploadId, parts, orderId);
+      await this.client.uploads.completeMultipart(uploadId, parts, orderId);
     } catch (error) {
       // A complete that went through but whose answer was lost (then retried, or replayed after
       // a restart) is refused as unknown; the order having moved on shows it did complete.
@@ -262,7 +262,7 @@ export class StudyUploader {
 
   private async abortQuietly(uploadId: string, orderId: string): Promise<void> {
     try {
-      await this.client.abortMultipart(uploadId, orderId);
+      await this.client.uploads.abortMultipart(uploadId, orderId);
     } catch (error) {
       this.deps.logger.warn(
         { orderId, code: error instanceof ImagingClientError ? error.code : 'unknown' },
@@ -277,7 +277,7 @@ export class StudyUploader {
     orderId: string,
   ): Promise<UrlBook> {
     const issued = this.deps.clock.now();
-    const result = await this.client.getPartUrls(uploadId, parts, orderId);
+    const result = await this.client.uploads.getPartUrls(uploadId, parts, orderId);
     return { urls: result.urls, expiresAt: result.expiresAt ?? issued + DEFAULT_URL_LIFETIME_MS };
   }
 

@@ -87,7 +87,7 @@ describe('upload boundaries under the safe reading of MB', () => {
         { study_uid: generateUid() },
         { correlationId: randomUUID() },
       );
-      const { url } = await c.client.getSinglePutUrl(orderId);
+      const { url } = await c.client.uploads.getSinglePutUrl(orderId);
       const res = await fetch(url, { method: 'PUT', body: Buffer.alloc(5_000_000, 1) });
       await res.arrayBuffer();
       expect(res.status).toBe(413);

@@ -1,0 +1,45 @@
+import { QC_ROUND_HEADER, QC_ROUNDS, type QcRound } from '../imaging-spec/imaging-spec';
+import { ImagingClientError } from './imaging-client.error';
+import type { UpstreamDocument } from './imaging-client.types';
+import { headerValue } from './upstream-answers';
+import type { UpstreamResponse } from './upstream-http.types';
+
+/**
+ * The answers not read with a schema (upstream-schemas.ts): a report document, whatever its
+ * content type, and a QC report, JSON of any shape with its round in a header.
+ */
+
+/** A report document (`/results`, `/failure-report`, `/report`): any bytes, but not none. */
+export function readDocument(operation: string, r: UpstreamResponse): UpstreamDocument {
+  if (r.body.length === 0) {
+    throw new ImagingClientError('invalid_response', operation, 'empty document', {
+      status: r.status,
+    });
+  }
+  return {
+    contentType: headerValue(r.headers, 'content-type') ?? 'application/octet-stream',
+    body: r.body,
+  };
+}
+
+/** `/qc-report`: JSON findings, with the round actually returned (header `X-QC-Round`). */
+export function readQcReport(r: UpstreamResponse): { round: QcRound; report: unknown } {
+  const header = headerValue(r.headers, QC_ROUND_HEADER)?.trim().toLowerCase();
+  if (!header || !(QC_ROUNDS as readonly string[]).includes(header)) {
+    throw new ImagingClientError(
+      'invalid_response',
+      'qc-report',
+      `missing or unknown ${QC_ROUND_HEADER} header`,
+      { status: r.status },
+    );
+  }
+  let report: unknown;
+  try {
+    report = JSON.parse(r.body.toString('utf8'));
+  } catch {
+    throw new ImagingClientError('invalid_response', 'qc-report', 'QC report is not JSON', {
+      status: r.status,
+    });
+  }
+  return { round: header as QcRound, report };
+}

@@ -1,0 +1,87 @@
+import { ImagingClientError } from './imaging-client.error';
+import type { PartUrls, PresignedUrl } from './imaging-client.types';
+import type { UploadedPart } from './ports';
+import { byOrder, callJson } from './upstream-calls';
+import type { UpstreamHttp } from './upstream-http';
+
+/**
+ * The upload endpoints, `client.uploads`: a presigned URL for a single PUT, or the multipart
+ * protocol (initiate, part URLs, complete, abort). The StudyUploader drives them; the PUTs to
+ * object storage themselves are its own.
+ */
+export class UploadEndpoints {
+  constructor(private readonly http: UpstreamHttp) {}
+
+  /** `GET /upload/single-put`: one presigned write-only URL, for studies under 5 MB. */
+  async getSinglePutUrl(orderId: string): Promise<PresignedUrl> {
+    const parsed = await callJson(this.http, 'single-put-url', byOrder(orderId));
+    return { url: parsed.url, expiresAt: parseTime(parsed.expires_at) };
+  }
+
+  /** `POST /upload/multipart/initiate`. */
+  async initiateMultipart(orderId: string, sizeBytes: number): Promise<{ uploadId: string }> {
+    const parsed = await callJson(this.http, 'multipart-initiate', {
+      json: { order_id: orderId, size_bytes: sizeBytes },
+      orderId,
+    });
+    return { uploadId: parsed.upload_id };
+  }
+
+  /**
+   * `POST /upload/multipart/presigned-urls`: URLs for parts 1..count, or fresh ones for the
+   * given part numbers (resume, expiry).
+   */
+  async getPartUrls(
+    uploadId: string,
+    parts: { count: number } | { partNumbers: number[] },
+    orderId?: string,
+  ): Promise<PartUrls> {
+    const wanted = 'count' in parts ? range(1, parts.count) : parts.partNumbers;
+    const json =
+      'count' in parts
+        ? { upload_id: uploadId, parts: parts.count }
+        : { upload_id: uploadId, part_numbers: parts.partNumbers };
+    const parsed = await callJson(this.http, 'multipart-presigned-urls', { json, orderId });
+    const urls = new Map(parsed.urls.map((u) => [u.part_number, u.url]));
+    const missing = wanted.filter((n) => !urls.has(n));
+    if (missing.length) {
+      throw new ImagingClientError(
+        'invalid_response',
+        'multipart-presigned-urls',
+        `no URL for part(s) ${missing.slice(0, 10).join(', ')}`,
+      );
+    }
+    return { urls, expiresAt: parseTime(parsed.expires_at) };
+  }
+
+  /** `POST /upload/multipart/complete`: starts processing. */
+  async completeMultipart(uploadId: string, parts: UploadedPart[], orderId?: string) {
+    const sorted = [...parts].sort((a, b) => a.partNumber - b.partNumber);
+    const json = {
+      upload_id: uploadId,
+      parts: sorted.map((p) => ({ part_number: p.partNumber, etag: p.etag })),
+    };
+    return callJson(this.http, 'multipart-complete', {
+      json,
+      orderId,
+    });
+  }
+
+  /** `POST /upload/multipart/abort`. */
+  async abortMultipart(uploadId: string, orderId?: string) {
+    return callJson(this.http, 'multipart-abort', {
+      json: { upload_id: uploadId },
+      orderId,
+    });
+  }
+}
+
+function parseTime(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { codeOf } from '../../test/imaging-client/error-code';
 import {
   JumpingClock,
   json,
@@ -15,11 +16,27 @@ import { UpstreamHealthStatus } from './upstream-health.status';
 
 const ORDER_ID = '3f0b6a3e-8f0e-4c5e-9d7b-1a2b3c4d5e6f';
 
+/** Every upstream and client a test set up, closed after it. */
+const opened: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  for (const t of opened.splice(0)) await t.close();
+});
+
+/**
+ * A client of a scripted upstream: `/auth/token` issues `tok-1` (unless `ownTokens`, then the
+ * script answers it too), every other request goes to `script`.
+ */
 async function setup(
   script: Script,
-  retry: Partial<{ maxAttempts: number; deadlineMs: number }> = {},
+  options: {
+    retry?: Partial<{ maxAttempts: number; deadlineMs: number }>;
+    ownTokens?: boolean;
+  } = {},
 ) {
-  const upstream = await startScriptedUpstream(script);
+  const upstream = await startScriptedUpstream((req, res) => {
+    if (req.path === '/auth/token' && !options.ownTokens) return tokenAnswer(res);
+    return script(req, res);
+  });
   const clock = new JumpingClock();
   const records: CallRecord[] = [];
   const health = new UpstreamHealthStatus(() => clock.now());
@@ -29,7 +46,13 @@ async function setup(
       clientId: 'client id',
       clientSecret: 's3cr:et',
       organizationId: 'org-1',
-      retry: { maxAttempts: 4, deadlineMs: 600_000, baseDelayMs: 100, maxDelayMs: 1_000, ...retry },
+      retry: {
+        maxAttempts: 4,
+        deadlineMs: 600_000,
+        baseDelayMs: 100,
+        maxDelayMs: 1_000,
+        ...options.retry,
+      },
       timeouts: { requestMs: 500 },
     }),
     {
@@ -44,7 +67,7 @@ async function setup(
       logger: silentLogger,
     },
   );
-  return {
+  const t = {
     upstream,
     clock,
     records,
@@ -55,27 +78,13 @@ async function setup(
       await upstream.close();
     },
   };
-}
-
-function routeToken(path: string, res: ServerResponse): boolean {
-  if (path !== '/auth/token') return false;
-  tokenAnswer(res);
-  return true;
-}
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'resolved';
-  } catch (error) {
-    return error instanceof ImagingClientError ? error.code : `other: ${String(error)}`;
-  }
+  opened.push(t);
+  return t;
 }
 
 describe('ImagingClient over a scripted upstream', () => {
   it('authenticates with HTTP Basic and a form body, then sends the Bearer token', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       json(res, 200, {
         order_id: ORDER_ID,
         status: 'QUEUED',
@@ -84,56 +93,47 @@ describe('ImagingClient over a scripted upstream', () => {
         extra: { x: 1 },
       });
     });
-    try {
-      const status = await t.client.getStatus({ orderId: ORDER_ID });
-      expect(status).toMatchObject({ orderId: ORDER_ID, status: 'QUEUED' });
-      const [tokenReq, statusReq] = t.upstream.seen;
-      expect(tokenReq.method).toBe('POST');
-      expect(tokenReq.headers['content-type']).toBe('application/x-www-form-urlencoded');
-      expect(tokenReq.body.toString()).toBe('grant_type=client_credentials');
-      const basic = Buffer.from(
-        String(tokenReq.headers.authorization).slice(6),
-        'base64',
-      ).toString();
-      expect(basic).toBe('client%20id:s3cr%3Aet');
-      expect(statusReq.headers.authorization).toBe('Bearer tok-1');
-      expect(statusReq.query.get('order_id')).toBe(ORDER_ID);
-      expect(t.records.map((r) => [r.operation, r.endpoint, r.status])).toEqual([
-        ['token', '/auth/token', 200],
-        ['status', '/status', 200],
-      ]);
-    } finally {
-      await t.close();
-    }
+    const status = await t.client.getStatus({ orderId: ORDER_ID });
+    expect(status).toMatchObject({ orderId: ORDER_ID, status: 'QUEUED' });
+    const [tokenReq, statusReq] = t.upstream.seen;
+    expect(tokenReq.method).toBe('POST');
+    expect(tokenReq.headers['content-type']).toBe('application/x-www-form-urlencoded');
+    expect(tokenReq.body.toString()).toBe('grant_type=client_credentials');
+    const basic = Buffer.from(String(tokenReq.headers.authorization).slice(6), 'base64').toString();
+    expect(basic).toBe('client%20id:s3cr%3Aet');
+    expect(statusReq.headers.authorization).toBe('Bearer tok-1');
+    expect(statusReq.query.get('order_id')).toBe(ORDER_ID);
+    expect(t.records.map((r) => [r.operation, r.endpoint, r.status])).toEqual([
+      ['token', '/auth/token', 200],
+      ['status', '/status', 200],
+    ]);
   });
 
   it('on 401 renews the token and retries once, and no more', async () => {
     let issued = 0;
     let rejectAll = false;
-    const t = await setup((req, res) => {
-      if (req.path === '/auth/token') return tokenAnswer(res, `tok-${++issued}`);
-      if (rejectAll || req.headers.authorization === 'Bearer tok-1')
-        return json(res, 401, { error: 'invalid_token' });
-      json(res, 200, { valid: true });
-    });
-    try {
-      await expect(t.client.testToken()).resolves.toMatchObject({ valid: true });
-      expect(issued).toBe(2);
-      rejectAll = true;
-      const error = await t.client.testToken().catch((e: unknown) => e as ImagingClientError);
-      expect(error).toBeInstanceOf(ImagingClientError);
-      expect((error as ImagingClientError).code).toBe('unauthorized');
-      expect((error as ImagingClientError).operation).toBe('test-token');
-      expect(t.upstream.seen.filter((r) => r.path === '/test-token')).toHaveLength(4);
-    } finally {
-      await t.close();
-    }
+    const t = await setup(
+      (req, res) => {
+        if (req.path === '/auth/token') return tokenAnswer(res, `tok-${++issued}`);
+        if (rejectAll || req.headers.authorization === 'Bearer tok-1')
+          return json(res, 401, { error: 'invalid_token' });
+        json(res, 200, { valid: true });
+      },
+      { ownTokens: true },
+    );
+    await expect(t.client.testToken()).resolves.toMatchObject({ valid: true });
+    expect(issued).toBe(2);
+    rejectAll = true;
+    const error = await t.client.testToken().catch((e: unknown) => e as ImagingClientError);
+    expect(error).toBeInstanceOf(ImagingClientError);
+    expect((error as ImagingClientError).code).toBe('unauthorized');
+    expect((error as ImagingClientError).operation).toBe('test-token');
+    expect(t.upstream.seen.filter((r) => r.path === '/test-token')).toHaveLength(4);
   });
 
   it('retries 429 and 5xx with backoff, honouring Retry-After', async () => {
     let n = 0;
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       n++;
       if (n === 1) return json(res, 429, { error: 'rate_limited' }, { 'retry-after': '7' });
       if (n === 2) return json(res, 503, { error: 'unavailable' });
@@ -141,51 +141,37 @@ describe('ImagingClient over a scripted upstream', () => {
         products: [{ id: 'p1', name: 'Brain', UDI: null, fda_desc: null, new_field: true }],
       });
     });
-    try {
-      const products = await t.client.getProducts();
-      expect(products).toEqual([
-        { id: 'p1', name: 'Brain', UDI: null, fda_desc: null, new_field: true },
-      ]);
-      expect(t.clock.sleeps[0]).toBeGreaterThanOrEqual(7_000);
-      expect(t.clock.sleeps[1]).toBeLessThan(200);
-      expect(t.records.at(-1)).toMatchObject({
-        operation: 'products',
-        attempts: 3,
-        status: 200,
-        outcome: 'success',
-      });
-    } finally {
-      await t.close();
-    }
+    const products = await t.client.getProducts();
+    expect(products).toEqual([
+      { id: 'p1', name: 'Brain', UDI: null, fda_desc: null, new_field: true },
+    ]);
+    expect(t.clock.sleeps[0]).toBeGreaterThanOrEqual(7_000);
+    expect(t.clock.sleeps[1]).toBeLessThan(200);
+    expect(t.records.at(-1)).toMatchObject({
+      operation: 'products',
+      attempts: 3,
+      status: 200,
+      outcome: 'success',
+    });
   });
 
   it('stops at the attempt limit and at the deadline with a transient typed error', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       json(res, 500, { error: 'internal', message: 'see https://files.example/x?sig=SECRET' });
     });
-    try {
-      const error = (await t.client.listOrders().catch((e: unknown) => e)) as ImagingClientError;
-      expect(error.code).toBe('server_error_exhausted');
-      expect(error.attempts).toBe(4);
-      expect(error.transient).toBe(true);
-      expect(JSON.stringify(error.toJSON())).not.toContain('SECRET');
-    } finally {
-      await t.close();
-    }
+    const error = (await t.client.listOrders().catch((e: unknown) => e)) as ImagingClientError;
+    expect(error.code).toBe('server_error_exhausted');
+    expect(error.attempts).toBe(4);
+    expect(error.transient).toBe(true);
+    expect(JSON.stringify(error.toJSON())).not.toContain('SECRET');
     const d = await setup(
       (req, res) => {
-        if (routeToken(req.path, res)) return;
         json(res, 429, { error: 'rate_limited' }, { 'retry-after': '120' });
       },
-      { deadlineMs: 60_000 },
+      { retry: { deadlineMs: 60_000 } },
     );
-    try {
-      expect(await codeOf(d.client.listOrders())).toBe('deadline');
-      expect(d.upstream.seen.filter((r) => r.path === '/list-orders')).toHaveLength(1);
-    } finally {
-      await d.close();
-    }
+    expect(await codeOf(d.client.listOrders())).toBe('deadline');
+    expect(d.upstream.seen.filter((r) => r.path === '/list-orders')).toHaveLength(1);
   });
 
   it('never retries 400, 403, 404 or 409, and names the operation', async () => {
@@ -196,30 +182,24 @@ describe('ImagingClient over a scripted upstream', () => {
       '/cancel-order': 409,
     };
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       json(res, answers[req.path] ?? 500, { error: 'nope', message: 'no' });
     });
-    try {
-      expect(await codeOf(t.client.addMetadata({ orderId: ORDER_ID }, { priority: 'bogus' }))).toBe(
-        'bad_request',
-      );
-      expect(await codeOf(t.client.getMetadata({ studyUid: '1.2.3' }))).toBe('forbidden');
-      expect(await codeOf(t.client.getStatus({ orderId: ORDER_ID }))).toBe('not_found');
-      const conflict = (await t.client
-        .cancelOrder(ORDER_ID)
-        .catch((e: unknown) => e)) as ImagingClientError;
-      expect(conflict.code).toBe('conflict');
-      expect(conflict.operation).toBe('cancel-order');
-      expect(conflict.upstreamError).toEqual({ error: 'nope', message: 'no' });
-      expect(t.upstream.seen.filter((r) => r.path !== '/auth/token')).toHaveLength(4);
-    } finally {
-      await t.close();
-    }
+    expect(await codeOf(t.client.addMetadata({ orderId: ORDER_ID }, { priority: 'bogus' }))).toBe(
+      'bad_request',
+    );
+    expect(await codeOf(t.client.getMetadata({ studyUid: '1.2.3' }))).toBe('forbidden');
+    expect(await codeOf(t.client.getStatus({ orderId: ORDER_ID }))).toBe('not_found');
+    const conflict = (await t.client
+      .cancelOrder(ORDER_ID)
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(conflict.code).toBe('conflict');
+    expect(conflict.operation).toBe('cancel-order');
+    expect(conflict.upstreamError).toEqual({ error: 'nope', message: 'no' });
+    expect(t.upstream.seen.filter((r) => r.path !== '/auth/token')).toHaveLength(4);
   });
 
   it('an answer larger than 32 MiB is not read into memory: invalid_response', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       res.setHeader('content-type', 'application/json');
       const chunk = Buffer.alloc(1024 * 1024, 0x20);
       let sent = 0;
@@ -231,17 +211,12 @@ describe('ImagingClient over a scripted upstream', () => {
       res.on('error', () => undefined);
       pump();
     });
-    try {
-      expect(await codeOf(t.client.getProducts())).toBe('invalid_response');
-    } finally {
-      await t.close();
-    }
+    expect(await codeOf(t.client.getProducts())).toBe('invalid_response');
   });
 
   it('a 410 without the contract body (a proxy) is an ordinary failure: retried, no retirement', async () => {
     let gone = 2;
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       if (gone-- > 0) {
         res.statusCode = 410;
         res.setHeader('content-type', 'text/html');
@@ -250,42 +225,32 @@ describe('ImagingClient over a scripted upstream', () => {
       }
       json(res, 200, { products: [] });
     });
-    try {
-      await t.client.getProducts();
-      expect(t.client.http.retired).toBeUndefined();
-      expect(t.health.snapshot().state).not.toBe('retired');
-    } finally {
-      await t.close();
-    }
+    await t.client.getProducts();
+    expect(t.client.http.retired).toBeUndefined();
+    expect(t.health.snapshot().state).not.toBe('retired');
   });
 
   it('on 410 stops calling for good and reports retirement with the migration guide', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       json(res, 410, {
         error: 'v1 retired; use v2',
         migration_guide: 'https://docs.example/migrate-v2',
       });
     });
-    try {
-      const error = (await t.client.getProducts().catch((e: unknown) => e)) as ImagingClientError;
-      expect(error.code).toBe('retired');
-      expect(error.migrationGuide).toBe('https://docs.example/migrate-v2');
-      const before = t.upstream.seen.length;
-      expect(await codeOf(t.client.listOrders())).toBe('retired');
-      expect(t.upstream.seen.length).toBe(before);
-      expect(t.health.snapshot()).toMatchObject({
-        state: 'retired',
-        retired: { migrationGuide: 'https://docs.example/migrate-v2' },
-      });
-    } finally {
-      await t.close();
-    }
+    const error = (await t.client.getProducts().catch((e: unknown) => e)) as ImagingClientError;
+    expect(error.code).toBe('retired');
+    expect(error.migrationGuide).toBe('https://docs.example/migrate-v2');
+    const before = t.upstream.seen.length;
+    expect(await codeOf(t.client.listOrders())).toBe('retired');
+    expect(t.upstream.seen.length).toBe(before);
+    expect(t.health.snapshot()).toMatchObject({
+      state: 'retired',
+      retired: { migrationGuide: 'https://docs.example/migrate-v2' },
+    });
   });
 
   it('records the deprecation warning and surfaces it in health', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       json(
         res,
         200,
@@ -295,13 +260,9 @@ describe('ImagingClient over a scripted upstream', () => {
         },
       );
     });
-    try {
-      await t.client.getRecentActivity();
-      expect(t.records.at(-1)?.deprecationWarning).toBe('v1 will be deprecated on 2027-03-01');
-      expect(t.health.snapshot().deprecation).toMatchObject({ date: '2027-03-01' });
-    } finally {
-      await t.close();
-    }
+    await t.client.getRecentActivity();
+    expect(t.records.at(-1)?.deprecationWarning).toBe('v1 will be deprecated on 2027-03-01');
+    expect(t.health.snapshot().deprecation).toMatchObject({ date: '2027-03-01' });
   });
 
   it('turns a response that breaks the contract into invalid_response', async () => {
@@ -315,20 +276,15 @@ describe('ImagingClient over a scripted upstream', () => {
       '/qc-report': (res) => json(res, 200, { findings: [] }),
     };
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       bodies[req.path](res);
     });
-    try {
-      for (const call of [
-        t.client.listOrders(),
-        t.client.getStatus({ orderId: ORDER_ID }),
-        t.client.createBatch(['p1']),
-        t.client.getQcReport(ORDER_ID, 'results'),
-      ]) {
-        expect(await codeOf(call)).toBe('invalid_response');
-      }
-    } finally {
-      await t.close();
+    for (const call of [
+      t.client.listOrders(),
+      t.client.getStatus({ orderId: ORDER_ID }),
+      t.client.createBatch(['p1']),
+      t.client.getQcReport(ORDER_ID, 'results'),
+    ]) {
+      expect(await codeOf(call)).toBe('invalid_response');
     }
   });
 
@@ -339,53 +295,42 @@ describe('ImagingClient over a scripted upstream', () => {
     }));
     let huge = false;
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       const body = { error: 'invalid_study', message: 'study validation failed', files };
       if (huge) body.files = [...files, ...files, ...files, ...files, ...files, ...files];
       json(res, 400, body);
     });
-    try {
-      const error = (await t.client
-        .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
-        .catch((e: unknown) => e)) as ImagingClientError;
-      expect(JSON.stringify(files).length).toBeGreaterThan(100 * 1024);
-      expect(error.code).toBe('bad_request');
-      expect(error.fileProblems).toHaveLength(3_000);
-      expect(error.fileProblems![2_999]).toEqual(files[2_999]);
-      expect(error.fileProblemsTotal).toBe(3_000);
-      // The message and upstreamError stay short: the list is carried beside them.
-      expect(error.message.length).toBeLessThan(700);
-      // Over 1 MiB the body is not read as JSON: no list, a short sanitised text.
-      huge = true;
-      const over = (await t.client
-        .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
-        .catch((e: unknown) => e)) as ImagingClientError;
-      expect(over.code).toBe('bad_request');
-      expect(over.fileProblems).toBeUndefined();
-    } finally {
-      await t.close();
-    }
+    const error = (await t.client
+      .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(JSON.stringify(files).length).toBeGreaterThan(100 * 1024);
+    expect(error.code).toBe('bad_request');
+    expect(error.fileProblems).toHaveLength(3_000);
+    expect(error.fileProblems![2_999]).toEqual(files[2_999]);
+    expect(error.fileProblemsTotal).toBe(3_000);
+    // The message and upstreamError stay short: the list is carried beside them.
+    expect(error.message.length).toBeLessThan(700);
+    // Over 1 MiB the body is not read as JSON: no list, a short sanitised text.
+    huge = true;
+    const over = (await t.client
+      .addMetadata({ orderId: ORDER_ID }, { a: 'b' })
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(over.code).toBe('bad_request');
+    expect(over.fileProblems).toBeUndefined();
   });
 
   it('retries a dropped connection', async () => {
     let n = 0;
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       if (++n === 1) return res.socket?.destroy();
       json(res, 200, { orders: [] });
     });
-    try {
-      await expect(t.client.listOrders()).resolves.toEqual([]);
-      expect(t.records.at(-1)?.attempts).toBe(2);
-    } finally {
-      await t.close();
-    }
+    await expect(t.client.listOrders()).resolves.toEqual([]);
+    expect(t.records.at(-1)?.attempts).toBe(2);
   });
 
   it('after a timed-out new-order finds the order it created instead of creating another', async () => {
     const created: Array<{ id: string; meta: Record<string, unknown>; at: string }> = [];
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       if (req.path === '/new-order') {
         const id = `${ORDER_ID.slice(0, -1)}${created.length}`;
         created.push({ id, meta: JSON.parse(req.body.toString()), at: new Date().toISOString() });
@@ -404,43 +349,34 @@ describe('ImagingClient over a scripted upstream', () => {
       }
       json(res, 404, { error: 'not_found' });
     });
-    try {
-      const result = await t.client.createOrder(
-        { patient_id: 'P1', products: ['p1'] },
-        { correlationId: 'corr-42' },
-      );
-      expect(result).toEqual({ orderId: created[0].id, recovered: true });
-      expect(created).toHaveLength(1);
-      expect(created[0].meta.correlation_id).toBe('corr-42');
-    } finally {
-      await t.close();
-    }
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result).toEqual({ orderId: created[0].id, recovered: true });
+    expect(created).toHaveLength(1);
+    expect(created[0].meta.correlation_id).toBe('corr-42');
   });
 
   it('reads documents and the QC round header', async () => {
     const t = await setup((req, res) => {
-      if (routeToken(req.path, res)) return;
       if (req.path === '/qc-report')
         return json(res, 200, { findings: ['motion'] }, { 'X-QC-Round': 'corrected' });
       res.writeHead(200, { 'content-type': 'application/pdf' });
       res.end(Buffer.from('%PDF-1.7\n%…'));
     });
-    try {
-      const doc = await t.client.getResults({ orderId: ORDER_ID }, 'PDF');
-      expect(doc.contentType).toBe('application/pdf');
-      expect(doc.body.subarray(0, 5).toString()).toBe('%PDF-');
-      await expect(t.client.getQcReport(ORDER_ID, 'results', 'latest')).resolves.toEqual({
-        round: 'corrected',
-        report: { findings: ['motion'] },
-      });
-      const qc = t.upstream.seen.find((r) => r.path === '/qc-report');
-      expect(Object.fromEntries(qc!.query)).toEqual({
-        order_id: ORDER_ID,
-        report_type: 'results',
-        round: 'latest',
-      });
-    } finally {
-      await t.close();
-    }
+    const doc = await t.client.getResults({ orderId: ORDER_ID }, 'PDF');
+    expect(doc.contentType).toBe('application/pdf');
+    expect(doc.body.subarray(0, 5).toString()).toBe('%PDF-');
+    await expect(t.client.getQcReport(ORDER_ID, 'results', 'latest')).resolves.toEqual({
+      round: 'corrected',
+      report: { findings: ['motion'] },
+    });
+    const qc = t.upstream.seen.find((r) => r.path === '/qc-report');
+    expect(Object.fromEntries(qc!.query)).toEqual({
+      order_id: ORDER_ID,
+      report_type: 'results',
+      round: 'latest',
+    });
   });
 });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { codeOf } from '../../test/imaging-client/error-code';
 import {
   JumpingClock,
   json,
@@ -94,30 +95,11 @@ async function setup(behaviour: StorageBehaviour = {}) {
     }
   });
   let completeBody: { parts: Array<{ part_number: number; etag: string }> } | undefined;
-  const clock = new JumpingClock();
   const records: CallRecord[] = [];
-  const progress = new InMemoryUploadProgressStore();
-  const client = new ImagingClient(
-    withDefaults({
-      baseUrl: upstream.baseUrl,
-      clientId: 'c',
-      clientSecret: 's',
-      organizationId: 'org-1',
-      retry: { maxAttempts: 4, baseDelayMs: 10 },
-      upload: { partConcurrency: 3 },
-    }),
-    {
-      clock,
-      rateLimiter: new InMemoryRateLimiter(),
-      observer: { onCall: (r) => records.push(r) },
-      logger: silentLogger,
-    },
-  );
-  const uploader = new StudyUploader(client, {
-    progress,
-    slots: new InMemoryUploadSlots(100),
-    clock,
-    logger: silentLogger,
+  const { client, uploader, progress } = connect(upstream, {
+    config: { retry: { maxAttempts: 4, baseDelayMs: 10 }, upload: { partConcurrency: 3 } },
+    slots: 100,
+    onCall: (r) => records.push(r),
   });
   return {
     upstream,
@@ -135,11 +117,52 @@ async function setup(behaviour: StorageBehaviour = {}) {
     get completeBody() {
       return completeBody;
     },
-    async close() {
-      await client.close();
-      await upstream.close();
-    },
   };
+}
+
+/** Every upstream and client a test set up, closed after it. */
+const opened: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const close of opened.splice(0)) await close();
+});
+
+/** A client of `upstream` and an uploader over it; both are closed after the test. */
+function connect(
+  upstream: { baseUrl: string; close(): Promise<void> },
+  options: {
+    config?: Partial<Parameters<typeof withDefaults>[0]>;
+    slots: number;
+    onCall?: (record: CallRecord) => void;
+  },
+) {
+  const clock = new JumpingClock();
+  const progress = new InMemoryUploadProgressStore();
+  const client = new ImagingClient(
+    withDefaults({
+      baseUrl: upstream.baseUrl,
+      clientId: 'c',
+      clientSecret: 's',
+      organizationId: 'org-1',
+      ...options.config,
+    }),
+    {
+      clock,
+      rateLimiter: new InMemoryRateLimiter(),
+      observer: { onCall: options.onCall ?? (() => undefined) },
+      logger: silentLogger,
+    },
+  );
+  const uploader = new StudyUploader(client, {
+    progress,
+    slots: new InMemoryUploadSlots(options.slots),
+    clock,
+    logger: silentLogger,
+  });
+  opened.push(async () => {
+    await client.close();
+    await upstream.close();
+  });
+  return { client, uploader, progress };
 }
 
 let dir: string;
@@ -161,161 +184,112 @@ async function studyFile(name: string, size: number): Promise<{ path: string; by
 describe('StudyUploader', () => {
   it('sends a study under 5 MB with one PUT and no Authorization header', async () => {
     const t = await setup();
-    try {
-      const { path, bytes } = await studyFile('small.zip', 5_000_000 - 1); // under 5 MB read decimally (the safe reading)
-      await expect(t.uploader.upload(ORDER_ID, path)).resolves.toMatchObject({
-        mode: 'single',
-        partCount: 1,
-      });
-      expect(t.parts.get(0)?.equals(bytes)).toBe(true);
-      expect(t.calls).toEqual(['/upload/single-put']);
-      const put = t.records.find((r) => r.operation === 'upload-single-put');
-      expect(put).toMatchObject({ endpoint: '<presigned-url>', status: 200, orderId: ORDER_ID });
-      expect(JSON.stringify(t.records)).not.toContain('sig=');
-    } finally {
-      await t.close();
-    }
+    const { path, bytes } = await studyFile('small.zip', 5_000_000 - 1); // under 5 MB read decimally (the safe reading)
+    await expect(t.uploader.upload(ORDER_ID, path)).resolves.toMatchObject({
+      mode: 'single',
+      partCount: 1,
+    });
+    expect(t.parts.get(0)?.equals(bytes)).toBe(true);
+    expect(t.calls).toEqual(['/upload/single-put']);
+    const put = t.records.find((r) => r.operation === 'upload-single-put');
+    expect(put).toMatchObject({ endpoint: '<presigned-url>', status: 200, orderId: ORDER_ID });
+    expect(JSON.stringify(t.records)).not.toContain('sig=');
   });
 
   it('sends no Content-Type with a presigned PUT unless the URL signs one (SigV4 / GCS SignedHeaders)', async () => {
     const { path } = await studyFile('typed.zip', 1000);
     const plain = await setup();
-    try {
-      await plain.uploader.upload(ORDER_ID, path);
-      expect(plain.storageContentTypes).toEqual([undefined]);
-    } finally {
-      await plain.close();
-    }
+    await plain.uploader.upload(ORDER_ID, path);
+    expect(plain.storageContentTypes).toEqual([undefined]);
     const hostOnly = await setup({ singlePutQuery: '&X-Amz-SignedHeaders=host' });
-    try {
-      await hostOnly.uploader.upload(ORDER_ID, path);
-      expect(hostOnly.storageContentTypes).toEqual([undefined]);
-    } finally {
-      await hostOnly.close();
-    }
+    await hostOnly.uploader.upload(ORDER_ID, path);
+    expect(hostOnly.storageContentTypes).toEqual([undefined]);
     for (const query of [
       '&X-Amz-SignedHeaders=content-type%3Bhost',
       '&x-goog-signedheaders=host%3Bcontent-type',
     ]) {
       const signed = await setup({ singlePutQuery: query });
-      try {
-        await signed.uploader.upload(ORDER_ID, path);
-        expect(signed.storageContentTypes).toEqual(['application/octet-stream']);
-      } finally {
-        await signed.close();
-      }
+      await signed.uploader.upload(ORDER_ID, path);
+      expect(signed.storageContentTypes).toEqual(['application/octet-stream']);
     }
     // Multipart parts follow the same rule (the sandbox-style URLs sign no headers).
     const parts = await setup();
-    try {
-      const big = await studyFile('typed-multi.zip', 11 * MIB);
-      await parts.uploader.upload(ORDER_ID, big.path);
-      expect(parts.storageContentTypes.length).toBeGreaterThan(1);
-      expect(parts.storageContentTypes.every((t) => t === undefined)).toBe(true);
-    } finally {
-      await parts.close();
-    }
+    const big = await studyFile('typed-multi.zip', 11 * MIB);
+    await parts.uploader.upload(ORDER_ID, big.path);
+    expect(parts.storageContentTypes.length).toBeGreaterThan(1);
+    expect(parts.storageContentTypes.every((t) => t === undefined)).toBe(true);
   });
 
   it('uploads multipart in parallel within the concurrency bound, retrying failed parts', async () => {
     const t = await setup({
       partAnswer: (n, attempt) => (n === 2 && attempt === 1 ? 503 : undefined),
     });
-    try {
-      const { path, bytes } = await studyFile('mid.zip', 45 * MIB + 123);
-      const result = await t.uploader.upload(ORDER_ID, path);
-      expect(result).toMatchObject({ mode: 'multipart', partCount: 5, resumedParts: 0 });
-      expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
-      expect(t.maxInFlight).toBeLessThanOrEqual(3);
-      expect(t.maxInFlight).toBeGreaterThan(1);
-      expect(t.completeBody?.parts.map((p) => p.part_number)).toEqual([1, 2, 3, 4, 5]);
-      expect(t.completeBody?.parts.every((p) => /^"[0-9a-f]{32}"$/.test(p.etag))).toBe(true);
-      expect(await t.progress.load(ORDER_ID)).toBeNull();
-    } finally {
-      await t.close();
-    }
+    const { path, bytes } = await studyFile('mid.zip', 45 * MIB + 123);
+    const result = await t.uploader.upload(ORDER_ID, path);
+    expect(result).toMatchObject({ mode: 'multipart', partCount: 5, resumedParts: 0 });
+    expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
+    expect(t.maxInFlight).toBeLessThanOrEqual(3);
+    expect(t.maxInFlight).toBeGreaterThan(1);
+    expect(t.completeBody?.parts.map((p) => p.part_number)).toEqual([1, 2, 3, 4, 5]);
+    expect(t.completeBody?.parts.every((p) => /^"[0-9a-f]{32}"$/.test(p.etag))).toBe(true);
+    expect(await t.progress.load(ORDER_ID)).toBeNull();
   });
 
   it('fetches fresh URLs for the remaining parts when storage refuses an expired one', async () => {
     const t = await setup({
       partAnswer: (_n, _attempt, url) => (url.searchParams.get('gen') === '1' ? 403 : undefined),
     });
-    try {
-      const { path } = await studyFile('expired.zip', 25 * MIB);
-      await t.uploader.upload(ORDER_ID, path);
-      expect(
-        t.calls.filter((c) => c === '/upload/multipart/presigned-urls').length,
-      ).toBeGreaterThanOrEqual(2);
-      expect(t.calls).toContain('/upload/multipart/complete');
-    } finally {
-      await t.close();
-    }
+    const { path } = await studyFile('expired.zip', 25 * MIB);
+    await t.uploader.upload(ORDER_ID, path);
+    expect(
+      t.calls.filter((c) => c === '/upload/multipart/presigned-urls').length,
+    ).toBeGreaterThanOrEqual(2);
+    expect(t.calls).toContain('/upload/multipart/complete');
   });
 
   it('aborts the upload when storage sends no ETag, with a typed error', async () => {
     const t = await setup({ partAnswer: (n) => (n === 3 ? 'no-etag' : undefined) });
-    try {
-      const { path } = await studyFile('noetag.zip', 25 * MIB);
-      const error = (await t.uploader
-        .upload(ORDER_ID, path)
-        .catch((e: unknown) => e)) as ImagingClientError;
-      expect(error).toBeInstanceOf(ImagingClientError);
-      expect(error.code).toBe('invalid_response');
-      expect(error.operation).toBe('upload-part');
-      expect(t.calls).toContain('/upload/multipart/abort');
-      expect(t.calls).not.toContain('/upload/multipart/complete');
-      expect(await t.progress.load(ORDER_ID)).toBeNull();
-    } finally {
-      await t.close();
-    }
+    const { path } = await studyFile('noetag.zip', 25 * MIB);
+    const error = (await t.uploader
+      .upload(ORDER_ID, path)
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(error).toBeInstanceOf(ImagingClientError);
+    expect(error.code).toBe('invalid_response');
+    expect(error.operation).toBe('upload-part');
+    expect(t.calls).toContain('/upload/multipart/abort');
+    expect(t.calls).not.toContain('/upload/multipart/complete');
+    expect(await t.progress.load(ORDER_ID)).toBeNull();
   });
 
   it('keeps progress after a transient failure and resumes without resending finished parts', async () => {
     let failing = true;
     const t = await setup({ partAnswer: (n) => (failing && n === 4 ? 500 : undefined) });
-    try {
-      const { path, bytes } = await studyFile('resume.zip', 45 * MIB);
-      expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('server_error_exhausted');
-      const kept = await t.progress.load(ORDER_ID);
-      expect(kept?.parts.map((p) => p.partNumber).sort()).toEqual([1, 2, 3, 5]);
-      expect(t.calls).not.toContain('/upload/multipart/abort');
-      failing = false;
-      const sentBefore = new Map(t.attempts);
-      const result = await t.uploader.upload(ORDER_ID, path);
-      expect(result.resumedParts).toBe(4);
-      for (const n of [1, 2, 3, 5]) expect(t.attempts.get(n)).toBe(sentBefore.get(n));
-      expect(t.calls.filter((c) => c === '/upload/multipart/initiate')).toHaveLength(1);
-      expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
-    } finally {
-      await t.close();
-    }
+    const { path, bytes } = await studyFile('resume.zip', 45 * MIB);
+    expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('server_error_exhausted');
+    const kept = await t.progress.load(ORDER_ID);
+    expect(kept?.parts.map((p) => p.partNumber).sort()).toEqual([1, 2, 3, 5]);
+    expect(t.calls).not.toContain('/upload/multipart/abort');
+    failing = false;
+    const sentBefore = new Map(t.attempts);
+    const result = await t.uploader.upload(ORDER_ID, path);
+    expect(result.resumedParts).toBe(4);
+    for (const n of [1, 2, 3, 5]) expect(t.attempts.get(n)).toBe(sentBefore.get(n));
+    expect(t.calls.filter((c) => c === '/upload/multipart/initiate')).toHaveLength(1);
+    expect(Buffer.concat([1, 2, 3, 4, 5].map((n) => t.parts.get(n)!)).equals(bytes)).toBe(true);
   });
 
   it('refuses a study over the limit before any call', async () => {
     const t = await setup();
-    try {
-      const path = join(dir, 'huge.zip');
-      const { open } = await import('node:fs/promises');
-      const handle = await open(path, 'w');
-      await handle.truncate(10 * 1024 * MIB + 1); // sparse: no disk used
-      await handle.close();
-      expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('too_large');
-      expect(t.upstream.seen).toHaveLength(0);
-      await rm(path);
-    } finally {
-      await t.close();
-    }
+    const path = join(dir, 'huge.zip');
+    const { open } = await import('node:fs/promises');
+    const handle = await open(path, 'w');
+    await handle.truncate(10 * 1024 * MIB + 1); // sparse: no disk used
+    await handle.close();
+    expect(await codeOf(t.uploader.upload(ORDER_ID, path))).toBe('too_large');
+    expect(t.upstream.seen).toHaveLength(0);
+    await rm(path);
   });
 });
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'resolved';
-  } catch (error) {
-    return error instanceof ImagingClientError ? error.code : `other: ${String(error)}`;
-  }
-}
 
 describe('StudyUploader, single PUT whose answer is lost', () => {
   it('treats the retried PUT refused as "already processing" as done when the order moved on', async () => {
@@ -339,34 +313,9 @@ describe('StudyUploader, single PUT whose answer is lost', () => {
       if (req.path === '/status') return json(res, 200, { order_id: ORDER_ID, status: 'QUEUED' });
       return json(res, 404, { error: 'not_found' });
     });
-    const clock = new JumpingClock();
-    const client = new ImagingClient(
-      withDefaults({
-        baseUrl: upstream.baseUrl,
-        clientId: 'c',
-        clientSecret: 's',
-        organizationId: 'org-1',
-      }),
-      {
-        clock,
-        rateLimiter: new InMemoryRateLimiter(),
-        observer: { onCall: () => undefined },
-        logger: silentLogger,
-      },
-    );
-    const uploader = new StudyUploader(client, {
-      progress: new InMemoryUploadProgressStore(),
-      slots: new InMemoryUploadSlots(1),
-      clock,
-      logger: silentLogger,
-    });
-    try {
-      const { path } = await studyFile('lost-answer.zip', 1024);
-      await expect(uploader.upload(ORDER_ID, path)).resolves.toMatchObject({ mode: 'single' });
-      expect(puts).toBe(2);
-    } finally {
-      await client.close();
-      await upstream.close();
-    }
+    const { uploader } = connect(upstream, { slots: 1 });
+    const { path } = await studyFile('lost-answer.zip', 1024);
+    await expect(uploader.upload(ORDER_ID, path)).resolves.toMatchObject({ mode: 'single' });
+    expect(puts).toBe(2);
   });
 });

@@ -12,6 +12,7 @@ import {
   generateUid,
   zipStudy,
 } from '../helpers/dicom-factory';
+import { codeOf } from './error-code';
 import {
   buildClient,
   startTestSandbox,
@@ -261,12 +262,3 @@ describe('ImagingClient against the sandbox', () => {
     expect(c.health.snapshot()).toMatchObject({ state: 'ok', lastError: undefined });
   });
 });
-
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'resolved';
-  } catch (error) {
-    return error instanceof ImagingClientError ? error.code : `other: ${String(error)}`;
-  }
-}

@@ -8,13 +8,15 @@ class VirtualClock {
   };
 }
 
+/** A limiter with these limits on a clock that only moves when told (or when the limiter waits). */
+function setup(limits: { perEndpointPerMinute: number; totalPerMinute: number }) {
+  const clock = new VirtualClock();
+  return { clock, limiter: new InMemoryRateLimiter(limits, clock) };
+}
+
 describe('InMemoryRateLimiter', () => {
   it('never lets more than the per-endpoint limit through in any 60-second window', async () => {
-    const clock = new VirtualClock();
-    const limiter = new InMemoryRateLimiter(
-      { perEndpointPerMinute: 5, totalPerMinute: 100 },
-      clock,
-    );
+    const { clock, limiter } = setup({ perEndpointPerMinute: 5, totalPerMinute: 100 });
     const times: number[] = [];
     for (let i = 0; i < 12; i++) {
       await limiter.acquire('/status');
@@ -30,11 +32,7 @@ describe('InMemoryRateLimiter', () => {
   });
 
   it('applies the overall limit across endpoints', async () => {
-    const clock = new VirtualClock();
-    const limiter = new InMemoryRateLimiter(
-      { perEndpointPerMinute: 100, totalPerMinute: 3 },
-      clock,
-    );
+    const { clock, limiter } = setup({ perEndpointPerMinute: 100, totalPerMinute: 3 });
     await limiter.acquire('/a');
     await limiter.acquire('/b');
     await limiter.acquire('/c');
@@ -44,11 +42,7 @@ describe('InMemoryRateLimiter', () => {
   });
 
   it('serves concurrent waiters in order without exceeding the limit', async () => {
-    const clock = new VirtualClock();
-    const limiter = new InMemoryRateLimiter(
-      { perEndpointPerMinute: 2, totalPerMinute: 100 },
-      clock,
-    );
+    const { clock, limiter } = setup({ perEndpointPerMinute: 2, totalPerMinute: 100 });
     const order: number[] = [];
     await Promise.all([0, 1, 2, 3, 4].map((i) => limiter.acquire('/x').then(() => order.push(i))));
     expect(order).toEqual([0, 1, 2, 3, 4]);
@@ -56,8 +50,7 @@ describe('InMemoryRateLimiter', () => {
   });
 
   it('tells how long a call would wait, without taking budget', async () => {
-    const clock = new VirtualClock();
-    const limiter = new InMemoryRateLimiter({ perEndpointPerMinute: 2, totalPerMinute: 3 }, clock);
+    const { clock, limiter } = setup({ perEndpointPerMinute: 2, totalPerMinute: 3 });
     expect(await limiter.waitMs('/x')).toBe(0);
     await limiter.acquire('/x');
     clock.t = 10_000;

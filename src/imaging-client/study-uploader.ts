@@ -10,8 +10,8 @@ import type {
   UploadProgressStore,
   UploadSlots,
 } from './ports';
-import { partRange, planUpload } from './upload-plan';
-import { headerValue, type UpstreamResponse } from './upstream-http';
+import { partNumbers, partRange, planUpload } from './upload-plan';
+import { headerValue, type CallSpec, type UpstreamResponse } from './upstream-http';
 
 export interface UploadResult {
   mode: 'single' | 'multipart';
@@ -100,13 +100,9 @@ export class StudyUploader {
     sizeBytes: number,
   ): Promise<void> {
     let current = await this.freshSingleUrl(orderId);
-    await this.client.http.call({
+    await this.storagePut({
       operation: 'upload-single-put',
-      method: 'PUT',
-      path: '<presigned-url>',
-      auth: 'none',
       orderId,
-      timeoutMs: this.client.config.timeouts.uploadPartMs,
       presignedUrl: async () => {
         if (
           current.expiresAt - this.deps.clock.now() <
@@ -157,7 +153,7 @@ export class StudyUploader {
     let urls: UrlBook | undefined;
     if (progress) {
       const done = new Set(progress.parts.map((p) => p.partNumber));
-      const missing = range(1, plan.partCount).filter((n) => !done.has(n));
+      const missing = partNumbers(plan.partCount).filter((n) => !done.has(n));
       try {
         urls = missing.length
           ? await this.partUrls(progress.uploadId, { partNumbers: missing }, orderId)
@@ -297,7 +293,7 @@ export class StudyUploader {
     const refresh = (force: boolean): Promise<void> => {
       if (!force && book.expiresAt - clock.now() >= urlRefreshMarginMs) return Promise.resolve();
       refreshing ??= (async () => {
-        const missing = range(1, plan.partCount).filter((n) => !done.has(n));
+        const missing = partNumbers(plan.partCount).filter((n) => !done.has(n));
         const fresh = await this.partUrls(uploadId, { partNumbers: missing }, orderId);
         for (const [n, url] of fresh.urls) book.urls.set(n, url);
         book.expiresAt = fresh.expiresAt;
@@ -307,7 +303,7 @@ export class StudyUploader {
       return refreshing;
     };
 
-    const queue = range(1, plan.partCount).filter((n) => !done.has(n));
+    const queue = partNumbers(plan.partCount).filter((n) => !done.has(n));
     let failure: unknown;
     const worker = async () => {
       while (failure === undefined) {
@@ -338,13 +334,9 @@ export class StudyUploader {
   ): Promise<string> {
     const { start, end, length } = partRange(plan, partNumber);
     let usedUrl: string | undefined;
-    return this.client.http.call({
+    return this.storagePut({
       operation: 'upload-part',
-      method: 'PUT',
-      path: '<presigned-url>',
-      auth: 'none',
       orderId,
-      timeoutMs: this.client.config.timeouts.uploadPartMs,
       presignedUrl: async () => {
         await refresh(false);
         const url = book.urls.get(partNumber);
@@ -381,13 +373,22 @@ export class StudyUploader {
       },
     });
   }
+
+  /** A PUT of study bytes to object storage at a presigned URL: no token, the part timeout. */
+  private storagePut<T>(
+    spec: Omit<CallSpec<T>, 'method' | 'path' | 'auth' | 'timeoutMs'>,
+  ): Promise<T> {
+    return this.client.http.call({
+      ...spec,
+      method: 'PUT',
+      path: '<presigned-url>',
+      auth: 'none',
+      timeoutMs: this.client.config.timeouts.uploadPartMs,
+    });
+  }
 }
 
 interface UrlBook {
   urls: Map<number, string>;
   expiresAt: number;
-}
-
-function range(from: number, to: number): number[] {
-  return Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 }

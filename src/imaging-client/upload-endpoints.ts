@@ -1,6 +1,7 @@
 import { ImagingClientError } from './imaging-client.error';
 import type { PartUrls, PresignedUrl } from './imaging-client.types';
 import type { UploadedPart } from './ports';
+import { partNumbers } from './upload-plan';
 import { byOrder, callJson } from './upstream-calls';
 import type { UpstreamHttp } from './upstream-http';
 
@@ -36,7 +37,7 @@ export class UploadEndpoints {
     parts: { count: number } | { partNumbers: number[] },
     orderId?: string,
   ): Promise<PartUrls> {
-    const wanted = 'count' in parts ? range(1, parts.count) : parts.partNumbers;
+    const wanted = 'count' in parts ? partNumbers(parts.count) : parts.partNumbers;
     const json =
       'count' in parts
         ? { upload_id: uploadId, parts: parts.count }
@@ -80,8 +81,4 @@ function parseTime(value: string | undefined): number | undefined {
   if (!value) return undefined;
   const ms = Date.parse(value);
   return Number.isNaN(ms) ? undefined : ms;
-}
-
-function range(from: number, to: number): number[] {
-  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
 }

@@ -52,3 +52,8 @@ export function partRange(
   const length = Math.min(plan.partSizeBytes, plan.sizeBytes - start);
   return { start, end: start + length - 1, length };
 }
+
+/** The part numbers 1..count (none when count is 0). */
+export function partNumbers(count: number): number[] {
+  return Array.from({ length: Math.max(0, count) }, (_, i) => i + 1);
+}

@@ -1,7 +1,8 @@
 import { mkdir, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
-import { checkRetrieveOutcome, type DimseClient } from './dimse.client';
+import type { DimseClient } from './dimse.client';
+import { checkRetrieveOutcome } from './dimse-status';
 import type { PacsSource } from './pacs-pull';
 import { StudyError } from './study.error';
 import type { StudyStoragePaths } from './study-storage.paths';

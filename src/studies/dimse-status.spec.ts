@@ -1,4 +1,4 @@
-import { checkRetrieveOutcome, statusError } from './dimse.client';
+import { checkRetrieveOutcome, statusError } from './dimse-status';
 import type { StudyError } from './study.error';
 
 /** How DIMSE statuses (PS3.4 Annex C, PS3.7 Annex C) become waiting or failed. */

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { Agent, request } from 'undici';
 import { PeerBase } from '../common/peer-url';
 import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.parser';
+import { closeQuietly, closeStream } from './file-streams';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
 
@@ -223,11 +224,6 @@ export class DicomWebClient {
   }
 }
 
-async function closeStream(stream: ReturnType<typeof createWriteStream>): Promise<void> {
-  stream.end();
-  await once(stream, 'close');
-}
-
 function str(el: { Value?: unknown[] } | undefined): string | undefined {
   const v = el?.Value?.[0];
   return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
@@ -237,12 +233,4 @@ function int(el: { Value?: unknown[] } | undefined): number | undefined {
   const v = el?.Value?.[0];
   const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
   return Number.isInteger(n) ? n : undefined;
-}
-
-async function closeQuietly(stream: ReturnType<typeof createWriteStream>): Promise<void> {
-  if (stream.closed) return;
-  stream.on('error', () => undefined);
-  const closed = once(stream, 'close').catch(() => undefined);
-  stream.end();
-  await closed;
 }

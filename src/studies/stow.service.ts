@@ -13,6 +13,7 @@ import {
   mediaTypeParameter,
   readMultipart,
 } from './multipart-related.parser';
+import { closeQuietly, closeStream } from './file-streams';
 import { StudyError } from './study.error';
 import {
   findOrderForInstance,
@@ -124,8 +125,7 @@ export class StowService {
           partBytes += event.chunk.length;
           if (!out!.write(event.chunk)) await once(out!, 'drain');
         } else {
-          out!.end();
-          await once(out!, 'close');
+          await closeStream(out!);
           out = undefined;
           const path = tempPath!;
           tempPath = undefined;
@@ -316,12 +316,4 @@ async function* countBytes(source: AsyncIterable<Buffer>, limit: number): AsyncG
     if (total > limit) throw new StudyError('too_large', `the request body exceeds ${limit} bytes`);
     yield chunk;
   }
-}
-
-async function closeQuietly(stream: ReturnType<typeof createWriteStream>): Promise<void> {
-  if (stream.closed) return;
-  stream.on('error', () => undefined);
-  const closed = once(stream, 'close').catch(() => undefined);
-  stream.end();
-  await closed;
 }

@@ -3,27 +3,24 @@ import { hasMatchingCharacters, identityMismatches } from './study-identity';
 const BOTH = ['accession-number', 'patient-id'] as const;
 
 describe('study identity: a study is used only when its identifiers match the order', () => {
-  it('matches exactly, ignoring the padding DICOM allows around SH/LO values', () => {
-    expect(
-      identityMismatches(
-        { accessionNumber: 'ACC-20240318-0042', patientId: '12345' },
-        { accessionNumber: 'ACC-20240318-0042 ', patientId: ' 12345' },
-        BOTH,
-      ),
-    ).toEqual([]);
-  });
-
-  it('names each differing field, masked', () => {
-    expect(
-      identityMismatches(
-        { accessionNumber: 'ACC-0042', patientId: '12345' },
-        { accessionNumber: 'ACC-0043', patientId: '99999' },
-        BOTH,
-      ),
-    ).toEqual([
-      { field: 'accession-number', order: 'A******2', study: 'A******3' },
-      { field: 'patient-id', order: '1***5', study: '9***9' },
-    ]);
+  it.each([
+    {
+      name: 'matches exactly, ignoring the padding DICOM allows around SH/LO values',
+      order: { accessionNumber: 'ACC-20240318-0042', patientId: '12345' },
+      study: { accessionNumber: 'ACC-20240318-0042 ', patientId: ' 12345' },
+      mismatches: [],
+    },
+    {
+      name: 'names each differing field, masked',
+      order: { accessionNumber: 'ACC-0042', patientId: '12345' },
+      study: { accessionNumber: 'ACC-0043', patientId: '99999' },
+      mismatches: [
+        { field: 'accession-number', order: 'A******2', study: 'A******3' },
+        { field: 'patient-id', order: '1***5', study: '9***9' },
+      ],
+    },
+  ])('$name', ({ order, study, mismatches }) => {
+    expect(identityMismatches(order, study, BOTH)).toEqual(mismatches);
   });
 
   it('a study without an accession number does not match an order that has one', () => {

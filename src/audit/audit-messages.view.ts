@@ -11,6 +11,7 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
+import { filterSelect, filterText, olderPageLink } from './audit-list.view';
 
 export function messagePage(ctx: PageContext, view: MessageView, orderIds: string[]): string {
   const facts: Array<[string, string | number | null]> = [
@@ -59,11 +60,9 @@ export function messageListPage(
 ): string {
   const f = input.filters;
   const textField = (name: string, label: string, hint = '') =>
-    `<label for="m-${name}">${h(label)}<input id="m-${name}" type="text" name="${name}" value="${h(f[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
+    filterText('m', f, name, label, hint);
   const select = (name: string, label: string, values: readonly string[]) =>
-    `<label for="m-${name}">${h(label)}<select id="m-${name}" name="${name}"><option value="">any</option>${values
-      .map((v) => `<option${f[name] === v ? ' selected' : ''}>${h(v)}</option>`)
-      .join('')}</select></label>`;
+    filterSelect('m', f, name, label, values);
   const rows = input.messages
     .map(
       (m) => `<tr>
@@ -78,12 +77,7 @@ export function messageListPage(
       </tr>`,
     )
     .join('');
-  const query = new URLSearchParams(
-    Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
-  );
-  const next = input.nextCursor
-    ? `<a class="secondary" href="/audit/messages?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older messages →</a>`
-    : '';
+  const next = olderPageLink('/audit/messages', f, input.nextCursor, 'Older messages →');
   return layout(
     { ...ctx, current: 'messages' },
     'Messages',

@@ -10,6 +10,7 @@ import {
 import { SignIn } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
+import { BEARER_CHALLENGE } from '../common/error.filter';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
@@ -85,7 +86,7 @@ export class AuditPageController {
       if (typeof body?.token !== 'string' || !body.token || !wantsForm(req)) {
         throw new AppError('unauthorized', 'a valid API token is required to sign in');
       }
-      res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+      res.setHeader('WWW-Authenticate', BEARER_CHALLENGE);
       sendPage(res, 401, signInPage({ nonce }, { next, error: 'That token is not valid.' }), nonce);
       return;
     }

@@ -1,7 +1,6 @@
 import {
   applyDecorators,
   Body,
-  Controller,
   Get,
   HttpCode,
   Inject,
@@ -12,17 +11,13 @@ import {
 } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
-  ApiBearerAuth,
   ApiBody,
   ApiConflictResponse,
-  ApiForbiddenResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
   ApiParam,
   ApiQuery,
-  ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
@@ -63,6 +58,7 @@ import {
   type Page,
 } from './audit-query.service';
 import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { AnalystApi } from './audit-api.decorators';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
@@ -120,18 +116,22 @@ export function refuseRevealInUrl(q: Record<string, unknown>, post: string): voi
  * The audit log's REST API: analysts read (PHI masked), admins may reveal with a reason
  * and replay dead letters. Senders get 403 everywhere here.
  */
-@ApiTags('audit')
-@ApiBearerAuth()
-@ApiUnauthorizedResponse({ description: 'no or unknown bearer credential' })
-@ApiForbiddenResponse({ description: 'the credential lacks the role (senders see nothing here)' })
-@Roles('analyst')
-@Controller('api/audit')
+@AnalystApi('api/audit', 'senders see nothing here')
 export class AuditApiController {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
   ) {}
+
+  /** The reveal endpoints always reveal: the reason is the body's, audited before anything is shown. */
+  private reveal(
+    req: AuthenticatedRequest,
+    body: Record<string, unknown> | undefined,
+    target: { orderId?: string; inboundMessageId?: string; what: string },
+  ): Promise<boolean> {
+    return resolveReveal(this.query, req, { reveal: 'true', reason: body?.reason }, target);
+  }
 
   @Get('orders')
   @ApiOperation({
@@ -182,15 +182,7 @@ export class AuditApiController {
     @Req() req: AuthenticatedRequest,
   ): Promise<OrderDetailView> {
     const detail = await this.query.orderDetail(id);
-    const reveal = await resolveReveal(
-      this.query,
-      req,
-      { reveal: 'true', reason: body?.reason },
-      {
-        orderId: id,
-        what: 'order',
-      },
-    );
+    const reveal = await this.reveal(req, body, { orderId: id, what: 'order' });
     return presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
   }
 
@@ -267,15 +259,7 @@ export class AuditApiController {
     @Req() req: AuthenticatedRequest,
   ): Promise<MessageView> {
     const { message, events } = await this.query.message(id);
-    const reveal = await resolveReveal(
-      this.query,
-      req,
-      { reveal: 'true', reason: body?.reason },
-      {
-        inboundMessageId: id,
-        what: 'inbound message',
-      },
-    );
+    const reveal = await this.reveal(req, body, { inboundMessageId: id, what: 'inbound message' });
     return presentMessage(message, events, reveal);
   }
 

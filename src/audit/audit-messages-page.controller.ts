@@ -64,7 +64,7 @@ export class AuditMessagesPageController {
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    await this.renderMessage(id, req, res, false);
+    await this.renderMessage(id, req, res);
   }
 
   @Post('messages/:id')
@@ -75,7 +75,7 @@ export class AuditMessagesPageController {
     @Res() res: Response,
   ): Promise<void> {
     requireCsrf(req, body);
-    await this.renderMessage(id, req, res, true, body);
+    await this.renderMessage(id, req, res, body ?? {});
   }
 
   /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
@@ -93,16 +93,16 @@ export class AuditMessagesPageController {
     res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
+  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
   private async renderMessage(
     id: string,
     req: AuthenticatedRequest,
     res: Response,
-    post: boolean,
-    body?: Record<string, unknown>,
+    form?: Record<string, unknown>,
   ): Promise<void> {
     const { message, events } = await this.query.message(id);
-    const reveal = post
-      ? await resolveReveal(this.query, req, body, {
+    const reveal = form
+      ? await resolveReveal(this.query, req, form, {
           inboundMessageId: id,
           what: 'message page',
         })

@@ -59,10 +59,6 @@ export function messageListPage(
   },
 ): string {
   const f = input.filters;
-  const textField = (name: string, label: string, hint = '') =>
-    filterText('m', f, name, label, hint);
-  const select = (name: string, label: string, values: readonly string[]) =>
-    filterSelect('m', f, name, label, values);
   const rows = input.messages
     .map(
       (m) => `<tr>
@@ -87,12 +83,12 @@ export function messageListPage(
       <form class="filters" method="get" action="/audit/messages" role="search">
         <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
         <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
-        ${textField('sender', 'Sender', 'RADIS1^IHEDEMO')}
-        ${select('transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
-        ${select('outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
-        ${textField('answerCode', 'Answer code', 'AA, AE, AR, 400…')}
-        ${textField('text', 'Answer text contains')}
-        ${textField('msh10', 'MSH-10 control id')}
+        ${filterText('m', f, 'sender', 'Sender', 'RADIS1^IHEDEMO')}
+        ${filterSelect('m', f, 'transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
+        ${filterSelect('m', f, 'outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
+        ${filterText('m', f, 'answerCode', 'Answer code', 'AA, AE, AR, 400…')}
+        ${filterText('m', f, 'text', 'Answer text contains')}
+        ${filterText('m', f, 'msh10', 'MSH-10 control id')}
         <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/messages">Clear</a></div>
       </form>
     </section>

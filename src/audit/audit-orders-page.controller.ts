@@ -90,7 +90,7 @@ export class AuditOrdersPageController {
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    await this.renderOrder(id, req, res, false);
+    await this.renderOrder(id, req, res);
   }
 
   /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
@@ -102,19 +102,19 @@ export class AuditOrdersPageController {
     @Res() res: Response,
   ): Promise<void> {
     requireCsrf(req, body);
-    await this.renderOrder(id, req, res, true, body);
+    await this.renderOrder(id, req, res, body ?? {});
   }
 
+  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
   private async renderOrder(
     id: string,
     req: AuthenticatedRequest,
     res: Response,
-    post: boolean,
-    body?: Record<string, unknown>,
+    form?: Record<string, unknown>,
   ): Promise<void> {
     const detail = await this.query.orderDetail(id);
-    const reveal = post
-      ? await resolveReveal(this.query, req, body, { orderId: id, what: 'order page' })
+    const reveal = form
+      ? await resolveReveal(this.query, req, form, { orderId: id, what: 'order page' })
       : false;
     const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
     const raws: Array<{ message: MessageRow; raw: RawView }> = [];

@@ -44,8 +44,6 @@ export function orderListPage(
 ): string {
   const f = input.filters;
   const text = FILTER_FIELDS.map(([name, label]) => filterText('f', f, name, label)).join('');
-  const select = (name: string, label: string, values: readonly string[]) =>
-    filterSelect('f', f, name, label, values);
   const rows = input.orders
     .map(
       (o) => `<tr>
@@ -79,8 +77,8 @@ export function orderListPage(
     <section class="card" aria-labelledby="filters-h"><h2 id="filters-h" class="visually-hidden">Filters</h2>
       <form class="filters" method="get" action="/audit/orders" role="search">
         ${text}
-        ${select('state', 'State', input.states)}
-        ${select('source', 'Source', input.sources)}
+        ${filterSelect('f', f, 'state', 'State', input.states)}
+        ${filterSelect('f', f, 'source', 'Source', input.sources)}
         <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
         <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
         <label class="check" for="f-errors"><input id="f-errors" type="checkbox" name="errorsOnly" value="true"${f.errorsOnly === 'true' ? ' checked' : ''}> Errors only</label>

@@ -21,7 +21,6 @@ import {
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import {
@@ -39,7 +38,6 @@ import {
   RevealRequestDto,
   ReplayResultDto,
   replaySchema,
-  revealSchema,
   toOrderSearch,
 } from './audit-api.dto';
 import {
@@ -59,6 +57,7 @@ import {
 } from './audit-query.service';
 import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
 import { AnalystApi } from './audit-api.decorators';
+import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
@@ -81,36 +80,6 @@ const ORDER_FILTERS: Array<[string, string]> = [
   ['cursor', 'nextCursor of the previous page'],
   ['limit', 'page size, 1..200 (default 50)'],
 ];
-
-/**
- * Shared by the API and the page: an admin's reveal is recorded before anything is shown. The
- * reason travels in a POST body (`input`), never in a URL: URLs end up in access logs, proxies
- * and browser history.
- */
-export async function resolveReveal(
-  query: AuditQueryService,
-  req: AuthenticatedRequest,
-  input: unknown,
-  target: { orderId?: string | null; inboundMessageId?: string | null; what: string },
-): Promise<boolean> {
-  const { reveal, reason } = parseInput(revealSchema, input ?? {});
-  if (!reveal) return false;
-  const principal = req.principal!;
-  if (principal.role !== 'admin') {
-    throw new AppError('forbidden', 'only an admin may reveal unmasked PHI');
-  }
-  await query.recordReveal({ actor: principal.actor, reason: reason ?? '', ...target });
-  return true;
-}
-
-/** A GET asking to reveal: refused, the reveal is a POST with the reason in its body. */
-export function refuseRevealInUrl(q: Record<string, unknown>, post: string): void {
-  if (q.reveal !== undefined || q.reason !== undefined)
-    throw new AppError(
-      'bad_request',
-      `reveal with POST ${post} and {"reason": "…"} in the body; a reason in a URL would be logged`,
-    );
-}
 
 /**
  * The audit log's REST API: analysts read (PHI masked), admins may reveal with a reason

@@ -2,7 +2,7 @@ import { Body, Get, Inject, Param, Post, Query, Req, Res } from '@nestjs/common'
 import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { resolveReveal } from './audit-api.controller';
+import { resolveReveal } from './audit-api.reveal';
 import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
 import type { MessageReprocessor } from './audit-api.reprocess';
 import {

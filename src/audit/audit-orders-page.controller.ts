@@ -5,7 +5,7 @@ import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
 import { outboundSettings } from '../outbound/outbound.settings';
-import { refuseRevealInUrl, resolveReveal } from './audit-api.controller';
+import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import { orderSearchSchema, parseInput, toOrderSearch } from './audit-api.dto';
 import {
   AuditPage,

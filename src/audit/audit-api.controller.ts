@@ -1,7 +1,6 @@
 import {
   applyDecorators,
   Body,
-  Controller,
   Get,
   HttpCode,
   Inject,
@@ -12,21 +11,16 @@ import {
 } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
-  ApiBearerAuth,
   ApiBody,
   ApiConflictResponse,
-  ApiForbiddenResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
   ApiParam,
   ApiQuery,
-  ApiTags,
-  ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import {
@@ -44,7 +38,6 @@ import {
   RevealRequestDto,
   ReplayResultDto,
   replaySchema,
-  revealSchema,
   toOrderSearch,
 } from './audit-api.dto';
 import {
@@ -63,6 +56,8 @@ import {
   type Page,
 } from './audit-query.service';
 import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { AnalystApi } from './audit-api.decorators';
+import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
 
@@ -87,51 +82,25 @@ const ORDER_FILTERS: Array<[string, string]> = [
 ];
 
 /**
- * Shared by the API and the page: an admin's reveal is recorded before anything is shown. The
- * reason travels in a POST body (`input`), never in a URL: URLs end up in access logs, proxies
- * and browser history.
- */
-export async function resolveReveal(
-  query: AuditQueryService,
-  req: AuthenticatedRequest,
-  input: unknown,
-  target: { orderId?: string | null; inboundMessageId?: string | null; what: string },
-): Promise<boolean> {
-  const { reveal, reason } = parseInput(revealSchema, input ?? {});
-  if (!reveal) return false;
-  const principal = req.principal!;
-  if (principal.role !== 'admin') {
-    throw new AppError('forbidden', 'only an admin may reveal unmasked PHI');
-  }
-  await query.recordReveal({ actor: principal.actor, reason: reason ?? '', ...target });
-  return true;
-}
-
-/** A GET asking to reveal: refused, the reveal is a POST with the reason in its body. */
-export function refuseRevealInUrl(q: Record<string, unknown>, post: string): void {
-  if (q.reveal !== undefined || q.reason !== undefined)
-    throw new AppError(
-      'bad_request',
-      `reveal with POST ${post} and {"reason": "…"} in the body; a reason in a URL would be logged`,
-    );
-}
-
-/**
  * The audit log's REST API: analysts read (PHI masked), admins may reveal with a reason
  * and replay dead letters. Senders get 403 everywhere here.
  */
-@ApiTags('audit')
-@ApiBearerAuth()
-@ApiUnauthorizedResponse({ description: 'no or unknown bearer credential' })
-@ApiForbiddenResponse({ description: 'the credential lacks the role (senders see nothing here)' })
-@Roles('analyst')
-@Controller('api/audit')
+@AnalystApi('api/audit', 'senders see nothing here')
 export class AuditApiController {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
   ) {}
+
+  /** The reveal endpoints always reveal: the reason is the body's, audited before anything is shown. */
+  private reveal(
+    req: AuthenticatedRequest,
+    body: Record<string, unknown> | undefined,
+    target: { orderId?: string; inboundMessageId?: string; what: string },
+  ): Promise<boolean> {
+    return resolveReveal(this.query, req, { reveal: 'true', reason: body?.reason }, target);
+  }
 
   @Get('orders')
   @ApiOperation({
@@ -182,15 +151,7 @@ export class AuditApiController {
     @Req() req: AuthenticatedRequest,
   ): Promise<OrderDetailView> {
     const detail = await this.query.orderDetail(id);
-    const reveal = await resolveReveal(
-      this.query,
-      req,
-      { reveal: 'true', reason: body?.reason },
-      {
-        orderId: id,
-        what: 'order',
-      },
-    );
+    const reveal = await this.reveal(req, body, { orderId: id, what: 'order' });
     return presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
   }
 
@@ -267,15 +228,7 @@ export class AuditApiController {
     @Req() req: AuthenticatedRequest,
   ): Promise<MessageView> {
     const { message, events } = await this.query.message(id);
-    const reveal = await resolveReveal(
-      this.query,
-      req,
-      { reveal: 'true', reason: body?.reason },
-      {
-        inboundMessageId: id,
-        what: 'inbound message',
-      },
-    );
+    const reveal = await this.reveal(req, body, { inboundMessageId: id, what: 'inbound message' });
     return presentMessage(message, events, reveal);
   }
 

@@ -11,6 +11,7 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
+import { filterSelect, filterText, olderPageLink } from './audit-list.view';
 
 export function messagePage(ctx: PageContext, view: MessageView, orderIds: string[]): string {
   const facts: Array<[string, string | number | null]> = [
@@ -58,12 +59,6 @@ export function messageListPage(
   },
 ): string {
   const f = input.filters;
-  const textField = (name: string, label: string, hint = '') =>
-    `<label for="m-${name}">${h(label)}<input id="m-${name}" type="text" name="${name}" value="${h(f[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
-  const select = (name: string, label: string, values: readonly string[]) =>
-    `<label for="m-${name}">${h(label)}<select id="m-${name}" name="${name}"><option value="">any</option>${values
-      .map((v) => `<option${f[name] === v ? ' selected' : ''}>${h(v)}</option>`)
-      .join('')}</select></label>`;
   const rows = input.messages
     .map(
       (m) => `<tr>
@@ -78,12 +73,7 @@ export function messageListPage(
       </tr>`,
     )
     .join('');
-  const query = new URLSearchParams(
-    Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
-  );
-  const next = input.nextCursor
-    ? `<a class="secondary" href="/audit/messages?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older messages →</a>`
-    : '';
+  const next = olderPageLink('/audit/messages', f, input.nextCursor, 'Older messages →');
   return layout(
     { ...ctx, current: 'messages' },
     'Messages',
@@ -93,12 +83,12 @@ export function messageListPage(
       <form class="filters" method="get" action="/audit/messages" role="search">
         <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
         <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
-        ${textField('sender', 'Sender', 'RADIS1^IHEDEMO')}
-        ${select('transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
-        ${select('outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
-        ${textField('answerCode', 'Answer code', 'AA, AE, AR, 400…')}
-        ${textField('text', 'Answer text contains')}
-        ${textField('msh10', 'MSH-10 control id')}
+        ${filterText('m', f, 'sender', 'Sender', 'RADIS1^IHEDEMO')}
+        ${filterSelect('m', f, 'transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
+        ${filterSelect('m', f, 'outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
+        ${filterText('m', f, 'answerCode', 'Answer code', 'AA, AE, AR, 400…')}
+        ${filterText('m', f, 'text', 'Answer text contains')}
+        ${filterText('m', f, 'msh10', 'MSH-10 control id')}
         <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/messages">Clear</a></div>
       </form>
     </section>

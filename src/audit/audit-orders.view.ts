@@ -14,6 +14,7 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
+import { filterSelect, filterText, olderPageLink } from './audit-list.view';
 
 const FILTER_FIELDS: Array<[string, string]> = [
   ['accession', 'Accession number'],
@@ -42,14 +43,7 @@ export function orderListPage(
   },
 ): string {
   const f = input.filters;
-  const text = FILTER_FIELDS.map(
-    ([name, label]) =>
-      `<label for="f-${name}">${h(label)}<input id="f-${name}" type="text" name="${name}" value="${h(f[name] ?? '')}" autocomplete="off" spellcheck="false"></label>`,
-  ).join('');
-  const select = (name: string, label: string, values: readonly string[]) =>
-    `<label for="f-${name}">${h(label)}<select id="f-${name}" name="${name}"><option value="">any</option>${values
-      .map((v) => `<option${f[name] === v ? ' selected' : ''}>${h(v)}</option>`)
-      .join('')}</select></label>`;
+  const text = FILTER_FIELDS.map(([name, label]) => filterText('f', f, name, label)).join('');
   const rows = input.orders
     .map(
       (o) => `<tr>
@@ -64,12 +58,7 @@ export function orderListPage(
       </tr>`,
     )
     .join('');
-  const query = new URLSearchParams(
-    Object.entries(f).filter(([k, v]) => v !== '' && k !== 'cursor'),
-  );
-  const next = input.nextCursor
-    ? `<a class="secondary" href="/audit/orders?${h(new URLSearchParams([...query, ['cursor', input.nextCursor]]).toString())}">Older orders →</a>`
-    : '';
+  const next = olderPageLink('/audit/orders', f, input.nextCursor, 'Older orders →');
   const messages = input.messages?.length
     ? `<section class="card" aria-labelledby="msgs"><h2 id="msgs">Inbound messages with this MSH-10</h2>
         <table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">Sender</th><th scope="col">Outcome</th><th scope="col">Answer</th></tr></thead><tbody>
@@ -88,8 +77,8 @@ export function orderListPage(
     <section class="card" aria-labelledby="filters-h"><h2 id="filters-h" class="visually-hidden">Filters</h2>
       <form class="filters" method="get" action="/audit/orders" role="search">
         ${text}
-        ${select('state', 'State', input.states)}
-        ${select('source', 'Source', input.sources)}
+        ${filterSelect('f', f, 'state', 'State', input.states)}
+        ${filterSelect('f', f, 'source', 'Source', input.sources)}
         <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
         <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
         <label class="check" for="f-errors"><input id="f-errors" type="checkbox" name="errorsOnly" value="true"${f.errorsOnly === 'true' ? ' checked' : ''}> Errors only</label>

@@ -1,16 +1,11 @@
-import {
-  type ArgumentsHost,
-  Catch,
-  type ExceptionFilter,
-  HttpException,
-  Inject,
-} from '@nestjs/common';
+import { type ArgumentsHost, Catch, HttpException, Inject } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { AUDIT_SESSION_COOKIE, AUDIT_SESSION_PATH } from '../auth/audit-session.store';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
+import { ErrorFilter } from '../common/error.filter';
 import { ProblemJsonFilter } from '../common/problem-json.filter';
 import { LOGGER } from '../common/tokens';
 import { errorPage, signInPage } from './audit-page.views';
@@ -46,16 +41,16 @@ export function newNonce(): string {
  * clients (no text/html in Accept) get the same problem JSON as everywhere else.
  */
 @Catch()
-export class AuditPageFilter implements ExceptionFilter {
+export class AuditPageFilter extends ErrorFilter {
   private readonly problems: ProblemJsonFilter;
 
-  constructor(@Inject(LOGGER) private readonly logger: Logger) {
+  constructor(@Inject(LOGGER) logger: Logger) {
+    super(logger);
     this.problems = new ProblemJsonFilter(logger);
   }
 
   catch(exception: unknown, host: ArgumentsHost): void {
-    const req = host.switchToHttp().getRequest<AuthenticatedRequest>();
-    const res = host.switchToHttp().getResponse<Response>();
+    const { req, res } = this.http<AuthenticatedRequest>(host);
     if (!wantsHtml(req)) {
       this.problems.catch(exception, host);
       return;
@@ -67,8 +62,8 @@ export class AuditPageFilter implements ExceptionFilter {
         : exception instanceof HttpException
           ? exception.getStatus()
           : 500;
+    this.logAndChallenge(status, exception, req, res, 'audit page failed');
     if (status === 401) {
-      res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
       if (req.headers.cookie?.includes(`${AUDIT_SESSION_COOKIE}=`)) {
         res.setHeader(
           'Set-Cookie',
@@ -78,12 +73,6 @@ export class AuditPageFilter implements ExceptionFilter {
       const next = req.method === 'GET' ? req.originalUrl : '/audit';
       sendPage(res, 401, signInPage({ nonce }, { next }), nonce);
       return;
-    }
-    if (status >= 500) {
-      this.logger.error(
-        { err: exception, path: req.route?.path ?? 'unmatched' },
-        'audit page failed',
-      );
     }
     const detail =
       status >= 500

@@ -22,21 +22,12 @@ import {
 } from '../persistence/audit-query.repository';
 
 export type { DashboardCount, DashboardData } from '../persistence/audit-dashboard.repository';
+// The repository's row and search types are this service's vocabulary: callers read them here.
+export type * from '../persistence/audit-query.repository';
 export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
   TIMELINE_LIMIT,
-  type EventRow,
-  type EventSearch,
-  type MessageBrowse,
-  type MessageRow,
-  type MessageWithRaw,
-  type OrderDetail,
-  type OrderDocumentRow,
-  type OrderRow,
-  type OrderSearch,
-  type OutboxRow,
-  type Page,
   UPSTREAM_FAILED_STATUSES,
 } from '../persistence/audit-query.repository';
 

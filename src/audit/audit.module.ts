@@ -17,7 +17,10 @@ import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import { AuditApiController } from './audit-api.controller';
 import { MappingDryRunController } from './mapping-dry-run.controller';
+import { AuditMessagesPageController } from './audit-messages-page.controller';
+import { AuditOrdersPageController } from './audit-orders-page.controller';
 import { AuditPageController } from './audit-page.controller';
+import { AuditToolsPageController } from './audit-tools-page.controller';
 import { AuditPageFilter } from './audit-page.filter';
 import { AuditQueryService } from './audit-query.service';
 import {
@@ -32,6 +35,14 @@ import { MllpListenerService } from '../inbound-hl7/mllp-listener.service';
 import { InboundFhirModule } from '../inbound-fhir/inbound-fhir.module';
 import { CreateServiceRequestOperation } from '../inbound-fhir/service-request-create.operation';
 import { FhirBundleOperation } from '../inbound-fhir/fhir-bundle.operation';
+
+/** The audit web page (/audit), one controller per page group. */
+const PAGE_CONTROLLERS = [
+  AuditPageController,
+  AuditOrdersPageController,
+  AuditMessagesPageController,
+  AuditToolsPageController,
+];
 
 /** Registers the nightly retention job on the shared Postgres job queue (once per cluster). */
 @Injectable()
@@ -54,7 +65,7 @@ class AuditJobs implements OnModuleInit {
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
 @Module({
   imports: [InboundHl7Module, InboundFhirModule],
-  controllers: [AuditApiController, AuditPageController, MappingDryRunController],
+  controllers: [AuditApiController, ...PAGE_CONTROLLERS, MappingDryRunController],
   providers: [
     {
       provide: AUDIT_QUERY,
@@ -107,6 +118,6 @@ export class AuditModule implements NestModule {
       .forRoutes({ path: 'audit/dry-run', method: RequestMethod.POST });
     consumer
       .apply(express.urlencoded({ extended: false, limit: '16kb' }))
-      .forRoutes(AuditPageController);
+      .forRoutes(...PAGE_CONTROLLERS);
   }
 }

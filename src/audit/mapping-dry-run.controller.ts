@@ -1,29 +1,15 @@
-import { Body, Controller, HttpCode, Inject, Post } from '@nestjs/common';
-import {
-  ApiBadRequestResponse,
-  ApiBearerAuth,
-  ApiBody,
-  ApiForbiddenResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiTags,
-  ApiUnauthorizedResponse,
-} from '@nestjs/swagger';
-import { Roles } from '../auth/auth.decorators';
+import { Body, HttpCode, Inject, Post } from '@nestjs/common';
+import { ApiBadRequestResponse, ApiBody, ApiOkResponse, ApiOperation } from '@nestjs/swagger';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
+import { AnalystApi } from './audit-api.decorators';
 import { dryRun, type DryRunResult } from './audit-api.dry-run';
 
 /**
  * POST /api/mappings/dry-run: what the front doors would answer and map for a pasted message,
  * with the site's mapping; nothing stored, sent or logged (the caller sees its own input as is).
  */
-@ApiTags('audit')
-@ApiBearerAuth()
-@ApiUnauthorizedResponse({ description: 'no or unknown bearer credential' })
-@ApiForbiddenResponse({ description: 'the credential lacks the role (analyst or admin)' })
-@Roles('analyst')
-@Controller('api/mappings')
+@AnalystApi('api/mappings', 'analyst or admin')
 export class MappingDryRunController {
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 

@@ -9,28 +9,38 @@ import {
 } from './phi-masking';
 
 describe('PHI masking', () => {
-  it('keeps initials, the birth year and the last two identifier characters', () => {
-    expect(maskName('SCHMIDT')).toBe('S***');
-    expect(maskName('Anna Maria')).toBe('A*** M***');
-    expect(maskName('Élodie')).toBe('É***');
-    expect(maskDate('1956-02-14')).toBe('1956-**-**');
-    expect(maskDate('19560214')).toBe('1956****');
-    expect(maskDate('198507')).toBe('1985**');
-    expect(maskDate('unknown')).toBe('***');
-    expect(maskIdentifier('PAT-4711')).toBe('***11');
-    expect(maskIdentifier('B-771')).toBe('***'); // too short to show any of it
-  });
+  it.each([
+    { mask: maskName, value: 'SCHMIDT', shown: 'S***' },
+    { mask: maskName, value: 'Anna Maria', shown: 'A*** M***' },
+    { mask: maskName, value: 'Élodie', shown: 'É***' },
+    { mask: maskDate, value: '1956-02-14', shown: '1956-**-**' },
+    { mask: maskDate, value: '19560214', shown: '1956****' },
+    { mask: maskDate, value: '198507', shown: '1985**' },
+    { mask: maskDate, value: 'unknown', shown: '***' },
+    { mask: maskIdentifier, value: 'PAT-4711', shown: '***11' },
+    { mask: maskIdentifier, value: 'B-771', shown: '***' }, // too short to show any of it
+  ])(
+    'keeps initials, the birth year and the last two identifier characters: $value → $shown',
+    ({ mask, value, shown }) => {
+      expect(mask(value)).toBe(shown);
+    },
+  );
 
-  it('decides by lineage target; sex and order identifiers stay readable', () => {
-    expect(ruleForTarget('patient.name.family')).toBe('name');
-    expect(ruleForTarget('patient.birthDate')).toBe('date');
-    expect(ruleForTarget('patient.identifiers[0].value')).toBe('id');
-    expect(ruleForTarget('priorIdentifiers[1].value')).toBe('id');
-    expect(ruleForTarget('notes[0]')).toBe('full');
-    expect(ruleForTarget('patient.sex')).toBeUndefined();
-    expect(ruleForTarget('accessionNumber')).toBeUndefined();
-    expect(ruleForTarget('placerOrderNumber.value')).toBeUndefined();
-  });
+  it.each([
+    ['patient.name.family', 'name'],
+    ['patient.birthDate', 'date'],
+    ['patient.identifiers[0].value', 'id'],
+    ['priorIdentifiers[1].value', 'id'],
+    ['notes[0]', 'full'],
+    ['patient.sex', undefined],
+    ['accessionNumber', undefined],
+    ['placerOrderNumber.value', undefined],
+  ])(
+    'decides by lineage target (%s → %s); sex and order identifiers stay readable',
+    (target, rule) => {
+      expect(ruleForTarget(target)).toBe(rule);
+    },
+  );
 
   it('masks raw HL7 free text like the mapped view: NTE-3 and OBR-13 hidden, OBR-31 codes shown', () => {
     const text = [

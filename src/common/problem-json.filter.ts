@@ -1,20 +1,14 @@
-import { ArgumentsHost, Catch, type ExceptionFilter, HttpException, Inject } from '@nestjs/common';
-import type { Request, Response } from 'express';
-import type { Logger } from 'pino';
+import { ArgumentsHost, Catch, HttpException } from '@nestjs/common';
 import { AppError } from './app-error';
 import { isDatabaseUnavailable } from './database-unavailable';
+import { ErrorFilter } from './error.filter';
 import { sendProblem } from './problem-body';
-import { LOGGER } from './tokens';
 
 /** RFC 9457 problem details for every error of our own REST API. */
 @Catch()
-export class ProblemJsonFilter implements ExceptionFilter {
-  constructor(@Inject(LOGGER) private readonly logger: Logger) {}
-
+export class ProblemJsonFilter extends ErrorFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
-    const ctx = host.switchToHttp();
-    const res = ctx.getResponse<Response>();
-    const req = ctx.getRequest<Request>();
+    const { req, res } = this.http(host);
     let status = 500;
     let title = 'Internal Server Error';
     let detail = 'an unexpected error occurred; see the service log with this correlation id';
@@ -41,10 +35,7 @@ export class ProblemJsonFilter implements ExceptionFilter {
       detail = 'the database is unavailable; nothing was stored, please retry';
       res.setHeader('Retry-After', '5');
     }
-    if (status >= 500) {
-      this.logger.error({ err: exception, path: req.route?.path ?? 'unmatched' }, 'request failed');
-    }
-    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+    this.logAndChallenge(status, exception, req, res, 'request failed');
     sendProblem(req, res, status, title, detail, extra);
   }
 }

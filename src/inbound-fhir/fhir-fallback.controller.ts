@@ -18,33 +18,29 @@ const SUPPORTED: Record<string, { allow: string; what: string }> = {
 @ApiExcludeController()
 @Controller('fhir')
 @UseFilters(OperationOutcomeFilter)
+@Roles('sender')
 export class FhirFallbackController {
   // One route per method rather than @All: that would also register CONNECT/TRACE.
-  @Roles('sender')
   @Get('*path')
   get(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Roles('sender')
   @Post('*path')
   post(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Roles('sender')
   @Put('*path')
   put(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Roles('sender')
   @Patch('*path')
   patch(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Roles('sender')
   @Delete('*path')
   delete(@Req() req: Request): never {
     return unsupported(req);

@@ -25,11 +25,13 @@ function checkId(id: string): void {
 
 /**
  * The FHIR R4 endpoint: thin; each route reads the request, calls one use case, and sends
- * what it answers with the negotiated media type, Prefer and ETag honoured.
+ * what it answers with the negotiated media type, Prefer and ETag honoured. For senders,
+ * except the public CapabilityStatement.
  */
 @ApiExcludeController()
 @Controller('fhir')
 @UseFilters(OperationOutcomeFilter)
+@Roles('sender')
 export class FhirRestController {
   constructor(
     private readonly creating: CreateServiceRequestOperation,
@@ -62,7 +64,6 @@ export class FhirRestController {
     );
   }
 
-  @Roles('sender')
   @Post('ServiceRequest')
   async create(@Req() req: Request, @Res() res: Response): Promise<void> {
     negotiateFormat(req);
@@ -71,7 +72,6 @@ export class FhirRestController {
     this.send(req, res, answer);
   }
 
-  @Roles('sender')
   @Get('ServiceRequest/:id')
   async read(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
@@ -84,7 +84,6 @@ export class FhirRestController {
     );
   }
 
-  @Roles('sender')
   @Put('ServiceRequest/:id')
   async update(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
@@ -93,7 +92,6 @@ export class FhirRestController {
     this.send(req, res, await this.updating.execute(caller, id, req.header('if-match')));
   }
 
-  @Roles('sender')
   @Post()
   async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
     negotiateFormat(req);
@@ -106,7 +104,6 @@ export class FhirRestController {
     sendResource(res, answer.status, answer.resource, negotiateFormat(req));
   }
 
-  @Roles('sender')
   @Get('Task/:id')
   async readTask(
     @Param('id') id: string,
@@ -120,7 +117,6 @@ export class FhirRestController {
   }
 
   /** Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it) and `_id` (R4 task.html#search). */
-  @Roles('sender')
   @Get('Task')
   async searchTasks(@Req() req: Request, @Res() res: Response): Promise<void> {
     const format = negotiateFormat(req);

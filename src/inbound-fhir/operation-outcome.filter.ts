@@ -1,16 +1,8 @@
-import {
-  type ArgumentsHost,
-  Catch,
-  type ExceptionFilter,
-  HttpException,
-  Inject,
-} from '@nestjs/common';
+import { type ArgumentsHost, Catch, HttpException } from '@nestjs/common';
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
-import type { Request, Response } from 'express';
-import type { Logger } from 'pino';
 import { AppError } from '../common/app-error';
 import { isDatabaseUnavailable } from '../common/database-unavailable';
-import { LOGGER } from '../common/tokens';
+import { ErrorFilter } from '../common/error.filter';
 import { currentCorrelationId } from '../observability/logger';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
@@ -21,13 +13,9 @@ import { countFhirAnswer } from './fhir.metrics';
  * wins over the app-wide problem-JSON filter.
  */
 @Catch()
-export class OperationOutcomeFilter implements ExceptionFilter {
-  constructor(@Inject(LOGGER) private readonly logger: Logger) {}
-
+export class OperationOutcomeFilter extends ErrorFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
-    const ctx = host.switchToHttp();
-    const res = ctx.getResponse<Response>();
-    const req = ctx.getRequest<Request>();
+    const { req, res } = this.http(host);
     let status = 500;
     let issues: OperationOutcomeIssue[];
     let headers: Record<string, string> = {};
@@ -75,13 +63,7 @@ export class OperationOutcomeFilter implements ExceptionFilter {
         },
       ];
     }
-    if (status >= 500) {
-      this.logger.error(
-        { err: exception, path: req.route?.path ?? 'unmatched' },
-        'FHIR request failed',
-      );
-    }
-    if (status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="imaging-ai-adapter"');
+    this.logAndChallenge(status, exception, req, res, 'FHIR request failed');
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     if (res.headersSent) return;
     countFhirAnswer(res, status);

@@ -1,0 +1,171 @@
+import { Body, Get, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { Response } from 'express';
+import { Roles } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { resolveReveal } from './audit-api.reveal';
+import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
+import type { MessageReprocessor } from './audit-api.reprocess';
+import {
+  AuditPage,
+  formFilters,
+  renderPage,
+  requireCsrf,
+  searchOrProblem,
+  withUtcTimes,
+} from './audit-page.shared';
+import {
+  deadLettersPage,
+  messageListPage,
+  messagePage,
+  replayConfirmPage,
+} from './audit-page.views';
+import { presentMessage, presentOutbox } from './audit-presenter';
+import { AuditQueryService } from './audit-query.service';
+import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+
+/**
+ * The audit page's messages: the browser of every inbound message and request, one message
+ * (reveal, reprocess), and the dead letters with their replay.
+ */
+@AuditPage()
+export class AuditMessagesPageController {
+  constructor(
+    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
+    @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
+  ) {}
+
+  /** The message browser: every inbound message and request, accepted or refused. */
+  @Get('messages')
+  async messages(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const filters = formFilters(q);
+    const { found, problem } = await searchOrProblem(async () => {
+      const { msh10, ...browse } = parseInput(messageBrowseSchema, withUtcTimes(filters));
+      return msh10
+        ? await this.query.searchMessages({ messageControlId: msh10 })
+        : await this.query.browseMessages(browse);
+    });
+    renderPage(req, res, (ctx) =>
+      messageListPage(ctx, {
+        filters,
+        messages: found?.items ?? [],
+        nextCursor: found?.nextCursor,
+        problem,
+      }),
+    );
+  }
+
+  @Get('messages/:id')
+  async message(
+    @Param('id') id: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    await this.renderMessage(id, req, res);
+  }
+
+  @Post('messages/:id')
+  async revealMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.renderMessage(id, req, res, body ?? {});
+  }
+
+  /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
+  @Roles('admin')
+  @Post('messages/:id/reprocess')
+  async reprocessMessage(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const { reason } = parseInput(replaySchema, body ?? {});
+    const result = await this.reprocessor.reprocess(id, req.principal!.actor, reason);
+    res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
+  }
+
+  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
+  private async renderMessage(
+    id: string,
+    req: AuthenticatedRequest,
+    res: Response,
+    form?: Record<string, unknown>,
+  ): Promise<void> {
+    const { message, events } = await this.query.message(id);
+    const reveal = form
+      ? await resolveReveal(this.query, req, form, {
+          inboundMessageId: id,
+          what: 'message page',
+        })
+      : false;
+    const orderIds = [
+      ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
+    ];
+    const view = presentMessage(message, events, reveal);
+    renderPage(req, res, (ctx) => messagePage(ctx, view, orderIds));
+  }
+
+  @Get('dead-letters')
+  async deadLetters(
+    @Query('cursor') cursor: string | undefined,
+    @Query('replayed') replayed: string | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const page = await this.query.deadLetters({ cursor });
+    renderPage(req, res, (ctx) =>
+      deadLettersPage(ctx, {
+        items: page.items.map((r) => presentOutbox(r, false)),
+        nextCursor: page.nextCursor,
+        replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
+      }),
+    );
+  }
+
+  @Roles('admin')
+  @Get('dead-letters/:id/replay')
+  async confirmReplay(
+    @Param('id') id: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const row = await this.query.outboxEntry(id);
+    renderPage(req, res, (ctx) => replayConfirmPage(ctx, presentOutbox(row, false)));
+  }
+
+  @Roles('admin')
+  @Post('dead-letters/:id/replay')
+  async replay(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    const row = await this.query.outboxEntry(id);
+    const form = body ?? {};
+    if (form.confirm !== 'yes') {
+      const error = 'Tick the confirmation box to replay.';
+      renderPage(req, res, (ctx) => replayConfirmPage(ctx, row, error), 400);
+      return;
+    }
+    let reason: string;
+    try {
+      reason = parseInput(replaySchema, form).reason;
+    } catch (error) {
+      renderPage(req, res, (ctx) => replayConfirmPage(ctx, row, (error as Error).message), 400);
+      return;
+    }
+    await this.query.replayDeadLetter(id, req.principal!.actor, reason);
+    res.redirect(303, `/audit/dead-letters?replayed=${encodeURIComponent(id)}`);
+  }
+}

@@ -1,0 +1,209 @@
+import { Body, Get, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { Response } from 'express';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { APP_CONFIG } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
+import { ORDER_STATES } from '../domain/order-state';
+import { outboundSettings } from '../outbound/outbound.settings';
+import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
+import { orderSearchSchema, parseInput, toOrderSearch } from './audit-api.dto';
+import {
+  AuditPage,
+  formFilters,
+  renderPage,
+  requireCsrf,
+  searchOrProblem,
+  withUtcTimes,
+} from './audit-page.shared';
+import { documentPage, orderListPage, orderPage } from './audit-page.views';
+import {
+  presentOrder,
+  presentOrderDetail,
+  rawView,
+  type RawView,
+  waitingOf,
+} from './audit-presenter';
+import { AuditQueryService, type MessageRow, ORDER_SOURCES } from './audit-query.service';
+import { AUDIT_QUERY } from './audit.tokens';
+import { maskUpstreamReport } from './phi-masking';
+
+/** How many inbound messages an order page shows raw (the rest are linked). */
+const RAW_MESSAGES_ON_ORDER_PAGE = 5;
+
+/**
+ * The order list (also what /audit shows for a query with filters: links and bookmarks from
+ * before the dashboard), PHI masked.
+ */
+export async function sendOrderList(
+  query: AuditQueryService,
+  upstreamStuckHours: number,
+  q: Record<string, unknown>,
+  req: AuthenticatedRequest,
+  res: Response,
+): Promise<void> {
+  const filters = formFilters(q);
+  const { found, problem } = await searchOrProblem(async () => {
+    const search = toOrderSearch(parseInput(orderSearchSchema, withUtcTimes(filters)));
+    const page = await query.searchOrders(search);
+    const messages = search.messageControlId
+      ? (await query.searchMessages({ messageControlId: search.messageControlId })).items
+      : undefined;
+    return { ...page, messages };
+  });
+  const orders = (found?.items ?? []).map((o) => ({
+    ...presentOrder(o, false),
+    waiting: waitingOf(o, upstreamStuckHours),
+  }));
+  renderPage(req, res, (ctx) =>
+    orderListPage(ctx, {
+      filters,
+      orders,
+      nextCursor: found?.nextCursor,
+      messages: found?.messages,
+      problem,
+      states: ORDER_STATES,
+      sources: ORDER_SOURCES,
+    }),
+  );
+}
+
+/** The audit page's orders: the list, one order's whole path, and the upstream's reports. */
+@AuditPage()
+export class AuditOrdersPageController {
+  constructor(
+    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Get('orders')
+  async orders(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    await sendOrderList(this.query, this.config.UPSTREAM_STUCK_HOURS, q, req, res);
+  }
+
+  @Get('orders/:id')
+  async order(
+    @Param('id') id: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    await this.renderOrder(id, req, res);
+  }
+
+  /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
+  @Post('orders/:id')
+  async revealOrder(
+    @Param('id') id: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.renderOrder(id, req, res, body ?? {});
+  }
+
+  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
+  private async renderOrder(
+    id: string,
+    req: AuthenticatedRequest,
+    res: Response,
+    form?: Record<string, unknown>,
+  ): Promise<void> {
+    const detail = await this.query.orderDetail(id);
+    const reveal = form
+      ? await resolveReveal(this.query, req, form, { orderId: id, what: 'order page' })
+      : false;
+    const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
+    const raws: Array<{ message: MessageRow; raw: RawView }> = [];
+    for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
+      const { message } = await this.query.message(m.id);
+      raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
+    }
+    const documents = await this.query.orderDocuments(id);
+    const destinations = outboundSettings(this.config).destinations;
+    renderPage(req, res, (ctx) => orderPage(ctx, view, raws, destinations, documents));
+  }
+
+  /**
+   * One report of the upstream (results, failure, QC) stored for the order. JSON is shown
+   * (and downloaded) masked; the original bytes (a PDF cannot be masked) only for an admin
+   * who gives a reason, recorded as `phi.reveal` before anything is sent.
+   */
+  @Get('orders/:id/documents/:docId')
+  async document(
+    @Param('id') id: string,
+    @Param('docId') docId: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    refuseRevealInUrl(q, `/audit/orders/${id}/documents/${docId}`);
+    await this.sendDocument(id, docId, q, req, res, undefined);
+  }
+
+  /** The original file, for an admin: the reason is in the form body (with the CSRF token). */
+  @Post('orders/:id/documents/:docId')
+  async revealDocument(
+    @Param('id') id: string,
+    @Param('docId') docId: string,
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    requireCsrf(req, body);
+    await this.sendDocument(id, docId, {}, req, res, body);
+  }
+
+  private async sendDocument(
+    id: string,
+    docId: string,
+    q: Record<string, unknown>,
+    req: AuthenticatedRequest,
+    res: Response,
+    body: Record<string, unknown> | undefined,
+  ): Promise<void> {
+    const doc = await this.query.orderDocument(id, docId);
+    const name = `${doc.kind}-report-${doc.upstreamStatus.toLowerCase()}-${doc.id}`;
+    const reveal = body
+      ? await resolveReveal(this.query, req, body, {
+          orderId: id,
+          what: `${doc.kind} report ${doc.reportType} (${doc.id})`,
+        })
+      : false;
+    const isJson = doc.contentType.includes('json');
+    if (reveal) {
+      const extension = isJson ? 'json' : doc.reportType.toLowerCase();
+      sendDownload(
+        res,
+        `${name}.${extension}`,
+        isJson ? 'application/json' : doc.contentType,
+        doc.body,
+      );
+      return;
+    }
+    let masked: string | undefined;
+    if (isJson) {
+      try {
+        masked = JSON.stringify(maskUpstreamReport(JSON.parse(doc.body.toString('utf8'))), null, 2);
+      } catch {
+        masked = '(not valid JSON; hidden while masked)';
+      }
+    }
+    if (q.download === '1' && masked !== undefined) {
+      sendDownload(res, `${name}.masked.json`, 'application/json', masked);
+      return;
+    }
+    renderPage(req, res, (ctx) => documentPage(ctx, id, doc, masked));
+  }
+}
+
+/** A report as a file to save: never cached, never sniffed. */
+function sendDownload(res: Response, filename: string, type: string, body: Buffer | string): void {
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('Content-Disposition', `attachment; filename="${filename}"`);
+  res.status(200).type(type).send(body);
+}

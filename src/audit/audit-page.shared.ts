@@ -1,0 +1,90 @@
+import { applyDecorators, Controller, UseFilters } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Response } from 'express';
+import { csrfMatches } from '../auth/audit-session.store';
+import { AllowSessionCookie, Roles } from '../auth/auth.decorators';
+import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { AppError } from '../common/app-error';
+import { AuditPageFilter, newNonce, sendPage } from './audit-page.filter';
+import type { PageContext } from './audit-page.views';
+
+/**
+ * A controller of the audit web page at /audit: server-rendered HTML, no script, no external
+ * request. A browser signs in with its API token once (POST /audit/session) and then uses an
+ * HttpOnly, SameSite=Strict session cookie scoped to /audit; POST forms also carry the
+ * session's CSRF token. Analysts and admins only; errors answered as pages (AuditPageFilter).
+ */
+export const AuditPage = () =>
+  applyDecorators(
+    Controller('audit'),
+    Roles('analyst'),
+    AllowSessionCookie(),
+    UseFilters(AuditPageFilter),
+    ApiExcludeController(),
+  );
+
+/** Who is signed in, and a fresh nonce for the page's inline style. */
+export function pageContext(req: AuthenticatedRequest): PageContext {
+  const p = req.principal;
+  return { nonce: newNonce(), role: p?.role, actor: p?.actor, csrfToken: p?.session?.csrfToken };
+}
+
+/** Sends the page `render` builds for the signed-in user, with the audit page's headers. */
+export function renderPage(
+  req: AuthenticatedRequest,
+  res: Response,
+  render: (ctx: PageContext) => string,
+  status = 200,
+): void {
+  const ctx = pageContext(req);
+  sendPage(res, status, render(ctx), ctx.nonce);
+}
+
+/** Cookie-authenticated form posts must echo the session's CSRF token (bearer callers need not). */
+export function requireCsrf(
+  req: AuthenticatedRequest,
+  body: Record<string, unknown> | undefined,
+): void {
+  const session = req.principal?.session;
+  if (
+    req.principal?.via === 'session' &&
+    (!session || !csrfMatches(session.csrfToken, body?._csrf))
+  ) {
+    throw new AppError(
+      'forbidden',
+      'the form is stale or was not sent by the audit page; reload it',
+    );
+  }
+}
+
+/** A list page's filter form as it came in the query string: its text values, trimmed. */
+export function formFilters(q: Record<string, unknown>): Record<string, string> {
+  const filters: Record<string, string> = {};
+  for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
+  return filters;
+}
+
+/** The filters for the API's schemas: `datetime-local` inputs carry no zone, the page labels them UTC. */
+export function withUtcTimes(filters: Record<string, string>): Record<string, string | undefined> {
+  return { ...filters, from: asUtc(filters.from), to: asUtc(filters.to) };
+}
+
+function asUtc(value: string | undefined): string | undefined {
+  if (!value) return value;
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
+}
+
+/**
+ * A list page's search. A malformed filter (bad_request) is shown above the form as the
+ * page's `problem`, with nothing found; any other error is an error page.
+ */
+export async function searchOrProblem<T>(
+  search: () => Promise<T>,
+): Promise<{ found?: T; problem?: string }> {
+  try {
+    return { found: await search() };
+  } catch (error) {
+    if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
+    return { problem: error.message };
+  }
+}

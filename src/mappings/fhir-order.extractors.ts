@@ -24,19 +24,19 @@ import {
   toIdentifier,
   toPersonName,
   typeCode,
-  type Line,
   type Extracted,
   type Scope,
 } from './fhir-order.extract-helpers';
 import type { ExtractorId } from './fhir-order.mapping';
-import { resolveProducts } from './product-table';
+import { productLineage, resolveProducts } from './product-table';
+import type { LineageLine } from './table-driver';
 
 /** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
 export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   'patient-identifiers': ({ ctx }) => {
     const p = ctx.patient;
     if (!p) return EMPTY;
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     const ids: Identifier[] = [];
     (p.resource.identifier ?? []).forEach((raw, i) => {
       const id = toIdentifier(raw);
@@ -151,7 +151,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const source = picked.coding
       ? `ServiceRequest.code.coding[${picked.index}]`
       : 'ServiceRequest.code.text';
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     if (coded.code) lines.push({ suffix: '.code', source: `${source}.code`, value: coded.code });
     if (coded.system)
       lines.push({ suffix: '.system', source: `${source}.system`, value: coded.system });
@@ -240,7 +240,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   requester: ({ sr, ctx }) => {
     if (!sr.requester) return EMPTY;
     const out: OrderPractitioner = {};
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     const quirks: ToleratedQuirk[] = [];
     const resolved = ctx.requester;
     if (resolved?.resource.resourceType === 'Practitioner') {
@@ -283,7 +283,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   reasons: ({ sr, ctx }) => {
     const reasons: CodedConcept[] = [];
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     (sr.reasonCode ?? []).forEach((cc, i) => {
       const coded = codedFrom(cc);
       if (!coded.code && !coded.display) return;
@@ -368,13 +368,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       : 'ServiceRequest.code';
     return {
       value: resolved.products.map((p) => p.product),
-      lines: resolved.products.map((p, i) => ({
-        suffix: `[${i}]`,
-        source,
-        value: p.product,
-        rule: p.rule,
-        ...(p.ruleId ? { ruleId: p.ruleId } : {}),
-      })),
+      lines: productLineage(resolved.products, source),
       ...(resolved.row
         ? {}
         : {

@@ -10,7 +10,8 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
-import { HL7_TRANSFORMS, Hl7TransformId, TransformProblem } from './hl7-value.transforms';
+import type { TransformProblem } from './hl7-value.kit';
+import { HL7_TRANSFORMS, Hl7TransformId } from './hl7-value.transforms';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 import { applyRow } from './table-driver';
 

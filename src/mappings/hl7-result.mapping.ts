@@ -33,52 +33,55 @@ export interface BuiltHl7 {
   version: string;
 }
 
-/** MSH, PID and PV1, then the message's own segments (`body`, given MSH-12), as wire text and bytes. */
-function assemble(
+/** Builds one outbound message for a publication, in reply to the original order when it came over HL7. */
+export type Hl7MessageBuilder = (
   input: PublicationInput,
   original: Hl7Message | undefined,
   settings: Hl7ResultSettings,
-  type: 'ORU' | 'ORM',
   controlId: string,
   now: Date,
-  body: (version: string) => string[],
-): BuiltHl7 {
-  const head = msh(input, original, settings, type, controlId, now);
-  const lines = [
-    encodeSegment(head.spec),
-    pidOf(input, original),
-    pv1Of(original),
-    ...body(head.version),
-  ];
-  const text = lines.join('\r') + '\r';
-  return { controlId, text, bytes: encodeText(text, charsetFor(original)), version: head.version };
+) => BuiltHl7;
+
+/**
+ * A message of `type`: MSH, PID and PV1, then its own segments (`body`, which may depend on
+ * the MSH-12 version chosen), as wire text and as bytes in the MSH-18 character set.
+ */
+function messageOf(
+  type: 'ORU' | 'ORM',
+  body: (
+    input: PublicationInput,
+    now: Date,
+    version: string,
+    settings: Hl7ResultSettings,
+  ) => string[],
+): Hl7MessageBuilder {
+  return (input, original, settings, controlId, now) => {
+    const head = msh(original, settings, type, controlId, now);
+    const lines = [
+      encodeSegment(head.spec),
+      pidOf(input, original),
+      pv1Of(original),
+      ...body(input, now, head.version, settings),
+    ];
+    const text = lines.join('\r') + '\r';
+    return {
+      controlId,
+      text,
+      bytes: encodeText(text, charsetFor(original)),
+      version: head.version,
+    };
+  };
 }
 
 /** ORU^R01 with ORC/OBR per the row and the OBX lines of the outcome (results or why none). */
-export function buildOru(
-  input: PublicationInput,
-  original: Hl7Message | undefined,
-  settings: Hl7ResultSettings,
-  controlId: string,
-  now: Date,
-): BuiltHl7 {
-  return assemble(input, original, settings, 'ORU', controlId, now, (version) => [
-    encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now)),
-    encodeSegment(obr(input, now)),
-    ...obxLines(input, version, settings).map((s) => encodeObx(s)),
-  ]);
-}
+export const buildOru = messageOf('ORU', (input, now, version, settings) => [
+  encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now)),
+  encodeSegment(obr(input, now)),
+  ...obxLines(input, version, settings).map((s) => encodeObx(s)),
+]);
 
 /** ORM^O01 with ORC-1 SC and ORC-5 per the row: an intermediate status for the RIS worklist. */
-export function buildOrmStatus(
-  input: PublicationInput,
-  original: Hl7Message | undefined,
-  settings: Hl7ResultSettings,
-  controlId: string,
-  now: Date,
-): BuiltHl7 {
-  return assemble(input, original, settings, 'ORM', controlId, now, () => [
-    encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now)),
-    encodeSegment({ ...obr(input, now), fields: obr(input, now).fields.slice(0, 25) }),
-  ]);
-}
+export const buildOrmStatus = messageOf('ORM', (input, now) => [
+  encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now)),
+  encodeSegment({ ...obr(input, now), fields: obr(input, now).fields.slice(0, 25) }),
+]);

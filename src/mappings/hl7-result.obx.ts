@@ -1,5 +1,5 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
-import { LOCAL, versionAtLeast } from './hl7-result.segments';
+import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import { resultTextLines } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
@@ -34,22 +34,16 @@ export function obxLines(
   ) => {
     out.push({
       id: 'OBX',
-      fields: [
-        String(out.length + 1),
-        type,
-        code,
-        undefined,
-        value as never,
-        units,
-        undefined,
-        flag,
-        undefined,
-        undefined,
-        obxStatus,
-        undefined,
-        undefined,
-        formatHl7Timestamp(new Date(input.statusAt)),
-      ],
+      fields: numberedFields({
+        1: String(out.length + 1),
+        2: type,
+        3: code,
+        5: value as never,
+        6: units,
+        8: flag,
+        11: obxStatus,
+        14: formatHl7Timestamp(new Date(input.statusAt)),
+      }),
     });
   };
   const isResult = input.row.hl7.resultStatus === 'F';

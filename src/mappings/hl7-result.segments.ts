@@ -1,4 +1,9 @@
-import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
+import {
+  encodeSegment,
+  formatHl7Timestamp,
+  type Hl7FieldValue,
+  type Hl7SegmentSpec,
+} from '../hl7/hl7-builder';
 import { charsetLabel } from '../hl7/hl7-charset';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
@@ -16,6 +21,18 @@ import type { PublicationInput } from './publication.model';
 export function charsetFor(original: Hl7Message | undefined): string {
   const declared = original?.msh.value(18);
   return declared && charsetLabel(declared) ? declared : 'UNICODE UTF-8';
+}
+
+/**
+ * A segment's fields by their numbers (`{ 1: …, 16: … }`), the fields between left empty;
+ * `first` is the number of fields[0] (3 for MSH, whose first two fields are the delimiters).
+ */
+export function numberedFields(
+  values: Readonly<Record<number, Hl7FieldValue>>,
+  first = 1,
+): Hl7FieldValue[] {
+  const last = Math.max(first - 1, ...Object.keys(values).map(Number));
+  return Array.from({ length: last - first + 1 }, (_, i) => values[first + i]);
 }
 
 /** Local coding system of our OBX-3 codes (HL7 table 0396 `99zzz` local), beside DCM and LN. */
@@ -48,8 +65,8 @@ function originalSegment(original: Hl7Message | undefined, id: string): string |
   return undefined;
 }
 
+/** MSH in the site's version (the original order's MSH-12 unless configured), addressed back to its sender. */
 export function msh(
-  input: PublicationInput,
   original: Hl7Message | undefined,
   settings: Hl7ResultSettings,
   type: 'ORU' | 'ORM',
@@ -67,25 +84,24 @@ export function msh(
     version,
     spec: {
       id: 'MSH',
-      fields: [
-        settings.sendingApplication,
-        settings.sendingFacility,
-        // Back to whoever sent the order (its MSH-3 / MSH-4).
-        o?.value(3),
-        o?.value(4),
-        formatHl7Timestamp(now),
-        undefined,
-        messageType,
-        controlId,
-        'P',
-        version,
-        undefined,
-        undefined,
-        'AL',
-        'NE',
-        undefined,
-        charsetFor(original),
-      ],
+      fields: numberedFields(
+        {
+          3: settings.sendingApplication,
+          4: settings.sendingFacility,
+          // Back to whoever sent the order (its MSH-3 / MSH-4).
+          5: o?.value(3),
+          6: o?.value(4),
+          7: formatHl7Timestamp(now),
+          9: messageType,
+          10: controlId,
+          11: 'P',
+          12: version,
+          15: 'AL',
+          16: 'NE',
+          18: charsetFor(original),
+        },
+        3,
+      ),
     },
   };
 }
@@ -160,25 +176,16 @@ export function orc(
   const reason = noResult ? [input.row.task.reason, input.reason].filter(Boolean).join(': ') : '';
   return {
     id: 'ORC',
-    fields: [
-      control,
-      placerNumberOf(input),
-      fillerNumberOf(input),
-      o.request.placerGroupNumber?.value,
-      status,
-      undefined,
-      undefined,
-      undefined,
-      formatHl7Timestamp(now),
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
+    fields: numberedFields({
+      1: control,
+      2: placerNumberOf(input),
+      3: fillerNumberOf(input),
+      4: o.request.placerGroupNumber?.value,
+      5: status,
+      9: formatHl7Timestamp(now),
       // ORC-16 order control code reason (CE): text only.
-      reason ? [undefined, reason.slice(0, 199)] : undefined,
-    ],
+      16: reason ? [undefined, reason.slice(0, 199)] : undefined,
+    }),
   };
 }
 
@@ -195,44 +202,21 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
   const statusAt = new Date(input.statusAt);
   return {
     id: 'OBR',
-    fields: [
-      '1',
-      placerNumberOf(input),
-      fillerNumberOf(input),
-      p?.code
+    fields: numberedFields({
+      1: '1',
+      2: placerNumberOf(input),
+      3: fillerNumberOf(input),
+      4: p?.code
         ? [p.code, p.display, p.system]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
-      undefined,
-      undefined,
-      o.request.requestedAt ? formatHl7Timestamp(new Date(o.request.requestedAt)) : undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
+      7: o.request.requestedAt ? formatHl7Timestamp(new Date(o.request.requestedAt)) : undefined,
       // OBR-18 placer field 1: the accession number (IHE SWF practice).
-      o.accessionNumber ?? undefined,
-      undefined,
-      undefined,
-      undefined,
+      18: o.accessionNumber ?? undefined,
       // OBR-22 results report / status change date-time.
-      formatHl7Timestamp(Number.isNaN(statusAt.getTime()) ? now : statusAt),
-      undefined,
-      undefined,
-      resultStatusOf(input),
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
+      22: formatHl7Timestamp(Number.isNaN(statusAt.getTime()) ? now : statusAt),
+      25: resultStatusOf(input),
       // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device.
-      [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
-    ],
+      32: [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
+    }),
   };
 }

@@ -40,6 +40,11 @@ export interface Scope {
 
 export const EMPTY: Extracted = { lines: [] };
 
+/** A value stored as read from one place (`source`), with the quirks met on the way if any. */
+export function readFrom(value: string, source: string, quirks?: ToleratedQuirk[]): Extracted {
+  return { value, lines: [{ suffix: '', source, value }], ...(quirks ? { quirks } : {}) };
+}
+
 /** The v2-0203 type code of a FHIR identifier, if typed that way (or by bare code). */
 export function typeCode(id: FhirIdentifier): string | undefined {
   const coding = id.type?.coding?.find((c) => c.system === V2_0203 || c.system === undefined);
@@ -164,16 +169,7 @@ export function referenceOf(ref: Reference | undefined): string | undefined {
 export function accessionOf({ sr, ctx }: Scope): Extracted {
   const found = srIdentifier(sr, 'ACSN');
   if (found) {
-    return {
-      value: found.id.value,
-      lines: [
-        {
-          suffix: '',
-          source: `ServiceRequest.identifier[${found.index}].value`,
-          value: found.id.value!,
-        },
-      ],
-    };
+    return readFrom(found.id.value!, `ServiceRequest.identifier[${found.index}].value`);
   }
   for (const study of ctx.imagingStudies) {
     const index = (study.resource.identifier ?? []).findIndex(
@@ -181,16 +177,7 @@ export function accessionOf({ sr, ctx }: Scope): Extracted {
     );
     if (index >= 0) {
       const value = study.resource.identifier![index]!.value!;
-      return {
-        value,
-        lines: [
-          {
-            suffix: '',
-            source: `${study.source} ImagingStudy.identifier[${index}].value`,
-            value,
-          },
-        ],
-      };
+      return readFrom(value, `${study.source} ImagingStudy.identifier[${index}].value`);
     }
   }
   return EMPTY;

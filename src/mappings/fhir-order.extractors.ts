@@ -19,6 +19,7 @@ import {
   nameFromDisplay,
   nameLines,
   pickProcedureCoding,
+  readFrom,
   referenceOf,
   srIdentifier,
   toIdentifier,
@@ -68,22 +69,14 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   'patient-birth-date': ({ ctx }) => {
     const b = ctx.patient?.resource.birthDate;
-    return b
-      ? {
-          value: b,
-          lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.birthDate`, value: b }],
-        }
-      : EMPTY;
+    return b ? readFrom(b, `${ctx.patient!.source} Patient.birthDate`) : EMPTY;
   },
   'patient-gender': ({ ctx }) => {
     // R4 administrative-gender and our AdministrativeSex share their four codes.
     const g = ctx.patient?.resource.gender;
     if (!g) return EMPTY;
     const sex: AdministrativeSex = g;
-    return {
-      value: sex,
-      lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.gender`, value: g }],
-    };
+    return readFrom(sex, `${ctx.patient!.source} Patient.gender`);
   },
   'placer-identifier': ({ sr }) => {
     const typed = srIdentifier(sr, 'PLAC');
@@ -162,27 +155,11 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   modality: ({ ctx }) => {
     for (const study of ctx.imagingStudies) {
       const direct = study.resource.modality?.find((m) => m.code);
-      if (direct?.code) {
-        return {
-          value: direct.code,
-          lines: [
-            { suffix: '', source: `${study.source} ImagingStudy.modality`, value: direct.code },
-          ],
-        };
-      }
+      if (direct?.code) return readFrom(direct.code, `${study.source} ImagingStudy.modality`);
       const index = (study.resource.series ?? []).findIndex((s) => s.modality?.code);
       if (index >= 0) {
         const code = study.resource.series![index]!.modality.code!;
-        return {
-          value: code,
-          lines: [
-            {
-              suffix: '',
-              source: `${study.source} ImagingStudy.series[${index}].modality`,
-              value: code,
-            },
-          ],
-        };
+        return readFrom(code, `${study.source} ImagingStudy.series[${index}].modality`);
       }
     }
     return EMPTY;
@@ -217,17 +194,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
           ],
         };
       }
-      return {
-        value: uid,
-        lines: [
-          {
-            suffix: '',
-            source: `${study.source} ImagingStudy.identifier[${index}].value`,
-            value: uid,
-          },
-        ],
-        quirks,
-      };
+      return readFrom(uid, `${study.source} ImagingStudy.identifier[${index}].value`, quirks);
     }
     return EMPTY;
   },
@@ -235,7 +202,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     // R4 request-priority and our OrderPriority share their four codes.
     if (!sr.priority) return EMPTY;
     const p: OrderPriority = sr.priority;
-    return { value: p, lines: [{ suffix: '', source: 'ServiceRequest.priority', value: p }] };
+    return readFrom(p, 'ServiceRequest.priority');
   },
   requester: ({ sr, ctx }) => {
     if (!sr.requester) return EMPTY;
@@ -325,7 +292,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const raw = hit[0]!;
     const value =
       raw.includes('T') && !Number.isNaN(Date.parse(raw)) ? new Date(raw).toISOString() : raw;
-    return { value, lines: [{ suffix: '', source: hit[1], value }] };
+    return readFrom(value, hit[1]);
   },
   notes: ({ sr }) => {
     const notes = (sr.note ?? []).map((n) => n.text).filter((t): t is string => Boolean(t));

@@ -10,7 +10,6 @@ import {
   rep,
   type LineageLine,
   type TransformFn,
-  type TransformInput,
 } from './hl7-value.kit';
 
 /** Identifiers: CX and EI (chapter 2A), DICOM UIDs, accession numbers. */
@@ -73,7 +72,7 @@ export const cxList: TransformFn = (input) => {
 };
 
 /** EI: entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
-export const ei: TransformFn = (input: TransformInput) => {
+export const ei: TransformFn = (input) => {
   const { values } = readComposite(input, rep(input), {
     value: [1],
     namespace: [2],

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
+import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
 
@@ -155,21 +156,13 @@ const POLLUTING_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
  * prototype). No FHIR element has these names. Iterative, so deep nesting cannot overflow.
  */
 function pollutingKey(root: unknown, rootName: string): string | undefined {
-  const stack: Array<{ value: unknown; path: string }> = [{ value: root, path: rootName }];
-  while (stack.length > 0) {
-    const { value, path } = stack.pop()!;
-    if (value === null || typeof value !== 'object') continue;
-    if (Array.isArray(value)) {
-      value.forEach((v, i) => stack.push({ value: v, path: `${path}[${i}]` }));
-      continue;
-    }
-    for (const key of Object.keys(value)) {
-      const at = path ? `${path}.${key}` : key;
-      if (POLLUTING_KEYS.has(key)) return at;
-      stack.push({ value: (value as Record<string, unknown>)[key], path: at });
-    }
-  }
-  return undefined;
+  let found: string | undefined;
+  walkJsonKeys(root, rootName, (key, _value, path) => {
+    if (!POLLUTING_KEYS.has(key)) return undefined;
+    found = path;
+    return 'stop';
+  });
+  return found;
 }
 
 export type PreferReturn = 'minimal' | 'representation' | 'OperationOutcome';

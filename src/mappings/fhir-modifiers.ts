@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { walkJsonKeys } from '../common/json-walk';
 import type { FhirMappingIssue } from './fhir-order.mapping';
 
 /**
@@ -63,32 +64,22 @@ const MODIFIER_RULES: Readonly<Record<string, readonly ModifierRule[]>> = {
  */
 export function modifierIssues(resource: Resource, at: string): FhirMappingIssue[] {
   const issues: FhirMappingIssue[] = [];
-  const stack: Array<{ value: unknown; path: string }> = [{ value: resource, path: at }];
-  while (stack.length > 0) {
-    const { value, path } = stack.pop()!;
-    if (value === null || typeof value !== 'object') continue;
-    if (Array.isArray(value)) {
-      value.forEach((v, i) => stack.push({ value: v, path: `${path}[${i}]` }));
-      continue;
+  walkJsonKeys(resource, at, (key, inner, path, holder) => {
+    if (key === 'modifierExtension' && Array.isArray(inner) && inner.length > 0) {
+      const urls = inner
+        .map((e) => (e as { url?: unknown })?.url)
+        .filter((u): u is string => typeof u === 'string');
+      issues.push({
+        severity: 'error',
+        code: 'not-supported',
+        expression: path,
+        diagnostics: `a modifier extension the adapter does not understand (${urls.join(', ') || 'no url'}) changes the meaning of ${holder}; refused rather than ignored (FHIR R4 §2.4.2)`,
+      });
+      return 'skip';
     }
-    for (const [key, inner] of Object.entries(value)) {
-      if (key === 'modifierExtension' && Array.isArray(inner) && inner.length > 0) {
-        const urls = inner
-          .map((e) => (e as { url?: unknown })?.url)
-          .filter((u): u is string => typeof u === 'string');
-        issues.push({
-          severity: 'error',
-          code: 'not-supported',
-          expression: `${path}.modifierExtension`,
-          diagnostics: `a modifier extension the adapter does not understand (${urls.join(', ') || 'no url'}) changes the meaning of ${path}; refused rather than ignored (FHIR R4 §2.4.2)`,
-        });
-        continue;
-      }
-      // Contained resources are checked as resources of their own below (their own rules).
-      if (key === 'contained') continue;
-      stack.push({ value: inner, path: `${path}.${key}` });
-    }
-  }
+    // Contained resources are checked as resources of their own below (their own rules).
+    if (key === 'contained') return 'skip';
+  });
   for (const rule of MODIFIER_RULES[resource.resourceType] ?? []) {
     const value = (resource as unknown as Record<string, unknown>)[rule.path];
     if (value !== undefined && rule.refuses(value)) {

@@ -10,6 +10,7 @@ import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../do
 import type { FhirOrderMappingConfig } from './fhir-order.config';
 import { lookupProducts } from './product-table';
 import type { FhirMappingIssue, FhirOrderContext } from './fhir-order.mapping';
+import type { LineageLine } from './table-driver';
 
 /*
  * The imperative part of the FHIR R4 → OrderRequest mapping: how one row of FHIR_ORDER_FIELD_MAP
@@ -22,22 +23,10 @@ export const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 /** DICOM UIDs as FHIR identifiers (R4 imagingstudy.html: system urn:dicom:uid, value urn:oid:…). */
 export const DICOM_UID_SYSTEM = 'urn:dicom:uid';
 
-/** One lineage line of an extracted value: where it was read and what it was. */
-export interface Line {
-  suffix: string;
-  source: string;
-  /** The value as stored in the OrderRequest. */
-  value: string;
-  /** Overrides the row's rule id (the unknown-procedure default has one id everywhere). */
-  ruleId?: string;
-  /** The table row or conversion that produced `value` (MappedField.rule). */
-  rule?: string;
-}
-
 /** What an extractor returns: the value (if any), its lineage, and problems found on the way. */
 export interface Extracted {
   value?: unknown;
-  lines: Line[];
+  lines: LineageLine[];
   issues?: FhirMappingIssue[];
   quirks?: ToleratedQuirk[];
 }
@@ -50,6 +39,11 @@ export interface Scope {
 }
 
 export const EMPTY: Extracted = { lines: [] };
+
+/** A value stored as read from one place (`source`), with the quirks met on the way if any. */
+export function readFrom(value: string, source: string, quirks?: ToleratedQuirk[]): Extracted {
+  return { value, lines: [{ suffix: '', source, value }], ...(quirks ? { quirks } : {}) };
+}
 
 /** The v2-0203 type code of a FHIR identifier, if typed that way (or by bare code). */
 export function typeCode(id: FhirIdentifier): string | undefined {
@@ -74,8 +68,10 @@ export function srIdentifier(
   return index >= 0 ? { id: sr.identifier![index]!, index } : undefined;
 }
 
-export function identifierLines(prefix: string, id: Identifier, source: string): Line[] {
-  const lines: Line[] = [{ suffix: `${prefix}.value`, source: `${source}.value`, value: id.value }];
+export function identifierLines(prefix: string, id: Identifier, source: string): LineageLine[] {
+  const lines: LineageLine[] = [
+    { suffix: `${prefix}.value`, source: `${source}.value`, value: id.value },
+  ];
   if (id.system)
     lines.push({ suffix: `${prefix}.system`, source: `${source}.system`, value: id.system });
   if (id.type) lines.push({ suffix: `${prefix}.type`, source: `${source}.type`, value: id.type });
@@ -109,8 +105,8 @@ export function toPersonName(name: HumanName): PersonName {
   return out;
 }
 
-export function nameLines(prefix: string, name: PersonName, source: string): Line[] {
-  const lines: Line[] = [];
+export function nameLines(prefix: string, name: PersonName, source: string): LineageLine[] {
+  const lines: LineageLine[] = [];
   if (name.family)
     lines.push({ suffix: `${prefix}.family`, source: `${source}.family`, value: name.family });
   name.given?.forEach((g, i) =>
@@ -173,16 +169,7 @@ export function referenceOf(ref: Reference | undefined): string | undefined {
 export function accessionOf({ sr, ctx }: Scope): Extracted {
   const found = srIdentifier(sr, 'ACSN');
   if (found) {
-    return {
-      value: found.id.value,
-      lines: [
-        {
-          suffix: '',
-          source: `ServiceRequest.identifier[${found.index}].value`,
-          value: found.id.value!,
-        },
-      ],
-    };
+    return readFrom(found.id.value!, `ServiceRequest.identifier[${found.index}].value`);
   }
   for (const study of ctx.imagingStudies) {
     const index = (study.resource.identifier ?? []).findIndex(
@@ -190,16 +177,7 @@ export function accessionOf({ sr, ctx }: Scope): Extracted {
     );
     if (index >= 0) {
       const value = study.resource.identifier![index]!.value!;
-      return {
-        value,
-        lines: [
-          {
-            suffix: '',
-            source: `${study.source} ImagingStudy.identifier[${index}].value`,
-            value,
-          },
-        ],
-      };
+      return readFrom(value, `${study.source} ImagingStudy.identifier[${index}].value`);
     }
   }
   return EMPTY;

@@ -19,24 +19,25 @@ import {
   nameFromDisplay,
   nameLines,
   pickProcedureCoding,
+  readFrom,
   referenceOf,
   srIdentifier,
   toIdentifier,
   toPersonName,
   typeCode,
-  type Line,
   type Extracted,
   type Scope,
 } from './fhir-order.extract-helpers';
 import type { ExtractorId } from './fhir-order.mapping';
-import { resolveProducts } from './product-table';
+import { productLineage, resolveProducts } from './product-table';
+import type { LineageLine } from './table-driver';
 
 /** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
 export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   'patient-identifiers': ({ ctx }) => {
     const p = ctx.patient;
     if (!p) return EMPTY;
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     const ids: Identifier[] = [];
     (p.resource.identifier ?? []).forEach((raw, i) => {
       const id = toIdentifier(raw);
@@ -68,22 +69,14 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   'patient-birth-date': ({ ctx }) => {
     const b = ctx.patient?.resource.birthDate;
-    return b
-      ? {
-          value: b,
-          lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.birthDate`, value: b }],
-        }
-      : EMPTY;
+    return b ? readFrom(b, `${ctx.patient!.source} Patient.birthDate`) : EMPTY;
   },
   'patient-gender': ({ ctx }) => {
     // R4 administrative-gender and our AdministrativeSex share their four codes.
     const g = ctx.patient?.resource.gender;
     if (!g) return EMPTY;
     const sex: AdministrativeSex = g;
-    return {
-      value: sex,
-      lines: [{ suffix: '', source: `${ctx.patient!.source} Patient.gender`, value: g }],
-    };
+    return readFrom(sex, `${ctx.patient!.source} Patient.gender`);
   },
   'placer-identifier': ({ sr }) => {
     const typed = srIdentifier(sr, 'PLAC');
@@ -151,7 +144,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const source = picked.coding
       ? `ServiceRequest.code.coding[${picked.index}]`
       : 'ServiceRequest.code.text';
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     if (coded.code) lines.push({ suffix: '.code', source: `${source}.code`, value: coded.code });
     if (coded.system)
       lines.push({ suffix: '.system', source: `${source}.system`, value: coded.system });
@@ -162,27 +155,11 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   modality: ({ ctx }) => {
     for (const study of ctx.imagingStudies) {
       const direct = study.resource.modality?.find((m) => m.code);
-      if (direct?.code) {
-        return {
-          value: direct.code,
-          lines: [
-            { suffix: '', source: `${study.source} ImagingStudy.modality`, value: direct.code },
-          ],
-        };
-      }
+      if (direct?.code) return readFrom(direct.code, `${study.source} ImagingStudy.modality`);
       const index = (study.resource.series ?? []).findIndex((s) => s.modality?.code);
       if (index >= 0) {
         const code = study.resource.series![index]!.modality.code!;
-        return {
-          value: code,
-          lines: [
-            {
-              suffix: '',
-              source: `${study.source} ImagingStudy.series[${index}].modality`,
-              value: code,
-            },
-          ],
-        };
+        return readFrom(code, `${study.source} ImagingStudy.series[${index}].modality`);
       }
     }
     return EMPTY;
@@ -217,17 +194,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
           ],
         };
       }
-      return {
-        value: uid,
-        lines: [
-          {
-            suffix: '',
-            source: `${study.source} ImagingStudy.identifier[${index}].value`,
-            value: uid,
-          },
-        ],
-        quirks,
-      };
+      return readFrom(uid, `${study.source} ImagingStudy.identifier[${index}].value`, quirks);
     }
     return EMPTY;
   },
@@ -235,12 +202,12 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     // R4 request-priority and our OrderPriority share their four codes.
     if (!sr.priority) return EMPTY;
     const p: OrderPriority = sr.priority;
-    return { value: p, lines: [{ suffix: '', source: 'ServiceRequest.priority', value: p }] };
+    return readFrom(p, 'ServiceRequest.priority');
   },
   requester: ({ sr, ctx }) => {
     if (!sr.requester) return EMPTY;
     const out: OrderPractitioner = {};
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     const quirks: ToleratedQuirk[] = [];
     const resolved = ctx.requester;
     if (resolved?.resource.resourceType === 'Practitioner') {
@@ -283,7 +250,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   reasons: ({ sr, ctx }) => {
     const reasons: CodedConcept[] = [];
-    const lines: Line[] = [];
+    const lines: LineageLine[] = [];
     (sr.reasonCode ?? []).forEach((cc, i) => {
       const coded = codedFrom(cc);
       if (!coded.code && !coded.display) return;
@@ -325,7 +292,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const raw = hit[0]!;
     const value =
       raw.includes('T') && !Number.isNaN(Date.parse(raw)) ? new Date(raw).toISOString() : raw;
-    return { value, lines: [{ suffix: '', source: hit[1], value }] };
+    return readFrom(value, hit[1]);
   },
   notes: ({ sr }) => {
     const notes = (sr.note ?? []).map((n) => n.text).filter((t): t is string => Boolean(t));
@@ -368,13 +335,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       : 'ServiceRequest.code';
     return {
       value: resolved.products.map((p) => p.product),
-      lines: resolved.products.map((p, i) => ({
-        suffix: `[${i}]`,
-        source,
-        value: p.product,
-        rule: p.rule,
-        ...(p.ruleId ? { ruleId: p.ruleId } : {}),
-      })),
+      lines: productLineage(resolved.products, source),
       ...(resolved.row
         ? {}
         : {

@@ -18,38 +18,28 @@ export interface DerivedTaskStatus {
 }
 
 /** R4 task-status codes (valueset-task-status) for our order states. */
+const TASK_STATUS_OF: Readonly<Record<OrderState, Omit<DerivedTaskStatus, 'businessStatus'>>> = {
+  received: { status: 'received' },
+  placed: { status: 'accepted' },
+  'study-ready': { status: 'in-progress' },
+  uploading: { status: 'in-progress' },
+  processing: { status: 'in-progress' },
+  // Never a result: QC failed and a human decides whether to bypass it.
+  'qc-hold': { status: 'on-hold', statusReason: 'image quality check failed; awaiting a decision' },
+  delivered: { status: 'completed' },
+  failed: { status: 'failed', statusReason: 'no AI result will be produced for this order' },
+  cancelled: { status: 'cancelled' },
+};
+
+/** The Task status of an order, the upstream status (when known) as its businessStatus. */
 export function deriveTaskStatus(
   state: OrderState,
   upstreamStatus: string | null,
 ): DerivedTaskStatus {
-  const businessStatus = upstreamStatus ?? state;
-  switch (state) {
-    case 'received':
-      return { status: 'received', businessStatus };
-    case 'placed':
-      return { status: 'accepted', businessStatus };
-    case 'study-ready':
-    case 'uploading':
-    case 'processing':
-      return { status: 'in-progress', businessStatus };
-    case 'qc-hold':
-      // Never a result: QC failed and a human decides whether to bypass it.
-      return {
-        status: 'on-hold',
-        businessStatus,
-        statusReason: 'image quality check failed; awaiting a decision',
-      };
-    case 'delivered':
-      return { status: 'completed', businessStatus };
-    case 'failed':
-      return {
-        status: 'failed',
-        businessStatus,
-        statusReason: 'no AI result will be produced for this order',
-      };
-    case 'cancelled':
-      return { status: 'cancelled', businessStatus };
-    default:
-      return state satisfies never;
-  }
+  const { status, statusReason } = TASK_STATUS_OF[state];
+  return {
+    status,
+    businessStatus: upstreamStatus ?? state,
+    ...(statusReason === undefined ? {} : { statusReason }),
+  };
 }

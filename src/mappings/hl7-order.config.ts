@@ -1,33 +1,8 @@
 import type { OrderRequest } from '../domain/order-request';
 import { DEFAULT_PRODUCT_TABLE, ProductTableRow, UnknownProcedureRule } from './product-table';
 
-/**
- * OrderRequest fields that may be sent to the upstream (data minimisation, GDPR art. 5(1)(c)).
- * `source`, `action` and `products` are not personal data and always go.
- */
-export type MinimisableField =
-  | 'patient.identifiers'
-  | 'patient.name'
-  | 'patient.birthDate'
-  | 'patient.sex'
-  | 'placerOrderNumber'
-  | 'fillerOrderNumber'
-  | 'accessionNumber'
-  | 'placerGroupNumber'
-  | 'procedure'
-  | 'modality'
-  | 'studyInstanceUid'
-  | 'priority'
-  | 'orderingProvider'
-  | 'reasonForStudy'
-  | 'requestedAt'
-  | 'notes';
-
-export const ALL_MINIMISABLE_FIELDS: readonly MinimisableField[] = [
-  'patient.identifiers',
-  'patient.name',
-  'patient.birthDate',
-  'patient.sex',
+/** Order attributes outside the patient that may be minimised, each a key of OrderRequest. */
+const TOP_LEVEL_FIELDS = [
   'placerOrderNumber',
   'fillerOrderNumber',
   'accessionNumber',
@@ -40,7 +15,23 @@ export const ALL_MINIMISABLE_FIELDS: readonly MinimisableField[] = [
   'reasonForStudy',
   'requestedAt',
   'notes',
-];
+] as const satisfies readonly (keyof OrderRequest)[];
+
+const MINIMISABLE_FIELDS = [
+  'patient.identifiers',
+  'patient.name',
+  'patient.birthDate',
+  'patient.sex',
+  ...TOP_LEVEL_FIELDS,
+] as const;
+
+/**
+ * OrderRequest fields that may be sent to the upstream (data minimisation, GDPR art. 5(1)(c)).
+ * `source`, `action` and `products` are not personal data and always go.
+ */
+export type MinimisableField = (typeof MINIMISABLE_FIELDS)[number];
+
+export const ALL_MINIMISABLE_FIELDS: readonly MinimisableField[] = MINIMISABLE_FIELDS;
 
 /** Per-site settings of the HL7 → OrderRequest mapping. */
 export interface Hl7OrderMappingConfig {
@@ -89,21 +80,7 @@ export function applyDataMinimisation(
     out.patient.birthDate = request.patient.birthDate;
   }
   if (keep.has('patient.sex') && request.patient.sex) out.patient.sex = request.patient.sex;
-  const topLevel = [
-    'placerOrderNumber',
-    'fillerOrderNumber',
-    'accessionNumber',
-    'placerGroupNumber',
-    'procedure',
-    'modality',
-    'studyInstanceUid',
-    'priority',
-    'orderingProvider',
-    'reasonForStudy',
-    'requestedAt',
-    'notes',
-  ] as const satisfies readonly (MinimisableField & keyof OrderRequest)[];
-  for (const key of topLevel) {
+  for (const key of TOP_LEVEL_FIELDS) {
     if (keep.has(key) && request[key] !== undefined) {
       (out as unknown as Record<string, unknown>)[key] = request[key];
     }

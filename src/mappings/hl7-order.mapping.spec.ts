@@ -18,6 +18,11 @@ function fixture(name: string): Buffer {
   return readFileSync(path.join(FIXTURES, name));
 }
 
+/** A fixture with one piece of its text replaced, mapped with the default config. */
+function mapEdited(name: string, encoding: BufferEncoding, from: string, to: string) {
+  return mapHl7Message(parseHl7(fixture(name).toString(encoding).replace(from, to)));
+}
+
 /** Everything the adapter decides for one fixture, in a stable JSON shape. */
 function evaluate(name: string, config: Hl7OrderMappingConfig) {
   const result = evaluateInboundHl7({
@@ -104,10 +109,12 @@ describe('mapHl7Message rules', () => {
   });
 
   it('falls back from ORC-2 to OBR-2 for the placer order number', () => {
-    const text = fixture('orm-o01-v231-ihe-swf-zds.hl7')
-      .toString('latin1')
-      .replace('ORC|NW|PLC-100234^RADIS1|', 'ORC|NW||');
-    const result = mapHl7Message(parseHl7(text));
+    const result = mapEdited(
+      'orm-o01-v231-ihe-swf-zds.hl7',
+      'latin1',
+      'ORC|NW|PLC-100234^RADIS1|',
+      'ORC|NW||',
+    );
     expect(result.orders[0].request.placerOrderNumber).toEqual({
       value: 'PLC-100234',
       system: 'RADIS1',
@@ -118,10 +125,12 @@ describe('mapHl7Message rules', () => {
   });
 
   it('locates errors in the right order group', () => {
-    const text = fixture('omi-o23-v28-multi-order.hl7')
-      .toString('utf8')
-      .replace('ORC|NW|556072', 'ORC|ZZ|556072');
-    const result = mapHl7Message(parseHl7(text));
+    const result = mapEdited(
+      'omi-o23-v28-multi-order.hl7',
+      'utf8',
+      'ORC|NW|556072',
+      'ORC|ZZ|556072',
+    );
     expect(result.outcome).toBe('error');
     expect(result.errors).toEqual([
       expect.objectContaining({ location: 'ORC[2]-1', code: 103, severity: 'E' }),
@@ -130,28 +139,29 @@ describe('mapHl7Message rules', () => {
   });
 
   it('never fails a cancel on an unknown procedure code', () => {
-    const text = fixture('orm-o01-v251-cancel-ca.hl7')
-      .toString('latin1')
-      .replace('24627-2^CT Chest^LN', 'ZZ999^Unknown^L');
-    const result = mapHl7Message(parseHl7(text));
+    const result = mapEdited(
+      'orm-o01-v251-cancel-ca.hl7',
+      'latin1',
+      '24627-2^CT Chest^LN',
+      'ZZ999^Unknown^L',
+    );
     expect(result.outcome).toBe('accept');
     expect(result.orders[0].request.products).toEqual([]);
   });
 
   it('answers AE 101 at MRG-1 for a merge without prior identifier', () => {
-    const text = fixture('adt-a40-v251-merge.hl7')
-      .toString('latin1')
-      .replace('MRG|PAT-9902^^^HOSPA^MR|', 'MRG||');
-    const result = mapHl7Message(parseHl7(text));
+    const result = mapEdited(
+      'adt-a40-v251-merge.hl7',
+      'latin1',
+      'MRG|PAT-9902^^^HOSPA^MR|',
+      'MRG||',
+    );
     expect(result.patientEvents).toEqual([]);
     expect(result.errors).toEqual([expect.objectContaining({ location: 'MRG-1', code: 101 })]);
   });
 
   it('keeps an invalid birth date out and warns (AE not needed)', () => {
-    const text = fixture('orm-o01-v231-ihe-swf-zds.hl7')
-      .toString('latin1')
-      .replace('19560214', '19561340');
-    const result = mapHl7Message(parseHl7(text));
+    const result = mapEdited('orm-o01-v231-ihe-swf-zds.hl7', 'latin1', '19560214', '19561340');
     expect(result.outcome).toBe('accept');
     expect(result.orders[0].request.patient.birthDate).toBeUndefined();
     expect(result.errors).toEqual([

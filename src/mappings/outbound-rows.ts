@@ -1,4 +1,5 @@
 import {
+  NO_RESULT_KEYS,
   STATUS_TABLE,
   type OutboundRowKey,
   type PublishedDocument,
@@ -27,17 +28,6 @@ const DOCUMENTS: readonly PublishedDocument[] = [
   'hl7-orm-status',
   'dicom-sr',
   'dicom-pdf',
-];
-
-/** Rows a site may never turn into a finding (DESIGN.md section 4: the clinical core). */
-const NO_RESULT_KEYS: readonly OutboundRowKey[] = [
-  'QC_FAILED_FINAL',
-  'FAILED',
-  'PREPROCESSING_FAILED',
-  'CANCELLED',
-  'EXPIRED',
-  'ENDED_LOCALLY_FAILED',
-  'ENDED_LOCALLY_CANCELLED',
 ];
 
 /**

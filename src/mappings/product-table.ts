@@ -80,6 +80,20 @@ export interface ResolvedProduct {
   ruleId?: string;
 }
 
+/**
+ * The lineage of resolved products, one line per product (`[i]`), each with the rule that
+ * chose it and, for the unknown-procedure default, its rule id.
+ */
+export function productLineage(products: readonly ResolvedProduct[], source: string) {
+  return products.map((p, i) => ({
+    suffix: `[${i}]`,
+    source,
+    value: p.product,
+    rule: p.rule,
+    ...(p.ruleId ? { ruleId: p.ruleId } : {}),
+  }));
+}
+
 export type ProductResolution =
   | { kind: 'products'; products: ResolvedProduct[]; row?: ProductTableRow }
   /** The unknown-procedure rule refuses: no product can be chosen. */

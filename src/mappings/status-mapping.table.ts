@@ -75,63 +75,67 @@ const NO_RESULT: readonly PublishedDocument[] = ['fhir-task', 'fhir-diagnostic-r
 
 export const STATUS_MAPPING_VERSION = 'status-mapping/1.0.0';
 
+/** Still with the upstream: not final; the Task and the RIS worklist follow its progress. */
+const PROCESSING = { orderState: 'processing', terminal: false } as const;
+
+/** Worked on upstream (QC, preprocessing, analysis): Task in-progress, ORC-5 IP, OBR-25 I. */
+const IN_PROGRESS = {
+  ...PROCESSING,
+  task: { status: 'in-progress' },
+  hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
+  publish: INTERMEDIATE,
+} as const;
+
+/** What HL7 says of every no-result end: ORC-1 OC, ORC-5 CA, OBR-25 and OBX-11 X. */
+const NO_RESULT_HL7 = {
+  orderControl: 'OC',
+  orderStatus: 'CA',
+  resultStatus: 'X',
+  observationStatus: 'X',
+} as const;
+
+/**
+ * An end without a result, never presented as a finding: the Task failed or cancelled with the
+ * reason, the DiagnosticReport cancelled with the conclusion, HL7 as NO_RESULT_HL7, no SR or PDF.
+ */
+function noResult<S extends 'failed' | 'cancelled'>(state: S, reason: string, conclusion: string) {
+  return {
+    orderState: state,
+    terminal: true,
+    task: { status: state, reason },
+    report: 'cancelled',
+    conclusion,
+    hl7: NO_RESULT_HL7,
+    publish: NO_RESULT,
+  } as const;
+}
+
 export const STATUS_TABLE = {
   RECEIVED: {
-    orderState: 'processing',
-    terminal: false,
+    ...PROCESSING,
     task: { status: 'received' },
     hl7: { orderControl: 'OK', orderStatus: 'SC', resultStatus: 'O' },
     publish: INTERMEDIATE,
     note: 'upload received upstream',
   },
   QUEUED: {
-    orderState: 'processing',
-    terminal: false,
+    ...PROCESSING,
     task: { status: 'accepted' },
     hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'S' },
     publish: INTERMEDIATE,
     note: 'queued for processing',
   },
   PENDING: {
-    orderState: 'processing',
-    terminal: false,
+    ...PROCESSING,
     task: { status: 'accepted' },
     hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'O' },
     publish: INTERMEDIATE,
     note: 'pending',
   },
-  ELIGIBILITY_CHECK_RUNNING: {
-    orderState: 'processing',
-    terminal: false,
-    task: { status: 'in-progress' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
-    note: 'quality control in progress',
-  },
-  QC_PASSED: {
-    orderState: 'processing',
-    terminal: false,
-    task: { status: 'in-progress' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
-    note: 'passed QC',
-  },
-  PREPROCESSING: {
-    orderState: 'processing',
-    terminal: false,
-    task: { status: 'in-progress' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
-    note: 'processing',
-  },
-  ANALYSIS_RUNNING: {
-    orderState: 'processing',
-    terminal: false,
-    task: { status: 'in-progress' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
-    note: 'ML analysis running',
-  },
+  ELIGIBILITY_CHECK_RUNNING: { ...IN_PROGRESS, note: 'quality control in progress' },
+  QC_PASSED: { ...IN_PROGRESS, note: 'passed QC' },
+  PREPROCESSING: { ...IN_PROGRESS, note: 'processing' },
+  ANALYSIS_RUNNING: { ...IN_PROGRESS, note: 'ML analysis running' },
   QC_FAILED_BYPASSABLE: {
     orderState: 'qc-hold',
     terminal: false,
@@ -145,30 +149,22 @@ export const STATUS_TABLE = {
     note: 'awaiting a human decision; never a result',
   },
   QC_BYPASS: {
-    orderState: 'processing',
-    terminal: false,
+    ...IN_PROGRESS,
     task: { status: 'in-progress', reason: 'QC rejection bypassed by a clinician' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
     note: 'who and why recorded; the final report carries a "QC bypassed" caveat',
   },
   QC_FAILED_FINAL: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'QC rejection: the study cannot be analysed' },
-    report: 'cancelled',
-    conclusion: 'Not analysable: the study failed quality control.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult(
+      'failed',
+      'QC rejection: the study cannot be analysed',
+      'Not analysable: the study failed quality control.',
+    ),
     attach: 'qc-report',
     note: 'QC report attached; no finding',
   },
   IN_REVIEW: {
-    orderState: 'processing',
-    terminal: false,
+    ...IN_PROGRESS,
     task: { status: 'in-progress', reason: 'in manual review upstream' },
-    hl7: { orderControl: 'SC', orderStatus: 'IP', resultStatus: 'I' },
-    publish: INTERMEDIATE,
     note: 'unverified output is not released',
   },
   DELIVERED: {
@@ -182,68 +178,49 @@ export const STATUS_TABLE = {
     note: 'results; a resend after an upstream correction is `corrected` / C',
   },
   FAILED: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'the analysis failed upstream' },
-    report: 'cancelled',
-    conclusion: 'No result: the analysis failed.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult('failed', 'the analysis failed upstream', 'No result: the analysis failed.'),
     attach: 'failure-report',
     note: 'failure report attached',
   },
   PREPROCESSING_FAILED: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'preprocessing failed upstream' },
-    report: 'cancelled',
-    conclusion: 'No result: preprocessing of the study failed.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult(
+      'failed',
+      'preprocessing failed upstream',
+      'No result: preprocessing of the study failed.',
+    ),
     attach: 'failure-report',
     note: 'failure report attached',
   },
   CANCELLED: {
-    orderState: 'cancelled',
-    terminal: true,
-    task: { status: 'cancelled', reason: 'the order was cancelled' },
-    report: 'cancelled',
-    conclusion: 'No result: the order was cancelled.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult('cancelled', 'the order was cancelled', 'No result: the order was cancelled.'),
     note: 'ORC-1 CR when the orderer asked for the cancel, OC otherwise',
   },
   EXPIRED: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'the order expired upstream' },
-    report: 'cancelled',
-    conclusion: 'No result: the order expired before it could be analysed.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult(
+      'failed',
+      'the order expired upstream',
+      'No result: the order expired before it could be analysed.',
+    ),
     note: 'can no longer be retrieved',
   },
   ENDED_LOCALLY_FAILED: {
-    orderState: 'failed',
-    terminal: true,
-    task: { status: 'failed', reason: 'the order could not be processed' },
-    report: 'cancelled',
-    conclusion: 'No result: the order could not be processed.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult(
+      'failed',
+      'the order could not be processed',
+      'No result: the order could not be processed.',
+    ),
     note: 'ended here without an upstream status (deadline, unusable study, refusal); the reason is sent',
   },
   ENDED_LOCALLY_CANCELLED: {
-    orderState: 'cancelled',
-    terminal: true,
-    task: { status: 'cancelled', reason: 'the order was cancelled' },
-    report: 'cancelled',
-    conclusion: 'No result: the order was cancelled.',
-    hl7: { orderControl: 'OC', orderStatus: 'CA', resultStatus: 'X', observationStatus: 'X' },
-    publish: NO_RESULT,
+    ...noResult('cancelled', 'the order was cancelled', 'No result: the order was cancelled.'),
     note: 'cancelled before it was placed upstream',
   },
 } as const satisfies Record<OutboundRowKey, StatusRow>;
+
+/** The rows that end without a result (OBR-25 X): a site may never turn one into a finding. */
+export const NO_RESULT_KEYS: readonly OutboundRowKey[] = (
+  Object.keys(STATUS_TABLE) as OutboundRowKey[]
+).filter((key) => STATUS_TABLE[key].hl7.resultStatus === 'X');
 
 /** The row for an order that ended here, without an upstream status. */
 export function localEndRow(

@@ -11,6 +11,19 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
   obj[keys[keys.length - 1]!] = value;
 }
 
+/** One lineage line of a mapped value: where a part of it was read and what it was. */
+export interface LineageLine {
+  /** Appended to the row's target, e.g. `[0].value`. */
+  suffix: string;
+  source: string;
+  /** The value as stored in the OrderRequest. */
+  value: string;
+  /** Overrides the row's rule id (the unknown-procedure default has one id everywhere). */
+  ruleId?: string;
+  /** The table row or conversion that produced `value` from the source (MappedField.rule). */
+  rule?: string;
+}
+
 /**
  * One table row's value written into the order being built, and where each part came from
  * appended to the lineage (target + suffix, source, value, the row's rule ID).
@@ -20,13 +33,7 @@ export function applyRow(
   lineage: MappedField[],
   row: { readonly target: string; readonly ruleId: string },
   value: unknown,
-  lines: ReadonlyArray<{
-    suffix: string;
-    source: string;
-    value: string;
-    ruleId?: string;
-    rule?: string;
-  }>,
+  lines: readonly LineageLine[],
 ): void {
   setPath(values, row.target, value);
   for (const line of lines) {

@@ -1,3 +1,4 @@
+import { isSandboxOutcome } from '../imaging-spec/sandbox-outcomes';
 import type { AdministrativeSex, OrderRequest, PersonName } from '../domain/order-request';
 
 /**
@@ -19,18 +20,6 @@ const SEX: Record<AdministrativeSex, string> = {
   other: 'O',
   unknown: 'U',
 };
-
-export const SANDBOX_OUTCOMES = [
-  'delivered',
-  'qc_failed',
-  'qc_bypass_refused',
-  'invalid_study',
-  'unknown_status',
-  'failed',
-  'preprocessing_failed',
-  'in_review',
-  'expired',
-] as const;
 
 const SANDBOX_NOTE = /sandbox[-_ ]outcome\s*[:=]\s*([a-z_]+)/i;
 
@@ -100,7 +89,7 @@ export const SANDBOX_OUTCOME_ROW: UpstreamMetadataRow = {
     let chosen: string | undefined;
     for (const note of r.notes ?? []) {
       const outcome = SANDBOX_NOTE.exec(note)?.[1]?.toLowerCase();
-      if (outcome && (SANDBOX_OUTCOMES as readonly string[]).includes(outcome)) chosen = outcome;
+      if (isSandboxOutcome(outcome)) chosen = outcome;
     }
     return chosen;
   },

@@ -1,11 +1,11 @@
 import type { InboundTransport } from '../domain/inbound-message';
 import type {
-  Identifier,
   MappedField,
   OrderRequest,
   PatientInfo,
   ToleratedQuirk,
 } from '../domain/order-request';
+import type { PatientEvent } from '../domain/patient-event';
 import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 
 /** What the intake takes and answers, whatever the transport (see OrderIntakeService). */
@@ -30,14 +30,8 @@ export interface IntakeOrder {
   targetOrderId?: string;
 }
 
-export type IntakePatientEvent =
-  | { kind: 'patient-update'; patient: PatientInfo; lineage: MappedField[] }
-  | {
-      kind: 'patient-merge';
-      patient: PatientInfo;
-      priorIdentifiers: Identifier[];
-      lineage: MappedField[];
-    };
+/** A patient update or merge the intake applies to the open orders (see PatientEvent). */
+export type IntakePatientEvent = PatientEvent;
 
 export interface IntakeInput {
   transport: InboundTransport;

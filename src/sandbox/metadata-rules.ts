@@ -1,20 +1,14 @@
+import {
+  isSandboxOutcome,
+  SANDBOX_OUTCOMES,
+  type SandboxOutcome,
+} from '../imaging-spec/sandbox-outcomes';
 import { badRequest } from './sandbox.error';
+
+export type { SandboxOutcome } from '../imaging-spec/sandbox-outcomes';
 
 export type MetadataValue = string | number | boolean | string[];
 export type Metadata = Record<string, MetadataValue>;
-
-export const SANDBOX_OUTCOMES = [
-  'delivered',
-  'qc_failed',
-  'qc_bypass_refused',
-  'invalid_study',
-  'unknown_status',
-  'failed',
-  'preprocessing_failed',
-  'in_review',
-  'expired',
-] as const;
-export type SandboxOutcome = (typeof SANDBOX_OUTCOMES)[number];
 
 /** Products the sandbox offers (GET /products). `UDI`/`fda_desc` null when unassigned (contract, 1.0.8). */
 export const SANDBOX_PRODUCTS = [
@@ -81,9 +75,7 @@ const RULES: Record<string, (v: MetadataValue) => string | null> = {
       : null;
   },
   sandbox_outcome: (v) =>
-    typeof v === 'string' && (SANDBOX_OUTCOMES as readonly string[]).includes(v)
-      ? null
-      : `must be one of ${SANDBOX_OUTCOMES.join(', ')}`,
+    isSandboxOutcome(v) ? null : `must be one of ${SANDBOX_OUTCOMES.join(', ')}`,
 };
 
 const STRING_KEYS = [
@@ -163,9 +155,7 @@ export function sameProducts(a: string[], b: string[]): boolean {
 
 export function outcomeOf(metadata: Metadata): SandboxOutcome {
   const v = metadata.sandbox_outcome;
-  return typeof v === 'string' && (SANDBOX_OUTCOMES as readonly string[]).includes(v)
-    ? (v as SandboxOutcome)
-    : 'delivered';
+  return isSandboxOutcome(v) ? v : 'delivered';
 }
 
 /** Keys a JSON sidecar may carry besides our own snake_case keys (BIDS / DICOM keyword style). */

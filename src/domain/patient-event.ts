@@ -1,0 +1,16 @@
+import type { Identifier, MappedField, PatientInfo } from './order-request';
+
+/**
+ * What a patient message (HL7 ADT^A08 / ADT^A40) says about a patient whose orders may be
+ * open: new demographics, or a merge into a surviving record.
+ */
+export type PatientEvent =
+  | { kind: 'patient-update'; patient: PatientInfo; lineage: MappedField[] }
+  | {
+      kind: 'patient-merge';
+      /** The surviving patient (PID). */
+      patient: PatientInfo;
+      /** Identifiers that ceased to exist (MRG-1): open orders carrying them move to `patient`. */
+      priorIdentifiers: Identifier[];
+      lineage: MappedField[];
+    };

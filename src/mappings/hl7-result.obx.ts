@@ -1,0 +1,109 @@
+import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
+import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
+import type { Hl7ResultSettings } from './hl7-result.mapping';
+import { resultTextLines } from './result-content.mapping';
+import type { PublicationInput } from './publication.model';
+
+/** The OBX segments of an ORU^R01 (HL7 v2.5.1 chapter 7.4.2): what the outcome says, line by line. */
+
+/** Stands for an FT line break until the segment is encoded (the escaper leaves it alone). */
+const LINE_BREAK = '\u0001';
+
+/** An OBX as wire text, FT line breaks written as the \.br\ formatting command. */
+export function encodeObx(spec: Hl7SegmentSpec): string {
+  const text = encodeSegment(spec);
+  return spec.fields[1] === 'FT' ? text.replaceAll(LINE_BREAK, '\\.br\\') : text;
+}
+
+/** The OBX lines: text report, measurements, flags, PDF, DICOM UIDs. */
+export function obxLines(
+  input: PublicationInput,
+  version: string,
+  settings: Hl7ResultSettings,
+): Hl7SegmentSpec[] {
+  const out: Hl7SegmentSpec[] = [];
+  const status = input.row.hl7.observationStatus ?? 'F';
+  const obxStatus = status === 'F' && input.correction ? 'C' : status;
+  const coded = versionAtLeast(version, '2.5') ? 'CWE' : 'CE';
+  const add = (
+    type: string,
+    code: readonly string[],
+    value: unknown,
+    units?: readonly string[],
+    flag?: string,
+  ) => {
+    out.push({
+      id: 'OBX',
+      fields: numberedFields({
+        1: String(out.length + 1),
+        2: type,
+        3: code,
+        5: value as never,
+        6: units,
+        8: flag,
+        11: obxStatus,
+        14: formatHl7Timestamp(new Date(input.statusAt)),
+      }),
+    });
+  };
+  const isResult = input.row.hl7.resultStatus === 'F';
+  const lines =
+    isResult && input.results
+      ? resultTextLines(input.results)
+      : [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.'];
+  if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {
+    lines.push('QC failure was bypassed on user request: interpret with caution.');
+  }
+  // Text report: TX repeats one line per repetition; FT is one value whose lines are joined
+  // by the \.br\ formatting command (v2.5.1 2.7.6), spliced in after escaping (LINE_BREAK).
+  if (settings.textType === 'TX') {
+    add('TX', ['REPORT', 'Report text', LOCAL], { repetitions: lines });
+  } else {
+    add(
+      'FT',
+      ['REPORT', 'Report text', LOCAL],
+      lines.map((l) => l.replaceAll(LINE_BREAK, ' ')).join(LINE_BREAK),
+    );
+  }
+  if (isResult && input.results) {
+    for (const f of input.results.findings) {
+      for (const m of f.measurements) {
+        // OBX-8 abnormal flags (table 0078): L / N / H on the volume line.
+        const flag =
+          m.quantity === 'volume' && f.flag
+            ? { low: 'L', normal: 'N', high: 'H' }[f.flag]
+            : undefined;
+        add('NM', [m.code, m.label, LOCAL], String(m.value), [m.ucum, m.unitDisplay, 'UCUM'], flag);
+      }
+      if (f.flag)
+        add(
+          coded,
+          [`${f.code}.F`, `${f.structure} evaluation`, LOCAL],
+          [f.flag.toUpperCase(), f.flag, LOCAL],
+        );
+    }
+    if (input.results.impression)
+      add('ST', ['IMPRESSION', 'Impression', LOCAL], input.results.impression);
+  }
+  if (input.qcReport !== undefined) {
+    // The QC findings themselves, so the RIS user sees why the study was not analysable.
+    add(
+      'TX',
+      ['QC-REPORT', 'Quality control report', LOCAL],
+      JSON.stringify(input.qcReport).slice(0, 4000),
+    );
+  }
+  if (input.pdf) {
+    // ED (2A.2.24): source application ^ type ^ subtype ^ encoding ^ data.
+    add(
+      'ED',
+      ['PDF', isResult ? 'Report PDF' : 'Failure report PDF', LOCAL],
+      [undefined, 'Application', 'PDF', 'Base64', input.pdf.toString('base64')],
+    );
+  }
+  const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;
+  if (study) add('ST', ['110180', 'Study Instance UID', 'DCM'], study);
+  if (isResult && input.dicom)
+    add('ST', ['SR-UID', 'SR SOP Instance UID', LOCAL], input.dicom.srInstanceUid);
+  return out;
+}

@@ -1,0 +1,222 @@
+import {
+  encodeSegment,
+  formatHl7Timestamp,
+  type Hl7FieldValue,
+  type Hl7SegmentSpec,
+} from '../hl7/hl7-builder';
+import { charsetLabel } from '../hl7/hl7-charset';
+import type { Hl7Message } from '../hl7/hl7-message';
+import type { Hl7ResultSettings } from './hl7-result.mapping';
+import type { PublicationInput } from './publication.model';
+
+/**
+ * The segments of our result and status messages around the observations: MSH, PID, PV1,
+ * ORC and OBR (HL7 v2.5.1 chapters 2, 3, 4 and 7), from the publication and the original order.
+ */
+
+/**
+ * MSH-18 of what we send: the order's own character set when it declared one we can write
+ * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly.
+ */
+export function charsetFor(original: Hl7Message | undefined): string {
+  const declared = original?.msh.value(18);
+  return declared && charsetLabel(declared) ? declared : 'UNICODE UTF-8';
+}
+
+/**
+ * A segment's fields by their numbers (`{ 1: …, 16: … }`), the fields between left empty;
+ * `first` is the number of fields[0] (3 for MSH, whose first two fields are the delimiters).
+ */
+export function numberedFields(
+  values: Readonly<Record<number, Hl7FieldValue>>,
+  first = 1,
+): Hl7FieldValue[] {
+  const last = Math.max(first - 1, ...Object.keys(values).map(Number));
+  return Array.from({ length: last - first + 1 }, (_, i) => values[first + i]);
+}
+
+/** Local coding system of our OBX-3 codes (HL7 table 0396 `99zzz` local), beside DCM and LN. */
+export const LOCAL = '99IAA';
+
+export function versionAtLeast(version: string, min: string): boolean {
+  const a = version.split('.').map(Number);
+  const b = min.split('.').map(Number);
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d > 0;
+  }
+  return true;
+}
+
+/** A segment of the original message, re-encoded with our delimiters (raw text when they match). */
+function originalSegment(original: Hl7Message | undefined, id: string): string | undefined {
+  const seg = original?.segment(id);
+  if (!seg) return undefined;
+  const d = original!.delimiters;
+  if (
+    d.field === '|' &&
+    d.component === '^' &&
+    d.repetition === '~' &&
+    d.escape === '\\' &&
+    d.subcomponent === '&'
+  ) {
+    return seg.fields.join('|');
+  }
+  return undefined;
+}
+
+/** MSH in the site's version (the original order's MSH-12 unless configured), addressed back to its sender. */
+export function msh(
+  original: Hl7Message | undefined,
+  settings: Hl7ResultSettings,
+  type: 'ORU' | 'ORM',
+  controlId: string,
+  now: Date,
+): { spec: Hl7SegmentSpec; version: string } {
+  const version = settings.forceVersion ?? original?.version ?? settings.defaultVersion;
+  const event = type === 'ORU' ? 'R01' : 'O01';
+  // MSH-9.3 message structure exists from v2.3.1 on.
+  const messageType = versionAtLeast(version, '2.3.1')
+    ? [type, event, `${type}_${event}`]
+    : [type, event];
+  const o = original?.msh;
+  return {
+    version,
+    spec: {
+      id: 'MSH',
+      fields: numberedFields(
+        {
+          3: settings.sendingApplication,
+          4: settings.sendingFacility,
+          // Back to whoever sent the order (its MSH-3 / MSH-4).
+          5: o?.value(3),
+          6: o?.value(4),
+          7: formatHl7Timestamp(now),
+          9: messageType,
+          10: controlId,
+          11: 'P',
+          12: version,
+          15: 'AL',
+          16: 'NE',
+          18: charsetFor(original),
+        },
+        3,
+      ),
+    },
+  };
+}
+
+export function pidOf(input: PublicationInput, original: Hl7Message | undefined): string {
+  const raw = originalSegment(original, 'PID');
+  if (raw) return raw;
+  const p = input.order.request.patient;
+  const sex = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+  return encodeSegment({
+    id: 'PID',
+    fields: [
+      '1',
+      undefined,
+      {
+        repetitions: p.identifiers.map((i) => [
+          i.value,
+          undefined,
+          undefined,
+          i.system,
+          i.type ?? 'MR',
+        ]),
+      },
+      undefined,
+      p.name
+        ? [p.name.family, p.name.given?.[0], p.name.given?.slice(1).join(' ') || undefined]
+        : undefined,
+      undefined,
+      p.birthDate?.replace(/-/g, ''),
+      p.sex ? sex[p.sex] : undefined,
+    ],
+  });
+}
+
+export function pv1Of(original: Hl7Message | undefined): string {
+  // PV1-2 patient class is required; U = unknown (table 0004) when the order had no visit.
+  return originalSegment(original, 'PV1') ?? encodeSegment({ id: 'PV1', fields: ['1', 'U'] });
+}
+
+/**
+ * ORC-2/OBR-2: the placer's number as the order brought it; for a FHIR order without one, the
+ * ServiceRequest's id (namespace `FHIR`), so the receiver can match the result to its request.
+ */
+export function placerNumberOf(input: PublicationInput): string[] | undefined {
+  const o = input.order;
+  const placer = o.request.placerOrderNumber;
+  if (o.placerOrderNumber) return [o.placerOrderNumber, placer?.system ?? ''];
+  const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
+  return srId ? [srId, 'FHIR'] : undefined;
+}
+
+/**
+ * ORC-3/OBR-3 (the same value in both, v2.5.1 §4.5.1.3/§4.5.3.3): the filler number the order
+ * came with, else ours — the adapter's order id, namespace `IMAGING-AI-ADAPTER` — so that a
+ * later correction can name the order (intake finds an order by its id as a filler number).
+ */
+export function fillerNumberOf(input: PublicationInput): string[] {
+  const o = input.order;
+  const filler = o.request.fillerOrderNumber;
+  if (o.fillerOrderNumber) return [o.fillerOrderNumber, filler?.system ?? ''];
+  return [input.orderId, 'IMAGING-AI-ADAPTER'];
+}
+
+export function orc(
+  input: PublicationInput,
+  control: string,
+  status: string,
+  now: Date,
+): Hl7SegmentSpec {
+  const o = input.order;
+  const noResult = input.row.hl7.orderStatus === 'CA';
+  const reason = noResult ? [input.row.task.reason, input.reason].filter(Boolean).join(': ') : '';
+  return {
+    id: 'ORC',
+    fields: numberedFields({
+      1: control,
+      2: placerNumberOf(input),
+      3: fillerNumberOf(input),
+      4: o.request.placerGroupNumber?.value,
+      5: status,
+      9: formatHl7Timestamp(now),
+      // ORC-16 order control code reason (CE): text only.
+      16: reason ? [undefined, reason.slice(0, 199)] : undefined,
+    }),
+  };
+}
+
+function resultStatusOf(input: PublicationInput): string {
+  const s = input.row.hl7.resultStatus;
+  // Table 0123 C = correction of a final result.
+  return s === 'F' && input.correction ? 'C' : s;
+}
+
+export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
+  const o = input.order;
+  const p = o.request.procedure;
+  const d = input.device;
+  const statusAt = new Date(input.statusAt);
+  return {
+    id: 'OBR',
+    fields: numberedFields({
+      1: '1',
+      2: placerNumberOf(input),
+      3: fillerNumberOf(input),
+      4: p?.code
+        ? [p.code, p.display, p.system]
+        : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
+      7: o.request.requestedAt ? formatHl7Timestamp(new Date(o.request.requestedAt)) : undefined,
+      // OBR-18 placer field 1: the accession number (IHE SWF practice).
+      18: o.accessionNumber ?? undefined,
+      // OBR-22 results report / status change date-time.
+      22: formatHl7Timestamp(Number.isNaN(statusAt.getTime()) ? now : statusAt),
+      25: resultStatusOf(input),
+      // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device.
+      32: [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
+    }),
+  };
+}

@@ -1,0 +1,115 @@
+import type { AdministrativeSex, CodedConcept } from '../domain/order-request';
+import {
+  DICOM_MODALITIES,
+  FREE_TEXT_SEX,
+  ORDER_CONTROL_TO_ACTION,
+  TABLE_0119,
+  TABLE_0001_SEX,
+  TABLE_0027_PRIORITY,
+  TABLE_0074_TO_MODALITY,
+} from './hl7-code.tables';
+import {
+  EMPTY,
+  notMapped,
+  ofValue,
+  readComposite,
+  refused,
+  rep,
+  storedAs,
+  type LineageLine,
+  type TransformFn,
+  type TransformInput,
+} from './hl7-value.kit';
+
+/** Codes: HL7 tables (hl7-code.tables.ts), DICOM modalities, CE/CWE coded elements. */
+
+/** Table 0001 (administrative sex); free text tolerated and recorded. */
+export const sex0001: TransformFn = ofValue((value, source, input) => {
+  const coded = (TABLE_0001_SEX as Record<string, AdministrativeSex>)[value.toUpperCase()];
+  if (coded) return storedAs(source, value, coded, 'table 0001');
+  const free = FREE_TEXT_SEX[value.trim().toLowerCase()];
+  input.quirks.add(
+    'free-text-sex',
+    `${source} "${free ?? 'unrecognised'}" is not a table 0001 code`,
+  );
+  return storedAs(source, value, free ?? 'unknown', 'free-text sex (quirk)');
+});
+
+/** ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). */
+export const orderControl: TransformFn = ofValue((value, source) => {
+  const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value.toUpperCase()];
+  if (action) return storedAs(source, value, action, 'table 0119');
+  return refused(
+    source,
+    103,
+    TABLE_0119.has(value.toUpperCase())
+      ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes NW, CA, DC, OD, XO, SC`
+      : `Order control ${value} is not in HL7 table 0119 (this receiver takes NW, CA, DC, OD, XO, SC)`,
+  );
+});
+
+/** TQ1-9 / ORC-7.6 / OBR-27.6 priority (table 0027); an unknown code is left out with a warning. */
+export const priority0027: TransformFn = ofValue((value, source) => {
+  const mapped = (TABLE_0027_PRIORITY as Record<string, string>)[value.toUpperCase()];
+  if (mapped) return storedAs(source, value, mapped, 'table 0027');
+  return notMapped(source, 103, `${source} priority "${value}" not in table 0027`);
+});
+
+/** IPC-5 (DICOM modality, IHE RAD-4) or OBR-24 (table 0074 or the DICOM modality). */
+export const modality: TransformFn = ofValue((value, source) => {
+  const upper = value.toUpperCase();
+  const mapped = (DICOM_MODALITIES as readonly string[]).includes(upper)
+    ? upper
+    : TABLE_0074_TO_MODALITY[upper];
+  if (!mapped)
+    return notMapped(source, 103, `${source} "${value}" is not a DICOM modality; not mapped`);
+  return storedAs(source, value, mapped, mapped === upper ? 'DICOM modality' : 'table 0074');
+});
+
+/** CE/CWE (chapter 2A): identifier ^ text ^ coding system (alternate triplet as fallback). */
+function readCoded(input: TransformInput, r: number, prefix: string) {
+  const { values, lines } = readComposite(
+    input,
+    r,
+    { code: [1], display: [2], system: [3], altCode: [4], altDisplay: [5], altSystem: [6] },
+    prefix,
+  );
+  const concept: CodedConcept = {};
+  const keep: LineageLine[] = [];
+  const useAlt = values.code === undefined && values.altCode !== undefined;
+  const pick = (k: 'code' | 'display' | 'system'): void => {
+    const key = useAlt ? (`alt${k[0].toUpperCase()}${k.slice(1)}` as const) : k;
+    const v = values[key as keyof typeof values];
+    if (v === undefined) return;
+    concept[k] = v;
+    const line = lines.find((l) => l.suffix === `${prefix}.${key}`);
+    if (line) keep.push({ ...line, suffix: `${prefix}.${k}` });
+  };
+  pick('code');
+  pick('display');
+  pick('system');
+  if (concept.display === undefined && values.display !== undefined) {
+    concept.display = values.display;
+    const line = lines.find((l) => l.suffix === `${prefix}.display`);
+    if (line) keep.push(line);
+  }
+  return { concept, lines: keep };
+}
+
+export const coded: TransformFn = (input) => {
+  const { concept, lines } = readCoded(input, rep(input), '');
+  return Object.keys(concept).length === 0 ? EMPTY : { kind: 'value', value: concept, lines };
+};
+
+/** Every repetition of a CE/CWE field, the empty ones left out. */
+export const codedList: TransformFn = (input) => {
+  const out: CodedConcept[] = [];
+  const all: LineageLine[] = [];
+  for (let r = 1; r <= input.segment.repetitionCount(input.loc.field); r += 1) {
+    const { concept, lines } = readCoded(input, r, `[${out.length}]`);
+    if (Object.keys(concept).length === 0) continue;
+    out.push(concept);
+    all.push(...lines);
+  }
+  return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines: all };
+};

@@ -1,0 +1,118 @@
+import type { Identifier } from '../domain/order-request';
+import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
+import {
+  asSent,
+  EMPTY,
+  notMapped,
+  ofValue,
+  readComposite,
+  refused,
+  rep,
+  type LineageLine,
+  type TransformFn,
+} from './hl7-value.kit';
+
+/** Identifiers: CX and EI (chapter 2A), DICOM UIDs, accession numbers. */
+
+/**
+ * An identifier's system: the namespace ID, else the universal ID (an OID), with the
+ * lineage line of whichever was used (`at` gives the location of each).
+ */
+function systemOf(
+  values: { namespace?: string; universalId?: string },
+  suffix: string,
+  at: (part: 'namespace' | 'universalId') => string,
+): { system?: string; line?: LineageLine } {
+  const part = values.namespace !== undefined ? 'namespace' : 'universalId';
+  const system = values[part];
+  if (system === undefined) return {};
+  return { system, line: { suffix, source: at(part), value: system } };
+}
+
+/** PID-3 / MRG-1 CX: ID ^ check digit ^ scheme ^ assigning authority (HD) ^ type. */
+export const cxList: TransformFn = (input) => {
+  const out: Identifier[] = [];
+  const lines: LineageLine[] = [];
+  const field = input.loc.field;
+  const count = input.segment.repetitionCount(field);
+  for (let r = 1; r <= count; r += 1) {
+    const { values } = readComposite(input, r, {
+      value: [1],
+      namespace: [4, 1],
+      universalId: [4, 2],
+      type: [5],
+    });
+    if (values.value === undefined) continue;
+    const id: Identifier = { value: values.value };
+    const i = out.length;
+    lines.push({
+      suffix: `[${i}].value`,
+      source: input.segment.locationOf(field, r, 1),
+      value: values.value,
+    });
+    // CX-4 HD: namespace ID, else universal ID, as the identifier's system.
+    const { system, line } = systemOf(values, `[${i}].system`, (part) =>
+      input.segment.locationOf(field, r, 4, part === 'namespace' ? 1 : 2),
+    );
+    if (system !== undefined) {
+      id.system = system;
+      lines.push(line!);
+    }
+    if (values.type !== undefined) {
+      id.type = values.type;
+      lines.push({
+        suffix: `[${i}].type`,
+        source: input.segment.locationOf(field, r, 5),
+        value: values.type,
+      });
+    }
+    out.push(id);
+  }
+  return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines };
+};
+
+/** EI: entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
+export const ei: TransformFn = (input) => {
+  const { values } = readComposite(input, rep(input), {
+    value: [1],
+    namespace: [2],
+    universalId: [3],
+  });
+  if (values.value === undefined) return EMPTY;
+  const { field, repetition } = input.loc;
+  const id: Identifier = { value: values.value };
+  const lines: LineageLine[] = [
+    {
+      suffix: '.value',
+      source: input.segment.locationOf(field, repetition, 1),
+      value: values.value,
+    },
+  ];
+  const { system, line } = systemOf(values, '.system', (part) =>
+    input.segment.locationOf(field, repetition, part === 'namespace' ? 2 : 3),
+  );
+  if (system !== undefined) {
+    id.system = system;
+    lines.push(line!);
+  }
+  return { kind: 'value', value: id, lines };
+};
+
+/** DICOM UID syntax (PS3.5 section 9.1): digits and dots, no leading zeros, at most 64 chars. */
+const UID_PATTERN = /^(0|[1-9]\d*)(\.(0|[1-9]\d*))+$/;
+
+export const uid: TransformFn = ofValue((value, source) =>
+  !UID_PATTERN.test(value) || value.length > 64
+    ? notMapped(source, 102, `${source} is not a DICOM UID`)
+    : asSent(value, source),
+);
+
+/**
+ * An accession number (IPC-1, OBR-18): a string that must not hold DICOM matching characters,
+ * or the study query would match other patients' studies (AE at the field, issue #15).
+ */
+export const accession: TransformFn = ofValue((value, source) =>
+  hasMatchingCharacters(value)
+    ? refused(source, 102, `${source}: ${MATCHING_CHARACTERS_MESSAGE}`)
+    : asSent(value, source),
+);

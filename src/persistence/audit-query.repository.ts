@@ -1,5 +1,6 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/app-error';
+import { RepositoryBase } from './repository-base';
 
 /**
  * SQL of the audit log's reading side (audit/audit-query.service.ts validates, decides and
@@ -195,9 +196,7 @@ const OUTBOX_COLUMNS = `x.id::text AS id, x.created_at AS "createdAt", x.updated
   x.delivered_at AS "deliveredAt", x.payload, x.last_exchange AS "lastExchange",
   (extract(epoch FROM x.updated_at) * 1000000)::bigint::text AS "cursorUs"`;
 
-export class AuditQueryRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class AuditQueryRepository extends RepositoryBase {
   /** The order list, newest first. Every filter given must match (AND); `orderId` is a UUID. */
   async searchOrders(search: OrderSearch): Promise<Page<OrderRow>> {
     const where: string[] = [];
@@ -246,7 +245,7 @@ export class AuditQueryRepository {
       );
     }
     const limit = pageSize(search.limit);
-    const rows: Array<OrderRow & { cursorUs: string }> = await this.dataSource.query(
+    const rows: Array<OrderRow & { cursorUs: string }> = await this.db().query(
       `SELECT ${ORDER_COLUMNS} FROM orders o
         ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
         ORDER BY o.created_at DESC, o.id DESC LIMIT ${limit + 1}`,
@@ -261,7 +260,7 @@ export class AuditQueryRepository {
     limit?: number;
   }): Promise<Page<MessageRow>> {
     const limit = pageSize(search.limit);
-    const rows: MessageRow[] = await this.dataSource.query(
+    const rows: MessageRow[] = await this.db().query(
       `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages m WHERE m.message_control_id = $1
         ORDER BY m.received_at DESC LIMIT ${limit}`,
       [search.messageControlId],
@@ -301,7 +300,7 @@ export class AuditQueryRepository {
       );
     }
     const limit = pageSize(search.limit);
-    const rows: Array<MessageRow & { cursorUs: string }> = await this.dataSource.query(
+    const rows: Array<MessageRow & { cursorUs: string }> = await this.db().query(
       `SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"
          FROM inbound_messages m
         ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
@@ -334,7 +333,7 @@ export class AuditQueryRepository {
     const cursor = decodeCursor(search.cursor);
     if (cursor) where.push(`e.id < ${p(cursor.id)}::bigint`);
     const limit = pageSize(search.limit);
-    const rows: EventRow[] = await this.dataSource.query(
+    const rows: EventRow[] = await this.db().query(
       `SELECT ${EVENT_COLUMNS} FROM audit_events e
         ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
         ORDER BY e.id DESC LIMIT ${limit + 1}`,
@@ -347,13 +346,12 @@ export class AuditQueryRepository {
   async orderDetail(orderId: string): Promise<OrderDetail | undefined> {
     // Three independent reads in parallel (one round trip of latency), then the messages.
     const [orders, timeline, outbound] = await Promise.all([
-      this.dataSource.query(
-        `SELECT ${ORDER_COLUMNS}, o.request FROM orders o WHERE o.id = $1::uuid`,
-        [orderId],
-      ) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
+      this.db().query(`SELECT ${ORDER_COLUMNS}, o.request FROM orders o WHERE o.id = $1::uuid`, [
+        orderId,
+      ]) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
       // The order's own events, and the message-level events (received, quirks, rejected)
       // of every inbound message that touched it: both through (…, id) indexes.
-      this.dataSource.query(
+      this.db().query(
         `WITH msgs AS (
          SELECT DISTINCT e.inbound_message_id AS id FROM audit_events e
           WHERE e.order_id = $1::uuid AND e.inbound_message_id IS NOT NULL
@@ -367,7 +365,7 @@ export class AuditQueryRepository {
        ) t ORDER BY seq LIMIT ${TIMELINE_LIMIT}`,
         [orderId],
       ) as Promise<EventRow[]>,
-      this.dataSource.query(
+      this.db().query(
         `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
         [orderId],
       ) as Promise<OutboxRow[]>,
@@ -382,7 +380,7 @@ export class AuditQueryRepository {
       ),
     ];
     const messages: MessageRow[] = messageIds.length
-      ? await this.dataSource.query(
+      ? await this.db().query(
           `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages m WHERE m.id = ANY($1::uuid[]) ORDER BY m.received_at`,
           [messageIds],
         )
@@ -398,7 +396,7 @@ export class AuditQueryRepository {
   /** An inbound message (by UUID), raw bytes included, with its events; undefined if none. */
   /** The accepted inbound message stored under an idempotency key (inbound_messages_idempotency_uq). */
   async acceptedByIdempotencyKey(key: string): Promise<MessageRow | undefined> {
-    const rows: MessageRow[] = await this.dataSource.query(
+    const rows: MessageRow[] = await this.db().query(
       `SELECT ${MESSAGE_COLUMNS} FROM inbound_messages m WHERE m.idempotency_key = $1 AND m.outcome = 'accepted'`,
       [key],
     );
@@ -407,13 +405,13 @@ export class AuditQueryRepository {
 
   async message(id: string): Promise<{ message: MessageWithRaw; events: EventRow[] } | undefined> {
     const rows: Array<MessageRow & { raw: Buffer; response: Buffer | null }> =
-      await this.dataSource.query(
+      await this.db().query(
         `SELECT ${MESSAGE_COLUMNS}, m.raw, m.response FROM inbound_messages m WHERE m.id = $1::uuid`,
         [id],
       );
     const row = rows[0];
     if (!row) return undefined;
-    const events: EventRow[] = await this.dataSource.query(
+    const events: EventRow[] = await this.db().query(
       `SELECT ${EVENT_COLUMNS} FROM audit_events e WHERE e.inbound_message_id = $1::uuid ORDER BY e.id LIMIT ${TIMELINE_LIMIT}`,
       [id],
     );
@@ -433,7 +431,7 @@ export class AuditQueryRepository {
       where += ` AND (x.updated_at, x.id) < (timestamptz 'epoch' + $1::bigint * interval '1 microsecond', $2::bigint)`;
     }
     const limit = pageSize(search.limit);
-    const rows: Array<OutboxRow & { cursorUs: string }> = await this.dataSource.query(
+    const rows: Array<OutboxRow & { cursorUs: string }> = await this.db().query(
       `SELECT ${OUTBOX_COLUMNS}, o.accession_number AS "accessionNumber", o.placer_order_number AS "placerOrderNumber"
          FROM outbox x LEFT JOIN orders o ON o.id = x.order_id
         WHERE ${where} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
@@ -444,7 +442,7 @@ export class AuditQueryRepository {
 
   /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */
   async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
-    const rows: OrderDocumentRow[] = await this.dataSource.query(
+    const rows: OrderDocumentRow[] = await this.db().query(
       `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
               d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt"
          FROM order_documents d WHERE d.order_id = $1::uuid ORDER BY d.id`,
@@ -458,7 +456,7 @@ export class AuditQueryRepository {
     orderId: string,
     id: string,
   ): Promise<(OrderDocumentRow & { body: Buffer }) | undefined> {
-    const rows: Array<OrderDocumentRow & { body: Buffer }> = await this.dataSource.query(
+    const rows: Array<OrderDocumentRow & { body: Buffer }> = await this.db().query(
       `SELECT d.id::text AS id, d.upstream_status AS "upstreamStatus", d.kind, d.report_type AS "reportType",
               d.content_type AS "contentType", octet_length(d.body) AS bytes, d.fetched_at AS "fetchedAt", d.body
          FROM order_documents d WHERE d.order_id = $1::uuid AND d.id = $2::bigint`,
@@ -470,7 +468,7 @@ export class AuditQueryRepository {
 
   /** An outbox row by its (numeric) id; undefined if none. */
   async outboxEntry(id: string): Promise<OutboxRow | undefined> {
-    const rows: OutboxRow[] = await this.dataSource.query(
+    const rows: OutboxRow[] = await this.db().query(
       `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.id = $1::bigint`,
       [id],
     );

@@ -96,6 +96,20 @@ export class AlertWebhookPublisher implements Publisher {
   }
 }
 
+/** What every alert says first: who sends it, what it is, when, and the order's audit page. */
+function envelope(
+  kind: AlertPayload['kind'],
+  orderId: string,
+): Pick<AlertPayload, 'source' | 'kind' | 'occurredAt' | 'orderId' | 'auditPath'> {
+  return {
+    source: 'imaging-ai-adapter',
+    kind,
+    occurredAt: new Date().toISOString(),
+    orderId,
+    auditPath: `/audit/orders/${orderId}`,
+  };
+}
+
 export function orderAlertPayload(o: {
   orderId: string;
   alert: string;
@@ -103,11 +117,7 @@ export function orderAlertPayload(o: {
   reason: string;
 }): AlertPayload {
   return {
-    source: 'imaging-ai-adapter',
-    kind: 'order-alert',
-    occurredAt: new Date().toISOString(),
-    orderId: o.orderId,
-    auditPath: `/audit/orders/${o.orderId}`,
+    ...envelope('order-alert', o.orderId),
     alert: o.alert,
     state: o.state,
     reason: o.reason,
@@ -122,11 +132,7 @@ export function deadLetterPayload(d: {
   reason: string;
 }): AlertPayload {
   return {
-    source: 'imaging-ai-adapter',
-    kind: 'dead-letter',
-    occurredAt: new Date().toISOString(),
-    orderId: d.orderId,
-    auditPath: `/audit/orders/${d.orderId}`,
+    ...envelope('dead-letter', d.orderId),
     deadLetter: {
       outboxId: d.outboxId,
       destination: d.destination,

@@ -110,12 +110,9 @@ function envelope(
   };
 }
 
-export function orderAlertPayload(o: {
-  orderId: string;
-  alert: string;
-  state: string;
-  reason: string;
-}): AlertPayload {
+export function orderAlertPayload(
+  o: { orderId: string } & Required<Pick<AlertPayload, 'alert' | 'state' | 'reason'>>,
+): AlertPayload {
   return {
     ...envelope('order-alert', o.orderId),
     alert: o.alert,
@@ -124,13 +121,9 @@ export function orderAlertPayload(o: {
   };
 }
 
-export function deadLetterPayload(d: {
-  orderId: string;
-  outboxId: string;
-  destination: string;
-  documentKind: string;
-  reason: string;
-}): AlertPayload {
+export function deadLetterPayload(
+  d: { orderId: string } & NonNullable<AlertPayload['deadLetter']>,
+): AlertPayload {
   return {
     ...envelope('dead-letter', d.orderId),
     deadLetter: {

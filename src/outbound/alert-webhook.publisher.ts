@@ -96,37 +96,36 @@ export class AlertWebhookPublisher implements Publisher {
   }
 }
 
-export function orderAlertPayload(o: {
-  orderId: string;
-  alert: string;
-  state: string;
-  reason: string;
-}): AlertPayload {
+/** What every alert says first: who sends it, what it is, when, and the order's audit page. */
+function envelope(
+  kind: AlertPayload['kind'],
+  orderId: string,
+): Pick<AlertPayload, 'source' | 'kind' | 'occurredAt' | 'orderId' | 'auditPath'> {
   return {
     source: 'imaging-ai-adapter',
-    kind: 'order-alert',
+    kind,
     occurredAt: new Date().toISOString(),
-    orderId: o.orderId,
-    auditPath: `/audit/orders/${o.orderId}`,
+    orderId,
+    auditPath: `/audit/orders/${orderId}`,
+  };
+}
+
+export function orderAlertPayload(
+  o: { orderId: string } & Required<Pick<AlertPayload, 'alert' | 'state' | 'reason'>>,
+): AlertPayload {
+  return {
+    ...envelope('order-alert', o.orderId),
     alert: o.alert,
     state: o.state,
     reason: o.reason,
   };
 }
 
-export function deadLetterPayload(d: {
-  orderId: string;
-  outboxId: string;
-  destination: string;
-  documentKind: string;
-  reason: string;
-}): AlertPayload {
+export function deadLetterPayload(
+  d: { orderId: string } & NonNullable<AlertPayload['deadLetter']>,
+): AlertPayload {
   return {
-    source: 'imaging-ai-adapter',
-    kind: 'dead-letter',
-    occurredAt: new Date().toISOString(),
-    orderId: d.orderId,
-    auditPath: `/audit/orders/${d.orderId}`,
+    ...envelope('dead-letter', d.orderId),
     deadLetter: {
       outboxId: d.outboxId,
       destination: d.destination,

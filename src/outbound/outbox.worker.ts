@@ -1,21 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
-import { writeAuditEvents } from '../persistence/audit-event.repository';
-import { type ClaimedOutboxRow, OutboxRepository } from '../persistence/outbox.repository';
+import { OutboxRepository } from '../persistence/outbox.repository';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { isDatabaseUnavailable } from '../common/database-unavailable';
-import { OutboundError } from './outbound.error';
-import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
-import { deadLetterPayload } from './alert-webhook.publisher';
-import {
-  backoffMs,
-  DESTINATIONS,
-  type Destination,
-  type OutboundSettings,
-} from './outbound.settings';
+import type { Destination, OutboundSettings } from './outbound.settings';
 import type { OutboxPayload } from './outbox-order-events';
-import { loadPublication } from './publication.loader';
+import { type AttemptDeps, attemptDelivery, type ClaimedRow } from './outbox-attempt';
+import { recordAttempt, type RecordDeps } from './outbox-record';
 import type { DeliveryResult, Publisher } from './publisher';
 
 export interface OutboxWorkerOptions {
@@ -40,8 +32,6 @@ export const OUTBOX_CLAIM_LEASE_MS = 30_000;
 /** A late record is not tried this close to the end of our lease (at most a third of it). */
 const RECORD_LEASE_MARGIN_MS = 10_000;
 
-type ClaimedRow = ClaimedOutboxRow<OutboxPayload> & { destination: Destination };
-
 /**
  * Drains the outbox: one claim loop per destination in every replica. A claim takes, per
  * (order, destination), only the lowest pending row, and only when it is due, under
@@ -63,11 +53,18 @@ export class OutboxWorker {
   private renewTimer?: NodeJS.Timeout;
   private renewing?: Promise<void>;
   private readonly outbox: OutboxRepository;
-  private readonly publications: PublicationRepository;
+  private readonly attemptDeps: AttemptDeps;
+  private readonly recordDeps: RecordDeps;
 
   constructor(private readonly options: OutboxWorkerOptions) {
-    this.outbox = new OutboxRepository(options.dataSource);
-    this.publications = new PublicationRepository(options.dataSource);
+    const { dataSource, settings, logger } = options;
+    this.outbox = new OutboxRepository(dataSource);
+    this.attemptDeps = {
+      outbox: this.outbox,
+      publications: new PublicationRepository(dataSource),
+      settings,
+    };
+    this.recordDeps = { dataSource, outbox: this.outbox, settings, logger };
   }
 
   private get leaseMs(): number {
@@ -245,41 +242,7 @@ export class OutboxWorker {
   }
 
   private async deliverLeased(publisher: Publisher, row: ClaimedRow): Promise<void> {
-    let result: DeliveryResult;
-    try {
-      const superseded = await this.supersededBy(row);
-      if (superseded) {
-        result = {
-          outcome: 'delivered',
-          answer: `not sent: superseded by the later ${row.kind} ${superseded} already delivered`,
-          detail: { supersededBy: superseded },
-        };
-      } else if (publisher.deliverPayload) {
-        result = await publisher.deliverPayload(
-          { id: row.id, kind: row.kind, attempts: row.attempts },
-          row.payload,
-        );
-      } else {
-        const loaded = await loadPublication(this.publications, this.options.settings, row.payload);
-        result = await publisher.deliver(
-          { id: row.id, kind: row.kind, attempts: row.attempts },
-          loaded,
-        );
-      }
-    } catch (error) {
-      result =
-        error instanceof OutboundError
-          ? {
-              outcome: 'dead',
-              answer: error.message,
-              detail: { code: error.code, ...error.detail },
-            }
-          : {
-              outcome: 'retry',
-              answer: `delivery failed: ${(error as Error).name}`,
-              detail: { error: (error as Error).message.slice(0, 300) },
-            };
-    }
+    const result = await attemptDelivery(this.attemptDeps, publisher, row);
     await this.recordWhileLeased(row, result);
   }
 
@@ -294,7 +257,7 @@ export class OutboxWorker {
     const leaseEnd = () => (this.leasedAt.get(row.id) ?? 0) + this.leaseMs - margin;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
       try {
-        await this.record(row, result);
+        await recordAttempt(this.recordDeps, row, result);
         return;
       } catch (error) {
         if (
@@ -305,129 +268,6 @@ export class OutboxWorker {
           throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
-    }
-  }
-
-  /**
-   * A replayed Task update or ORM status older than one already delivered would move the
-   * clinic's view backwards: it is marked delivered without sending.
-   */
-  private async supersededBy(row: ClaimedRow): Promise<string | null> {
-    if (row.kind !== 'fhir-task' && row.kind !== 'hl7-orm-status') return null;
-    return this.outbox.deliveredLaterThan({
-      id: row.id,
-      orderId: row.order_id,
-      destination: row.destination,
-      kind: row.kind,
-    });
-  }
-
-  private async record(row: ClaimedRow, result: DeliveryResult): Promise<void> {
-    const { settings } = this.options;
-    let outcome = result.outcome;
-    let reason = result.answer;
-    if (outcome === 'retry' && row.attempts >= settings.maxAttempts) {
-      outcome = 'dead';
-      reason = `gave up after ${row.attempts} attempts; last answer: ${result.answer}`;
-    }
-    const delay = outcome === 'retry' ? backoffMs(settings, row.attempts) : 0;
-    const recorded = await this.options.dataSource.transaction(async (manager) => {
-      // Only while the claim is still ours (pending, attempt count as we claimed it): a record
-      // tried again after the database came back, or after our lease lapsed and another
-      // replica claimed the row, changes nothing and writes no second audit entry.
-      let updated: boolean;
-      if (outcome === 'delivered') {
-        updated = await this.outbox.markDelivered(row.id, row.attempts, manager);
-      } else if (outcome === 'retry') {
-        updated = await this.outbox.scheduleRetry(row.id, row.attempts, delay, reason, manager);
-      } else {
-        updated = await this.outbox.markDead(row.id, row.attempts, reason, manager);
-      }
-      if (!updated) return false;
-      if (result.sent || result.response) {
-        await this.outbox.recordExchange(
-          row.id,
-          {
-            attempt: row.attempts,
-            at: new Date().toISOString(),
-            outcome,
-            ...(result.sent ? { sent: result.sent } : {}),
-            ...(result.response ? { answer: result.response } : {}),
-          },
-          manager,
-        );
-      }
-      const base = {
-        outboxId: row.id,
-        destination: row.destination,
-        documentKind: row.kind,
-        attempt: row.attempts,
-        mappingRow: row.payload.rowKey,
-        mappingVersion: row.payload.mappingVersion,
-      };
-      const events: Parameters<typeof writeAuditEvents>[1][number][] = [
-        {
-          kind: 'outbound.attempt',
-          orderId: row.order_id,
-          actor: 'adapter',
-          severity: outcome === 'delivered' ? 'info' : outcome === 'retry' ? 'warning' : 'error',
-          summary: `${row.kind} to ${row.destination}, attempt ${row.attempts}: ${result.answer}${outcome === 'retry' ? ` (retry in ${Math.round(delay / 1000)} s)` : ''}`,
-          detail: { ...base, outcome, answer: result.answer, ...result.detail },
-        },
-      ];
-      if (outcome === 'dead') {
-        events.push({
-          kind: 'outbound.dead-letter',
-          orderId: row.order_id,
-          actor: 'adapter',
-          severity: 'error',
-          summary: `${row.kind} to ${row.destination} dead-lettered: ${reason}`,
-          detail: { ...base, reason },
-        });
-      }
-      await writeAuditEvents(manager, events);
-      // A person hears about a dead letter (ALERT_WEBHOOK_URL), on the same transaction; the
-      // webhook's own dead letters are only on the audit page (no alert about an alert).
-      if (
-        outcome === 'dead' &&
-        row.order_id &&
-        row.destination !== DESTINATIONS.alert &&
-        settings.destinations.includes(DESTINATIONS.alert)
-      ) {
-        await this.outbox.insert(
-          [
-            {
-              orderId: row.order_id,
-              destination: DESTINATIONS.alert,
-              kind: 'dead-letter',
-              dedupeKey: `dead-letter:${row.id}:${row.attempts}`,
-              payload: deadLetterPayload({
-                orderId: row.order_id,
-                outboxId: row.id,
-                destination: row.destination,
-                documentKind: row.kind,
-                reason,
-              }),
-            },
-          ],
-          manager,
-        );
-      }
-      return true;
-    });
-    if (!recorded) return;
-    outboundAttemptsTotal.inc({ destination: row.destination, kind: row.kind, outcome });
-    if (outcome === 'delivered') {
-      outboundDeliverySeconds.observe(
-        { destination: row.destination },
-        (Date.now() - new Date(row.created_at).getTime()) / 1000,
-      );
-    }
-    if (outcome === 'dead') {
-      this.options.logger.error(
-        { outboxId: row.id, destination: row.destination, kind: row.kind },
-        'outbound document dead-lettered',
-      );
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { DataSource } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 /**
  * SQL of the audit dashboard (/audit): what happened in the last hour and day, read through
@@ -56,13 +56,11 @@ type Row = Record<string, unknown>;
 const n = (v: unknown): number => Number(v ?? 0);
 const iso = (v: unknown): string => (v instanceof Date ? v.toISOString() : String(v));
 
-export class AuditDashboardRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class AuditDashboardRepository extends RepositoryBase {
   /** The dashboard's figures; `waitingStates` are probed for their oldest order each. */
   async read(waitingStates: readonly string[]): Promise<DashboardData> {
     const q = (sql: string, params: unknown[] = []) =>
-      this.dataSource.query(sql, params) as Promise<Row[]>;
+      this.db().query(sql, params) as Promise<Row[]>;
     const [
       clock,
       orders,

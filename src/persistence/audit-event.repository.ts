@@ -1,6 +1,8 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { pgJson, pgText } from '../common/pg-safe';
 import type { AuditEventKind, AuditSeverity } from '../domain/audit-event.kinds';
+import type { Queryable } from './queryable';
+import { RepositoryBase } from './repository-base';
 
 /**
  * The writing side of the audit log (table audit_events): a sink that every layer may call,
@@ -22,7 +24,7 @@ export interface AuditEventInput {
  * exactly when the step it describes was committed.
  */
 export async function writeAuditEvents(
-  manager: EntityManager,
+  manager: Queryable,
   events: readonly AuditEventInput[],
 ): Promise<void> {
   if (events.length === 0) return;
@@ -53,12 +55,10 @@ export async function writeAuditEvents(
  * Audit events outside a caller's transaction: upstream calls' events, and retention (the
  * nightly prune; ids grow with time, identity).
  */
-export class AuditEventRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class AuditEventRepository extends RepositoryBase {
   /** Writes events on the given transaction, or on their own when none is given. */
   async write(events: readonly AuditEventInput[], manager?: EntityManager): Promise<void> {
-    await writeAuditEvents(manager ?? this.dataSource.manager, events);
+    await writeAuditEvents(this.db(manager), events);
   }
 
   /**
@@ -86,7 +86,7 @@ export class AuditEventRepository {
   }
 
   async orderIdOfUpstreamOrder(upstreamOrderId: string): Promise<string | null> {
-    const rows: Array<{ id: string }> = await this.dataSource.query(
+    const rows: Array<{ id: string }> = await this.db().query(
       `SELECT id FROM orders WHERE upstream_order_id = $1`,
       [upstreamOrderId],
     );
@@ -95,7 +95,7 @@ export class AuditEventRepository {
 
   /** The newest id of an event that occurred before the cutoff (occurred_at index), if any. */
   async newestIdBefore(cutoff: Date): Promise<string | null> {
-    const top: Array<{ id: string | null }> = await this.dataSource.query(
+    const top: Array<{ id: string | null }> = await this.db().query(
       `SELECT max(id)::text AS id FROM audit_events WHERE occurred_at < $1`,
       [cutoff],
     );
@@ -107,7 +107,7 @@ export class AuditEventRepository {
    * primary-key order (one short transaction); returns how many went.
    */
   async deleteBatch(maxId: string, cutoff: Date, batchSize: number): Promise<number> {
-    const rows: Array<{ n: number }> = await this.dataSource.query(
+    const rows: Array<{ n: number }> = await this.db().query(
       `WITH gone AS (
              DELETE FROM audit_events WHERE id IN (
                SELECT id FROM audit_events WHERE id <= $1::bigint AND occurred_at < $2 ORDER BY id LIMIT ${batchSize})

@@ -1,5 +1,5 @@
-import type { DataSource } from 'typeorm';
 import type { Role } from '../config/app-config';
+import { RepositoryBase } from './repository-base';
 
 /** A row of audit_sessions: the audit page's browser sessions, keyed by the id's SHA-256. */
 export interface AuditSessionRow {
@@ -10,9 +10,7 @@ export interface AuditSessionRow {
 }
 
 /** SQL of audit_sessions (auth/audit-session.store.ts makes the ids and hashes them). */
-export class AuditSessionRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class AuditSessionRepository extends RepositoryBase {
   async insert(session: {
     idHash: string;
     role: Role;
@@ -20,7 +18,7 @@ export class AuditSessionRepository {
     csrfToken: string;
     expiresAt: Date;
   }): Promise<void> {
-    await this.dataSource.query(
+    await this.db().query(
       `INSERT INTO audit_sessions (id_hash, role, actor, csrf_token, expires_at) VALUES ($1, $2, $3, $4, $5)`,
       [session.idHash, session.role, session.actor, session.csrfToken, session.expiresAt],
     );
@@ -28,7 +26,7 @@ export class AuditSessionRepository {
 
   /** The session with this id hash, unless it expired. */
   async findLive(idHash: string): Promise<AuditSessionRow | undefined> {
-    const rows: AuditSessionRow[] = await this.dataSource.query(
+    const rows: AuditSessionRow[] = await this.db().query(
       `SELECT role, actor, csrf_token, expires_at FROM audit_sessions WHERE id_hash = $1 AND expires_at > now()`,
       [idHash],
     );
@@ -36,12 +34,12 @@ export class AuditSessionRepository {
   }
 
   async delete(idHash: string): Promise<void> {
-    await this.dataSource.query(`DELETE FROM audit_sessions WHERE id_hash = $1`, [idHash]);
+    await this.db().query(`DELETE FROM audit_sessions WHERE id_hash = $1`, [idHash]);
   }
 
   /** Removes expired sessions (run by the audit retention job); returns how many went. */
   async pruneExpired(): Promise<number> {
-    const rows: Array<{ n: number }> = await this.dataSource.query(
+    const rows: Array<{ n: number }> = await this.db().query(
       `WITH gone AS (DELETE FROM audit_sessions WHERE expires_at <= now() RETURNING 1)
        SELECT count(*)::int AS n FROM gone`,
     );

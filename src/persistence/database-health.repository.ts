@@ -1,11 +1,9 @@
-import type { Queryable } from './queryable';
+import { RepositoryBase } from './repository-base';
 
 /** The readiness probe's round trip to PostgreSQL. */
-export class DatabaseHealthRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class DatabaseHealthRepository extends RepositoryBase {
   /** Resolves when the database answers a trivial statement. */
   async ping(): Promise<void> {
-    await this.db.query('SELECT 1');
+    await this.db().query('SELECT 1');
   }
 }

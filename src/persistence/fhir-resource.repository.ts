@@ -1,7 +1,8 @@
 import type { Resource, ServiceRequest } from '@medplum/fhirtypes';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { OrderState } from '../domain/order-state';
 import type { OrderRequest } from '../domain/order-request';
+import { RepositoryBase } from './repository-base';
 
 export interface StoredResource<T extends Resource = Resource> {
   id: string;
@@ -55,11 +56,9 @@ function toStored<T extends Resource>(row: ResourceRow): StoredResource<T> {
  * The ServiceRequests the FHIR front door serves (versioned, table fhir_resources) and the
  * orders read as Tasks. Writes take the intake transaction's manager.
  */
-export class FhirResourceRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class FhirResourceRepository extends RepositoryBase {
   async findServiceRequest(id: string): Promise<StoredResource<ServiceRequest> | undefined> {
-    const rows: ResourceRow[] = await this.dataSource.query(
+    const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND id = $1`,
       [id],
     );
@@ -69,7 +68,7 @@ export class FhirResourceRepository {
   async findServiceRequestByOrder(
     orderId: string,
   ): Promise<StoredResource<ServiceRequest> | undefined> {
-    const rows: ResourceRow[] = await this.dataSource.query(
+    const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id = $1 LIMIT 1`,
       [orderId],
     );
@@ -78,7 +77,7 @@ export class FhirResourceRepository {
 
   async findBySourceUrls(urls: string[]): Promise<Map<string, StoredResource<ServiceRequest>>> {
     if (urls.length === 0) return new Map();
-    const rows: ResourceRow[] = await this.dataSource.query(
+    const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url = ANY($1::text[])`,
       [urls],
     );
@@ -94,7 +93,7 @@ export class FhirResourceRepository {
   ): Promise<StoredResource<ServiceRequest> | undefined> {
     for (const id of identifiers) {
       if (!id.system || !id.value) continue;
-      const rows: ResourceRow[] = await this.dataSource.query(
+      const rows: ResourceRow[] = await this.db().query(
         `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest'
             AND resource->'identifier' @> $1::jsonb ORDER BY last_updated DESC LIMIT 1`,
         [JSON.stringify([{ system: id.system, value: id.value }])],
@@ -178,7 +177,7 @@ export class FhirResourceRepository {
       request: OrderRequest;
       sr_id: string | null;
       sender: string | null;
-    }> = await this.dataSource.query(
+    }> = await this.db().query(
       `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender
          FROM orders o
          LEFT JOIN fhir_resources fr ON fr.order_id = o.id AND fr.resource_type = 'ServiceRequest'

@@ -1,5 +1,5 @@
 import type { MultipartProgress } from '../imaging-client/ports';
-import type { Queryable } from './queryable';
+import { RepositoryBase } from './repository-base';
 
 /**
  * SQL of the upstream uploads' shared state: multipart progress (imaging_upload_progress,
@@ -23,11 +23,9 @@ export interface UploadProgressRow {
 /** A multipart upload begun: everything but its parts. */
 export type NewUploadProgress = Omit<MultipartProgress, 'parts'>;
 
-export class UploadProgressRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class UploadProgressRepository extends RepositoryBase {
   async find(orderId: string): Promise<UploadProgressRow | undefined> {
-    const rows: UploadProgressRow[] = await this.db.query(
+    const rows: UploadProgressRow[] = await this.db().query(
       'SELECT * FROM imaging_upload_progress WHERE order_id = $1',
       [orderId],
     );
@@ -36,7 +34,7 @@ export class UploadProgressRepository {
 
   /** Starts (or restarts, with no parts) the order's multipart upload. */
   async begin(p: NewUploadProgress): Promise<void> {
-    await this.db.query(
+    await this.db().query(
       `INSERT INTO imaging_upload_progress
          (order_id, upload_id, organization_id, size_bytes, part_size_bytes, part_count, file_fingerprint, parts)
        VALUES ($1, $2, $3, $4, $5, $6, $7, '{}'::jsonb)
@@ -64,7 +62,7 @@ export class UploadProgressRepository {
     etag: string,
   ): Promise<void> {
     // jsonb merge in one statement: parts finishing concurrently never overwrite each other.
-    await this.db.query(
+    await this.db().query(
       `UPDATE imaging_upload_progress
           SET parts = parts || jsonb_build_object($3::text, $4::text), updated_at = now()
         WHERE order_id = $1 AND upload_id = $2`,
@@ -73,18 +71,16 @@ export class UploadProgressRepository {
   }
 
   async delete(orderId: string): Promise<void> {
-    await this.db.query('DELETE FROM imaging_upload_progress WHERE order_id = $1', [orderId]);
+    await this.db().query('DELETE FROM imaging_upload_progress WHERE order_id = $1', [orderId]);
   }
 
   /** Every unfinished upload, oldest first. */
   async listAll(): Promise<UploadProgressRow[]> {
-    return this.db.query('SELECT * FROM imaging_upload_progress ORDER BY started_at');
+    return this.db().query('SELECT * FROM imaging_upload_progress ORDER BY started_at');
   }
 }
 
-export class UploadSlotRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class UploadSlotRepository extends RepositoryBase {
   /** Takes a slot for `holder` when the organization has fewer than `limit` live leases. */
   async tryAcquire(
     organizationId: string,
@@ -92,7 +88,7 @@ export class UploadSlotRepository {
     limit: number,
     leaseMs: number,
   ): Promise<boolean> {
-    const rows: Array<{ ok: boolean }> = await this.db.query(
+    const rows: Array<{ ok: boolean }> = await this.db().query(
       'SELECT imaging_upload_slot_acquire($1, $2, $3, $4) AS ok',
       [organizationId, holder, limit, leaseMs],
     );
@@ -101,7 +97,7 @@ export class UploadSlotRepository {
 
   /** Pushes the holder's lease forward (database clock). */
   async renew(organizationId: string, holder: string, leaseMs: number): Promise<void> {
-    await this.db.query(
+    await this.db().query(
       `UPDATE imaging_upload_slots SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
             WHERE organization_id = $1 AND holder = $2`,
       [organizationId, holder, leaseMs],
@@ -109,7 +105,7 @@ export class UploadSlotRepository {
   }
 
   async release(organizationId: string, holder: string): Promise<void> {
-    await this.db.query(
+    await this.db().query(
       'DELETE FROM imaging_upload_slots WHERE organization_id = $1 AND holder = $2',
       [organizationId, holder],
     );

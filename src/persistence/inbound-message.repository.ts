@@ -1,4 +1,5 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 /** How intake_accept_batch answers one message (see migration 20261121160000). */
 export type AcceptBatchAnswer = 'accepted' | 'duplicate' | 'known-placer';
@@ -46,13 +47,7 @@ export interface StoredMessageInsert {
 }
 
 /** `inbound_messages`: every message received, with the answer it was given. */
-export class InboundMessageRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class InboundMessageRepository extends RepositoryBase {
   /**
    * One statement: the message (with its answer), the new orders, their audit events and
    * jobs. Nothing is written when the idempotency key was already accepted: then undefined.

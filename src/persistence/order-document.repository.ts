@@ -1,16 +1,11 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 /**
  * `order_documents`: results, failure and QC reports fetched from upstream, keyed by the
  * status-mapping row they were fetched for (`upstream_status`).
  */
-export class OrderDocumentRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class OrderDocumentRepository extends RepositoryBase {
   async storedFor(
     orderId: string,
     storedAs: string,

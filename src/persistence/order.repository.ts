@@ -1,6 +1,7 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { OrderRequest } from '../domain/order-request';
 import type { QcBypassDecision } from '../domain/qc-bypass';
+import { RepositoryBase } from './repository-base';
 
 /** One `orders` row as the lifecycle reads it. */
 export interface OrderRow {
@@ -58,13 +59,7 @@ export interface IntakeOrderRow {
  * The `orders` table for the order use cases. Every method runs on `manager` when given (inside
  * the caller's transaction), else on its own connection from the pool.
  */
-export class OrderRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class OrderRepository extends RepositoryBase {
   async findById(
     orderId: string,
     lock = false,

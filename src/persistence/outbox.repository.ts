@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import type { Queryable } from './queryable';
+import { RepositoryBase } from './repository-base';
 
 /**
  * SQL of the outbox (table outbox): the writes of a status change on the caller's
@@ -38,12 +38,10 @@ export interface OutboxKindCount {
 /** The claim is still ours: pending, with the attempt count we claimed it at. */
 const OURS = `id = $1::bigint AND status = 'pending' AND attempts = $2`;
 
-export class OutboxRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class OutboxRepository extends RepositoryBase {
   /** How many rows the order has per kind (a later result publication is a correction). */
   async countByKind(orderId: string, manager?: EntityManager): Promise<OutboxKindCount[]> {
-    return (manager ?? this.db).query(
+    return this.db(manager).query(
       `SELECT kind, count(*)::int AS n,
               count(*) FILTER (WHERE kind NOT IN ('fhir-task', 'hl7-orm-status')
                                 AND payload->'row'->>'report' IN ('final', 'corrected'))::int AS results
@@ -62,7 +60,7 @@ export class OutboxRepository {
       tuples.push(`($${i + 1}::uuid, $${i + 2}, $${i + 3}, $${i + 4}, $${i + 5}::jsonb)`);
       values.push(e.orderId, e.destination, e.kind, e.dedupeKey, JSON.stringify(e.payload));
     }
-    await (manager ?? this.db).query(
+    await this.db(manager).query(
       `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload) VALUES ${tuples.join(', ')}
        ON CONFLICT (destination, dedupe_key) DO NOTHING`,
       values,
@@ -80,7 +78,7 @@ export class OutboxRepository {
     leaseMs: number,
     workerId: string,
   ): Promise<ClaimedOutboxRow<P>[]> {
-    return (await this.db.query(
+    return (await this.db().query(
       `WITH due AS (
          SELECT o.id FROM outbox o
           WHERE o.destination = $1 AND o.status = 'pending' AND o.next_attempt_at <= now()
@@ -108,7 +106,7 @@ export class OutboxRepository {
    * ids renewed.
    */
   async renewLeases(ids: readonly string[], workerId: string, leaseMs: number): Promise<string[]> {
-    const renewed: Array<{ id: string }> = await this.db.query(
+    const renewed: Array<{ id: string }> = await this.db().query(
       `WITH r AS (
            UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond'
             WHERE id = ANY($1::bigint[]) AND claimed_by = $2 AND status = 'pending'
@@ -128,7 +126,7 @@ export class OutboxRepository {
     workerId: string,
     keepIds: readonly string[],
   ): Promise<string[]> {
-    const released: Array<{ id: string }> = await this.db.query(
+    const released: Array<{ id: string }> = await this.db().query(
       `WITH r AS (
            UPDATE outbox SET next_attempt_at = now(), claimed_by = NULL, updated_at = now()
             WHERE destination = $1 AND status = 'pending' AND claimed_by = $2
@@ -147,7 +145,7 @@ export class OutboxRepository {
     destination: string;
     kind: string;
   }): Promise<string | null> {
-    const later: Array<{ id: string }> = await this.db.query(
+    const later: Array<{ id: string }> = await this.db().query(
       `SELECT id::text AS id FROM outbox
         WHERE order_id = $1 AND destination = $2 AND kind = $3 AND id > $4::bigint AND status = 'delivered'
         ORDER BY id DESC LIMIT 1`,
@@ -164,7 +162,7 @@ export class OutboxRepository {
    */
 
   async markDelivered(id: string, attempts: number, manager?: EntityManager): Promise<boolean> {
-    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+    const updated: Array<{ id: string }> = await this.db(manager).query(
       `WITH u AS (UPDATE outbox SET status = 'delivered', delivered_at = now(), updated_at = now(), last_error = NULL, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
@@ -180,7 +178,7 @@ export class OutboxRepository {
     reason: string,
     manager?: EntityManager,
   ): Promise<boolean> {
-    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+    const updated: Array<{ id: string }> = await this.db(manager).query(
       `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
@@ -195,7 +193,7 @@ export class OutboxRepository {
     reason: string,
     manager?: EntityManager,
   ): Promise<boolean> {
-    const updated: Array<{ id: string }> = await (manager ?? this.db).query(
+    const updated: Array<{ id: string }> = await this.db(manager).query(
       `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
@@ -213,7 +211,7 @@ export class OutboxRepository {
     exchange: Record<string, unknown>,
     manager?: EntityManager,
   ): Promise<void> {
-    await (manager ?? this.db).query(
+    await this.db(manager).query(
       `WITH u AS (UPDATE outbox SET last_exchange = $2::jsonb WHERE id = $1::bigint RETURNING id)
          SELECT id FROM u`,
       [id, JSON.stringify(exchange)],

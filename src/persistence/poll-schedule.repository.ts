@@ -1,16 +1,11 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 /**
  * `poll_schedule`: one row per schedule (the upstream poll cycle): its due time and the
  * running lease (`running_until`, `running_owner`), on the database's clock.
  */
-export class PollScheduleRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class PollScheduleRepository extends RepositoryBase {
   async ensure(name: string, manager?: EntityManager): Promise<void> {
     await this.db(manager).query(
       `INSERT INTO poll_schedule (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,

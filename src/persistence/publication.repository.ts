@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
-import type { Queryable } from './queryable';
 import type { OrderRequest } from '../domain/order-request';
+import { RepositoryBase } from './repository-base';
 
 /**
  * What a publication reads at delivery time (the order, its documents, its original message,
@@ -41,11 +41,9 @@ export interface OrderPublicationState<B = unknown> {
   qc_bypass: B | null;
 }
 
-export class PublicationRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class PublicationRepository extends RepositoryBase {
   async findOrder<S>(orderId: string): Promise<PublicationOrderRow<S> | undefined> {
-    const rows: PublicationOrderRow<S>[] = await this.db.query(
+    const rows: PublicationOrderRow<S>[] = await this.db().query(
       `SELECT o.id, o.source, o.request, o.accession_number, o.placer_order_number, o.filler_order_number,
             o.study_instance_uid, o.created_at, m.raw, m.transport, a.study
        FROM orders o
@@ -62,7 +60,7 @@ export class PublicationRepository {
     documentIds: readonly string[],
     orderId: string,
   ): Promise<PublicationDocumentRow[]> {
-    return this.db.query(
+    return this.db().query(
       `SELECT kind, report_type, body FROM order_documents WHERE id = ANY($1::bigint[]) AND order_id = $2`,
       [documentIds, orderId],
     );
@@ -70,7 +68,7 @@ export class PublicationRepository {
 
   /** The ServiceRequest the order came as (FHIR orders), if stored. */
   async findServiceRequest(orderId: string): Promise<ServiceRequestRow | undefined> {
-    const srs: ServiceRequestRow[] = await this.db.query(
+    const srs: ServiceRequestRow[] = await this.db().query(
       `SELECT id, source_url, resource FROM fhir_resources WHERE order_id = $1 AND resource_type = 'ServiceRequest' LIMIT 1`,
       [orderId],
     );
@@ -79,7 +77,7 @@ export class PublicationRepository {
 
   /** Sets our own ServiceRequest's status (a new version) unless it already has it. */
   async setServiceRequestStatus(id: string, status: string): Promise<void> {
-    await this.db.query(
+    await this.db().query(
       `UPDATE fhir_resources
           SET resource = jsonb_set(resource, '{status}', to_jsonb($2::text)),
               version_id = version_id + 1, last_updated = now()
@@ -92,7 +90,7 @@ export class PublicationRepository {
     orderId: string,
     manager?: EntityManager,
   ): Promise<OrderPublicationState<B> | undefined> {
-    const rows: OrderPublicationState<B>[] = await (manager ?? this.db).query(
+    const rows: OrderPublicationState<B>[] = await this.db(manager).query(
       `SELECT state, qc_bypass FROM orders WHERE id = $1`,
       [orderId],
     );

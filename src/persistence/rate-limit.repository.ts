@@ -1,4 +1,4 @@
-import type { Queryable } from './queryable';
+import { RepositoryBase } from './repository-base';
 
 /**
  * SQL of the shared upstream rate limit (imaging_rate_limit_buckets, 1-second buckets per
@@ -12,12 +12,10 @@ export interface RateLimitWindow {
   bucketMs: number;
 }
 
-export class RateLimitRepository {
-  constructor(private readonly db: Queryable) {}
-
+export class RateLimitRepository extends RepositoryBase {
   /** The wait `imaging_rate_limit_acquire` would answer now, read without counting a call. */
   async peekWaitMs(w: RateLimitWindow): Promise<number> {
-    const rows: Array<{ wait_ms: string | number | null }> = await this.db.query(
+    const rows: Array<{ wait_ms: string | number | null }> = await this.db().query(
       `WITH clock AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms),
             used AS (
               SELECT b.key, sum(b.count) AS used, min(b.bucket_start_ms) AS oldest
@@ -38,7 +36,7 @@ export class RateLimitRepository {
    * locks): 0 when counted, else how long to wait.
    */
   async tryAcquire(w: RateLimitWindow): Promise<number> {
-    const rows: Array<{ wait_ms: string | number }> = await this.db.query(
+    const rows: Array<{ wait_ms: string | number }> = await this.db().query(
       'SELECT imaging_rate_limit_acquire($1::text[], $2::integer[], $3, $4) AS wait_ms',
       [w.keys, w.caps, w.windowMs, w.bucketMs],
     );

@@ -1,4 +1,5 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 export interface SubscriptionState {
   subscriptionRef: string;
@@ -28,9 +29,7 @@ export interface NotificationChange {
  * Per Subscription on the EHR, what the FHIR front door processed: its state
  * (fhir_subscriptions) and the event numbers handled (fhir_subscription_events).
  */
-export class SubscriptionRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
+export class SubscriptionRepository extends RepositoryBase {
   async findState(ref: string): Promise<SubscriptionState | undefined> {
     const rows: Array<{
       subscription_ref: string;
@@ -41,10 +40,9 @@ export class SubscriptionRepository {
       last_notification_at: Date | null;
       handshake_at: Date | null;
       last_heartbeat_at: Date | null;
-    }> = await this.dataSource.query(
-      `SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`,
-      [ref],
-    );
+    }> = await this.db().query(`SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`, [
+      ref,
+    ]);
     const r = rows[0];
     if (!r) return undefined;
     return {
@@ -62,7 +60,7 @@ export class SubscriptionRepository {
   /** Event numbers of this subscription already processed, among `numbers`. */
   async seenEvents(ref: string, numbers: number[]): Promise<Set<number>> {
     if (numbers.length === 0) return new Set();
-    const rows: Array<{ event_number: string }> = await this.dataSource.query(
+    const rows: Array<{ event_number: string }> = await this.db().query(
       `SELECT event_number FROM fhir_subscription_events WHERE subscription_ref = $1 AND event_number = ANY($2::bigint[])`,
       [ref, numbers],
     );

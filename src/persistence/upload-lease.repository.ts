@@ -1,17 +1,12 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { OrderRow } from './order.repository';
+import { RepositoryBase } from './repository-base';
 
 /**
  * The upload lease on `orders` (`lease_owner`, `lease_until`): one worker uploads an order's
  * study at a time across replicas; a lapsed lease is taken over.
  */
-export class UploadLeaseRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class UploadLeaseRepository extends RepositoryBase {
   /** Extends our lease (no effect once another worker holds it). */
   async renew(
     orderId: string,

@@ -1,16 +1,11 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { RepositoryBase } from './repository-base';
 
 /**
  * `upstream_batches`: one row per placer group (ORC-4) or FHIR requisition, the upstream batch
  * its orders join, and the batch's aggregated report.
  */
-export class UpstreamBatchRepository {
-  constructor(private readonly dataSource: DataSource) {}
-
-  private db(manager?: EntityManager): EntityManager {
-    return manager ?? this.dataSource.manager;
-  }
-
+export class UpstreamBatchRepository extends RepositoryBase {
   async findByGroup(
     sender: string,
     placerGroupNumber: string | null,

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readJsonObject, sendJson, type Router } from './http-router';
+import { readJsonObject, type RequestContext, sendJson, type Router } from './http-router';
+import type { Principal } from './token-store';
 import {
   DEFAULT_PRODUCTS,
   SANDBOX_PRODUCTS,
@@ -27,6 +28,11 @@ import type { SandboxServices } from './sandbox-services';
 /** Orders: creation (current and legacy), metadata, status, listing, QC bypass, cancel, products, activity. */
 export function registerOrderRoutes(router: Router, svc: SandboxServices): void {
   const { state, lifecycle, clock } = svc;
+  /** Both forms of /new-order: the metadata validated, the order created, 201 with its id. */
+  const created = (ctx: RequestContext, p: Principal, raw: Record<string, unknown>) => {
+    const order = createOrder(svc, p, validateMetadata(raw, false) as Metadata);
+    sendJson(ctx.res, 201, { order_id: order.orderId });
+  };
   router.add({
     method: 'POST',
     path: '/new-order',
@@ -38,9 +44,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       errors: [400, 413, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
-      const body = (await readJsonObject(ctx))!;
-      const order = createOrder(svc, p, validateMetadata(body, false) as Metadata);
-      sendJson(ctx.res, 201, { order_id: order.orderId });
+      created(ctx, p, (await readJsonObject(ctx))!);
     },
   });
   router.add({
@@ -63,8 +67,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
                 .map((x) => x.trim())
                 .filter(Boolean)
             : v;
-      const order = createOrder(svc, p, validateMetadata(raw, false) as Metadata);
-      sendJson(ctx.res, 201, { order_id: order.orderId });
+      created(ctx, p, raw);
     },
   });
 

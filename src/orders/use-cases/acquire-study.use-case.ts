@@ -2,6 +2,7 @@ import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { loadOrder, stateOf, transition } from '../order-transitions';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { withLockedOrder } from './locked-order';
 
 /** `order.acquire-study`: finds the order's study and packages it for upload. */
 export class AcquireStudyUseCase {
@@ -9,10 +10,6 @@ export class AcquireStudyUseCase {
     private readonly deps: LifecycleDeps,
     private readonly ending: EndLocallyUseCase,
   ) {}
-
-  private studyDeadlinePassed(orderId: string): Promise<void> {
-    return this.ending.studyDeadlinePassed(orderId);
-  }
 
   async acquireStudy(orderId: string): Promise<void> {
     const { dataSource, jobs } = this.deps;
@@ -25,7 +22,7 @@ export class AcquireStudyUseCase {
     }
     if (state !== 'placed') return;
     if (order.study_deadline_at && order.study_deadline_at.getTime() <= this.deps.clock.now()) {
-      await this.studyDeadlinePassed(orderId);
+      await this.ending.studyDeadlinePassed(orderId);
       return;
     }
     const result = await this.deps.acquirer.acquire({
@@ -54,9 +51,7 @@ export class AcquireStudyUseCase {
         );
         return;
       case 'ready':
-        await dataSource.transaction(async (manager) => {
-          const current = await loadOrder(manager, orderId, true);
-          if (!current) return;
+        await withLockedOrder(dataSource, orderId, async (manager, current) => {
           const moved = await transition(
             manager,
             current,

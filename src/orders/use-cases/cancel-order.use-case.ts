@@ -63,12 +63,7 @@ export class CancelOrderUseCase {
       // Not placed yet: the place job sees cancel_requested_at and ends it; if placing is
       // under way it will enqueue this job again once the upstream id is known.
       if (stateOf(order) === 'received' && order.place_attempted_at === null) {
-        await this.ending.endLocally(
-          orderId,
-          'cancelled',
-          'cancelled before it was placed upstream',
-          null,
-        );
+        await this.ending.cancelledBeforePlacing(orderId);
       }
       return;
     }

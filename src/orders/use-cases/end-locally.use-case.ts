@@ -23,6 +23,11 @@ export class EndLocallyUseCase {
     );
   }
 
+  /** A cancel that came before the order was placed upstream: nothing to cancel there. */
+  async cancelledBeforePlacing(orderId: string): Promise<void> {
+    await this.endLocally(orderId, 'cancelled', 'cancelled before it was placed upstream', null);
+  }
+
   /**
    * Ends an order without an upstream status (deadline, unusable study, refusal, cancel
    * before placing). With an alert code the end is an error an operator sees (audit

@@ -46,6 +46,13 @@ const CANCEL = 'orm-o01-v251-cancel-ca.hl7'; // ORC-1 CA, same placer
 const STATUS = 'orm-o01-v24-status-sc-mixed.hl7'; // ORC-1 SC
 const TWO_NEW_ORDERS = 'omi-o23-v28-multi-order.hl7'; // two NW groups, two placer numbers
 
+/** The fixture's one order (asserting its action) and a stored order in `state` it refers to. */
+function againstStored(fixture: string, action: string, state: string) {
+  const order = one(fixture);
+  expect(order.request.action).toBe(action);
+  return { order, existing: stored(one(NEW_ORDER), state) };
+}
+
 describe('decide(): what one order group of a message does (pure)', () => {
   it('a new order (NW) nobody knows is created, with a fresh UUIDv7', () => {
     const order = one(NEW_ORDER);
@@ -104,9 +111,7 @@ describe('decide(): what one order group of a message does (pure)', () => {
   });
 
   it('a change (XO) of a known order updates it; of an unknown one is refused as unknown', () => {
-    const change = one(CHANGE);
-    expect(change.request.action).toBe('update');
-    const existing = stored(one(NEW_ORDER), 'placed');
+    const { order: change, existing } = againstStored(CHANGE, 'update', 'placed');
     expect(decide(change, existing, undefined)).toMatchObject({
       kind: 'update',
       orderId: existing.id,
@@ -120,9 +125,7 @@ describe('decide(): what one order group of a message does (pure)', () => {
   });
 
   it('a cancel (CA) of an order under way is accepted, with the state it had', () => {
-    const cancel = one(CANCEL);
-    expect(cancel.request.action).toBe('cancel');
-    const existing = stored(one(NEW_ORDER), 'processing');
+    const { order: cancel, existing } = againstStored(CANCEL, 'cancel', 'processing');
     expect(decide(cancel, existing, undefined)).toMatchObject({
       kind: 'cancel',
       orderId: existing.id,

@@ -14,6 +14,19 @@ export interface IntakePlan {
   patientOrders: OrderRow[];
 }
 
+/** A cancel or change of an order nobody knows: refused as unknown. */
+function unknownOrder(order: IntakeOrder, action: 'cancel' | 'change') {
+  return {
+    kind: 'unknown' as const,
+    order,
+    result: {
+      kind: 'unknown-order' as const,
+      action,
+      sourceRef: order.sourceRef,
+    } satisfies IntakeOrderResult,
+  };
+}
+
 /** What one order group does, given the order it refers to (if any). Pure. */
 export function decide(
   order: IntakeOrder,
@@ -50,17 +63,7 @@ export function decide(
       };
     }
     case 'cancel': {
-      if (!existing) {
-        return {
-          kind: 'unknown' as const,
-          order,
-          result: {
-            kind: 'unknown-order' as const,
-            action: 'cancel',
-            sourceRef,
-          } satisfies IntakeOrderResult,
-        };
-      }
+      if (!existing) return unknownOrder(order, 'cancel');
       const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
       if (isTerminal(state)) {
         return {
@@ -89,17 +92,7 @@ export function decide(
       };
     }
     case 'update': {
-      if (!existing) {
-        return {
-          kind: 'unknown' as const,
-          order,
-          result: {
-            kind: 'unknown-order' as const,
-            action: 'change',
-            sourceRef,
-          } satisfies IntakeOrderResult,
-        };
-      }
+      if (!existing) return unknownOrder(order, 'change');
       return {
         kind: 'update' as const,
         orderId: existing.id,

@@ -8,6 +8,7 @@ import { loadOrder, stateOf, transition, type OrderRow } from '../order-transiti
 import { describe, errorCode, isTransient } from '../upstream-errors';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { withLockedOrder } from './locked-order';
 
 /** `order.place-upstream`: creates the upstream order (and joins its placer group's batch). */
 export class PlaceUpstreamUseCase {
@@ -26,12 +27,7 @@ export class PlaceUpstreamUseCase {
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order || stateOf(order) !== 'received') return;
     if (order.cancel_requested_at) {
-      await this.ending.endLocally(
-        orderId,
-        'cancelled',
-        'cancelled before it was placed upstream',
-        null,
-      );
+      await this.ending.cancelledBeforePlacing(orderId);
       return;
     }
     const products = order.request.products;
@@ -89,9 +85,7 @@ export class PlaceUpstreamUseCase {
       batchId = await this.joinBatch(order, upstreamOrderId);
     }
     let cancelRaced = false;
-    await dataSource.transaction(async (manager) => {
-      const current = await loadOrder(manager, orderId, true);
-      if (!current) return;
+    await withLockedOrder(dataSource, orderId, async (manager, current) => {
       const moved = await transition(
         manager,
         current,

@@ -9,15 +9,11 @@ export class SweepUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  private studyDeadlinePassed(orderId: string): Promise<void> {
-    return this.ending.studyDeadlinePassed(orderId);
-  }
-
   /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
   async sweep(): Promise<{ studyDeadlines: number; stuck: number; leasesResumed: number }> {
     const { jobs, settings } = this.deps;
     const late = await this.deps.orders.pastStudyDeadline();
-    for (const o of late) await this.studyDeadlinePassed(o.id);
+    for (const o of late) await this.ending.studyDeadlinePassed(o.id);
     const stuck = await this.deps.orders.stuckUpstream(settings.upstreamStuckMs);
     for (const o of stuck) {
       await this.ending.endLocally(

@@ -11,6 +11,7 @@ import { describe, errorCode, isTransient } from '../upstream-errors';
 import { describeRefusal, upstreamRefusalView } from '../upstream-refusal';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { withLockedOrder } from './locked-order';
 
 /** `order.upload-study`: uploads the packaged study under the order's upload lease. */
 export class UploadStudyUseCase {
@@ -117,9 +118,7 @@ export class UploadStudyUseCase {
           return;
         }
       }
-      await dataSource.transaction(async (manager) => {
-        const current = await loadOrder(manager, orderId, true);
-        if (!current) return;
+      await withLockedOrder(dataSource, orderId, async (manager, current) => {
         await transition(
           manager,
           current,

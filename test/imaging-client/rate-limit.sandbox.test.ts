@@ -53,7 +53,13 @@ describe('client-side rate limits shared by replicas through PostgreSQL', () => 
         ...Array.from({ length: 10 }, () => r.client.listOrders()),
       ]);
       const settled = Promise.allSettled(calls);
-      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      // Wait for the budget to go out (slow on a loaded machine), then a little longer: a
+      // limiter that let more through would show it in that time.
+      const until = Date.now() + 20_000;
+      while (proxy.hits.length < 45 && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
       const count = (path: string) => proxy.hits.filter((h) => h.path === path).length;
       // Exactly the budget went out: 30 on /products, and the total (tokens included) capped at 45.
       expect(count('/products')).toBe(30);

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
 import { APP_CONFIG, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import { MllpServer, type MllpMessageMeta } from '../hl7';
+import { MllpServer, type MllpMessageMeta, type MllpServerEvent } from '../hl7';
 import { siteHl7Mapping } from '../config/site-mappings';
 import { metricsRegistry } from '../observability/metrics';
 import { OrderIntakeService } from '../orders/order-intake.service';
@@ -21,6 +21,66 @@ const openConnections = new Gauge({
   help: 'Open inbound MLLP connections',
   registers: [metricsRegistry],
 });
+
+interface EventLogLine<E> {
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  fields: (event: E) => Record<string, unknown>;
+}
+
+/** How each listener event is logged: level, message, and the fields taken from the event. */
+const MLLP_EVENT_LOG: {
+  [T in MllpServerEvent['type']]: EventLogLine<Extract<MllpServerEvent, { type: T }>>;
+} = {
+  'connection-open': {
+    level: 'debug',
+    message: 'mllp connection opened',
+    fields: (e) => ({ connectionId: e.connectionId, remote: e.remoteAddress }),
+  },
+  'connection-closed': {
+    level: 'debug',
+    message: 'mllp connection closed',
+    fields: (e) => ({ connectionId: e.connectionId }),
+  },
+  'handler-error': {
+    level: 'error',
+    message: 'mllp handler failed',
+    fields: (e) => ({ connectionId: e.connectionId, err: (e.error as Error)?.message }),
+  },
+  'oversize-frame': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
+  'discarded-bytes': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
+  'frame-timeout': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
+  'idle-timeout': {
+    level: 'info',
+    message: 'idle mllp connection closed',
+    fields: eventAndConnection,
+  },
+  'connection-evicted': {
+    level: 'info',
+    message: 'idle mllp connection closed',
+    fields: eventAndConnection,
+  },
+  'connection-refused': {
+    level: 'warn',
+    message: 'mllp connection refused',
+    fields: (e) => ({ remote: e.remoteAddress, reason: e.reason }),
+  },
+  'socket-error': {
+    level: 'warn',
+    message: 'mllp socket error',
+    fields: (e) => ({ connectionId: e.connectionId, err: e.error.message }),
+  },
+};
+
+function eventAndConnection(e: { type: string; connectionId: string }): Record<string, unknown> {
+  return { connectionId: e.connectionId, event: e.type };
+}
+
+function logMllpEvent(logger: Logger, event: MllpServerEvent): void {
+  // The table is keyed by event type, so the entry found takes this very event.
+  const entry = MLLP_EVENT_LOG[event.type] as EventLogLine<MllpServerEvent>;
+  logger[entry.level](entry.fields(event), entry.message);
+}
 
 /** The MLLP listener's lifecycle: starts with the application, drains on shutdown. */
 @Injectable()
@@ -84,54 +144,9 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
       maxInflightBytes: this.config.MLLP_MAX_INFLIGHT_BYTES,
       tls,
       onEvent: (event) => {
-        switch (event.type) {
-          case 'connection-open':
-            openConnections.inc();
-            this.logger.debug(
-              { connectionId: event.connectionId, remote: event.remoteAddress },
-              'mllp connection opened',
-            );
-            break;
-          case 'connection-closed':
-            openConnections.dec();
-            this.logger.debug({ connectionId: event.connectionId }, 'mllp connection closed');
-            break;
-          case 'handler-error':
-            this.logger.error(
-              { connectionId: event.connectionId, err: (event.error as Error)?.message },
-              'mllp handler failed',
-            );
-            break;
-          case 'oversize-frame':
-          case 'discarded-bytes':
-          case 'frame-timeout':
-            this.logger.warn(
-              { connectionId: event.connectionId, event: event.type },
-              'mllp framing problem',
-            );
-            break;
-          case 'idle-timeout':
-          case 'connection-evicted':
-            this.logger.info(
-              { connectionId: event.connectionId, event: event.type },
-              'idle mllp connection closed',
-            );
-            break;
-          case 'connection-refused':
-            this.logger.warn(
-              { remote: event.remoteAddress, reason: event.reason },
-              'mllp connection refused',
-            );
-            break;
-          case 'socket-error':
-            this.logger.warn(
-              { connectionId: event.connectionId, err: event.error.message },
-              'mllp socket error',
-            );
-            break;
-          default:
-            event satisfies never;
-        }
+        if (event.type === 'connection-open') openConnections.inc();
+        if (event.type === 'connection-closed') openConnections.dec();
+        logMllpEvent(this.logger, event);
       },
     });
     const address = await this.server.listen();

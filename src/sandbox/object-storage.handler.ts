@@ -98,8 +98,7 @@ export function normalizeEtag(etag: string): string {
 function orderForUpload(svc: SandboxServices, orderId: string): SandboxOrder {
   const order = svc.state.orders.get(orderId);
   if (!order) throw notFound('order_not_found', 'the order of this presigned URL no longer exists');
-  if (svc.lifecycle.isTerminal(order))
-    throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
+  svc.lifecycle.assertAcceptsUpload(order);
   return order;
 }
 

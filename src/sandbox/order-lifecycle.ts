@@ -153,10 +153,15 @@ export class OrderLifecycle {
     order.nextAt = at + order.plan[0].afterMs;
   }
 
-  /** Throws the 409 that `completeUpload` would throw, without changing anything. */
-  checkUploadAllowed(order: SandboxOrder, studyUid: string | null): void {
+  /** 409 for an order that has ended: it accepts no upload (nor an upload URL). */
+  assertAcceptsUpload(order: SandboxOrder): void {
     if (this.isTerminal(order))
       throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
+  }
+
+  /** Throws the 409 that `completeUpload` would throw, without changing anything. */
+  checkUploadAllowed(order: SandboxOrder, studyUid: string | null): void {
+    this.assertAcceptsUpload(order);
     const previous = findOverwritable(this.state, order, studyUid, this.clock.now());
     if (order.upload && order.upload !== previous && order.status !== 'PENDING') {
       throw conflict(

@@ -1,5 +1,3 @@
-import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { readJsonObject, type RequestContext, sendJson, type Router } from './http-router';
 import type { Principal } from './token-store';
 import {
@@ -10,7 +8,7 @@ import {
   type Metadata,
 } from './metadata-rules';
 import { STATUS_DESCRIPTIONS } from './order-lifecycle';
-import { metadataOf, studyUidOf } from './sandbox-state';
+import { metadataOf, studyUidOf, type SandboxOrder } from './sandbox-state';
 import { badRequest, conflict } from './sandbox.error';
 import {
   ERR_AUTH,
@@ -21,6 +19,8 @@ import {
   orderIdQuery,
   pageQuery,
   paginate,
+  abortUpload,
+  requiredOrderIdQuery,
   studyUidQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
@@ -28,6 +28,10 @@ import type { SandboxServices } from './sandbox-services';
 /** Orders: creation (current and legacy), metadata, status, listing, QC bypass, cancel, products, activity. */
 export function registerOrderRoutes(router: Router, svc: SandboxServices): void {
   const { state, lifecycle, clock } = svc;
+  const metadataBody = (order: SandboxOrder) => ({
+    order_id: order.orderId,
+    metadata: metadataOf(order),
+  });
   /** Both forms of /new-order: the metadata validated, the order created, 201 with its id. */
   const created = (ctx: RequestContext, p: Principal, raw: Record<string, unknown>) => {
     const order = createOrder(svc, p, validateMetadata(raw, false) as Metadata);
@@ -101,35 +105,32 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       }
       applyMetadata(order, patch);
       order.updatedAt = clock.now();
-      sendJson(ctx.res, 200, { order_id: order.orderId, metadata: metadataOf(order) });
+      sendJson(ctx.res, 200, metadataBody(order));
     },
   });
-  router.add({
-    method: 'GET',
-    path: '/metadata',
-    doc: {
-      summary: 'All current metadata (API values over DICOM tags and sidecar)',
-      permission: 'read',
-      query: [orderIdQuery, studyUidQuery],
-      errors: [400, 404, ...ERR_AUTH],
-    },
-    handle: async (ctx, p) => {
-      const order = locate(svc, ctx, p, true);
-      sendJson(ctx.res, 200, { order_id: order.orderId, metadata: metadataOf(order) });
-    },
-  });
-
-  router.add({
-    method: 'GET',
-    path: '/status',
-    doc: {
-      summary: 'Current status of an order',
-      permission: 'read',
-      query: [orderIdQuery, studyUidQuery],
-      errors: [400, 404, ...ERR_AUTH],
-    },
-    handle: async (ctx, p) => sendJson(ctx.res, 200, statusBody(svc, locate(svc, ctx, p, true))),
-  });
+  /** The read-only views of one order, addressed by order_id or study_uid. */
+  const orderView = (
+    path: string,
+    summary: string,
+    body: (order: SandboxOrder) => Record<string, unknown>,
+  ) =>
+    router.add({
+      method: 'GET',
+      path,
+      doc: {
+        summary,
+        permission: 'read',
+        query: [orderIdQuery, studyUidQuery],
+        errors: [400, 404, ...ERR_AUTH],
+      },
+      handle: async (ctx, p) => sendJson(ctx.res, 200, body(locate(svc, ctx, p, true))),
+    });
+  orderView(
+    '/metadata',
+    'All current metadata (API values over DICOM tags and sidecar)',
+    metadataBody,
+  );
+  orderView('/status', 'Current status of an order', (order) => statusBody(svc, order));
 
   router.add({
     method: 'GET',
@@ -164,7 +165,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
     doc: {
       summary: 'Records (or withdraws) a QC bypass request',
       permission: 'write',
-      query: [{ ...orderIdQuery, required: true }],
+      query: [requiredOrderIdQuery],
       body: 'json-optional',
       bodySchema: {
         type: 'object',
@@ -202,7 +203,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
     doc: {
       summary: 'Cancels an order in progress; permanent',
       permission: 'write',
-      query: [{ ...orderIdQuery, required: true }],
+      query: [requiredOrderIdQuery],
       errors: [400, 404, 409, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
@@ -211,9 +212,7 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       // Cancel is permanent: open multipart uploads of the order end too (freeing their slots).
       for (const upload of state.uploads.values()) {
         if (upload.orderId !== order.orderId || upload.state !== 'open') continue;
-        upload.state = 'aborted';
-        upload.parts.clear();
-        await rm(join(svc.dirs.uploads, upload.uploadId), { recursive: true, force: true });
+        await abortUpload(svc, upload);
       }
       sendJson(ctx.res, 200, { order_id: order.orderId, status: order.status });
     },

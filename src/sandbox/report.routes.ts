@@ -6,12 +6,15 @@ import {
   QC_ROUND_HEADER,
   QC_ROUNDS,
   REPORT_TYPES,
-  type FailureReportType,
-  type QcReportType,
   type QcRound,
-  type ReportType,
 } from '../imaging-spec/imaging-spec';
-import { readJsonObject, sendDocument, sendJson, type Router } from './http-router';
+import {
+  readJsonObject,
+  sendDocument,
+  sendJson,
+  type RequestContext,
+  type Router,
+} from './http-router';
 import { DEFAULT_PRODUCTS, productsOf, sameProducts, validateMetadata } from './metadata-rules';
 import {
   CONTENT_TYPES,
@@ -32,9 +35,22 @@ import {
   paginate,
   requireOwnOrganization,
   orderIdQuery,
+  requiredOrderIdQuery,
   studyUidQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
+import type { Principal } from './token-store';
+
+/** The required `report_type` parameter of a report operation, for the OpenAPI description. */
+const reportTypeQuery = (types: readonly string[]) => ({
+  name: 'report_type',
+  required: true,
+  enum: types,
+});
+
+/** The `report_type` asked for, one of the formats the report comes in. */
+const reportTypeOf = <T extends string>(ctx: RequestContext, types: readonly T[]): T =>
+  oneOf<T>(ctx.query.get('report_type'), types, 'report_type');
 
 /**
  * Serves a report document in the format asked for. Its `Content-Disposition` name holds only
@@ -55,23 +71,26 @@ function sendReport(
 /** Results, failure and QC reports, batches and their aggregated report, report polling. */
 export function registerReportRoutes(router: Router, svc: SandboxServices): void {
   const { state, clock } = svc;
+  /** A batch of the caller's organization; 404 for any other id. */
+  const batchOf = (batchId: string, p: Principal) => {
+    const batch = state.batches.get(batchId);
+    if (!batch || batch.organizationId !== p.organizationId)
+      throw notFound('batch_not_found', `no batch ${batchId}`);
+    return batch;
+  };
   router.add({
     method: 'GET',
     path: '/results',
     doc: {
       summary: 'The results report of a delivered order',
       permission: 'read',
-      query: [
-        orderIdQuery,
-        studyUidQuery,
-        { name: 'report_type', required: true, enum: REPORT_TYPES },
-      ],
+      query: [orderIdQuery, studyUidQuery, reportTypeQuery(REPORT_TYPES)],
       responseContent: 'document',
       errors: [400, 404, 409, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const order = locate(svc, ctx, p, true);
-      const type = oneOf<ReportType>(ctx.query.get('report_type'), REPORT_TYPES, 'report_type');
+      const type = reportTypeOf(ctx, REPORT_TYPES);
       if (order.status === 'EXPIRED')
         throw conflict(
           'report_not_available',
@@ -98,21 +117,13 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
     doc: {
       summary: 'The failure report of a failed order (QC rejections have none)',
       permission: 'read',
-      query: [
-        orderIdQuery,
-        studyUidQuery,
-        { name: 'report_type', required: true, enum: FAILURE_REPORT_TYPES },
-      ],
+      query: [orderIdQuery, studyUidQuery, reportTypeQuery(FAILURE_REPORT_TYPES)],
       responseContent: 'document',
       errors: [400, 404, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const order = locate(svc, ctx, p, true);
-      const type = oneOf<FailureReportType>(
-        ctx.query.get('report_type'),
-        FAILURE_REPORT_TYPES,
-        'report_type',
-      );
+      const type = reportTypeOf(ctx, FAILURE_REPORT_TYPES);
       if (!order.failure) {
         const why =
           order.status === 'QC_FAILED'
@@ -137,19 +148,15 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
       summary: 'QC report; header X-QC-Round names the round returned',
       permission: 'read',
       query: [
-        { ...orderIdQuery, required: true },
-        { name: 'report_type', required: true, enum: QC_REPORT_TYPES },
+        requiredOrderIdQuery,
+        reportTypeQuery(QC_REPORT_TYPES),
         { name: 'round', enum: QC_ROUNDS, description: 'default latest' },
       ],
       errors: [400, 404, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const order = locate(svc, ctx, p, false);
-      const type = oneOf<QcReportType>(
-        ctx.query.get('report_type'),
-        QC_REPORT_TYPES,
-        'report_type',
-      );
+      const type = reportTypeOf(ctx, QC_REPORT_TYPES);
       const round = oneOf<QcRound>(ctx.query.get('round'), QC_ROUNDS, 'round', 'latest');
       if (order.qcRounds.length === 0)
         throw notFound(
@@ -208,10 +215,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
     doc: {
       summary: 'Attaches an order to a batch; fails on a products-list mismatch',
       permission: 'write',
-      query: [
-        { ...orderIdQuery, required: true },
-        { name: 'batch_id', required: true },
-      ],
+      query: [requiredOrderIdQuery, { name: 'batch_id', required: true }],
       errors: [400, 404, 409, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
@@ -220,9 +224,7 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
         ctx.query.get('batch_id') ?? ctx.query.get('study_group'),
         'batch_id',
       );
-      const batch = state.batches.get(batchId);
-      if (!batch || batch.organizationId !== p.organizationId)
-        throw notFound('batch_not_found', `no batch ${batchId}`);
+      const batch = batchOf(batchId, p);
       const products = productsOf(metadataOf(order));
       if (!sameProducts(products, batch.products)) {
         throw conflict(
@@ -248,17 +250,15 @@ export function registerReportRoutes(router: Router, svc: SandboxServices): void
       permission: 'read',
       query: [
         { name: 'study_group', required: true, description: 'batch UUIDv4' },
-        { name: 'report_type', required: true, enum: REPORT_TYPES },
+        reportTypeQuery(REPORT_TYPES),
       ],
       responseContent: 'document',
       errors: [400, 404, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
       const batchId = requireUuid(ctx.query.get('study_group'), 'study_group');
-      const type = oneOf<ReportType>(ctx.query.get('report_type'), REPORT_TYPES, 'report_type');
-      const batch = state.batches.get(batchId);
-      if (!batch || batch.organizationId !== p.organizationId)
-        throw notFound('batch_not_found', `no batch ${batchId}`);
+      const type = reportTypeOf(ctx, REPORT_TYPES);
+      const batch = batchOf(batchId, p);
       const visible = new Set(state.visibleOrders(p).map((o) => o.orderId));
       const orders = batch.orderIds
         .filter((id) => visible.has(id))

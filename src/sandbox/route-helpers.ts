@@ -1,9 +1,11 @@
 /** Helpers shared by the /v1 route modules: identifiers, order lookup, common bodies. */
 import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { LIMITS } from '../imaging-spec/imaging-spec';
 import type { RequestContext } from './http-router';
 import type { Metadata, MetadataValue } from './metadata-rules';
-import { studyUidOf, type SandboxOrder } from './sandbox-state';
+import { studyUidOf, type MultipartUpload, type SandboxOrder } from './sandbox-state';
 import { SandboxError, badRequest, notFound } from './sandbox.error';
 import type { SandboxServices } from './sandbox-services';
 import type { Principal } from './token-store';
@@ -138,6 +140,18 @@ export function uploadFor(svc: SandboxServices, uploadId: unknown, principal: Pr
   return upload;
 }
 
+/** Forgets the stored parts of a multipart upload and deletes their folder. */
+export async function releaseParts(svc: SandboxServices, upload: MultipartUpload): Promise<void> {
+  upload.parts.clear();
+  await rm(join(svc.dirs.uploads, upload.uploadId), { recursive: true, force: true });
+}
+
+/** Ends a multipart upload for good (abort, or its order cancelled): no part counts any more. */
+export async function abortUpload(svc: SandboxServices, upload: MultipartUpload): Promise<void> {
+  upload.state = 'aborted';
+  await releaseParts(svc, upload);
+}
+
 /**
  * Reports `GET /reports` lists and `POST /reports` acknowledges: every report of the caller's
  * organization (contract: "all reports of the organization not yet retrieved"), or, with
@@ -224,3 +238,5 @@ export const studyUidQuery = {
   name: 'study_uid',
   description: 'DICOM StudyInstanceUID; the most recent order wins',
 };
+/** The operations addressed by order_id alone (contract rule 1 does not apply to them). */
+export const requiredOrderIdQuery = { ...orderIdQuery, required: true };

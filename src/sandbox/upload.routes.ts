@@ -2,17 +2,25 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LIMITS } from '../imaging-spec/imaging-spec';
-import { readJsonObject, sendJson, type RequestContext, type Router } from './http-router';
+import {
+  readJsonObject,
+  sendJson,
+  type RequestContext,
+  type RouteDoc,
+  type Router,
+} from './http-router';
 import { concatenateParts, normalizeEtag } from './object-storage.handler';
 import { SandboxError, badRequest, conflict } from './sandbox.error';
 import { inspectStudyObject } from './study-intake';
 import {
+  abortUpload,
   ERR_AUTH,
   requireUuid,
   locate,
   presignedUrl,
+  releaseParts,
+  requiredOrderIdQuery,
   uploadFor,
-  orderIdQuery,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
 import type { Principal } from './token-store';
@@ -20,44 +28,45 @@ import type { Principal } from './token-store';
 /** Upload URLs (single PUT, legacy single instance) and the multipart calls. */
 export function registerUploadRoutes(router: Router, svc: SandboxServices): void {
   const { state, lifecycle, clock } = svc;
-  const uploadUrl = (kind: 'single' | 'instance') => async (ctx: RequestContext, p: Principal) => {
-    const order = locate(svc, ctx, p, false);
-    if (lifecycle.isTerminal(order))
-      throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
-    sendJson(
-      ctx.res,
-      200,
-      presignedUrl(svc, {
-        kind,
-        orderId: order.orderId,
-        nonce: randomBytes(12).toString('base64url'),
-      }),
-    );
+  /** Both upload-URL operations: a presigned URL of their kind for an order still open. */
+  const uploadUrlRoute = (
+    path: string,
+    kind: 'single' | 'instance',
+    doc: Pick<RouteDoc, 'summary' | 'legacy'>,
+  ) =>
+    router.add({
+      method: 'GET',
+      path,
+      doc: {
+        ...doc,
+        permission: 'write',
+        query: [requiredOrderIdQuery],
+        errors: [400, 404, 409, ...ERR_AUTH],
+      },
+      handle: async (ctx, p) => {
+        const order = locate(svc, ctx, p, false);
+        lifecycle.assertAcceptsUpload(order);
+        const nonce = randomBytes(12).toString('base64url');
+        sendJson(ctx.res, 200, presignedUrl(svc, { kind, orderId: order.orderId, nonce }));
+      },
+    });
+  uploadUrlRoute('/upload/single-put', 'single', {
+    summary: 'Presigned write-only URL for one object (studies under 5 MB)',
+  });
+  uploadUrlRoute('/upload', 'instance', {
+    summary:
+      'Legacy: presigned URL for a single instance (DICOM or ZIP); instances of one study arriving at most 1 minute apart are processed together',
+    legacy: true,
+  });
+
+  /** The JSON body and the multipart upload it names; 409 unless that upload is still open. */
+  const openUploadOf = async (ctx: RequestContext, p: Principal, wording = 'is already') => {
+    const body = (await readJsonObject(ctx))!;
+    const upload = uploadFor(svc, body.upload_id, p);
+    if (upload.state !== 'open')
+      throw conflict('upload_not_open', `this multipart upload ${wording} ${upload.state}`);
+    return { body, upload };
   };
-  router.add({
-    method: 'GET',
-    path: '/upload/single-put',
-    doc: {
-      summary: 'Presigned write-only URL for one object (studies under 5 MB)',
-      permission: 'write',
-      query: [{ ...orderIdQuery, required: true }],
-      errors: [400, 404, 409, ...ERR_AUTH],
-    },
-    handle: uploadUrl('single'),
-  });
-  router.add({
-    method: 'GET',
-    path: '/upload',
-    doc: {
-      summary:
-        'Legacy: presigned URL for a single instance (DICOM or ZIP); instances of one study arriving at most 1 minute apart are processed together',
-      permission: 'write',
-      legacy: true,
-      query: [{ ...orderIdQuery, required: true }],
-      errors: [400, 404, 409, ...ERR_AUTH],
-    },
-    handle: uploadUrl('instance'),
-  });
 
   router.add({
     method: 'POST',
@@ -91,8 +100,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
           `a study may hold at most ${LIMITS.maxStudyBytes} bytes (10 GB); ${size} announced`,
         );
       }
-      if (lifecycle.isTerminal(order))
-        throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
+      lifecycle.assertAcceptsUpload(order);
       if (state.activeUploads(p.organizationId) >= svc.options.maxConcurrentUploads) {
         throw new SandboxError(
           429,
@@ -136,10 +144,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
       errors: [400, 404, 409, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
-      const body = (await readJsonObject(ctx))!;
-      const upload = uploadFor(svc, body.upload_id, p);
-      if (upload.state !== 'open')
-        throw conflict('upload_not_open', `this multipart upload is ${upload.state}`);
+      const { body, upload } = await openUploadOf(ctx, p, 'is');
       let numbers: number[];
       if (body.part_numbers !== undefined) {
         const list = body.part_numbers;
@@ -218,10 +223,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
       errors: [400, 404, 409, 413, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
-      const body = (await readJsonObject(ctx))!;
-      const upload = uploadFor(svc, body.upload_id, p);
-      if (upload.state !== 'open')
-        throw conflict('upload_not_open', `this multipart upload is already ${upload.state}`);
+      const { body, upload } = await openUploadOf(ctx, p);
       if (upload.inFlight > 0)
         throw conflict(
           'upload_not_open',
@@ -288,8 +290,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
           `the parts add up to ${total} bytes, over the 10 GB study limit`,
         );
       const order = state.byOrderId(upload.orderId, p);
-      if (lifecycle.isTerminal(order))
-        throw conflict('order_terminal', `order is ${order.status}; it accepts no upload`);
+      lifecycle.assertAcceptsUpload(order);
       const dir = join(svc.dirs.objects, order.orderId);
       await mkdir(dir, { recursive: true });
       const target = join(dir, `multipart-${upload.uploadId}.bin`);
@@ -306,8 +307,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
         await rm(target, { force: true });
         throw err;
       } finally {
-        await rm(join(svc.dirs.uploads, upload.uploadId), { recursive: true, force: true });
-        upload.parts.clear();
+        await releaseParts(svc, upload);
       }
       sendJson(ctx.res, 200, { order_id: order.orderId, status: order.status });
     },
@@ -323,13 +323,8 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
       errors: [400, 404, 409, 415, ...ERR_AUTH],
     },
     handle: async (ctx, p) => {
-      const body = (await readJsonObject(ctx))!;
-      const upload = uploadFor(svc, body.upload_id, p);
-      if (upload.state !== 'open')
-        throw conflict('upload_not_open', `this multipart upload is already ${upload.state}`);
-      upload.state = 'aborted';
-      upload.parts.clear();
-      await rm(join(svc.dirs.uploads, upload.uploadId), { recursive: true, force: true });
+      const { upload } = await openUploadOf(ctx, p);
+      await abortUpload(svc, upload);
       sendJson(ctx.res, 200, { upload_id: upload.uploadId, aborted: true });
     },
   });

@@ -4,33 +4,7 @@ import { RepositoryBase } from './repository-base';
 /** How intake_accept_batch answers one message (see migration 20261121160000). */
 export type AcceptBatchAnswer = 'accepted' | 'duplicate' | 'known-placer';
 
-/**
- * An accepted message with everything it creates, as one statement (or intake_accept_batch)
- * writes it. `quirks`, `orders`, `audit` and `jobs` are JSON text.
- */
-export interface AcceptedMessageInsert {
-  id: string;
-  transport: string;
-  sender: string | null;
-  remoteAddress: string | null;
-  messageType: string | null;
-  messageControlId: string | null;
-  idempotencyKey: string;
-  contentType: string;
-  raw: Buffer;
-  /** JSON text. */
-  quirks: string;
-  response: Buffer;
-  responseCode: string;
-  responseContentType: string;
-  /** JSON text of the order rows, audit events and jobs (as the general path builds them). */
-  orders: string;
-  mappingVersion: string;
-  audit: string;
-  jobs: string;
-}
-
-/** A message stored without an idempotency key check (refused) or as a resend. */
+/** What every stored message carries: where it came from, its bytes and the answer it got. */
 export interface StoredMessageInsert {
   transport: string;
   sender: string | null;
@@ -46,6 +20,43 @@ export interface StoredMessageInsert {
   quirks: string;
 }
 
+/**
+ * An accepted message with everything it creates, as one statement (or intake_accept_batch)
+ * writes it. `orders`, `audit` and `jobs` are JSON text (as the general path builds them).
+ */
+export interface AcceptedMessageInsert extends StoredMessageInsert {
+  id: string;
+  idempotencyKey: string;
+  orders: string;
+  mappingVersion: string;
+  audit: string;
+  jobs: string;
+}
+
+/** The accepted message found for an idempotency key, with its answer. */
+export interface AcceptedMessageAnswer {
+  id: string;
+  response: Buffer | null;
+  response_code: string | null;
+  response_content_type: string | null;
+}
+
+/**
+ * $1–$7 of every INSERT INTO inbound_messages below: transport, sender, remote_address,
+ * message_type, message_control_id, content_type, raw (in that column order).
+ */
+function envelope(m: StoredMessageInsert): unknown[] {
+  return [
+    m.transport,
+    m.sender,
+    m.remoteAddress,
+    m.messageType,
+    m.messageControlId,
+    m.contentType,
+    m.raw,
+  ];
+}
+
 /** `inbound_messages`: every message received, with the answer it was given. */
 export class InboundMessageRepository extends RepositoryBase {
   /**
@@ -57,14 +68,8 @@ export class InboundMessageRepository extends RepositoryBase {
     manager?: EntityManager,
   ): Promise<string | undefined> {
     const inserted: Array<{ id: string }> = await this.db(manager).query(INSERT_ALL_SQL, [
-      m.transport,
-      m.sender,
-      m.remoteAddress,
-      m.messageType,
-      m.messageControlId,
+      ...envelope(m),
       m.idempotencyKey,
-      m.contentType,
-      m.raw,
       m.quirks,
       m.response,
       m.responseCode,
@@ -98,20 +103,7 @@ export class InboundMessageRepository extends RepositoryBase {
             outcome, response_code, response, response_content_type, error, quirks)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'rejected', $8, $9, $10, $11::jsonb, $12::jsonb)
          RETURNING id`,
-      [
-        m.transport,
-        m.sender,
-        m.remoteAddress,
-        m.messageType,
-        m.messageControlId,
-        m.contentType,
-        m.raw,
-        m.responseCode,
-        m.response,
-        m.responseContentType,
-        m.error,
-        m.quirks,
-      ],
+      [...envelope(m), m.responseCode, m.response, m.responseContentType, m.error, m.quirks],
     );
     return rows[0]!.id;
   }
@@ -120,21 +112,8 @@ export class InboundMessageRepository extends RepositoryBase {
   async findAccepted(
     idempotencyKey: string,
     manager?: EntityManager,
-  ): Promise<
-    | {
-        id: string;
-        response: Buffer | null;
-        response_code: string | null;
-        response_content_type: string | null;
-      }
-    | undefined
-  > {
-    const original: Array<{
-      id: string;
-      response: Buffer | null;
-      response_code: string | null;
-      response_content_type: string | null;
-    }> = await this.db(manager).query(
+  ): Promise<AcceptedMessageAnswer | undefined> {
+    const original: AcceptedMessageAnswer[] = await this.db(manager).query(
       `SELECT id, response, response_code, response_content_type FROM inbound_messages
             WHERE idempotency_key = $1 AND outcome = 'accepted'`,
       [idempotencyKey],
@@ -149,19 +128,13 @@ export class InboundMessageRepository extends RepositoryBase {
   ): Promise<string> {
     const rows: Array<{ id: string }> = await this.db(manager).query(
       `INSERT INTO inbound_messages
-           (transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-            content_type, raw, outcome, response_code, response, response_content_type, quirks)
+           (transport, sender, remote_address, message_type, message_control_id, content_type, raw,
+            idempotency_key, outcome, response_code, response, response_content_type, quirks)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'duplicate', $9, $10, $11, $12::jsonb)
          RETURNING id`,
       [
-        m.transport,
-        m.sender,
-        m.remoteAddress,
-        m.messageType,
-        m.messageControlId,
+        ...envelope(m),
         m.idempotencyKey,
-        m.contentType,
-        m.raw,
         m.responseCode,
         m.response,
         m.responseContentType,
@@ -175,8 +148,8 @@ export class InboundMessageRepository extends RepositoryBase {
 /** One statement: the message (with its answer), the new orders, their audit events and jobs. */
 const INSERT_ALL_SQL = `WITH m AS (
    INSERT INTO inbound_messages
-     (id, transport, sender, remote_address, message_type, message_control_id, idempotency_key,
-      content_type, raw, outcome, quirks, response, response_code, response_content_type)
+     (id, transport, sender, remote_address, message_type, message_control_id, content_type, raw,
+      idempotency_key, outcome, quirks, response, response_code, response_content_type)
    VALUES ($17::uuid, $1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9::jsonb, $10, $11, $12)
    ON CONFLICT (idempotency_key) WHERE outcome = 'accepted' DO NOTHING
    RETURNING id

@@ -5,6 +5,7 @@ import { uuidv7 } from '../../common/uuid-v7';
 import type { JobQueue } from '../../jobs/job-queue';
 import type {
   AcceptedMessageInsert,
+  StoredMessageInsert,
   InboundMessageRepository,
 } from '../../persistence/inbound-message.repository';
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
@@ -195,18 +196,8 @@ export class IngestOrderMessageUseCase {
       };
       const id = await this.messages.insertDuplicate(
         {
-          transport: input.transport,
-          sender: input.sender,
-          remoteAddress: input.remoteAddress,
-          messageType: input.messageType,
-          messageControlId: input.messageControlId,
+          ...envelopeOf(input, response),
           idempotencyKey: input.idempotencyKey,
-          contentType: input.contentType,
-          raw: input.raw,
-          responseCode: response.code,
-          response: response.body,
-          responseContentType: response.contentType,
-          quirks: JSON.stringify(input.quirks),
         },
         manager,
       );
@@ -259,22 +250,29 @@ function storedMessage(
   rows: { orders: string; audit: string; jobs: string },
 ): AcceptedMessageInsert {
   return {
+    ...envelopeOf(input, response),
     id,
+    idempotencyKey: input.idempotencyKey,
+    orders: rows.orders,
+    mappingVersion: input.mappingVersion,
+    audit: rows.audit,
+    jobs: rows.jobs,
+  };
+}
+
+/** What every stored message carries: where it came from, its bytes and the answer it got. */
+function envelopeOf(input: IntakeInput, response: IntakeResponse): StoredMessageInsert {
+  return {
     transport: input.transport,
     sender: input.sender,
     remoteAddress: input.remoteAddress,
     messageType: input.messageType,
     messageControlId: input.messageControlId,
-    idempotencyKey: input.idempotencyKey,
     contentType: input.contentType,
     raw: input.raw,
     quirks: JSON.stringify(input.quirks),
     response: response.body,
     responseCode: response.code,
     responseContentType: response.contentType,
-    orders: rows.orders,
-    mappingVersion: input.mappingVersion,
-    audit: rows.audit,
-    jobs: rows.jobs,
   };
 }

@@ -1,22 +1,10 @@
-import {
-  applyDecorators,
-  Body,
-  Get,
-  HttpCode,
-  Inject,
-  Param,
-  Post,
-  Query,
-  Req,
-} from '@nestjs/common';
+import { applyDecorators, Body, Get, Inject, Param, Query, Req } from '@nestjs/common';
 import {
   ApiBadRequestResponse,
-  ApiBody,
   ApiConflictResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
-  ApiParam,
   ApiQuery,
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
@@ -56,7 +44,7 @@ import {
   type Page,
 } from './audit-query.service';
 import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
-import { AnalystApi } from './audit-api.decorators';
+import { AnalystApi, ApiGetOne, ApiPostWithReason } from './audit-api.decorators';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
@@ -118,15 +106,16 @@ export class AuditApiController {
     return { ...page, items: page.items.map((o) => presentOrder(o, false)) };
   }
 
-  @Get('orders/:id')
-  @ApiOperation({
-    summary: "An order's whole path",
-    description:
-      'The order (with its OrderRequest), its timeline (own events and the events of every inbound message that touched it), the inbound messages, the outbound documents with their answers, and the field lineage, PHI masked. Admins see it unmasked with POST /api/audit/orders/{id}/reveal.',
-  })
-  @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiOkResponse({ type: OrderDetailDto })
-  @ApiNotFoundResponse({ description: 'no such order' })
+  @ApiGetOne(
+    'orders/:id',
+    {
+      summary: "An order's whole path",
+      description:
+        'The order (with its OrderRequest), its timeline (own events and the events of every inbound message that touched it), the inbound messages, the outbound documents with their answers, and the field lineage, PHI masked. Admins see it unmasked with POST /api/audit/orders/{id}/reveal.',
+    },
+    { type: OrderDetailDto },
+    'no such order',
+  )
   async order(
     @Param('id') id: string,
     @Query() q: Record<string, unknown>,
@@ -135,16 +124,16 @@ export class AuditApiController {
     return presentOrderDetail(await this.query.orderDetail(id), false);
   }
 
-  @Post('orders/:id/reveal')
-  @HttpCode(200)
-  @ApiOperation({
-    summary: "An order's whole path with PHI unmasked (admin)",
-    description:
-      'Body `{"reason": "…"}`; the reason is required and audited as phi.reveal before anything is shown.',
-  })
-  @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiBody({ type: RevealRequestDto })
-  @ApiOkResponse({ type: OrderDetailDto })
+  @ApiPostWithReason(
+    'orders/:id/reveal',
+    {
+      summary: "An order's whole path with PHI unmasked (admin)",
+      description:
+        'Body `{"reason": "…"}`; the reason is required and audited as phi.reveal before anything is shown.',
+    },
+    RevealRequestDto,
+    { type: OrderDetailDto },
+  )
   async revealOrder(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
@@ -197,14 +186,15 @@ export class AuditApiController {
     return this.query.browseMessages(browse);
   }
 
-  @Get('messages/:id')
-  @ApiOperation({
-    summary:
-      'One inbound message: raw bytes decoded (HL7 segment by segment, FHIR as JSON), answer, events',
-  })
-  @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiOkResponse({ description: 'the message view' })
-  @ApiNotFoundResponse({ description: 'no such message' })
+  @ApiGetOne(
+    'messages/:id',
+    {
+      summary:
+        'One inbound message: raw bytes decoded (HL7 segment by segment, FHIR as JSON), answer, events',
+    },
+    { description: 'the message view' },
+    'no such message',
+  )
   async message(
     @Param('id') id: string,
     @Query() q: Record<string, unknown>,
@@ -214,14 +204,12 @@ export class AuditApiController {
     return presentMessage(message, events, false);
   }
 
-  @Post('messages/:id/reveal')
-  @HttpCode(200)
-  @ApiOperation({
-    summary: 'One inbound message with PHI unmasked (admin; reason in the body, audited)',
-  })
-  @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiBody({ type: RevealRequestDto })
-  @ApiOkResponse({ description: 'the message view' })
+  @ApiPostWithReason(
+    'messages/:id/reveal',
+    { summary: 'One inbound message with PHI unmasked (admin; reason in the body, audited)' },
+    RevealRequestDto,
+    { description: 'the message view' },
+  )
   async revealMessage(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
@@ -233,16 +221,16 @@ export class AuditApiController {
   }
 
   @Roles('admin')
-  @Post('messages/:id/reprocess')
-  @HttpCode(200)
-  @ApiOperation({
-    summary: 'Reprocess a refused inbound message (admin)',
-    description:
-      'Body `{"reason": "…"}` (required). The stored raw bytes run again through the intake path of the message\'s transport (MLLP handler, FHIR create or Bundle) with the site\'s current mapping, under the idempotency key `reprocess:<id>`: the order it would have produced is created once; a second reprocess answers with the first result and creates nothing. Recorded as message.reprocessed (who, why, the message it became).',
-  })
-  @ApiParam({ name: 'id', format: 'uuid' })
-  @ApiBody({ type: ReplayRequestDto })
-  @ApiOkResponse({ description: 'the answer of the reprocess, the message it became, its orders' })
+  @ApiPostWithReason(
+    'messages/:id/reprocess',
+    {
+      summary: 'Reprocess a refused inbound message (admin)',
+      description:
+        'Body `{"reason": "…"}` (required). The stored raw bytes run again through the intake path of the message\'s transport (MLLP handler, FHIR create or Bundle) with the site\'s current mapping, under the idempotency key `reprocess:<id>`: the order it would have produced is created once; a second reprocess answers with the first result and creates nothing. Recorded as message.reprocessed (who, why, the message it became).',
+    },
+    ReplayRequestDto,
+    { description: 'the answer of the reprocess, the message it became, its orders' },
+  )
   @ApiNotFoundResponse({ description: 'no such message' })
   @ApiConflictResponse({
     description: 'the message was accepted, or its transport cannot be reprocessed',
@@ -273,16 +261,17 @@ export class AuditApiController {
   }
 
   @Roles('admin')
-  @Post('dead-letters/:id/replay')
-  @HttpCode(200)
-  @ApiOperation({
-    summary: 'Replay a dead letter (admin)',
-    description:
-      'Back to pending, attempts reset, due now; an outbound.replay audit event records who and why, in the same transaction.',
-  })
-  @ApiParam({ name: 'id', description: 'outbox id' })
-  @ApiBody({ type: ReplayRequestDto })
-  @ApiOkResponse({ type: ReplayResultDto })
+  @ApiPostWithReason(
+    'dead-letters/:id/replay',
+    {
+      summary: 'Replay a dead letter (admin)',
+      description:
+        'Back to pending, attempts reset, due now; an outbound.replay audit event records who and why, in the same transaction.',
+    },
+    ReplayRequestDto,
+    { type: ReplayResultDto },
+    { name: 'id', description: 'outbox id' },
+  )
   @ApiNotFoundResponse({ description: 'no such outbound document' })
   @ApiConflictResponse({ description: 'the document is not dead' })
   async replay(

@@ -6,7 +6,8 @@ import type { AuditQueryService } from './audit-query.service';
 /**
  * Shared by the API and the page: an admin's reveal is recorded before anything is shown. The
  * reason travels in a POST body (`input`), never in a URL: URLs end up in access logs, proxies
- * and browser history.
+ * and browser history. Without a reveal in `input` (a GET has no input) it is false and nothing
+ * is recorded.
  */
 export async function resolveReveal(
   query: AuditQueryService,

@@ -1,4 +1,4 @@
-import { Body, Get, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Get, Inject, Param, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
@@ -8,8 +8,8 @@ import type { MessageReprocessor } from './audit-api.reprocess';
 import {
   AuditPage,
   formFilters,
+  FormPost,
   renderPage,
-  requireCsrf,
   searchOrProblem,
   withUtcTimes,
 } from './audit-page.shared';
@@ -67,33 +67,31 @@ export class AuditMessagesPageController {
     await this.renderMessage(id, req, res);
   }
 
-  @Post('messages/:id')
+  @FormPost('messages/:id')
   async revealMessage(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
-    await this.renderMessage(id, req, res, body ?? {});
+    await this.renderMessage(id, req, res, body);
   }
 
   /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
   @Roles('admin')
-  @Post('messages/:id/reprocess')
+  @FormPost('messages/:id/reprocess')
   async reprocessMessage(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
-    const { reason } = parseInput(replaySchema, body ?? {});
+    const { reason } = parseInput(replaySchema, body);
     const result = await this.reprocessor.reprocess(id, req.principal!.actor, reason);
     res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
-  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
+  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
   private async renderMessage(
     id: string,
     req: AuthenticatedRequest,
@@ -101,12 +99,10 @@ export class AuditMessagesPageController {
     form?: Record<string, unknown>,
   ): Promise<void> {
     const { message, events } = await this.query.message(id);
-    const reveal = form
-      ? await resolveReveal(this.query, req, form, {
-          inboundMessageId: id,
-          what: 'message page',
-        })
-      : false;
+    const reveal = await resolveReveal(this.query, req, form, {
+      inboundMessageId: id,
+      what: 'message page',
+    });
     const orderIds = [
       ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
     ];
@@ -143,24 +139,22 @@ export class AuditMessagesPageController {
   }
 
   @Roles('admin')
-  @Post('dead-letters/:id/replay')
+  @FormPost('dead-letters/:id/replay')
   async replay(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
     const row = await this.query.outboxEntry(id);
-    const form = body ?? {};
-    if (form.confirm !== 'yes') {
+    if (body?.confirm !== 'yes') {
       const error = 'Tick the confirmation box to replay.';
       renderPage(req, res, (ctx) => replayConfirmPage(ctx, row, error), 400);
       return;
     }
     let reason: string;
     try {
-      reason = parseInput(replaySchema, form).reason;
+      reason = parseInput(replaySchema, body).reason;
     } catch (error) {
       renderPage(req, res, (ctx) => replayConfirmPage(ctx, row, (error as Error).message), 400);
       return;

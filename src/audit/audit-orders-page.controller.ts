@@ -1,4 +1,4 @@
-import { Body, Get, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { Body, Get, Inject, Param, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { APP_CONFIG } from '../common/tokens';
@@ -10,8 +10,8 @@ import { orderSearchSchema, parseInput, toOrderSearch } from './audit-api.dto';
 import {
   AuditPage,
   formFilters,
+  FormPost,
   renderPage,
-  requireCsrf,
   searchOrProblem,
   withUtcTimes,
 } from './audit-page.shared';
@@ -94,18 +94,17 @@ export class AuditOrdersPageController {
   }
 
   /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
-  @Post('orders/:id')
+  @FormPost('orders/:id')
   async revealOrder(
     @Param('id') id: string,
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
-    await this.renderOrder(id, req, res, body ?? {});
+    await this.renderOrder(id, req, res, body);
   }
 
-  /** The page, masked; with the posted reveal `form`, unmasked for an admin (recorded first). */
+  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
   private async renderOrder(
     id: string,
     req: AuthenticatedRequest,
@@ -113,9 +112,7 @@ export class AuditOrdersPageController {
     form?: Record<string, unknown>,
   ): Promise<void> {
     const detail = await this.query.orderDetail(id);
-    const reveal = form
-      ? await resolveReveal(this.query, req, form, { orderId: id, what: 'order page' })
-      : false;
+    const reveal = await resolveReveal(this.query, req, form, { orderId: id, what: 'order page' });
     const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
     const raws: Array<{ message: MessageRow; raw: RawView }> = [];
     for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
@@ -145,7 +142,7 @@ export class AuditOrdersPageController {
   }
 
   /** The original file, for an admin: the reason is in the form body (with the CSRF token). */
-  @Post('orders/:id/documents/:docId')
+  @FormPost('orders/:id/documents/:docId')
   async revealDocument(
     @Param('id') id: string,
     @Param('docId') docId: string,
@@ -153,7 +150,6 @@ export class AuditOrdersPageController {
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
     await this.sendDocument(id, docId, {}, req, res, body);
   }
 
@@ -167,12 +163,10 @@ export class AuditOrdersPageController {
   ): Promise<void> {
     const doc = await this.query.orderDocument(id, docId);
     const name = `${doc.kind}-report-${doc.upstreamStatus.toLowerCase()}-${doc.id}`;
-    const reveal = body
-      ? await resolveReveal(this.query, req, body, {
-          orderId: id,
-          what: `${doc.kind} report ${doc.reportType} (${doc.id})`,
-        })
-      : false;
+    const reveal = await resolveReveal(this.query, req, body, {
+      orderId: id,
+      what: `${doc.kind} report ${doc.reportType} (${doc.id})`,
+    });
     const isJson = doc.contentType.includes('json');
     if (reveal) {
       const extension = isJson ? 'json' : doc.reportType.toLowerCase();

@@ -17,7 +17,7 @@ import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-p
 import { UPSTREAM_PROBE } from '../health/health.tokens';
 import { sendOrderList } from './audit-orders-page.controller';
 import { newNonce, sendPage } from './audit-page.filter';
-import { AuditPage, renderPage, requireCsrf } from './audit-page.shared';
+import { AuditPage, FormPost, renderPage } from './audit-page.shared';
 import { dashboardPage, signInPage } from './audit-page.views';
 import { AuditQueryService } from './audit-query.service';
 import { AUDIT_QUERY, AUDIT_SESSIONS } from './audit.tokens';
@@ -108,13 +108,8 @@ export class AuditPageController {
     res.redirect(303, next);
   }
 
-  @Post('session/sign-out')
-  async signOut(
-    @Body() body: Record<string, unknown> | undefined,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    requireCsrf(req, body);
+  @FormPost('session/sign-out')
+  async signOut(@Req() req: AuthenticatedRequest, @Res() res: Response): Promise<void> {
     const id = readCookie(req.headers.cookie, AUDIT_SESSION_COOKIE);
     if (id) await this.sessions.delete(id);
     res.setHeader('Set-Cookie', sessionCookie('', req, 0));

@@ -1,4 +1,12 @@
-import { applyDecorators, Controller, UseFilters } from '@nestjs/common';
+import {
+  applyDecorators,
+  type CanActivate,
+  Controller,
+  type ExecutionContext,
+  Post,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { csrfMatches } from '../auth/audit-session.store';
@@ -41,21 +49,26 @@ export function renderPage(
 }
 
 /** Cookie-authenticated form posts must echo the session's CSRF token (bearer callers need not). */
-export function requireCsrf(
-  req: AuthenticatedRequest,
-  body: Record<string, unknown> | undefined,
-): void {
-  const session = req.principal?.session;
-  if (
-    req.principal?.via === 'session' &&
-    (!session || !csrfMatches(session.csrfToken, body?._csrf))
-  ) {
-    throw new AppError(
-      'forbidden',
-      'the form is stale or was not sent by the audit page; reload it',
-    );
-  }
-}
+const csrfGuard: CanActivate = {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<AuthenticatedRequest>();
+    const body = req.body as Record<string, unknown> | undefined;
+    const session = req.principal?.session;
+    if (
+      req.principal?.via === 'session' &&
+      (!session || !csrfMatches(session.csrfToken, body?._csrf))
+    ) {
+      throw new AppError(
+        'forbidden',
+        'the form is stale or was not sent by the audit page; reload it',
+      );
+    }
+    return true;
+  },
+};
+
+/** A form of the page posts here: `POST path`, its CSRF token checked before the handler runs. */
+export const FormPost = (path: string) => applyDecorators(Post(path), UseGuards(csrfGuard));
 
 /** A list page's filter form as it came in the query string: its text values, trimmed. */
 export function formFilters(q: Record<string, unknown>): Record<string, string> {

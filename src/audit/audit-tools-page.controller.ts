@@ -1,11 +1,11 @@
-import { Body, Get, Inject, Post, Req, Res } from '@nestjs/common';
+import { Body, Get, Inject, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { dryRun } from './audit-api.dry-run';
-import { AuditPage, renderPage, requireCsrf } from './audit-page.shared';
+import { AuditPage, FormPost, renderPage } from './audit-page.shared';
 import { dryRunPage, mappingsPage } from './audit-page.views';
 import { activeMappingTables } from './mapping-tables.view';
 
@@ -25,13 +25,12 @@ export class AuditToolsPageController {
   }
 
   /** The dry-run form's target: nothing is stored, sent or logged of the pasted input. */
-  @Post('dry-run')
+  @FormPost('dry-run')
   async dryRun(
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    requireCsrf(req, body);
     const kind = body?.kind === 'fhir' ? 'fhir' : 'hl7';
     const input = typeof body?.input === 'string' ? body.input : '';
     try {

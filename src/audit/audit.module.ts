@@ -1,10 +1,8 @@
 import {
   Inject,
-  Injectable,
   type MiddlewareConsumer,
   Module,
   type NestModule,
-  type OnModuleInit,
   RequestMethod,
 } from '@nestjs/common';
 import express from 'express';
@@ -13,8 +11,7 @@ import type { DataSource } from 'typeorm';
 import { AuditSessionStore } from '../auth/audit-session.store';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
-import type { JobQueue } from '../jobs/job-queue';
-import { JOB_QUEUE } from '../jobs/jobs.tokens';
+import { cronJob } from '../jobs/cron-job.provider';
 import { AuditApiController } from './audit-api.controller';
 import { MappingDryRunController } from './mapping-dry-run.controller';
 import { AuditMessagesPageController } from './audit-messages-page.controller';
@@ -43,24 +40,6 @@ const PAGE_CONTROLLERS = [
   AuditMessagesPageController,
   AuditToolsPageController,
 ];
-
-/** Registers the nightly retention job on the shared Postgres job queue (once per cluster). */
-@Injectable()
-class AuditJobs implements OnModuleInit {
-  constructor(
-    @Inject(JOB_QUEUE) private readonly jobs: JobQueue,
-    @Inject(AUDIT_RETENTION) private readonly retention: AuditRetentionService,
-    @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.jobs.registerTask(AUDIT_PRUNE_TASK, async () => {
-      const result = await this.retention.prune();
-      this.logger.info({ ...result }, 'audit retention: old audit events pruned');
-    });
-    this.jobs.registerCron(AUDIT_PRUNE_CRON, AUDIT_PRUNE_TASK);
-  }
-}
 
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
 @Module({
@@ -98,7 +77,16 @@ class AuditJobs implements OnModuleInit {
         FhirBundleOperation,
       ],
     },
-    AuditJobs,
+    // The nightly retention job.
+    cronJob(
+      AUDIT_PRUNE_TASK,
+      AUDIT_PRUNE_CRON,
+      [AUDIT_RETENTION, LOGGER],
+      async (retention: AuditRetentionService, logger: Logger) => {
+        const result = await retention.prune();
+        logger.info({ ...result }, 'audit retention: old audit events pruned');
+      },
+    ),
     AuditPageFilter,
   ],
 })

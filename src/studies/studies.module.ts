@@ -5,12 +5,12 @@ import {
   Module,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
-  type OnModuleInit,
 } from '@nestjs/common';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
+import { cronJob } from '../jobs/cron-job.provider';
 import type { JobQueue } from '../jobs/job-queue';
 import { JOB_QUEUE } from '../jobs/jobs.tokens';
 import { CStoreScpListener } from './cstore-scp.listener';
@@ -25,24 +25,6 @@ import { StudyStoragePaths } from './study-storage.paths';
 import { STUDY_ACQUIRER } from '../domain/study-acquirer.port';
 
 export const EXPIRE_UNMATCHED_TASK = 'studies.expire-unmatched';
-
-/** Deletes held, unmatched pushed instances once their hold is over (every minute, once per cluster). */
-@Injectable()
-class StudyJobs implements OnModuleInit {
-  constructor(
-    @Inject(JOB_QUEUE) private readonly jobs: JobQueue,
-    @Inject(STUDY_ACQUIRER) private readonly acquirer: DefaultStudyAcquirer,
-    @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onModuleInit(): void {
-    this.jobs.registerTask(EXPIRE_UNMATCHED_TASK, async () => {
-      const deleted = await this.acquirer.expireUnmatched();
-      if (deleted > 0) this.logger.info({ deleted }, 'unmatched DICOM instances expired');
-    });
-    this.jobs.registerCron('* * * * *', EXPIRE_UNMATCHED_TASK);
-  }
-}
 
 /** The C-STORE SCP, when DICOM_SCP_PORT is set (off by default). */
 @Injectable()
@@ -144,7 +126,16 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           dimse: config.PACS_DIMSE_HOST ? dimsePacs(config, paths) : undefined,
         }),
     },
-    StudyJobs,
+    // Deletes held, unmatched pushed instances once their hold is over (every minute).
+    cronJob(
+      EXPIRE_UNMATCHED_TASK,
+      '* * * * *',
+      [STUDY_ACQUIRER, LOGGER],
+      async (acquirer: DefaultStudyAcquirer, logger: Logger) => {
+        const deleted = await acquirer.expireUnmatched();
+        if (deleted > 0) logger.info({ deleted }, 'unmatched DICOM instances expired');
+      },
+    ),
     CStoreScp,
   ],
   exports: [STUDY_ACQUIRER, STOW_SERVICE, STUDY_PATHS],

@@ -5,11 +5,11 @@ import { uuidv7 } from '../../common/uuid-v7';
 import type { JobQueue } from '../../jobs/job-queue';
 import type {
   AcceptedMessageInsert,
-  StoredMessageInsert,
   InboundMessageRepository,
 } from '../../persistence/inbound-message.repository';
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
+import { storedEnvelope } from './stored-envelope';
 import type {
   IntakeInput,
   IntakeOutcome,
@@ -196,7 +196,7 @@ export class IngestOrderMessageUseCase {
       };
       const id = await this.messages.insertDuplicate(
         {
-          ...envelopeOf(input, response),
+          ...storedEnvelope(input, response),
           idempotencyKey: input.idempotencyKey,
         },
         manager,
@@ -250,29 +250,12 @@ function storedMessage(
   rows: { orders: string; audit: string; jobs: string },
 ): AcceptedMessageInsert {
   return {
-    ...envelopeOf(input, response),
+    ...storedEnvelope(input, response),
     id,
     idempotencyKey: input.idempotencyKey,
     orders: rows.orders,
     mappingVersion: input.mappingVersion,
     audit: rows.audit,
     jobs: rows.jobs,
-  };
-}
-
-/** What every stored message carries: where it came from, its bytes and the answer it got. */
-function envelopeOf(input: IntakeInput, response: IntakeResponse): StoredMessageInsert {
-  return {
-    transport: input.transport,
-    sender: input.sender,
-    remoteAddress: input.remoteAddress,
-    messageType: input.messageType,
-    messageControlId: input.messageControlId,
-    contentType: input.contentType,
-    raw: input.raw,
-    quirks: JSON.stringify(input.quirks),
-    response: response.body,
-    responseCode: response.code,
-    responseContentType: response.contentType,
   };
 }

@@ -3,6 +3,7 @@ import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { pgSafeDeep } from '../../common/pg-safe';
 import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
 import type { RejectionInput } from '../intake.model';
+import { storedEnvelope } from './stored-envelope';
 
 /** A message refused by its front door (or by the intake's answer), stored and audited. */
 export class RecordRejectedUseCase {
@@ -17,18 +18,8 @@ export class RecordRejectedUseCase {
     return this.dataSource.transaction(async (manager) => {
       const id = await this.messages.insertRejected(
         {
-          transport: input.transport,
-          sender: input.sender,
-          remoteAddress: input.remoteAddress,
-          messageType: input.messageType,
-          messageControlId: input.messageControlId,
-          contentType: input.contentType,
-          raw: input.raw,
-          responseCode: input.response.code,
-          response: input.response.body,
-          responseContentType: input.response.contentType,
+          ...storedEnvelope(input, input.response),
           error: JSON.stringify({ problems: input.problems, ...(input.response.error ?? {}) }),
-          quirks: JSON.stringify(input.quirks),
         },
         manager,
       );

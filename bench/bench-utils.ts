@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
+import { transformFileSync } from '@swc/core';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 
@@ -160,4 +162,53 @@ async function pgbenchCeiling(
     out[`clients_${n}`] = { tps: round(tps, 1), latencyMsAvg: round(lat, 2) };
   }
   return out;
+}
+
+/** A TCP port free on loopback right now (for a process the bench starts). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const ROOT = join(__dirname, '..');
+
+/**
+ * A bench worker and every project file it requires, compiled once to plain JavaScript in
+ * `.bench-build-<pid>`: under @swc-node/register the compiler itself would add ~120 MB to the
+ * RSS a bench means to measure as the code's own. The files are found by following the
+ * worker's relative requires, so a new import cannot leave the build incomplete. Returns the
+ * build folder and the worker's compiled path.
+ */
+export function compileToPlainJs(entry: string): { dir: string; script: string } {
+  const dir = join(ROOT, `.bench-build-${process.pid}`);
+  const pending = [entry];
+  const done = new Set<string>();
+  while (pending.length > 0) {
+    const file = pending.pop()!;
+    if (done.has(file)) continue;
+    done.add(file);
+    const { code } = transformFileSync(join(ROOT, file), {
+      // decorators parse (a folder may also hold its Nest wiring, never loaded by the worker)
+      jsc: {
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true },
+        target: 'es2022',
+      },
+      module: { type: 'commonjs' },
+    });
+    const target = join(dir, file.replace(/\.ts$/, '.js'));
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, code);
+    for (const [, spec] of code.matchAll(/require\("(\.{1,2}\/[^"]+)"\)/g)) {
+      const base = relative(ROOT, resolve(ROOT, dirname(file), spec!));
+      const source = [`${base}.ts`, join(base, 'index.ts')].find((f) => existsSync(join(ROOT, f)));
+      if (source) pending.push(source);
+    }
+  }
+  return { dir, script: join(dir, entry.replace(/\.ts$/, '.js')) };
 }

@@ -8,13 +8,12 @@
  * Prints JSON.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { transformFileSync } from '@swc/core';
+import { join } from 'node:path';
 import { createMrBrainStudy, replicateInstance } from '../../test/helpers/dicom-factory';
 import { startOrthanc } from '../../test/helpers/orthanc';
-import { report, round } from '../bench-utils';
+import { compileToPlainJs, report, round } from '../bench-utils';
 
 const MIB = 1024 * 1024;
 const SIZE_MIB = Math.min(1024, Number(process.env.BENCH_DIMSE_MB ?? 150));
@@ -23,33 +22,7 @@ const ROOT = join(__dirname, '..', '..');
 
 /** The worker and what it loads, as plain JavaScript (see bench/upload for why). */
 function compileWorker(): { dir: string; script: string } {
-  const dir = join(ROOT, `.bench-build-${process.pid}`);
-  const files = [
-    ...readdirSync(join(ROOT, 'src/studies'))
-      .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
-      .map((f) => `src/studies/${f}`),
-    ...readdirSync(join(ROOT, 'src/common'))
-      .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
-      .map((f) => `src/common/${f}`),
-    ...readdirSync(join(ROOT, 'src/mappings'))
-      .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
-      .map((f) => `src/mappings/${f}`),
-    'bench/dimse-retrieve/retrieve-worker.ts',
-  ];
-  for (const file of files) {
-    const { code } = transformFileSync(join(ROOT, file), {
-      jsc: {
-        parser: { syntax: 'typescript', decorators: true },
-        transform: { legacyDecorator: true, decoratorMetadata: true },
-        target: 'es2022',
-      },
-      module: { type: 'commonjs' },
-    });
-    const target = join(dir, file.replace(/\.ts$/, '.js'));
-    mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, code);
-  }
-  return { dir, script: join(dir, 'bench/dimse-retrieve/retrieve-worker.js') };
+  return compileToPlainJs('bench/dimse-retrieve/retrieve-worker.ts');
 }
 
 async function runWorker(

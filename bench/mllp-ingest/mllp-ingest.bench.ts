@@ -9,7 +9,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,6 +16,7 @@ import { Client } from 'pg';
 import { MllpClient } from '../../src/hl7';
 import {
   adminQuery,
+  freePort,
   percentile,
   pgbenchMinimalIngestCeiling,
   pgbenchOrderCommitCeiling,
@@ -27,16 +27,6 @@ import {
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const SERVER = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Message i: the IHE SWF fixture with its own control id, placer and accession numbers. */
 function message(template: string, run: string, i: number): Buffer {

@@ -24,7 +24,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,7 +33,7 @@ import { LIMITS } from '../../src/imaging-spec/imaging-spec';
 import { RateLimiter } from '../../src/sandbox/rate-limiter';
 import { startSandbox } from '../../src/sandbox/sandbox';
 import { createMrBrainSeries, generateUid } from '../../test/helpers/dicom-factory';
-import { adminQuery, report, round, withDatabase } from '../bench-utils';
+import { adminQuery, freePort, report, round, withDatabase } from '../bench-utils';
 
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 600);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 0.01);
@@ -76,16 +75,6 @@ function maxPerMinute(times: number[]): number {
     best = Math.max(best, to - from + 1);
   }
   return best;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 interface OrderSpec {

@@ -10,12 +10,10 @@
  * Targets: ratio ≥ 0.8 of the raw stream, peak RSS < 200 MB.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { transformFileSync } from '@swc/core';
-import { report, round } from '../bench-utils';
+import { join } from 'node:path';
+import { compileToPlainJs, freePort, report, round } from '../bench-utils';
 import { writeSyntheticStudy } from './synthetic-study';
 
 const MIB = 1024 * 1024;
@@ -24,45 +22,12 @@ const CONCURRENCY = Number(process.env.BENCH_PART_CONCURRENCY ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ROOT = join(__dirname, '..', '..');
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * The upload worker runs as plain JavaScript, compiled here once: under @swc-node/register
  * the compiler itself would add ~120 MB to the RSS we mean to measure as the client's.
  */
 function compileWorker(): { dir: string; script: string } {
-  const dir = join(ROOT, `.bench-build-${process.pid}`);
-  const files = [
-    ...readdirSync(join(ROOT, 'src/imaging-client'))
-      .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
-      .map((f) => `src/imaging-client/${f}`),
-    'src/imaging-spec/imaging-spec.ts',
-    'src/observability/metrics.ts',
-    'bench/upload/upload-worker.ts',
-  ];
-  for (const file of files) {
-    const { code } = transformFileSync(join(ROOT, file), {
-      // decorators parse (the client folder also holds its Nest wiring, never loaded by the worker)
-      jsc: {
-        parser: { syntax: 'typescript', decorators: true },
-        transform: { legacyDecorator: true, decoratorMetadata: true },
-        target: 'es2022',
-      },
-      module: { type: 'commonjs' },
-    });
-    const target = join(dir, file.replace(/\.ts$/, '.js'));
-    mkdirSync(dirname(target), { recursive: true });
-    writeFileSync(target, code);
-  }
-  return { dir, script: join(dir, 'bench/upload/upload-worker.js') };
+  return compileToPlainJs('bench/upload/upload-worker.ts');
 }
 
 function node(script: string, env: Record<string, string>, register = true) {

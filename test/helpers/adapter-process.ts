@@ -17,8 +17,23 @@ export function spawnAdapter(env: Record<string, string | undefined>): AdapterPr
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  // 'exit' can come before the last output chunks have been read from the pipes: wait for
+  // both pipes to end too (bounded: a grandchild, e.g. an orphaned embedded PostgreSQL after
+  // SIGKILL, may hold them open).
+  const drained = (stream: NodeJS.ReadableStream & { readableEnded?: boolean }) =>
+    new Promise<void>((resolve) => {
+      if (stream.readableEnded) return resolve();
+      stream.once('end', resolve);
+      stream.once('close', resolve);
+    });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
+    child.on('exit', (code, signal) => {
+      const bound = new Promise<void>((r) => setTimeout(r, 2_000).unref());
+      void Promise.race([
+        Promise.all([drained(child.stdout!), drained(child.stderr!)]),
+        bound,
+      ]).then(() => resolve({ code, signal }));
+    }),
   );
   return { child, output: () => out, exited };
 }

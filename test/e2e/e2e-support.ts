@@ -216,6 +216,16 @@ export async function orderState(db: Client, id: string): Promise<string> {
   return (await db.query(`SELECT state FROM orders WHERE id = $1`, [id])).rows[0]?.state as string;
 }
 
+/** The states of several orders in one query (a pg Client runs one query at a time), in `ids` order. */
+export async function orderStates(db: Client, ids: readonly string[]): Promise<string[]> {
+  const { rows } = await db.query<{ id: string; state: string }>(
+    `SELECT id, state FROM orders WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  const byId = new Map(rows.map((r) => [r.id, r.state]));
+  return ids.map((id) => byId.get(id) ?? '');
+}
+
 export async function upstreamStatuses(db: Client, id: string): Promise<string[]> {
   const { rows } = await db.query(
     `SELECT detail->>'upstreamStatus' AS s FROM audit_events

@@ -12,6 +12,7 @@ import {
   newOrderSpec,
   orderByPlacer,
   orderState,
+  orderStates,
   ormMessage,
   SANDBOX_CLIENT,
   serviceRequestFor,
@@ -141,7 +142,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
   }
 
   const ends = async (ids: string[], states: string[]) =>
-    (await Promise.all(ids.map((id) => orderState(db, id)))).every((s) => states.includes(s));
+    (await orderStates(db, ids)).every((s) => states.includes(s));
 
   const docs = async (id: string) =>
     (
@@ -184,7 +185,8 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
       (p) => p.id,
     );
     cancelled = placed[6]!;
-    await Promise.all(placed.map((p) => processing(p.id)));
+    // one after another: they progress together anyway, and one pg Client runs one query at a time
+    for (const p of placed) await processing(p.id);
     const { rows } = await db.query(
       `SELECT count(*)::int AS n, count(DISTINCT upstream_order_id)::int AS u FROM orders WHERE id = ANY($1::uuid[])`,
       [placed.map((p) => p.id)],

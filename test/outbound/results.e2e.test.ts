@@ -14,6 +14,7 @@ import {
   newOrderSpec,
   orderByPlacer,
   orderState,
+  orderStates,
   ormMessage,
   SANDBOX_CLIENT,
   serviceRequestFor,
@@ -96,17 +97,22 @@ describe('results back to the clinic, end to end', () => {
 
   it('DELIVERED and FAILED orders: every system gets what the status table says', async () => {
     const placed = [await orderOverHl7('delivered'), await orderOverHl7('failed')];
-    await Promise.all(
-      placed.map((p) =>
-        waitFor(
-          `order ${p.id} uploaded`,
-          async () => (await orderState(db, p.id)) === 'processing',
-          90_000,
-        ),
-      ),
+    await waitFor(
+      'both orders uploaded',
+      async () =>
+        (
+          await orderStates(
+            db,
+            placed.map((p) => p.id),
+          )
+        ).every((s) => s === 'processing'),
+      90_000,
     );
     for (let i = 0; i < 40; i++) {
-      const states = await Promise.all(placed.map((p) => orderState(db, p.id)));
+      const states = await orderStates(
+        db,
+        placed.map((p) => p.id),
+      );
       if (states.every((s) => s === 'delivered' || s === 'failed')) break;
       await sandbox.advance(5_000);
       await poller.runNow();

@@ -10,6 +10,7 @@ import {
   formFilters,
   FormPost,
   renderPage,
+  RevealableDetailPage,
   searchOrProblem,
   withUtcTimes,
 } from './audit-page.shared';
@@ -28,11 +29,13 @@ import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
  * (reveal, reprocess), and the dead letters with their replay.
  */
 @AuditPage()
-export class AuditMessagesPageController {
+export class AuditMessagesPageController extends RevealableDetailPage('messages/:id') {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
-  ) {}
+  ) {
+    super();
+  }
 
   /** The message browser: every inbound message and request, accepted or refused. */
   @Get('messages')
@@ -58,25 +61,6 @@ export class AuditMessagesPageController {
     );
   }
 
-  @Get('messages/:id')
-  async message(
-    @Param('id') id: string,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderMessage(id, req, res);
-  }
-
-  @FormPost('messages/:id')
-  async revealMessage(
-    @Param('id') id: string,
-    @Body() body: Record<string, unknown> | undefined,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderMessage(id, req, res, body);
-  }
-
   /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
   @Roles('admin')
   @FormPost('messages/:id/reprocess')
@@ -91,8 +75,8 @@ export class AuditMessagesPageController {
     res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
-  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
-  private async renderMessage(
+  /** One message (GET and reveal: RevealableDetailPage). */
+  protected override async renderDetail(
     id: string,
     req: AuthenticatedRequest,
     res: Response,

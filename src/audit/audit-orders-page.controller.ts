@@ -12,6 +12,7 @@ import {
   formFilters,
   FormPost,
   renderPage,
+  RevealableDetailPage,
   searchOrProblem,
   withUtcTimes,
 } from './audit-page.shared';
@@ -69,11 +70,13 @@ export async function sendOrderList(
 
 /** The audit page's orders: the list, one order's whole path, and the upstream's reports. */
 @AuditPage()
-export class AuditOrdersPageController {
+export class AuditOrdersPageController extends RevealableDetailPage('orders/:id') {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    super();
+  }
 
   @Get('orders')
   async orders(
@@ -84,28 +87,8 @@ export class AuditOrdersPageController {
     await sendOrderList(this.query, this.config.UPSTREAM_STUCK_HOURS, q, req, res);
   }
 
-  @Get('orders/:id')
-  async order(
-    @Param('id') id: string,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderOrder(id, req, res);
-  }
-
-  /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
-  @FormPost('orders/:id')
-  async revealOrder(
-    @Param('id') id: string,
-    @Body() body: Record<string, unknown> | undefined,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderOrder(id, req, res, body);
-  }
-
-  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
-  private async renderOrder(
+  /** One order's whole path (GET and reveal: RevealableDetailPage). */
+  protected override async renderDetail(
     id: string,
     req: AuthenticatedRequest,
     res: Response,

@@ -1,9 +1,14 @@
 import {
   applyDecorators,
+  Body,
   type CanActivate,
   Controller,
   type ExecutionContext,
+  Get,
+  Param,
   Post,
+  Req,
+  Res,
   UseFilters,
   UseGuards,
 } from '@nestjs/common';
@@ -69,6 +74,43 @@ const csrfGuard: CanActivate = {
 
 /** A form of the page posts here: `POST path`, its CSRF token checked before the handler runs. */
 export const FormPost = (path: string) => applyDecorators(Post(path), UseGuards(csrfGuard));
+
+/**
+ * The base of a page controller with a detail page at `path` (with an `:id`) that an admin may
+ * reveal: `GET path` shows it masked; the page's reveal form posts to `path` (a FormPost, CSRF
+ * checked), the reason in the body, never in the URL. Both are drawn by `renderDetail`.
+ */
+export function RevealableDetailPage(path: string) {
+  abstract class RevealableDetailPageController {
+    @Get(path)
+    async detail(
+      @Param('id') id: string,
+      @Req() req: AuthenticatedRequest,
+      @Res() res: Response,
+    ): Promise<void> {
+      await this.renderDetail(id, req, res);
+    }
+
+    @FormPost(path)
+    async revealDetail(
+      @Param('id') id: string,
+      @Body() body: Record<string, unknown> | undefined,
+      @Req() req: AuthenticatedRequest,
+      @Res() res: Response,
+    ): Promise<void> {
+      await this.renderDetail(id, req, res, body);
+    }
+
+    /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
+    protected abstract renderDetail(
+      id: string,
+      req: AuthenticatedRequest,
+      res: Response,
+      form?: Record<string, unknown>,
+    ): Promise<void>;
+  }
+  return RevealableDetailPageController;
+}
 
 /** A list page's filter form as it came in the query string: its text values, trimmed. */
 export function formFilters(q: Record<string, unknown>): Record<string, string> {

@@ -7,12 +7,10 @@ import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
 import type { MessageReprocessor } from './audit-api.reprocess';
 import {
   AuditPage,
-  formFilters,
   FormPost,
   renderPage,
   RevealableDetailPage,
-  searchOrProblem,
-  withUtcTimes,
+  searchPage,
 } from './audit-page.shared';
 import {
   deadLettersPage,
@@ -44,13 +42,14 @@ export class AuditMessagesPageController extends RevealableDetailPage('messages/
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    const filters = formFilters(q);
-    const { found, problem } = await searchOrProblem(async () => {
-      const { msh10, ...browse } = parseInput(messageBrowseSchema, withUtcTimes(filters));
-      return msh10
-        ? await this.query.searchMessages({ messageControlId: msh10 })
-        : await this.query.browseMessages(browse);
-    });
+    const { filters, found, problem } = await searchPage(
+      q,
+      messageBrowseSchema,
+      async ({ msh10, ...browse }) =>
+        msh10
+          ? await this.query.searchMessages({ messageControlId: msh10 })
+          : await this.query.browseMessages(browse),
+    );
     renderPage(req, res, (ctx) =>
       messageListPage(ctx, {
         filters,

@@ -6,15 +6,13 @@ import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
 import { outboundSettings } from '../outbound/outbound.settings';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
-import { orderSearchSchema, parseInput, toOrderSearch } from './audit-api.dto';
+import { orderSearchSchema, toOrderSearch } from './audit-api.dto';
 import {
   AuditPage,
-  formFilters,
   FormPost,
   renderPage,
   RevealableDetailPage,
-  searchOrProblem,
-  withUtcTimes,
+  searchPage,
 } from './audit-page.shared';
 import { documentPage, orderListPage, orderPage } from './audit-page.views';
 import {
@@ -42,9 +40,8 @@ export async function sendOrderList(
   req: AuthenticatedRequest,
   res: Response,
 ): Promise<void> {
-  const filters = formFilters(q);
-  const { found, problem } = await searchOrProblem(async () => {
-    const search = toOrderSearch(parseInput(orderSearchSchema, withUtcTimes(filters)));
+  const { filters, found, problem } = await searchPage(q, orderSearchSchema, async (input) => {
+    const search = toOrderSearch(input);
     const page = await query.searchOrders(search);
     const messages = search.messageControlId
       ? (await query.searchMessages({ messageControlId: search.messageControlId })).items

@@ -7,11 +7,10 @@ import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
 import type { MessageReprocessor } from './audit-api.reprocess';
 import {
   AuditPage,
-  formFilters,
   FormPost,
   renderPage,
-  searchOrProblem,
-  withUtcTimes,
+  RevealableDetailPage,
+  searchPage,
 } from './audit-page.shared';
 import {
   deadLettersPage,
@@ -28,11 +27,13 @@ import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
  * (reveal, reprocess), and the dead letters with their replay.
  */
 @AuditPage()
-export class AuditMessagesPageController {
+export class AuditMessagesPageController extends RevealableDetailPage('messages/:id') {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
-  ) {}
+  ) {
+    super();
+  }
 
   /** The message browser: every inbound message and request, accepted or refused. */
   @Get('messages')
@@ -41,13 +42,14 @@ export class AuditMessagesPageController {
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    const filters = formFilters(q);
-    const { found, problem } = await searchOrProblem(async () => {
-      const { msh10, ...browse } = parseInput(messageBrowseSchema, withUtcTimes(filters));
-      return msh10
-        ? await this.query.searchMessages({ messageControlId: msh10 })
-        : await this.query.browseMessages(browse);
-    });
+    const { filters, found, problem } = await searchPage(
+      q,
+      messageBrowseSchema,
+      async ({ msh10, ...browse }) =>
+        msh10
+          ? await this.query.searchMessages({ messageControlId: msh10 })
+          : await this.query.browseMessages(browse),
+    );
     renderPage(req, res, (ctx) =>
       messageListPage(ctx, {
         filters,
@@ -56,25 +58,6 @@ export class AuditMessagesPageController {
         problem,
       }),
     );
-  }
-
-  @Get('messages/:id')
-  async message(
-    @Param('id') id: string,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderMessage(id, req, res);
-  }
-
-  @FormPost('messages/:id')
-  async revealMessage(
-    @Param('id') id: string,
-    @Body() body: Record<string, unknown> | undefined,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderMessage(id, req, res, body);
   }
 
   /** The reprocess button's target (admin): reason in the form body, with the CSRF token. */
@@ -91,8 +74,8 @@ export class AuditMessagesPageController {
     res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
-  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
-  private async renderMessage(
+  /** One message (GET and reveal: RevealableDetailPage). */
+  protected override async renderDetail(
     id: string,
     req: AuthenticatedRequest,
     res: Response,

@@ -6,14 +6,13 @@ import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
 import { outboundSettings } from '../outbound/outbound.settings';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
-import { orderSearchSchema, parseInput, toOrderSearch } from './audit-api.dto';
+import { orderSearchSchema, toOrderSearch } from './audit-api.dto';
 import {
   AuditPage,
-  formFilters,
   FormPost,
   renderPage,
-  searchOrProblem,
-  withUtcTimes,
+  RevealableDetailPage,
+  searchPage,
 } from './audit-page.shared';
 import { documentPage, orderListPage, orderPage } from './audit-page.views';
 import {
@@ -41,9 +40,8 @@ export async function sendOrderList(
   req: AuthenticatedRequest,
   res: Response,
 ): Promise<void> {
-  const filters = formFilters(q);
-  const { found, problem } = await searchOrProblem(async () => {
-    const search = toOrderSearch(parseInput(orderSearchSchema, withUtcTimes(filters)));
+  const { filters, found, problem } = await searchPage(q, orderSearchSchema, async (input) => {
+    const search = toOrderSearch(input);
     const page = await query.searchOrders(search);
     const messages = search.messageControlId
       ? (await query.searchMessages({ messageControlId: search.messageControlId })).items
@@ -69,11 +67,13 @@ export async function sendOrderList(
 
 /** The audit page's orders: the list, one order's whole path, and the upstream's reports. */
 @AuditPage()
-export class AuditOrdersPageController {
+export class AuditOrdersPageController extends RevealableDetailPage('orders/:id') {
   constructor(
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    super();
+  }
 
   @Get('orders')
   async orders(
@@ -84,28 +84,8 @@ export class AuditOrdersPageController {
     await sendOrderList(this.query, this.config.UPSTREAM_STUCK_HOURS, q, req, res);
   }
 
-  @Get('orders/:id')
-  async order(
-    @Param('id') id: string,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderOrder(id, req, res);
-  }
-
-  /** The reveal form's target: the reason is in the form body (with the CSRF token), never in the URL. */
-  @FormPost('orders/:id')
-  async revealOrder(
-    @Param('id') id: string,
-    @Body() body: Record<string, unknown> | undefined,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await this.renderOrder(id, req, res, body);
-  }
-
-  /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
-  private async renderOrder(
+  /** One order's whole path (GET and reveal: RevealableDetailPage). */
+  protected override async renderDetail(
     id: string,
     req: AuthenticatedRequest,
     res: Response,

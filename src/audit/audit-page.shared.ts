@@ -1,18 +1,25 @@
 import {
   applyDecorators,
+  Body,
   type CanActivate,
   Controller,
   type ExecutionContext,
+  Get,
+  Param,
   Post,
+  Req,
+  Res,
   UseFilters,
   UseGuards,
 } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
+import type { z } from 'zod';
 import { csrfMatches } from '../auth/audit-session.store';
 import { AllowSessionCookie, Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { AppError } from '../common/app-error';
+import { parseInput } from './audit-api.dto';
 import { AuditPageFilter, newNonce, sendPage } from './audit-page.filter';
 import type { PageContext } from './audit-page.views';
 
@@ -70,34 +77,70 @@ const csrfGuard: CanActivate = {
 /** A form of the page posts here: `POST path`, its CSRF token checked before the handler runs. */
 export const FormPost = (path: string) => applyDecorators(Post(path), UseGuards(csrfGuard));
 
-/** A list page's filter form as it came in the query string: its text values, trimmed. */
-export function formFilters(q: Record<string, unknown>): Record<string, string> {
+/**
+ * The base of a page controller with a detail page at `path` (with an `:id`) that an admin may
+ * reveal: `GET path` shows it masked; the page's reveal form posts to `path` (a FormPost, CSRF
+ * checked), the reason in the body, never in the URL. Both are drawn by `renderDetail`.
+ */
+export function RevealableDetailPage(path: string) {
+  abstract class RevealableDetailPageController {
+    @Get(path)
+    async detail(
+      @Param('id') id: string,
+      @Req() req: AuthenticatedRequest,
+      @Res() res: Response,
+    ): Promise<void> {
+      await this.renderDetail(id, req, res);
+    }
+
+    @FormPost(path)
+    async revealDetail(
+      @Param('id') id: string,
+      @Body() body: Record<string, unknown> | undefined,
+      @Req() req: AuthenticatedRequest,
+      @Res() res: Response,
+    ): Promise<void> {
+      await this.renderDetail(id, req, res, body);
+    }
+
+    /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
+    protected abstract renderDetail(
+      id: string,
+      req: AuthenticatedRequest,
+      res: Response,
+      form?: Record<string, unknown>,
+    ): Promise<void>;
+  }
+  return RevealableDetailPageController;
+}
+
+/**
+ * A list page's search: the filter form as it came in the query string (its text values,
+ * trimmed: the form shows them again), parsed with `schema` and searched. A malformed filter
+ * (bad_request) is shown above the form as the page's `problem`, with nothing found; any other
+ * error is an error page.
+ */
+export async function searchPage<S extends z.ZodType, T>(
+  q: Record<string, unknown>,
+  schema: S,
+  search: (input: z.infer<S>) => Promise<T>,
+): Promise<{ filters: Record<string, string>; found?: T; problem?: string }> {
   const filters: Record<string, string> = {};
   for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
-  return filters;
+  try {
+    return { filters, found: await search(parseInput(schema, withUtcTimes(filters))) };
+  } catch (error) {
+    if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
+    return { filters, problem: error.message };
+  }
 }
 
 /** The filters for the API's schemas: `datetime-local` inputs carry no zone, the page labels them UTC. */
-export function withUtcTimes(filters: Record<string, string>): Record<string, string | undefined> {
+function withUtcTimes(filters: Record<string, string>): Record<string, string | undefined> {
   return { ...filters, from: asUtc(filters.from), to: asUtc(filters.to) };
 }
 
 function asUtc(value: string | undefined): string | undefined {
   if (!value) return value;
   return /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
-}
-
-/**
- * A list page's search. A malformed filter (bad_request) is shown above the form as the
- * page's `problem`, with nothing found; any other error is an error page.
- */
-export async function searchOrProblem<T>(
-  search: () => Promise<T>,
-): Promise<{ found?: T; problem?: string }> {
-  try {
-    return { found: await search() };
-  } catch (error) {
-    if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
-    return { problem: error.message };
-  }
 }

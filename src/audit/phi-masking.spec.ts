@@ -8,6 +8,11 @@ import {
   ruleForTarget,
 } from './phi-masking';
 
+/** An HL7 message of these segments (CR-separated), masked, split back into its segments. */
+function maskSegments(segments: string[]): string[] {
+  return maskHl7Text(segments.join('\r')).split('\r');
+}
+
 describe('PHI masking', () => {
   it.each([
     { mask: maskName, value: 'SCHMIDT', shown: 'S***' },
@@ -43,12 +48,11 @@ describe('PHI masking', () => {
   );
 
   it('masks raw HL7 free text like the mapped view: NTE-3 and OBR-13 hidden, OBR-31 codes shown', () => {
-    const text = [
+    const masked = maskSegments([
       'MSH|^~\\&|RIS|H|AI|H|20240318144217||ORM^O01|M1|P|2.5.1',
       'OBR|1|PLC-1^RIS||24627-2^CT Chest^LN|||||||||Persistent cough, 30 pack-years|||||ACC-1||||||CT|||||||R05.9^Cough, unspecified^I10~Z87.891^History of nicotine dependence^I10',
       'NTE|1|P|Pt claustrophobic \\F\\ needs lorazepam|RE',
-    ].join('\r');
-    const masked = maskHl7Text(text).split('\r');
+    ]);
     expect(masked[1]).toContain('|***|');
     expect(masked[1]).not.toContain('cough');
     expect(masked[1]!.split('|')[31]).toBe('R05.9^***^I10~Z87.891^***^I10');
@@ -105,16 +109,16 @@ describe('PHI masking', () => {
 
   it('masks HL7 PID, NK1, MRG and PV1 fields by position, leaving the structure intact', () => {
     // IHE SWF fixture shape (v2.3.1, CR separators), with NK1 and MRG added.
-    const text = [
+    const segments = [
       'MSH|^~\\&|RADIS1|IHEDEMO|DSS_OF|IHEDEMO|20240318144217||ORM^O01|MSGID20240318144217|P|2.3.1',
       'PID|||PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L||19560214|F|||Hauptstrasse 12^^Berlin^^10115^DE||^PRN^PH^^49^30^5551234|||||ACCT-77001',
       'NK1|1|SCHMIDT^PETER|SPO^Spouse^HL70063|Hauptstrasse 12^^Berlin',
       'MRG|PAT-4700^^^HOSPA^MR',
       'PV1||O|RAD^^^RADIOLOGY|||||1234^WELBY^MARCUS^^^DR|||||||||||V-2024-0815^^^HOSPA^VN',
       'OBR|1|PLC-100234^RADIS1|FIL-55012^DSS_OF|24627-2^CT Chest^LN||||||||||||||ACC-20240318-0042',
-    ].join('\r');
-    const masked = maskHl7Text(text).split('\r');
-    expect(masked[0]).toBe(text.split('\r')[0]);
+    ];
+    const masked = maskSegments(segments);
+    expect(masked[0]).toBe(segments[0]);
     expect(masked[1]).toBe(
       'PID|||***11^^^HOSPA^MR~***65^^^SSA^SS||S***^A***^M***^^^^L***||1956****|F|||***^^***^^***^***||^***^***^^***^***^***|||||***01',
     );
@@ -122,7 +126,7 @@ describe('PHI masking', () => {
     expect(masked[3]).toBe('MRG|***00^^^HOSPA^MR');
     expect(masked[4]).toContain('|***15^^^HOSPA^VN');
     expect(masked[4]).toContain('1234^WELBY^MARCUS'); // the referring doctor is not the patient
-    expect(masked[5]).toBe(text.split('\r')[5]);
+    expect(masked[5]).toBe(segments[5]);
   });
 
   it('honours the message delimiters (v2.8 truncation character) and LF separators', () => {

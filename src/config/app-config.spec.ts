@@ -1,6 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeSiteFile } from '../../test/helpers/site-file';
 import { ConfigError, describeConfig, loadConfig } from './app-config';
 
 describe('loadConfig', () => {
@@ -101,15 +99,11 @@ describe('loadConfig', () => {
   });
 
   it('reads a YAML site file and reports a broken one by name', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
-    const good = join(dir, 'site.yaml');
-    writeFileSync(
-      good,
+    const good = writeSiteFile(
       'site:\n  name: St Elsewhere\nmappings:\n  hl7:\n    accessionSource: [OBR-18, IPC-1]\n',
     );
     expect(loadConfig({ CONFIG_FILE: good }).site.site?.name).toBe('St Elsewhere');
-    const bad = join(dir, 'bad.json');
-    writeFileSync(bad, '{ "site": ');
+    const bad = writeSiteFile('{ "site": ', 'bad.json');
     expect(() => loadConfig({ CONFIG_FILE: bad })).toThrow(
       /CONFIG_FILE: .*bad\.json is not valid JSON/,
     );

@@ -1,21 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeSiteFile } from '../../test/helpers/site-file';
 import { DEFAULT_PRODUCT_TABLE } from '../mappings/product-table';
 import { ConfigError, describeConfig, loadConfig } from './app-config';
 import { siteHl7Mapping, siteProductTable } from './site-mappings';
-
-function site(yaml: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'site-')), 'site.yaml');
-  writeFileSync(file, yaml);
-  return file;
-}
 
 describe('CONFIG_FILE product rows: replace or extend the built-in table', () => {
   const rows = `  productTable:\n    - code: MRKOPF\n      products: [neuro-volumetry]\n`;
 
   it('replace (the default): only the site rows, for both front doors', () => {
-    const config = loadConfig({ CONFIG_FILE: site(`mappings:\n${rows}`) });
+    const config = loadConfig({ CONFIG_FILE: writeSiteFile(`mappings:\n${rows}`) });
     expect(siteProductTable(config, 'hl7')).toEqual([
       { code: 'MRKOPF', products: ['neuro-volumetry'] },
     ]);
@@ -25,7 +17,7 @@ describe('CONFIG_FILE product rows: replace or extend the built-in table', () =>
 
   it('extend: the site rows first (they win), then the built-in ones', () => {
     const config = loadConfig({
-      CONFIG_FILE: site(`mappings:\n  productTableMode: extend\n${rows}`),
+      CONFIG_FILE: writeSiteFile(`mappings:\n  productTableMode: extend\n${rows}`),
     });
     const table = siteProductTable(config, 'fhir');
     expect(table).toHaveLength(DEFAULT_PRODUCT_TABLE.length + 1);
@@ -35,7 +27,7 @@ describe('CONFIG_FILE product rows: replace or extend the built-in table', () =>
 
   it('mappings.hl7.productTable (as before) is the HL7 table only; no rows: the built-in table', () => {
     const config = loadConfig({
-      CONFIG_FILE: site(`mappings:\n  hl7:\n  ${rows.replace(/\n {4}/g, '\n      ')}`),
+      CONFIG_FILE: writeSiteFile(`mappings:\n  hl7:\n  ${rows.replace(/\n {4}/g, '\n      ')}`),
     });
     expect(siteProductTable(config, 'hl7')).toHaveLength(1);
     expect(siteProductTable(config, 'fhir')).toBe(DEFAULT_PRODUCT_TABLE);
@@ -44,10 +36,10 @@ describe('CONFIG_FILE product rows: replace or extend the built-in table', () =>
 
   it('an unknown mode fails the boot with one line', () => {
     expect(() =>
-      loadConfig({ CONFIG_FILE: site(`mappings:\n  productTableMode: merge\n${rows}`) }),
+      loadConfig({ CONFIG_FILE: writeSiteFile(`mappings:\n  productTableMode: merge\n${rows}`) }),
     ).toThrow(ConfigError);
     try {
-      loadConfig({ CONFIG_FILE: site(`mappings:\n  productTableMode: merge\n`) });
+      loadConfig({ CONFIG_FILE: writeSiteFile(`mappings:\n  productTableMode: merge\n`) });
     } catch (e) {
       expect((e as ConfigError).problems).toEqual([
         'CONFIG_FILE: mappings.productTableMode must be replace or extend (got "merge")',

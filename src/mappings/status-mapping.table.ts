@@ -86,6 +86,24 @@ const IN_PROGRESS = {
   publish: INTERMEDIATE,
 } as const;
 
+/**
+ * Not yet worked on upstream (received, queued, pending): the Task received or accepted,
+ * ORC-5 SC; status messages only.
+ */
+function waiting(
+  task: 'received' | 'accepted',
+  hl7: { orderControl: 'OK' | 'SC'; resultStatus: 'O' | 'S' },
+  note: string,
+) {
+  return {
+    ...PROCESSING,
+    task: { status: task },
+    hl7: { orderControl: hl7.orderControl, orderStatus: 'SC', resultStatus: hl7.resultStatus },
+    publish: INTERMEDIATE,
+    note,
+  } as const;
+}
+
 /** What HL7 says of every no-result end: ORC-1 OC, ORC-5 CA, OBR-25 and OBX-11 X. */
 const NO_RESULT_HL7 = {
   orderControl: 'OC',
@@ -111,27 +129,13 @@ function noResult<S extends 'failed' | 'cancelled'>(state: S, reason: string, co
 }
 
 export const STATUS_TABLE = {
-  RECEIVED: {
-    ...PROCESSING,
-    task: { status: 'received' },
-    hl7: { orderControl: 'OK', orderStatus: 'SC', resultStatus: 'O' },
-    publish: INTERMEDIATE,
-    note: 'upload received upstream',
-  },
-  QUEUED: {
-    ...PROCESSING,
-    task: { status: 'accepted' },
-    hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'S' },
-    publish: INTERMEDIATE,
-    note: 'queued for processing',
-  },
-  PENDING: {
-    ...PROCESSING,
-    task: { status: 'accepted' },
-    hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: 'O' },
-    publish: INTERMEDIATE,
-    note: 'pending',
-  },
+  RECEIVED: waiting(
+    'received',
+    { orderControl: 'OK', resultStatus: 'O' },
+    'upload received upstream',
+  ),
+  QUEUED: waiting('accepted', { orderControl: 'SC', resultStatus: 'S' }, 'queued for processing'),
+  PENDING: waiting('accepted', { orderControl: 'SC', resultStatus: 'O' }, 'pending'),
   ELIGIBILITY_CHECK_RUNNING: { ...IN_PROGRESS, note: 'quality control in progress' },
   QC_PASSED: { ...IN_PROGRESS, note: 'passed QC' },
   PREPROCESSING: { ...IN_PROGRESS, note: 'processing' },

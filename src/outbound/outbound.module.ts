@@ -1,14 +1,8 @@
-import {
-  Global,
-  Inject,
-  Injectable,
-  Module,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-} from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
+import { backgroundService } from '../common/background-service.provider';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { smartTokenProvider } from '../fhir/smart-backend.auth';
@@ -94,32 +88,6 @@ export function withWriteScopes(scopes: string): string {
   return list.join(' ');
 }
 
-@Injectable()
-class OutboxWorkerLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
-  private worker?: OutboxWorker;
-  private unsubscribe?: () => void;
-
-  constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-    @Inject(DATA_SOURCE) private readonly dataSource: DataSource,
-    @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onApplicationBootstrap(): void {
-    // Same switch as the job queue: a replica without jobs sends nothing.
-    if (!this.config.JOBS_ENABLED || !this.config.OUTBOUND_ENABLED) return;
-    const worker = createOutboxWorker(this.config, this.dataSource, this.logger);
-    this.worker = worker;
-    this.unsubscribe = outboxSignal.subscribe(() => worker.kick());
-    worker.start();
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    this.unsubscribe?.();
-    await this.worker?.stop();
-  }
-}
-
 /**
  * Results back to the clinic: FHIR, HL7 ORU and DICOM SR/PDF publishers and the outbox worker.
  * It provides the lifecycle's ORDER_EVENTS port (outbox rows, or nothing when
@@ -128,7 +96,21 @@ class OutboxWorkerLifecycle implements OnApplicationBootstrap, OnApplicationShut
 @Global()
 @Module({
   providers: [
-    OutboxWorkerLifecycle,
+    backgroundService(
+      'outbox worker',
+      [APP_CONFIG, DATA_SOURCE, LOGGER],
+      (config: AppConfig, dataSource: DataSource, logger: Logger) => {
+        // Same switch as the job queue: a replica without jobs sends nothing.
+        if (!config.JOBS_ENABLED || !config.OUTBOUND_ENABLED) return undefined;
+        const worker = createOutboxWorker(config, dataSource, logger);
+        const unsubscribe = outboxSignal.subscribe(() => worker.kick());
+        worker.start();
+        return async () => {
+          unsubscribe();
+          await worker.stop();
+        };
+      },
+    ),
     { provide: ORDER_EVENTS, inject: [APP_CONFIG], useFactory: outboxOrderEvents },
   ],
   exports: [ORDER_EVENTS],

@@ -1,6 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeSiteFile } from '../../test/helpers/site-file';
 import { loadConfig } from '../config/app-config';
 import { backoffMs, deviceFor, DESTINATIONS, outboundSettings } from './outbound.settings';
 
@@ -18,10 +16,7 @@ describe('outbound settings', () => {
   });
 
   it('configures the destinations that are set, and reads the site file', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'outbound-settings-'));
-    const file = join(dir, 'site.yaml');
-    writeFileSync(
-      file,
+    const file = writeSiteFile(
       [
         'mappings:',
         '  status:',
@@ -56,9 +51,10 @@ describe('outbound settings', () => {
   });
 
   it('refuses a site override that would present a failure as a finding', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'outbound-settings-'));
-    const file = join(dir, 'site.json');
-    writeFileSync(file, JSON.stringify({ mappings: { status: { FAILED: { report: 'final' } } } }));
+    const file = writeSiteFile(
+      JSON.stringify({ mappings: { status: { FAILED: { report: 'final' } } } }),
+      'site.json',
+    );
     expect(() => outboundSettings(loadConfig({ CONFIG_FILE: file }))).toThrow(/stays cancelled/);
   });
 });

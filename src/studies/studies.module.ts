@@ -1,13 +1,7 @@
-import {
-  Global,
-  Inject,
-  Injectable,
-  Module,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-} from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
+import { backgroundService } from '../common/background-service.provider';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { cronJob } from '../jobs/cron-job.provider';
@@ -25,37 +19,6 @@ import { StudyStoragePaths } from './study-storage.paths';
 import { STUDY_ACQUIRER } from '../domain/study-acquirer.port';
 
 export const EXPIRE_UNMATCHED_TASK = 'studies.expire-unmatched';
-
-/** The C-STORE SCP, when DICOM_SCP_PORT is set (off by default). */
-@Injectable()
-class CStoreScp implements OnApplicationBootstrap, OnApplicationShutdown {
-  private listener?: CStoreScpListener;
-
-  constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-    @Inject(STOW_SERVICE) private readonly stow: StowService,
-    @Inject(STUDY_PATHS) private readonly paths: StudyStoragePaths,
-    @Inject(LOGGER) private readonly logger: Logger,
-  ) {}
-
-  onApplicationBootstrap(): void {
-    if (this.config.DICOM_SCP_PORT === undefined) return;
-    this.listener = new CStoreScpListener({
-      port: this.config.DICOM_SCP_PORT,
-      host: this.config.DICOM_SCP_HOST ?? this.config.MLLP_HOST,
-      aeTitle: this.config.DICOM_SCP_AE_TITLE,
-      callingAeTitles: this.config.DICOM_SCP_CALLING_AE_TITLES,
-      stow: this.stow,
-      paths: this.paths,
-      logger: this.logger,
-    });
-    this.listener.start();
-  }
-
-  onApplicationShutdown(): void {
-    this.listener?.stop();
-  }
-}
 
 /** The DIMSE PACS of PACS_DIMSE_* (C-FIND, then C-MOVE to our SCP or C-GET). */
 function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
@@ -136,7 +99,25 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
         if (deleted > 0) logger.info({ deleted }, 'unmatched DICOM instances expired');
       },
     ),
-    CStoreScp,
+    // The C-STORE SCP, when DICOM_SCP_PORT is set (off by default).
+    backgroundService(
+      'C-STORE SCP',
+      [APP_CONFIG, STOW_SERVICE, STUDY_PATHS, LOGGER],
+      (config: AppConfig, stow: StowService, paths: StudyStoragePaths, logger: Logger) => {
+        if (config.DICOM_SCP_PORT === undefined) return undefined;
+        const listener = new CStoreScpListener({
+          port: config.DICOM_SCP_PORT,
+          host: config.DICOM_SCP_HOST ?? config.MLLP_HOST,
+          aeTitle: config.DICOM_SCP_AE_TITLE,
+          callingAeTitles: config.DICOM_SCP_CALLING_AE_TITLES,
+          stow,
+          paths,
+          logger,
+        });
+        listener.start();
+        return () => listener.stop();
+      },
+    ),
   ],
   exports: [STUDY_ACQUIRER, STOW_SERVICE, STUDY_PATHS],
 })

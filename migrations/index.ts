@@ -12,6 +12,7 @@ import { WorkerLiveness20261121170000 } from './20261121170000-worker-liveness';
 import { OutboxClaimOwner20261121200000 } from './20261121200000-outbox-claim-owner';
 import { AuditDashboard20261125030000 } from './20261125030000-audit-dashboard';
 import { OutboxExchange20261125032000 } from './20261125032000-outbox-exchange';
+import { IntakeNoJit20261125090000 } from './20261125090000-intake-no-jit';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -32,4 +33,5 @@ export const MIGRATIONS = [
   OutboxClaimOwner20261121200000,
   AuditDashboard20261125030000,
   OutboxExchange20261125032000,
+  IntakeNoJit20261125090000,
 ];

@@ -17,8 +17,32 @@ export function pgJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'string' ? pgText(v) : v));
 }
 
-/** A copy of `value` with every string made storable (Buffers and other binary left as they are). */
+/**
+ * `value` with every string made storable (Buffers and other binary left as they are): the
+ * value itself when no string in it holds a NUL (the usual case: nothing is copied), else a
+ * copy with NUL replaced. A message's request and lineage are a few hundred strings, read on
+ * every ingest (bench/mllp-ingest), so the check walks without allocating.
+ */
 export function pgSafeDeep<T>(value: T): T {
+  return holdsNul(value) ? replaceNulDeep(value) : value;
+}
+
+function holdsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (value === null || typeof value !== 'object' || Buffer.isBuffer(value) || value instanceof Date)
+    return false;
+  if (Array.isArray(value)) {
+    for (const v of value) if (holdsNul(v)) return true;
+    return false;
+  }
+  for (const key in value as Record<string, unknown>) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+    if (key.includes('\u0000') || holdsNul((value as Record<string, unknown>)[key])) return true;
+  }
+  return false;
+}
+
+function replaceNulDeep<T>(value: T): T {
   if (typeof value === 'string') return pgText(value) as T;
   if (
     value === null ||
@@ -27,10 +51,10 @@ export function pgSafeDeep<T>(value: T): T {
     value instanceof Date
   )
     return value;
-  if (Array.isArray(value)) return value.map((v: unknown) => pgSafeDeep(v)) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => replaceNulDeep(v)) as T;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    out[k] = typeof v === 'function' ? v : pgSafeDeep(v);
+    out[pgText(k)] = typeof v === 'function' ? v : replaceNulDeep(v);
   }
   return out as T;
 }

@@ -18,6 +18,20 @@ async function tables(url: string): Promise<string[]> {
   }
 }
 
+async function functionSettings(url: string): Promise<Record<string, string[]>> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ proname: string; proconfig: string[] }>(
+      `SELECT proname, proconfig FROM pg_proc
+        WHERE proname IN ('intake_accept_batch', 'intake_lock_and_find') ORDER BY proname`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.proname, [...r.proconfig].sort()]));
+  } finally {
+    await c.end();
+  }
+}
+
 describe('migrations', () => {
   it('apply up, revert down one by one, and apply again', async () => {
     const db = await createEmptyDatabase();
@@ -36,6 +50,11 @@ describe('migrations', () => {
         ]),
       );
       expect((await migrateUnderLock(ds, db.url)).applied).toEqual([]);
+      // the per-message intake functions: no sequential scans, and never compiled by JIT
+      expect(await functionSettings(db.url)).toEqual({
+        intake_accept_batch: ['enable_seqscan=off', 'jit=off'],
+        intake_lock_and_find: ['enable_seqscan=off', 'jit=off'],
+      });
       for (let i = 0; i < MIGRATIONS.length; i++) await revertLastMigration(ds, db.url);
       expect(await tables(db.url)).toEqual(['schema_migrations']);
       expect((await migrateUnderLock(ds, db.url)).applied).toHaveLength(MIGRATIONS.length);

@@ -1,0 +1,42 @@
+import { pgJson, pgSafeDeep, pgText } from './pg-safe';
+
+describe('pg-safe: values derived from input are storable as PostgreSQL text/jsonb', () => {
+  it('replaces NUL in strings, nested strings and keys; leaves bytes as they are', () => {
+    const raw = Buffer.from('MSH|^~\\&|\u0000', 'latin1');
+    const input = {
+      raw,
+      sender: 'RIS\u0000A',
+      orders: [{ request: { patient: { name: { given: ['AN\u0000NA'] } } }, n: 1 }],
+      quirks: [{ code: 'z-segment', detail: { ['Z\u0000S']: true } }],
+      at: new Date(0),
+    };
+    const safe = pgSafeDeep(input);
+    expect(safe).toEqual({
+      raw,
+      sender: 'RIS\uFFFDA',
+      orders: [{ request: { patient: { name: { given: ['AN\uFFFDNA'] } } }, n: 1 }],
+      quirks: [{ code: 'z-segment', detail: { ['Z\uFFFDS']: true } }],
+      at: new Date(0),
+    });
+    expect(safe.raw).toBe(raw); // the exact bytes, not a copy
+    expect(input.sender).toBe('RIS\u0000A'); // the input is not changed in place
+  });
+
+  it('returns the value itself when nothing in it holds a NUL (no copy on the hot path)', () => {
+    const input = { sender: 'RIS', orders: [{ request: { accessionNumber: 'ACC-1' } }] };
+    expect(pgSafeDeep(input)).toBe(input);
+  });
+
+  it('keeps functions (ports) and non-string leaves', () => {
+    const respond = () => 'ok';
+    const safe = pgSafeDeep({ respond, n: 3, flag: false, none: null, s: '\u0000' });
+    expect(safe.respond).toBe(respond);
+    expect(safe).toMatchObject({ n: 3, flag: false, none: null, s: '\uFFFD' });
+  });
+
+  it('pgText and pgJson', () => {
+    expect(pgText('a\u0000b\u0000')).toBe('a\uFFFDb\uFFFD');
+    expect(pgText(null)).toBeNull();
+    expect(JSON.parse(pgJson({ a: ['x\u0000'] }))).toEqual({ a: ['x\uFFFD'] });
+  });
+});

@@ -29,7 +29,12 @@ export function pgSafeDeep<T>(value: T): T {
 
 function holdsNul(value: unknown): boolean {
   if (typeof value === 'string') return value.includes('\u0000');
-  if (value === null || typeof value !== 'object' || Buffer.isBuffer(value) || value instanceof Date)
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    Buffer.isBuffer(value) ||
+    value instanceof Date
+  )
     return false;
   if (Array.isArray(value)) {
     for (const v of value) if (holdsNul(v)) return true;

@@ -27,15 +27,16 @@ export function pgSafeDeep<T>(value: T): T {
   return holdsNul(value) ? replaceNulDeep(value) : value;
 }
 
+/** Not walked into: no strings inside (bytes, dates, numbers, functions …). */
+function opaque(value: unknown): boolean {
+  return (
+    value === null || typeof value !== 'object' || Buffer.isBuffer(value) || value instanceof Date
+  );
+}
+
 function holdsNul(value: unknown): boolean {
   if (typeof value === 'string') return value.includes('\u0000');
-  if (
-    value === null ||
-    typeof value !== 'object' ||
-    Buffer.isBuffer(value) ||
-    value instanceof Date
-  )
-    return false;
+  if (opaque(value)) return false;
   if (Array.isArray(value)) {
     for (const v of value) if (holdsNul(v)) return true;
     return false;
@@ -49,13 +50,7 @@ function holdsNul(value: unknown): boolean {
 
 function replaceNulDeep<T>(value: T): T {
   if (typeof value === 'string') return pgText(value) as T;
-  if (
-    value === null ||
-    typeof value !== 'object' ||
-    Buffer.isBuffer(value) ||
-    value instanceof Date
-  )
-    return value;
+  if (opaque(value)) return value;
   if (Array.isArray(value)) return value.map((v: unknown) => replaceNulDeep(v)) as T;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {

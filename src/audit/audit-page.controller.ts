@@ -2,7 +2,6 @@ import { Body, Get, Inject, Post, Query, Req, Res } from '@nestjs/common';
 import type { Response } from 'express';
 import {
   AUDIT_SESSION_COOKIE,
-  AUDIT_SESSION_PATH,
   AUDIT_SESSION_TTL_SECONDS,
   AuditSessionStore,
   readCookie,
@@ -16,7 +15,7 @@ import type { AppConfig } from '../config/app-config';
 import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
 import { UPSTREAM_PROBE } from '../health/health.tokens';
 import { sendOrderList } from './audit-orders-page.controller';
-import { newNonce, sendPage } from './audit-page.filter';
+import { newNonce, sendPage, sessionCookie } from './audit-page.filter';
 import { AuditPage, FormPost, renderPage } from './audit-page.shared';
 import { dashboardPage, signInPage } from './audit-page.views';
 import { AuditQueryService } from './audit-query.service';
@@ -115,11 +114,6 @@ export class AuditPageController {
     res.setHeader('Set-Cookie', sessionCookie('', req, 0));
     res.redirect(303, '/audit');
   }
-}
-
-function sessionCookie(id: string, req: AuthenticatedRequest, maxAge: number): string {
-  const secure = req.secure || req.headers['x-forwarded-proto'] === 'https' ? '; Secure' : '';
-  return `${AUDIT_SESSION_COOKIE}=${id}; Path=${AUDIT_SESSION_PATH}; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`;
 }
 
 /** Only a path under /audit (no scheme, no host, no `//`): no open redirect. */

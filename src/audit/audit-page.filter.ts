@@ -65,10 +65,7 @@ export class AuditPageFilter extends ErrorFilter {
     this.logAndChallenge(status, exception, req, res, 'audit page failed');
     if (status === 401) {
       if (req.headers.cookie?.includes(`${AUDIT_SESSION_COOKIE}=`)) {
-        res.setHeader(
-          'Set-Cookie',
-          `${AUDIT_SESSION_COOKIE}=; Path=${AUDIT_SESSION_PATH}; HttpOnly; SameSite=Strict; Max-Age=0`,
-        );
+        res.setHeader('Set-Cookie', sessionCookie('', req, 0));
       }
       const next = req.method === 'GET' ? req.originalUrl : '/audit';
       sendPage(res, 401, signInPage({ nonce }, { next }), nonce);
@@ -101,4 +98,18 @@ export class AuditPageFilter extends ErrorFilter {
       nonce,
     );
   }
+}
+
+/**
+ * The audit session cookie (empty with Max-Age 0 to clear it): HttpOnly, SameSite=Strict,
+ * scoped to /audit, and Secure when the request came over HTTPS (directly or through a proxy
+ * that says so), so that setting and clearing carry the same attributes.
+ */
+export function sessionCookie(
+  id: string,
+  req: { secure: boolean; headers: Record<string, string | string[] | undefined> },
+  maxAge: number,
+): string {
+  const secure = req.secure || req.headers['x-forwarded-proto'] === 'https' ? '; Secure' : '';
+  return `${AUDIT_SESSION_COOKIE}=${id}; Path=${AUDIT_SESSION_PATH}; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`;
 }

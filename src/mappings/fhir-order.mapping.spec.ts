@@ -8,6 +8,7 @@ import {
   mapServiceRequest,
   type FhirOrderContext,
 } from './fhir-order.mapping';
+import type { OrderState } from '../domain/order-state';
 import { deriveTaskStatus } from './fhir-task.mapping';
 
 const FIXTURES = join(__dirname, '..', '..', 'test', 'fixtures', 'fhir');
@@ -272,5 +273,14 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
       status: 'failed',
       statusReason: expect.any(String),
     });
+  });
+
+  it('names the state when a stored row holds one outside the model', () => {
+    expect(() => deriveTaskStatus('toString' as OrderState, null)).toThrow(
+      'no Task status for order state "toString"',
+    );
+    expect(() => deriveTaskStatus('archived' as OrderState, null)).toThrow(
+      'no Task status for order state "archived"',
+    );
   });
 });

@@ -36,6 +36,9 @@ export function deriveTaskStatus(
   state: OrderState,
   upstreamStatus: string | null,
 ): DerivedTaskStatus {
+  // only a corrupt row holds a state outside the model: say which, not a TypeError
+  if (!Object.hasOwn(TASK_STATUS_OF, state))
+    throw new Error(`no Task status for order state "${String(state)}"`);
   const { status, statusReason } = TASK_STATUS_OF[state];
   return {
     status,

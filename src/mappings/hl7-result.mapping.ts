@@ -21,10 +21,6 @@ export interface Hl7ResultSettings {
   textType: 'TX' | 'FT';
 }
 
-export interface Hl7OriginalOrder {
-  message: Hl7Message;
-}
-
 export interface BuiltHl7 {
   controlId: string;
   text: string;

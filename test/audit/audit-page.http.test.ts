@@ -115,5 +115,14 @@ describe('audit page over HTTP', () => {
     const expired = await fetch(`${adapter.httpUrl}/audit`, { headers: { cookie, accept: HTML } });
     expect(expired.status).toBe(401);
     expect(expired.headers.get('set-cookie')).toMatch(/^audit_session=; .*Max-Age=0/);
+    expect(expired.headers.get('set-cookie')).not.toMatch(/Secure/);
+    // behind a TLS-terminating proxy the clearing cookie carries Secure, as the one set did
+    const viaProxy = await fetch(`${adapter.httpUrl}/audit`, {
+      headers: { cookie, accept: HTML, 'x-forwarded-proto': 'https' },
+    });
+    expect(viaProxy.status).toBe(401);
+    expect(viaProxy.headers.get('set-cookie')).toMatch(
+      /^audit_session=; Path=\/audit; HttpOnly; SameSite=Strict; Max-Age=0; Secure$/,
+    );
   });
 });

@@ -1,4 +1,4 @@
-import { encodeText } from './hl7-charset';
+import { encodeWith } from './hl7-charset';
 import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
@@ -116,7 +116,7 @@ export interface AckOptions {
 export interface BuiltAck {
   code: AckCode;
   text: string;
-  /** Encoded in the inbound message's charset (MSH-18 echoed). */
+  /** Encoded as the inbound message was decoded (MSH-18 echoed). */
   bytes: Buffer;
 }
 
@@ -255,7 +255,8 @@ export function buildAck(options: AckOptions): BuiltAck {
       : []),
   ];
   const text = encodeMessage(segments, inbound.delimiters);
-  return { code, text, bytes: encodeText(text, charset) };
+  // In the bytes the sender used (MSH-18 echoed; see encodeWith).
+  return { code, text, bytes: encodeWith(text, inbound.encoding) };
 }
 
 export interface UnparseableAckOptions {

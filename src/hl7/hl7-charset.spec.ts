@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkStructure } from './hl7-structure.validator';
-import { inTable0211 } from './hl7-charset';
+import { decodeBytes, encodeText, inTable0211 } from './hl7-charset';
 import { parseHl7 } from './hl7-message';
 
 /**
@@ -69,5 +69,17 @@ describe('MSH-18 and HL7 table 0211', () => {
     expect(m.quirks.find((q) => q.code === 'unknown-charset')?.detail).toMatch(
       /in table 0211 but cannot be decoded/,
     );
+  });
+
+  it('outbound text is written in the single-byte charset MSH-18 names, not as UTF-8 under its name', () => {
+    // An ORU^R01 to a Czech RIS (MSH-18 8859/2) copies its PID: the names must stay readable.
+    const bytes = encodeText('PID|1||7||DVOŘÁK^JIŘÍ', '8859/2');
+    expect(bytes.subarray(-11)).toEqual(
+      Buffer.from([0x44, 0x56, 0x4f, 0xd8, 0xc1, 0x4b, 0x5e, 0x4a, 0x49, 0xd8, 0xcd]),
+    );
+    expect(decodeBytes(bytes, 'iso-8859-2')).toBe('PID|1||7||DVOŘÁK^JIŘÍ');
+    // A character the charset has no byte for is written '?', never a stray byte of its code point.
+    expect(encodeText('Ł≥', '8859/1')).toEqual(Buffer.from('??', 'latin1'));
+    expect(encodeText('Łódź', 'UNICODE UTF-8')).toEqual(Buffer.from('Łódź', 'utf8'));
   });
 });

@@ -144,13 +144,48 @@ export function decodeBytes(bytes: Buffer, encoding: string): string {
 }
 
 /**
- * Encodes text for the wire in the charset named by an MSH-18 value (used for ACKs and
- * outbound messages, which answer in the charset of the inbound message).
+ * Encodes text for the wire in the charset named by an MSH-18 value (outbound messages, which
+ * answer in the charset of the original order). An MSH-18 we do not decode is written as UTF-8.
  */
 export function encodeText(text: string, declaredCharset: string): Buffer {
-  const mapped = TABLE_0211[declaredCharset.trim().toUpperCase()];
-  if (mapped === 'latin1') return Buffer.from(text, 'latin1');
-  return Buffer.from(text, 'utf8');
+  return encodeWith(text, TABLE_0211[declaredCharset.trim().toUpperCase()] ?? 'utf-8');
+}
+
+/** Character → byte of each single-byte charset we encode, built once from its decoder. */
+const SINGLE_BYTE_TABLES = new Map<string, ReadonlyMap<string, number>>();
+
+function singleByteTable(encoding: string): ReadonlyMap<string, number> {
+  let table = SINGLE_BYTE_TABLES.get(encoding);
+  if (!table) {
+    const all = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+    const chars = decodeBytes(all, encoding);
+    const map = new Map<string, number>();
+    // A byte the charset leaves undefined decodes to U+FFFD: no character maps to it.
+    for (let i = 0; i < 256; i += 1) if (chars[i] !== '\uFFFD') map.set(chars[i], i);
+    table = map;
+    SINGLE_BYTE_TABLES.set(encoding, table);
+  }
+  return table;
+}
+
+/** The single-byte charsets (ASCII is written as Latin-1: it only ever held what the sender sent). */
+const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+)$/;
+
+/**
+ * Encodes text with one of our decoder labels, the inverse of decodeBytes for the charsets
+ * that have an encoder here: UTF-8, and the single-byte ISO 8859 parts (a character the
+ * charset cannot hold is written `?`). The multi-byte charsets (GB 18030, KS X 1001, BIG-5,
+ * ISO IR14) have no encoder here and are written as UTF-8. An acknowledgment is encoded with
+ * the label its inbound message was decoded with, so that the sender's own names (MSH-3..6)
+ * come back as the bytes it sent, whatever its MSH-18 said.
+ */
+export function encodeWith(text: string, encoding: string): Buffer {
+  if (!SINGLE_BYTE.test(encoding)) return Buffer.from(text, 'utf8');
+  const table = singleByteTable(encoding === 'ascii' ? 'latin1' : encoding);
+  const out = Buffer.alloc(text.length);
+  let n = 0;
+  for (const ch of text) out[n++] = table.get(ch) ?? 0x3f;
+  return out.subarray(0, n);
 }
 
 export function charsetLabel(declared: string): string | undefined {

@@ -147,6 +147,16 @@ export function unparseableAck(
   });
 }
 
+/**
+ * Where the placer number of an order group is: its ORC-2 (`ORC[2]-2` in the second group), or
+ * OBR-2 for a group without ORC (tolerated v2.3 form).
+ */
+function placerNumberLocation(message: Hl7Message, groupIndex: number | undefined): string {
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  const segment = group?.orc ?? group?.obr;
+  return segment ? segment.locationOf(2) : 'ORC-2';
+}
+
 /** The answer to a mapped message, from what the intake applied (or would apply). */
 export function answerMappedMessage(
   message: Hl7Message,
@@ -155,10 +165,13 @@ export function answerMappedMessage(
   warnings: Hl7ErrorDetail[],
   stamp: AckStamp,
 ): IntakeResponse {
-  const unknown = outcome.results.filter((r) => r.kind === 'unknown-order');
+  // results[i] answers orders[i]; the ERR names that order's own ORC (ORC[2]-2 for the second).
+  const unknown = outcome.results.flatMap((r, i) =>
+    r.kind === 'unknown-order' ? [{ r, groupIndex: orders[i]?.groupIndex }] : [],
+  );
   if (unknown.length > 0) {
-    const errors: Hl7ErrorDetail[] = unknown.map((r) => ({
-      location: 'ORC-2',
+    const errors: Hl7ErrorDetail[] = unknown.map(({ r, groupIndex }) => ({
+      location: placerNumberLocation(message, groupIndex),
       code: 204,
       severity: 'E',
       message: `Unknown order: no order with this placer/filler number to ${r.kind === 'unknown-order' ? r.action : 'apply'} (${r.sourceRef})`,

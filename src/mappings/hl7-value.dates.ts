@@ -10,13 +10,36 @@ function validDate(y: number, m?: number, d?: number): boolean {
   return d >= 1 && d <= days;
 }
 
-/** DT/DTM → ISO 8601 date or partial date, precision kept. */
+/**
+ * A UTC offset of a DTM (`+HHMM`/`-HHMM`) that exists: -12:00 to +14:00, minutes below 60
+ * (the range ISO 8601 dateTimes take in FHIR and PostgreSQL; `+2400` or `-0075` is none).
+ */
+function validOffset(offset: string): boolean {
+  const hh = Number(offset.slice(1, 3));
+  const mm = Number(offset.slice(3, 5));
+  if (mm > 59) return false;
+  const minutes = hh * 60 + mm;
+  return offset.startsWith('-') ? minutes <= 12 * 60 : minutes <= 14 * 60;
+}
+
+/**
+ * DT, or the date of a DTM (PID-7 is a DTM since v2.5), → ISO 8601 date or partial date,
+ * precision kept. The whole value must be a DT/DTM: `1970-01-01` is not read as `1970`.
+ */
 export const partialDate: TransformFn = ofValue((value, source, input) => {
-  const m = /^(\d{4})(\d{2})?(\d{2})?/.exec(value);
+  const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(?:\.\d{1,4})?)?([+-]\d{4})?$/.exec(
+    value,
+  );
   const y = m ? Number(m[1]) : NaN;
   const mo = m?.[2] ? Number(m[2]) : undefined;
   const d = m?.[3] ? Number(m[3]) : undefined;
-  if (!m || !validDate(y, mo, d)) {
+  const timeValid =
+    !m ||
+    ((m[4] === undefined || (m[3] !== undefined && Number(m[4]) <= 23)) &&
+      (m[5] === undefined || Number(m[5]) <= 59) &&
+      (m[6] === undefined || Number(m[6]) <= 59) &&
+      (m[7] === undefined || validOffset(m[7])));
+  if (!m || !validDate(y, mo, d) || !timeValid) {
     input.quirks.add('invalid-date', `${source} is not an HL7 date`);
     return notMapped(source, 102, `${source} not a valid date`);
   }
@@ -35,7 +58,14 @@ export const dtmInstant: TransformFn = ofValue((value, source, input) => {
   const hh = m?.[4] ? Number(m[4]) : 0;
   const mi = m?.[5] ? Number(m[5]) : 0;
   const ss = m?.[6] ? Number(m[6]) : 0;
-  if (!m || !validDate(y, mo, d) || hh > 23 || mi > 59 || ss > 59) {
+  if (
+    !m ||
+    !validDate(y, mo, d) ||
+    hh > 23 ||
+    mi > 59 ||
+    ss > 59 ||
+    (m[8] !== undefined && !validOffset(m[8]))
+  ) {
     input.quirks.add('invalid-date', `${source} is not an HL7 timestamp`);
     return notMapped(source, 102, `${source} not a valid DTM`);
   }

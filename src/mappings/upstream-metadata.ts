@@ -53,9 +53,14 @@ export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
   {
     key: 'patient_birth_date',
     from: 'patient.birthDate',
-    // DICOM DA (PS3.5 6.2): YYYYMMDD; a partial date is sent as far as it is known.
-    value: (r) => r.patient.birthDate?.replace(/-/g, ''),
-    note: 'YYYYMMDD (DICOM DA), partial dates as far as known',
+    // DICOM DA (PS3.5 6.2) and docs/upstream-assumptions.md: YYYYMMDD, nothing shorter. A
+    // partial date (HL7 DT `1985` or `198507`, FHIR `1985-07`) is left out: sent, the upstream
+    // refuses the whole order (400 invalid_metadata); the study's PatientBirthDate fills it.
+    value: (r) => {
+      const date = r.patient.birthDate;
+      return date && /^\d{4}-\d{2}-\d{2}$/.test(date) ? date.replace(/-/g, '') : undefined;
+    },
+    note: "YYYYMMDD (DICOM DA); a partial date is left out (the study's PatientBirthDate fills it)",
   },
   {
     key: 'patient_sex',

@@ -1,0 +1,151 @@
+import { Client } from 'pg';
+import { MllpClient, parseHl7 } from '../../src/hl7';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { writeSiteFile } from '../helpers/site-file';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { waitFor } from '../e2e/e2e-support';
+
+jest.setTimeout(90_000);
+
+/**
+ * What real RIS feeds put in their values, answered and stored as they mean it: a Central
+ * European RIS in ISO 8859-2, dates written the wrong way, an offset that does not exist, a
+ * year-only birth date, and a cancel for an unknown order in the second ORC group.
+ */
+describe('HL7v2 values from real RIS feeds (real adapter, real socket, real PostgreSQL)', () => {
+  let adapter: TestAdapter;
+  let client: MllpClient;
+  let db: Client;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      CONFIG_FILE: writeSiteFile(
+        [
+          'mappings:',
+          '  hl7:',
+          '    productTable:',
+          '      - code: MRKOPF',
+          '        products: [neuro-volumetry]',
+          '',
+        ].join('\n'),
+      ),
+    });
+    client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await client?.close();
+    await db?.end();
+    await adapter?.close();
+  });
+
+  /** An ORM^O01 as a RIS sends it; `over` replaces whole segments by their ID. */
+  const orm = (id: string, over: Record<string, string> = {}, charset = ''): string[] =>
+    [
+      `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500||ORM^O01|${id}|P|2.5.1||||||${charset}`,
+      `PID|1||PAT-${id}^^^HOSP^MR||NOVAK^JAN||19560402|M`,
+      `ORC|NW|PL-${id}^RIS|||||||20240318101500|||1234^DOC^A`,
+      `OBR|1|PL-${id}^RIS||MRKOPF^MRT Kopf^L||20240318101500||||||||||1234^DOC^A||ACC-${id}||||||MR`,
+    ].map((segment) => over[segment.slice(0, 3)] ?? segment);
+  const wire = (segments: string[], encoding: BufferEncoding = 'latin1') =>
+    Buffer.from(segments.join('\r') + '\r', encoding);
+  const orderOf = async (id: string) =>
+    (await db.query(`SELECT * FROM orders WHERE placer_order_number = $1`, [`PL-${id}`])).rows[0];
+
+  it('a RIS in ISO 8859-2 (MSH-18 8859/2) gets its own names back byte for byte, and its patient read right', async () => {
+    const text = orm(
+      'CZ-1',
+      {
+        MSH: 'MSH|^~\\&|AMIS|NEMOCNICE ŽĎÁR|AI|RADIOLOGIE|20240318101500||ORM^O01^ORM_O01|CZ-1|P|2.4||||||8859/2',
+        PID: 'PID|1||PAT-CZ-1^^^NEM^PI||DVOŘÁK^JIŘÍ||19560402|M',
+      },
+      '8859/2',
+    ).join('\r');
+    // The bytes an 8859-2 sender writes (Node has no 8859-2 encoder: Ž 0xAE, Ď 0xCF, Á 0xC1,
+    // Ř 0xD8, í 0xED, Í 0xCD).
+    const bytes = Buffer.from(
+      text.replace(/[ŽĎÁŘÍ]/g, (c) =>
+        String.fromCharCode({ Ž: 0xae, Ď: 0xcf, Á: 0xc1, Ř: 0xd8, Í: 0xcd }[c]!),
+      ) + '\r',
+      'latin1',
+    );
+    const reply = await client.send(bytes);
+    expect(ackSummary(reply).code).toBe('AA');
+    // MSH-5/MSH-6 of the ACK are the sender's MSH-3/MSH-4: the same bytes, in the charset MSH-18 names.
+    const facility = bytes.subarray(bytes.indexOf('|AMIS|') + 6, bytes.indexOf('|AI|'));
+    expect(reply.includes(Buffer.concat([Buffer.from('|AMIS|'), facility, Buffer.from('|')]))).toBe(
+      true,
+    );
+    expect(reply.toString('latin1')).toMatch(/\|8859\/2\r/);
+    const order = await orderOf('CZ-1');
+    expect(order.request.patient.name).toEqual({ family: 'DVOŘÁK', given: ['JIŘÍ'] });
+  });
+
+  it('a sender without MSH-18 writing Latin-1 gets its application and facility back as it wrote them', async () => {
+    const segments = orm('LAT-1', {
+      MSH: 'MSH|^~\\&|RÖNTGEN|KLINIKUM SÜD|AI|HOSP|20240318101500||ORM^O01|LAT-1|P|2.3.1',
+    });
+    const reply = await client.send(wire(segments, 'latin1'));
+    expect(ackSummary(reply).code).toBe('AA');
+    expect(reply.includes(Buffer.from('|RÖNTGEN|KLINIKUM SÜD|', 'latin1'))).toBe(true);
+  });
+
+  it('a birth date written 1956-04-02 is not stored as 1956, and an offset +2400 is not stored at all: both warned', async () => {
+    const reply = await client.send(
+      wire(
+        orm('DATES-1', {
+          PID: 'PID|1||PAT-DATES-1^^^HOSP^MR||NOVAK^JAN||1956-04-02|M',
+          ORC: 'ORC|NW|PL-DATES-1^RIS|||||||20240318101500+2400|||1234^DOC^A',
+          OBR: 'OBR|1|PL-DATES-1^RIS||MRKOPF^MRT Kopf^L||20240318101500-0075||||||||||1234^DOC^A||ACC-DATES-1||||||MR',
+        }),
+      ),
+    );
+    const ack = ackSummary(reply);
+    expect(ack.code).toBe('AA');
+    expect(ack.errors).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^\|PID\^1\^7\^1\|102\^.*\|W\|/),
+        expect.stringMatching(/^\|ORC\^1\^9\^1\|102\^.*\|W\|/),
+      ]),
+    );
+    const order = await orderOf('DATES-1');
+    expect(order.request.patient.birthDate).toBeUndefined();
+    // ORC-9 and OBR-6 do not exist as instants; no invalid ISO 8601 offset is kept.
+    expect(order.request.requestedAt).toBeUndefined();
+    expect(JSON.stringify(order.request)).not.toMatch(/[+-]24:00|-00:75/);
+  });
+
+  it('a year-only birth date (PID-7 1977) does not stop the order upstream: it is placed', async () => {
+    const reply = await client.send(
+      wire(orm('YEAR-1', { PID: 'PID|1||PAT-YEAR-1^^^HOSP^MR||NOVAK^JAN||1977|M' })),
+    );
+    expect(ackSummary(reply).code).toBe('AA');
+    const placed = await waitFor('the order placed upstream (or failed)', async () => {
+      const order = await orderOf('YEAR-1');
+      return order && ['placed', 'failed'].includes(order.state) ? order : undefined;
+    });
+    expect({ state: placed.state, error: placed.last_error }).toEqual({
+      state: 'placed',
+      error: null,
+    });
+    expect(placed.request.patient.birthDate).toBe('1977');
+  });
+
+  it('a cancel for an unknown order in the second ORC group is AE 204 at ORC[2]-2, not at the first ORC', async () => {
+    const first = orm('GRP-1');
+    const reply = await client.send(
+      wire([...first, 'ORC|CA|PL-NOBODY-7^RIS', 'OBR|2|PL-NOBODY-7^RIS||MRKOPF^MRT Kopf^L']),
+    );
+    const ack = parseHl7(reply);
+    expect(ack.get('MSA-1')).toBe('AE');
+    const err = ack.segment('ERR')!;
+    expect([err.value(2, 1, 1), err.value(2, 1, 2), err.value(2, 1, 3)]).toEqual(['ORC', '2', '2']);
+    expect(err.value(3)).toBe('204');
+    expect(await orderOf('GRP-1')).toBeUndefined();
+  });
+});

@@ -25,7 +25,8 @@ export type Hl7QuirkCode =
   | 'obr-without-orc'
   | 'free-text-sex'
   | 'invalid-date'
-  | 'field-conflict';
+  | 'field-conflict'
+  | 'mllp-missing-cr';
 
 export interface Hl7Quirk {
   code: Hl7QuirkCode;

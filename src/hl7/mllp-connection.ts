@@ -13,6 +13,10 @@ export interface MllpConnection {
   busy: boolean;
   closing: boolean;
   frameTimer?: NodeJS.Timeout;
+  /** Waits for the CR after an FS that ended the data so far (MISSING_CR_WAIT_MS). */
+  crTimer?: NodeJS.Timeout;
+  /** Messages whose frame ended without the CR. */
+  missingCr: WeakSet<Buffer>;
   paused: boolean;
   /** Paused because the global in-flight byte budget is spent (see maxInflightBytes). */
   budgetPaused: boolean;
@@ -32,6 +36,7 @@ export function openConnection(socket: net.Socket, maxMessageBytes: number): Mll
     remoteAddress: socket.remoteAddress ?? 'unknown',
     decoder: new MllpDecoder({ maxMessageBytes }),
     queue: [],
+    missingCr: new WeakSet(),
     busy: false,
     closing: false,
     paused: false,

@@ -79,6 +79,39 @@ describe('MllpDecoder', () => {
     expect(result.discardedBytes).toBe('MSH|broken'.length);
   });
 
+  it('ends a frame at an FS followed by the next VT (a sender that leaves out the CR)', () => {
+    const decoder = new MllpDecoder();
+    const first = Buffer.concat([Buffer.from([VT]), msg(1), Buffer.from([FS])]);
+    const result = decoder.push(Buffer.concat([first, encodeMllpFrame(msg(2))]));
+    expect(result.messages).toEqual([msg(1), msg(2)]);
+    expect(result.missingCr).toEqual([msg(1)]);
+    expect(result.discardedBytes).toBe(0);
+    // the same with the VT in the next chunk
+    const split = new MllpDecoder();
+    expect(split.push(first).messages).toEqual([]);
+    expect(split.awaitingCr).toBe(true);
+    const next = split.push(Buffer.concat([Buffer.from([VT]), msg(3), Buffer.from([FS])]));
+    expect(next.messages).toEqual([msg(1)]);
+    expect(next.missingCr).toEqual([msg(1)]);
+    expect(split.awaitingCr).toBe(true);
+  });
+
+  it('takes a frame whose CR never came when asked, and a late CR as its trailer', () => {
+    const decoder = new MllpDecoder();
+    decoder.push(Buffer.concat([Buffer.from([VT]), msg(1), Buffer.from([FS])]));
+    expect(decoder.flushMissingCr()).toEqual(msg(1));
+    expect(decoder.hasPartialFrame).toBe(false);
+    expect(decoder.flushMissingCr()).toBeUndefined();
+    const late = decoder.push(Buffer.concat([Buffer.from([CR]), encodeMllpFrame(msg(2))]));
+    expect(late.messages).toEqual([msg(2)]);
+    expect(late.discardedBytes).toBe(0);
+    // a conforming frame is never taken early
+    const whole = new MllpDecoder();
+    whole.push(encodeMllpFrame(msg(3)));
+    expect(whole.awaitingCr).toBe(false);
+    expect(whole.flushMissingCr()).toBeUndefined();
+  });
+
   it('keeps an FS not followed by CR as payload', () => {
     const decoder = new MllpDecoder();
     const payload = Buffer.concat([Buffer.from('MSH|a'), Buffer.from([FS]), Buffer.from('b')]);

@@ -30,6 +30,11 @@ export interface MllpDecodeResult {
   /** Bytes received outside a frame (before a VT) and dropped in this push. */
   discardedBytes: number;
   /**
+   * Messages of `messages` whose frame ended with FS alone (no CR): an FS followed by the VT
+   * of the next frame. Tolerated; the caller records the deviation with the message.
+   */
+  missingCr: Buffer[];
+  /**
    * Frames abandoned in this push because they exceeded the size limit
    * (Hl7Error code MLLP_MESSAGE_TOO_LARGE), in arrival order.
    */
@@ -44,8 +49,11 @@ export interface MllpDecodeResult {
  *
  * Tolerated deviations from C.4: bytes outside a frame (e.g. a stray CR/LF between frames, or
  * garbage before the VT) are counted and dropped; a VT inside an unfinished frame restarts the
- * frame (the earlier partial frame can never complete and is counted as discarded); an FS not
- * followed by CR is kept as payload, since the trailer is the two-byte sequence.
+ * frame (the earlier partial frame can never complete and is counted as discarded); an FS
+ * followed by a VT ends its frame without the CR (senders that omit the CR; listed in
+ * `missingCr`); an FS followed by anything else is kept as payload, since the trailer is the
+ * two-byte sequence. An FS that ends the data received so far may still get its CR: the
+ * caller waits a moment and then takes the frame with flushMissingCr().
  */
 export class MllpDecoder {
   private readonly maxMessageBytes: number;
@@ -55,6 +63,8 @@ export class MllpDecoder {
   private inFrame = false;
   /** True when the previous chunk ended with FS inside a frame: the CR may start the next chunk. */
   private pendingFs = false;
+  /** A frame was taken without its CR: a CR that starts the next chunk is that trailer's. */
+  private lateCr = false;
   private totalDiscarded = 0;
   private errors: Hl7Error[] = [];
 
@@ -65,6 +75,22 @@ export class MllpDecoder {
 
   constructor(options: MllpDecoderOptions = {}) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
+  }
+
+  /** True when the data so far ends with an FS inside a frame: the CR may still come. */
+  get awaitingCr(): boolean {
+    return this.pendingFs;
+  }
+
+  /**
+   * Takes the frame whose FS ended the data received so far, when its CR has not come (a
+   * sender that omits it waits for our answer and sends nothing more). A CR arriving after all
+   * is then taken as that trailer's, not as a stray byte.
+   */
+  flushMissingCr(): Buffer | undefined {
+    if (!this.pendingFs) return undefined;
+    this.lateCr = true;
+    return this.takeFrame();
   }
 
   /** Bytes dropped outside frames since this decoder was created. */
@@ -84,15 +110,24 @@ export class MllpDecoder {
    */
   push(chunk: Buffer): MllpDecodeResult {
     const messages: Buffer[] = [];
+    const missingCr: Buffer[] = [];
     const errors: Hl7Error[] = [];
     this.errors = errors;
     let discarded = 0;
     let i = 0;
-    if (this.pendingFs) {
+    if (this.lateCr && chunk.length > 0) {
+      this.lateCr = false;
+      if (chunk[0] === MLLP_CARRIAGE_RETURN) i = 1;
+    }
+    if (this.pendingFs && chunk.length > 0) {
       this.pendingFs = false;
-      if (chunk.length > 0 && chunk[0] === MLLP_CARRIAGE_RETURN) {
+      if (chunk[0] === MLLP_CARRIAGE_RETURN) {
         messages.push(this.takeFrame());
         i = 1;
+      } else if (chunk[0] === MLLP_START_BLOCK) {
+        const frame = this.takeFrame();
+        messages.push(frame);
+        missingCr.push(frame);
       } else {
         this.append(Buffer.from([MLLP_END_BLOCK]));
       }
@@ -132,6 +167,14 @@ export class MllpDecoder {
         if (this.append(chunk.subarray(i, end))) messages.push(this.takeFrame());
         else discarded += 2;
         i = end + 2;
+      } else if (chunk[end + 1] === MLLP_START_BLOCK) {
+        // FS then the next frame's VT: the sender leaves out the CR.
+        if (this.append(chunk.subarray(i, end))) {
+          const frame = this.takeFrame();
+          messages.push(frame);
+          missingCr.push(frame);
+        } else discarded += 1;
+        i = end + 1;
       } else {
         // FS without CR: part of the payload, keep scanning after it.
         this.append(chunk.subarray(i, end + 1));
@@ -140,7 +183,7 @@ export class MllpDecoder {
     }
     this.totalDiscarded += discarded;
     this.errors = [];
-    return { messages, discardedBytes: discarded, errors };
+    return { messages, missingCr, discardedBytes: discarded, errors };
   }
 
   /** Adds payload bytes to the current frame; false when the frame was dropped as oversize. */

@@ -3,6 +3,8 @@ import tls from 'node:tls';
 export interface MllpMessageMeta {
   remoteAddress: string;
   connectionId: string;
+  /** The frame ended with FS alone (no CR): tolerated, recorded with the message. */
+  missingCr?: boolean;
 }
 
 /**
@@ -18,6 +20,7 @@ export type MllpServerEvent =
   | { type: 'handler-error'; connectionId: string; error: unknown }
   | { type: 'oversize-frame'; connectionId: string; detail: string }
   | { type: 'discarded-bytes'; connectionId: string; bytes: number }
+  | { type: 'missing-cr'; connectionId: string }
   | { type: 'socket-error'; connectionId: string; error: Error }
   | { type: 'frame-timeout'; connectionId: string; ms: number }
   | { type: 'idle-timeout'; connectionId: string; ms: number }

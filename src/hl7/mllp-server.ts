@@ -25,6 +25,13 @@ export type {
 } from './mllp-server.options';
 
 /**
+ * How long an FS that ends the data received so far waits for its CR before the frame is
+ * taken without it. The two bytes of the trailer come in one packet from a conforming sender;
+ * this only delays the answer to a sender that leaves the CR out.
+ */
+export const MISSING_CR_WAIT_MS = 200;
+
+/**
  * MLLP listener (HL7 v2.5.1 Implementation Guide Appendix C.4) over node:net or node:tls.
  * Connections are long-lived; on each one, messages are handled strictly one at a time: the
  * next frame is handed to the handler only after the previous reply has been written, as the
@@ -180,6 +187,7 @@ export class MllpServer {
     });
     socket.on('close', () => {
       if (conn.frameTimer) clearTimeout(conn.frameTimer);
+      if (conn.crTimer) clearTimeout(conn.crTimer);
       this.connections.delete(conn.id);
       conn.queue.length = 0;
       conn.handling = 0;
@@ -204,6 +212,8 @@ export class MllpServer {
       this.emit({ type: 'discarded-bytes', connectionId: conn.id, bytes: result.discardedBytes });
     }
     conn.queue.push(...result.messages);
+    for (const m of result.missingCr) this.noteMissingCr(conn, m);
+    this.awaitCr(conn);
     const frameTimeoutMs = this.options.frameTimeoutMs ?? 30_000;
     if (frameTimeoutMs) {
       watchPartialFrame(conn, frameTimeoutMs, () =>
@@ -225,6 +235,35 @@ export class MllpServer {
     }
     this.budget.account(conn);
     void this.pump(conn);
+  }
+
+  private noteMissingCr(conn: MllpConnection, message: Buffer): void {
+    conn.missingCr.add(message);
+    this.emit({ type: 'missing-cr', connectionId: conn.id });
+  }
+
+  /**
+   * The data so far ends with an FS: its CR normally follows in the same packet. A sender that
+   * leaves the CR out waits for our answer and sends nothing more, so after MISSING_CR_WAIT_MS
+   * the frame is taken as it is (a CR arriving later is taken as its trailer).
+   */
+  private awaitCr(conn: MllpConnection): void {
+    if (conn.crTimer) clearTimeout(conn.crTimer);
+    conn.crTimer = undefined;
+    if (!conn.decoder.awaitingCr) return;
+    conn.crTimer = setTimeout(() => {
+      conn.crTimer = undefined;
+      const message = conn.decoder.flushMissingCr();
+      if (!message || conn.socket.destroyed) return;
+      conn.frameStartedAt = undefined;
+      if (conn.frameTimer) clearTimeout(conn.frameTimer);
+      conn.frameTimer = undefined;
+      conn.queue.push(message);
+      this.noteMissingCr(conn, message);
+      this.budget.account(conn);
+      void this.pump(conn);
+    }, MISSING_CR_WAIT_MS);
+    conn.crTimer.unref();
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */
@@ -279,6 +318,7 @@ export class MllpServer {
       return await this.options.handler(message, {
         remoteAddress: conn.remoteAddress,
         connectionId: conn.id,
+        ...(conn.missingCr.has(message) ? { missingCr: true } : {}),
       });
     } catch (error) {
       this.emit({ type: 'handler-error', connectionId: conn.id, error });

@@ -131,7 +131,7 @@ export class Hl7OrderHandler {
         body: await this.refuse(
           message,
           base,
-          evaluation.quirks,
+          [...framingQuirks(meta), ...evaluation.quirks],
           evaluation.outcome,
           evaluation.errors,
         ),
@@ -145,7 +145,7 @@ export class Hl7OrderHandler {
         {
           ...base,
           idempotencyKey,
-          quirks: evaluation.quirks,
+          quirks: [...framingQuirks(meta), ...evaluation.quirks],
           mappingVersion: mapped.mappingVersion,
           orders: mapped.orders.map((o) => ({
             request: o.request,
@@ -260,11 +260,18 @@ export class Hl7OrderHandler {
       messageControlId: salvageControlId(raw) ?? null,
       raw,
       contentType: 'application/hl7-v2',
-      quirks: [],
+      quirks: framingQuirks(meta),
       response: { code: 'AR', body, contentType: 'application/hl7-v2', accepted: false },
       problems: [{ location: 'MSH', code: '100', message: `not an HL7 v2 message: ${reason}` }],
     };
     await recordRefusal(this.intake, input, this.logger, 'unparseable message');
     return body;
   }
+}
+
+/** What the MLLP framing tolerated for this message (recorded with it like the parser's quirks). */
+function framingQuirks(meta: MllpMessageMeta): Array<{ code: string; detail: string }> {
+  return meta.missingCr
+    ? [{ code: 'mllp-missing-cr', detail: 'the frame ended with FS alone (the trailer is FS CR)' }]
+    : [];
 }

@@ -50,6 +50,7 @@ const MLLP_EVENT_LOG: {
   'oversize-frame': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
   'discarded-bytes': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
   'frame-timeout': { level: 'warn', message: 'mllp framing problem', fields: eventAndConnection },
+  'missing-cr': { level: 'info', message: 'mllp frame without CR', fields: eventAndConnection },
   'idle-timeout': {
     level: 'info',
     message: 'idle mllp connection closed',

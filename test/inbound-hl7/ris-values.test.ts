@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import net from 'node:net';
 import { Client } from 'pg';
 import { MllpClient, parseHl7 } from '../../src/hl7';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
@@ -147,5 +149,38 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect([err.value(2, 1, 1), err.value(2, 1, 2), err.value(2, 1, 3)]).toEqual(['ORC', '2', '2']);
     expect(err.value(3)).toBe('204');
     expect(await orderOf('GRP-1')).toBeUndefined();
+  });
+  it('a sender that ends its frames with FS alone (no CR) is answered, and the deviation is recorded', async () => {
+    const socket = net.connect(adapter.mllpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    const answers: Buffer[] = [];
+    let pending = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (let end = pending.indexOf(0x1c); end !== -1; end = pending.indexOf(0x1c)) {
+        answers.push(pending.subarray(1, end));
+        pending = pending.subarray(end + 2);
+      }
+    });
+    try {
+      // the legacy sender waits for each answer before it sends the next message
+      for (const id of ['NOCR-1', 'NOCR-2']) {
+        const before = answers.length;
+        socket.write(Buffer.concat([Buffer.from([0x0b]), wire(orm(id)), Buffer.from([0x1c])]));
+        await waitFor(`answer to ${id}`, async () => answers.length > before, 5_000);
+        expect(ackSummary(answers[before]!)).toMatchObject({ code: 'AA', controlIdEchoed: id });
+      }
+    } finally {
+      socket.destroy();
+    }
+    const { rows } = await db.query(
+      `SELECT message_control_id, quirks FROM inbound_messages
+        WHERE message_control_id IN ('NOCR-1', 'NOCR-2') ORDER BY message_control_id`,
+    );
+    expect(rows.map((r) => r.message_control_id)).toEqual(['NOCR-1', 'NOCR-2']);
+    for (const row of rows) {
+      expect(row.quirks).toContainEqual(expect.objectContaining({ code: 'mllp-missing-cr' }));
+    }
+    expect(await orderOf('NOCR-2')).toBeDefined();
   });
 });

@@ -327,4 +327,29 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(ehr.requests).toEqual([]);
     expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
   });
+  it('a notification of 3,000 events, and a 6,000-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
+    const events = Array.from({ length: 3000 }, (_, i) => [
+      { name: 'event-number', valueString: String(100_000 + ((i * 7919) % 99_991)) },
+    ]);
+    const body = notification(`${ehr.baseUrl}/Subscription/s-many`, events);
+    const first = await post(adapter, '/fhir/subscription-notifications', body);
+    expect(first.status).toBe(200);
+    expect(await lastMessage()).toMatchObject({ outcome: 'accepted', response_code: '200' });
+    const again = await post(adapter, '/fhir/subscription-notifications', body);
+    expect(again.status).toBe(200);
+    expect(JSON.stringify(again.body)).toMatch(/already processed/);
+
+    const placer = Array.from({ length: 6000 }, (_, i) =>
+      String.fromCharCode(33 + ((i * 7919 + 13) % 94)),
+    )
+      .join('')
+      .replace(/[|\\^~&]/g, 'x');
+    const created = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    expect(created.status).toBe(201);
+    const resent = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    expect({ status: resent.status, id: resent.body.id }).toEqual({
+      status: 200,
+      id: created.body.id,
+    });
+  });
 });

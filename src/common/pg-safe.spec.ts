@@ -34,6 +34,21 @@ describe('pg-safe: values derived from input are storable as PostgreSQL text/jso
     expect(safe).toMatchObject({ n: 3, flag: false, none: null, s: '\uFFFD' });
   });
 
+  it('replaces a lone surrogate (jsonb refuses its \\ud800 escape), keeps a pair', () => {
+    const input = { text: 'Chest \ud800 CT', id: ['P-\udc00'], ok: 'emoji \ud83d\ude00' };
+    expect(pgSafeDeep(input)).toEqual({
+      text: 'Chest \uFFFD CT',
+      id: ['P-\uFFFD'],
+      ok: 'emoji \ud83d\ude00',
+    });
+    expect(pgSafeDeep({ ok: 'emoji \ud83d\ude00' }).ok).toBe('emoji \ud83d\ude00');
+    expect(pgText('\udc00\ud800')).toBe('\uFFFD\uFFFD');
+    expect(JSON.parse(pgJson({ a: ['x\ud800'], ['k\udc00']: 1 }))).toEqual({
+      a: ['x\uFFFD'],
+      ['k\uFFFD']: 1,
+    });
+  });
+
   it('pgText and pgJson', () => {
     expect(pgText('a\u0000b\u0000')).toBe('a\uFFFDb\uFFFD');
     expect(pgText(null)).toBeNull();

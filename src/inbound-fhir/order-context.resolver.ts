@@ -81,10 +81,13 @@ export class ReferenceResolver {
         : undefined;
     }
     if (ref.startsWith('urn:')) return undefined;
-    // An absolute URL is read only within FHIR_SERVER_URL (docs/security.md): one elsewhere
-    // is refused, never fetched, so the EHR's credential cannot be sent to another host.
-    if (PeerBase.isAbsolute(ref) && !this.ehr?.isOurs(ref)) {
-      const diagnostics = `${expression} refers to a server other than the EHR's FHIR base (FHIR_SERVER_URL); include the resource in the request (contained or a Bundle entry) instead`;
+    // A reference is read only within FHIR_SERVER_URL (docs/security.md): an absolute URL
+    // elsewhere, or a relative one that climbs out of the base (`../admin/Patient/1`), is
+    // refused, never fetched, so the EHR's credential cannot be sent anywhere else. A refusal
+    // (422), not a 503: a resend would be refused the same way.
+    const outside = this.ehr ? !this.ehr.isOurs(ref) : PeerBase.isAbsolute(ref);
+    if (outside) {
+      const diagnostics = `${expression} refers to a URL outside the EHR's FHIR base (FHIR_SERVER_URL); include the resource in the request (contained or a Bundle entry) instead`;
       throw new FhirError('invalid', diagnostics, [
         { severity: 'error', code: 'security', diagnostics, expression: [expression] },
       ]);

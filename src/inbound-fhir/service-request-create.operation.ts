@@ -140,6 +140,13 @@ export class CreateServiceRequestOperation {
             },
           },
         );
+        if (!reply.response.accepted) {
+          // Refused inside the intake: its stored answer, never a 200 that names no resource.
+          return {
+            status: Number(reply.response.code),
+            resource: JSON.parse(reply.response.body.toString('utf8')) as ServiceRequest,
+          };
+        }
         if (!reply.duplicate && reply.response.code === '201' && served) {
           return {
             status: 201,

@@ -35,6 +35,23 @@ export class SubscriptionNotificationHandler {
   ) {}
 
   async handle(caller: FhirCaller): Promise<FhirAnswer> {
+    try {
+      return await this.handleNotification(caller);
+    } catch (caught) {
+      // A TypeError means a shape the parser's checks let through (e.g. in a full-resource
+      // entry): the notification is refused (422) and kept, as on the REST API, never a 500.
+      if (!(caught instanceof TypeError)) throw caught;
+      this.deps.logger.warn({ err: caught.message }, 'notification body could not be read');
+      const error = new FhirError(
+        'invalid',
+        `the notification could not be read: ${caught.message}`,
+      );
+      await this.refuse(caller, error);
+      throw error;
+    }
+  }
+
+  private async handleNotification(caller: FhirCaller): Promise<FhirAnswer> {
     let parsed: ParsedNotification;
     try {
       assertJsonMediaType(caller.contentType);

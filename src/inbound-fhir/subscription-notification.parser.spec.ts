@@ -28,6 +28,10 @@ describe('Subscriptions Backport notification parser', () => {
       // Every URL it names, with its element: each must lie within FHIR_SERVER_URL.
       references: [
         {
+          expression: 'Bundle.entry[0].resource.parameter[subscription]',
+          value: 'https://example.org/fhir/Subscription/admission',
+        },
+        {
           expression: 'Bundle.entry[0].resource.parameter[notification-event][0].part[2]',
           value: 'https://example.org/fhir/Encounter/86009987-eabe-42bf-8c02-b112b18cb616',
         },

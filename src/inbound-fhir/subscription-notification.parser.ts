@@ -1,5 +1,7 @@
 import type {
   Bundle,
+  BundleEntry,
+  BundleLink,
   OperationOutcomeIssue,
   Parameters,
   ParametersParameter,
@@ -65,14 +67,55 @@ function invalid(message: string, expression: string): FhirError {
   return new FhirError('invalid', message, [issue]);
 }
 
+/**
+ * The shape checks of what is read here (the structure validator does not run on
+ * notifications: the 2021 draft's SubscriptionStatus is no R4 resource). Whatever is not the
+ * JSON type the element has is refused with its path, never read as something else.
+ */
+function listAt<T>(value: unknown, where: string): T[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw invalid(`${where} must be an array`, where);
+  value.forEach((v: unknown, i) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v))
+      throw invalid(`${where}[${i}] must be an object`, `${where}[${i}]`);
+  });
+  return value as T[];
+}
+
+function objectAt<T>(value: unknown, where: string): T | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw invalid(`${where} must be an object`, where);
+  return value as T;
+}
+
+function stringAt(value: unknown, where: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw invalid(`${where} must be a string`, where);
+  return value;
+}
+
+/** An instant or dateTime (R4 datatypes.html#instant): a time it names is stored. */
+function timeAt(value: unknown, where: string): string | undefined {
+  const text = stringAt(value, where);
+  if (text !== undefined && (!/^\d{4}/.test(text) || Number.isNaN(Date.parse(text))))
+    throw invalid(`${where} is not a valid instant or dateTime`, where);
+  return text;
+}
+
 /** A reference-valued parameter, tolerating the string-typed forms servers send. */
 function referenceValue(
   p: ParametersParameter,
   where: string,
   quirks: ToleratedQuirk[],
 ): string | undefined {
-  if (p.valueReference?.reference) return p.valueReference.reference;
-  const text = p.valueString ?? p.valueUri ?? p.valueCanonical ?? p.valueUrl;
+  const ref = objectAt<{ reference?: unknown }>(p.valueReference, `${where}.valueReference`);
+  const reference = stringAt(ref?.reference, `${where}.valueReference.reference`);
+  if (reference) return reference;
+  const text = stringAt(
+    p.valueString ?? p.valueUri ?? p.valueCanonical ?? p.valueUrl,
+    `${where}.value[x]`,
+  );
   if (text) {
     quirks.push({
       code: 'notification-reference-as-string',
@@ -106,16 +149,22 @@ function numberValue(
 }
 
 function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]) {
-  const list = params.parameter ?? [];
+  const list = listAt<ParametersParameter>(params.parameter, `${at}.parameter`);
   const get = (name: string) => list.filter((p) => p.name === name);
+  const text = (name: string, p: ParametersParameter | undefined) =>
+    p === undefined
+      ? undefined
+      : stringAt(
+          p.valueCode ?? p.valueCanonical ?? p.valueUri ?? p.valueString,
+          `${at}.parameter[${name}].value[x]`,
+        );
   const sub = get('subscription')[0];
   const subscriptionRef = sub
     ? referenceValue(sub, `${at}.parameter[subscription]`, quirks)
     : undefined;
-  const topicP = get('topic')[0];
-  const topic = topicP?.valueCanonical ?? topicP?.valueUri ?? topicP?.valueString ?? null;
-  const status = get('status')[0]?.valueCode ?? get('status')[0]?.valueString ?? null;
-  const type = get('type')[0]?.valueCode ?? get('type')[0]?.valueString;
+  const topic = text('topic', get('topic')[0]) ?? null;
+  const status = text('status', get('status')[0]) ?? null;
+  const type = text('type', get('type')[0]);
   const sinceP = get('events-since-subscription-start')[0];
   const eventsSinceStart = sinceP
     ? numberValue(sinceP, `${at}.parameter[events-since-subscription-start]`, quirks)
@@ -123,13 +172,14 @@ function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]
   const events: NotificationEvent[] = [];
   const references: ParsedNotification['references'] = [];
   get('notification-event').forEach((ev, i) => {
-    const parts = ev.part ?? [];
     const where = `${at}.parameter[notification-event][${i}]`;
+    const parts = listAt<ParametersParameter>(ev.part, `${where}.part`);
     const numberP = parts.find((p) => p.name === 'event-number');
     const number = numberP ? numberValue(numberP, `${where}.event-number`, quirks) : undefined;
     if (number === undefined)
       throw invalid('a notification-event needs an event-number', `${where}.part[event-number]`);
-    const ts = parts.find((p) => p.name === 'timestamp');
+    const tsAt = parts.findIndex((p) => p.name === 'timestamp');
+    const ts = parts[tsAt];
     const focusP = parts.find((p) => p.name === 'focus');
     parts.forEach((p, j) => {
       if (p.name !== 'focus' && p.name !== 'additional-context') return;
@@ -138,7 +188,7 @@ function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]
     });
     events.push({
       number,
-      timestamp: ts?.valueInstant ?? ts?.valueDateTime,
+      timestamp: timeAt(ts?.valueInstant ?? ts?.valueDateTime, `${where}.part[${tsAt}]`),
       focus: focusP ? referenceValue(focusP, `${where}.focus`, quirks) : undefined,
       additionalContext: parts
         .filter((p) => p.name === 'additional-context')
@@ -167,19 +217,25 @@ interface SubscriptionStatusLike {
 
 function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
   const references: ParsedNotification['references'] = [];
-  (s.notificationEvent ?? []).forEach((ev, i) => {
+  const notificationEvents = listAt<NonNullable<SubscriptionStatusLike['notificationEvent']>[0]>(
+    s.notificationEvent,
+    `${at}.notificationEvent`,
+  );
+  notificationEvents.forEach((ev, i) => {
     const where = `${at}.notificationEvent[${i}]`;
-    if (ev.focus?.reference)
-      references.push({ value: ev.focus.reference, expression: `${where}.focus.reference` });
-    (ev.additionalContext ?? []).forEach((a, j) => {
-      if (a.reference)
-        references.push({
-          value: a.reference,
-          expression: `${where}.additionalContext[${j}].reference`,
-        });
-    });
+    const focus = objectAt<{ reference?: unknown }>(ev.focus, `${where}.focus`);
+    const focusRef = stringAt(focus?.reference, `${where}.focus.reference`);
+    if (focusRef) references.push({ value: focusRef, expression: `${where}.focus.reference` });
+    listAt<{ reference?: unknown }>(ev.additionalContext, `${where}.additionalContext`).forEach(
+      (a, j) => {
+        const ref = stringAt(a.reference, `${where}.additionalContext[${j}].reference`);
+        if (ref)
+          references.push({ value: ref, expression: `${where}.additionalContext[${j}].reference` });
+      },
+    );
+    timeAt(ev.timestamp, `${where}.timestamp`);
   });
-  const events: NotificationEvent[] = (s.notificationEvent ?? []).map((ev, i) => {
+  const events: NotificationEvent[] = notificationEvents.map((ev, i) => {
     const number = Number(ev.eventNumber);
     if (!Number.isSafeInteger(number))
       throw invalid(
@@ -199,11 +255,12 @@ function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
     s.eventsSinceSubscriptionStart === undefined
       ? undefined
       : Number(s.eventsSinceSubscriptionStart);
+  const subscription = objectAt<{ reference?: unknown }>(s.subscription, `${at}.subscription`);
   return {
-    subscriptionRef: s.subscription?.reference,
-    topic: s.topic ?? null,
-    status: s.status ?? null,
-    type: s.type,
+    subscriptionRef: stringAt(subscription?.reference, `${at}.subscription.reference`),
+    topic: stringAt(s.topic, `${at}.topic`) ?? null,
+    status: stringAt(s.status, `${at}.status`) ?? null,
+    type: stringAt(s.type, `${at}.type`),
     eventsSinceStart: since !== undefined && Number.isSafeInteger(since) ? since : undefined,
     events,
     references,
@@ -218,7 +275,11 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       detail: `Bundle.type is ${bundle.type}, not history`,
     });
   }
-  const entries = bundle.entry ?? [];
+  const entries = listAt<BundleEntry>(bundle.entry, 'Bundle.entry');
+  entries.forEach((e, i) => {
+    objectAt(e.resource, `Bundle.entry[${i}].resource`);
+    stringAt(e.fullUrl, `Bundle.entry[${i}].fullUrl`);
+  });
   const statusIndex = entries.findIndex(
     (e) =>
       e.resource?.resourceType === 'Parameters' ||
@@ -265,9 +326,20 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       `${at}.parameter[type]`,
     );
   }
-  const references = [...raw.references];
-  (bundle.link ?? []).forEach((l, i) => {
-    if (l.url) references.push({ value: l.url, expression: `Bundle.link[${i}].url` });
+  // The Subscription is the EHR's: one on another server is not a notification of ours.
+  const references = [
+    {
+      value: raw.subscriptionRef,
+      expression:
+        (statusResource.resourceType as string) === 'SubscriptionStatus'
+          ? `${at}.subscription.reference`
+          : `${at}.parameter[subscription]`,
+    },
+    ...raw.references,
+  ];
+  listAt<BundleLink>(bundle.link, 'Bundle.link').forEach((l, i) => {
+    if (stringAt(l.url, `Bundle.link[${i}].url`))
+      references.push({ value: l.url, expression: `Bundle.link[${i}].url` });
   });
   entries.forEach((e, i) => {
     if (e.fullUrl) references.push({ value: e.fullUrl, expression: `Bundle.entry[${i}].fullUrl` });

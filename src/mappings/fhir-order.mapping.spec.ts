@@ -250,6 +250,11 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     expect(actionFor({ ...sr, status: 'draft' }, 'create')).toMatchObject({
       issue: { expression: 'ServiceRequest.status' },
     });
+    // A create is never a cancel: a revoked request that nobody ordered is refused, not answered as done.
+    for (const status of ['revoked', 'entered-in-error'] as const)
+      expect(actionFor({ ...sr, status }, 'create')).toMatchObject({
+        issue: { code: 'business-rule', expression: 'ServiceRequest.status' },
+      });
     const proposal = mapServiceRequest({ ...sr, intent: 'proposal' }, ctx(), 'create');
     expect(proposal.issues.map((i) => i.expression)).toEqual(['ServiceRequest.intent']);
   });

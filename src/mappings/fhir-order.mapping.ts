@@ -119,24 +119,27 @@ export const FHIR_ORDER_FIELD_MAP = [
 ] as const satisfies readonly FhirFieldRule[];
 
 /**
- * What the ServiceRequest asks for (R4 request-status): `revoked` and `entered-in-error`
- * cancel; a new order must be `active` (a draft or on-hold request is not yet an order); an
- * update with any other status changes the order's metadata.
+ * What the ServiceRequest asks for (R4 request-status): on an update, `revoked` and
+ * `entered-in-error` cancel and any other status changes the order's metadata; a new order
+ * must be `active` (a draft or on-hold request is not yet an order, and a revoked one is a
+ * cancel of an order, sent with PUT).
  */
 export function actionFor(
   sr: ServiceRequest,
   interaction: FhirInteraction,
 ): { action: OrderAction } | { issue: FhirMappingIssue } {
   const status = sr.status;
-  if (status === 'revoked' || status === 'entered-in-error') return { action: 'cancel' };
-  if (interaction === 'update') return { action: 'update' };
+  const cancels = status === 'revoked' || status === 'entered-in-error';
+  if (interaction === 'update') return { action: cancels ? 'cancel' : 'update' };
   if (status === 'active') return { action: 'create' };
   return {
     issue: {
       severity: 'error',
       code: 'business-rule',
       expression: 'ServiceRequest.status',
-      diagnostics: `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
+      diagnostics: cancels
+        ? `a new order must have status active (got ${status}): to cancel an order, PUT its ServiceRequest/{id} with this status`
+        : `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
     },
   };
 }

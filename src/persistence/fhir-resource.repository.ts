@@ -2,6 +2,7 @@ import type { Resource, ServiceRequest } from '@medplum/fhirtypes';
 import type { EntityManager } from 'typeorm';
 import type { OrderState } from '../domain/order-state';
 import type { OrderRequest } from '../domain/order-request';
+import { pgJson } from '../common/pg-safe';
 import { RepositoryBase } from './repository-base';
 
 export interface StoredResource<T extends Resource = Resource> {
@@ -96,7 +97,7 @@ export class FhirResourceRepository extends RepositoryBase {
       const rows: ResourceRow[] = await this.db().query(
         `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest'
             AND resource->'identifier' @> $1::jsonb ORDER BY last_updated DESC LIMIT 1`,
-        [JSON.stringify([{ system: id.system, value: id.value }])],
+        [pgJson([{ system: id.system, value: id.value }])],
       );
       if (rows[0]) return toStored<ServiceRequest>(rows[0]);
     }
@@ -125,7 +126,7 @@ export class FhirResourceRepository extends RepositoryBase {
         row.lastUpdated,
         row.sourceUrl ?? null,
         row.sourceVersion ?? null,
-        JSON.stringify(row.resource),
+        pgJson(row.resource),
       ],
     );
   }
@@ -148,7 +149,7 @@ export class FhirResourceRepository extends RepositoryBase {
         WHERE resource_type = 'ServiceRequest' AND id = $1`,
       [
         row.id,
-        JSON.stringify(row.resource),
+        pgJson(row.resource),
         row.versionId,
         row.lastUpdated,
         row.sourceVersion ?? null,

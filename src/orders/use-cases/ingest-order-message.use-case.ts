@@ -1,6 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
-import { pgSafeDeep } from '../../common/pg-safe';
 import { uuidv7 } from '../../common/uuid-v7';
 import type { JobQueue } from '../../jobs/job-queue';
 import type {
@@ -9,7 +8,7 @@ import type {
 } from '../../persistence/inbound-message.repository';
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
-import { storedEnvelope } from './stored-envelope';
+import { storableInput, storedEnvelope } from './stored-envelope';
 import type {
   IntakeInput,
   IntakeOutcome,
@@ -69,8 +68,8 @@ export class IngestOrderMessageUseCase {
     unsafeInput: IntakeInput,
     responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply> {
-    // values derived from input must be storable as text/jsonb (no NUL); raw bytes stay exact
-    const input = pgSafeDeep(unsafeInput);
+    // values derived from input must be storable as text/jsonb, indexed ones within the index
+    const input = storableInput(unsafeInput);
     // The hot path of every front door (bench/mllp-ingest): a message that only creates
     // orders is stored by one function call (one round trip, one commit, shared with the
     // messages that arrive at the same time). Anything else, or

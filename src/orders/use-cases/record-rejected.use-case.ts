@@ -1,9 +1,8 @@
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
-import { pgSafeDeep } from '../../common/pg-safe';
 import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
 import type { RejectionInput } from '../intake.model';
-import { storedEnvelope } from './stored-envelope';
+import { storableInput, storedEnvelope } from './stored-envelope';
 
 /** A message refused by its front door (or by the intake's answer), stored and audited. */
 export class RecordRejectedUseCase {
@@ -14,7 +13,7 @@ export class RecordRejectedUseCase {
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */
   async recordRejected(unsafeInput: RejectionInput): Promise<string> {
-    const input = pgSafeDeep(unsafeInput);
+    const input = storableInput(unsafeInput);
     return this.dataSource.transaction(async (manager) => {
       const id = await this.messages.insertRejected(
         {

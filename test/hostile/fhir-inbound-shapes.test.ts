@@ -1,0 +1,355 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Patient } from '@medplum/fhirtypes';
+import { Client as PgClient } from 'pg';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+jest.setTimeout(120_000);
+
+/**
+ * FHIR inputs found answering wrongly on a running adapter (an attack-and-real-world pass):
+ * each is answered with the status and the element it is about, kept for the audit log, and
+ * stores only values PostgreSQL can hold. A real FHIR engine plays the EHR.
+ */
+
+const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+type Json = Record<string, unknown>;
+const fixture = (name: string) =>
+  JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8')) as Json;
+
+/** The R4 spec's ServiceRequest "di" as an EHR sends it: our id dropped, a typed placer number. */
+function chestCt(placer: string, changes: Json = {}): Json {
+  const sr = fixture('r4-servicerequest-example-di');
+  delete sr.id;
+  return {
+    ...sr,
+    identifier: [
+      {
+        type: {
+          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+        },
+        system: 'urn:oid:2.16.840.1.113883.3.999.1',
+        value: placer,
+      },
+    ],
+    ...changes,
+  };
+}
+
+async function post(adapter: TestAdapter, path: string, body: string | Json) {
+  const res = await fetch(`${adapter.httpUrl}${path}`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return {
+    status: res.status,
+    location: res.headers.get('location'),
+    body: (await res.json()) as Json,
+  };
+}
+
+function expressions(outcome: Json): string[] {
+  return ((outcome.issue as Array<{ expression?: string[] }>) ?? []).flatMap(
+    (i) => i.expression ?? [],
+  );
+}
+
+/** An R4 Backport event notification (STU 1.1 shape) with these parameters and entries. */
+function notification(subscription: string, events: Json[][], entries: Json[] = []): Json {
+  return {
+    resourceType: 'Bundle',
+    type: 'history',
+    timestamp: '2026-11-25T08:00:00Z',
+    entry: [
+      {
+        fullUrl: 'urn:uuid:9e41ff6d-5be6-4e6a-8b85-abd4e7f58400',
+        resource: {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'subscription', valueReference: { reference: subscription } },
+            { name: 'topic', valueCanonical: 'http://example.org/SubscriptionTopic/imaging' },
+            { name: 'status', valueCode: 'active' },
+            { name: 'type', valueCode: 'event-notification' },
+            ...events.map((part) => ({ name: 'notification-event', part })),
+          ],
+        },
+        request: { method: 'GET', url: `${subscription}/$status` },
+        response: { status: '200' },
+      },
+      ...entries,
+    ],
+  };
+}
+
+describe('hostile: FHIR inputs answered with the right status and element, and stored', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fixture('r4-patient-example-dicom') as unknown as Patient);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  const lastMessage = async () =>
+    (
+      await db.query<{ outcome: string; response_code: string; raw: Buffer; transport: string }>(
+        `SELECT outcome, response_code, raw, transport FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows[0]!;
+  const ordersWith = async (placer: string) =>
+    (await db.query(`SELECT id FROM orders WHERE placer_order_number = $1`, [placer])).rows;
+
+  it('a create whose status is revoked or entered-in-error: 422 on ServiceRequest.status, never a 200 naming no resource', async () => {
+    for (const status of ['revoked', 'entered-in-error']) {
+      const placer = `NEW-${status}`;
+      const res = await post(adapter, '/fhir/ServiceRequest', chestCt(placer, { status }));
+      expect({ status: res.status, location: res.location }).toEqual({
+        status: 422,
+        location: null,
+      });
+      expect(expressions(res.body)).toEqual(['ServiceRequest.status']);
+      expect(JSON.stringify(res.body)).toMatch(/PUT its ServiceRequest/);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(placer)).toEqual([]);
+    }
+    // Same placer as a live order: a POST never cancels it (that is PUT's job).
+    const created = await post(adapter, '/fhir/ServiceRequest', chestCt('LIVE-1'));
+    expect(created.status).toBe(201);
+    const again = await post(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCt('LIVE-1', { status: 'revoked' }),
+    );
+    expect(again.status).toBe(422);
+    const [order] = (
+      await db.query(`SELECT state FROM orders WHERE placer_order_number = 'LIVE-1'`)
+    ).rows;
+    expect(order.state).not.toMatch(/cancel/i);
+  });
+
+  it('a revoked entry of a batch is its own 422 entry, not a 500', async () => {
+    const res = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        { resource: chestCt('BATCH-LIVE'), request: { method: 'POST', url: 'ServiceRequest' } },
+        {
+          resource: chestCt('BATCH-REVOKED', { status: 'revoked' }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    expect(res.status).toBe(200);
+    const entries = res.body.entry as Array<{ response: { status: string; outcome?: Json } }>;
+    expect(entries.map((e) => e.response.status)).toEqual([
+      '201 Created',
+      '422 Unprocessable Entity',
+    ]);
+    expect(expressions(entries[1]!.response.outcome!)).toEqual(['Bundle.entry[1].resource.status']);
+  });
+
+  it('a lone surrogate or a NUL escaped in the JSON is stored as U+FFFD (201), not a 500; the raw bytes are kept', async () => {
+    // The structure validator refuses a NUL in code.text, not in the narrative's div.
+    for (const [placer, escape, where] of [
+      ['SUR-1', '\\ud800', 'code'],
+      ['SUR-2', '\\udc00', 'code'],
+      ['NUL-1', '\\u0000', 'div'],
+    ] as const) {
+      const sent = JSON.stringify(chestCt(placer));
+      const body =
+        where === 'code'
+          ? sent.replace('"text":"Chest CT"', `"text":"Chest ${escape} CT"`)
+          : sent.replace('<p><b>id</b>', `<p>${escape}<b>id</b>`);
+      expect(body).not.toBe(sent);
+      const res = await post(adapter, '/fhir/ServiceRequest', body);
+      expect({ placer, status: res.status }).toEqual({ placer, status: 201 });
+      const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      });
+      const served = (await read.json()) as { code: { text: string }; text: { div: string } };
+      if (where === 'code') expect(served.code.text).toBe('Chest \uFFFD CT');
+      else expect(served.text.div).toContain('<p>\uFFFD<b>id</b>');
+      const stored = await lastMessage();
+      expect(stored.outcome).toBe('accepted');
+      expect(stored.raw.toString('utf8')).toBe(body);
+      expect(await ordersWith(placer)).toHaveLength(1);
+    }
+  });
+
+  it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
+    for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
+      ehr.requests.length = 0;
+      const res = await post(
+        adapter,
+        '/fhir/ServiceRequest',
+        chestCt(`REL-${reference.length}`, { subject: { reference } }),
+      );
+      expect({ reference, status: res.status }).toEqual({ reference, status: 422 });
+      expect(expressions(res.body)).toEqual(['ServiceRequest.subject']);
+      expect((res.body.issue as Json[])[0]).toMatchObject({ code: 'security' });
+      expect(ehr.requests.filter((r) => r.url.includes('Patient'))).toEqual([]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
+  });
+
+  it.each([
+    [
+      'entry is not an array',
+      { resourceType: 'Bundle', type: 'history', entry: 'x' },
+      'Bundle.entry',
+    ],
+    ['a null entry', { resourceType: 'Bundle', type: 'history', entry: [null] }, 'Bundle.entry[0]'],
+    [
+      'parameter an object',
+      {
+        resourceType: 'Bundle',
+        type: 'history',
+        entry: [{ resource: { resourceType: 'Parameters', parameter: {} } }],
+      },
+      'Bundle.entry[0].resource.parameter',
+    ],
+    [
+      'a part that is an object',
+      (sub: string) => {
+        const n = notification(sub, []);
+        const params = ((n.entry as Json[])[0]!.resource as { parameter: Json[] }).parameter;
+        params.push({ name: 'notification-event', part: {} });
+        return n;
+      },
+      'Bundle.entry[0].resource.parameter[notification-event][0].part',
+    ],
+    [
+      'a subscription reference that is an object',
+      (sub: string) => {
+        const n = notification(sub, [[{ name: 'event-number', valueString: '1' }]]);
+        const params = ((n.entry as Json[])[0]!.resource as { parameter: Json[] }).parameter;
+        params[0] = { name: 'subscription', valueReference: { reference: { id: 1 } } };
+        return n;
+      },
+      'Bundle.entry[0].resource.parameter[subscription].valueReference.reference',
+    ],
+    [
+      'a timestamp that is no instant',
+      (sub: string) =>
+        notification(sub, [
+          [
+            { name: 'event-number', valueString: '1' },
+            { name: 'timestamp', valueInstant: 'yesterday' },
+            { name: 'focus', valueReference: { reference: 'ServiceRequest/nope' } },
+          ],
+        ]),
+      'Bundle.entry[0].resource.parameter[notification-event][0].part[1]',
+    ],
+    [
+      'draft-2021 SubscriptionStatus, notificationEvent an object',
+      {
+        resourceType: 'Bundle',
+        type: 'history',
+        entry: [
+          {
+            resource: {
+              resourceType: 'SubscriptionStatus',
+              type: 'event-notification',
+              subscription: { reference: 'Subscription/s' },
+              notificationEvent: {},
+            },
+          },
+        ],
+      },
+      'Bundle.entry[0].resource.notificationEvent',
+    ],
+  ] as Array<[string, Json | ((sub: string) => Json), string]>)(
+    'a notification (%s): 422 naming it, recorded, /health answers',
+    async (_what, make, expression) => {
+      const body = typeof make === 'function' ? make(`${ehr.baseUrl}/Subscription/s`) : make;
+      const res = await post(adapter, '/fhir/subscription-notifications', body);
+      expect({ status: res.status, expressions: expressions(res.body) }).toEqual({
+        status: 422,
+        expressions: [expression],
+      });
+      const stored = await lastMessage();
+      expect(stored).toMatchObject({
+        transport: 'fhir-subscription',
+        outcome: 'rejected',
+        response_code: '422',
+      });
+      expect(JSON.parse(stored.raw.toString('utf8'))).toEqual(body);
+      expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+    },
+  );
+
+  it('a full-resource entry of a shape the parser does not check is a recorded 422, not a 500', async () => {
+    const sub = `${ehr.baseUrl}/Subscription/s-shape`;
+    const focus = `${ehr.baseUrl}/ServiceRequest/x7`;
+    const body = notification(
+      sub,
+      [
+        [
+          { name: 'event-number', valueString: '1' },
+          { name: 'focus', valueReference: { reference: focus } },
+        ],
+      ],
+      [{ fullUrl: focus, resource: { ...chestCt('X7'), id: 'x7', identifier: 'X7' } }],
+    );
+    const res = await post(adapter, '/fhir/subscription-notifications', body);
+    expect(res.status).toBe(422);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+  });
+
+  it("a notification naming a Subscription on another server: 422 on parameter[subscription], the EHR's credential goes nowhere", async () => {
+    ehr.requests.length = 0;
+    const res = await post(
+      adapter,
+      '/fhir/subscription-notifications',
+      notification('https://other-ehr.example.org/fhir/Subscription/s1', [
+        [
+          { name: 'event-number', valueString: '1' },
+          { name: 'focus', valueReference: { reference: 'ServiceRequest/a9' } },
+        ],
+      ]),
+    );
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['Bundle.entry[0].resource.parameter[subscription]']);
+    expect(ehr.requests).toEqual([]);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+  });
+  it('a notification of 3,000 events, and a 6,000-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
+    const events = Array.from({ length: 3000 }, (_, i) => [
+      { name: 'event-number', valueString: String(100_000 + ((i * 7919) % 99_991)) },
+    ]);
+    const body = notification(`${ehr.baseUrl}/Subscription/s-many`, events);
+    const first = await post(adapter, '/fhir/subscription-notifications', body);
+    expect(first.status).toBe(200);
+    expect(await lastMessage()).toMatchObject({ outcome: 'accepted', response_code: '200' });
+    const again = await post(adapter, '/fhir/subscription-notifications', body);
+    expect(again.status).toBe(200);
+    expect(JSON.stringify(again.body)).toMatch(/already processed/);
+
+    const placer = Array.from({ length: 6000 }, (_, i) =>
+      String.fromCharCode(33 + ((i * 7919 + 13) % 94)),
+    )
+      .join('')
+      .replace(/[|\\^~&]/g, 'x');
+    const created = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    expect(created.status).toBe(201);
+    const resent = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    expect({ status: resent.status, id: resent.body.id }).toEqual({
+      status: 200,
+      id: created.body.id,
+    });
+  });
+});

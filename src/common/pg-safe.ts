@@ -12,8 +12,12 @@ const NUL = /\u0000/g;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
+/** Any character that may need replacing: one quick scan before the exact tests. */
+// eslint-disable-next-line no-control-regex -- matching NUL is the point
+const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+
 function unstorable(value: string): boolean {
-  return value.includes('\u0000') || LONE_SURROGATE.test(value);
+  return SUSPECT.test(value) && (value.includes('\u0000') || LONE_SURROGATE.test(value));
 }
 
 export function pgText<T extends string | null | undefined>(value: T): T {
@@ -32,8 +36,9 @@ export function pgJson(value: unknown): string {
 /**
  * `value` with every string made storable (Buffers and other binary left as they are): the
  * value itself when no string in it holds a NUL or a lone surrogate (the usual case: nothing
- * is copied), else a copy with them replaced. A message's request and lineage are a few hundred strings, read on
- * every ingest (bench/mllp-ingest), so the check walks without allocating.
+ * is copied), else a copy with them replaced. A message's request and lineage are a few
+ * hundred strings, read on every ingest (bench/mllp-ingest), so the check walks without
+ * allocating.
  */
 export function pgSafeDeep<T>(value: T): T {
   return holdsUnstorable(value) ? replaceUnstorableDeep(value) : value;

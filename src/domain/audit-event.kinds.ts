@@ -13,6 +13,7 @@ export const AUDIT_EVENT_KINDS = {
   'order.updated': 'an order changed (metadata, demographics, merge)',
   'order.cancel-requested': 'a cancel was asked for (who, why)',
   'order.cancel-refused': 'a cancel came too late',
+  'order.change-refused': 'a change came after the order had ended (not applied)',
   'order.status-recorded': 'a status message (ORC-1 SC) was recorded',
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',

@@ -8,6 +8,8 @@ export type IntakeOrderResult =
   | { kind: 'cancel-accepted'; orderId: string; sourceRef: string }
   | { kind: 'cancel-too-late'; orderId: string; state: OrderState; sourceRef: string }
   | { kind: 'updated'; orderId: string; sourceRef: string }
+  /** A change to an order that has ended (delivered, failed, cancelled…): not applied. */
+  | { kind: 'change-too-late'; orderId: string; state: OrderState; sourceRef: string }
   | { kind: 'status-recorded'; orderId: string | null; sourceRef: string }
   | { kind: 'unknown-order'; action: string; sourceRef: string };
 

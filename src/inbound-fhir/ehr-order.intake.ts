@@ -217,6 +217,7 @@ export class EhrOrderIntake {
               });
             } else if (
               (r.kind === 'updated' ||
+                r.kind === 'change-too-late' ||
                 r.kind === 'cancel-accepted' ||
                 r.kind === 'cancel-too-late') &&
               o.stored

@@ -135,6 +135,9 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
   switch (r?.kind) {
     case 'cancel-accepted':
     case 'updated':
+    // the EHR's own resource moves on (e.g. status completed once the result is in); the
+    // ended order does not change, and its audit trail says so (order.change-refused)
+    case 'change-too-late':
       return fhirResponse(200, served, true);
     case 'cancel-too-late':
       return refuse(409, {

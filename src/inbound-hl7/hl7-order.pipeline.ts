@@ -192,9 +192,11 @@ export function answerMappedMessage(
             ? 'CR'
             : result.kind === 'cancel-too-late'
               ? 'UC'
-              : result.kind === 'updated'
-                ? 'XR'
-                : 'OK';
+              : result.kind === 'change-too-late'
+                ? 'UX'
+                : result.kind === 'updated'
+                  ? 'XR'
+                  : 'OK';
         return {
           control,
           placer: request.placerOrderNumber

@@ -241,6 +241,25 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
       ),
     ).toHaveLength(1);
 
+    // once the order has ended, the EHR's own resource still moves on (status completed) but
+    // the order does not change: 200 with the new version, the change recorded as not applied
+    await rows(`UPDATE orders SET state = 'delivered' WHERE id = $1`, [created.id]);
+    const completed = (await fhir.update({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+      body: { ...sr, id: created.id, status: 'completed', priority: 'routine' },
+    })) as unknown as { status: string; meta: { versionId: string } };
+    expect(completed).toMatchObject({ status: 'completed', meta: { versionId: '4' } });
+    const [ended] = await rows(`SELECT state, request FROM orders WHERE id = $1`, [created.id]);
+    expect(ended.state).toBe('delivered');
+    expect(ended.request.priority).toBe('stat');
+    expect(
+      await rows(
+        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'order.change-refused'`,
+        [created.id],
+      ),
+    ).toHaveLength(1);
+
     const unknown = await failure(
       fhir.update({
         resourceType: 'ServiceRequest',

@@ -256,6 +256,27 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
         [order.id],
       ),
     ).toBe(1);
+
+    // a change (XO) of the ended order: UX (unable to change), and the order stays as it was
+    const change = await client.send(swap(hl7Fixture('orm-o01-v251-change-xo'), 'DONE-XO-1'));
+    expect(ackSummary(change).code).toBe('AA');
+    expect(change.toString('latin1')).toMatch(/\rORC\|UX\|PLC-DONE-1/);
+    const after = (
+      await db.query(`SELECT request FROM orders WHERE placer_order_number = 'PLC-DONE-1'`)
+    ).rows[0];
+    expect(after.request.priority).not.toBe('stat');
+    expect(
+      await count(
+        `SELECT count(*) AS n FROM audit_events WHERE order_id = $1 AND kind = 'order.change-refused'`,
+        [order.id],
+      ),
+    ).toBe(1);
+    expect(
+      await count(
+        `SELECT count(*) AS n FROM job_outbox WHERE payload->>'orderId' = $1 AND task = 'order.update-metadata'`,
+        [order.id],
+      ),
+    ).toBe(0);
   });
 
   it('keys a message without MSH-10 by a hash of its content: a resend is answered, not processed again', async () => {

@@ -99,6 +99,16 @@ export function intakeRows(
           detail: { sourceRef: step.order.sourceRef, state: step.state },
         });
         break;
+      case 'change-too-late':
+        audit.push({
+          kind: 'order.change-refused',
+          orderId: step.orderId,
+          severity: 'warning',
+          actor,
+          summary: `change not applied: the order is already ${step.state}`,
+          detail: { sourceRef: step.order.sourceRef, state: step.state },
+        });
+        break;
       case 'cancel':
       case 'update':
       case 'unknown':

@@ -124,6 +124,19 @@ describe('decide(): what one order group of a message does (pure)', () => {
     });
   });
 
+  it.each(['delivered', 'failed', 'cancelled'] as const)(
+    'a change (XO) of an order that is already %s is not applied (UX), with the state it had',
+    (state) => {
+      const { order: change, existing } = againstStored(CHANGE, 'update', state);
+      expect(decide(change, existing, undefined)).toMatchObject({
+        kind: 'change-too-late',
+        orderId: existing.id,
+        state,
+        result: { kind: 'change-too-late', orderId: existing.id, state },
+      });
+    },
+  );
+
   it('a cancel (CA) of an order under way is accepted, with the state it had', () => {
     const { order: cancel, existing } = againstStored(CANCEL, 'cancel', 'processing');
     expect(decide(cancel, existing, undefined)).toMatchObject({

@@ -93,6 +93,23 @@ export function decide(
     }
     case 'update': {
       if (!existing) return unknownOrder(order, 'change');
+      const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
+      // An ended order's analysis is done (or never will be): a change cannot reach it, and
+      // saying "changed" would tell the orderer something that is not true.
+      if (isTerminal(state)) {
+        return {
+          kind: 'change-too-late' as const,
+          orderId: existing.id,
+          state,
+          order,
+          result: {
+            kind: 'change-too-late' as const,
+            orderId: existing.id,
+            state,
+            sourceRef,
+          } satisfies IntakeOrderResult,
+        };
+      }
       return {
         kind: 'update' as const,
         orderId: existing.id,

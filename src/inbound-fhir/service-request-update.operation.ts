@@ -133,10 +133,10 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
   const refuse = (status: number, issue: OperationOutcomeIssue): IntakeResponse =>
     fhirResponse(status, operationOutcome([issue]), false);
   switch (r?.kind) {
+    // change-too-late: the EHR's own resource moves on (e.g. status completed once the result
+    // is in); the ended order does not change, and its audit trail says so
     case 'cancel-accepted':
     case 'updated':
-    // the EHR's own resource moves on (e.g. status completed once the result is in); the
-    // ended order does not change, and its audit trail says so (order.change-refused)
     case 'change-too-late':
       return fhirResponse(200, served, true);
     case 'cancel-too-late':

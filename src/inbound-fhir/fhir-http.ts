@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
+import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
@@ -88,24 +89,52 @@ export async function readRawBody(req: Request, limit: number): Promise<RawBody>
   return { bytes, contentType };
 }
 
-/** 415 unless the body was sent as JSON (R4 http.html#mime). */
+/**
+ * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
+ * body declared in another charset would be read with the wrong characters).
+ */
 export function assertJsonMediaType(contentType: string): void {
-  const base = contentType.split(';')[0]!.trim().toLowerCase();
+  const [type, ...params] = contentType.split(';');
+  const base = type!.trim().toLowerCase();
   if (!JSON_FORMATS[base]) {
     throw new FhirError(
       'unsupported-media-type',
       `Content-Type ${base} is not supported: send application/fhir+json (or application/json)`,
     );
   }
+  for (const param of params) {
+    const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());
+    if (name === 'charset' && value !== 'utf-8' && value !== 'utf8') {
+      throw new FhirError(
+        'unsupported-media-type',
+        `charset ${value ?? ''} is not supported: FHIR bodies are UTF-8 (send charset=utf-8 or none)`,
+      );
+    }
+  }
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function unparseable(diagnostics: string, expression: string): FhirError {
+  return new FhirError('unparseable', diagnostics, [
+    { severity: 'error', code: 'structure', diagnostics, expression: [expression] },
+  ]);
 }
 
 /** Parses a body into a resource; 400 with the position when it is not JSON or has no resourceType. */
 export function parseResource(bytes: Buffer): Resource {
   if (bytes.length === 0)
     throw new FhirError('unparseable', 'the body is empty: a FHIR resource is expected');
+  let text: string;
+  try {
+    text = STRICT_UTF8.decode(bytes).replace(/^\uFEFF/, '');
+  } catch {
+    // read leniently, the bytes that are not UTF-8 would become U+FFFD in stored values
+    throw unparseable('the body is not valid UTF-8 (FHIR bodies are UTF-8)', '(body)');
+  }
   let data: unknown;
   try {
-    data = JSON.parse(bytes.toString('utf8').replace(/^\uFEFF/, ''));
+    data = JSON.parse(text);
   } catch (error) {
     throw new FhirError('unparseable', `the body is not valid JSON: ${(error as Error).message}`, [
       {
@@ -135,10 +164,15 @@ export function parseResource(bytes: Buffer): Resource {
       ],
     );
   }
-  const polluting = pollutingKey(
-    data,
-    'resourceType' in data ? String((data as Resource).resourceType) : '',
-  );
+  const rootName = 'resourceType' in data ? String((data as Resource).resourceType) : '';
+  const duplicate = firstDuplicateKey(text, rootName);
+  if (duplicate) {
+    throw unparseable(
+      `${duplicate} appears twice in one object: each element may be given once (the body has no one meaning)`,
+      duplicate,
+    );
+  }
+  const polluting = pollutingKey(data, rootName);
   if (polluting) {
     const diagnostics = `${polluting} is not a FHIR element: keys named __proto__, constructor or prototype are refused`;
     throw new FhirError('invalid', diagnostics, [

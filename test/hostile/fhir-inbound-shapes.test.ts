@@ -352,4 +352,48 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       id: created.body.id,
     });
   });
+  it('a body with one element twice, in another charset, or not UTF-8 has no one meaning: refused and kept', async () => {
+    const send = async (bytes: Buffer, contentType = 'application/fhir+json') => {
+      const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+        body: bytes,
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    // "active" then "revoked": JSON.parse would keep the last, another reader the first
+    const text = JSON.stringify(chestCt('DUP-KEY-1')).replace(
+      '"status":"active"',
+      '"status":"active","status":"revoked"',
+    );
+    expect(text).toContain('"status":"active","status":"revoked"');
+    const twice = await send(Buffer.from(text, 'utf8'));
+    expect(twice.status).toBe(400);
+    expect(expressions(twice.body)).toEqual(['ServiceRequest.status']);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '400' });
+    expect((await lastMessage()).raw.toString('utf8')).toBe(text);
+    expect(await ordersWith('DUP-KEY-1')).toEqual([]);
+
+    // a Latin-1 body says so: 415 (FHIR bodies are UTF-8), not a silent U+FFFD in the patient name
+    const latin1 = Buffer.from(
+      JSON.stringify(chestCt('CHARSET-1', { note: [{ text: 'Müller' }] })),
+      'latin1',
+    );
+    const declared = await send(latin1, 'application/fhir+json; charset=ISO-8859-1');
+    expect(declared.status).toBe(415);
+    expect(JSON.stringify(declared.body)).toMatch(/charset iso-8859-1 is not supported/);
+    // … and undeclared it is not UTF-8 at all: 400
+    const undeclared = await send(latin1);
+    expect(undeclared.status).toBe(400);
+    expect(JSON.stringify(undeclared.body)).toMatch(/not valid UTF-8/);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '400' });
+    expect(await ordersWith('CHARSET-1')).toEqual([]);
+
+    // the same body in UTF-8, with the charset said or not, is an order
+    const utf8 = Buffer.from(
+      JSON.stringify(chestCt('CHARSET-1', { note: [{ text: 'Müller' }] })),
+      'utf8',
+    );
+    expect((await send(utf8, 'application/fhir+json; charset=UTF-8')).status).toBe(201);
+  });
 });

@@ -8,6 +8,12 @@ import {
 } from '../intake.model';
 import type { CreateStep, IntakePlan } from './intake-decision';
 
+/** The audit event of a cancel or change that came after the order ended (not applied). */
+const TOO_LATE = {
+  'cancel-too-late': { kind: 'order.cancel-refused', summary: 'cancel refused' },
+  'change-too-late': { kind: 'order.change-refused', summary: 'change not applied' },
+} as const;
+
 /** The new orders, audit events and jobs of a plan, as JSON arrays for one statement. */
 export function intakeRows(
   input: IntakeInput,
@@ -90,22 +96,13 @@ export function intakeRows(
         });
         break;
       case 'cancel-too-late':
-        audit.push({
-          kind: 'order.cancel-refused',
-          orderId: step.orderId,
-          severity: 'warning',
-          actor,
-          summary: `cancel refused: the order is already ${step.state}`,
-          detail: { sourceRef: step.order.sourceRef, state: step.state },
-        });
-        break;
       case 'change-too-late':
         audit.push({
-          kind: 'order.change-refused',
+          kind: TOO_LATE[step.kind].kind,
           orderId: step.orderId,
           severity: 'warning',
           actor,
-          summary: `change not applied: the order is already ${step.state}`,
+          summary: `${TOO_LATE[step.kind].summary}: the order is already ${step.state}`,
           detail: { sourceRef: step.order.sourceRef, state: step.state },
         });
         break;

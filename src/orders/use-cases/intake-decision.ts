@@ -27,6 +27,24 @@ function unknownOrder(order: IntakeOrder, action: 'cancel' | 'change') {
   };
 }
 
+/**
+ * A cancel or change of an order that has ended (delivered, failed, cancelled): not applied,
+ * answered as such (HL7 UC / UX), with the state the order is in.
+ */
+function tooLate<K extends 'cancel-too-late' | 'change-too-late'>(
+  kind: K,
+  order: IntakeOrder,
+  orderId: string,
+  state: OrderState,
+) {
+  // both results have this one shape; the cast keeps K (UC or UX) for the caller's narrowing
+  const result = { kind, orderId, state, sourceRef: order.sourceRef } as Extract<
+    IntakeOrderResult,
+    { kind: K }
+  >;
+  return { kind, orderId, state, order, result };
+}
+
 /** What one order group does, given the order it refers to (if any). Pure. */
 export function decide(
   order: IntakeOrder,
@@ -65,20 +83,7 @@ export function decide(
     case 'cancel': {
       if (!existing) return unknownOrder(order, 'cancel');
       const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
-      if (isTerminal(state)) {
-        return {
-          kind: 'cancel-too-late' as const,
-          orderId: existing.id,
-          state,
-          order,
-          result: {
-            kind: 'cancel-too-late' as const,
-            orderId: existing.id,
-            state,
-            sourceRef,
-          } satisfies IntakeOrderResult,
-        };
-      }
+      if (isTerminal(state)) return tooLate('cancel-too-late', order, existing.id, state);
       return {
         kind: 'cancel' as const,
         orderId: existing.id,
@@ -96,20 +101,7 @@ export function decide(
       const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
       // An ended order's analysis is done (or never will be): a change cannot reach it, and
       // saying "changed" would tell the orderer something that is not true.
-      if (isTerminal(state)) {
-        return {
-          kind: 'change-too-late' as const,
-          orderId: existing.id,
-          state,
-          order,
-          result: {
-            kind: 'change-too-late' as const,
-            orderId: existing.id,
-            state,
-            sourceRef,
-          } satisfies IntakeOrderResult,
-        };
-      }
+      if (isTerminal(state)) return tooLate('change-too-late', order, existing.id, state);
       return {
         kind: 'update' as const,
         orderId: existing.id,

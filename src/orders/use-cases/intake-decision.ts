@@ -80,39 +80,25 @@ export function decide(
         result: { kind: 'created' as const, orderId, sourceRef } satisfies IntakeOrderResult,
       };
     }
-    case 'cancel': {
-      if (!existing) return unknownOrder(order, 'cancel');
-      const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
-      if (isTerminal(state)) return tooLate('cancel-too-late', order, existing.id, state);
-      return {
-        kind: 'cancel' as const,
-        orderId: existing.id,
-        state,
-        order,
-        result: {
-          kind: 'cancel-accepted' as const,
-          orderId: existing.id,
-          sourceRef,
-        } satisfies IntakeOrderResult,
-      };
-    }
+    case 'cancel':
     case 'update': {
-      if (!existing) return unknownOrder(order, 'change');
+      const cancel = req.action === 'cancel';
+      if (!existing) return unknownOrder(order, cancel ? 'cancel' : 'change');
       const state: OrderState = isOrderState(existing.state) ? existing.state : 'received';
-      // An ended order's analysis is done (or never will be): a change cannot reach it, and
-      // saying "changed" would tell the orderer something that is not true.
-      if (isTerminal(state)) return tooLate('change-too-late', order, existing.id, state);
-      return {
-        kind: 'update' as const,
-        orderId: existing.id,
-        existing,
-        order,
-        result: {
-          kind: 'updated' as const,
-          orderId: existing.id,
-          sourceRef,
-        } satisfies IntakeOrderResult,
-      };
+      // An ended order's analysis is done (or never will be): a cancel or change cannot reach
+      // it, and answering "done" would tell the orderer something that is not true.
+      if (isTerminal(state)) {
+        return cancel
+          ? tooLate('cancel-too-late', order, existing.id, state)
+          : tooLate('change-too-late', order, existing.id, state);
+      }
+      const orderId = existing.id;
+      if (cancel) {
+        const result = { kind: 'cancel-accepted' as const, orderId, sourceRef };
+        return { kind: 'cancel' as const, orderId, state, order, result };
+      }
+      const result = { kind: 'updated' as const, orderId, sourceRef };
+      return { kind: 'update' as const, orderId, existing, order, result };
     }
     case 'status':
       return {

@@ -3,10 +3,22 @@ import { ConfigError, loadConfig } from './config/app-config';
 import { listenPorts } from './config/listen-ports';
 import { routeConsoleToLogger } from './observability/logger';
 import type { RunningAdapter } from './bootstrap';
+import type { Logger } from 'pino';
 
 function fail(problems: string[], code: number): never {
   for (const problem of problems) process.stderr.write(`imaging-ai-adapter: ${problem}\n`);
   process.exit(code);
+}
+
+/**
+ * Exits once the log lines written so far are out. pino writes asynchronously: an exit right
+ * after a line could put it before a line still being written (the final `stopped` line was
+ * seen ahead of one logged a millisecond earlier). Bounded: a stuck stdout cannot hold the exit.
+ */
+function exitAfterLogs(logger: Logger, code: number): void {
+  const bound = setTimeout(() => process.exit(code), 2_000);
+  bound.unref();
+  logger.flush(() => process.exit(code));
 }
 
 /** `npm start`: run until SIGINT/SIGTERM, then shut down in order (HTTP, workers, database). */
@@ -46,21 +58,21 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error({ signal, ms: Date.now() - started }, 'imaging-ai-adapter stopped (forced)');
-      process.exit(1);
+      exitAfterLogs(logger, 1);
     }, 20_000);
     force.unref();
     adapter
       .close()
       .then(() => {
         logger.info({ signal, ms: Date.now() - started }, 'imaging-ai-adapter stopped');
-        process.exit(0);
+        exitAfterLogs(logger, 0);
       })
       .catch((error: unknown) => {
         logger.error(
           { signal, err: error as Error, ms: Date.now() - started },
           'imaging-ai-adapter stopped (a shutdown step failed)',
         );
-        process.exit(1);
+        exitAfterLogs(logger, 1);
       });
   };
   process.on('SIGINT', stop);

@@ -1,0 +1,114 @@
+import { Client } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+
+jest.setTimeout(60_000);
+
+const HTML = 'text/html';
+/** Markup a hostile sender puts in fields the audit page shows (names, numbers, free text). */
+const PAYLOADS = [
+  '<script>alert(1)</script>',
+  '"><img src=x onerror=alert(2)>',
+  "'><svg onload=alert(3)>",
+  'javascript:alert(4)',
+];
+
+/**
+ * What a sender wrote is shown as text on the audit page, never as markup: every field that
+ * reaches a page (sender, control id, placer/accession numbers, procedure, notes, quirks,
+ * the raw message, the lineage) is escaped, masked or revealed, and the page allows no inline
+ * script (CSP with a nonce, no 'unsafe-inline').
+ */
+describe('hostile: markup in HL7 values reaches the audit page as text', () => {
+  let adapter: TestAdapter;
+  let db: Client;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+  });
+
+  const page = async (path: string, init: RequestInit = {}) => {
+    const res = await fetch(`${adapter.httpUrl}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, accept: HTML, ...init.headers },
+    });
+    return {
+      status: res.status,
+      csp: res.headers.get('content-security-policy') ?? '',
+      html: await res.text(),
+    };
+  };
+
+  const markupFree = (html: string) => {
+    // an event handler can only run inside a real tag: none of the payloads' tags may be one
+    for (const tag of [/<script(?![^>]*\bnonce=)/i, /<img\b/i, /<svg\b/i, /<b>/i]) {
+      expect(html).not.toMatch(tag);
+    }
+    expect(html).not.toMatch(/href="javascript:/i);
+  };
+
+  it('a message whose every text field holds markup: list, message and order pages show it escaped', async () => {
+    const [p1, p2, p3, p4] = PAYLOADS.map((p) => p.replace(/\|/g, ''));
+    const control = `X<b>1`;
+    const message = [
+      `MSH|^~\\&|RIS${p2}|HOSP|AI|HOSP|20240318101500||ORM^O01|${control}|P|2.5.1`,
+      `PID|1||PAT-1${p3}^^^HOSP^MR||${p1}^${p2}||19560402|M`,
+      `ORC|NW|PL-${p2}^RIS|||||||20240318101500|||1234^${p1}^A`,
+      `OBR|1|PL-${p2}^RIS||24627-2^${p1}^LN||20240318101500||||||${p4}|||1234^DOC^A||ACC-${p3}||||||CT`,
+      `NTE|1||${p1} ${p2}`,
+      `ZZZ|${p1}`,
+    ].join('\r');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      const ack = (await client.send(Buffer.from(message, 'utf8'))).toString('utf8');
+      expect(ack).toMatch(/\rMSA\|A[AE]\|/);
+    } finally {
+      await client.close();
+    }
+    const stored = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows[0]!;
+    const orders = (await db.query<{ id: string }>(`SELECT id FROM orders`)).rows;
+
+    expect(orders).toHaveLength(1);
+    // an admin's reveal shows the values unmasked: still as text
+    const reveal = (path: string) =>
+      page(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ reveal: 'true', reason: 'injection test' }).toString(),
+      });
+    const pages = [
+      await reveal(`/audit/messages/${stored.id}`),
+      await reveal(`/audit/orders/${orders[0]!.id}`),
+      await page('/audit/messages'),
+      await page(`/audit/messages/${stored.id}`),
+      ...(await Promise.all(orders.map((o) => page(`/audit/orders/${o.id}`)))),
+      await page('/audit/orders'),
+      await page(`/audit/messages?msh10=${encodeURIComponent(control)}`),
+    ];
+    for (const p of pages) {
+      expect(p.status).toBe(200);
+      markupFree(p.html);
+      expect(p.csp).toMatch(/script-src[^;]*'nonce-|default-src 'none'|script-src 'none'/);
+      expect(p.csp).not.toMatch(/'unsafe-inline'/);
+    }
+    // shown, as text: the control id and the sender (escaped, not dropped)
+    expect(pages[3]!.html).toContain('X&lt;b&gt;1');
+    expect(pages[2]!.html).toContain('RIS&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
+    // revealed: the patient's name, as text
+    expect(pages[1]!.html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+  });
+});

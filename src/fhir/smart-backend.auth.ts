@@ -17,7 +17,15 @@ export interface SmartBackendConfig {
   /** The token endpoint; when absent it is read from `<fhirBase>/.well-known/smart-configuration`. */
   tokenUrl?: string;
   fhirBaseUrl: string;
+  /**
+   * Deadline of one discovery or token request, answer included (default 15 s, as the EHR's
+   * own reads): every EHR call waits on the one token request in flight.
+   */
+  timeoutMs?: number;
 }
+
+/** Largest discovery document or token answer read (a JWT access token is a few KB). */
+export const SMART_MAX_ANSWER_BYTES = 256 * 1024;
 
 export class SmartBackendAuthError extends Error {
   constructor(message: string) {
@@ -88,29 +96,29 @@ export class SmartBackendTokenProvider {
   private async discoverTokenUrl(): Promise<string> {
     if (this.tokenUrl) return this.tokenUrl;
     const url = `${this.config.fhirBaseUrl.replace(/\/$/, '')}/.well-known/smart-configuration`;
-    const res = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual' });
-    if (!res.ok)
-      throw new SmartBackendAuthError(`SMART discovery failed: ${url} answered ${res.status}`);
-    const body = (await res.json()) as { token_endpoint?: string };
-    if (!body.token_endpoint)
+    const body = await this.exchange('SMART discovery', url, {
+      headers: { accept: 'application/json' },
+    });
+    if (!body.ok)
+      throw new SmartBackendAuthError(`SMART discovery failed: ${url} answered ${body.status}`);
+    if (typeof body.json?.token_endpoint !== 'string' || !body.json.token_endpoint)
       throw new SmartBackendAuthError('SMART configuration has no token_endpoint');
     // The EHR's own discovery document (read within FHIR_SERVER_URL) names its authorization
     // server, which may sit on another host (SMART App Launch 2.0 §2.1). What it names must
     // still be a plain http(s) URL without user information, https when the EHR is https.
-    if (!usableTokenUrl(body.token_endpoint, this.config.fhirBaseUrl))
+    if (!usableTokenUrl(body.json.token_endpoint, this.config.fhirBaseUrl))
       throw new SmartBackendAuthError(
         'SMART configuration names an unusable token_endpoint (not http(s), user information, or http under an https EHR); set FHIR_SMART_TOKEN_URL',
       );
-    this.tokenUrl = body.token_endpoint;
+    this.tokenUrl = body.json.token_endpoint;
     return this.tokenUrl;
   }
 
   private async fetchToken(): Promise<string> {
     const tokenUrl = await this.discoverTokenUrl();
     const assertion = signClientAssertion(this.config, this.key, tokenUrl, this.clock());
-    const res = await fetch(tokenUrl, {
+    const res = await this.exchange('SMART token request', tokenUrl, {
       method: 'POST',
-      redirect: 'manual',
       headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
       body: new URLSearchParams({
         grant_type: 'client_credentials',
@@ -120,19 +128,85 @@ export class SmartBackendTokenProvider {
       }).toString(),
     });
     if (!res.ok) {
-      const text = await res.text().catch(() => '');
-      const error = /"error"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? 'unknown';
+      const code = res.json?.error;
+      // The OAuth error code only (RFC 6749 §5.2: a short ASCII word), never the whole body.
+      const error = typeof code === 'string' && /^[\x20-\x7e]{1,64}$/.test(code) ? code : 'unknown';
       throw new SmartBackendAuthError(`SMART token request refused: ${res.status} ${error}`);
     }
-    const body = (await res.json()) as { access_token?: string; expires_in?: number };
-    if (!body.access_token)
-      throw new SmartBackendAuthError('SMART token response has no access_token');
+    const token = res.json?.access_token;
+    if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token))
+      throw new SmartBackendAuthError('SMART token response has no usable access_token');
     this.cached = {
-      token: body.access_token,
-      expiresAt: this.clock().getTime() + (body.expires_in ?? 300) * 1000,
+      token,
+      expiresAt: this.clock().getTime() + tokenLifetimeSeconds(res.json?.expires_in) * 1000,
     };
-    return body.access_token;
+    return token;
   }
+
+  /**
+   * One request to the discovery document or the token endpoint: a 3xx is an answer (never
+   * followed with our assertion), the whole exchange has a deadline, and the answer is read up
+   * to SMART_MAX_ANSWER_BYTES. A non-JSON answer has `json` undefined.
+   */
+  private async exchange(
+    what: string,
+    url: string,
+    init: RequestInit,
+  ): Promise<{ ok: boolean; status: number; json?: Record<string, unknown> }> {
+    const timeoutMs = this.config.timeoutMs ?? 15_000;
+    const signal = AbortSignal.timeout(timeoutMs);
+    let status: number;
+    let ok: boolean;
+    let text: string;
+    try {
+      const res = await fetch(url, { ...init, redirect: 'manual', signal });
+      status = res.status;
+      ok = res.ok;
+      text = await readBounded(res, SMART_MAX_ANSWER_BYTES);
+    } catch (error) {
+      if (error instanceof SmartBackendAuthError) throw error;
+      throw new SmartBackendAuthError(
+        signal.aborted
+          ? `${what} got no complete answer within ${timeoutMs} ms`
+          : `${what} failed: ${(error as Error).name}`,
+      );
+    }
+    let json: Record<string, unknown> | undefined;
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+        json = parsed as Record<string, unknown>;
+    } catch {
+      json = undefined;
+    }
+    return { ok, status, json };
+  }
+}
+
+/** The body as text, refused beyond `max` bytes (the rest is not read). */
+async function readBounded(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let received = 0;
+  for await (const chunk of res.body) {
+    received += chunk.byteLength;
+    if (received > max) {
+      await res.body.cancel().catch(() => undefined);
+      throw new SmartBackendAuthError(`the SMART answer is larger than ${max} bytes; not read`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * `expires_in` (RFC 6749 §5.1: seconds, recommended): absent or unreadable is taken as 300 s
+ * (SMART backend services' usual lifetime); 0 or negative means "do not reuse".
+ */
+function tokenLifetimeSeconds(value: unknown): number {
+  const seconds = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
+  if (typeof seconds !== 'number' || !Number.isFinite(seconds)) return 300;
+  return Math.max(0, seconds);
 }
 
 function usableTokenUrl(url: string, fhirBase: string): boolean {

@@ -214,6 +214,32 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(await codeOf(t.client.getProducts())).toBe('invalid_response');
   });
 
+  it('an answer that drips (never idle for the idle timeout) ends at the call deadline', async () => {
+    // A proxy or a struggling upstream trickling bytes: each chunk resets the 500 ms idle
+    // timeout, so only a bound on the whole attempt ends it.
+    const timers = new Set<NodeJS.Timeout>();
+    const t = await setup(
+      (req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"order_id":"');
+        const timer = setInterval(() => res.write('a'), 100);
+        timers.add(timer);
+        res.on('close', () => clearInterval(timer));
+      },
+      { retry: { deadlineMs: 1_500 } },
+    );
+    const started = Date.now();
+    const error = (await t.client
+      .getStatus({ orderId: ORDER_ID })
+      .catch((e: unknown) => e)) as ImagingClientError;
+    for (const timer of timers) clearInterval(timer);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(error).toBeInstanceOf(ImagingClientError);
+    expect(error.code).toBe('deadline');
+    expect(error.message).toMatch(/no complete answer within/);
+    expect(t.records.at(-1)).toMatchObject({ operation: 'status', outcome: 'error' });
+  });
+
   it('a 410 without the contract body (a proxy) is an ordinary failure: retried, no retirement', async () => {
     let gone = 2;
     const t = await setup((req, res) => {

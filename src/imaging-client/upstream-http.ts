@@ -141,7 +141,7 @@ export class UpstreamHttp {
           token = await this.tokenSource.get();
         }
         if (isApi) await this.deps.rateLimiter.acquire(spec.rateLimitKey ?? spec.path);
-        response = await this.send(spec, token, record);
+        response = await this.send(spec, token, record, deadline);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;
         if (!isNetworkError(error)) {
@@ -291,6 +291,7 @@ export class UpstreamHttp {
     spec: CallSpec<unknown>,
     token: string | undefined,
     record: CallRecord,
+    deadline: number,
   ): Promise<UpstreamResponse> {
     const headers: Record<string, string> = { accept: 'application/json, */*;q=0.5' };
     let body: string | Buffer | Readable | undefined;
@@ -340,6 +341,13 @@ export class UpstreamHttp {
     }
 
     const timeout = spec.timeoutMs ?? this.config.timeouts.requestMs;
+    // The timeouts above are idle times: a peer that trickles a byte now and then never
+    // trips them. An API attempt also ends at the call's deadline (at least `timeout` from
+    // now). A presigned PUT is bounded by its idle timeout only: it carries up to 100 MB.
+    const attemptMs = spec.presignedUrl
+      ? undefined
+      : Math.max(timeout, deadline - this.deps.clock.now());
+    const signal = attemptMs === undefined ? undefined : AbortSignal.timeout(attemptMs);
     try {
       const response = await request(url, {
         method: spec.method,
@@ -348,6 +356,7 @@ export class UpstreamHttp {
         dispatcher: this.agent,
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        ...(signal ? { signal } : {}),
       });
       // Bounded like every buffer we hold (docs/security.md): the largest answer the
       // contract implies (a list of orders or reports) is far below this.
@@ -380,6 +389,13 @@ export class UpstreamHttp {
       ) {
         body.destroy();
       }
+      if (signal?.aborted && !(error instanceof ImagingClientError))
+        throw new ImagingClientError(
+          'deadline',
+          spec.operation,
+          `no complete answer within ${attemptMs} ms (the call's deadline)`,
+          { attempts: record.attempts },
+        );
       throw error;
     }
   }

@@ -1,16 +1,13 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
-import type { Client as FhirKitClient, SearchParams } from 'fhir-kit-client';
-import { loadFhirKit } from '../common/fhir-kit';
 import { PeerBase, PeerUrlError } from '../common/peer-url';
-import type { SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
+import { FhirRestClient, searchUrl, type FhirSearchParams } from '../fhir/fhir-rest.client';
+import { SmartBackendAuthError, type SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 
 /**
- * The EHR's own FHIR server (FHIR_SERVER_URL), read with fhir-kit-client: the focus of an
- * `id-only` notification, a search when a notification is `empty` or events went missing,
- * the Patient a ServiceRequest refers to. Authenticated with FHIR_SERVER_TOKEN or SMART
- * Backend Services. Each call has a deadline (an AbortSignal passed through fhir-kit-client's
- * per-request options; an npm-installed undici Agent as `dispatcher` is rejected by Node's
- * built-in fetch, and replacing globalThis.fetch would break fhir-kit-client).
+ * The EHR's own FHIR server (FHIR_SERVER_URL): the focus of an `id-only` notification, a
+ * search when a notification is `empty` or events went missing, the Patient a ServiceRequest
+ * refers to. Authenticated with FHIR_SERVER_TOKEN or SMART Backend Services. Each call has a
+ * deadline for the whole exchange, a bounded answer and no redirects (FhirRestClient).
  */
 
 export class EhrFhirError extends Error {
@@ -28,22 +25,21 @@ export interface EhrFhirClientOptions {
   bearerToken?: string;
   smart?: SmartBackendTokenProvider;
   timeoutMs?: number;
+  /** Largest answer read from the EHR (a search page, a resource). */
+  maxAnswerBytes?: number;
 }
 
 export class EhrFhirClient {
-  private readonly client: FhirKitClient;
-  private readonly timeoutMs: number;
+  private readonly client: FhirRestClient;
   /** FHIR_SERVER_URL: the only base this client reads from, and the only one its token goes to. */
   private readonly peer: PeerBase;
 
   constructor(private readonly options: EhrFhirClientOptions) {
-    const { Client } = loadFhirKit();
     this.peer = new PeerBase('EHR', options.baseUrl);
-    this.timeoutMs = options.timeoutMs ?? 15_000;
-    this.client = new Client({
-      baseUrl: options.baseUrl,
-      customHeaders: { accept: 'application/fhir+json' },
-      ...(options.bearerToken ? { bearerToken: options.bearerToken } : {}),
+    this.client = new FhirRestClient({
+      bearerToken: () => (options.smart ? options.smart.token() : options.bearerToken),
+      ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      ...(options.maxAnswerBytes ? { maxAnswerBytes: options.maxAnswerBytes } : {}),
     });
   }
 
@@ -70,24 +66,18 @@ export class EhrFhirClient {
    */
   async read<T extends Resource>(reference: string): Promise<T> {
     const url = this.peer.resolve(reference);
-    return this.call(
-      async () => (await this.client.request(url.href, { options: this.opts() })) as unknown as T,
-    );
+    return this.call(() => this.client.get<T>(url.href));
   }
 
   /** Every page of a search (bounded), as one list of resources with their fullUrl. */
   async searchAll<T extends Resource>(
     resourceType: string,
-    searchParams: SearchParams,
+    searchParams: FhirSearchParams,
     maxPages = 20,
   ): Promise<Array<{ resource: T; fullUrl: string }>> {
     return this.call(async () => {
       const out: Array<{ resource: T; fullUrl: string }> = [];
-      let page = (await this.client.search({
-        resourceType,
-        searchParams,
-        options: this.opts(),
-      })) as unknown as Bundle;
+      let page = await this.client.get<Bundle>(searchUrl(this.baseUrl, resourceType, searchParams));
       for (let i = 0; i < maxPages; i++) {
         for (const e of page.entry ?? []) {
           if (
@@ -106,54 +96,30 @@ export class EhrFhirClient {
         // A next link is followed only within the EHR's base (with the token), never elsewhere.
         if (!this.peer.contains(nextLink))
           throw new PeerUrlError('the EHR search answered a next link outside its base', 'origin');
-        await this.authorize();
-        const next = this.client.nextPage({ bundle: page as never, options: this.opts() });
-        if (!next) break;
-        page = (await next) as unknown as Bundle;
+        page = await this.client.get<Bundle>(this.peer.resolve(nextLink).href);
       }
       return out;
     });
   }
 
   async create<T extends Resource>(resource: T, headers: Record<string, string> = {}): Promise<T> {
-    return this.call(
-      async () =>
-        (await this.client.create({
-          resourceType: resource.resourceType,
-          body: resource as never,
-          options: this.opts(headers),
-        })) as unknown as T,
+    return this.call(() =>
+      this.client.post<T>(searchUrl(this.baseUrl, resource.resourceType, {}), resource, headers),
     );
   }
 
   async close(): Promise<void> {
-    // Nothing pooled of our own: fhir-kit-client uses the global fetch.
-  }
-
-  /**
-   * Per-request fetch options: a deadline, and `redirect: 'manual'` so that a 3xx is an answer
-   * (an error here), never a request with our token to wherever the Location points.
-   */
-  private opts(headers: Record<string, string> = {}) {
-    return {
-      headers,
-      signal: AbortSignal.timeout(this.timeoutMs),
-      redirect: 'manual' as const,
-    };
-  }
-
-  private async authorize(): Promise<void> {
-    if (this.options.smart) this.client.bearerToken = await this.options.smart.token();
+    // Nothing pooled of our own: the client uses Node's fetch.
   }
 
   /** One call, with one retry after a 401 when the token comes from SMART (it may have been revoked). */
   private async call<T>(fn: () => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      await this.authorize();
       try {
         return await fn();
       } catch (error) {
-        if (error instanceof PeerUrlError) throw error;
+        // not the EHR's answer: a URL we refused to call, or no token to call with
+        if (error instanceof PeerUrlError || error instanceof SmartBackendAuthError) throw error;
         const status = (error as { response?: { status?: number } }).response?.status;
         if (status === 401 && this.options.smart && attempt === 0) {
           this.options.smart.invalidate();

@@ -184,7 +184,7 @@ export class SubscriptionNotificationHandler {
         collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
-      // id-only: read the focus from the EHR (fhir-kit-client).
+      // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
       const fullUrl = this.absolute(event.focus.replace(/\/_history\/[^/]+$/, ''));
       collected.set(fullUrl, { sr, fullUrl });

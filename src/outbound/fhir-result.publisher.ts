@@ -1,7 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import type { Client as FhirKitClient } from 'fhir-kit-client';
 import type { DataSource } from 'typeorm';
-import { loadFhirKit } from '../common/fhir-kit';
+import { FhirRestClient, searchUrl } from '../fhir/fhir-rest.client';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import {
   buildDiagnosticReport,
@@ -32,7 +31,8 @@ export interface FhirPublisherOptions {
 }
 
 /**
- * Task and DiagnosticReport to the EHR (FHIR_SERVER_URL) with fhir-kit-client, as conditional
+ * Task and DiagnosticReport to the EHR (FHIR_SERVER_URL) with FhirRestClient (a deadline for
+ * the whole exchange, a bounded answer, no redirects), as conditional
  * updates on our identifier (`PUT Task?identifier=…`, R4 http.html#cond-update): the first
  * send creates, a resend updates. Each resource is validated with the R4 structure validator
  * (@medplum/core with the R4 definitions) before it leaves; an invalid one is a dead letter
@@ -41,14 +41,12 @@ export interface FhirPublisherOptions {
  */
 export class FhirResultPublisher implements Publisher {
   readonly destination = DESTINATIONS.fhir;
-  private readonly client: FhirKitClient;
+  private readonly client: FhirRestClient;
 
   constructor(private readonly options: FhirPublisherOptions) {
-    const { Client } = loadFhirKit();
-    this.client = new Client({
-      baseUrl: options.baseUrl,
-      customHeaders: { accept: 'application/fhir+json' },
-      ...(options.bearerToken ? { bearerToken: options.bearerToken } : {}),
+    this.client = new FhirRestClient({
+      bearerToken: () => (options.smart ? options.smart.token() : options.bearerToken),
+      timeoutMs: options.timeoutMs ?? 15_000,
     });
   }
 
@@ -145,18 +143,12 @@ export class FhirResultPublisher implements Publisher {
   private async put(resource: Resource, identifier: string): Promise<Resource> {
     const { smart } = this.options;
     for (let attempt = 0; ; attempt++) {
-      if (smart) this.client.bearerToken = await smart.token();
       try {
-        return (await this.client.update({
-          resourceType: resource.resourceType,
-          searchParams: { identifier },
-          body: resource as never,
-          options: {
-            signal: AbortSignal.timeout(this.options.timeoutMs ?? 15_000),
-            // A 3xx is an answer, never a request with our token to wherever it points.
-            redirect: 'manual',
-          },
-        })) as unknown as Resource;
+        // a 3xx is an answer, never a request with our token to wherever it points
+        return await this.client.put<Resource>(
+          searchUrl(this.options.baseUrl, resource.resourceType, { identifier }),
+          resource,
+        );
       } catch (error) {
         const status = (error as { response?: { status?: number } }).response?.status;
         if (status === 401 && smart && attempt === 0) {

@@ -1,0 +1,143 @@
+/**
+ * The adapter's HTTP client for the EHR's FHIR REST API (R4 http.html): JSON in and out, a
+ * bearer token per call, and the limits a client on a hospital network needs, which
+ * fhir-kit-client cannot take (it reads every answer whole with `response.text()` and offers
+ * no size limit nor a dispatcher Node's fetch accepts; an endless answer from an EHR read took
+ * the process to 4.9 GB):
+ * - the whole exchange, answer included, ends within `timeoutMs` (a trickling answer too);
+ * - an answer is read up to `maxAnswerBytes`, then the connection is dropped;
+ * - a 3xx is an answer, never followed: the token does not go where a Location points.
+ *
+ * A non-2xx answer throws FhirHttpError with `response.status` and `response.data` (the parsed
+ * OperationOutcome when there is one).
+ */
+
+export const FHIR_DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+export class FhirHttpError extends Error {
+  readonly response?: { status: number; data: unknown };
+
+  constructor(message: string, response?: { status: number; data: unknown }) {
+    super(message);
+    this.name = 'FhirHttpError';
+    if (response) this.response = response;
+  }
+}
+
+export interface FhirRestClientOptions {
+  /** The token for each call (a fixed FHIR_SERVER_TOKEN, or SMART's current one); none: no header. */
+  bearerToken?: () => Promise<string | undefined> | string | undefined;
+  timeoutMs?: number;
+  maxAnswerBytes?: number;
+}
+
+/** FHIR search parameters; an array value repeats the parameter (`_include=a&_include=b`). */
+export type FhirSearchParams = Record<string, string | number | boolean | Array<string | number>>;
+
+export function searchUrl(base: string, resourceType: string, params: FhirSearchParams): string {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    for (const v of Array.isArray(value) ? value : [value]) query.append(name, String(v));
+  }
+  const text = query.toString();
+  return `${base.replace(/\/+$/, '')}/${resourceType}${text ? `?${text}` : ''}`;
+}
+
+export class FhirRestClient {
+  private readonly timeoutMs: number;
+  private readonly maxAnswerBytes: number;
+
+  constructor(private readonly options: FhirRestClientOptions = {}) {
+    this.timeoutMs = options.timeoutMs ?? 15_000;
+    this.maxAnswerBytes = options.maxAnswerBytes ?? FHIR_DEFAULT_MAX_ANSWER_BYTES;
+  }
+
+  get<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
+    return this.exchange<T>('GET', url, undefined, headers);
+  }
+
+  post<T>(url: string, body: unknown, headers: Record<string, string> = {}): Promise<T> {
+    return this.exchange<T>('POST', url, body, headers);
+  }
+
+  put<T>(url: string, body: unknown, headers: Record<string, string> = {}): Promise<T> {
+    return this.exchange<T>('PUT', url, body, headers);
+  }
+
+  private async exchange<T>(
+    method: string,
+    url: string,
+    body: unknown,
+    extraHeaders: Record<string, string>,
+  ): Promise<T> {
+    const token = await this.options.bearerToken?.();
+    const headers: Record<string, string> = {
+      accept: 'application/fhir+json',
+      ...(body === undefined ? {} : { 'content-type': 'application/fhir+json' }),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...extraHeaders,
+    };
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    let status: number;
+    let text: string;
+    try {
+      const res = await fetch(url, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        redirect: 'manual',
+        signal,
+      });
+      status = res.status;
+      text = await this.readBounded(res);
+    } catch (error) {
+      if (error instanceof FhirHttpError) throw error;
+      throw new FhirHttpError(
+        signal.aborted
+          ? `no complete answer within ${this.timeoutMs} ms`
+          : `${(error as Error).message}${causeOf(error)}`,
+      );
+    }
+    let data: unknown = {};
+    if (text) {
+      try {
+        data = JSON.parse(text) as unknown;
+      } catch {
+        data = text;
+        if (status >= 200 && status < 300)
+          throw new FhirHttpError(`answered ${status} with a body that is not JSON`, {
+            status,
+            data: text.slice(0, 1000),
+          });
+      }
+    }
+    if (status < 200 || status >= 300) {
+      throw new FhirHttpError(`answered ${status}`, { status, data });
+    }
+    return data as T;
+  }
+
+  /** The answer as text, up to maxAnswerBytes (beyond it the rest is not read). */
+  private async readBounded(res: Response): Promise<string> {
+    if (!res.body) return '';
+    const chunks: Uint8Array[] = [];
+    let received = 0;
+    for await (const chunk of res.body) {
+      received += chunk.byteLength;
+      if (received > this.maxAnswerBytes) {
+        await res.body.cancel().catch(() => undefined);
+        throw new FhirHttpError(
+          `the answer is larger than ${this.maxAnswerBytes} bytes; not read further`,
+        );
+      }
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  }
+}
+
+function causeOf(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  const text = cause?.code ?? cause?.message;
+  return text ? ` (${text})` : '';
+}

@@ -325,8 +325,8 @@ function judge(
     seriesInstanceUid: seriesInstanceUid!,
     studyInstanceUid: studyInstanceUid!,
     transferSyntaxUid: parsed.transferSyntaxUid,
-    accessionNumber: text(d['00080050']),
-    patientId: text(d['00100020']),
+    accessionNumber: identifier(d['00080050']),
+    patientId: identifier(d['00100020']),
     patientName: personName(d['00100010']),
     patientBirthDate: text(d['00100030']),
     patientSex: text(d['00100040']),
@@ -358,6 +358,17 @@ function text(el: Attribute | undefined): string | undefined {
   const s = String(v)
     .replace(/[\0\s]+$/, '')
     .trim();
+  return s === '' ? undefined : s;
+}
+
+/**
+ * An identifier (Accession Number SH, Patient ID LO; both VM 1) as the file holds it: every
+ * value, joined by the backslash it was split at. `ACC1\ACC2` is not the accession `ACC1`, so
+ * the patient check (study-identity.ts) compares the whole value, never its first part.
+ */
+function identifier(el: Attribute | undefined): string | undefined {
+  const joined = (el?.Value ?? []).map(String).join('\\');
+  const s = joined.replace(/[\0\s]+$/, '').trim();
   return s === '' ? undefined : s;
 }
 

@@ -114,6 +114,24 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it.each([
+    ['Accession Number', { accession: 'ACC-TWO-1\\ACC-TWO-2', patientId: 'PID-88' }],
+    ['Patient ID', { accession: 'ACC-TWO-1', patientId: 'PID-88\\PID-99' }],
+  ])(
+    'a study whose %s holds two values is not the order of the first one: never packaged',
+    async (_label, ids) => {
+      const o = await order({ study: generateUid(), accession: 'ACC-TWO-1', patientId: 'PID-88' });
+      const res = await stow([
+        rawInstance({ studyInstanceUid: o.study, patientName: 'Doe^Jane', ...ids }),
+      ]);
+      expect(res.status).toBe(200);
+      expect(await acquire(o)).toMatchObject({
+        status: 'failed',
+        alert: 'study-identity-mismatch',
+      });
+    },
+  );
+
   it('sequences nested 1,000 deep around 1 MB are refused at once, without blocking the process', async () => {
     const hostile = rawInstance({
       accession: 'NEST-1',

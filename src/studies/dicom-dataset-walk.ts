@@ -67,6 +67,10 @@ export function walkDataSet(
   const u32 = (at: number) => (le ? bytes.readUInt32LE(at) : bytes.readUInt32BE(at));
   const short = (reason: string): WalkResult =>
     complete ? { kind: 'invalid', reason } : { kind: 'need-more', reason };
+  // Tags compared as numbers: no string is made for the elements stepped over.
+  const wantedTags = new Set([...wanted].map((t) => parseInt(t, 16)));
+  const stopAt = stopTag === undefined ? -1 : parseInt(stopTag, 16);
+  const isUpper = (at: number) => bytes[at]! >= 0x41 && bytes[at]! <= 0x5a;
   const elements = new Map<string, WalkedElement>();
   const stack: Frame[] = [];
   let at = start;
@@ -117,8 +121,9 @@ export function walkDataSet(
       length = u32(at + 4);
       valueOffset = at + 8;
     } else {
+      if (!isUpper(at + 4) || !isUpper(at + 5))
+        return { kind: 'invalid', reason: 'an element has no valid VR' };
       vr = bytes.toString('latin1', at + 4, at + 6);
-      if (!/^[A-Z]{2}$/.test(vr)) return { kind: 'invalid', reason: 'an element has no valid VR' };
       if (LONG_LENGTH_VRS.has(vr)) {
         if (at + 12 > bytes.length) return short('an element header is cut short');
         length = u32(at + 8);
@@ -129,8 +134,7 @@ export function walkDataSet(
       }
     }
     const tag = ((group << 16) | element) >>> 0;
-    const key = tag.toString(16).toUpperCase().padStart(8, '0');
-    if (!frame && key === stopTag) {
+    if (!frame && tag === stopAt) {
       return { kind: 'walked', elements, stop: { length, valueOffset } };
     }
     if (length === UNDEFINED_LENGTH) {
@@ -146,8 +150,10 @@ export function walkDataSet(
     if (end > bytes.length) {
       return short('an element is longer than the bytes that follow it');
     }
-    if (!frame && wanted.has(key))
+    if (!frame && wantedTags.has(tag)) {
+      const key = tag.toString(16).toUpperCase().padStart(8, '0');
       elements.set(key, { vr, value: bytes.subarray(valueOffset, end) });
+    }
     at = end;
   }
 }

@@ -1,4 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -131,6 +132,31 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
       });
     },
   );
+
+  it('a gzip-encoded STOW-RS body is 415 naming the coding, not 400 "no boundary"', async () => {
+    const o = { study: generateUid() };
+    const { body, contentType } = multipartRelated([
+      { contentType: 'application/dicom', data: rawInstance({ studyInstanceUid: o.study }).bytes },
+    ]);
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        'content-encoding': 'gzip',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body: gzipSync(body),
+    });
+    const problem = (await res.body.json()) as { status: number; detail: string };
+    expect(res.statusCode).toBe(415);
+    expect(res.headers['accept-encoding']).toBe('identity');
+    expect(problem.detail).toMatch(/Content-Encoding gzip is not supported/);
+    const rows = (await adapter.dataSource.query(
+      'SELECT 1 FROM study_instances WHERE study_instance_uid = $1',
+      [o.study],
+    )) as unknown[];
+    expect(rows).toHaveLength(0);
+  });
 
   it('sequences nested 1,000 deep around 1 MB are refused at once, without blocking the process', async () => {
     const hostile = rawInstance({

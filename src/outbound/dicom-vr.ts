@@ -42,6 +42,32 @@ const STRING_FORBIDDEN = /[\u0000-\u001a\u001c-\u001f\u007f\\]/g;
 // eslint-disable-next-line no-control-regex
 const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001a\u001c-\u001f\u007f]/g;
 
+/**
+ * DA and TM have a format, not only a length (PS3.5 Table 6.2-1): YYYYMMDD and
+ * HH[MM[SS[.F{1,6}]]]. A source study may carry the ACR-NEMA forms `YYYY.MM.DD` and
+ * `HH:MM:SS` (PS3.5 notes them as not valid any more), which are rewritten; any other value
+ * is written empty (these are Type 2 attributes), since cutting it to length leaves an
+ * invalid one (`2026-11-20` became `2026-11-`).
+ */
+const FORMATS: Readonly<Record<string, (v: string) => string>> = {
+  DA: (v) => {
+    const m = /^(\d{4})[.-]?(\d{2})[.-]?(\d{2})$/.exec(v);
+    return m && +m[2]! >= 1 && +m[2]! <= 12 && +m[3]! >= 1 && +m[3]! <= 31
+      ? `${m[1]}${m[2]}${m[3]}`
+      : '';
+  },
+  TM: (v) => {
+    const m = /^(\d{2})(?::?(\d{2})(?::?(\d{2})(\.\d{1,6})?)?)?$/.exec(v);
+    if (!m || +m[1]! > 23 || +(m[2] ?? 0) > 59 || +(m[3] ?? 0) > 60) return '';
+    return `${m[1]}${m[2] ?? ''}${m[3] ?? ''}${m[4] ?? ''}`;
+  },
+};
+
+/** Values an attribute may take (PS3.3), by keyword: anything else is written empty. */
+const ENUMERATED: Readonly<Record<string, readonly string[]>> = {
+  PatientSex: ['M', 'F', 'O'], // PS3.3 C.7.1.1
+};
+
 /** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
 export function validForVr(vr: string, value: string): string {
   const rule = VR_RULES[vr];
@@ -49,15 +75,30 @@ export function validForVr(vr: string, value: string): string {
   let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
   if (!rule.text) v = v.replace(/\s+/g, ' ').trim();
   if (rule.codeString) v = v.toUpperCase().replace(/[^A-Z0-9 _]/g, '_');
+  const format = FORMATS[vr];
+  if (format) return format(v);
   if (vr === 'PN') {
-    // PS3.5 §6.2: 64 characters per component group (alphabetic=ideographic=phonetic).
+    // PS3.5 §6.2: up to three component groups (alphabetic=ideographic=phonetic) of up to
+    // five components each (family^given^middle^prefix^suffix), 64 characters per group.
+    // Components past the fifth are kept, in the fifth, rather than dropped.
     return v
       .split('=')
       .slice(0, 3)
-      .map((group) => truncate(group, rule.maxLength))
+      .map((group) => {
+        const c = group.split('^');
+        const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
+        return truncate(five.join('^'), rule.maxLength);
+      })
       .join('=');
   }
   return truncate(v, rule.maxLength);
+}
+
+/** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
+function validForAttribute(keyword: string, vr: string, value: string): string {
+  const v = validForVr(vr, value);
+  const allowed = ENUMERATED[keyword];
+  return allowed && !allowed.includes(v) ? '' : v;
 }
 
 function truncate(value: string, max: number): string {
@@ -84,9 +125,9 @@ export function sanitizeDataset(
           : item,
       );
     } else if (typeof value === 'string' && vr) {
-      out[key] = validForVr(vr, value);
+      out[key] = validForAttribute(key, vr, value);
     } else if (Array.isArray(value) && vr) {
-      out[key] = value.map((v) => (typeof v === 'string' ? validForVr(vr, v) : v));
+      out[key] = value.map((v) => (typeof v === 'string' ? validForAttribute(key, vr, v) : v));
     } else {
       out[key] = value;
     }

@@ -1,50 +1,20 @@
 import { open } from 'node:fs/promises';
 import type { InstanceHeader } from '../domain/dicom-instance';
+import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
+import { walkDataSet, type WalkedElement, type WalkSyntax } from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
 
 /**
  * Checks one DICOM Part 10 file (PS3.10 §7) before it may be stored or uploaded, reading only
- * what it needs: the header up to Pixel Data (7FE0,0010), parsed with dcmjs, then the Pixel
- * Data element's declared length compared with the bytes the file really holds. A typical
- * instance costs one 64 KiB read, whatever its size.
+ * what it needs: the header up to Pixel Data (7FE0,0010), walked once (dicom-dataset-walk.ts,
+ * sequences stepped over, never decoded) with the few attributes below decoded by their
+ * Specific Character Set (dicom-charset.ts), then the Pixel Data element's declared length
+ * compared with the bytes the file really holds. A typical instance costs one 64 KiB read,
+ * whatever its size; the cost grows with the header's bytes, never with its nesting.
  *
  * Failure reasons are Store Instances Response Failure Reason values (PS3.18 Table I.2-2),
  * so STOW-RS and C-STORE answers and the lifecycle's reasons agree.
  */
-
-// dcmjs ships no type declarations; the parts used here are typed locally. These are
-// dcmjs internals (stable across 0.2x–0.5x): readFile() hides the offset where it stopped,
-// and we need it to find the Pixel Data value.
-interface ReadStream {
-  offset: number;
-  size: number;
-  isLittleEndian: boolean;
-  reset(): ReadStream;
-  increment(n: number): void;
-  readAsciiString(n: number): string;
-  more(n: number): ReadStream;
-}
-interface DcmjsReadApi {
-  ReadBufferStream: new (
-    buffer: ArrayBuffer,
-    littleEndian: boolean | null,
-    options?: { noCopy?: boolean },
-  ) => ReadStream;
-  DicomMessage: {
-    _readTag(
-      stream: ReadStream,
-      syntax: string,
-    ): { tag: { toCleanString(): string }; values: number[] };
-    _read(
-      stream: ReadStream,
-      syntax: string,
-      options: { ignoreErrors: boolean; untilTag: string | null; includeUntilTagValue: boolean },
-    ): Record<string, { vr: string; Value?: unknown[] }>;
-  };
-}
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const dcmjs = require('dcmjs') as { data: DcmjsReadApi; log?: { setLevel?: (l: string) => void } };
-dcmjs.log?.setLevel?.('error');
 
 /** Store Instances Response Failure Reason (0008,1197) values, PS3.18 Table I.2-2. */
 export const FAILURE_REASON = {
@@ -129,118 +99,156 @@ export async function checkInstanceFile(
   }
 }
 
+/** A top-level attribute as read: its values, split at the backslash (PS3.5 §6.4). */
+interface Attribute {
+  Value: Array<string | number>;
+}
+type DataSet = Record<string, Attribute>;
+
 type Parsed =
   | { kind: 'need-more'; reason: string }
   | { kind: 'invalid'; failureReason: number; reason: string }
   | {
       kind: 'parsed';
       transferSyntaxUid: string;
-      dataset: Record<string, { vr: string; Value?: unknown[] }>;
+      dataset: DataSet;
       /** Pixel Data's declared length and where its value starts, when the file has one. */
       pixel?: { length: number; valueOffset: number };
     };
 
-/** Parses the header in `bytes` (the file's first bytes, or all of it when `complete`). */
+/**
+ * The attributes read from the data set, with their VRs (PS3.6): the VR tells how to decode
+ * them in implicit VR too. Only these are decoded; every other element is stepped over.
+ */
+const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
+  '00080005': 'CS', // Specific Character Set
+  '00080016': 'UI', // SOP Class UID
+  '00080018': 'UI', // SOP Instance UID
+  '00080020': 'DA', // Study Date
+  '00080030': 'TM', // Study Time
+  '00080050': 'SH', // Accession Number
+  '00080060': 'CS', // Modality
+  '00080090': 'PN', // Referring Physician's Name
+  '00081030': 'LO', // Study Description
+  '00100010': 'PN', // Patient's Name
+  '00100020': 'LO', // Patient ID
+  '00100030': 'DA', // Patient's Birth Date
+  '00100040': 'CS', // Patient's Sex
+  '0020000D': 'UI', // Study Instance UID
+  '0020000E': 'UI', // Series Instance UID
+  '00200010': 'SH', // Study ID
+  '00280002': 'US', // Samples per Pixel
+  '00280008': 'IS', // Number of Frames
+  '00280010': 'US', // Rows
+  '00280011': 'US', // Columns
+  '00280100': 'US', // Bits Allocated
+};
+const WANTED = new Set(Object.keys(HEADER_ATTRIBUTES));
+/** Text VRs whose bytes follow the Specific Character Set (PS3.5 §6.1.2.3); others are ASCII. */
+const CHARSET_VRS = new Set(['SH', 'LO', 'PN', 'ST', 'LT', 'UT', 'UC']);
+const ASCII = dicomTextDecoder([]);
+
+/**
+ * Parses the header in `bytes` (the file's first bytes, or all of it when `complete`): the
+ * File Meta Information, then one linear walk of the data set up to Pixel Data that decodes
+ * only the attributes above (dicom-dataset-walk.ts).
+ */
 export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
+  const invalid = (reason: string): Parsed => ({
+    kind: 'invalid',
+    failureReason: FAILURE_REASON.cannotUnderstand,
+    reason,
+  });
   if (bytes.length < 132 || bytes.toString('latin1', 128, 132) !== 'DICM') {
+    return invalid('not a DICOM Part 10 file (no DICM prefix)');
+  }
+  // PS3.10 §7.1: the File Meta Information (explicit VR little endian) starts with its
+  // group length (0002,0000) UL.
+  if (bytes.length < 144) {
+    return complete
+      ? invalid('file meta information is cut short')
+      : { kind: 'need-more', reason: 'file meta information is cut short' };
+  }
+  if (bytes.readUInt32LE(132) !== 0x00000002 || bytes.toString('latin1', 136, 138) !== 'UL') {
+    return invalid('file meta information has no group length');
+  }
+  const metaStart = 144;
+  const metaEnd = metaStart + bytes.readUInt32LE(140);
+  if (metaEnd > bytes.length) {
+    return complete
+      ? invalid('file meta information is cut short')
+      : { kind: 'need-more', reason: 'file meta information is cut short' };
+  }
+  const meta = walkDataSet(
+    bytes.subarray(0, metaEnd),
+    metaStart,
+    'explicit-le',
+    new Set(['00020010']),
+    true,
+  );
+  if (meta.kind !== 'walked')
+    return invalid(`file meta information cannot be read (${meta.reason})`);
+  const transferSyntaxUid = uidValue(meta.elements.get('00020010'));
+  if (!/^[0-9.]+$/.test(transferSyntaxUid)) {
+    return invalid('file meta information has no valid Transfer Syntax UID');
+  }
+  if (transferSyntaxUid === DEFLATED_EXPLICIT_VR_LE) {
+    // The data set is deflated (PS3.5 §A.5): inflating needs the whole file.
+    if (!complete) return { kind: 'need-more', reason: 'deflated data set' };
     return {
       kind: 'invalid',
-      failureReason: FAILURE_REASON.cannotUnderstand,
-      reason: 'not a DICOM Part 10 file (no DICM prefix)',
+      failureReason: FAILURE_REASON.transferSyntaxNotSupported,
+      reason: 'deflated transfer syntax is not supported',
     };
   }
-  const ab = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
-  let transferSyntaxUid: string;
-  let dataset: Record<string, { vr: string; Value?: unknown[] }>;
-  let stream: ReadStream;
-  try {
-    stream = new dcmjs.data.ReadBufferStream(ab, null, { noCopy: true });
-    stream.reset();
-    stream.increment(132);
-    // PS3.10 §7.1: the File Meta Information starts with its group length (0002,0000).
-    const groupLength = dcmjs.data.DicomMessage._readTag(stream, EXPLICIT_VR_LE);
-    if (groupLength.tag.toCleanString() !== '00020000') {
-      return {
-        kind: 'invalid',
-        failureReason: FAILURE_REASON.cannotUnderstand,
-        reason: 'file meta information has no group length',
-      };
-    }
-    const metaLength = Number(groupLength.values[0]);
-    if (!Number.isFinite(metaLength) || stream.offset + metaLength > bytes.length) {
-      return complete
-        ? {
-            kind: 'invalid',
-            failureReason: FAILURE_REASON.cannotUnderstand,
-            reason: 'file meta information is cut short',
-          }
-        : { kind: 'need-more', reason: 'file meta information is cut short' };
-    }
-    const meta = dcmjs.data.DicomMessage._read(stream.more(metaLength), EXPLICIT_VR_LE, {
-      ignoreErrors: false,
-      untilTag: null,
-      includeUntilTagValue: false,
-    });
-    transferSyntaxUid = text(meta['00020010']) ?? '';
-    if (!/^[0-9.]+$/.test(transferSyntaxUid)) {
-      return {
-        kind: 'invalid',
-        failureReason: FAILURE_REASON.cannotUnderstand,
-        reason: 'file meta information has no valid Transfer Syntax UID',
-      };
-    }
-    if (transferSyntaxUid === DEFLATED_EXPLICIT_VR_LE) {
-      // The data set is deflated (PS3.5 §A.5): inflating needs the whole file.
-      if (!complete) return { kind: 'need-more', reason: 'deflated data set' };
-      return {
-        kind: 'invalid',
-        failureReason: FAILURE_REASON.transferSyntaxNotSupported,
-        reason: 'deflated transfer syntax is not supported',
-      };
-    }
-    // Every other syntax is explicit little endian on the wire except the two below (PS3.5 §10).
-    const syntax =
-      transferSyntaxUid === IMPLICIT_VR_LE || transferSyntaxUid === EXPLICIT_VR_BE
-        ? transferSyntaxUid
-        : EXPLICIT_VR_LE;
-    dataset = dcmjs.data.DicomMessage._read(stream, syntax, {
-      ignoreErrors: false,
-      untilTag: PIXEL_DATA,
-      includeUntilTagValue: false,
-    });
-    if (!(PIXEL_DATA in dataset)) {
-      // No pixel data reached: fine for a non-image object read whole; otherwise read more.
-      return complete
-        ? { kind: 'parsed', transferSyntaxUid, dataset }
-        : { kind: 'need-more', reason: 'header not complete' };
-    }
-    // dcmjs stopped right after the Pixel Data tag; its VR and length follow (PS3.5 §7.1).
-    const at = stream.offset;
-    const le = syntax !== EXPLICIT_VR_BE;
-    let length: number;
-    let valueOffset: number;
-    if (syntax === IMPLICIT_VR_LE) {
-      if (at + 4 > bytes.length)
-        return { kind: 'need-more', reason: 'pixel data header cut short' };
-      length = bytes.readUInt32LE(at);
-      valueOffset = at + 4;
-    } else {
-      if (at + 8 > bytes.length)
-        return { kind: 'need-more', reason: 'pixel data header cut short' };
-      // OB, OW, OF, UN: 2 reserved bytes, then a 32-bit length.
-      length = le ? bytes.readUInt32LE(at + 4) : bytes.readUInt32BE(at + 4);
-      valueOffset = at + 8;
-    }
-    delete dataset[PIXEL_DATA];
-    return { kind: 'parsed', transferSyntaxUid, dataset, pixel: { length, valueOffset } };
-  } catch (error) {
-    if (!complete) return { kind: 'need-more', reason: 'header not complete' };
-    return {
-      kind: 'invalid',
-      failureReason: FAILURE_REASON.cannotUnderstand,
-      reason: `the data set cannot be parsed (${String((error as Error).message).slice(0, 80)})`,
-    };
+  // Every other syntax is explicit little endian on the wire except the two below (PS3.5 §10).
+  const syntax: WalkSyntax =
+    transferSyntaxUid === IMPLICIT_VR_LE
+      ? 'implicit-le'
+      : transferSyntaxUid === EXPLICIT_VR_BE
+        ? 'explicit-be'
+        : 'explicit-le';
+  const walked = walkDataSet(bytes, metaEnd, syntax, WANTED, complete, PIXEL_DATA);
+  if (walked.kind === 'need-more') return walked;
+  if (walked.kind === 'invalid') return invalid(`the data set cannot be parsed (${walked.reason})`);
+  if (!walked.stop && !complete) return { kind: 'need-more', reason: 'header not complete' };
+  const charset = walked.elements.get('00080005');
+  const decoder = dicomTextDecoder(
+    charset
+      ? ASCII.decode(charset.value)
+          .replace(/[\0 ]+$/, '')
+          .split('\\')
+      : [],
+  );
+  const dataset: DataSet = {};
+  for (const [key, element] of walked.elements) {
+    dataset[key] = { Value: decodeValues(element, HEADER_ATTRIBUTES[key]!, syntax, decoder) };
   }
+  // A file without pixel data (a structured report) has been walked whole.
+  return { kind: 'parsed', transferSyntaxUid, dataset, pixel: walked.stop };
+}
+
+/** An element's values: text split at the backslash, US as numbers in the syntax's order. */
+function decodeValues(
+  element: WalkedElement,
+  vr: string,
+  syntax: WalkSyntax,
+  decoder: DicomTextDecoder,
+): Array<string | number> {
+  const { value } = element;
+  if (vr === 'US') {
+    const out: number[] = [];
+    for (let at = 0; at + 2 <= value.length; at += 2)
+      out.push(syntax === 'explicit-be' ? value.readUInt16BE(at) : value.readUInt16LE(at));
+    return out;
+  }
+  if (value.length === 0) return [];
+  return (CHARSET_VRS.has(vr) ? decoder : ASCII).decode(value).split('\\');
+}
+
+/** A UI value without its NUL or space padding; several values stay joined by `\`. */
+function uidValue(element: WalkedElement | undefined): string {
+  return element ? ASCII.decode(element.value).replace(/[\0 ]+$/, '') : '';
 }
 
 function judge(
@@ -317,8 +325,8 @@ function judge(
     seriesInstanceUid: seriesInstanceUid!,
     studyInstanceUid: studyInstanceUid!,
     transferSyntaxUid: parsed.transferSyntaxUid,
-    accessionNumber: text(d['00080050']),
-    patientId: text(d['00100020']),
+    accessionNumber: identifier(d['00080050']),
+    patientId: identifier(d['00100020']),
     patientName: personName(d['00100010']),
     patientBirthDate: text(d['00100030']),
     patientSex: text(d['00100040']),
@@ -333,7 +341,7 @@ function judge(
 }
 
 /** Rows × Columns × Number of Frames × Samples per Pixel × Bits Allocated / 8 (PS3.5 §8.1.1). */
-function expectedNativePixelBytes(d: Record<string, { Value?: unknown[] }>): number | undefined {
+function expectedNativePixelBytes(d: DataSet): number | undefined {
   const rows = num(d['00280010']);
   const columns = num(d['00280011']);
   const bits = num(d['00280100']);
@@ -343,9 +351,10 @@ function expectedNativePixelBytes(d: Record<string, { Value?: unknown[] }>): num
   return Math.ceil((rows * columns * samples * frames * bits) / 8);
 }
 
-function text(el: { Value?: unknown[] } | undefined): string | undefined {
-  const v = el?.Value?.[0];
-  if (typeof v !== 'string' && typeof v !== 'number') return undefined;
+/** The first value, without its padding (PS3.5 §6.2); undefined when empty. */
+function text(el: Attribute | undefined): string | undefined {
+  const v = el?.Value[0];
+  if (v === undefined) return undefined;
   const s = String(v)
     .replace(/[\0\s]+$/, '')
     .trim();
@@ -353,38 +362,44 @@ function text(el: { Value?: unknown[] } | undefined): string | undefined {
 }
 
 /**
- * A UI value as the file holds it: dcmjs drops the characters a UID may not contain when
- * it decodes one (`../../x` reads as `....`), so the raw value is what is judged. Several
- * values come back joined by a backslash, which no UID contains.
+ * An identifier (Accession Number SH, Patient ID LO; both VM 1) as the file holds it: every
+ * value, joined by the backslash it was split at. `ACC1\ACC2` is not the accession `ACC1`, so
+ * the patient check (study-identity.ts) compares the whole value, never its first part.
  */
-function uidText(el: { Value?: unknown[]; _rawValue?: unknown[] } | undefined): string | undefined {
-  const values = (el?._rawValue ?? el?.Value ?? []).map((v) =>
-    typeof v === 'string' ? v.replace(/[\0 ]+$/, '') : '',
-  );
-  const joined = values.join('\\');
+function identifier(el: Attribute | undefined): string | undefined {
+  const joined = (el?.Value ?? []).map(String).join('\\');
+  const s = joined.replace(/[\0\s]+$/, '').trim();
+  return s === '' ? undefined : s;
+}
+
+/**
+ * A UI value as the file holds it (no character a UID may not contain is dropped), without
+ * its padding. Several values stay joined by a backslash, which no UID contains.
+ */
+function uidText(el: Attribute | undefined): string | undefined {
+  const joined = (el?.Value ?? []).map((v) => String(v).replace(/[\0 ]+$/, '')).join('\\');
   return joined === '' ? undefined : joined;
 }
 
-function num(el: { Value?: unknown[] } | undefined): number | undefined {
-  const v = el?.Value?.[0];
-  const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
+function num(el: Attribute | undefined): number | undefined {
+  const v = el?.Value[0];
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
   return Number.isFinite(n) ? n : undefined;
 }
 
 /**
- * dcmjs gives PN values as { Alphabetic: 'Family^Given^^^' }. Trailing empty components
- * carry no meaning (PS3.5 §6.2.1.1) and are dropped, so `Doe^Jane^^^` equals `Doe^Jane`.
+ * The alphabetic component group of a PN value (`Family^Given^^^=Ideographic=Phonetic`,
+ * PS3.5 §6.2.1). Trailing empty components carry no meaning (PS3.5 §6.2.1.1) and are
+ * dropped, so `Doe^Jane^^^` equals `Doe^Jane`.
  */
-function personName(el: { Value?: unknown[] } | undefined): string | undefined {
-  const v = el?.Value?.[0];
-  const raw =
-    typeof v === 'string'
-      ? v
-      : v && typeof v === 'object' && 'Alphabetic' in v
-        ? (v as { Alphabetic?: unknown }).Alphabetic
-        : undefined;
-  if (typeof raw !== 'string') return undefined;
-  const name = raw.trim().replace(/\^+$/, '');
+function personName(el: Attribute | undefined): string | undefined {
+  const v = el?.Value[0];
+  if (typeof v !== 'string') return undefined;
+  const name = v
+    .split('=')[0]!
+    .replace(/[\0]+$/, '')
+    .trim()
+    .replace(/\^+$/, '');
   return name === '' ? undefined : name;
 }
 

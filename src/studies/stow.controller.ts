@@ -73,6 +73,21 @@ export class StowController {
       );
       return;
     }
+    // RFC 9110 §8.4, §15.5.16: a content coding we do not decode is 415, naming what we take.
+    // (Read as it is, a gzip body reported "no boundary found in the body".)
+    const encoding = (req.headers['content-encoding'] ?? '').trim().toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') {
+      res.setHeader('Connection', 'close');
+      res.setHeader('Accept-Encoding', 'identity');
+      sendProblem(
+        req,
+        res,
+        415,
+        'unsupported_media_type',
+        `Content-Encoding ${encoding.slice(0, 40)} is not supported: send the body uncompressed`,
+      );
+      return;
+    }
     const length = Number(req.headers['content-length']);
     try {
       const outcome = await this.stow.receive({

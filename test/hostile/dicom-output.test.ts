@@ -93,6 +93,48 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(accession).not.toContain('\\');
   });
 
+  it('source study values of old or careless devices: dates and times in format, five name components, an enumerated sex', () => {
+    const input = publicationInput('DELIVERED', {});
+    const source = sourceStudy(1);
+    // ACR-NEMA dates and times, a name with seven components, a sex in words, a day 40.
+    Object.assign(source.attributes, {
+      studyDate: '2026-11-20',
+      studyTime: '10:15:30.25',
+      patientBirthDate: '1961.04.09',
+      patientName: 'Mueller-Lüdenscheidt^Hans^Peter^Dr.^med.^MSc^PhD',
+      referringPhysicianName: 'Meier^Hans=マイヤー^ハンス',
+      patientSex: 'female',
+    });
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-source.dcm');
+    const pdf = join(dir, 'pdf-source.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    const dump = execFileSync(
+      'dcmdump',
+      [
+        '+P',
+        '0008,0020',
+        '+P',
+        '0008,0030',
+        '+P',
+        '0010,0030',
+        '+P',
+        '0010,0010',
+        '+P',
+        '0010,0040',
+        sr,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(dump).toContain('(0008,0020) DA [20261120]');
+    expect(dump).toContain('(0008,0030) TM [101530.25]');
+    expect(dump).toContain('(0010,0030) DA [19610409]');
+    expect(dump).toContain('(0010,0010) PN [Mueller-Lüdenscheidt^Hans^Peter^Dr.^med. MSc PhD]');
+    expect(dump).toMatch(/\(0010,0040\) CS \(no value available\)/);
+  });
+
   it.each([
     ['LO', 'a\\b\r\nc', 'a b c'],
     ['SH', 'X'.repeat(20), 'X'.repeat(16)],
@@ -100,6 +142,13 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     ['ST', 'line 1\r\nline 2 \\ kept\u0000', 'line 1\r\nline 2 \\ kept'],
     ['PN', `${'A'.repeat(70)}^B=C`, `${'A'.repeat(64)}=C`],
     ['UI', '1.2.3', '1.2.3'],
+    ['DA', '2026-11-20', '20261120'],
+    ['DA', '20261340', ''],
+    ['DA', 'unknown', ''],
+    ['TM', '07:29', '0729'],
+    ['TM', '101010.1234567', ''],
+    ['TM', '25', ''],
+    ['PN', 'A^B^C^D^E^F=G^H', 'A^B^C^D^E F=G^H'],
   ])('validForVr(%s)', (vr, input, expected) => {
     expect(validForVr(vr, input)).toBe(expected);
   });

@@ -1,0 +1,50 @@
+import { dicomTextDecoder } from './dicom-charset';
+
+const bytes = (s: string) => Buffer.from(s, 'latin1');
+
+/** The examples of PS3.5 Annexes H, I and J, byte for byte, and the single-set terms. */
+describe('dicomTextDecoder', () => {
+  it.each([
+    [
+      'Japanese, ISO 2022 IR 87 after ASCII (PS3.5 H.3.1)',
+      ['', 'ISO 2022 IR 87'],
+      'Yamada^Tarou=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+      'Yamada^Tarou=山田^太郎=やまだ^たろう',
+    ],
+    [
+      'Japanese, katakana (IR 13) and kanji (IR 87) (PS3.5 H.3.2)',
+      ['ISO 2022 IR 13', 'ISO 2022 IR 87'],
+      '\xd4\xcf\xc0\xde^\xc0\xdb\xb3=\x1b$B;3ED\x1b(J^\x1b$BB@O:\x1b(J=\x1b$B$d$^$@\x1b(J^\x1b$B$?$m$&\x1b(J',
+      'ﾔﾏﾀﾞ^ﾀﾛｳ=山田^太郎=やまだ^たろう',
+    ],
+    [
+      'Korean, ISO 2022 IR 149 (PS3.5 I.2)',
+      ['', 'ISO 2022 IR 149'],
+      'Hong^Gildong=\x1b$)C\xfb\xf3^\x1b$)C\xd1\xce\xd4\xd7=\x1b$)C\xc8\xab^\x1b$)C\xb1\xe6\xb5\xbf',
+      'Hong^Gildong=洪^吉洞=홍^길동',
+    ],
+    [
+      'Chinese, ISO 2022 IR 58 (PS3.5 K.2)',
+      ['ISO 2022 IR 6', 'ISO 2022 IR 58'],
+      'Zhang^XiaoDong=\x1b$)A\xd5\xc5^\x1b$)A\xd0\xa1\xb6\xab=',
+      'Zhang^XiaoDong=张^小东=',
+    ],
+    [
+      'Chinese, GB18030 (PS3.5 J.3)',
+      ['GB18030'],
+      'Wang^XiaoDong=\xcd\xf5^\xd0\xa1\xb6\xab=',
+      'Wang^XiaoDong=王^小东=',
+    ],
+    ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
+    ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
+    ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],
+  ])('%s', (_label, terms, value, expected) => {
+    expect(dicomTextDecoder(terms).decode(bytes(value))).toBe(expected);
+  });
+
+  it('UTF-8 (ISO_IR 192)', () => {
+    expect(dicomTextDecoder(['ISO_IR 192']).decode(Buffer.from('Wang^XiaoDong=王^小東='))).toBe(
+      'Wang^XiaoDong=王^小東=',
+    );
+  });
+});

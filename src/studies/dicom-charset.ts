@@ -1,0 +1,149 @@
+/**
+ * Decoding of DICOM text values by their Specific Character Set (0008,0005), PS3.5 §6.1 and
+ * PS3.3 Table C.12-2 to C.12-5, including the ISO 2022 code extensions Japanese, Korean and
+ * Chinese sites send (`\ISO 2022 IR 87`, `ISO 2022 IR 6\ISO 2022 IR 149`, …): each escape
+ * sequence switches the G0 (bytes below 0x80) or G1 (bytes from 0xA0) character set until
+ * the next one. A term we do not know is read as ISO 8859-1 rather than refusing the
+ * instance: identifiers are plain ASCII in every character set, and a name read wrongly only
+ * ever fails an identity check, never passes one.
+ */
+
+/** A decoder label (WHATWG Encoding) per defined term, single-byte and multi-byte. */
+const TERM_ENCODING: Readonly<Record<string, string>> = {
+  '': 'latin1',
+  'ISO_IR 6': 'latin1',
+  'ISO_IR 100': 'latin1',
+  'ISO_IR 101': 'iso-8859-2',
+  'ISO_IR 109': 'iso-8859-3',
+  'ISO_IR 110': 'iso-8859-4',
+  'ISO_IR 144': 'iso-8859-5',
+  'ISO_IR 127': 'iso-8859-6',
+  'ISO_IR 126': 'iso-8859-7',
+  'ISO_IR 138': 'iso-8859-8',
+  'ISO_IR 148': 'windows-1254',
+  'ISO_IR 203': 'iso-8859-15',
+  'ISO_IR 166': 'windows-874',
+  'ISO_IR 13': 'shift_jis',
+  'ISO_IR 192': 'utf-8',
+  GB18030: 'gb18030',
+  GBK: 'gbk',
+  'ISO 2022 IR 6': 'latin1',
+  'ISO 2022 IR 100': 'latin1',
+  'ISO 2022 IR 101': 'iso-8859-2',
+  'ISO 2022 IR 109': 'iso-8859-3',
+  'ISO 2022 IR 110': 'iso-8859-4',
+  'ISO 2022 IR 144': 'iso-8859-5',
+  'ISO 2022 IR 127': 'iso-8859-6',
+  'ISO 2022 IR 126': 'iso-8859-7',
+  'ISO 2022 IR 138': 'iso-8859-8',
+  'ISO 2022 IR 148': 'windows-1254',
+  'ISO 2022 IR 203': 'iso-8859-15',
+  'ISO 2022 IR 166': 'windows-874',
+  'ISO 2022 IR 13': 'shift_jis',
+  'ISO 2022 IR 87': 'iso-2022-jp',
+  'ISO 2022 IR 159': 'iso-2022-jp',
+  'ISO 2022 IR 149': 'euc-kr',
+  'ISO 2022 IR 58': 'gbk',
+};
+
+/** ISO 2022 escape sequences (PS3.3 Tables C.12-3, C.12-4): which set each designates. */
+const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1; encoding: string }> = [
+  { bytes: '\x1b(B', g: 0, encoding: 'latin1' },
+  { bytes: '\x1b(J', g: 0, encoding: 'latin1' },
+  { bytes: '\x1b$B', g: 0, encoding: 'iso-2022-jp' },
+  { bytes: '\x1b$(D', g: 0, encoding: 'iso-2022-jp-0212' },
+  { bytes: '\x1b)I', g: 1, encoding: 'shift_jis' },
+  { bytes: '\x1b-A', g: 1, encoding: 'latin1' },
+  { bytes: '\x1b-B', g: 1, encoding: 'iso-8859-2' },
+  { bytes: '\x1b-C', g: 1, encoding: 'iso-8859-3' },
+  { bytes: '\x1b-D', g: 1, encoding: 'iso-8859-4' },
+  { bytes: '\x1b-L', g: 1, encoding: 'iso-8859-5' },
+  { bytes: '\x1b-G', g: 1, encoding: 'iso-8859-6' },
+  { bytes: '\x1b-F', g: 1, encoding: 'iso-8859-7' },
+  { bytes: '\x1b-H', g: 1, encoding: 'iso-8859-8' },
+  { bytes: '\x1b-M', g: 1, encoding: 'windows-1254' },
+  { bytes: '\x1bb', g: 1, encoding: 'iso-8859-15' },
+  { bytes: '\x1b-T', g: 1, encoding: 'windows-874' },
+  { bytes: '\x1b$)C', g: 1, encoding: 'euc-kr' },
+  { bytes: '\x1b$)A', g: 1, encoding: 'gbk' },
+];
+
+/**
+ * The G0 and G1 sets a value starts in, from the first term of (0008,0005): ASCII in G0, the
+ * term's set in G1 (ISO 2022 IR 13: JIS X 0201 katakana). A multi-byte first term is not
+ * allowed (PS3.3 C.12.1.1.2); a sender that writes IR 87 first gets ASCII until an escape.
+ */
+function initialSets(term: string): { g0: string; g1: string } {
+  const encoding = TERM_ENCODING[term] ?? 'latin1';
+  return { g0: 'latin1', g1: encoding === 'iso-2022-jp' ? 'latin1' : encoding };
+}
+
+export interface DicomTextDecoder {
+  decode(bytes: Uint8Array): string;
+}
+
+type Decoder = InstanceType<typeof TextDecoder>;
+const decoders = new Map<string, Decoder>();
+function decoderOf(encoding: string): Decoder {
+  let d = decoders.get(encoding);
+  if (!d) {
+    d = new TextDecoder(encoding);
+    decoders.set(encoding, d);
+  }
+  return d;
+}
+
+/**
+ * The decoder for a data set's (0008,0005) values (backslash-separated terms, already split).
+ * One term without code extensions: that character set for the whole value (UTF-8, GB18030,
+ * Latin-1, …). Otherwise ISO 2022: escape sequences switch sets as the value goes.
+ */
+export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
+  const normalized = terms.map((t) => t.trim().toUpperCase());
+  const first = normalized[0] ?? '';
+  const iso2022 = normalized.length > 1 || first.startsWith('ISO 2022');
+  if (!iso2022) {
+    const single = decoderOf(TERM_ENCODING[first] ?? 'latin1');
+    return { decode: (bytes) => single.decode(bytes) };
+  }
+  const start = initialSets(first);
+  return { decode: (bytes) => decodeIso2022(bytes, start) };
+}
+
+function decodeIso2022(bytes: Uint8Array, start: { g0: string; g1: string }): string {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let { g0, g1 } = start;
+  let out = '';
+  let at = 0;
+  while (at < buf.length) {
+    if (buf[at] === 0x1b) {
+      const escape = ESCAPES.find(
+        (e) => buf.toString('latin1', at, at + e.bytes.length) === e.bytes,
+      );
+      if (escape) {
+        if (escape.g === 0) g0 = escape.encoding;
+        else g1 = escape.encoding;
+        at += escape.bytes.length;
+        continue;
+      }
+      at++; // an escape sequence we do not know: dropped, the set stays as it was
+      continue;
+    }
+    // A run of bytes in one set: G0 below 0x80, G1 from 0x80.
+    const high = buf[at]! >= 0x80;
+    let end = at;
+    while (end < buf.length && buf[end] !== 0x1b && buf[end]! >= 0x80 === high) end++;
+    out += decodeRun(buf.subarray(at, end), high ? g1 : g0);
+    at = end;
+  }
+  return out;
+}
+
+function decodeRun(run: Buffer, encoding: string): string {
+  // Two-byte G0 sets (JIS X 0208): the WHATWG ISO-2022-JP decoder reads them after ESC $ B.
+  if (encoding === 'iso-2022-jp')
+    return decoderOf('iso-2022-jp').decode(Buffer.concat([Buffer.from('\x1b$B'), run]));
+  // JIS X 0212 has no WHATWG decoder: its characters are unreadable here, not misread.
+  if (encoding === 'iso-2022-jp-0212') return '\ufffd'.repeat(Math.ceil(run.length / 2));
+  return decoderOf(encoding).decode(run);
+}

@@ -1,0 +1,159 @@
+/**
+ * One linear pass over the top level of a DICOM data set (PS3.5 §7): element headers are
+ * read, values are skipped, sequences are stepped through without being decoded, and the
+ * top-level elements asked for are handed back as byte ranges. Nothing here recurses or
+ * copies, so the cost is the number of element headers, whatever the nesting: a general
+ * parser that decodes every sequence item (dcmjs scans each undefined-length item for its
+ * end and copies it, once per level) turns a few thousand nested sequences into seconds of
+ * a blocked event loop and gigabytes of copies.
+ */
+
+export type WalkSyntax = 'implicit-le' | 'explicit-le' | 'explicit-be';
+
+export interface WalkedElement {
+  /** Explicit VR as written; undefined in implicit VR. */
+  vr?: string;
+  value: Buffer;
+}
+
+export type WalkResult =
+  | { kind: 'need-more'; reason: string }
+  | { kind: 'invalid'; reason: string }
+  | {
+      kind: 'walked';
+      /** The top-level elements asked for, by tag as 8 upper-case hex digits. */
+      elements: Map<string, WalkedElement>;
+      /** The top-level stop tag's declared length and where its value starts, when present. */
+      stop?: { length: number; valueOffset: number };
+    };
+
+const UNDEFINED_LENGTH = 0xffffffff;
+/** VRs with a 2-byte reserved field and a 32-bit length in explicit VR (PS3.5 Table 7.1-1). */
+const LONG_LENGTH_VRS = new Set([
+  'OB',
+  'OD',
+  'OF',
+  'OL',
+  'OV',
+  'OW',
+  'SQ',
+  'SV',
+  'UC',
+  'UN',
+  'UR',
+  'UT',
+  'UV',
+]);
+/** Sequences and items open at once (each sequence and each item counts one). */
+export const MAX_NESTING = 128;
+
+type Frame = { kind: 'sequence' | 'item'; implicit: boolean };
+
+/**
+ * Walks `bytes` from `start` in `syntax`. `complete` says whether `bytes` is the whole file:
+ * when it is not, running out of bytes asks for more rather than refusing. Stops at the
+ * top-level `stopTag` (Pixel Data), reporting its length, without reading its value.
+ */
+export function walkDataSet(
+  bytes: Buffer,
+  start: number,
+  syntax: WalkSyntax,
+  wanted: ReadonlySet<string>,
+  complete: boolean,
+  stopTag?: string,
+): WalkResult {
+  const le = syntax !== 'explicit-be';
+  const u16 = (at: number) => (le ? bytes.readUInt16LE(at) : bytes.readUInt16BE(at));
+  const u32 = (at: number) => (le ? bytes.readUInt32LE(at) : bytes.readUInt32BE(at));
+  const short = (reason: string): WalkResult =>
+    complete ? { kind: 'invalid', reason } : { kind: 'need-more', reason };
+  // Tags compared as numbers: no string is made for the elements stepped over.
+  const wantedTags = new Set([...wanted].map((t) => parseInt(t, 16)));
+  const stopAt = stopTag === undefined ? -1 : parseInt(stopTag, 16);
+  const isUpper = (at: number) => bytes[at]! >= 0x41 && bytes[at]! <= 0x5a;
+  const elements = new Map<string, WalkedElement>();
+  const stack: Frame[] = [];
+  let at = start;
+  for (;;) {
+    if (at >= bytes.length) {
+      if (stack.length === 0) {
+        return complete
+          ? { kind: 'walked', elements }
+          : { kind: 'need-more', reason: 'header not complete' };
+      }
+      return short('the data set ends inside a sequence');
+    }
+    if (at + 8 > bytes.length) return short('an element header is cut short');
+    const frame = stack[stack.length - 1];
+    const group = u16(at);
+    const element = u16(at + 2);
+    if (group === 0xfffe) {
+      // Item (E000), item delimiter (E00D), sequence delimiter (E0DD): PS3.5 §7.5.
+      const length = u32(at + 4);
+      at += 8;
+      if (element === 0xe000 && frame?.kind === 'sequence') {
+        if (length === UNDEFINED_LENGTH) {
+          if (stack.length >= MAX_NESTING)
+            return { kind: 'invalid', reason: `sequences nested deeper than ${MAX_NESTING}` };
+          stack.push({ kind: 'item', implicit: frame.implicit });
+        } else {
+          // A defined-length item is skipped whole: nothing inside it is read.
+          if (at + length > bytes.length) return short('a sequence item is cut short');
+          at += length;
+        }
+      } else if (element === 0xe00d && frame?.kind === 'item') {
+        stack.pop();
+      } else if (element === 0xe0dd && frame?.kind === 'sequence') {
+        stack.pop();
+      } else {
+        return { kind: 'invalid', reason: 'a sequence item or delimiter out of place' };
+      }
+      continue;
+    }
+    if (frame?.kind === 'sequence') {
+      return { kind: 'invalid', reason: 'an element inside a sequence but outside an item' };
+    }
+    const implicit = frame ? frame.implicit : syntax === 'implicit-le';
+    let vr: string | undefined;
+    let length: number;
+    let valueOffset: number;
+    if (implicit) {
+      length = u32(at + 4);
+      valueOffset = at + 8;
+    } else {
+      if (!isUpper(at + 4) || !isUpper(at + 5))
+        return { kind: 'invalid', reason: 'an element has no valid VR' };
+      vr = bytes.toString('latin1', at + 4, at + 6);
+      if (LONG_LENGTH_VRS.has(vr)) {
+        if (at + 12 > bytes.length) return short('an element header is cut short');
+        length = u32(at + 8);
+        valueOffset = at + 12;
+      } else {
+        length = u16(at + 6);
+        valueOffset = at + 8;
+      }
+    }
+    const tag = ((group << 16) | element) >>> 0;
+    if (!frame && tag === stopAt) {
+      return { kind: 'walked', elements, stop: { length, valueOffset } };
+    }
+    if (length === UNDEFINED_LENGTH) {
+      // A sequence, a UN holding one in implicit VR (PS3.5 §6.2.2), or encapsulated pixel
+      // data of an icon (items of fragments): all read as items up to a sequence delimiter.
+      if (stack.length >= MAX_NESTING)
+        return { kind: 'invalid', reason: `sequences nested deeper than ${MAX_NESTING}` };
+      stack.push({ kind: 'sequence', implicit: implicit || vr === 'UN' });
+      at = valueOffset;
+      continue;
+    }
+    const end = valueOffset + length;
+    if (end > bytes.length) {
+      return short('an element is longer than the bytes that follow it');
+    }
+    if (!frame && wantedTags.has(tag)) {
+      const key = tag.toString(16).toUpperCase().padStart(8, '0');
+      elements.set(key, { vr, value: bytes.subarray(valueOffset, end) });
+    }
+    at = end;
+  }
+}

@@ -1,0 +1,192 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { gzipSync } from 'node:zlib';
+import { request } from 'undici';
+import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { generateUid } from '../helpers/dicom-factory';
+import { element, nestedSequences, rawInstance, type RawInstance } from '../helpers/raw-dicom';
+import { multipartRelated } from '../studies/study-test-support';
+
+type DicomJson = Record<string, { Value?: Array<Record<string, { Value: unknown[] }>> }>;
+
+/**
+ * Real-world and hostile DICOM shapes pushed by STOW-RS into a running adapter: studies of
+ * Japanese and Korean sites (ISO 2022 code extensions, PS3.5 Annexes H and I), identifiers
+ * holding two values, and sequences nested thousands deep.
+ */
+describe('hostile: DICOM instances that real sites and attackers send', () => {
+  let adapter: TestAdapter;
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false', STUDY_QUIET_PERIOD_SECONDS: '1' });
+  });
+  afterAll(async () => adapter?.close());
+
+  const stow = async (instances: RawInstance[]) => {
+    const { body, contentType } = multipartRelated(
+      instances.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
+    );
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    return { status: res.statusCode, json: (await res.body.json()) as DicomJson };
+  };
+
+  const order = async (ids: { study: string; accession: string; patientId: string }) => {
+    const rows = (await adapter.dataSource.query(
+      `INSERT INTO orders (source, state, request, accession_number, patient_id, study_instance_uid)
+       VALUES ('api', 'placed', '{}'::jsonb, $1, $2, $3) RETURNING id`,
+      [ids.accession, ids.patientId, ids.study],
+    )) as Array<{ id: string }>;
+    return { orderId: rows[0]!.id, ...ids };
+  };
+
+  const acquire = async (o: {
+    orderId: string;
+    study: string;
+    accession: string;
+    patientId: string;
+  }) => {
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const req = {
+      orderId: o.orderId,
+      studyInstanceUid: o.study,
+      accessionNumber: o.accession,
+      patientId: o.patientId,
+    };
+    let result = await acquirer.acquire(req);
+    for (let i = 0; i < 20 && result.status === 'waiting'; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      result = await acquirer.acquire(req);
+    }
+    return result;
+  };
+
+  it.each([
+    [
+      'Japanese (PS3.5 H.3.1)',
+      '\\ISO 2022 IR 87',
+      'Yamada^Tarou=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+      'Yamada^Tarou',
+    ],
+    [
+      'Japanese, katakana first (PS3.5 H.3.2)',
+      'ISO 2022 IR 13\\ISO 2022 IR 87',
+      '\xd4\xcf\xc0\xde^\xc0\xdb\xb3=\x1b$B;3ED\x1b(J^\x1b$BB@O:\x1b(J',
+      'ﾔﾏﾀﾞ^ﾀﾛｳ',
+    ],
+    [
+      'Korean (PS3.5 I.2)',
+      '\\ISO 2022 IR 149',
+      'Hong^Gildong=\x1b$)C\xfb\xf3^\x1b$)C\xd1\xce\xd4\xd7=\x1b$)C\xc8\xab^\x1b$)C\xb1\xe6\xb5\xbf',
+      'Hong^Gildong',
+    ],
+  ])(
+    'a %s study with code extensions is stored, matched and packaged',
+    async (_label, charset, patientName, alphabetic) => {
+      const o = await order({
+        study: generateUid(),
+        accession: `CS-${Date.now() % 1e9}`,
+        patientId: 'PID-77',
+      });
+      const instances = [1, 2].map(() =>
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset,
+          patientName,
+          accession: o.accession,
+          patientId: 'PID-77',
+        }),
+      );
+      const res = await stow(instances);
+      expect(res.status).toBe(200);
+      expect(res.json['00081199']?.Value).toHaveLength(2);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string }>;
+      expect(rows.map((r) => r.name)).toEqual([alphabetic, alphabetic]);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    },
+  );
+
+  it.each([
+    ['Accession Number', { accession: 'ACC-TWO-1\\ACC-TWO-2', patientId: 'PID-88' }],
+    ['Patient ID', { accession: 'ACC-TWO-1', patientId: 'PID-88\\PID-99' }],
+  ])(
+    'a study whose %s holds two values is not the order of the first one: never packaged',
+    async (_label, ids) => {
+      const o = await order({ study: generateUid(), accession: 'ACC-TWO-1', patientId: 'PID-88' });
+      const res = await stow([
+        rawInstance({ studyInstanceUid: o.study, patientName: 'Doe^Jane', ...ids }),
+      ]);
+      expect(res.status).toBe(200);
+      expect(await acquire(o)).toMatchObject({
+        status: 'failed',
+        alert: 'study-identity-mismatch',
+      });
+    },
+  );
+
+  it('a gzip-encoded STOW-RS body is 415 naming the coding, not 400 "no boundary"', async () => {
+    const o = { study: generateUid() };
+    const { body, contentType } = multipartRelated([
+      { contentType: 'application/dicom', data: rawInstance({ studyInstanceUid: o.study }).bytes },
+    ]);
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        'content-encoding': 'gzip',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body: gzipSync(body),
+    });
+    const problem = (await res.body.json()) as { status: number; detail: string };
+    expect(res.statusCode).toBe(415);
+    expect(res.headers['accept-encoding']).toBe('identity');
+    expect(problem.detail).toMatch(/Content-Encoding gzip is not supported/);
+    const rows = (await adapter.dataSource.query(
+      'SELECT 1 FROM study_instances WHERE study_instance_uid = $1',
+      [o.study],
+    )) as unknown[];
+    expect(rows).toHaveLength(0);
+  });
+
+  it('sequences nested 1,000 deep around 1 MB are refused at once, without blocking the process', async () => {
+    const hostile = rawInstance({
+      accession: 'NEST-1',
+      beforePatient: nestedSequences(1000, element(0x0009, 0x1001, 'UN', Buffer.alloc(1 << 20))),
+    });
+    // Real-world nesting (an SR content tree, an icon image in a referenced image item).
+    const deepButReal = rawInstance({
+      accession: 'NEST-2',
+      beforePatient: nestedSequences(30, element(0x0009, 0x1001, 'UN', Buffer.alloc(1 << 20))),
+    });
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const started = Date.now();
+    const res = await stow([hostile, deepButReal]);
+    const elapsed = Date.now() - started;
+    delay.disable();
+    expect(res.status).toBe(202);
+    expect(res.json['00081198']?.Value?.map((v) => v['00081155']?.Value?.[0])).toEqual([undefined]);
+    expect(res.json['00081198']?.Value?.[0]?.['00081197']?.Value).toEqual([0xc000]);
+    expect(res.json['00081199']?.Value?.[0]?.['00081155']?.Value).toEqual([
+      deepButReal.sopInstanceUid,
+    ]);
+    // Before: dcmjs scanned and copied each undefined-length item once per level (seconds of
+    // a blocked event loop, hundreds of MiB), then overflowed the stack.
+    expect(elapsed).toBeLessThan(3000);
+    expect(delay.max / 1e6).toBeLessThan(1000);
+    const events = (await adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' ORDER BY id DESC LIMIT 1`,
+    )) as Array<{ detail: { refused: Array<{ reason: string }> } }>;
+    expect(events[0]!.detail.refused[0]!.reason).toMatch(/nested deeper than/);
+  });
+});

@@ -1,5 +1,10 @@
-import { sanitizeText } from './imaging-client.error';
-import { MAX_ERROR_BODY_BYTES, type UpstreamResponse } from './upstream-http.types';
+import type { Readable } from 'node:stream';
+import { ImagingClientError, sanitizeText } from './imaging-client.error';
+import {
+  MAX_ERROR_BODY_BYTES,
+  MAX_RESPONSE_BYTES,
+  type UpstreamResponse,
+} from './upstream-http.types';
 
 /**
  * Reading the upstream's answers and failures: network errors worth a retry, headers, the
@@ -88,4 +93,27 @@ export function describeErrorBody(body: Record<string, unknown> | undefined): st
   const message = typeof body.message === 'string' ? body.message : undefined;
   const parts = [code, message].filter(Boolean);
   return parts.length ? ` (${sanitizeText(parts.join(': '))})` : '';
+}
+
+/**
+ * An answer's body, bounded like every buffer we hold (docs/security.md): the largest answer
+ * the contract implies (a list of orders or reports) is far below MAX_RESPONSE_BYTES; beyond
+ * it the rest is not read.
+ */
+export async function readAnswer(body: Readable, operation: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let received = 0;
+  for await (const chunk of body) {
+    received += (chunk as Buffer).length;
+    if (received > MAX_RESPONSE_BYTES) {
+      body.destroy();
+      throw new ImagingClientError(
+        'invalid_response',
+        operation,
+        `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read further`,
+      );
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
 }

@@ -10,6 +10,7 @@ import {
 } from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
 import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
+import { readAnswer } from './upstream-answers';
 import { checkStorageUrl, presignedUrlSignsContentType } from './storage-url.policy';
 import {
   describeErrorBody,
@@ -21,7 +22,6 @@ import {
   parseErrorBody,
 } from './upstream-answers';
 import {
-  MAX_RESPONSE_BYTES,
   type AttemptFailure,
   type CallSpec,
   type RetirementState,
@@ -358,26 +358,10 @@ export class UpstreamHttp {
         bodyTimeout: timeout,
         ...(signal ? { signal } : {}),
       });
-      // Bounded like every buffer we hold (docs/security.md): the largest answer the
-      // contract implies (a list of orders or reports) is far below this.
-      const chunks: Buffer[] = [];
-      let received = 0;
-      for await (const chunk of response.body) {
-        received += (chunk as Buffer).length;
-        if (received > MAX_RESPONSE_BYTES) {
-          response.body.destroy();
-          throw new ImagingClientError(
-            'invalid_response',
-            spec.operation,
-            `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read further`,
-          );
-        }
-        chunks.push(chunk as Buffer);
-      }
       return {
         status: response.statusCode,
         headers: response.headers,
-        body: Buffer.concat(chunks),
+        body: await readAnswer(response.body, spec.operation),
       };
     } catch (error) {
       // A stream body left half-read must not keep its file descriptor open.

@@ -1,5 +1,13 @@
 import { open } from 'node:fs/promises';
 import type { InstanceHeader } from '../domain/dicom-instance';
+import {
+  expectedNativePixelBytes,
+  identifier,
+  personName,
+  text,
+  uidText,
+  type DataSet,
+} from './dicom-attribute.values';
 import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
 import { walkDataSet, type WalkedElement, type WalkSyntax } from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
@@ -98,12 +106,6 @@ export async function checkInstanceFile(
     await handle.close();
   }
 }
-
-/** A top-level attribute as read: its values, split at the backslash (PS3.5 §6.4). */
-interface Attribute {
-  Value: Array<string | number>;
-}
-type DataSet = Record<string, Attribute>;
 
 type Parsed =
   | { kind: 'need-more'; reason: string }
@@ -338,69 +340,6 @@ function judge(
     modality: text(d['00080060']),
   };
   return { ok: true, header, sizeBytes: fileSize };
-}
-
-/** Rows × Columns × Number of Frames × Samples per Pixel × Bits Allocated / 8 (PS3.5 §8.1.1). */
-function expectedNativePixelBytes(d: DataSet): number | undefined {
-  const rows = num(d['00280010']);
-  const columns = num(d['00280011']);
-  const bits = num(d['00280100']);
-  if (!rows || !columns || !bits) return undefined;
-  const samples = num(d['00280002']) ?? 1;
-  const frames = num(d['00280008']) ?? 1;
-  return Math.ceil((rows * columns * samples * frames * bits) / 8);
-}
-
-/** The first value, without its padding (PS3.5 §6.2); undefined when empty. */
-function text(el: Attribute | undefined): string | undefined {
-  const v = el?.Value[0];
-  if (v === undefined) return undefined;
-  const s = String(v)
-    .replace(/[\0\s]+$/, '')
-    .trim();
-  return s === '' ? undefined : s;
-}
-
-/**
- * An identifier (Accession Number SH, Patient ID LO; both VM 1) as the file holds it: every
- * value, joined by the backslash it was split at. `ACC1\ACC2` is not the accession `ACC1`, so
- * the patient check (study-identity.ts) compares the whole value, never its first part.
- */
-function identifier(el: Attribute | undefined): string | undefined {
-  const joined = (el?.Value ?? []).map(String).join('\\');
-  const s = joined.replace(/[\0\s]+$/, '').trim();
-  return s === '' ? undefined : s;
-}
-
-/**
- * A UI value as the file holds it (no character a UID may not contain is dropped), without
- * its padding. Several values stay joined by a backslash, which no UID contains.
- */
-function uidText(el: Attribute | undefined): string | undefined {
-  const joined = (el?.Value ?? []).map((v) => String(v).replace(/[\0 ]+$/, '')).join('\\');
-  return joined === '' ? undefined : joined;
-}
-
-function num(el: Attribute | undefined): number | undefined {
-  const v = el?.Value[0];
-  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
-  return Number.isFinite(n) ? n : undefined;
-}
-
-/**
- * The alphabetic component group of a PN value (`Family^Given^^^=Ideographic=Phonetic`,
- * PS3.5 §6.2.1). Trailing empty components carry no meaning (PS3.5 §6.2.1.1) and are
- * dropped, so `Doe^Jane^^^` equals `Doe^Jane`.
- */
-function personName(el: Attribute | undefined): string | undefined {
-  const v = el?.Value[0];
-  if (typeof v !== 'string') return undefined;
-  const name = v
-    .split('=')[0]!
-    .replace(/[\0]+$/, '')
-    .trim()
-    .replace(/\^+$/, '');
-  return name === '' ? undefined : name;
 }
 
 function fail(failureReason: number, reason: string): InstanceCheck {

@@ -1,0 +1,73 @@
+/**
+ * The values of the top-level attributes the instance check reads (dicom-instance.validator.ts),
+ * as the file holds them: padding removed (PS3.5 §6.2), identifiers and UIDs whole.
+ */
+
+/** A top-level attribute as read: its values, split at the backslash (PS3.5 §6.4). */
+export interface Attribute {
+  Value: Array<string | number>;
+}
+export type DataSet = Record<string, Attribute>;
+
+/** Rows × Columns × Number of Frames × Samples per Pixel × Bits Allocated / 8 (PS3.5 §8.1.1). */
+export function expectedNativePixelBytes(d: DataSet): number | undefined {
+  const rows = num(d['00280010']);
+  const columns = num(d['00280011']);
+  const bits = num(d['00280100']);
+  if (!rows || !columns || !bits) return undefined;
+  const samples = num(d['00280002']) ?? 1;
+  const frames = num(d['00280008']) ?? 1;
+  return Math.ceil((rows * columns * samples * frames * bits) / 8);
+}
+
+/** The first value, without its padding (PS3.5 §6.2); undefined when empty. */
+export function text(el: Attribute | undefined): string | undefined {
+  const v = el?.Value[0];
+  if (v === undefined) return undefined;
+  const s = String(v)
+    .replace(/[\0\s]+$/, '')
+    .trim();
+  return s === '' ? undefined : s;
+}
+
+/**
+ * An identifier (Accession Number SH, Patient ID LO; both VM 1) as the file holds it: every
+ * value, joined by the backslash it was split at. `ACC1\ACC2` is not the accession `ACC1`, so
+ * the patient check (study-identity.ts) compares the whole value, never its first part.
+ */
+export function identifier(el: Attribute | undefined): string | undefined {
+  const joined = (el?.Value ?? []).map(String).join('\\');
+  const s = joined.replace(/[\0\s]+$/, '').trim();
+  return s === '' ? undefined : s;
+}
+
+/**
+ * A UI value as the file holds it (no character a UID may not contain is dropped), without
+ * its padding. Several values stay joined by a backslash, which no UID contains.
+ */
+export function uidText(el: Attribute | undefined): string | undefined {
+  const joined = (el?.Value ?? []).map((v) => String(v).replace(/[\0 ]+$/, '')).join('\\');
+  return joined === '' ? undefined : joined;
+}
+
+export function num(el: Attribute | undefined): number | undefined {
+  const v = el?.Value[0];
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/**
+ * The alphabetic component group of a PN value (`Family^Given^^^=Ideographic=Phonetic`,
+ * PS3.5 §6.2.1). Trailing empty components carry no meaning (PS3.5 §6.2.1.1) and are
+ * dropped, so `Doe^Jane^^^` equals `Doe^Jane`.
+ */
+export function personName(el: Attribute | undefined): string | undefined {
+  const v = el?.Value[0];
+  if (typeof v !== 'string') return undefined;
+  const name = v
+    .split('=')[0]!
+    .replace(/[\0]+$/, '')
+    .trim()
+    .replace(/\^+$/, '');
+  return name === '' ? undefined : name;
+}

@@ -114,7 +114,8 @@ function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
 /**
  * Escapes a plain value so that it can be written into any field position (section 2.7):
  * the escape character first, then every delimiter; CR and LF (which would end the segment)
- * as hexadecimal data (\Xhh\).
+ * and every other control character (C0 and DEL: ST/TX/FT hold printable text only, and a VT
+ * or FS would end the MLLP frame that carries the message) as hexadecimal data (\Xhh\).
  */
 export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_DELIMITERS): string {
   const d = delimiters;
@@ -126,8 +127,8 @@ export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_D
     else if (ch === d.subcomponent) out += `${d.escape}T${d.escape}`;
     else if (ch === d.repetition) out += `${d.escape}R${d.escape}`;
     else if (d.truncation !== undefined && ch === d.truncation) out += `${d.escape}P${d.escape}`;
-    else if (ch === '\r') out += `${d.escape}X0D${d.escape}`;
-    else if (ch === '\n') out += `${d.escape}X0A${d.escape}`;
+    else if (ch < ' ' || ch === '\u007f')
+      out += `${d.escape}X${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}${d.escape}`;
     else out += ch;
   }
   return out;

@@ -155,6 +155,15 @@ describe('escape sequences (HL7 v2.5.1 section 2.7)', () => {
     const m = parseHl7(`${BASIC}\rNTE|1||${escaped}`);
     expect(m.get('NTE-3')).toBe(nasty);
   });
+
+  it('writes control characters as hexadecimal data: none reaches the wire (VT/FS would end the MLLP frame)', () => {
+    const value = 'A\u000bB\u001cC\u0007D\u001bE\u007fF\tG';
+    const escaped = escapeValue(value);
+    expect(escaped).toBe('A\\X0B\\B\\X1C\\C\\X07\\D\\X1B\\E\\X7F\\F\\X09\\G');
+    // eslint-disable-next-line no-control-regex -- the point of the test
+    expect(escaped).not.toMatch(/[\u0000-\u001f\u007f]/);
+    expect(parseHl7(`${BASIC}\rNTE|1||${escaped}`).get('NTE-3')).toBe(value);
+  });
 });
 
 describe('character sets (MSH-18, table 0211)', () => {

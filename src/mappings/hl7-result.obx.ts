@@ -6,8 +6,11 @@ import type { PublicationInput } from './publication.model';
 
 /** The OBX segments of an ORU^R01 (HL7 v2.5.1 chapter 7.4.2): what the outcome says, line by line. */
 
-/** Stands for an FT line break until the segment is encoded (the escaper leaves it alone). */
-const LINE_BREAK = '\u0001';
+/**
+ * Stands for an FT line break until the segment is encoded: a private-use character, which
+ * the escaper leaves alone (it writes control characters as \Xhh\) and no report line keeps.
+ */
+const LINE_BREAK = '\uE000';
 
 /** An OBX as wire text, FT line breaks written as the \.br\ formatting command. */
 export function encodeObx(spec: Hl7SegmentSpec): string {

@@ -180,6 +180,9 @@ const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+)$/;
  * come back as the bytes it sent, whatever its MSH-18 said.
  */
 export function encodeWith(text: string, encoding: string): Buffer {
+  // ASCII is the same bytes in UTF-8 and every ISO 8859 part: the usual ACK needs no table
+  // eslint-disable-next-line no-control-regex -- the whole ASCII range
+  if (/^[\u0000-\u007f]*$/.test(text)) return Buffer.from(text, 'latin1');
   if (!SINGLE_BYTE.test(encoding)) return Buffer.from(text, 'utf8');
   const table = singleByteTable(encoding === 'ascii' ? 'latin1' : encoding);
   const out = Buffer.alloc(text.length);

@@ -5,6 +5,10 @@ import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
 import { dicomTagDump } from './dicom-tag-dump';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
+import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
+
+/** The most of a PACS's STOW-RS answer we read. */
+const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
 
 export interface DicomWebPublisherOptions {
   /** DICOMweb root (DICOMWEB_URL), e.g. http://pacs/dicom-web. */
@@ -85,7 +89,10 @@ export class DicomWebResultPublisher implements Publisher {
         dispatcher: this.agent,
       });
       status = res.statusCode;
-      text = await res.body.text().catch(() => '');
+      // a STOW-RS answer is a short DICOM JSON (PS3.18 §10.5.3): 1 MiB is far above it
+      text = await readBodyText(res.body, STOW_ANSWER_MAX_BYTES).catch((error: unknown) =>
+        error instanceof BodyTooLargeError ? error.message : '',
+      );
     } catch (error) {
       return {
         outcome: 'retry',

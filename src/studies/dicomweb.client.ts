@@ -8,6 +8,10 @@ import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.pa
 import { closeQuietly, closeStream } from './file-streams';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
+import { readBodyText } from '../common/bounded-body';
+
+/** The most of a QIDO-RS answer we read (one study's match, or the few an accession finds). */
+const QIDO_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
 
 /**
  * A DICOMweb client for pulling a study from a PACS (PS3.18): QIDO-RS to find the study and
@@ -101,7 +105,12 @@ export class DicomWebClient {
       await res.body.dump();
       return [];
     }
-    const text = await res.body.text();
+    let text: string;
+    try {
+      text = await readBodyText(res.body, QIDO_ANSWER_MAX_BYTES);
+    } catch (error) {
+      throw new StudyError('pacs_error', `QIDO-RS: ${(error as Error).message}`, { cause: error });
+    }
     if (text.trim() === '') return [];
     let items: DicomJson[];
     try {

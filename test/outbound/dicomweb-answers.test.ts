@@ -10,7 +10,7 @@ import { publicationInput, sourceStudy } from './publication-fixtures';
 describe('STOW-RS answers', () => {
   let server: Server;
   let url: string;
-  let answer: { status: number; failureReason?: number } = { status: 200 };
+  let answer: { status: number; failureReason?: number; endless?: boolean } = { status: 200 };
   const received: Array<{ contentType: string; bytes: number }> = [];
 
   beforeAll(async () => {
@@ -37,6 +37,16 @@ describe('STOW-RS answers', () => {
                 },
               };
         res.writeHead(answer.status, { 'content-type': 'application/dicom+json' });
+        if (answer.endless) {
+          // a PACS (or a proxy in front of it) whose answer never ends
+          const chunk = ' '.repeat(64 * 1024);
+          const pump = () => {
+            while (!res.destroyed && res.write(chunk));
+            if (!res.destroyed) res.once('drain', pump);
+          };
+          pump();
+          return;
+        }
         res.end(JSON.stringify(body));
       });
     });
@@ -44,7 +54,13 @@ describe('STOW-RS answers', () => {
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/dicom-web`;
   });
 
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  );
 
   const send = async (kind = 'dicom-sr') => {
     const publisher = new DicomWebResultPublisher({ baseUrl: url });
@@ -81,6 +97,18 @@ describe('STOW-RS answers', () => {
       /^multipart\/related; type="application\/dicom"; boundary=iaa-[0-9a-f]+$/,
     );
     expect(received[0]!.bytes).toBeGreaterThan(1000);
+  });
+
+  it('an answer that never ends is read up to 1 MiB, not into memory whole', async () => {
+    answer = { status: 200, endless: true };
+    const before = process.memoryUsage().rss;
+    const started = Date.now();
+    const result = await send();
+    expect(result.detail.httpStatus).toBe(200);
+    expect(result.outcome).toBe('delivered'); // 200: the PACS says it stored the instance
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+    answer = { status: 200 };
   });
 
   it('a PACS that cannot be reached is retried', async () => {

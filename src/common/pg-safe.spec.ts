@@ -1,6 +1,6 @@
 import { pgJson, pgSafeDeep, pgText } from './pg-safe';
 
-describe('pg-safe: values derived from input are storable as PostgreSQL text/jsonb', () => {
+describe('pg-safe: values derived from input are storable, and valid as text', () => {
   it('replaces NUL in strings, nested strings and keys; leaves bytes as they are', () => {
     const raw = Buffer.from('MSH|^~\\&|\u0000', 'latin1');
     const input = {
@@ -47,6 +47,16 @@ describe('pg-safe: values derived from input are storable as PostgreSQL text/jso
       a: ['x\uFFFD'],
       ['k\uFFFD']: 1,
     });
+  });
+
+  it('replaces every other control character too, but keeps TAB, LF and CR', () => {
+    expect(pgText('A\u0007B\u000bC\u001cD\u001bE\u007fF')).toBe(
+      'A\uFFFDB\uFFFDC\uFFFDD\uFFFDE\uFFFDF',
+    );
+    expect(pgText('line 1\r\nline\t2\n')).toBe('line 1\r\nline\t2\n');
+    const clean = { note: 'tab\tand\nbreaks', name: 'Müller' };
+    expect(pgSafeDeep(clean)).toBe(clean);
+    expect(pgSafeDeep({ name: ['SCHMIDT\u001c'] })).toEqual({ name: ['SCHMIDT\uFFFD'] });
   });
 
   it('pgText and pgJson', () => {

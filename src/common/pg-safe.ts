@@ -1,29 +1,35 @@
 /**
- * PostgreSQL text and jsonb cannot hold the NUL character (U+0000), and jsonb refuses a lone
- * UTF-16 surrogate (JSON.stringify writes one as `\ud800`, which jsonb rejects; a FHIR body
- * can carry one as an escape). A hostile or broken sender can put either anywhere. Values
- * derived from input (never the raw bytes, which are kept as bytea, byte for byte) pass
- * through these before they are stored, each such character becoming U+FFFD.
+ * Values derived from input (never the raw bytes, which are kept as bytea, byte for byte) pass
+ * through these before they are stored, and so before anything is built from them (the
+ * upstream's metadata, FHIR resources, HL7 and DICOM results):
+ * - NUL (U+0000): PostgreSQL text and jsonb cannot hold it;
+ * - a lone UTF-16 surrogate: jsonb refuses its `\ud800` escape (a FHIR body can carry one);
+ * - every other control character but TAB, LF and CR (C0 and DEL): no text type we write may
+ *   hold one (HL7 ST/TX/FT, FHIR string, DICOM LO/PN/ST), and a VT or FS would end an MLLP
+ *   frame. A hostile or broken sender can put any of them anywhere (`\X07\` in HL7, `\u001b`
+ *   in JSON). Each becomes U+FFFD; the raw message keeps what was sent.
  */
-// eslint-disable-next-line no-control-regex -- matching NUL is the point
-const NUL = /\u0000/g;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROLS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
 
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /** Any character that may need replacing: one quick scan before the exact tests. */
-// eslint-disable-next-line no-control-regex -- matching NUL is the point
-const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const SUSPECT = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\uD800-\uDFFF]/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/;
 
 function unstorable(value: string): boolean {
-  return SUSPECT.test(value) && (value.includes('\u0000') || LONE_SURROGATE.test(value));
+  return SUSPECT.test(value) && (CONTROL.test(value) || LONE_SURROGATE.test(value));
 }
 
 export function pgText<T extends string | null | undefined>(value: T): T {
   return (
     typeof value === 'string' && unstorable(value)
-      ? value.replace(NUL, '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')
+      ? value.replace(CONTROLS, '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')
       : value
   ) as T;
 }

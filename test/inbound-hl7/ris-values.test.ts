@@ -138,6 +138,31 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(placed.request.patient.birthDate).toBe('1977');
   });
 
+  it('control characters escaped into values (\\X07\\, \\X1C\\) are stored as U+FFFD: nothing we build from the order holds one', async () => {
+    const reply = await client.send(
+      wire(
+        orm('CTRL-1', { PID: 'PID|1||PAT-CTRL-1^^^HOSP^MR||NOVAK\\X07\\^JAN\\X1C\\||19560402|M' }),
+      ),
+    );
+    expect(ackSummary(reply).code).toBe('AA');
+    const placed = await waitFor('the order placed upstream (or failed)', async () => {
+      const order = await orderOf('CTRL-1');
+      return order && ['placed', 'failed'].includes(order.state) ? order : undefined;
+    });
+    expect(placed.state).toBe('placed');
+    expect(placed.request.patient.name).toMatchObject({
+      family: 'NOVAK\uFFFD',
+      given: ['JAN\uFFFD'],
+    });
+    // JSON.stringify writes a control character as \u00XX: none is left
+    expect(JSON.stringify(placed.request)).not.toMatch(/\\u00(0[0-8bcef]|1[0-9a-f]|7f)/i);
+    // the raw message keeps what was sent
+    const raw = (
+      await db.query(`SELECT raw FROM inbound_messages WHERE message_control_id = 'CTRL-1'`)
+    ).rows[0].raw as Buffer;
+    expect(raw.toString('latin1')).toContain('NOVAK\\X07\\^JAN\\X1C\\');
+  });
+
   it('a cancel for an unknown order in the second ORC group is AE 204 at ORC[2]-2, not at the first ORC', async () => {
     const first = orm('GRP-1');
     const reply = await client.send(

@@ -11,9 +11,9 @@ function fail(problems: string[], code: number): never {
 }
 
 /**
- * Exits once the log lines written so far are out. pino writes asynchronously: an exit right
- * after a line could put it before a line still being written (the final `stopped` line was
- * seen ahead of one logged a millisecond earlier). Bounded: a stuck stdout cannot hold the exit.
+ * Exits once the log lines written so far are out (the logger writes synchronously, so this
+ * is at once for the JSON lines; the pretty stream may still hold some). Bounded: a stuck
+ * stdout cannot hold the exit.
  */
 function exitAfterLogs(logger: Logger, code: number): void {
   const bound = setTimeout(() => process.exit(code), 2_000);

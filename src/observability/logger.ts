@@ -94,9 +94,17 @@ export function createLogger(
       return id ? { correlationId: id } : {};
     },
   };
+  // Lines are written synchronously, in the order they were logged: pino's default stream
+  // writes in the background and flushes what is left with a synchronous write at exit, which
+  // can land ahead of a background write still under way (the final `stopped` line was seen
+  // before a line logged a millisecond earlier). One write per line costs microseconds; the
+  // message path logs at most one info line per message.
   const target =
-    destination ?? (settings.format === 'pretty' ? prettyStream(process.stdout) : undefined);
-  return target ? pino(options, target) : pino(options);
+    destination ??
+    (settings.format === 'pretty'
+      ? prettyStream(process.stdout)
+      : pino.destination({ dest: process.stdout.fd ?? 1, sync: true }));
+  return pino(options, target);
 }
 
 /**

@@ -12,6 +12,8 @@
  * OperationOutcome when there is one).
  */
 
+import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
+
 export const FHIR_DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
 export class FhirHttpError extends Error {
@@ -89,9 +91,9 @@ export class FhirRestClient {
         signal,
       });
       status = res.status;
-      text = await this.readBounded(res);
+      text = await readBodyText(res.body, this.maxAnswerBytes);
     } catch (error) {
-      if (error instanceof FhirHttpError) throw error;
+      if (error instanceof BodyTooLargeError) throw new FhirHttpError(error.message);
       throw new FhirHttpError(
         signal.aborted
           ? `no complete answer within ${this.timeoutMs} ms`
@@ -115,24 +117,6 @@ export class FhirRestClient {
       throw new FhirHttpError(`answered ${status}`, { status, data });
     }
     return data as T;
-  }
-
-  /** The answer as text, up to maxAnswerBytes (beyond it the rest is not read). */
-  private async readBounded(res: Response): Promise<string> {
-    if (!res.body) return '';
-    const chunks: Uint8Array[] = [];
-    let received = 0;
-    for await (const chunk of res.body) {
-      received += chunk.byteLength;
-      if (received > this.maxAnswerBytes) {
-        await res.body.cancel().catch(() => undefined);
-        throw new FhirHttpError(
-          `the answer is larger than ${this.maxAnswerBytes} bytes; not read further`,
-        );
-      }
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks).toString('utf8');
   }
 }
 

@@ -1,6 +1,7 @@
 import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AppConfig } from '../config/app-config';
+import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
 
 /**
  * SMART Backend Services (SMART App Launch 2.x, backend-services.html): the client
@@ -162,7 +163,13 @@ export class SmartBackendTokenProvider {
       const res = await fetch(url, { ...init, redirect: 'manual', signal });
       status = res.status;
       ok = res.ok;
-      text = await readBounded(res, SMART_MAX_ANSWER_BYTES);
+      text = await readBodyText(res.body, SMART_MAX_ANSWER_BYTES).catch((error: unknown) => {
+        if (error instanceof BodyTooLargeError)
+          throw new SmartBackendAuthError(
+            `the SMART answer is larger than ${SMART_MAX_ANSWER_BYTES} bytes; not read`,
+          );
+        throw error;
+      });
     } catch (error) {
       if (error instanceof SmartBackendAuthError) throw error;
       throw new SmartBackendAuthError(
@@ -181,22 +188,6 @@ export class SmartBackendTokenProvider {
     }
     return { ok, status, json };
   }
-}
-
-/** The body as text, refused beyond `max` bytes (the rest is not read). */
-async function readBounded(res: Response, max: number): Promise<string> {
-  if (!res.body) return '';
-  const chunks: Uint8Array[] = [];
-  let received = 0;
-  for await (const chunk of res.body) {
-    received += chunk.byteLength;
-    if (received > max) {
-      await res.body.cancel().catch(() => undefined);
-      throw new SmartBackendAuthError(`the SMART answer is larger than ${max} bytes; not read`);
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /**

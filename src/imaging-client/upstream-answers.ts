@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { BodyTooLargeError, readBounded } from '../common/bounded-body';
 import { ImagingClientError, sanitizeText } from './imaging-client.error';
 import {
   MAX_ERROR_BODY_BYTES,
@@ -101,19 +102,10 @@ export function describeErrorBody(body: Record<string, unknown> | undefined): st
  * it the rest is not read.
  */
 export async function readAnswer(body: Readable, operation: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let received = 0;
-  for await (const chunk of body) {
-    received += (chunk as Buffer).length;
-    if (received > MAX_RESPONSE_BYTES) {
-      body.destroy();
-      throw new ImagingClientError(
-        'invalid_response',
-        operation,
-        `the answer is larger than ${MAX_RESPONSE_BYTES} bytes; not read further`,
-      );
-    }
-    chunks.push(chunk as Buffer);
+  try {
+    return await readBounded(body, MAX_RESPONSE_BYTES);
+  } catch (error) {
+    if (!(error instanceof BodyTooLargeError)) throw error;
+    throw new ImagingClientError('invalid_response', operation, error.message);
   }
-  return Buffer.concat(chunks);
 }

@@ -5,13 +5,8 @@ import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { resolveReveal } from './audit-api.reveal';
 import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
 import type { MessageReprocessor } from './audit-api.reprocess';
-import {
-  AuditPage,
-  FormPost,
-  renderPage,
-  RevealableDetailPage,
-  searchPage,
-} from './audit-page.shared';
+import { AuditPage, FormPost, RecordPages, renderPage, searchPage } from './audit-page.shared';
+import type { DetailPageRequest, PageRequest } from './audit-page.shared';
 import {
   deadLettersPage,
   messageListPage,
@@ -27,23 +22,14 @@ import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
  * (reveal, reprocess), and the dead letters with their replay.
  */
 @AuditPage()
-export class AuditMessagesPageController extends RevealableDetailPage('messages/:id') {
-  constructor(
-    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
-    @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
-  ) {
-    super();
-  }
+export class AuditMessagesPageController extends RecordPages('messages') {
+  @Inject(AUDIT_QUERY) private readonly query!: AuditQueryService;
+  @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor!: MessageReprocessor;
 
   /** The message browser: every inbound message and request, accepted or refused. */
-  @Get('messages')
-  async messages(
-    @Query() q: Record<string, unknown>,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
+  protected override async renderList({ req, res, query }: PageRequest): Promise<void> {
     const { filters, found, problem } = await searchPage(
-      q,
+      query,
       messageBrowseSchema,
       async ({ msh10, ...browse }) =>
         msh10
@@ -74,13 +60,8 @@ export class AuditMessagesPageController extends RevealableDetailPage('messages/
     res.redirect(303, `/audit/messages/${encodeURIComponent(result.reprocessedMessageId ?? id)}`);
   }
 
-  /** One message (GET and reveal: RevealableDetailPage). */
-  protected override async renderDetail(
-    id: string,
-    req: AuthenticatedRequest,
-    res: Response,
-    form?: Record<string, unknown>,
-  ): Promise<void> {
+  /** One message (GET and reveal: RecordPages). */
+  protected override async renderDetail({ id, req, res, form }: DetailPageRequest): Promise<void> {
     const { message, events } = await this.query.message(id);
     const reveal = await resolveReveal(this.query, req, form, {
       inboundMessageId: id,

@@ -7,13 +7,8 @@ import { ORDER_STATES } from '../domain/order-state';
 import { outboundSettings } from '../outbound/outbound.settings';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import { orderSearchSchema, toOrderSearch } from './audit-api.dto';
-import {
-  AuditPage,
-  FormPost,
-  renderPage,
-  RevealableDetailPage,
-  searchPage,
-} from './audit-page.shared';
+import { AuditPage, FormPost, RecordPages, renderPage, searchPage } from './audit-page.shared';
+import type { DetailPageRequest, PageRequest } from './audit-page.shared';
 import { documentPage, orderListPage, orderPage } from './audit-page.views';
 import {
   presentOrder,
@@ -67,30 +62,16 @@ export async function sendOrderList(
 
 /** The audit page's orders: the list, one order's whole path, and the upstream's reports. */
 @AuditPage()
-export class AuditOrdersPageController extends RevealableDetailPage('orders/:id') {
-  constructor(
-    @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {
-    super();
+export class AuditOrdersPageController extends RecordPages('orders') {
+  @Inject(AUDIT_QUERY) private readonly query!: AuditQueryService;
+  @Inject(APP_CONFIG) private readonly config!: AppConfig;
+
+  protected override async renderList({ req, res, query }: PageRequest): Promise<void> {
+    await sendOrderList(this.query, this.config.UPSTREAM_STUCK_HOURS, query, req, res);
   }
 
-  @Get('orders')
-  async orders(
-    @Query() q: Record<string, unknown>,
-    @Req() req: AuthenticatedRequest,
-    @Res() res: Response,
-  ): Promise<void> {
-    await sendOrderList(this.query, this.config.UPSTREAM_STUCK_HOURS, q, req, res);
-  }
-
-  /** One order's whole path (GET and reveal: RevealableDetailPage). */
-  protected override async renderDetail(
-    id: string,
-    req: AuthenticatedRequest,
-    res: Response,
-    form?: Record<string, unknown>,
-  ): Promise<void> {
+  /** One order's whole path (GET and reveal: RecordPages). */
+  protected override async renderDetail({ id, req, res, form }: DetailPageRequest): Promise<void> {
     const detail = await this.query.orderDetail(id);
     const reveal = await resolveReveal(this.query, req, form, { orderId: id, what: 'order page' });
     const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);

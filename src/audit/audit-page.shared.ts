@@ -7,6 +7,7 @@ import {
   Get,
   Param,
   Post,
+  Query,
   Req,
   Res,
   UseFilters,
@@ -77,41 +78,64 @@ const csrfGuard: CanActivate = {
 /** A form of the page posts here: `POST path`, its CSRF token checked before the handler runs. */
 export const FormPost = (path: string) => applyDecorators(Post(path), UseGuards(csrfGuard));
 
+/** What a list or detail page is drawn from: the signed-in request, the response, the inputs. */
+export interface PageRequest {
+  req: AuthenticatedRequest;
+  res: Response;
+  /** The list's filters as they came in the query string. */
+  query: Record<string, unknown>;
+}
+
+/** A detail page's request: the record's id and, for a reveal, the posted form. */
+export interface DetailPageRequest extends PageRequest {
+  id: string;
+  form?: Record<string, unknown>;
+}
+
 /**
- * The base of a page controller with a detail page at `path` (with an `:id`) that an admin may
- * reveal: `GET path` shows it masked; the page's reveal form posts to `path` (a FormPost, CSRF
- * checked), the reason in the body, never in the URL. Both are drawn by `renderDetail`.
+ * The base of a controller of one kind of record: a list page at `/audit/<records>` and a detail
+ * page at `/audit/<records>/:id` that an admin may reveal: `GET` shows it masked; the page's
+ * reveal form posts to the same path (a FormPost, CSRF checked), the reason in the body, never
+ * in the URL. The list is drawn by `renderList`, both detail routes by `renderDetail`.
  */
-export function RevealableDetailPage(path: string) {
-  abstract class RevealableDetailPageController {
-    @Get(path)
+export function RecordPages(records: string) {
+  const paths = { list: records, detail: `${records}/:id` };
+  abstract class RecordPagesController {
+    @Get(paths.list)
+    async list(
+      @Query() query: Record<string, unknown>,
+      @Req() req: AuthenticatedRequest,
+      @Res() res: Response,
+    ): Promise<void> {
+      await this.renderList({ req, res, query });
+    }
+
+    @Get(paths.detail)
     async detail(
       @Param('id') id: string,
       @Req() req: AuthenticatedRequest,
       @Res() res: Response,
     ): Promise<void> {
-      await this.renderDetail(id, req, res);
+      await this.renderDetail({ id, req, res, query: {} });
     }
 
-    @FormPost(path)
+    @FormPost(paths.detail)
     async revealDetail(
       @Param('id') id: string,
-      @Body() body: Record<string, unknown> | undefined,
+      @Body() form: Record<string, unknown> | undefined,
       @Req() req: AuthenticatedRequest,
       @Res() res: Response,
     ): Promise<void> {
-      await this.renderDetail(id, req, res, body);
+      await this.renderDetail({ id, req, res, query: {}, form });
     }
 
+    /** The list page for the filters in `page.query`, PHI masked. */
+    protected abstract renderList(page: PageRequest): Promise<void>;
+
     /** The page, masked; with a reveal in the posted `form`, unmasked for an admin (recorded first). */
-    protected abstract renderDetail(
-      id: string,
-      req: AuthenticatedRequest,
-      res: Response,
-      form?: Record<string, unknown>,
-    ): Promise<void>;
+    protected abstract renderDetail(page: DetailPageRequest): Promise<void>;
   }
-  return RevealableDetailPageController;
+  return RecordPagesController;
 }
 
 /**

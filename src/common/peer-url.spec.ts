@@ -28,47 +28,24 @@ describe('PeerBase: a URL is followed only within the configured base of its pee
     expect(ehr.contains(reference)).toBe(true);
   });
 
+  const host = 'https://ehr.hospital.example';
   it.each([
     ['another host', 'https://evil.example/fhir/r4/ServiceRequest/1', 'origin'],
-    ['a look-alike host', 'https://ehr.hospital.example.evil.example/fhir/r4/x', 'origin'],
-    ['another port', 'https://ehr.hospital.example:8443/fhir/r4/ServiceRequest/1', 'origin'],
+    ['a look-alike host', `${host}.evil.example/fhir/r4/x`, 'origin'],
+    ['another port', `${host}:8443/fhir/r4/ServiceRequest/1`, 'origin'],
     ['another scheme', 'http://ehr.hospital.example/fhir/r4/ServiceRequest/1', 'scheme'],
     ['user information', 'https://user:pw@ehr.hospital.example/fhir/r4/Patient/1', 'userinfo'],
-    [
-      'a user name alone',
-      'https://ehr.hospital.example@evil.example/fhir/r4/Patient/1',
-      'userinfo',
-    ],
-    [
-      'a sibling path with the base as its prefix',
-      'https://ehr.hospital.example/fhir/r4-admin/x',
-      'path',
-    ],
-    ['a path outside the base', 'https://ehr.hospital.example/admin/users', 'path'],
-    ['dot segments climbing out', 'https://ehr.hospital.example/fhir/r4/../../admin', 'path'],
+    ['a user name alone', `${host}@evil.example/fhir/r4/Patient/1`, 'userinfo'],
+    ['a sibling path with the base as its prefix', `${host}/fhir/r4-admin/x`, 'path'],
+    ['a path outside the base', `${host}/admin/users`, 'path'],
+    ['dot segments climbing out', `${host}/fhir/r4/../../admin`, 'path'],
     ['a relative reference climbing out', '../../admin/users', 'path'],
-    [
-      'encoded dot segments',
-      'https://ehr.hospital.example/fhir/r4/%2e%2e/%2E%2E/admin',
-      'ambiguous-encoding',
-    ],
-    [
-      'an encoded slash',
-      'https://ehr.hospital.example/fhir/r4/Patient%2F..%2F..%2Fadmin',
-      'ambiguous-encoding',
-    ],
-    [
-      'a double-encoded dot',
-      'https://ehr.hospital.example/fhir/r4/%252e%252e/admin',
-      'ambiguous-encoding',
-    ],
-    ['a backslash', 'https://ehr.hospital.example\\@evil.example/fhir/r4/x', 'ambiguous-encoding'],
+    ['encoded dot segments', `${host}/fhir/r4/%2e%2e/%2E%2E/admin`, 'ambiguous-encoding'],
+    ['an encoded slash', `${host}/fhir/r4/Patient%2F..%2F..%2Fadmin`, 'ambiguous-encoding'],
+    ['a double-encoded dot', `${host}/fhir/r4/%252e%252e/admin`, 'ambiguous-encoding'],
+    ['a backslash', `${host}\\@evil.example/fhir/r4/x`, 'ambiguous-encoding'],
     ['a protocol-relative URL', '//evil.example/fhir/r4/Patient/1', 'origin'],
-    [
-      'a CR/LF',
-      'https://ehr.hospital.example/fhir/r4/Patient/1\r\nHost: evil',
-      'ambiguous-encoding',
-    ],
+    ['a CR/LF', `${host}/fhir/r4/Patient/1\r\nHost: evil`, 'ambiguous-encoding'],
     ['a tab inside the host', 'https://ehr.hospital.exa\tmple/fhir/r4/x', 'ambiguous-encoding'],
     ['a file URL', 'file:///etc/passwd', 'scheme'],
     ['a data URL', 'data:text/plain,hello', 'scheme'],

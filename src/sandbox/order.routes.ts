@@ -8,7 +8,7 @@ import {
   type Metadata,
 } from './metadata-rules';
 import { STATUS_DESCRIPTIONS } from './order-lifecycle';
-import { metadataOf, studyUidOf, type SandboxOrder } from './sandbox-state';
+import { metadataOf, orderStatusOf, studyUidOf, type SandboxOrder } from './sandbox-state';
 import { badRequest, conflict } from './sandbox.error';
 import {
   ERR_AUTH,
@@ -19,7 +19,7 @@ import {
   orderIdQuery,
   pageQuery,
   paginate,
-  abortUpload,
+  abortOpenUploadsOf,
   requiredOrderIdQuery,
   studyUidQuery,
 } from './route-helpers';
@@ -210,11 +210,8 @@ export function registerOrderRoutes(router: Router, svc: SandboxServices): void 
       const order = locate(svc, ctx, p, false);
       lifecycle.cancel(order);
       // Cancel is permanent: open multipart uploads of the order end too (freeing their slots).
-      for (const upload of state.uploads.values()) {
-        if (upload.orderId !== order.orderId || upload.state !== 'open') continue;
-        await abortUpload(svc, upload);
-      }
-      sendJson(ctx.res, 200, { order_id: order.orderId, status: order.status });
+      await abortOpenUploadsOf(svc, order.orderId);
+      sendJson(ctx.res, 200, orderStatusOf(order));
     },
   });
 

@@ -152,6 +152,13 @@ export async function abortUpload(svc: SandboxServices, upload: MultipartUpload)
   await releaseParts(svc, upload);
 }
 
+/** Ends every open multipart upload of an order (its parts freed, its slots given back). */
+export async function abortOpenUploadsOf(svc: SandboxServices, orderId: string): Promise<void> {
+  for (const upload of svc.state.uploads.values()) {
+    if (upload.orderId === orderId && upload.state === 'open') await abortUpload(svc, upload);
+  }
+}
+
 /**
  * Reports `GET /reports` lists and `POST /reports` acknowledges: every report of the caller's
  * organization (contract: "all reports of the organization not yet retrieved"), or, with

@@ -115,6 +115,11 @@ export function metadataOf(order: SandboxOrder): Metadata {
   return mergeMetadata(order.studyMetadata, order.apiMetadata);
 }
 
+/** The body of an order change's answer (cancel, upload complete): the order and its status. */
+export function orderStatusOf(order: SandboxOrder): { order_id: string; status: string } {
+  return { order_id: order.orderId, status: order.status };
+}
+
 export function studyUidOf(order: SandboxOrder): string | null {
   const v = metadataOf(order).study_uid;
   return typeof v === 'string' ? v : null;

@@ -23,6 +23,7 @@ import {
   uploadFor,
 } from './route-helpers';
 import type { SandboxServices } from './sandbox-services';
+import { orderStatusOf } from './sandbox-state';
 import type { Principal } from './token-store';
 
 /** Upload URLs (single PUT, legacy single instance) and the multipart calls. */
@@ -309,7 +310,7 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
       } finally {
         await releaseParts(svc, upload);
       }
-      sendJson(ctx.res, 200, { order_id: order.orderId, status: order.status });
+      sendJson(ctx.res, 200, orderStatusOf(order));
     },
   });
 

@@ -6,6 +6,14 @@ export class BodyTooLargeError extends Error {
   }
 }
 
+/** A stream's chunk as a Buffer: a Buffer as it is, other bytes as a view (no copy), text as UTF-8. */
+export function asBuffer(chunk: Uint8Array | string): Buffer {
+  if (typeof chunk === 'string') return Buffer.from(chunk);
+  return Buffer.isBuffer(chunk)
+    ? chunk
+    : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+
 /**
  * A peer's answer body, read up to `maxBytes` (docs/security.md: every buffer we hold is
  * bounded): a Node stream (undici `request`) or a fetch Response's body. Beyond the bound it
@@ -21,12 +29,7 @@ export async function readBounded(
   const chunks: Buffer[] = [];
   let received = 0;
   for await (const chunk of body) {
-    const bytes =
-      typeof chunk === 'string'
-        ? Buffer.from(chunk)
-        : Buffer.isBuffer(chunk)
-          ? chunk
-          : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength); // a view, no copy
+    const bytes = asBuffer(chunk);
     received += bytes.length;
     if (received > maxBytes) throw new BodyTooLargeError(maxBytes);
     chunks.push(bytes);

@@ -1,3 +1,4 @@
+import { asBuffer } from '../common/bounded-body';
 import { StudyError } from './study.error';
 
 /**
@@ -56,12 +57,7 @@ export async function* readMultipart(
   let sawClose = false;
 
   for await (const raw of source) {
-    const chunk =
-      typeof raw === 'string'
-        ? Buffer.from(raw)
-        : Buffer.isBuffer(raw)
-          ? raw
-          : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+    const chunk = asBuffer(raw);
     if (state === 'epilogue') continue; // drain: RFC 2046 says ignore the epilogue
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
     for (;;) {

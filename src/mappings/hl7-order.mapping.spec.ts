@@ -1,7 +1,9 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+import { decideCharset, decodeBytes } from '../hl7/hl7-charset';
 import { parseHl7 } from '../hl7/hl7-message';
+import { QuirkCollector } from '../hl7/hl7-quirk';
 import {
   applyDataMinimisation,
   DEFAULT_HL7_ORDER_MAPPING_CONFIG,
@@ -19,8 +21,10 @@ function fixture(name: string): Buffer {
 }
 
 /** A fixture with one piece of its text replaced, mapped with the default config. */
-function mapEdited(name: string, encoding: BufferEncoding, from: string, to: string) {
-  return mapHl7Message(parseHl7(fixture(name).toString(encoding).replace(from, to)));
+function mapEdited(name: string, from: string, to: string) {
+  const bytes = fixture(name);
+  const { encoding } = decideCharset(bytes, new QuirkCollector()); // as MSH-18 declares
+  return mapHl7Message(parseHl7(decodeBytes(bytes, encoding).replace(from, to)));
 }
 
 /** Everything the adapter decides for one fixture, in a stable JSON shape. */
@@ -111,7 +115,6 @@ describe('mapHl7Message rules', () => {
   it('falls back from ORC-2 to OBR-2 for the placer order number', () => {
     const result = mapEdited(
       'orm-o01-v231-ihe-swf-zds.hl7',
-      'latin1',
       'ORC|NW|PLC-100234^RADIS1|',
       'ORC|NW||',
     );
@@ -125,12 +128,7 @@ describe('mapHl7Message rules', () => {
   });
 
   it('locates errors in the right order group', () => {
-    const result = mapEdited(
-      'omi-o23-v28-multi-order.hl7',
-      'utf8',
-      'ORC|NW|556072',
-      'ORC|ZZ|556072',
-    );
+    const result = mapEdited('omi-o23-v28-multi-order.hl7', 'ORC|NW|556072', 'ORC|ZZ|556072');
     expect(result.outcome).toBe('error');
     expect(result.errors).toEqual([
       expect.objectContaining({ location: 'ORC[2]-1', code: 103, severity: 'E' }),
@@ -141,7 +139,6 @@ describe('mapHl7Message rules', () => {
   it('never fails a cancel on an unknown procedure code', () => {
     const result = mapEdited(
       'orm-o01-v251-cancel-ca.hl7',
-      'latin1',
       '24627-2^CT Chest^LN',
       'ZZ999^Unknown^L',
     );
@@ -150,18 +147,13 @@ describe('mapHl7Message rules', () => {
   });
 
   it('answers AE 101 at MRG-1 for a merge without prior identifier', () => {
-    const result = mapEdited(
-      'adt-a40-v251-merge.hl7',
-      'latin1',
-      'MRG|PAT-9902^^^HOSPA^MR|',
-      'MRG||',
-    );
+    const result = mapEdited('adt-a40-v251-merge.hl7', 'MRG|PAT-9902^^^HOSPA^MR|', 'MRG||');
     expect(result.patientEvents).toEqual([]);
     expect(result.errors).toEqual([expect.objectContaining({ location: 'MRG-1', code: 101 })]);
   });
 
   it('keeps an invalid birth date out and warns (AE not needed)', () => {
-    const result = mapEdited('orm-o01-v231-ihe-swf-zds.hl7', 'latin1', '19560214', '19561340');
+    const result = mapEdited('orm-o01-v231-ihe-swf-zds.hl7', '19560214', '19561340');
     expect(result.outcome).toBe('accept');
     expect(result.orders[0].request.patient.birthDate).toBeUndefined();
     expect(result.errors).toEqual([

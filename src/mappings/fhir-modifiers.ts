@@ -18,6 +18,18 @@ interface ModifierRule {
   diagnostics: string;
 }
 
+/** The modifier elements of every resource (R4 §2.4 Resource). */
+const EVERY_RESOURCE: readonly ModifierRule[] = [
+  {
+    // R4 Resource.implicitRules (modifier): the resource was written under rules the receiver
+    // must know to read it; one we do not know means we cannot safely act on it.
+    path: 'implicitRules',
+    refuses: (v) => v !== null && v !== '',
+    diagnostics:
+      'implicitRules names rules the resource was written under; the adapter knows none, so it cannot read the resource safely (FHIR R4 §2.4)',
+  },
+];
+
 const MODIFIER_RULES: Readonly<Record<string, readonly ModifierRule[]>> = {
   ServiceRequest: [
     {
@@ -80,7 +92,7 @@ export function modifierIssues(resource: Resource, at: string): FhirMappingIssue
     // Contained resources are checked as resources of their own below (their own rules).
     if (key === 'contained') return 'skip';
   });
-  for (const rule of MODIFIER_RULES[resource.resourceType] ?? []) {
+  for (const rule of [...EVERY_RESOURCE, ...(MODIFIER_RULES[resource.resourceType] ?? [])]) {
     const value = (resource as unknown as Record<string, unknown>)[rule.path];
     if (value !== undefined && rule.refuses(value)) {
       issues.push({

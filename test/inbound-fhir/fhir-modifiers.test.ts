@@ -111,6 +111,31 @@ describe('FHIR modifier elements are understood or refused, never dropped', () =
     expect((await post(deep)).status).toBeGreaterThanOrEqual(400);
   });
 
+  it('implicitRules (a modifier of every resource) is refused, on the request or a contained resource', async () => {
+    const before = await orders();
+    const sr = fixture('r4-servicerequest-example-di');
+    delete sr.id;
+    sr.implicitRules = 'http://example.org/fhir/rules/local-radiology';
+    const top = await post(sr);
+    expect(top.status).toBe(422);
+    expect(top.outcome.issue.flatMap((i) => i.expression ?? [])).toContain(
+      'ServiceRequest.implicitRules',
+    );
+
+    const inner = fixture('r4-servicerequest-example-di');
+    delete inner.id;
+    inner.contained = [
+      { ...fixture('r4-patient-example-dicom'), id: 'p', implicitRules: 'urn:local:rules' },
+    ];
+    inner.subject = { reference: '#p' };
+    const contained = await post(inner);
+    expect(contained.status).toBe(422);
+    expect(contained.outcome.issue.flatMap((i) => i.expression ?? [])).toContain(
+      'ServiceRequest.contained[0].implicitRules',
+    );
+    expect(await orders()).toBe(before);
+  });
+
   it('a contained Patient that is inactive or replaced is refused on its modifier', async () => {
     const sr = fixture('r4-servicerequest-example-di');
     delete sr.id;

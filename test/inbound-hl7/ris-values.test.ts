@@ -161,6 +161,13 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
       await db.query(`SELECT raw FROM inbound_messages WHERE message_control_id = 'CTRL-1'`)
     ).rows[0].raw as Buffer;
     expect(raw.toString('latin1')).toContain('NOVAK\\X07\\^JAN\\X1C\\');
+    // and the analyst is told that something was replaced
+    const stored = await db.query(
+      `SELECT quirks FROM inbound_messages WHERE message_control_id = 'CTRL-1'`,
+    );
+    expect(stored.rows[0].quirks).toContainEqual(
+      expect.objectContaining({ code: 'unstorable-characters-replaced' }),
+    );
   });
 
   it('a cancel for an unknown order in the second ORC group is AE 204 at ORC[2]-2, not at the first ORC', async () => {

@@ -1,6 +1,7 @@
 import { storableKey } from '../../common/hash';
 import { pgSafeDeep } from '../../common/pg-safe';
 import type { IntakeResponse } from '../../domain/intake-outcome';
+import type { ToleratedQuirk } from '../../domain/order-request';
 import type { StoredMessageInsert } from '../../persistence/inbound-message.repository';
 import type { RejectionInput } from '../intake.model';
 
@@ -30,15 +31,24 @@ export function storedEnvelope(
   };
 }
 
+/** Recorded when storing replaced characters of the input's values (the raw bytes keep them). */
+export const REPLACED_CHARACTERS_QUIRK: ToleratedQuirk = {
+  code: 'unstorable-characters-replaced',
+  detail:
+    'control characters (below U+0020 but TAB, LF, CR; DEL), NUL or lone surrogates in values were stored as U+FFFD; the raw message keeps what was sent',
+};
+
 /**
- * The input as it can be stored: values derived from it hold no NUL or lone surrogate
- * (pgSafeDeep; the raw bytes stay exact), and the indexed values it made — idempotency key,
- * message control id — fit their btree index however long the input was (storableKey).
+ * The input as it can be stored: values derived from it hold no NUL, control character or
+ * lone surrogate (pgSafeDeep; the raw bytes stay exact; when any was replaced, a quirk says so
+ * for the analyst), and the indexed values it made — idempotency key, message control id —
+ * fit their btree index however long the input was (storableKey).
  */
 export function storableInput<
-  T extends { messageControlId: string | null; idempotencyKey?: string },
+  T extends { messageControlId: string | null; idempotencyKey?: string; quirks: ToleratedQuirk[] },
 >(unsafe: T): T {
-  const safe = pgSafeDeep(unsafe);
+  let safe = pgSafeDeep(unsafe);
+  if (safe !== unsafe) safe = { ...safe, quirks: [...safe.quirks, REPLACED_CHARACTERS_QUIRK] };
   const controlId = safe.messageControlId === null ? null : storableKey(safe.messageControlId);
   const key = safe.idempotencyKey === undefined ? undefined : storableKey(safe.idempotencyKey);
   if (controlId === safe.messageControlId && key === safe.idempotencyKey) return safe;

@@ -16,10 +16,17 @@ import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
 
 export const FHIR_DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
-export class FhirHttpError extends Error {
-  readonly response?: { status: number; data: unknown };
+/** A non-2xx answer: its status, its body (parsed when JSON) and its Retry-After header. */
+export interface FhirHttpAnswer {
+  status: number;
+  data: unknown;
+  retryAfter?: string;
+}
 
-  constructor(message: string, response?: { status: number; data: unknown }) {
+export class FhirHttpError extends Error {
+  readonly response?: FhirHttpAnswer;
+
+  constructor(message: string, response?: FhirHttpAnswer) {
     super(message);
     this.name = 'FhirHttpError';
     if (response) this.response = response;
@@ -82,6 +89,7 @@ export class FhirRestClient {
     const signal = AbortSignal.timeout(this.timeoutMs);
     let status: number;
     let text: string;
+    let retryAfter: string | undefined;
     try {
       const res = await fetch(url, {
         method,
@@ -91,6 +99,7 @@ export class FhirRestClient {
         signal,
       });
       status = res.status;
+      retryAfter = res.headers.get('retry-after') ?? undefined;
       text = await readBodyText(res.body, this.maxAnswerBytes);
     } catch (error) {
       if (error instanceof BodyTooLargeError) throw new FhirHttpError(error.message);
@@ -114,7 +123,11 @@ export class FhirRestClient {
       }
     }
     if (status < 200 || status >= 300) {
-      throw new FhirHttpError(`answered ${status}`, { status, data });
+      throw new FhirHttpError(`answered ${status}`, {
+        status,
+        data,
+        ...(retryAfter === undefined ? {} : { retryAfter }),
+      });
     }
     return data as T;
   }

@@ -1,4 +1,4 @@
-import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
+import { backoffDelayMs, isRetryableStatus } from './retry-policy';
 
 describe('backoffDelayMs (full jitter)', () => {
   const config = { baseDelayMs: 100, maxDelayMs: 1_000 };
@@ -13,17 +13,6 @@ describe('backoffDelayMs (full jitter)', () => {
   it('never waits less than Retry-After', () => {
     expect(backoffDelayMs(1, config, 5_000, () => 0.5)).toBe(5_000);
     expect(backoffDelayMs(4, config, 10, () => 0.5)).toBe(400);
-  });
-});
-
-describe('parseRetryAfter', () => {
-  const now = Date.parse('2026-11-21T10:00:00Z');
-  it('reads delta-seconds and HTTP-dates, ignores garbage', () => {
-    expect(parseRetryAfter('7', now)).toBe(7_000);
-    expect(parseRetryAfter('Sat, 21 Nov 2026 10:00:30 GMT', now)).toBe(30_000);
-    expect(parseRetryAfter('Sat, 21 Nov 2026 09:00:00 GMT', now)).toBe(0);
-    expect(parseRetryAfter('soon', now)).toBeUndefined();
-    expect(parseRetryAfter(undefined, now)).toBeUndefined();
   });
 });
 

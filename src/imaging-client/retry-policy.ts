@@ -19,23 +19,6 @@ export function backoffDelayMs(
   return retryAfterMs === undefined ? jittered : Math.max(retryAfterMs, jittered);
 }
 
-/**
- * `Retry-After` is either delta-seconds or an HTTP-date (RFC 9110 §10.2.3). Anything else
- * is ignored rather than trusted.
- */
-export function parseRetryAfter(
-  value: string | string[] | undefined,
-  nowMs: number,
-): number | undefined {
-  const raw = Array.isArray(value) ? value[0] : value;
-  if (raw === undefined) return undefined;
-  const trimmed = raw.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const date = Date.parse(trimmed);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - nowMs);
-}
-
 /** Statuses worth another attempt unchanged (contract, Errors: 429 and 5xx). */
 export function isRetryableStatus(status: number): boolean {
   return status === 429 || (status >= 500 && status <= 599);

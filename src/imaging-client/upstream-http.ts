@@ -9,7 +9,8 @@ import {
   sanitizeText,
 } from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
-import { backoffDelayMs, isRetryableStatus, parseRetryAfter } from './retry-policy';
+import { parseRetryAfter } from '../common/retry-after';
+import { backoffDelayMs, isRetryableStatus } from './retry-policy';
 import { readAnswer } from './upstream-answers';
 import { checkStorageUrl, presignedUrlSignsContentType } from './storage-url.policy';
 import {

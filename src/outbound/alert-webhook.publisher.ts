@@ -1,5 +1,6 @@
 import { Agent, request } from 'undici';
 import { PeerBase } from '../common/peer-url';
+import { parseRetryAfter } from '../common/retry-after';
 import { DESTINATIONS } from './outbound.settings';
 import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
 
@@ -53,6 +54,7 @@ export class AlertWebhookPublisher implements Publisher {
 
   async deliverPayload(item: OutboxItem, payload: unknown): Promise<DeliveryResult> {
     let status: number;
+    let retryAfter: string | string[] | undefined;
     try {
       const res = await request(this.target, {
         method: 'POST',
@@ -63,6 +65,7 @@ export class AlertWebhookPublisher implements Publisher {
         // undici's request follows no redirect unless told to; said here for the reader.
       });
       status = res.statusCode;
+      retryAfter = res.headers['retry-after'];
       await res.body.dump().catch(() => undefined);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? (error as Error).name;
@@ -80,8 +83,15 @@ export class AlertWebhookPublisher implements Publisher {
         answer: `HTTP ${status}: redirects are not followed (set ALERT_WEBHOOK_URL to the final URL)`,
         detail: { status },
       };
-    if (status === 408 || status === 429 || status >= 500)
-      return { outcome: 'retry', answer: `HTTP ${status}`, detail: { status } };
+    if (status === 408 || status === 429 || status >= 500) {
+      const retryAfterMs = parseRetryAfter(retryAfter, Date.now());
+      return {
+        outcome: 'retry',
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        answer: `HTTP ${status}`,
+        detail: { status },
+      };
+    }
     return {
       outcome: 'dead',
       answer: `HTTP ${status}: refused by the webhook`,

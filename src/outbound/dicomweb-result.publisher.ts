@@ -6,6 +6,7 @@ import type { LoadedPublication } from './publication.loader';
 import { dicomTagDump } from './dicom-tag-dump';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
+import { parseRetryAfter } from '../common/retry-after';
 
 /** The most of a PACS's STOW-RS answer we read. */
 const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
@@ -74,6 +75,7 @@ export class DicomWebResultPublisher implements Publisher {
     const started = Date.now();
     let status: number;
     let text: string;
+    let retryAfter: string | string[] | undefined;
     try {
       const res = await request(url, {
         method: 'POST',
@@ -89,6 +91,7 @@ export class DicomWebResultPublisher implements Publisher {
         dispatcher: this.agent,
       });
       status = res.statusCode;
+      retryAfter = res.headers['retry-after'];
       // a STOW-RS answer is a short DICOM JSON (PS3.18 §10.5.3): 1 MiB is far above it
       text = await readBodyText(res.body, STOW_ANSWER_MAX_BYTES).catch((error: unknown) =>
         error instanceof BodyTooLargeError ? error.message : '',
@@ -128,8 +131,10 @@ export class DicomWebResultPublisher implements Publisher {
       };
     }
     const transient = status === 408 || status === 429 || status >= 500;
+    const retryAfterMs = transient ? parseRetryAfter(retryAfter, Date.now()) : undefined;
     return {
       outcome: transient ? 'retry' : 'dead',
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
       answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
       detail,
       response,

@@ -1,6 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { DataSource } from 'typeorm';
-import { FhirRestClient, searchUrl } from '../fhir/fhir-rest.client';
+import { parseRetryAfter } from '../common/retry-after';
+import { type FhirHttpAnswer, FhirRestClient, searchUrl } from '../fhir/fhir-rest.client';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import {
   buildDiagnosticReport,
@@ -109,13 +110,17 @@ export class FhirResultPublisher implements Publisher {
         },
       };
     } catch (error) {
-      const response = (error as { response?: { status?: number; data?: unknown } }).response;
+      const response = (error as { response?: Partial<FhirHttpAnswer> }).response;
       const status = response?.status;
       const outcome = operationOutcomeOf(response?.data);
       const transient = status === undefined || status === 408 || status === 429 || status >= 500;
       const body = response?.data;
+      const retryAfterMs = transient
+        ? parseRetryAfter(response?.retryAfter, Date.now())
+        : undefined;
       return {
         outcome: transient ? 'retry' : 'dead',
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
         ...(status !== undefined
           ? {
               response: {

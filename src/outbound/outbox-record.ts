@@ -16,22 +16,36 @@ export interface RecordDeps {
 }
 
 /** What an attempt leads to: the row's next status, why, and when it is tried again. */
-interface Decision {
+export interface Decision {
   outcome: DeliveryResult['outcome'];
   reason: string;
   /** Milliseconds until the retry (0 unless `outcome` is retry). */
   delay: number;
 }
 
-/** A retry past `maxAttempts` is a dead letter; a retry waits the backoff of its attempt. */
-function decide(settings: OutboundSettings, row: ClaimedRow, result: DeliveryResult): Decision {
+/**
+ * A retry past `maxAttempts` is a dead letter; a retry waits the backoff of its attempt, or
+ * what the peer asked for (Retry-After) when longer, up to the backoff's ceiling.
+ */
+export function decideAttempt(
+  settings: Pick<OutboundSettings, 'maxAttempts' | 'backoffBaseMs' | 'backoffMaxMs'>,
+  row: Pick<ClaimedRow, 'attempts'>,
+  result: DeliveryResult,
+): Decision {
   let outcome = result.outcome;
   let reason = result.answer;
   if (outcome === 'retry' && row.attempts >= settings.maxAttempts) {
     outcome = 'dead';
     reason = `gave up after ${row.attempts} attempts; last answer: ${result.answer}`;
   }
-  const delay = outcome === 'retry' ? backoffMs(settings, row.attempts) : 0;
+  // the peer's Retry-After is a floor (never back sooner than asked), within the backoff's ceiling
+  const delay =
+    outcome === 'retry'
+      ? Math.max(
+          backoffMs(settings, row.attempts),
+          Math.min(result.retryAfterMs ?? 0, settings.backoffMaxMs),
+        )
+      : 0;
   return { outcome, reason, delay };
 }
 
@@ -45,7 +59,7 @@ export async function recordAttempt(
   row: ClaimedRow,
   result: DeliveryResult,
 ): Promise<void> {
-  const decision = decide(deps.settings, row, result);
+  const decision = decideAttempt(deps.settings, row, result);
   const { outcome } = decision;
   const recorded = await deps.dataSource.transaction(async (manager) => {
     // Only while the claim is still ours (pending, attempt count as we claimed it): a record

@@ -10,6 +10,8 @@ export interface DeliveryResult {
   detail: Record<string, unknown>;
   /** The document as it went out (HL7 text, FHIR JSON, a DICOM tag dump), when it was built. */
   sent?: ExchangeText;
+  /** With a retry: how long the peer asked us to wait (its Retry-After), a floor for the backoff. */
+  retryAfterMs?: number;
   /** The peer's raw answer (ACK bytes as text, HTTP status with its body), when one came. */
   response?: ExchangeText & { status?: number | string };
 }

@@ -10,7 +10,12 @@ import { publicationInput, sourceStudy } from './publication-fixtures';
 describe('STOW-RS answers', () => {
   let server: Server;
   let url: string;
-  let answer: { status: number; failureReason?: number; endless?: boolean } = { status: 200 };
+  let answer: {
+    status: number;
+    failureReason?: number;
+    endless?: boolean;
+    retryAfter?: string;
+  } = { status: 200 };
   const received: Array<{ contentType: string; bytes: number }> = [];
 
   beforeAll(async () => {
@@ -36,7 +41,10 @@ describe('STOW-RS answers', () => {
                   ],
                 },
               };
-        res.writeHead(answer.status, { 'content-type': 'application/dicom+json' });
+        res.writeHead(answer.status, {
+          'content-type': 'application/dicom+json',
+          ...(answer.retryAfter ? { 'retry-after': answer.retryAfter } : {}),
+        });
         if (answer.endless) {
           // a PACS (or a proxy in front of it) whose answer never ends
           const chunk = ' '.repeat(64 * 1024);
@@ -108,6 +116,18 @@ describe('STOW-RS answers', () => {
     expect(result.outcome).toBe('delivered'); // 200: the PACS says it stored the instance
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+    answer = { status: 200 };
+  });
+
+  it("a busy PACS's Retry-After comes with the retry (the outbox waits at least that long)", async () => {
+    answer = { status: 503, retryAfter: '120' };
+    const result = await send();
+    expect(result.outcome).toBe('retry');
+    expect(result.retryAfterMs).toBe(120_000);
+    answer = { status: 429, retryAfter: 'not a number' };
+    expect((await send()).retryAfterMs).toBeUndefined();
+    answer = { status: 400, retryAfter: '120' };
+    expect(await send()).toMatchObject({ outcome: 'dead' });
     answer = { status: 200 };
   });
 

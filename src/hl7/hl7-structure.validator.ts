@@ -67,6 +67,18 @@ export function checkStructure(
       })),
     };
   }
+  // One message per MLLP frame: a second MSH is another message, not segments of this one
+  // (its orders would be filed under this message's patient). A batch has FHS/BHS.
+  const second = message.segmentsById('MSH')[1];
+  if (second) {
+    return reject({
+      location: `MSH[2]-1`,
+      code: 100,
+      severity: 'E',
+      message:
+        'A second MSH in one frame: send one message per frame, or wrap them in a batch (BHS ... BTS)',
+    });
+  }
   if (!message.controlId) {
     // Required by the standard, but some senders leave it empty: we take the message (it is
     // de-duplicated by a hash of its bytes instead) and say so.
@@ -99,29 +111,42 @@ export function checkStructure(
       message: `Version ${message.version} not supported (2.3 to 2.8)`,
     });
   }
-  const triggers = SUPPORTED_MESSAGES[type.code.toUpperCase()];
+  // Coded values are case-sensitive (tables 0076, 0003, 0103): `orm` is not ORM. A sender
+  // writing lower case is told so, not read leniently.
+  const triggers = SUPPORTED_MESSAGES[type.code];
   if (!triggers) {
     return reject({
       location: 'MSH-9.1',
       code: 200,
       severity: 'E',
-      message: `Message type ${type.code} not supported`,
+      message: `Message type ${type.code} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}`,
     });
   }
-  if (!triggers.includes(type.trigger.toUpperCase())) {
+  if (!triggers.includes(type.trigger)) {
     return reject({
       location: 'MSH-9.2',
       code: 201,
       severity: 'E',
-      message: `Event ${type.code}^${type.trigger} not supported`,
+      message: `Event ${type.code}^${type.trigger} not supported${caseHint(type.trigger, triggers, '0003')}`,
     });
   }
-  if (!options.allowedProcessingIds.includes(message.processingId.toUpperCase())) {
+  const structure = expectedStructure(type.code, type.trigger);
+  if (type.structure !== undefined && type.structure !== structure) {
+    // Segments are read by their IDs, whatever MSH-9.3 says; senders that write e.g.
+    // ADT_A08 are common, so this is a warning, not a refusal.
+    errors.push({
+      location: 'MSH-9.3',
+      code: 200,
+      severity: 'W',
+      message: `Message structure ${type.structure} does not fit ${type.code}^${type.trigger} (table 0354: ${structure}); read as ${structure}`,
+    });
+  }
+  if (!options.allowedProcessingIds.includes(message.processingId)) {
     return reject({
       location: 'MSH-11',
       code: 202,
       severity: 'E',
-      message: `Processing ID ${message.processingId} not accepted here`,
+      message: `Processing ID ${message.processingId} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
     });
   }
   if (!message.charsetKnown) {
@@ -132,7 +157,7 @@ export function checkStructure(
       message: `Character set ${message.declaredCharset} unknown; decoded as best effort`,
     });
   }
-  const isOrder = type.code.toUpperCase() === 'ORM' || type.code.toUpperCase() === 'OMI';
+  const isOrder = type.code === 'ORM' || type.code === 'OMI';
   if (isOrder && message.orderGroups().length === 0) {
     errors.push({ code: 100, severity: 'E', message: 'No ORC/OBR order group in order message' });
     return { outcome: 'error', errors };
@@ -142,4 +167,25 @@ export function checkStructure(
     return { outcome: 'error', errors };
   }
   return { outcome: 'accept', errors };
+}
+
+/** ", codes are case-sensitive (table …): X" when `value` differs from a known code only in case. */
+function caseHint(value: string, known: readonly string[], table: string): string {
+  const match = known.find((k) => k !== value && k.toUpperCase() === value.toUpperCase());
+  return match ? ` (HL7 table ${table} codes are case-sensitive: ${match})` : '';
+}
+
+/**
+ * MSH-9.3 (table 0354) of each supported message. ADT^A08 shares ADT_A01 and ADT^A40 is
+ * ADT_A39 from v2.3.1 on.
+ */
+const MESSAGE_STRUCTURES: Readonly<Record<string, string>> = {
+  'ORM^O01': 'ORM_O01',
+  'OMI^O23': 'OMI_O23',
+  'ADT^A08': 'ADT_A01',
+  'ADT^A40': 'ADT_A39',
+};
+
+function expectedStructure(code: string, trigger: string): string {
+  return MESSAGE_STRUCTURES[`${code}^${trigger}`] ?? `${code}_${trigger}`;
 }

@@ -171,8 +171,8 @@ export function mapHl7Message(
   const orders: MappedOrder[] = [];
   const patientEvents: PatientEvent[] = [];
   const type = message.messageType;
-  const code = type.code.toUpperCase();
-  const trigger = type.trigger.toUpperCase();
+  const code = type.code;
+  const trigger = type.trigger;
 
   if (code === 'ORM' || code === 'OMI') {
     const rows = rowsFor(config);

@@ -35,16 +35,22 @@ export const sex0001: TransformFn = ofValue((value, source, input) => {
   return storedAs(source, value, free ?? 'unknown', 'free-text sex (quirk)');
 });
 
-/** ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). */
+/**
+ * ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). Table codes
+ * are case-sensitive: `nw` is not NW, and the answer says so.
+ */
 export const orderControl: TransformFn = ofValue((value, source) => {
-  const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value.toUpperCase()];
+  const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value];
   if (action) return storedAs(source, value, action, 'table 0119');
+  const upper = value.toUpperCase();
   return refused(
     source,
     103,
-    TABLE_0119.has(value.toUpperCase())
+    TABLE_0119.has(value)
       ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes NW, CA, DC, OD, XO, SC`
-      : `Order control ${value} is not in HL7 table 0119 (this receiver takes NW, CA, DC, OD, XO, SC)`,
+      : TABLE_0119.has(upper)
+        ? `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes NW, CA, DC, OD, XO, SC`
+        : `Order control ${value} is not in HL7 table 0119 (this receiver takes NW, CA, DC, OD, XO, SC)`,
   );
 });
 

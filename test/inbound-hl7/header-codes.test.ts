@@ -1,0 +1,105 @@
+import { Client as PgClient } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+
+/**
+ * Codes in the header and ORC-1 are values of HL7 tables (0076 message type, 0003 event, 0103
+ * processing ID, 0119 order control) and are case-sensitive; and one MLLP frame carries one
+ * message. Real sockets, real PostgreSQL; the IHE SWF ORM^O01 fixture (v2.3.1), edited.
+ */
+function swf(controlId: string, edit: (text: string) => string = (t) => t): Buffer {
+  const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), controlId)
+    .toString('latin1')
+    .replace(/PLC-100234/g, `PLC-${controlId}`)
+    .replace(/ACC-20240318-0042/g, `ACC-${controlId}`);
+  return Buffer.from(edit(text), 'latin1');
+}
+
+describe('MLLP front door: case-sensitive codes, one message per frame', () => {
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+  });
+
+  const send = async (raw: Buffer) => ackSummary(await mllp.send(raw));
+  const stored = async (controlId: string) =>
+    (
+      await db.query<{ outcome: string; raw: Buffer }>(
+        `SELECT outcome, raw FROM inbound_messages WHERE message_control_id = $1`,
+        [controlId],
+      )
+    ).rows;
+
+  it.each([
+    ['orm^O01', 'MSH-9-1', /MSH\^1\^9\^200/, /HL7 table 0076 codes are case-sensitive: ORM/],
+    ['ORM^o01', 'MSH-9-2', /MSH\^1\^9\^201/, /HL7 table 0003 codes are case-sensitive: O01/],
+  ])(
+    'MSH-9 %s is refused AR, the answer naming the code in its case',
+    async (type, id, err, text) => {
+      const ack = await mllp.send(swf(id, (t) => t.replace('|ORM^O01|', `|${type}|`)));
+      expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: id });
+      // v2.3.1: the ERR-1 layout (location^code&text&table), the reason in MSA-3
+      expect(ackSummary(ack).errors.join(' ')).toMatch(err);
+      expect(ack.toString('latin1')).toMatch(text);
+      expect(await stored(id)).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
+    },
+  );
+
+  it('MSH-11 p (lower case) is refused AR 202 at MSH-11, saying codes are case-sensitive', async () => {
+    const ack = await mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
+    const summary = ackSummary(ack);
+    expect(summary).toMatchObject({ code: 'AR', controlIdEchoed: 'CASE-P' });
+    expect(summary.errors.join(' ')).toMatch(/MSH\^1\^11\^202/);
+    expect(ack.toString('latin1')).toMatch(/case-sensitive: P/);
+  });
+
+  it('ORC-1 nw is AE 103 at ORC-1 and creates no order', async () => {
+    const ack = await mllp.send(swf('CASE-NW', (t) => t.replace('\rORC|NW|', '\rORC|nw|')));
+    expect(ackSummary(ack)).toMatchObject({ code: 'AE', controlIdEchoed: 'CASE-NW' });
+    expect(ackSummary(ack).errors.join(' ')).toMatch(/ORC\^1\^1\^103/);
+    expect(ack.toString('latin1')).toMatch(/case-sensitive \(NW\)/);
+    const orders = await db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [
+      'PLC-CASE-NW',
+    ]);
+    expect(orders.rowCount).toBe(0);
+  });
+
+  it('an MSH-9.3 that does not fit the type is taken with a warning ERR at MSH-9.3', async () => {
+    const ack = await send(
+      swf('CASE-93', (t) =>
+        t.replace('|ORM^O01|', '|ORM^O01^ADT_A01|').replace('|P|2.3.1', '|P|2.5.1'),
+      ),
+    );
+    expect(ack).toMatchObject({ code: 'AA', controlIdEchoed: 'CASE-93' });
+    expect(ack.errors.join(' ')).toMatch(/MSH\^1\^9\^1\^3\|200\^.*\|W\|/);
+  });
+
+  it('two messages in one frame are refused AR 100 at the second MSH; no order is filed under the first patient', async () => {
+    const first = swf('FRAME-1');
+    const second = swf('FRAME-2', (t) => t.replace(/PAT-4711/g, 'PAT-OTHER'));
+    const ack = await send(Buffer.concat([first, second]));
+    expect(ack).toMatchObject({ code: 'AR', controlIdEchoed: 'FRAME-1' });
+    expect(ack.errors.join(' ').replace(/&/g, '^')).toMatch(/MSH\^2\^1\^100/);
+    const orders = await db.query(
+      `SELECT 1 FROM orders WHERE placer_order_number IN ('PLC-FRAME-1', 'PLC-FRAME-2')`,
+    );
+    expect(orders.rowCount).toBe(0);
+    const kept = await stored('FRAME-1');
+    expect(kept).toHaveLength(1);
+    expect(kept[0]!.outcome).toBe('rejected');
+    expect(Buffer.compare(kept[0]!.raw, Buffer.concat([first, second]))).toBe(0);
+  });
+});

@@ -5,6 +5,7 @@ import {
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { charsetLabel } from '../hl7/hl7-charset';
+import { escapeValue } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
@@ -60,10 +61,15 @@ function originalSegment(original: Hl7Message | undefined, id: string): string |
     d.escape === '\\' &&
     d.subcomponent === '&'
   ) {
-    return seg.fields.join('|');
+    // The raw text keeps what the sender wrote, control characters included (a NUL, or an FS
+    // that would end the RIS's MLLP frame inside our ORU): those go out as hexadecimal data.
+    return seg.fields.join('|').replace(CONTROL_CHARACTER, (ch) => escapeValue(ch));
   }
   return undefined;
 }
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/g;
 
 /** MSH in the site's version (the original order's MSH-12 unless configured), addressed back to its sender. */
 export function msh(

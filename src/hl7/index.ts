@@ -8,6 +8,7 @@ export * from './hl7-builder';
 export * from './hl7-ack.builder';
 export * from './hl7-structure.validator';
 export * from './hl7-batch';
+export * from './hl7-resend';
 export * from './mllp-framing';
 export * from './mllp-server';
 export * from './mllp-client';

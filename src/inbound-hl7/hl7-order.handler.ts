@@ -10,6 +10,7 @@ import {
   buildAck,
   buildBatchAck,
   isHl7Batch,
+  isResendOf,
   splitHl7Batch,
   type StructureCheckOptions,
 } from '../hl7';
@@ -23,6 +24,7 @@ import {
   answerMappedMessage,
   evaluateHl7Message,
   refusalAck,
+  reusedControlIdAnswer,
   unparseableAck,
   type AckStamp,
 } from './hl7-order.pipeline';
@@ -158,6 +160,10 @@ export class Hl7OrderHandler {
         {
           respond: (outcome) =>
             answerMappedMessage(message, mapped.orders, outcome, warnings, this.stamp),
+          reusedKey: (originalRaw) =>
+            options.idempotencyKey || isResendOf(raw, originalRaw)
+              ? undefined
+              : reusedControlIdAnswer(message, this.stamp),
         },
       );
       messagesTotal.inc({

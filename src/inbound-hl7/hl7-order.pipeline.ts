@@ -130,6 +130,28 @@ export function refusalAck(
   });
 }
 
+/**
+ * AR 205 (table 0357 "Duplicate key identifier") at MSH-10: the sender already used this
+ * control ID for a different message, which was accepted. Answering with that message's ACK
+ * would report this one as processed; the sender must give it a control ID of its own.
+ */
+export function reusedControlIdAnswer(message: Hl7Message, stamp: AckStamp): IntakeResponse {
+  const ack = refusalAck(
+    message,
+    'reject',
+    [
+      {
+        location: 'MSH-10',
+        code: 205,
+        severity: 'E',
+        message: `MSH-10 ${message.controlId} was already used by this sender for a different message; send this one with a new control ID`,
+      },
+    ],
+    stamp,
+  );
+  return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: false };
+}
+
 /** The generic AR for input without a usable MSH. */
 export function unparseableAck(
   raw: Buffer,

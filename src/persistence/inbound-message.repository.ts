@@ -36,6 +36,8 @@ export interface AcceptedMessageInsert extends StoredMessageInsert {
 /** The accepted message found for an idempotency key, with its answer. */
 export interface AcceptedMessageAnswer {
   id: string;
+  /** The bytes the original came as (a resend is compared with them). */
+  raw: Buffer;
   response: Buffer | null;
   response_code: string | null;
   response_content_type: string | null;
@@ -114,7 +116,7 @@ export class InboundMessageRepository extends RepositoryBase {
     manager?: EntityManager,
   ): Promise<AcceptedMessageAnswer | undefined> {
     const original: AcceptedMessageAnswer[] = await this.db(manager).query(
-      `SELECT id, response, response_code, response_content_type FROM inbound_messages
+      `SELECT id, raw, response, response_code, response_content_type FROM inbound_messages
             WHERE idempotency_key = $1 AND outcome = 'accepted'`,
       [idempotencyKey],
     );

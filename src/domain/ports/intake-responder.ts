@@ -17,4 +17,10 @@ export interface IntakeResponder<Tx = unknown> {
    * accepted and new: e.g. the FHIR resource served, with its version.
    */
   afterStore?(tx: Tx, stored: { inboundMessageId: string; outcome: IntakeOutcome }): Promise<void>;
+  /**
+   * The idempotency key is already taken by an accepted message whose bytes are `originalRaw`:
+   * undefined when this is a resend of it (answered with its stored answer); else the refusal
+   * of a different message reusing the key (stored as rejected, never answered as the other).
+   */
+  reusedKey?(originalRaw: Buffer): IntakeResponse | undefined;
 }

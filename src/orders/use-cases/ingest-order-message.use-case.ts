@@ -135,7 +135,7 @@ export class IngestOrderMessageUseCase {
         outcome: refused.outcome,
       };
     }
-    return this.answerDuplicate(input);
+    return this.answerDuplicate(input, responder);
   }
 
   /**
@@ -162,7 +162,7 @@ export class IngestOrderMessageUseCase {
       ...storedMessage(messageId, input, response, rows),
       placers,
     });
-    if (answer === 'duplicate') return this.answerDuplicate(input);
+    if (answer === 'duplicate') return this.answerDuplicate(input, responder);
     if (answer !== 'accepted') return undefined;
     if (hasJobs(outcome, input)) this.jobs.kick();
     return { duplicate: false, inboundMessageId: messageId, response, outcome };
@@ -183,7 +183,12 @@ export class IngestOrderMessageUseCase {
     return this.messages.insertAccepted(storedMessage(uuidv7(), input, response, rows), manager);
   }
 
-  private async answerDuplicate(input: IntakeInput): Promise<IntakeReply> {
+  private async answerDuplicate(
+    input: IntakeInput,
+    responder: IntakeResponder<EntityManager>,
+  ): Promise<IntakeReply> {
+    const reused = await this.refuseReusedKey(input, responder);
+    if (reused) return reused;
     return this.dataSource.transaction(async (manager) => {
       const first = await this.messages.findAccepted(input.idempotencyKey, manager);
       if (!first) throw new Error('duplicate detected but the original message is gone');
@@ -211,6 +216,33 @@ export class IngestOrderMessageUseCase {
       ]);
       return { duplicate: true, inboundMessageId: id, response };
     });
+  }
+
+  /**
+   * The key is taken, but the front door may find this is not a resend of the message stored
+   * under it (a sender reusing MSH-10 for another message): refused and kept, never answered
+   * with the other message's answer (that would report a cancel as done that was never read).
+   */
+  private async refuseReusedKey(
+    input: IntakeInput,
+    responder: IntakeResponder<EntityManager>,
+  ): Promise<IntakeReply | undefined> {
+    if (!responder.reusedKey) return undefined;
+    const first = await this.messages.findAccepted(input.idempotencyKey);
+    const refusal = first ? responder.reusedKey(first.raw) : undefined;
+    if (!first || !refusal) return undefined;
+    const id = await this.recordRejected({
+      ...input,
+      response: refusal,
+      problems: [
+        {
+          location: 'idempotency key',
+          code: 'reused-key',
+          message: `the key of accepted message ${first.id} was reused for different content`,
+        },
+      ],
+    });
+    return { duplicate: false, inboundMessageId: id, response: refusal };
   }
 }
 

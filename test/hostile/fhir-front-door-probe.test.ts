@@ -235,4 +235,34 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(ok.status).toBe(200);
     expect(await ordersWith('ORD-2013-0508-77-INE-OK')).toHaveLength(1);
   });
+
+  it("a method a URL does not answer: 405 whose Allow is that URL's (never the method refused), OPTIONS and the base included", async () => {
+    for (const [method, path, allow] of [
+      ['GET', '/fhir/ServiceRequest', 'POST'],
+      ['DELETE', '/fhir/ServiceRequest', 'POST'],
+      ['PATCH', '/fhir/ServiceRequest/abc', 'GET, HEAD, PUT'],
+      ['POST', '/fhir/ServiceRequest/abc', 'GET, HEAD, PUT'],
+      ['OPTIONS', '/fhir/ServiceRequest/abc', 'GET, HEAD, PUT'],
+      ['PUT', '/fhir/Task', 'GET, HEAD'],
+      ['DELETE', '/fhir/Task/abc', 'GET, HEAD'],
+      ['GET', '/fhir', 'POST'],
+      ['OPTIONS', '/fhir', 'POST'],
+      ['POST', '/fhir/metadata', 'GET, HEAD'],
+      ['GET', '/fhir/subscription-notifications', 'POST'],
+    ] as const) {
+      const res = await call(adapter, method, path);
+      expect([method, path, res.status, res.headers.get('allow')]).toEqual([
+        method,
+        path,
+        405,
+        allow,
+      ]);
+      expect(res.headers.get('content-type')).toMatch(/^application\/fhir\+json/);
+      expect(res.body.resourceType).toBe('OperationOutcome');
+      expect(allow.split(', ')).not.toContain(method);
+    }
+    const vread = await call(adapter, 'GET', '/fhir/ServiceRequest/abc/_history/1');
+    expect(vread.status).toBe(404);
+    expect(JSON.stringify(vread.body)).toMatch(/no history, vread/);
+  });
 });

@@ -492,7 +492,7 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     const auth = { authorization: `Bearer ${TEST_TOKENS.sender}` };
     const del = await fetch(`${base}/ServiceRequest/abc`, { method: 'DELETE', headers: auth });
     expect(del.status).toBe(405);
-    expect(del.headers.get('allow')).toBe('POST, GET, PUT');
+    expect(del.headers.get('allow')).toBe('GET, HEAD, PUT');
     expect(((await del.json()) as { resourceType: string }).resourceType).toBe('OperationOutcome');
     const obs = await fetch(`${base}/Observation?code=1234-5`, { headers: auth });
     expect(obs.status).toBe(404);

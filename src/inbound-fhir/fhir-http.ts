@@ -32,8 +32,23 @@ const XML_FORMATS = new Set([
 
 /** The media type to answer with: `_format` wins over Accept (R4 http.html#mime); XML and Turtle are not served. */
 export function negotiateFormat(req: Request): FhirMediaType {
-  const format =
-    typeof req.query._format === 'string' ? req.query._format.trim().toLowerCase() : undefined;
+  return negotiate(req.query._format, req.headers.accept);
+}
+
+/**
+ * The FHIR version a media type's `fhirVersion` parameter names (R4 http.html#version-parameter),
+ * refused unless it is R4 (4.0, 4.0.1): a STU3 or R5 body read as R4 would be misread.
+ */
+function assertR4(params: string[], refuse: (version: string) => FhirError): void {
+  for (const param of params) {
+    const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());
+    if (name === 'fhirversion' && !/^4\.0(\.\d+)?$/.test(value ?? '')) throw refuse(value ?? '');
+  }
+}
+
+/** `negotiateFormat` from the values themselves (`_format`, Accept): also run for a refusal's record. */
+export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
+  const format = typeof formatQuery === 'string' ? formatQuery.trim().toLowerCase() : undefined;
   if (format !== undefined) {
     const base = format.split(';')[0]!.trim();
     const hit = JSON_FORMATS[base];
@@ -51,9 +66,19 @@ export function negotiateFormat(req: Request): FhirMediaType {
       ],
     );
   }
-  const accept = req.headers.accept;
   if (!accept) return 'application/fhir+json';
-  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  const ranges = accept.split(',').map((t) => t.split(';'));
+  for (const [, ...params] of ranges) {
+    assertR4(
+      params,
+      (version) =>
+        new FhirError(
+          'not-acceptable',
+          `Accept asks for FHIR version ${version}: this server speaks R4 (fhirVersion=4.0)`,
+        ),
+    );
+  }
+  const types = ranges.map(([t]) => t!.trim().toLowerCase());
   for (const t of types) {
     const hit = JSON_FORMATS[t];
     if (hit) return hit;
@@ -102,6 +127,14 @@ export function assertJsonMediaType(contentType: string): void {
       `Content-Type ${base} is not supported: send application/fhir+json (or application/json)`,
     );
   }
+  assertR4(
+    params,
+    (version) =>
+      new FhirError(
+        'unsupported-media-type',
+        `Content-Type names FHIR version ${version}: this server reads R4 (fhirVersion=4.0)`,
+      ),
+  );
   for (const param of params) {
     const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());
     if (name === 'charset' && value !== 'utf-8' && value !== 'utf8') {

@@ -30,6 +30,11 @@ export interface FhirCaller {
   remoteAddress: string | null;
   raw: Buffer;
   contentType: string;
+  /**
+   * What the caller asked to be answered in (`_format`, Accept): checked where the refusal is
+   * kept, so a 406 keeps the body too. Absent for a reprocessed message.
+   */
+  wants?: { format: unknown; accept: string | undefined };
 }
 
 /** The answer the controller sends: a status and a resource (or none). */

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { recordRefusal, type RefusalSink } from '../common/refusal';
 import type { ToleratedQuirk } from '../domain/order-request';
 import type { RejectionInput } from '../orders/order-intake.service';
-import { assertJsonMediaType } from './fhir-http';
+import { assertJsonMediaType, negotiate } from './fhir-http';
 import type { FhirCaller } from './fhir-operation.shared';
 import { FHIR_JSON } from './fhir-operation.shared';
 import { FhirError } from './fhir.error';
@@ -76,6 +76,7 @@ export class FhirRefusalRecorder {
   ): Promise<T> {
     try {
       assertJsonMediaType(caller.contentType);
+      if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
       return await fn();
     } catch (caught) {
       let error = caught;

@@ -56,6 +56,7 @@ export async function callerOf(req: Request, maxBodyBytes: number): Promise<Fhir
     remoteAddress: req.socket.remoteAddress ?? null,
     raw: body.bytes,
     contentType: body.contentType,
+    wants: { format: req.query._format, accept: req.headers.accept },
   };
 }
 

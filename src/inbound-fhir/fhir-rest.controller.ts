@@ -66,7 +66,7 @@ export class FhirRestController {
 
   @Post('ServiceRequest')
   async create(@Req() req: Request, @Res() res: Response): Promise<void> {
-    negotiateFormat(req);
+    // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
     const caller = await callerOf(req, this.config.maxBodyBytes);
     const answer = await this.creating.execute(caller, req.header('if-none-exist'));
     this.send(req, res, answer);
@@ -87,14 +87,14 @@ export class FhirRestController {
   @Put('ServiceRequest/:id')
   async update(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
-    negotiateFormat(req);
+    // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
     const caller = await callerOf(req, this.config.maxBodyBytes);
     this.send(req, res, await this.updating.execute(caller, id, req.header('if-match')));
   }
 
   @Post()
   async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
-    negotiateFormat(req);
+    // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
     const caller = await callerOf(req, this.config.maxBodyBytes);
     const answer = await this.bundles.execute(caller);
     if (preferReturn(req) === 'minimal' && answer.resource?.resourceType === 'Bundle') {

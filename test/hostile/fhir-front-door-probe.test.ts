@@ -265,4 +265,31 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(vread.status).toBe(404);
     expect(JSON.stringify(vread.body)).toMatch(/no history, vread/);
   });
+
+  it('a format refused (406) is kept with its body like any refusal; a fhirVersion other than R4 is 415 / 406', async () => {
+    const xml = await call(adapter, 'POST', '/fhir/ServiceRequest?_format=xml', chestCt('FMT-1'));
+    expect(xml.status).toBe(406);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '406' });
+    expect(await ordersWith('FMT-1')).toEqual([]);
+
+    const stu3 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('FMT-2'), {
+      'content-type': 'application/fhir+json; fhirVersion=3.0',
+    });
+    expect(stu3.status).toBe(415);
+    expect(JSON.stringify(stu3.body)).toMatch(/FHIR version 3\.0/);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '415' });
+
+    const r5 = await call(adapter, 'POST', '/fhir', chestCtTransaction('FMT-3'), {
+      accept: 'application/fhir+json; fhirVersion=5.0',
+    });
+    expect(r5.status).toBe(406);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '406' });
+    expect(await ordersWith('ORD-2013-0508-77-FMT-3')).toEqual([]);
+
+    const r4 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('FMT-4'), {
+      'content-type': 'application/fhir+json; fhirVersion=4.0',
+      accept: 'application/fhir+json; fhirVersion=4.0',
+    });
+    expect(r4.status).toBe(201);
+  });
 });

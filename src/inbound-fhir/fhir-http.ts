@@ -248,11 +248,18 @@ export function weakEtag(versionId: string | number): string {
   return `W/"${versionId}"`;
 }
 
-/** The version an If-Match names: `W/"3"` or `"3"`. */
-export function parseIfMatch(value: string | undefined): string | undefined {
-  if (!value) return undefined;
-  const m = /^(?:W\/)?"([^"]+)"$/.exec(value.trim());
-  return m?.[1] ?? value.trim();
+/**
+ * Whether an If-Match / If-None-Match value names the current version (RFC 9110 §13.1.1/§13.1.2,
+ * R4 http.html#concurrency): `*` names any current representation, a list names each of its
+ * entity tags, weak (`W/"3"`) or strong (`"3"`), compared weakly. A bare `3` (seen from older
+ * clients) is taken as that version; anything else names no version.
+ */
+export function namesVersion(value: string, current: string): boolean {
+  const text = value.trim();
+  if (text === '*') return true;
+  const tags = text.match(/(?:W\/)?"[^"]*"/g);
+  if (!tags) return text === current;
+  return tags.some((t) => t.replace(/^W\//, '').slice(1, -1) === current);
 }
 
 /** Sends a resource (or nothing, or an OperationOutcome) as R4 http.html asks, with ETag/Last-Modified when versioned. */

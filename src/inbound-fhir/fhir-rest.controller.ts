@@ -89,7 +89,11 @@ export class FhirRestController {
     checkId(id);
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
     const caller = await callerOf(req, this.config.maxBodyBytes);
-    this.send(req, res, await this.updating.execute(caller, id, req.header('if-match')));
+    const preconditions = {
+      ifMatch: req.header('if-match'),
+      ifNoneMatch: req.header('if-none-match'),
+    };
+    this.send(req, res, await this.updating.execute(caller, id, preconditions));
   }
 
   @Post()

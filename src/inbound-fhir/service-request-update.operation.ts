@@ -1,7 +1,7 @@
 import type { OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import type { IntakeOutcome, IntakeResponse } from '../orders/order-intake.service';
-import { parseIfMatch } from './fhir-http';
+import { namesVersion } from './fhir-http';
 import {
   assertValid,
   fhirResponse,
@@ -24,7 +24,11 @@ import { ReferenceResolver } from './order-context.resolver';
 export class UpdateServiceRequestOperation {
   constructor(private readonly deps: FhirOperationDeps) {}
 
-  async execute(caller: FhirCaller, id: string, ifMatch: string | undefined): Promise<FhirAnswer> {
+  async execute(
+    caller: FhirCaller,
+    id: string,
+    preconditions: { ifMatch?: string; ifNoneMatch?: string },
+  ): Promise<FhirAnswer> {
     let resolver: ReferenceResolver | undefined;
     return this.deps.refusals.keeping(
       caller,
@@ -38,6 +42,9 @@ export class UpdateServiceRequestOperation {
           throw new FhirError(
             'method-not-allowed',
             `ServiceRequest/${id} does not exist and this server does not create resources by update: POST the ServiceRequest`,
+            undefined,
+            // a 405 names what the URL answers (RFC 9110 §15.5.6): a read, which is 404 here
+            { Allow: 'GET, HEAD' },
           );
         }
         const sr = parseTyped<ServiceRequest>(caller.raw, 'ServiceRequest');
@@ -55,11 +62,22 @@ export class UpdateServiceRequestOperation {
             ],
           );
         }
-        const wanted = parseIfMatch(ifMatch);
-        if (wanted !== undefined && wanted !== String(stored.versionId)) {
+        const current = String(stored.versionId);
+        if (preconditions.ifMatch !== undefined && !namesVersion(preconditions.ifMatch, current)) {
           throw new FhirError(
             'precondition-failed',
-            `If-Match names version ${wanted}; the current version is ${stored.versionId}`,
+            `If-Match names version ${preconditions.ifMatch.trim()}; the current version is ${current}`,
+          );
+        }
+        // If-None-Match on a PUT: "only if it does not exist" (`*`) or "not this version"; it
+        // was ignored and the existing resource changed (RFC 9110 §13.1.2).
+        if (
+          preconditions.ifNoneMatch !== undefined &&
+          namesVersion(preconditions.ifNoneMatch, current)
+        ) {
+          throw new FhirError(
+            'precondition-failed',
+            `If-None-Match ${preconditions.ifNoneMatch.trim()}: ServiceRequest/${id} exists at version ${current}`,
           );
         }
         assertValid(sr);

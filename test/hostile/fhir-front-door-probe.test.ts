@@ -292,4 +292,39 @@ describe('hostile: the FHIR front door, second pass', () => {
     });
     expect(r4.status).toBe(201);
   });
+
+  it('If-Match * or a list naming the current version passes; If-None-Match on a PUT of an existing resource is 412; a PUT to an unknown id is 405 with Allow', async () => {
+    const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('PRE-1'));
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const put = (n: string, headers: Record<string, string>) =>
+      call(
+        adapter,
+        'PUT',
+        `/fhir/ServiceRequest/${id}`,
+        chestCt('PRE-1', { id, note: [{ text: n }] }),
+        headers,
+      );
+    expect((await put('a', { 'if-match': '*' })).status).toBe(200); // version 2
+    expect((await put('b', { 'if-match': 'W/"1", W/"2"' })).status).toBe(200); // version 3
+    expect((await put('c', { 'if-match': '"3"' })).status).toBe(200); // version 4
+    const stale = await put('d', { 'if-match': 'W/"1", W/"2"' });
+    expect(stale.status).toBe(412);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '412' });
+    for (const value of ['*', 'W/"4"', 'W/"9", "4"']) {
+      const res = await put('e', { 'if-none-match': value });
+      expect([value, res.status]).toEqual([value, 412]);
+      expect(JSON.stringify(res.body)).toMatch(/exists at version 4/);
+    }
+    expect((await put('f', { 'if-none-match': 'W/"1"' })).status).toBe(200);
+
+    const unknown = await call(
+      adapter,
+      'PUT',
+      '/fhir/ServiceRequest/nowhere',
+      chestCt('PRE-2', { id: 'nowhere' }),
+    );
+    expect(unknown.status).toBe(405);
+    expect(unknown.headers.get('allow')).toBe('GET, HEAD');
+  });
 });

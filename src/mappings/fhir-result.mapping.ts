@@ -10,6 +10,7 @@ import type {
   ServiceRequest,
   Task,
 } from '@medplum/fhirtypes';
+import { fhirCode, fhirString, fhirUri } from './fhir-values';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -66,11 +67,12 @@ export function reportIdentifier(orderId: string): Identifier {
 function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
   if (input.serviceRequest) return { reference: input.serviceRequest };
   const placer = input.order.request.placerOrderNumber;
+  const system = fhirUri(placer?.system);
   return {
     type: 'ServiceRequest',
     identifier: {
-      ...(placer?.system ? { system: placer.system } : {}),
-      value: placer?.value ?? input.order.placerOrderNumber ?? input.orderId,
+      ...(system ? { system } : {}),
+      value: fhirString(placer?.value ?? input.order.placerOrderNumber ?? input.orderId),
     },
   };
 }
@@ -78,9 +80,10 @@ function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
 function subjectRef(input: PublicationInput): Reference<Patient> {
   if (input.patientReference) return { reference: input.patientReference };
   const id = input.order.request.patient.identifiers[0];
+  const system = fhirUri(id?.system);
   return {
     type: 'Patient',
-    identifier: { ...(id?.system ? { system: id.system } : {}), value: id?.value ?? 'unknown' },
+    identifier: { ...(system ? { system } : {}), value: fhirString(id?.value || 'unknown') },
   };
 }
 
@@ -89,18 +92,19 @@ function deviceResource(input: PublicationInput): Device {
   return {
     resourceType: 'Device',
     id: 'ai-device',
-    ...(d.udi ? { udiCarrier: [{ deviceIdentifier: d.udi }] } : {}),
+    ...(d.udi ? { udiCarrier: [{ deviceIdentifier: fhirString(d.udi) }] } : {}),
     identifier: [{ system: 'urn:dicom:uid', value: `urn:oid:${d.uid}` }],
-    manufacturer: d.manufacturer,
-    deviceName: [{ name: d.name, type: 'manufacturer-name' }],
-    version: [{ value: d.version }],
+    manufacturer: fhirString(d.manufacturer),
+    deviceName: [{ name: fhirString(d.name), type: 'manufacturer-name' }],
+    version: [{ value: fhirString(d.version) }],
   };
 }
 
 function reportCode(input: PublicationInput): CodeableConcept {
   const p = input.order.request.procedure;
-  const text = `AI analysis (${input.order.request.products.join(', ') || 'imaging'})`;
-  if (!p?.code) return { text };
+  const text = fhirString(`AI analysis (${input.order.request.products.join(', ') || 'imaging'})`);
+  const code = fhirCode(p?.code);
+  if (!p || !code) return { text };
   const system =
     p.system === 'LN' || p.system === 'LOINC'
       ? LOINC
@@ -109,7 +113,11 @@ function reportCode(input: PublicationInput): CodeableConcept {
         : undefined;
   return {
     coding: [
-      { ...(system ? { system } : {}), code: p.code, ...(p.display ? { display: p.display } : {}) },
+      {
+        ...(system ? { system: fhirUri(system) } : {}),
+        code,
+        ...(p.display ? { display: fhirString(p.display) } : {}),
+      },
     ],
     text,
   };
@@ -131,12 +139,12 @@ export function buildTask(input: PublicationInput): Task {
     identifier: [taskIdentifier(input.orderId)],
     basedOn: [serviceRequestRef(input)],
     status: row.task.status,
-    ...(reason ? { statusReason: { text: reason } } : {}),
+    ...(reason ? { statusReason: { text: fhirString(reason) } } : {}),
     businessStatus: {
       coding: [
         {
           system: ADAPTER_SYSTEM.upstreamStatus,
-          code: input.upstreamStatus ?? row.key,
+          code: fhirCode(input.upstreamStatus ?? undefined) ?? row.key,
         },
       ],
       text: row.note,
@@ -155,7 +163,7 @@ export function buildTask(input: PublicationInput): Task {
     for: subjectRef(input),
     authoredOn: input.order.createdAt,
     lastModified: input.statusAt,
-    owner: { reference: '#ai-device', display: input.device.name },
+    owner: { reference: '#ai-device', display: fhirString(input.device.name) },
     ...(hasReport
       ? {
           output: [
@@ -203,12 +211,23 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
           status: status === 'corrected' ? 'corrected' : 'final',
           category: [OBSERVATION_CATEGORY],
           code: {
-            coding: [{ system: ADAPTER_SYSTEM.measurement, code: m.id, display: m.label }],
-            text: m.label,
+            coding: [
+              {
+                system: ADAPTER_SYSTEM.measurement,
+                code: fhirCode(m.id) ?? 'x',
+                display: fhirString(m.label),
+              },
+            ],
+            text: fhirString(m.label),
           },
           subject,
           effectiveDateTime: input.statusAt,
-          valueQuantity: { value: m.value, unit: m.unitDisplay, system: UCUM, code: m.ucum },
+          valueQuantity: {
+            value: m.value,
+            unit: fhirString(m.unitDisplay),
+            system: UCUM,
+            code: m.ucum,
+          },
           ...(f.flag && m.quantity === 'volume'
             ? {
                 interpretation: [
@@ -269,7 +288,7 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
     ...(observations.length > 0
       ? { result: observations.map((o) => ({ reference: `#${o.id}` })) }
       : {}),
-    conclusion: conclusionOf(input),
+    conclusion: fhirString(conclusionOf(input)),
     ...(forms.length > 0 ? { presentedForm: forms } : {}),
   };
 }

@@ -1,0 +1,75 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { validateFhirResource } from '../fhir/fhir-validator';
+import { buildDiagnosticReport, buildTask } from './fhir-result.mapping';
+import type { PublicationInput } from './publication.model';
+import { parseResultContent } from './result-content.mapping';
+import { STATUS_TABLE } from './status-mapping.table';
+
+/**
+ * What we publish is valid R4 whatever the order and the upstream held: the publisher refuses
+ * (dead-letters) a resource the validator refuses, so one bad character kept a whole result
+ * from the EHR. Each value below was seen to do so.
+ */
+const RESULTS = join(
+  __dirname,
+  '..',
+  '..',
+  'test',
+  'fixtures',
+  'outbound',
+  'results-volumetry.json',
+);
+
+function hostileInput(): PublicationInput {
+  const doc = JSON.parse(readFileSync(RESULTS, 'utf8')) as {
+    impression: string;
+    findings: Array<{ structure: string }>;
+  };
+  // a form feed and a NUL from a PDF text extraction, a lone surrogate, a BEL in a name
+  doc.impression = 'Atrophy\fpage 2\u0000 \ud800 end';
+  doc.findings[0]!.structure = 'Left\u0007hippocampus';
+  return {
+    orderId: '0b7f3c52-4a51-4e8e-9c63-5d3f1e2a7a10',
+    row: { ...STATUS_TABLE.DELIVERED, key: 'DELIVERED' },
+    upstreamStatus: 'DELIVERED',
+    statusAt: '2026-11-21T08:45:12.000Z',
+    correction: false,
+    reason: 'analyst note\u0007',
+    results: parseResultContent(JSON.stringify(doc)),
+    order: {
+      source: 'hl7v2',
+      request: {
+        source: 'hl7v2',
+        action: 'create',
+        patient: { identifiers: [{ value: 'PAT-4711', system: 'HOSP A' }] },
+        // an HL7 namespace id with a space (EI.2), a local code with doubled spaces (CWE.1)
+        placerOrderNumber: { value: 'PLC-100234', system: 'RADIS 1' },
+        procedure: { code: ' CT  CHEST ', system: 'L', display: 'CT chest\u0001' },
+        products: ['lung-ct'],
+        requestedAt: '2024-03-18T15:00:00.000+01:00',
+      },
+      createdAt: '2026-11-21T07:31:02.000Z',
+    },
+    device: {
+      name: 'lung-ct',
+      manufacturer: 'Imaging Analysis Service',
+      version: '1',
+      uid: '2.25.1',
+    },
+  } as unknown as PublicationInput;
+}
+
+describe('published Task and DiagnosticReport values are valid R4', () => {
+  it('with control characters, lone surrogates, spaces in systems and codes in the input', () => {
+    const input = hostileInput();
+    const task = buildTask(input);
+    const report = buildDiagnosticReport(input);
+    expect(validateFhirResource(task)).toEqual([]);
+    expect(validateFhirResource(report)).toEqual([]);
+    expect(report.conclusion).toBe('Atrophy\uFFFDpage 2\uFFFD \uFFFD end');
+    expect(report.code.coding?.[0]?.code).toBe('CT CHEST');
+    expect(task.basedOn?.[0]?.identifier).toEqual({ system: 'RADIS%201', value: 'PLC-100234' });
+    expect(task.statusReason?.text).toMatch(/analyst note\uFFFD$/);
+  });
+});

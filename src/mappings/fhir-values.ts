@@ -1,0 +1,39 @@
+/**
+ * Values we write into FHIR R4 resources, made valid for their type whatever the order or the
+ * upstream held (DESIGN.md §5). A DiagnosticReport the structure validator refuses is never
+ * sent (the outbox dead-letters it), so one control character in the upstream's impression or
+ * a structure name would have kept the whole result from the EHR.
+ */
+
+/**
+ * R4 `string` (datatypes.html#string; json.html): Unicode without control characters other
+ * than TAB, LF and CR, and whole code points. Anything else becomes U+FFFD, as at intake.
+ */
+export function fhirString(text: string): string {
+  return text.replace(
+    /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
+    '\uFFFD',
+  );
+}
+
+/**
+ * R4 `code` (datatypes.html#code, `[^\s]+( [^\s]+)*`): trimmed, inner whitespace one space;
+ * undefined when nothing is left (the element is then left out, never written empty).
+ */
+export function fhirCode(code: string | undefined): string | undefined {
+  if (code === undefined) return undefined;
+  const text = fhirString(code).trim().replace(/\s+/g, ' ');
+  return text === '' ? undefined : text;
+}
+
+/**
+ * R4 `uri` (`\S*`): an HL7 namespace id used as an identifier system (`RADIS 1`) has its
+ * whitespace percent-encoded (RFC 3986) rather than the resource refused.
+ */
+export function fhirUri(uri: string | undefined): string | undefined {
+  if (uri === undefined) return undefined;
+  const text = fhirString(uri)
+    .trim()
+    .replace(/\s/g, (c) => encodeURIComponent(c));
+  return text === '' ? undefined : text;
+}

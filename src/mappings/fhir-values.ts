@@ -9,11 +9,12 @@
  * R4 `string` (datatypes.html#string; json.html): Unicode without control characters other
  * than TAB, LF and CR, and whole code points. Anything else becomes U+FFFD, as at intake.
  */
+const NOT_FHIR_STRING =
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
 export function fhirString(text: string): string {
-  return text.replace(
-    /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
-    '\uFFFD',
-  );
+  return text.replace(NOT_FHIR_STRING, '\uFFFD');
 }
 
 /**

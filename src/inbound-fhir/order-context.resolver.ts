@@ -43,7 +43,12 @@ export class ReferenceResolver {
   private sibling(ref: string): SiblingEntry | undefined {
     const exact = this.siblings.find((s) => s.fullUrl === ref);
     if (exact) return exact;
-    const m = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
+    const unversioned = ref.replace(/\/_history\/[^/]+$/, '');
+    // An absolute URL names a resource on that server (R4 bundle.html#references): it is an
+    // entry only when it is that entry's fullUrl, never an entry of the same type and id (a
+    // Patient/example of another server was taken for the Bundle's Patient/example).
+    if (PeerBase.isAbsolute(ref)) return this.siblings.find((s) => s.fullUrl === unversioned);
+    const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
     if (!m) return undefined;
     return this.siblings.find(
       (s) =>

@@ -327,4 +327,19 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(unknown.status).toBe(405);
     expect(unknown.headers.get('allow')).toBe('GET, HEAD');
   });
+
+  it("an absolute reference to another server is not the Bundle's entry of the same type and id: 422, no order; a versioned relative one is", async () => {
+    const elsewhere = chestCtTransaction('ABS-1');
+    srOf(elsewhere).subject = { reference: 'http://other.example.org/fhir/Patient/example' };
+    const res = await call(adapter, 'POST', '/fhir', elsewhere);
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['Bundle.entry[1].resource.subject']);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('ORD-2013-0508-77-ABS-1')).toEqual([]);
+
+    const versioned = chestCtTransaction('ABS-2');
+    srOf(versioned).subject = { reference: 'Patient/example/_history/3' };
+    expect((await call(adapter, 'POST', '/fhir', versioned)).status).toBe(200);
+    expect(await patientOf('ORD-2013-0508-77-ABS-2')).toEqual([['1032702']]);
+  });
 });

@@ -112,4 +112,32 @@ describe('Subscriptions Backport notification parser', () => {
       ]);
     }
   });
+
+  it.each(['0x10', '1e1', '-5', '1e400', '99999999999999999999999', ' 2', '2.0', ''])(
+    'an event counter %p is refused on its element, never read as another number or dropped',
+    (value) => {
+      const heartbeat = fixture('backport-r4-notification-heartbeat');
+      const params = heartbeat.entry![0]!.resource as {
+        parameter: Array<{ name: string; valueString?: string }>;
+      };
+      params.parameter.find((p) => p.name === 'events-since-subscription-start')!.valueString =
+        value;
+      expect(() => parseNotification(heartbeat)).toThrow(FhirError);
+      try {
+        parseNotification(heartbeat);
+      } catch (error) {
+        expect((error as FhirError).issues[0]!.expression).toEqual([
+          'Bundle.entry[0].resource.parameter[events-since-subscription-start]',
+        ]);
+      }
+      const event = fixture('backport-r4-notification-id-only');
+      const ev = (
+        event.entry![0]!.resource as {
+          parameter: Array<{ name: string; part?: Array<{ name: string; valueString?: string }> }>;
+        }
+      ).parameter.find((p) => p.name === 'notification-event')!;
+      ev.part!.find((p) => p.name === 'event-number')!.valueString = value;
+      expect(() => parseNotification(event)).toThrow(/event-number must be a non-negative integer/);
+    },
+  );
 });

@@ -126,16 +126,31 @@ function referenceValue(
   return undefined;
 }
 
+/**
+ * An event counter (event-number, events-since-subscription-start; Backport STU 1.1: an
+ * integer64 as valueString): digits only, within what we track. It was read with Number():
+ * `0x10` was event 16, `1e1` event 10 (so skipped as a duplicate of 10), and `-5` or `1e400`
+ * were dropped without a word; each is now 422 on the element.
+ */
+function counterAt(raw: unknown, where: string): number {
+  const text = typeof raw === 'number' ? String(raw) : raw;
+  const n = typeof text === 'string' && /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n)) {
+    throw invalid(
+      `${where} must be a non-negative integer (digits only, at most 2^53-1), got ${JSON.stringify(raw)?.slice(0, 40)}`,
+      where,
+    );
+  }
+  return n;
+}
+
 /** A number sent as string (STU 1.1: valueString) or, tolerated, as an integer type. */
 function numberValue(
   p: ParametersParameter,
   where: string,
   quirks: ToleratedQuirk[],
 ): number | undefined {
-  if (p.valueString !== undefined) {
-    const n = Number(p.valueString);
-    return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
-  }
+  if (p.valueString !== undefined) return counterAt(p.valueString, where);
   const raw =
     (p as { valueInteger64?: string }).valueInteger64 ??
     p.valueUnsignedInt ??
@@ -144,8 +159,7 @@ function numberValue(
     p.valueDecimal;
   if (raw === undefined) return undefined;
   quirks.push({ code: 'notification-number-not-string', detail: `${where} is not a valueString` });
-  const n = Number(raw);
-  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+  return counterAt(raw, where);
 }
 
 function fromParameters(params: Parameters, at: string, quirks: ToleratedQuirk[]) {
@@ -236,12 +250,12 @@ function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
     timeAt(ev.timestamp, `${where}.timestamp`);
   });
   const events: NotificationEvent[] = notificationEvents.map((ev, i) => {
-    const number = Number(ev.eventNumber);
-    if (!Number.isSafeInteger(number))
+    if (ev.eventNumber === undefined)
       throw invalid(
         'a notificationEvent needs an eventNumber',
         `${at}.notificationEvent[${i}].eventNumber`,
       );
+    const number = counterAt(ev.eventNumber, `${at}.notificationEvent[${i}].eventNumber`);
     return {
       number,
       timestamp: ev.timestamp,
@@ -254,14 +268,14 @@ function fromSubscriptionStatus(s: SubscriptionStatusLike, at: string) {
   const since =
     s.eventsSinceSubscriptionStart === undefined
       ? undefined
-      : Number(s.eventsSinceSubscriptionStart);
+      : counterAt(s.eventsSinceSubscriptionStart, `${at}.eventsSinceSubscriptionStart`);
   const subscription = objectAt<{ reference?: unknown }>(s.subscription, `${at}.subscription`);
   return {
     subscriptionRef: stringAt(subscription?.reference, `${at}.subscription.reference`),
     topic: stringAt(s.topic, `${at}.topic`) ?? null,
     status: stringAt(s.status, `${at}.status`) ?? null,
     type: stringAt(s.type, `${at}.type`),
-    eventsSinceStart: since !== undefined && Number.isSafeInteger(since) ? since : undefined,
+    eventsSinceStart: since,
     events,
     references,
   };

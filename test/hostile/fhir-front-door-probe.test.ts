@@ -342,4 +342,28 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect((await call(adapter, 'POST', '/fhir', versioned)).status).toBe(200);
     expect(await patientOf('ORD-2013-0508-77-ABS-2')).toEqual([['1032702']]);
   });
+
+  it('a Subscription notification whose event number is not digits (0x10, 1e1, -5) is 422 on it and kept, never another event', async () => {
+    const heartbeat = fixture('backport-r4-notification-heartbeat') as Json & {
+      entry: Array<{ resource: { parameter: Array<{ name: string; valueString?: string }> } }>;
+    };
+    const params = heartbeat.entry[0]!.resource.parameter;
+    params.find((p) => p.name === 'subscription')!.valueString = undefined;
+    (params.find((p) => p.name === 'subscription') as Json).valueReference = {
+      reference: `${ehr.baseUrl}/Subscription/imaging`,
+    };
+    for (const value of ['0x10', '1e1', '-5']) {
+      params.find((p) => p.name === 'events-since-subscription-start')!.valueString = value;
+      const res = await call(adapter, 'POST', '/fhir/subscription-notifications', heartbeat);
+      expect([value, res.status]).toEqual([value, 422]);
+      expect(expressions(res.body)).toEqual([
+        'Bundle.entry[0].resource.parameter[events-since-subscription-start]',
+      ]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
+    params.find((p) => p.name === 'events-since-subscription-start')!.valueString = '0';
+    expect(
+      (await call(adapter, 'POST', '/fhir/subscription-notifications', heartbeat)).status,
+    ).toBe(200);
+  });
 });

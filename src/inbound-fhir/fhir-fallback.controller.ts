@@ -2,6 +2,7 @@ import {
   Controller,
   Delete,
   Get,
+  Inject,
   Options,
   Patch,
   Post,
@@ -13,6 +14,9 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import { FhirError } from './fhir.error';
+import type { FhirOperationDeps } from './fhir-operation.shared';
+import { callerOf } from './fhir-request.context';
+import { FHIR_OPERATION_DEPS } from './inbound-fhir.tokens';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 
 /** Interactions per supported type (the CapabilityStatement's), for the 405's diagnostics. */
@@ -44,6 +48,8 @@ const ALLOW: ReadonlyArray<[RegExp, string]> = [
 @UseFilters(OperationOutcomeFilter)
 @Roles('sender')
 export class FhirFallbackController {
+  constructor(@Inject(FHIR_OPERATION_DEPS) private readonly deps: FhirOperationDeps) {}
+
   // One route per method rather than @All: that would also register CONNECT/TRACE. `''`
   // also matches the base itself (`GET /fhir` was Express's problem+json 404).
   @Get(['', '*path'])
@@ -52,23 +58,23 @@ export class FhirFallbackController {
   }
 
   @Post(['', '*path'])
-  post(@Req() req: Request): never {
-    return unsupported(req);
+  post(@Req() req: Request): Promise<never> {
+    return this.refuseKept(req);
   }
 
   @Put(['', '*path'])
-  put(@Req() req: Request): never {
-    return unsupported(req);
+  put(@Req() req: Request): Promise<never> {
+    return this.refuseKept(req);
   }
 
   @Patch(['', '*path'])
-  patch(@Req() req: Request): never {
-    return unsupported(req);
+  patch(@Req() req: Request): Promise<never> {
+    return this.refuseKept(req);
   }
 
   @Delete(['', '*path'])
-  delete(@Req() req: Request): never {
-    return unsupported(req);
+  delete(@Req() req: Request): Promise<never> {
+    return this.refuseKept(req);
   }
 
   // OPTIONS is no FHIR interaction (R4 reads capabilities at /metadata): 405 with the Allow of
@@ -76,6 +82,32 @@ export class FhirFallbackController {
   @Options(['', '*path'])
   options(@Req() req: Request): never {
     return unsupported(req);
+  }
+
+  /**
+   * A refused request that carries a body (a JSON Patch to an order, a resource POSTed to a
+   * type we do not serve) is kept like every refused input, for the audit log; it was answered
+   * and forgotten. A body too large to keep is answered the same, unrecorded.
+   */
+  private async refuseKept(req: Request): Promise<never> {
+    try {
+      return unsupported(req);
+    } catch (refusal) {
+      const hasBody =
+        Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'];
+      if (hasBody && refusal instanceof FhirError) {
+        const caller = await callerOf(req, this.deps.config.maxBodyBytes).catch(() => undefined);
+        if (caller) {
+          await this.deps.refusals.record(
+            caller,
+            'fhir-rest',
+            `${req.method} ${req.path}`,
+            refusal,
+          );
+        }
+      }
+      throw refusal;
+    }
   }
 }
 

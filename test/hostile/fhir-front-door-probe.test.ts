@@ -366,4 +366,31 @@ describe('hostile: the FHIR front door, second pass', () => {
       (await call(adapter, 'POST', '/fhir/subscription-notifications', heartbeat)).status,
     ).toBe(200);
   });
+
+  it('a refused method or type that carries a body (a JSON Patch, an Observation) is kept for the audit log', async () => {
+    const patch = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/abc`, {
+      method: 'PATCH',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json-patch+json',
+      },
+      body: JSON.stringify([{ op: 'replace', path: '/status', value: 'revoked' }]),
+    });
+    expect(patch.status).toBe(405);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '405' });
+    const observation = await call(adapter, 'POST', '/fhir/Observation', {
+      resourceType: 'Observation',
+      status: 'final',
+      code: { text: 'x' },
+    });
+    expect(observation.status).toBe(404);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '404' });
+    const raw = await db.query<{ raw: Buffer; message_type: string }>(
+      `SELECT raw, message_type FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(raw.rows[0]!.message_type).toBe('POST /fhir/Observation');
+    expect(JSON.parse(raw.rows[0]!.raw.toString('utf8'))).toMatchObject({
+      resourceType: 'Observation',
+    });
+  });
 });

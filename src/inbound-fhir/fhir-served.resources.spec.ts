@@ -1,5 +1,6 @@
 import { reportIdentifier } from '../mappings/fhir-result.mapping';
 import type { OrderForTask } from '../persistence/fhir-resource.repository';
+import { validateFhirResource } from '../fhir/fhir-validator';
 import { buildTask } from './fhir-served.resources';
 
 const order = (over: Partial<OrderForTask>): OrderForTask => ({
@@ -38,5 +39,20 @@ describe('the local Task (GET /fhir/Task/{id})', () => {
   it('an order without a result has no output', () => {
     expect(buildTask(order({})).output).toBeUndefined();
     expect(buildTask(order({ state: 'failed', upstreamStatus: 'FAILED' })).output).toBeUndefined();
+  });
+
+  it('is valid R4 whatever the order held: an HL7 namespace id as the patient system', () => {
+    const task = buildTask(
+      order({
+        request: {
+          source: 'hl7v2',
+          action: 'create',
+          patient: { identifiers: [{ value: 'PAT-4711', system: 'HOSP A' }] },
+          products: ['lung-nodule-ct'],
+        },
+      }),
+    );
+    expect(validateFhirResource(task)).toEqual([]);
+    expect(task.for).toEqual({ identifier: { value: 'PAT-4711', system: 'HOSP%20A' } });
   });
 });

@@ -1,6 +1,7 @@
 import type { Bundle, CapabilityStatement, Resource, Task } from '@medplum/fhirtypes';
 import { reportIdentifier } from '../mappings/fhir-result.mapping';
 import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
+import { fhirString, fhirUri } from '../mappings/fhir-values';
 import { primaryPatientId } from '../orders/order-intake.service';
 import type { OrderForTask } from '../persistence/fhir-resource.repository';
 
@@ -24,7 +25,7 @@ export function buildTask(order: OrderForTask): Task {
     meta: { versionId: String(order.version), lastUpdated: order.updatedAt.toISOString() },
     identifier: [{ system: ORDER_IDENTIFIER_SYSTEM, value: order.orderId }],
     status: derived.status,
-    businessStatus: { text: derived.businessStatus },
+    businessStatus: { text: fhirString(derived.businessStatus) },
     intent: 'order',
     code: {
       coding: [{ system: 'http://hl7.org/fhir/CodeSystem/task-code', code: 'fulfill' }],
@@ -32,7 +33,7 @@ export function buildTask(order: OrderForTask): Task {
     authoredOn: order.createdAt.toISOString(),
     lastModified: order.updatedAt.toISOString(),
   };
-  if (derived.statusReason) task.statusReason = { text: derived.statusReason };
+  if (derived.statusReason) task.statusReason = { text: fhirString(derived.statusReason) };
   // A delivered order's Task points at its report (README: "completed, output → report"), as
   // the Task published to the EHR does (mappings/fhir-result.mapping.ts buildTask).
   if (order.state === 'delivered') {
@@ -48,11 +49,10 @@ export function buildTask(order: OrderForTask): Task {
     task.focus = { reference: `ServiceRequest/${order.serviceRequestId}` };
   }
   if (patientIdentifier) {
+    // valid R4 whatever the order held (an HL7 namespace id `HOSP A` as system): mappings/fhir-values.ts
+    const system = fhirUri(patientIdentifier.system);
     task.for = {
-      identifier: {
-        value: patientIdentifier.value,
-        ...(patientIdentifier.system ? { system: patientIdentifier.system } : {}),
-      },
+      identifier: { value: fhirString(patientIdentifier.value), ...(system ? { system } : {}) },
     };
   }
   return task;

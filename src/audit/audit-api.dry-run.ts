@@ -7,7 +7,7 @@ import { toUpstreamMetadata } from '../mappings/upstream-metadata';
 import { fhirFrontDoorConfig } from '../inbound-fhir/fhir-front-door.config';
 import { prepareBundle, responseEntries } from '../inbound-fhir/fhir-bundle.operation';
 import { FhirError, operationOutcome } from '../inbound-fhir/fhir.error';
-import { servedServiceRequest } from '../inbound-fhir/fhir-operation.shared';
+import { servedServiceRequest } from '../inbound-fhir/fhir-served.resources';
 import { ReferenceResolver } from '../inbound-fhir/order-context.resolver';
 import { prepareCreate } from '../inbound-fhir/service-request-create.operation';
 import {

@@ -8,9 +8,9 @@ import {
   FHIR_JSON,
   fhirResponse,
   mapToOrder,
-  servedServiceRequest,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
+import { servedServiceRequest } from './fhir-served.resources';
 import { problemsOf } from './fhir-refusal.recorder';
 import type { StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';

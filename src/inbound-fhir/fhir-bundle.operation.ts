@@ -14,12 +14,12 @@ import {
   fhirResponse,
   fromCaller,
   mapToOrder,
-  servedServiceRequest,
   storeCreated,
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
+import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { parseIfNoneExist } from './service-request-create.operation';

@@ -105,24 +105,22 @@ export async function mapToOrder(
   return { mapped, issues };
 }
 
-/** The ServiceRequest as we serve it: our id and version (meta.source: where it lives). */
-export function servedServiceRequest(
+/**
+ * A ServiceRequest that must become an order: validated (R4), its context resolved and mapped;
+ * any problem is a FhirError 422 `refusal` listing every issue.
+ */
+export async function mapOrRefuse(
   sr: ServiceRequest,
-  id: string,
-  version: number,
-  now: string,
-  source?: string,
-): ServiceRequest {
-  return {
-    ...sr,
-    id,
-    meta: {
-      ...sr.meta,
-      versionId: String(version),
-      lastUpdated: now,
-      ...(source !== undefined ? { source } : {}),
-    },
-  };
+  resolver: ReferenceResolver,
+  options: Parameters<typeof buildOrderContext>[2],
+  interaction: FhirInteraction,
+  config: FhirFrontDoorConfig,
+  refusal: string,
+): Promise<{ mapped: FhirMappingResult; request: NonNullable<FhirMappingResult['request']> }> {
+  assertValid(sr);
+  const { mapped, issues } = await mapToOrder(sr, resolver, options, interaction, config);
+  if (issues.length > 0 || !mapped.request) throw new FhirError('invalid', refusal, issues);
+  return { mapped, request: mapped.request };
 }
 
 /** Keeps the ServiceRequest served for a new order (version 1), in the intake transaction. */

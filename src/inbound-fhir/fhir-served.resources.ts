@@ -1,4 +1,10 @@
-import type { Bundle, CapabilityStatement, Resource, Task } from '@medplum/fhirtypes';
+import type {
+  Bundle,
+  CapabilityStatement,
+  Resource,
+  ServiceRequest,
+  Task,
+} from '@medplum/fhirtypes';
 import { reportIdentifier } from '../mappings/fhir-result.mapping';
 import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
 import { fhirString, fhirUri } from '../mappings/fhir-values';
@@ -10,6 +16,26 @@ export const ORDER_IDENTIFIER_SYSTEM = 'urn:imaging-ai-adapter:order';
 
 /** Where EHRs POST Subscription notifications (R4 Subscriptions Backport rest-hook endpoint). */
 export const NOTIFICATION_PATH = '/fhir/subscription-notifications';
+
+/** The ServiceRequest as we serve it: our id and version (meta.source: where it lives). */
+export function servedServiceRequest(
+  sr: ServiceRequest,
+  id: string,
+  version: number,
+  now: string,
+  source?: string,
+): ServiceRequest {
+  return {
+    ...sr,
+    id,
+    meta: {
+      ...sr.meta,
+      versionId: String(version),
+      lastUpdated: now,
+      ...(source !== undefined ? { source } : {}),
+    },
+  };
+}
 
 /**
  * The Task we keep per order (R4 task.html, workflow "fulfillment": the filler reports

@@ -1,18 +1,17 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import {
-  assertValid,
   fhirResponse,
   fromCaller,
-  mapToOrder,
+  mapOrRefuse,
   parseTyped,
-  servedServiceRequest,
   storeCreated,
   unexpectedResult,
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
+import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError } from './fhir.error';
 import { ReferenceResolver } from './order-context.resolver';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
@@ -64,13 +63,16 @@ export async function prepareCreate(
   request: NonNullable<FhirMappingResult['request']>;
 }> {
   const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest');
-  assertValid(sr);
   const conditional = parseIfNoneExist(ifNoneExist);
-  const { mapped, issues } = await mapToOrder(sr, resolver, { lenient: false }, 'create', config);
-  if (issues.length > 0 || !mapped.request) {
-    throw new FhirError('invalid', 'the ServiceRequest cannot be accepted as an order', issues);
-  }
-  return { sr, conditional, mapped, request: mapped.request };
+  const { mapped, request } = await mapOrRefuse(
+    sr,
+    resolver,
+    { lenient: false },
+    'create',
+    config,
+    'the ServiceRequest cannot be accepted as an order',
+  );
+  return { sr, conditional, mapped, request };
 }
 
 /**

@@ -3,17 +3,16 @@ import { sha256Hex } from '../common/hash';
 import type { IntakeOutcome, IntakeResponse } from '../orders/order-intake.service';
 import { namesVersion } from './fhir-http';
 import {
-  assertValid,
   fhirResponse,
   fromCaller,
-  mapToOrder,
+  mapOrRefuse,
   parseTyped,
-  servedServiceRequest,
   unexpectedResult,
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
+import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver } from './order-context.resolver';
 
@@ -80,19 +79,16 @@ export class UpdateServiceRequestOperation {
             `If-None-Match ${preconditions.ifNoneMatch.trim()}: ServiceRequest/${id} exists at version ${current}`,
           );
         }
-        assertValid(sr);
         resolver = new ReferenceResolver([], this.deps.ehr);
         const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
-        const { mapped, issues } = await mapToOrder(
+        const { mapped, request } = await mapOrRefuse(
           sr,
           resolver,
           { lenient: cancelling },
           'update',
           this.deps.config,
+          'the ServiceRequest change cannot be applied',
         );
-        if (issues.length > 0 || !mapped.request) {
-          throw new FhirError('invalid', 'the ServiceRequest change cannot be applied', issues);
-        }
         const version = stored.versionId + 1;
         const now = this.deps.clock().toISOString();
         const served = servedServiceRequest(sr, id, version, now);
@@ -106,7 +102,7 @@ export class UpdateServiceRequestOperation {
             mappingVersion: mapped.mappingVersion,
             orders: [
               {
-                request: mapped.request,
+                request,
                 lineage: mapped.lineage,
                 sourceRef: `ServiceRequest/${id}`,
                 targetOrderId: stored.orderId,

@@ -8,18 +8,8 @@ import {
   TABLE_0027_PRIORITY,
   TABLE_0074_TO_MODALITY,
 } from './hl7-code.tables';
-import {
-  EMPTY,
-  notMapped,
-  ofValue,
-  readComposite,
-  refused,
-  rep,
-  storedAs,
-  type LineageLine,
-  type TransformFn,
-  type TransformInput,
-} from './hl7-value.kit';
+import { EMPTY, notMapped, ofValue, readComposite, refused, rep, storedAs } from './hl7-value.kit';
+import type { LineageLine, TransformFn, TransformInput } from './hl7-value.kit';
 
 /** Codes: HL7 tables (hl7-code.tables.ts), DICOM modalities, CE/CWE coded elements. */
 

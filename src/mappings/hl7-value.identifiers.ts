@@ -1,16 +1,7 @@
 import type { Identifier } from '../domain/order-request';
 import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
-import {
-  asSent,
-  EMPTY,
-  notMapped,
-  ofValue,
-  readComposite,
-  refused,
-  rep,
-  type LineageLine,
-  type TransformFn,
-} from './hl7-value.kit';
+import { asSent, EMPTY, notMapped, ofValue, readComposite, refused, rep } from './hl7-value.kit';
+import type { LineageLine, TransformFn } from './hl7-value.kit';
 
 /** Identifiers: CX and EI (chapter 2A), DICOM UIDs, accession numbers. */
 

@@ -11,3 +11,34 @@ export function hasMatchingCharacters(value: string): boolean {
 /** The answer an input gets when its accession number holds one (HL7 ERR / FHIR issue text). */
 export const MATCHING_CHARACTERS_MESSAGE =
   'the accession number holds a DICOM matching character (* ? \\); it would match other studies';
+
+/**
+ * An SH / LO identifier (Accession Number, Patient ID) without its padding. PS3.5 §6.2 pads
+ * these with SPACE (20H) only, and leading and trailing spaces are not significant; a trailing
+ * NUL (a common writer's mistake, the UI padding) is read as padding too. Nothing else is
+ * padding: a TAB, CR or LF (not allowed in SH/LO), a no-break space (A0H in Latin-1) or an
+ * ideographic space (U+3000) is part of the value, so `ACC1<TAB>` is not the accession `ACC1`.
+ */
+export function withoutPadding(value: string): string {
+  return value.replace(/\0+$/, '').replace(/^ +| +$/g, '');
+}
+
+/**
+ * Why two identifiers that differ look alike, for the audit entry of a refused study: only by
+ * letter case, only by whitespace or control characters, or only by leading zeros. Undefined
+ * when they differ otherwise. Never a reason to use the study: the order's identifier and the
+ * study's are compared exactly (after the padding above).
+ */
+export function nearMiss(
+  a: string,
+  b: string,
+): 'case' | 'whitespace-or-control' | 'leading-zeros' | undefined {
+  if (a === b) return undefined;
+  if (a.toLowerCase() === b.toLowerCase()) return 'case';
+  // eslint-disable-next-line no-control-regex
+  const bare = (v: string) => v.replace(/[\s\u0000-\u001f\u007f-\u009f]/g, '');
+  if (bare(a) === bare(b)) return 'whitespace-or-control';
+  const unzero = (v: string) => v.replace(/^0+(?=.)/, '');
+  if (unzero(a) === unzero(b)) return 'leading-zeros';
+  return undefined;
+}

@@ -1,3 +1,5 @@
+import { withoutPadding } from '../mappings/dicom-identifiers';
+
 /**
  * The values of the top-level attributes the instance check reads (dicom-instance.validator.ts),
  * as the file holds them: padding removed (PS3.5 §6.2), identifiers and UIDs whole.
@@ -32,12 +34,12 @@ export function text(el: Attribute | undefined): string | undefined {
 
 /**
  * An identifier (Accession Number SH, Patient ID LO; both VM 1) as the file holds it: every
- * value, joined by the backslash it was split at. `ACC1\ACC2` is not the accession `ACC1`, so
+ * value, joined by the backslash it was split at, without its space padding only (a TAB or a
+ * no-break space is part of the value, `withoutPadding`). `ACC1\ACC2` is not the accession `ACC1`, so
  * the patient check (study-identity.ts) compares the whole value, never its first part.
  */
 export function identifier(el: Attribute | undefined): string | undefined {
-  const joined = (el?.Value ?? []).map(String).join('\\');
-  const s = joined.replace(/[\0\s]+$/, '').trim();
+  const s = withoutPadding((el?.Value ?? []).map(String).join('\\'));
   return s === '' ? undefined : s;
 }
 

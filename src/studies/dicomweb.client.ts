@@ -122,8 +122,8 @@ export class DicomWebClient {
     return items
       .map((item) => ({
         studyInstanceUid: str(item['0020000D']) ?? '',
-        accessionNumber: str(item['00080050']),
-        patientId: str(item['00100020']),
+        accessionNumber: identifierValue(item['00080050']),
+        patientId: identifierValue(item['00100020']),
         instanceCount: int(item['00201208']),
         seriesCount: int(item['00201206']),
       }))
@@ -236,6 +236,16 @@ export class DicomWebClient {
 function str(el: { Value?: unknown[] } | undefined): string | undefined {
   const v = el?.Value?.[0];
   return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
+
+/**
+ * Accession Number / Patient ID as the PACS holds them: every value joined by `\\` (so
+ * `ACC1\\ACC2` is not `ACC1`), nothing trimmed but padding (study-identity.ts compares).
+ */
+function identifierValue(el: { Value?: unknown[] } | undefined): string | undefined {
+  const values = (el?.Value ?? []).filter((v): v is string => typeof v === 'string');
+  const joined = values.join('\\');
+  return joined.trim() !== '' ? joined : undefined;
 }
 
 function int(el: { Value?: unknown[] } | undefined): number | undefined {

@@ -77,8 +77,8 @@ export class DimseClient {
         if (!uid) return;
         found.push({
           studyInstanceUid: uid,
-          accessionNumber: text(elements.AccessionNumber),
-          patientId: text(elements.PatientID),
+          accessionNumber: identifierValue(elements.AccessionNumber),
+          patientId: identifierValue(elements.PatientID),
           instanceCount: integer(elements.NumberOfStudyRelatedInstances),
           seriesCount: integer(elements.NumberOfStudyRelatedSeries),
         });
@@ -223,6 +223,15 @@ export class DimseClient {
 function text(value: unknown): string | undefined {
   const v = Array.isArray(value) ? value[0] : value;
   return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
+
+/** Accession Number / Patient ID whole: several values joined by `\\`, padding left to the check. */
+function identifierValue(value: unknown): string | undefined {
+  const values = (Array.isArray(value) ? value : [value]).filter(
+    (v): v is string => typeof v === 'string',
+  );
+  const joined = values.join('\\');
+  return joined.trim() !== '' ? joined : undefined;
 }
 
 function integer(value: unknown): number | undefined {

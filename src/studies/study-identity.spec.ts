@@ -40,6 +40,27 @@ describe('study identity: a study is used only when its identifiers match the or
     ).toEqual([]);
   });
 
+  it.each([
+    { study: 'ACC1\t', near: 'whitespace-or-control' },
+    { study: 'ACC1\r', near: 'whitespace-or-control' },
+    { study: '\nACC1', near: 'whitespace-or-control' },
+    { study: 'ACC1\u00a0', near: 'whitespace-or-control' },
+    { study: 'ACC1\u3000', near: 'whitespace-or-control' },
+    { study: 'acc1', near: 'case' },
+    { study: '0ACC1', near: 'leading-zeros' },
+    { study: 'ACC1\\ACC2', near: undefined },
+  ])('only SPACE is padding: study $study is not ACC1 (near miss: $near)', ({ study, near }) => {
+    const [m] = identityMismatches({ accessionNumber: 'ACC1' }, { accessionNumber: study }, BOTH);
+    expect(m).toBeDefined();
+    expect(m!.nearMiss).toBe(near);
+  });
+
+  it('a trailing NUL (a common writer mistake) and spaces on both sides are padding', () => {
+    expect(
+      identityMismatches({ accessionNumber: 'ACC1' }, { accessionNumber: ' ACC1 \0' }, BOTH),
+    ).toEqual([]);
+  });
+
   it.each(['*', 'ACC*', 'A?C', 'ACC1\\ACC2'])('%s holds DICOM matching characters', (v) => {
     expect(hasMatchingCharacters(v)).toBe(true);
   });

@@ -19,13 +19,17 @@ export interface IdentityMismatch {
   /** Masked (first and last character kept): the audit log names what differed, not the PHI. */
   order: string;
   study: string;
+  /** Set when the values differ only by case, whitespace/control characters or leading zeros. */
+  nearMiss?: 'case' | 'whitespace-or-control' | 'leading-zeros';
 }
 
+import { nearMiss, withoutPadding } from '../mappings/dicom-identifiers';
 export { hasMatchingCharacters } from '../mappings/dicom-identifiers';
 
 /**
  * What differs between an order and a study's identifiers. SH/LO values are compared after
- * removing their insignificant leading and trailing spaces (PS3.5 §6.2), otherwise exactly.
+ * removing their insignificant leading and trailing spaces (PS3.5 §6.2; `withoutPadding`),
+ * otherwise exactly: case, other whitespace, control characters and leading zeros count.
  * The accession number must match whenever the order has one (a study without one does not
  * match); the patient ID when both carry one (RIS and PACS do not always share an ID domain:
  * a site that cannot rely on it leaves `patient-id` out of the rule).
@@ -40,22 +44,40 @@ export function identityMismatches(
   const s = { accession: norm(study.accessionNumber), patient: norm(study.patientId) };
   if (required.includes('accession-number') && o.accession !== undefined) {
     if (s.accession !== o.accession)
-      out.push({ field: 'accession-number', order: mask(o.accession), study: mask(s.accession) });
+      out.push(mismatch('accession-number', o.accession, s.accession));
   }
   if (required.includes('patient-id') && o.patient !== undefined && s.patient !== undefined) {
-    if (s.patient !== o.patient)
-      out.push({ field: 'patient-id', order: mask(o.patient), study: mask(s.patient) });
+    if (s.patient !== o.patient) out.push(mismatch('patient-id', o.patient, s.patient));
   }
   return out;
 }
 
 /** One line for a timeline: which fields differed, masked. */
 export function describeMismatches(mismatches: readonly IdentityMismatch[]): string {
-  return mismatches.map((m) => `${m.field} (order ${m.order}, study ${m.study})`).join(', ');
+  return mismatches
+    .map(
+      (m) =>
+        `${m.field} (order ${m.order}, study ${m.study}${m.nearMiss ? `; differ only by ${m.nearMiss}` : ''})`,
+    )
+    .join(', ');
+}
+
+function mismatch(
+  field: IdentityField,
+  order: string,
+  study: string | undefined,
+): IdentityMismatch {
+  const near = study === undefined ? undefined : nearMiss(order, study);
+  return {
+    field,
+    order: mask(order),
+    study: mask(study),
+    ...(near ? { nearMiss: near } : {}),
+  };
 }
 
 function norm(value: string | null | undefined): string | undefined {
-  const v = value?.trim();
+  const v = value == null ? undefined : withoutPadding(value);
   return v ? v : undefined;
 }
 

@@ -27,6 +27,8 @@ export const AUDIT_EVENT_KINDS = {
   'outbound.dead-letter': 'an outbound document gave up after its retries',
   'outbound.replay': 'a dead letter was replayed (who, why)',
   'study.received': 'DICOM instances were received (STOW-RS / C-STORE): stored and refused counts',
+  'study.association-refused':
+    'our C-STORE SCP refused or aborted a DICOM association (called / calling AE not allowed, PDU too large): who, from where, why',
   'study.matched':
     'received instances were matched to an order (by Study Instance UID or accession)',
   'study.expired': 'unmatched instances were deleted after their hold time',

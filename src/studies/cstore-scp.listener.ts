@@ -17,6 +17,7 @@ import {
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
 import { checkInstanceFile, FAILURE_REASON } from './dicom-instance.validator';
+import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import type { StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
 
@@ -55,6 +56,13 @@ export interface CStoreScpOptions {
   aeTitle: string;
   /** When set, only these calling AE titles may send. */
   callingAeTitles?: readonly string[];
+  /**
+   * The AE title of the DIMSE PACS we C-MOVE from (PACS_DIMSE_AE_TITLE). Only an association
+   * it calls from may deliver our moves' sub-operations; unset: nothing is taken as one.
+   */
+  moveSourceAeTitle?: string;
+  /** Largest PDU read (default MAX_PDU_BYTES). */
+  maxPduBytes?: number;
   stow: StowService;
   paths: StudyStoragePaths;
   logger: Logger;
@@ -66,15 +74,45 @@ export class CStoreScpListener {
   constructor(private readonly options: CStoreScpOptions) {}
 
   start(): void {
-    const { aeTitle, callingAeTitles, stow, paths, logger } = this.options;
+    const { aeTitle, callingAeTitles, moveSourceAeTitle, stow, paths, logger } = this.options;
     mkdirSync(paths.incomingDir, { recursive: true, mode: 0o700 });
+    const refusals = new RefusalThrottle();
+    const refuse = (detail: {
+      reason: string;
+      callingAe: string;
+      calledAe: string;
+      peer: string;
+    }) => {
+      logger.warn(detail, 'DICOM association refused');
+      const alsoRefused = refusals.admit(`${detail.peer}|${detail.callingAe}|${detail.reason}`);
+      if (alsoRefused === undefined) return;
+      void stow
+        .recordRefusedAssociation({ ...detail, ...(alsoRefused > 0 ? { alsoRefused } : {}) })
+        .catch((e: Error) =>
+          logger.error({ err: e.message }, 'audit of a refused association failed'),
+        );
+    };
+    const maxPduBytes = this.options.maxPduBytes ?? MAX_PDU_BYTES;
 
     class AdapterScp extends Scp {
       private callingAe = '';
+      private calledAe = '';
+      private readonly peer: string;
       private readonly staged = new Map<CStoreRequest, string>();
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
         super(...args);
+        const socket = args[0];
+        this.peer = socket.remoteAddress ?? 'unknown';
+        // Before the library reads a byte: it would hold any PDU whole, however large.
+        guardPduLength(socket, maxPduBytes, (claimed) =>
+          refuse({
+            reason: `a PDU of ${claimed} bytes (more than ${maxPduBytes}): aborted`,
+            callingAe: this.callingAe,
+            calledAe: this.calledAe,
+            peer: this.peer,
+          }),
+        );
         // An association that ends (released, aborted, broken) before a staged instance was
         // handed over leaves no part file behind.
         this.on('close', () => {
@@ -84,8 +122,11 @@ export class CStoreScpListener {
       }
 
       override associationRequested(association: Association): void {
-        this.callingAe = association.getCallingAeTitle().trim();
+        this.callingAe = printableAe(association.getCallingAeTitle());
+        this.calledAe = printableAe(association.getCalledAeTitle());
+        const who = { callingAe: this.callingAe, calledAe: this.calledAe, peer: this.peer };
         if (association.getCalledAeTitle().trim() !== aeTitle) {
+          refuse({ reason: 'called AE title not recognized', ...who });
           this.sendAssociationReject(
             RejectResult.Permanent,
             RejectSource.ServiceUser,
@@ -94,6 +135,7 @@ export class CStoreScpListener {
           return;
         }
         if (callingAeTitles && !callingAeTitles.includes(this.callingAe)) {
+          refuse({ reason: 'calling AE title not in DICOM_SCP_CALLING_AE_TITLES', ...who });
           this.sendAssociationReject(
             RejectResult.Permanent,
             RejectSource.ServiceUser,
@@ -178,11 +220,15 @@ export class CStoreScpListener {
           return;
         }
         // A sub-operation of our own C-MOVE (PS3.7 §9.1.1.1: Move Originator AE Title) is kept
-        // for the retrieve that asked for it, not matched like a pushed instance.
+        // for the retrieve that asked for it, not matched like a pushed instance — only when the
+        // PACS we move from sends it: anyone can write our AE title into a C-STORE command, and
+        // an instance slipped into a move would be packaged unaudited (or make it fail).
         const originator = commandText(
           request.getCommandDataset().getElement('MoveOriginatorApplicationEntityTitle'),
         ).trim();
-        const handle = originator === aeTitle ? intakeMoved : intake;
+        const fromMoveSource =
+          moveSourceAeTitle !== undefined && this.callingAe === moveSourceAeTitle;
+        const handle = originator === aeTitle && fromMoveSource ? intakeMoved : intake;
         void handle(path, this.callingAe).then(answer, (error: unknown) => {
           logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
           void rm(path, { force: true });
@@ -276,6 +322,30 @@ export function commandText(value: unknown): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : '')).join('\\');
   return '';
+}
+
+/** An AE title as sent, for logs and the audit log: spaces trimmed, other controls shown as `?`. */
+function printableAe(value: string): string {
+  return value.trim().replace(/[^\x20-\x7e]/g, '?');
+}
+
+/**
+ * One audit entry per peer, calling AE and reason a minute at most: a flood of refused
+ * associations is logged, not written 10,000 times. `admit` answers how many were held back
+ * since the last entry, or undefined to hold this one back.
+ */
+class RefusalThrottle {
+  private readonly last = new Map<string, { at: number; held: number }>();
+  admit(key: string, now = Date.now()): number | undefined {
+    const seen = this.last.get(key);
+    if (seen && now - seen.at < 60_000) {
+      seen.held++;
+      return undefined;
+    }
+    if (this.last.size > 1000) this.last.clear();
+    this.last.set(key, { at: now, held: 0 });
+    return seen?.held ?? 0;
+  }
 }
 
 /** UIDs are padded to even length with a NUL (PS3.5 §6.2, UI). */

@@ -173,6 +173,31 @@ export class StowService {
   }
 
   /**
+   * An association our C-STORE SCP refused or aborted, for the audit log: the calling and
+   * called AE titles as sent, the peer address and the reason (no PHI; nothing was stored).
+   */
+  async recordRefusedAssociation(detail: {
+    reason: string;
+    callingAe: string;
+    calledAe: string;
+    peer: string;
+    /** Refusals of the same kind from the same peer not written since the last entry. */
+    alsoRefused?: number;
+  }): Promise<void> {
+    await this.options.dataSource.transaction(async (m) => {
+      await writeAuditEvents(m, [
+        {
+          kind: 'study.association-refused',
+          severity: 'warning',
+          summary: `DICOM association from ${detail.peer} refused: ${detail.reason}`,
+          actor: `dicom:${detail.callingAe}`,
+          detail: { ...detail },
+        },
+      ]);
+    });
+  }
+
+  /**
    * Files validated instances: moves each into place, then one transaction records them,
    * their matches and the audit trail. Shared with the C-STORE SCP.
    */

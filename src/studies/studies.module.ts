@@ -110,6 +110,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           host: config.DICOM_SCP_HOST ?? config.MLLP_HOST,
           aeTitle: config.DICOM_SCP_AE_TITLE,
           callingAeTitles: config.DICOM_SCP_CALLING_AE_TITLES,
+          moveSourceAeTitle: config.PACS_DIMSE_AE_TITLE,
           stow,
           paths,
           logger,

@@ -151,7 +151,17 @@ describe('study acquisition from a PACS over DIMSE', () => {
     });
     // Two replicas' SCPs sharing DATA_DIR; the PACS knows our AE at the second one.
     listeners = [scpPort, otherReplicaScpPort].map(
-      (port) => new CStoreScpListener({ port, aeTitle: AE, stow, paths, logger }),
+      (port) =>
+        new CStoreScpListener({
+          port,
+          aeTitle: AE,
+          // PACS_DIMSE_AE_TITLE: Orthanc's own title (test/helpers/orthanc.ts), the calling AE
+          // of its move sub-operations.
+          moveSourceAeTitle: 'TESTPACS',
+          stow,
+          paths,
+          logger,
+        }),
     );
     for (const l of listeners) l.start();
     orthanc = await startOrthanc({

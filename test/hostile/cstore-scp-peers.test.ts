@@ -1,0 +1,176 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client, requests } from 'dcmjs-dimse';
+import { freePort } from '../../src/persistence/embedded-postgres';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { rawInstance } from '../helpers/raw-dicom';
+
+const run = promisify(execFile);
+jest.setTimeout(120_000);
+
+const AE = 'ADAPTER-HOSTILE';
+
+/** A-ASSOCIATE-RQ (PS3.8 §9.3.2) for Secondary Capture in explicit VR little endian. */
+function associateRq(calledAe: string, callingAe: string): Buffer {
+  const item = (type: number, data: Buffer) => {
+    const h = Buffer.alloc(4);
+    h.writeUInt8(type, 0);
+    h.writeUInt16BE(data.length, 2);
+    return Buffer.concat([h, data]);
+  };
+  const ae = (s: string) => Buffer.from(s.padEnd(16, ' '), 'latin1');
+  const maxLength = Buffer.alloc(4);
+  maxLength.writeUInt32BE(16384);
+  const body = Buffer.concat([
+    Buffer.from([0, 1, 0, 0]),
+    ae(calledAe),
+    ae(callingAe),
+    Buffer.alloc(32),
+    item(0x10, Buffer.from('1.2.840.10008.3.1.1.1')),
+    item(
+      0x20,
+      Buffer.concat([
+        Buffer.from([1, 0, 0, 0]),
+        item(0x30, Buffer.from('1.2.840.10008.5.1.4.1.1.7')),
+        item(0x40, Buffer.from('1.2.840.10008.1.2.1')),
+      ]),
+    ),
+    item(0x50, Buffer.concat([item(0x51, maxLength), item(0x52, Buffer.from('1.2.3.4'))])),
+  ]);
+  const head = Buffer.alloc(6);
+  head.writeUInt8(1, 0);
+  head.writeUInt32BE(body.length, 2);
+  return Buffer.concat([head, body]);
+}
+
+/**
+ * Peers of the C-STORE SCP that are not what they claim or send what no PACS sends: a C-STORE
+ * that names our AE title as Move Originator from an association the DIMSE PACS did not open,
+ * a P-DATA-TF PDU claiming 2 GiB, a calling AE outside the allow-list. Each is refused or
+ * filed as an ordinary push, and recorded for the audit log with who and from where.
+ */
+describe('hostile: C-STORE SCP peers', () => {
+  let adapter: TestAdapter;
+  let port: number;
+  let dir: string;
+
+  beforeAll(async () => {
+    port = await freePort();
+    adapter = await startTestAdapter({
+      DICOM_SCP_PORT: String(port),
+      DICOM_SCP_AE_TITLE: AE,
+      DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1,INTRUDER',
+      JOBS_ENABLED: 'false',
+    });
+    dir = mkdtempSync(join(tmpdir(), 'cstore-hostile-'));
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const audit = async (kind: string) =>
+    (await adapter.dataSource.query(
+      `SELECT actor, summary, detail FROM audit_events WHERE kind = $1 ORDER BY id`,
+      [kind],
+    )) as Array<{ actor: string; summary: string; detail: Record<string, unknown> }>;
+
+  it('a C-STORE naming our AE as Move Originator from an AE that is not the move source is a push, audited with its sender', async () => {
+    const inst = rawInstance({ accession: 'SPOOF-1', patientId: 'P-SPOOF' });
+    const file = join(dir, 'spoof.dcm');
+    writeFileSync(file, inst.bytes);
+    const status = await new Promise<number>((resolve, reject) => {
+      const client = new Client();
+      const req = new requests.CStoreRequest(file);
+      req.getCommandDataset().setElement('MoveOriginatorApplicationEntityTitle', AE);
+      let answer: number | undefined;
+      req.on('response', (r) => (answer = r.getStatus()));
+      client.addRequest(req);
+      client.on('networkError', reject);
+      client.on('closed', () =>
+        answer === undefined ? reject(new Error('no answer')) : resolve(answer),
+      );
+      client.send('127.0.0.1', port, 'INTRUDER', AE);
+    });
+    expect(status).toBe(0);
+    // Not slipped into the store of our own moves …
+    const moved = join(adapter.dataDir, 'studies', 'moved', inst.studyInstanceUid);
+    expect(existsSync(moved) ? readdirSync(moved) : []).toEqual([]);
+    // … but received like any pushed instance, with who sent it.
+    const rows = (await adapter.dataSource.query(
+      `SELECT source, sender FROM study_instances WHERE sop_instance_uid = $1`,
+      [inst.sopInstanceUid],
+    )) as Array<{ source: string; sender: string }>;
+    expect(rows).toEqual([{ source: 'c-store', sender: 'dicom:INTRUDER' }]);
+    const received = await audit('study.received');
+    expect(received.some((e) => e.actor === 'dicom:INTRUDER')).toBe(true);
+  });
+
+  it('a PDU claiming 2 GiB is aborted after its header (gone before 64 MiB were sent), /health answers, the refusal is audited', async () => {
+    const socket = connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (c: Buffer) => received.push(c));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(associateRq(AE, 'MODALITY1'));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(received[0]?.[0]).toBe(0x02); // A-ASSOCIATE-AC
+    received.length = 0;
+    const pdata = Buffer.alloc(12);
+    pdata.writeUInt8(0x04, 0);
+    pdata.writeUInt32BE(0x7ffffff0, 2);
+    pdata.writeUInt32BE(0x7fffffe0, 6);
+    pdata.writeUInt8(1, 10);
+    socket.write(pdata);
+    // Keep sending, as a hostile peer would: 64 MiB at most before the connection must be gone.
+    const chunk = Buffer.alloc(1 << 20);
+    let sent = 0;
+    let gone = false;
+    void closed.then(() => (gone = true));
+    const started = Date.now();
+    while (!gone && sent < 64 && Date.now() - started < 10_000) {
+      if (!socket.write(chunk)) await new Promise((r) => setTimeout(r, 20));
+      sent++;
+    }
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 5_000))]);
+    expect(gone).toBe(true);
+    expect(Buffer.concat(received)[0]).toBe(0x07); // A-ABORT
+    const health = await fetch(`${adapter.httpUrl}/health`);
+    expect(health.status).toBe(200);
+    const refused = await audit('study.association-refused');
+    expect(refused).toContainEqual(
+      expect.objectContaining({
+        actor: 'dicom:MODALITY1',
+        detail: expect.objectContaining({ peer: expect.stringMatching(/127\.0\.0\.1/) }),
+      }),
+    );
+    expect(refused.find((e) => e.actor === 'dicom:MODALITY1')!.summary).toMatch(
+      /PDU of 2147483632 bytes/,
+    );
+  });
+
+  it('a calling AE outside DICOM_SCP_CALLING_AE_TITLES is rejected and recorded; a flood of them writes one entry', async () => {
+    for (let i = 0; i < 5; i++)
+      await expect(
+        run('echoscu', ['-aet', 'STRANGER', '-aec', AE, '127.0.0.1', String(port)]),
+      ).rejects.toThrow();
+    await expect(
+      run('echoscu', ['-aet', 'MODALITY1', '-aec', AE, '127.0.0.1', String(port)]),
+    ).resolves.toBeDefined();
+    await new Promise((r) => setTimeout(r, 300));
+    const refused = (await audit('study.association-refused')).filter(
+      (e) => e.actor === 'dicom:STRANGER',
+    );
+    expect(refused).toHaveLength(1);
+    expect(refused[0]!.detail).toMatchObject({
+      reason: 'calling AE title not in DICOM_SCP_CALLING_AE_TITLES',
+      calledAe: AE,
+    });
+  });
+});

@@ -94,9 +94,18 @@ export function validForVr(vr: string, value: string): string {
   return truncate(v, rule.maxLength);
 }
 
+/**
+ * Identifiers a PACS files what we send by (reconciles on): made valid they would be another
+ * exam's or patient's (`ACC-2026-000000000042` cut to `ACC-2026-0000000`, `PID-7\\8` joined to
+ * `PID-7 8`). A value that is not valid as it stands (beyond its space padding) is written
+ * empty (Type 2 in the SR and PDF IODs), never altered.
+ */
+const IDENTIFIERS = new Set(['AccessionNumber', 'PatientID']);
+
 /** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
 function validForAttribute(keyword: string, vr: string, value: string): string {
   const v = validForVr(vr, value);
+  if (IDENTIFIERS.has(keyword) && v !== value.replace(/^ +| +$/g, '')) return '';
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
 }

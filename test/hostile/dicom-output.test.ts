@@ -135,6 +135,31 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toMatch(/\(0010,0040\) CS \(no value available\)/);
   });
 
+  it('an Accession Number or Patient ID that is not valid for its VR is written empty, never altered into another one', () => {
+    // Cut to 16 characters, `ACC-2026-000000000042` became `ACC-2026-0000000`, and
+    // `PID-7\\8` became `PID-7 8`: identifiers of other exams and patients, on which a PACS
+    // files (reconciles) what we send. An empty Type 2 value is valid and names nobody.
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: 'ACC-2026-000000000042' };
+    const source = sourceStudy(1);
+    source.attributes.accessionNumber = undefined;
+    source.attributes.patientId = 'PID-7\\8';
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-ids.dcm');
+    const pdf = join(dir, 'pdf-ids.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync('dcmdump', ['+P', '0008,0050', '+P', '0010,0020', file], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toMatch(/ACC-2026|PID-7/);
+      expect(dump).toMatch(/\(0008,0050\) SH \(no value available\)/);
+      expect(dump).toMatch(/\(0010,0020\) LO \(no value available\)/);
+    }
+  });
+
   it.each([
     ['LO', 'a\\b\r\nc', 'a b c'],
     ['SH', 'X'.repeat(20), 'X'.repeat(16)],

@@ -170,6 +170,9 @@ const envSchema = z.object({
   PACS_DIMSE_TIMEOUT_SECONDS: positiveInt(30),
   PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS: positiveInt(3600),
   PACS_DIMSE_MAX_INSTANCES: positiveInt(10_000),
+  /** Largest study pulled over WADO-RS (QIDO-RS count, then while streaming). */
+  DICOMWEB_MAX_INSTANCES: positiveInt(10_000),
+  DICOMWEB_MAX_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   PACS_DIMSE_MAX_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   /** Bind address of the C-STORE SCP; default MLLP_HOST (the hospital-side front door). */
   DICOM_SCP_HOST: z.string().min(1).optional(),

@@ -42,6 +42,13 @@ export interface DicomWebClientOptions {
   token?: string;
   /** Per request: time to the response headers, and between body chunks. */
   timeoutMs?: number;
+  /**
+   * Largest study retrieved (DICOMWEB_MAX_INSTANCES / DICOMWEB_MAX_BYTES; 10,000 / 4 GiB):
+   * a QIDO-RS count above it is not retrieved; a WADO-RS answer that passes either while
+   * streaming is cut off and its files removed (too_large).
+   */
+  maxInstances?: number;
+  maxBytes?: number;
 }
 
 type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
@@ -65,6 +72,10 @@ export class DicomWebClient {
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.peer = new PeerBase('PACS', options.baseUrl);
     this.agent = new Agent();
+  }
+
+  get maxInstances(): number {
+    return this.options.maxInstances ?? 10_000;
   }
 
   /** Closes the pooled connections (the client is unusable afterwards). */
@@ -162,9 +173,17 @@ export class DicomWebClient {
     const files: RetrievedFile[] = [];
     let out: ReturnType<typeof createWriteStream> | undefined;
     let current: RetrievedFile | undefined;
+    const maxBytes = this.options.maxBytes ?? 4 * 1024 ** 3;
+    let bytes = 0;
     try {
       for await (const event of readMultipart(res.body, boundary)) {
         if (event.type === 'part') {
+          // The QIDO-RS count was within the limit; a PACS that sends more is not believed.
+          if (files.length >= this.maxInstances)
+            throw new StudyError(
+              'too_large',
+              `WADO-RS sent more than ${this.maxInstances} instances (DICOMWEB_MAX_INSTANCES)`,
+            );
           current = {
             path: join(dir, `${String(files.length + 1).padStart(6, '0')}.dcm`),
             sizeBytes: 0,
@@ -174,6 +193,12 @@ export class DicomWebClient {
           files.push(current);
         } else if (event.type === 'data') {
           current!.sizeBytes += event.chunk.length;
+          bytes += event.chunk.length;
+          if (bytes > maxBytes)
+            throw new StudyError(
+              'too_large',
+              `the study is larger than ${maxBytes} bytes (DICOMWEB_MAX_BYTES)`,
+            );
           if (!out!.write(event.chunk)) await once(out!, 'drain');
         } else {
           await closeStream(out!);

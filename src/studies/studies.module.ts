@@ -84,7 +84,12 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           quietPeriodSeconds: config.STUDY_QUIET_PERIOD_SECONDS,
           identityMatch: config.STUDY_IDENTITY_MATCH,
           dicomWeb: config.DICOMWEB_URL
-            ? new DicomWebClient({ baseUrl: config.DICOMWEB_URL, token: config.DICOMWEB_TOKEN })
+            ? new DicomWebClient({
+                baseUrl: config.DICOMWEB_URL,
+                token: config.DICOMWEB_TOKEN,
+                maxInstances: config.DICOMWEB_MAX_INSTANCES,
+                maxBytes: config.DICOMWEB_MAX_BYTES,
+              })
             : undefined,
           dimse: config.PACS_DIMSE_HOST ? dimsePacs(config, paths) : undefined,
         }),

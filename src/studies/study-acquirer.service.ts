@@ -97,6 +97,7 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
               retrieveStudy: async (uid: string, dir: string) => ({
                 files: await web.retrieveStudy(uid, dir),
               }),
+              maxInstances: web.maxInstances,
             },
           ]
         : []),

@@ -1,0 +1,136 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { generateUid } from '../helpers/dicom-factory';
+import { insertOrder } from './study-test-support';
+
+jest.setTimeout(60_000);
+
+/**
+ * A PACS over DICOMweb whose study is larger than we take: the QIDO-RS count above
+ * DICOMWEB_MAX_INSTANCES is not retrieved, and a WADO-RS answer that passes the byte or
+ * instance limit while streaming (an endless one included) is cut off with nothing left on
+ * disk. Before, WADO-RS had no limit: a 100,000-instance study or an endless answer filled
+ * DATA_DIR (the DIMSE pull had its limits already).
+ */
+describe('DICOMweb pull limits', () => {
+  let server: Server;
+  let base: string;
+  let db: TestDatabase;
+  let dataDir: string;
+  let studyUid = '';
+  let wadoRequests = 0;
+  let bytesSent = 0;
+  /** What WADO-RS sends: parts of `partBytes`, `parts` of them (Infinity: until we hang up). */
+  let wado = { parts: Infinity, partBytes: 256 * 1024 };
+  let qidoCount = 100_000;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    dataDir = mkdtempSync(join(tmpdir(), 'dicomweb-limits-'));
+    server = createServer((req, res) => {
+      if (req.url?.startsWith('/studies?')) {
+        res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        res.end(
+          JSON.stringify([
+            {
+              '0020000D': { vr: 'UI', Value: [studyUid] },
+              '00201208': { vr: 'IS', Value: [qidoCount] },
+            },
+          ]),
+        );
+        return;
+      }
+      wadoRequests++;
+      const boundary = 'B0UNDARY';
+      res.writeHead(200, {
+        'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
+      });
+      let sent = 0;
+      const chunk = Buffer.alloc(wado.partBytes, 0x41);
+      const pump = () => {
+        while (sent < wado.parts && !res.destroyed) {
+          sent++;
+          bytesSent += chunk.length;
+          const ok = res.write(
+            Buffer.concat([
+              Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
+              chunk,
+              Buffer.from('\r\n'),
+            ]),
+          );
+          if (!ok) return void res.once('drain', pump);
+        }
+        if (!res.destroyed) res.end(`--${boundary}--\r\n`);
+      };
+      res.on('error', () => undefined);
+      pump();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server?.closeAllConnections();
+    await new Promise((r) => server?.close(r));
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    studyUid = generateUid();
+    wadoRequests = 0;
+    bytesSent = 0;
+  });
+
+  it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
+    wado = { parts: Infinity, partBytes: 256 * 1024 };
+    const client = new DicomWebClient({ baseUrl: base, maxBytes: 2 * 1024 * 1024 });
+    const dir = join(dataDir, 'endless');
+    await expect(client.retrieveStudy(studyUid, dir)).rejects.toMatchObject({
+      code: 'too_large',
+      message: expect.stringMatching(/DICOMWEB_MAX_BYTES/),
+    });
+    expect(readdirSync(dir)).toEqual([]);
+    // Cut off near the limit (socket buffers aside), not after the PACS chose to stop.
+    expect(bytesSent).toBeLessThan(64 * 1024 * 1024);
+    await client.close();
+  });
+
+  it('more parts than DICOMWEB_MAX_INSTANCES: cut off, nothing kept', async () => {
+    wado = { parts: 5, partBytes: 1024 };
+    const client = new DicomWebClient({ baseUrl: base, maxInstances: 3 });
+    const dir = join(dataDir, 'many');
+    await expect(client.retrieveStudy(studyUid, dir)).rejects.toMatchObject({
+      code: 'too_large',
+      message: expect.stringMatching(/more than 3 instances/),
+    });
+    expect(readdirSync(dir)).toEqual([]);
+    await client.close();
+  });
+
+  it('a QIDO-RS count of 100,000 instances fails the order without a retrieve', async () => {
+    qidoCount = 100_000;
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const result = await acquirer.acquire({ orderId, studyInstanceUid: studyUid });
+    expect(result).toMatchObject({
+      status: 'failed',
+      reason: expect.stringMatching(/100000 instances in the PACS, more than the limit of 10000/),
+    });
+    expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+});

@@ -182,6 +182,8 @@ const envSchema = z.object({
     .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
     .default('IMAGING-ADAPTER'),
   DICOM_SCP_CALLING_AE_TITLES: commaList().optional(),
+  /** Connections our C-STORE SCP keeps open at once; more are closed at once. */
+  DICOM_SCP_MAX_ASSOCIATIONS: positiveInt(64),
   POLL_INTERVAL_SECONDS: positiveInt(300),
   API_TOKENS: apiTokens,
   API_TOKENS_FILE: z.string().optional(),

@@ -63,6 +63,12 @@ export interface CStoreScpOptions {
   moveSourceAeTitle?: string;
   /** Largest PDU read (default MAX_PDU_BYTES). */
   maxPduBytes?: number;
+  /**
+   * Connections open at once (DICOM_SCP_MAX_ASSOCIATIONS, default 64); one more is closed at
+   * once, so a flood cannot take the file descriptors the HTTP and MLLP listeners and the
+   * database pool need.
+   */
+  maxAssociations?: number;
   stow: StowService;
   paths: StudyStoragePaths;
   logger: Logger;
@@ -93,6 +99,8 @@ export class CStoreScpListener {
         );
     };
     const maxPduBytes = this.options.maxPduBytes ?? MAX_PDU_BYTES;
+    const maxAssociations = this.options.maxAssociations ?? 64;
+    let open = 0;
 
     class AdapterScp extends Scp {
       private callingAe = '';
@@ -104,6 +112,18 @@ export class CStoreScpListener {
         super(...args);
         const socket = args[0];
         this.peer = socket.remoteAddress ?? 'unknown';
+        if (open >= maxAssociations) {
+          socket.destroy();
+          refuse({
+            reason: `more than ${maxAssociations} connections open (DICOM_SCP_MAX_ASSOCIATIONS): closed`,
+            callingAe: '',
+            calledAe: '',
+            peer: this.peer,
+          });
+          return;
+        }
+        open++;
+        socket.once('close', () => open--);
         // Before the library reads a byte: it would hold any PDU whole, however large.
         guardPduLength(socket, maxPduBytes, (claimed) =>
           refuse({

@@ -47,7 +47,7 @@ export function guardPduLength(
         // Nothing more is read (the library would keep collecting the PDU): the abort goes
         // out, and the connection is gone a moment later whatever the peer does.
         socket.pause();
-        socket.end(A_ABORT);
+        socket.end(A_ABORT, () => socket.destroy());
         setTimeout(() => socket.destroy(), 1000).unref();
         onViolation(claimed);
         return;

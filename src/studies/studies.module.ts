@@ -116,6 +116,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           aeTitle: config.DICOM_SCP_AE_TITLE,
           callingAeTitles: config.DICOM_SCP_CALLING_AE_TITLES,
           moveSourceAeTitle: config.PACS_DIMSE_AE_TITLE,
+          maxAssociations: config.DICOM_SCP_MAX_ASSOCIATIONS,
           stow,
           paths,
           logger,

@@ -64,6 +64,7 @@ describe('hostile: C-STORE SCP peers', () => {
       DICOM_SCP_PORT: String(port),
       DICOM_SCP_AE_TITLE: AE,
       DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1,INTRUDER',
+      DICOM_SCP_MAX_ASSOCIATIONS: '8',
       JOBS_ENABLED: 'false',
     });
     dir = mkdtempSync(join(tmpdir(), 'cstore-hostile-'));
@@ -172,5 +173,57 @@ describe('hostile: C-STORE SCP peers', () => {
       reason: 'calling AE title not in DICOM_SCP_CALLING_AE_TITLES',
       calledAe: AE,
     });
+  });
+
+  it('an association flood: past DICOM_SCP_MAX_ASSOCIATIONS a connection is closed at once, /health answers, one audit entry', async () => {
+    const openOne = () =>
+      new Promise<import('node:net').Socket>((resolve, reject) => {
+        const s = connect(port, '127.0.0.1', () => resolve(s));
+        s.on('error', reject);
+      });
+    const held = [];
+    for (let i = 0; i < 8; i++) {
+      const s = await openOne();
+      // Held once the SCP has answered (A-ASSOCIATE-AC): it counts this connection by then.
+      const accepted = new Promise<boolean>((resolve) => {
+        s.once('data', () => resolve(true));
+        s.once('close', () => resolve(false));
+      });
+      s.write(associateRq(AE, 'MODALITY1'));
+      expect(await accepted).toBe(true);
+      held.push(s);
+    }
+    // Each connection's close is watched from its first moment: under load the SCP may close
+    // one before the others have connected.
+    const closedWithin = await Promise.all(
+      Array.from(
+        { length: 20 },
+        () =>
+          new Promise<boolean>((resolve) => {
+            const s = connect(port, '127.0.0.1');
+            s.on('error', () => undefined);
+            const t = setTimeout(() => {
+              s.destroy();
+              resolve(false);
+            }, 2_000);
+            s.once('close', () => {
+              clearTimeout(t);
+              resolve(true);
+            });
+          }),
+      ),
+    );
+    expect(closedWithin.every(Boolean)).toBe(true);
+    expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+    const flood = (await audit('study.association-refused')).filter((e) =>
+      /DICOM_SCP_MAX_ASSOCIATIONS/.test(e.summary),
+    );
+    expect(flood).toHaveLength(1);
+    for (const s of held) s.destroy();
+    await new Promise((r) => setTimeout(r, 300));
+    // The slots are free again.
+    await expect(
+      run('echoscu', ['-aet', 'MODALITY1', '-aec', AE, '127.0.0.1', String(port)]),
+    ).resolves.toBeDefined();
   });
 });

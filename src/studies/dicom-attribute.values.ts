@@ -61,15 +61,19 @@ export function num(el: Attribute | undefined): number | undefined {
 /**
  * The alphabetic component group of a PN value (`Family^Given^^^=Ideographic=Phonetic`,
  * PS3.5 §6.2.1). Trailing empty components carry no meaning (PS3.5 §6.2.1.1) and are
- * dropped, so `Doe^Jane^^^` equals `Doe^Jane`.
+ * dropped, so `Doe^Jane^^^` equals `Doe^Jane`. A name written only in its ideographic or
+ * phonetic group (`=山田^太郎`, as some Japanese sites do) keeps its groups, the empty
+ * alphabetic one included: it was read as no name at all, and the SR went back nameless.
  */
 export function personName(el: Attribute | undefined): string | undefined {
   const v = el?.Value[0];
   if (typeof v !== 'string') return undefined;
-  const name = v
-    .split('=')[0]!
+  const groups = v
     .replace(/[\0]+$/, '')
-    .trim()
-    .replace(/\^+$/, '');
-  return name === '' ? undefined : name;
+    .split('=')
+    .slice(0, 3)
+    .map((g) => g.trim().replace(/\^+$/, ''));
+  if (groups[0] !== '') return groups[0];
+  while (groups.length > 0 && groups[groups.length - 1] === '') groups.pop();
+  return groups.length === 0 ? undefined : groups.join('=');
 }

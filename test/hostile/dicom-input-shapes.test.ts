@@ -81,6 +81,12 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
       'ﾔﾏﾀﾞ^ﾀﾛｳ',
     ],
     [
+      'Japanese, ideographic and phonetic groups only',
+      '\\ISO 2022 IR 87',
+      '=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+      '=山田^太郎=やまだ^たろう',
+    ],
+    [
       'Korean (PS3.5 I.2)',
       '\\ISO 2022 IR 149',
       'Hong^Gildong=\x1b$)C\xfb\xf3^\x1b$)C\xd1\xce\xd4\xd7=\x1b$)C\xc8\xab^\x1b$)C\xb1\xe6\xb5\xbf',

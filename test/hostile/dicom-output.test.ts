@@ -160,6 +160,17 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     }
   });
 
+  it('a patient named only in the ideographic and phonetic groups keeps the name in the SR (UTF-8), valid', () => {
+    const input = publicationInput('DELIVERED', {});
+    const source = sourceStudy(1);
+    source.attributes.patientName = '=山田^太郎=やまだ^たろう';
+    const sr = join(dir, 'sr-ideographic.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0010,0010', sr], { encoding: 'utf8' });
+    expect(dump).toContain('(0010,0010) PN [=山田^太郎=やまだ^たろう]');
+  });
+
   it.each([
     ['LO', 'a\\b\r\nc', 'a b c'],
     ['SH', 'X'.repeat(20), 'X'.repeat(16)],

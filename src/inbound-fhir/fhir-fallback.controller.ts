@@ -44,42 +44,43 @@ const ALLOW: ReadonlyArray<[RegExp, string]> = [
  * 404 for a resource type (or path) we do not serve (R4 http.html#2.21.0.5). Registered last.
  */
 @ApiExcludeController()
-@Controller('fhir')
+@Controller()
 @UseFilters(OperationOutcomeFilter)
 @Roles('sender')
 export class FhirFallbackController {
   constructor(@Inject(FHIR_OPERATION_DEPS) private readonly deps: FhirOperationDeps) {}
 
-  // One route per method rather than @All: that would also register CONNECT/TRACE. `''`
-  // also matches the base itself (`GET /fhir` was Express's problem+json 404).
-  @Get(['', '*path'])
+  // One route per method rather than @All: that would also register CONNECT/TRACE.
+  // `fhir{/*path}` (one route, its tail optional) also matches the base itself (`GET /fhir`
+  // was Express's problem+json 404) without listing it as a route of its own.
+  @Get('fhir{/*path}')
   get(@Req() req: Request): never {
     return unsupported(req);
   }
 
-  @Post(['', '*path'])
+  @Post('fhir{/*path}')
   post(@Req() req: Request): Promise<never> {
     return this.refuseKept(req);
   }
 
-  @Put(['', '*path'])
+  @Put('fhir{/*path}')
   put(@Req() req: Request): Promise<never> {
     return this.refuseKept(req);
   }
 
-  @Patch(['', '*path'])
+  @Patch('fhir{/*path}')
   patch(@Req() req: Request): Promise<never> {
     return this.refuseKept(req);
   }
 
-  @Delete(['', '*path'])
+  @Delete('fhir{/*path}')
   delete(@Req() req: Request): Promise<never> {
     return this.refuseKept(req);
   }
 
   // OPTIONS is no FHIR interaction (R4 reads capabilities at /metadata): 405 with the Allow of
   // the URL, as an OperationOutcome (it was Express's problem+json 404).
-  @Options(['', '*path'])
+  @Options('fhir{/*path}')
   options(@Req() req: Request): never {
     return unsupported(req);
   }

@@ -24,10 +24,14 @@ function listRoutes(adapter: TestAdapter): RouteInfo[] {
 }
 
 /** Fills route parameters with plausible values. */
+/** A URL the route answers: parameters filled in, an optional group ({/*path}) taken, a wildcard a path. */
 function concrete(path: string): string {
-  return path.replace(/:(\w+)/g, (_, name: string) =>
-    /id$/i.test(name) ? '00000000-0000-4000-8000-000000000000' : 'x',
-  );
+  return path
+    .replace(/\{([^}]*)\}/g, '$1')
+    .replace(/\*\w+/g, 'Patient/x')
+    .replace(/:(\w+)/g, (_, name: string) =>
+      /id$/i.test(name) ? '00000000-0000-4000-8000-000000000000' : 'x',
+    );
 }
 
 const PUBLIC_ROUTES = new Set(['GET /health', 'GET /fhir/metadata']);

@@ -110,7 +110,14 @@ describe('JobQueue: jobs replaced while they ran', () => {
       await q.enqueue('last-try', {}, { maxAttempts: 1 });
       await waitFor('both upload runs and the last try settled', async () => {
         const [uploads, lastTry] = await Promise.all([rowsOf('upload'), rowsOf('last-try')]);
-        return uploads.length === 0 && lastTry.length === 1 && lastTry[0]!.locked_by === null;
+        // attempts 1 and unlocked: run and its failure written (a job not yet picked up is
+        // unlocked too, with attempts 0: waiting for that alone raced the worker)
+        return (
+          uploads.length === 0 &&
+          lastTry.length === 1 &&
+          lastTry[0]!.attempts === 1 &&
+          lastTry[0]!.locked_by === null
+        );
       });
       expect(runs.map((r) => r.v).sort()).toEqual([1, 2]);
       // The real last attempt's failure is kept for an operator to see.

@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Patient } from '@medplum/fhirtypes';
 import { Client as PgClient } from 'pg';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -12,30 +11,6 @@ jest.setTimeout(120_000);
  * input here was answered wrongly by a running adapter. Each gets its status and the element it
  * is about, and is kept for the audit log. A real FHIR engine plays the EHR.
  */
-
-const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
-type Json = Record<string, unknown>;
-const fixture = (name: string) =>
-  JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8')) as Json;
-
-/** The R4 spec's ServiceRequest "di" as an EHR sends it: our id dropped, a typed placer number. */
-function chestCt(placer: string, changes: Json = {}): Json {
-  const sr = fixture('r4-servicerequest-example-di');
-  delete sr.id;
-  return {
-    ...sr,
-    identifier: [
-      {
-        type: {
-          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
-        },
-        system: 'urn:oid:2.16.840.1.113883.3.999.1',
-        value: placer,
-      },
-    ],
-    ...changes,
-  };
-}
 
 async function call(
   adapter: TestAdapter,
@@ -69,7 +44,7 @@ function expressions(outcome: Json): string[] {
 
 /** The US Core chest CT transaction with fresh identifiers (a resend would be a duplicate). */
 function chestCtTransaction(tag: string, type = 'transaction'): Json & { entry: Json[] } {
-  const b = fixture('us-core-chest-ct-transaction') as Json & { entry: Json[] };
+  const b = fhirFixture('us-core-chest-ct-transaction') as Json & { entry: Json[] };
   b.type = type;
   b.identifier = { system: 'urn:probe', value: tag };
   for (const e of b.entry) {
@@ -92,7 +67,7 @@ describe('hostile: the FHIR front door, second pass', () => {
 
   beforeAll(async () => {
     ehr = await startTestFhirServer();
-    await ehr.seed(fixture('r4-patient-example-dicom') as unknown as Patient);
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
     adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
     db = new PgClient({ connectionString: adapter.db.url });
     await db.connect();
@@ -119,7 +94,12 @@ describe('hostile: the FHIR front door, second pass', () => {
       ['DT-3', { occurrenceDateTime: '2013-05-08+01:00' }, 'ServiceRequest.occurrenceDateTime'],
       ['ID-1', { id: 'bad id!' }, 'ServiceRequest.id'],
     ] as const) {
-      const res = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt(placer, changes));
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, changes),
+      );
       expect(res.status).toBe(422);
       expect(expressions(res.body)).toEqual([where]);
       expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
@@ -129,7 +109,7 @@ describe('hostile: the FHIR front door, second pass', () => {
       adapter,
       'POST',
       '/fhir/ServiceRequest',
-      chestCt('DT-OK', { occurrenceDateTime: '2013-05-08T09:33:27.1882432-05:00' }),
+      chestCtRequest('DT-OK', { occurrenceDateTime: '2013-05-08T09:33:27.1882432-05:00' }),
     );
     expect(ok.status).toBe(201);
   });
@@ -157,7 +137,7 @@ describe('hostile: the FHIR front door, second pass', () => {
       adapter,
       'POST',
       '/fhir/ServiceRequest',
-      chestCt('COND-2', {
+      chestCtRequest('COND-2', {
         subject: { reference: 'Patient?identifier=http://nema.org/examples/patients|MINT1234' },
       }),
     );
@@ -267,12 +247,17 @@ describe('hostile: the FHIR front door, second pass', () => {
   });
 
   it('a format refused (406) is kept with its body like any refusal; a fhirVersion other than R4 is 415 / 406', async () => {
-    const xml = await call(adapter, 'POST', '/fhir/ServiceRequest?_format=xml', chestCt('FMT-1'));
+    const xml = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest?_format=xml',
+      chestCtRequest('FMT-1'),
+    );
     expect(xml.status).toBe(406);
     expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '406' });
     expect(await ordersWith('FMT-1')).toEqual([]);
 
-    const stu3 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('FMT-2'), {
+    const stu3 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('FMT-2'), {
       'content-type': 'application/fhir+json; fhirVersion=3.0',
     });
     expect(stu3.status).toBe(415);
@@ -286,7 +271,7 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '406' });
     expect(await ordersWith('ORD-2013-0508-77-FMT-3')).toEqual([]);
 
-    const r4 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('FMT-4'), {
+    const r4 = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('FMT-4'), {
       'content-type': 'application/fhir+json; fhirVersion=4.0',
       accept: 'application/fhir+json; fhirVersion=4.0',
     });
@@ -294,7 +279,7 @@ describe('hostile: the FHIR front door, second pass', () => {
   });
 
   it('If-Match * or a list naming the current version passes; If-None-Match on a PUT of an existing resource is 412; a PUT to an unknown id is 405 with Allow', async () => {
-    const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCt('PRE-1'));
+    const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('PRE-1'));
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     const put = (n: string, headers: Record<string, string>) =>
@@ -302,7 +287,7 @@ describe('hostile: the FHIR front door, second pass', () => {
         adapter,
         'PUT',
         `/fhir/ServiceRequest/${id}`,
-        chestCt('PRE-1', { id, note: [{ text: n }] }),
+        chestCtRequest('PRE-1', { id, note: [{ text: n }] }),
         headers,
       );
     expect((await put('a', { 'if-match': '*' })).status).toBe(200); // version 2
@@ -322,7 +307,7 @@ describe('hostile: the FHIR front door, second pass', () => {
       adapter,
       'PUT',
       '/fhir/ServiceRequest/nowhere',
-      chestCt('PRE-2', { id: 'nowhere' }),
+      chestCtRequest('PRE-2', { id: 'nowhere' }),
     );
     expect(unknown.status).toBe(405);
     expect(unknown.headers.get('allow')).toBe('GET, HEAD');
@@ -344,7 +329,7 @@ describe('hostile: the FHIR front door, second pass', () => {
   });
 
   it('a Subscription notification whose event number is not digits (0x10, 1e1, -5) is 422 on it and kept, never another event', async () => {
-    const heartbeat = fixture('backport-r4-notification-heartbeat') as Json & {
+    const heartbeat = fhirFixture('backport-r4-notification-heartbeat') as Json & {
       entry: Array<{ resource: { parameter: Array<{ name: string; valueString?: string }> } }>;
     };
     const params = heartbeat.entry[0]!.resource.parameter;

@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Patient } from '@medplum/fhirtypes';
 import { Client as PgClient } from 'pg';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -12,30 +11,6 @@ jest.setTimeout(120_000);
  * each is answered with the status and the element it is about, kept for the audit log, and
  * stores only values PostgreSQL can hold. A real FHIR engine plays the EHR.
  */
-
-const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
-type Json = Record<string, unknown>;
-const fixture = (name: string) =>
-  JSON.parse(readFileSync(join(FIXTURES, `${name}.json`), 'utf8')) as Json;
-
-/** The R4 spec's ServiceRequest "di" as an EHR sends it: our id dropped, a typed placer number. */
-function chestCt(placer: string, changes: Json = {}): Json {
-  const sr = fixture('r4-servicerequest-example-di');
-  delete sr.id;
-  return {
-    ...sr,
-    identifier: [
-      {
-        type: {
-          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
-        },
-        system: 'urn:oid:2.16.840.1.113883.3.999.1',
-        value: placer,
-      },
-    ],
-    ...changes,
-  };
-}
 
 async function post(adapter: TestAdapter, path: string, body: string | Json) {
   const res = await fetch(`${adapter.httpUrl}${path}`, {
@@ -93,7 +68,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
 
   beforeAll(async () => {
     ehr = await startTestFhirServer();
-    await ehr.seed(fixture('r4-patient-example-dicom') as unknown as Patient);
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
     adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
     db = new PgClient({ connectionString: adapter.db.url });
     await db.connect();
@@ -116,7 +91,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
   it('a create whose status is revoked or entered-in-error: 422 on ServiceRequest.status, never a 200 naming no resource', async () => {
     for (const status of ['revoked', 'entered-in-error']) {
       const placer = `NEW-${status}`;
-      const res = await post(adapter, '/fhir/ServiceRequest', chestCt(placer, { status }));
+      const res = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer, { status }));
       expect({ status: res.status, location: res.location }).toEqual({
         status: 422,
         location: null,
@@ -127,12 +102,12 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       expect(await ordersWith(placer)).toEqual([]);
     }
     // Same placer as a live order: a POST never cancels it (that is PUT's job).
-    const created = await post(adapter, '/fhir/ServiceRequest', chestCt('LIVE-1'));
+    const created = await post(adapter, '/fhir/ServiceRequest', chestCtRequest('LIVE-1'));
     expect(created.status).toBe(201);
     const again = await post(
       adapter,
       '/fhir/ServiceRequest',
-      chestCt('LIVE-1', { status: 'revoked' }),
+      chestCtRequest('LIVE-1', { status: 'revoked' }),
     );
     expect(again.status).toBe(422);
     const [order] = (
@@ -146,9 +121,12 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
-        { resource: chestCt('BATCH-LIVE'), request: { method: 'POST', url: 'ServiceRequest' } },
         {
-          resource: chestCt('BATCH-REVOKED', { status: 'revoked' }),
+          resource: chestCtRequest('BATCH-LIVE'),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+        {
+          resource: chestCtRequest('BATCH-REVOKED', { status: 'revoked' }),
           request: { method: 'POST', url: 'ServiceRequest' },
         },
       ],
@@ -169,7 +147,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       ['SUR-2', '\\udc00', 'code'],
       ['NUL-1', '\\u0000', 'div'],
     ] as const) {
-      const sent = JSON.stringify(chestCt(placer));
+      const sent = JSON.stringify(chestCtRequest(placer));
       const body =
         where === 'code'
           ? sent.replace('"text":"Chest CT"', `"text":"Chest ${escape} CT"`)
@@ -196,7 +174,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       const res = await post(
         adapter,
         '/fhir/ServiceRequest',
-        chestCt(`REL-${reference.length}`, { subject: { reference } }),
+        chestCtRequest(`REL-${reference.length}`, { subject: { reference } }),
       );
       expect({ reference, status: res.status }).toEqual({ reference, status: 422 });
       expect(expressions(res.body)).toEqual(['ServiceRequest.subject']);
@@ -303,7 +281,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
           { name: 'focus', valueReference: { reference: focus } },
         ],
       ],
-      [{ fullUrl: focus, resource: { ...chestCt('X7'), id: 'x7', identifier: 'X7' } }],
+      [{ fullUrl: focus, resource: { ...chestCtRequest('X7'), id: 'x7', identifier: 'X7' } }],
     );
     const res = await post(adapter, '/fhir/subscription-notifications', body);
     expect(res.status).toBe(422);
@@ -344,9 +322,9 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     )
       .join('')
       .replace(/[|\\^~&]/g, 'x');
-    const created = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    const created = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
     expect(created.status).toBe(201);
-    const resent = await post(adapter, '/fhir/ServiceRequest', chestCt(placer));
+    const resent = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
     expect({ status: resent.status, id: resent.body.id }).toEqual({
       status: 200,
       id: created.body.id,
@@ -362,7 +340,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       return { status: res.status, body: (await res.json()) as Json };
     };
     // "active" then "revoked": JSON.parse would keep the last, another reader the first
-    const text = JSON.stringify(chestCt('DUP-KEY-1')).replace(
+    const text = JSON.stringify(chestCtRequest('DUP-KEY-1')).replace(
       '"status":"active"',
       '"status":"active","status":"revoked"',
     );
@@ -376,7 +354,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
 
     // a Latin-1 body says so: 415 (FHIR bodies are UTF-8), not a silent U+FFFD in the patient name
     const latin1 = Buffer.from(
-      JSON.stringify(chestCt('CHARSET-1', { note: [{ text: 'Müller' }] })),
+      JSON.stringify(chestCtRequest('CHARSET-1', { note: [{ text: 'Müller' }] })),
       'latin1',
     );
     const declared = await send(latin1, 'application/fhir+json; charset=ISO-8859-1');
@@ -391,7 +369,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
 
     // the same body in UTF-8, with the charset said or not, is an order
     const utf8 = Buffer.from(
-      JSON.stringify(chestCt('CHARSET-1', { note: [{ text: 'Müller' }] })),
+      JSON.stringify(chestCtRequest('CHARSET-1', { note: [{ text: 'Müller' }] })),
       'utf8',
     );
     expect((await send(utf8, 'application/fhir+json; charset=UTF-8')).status).toBe(201);

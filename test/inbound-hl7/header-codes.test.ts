@@ -1,6 +1,4 @@
-import { Client as PgClient } from 'pg';
-import { MllpClient } from '../../src/hl7';
-import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 
 /**
@@ -17,27 +15,16 @@ function swf(controlId: string, edit: (text: string) => string = (t) => t): Buff
 }
 
 describe('MLLP front door: case-sensitive codes, one message per frame', () => {
-  let adapter: TestAdapter;
-  let mllp: MllpClient;
-  let db: PgClient;
-
+  let h: MllpHarness;
   beforeAll(async () => {
-    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
-    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    h = await startMllpHarness();
   });
+  afterAll(() => h?.close());
 
-  afterAll(async () => {
-    await mllp?.close();
-    await db?.end();
-    await adapter?.close();
-  });
-
-  const send = async (raw: Buffer) => ackSummary(await mllp.send(raw));
+  const send = async (raw: Buffer) => ackSummary(await h.mllp.send(raw));
   const stored = async (controlId: string) =>
     (
-      await db.query<{ outcome: string; raw: Buffer }>(
+      await h.db.query<{ outcome: string; raw: Buffer }>(
         `SELECT outcome, raw FROM inbound_messages WHERE message_control_id = $1`,
         [controlId],
       )
@@ -49,7 +36,7 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
   ])(
     'MSH-9 %s is refused AR, the answer naming the code in its case',
     async (type, id, err, text) => {
-      const ack = await mllp.send(swf(id, (t) => t.replace('|ORM^O01|', `|${type}|`)));
+      const ack = await h.mllp.send(swf(id, (t) => t.replace('|ORM^O01|', `|${type}|`)));
       expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: id });
       // v2.3.1: the ERR-1 layout (location^code&text&table), the reason in MSA-3
       expect(ackSummary(ack).errors.join(' ')).toMatch(err);
@@ -59,7 +46,7 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
   );
 
   it('MSH-11 p (lower case) is refused AR 202 at MSH-11, saying codes are case-sensitive', async () => {
-    const ack = await mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
+    const ack = await h.mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
     const summary = ackSummary(ack);
     expect(summary).toMatchObject({ code: 'AR', controlIdEchoed: 'CASE-P' });
     expect(summary.errors.join(' ')).toMatch(/MSH\^1\^11\^202/);
@@ -67,11 +54,11 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
   });
 
   it('ORC-1 nw is AE 103 at ORC-1 and creates no order', async () => {
-    const ack = await mllp.send(swf('CASE-NW', (t) => t.replace('\rORC|NW|', '\rORC|nw|')));
+    const ack = await h.mllp.send(swf('CASE-NW', (t) => t.replace('\rORC|NW|', '\rORC|nw|')));
     expect(ackSummary(ack)).toMatchObject({ code: 'AE', controlIdEchoed: 'CASE-NW' });
     expect(ackSummary(ack).errors.join(' ')).toMatch(/ORC\^1\^1\^103/);
     expect(ack.toString('latin1')).toMatch(/case-sensitive \(NW\)/);
-    const orders = await db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [
+    const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [
       'PLC-CASE-NW',
     ]);
     expect(orders.rowCount).toBe(0);
@@ -93,7 +80,7 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     const ack = await send(Buffer.concat([first, second]));
     expect(ack).toMatchObject({ code: 'AR', controlIdEchoed: 'FRAME-1' });
     expect(ack.errors.join(' ').replace(/&/g, '^')).toMatch(/MSH\^2\^1\^100/);
-    const orders = await db.query(
+    const orders = await h.db.query(
       `SELECT 1 FROM orders WHERE placer_order_number IN ('PLC-FRAME-1', 'PLC-FRAME-2')`,
     );
     expect(orders.rowCount).toBe(0);

@@ -1,7 +1,5 @@
-import { Client as PgClient } from 'pg';
-import { MllpClient } from '../../src/hl7';
-import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
-import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 
 /**
  * A resend (same MSH-3/MSH-4/MSH-10) gets the original answer; a different message under a
@@ -10,61 +8,43 @@ import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
  * (NW) and the v2.5.1 CA fixtures of the same order, both sent under one MSH-10.
  */
 describe('MSH-10 reused for a different message', () => {
-  let adapter: TestAdapter;
-  let mllp: MllpClient;
-  let db: PgClient;
-
+  let h: MllpHarness;
   beforeAll(async () => {
-    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
-    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    h = await startMllpHarness();
   });
-
-  afterAll(async () => {
-    await mllp?.close();
-    await db?.end();
-    await adapter?.close();
-  });
-
-  const withId = (name: string, id: string): Buffer =>
-    Buffer.from(
-      hl7Fixture(name)
-        .toString('latin1')
-        .replace(/\|MSGID\d+\|/, `|${id}|`),
-      'latin1',
-    );
+  afterAll(() => h?.close());
+  const withId = (name: string, id: string): Buffer => withControlId(hl7Fixture(name), id);
 
   it('is refused AR 205 at MSH-10 and kept; the first message stands; true resends still get the original answer', async () => {
     const order = withId('orm-o01-v231-ihe-swf-zds', 'RIS-0001');
-    const first = await mllp.send(order);
+    const first = await h.mllp.send(order);
     expect(ackSummary(first)).toMatchObject({ code: 'AA', controlIdEchoed: 'RIS-0001' });
 
     // The cancel, under the same control ID (and the same sender, MSH-3/MSH-4).
     const cancel = withId('orm-o01-v251-cancel-ca', 'RIS-0001');
-    const refused = await mllp.send(cancel);
+    const refused = await h.mllp.send(cancel);
     expect(ackSummary(refused)).toMatchObject({ code: 'AR', controlIdEchoed: 'RIS-0001' });
     expect(ackSummary(refused).errors.join(' ')).toMatch(
       /MSH\^1\^10\^1\|205\^Duplicate key identifier/,
     );
     expect(refused.toString('latin1')).toMatch(/already used by this sender/);
 
-    const rows = await db.query<{ outcome: string; raw: Buffer }>(
+    const rows = await h.db.query<{ outcome: string; raw: Buffer }>(
       `SELECT outcome, raw FROM inbound_messages WHERE message_control_id = 'RIS-0001' ORDER BY received_at`,
     );
     expect(rows.rows.map((r) => r.outcome)).toEqual(['accepted', 'rejected']);
     expect(rows.rows[1]!.raw.equals(cancel)).toBe(true);
-    const orders = await db.query<{ cancel_requested_at: Date | null }>(
+    const orders = await h.db.query<{ cancel_requested_at: Date | null }>(
       `SELECT cancel_requested_at FROM orders WHERE placer_order_number = 'PLC-100234'`,
     );
     expect(orders.rows).toEqual([{ cancel_requested_at: null }]);
 
     // A resend byte for byte, and one re-stamped (MSH-7) with LF separators: the original ACK.
-    expect((await mllp.send(order)).equals(first)).toBe(true);
+    expect((await h.mllp.send(order)).equals(first)).toBe(true);
     const restamped = Buffer.from(
       order.toString('latin1').replace('|20240318144217|', '|20240318150000|').replace(/\r/g, '\n'),
       'latin1',
     );
-    expect((await mllp.send(restamped)).equals(first)).toBe(true);
+    expect((await h.mllp.send(restamped)).equals(first)).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
-import type { Patient } from '@medplum/fhirtypes';
-import { Client as PgClient } from 'pg';
-import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+import type { Client as PgClient } from 'pg';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import type { TestFhirServer } from '../helpers/fhir-server';
+import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
@@ -65,18 +65,12 @@ describe('hostile: the FHIR front door, second pass', () => {
   let adapter: TestAdapter;
   let db: PgClient;
 
+  let harness: FhirHarness | undefined;
   beforeAll(async () => {
-    ehr = await startTestFhirServer();
-    await ehr.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
-    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    harness = await startFhirHarness();
+    ({ ehr, adapter, db } = harness);
   });
-  afterAll(async () => {
-    await db?.end();
-    await adapter?.close();
-    await ehr?.close();
-  });
+  afterAll(() => harness?.close());
 
   const lastMessage = async () =>
     (

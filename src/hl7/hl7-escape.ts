@@ -45,12 +45,14 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
   let out = '';
   let i = 0;
   while (i < raw.length) {
-    const ch = raw[i];
-    if (ch !== esc) {
-      out += ch;
-      i += 1;
-      continue;
+    // the text up to the next escape character, copied as one slice
+    const next = raw.indexOf(esc, i);
+    if (next === -1) {
+      out += raw.slice(i);
+      break;
     }
+    if (next > i) out += raw.slice(i, next);
+    i = next;
     const close = raw.indexOf(esc, i + 1);
     if (close === -1) {
       // A lone escape character: keep it (some senders do not escape backslashes).
@@ -98,7 +100,15 @@ function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
       break;
   }
   if (/^X([0-9A-Fa-f]{2})+$/.test(body)) {
-    return decodeBytes(Buffer.from(body.slice(1), 'hex'), ctx.encoding);
+    // bytes below 0x80 are the same characters in every charset decoded here (all
+    // ASCII-compatible): no Buffer for the common \X0D\ \X0A\ \X7C\
+    let ascii = '';
+    for (let k = 1; k < body.length; k += 2) {
+      const byte = parseInt(body.slice(k, k + 2), 16);
+      if (byte > 0x7f) return decodeBytes(Buffer.from(body.slice(1), 'hex'), ctx.encoding);
+      ascii += String.fromCharCode(byte);
+    }
+    return ascii;
   }
   const fmt = /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body);
   if (fmt) {

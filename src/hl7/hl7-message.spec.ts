@@ -136,6 +136,17 @@ describe('escape sequences (HL7 v2.5.1 section 2.7)', () => {
     expect(unescapeValue('\\H\\bold\\N\\', ctx)).toBe('bold');
   });
 
+  it('reads hexadecimal data in the message charset, ASCII bytes alike in all of them', () => {
+    expect(unescapeValue('\\X41\\\\X0D0A\\z', ctx)).toBe('A\r\nz');
+    // a run mixing ASCII and non-ASCII bytes is decoded as a whole
+    expect(unescapeValue('\\X41C3A4\\', ctx)).toBe('Aä');
+    expect(unescapeValue('\\X41E4\\', { ...ctx, encoding: 'latin1' })).toBe('Aä');
+    expect(unescapeValue('\\X82A0\\', { ...ctx, encoding: 'shift_jis' })).toBe('あ');
+    // text between sequences is copied as it is, however long
+    const long = 'x'.repeat(100_000);
+    expect(unescapeValue(`${long}\\E\\${long}`, ctx)).toBe(`${long}\\${long}`);
+  });
+
   it('keeps unknown escapes literally (nothing lost) and records them', () => {
     const m = parseHl7(`${BASIC}\rNTE|1||see \\Zlocal\\ and C:\\path`);
     expect(m.get('NTE-3')).toBe('see \\Zlocal\\ and C:\\path');

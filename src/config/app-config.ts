@@ -91,6 +91,7 @@ const envSchema = z.object({
   FHIR_SERVER_URL: optionalUrl(['http:', 'https:']),
   FHIR_SERVER_TOKEN: z.string().min(1).optional(),
   FHIR_MAX_BODY_BYTES: positiveInt(5 * 1024 * 1024),
+  FHIR_MAX_JSON_VALUES: positiveInt(20_000),
   FHIR_UNKNOWN_PROCEDURE: z
     .string()
     .trim()

@@ -78,8 +78,8 @@ function ifNoneExistIssues(
 export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
 
 /** The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422). */
-function parseBundle(raw: Buffer): Bundle {
-  const bundle = parseResource(raw);
+function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
+  const bundle = parseResource(raw, maxJsonValues);
   if (bundle.resourceType !== 'Bundle') {
     throw new FhirError(
       'bad-request',
@@ -186,7 +186,7 @@ export async function prepareBundle(
   entryErrors: Map<number, OperationOutcomeIssue[]>;
   mappingVersion: string;
 }> {
-  const b = parseBundle(raw);
+  const b = parseBundle(raw, config.maxJsonValues);
   const entries = b.entry ?? [];
   const siblings = checkEntries(entries, quirks);
 

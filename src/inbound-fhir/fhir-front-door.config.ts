@@ -10,6 +10,8 @@ import type { UnknownProcedureRule } from '../mappings/product-table';
 export interface FhirFrontDoorConfig {
   mapping: FhirOrderMappingConfig;
   maxBodyBytes: number;
+  /** Most JSON values in one body (FHIR_MAX_JSON_VALUES); 413 too-costly above. */
+  maxJsonValues: number;
   /** Extra search parameters for catch-up searches on the EHR (e.g. `category=363679005`). */
   catchUpSearch: Record<string, string>;
   /**
@@ -45,6 +47,7 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
       unknownProcedure: parseUnknownProcedureRule(config.FHIR_UNKNOWN_PROCEDURE),
     },
     maxBodyBytes: config.FHIR_MAX_BODY_BYTES,
+    maxJsonValues: config.FHIR_MAX_JSON_VALUES,
     subscriptionToken: config.FHIR_SUBSCRIPTION_TOKEN,
     catchUpSearch: Object.fromEntries(new URLSearchParams(config.FHIR_CATCHUP_SEARCH).entries()),
     subscription:

@@ -163,8 +163,12 @@ export function unexpectedResult(kind: string | undefined): IntakeResponse {
 }
 
 /** The body parsed as a resource of `type` (400 when it is another resource type). */
-export function parseTyped<T extends Resource>(raw: Buffer, type: string): T {
-  const resource = parseResource(raw);
+export function parseTyped<T extends Resource>(
+  raw: Buffer,
+  type: string,
+  maxJsonValues: number,
+): T {
+  const resource = parseResource(raw, maxJsonValues);
   if (resource.resourceType !== type) {
     throw new FhirError(
       'bad-request',

@@ -62,7 +62,7 @@ export async function prepareCreate(
   mapped: FhirMappingResult;
   request: NonNullable<FhirMappingResult['request']>;
 }> {
-  const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest');
+  const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest', config.maxJsonValues);
   const conditional = parseIfNoneExist(ifNoneExist);
   const { mapped, request } = await mapOrRefuse(
     sr,

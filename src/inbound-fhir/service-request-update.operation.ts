@@ -46,7 +46,11 @@ export class UpdateServiceRequestOperation {
             { Allow: 'GET, HEAD' },
           );
         }
-        const sr = parseTyped<ServiceRequest>(caller.raw, 'ServiceRequest');
+        const sr = parseTyped<ServiceRequest>(
+          caller.raw,
+          'ServiceRequest',
+          this.deps.config.maxJsonValues,
+        );
         if (sr.id !== id) {
           throw new FhirError(
             'bad-request',

@@ -55,7 +55,7 @@ export class SubscriptionNotificationHandler {
     let parsed: ParsedNotification;
     try {
       assertJsonMediaType(caller.contentType);
-      const resource = parseResource(caller.raw);
+      const resource = parseResource(caller.raw, this.deps.config.maxJsonValues);
       if (resource.resourceType !== 'Bundle') {
         throw new FhirError(
           'bad-request',

@@ -57,7 +57,9 @@ export const FRONT_DOOR_PATHS: Record<string, Record<string, Operation>> = {
         '200': { description: 'If-None-Exist matched: the original', content: fhirJson },
         '400': outcome('not a ServiceRequest, or malformed'),
         '401': { description: 'no or unknown bearer credential' },
-        '413': outcome('larger than FHIR_MAX_BODY_BYTES'),
+        '413': outcome(
+          'larger than FHIR_MAX_BODY_BYTES, or too costly to read (more than FHIR_MAX_JSON_VALUES JSON values, or nested deeper than 100)',
+        ),
         '422': outcome('not mappable (e.g. ServiceRequest.code not in the product table)'),
         '503': outcome('cannot be stored now (database unavailable); Retry-After'),
       },

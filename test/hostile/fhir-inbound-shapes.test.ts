@@ -368,4 +368,90 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     );
     expect((await send(utf8, 'application/fhir+json; charset=UTF-8')).status).toBe(201);
   });
+  it.each([
+    [
+      'a transaction Bundle of 2,500 ServiceRequests (3 MB)',
+      '/fhir',
+      () => ({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: Array.from({ length: 2_500 }, (_, i) => ({
+          fullUrl: `urn:uuid:7d3b1e2a-0000-4000-8000-${String(i).padStart(12, '0')}`,
+          resource: chestCtRequest(`COST-B-${i}`),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        })),
+      }),
+      /more than 20000 JSON values \(FHIR_MAX_JSON_VALUES\)/,
+    ],
+    [
+      'a ServiceRequest with 40,000 extensions',
+      '/fhir/ServiceRequest',
+      () =>
+        chestCtRequest('COST-E', {
+          extension: Array.from({ length: 40_000 }, (_, i) => ({
+            url: `http://example.org/fhir/StructureDefinition/x-${i}`,
+            valueString: 'v',
+          })),
+        }),
+      /more than 20000 JSON values/,
+    ],
+    [
+      'an extension nested 5,000 deep',
+      '/fhir/ServiceRequest',
+      () =>
+        JSON.stringify(chestCtRequest('COST-D', { extension: ['NEST'] })).replace(
+          '"NEST"',
+          '{"url":"http://example.org/n","extension":['.repeat(5_000) +
+            '{"url":"http://example.org/l","valueString":"x"}' +
+            ']}'.repeat(5_000),
+        ),
+      /nests deeper than 100 levels/,
+    ],
+  ] as Array<[string, string, () => Json | string, RegExp]>)(
+    'a body too costly to read (%s): 413 too-costly before any check, recorded, /health answers meanwhile',
+    async (_what, path, make, diagnostics) => {
+      const made = make();
+      const body = typeof made === 'string' ? made : JSON.stringify(made);
+      let slowestHealthMs = 0;
+      let posting = true;
+      const polling = (async () => {
+        while (posting) {
+          const t0 = Date.now();
+          expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+          slowestHealthMs = Math.max(slowestHealthMs, Date.now() - t0);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      const res = await post(adapter, path, body).finally(() => {
+        posting = false;
+      });
+      await polling;
+      expect(res.status).toBe(413);
+      expect(res.body.issue).toEqual([
+        expect.objectContaining({
+          code: 'too-costly',
+          diagnostics: expect.stringMatching(diagnostics),
+        }),
+      ]);
+      const stored = await lastMessage();
+      expect(stored).toMatchObject({ outcome: 'rejected', response_code: '413' });
+      expect(stored.raw.length).toBe(Buffer.byteLength(body));
+      // before the bound, the Bundle held the event loop (and /health) for 2.4 s
+      expect(slowestHealthMs).toBeLessThan(1_500);
+    },
+  );
+
+  it('a Bundle of 100 orders is within the bound and read as usual', async () => {
+    const res = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: Array.from({ length: 100 }, (_, i) => ({
+        fullUrl: `urn:uuid:7d3b1e2a-0000-4000-8001-${String(i).padStart(12, '0')}`,
+        resource: chestCtRequest(`COST-OK-${i}`),
+        request: { method: 'POST', url: 'ServiceRequest' },
+      })),
+    });
+    expect(res.status).toBe(200);
+    expect((res.body.entry as unknown[]).length).toBe(100);
+  });
 });

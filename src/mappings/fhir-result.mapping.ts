@@ -10,7 +10,7 @@ import type {
   ServiceRequest,
   Task,
 } from '@medplum/fhirtypes';
-import { fhirCode, fhirString, fhirUri } from './fhir-values';
+import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -64,6 +64,11 @@ export function reportIdentifier(orderId: string): Identifier {
   return { system: ADAPTER_SYSTEM.report, value: orderId };
 }
 
+/** `{ [key]: value }` when there is a value, else nothing (an element is left out, never empty). */
+function optional<K extends string>(key: K, value: string | undefined): { [k in K]?: string } {
+  return value === undefined ? {} : ({ [key]: value } as { [k in K]: string });
+}
+
 function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
   if (input.serviceRequest) return { reference: input.serviceRequest };
   const placer = input.order.request.placerOrderNumber;
@@ -72,31 +77,39 @@ function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
     type: 'ServiceRequest',
     identifier: {
       ...(system ? { system } : {}),
-      value: fhirString(placer?.value ?? input.order.placerOrderNumber ?? input.orderId),
+      value:
+        fhirText(placer?.value) ??
+        fhirText(input.order.placerOrderNumber ?? undefined) ??
+        input.orderId,
     },
   };
 }
 
 function subjectRef(input: PublicationInput): Reference<Patient> {
   if (input.patientReference) return { reference: input.patientReference };
-  const id = input.order.request.patient.identifiers[0];
+  // the first identifier that says something (an HL7 PID-3 may lead with one of spaces)
+  const id = input.order.request.patient.identifiers.find((i) => fhirText(i.value));
   const system = fhirUri(id?.system);
   return {
     type: 'Patient',
-    identifier: { ...(system ? { system } : {}), value: fhirString(id?.value || 'unknown') },
+    identifier: { ...(system ? { system } : {}), value: fhirText(id?.value) ?? 'unknown' },
   };
 }
 
 function deviceResource(input: PublicationInput): Device {
   const d = input.device;
+  const udi = fhirText(d.udi);
+  const manufacturer = fhirText(d.manufacturer);
+  const name = fhirText(d.name);
+  const version = fhirText(d.version);
   return {
     resourceType: 'Device',
     id: 'ai-device',
-    ...(d.udi ? { udiCarrier: [{ deviceIdentifier: fhirString(d.udi) }] } : {}),
+    ...(udi ? { udiCarrier: [{ deviceIdentifier: udi }] } : {}),
     identifier: [{ system: 'urn:dicom:uid', value: `urn:oid:${d.uid}` }],
-    manufacturer: fhirString(d.manufacturer),
-    deviceName: [{ name: fhirString(d.name), type: 'manufacturer-name' }],
-    version: [{ value: fhirString(d.version) }],
+    ...(manufacturer ? { manufacturer } : {}),
+    ...(name ? { deviceName: [{ name, type: 'manufacturer-name' }] } : {}),
+    ...(version ? { version: [{ value: version }] } : {}),
   };
 }
 
@@ -105,6 +118,7 @@ function reportCode(input: PublicationInput): CodeableConcept {
   const text = fhirString(`AI analysis (${input.order.request.products.join(', ') || 'imaging'})`);
   const code = fhirCode(p?.code);
   if (!p || !code) return { text };
+  const display = fhirText(p.display);
   const system =
     p.system === 'LN' || p.system === 'LOINC'
       ? LOINC
@@ -116,7 +130,7 @@ function reportCode(input: PublicationInput): CodeableConcept {
       {
         ...(system ? { system: fhirUri(system) } : {}),
         code,
-        ...(p.display ? { display: fhirString(p.display) } : {}),
+        ...(display ? { display } : {}),
       },
     ],
     text,
@@ -131,7 +145,7 @@ export function buildTask(input: PublicationInput): Task {
     row.key === 'QC_BYPASS' && input.qcBypass
       ? `by ${input.qcBypass.by}${input.qcBypass.reason ? `: ${input.qcBypass.reason}` : ''}`
       : undefined;
-  const reason = [row.task.reason, input.reason, bypass].filter(Boolean).join(': ');
+  const reason = fhirText([row.task.reason, input.reason, bypass].filter(Boolean).join(': '));
   const hasReport = row.report !== undefined && row.terminal;
   return {
     resourceType: 'Task',
@@ -139,7 +153,7 @@ export function buildTask(input: PublicationInput): Task {
     identifier: [taskIdentifier(input.orderId)],
     basedOn: [serviceRequestRef(input)],
     status: row.task.status,
-    ...(reason ? { statusReason: { text: fhirString(reason) } } : {}),
+    ...(reason ? { statusReason: { text: reason } } : {}),
     businessStatus: {
       coding: [
         {
@@ -163,7 +177,7 @@ export function buildTask(input: PublicationInput): Task {
     for: subjectRef(input),
     authoredOn: input.order.createdAt,
     lastModified: input.statusAt,
-    owner: { reference: '#ai-device', display: fhirString(input.device.name) },
+    owner: { reference: '#ai-device', ...optional('display', fhirText(input.device.name)) },
     ...(hasReport
       ? {
           output: [
@@ -183,7 +197,7 @@ export function buildTask(input: PublicationInput): Task {
 function conclusionOf(input: PublicationInput): string {
   const { row } = input;
   if (row.report === 'final' || row.report === 'corrected') {
-    const parts = [input.results?.impression ?? 'See the attached report.'];
+    const parts = [fhirText(input.results?.impression) ?? 'See the attached report.'];
     if (input.results?.caveat) parts.push(input.results.caveat);
     else if (input.results?.qcBypassed || input.qcBypass) {
       parts.push('QC failure was bypassed on user request: interpret with caution.');
@@ -215,16 +229,16 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
               {
                 system: ADAPTER_SYSTEM.measurement,
                 code: fhirCode(m.id) ?? 'x',
-                display: fhirString(m.label),
+                ...optional('display', fhirText(m.label)),
               },
             ],
-            text: fhirString(m.label),
+            ...optional('text', fhirText(m.label)),
           },
           subject,
           effectiveDateTime: input.statusAt,
           valueQuantity: {
             value: m.value,
-            unit: fhirString(m.unitDisplay),
+            ...optional('unit', fhirText(m.unitDisplay)),
             system: UCUM,
             code: m.ucum,
           },

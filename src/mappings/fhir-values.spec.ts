@@ -1,4 +1,4 @@
-import { fhirCode, fhirString, fhirUri } from './fhir-values';
+import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
 
 describe('values written into FHIR R4 resources', () => {
   it('strings: control characters and lone surrogates become U+FFFD; TAB, LF, CR and pairs stay', () => {
@@ -20,5 +20,13 @@ describe('values written into FHIR R4 resources', () => {
     expect(fhirUri('RADIS 1')).toBe('RADIS%201');
     expect(fhirUri('http://hospital.org/orders')).toBe('http://hospital.org/orders');
     expect(fhirUri(' ')).toBeUndefined();
+  });
+
+  it('text: a string of only whitespace (no R4 string) is left out', () => {
+    expect(fhirText('   ')).toBeUndefined();
+    expect(fhirText('\u00a0\t')).toBeUndefined();
+    expect(fhirText(undefined)).toBeUndefined();
+    expect(fhirText(' PAT-1 ')).toBe(' PAT-1 ');
+    expect(fhirText('\u0007')).toBe('\uFFFD');
   });
 });

@@ -38,3 +38,15 @@ export function fhirUri(uri: string | undefined): string | undefined {
     .replace(/\s/g, (c) => encodeURIComponent(c));
   return text === '' ? undefined : text;
 }
+
+/**
+ * An R4 `string` that must say something: the validator refuses one of only whitespace
+ * (json.html: a value has non-whitespace content), which an HL7 order can carry (`PID-3` of
+ * three spaces beside a real id, an `OBR-4` text of spaces). Undefined then, so the element is
+ * left out (or the caller takes its fallback) rather than the resource dead-lettered.
+ */
+export function fhirText(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  const value = fhirString(text);
+  return value.trim() === '' ? undefined : value;
+}

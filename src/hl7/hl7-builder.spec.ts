@@ -1,4 +1,11 @@
-import { encodeField, encodeMessage, encodeSegment, formatHl7Timestamp } from './hl7-builder';
+import {
+  encodeField,
+  encodeMessage,
+  encodeSegment,
+  formatHl7Timestamp,
+  isoToHl7Dtm,
+} from './hl7-builder';
+import { recodeHexData } from './hl7-escape';
 import { parseHl7 } from './hl7-message';
 
 describe('hl7 builder', () => {
@@ -31,5 +38,26 @@ describe('hl7 builder', () => {
 
   it('formats timestamps as UTC DTM with offset', () => {
     expect(formatHl7Timestamp(new Date('2026-02-03T04:05:06.789Z'))).toBe('20260203040506+0000');
+  });
+
+  it('writes an ISO date or dateTime as a DTM of the same precision and offset, without a Date', () => {
+    expect(isoToHl7Dtm('2026')).toBe('2026');
+    expect(isoToHl7Dtm('2026-11')).toBe('202611');
+    expect(isoToHl7Dtm('2026-11-25')).toBe('20261125');
+    expect(isoToHl7Dtm('2026-11-25T10:30:00.123+01:00')).toBe('20261125103000+0100');
+    expect(isoToHl7Dtm('2024-03-18T15:00:00.000Z')).toBe('20240318150000+0000');
+    expect(isoToHl7Dtm('2026-12-31T23:59:60Z')).toBe('20261231235959+0000');
+    expect(isoToHl7Dtm('+010000-01-01T11:00:00.000Z')).toBeUndefined();
+    expect(isoToHl7Dtm('not a date')).toBeUndefined();
+  });
+
+  it('rewrites hexadecimal data of another charset as text, other escapes untouched', () => {
+    expect(recodeHexData('M\\XE9\\nard', 'latin1')).toBe('Ménard');
+    // \XE9\ inside an escaped escape is text, not hexadecimal data
+    expect(recodeHexData('\\E\\XE9\\E\\ \\X0D\\\\F\\', 'latin1')).toBe(
+      '\\E\\XE9\\E\\ \\X0D\\\\F\\',
+    );
+    // a sequence mixing a delimiter byte and a Latin-1 letter: the delimiter escaped again
+    expect(recodeHexData('\\X7CE9\\', 'latin1')).toBe('\\F\\é');
   });
 });

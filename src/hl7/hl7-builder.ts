@@ -70,3 +70,24 @@ export function formatHl7Timestamp(date: Date): string {
     `${p(date.getUTCHours())}${p(date.getUTCMinutes())}${p(date.getUTCSeconds())}+0000`
   );
 }
+
+/**
+ * An ISO 8601 / FHIR date or dateTime (`2026`, `2026-11`, `2026-11-25`,
+ * `2026-11-25T10:30:00.5+01:00`) as an HL7 DTM of the same precision and offset (chapter 2A,
+ * `YYYY[MM[DD[HHMM[SS]]]][+/-ZZZZ]`), without going through a Date: a partial date stays
+ * partial (`202611`, not `20261101000000+0000`), and a leap second (`23:59:60`, valid in FHIR,
+ * an Invalid Date in JavaScript) is written `59`, the last second DTM has. The fraction is
+ * dropped (seconds, as every other timestamp we write). Undefined for anything else, e.g. the
+ * six-digit year `+010000-01-01T…` of a Date past 9999.
+ */
+export function isoToHl7Dtm(value: string): string | undefined {
+  const m =
+    /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?)?)?$/.exec(
+      value,
+    );
+  if (!m) return undefined;
+  const [, year, month = '', day = '', hour = '', minute = '', second = '', zone] = m;
+  const seconds = second === '60' ? '59' : second;
+  const offset = zone === undefined ? '' : zone === 'Z' ? '+0000' : zone.replace(':', '');
+  return `${year}${month}${day}${hour}${minute}${seconds}${hour ? offset : ''}`;
+}

@@ -143,3 +143,37 @@ export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_D
   }
   return out;
 }
+
+/**
+ * Rewrites the hexadecimal data (\Xhh..\, section 2.7.7) of an escaped value for a message in
+ * another character set: \Xhh\ names bytes of the message's own charset, so `\XE9\` is é in a
+ * Latin-1 or ASCII message and no character at all in a UTF-8 one. A sequence holding a byte
+ * above 0x7F is decoded with `fromEncoding` (the label the value was read with) and written
+ * as the character it stands for, escaped again; the rest of the text is left as it was
+ * (escape sequences are paired left to right, as unescapeValue reads them).
+ */
+export function recodeHexData(
+  raw: string,
+  fromEncoding: string,
+  delimiters: Hl7Delimiters = DEFAULT_DELIMITERS,
+): string {
+  const esc = delimiters.escape;
+  if (esc === '' || !raw.includes(`${esc}X`)) return raw;
+  let out = '';
+  let i = 0;
+  while (i < raw.length) {
+    const open = raw.indexOf(esc, i);
+    const close = open === -1 ? -1 : raw.indexOf(esc, open + 1);
+    if (close === -1) break;
+    const body = raw.slice(open + 1, close);
+    out += raw.slice(i, open);
+    const hex = /^X((?:[0-9A-Fa-f]{2})+)$/.exec(body)?.[1];
+    const bytes = hex === undefined ? undefined : Buffer.from(hex, 'hex');
+    out +=
+      bytes && bytes.some((b) => b > 0x7f)
+        ? escapeValue(decodeBytes(bytes, fromEncoding), delimiters)
+        : raw.slice(open, close + 1);
+    i = close + 1;
+  }
+  return out + raw.slice(i);
+}

@@ -288,10 +288,13 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     ];
     const hit = candidates.find(([v]) => Boolean(v));
     if (!hit) return EMPTY;
-    // A dateTime with a time is normalised to a UTC instant; a date (or partial date) stays as sent.
+    // A dateTime with a time is normalised to a UTC instant; a date (or partial date) stays as
+    // sent, and so does a dateTime whose UTC instant is no R4 dateTime: a leap second (no Date),
+    // `9999-12-31T23:00:00-12:00` (`+010000-…` in UTC) or `0001-01-01T00:30:00+01:00` (year 0).
     const raw = hit[0]!;
-    const value =
-      raw.includes('T') && !Number.isNaN(Date.parse(raw)) ? new Date(raw).toISOString() : raw;
+    const utc =
+      raw.includes('T') && !Number.isNaN(Date.parse(raw)) ? new Date(raw).toISOString() : '';
+    const value = /^(?!0000)\d{4}-/.test(utc) ? utc : raw;
     return readFrom(value, hit[1]);
   },
   notes: ({ sr }) => {

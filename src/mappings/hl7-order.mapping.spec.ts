@@ -162,6 +162,17 @@ describe('mapHl7Message rules', () => {
     expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
   });
 
+  it('keeps a timestamp in year 0000 (no ISO 8601 / R4 year) out of requestedAt', () => {
+    // it reached the DiagnosticReport's effectiveDateTime, which our validation then refused
+    const result = mapEdited(
+      'orm-o01-v231-ihe-swf-zds.hl7',
+      '^^R||20240318144217|',
+      '^^R||00000318144217|',
+    );
+    expect(result.orders[0].request.requestedAt).toBe('2024-03-18T15:00:00+00:00'); // OBR-6
+    expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
+  });
+
   it('keeps one row per target and a rule ID on every row', () => {
     const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

@@ -1,11 +1,12 @@
 import {
   encodeSegment,
   formatHl7Timestamp,
+  isoToHl7Dtm,
   type Hl7FieldValue,
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { charsetLabel } from '../hl7/hl7-charset';
-import { escapeValue } from '../hl7/hl7-escape';
+import { escapeValue, recodeHexData } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
@@ -63,9 +64,23 @@ function originalSegment(original: Hl7Message | undefined, id: string): string |
   ) {
     // The raw text keeps what the sender wrote, control characters included (a NUL, or an FS
     // that would end the RIS's MLLP frame inside our ORU): those go out as hexadecimal data.
-    return seg.fields.join('|').replace(CONTROL_CHARACTER, (ch) => escapeValue(ch));
+    // Its own hexadecimal data names bytes of the order's charset: when ours differs (an ASCII
+    // order without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
+    const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
+      ? (field: string) => field
+      : (field: string) => recodeHexData(field, original!.encoding);
+    return seg.fields
+      .map(recode)
+      .join('|')
+      .replace(CONTROL_CHARACTER, (ch) => escapeValue(ch));
   }
   return undefined;
+}
+
+/** Two decoder labels that read every byte alike (ASCII is decoded and written as Latin-1). */
+function sameBytes(a: string, b: string): boolean {
+  const norm = (label: string) => (label === 'ascii' ? 'latin1' : label);
+  return norm(a) === norm(b);
 }
 
 // eslint-disable-next-line no-control-regex
@@ -215,7 +230,9 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
       4: p?.code
         ? [p.code, p.display, p.system]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
-      7: o.request.requestedAt ? formatHl7Timestamp(new Date(o.request.requestedAt)) : undefined,
+      // OBR-7 observation date/time: the order's own date at its own precision (FHIR `2026-11`
+      // is `202611`, not an invented midnight; a leap second is no Invalid Date).
+      7: o.request.requestedAt ? isoToHl7Dtm(o.request.requestedAt) : undefined,
       // OBR-18 placer field 1: the accession number (IHE SWF practice).
       18: o.accessionNumber ?? undefined,
       // OBR-22 results report / status change date-time.

@@ -3,6 +3,8 @@ import { notMapped, ofValue, storedAs, type TransformFn } from './hl7-value.kit'
 /** Dates and timestamps (DT, DTM; chapter 2A) → ISO 8601. */
 
 function validDate(y: number, m?: number, d?: number): boolean {
+  // year 0000 is no ISO 8601 / R4 year (it would reach a DiagnosticReport's effectiveDateTime)
+  if (y < 1) return false;
   if (m === undefined) return y >= 1800 && y <= 2999;
   if (m < 1 || m > 12) return false;
   if (d === undefined) return true;

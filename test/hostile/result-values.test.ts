@@ -1,0 +1,219 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import { MllpClient } from '../../src/hl7';
+import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { waitFor, writeSiteConfig } from '../e2e/e2e-support';
+import {
+  startAckingRis,
+  startValidatingEhr,
+  type TestEhr,
+  type TestRis,
+} from '../outbound/outbound-peers';
+
+jest.setTimeout(180_000);
+
+/**
+ * What we publish (ORU^R01 to the RIS, Task and DiagnosticReport to the EHR) is valid for its
+ * type whatever the order held. Orders come in through the front doors of a running adapter
+ * (MLLP, FHIR REST) and are cancelled, which publishes a no-result report built from every
+ * order field (PID, placer and filler numbers, procedure, accession, requested time). Each
+ * case below was seen to break: a Task and DiagnosticReport refused by our own validation
+ * (the EHR never heard of the cancellation), a patient name changed in the ORU, and OBR-7
+ * written `0NaNNaNNaNNaNNaNNaN+0000`.
+ */
+describe('result values from hostile orders (MLLP and FHIR front doors)', () => {
+  let ehr: TestEhr;
+  let ris: TestRis;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let n = 0;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'result-values-'));
+    ehr = await startValidatingEhr();
+    ris = await startAckingRis();
+    adapter = await startTestAdapter({
+      FHIR_SERVER_URL: ehr.baseUrl,
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      OUTBOUND_POLL_MS: '50',
+      CONFIG_FILE: writeSiteConfig(dir),
+      FHIR_UNKNOWN_PROCEDURE: 'default-products:neuro-volumetry',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await ris?.close();
+    await ehr?.close();
+  });
+
+  /** Waits until the order's Task, DiagnosticReport and ORU rows are no longer pending. */
+  async function published(orderId: string) {
+    return waitFor(`the no-result report of ${orderId}`, async () => {
+      const { rows } = await db.query<{ kind: string; status: string }>(
+        `SELECT kind, status FROM outbox WHERE order_id = $1 ORDER BY id`,
+        [orderId],
+      );
+      const kinds = new Set(rows.map((r) => r.kind));
+      const done =
+        ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru'].every((k) => kinds.has(k)) &&
+        rows.every((r) => r.status !== 'pending');
+      return done && rows;
+    });
+  }
+
+  function oruOf(orderId: string): { text: string; message: Hl7Message } {
+    const text = ris.received.find((m) => m.includes(`${orderId}^IMAGING-AI-ADAPTER`));
+    expect(text).toBeDefined();
+    return { text: text!, message: parseHl7(text!) };
+  }
+
+  async function reportOf(orderId: string): Promise<DiagnosticReport | undefined> {
+    const [dr] = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${orderId}`,
+    );
+    return dr;
+  }
+
+  /** An ORM^O01 NW, then its CA: the order's fields end up in a published no-result report. */
+  async function cancelledOverHl7(pid: string, obr4 = 'MRKOPF^MRT Kopf^L'): Promise<string> {
+    n += 1;
+    const placer = `PLC-RV${n}-${Date.now()}`;
+    const message = (control: 'NW' | 'CA') =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
+          pid,
+          'PV1||O|RAD^^^RADIOLOGIE',
+          `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
+          `OBR|1|${placer}^RADIS1||${obr4}|||||||||||||||ACC-RV${n}|||||MR`,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    expect(ackSummary(await mllp.send(message('NW'))).code).toBe('AA');
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id FROM orders WHERE placer_order_number = $1`,
+      [placer],
+    );
+    expect(ackSummary(await mllp.send(message('CA'))).code).toBe('AA');
+    return rows[0]!.id;
+  }
+
+  it('a PID-3 of spaces before the real id and an OBR-4 text of spaces: Task and DiagnosticReport reach the EHR', async () => {
+    const id = await cancelledOverHl7(
+      'PID|||   ^^^HOSP^MR~PAT-RV-1^^^HOSP^MR||DOE^JO||19640812|F',
+      'MRKOPF^   ^L',
+    );
+    // before: both refused by our own R4 validation ("String must contain non-whitespace
+    // content" on subject.identifier.value and code.coding[0].display) and dead-lettered
+    expect(await published(id)).toEqual(
+      expect.not.arrayContaining([expect.objectContaining({ status: 'dead' })]),
+    );
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({
+      status: 'cancelled',
+      subject: { identifier: { system: 'HOSP', value: 'PAT-RV-1' } },
+    });
+    expect(dr!.code.coding?.[0]).toEqual({ code: 'MRKOPF' });
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task?.for?.identifier?.value).toBe('PAT-RV-1');
+    // the ORU gives the RIS its own values back
+    const { message } = oruOf(id);
+    expect(message.get('OBR-4.2')).toBe('   ');
+  });
+
+  it('an ASCII order without MSH-18 writing é as \\XE9\\: the UTF-8 ORU names the same patient, framing intact', async () => {
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-2^^^HOSP^MR||M\\XE9\\nard\\F\\\\X0B\\^Zo\\XEB\\||19640812|F',
+    );
+    await published(id);
+    const { text, message } = oruOf(id);
+    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    // before: \XE9\ copied as it was, one byte 0xE9 in a UTF-8 message: "M\uFFFDnard"
+    expect(message.get('PID-5.1')).toBe('Ménard|\u000b');
+    expect(message.get('PID-5.2')).toBe('Zoë');
+    // eslint-disable-next-line no-control-regex
+    expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
+  });
+
+  it.each([
+    // a leap second: valid R4, an Invalid Date in JavaScript (OBR-7 was 0NaNNaNNaNNaNNaNNaN+0000)
+    ['2026-12-31T23:59:60Z', '20261231235959+0000'],
+    // a partial dateTime (OBR-7 was 20261101000000+0000, a midnight nobody ordered)
+    ['2026-11', '202611'],
+    // UTC of it is +010000-01-01T11:00:00.000Z: the DiagnosticReport was refused and dead-lettered
+    ['9999-12-31T23:00:00-12:00', '99991231230000-1200'],
+    // UTC of it is in year 0000, no R4 year: the same
+    ['0001-01-01T00:30:00+01:00', '00010101003000+0100'],
+  ])(
+    'a ServiceRequest occurring %s: DiagnosticReport.effectiveDateTime as sent, OBR-7 %s',
+    async (occurrence, obr7) => {
+      n += 1;
+      const sr = {
+        resourceType: 'ServiceRequest',
+        status: 'active',
+        intent: 'original-order',
+        contained: [
+          {
+            resourceType: 'Patient',
+            id: 'p1',
+            identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: `PAT-RV-F${n}` }],
+            name: [{ family: 'Doe', given: ['Jo'] }],
+          },
+        ],
+        identifier: [
+          {
+            type: {
+              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+            },
+            system: 'urn:oid:2.16.840.1.113883.3.999.1',
+            value: `FP-RV${n}-${Date.now()}`,
+          },
+        ],
+        code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }], text: 'Chest CT' },
+        subject: { reference: '#p1' },
+        occurrenceDateTime: occurrence,
+      };
+      const headers = {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      };
+      const created = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(sr),
+      });
+      expect(created.status).toBe(201);
+      const stored = (await created.json()) as { id: string };
+      const revoked = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${stored.id}`, {
+        method: 'PUT',
+        headers,
+        body: JSON.stringify({ ...sr, id: stored.id, status: 'revoked' }),
+      });
+      expect(revoked.status).toBe(200);
+      const { rows } = await db.query<{ id: string }>(
+        `SELECT id FROM orders WHERE placer_order_number = $1`,
+        [sr.identifier[0]!.value],
+      );
+      const id = rows[0]!.id;
+      expect(await published(id)).toEqual(
+        expect.not.arrayContaining([expect.objectContaining({ status: 'dead' })]),
+      );
+      expect((await reportOf(id))?.effectiveDateTime).toBe(occurrence);
+      expect(oruOf(id).message.get('OBR-7')).toBe(obr7);
+    },
+  );
+});

@@ -3,6 +3,7 @@ import { siteHl7Mapping } from '../config/site-mappings';
 import { FHIR_ORDER_FIELD_MAP, FHIR_ORDER_MAPPING_VERSION } from '../mappings/fhir-order.mapping';
 import {
   DICOM_MODALITIES,
+  FREE_TEXT_PRIORITY,
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
   TABLE_0001_SEX,
@@ -92,6 +93,11 @@ export function activeMappingTables(config: AppConfig): MappingTableView[] {
     pairs('hl7-0001', 'HL7 table 0001: PID-8 sex', TABLE_0001_SEX),
     pairs('free-text-sex', 'Free-text sex values tolerated (quirk recorded)', FREE_TEXT_SEX),
     pairs('hl7-0027', 'HL7 table 0027: priority', TABLE_0027_PRIORITY),
+    pairs(
+      'free-text-priority',
+      'Free-text priority words tolerated (quirk recorded)',
+      FREE_TEXT_PRIORITY,
+    ),
     pairs('hl7-0074', 'HL7 table 0074 → DICOM modality', TABLE_0074_TO_MODALITY),
     {
       id: 'dicom-modalities',

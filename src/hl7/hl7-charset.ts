@@ -18,6 +18,43 @@ export interface CharsetDecision {
 }
 
 /**
+ * Character set names that are not table 0211 values but that real senders write in MSH-18:
+ * Windows code pages (a Polish or Czech HIS writes `CP1250`, a Western one `CP1252`), the
+ * IANA/ISO spellings of the 8859 parts, and DICOM's defined terms (`ISO_IR 100`, PS3.3
+ * C.12.1.1.2) from PACS-side engines. Decoded as what they name: read as another charset, or
+ * as Latin-1 by default, a Polish name (`Małecka`, CP1250 byte B3) became `Ma³ecka`.
+ */
+function nonTableLabels(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const cp of [1250, 1251, 1252, 1253, 1254, 1257]) {
+    out[`CP${cp}`] = `windows-${cp}`;
+    out[`WINDOWS-${cp}`] = `windows-${cp}`;
+  }
+  const dicom: Record<string, number> = {
+    100: 1,
+    101: 2,
+    109: 3,
+    110: 4,
+    144: 5,
+    127: 6,
+    126: 7,
+    138: 8,
+    148: 9,
+    203: 15,
+  };
+  for (const [ir, part] of Object.entries(dicom)) {
+    const label = part === 1 ? 'latin1' : `iso-8859-${part}`;
+    out[`ISO-8859-${part}`] = label;
+    out[`ISO8859-${part}`] = label;
+    out[`ISO_8859-${part}`] = label;
+    out[`ISO_IR ${ir}`] = label;
+  }
+  out['LATIN1'] = 'latin1';
+  out['ISO_IR 192'] = 'utf-8';
+  return out;
+}
+
+/**
  * HL7 table 0211 (v2.5.1, MSH-18) values and the WHATWG decoder label for each that can be
  * decoded here. `UNICODE` (ISO/IEC 10646, kept in the table for backward compatibility) is
  * what senders write for UTF-8 in practice; it is decoded as UTF-8, checked like UTF-8.
@@ -43,6 +80,7 @@ const TABLE_0211: Readonly<Record<string, string>> = {
   // Not in table 0211, but sent by several engines; tolerated without a quirk of its own.
   'UTF-8': 'utf-8',
   UTF8: 'utf-8',
+  ...nonTableLabels(),
 };
 
 /**
@@ -133,7 +171,7 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
     quirks.add('invalid-utf8', 'MSH-18 declares UTF-8 but bytes are not; decoded as ISO 8859-1');
     return { declared, encoding: 'latin1', known: true };
   }
-  if (mapped === 'latin1') quirks.add('latin1-charset', 'MSH-18 8859/1');
+  if (mapped === 'latin1') quirks.add('latin1-charset', `MSH-18 ${declared}`);
   return { declared, encoding: mapped, known: true };
 }
 
@@ -170,7 +208,7 @@ function singleByteTable(encoding: string): ReadonlyMap<string, number> {
 }
 
 /** The single-byte charsets (ASCII is written as Latin-1: it only ever held what the sender sent). */
-const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+)$/;
+const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+|windows-\d+)$/;
 
 /**
  * Encodes text with one of our decoder labels, the inverse of decodeBytes for the charsets

@@ -24,6 +24,7 @@ export type Hl7QuirkCode =
   | 'explicit-null'
   | 'obr-without-orc'
   | 'free-text-sex'
+  | 'free-text-priority'
   | 'invalid-date'
   | 'field-conflict'
   | 'mllp-missing-cr';

@@ -9,6 +9,7 @@ export const ORDER_CONTROL_TO_ACTION = {
   CA: 'cancel', // cancel order request
   DC: 'cancel', // discontinue order request
   OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
+  OC: 'cancel', // order canceled (filler-initiated, unsolicited: a RIS acting as filler)
   XO: 'update', // change order request
   SC: 'status', // status changed: recorded only
 } as const satisfies Record<string, OrderAction>;
@@ -114,6 +115,19 @@ export const TABLE_0027_PRIORITY = {
   T: 'urgent',
   PRN: 'routine',
 } as const satisfies Record<string, OrderPriority>;
+
+/**
+ * Priority words seen in TQ-6 / TQ1-9 from real senders instead of table 0027 codes (whole
+ * value, any case). Tolerated and recorded as a `free-text-priority` quirk, like free-text sex;
+ * a word not listed here is left out with a warning, as an unknown code is.
+ */
+export const FREE_TEXT_PRIORITY: Readonly<Record<string, OrderPriority>> = {
+  stat: 'stat',
+  asap: 'asap',
+  routine: 'routine',
+  urgent: 'urgent',
+  emergency: 'stat',
+};
 
 /**
  * Modality values accepted from IPC-5 / OBR-24. IHE RAD TF-2 (RAD-4) carries the DICOM

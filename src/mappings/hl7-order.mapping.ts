@@ -25,7 +25,9 @@ export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.0.0';
  * (ZDS-1 Study Instance UID). TQ1-9 comes before ORC-7.6 because v2.5 moved timing/priority from
  * ORC-7 (kept for backward compatibility) to TQ1. Accession sources come from the site config
  * (rowsFor). `action` precedes `products`: unknown procedures only matter for new and changed
- * orders.
+ * orders. `products` reads every procedure code of the OBR (OBR-4 and its alternate, then OBR-44
+ * and its alternate: OBR_PROCEDURE_CODE_PLACES in hl7-value.products.ts), the first the product
+ * table knows.
  */
 // prettier-ignore
 export const HL7_ORDER_FIELD_MAP = [
@@ -46,7 +48,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
   { target: 'requestedAt', sources: ['ORC-9', 'OBR-6', 'TQ1-7'], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
   { target: 'notes', sources: ['NTE-3'], transform: 'nte-notes', required: false, ruleId: 'hl7.order.notes' },
-  { target: 'products', sources: ['OBR-4', 'OBR-44'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
+  { target: 'products', sources: ['OBR-4'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
 ] as const satisfies readonly Hl7FieldRule[];
 
 /** ADT^A40 (v2.5.1 chapter 3): MRG-1 holds the prior (non-surviving) patient identifiers. */
@@ -138,6 +140,24 @@ function productsWithoutProcedure(
   return undefined;
 }
 
+/**
+ * An OBR with no ORC of its own (a second OBR after one ORC, or none at all): ORM_O01 and
+ * OMI_O23 give each order its own ORC (v2.5.1 §4.4.1, §4.4.6), and whether the previous ORC's
+ * order control, placer number and times were meant for this OBR too is a guess. Refused at
+ * that OBR, saying so; the rows would have reported "ORC-1 required" at the other order's ORC.
+ */
+function groupWithoutOrc(group: Hl7OrderGroup): TransformProblem | undefined {
+  if (group.orc || !group.obr) return undefined;
+  const at = group.obr.locationOf(1).replace(/-1$/, '');
+  return {
+    // The segment, as ERR-2 names one (field 1, like `MSH[2]-1` for a second MSH).
+    location: group.obr.locationOf(1),
+    code: 100,
+    severity: 'E',
+    message: `${at} has no ORC of its own: each order in ORM_O01/OMI_O23 is an ORC followed by its OBR (one OBR per ORC)`,
+  };
+}
+
 function mergeQuirks(message: Hl7Message, mapping: QuirkCollector): ToleratedQuirk[] {
   const all = new QuirkCollector();
   for (const q of message.quirks) all.add(q.code, q.detail);
@@ -177,6 +197,11 @@ export function mapHl7Message(
   if (code === 'ORM' || code === 'OMI') {
     const rows = rowsFor(config);
     for (const group of message.orderGroups()) {
+      const lone = groupWithoutOrc(group);
+      if (lone) {
+        errors.push(lone);
+        continue;
+      }
       const out = applyRows(rows, { message, group }, config, quirks, { source: 'hl7v2' });
       if (!out.failed.has('products')) {
         const missing = productsWithoutProcedure(out.values, group, config, out.lineage);

@@ -1,6 +1,7 @@
 import type { AdministrativeSex, CodedConcept } from '../domain/order-request';
 import {
   DICOM_MODALITIES,
+  FREE_TEXT_PRIORITY,
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
   TABLE_0119,
@@ -25,6 +26,9 @@ export const sex0001: TransformFn = ofValue((value, source, input) => {
   return storedAs(source, value, free ?? 'unknown', 'free-text sex (quirk)');
 });
 
+/** The order controls acted on, as the answer names them (`NW, CA, …`). */
+const TAKEN_CONTROLS = Object.keys(ORDER_CONTROL_TO_ACTION).join(', ');
+
 /**
  * ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). Table codes
  * are case-sensitive: `nw` is not NW, and the answer says so.
@@ -37,17 +41,25 @@ export const orderControl: TransformFn = ofValue((value, source) => {
     source,
     103,
     TABLE_0119.has(value)
-      ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes NW, CA, DC, OD, XO, SC`
+      ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes ${TAKEN_CONTROLS}`
       : TABLE_0119.has(upper)
-        ? `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes NW, CA, DC, OD, XO, SC`
-        : `Order control ${value} is not in HL7 table 0119 (this receiver takes NW, CA, DC, OD, XO, SC)`,
+        ? `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes ${TAKEN_CONTROLS}`
+        : `Order control ${value} is not in HL7 table 0119 (this receiver takes ${TAKEN_CONTROLS})`,
   );
 });
 
-/** TQ1-9 / ORC-7.6 / OBR-27.6 priority (table 0027); an unknown code is left out with a warning. */
-export const priority0027: TransformFn = ofValue((value, source) => {
+/**
+ * TQ1-9 / ORC-7.6 / OBR-27.6 priority (table 0027); a priority word (`STAT`, `Routine`) is
+ * tolerated and recorded; anything else is left out with a warning.
+ */
+export const priority0027: TransformFn = ofValue((value, source, input) => {
   const mapped = (TABLE_0027_PRIORITY as Record<string, string>)[value.toUpperCase()];
   if (mapped) return storedAs(source, value, mapped, 'table 0027');
+  const word = FREE_TEXT_PRIORITY[value.trim().toLowerCase()];
+  if (word) {
+    input.quirks.add('free-text-priority', `${source} "${value}" is not a table 0027 code`);
+    return storedAs(source, value, word, 'free-text priority (quirk)');
+  }
   return notMapped(source, 103, `${source} priority "${value}" not in table 0027`);
 });
 

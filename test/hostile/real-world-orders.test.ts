@@ -1,0 +1,156 @@
+import { parseHl7 } from '../../src/hl7';
+import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+
+jest.setTimeout(90_000);
+
+/**
+ * Orders shaped like the ones real RIS, EHR and interface engines send (IHE Scheduled Workflow
+ * test messages, a Polish HIS, a Chinese-market RIS, EHR order feeds), each over the real MLLP
+ * front door into PostgreSQL: mapped as the sender means it, or refused saying where and why.
+ * Every case here was answered wrongly before: AE for a procedure the product table knows, AE
+ * for a filler's cancel, AA with the priority dropped, AA with the patient's name misread, or an
+ * AE naming a field of the wrong order.
+ */
+describe('real-world order shapes over MLLP (real adapter, real socket, real PostgreSQL)', () => {
+  let h: MllpHarness;
+
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const orderByPlacer = async (placer: string) =>
+    (await h.db.query(`SELECT * FROM orders WHERE placer_order_number = $1`, [placer])).rows[0];
+  const lineageOf = async (orderId: string) =>
+    (
+      await h.db.query(
+        `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'mapping.applied'`,
+        [orderId],
+      )
+    ).rows[0].detail.lineage as { target: string; source: string; value: string }[];
+  const quirksOf = async (controlId: string) =>
+    (
+      await h.db.query(`SELECT quirks FROM inbound_messages WHERE message_control_id = $1`, [
+        controlId,
+      ])
+    ).rows[0].quirks as { code: string }[];
+  /** A fixture with text replaced (byte-wise: the fixtures below are ASCII where edited). */
+  const edited = (name: string, pairs: [string, string][]): Buffer => {
+    let text = hl7Fixture(name).toString('latin1');
+    for (const [from, to] of pairs) text = text.split(from).join(to);
+    return Buffer.from(text, 'latin1');
+  };
+
+  it('IHE SWF puts the procedure in OBR-4 components 4-6 (`^^^24627-2^CT Chest^LN`): AA, products from OBR-4.4, and the filler cancels it with ORC-1 OC', async () => {
+    // Before: AE 101 "Requested procedure code missing" (products read OBR-4.1 only).
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ihe-obr4-alternate')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PO-88120');
+    expect(order.request).toMatchObject({
+      procedure: { code: '24627-2', system: 'LN' },
+      products: ['lung-nodule-ct'],
+      priority: 'stat',
+      accessionNumber: 'RW-ACC-77310',
+      studyInstanceUid: '1.2.826.0.1.3680043.9.7781.20261012.77310',
+    });
+    expect(await lineageOf(order.id)).toContainEqual(
+      expect.objectContaining({ target: 'products[0]', source: 'OBR-4.4' }),
+    );
+
+    // ORC-1 OC (order canceled, table 0119), as a RIS acting as the filler sends it.
+    // Before: AE 103 "OC is not acted on here".
+    const reply = await h.mllp.send(hl7Fixture('orm-o01-v231-filler-cancel-oc'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    expect(parseHl7(reply).get('ORC-1')).toBe('CR');
+    expect((await orderByPlacer('PO-88120')).cancel_requested_at).not.toBeNull();
+  });
+
+  it('a local code with LOINC as the alternate, CPT in OBR-44: the first code the product table knows chooses the products', async () => {
+    // Before: AE 103 "Procedure code IMG3310 has no AI product configured".
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-local-code-cpt-alternate')));
+    expect(ack.code).toBe('CA'); // MSH-15 AL
+    const order = await orderByPlacer('LK-44127');
+    expect(order.request).toMatchObject({
+      procedure: { code: 'IMG3310', system: 'EAP' }, // what was ordered, as sent
+      products: ['lung-nodule-ct'],
+    });
+    expect(await lineageOf(order.id)).toContainEqual(
+      expect.objectContaining({ target: 'products[0]', source: 'OBR-4.4' }),
+    );
+
+    // Only OBR-44 is known (a site's table keyed on its local code): OBR-44.1 chooses.
+    const only44 = edited('orm-o01-v24-local-code-cpt-alternate', [
+      ['LK20261012101544-3', 'LK20261012101544-4'],
+      ['LK-44127', 'LK-44128'],
+      ['^24627-2^CT Chest^LN|', '|'],
+      ['71250^CT THORAX W/O DYE^C4', 'CTTHX^CT THORAX^L'],
+    ]);
+    expect(ackSummary(await h.mllp.send(only44)).code).toBe('CA');
+    const second = await orderByPlacer('LK-44128');
+    expect(second.request.products).toEqual(['lung-nodule-ct']);
+    expect(await lineageOf(second.id)).toContainEqual(
+      expect.objectContaining({ target: 'products[0]', source: 'OBR-44.1' }),
+    );
+
+    // None known: AE 103 at the first code, naming every code tried and where it was.
+    const none = edited('orm-o01-v24-local-code-cpt-alternate', [
+      ['LK20261012101544-3', 'LK20261012101544-5'],
+      ['LK-44127', 'LK-44129'],
+      ['24627-2^CT Chest^LN', '99999-9^Unknown^LN'],
+    ]);
+    const refusedReply = await h.mllp.send(none);
+    const refused = ackSummary(refusedReply);
+    expect(refused.code).toBe('CE');
+    expect(refused.errors).toEqual(['OBR^1^4^103&Table value not found&HL70357']); // v2.4 ERR-1
+    expect(parseHl7(refusedReply).get('MSA-3')).toBe(
+      'Procedure codes IMG3310 (OBR-4.1), 99999-9 (OBR-4.4), 71250 (OBR-44.1) have no AI product configured',
+    );
+    expect(await orderByPlacer('LK-44129')).toBeUndefined();
+  });
+
+  it('priority written as a word in TQ-6 (`^STAT`): stored stat, recorded as a quirk', async () => {
+    // Before: AA, priority left out (a v2.3 ACK carries no warning): the order ran routine.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v23-priority-words')));
+    expect(ack.code).toBe('CA');
+    expect((await orderByPlacer('EC-10178403')).request.priority).toBe('stat');
+    expect((await quirksOf('EC-32032871')).map((q) => q.code)).toContain('free-text-priority');
+
+    // A word that names no priority is still left out, not guessed.
+    const odd = edited('orm-o01-v23-priority-words', [
+      ['EC-32032871', 'EC-32032872'],
+      ['EC-10178403', 'EC-10178404'],
+      ['^STAT', '^SOON'],
+    ]);
+    expect(ackSummary(await h.mllp.send(odd)).code).toBe('CA');
+    expect((await orderByPlacer('EC-10178404')).request.priority).toBeUndefined();
+  });
+
+  it('MSH-18 CP1250 (a Polish HIS): names decoded as Windows-1250, the ACK in the same bytes', async () => {
+    // Before: AA with `Ma³ecka` / `£ucja` (decoded as Latin-1).
+    const reply = await h.mllp.send(hl7Fixture('orm-o01-v23-cp1250'));
+    const ack = ackSummary(reply);
+    expect(ack.code).toBe('CA');
+    const order = await orderByPlacer('PL-55120');
+    expect(order.request.patient.name).toEqual({
+      family: 'Małecka',
+      given: ['Łucja', 'Żaneta'],
+    });
+    expect(order.request.procedure.display).toBe('TK głowy bez kontrastu');
+    expect(parseHl7(reply).get('MSH-18')).toBe('CP1250');
+  });
+
+  it('one ORC followed by two OBRs: AE 100 at the OBR without its ORC, nothing stored', async () => {
+    // Before: AE 101 "ORC-1 required (action) but empty" at ORC^1^1, the first order's ORC,
+    // which holds NW.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('broken-orm-two-obr-one-orc')));
+    expect(ack.code).toBe('AE');
+    expect(ack.errors).toHaveLength(1);
+    expect(ack.errors[0]).toMatch(/^OBR\^2\^1\^100/);
+    expect(ack.errors[0]).not.toContain('ORC');
+    expect(await orderByPlacer('NG-ORD-771')).toBeUndefined();
+    expect(await orderByPlacer('NG-ORD-772')).toBeUndefined();
+  });
+});

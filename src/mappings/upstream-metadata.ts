@@ -1,4 +1,5 @@
 import { isSandboxOutcome } from '../imaging-spec/sandbox-outcomes';
+import { primaryIdentifier } from '../domain/patient-identity';
 import type { AdministrativeSex, OrderRequest, PersonName } from '../domain/order-request';
 
 /**
@@ -41,8 +42,8 @@ export interface UpstreamMetadataRow {
 export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
   {
     key: 'patient_id',
-    from: 'patient.identifiers (type MR, else the first)',
-    value: (r) => primaryIdentifier(r)?.value,
+    from: 'patient.identifiers (type MR, MRN, PI, PT, PN; else the first not national/insurance)',
+    value: (r) => primaryIdentifier(r.patient)?.value,
   },
   {
     key: 'patient_name',
@@ -114,11 +115,6 @@ export function toUpstreamMetadata(
     if (value !== undefined) metadata[row.key] = value;
   }
   return metadata;
-}
-
-function primaryIdentifier(request: OrderRequest) {
-  const ids = request.patient.identifiers;
-  return ids.find((i) => i.type === 'MR') ?? ids[0];
 }
 
 function personName(name: PersonName | undefined): string | undefined {

@@ -1,4 +1,5 @@
 import type { InboundTransport } from '../domain/inbound-message';
+import { primaryIdentifier } from '../domain/patient-identity';
 import type {
   MappedField,
   OrderRequest,
@@ -70,10 +71,9 @@ export interface RejectionInput {
   problems: Array<{ location?: string; code: string; message: string }>;
 }
 
-/** The identifier our indexes use: the medical record number (type MR) if there is one, else the first. */
+/** The identifier our indexes use (domain/patient-identity.ts: the hospital's record number). */
 export function primaryPatientId(patient: PatientInfo | undefined): string | null {
-  if (!patient || patient.identifiers.length === 0) return null;
-  return (patient.identifiers.find((i) => i.type === 'MR') ?? patient.identifiers[0]!).value;
+  return primaryIdentifier(patient)?.value ?? null;
 }
 
 export function stripUndefined<T extends object>(value: T): Partial<T> {

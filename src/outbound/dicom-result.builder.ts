@@ -1,5 +1,6 @@
 import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
+import { primaryIdentifier } from '../domain/patient-identity';
 import { sanitizeDataset } from './dicom-vr';
 
 /**
@@ -95,7 +96,7 @@ function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
   const a = source.attributes;
   return {
     PatientName: a.patientName ?? '',
-    PatientID: a.patientId ?? input.order.request.patient.identifiers[0]?.value ?? '',
+    PatientID: a.patientId ?? primaryIdentifier(input.order.request.patient)?.value ?? '',
     PatientBirthDate: a.patientBirthDate ?? '',
     PatientSex: a.patientSex ?? '',
     StudyInstanceUID: a.studyInstanceUid,

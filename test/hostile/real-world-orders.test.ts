@@ -153,4 +153,18 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(await orderByPlacer('NG-ORD-771')).toBeUndefined();
     expect(await orderByPlacer('NG-ORD-772')).toBeUndefined();
   });
+
+  it('PID-3 with the national insurance number (NH) before the hospital record number (PI): the order is known by the PI', async () => {
+    // Before: orders.patient_id (searched, compared with the study's DICOM PatientID) and the
+    // upstream's patient_id were the NIR, the first repetition.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('omi-o23-v251-nir-before-pi')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('DMP-20771');
+    expect(order.patient_id).toBe('M-0048812');
+    // Both identifiers are kept on the order, as sent.
+    expect(order.request.patient.identifiers.map((i: { type: string }) => i.type)).toEqual([
+      'NH',
+      'PI',
+    ]);
+  });
 });

@@ -1,0 +1,63 @@
+import type { Identifier, PatientInfo } from './order-request';
+
+/**
+ * Which of a patient's identifiers is the one the order is known by: indexed and searched
+ * (orders.patient_id), compared with the study's DICOM PatientID, sent upstream as `patient_id`,
+ * written into our DICOM SR when the study carried none. Senders list PID-3 / Patient.identifier
+ * in any order; a French RIS may put the NIR (`^^^INSEE^NH`) before its own `^^^HOSP^PI`, and
+ * taking the first then matched the study against the national insurance number (never a
+ * PACS's PatientID) and sent that number to the cloud.
+ *
+ * Types are HL7 table 0203 codes (CX-5, or FHIR v2-0203 `Identifier.type`).
+ */
+
+/** Record numbers of this hospital, best first (`MRN` is not in table 0203 but widely sent). */
+export const PATIENT_RECORD_ID_TYPES = ['MR', 'MRN', 'PI', 'PT', 'PN'] as const;
+
+/**
+ * Table 0203 types that identify the person outside the hospital's records (national,
+ * insurance, document, account and visit numbers): never chosen while another identifier
+ * is there. A type starting `NN` is a national person identifier (`NNFRA`, `NNGBR`, …).
+ */
+export const NOT_A_RECORD_ID_TYPES: ReadonlySet<string> = new Set([
+  'SS', // social security number
+  'SR', // state registry ID
+  'NH', // national health plan identifier
+  'NI', // national unique individual identifier
+  'NPI', // national provider identifier
+  'HC', // health card number
+  'JHN', // jurisdictional health number
+  'MC', // Medicare
+  'MA', // Medicaid
+  'MB', // member number
+  'SN', // subscriber number
+  'DL', // driver's license
+  'PPN', // passport
+  'CZ', // citizenship card
+  'BR', // birth registry number
+  'TAX', // tax ID
+  'AN', // account number
+  'VN', // visit number
+  'BA', // bank account
+  'BC', // bank card
+]);
+
+function notARecordId(type: string | undefined): boolean {
+  if (type === undefined) return false;
+  const t = type.toUpperCase();
+  return NOT_A_RECORD_ID_TYPES.has(t) || /^NN[A-Z]{3}$/.test(t);
+}
+
+/**
+ * The identifier the order is known by: the first of the record types in their order of
+ * preference, else the first identifier that is not a national/insurance/document number,
+ * else the first.
+ */
+export function primaryIdentifier(patient: PatientInfo | undefined): Identifier | undefined {
+  const ids = patient?.identifiers ?? [];
+  for (const type of PATIENT_RECORD_ID_TYPES) {
+    const hit = ids.find((i) => i.type?.toUpperCase() === type);
+    if (hit) return hit;
+  }
+  return ids.find((i) => !notARecordId(i.type)) ?? ids[0];
+}

@@ -18,6 +18,21 @@ describe('primaryIdentifier (the identifier an order is known by)', () => {
     expect(primaryIdentifier(patient)?.value).toBe(expected);
   });
 
+  it.each([
+    ['http://hl7.org/fhir/sid/us-ssn'],
+    ['urn:oid:2.16.840.1.113883.4.1'],
+    ['urn:oid:1.2.250.1.213.1.4.8'],
+    ['http://fhir.nhs.uk/Id/nhs-number'],
+  ])('an untyped national number (%s) gives way to the hospital number', (system) => {
+    const patient = {
+      identifiers: [
+        { value: 'national', system },
+        { value: 'hospital', system: 'urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.0' },
+      ],
+    };
+    expect(primaryIdentifier(patient)?.value).toBe('hospital');
+  });
+
   it('nothing for a patient without identifiers', () => {
     expect(primaryIdentifier({ identifiers: [] })).toBeUndefined();
     expect(primaryIdentifier(undefined)).toBeUndefined();

@@ -8,7 +8,8 @@ import type { Identifier, PatientInfo } from './order-request';
  * taking the first then matched the study against the national insurance number (never a
  * PACS's PatientID) and sent that number to the cloud.
  *
- * Types are HL7 table 0203 codes (CX-5, or FHIR v2-0203 `Identifier.type`).
+ * Types are HL7 table 0203 codes (CX-5, or FHIR v2-0203 `Identifier.type`); an untyped
+ * identifier is judged by its system (NOT_A_RECORD_ID_SYSTEMS).
  */
 
 /** Record numbers of this hospital, best first (`MRN` is not in table 0203 but widely sent). */
@@ -42,9 +43,31 @@ export const NOT_A_RECORD_ID_TYPES: ReadonlySet<string> = new Set([
   'BC', // bank card
 ]);
 
-function notARecordId(type: string | undefined): boolean {
-  if (type === undefined) return false;
-  const t = type.toUpperCase();
+/**
+ * Identifier systems (FHIR `Identifier.system`, HL7 CX-4 universal ID) of national person,
+ * insurance and social security numbers, for senders that do not type them: a FHIR Patient
+ * with an untyped `http://hl7.org/fhir/sid/us-ssn` first had the order known by the SSN.
+ * OIDs are listed bare; `urn:oid:` is stripped before comparing.
+ */
+export const NOT_A_RECORD_ID_SYSTEMS: ReadonlySet<string> = new Set([
+  'http://hl7.org/fhir/sid/us-ssn', // US social security number
+  '2.16.840.1.113883.4.1', // US SSN (OID)
+  'http://hl7.org/fhir/sid/us-medicare', // US Medicare number
+  'http://hl7.org/fhir/sid/us-mbi', // US Medicare beneficiary identifier
+  '1.2.250.1.213.1.4.8', // FR INS-NIR
+  '1.2.250.1.213.1.4.9', // FR INS-NIA
+  '1.2.250.1.213.1.4.10', // FR INS-NIR (test)
+  '1.2.250.1.213.1.4.11', // FR INS-NIA (test)
+  'http://fhir.de/sid/gkv/kvid-10', // DE health insurance number
+  'http://fhir.nl/fhir/namingsystem/bsn', // NL citizen service number
+  'http://fhir.nhs.uk/id/nhs-number', // UK NHS number
+]);
+
+function notARecordId(id: Identifier): boolean {
+  const system = id.system?.toLowerCase().replace(/^urn:oid:/, '');
+  if (system !== undefined && NOT_A_RECORD_ID_SYSTEMS.has(system)) return true;
+  if (id.type === undefined) return false;
+  const t = id.type.toUpperCase();
   return NOT_A_RECORD_ID_TYPES.has(t) || /^NN[A-Z]{3}$/.test(t);
 }
 
@@ -59,5 +82,5 @@ export function primaryIdentifier(patient: PatientInfo | undefined): Identifier 
     const hit = ids.find((i) => i.type?.toUpperCase() === type);
     if (hit) return hit;
   }
-  return ids.find((i) => !notARecordId(i.type)) ?? ids[0];
+  return ids.find((i) => !notARecordId(i)) ?? ids[0];
 }

@@ -1,5 +1,6 @@
 import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { TEST_TOKENS } from '../helpers/adapter';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 
 jest.setTimeout(90_000);
@@ -166,5 +167,36 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       'NH',
       'PI',
     ]);
+  });
+
+  it('FHIR: a contained Patient listing an untyped SSN before the EHR record number is known by the record number', async () => {
+    // Before: 201, and orders.patient_id (and the upstream's patient_id) was the SSN.
+    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'ServiceRequest',
+        contained: [
+          {
+            resourceType: 'Patient',
+            id: 'pat',
+            identifier: [
+              { system: 'http://hl7.org/fhir/sid/us-ssn', value: '999-44-5555' },
+              { system: 'urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.0', value: 'E7001' },
+            ],
+          },
+        ],
+        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-SSN-1' }],
+        status: 'active',
+        intent: 'order',
+        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+        subject: { reference: '#pat' },
+      }),
+    });
+    expect(res.status).toBe(201);
+    expect((await orderByPlacer('FHIR-SSN-1')).patient_id).toBe('E7001');
   });
 });

@@ -284,6 +284,12 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       [sr.occurrenceDateTime, 'ServiceRequest.occurrenceDateTime'],
       [sr.occurrencePeriod?.start, 'ServiceRequest.occurrencePeriod.start'],
       [sr.occurrenceTiming?.event?.[0], 'ServiceRequest.occurrenceTiming.event[0]'],
+      // A scheduled window as EHRs write a Timing (R4 datatypes Timing.repeat.bounds[x]):
+      // without it the order's requestedAt was authoredOn, the day before.
+      [
+        sr.occurrenceTiming?.repeat?.boundsPeriod?.start,
+        'ServiceRequest.occurrenceTiming.repeat.boundsPeriod.start',
+      ],
       [sr.authoredOn, 'ServiceRequest.authoredOn'],
     ];
     const hit = candidates.find(([v]) => Boolean(v));

@@ -199,4 +199,33 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-SSN-1')).patient_id).toBe('E7001');
   });
+
+  it('FHIR: the time to perform written as occurrenceTiming.repeat.boundsPeriod is the requested time, not authoredOn', async () => {
+    // Before: requestedAt = authoredOn (2026-11-25T14:12:44Z), the day before the scheduled window.
+    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'ServiceRequest',
+        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-TIMING-1' }],
+        status: 'active',
+        intent: 'order',
+        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'T-1' } },
+        occurrenceTiming: {
+          repeat: {
+            boundsPeriod: { start: '2026-11-26T09:00:00+01:00', end: '2026-11-26T12:00:00+01:00' },
+          },
+        },
+        authoredOn: '2026-11-25T09:12:44-05:00',
+      }),
+    });
+    expect(res.status).toBe(201);
+    expect((await orderByPlacer('FHIR-TIMING-1')).request.requestedAt).toBe(
+      '2026-11-26T08:00:00.000Z',
+    );
+  });
 });

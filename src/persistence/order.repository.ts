@@ -143,16 +143,23 @@ export class OrderRepository extends RepositoryBase {
     return manager.query(`SELECT * FROM intake_lock_and_find($1, $2::text[])`, [sender, placers]);
   }
 
-  /** The newest order with this filler order number (or id), locked. */
+  /**
+   * The newest order this sender gave that filler order number, or the order with that id (our
+   * id, which we send as the filler number when the order came without one), locked. A filler
+   * number is scoped to its sender, as a placer number is: two RIS number their orders
+   * independently, and an unscoped `ORC|CA||12345` from one cancelled the other's order 12345,
+   * another patient's.
+   */
   async findByFillerForUpdate(
     filler: string,
+    sender: string | null,
     manager: EntityManager,
   ): Promise<IntakeOrderRow | undefined> {
     const rows: IntakeOrderRow[] = await manager.query(
       `SELECT id, state, upstream_order_id, request FROM orders
-        WHERE filler_order_number = $1 OR id::text = $1
+        WHERE (filler_order_number = $1 AND sender IS NOT DISTINCT FROM $2) OR id::text = $1
         ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
-      [filler],
+      [filler, sender],
     );
     return rows[0];
   }

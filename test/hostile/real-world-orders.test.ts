@@ -228,4 +228,36 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       '2026-11-26T08:00:00.000Z',
     );
   });
+
+  it("a cancel by filler number alone finds only its own sender's order: another RIS numbering its orders the same way cannot cancel it", async () => {
+    // A RIS-originated order (walk-in): no placer number, the RIS's filler number in ORC-3.
+    const msg = (app: string, id: string, control: string, patient: string) =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|${app}|${app}_SITE|AI_ADAPTER|AI|20261012120000||ORM^O01|${id}|P|2.3.1`,
+          `PID|1||${patient}^^^${app}_SITE^MR||PATIENT^${app}||19700101|F`,
+          `ORC|${control}||WALKIN-2001^${app}||${control === 'NW' ? 'SC' : 'CA'}`,
+          `OBR|1||WALKIN-2001^${app}|24725-4^CT Head^LN||||||||||||||${app}-ACC-2001`,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    expect(ackSummary(await h.mllp.send(msg('RIS_NORTH', 'N-1', 'NW', 'N-PAT-1'))).code).toBe('AA');
+    const north = (
+      await h.db.query(`SELECT id FROM orders WHERE filler_order_number = 'WALKIN-2001'`)
+    ).rows;
+    expect(north).toHaveLength(1);
+
+    // Before: AA, ORC-1 CR, and RIS_NORTH's order (another patient) was cancelled.
+    const foreign = await h.mllp.send(msg('RIS_SOUTH', 'S-1', 'CA', 'S-PAT-9'));
+    expect(ackSummary(foreign).code).toBe('AE');
+    expect(ackSummary(foreign).errors.join('\n')).toContain('204');
+    const after = (
+      await h.db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [north[0].id])
+    ).rows[0];
+    expect(after.cancel_requested_at).toBeNull();
+
+    // Its own RIS cancels it by the same filler number.
+    const own = await h.mllp.send(msg('RIS_NORTH', 'N-2', 'CA', 'N-PAT-1'));
+    expect(parseHl7(own).get('ORC-1')).toBe('CR');
+  });
 });

@@ -32,10 +32,10 @@ export class IntakePlanner {
       const placer = req.placerOrderNumber?.value;
       let existing = placer ? byPlacer.get(placer) : undefined;
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
-        existing = await this.findByFiller(manager, req.fillerOrderNumber.value);
+        existing = await this.findByFiller(manager, req.fillerOrderNumber.value, input.sender);
       }
       if (!existing && req.action !== 'create' && order.targetOrderId) {
-        existing = await this.findByFiller(manager, order.targetOrderId);
+        existing = await this.findByFiller(manager, order.targetOrderId, input.sender);
       }
       const step = decide(order, existing, placer ? createdPlacers.get(placer) : undefined);
       if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
@@ -56,8 +56,9 @@ export class IntakePlanner {
   private async findByFiller(
     manager: EntityManager,
     filler: string,
+    sender: string | null,
   ): Promise<OrderRow | undefined> {
-    return this.orders.findByFillerForUpdate(filler, manager);
+    return this.orders.findByFillerForUpdate(filler, sender, manager);
   }
 
   private async findOpenOrdersOfPatient(

@@ -144,6 +144,23 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Transaction-scoped advisory locks on the filler numbers of `sender`'s orders that come
+   * without a placer number (taken after the placer locks, in sorted order, so two resends of
+   * one such order are decided one after the other).
+   */
+  async lockFillerNumbers(
+    sender: string | null,
+    fillers: string[],
+    manager: EntityManager,
+  ): Promise<void> {
+    await manager.query(
+      `SELECT pg_advisory_xact_lock(hashtextextended(coalesce($1::text, '') || '|filler|' || f, 7470301))
+         FROM (SELECT DISTINCT unnest($2::text[]) AS f ORDER BY 1) ordered`,
+      [sender, fillers],
+    );
+  }
+
+  /**
    * The newest order this sender gave that filler order number, or the order with that id (our
    * id, which we send as the filler number when the order came without one), locked. A filler
    * number is scoped to its sender, as a placer number is: two RIS number their orders

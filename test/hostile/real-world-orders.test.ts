@@ -229,7 +229,7 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     );
   });
 
-  it("a cancel by filler number alone finds only its own sender's order: another RIS numbering its orders the same way cannot cancel it", async () => {
+  it('an order known only by its filler number (walk-in): a resend is the same order, and another RIS numbering its orders alike cannot cancel it', async () => {
     // A RIS-originated order (walk-in): no placer number, the RIS's filler number in ORC-3.
     const msg = (app: string, id: string, control: string, patient: string) =>
       Buffer.from(
@@ -242,6 +242,11 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
         'latin1',
       );
     expect(ackSummary(await h.mllp.send(msg('RIS_NORTH', 'N-1', 'NW', 'N-PAT-1'))).code).toBe('AA');
+    // The RIS resends it under a new MSH-10 (its counter restarted, or an engine replays):
+    // before, a second order and a second analysis; now the same order, AA.
+    expect(ackSummary(await h.mllp.send(msg('RIS_NORTH', 'N-1b', 'NW', 'N-PAT-1'))).code).toBe(
+      'AA',
+    );
     const north = (
       await h.db.query(`SELECT id FROM orders WHERE filler_order_number = 'WALKIN-2001'`)
     ).rows;

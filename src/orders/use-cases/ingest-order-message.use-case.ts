@@ -257,6 +257,9 @@ function isCreateOnly(input: IntakeInput, responder: IntakeResponder<EntityManag
     if (placer) {
       if (placers.has(placer)) return false; // the same order twice in one message
       placers.add(placer);
+    } else if (order.request.fillerOrderNumber?.value) {
+      // Known by its filler number (intake-planner): only the general path looks that up.
+      return false;
     }
   }
   return true;

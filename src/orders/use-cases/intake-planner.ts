@@ -24,21 +24,45 @@ export class IntakePlanner {
       for (const row of rows)
         if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
     }
+    // A new order without a placer number (a RIS-originated walk-in) is known by the sender's
+    // filler number: a resend under a new MSH-10 made a second order (and a second analysis).
+    const fillerKeyOf = (req: IntakeInput['orders'][number]['request']) =>
+      req.action === 'create' && !req.placerOrderNumber?.value
+        ? req.fillerOrderNumber?.value || undefined
+        : undefined;
+    const fillerKeys = [
+      ...new Set(
+        input.orders.map((o) => fillerKeyOf(o.request)).filter((v): v is string => Boolean(v)),
+      ),
+    ];
+    if (fillerKeys.length > 0)
+      await this.orders.lockFillerNumbers(input.sender, fillerKeys, manager);
     const steps: PlannedStep[] = [];
     const results: IntakeOrderResult[] = [];
     const createdPlacers = new Map<string, string>();
+    const createdFillers = new Map<string, string>();
     for (const order of input.orders) {
       const req = order.request;
       const placer = req.placerOrderNumber?.value;
+      const fillerKey = fillerKeyOf(req);
       let existing = placer ? byPlacer.get(placer) : undefined;
+      if (!existing && fillerKey) {
+        existing = await this.findByFiller(manager, fillerKey, input.sender);
+      }
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
         existing = await this.findByFiller(manager, req.fillerOrderNumber.value, input.sender);
       }
       if (!existing && req.action !== 'create' && order.targetOrderId) {
         existing = await this.findByFiller(manager, order.targetOrderId, input.sender);
       }
-      const step = decide(order, existing, placer ? createdPlacers.get(placer) : undefined);
+      const createdHere = placer
+        ? createdPlacers.get(placer)
+        : fillerKey
+          ? createdFillers.get(fillerKey)
+          : undefined;
+      const step = decide(order, existing, createdHere);
       if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
+      if (step.kind === 'create' && fillerKey) createdFillers.set(fillerKey, step.orderId);
       steps.push(step);
       results.push(step.result);
     }

@@ -1,5 +1,5 @@
 import { EMPTY, refused, type TransformFn } from './hl7-value.kit';
-import { productLineage, resolveProducts } from './product-table';
+import { productLineage, resolveProducts, type ProductTableRow } from './product-table';
 
 /**
  * Where an OBR carries a requested procedure code, in the order the product table is asked:
@@ -52,5 +52,35 @@ export const productTable: TransformFn = (input) => {
     places.length === 1 ? places[0]!.code : places.map((c) => `${c.code} (${c.at})`).join(', ');
   const verb = places.length === 1 ? 'code' : 'codes';
   const has = places.length === 1 ? 'has' : 'have';
-  return refused(places[0]!.at, 103, `Procedure ${verb} ${sent} ${has} no AI product configured`);
+  return refused(
+    places[0]!.at,
+    103,
+    `Procedure ${verb} ${sent} ${has} no AI product configured${systemHint(input.config.productTable, places)}`,
+  );
 };
+
+/**
+ * When a code sent is in the table under another coding system (most often: the sender left
+ * CE-3 empty and the row says `LN`), the refusal says so; `24627-2 has no AI product` while the
+ * table shows 24627-2 sends the analyst looking in the wrong place. Not matched leniently: a
+ * local code may equal a code of another system.
+ */
+function systemHint(
+  table: readonly ProductTableRow[],
+  places: ReadonlyArray<{ code?: string; system?: string; at: string }>,
+): string {
+  const norm = (v: string | undefined) => v?.trim().toUpperCase();
+  for (const c of places) {
+    const row = table.find(
+      (r) =>
+        norm(r.code) === norm(c.code) &&
+        r.system !== undefined &&
+        norm(r.system) !== norm(c.system),
+    );
+    if (row) {
+      const sentAs = c.system ? `coding system ${c.system}` : 'no coding system';
+      return ` (the product table lists ${row.code} for coding system ${row.system}; ${c.at} came with ${sentAs})`;
+    }
+  }
+  return '';
+}

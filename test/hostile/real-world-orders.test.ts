@@ -265,4 +265,25 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     const own = await h.mllp.send(msg('RIS_NORTH', 'N-2', 'CA', 'N-PAT-1'));
     expect(parseHl7(own).get('ORC-1')).toBe('CR');
   });
+
+  it('a LOINC code sent without its coding system (`24627-2^CT Chest`): AE 103 saying the table has it under LN', async () => {
+    // Before: "Procedure code 24627-2 has no AI product configured" while the table shows 24627-2.
+    const reply = await h.mllp.send(
+      Buffer.from(
+        [
+          'MSH|^~\\&|RIS_H|HOSP_H|AI_ADAPTER|HOSP_H|20261012120000||ORM^O01|H-1|P|2.5.1',
+          'PID|1||MH1^^^HOSP_H^MR||PATIENT^H||19700101|M',
+          'ORC|NW|PL-H1|||SC',
+          'OBR|1|PL-H1||24627-2^CT Chest',
+        ].join('\r') + '\r',
+        'latin1',
+      ),
+    );
+    const ack = ackSummary(reply);
+    expect(ack.code).toBe('AE');
+    expect(ack.errors.join('\n')).toContain(
+      'the product table lists 24627-2 for coding system LN; OBR-4.1 came with no coding system',
+    );
+    expect(await orderByPlacer('PL-H1')).toBeUndefined();
+  });
 });

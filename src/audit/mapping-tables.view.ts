@@ -16,6 +16,7 @@ import {
   rowsFor,
 } from '../mappings/hl7-order.mapping';
 import { ORDER_TRANSITIONS } from '../domain/order-state';
+import { CODING_SYSTEM_SYNONYMS } from '../mappings/product-table';
 import { applyOverride, parseStatusOverrides } from '../mappings/outbound-rows';
 import {
   type OutboundRowKey,
@@ -89,6 +90,11 @@ export function activeMappingTables(config: AppConfig): MappingTableView[] {
       ]),
     },
     outboundStatusTable(config),
+    pairs(
+      'coding-system-synonyms',
+      'Coding system names matched as the table 0396 name a product table row uses',
+      CODING_SYSTEM_SYNONYMS,
+    ),
     pairs('hl7-0119', 'HL7 table 0119: ORC-1 order control → action', ORDER_CONTROL_TO_ACTION),
     pairs('hl7-0001', 'HL7 table 0001: PID-8 sex', TABLE_0001_SEX),
     pairs('free-text-sex', 'Free-text sex values tolerated (quirk recorded)', FREE_TEXT_SEX),

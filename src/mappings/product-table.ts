@@ -41,6 +41,37 @@ export interface ProductLookup {
   row?: ProductTableRow;
 }
 
+/**
+ * Other names real senders give the coding systems a product table row names (HL7 table 0396
+ * mnemonics): the UMLS abbreviations and spelled-out names in CE-3 (`LNC`, `LOINC`, `CPT4`), and
+ * the HL7 OIDs of the terminologies (in CE-3 or as a FHIR `urn:oid:` system, as documents
+ * converted from CDA carry them). Compared upper-case, `urn:oid:` stripped. A row's `LN`
+ * matched none of them: `24627-2^CT Chest^LNC` was AE 103 "no AI product configured".
+ */
+export const CODING_SYSTEM_SYNONYMS: Readonly<Record<string, string>> = {
+  LNC: 'LN',
+  LOINC: 'LN',
+  '2.16.840.1.113883.6.1': 'LN',
+  SNOMED: 'SCT',
+  SNOMEDCT: 'SCT',
+  'SNOMED-CT': 'SCT',
+  'SNOMED CT': 'SCT',
+  '2.16.840.1.113883.6.96': 'SCT',
+  CPT: 'C4',
+  CPT4: 'C4',
+  'CPT-4': 'C4',
+  '2.16.840.1.113883.6.12': 'C4',
+  '2.16.840.1.113883.6.256': 'RADLEX',
+};
+
+function canonicalSystem(system: string | undefined): string | undefined {
+  const s = system
+    ?.trim()
+    .toUpperCase()
+    .replace(/^URN:OID:/, '');
+  return s === undefined ? undefined : (CODING_SYSTEM_SYNONYMS[s] ?? s);
+}
+
 export function lookupProducts(
   table: readonly ProductTableRow[],
   code: string | undefined,
@@ -48,9 +79,10 @@ export function lookupProducts(
 ): ProductLookup {
   if (code === undefined) return { products: [] };
   const norm = (s: string | undefined): string | undefined => s?.trim().toUpperCase();
+  const sent = canonicalSystem(system);
   const row = table.find(
     (r) =>
-      norm(r.code) === norm(code) && (r.system === undefined || norm(r.system) === norm(system)),
+      norm(r.code) === norm(code) && (r.system === undefined || canonicalSystem(r.system) === sent),
   );
   return row ? { products: row.products, row } : { products: [] };
 }

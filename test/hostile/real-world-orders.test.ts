@@ -286,4 +286,39 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     );
     expect(await orderByPlacer('PL-H1')).toBeUndefined();
   });
+
+  it('coding systems under their other names: HL7 `^LNC` and a FHIR LOINC OID system find the LN row', async () => {
+    // Before: AE 103 "no AI product configured" (HL7) and 422 (FHIR) for a code the table has.
+    const reply = await h.mllp.send(
+      Buffer.from(
+        [
+          'MSH|^~\\&|RIS_L|HOSP_L|AI_ADAPTER|HOSP_L|20261012120000||ORM^O01|L-1|P|2.5.1',
+          'PID|1||ML1^^^HOSP_L^MR||PATIENT^L||19700101|M',
+          'ORC|NW|PL-L1|||SC',
+          'OBR|1|PL-L1||24627-2^CT Chest^LNC',
+        ].join('\r') + '\r',
+        'latin1',
+      ),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PL-L1')).request.products).toEqual(['lung-nodule-ct']);
+
+    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'ServiceRequest',
+        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-OID-1' }],
+        status: 'active',
+        intent: 'order',
+        code: { coding: [{ system: 'urn:oid:2.16.840.1.113883.6.1', code: '24725-4' }] },
+        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'O-1' } },
+      }),
+    });
+    expect(res.status).toBe(201);
+    expect((await orderByPlacer('FHIR-OID-1')).request.products).toEqual(['head-ct-hemorrhage']);
+  });
 });

@@ -309,12 +309,23 @@ export async function buildOrderContext(
       ctx.imagingStudies.push({ resource: study, source: sib.location });
     }
   }
-  const requester = await resolver.resolve<Practitioner | PractitionerRole>(
+  let requester = await resolver.resolve<Practitioner | PractitionerRole>(
     sr,
     sr.requester,
     undefined,
     at('ServiceRequest.requester'),
   );
+  // US Core orders name a PractitionerRole as requester: the person is its practitioner
+  // (resolved the same way; a contained role's `#id` is in the ServiceRequest's contained).
+  // The ordering provider was left empty.
+  if (requester && requester.resource.resourceType === 'PractitionerRole') {
+    requester = await resolver.resolve<Practitioner>(
+      sr,
+      (requester.resource as PractitionerRole).practitioner,
+      'Practitioner',
+      at('ServiceRequest.requester'),
+    );
+  }
   if (requester && requester.resource.resourceType === 'Practitioner') ctx.requester = requester;
   for (const [i, ref] of (sr.reasonReference ?? []).entries()) {
     if (!ref.reference) continue;

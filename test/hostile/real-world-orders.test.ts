@@ -321,4 +321,38 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-OID-1')).request.products).toEqual(['head-ct-hemorrhage']);
   });
+
+  it('FHIR: a requester that is a PractitionerRole (US Core) gives the ordering provider of its practitioner', async () => {
+    // Before: 201 with no orderingProvider (only a Practitioner requester was read).
+    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'ServiceRequest',
+        contained: [
+          {
+            resourceType: 'Practitioner',
+            id: 'pr',
+            identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: '1111111112' }],
+            name: [{ family: 'Role', given: ['Rita'] }],
+          },
+          { resourceType: 'PractitionerRole', id: 'role', practitioner: { reference: '#pr' } },
+        ],
+        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-ROLE-1' }],
+        status: 'active',
+        intent: 'order',
+        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'R-1' } },
+        requester: { reference: '#role' },
+      }),
+    });
+    expect(res.status).toBe(201);
+    expect((await orderByPlacer('FHIR-ROLE-1')).request.orderingProvider).toEqual({
+      identifier: { system: 'http://hl7.org/fhir/sid/us-npi', value: '1111111112' },
+      name: { family: 'Role', given: ['Rita'] },
+    });
+  });
 });

@@ -60,6 +60,8 @@ export class ImagingClientError extends Error {
   readonly fileProblemsTotal?: number;
   readonly migrationGuide?: string;
   readonly attempts?: number;
+  /** Why, in our own words (sanitised), without the operation: `storage's answer did not end …`. */
+  readonly reason: string;
 
   constructor(
     readonly code: ImagingClientErrorCode,
@@ -67,10 +69,9 @@ export class ImagingClientError extends Error {
     message: string,
     details: ImagingClientErrorDetails = {},
   ) {
-    super(
-      `${operation}: ${sanitizeText(message)}`,
-      details.cause ? { cause: details.cause } : undefined,
-    );
+    const reason = sanitizeText(message);
+    super(`${operation}: ${reason}`, details.cause ? { cause: details.cause } : undefined);
+    this.reason = reason;
     this.status = details.status;
     this.upstreamError =
       details.upstreamError === undefined ? undefined : sanitizeBody(details.upstreamError);

@@ -23,7 +23,13 @@ import { OrderCreation } from './order-creation';
 import { TokenProvider } from './token-provider';
 import { UploadEndpoints } from './upload-endpoints';
 import { UpstreamHttp, type RetirementState } from './upstream-http';
-import { listOrdersSchema, parseJson, reportsPollSchema, tokenSchema } from './upstream-schemas';
+import {
+  listOrdersSchema,
+  parseJson,
+  parseListJson,
+  reportsPollSchema,
+  tokenSchema,
+} from './upstream-schemas';
 import { byOrder, byRef, callDocument, callJson, readList } from './upstream-calls';
 
 export * from './imaging-client.types';
@@ -165,8 +171,8 @@ export class ImagingClient {
   /** `GET /list-orders`, with the entries whose status is unknown named apart. */
   async listActiveOrders(): Promise<ActiveOrders> {
     const list = { operation: 'list-orders', path: '/list-orders', query: {} };
-    const { items, pages } = await readList(this.http, this.base, list, (r) => {
-      const body = parseJson('list-orders', r, listOrdersSchema);
+    const { items, pages } = await readList(this.http, this.base, list, (r, alreadyRead) => {
+      const body = parseListJson('list-orders', r, listOrdersSchema, 'orders', alreadyRead);
       return { items: body.orders, body };
     });
     const { orders, unknownStatus } = splitByKnownStatus(items);
@@ -278,8 +284,8 @@ export class ImagingClient {
       path: '/reports',
       query: { organizationId: this.config.organizationId },
     };
-    const { items, pages } = await readList(this.http, this.base, list, (r) => {
-      const body = parseJson('reports-poll', r, reportsPollSchema);
+    const { items, pages } = await readList(this.http, this.base, list, (r, alreadyRead) => {
+      const body = parseListJson('reports-poll', r, reportsPollSchema, 'reports', alreadyRead);
       return { items: body.reports, body };
     });
     return { reports: items, pages };

@@ -1,5 +1,6 @@
 import { PeerBase, PeerUrlError } from '../common/peer-url';
 import { ImagingClientError } from './imaging-client.error';
+import { MAX_LIST_ENTRIES } from './upstream-schemas';
 
 /**
  * The contract describes `GET /list-orders` and `GET /reports` as one answer holding every
@@ -16,8 +17,8 @@ import { ImagingClientError } from './imaging-client.error';
  *   a next-link field (as `cursor`), a page number (as `page`);
  * - `has_more: false` / `hasMore: false` ends the list whatever else is there.
  *
- * At most MAX_LIST_PAGES pages are read, and a page seen before ends in an error: a partial
- * list is never taken for the whole one.
+ * At most MAX_LIST_PAGES pages and MAX_LIST_ENTRIES entries are read, and a page seen before
+ * ends in an error: a partial list is never taken for the whole one.
  */
 export const MAX_LIST_PAGES = 100;
 
@@ -123,7 +124,10 @@ export async function readAllPages<T>(
   first: PageRequest,
   operation: string,
   base: PeerBase,
-  fetchPage: (page: PageRequest) => Promise<{ items: T[]; body: Record<string, unknown> }>,
+  fetchPage: (
+    page: PageRequest,
+    alreadyRead: number,
+  ) => Promise<{ items: T[]; body: Record<string, unknown> }>,
 ): Promise<{ items: T[]; pages: number }> {
   const items: T[] = [];
   const seen = new Set<string>();
@@ -140,8 +144,16 @@ export async function readAllPages<T>(
     if (seen.has(key))
       throw new ImagingClientError('invalid_response', operation, 'the next page repeats a page');
     seen.add(key);
-    const answer = await fetchPage(page);
-    items.push(...answer.items);
+    const answer = await fetchPage(page, items.length);
+    if (items.length + answer.items.length > MAX_LIST_ENTRIES)
+      throw new ImagingClientError(
+        'invalid_response',
+        operation,
+        `the list holds more than ${MAX_LIST_ENTRIES} entries; not read further`,
+      );
+    // One by one: `push(...items)` passes every entry as an argument and overflows the stack
+    // for a large page (a 32 MiB /list-orders failed with a RangeError, not a typed error).
+    for (const item of answer.items) items.push(item);
     page = nextPageOf(answer.body, page, base, operation);
   }
   return { items, pages: seen.size };

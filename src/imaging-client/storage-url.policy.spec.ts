@@ -62,3 +62,38 @@ describe('presigned upload URLs are checked before any byte leaves', () => {
     );
   });
 });
+
+describe('presigned upload URLs naming this machine or a metadata service', () => {
+  const https = { baseUrl: 'https://api.imaging.example/v1' };
+
+  it.each([
+    ['the cloud metadata service', 'https://169.254.169.254/latest/meta-data/', /link-local/],
+    ['the metadata service, written as one number', 'https://2852039166/x', /link-local/],
+    ['the GCP metadata name', 'https://metadata.google.internal/x', /link-local/],
+    ['the AWS IPv6 metadata service', 'https://[fd00:ec2::254]/x', /link-local/],
+    ['an IPv6 link-local address', 'https://[fe80::1]/x', /link-local/],
+    ['localhost', 'https://localhost:5432/x', /loopback/],
+    ['a name under localhost', 'https://db.localhost/x', /loopback/],
+    ['127.0.0.1 in hex', 'https://0x7f.0.0.1:6379/x', /loopback/],
+    ['IPv6 loopback', 'https://[::1]:8080/x', /loopback/],
+    ['IPv4-mapped loopback', 'https://[::ffff:127.0.0.1]/x', /loopback/],
+    ['the unspecified address', 'https://0.0.0.0:8080/x', /unspecified/],
+  ])('refuses %s when no IMAGING_UPLOAD_HOSTS names it', (_why, url, message) => {
+    expect(() => checkStorageUrl(url, https, 'upload')).toThrow(message);
+  });
+
+  it('takes loopback when the upstream is on loopback, and any host the site lists', () => {
+    const local = { baseUrl: 'http://127.0.0.1:4010/v1' };
+    expect(checkStorageUrl('http://127.0.0.1:4011/put', local, 'u')).toBe('127.0.0.1:4011');
+    expect(() => checkStorageUrl('http://169.254.169.254/put', local, 'u')).toThrow(/link-local/);
+    expect(
+      checkStorageUrl(
+        'https://localhost:9000/put',
+        { ...https, uploadHosts: ['localhost:9000'] },
+        'u',
+      ),
+    ).toBe('localhost:9000');
+    // Private addresses are ordinary storage hosts (an on-site object store).
+    expect(checkStorageUrl('https://10.1.2.3/put', https, 'u')).toBe('10.1.2.3');
+  });
+});

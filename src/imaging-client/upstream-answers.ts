@@ -101,9 +101,13 @@ export function describeErrorBody(body: Record<string, unknown> | undefined): st
  * the contract implies (a list of orders or reports) is far below MAX_RESPONSE_BYTES; beyond
  * it the rest is not read.
  */
-export async function readAnswer(body: Readable, operation: string): Promise<Buffer> {
+export async function readAnswer(
+  body: Readable,
+  operation: string,
+  maxBytes = MAX_RESPONSE_BYTES,
+): Promise<Buffer> {
   try {
-    return await readBounded(body, MAX_RESPONSE_BYTES);
+    return await readBounded(body, maxBytes);
   } catch (error) {
     if (!(error instanceof BodyTooLargeError)) throw error;
     throw new ImagingClientError('invalid_response', operation, error.message);

@@ -3,7 +3,13 @@ import type { PeerBase } from '../common/peer-url';
 import { readDocument } from './document-answers';
 import type { OrderRef, UpstreamDocument } from './imaging-client.types';
 import { readAllPages, type PageRequest } from './list-pages';
-import type { CallSpec, HttpMethod, UpstreamHttp, UpstreamResponse } from './upstream-http';
+import {
+  MAX_LIST_ANSWER_BYTES,
+  type CallSpec,
+  type HttpMethod,
+  type UpstreamHttp,
+  type UpstreamResponse,
+} from './upstream-http';
 import {
   abortSchema,
   agentReportsSchema,
@@ -100,10 +106,13 @@ export function readList<T>(
   http: UpstreamHttp,
   base: PeerBase,
   list: { operation: string; path: string; query: Record<string, string> },
-  parse: (r: UpstreamResponse) => { items: T[]; body: Record<string, unknown> },
+  parse: (
+    r: UpstreamResponse,
+    alreadyRead: number,
+  ) => { items: T[]; body: Record<string, unknown> },
 ): Promise<{ items: T[]; pages: number }> {
   const { operation, path, query } = list;
-  return readAllPages<T>({ path, query }, operation, base, (page: PageRequest) =>
+  return readAllPages<T>({ path, query }, operation, base, (page: PageRequest, alreadyRead) =>
     http.call({
       operation,
       method: 'GET',
@@ -112,7 +121,8 @@ export function readList<T>(
       rateLimitKey: path,
       query: page.query,
       auth: 'bearer',
-      parse,
+      maxAnswerBytes: MAX_LIST_ANSWER_BYTES,
+      parse: (r) => parse(r, alreadyRead),
     }),
   );
 }

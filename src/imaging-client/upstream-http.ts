@@ -23,6 +23,7 @@ import {
   parseErrorBody,
 } from './upstream-answers';
 import {
+  MAX_ERROR_BODY_BYTES,
   type AttemptFailure,
   type CallSpec,
   type RetirementState,
@@ -344,11 +345,14 @@ export class UpstreamHttp {
     const timeout = spec.timeoutMs ?? this.config.timeouts.requestMs;
     // The timeouts above are idle times: a peer that trickles a byte now and then never
     // trips them. An API attempt also ends at the call's deadline (at least `timeout` from
-    // now). A presigned PUT is bounded by its idle timeout only: it carries up to 100 MB.
+    // now). A presigned PUT carries up to 100 MB, so its sending is bounded by the idle timeout;
+    // its answer, once the headers are in, by the timeout in total (below).
     const attemptMs = spec.presignedUrl
       ? undefined
       : Math.max(timeout, deadline - this.deps.clock.now());
     const signal = attemptMs === undefined ? undefined : AbortSignal.timeout(attemptMs);
+    let answerTimer: NodeJS.Timeout | undefined;
+    let answerLate = false;
     try {
       const response = await request(url, {
         method: spec.method,
@@ -359,10 +363,24 @@ export class UpstreamHttp {
         bodyTimeout: timeout,
         ...(signal ? { signal } : {}),
       });
+      if (spec.presignedUrl) {
+        // Storage's answer to a PUT is its headers (the ETag) and at most a short XML error:
+        // once the headers are in, the body must end within the timeout, in total (a body
+        // trickled a byte a second never trips the idle timeout and would hold the upload,
+        // and its slot, for ever), and be no longer than an error body.
+        answerTimer = setTimeout(() => {
+          answerLate = true;
+          response.body.destroy();
+        }, timeout);
+      }
       return {
         status: response.statusCode,
         headers: response.headers,
-        body: await readAnswer(response.body, spec.operation),
+        body: await readAnswer(
+          response.body,
+          spec.operation,
+          spec.presignedUrl ? MAX_ERROR_BODY_BYTES : spec.maxAnswerBytes,
+        ),
       };
     } catch (error) {
       // A stream body left half-read must not keep its file descriptor open.
@@ -374,6 +392,13 @@ export class UpstreamHttp {
       ) {
         body.destroy();
       }
+      if (answerLate && !(error instanceof ImagingClientError))
+        throw new ImagingClientError(
+          'deadline',
+          spec.operation,
+          `storage's answer did not end within ${timeout} ms of its headers`,
+          { attempts: record.attempts },
+        );
       if (signal?.aborted && !(error instanceof ImagingClientError))
         throw new ImagingClientError(
           'deadline',
@@ -382,6 +407,8 @@ export class UpstreamHttp {
           { attempts: record.attempts },
         );
       throw error;
+    } finally {
+      clearTimeout(answerTimer);
     }
   }
 }

@@ -28,6 +28,8 @@ export interface CallSpec<T> {
   auth: 'bearer' | 'basic' | 'none';
   orderId?: string;
   timeoutMs?: number;
+  /** The largest answer read (default MAX_RESPONSE_BYTES). */
+  maxAnswerBytes?: number;
   /** Object-storage target (presigned URL): resolved per attempt, no token, no rate limit, never logged. */
   presignedUrl?: () => Promise<string>;
   /** Turns a 2xx response into the result; throw ImagingClientError('invalid_response') on a bad shape. */
@@ -49,6 +51,12 @@ export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
 /** Largest upstream answer read into memory. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Largest page of a list answer (`/list-orders`, `/reports`): 50,000 entries of about 200
+ * bytes (MAX_LIST_ENTRIES) fit in half of it; parsing is what costs, on the event loop.
+ */
+export const MAX_LIST_ANSWER_BYTES = 16 * 1024 * 1024;
 
 export interface RetirementState {
   error: string;

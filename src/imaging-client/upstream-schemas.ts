@@ -153,15 +153,51 @@ export const heartbeatSchema = z.looseObject({
   ),
 });
 
+/**
+ * Entries of one list (`/list-orders`, `/reports`) read at most, over all its pages. The
+ * contract's lists hold active orders and unacknowledged reports: with at most 100 uploads at
+ * once and about 3 hours of processing, tens of thousands is far above any real answer, while
+ * a hostile one of 32 MiB (860,000 entries) held the event loop, and /health, 2 s per poll.
+ */
+export const MAX_LIST_ENTRIES = 50_000;
+
 /** Parses a JSON body against `schema`, or says precisely (paths only, never values) what was wrong. */
 export function parseJson<S extends z.ZodType>(
   operation: string,
   response: UpstreamResponse,
   schema: S,
 ): z.infer<S> {
-  let data: unknown;
+  return validate(operation, response, schema, parseBody(operation, response));
+}
+
+/**
+ * parseJson for a list answer whose entries are in `field`: more than MAX_LIST_ENTRIES is
+ * refused before the schema reads a single entry (the schema costs as much as the parse).
+ */
+export function parseListJson<S extends z.ZodType>(
+  operation: string,
+  response: UpstreamResponse,
+  schema: S,
+  field: string,
+  alreadyRead = 0,
+): z.infer<S> {
+  const data = parseBody(operation, response);
+  const entries =
+    data && typeof data === 'object' ? (data as Record<string, unknown>)[field] : undefined;
+  if (Array.isArray(entries) && alreadyRead + entries.length > MAX_LIST_ENTRIES) {
+    throw new ImagingClientError(
+      'invalid_response',
+      operation,
+      `the list holds more than ${MAX_LIST_ENTRIES} entries (${field}); not read`,
+      { status: response.status },
+    );
+  }
+  return validate(operation, response, schema, data);
+}
+
+function parseBody(operation: string, response: UpstreamResponse): unknown {
   try {
-    data = JSON.parse(response.body.toString('utf8'));
+    return JSON.parse(response.body.toString('utf8'));
   } catch {
     throw new ImagingClientError(
       'invalid_response',
@@ -172,6 +208,14 @@ export function parseJson<S extends z.ZodType>(
       },
     );
   }
+}
+
+function validate<S extends z.ZodType>(
+  operation: string,
+  response: UpstreamResponse,
+  schema: S,
+  data: unknown,
+): z.infer<S> {
   const result = schema.safeParse(data);
   if (!result.success) {
     const where = result.error.issues

@@ -18,8 +18,12 @@ export function errorCode(error: unknown): string {
 
 export function describe(error: unknown): string {
   if (error instanceof ImagingClientError) {
-    const upstream = error.upstreamError ? ` (${JSON.stringify(error.upstreamError)})` : '';
-    return `${error.code} on ${error.operation}${upstream}`.slice(0, 500);
+    // The upstream's own words when it sent any; otherwise ours (a refused presigned URL, a
+    // list too long, an answer that never ended), so the analyst is told which it was.
+    const why = error.upstreamError
+      ? ` (${JSON.stringify(error.upstreamError)})`
+      : `: ${error.reason}`;
+    return `${error.code} on ${error.operation}${why}`.slice(0, 500);
   }
   return (error as Error).message;
 }

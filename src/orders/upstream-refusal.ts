@@ -44,6 +44,9 @@ export function upstreamRefusalView(error: unknown): UpstreamRefusalView | undef
         ? body.body
         : '';
   if (text) view.message = maskFreeText(text).slice(0, MAX_MESSAGE);
+  // Refused here, not by the upstream (no status): our reason, e.g. `presigned upload URL
+  // refused: host 169.254.169.254 is link-local`, rather than a bare `invalid_response`.
+  else if (error.status === undefined) view.message = maskFreeText(error.reason);
   if (error.fileProblems) {
     view.files = error.fileProblems.map((p) => ({
       file: maskFilePath(p.file),

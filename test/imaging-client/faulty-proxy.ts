@@ -4,10 +4,17 @@ import { Agent, request } from 'undici';
 
 /**
  * `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts
- * late); `until`: forward when the promise settles (a call held as long as a test needs).
+ * late); `until`: forward when the promise settles (a call held as long as a test needs);
+ * `rewrite`: the upstream's answer body replaced by what the function makes of it (a hostile
+ * upstream that otherwise behaves).
  */
 export type ProxyAction =
-  'pass' | 'drop-after' | { delayMs: number } | { holdMs: number } | { until: Promise<unknown> };
+  | 'pass'
+  | 'drop-after'
+  | { delayMs: number }
+  | { holdMs: number }
+  | { until: Promise<unknown> }
+  | { rewrite: (body: Buffer) => Buffer | string };
 
 export interface ProxyHit {
   method: string;
@@ -64,7 +71,11 @@ export async function startFaultyProxy(
           }),
         )
         .then(async (answer) => {
-          const body = Buffer.from(await answer.body.arrayBuffer());
+          const upstreamBody = Buffer.from(await answer.body.arrayBuffer());
+          const body =
+            typeof action === 'object' && 'rewrite' in action
+              ? Buffer.from(action.rewrite(upstreamBody))
+              : upstreamBody;
           hit.status = answer.statusCode;
           if (action === 'drop-after') {
             req.socket.destroy();

@@ -63,6 +63,7 @@ export function buildClient(
     upload?: Partial<UploadConfig>;
     clock?: Clock;
     requestTimeoutMs?: number;
+    uploadPartTimeoutMs?: number;
     scope?: string;
     createSettleMs?: number;
     uploadHosts?: string[];
@@ -90,7 +91,10 @@ export function buildClient(
       clientSecret: options.credentials?.clientSecret ?? 'sandbox-secret',
       organizationId: 'sandbox-org',
       retry: { baseDelayMs: 20, maxDelayMs: 500, maxAttempts: 8, ...options.retry },
-      timeouts: { requestMs: options.requestTimeoutMs ?? 5_000 },
+      timeouts: {
+        requestMs: options.requestTimeoutMs ?? 5_000,
+        ...(options.uploadPartTimeoutMs ? { uploadPartMs: options.uploadPartTimeoutMs } : {}),
+      },
       upload: options.upload,
       createSettleMs: options.createSettleMs ?? 300,
       uploadHosts: options.uploadHosts,

@@ -1,0 +1,292 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { ImagingClientError } from '../../src/imaging-client/imaging-client.error';
+import { MAX_LIST_ENTRIES } from '../../src/imaging-client/upstream-schemas';
+import { OrderPollerService } from '../../src/orders/order-poller.service';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { multipartRelated } from '../studies/study-test-support';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderDiagnostics,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  studyFor,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
+import { startFaultyProxy } from '../imaging-client/faulty-proxy';
+import { buildClient } from '../imaging-client/sandbox-harness';
+import { json, startScriptedUpstream, tokenAnswer } from '../imaging-client/scripted-upstream';
+
+jest.setTimeout(180_000);
+
+/**
+ * The adapter as a client of an upstream it does not control: answers a hostile or broken
+ * Imaging Analysis Service could give (a list far larger than any real one, a storage host
+ * that trickles its answer, presigned URLs naming this machine's neighbours), against the
+ * client on loopback and against a running adapter. Each must end in a typed, bounded error
+ * that names what was wrong, with /health answering and no credential or signature sent or kept.
+ */
+
+const ORDER = '3f1b2c4d-0000-4000-8000-0000000000aa';
+const entry = (i: number) =>
+  `{"order_id":"3f1b2c4d-0000-4000-8000-${String(i).padStart(12, '0')}","status":"PENDING"}`;
+const listOf = (n: number) =>
+  `{"orders":[${Array.from({ length: n }, (_, i) => entry(i)).join(',')}]}`;
+
+async function errorOf(p: Promise<unknown>): Promise<ImagingClientError> {
+  const error = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ImagingClientError);
+  return error as ImagingClientError;
+}
+
+describe('hostile upstream: list answers', () => {
+  it('a /list-orders of 32 MiB (860,000 entries) is a typed invalid_response, read no further than 16 MiB', async () => {
+    // Before: `items.push(...entries)` overflowed the stack (RangeError, untyped) after 2 s of
+    // parsing on the event loop.
+    const big = Buffer.from(`{"orders":[${`${entry(1)},`.repeat(420_000)}${entry(2)}]}`);
+    const upstream = await startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(big);
+    });
+    const c = buildClient(upstream.baseUrl, { retry: { maxAttempts: 1 } });
+    try {
+      const error = await errorOf(c.client.listActiveOrders());
+      expect(error.code).toBe('invalid_response');
+      expect(error.message).toMatch(/larger than 16777216 bytes/);
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+
+  it('more than MAX_LIST_ENTRIES entries, on one page or over several, is refused before the schema reads them', async () => {
+    const half = Math.ceil(MAX_LIST_ENTRIES / 2) + 1;
+    const page1 = JSON.parse(listOf(half)) as Record<string, unknown>;
+    page1.next = '?page=2';
+    let onePage = false;
+    const upstream = await startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res);
+      if (onePage) return json(res, 200, JSON.parse(listOf(MAX_LIST_ENTRIES + 1)));
+      if (req.query.get('page') === '2') return json(res, 200, JSON.parse(listOf(half)));
+      return json(res, 200, page1);
+    });
+    const c = buildClient(upstream.baseUrl, { retry: { maxAttempts: 1 } });
+    try {
+      const paged = await errorOf(c.client.listActiveOrders());
+      expect(paged.code).toBe('invalid_response');
+      expect(paged.message).toMatch(new RegExp(`more than ${MAX_LIST_ENTRIES} entries`));
+      expect(upstream.seen.filter((s) => s.path === '/list-orders')).toHaveLength(2);
+      onePage = true;
+      const single = await errorOf(c.client.listActiveOrders());
+      expect(single.message).toMatch(
+        new RegExp(`more than ${MAX_LIST_ENTRIES} entries \\(orders\\)`),
+      );
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe('hostile object storage and presigned URLs', () => {
+  let dir: string;
+  let study: string;
+  let storage: Server;
+  let storageOrigin: string;
+  const storageSeen: string[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'hostile-storage-'));
+    study = join(dir, 'study.zip');
+    await writeFile(study, Buffer.alloc(32 * 1024, 7));
+    // Takes the bytes, sends its headers (with an ETag), then one byte of body a second.
+    storage = createServer((req, res: ServerResponse) => {
+      storageSeen.push(req.url ?? '');
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { etag: '"part"', 'content-type': 'application/xml' });
+        const drip = setInterval(
+          () => (res.destroyed ? clearInterval(drip) : res.write(' ')),
+          1000,
+        );
+      });
+    });
+    await new Promise<void>((resolve) => storage.listen(0, '127.0.0.1', resolve));
+    storageOrigin = `http://127.0.0.1:${(storage.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    storage?.closeAllConnections();
+    await new Promise<void>((resolve) => (storage ? storage.close(() => resolve()) : resolve()));
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const upstreamHanding = (url: string) =>
+    startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res, 'upstream-bearer-secret');
+      if (req.path === '/upload/single-put')
+        return json(res, 200, { url, expires_at: new Date(Date.now() + 3_600_000).toISOString() });
+      return json(res, 404, { error: 'not_found' });
+    });
+
+  it('a storage answer trickled after its headers ends the PUT at the part timeout, in total', async () => {
+    // Before: the body timeout is an idle time, so one byte a second held the upload (and
+    // one of the organization's 100 upload slots) for ever.
+    const upstream = await upstreamHanding(`${storageOrigin}/bucket/o?X-Amz-Signature=s3cr3t`);
+    const c = buildClient(upstream.baseUrl, { uploadPartTimeoutMs: 2_000 });
+    const started = Date.now();
+    try {
+      const error = await errorOf(c.uploader.upload(ORDER, study));
+      expect(error.code).toBe('deadline');
+      expect(error.message).toMatch(/storage's answer did not end within 2000 ms/);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(storageSeen.length).toBeGreaterThan(0);
+      expect(JSON.stringify(c.records)).not.toContain('s3cr3t');
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+
+  it.each([
+    [
+      'the cloud metadata service',
+      'http://169.254.169.254/latest/meta-data/?X-Amz-Signature=s3cr3t',
+      /link-local/,
+    ],
+    ['the same, as one number', 'http://2852039166/latest/?X-Amz-Signature=s3cr3t', /link-local/],
+    [
+      'the GCP metadata name',
+      'http://metadata.google.internal/x?X-Amz-Signature=s3cr3t',
+      /link-local/,
+    ],
+    ['the unspecified address', 'http://0.0.0.0:5432/x?X-Amz-Signature=s3cr3t', /unspecified/],
+  ])('a presigned URL naming %s is refused before any byte is sent', async (_what, url, why) => {
+    const upstream = await upstreamHanding(url);
+    const c = buildClient(upstream.baseUrl, { retry: { maxAttempts: 2 } });
+    try {
+      const error = await errorOf(c.uploader.upload(ORDER, study));
+      expect(error.code).toBe('invalid_response');
+      expect(error.message).toMatch(why);
+      // No storage PUT was made: no call record of one has a status or a host.
+      const put = c.records.find((r) => r.operation === 'upload-single-put');
+      expect(put?.status ?? null).toBeNull();
+      expect(put?.storageHost).toBeUndefined();
+      expect(JSON.stringify(c.records)).not.toContain('s3cr3t');
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe('hostile upstream in front of a running adapter', () => {
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let hugeList = false;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hostile-upstream-'));
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (method, path) => {
+      if (path === '/upload/single-put')
+        return {
+          rewrite: (body) => {
+            const answer = JSON.parse(body.toString()) as { url: string };
+            const signed = new URL(answer.url);
+            answer.url = `http://169.254.169.254/latest/meta-data/${signed.search}`;
+            return JSON.stringify(answer);
+          },
+        };
+      if (path === '/list-orders' && hugeList)
+        return { rewrite: () => `{"orders":[${`${entry(1)},`.repeat(300_000)}${entry(2)}]}` };
+      return 'pass';
+    });
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await proxy?.close();
+    await sandbox?.close();
+  });
+
+  const health = async () => (await fetch(`${adapter.httpUrl}/health`)).status;
+
+  it('an upload URL pointing at the metadata service: nothing sent there, the order failed with the reason on its timeline', async () => {
+    const spec = newOrderSpec();
+    const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
+    const stow = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(stow.status).toBe(200);
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const id = (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
+    await waitFor(
+      'the order failed',
+      async () => (await orderState(db, id)) === 'failed',
+      60_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    const res = await fetch(`${adapter.httpUrl}/api/audit/orders/${id}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    const timeline = JSON.stringify(await res.json());
+    // Before: "the upload was refused: invalid_response" after a PUT of the study to
+    // 169.254.169.254; now the analyst reads which rule refused which host.
+    expect(timeline).toMatch(/presigned upload URL refused: host 169\.254\.169\.254 is link-local/);
+    expect(timeline).not.toMatch(/X-Amz-Signature=(?!\[redacted\])|Signature=[0-9a-f]{8}/i);
+    expect(await health()).toBe(200);
+  });
+
+  it('a /list-orders far larger than any real one: the poll cycle fails typed, /health answers', async () => {
+    hugeList = true;
+    try {
+      const poller = adapter.app.get(OrderPollerService);
+      const cycle = poller.runNow().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const during = await health();
+      const error = await cycle;
+      expect(during).toBe(200);
+      // Before: a RangeError (stack overflow) after the whole 19 MB were parsed and checked.
+      expect(error).toBeInstanceOf(ImagingClientError);
+      expect((error as ImagingClientError).code).toBe('invalid_response');
+      expect((error as Error).message).toMatch(/larger than 16777216 bytes|more than 50000/);
+      expect(await health()).toBe(200);
+    } finally {
+      hugeList = false;
+    }
+  });
+});

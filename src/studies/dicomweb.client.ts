@@ -106,11 +106,21 @@ export class DicomWebClient {
     params.append('includefield', '00201208');
     params.append('includefield', '00201206');
     params.append('includefield', '00100020');
+    // A search answer is small: headers and body together end within the timeout (the
+    // timeouts of `call` are idle times, which a PACS trickling a byte now and then never
+    // trips: the acquisition would wait for ever).
+    const timeout = this.timeoutMs;
+    const signal = AbortSignal.timeout(timeout);
+    const late = () =>
+      new StudyError('pacs_unavailable', `QIDO-RS: no complete answer within ${timeout} ms`);
     const res = await this.call(
       `${this.base}/studies?${params.toString()}`,
       { accept: 'application/dicom+json' },
       true,
-    );
+      signal,
+    ).catch((error: unknown) => {
+      throw signal.aborted ? late() : error;
+    });
     // 204 No Content: nothing matched (PS3.18 §10.6.3); some servers answer 404 instead.
     if (res.statusCode === 204 || res.statusCode === 404) {
       await res.body.dump();
@@ -120,6 +130,7 @@ export class DicomWebClient {
     try {
       text = await readBodyText(res.body, QIDO_ANSWER_MAX_BYTES);
     } catch (error) {
+      if (signal.aborted) throw late();
       throw new StudyError('pacs_error', `QIDO-RS: ${(error as Error).message}`, { cause: error });
     }
     if (text.trim() === '') return [];
@@ -221,12 +232,21 @@ export class DicomWebClient {
     return files;
   }
 
-  private async call(url: string, headers: Record<string, string>, allow404 = false) {
+  private get timeoutMs(): number {
+    return this.options.timeoutMs ?? 60_000;
+  }
+
+  private async call(
+    url: string,
+    headers: Record<string, string>,
+    allow404 = false,
+    signal?: AbortSignal,
+  ) {
     // Only within DICOMWEB_URL, where DICOMWEB_TOKEN belongs (docs/security.md); undici's
     // request() follows no redirect.
     if (!this.peer.contains(url))
       throw new StudyError('pacs_error', 'refused to request a URL outside DICOMWEB_URL');
-    const timeout = this.options.timeoutMs ?? 60_000;
+    const timeout = this.timeoutMs;
     let res: Awaited<ReturnType<typeof request>>;
     try {
       res = await request(url, {
@@ -238,6 +258,7 @@ export class DicomWebClient {
         },
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        ...(signal ? { signal } : {}),
       });
     } catch (error) {
       throw new StudyError('pacs_unavailable', `PACS unreachable: ${(error as Error).message}`, {

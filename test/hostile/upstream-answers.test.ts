@@ -10,6 +10,8 @@ import { ImagingClientError } from '../../src/imaging-client/imaging-client.erro
 import { MAX_LIST_ENTRIES } from '../../src/imaging-client/upstream-schemas';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { StudyError } from '../../src/studies/study.error';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import { multipartRelated } from '../studies/study-test-support';
@@ -190,6 +192,39 @@ describe('hostile object storage and presigned URLs', () => {
     } finally {
       await c.close();
       await upstream.close();
+    }
+  });
+});
+
+describe('hostile PACS (DICOMweb)', () => {
+  it('a QIDO-RS answer trickled a byte at a time ends at the timeout, in total', async () => {
+    // Before: headers and body timeouts are idle times; one byte every half second held the
+    // study search (and the order's acquisition) for ever.
+    const pacs = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/dicom+json' });
+      res.write('[');
+      const drip = setInterval(() => (res.destroyed ? clearInterval(drip) : res.write(' ')), 500);
+    });
+    await new Promise<void>((resolve) => pacs.listen(0, '127.0.0.1', resolve));
+    const client = new DicomWebClient({
+      baseUrl: `http://127.0.0.1:${(pacs.address() as AddressInfo).port}/dicom-web`,
+      timeoutMs: 2_000,
+    });
+    const started = Date.now();
+    try {
+      const error = await client.findStudies({ accessionNumber: 'ACC-DRIP-1' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(StudyError);
+      expect((error as StudyError).code).toBe('pacs_unavailable');
+      expect((error as Error).message).toMatch(/no complete answer within 2000 ms/);
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await client.close();
+      pacs.closeAllConnections();
+      await new Promise<void>((resolve) => pacs.close(() => resolve()));
     }
   });
 });

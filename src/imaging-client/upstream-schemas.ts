@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { UPSTREAM_STATUSES } from '../imaging-spec/imaging-spec';
 import { ImagingClientError } from './imaging-client.error';
 import type { UpstreamResponse } from './upstream-http';
@@ -196,8 +197,10 @@ export function parseListJson<S extends z.ZodType>(
 }
 
 function parseBody(operation: string, response: UpstreamResponse): unknown {
+  const text = response.body.toString('utf8');
+  let data: unknown;
   try {
-    return JSON.parse(response.body.toString('utf8'));
+    data = JSON.parse(text);
   } catch {
     throw new ImagingClientError(
       'invalid_response',
@@ -208,6 +211,19 @@ function parseBody(operation: string, response: UpstreamResponse): unknown {
       },
     );
   }
+  // `{"status":"PENDING", …, "status":"DELIVERED"}` has no one meaning: JSON.parse keeps the
+  // last, a proxy or the service's own logs may keep the first (RFC 8259 §4). Refused, named
+  // by its path (never a value); one more linear pass, as long as the parse.
+  const duplicate = firstDuplicateKey(text);
+  if (duplicate !== undefined) {
+    throw new ImagingClientError(
+      'invalid_response',
+      operation,
+      `response names ${duplicate} twice in one object`,
+      { status: response.status },
+    );
+  }
+  return data;
 }
 
 function validate<S extends z.ZodType>(

@@ -105,6 +105,33 @@ describe('hostile upstream: list answers', () => {
   });
 });
 
+describe('hostile upstream: ambiguous JSON', () => {
+  it('an answer naming a key twice (status PENDING, then DELIVERED) is refused, not read as the last', async () => {
+    const upstream = await startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (req.path === '/status')
+        return res.end(`{"order_id":"${ORDER}","status":"PENDING","status":"DELIVERED"}`);
+      // __proto__ is only a key: no prototype is touched, the order reads as sent.
+      return res.end(
+        `{"orders":[{"order_id":"${ORDER}","status":"PENDING","__proto__":{"status":"DELIVERED"}}]}`,
+      );
+    });
+    const c = buildClient(upstream.baseUrl, { retry: { maxAttempts: 1 } });
+    try {
+      const error = await errorOf(c.client.getStatus({ orderId: ORDER }));
+      expect(error.code).toBe('invalid_response');
+      expect(error.message).toMatch(/response names status twice/);
+      const listed = await c.client.listActiveOrders();
+      expect(listed.orders.map((o) => o.status)).toEqual(['PENDING']);
+      expect(({} as Record<string, unknown>).status).toBeUndefined();
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+});
+
 describe('hostile object storage and presigned URLs', () => {
   let dir: string;
   let study: string;

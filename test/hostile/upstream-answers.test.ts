@@ -263,6 +263,7 @@ describe('hostile upstream in front of a running adapter', () => {
   let mllp: MllpClient;
   let db: PgClient;
   let hugeList = false;
+  let refuseToken = false;
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hostile-upstream-'));
@@ -276,6 +277,11 @@ describe('hostile upstream in front of a running adapter', () => {
             answer.url = `http://169.254.169.254/latest/meta-data/${signed.search}`;
             return JSON.stringify(answer);
           },
+        };
+      if (refuseToken && path !== '/auth/token')
+        return {
+          status: 401,
+          rewrite: () => '{"error":"invalid_token","message":"token revoked"}',
         };
       if (path === '/list-orders' && hugeList)
         return { rewrite: () => `{"orders":[${`${entry(1)},`.repeat(300_000)}${entry(2)}]}` };
@@ -350,5 +356,47 @@ describe('hostile upstream in front of a running adapter', () => {
     } finally {
       hugeList = false;
     }
+  });
+
+  it('an upstream that refuses every token: two token requests per attempt, the reason on the timeline, placed once it relents', async () => {
+    refuseToken = true;
+    const before = proxy.hits.length;
+    const spec = newOrderSpec();
+    let id: string;
+    try {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      id = (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
+      const warning = async () =>
+        (
+          await db.query(
+            `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'error' ORDER BY id`,
+            [id],
+          )
+        ).rows as Array<{ summary: string }>;
+      // Before: nothing on the timeline but "received" while the job failed and waited.
+      const rows = await waitFor('the reason on the timeline', async () =>
+        (await warning()).length >= 2 ? warning() : undefined,
+      );
+      expect(rows[0]!.summary).toMatch(
+        /not placed upstream yet \(unauthorized on new-order .*invalid_token.*\); tried again later/,
+      );
+      expect(await orderState(db, id)).toBe('received');
+      // Contract, Errors: 401 → a new token, retried once; never a storm.
+      const phase = proxy.hits.slice(before);
+      const tokens = phase.filter((h) => h.path === '/auth/token').length;
+      const refused = phase.filter((h) => h.path !== '/auth/token').length;
+      expect(refused).toBeGreaterThanOrEqual(4);
+      expect(tokens).toBeLessThanOrEqual(refused);
+      expect(await health()).toBe(200);
+    } finally {
+      refuseToken = false;
+    }
+    await waitFor(
+      'the order placed',
+      async () => (await orderState(db, id)) !== 'received',
+      90_000,
+      500,
+      () => orderDiagnostics(db, id),
+    );
   });
 });

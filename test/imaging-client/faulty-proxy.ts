@@ -5,8 +5,8 @@ import { Agent, request } from 'undici';
 /**
  * `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts
  * late); `until`: forward when the promise settles (a call held as long as a test needs);
- * `rewrite`: the upstream's answer body replaced by what the function makes of it (a hostile
- * upstream that otherwise behaves).
+ * `rewrite`: the upstream's answer body replaced by what the function makes of it, and its
+ * status by `status` if given (a hostile upstream that otherwise behaves).
  */
 export type ProxyAction =
   | 'pass'
@@ -14,7 +14,7 @@ export type ProxyAction =
   | { delayMs: number }
   | { holdMs: number }
   | { until: Promise<unknown> }
-  | { rewrite: (body: Buffer) => Buffer | string };
+  | { rewrite: (body: Buffer) => Buffer | string; status?: number };
 
 export interface ProxyHit {
   method: string;
@@ -89,7 +89,11 @@ export async function startFaultyProxy(
             if (v !== undefined && !HOP_BY_HOP.has(k) && k !== 'content-length') out[k] = v;
           }
           if (res.destroyed) return;
-          res.writeHead(answer.statusCode, out);
+          const status =
+            typeof action === 'object' && 'rewrite' in action && action.status
+              ? action.status
+              : answer.statusCode;
+          res.writeHead(status, out);
           res.end(body);
         })
         .catch(() => req.socket.destroy());

@@ -71,7 +71,22 @@ export class PlaceUpstreamUseCase {
       upstreamOrderId = created.orderId;
       recovered = created.recovered;
     } catch (error) {
-      if (isTransient(error)) throw error;
+      if (isTransient(error)) {
+        // Retried by the job queue (bounded attempts, growing waits). The order waits "to be
+        // placed upstream"; without this the timeline would not say why (the calls carry no
+        // upstream order yet, so their `upstream.call` events are not the order's).
+        await writeAuditEvents(dataSource.manager, [
+          {
+            kind: 'error',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: `not placed upstream yet (${describe(error)}); tried again later`,
+            detail: { code: errorCode(error) },
+          },
+        ]);
+        throw error;
+      }
       await this.ending.endLocally(
         orderId,
         'failed',

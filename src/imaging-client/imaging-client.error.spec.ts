@@ -28,7 +28,8 @@ describe('ImagingClientError', () => {
   });
 
   it('maps statuses to codes', () => {
-    expect([400, 401, 403, 404, 409, 410, 418, 429, 503].map(codeForStatus)).toEqual([
+    expect([302, 400, 401, 403, 404, 409, 410, 418, 429, 503].map(codeForStatus)).toEqual([
+      'redirected',
       'bad_request',
       'unauthorized',
       'forbidden',

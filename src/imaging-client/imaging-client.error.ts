@@ -6,6 +6,7 @@ export const IMAGING_CLIENT_ERROR_CODES = [
   'not_found',
   'conflict',
   'client_error',
+  'redirected',
   'retired',
   'rate_limited_exhausted',
   'server_error_exhausted',
@@ -109,6 +110,9 @@ export function codeForStatus(status: number): ImagingClientErrorCode {
   if (status === 410) return 'retired';
   if (status === 413) return 'too_large';
   if (status === 429) return 'rate_limited_exhausted';
+  // Never followed (a redirect may lead our bearer token elsewhere); it says IMAGING_BASE_URL
+  // is not the service's final address, not that the request was wrong.
+  if (status >= 300 && status < 400) return 'redirected';
   if (status >= 500) return 'server_error_exhausted';
   return 'client_error';
 }

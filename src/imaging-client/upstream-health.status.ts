@@ -7,6 +7,7 @@ const UPSTREAM_TROUBLE = new Set([
   'network',
   'deadline',
   'invalid_response',
+  'redirected',
 ]);
 
 export interface UpstreamHealth {

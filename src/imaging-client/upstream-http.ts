@@ -207,7 +207,7 @@ export class UpstreamHttp {
       throw new ImagingClientError(
         codeForStatus(response.status),
         spec.operation,
-        `upstream answered ${response.status}${describeErrorBody(body)}`,
+        `upstream answered ${response.status}${describeErrorBody(body)}${redirectNote(response, isApi)}`,
         {
           status: response.status,
           upstreamError: body,
@@ -411,4 +411,25 @@ export class UpstreamHttp {
       clearTimeout(answerTimer);
     }
   }
+}
+
+/**
+ * A 3xx is never followed (the request would carry our bearer token, or the study, wherever
+ * the Location names): the analyst and operator read where it pointed, as an origin only
+ * (a Location is the peer's text: no path, query or control characters are repeated).
+ */
+function redirectNote(response: UpstreamResponse, isApi: boolean): string {
+  if (response.status < 300 || response.status >= 400) return '';
+  const location = headerValue(response.headers, 'location');
+  let where = 'elsewhere';
+  // eslint-disable-next-line no-control-regex
+  if (location && !/[\u0000-\u001f\u007f]/.test(location) && /^https?:\/\//i.test(location)) {
+    try {
+      where = `to host ${new URL(location).host}`;
+    } catch {
+      where = 'elsewhere';
+    }
+  }
+  const fix = isApi ? 'IMAGING_BASE_URL must be the final address' : 'storage must take the PUT';
+  return `, a redirect ${where} that is not followed (${fix})`;
 }

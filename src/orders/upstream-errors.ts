@@ -4,9 +4,10 @@ import { ImagingClientError } from '../imaging-client/imaging-client.error';
  * Retried by the job queue (with backoff) rather than ending the order: anything that is not
  * the upstream's considered answer about this order (database, network, exhausted retries),
  * and the answers that are about us, not the order: a retired API version (an operator must
- * migrate; /health says so) and refused credentials.
+ * migrate; /health says so), refused credentials and a redirect (IMAGING_BASE_URL is not the
+ * service's final address: an operator corrects it).
  */
-const RETRY_LATER = new Set(['retired', 'unauthorized']);
+const RETRY_LATER = new Set(['retired', 'unauthorized', 'redirected']);
 
 export function isTransient(error: unknown): boolean {
   return !(error instanceof ImagingClientError) || error.transient || RETRY_LATER.has(error.code);

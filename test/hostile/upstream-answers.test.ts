@@ -264,6 +264,7 @@ describe('hostile upstream in front of a running adapter', () => {
   let db: PgClient;
   let hugeList = false;
   let refuseToken = false;
+  let redirectCreate = false;
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hostile-upstream-'));
@@ -277,6 +278,12 @@ describe('hostile upstream in front of a running adapter', () => {
             answer.url = `http://169.254.169.254/latest/meta-data/${signed.search}`;
             return JSON.stringify(answer);
           },
+        };
+      if (redirectCreate && path === '/new-order')
+        return {
+          status: 302,
+          headers: { location: 'https://collector.evil.example/v1/new-order?steal=1' },
+          rewrite: () => '',
         };
       if (refuseToken && path !== '/auth/token')
         return {
@@ -398,5 +405,36 @@ describe('hostile upstream in front of a running adapter', () => {
       500,
       () => orderDiagnostics(db, id),
     );
+  });
+
+  it('a 302 from /new-order: not followed, the order waits (not failed) with where it pointed, /health degraded', async () => {
+    redirectCreate = true;
+    const spec = newOrderSpec();
+    try {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+        id: string;
+      };
+      const reason = await waitFor('the reason on the timeline', async () => {
+        const { rows } = await db.query(
+          `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'error' ORDER BY id`,
+          [id],
+        );
+        return (rows as Array<{ summary: string }>)[0]?.summary;
+      });
+      // Before: "received → failed: the upstream refused the order: client_error on
+      // new-order: upstream answered 302", for good, for every order while misconfigured.
+      expect(reason).toMatch(
+        /redirected on new-order: upstream answered 302, a redirect to host collector\.evil\.example that is not followed/,
+      );
+      expect(reason).not.toContain('steal');
+      expect(await orderState(db, id)).toBe('received');
+      const healthBody = (await (await fetch(`${adapter.httpUrl}/health`)).json()) as {
+        checks: { upstream: Record<string, unknown> };
+      };
+      expect(JSON.stringify(healthBody.checks.upstream)).toContain('redirected');
+    } finally {
+      redirectCreate = false;
+    }
   });
 });

@@ -6,7 +6,8 @@ import { Agent, request } from 'undici';
  * `delayMs`: answer late (after the upstream acted); `holdMs`: forward late (the upstream acts
  * late); `until`: forward when the promise settles (a call held as long as a test needs);
  * `rewrite`: the upstream's answer body replaced by what the function makes of it, and its
- * status by `status` if given (a hostile upstream that otherwise behaves).
+ * status by `status` and headers added from `headers` if given (a hostile upstream that
+ * otherwise behaves).
  */
 export type ProxyAction =
   | 'pass'
@@ -14,7 +15,11 @@ export type ProxyAction =
   | { delayMs: number }
   | { holdMs: number }
   | { until: Promise<unknown> }
-  | { rewrite: (body: Buffer) => Buffer | string; status?: number };
+  | {
+      rewrite: (body: Buffer) => Buffer | string;
+      status?: number;
+      headers?: Record<string, string>;
+    };
 
 export interface ProxyHit {
   method: string;
@@ -93,6 +98,7 @@ export async function startFaultyProxy(
             typeof action === 'object' && 'rewrite' in action && action.status
               ? action.status
               : answer.statusCode;
+          if (typeof action === 'object' && 'rewrite' in action) Object.assign(out, action.headers);
           res.writeHead(status, out);
           res.end(body);
         })

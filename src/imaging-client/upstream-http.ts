@@ -370,7 +370,7 @@ export class UpstreamHttp {
         // and its slot, for ever), and be no longer than an error body.
         answerTimer = setTimeout(() => {
           answerLate = true;
-          response.body.destroy();
+          response.body.destroy(new Error('storage answer not complete in time'));
         }, timeout);
       }
       return {

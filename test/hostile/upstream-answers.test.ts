@@ -8,6 +8,7 @@ import { Client as PgClient } from 'pg';
 import { MllpClient } from '../../src/hl7';
 import { ImagingClientError } from '../../src/imaging-client/imaging-client.error';
 import { MAX_LIST_ENTRIES } from '../../src/imaging-client/upstream-schemas';
+import { HttpUpstreamProbe } from '../../src/imaging-client/http-upstream.probe';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
@@ -252,6 +253,67 @@ describe('hostile PACS (DICOMweb)', () => {
       await client.close();
       pacs.closeAllConnections();
       await new Promise<void>((resolve) => pacs.close(() => resolve()));
+    }
+  });
+});
+
+describe('hostile upstream: /health on a fresh replica (the /test-token probe)', () => {
+  /** An upstream whose every answer is headers, then one byte a second; 410s endless. */
+  const trickling = () =>
+    startScriptedUpstream((req, res) => {
+      if (req.query.get('endless') !== null || req.path === '/gone/test-token') {
+        res.writeHead(410, { 'content-type': 'application/json' });
+        const chunk = Buffer.alloc(1 << 16, 32);
+        const pump = () => {
+          while (!res.destroyed && res.write(chunk));
+          if (!res.destroyed) res.once('drain', pump);
+        };
+        return pump();
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{');
+      const drip = setInterval(() => (res.destroyed ? clearInterval(drip) : res.write(' ')), 1000);
+    });
+
+  it('a trickled answer to every call: /health still answers within seconds', async () => {
+    // Before: before any call had finished, /health asked GET /test-token and waited for its
+    // whole body; a byte a second held every /health request (each adding a connection).
+    const upstream = await trickling();
+    const adapter = await startTestAdapter({
+      IMAGING_BASE_URL: upstream.baseUrl,
+      ...SANDBOX_CLIENT,
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    try {
+      const started = Date.now();
+      const answers = await Promise.all(
+        [1, 2, 3].map(() =>
+          fetch(`${adapter.httpUrl}/health`, { signal: AbortSignal.timeout(15_000) }).then(
+            (r) => r.status,
+          ),
+        ),
+      );
+      expect(answers.every((s) => s === 200 || s === 503)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // One probe for the three requests.
+      expect(upstream.seen.filter((r) => r.path === '/test-token').length).toBeLessThanOrEqual(1);
+    } finally {
+      await upstream.close();
+      await adapter.close();
+    }
+  });
+
+  it('an endless 410 body is read to 64 KiB, not to the end of memory', async () => {
+    const upstream = await trickling();
+    const probe = new HttpUpstreamProbe(`${upstream.origin}/gone`);
+    try {
+      const before = process.memoryUsage().rss;
+      const result = await probe.check();
+      expect(result.status).toBe('down');
+      expect(result.detail).toMatch(/larger than 65536 bytes/);
+      expect(process.memoryUsage().rss - before).toBeLessThan(200 * 1024 * 1024);
+    } finally {
+      await upstream.close();
     }
   });
 });

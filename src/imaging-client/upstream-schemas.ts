@@ -13,7 +13,13 @@ import type { UpstreamResponse } from './upstream-http';
 const nullableString = z.string().nullable().optional();
 
 export const tokenSchema = z.looseObject({
-  access_token: z.string().min(1),
+  // Sent back in every Authorization header: visible ASCII only (RFC 6750 b64token is a
+  // subset), bounded. A CR/LF made every call fail as a "network error", a 1 MB token a 431
+  // that failed orders as refused.
+  access_token: z
+    .string()
+    .max(4096)
+    .regex(/^[\x21-\x7e]+$/, 'access_token must be visible ASCII'),
   token_type: z.string().refine((t) => t.toLowerCase() === 'bearer', 'token_type must be Bearer'),
   expires_in: z.number().int().positive(),
 });

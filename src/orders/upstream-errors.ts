@@ -10,7 +10,13 @@ import { ImagingClientError } from '../imaging-client/imaging-client.error';
 const RETRY_LATER = new Set(['retired', 'unauthorized', 'redirected']);
 
 export function isTransient(error: unknown): boolean {
-  return !(error instanceof ImagingClientError) || error.transient || RETRY_LATER.has(error.code);
+  return (
+    !(error instanceof ImagingClientError) ||
+    error.transient ||
+    RETRY_LATER.has(error.code) ||
+    // No token, whatever the token endpoint answered, says nothing about this order.
+    error.operation === 'token'
+  );
 }
 
 export function errorCode(error: unknown): string {

@@ -10,6 +10,7 @@ import { ImagingClientError } from '../../src/imaging-client/imaging-client.erro
 import { MAX_LIST_ENTRIES } from '../../src/imaging-client/upstream-schemas';
 import { HttpUpstreamProbe } from '../../src/imaging-client/http-upstream.probe';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
+import { isTransient } from '../../src/orders/upstream-errors';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { StudyError } from '../../src/studies/study.error';
@@ -126,6 +127,32 @@ describe('hostile upstream: ambiguous JSON', () => {
       const listed = await c.client.listActiveOrders();
       expect(listed.orders.map((o) => o.status)).toEqual(['PENDING']);
       expect(({} as Record<string, unknown>).status).toBeUndefined();
+    } finally {
+      await c.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe('hostile token endpoint', () => {
+  it.each([
+    ['a CR/LF in access_token', 'tok\r\nX-Injected: 1'],
+    ['an access_token of 1 MB', 'a'.repeat(1_000_000)],
+  ])('%s: refused at the token, never sent, and no order fails for it', async (_what, token) => {
+    // Before: "network error UND_ERR_INVALID_ARG", or the service's 431 as client_error,
+    // which failed the order as refused by the upstream.
+    const upstream = await startScriptedUpstream((req, res) => {
+      if (req.path === '/auth/token') return tokenAnswer(res, token);
+      return json(res, 200, { order_id: ORDER, status: 'PENDING' });
+    });
+    const c = buildClient(upstream.baseUrl, { retry: { maxAttempts: 1 } });
+    try {
+      const error = await errorOf(c.client.getStatus({ orderId: ORDER }));
+      expect(error.code).toBe('invalid_response');
+      expect(error.operation).toBe('token');
+      expect(error.message).toMatch(/access_token/);
+      expect(isTransient(error)).toBe(true);
+      expect(upstream.seen.map((s) => s.path)).toEqual(['/auth/token']);
     } finally {
       await c.close();
       await upstream.close();

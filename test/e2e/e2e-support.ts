@@ -2,7 +2,10 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from 'pg';
+import { TEST_TOKENS } from '../helpers/adapter';
 import { createMrBrainSeries, generateUid, type DicomInstance } from '../helpers/dicom-factory';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { multipartRelated } from '../studies/study-test-support';
 
 /** The sandbox's default client (docs/sandbox.md). */
 export const SANDBOX_CLIENT = {
@@ -282,4 +285,23 @@ export function serviceRequestFor(
     ...(extra.requesterDisplay ? { requester: { display: extra.requesterDisplay } } : {}),
     note: [{ text: `sandbox-outcome: ${extra.outcome ?? 'delivered'}` }],
   };
+}
+
+/**
+ * The usual way a test gets an order placed with its study: the study pushed by STOW-RS (200),
+ * then the ORM over MLLP (AA); answers the stored order's id.
+ */
+export async function placeWithStudy(
+  peers: { adapter: { httpUrl: string }; mllp: { send(m: Buffer): Promise<Buffer> }; db: Client },
+  spec: Hl7OrderSpec,
+): Promise<string> {
+  const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
+  const res = await fetch(`${peers.adapter.httpUrl}/dicomweb/studies`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+    body,
+  });
+  expect(res.status).toBe(200);
+  expect(ackSummary(await peers.mllp.send(ormMessage(spec))).code).toBe('AA');
+  return (await waitFor('the order', () => orderByPlacer(peers.db, spec.placer))).id as string;
 }

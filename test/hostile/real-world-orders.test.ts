@@ -45,6 +45,17 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     return Buffer.from(text, 'latin1');
   };
 
+  /** POSTs a ServiceRequest as the sender (R4 REST create). */
+  const postServiceRequest = (resource: Record<string, unknown>) =>
+    fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(resource),
+    });
+
   it('IHE SWF puts the procedure in OBR-4 components 4-6 (`^^^24627-2^CT Chest^LN`): AA, products from OBR-4.4, and the filler cancels it with ORC-1 OC', async () => {
     // Before: AE 101 "Requested procedure code missing" (products read OBR-4.1 only).
     const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ihe-obr4-alternate')));
@@ -171,30 +182,23 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
 
   it('FHIR: a contained Patient listing an untyped SSN before the EHR record number is known by the record number', async () => {
     // Before: 201, and orders.patient_id (and the upstream's patient_id) was the SSN.
-    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        contained: [
-          {
-            resourceType: 'Patient',
-            id: 'pat',
-            identifier: [
-              { system: 'http://hl7.org/fhir/sid/us-ssn', value: '999-44-5555' },
-              { system: 'urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.0', value: 'E7001' },
-            ],
-          },
-        ],
-        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-SSN-1' }],
-        status: 'active',
-        intent: 'order',
-        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
-        subject: { reference: '#pat' },
-      }),
+    const res = await postServiceRequest({
+      resourceType: 'ServiceRequest',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'pat',
+          identifier: [
+            { system: 'http://hl7.org/fhir/sid/us-ssn', value: '999-44-5555' },
+            { system: 'urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.0', value: 'E7001' },
+          ],
+        },
+      ],
+      identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-SSN-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { reference: '#pat' },
     });
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-SSN-1')).patient_id).toBe('E7001');
@@ -202,26 +206,19 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
 
   it('FHIR: the time to perform written as occurrenceTiming.repeat.boundsPeriod is the requested time, not authoredOn', async () => {
     // Before: requestedAt = authoredOn (2026-11-25T14:12:44Z), the day before the scheduled window.
-    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-TIMING-1' }],
-        status: 'active',
-        intent: 'order',
-        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
-        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'T-1' } },
-        occurrenceTiming: {
-          repeat: {
-            boundsPeriod: { start: '2026-11-26T09:00:00+01:00', end: '2026-11-26T12:00:00+01:00' },
-          },
+    const res = await postServiceRequest({
+      resourceType: 'ServiceRequest',
+      identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-TIMING-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'T-1' } },
+      occurrenceTiming: {
+        repeat: {
+          boundsPeriod: { start: '2026-11-26T09:00:00+01:00', end: '2026-11-26T12:00:00+01:00' },
         },
-        authoredOn: '2026-11-25T09:12:44-05:00',
-      }),
+      },
+      authoredOn: '2026-11-25T09:12:44-05:00',
     });
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-TIMING-1')).request.requestedAt).toBe(
@@ -303,20 +300,13 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
     expect((await orderByPlacer('PL-L1')).request.products).toEqual(['lung-nodule-ct']);
 
-    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-OID-1' }],
-        status: 'active',
-        intent: 'order',
-        code: { coding: [{ system: 'urn:oid:2.16.840.1.113883.6.1', code: '24725-4' }] },
-        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'O-1' } },
-      }),
+    const res = await postServiceRequest({
+      resourceType: 'ServiceRequest',
+      identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-OID-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'urn:oid:2.16.840.1.113883.6.1', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'O-1' } },
     });
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-OID-1')).request.products).toEqual(['head-ct-hemorrhage']);
@@ -324,30 +314,23 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
 
   it('FHIR: a requester that is a PractitionerRole (US Core) gives the ordering provider of its practitioner', async () => {
     // Before: 201 with no orderingProvider (only a Practitioner requester was read).
-    const res = await fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        contained: [
-          {
-            resourceType: 'Practitioner',
-            id: 'pr',
-            identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: '1111111112' }],
-            name: [{ family: 'Role', given: ['Rita'] }],
-          },
-          { resourceType: 'PractitionerRole', id: 'role', practitioner: { reference: '#pr' } },
-        ],
-        identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-ROLE-1' }],
-        status: 'active',
-        intent: 'order',
-        code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
-        subject: { identifier: { system: 'http://ehr.example/mrn', value: 'R-1' } },
-        requester: { reference: '#role' },
-      }),
+    const res = await postServiceRequest({
+      resourceType: 'ServiceRequest',
+      contained: [
+        {
+          resourceType: 'Practitioner',
+          id: 'pr',
+          identifier: [{ system: 'http://hl7.org/fhir/sid/us-npi', value: '1111111112' }],
+          name: [{ family: 'Role', given: ['Rita'] }],
+        },
+        { resourceType: 'PractitionerRole', id: 'role', practitioner: { reference: '#pr' } },
+      ],
+      identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-ROLE-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'R-1' } },
+      requester: { reference: '#role' },
     });
     expect(res.status).toBe(201);
     expect((await orderByPlacer('FHIR-ROLE-1')).request.orderingProvider).toEqual({

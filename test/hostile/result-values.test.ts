@@ -5,8 +5,9 @@ import { Client as PgClient } from 'pg';
 import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
 import { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
-import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { waitFor, writeSiteConfig } from '../e2e/e2e-support';
 import {
   startAckingRis,
@@ -29,6 +30,7 @@ jest.setTimeout(180_000);
 describe('result values from hostile orders (MLLP and FHIR front doors)', () => {
   let ehr: TestEhr;
   let ris: TestRis;
+  let harness: MllpHarness | undefined;
   let adapter: TestAdapter;
   let mllp: MllpClient;
   let db: PgClient;
@@ -38,7 +40,8 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     const dir = mkdtempSync(join(tmpdir(), 'result-values-'));
     ehr = await startValidatingEhr();
     ris = await startAckingRis();
-    adapter = await startTestAdapter({
+    harness = await startMllpHarness({
+      JOBS_ENABLED: 'true',
       FHIR_SERVER_URL: ehr.baseUrl,
       RIS_MLLP_HOST: '127.0.0.1',
       RIS_MLLP_PORT: String(ris.port),
@@ -46,15 +49,11 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       CONFIG_FILE: writeSiteConfig(dir),
       FHIR_UNKNOWN_PROCEDURE: 'default-products:neuro-volumetry',
     });
-    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    ({ adapter, mllp, db } = harness);
   });
 
   afterAll(async () => {
-    await mllp?.close();
-    await db?.end();
-    await adapter?.close();
+    await harness?.close();
     await ris?.close();
     await ehr?.close();
   });

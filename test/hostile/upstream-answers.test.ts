@@ -16,15 +16,15 @@ import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { StudyError } from '../../src/studies/study.error';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
-import { multipartRelated } from '../studies/study-test-support';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import {
   newOrderSpec,
+  placeWithStudy,
   orderByPlacer,
   orderDiagnostics,
   orderState,
   ormMessage,
   SANDBOX_CLIENT,
-  studyFor,
   waitFor,
   writeSiteConfig,
 } from '../e2e/e2e-support';
@@ -348,6 +348,7 @@ describe('hostile upstream: /health on a fresh replica (the /test-token probe)',
 describe('hostile upstream in front of a running adapter', () => {
   let sandbox: RunningSandbox;
   let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let harness: MllpHarness | undefined;
   let adapter: TestAdapter;
   let mllp: MllpClient;
   let db: PgClient;
@@ -383,21 +384,18 @@ describe('hostile upstream in front of a running adapter', () => {
         return { rewrite: () => `{"orders":[${`${entry(1)},`.repeat(300_000)}${entry(2)}]}` };
       return 'pass';
     });
-    adapter = await startTestAdapter({
+    harness = await startMllpHarness({
+      JOBS_ENABLED: 'true',
       IMAGING_BASE_URL: proxy.baseUrl,
       ...SANDBOX_CLIENT,
       STUDY_QUIET_PERIOD_SECONDS: '1',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
     });
-    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    ({ adapter, mllp, db } = harness);
   });
   afterAll(async () => {
-    await mllp?.close();
-    await db?.end();
-    await adapter?.close();
+    await harness?.close();
     await proxy?.close();
     await sandbox?.close();
   });
@@ -406,15 +404,7 @@ describe('hostile upstream in front of a running adapter', () => {
 
   it('an upload URL pointing at the metadata service: nothing sent there, the order failed with the reason on its timeline', async () => {
     const spec = newOrderSpec();
-    const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
-    const stow = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
-      body,
-    });
-    expect(stow.status).toBe(200);
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    const id = (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
     await waitFor(
       'the order failed',
       async () => (await orderState(db, id)) === 'failed',

@@ -5,16 +5,12 @@ import { Client as PgClient } from 'pg';
 import { MllpClient } from '../../src/hl7';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
-import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { ackSummary } from '../helpers/hl7-fixtures';
-import { multipartRelated } from '../studies/study-test-support';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import {
   newOrderSpec,
-  orderByPlacer,
+  placeWithStudy,
   orderState,
-  ormMessage,
   SANDBOX_CLIENT,
-  studyFor,
   upstreamStatuses,
   waitFor,
   writeSiteConfig,
@@ -67,15 +63,7 @@ describe('poller: paged lists and an unknown status (adapter, sandbox, real Post
 
   async function place(outcome: string): Promise<string> {
     const spec = newOrderSpec(`sandbox-outcome: ${outcome}`);
-    const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
-    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
-      body,
-    });
-    expect(res.status).toBe(200);
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
+    return placeWithStudy({ adapter, mllp, db }, spec);
   }
 
   const flags = async (id: string) =>

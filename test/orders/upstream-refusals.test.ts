@@ -8,15 +8,11 @@ import { parseHl7 } from '../../src/hl7/hl7-message';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { ackSummary } from '../helpers/hl7-fixtures';
-import { multipartRelated } from '../studies/study-test-support';
 import {
   newOrderSpec,
-  orderByPlacer,
+  placeWithStudy,
   orderState,
-  ormMessage,
   SANDBOX_CLIENT,
-  studyFor,
   waitFor,
   writeSiteConfig,
   type Hl7OrderSpec,
@@ -78,15 +74,7 @@ describe('upstream refusals (adapter, sandbox upstream, EHR and RIS peers)', () 
   });
 
   async function place(spec: Hl7OrderSpec): Promise<string> {
-    const { body, contentType } = multipartRelated(studyFor(spec).map((i) => ({ data: i.bytes })));
-    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
-      body,
-    });
-    expect(res.status).toBe(200);
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
+    return placeWithStudy({ adapter, mllp, db }, spec);
   }
 
   const outbox = async (id: string) =>

@@ -11,6 +11,11 @@ export interface StudyRequest {
   accessionNumber?: string | null;
   patientId?: string | null;
   /**
+   * The assigning authority of the order's patient ID (HL7 CX-4, FHIR Identifier.system):
+   * compared with the study's Issuer of Patient ID, when both have one (study-identity.ts).
+   */
+  patientIdIssuer?: string | null;
+  /**
    * Optional JSON sidecar written into the ZIP as `metadata.json` (the upstream reads it as
    * order metadata; DICOM tags and the API win over it). A different sidecar on a later call
    * repackages the study.
@@ -23,6 +28,8 @@ export interface StudyAttributes {
   studyInstanceUid: string;
   accessionNumber?: string;
   patientId?: string;
+  /** Issuer of Patient ID (0010,0021): the domain the Patient ID belongs to. */
+  issuerOfPatientId?: string;
   patientName?: string;
   patientBirthDate?: string;
   patientSex?: string;

@@ -47,7 +47,11 @@ export class AcquisitionRecorder {
    */
   async identityMismatch(
     request: StudyRequest,
-    studies: ReadonlyArray<{ accessionNumber?: string; patientId?: string }>,
+    studies: ReadonlyArray<{
+      accessionNumber?: string;
+      patientId?: string;
+      issuerOfPatientId?: string;
+    }>,
     source: string,
   ): Promise<StudyAcquisition | undefined> {
     const required = this.options.identityMatch ?? IDENTITY_FIELDS;
@@ -228,6 +232,7 @@ function attributesOf(headers: readonly InstanceHeader[]): StudyAttributes {
     studyInstanceUid: headers[0]!.studyInstanceUid,
     accessionNumber: first('accessionNumber'),
     patientId: first('patientId'),
+    issuerOfPatientId: first('issuerOfPatientId'),
     patientName: first('patientName'),
     patientBirthDate: first('patientBirthDate'),
     patientSex: first('patientSex'),

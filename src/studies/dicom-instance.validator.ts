@@ -134,6 +134,7 @@ const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
   '00081030': 'LO', // Study Description
   '00100010': 'PN', // Patient's Name
   '00100020': 'LO', // Patient ID
+  '00100021': 'LO', // Issuer of Patient ID
   '00100030': 'DA', // Patient's Birth Date
   '00100040': 'CS', // Patient's Sex
   '0020000D': 'UI', // Study Instance UID
@@ -329,6 +330,7 @@ function judge(
     transferSyntaxUid: parsed.transferSyntaxUid,
     accessionNumber: identifier(d['00080050']),
     patientId: identifier(d['00100020']),
+    issuerOfPatientId: text(d['00100021']),
     patientName: personName(d['00100010']),
     patientBirthDate: text(d['00100030']),
     patientSex: text(d['00100040']),

@@ -25,6 +25,8 @@ export interface QidoStudy {
   accessionNumber?: string;
   /** Patient ID (0010,0020), asked for with includefield: checked against the order's. */
   patientId?: string;
+  /** Issuer of Patient ID (0010,0021), also asked for: the Patient ID's domain. */
+  issuerOfPatientId?: string;
   /** Number of Study Related Instances (0020,1208); undefined if the PACS omits it. */
   instanceCount?: number;
   seriesCount?: number;
@@ -106,6 +108,7 @@ export class DicomWebClient {
     params.append('includefield', '00201208');
     params.append('includefield', '00201206');
     params.append('includefield', '00100020');
+    params.append('includefield', '00100021');
     // A search answer is small: headers and body together end within the timeout (the
     // timeouts of `call` are idle times, which a PACS trickling a byte now and then never
     // trips: the acquisition would wait for ever).
@@ -146,6 +149,7 @@ export class DicomWebClient {
         studyInstanceUid: str(item['0020000D']) ?? '',
         accessionNumber: identifierValue(item['00080050']),
         patientId: identifierValue(item['00100020']),
+        issuerOfPatientId: str(item['00100021']),
         instanceCount: int(item['00201208']),
         seriesCount: int(item['00201206']),
       }))

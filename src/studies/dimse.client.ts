@@ -63,6 +63,7 @@ export class DimseClient {
         StudyInstanceUID: query.studyInstanceUid ?? '',
         AccessionNumber: query.studyInstanceUid ? '' : (query.accessionNumber ?? ''),
         PatientID: '',
+        IssuerOfPatientID: '',
         NumberOfStudyRelatedInstances: '',
         NumberOfStudyRelatedSeries: '',
       }),
@@ -79,6 +80,7 @@ export class DimseClient {
           studyInstanceUid: uid,
           accessionNumber: identifierValue(elements.AccessionNumber),
           patientId: identifierValue(elements.PatientID),
+          issuerOfPatientId: text(elements.IssuerOfPatientID),
           instanceCount: integer(elements.NumberOfStudyRelatedInstances),
           seriesCount: integer(elements.NumberOfStudyRelatedSeries),
         });

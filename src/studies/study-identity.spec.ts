@@ -23,6 +23,40 @@ describe('study identity: a study is used only when its identifiers match the or
     expect(identityMismatches(order, study, BOTH)).toEqual(mismatches);
   });
 
+  it('the same Patient ID in another ID domain is another patient (Issuer of Patient ID)', () => {
+    const all = ['accession-number', 'patient-id', 'patient-id-issuer'] as const;
+    const order = { patientId: 'P1', patientIdIssuer: 'HOSPA' };
+    expect(
+      identityMismatches(order, { patientId: 'P1', issuerOfPatientId: 'HOSP_B' }, all),
+    ).toEqual([{ field: 'patient-id-issuer', order: 'HOSPA', study: 'HOSP_B' }]);
+    // one domain: case, padding and the urn:oid: prefix do not count
+    expect(
+      identityMismatches(order, { patientId: 'P1', issuerOfPatientId: 'hospa ' }, all),
+    ).toEqual([]);
+    expect(
+      identityMismatches(
+        { patientId: 'P1', patientIdIssuer: 'urn:oid:1.2.840.113619.6.197' },
+        { patientId: 'P1', issuerOfPatientId: '1.2.840.113619.6.197' },
+        all,
+      ),
+    ).toEqual([]);
+    // compared only when both name a domain, the patient IDs are compared, and the site asks
+    expect(identityMismatches(order, { patientId: 'P1' }, all)).toEqual([]);
+    expect(
+      identityMismatches({ patientId: 'P1' }, { patientId: 'P1', issuerOfPatientId: 'X' }, all),
+    ).toEqual([]);
+    expect(identityMismatches(order, { issuerOfPatientId: 'HOSP_B' }, all)).toEqual([]);
+    expect(
+      identityMismatches(order, { patientId: 'P1', issuerOfPatientId: 'HOSP_B' }, BOTH),
+    ).toEqual([]);
+    // a different patient ID is that mismatch alone
+    expect(
+      identityMismatches(order, { patientId: 'P2', issuerOfPatientId: 'HOSP_B' }, all).map(
+        (m) => m.field,
+      ),
+    ).toEqual(['patient-id']);
+  });
+
   it('a study without an accession number does not match an order that has one', () => {
     expect(identityMismatches({ accessionNumber: 'A1' }, {}, BOTH)).toHaveLength(1);
   });

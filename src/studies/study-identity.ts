@@ -6,12 +6,16 @@
  */
 
 /** Identifiers a site can require to match (STUDY_IDENTITY_MATCH). */
-export const IDENTITY_FIELDS = ['accession-number', 'patient-id'] as const;
+export const IDENTITY_FIELDS = ['accession-number', 'patient-id', 'patient-id-issuer'] as const;
 export type IdentityField = (typeof IDENTITY_FIELDS)[number];
 
 export interface IdentityValues {
   accessionNumber?: string | null;
   patientId?: string | null;
+  /** The order's: HL7 CX-4 (namespace, else universal ID) or FHIR Identifier.system. */
+  patientIdIssuer?: string | null;
+  /** The study's: Issuer of Patient ID (0010,0021). */
+  issuerOfPatientId?: string | null;
 }
 
 export interface IdentityMismatch {
@@ -33,6 +37,13 @@ export { hasMatchingCharacters } from '../mappings/dicom-identifiers';
  * The accession number must match whenever the order has one (a study without one does not
  * match); the patient ID when both carry one (RIS and PACS do not always share an ID domain:
  * a site that cannot rely on it leaves `patient-id` out of the rule).
+ *
+ * The same Patient ID in two ID domains is two patients (a PACS shared by hospitals whose
+ * record numbers overlap; IHE PIX): when the patient IDs are compared, both sides name the
+ * domain (the order's assigning authority, the study's Issuer of Patient ID) and the names
+ * differ, the study is not the order's (`patient-id-issuer`). The names are compared
+ * without case, padding or a `urn:oid:` prefix; a site whose RIS and PACS spell one domain
+ * differently leaves `patient-id-issuer` out of the rule.
  */
 export function identityMismatches(
   order: IdentityValues,
@@ -48,6 +59,13 @@ export function identityMismatches(
   }
   if (required.includes('patient-id') && o.patient !== undefined && s.patient !== undefined) {
     if (s.patient !== o.patient) out.push(mismatch('patient-id', o.patient, s.patient));
+    else if (required.includes('patient-id-issuer')) {
+      const oi = issuer(order.patientIdIssuer);
+      const si = issuer(study.issuerOfPatientId);
+      // an issuer is no PHI: named in full, so the analyst sees which domains differ
+      if (oi !== undefined && si !== undefined && oi.key !== si.key)
+        out.push({ field: 'patient-id-issuer', order: oi.shown, study: si.shown });
+    }
   }
   return out;
 }
@@ -79,6 +97,14 @@ function mismatch(
 function norm(value: string | null | undefined): string | undefined {
   const v = value == null ? undefined : withoutPadding(value);
   return v ? v : undefined;
+}
+
+/** An ID domain's name as written (`shown`, bounded) and as compared (`key`). */
+function issuer(value: string | null | undefined): { key: string; shown: string } | undefined {
+  const v = norm(value);
+  if (v === undefined) return undefined;
+  const key = v.replace(/^urn:oid:/i, '').toUpperCase();
+  return key === '' ? undefined : { key, shown: v.length > 64 ? `${v.slice(0, 64)}…` : v };
 }
 
 function mask(value: string | undefined): string {

@@ -46,6 +46,8 @@ export function deterministicUid(seed: string): string {
 
 export interface PatientAttributes {
   patientId: string;
+  /** Issuer of Patient ID (0010,0021): the Patient ID's domain; left out when not given. */
+  issuerOfPatientId?: string;
   /** DICOM PN: Family^Given^Middle^Prefix^Suffix */
   patientName: string;
   /** YYYYMMDD */
@@ -196,6 +198,7 @@ export function createMrBrainSeries(options: MrBrainSeriesOptions = {}): DicomIn
       SeriesDescription: series.seriesDescription ?? 'T1 MPRAGE SAG 1mm',
       PatientName: patient.patientName,
       PatientID: patient.patientId,
+      ...(patient.issuerOfPatientId ? { IssuerOfPatientID: patient.issuerOfPatientId } : {}),
       PatientBirthDate: patient.birthDate ?? '',
       PatientSex: patient.sex ?? '',
       ScanningSequence: 'GR\\IR',

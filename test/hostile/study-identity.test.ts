@@ -7,6 +7,8 @@ import { MllpClient } from '../../src/hl7';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { loadOrder } from '../../src/orders/order-transitions';
+import { studyRequestOf } from '../../src/orders/study-request';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
@@ -117,6 +119,69 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect(
       (await mismatchEvents(orderId))[0]!.mismatches.map((m: { field: string }) => m.field),
     ).toEqual(['accession-number']);
+  });
+
+  it('same accession and Patient ID, but another ID domain (Issuer of Patient ID): not used', async () => {
+    // A PACS shared by two hospitals whose record numbers overlap (IHE PIX): patient 12345 of
+    // HOSP_B is not patient 12345 of HOSPA, whose RIS placed the order.
+    const patient = {
+      patientId: 'IDN-12345',
+      issuerOfPatientId: 'HOSP_B',
+      patientName: 'OTHER^PATIENT',
+    };
+    await store(
+      createMrBrainStudy({
+        patient,
+        study: { accessionNumber: 'IDN-ACC-ISS' },
+        series: [{ slices: 2 }],
+      }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-ISS', patientId: 'IDN-12345' });
+    const result = await acquirer().acquire({
+      orderId,
+      accessionNumber: 'IDN-ACC-ISS',
+      patientId: 'IDN-12345',
+      patientIdIssuer: 'HOSPA',
+    });
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /patient-id-issuer \(order HOSPA, study HOSP_B\)/,
+    );
+    expect((await mismatchEvents(orderId))[0]!.mismatches).toEqual([
+      { field: 'patient-id-issuer', order: 'HOSPA', study: 'HOSP_B' },
+    ]);
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+  });
+
+  it('the same ID domain spelt with another case or as urn:oid: still matches', async () => {
+    for (const [n, pacs, order] of [
+      ['1', 'hospa', 'HOSPA'],
+      ['2', '1.2.840.113619.6.197', 'urn:oid:1.2.840.113619.6.197'],
+    ] as const) {
+      const accession = `IDN-ACC-ISS-OK${n}`;
+      const patient = {
+        patientId: 'IDN-777',
+        issuerOfPatientId: pacs,
+        patientName: 'SAME^PATIENT',
+      };
+      await store(
+        createMrBrainStudy({
+          patient,
+          study: { accessionNumber: accession },
+          series: [{ slices: 1 }],
+        }),
+      );
+      const orderId = await insertOrder(db, { accession, patientId: 'IDN-777' });
+      const request = {
+        orderId,
+        accessionNumber: accession,
+        patientId: 'IDN-777',
+        patientIdIssuer: order,
+      };
+      expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+      clock += 61_000;
+      expect(await acquirer().acquire(request)).toMatchObject({ status: 'ready' });
+    }
   });
 
   it('an accession of "*" never reaches the PACS as a wildcard query', async () => {
@@ -239,5 +304,59 @@ describe('hostile: intake and pushes on a running adapter', () => {
       result = await acquirer.acquire(req);
     }
     expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+  });
+
+  it('an ORM for PAT-4711 of HOSPA (PID-3.4) never gets the pushed study of PAT-4711 of HOSP_B', async () => {
+    const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'ISSUER-1')
+      .toString('latin1')
+      .replace(/ACC-20240318-0042/g, 'PUSH-ISS-1')
+      .replace(/PLC-100234/g, 'PLC-ISS-1');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect(ackSummary(await client.send(Buffer.from(text, 'latin1'))).code).toBe('AA');
+    } finally {
+      await client.close();
+    }
+    const [{ id }] = (await adapter.dataSource.query(
+      `SELECT id FROM orders WHERE accession_number = 'PUSH-ISS-1'`,
+    )) as Array<{ id: string }>;
+    const order = (await loadOrder(adapter.dataSource.manager, id!))!;
+    // what the lifecycle asks the acquirer: the record number and its domain, from PID-3
+    const req = studyRequestOf(order);
+    expect(req).toMatchObject({ patientId: 'PAT-4711', patientIdIssuer: 'HOSPA' });
+    const study = createMrBrainStudy({
+      patient: { patientId: 'PAT-4711', issuerOfPatientId: 'HOSP_B', patientName: 'SCHMIDT^ANNA' },
+      // the order names its study (ZDS-1): the same study, of another patient domain
+      study: { accessionNumber: 'PUSH-ISS-1', studyInstanceUid: order.study_instance_uid! },
+      series: [{ slices: 2 }],
+    });
+    const { body, contentType } = multipartRelated(
+      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
+    );
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    await res.body.dump();
+    expect(res.statusCode).toBe(200);
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    let result = await acquirer.acquire(req);
+    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      result = await acquirer.acquire(req);
+    }
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /patient-id-issuer \(order HOSPA, study HOSP_B\)/,
+    );
   });
 });

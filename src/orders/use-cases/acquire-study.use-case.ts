@@ -2,6 +2,7 @@ import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { loadOrder, stateOf, transition } from '../order-transitions';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { studyRequestOf } from '../study-request';
 import { withLockedOrder } from './locked-order';
 
 /** `order.acquire-study`: finds the order's study and packages it for upload. */
@@ -25,12 +26,7 @@ export class AcquireStudyUseCase {
       await this.ending.studyDeadlinePassed(orderId);
       return;
     }
-    const result = await this.deps.acquirer.acquire({
-      orderId,
-      studyInstanceUid: order.study_instance_uid,
-      accessionNumber: order.accession_number,
-      patientId: order.patient_id,
-    });
+    const result = await this.deps.acquirer.acquire(studyRequestOf(order));
     switch (result.status) {
       case 'waiting': {
         const deadline = order.study_deadline_at?.getTime() ?? Infinity;

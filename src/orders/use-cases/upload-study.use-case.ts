@@ -12,6 +12,7 @@ import { describeRefusal, upstreamRefusalView } from '../upstream-refusal';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 import { withLockedOrder } from './locked-order';
+import { studyRequestOf } from '../study-request';
 
 /** `order.upload-study`: uploads the packaged study under the order's upload lease. */
 export class UploadStudyUseCase {
@@ -168,12 +169,7 @@ export class UploadStudyUseCase {
     if (order.package_path && (await stat(order.package_path).catch(() => null))?.isFile()) {
       return order.package_path;
     }
-    const result = await this.deps.acquirer.acquire({
-      orderId: order.id,
-      studyInstanceUid: order.study_instance_uid,
-      accessionNumber: order.accession_number,
-      patientId: order.patient_id,
-    });
+    const result = await this.deps.acquirer.acquire(studyRequestOf(order));
     if (result.status === 'ready') {
       await this.deps.orders.setPackagePath(order.id, result.study.packagePath);
       return result.study.packagePath;

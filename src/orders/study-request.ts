@@ -1,0 +1,19 @@
+import { primaryIdentifier } from '../domain/patient-identity';
+import type { StudyRequest } from '../domain/study-acquirer.port';
+import type { OrderRow } from '../persistence/order.repository';
+
+/**
+ * What the study acquirer is asked for an order: its identifiers, and the domain of its
+ * patient ID (the assigning authority of the identifier the order is known by), which the
+ * identity check compares with the study's Issuer of Patient ID.
+ */
+export function studyRequestOf(order: OrderRow): StudyRequest {
+  const id = primaryIdentifier(order.request?.patient);
+  return {
+    orderId: order.id,
+    studyInstanceUid: order.study_instance_uid,
+    accessionNumber: order.accession_number,
+    patientId: order.patient_id,
+    patientIdIssuer: id && id.value === order.patient_id ? (id.system ?? null) : null,
+  };
+}

@@ -40,6 +40,27 @@ describe('study identity: a study is used only when its identifiers match the or
         all,
       ),
     ).toEqual([]);
+    expect(
+      identityMismatches(
+        { patientId: 'P1', patientIdIssuer: 'urn:oid:1.2.840.113619.6.197' },
+        { patientId: 'P1', issuerOfPatientId: '1.2.840.113619.6.198' },
+        all,
+      ).map((m) => m.field),
+    ).toEqual(['patient-id-issuer']);
+    // names of two kinds cannot be compared by spelling: a FHIR system URL or an OID against a
+    // PACS's namespace, a namespace against an OID
+    for (const [o, s] of [
+      ['http://hospital.smarthealthit.org', 'HOSPA'],
+      ['urn:oid:1.2.840.113619.6.197', 'HOSPA'],
+      ['HOSPA', '1.2.840.113619.6.197'],
+    ])
+      expect(
+        identityMismatches(
+          { patientId: 'P1', patientIdIssuer: o },
+          { patientId: 'P1', issuerOfPatientId: s },
+          all,
+        ),
+      ).toEqual([]);
     // compared only when both name a domain, the patient IDs are compared, and the site asks
     expect(identityMismatches(order, { patientId: 'P1' }, all)).toEqual([]);
     expect(

@@ -63,7 +63,7 @@ export function identityMismatches(
       const oi = issuer(order.patientIdIssuer);
       const si = issuer(study.issuerOfPatientId);
       // an issuer is no PHI: named in full, so the analyst sees which domains differ
-      if (oi !== undefined && si !== undefined && oi.key !== si.key)
+      if (oi !== undefined && si !== undefined && oi.kind === si.kind && oi.key !== si.key)
         out.push({ field: 'patient-id-issuer', order: oi.shown, study: si.shown });
     }
   }
@@ -99,12 +99,27 @@ function norm(value: string | null | undefined): string | undefined {
   return v ? v : undefined;
 }
 
-/** An ID domain's name as written (`shown`, bounded) and as compared (`key`). */
-function issuer(value: string | null | undefined): { key: string; shown: string } | undefined {
+/**
+ * An ID domain's name as written (`shown`, bounded), as compared (`key`) and its kind: an OID
+ * (bare or `urn:oid:`), another URI (a FHIR system such as `http://hospital.example/mrn`), or
+ * a name (HL7 HD namespace, the usual Issuer of Patient ID). Only names of one kind are
+ * compared: a FHIR system URL and a PACS's `HOSPA`, or a namespace and an OID, are two ways
+ * of naming domains that cannot be told apart by their spelling, and refusing on them would
+ * fail good orders.
+ */
+function issuer(
+  value: string | null | undefined,
+): { key: string; shown: string; kind: 'oid' | 'uri' | 'name' } | undefined {
   const v = norm(value);
   if (v === undefined) return undefined;
   const key = v.replace(/^urn:oid:/i, '').toUpperCase();
-  return key === '' ? undefined : { key, shown: v.length > 64 ? `${v.slice(0, 64)}…` : v };
+  if (key === '') return undefined;
+  const kind = /^[0-2](\.\d+)+$/.test(key)
+    ? 'oid'
+    : /^[A-Z][A-Z0-9+.-]*:/.test(key)
+      ? 'uri'
+      : 'name';
+  return { key, kind, shown: v.length > 64 ? `${v.slice(0, 64)}…` : v };
 }
 
 function mask(value: string | undefined): string {

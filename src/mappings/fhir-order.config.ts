@@ -1,3 +1,4 @@
+import { FHIR_CODE_SYSTEMS_0396 } from './coding-systems.table';
 import {
   DEFAULT_PRODUCT_TABLE,
   type ProductTableRow,
@@ -25,13 +26,7 @@ export interface FhirOrderMappingConfig {
 export const DEFAULT_FHIR_ORDER_MAPPING_CONFIG: FhirOrderMappingConfig = {
   productTable: DEFAULT_PRODUCT_TABLE,
   unknownProcedure: { kind: 'reject' },
-  systemAliases: {
-    // HL7 v2 table 0396 mnemonics for the FHIR R4 terminology URIs (terminologies.html#4.3.0).
-    'http://loinc.org': 'LN',
-    'http://snomed.info/sct': 'SCT',
-    'http://www.ama-assn.org/go/cpt': 'C4',
-    'http://radlex.org': 'RADLEX',
-    'http://www.radlex.org': 'RADLEX',
-  },
+  // HL7 v2 table 0396 mnemonics for the FHIR R4 terminology URIs (terminologies.html#4.3.0).
+  systemAliases: FHIR_CODE_SYSTEMS_0396,
   acceptedIntents: ['order', 'original-order', 'reflex-order', 'filler-order', 'instance-order'],
 };

@@ -11,6 +11,8 @@ import type {
   Task,
 } from '@medplum/fhirtypes';
 import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
+import { fhirCodeSystemOf } from './coding-systems.table';
+import { canonicalSystem } from './product-table';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -119,12 +121,11 @@ function reportCode(input: PublicationInput): CodeableConcept {
   const code = fhirCode(p?.code);
   if (!p || !code) return { text };
   const display = fhirText(p.display);
+  // an HL7 order's table 0396 mnemonic (or a synonym: LNC, SNOMED CT, CPT4) as its FHIR URI
   const system =
-    p.system === 'LN' || p.system === 'LOINC'
-      ? LOINC
-      : p.system && /^(https?:|urn:)/.test(p.system)
-        ? p.system
-        : undefined;
+    p.system && /^(https?:|urn:)/.test(p.system)
+      ? p.system
+      : fhirCodeSystemOf(canonicalSystem(p.system));
   return {
     coding: [
       {

@@ -72,4 +72,18 @@ describe('published Task and DiagnosticReport values are valid R4', () => {
     expect(task.basedOn?.[0]?.identifier).toEqual({ system: 'RADIS%201', value: 'PLC-100234' });
     expect(task.statusReason?.text).toMatch(/analyst note\uFFFD$/);
   });
+
+  it.each([
+    ['LN', 'http://loinc.org'],
+    ['LNC', 'http://loinc.org'],
+    ['SNOMED CT', 'http://snomed.info/sct'],
+    ['CPT4', 'http://www.ama-assn.org/go/cpt'],
+    ['99RAD', undefined],
+  ])('an HL7 order coded in %s: the report code names %s', (system, uri) => {
+    const input = hostileInput();
+    input.order.request.procedure = { code: '24627-2', system, display: 'CT Chest' };
+    const coding = buildDiagnosticReport(input).code.coding?.[0];
+    expect(coding?.system).toBe(uri);
+    expect(coding?.code).toBe('24627-2');
+  });
 });

@@ -5,6 +5,7 @@ import {
   type Hl7FieldValue,
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
+import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel } from '../hl7/hl7-charset';
 import { escapeValue, recodeHexData } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
@@ -142,7 +143,8 @@ export function pidOf(input: PublicationInput, original: Hl7Message | undefined)
           i.value,
           undefined,
           undefined,
-          i.system,
+          // CX-4 is an HD: a FHIR system goes in as its universal ID (table 0301 type)
+          hdOf(i.system),
           i.type ?? 'MR',
         ]),
       },
@@ -166,10 +168,10 @@ export function pv1Of(original: Hl7Message | undefined): string {
  * ORC-2/OBR-2: the placer's number as the order brought it; for a FHIR order without one, the
  * ServiceRequest's id (namespace `FHIR`), so the receiver can match the result to its request.
  */
-export function placerNumberOf(input: PublicationInput): string[] | undefined {
+export function placerNumberOf(input: PublicationInput): Array<string | undefined> | undefined {
   const o = input.order;
   const placer = o.request.placerOrderNumber;
-  if (o.placerOrderNumber) return [o.placerOrderNumber, placer?.system ?? ''];
+  if (o.placerOrderNumber) return [o.placerOrderNumber, ...hdOf(placer?.system)];
   const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
   return srId ? [srId, 'FHIR'] : undefined;
 }
@@ -179,10 +181,10 @@ export function placerNumberOf(input: PublicationInput): string[] | undefined {
  * came with, else ours — the adapter's order id, namespace `IMAGING-AI-ADAPTER` — so that a
  * later correction can name the order (intake finds an order by its id as a filler number).
  */
-export function fillerNumberOf(input: PublicationInput): string[] {
+export function fillerNumberOf(input: PublicationInput): Array<string | undefined> {
   const o = input.order;
   const filler = o.request.fillerOrderNumber;
-  if (o.fillerOrderNumber) return [o.fillerOrderNumber, filler?.system ?? ''];
+  if (o.fillerOrderNumber) return [o.fillerOrderNumber, ...hdOf(filler?.system)];
   return [input.orderId, 'IMAGING-AI-ADAPTER'];
 }
 
@@ -228,7 +230,7 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
       2: placerNumberOf(input),
       3: fillerNumberOf(input),
       4: p?.code
-        ? [p.code, p.display, p.system]
+        ? [p.code, p.display, hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
       // OBR-7 observation date/time: the order's own date at its own precision (FHIR `2026-11`
       // is `202611`, not an invented midnight; a leap second is no Invalid Date).

@@ -64,7 +64,7 @@ export const CODING_SYSTEM_SYNONYMS: Readonly<Record<string, string>> = {
   '2.16.840.1.113883.6.256': 'RADLEX',
 };
 
-function canonicalSystem(system: string | undefined): string | undefined {
+export function canonicalSystem(system: string | undefined): string | undefined {
   const s = system
     ?.trim()
     .toUpperCase()

@@ -111,6 +111,32 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     return rows[0]!.id;
   }
 
+  /** A ServiceRequest POSTed, then PUT as revoked: its order's no-result report is published. */
+  async function revokedOverFhir(sr: { identifier: Array<{ value: string }> }): Promise<string> {
+    const headers = {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+    };
+    const created = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(sr),
+    });
+    expect(created.status).toBe(201);
+    const stored = (await created.json()) as { id: string };
+    const revoked = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${stored.id}`, {
+      method: 'PUT',
+      headers,
+      body: JSON.stringify({ ...sr, id: stored.id, status: 'revoked' }),
+    });
+    expect(revoked.status).toBe(200);
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id FROM orders WHERE placer_order_number = $1`,
+      [sr.identifier[0]!.value],
+    );
+    return rows[0]!.id;
+  }
+
   it('a PID-3 of spaces before the real id and an OBR-4 text of spaces: Task and DiagnosticReport reach the EHR', async () => {
     const id = await cancelledOverHl7(
       'PID|||   ^^^HOSP^MR~PAT-RV-1^^^HOSP^MR||DOE^JO||19640812|F',
@@ -186,28 +212,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
         subject: { reference: '#p1' },
         occurrenceDateTime: occurrence,
       };
-      const headers = {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      };
-      const created = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(sr),
-      });
-      expect(created.status).toBe(201);
-      const stored = (await created.json()) as { id: string };
-      const revoked = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${stored.id}`, {
-        method: 'PUT',
-        headers,
-        body: JSON.stringify({ ...sr, id: stored.id, status: 'revoked' }),
-      });
-      expect(revoked.status).toBe(200);
-      const { rows } = await db.query<{ id: string }>(
-        `SELECT id FROM orders WHERE placer_order_number = $1`,
-        [sr.identifier[0]!.value],
-      );
-      const id = rows[0]!.id;
+      const id = await revokedOverFhir(sr);
       expect(await published(id)).toEqual(
         expect.not.arrayContaining([expect.objectContaining({ status: 'dead' })]),
       );
@@ -215,4 +220,59 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       expect(oruOf(id).message.get('OBR-7')).toBe(obr7);
     },
   );
+
+  it('a FHIR order in the ORU: OBR-4.3 a table 0396 code, identifier systems as HD universal IDs', async () => {
+    n += 1;
+    const placer = `FP-RV${n}-${Date.now()}`;
+    const id = await revokedOverFhir({
+      resourceType: 'ServiceRequest',
+      status: 'active',
+      intent: 'original-order',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [
+            {
+              type: {
+                coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }],
+              },
+              system: 'http://hospital.smarthealthit.org',
+              value: `PAT-RV-S${n}`,
+            },
+          ],
+          name: [{ family: 'Doe', given: ['Jo'] }],
+        },
+      ],
+      identifier: [
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+          },
+          system: 'urn:oid:2.16.840.1.113883.3.999.1',
+          value: placer,
+        },
+      ],
+      code: {
+        coding: [{ system: 'http://loinc.org', code: '24627-2', display: 'CT Chest' }],
+      },
+      subject: { reference: '#p1' },
+    } as never);
+    await published(id);
+    const { message } = oruOf(id);
+    // OBR-4.3 / CWE-3 is an ID of table 0396 (it held http://loinc.org)
+    expect(message.get('OBR-4.1')).toBe('24627-2');
+    expect(message.get('OBR-4.3')).toBe('LN');
+    // CX-4 and EI-2..4 are HDs: a URI or OID is the universal ID, with its table 0301 type
+    expect(message.get('PID-3.1')).toBe(`PAT-RV-S${n}`);
+    expect(message.get('PID-3.4.1')).toBeUndefined();
+    expect(message.get('PID-3.4.2')).toBe('http://hospital.smarthealthit.org');
+    expect(message.get('PID-3.4.3')).toBe('URI');
+    for (const f of ['ORC-2', 'OBR-2']) {
+      expect(message.get(`${f}.1`)).toBe(placer);
+      expect(message.get(`${f}.2`)).toBeUndefined();
+      expect(message.get(`${f}.3`)).toBe('2.16.840.1.113883.3.999.1');
+      expect(message.get(`${f}.4`)).toBe('ISO');
+    }
+  });
 });

@@ -66,7 +66,44 @@ export class EhrFhirClient {
    */
   async read<T extends Resource>(reference: string): Promise<T> {
     const url = this.peer.resolve(reference);
-    return this.call(() => this.client.get<T>(url.href));
+    const answer = await this.call(() => this.client.get<unknown>(url.href));
+    return this.asked<T>(url, answer);
+  }
+
+  /**
+   * The answer to a read is the resource asked for, or the read failed: a gateway's 200
+   * OperationOutcome, a searchset Bundle, a Patient for a ServiceRequest, or another
+   * ServiceRequest than the one named were taken as the answer (an order lost as "not
+   * active", or made from another request or for another patient). An EhrFhirError without
+   * a status: the EHR could not be read (503 to a notifier, who resends).
+   */
+  private asked<T extends Resource>(url: URL, answer: unknown): T {
+    const basePath = new URL(this.peer.href).pathname.replace(/\/$/, '');
+    const m = /^\/([A-Z][A-Za-z]+)\/([^/]+)(?:\/_history\/[^/]+)?$/.exec(
+      url.pathname.slice(basePath.length),
+    );
+    const got = answer as { resourceType?: unknown; id?: unknown } | null;
+    const what =
+      got !== null && typeof got === 'object' && !Array.isArray(got)
+        ? `${typeof got.resourceType === 'string' ? got.resourceType.slice(0, 64) : 'no resource'}${typeof got.id === 'string' ? `/${got.id.slice(0, 64)}` : ''}`
+        : 'no resource';
+    const type = m?.[1];
+    const id = m ? decodeURIComponent(m[2]!) : undefined;
+    const ok =
+      got !== null &&
+      typeof got === 'object' &&
+      !Array.isArray(got) &&
+      typeof got.resourceType === 'string' &&
+      (type === undefined
+        ? got.resourceType !== 'OperationOutcome' && got.resourceType !== 'Bundle'
+        : got.resourceType === type && got.id === id);
+    if (!ok) {
+      throw new EhrFhirError(
+        `the EHR FHIR server answered ${what} to a read of ${type ? `${type}/${id}` : 'a resource'}`,
+        undefined,
+      );
+    }
+    return answer as T;
   }
 
   /** Every page of a search (bounded), as one list of resources with their fullUrl. */

@@ -186,7 +186,9 @@ export class SubscriptionNotificationHandler {
       }
       // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
-      const fullUrl = this.absolute(event.focus.replace(/\/_history\/[^/]+$/, ''));
+      // The EHR's identity of the request: its canonical URL, however the focus spelled it
+      // (`?_format=json`, `%73pelled`, `/_history/2`): each spelling was another order.
+      const fullUrl = this.absolute(`ServiceRequest/${encodeURIComponent(sr.id ?? '')}`);
       collected.set(fullUrl, { sr, fullUrl });
     }
     if (needSearch) {

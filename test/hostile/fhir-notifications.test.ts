@@ -1,0 +1,245 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client as PgClient } from 'pg';
+import type { Patient, ServiceRequest } from '@medplum/fhirtypes';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * Orders arriving by R4 Subscriptions Backport notification, and what the adapter then reads
+ * from the EHR with the EHR's credential, attacked on a running adapter. A real FHIR engine
+ * holds the EHR's data; in front of it, a small HTTP server plays the EHR's FHIR endpoint as
+ * deployed (gateway, proxy, replica): for the paths a test names it answers what the test
+ * says, everything else is passed through to the engine.
+ */
+
+const EHR_TOKEN = 'ehr-static-token-not-for-elsewhere';
+
+type Answer = { status: number; body: unknown };
+
+interface TamperingEhr {
+  baseUrl: string;
+  /** Answers by request path (`/fhir/ServiceRequest/x`), replacing the engine's. */
+  answers: Map<string, Answer>;
+  close(): Promise<void>;
+}
+
+async function startTamperingEhr(engine: TestFhirServer): Promise<TamperingEhr> {
+  const answers = new Map<string, Answer>();
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    const path = (req.url ?? '/').split('?')[0]!;
+    const send = (status: number, body: string) => {
+      res.writeHead(status, { 'content-type': 'application/fhir+json' });
+      res.end(body);
+    };
+    const scripted = answers.get(path);
+    if (scripted) return send(scripted.status, JSON.stringify(scripted.body));
+    // As a production server does, the path is read decoded (`%73pelled` is `spelled`).
+    const [rawPath, query] = (req.url ?? '/').split('?');
+    const target = `${engine.baseUrl.replace(/\/fhir$/, '')}${decodeURIComponent(rawPath!)}${query ? `?${query}` : ''}`;
+    fetch(target, { headers: { accept: 'application/fhir+json' } })
+      .then(async (r) => send(r.status, await r.text()))
+      .catch((err: unknown) => send(502, JSON.stringify({ error: String(err) })));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/fhir`,
+    answers,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** An R4 Backport id-only event notification (STU 1.1 shape) of one Subscription. */
+function idOnly(subscription: string, events: Array<[number, string]>): Json {
+  const last = Math.max(...events.map(([n]) => n));
+  return {
+    resourceType: 'Bundle',
+    type: 'history',
+    timestamp: '2026-11-25T08:00:00Z',
+    entry: [
+      {
+        fullUrl: 'urn:uuid:5b1e7a8c-3f4d-4e0b-9a51-0c2d7e6f1a90',
+        resource: {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'subscription', valueReference: { reference: subscription } },
+            { name: 'topic', valueCanonical: 'http://example.org/SubscriptionTopic/imaging' },
+            { name: 'status', valueCode: 'active' },
+            { name: 'type', valueCode: 'event-notification' },
+            { name: 'events-since-subscription-start', valueString: String(last) },
+            ...events.map(([n, focus]) => ({
+              name: 'notification-event',
+              part: [
+                { name: 'event-number', valueString: String(n) },
+                { name: 'timestamp', valueInstant: '2026-11-25T08:00:00Z' },
+                { name: 'focus', valueReference: { reference: focus } },
+              ],
+            })),
+          ],
+        },
+        request: { method: 'GET', url: `${subscription}/$status` },
+        response: { status: '200' },
+      },
+    ],
+  };
+}
+
+describe('hostile: what the EHR answers to the reads a notification causes', () => {
+  let engine: TestFhirServer;
+  let ehr: TamperingEhr;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    engine = await startTestFhirServer();
+    await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
+    ehr = await startTamperingEhr(engine);
+    adapter = await startTestAdapter({
+      FHIR_SERVER_URL: ehr.baseUrl,
+      FHIR_SERVER_TOKEN: EHR_TOKEN,
+      JOBS_ENABLED: 'false',
+    });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+    await engine?.close();
+  });
+
+  const notify = async (body: Json) => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  const seedOrder = (id: string, placer: string, changes: Json = {}) =>
+    engine.seed({
+      ...chestCtRequest(placer, { subject: { reference: 'Patient/dicom' }, ...changes }),
+      id,
+    } as unknown as ServiceRequest);
+
+  const ordersOf = async (placer: string) =>
+    (
+      await db.query<{ id: string; patient_id: string; source_url: string | null }>(
+        `SELECT o.id, o.patient_id, f.source_url FROM orders o
+           LEFT JOIN fhir_resources f ON f.order_id = o.id
+          WHERE o.placer_order_number = $1`,
+        [placer],
+      )
+    ).rows;
+
+  const lastMessage = async (subscription: string) =>
+    (
+      await db.query<{ outcome: string; response_code: string; raw: Buffer }>(
+        `SELECT outcome, response_code, raw FROM inbound_messages
+          WHERE transport = 'fhir-subscription' AND position(convert_to($1, 'UTF8') IN raw) > 0
+          ORDER BY received_at DESC LIMIT 1`,
+        [subscription],
+      )
+    ).rows[0];
+
+  it.each([
+    [
+      'another ServiceRequest (another id)',
+      'wrong-id',
+      (id: string) => ({ ...chestCtRequest('SOMEONE-ELSE'), id: `${id}-other` }),
+    ],
+    ['a Patient', 'wrong-type', () => fhirFixture('r4-patient-example-dicom')],
+    [
+      'an OperationOutcome with 200 (a gateway whose backend timed out)',
+      'oo-200',
+      () => ({
+        resourceType: 'OperationOutcome',
+        issue: [{ severity: 'error', code: 'timeout', diagnostics: 'backend did not answer' }],
+      }),
+    ],
+    [
+      'a searchset Bundle holding the request',
+      'bundle',
+      (id: string) => ({
+        resourceType: 'Bundle',
+        type: 'searchset',
+        total: 1,
+        entry: [{ resource: { ...chestCtRequest('BUNDLED'), id } }],
+      }),
+    ],
+  ])(
+    'the focus read answered with %s: 503 (kept), no order and the event not spent; the resend makes the order',
+    async (_what, name, body) => {
+      const id = `focus-${name}`;
+      const placer = `FOCUS-${name.toUpperCase()}`;
+      await seedOrder(id, placer);
+      const subscription = `${ehr.baseUrl}/Subscription/${name}`;
+      const note = idOnly(subscription, [[1, `ServiceRequest/${id}`]]);
+      ehr.answers.set(`/fhir/ServiceRequest/${id}`, { status: 200, body: body(id) });
+
+      const first = await notify(note);
+      expect(first.status).toBe(503);
+      expect(first.body.resourceType).toBe('OperationOutcome');
+      expect(JSON.stringify(first.body)).toMatch(new RegExp(`ServiceRequest/${id}`));
+      expect(await ordersOf(placer)).toEqual([]);
+      expect(await ordersOf('SOMEONE-ELSE')).toEqual([]);
+      expect(await lastMessage(subscription)).toMatchObject({
+        outcome: 'rejected',
+        response_code: '503',
+      });
+
+      ehr.answers.delete(`/fhir/ServiceRequest/${id}`);
+      expect((await notify(note)).status).toBe(200);
+      expect(await ordersOf(placer)).toEqual([
+        expect.objectContaining({ source_url: `${ehr.baseUrl}/ServiceRequest/${id}` }),
+      ]);
+    },
+  );
+
+  it("the subject read answered with another patient: 503, never an order on the other patient's record", async () => {
+    await seedOrder('subject-swap', 'SUBJECT-SWAP');
+    const other = {
+      ...fhirFixture('r4-patient-example-dicom'),
+      id: 'someone-else',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: 'OTHER-4711' }],
+    };
+    ehr.answers.set('/fhir/Patient/dicom', { status: 200, body: other });
+    const subscription = `${ehr.baseUrl}/Subscription/subject-swap`;
+    const res = await notify(idOnly(subscription, [[1, 'ServiceRequest/subject-swap']]));
+    ehr.answers.delete('/fhir/Patient/dicom');
+    expect(res.status).toBe(503);
+    expect(JSON.stringify(res.body)).toMatch(/Patient\/dicom/);
+    expect(await ordersOf('SUBJECT-SWAP')).toEqual([]);
+  });
+
+  it('a focus spelled with a query or an encoded character is the same EHR request: one order, under its canonical URL', async () => {
+    await seedOrder('spelled', 'SPELLED', { identifier: [] });
+    const subscription = `${ehr.baseUrl}/Subscription/spelled`;
+    expect(
+      (await notify(idOnly(subscription, [[1, 'ServiceRequest/spelled?_format=json']]))).status,
+    ).toBe(200);
+    expect(
+      (await notify(idOnly(subscription, [[2, `${ehr.baseUrl}/ServiceRequest/%73pelled`]]))).status,
+    ).toBe(200);
+    const rows = (
+      await db.query<{ source_url: string }>(
+        `SELECT source_url FROM fhir_resources WHERE source_url LIKE $1`,
+        [`${ehr.baseUrl}/ServiceRequest/%pelled%`],
+      )
+    ).rows;
+    expect(rows).toEqual([{ source_url: `${ehr.baseUrl}/ServiceRequest/spelled` }]);
+  });
+});

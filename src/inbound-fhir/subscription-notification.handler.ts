@@ -9,6 +9,12 @@ import type { SiblingEntry } from './order-context.resolver';
 import type { SubscriptionCatchUp } from './subscription-catch-up.service';
 import { parseNotification, type ParsedNotification } from './subscription-notification.parser';
 import type { SubscriptionState } from '../persistence/subscription.repository';
+import type { ToleratedQuirk } from '../domain/order-request';
+
+/** A read answered 410 Gone: the resource was deleted on the EHR. */
+const GONE = Symbol('gone');
+/** The version tag of a request deleted on the EHR (a repeated 410 changes nothing). */
+const DELETED_VERSION = 'deleted-on-ehr';
 
 function ok(text: string): FhirAnswer {
   return {
@@ -186,6 +192,11 @@ export class SubscriptionNotificationHandler {
       }
       // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
+      if (sr === GONE) {
+        const deleted = await this.deletedOnEhr(event.number, event.focus, quirks);
+        if (deleted) collected.set(deleted.fullUrl, deleted);
+        continue;
+      }
       // The EHR's identity of the request: its canonical URL, however the focus spelled it
       // (`?_format=json`, `%73pelled`, `/_history/2`): each spelling was another order.
       const fullUrl = this.absolute(`ServiceRequest/${encodeURIComponent(sr.id ?? '')}`);
@@ -249,11 +260,40 @@ export class SubscriptionNotificationHandler {
     return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
   }
 
-  private async readFromEhr<T extends Resource>(caller: FhirCaller, ref: string): Promise<T> {
+  /**
+   * The focus is gone from the EHR (410: deleted there). It was answered 503 like an outage, so
+   * the EHR resent the event for ever (and a server that gives up on an endpoint after
+   * repeated failures stops notifying at all). Now the event is processed: the order we have
+   * for that request is cancelled, as for a `revoked` version; with none, nothing is ordered.
+   * Both recorded (`notification-focus-deleted`).
+   */
+  private async deletedOnEhr(
+    eventNumber: number,
+    focus: string,
+    quirks: ToleratedQuirk[],
+  ): Promise<EhrServiceRequest | undefined> {
+    const fullUrl = this.absolute(focus.replace(/[?#].*$/, '').replace(/\/_history\/[^/]+$/, ''));
+    const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
+    quirks.push({
+      code: 'notification-focus-deleted',
+      detail: `event ${eventNumber}: ${fullUrl} is gone from the EHR (410): ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+    });
+    if (!stored) return undefined;
+    return {
+      fullUrl,
+      sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_VERSION } },
+    };
+  }
+
+  private async readFromEhr<T extends Resource>(
+    caller: FhirCaller,
+    ref: string,
+  ): Promise<T | typeof GONE> {
     const ehr = requireEhr(this.deps.ehr, 'an id-only notification');
     try {
       return await ehr.read<T>(ref);
     } catch (error) {
+      if (error instanceof EhrFhirError && error.status === 410) return GONE;
       const e = new FhirError(
         'upstream-unavailable',
         `could not read ${ref} from the EHR: ${(error as Error).message}; resend the notification (or wait for the next heartbeat: the gap is caught up by search)`,

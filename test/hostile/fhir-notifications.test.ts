@@ -243,3 +243,96 @@ describe('hostile: what the EHR answers to the reads a notification causes', () 
     expect(rows).toEqual([{ source_url: `${ehr.baseUrl}/ServiceRequest/spelled` }]);
   });
 });
+
+describe('hostile: a notified request the EHR has deleted (410 Gone)', () => {
+  let engine: TestFhirServer;
+  let ehr: TamperingEhr;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    engine = await startTestFhirServer();
+    await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
+    ehr = await startTamperingEhr(engine);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+    await engine?.close();
+  });
+
+  const notify = async (body: Json) => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  /** HAPI FHIR's answer to a read of a deleted resource. */
+  const deleted = (id: string) =>
+    ehr.answers.set(`/fhir/ServiceRequest/${id}`, {
+      status: 410,
+      body: {
+        resourceType: 'OperationOutcome',
+        issue: [
+          {
+            severity: 'error',
+            code: 'processing',
+            diagnostics: `Resource was deleted at 2026-11-25T08:01:00.000+00:00`,
+          },
+        ],
+      },
+    });
+
+  it('deleted before we read it: answered 200 and recorded (no order, no endless resend); deleted after: the order is cancelled', async () => {
+    deleted('gone-1');
+    const subscription = `${ehr.baseUrl}/Subscription/deleted`;
+    const first = await notify(idOnly(subscription, [[1, 'ServiceRequest/gone-1']]));
+    expect(first.status).toBe(200);
+    const [msg] = (
+      await db.query<{ outcome: string; quirks: Array<{ code: string }> }>(
+        `SELECT outcome, quirks FROM inbound_messages WHERE idempotency_key = $1`,
+        [`fhir-subscription|${subscription}|events:1`],
+      )
+    ).rows;
+    expect(msg!.outcome).toBe('accepted');
+    expect(msg!.quirks.map((q) => q.code)).toContain('notification-focus-deleted');
+    expect(
+      (await db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'GONE-1'`)).rows,
+    ).toEqual([]);
+
+    await engine.seed({
+      ...chestCtRequest('GONE-2', { subject: { reference: 'Patient/dicom' } }),
+      id: 'gone-2',
+    } as unknown as ServiceRequest);
+    expect((await notify(idOnly(subscription, [[2, 'ServiceRequest/gone-2']]))).status).toBe(200);
+    const [order] = (
+      await db.query<{ id: string }>(`SELECT id FROM orders WHERE placer_order_number = 'GONE-2'`)
+    ).rows;
+    expect(order).toBeDefined();
+    deleted('gone-2');
+    expect((await notify(idOnly(subscription, [[3, 'ServiceRequest/gone-2']]))).status).toBe(200);
+    const [after] = (
+      await db.query<{ cancel_requested_at: Date | null }>(
+        `SELECT cancel_requested_at FROM orders WHERE id = $1`,
+        [order!.id],
+      )
+    ).rows;
+    expect(after!.cancel_requested_at).not.toBeNull();
+    const served = (await (
+      await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${order!.id}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+      })
+    ).json()) as ServiceRequest;
+    expect(served.status).toBe('revoked');
+  });
+});

@@ -149,6 +149,10 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       { logger: new PinoNestLogger(logger), bodyParser: false },
     );
     app.getHttpAdapter().getInstance().disable('x-powered-by');
+    // An ETag is a version and nothing else (FHIR http.html: W/"versionId"), set where a
+    // resource has one. The framework's default hashed every body, errors included: a 412's
+    // W/"9d-…" sent back as If-Match was refused for ever.
+    app.getHttpAdapter().getInstance().set('etag', false);
     app.use(requestLogging(logger));
     // Answers that can carry PHI are never cached (by a browser, a proxy) and never sniffed
     // into another content type (issue #15).

@@ -1,4 +1,5 @@
 import type { Client as PgClient } from 'pg';
+import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
@@ -305,6 +306,37 @@ describe('hostile: the FHIR front door, second pass', () => {
     );
     expect(unknown.status).toBe(405);
     expect(unknown.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('only a version is an ETag: an OperationOutcome, a 412 or the CapabilityStatement carries none; a read carries W/"n" and answers If-None-Match with 304', async () => {
+    const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('ETAG-1'));
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const read = await call(adapter, 'GET', `/fhir/ServiceRequest/${id}`);
+    expect(read.headers.get('etag')).toBe('W/"1"');
+    const stale = await call(
+      adapter,
+      'PUT',
+      `/fhir/ServiceRequest/${id}`,
+      chestCtRequest('ETAG-1', { id, note: [{ text: 'x' }] }),
+      { 'if-match': 'W/"7"' },
+    );
+    expect(stale.status).toBe(412);
+    // the web framework's hash of the error body (W/"9d-…") was there: a client that sent it
+    // back as If-Match was refused 412 for ever
+    expect(stale.headers.get('etag')).toBeNull();
+    const missing = await call(adapter, 'GET', '/fhir/ServiceRequest/no-such-order');
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get('etag')).toBeNull();
+    const metadata = await call(adapter, 'GET', '/fhir/metadata');
+    expect(metadata.status).toBe(200);
+    expect(metadata.headers.get('etag')).toBeNull();
+    // (not fetch(): it adds Cache-Control: no-cache to a conditional request, RFC 9111 end-to-end reload)
+    const conditional = await request(`${adapter.httpUrl}/fhir/ServiceRequest/${id}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'if-none-match': 'W/"1"' },
+    });
+    await conditional.body.dump();
+    expect(conditional.statusCode).toBe(304);
   });
 
   it("an absolute reference to another server is not the Bundle's entry of the same type and id: 422, no order; a versioned relative one is", async () => {

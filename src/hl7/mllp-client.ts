@@ -2,7 +2,12 @@ import net from 'node:net';
 import tls from 'node:tls';
 
 import { Hl7Error } from './hl7.error';
-import { DEFAULT_MAX_MLLP_MESSAGE_BYTES, encodeMllpFrame, MllpDecoder } from './mllp-framing';
+import {
+  DEFAULT_MAX_MLLP_MESSAGE_BYTES,
+  encodeMllpFrame,
+  MISSING_CR_WAIT_MS,
+  MllpDecoder,
+} from './mllp-framing';
 
 export interface MllpClientOptions {
   host: string;
@@ -34,6 +39,8 @@ export class MllpClient {
   private pending?: Pending;
   private chain: Promise<unknown> = Promise.resolve();
   private readonly early: Buffer[] = [];
+  /** Waits for the CR after an FS that ended the data so far (a peer that leaves it out). */
+  private crTimer?: NodeJS.Timeout;
 
   constructor(private readonly options: MllpClientOptions) {}
 
@@ -128,15 +135,33 @@ export class MllpClient {
       socket.destroy();
       return;
     }
-    for (const message of result.messages) {
-      const pending = this.pending;
-      if (pending) {
-        this.pending = undefined;
-        clearTimeout(pending.timer);
-        pending.resolve(message);
-      } else {
-        this.early.push(message);
-      }
+    for (const message of result.messages) this.take(message);
+    // An ACK whose frame ends with FS alone (a RIS that leaves the CR out, as the listener
+    // tolerates from senders): nothing more comes until we write, so after a moment the frame
+    // is taken as it is. Without this the ACK was never read, the ORU timed out, was sent again
+    // on every attempt (each accepted by the RIS) and ended a dead letter.
+    clearTimeout(this.crTimer);
+    this.crTimer = undefined;
+    if (this.decoder.awaitingCr) {
+      const decoder = this.decoder;
+      this.crTimer = setTimeout(() => {
+        this.crTimer = undefined;
+        if (socket !== this.socket || decoder !== this.decoder) return;
+        const message = decoder.flushMissingCr();
+        if (message) this.take(message);
+      }, MISSING_CR_WAIT_MS);
+      this.crTimer.unref();
+    }
+  }
+
+  private take(message: Buffer): void {
+    const pending = this.pending;
+    if (pending) {
+      this.pending = undefined;
+      clearTimeout(pending.timer);
+      pending.resolve(message);
+    } else {
+      this.early.push(message);
     }
   }
 

@@ -11,6 +11,14 @@ export const MLLP_CARRIAGE_RETURN = 0x0d;
 
 export const DEFAULT_MAX_MLLP_MESSAGE_BYTES = 10 * 1024 * 1024;
 
+/**
+ * How long an FS that ends the data received so far waits for its CR before the frame is
+ * taken without it (MllpDecoder.flushMissingCr). The two bytes of the trailer come in one
+ * packet from a conforming peer; this only delays a message or an ACK from a peer that leaves
+ * the CR out (our listener and our client alike).
+ */
+export const MISSING_CR_WAIT_MS = 200;
+
 export function encodeMllpFrame(payload: Buffer): Buffer {
   return Buffer.concat([
     Buffer.from([MLLP_START_BLOCK]),

@@ -12,7 +12,11 @@ import {
   openConnection,
   watchPartialFrame,
 } from './mllp-connection';
-import { DEFAULT_MAX_MLLP_MESSAGE_BYTES, encodeMllpFrame } from './mllp-framing';
+import {
+  DEFAULT_MAX_MLLP_MESSAGE_BYTES,
+  encodeMllpFrame,
+  MISSING_CR_WAIT_MS,
+} from './mllp-framing';
 import { MllpServerEvent, MllpServerOptions } from './mllp-server.options';
 
 // The options and events, the connection state and the byte budget live in their own files;
@@ -23,13 +27,6 @@ export type {
   MllpServerEvent,
   MllpServerOptions,
 } from './mllp-server.options';
-
-/**
- * How long an FS that ends the data received so far waits for its CR before the frame is
- * taken without it. The two bytes of the trailer come in one packet from a conforming sender;
- * this only delays the answer to a sender that leaves the CR out.
- */
-export const MISSING_CR_WAIT_MS = 200;
 
 /**
  * MLLP listener (HL7 v2.5.1 Implementation Guide Appendix C.4) over node:net or node:tls.

@@ -1,0 +1,215 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import pino from 'pino';
+import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { MllpDecoder } from '../../src/hl7/mllp-framing';
+import { Hl7ResultPublisher } from '../../src/outbound/hl7-result.publisher';
+import { DESTINATIONS, type Destination } from '../../src/outbound/outbound.settings';
+import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
+import { OutboxWorker } from '../../src/outbound/outbox.worker';
+import type { Publisher } from '../../src/outbound/publisher';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import {
+  playStatus,
+  RESULT_DOCS,
+  seedOrder,
+  testOutboundSettings,
+} from '../outbound/outbound-seed';
+import { sourceStudy } from '../outbound/publication-fixtures';
+
+jest.setTimeout(60_000);
+
+/**
+ * Results going out to receivers that answer badly: a raw TCP RIS whose ACK bytes a script
+ * writes, and an HTTP peer standing in for the EHR and the PACS whose answers a script writes.
+ * Each delivery runs through the real outbox worker, so the row's status, attempts and audit
+ * entries are what an analyst would see.
+ */
+const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+interface RawRis {
+  port: number;
+  received: string[];
+  close(): Promise<void>;
+}
+
+/** An ACK as a RIS writes it (MSA-2 = the message's MSH-10), unframed. */
+function ackFor(message: string, code = 'AA'): Buffer {
+  const inbound = parseHl7(Buffer.from(message, 'latin1'));
+  return Buffer.from(
+    encodeMessage([
+      {
+        id: 'MSH',
+        fields: [
+          'RADIS',
+          'KLINIKUM',
+          inbound.msh.value(3),
+          inbound.msh.value(4),
+          formatHl7Timestamp(new Date()),
+          undefined,
+          ['ACK', inbound.messageType.trigger, 'ACK'],
+          `RIS-ACK-${inbound.controlId}`,
+          'P',
+          inbound.version,
+        ],
+      },
+      { id: 'MSA', fields: [code, inbound.controlId] },
+    ]),
+    'latin1',
+  );
+}
+
+/** A RIS on a raw socket: each framed message is passed to `answer`, which writes what it likes. */
+async function startRawRis(answer: (message: string, socket: net.Socket) => void): Promise<RawRis> {
+  const received: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    const decoder = new MllpDecoder();
+    socket.on('data', (chunk) => {
+      for (const m of decoder.push(chunk).messages) {
+        const text = m.toString('latin1');
+        received.push(text);
+        answer(text, socket);
+      }
+    });
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+type Answer = (req: IncomingMessage, body: Buffer, res: ServerResponse) => void;
+
+/** The EHR (under /fhir) and the PACS (under /dicom-web) on one loopback HTTP server. */
+async function startHttpPeer(): Promise<{
+  base: string;
+  answer: Answer;
+  setAnswer(a: Answer): void;
+  requests: string[];
+  close(): Promise<void>;
+}> {
+  const requests: string[] = [];
+  let answer: Answer = (_req, _body, res) => {
+    res.writeHead(500);
+    res.end();
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      requests.push(`${req.method} ${req.url}`);
+      answer(req, Buffer.concat(chunks), res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get answer() {
+      return answer;
+    },
+    setAnswer(a) {
+      answer = a;
+    },
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+interface OutboxRow {
+  kind: string;
+  status: string;
+  attempts: number;
+  last_error: string | null;
+}
+
+describe('hostile: results to receivers that answer badly', () => {
+  let db: TestDatabase;
+  let http: Awaited<ReturnType<typeof startHttpPeer>>;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    http = await startHttpPeer();
+  });
+
+  afterAll(async () => {
+    await http?.close();
+    await db?.drop();
+  });
+
+  /** A DELIVERED order with its results, published to `destination` by a worker of `publisher`. */
+  async function publish(destination: Destination, publisher: Publisher): Promise<OutboxRow[]> {
+    const settings = testOutboundSettings({ destinations: [destination] });
+    const order = await seedOrder(db.dataSource, { source: sourceStudy() });
+    await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, 'DELIVERED', {
+      documents: RESULT_DOCS,
+    });
+    const worker = new OutboxWorker({
+      dataSource: db.dataSource,
+      settings,
+      logger,
+      pollMs: 20,
+      concurrency: 2,
+      publishers: [publisher],
+    });
+    worker.start();
+    try {
+      const end = Date.now() + 30_000;
+      for (;;) {
+        const rows: OutboxRow[] = await db.dataSource.query(
+          `SELECT kind, status, attempts, last_error FROM outbox WHERE order_id = $1 ORDER BY id`,
+          [order.id],
+        );
+        if (rows.every((r) => r.status !== 'pending')) return rows;
+        if (Date.now() > end) throw new Error(`outbox not drained: ${JSON.stringify(rows)}`);
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    } finally {
+      await worker.stop();
+    }
+  }
+
+  describe('RIS (ORU^R01 over MLLP)', () => {
+    let ris: RawRis | undefined;
+    afterEach(async () => {
+      await ris?.close();
+      ris = undefined;
+    });
+
+    const hl7Publisher = (port: number) =>
+      new Hl7ResultPublisher({
+        host: '127.0.0.1',
+        port,
+        responseTimeoutMs: 1_000,
+        settings: testOutboundSettings().hl7,
+        connections: 1,
+      });
+
+    it('an ACK framed with FS and no CR is read: the ORU is delivered once, not resent until it dies', async () => {
+      // Some interface engines end their frames with FS alone; our listener takes such a frame
+      // after a moment, and so must our client, or an accepted ORU looks unanswered.
+      ris = await startRawRis((message, socket) => {
+        socket.write(Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c])]));
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows).toEqual([
+        { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
+      ]);
+      expect(ris.received).toHaveLength(1);
+    });
+  });
+});

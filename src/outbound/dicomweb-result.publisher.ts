@@ -76,6 +76,7 @@ export class DicomWebResultPublisher implements Publisher {
     let status: number;
     let text: string;
     let retryAfter: string | string[] | undefined;
+    let contentType: string | undefined;
     try {
       const res = await request(url, {
         method: 'POST',
@@ -92,6 +93,7 @@ export class DicomWebResultPublisher implements Publisher {
       });
       status = res.statusCode;
       retryAfter = res.headers['retry-after'];
+      contentType = [res.headers['content-type']].flat()[0];
       // a STOW-RS answer is a short DICOM JSON (PS3.18 §10.5.3): 1 MiB is far above it
       text = await readBodyText(res.body, STOW_ANSWER_MAX_BYTES).catch((error: unknown) =>
         error instanceof BodyTooLargeError ? error.message : '',
@@ -113,6 +115,16 @@ export class DicomWebResultPublisher implements Publisher {
       latencyMs: Date.now() - started,
     };
     const label = kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
+    // A 2xx page for a browser (a login portal, a proxy's error page) is not the PACS storing
+    // the instance (PS3.18 10.5.3 answers DICOM JSON or XML): not taken as delivered.
+    if (status >= 200 && status < 300 && /^\s*text\/html\b/i.test(contentType ?? '')) {
+      return {
+        outcome: 'retry',
+        answer: `the PACS answered ${status} to the ${label} with an HTML page, not a STOW-RS answer; not taken as stored`,
+        detail: { ...detail, contentType: 'text/html' },
+        response: { status, ...exchangeText('text/html', text) },
+      };
+    }
     if ((status === 200 || status === 202) && failures.length === 0) {
       return {
         outcome: 'delivered',

@@ -93,6 +93,25 @@ export class FhirResultPublisher implements Publisher {
     const started = Date.now();
     try {
       const saved = await this.put(resource, `${identifier.system}|${identifier.value}`);
+      const problem = notStored(saved, resource.resourceType);
+      if (problem) {
+        // A 2xx that is not a FHIR server's answer (a proxy's or gateway's page, an error
+        // OperationOutcome): the resource may not be stored, so it is not taken as delivered.
+        const outcome = operationOutcomeOf(saved);
+        return {
+          outcome: 'retry',
+          answer: `the EHR's success answer to ${resource.resourceType} is ${problem}; not taken as stored`,
+          response: {
+            status: 'not stored',
+            ...exchangeText('application/fhir+json', JSON.stringify(saved, null, 2)),
+          },
+          detail: {
+            resourceType: resource.resourceType,
+            ...(outcome ? { operationOutcome: outcome } : {}),
+            latencyMs: Date.now() - started,
+          },
+        };
+      }
       await this.updateOwnServiceRequest(loaded);
       return {
         outcome: 'delivered',
@@ -113,7 +132,10 @@ export class FhirResultPublisher implements Publisher {
       const response = (error as { response?: Partial<FhirHttpAnswer> }).response;
       const status = response?.status;
       const outcome = operationOutcomeOf(response?.data);
-      const transient = status === undefined || status === 408 || status === 429 || status >= 500;
+      // a 2xx here had a body that is not JSON (an HTML page): not stored, as above
+      const success = status !== undefined && status >= 200 && status < 300;
+      const transient =
+        status === undefined || success || status === 408 || status === 429 || status >= 500;
       const body = response?.data;
       const retryAfterMs = transient
         ? parseRetryAfter(response?.retryAfter, Date.now())
@@ -133,7 +155,7 @@ export class FhirResultPublisher implements Publisher {
             }
           : {}),
         answer: status
-          ? `the EHR answered ${status} to ${resource.resourceType}`
+          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}`
           : `the EHR could not be reached (${(error as Error).name})`,
         detail: {
           httpStatus: status ?? null,
@@ -176,6 +198,28 @@ export class FhirResultPublisher implements Publisher {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * Why a 2xx answer to a conditional update is not the EHR storing our resource, if it is not:
+ * R4 http.html#update answers the resource (or nothing, as with `Prefer: return=minimal`); an
+ * OperationOutcome is only information when none of its issues is an error.
+ */
+function notStored(answer: unknown, resourceType: string): string | undefined {
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer))
+    return 'not a FHIR resource';
+  const type = (answer as { resourceType?: unknown }).resourceType;
+  if (type === undefined)
+    return Object.keys(answer).length === 0 ? undefined : 'not a FHIR resource';
+  if (type === resourceType) return undefined;
+  if (type === 'OperationOutcome') {
+    const issues = (answer as { issue?: Array<{ severity?: string }> }).issue ?? [];
+    const errors = issues.filter((i) => i?.severity === 'error' || i?.severity === 'fatal');
+    return errors.length > 0 ? `an OperationOutcome with ${errors.length} error(s)` : undefined;
+  }
+  // the peer's text goes into the audit summary only when it looks like a resource type
+  const named = typeof type === 'string' && /^[A-Z][A-Za-z]{0,63}$/.test(type);
+  return named ? `a ${type}, not a ${resourceType}` : 'not a FHIR resource';
 }
 
 function operationOutcomeOf(data: unknown): unknown {

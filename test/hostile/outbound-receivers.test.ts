@@ -4,6 +4,8 @@ import pino from 'pino';
 import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { MllpDecoder } from '../../src/hl7/mllp-framing';
+import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
+import { FhirResultPublisher } from '../../src/outbound/fhir-result.publisher';
 import { Hl7ResultPublisher } from '../../src/outbound/hl7-result.publisher';
 import { DESTINATIONS, type Destination } from '../../src/outbound/outbound.settings';
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
@@ -210,6 +212,100 @@ describe('hostile: results to receivers that answer badly', () => {
         { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
       ]);
       expect(ris.received).toHaveLength(1);
+    });
+  });
+
+  /** The audit entries of the order's attempts, as the audit page lists them. */
+  async function attemptSummaries(kind: string): Promise<string[]> {
+    const rows: Array<{ summary: string }> = await db.dataSource.query(
+      `SELECT summary FROM audit_events WHERE kind = 'outbound.attempt' AND detail->>'documentKind' = $1
+        AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+      [kind],
+    );
+    return rows.map((r) => r.summary);
+  }
+
+  describe('EHR (FHIR conditional update)', () => {
+    const fhirPublisher = () =>
+      new FhirResultPublisher({ baseUrl: `${http.base}/fhir`, timeoutMs: 2_000 });
+
+    it.each([
+      [
+        'a gateway JSON that is no resource',
+        'application/json',
+        '{"status":"error","message":"upstream unavailable"}',
+        /is not a FHIR resource; not taken as stored/,
+      ],
+      [
+        'an OperationOutcome with an error',
+        'application/fhir+json',
+        JSON.stringify({
+          resourceType: 'OperationOutcome',
+          issue: [{ severity: 'error', code: 'exception', diagnostics: 'database locked' }],
+        }),
+        /is an OperationOutcome with 1 error\(s\); not taken as stored/,
+      ],
+      [
+        'an HTML login page',
+        'text/html',
+        '<!DOCTYPE html><html><body><form action="/sso/login">Sign in</form></body></html>',
+        /answered 200 to Task with a body that is not FHIR JSON; not taken as stored/,
+      ],
+    ])(
+      'a 200 with %s is not taken as stored: retried, then a dead letter saying why',
+      async (_what, contentType, body, reason) => {
+        http.setAnswer((_req, _body, res) => {
+          res.writeHead(200, { 'content-type': contentType });
+          res.end(body);
+        });
+        const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+        expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+          ['fhir-task', 'dead', 4],
+          ['fhir-diagnostic-report', 'dead', 4],
+        ]);
+        expect(rows[0]!.last_error).toMatch(/^gave up after 4 attempts; last answer: /);
+        expect(rows[0]!.last_error).toMatch(reason);
+        expect(await attemptSummaries('fhir-task')).toHaveLength(4);
+      },
+    );
+
+    it('a 201 with no body (return=minimal) or the stored resource is delivered', async () => {
+      let n = 0;
+      http.setAnswer((_req, body, res) => {
+        n += 1;
+        if (n === 1) {
+          res.writeHead(201, { location: `${http.base}/fhir/Task/t1/_history/1` });
+          res.end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/fhir+json' });
+        res.end(JSON.stringify({ ...JSON.parse(body.toString()), id: 'r1' }));
+      });
+      const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['fhir-task', 'delivered', 1],
+        ['fhir-diagnostic-report', 'delivered', 1],
+      ]);
+    });
+  });
+
+  describe('PACS (STOW-RS)', () => {
+    it('a 200 with an HTML page is not taken as stored: retried, then a dead letter saying why', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end('<html><head><title>Session expired</title></head><body>Log in</body></html>');
+      });
+      const rows = await publish(
+        DESTINATIONS.dicom,
+        new DicomWebResultPublisher({ baseUrl: `${http.base}/dicom-web`, timeoutMs: 2_000 }),
+      );
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['dicom-sr', 'dead', 4],
+        ['dicom-pdf', 'dead', 4],
+      ]);
+      expect(rows[0]!.last_error).toMatch(
+        /last answer: the PACS answered 200 to the SR with an HTML page, not a STOW-RS answer/,
+      );
     });
   });
 });

@@ -156,7 +156,8 @@ export class FhirResultPublisher implements Publisher {
           : {}),
         answer: status
           ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}`
-          : `the EHR could not be reached (${(error as Error).name})`,
+          : // our client's own words: unreachable, no complete answer in time, answer too large
+            `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {
           httpStatus: status ?? null,
           ...(outcome ? { operationOutcome: outcome } : {}),

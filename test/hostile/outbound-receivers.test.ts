@@ -226,8 +226,8 @@ describe('hostile: results to receivers that answer badly', () => {
   }
 
   describe('EHR (FHIR conditional update)', () => {
-    const fhirPublisher = () =>
-      new FhirResultPublisher({ baseUrl: `${http.base}/fhir`, timeoutMs: 2_000 });
+    const fhirPublisher = (timeoutMs = 2_000) =>
+      new FhirResultPublisher({ baseUrl: `${http.base}/fhir`, timeoutMs });
 
     it.each([
       [
@@ -268,6 +268,23 @@ describe('hostile: results to receivers that answer badly', () => {
         expect(await attemptSummaries('fhir-task')).toHaveLength(4);
       },
     );
+
+    it('a 200 whose body trickles for ever: each attempt ends at the deadline, and the dead letter says so', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(200, { 'content-type': 'application/fhir+json' });
+        res.write('{"resourceType":"Task",');
+        const timer = setInterval(() => res.write(' '), 100);
+        res.on('close', () => clearInterval(timer));
+      });
+      const rows = await publish(DESTINATIONS.fhir, fhirPublisher(500));
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['fhir-task', 'dead', 4],
+        ['fhir-diagnostic-report', 'dead', 4],
+      ]);
+      expect(rows[0]!.last_error).toBe(
+        'gave up after 4 attempts; last answer: no usable answer from the EHR to Task: no complete answer within 500 ms',
+      );
+    });
 
     it('a 201 with no body (return=minimal) or the stored resource is delivered', async () => {
       let n = 0;

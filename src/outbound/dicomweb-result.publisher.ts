@@ -23,7 +23,8 @@ export interface DicomWebPublisherOptions {
  * The SR and the encapsulated PDF to the PACS by STOW-RS (PS3.18 10.5): one
  * multipart/related; type="application/dicom" POST to /studies/{StudyInstanceUID}. 200 is
  * stored; 202 is stored with warnings (recorded); 409 (every instance refused) and other 4xx
- * are dead letters with the Failed SOP Sequence reasons; 408/429/5xx and network errors retry.
+ * are dead letters with the Failed SOP Sequence reasons, unless every reason is A7xx (out of
+ * resources); that, 408/429/5xx and network errors retry.
  * Its own connection pool, as the DICOMweb client's (src/studies/dicomweb.client.ts): never
  * the process-wide dispatcher, which Node's fetch replaces with its bundled, older undici.
  */
@@ -142,7 +143,12 @@ export class DicomWebResultPublisher implements Publisher {
         response,
       };
     }
-    const transient = status === 408 || status === 429 || status >= 500;
+    // A7xx Refused: Out of Resources (PS3.4 Annex GG / C.4.2.1.4): a full PACS that later has
+    // room stores it, so every refusal being that is retried, not a dead letter at once.
+    const outOfResources =
+      failures.length > 0 &&
+      failures.every((f) => f.reason !== undefined && f.reason >> 8 === 0xa7);
+    const transient = status === 408 || status === 429 || status >= 500 || outOfResources;
     const retryAfterMs = transient ? parseRetryAfter(retryAfter, Date.now()) : undefined;
     return {
       outcome: transient ? 'retry' : 'dead',

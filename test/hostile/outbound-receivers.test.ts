@@ -307,6 +307,49 @@ describe('hostile: results to receivers that answer badly', () => {
   });
 
   describe('PACS (STOW-RS)', () => {
+    it('a 409 whose every failure is A700 (out of resources) is retried, and stored once the PACS has room', async () => {
+      let n = 0;
+      http.setAnswer((_req, _body, res) => {
+        n += 1;
+        res.writeHead(n <= 2 ? 409 : 200, { 'content-type': 'application/dicom+json' });
+        res.end(
+          JSON.stringify(
+            n <= 2
+              ? {
+                  '00081198': {
+                    vr: 'SQ',
+                    Value: [
+                      {
+                        '00081150': { vr: 'UI', Value: ['1.2.840.10008.5.1.4.1.1.88.34'] },
+                        '00081155': { vr: 'UI', Value: ['2.25.1'] },
+                        '00081197': { vr: 'US', Value: [0xa700] },
+                      },
+                    ],
+                  },
+                }
+              : { '00081199': { vr: 'SQ', Value: [{}] } },
+          ),
+        );
+      });
+      const rows = await publish(
+        DESTINATIONS.dicom,
+        new DicomWebResultPublisher({ baseUrl: `${http.base}/dicom-web`, timeoutMs: 2_000 }),
+      );
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['dicom-sr', 'delivered', 3],
+        ['dicom-pdf', 'delivered', 1],
+      ]);
+      expect(await attemptSummaries('dicom-sr')).toEqual([
+        expect.stringMatching(
+          /attempt 1: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+        ),
+        expect.stringMatching(
+          /attempt 2: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+        ),
+        expect.stringMatching(/attempt 3: SR stored by the PACS \(200\)$/),
+      ]);
+    });
+
     it('a 200 with an HTML page is not taken as stored: retried, then a dead letter saying why', async () => {
       http.setAnswer((_req, _body, res) => {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });

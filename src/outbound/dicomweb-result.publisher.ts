@@ -148,7 +148,11 @@ export class DicomWebResultPublisher implements Publisher {
     const outOfResources =
       failures.length > 0 &&
       failures.every((f) => f.reason !== undefined && f.reason >> 8 === 0xa7);
-    const transient = status === 408 || status === 429 || status >= 500 || outOfResources;
+    // 401/403: DICOMWEB_TOKEN or the PACS's configuration, which an operator fixes: retried
+    // (as the DICOMweb pull does), not a dead letter for every result of the outage.
+    const refusedCredentials = status === 401 || status === 403;
+    const transient =
+      status === 408 || status === 429 || status >= 500 || outOfResources || refusedCredentials;
     const retryAfterMs = transient ? parseRetryAfter(retryAfter, Date.now()) : undefined;
     return {
       outcome: transient ? 'retry' : 'dead',

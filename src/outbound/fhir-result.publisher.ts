@@ -134,8 +134,17 @@ export class FhirResultPublisher implements Publisher {
       const outcome = operationOutcomeOf(response?.data);
       // a 2xx here had a body that is not JSON (an HTML page): not stored, as above
       const success = status !== undefined && status >= 200 && status < 300;
+      // 401/403: our credentials (a static FHIR_SERVER_TOKEN that expired, a SMART client the
+      // EHR disabled) or the EHR's configuration, which an operator fixes: every result of an
+      // outage was a dead letter at once, to be replayed by hand. Retried, as the PACS pull is.
+      const refusedCredentials = status === 401 || status === 403;
       const transient =
-        status === undefined || success || status === 408 || status === 429 || status >= 500;
+        status === undefined ||
+        success ||
+        refusedCredentials ||
+        status === 408 ||
+        status === 429 ||
+        status >= 500;
       const body = response?.data;
       const retryAfterMs = transient
         ? parseRetryAfter(response?.retryAfter, Date.now())
@@ -155,7 +164,7 @@ export class FhirResultPublisher implements Publisher {
             }
           : {}),
         answer: status
-          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}`
+          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}`
           : // our client's own words: unreachable, no complete answer in time, answer too large
             `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {

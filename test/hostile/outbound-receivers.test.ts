@@ -304,9 +304,60 @@ describe('hostile: results to receivers that answer badly', () => {
         ['fhir-diagnostic-report', 'delivered', 1],
       ]);
     });
+
+    it('a 401 or 403 (our credentials refused) is retried and says so, and stored once fixed', async () => {
+      let n = 0;
+      http.setAnswer((_req, body, res) => {
+        n += 1;
+        if (n <= 2) {
+          res.writeHead(n === 1 ? 401 : 403, { 'content-type': 'application/fhir+json' });
+          res.end(
+            JSON.stringify({
+              resourceType: 'OperationOutcome',
+              issue: [{ severity: 'error', code: 'security', diagnostics: 'token expired' }],
+            }),
+          );
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/fhir+json' });
+        res.end(JSON.stringify({ ...JSON.parse(body.toString()), id: `r${n}` }));
+      });
+      const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+      // a static token that expired made every result of the outage a dead letter at once
+      expect(rows.map((r) => [r.kind, r.status])).toEqual([
+        ['fhir-task', 'delivered'],
+        ['fhir-diagnostic-report', 'delivered'],
+      ]);
+      expect((await attemptSummaries('fhir-task'))[0]).toMatch(
+        /the EHR answered 401 to Task: our credentials were refused/,
+      );
+    });
   });
 
   describe('PACS (STOW-RS)', () => {
+    it('a 401 (DICOMWEB_TOKEN expired) is retried, and stored once the operator has fixed it', async () => {
+      let n = 0;
+      http.setAnswer((_req, _body, res) => {
+        n += 1;
+        if (n <= 2) {
+          res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' });
+          res.end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        res.end(JSON.stringify({ '00081199': { vr: 'SQ', Value: [{}] } }));
+      });
+      const rows = await publish(
+        DESTINATIONS.dicom,
+        new DicomWebResultPublisher({ baseUrl: `${http.base}/dicom-web`, timeoutMs: 2_000 }),
+      );
+      // the SR met both 401s; it was a dead letter at once, the PDF after it too
+      expect(rows.map((r) => [r.kind, r.status])).toEqual([
+        ['dicom-sr', 'delivered'],
+        ['dicom-pdf', 'delivered'],
+      ]);
+    });
+
     it('a 409 whose every failure is A700 (out of resources) is retried, and stored once the PACS has room', async () => {
       let n = 0;
       http.setAnswer((_req, _body, res) => {

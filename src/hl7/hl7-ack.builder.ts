@@ -120,6 +120,39 @@ export interface BuiltAck {
   bytes: Buffer;
 }
 
+/** HL7 table 0104 (version ID, as of v2.9): the values MSH-12.1 may hold. */
+const TABLE_0104 = [
+  '2.0',
+  '2.0D',
+  '2.1',
+  '2.2',
+  '2.3',
+  '2.3.1',
+  '2.4',
+  '2.5',
+  '2.5.1',
+  '2.6',
+  '2.7',
+  '2.7.1',
+  '2.8',
+  '2.8.1',
+  '2.8.2',
+  '2.9',
+];
+
+/** Versions whose MSH-9 has no third component (message structure, added in v2.3.1). */
+const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
+
+/**
+ * MSH-12 of our answer: the sender's version when it is one (table 0104), so the sender reads
+ * the ACK as it writes; otherwise (`3.0`, `ABC`, a typo) our own, 2.5.1, as for a message with no
+ * readable header: an answer must carry a valid VID, and echoing the sender's text made our ACK
+ * as unreadable as its message (its ERR in no version's layout).
+ */
+export function ackVersionFor(inboundVersion: string): string {
+  return TABLE_0104.includes(inboundVersion) ? inboundVersion : '2.5.1';
+}
+
 const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];
 
 /** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 chapter 2, ERR segment); older versions use ERR-1. */
@@ -185,7 +218,7 @@ export function buildAck(options: AckOptions): BuiltAck {
   const msh = inbound.msh;
   const mode = ackModeOf(inbound);
   const code = ackCodeFor(mode, outcome);
-  const version = inbound.version || '2.5.1';
+  const version = ackVersionFor(inbound.version);
   const modern = usesErrLocationFields(version);
   // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent
   // (warnings stay in the audit record).
@@ -201,11 +234,12 @@ export function buildAck(options: AckOptions): BuiltAck {
         : { code: 'ORI', trigger: 'O24', structure: 'ORI_O24' }
       : undefined;
   // MSH-9.3 message structure exists since v2.3.1.
+  const noStructure = VERSIONS_BEFORE_MSH_9_3.includes(version);
   const messageType = orderReply
-    ? version === '2.3'
+    ? noStructure
       ? [orderReply.code, orderReply.trigger]
       : [orderReply.code, orderReply.trigger, orderReply.structure]
-    : version === '2.3'
+    : noStructure
       ? ['ACK', trigger]
       : ['ACK', trigger, 'ACK'];
   const hd = (field: number): (string | undefined)[] =>

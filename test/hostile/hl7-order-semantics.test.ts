@@ -1,0 +1,59 @@
+import { parseHl7 } from '../../src/hl7';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+
+jest.setTimeout(90_000);
+
+/**
+ * What an order means clinically, as RIS and EHR feeds send it (HL7 v2.3.1 to v2.5.1 chapter 4),
+ * over the real MLLP front door into PostgreSQL: when the exam is to happen, why it was ordered,
+ * which copies of a message are resends, and what our answer says about itself. Each case was
+ * answered or stored wrongly before.
+ */
+describe('HL7 order semantics over MLLP (real adapter, real socket, real PostgreSQL)', () => {
+  let h: MllpHarness;
+
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  /** A fixture with text replaced (the fixtures edited here are ASCII where edited). */
+  const edited = (raw: Buffer, pairs: [string, string][]): Buffer => {
+    let text = raw.toString('latin1');
+    for (const [from, to] of pairs) {
+      if (!text.includes(from)) throw new Error(`${from} not in the fixture`);
+      text = text.split(from).join(to);
+    }
+    return Buffer.from(text, 'latin1');
+  };
+
+  it('an MSH-12 that is no HL7 version is answered AR 203 in a v2.5.1 ACK, never echoed', async () => {
+    const send = (version: string, id: string) =>
+      h.mllp.send(
+        withControlId(
+          edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [['|P|2.3.1', `|P|${version}`]]),
+          id,
+        ),
+      );
+    // Before: MSH-12 `3.0` and `V231` came back in our MSH-12, with the ERR in the v2.3 layout.
+    for (const [version, id] of [
+      ['3.0', 'SEM-VER-1'],
+      ['V231', 'SEM-VER-2'],
+    ]) {
+      const ack = parseHl7(await send(version, id));
+      expect(ack.version).toBe('2.5.1');
+      expect(ack.get('MSA-1')).toBe('AR');
+      expect(ack.get('MSA-2')).toBe(id);
+      expect(ack.get('ERR-2')).toBe('MSH');
+      expect(ack.segmentsById('ERR')[0]!.value(3)).toBe('203');
+      expect(ack.get('ERR-8')).toContain(`Version ${version} not supported`);
+    }
+    // A real but old version (table 0104) is answered in it, without MSH-9.3 (v2.3.1+).
+    const old = parseHl7(await send('2.2', 'SEM-VER-3'));
+    expect(old.version).toBe('2.2');
+    expect(old.msh.fields[9]).toBe('ACK^O01');
+  });
+});

@@ -30,6 +30,51 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     return Buffer.from(text, 'latin1');
   };
 
+  it('a resend with MSH-7 and ORC-9 stamped anew gets the original answer; a changed patient, procedure, accession or control under that MSH-10 is AR 205', async () => {
+    const original = withControlId(hl7Fixture('orm-o01-v231-ihe-obr4-alternate'), 'SEM-RESEND-1');
+    const first = await h.mllp.send(original);
+    expect(ackSummary(first)).toMatchObject({ code: 'AA', controlIdEchoed: 'SEM-RESEND-1' });
+
+    // A RIS that rebuilds the message from its database: MSH-7 and ORC-9 are now.
+    // Before: AR 205 "already used by this sender for a different message", so the RIS kept
+    // resending a message that had been stored all along.
+    const text = original.toString('latin1');
+    const orc9 = parseHl7(original).get('ORC-9')!;
+    const msh7 = parseHl7(original).get('MSH-7')!;
+    const restamped = edited(original, [
+      [`|${msh7}|`, '|20261012090501|'],
+      [`|${orc9}|`, '|20261012090500|'],
+    ]);
+    expect(restamped.toString('latin1')).not.toBe(text);
+    expect((await h.mllp.send(restamped)).equals(first)).toBe(true);
+
+    // Anything that changes what the order is, under the same control ID: refused, kept.
+    const obr = parseHl7(original).segmentsById('OBR')[0]!;
+    const changes: Array<[string, [string, string]]> = [
+      ['patient', ['HW-300418', 'HW-300419']],
+      ['procedure', [obr.value(4, 1, 4)!, '24725-4']],
+      ['accession', [parseHl7(original).get('OBR-18')!, 'RW-ACC-00000']],
+      ['order control', ['ORC|NW|', 'ORC|CA|']],
+      ['requested start', ['20261012090000', '20261012100000']],
+    ];
+    for (const [what, pair] of changes) {
+      const reply = ackSummary(await h.mllp.send(edited(restamped, [pair])));
+      expect({ what, code: reply.code, err: reply.errors.join(' ') }).toEqual({
+        what,
+        code: 'AR',
+        err: expect.stringMatching(/MSH\^1\^10\^205/),
+      });
+    }
+    const stored = await h.db.query<{ outcome: string }>(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'SEM-RESEND-1' ORDER BY received_at`,
+    );
+    expect(stored.rows.map((r) => r.outcome)).toEqual([
+      'accepted',
+      'duplicate', // the resend, recorded as one
+      ...changes.map(() => 'rejected'),
+    ]);
+  });
+
   it('an MSH-12 that is no HL7 version is answered AR 203 in a v2.5.1 ACK, never echoed', async () => {
     const send = (version: string, id: string) =>
       h.mllp.send(

@@ -15,6 +15,7 @@ import {
   HL7_ORDER_MAPPING_VERSION,
   rowsFor,
 } from '../mappings/hl7-order.mapping';
+import type { Hl7SourceSpec } from '../mappings/hl7-order.rows';
 import { ORDER_TRANSITIONS } from '../domain/order-state';
 import { CODING_SYSTEM_SYNONYMS } from '../mappings/product-table';
 import { applyOverride, parseStatusOverrides } from '../mappings/outbound-rows';
@@ -42,10 +43,10 @@ export interface MappingTableView {
  */
 export function activeMappingTables(config: AppConfig): MappingTableView[] {
   const hl7 = siteHl7Mapping(config);
-  const sources = (s: unknown) =>
+  const sources = (s: Hl7SourceSpec) =>
     typeof s === 'string'
       ? s
-      : `${(s as { at: string }).at} (${(s as { transform: string }).transform})`;
+      : `${s.at}${s.transform ? ` (${s.transform})` : ''}${s.fallbackOnly ? ' (fallback only)' : ''}`;
   return [
     {
       id: 'hl7-order-fields',

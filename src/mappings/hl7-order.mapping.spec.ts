@@ -166,10 +166,10 @@ describe('mapHl7Message rules', () => {
     // it reached the DiagnosticReport's effectiveDateTime, which our validation then refused
     const result = mapEdited(
       'orm-o01-v231-ihe-swf-zds.hl7',
-      '^^R||20240318144217|',
-      '^^R||00000318144217|',
+      '|^^^20240318150000^^R|',
+      '|^^^00000318150000^^R|',
     );
-    expect(result.orders[0].request.requestedAt).toBe('2024-03-18T15:00:00+00:00'); // OBR-6
+    expect(result.orders[0].request.requestedAt).toBe('2024-03-18T15:00:00+00:00'); // OBR-27.4
     expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
   });
 

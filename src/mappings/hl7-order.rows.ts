@@ -12,7 +12,18 @@ import { applyRow } from './table-driver';
  * sources are looked up, and how a row is read, with declared precedence and conflicts.
  */
 
-export type Hl7SourceSpec = string | { readonly at: string; readonly transform: Hl7TransformId };
+export type Hl7SourceSpec =
+  | string
+  | {
+      readonly at: string;
+      readonly transform?: Hl7TransformId;
+      /**
+       * Read only when the sources before it are empty, never compared with them: it means
+       * something else that stands in for the target (ORC-9, the time of the transaction, for
+       * the requested start), so holding another value is no conflict.
+       */
+      readonly fallbackOnly?: true;
+    };
 
 /** One row of the declarative table: where a target comes from, how, and under which rule ID. */
 export interface Hl7FieldRule {
@@ -134,7 +145,7 @@ function readSource(
   values: Record<string, unknown>,
 ) {
   const at = typeof spec === 'string' ? spec : spec.at;
-  const transform = typeof spec === 'string' ? row.transform : spec.transform;
+  const transform = typeof spec === 'string' ? row.transform : (spec.transform ?? row.transform);
   const loc = parseLocation(at);
   const sameId = segmentsInScope(scope, loc.segment);
   const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
@@ -166,6 +177,7 @@ function conflicts(
 ): TransformProblem[] {
   const problems: TransformProblem[] = [];
   for (const spec of row.sources.slice(index + 1)) {
+    if (typeof spec !== 'string' && spec.fallbackOnly) continue;
     // Read only to compare: its own quirks are not the message's.
     const read = readSource(row, spec, scope, config, new QuirkCollector(), values);
     if (!read) continue;

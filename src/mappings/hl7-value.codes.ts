@@ -121,3 +121,30 @@ export const codedList: TransformFn = (input) => {
   }
   return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines: all };
 };
+
+/**
+ * DG1-3 (diagnosis code, CE/CWE, v2.5.1 §6.5.2.3) of every DG1 of the order group, in message
+ * order; DG1-4 (diagnosis description, ST, kept for backward compatibility) as the text of a
+ * DG1 without a code. The row reads it as the reason for the study when OBR-31 is empty.
+ */
+export const dg1Diagnoses: TransformFn = (input) => {
+  const out: CodedConcept[] = [];
+  const all: LineageLine[] = [];
+  for (const segment of input.sameId) {
+    const at = { ...input, segment };
+    const { concept, lines } = readCoded(at, 1, `[${out.length}]`);
+    const description = segment.value(4);
+    if (concept.display === undefined && description !== undefined) {
+      concept.display = description;
+      lines.push({
+        suffix: `[${out.length}].display`,
+        source: segment.locationOf(4),
+        value: description,
+      });
+    }
+    if (Object.keys(concept).length === 0) continue;
+    out.push(concept);
+    all.push(...lines);
+  }
+  return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines: all };
+};

@@ -1,5 +1,13 @@
 import { partialDate, dtmInstant } from './hl7-value.dates';
-import { coded, codedList, modality, orderControl, priority0027, sex0001 } from './hl7-value.codes';
+import {
+  coded,
+  codedList,
+  dg1Diagnoses,
+  modality,
+  orderControl,
+  priority0027,
+  sex0001,
+} from './hl7-value.codes';
 import { accession, cxList, ei, uid } from './hl7-value.identifiers';
 import type { TransformFn } from './hl7-value.kit';
 import { xcn, xpn } from './hl7-value.names';
@@ -22,6 +30,7 @@ export type Hl7TransformId =
   | 'coded'
   | 'coded-list'
   | 'free-text-reason'
+  | 'dg1-diagnoses'
   | 'modality'
   | 'uid'
   | 'priority-0027'
@@ -42,6 +51,7 @@ export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   coded,
   'coded-list': codedList,
   'free-text-reason': freeTextReason,
+  'dg1-diagnoses': dg1Diagnoses,
   modality,
   uid,
   'priority-0027': priority0027,

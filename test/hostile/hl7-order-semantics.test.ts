@@ -20,6 +20,9 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     await h?.close();
   });
 
+  const requestOf = async (placer: string) =>
+    (await h.db.query(`SELECT request FROM orders WHERE placer_order_number = $1`, [placer]))
+      .rows[0]?.request;
   /** A fixture with text replaced (the fixtures edited here are ASCII where edited). */
   const edited = (raw: Buffer, pairs: [string, string][]): Buffer => {
     let text = raw.toString('latin1');
@@ -29,6 +32,49 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     }
     return Buffer.from(text, 'latin1');
   };
+
+  it('the requested time is the exam start (TQ1-7, ORC-7.4/OBR-27.4, OBR-6), not ORC-9, the time of the transaction', async () => {
+    // IHE SWF NW: ORC-7.4 15:00 (scheduled), ORC-9 14:42:17 (entered).
+    expect(ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ihe-swf-zds'))).code).toBe('AA');
+    expect((await requestOf('PLC-100234')).requestedAt).toBe('2024-03-18T15:00:00+00:00');
+
+    // The XO that makes it stat keeps the start 15:30 (ORC-7.4, OBR-6, OBR-27.4); its ORC-9 is
+    // the minute the clerk changed it. Before: requestedAt 15:22:10, the time of the change,
+    // which became OBR-7 of the ORU and the DiagnosticReport's effectiveDateTime.
+    const change = await h.mllp.send(hl7Fixture('orm-o01-v251-change-xo'));
+    expect(parseHl7(change).get('ORC-1')).toBe('XR');
+    expect((await requestOf('PLC-100234')).requestedAt).toBe('2024-03-18T15:30:00+00:00');
+
+    // OMI^O23: TQ1-7 10:30 is when the chest X-ray is scheduled. Before: 09:15, ORC-9.
+    expect(ackSummary(await h.mllp.send(hl7Fixture('omi-o23-v251-ihe-ipc'))).code).toBe('AA');
+    expect((await requestOf('DP-776120')).requestedAt).toBe('2025-02-04T10:30:00+01:00');
+
+    // Only ORC-9 given: still the fallback, and no conflict quirk for the start it stands in for.
+    const onlyOrc9 = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'MSGID20240318144299'],
+      ['PLC-100234', 'PLC-100299'],
+      ['ACC-20240318-0042', 'ACC-20240318-0099'],
+      ['|^^^20240318150000^^R|', '|^^^^^R|'],
+      ['|20240318150000|', '||'],
+    ]);
+    expect(ackSummary(await h.mllp.send(onlyOrc9)).code).toBe('AA');
+    expect((await requestOf('PLC-100299')).requestedAt).toBe('2024-03-18T14:42:17+00:00');
+  });
+
+  it('DG1 diagnoses of the order are the reason for the study when OBR-31 is empty', async () => {
+    // Before: reasonForStudy was OBR-13's free text ("Fall at home, on apixaban"), the ICD-10
+    // codes the EHR sent in DG1-3 were not read at all.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ehr-dg1-reason')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const request = await requestOf('77102345');
+    expect(request.reasonForStudy).toEqual([
+      { code: 'R51.9', display: 'Headache, unspecified', system: 'I10' },
+      { code: 'W19.XXXA', display: 'Unspecified fall, initial encounter', system: 'I10' },
+      { display: 'Long term (current) use of anticoagulants' },
+    ]);
+    expect(request.requestedAt).toBe('2026-10-14T09:45:00+00:00'); // ORC-7.4, not ORC-9 09:30:10
+    expect(request.priority).toBe('stat');
+  });
 
   it('a resend with MSH-7 and ORC-9 stamped anew gets the original answer; a changed patient, procedure, accession or control under that MSH-10 is AR 205', async () => {
     const original = withControlId(hl7Fixture('orm-o01-v231-ihe-obr4-alternate'), 'SEM-RESEND-1');

@@ -12,8 +12,9 @@ export const AUDIT_EVENT_KINDS = {
   'order.duplicate': 'an order already known was not created again',
   'order.updated': 'an order changed (metadata, demographics, merge)',
   'order.cancel-requested': 'a cancel was asked for (who, why)',
-  'order.cancel-refused': 'a cancel came too late',
-  'order.change-refused': 'a change came after the order had ended (not applied)',
+  'order.cancel-refused': 'a cancel came too late, or named another patient (not applied)',
+  'order.change-refused':
+    'a change came after the order had ended, named another patient, or changed the products of a running order (not applied)',
   'order.status-recorded': 'a status message (ORC-1 SC) was recorded',
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',

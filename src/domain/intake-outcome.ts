@@ -10,6 +10,20 @@ export type IntakeOrderResult =
   | { kind: 'updated'; orderId: string; sourceRef: string }
   /** A change to an order that has ended (delivered, failed, cancelled…): not applied. */
   | { kind: 'change-too-late'; orderId: string; state: OrderState; sourceRef: string }
+  /**
+   * A cancel or change not applied because it cannot mean this order: it names another patient
+   * (`other-patient`), or it changes the AI products of an order the upstream already runs
+   * (`products-placed`: the upstream takes no new products for an order). The message is refused.
+   */
+  | {
+      kind: 'change-refused';
+      action: 'cancel' | 'change';
+      reason: 'other-patient' | 'products-placed';
+      orderId: string;
+      sourceRef: string;
+      /** products-placed: the products the upstream runs, and the ones the change asked for. */
+      products?: { placed: string[]; asked: string[] };
+    }
   | { kind: 'status-recorded'; orderId: string | null; sourceRef: string }
   | { kind: 'unknown-order'; action: string; sourceRef: string };
 

@@ -164,6 +164,18 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
         diagnostics: `the order is already ${r.state}; it can no longer be cancelled (see Task/${r.orderId})`,
         expression: ['ServiceRequest.status'],
       });
+    case 'change-refused':
+      return refuse(409, {
+        severity: 'error',
+        code: 'business-rule',
+        diagnostics:
+          r.reason === 'other-patient'
+            ? `this ServiceRequest's order (Task for order ${r.orderId}) is another patient's: the subject does not identify its patient; nothing was changed`
+            : `the order already runs upstream with AI products ${r.products?.placed.join(', ') || 'none'}; the new code asks for ${r.products?.asked.join(', ') || 'none'}, which a running order cannot change: revoke this ServiceRequest and create a new one`,
+        expression: [
+          r.reason === 'other-patient' ? 'ServiceRequest.subject' : 'ServiceRequest.code',
+        ],
+      });
     case 'unknown-order':
       return refuse(404, {
         severity: 'error',

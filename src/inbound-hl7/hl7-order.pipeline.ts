@@ -179,6 +179,50 @@ function placerNumberLocation(message: Hl7Message, groupIndex: number | undefine
   return segment ? segment.locationOf(2) : 'ORC-2';
 }
 
+/** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
+function obrFieldLocation(message: Hl7Message, groupIndex: number | undefined, field: number) {
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  return group?.obr ? group.obr.locationOf(field) : `OBR-${field}`;
+}
+
+/**
+ * The ERR of an order group the intake refused: an unknown order (204 at its ORC-2), a cancel or
+ * change naming another patient (204 at PID-3: that order number is not this patient's; the
+ * other patient's identifiers are not named), or a change of products for an order the
+ * upstream already runs (207 at its OBR-4).
+ */
+function refusedOrderError(
+  message: Hl7Message,
+  r: IntakeOutcome['results'][number],
+  groupIndex: number | undefined,
+): Hl7ErrorDetail | undefined {
+  if (r.kind === 'unknown-order') {
+    return {
+      location: placerNumberLocation(message, groupIndex),
+      code: 204,
+      severity: 'E',
+      message: `Unknown order: no order with this placer/filler number to ${r.action} (${r.sourceRef})`,
+    };
+  }
+  if (r.kind !== 'change-refused') return undefined;
+  if (r.reason === 'other-patient') {
+    return {
+      location: 'PID-3',
+      code: 204,
+      severity: 'E',
+      message: `Not this patient's order: the order this ${r.action} names (${r.sourceRef}) belongs to a patient PID-3 does not identify; nothing was applied (a patient is changed by an ADT A40 merge, not by an order message)`,
+    };
+  }
+  const placed = r.products?.placed.join(', ') || 'none';
+  const asked = r.products?.asked.join(', ') || 'none';
+  return {
+    location: obrFieldLocation(message, groupIndex, 4),
+    code: 207,
+    severity: 'E',
+    message: `Change not applied (${r.sourceRef}): the order already runs upstream with AI products ${placed}, and the new procedure asks for ${asked}, which cannot be changed on a running order; cancel it (CA) and send a new order (NW)`,
+  };
+}
+
 /** The answer to a mapped message, from what the intake applied (or would apply). */
 export function answerMappedMessage(
   message: Hl7Message,
@@ -187,17 +231,12 @@ export function answerMappedMessage(
   warnings: Hl7ErrorDetail[],
   stamp: AckStamp,
 ): IntakeResponse {
-  // results[i] answers orders[i]; the ERR names that order's own ORC (ORC[2]-2 for the second).
-  const unknown = outcome.results.flatMap((r, i) =>
-    r.kind === 'unknown-order' ? [{ r, groupIndex: orders[i]?.groupIndex }] : [],
-  );
-  if (unknown.length > 0) {
-    const errors: Hl7ErrorDetail[] = unknown.map(({ r, groupIndex }) => ({
-      location: placerNumberLocation(message, groupIndex),
-      code: 204,
-      severity: 'E',
-      message: `Unknown order: no order with this placer/filler number to ${r.kind === 'unknown-order' ? r.action : 'apply'} (${r.sourceRef})`,
-    }));
+  // results[i] answers orders[i]; the ERR names that order's own segment (ORC[2]-2 for the second).
+  const errors = outcome.results.flatMap((r, i) => {
+    const e = refusedOrderError(message, r, orders[i]?.groupIndex);
+    return e ? [e] : [];
+  });
+  if (errors.length > 0) {
     const ack = refusalAck(message, 'error', errors, stamp);
     return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: false };
   }

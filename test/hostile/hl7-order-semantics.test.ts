@@ -1,4 +1,5 @@
 import { parseHl7 } from '../../src/hl7';
+import { TEST_TOKENS } from '../helpers/adapter';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 
@@ -146,5 +147,163 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     const old = parseHl7(await send('2.2', 'SEM-VER-3'));
     expect(old.version).toBe('2.2');
     expect(old.msh.fields[9]).toBe('ACK^O01');
+  });
+
+  it("a change or cancel whose PID-3 names another patient is AE 204 at PID-3, and the order stays its own patient's", async () => {
+    const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-PAT-NW'],
+      ['PLC-100234', 'PLC-PAT-1'],
+      ['FIL-55012', 'FIL-PAT-1'],
+      ['ACC-20240318-0042', 'ACC-PAT-1'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    // The same RIS's XO for that order number, but for PAT-9902 (a mistyped or reused number).
+    // Before: ORR XR "changed as requested", and the order (its study match, the upstream's
+    // patient_id, the ORU's PID) moved to the other patient.
+    const other: [string, string][] = [
+      ['PLC-100234', 'PLC-PAT-1'],
+      ['FIL-55012', 'FIL-PAT-1'],
+      ['ACC-20240318-0042', 'ACC-PAT-1'],
+      [
+        'PAT-4711^^^HOSPA^MR||SCHMIDT^ANNA^MARIA^^^^L||19560214|F',
+        'PAT-9902^^^HOSPA^MR||ROE^JANE||19800515|F',
+      ],
+    ];
+    const xo = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'SEM-PAT-XO'],
+      ...other,
+    ]);
+    const xoReply = await h.mllp.send(xo);
+    expect(ackSummary(xoReply)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^\|PID\^1\^3\^1\|204\^Unknown key identifier/)],
+    });
+    expect(xoReply.toString('latin1')).toMatch(/Not this patient's order/);
+    expect(xoReply.toString('latin1')).not.toContain('PAT-4711'); // the order's patient not named
+    const ca = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['MSGID20240318163005', 'SEM-PAT-CA'],
+      ...other,
+    ]);
+    expect(ackSummary(await h.mllp.send(ca)).code).toBe('AE');
+    const row = (
+      await h.db.query(
+        `SELECT patient_id, cancel_requested_at, request FROM orders WHERE placer_order_number = 'PLC-PAT-1'`,
+      )
+    ).rows[0];
+    expect(row).toMatchObject({ patient_id: 'PAT-4711', cancel_requested_at: null });
+    expect(row.request.patient.name.family).toBe('SCHMIDT');
+    expect(row.request.priority).toBe('routine');
+    const kept = await h.db.query<{ outcome: string }>(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id IN ('SEM-PAT-XO', 'SEM-PAT-CA')`,
+    );
+    expect(kept.rows.map((r) => r.outcome)).toEqual(['rejected', 'rejected']);
+
+    // The same patient's XO still applies.
+    const own = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'SEM-PAT-XO2'],
+      ...other.slice(0, 3),
+    ]);
+    expect(parseHl7(await h.mllp.send(own)).get('ORC-1')).toBe('XR');
+    expect((await requestOf('PLC-PAT-1')).priority).toBe('stat');
+  });
+
+  it('an XO that changes the AI products of an order the upstream already runs is AE 207 at OBR-4, not XR', async () => {
+    const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-PROD-NW'],
+      ['PLC-100234', 'PLC-PROD-1'],
+      ['FIL-55012', 'FIL-PROD-1'],
+      ['ACC-20240318-0042', 'ACC-PROD-1'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    const change = (id: string, code: string) =>
+      edited(hl7Fixture('orm-o01-v251-change-xo'), [
+        ['MSGID20240318152210', id],
+        ['PLC-100234', 'PLC-PROD-1'],
+        ['FIL-55012', 'FIL-PROD-1'],
+        ['ACC-20240318-0042', 'ACC-PROD-1'],
+        ['24627-2^CT Chest^LN', code],
+      ]);
+    // Not placed yet: the place job will read the changed order, so the change applies.
+    expect(
+      parseHl7(await h.mllp.send(change('SEM-PROD-XO1', '24725-4^CT Head^LN'))).get('ORC-1'),
+    ).toBe('XR');
+    expect((await requestOf('PLC-PROD-1')).products).toEqual(['head-ct-hemorrhage']);
+
+    // Placed upstream (as the place job leaves it): PATCH /add-metadata cannot change products.
+    // Before: ORR XR, our order said head CT -> chest CT while the upstream ran the head-CT
+    // product, whose result would have been published under OBR-4 CT Chest.
+    await h.db.query(
+      `UPDATE orders SET upstream_order_id = gen_random_uuid()::text, state = 'placed' WHERE placer_order_number = 'PLC-PROD-1'`,
+    );
+    const reply = await h.mllp.send(change('SEM-PROD-XO2', '24627-2^CT Chest^LN'));
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^\|OBR\^1\^4\^1\|207\^/)],
+    });
+    expect(reply.toString('latin1')).toMatch(
+      /AI products head-ct-hemorrhage, and the new procedure asks for lung-nodule-ct.*cancel it \(CA\) and send a new order \(NW\)/,
+    );
+    const request = await requestOf('PLC-PROD-1');
+    expect(request.products).toEqual(['head-ct-hemorrhage']);
+    expect(request.procedure.code).toBe('24725-4');
+    // A change that keeps the products (priority, times) still applies to a placed order.
+    expect(
+      parseHl7(await h.mllp.send(change('SEM-PROD-XO3', '24725-4^CT Head^LN'))).get('ORC-1'),
+    ).toBe('XR');
+  });
+
+  it('FHIR: a ServiceRequest update naming another patient, or asking other products of a running order, is 409 and changes nothing', async () => {
+    const call = (method: string, path: string, body: Record<string, unknown>) =>
+      fetch(`${h.adapter.httpUrl}/fhir/${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(body),
+      });
+    const sr = {
+      resourceType: 'ServiceRequest',
+      identifier: [{ system: 'http://ehr.example/placer', value: 'FHIR-SEM-1' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'SEM-1' } },
+    };
+    const created = await call('POST', 'ServiceRequest', sr);
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    const put = (body: Record<string, unknown>) =>
+      call('PUT', `ServiceRequest/${id}`, { ...body, id });
+
+    // Before: 200, and the order moved to patient SEM-2.
+    const otherPatient = await put({
+      ...sr,
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'SEM-2' } },
+    });
+    expect(otherPatient.status).toBe(409);
+    expect(await otherPatient.json()).toMatchObject({
+      issue: [{ code: 'business-rule', expression: ['ServiceRequest.subject'] }],
+    });
+
+    await h.db.query(
+      `UPDATE orders SET upstream_order_id = gen_random_uuid()::text, state = 'placed' WHERE placer_order_number = 'FHIR-SEM-1'`,
+    );
+    // Before: 200, products lung-nodule-ct in our order while the upstream ran head-ct-hemorrhage.
+    const otherCode = await put({
+      ...sr,
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }] },
+    });
+    expect(otherCode.status).toBe(409);
+    expect(await otherCode.json()).toMatchObject({
+      issue: [{ code: 'business-rule', expression: ['ServiceRequest.code'] }],
+    });
+    const row = (
+      await h.db.query(
+        `SELECT patient_id, request FROM orders WHERE placer_order_number = 'FHIR-SEM-1'`,
+      )
+    ).rows[0];
+    expect(row.patient_id).toBe('SEM-1');
+    expect(row.request.products).toEqual(['head-ct-hemorrhage']);
   });
 });

@@ -120,13 +120,25 @@ export class IngestOrderMessageUseCase {
       return reply;
     }
     if (refused) {
-      const problems = refused.outcome.results
-        .filter((r) => r.kind === 'unknown-order')
-        .map((r) => ({
-          location: r.sourceRef,
-          code: 'unknown-order',
-          message: `no order known for this ${r.kind === 'unknown-order' ? r.action : ''}`,
-        }));
+      const problems = refused.outcome.results.flatMap((r) =>
+        r.kind === 'unknown-order'
+          ? [
+              {
+                location: r.sourceRef,
+                code: 'unknown-order',
+                message: `no order known for this ${r.action}`,
+              },
+            ]
+          : r.kind === 'change-refused'
+            ? [
+                {
+                  location: r.sourceRef,
+                  code: r.reason,
+                  message: `${r.action} of order ${r.orderId} refused (${r.reason})`,
+                },
+              ]
+            : [],
+      );
       const id = await this.recordRejected({ ...input, response: refused.response, problems });
       return {
         duplicate: false,

@@ -106,6 +106,21 @@ export function intakeRows(
           detail: { sourceRef: step.order.sourceRef, state: step.state },
         });
         break;
+      case 'change-refused':
+        // Where the answer refuses the message (HL7 AE, FHIR 409) nothing of this is written;
+        // a Subscription notification is accepted whole, and the order's timeline says why.
+        audit.push({
+          kind: step.result.action === 'cancel' ? 'order.cancel-refused' : 'order.change-refused',
+          orderId: step.orderId,
+          severity: 'warning',
+          actor,
+          summary:
+            step.result.reason === 'other-patient'
+              ? `${step.result.action} not applied: it names another patient`
+              : `change not applied: the order already runs upstream with other AI products`,
+          detail: { sourceRef: step.order.sourceRef, reason: step.result.reason },
+        });
+        break;
       case 'cancel':
       case 'update':
       case 'unknown':

@@ -1,5 +1,7 @@
 import { uuidv7 } from '../../common/uuid-v7';
 import { isOrderState, isTerminal, type OrderState } from '../../domain/order-state';
+import { primaryIdentifier } from '../../domain/patient-identity';
+import type { PatientInfo } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
 import type { IntakeOrder, IntakeOrderResult, IntakeOutcome } from '../intake.model';
 
@@ -43,6 +45,51 @@ function tooLate<K extends 'cancel-too-late' | 'change-too-late'>(
     { kind: K }
   >;
   return { kind, orderId, state, order, result };
+}
+
+/**
+ * Whether a cancel or change names another patient than the order it found: the record numbers
+ * the order and the message are known by (primaryIdentifier) differ, in value or, when both
+ * carry one, in assigning authority. The order is found by the sender's order number alone; a
+ * patient is moved by ADT (A40 merge), never by an order message, so a different patient means
+ * the number points at someone else's order (a reused or mistyped number), and changing or
+ * cancelling it would act on the wrong patient. No identifier on either side: nothing to compare.
+ */
+function namesAnotherPatient(asked: PatientInfo | undefined, order: PatientInfo | undefined) {
+  const a = primaryIdentifier(asked);
+  const o = primaryIdentifier(order);
+  if (!a || !o) return false;
+  return (
+    a.value !== o.value ||
+    (a.system !== undefined && o.system !== undefined && a.system !== o.system)
+  );
+}
+
+/** A change of AI products (as sets); an empty list (a cancel, no procedure) asks for none. */
+function changesProducts(asked: readonly string[] | undefined, placed: readonly string[]) {
+  if (!asked || asked.length === 0) return false;
+  const a = [...new Set(asked)].sort();
+  const p = [...new Set(placed)].sort();
+  return a.length !== p.length || a.some((x, i) => x !== p[i]);
+}
+
+/** A cancel or change that cannot mean this order (see the change-refused result). */
+function refusedChange(
+  order: IntakeOrder,
+  orderId: string,
+  action: 'cancel' | 'change',
+  reason: 'other-patient' | 'products-placed',
+  products?: { placed: string[]; asked: string[] },
+) {
+  const result = {
+    kind: 'change-refused' as const,
+    action,
+    reason,
+    orderId,
+    sourceRef: order.sourceRef,
+    ...(products ? { products } : {}),
+  } satisfies IntakeOrderResult;
+  return { kind: 'change-refused' as const, orderId, order, result };
 }
 
 /** What one order group does, given the order it refers to (if any). Pure. */
@@ -93,6 +140,22 @@ export function decide(
           : tooLate('change-too-late', order, existing.id, state);
       }
       const orderId = existing.id;
+      if (namesAnotherPatient(req.patient, existing.request.patient)) {
+        return refusedChange(order, orderId, cancel ? 'cancel' : 'change', 'other-patient');
+      }
+      // The upstream runs the products the order was placed with (PATCH /add-metadata changes
+      // metadata only): answering "changed" would publish the old products' result under the
+      // new procedure. Before it is placed, the place job reads the changed order.
+      if (
+        !cancel &&
+        existing.upstream_order_id &&
+        changesProducts(req.products, existing.request.products ?? [])
+      ) {
+        return refusedChange(order, orderId, 'change', 'products-placed', {
+          placed: existing.request.products ?? [],
+          asked: req.products,
+        });
+      }
       if (cancel) {
         const result = { kind: 'cancel-accepted' as const, orderId, sourceRef };
         return { kind: 'cancel' as const, orderId, state, order, result };

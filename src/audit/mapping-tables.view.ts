@@ -46,7 +46,7 @@ export function activeMappingTables(config: AppConfig): MappingTableView[] {
   const sources = (s: Hl7SourceSpec) =>
     typeof s === 'string'
       ? s
-      : `${s.at}${s.transform ? ` (${s.transform})` : ''}${s.fallbackOnly ? ' (fallback only)' : ''}`;
+      : `${s.at}${s.transform ? ` (${s.transform})` : ''}${s.fallbackOnly ? ' (fallback only)' : ''}${s.forActions ? ` (${s.forActions.join(', ')} only)` : ''}`;
   return [
     {
       id: 'hl7-order-fields',

@@ -35,8 +35,9 @@ export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.1.0';
  * compatibility since v2.3), and only then ORC-9, the date/time of *this transaction* (§4.5.1.9):
  * the time the order was entered for NW, but the time of the change for XO, so reading it first
  * moved a changed order to the minute the clerk edited it (and an order scheduled for 10:30 to
- * the 09:15 it was typed in). ORC-9 is a fallback only: that it differs from the start is no
- * conflict. requestedAt becomes OBR-7 of our ORU and DiagnosticReport.effectiveDateTime.
+ * the 09:15 it was typed in). ORC-9 is a fallback only (that it differs from the start is no
+ * conflict), and for NW only: an XO without timing would otherwise move the order to the time
+ * of the change. requestedAt becomes OBR-7 of our ORU and DiagnosticReport.effectiveDateTime.
  * reasonForStudy: OBR-31 (reason for study), else the order's DG1-3 diagnoses (every DG1 of the
  * order group, ORM_O01 ORDER_DETAIL / OMI_O23 ORDER, §6.5.2.3: EHRs send the ICD-10 there and
  * leave OBR-31 empty), else OBR-13 free text.
@@ -58,7 +59,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
   { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16'], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'DG1-3', transform: 'dg1-diagnoses' }, { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
-  { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
+  { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
   { target: 'notes', sources: ['NTE-3'], transform: 'nte-notes', required: false, ruleId: 'hl7.order.notes' },
   { target: 'products', sources: ['OBR-4'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
 ] as const satisfies readonly Hl7FieldRule[];

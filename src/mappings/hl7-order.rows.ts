@@ -1,7 +1,7 @@
 import { formatLocation, parseLocation } from '../hl7/hl7-location';
 import type { Hl7Message, Hl7OrderGroup, Hl7Segment } from '../hl7/hl7-message';
 import { QuirkCollector } from '../hl7/hl7-quirk';
-import type { MappedField, OrderRequest } from '../domain/order-request';
+import type { MappedField, OrderAction, OrderRequest } from '../domain/order-request';
 import type { Hl7OrderMappingConfig } from './hl7-order.config';
 import type { TransformProblem } from './hl7-value.kit';
 import { HL7_TRANSFORMS, type Hl7TransformId } from './hl7-value.transforms';
@@ -23,6 +23,11 @@ export type Hl7SourceSpec =
        * the requested start), so holding another value is no conflict.
        */
       readonly fallbackOnly?: true;
+      /**
+       * Read only for orders with one of these actions (the `action` row runs first): ORC-9 is
+       * the time the order was entered for NW, but the time of the change for XO.
+       */
+      readonly forActions?: readonly OrderAction[];
     };
 
 /** One row of the declarative table: where a target comes from, how, and under which rule ID. */
@@ -145,6 +150,9 @@ function readSource(
   values: Record<string, unknown>,
 ) {
   const at = typeof spec === 'string' ? spec : spec.at;
+  if (typeof spec !== 'string' && spec.forActions) {
+    if (!spec.forActions.includes(values.action as OrderAction)) return undefined;
+  }
   const transform = typeof spec === 'string' ? row.transform : (spec.transform ?? row.transform);
   const loc = parseLocation(at);
   const sameId = segmentsInScope(scope, loc.segment);

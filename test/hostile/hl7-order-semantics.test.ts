@@ -60,6 +60,20 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     ]);
     expect(ackSummary(await h.mllp.send(onlyOrc9)).code).toBe('AA');
     expect((await requestOf('PLC-100299')).requestedAt).toBe('2024-03-18T14:42:17+00:00');
+
+    // An XO with no timing at all (it changes the priority): its ORC-9 is the time of the change,
+    // never read for it. Before (and with ORC-9 a fallback for every action): 15:22:10.
+    const untimed = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'MSGID20240318152299'],
+      ['PLC-100234', 'PLC-100299'],
+      ['ACC-20240318-0042', 'ACC-20240318-0099'],
+      ['|^^^20240318153000^^S|', '|^^^^^S|'],
+      ['|20240318153000|', '||'],
+      ['|^^^20240318153000^^S', '|^^^^^S'],
+    ]);
+    expect(parseHl7(await h.mllp.send(untimed)).get('ORC-1')).toBe('XR');
+    const changed = await requestOf('PLC-100299');
+    expect(changed).toMatchObject({ priority: 'stat', requestedAt: '2024-03-18T14:42:17+00:00' });
   });
 
   it('DG1 diagnoses of the order are the reason for the study when OBR-31 is empty', async () => {

@@ -233,8 +233,12 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
         ? [p.code, p.display, hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
       // OBR-7 observation date/time: the order's own date at its own precision (FHIR `2026-11`
-      // is `202611`, not an invented midnight; a leap second is no Invalid Date).
-      7: o.request.requestedAt ? isoToHl7Dtm(o.request.requestedAt) : undefined,
+      // is `202611`, not an invented midnight; a leap second is no Invalid Date). Required in a
+      // result message (v2.5.1 4.5.3.7): an order without a time has the time it reached us,
+      // as DiagnosticReport.effectiveDateTime has.
+      7:
+        (o.request.requestedAt ? isoToHl7Dtm(o.request.requestedAt) : undefined) ??
+        isoToHl7Dtm(o.createdAt),
       // OBR-18 placer field 1: the accession number (IHE SWF practice).
       18: o.accessionNumber ?? undefined,
       // OBR-22 results report / status change date-time.

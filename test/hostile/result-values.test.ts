@@ -275,4 +275,31 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       expect(message.get(`${f}.4`)).toBe('ISO');
     }
   });
+
+  it('an order with no time at all: OBR-7 (required in a result) is the time the order came, as the report says', async () => {
+    n += 1;
+    const id = await revokedOverFhir({
+      resourceType: 'ServiceRequest',
+      status: 'active',
+      intent: 'original-order',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: `PAT-RV-T${n}` }],
+        },
+      ],
+      identifier: [
+        { system: 'urn:oid:2.16.840.1.113883.3.999.1', value: `FP-RV${n}-${Date.now()}` },
+      ],
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }] },
+      subject: { reference: '#p1' },
+    } as never);
+    await published(id);
+    const effective = (await reportOf(id))?.effectiveDateTime;
+    expect(effective).toBeDefined();
+    // the same instant: 2026-11-25T16:31:02.123Z is 20261125163102+0000
+    const obr7 = oruOf(id).message.get('OBR-7');
+    expect(obr7).toBe(effective!.replace(/[-:T]/g, '').replace(/\.\d+/, '').replace('Z', '+0000'));
+  });
 });

@@ -13,12 +13,16 @@ export type IntakeOrderResult =
   /**
    * A cancel or change not applied because it cannot mean this order: it names another patient
    * (`other-patient`), or it changes the AI products of an order the upstream already runs
-   * (`products-placed`: the upstream takes no new products for an order). The message is refused.
+   * (`products-placed`: the upstream takes no new products for an order), or it moves the
+   * accession number or Study Instance UID of an order whose study is already found, packaged or
+   * analysed (`study-used`). The message is refused.
    */
   | {
       kind: 'change-refused';
       action: 'cancel' | 'change';
-      reason: 'other-patient' | 'products-placed';
+      reason: 'other-patient' | 'products-placed' | 'study-used';
+      /** study-used: the study identifier the change would have moved. */
+      field?: 'accession-number' | 'study-instance-uid';
       orderId: string;
       sourceRef: string;
       /** products-placed: the products the upstream runs, and the ones the change asked for. */

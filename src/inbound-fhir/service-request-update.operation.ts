@@ -171,9 +171,17 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
         diagnostics:
           r.reason === 'other-patient'
             ? `this ServiceRequest's order (Task for order ${r.orderId}) is another patient's: the subject does not identify its patient; nothing was changed`
-            : `the order already runs upstream with AI products ${r.products?.placed.join(', ') || 'none'}; the new code asks for ${r.products?.asked.join(', ') || 'none'}, which a running order cannot change: revoke this ServiceRequest and create a new one`,
+            : r.reason === 'study-used'
+              ? `the order's study was already found by its ${r.field === 'accession-number' ? 'accession number' : 'Study Instance UID'} and used; a result under another one would not be the images' own: revoke this ServiceRequest and create a new one`
+              : `the order already runs upstream with AI products ${r.products?.placed.join(', ') || 'none'}; the new code asks for ${r.products?.asked.join(', ') || 'none'}, which a running order cannot change: revoke this ServiceRequest and create a new one`,
         expression: [
-          r.reason === 'other-patient' ? 'ServiceRequest.subject' : 'ServiceRequest.code',
+          r.reason === 'other-patient'
+            ? 'ServiceRequest.subject'
+            : r.reason === 'study-used'
+              ? r.field === 'accession-number'
+                ? 'ServiceRequest.identifier'
+                : 'ServiceRequest.supportingInfo'
+              : 'ServiceRequest.code',
         ],
       });
     case 'unknown-order':

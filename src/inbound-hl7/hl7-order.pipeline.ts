@@ -213,6 +213,20 @@ function refusedOrderError(
       message: `Not this patient's order: the order this ${r.action} names (${r.sourceRef}) belongs to a patient PID-3 does not identify; nothing was applied (a patient is changed by an ADT A40 merge, not by an order message)`,
     };
   }
+  if (r.reason === 'study-used') {
+    const accession = r.field === 'accession-number';
+    return {
+      location: accession
+        ? (message.segmentsById('IPC')[0]?.locationOf(1) ??
+          obrFieldLocation(message, groupIndex, 18))
+        : (message.segmentsById('IPC')[0]?.locationOf(3) ??
+          message.segmentsById('ZDS')[0]?.locationOf(1) ??
+          'IPC-3'),
+      code: 207,
+      severity: 'E',
+      message: `Change not applied (${r.sourceRef}): the order's study has already been found by its ${accession ? 'accession number' : 'Study Instance UID'} and sent for analysis; a result under another ${accession ? 'accession' : 'Study Instance UID'} would not be the images' own. Cancel it (CA) and send a new order (NW)`,
+    };
+  }
   const placed = r.products?.placed.join(', ') || 'none';
   const asked = r.products?.asked.join(', ') || 'none';
   return {

@@ -266,6 +266,62 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     ).toBe('XR');
   });
 
+  it('an XO that moves the accession or Study Instance UID of an order whose study is already used is AE 207, not XR', async () => {
+    const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-ACC-NW'],
+      ['PLC-100234', 'PLC-ACC-1'],
+      ['FIL-55012', 'FIL-ACC-1'],
+      ['ACC-20240318-0042', 'ACC-ACC-1'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    const change = (id: string, pairs: [string, string][]) =>
+      edited(hl7Fixture('orm-o01-v251-change-xo'), [
+        ['MSGID20240318152210', id],
+        ['PLC-100234', 'PLC-ACC-1'],
+        ['FIL-55012', 'FIL-ACC-1'],
+        ...pairs,
+      ]);
+    // Placed, the study not found yet: the acquirer will look for the new accession.
+    await h.db.query(
+      `UPDATE orders SET upstream_order_id = gen_random_uuid()::text, state = 'placed' WHERE placer_order_number = 'PLC-ACC-1'`,
+    );
+    expect(
+      parseHl7(await h.mllp.send(change('SEM-ACC-XO1', [['ACC-20240318-0042', 'ACC-ACC-2']]))).get(
+        'ORC-1',
+      ),
+    ).toBe('XR');
+    expect((await requestOf('PLC-ACC-1')).accessionNumber).toBe('ACC-ACC-2');
+    // The study of ACC-ACC-2 is found and packaged (then uploaded, analysed): a result under
+    // ACC-ACC-3 would name images that are not its own. Before: XR, and the order moved.
+    await h.db.query(
+      `UPDATE orders SET state = 'study-ready' WHERE placer_order_number = 'PLC-ACC-1'`,
+    );
+    const reply = await h.mllp.send(change('SEM-ACC-XO2', [['ACC-20240318-0042', 'ACC-ACC-3']]));
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^\|OBR\^1\^18\^1\|207\^/)],
+    });
+    expect(reply.toString('latin1')).toMatch(/already been found by its accession number/);
+    expect((await requestOf('PLC-ACC-1')).accessionNumber).toBe('ACC-ACC-2');
+    // another Study Instance UID (ZDS-1) is refused the same way, at ZDS-1
+    const uid = await h.mllp.send(
+      change('SEM-ACC-XO3', [
+        ['ACC-20240318-0042', 'ACC-ACC-2'],
+        ['1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1', '2.25.4711'],
+      ]),
+    );
+    expect(ackSummary(uid)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^\|ZDS\^1\^1\^1\|207\^/)],
+    });
+    // a change that keeps both (the priority, the times) still applies
+    expect(
+      parseHl7(await h.mllp.send(change('SEM-ACC-XO4', [['ACC-20240318-0042', 'ACC-ACC-2']]))).get(
+        'ORC-1',
+      ),
+    ).toBe('XR');
+  });
+
   it('FHIR: a ServiceRequest update naming another patient, or asking other products of a running order, is 409 and changes nothing', async () => {
     const call = (method: string, path: string, body: Record<string, unknown>) =>
       fetch(`${h.adapter.httpUrl}/fhir/${path}`, {
@@ -319,5 +375,20 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     ).rows[0];
     expect(row.patient_id).toBe('SEM-1');
     expect(row.request.products).toEqual(['head-ct-hemorrhage']);
+
+    // the study found by accession: another ACSN identifier is 409 at ServiceRequest.identifier
+    await h.db.query(
+      `UPDATE orders SET state = 'study-ready' WHERE placer_order_number = 'FHIR-SEM-1'`,
+    );
+    const acsn = {
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] },
+      system: 'http://ehr.example/accession',
+      value: 'ACC-SEM-OTHER',
+    };
+    const otherAccession = await put({ ...sr, identifier: [...sr.identifier, acsn] });
+    expect(otherAccession.status).toBe(409);
+    expect(await otherAccession.json()).toMatchObject({
+      issue: [{ code: 'business-rule', expression: ['ServiceRequest.identifier'] }],
+    });
   });
 });

@@ -117,8 +117,14 @@ export function intakeRows(
           summary:
             step.result.reason === 'other-patient'
               ? `${step.result.action} not applied: it names another patient`
-              : `change not applied: the order already runs upstream with other AI products`,
-          detail: { sourceRef: step.order.sourceRef, reason: step.result.reason },
+              : step.result.reason === 'study-used'
+                ? `change not applied: it moves the ${step.result.field === 'accession-number' ? 'accession number' : 'Study Instance UID'} of an order whose study is already used`
+                : `change not applied: the order already runs upstream with other AI products`,
+          detail: {
+            sourceRef: step.order.sourceRef,
+            reason: step.result.reason,
+            ...(step.result.field ? { field: step.result.field } : {}),
+          },
         });
         break;
       case 'cancel':

@@ -65,6 +65,24 @@ function namesAnotherPatient(asked: PatientInfo | undefined, order: PatientInfo 
   );
 }
 
+/** States in which the order's study has been found, packaged or sent: its identity is used. */
+const STUDY_BOUND: readonly OrderState[] = ['study-ready', 'uploading', 'processing', 'qc-hold'];
+
+/**
+ * Which study identifier a change would move once the study is bound to the order: the
+ * accession number or the Study Instance UID (a change that leaves them out moves nothing).
+ */
+function movesStudy(
+  asked: { accessionNumber?: string; studyInstanceUid?: string },
+  bound: { accessionNumber?: string; studyInstanceUid?: string },
+): 'accession-number' | 'study-instance-uid' | undefined {
+  if (asked.accessionNumber !== undefined && asked.accessionNumber !== bound.accessionNumber)
+    return 'accession-number';
+  if (asked.studyInstanceUid !== undefined && asked.studyInstanceUid !== bound.studyInstanceUid)
+    return 'study-instance-uid';
+  return undefined;
+}
+
 /** A change of AI products (as sets); an empty list (a cancel, no procedure) asks for none. */
 function changesProducts(asked: readonly string[] | undefined, placed: readonly string[]) {
   if (!asked || asked.length === 0) return false;
@@ -78,8 +96,11 @@ function refusedChange(
   order: IntakeOrder,
   orderId: string,
   action: 'cancel' | 'change',
-  reason: 'other-patient' | 'products-placed',
-  products?: { placed: string[]; asked: string[] },
+  reason: 'other-patient' | 'products-placed' | 'study-used',
+  about: {
+    products?: { placed: string[]; asked: string[] };
+    field?: 'accession-number' | 'study-instance-uid';
+  } = {},
 ) {
   const result = {
     kind: 'change-refused' as const,
@@ -87,7 +108,7 @@ function refusedChange(
     reason,
     orderId,
     sourceRef: order.sourceRef,
-    ...(products ? { products } : {}),
+    ...about,
   } satisfies IntakeOrderResult;
   return { kind: 'change-refused' as const, orderId, order, result };
 }
@@ -152,10 +173,15 @@ export function decide(
         changesProducts(req.products, existing.request.products ?? [])
       ) {
         return refusedChange(order, orderId, 'change', 'products-placed', {
-          placed: existing.request.products ?? [],
-          asked: req.products,
+          products: { placed: existing.request.products ?? [], asked: req.products },
         });
       }
+      // The study found for the order (and perhaps analysed) is the one the old accession or
+      // Study Instance UID named: moving them now would publish its result under an identity
+      // the images do not carry. Before the study is found, the acquirer reads the new one.
+      const moved =
+        cancel || !STUDY_BOUND.includes(state) ? undefined : movesStudy(req, existing.request);
+      if (moved) return refusedChange(order, orderId, 'change', 'study-used', { field: moved });
       if (cancel) {
         const result = { kind: 'cancel-accepted' as const, orderId, sourceRef };
         return { kind: 'cancel' as const, orderId, state, order, result };

@@ -13,6 +13,7 @@ import { OutboxClaimOwner20261121200000 } from './20261121200000-outbox-claim-ow
 import { AuditDashboard20261125030000 } from './20261125030000-audit-dashboard';
 import { OutboxExchange20261125032000 } from './20261125032000-outbox-exchange';
 import { IntakeNoJit20261125090000 } from './20261125090000-intake-no-jit';
+import { IntakePlaceAttempted20261125160000 } from './20261125160000-intake-place-attempted';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -34,4 +35,5 @@ export const MIGRATIONS = [
   AuditDashboard20261125030000,
   OutboxExchange20261125032000,
   IntakeNoJit20261125090000,
+  IntakePlaceAttempted20261125160000,
 ];

@@ -52,6 +52,8 @@ export interface IntakeOrderRow {
   id: string;
   state: string;
   upstream_order_id: string | null;
+  /** Set when a place job read the order's products to create the upstream order. */
+  place_attempted_at: Date | null;
   request: OrderRequest;
 }
 
@@ -173,7 +175,7 @@ export class OrderRepository extends RepositoryBase {
     manager: EntityManager,
   ): Promise<IntakeOrderRow | undefined> {
     const rows: IntakeOrderRow[] = await manager.query(
-      `SELECT id, state, upstream_order_id, request FROM orders
+      `SELECT id, state, upstream_order_id, place_attempted_at, request FROM orders
         WHERE (filler_order_number = $1 AND sender IS NOT DISTINCT FROM $2) OR id::text = $1
         ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
       [filler, sender],
@@ -187,7 +189,7 @@ export class OrderRepository extends RepositoryBase {
     manager: EntityManager,
   ): Promise<IntakeOrderRow[]> {
     return manager.query(
-      `SELECT id, state, upstream_order_id, request FROM orders
+      `SELECT id, state, upstream_order_id, place_attempted_at, request FROM orders
         WHERE patient_id = ANY($1::text[]) AND state NOT IN ('delivered', 'failed', 'cancelled')
         FOR UPDATE`,
       [patientIds],
@@ -241,10 +243,22 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /** The first attempt to place the order upstream (a retry looks for its order first). */
-  async markPlaceAttempted(orderId: string, manager?: EntityManager): Promise<void> {
-    await this.db(manager).query(`UPDATE orders SET place_attempted_at = now() WHERE id = $1`, [
-      orderId,
-    ]);
+  /**
+   * Marks the first place attempt and answers the order's request as it stands then: the one
+   * statement, under the row lock, so a change of products either comes before it (and is
+   * what is placed) or after it (and is refused by the intake, which sees the mark).
+   */
+  async markPlaceAttempted(
+    orderId: string,
+    manager?: EntityManager,
+  ): Promise<OrderRequest | undefined> {
+    const rows: Array<{ request: OrderRequest }> = await this.db(manager).query(
+      // as a CTE: TypeORM answers a bare UPDATE … RETURNING with [rows, count]
+      `WITH u AS (UPDATE orders SET place_attempted_at = now() WHERE id = $1 RETURNING request)
+         SELECT request FROM u`,
+      [orderId],
+    );
+    return rows[0]?.request;
   }
 
   /** Of `ids`, the upstream order ids other orders than `orderId` already hold. */

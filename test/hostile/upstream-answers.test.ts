@@ -355,6 +355,7 @@ describe('hostile upstream in front of a running adapter', () => {
   let hugeList = false;
   let refuseToken = false;
   let redirectCreate = false;
+  let holdCreate: Promise<unknown> | undefined;
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hostile-upstream-'));
@@ -369,6 +370,7 @@ describe('hostile upstream in front of a running adapter', () => {
             return JSON.stringify(answer);
           },
         };
+      if (holdCreate && path === '/new-order') return { until: holdCreate };
       if (redirectCreate && path === '/new-order')
         return {
           status: 302,
@@ -484,6 +486,48 @@ describe('hostile upstream in front of a running adapter', () => {
       500,
       () => orderDiagnostics(db, id),
     );
+  });
+
+  it('an XO changing the products while the order is being created upstream is refused (AE 207), not placed under the old products', async () => {
+    let release!: () => void;
+    holdCreate = new Promise<void>((r) => (release = r));
+    const spec = newOrderSpec();
+    try {
+      const creates = proxy.hits.filter((h) => h.path === '/new-order').length;
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      // the place job has read the order and its create is on the wire (held by the proxy)
+      await waitFor('the create under way', async () =>
+        proxy.hits.filter((h) => h.path === '/new-order').length > creates ? true : undefined,
+      );
+      // Before: XR, and the order said neuro-volumetry + hippocampal-atrophy while the upstream
+      // was created with neuro-volumetry alone (its result then published under the new code).
+      const reply = await mllp.send(
+        ormMessage({
+          ...spec,
+          orderControl: 'XO',
+          procedure: 'MRKOPFHC',
+          controlId: `XO-${spec.placer}`,
+        }),
+      );
+      expect(ackSummary(reply)).toMatchObject({
+        code: 'AE',
+        errors: [expect.stringMatching(/^OBR\^1\^4\^207/)],
+      });
+      release();
+      await waitFor('placed', async () =>
+        (await orderState(db, (await orderByPlacer(db, spec.placer))!.id)) === 'placed'
+          ? true
+          : undefined,
+      );
+      const { rows } = await db.query<{ request: { products: string[] } }>(
+        `SELECT request FROM orders WHERE placer_order_number = $1`,
+        [spec.placer],
+      );
+      expect(rows[0]!.request.products).toEqual(['neuro-volumetry']);
+    } finally {
+      release?.();
+      holdCreate = undefined;
+    }
   });
 
   it('a 302 from /new-order: not followed, the order waits (not failed) with where it pointed, /health degraded', async () => {

@@ -36,6 +36,7 @@ function stored(order: IntakeOrder, state: string, id = '0193a6d4-7c1e-7a00-8000
     id,
     state,
     upstream_order_id: state === 'received' ? null : 'UP-1',
+    place_attempted_at: state === 'received' ? null : new Date(),
     request: order.request,
   } satisfies IntakeOrderRow;
 }

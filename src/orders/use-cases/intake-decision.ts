@@ -166,10 +166,11 @@ export function decide(
       }
       // The upstream runs the products the order was placed with (PATCH /add-metadata changes
       // metadata only): answering "changed" would publish the old products' result under the
-      // new procedure. Before it is placed, the place job reads the changed order.
+      // new procedure. Before a place job has read the order, it places the changed one; once
+      // it has (place_attempted_at), the create may be under way, its answer not stored yet.
       if (
         !cancel &&
-        existing.upstream_order_id &&
+        (existing.upstream_order_id || existing.place_attempted_at) &&
         changesProducts(req.products, existing.request.products ?? [])
       ) {
         return refusedChange(order, orderId, 'change', 'products-placed', {

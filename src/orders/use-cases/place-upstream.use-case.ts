@@ -51,13 +51,16 @@ export class PlaceUpstreamUseCase {
     ) {
       return;
     }
-    if (!previouslyAttempted) {
-      await this.deps.orders.markPlaceAttempted(orderId);
-    }
+    // The first attempt reads the request again as it marks the attempt (one statement, under
+    // the row lock): a change of products that came since the read above is what is placed,
+    // and one that comes after it is refused by the intake (the order may run upstream now).
+    const request = previouslyAttempted
+      ? order.request
+      : ((await this.deps.orders.markPlaceAttempted(orderId)) ?? order.request);
     let upstreamOrderId: string;
     let recovered: boolean;
     try {
-      const metadata = toUpstreamMetadata(order.request, {
+      const metadata = toUpstreamMetadata(request, {
         sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
       });
       const created = await this.client.createOrder(metadata, {
@@ -97,7 +100,7 @@ export class PlaceUpstreamUseCase {
     }
     let batchId: string | null = null;
     if (order.placer_group_number) {
-      batchId = await this.joinBatch(order, upstreamOrderId);
+      batchId = await this.joinBatch({ ...order, request }, upstreamOrderId);
     }
     let cancelRaced = false;
     await withLockedOrder(dataSource, orderId, async (manager, current) => {
@@ -109,7 +112,7 @@ export class PlaceUpstreamUseCase {
           summary: recovered
             ? 'upstream order found again by our correlation id (created by an earlier attempt)'
             : 'upstream order created with its metadata',
-          detail: { upstreamOrderId, recovered, batchId, products },
+          detail: { upstreamOrderId, recovered, batchId, products: request.products },
         },
         {
           upstream_order_id: upstreamOrderId,

@@ -3,6 +3,7 @@ import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
+import { HL7_VERSION_IDS } from './hl7-versions';
 
 /**
  * HL7 table 0357, message error condition codes (v2.5.1 ERR-3, chapter 2; the same codes
@@ -120,26 +121,6 @@ export interface BuiltAck {
   bytes: Buffer;
 }
 
-/** HL7 table 0104 (version ID, as of v2.9): the values MSH-12.1 may hold. */
-const TABLE_0104 = [
-  '2.0',
-  '2.0D',
-  '2.1',
-  '2.2',
-  '2.3',
-  '2.3.1',
-  '2.4',
-  '2.5',
-  '2.5.1',
-  '2.6',
-  '2.7',
-  '2.7.1',
-  '2.8',
-  '2.8.1',
-  '2.8.2',
-  '2.9',
-];
-
 /** Versions whose MSH-9 has no third component (message structure, added in v2.3.1). */
 const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
 
@@ -150,7 +131,7 @@ const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
  * as unreadable as its message (its ERR in no version's layout).
  */
 export function ackVersionFor(inboundVersion: string): string {
-  return TABLE_0104.includes(inboundVersion) ? inboundVersion : '2.5.1';
+  return (HL7_VERSION_IDS as readonly string[]).includes(inboundVersion) ? inboundVersion : '2.5.1';
 }
 
 const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];

@@ -1,5 +1,6 @@
 import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
+import { HL7_VERSION_IDS } from './hl7-versions';
 
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
@@ -8,20 +9,11 @@ export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
   ADT: ['A08', 'A40'], // update patient information; merge patient - patient identifier list
 };
 
-/** MSH-12 values accepted: v2.3 to v2.8 (table 0104). */
-export const SUPPORTED_VERSIONS = [
-  '2.3',
-  '2.3.1',
-  '2.4',
-  '2.5',
-  '2.5.1',
-  '2.6',
-  '2.7',
-  '2.7.1',
-  '2.8',
-  '2.8.1',
-  '2.8.2',
-] as const;
+/** MSH-12 values accepted: v2.3 to v2.8.2 (of table 0104). */
+export const SUPPORTED_VERSIONS = HL7_VERSION_IDS.slice(
+  HL7_VERSION_IDS.indexOf('2.3'),
+  HL7_VERSION_IDS.indexOf('2.8.2') + 1,
+);
 
 export interface StructureCheckOptions {
   /** MSH-11.1 values accepted (table 0103: P production, T training, D debugging). */

@@ -6,7 +6,10 @@ import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.se
 
 /** Request parsing (zod) and the OpenAPI shapes of the audit API. */
 
-const text = z.string().trim().min(1).max(200).optional();
+/** PostgreSQL text cannot hold NUL: refused here (400), not by the database (500). */
+const noNul = (v: string) => !v.includes('\u0000');
+const NUL_MESSAGE = 'must not contain a NUL character';
+const text = z.string().trim().min(1).max(200).refine(noNul, NUL_MESSAGE).optional();
 const instant = z
   .string()
   .trim()
@@ -18,8 +21,14 @@ const flag = z
   .transform((v) => v === 'true' || v === '1' || v === 'on')
   .optional();
 const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
+const cursor = z.string().max(200).optional();
 
-export const orderSearchSchema = z.object({
+/**
+ * The search filters are strict: a filter the search does not know (`patientName`, a typo
+ * such as `accesion`) is refused with 400 naming the filters it knows, never ignored (an
+ * ignored filter answers every order, newest first, as if it had matched).
+ */
+export const orderSearchSchema = z.strictObject({
   orderId: text,
   upstreamOrderId: text,
   accession: text,
@@ -35,24 +44,24 @@ export const orderSearchSchema = z.object({
   from: instant,
   to: instant,
   errorsOnly: flag,
-  cursor: z.string().max(200).optional(),
+  cursor,
   limit,
 });
 
-export const eventSearchSchema = z.object({
+export const eventSearchSchema = z.strictObject({
   orderId: text,
   errorsOnly: flag,
   destination: text,
   from: instant,
   to: instant,
-  cursor: z.string().max(200).optional(),
+  cursor,
   limit,
 });
 
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
 /** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */
-export const messageBrowseSchema = z.object({
+export const messageBrowseSchema = z.strictObject({
   msh10: text,
   from: instant,
   to: instant,
@@ -60,8 +69,8 @@ export const messageBrowseSchema = z.object({
   transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
   answerCode: text,
   outcome: z.enum(MESSAGE_OUTCOMES).optional(),
-  text: z.string().trim().min(2).max(200).optional(),
-  cursor: z.string().max(200).optional(),
+  text: z.string().trim().min(2).max(200).refine(noNul, NUL_MESSAGE).optional(),
+  cursor,
   limit,
 });
 
@@ -74,21 +83,33 @@ export const replaySchema = z.object({
   reason: z.string().trim().min(3, 'a reason is required').max(500),
 });
 
-/** Parses query or body values; blank strings count as absent (HTML forms send them). */
+/**
+ * Parses query or body values; blank strings count as absent (HTML forms send them). A key of
+ * the schema given more than once (`?accession=A&accession=B`) or as a structure
+ * (`?accession[x]=A`) is refused with 400: dropping it would search without that filter.
+ */
 export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.infer<T> {
-  const cleaned =
-    input && typeof input === 'object'
-      ? Object.fromEntries(
-          Object.entries(input as Record<string, unknown>).filter(
-            ([, v]) => v !== '' && v !== undefined && !Array.isArray(v),
-          ),
-        )
-      : {};
+  const known = schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
+  const entries = input && typeof input === 'object' ? Object.entries(input) : [];
+  const repeated = entries
+    .filter(([k, v]) => known.includes(k) && v !== null && typeof v === 'object')
+    .map(
+      ([k, v]) =>
+        `${k}: give one value (${Array.isArray(v) ? `it came ${v.length} times` : 'not a structure'})`,
+    );
+  if (repeated.length > 0) throw new AppError('bad_request', repeated.join('; '));
+  const cleaned = Object.fromEntries(entries.filter(([, v]) => v !== '' && v !== undefined));
   const result = schema.safeParse(cleaned);
   if (!result.success) {
     throw new AppError(
       'bad_request',
-      result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+      result.error.issues
+        .map((i) =>
+          i.code === 'unrecognized_keys'
+            ? `unknown filter ${i.keys.join(', ')} (the filters are ${known.join(', ')})`
+            : `${i.path.join('.')}: ${i.message}`,
+        )
+        .join('; '),
     );
   }
   return result.data;

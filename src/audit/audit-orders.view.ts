@@ -91,7 +91,7 @@ export function orderListPage(
       ${
         input.orders.length
           ? `<table><thead><tr><th scope="col">Created</th><th scope="col">Accession</th><th scope="col">Patient</th><th scope="col">Placer</th><th scope="col">State</th><th scope="col">Source</th><th scope="col">Upstream order</th><th scope="col"><span class="visually-hidden">Errors</span></th></tr></thead><tbody>${rows}</tbody></table>`
-          : '<p class="muted">Try fewer filters, or another identifier.</p>'
+          : '<p class="muted">Try fewer filters, or another identifier. Identifiers match exactly, as the sender sent them: letter case and leading zeros count (<span class="mono">0004711</span> is not <span class="mono">4711</span>), and the patient identifier is the full value, not the masked one. Names and birth dates are not searchable: find the order by an identifier, a time range or the message browser.</p>'
       }
       <div class="pager"><span class="muted">Newest first</span>${next}</div>
     </section>`,

@@ -152,7 +152,9 @@ export async function searchPage<S extends z.ZodType, T>(
   const filters: Record<string, string> = {};
   for (const [k, v] of Object.entries(q)) if (typeof v === 'string') filters[k] = v.trim();
   try {
-    return { filters, found: await search(parseInput(schema, withUtcTimes(filters))) };
+    // repeated or structured values go to the parser too, which refuses them (never dropped)
+    const input = { ...q, ...withUtcTimes(filters) };
+    return { filters, found: await search(parseInput(schema, input)) };
   } catch (error) {
     if (!(error instanceof AppError) || error.code !== 'bad_request') throw error;
     return { filters, problem: error.message };
@@ -161,7 +163,11 @@ export async function searchPage<S extends z.ZodType, T>(
 
 /** The filters for the API's schemas: `datetime-local` inputs carry no zone, the page labels them UTC. */
 function withUtcTimes(filters: Record<string, string>): Record<string, string | undefined> {
-  return { ...filters, from: asUtc(filters.from), to: asUtc(filters.to) };
+  return {
+    ...filters,
+    ...('from' in filters ? { from: asUtc(filters.from) } : {}),
+    ...('to' in filters ? { to: asUtc(filters.to) } : {}),
+  };
 }
 
 function asUtc(value: string | undefined): string | undefined {

@@ -28,11 +28,26 @@ function encodeCursor(c: Cursor): string {
   return Buffer.from(`${c.us}/${c.id}`, 'utf8').toString('base64url');
 }
 
-export function decodeCursor(cursor: string | undefined): Cursor | undefined {
+const CURSOR_IDS = {
+  uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  bigint: /^\d{1,18}$/,
+} as const;
+
+/**
+ * The cursor of a list whose ids are `idType`. Anything else (edited by hand, or taken from
+ * another list) is 400 `cursor is not valid`, never a database cast error (500): the time
+ * must fit a bigint of microseconds and the id the list's id type.
+ */
+export function decodeCursor(
+  cursor: string | undefined,
+  idType: keyof typeof CURSOR_IDS,
+): Cursor | undefined {
   if (!cursor) return undefined;
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const match = /^(\d{1,20})\/([0-9a-f-]{1,36})$/i.exec(text);
-  if (!match) throw new AppError('bad_request', 'cursor is not valid');
+  const match = /^(\d{1,18})\/([0-9a-f-]{1,36})$/i.exec(text);
+  if (!match || !CURSOR_IDS[idType].test(match[2]!)) {
+    throw new AppError('bad_request', 'cursor is not valid');
+  }
   return { us: match[1]!, id: match[2]! };
 }
 

@@ -131,7 +131,7 @@ export class AuditQueryRepository extends RepositoryBase {
     }
     if (search.from) where.add(`o.created_at >= ${p(search.from)}`);
     if (search.to) where.add(`o.created_at < ${p(search.to)}`);
-    const cursor = decodeCursor(search.cursor);
+    const cursor = decodeCursor(search.cursor, 'uuid');
     if (cursor) where.olderThan(cursor, 'o.created_at', 'o.id', 'uuid');
     const limit = pageSize(search.limit);
     const rows: Array<OrderRow & { cursorUs: string }> = await this.db().query(
@@ -178,7 +178,7 @@ export class AuditQueryRepository extends RepositoryBase {
         `(m.error::text ILIKE ${like} OR encode(m.response, 'escape') ILIKE ${like} OR m.message_type ILIKE ${like})`,
       );
     }
-    const cursor = decodeCursor(search.cursor);
+    const cursor = decodeCursor(search.cursor, 'uuid');
     if (cursor) where.olderThan(cursor, 'm.received_at', 'm.id', 'uuid');
     const limit = pageSize(search.limit);
     const rows: Array<MessageRow & { cursorUs: string }> = await this.db().query(
@@ -205,7 +205,7 @@ export class AuditQueryRepository extends RepositoryBase {
     }
     if (search.from) where.add(`e.occurred_at >= ${p(search.from)}`);
     if (search.to) where.add(`e.occurred_at < ${p(search.to)}`);
-    const cursor = decodeCursor(search.cursor);
+    const cursor = decodeCursor(search.cursor, 'bigint');
     if (cursor) where.add(`e.id < ${p(cursor.id)}::bigint`);
     const limit = pageSize(search.limit);
     const rows: EventRow[] = await this.db().query(
@@ -300,7 +300,7 @@ export class AuditQueryRepository extends RepositoryBase {
   async deadLetters(search: { cursor?: string; limit?: number }): Promise<Page<OutboxRow>> {
     const where = new SearchWhere();
     where.add(`x.status = 'dead'`);
-    const cursor = decodeCursor(search.cursor);
+    const cursor = decodeCursor(search.cursor, 'bigint');
     if (cursor) where.olderThan(cursor, 'x.updated_at', 'x.id', 'bigint');
     const limit = pageSize(search.limit);
     const rows: Array<OutboxRow & { cursorUs: string }> = await this.db().query(

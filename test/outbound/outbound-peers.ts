@@ -25,6 +25,8 @@ export async function startAckingRis(
   tls?: { key: Buffer; cert: Buffer },
   /** A slow RIS: milliseconds to wait before answering message n (0: at once). */
   delayMs?: (n: number, message: string) => number,
+  /** MSA-3 of a refusal (default `busy or refused`): what a RIS says about message n. */
+  refusalText?: (n: number) => string,
 ): Promise<TestRis> {
   const received: string[] = [];
   let n = 0;
@@ -59,7 +61,11 @@ export async function startAckingRis(
           },
           {
             id: 'MSA',
-            fields: [code, inbound.controlId, code === 'AA' ? undefined : 'busy or refused'],
+            fields: [
+              code,
+              inbound.controlId,
+              code === 'AA' ? undefined : (refusalText?.(n) ?? 'busy or refused'),
+            ],
           },
           ...(code === 'AA'
             ? []

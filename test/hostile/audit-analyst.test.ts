@@ -1,0 +1,180 @@
+import { mkdtempSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import {
+  type Hl7OrderSpec,
+  newOrderSpec,
+  placeWithStudy,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
+import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+
+jest.setTimeout(180_000);
+
+/**
+ * The audit log as an integration analyst uses it when a clinician asks "where is my result?",
+ * on a running adapter: a real order over MLLP with its study pushed by STOW-RS, run by the
+ * in-process sandbox to a failure, whose results the RIS and the EHR refuse in words that
+ * quote the patient (as real peers do). Then the searches an analyst (or a careless script)
+ * sends, and what the analyst may see of the peers' answers.
+ */
+
+/** What the peers say about the patient when they refuse (a RIS ACK MSA-3, an EHR OperationOutcome). */
+const RIS_REFUSAL = 'Patient SCHMIDT^ANNA born 19560214 not on file';
+const EHR_REFUSAL = 'Patient Mustermann, Erika born 1964-08-12 is unknown here';
+
+/** An EHR that refuses every write with 422 and an OperationOutcome quoting the patient. */
+async function startRefusingEhr(): Promise<{ baseUrl: string; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(422, { 'content-type': 'application/fhir+json' });
+      res.end(
+        JSON.stringify({
+          resourceType: 'OperationOutcome',
+          issue: [
+            {
+              severity: 'error',
+              code: 'processing',
+              diagnostics: EHR_REFUSAL,
+              details: { text: EHR_REFUSAL },
+              expression: ['Task.for'],
+            },
+          ],
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/fhir`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('hostile: the audit log as an analyst uses it (where is my result?)', () => {
+  let ris: TestRis;
+  let ehr: Awaited<ReturnType<typeof startRefusingEhr>>;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: Client;
+  let spec: Hl7OrderSpec;
+  let orderId: string;
+
+  beforeAll(async () => {
+    ris = await startAckingRis(
+      () => 'AE',
+      undefined,
+      undefined,
+      () => RIS_REFUSAL,
+    );
+    ehr = await startRefusingEhr();
+    adapter = await startTestAdapter({
+      CONFIG_FILE: writeSiteConfig(mkdtempSync(join(tmpdir(), 'audit-analyst-'))),
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      FHIR_SERVER_URL: ehr.baseUrl,
+      OUTBOUND_MAX_ATTEMPTS: '1',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      POLL_INTERVAL_SECONDS: '2',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+    spec = newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: failed');
+    orderId = await placeWithStudy({ adapter, mllp, db }, spec);
+    // the failure goes out as an ORU to the RIS and a Task to the EHR; both refuse it
+    await waitFor(
+      'the ORU and the Task dead-lettered',
+      async () => {
+        const { rows } = await db.query<{ kinds: string[] }>(
+          `SELECT array_agg(DISTINCT kind) AS kinds FROM outbox WHERE order_id = $1 AND status = 'dead'`,
+          [orderId],
+        );
+        const kinds = rows[0]?.kinds ?? [];
+        return kinds.includes('hl7-oru') && kinds.includes('fhir-task');
+      },
+      120_000,
+      500,
+    );
+  });
+
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await ris?.close();
+    await ehr?.close();
+  });
+
+  const call = (path: string, token: string = TEST_TOKENS.analyst, init: RequestInit = {}) =>
+    fetch(`${adapter.httpUrl}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.headers ?? {}) },
+    });
+
+  it('a search it cannot honour is refused with a reason, never answered with every order', async () => {
+    const search = async (query: string, path = '/api/audit/orders') => {
+      const res = await call(`${path}?${query}`);
+      const body = (await res.json()) as { items?: unknown[]; detail?: string };
+      return { status: res.status, items: body.items?.length, detail: body.detail };
+    };
+    // the order is found by its accession, its placer number and its full patient identifier
+    for (const q of [
+      `accession=${spec.accession}`,
+      `placer=${encodeURIComponent(spec.placer)}`,
+      `patientId=${spec.patientId}`,
+    ]) {
+      expect(await search(q)).toEqual({ status: 200, items: 1, detail: undefined });
+    }
+    // a filter given twice (a script's loop, a form with two fields of one name)
+    expect(await search(`accession=${spec.accession}&accession=ACC-OTHER`)).toEqual({
+      status: 400,
+      items: undefined,
+      detail: 'accession: give one value (it came 2 times)',
+    });
+    // a filter the search does not have (names are not searchable), or misspelt
+    for (const q of ['patientName=SCHMIDT', `accesion=${spec.accession}`, 'accession[x]=A']) {
+      const answer = await search(q);
+      expect(answer.status).toBe(400);
+      expect(answer.detail).toMatch(/^unknown filter .* \(the filters are orderId, /);
+    }
+    // NUL cannot be searched for (PostgreSQL text holds none): 400, not 500
+    expect(await search('accession=ACC%00X')).toMatchObject({
+      status: 400,
+      detail: 'accession: must not contain a NUL character',
+    });
+    expect(await search('text=%00%00', '/api/audit/messages')).toMatchObject({ status: 400 });
+    // a cursor edited by hand, or taken from another list: 400, not a database cast error
+    const cursor = (raw: string) => Buffer.from(raw).toString('base64url');
+    for (const [path, raw] of [
+      ['/api/audit/orders', '0/abc'],
+      ['/api/audit/orders', `99999999999999999999/${orderId}`],
+      ['/api/audit/messages', '1700000000000000/12345'],
+      ['/api/audit/events', `0/${orderId}`],
+      ['/api/audit/dead-letters', '0/abc'],
+    ] as const) {
+      expect(await search(`cursor=${cursor(raw)}`, path)).toMatchObject({
+        status: 400,
+        detail: 'cursor is not valid',
+      });
+    }
+
+    // the page shows the same refusals above its form, and lists no order
+    for (const q of [`accession=${spec.accession}&accession=ACC-OTHER`, 'accession=ACC%00X']) {
+      const page = await call(`/audit/orders?${q}`, TEST_TOKENS.analyst, {
+        headers: { accept: 'text/html' },
+      });
+      expect(page.status).toBe(200);
+      const html = await page.text();
+      expect(html).toMatch(/role="alert">accession: (give one value|must not contain)/);
+      expect(html).toContain('No orders match');
+    }
+  });
+});

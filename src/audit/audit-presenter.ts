@@ -6,7 +6,7 @@ import type {
   OrderRow,
   OutboxRow,
 } from './audit-query.service';
-import { maskIdentifier, maskJson } from './phi-masking';
+import { maskEventDetail, maskIdentifier, maskJson } from './phi-masking';
 import { maskedText, rawView, sideView, type RawView } from './audit-presenter.raw';
 import { upstreamStatusText, waitingOf, type Waiting } from './audit-presenter.status';
 
@@ -25,7 +25,7 @@ export function presentOrder(order: OrderRow, reveal: boolean): OrderRow {
 
 export function presentEvent(event: EventRow, reveal: boolean): EventRow {
   if (reveal) return event;
-  return { ...event, detail: maskJson(event.detail) as Record<string, unknown> };
+  return { ...event, detail: maskEventDetail(event.kind, event.detail) };
 }
 
 export function presentOutbox(row: OutboxRow, reveal: boolean): OutboxRow {

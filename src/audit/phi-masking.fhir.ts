@@ -160,7 +160,10 @@ export function maskFhir(obj: Record<string, unknown>, person: boolean): Record<
       out[key] = isCoding && typeof v === 'string' ? v : maskLeaves(v, isPerson ? 'name' : 'full');
     else if (isPerson && key === 'name') out[key] = maskLeaves(v, 'name', ['use', 'period']);
     else if (isPerson && key === 'identifier') out[key] = maskIdentifiers(v);
-    else if (key === 'subject' || key === 'patient') out[key] = maskFhirValue(v, true);
+    // the patient a resource is about: subject, patient, and Task.for (our Task names the
+    // patient by identifier there)
+    else if (key === 'subject' || key === 'patient' || key === 'for')
+      out[key] = maskFhirValue(v, true);
     else if (FHIR_VISIBLE.has(key)) out[key] = maskFhirValue(v, isPerson);
     else out[key] = maskLeaves(v, 'full');
   }

@@ -54,8 +54,10 @@ const range = (from: number, to: number) =>
   Array.from({ length: to - from + 1 }, (_, i) => from + i);
 export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> = {
   MSH: new Set(range(1, 21)),
-  MSA: new Set(range(1, 8)),
-  ERR: new Set(range(1, 12)),
+  // MSA-3 Text Message, ERR-7 Diagnostic Information and ERR-8 User Message are free text: a
+  // RIS's ACK may quote the patient there. Codes, ids and the error location stay readable.
+  MSA: new Set([1, 2, 4, 5, 6, 7, 8]),
+  ERR: new Set([1, 2, 3, 4, 5, 6, 9, 10, 11, 12]),
   EVN: new Set([1, 2, 3, 4, 6, 7]),
   PID: new Set([1, 8, 24, 30]),
   // Attending, referring, consulting and admitting doctors are clinicians, not the patient.

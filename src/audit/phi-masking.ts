@@ -127,6 +127,32 @@ export function maskJson(value: unknown, context: { person?: boolean } = {}): un
   return out;
 }
 
+/**
+ * The peer's own words kept in an outbound event's detail (outbound.attempt): the EHR's
+ * OperationOutcome issues, the RIS's ACK text (MSA-3) and ERR segment. A peer may quote the
+ * patient there ("Patient Mustermann, Erika born 1964-08-12 unknown"), so they are masked as
+ * the peer's raw answer is: the issues by the FHIR allow-list (codes, severity and expression
+ * kept; diagnostics and details hidden), the ERR segment by the HL7 one, MSA-3 hidden whole.
+ */
+const PEER_TEXT: Readonly<Record<string, (v: unknown) => unknown>> = {
+  operationOutcome: (v) => maskFhir({ resourceType: 'OperationOutcome', issue: v }, false).issue,
+  text: (v) => (typeof v === 'string' ? maskValue('full', v) : maskLeaves(v, 'full')),
+  err: (v) => (typeof v === 'string' ? maskHl7Text(`ERR|${v}`).slice(4) : maskLeaves(v, 'full')),
+};
+
+/** An audit event's detail for an analyst: maskJson, plus the peers' free text of outbound events. */
+export function maskEventDetail(
+  kind: string,
+  detail: Record<string, unknown>,
+): Record<string, unknown> {
+  const masked = maskJson(detail) as Record<string, unknown>;
+  if (!kind.startsWith('outbound.')) return masked;
+  for (const [key, mask] of Object.entries(PEER_TEXT)) {
+    if (key in detail) masked[key] = mask(detail[key]);
+  }
+  return masked;
+}
+
 export interface LineageLine {
   target: string;
   source: string;

@@ -28,6 +28,7 @@ jest.setTimeout(180_000);
 /** What the peers say about the patient when they refuse (a RIS ACK MSA-3, an EHR OperationOutcome). */
 const RIS_REFUSAL = 'Patient SCHMIDT^ANNA born 19560214 not on file';
 const EHR_REFUSAL = 'Patient Mustermann, Erika born 1964-08-12 is unknown here';
+const PEER_PHI = ['SCHMIDT', '19560214', 'Mustermann', '1964-08-12'];
 
 /** An EHR that refuses every write with 422 and an OperationOutcome quoting the patient. */
 async function startRefusingEhr(): Promise<{ baseUrl: string; close(): Promise<void> }> {
@@ -118,6 +119,49 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       ...init,
       headers: { authorization: `Bearer ${token}`, ...(init.headers ?? {}) },
     });
+
+  it("a peer's refusal that quotes the patient stays masked for analysts: timeline, outbound views, the Task as sent, the page; an admin's reveal shows it", async () => {
+    const res = await call(`/api/audit/orders/${orderId}`);
+    expect(res.status).toBe(200);
+    const detail = (await res.json()) as {
+      timeline: Array<{ kind: string; detail: Record<string, unknown> }>;
+      outbound: Array<{ kind: string; document?: { text: string } }>;
+    };
+    // the analyst still sees that and how each peer refused (codes, ACK code, ERR code)
+    const attempts = detail.timeline.filter((e) => e.kind === 'outbound.attempt');
+    const ehrAttempt = attempts.find((e) => Array.isArray(e.detail.operationOutcome));
+    const risAttempt = attempts.find((e) => e.detail.ackCode === 'AE');
+    expect(ehrAttempt?.detail.operationOutcome).toEqual([
+      expect.objectContaining({ severity: 'error', code: 'processing', expression: ['Task.for'] }),
+    ]);
+    expect(risAttempt?.detail).toMatchObject({ text: '***' });
+    expect(String(risAttempt?.detail.err)).toContain('207^Application internal error^HL70357');
+    // the Task names the patient by identifier (Task.for): masked like every patient reference
+    const task = detail.outbound.find((o) => o.kind === 'fhir-task');
+    expect(task?.document?.text).toContain('"for"');
+    const text = JSON.stringify(detail);
+    for (const phi of [...PEER_PHI, spec.patientId]) expect(text).not.toContain(phi);
+
+    const page = await call(`/audit/orders/${orderId}`, TEST_TOKENS.analyst, {
+      headers: { accept: 'text/html' },
+    });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('hl7-oru');
+    for (const phi of [...PEER_PHI, spec.patientId]) expect(html).not.toContain(phi);
+
+    // nothing is lost: an admin who gives a reason sees the peers' own words
+    const revealed = await call(`/api/audit/orders/${orderId}/reveal`, TEST_TOKENS.admin, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'RIS refuses results, ticket 5521' }),
+    });
+    expect(revealed.status).toBe(200);
+    const unmasked = JSON.stringify(await revealed.json());
+    expect(unmasked).toContain(EHR_REFUSAL);
+    expect(unmasked).toContain('Patient SCHMIDT');
+    expect(unmasked).toContain(spec.patientId);
+  });
 
   it('a search it cannot honour is refused with a reason, never answered with every order', async () => {
     const search = async (query: string, path = '/api/audit/orders') => {

@@ -228,7 +228,17 @@ export class OutboundDocumentDto {
 export class OrderDetailDto {
   @ApiProperty({ type: OrderSummaryDto, description: 'with `request` (the OrderRequest, masked)' })
   order!: OrderSummaryDto;
-  @ApiProperty({ type: [AuditEventDto] }) timeline!: AuditEventDto[];
+  @ApiProperty({
+    type: [AuditEventDto],
+    description:
+      'oldest first; over 2000 events, the first 500, the newest 1500 and every event between them of a kind that does not repeat (timelineOmitted: how many are left out)',
+  })
+  timeline!: AuditEventDto[];
+  @ApiProperty({
+    description:
+      'repeated events (resent orders, polls, retries) left out of the middle of a timeline over 2000 events; all of them: GET /api/audit/events?orderId=',
+  })
+  timelineOmitted!: number;
   @ApiProperty({ type: [InboundMessageDto] }) messages!: InboundMessageDto[];
   @ApiProperty({ type: [OutboundDocumentDto] }) outbound!: OutboundDocumentDto[];
   @ApiProperty({ type: [LineageLineDto] }) lineage!: LineageLineDto[];

@@ -1,5 +1,12 @@
 import type { OrderDetailView, PeerAnswerView, RawView, Waiting } from './audit-presenter';
-import type { EventRow, MessageRow, OrderRow, OutboxRow } from './audit-query.service';
+import {
+  type EventRow,
+  type MessageRow,
+  type OrderRow,
+  type OutboxRow,
+  TIMELINE_HEAD,
+  TIMELINE_LIMIT,
+} from './audit-query.service';
 import type { OrderDocumentRow } from '../persistence/audit-query.repository';
 import {
   PageContext,
@@ -170,9 +177,23 @@ export function orderPage(
       <section class="card" aria-labelledby="out-h"><h2 id="out-h">Outbound</h2>${outbound}</section>
     </div>
     ${reportsCard(o.id, documents)}
-    <section class="card" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>${timelineList(view.timeline)}
+    <section class="card" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>${timelineOf(view)}
       ${view.waiting ? `<div class="notice warn waiting" role="status"><strong>Now:</strong> ${waitingText(view.waiting)}</div>` : ''}</section>`,
   );
+}
+
+/**
+ * The timeline; a very long one is cut (repeated events in its middle left out) and says so
+ * where the cut starts.
+ */
+function timelineOf(view: OrderDetailView): string {
+  if (view.timelineOmitted === 0) return timelineList(view.timeline);
+  const head = view.timeline.slice(0, TIMELINE_HEAD);
+  const rest = view.timeline.slice(TIMELINE_HEAD);
+  const n = view.timelineOmitted;
+  return `${timelineList(head)}
+    <div class="notice warn" role="status">${n} repeated event${n === 1 ? '' : 's'} (resent orders, polls, retries) after ${when(head[head.length - 1]?.occurredAt ?? '')} ${n === 1 ? 'is' : 'are'} not shown here: the first ${TIMELINE_HEAD} events, the newest ${TIMELINE_LIMIT - TIMELINE_HEAD} and every other event between them are. All of them: <span class="mono">GET /api/audit/events?orderId=${h(view.order.id)}</span>, newest first.</div>
+    ${timelineList(rest)}`;
 }
 
 /** The upstream's reports for the order: viewable (masked JSON) and downloadable. */

@@ -60,6 +60,8 @@ export function maskExchange(
 export interface OrderDetailView {
   order: OrderRow & { request: Record<string, unknown> };
   timeline: EventRow[];
+  /** Events not shown between the first TIMELINE_HEAD and the newest (a very long timeline). */
+  timelineOmitted: number;
   messages: MessageRow[];
   outbound: Array<
     OutboxRow & { answers: EventRow[]; document?: RawView; peerAnswer?: PeerAnswerView }
@@ -100,6 +102,7 @@ export function presentOrderDetail(
         : (maskJson(detail.order.request) as Record<string, unknown>),
     },
     timeline,
+    timelineOmitted: detail.timelineOmitted,
     messages: detail.messages,
     outbound: detail.outbound.map((row) => ({
       ...presentOutbox(row, reveal),

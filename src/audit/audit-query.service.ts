@@ -27,6 +27,7 @@ export type * from '../persistence/audit-query.repository';
 export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
+  TIMELINE_HEAD,
   TIMELINE_LIMIT,
   UPSTREAM_FAILED_STATUSES,
 } from '../persistence/audit-query.repository';

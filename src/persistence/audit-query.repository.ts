@@ -90,8 +90,26 @@ export interface MessageBrowse {
 export const UPSTREAM_FAILED_STATUSES = ['FAILED', 'PREPROCESSING_FAILED', 'EXPIRED'] as const;
 const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join(', ');
 
-/** A timeline longer than this is cut (the API says so); real orders have tens of events. */
+/**
+ * A timeline longer than this is cut in the middle: its first TIMELINE_HEAD events (intake,
+ * mapping), its newest TIMELINE_LIMIT - TIMELINE_HEAD (where the order is now), and between
+ * them every event that is not of a kind that repeats (TIMELINE_REPEATED_KINDS: a resent
+ * order, a poll, a retry), so that a dead letter or a transition is never the part left out.
+ * `timelineOmitted` says how many are not shown. Real orders have tens of events; a sender
+ * resending an order every minute leaves thousands.
+ */
 export const TIMELINE_LIMIT = 2000;
+export const TIMELINE_HEAD = 500;
+const TIMELINE_REPEATED_KINDS = [
+  'inbound.received',
+  'inbound.duplicate',
+  'inbound.quirks',
+  'order.duplicate',
+  'order.status-recorded',
+  'upstream.call',
+  'outbound.attempt',
+  'study.received',
+];
 
 export class AuditQueryRepository extends RepositoryBase {
   /** The order list, newest first. Every filter given must match (AND); `orderId` is a UUID. */
@@ -224,22 +242,7 @@ export class AuditQueryRepository extends RepositoryBase {
       this.db().query(`SELECT ${ORDER_COLUMNS}, o.request FROM orders o WHERE o.id = $1::uuid`, [
         orderId,
       ]) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
-      // The order's own events, and the message-level events (received, quirks, rejected)
-      // of every inbound message that touched it: both through (…, id) indexes.
-      this.db().query(
-        `WITH msgs AS (
-         SELECT DISTINCT e.inbound_message_id AS id FROM audit_events e
-          WHERE e.order_id = $1::uuid AND e.inbound_message_id IS NOT NULL
-         UNION SELECT inbound_message_id FROM orders WHERE id = $1::uuid AND inbound_message_id IS NOT NULL
-       )
-       SELECT * FROM (
-         SELECT ${EVENT_COLUMNS}, e.id AS seq FROM audit_events e WHERE e.order_id = $1::uuid
-         UNION ALL
-         SELECT ${EVENT_COLUMNS}, e.id AS seq FROM audit_events e
-          WHERE e.inbound_message_id IN (SELECT id FROM msgs) AND e.order_id IS NULL
-       ) t ORDER BY seq LIMIT ${TIMELINE_LIMIT}`,
-        [orderId],
-      ) as Promise<EventRow[]>,
+      this.timeline(orderId, { limit: TIMELINE_LIMIT + 1 }),
       this.db().query(
         `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
         [orderId],
@@ -247,6 +250,23 @@ export class AuditQueryRepository extends RepositoryBase {
     ]);
     const order = orders[0];
     if (!order) return undefined;
+    let timelineOmitted = 0;
+    if (timeline.length > TIMELINE_LIMIT) {
+      // Too long: keep the head, read the newest events, the milestones between and the total.
+      const head = timeline.slice(0, TIMELINE_HEAD);
+      const [tail, total] = await Promise.all([
+        this.timeline(orderId, { newestFirst: true, limit: TIMELINE_LIMIT - TIMELINE_HEAD }),
+        this.timelineCount(orderId),
+      ]);
+      tail.reverse();
+      const middle = await this.timeline(orderId, {
+        limit: TIMELINE_LIMIT,
+        between: [head[head.length - 1]!.id, tail[0]!.id],
+        milestonesOnly: true,
+      });
+      timeline.splice(0, timeline.length, ...head, ...middle, ...tail);
+      timelineOmitted = total - timeline.length;
+    }
     const messageIds = [
       ...new Set(
         [order.inboundMessageId, ...timeline.map((e) => e.inboundMessageId)].filter(
@@ -263,8 +283,70 @@ export class AuditQueryRepository extends RepositoryBase {
     return {
       order: { ...toOrderRow(order), request: order.request },
       timeline: timeline.map(toEventRow),
+      timelineOmitted,
       messages: messages.map(toMessageRow),
       outbound: outbound.map(toOutboxRow),
+    };
+  }
+
+  /**
+   * The order's own events and the message-level events (received, quirks, rejected) of every
+   * inbound message that touched it, both through (…, id) indexes; oldest first unless
+   * `newestFirst`, only those with ids strictly `between` two, only those of kinds that do not
+   * repeat (`milestonesOnly`).
+   */
+  private async timeline(
+    orderId: string,
+    options: {
+      limit: number;
+      newestFirst?: boolean;
+      between?: [string, string];
+      milestonesOnly?: boolean;
+    },
+  ): Promise<EventRow[]> {
+    const { sql, params } = this.timelineEvents(orderId, options);
+    return this.db().query(
+      `${sql} ORDER BY seq ${options.newestFirst ? 'DESC' : 'ASC'} LIMIT ${options.limit}`,
+      params,
+    );
+  }
+
+  private async timelineCount(orderId: string): Promise<number> {
+    const { sql, params } = this.timelineEvents(orderId, {});
+    const rows: Array<{ count: string }> = await this.db().query(
+      `SELECT count(*)::text AS count FROM (${sql}) c`,
+      params,
+    );
+    return Number(rows[0]?.count ?? 0);
+  }
+
+  private timelineEvents(
+    orderId: string,
+    options: { between?: [string, string]; milestonesOnly?: boolean },
+  ): { sql: string; params: unknown[] } {
+    const params: unknown[] = [orderId];
+    const where: string[] = [];
+    if (options.between) {
+      params.push(options.between[0], options.between[1]);
+      where.push(`seq > $2::bigint AND seq < $3::bigint`);
+    }
+    if (options.milestonesOnly) {
+      params.push(TIMELINE_REPEATED_KINDS);
+      where.push(`kind <> ALL($${params.length}::text[])`);
+    }
+    return {
+      sql: `WITH msgs AS (
+         SELECT DISTINCT e.inbound_message_id AS id FROM audit_events e
+          WHERE e.order_id = $1::uuid AND e.inbound_message_id IS NOT NULL
+         UNION SELECT inbound_message_id FROM orders WHERE id = $1::uuid AND inbound_message_id IS NOT NULL
+       )
+       SELECT * FROM (
+         SELECT ${EVENT_COLUMNS}, e.id AS seq FROM audit_events e WHERE e.order_id = $1::uuid
+         UNION ALL
+         SELECT ${EVENT_COLUMNS}, e.id AS seq FROM audit_events e
+          WHERE e.inbound_message_id IN (SELECT id FROM msgs) AND e.order_id IS NULL
+       ) t ${where.length ? `WHERE ${where.join(' AND ')}` : ''}`,
+      params,
     };
   }
 

@@ -96,6 +96,8 @@ export interface OrderDocumentRow {
 export interface OrderDetail {
   order: OrderRow & { request: Record<string, unknown> };
   timeline: EventRow[];
+  /** Events left out of the middle of a timeline longer than TIMELINE_LIMIT (0: none). */
+  timelineOmitted: number;
   messages: MessageRow[];
   outbound: OutboxRow[];
 }

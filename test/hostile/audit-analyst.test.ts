@@ -5,10 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { MllpClient } from '../../src/hl7';
+import { ackSummary } from '../helpers/hl7-fixtures';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import {
   type Hl7OrderSpec,
   newOrderSpec,
+  ormMessage,
   placeWithStudy,
   waitFor,
   writeSiteConfig,
@@ -220,5 +222,39 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       expect(html).toMatch(/role="alert">accession: (give one value|must not contain)/);
       expect(html).toContain('No orders match');
     }
+  });
+
+  it('a RIS that keeps resending the order buries nothing: the dead letters and the failure stay in the timeline, the cut is said', async () => {
+    // the RIS did not take our result and resends its order (new MSH-10 each time), 800 times
+    for (let i = 0; i < 800; i++) {
+      const ack = await mllp.send(ormMessage({ ...spec, controlId: `RESEND-${i}` }));
+      expect(ackSummary(ack).code).toBe('AA');
+    }
+    const res = await call(`/api/audit/orders/${orderId}`);
+    const detail = (await res.json()) as {
+      timeline: Array<{ id: string; kind: string; summary: string }>;
+      timelineOmitted: number;
+      lineage: unknown[];
+    };
+    const kinds = detail.timeline.map((e) => e.kind);
+    expect(detail.timeline.length).toBeLessThanOrEqual(2000);
+    expect(detail.timelineOmitted).toBeGreaterThan(0);
+    // where the order is: failed, its ORU and Task dead-lettered; the resends are the newest
+    expect(kinds).toContain('outbound.dead-letter');
+    expect(detail.timeline.some((e) => / → failed/.test(e.summary))).toBe(true);
+    const newest = (await (await call(`/api/audit/events?orderId=${orderId}&limit=1`)).json()) as {
+      items: Array<{ id: string }>;
+    };
+    expect(detail.timeline[detail.timeline.length - 1]?.id).toBe(newest.items[0]?.id);
+    expect(kinds[kinds.length - 1]).toBe('order.duplicate');
+    expect(kinds.slice(0, 5)).toContain('inbound.received');
+    expect(detail.lineage.length).toBeGreaterThan(0);
+
+    const page = await call(`/audit/orders/${orderId}`, TEST_TOKENS.analyst, {
+      headers: { accept: 'text/html' },
+    });
+    const html = await page.text();
+    expect(html).toContain(`${detail.timelineOmitted} repeated events`);
+    expect(html).toContain('outbound.dead-letter');
   });
 });

@@ -10,11 +10,26 @@ import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.se
 const noNul = (v: string) => !v.includes('\u0000');
 const NUL_MESSAGE = 'must not contain a NUL character';
 const text = z.string().trim().min(1).max(200).refine(noNul, NUL_MESSAGE).optional();
+/**
+ * `from`/`to`: an ISO 8601 date (`2026-11-25`, midnight UTC) or date-time, with `T` or a space;
+ * without an offset it is UTC (as the page labels its fields), never the server's local time.
+ * Anything else (`1`, `Nov 25`, `25.11.2026`) is refused: Date.parse would read it as a year
+ * 2001 date or in the server's time zone.
+ */
+const ISO_INSTANT =
+  /^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?)(Z|[+-]\d\d:?\d\d)?)?$/i;
+const INSTANT_MESSAGE = 'must be an ISO 8601 date or date-time (UTC unless it names an offset)';
+function isoInstant(value: string): Date | undefined {
+  const m = ISO_INSTANT.exec(value);
+  if (!m) return undefined;
+  const at = Date.parse(`${m[1]}T${m[2] ?? '00:00'}${m[3] ?? 'Z'}`);
+  return Number.isNaN(at) ? undefined : new Date(at);
+}
 const instant = z
   .string()
   .trim()
-  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date or instant')
-  .transform((v) => new Date(v))
+  .refine((v) => isoInstant(v) !== undefined, INSTANT_MESSAGE)
+  .transform((v) => isoInstant(v)!)
   .optional();
 const flag = z
   .enum(['true', 'false', '1', '0', 'on', ''])

@@ -16,6 +16,8 @@ import {
   writeSiteConfig,
 } from '../e2e/e2e-support';
 import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+import { spawnAdapter, waitHealthy } from '../helpers/adapter-process';
+import { freePort } from '../../src/persistence/embedded-postgres';
 
 jest.setTimeout(180_000);
 
@@ -221,6 +223,67 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       const html = await page.text();
       expect(html).toMatch(/role="alert">accession: (give one value|must not contain)/);
       expect(html).toContain('No orders match');
+    }
+  });
+
+  it("time filters are UTC unless they name an offset, whatever the server's time zone; other dates are refused", async () => {
+    const { rows } = await db.query<{ created: Date }>(
+      `SELECT created_at AS created FROM orders WHERE id = $1`,
+      [orderId],
+    );
+    const created = rows[0]!.created;
+    const minute = (d: Date) => d.toISOString().slice(0, 16); // 2026-11-25T10:00, no zone
+    const from = minute(created);
+    const to = minute(new Date(created.getTime() + 60_000));
+    const berlin = (d: string) =>
+      new Date(new Date(`${d}Z`).getTime() + 3_600_000).toISOString().slice(0, 16) + '+01:00';
+    const found = async (query: string) => {
+      const res = await call(`/api/audit/orders?accession=${spec.accession}&${query}`);
+      const body = (await res.json()) as { items?: unknown[]; detail?: string };
+      return { status: res.status, items: body.items?.length, detail: body.detail };
+    };
+    // a second replica of the adapter on this database, on a hospital server's local time
+    const httpPort = await freePort();
+    const berlinAdapter = spawnAdapter({
+      TZ: 'Europe/Berlin',
+      DATABASE_URL: adapter.db.url,
+      HTTP_PORT: String(httpPort),
+      HTTP_HOST: '127.0.0.1',
+      MLLP_PORT: String(await freePort()),
+      MLLP_HOST: '127.0.0.1',
+      API_TOKENS: `analyst:${TEST_TOKENS.analyst}`,
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'audit-analyst-berlin-')),
+      JOBS_ENABLED: 'false',
+    });
+    try {
+      const base = `http://127.0.0.1:${httpPort}`;
+      await waitHealthy(base, 60_000, berlinAdapter);
+      const inBerlin = async (query: string) => {
+        const res = await fetch(`${base}/api/audit/orders?accession=${spec.accession}&${query}`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+        });
+        return { status: res.status, items: ((await res.json()) as { items?: [] }).items?.length };
+      };
+      // the analyst types the UTC minute the order came in (the page labels its fields UTC)
+      expect(await inBerlin(`from=${from}&to=${to}`)).toEqual({ status: 200, items: 1 });
+      expect(await inBerlin(`from=${from.replace('T', '%20')}&to=${to}`)).toEqual({
+        status: 200,
+        items: 1,
+      });
+      // the same minute in Berlin time, saying so
+      const offset = `from=${encodeURIComponent(berlin(from))}&to=${encodeURIComponent(berlin(to))}`;
+      expect(await inBerlin(offset)).toEqual({ status: 200, items: 1 });
+    } finally {
+      berlinAdapter.child.kill('SIGTERM');
+      await berlinAdapter.exited;
+    }
+    // what Date.parse would read as 2001 or in the server's zone is not a date here
+    for (const bad of ['1', 'Nov%2025', '25.11.2026', '2026-13-01']) {
+      expect(await found(`from=${bad}`)).toEqual({
+        status: 400,
+        items: undefined,
+        detail: 'from: must be an ISO 8601 date or date-time (UTC unless it names an offset)',
+      });
     }
   });
 

@@ -12,6 +12,7 @@ import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import {
+  deadLetterPageSchema,
   EventPageDto,
   eventSearchSchema,
   MESSAGE_OUTCOMES,
@@ -249,14 +250,8 @@ export class AuditApiController {
   @ApiQuery({ name: 'cursor', required: false })
   @ApiQuery({ name: 'limit', required: false })
   @ApiOkResponse({ type: OutboundPageDto })
-  async deadLetters(
-    @Query('cursor') cursor?: string,
-    @Query('limit') limit?: string,
-  ): Promise<Page<OutboxRow>> {
-    const page = await this.query.deadLetters({
-      cursor,
-      limit: limit === undefined ? undefined : Number(limit),
-    });
+  async deadLetters(@Query() q: Record<string, unknown>): Promise<Page<OutboxRow>> {
+    const page = await this.query.deadLetters(parseInput(deadLetterPageSchema, q));
     return { ...page, items: page.items.map((r) => presentOutbox(r, false)) };
   }
 

@@ -73,6 +73,9 @@ export const eventSearchSchema = z.strictObject({
   limit,
 });
 
+/** The dead-letter list's paging (the API; the same limits as the searches). */
+export const deadLetterPageSchema = z.strictObject({ cursor, limit });
+
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
 /** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */

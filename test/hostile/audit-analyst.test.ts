@@ -199,6 +199,9 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       detail: 'accession: must not contain a NUL character',
     });
     expect(await search('text=%00%00', '/api/audit/messages')).toMatchObject({ status: 400 });
+    // the dead-letter list's page size is checked like the searches' (it was read as NaN → 50)
+    expect(await search('limit=abc', '/api/audit/dead-letters')).toMatchObject({ status: 400 });
+    expect(await search('limit=100000', '/api/audit/dead-letters')).toMatchObject({ status: 400 });
     // a cursor edited by hand, or taken from another list: 400, not a database cast error
     const cursor = (raw: string) => Buffer.from(raw).toString('base64url');
     for (const [path, raw] of [

@@ -68,6 +68,17 @@ describe('our order → upstream metadata (docs/upstream-assumptions.md keys)', 
     });
     expect(minimal).toEqual({});
   });
+
+  it('for add-metadata, sends null for what the order no longer states (never for products)', () => {
+    const changed = toUpstreamMetadata(
+      { ...request, patient: { ...request.patient, birthDate: '1956', sex: undefined } },
+      { removeAbsent: true },
+    );
+    expect(changed).toMatchObject({ patient_birth_date: null, patient_sex: null });
+    expect(changed.patient_name).toBe('SCHMIDT^ANNA MARIA');
+    const none = toUpstreamMetadata({ ...request, products: [] }, { removeAbsent: true });
+    expect(none).not.toHaveProperty('products');
+  });
 });
 
 /**

@@ -13,6 +13,14 @@ export interface UpstreamMetadataOptions {
    * FHIR input. Never sent to a real upstream.
    */
   sandboxOutcomeFromNotes?: boolean;
+  /**
+   * For `PATCH /add-metadata`: a key the order has no value for (any more) is sent `null`,
+   * which removes the value the upstream was given before (docs/upstream-assumptions.md), so
+   * the upstream never keeps a birth date, sex or physician our order no longer states; left
+   * out, the upstream would keep the old value. `products` is never removed (an order always
+   * runs some), and `correlation_id` is not a row (the create's value stays).
+   */
+  removeAbsent?: boolean;
 }
 
 const SEX: Record<AdministrativeSex, string> = {
@@ -113,6 +121,7 @@ export function toUpstreamMetadata(
   for (const row of rows) {
     const value = row.value(request);
     if (value !== undefined) metadata[row.key] = value;
+    else if (options.removeAbsent && row.key !== 'products') metadata[row.key] = null;
   }
   return metadata;
 }

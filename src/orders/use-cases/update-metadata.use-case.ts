@@ -23,6 +23,8 @@ export class UpdateMetadataUseCase {
         { orderId: order.upstream_order_id },
         toUpstreamMetadata(order.request, {
           sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
+          // What the order no longer states is taken away upstream too, not kept.
+          removeAbsent: true,
         }),
       );
     } catch (error) {

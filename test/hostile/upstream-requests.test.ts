@@ -1,0 +1,125 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Client as PgClient } from 'pg';
+import type { MllpClient } from '../../src/hl7';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderDiagnostics,
+  ormMessage,
+  SANDBOX_CLIENT,
+  waitFor,
+  writeSiteConfig,
+  type Hl7OrderSpec,
+} from '../e2e/e2e-support';
+import {
+  buildClient,
+  startTestSandbox,
+  type ClientUnderTest,
+} from '../imaging-client/sandbox-harness';
+
+jest.setTimeout(180_000);
+
+/**
+ * What the adapter SENDS to the Imaging Analysis Service, read back from the upstream (the
+ * sandbox, which keeps what it was given) after real orders came in through the front doors:
+ * each value valid for its key (docs/upstream-assumptions.md, "Order metadata keys"), and the
+ * upstream's copy of the order the same as ours after every change.
+ */
+describe('upstream requests of a running adapter', () => {
+  let sandbox: Awaited<ReturnType<typeof startTestSandbox>>;
+  let harness: MllpHarness | undefined;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let upstream: ClientUnderTest;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'upstream-requests-'));
+    sandbox = await startTestSandbox({ host: '127.0.0.1' });
+    harness = await startMllpHarness({
+      JOBS_ENABLED: 'true',
+      IMAGING_BASE_URL: sandbox.sandbox.baseUrl,
+      ...SANDBOX_CLIENT,
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    ({ mllp, db } = harness);
+    upstream = buildClient(sandbox.sandbox.baseUrl);
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await harness?.close();
+    await sandbox?.close();
+  });
+
+  /** The ORM of `spec` with its PID-7 (birth date) and PID-8 (sex) replaced. */
+  const withPatient = (spec: Hl7OrderSpec, birthDate: string, sex: string) =>
+    Buffer.from(
+      ormMessage(spec).toString('latin1').replace('||19640812|F|', `||${birthDate}|${sex}|`),
+      'latin1',
+    );
+
+  /** Sends the NW (no study yet) and waits until the upstream order exists. */
+  async function placed(spec: Hl7OrderSpec): Promise<{ id: string; upstreamId: string }> {
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const row = await waitFor(
+      'the order placed upstream',
+      async () => {
+        const r = await orderByPlacer(db, spec.placer);
+        return r?.upstream_order_id ? r : undefined;
+      },
+      60_000,
+      200,
+      async () => {
+        const r = await orderByPlacer(db, spec.placer);
+        return r ? orderDiagnostics(db, r.id) : 'no order';
+      },
+    );
+    return { id: row.id, upstreamId: row.upstream_order_id! };
+  }
+
+  /** The timeline entries of an order whose summary starts with `summary`. */
+  const auditCount = async (id: string, summary: string) =>
+    Number(
+      (
+        await db.query(
+          `SELECT count(*) AS n FROM audit_events WHERE order_id = $1 AND starts_with(summary, $2)`,
+          [id, summary],
+        )
+      ).rows[0].n,
+    );
+
+  it('a change that takes a value away (XO: birth date only 1964, PID-8 empty) takes it away upstream too', async () => {
+    const spec = newOrderSpec();
+    const { id, upstreamId } = await placed(spec);
+    const before = (await upstream.client.getMetadata({ orderId: upstreamId })).metadata;
+    expect(before).toMatchObject({ patient_birth_date: '19640812', patient_sex: 'F' });
+
+    const change = withPatient({ ...spec, orderControl: 'XO', priority: 'S' }, '1964', '');
+    expect(ackSummary(await mllp.send(change)).code).toBe('AA');
+    await waitFor(
+      'the change sent upstream',
+      async () => (await auditCount(id, 'changed metadata sent upstream')) > 0,
+    );
+
+    const after = (await upstream.client.getMetadata({ orderId: upstreamId })).metadata;
+    // Before: PATCH /add-metadata carried only the keys the order still had a value for, so
+    // the upstream kept 19640812 and F (a birth date and sex our order no longer states)
+    // while the priority became stat; the study's values never showed through.
+    expect(after.priority).toBe('stat');
+    expect(after).not.toHaveProperty('patient_birth_date');
+    expect(after).not.toHaveProperty('patient_sex');
+    expect(after).toMatchObject({
+      patient_id: spec.patientId,
+      accession_number: spec.accession,
+      study_uid: spec.studyUid,
+      products: ['neuro-volumetry'],
+    });
+    // Our own key survives: a later lookup by correlation id still finds the order.
+    expect(after.correlation_id).toBe(id);
+  });
+});

@@ -4,7 +4,10 @@ import type { OrderRequest } from '../domain/order-request';
 import { mapServiceRequest } from './fhir-order.mapping';
 import {
   SANDBOX_OUTCOME_ROW,
+  leftOutSummary,
+  MAX_METADATA_CHARS,
   toUpstreamMetadata,
+  upstreamMetadataOf,
   UPSTREAM_METADATA_TABLE,
 } from './upstream-metadata';
 
@@ -67,6 +70,23 @@ describe('our order → upstream metadata (docs/upstream-assumptions.md keys)', 
       products: [],
     });
     expect(minimal).toEqual({});
+  });
+
+  it('leaves out, and names, what the upstream would refuse the whole order for', () => {
+    const { metadata, leftOut } = upstreamMetadataOf({
+      ...request,
+      patient: { ...request.patient, birthDate: '1956-02' },
+      accessionNumber: 'A'.repeat(MAX_METADATA_CHARS + 1),
+    });
+    expect(metadata).not.toHaveProperty('patient_birth_date');
+    expect(metadata).not.toHaveProperty('accession_number');
+    expect(metadata.patient_name).toBe('SCHMIDT^ANNA MARIA');
+    expect(leftOut).toEqual([
+      { key: 'patient_birth_date', reason: 'a partial date; the upstream takes YYYYMMDD only' },
+      { key: 'accession_number', reason: '1025 characters, more than the 1024 the upstream takes' },
+    ]);
+    expect(leftOutSummary(leftOut)).not.toContain('AAAA');
+    expect(upstreamMetadataOf(request).leftOut).toEqual([]);
   });
 
   it('for add-metadata, sends null for what the order no longer states (never for products)', () => {

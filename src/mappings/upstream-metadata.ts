@@ -39,8 +39,24 @@ export interface UpstreamMetadataRow {
   readonly from: string;
   /** The value sent, or undefined when the order does not know it (the key is left out). */
   readonly value: (request: OrderRequest) => unknown;
+  /** Why the order's value for this key is not sent (it has one, but not in a form the key takes). */
+  readonly leftOut?: (request: OrderRequest) => string | undefined;
   readonly note?: string;
 }
+
+/**
+ * The longest string value the upstream takes in a metadata key (docs/upstream-assumptions.md,
+ * "Order metadata keys"; longer, the whole order is refused 400 invalid_metadata).
+ */
+export const MAX_METADATA_CHARS = 1024;
+
+/** A metadata key of the order that is not sent, and why (for the order's timeline; no value). */
+export interface LeftOutKey {
+  key: string;
+  reason: string;
+}
+
+const FULL_DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
  * Our order → the upstream's order metadata: one row per key (docs/upstream-assumptions.md,
@@ -67,8 +83,12 @@ export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
     // refuses the whole order (400 invalid_metadata); the study's PatientBirthDate fills it.
     value: (r) => {
       const date = r.patient.birthDate;
-      return date && /^\d{4}-\d{2}-\d{2}$/.test(date) ? date.replace(/-/g, '') : undefined;
+      return date && FULL_DATE.test(date) ? date.replace(/-/g, '') : undefined;
     },
+    leftOut: (r) =>
+      r.patient.birthDate && !FULL_DATE.test(r.patient.birthDate)
+        ? 'a partial date; the upstream takes YYYYMMDD only'
+        : undefined,
     note: "YYYYMMDD (DICOM DA); a partial date is left out (the study's PatientBirthDate fills it)",
   },
   {
@@ -114,16 +134,54 @@ export function toUpstreamMetadata(
   request: OrderRequest,
   options: UpstreamMetadataOptions = {},
 ): Record<string, unknown> {
+  return upstreamMetadataOf(request, options).metadata;
+}
+
+/**
+ * The metadata sent, and the keys of the order that are left out because the upstream would
+ * refuse their value (a partial birth date, a string longer than MAX_METADATA_CHARS): sent,
+ * the whole order would be refused; left out, the study's own value (DICOM tags) fills the
+ * key and the analyst reads on the order's timeline what was not sent.
+ */
+export function upstreamMetadataOf(
+  request: OrderRequest,
+  options: UpstreamMetadataOptions = {},
+): { metadata: Record<string, unknown>; leftOut: LeftOutKey[] } {
   const rows = options.sandboxOutcomeFromNotes
     ? [...UPSTREAM_METADATA_TABLE, SANDBOX_OUTCOME_ROW]
     : UPSTREAM_METADATA_TABLE;
   const metadata: Record<string, unknown> = {};
+  const leftOut: LeftOutKey[] = [];
   for (const row of rows) {
-    const value = row.value(request);
+    let value = row.value(request);
+    const tooLong = longestString(value);
+    if (tooLong > MAX_METADATA_CHARS) {
+      leftOut.push({
+        key: row.key,
+        reason: `${tooLong} characters, more than the ${MAX_METADATA_CHARS} the upstream takes`,
+      });
+      value = undefined;
+    } else {
+      const reason = row.leftOut?.(request);
+      if (reason) leftOut.push({ key: row.key, reason });
+    }
     if (value !== undefined) metadata[row.key] = value;
     else if (options.removeAbsent && row.key !== 'products') metadata[row.key] = null;
   }
-  return metadata;
+  return { metadata, leftOut };
+}
+
+/** The timeline line for keys left out (their names and why; never their values). */
+export function leftOutSummary(leftOut: readonly LeftOutKey[]): string {
+  return `metadata not sent upstream: ${leftOut.map((l) => `${l.key} (${l.reason})`).join('; ')}`;
+}
+
+/** The length of a string value, or of the longest string of a list. */
+function longestString(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (Array.isArray(value))
+    return Math.max(0, ...value.map((v) => (typeof v === 'string' ? v.length : 0)));
+  return 0;
 }
 
 function personName(name: PersonName | undefined): string | undefined {

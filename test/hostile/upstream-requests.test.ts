@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import {
@@ -11,6 +12,7 @@ import {
   orderDiagnostics,
   ormMessage,
   SANDBOX_CLIENT,
+  serviceRequestFor,
   waitFor,
   writeSiteConfig,
   type Hl7OrderSpec,
@@ -32,6 +34,7 @@ jest.setTimeout(180_000);
 describe('upstream requests of a running adapter', () => {
   let sandbox: Awaited<ReturnType<typeof startTestSandbox>>;
   let harness: MllpHarness | undefined;
+  let adapter: TestAdapter;
   let mllp: MllpClient;
   let db: PgClient;
   let upstream: ClientUnderTest;
@@ -47,7 +50,7 @@ describe('upstream requests of a running adapter', () => {
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
     });
-    ({ mllp, db } = harness);
+    ({ adapter, mllp, db } = harness);
     upstream = buildClient(sandbox.sandbox.baseUrl);
   });
   afterAll(async () => {
@@ -63,9 +66,12 @@ describe('upstream requests of a running adapter', () => {
       'latin1',
     );
 
-  /** Sends the NW (no study yet) and waits until the upstream order exists. */
-  async function placed(spec: Hl7OrderSpec): Promise<{ id: string; upstreamId: string }> {
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+  /** Sends the NW (no study yet; `message` or the usual ORM) and waits until the upstream order exists. */
+  async function placed(
+    spec: Hl7OrderSpec,
+    message: Buffer = ormMessage(spec),
+  ): Promise<{ id: string; upstreamId: string }> {
+    expect(ackSummary(await mllp.send(message)).code).toBe('AA');
     const row = await waitFor(
       'the order placed upstream',
       async () => {
@@ -121,5 +127,73 @@ describe('upstream requests of a running adapter', () => {
     });
     // Our own key survives: a later lookup by correlation id still finds the order.
     expect(after.correlation_id).toBe(id);
+  });
+
+  /** The warnings on an order's timeline. */
+  const warnings = async (id: string) =>
+    (
+      await db.query(
+        `SELECT summary FROM audit_events WHERE order_id = $1 AND severity = 'warning' ORDER BY id`,
+        [id],
+      )
+    ).rows.map((r: { summary: string }) => r.summary);
+
+  it('a partial birth date (PID-7 1964) is not sent, and the timeline says so', async () => {
+    const spec = newOrderSpec();
+    const { id, upstreamId } = await placed(spec, withPatient(spec, '1964', 'F'));
+    const sent = (await upstream.client.getMetadata({ orderId: upstreamId })).metadata;
+    expect(sent).not.toHaveProperty('patient_birth_date');
+    expect(sent.patient_sex).toBe('F');
+    // Before: left out without a word; the analyst could not tell why the upstream's birth
+    // date (from the study) differed from the order's.
+    // Written with the move to placed, which `placed` waited for.
+    const said = (await warnings(id)).join('\n');
+    expect(said).toMatch(
+      /metadata not sent upstream: patient_birth_date \(a partial date; the upstream takes YYYYMMDD only\)/,
+    );
+  });
+
+  it('FHIR: a 1,100-character family name is not sent (the upstream refuses the whole order for it); the order is placed', async () => {
+    const spec = newOrderSpec();
+    const resource = serviceRequestFor(spec) as {
+      contained: Array<Record<string, unknown>>;
+      code: unknown;
+    };
+    // The site's local RIS code (writeSiteConfig's table), as an EHR passes it through.
+    resource.code = { coding: [{ code: 'MRKOPF', display: 'MRT Kopf' }] };
+    // An EHR that keeps every former name in family, joined: valid FHIR (string up to 1 MB).
+    const family = Array.from({ length: 110 }, (_, i) => `Name${String(i).padStart(5, '0')}`).join(
+      ' ',
+    );
+    resource.contained[0]!.name = [{ family, given: ['Erika'] }];
+    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(resource),
+    });
+    expect([res.status, res.status === 201 ? '' : await res.text()]).toEqual([201, '']);
+    // Before: POST /new-order carried the whole name, the upstream answered 400
+    // invalid_metadata ("patient_name" is longer than 1024 characters) and the order, accepted
+    // with 201, failed: "the upstream refused the order".
+    const row = await waitFor(
+      'the order placed upstream',
+      async () => {
+        const r = await orderByPlacer(db, spec.placer);
+        return r?.upstream_order_id || r?.state === 'failed' ? r : undefined;
+      },
+      60_000,
+    );
+    expect(row.state).not.toBe('failed');
+    const sent = (await upstream.client.getMetadata({ orderId: row.upstream_order_id! })).metadata;
+    expect(sent).not.toHaveProperty('patient_name');
+    expect(sent.patient_id).toBe(spec.patientId);
+    const said = (await warnings(row.id)).join('\n');
+    expect(said).toMatch(
+      /metadata not sent upstream: patient_name \(1\d{3} characters, more than the 1024 the upstream takes\)/,
+    );
+    expect(said).not.toContain('Name00001');
   });
 });

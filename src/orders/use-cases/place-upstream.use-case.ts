@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
-import { toUpstreamMetadata } from '../../mappings/upstream-metadata';
+import { leftOutSummary, upstreamMetadataOf } from '../../mappings/upstream-metadata';
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { ORDER_JOBS } from '../intake.model';
@@ -59,10 +59,10 @@ export class PlaceUpstreamUseCase {
       : ((await this.deps.orders.markPlaceAttempted(orderId)) ?? order.request);
     let upstreamOrderId: string;
     let recovered: boolean;
+    const { metadata, leftOut } = upstreamMetadataOf(request, {
+      sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
+    });
     try {
-      const metadata = toUpstreamMetadata(request, {
-        sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
-      });
       const created = await this.client.createOrder(metadata, {
         correlationId: order.id,
         previouslyAttempted,
@@ -124,6 +124,19 @@ export class PlaceUpstreamUseCase {
         },
       );
       if (!moved.applied) return;
+      if (leftOut.length > 0) {
+        // The analyst reads what the upstream was not given (the study's values fill those keys).
+        await writeAuditEvents(manager, [
+          {
+            kind: 'error',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: leftOutSummary(leftOut),
+            detail: { leftOut, upstreamOrderId },
+          },
+        ]);
+      }
       cancelRaced = current.cancel_requested_at !== null;
       await this.deps.jobs.enqueue(
         cancelRaced ? ORDER_JOBS.cancel : LIFECYCLE_JOBS.acquire,

@@ -1,6 +1,6 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { isTerminal } from '../../domain/order-state';
-import { toUpstreamMetadata } from '../../mappings/upstream-metadata';
+import { leftOutSummary, upstreamMetadataOf } from '../../mappings/upstream-metadata';
 import { loadOrder, stateOf } from '../order-transitions';
 import { describe, errorCode, isTransient } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
@@ -18,15 +18,13 @@ export class UpdateMetadataUseCase {
     const order = await loadOrder(this.deps.dataSource.manager, orderId);
     // Not placed yet: the create will carry the current metadata.
     if (!order?.upstream_order_id || isTerminal(stateOf(order))) return;
+    const { metadata, leftOut } = upstreamMetadataOf(order.request, {
+      sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
+      // What the order no longer states is taken away upstream too, not kept.
+      removeAbsent: true,
+    });
     try {
-      await this.client.addMetadata(
-        { orderId: order.upstream_order_id },
-        toUpstreamMetadata(order.request, {
-          sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
-          // What the order no longer states is taken away upstream too, not kept.
-          removeAbsent: true,
-        }),
-      );
+      await this.client.addMetadata({ orderId: order.upstream_order_id }, metadata);
     } catch (error) {
       if (isTransient(error)) throw error;
       await writeAuditEvents(this.deps.dataSource.manager, [
@@ -49,6 +47,18 @@ export class UpdateMetadataUseCase {
         summary: 'changed metadata sent upstream (add-metadata)',
         detail: { upstreamOrderId: order.upstream_order_id },
       },
+      ...(leftOut.length > 0
+        ? [
+            {
+              kind: 'error' as const,
+              orderId,
+              severity: 'warning' as const,
+              actor: 'adapter' as const,
+              summary: leftOutSummary(leftOut),
+              detail: { leftOut, upstreamOrderId: order.upstream_order_id },
+            },
+          ]
+        : []),
     ]);
   }
 }

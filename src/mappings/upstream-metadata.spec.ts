@@ -89,6 +89,24 @@ describe('our order → upstream metadata (docs/upstream-assumptions.md keys)', 
     expect(upstreamMetadataOf(request).leftOut).toEqual([]);
   });
 
+  it('keeps a name in its Family^Given parts: ^ = \\ and control characters inside a part become spaces', () => {
+    const { metadata, changed } = upstreamMetadataOf({
+      ...request,
+      patient: {
+        ...request.patient,
+        name: { family: 'O^Brien', given: ['Mary=Ann', 'Jo\\\u0007'] },
+      },
+    });
+    expect(metadata.patient_name).toBe('O Brien^Mary Ann Jo  ');
+    expect(changed).toEqual([
+      {
+        key: 'patient_name',
+        reason: 'a ^, =, \\ or control character within a name part became a space',
+      },
+    ]);
+    expect(upstreamMetadataOf(request).changed).toEqual([]);
+  });
+
   it('for add-metadata, sends null for what the order no longer states (never for products)', () => {
     const changed = toUpstreamMetadata(
       { ...request, patient: { ...request.patient, birthDate: '1956', sex: undefined } },

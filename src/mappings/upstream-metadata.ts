@@ -41,6 +41,8 @@ export interface UpstreamMetadataRow {
   readonly value: (request: OrderRequest) => unknown;
   /** Why the order's value for this key is not sent (it has one, but not in a form the key takes). */
   readonly leftOut?: (request: OrderRequest) => string | undefined;
+  /** How the value sent differs from the order's (characters the key's format cannot hold). */
+  readonly changed?: (request: OrderRequest) => string | undefined;
   readonly note?: string;
 }
 
@@ -73,7 +75,8 @@ export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
     key: 'patient_name',
     from: 'patient.name',
     value: (r) => personName(r.patient.name),
-    note: 'Family^Given',
+    changed: (r) => nameChange(r.patient.name),
+    note: 'Family^Given (DICOM PN); ^ = \\ and control characters within a part become spaces',
   },
   {
     key: 'patient_birth_date',
@@ -106,7 +109,8 @@ export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
     key: 'referring_physician',
     from: 'orderingProvider.name',
     value: (r) => personName(r.orderingProvider?.name),
-    note: 'Family^Given',
+    changed: (r) => nameChange(r.orderingProvider?.name),
+    note: 'Family^Given (DICOM PN); ^ = \\ and control characters within a part become spaces',
   },
   {
     key: 'products',
@@ -146,12 +150,13 @@ export function toUpstreamMetadata(
 export function upstreamMetadataOf(
   request: OrderRequest,
   options: UpstreamMetadataOptions = {},
-): { metadata: Record<string, unknown>; leftOut: LeftOutKey[] } {
+): { metadata: Record<string, unknown>; leftOut: LeftOutKey[]; changed: LeftOutKey[] } {
   const rows = options.sandboxOutcomeFromNotes
     ? [...UPSTREAM_METADATA_TABLE, SANDBOX_OUTCOME_ROW]
     : UPSTREAM_METADATA_TABLE;
   const metadata: Record<string, unknown> = {};
   const leftOut: LeftOutKey[] = [];
+  const changed: LeftOutKey[] = [];
   for (const row of rows) {
     let value = row.value(request);
     const tooLong = longestString(value);
@@ -164,16 +169,28 @@ export function upstreamMetadataOf(
     } else {
       const reason = row.leftOut?.(request);
       if (reason) leftOut.push({ key: row.key, reason });
+      const change = value === undefined ? undefined : row.changed?.(request);
+      if (change) changed.push({ key: row.key, reason: change });
     }
     if (value !== undefined) metadata[row.key] = value;
     else if (options.removeAbsent && row.key !== 'products') metadata[row.key] = null;
   }
-  return { metadata, leftOut };
+  return { metadata, leftOut, changed };
 }
 
-/** The timeline line for keys left out (their names and why; never their values). */
-export function leftOutSummary(leftOut: readonly LeftOutKey[]): string {
-  return `metadata not sent upstream: ${leftOut.map((l) => `${l.key} (${l.reason})`).join('; ')}`;
+/** The timeline line for keys left out or changed (their names and why; never their values). */
+export function leftOutSummary(
+  leftOut: readonly LeftOutKey[],
+  changed: readonly LeftOutKey[] = [],
+): string {
+  const list = (notes: readonly LeftOutKey[]) =>
+    notes.map((l) => `${l.key} (${l.reason})`).join('; ');
+  return [
+    leftOut.length > 0 ? `metadata not sent upstream: ${list(leftOut)}` : '',
+    changed.length > 0 ? `metadata changed for the upstream: ${list(changed)}` : '',
+  ]
+    .filter(Boolean)
+    .join('; ');
 }
 
 /** The length of a string value, or of the longest string of a list. */
@@ -184,7 +201,27 @@ function longestString(value: unknown): number {
   return 0;
 }
 
+/**
+ * DICOM PN (PS3.5 6.2): `^` separates the parts, `=` the alphabetic, ideographic and phonetic
+ * groups, `\` the values, and no control character is allowed. One of them inside a part (a
+ * decoded HL7 `\S\`, a FHIR family `O^Brien`, a BEL) would make the upstream read another
+ * name: family `O`, given `Brien`. Each becomes a space.
+ */
+const PN_RESERVED = /[\^=\\\p{Cc}]/gu;
+
+function namePart(part: string): string {
+  return part.replace(PN_RESERVED, ' ');
+}
+
 function personName(name: PersonName | undefined): string | undefined {
   if (!name || (!name.family && !name.given?.length)) return undefined;
-  return [name.family ?? '', (name.given ?? []).join(' ')].join('^').replace(/\^$/, '');
+  const family = namePart(name.family ?? '');
+  return [family, (name.given ?? []).map(namePart).join(' ')].join('^').replace(/\^$/, '');
+}
+
+function nameChange(name: PersonName | undefined): string | undefined {
+  const parts = [name?.family ?? '', ...(name?.given ?? [])];
+  return parts.some((p) => new RegExp(PN_RESERVED.source, 'u').test(p))
+    ? 'a ^, =, \\ or control character within a name part became a space'
+    : undefined;
 }

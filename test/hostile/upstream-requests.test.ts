@@ -196,4 +196,23 @@ describe('upstream requests of a running adapter', () => {
     );
     expect(said).not.toContain('Name00001');
   });
+
+  it('a name part holding a PN delimiter (PID-5 O\\S\\BRIEN^MARY=ANN) is sent as one part, and the timeline says so', async () => {
+    const spec = newOrderSpec();
+    // \S\ is the escaped component separator: the family name is O^BRIEN as typed.
+    const message = Buffer.from(
+      ormMessage(spec)
+        .toString('latin1')
+        .replace('MUSTERMANN^ERIKA^^^^^L', 'O\\S\\BRIEN^MARY=ANN^^^^^L'),
+      'latin1',
+    );
+    const { id, upstreamId } = await placed(spec, message);
+    const sent = (await upstream.client.getMetadata({ orderId: upstreamId })).metadata;
+    // Before: "O^BRIEN^MARY=ANN", read as family O, given BRIEN, middle MARY, and an
+    // ideographic group ANN (PS3.5 6.2).
+    expect(sent.patient_name).toBe('O BRIEN^MARY ANN');
+    expect((await warnings(id)).join('\n')).toMatch(
+      /metadata changed for the upstream: patient_name \(a \^, =, \\ or control character within a name part became a space\)/,
+    );
+  });
 });

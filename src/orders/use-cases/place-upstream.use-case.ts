@@ -59,7 +59,7 @@ export class PlaceUpstreamUseCase {
       : ((await this.deps.orders.markPlaceAttempted(orderId)) ?? order.request);
     let upstreamOrderId: string;
     let recovered: boolean;
-    const { metadata, leftOut } = upstreamMetadataOf(request, {
+    const { metadata, leftOut, changed } = upstreamMetadataOf(request, {
       sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
     });
     try {
@@ -124,7 +124,7 @@ export class PlaceUpstreamUseCase {
         },
       );
       if (!moved.applied) return;
-      if (leftOut.length > 0) {
+      if (leftOut.length > 0 || changed.length > 0) {
         // The analyst reads what the upstream was not given (the study's values fill those keys).
         await writeAuditEvents(manager, [
           {
@@ -132,8 +132,8 @@ export class PlaceUpstreamUseCase {
             orderId,
             severity: 'warning',
             actor: 'adapter',
-            summary: leftOutSummary(leftOut),
-            detail: { leftOut, upstreamOrderId },
+            summary: leftOutSummary(leftOut, changed),
+            detail: { leftOut, changed, upstreamOrderId },
           },
         ]);
       }

@@ -18,7 +18,7 @@ export class UpdateMetadataUseCase {
     const order = await loadOrder(this.deps.dataSource.manager, orderId);
     // Not placed yet: the create will carry the current metadata.
     if (!order?.upstream_order_id || isTerminal(stateOf(order))) return;
-    const { metadata, leftOut } = upstreamMetadataOf(order.request, {
+    const { metadata, leftOut, changed } = upstreamMetadataOf(order.request, {
       sandboxOutcomeFromNotes: this.deps.settings.sandboxOutcomeFromNotes,
       // What the order no longer states is taken away upstream too, not kept.
       removeAbsent: true,
@@ -47,15 +47,15 @@ export class UpdateMetadataUseCase {
         summary: 'changed metadata sent upstream (add-metadata)',
         detail: { upstreamOrderId: order.upstream_order_id },
       },
-      ...(leftOut.length > 0
+      ...(leftOut.length > 0 || changed.length > 0
         ? [
             {
               kind: 'error' as const,
               orderId,
               severity: 'warning' as const,
               actor: 'adapter' as const,
-              summary: leftOutSummary(leftOut),
-              detail: { leftOut, upstreamOrderId: order.upstream_order_id },
+              summary: leftOutSummary(leftOut, changed),
+              detail: { leftOut, changed, upstreamOrderId: order.upstream_order_id },
             },
           ]
         : []),

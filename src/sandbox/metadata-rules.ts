@@ -52,10 +52,20 @@ export const DEFAULT_PRODUCTS = ['neuro-volumetry'];
 
 const UID = /^(0|[1-9]\d*)(\.(0|[1-9]\d*))*$/;
 
+/** DICOM DA (PS3.5 6.2): YYYYMMDD naming a day of the calendar (not 19851345, not 19850230). */
+function isCalendarDate(v: string): boolean {
+  const m = /^(\d{4})(\d{2})(\d{2})$/.exec(v);
+  if (!m) return false;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const date = new Date(Date.UTC(2000, month - 1, day));
+  date.setUTCFullYear(year);
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
 /** Per-key checks for the keys of docs/upstream-assumptions.md "Order metadata keys". */
 const RULES: Record<string, (v: MetadataValue) => string | null> = {
   patient_birth_date: (v) =>
-    typeof v === 'string' && /^\d{8}$/.test(v) ? null : 'must be a date YYYYMMDD',
+    typeof v === 'string' && isCalendarDate(v) ? null : 'must be a date YYYYMMDD',
   patient_sex: (v) =>
     typeof v === 'string' && ['M', 'F', 'O', 'U'].includes(v) ? null : 'must be one of M, F, O, U',
   study_uid: (v) =>

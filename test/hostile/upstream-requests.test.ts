@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
+import { ImagingClientError } from '../../src/imaging-client/imaging-client.error';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -214,5 +215,22 @@ describe('upstream requests of a running adapter', () => {
     expect((await warnings(id)).join('\n')).toMatch(
       /metadata changed for the upstream: patient_name \(a \^, =, \\ or control character within a name part became a space\)/,
     );
+  });
+
+  it('the sandbox takes a birth date only as a day of the calendar (DICOM DA), as the adapter sends it', async () => {
+    const create = (date: string) =>
+      upstream.client
+        .createOrder({ patient_birth_date: date }, { correlationId: `da-${date}` })
+        .then(
+          () => 'created',
+          (e: unknown) => (e instanceof ImagingClientError ? e.code : String(e)),
+        );
+    // Before: any eight digits were taken (a month 13, a 30 February), so a test against the
+    // sandbox could never show a date the real service refuses.
+    expect(await create('19851345')).toBe('bad_request');
+    expect(await create('19850230')).toBe('bad_request');
+    expect(await create('19850000')).toBe('bad_request');
+    expect(await create('20000229')).toBe('created');
+    expect(await create('19640812')).toBe('created');
   });
 });

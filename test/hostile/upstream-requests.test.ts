@@ -11,6 +11,7 @@ import {
   newOrderSpec,
   orderByPlacer,
   orderDiagnostics,
+  orderState,
   ormMessage,
   SANDBOX_CLIENT,
   serviceRequestFor,
@@ -18,6 +19,7 @@ import {
   writeSiteConfig,
   type Hl7OrderSpec,
 } from '../e2e/e2e-support';
+import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
 import {
   buildClient,
   startTestSandbox,
@@ -39,13 +41,17 @@ describe('upstream requests of a running adapter', () => {
   let mllp: MllpClient;
   let db: PgClient;
   let upstream: ClientUnderTest;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  /** How the upstream answers a call (method and path), when a test wants otherwise. */
+  let refuse: (method: string, path: string) => ProxyAction = () => 'pass';
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'upstream-requests-'));
     sandbox = await startTestSandbox({ host: '127.0.0.1' });
+    proxy = await startFaultyProxy(sandbox.sandbox.baseUrl, (method, path) => refuse(method, path));
     harness = await startMllpHarness({
       JOBS_ENABLED: 'true',
-      IMAGING_BASE_URL: sandbox.sandbox.baseUrl,
+      IMAGING_BASE_URL: proxy.baseUrl,
       ...SANDBOX_CLIENT,
       STUDY_QUIET_PERIOD_SECONDS: '1',
       CONFIG_FILE: writeSiteConfig(dir),
@@ -57,6 +63,7 @@ describe('upstream requests of a running adapter', () => {
   afterAll(async () => {
     await upstream?.close();
     await harness?.close();
+    await proxy?.close();
     await sandbox?.close();
   });
 
@@ -233,4 +240,54 @@ describe('upstream requests of a running adapter', () => {
     expect(await create('20000229')).toBe('created');
     expect(await create('19640812')).toBe('created');
   });
+
+  it.each([
+    [
+      404,
+      'not_found',
+      'unknown order',
+      /cancelled here: the upstream does not know the order \(not_found on cancel-order/,
+    ],
+    [
+      403,
+      'forbidden',
+      'no write permission',
+      /cancelled here, but the upstream refused the cancel \(forbidden on cancel-order.*\) and may still process the order/,
+    ],
+  ])(
+    'a cancel the upstream refuses with %i ends the order once, with the reason (never retried for hours)',
+    async (status, code, message, reason) => {
+      const spec = newOrderSpec();
+      const { id } = await placed(spec);
+      const before = proxy.hits.length;
+      refuse = (method, path) =>
+        path === '/cancel-order'
+          ? { status, rewrite: () => JSON.stringify({ error: code, message }) }
+          : 'pass';
+      try {
+        expect(ackSummary(await mllp.send(ormMessage({ ...spec, orderControl: 'CA' }))).code).toBe(
+          'AA',
+        );
+        // Before: the cancel job threw the refusal, the job queue tried again (and again, up
+        // to 25 times over hours, against "404: do not retry"), and the order stayed placed
+        // with its cancel requested: neither cancelled nor going on.
+        await waitFor(
+          'the order ended',
+          async () => (await orderState(db, id)) === 'cancelled',
+          20_000,
+          200,
+          () => orderDiagnostics(db, id),
+        );
+        const summaries = (
+          await db.query(`SELECT summary FROM audit_events WHERE order_id = $1 ORDER BY id`, [id])
+        ).rows.map((r: { summary: string }) => r.summary);
+        expect(summaries.join('\n')).toMatch(reason);
+        // Contract, Errors: 404 and 403 are not retried; one PATCH /cancel-order in all.
+        const cancels = proxy.hits.slice(before).filter((h) => h.path === '/cancel-order');
+        expect(cancels).toHaveLength(1);
+      } finally {
+        refuse = () => 'pass';
+      }
+    },
+  );
 });

@@ -4,7 +4,7 @@ import { ImagingClientError } from '../../imaging-client/imaging-client.error';
 import { ORDER_JOBS } from '../intake.model';
 import { OrderLifecycleError } from '../order-lifecycle.error';
 import { loadOrder, stateOf } from '../order-transitions';
-import { isTransient } from '../upstream-errors';
+import { describe, isTransient } from '../upstream-errors';
 import type { ApplyUpstreamStatusUseCase } from './apply-upstream-status.use-case';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
@@ -77,7 +77,21 @@ export class CancelOrderUseCase {
         await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
         return;
       }
-      throw error;
+      // Any other refusal is the upstream's considered answer (contract, Errors: 4xx are not
+      // retried unchanged). Thrown, the job queue would ask again for hours while the order,
+      // its cancel requested, neither ended nor went on. The cancel was asked for: it ends
+      // here, saying what the upstream answered.
+      const gone = error instanceof ImagingClientError && error.code === 'not_found';
+      await this.ending.endLocally(
+        orderId,
+        'cancelled',
+        gone
+          ? `cancelled here: the upstream does not know the order (${describe(error)})`
+          : `cancelled here, but the upstream refused the cancel (${describe(error)}) and may still process the order`,
+        gone ? null : 'upstream-cancel-refused',
+        { upstreamAnswered: true },
+      );
+      return;
     }
     await this.applyUpstreamStatus(orderId, 'CANCELLED', { qcBypassPossible: false });
     await this.deps.imaging.uploader.abandon(order.upstream_order_id).catch(() => undefined);

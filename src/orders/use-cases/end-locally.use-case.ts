@@ -38,6 +38,8 @@ export class EndLocallyUseCase {
     to: Extract<OrderState, 'failed' | 'cancelled'>,
     reason: string,
     alert: string | null,
+    /** The upstream has just answered a cancel of this order: it is not asked again. */
+    options: { upstreamAnswered?: boolean } = {},
   ): Promise<void> {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
@@ -67,7 +69,7 @@ export class EndLocallyUseCase {
         ]);
       }
       await events.endedLocally(manager, { order: snapshot(order), state: to, reason, alert });
-      if (order.upstream_order_id && phaseOf(moved.from) !== 'ended') {
+      if (order.upstream_order_id && phaseOf(moved.from) !== 'ended' && !options.upstreamAnswered) {
         upstreamToCancel = order.upstream_order_id;
       }
     });

@@ -3,7 +3,7 @@ import { AppError } from '../common/app-error';
 import type { AppConfig } from '../config/app-config';
 import type { IntakeOrderResult } from '../domain/intake-outcome';
 import type { MappedField, OrderRequest, ToleratedQuirk } from '../domain/order-request';
-import { toUpstreamMetadata } from '../mappings/upstream-metadata';
+import { leftOutSummary, upstreamMetadataOf } from '../mappings/upstream-metadata';
 import { fhirFrontDoorConfig } from '../inbound-fhir/fhir-front-door.config';
 import { prepareBundle, responseEntries } from '../inbound-fhir/fhir-bundle.operation';
 import { FhirError, operationOutcome } from '../inbound-fhir/fhir.error';
@@ -35,6 +35,8 @@ export interface DryRunOrder {
   request: OrderRequest;
   lineage: MappedField[];
   upstreamMetadata: Record<string, unknown>;
+  /** What the order's timeline would say about keys left out or changed for the upstream. */
+  upstreamMetadataNote?: string;
 }
 
 export interface DryRunResult {
@@ -65,13 +67,17 @@ function order(
   request: OrderRequest,
   lineage: MappedField[],
 ): DryRunOrder {
+  const { metadata, leftOut, changed } = upstreamMetadataOf(request, {
+    sandboxOutcomeFromNotes: sandboxOutcomeFromNotes(config),
+  });
   return {
     sourceRef,
     request,
     lineage,
-    upstreamMetadata: toUpstreamMetadata(request, {
-      sandboxOutcomeFromNotes: sandboxOutcomeFromNotes(config),
-    }),
+    upstreamMetadata: metadata,
+    ...(leftOut.length > 0 || changed.length > 0
+      ? { upstreamMetadataNote: leftOutSummary(leftOut, changed) }
+      : {}),
   };
 }
 

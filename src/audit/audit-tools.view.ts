@@ -50,7 +50,7 @@ export function dryRunPage(
             ) => `<section class="card" aria-labelledby="dr-o${i}-h"><h2 id="dr-o${i}-h">Order ${i + 1} <span class="badge">${h(o.request.action)}</span> <small class="muted">${h(o.sourceRef)}</small></h2>
             <div class="grid2">
               <div><h3>OrderRequest</h3><pre>${h(JSON.stringify(o.request, null, 2))}</pre></div>
-              <div><h3>Upstream metadata</h3><pre>${h(JSON.stringify(o.upstreamMetadata, null, 2))}</pre></div>
+              <div><h3>Upstream metadata</h3>${o.upstreamMetadataNote ? `<p class="notice">${h(o.upstreamMetadataNote)}</p>` : ''}<pre>${h(JSON.stringify(o.upstreamMetadata, null, 2))}</pre></div>
             </div>
             <h3>Field lineage</h3>${o.lineage.length ? lineageTable(o.lineage) : '<p class="muted">No lineage.</p>'}
           </section>`,

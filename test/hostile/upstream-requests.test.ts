@@ -222,6 +222,26 @@ describe('upstream requests of a running adapter', () => {
     expect((await warnings(id)).join('\n')).toMatch(
       /metadata changed for the upstream: patient_name \(a \^, =, \\ or control character within a name part became a space\)/,
     );
+    // The dry run shows an analyst the same before anything is sent.
+    const res = await fetch(`${adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.analyst}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({
+        hl7: withPatient({ ...spec, placer: `${spec.placer}D` }, '1964', 'F')
+          .toString('latin1')
+          .replace('MUSTERMANN^ERIKA^^^^^L', 'O\\S\\BRIEN^MARY=ANN^^^^^L'),
+      }),
+    });
+    const preview = (await res.json()) as {
+      orders: Array<{ upstreamMetadata: Record<string, unknown>; upstreamMetadataNote?: string }>;
+    };
+    expect(preview.orders[0]!.upstreamMetadata.patient_name).toBe('O BRIEN^MARY ANN');
+    expect(preview.orders[0]!.upstreamMetadataNote).toMatch(
+      /^metadata not sent upstream: patient_birth_date \(a partial date.*; metadata changed for the upstream: patient_name/,
+    );
   });
 
   it('the sandbox takes a birth date only as a day of the calendar (DICOM DA), as the adapter sends it', async () => {

@@ -32,7 +32,10 @@ class CancelOrderDto {
 }
 
 class QcBypassDto {
-  @ApiPropertyOptional({ description: 'the clinical reason (required unless withdrawing)' })
+  @ApiPropertyOptional({
+    description: 'the clinical reason (required unless withdrawing)',
+    maxLength: 1000,
+  })
   reason?: string;
   @ApiPropertyOptional({ description: 'true: withdraw a pending bypass request' })
   withdraw?: boolean;
@@ -60,8 +63,14 @@ class OrderStatusDto {
 }
 
 const cancelBody = z.object({ reason: z.string().trim().min(1, 'a reason is required') });
+/** The longest QC bypass reason the upstream takes (docs/upstream-assumptions.md, QC bypass). */
+const MAX_BYPASS_REASON = 1000;
 const bypassBody = z.object({
-  reason: z.string().trim().optional(),
+  reason: z
+    .string()
+    .trim()
+    .max(MAX_BYPASS_REASON, `at most ${MAX_BYPASS_REASON} characters (the upstream takes no more)`)
+    .optional(),
   withdraw: z.boolean().optional(),
 });
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
 import { ImagingClientError } from '../../src/imaging-client/imaging-client.error';
+import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -13,6 +14,7 @@ import {
   orderDiagnostics,
   orderState,
   ormMessage,
+  placeWithStudy,
   SANDBOX_CLIENT,
   serviceRequestFor,
   waitFor,
@@ -56,6 +58,7 @@ describe('upstream requests of a running adapter', () => {
       STUDY_QUIET_PERIOD_SECONDS: '1',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
+      IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
     });
     ({ adapter, mllp, db } = harness);
     upstream = buildClient(sandbox.sandbox.baseUrl);
@@ -310,4 +313,38 @@ describe('upstream requests of a running adapter', () => {
       }
     },
   );
+
+  it('a QC bypass reason longer than the upstream takes is refused by our API with the limit, never sent', async () => {
+    const spec = newOrderSpec('sandbox-outcome: qc_failed');
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const poller = adapter.app.get(OrderPollerService);
+    await waitFor(
+      'the order held by its QC rejection',
+      async () => {
+        await poller.runNow();
+        return (await orderState(db, id)) === 'qc-hold';
+      },
+      60_000,
+      500,
+      () => orderDiagnostics(db, id),
+    );
+    const before = proxy.hits.length;
+    const bypass = (reason: string) =>
+      fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ reason }),
+      });
+    // A clinician pasting the whole QC report in as the reason.
+    const res = await bypass(`artefacts acceptable: ${'motion in slices 12-18; '.repeat(45)}`);
+    // Before: sent as is, the upstream answered 400 invalid_parameter (at most 1000
+    // characters) and the clinician got 409 "the upstream refused" for a limit we knew.
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/reason: at most 1000 characters/);
+    expect(proxy.hits.slice(before).filter((h) => h.path === '/qc-bypass')).toHaveLength(0);
+    expect(await orderState(db, id)).toBe('qc-hold');
+  });
 });

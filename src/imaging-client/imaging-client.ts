@@ -18,7 +18,8 @@ import type {
   OrderSummary,
   UpstreamDocument,
 } from './imaging-client.types';
-import { splitByKnownStatus } from './listed-orders';
+import { printable, splitByKnownStatus } from './listed-orders';
+import { ImagingClientError } from './imaging-client.error';
 import { OrderCreation } from './order-creation';
 import { TokenProvider } from './token-provider';
 import { UploadEndpoints } from './upload-endpoints';
@@ -151,6 +152,16 @@ export class ImagingClient {
   /** `GET /status`. */
   async getStatus(ref: OrderRef): Promise<OrderSummary> {
     const parsed = await callJson(this.http, 'status', byRef(ref));
+    // The status of another order is no answer about this one (an upstream cache or routing
+    // mix-up): taken as it stands, it would end this order with another patient's outcome.
+    if ('orderId' in ref && parsed.order_id !== ref.orderId) {
+      throw new ImagingClientError(
+        'invalid_response',
+        'status',
+        `the answer is about another order (order_id ${printable(parsed.order_id)}), not the one asked for`,
+        { status: 200 },
+      );
+    }
     return {
       orderId: parsed.order_id,
       studyUid: parsed.study_uid,

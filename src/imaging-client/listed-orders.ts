@@ -23,7 +23,7 @@ export function splitByKnownStatus(entries: ListedOrder[]): {
     if (!KNOWN_STATUSES.has(o.status)) {
       unknownStatus.push({
         orderId: o.order_id,
-        status: o.status.replace(/[^A-Za-z0-9_.-]/g, '?').slice(0, 64),
+        status: printable(o.status),
       });
       continue;
     }
@@ -37,4 +37,9 @@ export function splitByKnownStatus(entries: ListedOrder[]): {
     });
   }
   return { orders, unknownStatus };
+}
+
+/** An upstream value kept for the log and the audit: 64 characters of `[A-Za-z0-9_.-]`. */
+export function printable(value: string): string {
+  return value.replace(/[^A-Za-z0-9_.-]/g, '?').slice(0, 64);
 }

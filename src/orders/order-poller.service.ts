@@ -43,6 +43,38 @@ function isTerminal(status: unknown): status is UpstreamStatus {
   return (TERMINAL_UPSTREAM_STATUSES as readonly unknown[]).includes(status);
 }
 
+/** The listed orders by id; an order listed twice with different statuses is named apart. */
+function listedStatuses(active: readonly OrderSummary[]) {
+  const byId = new Map<string, OrderSummary>();
+  const listedTwice = new Map<string, UpstreamStatus[]>();
+  for (const o of active) {
+    const before = byId.get(o.orderId);
+    if (before && before.status !== o.status) {
+      listedTwice.set(o.orderId, [...(listedTwice.get(o.orderId) ?? [before.status]), o.status]);
+    }
+    byId.set(o.orderId, o);
+  }
+  return { byId, listedTwice };
+}
+
+/**
+ * The terminal status each listed report names for its order; an order whose reports name two
+ * different ones (a results report and a failure report) is named apart: neither is taken.
+ */
+function reportedStatuses(reports: ReadonlyArray<{ order_id?: string; status?: string }>) {
+  const reported = new Map<string, UpstreamStatus>();
+  const disagreeing = new Map<string, UpstreamStatus[]>();
+  for (const r of reports) {
+    if (!r.order_id || !isTerminal(r.status)) continue;
+    const before = reported.get(r.order_id);
+    if (before !== undefined && before !== r.status) {
+      disagreeing.set(r.order_id, [...(disagreeing.get(r.order_id) ?? [before]), r.status]);
+    }
+    reported.set(r.order_id, r.status);
+  }
+  return { reported, disagreeing };
+}
+
 /** Upstream report kinds (`GET /reports` entries, docs/upstream-assumptions.md) → our stored document kinds. */
 const REPORT_KIND: Record<string, string> = { results: 'results', failure: 'failure', qc: 'qc' };
 
@@ -219,13 +251,13 @@ export class OrderPollerService {
     calls += pages;
     const { reports, pages: reportPages } = await client.pollReportPages();
     calls += reportPages;
-    const byId = new Map<string, OrderSummary>(active.map((o) => [o.orderId, o]));
     const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
+    // What the list and the reports say of each order. Two different statuses for one order
+    // in one answer say nothing for sure: that order's status is asked with `GET /status`.
+    const { byId, listedTwice } = listedStatuses(active);
     // An order off the active list is terminal; a report listed for it names that status
     // (docs/upstream-assumptions.md, `GET /reports`), which saves its `GET /status`.
-    const reported = new Map<string, UpstreamStatus>();
-    for (const r of reports)
-      if (r.order_id && isTerminal(r.status)) reported.set(r.order_id, r.status);
+    const { reported, disagreeing } = reportedStatuses(reports);
     const followed = await this.orders.followed(FOLLOWED_STATES);
     let changed = 0;
     let left = 0;
@@ -239,14 +271,26 @@ export class OrderPollerService {
         continue;
       }
       const listed = byId.get(order.upstream_order_id);
+      const twice = listedTwice.get(order.upstream_order_id);
+      const disagree = listed ? undefined : disagreeing.get(order.upstream_order_id);
+      if (twice || disagree) {
+        await this.flagInconsistent(
+          order.id,
+          twice
+            ? `GET /list-orders listed the order twice, as ${twice.join(' and ')}`
+            : `GET /reports named two outcomes of the order, ${disagree!.join(' and ')}`,
+          'its status is asked with GET /status instead',
+          { upstreamOrderId: order.upstream_order_id, statuses: twice ?? disagree },
+        );
+      }
       let status: UpstreamStatus;
       let qcBypassPossible: boolean;
-      if (listed) {
+      if (listed && !twice) {
         if (listed.status === order.upstream_status) continue;
         status = listed.status;
         // Listed QC_FAILED is still active: a clinician can still bypass it.
         qcBypassPossible = true;
-      } else if (reported.has(order.upstream_order_id)) {
+      } else if (reported.has(order.upstream_order_id) && !disagree && !twice) {
         left++;
         fromReports++;
         status = reported.get(order.upstream_order_id)!;
@@ -258,7 +302,7 @@ export class OrderPollerService {
           calls++;
           status = (await client.getStatus({ orderId: order.upstream_order_id })).status;
         } catch (error) {
-          if (error instanceof ImagingClientError && error.code === 'not_found') {
+          if (error instanceof ImagingClientError && error.code === 'not_found' && !twice) {
             // Gone upstream (not listed, 404): it will never report again.
             await lifecycle.endLocally(
               order.id,
@@ -269,10 +313,22 @@ export class OrderPollerService {
             changed++;
             continue;
           }
+          if (error instanceof ImagingClientError && error.code === 'invalid_response') {
+            // An answer that is not about this order (or not an answer): this order is left as
+            // it was, the others are still followed, and the next cycle asks again.
+            await this.flagInconsistent(
+              order.id,
+              `GET /status: ${error.reason}`,
+              'the order is left as it was',
+              { upstreamOrderId: order.upstream_order_id },
+            );
+            continue;
+          }
           throw error;
         }
-        // Off the active list, QC_FAILED is final (docs/upstream-assumptions.md, "active").
-        qcBypassPossible = false;
+        // Off the active list, QC_FAILED is final (docs/upstream-assumptions.md, "active");
+        // listed (twice), it is still active.
+        qcBypassPossible = twice !== undefined;
         if (status === order.upstream_status && status !== 'QC_FAILED') continue;
       }
       try {
@@ -339,6 +395,41 @@ export class OrderPollerService {
             actor: 'adapter',
             summary: `GET /list-orders named status "${status}", which the contract does not know: the order is left as it was until a known status arrives`,
             detail: { status, upstreamOrderId },
+          },
+        ],
+        manager,
+      );
+    });
+  }
+
+  /**
+   * The upstream said something of an order that cannot all be true (two statuses at once, an
+   * answer about another order): nothing of it is applied, and the analyst reads why on the
+   * order's timeline — once per finding, not every cycle — with a warning.
+   */
+  private async flagInconsistent(
+    orderId: string,
+    finding: string,
+    consequence: string,
+    detail: Record<string, unknown>,
+  ): Promise<void> {
+    const events = this.events;
+    await this.deps.dataSource.transaction(async (manager) => {
+      const first = await events.firstOfItsKind(
+        { orderId, kind: 'upstream.inconsistent', detailKey: 'finding', detailValue: finding },
+        manager,
+      );
+      if (!first) return;
+      this.deps.logger.warn({ orderId }, 'the upstream contradicted itself about an order');
+      await events.write(
+        [
+          {
+            kind: 'upstream.inconsistent',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: `${finding}: ${consequence}`,
+            detail: { finding, ...detail },
           },
         ],
         manager,

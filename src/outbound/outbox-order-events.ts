@@ -97,7 +97,12 @@ export class OutboxOrderEvents implements OrderEvents {
       this.settings.overrides,
     );
     if (!row.terminal) return;
-    const docs = row.publish.filter((d) => waitsForDocuments(row, d));
+    // No PDF stored (none came, or it was refused as not a PDF): no encapsulated PDF to send,
+    // rather than a dead letter saying so; the documents-fetched audit event says why.
+    const hasPdf = stored.documents.some((d) => d.reportType === 'PDF');
+    const docs = row.publish.filter(
+      (d) => waitsForDocuments(row, d) && (d !== 'dicom-pdf' || hasPdf),
+    );
     await this.write(manager, stored.order, row, docs, {
       upstreamStatus: stored.upstreamStatus,
       mappingVersion: STATUS_MAPPING_VERSION,

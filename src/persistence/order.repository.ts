@@ -300,6 +300,20 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
+  /** The order's Study Instance UIDs: its own, and the acquired study's (they may differ or be missing). */
+  async studyUidsOf(orderId: string, manager?: EntityManager): Promise<string[]> {
+    const rows: Array<{ own: string | null; acquired: string | null }> = await this.db(
+      manager,
+    ).query(
+      `SELECT o.study_instance_uid AS own, a.study->>'studyInstanceUid' AS acquired
+         FROM orders o LEFT JOIN study_acquisitions a ON a.order_id = o.id
+        WHERE o.id = $1`,
+      [orderId],
+    );
+    const row = rows[0];
+    return [row?.own, row?.acquired].filter((u): u is string => typeof u === 'string' && u !== '');
+  }
+
   async setDocumentsFetchedFor(
     orderId: string,
     storedAs: string,

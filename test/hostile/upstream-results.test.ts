@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { DiagnosticReport } from '@medplum/fhirtypes';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
+import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import type { TestAdapter } from '../helpers/adapter';
@@ -184,6 +185,12 @@ describe('hostile upstream: outcomes and what we publish', () => {
     return rows.map((r) => `${r.kind}/${r.severity}: ${r.summary}`).join('\n');
   }
 
+  function orusOf(placer: string): Hl7Message[] {
+    return ris.received
+      .map((m) => parseHl7(m))
+      .filter((m) => m.messageType.code === 'ORU' && m.get('ORC-2') === placer);
+  }
+
   async function reportOf(id: string): Promise<DiagnosticReport | undefined> {
     const [dr] = await ehr.search<DiagnosticReport>(
       'DiagnosticReport',
@@ -191,6 +198,105 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
     return dr;
   }
+
+  const isResults = (req: SeenRequest, upstreamId: string, type: string) =>
+    req.path === '/results' &&
+    req.query.get('order_id') === upstreamId &&
+    req.query.get('report_type') === type;
+
+  it('a results report naming another order and another study is not published as this patient’s result', async () => {
+    // Before: its findings and impression went out as this patient's final DiagnosticReport,
+    // ORU (OBR-25 F) and SR.
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) => {
+      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      return jsonAnswer(answer, {
+        ...report,
+        order_id: '7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21',
+        study_uid: '1.2.826.0.1.3680043.8.498.99999999999999999999',
+        impression: 'Right hippocampus volume below the 5th percentile (another patient).',
+      });
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const fetched = await waitFor('the documents fetched', async () =>
+      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    );
+    expect(fetched[1]).toBe('error');
+    expect(fetched[2]).toBe(
+      '0 document(s) stored for DELIVERED; not available: results JSON: refused: names another order (its order_id is not the one asked for); results PDF: refused with the results JSON report; no result is published from these reports',
+    );
+    const rows = await published(id, ['fhir-task']);
+    expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
+    expect(await reportOf(id)).toBeUndefined();
+    expect(orusOf(spec.placer)).toEqual([]);
+  });
+
+  it('a failure report about another study: the clinic still hears that no result is coming, without it', async () => {
+    // Before (known limit): no report stored, so only the Task went out; the RIS never heard
+    // that the order had failed.
+    const { id, spec, upstreamId } = await processing('failed');
+    rewrites.push((req, answer) => {
+      if (req.path !== '/failure-report' || req.query.get('order_id') !== upstreamId)
+        return undefined;
+      if (req.query.get('report_type') !== 'JSON' || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      return jsonAnswer(answer, {
+        ...report,
+        study_uid: '1.2.826.0.1.3680043.8.498.99999999999999999999',
+        reason: 'Segmentation failed for ANOTHER PATIENT',
+      });
+    });
+    expect(await followToEnd(id)).toBe('failed');
+    await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/error: 0 document\(s\) stored for FAILED; not available: failure JSON: refused: names another study \(its study_uid is not the order's study\); failure PDF: refused with the failure JSON report/,
+    );
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({
+      status: 'cancelled',
+      conclusion: 'No result: the analysis failed.',
+    });
+    expect(dr?.presentedForm).toBeUndefined();
+    const [oru] = orusOf(spec.placer);
+    expect([oru?.get('ORC-1'), oru?.get('ORC-5'), oru?.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+    expect(ris.received.join('\n')).not.toContain('ANOTHER PATIENT');
+  });
+
+  it('a results "PDF" that is an HTML page is not published as a PDF; the results are, without it', async () => {
+    // Before: the HTML page went to the PACS as an encapsulated PDF, to the EHR as the
+    // DiagnosticReport's application/pdf presentedForm and to the RIS as an ED PDF.
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req) =>
+      isResults(req, upstreamId, 'PDF')
+        ? {
+            status: 200,
+            headers: { 'content-type': 'application/pdf' },
+            body: Buffer.from(
+              '<!DOCTYPE html><html><head><title>503</title></head><body>Service temporarily unavailable</body></html>',
+            ),
+          }
+        : undefined,
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 1 document\(s\) stored for DELIVERED; not available: results PDF: refused: not a PDF \(no %PDF- header in its first 1024 bytes\)/,
+    );
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('final');
+    expect(dr?.presentedForm).toBeUndefined();
+    const [oru] = orusOf(spec.placer);
+    expect(oru?.get('OBR-25')).toBe('F');
+    expect(
+      oru?.segments.filter((seg) => seg.id === 'OBX').map((seg) => seg.value(2)),
+    ).not.toContain('ED');
+    const series = (await (
+      await fetch(`${orthanc.dicomWebUrl}/studies/${spec.studyUid}/series`)
+    ).json()) as Array<Record<string, { Value?: string[] }>>;
+    expect(series.map((x) => x['00080060']?.Value?.[0])).toEqual(['SR']);
+  });
 
   it('/reports naming two outcomes of one order (results DELIVERED, failure FAILED): neither is taken, GET /status decides', async () => {
     // Before: the last report listed won: a delivered order ended `failed` without a call and

@@ -1,5 +1,10 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
-import type { StatusRowKey } from '../../mappings/status-mapping.table';
+import {
+  STATUS_TABLE,
+  type StatusRow,
+  type StatusRowKey,
+} from '../../mappings/status-mapping.table';
+import { checkUpstreamReport } from '../../mappings/upstream-documents.check';
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import type { StoredDocument } from '../order-events';
@@ -84,9 +89,30 @@ export class FetchDocumentsUseCase {
         missing.push(`${doc.kind} ${doc.reportType}: ${describe(error)}`);
       }
     }
+    // Nothing is stored (so nothing published) that is not what was asked for, or that is about
+    // another order or study: one such report refuses every document fetched with it.
+    const expected = {
+      upstreamOrderId: order.upstream_order_id,
+      studyUids: await this.deps.orders.studyUidsOf(orderId),
+    };
+    const checks = fetched.map((doc) => ({ doc, check: checkUpstreamReport(doc, expected) }));
+    const foreign = checks.find((c) => !c.check.accepted && c.check.foreign);
+    const accepted: typeof fetched = [];
+    for (const { doc, check } of checks) {
+      if (foreign && foreign.doc !== doc) {
+        missing.push(
+          `${doc.kind} ${doc.reportType}: refused with the ${foreign.doc.kind} ${foreign.doc.reportType} report`,
+        );
+      } else if (!check.accepted) {
+        missing.push(`${doc.kind} ${doc.reportType}: refused: ${check.reason}`);
+      } else {
+        accepted.push(doc);
+      }
+    }
+    const row: StatusRow = STATUS_TABLE[rowKey];
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
-      for (const doc of fetched) {
+      for (const doc of accepted) {
         const row = await this.deps.documents.insertOnce(
           {
             orderId,
@@ -112,11 +138,14 @@ export class FetchDocumentsUseCase {
         {
           kind: 'order.documents-fetched',
           orderId,
-          severity: missing.length > 0 ? 'warning' : 'info',
+          severity: foreign ? 'error' : missing.length > 0 ? 'warning' : 'info',
           actor: 'adapter',
           summary:
             `${stored.length} document(s) stored for ${upstreamStatus}` +
-            (missing.length > 0 ? `; not available: ${missing.join('; ')}` : ''),
+            (missing.length > 0 ? `; not available: ${missing.join('; ')}` : '') +
+            (foreign && row.report === 'final'
+              ? '; no result is published from these reports'
+              : ''),
           detail: {
             upstreamStatus,
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
@@ -125,7 +154,10 @@ export class FetchDocumentsUseCase {
           },
         },
       ]);
-      if (stored.length > 0) {
+      // A no-result end (failure, final QC rejection) is published with the reports it has,
+      // or with none: the clinic must hear that no result is coming even when no report of it
+      // could be fetched or kept. A result is never published without its report.
+      if (stored.length > 0 || (row.terminal && row.report === 'cancelled')) {
         await events.documentsStored(manager, {
           order: snapshot(order),
           upstreamStatus,

@@ -1,0 +1,73 @@
+import { checkUpstreamReport } from './upstream-documents.check';
+
+const expected = {
+  upstreamOrderId: '3f1b2c4d-0000-4000-8000-0000000000aa',
+  studyUids: ['1.2.826.0.1.3680043.8.498.1'],
+};
+const json = (kind: 'results' | 'failure' | 'qc', body: unknown) => ({
+  kind,
+  reportType: kind === 'qc' ? 'results' : 'JSON',
+  body: Buffer.from(JSON.stringify(body)),
+});
+
+describe('checkUpstreamReport', () => {
+  it('a PDF: the %PDF- header within the first 1024 bytes (ISO 32000-1 §7.5.2), nothing else', () => {
+    const pdf = (bytes: string) => ({
+      kind: 'results' as const,
+      reportType: 'PDF',
+      body: Buffer.from(bytes),
+    });
+    expect(checkUpstreamReport(pdf('%PDF-1.7\n%âãÏÓ\n'), expected).accepted).toBe(true);
+    expect(checkUpstreamReport(pdf(`${' '.repeat(1024)}%PDF-1.4`), expected).accepted).toBe(true);
+    expect(checkUpstreamReport(pdf(`${' '.repeat(1025)}%PDF-1.4`), expected)).toMatchObject({
+      accepted: false,
+      foreign: false,
+    });
+    expect(checkUpstreamReport(pdf('<!DOCTYPE html><title>502</title>'), expected)).toEqual({
+      accepted: false,
+      foreign: false,
+      reason: 'not a PDF (no %PDF- header in its first 1024 bytes)',
+    });
+  });
+
+  it('a JSON report: an object, about our order and study when it names them', () => {
+    const ours = { order_id: expected.upstreamOrderId, study_uid: expected.studyUids[0] };
+    expect(checkUpstreamReport(json('results', { ...ours, findings: [] }), expected).accepted).toBe(
+      true,
+    );
+    expect(checkUpstreamReport(json('results', { findings: [] }), expected).accepted).toBe(true);
+    expect(checkUpstreamReport(json('failure', [ours]), expected)).toMatchObject({
+      accepted: false,
+      reason: 'not a JSON object',
+    });
+    expect(
+      checkUpstreamReport(
+        { kind: 'results', reportType: 'JSON', body: Buffer.from('{"a":NaN}') },
+        expected,
+      ),
+    ).toMatchObject({ accepted: false, reason: 'not JSON' });
+    expect(
+      checkUpstreamReport(
+        json('results', { ...ours, order_id: '7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21' }),
+        expected,
+      ),
+    ).toMatchObject({ accepted: false, foreign: true });
+    expect(
+      checkUpstreamReport(
+        json('qc', { round: 'latest', report: { ...ours, study_uid: '1.2.3' } }),
+        expected,
+      ),
+    ).toMatchObject({
+      accepted: false,
+      foreign: true,
+      reason: expect.stringMatching(/another study/),
+    });
+    // No study of our own known yet: the study is not compared.
+    expect(
+      checkUpstreamReport(json('results', { ...ours, study_uid: '1.2.3' }), {
+        ...expected,
+        studyUids: [],
+      }).accepted,
+    ).toBe(true);
+  });
+});

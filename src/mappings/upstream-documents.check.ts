@@ -1,0 +1,82 @@
+/**
+ * What we accept of a report the upstream hands us for one of our orders, before it is stored
+ * (and so before anything is published from it). The contract names the report types (PDF,
+ * JSON, …) but not their content (imaging-service-api.md, Reports); the JSON reports the
+ * sandbox and the vendor's samples write name the order and the study they are about
+ * (`order_id`, `study_uid`; docs/upstream-assumptions.md). So:
+ *
+ * - a JSON report (results, failure, QC) must be a JSON object, and when it names an order or
+ *   a study, they must be ours: a report about another order or study is another patient's
+ *   outcome, and one such document refuses every document fetched with it (they came from the
+ *   same answer set; a PDF cannot be checked on its own);
+ * - a PDF must be one: its header `%PDF-` (ISO 32000-1 §7.5.2) within the first 1024 bytes,
+ *   where readers look for it. An HTML error page answered 200 as the "PDF" was encapsulated
+ *   as application/pdf for the PACS, the EHR and the RIS.
+ */
+
+export interface ExpectedIdentity {
+  /** The upstream order id we asked about. */
+  upstreamOrderId: string;
+  /** Our Study Instance UIDs of the order (the order's, the acquired study's). */
+  studyUids: readonly string[];
+}
+
+export interface FetchedReport {
+  kind: 'results' | 'failure' | 'qc';
+  reportType: string;
+  body: Buffer;
+}
+
+export type ReportCheck =
+  | { accepted: true }
+  /** `foreign`: the report is about another order or study (refuses the documents fetched with it). */
+  | { accepted: false; foreign: boolean; reason: string };
+
+const PDF_HEADER = Buffer.from('%PDF-');
+const PDF_HEADER_WITHIN = 1024;
+
+export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
+  if (doc.reportType === 'PDF') {
+    const at = doc.body.subarray(0, PDF_HEADER_WITHIN + PDF_HEADER.length).indexOf(PDF_HEADER);
+    return at >= 0 && at <= PDF_HEADER_WITHIN
+      ? { accepted: true }
+      : {
+          accepted: false,
+          foreign: false,
+          reason: `not a PDF (no %PDF- header in its first ${PDF_HEADER_WITHIN} bytes)`,
+        };
+  }
+  if (doc.kind !== 'qc' && doc.reportType !== 'JSON') return { accepted: true };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(doc.body.toString('utf8'));
+  } catch {
+    return { accepted: false, foreign: false, reason: 'not JSON' };
+  }
+  // A QC report is stored as { round, report } (fetch-documents): the upstream's is `report`.
+  const report = doc.kind === 'qc' ? (parsed as { report?: unknown } | null)?.report : parsed;
+  if (!report || typeof report !== 'object' || Array.isArray(report)) {
+    return { accepted: false, foreign: false, reason: 'not a JSON object' };
+  }
+  const { order_id: orderId, study_uid: studyUid } = report as Record<string, unknown>;
+  if (orderId !== undefined && orderId !== null && orderId !== expected.upstreamOrderId) {
+    return {
+      accepted: false,
+      foreign: true,
+      reason: 'names another order (its order_id is not the one asked for)',
+    };
+  }
+  if (
+    studyUid !== undefined &&
+    studyUid !== null &&
+    expected.studyUids.length > 0 &&
+    !expected.studyUids.includes(String(studyUid))
+  ) {
+    return {
+      accepted: false,
+      foreign: true,
+      reason: "names another study (its study_uid is not the order's study)",
+    };
+  }
+  return { accepted: true };
+}

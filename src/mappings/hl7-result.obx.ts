@@ -76,7 +76,7 @@ export function obxLines(
           m.quantity === 'volume' && f.flag
             ? { low: 'L', normal: 'N', high: 'H' }[f.flag]
             : undefined;
-        add('NM', [m.code, m.label, LOCAL], String(m.value), [m.ucum, m.unitDisplay, 'UCUM'], flag);
+        add('NM', [m.code, m.label, LOCAL], m.text, [m.ucum, m.unitDisplay, 'UCUM'], flag);
       }
       if (f.flag)
         add(

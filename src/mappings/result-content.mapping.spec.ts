@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseResultContent, resultTextLines, shortCode } from './result-content.mapping';
+import {
+  decimalText,
+  parseResultContent,
+  resultTextLines,
+  shortCode,
+} from './result-content.mapping';
 
 const RESULTS = readFileSync(
   join(__dirname, '..', '..', 'test', 'fixtures', 'outbound', 'results-volumetry.json'),
@@ -55,5 +60,33 @@ describe('results report → neutral content', () => {
     expect(a).not.toBe(b);
     expect(`${a}.V`.length).toBeLessThanOrEqual(16);
     expect(shortCode('pons')).toBe('PONS');
+  });
+});
+
+describe('measurement values as published', () => {
+  it('decimalText: a plain decimal of at most 16 characters (DICOM DS, HL7 NM), no exponent', () => {
+    expect(
+      [
+        1258.2000000000003, 0.30000000000000004, 1e-7, -4.61, 100, 999999999999999.9, 5e-324, -0,
+      ].map(decimalText),
+    ).toEqual(['1258.2', '0.3', '0.0000001', '-4.61', '100', '1000000000000000', '0', '0']);
+  });
+
+  it('values outside their quantity are left out, with why', () => {
+    const c = parseResultContent(
+      JSON.stringify({
+        findings: [
+          { structure: 'Pons', volume_ml: -1, icv_percent: 100.5, percentile: 50 },
+          { structure: 'Cerebellum\u0007', volume_ml: 2e15, percentile: -0.5 },
+        ],
+      }),
+    );
+    expect(c.findings.map((f) => f.measurements.map((m) => m.text))).toEqual([['50'], []]);
+    expect(c.leftOut).toEqual([
+      'Pons volume_ml -1 (below 0)',
+      'Pons icv_percent 100.5 (above 100)',
+      'Cerebellum  volume_ml 2000000000000000 (too large to be a measurement)',
+      'Cerebellum  percentile -0.5 (below 0)',
+    ]);
   });
 });

@@ -14,7 +14,10 @@ export interface Measurement {
   structure: string;
   quantity: 'volume' | 'icv-fraction' | 'percentile' | 'other';
   label: string;
+  /** The value as published: `Number(text)`, so FHIR, HL7 and DICOM say the same number. */
   value: number;
+  /** The value as written in HL7 NM and DICOM DS: a plain decimal of at most 16 characters. */
+  text: string;
   /** UCUM (https://ucum.org): `mL`, `%`, `{percentile}`. */
   ucum: string;
   unitDisplay: string;
@@ -37,23 +40,37 @@ export interface ResultContent {
   qcBypassed: boolean;
   reportedAt?: string;
   disclaimer?: string;
+  /**
+   * Values of the report that are not published, each with why (a negative volume, a
+   * percentage over 100, a number too large to write): the PDF still shows the report whole.
+   */
+  leftOut: string[];
 }
 
-/** Field-name suffix → UCUM unit (UCUM: mL millilitre, % percent; annotation for percentile). */
+/**
+ * Field-name suffix → UCUM unit (UCUM: mL millilitre, % percent; annotation for percentile),
+ * with the values the quantity can take: a volume is not negative, a share of the intracranial
+ * volume and a percentile lie within 0–100. A value outside is an upstream fault, never a
+ * finding: it is left out (`leftOut`), not published as a measurement.
+ */
 const UNIT_SUFFIX: ReadonlyArray<{
   suffix: string;
   quantity: Measurement['quantity'];
   ucum: string;
   display: string;
   label: string;
+  min: number;
+  max?: number;
 }> = [
-  { suffix: 'volume_ml', quantity: 'volume', ucum: 'mL', display: 'mL', label: 'volume' },
+  { suffix: 'volume_ml', quantity: 'volume', ucum: 'mL', display: 'mL', label: 'volume', min: 0 },
   {
     suffix: 'icv_percent',
     quantity: 'icv-fraction',
     ucum: '%',
     display: '%',
     label: 'volume, % of intracranial volume',
+    min: 0,
+    max: 100,
   },
   {
     suffix: 'percentile',
@@ -61,8 +78,46 @@ const UNIT_SUFFIX: ReadonlyArray<{
     ucum: '{percentile}',
     display: 'percentile',
     label: 'normative percentile',
+    min: 0,
+    max: 100,
   },
 ];
+
+/**
+ * The largest magnitude written: below 10^15 every value fits DICOM DS (16 characters, PS3.5
+ * Table 6.2-1) and HL7 NM (digits, sign and a decimal point, no exponent: v2.5.1 2A.2.49)
+ * without losing its integer part. Before, 1e308 was written NM `1e+308` and a percentile of
+ * 123456789012345678 was cut by the DICOM writer to DS `1234567890123456`, a hundredth of it.
+ */
+const MAX_MAGNITUDE = 1e15;
+
+/** A value as a plain decimal of at most 16 characters, the most digits that fit (no exponent). */
+export function decimalText(value: number): string {
+  for (let digits = 15; digits > 0; digits--) {
+    const text = value
+      .toFixed(digits)
+      .replace(/(\.\d*?)0+$/, '$1')
+      .replace(/\.$/, '');
+    if (text.length <= 16) return text === '-0' ? '0' : text;
+  }
+  const whole = value.toFixed(0);
+  return whole === '-0' ? '0' : whole;
+}
+
+/** A structure as the audit names it: printable, at most 64 characters. */
+function named(structure: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what is replaced
+  const text = structure.replace(/[\u0000-\u001f\u007f]/g, ' ');
+  return text.length > 64 ? `${text.slice(0, 63)}…` : text;
+}
+
+/** Why a value is not published for its quantity, or undefined when it is. */
+function outOfRange(value: number, unit: (typeof UNIT_SUFFIX)[number]): string | undefined {
+  if (Math.abs(value) >= MAX_MAGNITUDE) return 'too large to be a measurement';
+  if (value < unit.min) return `below ${unit.min}`;
+  if (unit.max !== undefined && value > unit.max) return `above ${unit.max}`;
+  return undefined;
+}
 
 /**
  * A code of at most 14 characters (DICOM Code Value is SH, 16, PS3.3 8.8; HL7 CWE.1 stays
@@ -96,6 +151,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
   }
   const doc = parsed as Record<string, unknown>;
   const findings: Finding[] = [];
+  const leftOut: string[] = [];
   const raw = Array.isArray(doc.findings) ? doc.findings : [];
   for (const f of raw) {
     if (!f || typeof f !== 'object') continue;
@@ -107,13 +163,20 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     for (const u of UNIT_SUFFIX) {
       const v = r[u.suffix];
       if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+      const why = outOfRange(v, u);
+      if (why) {
+        leftOut.push(`${named(structure)} ${u.suffix} ${String(v)} (${why})`);
+        continue;
+      }
+      const text = decimalText(v);
       measurements.push({
         id: `${trackingId}.${u.quantity}`,
         code: `${shortCode(trackingId)}.${QUANTITY_LETTER[u.quantity]}`,
         structure,
         quantity: u.quantity,
         label: `${structure} ${u.label}`,
-        value: v,
+        value: Number(text),
+        text,
         ucum: u.ucum,
         unitDisplay: u.display,
       });
@@ -136,6 +199,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     qcBypassed: doc.qc_bypassed === true,
     reportedAt: str(doc.reported_at),
     disclaimer: str(doc.disclaimer),
+    leftOut,
   };
 }
 
@@ -144,7 +208,7 @@ export function resultTextLines(content: ResultContent): string[] {
   const lines: string[] = [];
   for (const f of content.findings) {
     const parts = f.measurements.map((m) =>
-      m.quantity === 'percentile' ? `P${m.value}` : `${m.value} ${m.unitDisplay}`,
+      m.quantity === 'percentile' ? `P${m.text}` : `${m.text} ${m.unitDisplay}`,
     );
     lines.push(
       `${f.structure}: ${parts.join(', ')}${f.flag && f.flag !== 'normal' ? ` (${f.flag})` : ''}`,

@@ -11,8 +11,12 @@
  *   same answer set; a PDF cannot be checked on its own);
  * - a PDF must be one: its header `%PDF-` (ISO 32000-1 §7.5.2) within the first 1024 bytes,
  *   where readers look for it. An HTML error page answered 200 as the "PDF" was encapsulated
- *   as application/pdf for the PACS, the EHR and the RIS.
+ *   as application/pdf for the PACS, the EHR and the RIS;
+ * - a results report's values that no measurement can take are named (`notes`): they are left
+ *   out of what is published (result-content.mapping.ts), and the analyst reads which and why.
  */
+
+import { parseResultContent } from './result-content.mapping';
 
 export interface ExpectedIdentity {
   /** The upstream order id we asked about. */
@@ -28,11 +32,14 @@ export interface FetchedReport {
 }
 
 export type ReportCheck =
-  | { accepted: true }
+  /** `notes`: what of an accepted report is not published, and why (results: values left out). */
+  | { accepted: true; notes?: string[] }
   /** `foreign`: the report is about another order or study (refuses the documents fetched with it). */
   | { accepted: false; foreign: boolean; reason: string };
 
 const PDF_HEADER = Buffer.from('%PDF-');
+/** Values left out that are named one by one on the timeline; the rest are counted. */
+const MAX_NOTES = 20;
 const PDF_HEADER_WITHIN = 1024;
 
 export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
@@ -77,6 +84,16 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
       foreign: true,
       reason: "names another study (its study_uid is not the order's study)",
     };
+  }
+  if (doc.kind === 'results') {
+    const { leftOut } = parseResultContent(doc.body);
+    if (leftOut.length > MAX_NOTES) {
+      return {
+        accepted: true,
+        notes: [...leftOut.slice(0, MAX_NOTES), `and ${leftOut.length - MAX_NOTES} more`],
+      };
+    }
+    if (leftOut.length > 0) return { accepted: true, notes: leftOut };
   }
   return { accepted: true };
 }

@@ -1,4 +1,5 @@
 import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
+import type { ResultContent } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { primaryIdentifier } from '../domain/patient-identity';
 import { sanitizeDataset } from './dicom-vr';
@@ -76,7 +77,8 @@ const uidref = (rel: string, name: Code, value: string): Item => ({
   ConceptNameCodeSequence: [name],
   UID: value,
 });
-const num = (name: Code, value: number, unit: Code, children: Item[] = []): Item => ({
+/** `value` a decimal string of at most 16 characters (DS), as `Measurement.text`. */
+const num = (name: Code, value: string, unit: Code, children: Item[] = []): Item => ({
   RelationshipType: 'CONTAINS',
   ValueType: 'NUM',
   ConceptNameCodeSequence: [name],
@@ -162,7 +164,7 @@ export function buildMeasurementSr(
 ): Buffer {
   const uids = input.dicom!;
   const d = input.device;
-  const results = input.results ?? { findings: [], qcBypassed: false };
+  const results: ResultContent = input.results ?? { findings: [], qcBypassed: false, leftOut: [] };
   const { date, time } = dicomNow(now);
   const p = input.order.request.procedure;
   const procedure = p?.code
@@ -192,7 +194,7 @@ export function buildMeasurementSr(
         ...f.measurements.map((m) =>
           num(
             code(m.code, LOCAL, m.label),
-            m.value,
+            m.text,
             code(m.ucum, 'UCUM', m.unitDisplay === 'percentile' ? 'percentile' : m.unitDisplay),
           ),
         ),

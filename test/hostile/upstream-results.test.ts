@@ -1,4 +1,5 @@
-import { mkdtempSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DiagnosticReport } from '@medplum/fhirtypes';
@@ -298,94 +299,92 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(series.map((x) => x['00080060']?.Value?.[0])).toEqual(['SR']);
   });
 
-  it('/reports naming two outcomes of one order (results DELIVERED, failure FAILED): neither is taken, GET /status decides', async () => {
-    // Before: the last report listed won: a delivered order ended `failed` without a call and
-    // the clinic was told "No result: the analysis failed".
-    const { id, upstreamId } = await processing();
+  it('measurements no report can hold are left out; the rest are the same number in FHIR, HL7 NM and DICOM DS', async () => {
+    // Before: a negative volume, a share of 250 % and a percentile of -3 were published as
+    // final measurements; HL7 NM carried `1e+308` and `1e-7` (NM has no exponent); the SR's DS
+    // held `1234567890123456` for 123456789012345680 (cut to 16 characters: a hundredth).
+    const { id, spec, upstreamId } = await processing();
     rewrites.push((req, answer) => {
-      if (req.path !== '/reports' || req.method !== 'GET') return undefined;
-      const body = JSON.parse(answer.body.toString()) as {
-        reports: Array<Record<string, unknown>>;
-      };
-      if (!body.reports.some((r) => r.order_id === upstreamId)) return undefined;
-      body.reports.push({
-        report_id: 'c0ffee00-0000-4000-8000-00000000f001',
-        order_id: upstreamId,
-        status: 'FAILED',
-        kind: 'failure',
-        report_types: ['PDF', 'JSON'],
+      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      return jsonAnswer(answer, {
+        ...report,
+        findings: [
+          {
+            structure: 'Whole brain',
+            volume_ml: 1258.2000000000003,
+            icv_percent: 78.18,
+            percentile: 23,
+            flag: 'normal',
+          },
+          {
+            structure: 'Left hippocampus',
+            volume_ml: -4.61,
+            icv_percent: 0.29,
+            percentile: 3,
+            flag: 'low',
+          },
+          {
+            structure: 'Lateral ventricles',
+            volume_ml: 1e308,
+            icv_percent: 250,
+            percentile: 123456789012345680,
+            flag: 'high',
+          },
+          {
+            structure: 'Right hippocampus',
+            volume_ml: 4.38,
+            icv_percent: 1e-7,
+            percentile: -3,
+            flag: 'normal',
+          },
+        ],
       });
-      return jsonAnswer(answer, body);
     });
-    const asked = () =>
-      upstream.seen.filter((r) => r.path === '/status' && r.query.get('order_id') === upstreamId)
-        .length;
     expect(await followToEnd(id)).toBe('delivered');
-    expect(asked()).toBe(1);
+    const rows = await published(id, [
+      'fhir-diagnostic-report',
+      'hl7-oru',
+      'dicom-sr',
+      'dicom-pdf',
+    ]);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
     expect(await timeline(id)).toMatch(
-      /upstream\.inconsistent\/warning: GET \/reports named two outcomes of the order, DELIVERED and FAILED: its status is asked with GET \/status instead/,
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus volume_ml -4\.61 \(below 0\); Lateral ventricles volume_ml 1e\+308 \(too large to be a measurement\); Lateral ventricles icv_percent 250 \(above 100\); Lateral ventricles percentile 123456789012345680 \(too large to be a measurement\); Right hippocampus percentile -3 \(below 0\)/,
     );
-    await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
-    expect((await reportOf(id))?.status).toBe('final');
-  });
-
-  it('/list-orders listing one order twice (ANALYSIS_RUNNING and DELIVERED): GET /status decides', async () => {
-    const { id, upstreamId } = await processing();
-    rewrites.push((req, answer) => {
-      if (req.path !== '/list-orders') return undefined;
-      const body = JSON.parse(answer.body.toString()) as { orders: Array<Record<string, unknown>> };
-      const mine = body.orders.find((o) => o.order_id === upstreamId);
-      if (!mine) return undefined;
-      body.orders.push({ ...mine, status: 'DELIVERED' });
-      return jsonAnswer(answer, body);
+    const published_ = ['1258.2', '78.18', '23', '0.29', '3', '4.38', '0.0000001'];
+    // HL7 NM (v2.5.1 2A.2.49): digits, an optional sign and decimal point.
+    const [oru] = orusOf(spec.placer);
+    const nm = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) === 'NM');
+    expect(nm.map((seg) => seg.value(5))).toEqual(published_);
+    // FHIR: the EHR validated and stored it; the same numbers.
+    const dr = await reportOf(id);
+    expect(ehr.rejected).toBe(0);
+    const quantities = (dr?.contained ?? [])
+      .filter((c) => c.resourceType === 'Observation')
+      .map((o) => (o as { valueQuantity?: { value?: number } }).valueQuantity?.value);
+    expect(quantities).toEqual(published_.map(Number));
+    // DICOM: dciodvfy finds no error; NumericValue (DS) holds the same numbers.
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+        }),
+      })
+    ).json()) as string[];
+    expect(found).toHaveLength(1);
+    const file = join(dir, 'values-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
+    );
+    const check = execFileSync('sh', ['-c', 'dciodvfy "$1" 2>&1; true', 'sh', file], {
+      encoding: 'utf8',
     });
-    await sandbox.advance(5_000);
-    await poller.runNow();
-    // Before: the last entry won and the order was delivered while the upstream still ran it.
-    expect(await orderState(db, id)).toBe('processing');
-    expect(await timeline(id)).toMatch(
-      /GET \/list-orders listed the order twice, as \w+ and DELIVERED/,
-    );
-    rewrites.length = 0;
-    expect(await followToEnd(id)).toBe('delivered');
-  });
-
-  it('a GET /status answer about another order is not applied; the other orders are still followed', async () => {
-    // Before: the DELIVERED of another order ended this one (whose analysis had failed) as
-    // delivered; an answer refused as invalid would have stopped the whole cycle.
-    const { id, upstreamId } = await processing('failed');
-    const other = await processing();
-    rewrites.push((req, answer) => {
-      if (req.path === '/list-orders') {
-        const body = JSON.parse(answer.body.toString()) as {
-          orders: Array<Record<string, unknown>>;
-        };
-        return jsonAnswer(answer, { orders: body.orders.filter((o) => o.order_id !== upstreamId) });
-      }
-      if (req.path === '/reports' && req.method === 'GET') {
-        const body = JSON.parse(answer.body.toString()) as {
-          reports: Array<Record<string, unknown>>;
-        };
-        return jsonAnswer(answer, {
-          reports: body.reports.filter((o) => o.order_id !== upstreamId),
-        });
-      }
-      if (req.path === '/status' && req.query.get('order_id') === upstreamId)
-        return jsonAnswer(answer, {
-          order_id: '7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21',
-          study_uid: '1.2.826.0.1.3680043.8.498.99999999999999999999',
-          status: 'DELIVERED',
-        });
-      return undefined;
-    });
-    const stats = await poller.runNow();
-    expect(stats).toBeDefined();
-    expect(await orderState(db, id)).toBe('processing');
-    expect(await timeline(id)).toMatch(
-      /upstream\.inconsistent\/warning: GET \/status: the answer is about another order \(order_id 7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21\), not the one asked for: the order is left as it was/,
-    );
-    expect(await followToEnd(other.id)).toBe('delivered');
-    rewrites.length = 0;
-    expect(await followToEnd(id)).toBe('failed');
+    expect(check.split('\n').filter((l) => /^Error/.test(l))).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,a30a', file], { encoding: 'utf8' });
+    expect([...dump.matchAll(/DS \[([^\]]*)\]/g)].map((m) => m[1])).toEqual(published_);
   });
 });

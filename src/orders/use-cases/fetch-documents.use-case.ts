@@ -98,6 +98,7 @@ export class FetchDocumentsUseCase {
     const checks = fetched.map((doc) => ({ doc, check: checkUpstreamReport(doc, expected) }));
     const foreign = checks.find((c) => !c.check.accepted && c.check.foreign);
     const accepted: typeof fetched = [];
+    const notes: string[] = [];
     for (const { doc, check } of checks) {
       if (foreign && foreign.doc !== doc) {
         missing.push(
@@ -107,6 +108,8 @@ export class FetchDocumentsUseCase {
         missing.push(`${doc.kind} ${doc.reportType}: refused: ${check.reason}`);
       } else {
         accepted.push(doc);
+        if (check.notes?.length)
+          notes.push(`${doc.kind} ${doc.reportType}: ${check.notes.join('; ')}`);
       }
     }
     const row: StatusRow = STATUS_TABLE[rowKey];
@@ -138,11 +141,12 @@ export class FetchDocumentsUseCase {
         {
           kind: 'order.documents-fetched',
           orderId,
-          severity: foreign ? 'error' : missing.length > 0 ? 'warning' : 'info',
+          severity: foreign ? 'error' : missing.length + notes.length > 0 ? 'warning' : 'info',
           actor: 'adapter',
           summary:
             `${stored.length} document(s) stored for ${upstreamStatus}` +
             (missing.length > 0 ? `; not available: ${missing.join('; ')}` : '') +
+            (notes.length > 0 ? `; left out of the published results: ${notes.join('; ')}` : '') +
             (foreign && row.report === 'final'
               ? '; no result is published from these reports'
               : ''),
@@ -151,6 +155,7 @@ export class FetchDocumentsUseCase {
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
             bytes: fetched.reduce((n, d) => n + d.body.length, 0),
             missing,
+            ...(notes.length > 0 ? { leftOut: notes } : {}),
           },
         },
       ]);

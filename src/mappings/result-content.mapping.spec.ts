@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  boundedText,
   decimalText,
+  MAX_TEXT,
   parseResultContent,
   resultTextLines,
   shortCode,
@@ -88,5 +90,25 @@ describe('measurement values as published', () => {
       'Cerebellum  volume_ml 2000000000000000 (too large to be a measurement)',
       'Cerebellum  percentile -0.5 (below 0)',
     ]);
+  });
+});
+
+describe('report texts as published', () => {
+  it('boundedText: at most max characters, whole code points, saying it was shortened', () => {
+    expect(boundedText('Atrophy.', 100)).toBe('Atrophy.');
+    // wherever the cut falls, never half of a surrogate pair
+    for (let k = 40; k < 60; k++) {
+      const cut = boundedText(`${'a'.repeat(k)}😀${'b'.repeat(100)}`, 100);
+      expect(cut.length).toBeLessThanOrEqual(100);
+      expect(cut).toMatch(/^a+(😀b*)? … \(shortened; the report has the whole text\)$/u);
+    }
+    const c = parseResultContent(
+      JSON.stringify({
+        findings: [{ structure: 'S'.repeat(500), volume_ml: 1 }],
+        impression: 'i'.repeat(20_000),
+      }),
+    );
+    expect(c.findings[0]!.structure.length).toBeLessThanOrEqual(MAX_TEXT.structure);
+    expect(c.impression!.length).toBeLessThanOrEqual(MAX_TEXT.statement);
   });
 });

@@ -143,6 +143,33 @@ export function slug(text: string): string {
   );
 }
 
+/**
+ * The longest texts of a report we publish, in characters. A report's texts go into FHIR
+ * strings (at most 1 MiB, R4 datatypes.html#string: a 3 MB failure reason had the whole
+ * DiagnosticReport refused by our own validation, so the EHR never heard the order failed),
+ * HL7 OBX-5 and DICOM LO/UT values, and into the audit: a sentence, not a document. The PDF
+ * carries the report whole.
+ */
+export const MAX_TEXT = {
+  /** A structure name (tracking identifier, code meaning, display). */
+  structure: 200,
+  /** The failure reason (Task.statusReason, the conclusion, ORC-16, the ORU text). */
+  reason: 1_000,
+  /** The impression, a caveat, a disclaimer. */
+  statement: 10_000,
+} as const;
+
+const SHORTENED = ' … (shortened; the report has the whole text)';
+
+/** `text` cut to at most `max` characters (whole code points), saying that it was. */
+export function boundedText(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let cut = text.slice(0, max - SHORTENED.length);
+  // never half a surrogate pair
+  if (/[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  return `${cut.trimEnd()}${SHORTENED}`;
+}
+
 /** Reads the JSON results report; throws when it is not a JSON object. */
 export function parseResultContent(body: Buffer | string): ResultContent {
   const parsed: unknown = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
@@ -156,7 +183,8 @@ export function parseResultContent(body: Buffer | string): ResultContent {
   for (const f of raw) {
     if (!f || typeof f !== 'object') continue;
     const r = f as Record<string, unknown>;
-    const structure = typeof r.structure === 'string' ? r.structure.trim() : '';
+    const structure =
+      typeof r.structure === 'string' ? boundedText(r.structure.trim(), MAX_TEXT.structure) : '';
     if (!structure) continue;
     const trackingId = slug(structure);
     const measurements: Measurement[] = [];
@@ -190,14 +218,14 @@ export function parseResultContent(body: Buffer | string): ResultContent {
       ...(flag ? { flag } : {}),
     });
   }
-  const str = (v: unknown): string | undefined =>
-    typeof v === 'string' && v.trim() ? v.trim() : undefined;
+  const str = (v: unknown, max: number = MAX_TEXT.statement): string | undefined =>
+    typeof v === 'string' && v.trim() ? boundedText(v.trim(), max) : undefined;
   return {
     findings,
     impression: str(doc.impression),
     caveat: str(doc.caveat),
     qcBypassed: doc.qc_bypassed === true,
-    reportedAt: str(doc.reported_at),
+    reportedAt: str(doc.reported_at, MAX_TEXT.structure),
     disclaimer: str(doc.disclaimer),
     leftOut,
   };

@@ -1,7 +1,7 @@
 import { parseHl7, type Hl7Message } from '../hl7/hl7-message';
 import type { PublicationInput } from '../mappings/publication.model';
 import { dicomUidsFor } from '../mappings/publication.model';
-import { parseResultContent } from '../mappings/result-content.mapping';
+import { boundedText, MAX_TEXT, parseResultContent } from '../mappings/result-content.mapping';
 import type { AcquiredStudy } from '../domain/study-acquirer.port';
 import type { PublicationRepository } from '../persistence/publication.repository';
 import type { SourceStudy } from './dicom-result.builder';
@@ -66,7 +66,9 @@ export async function loadPublication(
       input.qcReport = safeJson(d.body);
     } else if (d.kind === 'failure' && d.report_type === 'JSON') {
       const failure = safeJson(d.body) as { reason?: unknown } | undefined;
-      if (!input.reason && typeof failure?.reason === 'string') input.reason = failure.reason;
+      if (!input.reason && typeof failure?.reason === 'string' && failure.reason.trim()) {
+        input.reason = boundedText(failure.reason.trim(), MAX_TEXT.reason);
+      }
     }
   }
   const loaded: LoadedPublication = { input };

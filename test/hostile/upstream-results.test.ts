@@ -387,4 +387,78 @@ describe('hostile upstream: outcomes and what we publish', () => {
     const dump = execFileSync('dcmdump', ['+P', '0040,a30a', file], { encoding: 'utf8' });
     expect([...dump.matchAll(/DS \[([^\]]*)\]/g)].map((m) => m[1])).toEqual(published_);
   });
+
+  it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {
+    // Before: the reason went whole into the DiagnosticReport's conclusion, which our own R4
+    // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order
+    // failed; the ORU carried a 3 MB OBX.
+    const { id, spec, upstreamId } = await processing('failed');
+    rewrites.push((req, answer) => {
+      if (req.path !== '/failure-report' || req.query.get('order_id') !== upstreamId)
+        return undefined;
+      if (req.query.get('report_type') !== 'JSON' || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      return jsonAnswer(answer, {
+        ...report,
+        reason: `Segmentation failed\u0007\u001c\r\n<img src=x onerror=alert(1)> ${'x'.repeat(3_000_000)}`,
+      });
+    });
+    expect(await followToEnd(id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(ehr.rejected).toBe(0);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('cancelled');
+    expect(dr?.conclusion).toMatch(
+      /^No result: the analysis failed\. Segmentation failed\uFFFD\uFFFD\r\n<img/,
+    );
+    expect(dr?.conclusion).toMatch(/x … \(shortened; the report has the whole text\)$/);
+    expect(dr!.conclusion!.length).toBeLessThan(1_100);
+    const [oru] = orusOf(spec.placer);
+    expect([oru?.get('ORC-5'), oru?.get('OBR-25')]).toEqual(['CA', 'X']);
+    const obx = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) !== 'ED');
+    expect(Math.max(...obx.map((seg) => String(seg.value(5)).length))).toBeLessThan(1_200);
+  });
+
+  it('an impression of 5 MB and a structure name of 100,000 characters: published, bounded, valid everywhere', async () => {
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) => {
+      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as {
+        findings: Array<Record<string, unknown>>;
+      };
+      report.findings[0] = {
+        ...report.findings[0],
+        structure: `Hippocampus ${'H'.repeat(100_000)}`,
+      };
+      return jsonAnswer(answer, { ...report, impression: `Atrophy. ${'i'.repeat(5_000_000)}` });
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(ehr.rejected).toBe(0);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('final');
+    expect(dr!.conclusion!.length).toBeLessThanOrEqual(10_000);
+    const [oru] = orusOf(spec.placer);
+    expect(oru!.text.length).toBeLessThan(200_000);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+        }),
+      })
+    ).json()) as string[];
+    const file = join(dir, 'texts-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
+    );
+    const check = execFileSync('sh', ['-c', 'dciodvfy "$1" 2>&1; true', 'sh', file], {
+      encoding: 'utf8',
+    });
+    expect(check.split('\n').filter((l) => /^Error/.test(l))).toEqual([]);
+  });
 });

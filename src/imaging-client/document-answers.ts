@@ -1,4 +1,5 @@
 import { QC_ROUND_HEADER, QC_ROUNDS, type QcRound } from '../imaging-spec/imaging-spec';
+import { jsonDepth } from '../common/json-depth';
 import { ImagingClientError } from './imaging-client.error';
 import type { UpstreamDocument } from './imaging-client.types';
 import { headerValue } from './upstream-answers';
@@ -22,6 +23,13 @@ export function readDocument(operation: string, r: UpstreamResponse): UpstreamDo
   };
 }
 
+/**
+ * A QC report (findings, checks, acquisition details) nests a few levels; one nested deeper is
+ * no report of findings, and it is written out again as JSON (stored, then published to the
+ * EHR and the RIS), which overflows the stack at a few thousand levels.
+ */
+export const MAX_QC_REPORT_DEPTH = 64;
+
 /** `/qc-report`: JSON findings, with the round actually returned (header `X-QC-Round`). */
 export function readQcReport(r: UpstreamResponse): { round: QcRound; report: unknown } {
   const header = headerValue(r.headers, QC_ROUND_HEADER)?.trim().toLowerCase();
@@ -34,12 +42,21 @@ export function readQcReport(r: UpstreamResponse): { round: QcRound; report: unk
     );
   }
   let report: unknown;
+  const text = r.body.toString('utf8');
   try {
-    report = JSON.parse(r.body.toString('utf8'));
+    report = JSON.parse(text);
   } catch {
     throw new ImagingClientError('invalid_response', 'qc-report', 'QC report is not JSON', {
       status: r.status,
     });
+  }
+  if (jsonDepth(text) > MAX_QC_REPORT_DEPTH) {
+    throw new ImagingClientError(
+      'invalid_response',
+      'qc-report',
+      `QC report nested deeper than ${MAX_QC_REPORT_DEPTH} levels`,
+      { status: r.status },
+    );
   }
   return { round: header as QcRound, report };
 }

@@ -461,4 +461,37 @@ describe('hostile upstream: outcomes and what we publish', () => {
     });
     expect(check.split('\n').filter((l) => /^Error/.test(l))).toEqual([]);
   });
+
+  it('a QC report nested 20,000 levels deep: refused by name; the final QC rejection still reaches the EHR and the RIS', async () => {
+    // Before: writing the report out again threw RangeError (stack overflow) in the fetch job,
+    // which was retried with backoff again and again; the QC report was never stored, and the
+    // final rejection never reached the RIS (ORU X) or the EHR (DiagnosticReport cancelled).
+    const { id, spec } = await processing('qc_failed');
+    rewrites.push((req, answer) =>
+      req.path === '/qc-report' && answer.status === 200
+        ? {
+            ...answer,
+            body: Buffer.from(
+              `{"verdict":"failed","checks":${'['.repeat(20_000)}${']'.repeat(20_000)}}`,
+            ),
+          }
+        : undefined,
+    );
+    expect(await followToEnd(id)).toBe('qc-hold');
+    // The bypass window closes: the order leaves the active list, QC_FAILED is final.
+    await sandbox.advance(8 * 24 * 3_600_000);
+    await poller.runNow();
+    expect(await orderState(db, id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 0 document\(s\) stored for QC_FAILED; not available: qc results: invalid_response on qc-report: QC report nested deeper than 64 levels/,
+    );
+    expect(await reportOf(id)).toMatchObject({
+      status: 'cancelled',
+      conclusion: 'Not analysable: the study failed quality control.',
+    });
+    const [oru] = orusOf(spec.placer);
+    expect([oru?.get('ORC-1'), oru?.get('ORC-5'), oru?.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+  });
 });

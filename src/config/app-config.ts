@@ -130,6 +130,8 @@ const envSchema = z.object({
   OUTBOUND_POLL_MS: positiveInt(250),
   OUTBOUND_CONCURRENCY: positiveInt(4),
   OUTBOUND_MAX_ATTEMPTS: positiveInt(10),
+  /** A results PDF larger than this goes to the EHR and the RIS as a reference, not inside. */
+  OUTBOUND_PDF_EMBED_MAX_BYTES: positiveInt(5 * 1024 * 1024),
   OUTBOUND_BACKOFF_BASE_MS: positiveInt(2000),
   OUTBOUND_BACKOFF_MAX_MS: positiveInt(600_000),
   OUTBOX_CLAIM_LEASE_SECONDS: positiveInt(30),

@@ -104,6 +104,16 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
  * Validates one resource (and, for a Bundle, every entry's resource). Returns the error issues
  * (empty when valid), each with an `expression` path.
  */
+/**
+ * The validator's own server limits that R4 does not have: a base64Binary over 1 MiB (R4 limits
+ * strings, not binary content). It refused every DiagnosticReport whose PDF was over 1 MiB, a
+ * common size for a report with key images, and the result went nowhere; how large a PDF the
+ * EHR and the RIS get inside is OUTBOUND_PDF_EMBED_MAX_BYTES.
+ */
+function notR4(issue: OperationOutcomeIssue): boolean {
+  return /^base64Binary exceeds /.test(issue.details?.text ?? '');
+}
+
 export function validateFhirResource(
   resource: Resource,
   path = resource.resourceType,
@@ -112,12 +122,14 @@ export function validateFhirResource(
   const issues: OperationOutcomeIssue[] = [];
   try {
     const warnings = validateResource(resource);
-    issues.push(...warnings.filter((w) => w.severity === 'error' || w.severity === 'fatal'));
+    issues.push(
+      ...warnings.filter((w) => (w.severity === 'error' || w.severity === 'fatal') && !notR4(w)),
+    );
   } catch (error) {
     if (error instanceof OperationOutcomeError) {
       issues.push(
         ...(error.outcome.issue ?? []).filter(
-          (i) => i.severity === 'error' || i.severity === 'fatal',
+          (i) => (i.severity === 'error' || i.severity === 'fatal') && !notR4(i),
         ),
       );
     } else {

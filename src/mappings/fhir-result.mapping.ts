@@ -12,6 +12,7 @@ import type {
 } from '@medplum/fhirtypes';
 import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
 import { fhirCodeSystemOf } from './coding-systems.table';
+import { embeddedPdf, pdfReference } from './result-pdf';
 import { canonicalSystem } from './product-table';
 import type { PublicationInput } from './publication.model';
 
@@ -264,11 +265,19 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
     }
   }
   const forms: Attachment[] = [];
-  if (input.pdf) {
+  const pdf = embeddedPdf(input);
+  const pdfRef = pdfReference(input);
+  const pdfTitle = isResult ? 'AI analysis report' : 'Failure report';
+  if (pdf) {
+    forms.push({ contentType: 'application/pdf', data: pdf.toString('base64'), title: pdfTitle });
+  } else if (pdfRef) {
+    // above OUTBOUND_PDF_EMBED_MAX_BYTES: its size and hash, and where the PACS keeps it
     forms.push({
       contentType: 'application/pdf',
-      data: input.pdf.toString('base64'),
-      title: isResult ? 'AI analysis report' : 'Failure report',
+      ...(pdfRef.url ? { url: pdfRef.url } : {}),
+      size: pdfRef.bytes,
+      hash: pdfRef.sha1,
+      title: `${pdfTitle} (${pdfRef.bytes} bytes, not embedded${pdfRef.url ? '; in the PACS' : ''})`,
     });
   }
   if (input.qcReport !== undefined) {

@@ -3,6 +3,7 @@ import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import { resultTextLines } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
+import { embeddedPdf, pdfReference } from './result-pdf';
 
 /** The OBX segments of an ORU^R01 (HL7 v2.5.1 chapter 7.4.2): what the outcome says, line by line. */
 
@@ -96,12 +97,24 @@ export function obxLines(
       JSON.stringify(input.qcReport).slice(0, 4000),
     );
   }
-  if (input.pdf) {
+  const pdf = embeddedPdf(input);
+  const pdfRef = pdfReference(input);
+  const pdfName = isResult ? 'Report PDF' : 'Failure report PDF';
+  if (pdf) {
     // ED (2A.2.24): source application ^ type ^ subtype ^ encoding ^ data.
     add(
       'ED',
-      ['PDF', isResult ? 'Report PDF' : 'Failure report PDF', LOCAL],
-      [undefined, 'Application', 'PDF', 'Base64', input.pdf.toString('base64')],
+      ['PDF', pdfName, LOCAL],
+      [undefined, 'Application', 'PDF', 'Base64', pdf.toString('base64')],
+    );
+  } else if (pdfRef?.url) {
+    // RP (2A.2.65): pointer ^ application ID ^ type of data ^ subtype — the PACS's copy
+    add('RP', ['PDF', pdfName, LOCAL], [pdfRef.url, 'PACS', 'Application', 'PDF']);
+  } else if (pdfRef) {
+    add(
+      'TX',
+      ['PDF', pdfName, LOCAL],
+      `PDF of ${pdfRef.bytes} bytes not sent in this message (larger than the embed limit)`,
     );
   }
   const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;

@@ -38,6 +38,12 @@ export interface PublicationInput {
   results?: ResultContent;
   /** The results or failure PDF. */
   pdf?: Buffer;
+  /**
+   * A PDF above `maxBytes` goes to the EHR and the RIS as a reference (its size, hash and, when
+   * the PACS gets it, the WADO-RS URL of its encapsulated PDF instance), not inside: a 30 MB
+   * report made the DiagnosticReport and the ORU undeliverable, and with them the result.
+   */
+  pdfEmbed?: { maxBytes: number; pacsUrl?: string };
   /** The QC report (JSON) of a QC rejection. */
   qcReport?: unknown;
   /** The ServiceRequest the order came from (absolute EHR URL or `ServiceRequest/id`). */

@@ -19,6 +19,10 @@ export interface OutboundSettings {
   ormStatusMessages: boolean;
   hl7: Hl7ResultSettings;
   maxAttempts: number;
+  /** A PDF larger than this is referenced in the DiagnosticReport and the ORU, not embedded. */
+  pdfEmbedMaxBytes: number;
+  /** DICOMWEB_URL, where the encapsulated PDF is stored (its WADO-RS URL is the reference). */
+  pacsBaseUrl?: string;
   backoffBaseMs: number;
   backoffMaxMs: number;
   /** Per-product device data from the site config (`mappings.devices`). */
@@ -45,6 +49,8 @@ export function outboundSettings(config: AppConfig): OutboundSettings {
       textType: config.RIS_REPORT_TEXT_TYPE,
     },
     maxAttempts: config.OUTBOUND_MAX_ATTEMPTS,
+    pdfEmbedMaxBytes: config.OUTBOUND_PDF_EMBED_MAX_BYTES,
+    ...(config.DICOMWEB_URL ? { pacsBaseUrl: config.DICOMWEB_URL.replace(/\/+$/, '') } : {}),
     backoffBaseMs: config.OUTBOUND_BACKOFF_BASE_MS,
     backoffMaxMs: config.OUTBOUND_BACKOFF_MAX_MS,
     devices: (mappings.devices ?? {}) as OutboundSettings['devices'],

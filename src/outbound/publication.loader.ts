@@ -7,7 +7,7 @@ import type { PublicationRepository } from '../persistence/publication.repositor
 import type { SourceStudy } from './dicom-result.builder';
 import { OutboundError } from './outbound.error';
 import type { OutboxPayload } from './outbox-order-events';
-import { deviceFor, type OutboundSettings } from './outbound.settings';
+import { deviceFor, DESTINATIONS, type OutboundSettings } from './outbound.settings';
 
 export interface LoadedPublication {
   input: PublicationInput;
@@ -77,6 +77,14 @@ export async function loadPublication(
   }
   const studyUid = input.order.studyInstanceUid;
   if (studyUid) input.dicom = dicomUidsFor(order.id, payload.revision, studyUid);
+  if (input.pdf) {
+    const d = input.dicom;
+    const pacs =
+      settings.pacsBaseUrl && d && settings.destinations.includes(DESTINATIONS.dicom)
+        ? `${settings.pacsBaseUrl}/studies/${d.studyInstanceUid}/series/${d.pdfSeriesUid}/instances/${d.pdfInstanceUid}`
+        : undefined;
+    input.pdfEmbed = { maxBytes: settings.pdfEmbedMaxBytes, ...(pacs ? { pacsUrl: pacs } : {}) };
+  }
   if (order.raw && order.transport === 'mllp') {
     try {
       loaded.original = parseHl7(order.raw);

@@ -7,7 +7,11 @@ import { MllpDecoder } from '../../src/hl7/mllp-framing';
 import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
 import { FhirResultPublisher } from '../../src/outbound/fhir-result.publisher';
 import { Hl7ResultPublisher } from '../../src/outbound/hl7-result.publisher';
-import { DESTINATIONS, type Destination } from '../../src/outbound/outbound.settings';
+import {
+  DESTINATIONS,
+  type Destination,
+  type OutboundSettings,
+} from '../../src/outbound/outbound.settings';
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
 import type { Publisher } from '../../src/outbound/publisher';
@@ -18,7 +22,7 @@ import {
   seedOrder,
   testOutboundSettings,
 } from '../outbound/outbound-seed';
-import { sourceStudy } from '../outbound/publication-fixtures';
+import { REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
 
 jest.setTimeout(60_000);
 
@@ -154,11 +158,15 @@ describe('hostile: results to receivers that answer badly', () => {
   });
 
   /** A DELIVERED order with its results, published to `destination` by a worker of `publisher`. */
-  async function publish(destination: Destination, publisher: Publisher): Promise<OutboxRow[]> {
-    const settings = testOutboundSettings({ destinations: [destination] });
+  async function publish(
+    destination: Destination,
+    publisher: Publisher,
+    options: { documents?: typeof RESULT_DOCS; settings?: Partial<OutboundSettings> } = {},
+  ): Promise<OutboxRow[]> {
+    const settings = testOutboundSettings({ destinations: [destination], ...options.settings });
     const order = await seedOrder(db.dataSource, { source: sourceStudy() });
     await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, 'DELIVERED', {
-      documents: RESULT_DOCS,
+      documents: options.documents ?? RESULT_DOCS,
     });
     const worker = new OutboxWorker({
       dataSource: db.dataSource,
@@ -173,8 +181,9 @@ describe('hostile: results to receivers that answer badly', () => {
       const end = Date.now() + 30_000;
       for (;;) {
         const rows: OutboxRow[] = await db.dataSource.query(
-          `SELECT kind, status, attempts, last_error FROM outbox WHERE order_id = $1 ORDER BY id`,
-          [order.id],
+          `SELECT kind, status, attempts, last_error FROM outbox
+            WHERE order_id = $1 AND destination = $2 ORDER BY id`,
+          [order.id, destination],
         );
         if (rows.every((r) => r.status !== 'pending')) return rows;
         if (Date.now() > end) throw new Error(`outbox not drained: ${JSON.stringify(rows)}`);
@@ -417,6 +426,115 @@ describe('hostile: results to receivers that answer badly', () => {
       expect(rows[0]!.last_error).toMatch(
         /last answer: the PACS answered 200 to the SR with an HTML page, not a STOW-RS answer/,
       );
+    });
+  });
+
+  describe('a large results PDF', () => {
+    /** The results documents with a PDF of `bytes` (the report, then PDF whitespace). */
+    const withPdf = (bytes: number) =>
+      RESULT_DOCS.map((d) =>
+        d.reportType === 'PDF'
+          ? {
+              ...d,
+              body: Buffer.concat([REPORT_PDF, Buffer.alloc(bytes - REPORT_PDF.length, 0x20)]),
+            }
+          : d,
+      );
+    const pacs = 'http://pacs.example.org/dicom-web';
+    let bodies: Buffer[] = [];
+    const storingEhr = () => {
+      bodies = [];
+      http.setAnswer((_req, body, res) => {
+        bodies.push(body);
+        res.writeHead(200, { 'content-type': 'application/fhir+json' });
+        res.end(JSON.stringify({ ...JSON.parse(body.toString()), id: `r${bodies.length}` }));
+      });
+    };
+    const reportSent = () =>
+      bodies
+        .map(
+          (b) =>
+            JSON.parse(b.toString()) as {
+              resourceType: string;
+              presentedForm?: Array<Record<string, unknown>>;
+            },
+        )
+        .find((r) => r.resourceType === 'DiagnosticReport')!;
+
+    it('a 2 MB PDF goes inside the DiagnosticReport (our validation refused any over 1 MiB)', async () => {
+      storingEhr();
+      const rows = await publish(
+        DESTINATIONS.fhir,
+        new FhirResultPublisher({ baseUrl: `${http.base}/fhir`, timeoutMs: 5_000 }),
+        { documents: withPdf(2 * 1024 * 1024) },
+      );
+      expect(rows.map((r) => [r.kind, r.status])).toEqual([
+        ['fhir-task', 'delivered'],
+        ['fhir-diagnostic-report', 'delivered'],
+      ]);
+      const pdf = reportSent().presentedForm!.find((f) => f.contentType === 'application/pdf')!;
+      expect(Buffer.from(pdf.data as string, 'base64')).toHaveLength(2 * 1024 * 1024);
+    });
+
+    it('a 30 MB PDF: the DiagnosticReport and the ORU carry its reference (the PACS copy), not the bytes', async () => {
+      storingEhr();
+      const documents = withPdf(30 * 1024 * 1024);
+      const settings = {
+        pdfEmbedMaxBytes: 5 * 1024 * 1024,
+        pacsBaseUrl: pacs,
+        destinations: [DESTINATIONS.fhir, DESTINATIONS.dicom],
+      };
+      // before: our validation refused the report (a dead letter), the result went nowhere
+      const rows = await publish(
+        DESTINATIONS.fhir,
+        new FhirResultPublisher({ baseUrl: `${http.base}/fhir`, timeoutMs: 5_000 }),
+        { documents, settings },
+      );
+      expect(rows.map((r) => r.status)).toEqual(['delivered', 'delivered']);
+      const form = reportSent().presentedForm!.find((f) => f.contentType === 'application/pdf')!;
+      expect(form.data).toBeUndefined();
+      expect(form.url).toMatch(
+        new RegExp(`^${pacs}/studies/[0-9.]+/series/[0-9.]+/instances/[0-9.]+$`),
+      );
+      expect(form.size).toBe(30 * 1024 * 1024);
+      expect(form.hash).toMatch(/^[A-Za-z0-9+/]{27}=$/);
+      expect(Math.max(...bodies.map((b) => b.length))).toBeLessThan(1024 * 1024);
+
+      // the RIS: an RP pointing at the same copy; the ORU stays small
+      const ris = await startRawRis((message, socket) => {
+        socket.write(
+          Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c, 0x0d])]),
+        );
+      });
+      try {
+        const oru = await publish(
+          DESTINATIONS.hl7,
+          new Hl7ResultPublisher({
+            host: '127.0.0.1',
+            port: ris.port,
+            responseTimeoutMs: 5_000,
+            settings: testOutboundSettings().hl7,
+            connections: 1,
+          }),
+          {
+            documents,
+            settings: { ...settings, destinations: [DESTINATIONS.hl7, DESTINATIONS.dicom] },
+          },
+        );
+        expect(oru.map((r) => [r.kind, r.status])).toEqual([['hl7-oru', 'delivered']]);
+        const message = ris.received[0]!;
+        expect(message.length).toBeLessThan(1024 * 1024);
+        const rp = message.split('\r').find((seg) => seg.split('|')[2] === 'RP');
+        expect(rp?.split('|')[3]).toBe('PDF^Report PDF^99IAA');
+        const [pointer, ...rest] = rp!.split('|')[5]!.split('^');
+        expect(pointer).toMatch(
+          new RegExp(`^${pacs}/studies/[0-9.]+/series/[0-9.]+/instances/[0-9.]+$`),
+        );
+        expect(rest).toEqual(['PACS', 'Application', 'PDF']);
+        expect(message).not.toMatch(/\|ED\|/);
+      } finally {
+        await ris.close();
+      }
     });
   });
 });

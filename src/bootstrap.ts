@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
+import { probeDataDir } from './common/data-dir-probe';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
@@ -81,7 +82,10 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     logger.info({ config: describeConfig(config) }, 'starting imaging-ai-adapter');
 
     // Every port we listen on, before the slow steps: a port in use fails within a second.
-    const portProblems = await probeListenPorts(listenPorts(config));
+    const portProblems = [
+      ...(await probeListenPorts(listenPorts(config))),
+      ...(await probeDataDir(config.DATA_DIR)),
+    ];
     if (portProblems.length > 0) throw new StartupError(portProblems);
 
     let databaseUrl = config.DATABASE_URL;

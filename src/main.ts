@@ -1,3 +1,4 @@
+import { probeDataDir } from './common/data-dir-probe';
 import { probeListenPorts } from './common/port-probe';
 import { ConfigError, loadConfig } from './config/app-config';
 import { listenPorts } from './config/listen-ports';
@@ -26,7 +27,11 @@ async function main(): Promise<void> {
   // Configuration and ports first, before the application's modules are loaded (seconds on a
   // busy machine): a bad variable or a port in use fails the start within a second.
   try {
-    const problems = await probeListenPorts(listenPorts(loadConfig()));
+    const config = loadConfig();
+    const problems = [
+      ...(await probeListenPorts(listenPorts(config))),
+      ...(await probeDataDir(config.DATA_DIR)),
+    ];
     if (problems.length > 0) fail(problems, 2);
   } catch (error) {
     if (error instanceof ConfigError) fail(error.problems, 2);

@@ -2,6 +2,7 @@ import { ArgumentsHost, Catch, HttpException } from '@nestjs/common';
 import { AppError } from './app-error';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { ErrorFilter } from './error.filter';
+import { isStorageUnavailable } from './storage-unavailable';
 import { sendProblem } from './problem-body';
 
 /** RFC 9457 problem details for every error of our own REST API. */
@@ -34,6 +35,13 @@ export class ProblemJsonFilter extends ErrorFilter {
       title = 'unavailable';
       detail = 'the database is unavailable; nothing was stored, please retry';
       res.setHeader('Retry-After', '5');
+    } else if (isStorageUnavailable(exception)) {
+      // Temporary too: the partial files are removed, the sender retries once there is room.
+      status = 503;
+      title = 'unavailable';
+      detail =
+        'the study storage (DATA_DIR) is full or read-only; nothing was stored, please retry later';
+      res.setHeader('Retry-After', '60');
     }
     this.logAndChallenge(status, exception, req, res, 'request failed');
     sendProblem(req, res, status, title, detail, extra);

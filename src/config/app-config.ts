@@ -1,15 +1,16 @@
 import { z } from 'zod';
-import { isSecretName, truncate } from './config-masking';
+import { isSecretName, shownValue } from './config-masking';
 import {
   apiTokens,
   bool,
   commaList,
+  optionalPeerBaseUrl,
   optionalPort,
   optionalUrl,
   port,
   positiveInt,
 } from './config-fields';
-import { crossFieldProblems, siteMappingProblems } from './config-rules';
+import { crossFieldProblems, fileProblems, siteMappingProblems } from './config-rules';
 import { readSiteConfig, type SiteConfig } from './site-config';
 
 /**
@@ -61,7 +62,7 @@ const envSchema = z.object({
   MLLP_TLS_CERT_FILE: z.string().optional(),
   MLLP_TLS_KEY_FILE: z.string().optional(),
   MLLP_TLS_CA_FILE: z.string().optional(),
-  IMAGING_BASE_URL: optionalUrl(['http:', 'https:']),
+  IMAGING_BASE_URL: optionalPeerBaseUrl('IMAGING_CLIENT_ID / IMAGING_CLIENT_SECRET'),
   IMAGING_CLIENT_ID: z.string().min(1).optional(),
   IMAGING_CLIENT_SECRET: z.string().min(1).optional(),
   IMAGING_ORGANIZATION_ID: z.string().min(1).optional(),
@@ -88,7 +89,7 @@ const envSchema = z.object({
   STUDY_DEADLINE_MINUTES: positiveInt(24 * 60),
   UPSTREAM_STUCK_HOURS: positiveInt(72),
   ORDER_LEASE_SECONDS: positiveInt(60),
-  FHIR_SERVER_URL: optionalUrl(['http:', 'https:']),
+  FHIR_SERVER_URL: optionalPeerBaseUrl('FHIR_SERVER_TOKEN or FHIR_SMART_CLIENT_ID'),
   FHIR_SERVER_TOKEN: z.string().min(1).optional(),
   FHIR_MAX_BODY_BYTES: positiveInt(5 * 1024 * 1024),
   FHIR_MAX_JSON_VALUES: positiveInt(20_000),
@@ -119,7 +120,7 @@ const envSchema = z.object({
   FHIR_CATCHUP_SEARCH: z.string().default(''),
   RIS_MLLP_HOST: z.string().min(1).optional(),
   RIS_MLLP_PORT: optionalPort,
-  DICOMWEB_URL: optionalUrl(['http:', 'https:']),
+  DICOMWEB_URL: optionalPeerBaseUrl('DICOMWEB_TOKEN'),
   /** Order alerts and dead letters to a person (JSON POST through the outbox); a credential. */
   ALERT_WEBHOOK_URL: optionalUrl(['http:', 'https:']).refine(
     (v) => v === undefined || (!new URL(v).username && !new URL(v).password),
@@ -218,9 +219,13 @@ export class ConfigError extends Error {
 
 /** Reads and validates the configuration; throws ConfigError listing every problem. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
-  // Empty strings mean "unset" (docker-compose and systemd often pass VAR=).
+  // White space around a value is dropped (a Kubernetes secret or a file read into the
+  // environment ends in a newline); empty strings mean "unset" (docker-compose and systemd
+  // often pass VAR=).
   const cleaned = Object.fromEntries(
-    Object.entries(env).filter(([, v]) => v !== undefined && v !== ''),
+    Object.entries(env)
+      .map(([k, v]) => [k, v?.trim()] as const)
+      .filter(([, v]) => v !== undefined && v !== ''),
   );
   const parsed = envSchema.safeParse(cleaned);
   const problems: string[] = [];
@@ -228,7 +233,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     for (const issue of parsed.error.issues) {
       const name = issue.path.join('.');
       const raw = cleaned[name];
-      const shown = raw === undefined || isSecretName(name) ? '' : ` (got "${truncate(raw)}")`;
+      const shown = raw === undefined || isSecretName(name) ? '' : ` (got ${shownValue(raw)})`;
       problems.push(`${name}: ${issue.message}${shown}`);
     }
   }
@@ -240,7 +245,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       problems.push(`CONFIG_FILE: ${(error as Error).message}`);
     }
   }
-  if (parsed.success) problems.push(...crossFieldProblems(parsed.data));
+  if (parsed.success)
+    problems.push(...crossFieldProblems(parsed.data), ...fileProblems(parsed.data));
   problems.push(...siteMappingProblems(site));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const useEmbeddedSandbox = parsed.data.IMAGING_BASE_URL === undefined;

@@ -38,6 +38,23 @@ export const url = (protocols: string[]) =>
 
 export const optionalUrl = (protocols: string[]) => url(protocols).optional();
 
+/**
+ * A peer's base URL (EHR, PACS, upstream): every call is built under it, so user information
+ * would be dropped or refused call by call, and a query or fragment dropped from every call.
+ * Credentials have their own variables (`credentials`, named in the message).
+ */
+export const optionalPeerBaseUrl = (credentials: string) =>
+  url(['http:', 'https:'])
+    .refine((value) => {
+      const u = URL.parse(value);
+      return !u || (!u.username && !u.password);
+    }, `must not carry user information (credentials go in ${credentials})`)
+    .refine(
+      (value) => !URL.parse(value) || !/[?#]/.test(value),
+      'must be a base URL without a ?query or #fragment',
+    )
+    .optional();
+
 export const positiveInt = (fallback: number) =>
   z.coerce
     .number({ message: 'must be a number' })
@@ -74,6 +91,16 @@ export const apiTokens = z
         ctx.addIssue({
           code: 'custom',
           message: `the ${role} token must be at least 16 characters`,
+        });
+        return z.NEVER;
+      }
+      const same = tokens.find((t) => t.token === token);
+      if (same?.role === role) continue;
+      if (same) {
+        // One token under two roles would act as one of them only (the last one listed).
+        ctx.addIssue({
+          code: 'custom',
+          message: `the ${same.role} and ${role} tokens are the same; each role needs its own token`,
         });
         return z.NEVER;
       }

@@ -10,6 +10,16 @@ export function truncate(value: string): string {
   return value.length > 40 ? `${value.slice(0, 37)}...` : value;
 }
 
+/**
+ * A refused value as a boot line shows it: the password of anything URL-shaped masked (also
+ * where the URL does not parse, e.g. a port out of range), truncated, quoted and escaped so
+ * that a problem stays on one line.
+ */
+export function shownValue(value: string): string {
+  const masked = value.replace(/(\/\/[^/?#@\s:]*:)[^/?#\s]*@/g, '$1****@');
+  return JSON.stringify(truncate(masked));
+}
+
 /** Masks passwords in URLs and every secret-named value, for printing. */
 export function describeConfig(config: AppConfig): Record<string, unknown> {
   const out: Record<string, unknown> = {};

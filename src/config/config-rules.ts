@@ -1,4 +1,44 @@
+import { accessSync, constants, statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
+
+/** Variables that name a file the adapter reads (CONFIG_FILE is read, and reported, on its own). */
+const FILE_VARIABLES = [
+  'MLLP_TLS_CERT_FILE',
+  'MLLP_TLS_KEY_FILE',
+  'MLLP_TLS_CA_FILE',
+  'RIS_MLLP_TLS_CA_FILE',
+  'FHIR_SMART_PRIVATE_KEY_FILE',
+  'API_TOKENS_FILE',
+] as const;
+
+/**
+ * Each file variable names a readable file: checked at boot, so that a missing certificate or
+ * key fails the start at once with its variable's name, not later (after the database and
+ * migrations) as a bare `ENOENT` from the module that reads it. A relative path is resolved
+ * against the working directory, which the line names.
+ */
+export function fileProblems(c: EnvConfig, cwd = process.cwd()): string[] {
+  const problems: string[] = [];
+  for (const name of FILE_VARIABLES) {
+    const file = c[name];
+    if (file === undefined) continue;
+    const where = isAbsolute(file) ? file : `${file} (relative to ${cwd}: ${resolve(cwd, file)})`;
+    try {
+      if (!statSync(resolve(cwd, file)).isFile()) {
+        problems.push(`${name}: ${where} is not a file`);
+        continue;
+      }
+      accessSync(resolve(cwd, file), constants.R_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const why =
+        code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code;
+      problems.push(`${name}: cannot read ${where}: ${why ?? 'error'}`);
+    }
+  }
+  return problems;
+}
 
 /**
  * The rules that span variables (each variable alone is checked by the schema): pairs set

@@ -1,0 +1,198 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../../src/persistence/embedded-postgres';
+import { TEST_TOKENS } from '../helpers/adapter';
+import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
+import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { newOrderSpec, SANDBOX_CLIENT, studyFor } from '../e2e/e2e-support';
+import { multipartRelated } from '../studies/study-test-support';
+
+jest.setTimeout(120_000);
+
+/**
+ * The adapter as an operator runs it (its own OS process, `src/main.ts`): configuration an
+ * operator gets wrong, and the machine around it failing. A start-up refusal is one line per
+ * problem naming the variable, exit code 2, and never shows a secret.
+ */
+
+const API_TOKENS = Object.entries(TEST_TOKENS)
+  .map(([role, token]) => `${role}:${token}`)
+  .join(',');
+
+async function refusal(
+  env: Record<string, string>,
+): Promise<{ code: number | null; lines: string[] }> {
+  const proc = spawnAdapter({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:1/never-reached',
+    HTTP_PORT: '0',
+    MLLP_PORT: '0',
+    HTTP_HOST: '127.0.0.1',
+    MLLP_HOST: '127.0.0.1',
+    API_TOKENS,
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'ops-data-')),
+    ...env,
+  });
+  const { code } = await proc.exited;
+  return { code, lines: proc.output().split('\n').filter(Boolean) };
+}
+
+describe('operations: a mistaken configuration fails the start with one line per problem', () => {
+  it('never prints the password of a URL it refuses, even one that does not parse', async () => {
+    const { code, lines } = await refusal({
+      // a port out of range: the URL does not parse, so it cannot be masked as a URL
+      DATABASE_URL: 'postgres://adapter:Pa55w0rd-from-vault@db.hospital.local:65536/adapter',
+      IMAGING_BASE_URL: 'https://client:upstream-s3cret@api.imaging.example/v1',
+    });
+    expect(code).toBe(2);
+    expect(lines).toEqual([
+      expect.stringMatching(/^imaging-ai-adapter: DATABASE_URL: must be a URL .*adapter:\*\*\*\*@/),
+      expect.stringMatching(
+        /^imaging-ai-adapter: IMAGING_BASE_URL: must not carry user information \(credentials go in IMAGING_CLIENT_ID/,
+      ),
+    ]);
+    expect(lines.join('\n')).not.toMatch(/Pa55w0rd|upstream-s3cret/);
+  });
+
+  it('refuses a peer base with a query or fragment, which every call would drop', async () => {
+    const { code, lines } = await refusal({
+      FHIR_SERVER_URL: 'https://ehr.hospital.local/fhir/R4#ServiceRequest',
+      DICOMWEB_URL: 'https://pacs.hospital.local/dicom-web?aet=AIADAPTER',
+    });
+    expect(code).toBe(2);
+    expect(lines.sort()).toEqual([
+      expect.stringMatching(/^imaging-ai-adapter: DICOMWEB_URL: must be a base URL without/),
+      expect.stringMatching(/^imaging-ai-adapter: FHIR_SERVER_URL: must be a base URL without/),
+    ]);
+  });
+
+  it('refuses one token under two roles, without printing it', async () => {
+    const { code, lines } = await refusal({
+      API_TOKENS: 'sender:ris-shared-token-0123456789,admin:ris-shared-token-0123456789',
+    });
+    expect(code).toBe(2);
+    expect(lines).toEqual([
+      'imaging-ai-adapter: API_TOKENS: the sender and admin tokens are the same; each role needs its own token',
+    ]);
+  });
+
+  it('names the variable of a file that is missing or not a file, before any slow step', async () => {
+    const started = Date.now();
+    const { code, lines } = await refusal({
+      MLLP_TLS_CERT_FILE: 'certs/mllp.crt',
+      MLLP_TLS_KEY_FILE: tmpdir(),
+      FHIR_SERVER_URL: 'https://ehr.hospital.local/fhir',
+      FHIR_SMART_CLIENT_ID: 'imaging-ai-adapter',
+      FHIR_SMART_PRIVATE_KEY_FILE: '/run/secrets/smart-key.pem',
+    });
+    expect(code).toBe(2);
+    expect(lines.sort()).toEqual([
+      'imaging-ai-adapter: FHIR_SMART_PRIVATE_KEY_FILE: cannot read /run/secrets/smart-key.pem: no such file',
+      `imaging-ai-adapter: MLLP_TLS_CERT_FILE: cannot read certs/mllp.crt (relative to ${process.cwd()}: ${join(process.cwd(), 'certs/mllp.crt')}): no such file`,
+      `imaging-ai-adapter: MLLP_TLS_KEY_FILE: ${tmpdir()} is not a file`,
+    ]);
+    // refused with the configuration, not after connecting to the (unreachable) database
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  it('refuses a DATA_DIR it cannot write, instead of answering every pushed study 500', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ops-file-'));
+    writeFileSync(join(dir, 'volume'), 'not a directory');
+    const { code, lines } = await refusal({ DATA_DIR: join(dir, 'volume', 'adapter') });
+    expect(code).toBe(2);
+    expect(lines).toEqual([
+      `imaging-ai-adapter: DATA_DIR: cannot write ${join(dir, 'volume', 'adapter')}: ENOTDIR (a part of the path is a file)`,
+    ]);
+  });
+});
+
+describe('operations: the adapter process on a real database', () => {
+  let db: TestDatabase;
+  let proc: AdapterProcess | undefined;
+  const mounted: string[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    if (proc && proc.child.exitCode === null) {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+    }
+    proc = undefined;
+  });
+  afterAll(async () => {
+    for (const dir of mounted) execFileSync('umount', [dir]);
+    await db?.drop();
+  });
+
+  async function start(env: Record<string, string>): Promise<string> {
+    const httpPort = await freePort();
+    proc = spawnAdapter({
+      DATABASE_URL: db.url,
+      HTTP_PORT: String(httpPort),
+      HTTP_HOST: '127.0.0.1',
+      MLLP_PORT: String(await freePort()),
+      MLLP_HOST: '127.0.0.1',
+      API_TOKENS,
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'ops-data-')),
+      ...env,
+    });
+    const url = `http://127.0.0.1:${httpPort}`;
+    await waitHealthy(url, 90_000, proc);
+    return url;
+  }
+
+  it('takes values as a Kubernetes secret leaves them, with a trailing newline', async () => {
+    const url = await start({
+      API_TOKENS: `${API_TOKENS}\n`,
+      JOBS_ENABLED: 'false\n',
+      OUTBOUND_ENABLED: ' false ',
+      LOG_LEVEL: 'warn\n',
+    });
+    const res = await fetch(`${url}/metrics`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    });
+    expect(res.status).toBe(200);
+  });
+
+  it('answers a pushed study 503 with Retry-After when DATA_DIR is full, and keeps no partial file', async () => {
+    const small = mkdtempSync(join(tmpdir(), 'ops-small-'));
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', small], { stdio: 'ignore' });
+    } catch {
+      console.warn('cannot mount a small tmpfs here (not root?): the full-disk case is not run');
+      return;
+    }
+    mounted.push(small);
+    // a study waiting for its order takes most of the room
+    mkdirSync(join(small, 'data'));
+    const url = await start({
+      DATA_DIR: join(small, 'data'),
+      IMAGING_BASE_URL: 'http://127.0.0.1:1/v1',
+      ...SANDBOX_CLIENT,
+    });
+    const push = async () => {
+      const spec = newOrderSpec();
+      const { body, contentType } = multipartRelated(
+        studyFor({ ...spec, slices: 12, rows: 128 }).map((i) => ({ data: i.bytes })),
+      );
+      return fetch(`${url}/dicomweb/studies`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+        body,
+      });
+    };
+    let answer: Response | undefined;
+    for (let i = 0; i < 6; i++) {
+      answer = await push();
+      if (answer.status !== 200) break;
+    }
+    expect(answer!.status).toBe(503);
+    expect(answer!.headers.get('retry-after')).toBe('60');
+    expect(((await answer!.json()) as { detail: string }).detail).toMatch(/DATA_DIR\) is full/);
+    const left = execFileSync('find', [small, '-name', '*.part']).toString().trim();
+    expect(left).toBe('');
+    expect(proc!.output()).toMatch(/"code":"ENOSPC"/);
+  });
+});

@@ -7,7 +7,8 @@ import { DATA_SOURCE } from '../common/tokens';
 import { metricsRegistry } from '../observability/metrics';
 import { DatabaseHealthRepository } from '../persistence/database-health.repository';
 import { UPSTREAM_PROBE } from './health.tokens';
-import type { UpstreamProbe } from '../domain/upstream-probe.port';
+import type { UpstreamHealthSnapshot, UpstreamProbe } from '../domain/upstream-probe.port';
+import { dependencyUp } from './health.metrics';
 
 @ApiTags('operations')
 @Controller()
@@ -25,6 +26,32 @@ export class HealthController {
   @Public()
   @Get('health')
   async health(@Res() res: Response): Promise<void> {
+    const { database, upstream } = await this.checkDependencies();
+    const ready = database.status === 'up';
+    const status = !ready ? 'down' : upstream.status === 'up' ? 'ok' : 'degraded';
+    res.status(ready ? 200 : 503).json({
+      status,
+      live: true,
+      ready,
+      checks: { database: publicCheck(database), upstream: publicCheck(upstream) },
+      version: process.env.npm_package_version ?? '0.1.0',
+      uptimeSeconds: Math.round(process.uptime()),
+    });
+  }
+
+  /** Prometheus exposition; a scraper uses an analyst or admin bearer token. */
+  @Roles('analyst')
+  @Get('metrics')
+  async metrics(@Res() res: Response): Promise<void> {
+    // The same checks as /health, so that the scrape carries adapter_dependency_up as of now.
+    await this.checkDependencies();
+    res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+  }
+
+  private async checkDependencies(): Promise<{
+    database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
+    upstream: UpstreamHealthSnapshot;
+  }> {
     const started = Date.now();
     let database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
     try {
@@ -43,23 +70,9 @@ export class HealthController {
       };
     }
     const upstream = await this.upstream.check();
-    const ready = database.status === 'up';
-    const status = !ready ? 'down' : upstream.status === 'up' ? 'ok' : 'degraded';
-    res.status(ready ? 200 : 503).json({
-      status,
-      live: true,
-      ready,
-      checks: { database: publicCheck(database), upstream: publicCheck(upstream) },
-      version: process.env.npm_package_version ?? '0.1.0',
-      uptimeSeconds: Math.round(process.uptime()),
-    });
-  }
-
-  /** Prometheus exposition; a scraper uses an analyst or admin bearer token. */
-  @Roles('analyst')
-  @Get('metrics')
-  async metrics(@Res() res: Response): Promise<void> {
-    res.type(metricsRegistry.contentType).send(await metricsRegistry.metrics());
+    dependencyUp.set({ dependency: 'database' }, database.status === 'up' ? 1 : 0);
+    dependencyUp.set({ dependency: 'upstream' }, upstream.status === 'up' ? 1 : 0);
+    return { database, upstream };
   }
 }
 

@@ -6,7 +6,8 @@ import { freePort } from '../../src/persistence/embedded-postgres';
 import { TEST_TOKENS } from '../helpers/adapter';
 import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
-import { newOrderSpec, SANDBOX_CLIENT, studyFor } from '../e2e/e2e-support';
+import { startTcpProxy } from '../helpers/tcp-proxy';
+import { newOrderSpec, SANDBOX_CLIENT, studyFor, waitFor } from '../e2e/e2e-support';
 import { multipartRelated } from '../studies/study-test-support';
 
 jest.setTimeout(120_000);
@@ -194,5 +195,69 @@ describe('operations: the adapter process on a real database', () => {
     const left = execFileSync('find', [small, '-name', '*.part']).toString().trim();
     expect(left).toBe('');
     expect(proc!.output()).toMatch(/"code":"ENOSPC"/);
+  });
+});
+
+describe('operations: /health and /metrics tell the truth while PostgreSQL is unreachable', () => {
+  let db: TestDatabase;
+  let proc: AdapterProcess | undefined;
+  afterAll(async () => {
+    if (proc && proc.child.exitCode === null) {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+    }
+    await db?.drop();
+  });
+
+  it('a scrape that succeeds during the outage says the database is down, and up again after', async () => {
+    db = await createTestDatabase();
+    const target = new URL(db.url);
+    const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+    target.port = String(proxy.port);
+    const httpPort = await freePort();
+    const url = `http://127.0.0.1:${httpPort}`;
+    proc = spawnAdapter({
+      DATABASE_URL: target.toString(),
+      HTTP_PORT: String(httpPort),
+      HTTP_HOST: '127.0.0.1',
+      MLLP_PORT: String(await freePort()),
+      MLLP_HOST: '127.0.0.1',
+      API_TOKENS,
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'ops-data-')),
+    });
+    try {
+      await waitHealthy(url, 90_000, proc);
+      const databaseUp = async () => {
+        const res = await fetch(`${url}/metrics`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+        });
+        expect(res.status).toBe(200);
+        const line = (await res.text()).match(
+          /^adapter_dependency_up\{dependency="database"\} (\d)$/m,
+        );
+        return line?.[1];
+      };
+      expect(await databaseUp()).toBe('1');
+
+      proxy.cut();
+      const health = await fetch(`${url}/health`);
+      expect(health.status).toBe(503);
+      expect(
+        ((await health.json()) as { checks: { database: { status: string } } }).checks.database
+          .status,
+      ).toBe('down');
+      // the scrape itself succeeds (Prometheus' `up` stays 1): only this gauge can tell
+      expect(await databaseUp()).toBe('0');
+
+      proxy.restore();
+      await waitFor(
+        'the database up again in /metrics',
+        async () => (await databaseUp()) === '1',
+        30_000,
+        500,
+      );
+    } finally {
+      await proxy.close();
+    }
   });
 });

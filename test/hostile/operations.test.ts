@@ -1,5 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { parse as parseYaml } from 'yaml';
+import { MllpClient } from '../../src/hl7';
+import { ackSummary } from '../helpers/hl7-fixtures';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../src/persistence/embedded-postgres';
@@ -7,7 +11,14 @@ import { TEST_TOKENS } from '../helpers/adapter';
 import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { startTcpProxy } from '../helpers/tcp-proxy';
-import { newOrderSpec, SANDBOX_CLIENT, studyFor, waitFor } from '../e2e/e2e-support';
+import {
+  newOrderSpec,
+  ormMessage,
+  SANDBOX_CLIENT,
+  studyFor,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
 import { multipartRelated } from '../studies/study-test-support';
 
 jest.setTimeout(120_000);
@@ -258,6 +269,61 @@ describe('operations: /health and /metrics tell the truth while PostgreSQL is un
       );
     } finally {
       await proxy.close();
+    }
+  });
+});
+
+describe('operations: shutdown while an upstream call hangs', () => {
+  it('ends within its own bound, and the compose file gives it that long before SIGKILL', async () => {
+    // an upstream that accepts connections and never answers: the place job's call hangs
+    const held: Socket[] = [];
+    const upstream = createServer((socket) => {
+      held.push(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const db = await createTestDatabase();
+    const dir = mkdtempSync(join(tmpdir(), 'ops-hang-'));
+    const mllpPort = await freePort();
+    const httpPort = await freePort();
+    const proc = spawnAdapter({
+      DATABASE_URL: db.url,
+      HTTP_PORT: String(httpPort),
+      HTTP_HOST: '127.0.0.1',
+      MLLP_PORT: String(mllpPort),
+      MLLP_HOST: '127.0.0.1',
+      API_TOKENS,
+      DATA_DIR: join(dir, 'data'),
+      CONFIG_FILE: writeSiteConfig(dir),
+      IMAGING_BASE_URL: `http://127.0.0.1:${(upstream.address() as { port: number }).port}/v1`,
+      ...SANDBOX_CLIENT,
+      LOG_LEVEL: 'info',
+    });
+    try {
+      await waitHealthy(`http://127.0.0.1:${httpPort}`, 90_000, proc);
+      const mllp = new MllpClient({ host: '127.0.0.1', port: mllpPort });
+      expect(ackSummary(await mllp.send(ormMessage(newOrderSpec()))).code).toBe('AA');
+      await mllp.close();
+      await waitFor('the place job calling the upstream', async () => held.length >= 2, 30_000);
+      const signalled = Date.now();
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      const shutdownMs = Date.now() - signalled;
+      expect(shutdownMs).toBeLessThan(25_000);
+      const grace = (
+        parseYaml(readFileSync('docker/compose.yaml', 'utf8')) as {
+          services: { adapter: { stop_grace_period?: string } };
+        }
+      ).services.adapter.stop_grace_period;
+      // docker's default is 10 s: a SIGKILL before the adapter's own bound cuts every job
+      const graceMs = grace ? Number(/^(\d+)s$/.exec(grace)?.[1]) * 1000 : 10_000;
+      expect(graceMs).toBeGreaterThan(shutdownMs + 2_000);
+      expect(proc.output()).toMatch(/imaging-ai-adapter stopped/);
+    } finally {
+      if (proc.child.exitCode === null) proc.child.kill('SIGKILL');
+      for (const s of held) s.destroy();
+      upstream.close();
+      await db.drop();
     }
   });
 });

@@ -60,6 +60,7 @@ export function crossFieldProblems(c: EnvConfig): string[] {
       'DICOM_SCP_PORT: required with PACS_DIMSE_RETRIEVE=move (the PACS sends the study to our C-STORE SCP)',
     );
   }
+  problems.push(...samePortProblems(c));
   if ((c.MLLP_TLS_CERT_FILE === undefined) !== (c.MLLP_TLS_KEY_FILE === undefined)) {
     problems.push('MLLP_TLS_CERT_FILE / MLLP_TLS_KEY_FILE: set both or neither');
   }
@@ -85,6 +86,32 @@ export function crossFieldProblems(c: EnvConfig): string[] {
       'FHIR_SUBSCRIPTION_TOPIC / FHIR_SUBSCRIPTION_ENDPOINT: required when FHIR_SUBSCRIPTION_CREATE is true',
     );
   }
+  return problems;
+}
+
+/**
+ * Two of our own listeners on one port (and overlapping addresses) would fail the start as
+ * "in use by another process", after one of them had bound it. Port 0 (any free port) aside.
+ */
+function samePortProblems(c: EnvConfig): string[] {
+  const listeners = [
+    { name: 'HTTP_PORT', port: c.HTTP_PORT, host: c.HTTP_HOST },
+    { name: 'MLLP_PORT', port: c.MLLP_PORT, host: c.MLLP_HOST },
+    ...(c.DICOM_SCP_PORT === undefined
+      ? []
+      : [
+          { name: 'DICOM_SCP_PORT', port: c.DICOM_SCP_PORT, host: c.DICOM_SCP_HOST ?? c.MLLP_HOST },
+        ]),
+  ];
+  const wildcard = (host: string) => host === '0.0.0.0' || host === '::';
+  const problems: string[] = [];
+  listeners.forEach((a, i) => {
+    for (const b of listeners.slice(i + 1)) {
+      if (a.port === 0 || a.port !== b.port) continue;
+      if (a.host === b.host || wildcard(a.host) || wildcard(b.host))
+        problems.push(`${a.name} / ${b.name}: both ${a.port}; each listener needs its own port`);
+    }
+  });
   return problems;
 }
 

@@ -108,6 +108,18 @@ describe('operations: a mistaken configuration fails the start with one line per
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
+  it('refuses two of its own listeners on one port, rather than blaming another process', async () => {
+    const { code, lines } = await refusal({
+      HTTP_PORT: '2575',
+      MLLP_PORT: '2575',
+      MLLP_HOST: '0.0.0.0',
+    });
+    expect(code).toBe(2);
+    expect(lines).toEqual([
+      'imaging-ai-adapter: HTTP_PORT / MLLP_PORT: both 2575; each listener needs its own port',
+    ]);
+  });
+
   it('refuses a DATA_DIR it cannot write, instead of answering every pushed study 500', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ops-file-'));
     writeFileSync(join(dir, 'volume'), 'not a directory');

@@ -1,4 +1,6 @@
-import { accessSync, constants, statSync } from 'node:fs';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
 
@@ -30,6 +32,8 @@ export function fileProblems(c: EnvConfig, cwd = process.cwd()): string[] {
         continue;
       }
       accessSync(resolve(cwd, file), constants.R_OK);
+      const wrong = contentProblem(name, readFileSync(resolve(cwd, file)), c, cwd);
+      if (wrong) problems.push(`${name}: ${where} ${wrong}`);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       const why =
@@ -87,6 +91,48 @@ export function crossFieldProblems(c: EnvConfig): string[] {
     );
   }
   return problems;
+}
+
+/** What a readable file must hold: a certificate, a private key (of FHIR_SMART_ALG's kind). */
+function contentProblem(
+  name: (typeof FILE_VARIABLES)[number],
+  bytes: Buffer,
+  c: EnvConfig,
+  cwd: string,
+) {
+  try {
+    if (name === 'MLLP_TLS_CERT_FILE' || name.endsWith('_CA_FILE')) new X509Certificate(bytes);
+  } catch {
+    return 'holds no PEM certificate';
+  }
+  if (name === 'MLLP_TLS_KEY_FILE' || name === 'FHIR_SMART_PRIVATE_KEY_FILE') {
+    let type: string | undefined;
+    try {
+      type = createPrivateKey(bytes).asymmetricKeyType;
+    } catch {
+      return 'holds no unencrypted PEM private key';
+    }
+    if (name === 'FHIR_SMART_PRIVATE_KEY_FILE') {
+      const wanted = c.FHIR_SMART_ALG === 'ES384' ? 'ec' : 'rsa';
+      if (type !== wanted)
+        return `holds an ${type ?? 'unknown'} key; FHIR_SMART_ALG=${c.FHIR_SMART_ALG} needs an ${wanted} key`;
+    }
+    if (name === 'MLLP_TLS_KEY_FILE' && c.MLLP_TLS_CERT_FILE) {
+      let cert: Buffer;
+      try {
+        cert = readFileSync(resolve(cwd, c.MLLP_TLS_CERT_FILE));
+        new X509Certificate(cert);
+      } catch {
+        return undefined; // the certificate's own line says what is wrong with it
+      }
+      try {
+        createSecureContext({ cert, key: bytes });
+      } catch {
+        return 'does not match MLLP_TLS_CERT_FILE';
+      }
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -108,6 +108,35 @@ describe('operations: a mistaken configuration fails the start with one line per
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
+  it('names a certificate or key file that holds the wrong thing', async () => {
+    // two throw-away self-signed pairs (system openssl), and a file that is not PEM at all
+    const dir = mkdtempSync(join(tmpdir(), 'ops-pem-'));
+    for (const n of ['a', 'b'])
+      execFileSync(
+        'openssl',
+        ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${n}`].concat(
+          ['-keyout', join(dir, `${n}.key`), '-out', join(dir, `${n}.crt`)],
+        ),
+        { stdio: 'ignore' },
+      );
+    writeFileSync(join(dir, 'notes.txt'), 'ask the PKI team for the real certificate\n');
+    const { code, lines } = await refusal({
+      MLLP_TLS_CERT_FILE: join(dir, 'a.crt'),
+      MLLP_TLS_KEY_FILE: join(dir, 'b.key'),
+      RIS_MLLP_TLS_CA_FILE: join(dir, 'notes.txt'),
+      FHIR_SERVER_URL: 'https://ehr.hospital.local/fhir',
+      FHIR_SMART_CLIENT_ID: 'imaging-ai-adapter',
+      FHIR_SMART_PRIVATE_KEY_FILE: join(dir, 'a.key'),
+      FHIR_SMART_ALG: 'ES384',
+    });
+    expect(code).toBe(2);
+    expect(lines.sort()).toEqual([
+      `imaging-ai-adapter: FHIR_SMART_PRIVATE_KEY_FILE: ${join(dir, 'a.key')} holds an rsa key; FHIR_SMART_ALG=ES384 needs an ec key`,
+      `imaging-ai-adapter: MLLP_TLS_KEY_FILE: ${join(dir, 'b.key')} does not match MLLP_TLS_CERT_FILE`,
+      `imaging-ai-adapter: RIS_MLLP_TLS_CA_FILE: ${join(dir, 'notes.txt')} holds no PEM certificate`,
+    ]);
+  });
+
   it('refuses two of its own listeners on one port, rather than blaming another process', async () => {
     const { code, lines } = await refusal({
       HTTP_PORT: '2575',

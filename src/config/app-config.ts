@@ -193,6 +193,8 @@ const envSchema = z.object({
   API_TOKENS_FILE: z.string().optional(),
   CONFIG_FILE: z.string().optional(),
   DATA_DIR: z.string().default('.data'),
+  /** Below this much free space in DATA_DIR, /health says degraded (storage). */
+  DATA_DIR_MIN_FREE_BYTES: positiveInt(1024 * 1024 * 1024),
   RUN_MIGRATIONS: bool(true),
   JOBS_ENABLED: bool(true),
   JOB_CONCURRENCY: positiveInt(4),

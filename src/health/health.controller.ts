@@ -1,9 +1,11 @@
+import { statfs } from 'node:fs/promises';
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import type { DataSource } from 'typeorm';
 import { Public, Roles } from '../auth/auth.decorators';
-import { DATA_SOURCE } from '../common/tokens';
+import { APP_CONFIG, DATA_SOURCE } from '../common/tokens';
+import type { AppConfig } from '../config/app-config';
 import { metricsRegistry } from '../observability/metrics';
 import { DatabaseHealthRepository } from '../persistence/database-health.repository';
 import { UPSTREAM_PROBE } from './health.tokens';
@@ -18,6 +20,8 @@ export class HealthController {
   constructor(
     @Inject(DATA_SOURCE) dataSource: DataSource,
     @Inject(UPSTREAM_PROBE) private readonly upstream: UpstreamProbe,
+    @Inject(APP_CONFIG)
+    private readonly config: Pick<AppConfig, 'DATA_DIR' | 'DATA_DIR_MIN_FREE_BYTES'>,
   ) {
     this.database = new DatabaseHealthRepository(dataSource);
   }
@@ -26,14 +30,22 @@ export class HealthController {
   @Public()
   @Get('health')
   async health(@Res() res: Response): Promise<void> {
-    const { database, upstream } = await this.checkDependencies();
+    const { database, upstream, storage } = await this.checkDependencies();
     const ready = database.status === 'up';
-    const status = !ready ? 'down' : upstream.status === 'up' ? 'ok' : 'degraded';
+    const status = !ready
+      ? 'down'
+      : upstream.status === 'up' && storage.status === 'up'
+        ? 'ok'
+        : 'degraded';
     res.status(ready ? 200 : 503).json({
       status,
       live: true,
       ready,
-      checks: { database: publicCheck(database), upstream: publicCheck(upstream) },
+      checks: {
+        database: publicCheck(database),
+        upstream: publicCheck(upstream),
+        storage,
+      },
       version: process.env.npm_package_version ?? '0.1.0',
       uptimeSeconds: Math.round(process.uptime()),
     });
@@ -51,6 +63,7 @@ export class HealthController {
   private async checkDependencies(): Promise<{
     database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
     upstream: UpstreamHealthSnapshot;
+    storage: StorageCheck;
   }> {
     const started = Date.now();
     let database: { status: 'up' | 'down'; latencyMs: number; detail?: string };
@@ -69,11 +82,46 @@ export class HealthController {
         detail: (error as Error).message,
       };
     }
-    const upstream = await this.upstream.check();
+    const [upstream, storage] = await Promise.all([this.upstream.check(), this.storage()]);
     dependencyUp.set({ dependency: 'database' }, database.status === 'up' ? 1 : 0);
     dependencyUp.set({ dependency: 'upstream' }, upstream.status === 'up' ? 1 : 0);
-    return { database, upstream };
+    dependencyUp.set({ dependency: 'storage' }, storage.status === 'up' ? 1 : 0);
+    return { database, upstream, storage };
   }
+
+  /**
+   * Free space in DATA_DIR, where pushed studies are staged and packaged: a full disk answered
+   * every push 503 while /health said ok. Below DATA_DIR_MIN_FREE_BYTES it is `low` (degraded,
+   * still ready: orders are stored in the database); an unreadable one is `unknown`.
+   */
+  private async storage(): Promise<StorageCheck> {
+    const minFreeBytes = this.config.DATA_DIR_MIN_FREE_BYTES;
+    try {
+      const fs = await statfs(this.config.DATA_DIR);
+      const freeBytes = fs.bavail * fs.bsize;
+      return freeBytes < minFreeBytes
+        ? {
+            status: 'low',
+            freeBytes,
+            minFreeBytes,
+            detail: 'DATA_DIR has less free space than DATA_DIR_MIN_FREE_BYTES',
+          }
+        : { status: 'up', freeBytes, minFreeBytes };
+    } catch (error) {
+      return {
+        status: 'unknown',
+        minFreeBytes,
+        detail: (error as NodeJS.ErrnoException).code ?? 'statfs failed',
+      };
+    }
+  }
+}
+
+interface StorageCheck {
+  status: 'up' | 'low' | 'unknown';
+  freeBytes?: number;
+  minFreeBytes: number;
+  detail?: string;
 }
 
 /**

@@ -8,7 +8,7 @@ import { metricsRegistry } from '../observability/metrics';
  */
 export const dependencyUp = new Gauge({
   name: 'adapter_dependency_up',
-  help: 'Whether a dependency answered the last health check (1) or not (0): database, upstream',
+  help: 'Whether a dependency answered the last health check (1) or not (0): database, upstream, storage (DATA_DIR free space)',
   labelNames: ['dependency'],
   registers: [metricsRegistry],
 });

@@ -53,6 +53,8 @@ describe('API security', () => {
       IMAGING_CLIENT_ID: 'test-client',
       IMAGING_CLIENT_SECRET: 'test-secret',
       IMAGING_ORGANIZATION_ID: 'test-org',
+      // a nearly full CI disk is not what this suite is about
+      DATA_DIR_MIN_FREE_BYTES: '1',
     });
   });
 
@@ -66,11 +68,43 @@ describe('API security', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as {
       status: string;
-      checks: { database: { status: string }; upstream: { status: string } };
+      checks: {
+        database: { status: string };
+        upstream: { status: string };
+        storage: { status: string; freeBytes: number };
+      };
     };
     expect(body.checks.database.status).toBe('up');
     expect(body.checks.upstream.status).toBe('up');
+    expect(body.checks.storage).toMatchObject({ status: 'up', freeBytes: expect.any(Number) });
     expect(body.status).toBe('ok');
+  });
+
+  it('health says degraded (still ready) when DATA_DIR has less free space than DATA_DIR_MIN_FREE_BYTES, and /metrics says so', async () => {
+    // Before: a full DATA_DIR answered every pushed study 503 while /health said ok.
+    const low = await startTestAdapter({ DATA_DIR_MIN_FREE_BYTES: String(2 ** 52) });
+    try {
+      const res = await fetch(`${low.httpUrl}/health`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as {
+        status: string;
+        ready: boolean;
+        checks: { storage: { status: string; minFreeBytes: number; detail: string } };
+      };
+      expect(body.status).toBe('degraded');
+      expect(body.ready).toBe(true);
+      expect(body.checks.storage).toMatchObject({
+        status: 'low',
+        minFreeBytes: 2 ** 52,
+        detail: expect.stringMatching(/DATA_DIR_MIN_FREE_BYTES/),
+      });
+      const metrics = await fetch(`${low.httpUrl}/metrics`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      expect(await metrics.text()).toMatch(/adapter_dependency_up\{dependency="storage"\} 0/);
+    } finally {
+      await low.close();
+    }
   });
 
   it('every other endpoint answers 401 without a credential and with a wrong one', async () => {

@@ -4,6 +4,7 @@ import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
+import { jsonCost } from '../common/json-depth';
 
 /**
  * HTTP details of the R4 RESTful API (http.html): media types and `_format`, `Prefer:
@@ -166,33 +167,16 @@ const MAX_JSON_DEPTH = 100;
 
 /**
  * 413 (too-costly) when the body holds more JSON values than `maxValues` or nests deeper than
- * 100. One pass over the bytes before anything parses them (UTF-8 continuation bytes never
- * equal the ASCII marks counted); values are counted as containers opened and commas outside
- * strings, plus the root: for valid JSON the number of values exactly (an empty {} or [] counts
- * one more). Invalid JSON is left to JSON.parse.
+ * 100 (jsonCost: one pass over the bytes before anything parses them). Invalid JSON is left to
+ * JSON.parse.
  */
 export function assertJsonCost(bytes: Buffer, maxValues: number): void {
-  let values = 1;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < bytes.length; i++) {
-    const c = bytes[i]!;
-    if (inString) {
-      if (c === 0x5c /* \ */) i++;
-      else if (c === 0x22 /* " */) inString = false;
-      continue;
-    }
-    if (c === 0x22) inString = true;
-    else if (c === 0x2c /* , */) values++;
-    else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      values++;
-      if (++depth > MAX_JSON_DEPTH) throw tooCostly(`nests deeper than ${MAX_JSON_DEPTH} levels`);
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
-    if (values > maxValues) {
-      throw tooCostly(
-        `holds more than ${maxValues} JSON values (FHIR_MAX_JSON_VALUES): send fewer entries per Bundle or smaller resources`,
-      );
-    }
+  const cost = jsonCost(bytes, { maxValues, maxDepth: MAX_JSON_DEPTH });
+  if (cost.exceeded === 'depth') throw tooCostly(`nests deeper than ${MAX_JSON_DEPTH} levels`);
+  if (cost.exceeded === 'values') {
+    throw tooCostly(
+      `holds more than ${maxValues} JSON values (FHIR_MAX_JSON_VALUES): send fewer entries per Bundle or smaller resources`,
+    );
   }
 }
 

@@ -210,6 +210,35 @@ describe('hostile: intake and pushes on a running adapter', () => {
   });
   afterAll(async () => adapter?.close());
 
+  /** The instances pushed to the running adapter by STOW-RS; the answer's status. */
+  async function pushOverStow(study: DicomInstance[]): Promise<number> {
+    const { body, contentType } = multipartRelated(
+      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
+    );
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    await res.body.dump();
+    return res.statusCode;
+  }
+
+  /** The adapter's acquirer asked until the pushed study's quiet period has passed. */
+  async function acquiredAfterQuiet(req: Parameters<StudyAcquirer['acquire']>[0]) {
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    let result = await acquirer.acquire(req);
+    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      result = await acquirer.acquire(req);
+    }
+    return result;
+  }
+
   it('an ORM whose OBR-18 accession is "*" gets AE with ERR at OBR-18, and no order', async () => {
     const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'WILD-1')
       .toString('latin1')
@@ -282,27 +311,9 @@ describe('hostile: intake and pushes on a running adapter', () => {
       study: { accessionNumber: 'PUSH-IDN-1' },
       series: [{ slices: 2 }],
     });
-    const { body, contentType } = multipartRelated(
-      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
-    );
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    await res.body.dump();
-    expect(res.statusCode).toBe(200);
-    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    expect(await pushOverStow(study)).toBe(200);
     const req = { orderId, accessionNumber: 'PUSH-IDN-1', patientId: 'NOT-THIS-PATIENT' };
-    let result = await acquirer.acquire(req);
-    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
-      await new Promise((r) => setTimeout(r, 500));
-      result = await acquirer.acquire(req);
-    }
+    const result = await acquiredAfterQuiet(req);
     expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
   });
 
@@ -334,26 +345,8 @@ describe('hostile: intake and pushes on a running adapter', () => {
       study: { accessionNumber: 'PUSH-ISS-1', studyInstanceUid: order.study_instance_uid! },
       series: [{ slices: 2 }],
     });
-    const { body, contentType } = multipartRelated(
-      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
-    );
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    await res.body.dump();
-    expect(res.statusCode).toBe(200);
-    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
-    let result = await acquirer.acquire(req);
-    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
-      await new Promise((r) => setTimeout(r, 500));
-      result = await acquirer.acquire(req);
-    }
+    expect(await pushOverStow(study)).toBe(200);
+    const result = await acquiredAfterQuiet(req);
     expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
     expect((result as { reason: string }).reason).toMatch(
       /patient-id-issuer \(order HOSPA, study HOSP_B\)/,

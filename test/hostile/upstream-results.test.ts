@@ -200,6 +200,19 @@ describe('hostile upstream: outcomes and what we publish', () => {
     return dr;
   }
 
+  /** The upstream's JSON report of `path` for one order, edited on its way to the adapter. */
+  function editJsonReport<R = Record<string, unknown>>(
+    path: '/results' | '/failure-report',
+    upstreamId: string,
+    edit: (report: R, answer: Answer) => Answer,
+  ): void {
+    rewrites.push((req, answer) => {
+      if (req.path !== path || req.query.get('order_id') !== upstreamId) return undefined;
+      if (req.query.get('report_type') !== 'JSON' || answer.status !== 200) return undefined;
+      return edit(JSON.parse(answer.body.toString()) as R, answer);
+    });
+  }
+
   const isResults = (req: SeenRequest, upstreamId: string, type: string) =>
     req.path === '/results' &&
     req.query.get('order_id') === upstreamId &&
@@ -209,9 +222,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     // Before: its findings and impression went out as this patient's final DiagnosticReport,
     // ORU (OBR-25 F) and SR.
     const { id, spec, upstreamId } = await processing();
-    rewrites.push((req, answer) => {
-      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
-      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+    editJsonReport('/results', upstreamId, (report, answer) => {
       return jsonAnswer(answer, {
         ...report,
         order_id: '7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21',
@@ -237,11 +248,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     // Before (known limit): no report stored, so only the Task went out; the RIS never heard
     // that the order had failed.
     const { id, spec, upstreamId } = await processing('failed');
-    rewrites.push((req, answer) => {
-      if (req.path !== '/failure-report' || req.query.get('order_id') !== upstreamId)
-        return undefined;
-      if (req.query.get('report_type') !== 'JSON' || answer.status !== 200) return undefined;
-      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+    editJsonReport('/failure-report', upstreamId, (report, answer) => {
       return jsonAnswer(answer, {
         ...report,
         study_uid: '1.2.826.0.1.3680043.8.498.99999999999999999999',
@@ -304,9 +311,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     // final measurements; HL7 NM carried `1e+308` and `1e-7` (NM has no exponent); the SR's DS
     // held `1234567890123456` for 123456789012345680 (cut to 16 characters: a hundredth).
     const { id, spec, upstreamId } = await processing();
-    rewrites.push((req, answer) => {
-      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
-      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+    editJsonReport('/results', upstreamId, (report, answer) => {
       return jsonAnswer(answer, {
         ...report,
         findings: [
@@ -393,11 +398,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order
     // failed; the ORU carried a 3 MB OBX.
     const { id, spec, upstreamId } = await processing('failed');
-    rewrites.push((req, answer) => {
-      if (req.path !== '/failure-report' || req.query.get('order_id') !== upstreamId)
-        return undefined;
-      if (req.query.get('report_type') !== 'JSON' || answer.status !== 200) return undefined;
-      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+    editJsonReport('/failure-report', upstreamId, (report, answer) => {
       return jsonAnswer(answer, {
         ...report,
         reason: `Segmentation failed\u0007\u001c\r\n<img src=x onerror=alert(1)> ${'x'.repeat(3_000_000)}`,
@@ -422,17 +423,17 @@ describe('hostile upstream: outcomes and what we publish', () => {
 
   it('an impression of 5 MB and a structure name of 100,000 characters: published, bounded, valid everywhere', async () => {
     const { id, spec, upstreamId } = await processing();
-    rewrites.push((req, answer) => {
-      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
-      const report = JSON.parse(answer.body.toString()) as {
-        findings: Array<Record<string, unknown>>;
-      };
-      report.findings[0] = {
-        ...report.findings[0],
-        structure: `Hippocampus ${'H'.repeat(100_000)}`,
-      };
-      return jsonAnswer(answer, { ...report, impression: `Atrophy. ${'i'.repeat(5_000_000)}` });
-    });
+    editJsonReport<{ findings: Array<Record<string, unknown>> }>(
+      '/results',
+      upstreamId,
+      (report, answer) => {
+        report.findings[0] = {
+          ...report.findings[0],
+          structure: `Hippocampus ${'H'.repeat(100_000)}`,
+        };
+        return jsonAnswer(answer, { ...report, impression: `Atrophy. ${'i'.repeat(5_000_000)}` });
+      },
+    );
     expect(await followToEnd(id)).toBe('delivered');
     const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
     expect(rows.every((r) => r.status === 'delivered')).toBe(true);

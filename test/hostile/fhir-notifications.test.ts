@@ -92,42 +92,64 @@ function idOnly(subscription: string, events: Array<[number, string]>): Json {
   };
 }
 
+interface NotificationRig {
+  engine: TestFhirServer;
+  ehr: TamperingEhr;
+  adapter: TestAdapter;
+  db: PgClient;
+  notify(body: Json): Promise<{ status: number; body: Json }>;
+  close(): Promise<void>;
+}
+
+/** A FHIR engine holding Patient/dicom, the tampering EHR in front of it, an adapter reading it. */
+async function startNotificationRig(env: Record<string, string>): Promise<NotificationRig> {
+  const engine = await startTestFhirServer();
+  await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
+  const ehr = await startTamperingEhr(engine);
+  const adapter = await startTestAdapter({
+    FHIR_SERVER_URL: ehr.baseUrl,
+    JOBS_ENABLED: 'false',
+    ...env,
+  });
+  const db = new PgClient({ connectionString: adapter.db.url });
+  await db.connect();
+  return {
+    engine,
+    ehr,
+    adapter,
+    db,
+    async notify(body) {
+      const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    },
+    async close() {
+      await db.end();
+      await adapter.close();
+      await ehr.close();
+      await engine.close();
+    },
+  };
+}
+
 describe('hostile: what the EHR answers to the reads a notification causes', () => {
   let engine: TestFhirServer;
   let ehr: TamperingEhr;
-  let adapter: TestAdapter;
   let db: PgClient;
+  let rig: NotificationRig | undefined;
 
   beforeAll(async () => {
-    engine = await startTestFhirServer();
-    await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
-    ehr = await startTamperingEhr(engine);
-    adapter = await startTestAdapter({
-      FHIR_SERVER_URL: ehr.baseUrl,
-      FHIR_SERVER_TOKEN: EHR_TOKEN,
-      JOBS_ENABLED: 'false',
-    });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    rig = await startNotificationRig({ FHIR_SERVER_TOKEN: EHR_TOKEN });
+    ({ engine, ehr, db } = rig);
   });
-  afterAll(async () => {
-    await db?.end();
-    await adapter?.close();
-    await ehr?.close();
-    await engine?.close();
-  });
-
-  const notify = async (body: Json) => {
-    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  };
+  afterAll(() => rig?.close());
+  const notify = (body: Json) => rig!.notify(body);
 
   const seedOrder = (id: string, placer: string, changes: Json = {}) =>
     engine.seed({
@@ -249,33 +271,14 @@ describe('hostile: a notified request the EHR has deleted (410 Gone)', () => {
   let ehr: TamperingEhr;
   let adapter: TestAdapter;
   let db: PgClient;
+  let rig: NotificationRig | undefined;
 
   beforeAll(async () => {
-    engine = await startTestFhirServer();
-    await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
-    ehr = await startTamperingEhr(engine);
-    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
-    db = new PgClient({ connectionString: adapter.db.url });
-    await db.connect();
+    rig = await startNotificationRig({});
+    ({ engine, ehr, adapter, db } = rig);
   });
-  afterAll(async () => {
-    await db?.end();
-    await adapter?.close();
-    await ehr?.close();
-    await engine?.close();
-  });
-
-  const notify = async (body: Json) => {
-    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  };
+  afterAll(() => rig?.close());
+  const notify = (body: Json) => rig!.notify(body);
 
   /** HAPI FHIR's answer to a read of a deleted resource. */
   const deleted = (id: string) =>

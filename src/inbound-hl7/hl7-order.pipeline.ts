@@ -215,13 +215,13 @@ function refusedOrderError(
   }
   if (r.reason === 'study-used') {
     const accession = r.field === 'accession-number';
+    // this order group's own IPC / ZDS (the second group's is IPC[2]), else the first
+    const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+    const first = (id: string) => group?.first(id) ?? message.segmentsById(id)[0];
     return {
       location: accession
-        ? (message.segmentsById('IPC')[0]?.locationOf(1) ??
-          obrFieldLocation(message, groupIndex, 18))
-        : (message.segmentsById('IPC')[0]?.locationOf(3) ??
-          message.segmentsById('ZDS')[0]?.locationOf(1) ??
-          'IPC-3'),
+        ? (first('IPC')?.locationOf(1) ?? obrFieldLocation(message, groupIndex, 18))
+        : (first('IPC')?.locationOf(3) ?? first('ZDS')?.locationOf(1) ?? 'IPC-3'),
       code: 207,
       severity: 'E',
       message: `Change not applied (${r.sourceRef}): the order's study has already been found by its ${accession ? 'accession number' : 'Study Instance UID'} and sent for analysis; a result under another ${accession ? 'accession' : 'Study Instance UID'} would not be the images' own. Cancel it (CA) and send a new order (NW)`,

@@ -55,6 +55,25 @@ describe('IntakeBatcher (intake_accept_batch)', () => {
       )[0].n,
     );
 
+  it('stores through a named prepared statement on the pool: parsed and planned once per connection', async () => {
+    // a DataSource of its own with one connection, so the statement's session is the one asked
+    const { createDataSource } = await import('../../src/persistence/data-source.factory');
+    const single = createDataSource({ url: db.url, poolSize: 1 });
+    await single.initialize();
+    try {
+      const batcher = new IntakeBatcher(single);
+      expect(await batcher.submit(item('P-1'))).toBe('accepted');
+      expect(await batcher.submit(item('P-2'))).toBe('accepted');
+      const prepared: Array<{ name: string }> = await single.query(
+        `SELECT name FROM pg_prepared_statements WHERE name = 'intake_accept_batch'`,
+      );
+      expect(prepared.map((p) => p.name)).toEqual(['intake_accept_batch']);
+    } finally {
+      await single.destroy();
+    }
+    expect([await orders('P-1'), await orders('P-2')]).toEqual([1, 1]);
+  });
+
   it('answers each message of a batch on its own: accepted, duplicate key, known placer', async () => {
     const batcher = new IntakeBatcher(db.dataSource, { maxInFlight: 1 });
     const first = batcher.submit(item('B-1')); // sent at once, alone

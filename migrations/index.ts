@@ -14,6 +14,7 @@ import { AuditDashboard20261125030000 } from './20261125030000-audit-dashboard';
 import { OutboxExchange20261125032000 } from './20261125032000-outbox-exchange';
 import { IntakeNoJit20261125090000 } from './20261125090000-intake-no-jit';
 import { IntakePlaceAttempted20261125160000 } from './20261125160000-intake-place-attempted';
+import { IntakeGenericPlans20261127040000 } from './20261127040000-intake-generic-plans';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -36,4 +37,5 @@ export const MIGRATIONS = [
   OutboxExchange20261125032000,
   IntakeNoJit20261125090000,
   IntakePlaceAttempted20261125160000,
+  IntakeGenericPlans20261127040000,
 ];

@@ -50,10 +50,19 @@ describe('migrations', () => {
         ]),
       );
       expect((await migrateUnderLock(ds, db.url)).applied).toEqual([]);
-      // the per-message intake functions: no sequential scans, and never compiled by JIT
+      // the per-message intake functions: no sequential scans, never compiled by JIT, planned
+      // once per connection
       expect(await functionSettings(db.url)).toEqual({
-        intake_accept_batch: ['enable_seqscan=off', 'jit=off'],
-        intake_lock_and_find: ['enable_seqscan=off', 'jit=off'],
+        intake_accept_batch: [
+          'enable_seqscan=off',
+          'jit=off',
+          'plan_cache_mode=force_generic_plan',
+        ],
+        intake_lock_and_find: [
+          'enable_seqscan=off',
+          'jit=off',
+          'plan_cache_mode=force_generic_plan',
+        ],
       });
       for (let i = 0; i < MIGRATIONS.length; i++) await revertLastMigration(ds, db.url);
       expect(await tables(db.url)).toEqual(['schema_migrations']);

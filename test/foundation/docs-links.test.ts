@@ -22,4 +22,28 @@ describe('documentation links', () => {
     }
     expect(bad).toEqual([]);
   });
+
+  /** The cells of a Markdown table row: split on pipes that are not escaped (`\|`). */
+  const cells = (row: string) =>
+    row
+      .trim()
+      .replace(/^\|/, '')
+      .replace(/\|$/, '')
+      .split(/(?<!\\)\|/);
+
+  it.each(files)('%s tables: every row has as many cells as its header', (file) => {
+    const lines = readFileSync(join(root, file), 'utf8').split('\n');
+    const bad: string[] = [];
+    let width = 0;
+    lines.forEach((line, i) => {
+      if (!line.trimStart().startsWith('|')) {
+        width = 0;
+        return;
+      }
+      // a pipe inside code in a cell must be written \| (GFM), or the row's columns shift
+      if (width === 0) width = cells(line).length;
+      else if (cells(line).length !== width) bad.push(`${file}:${i + 1}`);
+    });
+    expect(bad).toEqual([]);
+  });
 });

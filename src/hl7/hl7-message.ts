@@ -90,6 +90,21 @@ export class Hl7Message {
     return this.msh.value(12) ?? '';
   }
 
+  /**
+   * The sender's UTC offset as MSH-7 states it (`+01:00`), undefined when MSH-7 carries none.
+   * A TS/DTM without an offset is in the sender's local time zone (v2.5.1 chapter 2A, DTM; the
+   * same rule for TS since v2.3), and MSH-7 is the timestamp the standard asks to carry the
+   * offset (§2.15.9.7: "strongly recommended"), so it says which zone that is, also across a
+   * daylight-saving change that a fixed configured offset gets wrong half of the year.
+   */
+  get headerUtcOffset(): string | undefined {
+    const m = /^\d{4,14}(?:\.\d{1,4})?([+-])(\d{2})(\d{2})$/.exec(this.msh.value(7) ?? '');
+    if (!m) return undefined;
+    const minutes = Number(m[2]) * 60 + Number(m[3]);
+    if (Number(m[3]) > 59 || minutes > (m[1] === '-' ? 12 * 60 : 14 * 60)) return undefined;
+    return `${m[1]}${m[2]}:${m[3]}`;
+  }
+
   /** MSH-11.1, table 0103 (P production, T training, D debugging). */
   get processingId(): string {
     return this.msh.value(11) ?? '';

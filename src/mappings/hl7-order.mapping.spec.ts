@@ -173,6 +173,34 @@ describe('mapHl7Message rules', () => {
     expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
   });
 
+  it('reads a time sent without offset in the zone MSH-7 names (the sender local time)', () => {
+    // Dutch Epic-style ORM v2.4: MSH-7 20260312081502+0100, ORC-7.4 / OBR-27.4 09:15 without
+    // offset. Before: 2026-03-12T09:15:00+00:00, an hour late (OBR-7 of the ORU, the report).
+    const bytes = fixture('orm-o01-v24-nl-msh7-offset.hl7');
+    const nl = mapHl7Message(parseHl7(bytes), {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      senderUtcOffset: '+02:00', // a fixed site offset is wrong across DST: MSH-7 says which
+    }).orders[0];
+    expect(nl.request.requestedAt).toBe('2026-03-12T09:15:00+01:00');
+    expect(nl.lineage).toContainEqual(
+      expect.objectContaining({
+        target: 'requestedAt',
+        source: 'ORC-7.4',
+        rule: 'HL7 DTM, sender offset +01:00 (MSH-7): 20260312091500 → 2026-03-12T09:15:00+01:00',
+      }),
+    );
+    // Without an offset in MSH-7 either, the site's configured offset applies, as before.
+    const noOffset = mapEdited(
+      'orm-o01-v24-nl-msh7-offset.hl7',
+      '20260312081502+0100',
+      '20260312081502',
+    );
+    expect(noOffset.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
+    // An offset that cannot be one (+2500) says nothing about the zone.
+    const bad = mapEdited('orm-o01-v24-nl-msh7-offset.hl7', '081502+0100', '081502+2500');
+    expect(bad.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
+  });
+
   it('keeps one row per target and a rule ID on every row', () => {
     const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

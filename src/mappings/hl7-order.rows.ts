@@ -159,6 +159,7 @@ function readSource(
   const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
   if (!segment) return undefined;
   const out = HL7_TRANSFORMS[transform]({
+    message: scope.message,
     segment,
     loc,
     sameId,

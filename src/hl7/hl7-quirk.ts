@@ -8,6 +8,7 @@ export type Hl7QuirkCode =
   | 'crlf-separators'
   | 'mixed-separators'
   | 'blank-lines'
+  | 'nul-padding'
   | 'trailing-whitespace'
   | 'trailing-field-separator'
   | 'leading-whitespace'

@@ -15,6 +15,18 @@ export const ORDER_CONTROL_TO_ACTION = {
 } as const satisfies Record<string, OrderAction>;
 
 /**
+ * ORC-1 `SC` (status changed) whose ORC-5 (order status, table 0038) says the order ended
+ * without being done: a RIS acting as filler reports a cancelled or discontinued exam this
+ * way (dcm4chee-arc's HL7 order configuration lists `SC_DC` among the ORC-1/ORC-5 pairs it
+ * reads as DISCONTINUED). Recorded as a mere status, the AI order ran on and its result was
+ * published for an exam that was called off. Any other status (IP, CM, SC…) stays `status`.
+ */
+export const STATUS_CHANGE_TO_ACTION = {
+  CA: 'cancel', // order was canceled
+  DC: 'cancel', // order was discontinued
+} as const satisfies Record<string, OrderAction>;
+
+/**
  * HL7 table 0119 (v2.5.1) in full: a code listed here but not in ORDER_CONTROL_TO_ACTION is a
  * valid order control the adapter does not act on, and the answer says so (not "not found").
  */

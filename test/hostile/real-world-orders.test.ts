@@ -338,4 +338,61 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       name: { family: 'Role', given: ['Rita'] },
     });
   });
+  it('a RIS reports the exam discontinued with ORC-1 SC and ORC-5 DC: the order is cancelled (ORR CR), not only recorded', async () => {
+    // Before: AA, "status recorded", and the order went on to be analysed and its result
+    // published for an exam the RIS had called off (dcm4chee-arc reads SC_DC as DISCONTINUED).
+    const renumber: [string, string][] = [
+      ['PO-88120', 'PO-88130'],
+      ['FO-51277', 'FO-51287'],
+      ['RW-ACC-77310', 'RW-ACC-77330'],
+      ['20261012.77310', '20261012.77330'],
+    ];
+    const placed = await h.mllp.send(
+      edited('orm-o01-v231-ihe-obr4-alternate', [...renumber, ['OF-20261012-0412', 'SC-NW-1']]),
+    );
+    expect(ackSummary(placed)).toMatchObject({ code: 'AA', errors: [] });
+    const reply = await h.mllp.send(edited('orm-o01-v231-status-sc-dc', renumber));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [], type: 'ORR' });
+    expect(parseHl7(reply).get('ORC-1')).toBe('CR');
+    const order = await orderByPlacer('PO-88130');
+    expect(order.cancel_requested_at).not.toBeNull();
+
+    // SC with any other status (IP: in process) is still recorded only.
+    const inProcess = await h.mllp.send(
+      edited('orm-o01-v231-status-sc-dc', [
+        ...renumber,
+        ['OF-20261012-0533', 'SC-IP-1'],
+        ['||DC||', '||IP||'],
+      ]),
+    );
+    expect(ackSummary(inProcess)).toMatchObject({ code: 'AA', type: 'ACK' });
+  });
+
+  it('a Dutch EHR writes MSH-7 with +0100 and the exam start without offset: the start is 09:15 local, not 09:15 UTC', async () => {
+    // Before: requestedAt 2026-03-12T09:15:00+00:00 (OBR-7 of the ORU an hour late).
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-nl-msh7-offset')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('ORDRAD4471');
+    expect(new Date(order.request.requestedAt).toISOString()).toBe('2026-03-12T08:15:00.000Z');
+  });
+
+  it('NUL padding after the last segment (inside the MLLP frame) is dropped, not read as part of OBR-4', async () => {
+    // Before: AE 103 "... OBR-4.1 came with coding system LN\X0A\\X00\\X00\".
+    const [msh, pid, pv1, orc] = hl7Fixture('orm-o01-v24-nl-msh7-offset')
+      .toString('latin1')
+      .split('\r');
+    const lines = [
+      msh.replace('RAD20260312-0081', 'RAD20260312-0082'),
+      pid,
+      pv1,
+      orc.replace('ORDRAD4471', 'ORDRAD4472'),
+      'OBR|1|ORDRAD4472^EPIC||24590-2^MRI hersenen^LN', // OBR-4.3 the last field
+    ];
+    const padded = Buffer.from(`${lines.join('\r')}\r\0\0\0\0`, 'latin1');
+    expect(ackSummary(await h.mllp.send(padded))).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('ORDRAD4472')).request.products).toEqual(['brain-mr-volumetry']);
+    expect(await quirksOf('RAD20260312-0082')).toContainEqual(
+      expect.objectContaining({ code: 'nul-padding' }),
+    );
+  });
 });

@@ -201,6 +201,19 @@ describe('mapHl7Message rules', () => {
     expect(bad.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
   });
 
+  it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
+    // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
+    const result = mapEdited(
+      'orm-o01-v231-ihe-swf-zds.hl7',
+      'OBR|1|PLC-100234^RADIS1|',
+      'OBR|1|PLC-100299^RADIS1|',
+    );
+    expect(result.errors).toEqual([
+      expect.objectContaining({ location: 'OBR-2', code: 102, severity: 'E' }),
+    ]);
+    for (const e of result.errors) expect(e.message).toMatch(/^[\x20-\x7e]+$/);
+  });
+
   it('keeps one row per target and a rule ID on every row', () => {
     const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

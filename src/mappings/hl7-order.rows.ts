@@ -201,7 +201,7 @@ function conflicts(
         location,
         code: 102,
         severity: tolerated ? 'W' : 'E',
-        message: `${row.target}: ${detail}${tolerated ? '' : ' — they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
+        message: `${row.target}: ${detail}${tolerated ? '' : '; they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
       });
       if (tolerated) quirks.add('field-conflict', `${row.target}: ${detail}`);
     } else {

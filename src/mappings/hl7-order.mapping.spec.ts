@@ -201,6 +201,27 @@ describe('mapHl7Message rules', () => {
     expect(bad.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
   });
 
+  it('maps a change sent as the ORC alone (ORM_O01 order detail omitted): no procedure, no products asked', () => {
+    // Before: AE 101 "Requested procedure code missing" at OBR-4, a segment the XO did not have.
+    const text = fixture('orm-o01-v251-change-xo.hl7').toString('latin1');
+    const orcOnly = text
+      .split('\r')
+      .filter((l) => !/^(OBR|ZDS)\|/.test(l))
+      .join('\r');
+    const result = mapHl7Message(parseHl7(orcOnly));
+    expect(result.errors).toEqual([]);
+    expect(result.orders[0].request).toMatchObject({
+      action: 'update',
+      priority: 'stat',
+      requestedAt: '2024-03-18T15:30:00+00:00',
+    });
+    expect(result.orders[0].request.products).toBeUndefined();
+    expect(result.orders[0].request.procedure).toBeUndefined();
+    // A new order still needs its procedure.
+    const nw = mapHl7Message(parseHl7(orcOnly.replace('\rORC|XO|', '\rORC|NW|')));
+    expect(nw.errors).toEqual([expect.objectContaining({ code: 101, severity: 'E' })]);
+  });
+
   it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
     // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
     const result = mapEdited(

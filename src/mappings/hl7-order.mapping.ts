@@ -127,8 +127,13 @@ function productsWithoutProcedure(
   lineage: MappedField[],
 ): TransformProblem | undefined {
   if (request.products !== undefined) return undefined;
-  request.products = [];
   const action = request.action;
+  // ORM_O01 makes the order detail optional (v2.5.1 §4.4.1: ORC [OBR ...]): a change sent as
+  // the ORC alone (a new start or priority) names no procedure and asks for no other products;
+  // the order keeps its own (the change is merged over the stored request). It was refused
+  // AE 101 "procedure code missing" at OBR-4 of an OBR the message did not have.
+  if (action === 'update' && !group.obr) return undefined;
+  request.products = [];
   if (action !== 'create' && action !== 'update') return undefined;
   const location = group.obr ? group.obr.locationOf(4) : 'OBR-4';
   const resolved = resolveProducts(config.productTable, config.unknownProcedure, []);

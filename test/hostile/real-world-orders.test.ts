@@ -395,4 +395,46 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       expect.objectContaining({ code: 'nul-padding' }),
     );
   });
+  it('a change sent as the ORC alone (new start and priority, no OBR): ORR XR, the order keeps its procedure and products', async () => {
+    // Before: AE 101 "Requested procedure code missing" at OBR-4, an OBR the XO did not have.
+    const renumber: [string, string][] = [
+      ['PLC-100234', 'PLC-100777'],
+      ['FIL-55012', 'FIL-55777'],
+      ['ACC-20240318-0042', 'ACC-20240318-0777'],
+    ];
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ...renumber,
+      ['MSGID20240318144217', 'ORC-ONLY-NW'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw))).toMatchObject({ code: 'AA', errors: [] });
+    const xo = edited('orm-o01-v251-change-xo', [
+      ...renumber,
+      ['MSGID20240318152210', 'ORC-ONLY-XO'],
+    ])
+      .toString('latin1')
+      .split('\r')
+      .filter((l) => !/^(OBR|ZDS)\|/.test(l))
+      .join('\r');
+    // The dry run answers it too (its request carries no products to send upstream).
+    const dry = await fetch(`${h.adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.analyst}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ hl7: xo }),
+    });
+    expect(dry.status).toBe(200);
+    const reply = await h.mllp.send(Buffer.from(xo, 'latin1'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [], type: 'ORR' });
+    expect(parseHl7(reply).get('ORC-1')).toBe('XR');
+    const order = await orderByPlacer('PLC-100777');
+    expect(order.request).toMatchObject({
+      priority: 'stat',
+      requestedAt: '2024-03-18T15:30:00+00:00',
+      procedure: { code: '24627-2', system: 'LN' },
+      products: ['lung-nodule-ct'],
+      accessionNumber: 'ACC-20240318-0777',
+    });
+  });
 });

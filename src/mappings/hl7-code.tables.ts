@@ -11,6 +11,7 @@ export const ORDER_CONTROL_TO_ACTION = {
   OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
   OC: 'cancel', // order canceled (filler-initiated, unsolicited: a RIS acting as filler)
   XO: 'update', // change order request
+  XX: 'update', // order changed (filler-initiated, unsolicited: XO's counterpart, as OC is CA's)
   SC: 'status', // status changed: recorded only
 } as const satisfies Record<string, OrderAction>;
 

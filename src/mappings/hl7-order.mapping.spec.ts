@@ -222,6 +222,13 @@ describe('mapHl7Message rules', () => {
     expect(nw.errors).toEqual([expect.objectContaining({ code: 101, severity: 'E' })]);
   });
 
+  it('reads ORC-1 XX (order changed by the filler, unsolicited) as a change, as OC is a cancel', () => {
+    // Before: AE 103 "Order control XX (HL7 table 0119) is not acted on here".
+    const result = mapEdited('orm-o01-v251-change-xo.hl7', '\rORC|XO|', '\rORC|XX|');
+    expect(result.errors).toEqual([]);
+    expect(result.orders[0].request).toMatchObject({ action: 'update', priority: 'stat' });
+  });
+
   it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
     // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
     const result = mapEdited(

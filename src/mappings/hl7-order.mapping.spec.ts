@@ -229,6 +229,30 @@ describe('mapHl7Message rules', () => {
     expect(result.orders[0].request).toMatchObject({ action: 'update', priority: 'stat' });
   });
 
+  it('reads the ordering provider of a v2.7+ order from its PRT (PRT-4 OP) when ORC-12 and OBR-16 are empty', () => {
+    // Before: no ordering provider (referring_physician left out upstream).
+    const text = fixture('omi-o23-v28-multi-order.hl7')
+      .toString('utf8')
+      .split('1689021144^REYES^CARMEN^^^^^^NPI')
+      .join('')
+      .replace(
+        '\rTQ1|1||||||20260112163000',
+        '\rPRT|1|AD||RP^Referring Provider^HL70912|5550001^OTHER^ANNE\rPRT|2|AD||OP^Ordering Provider^HL70912|1689021144^REYES^CARMEN^^^^^^NPI\rTQ1|1||||||20260112163000',
+      );
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.errors).toEqual([]);
+    const [first, second] = result.orders;
+    expect(first.request.orderingProvider).toEqual({
+      identifier: { value: '1689021144', system: 'NPI' },
+      name: { family: 'REYES', given: ['CARMEN'] },
+    });
+    expect(first.lineage).toContainEqual(
+      expect.objectContaining({ target: 'orderingProvider.name.family', source: 'PRT[2]-5.2.1' }),
+    );
+    // The second order group has no PRT of its own: never the first group's.
+    expect(second.request.orderingProvider).toBeUndefined();
+  });
+
   it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
     // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
     const result = mapEdited(

@@ -63,6 +63,7 @@ const ORDER_SEGMENTS = new Set([
   'CTD',
   'CTI',
   'BLG',
+  'PRT', // v2.7+ participation (ORDER group: ORC [{PRT}] ..., OBR [{PRT}])
 ]);
 
 /** Where a row's sources are looked up: the message, one order group, or one PID/MRG pair. */

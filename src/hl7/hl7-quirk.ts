@@ -24,6 +24,7 @@ export type Hl7QuirkCode =
   | 'formatting-escape'
   | 'explicit-null'
   | 'obr-without-orc'
+  | 'segment-outside-order'
   | 'free-text-sex'
   | 'free-text-priority'
   | 'invalid-date'

@@ -253,6 +253,39 @@ describe('mapHl7Message rules', () => {
     expect(second.request.orderingProvider).toBeUndefined();
   });
 
+  it("reads a ZDS written before the ORC as the order's when the message has one order; warns when it has more", () => {
+    // Modelled on senders that write ZDS right after MSH/PV1 (a published node HL7 client test
+    // sends MSH then ZDS). Before: the Study Instance UID was dropped without a word.
+    const lines = fixture('orm-o01-v231-ihe-swf-zds.hl7').toString('latin1').split('\r');
+    const zds = lines.find((l) => l.startsWith('ZDS|'))!;
+    const moved = lines.filter((l) => l !== zds);
+    moved.splice(
+      moved.findIndex((l) => l.startsWith('ORC|')),
+      0,
+      zds,
+    ); // after PV1
+    const one = mapHl7Message(parseHl7(moved.join('\r')));
+    expect(one.errors).toEqual([]);
+    expect(one.orders[0].request.studyInstanceUid).toBe(
+      '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+    );
+    expect(one.quirks.map((q) => q.code)).toContain('segment-outside-order');
+    // Two orders: it belongs to neither; a warning at the ZDS, nothing guessed.
+    const orc = moved.find((l) => l.startsWith('ORC|'))!;
+    const obr = moved.find((l) => l.startsWith('OBR|'))!;
+    const two = [
+      ...moved,
+      orc.split('PLC-100234').join('PLC-100235'),
+      obr.split('PLC-100234').join('PLC-100235').replace('ACC-20240318-0042', 'ACC-20240318-0043'),
+    ].join('\r');
+    const both = mapHl7Message(parseHl7(two));
+    expect(both.outcome).toBe('accept');
+    expect(both.errors).toEqual([
+      expect.objectContaining({ location: 'ZDS-1', code: 100, severity: 'W' }),
+    ]);
+    expect(both.orders.map((o) => o.request.studyInstanceUid)).toEqual([undefined, undefined]);
+  });
+
   it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
     // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
     const result = mapEdited(

@@ -216,7 +216,17 @@ export function mapHl7Message(
 
   if (code === 'ORM' || code === 'OMI') {
     const rows = rowsFor(config);
-    for (const group of message.orderGroups()) {
+    const groups = message.orderGroups();
+    for (const seg of message.unplacedStudySegments) {
+      const at = seg.locationOf(1).replace(/-1$/, '');
+      errors.push({
+        location: seg.locationOf(1),
+        code: 100,
+        severity: 'W',
+        message: `${at} comes before the first ORC and belongs to none of the ${groups.length} orders; not read (it goes after its order's OBR)`,
+      });
+    }
+    for (const group of groups) {
       const lone = groupWithoutOrc(group);
       if (lone) {
         errors.push(lone);

@@ -437,4 +437,29 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       accessionNumber: 'ACC-20240318-0777',
     });
   });
+  it("a ZDS written after PV1, before the ORC, of a message with one order: its Study Instance UID is the order's", async () => {
+    // Before: AA and the UID dropped without a word (the ZDS was in no order group).
+    const lines = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'ZDS-EARLY-1'],
+      ['PLC-100234', 'PLC-100888'],
+      ['ACC-20240318-0042', 'ACC-20240318-0888'],
+    ])
+      .toString('latin1')
+      .split('\r');
+    const zds = lines.find((l) => l.startsWith('ZDS|'))!;
+    const moved = lines.filter((l) => l !== zds);
+    moved.splice(
+      moved.findIndex((l) => l.startsWith('ORC|')),
+      0,
+      zds,
+    );
+    const ack = ackSummary(await h.mllp.send(Buffer.from(moved.join('\r'), 'latin1')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-100888')).request.studyInstanceUid).toBe(
+      '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+    );
+    expect(await quirksOf('ZDS-EARLY-1')).toContainEqual(
+      expect.objectContaining({ code: 'segment-outside-order' }),
+    );
+  });
 });

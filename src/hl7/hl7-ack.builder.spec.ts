@@ -88,6 +88,30 @@ describe('buildAck', () => {
     expect(ackModeOf(parseHl7(inbound('2.5.1')))).toBe('original');
   });
 
+  it('answers MSH-15 NE with MSH-16 AL/ER/SU (IHE LAW style) with the application ack, AA/AE/AR', () => {
+    // Before: CA, the accept acknowledgment the sender said it never wants.
+    const m = parseHl7(inbound('2.5.1', '|||NE|AL'));
+    const codes = (['accept', 'error', 'reject'] as const).map(
+      (outcome) => buildAck({ inbound: m, outcome, controlId: 'X', now: NOW }).code,
+    );
+    expect(codes).toEqual(['AA', 'AE', 'AR']);
+    expect(acceptAckWanted(m, 'accept')).toBe(true);
+    const onError = parseHl7(inbound('2.5.1', '|||NE|ER'));
+    expect(acceptAckWanted(onError, 'accept')).toBe(false);
+    expect(acceptAckWanted(onError, 'error')).toBe(true);
+    // An accept ack asked for (or MSH-16 NE too) keeps the accept codes.
+    for (const fields of ['|||AL|AL', '|||ER|AL', '|||NE|NE', '||||AL']) {
+      expect(
+        buildAck({
+          inbound: parseHl7(inbound('2.5.1', fields)),
+          outcome: 'accept',
+          controlId: 'X',
+          now: NOW,
+        }).code,
+      ).toBe('CA');
+    }
+  });
+
   it('honours MSH-15 accept acknowledgment conditions (table 0155)', () => {
     const wanted = (type: string, outcome: 'accept' | 'error') =>
       acceptAckWanted(parseHl7(inbound('2.5.1', `|||${type}`)), outcome);

@@ -56,12 +56,33 @@ export function ackModeOf(inbound: Hl7Message): AckMode {
 }
 
 /**
- * Whether an accept acknowledgment is wanted for this outcome (table 0155 in MSH-15: AL always,
- * NE never, ER only on error/reject, SU only on success). Original mode always answers.
+ * Which acknowledgment our one answer is. We answer once, after the message has been parsed,
+ * mapped and committed, so it can be either (v2.5.1 §2.9.3): the accept acknowledgment
+ * (CA/CE/CR) when the sender asks for one (enhanced mode, MSH-15 AL/ER/SU or empty), else the
+ * application acknowledgment (AA/AE/AR): original mode, and enhanced mode with MSH-15 `NE`
+ * and MSH-16 asking for an application ack (`NE|AL`, as IHE LAW senders write it and read the
+ * AA on the same MLLP connection). Before, `NE|AL` was answered CA, the accept acknowledgment
+ * the sender had said it never wants, and no application acknowledgment ever came.
+ */
+export function ackKindOf(inbound: Hl7Message): 'application' | 'accept' {
+  if (ackModeOf(inbound) === 'original') return 'application';
+  const accept = inbound.msh.value(15);
+  const application = inbound.msh.value(16);
+  return accept === 'NE' && application !== undefined && application !== 'NE'
+    ? 'application'
+    : 'accept';
+}
+
+/**
+ * Whether the answer is wanted for this outcome: always in original mode; in enhanced mode as
+ * the field of the acknowledgment we send asks (table 0155 in MSH-15 for the accept ack,
+ * MSH-16 for the application ack: AL always, NE never, ER only on error/reject, SU only on
+ * success).
  */
 export function acceptAckWanted(inbound: Hl7Message, outcome: AckOutcome): boolean {
   if (ackModeOf(inbound) === 'original') return true;
-  const type = (inbound.msh.value(15) ?? 'AL').toUpperCase();
+  const field = ackKindOf(inbound) === 'accept' ? 15 : 16;
+  const type = (inbound.msh.value(field) ?? 'AL').toUpperCase();
   switch (type) {
     case 'NE':
       return false;
@@ -74,14 +95,15 @@ export function acceptAckWanted(inbound: Hl7Message, outcome: AckOutcome): boole
   }
 }
 
-export function ackCodeFor(mode: AckMode, outcome: AckOutcome): AckCode {
+/** MSA-1 (table 0008): AA/AE/AR for an application acknowledgment, CA/CE/CR for an accept one. */
+export function ackCodeFor(kind: 'application' | 'accept', outcome: AckOutcome): AckCode {
   switch (outcome) {
     case 'accept':
-      return mode === 'original' ? 'AA' : 'CA';
+      return kind === 'application' ? 'AA' : 'CA';
     case 'error':
-      return mode === 'original' ? 'AE' : 'CE';
+      return kind === 'application' ? 'AE' : 'CE';
     case 'reject':
-      return mode === 'original' ? 'AR' : 'CR';
+      return kind === 'application' ? 'AR' : 'CR';
     default:
       return outcome satisfies never;
   }
@@ -197,8 +219,7 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
 export function buildAck(options: AckOptions): BuiltAck {
   const { inbound, outcome, controlId, now } = options;
   const msh = inbound.msh;
-  const mode = ackModeOf(inbound);
-  const code = ackCodeFor(mode, outcome);
+  const code = ackCodeFor(ackKindOf(inbound), outcome);
   const version = ackVersionFor(inbound.version);
   const modern = usesErrLocationFields(version);
   // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent

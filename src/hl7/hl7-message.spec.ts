@@ -87,6 +87,22 @@ describe('parseHl7: tolerated quirks', () => {
     expect(m.get('OBR-4.2')).toBe('CT Head');
   });
 
+  it('drops NUL padding after the last segment, with or without a separator before it', () => {
+    // Before: the padding was a stray line joined to OBR-4.3 ("L\n\0\0"), the procedure's
+    // coding system no longer matched and a known procedure was refused AE 103.
+    for (const tail of ['\r\0\0\0', '\0\0', '\r\n\0\r\n\0 \r']) {
+      const m = parseHl7(Buffer.from(`${BASIC}${tail}`, 'latin1'));
+      expect(m.segments.map((s) => s.id)).toEqual(['MSH', 'PID', 'ORC', 'OBR']);
+      expect(m.get('OBR-4.3')).toBe('L');
+      expect(codes(m)).toContain('nul-padding');
+      expect(codes(m)).not.toContain('mixed-separators');
+    }
+    // A NUL inside a value is data, not padding: kept (and stored as U+FFFD later).
+    expect(
+      parseHl7(Buffer.from(`${BASIC.replace('CT Head', 'CT\0Head')}\r`, 'latin1')).get('OBR-4.2'),
+    ).toBe('CT\0Head');
+  });
+
   it('records Z-segments and keeps them addressable', () => {
     const m = parseHl7(`${BASIC}\rZDS|1.2.3.4^APP^Application^DICOM`);
     expect(codes(m)).toContain('z-segment');

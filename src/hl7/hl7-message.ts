@@ -27,6 +27,9 @@ export { salvageControlId } from './hl7-separators';
 
 const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
 
+/** Segments that carry an order's study identity (IHE RAD-4: ZDS-1, IPC-1/IPC-3). */
+const STUDY_SEGMENT_IDS = new Set(['ZDS', 'IPC']);
+
 export interface Hl7MessageType {
   code: string;
   trigger: string;
@@ -90,6 +93,21 @@ export class Hl7Message {
     return this.msh.value(12) ?? '';
   }
 
+  /**
+   * The sender's UTC offset as MSH-7 states it (`+01:00`), undefined when MSH-7 carries none.
+   * A TS/DTM without an offset is in the sender's local time zone (v2.5.1 chapter 2A, DTM; the
+   * same rule for TS since v2.3), and MSH-7 is the timestamp the standard asks to carry the
+   * offset (§2.15.9.7: "strongly recommended"), so it says which zone that is, also across a
+   * daylight-saving change that a fixed configured offset gets wrong half of the year.
+   */
+  get headerUtcOffset(): string | undefined {
+    const m = /^\d{4,14}(?:\.\d{1,4})?([+-])(\d{2})(\d{2})$/.exec(this.msh.value(7) ?? '');
+    if (!m) return undefined;
+    const minutes = Number(m[2]) * 60 + Number(m[3]);
+    if (Number(m[3]) > 59 || minutes > (m[1] === '-' ? 12 * 60 : 14 * 60)) return undefined;
+    return `${m[1]}${m[2]}:${m[3]}`;
+  }
+
   /** MSH-11.1, table 0103 (P production, T training, D debugging). */
   get processingId(): string {
     return this.msh.value(11) ?? '';
@@ -146,9 +164,26 @@ export class Hl7Message {
     return out;
   }
 
-  /** ORC/OBR order groups in message order (see Hl7OrderGroup). */
+  /**
+   * Segments that identify an order's study (ZDS, IPC) found before the first ORC/OBR, in no
+   * order group, when the message has more than one order (see orderGroups): not read.
+   */
+  get unplacedStudySegments(): readonly Hl7Segment[] {
+    this.orderGroups();
+    return this.unplaced;
+  }
+  private unplaced: Hl7Segment[] = [];
+
+  /**
+   * ORC/OBR order groups in message order (see Hl7OrderGroup). A ZDS or IPC written before the
+   * first ORC (a sender that puts its Z-segment after PID/PV1) is in no group: with one order
+   * in the message it is that order's, and read as such (quirk `segment-outside-order`); with
+   * more it belongs to none and is listed in unplacedStudySegments. Before, the Study Instance
+   * UID of such a ZDS was dropped without a word.
+   */
   orderGroups(): Hl7OrderGroup[] {
     const groups: Hl7Segment[][] = [];
+    const leading: Hl7Segment[] = [];
     let current: Hl7Segment[] | undefined;
     for (const seg of this.segments) {
       if (seg.id === 'ORC') {
@@ -167,6 +202,25 @@ export class Hl7Message {
         }
       } else if (current) {
         current.push(seg);
+      } else if (STUDY_SEGMENT_IDS.has(seg.id)) {
+        leading.push(seg);
+      }
+    }
+    this.unplaced = [];
+    if (leading.length > 0) {
+      const where = leading.map((l) => l.locationOf(1).replace(/-1$/, '')).join(', ');
+      if (groups.length === 1) {
+        groups[0].push(...leading);
+        this.quirkCollector.add(
+          'segment-outside-order',
+          `${where} before the first ORC: read as the message's one order's`,
+        );
+      } else {
+        this.unplaced = leading;
+        this.quirkCollector.add(
+          'segment-outside-order',
+          `${where} before the first ORC: in no order group; not read`,
+        );
       }
     }
     return groups.map((segs, i) => new Hl7OrderGroup(i + 1, segs));

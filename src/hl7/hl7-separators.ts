@@ -53,8 +53,29 @@ export function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Deli
   return delimiters;
 }
 
+/**
+ * The text without the NUL padding some senders put after the last segment (a C string's
+ * terminator counted in the length, a fixed-size buffer): NULs, and the white space among
+ * them, at the very end. A backward scan, linear in the padding. Without this, a padding
+ * that followed the last segment separator was read as a stray line and joined to the last
+ * field: OBR-4.3 `LN` became `LN\n\0\0` and a known procedure was refused AE 103.
+ */
+function withoutNulPadding(text: string, quirks: QuirkCollector): string {
+  let end = text.length;
+  let nuls = 0;
+  for (; end > 0; end -= 1) {
+    const c = text.charCodeAt(end - 1);
+    if (c === 0) nuls += 1;
+    else if (c !== 0x0d && c !== 0x0a && c !== 0x20 && c !== 0x09) break;
+  }
+  if (nuls === 0) return text;
+  quirks.add('nul-padding', `${nuls} NUL byte(s) after the last segment dropped`);
+  return `${text.slice(0, end)}\r`;
+}
+
 /** Splits into segment lines, tolerating CR, LF, CRLF and mixes; records what it saw. */
-export function splitSegments(text: string, quirks: QuirkCollector): string[] {
+export function splitSegments(input: string, quirks: QuirkCollector): string[] {
+  const text = withoutNulPadding(input, quirks);
   const crlf = (text.match(/\r\n/g) ?? []).length;
   const cr = (text.match(/\r(?!\n)/g) ?? []).length;
   const lf = (text.match(/(?<!\r)\n/g) ?? []).length;

@@ -11,7 +11,20 @@ export const ORDER_CONTROL_TO_ACTION = {
   OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
   OC: 'cancel', // order canceled (filler-initiated, unsolicited: a RIS acting as filler)
   XO: 'update', // change order request
+  XX: 'update', // order changed (filler-initiated, unsolicited: XO's counterpart, as OC is CA's)
   SC: 'status', // status changed: recorded only
+} as const satisfies Record<string, OrderAction>;
+
+/**
+ * ORC-1 `SC` (status changed) whose ORC-5 (order status, table 0038) says the order ended
+ * without being done: a RIS acting as filler reports a cancelled or discontinued exam this
+ * way (dcm4chee-arc's HL7 order configuration lists `SC_DC` among the ORC-1/ORC-5 pairs it
+ * reads as DISCONTINUED). Recorded as a mere status, the AI order ran on and its result was
+ * published for an exam that was called off. Any other status (IP, CM, SC…) stays `status`.
+ */
+export const STATUS_CHANGE_TO_ACTION = {
+  CA: 'cancel', // order was canceled
+  DC: 'cancel', // order was discontinued
 } as const satisfies Record<string, OrderAction>;
 
 /**

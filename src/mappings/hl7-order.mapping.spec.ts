@@ -173,6 +173,132 @@ describe('mapHl7Message rules', () => {
     expect(result.quirks.map((q) => q.code)).toContain('invalid-date');
   });
 
+  it('reads a time sent without offset in the zone MSH-7 names (the sender local time)', () => {
+    // Dutch Epic-style ORM v2.4: MSH-7 20260312081502+0100, ORC-7.4 / OBR-27.4 09:15 without
+    // offset. Before: 2026-03-12T09:15:00+00:00, an hour late (OBR-7 of the ORU, the report).
+    const bytes = fixture('orm-o01-v24-nl-msh7-offset.hl7');
+    const nl = mapHl7Message(parseHl7(bytes), {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      senderUtcOffset: '+02:00', // a fixed site offset is wrong across DST: MSH-7 says which
+    }).orders[0];
+    expect(nl.request.requestedAt).toBe('2026-03-12T09:15:00+01:00');
+    expect(nl.lineage).toContainEqual(
+      expect.objectContaining({
+        target: 'requestedAt',
+        source: 'ORC-7.4',
+        rule: 'HL7 DTM, sender offset +01:00 (MSH-7): 20260312091500 → 2026-03-12T09:15:00+01:00',
+      }),
+    );
+    // Without an offset in MSH-7 either, the site's configured offset applies, as before.
+    const noOffset = mapEdited(
+      'orm-o01-v24-nl-msh7-offset.hl7',
+      '20260312081502+0100',
+      '20260312081502',
+    );
+    expect(noOffset.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
+    // An offset that cannot be one (+2500) says nothing about the zone.
+    const bad = mapEdited('orm-o01-v24-nl-msh7-offset.hl7', '081502+0100', '081502+2500');
+    expect(bad.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
+  });
+
+  it('maps a change sent as the ORC alone (ORM_O01 order detail omitted): no procedure, no products asked', () => {
+    // Before: AE 101 "Requested procedure code missing" at OBR-4, a segment the XO did not have.
+    const text = fixture('orm-o01-v251-change-xo.hl7').toString('latin1');
+    const orcOnly = text
+      .split('\r')
+      .filter((l) => !/^(OBR|ZDS)\|/.test(l))
+      .join('\r');
+    const result = mapHl7Message(parseHl7(orcOnly));
+    expect(result.errors).toEqual([]);
+    expect(result.orders[0].request).toMatchObject({
+      action: 'update',
+      priority: 'stat',
+      requestedAt: '2024-03-18T15:30:00+00:00',
+    });
+    expect(result.orders[0].request.products).toBeUndefined();
+    expect(result.orders[0].request.procedure).toBeUndefined();
+    // A new order still needs its procedure.
+    const nw = mapHl7Message(parseHl7(orcOnly.replace('\rORC|XO|', '\rORC|NW|')));
+    expect(nw.errors).toEqual([expect.objectContaining({ code: 101, severity: 'E' })]);
+  });
+
+  it('reads ORC-1 XX (order changed by the filler, unsolicited) as a change, as OC is a cancel', () => {
+    // Before: AE 103 "Order control XX (HL7 table 0119) is not acted on here".
+    const result = mapEdited('orm-o01-v251-change-xo.hl7', '\rORC|XO|', '\rORC|XX|');
+    expect(result.errors).toEqual([]);
+    expect(result.orders[0].request).toMatchObject({ action: 'update', priority: 'stat' });
+  });
+
+  it('reads the ordering provider of a v2.7+ order from its PRT (PRT-4 OP) when ORC-12 and OBR-16 are empty', () => {
+    // Before: no ordering provider (referring_physician left out upstream).
+    const text = fixture('omi-o23-v28-multi-order.hl7')
+      .toString('utf8')
+      .split('1689021144^REYES^CARMEN^^^^^^NPI')
+      .join('')
+      .replace(
+        '\rTQ1|1||||||20260112163000',
+        '\rPRT|1|AD||RP^Referring Provider^HL70912|5550001^OTHER^ANNE\rPRT|2|AD||OP^Ordering Provider^HL70912|1689021144^REYES^CARMEN^^^^^^NPI\rTQ1|1||||||20260112163000',
+      );
+    const result = mapHl7Message(parseHl7(text));
+    expect(result.errors).toEqual([]);
+    const [first, second] = result.orders;
+    expect(first.request.orderingProvider).toEqual({
+      identifier: { value: '1689021144', system: 'NPI' },
+      name: { family: 'REYES', given: ['CARMEN'] },
+    });
+    expect(first.lineage).toContainEqual(
+      expect.objectContaining({ target: 'orderingProvider.name.family', source: 'PRT[2]-5.2.1' }),
+    );
+    // The second order group has no PRT of its own: never the first group's.
+    expect(second.request.orderingProvider).toBeUndefined();
+  });
+
+  it("reads a ZDS written before the ORC as the order's when the message has one order; warns when it has more", () => {
+    // Modelled on senders that write ZDS right after MSH/PV1 (a published node HL7 client test
+    // sends MSH then ZDS). Before: the Study Instance UID was dropped without a word.
+    const lines = fixture('orm-o01-v231-ihe-swf-zds.hl7').toString('latin1').split('\r');
+    const zds = lines.find((l) => l.startsWith('ZDS|'))!;
+    const moved = lines.filter((l) => l !== zds);
+    moved.splice(
+      moved.findIndex((l) => l.startsWith('ORC|')),
+      0,
+      zds,
+    ); // after PV1
+    const one = mapHl7Message(parseHl7(moved.join('\r')));
+    expect(one.errors).toEqual([]);
+    expect(one.orders[0].request.studyInstanceUid).toBe(
+      '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+    );
+    expect(one.quirks.map((q) => q.code)).toContain('segment-outside-order');
+    // Two orders: it belongs to neither; a warning at the ZDS, nothing guessed.
+    const orc = moved.find((l) => l.startsWith('ORC|'))!;
+    const obr = moved.find((l) => l.startsWith('OBR|'))!;
+    const two = [
+      ...moved,
+      orc.split('PLC-100234').join('PLC-100235'),
+      obr.split('PLC-100234').join('PLC-100235').replace('ACC-20240318-0042', 'ACC-20240318-0043'),
+    ].join('\r');
+    const both = mapHl7Message(parseHl7(two));
+    expect(both.outcome).toBe('accept');
+    expect(both.errors).toEqual([
+      expect.objectContaining({ location: 'ZDS-1', code: 100, severity: 'W' }),
+    ]);
+    expect(both.orders.map((o) => o.request.studyInstanceUid)).toEqual([undefined, undefined]);
+  });
+
+  it('writes ERR texts in printable ASCII, so a Latin-1 or ASCII sender reads them whole', () => {
+    // The must-agree text held an em dash: the ACK of a sender without UTF-8 showed '?'.
+    const result = mapEdited(
+      'orm-o01-v231-ihe-swf-zds.hl7',
+      'OBR|1|PLC-100234^RADIS1|',
+      'OBR|1|PLC-100299^RADIS1|',
+    );
+    expect(result.errors).toEqual([
+      expect.objectContaining({ location: 'OBR-2', code: 102, severity: 'E' }),
+    ]);
+    for (const e of result.errors) expect(e.message).toMatch(/^[\x20-\x7e]+$/);
+  });
+
   it('keeps one row per target and a rule ID on every row', () => {
     const targets = HL7_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

@@ -15,7 +15,7 @@ import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.1.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.2.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
@@ -38,6 +38,8 @@ export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.1.0';
  * the 09:15 it was typed in). ORC-9 is a fallback only (that it differs from the start is no
  * conflict), and for NW only: an XO without timing would otherwise move the order to the time
  * of the change. requestedAt becomes OBR-7 of our ORU and DiagnosticReport.effectiveDateTime.
+ * orderingProvider: ORC-12, OBR-16, then (v2.7+, where those two are kept for backward
+ * compatibility only) PRT-5 of the order group's PRT whose PRT-4 is OP (table 0912).
  * reasonForStudy: OBR-31 (reason for study), else the order's DG1-3 diagnoses (every DG1 of the
  * order group, ORM_O01 ORDER_DETAIL / OMI_O23 ORDER, §6.5.2.3: EHRs send the ICD-10 there and
  * leave OBR-31 empty), else OBR-13 free text.
@@ -57,7 +59,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
   { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid', onConflict: 'must-agree' },
   { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
-  { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16'], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
+  { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16', { at: 'PRT-5', transform: 'prt-ordering-provider' }], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'DG1-3', transform: 'dg1-diagnoses' }, { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
   { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
   { target: 'notes', sources: ['NTE-3'], transform: 'nte-notes', required: false, ruleId: 'hl7.order.notes' },
@@ -127,8 +129,13 @@ function productsWithoutProcedure(
   lineage: MappedField[],
 ): TransformProblem | undefined {
   if (request.products !== undefined) return undefined;
-  request.products = [];
   const action = request.action;
+  // ORM_O01 makes the order detail optional (v2.5.1 §4.4.1: ORC [OBR ...]): a change sent as
+  // the ORC alone (a new start or priority) names no procedure and asks for no other products;
+  // the order keeps its own (the change is merged over the stored request). It was refused
+  // AE 101 "procedure code missing" at OBR-4 of an OBR the message did not have.
+  if (action === 'update' && !group.obr) return undefined;
+  request.products = [];
   if (action !== 'create' && action !== 'update') return undefined;
   const location = group.obr ? group.obr.locationOf(4) : 'OBR-4';
   const resolved = resolveProducts(config.productTable, config.unknownProcedure, []);
@@ -209,7 +216,17 @@ export function mapHl7Message(
 
   if (code === 'ORM' || code === 'OMI') {
     const rows = rowsFor(config);
-    for (const group of message.orderGroups()) {
+    const groups = message.orderGroups();
+    for (const seg of message.unplacedStudySegments) {
+      const at = seg.locationOf(1).replace(/-1$/, '');
+      errors.push({
+        location: seg.locationOf(1),
+        code: 100,
+        severity: 'W',
+        message: `${at} comes before the first ORC and belongs to none of the ${groups.length} orders; not read (it goes after its order's OBR)`,
+      });
+    }
+    for (const group of groups) {
       const lone = groupWithoutOrc(group);
       if (lone) {
         errors.push(lone);

@@ -63,6 +63,7 @@ const ORDER_SEGMENTS = new Set([
   'CTD',
   'CTI',
   'BLG',
+  'PRT', // v2.7+ participation (ORDER group: ORC [{PRT}] ..., OBR [{PRT}])
 ]);
 
 /** Where a row's sources are looked up: the message, one order group, or one PID/MRG pair. */
@@ -159,6 +160,7 @@ function readSource(
   const segment = sameId[(loc.segmentOrdinal ?? 1) - 1];
   if (!segment) return undefined;
   const out = HL7_TRANSFORMS[transform]({
+    message: scope.message,
     segment,
     loc,
     sameId,
@@ -200,7 +202,7 @@ function conflicts(
         location,
         code: 102,
         severity: tolerated ? 'W' : 'E',
-        message: `${row.target}: ${detail}${tolerated ? '' : ' — they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
+        message: `${row.target}: ${detail}${tolerated ? '' : '; they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
       });
       if (tolerated) quirks.add('field-conflict', `${row.target}: ${detail}`);
     } else {

@@ -4,6 +4,7 @@ import {
   FREE_TEXT_PRIORITY,
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
+  STATUS_CHANGE_TO_ACTION,
   TABLE_0119,
   TABLE_0001_SEX,
   TABLE_0027_PRIORITY,
@@ -33,7 +34,18 @@ const TAKEN_CONTROLS = Object.keys(ORDER_CONTROL_TO_ACTION).join(', ');
  * ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). Table codes
  * are case-sensitive: `nw` is not NW, and the answer says so.
  */
-export const orderControl: TransformFn = ofValue((value, source) => {
+export const orderControl: TransformFn = ofValue((value, source, input) => {
+  if (value === 'SC') {
+    // ORC-5 of the same ORC: a status change to canceled/discontinued ends the order.
+    const status = input.segment.value(5);
+    const ended =
+      status === undefined
+        ? undefined
+        : (STATUS_CHANGE_TO_ACTION as Record<string, string>)[status];
+    if (ended) {
+      return storedAs(source, value, ended, `table 0119 SC with ORC-5 ${status} (table 0038)`);
+    }
+  }
   const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value];
   if (action) return storedAs(source, value, action, 'table 0119');
   const upper = value.toUpperCase();

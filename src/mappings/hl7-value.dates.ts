@@ -49,7 +49,11 @@ export const partialDate: TransformFn = ofValue((value, source, input) => {
   return storedAs(source, value, iso, 'HL7 DT');
 });
 
-/** DTM: YYYY[MM[DD[HH[MM[SS[.S...]]]]]][+/-ZZZZ] → ISO 8601 instant with offset. */
+/**
+ * DTM: YYYY[MM[DD[HH[MM[SS[.S...]]]]]][+/-ZZZZ] → ISO 8601 instant with offset. A German RIS
+ * writing MSH-7 `…+0100` and its start times without offset had them read as UTC: an exam
+ * at 13:00 local became 14:00 (OBR-7 of our ORU, the report's effectiveDateTime).
+ */
 export const dtmInstant: TransformFn = ofValue((value, source, input) => {
   const m = /^(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(?:\.(\d{1,4}))?([+-]\d{4})?$/.exec(
     value,
@@ -73,8 +77,17 @@ export const dtmInstant: TransformFn = ofValue((value, source, input) => {
   }
   const p = (n: number): string => String(n).padStart(2, '0');
   const frac = m[7] ? `.${m[7].slice(0, 3).padEnd(3, '0')}` : '';
-  const offset = m[8] ? `${m[8].slice(0, 3)}:${m[8].slice(3)}` : input.config.senderUtcOffset;
+  // Without its own offset a DTM is the sender's local time (v2.5.1 chapter 2A, DTM): the zone MSH-7 names,
+  // else the site's configured one (a sender that writes no offset anywhere).
+  const header = input.message.headerUtcOffset;
+  const offset = m[8]
+    ? `${m[8].slice(0, 3)}:${m[8].slice(3)}`
+    : (header ?? input.config.senderUtcOffset);
   const iso = `${m[1]}-${p(mo)}-${p(d)}T${p(hh)}:${p(mi)}:${p(ss)}${frac}${offset}`;
-  const via = m[8] ? 'HL7 DTM' : `HL7 DTM, sender offset ${input.config.senderUtcOffset}`;
+  const via = m[8]
+    ? 'HL7 DTM'
+    : header
+      ? `HL7 DTM, sender offset ${header} (MSH-7)`
+      : `HL7 DTM, sender offset ${input.config.senderUtcOffset}`;
   return storedAs(source, value, iso, via);
 });

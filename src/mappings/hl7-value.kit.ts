@@ -1,6 +1,6 @@
 import type { Hl7ErrorCondition } from '../hl7/hl7-ack.builder';
 import type { Hl7Location } from '../hl7/hl7-location';
-import type { Hl7Segment } from '../hl7/hl7-message';
+import type { Hl7Message, Hl7Segment } from '../hl7/hl7-message';
 import type { QuirkCollector } from '../hl7/hl7-quirk';
 import type { OrderRequest } from '../domain/order-request';
 import type { Hl7OrderMappingConfig } from './hl7-order.config';
@@ -13,6 +13,8 @@ export type { LineageLine } from './table-driver';
  * readers and answers they share. A transform reads one source position of the row.
  */
 export interface TransformInput {
+  /** The whole message (its header: MSH-7's offset for timestamps sent without one). */
+  message: Hl7Message;
   segment: Hl7Segment;
   loc: Hl7Location;
   /** Every segment with the source's ID in scope (for NTE and the like). */

@@ -81,3 +81,15 @@ export const xcn: TransformFn = (input) => {
     ? EMPTY
     : { kind: 'value', value: practitioner, lines: out };
 };
+
+/**
+ * The ordering provider of a v2.7+ order that names its people in PRT segments (participation,
+ * v2.8.2 chapter 7): PRT-5 (XCN) of the order group's first PRT whose PRT-4 is `OP` (table
+ * 0912, Ordering Provider). Since v2.7 ORC-12 and OBR-16 are kept for backward compatibility
+ * only; an EHR that leaves them empty had its orders stored without an ordering provider
+ * (the upstream's referring_physician left out).
+ */
+export const prtOrderingProvider: TransformFn = (input) => {
+  const prt = input.sameId.find((s) => s.value(4) === 'OP');
+  return prt ? xcn({ ...input, segment: prt }) : EMPTY;
+};

@@ -10,7 +10,7 @@ import {
 } from './hl7-value.codes';
 import { accession, cxList, ei, uid } from './hl7-value.identifiers';
 import type { TransformFn } from './hl7-value.kit';
-import { xcn, xpn } from './hl7-value.names';
+import { prtOrderingProvider, xcn, xpn } from './hl7-value.names';
 import { productTable } from './hl7-value.products';
 import { freeTextReason, nteNotes, stringTransform } from './hl7-value.text';
 
@@ -35,6 +35,7 @@ export type Hl7TransformId =
   | 'uid'
   | 'priority-0027'
   | 'xcn'
+  | 'prt-ordering-provider'
   | 'dtm-instant'
   | 'nte-notes'
   | 'product-table'
@@ -56,6 +57,7 @@ export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   uid,
   'priority-0027': priority0027,
   xcn,
+  'prt-ordering-provider': prtOrderingProvider,
   'dtm-instant': dtmInstant,
   'nte-notes': nteNotes,
   'product-table': productTable,

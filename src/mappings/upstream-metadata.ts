@@ -115,7 +115,8 @@ export const UPSTREAM_METADATA_TABLE: readonly UpstreamMetadataRow[] = [
   {
     key: 'products',
     from: 'products',
-    value: (r) => (r.products.length > 0 ? r.products : undefined),
+    // A change sent as the ORC alone asks for no products (the order keeps its own): none here.
+    value: (r) => (r.products?.length ? r.products : undefined),
   },
 ];
 

@@ -338,4 +338,128 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       name: { family: 'Role', given: ['Rita'] },
     });
   });
+  it('a RIS reports the exam discontinued with ORC-1 SC and ORC-5 DC: the order is cancelled (ORR CR), not only recorded', async () => {
+    // Before: AA, "status recorded", and the order went on to be analysed and its result
+    // published for an exam the RIS had called off (dcm4chee-arc reads SC_DC as DISCONTINUED).
+    const renumber: [string, string][] = [
+      ['PO-88120', 'PO-88130'],
+      ['FO-51277', 'FO-51287'],
+      ['RW-ACC-77310', 'RW-ACC-77330'],
+      ['20261012.77310', '20261012.77330'],
+    ];
+    const placed = await h.mllp.send(
+      edited('orm-o01-v231-ihe-obr4-alternate', [...renumber, ['OF-20261012-0412', 'SC-NW-1']]),
+    );
+    expect(ackSummary(placed)).toMatchObject({ code: 'AA', errors: [] });
+    const reply = await h.mllp.send(edited('orm-o01-v231-status-sc-dc', renumber));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [], type: 'ORR' });
+    expect(parseHl7(reply).get('ORC-1')).toBe('CR');
+    const order = await orderByPlacer('PO-88130');
+    expect(order.cancel_requested_at).not.toBeNull();
+
+    // SC with any other status (IP: in process) is still recorded only.
+    const inProcess = await h.mllp.send(
+      edited('orm-o01-v231-status-sc-dc', [
+        ...renumber,
+        ['OF-20261012-0533', 'SC-IP-1'],
+        ['||DC||', '||IP||'],
+      ]),
+    );
+    expect(ackSummary(inProcess)).toMatchObject({ code: 'AA', type: 'ACK' });
+  });
+
+  it('a Dutch EHR writes MSH-7 with +0100 and the exam start without offset: the start is 09:15 local, not 09:15 UTC', async () => {
+    // Before: requestedAt 2026-03-12T09:15:00+00:00 (OBR-7 of the ORU an hour late).
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-nl-msh7-offset')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('ORDRAD4471');
+    expect(new Date(order.request.requestedAt).toISOString()).toBe('2026-03-12T08:15:00.000Z');
+  });
+
+  it('NUL padding after the last segment (inside the MLLP frame) is dropped, not read as part of OBR-4', async () => {
+    // Before: AE 103 "... OBR-4.1 came with coding system LN\X0A\\X00\\X00\".
+    const [msh, pid, pv1, orc] = hl7Fixture('orm-o01-v24-nl-msh7-offset')
+      .toString('latin1')
+      .split('\r');
+    const lines = [
+      msh.replace('RAD20260312-0081', 'RAD20260312-0082'),
+      pid,
+      pv1,
+      orc.replace('ORDRAD4471', 'ORDRAD4472'),
+      'OBR|1|ORDRAD4472^EPIC||24590-2^MRI hersenen^LN', // OBR-4.3 the last field
+    ];
+    const padded = Buffer.from(`${lines.join('\r')}\r\0\0\0\0`, 'latin1');
+    expect(ackSummary(await h.mllp.send(padded))).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('ORDRAD4472')).request.products).toEqual(['brain-mr-volumetry']);
+    expect(await quirksOf('RAD20260312-0082')).toContainEqual(
+      expect.objectContaining({ code: 'nul-padding' }),
+    );
+  });
+  it('a change sent as the ORC alone (new start and priority, no OBR): ORR XR, the order keeps its procedure and products', async () => {
+    // Before: AE 101 "Requested procedure code missing" at OBR-4, an OBR the XO did not have.
+    const renumber: [string, string][] = [
+      ['PLC-100234', 'PLC-100777'],
+      ['FIL-55012', 'FIL-55777'],
+      ['ACC-20240318-0042', 'ACC-20240318-0777'],
+    ];
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ...renumber,
+      ['MSGID20240318144217', 'ORC-ONLY-NW'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw))).toMatchObject({ code: 'AA', errors: [] });
+    const xo = edited('orm-o01-v251-change-xo', [
+      ...renumber,
+      ['MSGID20240318152210', 'ORC-ONLY-XO'],
+    ])
+      .toString('latin1')
+      .split('\r')
+      .filter((l) => !/^(OBR|ZDS)\|/.test(l))
+      .join('\r');
+    // The dry run answers it too (its request carries no products to send upstream).
+    const dry = await fetch(`${h.adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.analyst}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ hl7: xo }),
+    });
+    expect(dry.status).toBe(200);
+    const reply = await h.mllp.send(Buffer.from(xo, 'latin1'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [], type: 'ORR' });
+    expect(parseHl7(reply).get('ORC-1')).toBe('XR');
+    const order = await orderByPlacer('PLC-100777');
+    expect(order.request).toMatchObject({
+      priority: 'stat',
+      requestedAt: '2024-03-18T15:30:00+00:00',
+      procedure: { code: '24627-2', system: 'LN' },
+      products: ['lung-nodule-ct'],
+      accessionNumber: 'ACC-20240318-0777',
+    });
+  });
+  it("a ZDS written after PV1, before the ORC, of a message with one order: its Study Instance UID is the order's", async () => {
+    // Before: AA and the UID dropped without a word (the ZDS was in no order group).
+    const lines = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'ZDS-EARLY-1'],
+      ['PLC-100234', 'PLC-100888'],
+      ['ACC-20240318-0042', 'ACC-20240318-0888'],
+    ])
+      .toString('latin1')
+      .split('\r');
+    const zds = lines.find((l) => l.startsWith('ZDS|'))!;
+    const moved = lines.filter((l) => l !== zds);
+    moved.splice(
+      moved.findIndex((l) => l.startsWith('ORC|')),
+      0,
+      zds,
+    );
+    const ack = ackSummary(await h.mllp.send(Buffer.from(moved.join('\r'), 'latin1')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-100888')).request.studyInstanceUid).toBe(
+      '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+    );
+    expect(await quirksOf('ZDS-EARLY-1')).toContainEqual(
+      expect.objectContaining({ code: 'segment-outside-order' }),
+    );
+  });
 });

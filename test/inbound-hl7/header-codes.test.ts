@@ -53,6 +53,18 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(ack.toString('latin1')).toMatch(/case-sensitive: P/);
   });
 
+  it('MSH-15 NE with MSH-16 AL (no accept ack, an application ack) is answered AA, and AE for a content error', async () => {
+    // IHE LAW-style senders write NE|AL and read the application ack on the same connection.
+    // Before: CA, the accept ack they said they never want.
+    const enhanced = (t: string) => t.replace('|P|2.3.1', '|P|2.3.1|||NE|AL');
+    expect(await send(swf('NE-AL-1', enhanced))).toMatchObject({
+      code: 'AA',
+      controlIdEchoed: 'NE-AL-1',
+    });
+    const bad = await send(swf('NE-AL-2', (t) => enhanced(t).replace('\rORC|NW|', '\rORC|RP|')));
+    expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
+  });
+
   it('ORC-1 nw is AE 103 at ORC-1 and creates no order', async () => {
     const ack = await h.mllp.send(swf('CASE-NW', (t) => t.replace('\rORC|NW|', '\rORC|nw|')));
     expect(ackSummary(ack)).toMatchObject({ code: 'AE', controlIdEchoed: 'CASE-NW' });

@@ -39,11 +39,15 @@ export interface SourceStudy {
 }
 
 type Code = Record<string, string>;
-/** Code Value is SH (16 characters); longer values go in Long Code Value (PS3.3 8.8). */
+/**
+ * Code Value is SH (16 bytes as written, see dicom-vr.ts); longer values go in Long Code
+ * Value (PS3.3 8.8) rather than being cut into another code. Code Meaning (LO) is cut by
+ * sanitizeDataset, never inside a character.
+ */
 const code = (value: string, scheme: string, meaning: string): Code => ({
-  ...(value.length > 16 ? { LongCodeValue: value } : { CodeValue: value }),
+  ...(Buffer.byteLength(value, 'utf8') > 16 ? { LongCodeValue: value } : { CodeValue: value }),
   CodingSchemeDesignator: scheme,
-  CodeMeaning: meaning.slice(0, 64),
+  CodeMeaning: meaning,
 });
 type Item = Record<string, unknown>;
 

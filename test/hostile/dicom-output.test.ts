@@ -171,12 +171,56 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toContain('(0010,0010) PN [=山田^太郎=やまだ^たろう]');
   });
 
+  it('non-Latin values longer than their VR in UTF-8 bytes: cut to the byte limit between characters, the SR and PDF still written and valid', () => {
+    // 𠮷 (U+20BB7, outside the BMP) is written in the Japanese surname 𠮷野; a long kanji name
+    // with its kana reading, a Korean referring physician, and a LOINC display in accented
+    // Latin ending in an emoji. Before: dcmjs threw "Value exceeds max length" on the name
+    // (no SR, no PDF), and dciodvfy refused 64 kanji (192 bytes) as longer than 64.
+    const input = publicationInput('DELIVERED', {});
+    input.order = {
+      ...input.order,
+      request: {
+        ...input.order.request,
+        procedure: { code: '24590-2', system: 'LN', display: `${'é'.repeat(63)}😀` },
+      },
+    };
+    const source = sourceStudy(1);
+    source.attributes.patientName = `${'𠮷野'.repeat(20)}^${'太郎'.repeat(20)}=${'やまだ'.repeat(30)}`;
+    source.attributes.referringPhysicianName = `${'김'.repeat(40)}^민수`;
+    source.attributes.studyDescription = '頭部MRI 造影 '.repeat(10);
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-utf8-long.dcm');
+    const pdf = join(dir, 'pdf-utf8-long.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    const dump = execFileSync('dcmdump', ['+P', '0010,0010', '+P', '0008,0104', sr], {
+      encoding: 'utf8',
+    });
+    const name = /\(0010,0010\) PN \[([^\]]*)\]/.exec(dump)?.[1] ?? '';
+    expect(name.startsWith('𠮷野𠮷野')).toBe(true);
+    expect(Buffer.byteLength(name)).toBeLessThanOrEqual(64);
+    // No character is cut in half (a lone surrogate would be written as U+FFFD).
+    expect(dump).not.toContain('\ufffd');
+  });
+
+  it.each([
+    ['PN', '山'.repeat(30), '山'.repeat(21)],
+    ['LO', `${'é'.repeat(31)}ab`, `${'é'.repeat(31)}ab`],
+    ['LO', `${'é'.repeat(32)}x`, 'é'.repeat(32)],
+    ['SH', '😀😀😀😀😀', '😀😀😀😀'],
+  ])('validForVr(%s) counts UTF-8 bytes: %s', (vr, input, expected) => {
+    expect(validForVr(vr, input)).toBe(expected);
+  });
+
   it.each([
     ['LO', 'a\\b\r\nc', 'a b c'],
     ['SH', 'X'.repeat(20), 'X'.repeat(16)],
     ['CS', 'in progress', 'IN PROGRESS'],
     ['ST', 'line 1\r\nline 2 \\ kept\u0000', 'line 1\r\nline 2 \\ kept'],
-    ['PN', `${'A'.repeat(70)}^B=C`, `${'A'.repeat(64)}=C`],
+    // The whole value within 64 bytes: dciodvfy refused `A×64=C` (66).
+    ['PN', `${'A'.repeat(70)}^B=C`, 'A'.repeat(64)],
+    ['PN', `${'A'.repeat(60)}^B=C`, `${'A'.repeat(60)}^B=C`],
     ['UI', '1.2.3', '1.2.3'],
     ['DA', '2026-11-20', '20261120'],
     ['DA', '20261340', ''],

@@ -141,6 +141,7 @@ const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
   '0020000E': 'UI', // Series Instance UID
   '00200010': 'SH', // Study ID
   '00280002': 'US', // Samples per Pixel
+  '00280004': 'CS', // Photometric Interpretation
   '00280008': 'IS', // Number of Frames
   '00280010': 'US', // Rows
   '00280011': 'US', // Columns

@@ -138,6 +138,35 @@ describe('checkInstanceFile', () => {
     });
   });
 
+  it('accepts uncompressed YBR_FULL_422 (two samples per pixel stored), refuses it short', async () => {
+    // Modelled on pydicom's SC_ybr_full_422_uncompressed.dcm: 8-bit, 3 samples declared,
+    // Y1 Y2 CB CR per pixel pair, so rows × columns × 2 bytes (PS3.3 C.7.6.3.1.2).
+    const ybr = (pixelBytes: number) =>
+      writePart10({
+        SOPClassUID: '1.2.840.10008.5.1.4.1.1.7',
+        SOPInstanceUID: '2.25.2001',
+        StudyInstanceUID: '2.25.2002',
+        SeriesInstanceUID: '2.25.2003',
+        Modality: 'US',
+        Rows: 16,
+        Columns: 16,
+        SamplesPerPixel: 3,
+        PlanarConfiguration: 0,
+        PhotometricInterpretation: 'YBR_FULL_422',
+        BitsAllocated: 8,
+        BitsStored: 8,
+        HighBit: 7,
+        PixelRepresentation: 0,
+        PixelData: [new Uint8Array(pixelBytes).buffer],
+        _vrMap: { PixelData: 'OB' },
+      });
+    expect(await checkInstanceFile(file(ybr(16 * 16 * 2)))).toMatchObject({ ok: true });
+    expect(await checkInstanceFile(file(ybr(16 * 16)))).toMatchObject({
+      ok: false,
+      reason: 'pixel data incomplete: 256 bytes, rows × columns × frames × samples needs 512',
+    });
+  });
+
   it('accepts an instance without pixel data (e.g. a structured report)', async () => {
     const sr = writePart10({
       SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',

@@ -9,7 +9,12 @@ import {
   type DataSet,
 } from './dicom-attribute.values';
 import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
-import { walkDataSet, type WalkedElement, type WalkSyntax } from './dicom-dataset-walk';
+import {
+  metaGroupEnd,
+  walkDataSet,
+  type WalkedElement,
+  type WalkSyntax,
+} from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
 
 /**
@@ -173,15 +178,27 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
       ? invalid('file meta information is cut short')
       : { kind: 'need-more', reason: 'file meta information is cut short' };
   }
-  if (bytes.readUInt32LE(132) !== 0x00000002 || bytes.toString('latin1', 136, 138) !== 'UL') {
+  let metaStart = 144;
+  let metaEnd: number;
+  if (bytes.readUInt32LE(132) === 0x00000002 && bytes.toString('latin1', 136, 138) === 'UL') {
+    metaEnd = metaStart + bytes.readUInt32LE(140);
+    if (metaEnd > bytes.length) {
+      return complete
+        ? invalid('file meta information is cut short')
+        : { kind: 'need-more', reason: 'file meta information is cut short' };
+    }
+  } else if (bytes.readUInt16LE(132) === 0x0002) {
+    // No group length: the group ends where its elements do (metaGroupEnd).
+    const end = metaGroupEnd(bytes, 132, complete);
+    if (end.kind !== 'end') {
+      return end.kind === 'need-more'
+        ? { kind: 'need-more', reason: end.reason }
+        : invalid(`file meta information cannot be read (${end.reason})`);
+    }
+    metaStart = 132;
+    metaEnd = end.at;
+  } else {
     return invalid('file meta information has no group length');
-  }
-  const metaStart = 144;
-  const metaEnd = metaStart + bytes.readUInt32LE(140);
-  if (metaEnd > bytes.length) {
-    return complete
-      ? invalid('file meta information is cut short')
-      : { kind: 'need-more', reason: 'file meta information is cut short' };
   }
   const meta = walkDataSet(
     bytes.subarray(0, metaEnd),

@@ -11,6 +11,7 @@ import {
   truncatePixelData,
   writePart10,
 } from '../helpers/dicom-factory';
+import { rawInstance } from '../helpers/raw-dicom';
 
 /** Instance validation on real Part 10 files written by dcmjs (test/helpers/dicom-factory). */
 describe('checkInstanceFile', () => {
@@ -164,6 +165,25 @@ describe('checkInstanceFile', () => {
     expect(await checkInstanceFile(file(ybr(16 * 16)))).toMatchObject({
       ok: false,
       reason: 'pixel data incomplete: 256 bytes, rows × columns × frames × samples needs 512',
+    });
+  });
+
+  it('accepts File Meta Information without its group length (0002,0000), refuses it cut short', async () => {
+    // Modelled on pydicom's no_meta_group_length.dcm: the meta elements follow DICM directly.
+    const raw = rawInstance({ accession: 'NOGL-1', patientId: 'PID-NOGL' });
+    const noGroupLength = Buffer.concat([raw.bytes.subarray(0, 132), raw.bytes.subarray(144)]);
+    expect(await checkInstanceFile(file(noGroupLength))).toMatchObject({
+      ok: true,
+      header: {
+        sopInstanceUid: raw.sopInstanceUid,
+        transferSyntaxUid: '1.2.840.10008.1.2.1',
+        accessionNumber: 'NOGL-1',
+        patientId: 'PID-NOGL',
+      },
+    });
+    expect(await checkInstanceFile(file(noGroupLength.subarray(0, 150)))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
     });
   });
 

@@ -261,8 +261,8 @@ export class CStoreScpListener {
     const intake = async (path: string, callingAe: string): Promise<number> => {
       const check = await checkInstanceFile(path);
       if (!check.ok) {
-        await rm(path, { force: true });
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [check]);
+        const keptAs = await stow.keepRefused(path);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
         // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
         return check.failureReason;
       }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -52,6 +52,8 @@ export interface RefusedInstance {
   reason: string;
   sopClassUid?: string;
   sopInstanceUid?: string;
+  /** The refused bytes as received, under `refused/` (StudyStoragePaths.refusedFile). */
+  keptAs?: string;
 }
 
 export interface StowServiceOptions {
@@ -130,17 +132,16 @@ export class StowService {
           const path = tempPath!;
           tempPath = undefined;
           if (partType !== '' && partType !== 'application/dicom') {
-            await rm(path, { force: true });
             refused.push({
               failureReason: FAILURE_REASON.cannotUnderstand,
               reason: `part is ${partType.slice(0, 40)}, not application/dicom`,
+              keptAs: await this.keepRefused(path),
             });
             continue;
           }
           const check = await checkInstanceFile(path, { expectedStudyUid: input.targetStudyUid });
           if (!check.ok) {
-            await rm(path, { force: true });
-            refused.push(check);
+            refused.push({ ...check, keptAs: await this.keepRefused(path) });
             continue;
           }
           accepted.push({ header: check.header, tempPath: path, sizeBytes: partBytes });
@@ -170,6 +171,34 @@ export class StowService {
       'STOW-RS request processed',
     );
     return buildStoreResponse(stored, refused);
+  }
+
+  /**
+   * Keeps a refused part or C-STORE data set as received (DESIGN.md §5: bad input loses
+   * nothing), under a UUID of ours in `refused/`, for STUDY_UNMATCHED_HOLD_MINUTES
+   * (expireRefused). It used to be deleted at once: an analyst asked why a modality's
+   * instances were refused had only the reason, never the bytes. Returns the UUID.
+   */
+  async keepRefused(path: string): Promise<string> {
+    const id = randomUUID();
+    await mkdir(this.options.paths.refusedDir, { recursive: true, mode: 0o700 });
+    await rename(path, this.options.paths.refusedFile(id));
+    return id;
+  }
+
+  /** Deletes refused files older than the hold (the studies.expire-unmatched job). */
+  async expireRefused(): Promise<number> {
+    const dir = this.options.paths.refusedDir;
+    const oldest = this.now().getTime() - this.options.unmatchedHoldMinutes * 60_000;
+    let deleted = 0;
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const info = await stat(join(dir, name)).catch(() => undefined);
+      if (info && info.mtimeMs < oldest) {
+        await rm(join(dir, name), { force: true });
+        deleted++;
+      }
+    }
+    return deleted;
   }
 
   /**
@@ -274,6 +303,7 @@ export class StowService {
               failureReason: r.failureReason,
               reason: r.reason,
               sopInstanceUid: r.sopInstanceUid,
+              keptAs: r.keptAs,
             })),
             studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
             unmatchedStudies: [...unmatched],

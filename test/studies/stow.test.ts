@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
@@ -6,6 +6,7 @@ import { request } from 'undici';
 import pino from 'pino';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { StowService } from '../../src/studies/stow.service';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import {
@@ -176,7 +177,7 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     )) as Array<{
       severity: string;
       actor: string;
-      detail: { stored: number; refused: Array<{ reason: string }> };
+      detail: { stored: number; refused: Array<{ reason: string; keptAs?: string }> };
     }>;
     expect(event).toMatchObject({ severity: 'warning', actor: expect.stringMatching(/^sender#/) });
     expect(event!.detail.stored).toBe(4);
@@ -185,6 +186,17 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       'pixel data truncated: 2048 bytes declared, 100 present',
       'pixel data incomplete: 64 bytes, rows × columns × frames × samples needs 2048',
     ]);
+    // Bad input loses nothing (DESIGN.md §5): each refused part is kept byte for byte, named
+    // in the audit entry (they used to be deleted at once). The hold sweeps them later.
+    const paths = new StudyStoragePaths(adapter.dataDir);
+    const kept = event!.detail.refused.map((r) => readFileSync(paths.refusedFile(r.keptAs!)));
+    expect(kept.map(sha256)).toEqual(
+      [
+        notDicomBytes(),
+        truncatePixelData(truncated.bytes, 100),
+        shortPixelData(short.bytes, 64),
+      ].map(sha256),
+    );
   });
 
   it('answers 409 when nothing could be stored, and 200 when everything was', async () => {
@@ -382,6 +394,19 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     writeFileSync(leftover, 'half an instance');
     expect(await later.expireUnmatched()).toBeGreaterThanOrEqual(1);
     expect(existsSync(leftover)).toBe(false);
+    // Refused parts kept for the audit go after the same hold.
+    const paths = new StudyStoragePaths(adapter.dataDir);
+    expect(readdirSync(paths.refusedDir).length).toBeGreaterThan(0);
+    const laterStow = new StowService({
+      dataSource: adapter.dataSource,
+      paths,
+      logger: pino({ level: 'silent' }),
+      maxRequestBytes: MAX_BYTES,
+      unmatchedHoldMinutes: 60,
+      now: () => new Date(Date.now() + 61 * 60_000),
+    });
+    expect(await laterStow.expireRefused()).toBeGreaterThan(0);
+    expect(readdirSync(paths.refusedDir)).toEqual([]);
     expect(existsSync(orphanRow!.file_path)).toBe(false);
     const gone = (await adapter.dataSource.query(
       `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,

@@ -94,8 +94,10 @@ export class StowService {
         'Content-Type must be multipart/related; type="application/dicom"',
       );
     }
+    // The root type's own parameters (`type="application/dicom; transfer-syntax=…"`, as some
+    // clients quote it) do not change what it is: compared without them.
     const rootType = mediaTypeParameter(contentType, 'type');
-    if (rootType !== undefined && rootType.toLowerCase() !== 'application/dicom') {
+    if (rootType !== undefined && baseMediaType(rootType) !== 'application/dicom') {
       throw new StudyError(
         'unsupported_media_type',
         `only type="application/dicom" parts are supported (got ${rootType.slice(0, 40)})`,

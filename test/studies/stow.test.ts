@@ -261,6 +261,39 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     ]);
   });
 
+  it('takes the Content-Type shapes DICOMweb clients send (quoting, case, parameters)', async () => {
+    // Shapes seen in the wild: unquoted type (dcm4che's curl example, DICOMcloud issue #12),
+    // the transfer-syntax parameter inside the quoted type, upper-case names, a boundary with
+    // the RFC 2046 specials and a space, a start parameter, part types with transfer-syntax.
+    const shapes = [
+      (b: string) => `multipart/related;type=application/dicom;boundary=${b}`,
+      (b: string) =>
+        `multipart/related; type="application/dicom; transfer-syntax=1.2.840.10008.1.2.1"; boundary="${b}"`,
+      (b: string) => `Multipart/Related; TYPE="Application/DICOM"; Boundary="${b}"`,
+      (b: string) =>
+        `multipart/related; start="<part1@example>"; type="application/dicom"; boundary="${b}"`,
+    ];
+    for (const [n, shape] of shapes.entries()) {
+      const [instance] = createMrBrainStudy({ series: [{ slices: 1 }] });
+      // A token where the boundary is unquoted (RFC 2045 §5.1), the specials where quoted.
+      const boundary = n === 0 ? 'DICOMwebBoundary-0' : `x'()+_,-./:=? ${n}`;
+      const { body } = multipartRelated(
+        [
+          {
+            data: instance!.bytes,
+            contentType: 'application/dicom; transfer-syntax=1.2.840.10008.1.2.1',
+          },
+        ],
+        boundary,
+      );
+      const res = await stow(body, shape(boundary));
+      expect({ n, status: res.status }).toEqual({ n, status: 200 });
+      expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+        instance!.sopInstanceUid,
+      ]);
+    }
+  });
+
   it('checks credentials, media type, multipart form and size before storing anything', async () => {
     const { body, contentType } = multipartRelated([
       { data: createMrBrainStudy({ series: [{ slices: 1 }] })[0]!.bytes },

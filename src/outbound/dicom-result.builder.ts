@@ -2,7 +2,7 @@ import { uidFromSeed, type PublicationInput } from '../mappings/publication.mode
 import type { ResultContent } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { primaryIdentifier } from '../domain/patient-identity';
-import { sanitizeDataset } from './dicom-vr';
+import { sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -47,7 +47,8 @@ type Code = Record<string, string>;
 const code = (value: string, scheme: string, meaning: string): Code => ({
   ...(Buffer.byteLength(value, 'utf8') > 16 ? { LongCodeValue: value } : { CodeValue: value }),
   CodingSchemeDesignator: scheme,
-  CodeMeaning: meaning,
+  // Type 1: a meaning with nothing printable falls back to the code itself.
+  CodeMeaning: validForVr('LO', meaning) || value,
 });
 type Item = Record<string, unknown>;
 
@@ -63,11 +64,19 @@ function container(rel: string | undefined, name: Code, children: Item[], templa
     ContentSequence: children,
   };
 }
+/**
+ * What of `value` a Text Value (UT) keeps: control characters go (dicom-vr.ts), and so does
+ * white space at the ends. An upstream structure or impression of control characters only
+ * (`"\u0007"`) became an empty Text Value, which Type 1 forbids (dciodvfy: "Empty attribute
+ * (no value) Type 1C TextValue").
+ */
+const textOf = (value: string | undefined): string => validForVr('UT', value ?? '').trim();
+/** A TEXT content item; a value with nothing printable is written `unknown` (Type 1). */
 const text = (rel: string, name: Code, value: string): Item => ({
   RelationshipType: rel,
   ValueType: 'TEXT',
   ConceptNameCodeSequence: [name],
-  TextValue: value,
+  TextValue: textOf(value) || 'unknown',
 });
 const codeItem = (rel: string, name: Code, value: Code): Item => ({
   RelationshipType: rel,
@@ -216,14 +225,16 @@ export function buildMeasurementSr(
     ),
   );
   const evaluations: Item[] = [];
-  if (results.impression)
-    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression));
-  if (results.caveat || results.qcBypassed || input.qcBypass) {
+  // Optional statements: one with nothing printable is left out rather than written empty.
+  if (textOf(results.impression))
+    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression!));
+  const caveat = textOf(results.caveat) ? results.caveat : undefined;
+  if (caveat || results.qcBypassed || input.qcBypass) {
     evaluations.push(
       text(
         'CONTAINS',
         code('121106', 'DCM', 'Comment'),
-        results.caveat ?? 'QC failure was bypassed on user request: interpret with caution.',
+        caveat ?? 'QC failure was bypassed on user request: interpret with caution.',
       ),
     );
   }

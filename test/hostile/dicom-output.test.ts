@@ -7,6 +7,7 @@ import { DEFAULT_HL7_ORDER_MAPPING_CONFIG } from '../../src/mappings/hl7-order.c
 import { mapHl7Message } from '../../src/mappings/hl7-order.mapping';
 import { buildEncapsulatedPdf, buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
 import { validForVr } from '../../src/outbound/dicom-vr';
+import { parseResultContent } from '../../src/mappings/result-content.mapping';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
 import { publicationInput, REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
 
@@ -202,6 +203,30 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(Buffer.byteLength(name)).toBeLessThanOrEqual(64);
     // No character is cut in half (a lone surrogate would be written as U+FFFD).
     expect(dump).not.toContain('\ufffd');
+  });
+
+  it('upstream texts of control characters only: no empty Text Value or Code Meaning (Type 1), the SR still valid', async () => {
+    // A hostile or broken upstream result: a structure and an impression that are nothing but
+    // control characters, a caveat of a NUL. Each survived parsing (not blank) and became an
+    // empty Text Value once the control characters were removed.
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: '\u0007\u0008', volume_ml: 4.2, flag: 'low' }],
+        impression: '\u0001\u0002',
+        caveat: '\u0000',
+      }),
+    );
+    expect(results.findings).toHaveLength(1);
+    const input = publicationInput('DELIVERED', { results });
+    input.device = { ...input.device, version: '\u0000' };
+    const sr = join(dir, 'sr-control-only.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,a160', sr], { encoding: 'utf8' });
+    // The impression and the caveat are left out; the mandatory texts say `unknown`.
+    expect(dump).toContain('(0040,a160) UT [unknown]');
+    expect(dump).not.toMatch(/\(0040,a160\) UT \(no value available\)/);
   });
 
   it.each([

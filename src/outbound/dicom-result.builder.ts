@@ -61,7 +61,10 @@ function container(rel: string | undefined, name: Code, children: Item[], templa
     ...(template
       ? { ContentTemplateSequence: [{ MappingResource: 'DCMR', TemplateIdentifier: template }] }
       : {}),
-    ContentSequence: children,
+    // Type 1C, "required if the content item has one or more children" (PS3.3 Table C.17-6):
+    // an empty one is invalid. A result without findings wrote an empty Imaging Measurements
+    // container (dciodvfy: "Empty attribute (no value) Type 1C ContentSequence").
+    ...(children.length > 0 ? { ContentSequence: children } : {}),
   };
 }
 /**

@@ -229,6 +229,19 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).not.toMatch(/\(0040,a160\) UT \(no value available\)/);
   });
 
+  it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {
+    // A product that reports only an impression, or a findings list the upstream left empty.
+    const results = parseResultContent(
+      JSON.stringify({ report_kind: 'results', findings: [], impression: 'No abnormality.' }),
+    );
+    const input = publicationInput('DELIVERED', { results });
+    const sr = join(dir, 'sr-no-findings.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,a160', sr], { encoding: 'utf8' });
+    expect(dump).toContain('(0040,a160) UT [No abnormality.]');
+  });
+
   it.each([
     ['PN', '山'.repeat(30), '山'.repeat(21)],
     ['LO', `${'é'.repeat(31)}ab`, `${'é'.repeat(31)}ab`],

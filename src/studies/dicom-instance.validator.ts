@@ -172,34 +172,26 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
     return invalid('not a DICOM Part 10 file (no DICM prefix)');
   }
   // PS3.10 §7.1: the File Meta Information (explicit VR little endian) starts with its
-  // group length (0002,0000) UL.
+  // group length (0002,0000) UL. Its end is found from the group's own elements, as DCMTK
+  // and pydicom read it, not from the group length: older writers left the group length out
+  // (pydicom's no_meta_group_length.dcm) or wrote one that missed an element, and with an
+  // implicit VR data set the group length's word alone sent the walk into the meta elements.
   if (bytes.length < 144) {
     return complete
       ? invalid('file meta information is cut short')
       : { kind: 'need-more', reason: 'file meta information is cut short' };
   }
-  let metaStart = 144;
-  let metaEnd: number;
-  if (bytes.readUInt32LE(132) === 0x00000002 && bytes.toString('latin1', 136, 138) === 'UL') {
-    metaEnd = metaStart + bytes.readUInt32LE(140);
-    if (metaEnd > bytes.length) {
-      return complete
-        ? invalid('file meta information is cut short')
-        : { kind: 'need-more', reason: 'file meta information is cut short' };
-    }
-  } else if (bytes.readUInt16LE(132) === 0x0002) {
-    // No group length: the group ends where its elements do (metaGroupEnd).
-    const end = metaGroupEnd(bytes, 132, complete);
-    if (end.kind !== 'end') {
-      return end.kind === 'need-more'
-        ? { kind: 'need-more', reason: end.reason }
-        : invalid(`file meta information cannot be read (${end.reason})`);
-    }
-    metaStart = 132;
-    metaEnd = end.at;
-  } else {
-    return invalid('file meta information has no group length');
+  if (bytes.readUInt16LE(132) !== 0x0002) {
+    return invalid('file meta information is missing');
   }
+  const end = metaGroupEnd(bytes, 132, complete);
+  if (end.kind !== 'end') {
+    return end.kind === 'need-more'
+      ? { kind: 'need-more', reason: end.reason }
+      : invalid(`file meta information cannot be read (${end.reason})`);
+  }
+  const metaStart = 132;
+  const metaEnd = end.at;
   const meta = walkDataSet(
     bytes.subarray(0, metaEnd),
     metaStart,

@@ -187,6 +187,29 @@ describe('checkInstanceFile', () => {
     });
   });
 
+  it('reads the File Meta Information to its last element when the group length misses one', async () => {
+    // A writer that counted the group length without its last element (Implementation
+    // Version Name): with an implicit VR data set, that element was read as data and the
+    // instance refused C000. DCMTK and pydicom read the meta group by its elements.
+    const bytes = Buffer.from(implicit!.bytes);
+    const metaEnd = 144 + bytes.readUInt32LE(140);
+    let last = 144;
+    for (let at = 144; at < metaEnd;) {
+      last = at;
+      const long = ['OB', 'UN', 'UT'].includes(bytes.toString('latin1', at + 4, at + 6));
+      at += long ? 12 + bytes.readUInt32LE(at + 8) : 8 + bytes.readUInt16LE(at + 6);
+    }
+    expect(last).toBeGreaterThan(144);
+    bytes.writeUInt32LE(last - 144, 140);
+    expect(await checkInstanceFile(file(bytes))).toMatchObject({
+      ok: true,
+      header: {
+        sopInstanceUid: implicit!.sopInstanceUid,
+        transferSyntaxUid: IMPLICIT_VR_LITTLE_ENDIAN,
+      },
+    });
+  });
+
   it('accepts an instance without pixel data (e.g. a structured report)', async () => {
     const sr = writePart10({
       SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',

@@ -16,7 +16,7 @@ import {
   Server,
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
-import { checkInstanceFile, FAILURE_REASON } from './dicom-instance.validator';
+import { checkInstanceFile, FAILURE_REASON, type SopUids } from './dicom-instance.validator';
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import type { StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
@@ -249,7 +249,11 @@ export class CStoreScpListener {
         const fromMoveSource =
           moveSourceAeTitle !== undefined && this.callingAe === moveSourceAeTitle;
         const handle = originator === aeTitle && fromMoveSource ? intakeMoved : intake;
-        void handle(path, this.callingAe).then(answer, (error: unknown) => {
+        const sop: SopUids = {
+          sopClassUid: commandText(request.getAffectedSopClassUid()),
+          sopInstanceUid: commandText(request.getAffectedSopInstanceUid()),
+        };
+        void handle(path, this.callingAe, sop).then(answer, (error: unknown) => {
           logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
           void rm(path, { force: true });
           answer(FAILURE_REASON.processingFailure);
@@ -258,8 +262,8 @@ export class CStoreScpListener {
     }
 
     /** Validates and files one received instance; returns the C-STORE status (PS3.4 Table B.2-1). */
-    const intake = async (path: string, callingAe: string): Promise<number> => {
-      const check = await checkInstanceFile(path);
+    const intake = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
+      const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         const keptAs = await stow.keepRefused(path);
         await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
@@ -275,8 +279,8 @@ export class CStoreScpListener {
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
-    const intakeMoved = async (path: string): Promise<number> => {
-      const check = await checkInstanceFile(path);
+    const intakeMoved = async (path: string, _ae: string, sop: SopUids): Promise<number> => {
+      const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         await rm(path, { force: true });
         return check.failureReason;

@@ -74,9 +74,21 @@ export type InstanceCheck =
       studyInstanceUid?: string;
     };
 
+export interface SopUids {
+  sopClassUid: string;
+  sopInstanceUid: string;
+}
+
 export interface InstanceCheckOptions {
   /** The instance must belong to this study (STOW-RS to /studies/{study}, a PACS pull). */
   expectedStudyUid?: string;
+  /**
+   * The data set must be this SOP Class and Instance: a C-STORE request's Affected SOP Class
+   * and Instance UIDs (PS3.7 §9.1.1), which our File Meta Information repeats. DCMTK's
+   * storescp answers a mismatch A900 too; stored, the file's meta named another instance
+   * than its data set, and the command's UID was what the sender was told was stored.
+   */
+  expectedSop?: SopUids;
 }
 
 /** Validates the Part 10 file at `path`. Never throws for bad content; I/O errors do throw. */
@@ -288,6 +300,19 @@ function judge(
       ok: false,
       failureReason: FAILURE_REASON.dataSetMismatch,
       reason: `missing or invalid ${missing.join(', ')}`,
+      ...ids,
+    };
+  }
+  const sop = options.expectedSop;
+  const unpadded = (uid: string) => uid.replace(/[\0 ]+$/, '');
+  if (
+    sop &&
+    (unpadded(sop.sopClassUid) !== sopClassUid || unpadded(sop.sopInstanceUid) !== sopInstanceUid)
+  ) {
+    return {
+      ok: false,
+      failureReason: FAILURE_REASON.dataSetMismatch,
+      reason: 'the data set is another SOP Class or Instance than the C-STORE request names',
       ...ids,
     };
   }

@@ -2,6 +2,7 @@ import { uidFromSeed, type PublicationInput } from '../mappings/publication.mode
 import type { ResultContent } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { primaryIdentifier } from '../domain/patient-identity';
+import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
 import { sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
@@ -245,13 +246,15 @@ export function buildMeasurementSr(
     container(
       'CONTAINS',
       code('126200', 'DCM', 'Image Library Group'),
-      source.instances.map((i) => ({
-        RelationshipType: 'CONTAINS',
-        ValueType: 'IMAGE',
-        ReferencedSOPSequence: [
-          { ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid },
-        ],
-      })),
+      source.instances
+        .filter((i) => isImageSopClass(i.sopClassUid))
+        .map((i) => ({
+          RelationshipType: 'CONTAINS',
+          ValueType: 'IMAGE',
+          ReferencedSOPSequence: [
+            { ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid },
+          ],
+        })),
     ),
   ]);
   const root = container(

@@ -242,6 +242,36 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toContain('(0040,a160) UT [No abnormality.]');
   });
 
+  it('a study with a presentation state, a key object selection, an SR and a PDF mixed in: only its images are in the Image Library, every instance in the evidence', () => {
+    // As a PACS holds a reported study: the images, a GSPS, a KOS of key images, the
+    // radiologist's SR and a scanned requisition PDF (PS3.4 Table B.5-1 classes).
+    const source = sourceStudy(2);
+    const others = [
+      ['1.2.840.10008.5.1.4.1.1.11.1', '2.25.900001'],
+      ['1.2.840.10008.5.1.4.1.1.88.59', '2.25.900002'],
+      ['1.2.840.10008.5.1.4.1.1.88.22', '2.25.900003'],
+      ['1.2.840.10008.5.1.4.1.1.104.1', '2.25.900004'],
+    ] as const;
+    for (const [sopClassUid, sopInstanceUid] of others)
+      source.instances.push({ sopClassUid, sopInstanceUid, seriesInstanceUid: '2.25.900000' });
+    const sr = join(dir, 'sr-mixed-study.dcm');
+    writeFileSync(
+      sr,
+      buildMeasurementSr(
+        publicationInput('DELIVERED', {}),
+        source,
+        new Date('2026-11-24T10:00:00Z'),
+      ),
+    );
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', [sr], { encoding: 'utf8' });
+    expect(dump.match(/\(0040,a040\) CS \[IMAGE\]/g)).toHaveLength(2);
+    for (const [, sopInstanceUid] of others) {
+      // Named once: in the evidence, not as an IMAGE of the library.
+      expect(dump.split(`[${sopInstanceUid}]`)).toHaveLength(2);
+    }
+  });
+
   it.each([
     ['PN', '山'.repeat(30), '山'.repeat(21)],
     ['LO', `${'é'.repeat(31)}ab`, `${'é'.repeat(31)}ab`],

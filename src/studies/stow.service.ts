@@ -14,6 +14,7 @@ import {
   readMultipart,
 } from './multipart-related.parser';
 import { closeQuietly, closeStream } from './file-streams';
+import { inflateIfDeflated } from './deflated-instance';
 import { StudyError } from './study.error';
 import {
   findOrderForInstance,
@@ -116,7 +117,6 @@ export class StowService {
     const refused: RefusedInstance[] = [];
     let tempPath: string | undefined;
     let out: ReturnType<typeof createWriteStream> | undefined;
-    let partBytes = 0;
     let partType = '';
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
@@ -124,9 +124,7 @@ export class StowService {
           partType = baseMediaType(event.headers['content-type']);
           tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
           out = createWriteStream(tempPath, { mode: 0o600 });
-          partBytes = 0;
         } else if (event.type === 'data') {
-          partBytes += event.chunk.length;
           if (!out!.write(event.chunk)) await once(out!, 'drain');
         } else {
           await closeStream(out!);
@@ -141,12 +139,19 @@ export class StowService {
             });
             continue;
           }
+          // Deflated instances are inflated to explicit VR little endian first (lossless).
+          const inflated = await inflateIfDeflated(path, limit);
+          if (inflated.kind === 'refused') {
+            const { failureReason, reason } = inflated;
+            refused.push({ failureReason, reason, keptAs: await this.keepRefused(path) });
+            continue;
+          }
           const check = await checkInstanceFile(path, { expectedStudyUid: input.targetStudyUid });
           if (!check.ok) {
             refused.push({ ...check, keptAs: await this.keepRefused(path) });
             continue;
           }
-          accepted.push({ header: check.header, tempPath: path, sizeBytes: partBytes });
+          accepted.push({ header: check.header, tempPath: path, sizeBytes: check.sizeBytes });
         }
       }
     } catch (error) {

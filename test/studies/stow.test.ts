@@ -18,6 +18,8 @@ import {
   truncatePixelData,
 } from '../helpers/dicom-factory';
 import { insertOrder, multipartRelated, readZip, sha256 } from './study-test-support';
+import { rawInstance } from '../helpers/raw-dicom';
+import { inflateRawSync } from 'node:zlib';
 
 type DicomJson = Record<
   string,
@@ -292,6 +294,38 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
         instance!.sopInstanceUid,
       ]);
     }
+  });
+
+  it('stores a deflated instance (PS3.5 A.5) inflated to explicit VR little endian; a corrupt one is C000, a deflate bomb A700', async () => {
+    // Modelled on what `dcmconv +td` writes: the data set deflated, no zlib header. It was
+    // refused C122 for its (legal) transfer syntax.
+    const deflated = rawInstance({ accession: 'DEFL-1', patientId: 'P-DEFL', deflated: {} });
+    const metaEnd = 144 + deflated.bytes.readUInt32LE(140);
+    const dataSet = inflateRawSync(deflated.bytes.subarray(metaEnd));
+    const corrupt = rawInstance({ accession: 'DEFL-2', deflated: {} });
+    corrupt.bytes.fill(0xff, corrupt.bytes.length - 40);
+    // 9 MiB of zeros deflate to a few KiB, past the 8 MiB request limit once inflated.
+    const bomb = rawInstance({ accession: 'DEFL-3', deflated: { extra: Buffer.alloc(9 << 20) } });
+    expect(bomb.bytes.length).toBeLessThan(64 * 1024);
+    const { body, contentType } = multipartRelated(
+      [deflated, corrupt, bomb].map((i) => ({ data: i.bytes })),
+    );
+    const res = await stow(body, contentType);
+    expect(res.status).toBe(202);
+    expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+      deflated.sopInstanceUid,
+    ]);
+    expect(items(res.json, '00081198').map((i) => i.failureReason)).toEqual([0xc000, 0xa700]);
+    const [row] = (await adapter.dataSource.query(
+      `SELECT file_path, transfer_syntax_uid FROM study_instances WHERE sop_instance_uid = $1`,
+      [deflated.sopInstanceUid],
+    )) as Array<{ file_path: string; transfer_syntax_uid: string }>;
+    expect(row!.transfer_syntax_uid).toBe('1.2.840.10008.1.2.1');
+    const stored = await readFile(row!.file_path);
+    // The same data set, byte for byte, behind File Meta Information naming the new syntax.
+    expect(stored.subarray(stored.length - dataSet.length).equals(dataSet)).toBe(true);
+    expect(stored.toString('latin1', 0, 400)).toContain('1.2.840.10008.1.2.1\0');
+    expect(stored.toString('latin1', 0, 400)).not.toContain('1.2.840.10008.1.2.1.99');
   });
 
   it('checks credentials, media type, multipart form and size before storing anything', async () => {

@@ -2,7 +2,8 @@ import { uidFromSeed, type PublicationInput } from '../mappings/publication.mode
 import type { ResultContent } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { primaryIdentifier } from '../domain/patient-identity';
-import { sanitizeDataset } from './dicom-vr';
+import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
+import { sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -39,11 +40,16 @@ export interface SourceStudy {
 }
 
 type Code = Record<string, string>;
-/** Code Value is SH (16 characters); longer values go in Long Code Value (PS3.3 8.8). */
+/**
+ * Code Value is SH (16 bytes as written, see dicom-vr.ts); longer values go in Long Code
+ * Value (PS3.3 8.8) rather than being cut into another code. Code Meaning (LO) is cut by
+ * sanitizeDataset, never inside a character.
+ */
 const code = (value: string, scheme: string, meaning: string): Code => ({
-  ...(value.length > 16 ? { LongCodeValue: value } : { CodeValue: value }),
+  ...(Buffer.byteLength(value, 'utf8') > 16 ? { LongCodeValue: value } : { CodeValue: value }),
   CodingSchemeDesignator: scheme,
-  CodeMeaning: meaning.slice(0, 64),
+  // Type 1: a meaning with nothing printable falls back to the code itself.
+  CodeMeaning: validForVr('LO', meaning) || value,
 });
 type Item = Record<string, unknown>;
 
@@ -56,14 +62,25 @@ function container(rel: string | undefined, name: Code, children: Item[], templa
     ...(template
       ? { ContentTemplateSequence: [{ MappingResource: 'DCMR', TemplateIdentifier: template }] }
       : {}),
-    ContentSequence: children,
+    // Type 1C, "required if the content item has one or more children" (PS3.3 Table C.17-6):
+    // an empty one is invalid. A result without findings wrote an empty Imaging Measurements
+    // container (dciodvfy: "Empty attribute (no value) Type 1C ContentSequence").
+    ...(children.length > 0 ? { ContentSequence: children } : {}),
   };
 }
+/**
+ * What of `value` a Text Value (UT) keeps: control characters go (dicom-vr.ts), and so does
+ * white space at the ends. An upstream structure or impression of control characters only
+ * (`"\u0007"`) became an empty Text Value, which Type 1 forbids (dciodvfy: "Empty attribute
+ * (no value) Type 1C TextValue").
+ */
+const textOf = (value: string | undefined): string => validForVr('UT', value ?? '').trim();
+/** A TEXT content item; a value with nothing printable is written `unknown` (Type 1). */
 const text = (rel: string, name: Code, value: string): Item => ({
   RelationshipType: rel,
   ValueType: 'TEXT',
   ConceptNameCodeSequence: [name],
-  TextValue: value,
+  TextValue: textOf(value) || 'unknown',
 });
 const codeItem = (rel: string, name: Code, value: Code): Item => ({
   RelationshipType: rel,
@@ -212,14 +229,16 @@ export function buildMeasurementSr(
     ),
   );
   const evaluations: Item[] = [];
-  if (results.impression)
-    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression));
-  if (results.caveat || results.qcBypassed || input.qcBypass) {
+  // Optional statements: one with nothing printable is left out rather than written empty.
+  if (textOf(results.impression))
+    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression!));
+  const caveat = textOf(results.caveat) ? results.caveat : undefined;
+  if (caveat || results.qcBypassed || input.qcBypass) {
     evaluations.push(
       text(
         'CONTAINS',
         code('121106', 'DCM', 'Comment'),
-        results.caveat ?? 'QC failure was bypassed on user request: interpret with caution.',
+        caveat ?? 'QC failure was bypassed on user request: interpret with caution.',
       ),
     );
   }
@@ -227,13 +246,15 @@ export function buildMeasurementSr(
     container(
       'CONTAINS',
       code('126200', 'DCM', 'Image Library Group'),
-      source.instances.map((i) => ({
-        RelationshipType: 'CONTAINS',
-        ValueType: 'IMAGE',
-        ReferencedSOPSequence: [
-          { ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid },
-        ],
-      })),
+      source.instances
+        .filter((i) => isImageSopClass(i.sopClassUid))
+        .map((i) => ({
+          RelationshipType: 'CONTAINS',
+          ValueType: 'IMAGE',
+          ReferencedSOPSequence: [
+            { ReferencedSOPClassUID: i.sopClassUid, ReferencedSOPInstanceUID: i.sopInstanceUid },
+          ],
+        })),
     ),
   ]);
   const root = container(

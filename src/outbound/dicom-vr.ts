@@ -3,7 +3,8 @@
  * (issue #15: hostile HL7 escapes such as `\E\` and `\X0D0A\` and over-long texts produced
  * split and over-long values). One table, from PS3.5 §6.2 (Table 6.2-1):
  *
- * - maximum length in characters (per value; PN per component group);
+ * - maximum length (per value; PN per component group), counted in bytes of UTF-8 (see
+ *   `truncate`);
  * - whether `\` may appear: it is the value delimiter (PS3.5 §6.4) for every VR except the
  *   text VRs ST, LT, UT and UR, so in a single value of any other VR it would split the value;
  * - which control characters are allowed: none but ESC in the string VRs; CR, LF, FF and TAB
@@ -79,17 +80,23 @@ export function validForVr(vr: string, value: string): string {
   if (format) return format(v);
   if (vr === 'PN') {
     // PS3.5 §6.2: up to three component groups (alphabetic=ideographic=phonetic) of up to
-    // five components each (family^given^middle^prefix^suffix), 64 characters per group.
-    // Components past the fifth are kept, in the fifth, rather than dropped.
-    return v
-      .split('=')
-      .slice(0, 3)
-      .map((group) => {
-        const c = group.split('^');
-        const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
-        return truncate(five.join('^'), rule.maxLength);
-      })
-      .join('=');
+    // five components each (family^given^middle^prefix^suffix). Components past the fifth
+    // are kept, in the fifth, rather than dropped. PS3.5 allows 64 characters per group, but
+    // dciodvfy (and PACS with a 64-byte name column) measure the whole value: `A×64=C` and a
+    // kanji name with its kana reading were refused. So the groups share the 64 bytes, in
+    // order: the alphabetic group first, then what room is left for the others.
+    let room = rule.maxLength;
+    const groups: string[] = [];
+    for (const group of v.split('=').slice(0, 3)) {
+      const separator = groups.length > 0 ? 1 : 0;
+      if (room - separator <= 0) break;
+      const c = group.split('^');
+      const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
+      const kept = truncate(five.join('^'), room - separator);
+      groups.push(kept);
+      room -= separator + Buffer.byteLength(kept, 'utf8');
+    }
+    return groups.join('=');
   }
   return truncate(v, rule.maxLength);
 }
@@ -110,10 +117,24 @@ function validForAttribute(keyword: string, vr: string, value: string): string {
   return allowed && !allowed.includes(v) ? '' : v;
 }
 
+/**
+ * Cut to `max` bytes of UTF-8, the encoding we write (Specific Character Set ISO_IR 192),
+ * never inside a character. PS3.5 Table 6.2-1 counts characters, but readers count bytes:
+ * dciodvfy refused 64 CJK characters (192 bytes) as "Length invalid for this VR", and dcmjs
+ * threw "Value exceeds max length" on 40 emoji (80 UTF-16 units), so no SR or PDF was written
+ * for such a patient. 64 bytes are at most 64 characters, so both readings hold.
+ */
 function truncate(value: string, max: number): string {
-  // By code point, so that a surrogate pair is never cut in half.
-  const chars = Array.from(value);
-  return chars.length <= max ? value : chars.slice(0, max).join('');
+  if (Buffer.byteLength(value, 'utf8') <= max) return value;
+  let out = '';
+  let bytes = 0;
+  for (const char of value) {
+    const size = Buffer.byteLength(char, 'utf8');
+    if (bytes + size > max) break;
+    out += char;
+    bytes += size;
+  }
+  return out;
 }
 
 /**

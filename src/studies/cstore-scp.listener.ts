@@ -16,7 +16,8 @@ import {
   Server,
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
-import { checkInstanceFile, FAILURE_REASON } from './dicom-instance.validator';
+import { fileMetaInformation } from './part10-meta';
+import { checkInstanceFile, FAILURE_REASON, type SopUids } from './dicom-instance.validator';
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import type { StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
@@ -45,8 +46,6 @@ const STORAGE_ROOT = '1.2.840.10008.5.1.4.1.1.';
 /** We keep bytes as sent; deflate would have to be inflated first (refused by validation too). */
 const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
 const PREFERRED_SYNTAXES = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'];
-const IMPLEMENTATION_CLASS_UID = '2.25.204338316126848574361283911066133718812';
-const IMPLEMENTATION_VERSION = 'IAA_SCP_1';
 
 export interface CStoreScpOptions {
   port: number;
@@ -249,7 +248,11 @@ export class CStoreScpListener {
         const fromMoveSource =
           moveSourceAeTitle !== undefined && this.callingAe === moveSourceAeTitle;
         const handle = originator === aeTitle && fromMoveSource ? intakeMoved : intake;
-        void handle(path, this.callingAe).then(answer, (error: unknown) => {
+        const sop: SopUids = {
+          sopClassUid: commandText(request.getAffectedSopClassUid()),
+          sopInstanceUid: commandText(request.getAffectedSopInstanceUid()),
+        };
+        void handle(path, this.callingAe, sop).then(answer, (error: unknown) => {
           logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
           void rm(path, { force: true });
           answer(FAILURE_REASON.processingFailure);
@@ -258,11 +261,11 @@ export class CStoreScpListener {
     }
 
     /** Validates and files one received instance; returns the C-STORE status (PS3.4 Table B.2-1). */
-    const intake = async (path: string, callingAe: string): Promise<number> => {
-      const check = await checkInstanceFile(path);
+    const intake = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
+      const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
-        await rm(path, { force: true });
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [check]);
+        const keptAs = await stow.keepRefused(path);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
         // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
         return check.failureReason;
       }
@@ -275,8 +278,8 @@ export class CStoreScpListener {
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
-    const intakeMoved = async (path: string): Promise<number> => {
-      const check = await checkInstanceFile(path);
+    const intakeMoved = async (path: string, _ae: string, sop: SopUids): Promise<number> => {
+      const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         await rm(path, { force: true });
         return check.failureReason;
@@ -310,33 +313,6 @@ export class CStoreScpListener {
   }
 }
 
-/**
- * 128-byte preamble, `DICM`, then the File Meta Information group (PS3.10 §7.1) in explicit
- * VR little endian, with its group length first.
- */
-export function fileMetaInformation(
-  sopClassUid: string,
-  sopInstanceUid: string,
-  transferSyntaxUid: string,
-): Buffer {
-  const elements = Buffer.concat([
-    element(0x0001, 'OB', Buffer.from([0x00, 0x01])),
-    element(0x0002, 'UI', uid(sopClassUid)),
-    element(0x0003, 'UI', uid(sopInstanceUid)),
-    element(0x0010, 'UI', uid(transferSyntaxUid)),
-    element(0x0012, 'UI', uid(IMPLEMENTATION_CLASS_UID)),
-    element(0x0013, 'SH', Buffer.from(IMPLEMENTATION_VERSION.padEnd(10, ' '), 'latin1')),
-  ]);
-  const length = Buffer.alloc(4);
-  length.writeUInt32LE(elements.length);
-  return Buffer.concat([
-    Buffer.alloc(128),
-    Buffer.from('DICM', 'latin1'),
-    element(0x0000, 'UL', length),
-    elements,
-  ]);
-}
-
 /** A command element's value as text: several values joined by `\`, anything else empty. */
 export function commandText(value: unknown): string {
   if (typeof value === 'string') return value;
@@ -366,21 +342,4 @@ class RefusalThrottle {
     this.last.set(key, { at: now, held: 0 });
     return seen?.held ?? 0;
   }
-}
-
-/** UIDs are padded to even length with a NUL (PS3.5 §6.2, UI). */
-function uid(value: string): Buffer {
-  const v = value.replace(/\0+$/, '');
-  return Buffer.from(v.length % 2 === 0 ? v : `${v}\0`, 'latin1');
-}
-
-function element(elementNumber: number, vr: 'OB' | 'UI' | 'SH' | 'UL', value: Buffer): Buffer {
-  const long = vr === 'OB'; // OB has 2 reserved bytes and a 32-bit length (PS3.5 §7.1.2)
-  const head = Buffer.alloc(long ? 12 : 8);
-  head.writeUInt16LE(0x0002, 0);
-  head.writeUInt16LE(elementNumber, 2);
-  head.write(vr, 4, 'latin1');
-  if (long) head.writeUInt32LE(value.length, 8);
-  else head.writeUInt16LE(value.length, 6);
-  return Buffer.concat([head, value]);
 }

@@ -11,13 +11,21 @@ export interface Attribute {
 }
 export type DataSet = Record<string, Attribute>;
 
-/** Rows × Columns × Number of Frames × Samples per Pixel × Bits Allocated / 8 (PS3.5 §8.1.1). */
+/**
+ * Rows × Columns × Number of Frames × Samples per Pixel × Bits Allocated / 8 (PS3.5 §8.1.1).
+ * YBR_FULL_422 (and the retired YBR_PARTIAL_422) store two samples per pixel, not three: each
+ * pair of pixels is Y1 Y2 CB CR (PS3.3 C.7.6.3.1.2). Counted as three, pydicom's
+ * SC_ybr_full_422_uncompressed.dcm shape (an ultrasound frame as some carts write it
+ * uncompressed) was refused as "pixel data incomplete".
+ */
 export function expectedNativePixelBytes(d: DataSet): number | undefined {
   const rows = num(d['00280010']);
   const columns = num(d['00280011']);
   const bits = num(d['00280100']);
   if (!rows || !columns || !bits) return undefined;
-  const samples = num(d['00280002']) ?? 1;
+  const declared = num(d['00280002']) ?? 1;
+  const subsampled = /^YBR_(FULL|PARTIAL)_422$/.test(text(d['00280004']) ?? '');
+  const samples = subsampled && declared === 3 ? 2 : declared;
   const frames = num(d['00280008']) ?? 1;
   return Math.ceil((rows * columns * samples * frames * bits) / 8);
 }

@@ -42,6 +42,16 @@ describe('dicomTextDecoder', () => {
     expect(dicomTextDecoder(terms).decode(bytes(value))).toBe(expected);
   });
 
+  it('no term but bytes past ASCII: UTF-8 when they are valid UTF-8, else Latin-1', () => {
+    // Undeclared UTF-8, as newer software writes it (was read as Latin-1: `MÃ¼ller`), and
+    // undeclared Latin-1, as older European devices write it (still Latin-1).
+    expect(dicomTextDecoder([]).decode(Buffer.from('Müller^Zoë=王^小東'))).toBe(
+      'Müller^Zoë=王^小東',
+    );
+    expect(dicomTextDecoder([]).decode(bytes('M\xfcller^Zo\xeb'))).toBe('Müller^Zoë');
+    expect(dicomTextDecoder(['']).decode(Buffer.from('Müller'))).toBe('Müller');
+  });
+
   it('UTF-8 (ISO_IR 192)', () => {
     expect(dicomTextDecoder(['ISO_IR 192']).decode(Buffer.from('Wang^XiaoDong=王^小東='))).toBe(
       'Wang^XiaoDong=王^小東=',

@@ -102,6 +102,7 @@ export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
   const normalized = terms.map((t) => t.trim().toUpperCase());
   const first = normalized[0] ?? '';
   const iso2022 = normalized.length > 1 || first.startsWith('ISO 2022');
+  if (first === '' && !iso2022) return UNDECLARED;
   if (!iso2022) {
     const single = decoderOf(TERM_ENCODING[first] ?? 'latin1');
     return { decode: (bytes) => single.decode(bytes) };
@@ -109,6 +110,25 @@ export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
   const start = initialSets(first);
   return { decode: (bytes) => decodeIso2022(bytes, start) };
 }
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+/**
+ * No Specific Character Set: only the default repertoire (ASCII) is allowed (PS3.5 §6.1.2.2),
+ * but devices write what they have. Newer software writes UTF-8 without saying so (the patient
+ * `Müller` came back as `MÃ¼ller` in our SR); older European devices write Latin-1, which is
+ * almost never valid UTF-8 (`M\xfcller` is not). So: UTF-8 when the bytes are valid UTF-8,
+ * else Latin-1, as before.
+ */
+const UNDECLARED: DicomTextDecoder = {
+  decode: (bytes) => {
+    if (bytes.every((b) => b < 0x80)) return decoderOf('latin1').decode(bytes);
+    try {
+      return STRICT_UTF8.decode(bytes);
+    } catch {
+      return decoderOf('latin1').decode(bytes);
+    }
+  },
+};
 
 function decodeIso2022(bytes: Uint8Array, start: { g0: string; g1: string }): string {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);

@@ -157,3 +157,40 @@ export function walkDataSet(
     at = end;
   }
 }
+
+/**
+ * Where the File Meta Information ends when it has no group length (0002,0000): the first
+ * element past `start` whose group is not 0002, stepping over each element of explicit VR
+ * little endian (PS3.10 §7.1). PS3.10 makes the group length Type 1, but older writers left
+ * it out (pydicom keeps `no_meta_group_length.dcm` as a test file; DCMTK and pydicom read
+ * such files), and the element lengths tell where the group ends just as well.
+ */
+export function metaGroupEnd(
+  bytes: Buffer,
+  start: number,
+  complete: boolean,
+): { kind: 'end'; at: number } | { kind: 'need-more' | 'invalid'; reason: string } {
+  const short = complete ? ('invalid' as const) : ('need-more' as const);
+  let at = start;
+  while (at + 2 <= bytes.length && bytes.readUInt16LE(at) === 0x0002) {
+    if (at + 8 > bytes.length) return { kind: short, reason: 'file meta information is cut short' };
+    const vr = bytes.toString('latin1', at + 4, at + 6);
+    if (!/^[A-Z]{2}$/.test(vr)) return { kind: 'invalid', reason: 'an element has no valid VR' };
+    let end: number;
+    if (LONG_LENGTH_VRS.has(vr)) {
+      if (at + 12 > bytes.length)
+        return { kind: short, reason: 'file meta information is cut short' };
+      const length = bytes.readUInt32LE(at + 8);
+      if (length === UNDEFINED_LENGTH)
+        return { kind: 'invalid', reason: 'an undefined length in the file meta information' };
+      end = at + 12 + length;
+    } else {
+      end = at + 8 + bytes.readUInt16LE(at + 6);
+    }
+    if (end > bytes.length) return { kind: short, reason: 'file meta information is cut short' };
+    at = end;
+  }
+  if (at + 2 > bytes.length && !complete)
+    return { kind: 'need-more', reason: 'file meta information is cut short' };
+  return { kind: 'end', at };
+}

@@ -9,7 +9,12 @@ import {
   type DataSet,
 } from './dicom-attribute.values';
 import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
-import { walkDataSet, type WalkedElement, type WalkSyntax } from './dicom-dataset-walk';
+import {
+  metaGroupEnd,
+  walkDataSet,
+  type WalkedElement,
+  type WalkSyntax,
+} from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
 
 /**
@@ -69,9 +74,21 @@ export type InstanceCheck =
       studyInstanceUid?: string;
     };
 
+export interface SopUids {
+  sopClassUid: string;
+  sopInstanceUid: string;
+}
+
 export interface InstanceCheckOptions {
   /** The instance must belong to this study (STOW-RS to /studies/{study}, a PACS pull). */
   expectedStudyUid?: string;
+  /**
+   * The data set must be this SOP Class and Instance: a C-STORE request's Affected SOP Class
+   * and Instance UIDs (PS3.7 §9.1.1), which our File Meta Information repeats. DCMTK's
+   * storescp answers a mismatch A900 too; stored, the file's meta named another instance
+   * than its data set, and the command's UID was what the sender was told was stored.
+   */
+  expectedSop?: SopUids;
 }
 
 /** Validates the Part 10 file at `path`. Never throws for bad content; I/O errors do throw. */
@@ -141,6 +158,7 @@ const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
   '0020000E': 'UI', // Series Instance UID
   '00200010': 'SH', // Study ID
   '00280002': 'US', // Samples per Pixel
+  '00280004': 'CS', // Photometric Interpretation
   '00280008': 'IS', // Number of Frames
   '00280010': 'US', // Rows
   '00280011': 'US', // Columns
@@ -166,22 +184,26 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
     return invalid('not a DICOM Part 10 file (no DICM prefix)');
   }
   // PS3.10 §7.1: the File Meta Information (explicit VR little endian) starts with its
-  // group length (0002,0000) UL.
+  // group length (0002,0000) UL. Its end is found from the group's own elements, as DCMTK
+  // and pydicom read it, not from the group length: older writers left the group length out
+  // (pydicom's no_meta_group_length.dcm) or wrote one that missed an element, and with an
+  // implicit VR data set the group length's word alone sent the walk into the meta elements.
   if (bytes.length < 144) {
     return complete
       ? invalid('file meta information is cut short')
       : { kind: 'need-more', reason: 'file meta information is cut short' };
   }
-  if (bytes.readUInt32LE(132) !== 0x00000002 || bytes.toString('latin1', 136, 138) !== 'UL') {
-    return invalid('file meta information has no group length');
+  if (bytes.readUInt16LE(132) !== 0x0002) {
+    return invalid('file meta information is missing');
   }
-  const metaStart = 144;
-  const metaEnd = metaStart + bytes.readUInt32LE(140);
-  if (metaEnd > bytes.length) {
-    return complete
-      ? invalid('file meta information is cut short')
-      : { kind: 'need-more', reason: 'file meta information is cut short' };
+  const end = metaGroupEnd(bytes, 132, complete);
+  if (end.kind !== 'end') {
+    return end.kind === 'need-more'
+      ? { kind: 'need-more', reason: end.reason }
+      : invalid(`file meta information cannot be read (${end.reason})`);
   }
+  const metaStart = 132;
+  const metaEnd = end.at;
   const meta = walkDataSet(
     bytes.subarray(0, metaEnd),
     metaStart,
@@ -278,6 +300,19 @@ function judge(
       ok: false,
       failureReason: FAILURE_REASON.dataSetMismatch,
       reason: `missing or invalid ${missing.join(', ')}`,
+      ...ids,
+    };
+  }
+  const sop = options.expectedSop;
+  const unpadded = (uid: string) => uid.replace(/[\0 ]+$/, '');
+  if (
+    sop &&
+    (unpadded(sop.sopClassUid) !== sopClassUid || unpadded(sop.sopInstanceUid) !== sopInstanceUid)
+  ) {
+    return {
+      ok: false,
+      failureReason: FAILURE_REASON.dataSetMismatch,
+      reason: 'the data set is another SOP Class or Instance than the C-STORE request names',
       ...ids,
     };
   }

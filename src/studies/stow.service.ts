@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -14,6 +14,7 @@ import {
   readMultipart,
 } from './multipart-related.parser';
 import { closeQuietly, closeStream } from './file-streams';
+import { inflateIfDeflated } from './deflated-instance';
 import { StudyError } from './study.error';
 import {
   findOrderForInstance,
@@ -52,6 +53,8 @@ export interface RefusedInstance {
   reason: string;
   sopClassUid?: string;
   sopInstanceUid?: string;
+  /** The refused bytes as received, under `refused/` (StudyStoragePaths.refusedFile). */
+  keptAs?: string;
 }
 
 export interface StowServiceOptions {
@@ -92,8 +95,10 @@ export class StowService {
         'Content-Type must be multipart/related; type="application/dicom"',
       );
     }
+    // The root type's own parameters (`type="application/dicom; transfer-syntax=…"`, as some
+    // clients quote it) do not change what it is: compared without them.
     const rootType = mediaTypeParameter(contentType, 'type');
-    if (rootType !== undefined && rootType.toLowerCase() !== 'application/dicom') {
+    if (rootType !== undefined && baseMediaType(rootType) !== 'application/dicom') {
       throw new StudyError(
         'unsupported_media_type',
         `only type="application/dicom" parts are supported (got ${rootType.slice(0, 40)})`,
@@ -112,7 +117,6 @@ export class StowService {
     const refused: RefusedInstance[] = [];
     let tempPath: string | undefined;
     let out: ReturnType<typeof createWriteStream> | undefined;
-    let partBytes = 0;
     let partType = '';
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
@@ -120,9 +124,7 @@ export class StowService {
           partType = baseMediaType(event.headers['content-type']);
           tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
           out = createWriteStream(tempPath, { mode: 0o600 });
-          partBytes = 0;
         } else if (event.type === 'data') {
-          partBytes += event.chunk.length;
           if (!out!.write(event.chunk)) await once(out!, 'drain');
         } else {
           await closeStream(out!);
@@ -130,20 +132,26 @@ export class StowService {
           const path = tempPath!;
           tempPath = undefined;
           if (partType !== '' && partType !== 'application/dicom') {
-            await rm(path, { force: true });
             refused.push({
               failureReason: FAILURE_REASON.cannotUnderstand,
               reason: `part is ${partType.slice(0, 40)}, not application/dicom`,
+              keptAs: await this.keepRefused(path),
             });
+            continue;
+          }
+          // Deflated instances are inflated to explicit VR little endian first (lossless).
+          const inflated = await inflateIfDeflated(path, limit);
+          if (inflated.kind === 'refused') {
+            const { failureReason, reason } = inflated;
+            refused.push({ failureReason, reason, keptAs: await this.keepRefused(path) });
             continue;
           }
           const check = await checkInstanceFile(path, { expectedStudyUid: input.targetStudyUid });
           if (!check.ok) {
-            await rm(path, { force: true });
-            refused.push(check);
+            refused.push({ ...check, keptAs: await this.keepRefused(path) });
             continue;
           }
-          accepted.push({ header: check.header, tempPath: path, sizeBytes: partBytes });
+          accepted.push({ header: check.header, tempPath: path, sizeBytes: check.sizeBytes });
         }
       }
     } catch (error) {
@@ -170,6 +178,34 @@ export class StowService {
       'STOW-RS request processed',
     );
     return buildStoreResponse(stored, refused);
+  }
+
+  /**
+   * Keeps a refused part or C-STORE data set as received (DESIGN.md §5: bad input loses
+   * nothing), under a UUID of ours in `refused/`, for STUDY_UNMATCHED_HOLD_MINUTES
+   * (expireRefused). It used to be deleted at once: an analyst asked why a modality's
+   * instances were refused had only the reason, never the bytes. Returns the UUID.
+   */
+  async keepRefused(path: string): Promise<string> {
+    const id = randomUUID();
+    await mkdir(this.options.paths.refusedDir, { recursive: true, mode: 0o700 });
+    await rename(path, this.options.paths.refusedFile(id));
+    return id;
+  }
+
+  /** Deletes refused files older than the hold (the studies.expire-unmatched job). */
+  async expireRefused(): Promise<number> {
+    const dir = this.options.paths.refusedDir;
+    const oldest = this.now().getTime() - this.options.unmatchedHoldMinutes * 60_000;
+    let deleted = 0;
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const info = await stat(join(dir, name)).catch(() => undefined);
+      if (info && info.mtimeMs < oldest) {
+        await rm(join(dir, name), { force: true });
+        deleted++;
+      }
+    }
+    return deleted;
   }
 
   /**
@@ -274,6 +310,7 @@ export class StowService {
               failureReason: r.failureReason,
               reason: r.reason,
               sopInstanceUid: r.sopInstanceUid,
+              keptAs: r.keptAs,
             })),
             studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
             unmatchedStudies: [...unmatched],

@@ -94,14 +94,17 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           dimse: config.PACS_DIMSE_HOST ? dimsePacs(config, paths) : undefined,
         }),
     },
-    // Deletes held, unmatched pushed instances once their hold is over (every minute).
+    // Deletes held, unmatched pushed instances and kept refused ones once their hold is over
+    // (every minute).
     cronJob(
       EXPIRE_UNMATCHED_TASK,
       '* * * * *',
-      [STUDY_ACQUIRER, LOGGER],
-      async (acquirer: DefaultStudyAcquirer, logger: Logger) => {
+      [STUDY_ACQUIRER, STOW_SERVICE, LOGGER],
+      async (acquirer: DefaultStudyAcquirer, stow: StowService, logger: Logger) => {
         const deleted = await acquirer.expireUnmatched();
         if (deleted > 0) logger.info({ deleted }, 'unmatched DICOM instances expired');
+        const refused = await stow.expireRefused();
+        if (refused > 0) logger.info({ refused }, 'kept refused DICOM instances expired');
       },
     ),
     // The C-STORE SCP, when DICOM_SCP_PORT is set (off by default).

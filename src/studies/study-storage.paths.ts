@@ -44,6 +44,18 @@ export class StudyStoragePaths {
     return join(this.movedDir(studyInstanceUid), `${safeSegment(sopInstanceUid)}.dcm`);
   }
 
+  /**
+   * Pushed parts we refused (not DICOM, truncated, missing UIDs …), kept as received for the
+   * audit under our own UUID (the `keptAs` of their study.received entry), then swept.
+   */
+  get refusedDir(): string {
+    return join(this.root, 'refused');
+  }
+
+  refusedFile(id: string): string {
+    return join(this.refusedDir, `${safeSegment(id)}.dcm`);
+  }
+
   /** Instances pulled from the PACS for one order. */
   pulledDir(orderId: string): string {
     return join(this.root, 'pulled', safeSegment(orderId));

@@ -4,6 +4,7 @@
  * their escape sequences exactly as PS3.5 Annexes H–K give them, several values in a VM 1
  * identifier, sequences nested as deep as a test needs. All identities are synthetic.
  */
+import { deflateRawSync } from 'node:zlib';
 import { generateUid } from './dicom-factory';
 
 const LONG_LENGTH_VRS = new Set(['OB', 'OW', 'SQ', 'UN', 'UT']);
@@ -65,6 +66,12 @@ export function rawInstance(o: {
   patientId?: string;
   patientName?: string;
   beforePatient?: Buffer;
+  /**
+   * Deflated Explicit VR Little Endian (PS3.5 §A.5): the data set deflated (raw RFC 1951),
+   * as `dcmconv +td` writes it; `extra` goes at the end of the data set before deflating
+   * (e.g. a long run of zeros in a trailing OB element, for a deflate bomb).
+   */
+  deflated?: { extra?: Buffer };
 }): RawInstance {
   const studyInstanceUid = o.studyInstanceUid ?? generateUid();
   const sopInstanceUid = generateUid();
@@ -90,12 +97,13 @@ export function rawInstance(o: {
     element(0x0028, 0x0102, 'US', us(7)),
     element(0x0028, 0x0103, 'US', us(0)),
     element(0x7fe0, 0x0010, 'OB', Buffer.from([0, 64, 128, 255])),
+    ...(o.deflated?.extra ? [element(0xfffc, 0xfffc, 'OB', o.deflated.extra)] : []),
   ]);
   const meta = Buffer.concat([
     element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
     element(0x0002, 0x0002, 'UI', SECONDARY_CAPTURE),
     element(0x0002, 0x0003, 'UI', sopInstanceUid),
-    element(0x0002, 0x0010, 'UI', '1.2.840.10008.1.2.1'),
+    element(0x0002, 0x0010, 'UI', o.deflated ? '1.2.840.10008.1.2.1.99' : '1.2.840.10008.1.2.1'),
     element(0x0002, 0x0012, 'UI', '2.25.229466438390858364353440958343118717227'),
   ]);
   const groupLength = Buffer.alloc(4);
@@ -108,7 +116,7 @@ export function rawInstance(o: {
       Buffer.from('DICM'),
       element(0x0002, 0x0000, 'UL', groupLength),
       meta,
-      dataset,
+      o.deflated ? deflateRawSync(dataset) : dataset,
     ]),
   };
 }

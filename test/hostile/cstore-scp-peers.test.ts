@@ -112,6 +112,44 @@ describe('hostile: C-STORE SCP peers', () => {
     expect(received.some((e) => e.actor === 'dicom:INTRUDER')).toBe(true);
   });
 
+  it('a C-STORE whose data set is another SOP Instance than its command names is refused A900, kept for the audit', async () => {
+    // PS3.7 §9.1.1: the Affected SOP Instance UID is the instance stored. A sender that names
+    // one and sends another (a router rewriting UIDs in the data set only) was stored with a
+    // File Meta Information naming the command's UID over a data set of another instance.
+    const inst = rawInstance({ accession: 'MISMATCH-1', patientId: 'P-MISMATCH' });
+    const file = join(dir, 'mismatch.dcm');
+    writeFileSync(file, inst.bytes);
+    const status = await new Promise<number>((resolve, reject) => {
+      const client = new Client();
+      const req = new requests.CStoreRequest(file);
+      req.getCommandDataset().setElement('AffectedSOPInstanceUID', '2.25.1234567890');
+      let answer: number | undefined;
+      req.on('response', (r) => (answer = r.getStatus()));
+      client.addRequest(req);
+      client.on('networkError', reject);
+      client.on('closed', () =>
+        answer === undefined ? reject(new Error('no answer')) : resolve(answer),
+      );
+      client.send('127.0.0.1', port, 'MODALITY1', AE);
+    });
+    expect(status).toBe(0xa900);
+    const rows = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid IN ($1, $2)`,
+      [inst.sopInstanceUid, '2.25.1234567890'],
+    )) as Array<{ n: number }>;
+    expect(rows[0]!.n).toBe(0);
+    const received = (await audit('study.received')).find((e) =>
+      JSON.stringify(e.detail).includes(inst.sopInstanceUid),
+    );
+    expect(received?.detail.refused).toEqual([
+      expect.objectContaining({
+        failureReason: 0xa900,
+        reason: 'the data set is another SOP Class or Instance than the C-STORE request names',
+        keptAs: expect.any(String),
+      }),
+    ]);
+  });
+
   it('a PDU claiming 2 GiB is aborted after its header (gone before 64 MiB were sent), /health answers, the refusal is audited', async () => {
     const socket = connect(port, '127.0.0.1');
     const received: Buffer[] = [];

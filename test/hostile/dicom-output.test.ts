@@ -7,6 +7,7 @@ import { DEFAULT_HL7_ORDER_MAPPING_CONFIG } from '../../src/mappings/hl7-order.c
 import { mapHl7Message } from '../../src/mappings/hl7-order.mapping';
 import { buildEncapsulatedPdf, buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
 import { validForVr } from '../../src/outbound/dicom-vr';
+import { parseResultContent } from '../../src/mappings/result-content.mapping';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
 import { publicationInput, REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
 
@@ -171,12 +172,123 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toContain('(0010,0010) PN [=山田^太郎=やまだ^たろう]');
   });
 
+  it('non-Latin values longer than their VR in UTF-8 bytes: cut to the byte limit between characters, the SR and PDF still written and valid', () => {
+    // 𠮷 (U+20BB7, outside the BMP) is written in the Japanese surname 𠮷野; a long kanji name
+    // with its kana reading, a Korean referring physician, and a LOINC display in accented
+    // Latin ending in an emoji. Before: dcmjs threw "Value exceeds max length" on the name
+    // (no SR, no PDF), and dciodvfy refused 64 kanji (192 bytes) as longer than 64.
+    const input = publicationInput('DELIVERED', {});
+    input.order = {
+      ...input.order,
+      request: {
+        ...input.order.request,
+        procedure: { code: '24590-2', system: 'LN', display: `${'é'.repeat(63)}😀` },
+      },
+    };
+    const source = sourceStudy(1);
+    source.attributes.patientName = `${'𠮷野'.repeat(20)}^${'太郎'.repeat(20)}=${'やまだ'.repeat(30)}`;
+    source.attributes.referringPhysicianName = `${'김'.repeat(40)}^민수`;
+    source.attributes.studyDescription = '頭部MRI 造影 '.repeat(10);
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-utf8-long.dcm');
+    const pdf = join(dir, 'pdf-utf8-long.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    const dump = execFileSync('dcmdump', ['+P', '0010,0010', '+P', '0008,0104', sr], {
+      encoding: 'utf8',
+    });
+    const name = /\(0010,0010\) PN \[([^\]]*)\]/.exec(dump)?.[1] ?? '';
+    expect(name.startsWith('𠮷野𠮷野')).toBe(true);
+    expect(Buffer.byteLength(name)).toBeLessThanOrEqual(64);
+    // No character is cut in half (a lone surrogate would be written as U+FFFD).
+    expect(dump).not.toContain('\ufffd');
+  });
+
+  it('upstream texts of control characters only: no empty Text Value or Code Meaning (Type 1), the SR still valid', async () => {
+    // A hostile or broken upstream result: a structure and an impression that are nothing but
+    // control characters, a caveat of a NUL. Each survived parsing (not blank) and became an
+    // empty Text Value once the control characters were removed.
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: '\u0007\u0008', volume_ml: 4.2, flag: 'low' }],
+        impression: '\u0001\u0002',
+        caveat: '\u0000',
+      }),
+    );
+    expect(results.findings).toHaveLength(1);
+    const input = publicationInput('DELIVERED', { results });
+    input.device = { ...input.device, version: '\u0000' };
+    const sr = join(dir, 'sr-control-only.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,a160', sr], { encoding: 'utf8' });
+    // The impression and the caveat are left out; the mandatory texts say `unknown`.
+    expect(dump).toContain('(0040,a160) UT [unknown]');
+    expect(dump).not.toMatch(/\(0040,a160\) UT \(no value available\)/);
+  });
+
+  it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {
+    // A product that reports only an impression, or a findings list the upstream left empty.
+    const results = parseResultContent(
+      JSON.stringify({ report_kind: 'results', findings: [], impression: 'No abnormality.' }),
+    );
+    const input = publicationInput('DELIVERED', { results });
+    const sr = join(dir, 'sr-no-findings.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,a160', sr], { encoding: 'utf8' });
+    expect(dump).toContain('(0040,a160) UT [No abnormality.]');
+  });
+
+  it('a study with a presentation state, a key object selection, an SR and a PDF mixed in: only its images are in the Image Library, every instance in the evidence', () => {
+    // As a PACS holds a reported study: the images, a GSPS, a KOS of key images, the
+    // radiologist's SR and a scanned requisition PDF (PS3.4 Table B.5-1 classes).
+    const source = sourceStudy(2);
+    const others = [
+      ['1.2.840.10008.5.1.4.1.1.11.1', '2.25.900001'],
+      ['1.2.840.10008.5.1.4.1.1.88.59', '2.25.900002'],
+      ['1.2.840.10008.5.1.4.1.1.88.22', '2.25.900003'],
+      ['1.2.840.10008.5.1.4.1.1.104.1', '2.25.900004'],
+    ] as const;
+    for (const [sopClassUid, sopInstanceUid] of others)
+      source.instances.push({ sopClassUid, sopInstanceUid, seriesInstanceUid: '2.25.900000' });
+    const sr = join(dir, 'sr-mixed-study.dcm');
+    writeFileSync(
+      sr,
+      buildMeasurementSr(
+        publicationInput('DELIVERED', {}),
+        source,
+        new Date('2026-11-24T10:00:00Z'),
+      ),
+    );
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', [sr], { encoding: 'utf8' });
+    expect(dump.match(/\(0040,a040\) CS \[IMAGE\]/g)).toHaveLength(2);
+    for (const [, sopInstanceUid] of others) {
+      // Named once: in the evidence, not as an IMAGE of the library.
+      expect(dump.split(`[${sopInstanceUid}]`)).toHaveLength(2);
+    }
+  });
+
+  it.each([
+    ['PN', '山'.repeat(30), '山'.repeat(21)],
+    ['LO', `${'é'.repeat(31)}ab`, `${'é'.repeat(31)}ab`],
+    ['LO', `${'é'.repeat(32)}x`, 'é'.repeat(32)],
+    ['SH', '😀😀😀😀😀', '😀😀😀😀'],
+  ])('validForVr(%s) counts UTF-8 bytes: %s', (vr, input, expected) => {
+    expect(validForVr(vr, input)).toBe(expected);
+  });
+
   it.each([
     ['LO', 'a\\b\r\nc', 'a b c'],
     ['SH', 'X'.repeat(20), 'X'.repeat(16)],
     ['CS', 'in progress', 'IN PROGRESS'],
     ['ST', 'line 1\r\nline 2 \\ kept\u0000', 'line 1\r\nline 2 \\ kept'],
-    ['PN', `${'A'.repeat(70)}^B=C`, `${'A'.repeat(64)}=C`],
+    // The whole value within 64 bytes: dciodvfy refused `A×64=C` (66).
+    ['PN', `${'A'.repeat(70)}^B=C`, 'A'.repeat(64)],
+    ['PN', `${'A'.repeat(60)}^B=C`, `${'A'.repeat(60)}^B=C`],
     ['UI', '1.2.3', '1.2.3'],
     ['DA', '2026-11-20', '20261120'],
     ['DA', '20261340', ''],

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { createMrBrainStudy, shortPixelData } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
@@ -124,8 +125,16 @@ describe('DICOM C-STORE SCP', () => {
       `SELECT severity, detail FROM audit_events WHERE kind = 'study.received'
         AND detail->'refused' @> $1::jsonb`,
       [JSON.stringify([{ sopInstanceUid: inst!.sopInstanceUid }])],
-    )) as Array<{ severity: string; detail: { refused: Array<{ reason: string }> } }>;
+    )) as Array<{
+      severity: string;
+      detail: { refused: Array<{ reason: string; keptAs?: string }> };
+    }>;
     expect(event).toMatchObject({ severity: 'warning' });
     expect(event!.detail.refused[0]!.reason).toMatch(/^pixel data incomplete/);
+    // The refused data set is kept for the audit, as received (it used to be deleted).
+    const kept = await readFile(
+      new StudyStoragePaths(adapter.dataDir).refusedFile(event!.detail.refused[0]!.keptAs!),
+    );
+    expect(dataSetOf(kept).equals(dataSetOf(readFileSync(file)))).toBe(true);
   });
 });

@@ -11,6 +11,7 @@ import {
   truncatePixelData,
   writePart10,
 } from '../helpers/dicom-factory';
+import { rawInstance } from '../helpers/raw-dicom';
 
 /** Instance validation on real Part 10 files written by dcmjs (test/helpers/dicom-factory). */
 describe('checkInstanceFile', () => {
@@ -135,6 +136,77 @@ describe('checkInstanceFile', () => {
     expect(await checkInstanceFile(file(truncatePixelData(withComment, 100)))).toMatchObject({
       ok: false,
       reason: 'pixel data truncated: 512 bytes declared, 100 present',
+    });
+  });
+
+  it('accepts uncompressed YBR_FULL_422 (two samples per pixel stored), refuses it short', async () => {
+    // Modelled on pydicom's SC_ybr_full_422_uncompressed.dcm: 8-bit, 3 samples declared,
+    // Y1 Y2 CB CR per pixel pair, so rows × columns × 2 bytes (PS3.3 C.7.6.3.1.2).
+    const ybr = (pixelBytes: number) =>
+      writePart10({
+        SOPClassUID: '1.2.840.10008.5.1.4.1.1.7',
+        SOPInstanceUID: '2.25.2001',
+        StudyInstanceUID: '2.25.2002',
+        SeriesInstanceUID: '2.25.2003',
+        Modality: 'US',
+        Rows: 16,
+        Columns: 16,
+        SamplesPerPixel: 3,
+        PlanarConfiguration: 0,
+        PhotometricInterpretation: 'YBR_FULL_422',
+        BitsAllocated: 8,
+        BitsStored: 8,
+        HighBit: 7,
+        PixelRepresentation: 0,
+        PixelData: [new Uint8Array(pixelBytes).buffer],
+        _vrMap: { PixelData: 'OB' },
+      });
+    expect(await checkInstanceFile(file(ybr(16 * 16 * 2)))).toMatchObject({ ok: true });
+    expect(await checkInstanceFile(file(ybr(16 * 16)))).toMatchObject({
+      ok: false,
+      reason: 'pixel data incomplete: 256 bytes, rows × columns × frames × samples needs 512',
+    });
+  });
+
+  it('accepts File Meta Information without its group length (0002,0000), refuses it cut short', async () => {
+    // Modelled on pydicom's no_meta_group_length.dcm: the meta elements follow DICM directly.
+    const raw = rawInstance({ accession: 'NOGL-1', patientId: 'PID-NOGL' });
+    const noGroupLength = Buffer.concat([raw.bytes.subarray(0, 132), raw.bytes.subarray(144)]);
+    expect(await checkInstanceFile(file(noGroupLength))).toMatchObject({
+      ok: true,
+      header: {
+        sopInstanceUid: raw.sopInstanceUid,
+        transferSyntaxUid: '1.2.840.10008.1.2.1',
+        accessionNumber: 'NOGL-1',
+        patientId: 'PID-NOGL',
+      },
+    });
+    expect(await checkInstanceFile(file(noGroupLength.subarray(0, 150)))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+    });
+  });
+
+  it('reads the File Meta Information to its last element when the group length misses one', async () => {
+    // A writer that counted the group length without its last element (Implementation
+    // Version Name): with an implicit VR data set, that element was read as data and the
+    // instance refused C000. DCMTK and pydicom read the meta group by its elements.
+    const bytes = Buffer.from(implicit!.bytes);
+    const metaEnd = 144 + bytes.readUInt32LE(140);
+    let last = 144;
+    for (let at = 144; at < metaEnd;) {
+      last = at;
+      const long = ['OB', 'UN', 'UT'].includes(bytes.toString('latin1', at + 4, at + 6));
+      at += long ? 12 + bytes.readUInt32LE(at + 8) : 8 + bytes.readUInt16LE(at + 6);
+    }
+    expect(last).toBeGreaterThan(144);
+    bytes.writeUInt32LE(last - 144, 140);
+    expect(await checkInstanceFile(file(bytes))).toMatchObject({
+      ok: true,
+      header: {
+        sopInstanceUid: implicit!.sopInstanceUid,
+        transferSyntaxUid: IMPLICIT_VR_LITTLE_ENDIAN,
+      },
     });
   });
 

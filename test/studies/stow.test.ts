@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
@@ -6,6 +6,7 @@ import { request } from 'undici';
 import pino from 'pino';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { StowService } from '../../src/studies/stow.service';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import {
@@ -17,6 +18,8 @@ import {
   truncatePixelData,
 } from '../helpers/dicom-factory';
 import { insertOrder, multipartRelated, readZip, sha256 } from './study-test-support';
+import { rawInstance } from '../helpers/raw-dicom';
+import { inflateRawSync } from 'node:zlib';
 
 type DicomJson = Record<
   string,
@@ -176,7 +179,7 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     )) as Array<{
       severity: string;
       actor: string;
-      detail: { stored: number; refused: Array<{ reason: string }> };
+      detail: { stored: number; refused: Array<{ reason: string; keptAs?: string }> };
     }>;
     expect(event).toMatchObject({ severity: 'warning', actor: expect.stringMatching(/^sender#/) });
     expect(event!.detail.stored).toBe(4);
@@ -185,6 +188,17 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       'pixel data truncated: 2048 bytes declared, 100 present',
       'pixel data incomplete: 64 bytes, rows × columns × frames × samples needs 2048',
     ]);
+    // Bad input loses nothing (DESIGN.md §5): each refused part is kept byte for byte, named
+    // in the audit entry (they used to be deleted at once). The hold sweeps them later.
+    const paths = new StudyStoragePaths(adapter.dataDir);
+    const kept = event!.detail.refused.map((r) => readFileSync(paths.refusedFile(r.keptAs!)));
+    expect(kept.map(sha256)).toEqual(
+      [
+        notDicomBytes(),
+        truncatePixelData(truncated.bytes, 100),
+        shortPixelData(short.bytes, 64),
+      ].map(sha256),
+    );
   });
 
   it('answers 409 when nothing could be stored, and 200 when everything was', async () => {
@@ -247,6 +261,71 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(items(res.json, '00081198')).toEqual([
       expect.objectContaining({ sopInstanceUid: other[0]!.sopInstanceUid, failureReason: 0xa900 }),
     ]);
+  });
+
+  it('takes the Content-Type shapes DICOMweb clients send (quoting, case, parameters)', async () => {
+    // Shapes seen in the wild: unquoted type (dcm4che's curl example, DICOMcloud issue #12),
+    // the transfer-syntax parameter inside the quoted type, upper-case names, a boundary with
+    // the RFC 2046 specials and a space, a start parameter, part types with transfer-syntax.
+    const shapes = [
+      (b: string) => `multipart/related;type=application/dicom;boundary=${b}`,
+      (b: string) =>
+        `multipart/related; type="application/dicom; transfer-syntax=1.2.840.10008.1.2.1"; boundary="${b}"`,
+      (b: string) => `Multipart/Related; TYPE="Application/DICOM"; Boundary="${b}"`,
+      (b: string) =>
+        `multipart/related; start="<part1@example>"; type="application/dicom"; boundary="${b}"`,
+    ];
+    for (const [n, shape] of shapes.entries()) {
+      const [instance] = createMrBrainStudy({ series: [{ slices: 1 }] });
+      // A token where the boundary is unquoted (RFC 2045 §5.1), the specials where quoted.
+      const boundary = n === 0 ? 'DICOMwebBoundary-0' : `x'()+_,-./:=? ${n}`;
+      const { body } = multipartRelated(
+        [
+          {
+            data: instance!.bytes,
+            contentType: 'application/dicom; transfer-syntax=1.2.840.10008.1.2.1',
+          },
+        ],
+        boundary,
+      );
+      const res = await stow(body, shape(boundary));
+      expect({ n, status: res.status }).toEqual({ n, status: 200 });
+      expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+        instance!.sopInstanceUid,
+      ]);
+    }
+  });
+
+  it('stores a deflated instance (PS3.5 A.5) inflated to explicit VR little endian; a corrupt one is C000, a deflate bomb A700', async () => {
+    // Modelled on what `dcmconv +td` writes: the data set deflated, no zlib header. It was
+    // refused C122 for its (legal) transfer syntax.
+    const deflated = rawInstance({ accession: 'DEFL-1', patientId: 'P-DEFL', deflated: {} });
+    const metaEnd = 144 + deflated.bytes.readUInt32LE(140);
+    const dataSet = inflateRawSync(deflated.bytes.subarray(metaEnd));
+    const corrupt = rawInstance({ accession: 'DEFL-2', deflated: {} });
+    corrupt.bytes.fill(0xff, corrupt.bytes.length - 40);
+    // 9 MiB of zeros deflate to a few KiB, past the 8 MiB request limit once inflated.
+    const bomb = rawInstance({ accession: 'DEFL-3', deflated: { extra: Buffer.alloc(9 << 20) } });
+    expect(bomb.bytes.length).toBeLessThan(64 * 1024);
+    const { body, contentType } = multipartRelated(
+      [deflated, corrupt, bomb].map((i) => ({ data: i.bytes })),
+    );
+    const res = await stow(body, contentType);
+    expect(res.status).toBe(202);
+    expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+      deflated.sopInstanceUid,
+    ]);
+    expect(items(res.json, '00081198').map((i) => i.failureReason)).toEqual([0xc000, 0xa700]);
+    const [row] = (await adapter.dataSource.query(
+      `SELECT file_path, transfer_syntax_uid FROM study_instances WHERE sop_instance_uid = $1`,
+      [deflated.sopInstanceUid],
+    )) as Array<{ file_path: string; transfer_syntax_uid: string }>;
+    expect(row!.transfer_syntax_uid).toBe('1.2.840.10008.1.2.1');
+    const stored = await readFile(row!.file_path);
+    // The same data set, byte for byte, behind File Meta Information naming the new syntax.
+    expect(stored.subarray(stored.length - dataSet.length).equals(dataSet)).toBe(true);
+    expect(stored.toString('latin1', 0, 400)).toContain('1.2.840.10008.1.2.1\0');
+    expect(stored.toString('latin1', 0, 400)).not.toContain('1.2.840.10008.1.2.1.99');
   });
 
   it('checks credentials, media type, multipart form and size before storing anything', async () => {
@@ -382,6 +461,19 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     writeFileSync(leftover, 'half an instance');
     expect(await later.expireUnmatched()).toBeGreaterThanOrEqual(1);
     expect(existsSync(leftover)).toBe(false);
+    // Refused parts kept for the audit go after the same hold.
+    const paths = new StudyStoragePaths(adapter.dataDir);
+    expect(readdirSync(paths.refusedDir).length).toBeGreaterThan(0);
+    const laterStow = new StowService({
+      dataSource: adapter.dataSource,
+      paths,
+      logger: pino({ level: 'silent' }),
+      maxRequestBytes: MAX_BYTES,
+      unmatchedHoldMinutes: 60,
+      now: () => new Date(Date.now() + 61 * 60_000),
+    });
+    expect(await laterStow.expireRefused()).toBeGreaterThan(0);
+    expect(readdirSync(paths.refusedDir)).toEqual([]);
     expect(existsSync(orphanRow!.file_path)).toBe(false);
     const gone = (await adapter.dataSource.query(
       `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,

@@ -20,16 +20,36 @@ export interface MllpClientOptions {
   maxMessageBytes?: number;
 }
 
+/** How one send() tells its reply from replies to other messages. */
+export interface MllpSendOptions {
+  /**
+   * Whether a reply answers this message (its MSA-2 names our MSH-10). A reply that does not is
+   * set aside and the wait goes on, within the same timeout: a RIS in enhanced mode sends the
+   * commit ACK and then the application ACK (HL7 v2.5.1 2.9.3), an interface engine may repeat
+   * an ACK, so a second reply about an earlier message comes when the next one is in flight.
+   * Without it, the next reply is the answer.
+   */
+  isAnswer?: (reply: Buffer) => boolean;
+  /** Told of each reply set aside (for the delivery's record). */
+  onIgnored?: (reply: Buffer) => void;
+}
+
+/** Replies about other messages set aside while waiting for one answer; more is a peer out of step. */
+export const MAX_IGNORED_REPLIES = 16;
+
 interface Pending {
   resolve: (reply: Buffer) => void;
   reject: (error: Error) => void;
   timer: NodeJS.Timeout;
+  options: MllpSendOptions;
+  ignored: number;
 }
 
 /**
  * MLLP sender over one kept-alive connection (reconnected lazily when closed). Messages are sent
- * one at a time: send() resolves with the next framed reply, and concurrent calls are queued, so
- * a reply is always matched to the message it answers. On a reply timeout the connection is
+ * one at a time: send() resolves with the next framed reply (or, with `isAnswer`, the next one
+ * that answers it), and concurrent calls are queued, so a reply is always matched to the message
+ * it answers. On a reply timeout the connection is
  * dropped, because a late reply would otherwise be taken as the answer to the next message.
  */
 export class MllpClient {
@@ -45,9 +65,9 @@ export class MllpClient {
   constructor(private readonly options: MllpClientOptions) {}
 
   /** Sends one message payload (unframed) and resolves with the reply payload. */
-  send(payload: Buffer | string): Promise<Buffer> {
+  send(payload: Buffer | string, options: MllpSendOptions = {}): Promise<Buffer> {
     const bytes = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    const run = this.chain.then(() => this.exchange(bytes));
+    const run = this.chain.then(() => this.exchange(bytes, options));
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -62,21 +82,32 @@ export class MllpClient {
     });
   }
 
-  private async exchange(payload: Buffer): Promise<Buffer> {
+  private async exchange(payload: Buffer, options: MllpSendOptions): Promise<Buffer> {
     const socket = await this.connect();
-    const early = this.early.shift();
-    if (early) {
-      // A reply nobody asked for (the peer wrote before our message): protocol out of step.
-      this.drop();
-      throw new Hl7Error('MLLP_NOT_CONNECTED', 'Unsolicited data from MLLP peer; reconnect');
+    if (this.early.length > 0) {
+      const early = this.early.splice(0);
+      if (!options.isAnswer) {
+        // A reply nobody asked for (the peer wrote before our message): protocol out of step.
+        this.drop();
+        throw new Hl7Error('MLLP_NOT_CONNECTED', 'Unsolicited data from MLLP peer; reconnect');
+      }
+      // Late replies about earlier messages (a second ACK): the peer has not seen this one yet,
+      // and the matcher keeps them from being taken for its answer.
+      for (const reply of early) options.onIgnored?.(reply);
     }
     return new Promise<Buffer>((resolve, reject) => {
       const timer = setTimeout(() => {
+        const ignored = this.pending?.ignored ?? 0;
         this.pending = undefined;
         this.drop();
-        reject(new Hl7Error('MLLP_TIMEOUT', `No MLLP reply within ${this.responseTimeout} ms`));
+        reject(
+          new Hl7Error(
+            'MLLP_TIMEOUT',
+            `No MLLP reply within ${this.responseTimeout} ms${ignored ? ` (${ignored} replies about other messages set aside)` : ''}`,
+          ),
+        );
       }, this.responseTimeout);
-      this.pending = { resolve, reject, timer };
+      this.pending = { resolve, reject, timer, options, ignored: 0 };
       socket.write(encodeMllpFrame(payload));
     });
   }
@@ -156,6 +187,21 @@ export class MllpClient {
 
   private take(message: Buffer): void {
     const pending = this.pending;
+    if (pending?.options.isAnswer && !pending.options.isAnswer(message)) {
+      pending.options.onIgnored?.(message);
+      if (++pending.ignored > MAX_IGNORED_REPLIES) {
+        this.pending = undefined;
+        clearTimeout(pending.timer);
+        this.drop();
+        pending.reject(
+          new Hl7Error(
+            'MLLP_NOT_CONNECTED',
+            `More than ${MAX_IGNORED_REPLIES} replies about other messages; reconnect`,
+          ),
+        );
+      }
+      return;
+    }
     if (pending) {
       this.pending = undefined;
       clearTimeout(pending.timer);

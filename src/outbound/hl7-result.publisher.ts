@@ -68,17 +68,25 @@ export class Hl7ResultPublisher implements Publisher {
   ): Promise<DeliveryResult> {
     const client = this.clients[this.next++ % this.clients.length]!;
     const started = Date.now();
+    // Replies naming another message (a commit ACK's application ACK, a repeated ACK, a stale
+    // one) are set aside and the wait goes on: before, the first of them was taken as this
+    // message's answer, it was resent on every attempt (each taken by the RIS) and died.
+    const ignored: string[] = [];
     let reply: Buffer;
     try {
-      reply = await client.send(built.bytes);
+      reply = await client.send(built.bytes, {
+        isAnswer: (r) => answersMessage(r, controlId),
+        onIgnored: (r) => ignored.push(acknowledgedIdOf(r) ?? '(none)'),
+      });
     } catch (error) {
       return {
         outcome: 'retry',
-        answer: `${label} not acknowledged: ${(error as { code?: string }).code ?? (error as Error).name}`,
+        answer: `${label} not acknowledged: ${(error as { code?: string }).code ?? (error as Error).name}${ignored.length > 0 ? `; the RIS's ${ignored.length} replies named other messages in MSA-2, not ${controlId}` : ''}`,
         detail: {
           controlId,
           version: built.version,
           error: (error as Error).message.slice(0, 200),
+          ...ignoredDetail(ignored),
         },
       };
     }
@@ -98,7 +106,8 @@ export class Hl7ResultPublisher implements Publisher {
       // Not the answer to this message: out of step; the next try starts afresh.
       await client.close().catch(() => undefined);
     }
-    return { ...this.classify(ack, label, controlId, built.version, started), response };
+    const result = this.classify(ack, label, controlId, built.version, started);
+    return { ...result, detail: { ...result.detail, ...ignoredDetail(ignored) }, response };
   }
 
   private classify(
@@ -147,4 +156,33 @@ export class Hl7ResultPublisher implements Publisher {
   async close(): Promise<void> {
     await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
   }
+}
+
+/** MSA-2 of a reply, when it is HL7 with an MSA. */
+function acknowledgedIdOf(reply: Buffer): string | undefined {
+  try {
+    return parseHl7(reply).segment('MSA')?.value(2);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether a reply is this message's answer: everything but an ACK naming another control id
+ * in MSA-2 (HL7 v2.5.1 2.14.8.2); a reply that is not HL7 or has no MSA-2 is classified as
+ * the answer (retried, with what it was).
+ */
+function answersMessage(reply: Buffer, controlId: string): boolean {
+  const answered = acknowledgedIdOf(reply);
+  return answered === undefined || answered === '' || answered === controlId;
+}
+
+function ignoredDetail(ignored: string[]): Record<string, unknown> {
+  // control ids are ours (IAA…) or the RIS's: no PHI; a few are enough to see the pattern
+  return ignored.length > 0
+    ? {
+        ignoredReplies: ignored.length,
+        ignoredAckIds: ignored.slice(0, 5).map((i) => i.slice(0, 40)),
+      }
+    : {};
 }

@@ -15,6 +15,7 @@ import {
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
 import type { Publisher } from '../../src/outbound/publisher';
+import type { UpstreamStatus } from '../../src/imaging-spec/imaging-spec';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import {
   playStatus,
@@ -161,10 +162,18 @@ describe('hostile: results to receivers that answer badly', () => {
   async function publish(
     destination: Destination,
     publisher: Publisher,
-    options: { documents?: typeof RESULT_DOCS; settings?: Partial<OutboundSettings> } = {},
+    options: {
+      documents?: typeof RESULT_DOCS;
+      settings?: Partial<OutboundSettings>;
+      /** Intermediate statuses played before DELIVERED (each an ORM status with ormStatusMessages). */
+      before?: UpstreamStatus[];
+    } = {},
   ): Promise<OutboxRow[]> {
     const settings = testOutboundSettings({ destinations: [destination], ...options.settings });
     const order = await seedOrder(db.dataSource, { source: sourceStudy() });
+    for (const status of options.before ?? []) {
+      await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, status);
+    }
     await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, 'DELIVERED', {
       documents: options.documents ?? RESULT_DOCS,
     });
@@ -221,6 +230,82 @@ describe('hostile: results to receivers that answer badly', () => {
         { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
       ]);
       expect(ris.received).toHaveLength(1);
+    });
+
+    // HL7 v2.5.1 2.9.3 (enhanced mode): a receiver may send the commit ACK (CA) and then the
+    // application ACK (AA) of the same message, whatever MSH-16 asked; some interface engines
+    // also repeat an ACK (one from the engine, one from the RIS behind it). The second one is
+    // about a message already answered: it is not the answer to the next message.
+    it.each([
+      ['a commit ACK then an application ACK', ['CA', 'AA']],
+      ['the same ACK twice', ['AA', 'AA']],
+    ])(
+      'a RIS sending %s per message: each message delivered at its first attempt, none sent twice',
+      async (_what, codes) => {
+        ris = await startRawRis((message, socket) => {
+          for (const code of codes) {
+            socket.write(
+              Buffer.concat([
+                Buffer.from([0x0b]),
+                ackFor(message, code),
+                Buffer.from([0x1c, 0x0d]),
+              ]),
+            );
+          }
+        });
+        const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port), {
+          settings: { ormStatusMessages: true },
+          before: ['PREPROCESSING', 'ANALYSIS_RUNNING'],
+        });
+        expect(rows.map((r) => r.kind)).toEqual(['hl7-orm-status', 'hl7-orm-status', 'hl7-oru']);
+        expect(rows.map((r) => [r.status, r.attempts])).toEqual(rows.map(() => ['delivered', 1]));
+        expect(ris.received).toHaveLength(rows.length);
+      },
+    );
+
+    it('a stale ACK naming another message before the right one: the right one is taken', async () => {
+      ris = await startRawRis((message, socket) => {
+        const stale = ackFor(message)
+          .toString('latin1')
+          .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|IAA0');
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(stale, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+        setTimeout(() => {
+          socket.write(
+            Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c, 0x0d])]),
+          );
+        }, 50);
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows).toEqual([
+        { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
+      ]);
+      expect(ris.received).toHaveLength(1);
+    });
+
+    it('a RIS whose every ACK names another control id: a dead letter saying so, not a silent timeout', async () => {
+      ris = await startRawRis((message, socket) => {
+        const wrong = ackFor(message)
+          .toString('latin1')
+          .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|42');
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(wrong, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts])).toEqual([['dead', 4]]);
+      expect(rows[0]!.last_error).toMatch(
+        /^gave up after 4 attempts; last answer: ORU\^R01 not acknowledged: MLLP_TIMEOUT; the RIS's 1 replies named other messages in MSA-2, not IAA\d+$/,
+      );
     });
   });
 

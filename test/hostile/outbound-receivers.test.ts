@@ -486,10 +486,10 @@ describe('hostile: results to receivers that answer badly', () => {
       ]);
       expect(await attemptSummaries('dicom-sr')).toEqual([
         expect.stringMatching(
-          /attempt 1: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+          /attempt 1: the PACS answered 409 to the SR \(1 refused: 0xA7\w\w out of resources\) \(retry in/,
         ),
         expect.stringMatching(
-          /attempt 2: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+          /attempt 2: the PACS answered 409 to the SR \(1 refused: 0xA7\w\w out of resources\) \(retry in/,
         ),
         expect.stringMatching(/attempt 3: SR stored by the PACS \(200\)$/),
       ]);

@@ -426,6 +426,69 @@ describe('hostile: results to receivers that answer badly', () => {
         /the EHR answered 401 to Task: our credentials were refused/,
       );
     });
+    /** An OperationOutcome as a FHIR server writes one (R4 operationoutcome.html). */
+    const outcome = (code: string, diagnostics: string) =>
+      JSON.stringify({
+        resourceType: 'OperationOutcome',
+        issue: [{ severity: 'error', code, diagnostics }],
+      });
+
+    // R4 http.html: 409 is a version conflict (HAPI answers it when two writes of one resource
+    // meet, "HAPI-0550"), and an issue whose type is `transient` or under it (lock-error,
+    // no-store, exception, timeout, incomplete, throttled: R4 valueset-issue-type) says a
+    // retry may work; both passed, but were dead letters at once.
+    it.each([
+      [409, 'conflict', 'Version conflict: the resource was modified concurrently'],
+      [400, 'lock-error', 'Could not obtain a lock on the resource'],
+      [422, 'exception', 'Database connection lost'],
+    ])(
+      'a %s with an OperationOutcome %s is retried, and stored when it passes',
+      async (status, code, diagnostics) => {
+        let n = 0;
+        http.setAnswer((_req, body, res) => {
+          n += 1;
+          if (n === 1) {
+            res.writeHead(status, { 'content-type': 'application/fhir+json' });
+            res.end(outcome(code, diagnostics));
+            return;
+          }
+          res.writeHead(200, { 'content-type': 'application/fhir+json' });
+          res.end(JSON.stringify({ ...JSON.parse(body.toString()), id: `r${n}` }));
+        });
+        const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+        expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+          ['fhir-task', 'delivered', 2],
+          ['fhir-diagnostic-report', 'delivered', 1],
+        ]);
+      },
+    );
+
+    it.each([
+      [
+        412,
+        'multiple-matches',
+        /the EHR answered 412 to Task: more than one Task matches our identifier \(R4 conditional update\); the EHR's copies are to be merged before a replay \(OperationOutcome multiple-matches\)$/,
+      ],
+      [
+        422,
+        'business-rule',
+        /the EHR answered 422 to Task: the EHR's rules refused the resource \(OperationOutcome business-rule\)$/,
+      ],
+    ])(
+      'a %s (%s) is a dead letter at once that says what the EHR meant',
+      async (status, code, reason) => {
+        http.setAnswer((_req, _body, res) => {
+          res.writeHead(status, { 'content-type': 'application/fhir+json' });
+          res.end(outcome(code, 'refused'));
+        });
+        const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+        expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+          ['fhir-task', 'dead', 1],
+          ['fhir-diagnostic-report', 'dead', 1],
+        ]);
+        expect(rows[0]!.last_error).toMatch(reason);
+      },
+    );
   });
 
   describe('PACS (STOW-RS)', () => {

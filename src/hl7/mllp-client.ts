@@ -52,6 +52,9 @@ interface Pending {
  * it answers. On a reply timeout the connection is
  * dropped, because a late reply would otherwise be taken as the answer to the next message.
  */
+/** A peer ending its connection this soon after a reply closes after each reply. */
+const CLOSE_AFTER_REPLY_MS = 1_000;
+
 export class MllpClient {
   private socket?: net.Socket;
   private connecting?: Promise<net.Socket>;
@@ -61,6 +64,14 @@ export class MllpClient {
   private readonly early: Buffer[] = [];
   /** Waits for the CR after an FS that ended the data so far (a peer that leaves it out). */
   private crTimer?: NodeJS.Timeout;
+  /** When the last reply came (to tell a peer that closes after each reply). */
+  private lastReplyAt = 0;
+  /**
+   * The peer closes its connection after each reply (a RIS taking one message per connection):
+   * learnt from it ending a connection just after a reply, and from then on we end ours after
+   * each reply and open a fresh one for the next message.
+   */
+  private closesAfterReply = false;
 
   constructor(private readonly options: MllpClientOptions) {}
 
@@ -83,6 +94,11 @@ export class MllpClient {
   }
 
   private async exchange(payload: Buffer, options: MllpSendOptions): Promise<Buffer> {
+    if (this.socket && !this.socket.destroyed) {
+      // A kept connection: let a close the peer sent with its last reply be read first, so the
+      // next message is not written into a connection the peer is closing.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     const socket = await this.connect();
     if (this.early.length > 0) {
       const early = this.early.splice(0);
@@ -117,7 +133,10 @@ export class MllpClient {
   }
 
   private connect(): Promise<net.Socket> {
-    if (this.socket && !this.socket.destroyed) return Promise.resolve(this.socket);
+    // a connection whose peer has ended its side takes no new message
+    if (this.socket && !this.socket.destroyed && !this.socket.readableEnded)
+      return Promise.resolve(this.socket);
+    if (this.socket) this.retire();
     if (this.connecting) return this.connecting;
     this.connecting = new Promise<net.Socket>((resolve, reject) => {
       const { host, port } = this.options;
@@ -149,6 +168,11 @@ export class MllpClient {
           reject(error);
         }
         this.fail(socket, error);
+      });
+      socket.on('end', () => {
+        // The peer closing right after a reply is a peer that takes one message per connection.
+        if (socket === this.socket && Date.now() - this.lastReplyAt < CLOSE_AFTER_REPLY_MS)
+          this.closesAfterReply = true;
       });
       socket.on('close', () => {
         clearTimeout(timer);
@@ -205,6 +229,9 @@ export class MllpClient {
     if (pending) {
       this.pending = undefined;
       clearTimeout(pending.timer);
+      this.lastReplyAt = Date.now();
+      // a peer that closes after each reply: end this connection now, the next message opens one
+      if (this.closesAfterReply) this.retire();
       pending.resolve(message);
     } else {
       this.early.push(message);
@@ -220,6 +247,13 @@ export class MllpClient {
       clearTimeout(pending.timer);
       pending.reject(error);
     }
+  }
+
+  /** Leaves the connection to close gracefully; the next message opens a new one. */
+  private retire(): void {
+    const socket = this.socket;
+    this.socket = undefined;
+    socket?.end();
   }
 
   private drop(): void {

@@ -151,6 +151,16 @@ export class EhrFhirClient {
     );
   }
 
+  /** Update by id (R4 http.html#update): `PUT [base]/[type]/[id]`. */
+  async update<T extends Resource>(resource: T & { id: string }): Promise<T> {
+    return this.call(() =>
+      this.client.put<T>(
+        `${this.baseUrl.replace(/\/+$/, '')}/${resource.resourceType}/${encodeURIComponent(resource.id)}`,
+        resource,
+      ),
+    );
+  }
+
   async close(): Promise<void> {
     // Nothing pooled of our own: the client uses Node's fetch.
   }

@@ -1,4 +1,5 @@
 import type { ConnectionOptions } from 'node:tls';
+import { HL7_ERROR_CONDITIONS, type Hl7ErrorCondition } from '../hl7/hl7-ack.builder';
 import { parseHl7 } from '../hl7/hl7-message';
 import { MllpClient } from '../hl7/mllp-client';
 import { buildOrmStatus, buildOru, type Hl7ResultSettings } from '../mappings/hl7-result.mapping';
@@ -22,8 +23,8 @@ export interface Hl7PublisherOptions {
  * ORU^R01 (and ORM^O01 status messages) to the RIS over MLLP with our MllpClient (one message
  * in flight per connection, reply timeout, connection dropped after a timeout so a late ACK is
  * never taken for the next message). The ACK is matched on MSA-2 = our MSH-10; AA/CA is
- * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter (HL7 v2.5.1 2.9.2 and
- * table 0008). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
+ * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter unless its ERR names a
+ * condition that passes, 206 or 207 (HL7 v2.5.1 2.9.2, tables 0008 and 0357). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
  */
 export class Hl7ResultPublisher implements Publisher {
   readonly destination = DESTINATIONS.hl7;
@@ -142,8 +143,20 @@ export class Hl7ResultPublisher implements Publisher {
       case 'CE':
         return { outcome: 'retry', answer: `${label} ${code}`, detail };
       case 'AR':
-      case 'CR':
+      case 'CR': {
+        // Table 0008: AR is a refusal "for a reason unrelated to content or format", which
+        // the sender decides whether to resend; ERR naming table 0357's 206 (record locked)
+        // or 207 (internal error) is a RIS that is down or busy, which a resend gets past.
+        // Before, such a refusal was a dead letter at once, the result never sent again.
+        const passing = errorConditions(ack).filter((c) => TRANSIENT_CONDITIONS.includes(c));
+        if (passing.length > 0)
+          return {
+            outcome: 'retry',
+            answer: `${label} ${code}: refused by the RIS for now (ERR ${passing.map((c) => `${c} ${HL7_ERROR_CONDITIONS[c as Hl7ErrorCondition]}`).join(', ')})`,
+            detail,
+          };
         return { outcome: 'dead', answer: `${label} ${code}: refused by the RIS`, detail };
+      }
       default:
         return {
           outcome: 'retry',
@@ -156,6 +169,20 @@ export class Hl7ResultPublisher implements Publisher {
   async close(): Promise<void> {
     await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
   }
+}
+
+/** Table 0357 conditions a resend can get past: 206 record locked, 207 internal error. */
+const TRANSIENT_CONDITIONS: readonly number[] = [206, 207];
+
+/**
+ * The table 0357 codes of an ACK's ERR segments: ERR-3.1 (v2.5+), or ERR-1.4.1 (the ELD of
+ * v2.3/2.4, code in its fourth component).
+ */
+function errorConditions(ack: ReturnType<typeof parseHl7>): number[] {
+  return ack.segmentsById('ERR').flatMap((err) => {
+    const code = err.value(3) ?? err.value(1, 1, 4, 1);
+    return code !== undefined && /^\d{3}$/.test(code.trim()) ? [Number(code.trim())] : [];
+  });
 }
 
 /** MSA-2 of a reply, when it is HL7 with an MSA. */

@@ -288,6 +288,59 @@ describe('hostile: results to receivers that answer badly', () => {
       expect(ris.received).toHaveLength(1);
     });
 
+    // HL7 table 0008: AR is a refusal "for a reason unrelated to content or format" (a RIS
+    // down, its database locked), the sender deciding whether to resend; table 0357 names
+    // those in ERR (206 record locked, 207 internal error). Modelled on a RIS's ACK with
+    // ERR-3 (v2.5+) and with the v2.3.1 ELD in ERR-1 (code in its fourth component).
+    it.each([
+      ['ERR-3 (v2.5.1)', 'ERR||OBR^1|207^Application internal error^HL70357|E'],
+      ['ERR-1.4 (v2.3.1)', 'ERR|OBR^1^^206&Application record locked&HL70357'],
+    ])(
+      'an AR naming a passing condition in %s is retried, and delivered when the RIS is back',
+      async (_where, errSegment) => {
+        let n = 0;
+        ris = await startRawRis((message, socket) => {
+          n += 1;
+          const ack =
+            n === 1
+              ? `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\r${errSegment}\r`
+              : ackFor(message).toString('latin1');
+          socket.write(
+            Buffer.concat([
+              Buffer.from([0x0b]),
+              Buffer.from(ack, 'latin1'),
+              Buffer.from([0x1c, 0x0d]),
+            ]),
+          );
+        });
+        const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+        // before: a dead letter at once, the result never sent again
+        expect(rows).toEqual([
+          { kind: 'hl7-oru', status: 'delivered', attempts: 2, last_error: null },
+        ]);
+        expect((await attemptSummaries('hl7-oru'))[0]).toMatch(
+          /ORU\^R01 AR: refused by the RIS for now \(ERR 20[67] Application (internal error|record locked)\)/,
+        );
+      },
+    );
+
+    it('an AR naming an unsupported version (ERR 203) is a dead letter at once', async () => {
+      ris = await startRawRis((message, socket) => {
+        const ack = `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\rERR||MSH^1^12|203^Unsupported version id^HL70357|E\r`;
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(ack, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts, r.last_error])).toEqual([
+        ['dead', 1, 'ORU^R01 AR: refused by the RIS'],
+      ]);
+    });
+
     it('a RIS whose every ACK names another control id: a dead letter saying so, not a silent timeout', async () => {
       ris = await startRawRis((message, socket) => {
         const wrong = ackFor(message)

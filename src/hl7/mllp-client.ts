@@ -20,18 +20,41 @@ export interface MllpClientOptions {
   maxMessageBytes?: number;
 }
 
+/** How one send() tells its reply from replies to other messages. */
+export interface MllpSendOptions {
+  /**
+   * Whether a reply answers this message (its MSA-2 names our MSH-10). A reply that does not is
+   * set aside and the wait goes on, within the same timeout: a RIS in enhanced mode sends the
+   * commit ACK and then the application ACK (HL7 v2.5.1 2.9.3), an interface engine may repeat
+   * an ACK, so a second reply about an earlier message comes when the next one is in flight.
+   * Without it, the next reply is the answer.
+   */
+  isAnswer?: (reply: Buffer) => boolean;
+  /** Told of each reply set aside (for the delivery's record). */
+  onIgnored?: (reply: Buffer) => void;
+}
+
+/** Replies about other messages set aside while waiting for one answer; more is a peer out of step. */
+export const MAX_IGNORED_REPLIES = 16;
+
 interface Pending {
   resolve: (reply: Buffer) => void;
   reject: (error: Error) => void;
   timer: NodeJS.Timeout;
+  options: MllpSendOptions;
+  ignored: number;
 }
 
 /**
  * MLLP sender over one kept-alive connection (reconnected lazily when closed). Messages are sent
- * one at a time: send() resolves with the next framed reply, and concurrent calls are queued, so
- * a reply is always matched to the message it answers. On a reply timeout the connection is
+ * one at a time: send() resolves with the next framed reply (or, with `isAnswer`, the next one
+ * that answers it), and concurrent calls are queued, so a reply is always matched to the message
+ * it answers. On a reply timeout the connection is
  * dropped, because a late reply would otherwise be taken as the answer to the next message.
  */
+/** A peer ending its connection this soon after a reply closes after each reply. */
+const CLOSE_AFTER_REPLY_MS = 1_000;
+
 export class MllpClient {
   private socket?: net.Socket;
   private connecting?: Promise<net.Socket>;
@@ -41,13 +64,21 @@ export class MllpClient {
   private readonly early: Buffer[] = [];
   /** Waits for the CR after an FS that ended the data so far (a peer that leaves it out). */
   private crTimer?: NodeJS.Timeout;
+  /** When the last reply came (to tell a peer that closes after each reply). */
+  private lastReplyAt = 0;
+  /**
+   * The peer closes its connection after each reply (a RIS taking one message per connection):
+   * learnt from it ending a connection just after a reply, and from then on we end ours after
+   * each reply and open a fresh one for the next message.
+   */
+  private closesAfterReply = false;
 
   constructor(private readonly options: MllpClientOptions) {}
 
   /** Sends one message payload (unframed) and resolves with the reply payload. */
-  send(payload: Buffer | string): Promise<Buffer> {
+  send(payload: Buffer | string, options: MllpSendOptions = {}): Promise<Buffer> {
     const bytes = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    const run = this.chain.then(() => this.exchange(bytes));
+    const run = this.chain.then(() => this.exchange(bytes, options));
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -62,21 +93,37 @@ export class MllpClient {
     });
   }
 
-  private async exchange(payload: Buffer): Promise<Buffer> {
+  private async exchange(payload: Buffer, options: MllpSendOptions): Promise<Buffer> {
+    if (this.socket && !this.socket.destroyed) {
+      // A kept connection: let a close the peer sent with its last reply be read first, so the
+      // next message is not written into a connection the peer is closing.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     const socket = await this.connect();
-    const early = this.early.shift();
-    if (early) {
-      // A reply nobody asked for (the peer wrote before our message): protocol out of step.
-      this.drop();
-      throw new Hl7Error('MLLP_NOT_CONNECTED', 'Unsolicited data from MLLP peer; reconnect');
+    if (this.early.length > 0) {
+      const early = this.early.splice(0);
+      if (!options.isAnswer) {
+        // A reply nobody asked for (the peer wrote before our message): protocol out of step.
+        this.drop();
+        throw new Hl7Error('MLLP_NOT_CONNECTED', 'Unsolicited data from MLLP peer; reconnect');
+      }
+      // Late replies about earlier messages (a second ACK): the peer has not seen this one yet,
+      // and the matcher keeps them from being taken for its answer.
+      for (const reply of early) options.onIgnored?.(reply);
     }
     return new Promise<Buffer>((resolve, reject) => {
       const timer = setTimeout(() => {
+        const ignored = this.pending?.ignored ?? 0;
         this.pending = undefined;
         this.drop();
-        reject(new Hl7Error('MLLP_TIMEOUT', `No MLLP reply within ${this.responseTimeout} ms`));
+        reject(
+          new Hl7Error(
+            'MLLP_TIMEOUT',
+            `No MLLP reply within ${this.responseTimeout} ms${ignored ? ` (${ignored} replies about other messages set aside)` : ''}`,
+          ),
+        );
       }, this.responseTimeout);
-      this.pending = { resolve, reject, timer };
+      this.pending = { resolve, reject, timer, options, ignored: 0 };
       socket.write(encodeMllpFrame(payload));
     });
   }
@@ -86,7 +133,10 @@ export class MllpClient {
   }
 
   private connect(): Promise<net.Socket> {
-    if (this.socket && !this.socket.destroyed) return Promise.resolve(this.socket);
+    // a connection whose peer has ended its side takes no new message
+    if (this.socket && !this.socket.destroyed && !this.socket.readableEnded)
+      return Promise.resolve(this.socket);
+    if (this.socket) this.retire();
     if (this.connecting) return this.connecting;
     this.connecting = new Promise<net.Socket>((resolve, reject) => {
       const { host, port } = this.options;
@@ -118,6 +168,11 @@ export class MllpClient {
           reject(error);
         }
         this.fail(socket, error);
+      });
+      socket.on('end', () => {
+        // The peer closing right after a reply is a peer that takes one message per connection.
+        if (socket === this.socket && Date.now() - this.lastReplyAt < CLOSE_AFTER_REPLY_MS)
+          this.closesAfterReply = true;
       });
       socket.on('close', () => {
         clearTimeout(timer);
@@ -156,9 +211,27 @@ export class MllpClient {
 
   private take(message: Buffer): void {
     const pending = this.pending;
+    if (pending?.options.isAnswer && !pending.options.isAnswer(message)) {
+      pending.options.onIgnored?.(message);
+      if (++pending.ignored > MAX_IGNORED_REPLIES) {
+        this.pending = undefined;
+        clearTimeout(pending.timer);
+        this.drop();
+        pending.reject(
+          new Hl7Error(
+            'MLLP_NOT_CONNECTED',
+            `More than ${MAX_IGNORED_REPLIES} replies about other messages; reconnect`,
+          ),
+        );
+      }
+      return;
+    }
     if (pending) {
       this.pending = undefined;
       clearTimeout(pending.timer);
+      this.lastReplyAt = Date.now();
+      // a peer that closes after each reply: end this connection now, the next message opens one
+      if (this.closesAfterReply) this.retire();
       pending.resolve(message);
     } else {
       this.early.push(message);
@@ -174,6 +247,13 @@ export class MllpClient {
       clearTimeout(pending.timer);
       pending.reject(error);
     }
+  }
+
+  /** Leaves the connection to close gracefully; the next message opens a new one. */
+  private retire(): void {
+    const socket = this.socket;
+    this.socket = undefined;
+    socket?.end();
   }
 
   private drop(): void {

@@ -114,7 +114,10 @@ export class EhrFhirClient {
   ): Promise<Array<{ resource: T; fullUrl: string }>> {
     return this.call(async () => {
       const out: Array<{ resource: T; fullUrl: string }> = [];
-      let page = await this.client.get<Bundle>(searchUrl(this.baseUrl, resourceType, searchParams));
+      let page = searchset(
+        await this.client.get<unknown>(searchUrl(this.baseUrl, resourceType, searchParams)),
+        resourceType,
+      );
       for (let i = 0; i < maxPages; i++) {
         for (const e of page.entry ?? []) {
           if (
@@ -133,7 +136,10 @@ export class EhrFhirClient {
         // A next link is followed only within the EHR's base (with the token), never elsewhere.
         if (!this.peer.contains(nextLink))
           throw new PeerUrlError('the EHR search answered a next link outside its base', 'origin');
-        page = await this.client.get<Bundle>(this.peer.resolve(nextLink).href);
+        page = searchset(
+          await this.client.get<unknown>(this.peer.resolve(nextLink).href),
+          resourceType,
+        );
       }
       return out;
     });
@@ -142,6 +148,16 @@ export class EhrFhirClient {
   async create<T extends Resource>(resource: T, headers: Record<string, string> = {}): Promise<T> {
     return this.call(() =>
       this.client.post<T>(searchUrl(this.baseUrl, resource.resourceType, {}), resource, headers),
+    );
+  }
+
+  /** Update by id (R4 http.html#update): `PUT [base]/[type]/[id]`. */
+  async update<T extends Resource>(resource: T & { id: string }): Promise<T> {
+    return this.call(() =>
+      this.client.put<T>(
+        `${this.baseUrl.replace(/\/+$/, '')}/${resource.resourceType}/${encodeURIComponent(resource.id)}`,
+        resource,
+      ),
     );
   }
 
@@ -156,7 +172,12 @@ export class EhrFhirClient {
         return await fn();
       } catch (error) {
         // not the EHR's answer: a URL we refused to call, or no token to call with
-        if (error instanceof PeerUrlError || error instanceof SmartBackendAuthError) throw error;
+        if (
+          error instanceof PeerUrlError ||
+          error instanceof SmartBackendAuthError ||
+          error instanceof EhrFhirError // an answer that is not what was asked (already named)
+        )
+          throw error;
         const status = (error as { response?: { status?: number } }).response?.status;
         if (status === 401 && this.options.smart && attempt === 0) {
           this.options.smart.invalidate();
@@ -171,4 +192,33 @@ export class EhrFhirClient {
       }
     }
   }
+}
+
+/**
+ * A search answers a Bundle of type searchset (R4 http.html#search). A 200 with anything else
+ * (an OperationOutcome "too-costly" or "processing", a gateway's JSON, a transaction-response)
+ * is no search result: read as one, it was "nothing matched", so a catch-up after missed
+ * events recorded the gap as handled with nothing ingested, and an `empty` notification was
+ * answered 200 with nothing ordered (the notifier does not resend): those orders were lost.
+ */
+function searchset(answer: unknown, resourceType: string): Bundle {
+  const got = answer as { resourceType?: unknown; type?: unknown } | null;
+  if (
+    got !== null &&
+    typeof got === 'object' &&
+    !Array.isArray(got) &&
+    got.resourceType === 'Bundle' &&
+    (got.type === 'searchset' || got.type === undefined)
+  )
+    return answer as Bundle;
+  const what =
+    got !== null && typeof got === 'object' && !Array.isArray(got)
+      ? typeof got.resourceType === 'string' && /^[A-Z][A-Za-z]{0,63}$/.test(got.resourceType)
+        ? `${got.resourceType}${got.resourceType === 'Bundle' && typeof got.type === 'string' ? ` of type ${got.type.slice(0, 32)}` : ''}`
+        : 'JSON that is no resource'
+      : 'no resource';
+  throw new EhrFhirError(
+    `the EHR FHIR server answered a search of ${resourceType} with ${what}, not a searchset Bundle`,
+    undefined,
+  );
 }

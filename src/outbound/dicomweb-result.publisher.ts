@@ -7,6 +7,7 @@ import { dicomTagDump } from './dicom-tag-dump';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
 import { parseRetryAfter } from '../common/retry-after';
+import { describeStowFailure, stowFailureReason } from '../mappings/stow-failure-reasons';
 
 /** The most of a PACS's STOW-RS answer we read. */
 const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
@@ -134,8 +135,10 @@ export class DicomWebResultPublisher implements Publisher {
         response,
       };
     }
-    // 0x0111 Duplicate SOP instance (PS3.4 C.4.2.1.4): a resend of what the PACS already holds.
-    if (failures.length > 0 && failures.every((f) => f.reason === DUPLICATE_SOP_INSTANCE)) {
+    // 0x0111 Duplicate SOP instance (PS3.4 C.4.2.1.4), Azure's 45070: a resend of what the
+    // PACS already holds (src/mappings/stow-failure-reasons.ts).
+    const classes = failures.map((f) => stowFailureReason(f.reason).class);
+    if (failures.length > 0 && classes.every((c) => c === 'held')) {
       return {
         outcome: 'delivered',
         answer: `${label} already held by the PACS`,
@@ -144,20 +147,24 @@ export class DicomWebResultPublisher implements Publisher {
       };
     }
     // A7xx Refused: Out of Resources (PS3.4 Annex GG / C.4.2.1.4): a full PACS that later has
-    // room stores it, so every refusal being that is retried, not a dead letter at once.
-    const outOfResources =
-      failures.length > 0 &&
-      failures.every((f) => f.reason !== undefined && f.reason >> 8 === 0xa7);
+    // room stores it, so every refusal being that (or another that passes) is retried, not a
+    // dead letter at once.
+    const passing = failures.length > 0 && classes.every((c) => c !== 'refused');
     // 401/403: DICOMWEB_TOKEN or the PACS's configuration, which an operator fixes: retried
     // (as the DICOMweb pull does), not a dead letter for every result of the outage.
     const refusedCredentials = status === 401 || status === 403;
     const transient =
-      status === 408 || status === 429 || status >= 500 || outOfResources || refusedCredentials;
+      status === 408 ||
+      status === 424 || // Failed Dependency: the PACS could not reach its own storage (Azure)
+      status === 429 ||
+      status >= 500 ||
+      passing ||
+      refusedCredentials;
     const retryAfterMs = transient ? parseRetryAfter(retryAfter, Date.now()) : undefined;
     return {
       outcome: transient ? 'retry' : 'dead',
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused)` : ''}`,
+      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused: ${[...new Set(failures.map((f) => describeStowFailure(f.reason)))].join(', ')})` : ''}`,
       detail,
       response,
     };
@@ -168,8 +175,6 @@ export class DicomWebResultPublisher implements Publisher {
   }
 }
 
-const DUPLICATE_SOP_INSTANCE = 0x0111;
-
 /** Failed SOP Sequence (0008,1198) items with their Failure Reason (0008,1197). */
 function failedSops(text: string): Array<{ sopInstanceUid?: string; reason?: number }> {
   try {
@@ -179,9 +184,18 @@ function failedSops(text: string): Array<{ sopInstanceUid?: string; reason?: num
     >;
     return (json['00081198']?.Value ?? []).map((i) => ({
       sopInstanceUid: i['00081155']?.Value?.[0] as string | undefined,
-      reason: i['00081197']?.Value?.[0] as number | undefined,
+      reason: usValue(i['00081197']?.Value?.[0]),
     }));
   } catch {
     return [];
   }
+}
+
+/**
+ * A US value (0–65535): a JSON number (PS3.18 F.2.3.1), or a string of decimal digits as some
+ * servers write numbers; anything else is no reason.
+ */
+function usValue(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) ? Number(value) : value;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff ? n : undefined;
 }

@@ -9,6 +9,12 @@ import {
   reportIdentifier,
   taskIdentifier,
 } from '../mappings/fhir-result.mapping';
+import {
+  errorIssueTypes,
+  issuesSayTransient,
+  REFUSAL_MEANINGS,
+  RETRIED_CLIENT_STATUSES,
+} from '../mappings/fhir-refusals.table';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
 import type { LoadedPublication } from './publication.loader';
@@ -138,10 +144,17 @@ export class FhirResultPublisher implements Publisher {
       // EHR disabled) or the EHR's configuration, which an operator fixes: every result of an
       // outage was a dead letter at once, to be replayed by hand. Retried, as the PACS pull is.
       const refusedCredentials = status === 401 || status === 403;
+      // a version conflict (409), or an OperationOutcome whose errors are all transient
+      // (src/mappings/fhir-refusals.table.ts): retried, as a retry can pass; before, a dead letter
+      const passing =
+        status !== undefined &&
+        status >= 400 &&
+        (RETRIED_CLIENT_STATUSES.includes(status) || issuesSayTransient(outcome));
       const transient =
         status === undefined ||
         success ||
         refusedCredentials ||
+        passing ||
         status === 408 ||
         status === 429 ||
         status >= 500;
@@ -164,7 +177,7 @@ export class FhirResultPublisher implements Publisher {
             }
           : {}),
         answer: status
-          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}`
+          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}${refusalMeaning(status, resource.resourceType, outcome)}`
           : // our client's own words: unreachable, no complete answer in time, answer too large
             `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {
@@ -230,6 +243,16 @@ function notStored(answer: unknown, resourceType: string): string | undefined {
   // the peer's text goes into the audit summary only when it looks like a resource type
   const named = typeof type === 'string' && /^[A-Z][A-Za-z]{0,63}$/.test(type);
   return named ? `a ${type}, not a ${resourceType}` : 'not a FHIR resource';
+}
+
+/** `: <what the status means> (OperationOutcome <issue types>)` for a 4xx, else nothing. */
+function refusalMeaning(status: number, resourceType: string, issues: unknown): string {
+  if (status < 400 || status >= 500 || status === 401 || status === 403) return '';
+  const meaning = REFUSAL_MEANINGS[status]?.(resourceType);
+  const types = errorIssueTypes(issues);
+  const named = types.length > 0 ? `OperationOutcome ${types.join(', ')}` : '';
+  if (meaning) return `: ${meaning}${named ? ` (${named})` : ''}`;
+  return named ? `: ${named}` : '';
 }
 
 function operationOutcomeOf(data: unknown): unknown {

@@ -1,4 +1,5 @@
 import type { ConnectionOptions } from 'node:tls';
+import { HL7_ERROR_CONDITIONS, type Hl7ErrorCondition } from '../hl7/hl7-ack.builder';
 import { parseHl7 } from '../hl7/hl7-message';
 import { MllpClient } from '../hl7/mllp-client';
 import { buildOrmStatus, buildOru, type Hl7ResultSettings } from '../mappings/hl7-result.mapping';
@@ -22,8 +23,8 @@ export interface Hl7PublisherOptions {
  * ORU^R01 (and ORM^O01 status messages) to the RIS over MLLP with our MllpClient (one message
  * in flight per connection, reply timeout, connection dropped after a timeout so a late ACK is
  * never taken for the next message). The ACK is matched on MSA-2 = our MSH-10; AA/CA is
- * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter (HL7 v2.5.1 2.9.2 and
- * table 0008). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
+ * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter unless its ERR names a
+ * condition that passes, 206 or 207 (HL7 v2.5.1 2.9.2, tables 0008 and 0357). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
  */
 export class Hl7ResultPublisher implements Publisher {
   readonly destination = DESTINATIONS.hl7;
@@ -68,17 +69,25 @@ export class Hl7ResultPublisher implements Publisher {
   ): Promise<DeliveryResult> {
     const client = this.clients[this.next++ % this.clients.length]!;
     const started = Date.now();
+    // Replies naming another message (a commit ACK's application ACK, a repeated ACK, a stale
+    // one) are set aside and the wait goes on: before, the first of them was taken as this
+    // message's answer, it was resent on every attempt (each taken by the RIS) and died.
+    const ignored: string[] = [];
     let reply: Buffer;
     try {
-      reply = await client.send(built.bytes);
+      reply = await client.send(built.bytes, {
+        isAnswer: (r) => answersMessage(r, controlId),
+        onIgnored: (r) => ignored.push(acknowledgedIdOf(r) ?? '(none)'),
+      });
     } catch (error) {
       return {
         outcome: 'retry',
-        answer: `${label} not acknowledged: ${(error as { code?: string }).code ?? (error as Error).name}`,
+        answer: `${label} not acknowledged: ${(error as { code?: string }).code ?? (error as Error).name}${ignored.length > 0 ? `; the RIS's ${ignored.length} replies named other messages in MSA-2, not ${controlId}` : ''}`,
         detail: {
           controlId,
           version: built.version,
           error: (error as Error).message.slice(0, 200),
+          ...ignoredDetail(ignored),
         },
       };
     }
@@ -98,7 +107,8 @@ export class Hl7ResultPublisher implements Publisher {
       // Not the answer to this message: out of step; the next try starts afresh.
       await client.close().catch(() => undefined);
     }
-    return { ...this.classify(ack, label, controlId, built.version, started), response };
+    const result = this.classify(ack, label, controlId, built.version, started);
+    return { ...result, detail: { ...result.detail, ...ignoredDetail(ignored) }, response };
   }
 
   private classify(
@@ -133,8 +143,20 @@ export class Hl7ResultPublisher implements Publisher {
       case 'CE':
         return { outcome: 'retry', answer: `${label} ${code}`, detail };
       case 'AR':
-      case 'CR':
+      case 'CR': {
+        // Table 0008: AR is a refusal "for a reason unrelated to content or format", which
+        // the sender decides whether to resend; ERR naming table 0357's 206 (record locked)
+        // or 207 (internal error) is a RIS that is down or busy, which a resend gets past.
+        // Before, such a refusal was a dead letter at once, the result never sent again.
+        const passing = errorConditions(ack).filter((c) => TRANSIENT_CONDITIONS.includes(c));
+        if (passing.length > 0)
+          return {
+            outcome: 'retry',
+            answer: `${label} ${code}: refused by the RIS for now (ERR ${passing.map((c) => `${c} ${HL7_ERROR_CONDITIONS[c as Hl7ErrorCondition]}`).join(', ')})`,
+            detail,
+          };
         return { outcome: 'dead', answer: `${label} ${code}: refused by the RIS`, detail };
+      }
       default:
         return {
           outcome: 'retry',
@@ -147,4 +169,47 @@ export class Hl7ResultPublisher implements Publisher {
   async close(): Promise<void> {
     await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
   }
+}
+
+/** Table 0357 conditions a resend can get past: 206 record locked, 207 internal error. */
+const TRANSIENT_CONDITIONS: readonly number[] = [206, 207];
+
+/**
+ * The table 0357 codes of an ACK's ERR segments: ERR-3.1 (v2.5+), or ERR-1.4.1 (the ELD of
+ * v2.3/2.4, code in its fourth component).
+ */
+function errorConditions(ack: ReturnType<typeof parseHl7>): number[] {
+  return ack.segmentsById('ERR').flatMap((err) => {
+    const code = err.value(3) ?? err.value(1, 1, 4, 1);
+    return code !== undefined && /^\d{3}$/.test(code.trim()) ? [Number(code.trim())] : [];
+  });
+}
+
+/** MSA-2 of a reply, when it is HL7 with an MSA. */
+function acknowledgedIdOf(reply: Buffer): string | undefined {
+  try {
+    return parseHl7(reply).segment('MSA')?.value(2);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether a reply is this message's answer: everything but an ACK naming another control id
+ * in MSA-2 (HL7 v2.5.1 2.14.8.2); a reply that is not HL7 or has no MSA-2 is classified as
+ * the answer (retried, with what it was).
+ */
+function answersMessage(reply: Buffer, controlId: string): boolean {
+  const answered = acknowledgedIdOf(reply);
+  return answered === undefined || answered === '' || answered === controlId;
+}
+
+function ignoredDetail(ignored: string[]): Record<string, unknown> {
+  // control ids are ours (IAA…) or the RIS's: no PHI; a few are enough to see the pattern
+  return ignored.length > 0
+    ? {
+        ignoredReplies: ignored.length,
+        ignoredAckIds: ignored.slice(0, 5).map((i) => i.slice(0, 40)),
+      }
+    : {};
 }

@@ -15,6 +15,7 @@ import {
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
 import type { Publisher } from '../../src/outbound/publisher';
+import type { UpstreamStatus } from '../../src/imaging-spec/imaging-spec';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import {
   playStatus,
@@ -161,10 +162,18 @@ describe('hostile: results to receivers that answer badly', () => {
   async function publish(
     destination: Destination,
     publisher: Publisher,
-    options: { documents?: typeof RESULT_DOCS; settings?: Partial<OutboundSettings> } = {},
+    options: {
+      documents?: typeof RESULT_DOCS;
+      settings?: Partial<OutboundSettings>;
+      /** Intermediate statuses played before DELIVERED (each an ORM status with ormStatusMessages). */
+      before?: UpstreamStatus[];
+    } = {},
   ): Promise<OutboxRow[]> {
     const settings = testOutboundSettings({ destinations: [destination], ...options.settings });
     const order = await seedOrder(db.dataSource, { source: sourceStudy() });
+    for (const status of options.before ?? []) {
+      await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, status);
+    }
     await playStatus(db.dataSource, new OutboxOrderEvents(settings), order, 'DELIVERED', {
       documents: options.documents ?? RESULT_DOCS,
     });
@@ -221,6 +230,135 @@ describe('hostile: results to receivers that answer badly', () => {
         { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
       ]);
       expect(ris.received).toHaveLength(1);
+    });
+
+    // HL7 v2.5.1 2.9.3 (enhanced mode): a receiver may send the commit ACK (CA) and then the
+    // application ACK (AA) of the same message, whatever MSH-16 asked; some interface engines
+    // also repeat an ACK (one from the engine, one from the RIS behind it). The second one is
+    // about a message already answered: it is not the answer to the next message.
+    it.each([
+      ['a commit ACK then an application ACK', ['CA', 'AA']],
+      ['the same ACK twice', ['AA', 'AA']],
+    ])(
+      'a RIS sending %s per message: each message delivered at its first attempt, none sent twice',
+      async (_what, codes) => {
+        ris = await startRawRis((message, socket) => {
+          for (const code of codes) {
+            socket.write(
+              Buffer.concat([
+                Buffer.from([0x0b]),
+                ackFor(message, code),
+                Buffer.from([0x1c, 0x0d]),
+              ]),
+            );
+          }
+        });
+        const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port), {
+          settings: { ormStatusMessages: true },
+          before: ['PREPROCESSING', 'ANALYSIS_RUNNING'],
+        });
+        expect(rows.map((r) => r.kind)).toEqual(['hl7-orm-status', 'hl7-orm-status', 'hl7-oru']);
+        expect(rows.map((r) => [r.status, r.attempts])).toEqual(rows.map(() => ['delivered', 1]));
+        expect(ris.received).toHaveLength(rows.length);
+      },
+    );
+
+    it('a stale ACK naming another message before the right one: the right one is taken', async () => {
+      ris = await startRawRis((message, socket) => {
+        const stale = ackFor(message)
+          .toString('latin1')
+          .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|IAA0');
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(stale, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+        setTimeout(() => {
+          socket.write(
+            Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c, 0x0d])]),
+          );
+        }, 50);
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows).toEqual([
+        { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
+      ]);
+      expect(ris.received).toHaveLength(1);
+    });
+
+    // HL7 table 0008: AR is a refusal "for a reason unrelated to content or format" (a RIS
+    // down, its database locked), the sender deciding whether to resend; table 0357 names
+    // those in ERR (206 record locked, 207 internal error). Modelled on a RIS's ACK with
+    // ERR-3 (v2.5+) and with the v2.3.1 ELD in ERR-1 (code in its fourth component).
+    it.each([
+      ['ERR-3 (v2.5.1)', 'ERR||OBR^1|207^Application internal error^HL70357|E'],
+      ['ERR-1.4 (v2.3.1)', 'ERR|OBR^1^^206&Application record locked&HL70357'],
+    ])(
+      'an AR naming a passing condition in %s is retried, and delivered when the RIS is back',
+      async (_where, errSegment) => {
+        let n = 0;
+        ris = await startRawRis((message, socket) => {
+          n += 1;
+          const ack =
+            n === 1
+              ? `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\r${errSegment}\r`
+              : ackFor(message).toString('latin1');
+          socket.write(
+            Buffer.concat([
+              Buffer.from([0x0b]),
+              Buffer.from(ack, 'latin1'),
+              Buffer.from([0x1c, 0x0d]),
+            ]),
+          );
+        });
+        const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+        // before: a dead letter at once, the result never sent again
+        expect(rows).toEqual([
+          { kind: 'hl7-oru', status: 'delivered', attempts: 2, last_error: null },
+        ]);
+        expect((await attemptSummaries('hl7-oru'))[0]).toMatch(
+          /ORU\^R01 AR: refused by the RIS for now \(ERR 20[67] Application (internal error|record locked)\)/,
+        );
+      },
+    );
+
+    it('an AR naming an unsupported version (ERR 203) is a dead letter at once', async () => {
+      ris = await startRawRis((message, socket) => {
+        const ack = `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\rERR||MSH^1^12|203^Unsupported version id^HL70357|E\r`;
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(ack, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts, r.last_error])).toEqual([
+        ['dead', 1, 'ORU^R01 AR: refused by the RIS'],
+      ]);
+    });
+
+    it('a RIS whose every ACK names another control id: a dead letter saying so, not a silent timeout', async () => {
+      ris = await startRawRis((message, socket) => {
+        const wrong = ackFor(message)
+          .toString('latin1')
+          .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|42');
+        socket.write(
+          Buffer.concat([
+            Buffer.from([0x0b]),
+            Buffer.from(wrong, 'latin1'),
+            Buffer.from([0x1c, 0x0d]),
+          ]),
+        );
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts])).toEqual([['dead', 4]]);
+      expect(rows[0]!.last_error).toMatch(
+        /^gave up after 4 attempts; last answer: ORU\^R01 not acknowledged: MLLP_TIMEOUT; the RIS's 1 replies named other messages in MSA-2, not IAA\d+$/,
+      );
     });
   });
 
@@ -341,6 +479,69 @@ describe('hostile: results to receivers that answer badly', () => {
         /the EHR answered 401 to Task: our credentials were refused/,
       );
     });
+    /** An OperationOutcome as a FHIR server writes one (R4 operationoutcome.html). */
+    const outcome = (code: string, diagnostics: string) =>
+      JSON.stringify({
+        resourceType: 'OperationOutcome',
+        issue: [{ severity: 'error', code, diagnostics }],
+      });
+
+    // R4 http.html: 409 is a version conflict (HAPI answers it when two writes of one resource
+    // meet, "HAPI-0550"), and an issue whose type is `transient` or under it (lock-error,
+    // no-store, exception, timeout, incomplete, throttled: R4 valueset-issue-type) says a
+    // retry may work; both passed, but were dead letters at once.
+    it.each([
+      [409, 'conflict', 'Version conflict: the resource was modified concurrently'],
+      [400, 'lock-error', 'Could not obtain a lock on the resource'],
+      [422, 'exception', 'Database connection lost'],
+    ])(
+      'a %s with an OperationOutcome %s is retried, and stored when it passes',
+      async (status, code, diagnostics) => {
+        let n = 0;
+        http.setAnswer((_req, body, res) => {
+          n += 1;
+          if (n === 1) {
+            res.writeHead(status, { 'content-type': 'application/fhir+json' });
+            res.end(outcome(code, diagnostics));
+            return;
+          }
+          res.writeHead(200, { 'content-type': 'application/fhir+json' });
+          res.end(JSON.stringify({ ...JSON.parse(body.toString()), id: `r${n}` }));
+        });
+        const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+        expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+          ['fhir-task', 'delivered', 2],
+          ['fhir-diagnostic-report', 'delivered', 1],
+        ]);
+      },
+    );
+
+    it.each([
+      [
+        412,
+        'multiple-matches',
+        /the EHR answered 412 to Task: more than one Task matches our identifier \(R4 conditional update\); the EHR's copies are to be merged before a replay \(OperationOutcome multiple-matches\)$/,
+      ],
+      [
+        422,
+        'business-rule',
+        /the EHR answered 422 to Task: the EHR's rules refused the resource \(OperationOutcome business-rule\)$/,
+      ],
+    ])(
+      'a %s (%s) is a dead letter at once that says what the EHR meant',
+      async (status, code, reason) => {
+        http.setAnswer((_req, _body, res) => {
+          res.writeHead(status, { 'content-type': 'application/fhir+json' });
+          res.end(outcome(code, 'refused'));
+        });
+        const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+        expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+          ['fhir-task', 'dead', 1],
+          ['fhir-diagnostic-report', 'dead', 1],
+        ]);
+        expect(rows[0]!.last_error).toMatch(reason);
+      },
+    );
   });
 
   describe('PACS (STOW-RS)', () => {
@@ -401,10 +602,10 @@ describe('hostile: results to receivers that answer badly', () => {
       ]);
       expect(await attemptSummaries('dicom-sr')).toEqual([
         expect.stringMatching(
-          /attempt 1: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+          /attempt 1: the PACS answered 409 to the SR \(1 refused: 0xA7\w\w out of resources\) \(retry in/,
         ),
         expect.stringMatching(
-          /attempt 2: the PACS answered 409 to the SR \(1 refused\) \(retry in/,
+          /attempt 2: the PACS answered 409 to the SR \(1 refused: 0xA7\w\w out of resources\) \(retry in/,
         ),
         expect.stringMatching(/attempt 3: SR stored by the PACS \(200\)$/),
       ]);

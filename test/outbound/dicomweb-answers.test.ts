@@ -12,7 +12,7 @@ describe('STOW-RS answers', () => {
   let url: string;
   let answer: {
     status: number;
-    failureReason?: number;
+    failureReason?: number | string;
     endless?: boolean;
     retryAfter?: string;
   } = { status: 200 };
@@ -90,11 +90,29 @@ describe('STOW-RS answers', () => {
     [{ status: 400 }, 'dead'],
     [{ status: 503 }, 'retry'],
     [{ status: 429 }, 'retry'],
+    // Azure Health Data Services DICOM (conformance statement v2, "Store failure reason codes"):
+    // 45070 the same Study/Series/SOP Instance UIDs already stored (a resend after the worker
+    // died before recording the first answer), 45071 the instance being created by another
+    // request; 424 Failed Dependency, the service could not reach its storage or key vault.
+    [{ status: 409, failureReason: 45070 }, 'delivered'],
+    [{ status: 409, failureReason: 45071 }, 'retry'],
+    [{ status: 424 }, 'retry'],
+    // a reason written as a string of digits (a JSON number is the rule, PS3.18 F.2.3.1)
+    [{ status: 409, failureReason: '273' }, 'delivered'],
   ])('%j → %s', async (scripted, outcome) => {
     answer = scripted;
     const result = await send();
     expect(result.outcome).toBe(outcome);
     expect(result.detail.httpStatus).toBe(scripted.status);
+  });
+
+  it('a refusal names its Failure Reason and what it means, for the analyst reading the dead letter', async () => {
+    answer = { status: 409, failureReason: 0xa900 };
+    const result = await send();
+    expect(result.outcome).toBe('dead');
+    expect(result.answer).toBe(
+      'the PACS answered 409 to the SR (1 refused: 0xA900 data set does not match SOP class)',
+    );
   });
 
   it('posts one multipart/related part of type application/dicom', async () => {

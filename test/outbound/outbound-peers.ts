@@ -75,7 +75,11 @@ export async function startAckingRis(
                   fields: [
                     undefined,
                     undefined,
-                    ['207', 'Application internal error', 'HL70357'],
+                    // AE: a fault that may pass; AR: a refusal for good (the RIS knows no such
+                    // order). An AR naming 206/207 is retried (table 0357: locked, internal error).
+                    code === 'AR'
+                      ? ['204', 'Unknown key identifier', 'HL70357']
+                      : ['207', 'Application internal error', 'HL70357'],
                     'E',
                   ],
                 },

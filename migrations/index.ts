@@ -15,6 +15,7 @@ import { OutboxExchange20261125032000 } from './20261125032000-outbox-exchange';
 import { IntakeNoJit20261125090000 } from './20261125090000-intake-no-jit';
 import { IntakePlaceAttempted20261125160000 } from './20261125160000-intake-place-attempted';
 import { IntakeGenericPlans20261127040000 } from './20261127040000-intake-generic-plans';
+import { SubscriptionCatchUpFrom20261127043000 } from './20261127043000-subscription-catch-up-from';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -38,4 +39,5 @@ export const MIGRATIONS = [
   IntakeNoJit20261125090000,
   IntakePlaceAttempted20261125160000,
   IntakeGenericPlans20261127040000,
+  SubscriptionCatchUpFrom20261127043000,
 ];

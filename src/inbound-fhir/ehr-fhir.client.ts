@@ -112,6 +112,18 @@ export class EhrFhirClient {
     searchParams: FhirSearchParams,
     maxPages = 20,
   ): Promise<Array<{ resource: T; fullUrl: string }>> {
+    return (await this.searchPages<T>(resourceType, searchParams, maxPages)).entries;
+  }
+
+  /**
+   * The matches of a search over at most `maxPages` pages; `truncated` when the last page read
+   * still had a next link (more matched than was read: the caller decides how to go on).
+   */
+  async searchPages<T extends Resource>(
+    resourceType: string,
+    searchParams: FhirSearchParams,
+    maxPages: number,
+  ): Promise<{ entries: Array<{ resource: T; fullUrl: string }>; truncated: boolean }> {
     return this.call(async () => {
       const out: Array<{ resource: T; fullUrl: string }> = [];
       let page = searchset(
@@ -132,7 +144,8 @@ export class EhrFhirClient {
           }
         }
         const nextLink = page.link?.find((l) => l.relation === 'next')?.url;
-        if (!nextLink) break;
+        if (!nextLink) return { entries: out, truncated: false };
+        if (i === maxPages - 1) return { entries: out, truncated: true };
         // A next link is followed only within the EHR's base (with the token), never elsewhere.
         if (!this.peer.contains(nextLink))
           throw new PeerUrlError('the EHR search answered a next link outside its base', 'origin');
@@ -141,7 +154,7 @@ export class EhrFhirClient {
           resourceType,
         );
       }
-      return out;
+      return { entries: out, truncated: false };
     });
   }
 

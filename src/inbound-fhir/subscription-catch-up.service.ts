@@ -6,6 +6,21 @@ import { FhirError } from './fhir.error';
 import type { ParsedNotification } from './subscription-notification.parser';
 import type { SubscriptionState } from '../persistence/subscription.repository';
 
+/** Pages of 100 (or the site's _count) one catch-up reads at most. */
+export const CATCH_UP_PAGES = 20;
+
+/**
+ * The last-updated time of the last ServiceRequest when they came oldest first (as asked with
+ * `_sort=_lastUpdated`), else undefined: a server that ignores the sort gives no cursor.
+ */
+function lastOfAscending(found: EhrServiceRequest[]): string | undefined {
+  const times = found.map((f) => f.sr.meta?.lastUpdated);
+  if (times.length === 0 || times.some((t) => !t || Number.isNaN(Date.parse(t)))) return undefined;
+  const ms = times.map((t) => Date.parse(t!));
+  for (let i = 1; i < ms.length; i++) if (ms[i]! < ms[i - 1]!) return undefined;
+  return new Date(ms[ms.length - 1]!).toISOString();
+}
+
 /**
  * Events went missing (a gap in the event numbers, or a heartbeat counting more events than
  * we processed): the EHR is searched for the ServiceRequests changed since the last event we
@@ -45,7 +60,47 @@ export class SubscriptionCatchUp {
     }
   }
 
-  /** Catches up to event `upTo`; a failure is logged and retried at the next heartbeat. */
+  /**
+   * The ServiceRequests changed since `since`, oldest first, over at most CATCH_UP_PAGES
+   * pages; when more changed, `goOnFrom` is the last-updated time of the last one read (the
+   * next catch-up starts there), or `since` itself when the EHR did not answer in that order
+   * (then nothing tells which ones are still unread).
+   */
+  private async changedSince(
+    since: Date,
+  ): Promise<{ found: EhrServiceRequest[]; goOnFrom?: string }> {
+    const ehr = requireEhr(this.deps.ehr, 'a catch-up');
+    const params: Record<string, string | number> = {
+      _count: 100, // a site may choose its own page size in FHIR_CATCHUP_SEARCH
+      ...this.deps.config.catchUpSearch,
+      _lastUpdated: `ge${since.toISOString()}`,
+      _sort: '_lastUpdated',
+    };
+    try {
+      const { entries, truncated } = await ehr.searchPages<ServiceRequest>(
+        'ServiceRequest',
+        params,
+        CATCH_UP_PAGES,
+      );
+      const found = entries.map((f) => ({
+        sr: f.resource,
+        fullUrl: f.fullUrl.replace(/\/_history\/[^/]+$/, ''),
+      }));
+      if (!truncated) return { found };
+      return { found, goOnFrom: lastOfAscending(found) ?? since.toISOString() };
+    } catch (error) {
+      throw new FhirError(
+        'upstream-unavailable',
+        `could not search the EHR: ${(error as Error).message}`,
+      );
+    }
+  }
+
+  /**
+   * Catches up to event `upTo`; a failure is logged and retried at the next heartbeat. More
+   * changes than one catch-up reads leave the gap open (the event numbers are not marked
+   * handled) and the next heartbeat's catch-up goes on from where this one stopped.
+   */
   async catchUp(
     parsed: ParsedNotification,
     state: SubscriptionState | undefined,
@@ -60,8 +115,10 @@ export class SubscriptionCatchUp {
       return;
     }
     try {
-      const since = state?.lastEventAt ?? state?.handshakeAt ?? undefined;
-      const found = await this.search(undefined, since);
+      const since = state?.catchUpFrom ?? state?.lastEventAt ?? state?.handshakeAt ?? undefined;
+      const { found, goOnFrom } = since
+        ? await this.changedSince(since)
+        : { found: await this.search(undefined, undefined), goOnFrom: undefined };
       const raw = Buffer.from(
         JSON.stringify({
           resourceType: 'Bundle',
@@ -81,9 +138,19 @@ export class SubscriptionCatchUp {
           status: parsed.status,
           kind: 'catch-up',
           eventNumbers: [],
-          handledUpTo: upTo,
+          handledUpTo: goOnFrom ? undefined : upTo,
+          catchUpFrom: goOnFrom ?? null,
         },
       });
+      if (goOnFrom) {
+        logger.warn(
+          { subscription: parsed.subscriptionRef, found: found.length, goOnFrom },
+          since && goOnFrom === since.toISOString()
+            ? 'catch-up unfinished: more ServiceRequests changed than one search reads, and the EHR did not sort them by _lastUpdated; the gap stays open'
+            : 'catch-up unfinished: more ServiceRequests changed than one search reads; the next heartbeat goes on from the last one read',
+        );
+        return;
+      }
       logger.info(
         { subscription: parsed.subscriptionRef, found: found.length, upTo },
         'missed subscription events caught up',

@@ -10,6 +10,8 @@ export interface SubscriptionState {
   lastNotificationAt: Date | null;
   handshakeAt: Date | null;
   lastHeartbeatAt: Date | null;
+  /** Where an unfinished catch-up goes on from (null: none unfinished). */
+  catchUpFrom: Date | null;
 }
 
 /** What a notification changes in the subscription state, written in the intake transaction. */
@@ -22,6 +24,11 @@ export interface NotificationChange {
   /** The highest event number known to be handled (events or a completed catch-up). */
   handledUpTo?: number;
   eventAt?: string;
+  /**
+   * A catch-up's cursor: an instant (ISO) to go on from when it read less than changed, null
+   * when it finished; undefined leaves it as it is.
+   */
+  catchUpFrom?: string | null;
   inboundMessageId: string;
 }
 
@@ -40,6 +47,7 @@ export class SubscriptionRepository extends RepositoryBase {
       last_notification_at: Date | null;
       handshake_at: Date | null;
       last_heartbeat_at: Date | null;
+      catch_up_from: Date | null;
     }> = await this.db().query(`SELECT * FROM fhir_subscriptions WHERE subscription_ref = $1`, [
       ref,
     ]);
@@ -54,6 +62,7 @@ export class SubscriptionRepository extends RepositoryBase {
       lastNotificationAt: r.last_notification_at,
       handshakeAt: r.handshake_at,
       lastHeartbeatAt: r.last_heartbeat_at,
+      catchUpFrom: r.catch_up_from,
     };
   }
 
@@ -71,9 +80,10 @@ export class SubscriptionRepository extends RepositoryBase {
   async recordNotification(manager: EntityManager, change: NotificationChange): Promise<void> {
     await manager.query(
       `INSERT INTO fhir_subscriptions (subscription_ref, topic, status, last_event_number, handshake_at, last_heartbeat_at,
-                                       last_notification_at, last_event_at, updated_at)
+                                       last_notification_at, last_event_at, catch_up_from, updated_at)
        VALUES ($1, $2, $3, coalesce($4, 0), CASE WHEN $5 = 'handshake' THEN now() END,
-               CASE WHEN $5 = 'heartbeat' THEN now() END, now(), $6, now())
+               CASE WHEN $5 = 'heartbeat' THEN now() END, now(), $6,
+               CASE WHEN $7 THEN $8::timestamptz END, now())
        ON CONFLICT (subscription_ref) DO UPDATE SET
          topic = coalesce(EXCLUDED.topic, fhir_subscriptions.topic),
          status = coalesce(EXCLUDED.status, fhir_subscriptions.status),
@@ -82,6 +92,7 @@ export class SubscriptionRepository extends RepositoryBase {
          last_heartbeat_at = coalesce(EXCLUDED.last_heartbeat_at, fhir_subscriptions.last_heartbeat_at),
          last_notification_at = now(),
          last_event_at = greatest(fhir_subscriptions.last_event_at, EXCLUDED.last_event_at),
+         catch_up_from = CASE WHEN $7 THEN $8::timestamptz ELSE fhir_subscriptions.catch_up_from END,
          updated_at = now()`,
       [
         change.subscriptionRef,
@@ -90,6 +101,8 @@ export class SubscriptionRepository extends RepositoryBase {
         change.handledUpTo ?? null,
         change.kind,
         change.eventAt ?? null,
+        change.catchUpFrom !== undefined,
+        change.catchUpFrom ?? null,
       ],
     );
     if (change.eventNumbers.length > 0) {

@@ -84,14 +84,15 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const quirks: ToleratedQuirk[] = [];
     if (!found) {
       // Many EHRs send one untyped business identifier: it is the placer's (R4 servicerequest.html#identifier).
-      const index = (sr.identifier ?? []).findIndex(
-        (i) => i.value && !['ACSN', 'FILL'].includes(typeCode(i) ?? ''),
-      );
+      // Only an untyped one: an identifier typed otherwise (v2-0203 VN, the visit number an
+      // HL7v2-to-FHIR converter puts first, MR, or a local type) is not the order's number; taken
+      // as the placer, every order of one visit was the first one's (the second answered 200).
+      const index = (sr.identifier ?? []).findIndex((i) => i.value && typeCode(i) === undefined);
       if (index >= 0) {
         found = { id: sr.identifier![index]!, index };
         quirks.push({
           code: 'fhir-placer-untyped',
-          detail: `ServiceRequest.identifier[${index}] has no PLAC type; used as placer number`,
+          detail: `ServiceRequest.identifier[${index}] has no type (no PLAC identifier); used as placer number`,
         });
       }
     }

@@ -71,13 +71,21 @@ export interface FhirOperationDeps {
   clock: () => Date;
 }
 
+/**
+ * Mapping issues as OperationOutcome issues. An expression on the ServiceRequest is put under
+ * `prefix` (its Bundle entry); one on another resource already names where that resource is
+ * (`Bundle.entry[0].resource.active`): prefixed, it read `Bundle.entry[1].resource.Patient.active`,
+ * an element that does not exist, instead of the Patient entry the sender must fix.
+ */
 export function toIssues(issues: FhirMappingIssue[], prefix?: string): OperationOutcomeIssue[] {
   return issues.map((i) => ({
     severity: i.severity,
     code: i.code,
     diagnostics: i.diagnostics,
     expression: [
-      prefix ? `${prefix}.${i.expression.replace(/^ServiceRequest\./, '')}` : i.expression,
+      prefix && /^ServiceRequest(\.|$)/.test(i.expression)
+        ? `${prefix}${i.expression.slice('ServiceRequest'.length)}`
+        : i.expression,
     ],
   }));
 }

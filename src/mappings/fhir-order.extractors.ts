@@ -188,7 +188,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
             {
               severity: 'error',
               code: 'value',
-              expression: `ImagingStudy.identifier[${index}].value`,
+              expression: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
               diagnostics:
                 'not a DICOM UID (digits and dots, at most 64 characters; DICOM PS3.5 §9.1)',
             },

@@ -30,6 +30,12 @@ export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.0.0';
 export interface Located<T extends Resource> {
   resource: T;
   source: string;
+  /**
+   * Where the resource is in the request, as FHIRPath for an OperationOutcome issue:
+   * `ServiceRequest.contained[0]`, `Bundle.entry[0].resource`, `ServiceRequest.subject.resolve()`
+   * (read from the EHR). Without it, the resource type.
+   */
+  path?: string;
 }
 
 /** Everything the ServiceRequest refers to, already resolved by the front door (I/O stays out of here). */
@@ -163,7 +169,9 @@ export function mapServiceRequest(
   ] as const) {
     // Contained resources were checked with the ServiceRequest.
     if (located && !located.source.startsWith('contained'))
-      issues.push(...modifierIssues(located.resource, located.resource.resourceType ?? what));
+      issues.push(
+        ...modifierIssues(located.resource, located.path ?? located.resource.resourceType ?? what),
+      );
   }
   if (!config.acceptedIntents.includes(sr.intent)) {
     issues.push({
@@ -202,7 +210,9 @@ export function mapServiceRequest(
         issues.push({
           severity: 'error',
           code: 'required',
-          expression: ctx.patient ? 'Patient.identifier' : 'ServiceRequest.subject',
+          expression: ctx.patient
+            ? `${ctx.patient.path ?? 'Patient'}.identifier`
+            : 'ServiceRequest.subject',
           diagnostics: `${row.source} is required (${row.target}): the patient must carry at least one identifier`,
         });
       }

@@ -335,6 +335,7 @@ export async function buildOrderContext(
     undefined,
     at('ServiceRequest.requester'),
   );
+  if (requester) ctx.requesterType = requester.resource.resourceType;
   // US Core orders name a PractitionerRole as requester: the person is its practitioner
   // (resolved the same way; a contained role's `#id` is in the ServiceRequest's contained).
   // The ordering provider was left empty.

@@ -20,6 +20,7 @@ import {
   nameLines,
   pickProcedureCoding,
   readFrom,
+  referencedType,
   referenceOf,
   srIdentifier,
   toIdentifier,
@@ -207,6 +208,22 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   requester: ({ sr, ctx }) => {
     if (!sr.requester) return EMPTY;
+    // R4 ServiceRequest.requester may be an Organization, a Device, the Patient or a
+    // RelatedPerson: none is the ordering provider (a person, HL7 ORC-12 XCN). Their display
+    // ("Radiology Department", "Stroke AI triage") was split into a person's name and went out
+    // as the referring physician "Department^Radiology".
+    const kind = ctx.requesterType ?? referencedType(sr.requester);
+    if (kind && kind !== 'Practitioner' && kind !== 'PractitionerRole') {
+      return {
+        lines: [],
+        quirks: [
+          {
+            code: 'fhir-requester-not-a-practitioner',
+            detail: `ServiceRequest.requester is a ${kind}: no ordering provider`,
+          },
+        ],
+      };
+    }
     const out: OrderPractitioner = {};
     const lines: LineageLine[] = [];
     const quirks: ToleratedQuirk[] = [];

@@ -43,6 +43,8 @@ export interface FhirOrderContext {
   patient?: Located<Patient>;
   imagingStudies: Located<ImagingStudy>[];
   requester?: Located<Practitioner | PractitionerRole>;
+  /** The requester's resource type once resolved (an Organization, a Device…), whatever it is. */
+  requesterType?: string;
   /** reasonReference targets that could be resolved, keyed by their reference string. */
   reasons: Map<string, Located<Resource>>;
 }

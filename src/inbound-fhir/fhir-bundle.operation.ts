@@ -95,7 +95,9 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
     );
   }
   const b = bundle as Bundle;
-  assertValid(b);
+  // bdl-3 (entry.request required): an entry without one is a POST, recorded (checkEntries);
+  // the invariant refused the whole Bundle on `Bundle`, a FHIRPath its only explanation.
+  assertValid(b, ['bdl-3']);
   if (b.type !== 'transaction' && b.type !== 'batch') {
     throw new FhirError('invalid', `Bundle.type ${b.type} is not processed here`, [
       {

@@ -172,6 +172,25 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(expressions(wrongType.body)).toEqual(['ServiceRequest.occurrenceDateTime']);
   });
 
+  it('a transaction whose entries carry no request is read as POSTs and the quirk recorded, as documented', async () => {
+    // Integration engines that build the Bundle as a collection leave entry.request out.
+    // Before: 422 invariant on `Bundle`, its only explanation the FHIRPath of bdl-3.
+    const tx = chestCtTransaction('no-request');
+    for (const e of tx.entry) delete e.request;
+    const res = await call(adapter, 'POST', '/fhir', tx);
+    expect(res.status).toBe(200);
+    const statuses = (res.body.entry as Array<{ response: { status: string } }>).map(
+      (e) => e.response.status,
+    );
+    expect(statuses).toEqual(['200 OK', '201 Created', '200 OK']);
+    const [msg] = (
+      await db.query<{ quirks: Array<{ code: string }> }>(
+        `SELECT quirks FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows;
+    expect(msg!.quirks.map((q) => q.code)).toContain('fhir-bundle-entry-without-request');
+  });
+
   const patientOf = async (placer: string) =>
     (
       await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(

@@ -4,7 +4,6 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
 import { assertJsonMediaType } from './fhir-http';
 import {
-  assertValid,
   parseTyped,
   type FhirAnswer,
   type FhirCaller,
@@ -113,7 +112,7 @@ export class RestHookNotificationHandler {
           { severity: 'error', code: 'invalid', diagnostics, expression: ['ServiceRequest.id'] },
         ]);
       }
-      assertValid(parsed);
+      // Held to the R4 rules by the intake (a request that breaks them is kept refused, 200).
       return parsed;
     });
     const fullUrl = this.fullUrl(id);

@@ -33,6 +33,12 @@ import type { ExtractorId } from './fhir-order.mapping';
 import { productLineage, resolveProducts } from './product-table';
 import type { LineageLine } from './table-driver';
 
+/** A coding as an analyst reads it: `system|code`, saying what is missing (a display-only coding). */
+function codingText(c: { system?: string; code?: string; display?: string }): string {
+  const text = `${c.system ?? '(no system)'}|${c.code ?? '(no code)'}`;
+  return c.display ? `${text} "${c.display}"` : text;
+}
+
 /** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
 export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   'patient-identifiers': ({ ctx }) => {
@@ -351,7 +357,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
             code: 'code-invalid',
             expression: codings.length ? 'ServiceRequest.code.coding' : 'ServiceRequest.code',
             diagnostics: codings.length
-              ? `no AI product is configured for ${codings.map((c) => `${c.system ?? '(no system)'}|${c.code ?? ''}`).join(', ')}`
+              ? `no AI product is configured for ${codings.map(codingText).join(', ')}`
               : 'a coded procedure is required to choose the AI products',
           },
         ],

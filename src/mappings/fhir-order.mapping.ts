@@ -145,9 +145,13 @@ export function actionFor(
       severity: 'error',
       code: 'business-rule',
       expression: 'ServiceRequest.status',
-      diagnostics: cancels
-        ? `a new order must have status active (got ${status}): to cancel an order, PUT its ServiceRequest/{id} with this status`
-        : `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
+      diagnostics:
+        status === undefined
+          ? // R4 JSON lets a primitive carry only an extension (`_status`, e.g. data-absent-reason).
+            'a new order must have status active; ServiceRequest.status has no value (only an extension)'
+          : cancels
+            ? `a new order must have status active (got ${status}): to cancel an order, PUT its ServiceRequest/{id} with this status`
+            : `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
     },
   };
 }

@@ -103,12 +103,15 @@ export async function mapToOrder(
 ): Promise<{ mapped: FhirMappingResult; issues: OperationOutcomeIssue[] }> {
   const built = await buildOrderContext(sr, resolver, options);
   const mapped = mapServiceRequest(sr, built.ctx, interaction, config.mapping);
+  // A subject that could not be resolved is one problem: the mapping's "Patient.identifier is
+  // required" on the same element repeated it as another (a patient without identifiers).
+  const reported = new Set(built.issues.flatMap((i) => i.expression ?? []));
   const issues = [
     ...built.issues,
     ...toIssues(
       mapped.issues.filter((i) => i.severity === 'error'),
       options.path,
-    ),
+    ).filter((i) => !(i.code === 'required' && i.expression?.some((e) => reported.has(e)))),
   ];
   return { mapped, issues };
 }

@@ -191,6 +191,29 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(msg!.quirks.map((q) => q.code)).toContain('fhir-bundle-entry-without-request');
   });
 
+  it('a subject that cannot be resolved is one issue on ServiceRequest.subject, not a second one about identifiers', async () => {
+    // Before: 'cannot resolve the subject Patient/nobody …' and 'Patient.identifier is
+    // required … the patient must carry at least one identifier', both on ServiceRequest.subject.
+    for (const [placer, subject, code] of [
+      ['SUBJ-1', { reference: 'Patient/nobody' }, 'not-found'],
+      ['SUBJ-2', { reference: 'Group/ward-3' }, 'not-supported'],
+    ] as const) {
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, { subject }),
+      );
+      expect(res.status).toBe(422);
+      expect(
+        (res.body.issue as Array<{ code: string; expression: string[] }>).map((i) => [
+          i.code,
+          i.expression,
+        ]),
+      ).toEqual([[code, ['ServiceRequest.subject']]]);
+    }
+  });
+
   const patientOf = async (placer: string) =>
     (
       await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(

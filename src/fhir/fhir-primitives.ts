@@ -1,5 +1,12 @@
-import { crawlTypedValue, toTypedValue } from '@medplum/core';
+import {
+  capitalize,
+  crawlTypedValue,
+  toTypedValue,
+  type InternalTypeSchema,
+  type TypedValueWithPath,
+} from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
+import { narrativeProblem } from './fhir-narrative';
 
 /**
  * The R4 primitive rules @medplum/core's validator leaves out (it is lenient by design):
@@ -10,6 +17,9 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
  *   date), which then became an order's requestedAt: read in the server's own zone, or kept
  *   as sent and written back into the DiagnosticReport's effectiveDateTime as an invalid value.
  * - `date`: no time, no zone (datatypes.html#date).
+ * - choice elements: one type only (`occurrenceDateTime` or `occurrencePeriod`, not both).
+ * - `Narrative.div`: an XHTML div without scripts, event attributes, forms or frames
+ *   (fhir-narrative.ts, R4 txt-1).
  * - `Resource.id`: the type `id`, `[A-Za-z0-9\-\.]{1,64}` (datatypes.html#id); the
  *   StructureDefinitions type it as a FHIRPath String, so it was never checked (a contained
  *   `p1/../x` was served back as it came).
@@ -43,6 +53,40 @@ function invalid(path: string, type: string, value: unknown, hint: string): Oper
 }
 
 /**
+ * A choice element (`occurrence[x]`, `value[x]`, `deceased[x]`) takes one type (R4
+ * formats.html#choice): `occurrenceDateTime` beside `occurrencePeriod` has no one meaning, like
+ * an element given twice. The validator took both and the mapping read the first it looked at.
+ */
+function choiceIssues(
+  value: TypedValueWithPath,
+  schema: InternalTypeSchema,
+): OperationOutcomeIssue[] {
+  const obj = value.value as Record<string, unknown> | null;
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
+  const issues: OperationOutcomeIssue[] = [];
+  const order = Object.keys(obj).map((k) => k.replace(/^_/, ''));
+  for (const [name, element] of Object.entries(schema.elements)) {
+    if (!name.endsWith('[x]')) continue;
+    const base = name.slice(0, -3);
+    const given = element.type
+      .map((t) => `${base}${capitalize(t.code)}`)
+      .filter((key) => obj[key] !== undefined || obj[`_${key}`] !== undefined)
+      // In the order the body wrote them: the expression names the one given second.
+      .sort((a, b) => order.indexOf(a) - order.indexOf(b));
+    if (given.length > 1) {
+      issues.push({
+        severity: 'error',
+        code: 'structure',
+        details: { text: 'a choice element given in more than one type' },
+        diagnostics: `${value.path}: ${given.join(' and ')} are the one element ${base}[x]; give only one (R4 formats.html#choice)`,
+        expression: [`${value.path}.${given[1]}`],
+      });
+    }
+  }
+  return issues;
+}
+
+/**
  * The issues of a resource the structure validator already accepted (so every array is an
  * array and every object an object): one per date, dateTime or instant that breaks the R4
  * pattern and per resource id (the resource itself, contained ones, Bundle entries) that is
@@ -63,8 +107,24 @@ export function primitiveIssues(resource: Resource): OperationOutcomeIssue[] {
       onEnterResource: (_path, value) => {
         if (value.value !== resource) checkId(value.value, value.path);
       },
+      onEnterObject: (_path, value, schema) => {
+        issues.push(...choiceIssues(value, schema));
+      },
       visitProperty: (_parent, _key, _path, propertyValues) => {
         for (const v of propertyValues.flat()) {
+          if (v?.type === 'xhtml' && typeof v.value === 'string') {
+            const problem = narrativeProblem(v.value);
+            if (problem) {
+              issues.push({
+                severity: 'error',
+                code: 'invariant',
+                details: { text: 'txt-1: the narrative holds content R4 does not allow' },
+                diagnostics: `${v.path}: ${problem}`,
+                expression: [v.path],
+              });
+            }
+            continue;
+          }
           const pattern = v && R4_REGEX[v.type];
           if (pattern && typeof v.value === 'string' && !pattern.test(v.value)) {
             issues.push(invalid(v.path, v.type, v.value, HINT[v.type]!));

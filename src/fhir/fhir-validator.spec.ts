@@ -55,4 +55,54 @@ describe('R4 validation (StructureDefinitions + the required bindings we rely on
       ]),
     );
   });
+
+  it('names a choice element by the key the body wrote, not its definition (occurrence[x])', () => {
+    const wrongType = (changes: Record<string, unknown>) =>
+      validateFhirResource({ ...sr, ...changes } as unknown as ServiceRequest).flatMap(
+        (i) => i.expression,
+      );
+    // Before: ServiceRequest.occurrence[x], ….extension[0].value[x], ServiceRequest.quantity[x].value.
+    expect(wrongType({ occurrenceDateTime: 20130508 })).toEqual([
+      'ServiceRequest.occurrenceDateTime',
+    ]);
+    expect(wrongType({ extension: [{ url: 'http://example.org/x', valueString: 5 }] })).toEqual([
+      'ServiceRequest.extension[0].valueString',
+    ]);
+    expect(wrongType({ quantityQuantity: { value: '1' } })).toEqual([
+      'ServiceRequest.quantityQuantity.value',
+    ]);
+    const bundle = {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          resource: { ...sr, asNeededBoolean: 'yes' },
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    } as unknown as Bundle;
+    expect(validateFhirResource(bundle).flatMap((i) => i.expression)).toEqual([
+      'Bundle.entry[0].resource.asNeededBoolean',
+    ]);
+  });
+
+  it('refuses a choice element given in two types (R4 formats.html#choice), wherever it is', () => {
+    // Before: valid; the order's requestedAt was occurrenceDateTime, the period ignored.
+    const both = validateFhirResource({
+      ...sr,
+      occurrenceDateTime: '2026-11-27T08:00:00Z',
+      occurrencePeriod: { start: '2026-11-28T08:00:00Z' },
+    });
+    expect(both.map((i) => [i.code, i.expression])).toEqual([
+      ['structure', ['ServiceRequest.occurrencePeriod']],
+    ]);
+    expect(both[0]!.diagnostics).toMatch(/occurrenceDateTime and occurrencePeriod/);
+    const inExtension = validateFhirResource({
+      ...sr,
+      extension: [{ url: 'http://example.org/x', valueString: 'a', valueCode: 'b' }],
+    } as ServiceRequest);
+    expect(inExtension.flatMap((i) => i.expression)).toEqual([
+      'ServiceRequest.extension[0].valueCode',
+    ]);
+  });
 });

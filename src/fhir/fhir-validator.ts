@@ -114,6 +114,42 @@ function notR4(issue: OperationOutcomeIssue): boolean {
   return /^base64Binary exceeds /.test(issue.details?.text ?? '');
 }
 
+/**
+ * `ServiceRequest.extension[0].value[x]` as the body spells it (`….valueString`): each `name[x]`
+ * step becomes the key of that object that starts with `name` and a type name; without one,
+ * the FHIRPath name of the choice (`value`).
+ */
+export function choicePath(resource: Resource, expression: string): string {
+  if (!expression.includes('[x]')) return expression;
+  const steps = expression.split('.');
+  let at: unknown = resource;
+  return steps
+    .map((step, i) => {
+      if (i === 0) return step;
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)(\[x\])?((?:\[\d+\])*)$/.exec(step);
+      const holder = at && typeof at === 'object' ? (at as Record<string, unknown>) : undefined;
+      if (!m) {
+        at = undefined;
+        return step;
+      }
+      let key = m[1]!;
+      if (m[2]) {
+        const found = holder
+          ? Object.keys(holder).find(
+              (k) => k.length > key.length && k.startsWith(key) && /[A-Z]/.test(k[key.length]!),
+            )
+          : undefined;
+        key = found ?? key;
+      }
+      at = holder?.[key];
+      for (const index of m[3]!.matchAll(/\[(\d+)\]/g)) {
+        at = Array.isArray(at) ? (at as unknown[])[Number(index[1])] : undefined;
+      }
+      return `${key}${m[3]}`;
+    })
+    .join('.');
+}
+
 export function validateFhirResource(
   resource: Resource,
   path = resource.resourceType,
@@ -141,6 +177,10 @@ export function validateFhirResource(
       });
     }
   }
+  // The validator names a choice element by its definition (`ServiceRequest.occurrence[x]`),
+  // which is neither FHIRPath nor the key the sender wrote: the key present in the body.
+  for (const issue of issues)
+    issue.expression = issue.expression?.map((e) => choicePath(resource, e));
   // The R4 primitive patterns the validator is lenient about (fhir-primitives.ts); only on a
   // structure it accepted, so the walk meets the shapes it expects.
   if (issues.length === 0) issues.push(...primitiveIssues(resource));

@@ -14,6 +14,7 @@ import { servedServiceRequest } from './fhir-served.resources';
 import { problemsOf } from './fhir-refusal.recorder';
 import type { StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
+import { validateFhirResource } from '../fhir/fhir-validator';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import type { NotificationChange } from '../persistence/subscription.repository';
 
@@ -117,16 +118,24 @@ export class EhrOrderIntake {
         });
         continue;
       }
-      const { mapped, issues } = await mapToOrder(
-        sr,
-        resolver,
-        { lenient: cancelling, srFullUrl: item.fullUrl, siblings },
-        stored ? 'update' : 'create',
-        this.deps.config,
-      );
-      mappingVersion = mapped.mappingVersion;
-      rec.quirks.push(...mapped.quirks);
-      if (issues.length > 0 || !mapped.request) {
+      // The EHR's request is held to the REST door's R4 rules (a dateTime without a zone became
+      // the order's requestedAt, a narrative with <script> was stored and served back); a cancel
+      // needs only its status, so a revoked version is never held up by them.
+      const invalid = cancelling ? [] : validateFhirResource(sr);
+      const { mapped, issues } = invalid.length
+        ? { mapped: undefined, issues: invalid }
+        : await mapToOrder(
+            sr,
+            resolver,
+            { lenient: cancelling, srFullUrl: item.fullUrl, siblings },
+            stored ? 'update' : 'create',
+            this.deps.config,
+          );
+      if (mapped) {
+        mappingVersion = mapped.mappingVersion;
+        rec.quirks.push(...mapped.quirks);
+      }
+      if (issues.length > 0 || !mapped?.request) {
         // The notification itself is fine; this request is not an order we can run. Kept for the analyst.
         await this.deps.intake.recordRejected({
           transport: 'fhir-subscription',

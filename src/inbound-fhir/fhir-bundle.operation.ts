@@ -19,7 +19,7 @@ import {
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
-import { servedServiceRequest } from './fhir-served.resources';
+import { servedServiceRequest, withBundleReferences } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { parseIfNoneExist } from './service-request-create.operation';
@@ -95,7 +95,9 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
     );
   }
   const b = bundle as Bundle;
-  assertValid(b);
+  // bdl-3 (entry.request required): an entry without one is a POST, recorded (checkEntries);
+  // the invariant refused the whole Bundle on `Bundle`, a FHIRPath its only explanation.
+  assertValid(b, ['bdl-3']);
   if (b.type !== 'transaction' && b.type !== 'batch') {
     throw new FhirError('invalid', `Bundle.type ${b.type} is not processed here`, [
       {
@@ -270,6 +272,13 @@ export function responseEntries(
   now: string,
   servedByIndex: Map<number, ServiceRequest>,
 ): BundleEntry[] {
+  // Where each ServiceRequest of the Bundle now is, for references to it by its fullUrl.
+  const locations = new Map<string, string>();
+  for (const [k, r] of outcome.results.entries()) {
+    const fullUrl = entries[orders[k]?.entryIndex ?? -1]?.fullUrl;
+    if (fullUrl && (r.kind === 'created' || r.kind === 'already-known'))
+      locations.set(fullUrl, `ServiceRequest/${r.orderId}`);
+  }
   return entries.map((e, i) => {
     const errors = entryErrors.get(i);
     if (errors) {
@@ -297,7 +306,8 @@ export function responseEntries(
     const k = orders.findIndex((o) => o.entryIndex === i);
     const r = outcome.results[k];
     if (r?.kind === 'created') {
-      const served = servedServiceRequest(orders[k]!.sr, r.orderId, 1, now);
+      const sr = withBundleReferences(orders[k]!.sr, entries, locations);
+      const served = servedServiceRequest(sr, r.orderId, 1, now);
       servedByIndex.set(i, served);
       return {
         resource: served,

@@ -34,6 +34,7 @@ const ALLOW: ReadonlyArray<[RegExp, string]> = [
   [/^$/, 'POST'],
   [/^metadata$/, 'GET, HEAD'],
   [/^subscription-notifications$/, 'POST'],
+  [/^subscription-notifications\/ServiceRequest\/[^/]+$/, 'PUT, DELETE'],
   [/^ServiceRequest$/, 'POST'],
   [/^ServiceRequest\/[^/]+$/, 'GET, HEAD, PUT'],
   [/^Task(\/[^/]+)?$/, 'GET, HEAD'],

@@ -1,6 +1,9 @@
 import type {
   Bundle,
+  BundleEntry,
   CapabilityStatement,
+  Identifier,
+  Reference,
   Resource,
   ServiceRequest,
   Task,
@@ -35,6 +38,73 @@ export function servedServiceRequest(
       ...(source !== undefined ? { source } : {}),
     },
   };
+}
+
+/**
+ * A transaction's ServiceRequest as we keep and serve it. A reference by `urn:uuid:` (or
+ * `urn:oid:`) names another entry only inside that Bundle (R4 bundle.html#references), and the
+ * server SHALL replace it with that entry's new location (R4 http.html#trules); it was kept, so
+ * the served ServiceRequest named `urn:uuid:5cbc…` as its subject, resolvable nowhere. Now a
+ * ServiceRequest created by the same transaction gets its location (`locations`: fullUrl →
+ * `ServiceRequest/<id>`); a context entry (used, not stored here) becomes a logical reference
+ * (R4 references.html#logical): its type, its business identifier (a Study Instance UID first,
+ * then a record number), its display. Contained resources are left as sent.
+ */
+export function withBundleReferences(
+  sr: ServiceRequest,
+  entries: readonly BundleEntry[],
+  locations: ReadonlyMap<string, string>,
+): ServiceRequest {
+  const out = structuredClone(sr);
+  const stack: unknown[] = [out];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      stack.push(...(value as unknown[]));
+      continue;
+    }
+    const ref = value as Reference & Record<string, unknown>;
+    if (typeof ref.reference === 'string' && /^urn:(uuid|oid):/i.test(ref.reference)) {
+      rewriteReference(ref, entries, locations);
+    }
+    for (const [key, inner] of Object.entries(value)) {
+      if (key !== 'contained') stack.push(inner);
+    }
+  }
+  return out;
+}
+
+function rewriteReference(
+  ref: Reference,
+  entries: readonly BundleEntry[],
+  locations: ReadonlyMap<string, string>,
+): void {
+  const urn = ref.reference!;
+  const location = locations.get(urn);
+  if (location) {
+    ref.reference = location;
+    return;
+  }
+  const target = entries.find((e) => e.fullUrl === urn)?.resource;
+  if (!target) return;
+  delete ref.reference;
+  ref.type ??= target.resourceType;
+  const identifier = ref.identifier ?? businessIdentifier(target);
+  if (identifier) ref.identifier = identifier;
+  else ref.display ??= `${target.resourceType} of the transaction Bundle (not stored here)`;
+}
+
+/** The identifier a reader can find the resource by: a DICOM UID, a record number (MR), else the first. */
+function businessIdentifier(resource: Resource): Identifier | undefined {
+  const ids = ((resource as { identifier?: Identifier[] }).identifier ?? []).filter(
+    (i) => typeof i?.value === 'string' && i.value !== '',
+  );
+  return (
+    ids.find((i) => i.system === 'urn:dicom:uid') ??
+    ids.find((i) => i.type?.coding?.some((c) => c.code === 'MR')) ??
+    ids[0]
+  );
 }
 
 /**

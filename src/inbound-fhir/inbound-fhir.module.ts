@@ -33,6 +33,7 @@ import { UpdateServiceRequestOperation } from './service-request-update.operatio
 import { smartTokenProvider } from '../fhir/smart-backend.auth';
 import { SubscriptionCatchUp } from './subscription-catch-up.service';
 import { SubscriptionNotificationHandler } from './subscription-notification.handler';
+import { RestHookNotificationHandler } from './rest-hook-notification.handler';
 import { SubscriptionRegistration } from './subscription-registration.service';
 import { SubscriptionRepository } from '../persistence/subscription.repository';
 
@@ -126,6 +127,12 @@ function operation<T>(type: new (deps: FhirOperationDeps) => T) {
       inject: [FHIR_OPERATION_DEPS, EhrOrderIntake],
       useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake) =>
         new SubscriptionCatchUp(deps, orders),
+    },
+    {
+      provide: RestHookNotificationHandler,
+      inject: [FHIR_OPERATION_DEPS, EhrOrderIntake, SubscriptionCatchUp],
+      useFactory: (deps: FhirOperationDeps, orders: EhrOrderIntake, catchUp: SubscriptionCatchUp) =>
+        new RestHookNotificationHandler(deps, orders, catchUp),
     },
     {
       provide: SubscriptionNotificationHandler,

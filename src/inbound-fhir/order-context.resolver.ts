@@ -72,11 +72,15 @@ export class ReferenceResolver {
     if (!ref) return undefined;
     if (ref.startsWith('#')) {
       const id = ref.slice(1);
-      const hit = ((container as { contained?: Resource[] }).contained ?? []).find(
-        (c) => c.id === id,
-      );
+      const contained = (container as { contained?: Resource[] }).contained ?? [];
+      const index = contained.findIndex((c) => c.id === id);
+      const hit = contained[index];
       return hit && (!expectedType || hit.resourceType === expectedType)
-        ? { resource: hit as T, source: `contained ${ref}` }
+        ? {
+            resource: hit as T,
+            source: `contained ${ref}`,
+            path: `${container.resourceType}.contained[${index}]`,
+          }
         : undefined;
     }
     const conditional = CONDITIONAL_REFERENCE.exec(ref);
@@ -89,7 +93,7 @@ export class ReferenceResolver {
     const sib = this.sibling(ref);
     if (sib) {
       return !expectedType || sib.resource.resourceType === expectedType
-        ? { resource: sib.resource as T, source: sib.location }
+        ? { resource: sib.resource as T, source: sib.location, path: siblingPath(sib) }
         : undefined;
     }
     if (ref.startsWith('urn:')) return undefined;
@@ -108,7 +112,7 @@ export class ReferenceResolver {
     try {
       const resource = await this.ehr.read<T>(ref);
       if (expectedType && resource.resourceType !== expectedType) return undefined;
-      return { resource, source: `EHR ${ref}` };
+      return { resource, source: `EHR ${ref}`, path: `${expression}.resolve()` };
     } catch (error) {
       if (error instanceof EhrFhirError && (error.status === 404 || error.status === 410))
         return undefined;
@@ -159,7 +163,13 @@ export class ReferenceResolver {
           `matches ${matches.length} entries of the Bundle (${matches.map((m) => m.location).join(', ')})`,
         );
       }
-      if (matches[0]) return { resource: matches[0].resource, source: matches[0].location };
+      if (matches[0]) {
+        return {
+          resource: matches[0].resource,
+          source: matches[0].location,
+          path: siblingPath(matches[0]),
+        };
+      }
     }
     if (!this.ehr) {
       return refuse(
@@ -187,8 +197,18 @@ export class ReferenceResolver {
     if (found.length > 1) {
       return refuse('multiple-matches', "matches more than one resource on the EHR's FHIR server");
     }
-    return { resource: found[0]!.resource, source: `EHR ${type}?${query}` };
+    return {
+      resource: found[0]!.resource,
+      source: `EHR ${type}?${query}`,
+      path: `${expression}.resolve()`,
+    };
   }
+}
+
+/** A Bundle entry's resource as FHIRPath (`Bundle.entry[2].resource`), for issue expressions. */
+function siblingPath(sibling: SiblingEntry): string {
+  const entry = /Bundle\.entry\[\d+\]$/.exec(sibling.location)?.[0];
+  return entry ? `${entry}.resource` : sibling.resource.resourceType;
 }
 
 /** `Type?search`: a conditional reference (R4 http.html#trules). */
@@ -306,7 +326,7 @@ export async function buildOrderContext(
       (options.srFullUrl !== undefined && names.includes(options.srFullUrl)) ||
       (sr.id !== undefined && names.some((n) => n?.endsWith(`ServiceRequest/${sr.id}`)));
     if (mine && !ctx.imagingStudies.some((s) => s.resource === study)) {
-      ctx.imagingStudies.push({ resource: study, source: sib.location });
+      ctx.imagingStudies.push({ resource: study, source: sib.location, path: siblingPath(sib) });
     }
   }
   let requester = await resolver.resolve<Practitioner | PractitionerRole>(
@@ -315,6 +335,7 @@ export async function buildOrderContext(
     undefined,
     at('ServiceRequest.requester'),
   );
+  if (requester) ctx.requesterType = requester.resource.resourceType;
   // US Core orders name a PractitionerRole as requester: the person is its practitioner
   // (resolved the same way; a contained role's `#id` is in the ServiceRequest's contained).
   // The ordering provider was left empty.
@@ -323,7 +344,7 @@ export async function buildOrderContext(
       sr,
       (requester.resource as PractitionerRole).practitioner,
       'Practitioner',
-      at('ServiceRequest.requester'),
+      at('ServiceRequest.requester.resolve().practitioner'),
     );
   }
   if (requester && requester.resource.resourceType === 'Practitioner') ctx.requester = requester;

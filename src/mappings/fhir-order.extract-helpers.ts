@@ -161,6 +161,13 @@ export function pickProcedureCoding(
   return { coding: codings[0], index: 0, products: [] };
 }
 
+/** The resource type a reference names (`Organization/1`, `…/Device/7/_history/2`, `type`), if any. */
+export function referencedType(ref: Reference | undefined): string | undefined {
+  const r = typeof ref?.reference === 'string' ? ref.reference : '';
+  const named = /(?:^|\/)([A-Z][A-Za-z]+)(?:\/[^/?#]+(?:\/_history\/[^/]+)?|\?.*)$/.exec(r)?.[1];
+  return named ?? (typeof ref?.type === 'string' ? ref.type : undefined);
+}
+
 export function referenceOf(ref: Reference | undefined): string | undefined {
   return typeof ref?.reference === 'string' ? ref.reference : undefined;
 }

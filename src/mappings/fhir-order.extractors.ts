@@ -20,6 +20,7 @@ import {
   nameLines,
   pickProcedureCoding,
   readFrom,
+  referencedType,
   referenceOf,
   srIdentifier,
   toIdentifier,
@@ -31,6 +32,12 @@ import {
 import type { ExtractorId } from './fhir-order.mapping';
 import { productLineage, resolveProducts } from './product-table';
 import type { LineageLine } from './table-driver';
+
+/** A coding as an analyst reads it: `system|code`, saying what is missing (a display-only coding). */
+function codingText(c: { system?: string; code?: string; display?: string }): string {
+  const text = `${c.system ?? '(no system)'}|${c.code ?? '(no code)'}`;
+  return c.display ? `${text} "${c.display}"` : text;
+}
 
 /** One extractor per ExtractorId of FHIR_ORDER_FIELD_MAP (R4 clauses in the table rows). */
 export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
@@ -84,14 +91,15 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const quirks: ToleratedQuirk[] = [];
     if (!found) {
       // Many EHRs send one untyped business identifier: it is the placer's (R4 servicerequest.html#identifier).
-      const index = (sr.identifier ?? []).findIndex(
-        (i) => i.value && !['ACSN', 'FILL'].includes(typeCode(i) ?? ''),
-      );
+      // Only an untyped one: an identifier typed otherwise (v2-0203 VN, the visit number an
+      // HL7v2-to-FHIR converter puts first, MR, or a local type) is not the order's number; taken
+      // as the placer, every order of one visit was the first one's (the second answered 200).
+      const index = (sr.identifier ?? []).findIndex((i) => i.value && typeCode(i) === undefined);
       if (index >= 0) {
         found = { id: sr.identifier![index]!, index };
         quirks.push({
           code: 'fhir-placer-untyped',
-          detail: `ServiceRequest.identifier[${index}] has no PLAC type; used as placer number`,
+          detail: `ServiceRequest.identifier[${index}] has no type (no PLAC identifier); used as placer number`,
         });
       }
     }
@@ -187,7 +195,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
             {
               severity: 'error',
               code: 'value',
-              expression: `ImagingStudy.identifier[${index}].value`,
+              expression: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
               diagnostics:
                 'not a DICOM UID (digits and dots, at most 64 characters; DICOM PS3.5 §9.1)',
             },
@@ -206,6 +214,22 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   requester: ({ sr, ctx }) => {
     if (!sr.requester) return EMPTY;
+    // R4 ServiceRequest.requester may be an Organization, a Device, the Patient or a
+    // RelatedPerson: none is the ordering provider (a person, HL7 ORC-12 XCN). Their display
+    // ("Radiology Department", "Stroke AI triage") was split into a person's name and went out
+    // as the referring physician "Department^Radiology".
+    const kind = ctx.requesterType ?? referencedType(sr.requester);
+    if (kind && kind !== 'Practitioner' && kind !== 'PractitionerRole') {
+      return {
+        lines: [],
+        quirks: [
+          {
+            code: 'fhir-requester-not-a-practitioner',
+            detail: `ServiceRequest.requester is a ${kind}: no ordering provider`,
+          },
+        ],
+      };
+    }
     const out: OrderPractitioner = {};
     const lines: LineageLine[] = [];
     const quirks: ToleratedQuirk[] = [];
@@ -333,7 +357,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
             code: 'code-invalid',
             expression: codings.length ? 'ServiceRequest.code.coding' : 'ServiceRequest.code',
             diagnostics: codings.length
-              ? `no AI product is configured for ${codings.map((c) => `${c.system ?? '(no system)'}|${c.code ?? ''}`).join(', ')}`
+              ? `no AI product is configured for ${codings.map(codingText).join(', ')}`
               : 'a coded procedure is required to choose the AI products',
           },
         ],

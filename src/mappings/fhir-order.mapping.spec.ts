@@ -259,6 +259,24 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     expect(proposal.issues.map((i) => i.expression)).toEqual(['ServiceRequest.intent']);
   });
 
+  it('says what is missing: a status given only as an extension, a coding without code', () => {
+    // Before: 'got undefined' and 'no AI product is configured for (no system)|'.
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    const noStatus = { ...sr, status: undefined } as unknown as ServiceRequest;
+    const decided = actionFor(noStatus, 'create');
+    expect('issue' in decided && decided.issue.diagnostics).toBe(
+      'a new order must have status active; ServiceRequest.status has no value (only an extension)',
+    );
+    const displayOnly = mapServiceRequest(
+      { ...sr, code: { coding: [{ display: 'CT CHEST WO CONTRAST' }] } },
+      ctx(),
+      'create',
+    );
+    expect(displayOnly.issues.map((i) => i.diagnostics)).toContain(
+      'no AI product is configured for (no system)|(no code) "CT CHEST WO CONTRAST"',
+    );
+  });
+
   it('has one row per target', () => {
     const targets = FHIR_ORDER_FIELD_MAP.map((r) => r.target);
     expect(new Set(targets).size).toBe(targets.length);

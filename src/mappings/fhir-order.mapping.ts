@@ -30,6 +30,12 @@ export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.0.0';
 export interface Located<T extends Resource> {
   resource: T;
   source: string;
+  /**
+   * Where the resource is in the request, as FHIRPath for an OperationOutcome issue:
+   * `ServiceRequest.contained[0]`, `Bundle.entry[0].resource`, `ServiceRequest.subject.resolve()`
+   * (read from the EHR). Without it, the resource type.
+   */
+  path?: string;
 }
 
 /** Everything the ServiceRequest refers to, already resolved by the front door (I/O stays out of here). */
@@ -37,6 +43,8 @@ export interface FhirOrderContext {
   patient?: Located<Patient>;
   imagingStudies: Located<ImagingStudy>[];
   requester?: Located<Practitioner | PractitionerRole>;
+  /** The requester's resource type once resolved (an Organization, a Device…), whatever it is. */
+  requesterType?: string;
   /** reasonReference targets that could be resolved, keyed by their reference string. */
   reasons: Map<string, Located<Resource>>;
 }
@@ -137,9 +145,13 @@ export function actionFor(
       severity: 'error',
       code: 'business-rule',
       expression: 'ServiceRequest.status',
-      diagnostics: cancels
-        ? `a new order must have status active (got ${status}): to cancel an order, PUT its ServiceRequest/{id} with this status`
-        : `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
+      diagnostics:
+        status === undefined
+          ? // R4 JSON lets a primitive carry only an extension (`_status`, e.g. data-absent-reason).
+            'a new order must have status active; ServiceRequest.status has no value (only an extension)'
+          : cancels
+            ? `a new order must have status active (got ${status}): to cancel an order, PUT its ServiceRequest/{id} with this status`
+            : `a new order must have status active (got ${status}); draft or on-hold requests are sent when they become active`,
     },
   };
 }
@@ -163,7 +175,9 @@ export function mapServiceRequest(
   ] as const) {
     // Contained resources were checked with the ServiceRequest.
     if (located && !located.source.startsWith('contained'))
-      issues.push(...modifierIssues(located.resource, located.resource.resourceType ?? what));
+      issues.push(
+        ...modifierIssues(located.resource, located.path ?? located.resource.resourceType ?? what),
+      );
   }
   if (!config.acceptedIntents.includes(sr.intent)) {
     issues.push({
@@ -202,7 +216,9 @@ export function mapServiceRequest(
         issues.push({
           severity: 'error',
           code: 'required',
-          expression: ctx.patient ? 'Patient.identifier' : 'ServiceRequest.subject',
+          expression: ctx.patient
+            ? `${ctx.patient.path ?? 'Patient'}.identifier`
+            : 'ServiceRequest.subject',
           diagnostics: `${row.source} is required (${row.target}): the patient must carry at least one identifier`,
         });
       }

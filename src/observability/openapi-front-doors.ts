@@ -91,8 +91,18 @@ export const FRONT_DOOR_PATHS: Record<string, Record<string, Operation>> = {
     }),
   },
   '/fhir/subscription-notifications': {
-    post: fhirOp('R4 Backport Subscription notification from the EHR (a history Bundle)', {
+    post: fhirOp(
+      'R4 Backport Subscription notification from the EHR (a history Bundle); with no body, a classic R4 rest-hook without payload (the EHR is searched)',
+      { requestBody: { required: false, content: fhirJson } },
+    ),
+  },
+  '/fhir/subscription-notifications/ServiceRequest/{id}': {
+    put: fhirOp('Classic R4 rest-hook with payload: the EHR ServiceRequest created or updated', {
+      parameters: [idParam],
       requestBody: { required: true, content: fhirJson },
+    }),
+    delete: fhirOp('Classic R4 rest-hook with payload: the EHR ServiceRequest was deleted', {
+      parameters: [idParam],
     }),
   },
   '/dicomweb/studies': {

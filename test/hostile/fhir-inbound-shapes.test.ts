@@ -79,6 +79,17 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
         `SELECT outcome, response_code, raw, transport FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
       )
     ).rows[0]!;
+  /** The refusal kept for a request the EHR notified (its focus URL). */
+  const ehrRequestRefusal = async (focus: string) => {
+    const row = (
+      await db.query<{ outcome: string; response_code: string; response: Buffer }>(
+        `SELECT outcome, response_code, response FROM inbound_messages
+          WHERE message_type = 'ServiceRequest (from the EHR)' AND message_control_id = $1`,
+        [focus],
+      )
+    ).rows[0]!;
+    return { ...row, answer: JSON.parse(row.response.toString('utf8')) as Json };
+  };
   const ordersWith = async (placer: string) =>
     (await db.query(`SELECT id FROM orders WHERE placer_order_number = $1`, [placer])).rows;
 
@@ -278,8 +289,51 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       [{ fullUrl: focus, resource: { ...chestCtRequest('X7'), id: 'x7', identifier: 'X7' } }],
     );
     const res = await post(adapter, '/fhir/subscription-notifications', body);
-    expect(res.status).toBe(422);
-    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    // The notification is answered (the EHR resending it would change nothing); the request
+    // it carried is kept refused, 422 on its element, like every EHR request that cannot be an
+    // order. (It was 422 for the whole notification, through a TypeError in the mapping.)
+    expect(res.status).toBe(200);
+    const refused = await ehrRequestRefusal(focus);
+    expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(expressions(refused.answer)).toContain('ServiceRequest.identifier');
+  });
+
+  it('a full-resource request the REST door would refuse (a dateTime without zone, a narrative with <script>) orders nothing and is kept refused, naming the element', async () => {
+    // Before: the order was made with requestedAt '2013-05-08T09' (refused at POST
+    // /fhir/ServiceRequest since it became an invalid DiagnosticReport effectiveDateTime), and
+    // the <script> narrative was stored and served back by GET /fhir/ServiceRequest/{id}.
+    const sub = `${ehr.baseUrl}/Subscription/s-r4-rules`;
+    for (const [n, id, changes, where] of [
+      [1, 'nv1', { occurrenceDateTime: '2013-05-08T09' }, 'ServiceRequest.occurrenceDateTime'],
+      [
+        2,
+        'nv2',
+        {
+          text: {
+            status: 'generated',
+            div: '<div xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></div>',
+          },
+        },
+        'ServiceRequest.text.div',
+      ],
+    ] as const) {
+      const focus = `${ehr.baseUrl}/ServiceRequest/${id}`;
+      const body = notification(
+        sub,
+        [
+          [
+            { name: 'event-number', valueString: String(n) },
+            { name: 'focus', valueReference: { reference: focus } },
+          ],
+        ],
+        [{ fullUrl: focus, resource: { ...chestCtRequest(`NV-${n}`, changes), id } }],
+      );
+      expect((await post(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+      expect(await ordersWith(`NV-${n}`)).toEqual([]);
+      const refused = await ehrRequestRefusal(focus);
+      expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(expressions(refused.answer)).toEqual([where]);
+    }
   });
 
   it("a notification naming a Subscription on another server: 422 on parameter[subscription], the EHR's credential goes nowhere", async () => {

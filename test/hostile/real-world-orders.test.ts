@@ -312,6 +312,95 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect((await orderByPlacer('FHIR-OID-1')).request.products).toEqual(['head-ct-hemorrhage']);
   });
 
+  it('FHIR: identifiers as an HL7v2-to-FHIR converter writes them (visit number first, then FILL, no PLAC): each order of one visit is its own order', async () => {
+    // Modelled on the LinuxForHealth hl7v2-fhir-converter ServiceRequest template: identifier
+    // VN (PV1-19, else PID-18, else MSH-7) first, then FILL from ORC-3, PLAC only when ORC-2 was
+    // valued; a filler-numbered RIS order has none. Before: the VN identifier was taken as the
+    // placer number, so the second CT of visit V-7788 was answered 200 with the first order.
+    const v2 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+    const converted = (filler: string, loinc: string) => ({
+      resourceType: 'ServiceRequest',
+      identifier: [
+        {
+          type: { coding: [{ system: v2, code: 'VN', display: 'Visit number' }] },
+          system: 'urn:id:extVisitID',
+          value: 'V-7788',
+        },
+        {
+          type: { coding: [{ system: v2, code: 'FILL', display: 'Filler Identifier' }] },
+          system: 'urn:id:RIS',
+          value: filler,
+        },
+      ],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: loinc }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'VN-1' } },
+      authoredOn: '2026-11-26T08:15:00+01:00',
+    });
+    const first = await postServiceRequest(converted('RIS-FILL-881', '24627-2'));
+    const second = await postServiceRequest(converted('RIS-FILL-882', '24725-4'));
+    expect([first.status, second.status]).toEqual([201, 201]);
+    const [a, b] = await Promise.all([
+      first.json() as Promise<{ id: string }>,
+      second.json() as Promise<{ id: string }>,
+    ]);
+    expect(a.id).not.toBe(b.id);
+    const rows = (
+      await h.db.query(
+        `SELECT placer_order_number, filler_order_number FROM orders WHERE id = ANY($1) ORDER BY filler_order_number`,
+        [[a.id, b.id]],
+      )
+    ).rows;
+    expect(rows).toEqual([
+      { placer_order_number: null, filler_order_number: 'RIS-FILL-881' },
+      { placer_order_number: null, filler_order_number: 'RIS-FILL-882' },
+    ]);
+    // A resend of the first is still the first order.
+    const again = await postServiceRequest(converted('RIS-FILL-881', '24627-2'));
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as { id: string }).id).toBe(a.id);
+  });
+
+  it('FHIR: a requester that is an Organization or a Device is no ordering provider (its display is not split into a name)', async () => {
+    // R4 ServiceRequest.requester takes Organization | Device | Patient | RelatedPerson too; a
+    // referral names the originating facility (as community-health referral feeds do:
+    // requester Organization/580 with the site's name), an AI triage tool names its Device.
+    // Before: 201 with orderingProvider {family: 'Department', given: ['Radiology']}, sent on
+    // as the referring physician.
+    const referral = (placer: string, requester: Record<string, unknown>) => ({
+      resourceType: 'ServiceRequest',
+      identifier: [{ system: 'http://ehr.example/placer', value: placer }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }] },
+      subject: { identifier: { system: 'http://ehr.example/mrn', value: 'ORG-1' } },
+      requester,
+    });
+    const fromSite = await postServiceRequest(
+      referral('FHIR-REQ-ORG-1', {
+        reference: 'Organization/580',
+        display: 'Radiology Department',
+      }),
+    );
+    const fromDevice = await postServiceRequest(
+      referral('FHIR-REQ-DEV-1', { type: 'Device', display: 'Stroke AI triage' }),
+    );
+    expect([fromSite.status, fromDevice.status]).toEqual([201, 201]);
+    for (const placer of ['FHIR-REQ-ORG-1', 'FHIR-REQ-DEV-1']) {
+      const order = await orderByPlacer(placer);
+      expect(order.request.orderingProvider).toBeUndefined();
+      const [msg] = (
+        await h.db.query(`SELECT quirks FROM inbound_messages WHERE id = $1`, [
+          order.inbound_message_id,
+        ])
+      ).rows;
+      expect(msg.quirks.map((q: { code: string }) => q.code)).toContain(
+        'fhir-requester-not-a-practitioner',
+      );
+    }
+  });
+
   it('FHIR: a requester that is a PractitionerRole (US Core) gives the ordering provider of its practitioner', async () => {
     // Before: 201 with no orderingProvider (only a Practitioner requester was read).
     const res = await postServiceRequest({

@@ -149,6 +149,61 @@ describe('FHIR modifier elements are understood or refused, never dropped', () =
     );
   });
 
+  it('a refusal on a resource beside the ServiceRequest names where that resource is: its Bundle entry, or the reference it was read through from the EHR', async () => {
+    // The composed US Core transaction (test/fixtures/fhir/README.md): Patient at entry[0],
+    // ServiceRequest at entry[1], the R4 ImagingStudy example at entry[2]. Before: every issue
+    // was put under the ServiceRequest's entry, `Bundle.entry[1].resource.Patient.active` and
+    // `Bundle.entry[1].resource.ImagingStudy.status`: elements that do not exist.
+    const tx = fixture('us-core-chest-ct-transaction');
+    const entries = tx.entry as Array<{ resource: Record<string, unknown> }>;
+    entries[0]!.resource.active = false;
+    entries[0]!.resource.modifierExtension = [
+      { url: 'http://example.org/fhir/StructureDefinition/test-patient', valueBoolean: true },
+    ];
+    entries[2]!.resource.status = 'cancelled';
+    const transaction = await post(tx, '/fhir');
+    expect(transaction.status).toBe(422);
+    expect(transaction.outcome.issue.flatMap((i) => i.expression ?? []).sort()).toEqual([
+      'Bundle.entry[0].resource.active',
+      'Bundle.entry[0].resource.modifierExtension',
+      'Bundle.entry[2].resource.status',
+    ]);
+
+    // A batch: the entry's own 422 names the Study Instance UID on the ImagingStudy entry.
+    const batch = fixture('us-core-chest-ct-transaction');
+    batch.type = 'batch';
+    const study = (batch.entry as Array<{ resource: Record<string, unknown> }>)[2]!.resource;
+    (study.identifier as Array<{ value: string }>)[0]!.value = 'urn:oid:2.16.124.113543.6003.x';
+    const res = await fetch(`${adapter.httpUrl}/fhir`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(batch),
+    });
+    const answer = (await res.json()) as {
+      entry: Array<{
+        response: { status: string; outcome?: { issue: Array<{ expression?: string[] }> } };
+      }>;
+    };
+    expect(answer.entry[1]!.response.status).toMatch(/^422/);
+    expect(answer.entry[1]!.response.outcome!.issue.flatMap((i) => i.expression ?? [])).toEqual([
+      'Bundle.entry[2].resource.identifier[0].value',
+    ]);
+
+    // The Patient read from the EHR: the reference it was read through.
+    await ehr.seed({ ...fixture('r4-patient-example-dicom'), id: 'gone', active: false } as never);
+    const sr = fixture('r4-servicerequest-example-di');
+    delete sr.id;
+    sr.subject = { reference: 'Patient/gone' };
+    const read = await post(sr);
+    expect(read.status).toBe(422);
+    expect(read.outcome.issue.flatMap((i) => i.expression ?? [])).toEqual([
+      'ServiceRequest.subject.resolve().active',
+    ]);
+  });
+
   it('a modifier extension in a Subscription notification is refused as a whole', async () => {
     const bundle = fixture('backport-r4-notification-heartbeat');
     const status = (bundle.entry as Array<{ resource: Record<string, unknown> }>)[0]!.resource;

@@ -350,6 +350,65 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     ).toHaveLength(1);
   });
 
+  it("a transaction's urn:uuid references are replaced in the ServiceRequests we keep: another created request by its location, a context entry by its identifier", async () => {
+    // The composed US Core transaction, plus a second ServiceRequest (a CT of the abdomen)
+    // basedOn the first by its urn:uuid (R4 bundle.html#references). R4 http.html#trules: the
+    // server replaces references to an entry's fullUrl. Before: the served ServiceRequest named
+    // subject urn:uuid:5cbc… and supportingInfo urn:uuid:b2a4…, resolvable nowhere.
+    const bundle = fixture('us-core-chest-ct-transaction');
+    bundle.identifier.value = 'tx-urn-rewrite-1';
+    const first = bundle.entry[1];
+    first.request.ifNoneExist = 'identifier=http://hospital.smarthealthit.org/orders|ORD-URN-1';
+    first.resource.identifier = [
+      { ...first.resource.identifier[0], value: 'ORD-URN-1' },
+      { ...first.resource.identifier[1], value: 'ACC-URN-1' },
+    ];
+    const second = structuredClone(first);
+    second.fullUrl = 'urn:uuid:0d7a3e5c-4a52-4c1f-9d0e-6b1f5e2a9c11';
+    second.request.ifNoneExist = 'identifier=http://hospital.smarthealthit.org/orders|ORD-URN-2';
+    second.resource.identifier = [
+      { ...first.resource.identifier[0], value: 'ORD-URN-2' },
+      { ...first.resource.identifier[1], value: 'ACC-URN-2' },
+    ];
+    second.resource.basedOn = [{ reference: first.fullUrl }];
+    delete second.resource.supportingInfo;
+    bundle.entry.push(second);
+    const response = (await fhir.transaction({ body: bundle })) as unknown as {
+      entry: Array<{ response: { status: string }; resource?: { id: string } }>;
+    };
+    expect(response.entry.map((e) => e.response.status)).toEqual([
+      '200 OK',
+      '201 Created',
+      '200 OK',
+      '201 Created',
+    ]);
+    const [a, b] = [response.entry[1]!.resource!.id, response.entry[3]!.resource!.id];
+    const served = async (id: string) =>
+      (await fhir.read({ resourceType: 'ServiceRequest', id })) as unknown as Record<
+        string,
+        unknown
+      >;
+    const one = await served(a);
+    expect(JSON.stringify(one)).not.toContain('urn:uuid:');
+    expect(one.subject).toEqual({
+      type: 'Patient',
+      identifier: expect.objectContaining({
+        system: 'http://hospital.smarthealthit.org',
+        value: '1032702',
+      }),
+    });
+    expect(one.supportingInfo).toEqual([
+      {
+        type: 'ImagingStudy',
+        identifier: expect.objectContaining({
+          system: 'urn:dicom:uid',
+          value: 'urn:oid:2.16.124.113543.6003.1154777499.30246.19789.3503430045',
+        }),
+      },
+    ]);
+    expect((await served(b)).basedOn).toEqual([{ reference: `ServiceRequest/${a}` }]);
+  });
+
   it('a batch answers each entry: one order created, one refused with its OperationOutcome', async () => {
     const di = fixture('r4-servicerequest-example-di');
     const patient = fixture('r4-patient-example-dicom');

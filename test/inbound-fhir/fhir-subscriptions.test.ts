@@ -378,6 +378,65 @@ describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)'
     expect(await orderFor('down-1')).toBeDefined();
   });
 
+  it('classic R4 rest-hook (no Backport topic): an empty POST searches the EHR, a PUT of ServiceRequest/{id} under the endpoint orders it, a DELETE cancels it', async () => {
+    // As HAPI FHIR's rest-hook deliverer sends them (SubscriptionDeliveringRestHookSubscriber):
+    // without channel.payload, a POST with no body (a form request without parameters); with
+    // one, the resource PUT to <endpoint>/ServiceRequest/<id>, a DELETE when it is deleted.
+    // Before: the POST was 400 "the body is empty" and the PUT/DELETE 404; nothing was ordered.
+    const send = (
+      method: string,
+      path: string,
+      body?: Json,
+      contentType = 'application/fhir+json',
+    ) =>
+      fetch(`${adapter.httpUrl}/fhir/subscription-notifications${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    await seedOrder('rh-1', 'RH-1');
+    const form = 'application/x-www-form-urlencoded; charset=UTF-8';
+    expect((await send('POST', '', undefined, form)).status).toBe(200);
+    const first = await orderFor('rh-1');
+    expect(first.placer_order_number).toBe('RH-1');
+    expect((await send('POST', '', undefined, form)).status).toBe(200);
+    expect(
+      await rows(`SELECT 1 FROM fhir_resources WHERE source_url = $1`, [
+        `${ehr.baseUrl}/ServiceRequest/rh-1`,
+      ]),
+    ).toHaveLength(1);
+    expect(
+      await rows(`SELECT 1 FROM fhir_subscriptions WHERE subscription_ref = $1`, [
+        `rest-hook:${ehr.baseUrl}`,
+      ]),
+    ).toHaveLength(1);
+
+    const sr: ServiceRequest = {
+      resourceType: 'ServiceRequest',
+      id: 'rh-2',
+      meta: { versionId: '1', lastUpdated: '2026-11-27T08:00:00.000Z' },
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'RH-2' }],
+      status: 'active',
+      intent: 'order',
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2' }] },
+      subject: { reference: 'Patient/dicom' },
+    };
+    expect((await send('PUT', '/ServiceRequest/rh-2', sr as unknown as Json)).status).toBe(200);
+    const second = await orderFor('rh-2');
+    expect(second.placer_order_number).toBe('RH-2');
+    // The body's id must be the URL's (R4 http.html#update): 400, kept.
+    expect((await send('PUT', '/ServiceRequest/rh-3', sr as unknown as Json)).status).toBe(400);
+    expect(await orderFor('rh-3')).toBeUndefined();
+
+    expect((await send('DELETE', '/ServiceRequest/rh-2')).status).toBe(200);
+    expect(
+      await rows(
+        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-requested'`,
+        [second.id],
+      ),
+    ).toHaveLength(1);
+  });
+
   it('refuses a Bundle that is not a notification with 422 and the failing path', async () => {
     let res: { status: number; data: { issue: Array<{ expression: string[] }> } } | undefined;
     try {

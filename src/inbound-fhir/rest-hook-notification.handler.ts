@@ -1,0 +1,175 @@
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { sha256Hex } from '../common/hash';
+import type { ToleratedQuirk } from '../domain/order-request';
+import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
+import { assertJsonMediaType } from './fhir-http';
+import {
+  parseTyped,
+  type FhirAnswer,
+  type FhirCaller,
+  type FhirOperationDeps,
+} from './fhir-operation.shared';
+import { FhirError, operationOutcome } from './fhir.error';
+import type { SubscriptionCatchUp } from './subscription-catch-up.service';
+
+/** The version tag of a request deleted on the EHR (a repeated DELETE changes nothing). */
+const DELETED_VERSION = 'deleted-on-ehr';
+
+/**
+ * How far back a search after a payload-less notification reaches before the last one we
+ * handled: the EHR's clock and its commit of the change may lag ours; a version already
+ * processed is skipped, so the overlap costs nothing.
+ */
+const SEARCH_OVERLAP_MS = 5 * 60_000;
+
+function ok(text: string): FhirAnswer {
+  return {
+    status: 200,
+    resource: operationOutcome([
+      { severity: 'information', code: 'informational', diagnostics: text },
+    ]),
+  };
+}
+
+/**
+ * Classic R4 rest-hook notifications (R4 subscription.html, channel type `rest-hook`, no
+ * Backport topic), as HAPI FHIR's rest-hook deliverer sends them to the channel endpoint:
+ *
+ * - no `channel.payload`: `POST <endpoint>` with no body, "something matching the criteria
+ *   changed". Read like a Backport `empty` event: the EHR is searched for what changed.
+ * - a payload: `PUT <endpoint>/ServiceRequest/<id>` carrying the resource (created or updated),
+ *   `DELETE <endpoint>/ServiceRequest/<id>` when it was deleted (the order is cancelled).
+ *
+ * The empty POST was answered 400 ("the body is empty") and the PUT/DELETE 404: such an EHR
+ * could never deliver an order, and retried for ever. A classic notification names no
+ * Subscription: its state is kept under one reference per EHR (`classicSubscriptionRef`).
+ */
+export class RestHookNotificationHandler {
+  constructor(
+    private readonly deps: FhirOperationDeps,
+    private readonly orders: EhrOrderIntake,
+    private readonly catchUp: SubscriptionCatchUp,
+  ) {}
+
+  /** The subscription state key of the EHR's classic rest-hook Subscription(s). */
+  private get ref(): string {
+    return `rest-hook:${this.deps.ehr?.baseUrl ?? 'unconfigured'}`;
+  }
+
+  private subscription(eventAt: string | undefined) {
+    return {
+      ref: this.ref,
+      topic: null,
+      status: 'active',
+      kind: 'event' as const,
+      eventNumbers: [],
+      eventAt,
+    };
+  }
+
+  /** `POST <endpoint>` with no body: search the EHR for ServiceRequests changed since the last one. */
+  async empty(caller: FhirCaller): Promise<FhirAnswer> {
+    await this.guard(caller, 'notification', () =>
+      requireEhr(this.deps.ehr, 'a rest-hook notification without payload'),
+    );
+    const state = await this.deps.subscriptions.findState(this.ref);
+    const startedAt = this.deps.clock().getTime();
+    const since = state?.lastEventAt
+      ? new Date(state.lastEventAt.getTime() - SEARCH_OVERLAP_MS)
+      : undefined;
+    const found = await this.catchUp.search(caller, since);
+    const searched = JSON.stringify(found.map((f) => [f.fullUrl, f.sr.meta?.versionId ?? f.sr]));
+    await this.orders.ingest(found, [], {
+      raw: caller.raw,
+      contentType: caller.contentType,
+      quirks: [
+        {
+          code: 'notification-rest-hook-empty',
+          detail: `R4 rest-hook without payload: the EHR was searched (${found.length} ServiceRequest(s) changed since ${since?.toISOString() ?? 'the latest'})`,
+        },
+      ],
+      messageType: 'notification rest-hook (no payload)',
+      // The same search answer again is the same notification: nothing changed.
+      idempotencyKey: `fhir-subscription|${this.ref}|empty|sha256:${sha256Hex(searched)}`,
+      subscription: this.subscription(new Date(startedAt).toISOString()),
+    });
+    return ok(`${found.length} ServiceRequest(s) found changed on the EHR and processed`);
+  }
+
+  /** `PUT <endpoint>/ServiceRequest/<id>`: the EHR's request as it now is. */
+  async updated(caller: FhirCaller, id: string): Promise<FhirAnswer> {
+    const sr = await this.guard(caller, 'notification rest-hook (ServiceRequest)', () => {
+      assertJsonMediaType(caller.contentType);
+      const parsed = parseTyped<ServiceRequest>(
+        caller.raw,
+        'ServiceRequest',
+        this.deps.config.maxJsonValues,
+      );
+      if (parsed.id !== id) {
+        // R4 http.html#update: the id in the body SHALL match the URL's.
+        const diagnostics = `the ServiceRequest's id (${parsed.id ?? 'none'}) is not the id in the URL (${id})`;
+        throw new FhirError('bad-request', diagnostics, [
+          { severity: 'error', code: 'invalid', diagnostics, expression: ['ServiceRequest.id'] },
+        ]);
+      }
+      // Held to the R4 rules by the intake (a request that breaks them is kept refused, 200).
+      return parsed;
+    });
+    const fullUrl = this.fullUrl(id);
+    await this.orders.ingest([{ sr, fullUrl }], [], {
+      raw: caller.raw,
+      contentType: caller.contentType,
+      quirks: [],
+      messageType: 'notification rest-hook (ServiceRequest)',
+      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|sha256:${sha256Hex(caller.raw)}`,
+      subscription: this.subscription(undefined),
+    });
+    return ok(`${fullUrl} processed`);
+  }
+
+  /** `DELETE <endpoint>/ServiceRequest/<id>`: gone from the EHR; its order (if any) is cancelled. */
+  async deleted(caller: FhirCaller, id: string): Promise<FhirAnswer> {
+    const fullUrl = this.fullUrl(id);
+    const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
+    const quirks: ToleratedQuirk[] = [
+      {
+        code: 'notification-focus-deleted',
+        detail: `${fullUrl} was deleted on the EHR: ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+      },
+    ];
+    const items: EhrServiceRequest[] = stored
+      ? [
+          {
+            fullUrl,
+            sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_VERSION } },
+          },
+        ]
+      : [];
+    await this.orders.ingest(items, [], {
+      raw: caller.raw,
+      contentType: caller.contentType,
+      quirks,
+      messageType: 'notification rest-hook (ServiceRequest deleted)',
+      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted`,
+      subscription: this.subscription(undefined),
+    });
+    return ok(`${fullUrl} deleted on the EHR${stored ? ': its order is cancelled' : ''}`);
+  }
+
+  private fullUrl(id: string): string {
+    const ref = `ServiceRequest/${encodeURIComponent(id)}`;
+    return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
+  }
+
+  /** Runs a check; a FhirError it throws is kept with the raw input (as every refusal), then answered. */
+  private async guard<T>(caller: FhirCaller, messageType: string, check: () => T): Promise<T> {
+    try {
+      return check();
+    } catch (error) {
+      if (error instanceof FhirError) {
+        await this.deps.refusals.record(caller, 'fhir-subscription', messageType, error);
+      }
+      throw error;
+    }
+  }
+}

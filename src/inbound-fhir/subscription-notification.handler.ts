@@ -294,6 +294,13 @@ export class SubscriptionNotificationHandler {
       return await ehr.read<T>(ref);
     } catch (error) {
       if (error instanceof EhrFhirError && error.status === 410) return GONE;
+      // A focus naming a version the EHR does not serve by vread (no version history, or
+      // history pruned): the request itself is what the order follows, so its current
+      // version is read. It was 503 for every resend of that notification, for ever.
+      const unversioned = ref.replace(/\/_history\/[^/?#]+(?=[?#]|$)/, '');
+      if (error instanceof EhrFhirError && error.status === 404 && unversioned !== ref) {
+        return this.readFromEhr<T>(caller, unversioned);
+      }
       const e = new FhirError(
         'upstream-unavailable',
         `could not read ${ref} from the EHR: ${(error as Error).message}; resend the notification (or wait for the next heartbeat: the gap is caught up by search)`,

@@ -218,6 +218,29 @@ describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)'
     });
   });
 
+  it('id-only: a focus naming a version the EHR cannot serve is read at its current version', async () => {
+    await seedOrder('iov-1', 'IOV-1');
+    ehr.requests.length = 0;
+    // version 7 does not exist on the EHR (a pruned history, or no vread): 404. Before, the
+    // notification was answered 503 for ever.
+    expect(
+      await notify(
+        withEvent(
+          example('backport-r4-notification-id-only', 'iov'),
+          1,
+          `${ehr.baseUrl}/ServiceRequest/iov-1/_history/7`,
+        ),
+      ),
+    ).toMatchObject({ resourceType: 'OperationOutcome' });
+    expect(ehr.requests.map((r) => `${r.method} ${r.url}`)).toEqual(
+      expect.arrayContaining([
+        'GET /fhir/ServiceRequest/iov-1/_history/7',
+        'GET /fhir/ServiceRequest/iov-1',
+      ]),
+    );
+    expect(await orderFor('iov-1')).toMatchObject({ placer_order_number: 'IOV-1' });
+  });
+
   it('an order first POSTed to us and then notified by the EHR stays one order', async () => {
     const onEhr = await seedOrder('both-1', 'BOTH-1');
     const posted = (await fhir.create({

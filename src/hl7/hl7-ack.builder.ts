@@ -244,8 +244,11 @@ export function buildAck(options: AckOptions): BuiltAck {
     : noStructure
       ? ['ACK', trigger]
       : ['ACK', trigger, 'ACK'];
-  const hd = (field: number): (string | undefined)[] =>
-    [1, 2, 3].map((c) => msh.value(field, 1, c));
+  // The HD of each side whole (v2.5.1 §2.9.2, §2.15.9.3-6): every component and subcomponent
+  // the sender wrote, e.g. `RIS^1.2.3.4^ISO` or `RIS&1.2.3.4&ISO`. Before, only the first
+  // subcomponent of components 1-3 came back (`RIS`), and a RIS that names itself by OID
+  // did not recognise the answer as meant for it.
+  const hd = (field: number): string[][] => msh.structure(field);
   const charset = inbound.declaredCharset;
   const segments: Hl7SegmentSpec[] = [
     {

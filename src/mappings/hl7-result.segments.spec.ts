@@ -1,6 +1,7 @@
 import { parseHl7 } from '../hl7/hl7-message';
 import type { PublicationInput } from './publication.model';
-import { pidOf, pv1Of } from './hl7-result.segments';
+import { encodeSegment } from '../hl7/hl7-builder';
+import { msh, pidOf, pv1Of } from './hl7-result.segments';
 
 /**
  * PID and PV1 of our ORU are the order's own segments as received. An order may carry control
@@ -38,5 +39,62 @@ describe('PID/PV1 copied from the order into the ORU', () => {
       'MSH|^~\\&|RIS|H|AI|H|2024||ORM^O01|C2|P|2.3.1\rPID|||1^^^H||M\\S\\ller\\E\\^A\rORC|NW|1\r',
     );
     expect(pidOf({} as PublicationInput, clean)).toBe('PID|||1^^^H||M\\S\\ller\\E\\^A');
+  });
+});
+
+/**
+ * A sender's PID/PV1 carried into our ORU are written with OUR delimiters (MSH-2 `^~\&`, no
+ * truncation character): their escapes must mean in our message what they meant in the order.
+ * Modelled on the v2.8 EHR order of test/fixtures/hl7/omi-o23-v28-multi-order.hl7 (MSH-2
+ * `^~\&#`, where a US street address `Apt #4F` must be written `Apt \P\4F`), and on a sender
+ * using other encoding characters, which v2.5.1 §2.5.4 allows (`|!~\&`: `!` separates
+ * components and `^` is text).
+ */
+describe('PID/PV1 of an order with other encoding characters', () => {
+  const input = {} as PublicationInput;
+
+  it('writes the v2.7+ truncation escape \\P\\ as the character it stands for', () => {
+    const order = parseHl7(
+      'MSH|^~\\&#|EPIC^1.2.840.114350.1.13.99^ISO|NW|AI|RAD|20260112161722-0500||OMI^O23^OMI_O23|8817261|P|2.8\r' +
+        'PID|1||E4410029^^^EPI^MR~100000219^^^&2.16.840.1.113883.4.1&ISO^SS||NGUYEN^THANH||19710305|M|||118-22 Queens Blvd^Apt \\P\\4F^Forest Hills\r' +
+        'PV1|1|E|ED^^^NSUH\r' +
+        'ORC|NW|556071^EPC\r',
+    );
+    expect(pidOf(input, order)).toBe(
+      'PID|1||E4410029^^^EPI^MR~100000219^^^&2.16.840.1.113883.4.1&ISO^SS||NGUYEN^THANH||19710305|M|||118-22 Queens Blvd^Apt #4F^Forest Hills',
+    );
+  });
+
+  it('transcodes a PID and PV1 written with `!` as component separator, keeping both', () => {
+    const order = parseHl7(
+      'MSH|!~\\&|RIS|H|AI|H|20240318144217||ORM!O01|C1|P|2.3.1\r' +
+        "PID|||PAT-4711!!!HOSPA&1.2.3&ISO!MR~998877!!!SSA!SS||O'NEIL^SMITH\\F\\X!ANN\\S\\MARIE||19560214|F\r" +
+        'PV1||I|3W!301!A\r' +
+        'ORC|NW|PLC-1!RIS\r',
+    );
+    expect(pidOf(input, order)).toBe(
+      "PID|||PAT-4711^^^HOSPA&1.2.3&ISO^MR~998877^^^SSA^SS||O'NEIL\\S\\SMITH\\F\\X^ANN!MARIE||19560214|F",
+    );
+    expect(pv1Of(order)).toBe('PV1||I|3W^301^A');
+  });
+});
+
+describe('MSH-5/MSH-6 of our ORU', () => {
+  const settings = {
+    sendingApplication: 'IMAGING-AI-ADAPTER',
+    sendingFacility: 'AI',
+    defaultVersion: '2.5.1',
+    textType: 'TX' as const,
+  };
+
+  it.each([
+    ['EPIC^1.2.840.114350.1.13.99^ISO', 'EPIC^1.2.840.114350.1.13.99^ISO'],
+    ['RIS&1.2.3.4&ISO', 'RIS&1.2.3.4&ISO'],
+  ])('echo the order MSH-3 %s whole', (sent, echoed) => {
+    const order = parseHl7(
+      `MSH|^~\\&|${sent}|NORTHWELL^2.16.840.1.113883.3.1^ISO|AI|RAD|2026||ORM^O01|C1|P|2.5.1\rPID|||1\r`,
+    );
+    const head = encodeSegment(msh(order, settings, 'ORU', 'X1', new Date(0)).spec);
+    expect(head.split('|').slice(4, 6)).toEqual([echoed, 'NORTHWELL^2.16.840.1.113883.3.1^ISO']);
   });
 });

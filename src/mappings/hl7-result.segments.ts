@@ -7,7 +7,7 @@ import {
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel } from '../hl7/hl7-charset';
-import { escapeValue, recodeHexData } from '../hl7/hl7-escape';
+import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
@@ -51,31 +51,29 @@ export function versionAtLeast(version: string, min: string): boolean {
   return true;
 }
 
-/** A segment of the original message, re-encoded with our delimiters (raw text when they match). */
+/**
+ * A segment of the original message, written with our delimiters (v2.5.1 section 2.5): each
+ * field transcoded from the sender's MSH-1/MSH-2, so a sender with other encoding characters
+ * (`|!~\&`, or the v2.7 truncation character `#` whose `\P\` means nothing under our
+ * MSH-2) keeps its PID/PV1, repetitions and assigning authorities included, every value
+ * meaning what it meant. Before, such a segment was copied raw when the four usual
+ * characters matched (the sender's `\P\` went out as is) and otherwise dropped: PID rebuilt
+ * from the order model, PV1 `PV1|1|U`. Control characters the sender left raw (a NUL, or an
+ * FS that would end the RIS's MLLP frame inside our ORU) go out as hexadecimal data, and the
+ * order's own hexadecimal data names bytes of its charset: when ours differs (an ASCII order
+ * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
+ */
 function originalSegment(original: Hl7Message | undefined, id: string): string | undefined {
   const seg = original?.segment(id);
   if (!seg) return undefined;
-  const d = original!.delimiters;
-  if (
-    d.field === '|' &&
-    d.component === '^' &&
-    d.repetition === '~' &&
-    d.escape === '\\' &&
-    d.subcomponent === '&'
-  ) {
-    // The raw text keeps what the sender wrote, control characters included (a NUL, or an FS
-    // that would end the RIS's MLLP frame inside our ORU): those go out as hexadecimal data.
-    // Its own hexadecimal data names bytes of the order's charset: when ours differs (an ASCII
-    // order without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
-    const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
-      ? (field: string) => field
-      : (field: string) => recodeHexData(field, original!.encoding);
-    return seg.fields
-      .map(recode)
-      .join('|')
-      .replace(CONTROL_CHARACTER, (ch) => escapeValue(ch));
-  }
-  return undefined;
+  const from = original!.delimiters;
+  const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
+    ? (field: string) => field
+    : (field: string) => recodeHexData(field, original!.encoding);
+  return [
+    seg.id,
+    ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),
+  ].join('|');
 }
 
 /** Two decoder labels that read every byte alike (ASCII is decoded and written as Latin-1). */
@@ -83,9 +81,6 @@ function sameBytes(a: string, b: string): boolean {
   const norm = (label: string) => (label === 'ascii' ? 'latin1' : label);
   return norm(a) === norm(b);
 }
-
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/g;
 
 /** MSH in the site's version (the original order's MSH-12 unless configured), addressed back to its sender. */
 export function msh(
@@ -110,9 +105,11 @@ export function msh(
         {
           3: settings.sendingApplication,
           4: settings.sendingFacility,
-          // Back to whoever sent the order (its MSH-3 / MSH-4).
-          5: o?.value(3),
-          6: o?.value(4),
+          // Back to whoever sent the order: its MSH-3 / MSH-4 whole (v2.5.1 §2.15.9.5-6: HD,
+          // namespace ^ universal ID ^ type, subcomponents kept), not just the namespace, so a
+          // RIS routing on the OID (`RIS^1.2.3.4^ISO`) recognises the answer as addressed to it.
+          5: o?.structure(3),
+          6: o?.structure(4),
           7: formatHl7Timestamp(now),
           9: messageType,
           10: controlId,

@@ -303,6 +303,8 @@ export interface UnparseableAckOptions {
   raw: Buffer;
   /** Why no message could be read, for ERR-8. */
   reason: string;
+  /** The MSH field that made the header unreadable (1 or 2), when known, for ERR-2. */
+  mshField?: number;
   /** MSH-3 and MSH-4 of the answer (there is no inbound header to mirror). */
   ourApplication: string;
   ourFacility: string;
@@ -313,7 +315,8 @@ export interface UnparseableAckOptions {
 /**
  * The AR for bytes with no usable MSH: our own header (v2.5.1, ACK), MSA-2 echoing MSH-10
  * when it can be found by the field separator alone (section 2.9.2, so the sender can match
- * it), and ERR 100 (table 0357 "Segment sequence error") at MSH-1.
+ * it), and ERR 100 (table 0357 "Segment sequence error") at MSH-1, or ERR 102 ("Data type
+ * error") at MSH-2 when the encoding characters are what is wrong (the text says how).
  */
 export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
   const text = encodeMessage([
@@ -337,8 +340,11 @@ export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
       id: 'ERR',
       fields: [
         undefined,
-        ['MSH', '1', '1'],
-        ['100', 'Segment sequence error', 'HL70357'],
+        ['MSH', '1', String(options.mshField ?? 1)],
+        // a malformed MSH-2 is a field in the wrong form (102); no readable header at all, 100
+        options.mshField === 2
+          ? ['102', 'Data type error', 'HL70357']
+          : ['100', 'Segment sequence error', 'HL70357'],
         'E',
         undefined,
         undefined,

@@ -5,6 +5,7 @@ import {
   buildAck,
   buildUnparseableAck,
   checkStructure,
+  Hl7Error,
   type Hl7ErrorDetail,
   type Hl7Message,
   type Hl7ParseLimits,
@@ -38,7 +39,7 @@ export interface AckStamp {
  * mapped. Used by the MLLP handler (which then stores and answers) and by the dry run.
  */
 export type Hl7Evaluation =
-  | { kind: 'unparseable'; reason: string }
+  | { kind: 'unparseable'; reason: string; mshField?: number }
   | {
       kind: 'refused';
       message: Hl7Message;
@@ -65,7 +66,11 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
   try {
     message = parseHl7(raw, options.limits);
   } catch (error) {
-    return { kind: 'unparseable', reason: (error as Error).message };
+    return {
+      kind: 'unparseable',
+      reason: (error as Error).message,
+      mshField: error instanceof Hl7Error ? error.mshField : undefined,
+    };
   }
   const type = `${message.messageType.code}^${message.messageType.trigger}`;
   const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
@@ -158,10 +163,12 @@ export function unparseableAck(
   reason: string,
   options: Hl7PipelineOptions,
   stamp: AckStamp,
+  mshField?: number,
 ): Buffer {
   return buildUnparseableAck({
     raw,
     reason,
+    mshField,
     ourApplication: options.ourApplication ?? 'IMAGING-AI-ADAPTER',
     ourFacility: options.ourFacility ?? '',
     now: stamp.now(),

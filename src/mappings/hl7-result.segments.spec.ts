@@ -1,7 +1,7 @@
 import { parseHl7 } from '../hl7/hl7-message';
 import type { PublicationInput } from './publication.model';
-import { encodeSegment } from '../hl7/hl7-builder';
-import { msh, pidOf, pv1Of } from './hl7-result.segments';
+import { encodeField, encodeSegment } from '../hl7/hl7-builder';
+import { fillerNumberOf, msh, pidOf, placerNumberOf, pv1Of } from './hl7-result.segments';
 
 /**
  * PID and PV1 of our ORU are the order's own segments as received. An order may carry control
@@ -96,5 +96,44 @@ describe('MSH-5/MSH-6 of our ORU', () => {
     );
     const head = encodeSegment(msh(order, settings, 'ORU', 'X1', new Date(0)).spec);
     expect(head.split('|').slice(4, 6)).toEqual([echoed, 'NORTHWELL^2.16.840.1.113883.3.1^ISO']);
+  });
+});
+
+/**
+ * ORC-2/ORC-3/OBR-2/OBR-3 of our ORU echo the order's placer and filler numbers as the RIS
+ * sent them, the whole EI (v2.5.1 2A.3.24: entity ID ^ namespace ID ^ universal ID ^ type).
+ * Modelled on the IHE RAD-4 OMI^O23 of test/fixtures/hl7/omi-o23-v251-nir-before-pi.hl7, where
+ * the French extension names the issuer of each number by OID: the placer number with
+ * namespace and OID, the filler number (DICOM Accession-style RIS number) with its OID only.
+ */
+describe('placer and filler numbers of our ORU', () => {
+  const order = parseHl7(
+    'MSH|^~\\&|RIS|CHU|AI|RAD|20260301101500+0100||OMI^O23^OMI_O23|F1|P|2.5.1\r' +
+      'PID|1||990012^^^CHU&1.2.250.1.999.1&ISO^PI\r' +
+      'ORC|NW|PLC-100234^RADIS1^1.2.250.1.999.1.2^ISO|FIL-55012^^1.2.250.1.999.2^ISO\r' +
+      'OBR|1|PLC-100234^RADIS1^1.2.250.1.999.1.2^ISO|FIL-55012^^1.2.250.1.999.2^ISO|24590-2^MR Brain^LN\r',
+  );
+  // what the order model keeps of them (namespace, else universal ID, as the "system")
+  const input = {
+    orderId: '0b7f3c52-4a51-4e8e-9c63-5d3f1e2a7a10',
+    order: {
+      placerOrderNumber: 'PLC-100234',
+      fillerOrderNumber: 'FIL-55012',
+      request: {
+        placerOrderNumber: { value: 'PLC-100234', system: 'RADIS1' },
+        fillerOrderNumber: { value: 'FIL-55012', system: '1.2.250.1.999.2' },
+      },
+    },
+  } as unknown as PublicationInput;
+
+  it('are the EIs the order sent, namespace, universal ID and type', () => {
+    expect(encodeField(placerNumberOf(input, order))).toBe(
+      'PLC-100234^RADIS1^1.2.250.1.999.1.2^ISO',
+    );
+    expect(encodeField(fillerNumberOf(input, order))).toBe('FIL-55012^^1.2.250.1.999.2^ISO');
+  });
+
+  it('without the order message, are built from the model as before', () => {
+    expect(encodeField(placerNumberOf(input))).toBe('PLC-100234^RADIS1');
   });
 });

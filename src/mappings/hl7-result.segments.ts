@@ -2,6 +2,7 @@ import {
   encodeSegment,
   formatHl7Timestamp,
   isoToHl7Dtm,
+  type Hl7Component,
   type Hl7FieldValue,
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
@@ -162,13 +163,40 @@ export function pv1Of(original: Hl7Message | undefined): string {
 }
 
 /**
+ * The order's EI exactly as its HL7 order wrote it (ORC-n, else OBR-n, whose first component is
+ * the number): entity ID ^ namespace ID ^ universal ID ^ universal ID type (v2.5.1 2A.3.24).
+ * The order model keeps one "system" per number (the namespace, else the OID), so a number
+ * sent as `556071^EPC^1.2.840.114350^ISO` came back `556071^EPC`, and one sent with an OID
+ * only, `PLC-1^^1.2.3^ISO`, came back `PLC-1^1.2.3` (the OID in the namespace component):
+ * neither is the number the RIS sent, and a RIS matching on the whole EI finds no order.
+ */
+function sentEi(
+  original: Hl7Message | undefined,
+  field: 2 | 3,
+  value: string,
+): Hl7Component[] | undefined {
+  for (const id of ['ORC', 'OBR']) {
+    for (const seg of original?.segmentsById(id) ?? []) {
+      if (seg.value(field) === value) return seg.structure(field).slice(0, 4);
+    }
+  }
+  return undefined;
+}
+
+/**
  * ORC-2/OBR-2: the placer's number as the order brought it; for a FHIR order without one, the
  * ServiceRequest's id (namespace `FHIR`), so the receiver can match the result to its request.
  */
-export function placerNumberOf(input: PublicationInput): Array<string | undefined> | undefined {
+export function placerNumberOf(
+  input: PublicationInput,
+  original?: Hl7Message,
+): Hl7Component[] | undefined {
   const o = input.order;
   const placer = o.request.placerOrderNumber;
-  if (o.placerOrderNumber) return [o.placerOrderNumber, ...hdOf(placer?.system)];
+  if (o.placerOrderNumber)
+    return (
+      sentEi(original, 2, o.placerOrderNumber) ?? [o.placerOrderNumber, ...hdOf(placer?.system)]
+    );
   const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
   return srId ? [srId, 'FHIR'] : undefined;
 }
@@ -178,10 +206,13 @@ export function placerNumberOf(input: PublicationInput): Array<string | undefine
  * came with, else ours — the adapter's order id, namespace `IMAGING-AI-ADAPTER` — so that a
  * later correction can name the order (intake finds an order by its id as a filler number).
  */
-export function fillerNumberOf(input: PublicationInput): Array<string | undefined> {
+export function fillerNumberOf(input: PublicationInput, original?: Hl7Message): Hl7Component[] {
   const o = input.order;
   const filler = o.request.fillerOrderNumber;
-  if (o.fillerOrderNumber) return [o.fillerOrderNumber, ...hdOf(filler?.system)];
+  if (o.fillerOrderNumber)
+    return (
+      sentEi(original, 3, o.fillerOrderNumber) ?? [o.fillerOrderNumber, ...hdOf(filler?.system)]
+    );
   return [input.orderId, 'IMAGING-AI-ADAPTER'];
 }
 
@@ -190,6 +221,7 @@ export function orc(
   control: string,
   status: string,
   now: Date,
+  original?: Hl7Message,
 ): Hl7SegmentSpec {
   const o = input.order;
   const noResult = input.row.hl7.orderStatus === 'CA';
@@ -198,8 +230,8 @@ export function orc(
     id: 'ORC',
     fields: numberedFields({
       1: control,
-      2: placerNumberOf(input),
-      3: fillerNumberOf(input),
+      2: placerNumberOf(input, original),
+      3: fillerNumberOf(input, original),
       4: o.request.placerGroupNumber?.value,
       5: status,
       9: formatHl7Timestamp(now),
@@ -215,7 +247,7 @@ function resultStatusOf(input: PublicationInput): string {
   return s === 'F' && input.correction ? 'C' : s;
 }
 
-export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
+export function obr(input: PublicationInput, now: Date, original?: Hl7Message): Hl7SegmentSpec {
   const o = input.order;
   const p = o.request.procedure;
   const d = input.device;
@@ -224,8 +256,8 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
     id: 'OBR',
     fields: numberedFields({
       1: '1',
-      2: placerNumberOf(input),
-      3: fillerNumberOf(input),
+      2: placerNumberOf(input, original),
+      3: fillerNumberOf(input, original),
       4: p?.code
         ? [p.code, p.display, hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],

@@ -1,5 +1,5 @@
 import { encodeWith } from './hl7-charset';
-import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder';
+import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -115,10 +115,10 @@ export function ackCodeFor(kind: 'application' | 'accept', outcome: AckOutcome):
  */
 export interface OrderControlReply {
   control: 'OK' | 'CR' | 'UC' | 'XR' | 'UX';
-  /** ORC-2 placer order number (EI components), echoed. */
-  placer?: readonly (string | undefined)[];
+  /** ORC-2 placer order number (EI components, as the sender wrote them), echoed. */
+  placer?: readonly Hl7Component[];
   /** ORC-3 filler order number (EI components): ours when we assigned one. */
-  filler?: readonly (string | undefined)[];
+  filler?: readonly Hl7Component[];
 }
 
 export interface AckOptions {

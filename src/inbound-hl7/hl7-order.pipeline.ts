@@ -6,6 +6,7 @@ import {
   buildUnparseableAck,
   checkStructure,
   Hl7Error,
+  type Hl7Component,
   type Hl7ErrorDetail,
   type Hl7Message,
   type Hl7ParseLimits,
@@ -186,6 +187,23 @@ function placerNumberLocation(message: Hl7Message, groupIndex: number | undefine
   return segment ? segment.locationOf(2) : 'ORC-2';
 }
 
+/**
+ * ORC-2/ORC-3 of an order group (else its OBR-2/OBR-3) as the sender wrote it, the whole EI
+ * (v2.5.1 2A.3.24: entity ID ^ namespace ID ^ universal ID ^ type), for the ORC of an ORR/ORI.
+ * The order model keeps one system per number (namespace, else OID): answering from it gave
+ * `PLC-1^RIS` for `PLC-1^RIS^1.2.3^ISO` and `PLC-1^1.2.3` (the OID as namespace) for
+ * `PLC-1^^1.2.3^ISO`, not the number the placer sent.
+ */
+function sentEi(
+  message: Hl7Message,
+  groupIndex: number | undefined,
+  field: 2 | 3,
+): Hl7Component[] | undefined {
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  const segment = [group?.orc, group?.obr].find((s) => s?.value(field) !== undefined);
+  return segment?.structure(field).slice(0, 4);
+}
+
 /** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
 function obrFieldLocation(message: Hl7Message, groupIndex: number | undefined, field: number) {
   const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
@@ -282,10 +300,16 @@ export function answerMappedMessage(
         return {
           control,
           placer: request.placerOrderNumber
-            ? [request.placerOrderNumber.value, request.placerOrderNumber.system]
+            ? (sentEi(message, orders[i]!.groupIndex, 2) ?? [
+                request.placerOrderNumber.value,
+                request.placerOrderNumber.system,
+              ])
             : undefined,
           filler: request.fillerOrderNumber
-            ? [request.fillerOrderNumber.value, request.fillerOrderNumber.system]
+            ? (sentEi(message, orders[i]!.groupIndex, 3) ?? [
+                request.fillerOrderNumber.value,
+                request.fillerOrderNumber.system,
+              ])
             : undefined,
         };
       })

@@ -221,3 +221,16 @@ describe('buildAck echoes MSH-3/MSH-4 whole', () => {
     expect([fields[4], fields[5]]).toEqual([app, facility]);
   });
 });
+
+describe('MSA-2', () => {
+  // v2.5.1 §2.9.2: MSA-2 is the MSH-10 of the message acknowledged, exactly as sent.
+  it.each(['IN-42', '20240318^0001', 'MSG&7', 'A\\F\\B'])('echoes MSH-10 %s whole', (id) => {
+    const ack = buildAck({
+      inbound: parseHl7(inbound('2.5.1').replace('IN-42', id)),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('\r')[1]).toBe(`MSA|AA|${id}`);
+  });
+});

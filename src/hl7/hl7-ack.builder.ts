@@ -276,7 +276,9 @@ export function buildAck(options: AckOptions): BuiltAck {
       id: 'MSA',
       fields: [
         code,
-        inbound.controlId,
+        // MSA-2 is the sender's MSH-10 exactly (v2.5.1 §2.9.2): as written, also a control ID
+        // holding a component or subcomponent separator (`20240318^0001`), not only its first part
+        msh.structure(10),
         // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
         !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
       ],

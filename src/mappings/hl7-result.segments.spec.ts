@@ -137,3 +137,36 @@ describe('placer and filler numbers of our ORU', () => {
     expect(encodeField(placerNumberOf(input))).toBe('PLC-100234^RADIS1');
   });
 });
+
+describe('MSH-11 of our ORU', () => {
+  const settings = {
+    sendingApplication: 'IMAGING-AI-ADAPTER',
+    sendingFacility: 'AI',
+    defaultVersion: '2.5.1',
+    textType: 'TX' as const,
+  };
+  const processingId = (sent: string | undefined) =>
+    encodeSegment(
+      msh(
+        sent === undefined
+          ? undefined
+          : parseHl7(`MSH|^~\\&|RIS|H|AI|RAD|2026||ORM^O01|C1|${sent}|2.5.1\rPID|||1\r`),
+        settings,
+        'ORU',
+        'X1',
+        new Date(0),
+      ).spec,
+    ).split('|')[10];
+
+  // A RIS's test system sends T (table 0103; accepted with HL7_PROCESSING_IDS=P,T while a
+  // site connects to the sandbox): the results of its test orders must not come back as P.
+  it.each([
+    ['T', 'T'],
+    ['P', 'P'],
+    ['D', 'D'],
+    ['P^T', 'P^T'],
+    [undefined, 'P'],
+  ])('is the order MSH-11 %s', (sent, written) => {
+    expect(processingId(sent)).toBe(written);
+  });
+});

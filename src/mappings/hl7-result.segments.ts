@@ -114,7 +114,9 @@ export function msh(
           7: formatHl7Timestamp(now),
           9: messageType,
           10: controlId,
-          11: 'P',
+          // MSH-11 (PT, table 0103) of the order: results of a RIS's test order (`T`, accepted
+          // when the sandbox is the upstream) go back as test data, never as production `P`.
+          11: o?.value(11) ? o.structure(11).slice(0, 2) : 'P',
           12: version,
           15: 'AL',
           16: 'NE',

@@ -170,3 +170,30 @@ describe('MSH-11 of our ORU', () => {
     expect(processingId(sent)).toBe(written);
   });
 });
+
+/**
+ * PID-8 of our ORU is a table 0001 code whatever the order held: the v2.3 US RIS of
+ * test/fixtures/hl7/orm-o01-v23-lf-bom-escapes.hl7 writes `female` (accepted at intake as the
+ * quirk free-text sex), German feeds write `W` (weiblich).
+ */
+describe('PID-8 of our ORU', () => {
+  const pid8 = (sent: string, sex?: string) =>
+    pidOf(
+      { order: { request: { patient: { identifiers: [], sex } } } } as unknown as PublicationInput,
+      parseHl7(
+        `MSH|^~\\&|RIS|H|AI|H|2009||ORM^O01|C1|P|2.3\rPID|1||20056^^^ST_MARY^MR||O'BRIEN^MARGARET||19480923|${sent}|||22 Harbour Rd|\rORC|NW|1\r`,
+      ),
+    ).split('|')[8];
+
+  it.each([
+    ['female', 'female', 'F'],
+    ['W', 'female', 'F'],
+    ['MALE', 'male', 'M'],
+    ['xyz', undefined, ''],
+    ['F', 'female', 'F'],
+    ['A', undefined, 'A'],
+    ['', undefined, ''],
+  ])('%s (read as %s) is written %j', (sent, sex, written) => {
+    expect(pid8(sent, sex)).toBe(written);
+  });
+});

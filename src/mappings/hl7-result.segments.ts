@@ -128,11 +128,30 @@ export function msh(
   };
 }
 
+const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+
+/** HL7 table 0001 (administrative sex, v2.5.1): the codes PID-8 may hold. */
+const TABLE_0001 = new Set(['F', 'M', 'O', 'U', 'A', 'N']);
+
+/**
+ * The order's PID, but PID-8 in table 0001: a sender writing free text (`female`, `W`,
+ * `männlich`: read at intake as a quirk) had it copied into our ORU, an IS value outside its
+ * table that a RIS validating PID-8 refuses. It is written as the code the order was read as,
+ * or left empty when the text said nothing we could read.
+ */
+function withTableSex(pid: string, input: PublicationInput): string {
+  const fields = pid.split('|');
+  if (fields.length <= 8 || fields[8] === '' || TABLE_0001.has(fields[8])) return pid;
+  const sex = input.order?.request.patient.sex;
+  fields[8] = sex ? SEX_CODES[sex] : '';
+  return fields.join('|');
+}
+
 export function pidOf(input: PublicationInput, original: Hl7Message | undefined): string {
   const raw = originalSegment(original, 'PID');
-  if (raw) return raw;
+  if (raw) return withTableSex(raw, input);
   const p = input.order.request.patient;
-  const sex = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+  const sex = SEX_CODES;
   return encodeSegment({
     id: 'PID',
     fields: [

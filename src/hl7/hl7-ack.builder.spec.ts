@@ -234,3 +234,21 @@ describe('MSA-2', () => {
     expect(ack.text.split('\r')[1]).toBe(`MSA|AA|${id}`);
   });
 });
+
+describe('MSH-3 of the ACK', () => {
+  // Senders often leave MSH-5/MSH-6 empty (interface-engine samples such as
+  // `MSH|^~\&|EPIC|EPICADT|||…`): the ACK still names us in MSH-3.
+  it.each([
+    ['', 'IMAGING-AI-ADAPTER'],
+    ['AI', 'AI'],
+    ['AI^1.2.3^ISO', 'AI^1.2.3^ISO'],
+  ])('inbound MSH-5 %j gives MSH-3 %s', (msh5, msh3) => {
+    const ack = buildAck({
+      inbound: parseHl7(inbound('2.5.1').replace('|HOSP|AI|RAD|', `|HOSP|${msh5}||`)),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('|')[2]).toBe(msh3);
+  });
+});

@@ -133,6 +133,8 @@ export interface AckOptions {
   orderControls?: readonly OrderControlReply[];
   /** MSH-10 of the ACK itself, from an injected generator. */
   controlId: string;
+  /** MSH-3 of the ACK when the sender left its MSH-5 empty (default `IMAGING-AI-ADAPTER`). */
+  ourApplication?: string;
   now: Date;
 }
 
@@ -254,7 +256,11 @@ export function buildAck(options: AckOptions): BuiltAck {
     {
       id: 'MSH',
       fields: [
-        hd(5), // MSH-3 sending application = inbound receiving application
+        // MSH-3 sending application = inbound receiving application; many senders leave MSH-5
+        // empty, and an ACK must still say who answers (v2.5.1 §2.9.2: MSH-3 is ours)
+        hd(5).every((c) => c.every((v) => v === '' || v === '""'))
+          ? (options.ourApplication ?? 'IMAGING-AI-ADAPTER')
+          : hd(5),
         hd(6), // MSH-4
         hd(3), // MSH-5 receiving application = inbound sending application
         hd(4), // MSH-6

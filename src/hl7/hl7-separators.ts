@@ -162,7 +162,13 @@ export function salvageControlId(raw: Buffer | string): string | undefined {
   const separator = head[3];
   if (separator === undefined || !DELIMITER_CHAR.test(separator)) return undefined;
   const line = head.split(/[\r\n]/, 1)[0];
-  const value = line.split(separator)[9];
+  const fields = line.split(separator);
+  // MSH-10 follows MSH-9, the message type (`ORM^O01`: code, then a trigger such as O01): a header
+  // without MSH-2 (`MSH|RIS|HOSP|…`) has every field one place early, and reading the tenth
+  // place echoed its MSH-11 (`P`) in MSA-2 as if it were the control ID.
+  const messageType = /^[A-Z]{3}(?:[^A-Za-z0-9 ][A-Z]\d{2}(?:[^A-Za-z0-9 ]|$)|$)/;
+  const at = !messageType.test(fields[8] ?? '') && messageType.test(fields[7] ?? '') ? 8 : 9;
+  const value = fields[at];
   if (!value || !/^[\x20-\x7e]+$/.test(value)) return undefined;
   return value.slice(0, 199);
 }

@@ -43,3 +43,24 @@ describe('AR for an unreadable MSH-2', () => {
     expect(text).toMatch(why);
   });
 });
+
+describe('AR for a header without MSH-2', () => {
+  it('MSH-1 followed by MSH-3: MSA-2 is still the MSH-10, ERR-8 says MSH-2 is missing', () => {
+    const raw = Buffer.from(
+      'MSH|RIS|HOSP|AI|RAD|20260101115900||ORM^O01^ORM_O01|MSG-77|P|2.5.1\rPID|1||A1\r',
+      'latin1',
+    );
+    const evaluation = evaluateHl7Message(raw);
+    if (evaluation.kind !== 'unparseable') throw new Error(`read as ${evaluation.kind}`);
+    const ack = unparseableAck(
+      raw,
+      evaluation.reason,
+      {},
+      { controlId: () => 'OUT-1', now: () => new Date(0) },
+      evaluation.mshField,
+    ).toString('latin1');
+    // before: MSA|AR|P (MSH-11, read one place late)
+    expect(ack.split('\r')[1]).toBe('MSA|AR|MSG-77');
+    expect(ack).toMatch(/MSH-2 seems to be missing/);
+  });
+});

@@ -193,3 +193,62 @@ describe('checkStructure', () => {
     ]);
   });
 });
+
+/**
+ * MSH-5/MSH-6 of the ACK are the sender's MSH-3/MSH-4 whole (v2.5.1 §2.9.2: the responding
+ * system swaps them), every HD component and subcomponent: IHE-profiled senders name themselves
+ * by OID (`EPIC^1.2.840.114350.1.13.99^ISO`, as the v2.8 order of
+ * test/fixtures/hl7/omi-o23-v28-multi-order.hl7), some write the HD with subcomponents
+ * (`RIS&1.2.3.4&ISO`), and with other encoding characters they come back in the sender's own.
+ */
+describe('buildAck echoes MSH-3/MSH-4 whole', () => {
+  it.each([
+    ['|^~\\&', 'RIS&1.2.3.4&ISO', 'HOSP^2.16.840.1.113883.3.1^ISO'],
+    ['|^~\\&#', 'EPIC^1.2.840.114350.1.13.99^ISO', 'NORTH\\T\\WEST^1.2.3^ISO'],
+    ['|!~\\&', 'RIS!1.2.3.4!ISO', 'A\\S\\B&x&L!1.2!ISO'],
+  ])('MSH-1/2 %s, MSH-3 %s, MSH-4 %s', (enc, app, facility) => {
+    const type = enc.startsWith('|!') ? 'ORM!O01!ORM_O01' : 'ORM^O01^ORM_O01';
+    const ack = buildAck({
+      inbound: parseHl7(
+        `MSH${enc}|${app}|${facility}|AI|RAD|20240318144217||${type}|IN-42|P|2.5.1\rPID|1||A1\r`,
+      ),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    const fields = ack.text.split('\r')[0].split('|');
+    expect(fields[2]).toBe('AI');
+    expect([fields[4], fields[5]]).toEqual([app, facility]);
+  });
+});
+
+describe('MSA-2', () => {
+  // v2.5.1 §2.9.2: MSA-2 is the MSH-10 of the message acknowledged, exactly as sent.
+  it.each(['IN-42', '20240318^0001', 'MSG&7', 'A\\F\\B'])('echoes MSH-10 %s whole', (id) => {
+    const ack = buildAck({
+      inbound: parseHl7(inbound('2.5.1').replace('IN-42', id)),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('\r')[1]).toBe(`MSA|AA|${id}`);
+  });
+});
+
+describe('MSH-3 of the ACK', () => {
+  // Senders often leave MSH-5/MSH-6 empty (interface-engine samples such as
+  // `MSH|^~\&|EPIC|EPICADT|||…`): the ACK still names us in MSH-3.
+  it.each([
+    ['', 'IMAGING-AI-ADAPTER'],
+    ['AI', 'AI'],
+    ['AI^1.2.3^ISO', 'AI^1.2.3^ISO'],
+  ])('inbound MSH-5 %j gives MSH-3 %s', (msh5, msh3) => {
+    const ack = buildAck({
+      inbound: parseHl7(inbound('2.5.1').replace('|HOSP|AI|RAD|', `|HOSP|${msh5}||`)),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('|')[2]).toBe(msh3);
+  });
+});

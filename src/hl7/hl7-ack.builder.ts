@@ -1,5 +1,5 @@
 import { encodeWith } from './hl7-charset';
-import { encodeMessage, formatHl7Timestamp, Hl7SegmentSpec } from './hl7-builder';
+import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -115,10 +115,10 @@ export function ackCodeFor(kind: 'application' | 'accept', outcome: AckOutcome):
  */
 export interface OrderControlReply {
   control: 'OK' | 'CR' | 'UC' | 'XR' | 'UX';
-  /** ORC-2 placer order number (EI components), echoed. */
-  placer?: readonly (string | undefined)[];
+  /** ORC-2 placer order number (EI components, as the sender wrote them), echoed. */
+  placer?: readonly Hl7Component[];
   /** ORC-3 filler order number (EI components): ours when we assigned one. */
-  filler?: readonly (string | undefined)[];
+  filler?: readonly Hl7Component[];
 }
 
 export interface AckOptions {
@@ -133,6 +133,8 @@ export interface AckOptions {
   orderControls?: readonly OrderControlReply[];
   /** MSH-10 of the ACK itself, from an injected generator. */
   controlId: string;
+  /** MSH-3 of the ACK when the sender left its MSH-5 empty (default `IMAGING-AI-ADAPTER`). */
+  ourApplication?: string;
   now: Date;
 }
 
@@ -244,14 +246,21 @@ export function buildAck(options: AckOptions): BuiltAck {
     : noStructure
       ? ['ACK', trigger]
       : ['ACK', trigger, 'ACK'];
-  const hd = (field: number): (string | undefined)[] =>
-    [1, 2, 3].map((c) => msh.value(field, 1, c));
+  // The HD of each side whole (v2.5.1 §2.9.2, §2.15.9.3-6): every component and subcomponent
+  // the sender wrote, e.g. `RIS^1.2.3.4^ISO` or `RIS&1.2.3.4&ISO`. Before, only the first
+  // subcomponent of components 1-3 came back (`RIS`), and a RIS that names itself by OID
+  // did not recognise the answer as meant for it.
+  const hd = (field: number): string[][] => msh.structure(field);
   const charset = inbound.declaredCharset;
   const segments: Hl7SegmentSpec[] = [
     {
       id: 'MSH',
       fields: [
-        hd(5), // MSH-3 sending application = inbound receiving application
+        // MSH-3 sending application = inbound receiving application; many senders leave MSH-5
+        // empty, and an ACK must still say who answers (v2.5.1 §2.9.2: MSH-3 is ours)
+        hd(5).every((c) => c.every((v) => v === '' || v === '""'))
+          ? (options.ourApplication ?? 'IMAGING-AI-ADAPTER')
+          : hd(5),
         hd(6), // MSH-4
         hd(3), // MSH-5 receiving application = inbound sending application
         hd(4), // MSH-6
@@ -273,7 +282,9 @@ export function buildAck(options: AckOptions): BuiltAck {
       id: 'MSA',
       fields: [
         code,
-        inbound.controlId,
+        // MSA-2 is the sender's MSH-10 exactly (v2.5.1 §2.9.2): as written, also a control ID
+        // holding a component or subcomponent separator (`20240318^0001`), not only its first part
+        msh.structure(10),
         // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
         !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
       ],
@@ -300,6 +311,8 @@ export interface UnparseableAckOptions {
   raw: Buffer;
   /** Why no message could be read, for ERR-8. */
   reason: string;
+  /** The MSH field that made the header unreadable (1 or 2), when known, for ERR-2. */
+  mshField?: number;
   /** MSH-3 and MSH-4 of the answer (there is no inbound header to mirror). */
   ourApplication: string;
   ourFacility: string;
@@ -310,7 +323,8 @@ export interface UnparseableAckOptions {
 /**
  * The AR for bytes with no usable MSH: our own header (v2.5.1, ACK), MSA-2 echoing MSH-10
  * when it can be found by the field separator alone (section 2.9.2, so the sender can match
- * it), and ERR 100 (table 0357 "Segment sequence error") at MSH-1.
+ * it), and ERR 100 (table 0357 "Segment sequence error") at MSH-1, or ERR 102 ("Data type
+ * error") at MSH-2 when the encoding characters are what is wrong (the text says how).
  */
 export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
   const text = encodeMessage([
@@ -334,8 +348,11 @@ export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
       id: 'ERR',
       fields: [
         undefined,
-        ['MSH', '1', '1'],
-        ['100', 'Segment sequence error', 'HL70357'],
+        ['MSH', '1', String(options.mshField ?? 1)],
+        // a malformed MSH-2 is a field in the wrong form (102); no readable header at all, 100
+        options.mshField === 2
+          ? ['102', 'Data type error', 'HL70357']
+          : ['100', 'Segment sequence error', 'HL70357'],
         'E',
         undefined,
         undefined,

@@ -177,3 +177,60 @@ export function recodeHexData(
   }
   return out + raw.slice(i);
 }
+
+/**
+ * Rewrites raw field text written with one message's delimiters (`from`) for a message with
+ * other delimiters (`to`), keeping its structure (section 2.5: repetitions, components,
+ * subcomponents) and meaning: the delimiter escapes \F\ \S\ \T\ \R\ \E\ and \P\ (v2.7
+ * truncation) name `from`'s characters and are written as those characters escaped for `to`;
+ * a character that is a delimiter of `to` but text in `from` (a sender with `!` as component
+ * separator writing `^`) is escaped; the other sequences (\Xhh\, \.br\, \H\, \Zxx\ ...) are
+ * kept with `to`'s escape character; control characters become \Xhh\. With equal delimiters
+ * the text is returned as it was, but for control characters and a lone escape character
+ * (read as text, written \E\). One pass, linear in the text.
+ */
+export function transcodeRaw(raw: string, from: Hl7Delimiters, to: Hl7Delimiters): string {
+  const structural: Record<string, string> = {
+    [from.repetition]: to.repetition,
+    [from.component]: to.component,
+    [from.subcomponent]: to.subcomponent,
+  };
+  const named: Record<string, string> = {
+    F: from.field,
+    S: from.component,
+    T: from.subcomponent,
+    R: from.repetition,
+    E: from.escape,
+    P: from.truncation ?? '#',
+  };
+  const delimitersOfTo = new Set([
+    to.field,
+    to.component,
+    to.repetition,
+    to.escape,
+    to.subcomponent,
+  ]);
+  let out = '';
+  let i = 0;
+  while (i < raw.length) {
+    const ch = raw[i];
+    if (ch === from.escape) {
+      const close = raw.indexOf(from.escape, i + 1);
+      if (close === -1) {
+        out += escapeValue(raw.slice(i), to);
+        break;
+      }
+      const body = raw.slice(i + 1, close);
+      const literal = named[body];
+      if (literal !== undefined) out += escapeValue(literal, to);
+      else if ([...body].some((c) => delimitersOfTo.has(c) || c < ' ' || c === '\u007f'))
+        out += escapeValue(raw.slice(i, close + 1), to);
+      else out += `${to.escape}${body}${to.escape}`;
+      i = close + 1;
+      continue;
+    }
+    out += structural[ch] ?? escapeValue(ch, to);
+    i += 1;
+  }
+  return out;
+}

@@ -77,6 +77,22 @@ export class Hl7Segment {
     return out;
   }
 
+  /**
+   * One repetition whole: every component as its unescaped subcomponents (index 0 = component
+   * 1), for echoing a composite as the sender wrote it, e.g. an HD in MSH-3 `RIS^1.2.3^ISO` or,
+   * as some senders write it, `RIS&1.2.3&ISO`; an explicit null stays `""`. [] when empty.
+   */
+  structure(field: number, repetition = 1): string[][] {
+    const rep = this.rawRepetition(field, repetition);
+    if (rep === '') return [];
+    const d = this.message.delimiters;
+    const leaf = (raw: string): string =>
+      raw.includes(d.escape)
+        ? unescapeValue(raw, { delimiters: d, encoding: this.message.encoding })
+        : raw;
+    return this.componentsOf(field, repetition, rep).map((c) => c.split(d.subcomponent).map(leaf));
+  }
+
   /** Absolute location text of a position in this segment, for lineage and ERR-2. */
   locationOf(
     field: number,

@@ -11,21 +11,22 @@ const DELIMITER_CHAR = /^[!-/:-@[-`{-~]$/;
 export function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Delimiters {
   const field = mshLine[3];
   if (field === undefined || !DELIMITER_CHAR.test(field)) {
-    throw new Hl7Error('HL7_BAD_ENCODING_CHARACTERS', 'MSH-1 field separator missing or invalid');
+    throw new Hl7Error(
+      'HL7_BAD_ENCODING_CHARACTERS',
+      'MSH-1 field separator missing or invalid',
+      1,
+    );
   }
   const end = mshLine.indexOf(field, 4);
   const enc = end === -1 ? mshLine.slice(4) : mshLine.slice(4, end);
   // MSH-2 (v2.5.1 §2.15.9.2; v2.7 added a fifth, the truncation character): four or five
   // distinct printable non-alphanumeric characters, none equal to the field separator.
-  if (
-    enc.length < 4 ||
-    enc.length > 5 ||
-    ![...enc].every((c) => DELIMITER_CHAR.test(c)) ||
-    new Set(enc + field).size !== enc.length + 1
-  ) {
+  const problem = encodingCharactersProblem(enc);
+  if (problem !== undefined) {
     throw new Hl7Error(
       'HL7_BAD_ENCODING_CHARACTERS',
-      'MSH-2 encoding characters invalid: four or five distinct characters, no letter, digit, space or control character',
+      `MSH-2 encoding characters invalid: ${problem}; MSH-2 holds four or five distinct characters (component, repetition, escape, subcomponent, v2.7+ truncation; usually ^~\\&), no letter, digit, space or control character`,
+      2,
     );
   }
   const delimiters: Hl7Delimiters = {
@@ -51,6 +52,50 @@ export function readDelimiters(mshLine: string, quirks: QuirkCollector): Hl7Deli
     quirks.add('custom-encoding-characters', `MSH-1 "${field}" MSH-2 "${enc}"`);
   }
   return delimiters;
+}
+
+/** A character as the answer names it: itself when printable ASCII, else its code (U+0009). */
+function shown(c: string): string {
+  return /^[!-~]$/.test(c)
+    ? `"${c}"`
+    : `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
+/**
+ * What is wrong with MSH-2, said specifically (the sender has to fix its header, and "invalid"
+ * alone does not say how): missing, too short or long, which character is not allowed, which
+ * one is repeated (MSH-2 ends at the field separator, so it cannot hold it). A doubled escape character (`^~\\&`, a header
+ * written from a string literal) is named as such. Undefined when MSH-2 is valid.
+ */
+function encodingCharactersProblem(enc: string): string | undefined {
+  if (enc === '') return 'MSH-2 is empty';
+  // only the head is looked at (and named): MSH-2 runs to the next field separator, however far
+  const chars = [...enc.slice(0, 9)];
+  const described =
+    chars.map((c) => (/^[ -~]$/.test(c) ? c : '?')).join('') + (enc.length > 8 ? '…' : '');
+  if (/^[A-Za-z0-9]{2}/.test(enc))
+    return `"${described}" is text, not encoding characters: MSH-2 seems to be missing (MSH-1 followed by MSH-3?)`;
+  if (enc.length < 4) return `"${described}" has ${enc.length} character(s), four are needed`;
+  if (chars.length > 5) return `"${described}" has ${enc.length} characters, at most five`;
+  for (let i = 0; i < chars.length; i += 1) {
+    const c = chars[i];
+    if (!DELIMITER_CHAR.test(c)) {
+      const kind = /[A-Za-z]/.test(c)
+        ? 'a letter'
+        : /\d/.test(c)
+          ? 'a digit'
+          : c === ' '
+            ? 'a space'
+            : 'not a printable ASCII character';
+      return `character ${i + 1} ${shown(c)} of "${described}" is ${kind}`;
+    }
+    const first = chars.indexOf(c);
+    if (first < i) {
+      const doubledEscape = c === '\\' && i === 3 && first === 2;
+      return `${shown(c)} is both character ${first + 1} and ${i + 1} of "${described}"${doubledEscape ? ' (the escape character written twice, as a string literal would)' : ''}`;
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -117,7 +162,13 @@ export function salvageControlId(raw: Buffer | string): string | undefined {
   const separator = head[3];
   if (separator === undefined || !DELIMITER_CHAR.test(separator)) return undefined;
   const line = head.split(/[\r\n]/, 1)[0];
-  const value = line.split(separator)[9];
+  const fields = line.split(separator);
+  // MSH-10 follows MSH-9, the message type (`ORM^O01`: code, then a trigger such as O01): a header
+  // without MSH-2 (`MSH|RIS|HOSP|…`) has every field one place early, and reading the tenth
+  // place echoed its MSH-11 (`P`) in MSA-2 as if it were the control ID.
+  const messageType = /^[A-Z]{3}(?:[^A-Za-z0-9 ][A-Z]\d{2}(?:[^A-Za-z0-9 ]|$)|$)/;
+  const at = !messageType.test(fields[8] ?? '') && messageType.test(fields[7] ?? '') ? 8 : 9;
+  const value = fields[at];
   if (!value || !/^[\x20-\x7e]+$/.test(value)) return undefined;
   return value.slice(0, 199);
 }

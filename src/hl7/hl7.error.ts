@@ -13,6 +13,8 @@ export class Hl7Error extends Error {
   constructor(
     readonly code: Hl7ErrorCode,
     message: string,
+    /** The MSH field at fault (1 or 2) for an unreadable header, for ERR-2 of the AR. */
+    readonly mshField?: number,
   ) {
     super(message);
     this.name = 'Hl7Error';

@@ -116,7 +116,9 @@ export class Hl7OrderHandler {
   ): Promise<{ body: Buffer; reply?: IntakeReply }> {
     const evaluation = evaluateHl7Message(raw, this.options);
     if (evaluation.kind === 'unparseable') {
-      return { body: await this.rejectUnparseable(raw, meta, evaluation.reason) };
+      return {
+        body: await this.rejectUnparseable(raw, meta, evaluation.reason, evaluation.mshField),
+      };
     }
     const { message, type, sender } = evaluation;
     const base = {
@@ -255,8 +257,9 @@ export class Hl7OrderHandler {
     raw: Buffer,
     meta: MllpMessageMeta,
     reason: string,
+    mshField?: number,
   ): Promise<Buffer> {
-    const body = unparseableAck(raw, reason, this.options, this.stamp);
+    const body = unparseableAck(raw, reason, this.options, this.stamp, mshField);
     messagesTotal.inc({ type: 'unparseable', ack: 'AR' });
     const input: RejectionInput = {
       transport: 'mllp',

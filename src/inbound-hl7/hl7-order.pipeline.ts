@@ -5,6 +5,8 @@ import {
   buildAck,
   buildUnparseableAck,
   checkStructure,
+  Hl7Error,
+  type Hl7Component,
   type Hl7ErrorDetail,
   type Hl7Message,
   type Hl7ParseLimits,
@@ -38,7 +40,7 @@ export interface AckStamp {
  * mapped. Used by the MLLP handler (which then stores and answers) and by the dry run.
  */
 export type Hl7Evaluation =
-  | { kind: 'unparseable'; reason: string }
+  | { kind: 'unparseable'; reason: string; mshField?: number }
   | {
       kind: 'refused';
       message: Hl7Message;
@@ -65,7 +67,11 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
   try {
     message = parseHl7(raw, options.limits);
   } catch (error) {
-    return { kind: 'unparseable', reason: (error as Error).message };
+    return {
+      kind: 'unparseable',
+      reason: (error as Error).message,
+      mshField: error instanceof Hl7Error ? error.mshField : undefined,
+    };
   }
   const type = `${message.messageType.code}^${message.messageType.trigger}`;
   const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
@@ -158,10 +164,12 @@ export function unparseableAck(
   reason: string,
   options: Hl7PipelineOptions,
   stamp: AckStamp,
+  mshField?: number,
 ): Buffer {
   return buildUnparseableAck({
     raw,
     reason,
+    mshField,
     ourApplication: options.ourApplication ?? 'IMAGING-AI-ADAPTER',
     ourFacility: options.ourFacility ?? '',
     now: stamp.now(),
@@ -177,6 +185,23 @@ function placerNumberLocation(message: Hl7Message, groupIndex: number | undefine
   const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
   const segment = group?.orc ?? group?.obr;
   return segment ? segment.locationOf(2) : 'ORC-2';
+}
+
+/**
+ * ORC-2/ORC-3 of an order group (else its OBR-2/OBR-3) as the sender wrote it, the whole EI
+ * (v2.5.1 2A.3.24: entity ID ^ namespace ID ^ universal ID ^ type), for the ORC of an ORR/ORI.
+ * The order model keeps one system per number (namespace, else OID): answering from it gave
+ * `PLC-1^RIS` for `PLC-1^RIS^1.2.3^ISO` and `PLC-1^1.2.3` (the OID as namespace) for
+ * `PLC-1^^1.2.3^ISO`, not the number the placer sent.
+ */
+function sentEi(
+  message: Hl7Message,
+  groupIndex: number | undefined,
+  field: 2 | 3,
+): Hl7Component[] | undefined {
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  const segment = [group?.orc, group?.obr].find((s) => s?.value(field) !== undefined);
+  return segment?.structure(field).slice(0, 4);
 }
 
 /** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
@@ -275,10 +300,16 @@ export function answerMappedMessage(
         return {
           control,
           placer: request.placerOrderNumber
-            ? [request.placerOrderNumber.value, request.placerOrderNumber.system]
+            ? (sentEi(message, orders[i]!.groupIndex, 2) ?? [
+                request.placerOrderNumber.value,
+                request.placerOrderNumber.system,
+              ])
             : undefined,
           filler: request.fillerOrderNumber
-            ? [request.fillerOrderNumber.value, request.fillerOrderNumber.system]
+            ? (sentEi(message, orders[i]!.groupIndex, 3) ?? [
+                request.fillerOrderNumber.value,
+                request.fillerOrderNumber.system,
+              ])
             : undefined,
         };
       })

@@ -49,6 +49,7 @@ function messageOf(
     now: Date,
     version: string,
     settings: Hl7ResultSettings,
+    original: Hl7Message | undefined,
   ) => string[],
 ): Hl7MessageBuilder {
   return (input, original, settings, controlId, now) => {
@@ -57,7 +58,7 @@ function messageOf(
       encodeSegment(head.spec),
       pidOf(input, original),
       pv1Of(original),
-      ...body(input, now, head.version, settings),
+      ...body(input, now, head.version, settings, original),
     ];
     const text = lines.join('\r') + '\r';
     return {
@@ -70,14 +71,17 @@ function messageOf(
 }
 
 /** ORU^R01 with ORC/OBR per the row and the OBX lines of the outcome (results or why none). */
-export const buildOru = messageOf('ORU', (input, now, version, settings) => [
-  encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now)),
-  encodeSegment(obr(input, now)),
+export const buildOru = messageOf('ORU', (input, now, version, settings, original) => [
+  encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now, original)),
+  encodeSegment(obr(input, now, original)),
   ...obxLines(input, version, settings).map((s) => encodeObx(s)),
 ]);
 
 /** ORM^O01 with ORC-1 SC and ORC-5 per the row: an intermediate status for the RIS worklist. */
-export const buildOrmStatus = messageOf('ORM', (input, now) => [
-  encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now)),
-  encodeSegment({ ...obr(input, now), fields: obr(input, now).fields.slice(0, 25) }),
+export const buildOrmStatus = messageOf('ORM', (input, now, _version, _settings, original) => [
+  encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now, original)),
+  encodeSegment({
+    ...obr(input, now, original),
+    fields: obr(input, now, original).fields.slice(0, 25),
+  }),
 ]);

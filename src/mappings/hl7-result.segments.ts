@@ -2,12 +2,13 @@ import {
   encodeSegment,
   formatHl7Timestamp,
   isoToHl7Dtm,
+  type Hl7Component,
   type Hl7FieldValue,
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel } from '../hl7/hl7-charset';
-import { escapeValue, recodeHexData } from '../hl7/hl7-escape';
+import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
@@ -51,31 +52,29 @@ export function versionAtLeast(version: string, min: string): boolean {
   return true;
 }
 
-/** A segment of the original message, re-encoded with our delimiters (raw text when they match). */
+/**
+ * A segment of the original message, written with our delimiters (v2.5.1 section 2.5): each
+ * field transcoded from the sender's MSH-1/MSH-2, so a sender with other encoding characters
+ * (`|!~\&`, or the v2.7 truncation character `#` whose `\P\` means nothing under our
+ * MSH-2) keeps its PID/PV1, repetitions and assigning authorities included, every value
+ * meaning what it meant. Before, such a segment was copied raw when the four usual
+ * characters matched (the sender's `\P\` went out as is) and otherwise dropped: PID rebuilt
+ * from the order model, PV1 `PV1|1|U`. Control characters the sender left raw (a NUL, or an
+ * FS that would end the RIS's MLLP frame inside our ORU) go out as hexadecimal data, and the
+ * order's own hexadecimal data names bytes of its charset: when ours differs (an ASCII order
+ * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
+ */
 function originalSegment(original: Hl7Message | undefined, id: string): string | undefined {
   const seg = original?.segment(id);
   if (!seg) return undefined;
-  const d = original!.delimiters;
-  if (
-    d.field === '|' &&
-    d.component === '^' &&
-    d.repetition === '~' &&
-    d.escape === '\\' &&
-    d.subcomponent === '&'
-  ) {
-    // The raw text keeps what the sender wrote, control characters included (a NUL, or an FS
-    // that would end the RIS's MLLP frame inside our ORU): those go out as hexadecimal data.
-    // Its own hexadecimal data names bytes of the order's charset: when ours differs (an ASCII
-    // order without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
-    const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
-      ? (field: string) => field
-      : (field: string) => recodeHexData(field, original!.encoding);
-    return seg.fields
-      .map(recode)
-      .join('|')
-      .replace(CONTROL_CHARACTER, (ch) => escapeValue(ch));
-  }
-  return undefined;
+  const from = original!.delimiters;
+  const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
+    ? (field: string) => field
+    : (field: string) => recodeHexData(field, original!.encoding);
+  return [
+    seg.id,
+    ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),
+  ].join('|');
 }
 
 /** Two decoder labels that read every byte alike (ASCII is decoded and written as Latin-1). */
@@ -83,9 +82,6 @@ function sameBytes(a: string, b: string): boolean {
   const norm = (label: string) => (label === 'ascii' ? 'latin1' : label);
   return norm(a) === norm(b);
 }
-
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/g;
 
 /** MSH in the site's version (the original order's MSH-12 unless configured), addressed back to its sender. */
 export function msh(
@@ -110,13 +106,17 @@ export function msh(
         {
           3: settings.sendingApplication,
           4: settings.sendingFacility,
-          // Back to whoever sent the order (its MSH-3 / MSH-4).
-          5: o?.value(3),
-          6: o?.value(4),
+          // Back to whoever sent the order: its MSH-3 / MSH-4 whole (v2.5.1 §2.15.9.5-6: HD,
+          // namespace ^ universal ID ^ type, subcomponents kept), not just the namespace, so a
+          // RIS routing on the OID (`RIS^1.2.3.4^ISO`) recognises the answer as addressed to it.
+          5: o?.structure(3),
+          6: o?.structure(4),
           7: formatHl7Timestamp(now),
           9: messageType,
           10: controlId,
-          11: 'P',
+          // MSH-11 (PT, table 0103) of the order: results of a RIS's test order (`T`, accepted
+          // when the sandbox is the upstream) go back as test data, never as production `P`.
+          11: o?.value(11) ? o.structure(11).slice(0, 2) : 'P',
           12: version,
           15: 'AL',
           16: 'NE',
@@ -128,11 +128,30 @@ export function msh(
   };
 }
 
+const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+
+/** HL7 table 0001 (administrative sex, v2.5.1): the codes PID-8 may hold. */
+const TABLE_0001 = new Set(['F', 'M', 'O', 'U', 'A', 'N']);
+
+/**
+ * The order's PID, but PID-8 in table 0001: a sender writing free text (`female`, `W`,
+ * `männlich`: read at intake as a quirk) had it copied into our ORU, an IS value outside its
+ * table that a RIS validating PID-8 refuses. It is written as the code the order was read as,
+ * or left empty when the text said nothing we could read.
+ */
+function withTableSex(pid: string, input: PublicationInput): string {
+  const fields = pid.split('|');
+  if (fields.length <= 8 || fields[8] === '' || TABLE_0001.has(fields[8])) return pid;
+  const sex = input.order?.request.patient.sex;
+  fields[8] = sex ? SEX_CODES[sex] : '';
+  return fields.join('|');
+}
+
 export function pidOf(input: PublicationInput, original: Hl7Message | undefined): string {
   const raw = originalSegment(original, 'PID');
-  if (raw) return raw;
+  if (raw) return withTableSex(raw, input);
   const p = input.order.request.patient;
-  const sex = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+  const sex = SEX_CODES;
   return encodeSegment({
     id: 'PID',
     fields: [
@@ -165,13 +184,40 @@ export function pv1Of(original: Hl7Message | undefined): string {
 }
 
 /**
+ * The order's EI exactly as its HL7 order wrote it (ORC-n, else OBR-n, whose first component is
+ * the number): entity ID ^ namespace ID ^ universal ID ^ universal ID type (v2.5.1 2A.3.24).
+ * The order model keeps one "system" per number (the namespace, else the OID), so a number
+ * sent as `556071^EPC^1.2.840.114350^ISO` came back `556071^EPC`, and one sent with an OID
+ * only, `PLC-1^^1.2.3^ISO`, came back `PLC-1^1.2.3` (the OID in the namespace component):
+ * neither is the number the RIS sent, and a RIS matching on the whole EI finds no order.
+ */
+function sentEi(
+  original: Hl7Message | undefined,
+  field: 2 | 3,
+  value: string,
+): Hl7Component[] | undefined {
+  for (const id of ['ORC', 'OBR']) {
+    for (const seg of original?.segmentsById(id) ?? []) {
+      if (seg.value(field) === value) return seg.structure(field).slice(0, 4);
+    }
+  }
+  return undefined;
+}
+
+/**
  * ORC-2/OBR-2: the placer's number as the order brought it; for a FHIR order without one, the
  * ServiceRequest's id (namespace `FHIR`), so the receiver can match the result to its request.
  */
-export function placerNumberOf(input: PublicationInput): Array<string | undefined> | undefined {
+export function placerNumberOf(
+  input: PublicationInput,
+  original?: Hl7Message,
+): Hl7Component[] | undefined {
   const o = input.order;
   const placer = o.request.placerOrderNumber;
-  if (o.placerOrderNumber) return [o.placerOrderNumber, ...hdOf(placer?.system)];
+  if (o.placerOrderNumber)
+    return (
+      sentEi(original, 2, o.placerOrderNumber) ?? [o.placerOrderNumber, ...hdOf(placer?.system)]
+    );
   const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
   return srId ? [srId, 'FHIR'] : undefined;
 }
@@ -181,10 +227,13 @@ export function placerNumberOf(input: PublicationInput): Array<string | undefine
  * came with, else ours — the adapter's order id, namespace `IMAGING-AI-ADAPTER` — so that a
  * later correction can name the order (intake finds an order by its id as a filler number).
  */
-export function fillerNumberOf(input: PublicationInput): Array<string | undefined> {
+export function fillerNumberOf(input: PublicationInput, original?: Hl7Message): Hl7Component[] {
   const o = input.order;
   const filler = o.request.fillerOrderNumber;
-  if (o.fillerOrderNumber) return [o.fillerOrderNumber, ...hdOf(filler?.system)];
+  if (o.fillerOrderNumber)
+    return (
+      sentEi(original, 3, o.fillerOrderNumber) ?? [o.fillerOrderNumber, ...hdOf(filler?.system)]
+    );
   return [input.orderId, 'IMAGING-AI-ADAPTER'];
 }
 
@@ -193,6 +242,7 @@ export function orc(
   control: string,
   status: string,
   now: Date,
+  original?: Hl7Message,
 ): Hl7SegmentSpec {
   const o = input.order;
   const noResult = input.row.hl7.orderStatus === 'CA';
@@ -201,8 +251,8 @@ export function orc(
     id: 'ORC',
     fields: numberedFields({
       1: control,
-      2: placerNumberOf(input),
-      3: fillerNumberOf(input),
+      2: placerNumberOf(input, original),
+      3: fillerNumberOf(input, original),
       4: o.request.placerGroupNumber?.value,
       5: status,
       9: formatHl7Timestamp(now),
@@ -218,7 +268,7 @@ function resultStatusOf(input: PublicationInput): string {
   return s === 'F' && input.correction ? 'C' : s;
 }
 
-export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
+export function obr(input: PublicationInput, now: Date, original?: Hl7Message): Hl7SegmentSpec {
   const o = input.order;
   const p = o.request.procedure;
   const d = input.device;
@@ -227,8 +277,8 @@ export function obr(input: PublicationInput, now: Date): Hl7SegmentSpec {
     id: 'OBR',
     fields: numberedFields({
       1: '1',
-      2: placerNumberOf(input),
-      3: fillerNumberOf(input),
+      2: placerNumberOf(input, original),
+      3: fillerNumberOf(input, original),
       4: p?.code
         ? [p.code, p.display, hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],

@@ -6,7 +6,7 @@ import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
 import { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { ackSummary } from '../helpers/hl7-fixtures';
+import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { waitFor, writeSiteConfig } from '../e2e/e2e-support';
 import {
@@ -301,5 +301,49 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     // the same instant: 2026-11-25T16:31:02.123Z is 20261125163102+0000
     const obr7 = oruOf(id).message.get('OBR-7');
     expect(obr7).toBe(effective!.replace(/[-:T]/g, '').replace(/\.\d+/, '').replace('Z', '+0000'));
+  });
+
+  /**
+   * The v2.8 EHR order set of test/fixtures/hl7/omi-o23-v28-multi-order.hl7 (MSH-2 `^~\&#`,
+   * MSH-3 an HD with OID), its patient living at `Apt #4F` (written `Apt \P\4F`, the v2.7
+   * truncation character escaped), PID-8 free text, placer numbers with their OID, cancelled:
+   * the ORU each order's no-result report goes out as, as the RIS peer received it.
+   */
+  it('a v2.8 order set with a truncation character, OIDs and free-text sex: the ORU the RIS gets', async () => {
+    const text = (control: 'NW' | 'CA', id: string) =>
+      Buffer.from(
+        withControlId(hl7Fixture('omi-o23-v28-multi-order'), id)
+          .toString('latin1')
+          .replace('Apt 4F', 'Apt \\P\\4F')
+          .replace('|19710305|M|', '|19710305|male|')
+          .replace(/(55607[12])\^EPC\|/g, '$1^EPC^1.2.840.114350.1.13.99.2^ISO|')
+          .replace(/ORC\|NW\|/g, `ORC|${control}|`)
+          // procedures this site's configuration maps to a product
+          .replace(/24725-4\^CT Head\^LN|24590-2\^MR Brain\^LN/g, 'MRKOPF^MRT Kopf^L'),
+        'latin1',
+      );
+    const nw = ackSummary(await mllp.send(text('NW', 'RV-V28-NW')));
+    expect(nw).toEqual(expect.objectContaining({ code: 'CA' }));
+    const { rows } = await db.query<{ id: string; placer_order_number: string }>(
+      `SELECT id, placer_order_number FROM orders WHERE placer_order_number IN ('556071', '556072')`,
+    );
+    expect(rows).toHaveLength(2);
+    expect(ackSummary(await mllp.send(text('CA', 'RV-V28-CA'))).code).toBe('CA');
+    for (const order of rows) {
+      await published(order.id);
+      const { message } = oruOf(order.id);
+      // MSH-5/6: the sender's MSH-3/4 whole
+      expect(message.msh.rawField(5)).toBe('EPIC^1.2.840.114350.1.13.99^ISO');
+      // PID as the order had it, its \P\ meaning # under our MSH-2 (which has no truncation character)
+      expect(message.delimiters.truncation).toBeUndefined();
+      expect(message.get('PID-11.2')).toBe('Apt #4F');
+      expect(message.segment('PID')!.rawField(3)).toBe(
+        'E4410029^^^EPI^MR~100000219^^^&2.16.840.1.113883.4.1&ISO^SS~QX77120^^^NYS_MEDICAID^MA',
+      );
+      expect(message.get('PID-8')).toBe('M');
+      const placer = `${order.placer_order_number}^EPC^1.2.840.114350.1.13.99.2^ISO`;
+      expect(message.segment('ORC')!.rawField(2)).toBe(placer);
+      expect(message.segment('OBR')!.rawField(2)).toBe(placer);
+    }
   });
 });

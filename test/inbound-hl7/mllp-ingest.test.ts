@@ -279,6 +279,30 @@ describe('HL7v2 orders over MLLP (real adapter, real socket, real PostgreSQL)', 
     ).toBe(0);
   });
 
+  /**
+   * The ORC of an ORR^O02 names the order by the EI the placer sent, whole: an IHE RAD-4 order
+   * from a French RIS names the issuer of each number by OID (as the PAM-FR style order of
+   * test/fixtures/hl7/omi-o23-v251-nir-before-pi.hl7), a filler number with its OID only.
+   */
+  it('answers a cancel with the placer and filler numbers as the placer sent them', async () => {
+    const numbers = (bytes: Buffer, id: string) =>
+      Buffer.from(
+        withControlId(bytes, id)
+          .toString('latin1')
+          .replace(/PLC-100234\^RADIS1/g, 'PLC-EI-7^RADIS1^1.2.250.1.999.1.2^ISO')
+          .replace(/FIL-55012\^DSS_OF/g, 'FIL-EI-7^^1.2.250.1.999.2^ISO')
+          .replace(/ACC-20240318-0042/g, 'ACC-EI-7'),
+        'latin1',
+      );
+    const nw = await client.send(numbers(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'EI-NW-7'));
+    expect(ackSummary(nw).code).toBe('AA');
+    const ca = await client.send(numbers(hl7Fixture('orm-o01-v251-cancel-ca'), 'EI-CA-7'));
+    expect(ackSummary(ca).code).toBe('AA');
+    expect(ca.toString('latin1')).toMatch(
+      /\rORC\|CR\|PLC-EI-7\^RADIS1\^1\.2\.250\.1\.999\.1\.2\^ISO\|FIL-EI-7\^\^1\.2\.250\.1\.999\.2\^ISO\r/,
+    );
+  });
+
   it('keys a message without MSH-10 by a hash of its content: a resend is answered, not processed again', async () => {
     const text = hl7Fixture('orm-o01-v231-ihe-swf-zds')
       .toString('latin1')

@@ -1,7 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import pino from 'pino';
-import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { MllpDecoder } from '../../src/hl7/mllp-framing';
 import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
@@ -23,6 +22,7 @@ import {
   seedOrder,
   testOutboundSettings,
 } from '../outbound/outbound-seed';
+import { risAck } from '../outbound/outbound-peers';
 import { REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
 
 jest.setTimeout(60_000);
@@ -43,28 +43,7 @@ interface RawRis {
 
 /** An ACK as a RIS writes it (MSA-2 = the message's MSH-10), unframed. */
 function ackFor(message: string, code = 'AA'): Buffer {
-  const inbound = parseHl7(Buffer.from(message, 'latin1'));
-  return Buffer.from(
-    encodeMessage([
-      {
-        id: 'MSH',
-        fields: [
-          'RADIS',
-          'KLINIKUM',
-          inbound.msh.value(3),
-          inbound.msh.value(4),
-          formatHl7Timestamp(new Date()),
-          undefined,
-          ['ACK', inbound.messageType.trigger, 'ACK'],
-          `RIS-ACK-${inbound.controlId}`,
-          'P',
-          inbound.version,
-        ],
-      },
-      { id: 'MSA', fields: [code, inbound.controlId] },
-    ]),
-    'latin1',
-  );
+  return risAck(parseHl7(Buffer.from(message, 'latin1')), code);
 }
 
 /** A RIS on a raw socket: each framed message is passed to `answer`, which writes what it likes. */

@@ -1,7 +1,6 @@
 import net, { type AddressInfo } from 'node:net';
 import { Client as PgClient } from 'pg';
 import { MllpClient } from '../../src/hl7';
-import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { MllpDecoder, encodeMllpFrame } from '../../src/hl7/mllp-framing';
 import {
@@ -13,6 +12,7 @@ import {
 } from '../e2e/e2e-support';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
+import { risAck } from '../outbound/outbound-peers';
 
 jest.setTimeout(120_000);
 
@@ -45,30 +45,7 @@ describe.each<Habit>(['commit ACK then application ACK', 'one message per connec
           for (const m of decoder.push(chunk).messages) {
             const inbound = parseHl7(m);
             received.push(inbound.controlId);
-            const ack = (code: string) =>
-              encodeMllpFrame(
-                Buffer.from(
-                  encodeMessage([
-                    {
-                      id: 'MSH',
-                      fields: [
-                        'RADIS',
-                        'KLINIKUM',
-                        inbound.msh.value(3),
-                        inbound.msh.value(4),
-                        formatHl7Timestamp(new Date()),
-                        undefined,
-                        ['ACK', inbound.messageType.trigger, 'ACK'],
-                        `R${code}${inbound.controlId}`,
-                        'P',
-                        inbound.version,
-                      ],
-                    },
-                    { id: 'MSA', fields: [code, inbound.controlId] },
-                  ]),
-                  'latin1',
-                ),
-              );
+            const ack = (code: string) => encodeMllpFrame(risAck(inbound, code));
             if (habit === 'commit ACK then application ACK') {
               socket.write(ack('CA'));
               socket.write(ack('AA'));

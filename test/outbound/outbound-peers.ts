@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { OperationOutcomeError, validateResource } from '@medplum/core';
 import type { Resource } from '@medplum/fhirtypes';
 import { encodeMessage, formatHl7Timestamp } from '../../src/hl7/hl7-builder';
-import { parseHl7 } from '../../src/hl7/hl7-message';
+import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { MllpServer } from '../../src/hl7/mllp-server';
 import { loadFhirDefinitions } from '../../src/fhir/fhir-validator';
 import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
@@ -214,4 +214,32 @@ export async function startValidatingEhr(): Promise<TestEhr> {
       await inner.close();
     },
   };
+}
+
+/**
+ * An ACK as a RIS writes it (MSA-2 = the message's MSH-10, MSH-9 ACK^<trigger>^ACK), unframed;
+ * its own MSH-10 names the code, so a commit ACK and an application ACK differ.
+ */
+export function risAck(inbound: Hl7Message, code = 'AA'): Buffer {
+  return Buffer.from(
+    encodeMessage([
+      {
+        id: 'MSH',
+        fields: [
+          'RADIS',
+          'KLINIKUM',
+          inbound.msh.value(3),
+          inbound.msh.value(4),
+          formatHl7Timestamp(new Date()),
+          undefined,
+          ['ACK', inbound.messageType.trigger, 'ACK'],
+          `RIS-${code}-${inbound.controlId}`,
+          'P',
+          inbound.version,
+        ],
+      },
+      { id: 'MSA', fields: [code, inbound.controlId] },
+    ]),
+    'latin1',
+  );
 }

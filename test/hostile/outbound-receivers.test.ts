@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import net, { type AddressInfo } from 'node:net';
 import pino from 'pino';
 import { parseHl7 } from '../../src/hl7/hl7-message';
-import { MllpDecoder } from '../../src/hl7/mllp-framing';
+import { MllpDecoder, encodeMllpFrame } from '../../src/hl7/mllp-framing';
 import { DicomWebResultPublisher } from '../../src/outbound/dicomweb-result.publisher';
 import { FhirResultPublisher } from '../../src/outbound/fhir-result.publisher';
 import { Hl7ResultPublisher } from '../../src/outbound/hl7-result.publisher';
@@ -223,13 +223,7 @@ describe('hostile: results to receivers that answer badly', () => {
       async (_what, codes) => {
         ris = await startRawRis((message, socket) => {
           for (const code of codes) {
-            socket.write(
-              Buffer.concat([
-                Buffer.from([0x0b]),
-                ackFor(message, code),
-                Buffer.from([0x1c, 0x0d]),
-              ]),
-            );
+            socket.write(encodeMllpFrame(ackFor(message, code)));
           }
         });
         const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port), {
@@ -247,17 +241,9 @@ describe('hostile: results to receivers that answer badly', () => {
         const stale = ackFor(message)
           .toString('latin1')
           .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|IAA0');
-        socket.write(
-          Buffer.concat([
-            Buffer.from([0x0b]),
-            Buffer.from(stale, 'latin1'),
-            Buffer.from([0x1c, 0x0d]),
-          ]),
-        );
+        socket.write(encodeMllpFrame(Buffer.from(stale, 'latin1')));
         setTimeout(() => {
-          socket.write(
-            Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c, 0x0d])]),
-          );
+          socket.write(encodeMllpFrame(ackFor(message)));
         }, 50);
       });
       const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
@@ -284,13 +270,7 @@ describe('hostile: results to receivers that answer badly', () => {
             n === 1
               ? `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\r${errSegment}\r`
               : ackFor(message).toString('latin1');
-          socket.write(
-            Buffer.concat([
-              Buffer.from([0x0b]),
-              Buffer.from(ack, 'latin1'),
-              Buffer.from([0x1c, 0x0d]),
-            ]),
-          );
+          socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
         });
         const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
         // before: a dead letter at once, the result never sent again
@@ -306,13 +286,7 @@ describe('hostile: results to receivers that answer badly', () => {
     it('an AR naming an unsupported version (ERR 203) is a dead letter at once', async () => {
       ris = await startRawRis((message, socket) => {
         const ack = `${ackFor(message, 'AR').toString('latin1').replace(/\r$/, '')}\rERR||MSH^1^12|203^Unsupported version id^HL70357|E\r`;
-        socket.write(
-          Buffer.concat([
-            Buffer.from([0x0b]),
-            Buffer.from(ack, 'latin1'),
-            Buffer.from([0x1c, 0x0d]),
-          ]),
-        );
+        socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
       });
       const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
       expect(rows.map((r) => [r.status, r.attempts, r.last_error])).toEqual([
@@ -325,13 +299,7 @@ describe('hostile: results to receivers that answer badly', () => {
         const wrong = ackFor(message)
           .toString('latin1')
           .replace(/MSA\|AA\|[^\r]*/, 'MSA|AA|42');
-        socket.write(
-          Buffer.concat([
-            Buffer.from([0x0b]),
-            Buffer.from(wrong, 'latin1'),
-            Buffer.from([0x1c, 0x0d]),
-          ]),
-        );
+        socket.write(encodeMllpFrame(Buffer.from(wrong, 'latin1')));
       });
       const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
       expect(rows.map((r) => [r.status, r.attempts])).toEqual([['dead', 4]]);
@@ -682,9 +650,7 @@ describe('hostile: results to receivers that answer badly', () => {
 
       // the RIS: an RP pointing at the same copy; the ORU stays small
       const ris = await startRawRis((message, socket) => {
-        socket.write(
-          Buffer.concat([Buffer.from([0x0b]), ackFor(message), Buffer.from([0x1c, 0x0d])]),
-        );
+        socket.write(encodeMllpFrame(ackFor(message)));
       });
       try {
         const oru = await publish(

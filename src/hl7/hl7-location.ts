@@ -20,7 +20,23 @@ export interface Hl7Location {
 const LOCATION_PATTERN =
   /^([A-Z][A-Z0-9]{2})(?:\[(\d+)\])?-(\d+)(?:\[(\d+)\])?(?:\.(\d+))?(?:\.(\d+))?$/;
 
-export function parseLocation(text: string): Hl7Location {
+/**
+ * Locations already read, frozen: the mapping tables name the same few hundred on every
+ * message (bench/mllp-ingest showed the pattern among the adapter's top costs). Bounded: a
+ * location built from input text cannot grow it past PARSED_LIMIT.
+ */
+const parsed = new Map<string, Readonly<Hl7Location>>();
+const PARSED_LIMIT = 2048;
+
+export function parseLocation(text: string): Readonly<Hl7Location> {
+  const known = parsed.get(text);
+  if (known) return known;
+  const loc = Object.freeze(readLocation(text));
+  if (parsed.size < PARSED_LIMIT) parsed.set(text, loc);
+  return loc;
+}
+
+function readLocation(text: string): Hl7Location {
   const m = LOCATION_PATTERN.exec(text.trim());
   if (!m) throw new Hl7Error('HL7_BAD_LOCATION', `Not an HL7 location: "${text}"`);
   const num = (s: string | undefined): number | undefined => {

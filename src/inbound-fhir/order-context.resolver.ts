@@ -67,6 +67,12 @@ export class ReferenceResolver {
     expectedType: string | undefined,
     /** The element holding the reference, for the OperationOutcome of a refusal. */
     expression: string,
+    /**
+     * The order can do without it (the requester, a reason): a reference outside the EHR's
+     * base is then not read and not a refusal either, only a quirk; the element's own
+     * identifier and display still count. The patient and the study are never informational.
+     */
+    informational = false,
   ): Promise<Located<T> | undefined> {
     const ref = reference?.reference;
     if (!ref) return undefined;
@@ -102,6 +108,13 @@ export class ReferenceResolver {
     // refused, never fetched, so the EHR's credential cannot be sent anywhere else. A refusal
     // (422), not a 503: a resend would be refused the same way.
     const outside = this.ehr ? !this.ehr.isOurs(ref) : PeerBase.isAbsolute(ref);
+    if (outside && informational) {
+      this.quirks.push({
+        code: 'fhir-reference-outside-base',
+        detail: `${expression}: ${whereOutside(ref)} is outside the EHR's FHIR base (FHIR_SERVER_URL); not read, its identifier and display are used`,
+      });
+      return undefined;
+    }
     if (outside) {
       const diagnostics = `${expression} refers to a URL outside the EHR's FHIR base (FHIR_SERVER_URL); include the resource in the request (contained or a Bundle entry) instead`;
       throw new FhirError('invalid', diagnostics, [
@@ -334,6 +347,7 @@ export async function buildOrderContext(
     sr.requester,
     undefined,
     at('ServiceRequest.requester'),
+    true,
   );
   if (requester) ctx.requesterType = requester.resource.resourceType;
   // US Core orders name a PractitionerRole as requester: the person is its practitioner
@@ -345,6 +359,7 @@ export async function buildOrderContext(
       (requester.resource as PractitionerRole).practitioner,
       'Practitioner',
       at('ServiceRequest.requester.resolve().practitioner'),
+      true,
     );
   }
   if (requester && requester.resource.resourceType === 'Practitioner') ctx.requester = requester;
@@ -355,8 +370,21 @@ export async function buildOrderContext(
       ref,
       undefined,
       at(`ServiceRequest.reasonReference[${i}]`),
+      true,
     );
     if (target) ctx.reasons.set(ref.reference, target);
   }
   return { ctx, issues };
+}
+
+/**
+ * Where a reference outside the base points, for a quirk: the origin of an absolute URL (its
+ * path and query may carry anything, a signature included), else that it climbs out of the base.
+ */
+function whereOutside(ref: string): string {
+  try {
+    return new URL(ref).origin === 'null' ? 'a URL' : `a URL on ${new URL(ref).origin}`;
+  } catch {
+    return 'a relative reference that leaves the base';
+  }
 }

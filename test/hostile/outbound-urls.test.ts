@@ -190,6 +190,51 @@ describe('hostile: URLs in FHIR inputs are followed only within FHIR_SERVER_URL'
     expect(expressions(res.body)).toContain('ServiceRequest.subject');
     expect(evil.seen).toEqual([]);
   });
+
+  it('a requester and a reason elsewhere are not read, and the order goes on with their identifier and display', async () => {
+    // An EHR whose Practitioner and Condition links name another server (a directory, an
+    // older base): the order needs neither to run, so it is not refused for them; nothing is
+    // fetched, and the analyst sees why the ordering provider came from the display.
+    await ehr.seed(
+      JSON.parse(readFileSync(join(FIXTURES, 'r4-patient-example-dicom.json'), 'utf8')),
+    );
+    const sr = JSON.parse(
+      readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'), 'utf8'),
+    ) as Json;
+    delete sr.id;
+    sr.identifier = [{ system: 'http://example.org/ehr/orders', value: 'ELSEWHERE-1' }];
+    sr.requester = {
+      reference: `${evil.url}/fhir/Practitioner/example?sig=do-not-keep`,
+      identifier: { system: 'http://hl7.org/fhir/sid/us-npi', value: '1234567893' },
+      display: 'Dr. Adam Careful',
+    };
+    sr.reasonReference = [{ reference: `${evil.url}/fhir/Condition/1`, display: 'Lung nodule' }];
+    const res = await post(adapter, '/fhir/ServiceRequest', sr);
+    expect(res.status).toBe(201);
+    expect(evil.seen).toEqual([]);
+    const order = (
+      await db.query<{ request: Json; id: string }>(
+        `SELECT id, request FROM orders WHERE placer_order_number = 'ELSEWHERE-1'`,
+      )
+    ).rows[0]!;
+    expect(order.request.orderingProvider).toEqual({
+      identifier: { system: 'http://hl7.org/fhir/sid/us-npi', value: '1234567893' },
+      name: { prefix: 'Dr.', given: ['Adam'], family: 'Careful' },
+    });
+    const quirks = (
+      await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT quirks FROM inbound_messages WHERE id = (SELECT inbound_message_id FROM orders WHERE id = $1)`,
+        [order.id],
+      )
+    ).rows[0]!.quirks.filter((q) => q.code === 'fhir-reference-outside-base');
+    expect(quirks.map((q) => q.detail.split(':')[0])).toEqual([
+      'ServiceRequest.requester',
+      'ServiceRequest.reasonReference[0]',
+    ]);
+    // the origin only: a path or query may carry a signature
+    expect(JSON.stringify(quirks)).toContain(new URL(evil.url).origin);
+    expect(JSON.stringify(quirks)).not.toContain('do-not-keep');
+  });
 });
 
 describe('hostile: the EHR credential never follows a redirect', () => {

@@ -23,7 +23,8 @@ export interface Hl7PublisherOptions {
  * ORU^R01 (and ORM^O01 status messages) to the RIS over MLLP with our MllpClient (one message
  * in flight per connection, reply timeout, connection dropped after a timeout so a late ACK is
  * never taken for the next message). The ACK is matched on MSA-2 = our MSH-10; AA/CA is
- * delivered, AE/CE and timeouts are retried, AR/CR is a dead letter unless its ERR names a
+ * delivered, AE/CE and timeouts are retried (an AE/CE whose ERR names only content or format
+ * conditions is a dead letter at once), AR/CR is a dead letter unless its ERR names a
  * condition that passes, 206 or 207 (HL7 v2.5.1 2.9.2, tables 0008 and 0357). A resend keeps the MSH-10 of the first try, so the RIS can spot a duplicate.
  */
 export class Hl7ResultPublisher implements Publisher {
@@ -140,8 +141,21 @@ export class Hl7ResultPublisher implements Publisher {
       case 'CA':
         return { outcome: 'delivered', answer: `${label} ${code}`, detail };
       case 'AE':
-      case 'CE':
+      case 'CE': {
+        // An error the sender may correct and resend (table 0008): a RIS that is busy, or one
+        // that cannot take this message as it is. When every condition its ERR names is one of
+        // content or format (table 0357: 100–103, 200–203), the same bytes are refused the same
+        // way on every retry; before, they were retried to the last attempt, the analyst seeing
+        // "retrying" for hours instead of what the RIS said.
+        const conditions = errorConditions(ack);
+        if (conditions.length > 0 && conditions.every((c) => CONTENT_CONDITIONS.includes(c)))
+          return {
+            outcome: 'dead',
+            answer: `${label} ${code}: the RIS cannot take this message (ERR ${conditions.map((c) => `${c} ${HL7_ERROR_CONDITIONS[c as Hl7ErrorCondition]}`).join(', ')})`,
+            detail,
+          };
         return { outcome: 'retry', answer: `${label} ${code}`, detail };
+      }
       case 'AR':
       case 'CR': {
         // Table 0008: AR is a refusal "for a reason unrelated to content or format", which
@@ -173,6 +187,14 @@ export class Hl7ResultPublisher implements Publisher {
 
 /** Table 0357 conditions a resend can get past: 206 record locked, 207 internal error. */
 const TRANSIENT_CONDITIONS: readonly number[] = [206, 207];
+
+/**
+ * Table 0357 conditions of content or format that a resend of the same message meets again:
+ * segment sequence, required field missing, data type, table value; unsupported message type,
+ * event, processing id, version. Not 204/205 (a key the RIS does not know yet, or a resend it
+ * already has), which may pass or mean delivered.
+ */
+const CONTENT_CONDITIONS: readonly number[] = [100, 101, 102, 103, 200, 201, 202, 203];
 
 /**
  * The table 0357 codes of an ACK's ERR segments: ERR-3.1 (v2.5+), or ERR-1.4.1 (the ELD of

@@ -294,6 +294,61 @@ describe('hostile: results to receivers that answer badly', () => {
       ]);
     });
 
+    // A RIS that validates what it receives answers AE with the field it found wanting (as
+    // HAPI-based and Mirth receivers do): ERR-2 the location, ERR-3 table 0357's condition.
+    it.each([
+      [
+        'a required field missing (v2.5.1 ERR-3)',
+        'ERR||OBR^1^4|101^Required field missing^HL70357|E',
+        '101 Required field missing',
+      ],
+      [
+        'a data type error and a table value (two ERRs)',
+        'ERR||OBX^1^14|102^Data type error^HL70357|E\rERR||OBX^1^11|103^Table value not found^HL70357|E',
+        '102 Data type error, 103 Table value not found',
+      ],
+      [
+        'an unsupported event (v2.3.1 ELD in ERR-1)',
+        'ERR|MSH^1^9^201&Unsupported event code&HL70357',
+        '201 Unsupported event code',
+      ],
+    ])(
+      'an AE naming %s is a dead letter at once, saying what the RIS found',
+      async (_why, errSegments, said) => {
+        let n = 0;
+        ris = await startRawRis((message, socket) => {
+          n += 1;
+          const ack = `${ackFor(message, 'AE').toString('latin1').replace(/\r$/, '')}\r${errSegments}\r`;
+          socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
+        });
+        const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+        // before: retried to the last attempt (4 here), the same refusal each time
+        expect(rows.map((r) => [r.status, r.attempts, r.last_error])).toEqual([
+          ['dead', 1, `ORU^R01 AE: the RIS cannot take this message (ERR ${said})`],
+        ]);
+        expect(n).toBe(1);
+      },
+    );
+
+    it('an AE naming a condition that may pass (207) or none at all is retried', async () => {
+      let n = 0;
+      ris = await startRawRis((message, socket) => {
+        n += 1;
+        const ae = ackFor(message, 'AE').toString('latin1').replace(/\r$/, '');
+        const ack =
+          n === 1
+            ? `${ae}\rERR||OBR^1|207^Application internal error^HL70357|E\r`
+            : n === 2
+              ? `${ae}\r`
+              : ackFor(message).toString('latin1');
+        socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows).toEqual([
+        { kind: 'hl7-oru', status: 'delivered', attempts: 3, last_error: null },
+      ]);
+    });
+
     it('a RIS whose every ACK names another control id: a dead letter saying so, not a silent timeout', async () => {
       ris = await startRawRis((message, socket) => {
         const wrong = ackFor(message)

@@ -8,6 +8,7 @@ import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } fr
 import { BodyTooLargeError, readBodyText } from '../common/bounded-body';
 import { parseRetryAfter } from '../common/retry-after';
 import { describeStowFailure, stowFailureReason } from '../mappings/stow-failure-reasons';
+import { failedSops } from './stow-answer';
 
 /** The most of a PACS's STOW-RS answer we read. */
 const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
@@ -107,8 +108,14 @@ export class DicomWebResultPublisher implements Publisher {
         detail: { error: (error as Error).message.slice(0, 200) },
       };
     }
-    const response = { status, ...exchangeText('application/dicom+json', text) };
-    const failures = failedSops(text);
+    const response = {
+      status,
+      ...exchangeText(
+        /\bxml\b/i.test(contentType ?? '') ? 'application/dicom+xml' : 'application/dicom+json',
+        text,
+      ),
+    };
+    const failures = failedSops(contentType, text);
     const detail = {
       httpStatus: status,
       sopInstanceUid,
@@ -173,29 +180,4 @@ export class DicomWebResultPublisher implements Publisher {
   async close(): Promise<void> {
     await this.agent.close();
   }
-}
-
-/** Failed SOP Sequence (0008,1198) items with their Failure Reason (0008,1197). */
-function failedSops(text: string): Array<{ sopInstanceUid?: string; reason?: number }> {
-  try {
-    const json = JSON.parse(text) as Record<
-      string,
-      { Value?: Array<Record<string, { Value?: unknown[] }>> }
-    >;
-    return (json['00081198']?.Value ?? []).map((i) => ({
-      sopInstanceUid: i['00081155']?.Value?.[0] as string | undefined,
-      reason: usValue(i['00081197']?.Value?.[0]),
-    }));
-  } catch {
-    return [];
-  }
-}
-
-/**
- * A US value (0–65535): a JSON number (PS3.18 F.2.3.1), or a string of decimal digits as some
- * servers write numbers; anything else is no reason.
- */
-function usValue(value: unknown): number | undefined {
-  const n = typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) ? Number(value) : value;
-  return typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffff ? n : undefined;
 }

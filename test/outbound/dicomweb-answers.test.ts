@@ -15,6 +15,8 @@ describe('STOW-RS answers', () => {
     failureReason?: number | string;
     endless?: boolean;
     retryAfter?: string;
+    /** Answer in the Native DICOM Model (PS3.19), as some archives do whatever is asked. */
+    xml?: boolean;
   } = { status: 200 };
   const received: Array<{ contentType: string; bytes: number }> = [];
 
@@ -41,6 +43,11 @@ describe('STOW-RS answers', () => {
                   ],
                 },
               };
+        if (answer.xml) {
+          res.writeHead(answer.status, { 'content-type': 'application/dicom+xml; charset=utf-8' });
+          res.end(nativeDicomModelAnswer(answer.failureReason));
+          return;
+        }
         res.writeHead(answer.status, {
           'content-type': 'application/dicom+json',
           ...(answer.retryAfter ? { 'retry-after': answer.retryAfter } : {}),
@@ -106,6 +113,33 @@ describe('STOW-RS answers', () => {
     expect(result.detail.httpStatus).toBe(scripted.status);
   });
 
+  // PS3.19 A.1 answers (dcm4chee-arc and other archives answer XML when they prefer it): their
+  // Failed SOP Sequence was not read, so a 202 whose only instance was refused was "stored".
+  it.each([
+    [{ status: 200, xml: true }, 'delivered', 'SR stored by the PACS (200)'],
+    [
+      { status: 202, xml: true, failureReason: 0xc000 },
+      'dead',
+      'the PACS answered 202 to the SR (1 refused: 0xC000 cannot understand)',
+    ],
+    [
+      { status: 409, xml: true, failureReason: 0xa900 },
+      'dead',
+      'the PACS answered 409 to the SR (1 refused: 0xA900 data set does not match SOP class)',
+    ],
+    [
+      { status: 409, xml: true, failureReason: 0xa700 },
+      'retry',
+      'the PACS answered 409 to the SR (1 refused: 0xA700 out of resources)',
+    ],
+    [{ status: 409, xml: true, failureReason: 0x0111 }, 'delivered', 'SR already held by the PACS'],
+  ])('an XML answer %j → %s', async (scripted, outcome, said) => {
+    answer = scripted;
+    const result = await send();
+    expect([result.outcome, result.answer]).toEqual([outcome, said]);
+    expect(result.response?.contentType).toBe('application/dicom+xml');
+  });
+
   it('a refusal names its Failure Reason and what it means, for the analyst reading the dead letter', async () => {
     answer = { status: 409, failureReason: 0xa900 };
     const result = await send();
@@ -159,3 +193,30 @@ describe('STOW-RS answers', () => {
     expect(result.outcome).toBe('retry');
   });
 });
+
+/** A STOW-RS answer in the Native DICOM Model, shaped as PS3.19 A.1 and PS3.18 10.5.3 give it. */
+function nativeDicomModelAnswer(failureReason: number | string | undefined): string {
+  const attribute = (tag: string, vr: string, keyword: string, value: string) =>
+    `<DicomAttribute tag="${tag}" vr="${vr}" keyword="${keyword}"><Value number="1">${value}</Value></DicomAttribute>`;
+  const item = (reason?: number | string) =>
+    `<Item number="1">${attribute('00081150', 'UI', 'ReferencedSOPClassUID', '1.2.840.10008.5.1.4.1.1.88.22')}` +
+    `${attribute('00081155', 'UI', 'ReferencedSOPInstanceUID', '2.25.1')}` +
+    (reason === undefined
+      ? attribute(
+          '00081190',
+          'UR',
+          'RetrieveURL',
+          'http://pacs/dicom-web/studies/2.25.9?a=1&amp;b=2',
+        )
+      : attribute('00081197', 'US', 'FailureReason', String(reason))) +
+    '</Item>';
+  return [
+    '<?xml version="1.0" encoding="UTF-8"?>',
+    '<NativeDicomModel xmlns="http://dicom.nema.org/PS3.19/models/NativeDICOM">',
+    attribute('00081190', 'UR', 'RetrieveURL', 'http://pacs/dicom-web/studies/2.25.9'),
+    failureReason === undefined
+      ? `<DicomAttribute tag="00081199" vr="SQ" keyword="ReferencedSOPSequence">${item()}</DicomAttribute>`
+      : `<DicomAttribute tag="00081198" vr="SQ" keyword="FailedSOPSequence">${item(failureReason)}</DicomAttribute>`,
+    '</NativeDicomModel>',
+  ].join('\n');
+}

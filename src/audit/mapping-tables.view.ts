@@ -133,6 +133,7 @@ export function activeMappingTables(config: AppConfig): MappingTableView[] {
       columns: ['setting', 'value'],
       rows: [
         ['accession sources', hl7.accessionSources.join(' → ')],
+        ['sender time zone', hl7.senderTimeZone ?? 'not set (MSH-7 offset, else the UTC offset)'],
         ['sender UTC offset', hl7.senderUtcOffset],
         ['fields sent upstream', hl7.allowedFields.join(', ')],
       ],

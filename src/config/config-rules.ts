@@ -3,6 +3,7 @@ import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
+import { isTimeZone } from '../common/time-zone';
 
 /** Variables that name a file the adapter reads (CONFIG_FILE is read, and reported, on its own). */
 const FILE_VARIABLES = [
@@ -177,5 +178,25 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
   if (mappings.productTable !== undefined && !Array.isArray(mappings.productTable)) {
     problems.push('CONFIG_FILE: mappings.productTable must be a list of rows (code, products)');
   }
+  // Read into every HL7 timestamp sent without an offset: a value that is not one would be
+  // written into orders as it is (`2026-03-12T09:15:00+1`).
+  const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
+  if (hl7.senderUtcOffset !== undefined && !isUtcOffset(hl7.senderUtcOffset)) {
+    problems.push(
+      `CONFIG_FILE: mappings.hl7.senderUtcOffset must be an offset such as '+01:00', from -12:00 to +14:00 (got ${JSON.stringify(hl7.senderUtcOffset)})`,
+    );
+  }
+  if (hl7.senderTimeZone !== undefined && !isTimeZone(hl7.senderTimeZone)) {
+    problems.push(
+      `CONFIG_FILE: mappings.hl7.senderTimeZone must be an IANA time zone such as 'Europe/Berlin' (got ${JSON.stringify(hl7.senderTimeZone)})`,
+    );
+  }
   return problems;
+}
+
+function isUtcOffset(value: unknown): boolean {
+  const m = typeof value === 'string' ? /^([+-])(\d{2}):(\d{2})$/.exec(value) : null;
+  if (!m || Number(m[3]) > 59) return false;
+  const minutes = Number(m[2]) * 60 + Number(m[3]);
+  return m[1] === '-' ? minutes <= 12 * 60 : minutes <= 14 * 60;
 }

@@ -48,6 +48,39 @@ describe('CONFIG_FILE product rows: replace or extend the built-in table', () =>
   });
 });
 
+describe('CONFIG_FILE sender time: a zone or an offset that can be one', () => {
+  it('takes an IANA zone and an offset, and refuses at boot what is neither', () => {
+    const config = loadConfig({
+      CONFIG_FILE: writeSiteFile(
+        `mappings:\n  hl7:\n    senderTimeZone: Europe/Berlin\n    senderUtcOffset: '+01:00'\n`,
+      ),
+    });
+    expect(siteHl7Mapping(config)).toMatchObject({
+      senderTimeZone: 'Europe/Berlin',
+      senderUtcOffset: '+01:00',
+    });
+    const problems = (text: string) => {
+      try {
+        loadConfig({ CONFIG_FILE: writeSiteFile(text) });
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    };
+    // `+1` (or a zone that is none) went into every order's times as it was
+    expect(
+      problems(
+        `mappings:\n  hl7:\n    senderTimeZone: Europe/Atlantis\n    senderUtcOffset: '+1'\n`,
+      ),
+    ).toEqual([
+      `CONFIG_FILE: mappings.hl7.senderUtcOffset must be an offset such as '+01:00', from -12:00 to +14:00 (got "+1")`,
+      `CONFIG_FILE: mappings.hl7.senderTimeZone must be an IANA time zone such as 'Europe/Berlin' (got "Europe/Atlantis")`,
+    ]);
+    expect(problems(`mappings:\n  hl7:\n    senderUtcOffset: '+15:00'\n`)).toHaveLength(1);
+    expect(problems(`mappings:\n  hl7:\n    senderUtcOffset: '-03:30'\n`)).toEqual([]);
+  });
+});
+
 describe('the start-up config dump shows what is in effect', () => {
   it('with the in-process sandbox: outcome from notes on, P and T accepted', () => {
     const shown = describeConfig(loadConfig({}));

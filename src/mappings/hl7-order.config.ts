@@ -41,6 +41,13 @@ export interface Hl7OrderMappingConfig {
   unknownProcedure: UnknownProcedureRule;
   /** Offset applied to HL7 timestamps sent without one (DTM allows it), e.g. `+01:00`. */
   senderUtcOffset: string;
+  /**
+   * The senders' IANA time zone (`Europe/Berlin`), when set: a timestamp without offset is
+   * read in it with the offset of its own date (summer time included), before MSH-7's offset
+   * (which is that of the message's moment, not of an exam on the other side of a change)
+   * and `senderUtcOffset`.
+   */
+  senderTimeZone?: string;
   /** Fields allowed to leave for the upstream; see applyDataMinimisation. */
   allowedFields: readonly MinimisableField[];
   /**

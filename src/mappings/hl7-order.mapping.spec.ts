@@ -201,6 +201,39 @@ describe('mapHl7Message rules', () => {
     expect(bad.orders[0].request.requestedAt).toBe('2026-03-12T09:15:00+00:00');
   });
 
+  it('reads a time without offset in the configured sender time zone, on its own date', () => {
+    // The Dutch ORM sent the evening before summer time began (MSH-7 +0100) for an exam the
+    // Monday after (09:15 local, CEST): MSH-7's offset made it 09:15+01:00, an hour late.
+    const edit = (text: string) =>
+      text
+        .replace('20260312081502+0100', '20260328221502+0100')
+        .replace(/\^\^\^20260312091500\^\^R/g, '^^^20260330091500^^R');
+    const bytes = edit(fixture('orm-o01-v24-nl-msh7-offset.hl7').toString('latin1'));
+    const msh7 = mapHl7Message(parseHl7(bytes)).orders[0];
+    expect(msh7.request.requestedAt).toBe('2026-03-30T09:15:00+01:00');
+    const zoned = mapHl7Message(parseHl7(bytes), {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      senderTimeZone: 'Europe/Amsterdam',
+    }).orders[0];
+    expect(zoned.request.requestedAt).toBe('2026-03-30T09:15:00+02:00');
+    expect(zoned.lineage).toContainEqual(
+      expect.objectContaining({
+        target: 'requestedAt',
+        source: 'ORC-7.4',
+        rule: 'HL7 DTM, sender time zone Europe/Amsterdam (+02:00): 20260330091500 → 2026-03-30T09:15:00+02:00',
+      }),
+    );
+    // a time with its own offset keeps it whatever the zone
+    const own = mapHl7Message(
+      parseHl7(bytes.replace(/\^\^\^20260330091500\^\^R/g, '^^^20260330091500+0000^^R')),
+      {
+        ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+        senderTimeZone: 'Europe/Amsterdam',
+      },
+    ).orders[0];
+    expect(own.request.requestedAt).toBe('2026-03-30T09:15:00+00:00');
+  });
+
   it('maps a change sent as the ORC alone (ORM_O01 order detail omitted): no procedure, no products asked', () => {
     // Before: AE 101 "Requested procedure code missing" at OBR-4, a segment the XO did not have.
     const text = fixture('orm-o01-v251-change-xo.hl7').toString('latin1');

@@ -1,4 +1,5 @@
 import { notMapped, ofValue, storedAs, type TransformFn } from './hl7-value.kit';
+import { offsetInZone } from '../common/time-zone';
 
 /** Dates and timestamps (DT, DTM; chapter 2A) → ISO 8601. */
 
@@ -79,15 +80,21 @@ export const dtmInstant: TransformFn = ofValue((value, source, input) => {
   const frac = m[7] ? `.${m[7].slice(0, 3).padEnd(3, '0')}` : '';
   // Without its own offset a DTM is the sender's local time (v2.5.1 chapter 2A, DTM): the zone MSH-7 names,
   // else the site's configured one (a sender that writes no offset anywhere).
+  // A configured zone comes first: MSH-7's offset is that of the message's moment, and an exam
+  // on the other side of a summer-time change was an hour off.
   const header = input.message.headerUtcOffset;
+  const zone = input.config.senderTimeZone;
+  const zoned = !m[8] && zone ? offsetInZone(zone, y, mo, d, hh, mi, ss) : undefined;
   const offset = m[8]
     ? `${m[8].slice(0, 3)}:${m[8].slice(3)}`
-    : (header ?? input.config.senderUtcOffset);
+    : (zoned ?? header ?? input.config.senderUtcOffset);
   const iso = `${m[1]}-${p(mo)}-${p(d)}T${p(hh)}:${p(mi)}:${p(ss)}${frac}${offset}`;
   const via = m[8]
     ? 'HL7 DTM'
-    : header
-      ? `HL7 DTM, sender offset ${header} (MSH-7)`
-      : `HL7 DTM, sender offset ${input.config.senderUtcOffset}`;
+    : zoned
+      ? `HL7 DTM, sender time zone ${zone} (${zoned})`
+      : header
+        ? `HL7 DTM, sender offset ${header} (MSH-7)`
+        : `HL7 DTM, sender offset ${input.config.senderUtcOffset}`;
   return storedAs(source, value, iso, via);
 });

@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import type { DataSource } from 'typeorm';
 import { type AcquisitionRow, updateAcquisition } from '../persistence/study-instance.repository';
 import { type AcquisitionRecorder, waiting } from './acquisition-recorder';
+import { inflateIfDeflated } from './deflated-instance';
 import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validator';
 import { isDicomUid } from './dicom-uid';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
@@ -44,7 +45,14 @@ export interface PullContext {
   sources: readonly PacsSource[];
   quietMs: number;
   now: () => Date;
+  /**
+   * The most a study's instances may take once deflated ones are inflated (default 4 GiB, as
+   * DICOMWEB_MAX_BYTES): a small deflate bomb in a PACS cannot fill the disk.
+   */
+  maxStudyBytes?: number;
 }
+
+const DEFAULT_MAX_STUDY_BYTES = 4 * 1024 * 1024 * 1024;
 
 export const NOT_FOUND_RETRY_MS = 60_000;
 export const BUSY_RETRY_MS = 5_000;
@@ -143,10 +151,21 @@ export async function pullFromPacs(
     });
   const checked: Array<{ path: string; header: InstanceHeader }> = [];
   const problems: string[] = [];
+  let budget = ctx.maxStudyBytes ?? DEFAULT_MAX_STUDY_BYTES;
   for (const [i, f] of files.entries()) {
+    // A PACS may keep (and send) an instance in Deflated Explicit VR Little Endian, a legal
+    // transfer syntax it was refused for here while the same instance pushed by STOW-RS was
+    // taken: inflated losslessly first, the same way (src/studies/deflated-instance.ts).
+    const inflated = await inflateIfDeflated(f.path, Math.max(0, budget));
+    if (inflated.kind === 'refused') {
+      problems.push(`instance ${i + 1}: ${inflated.reason}`);
+      continue;
+    }
     const check = await checkInstanceFile(f.path, { expectedStudyUid: study.studyInstanceUid });
-    if (check.ok) checked.push({ path: f.path, header: check.header });
-    else problems.push(`instance ${i + 1}: ${check.reason}`);
+    if (check.ok) {
+      checked.push({ path: f.path, header: check.header });
+      budget -= check.sizeBytes;
+    } else problems.push(`instance ${i + 1}: ${check.reason}`);
   }
   if (problems.length > 0 || checked.length === 0) {
     await rm(dir, { recursive: true, force: true });

@@ -11,6 +11,7 @@ import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { createMrBrainStudy, generateUid, type DicomInstance } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
+import { rawInstance } from '../helpers/raw-dicom';
 import { insertOrder, readZip, sha256 } from './study-test-support';
 
 /** Pulling a study from a real PACS (Orthanc + DICOMweb plugin): QIDO-RS, quiet period, WADO-RS. */
@@ -183,6 +184,46 @@ describe('study acquisition from a PACS over DICOMweb', () => {
       code: 'ENOENT',
     });
     expect(await a.packagesOfStudy(uid)).toEqual([]);
+  });
+
+  it('inflates an instance the PACS keeps deflated (PS3.5 A.5) and packages it, as STOW-RS does', async () => {
+    // A PACS returns what it stores under `transfer-syntax=*`: an instance a modality (or
+    // `dcmconv +td`) sent deflated came back deflated, and the whole study was refused as
+    // "not valid DICOM" though the same instance pushed by STOW-RS was taken.
+    const uid = generateUid();
+    const deflated = rawInstance({
+      studyInstanceUid: uid,
+      accession: 'PULL-DEFL-1',
+      patientId: 'SBX-000123',
+      patientName: 'Sandbox^Patient',
+      deflated: {},
+    });
+    const plain = rawInstance({
+      studyInstanceUid: uid,
+      accession: 'PULL-DEFL-1',
+      patientId: 'SBX-000123',
+      patientName: 'Sandbox^Patient',
+    });
+    await orthanc.store(deflated.bytes);
+    await orthanc.store(plain.bytes);
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    let result = await acquirer(0).acquire({ orderId, studyInstanceUid: uid });
+    for (let i = 0; i < 3 && result.status === 'waiting'; i++) {
+      clock += 1_000;
+      result = await acquirer(0).acquire({ orderId, studyInstanceUid: uid });
+    }
+    if (result.status !== 'ready') throw new Error(`expected ready, got ${JSON.stringify(result)}`);
+    expect(result.study).toMatchObject({ instanceCount: 2, source: 'dicomweb' });
+    const zip = await readZip(result.study.packagePath);
+    const entries = [...zip.entries()].filter(([name]) => name !== 'metadata.json');
+    const inflated = entries.find(([name]) => name.endsWith(`${deflated.sopInstanceUid}.dcm`))![1];
+    // Explicit VR Little Endian now, the data set the same as the plain instance's layout
+    expect(inflated.includes(Buffer.from('1.2.840.10008.1.2.1\0'))).toBe(true);
+    expect(inflated.includes(Buffer.from('1.2.840.10008.1.2.1.99'))).toBe(false);
+    expect(inflated.includes(Buffer.from('PULL-DEFL-1'))).toBe(true);
+    expect(sha256(entries.find(([name]) => name.endsWith(`${plain.sopInstanceUid}.dcm`))![1])).toBe(
+      sha256(plain.bytes),
+    );
   });
 
   it('finds the study by accession number when the order has no Study Instance UID', async () => {

@@ -141,6 +141,41 @@ describe('parseHl7: tolerated quirks', () => {
   });
 });
 
+describe('parseHl7: a line break inside a field (sent unescaped)', () => {
+  // An EHR's multi-line reason for exam (OBR-13) sent with its line breaks as they were typed
+  // (fixture orm-o01-v231-ehr-obr13-line-breaks): the text continues OBR-13 and the fields after
+  // it stay the OBR's own fields.
+  const m = parseHl7(
+    [
+      'MSH|^~\\&|EHR|H|AI|H|20261015101533||ORM^O01|LB1|P|2.3.1',
+      'PID|1||A1^^^H^MR',
+      'ORC|NW|P1^EHR',
+      'OBR|1|P1^EHR||24725-4^CT Head^LN|||||||||Found on floor.',
+      'New confusion.|||3307^NAKASHIMA^KEN||ACC-1||||||CT',
+    ].join('\r'),
+  );
+
+  it('keeps the text in the field and reads the fields after the break as fields', () => {
+    expect(m.get('OBR-13')).toBe('Found on floor.\nNew confusion.');
+    expect(m.get('OBR-16.2')).toBe('NAKASHIMA');
+    expect(m.get('OBR-18')).toBe('ACC-1');
+    expect(m.get('OBR-24')).toBe('CT');
+    expect(m.quirks).toContainEqual({
+      code: 'mixed-separators',
+      detail: 'line break inside OBR-13 joined',
+    });
+  });
+
+  it('counts the repetitions after the break toward HL7_MAX_REPETITIONS', () => {
+    const wrapped = parseHl7(
+      `MSH|^~\\&|EHR|H|AI|H|20261015101533||ORM^O01|LB2|P|2.3.1\rPID|1||A1^^^H^MR\r${'~'.repeat(1500)}`,
+    );
+    expect(wrapped.limitViolations).toEqual([
+      expect.objectContaining({ kind: 'repetitions', location: 'PID-3' }),
+    ]);
+  });
+});
+
 describe('escape sequences (HL7 v2.5.1 section 2.7)', () => {
   const ctx = { delimiters: DEFAULT_DELIMITERS, encoding: 'utf-8' };
 

@@ -282,30 +282,20 @@ export function parseHl7(
 
   const counts = new Map<string, number>();
   let position = 0;
-  // The fields of the last segment, kept mutable so that a stray line joins it in place
-  // (copying the field list per joined line was O(lines × fields)).
-  let lastFields: string[] | undefined;
   const violated = new Set<string>();
   const violation = (kind: Hl7LimitViolation['kind'], location: string, text: string) => {
     if (violated.has(kind)) return;
     violated.add(kind);
     message.limitViolations.push({ kind, location, message: text });
   };
-  for (let line of lines) {
-    const trimmed = line.replace(/[ \t]+$/, '');
-    if (trimmed !== line) {
-      quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
-      line = trimmed;
-    }
-    const id = line.slice(0, 3);
-    if (!SEGMENT_ID.test(id) || (line.length > 3 && line[3] !== delimiters.field)) {
-      // Not a segment: most often an unescaped line break inside a text field. Keep the text
-      // with the previous segment rather than lose it.
-      const prev = message.segments[message.segments.length - 1];
-      quirks.add('mixed-separators', `line break inside ${prev.id} field joined`);
-      if (lastFields) lastFields[lastFields.length - 1] += `\n${line}`;
-      continue;
-    }
+  // The segment being read: its first line and the lines that continue it (a line that does
+  // not start a segment is an unescaped line break inside one of its fields). It is split into
+  // fields, and checked against the bounds, once it is whole.
+  let pending: { id: string; text: string; fields: number } | undefined;
+  const flush = () => {
+    if (pending === undefined) return;
+    const { id, text: line } = pending;
+    pending = undefined;
     if (line.endsWith(delimiters.field) && !(id === 'MSH' && line.length <= 9)) {
       quirks.add('trailing-field-separator', `${id} segment ends with "${delimiters.field}"`);
     }
@@ -330,13 +320,44 @@ export function parseHl7(
         `${where}-1`,
         `the message has more than ${limits.maxSegments} segments (HL7_MAX_SEGMENTS)`,
       );
-      lastFields = undefined;
-      continue;
+      return;
     }
     checkFieldShape(fields, id, where, delimiters, limits, violation);
-    lastFields = fields;
     message.segments.push(new Hl7Segment(id, fields, ordinal, position, message));
+  };
+  const separators = (line: string) => {
+    let n = 0;
+    for (
+      let i = line.indexOf(delimiters.field);
+      i !== -1;
+      i = line.indexOf(delimiters.field, i + 1)
+    )
+      n += 1;
+    return n;
+  };
+  for (let line of lines) {
+    const trimmed = line.replace(/[ \t]+$/, '');
+    if (trimmed !== line) {
+      quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
+      line = trimmed;
+    }
+    const id = line.slice(0, 3);
+    if (!SEGMENT_ID.test(id) || (line.length > 3 && line[3] !== delimiters.field)) {
+      // Not a segment: most often an unescaped line break inside a text field (an EHR's
+      // multi-line OBR-13). The text after the break continues that field, and the fields
+      // after it are the segment's next fields: read as one field, they were lost (OBR-16,
+      // OBR-18 accession, OBR-24 after a break in OBR-13) and the text held field separators.
+      if (pending === undefined) continue;
+      const fieldNo = pending.id === 'MSH' ? pending.fields + 1 : pending.fields;
+      quirks.add('mixed-separators', `line break inside ${pending.id}-${fieldNo} joined`);
+      pending.text += `\n${line}`;
+      pending.fields += separators(line);
+      continue;
+    }
+    flush();
+    pending = { id, text: line, fields: separators(line) };
   }
+  flush();
   if (message.segments[0]?.id !== 'MSH') {
     throw new Hl7Error('HL7_MISSING_MSH', 'Message does not start with MSH');
   }

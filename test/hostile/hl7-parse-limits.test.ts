@@ -150,4 +150,20 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
     // The ACK itself is well-formed with our own delimiters.
     expect(r.ack.startsWith('MSH|^~\\&|')).toBe(true);
   });
+
+  it('repetitions after an unescaped line break count toward the bound: AR at PID-3, not AA with 300,001 identifiers', async () => {
+    // Before: a line that does not start a segment was joined to the field before it after the
+    // bounds were checked: AA after about 20 s, an order with 300,001 patient identifiers (15 MB)
+    // and a 118 MB audit row; the sender had long given up waiting.
+    const reps = Array.from({ length: 300_000 }, (_, i) => `ID${i}^^^HOSP^MR`).join('~');
+    const text = TEMPLATE.replace('MSGID20240318144217', 'REP-WRAPPED').replace(
+      /\rPID\|([^\r]*)/,
+      (_m, pid: string) => `\rPID|${pid.split('|').slice(0, 3).join('|')}\rx~${reps}`,
+    );
+    const r = await sendWatchingHealth(Buffer.from(text, 'latin1'));
+    expect(r.ack).toMatch(/\rMSA\|AR\|REP-WRAPPED/);
+    expect(r.ack).toMatch(/\rERR\|PID\^1\^3\^102/);
+    expect(r.ack).toMatch(/30000\d repetitions; at most 1000/);
+    expect(r.ackMs).toBeLessThan(10_000);
+  });
 });

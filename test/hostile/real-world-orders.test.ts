@@ -551,4 +551,28 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       expect.objectContaining({ code: 'segment-outside-order' }),
     );
   });
+
+  it('an EHR reason for exam typed on several lines, its line breaks unescaped inside OBR-13: the OBR fields after the breaks are kept', async () => {
+    // Before: AA, but everything after the first break was read as more OBR-13 text: no
+    // accession (OBR-18), no ordering provider (OBR-16), no modality (OBR-24), and a reason for
+    // study holding "|||3307" (a field separator and the provider's number).
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ehr-obr13-line-breaks')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('77102977');
+    expect(order.accession_number).toBe('MG-ACC-26-119012');
+    expect(order.request).toMatchObject({
+      accessionNumber: 'MG-ACC-26-119012',
+      modality: 'CT',
+      orderingProvider: { identifier: { value: '3307' }, name: { family: 'NAKASHIMA' } },
+      requestedAt: '2026-10-15T11:00:00+00:00',
+    });
+    expect(JSON.stringify(order.request)).not.toContain('|');
+    expect(await lineageOf(order.id)).toContainEqual(
+      expect.objectContaining({ target: 'accessionNumber', source: 'OBR-18' }),
+    );
+    expect(await quirksOf('Q6612101533T7802')).toContainEqual({
+      code: 'mixed-separators',
+      detail: 'line break inside OBR-13 joined',
+    });
+  });
 });

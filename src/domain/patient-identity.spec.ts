@@ -1,4 +1,4 @@
-import { primaryIdentifier } from './patient-identity';
+import { namesRecord, primaryIdentifier } from './patient-identity';
 
 const ids = (...types: (string | undefined)[]) => ({
   identifiers: types.map((type, i) => ({ value: `id-${i}`, ...(type ? { type } : {}) })),
@@ -36,5 +36,25 @@ describe('primaryIdentifier (the identifier an order is known by)', () => {
   it('nothing for a patient without identifiers', () => {
     expect(primaryIdentifier({ identifiers: [] })).toBeUndefined();
     expect(primaryIdentifier(undefined)).toBeUndefined();
+  });
+});
+
+describe('namesRecord (does a patient message name the record an order is known by)', () => {
+  const record = { value: '4711', system: 'HOSPA', type: 'MR' };
+
+  it('needs the same number and, when both say one, the same assigning authority', () => {
+    expect(namesRecord([{ value: '4711', system: 'HOSPA', type: 'MR' }], record)).toBe(true);
+    expect(namesRecord([{ value: '4711', system: 'hospa ' }], record)).toBe(true);
+    expect(namesRecord([{ value: '4711', system: 'CLINB', type: 'MR' }], record)).toBe(false);
+    expect(namesRecord([{ value: '4712', system: 'HOSPA' }], record)).toBe(false);
+  });
+
+  it('takes a number without authority on either side as naming it (a RIS that sends none)', () => {
+    expect(namesRecord([{ value: '4711' }], record)).toBe(true);
+    expect(namesRecord([{ value: '4711', system: 'CLINB' }], { value: '4711' })).toBe(true);
+    expect(
+      namesRecord([{ value: '4711', system: 'urn:oid:1.2.3' }], { value: '4711', system: '1.2.3' }),
+    ).toBe(true);
+    expect(namesRecord([{ value: '4711' }], undefined)).toBe(false);
   });
 });

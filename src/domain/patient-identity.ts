@@ -84,3 +84,29 @@ export function primaryIdentifier(patient: PatientInfo | undefined): Identifier 
   }
   return ids.find((i) => !notARecordId(i)) ?? ids[0];
 }
+
+/** An assigning authority as compared: case, surrounding space and `urn:oid:` aside. */
+function authorityKey(system: string): string {
+  return system
+    .trim()
+    .toLowerCase()
+    .replace(/^urn:oid:/, '');
+}
+
+/**
+ * Whether `named` (the PID-3 / MRG-1 of a patient message) names the record `record` (the
+ * identifier an order is known by): the same number, and the same assigning authority when
+ * both say one. Record numbers are only unique within their authority: two facilities of one
+ * network each have a patient `4711`, and an ADT^A08 or A40 from one of them must not rename
+ * or move the other's orders.
+ */
+export function namesRecord(named: readonly Identifier[], record: Identifier | undefined): boolean {
+  if (record === undefined) return false;
+  return named.some(
+    (id) =>
+      id.value === record.value &&
+      (id.system === undefined ||
+        record.system === undefined ||
+        authorityKey(id.system) === authorityKey(record.system)),
+  );
+}

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { namesRecord, primaryIdentifier } from '../../domain/patient-identity';
 import type { IntakeOrderRow, OrderRepository } from '../../persistence/order.repository';
 import type { IntakeInput, IntakeOrderResult, IntakePatientEvent } from '../intake.model';
 import { decide, type IntakePlan, type PlannedStep } from './intake-decision';
@@ -89,11 +90,14 @@ export class IntakePlanner {
     manager: EntityManager,
     event: IntakePatientEvent,
   ): Promise<OrderRow[]> {
-    const ids =
-      event.kind === 'patient-merge'
-        ? event.priorIdentifiers.map((i) => i.value)
-        : event.patient.identifiers.map((i) => i.value);
+    const named =
+      event.kind === 'patient-merge' ? event.priorIdentifiers : event.patient.identifiers;
+    const ids = named.map((i) => i.value);
     if (ids.length === 0) return [];
-    return this.orders.openOrdersOfPatientsForUpdate(ids, manager);
+    // The number alone finds the candidates (orders.patient_id); an order is this patient's
+    // only when the assigning authority agrees too. Before, an A08 or A40 from one facility
+    // renamed or moved the open orders of another facility's patient with the same number.
+    const rows = await this.orders.openOrdersOfPatientsForUpdate(ids, manager);
+    return rows.filter((row) => namesRecord(named, primaryIdentifier(row.request.patient)));
   }
 }

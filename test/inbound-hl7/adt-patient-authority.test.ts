@@ -1,0 +1,80 @@
+import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+
+jest.setTimeout(90_000);
+
+/**
+ * ADT^A08 and ADT^A40 over the real MLLP front door into PostgreSQL, in a network where two
+ * facilities number their patients independently (PID-3 CX-4 `HOSPA` and `CLINB`): an ADT
+ * feed broadcasts every patient's updates and merges, and patient numbers collide. The
+ * messages are the fixtures adt-a08-v251-update and adt-a40-v251-merge (HL7 v2.5.1 chapter 3
+ * A08/A40 shapes) with the assigning authority of the other facility.
+ */
+describe('ADT patient events find orders by number and assigning authority', () => {
+  let h: MllpHarness;
+
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const orderByPlacer = async (placer: string) =>
+    (await h.db.query(`SELECT * FROM orders WHERE placer_order_number = $1`, [placer])).rows[0];
+  const edited = (name: string, pairs: [string, string][]): Buffer => {
+    let text = hl7Fixture(name).toString('latin1');
+    for (const [from, to] of pairs) text = text.split(from).join(to);
+    return Buffer.from(text, 'latin1');
+  };
+
+  it("an A08 and an A40 of another facility's patient with the same number leave the order alone; the order's own facility's A08 applies", async () => {
+    // HOSPA's RIS orders a CT for PAT-4711 of HOSPA (SCHMIDT, ANNA, F, 1956).
+    expect(ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v231-ihe-swf-zds')))).toMatchObject({
+      code: 'AA',
+    });
+    const before = await orderByPlacer('PLC-100234');
+    expect(before.patient_id).toBe('PAT-4711');
+
+    // CLINB's ADT updates its own patient PAT-4711 (another person).
+    // Before: AA and HOSPA's order renamed KOWALSKI, JAN, male, born 1990.
+    const a08 = edited('adt-a08-v251-update', [
+      ['ADT20240319081500-0007', 'CLINB-A08-1'],
+      ['|HOSPA|', '|CLINB|'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-4711^^^CLINB^MR'],
+      [
+        'SCHMIDT-BERGER^ANNA^MARIA^^^^L~SCHMIDT^ANNA^MARIA^^^^B||19560214|F',
+        'KOWALSKI^JAN^^^^^L||19900101|M',
+      ],
+    ]);
+    expect(ackSummary(await h.mllp.send(a08))).toMatchObject({ code: 'AA', errors: [] });
+    const afterA08 = await orderByPlacer('PLC-100234');
+    expect(afterA08.request.patient).toEqual(before.request.patient);
+
+    // CLINB merges its PAT-4711 into its PAT-5000.
+    // Before: AA and HOSPA's order moved to CLINB's PAT-5000 (its result filed under him).
+    const a40 = edited('adt-a40-v251-merge', [
+      ['MPI-20240320-000112', 'CLINB-A40-1'],
+      ['|HOSPA|', '|CLINB|'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-5000^^^CLINB^MR'],
+      ['PAT-9902^^^HOSPA^MR', 'PAT-4711^^^CLINB^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a40))).toMatchObject({ code: 'AA', errors: [] });
+    const afterA40 = await orderByPlacer('PLC-100234');
+    expect(afterA40.patient_id).toBe('PAT-4711');
+    expect(afterA40.request.patient).toEqual(before.request.patient);
+    const moved = await h.db.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE order_id = $1 AND kind = 'order.updated'`,
+      [before.id],
+    );
+    expect(moved.rows[0].n).toBe(0);
+
+    // HOSPA's own A08 for PAT-4711 (name change) still applies.
+    expect(ackSummary(await h.mllp.send(hl7Fixture('adt-a08-v251-update')))).toMatchObject({
+      code: 'AA',
+    });
+    expect((await orderByPlacer('PLC-100234')).request.patient.name).toMatchObject({
+      family: 'SCHMIDT-BERGER',
+    });
+  });
+});

@@ -83,3 +83,22 @@ describe('MSH-18 and HL7 table 0211', () => {
     expect(encodeText('Łódź', 'UNICODE UTF-8')).toEqual(Buffer.from('Łódź', 'utf8'));
   });
 });
+
+describe('MSH-18 naming a single-byte set over UTF-8 bytes (an engine that re-encoded)', () => {
+  it('8859/1 with UTF-8 bytes is read as UTF-8, with a quirk', () => {
+    const m = parseHl7(withCharset('8859/1', 'Müller^Jürgen', (s) => Buffer.from(s, 'utf8')));
+    expect(m.get('PID-5.1')).toBe('Müller');
+    expect(m.get('PID-5.2')).toBe('Jürgen');
+    expect(m.quirks.map((q) => q.code)).toContain('utf8-despite-declared-charset');
+  });
+
+  it('CP1250 with UTF-8 bytes too; real Latin-1 and CP1250 bytes are still read as declared', () => {
+    const m = parseHl7(withCharset('CP1250', 'Małecka^Żaneta', (s) => Buffer.from(s, 'utf8')));
+    expect(m.get('PID-5.1')).toBe('Małecka');
+    const latin1 = parseHl7(
+      withCharset('8859/1', 'Müller^Jürgen', (s) => Buffer.from(s, 'latin1')),
+    );
+    expect(latin1.get('PID-5.1')).toBe('Müller');
+    expect(latin1.quirks.map((q) => q.code)).not.toContain('utf8-despite-declared-charset');
+  });
+});

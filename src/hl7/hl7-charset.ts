@@ -15,6 +15,8 @@ export interface CharsetDecision {
   /** WHATWG encoding label used to decode the bytes. */
   encoding: string;
   known: boolean;
+  /** The charset `\Xhh\` escapes are decoded in, when it is not `encoding`. */
+  escapeEncoding?: string;
 }
 
 /**
@@ -133,6 +135,11 @@ function isAscii(bytes: Buffer): boolean {
   return bufferIsAscii(bytes);
 }
 
+/** ISO 8859 parts and Windows code pages: one byte per character, every byte a character. */
+function isSingleByte(encoding: string): boolean {
+  return encoding === 'latin1' || /^(iso-8859-\d+|windows-\d+)$/.test(encoding);
+}
+
 function isValidUtf8(bytes: Buffer): boolean {
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -170,6 +177,16 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
   if (mapped === 'utf-8' && !isValidUtf8(bytes)) {
     quirks.add('invalid-utf8', 'MSH-18 declares UTF-8 but bytes are not; decoded as ISO 8859-1');
     return { declared, encoding: 'latin1', known: true };
+  }
+  if (isSingleByte(mapped) && !isAscii(bytes) && isValidUtf8(bytes)) {
+    // An interface engine that re-encodes to UTF-8 and keeps the RIS's MSH-18 (`8859/1`):
+    // read as declared, `Müller` (C3 BC) became `MÃ¼ller` in every output. Real Latin-1 text
+    // is practically never valid UTF-8 (each 8-bit letter would need 80-BF bytes after it).
+    quirks.add(
+      'utf8-despite-declared-charset',
+      `MSH-18 ${declared} but the bytes are UTF-8 (multi-byte sequences); decoded as UTF-8`,
+    );
+    return { declared, encoding: 'utf-8', escapeEncoding: mapped, known: true };
   }
   if (mapped === 'latin1') quirks.add('latin1-charset', `MSH-18 ${declared}`);
   return { declared, encoding: mapped, known: true };

@@ -43,6 +43,12 @@ export class Hl7Message {
   readonly limitViolations: Hl7LimitViolation[] = [];
   /** @internal shared with segments so that unescaping can record quirks. */
   readonly quirkCollector: QuirkCollector;
+  /**
+   * WHATWG label `\Xhh\` hexadecimal data is decoded with: the message charset, except when
+   * an engine re-encoded the bytes to UTF-8 under the sender's MSH-18 (its escapes still mean
+   * bytes of the charset MSH-18 names: `Ger\XE4\t` is `Gerät` in 8859/1).
+   */
+  escapeEncoding: string;
 
   constructor(
     readonly delimiters: Hl7Delimiters,
@@ -56,6 +62,7 @@ export class Hl7Message {
     quirks: QuirkCollector,
   ) {
     this.quirkCollector = quirks;
+    this.escapeEncoding = encoding;
   }
 
   private joined?: string;
@@ -242,6 +249,7 @@ export function parseHl7(
   let encoding = 'utf-8';
   let declared: string;
   let known: boolean;
+  let escapeEncoding: string | undefined;
   if (typeof input === 'string') {
     text = input;
     if (text.charCodeAt(0) === 0xfeff) {
@@ -262,6 +270,7 @@ export function parseHl7(
     encoding = decision.encoding;
     declared = decision.declared;
     known = decision.known;
+    escapeEncoding = decision.escapeEncoding;
     text = decodeBytes(bytes, encoding);
   }
   if (text.trim() === '') throw new Hl7Error('HL7_EMPTY_MESSAGE', 'Empty HL7 message');
@@ -279,6 +288,7 @@ export function parseHl7(
   }
   const delimiters = readDelimiters(lines[0], quirks);
   const message = new Hl7Message(delimiters, encoding, declared, known, lines, quirks);
+  if (escapeEncoding !== undefined) message.escapeEncoding = escapeEncoding;
 
   const counts = new Map<string, number>();
   let position = 0;

@@ -19,6 +19,7 @@ export type Hl7QuirkCode =
   | 'undeclared-charset-non-ascii'
   | 'declared-ascii-non-ascii'
   | 'invalid-utf8'
+  | 'utf8-despite-declared-charset'
   | 'unknown-charset'
   | 'unknown-escape-sequence'
   | 'formatting-escape'

@@ -56,7 +56,7 @@ export class Hl7Segment {
     if (!raw.includes(d.escape)) return raw;
     return unescapeValue(raw, {
       delimiters: d,
-      encoding: this.message.encoding,
+      encoding: this.message.escapeEncoding,
       quirks: this.message.quirkCollector,
       location: this.locationOf(field, repetition, component, subcomponent),
     });
@@ -88,7 +88,7 @@ export class Hl7Segment {
     const d = this.message.delimiters;
     const leaf = (raw: string): string =>
       raw.includes(d.escape)
-        ? unescapeValue(raw, { delimiters: d, encoding: this.message.encoding })
+        ? unescapeValue(raw, { delimiters: d, encoding: this.message.escapeEncoding })
         : raw;
     return this.componentsOf(field, repetition, rep).map((c) => c.split(d.subcomponent).map(leaf));
   }

@@ -68,9 +68,9 @@ function originalSegment(original: Hl7Message | undefined, id: string): string |
   const seg = original?.segment(id);
   if (!seg) return undefined;
   const from = original!.delimiters;
-  const recode = sameBytes(original!.encoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
+  const recode = sameBytes(original!.escapeEncoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
     ? (field: string) => field
-    : (field: string) => recodeHexData(field, original!.encoding);
+    : (field: string) => recodeHexData(field, original!.escapeEncoding);
   return [
     seg.id,
     ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),

@@ -575,4 +575,18 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       detail: 'line break inside OBR-13 joined',
     });
   });
+
+  it('an interface engine that re-encoded a German RIS feed to UTF-8 and kept MSH-18 8859/1: names read as written, \\XE4\\ still in Latin-1', async () => {
+    // Before: AA and the patient stored as MÃ¼LLER, JÃ¼RGEN (each UTF-8 byte read as a
+    // Latin-1 letter), in the upstream metadata, the ORU and the DICOM SR alike.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-utf8-under-8859-1')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('AUF-2023-118902');
+    expect(order.request.patient.name).toMatchObject({ family: 'MÜLLER', given: ['JÜRGEN'] });
+    expect(order.request.procedure.display).toBe('CT Schädel nativ');
+    expect(order.request.notes).toEqual(['Patient ist ansprechbar; Gerät am Bett']);
+    expect(await quirksOf('ORB230611091004002')).toContainEqual(
+      expect.objectContaining({ code: 'utf8-despite-declared-charset' }),
+    );
+  });
 });

@@ -29,6 +29,7 @@ export type Hl7QuirkCode =
   | 'free-text-sex'
   | 'free-text-priority'
   | 'invalid-date'
+  | 'value-not-mapped'
   | 'field-conflict'
   | 'mllp-missing-cr';
 

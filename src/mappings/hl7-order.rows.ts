@@ -107,9 +107,15 @@ export function applyRows(
     let found = false;
     for (const spec of row.sources) {
       const at = typeof spec === 'string' ? spec : spec.at;
+      const quirksBefore = quirks.quirks.length;
       const read = readSource(row, spec, scope, config, quirks, values);
       if (!read) continue;
       const { out } = read;
+      // A value left out with a warning reaches the sender only in a v2.5+ ACK (v2.3/2.4 ERR
+      // has no severity): say it in the message's quirks too, so the audit log shows why the
+      // order has no Study Instance UID or modality (unless the transform said so already).
+      if (out.kind === 'empty' && out.warning && quirks.quirks.length === quirksBefore)
+        quirks.add('value-not-mapped', out.warning.message);
       if (out.kind === 'error') {
         problems.push(out.problem);
         failed.add(row.target);

@@ -589,4 +589,32 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       expect.objectContaining({ code: 'utf8-despite-declared-charset' }),
     );
   });
+
+  it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {
+    // Before: AA, the order without its Study Instance UID, and nothing anywhere saying so (the
+    // warning ERR cannot travel in a v2.3.1 ACK, and no quirk was recorded).
+    const ack = ackSummary(
+      await h.mllp.send(
+        edited('orm-o01-v231-ihe-swf-zds', [
+          ['MSGID20240318144217', 'ZDS-BADUID-1'],
+          ['PLC-100234', 'PLC-100901'],
+          ['ACC-20240318-0042', 'ACC-20240318-0901'],
+          ['.12345.1710769337.1^', '.012345.1710769337.1^'],
+        ]),
+      ),
+    );
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-100901');
+    expect(order.study_instance_uid).toBeNull();
+    expect(await quirksOf('ZDS-BADUID-1')).toContainEqual({
+      code: 'value-not-mapped',
+      detail: 'ZDS-1 is not a DICOM UID',
+    });
+    const audited = await h.db.query(
+      `SELECT detail FROM audit_events WHERE kind = 'inbound.quirks'
+          AND inbound_message_id = (SELECT id FROM inbound_messages WHERE message_control_id = $1)`,
+      ['ZDS-BADUID-1'],
+    );
+    expect(JSON.stringify(audited.rows[0].detail)).toContain('ZDS-1 is not a DICOM UID');
+  });
 });

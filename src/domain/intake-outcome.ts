@@ -15,11 +15,12 @@ export type IntakeOrderResult =
    * (`other-patient`), or it changes the AI products of an order the upstream already runs
    * (`products-placed`: the upstream takes no new products for an order), or it moves the
    * accession number or Study Instance UID of an order whose study is already found, packaged or
-   * analysed (`study-used`). The message is refused.
+   * analysed (`study-used`). The message is refused. A new HL7 order (`create`) whose placer
+   * number already names another patient's order is refused the same way (`other-patient`).
    */
   | {
       kind: 'change-refused';
-      action: 'cancel' | 'change';
+      action: 'cancel' | 'change' | 'create';
       reason: 'other-patient' | 'products-placed' | 'study-used';
       /** study-used: the study identifier the change would have moved. */
       field?: 'accession-number' | 'study-instance-uid';

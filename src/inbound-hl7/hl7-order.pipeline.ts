@@ -230,6 +230,14 @@ function refusedOrderError(
     };
   }
   if (r.kind !== 'change-refused') return undefined;
+  if (r.reason === 'other-patient' && r.action === 'create') {
+    return {
+      location: placerNumberLocation(message, groupIndex),
+      code: 205,
+      severity: 'E',
+      message: `Duplicate placer order number (${r.sourceRef}): it already names an order of a patient PID-3 does not identify; no order was created (a placer number names one order; a restarted numbering needs new numbers)`,
+    };
+  }
   if (r.reason === 'other-patient') {
     return {
       location: 'PID-3',

@@ -221,6 +221,54 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     expect((await requestOf('PLC-PAT-1')).priority).toBe('stat');
   });
 
+  it("a new order (NW) under a placer number that already names another patient's order is AE 205 at ORC-2, not an AA that drops it", async () => {
+    const first = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-DUP-1'],
+      ['PLC-100234', 'PLC-DUP-1'],
+      ['FIL-55012', 'FIL-DUP-1'],
+      ['ACC-20240318-0042', 'ACC-DUP-1'],
+    ]);
+    expect(ackSummary(await h.mllp.send(first)).code).toBe('AA');
+    // The RIS's numbering restarted (or a test system's numbers reached production): the same
+    // placer number for PAT-9902's own exam. Before: AA, `order.duplicate` in the audit log,
+    // and PAT-9902's order never created nor analysed.
+    const second = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-DUP-2'],
+      ['PLC-100234', 'PLC-DUP-1'],
+      ['FIL-55012', 'FIL-DUP-2'],
+      ['ACC-20240318-0042', 'ACC-DUP-2'],
+      [
+        'PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L||19560214|F',
+        'PAT-9902^^^HOSPA^MR||ROE^JANE||19800515|F',
+      ],
+    ]);
+    const reply = await h.mllp.send(second);
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      controlIdEchoed: 'SEM-DUP-2',
+      errors: [expect.stringMatching(/^ORC\^1\^2\^205&Duplicate key identifier/)],
+    });
+    expect(reply.toString('latin1')).toMatch(/Duplicate placer order number/);
+    expect(reply.toString('latin1')).not.toContain('PAT-4711');
+    const rows = (
+      await h.db.query(
+        `SELECT patient_id, accession_number FROM orders WHERE placer_order_number = 'PLC-DUP-1'`,
+      )
+    ).rows;
+    expect(rows).toEqual([{ patient_id: 'PAT-4711', accession_number: 'ACC-DUP-1' }]);
+    const kept = await h.db.query<{ outcome: string }>(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'SEM-DUP-2'`,
+    );
+    expect(kept.rows.map((r) => r.outcome)).toEqual(['rejected']);
+
+    // The same patient's NW under a new MSH-10 is still the known order, answered AA.
+    const resent = withControlId(first, 'SEM-DUP-3');
+    expect(ackSummary(await h.mllp.send(resent)).code).toBe('AA');
+    expect(
+      (await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'PLC-DUP-1'`)).rowCount,
+    ).toBe(1);
+  });
+
   it('an XO that changes the AI products of an order the upstream already runs is AE 207 at OBR-4, not XR', async () => {
     const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
       ['MSGID20240318144217', 'SEM-PROD-NW'],

@@ -119,6 +119,12 @@ export class IngestOrderMessageUseCase {
       if (hasJobs(reply.outcome, input)) this.jobs.kick();
       return reply;
     }
+    // A message whose key was already accepted is a resend (the stored answer) or a reused
+    // control ID (refused as such) before anything the intake would decide about its orders
+    // now: the orders may have moved on since the original was answered.
+    if (refused && (await this.messages.findAccepted(input.idempotencyKey))) {
+      return this.answerDuplicate(input, responder);
+    }
     if (refused) {
       const problems = refused.outcome.results.flatMap((r) =>
         r.kind === 'unknown-order'

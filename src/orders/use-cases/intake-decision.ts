@@ -95,7 +95,7 @@ function changesProducts(asked: readonly string[] | undefined, placed: readonly 
 function refusedChange(
   order: IntakeOrder,
   orderId: string,
-  action: 'cancel' | 'change',
+  action: 'cancel' | 'change' | 'create',
   reason: 'other-patient' | 'products-placed' | 'study-used',
   about: {
     products?: { placed: string[]; asked: string[] };
@@ -126,6 +126,19 @@ export function decide(
       const known =
         createdInThisMessage ??
         (existing && existing.state !== 'cancelled' ? existing.id : undefined);
+      // A placer number is the sender's key for one order (v2.5.1 §4.5.1.2): a new order under
+      // a number that already names another patient's order is not that order's resend (a RIS
+      // whose numbering restarted, a test system's numbers reaching production). Answered
+      // "already known", the new patient's order was dropped with an AA. The FHIR door keeps its
+      // conditional-create answer (R4 http.html#ccreate) and decides on its own.
+      if (
+        existing &&
+        existing.id === known &&
+        req.source === 'hl7v2' &&
+        namesAnotherPatient(req.patient, existing.request.patient)
+      ) {
+        return refusedChange(order, existing.id, 'create', 'other-patient');
+      }
       if (known) {
         const state = existing?.id === known ? existing.state : 'received';
         return {

@@ -85,6 +85,8 @@ export function buildBatchAck(options: {
   now: Date;
   /** A refusal of the whole batch (ACK bodies empty): said in BHS-10 (batch comment). */
   comment?: string;
+  /** BTS-1 of the batch did not match its messages: said in BTS-2 (batch comment). */
+  countNote?: string;
 }): Buffer {
   const { batch, now } = options;
   const header = (id: 'FHS' | 'BHS', theirs: string[] | undefined) =>
@@ -112,7 +114,9 @@ export function buildBatchAck(options: {
     parts.push(ack);
     if (ack[ack.length - 1] !== 0x0d) parts.push(Buffer.from('\r'));
   }
-  parts.push(Buffer.from(`BTS|${options.acks.filter((a) => a.length > 0).length}\r`, 'latin1'));
+  const count = options.acks.filter((a) => a.length > 0).length;
+  const note = options.countNote ? `|${clean(options.countNote)}` : '';
+  parts.push(Buffer.from(`BTS|${count}${note}\r`, 'latin1'));
   if (batch.fileHeader) parts.push(Buffer.from('FTS|1\r', 'latin1'));
   return Buffer.concat(parts);
 }

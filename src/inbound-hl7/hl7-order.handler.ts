@@ -87,12 +87,24 @@ export class Hl7OrderHandler {
     if (split.messages.length === 0) {
       return this.rejectUnparseable(raw, meta, 'the batch holds no message (no MSH)');
     }
+    // BTS-1 is how a receiver notices messages lost on the way (a file cut short, a frame an
+    // engine truncated): a count that differs is said with every message of the batch (its
+    // quirks in the audit log) and in the batch acknowledgment's BTS-2. Before, it was read
+    // and never compared.
+    const received = split.messages.length;
+    const countNote =
+      split.declaredCount !== undefined && split.declaredCount !== received
+        ? `BTS-1 declares ${split.declaredCount} message(s); the batch holds ${received}`
+        : undefined;
+    const messageMeta: BatchMessageMeta = countNote ? { ...meta, batchCountNote: countNote } : meta;
+    if (countNote) this.logger.warn({ declared: split.declaredCount, received }, countNote);
     const acks: Buffer[] = [];
-    for (const message of split.messages) acks.push(await this.handleMessage(message, meta));
+    for (const message of split.messages) acks.push(await this.handleMessage(message, messageMeta));
     messagesTotal.inc({ type: 'batch', ack: 'batch' });
     return buildBatchAck({
       batch: split,
       acks,
+      countNote,
       ourApplication: this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
       ourFacility: this.options.ourFacility ?? '',
       controlId: this.controlIds(),
@@ -105,13 +117,13 @@ export class Hl7OrderHandler {
    * then stored and answered. `options.idempotencyKey` replaces the key derived from the
    * message (an admin's reprocess of a stored message uses `reprocess:<id>`).
    */
-  private async handleMessage(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
+  private async handleMessage(raw: Buffer, meta: BatchMessageMeta): Promise<Buffer> {
     return (await this.process(raw, meta)).body;
   }
 
   async process(
     raw: Buffer,
-    meta: MllpMessageMeta,
+    meta: BatchMessageMeta,
     options: { idempotencyKey?: string; actor?: string } = {},
   ): Promise<{ body: Buffer; reply?: IntakeReply }> {
     const evaluation = evaluateHl7Message(raw, this.options);
@@ -279,8 +291,19 @@ export class Hl7OrderHandler {
 }
 
 /** What the MLLP framing tolerated for this message (recorded with it like the parser's quirks). */
-function framingQuirks(meta: MllpMessageMeta): Array<{ code: string; detail: string }> {
-  return meta.missingCr
-    ? [{ code: 'mllp-missing-cr', detail: 'the frame ended with FS alone (the trailer is FS CR)' }]
-    : [];
+function framingQuirks(meta: BatchMessageMeta): Array<{ code: string; detail: string }> {
+  return [
+    ...(meta.missingCr
+      ? [
+          {
+            code: 'mllp-missing-cr',
+            detail: 'the frame ended with FS alone (the trailer is FS CR)',
+          },
+        ]
+      : []),
+    ...(meta.batchCountNote ? [{ code: 'batch-count-mismatch', detail: meta.batchCountNote }] : []),
+  ];
 }
+
+/** How a message arrived: its frame, and for a message of a batch what the envelope said. */
+type BatchMessageMeta = MllpMessageMeta & { batchCountNote?: string };

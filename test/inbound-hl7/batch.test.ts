@@ -71,4 +71,34 @@ describe('HL7 batches over MLLP', () => {
     ]);
     expect(reply.at(-2)).toBe('BTS|2');
   });
+
+  it('a batch whose BTS-1 declares more messages than it holds: each message goes through, and the count is said in BTS-2 and in each message’s quirks', async () => {
+    // The overnight file of the fixture cut short after its second message (a transfer that
+    // stopped, an engine that truncated the frame); BTS-1 still says 3.
+    // Before: BTS-1 was read and never compared; nothing said a message was missing.
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-5')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-6')
+      .replace(/PLC-B1/g, 'PLC-B5')
+      .replace(/PLC-B2/g, 'PLC-B6')
+      .replace(/ACC-B1/g, 'ACC-B5')
+      .replace(/ACC-B2/g, 'ACC-B6')
+      .replace('BTS|2', 'BTS|3');
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
+      'MSA|AA|BATCH-MSG-5',
+      'MSA|AA|BATCH-MSG-6',
+    ]);
+    expect(reply.at(-2)).toBe('BTS|2|BTS-1 declares 3 message(s); the batch holds 2');
+    const rows = await adapter.dataSource.query(
+      `SELECT quirks FROM inbound_messages WHERE message_control_id IN ('BATCH-MSG-5', 'BATCH-MSG-6')`,
+    );
+    expect(rows).toHaveLength(2);
+    for (const row of rows as { quirks: unknown[] }[])
+      expect(row.quirks).toContainEqual({
+        code: 'batch-count-mismatch',
+        detail: 'BTS-1 declares 3 message(s); the batch holds 2',
+      });
+  });
 });

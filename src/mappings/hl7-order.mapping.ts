@@ -15,7 +15,7 @@ import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.2.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.3.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
@@ -38,6 +38,9 @@ export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.2.0';
  * the 09:15 it was typed in). ORC-9 is a fallback only (that it differs from the start is no
  * conflict), and for NW only: an XO without timing would otherwise move the order to the time
  * of the change. requestedAt becomes OBR-7 of our ORU and DiagnosticReport.effectiveDateTime.
+ * priority: TQ1-9, ORC-7.6, OBR-27.6, then OBR-5 (v2.3+ keep it "for backward compatibility
+ * only", and RIS/EHR feeds still put S there with ORC-7 empty: read first in mapping 1.3.0, as
+ * a fallback, never compared with the others; a stat head CT had been sent as routine).
  * orderingProvider: ORC-12, OBR-16, then (v2.7+, where those two are kept for backward
  * compatibility only) PRT-5 of the order group's PRT whose PRT-4 is OP (table 0912).
  * reasonForStudy: OBR-31 (reason for study), else the order's DG1-3 diagnoses (every DG1 of the
@@ -58,7 +61,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
   { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid', onConflict: 'must-agree' },
-  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6'], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
+  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6', { at: 'OBR-5', fallbackOnly: true }], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
   { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16', { at: 'PRT-5', transform: 'prt-ordering-provider' }], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'DG1-3', transform: 'dg1-diagnoses' }, { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
   { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },

@@ -105,7 +105,12 @@ export function applyRows(
   const failed = new Set<string>();
   for (const row of rows) {
     let found = false;
+    // A source held a value its transform left out (not a table code, not a date): the sender
+    // said something there, so a fallback-only source is not read in its place (ORC-7.6 `SOON`
+    // is not made stat by the deprecated OBR-5, nor an impossible ORC-7.4 replaced by ORC-9).
+    let leftOut = false;
     for (const spec of row.sources) {
+      if (typeof spec !== 'string' && spec.fallbackOnly && leftOut) break;
       const at = typeof spec === 'string' ? spec : spec.at;
       const quirksBefore = quirks.quirks.length;
       const read = readSource(row, spec, scope, config, quirks, values);
@@ -123,7 +128,10 @@ export function applyRows(
         break;
       }
       if (out.warning) problems.push(out.warning);
-      if (out.kind === 'empty') continue;
+      if (out.kind === 'empty') {
+        if (out.warning) leftOut = true;
+        continue;
+      }
       applyRow(values, lineage, row, out.value, out.lines);
       found = true;
       problems.push(

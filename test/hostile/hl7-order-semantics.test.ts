@@ -269,6 +269,44 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     ).toBe(1);
   });
 
+  it('a priority only in OBR-5 (v2.3 "backward compatibility" field, ORC-7/OBR-27 empty) is read, as a fallback', async () => {
+    // An older RIS writes S in OBR-5 and no quantity/timing at all. Before: no priority, the
+    // stat head CT processed upstream as routine.
+    const stat = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-OBR5-1'],
+      ['PLC-100234', 'PLC-OBR5-1'],
+      ['ACC-20240318-0042', 'ACC-OBR5-1'],
+      ['|^^^20240318150000^^R||20240318144217|', '|||20240318144217|'],
+      ['|||^^^20240318150000^^R||||', '|||||||'],
+      ['|24627-2^CT Chest^LN||20240318150000|', '|24627-2^CT Chest^LN|S|20240318150000|'],
+    ]);
+    expect(ackSummary(await h.mllp.send(stat)).code).toBe('AA');
+    expect((await requestOf('PLC-OBR5-1')).priority).toBe('stat');
+    const order = (
+      await h.db.query(`SELECT id FROM orders WHERE placer_order_number = 'PLC-OBR5-1'`)
+    ).rows[0];
+    const lineage = (
+      await h.db.query(
+        `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'mapping.applied'`,
+        [order.id],
+      )
+    ).rows[0].detail;
+    expect(lineage.mappingVersion).toBe('hl7-order-mapping/1.3.0');
+    expect(lineage.lineage).toContainEqual(
+      expect.objectContaining({ target: 'priority', source: 'OBR-5', value: 'stat' }),
+    );
+
+    // ORC-7.6 R with OBR-5 S: ORC-7 is the priority, no conflict (OBR-5 is only a fallback).
+    const both = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-OBR5-2'],
+      ['PLC-100234', 'PLC-OBR5-2'],
+      ['ACC-20240318-0042', 'ACC-OBR5-2'],
+      ['|24627-2^CT Chest^LN||20240318150000|', '|24627-2^CT Chest^LN|S|20240318150000|'],
+    ]);
+    expect(ackSummary(await h.mllp.send(both))).toMatchObject({ code: 'AA', errors: [] });
+    expect((await requestOf('PLC-OBR5-2')).priority).toBe('routine');
+  });
+
   it('an XO that changes the AI products of an order the upstream already runs is AE 207 at OBR-4, not XR', async () => {
     const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
       ['MSGID20240318144217', 'SEM-PROD-NW'],

@@ -61,7 +61,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
   { target: 'studyInstanceUid', sources: ['IPC-3', 'ZDS-1'], transform: 'uid', required: false, ruleId: 'hl7.order.study-uid', onConflict: 'must-agree' },
-  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6', { at: 'OBR-5', fallbackOnly: true }], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
+  { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6', { at: 'OBR-5', fallbackOnly: true, notAfterLeftOut: true }], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
   { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16', { at: 'PRT-5', transform: 'prt-ordering-provider' }], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'DG1-3', transform: 'dg1-diagnoses' }, { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
   { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },

@@ -24,6 +24,12 @@ export type Hl7SourceSpec =
        */
       readonly fallbackOnly?: true;
       /**
+       * Not read either when a source before it held a value its transform left out: the sender
+       * said something there (ORC-7.6 `SOON`), and this older place is not asked to override it
+       * (OBR-5 `STAT`, kept for backward compatibility only).
+       */
+      readonly notAfterLeftOut?: true;
+      /**
        * Read only for orders with one of these actions (the `action` row runs first): ORC-9 is
        * the time the order was entered for NW, but the time of the change for XO.
        */
@@ -105,12 +111,10 @@ export function applyRows(
   const failed = new Set<string>();
   for (const row of rows) {
     let found = false;
-    // A source held a value its transform left out (not a table code, not a date): the sender
-    // said something there, so a fallback-only source is not read in its place (ORC-7.6 `SOON`
-    // is not made stat by the deprecated OBR-5, nor an impossible ORC-7.4 replaced by ORC-9).
+    // A source held a value its transform left out (not a table code): see notAfterLeftOut.
     let leftOut = false;
     for (const spec of row.sources) {
-      if (typeof spec !== 'string' && spec.fallbackOnly && leftOut) break;
+      if (typeof spec !== 'string' && spec.notAfterLeftOut && leftOut) break;
       const at = typeof spec === 'string' ? spec : spec.at;
       const quirksBefore = quirks.quirks.length;
       const read = readSource(row, spec, scope, config, quirks, values);

@@ -135,6 +135,12 @@ function isAscii(bytes: Buffer): boolean {
   return bufferIsAscii(bytes);
 }
 
+/** Bytes 0x80-0x9F: C1 control codes in ISO 8859, punctuation and € in Windows-1252. */
+function hasC1Bytes(bytes: Buffer): boolean {
+  for (const b of bytes) if (b >= 0x80 && b <= 0x9f) return true;
+  return false;
+}
+
 /** ISO 8859 parts and Windows code pages: one byte per character, every byte a character. */
 function isSingleByte(encoding: string): boolean {
   return encoding === 'latin1' || /^(iso-8859-\d+|windows-\d+)$/.test(encoding);
@@ -188,7 +194,19 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
     );
     return { declared, encoding: 'utf-8', escapeEncoding: mapped, known: true };
   }
-  if (mapped === 'latin1') quirks.add('latin1-charset', `MSH-18 ${declared}`);
+  if (mapped === 'latin1') {
+    quirks.add('latin1-charset', `MSH-18 ${declared}`);
+    if (hasC1Bytes(bytes)) {
+      // A Windows RIS writes its code page under 8859/1: ’ “ ” – € are 0x80-0x9F, which
+      // ISO 8859-1 leaves to C1 control codes no text holds (O’BRIEN was stored as O, U+0092,
+      // BRIEN). Read as Windows-1252, as every browser reads ISO-8859-1 (WHATWG Encoding).
+      quirks.add(
+        'windows-1252-bytes',
+        `MSH-18 ${declared} with bytes 0x80-0x9F; read as Windows-1252 (’ “ ” – €), not C1 controls`,
+      );
+      return { declared, encoding: 'windows-1252', known: true };
+    }
+  }
   return { declared, encoding: mapped, known: true };
 }
 
@@ -218,6 +236,12 @@ function singleByteTable(encoding: string): ReadonlyMap<string, number> {
     const map = new Map<string, number>();
     // A byte the charset leaves undefined decodes to U+FFFD: no character maps to it.
     for (let i = 0; i < 256; i += 1) if (chars[i] !== '\uFFFD') map.set(chars[i], i);
+    if (encoding === 'latin1') {
+      // What a Windows RIS wrote under 8859/1 (read as Windows-1252) goes back as its bytes:
+      // ’ as 0x92, not `?`. These characters have no other byte in ISO 8859-1.
+      const cp1252 = decodeBytes(all, 'windows-1252');
+      for (let i = 0x80; i <= 0x9f; i += 1) if (!map.has(cp1252[i]!)) map.set(cp1252[i]!, i);
+    }
     table = map;
     SINGLE_BYTE_TABLES.set(encoding, table);
   }

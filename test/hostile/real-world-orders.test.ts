@@ -1,4 +1,5 @@
 import { parseHl7 } from '../../src/hl7';
+import { encodeText } from '../../src/hl7/hl7-charset';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
 import { TEST_TOKENS } from '../helpers/adapter';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -616,5 +617,26 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
       ['ZDS-BADUID-1'],
     );
     expect(JSON.stringify(audited.rows[0].detail)).toContain('ZDS-1 is not a DICOM UID');
+  });
+
+  it('MSH-18 8859/1 from a Windows-based EHR whose text holds code-page punctuation (0x92, 0x93/0x94, 0x96): read as Windows-1252, not C1 control codes', async () => {
+    // Before: AA and the family name stored as O + U+0092 + NEILL (a C1 control code) in the
+    // upstream metadata, FHIR and the DICOM SR; the quotes and dash of OBR-13 likewise.
+    const raw = edited('orm-o01-v231-ehr-dg1-reason', [
+      ['Q6612093012T7781', 'Q6612093012T7790'],
+      ['77102345', '77102390'],
+      ['MG-ACC-26-118830', 'MG-ACC-26-118890'],
+      ['OKAFOR^GRACE', 'O\x92NEILL^GRACE'],
+      ['Fall at home, on apixaban', '\x93Fall at home\x94 \x96 on apixaban'],
+    ]);
+    const reply = await h.mllp.send(raw);
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('77102390');
+    expect(order.request.patient.name.family).toBe('O\u2019NEILL');
+    expect(await quirksOf('Q6612093012T7790')).toContainEqual(
+      expect.objectContaining({ code: 'windows-1252-bytes' }),
+    );
+    // Written back in the sender's charset, ’ is the byte it sent (0x92), not `?`.
+    expect(encodeText('O\u2019NEILL', '8859/1')).toEqual(Buffer.from('O\x92NEILL', 'latin1'));
   });
 });

@@ -3,7 +3,12 @@ import { isOrderState, isTerminal, type OrderState } from '../../domain/order-st
 import { primaryIdentifier } from '../../domain/patient-identity';
 import type { PatientInfo } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
-import type { IntakeOrder, IntakeOrderResult, IntakeOutcome } from '../intake.model';
+import type {
+  IntakeOrder,
+  IntakeOrderResult,
+  IntakeOutcome,
+  IntakePatientEvent,
+} from '../intake.model';
 
 type OrderRow = IntakeOrderRow;
 
@@ -13,7 +18,8 @@ export type CreateStep = Extract<PlannedStep, { kind: 'create' }>;
 export interface IntakePlan {
   steps: PlannedStep[];
   outcome: IntakeOutcome;
-  patientOrders: OrderRow[];
+  /** The open orders each patient event (ADT A08, one PID/MRG pair of an A40) applies to. */
+  patientOrders: Array<{ event: IntakePatientEvent; row: OrderRow }>;
 }
 
 /** A cancel or change of an order nobody knows: refused as unknown. */

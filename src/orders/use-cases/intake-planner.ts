@@ -67,9 +67,13 @@ export class IntakePlanner {
       steps.push(step);
       results.push(step.result);
     }
-    let patientOrders: OrderRow[] = [];
+    // Each event with its own orders: an A40 of two PID/MRG pairs moves the first prior
+    // patient's orders to the first surviving patient only. Before, every event was applied
+    // to the orders of all of them, and the first patient's orders ended under the second.
+    const patientOrders: IntakePlan['patientOrders'] = [];
     for (const event of input.patientEvents ?? []) {
-      patientOrders = patientOrders.concat(await this.findOpenOrdersOfPatient(manager, event));
+      for (const row of await this.findOpenOrdersOfPatient(manager, event))
+        patientOrders.push({ event, row });
     }
     return {
       steps,

@@ -80,41 +80,39 @@ export class OrderChanges {
         );
       }
     }
-    for (const event of input.patientEvents ?? []) {
-      for (const row of plan.patientOrders) {
-        const patient: PatientInfo =
-          event.kind === 'patient-merge'
-            ? { ...row.request.patient, ...stripUndefined(event.patient) }
-            : {
-                ...row.request.patient,
-                ...stripUndefined(event.patient),
-                identifiers: row.request.patient.identifiers,
-              };
-        const request: OrderRequest = { ...row.request, patient };
-        await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
-        audit.push(
-          {
-            kind: 'order.updated',
-            orderId: row.id,
-            inboundMessageId: messageId,
-            actor,
-            summary:
-              event.kind === 'patient-merge'
-                ? 'patient merged (ADT^A40): order moved to the surviving patient'
-                : 'demographics updated (ADT^A08)',
-            detail: { event: event.kind },
-          },
-          {
-            ...mappingEvent(row.id, input.mappingVersion, event.lineage),
-            inboundMessageId: messageId,
-          },
-        );
-        await this.jobs.enqueue(
-          ORDER_JOBS.updateMetadata,
-          { orderId: row.id },
-          { manager, jobKey: `metadata:${row.id}` },
-        );
-      }
+    for (const { event, row } of plan.patientOrders) {
+      const patient: PatientInfo =
+        event.kind === 'patient-merge'
+          ? { ...row.request.patient, ...stripUndefined(event.patient) }
+          : {
+              ...row.request.patient,
+              ...stripUndefined(event.patient),
+              identifiers: row.request.patient.identifiers,
+            };
+      const request: OrderRequest = { ...row.request, patient };
+      await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
+      audit.push(
+        {
+          kind: 'order.updated',
+          orderId: row.id,
+          inboundMessageId: messageId,
+          actor,
+          summary:
+            event.kind === 'patient-merge'
+              ? 'patient merged (ADT^A40): order moved to the surviving patient'
+              : 'demographics updated (ADT^A08)',
+          detail: { event: event.kind },
+        },
+        {
+          ...mappingEvent(row.id, input.mappingVersion, event.lineage),
+          inboundMessageId: messageId,
+        },
+      );
+      await this.jobs.enqueue(
+        ORDER_JOBS.updateMetadata,
+        { orderId: row.id },
+        { manager, jobKey: `metadata:${row.id}` },
+      );
     }
     await writeAuditEvents(manager, audit);
   }

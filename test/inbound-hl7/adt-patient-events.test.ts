@@ -10,7 +10,7 @@ jest.setTimeout(90_000);
  * messages are the fixtures adt-a08-v251-update and adt-a40-v251-merge (HL7 v2.5.1 chapter 3
  * A08/A40 shapes) with the assigning authority of the other facility.
  */
-describe('ADT patient events find orders by number and assigning authority', () => {
+describe('ADT patient events: which open orders each one changes', () => {
   let h: MllpHarness;
 
   beforeAll(async () => {
@@ -76,5 +76,45 @@ describe('ADT patient events find orders by number and assigning authority', () 
     expect((await orderByPlacer('PLC-100234')).request.patient.name).toMatchObject({
       family: 'SCHMIDT-BERGER',
     });
+  });
+
+  it('an A40 of two PID/MRG pairs (ADT_A39 repeats the PATIENT group) moves each prior patient’s orders to its own surviving patient', async () => {
+    const orderFor = (n: string, pid3: string, name: string) =>
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', `MERGE2-NW-${n}`],
+        ['PLC-100234', `PLC-M2-${n}`],
+        ['ACC-20240318-0042', `ACC-M2-${n}`],
+        ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L', `${pid3}||${name}`],
+      ]);
+    for (const [n, pid3, name] of [
+      ['A', 'PAT-8001^^^HOSPA^MR', 'ALPHA^ANNE'],
+      ['B', 'PAT-8002^^^HOSPA^MR', 'BETA^BEN'],
+    ] as const)
+      expect(ackSummary(await h.mllp.send(orderFor(n, pid3, name))).code).toBe('AA');
+
+    // The MPI merges PAT-8001 into PAT-9001 and PAT-8002 into PAT-9002 in one message.
+    const fixture = hl7Fixture('adt-a40-v251-merge').toString('latin1');
+    const [msh, evn] = fixture.split('\r');
+    const a40 = Buffer.from(
+      [
+        msh!.replace('MPI-20240320-000112', 'MERGE2-A40'),
+        evn,
+        'PID|1||PAT-9001^^^HOSPA^MR||ALPHA^ANNE^^^^^L||19560214|F',
+        'MRG|PAT-8001^^^HOSPA^MR',
+        'PID|2||PAT-9002^^^HOSPA^MR||BETA^BEN^^^^^L||19610101|M',
+        'MRG|PAT-8002^^^HOSPA^MR',
+        '',
+      ].join('\r'),
+      'latin1',
+    );
+    expect(ackSummary(await h.mllp.send(a40))).toMatchObject({ code: 'AA', errors: [] });
+    // Before: both orders ended under PAT-9002 (BETA, BEN): every pair was applied to the
+    // orders of both prior patients, the last one winning.
+    const a = await orderByPlacer('PLC-M2-A');
+    const b = await orderByPlacer('PLC-M2-B');
+    expect(a.patient_id).toBe('PAT-9001');
+    expect(a.request.patient.name).toMatchObject({ family: 'ALPHA' });
+    expect(b.patient_id).toBe('PAT-9002');
+    expect(b.request.patient.name).toMatchObject({ family: 'BETA' });
   });
 });

@@ -68,6 +68,21 @@ describe('ADT patient events: which open orders each one changes', () => {
       [before.id],
     );
     expect(moved.rows[0].n).toBe(0);
+    // Its timeline says why the two messages left it alone (the authorities named, not the patient).
+    const refused = await h.db.query(
+      `SELECT summary, detail FROM audit_events WHERE order_id = $1 AND kind = 'order.change-refused' ORDER BY id`,
+      [before.id],
+    );
+    expect(refused.rows.map((r) => r.detail)).toEqual([
+      expect.objectContaining({
+        event: 'patient-update',
+        reason: 'other-assigning-authority',
+        messageAuthorities: ['CLINB'],
+        orderAuthority: 'HOSPA',
+      }),
+      expect.objectContaining({ event: 'patient-merge', reason: 'other-assigning-authority' }),
+    ]);
+    expect(JSON.stringify(refused.rows)).not.toContain('KOWALSKI');
 
     // HOSPA's own A08 for PAT-4711 (name change) still applies.
     expect(ackSummary(await h.mllp.send(hl7Fixture('adt-a08-v251-update')))).toMatchObject({

@@ -20,6 +20,12 @@ export interface IntakePlan {
   outcome: IntakeOutcome;
   /** The open orders each patient event (ADT A08, one PID/MRG pair of an A40) applies to. */
   patientOrders: Array<{ event: IntakePatientEvent; row: OrderRow }>;
+  /**
+   * Open orders whose patient has the event's number under another assigning authority: left
+   * alone, and said in their timeline (an HD written differently by the RIS and the ADT source,
+   * `HOSPA&1.2.3&ISO` and `&1.2.3&ISO`, reads as another authority: the analyst sees why).
+   */
+  patientOrdersElsewhere?: Array<{ event: IntakePatientEvent; row: OrderRow }>;
 }
 
 /** A cancel or change of an order nobody knows: refused as unknown. */

@@ -71,14 +71,17 @@ export class IntakePlanner {
     // patient's orders to the first surviving patient only. Before, every event was applied
     // to the orders of all of them, and the first patient's orders ended under the second.
     const patientOrders: IntakePlan['patientOrders'] = [];
+    const patientOrdersElsewhere: IntakePlan['patientOrdersElsewhere'] = [];
     for (const event of input.patientEvents ?? []) {
-      for (const row of await this.findOpenOrdersOfPatient(manager, event))
-        patientOrders.push({ event, row });
+      const found = await this.findOpenOrdersOfPatient(manager, event);
+      for (const row of found.mine) patientOrders.push({ event, row });
+      for (const row of found.elsewhere) patientOrdersElsewhere.push({ event, row });
     }
     return {
       steps,
       outcome: { results, patientOrdersUpdated: patientOrders.length },
       patientOrders,
+      patientOrdersElsewhere,
     };
   }
 
@@ -93,15 +96,19 @@ export class IntakePlanner {
   private async findOpenOrdersOfPatient(
     manager: EntityManager,
     event: IntakePatientEvent,
-  ): Promise<OrderRow[]> {
+  ): Promise<{ mine: OrderRow[]; elsewhere: OrderRow[] }> {
     const named =
       event.kind === 'patient-merge' ? event.priorIdentifiers : event.patient.identifiers;
     const ids = named.map((i) => i.value);
-    if (ids.length === 0) return [];
+    if (ids.length === 0) return { mine: [], elsewhere: [] };
     // The number alone finds the candidates (orders.patient_id); an order is this patient's
     // only when the assigning authority agrees too. Before, an A08 or A40 from one facility
     // renamed or moved the open orders of another facility's patient with the same number.
     const rows = await this.orders.openOrdersOfPatientsForUpdate(ids, manager);
-    return rows.filter((row) => namesRecord(named, primaryIdentifier(row.request.patient)));
+    const mine: OrderRow[] = [];
+    const elsewhere: OrderRow[] = [];
+    for (const row of rows)
+      (namesRecord(named, primaryIdentifier(row.request.patient)) ? mine : elsewhere).push(row);
+    return { mine, elsewhere };
   }
 }

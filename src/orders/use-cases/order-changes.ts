@@ -1,3 +1,4 @@
+import { primaryIdentifier } from '../../domain/patient-identity';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { OrderRequest, PatientInfo } from '../../domain/order-request';
@@ -113,6 +114,25 @@ export class OrderChanges {
         { orderId: row.id },
         { manager, jobKey: `metadata:${row.id}` },
       );
+    }
+    for (const { event, row } of plan.patientOrdersElsewhere ?? []) {
+      const named =
+        event.kind === 'patient-merge' ? event.priorIdentifiers : event.patient.identifiers;
+      const theirs = primaryIdentifier(row.request.patient)?.system;
+      audit.push({
+        kind: 'order.change-refused',
+        orderId: row.id,
+        inboundMessageId: messageId,
+        actor,
+        severity: 'warning',
+        summary: `${event.kind === 'patient-merge' ? 'merge (ADT^A40)' : 'demographics update (ADT^A08)'} not applied: the patient number is the order's, its assigning authority is not`,
+        detail: {
+          event: event.kind,
+          reason: 'other-assigning-authority',
+          messageAuthorities: [...new Set(named.map((i) => i.system ?? ''))],
+          orderAuthority: theirs ?? '',
+        },
+      });
     }
     await writeAuditEvents(manager, audit);
   }

@@ -172,20 +172,52 @@ export function referenceOf(ref: Reference | undefined): string | undefined {
   return typeof ref?.reference === 'string' ? ref.reference : undefined;
 }
 
-/** ServiceRequest.identifier of type ACSN, else an ImagingStudy's (R4 ServiceRequest notes). */
-export function accessionOf({ sr, ctx }: Scope): Extracted {
-  const found = srIdentifier(sr, 'ACSN');
-  if (found) {
-    return readFrom(found.id.value!, `ServiceRequest.identifier[${found.index}].value`);
-  }
+/**
+ * Every accession number the order carries: ServiceRequest.identifier of type ACSN, then those
+ * of the ImagingStudies it refers to (R4 ServiceRequest notes), each with where it is (`path`:
+ * FHIRPath for an OperationOutcome, `source`: for lineage).
+ */
+function accessionCandidates({
+  sr,
+  ctx,
+}: Scope): Array<{ value: string; path: string; source: string }> {
+  const out: Array<{ value: string; path: string; source: string }> = [];
+  (sr.identifier ?? []).forEach((i, index) => {
+    if (typeCode(i) !== 'ACSN' || !i.value) return;
+    const path = `ServiceRequest.identifier[${index}].value`;
+    out.push({ value: i.value, path, source: path });
+  });
   for (const study of ctx.imagingStudies) {
-    const index = (study.resource.identifier ?? []).findIndex(
-      (i) => typeCode(i) === 'ACSN' && i.value,
-    );
-    if (index >= 0) {
-      const value = study.resource.identifier![index]!.value!;
-      return readFrom(value, `${study.source} ImagingStudy.identifier[${index}].value`);
-    }
+    (study.resource.identifier ?? []).forEach((i, index) => {
+      if (typeCode(i) !== 'ACSN' || !i.value) return;
+      out.push({
+        value: i.value,
+        path: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
+        source: `${study.source} ImagingStudy.identifier[${index}].value`,
+      });
+    });
   }
-  return EMPTY;
+  return out;
+}
+
+/**
+ * The order's accession number: the first ACSN identifier of the ServiceRequest, else of an
+ * ImagingStudy it refers to. Every other one must carry the same number (as HL7's IPC-1 and
+ * OBR-18 must agree): the accession is what the study is found and checked by (DICOM
+ * (0008,0050)), so two numbers name two exams and the order has no one study. The first was
+ * taken silently; an ImagingStudy of another exam gave the order its Study Instance UID.
+ */
+export function accessionOf(scope: Scope): Extracted {
+  const [taken, ...others] = accessionCandidates(scope);
+  if (!taken) return EMPTY;
+  const issues: FhirMappingIssue[] = others
+    .filter((o) => o.value !== taken.value)
+    .map((o) => ({
+      severity: 'error',
+      code: 'business-rule',
+      expression: o.path,
+      diagnostics: `${o.path}: the accession number "${o.value}" differs from ${taken.path} ("${taken.value}"); an order is one exam with one accession number, and a study is used only when its accession matches`,
+    }));
+  if (issues.length > 0) return { value: undefined, lines: [], issues };
+  return readFrom(taken.value, taken.source);
 }

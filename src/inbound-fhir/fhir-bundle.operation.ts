@@ -10,7 +10,6 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import type { IntakeOrder, IntakeOutcome } from '../orders/order-intake.service';
 import { parseResource } from './fhir-http';
 import {
-  assertValid,
   fhirResponse,
   fromCaller,
   mapToOrder,
@@ -18,6 +17,7 @@ import {
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
+  validationIssues,
 } from './fhir-operation.shared';
 import { servedServiceRequest, withBundleReferences } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -77,8 +77,48 @@ function ifNoneExistIssues(
 
 export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
 
-/** The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422). */
-function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
+/**
+ * The R4 validation issues of a batch that are each about one ServiceRequest entry's resource,
+ * by entry index; the rest (the Bundle, its other entries) stay in `rest`. In a batch the
+ * entries are processed independently (R4 http.html#brules): one ServiceRequest with a value
+ * R4 forbids (`priority: "emergent"`, a dateTime without zone) is that entry's 422, as a
+ * mapping problem already was. It refused the whole batch, and its other orders with it.
+ */
+function perEntryIssues(
+  b: Bundle,
+  issues: OperationOutcomeIssue[],
+): { byEntry: Map<number, OperationOutcomeIssue[]>; rest: OperationOutcomeIssue[] } {
+  const byEntry = new Map<number, OperationOutcomeIssue[]>();
+  const rest: OperationOutcomeIssue[] = [];
+  for (const issue of issues) {
+    const indexes = new Set(
+      (issue.expression ?? []).map(
+        (e) => /^Bundle\.entry\[(\d+)\]\.resource(?:[.[]|$)/.exec(e)?.[1] ?? 'none',
+      ),
+    );
+    const [only] = indexes;
+    const index = indexes.size === 1 && only !== 'none' ? Number(only) : undefined;
+    if (
+      b.type === 'batch' &&
+      index !== undefined &&
+      b.entry?.[index]?.resource?.resourceType === 'ServiceRequest'
+    ) {
+      byEntry.set(index, [...(byEntry.get(index) ?? []), issue]);
+    } else {
+      rest.push(issue);
+    }
+  }
+  return { byEntry, rest };
+}
+
+/**
+ * The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422); in a batch, the
+ * issues of a ServiceRequest entry are returned as that entry's (`invalidEntries`).
+ */
+function parseBundle(
+  raw: Buffer,
+  maxJsonValues: number,
+): { b: Bundle; invalidEntries: Map<number, OperationOutcomeIssue[]> } {
   const bundle = parseResource(raw, maxJsonValues);
   if (bundle.resourceType !== 'Bundle') {
     throw new FhirError(
@@ -97,7 +137,13 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
   const b = bundle as Bundle;
   // bdl-3 (entry.request required): an entry without one is a POST, recorded (checkEntries);
   // the invariant refused the whole Bundle on `Bundle`, a FHIRPath its only explanation.
-  assertValid(b, ['bdl-3']);
+  const { byEntry, rest } = perEntryIssues(b, validationIssues(b, ['bdl-3']));
+  if (rest.length > 0) {
+    throw new FhirError('invalid', `the Bundle is not valid FHIR R4`, [
+      ...rest,
+      ...[...byEntry.values()].flat(),
+    ]);
+  }
   if (b.type !== 'transaction' && b.type !== 'batch') {
     throw new FhirError('invalid', `Bundle.type ${b.type} is not processed here`, [
       {
@@ -108,7 +154,7 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
       },
     ]);
   }
-  return b;
+  return { b, invalidEntries: byEntry };
 }
 
 /** Each entry a POSTed ServiceRequest or a context resource (else 422); the entries as siblings. */
@@ -188,16 +234,16 @@ export async function prepareBundle(
   entryErrors: Map<number, OperationOutcomeIssue[]>;
   mappingVersion: string;
 }> {
-  const b = parseBundle(raw, config.maxJsonValues);
+  const { b, invalidEntries } = parseBundle(raw, config.maxJsonValues);
   const entries = b.entry ?? [];
   const siblings = checkEntries(entries, quirks);
 
   const resolver = resolverFor(siblings);
   const orders: BundleOrder[] = [];
-  const entryErrors = new Map<number, OperationOutcomeIssue[]>();
+  const entryErrors = new Map<number, OperationOutcomeIssue[]>(invalidEntries);
   let mappingVersion = '';
   for (const [i, e] of entries.entries()) {
-    if (e.resource?.resourceType !== 'ServiceRequest') continue;
+    if (e.resource?.resourceType !== 'ServiceRequest' || entryErrors.has(i)) continue;
     const sr = e.resource as ServiceRequest;
     const path = `Bundle.entry[${i}].resource`;
     let prepared: Awaited<ReturnType<typeof mapToOrder>>;

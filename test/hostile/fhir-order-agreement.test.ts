@@ -54,6 +54,89 @@ describe('hostile: FHIR orders, batch entries and accession numbers', () => {
       )
     ).rows;
 
+  it('a batch whose one ServiceRequest breaks an R4 rule: that entry is 422 on its element, the other entries are ordered', async () => {
+    // An EHR's nightly batch (R4 http.html#brules: entries independent) of the R4 "di" example:
+    // one order written with a local priority ("emergent", not in request-priority) and one
+    // whose occurrence lacks its zone, as interface engines emit them.
+    const broken = chestCtRequest('BATCH-R4-2', { priority: 'emergent' });
+    const noZone = chestCtRequest('BATCH-R4-3', { occurrenceDateTime: '2013-05-08T09:33:27' });
+    const res = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          resource: chestCtRequest('BATCH-R4-1'),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+        { resource: broken, request: { method: 'POST', url: 'ServiceRequest' } },
+        { resource: noZone, request: { method: 'POST', url: 'ServiceRequest' } },
+        {
+          resource: chestCtRequest('BATCH-R4-4'),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.type).toBe('batch-response');
+    const entries = res.body.entry as Array<{ response: { status: string; outcome?: Json } }>;
+    expect(entries.map((e) => e.response.status)).toEqual([
+      '201 Created',
+      '422 Unprocessable Entity',
+      '422 Unprocessable Entity',
+      '201 Created',
+    ]);
+    expect(expressions(entries[1]!.response.outcome)).toContain(
+      'Bundle.entry[1].resource.priority',
+    );
+    expect(expressions(entries[2]!.response.outcome)).toEqual([
+      'Bundle.entry[2].resource.occurrenceDateTime',
+    ]);
+    expect(await ordersWith('BATCH-R4-1')).toHaveLength(1);
+    expect(await ordersWith('BATCH-R4-4')).toHaveLength(1);
+    expect(await ordersWith('BATCH-R4-2')).toEqual([]);
+    expect(await ordersWith('BATCH-R4-3')).toEqual([]);
+
+    // A transaction is still all or nothing (R4 http.html#trules), naming the element.
+    const txn = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: chestCtRequest('TXN-R4-1'),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+        {
+          resource: chestCtRequest('TXN-R4-2', { priority: 'emergent' }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    expect(txn.status).toBe(422);
+    expect(expressions(txn.body)).toContain('Bundle.entry[1].resource.priority');
+    expect(await ordersWith('TXN-R4-1')).toEqual([]);
+
+    // A batch's context entry that breaks a rule is still the whole batch's problem: the
+    // orders that would use it cannot be told apart from those that would not.
+    const patient = fhirFixture('r4-patient-example-dicom');
+    const badContext = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:1f0c7b5e-3a57-4c8e-9b0d-2f5a9d6e1c01',
+          resource: { ...patient, birthDate: '1974-02-30' },
+          request: { method: 'PUT', url: 'Patient/dicom' },
+        },
+        {
+          resource: chestCtRequest('BATCH-R4-5'),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    expect(badContext.status).toBe(422);
+    expect(expressions(badContext.body)).toContain('Bundle.entry[0].resource.birthDate');
+  });
+
   it('two accession numbers that differ, on the ServiceRequest or on the ImagingStudy it refers to: 422 on the second, nothing ordered', async () => {
     // A ServiceRequest with the RIS accession and a second ACSN identifier of another number
     // (the Imaging IG example's identifier shape, a second issuer's).

@@ -185,4 +185,45 @@ describe('hostile: FHIR orders, batch entries and accession numbers', () => {
       },
     ]);
   });
+  it('If-None-Exist naming an identifier the ServiceRequest does not carry (its requisition): 400 on the header, kept; the second order of the requisition is not answered with the first', async () => {
+    // Two orders of one visit, as R4 ServiceRequest.requisition groups them (a chest CT and a
+    // head MR under one requisition), each with its placer number; the EHR's interface puts
+    // the requisition in If-None-Exist (R4 http.html#ccreate) instead of the placer number.
+    const requisition = { system: 'urn:oid:2.16.840.1.113883.3.999.9', value: 'REQ-2013-0508' };
+    const header = `identifier=${requisition.system}|${requisition.value}`;
+    const send = (body: Json, ifNoneExist: string) =>
+      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+          'if-none-exist': ifNoneExist,
+        },
+        body: JSON.stringify(body),
+      });
+    for (const placer of ['REQ-ORDER-1', 'REQ-ORDER-2']) {
+      const res = await send(chestCtRequest(placer, { requisition }), header);
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as Json;
+      expect(expressions(body)).toEqual(['If-None-Exist']);
+      expect(JSON.stringify(body)).toMatch(/does not carry/);
+      expect(await ordersWith(placer)).toEqual([]);
+    }
+    const kept = await db.query<{ outcome: string; response_code: string }>(
+      `SELECT outcome, response_code FROM inbound_messages
+        WHERE message_type = 'ServiceRequest create' ORDER BY received_at DESC LIMIT 2`,
+    );
+    expect(kept.rows).toEqual([
+      { outcome: 'rejected', response_code: '400' },
+      { outcome: 'rejected', response_code: '400' },
+    ]);
+
+    // Named by its placer identifier, each is its own order; a repeat is the same order.
+    for (const placer of ['REQ-ORDER-1', 'REQ-ORDER-2']) {
+      const byPlacer = `identifier=urn:oid:2.16.840.1.113883.3.999.1|${placer}`;
+      expect((await send(chestCtRequest(placer, { requisition }), byPlacer)).status).toBe(201);
+      expect((await send(chestCtRequest(placer, { requisition }), byPlacer)).status).toBe(200);
+      expect(await ordersWith(placer)).toHaveLength(1);
+    }
+  });
 });

@@ -1,0 +1,129 @@
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { Client as PgClient } from 'pg';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { fhirFixture, type Json } from '../helpers/fhir-fixtures';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+jest.setTimeout(120_000);
+
+/**
+ * An EHR whose FHIR server writes another base in its answers than the one the adapter is
+ * configured with (FHIR_SERVER_URL): a HAPI FHIR behind a reverse proxy without forwarded
+ * headers answers `http://hapi:8080/fhir/ServiceRequest/…` in a searchset's fullUrls while
+ * the site names it `https://ehr.example.org/fhir`. Here the real FHIR engine writes
+ * `127.0.0.1` and the adapter knows it as `localhost`. A request found by a search (an `empty`
+ * notification) and the same request notified `id-only` must be one order.
+ */
+describe('EHR answering under another spelling of its base', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let configured: string;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    configured = ehr.baseUrl.replace('//127.0.0.1:', '//localhost:');
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: configured, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  /** A Backport IG STU 1.1 notification (r4-notification-* shape): status Parameters first. */
+  function notification(type: string, event: number, focus?: string): Json {
+    const subscription = `${configured}/Subscription/imaging-orders`;
+    const parameter: Json[] = [
+      { name: 'subscription', valueReference: { reference: subscription } },
+      { name: 'topic', valueCanonical: 'http://example.org/SubscriptionTopic/imaging-orders' },
+      { name: 'status', valueCode: 'active' },
+      { name: 'type', valueCode: type },
+      { name: 'events-since-subscription-start', valueString: String(event) },
+    ];
+    if (type === 'event-notification') {
+      parameter.push({
+        name: 'notification-event',
+        part: [
+          { name: 'event-number', valueString: String(event) },
+          { name: 'timestamp', valueInstant: '2026-11-27T07:30:00Z' },
+          ...(focus ? [{ name: 'focus', valueReference: { reference: focus } }] : []),
+        ],
+      });
+    }
+    return {
+      resourceType: 'Bundle',
+      type: 'history',
+      timestamp: '2026-11-27T07:30:00Z',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:5f1c6a0e-2b7d-4c1e-9a3f-8d2e4b6c0a11',
+          resource: { resourceType: 'Parameters', parameter },
+          request: { method: 'GET', url: `${subscription}/$status` },
+          response: { status: '200' },
+        },
+      ],
+    };
+  }
+
+  const notify = async (body: Json) => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    return res.status;
+  };
+
+  /** A new version on the EHR (its update interaction). */
+  const change = async (sr: ServiceRequest) => {
+    const res = await fetch(`${ehr.baseUrl}/ServiceRequest/${sr.id}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/fhir+json' },
+      body: JSON.stringify(sr),
+    });
+    expect(res.status).toBe(200);
+  };
+
+  it('a request found by search and then notified by id is one order, updated and cancelled as one', async () => {
+    // The R4 "di" example as the EHR holds it: no business identifier, so only its URL on the
+    // EHR tells it is the same request.
+    const di = fhirFixture('r4-servicerequest-example-di') as unknown as ServiceRequest;
+    await ehr.seed(di);
+    expect(await notify(notification('handshake', 0))).toBe(200);
+    // `empty` payload: the EHR is searched; its searchset names the request under 127.0.0.1.
+    expect(await notify(notification('event-notification', 1))).toBe(200);
+    const searched = ehr.requests.find((r) => r.url.includes('/ServiceRequest?'));
+    expect(searched).toBeDefined();
+
+    await change({ ...di, note: [{ text: 'Prior CT 2012 available in PACS' }] });
+    expect(
+      await notify(notification('event-notification', 2, `${configured}/ServiceRequest/di`)),
+    ).toBe(200);
+    await change({ ...di, status: 'revoked' });
+    expect(
+      await notify(notification('event-notification', 3, `${configured}/ServiceRequest/di`)),
+    ).toBe(200);
+
+    const orders = (
+      await db.query<{ cancelling: boolean; notes: unknown; source_url: string }>(
+        `SELECT o.cancel_requested_at IS NOT NULL AS cancelling, o.request->'notes' AS notes, f.source_url
+           FROM orders o JOIN fhir_resources f ON f.order_id = o.id`,
+      )
+    ).rows;
+    // Before: two orders, one per spelling; the revoke cancelled only the second.
+    expect(orders).toEqual([
+      {
+        cancelling: true,
+        notes: ['Prior CT 2012 available in PACS'],
+        source_url: `${configured}/ServiceRequest/di`,
+      },
+    ]);
+  });
+});

@@ -1,5 +1,6 @@
 import type { Bundle, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
+import { FHIR_ID } from '../fhir/fhir-primitives';
 import { EhrFhirError } from './ehr-fhir.client';
 import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
 import { assertJsonMediaType, parseResource } from './fhir-http';
@@ -186,7 +187,11 @@ export class SubscriptionNotificationHandler {
             focus === `${e.resource.resourceType}/${e.resource.id}`),
       );
       if (inBundle && inBundle.resource.resourceType === 'ServiceRequest') {
-        const fullUrl = this.absolute(inBundle.fullUrl ?? event.focus);
+        // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
+        // request's own URL: a versioned fullUrl (`…/ServiceRequest/7/_history/2`) was one
+        // order per version, and the revoke under the plain URL found none of them.
+        const named = this.absolute(inBundle.fullUrl ?? event.focus);
+        const fullUrl = this.requestUrl(inBundle.resource.id, named);
         collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
@@ -258,6 +263,13 @@ export class SubscriptionNotificationHandler {
 
   private absolute(ref: string): string {
     return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
+  }
+
+  /** `<FHIR_SERVER_URL>/ServiceRequest/<id>`; without an EHR or a valid id, `named` unversioned. */
+  private requestUrl(id: string | undefined, named: string): string {
+    if (this.deps.ehr && id !== undefined && FHIR_ID.test(id) && !/^\.+$/.test(id))
+      return this.deps.ehr.absolute(`ServiceRequest/${id}`);
+    return named.replace(/\/_history\/[^/]+$/, '');
   }
 
   /**

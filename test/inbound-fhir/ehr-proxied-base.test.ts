@@ -114,7 +114,8 @@ describe('EHR answering under another spelling of its base', () => {
     const orders = (
       await db.query<{ cancelling: boolean; notes: unknown; source_url: string }>(
         `SELECT o.cancel_requested_at IS NOT NULL AS cancelling, o.request->'notes' AS notes, f.source_url
-           FROM orders o JOIN fhir_resources f ON f.order_id = o.id`,
+           FROM orders o JOIN fhir_resources f ON f.order_id = o.id
+          WHERE f.source_url LIKE '%/ServiceRequest/di'`,
       )
     ).rows;
     // Before: two orders, one per spelling; the revoke cancelled only the second.
@@ -123,6 +124,49 @@ describe('EHR answering under another spelling of its base', () => {
         cancelling: true,
         notes: ['Prior CT 2012 available in PACS'],
         source_url: `${configured}/ServiceRequest/di`,
+      },
+    ]);
+  });
+  it('full-resource entries under versioned fullUrls (…/_history/n) are one request: one order, updated, then cancelled', async () => {
+    // The Backport IG r4-notification-full-resource shape (the resource beside the status,
+    // with its request PUT), its fullUrl naming the version as a history Bundle's entries may.
+    const sr = {
+      ...(fhirFixture('r4-servicerequest-example-di') as unknown as ServiceRequest),
+      id: 'di-versions',
+    };
+    const focusOf = (v: number) => `${configured}/ServiceRequest/di-versions/_history/${v}`;
+    const full = (event: number, resource: ServiceRequest, fullUrl: string): Json => {
+      const bundle = notification('event-notification', event, fullUrl);
+      (bundle.entry as Json[]).push({
+        fullUrl,
+        resource,
+        request: { method: 'PUT', url: 'ServiceRequest/di-versions' },
+        response: { status: '200' },
+      });
+      return bundle;
+    };
+    const base = 10;
+    expect(await notify(notification('heartbeat', base))).toBe(200);
+    const v1 = { ...sr, meta: { versionId: '1' } };
+    expect(await notify(full(base + 1, v1, focusOf(1)))).toBe(200);
+    const v2 = { ...sr, meta: { versionId: '2' }, note: [{ text: 'Contrast allergy' }] };
+    expect(await notify(full(base + 2, v2, focusOf(2)))).toBe(200);
+    const v3 = { ...sr, meta: { versionId: '3' }, status: 'revoked' as const };
+    expect(await notify(full(base + 3, v3, `${configured}/ServiceRequest/di-versions`))).toBe(200);
+
+    const orders = (
+      await db.query<{ cancelling: boolean; notes: unknown; source_url: string }>(
+        `SELECT o.cancel_requested_at IS NOT NULL AS cancelling, o.request->'notes' AS notes, f.source_url
+           FROM orders o JOIN fhir_resources f ON f.order_id = o.id
+          WHERE f.source_url LIKE '%di-versions%'`,
+      )
+    ).rows;
+    // Before: one order per version, and the revoke found neither.
+    expect(orders).toEqual([
+      {
+        cancelling: true,
+        notes: ['Contrast allergy'],
+        source_url: `${configured}/ServiceRequest/di-versions`,
       },
     ]);
   });

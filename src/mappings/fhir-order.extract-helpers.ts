@@ -7,6 +7,7 @@ import type {
   ServiceRequest,
 } from '@medplum/fhirtypes';
 import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../domain/order-request';
+import { NOT_A_RECORD_ID_TYPES, PATIENT_RECORD_ID_TYPES } from '../domain/patient-identity';
 import type { FhirOrderMappingConfig } from './fhir-order.config';
 import { lookupProducts } from './product-table';
 import type { FhirMappingIssue, FhirOrderContext } from './fhir-order.mapping';
@@ -45,10 +46,41 @@ export function readFrom(value: string, source: string, quirks?: ToleratedQuirk[
   return { value, lines: [{ suffix: '', source, value }], ...(quirks ? { quirks } : {}) };
 }
 
-/** The v2-0203 type code of a FHIR identifier, if typed that way (or by bare code). */
+/**
+ * Identifier types as senders write them in `Identifier.type.text` alone, with no coding:
+ * Epic's Patient.identifier is `{"type": {"text": "MRN"}, …}` beside `CEID`, `EPI`, `FHIR`
+ * and `EXTERNAL` ones (open.epic.com Patient.Read (R4)). A text that is a v2-0203 code (or
+ * `MRN`), or the table's display of one, is read as that code; any other text is no type.
+ * Unread, no identifier of such a patient was a record number: the order was known by the
+ * first (the CEID), which no PACS holds as PatientID, so its study never matched.
+ */
+const TYPE_TEXTS: Readonly<Record<string, string>> = {
+  'MEDICAL RECORD NUMBER': 'MR',
+  'PATIENT INTERNAL IDENTIFIER': 'PI',
+  'SOCIAL SECURITY NUMBER': 'SS',
+  'PLACER IDENTIFIER': 'PLAC',
+  'FILLER IDENTIFIER': 'FILL',
+  'ACCESSION ID': 'ACSN',
+};
+const TEXT_CODES: ReadonlySet<string> = new Set([
+  ...PATIENT_RECORD_ID_TYPES,
+  ...NOT_A_RECORD_ID_TYPES,
+  'PLAC',
+  'FILL',
+  'ACSN',
+]);
+
+/** The v2-0203 code `Identifier.type.text` names, when it names one (see TYPE_TEXTS). */
+export function typeFromText(id: FhirIdentifier): string | undefined {
+  if (id.type?.coding?.some((c) => c.code) || typeof id.type?.text !== 'string') return undefined;
+  const text = id.type.text.trim().toUpperCase();
+  return TEXT_CODES.has(text) ? text : TYPE_TEXTS[text];
+}
+
+/** The v2-0203 type code of a FHIR identifier, if typed that way (by bare code, or by text). */
 export function typeCode(id: FhirIdentifier): string | undefined {
   const coding = id.type?.coding?.find((c) => c.system === V2_0203 || c.system === undefined);
-  return coding?.code ?? id.type?.coding?.[0]?.code;
+  return coding?.code ?? id.type?.coding?.[0]?.code ?? typeFromText(id);
 }
 
 export function toIdentifier(id: FhirIdentifier): Identifier | undefined {

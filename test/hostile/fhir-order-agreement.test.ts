@@ -226,4 +226,58 @@ describe('hostile: FHIR orders, batch entries and accession numbers', () => {
       expect(await ordersWith(placer)).toHaveLength(1);
     }
   });
+  it('an Epic Patient whose identifiers are typed by text alone (CEID, EPI, MRN…): the order is known by the MRN, not the first', async () => {
+    // The shape of Epic's Patient.Read (R4) answer (open.epic.com): every identifier typed
+    // by `type.text` only, the enterprise and FHIR ids before the MRN, an SSN by OID.
+    await harness!.ehr.seed({
+      resourceType: 'Patient',
+      id: 'eEpicShape0001',
+      identifier: [
+        {
+          use: 'usual',
+          type: { text: 'CEID' },
+          system: 'urn:oid:1.2.840.114350.1.13.0.1.7.3.688884.100',
+          value: 'FHRQX7TLC2ZRPBT',
+        },
+        {
+          use: 'usual',
+          type: { text: 'FHIR' },
+          system: 'http://open.epic.com/FHIR/StructureDefinition/patient-dstu2-fhir-id',
+          value: 'TnOZ.elPXC6zcBNFMcFA7A5KZbYxo2.4T-LylRk4GoW4B',
+        },
+        {
+          use: 'usual',
+          type: { text: 'EXTERNAL' },
+          system: 'urn:oid:1.2.840.114350.1.13.0.1.7.2.698084',
+          value: 'Z9001',
+        },
+        {
+          use: 'usual',
+          type: { text: 'MRN' },
+          system: 'urn:oid:1.2.840.114350.1.13.0.1.7.5.737384.14',
+          value: '203713',
+        },
+        { use: 'usual', system: 'urn:oid:2.16.840.1.113883.4.1', value: '000-00-0000' },
+      ],
+      active: true,
+      name: [{ use: 'official', family: 'Lopez', given: ['Camila', 'Maria'] }],
+      gender: 'female',
+      birthDate: '1987-09-12',
+    } as never);
+    const res = await post(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('EPIC-SHAPE-1', { subject: { reference: 'Patient/eEpicShape0001' } }),
+    );
+    expect(res.status).toBe(201);
+    const [order] = (
+      await db.query<{ patient_id: string; quirks: Array<{ code: string }> }>(
+        `SELECT o.patient_id, m.quirks FROM orders o JOIN inbound_messages m ON m.id = o.inbound_message_id
+          WHERE o.placer_order_number = 'EPIC-SHAPE-1'`,
+      )
+    ).rows;
+    // Before: FHRQX7TLC2ZRPBT (the CEID), never the PACS's PatientID.
+    expect(order!.patient_id).toBe('203713');
+    expect(order!.quirks.map((q) => q.code)).toContain('fhir-identifier-type-text');
+  });
 });

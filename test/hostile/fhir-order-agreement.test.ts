@@ -280,4 +280,28 @@ describe('hostile: FHIR orders, batch entries and accession numbers', () => {
     expect(order!.patient_id).toBe('203713');
     expect(order!.quirks.map((q) => q.code)).toContain('fhir-identifier-type-text');
   });
+  it('a subject given by reference and by an identifier the referenced Patient does not carry: 422 on subject.identifier, nothing ordered', async () => {
+    // The R4 "di" example's subject (Patient/dicom: MINT1234 in http://nema.org/examples/patients)
+    // with a logical identifier beside the reference, as interface engines add one.
+    const subject = (value: string) => ({
+      reference: 'Patient/dicom',
+      identifier: { system: 'http://nema.org/examples/patients', value },
+    });
+    const agreeing = await post(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('SUBJECT-BOTH-1', { subject: subject('MINT1234') }),
+    );
+    expect(agreeing.status).toBe(201);
+    const other = await post(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('SUBJECT-BOTH-2', { subject: subject('MINT5678') }),
+    );
+    expect(other.status).toBe(422);
+    expect(expressions(other.body)).toEqual(['ServiceRequest.subject.identifier']);
+    // The refusal names no record number (the answer is kept in the audit log).
+    expect(JSON.stringify(other.body)).not.toMatch(/MINT/);
+    expect(await ordersWith('SUBJECT-BOTH-2')).toEqual([]);
+  });
 });

@@ -131,6 +131,19 @@ export class ReferenceResolver {
         return undefined;
       if (
         error instanceof EhrFhirError &&
+        (error.status === 401 || error.status === 403) &&
+        !informational
+      ) {
+        // Our access, not the resource: a lapsed FHIR_SERVER_TOKEN or scopes not granted. It
+        // was "not found" (422), so the sender took the order as refused for good; a resend
+        // once access is back orders it.
+        throw new FhirError(
+          'upstream-unavailable',
+          `${expression}: the EHR FHIR server refused the adapter's read of ${ref} (${error.status}): its credential (FHIR_SERVER_TOKEN or SMART Backend Services) or scopes do not allow it; nothing was ordered, resend once that is fixed`,
+        );
+      }
+      if (
+        error instanceof EhrFhirError &&
         error.status !== undefined &&
         error.status < 500 &&
         error.status !== 429

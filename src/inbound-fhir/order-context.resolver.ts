@@ -211,6 +211,13 @@ export class ReferenceResolver {
     try {
       found = await this.ehr.searchAll<Resource>(type, { ...search, _count: '2' }, 1);
     } catch (error) {
+      if (error instanceof EhrFhirError && (error.status === 401 || error.status === 403)) {
+        // Our access (as for a read, above): a resend once it is back resolves it.
+        throw new FhirError(
+          'upstream-unavailable',
+          `${expression}: the EHR FHIR server refused the adapter's search ${type}?${query} (${error.status}): its credential (FHIR_SERVER_TOKEN or SMART Backend Services) or scopes do not allow it; nothing was ordered, resend once that is fixed`,
+        );
+      }
       if (error instanceof EhrFhirError && error.status !== undefined && error.status < 500) {
         return refuse('not-supported', `was refused by the EHR's search (${error.message})`);
       }

@@ -58,4 +58,16 @@ describe('EHR refusing our reads', () => {
       expect((await post(chestCtRequest(placer))).status).toBe(201);
     },
   );
+  it('a conditional subject (Patient?identifier=…) the EHR will not let us search (401): 503, not 422 "not-supported"', async () => {
+    // R4 http.html#trules conditional reference, the R4 DICOM example patient's identifier.
+    const sr = chestCtRequest('EHR-REFUSED-SEARCH', {
+      subject: { reference: 'Patient?identifier=http://nema.org/examples/patients|MINT1234' },
+    });
+    ehr.failWith = 401;
+    const refused = await post(sr);
+    ehr.failWith = undefined;
+    expect(refused.status).toBe(503);
+    expect(JSON.stringify(refused.body)).toMatch(/refused the adapter's search/);
+    expect((await post(sr)).status).toBe(201);
+  });
 });

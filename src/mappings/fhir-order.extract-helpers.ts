@@ -127,12 +127,25 @@ export function currentName(
   return pick;
 }
 
+/**
+ * The values of a repeating primitive: R4 JSON writes `null` where a repetition has no value,
+ * only an extension (json.html#primitive: `"given": [null, "Peter"]` beside `"_given":
+ * [{data-absent-reason}, null]`). Kept, the null reached the upstream metadata's PN, whose
+ * builder threw: the order's place job failed at every attempt.
+ */
+function present(values: ReadonlyArray<string | null> | undefined): string[] {
+  return (values ?? []).filter((v): v is string => typeof v === 'string' && v !== '');
+}
+
 export function toPersonName(name: HumanName): PersonName {
   const out: PersonName = {};
   if (name.family) out.family = name.family;
-  if (name.given?.length) out.given = [...name.given];
-  if (name.prefix?.length) out.prefix = name.prefix.join(' ');
-  if (name.suffix?.length) out.suffix = name.suffix.join(' ');
+  const given = present(name.given);
+  const prefix = present(name.prefix);
+  const suffix = present(name.suffix);
+  if (given.length) out.given = given;
+  if (prefix.length) out.prefix = prefix.join(' ');
+  if (suffix.length) out.suffix = suffix.join(' ');
   if (!out.family && !out.given && name.text) out.family = name.text;
   return out;
 }

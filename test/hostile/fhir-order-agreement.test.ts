@@ -1,14 +1,17 @@
 import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
+import type { OrderRequest } from '../../src/domain/order-request';
+import { toUpstreamMetadata } from '../../src/mappings/upstream-metadata';
 import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
 /**
- * FHIR orders found answered wrongly on a running adapter (probe of the FHIR front door,
- * session "fhirin"): a batch whose one ServiceRequest breaks an R4 rule, and an order whose
- * accession numbers disagree. A real FHIR engine plays the EHR, PostgreSQL stores.
+ * FHIR orders found answered or stored wrongly on a running adapter (a probe of the FHIR
+ * front door): a batch whose one ServiceRequest breaks an R4 rule, identifiers that disagree
+ * (accession numbers, If-None-Exist, subject), identifiers typed by text, primitive arrays
+ * with nulls. A real FHIR engine plays the EHR, PostgreSQL stores.
  */
 
 async function post(adapter: TestAdapter, path: string, body: Json) {
@@ -36,7 +39,7 @@ function typed(code: string, system: string, value: string): Json {
   return { type: { coding: [{ system: V2_0203, code }] }, system, value };
 }
 
-describe('hostile: FHIR orders, batch entries and accession numbers', () => {
+describe('hostile: FHIR orders as real senders write them', () => {
   let adapter: TestAdapter;
   let db: PgClient;
   let harness: FhirHarness | undefined;
@@ -303,5 +306,51 @@ describe('hostile: FHIR orders, batch entries and accession numbers', () => {
     // The refusal names no record number (the answer is kept in the audit log).
     expect(JSON.stringify(other.body)).not.toMatch(/MINT/);
     expect(await ordersWith('SUBJECT-BOTH-2')).toEqual([]);
+  });
+  it('a given name written as null with its extension (R4 JSON, _given): stored without the null, so the order can be placed', async () => {
+    // R4 json.html#primitive: a repetition with no value but an extension is `null` in the
+    // value array, its extension at the same index of `_given` (here data-absent-reason on
+    // the first given name of the R4 DICOM example patient, contained).
+    const patient = {
+      resourceType: 'Patient',
+      id: 'p1',
+      identifier: [{ system: 'http://nema.org/examples/patients', value: 'MINT1234' }],
+      name: [
+        {
+          family: 'MINT_TEST',
+          given: [null, 'Mint'],
+          _given: [
+            {
+              extension: [
+                {
+                  url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason',
+                  valueCode: 'masked',
+                },
+              ],
+            },
+            null,
+          ],
+          prefix: [null],
+          _prefix: [{ extension: [{ url: 'http://example.org/fhir/x', valueString: 'x' }] }],
+        },
+      ],
+      gender: 'male',
+    };
+    const res = await post(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('GIVEN-NULL-1', { contained: [patient], subject: { reference: '#p1' } }),
+    );
+    expect(res.status).toBe(201);
+    const [order] = (
+      await db.query<{ request: OrderRequest }>(
+        `SELECT request FROM orders WHERE placer_order_number = 'GIVEN-NULL-1'`,
+      )
+    ).rows;
+    // Before: {"given": [null, "Mint"], "prefix": ""}; the upstream PN builder threw on the
+    // null and order.place-upstream failed at each of its attempts.
+    expect(order!.request.patient?.name).toEqual({ family: 'MINT_TEST', given: ['Mint'] });
+    // What the place job sends upstream is built from the stored request.
+    expect(() => toUpstreamMetadata(order!.request)).not.toThrow();
   });
 });

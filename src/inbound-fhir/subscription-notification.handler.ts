@@ -132,8 +132,11 @@ export class SubscriptionNotificationHandler {
     const numbers = parsed.events.map((e) => e.number);
     const seen = await this.deps.subscriptions.seenEvents(parsed.subscriptionRef, numbers);
     const fresh = parsed.events.filter((e) => !seen.has(e.number));
+    // Event numbers count from the last handshake: after the EHR restarts a Subscription's
+    // numbering, its event 1 is not the event 1 answered before (it was, and never ordered).
+    const epoch = state?.handshakeAt ? `@${state.handshakeAt.toISOString()}` : '';
     const key = numbers.length
-      ? `${keyBase}|events:${[...numbers].sort((a, b) => a - b).join(',')}`
+      ? `${keyBase}|events${epoch}:${[...numbers].sort((a, b) => a - b).join(',')}`
       : `${keyBase}|sha256:${sha256Hex(caller.raw)}`;
     const quirks = [...parsed.quirks];
     const subscription = {

@@ -7,14 +7,16 @@ import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server
 jest.setTimeout(120_000);
 
 /**
- * An EHR whose FHIR server writes another base in its answers than the one the adapter is
+ * One request on the EHR is one order, and one event is one event, however the EHR spells
+ * them. First, an EHR whose FHIR server writes another base in its answers than the one the adapter is
  * configured with (FHIR_SERVER_URL): a HAPI FHIR behind a reverse proxy without forwarded
  * headers answers `http://hapi:8080/fhir/ServiceRequest/…` in a searchset's fullUrls while
  * the site names it `https://ehr.example.org/fhir`. Here the real FHIR engine writes
  * `127.0.0.1` and the adapter knows it as `localhost`. A request found by a search (an `empty`
- * notification) and the same request notified `id-only` must be one order.
+ * notification) and the same request notified `id-only` must be one order; a full-resource entry under a versioned fullUrl too;
+ * and after the EHR restarts a Subscription's numbering (a new handshake), its event 1 is new.
  */
-describe('EHR answering under another spelling of its base', () => {
+describe('EHR requests and events, one order each however spelled', () => {
   let ehr: TestFhirServer;
   let adapter: TestAdapter;
   let db: PgClient;
@@ -169,5 +171,60 @@ describe('EHR answering under another spelling of its base', () => {
         source_url: `${configured}/ServiceRequest/di-versions`,
       },
     ]);
+  });
+  it('after a handshake that restarts the numbering (events since start 0), event 1 is a new event: ordered, not "already processed"', async () => {
+    // A Subscription set to `off` after failed deliveries and re-activated (the adapter's own
+    // registration does so, docs/fhir.md), or re-created under the same id: the EHR sends a
+    // handshake and counts its events from 1 again (Backport IG, events-since-subscription-start).
+    const seed = (id: string) =>
+      ehr.seed({
+        ...(fhirFixture('r4-servicerequest-example-di') as unknown as ServiceRequest),
+        id,
+      });
+    const sub = (n: number, type = 'event-notification', focus?: string) => {
+      const bundle = notification(type, n, focus);
+      const params = (bundle.entry as Array<{ resource: { parameter: Json[] } }>)[0]!.resource
+        .parameter;
+      params[0] = {
+        name: 'subscription',
+        valueReference: { reference: `${configured}/Subscription/restarted` },
+      };
+      return bundle;
+    };
+    expect(await notify(sub(0, 'handshake'))).toBe(200);
+    for (const n of [1, 2]) {
+      await seed(`restart-before-${n}`);
+      expect(
+        await notify(
+          sub(n, 'event-notification', `${configured}/ServiceRequest/restart-before-${n}`),
+        ),
+      ).toBe(200);
+    }
+    // Re-activated: a new handshake (another Bundle: its own timestamp), numbering from 0.
+    const again = sub(0, 'handshake');
+    again.timestamp = '2026-11-27T08:00:00Z';
+    expect(await notify(again)).toBe(200);
+    await seed('restart-after-1');
+    expect(
+      await notify(sub(1, 'event-notification', `${configured}/ServiceRequest/restart-after-1`)),
+    ).toBe(200);
+    const ordered = await db.query<{ source_url: string }>(
+      `SELECT source_url FROM fhir_resources WHERE source_url LIKE '%/ServiceRequest/restart-%' ORDER BY source_url`,
+    );
+    // Before: event 1 after the restart was answered "events already processed" (its number
+    // was the first numbering's), and restart-after-1 was never ordered.
+    expect(ordered.rows.map((r) => r.source_url.replace(/^.*\//, ''))).toEqual([
+      'restart-after-1',
+      'restart-before-1',
+      'restart-before-2',
+    ]);
+    // A resend of that event is still one event.
+    expect(
+      await notify(sub(1, 'event-notification', `${configured}/ServiceRequest/restart-after-1`)),
+    ).toBe(200);
+    const resend = await db.query<{ message_type: string }>(
+      `SELECT message_type FROM inbound_messages WHERE transport = 'fhir-subscription' ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(resend.rows[0]!.message_type).toBe('notification event-notification (resend)');
   });
 });

@@ -157,6 +157,29 @@ function parseBundle(
   return { b, invalidEntries: byEntry };
 }
 
+/**
+ * A PUT entry's resource is the one its URL names (R4 http.html#update: "the request body
+ * SHALL be a Resource with an id element that has an identical value to the [id] in the URL"):
+ * `PUT Patient/example` carrying a Patient without that id was not taken for Patient/example,
+ * so a reference to Patient/example was read from the EHR, another patient than the one the
+ * transaction sent, and the order was made for that one. A conditional PUT (`Patient?…`) names
+ * no id.
+ */
+function putTargetIssue(e: BundleEntry, i: number): OperationOutcomeIssue | undefined {
+  if (e.request?.method !== 'PUT' || !e.resource) return undefined;
+  const m = /^(?:.*\/)?([A-Z][A-Za-z]+)\/([^/?#]+)$/.exec(e.request.url ?? '');
+  if (!m) return undefined;
+  const [, type, id] = m;
+  if (e.resource.resourceType === type && e.resource.id === id) return undefined;
+  const what = `${e.resource.resourceType}${e.resource.id === undefined ? ' without an id' : `/${e.resource.id}`}`;
+  return {
+    severity: 'error',
+    code: 'invalid',
+    diagnostics: `Bundle.entry[${i}].request is PUT ${type}/${id} but its resource is ${what}: an update's resource has the id of its URL (R4 http.html#update)`,
+    expression: [`Bundle.entry[${i}].resource.id`],
+  };
+}
+
 /** Each entry a POSTed ServiceRequest or a context resource (else 422); the entries as siblings. */
 function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): SiblingEntry[] {
   const siblings: SiblingEntry[] = [];
@@ -204,6 +227,9 @@ function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): Sibling
         diagnostics: `${type} is not supported in an order Bundle (ServiceRequest with ${[...CONTEXT_TYPES].join(', ')})`,
         expression: [`Bundle.entry[${i}].resource.resourceType`],
       });
+    } else {
+      const put = putTargetIssue(e, i);
+      if (put) structural.push(put);
     }
     siblings.push({
       fullUrl: e.fullUrl,

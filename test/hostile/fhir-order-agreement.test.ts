@@ -353,4 +353,36 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // What the place job sends upstream is built from the stored request.
     expect(() => toUpstreamMetadata(order!.request)).not.toThrow();
   });
+  it("a transaction PUT Patient/dicom whose Patient lacks that id: 422 on the entry, never an order for the EHR's Patient/dicom", async () => {
+    // The US Core chest CT transaction (PUT of its Patient, the ServiceRequest naming it),
+    // the Patient entry as an engine writes it: the URL's id, none in the resource. The
+    // ServiceRequest refers to Patient/dicom, which the EHR also has (MINT1234).
+    const txn = fhirFixture('us-core-chest-ct-transaction');
+    // Its own Bundle.identifier: the fixture's is another test's message (a resend of it).
+    txn.identifier = { system: 'http://hospital.smarthealthit.org/bundles', value: 'tx-put-no-id' };
+    const entries = txn.entry as Array<{ resource: Json; request: Json; fullUrl?: string }>;
+    const patient = entries[0]!.resource;
+    delete patient.id;
+    entries[0]!.request.url = 'Patient/dicom';
+    const sr = entries[1]!.resource;
+    sr.subject = { reference: 'Patient/dicom' };
+    (sr.identifier as Json[])[0]!.value = 'PUT-NO-ID-1';
+    entries[1]!.request.ifNoneExist =
+      'identifier=http://hospital.smarthealthit.org/orders|PUT-NO-ID-1';
+    const res = await post(adapter, '/fhir', txn);
+    // Before: 200, the order made for the EHR's MINT1234, not the Patient the transaction sent.
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['Bundle.entry[0].resource.id']);
+    expect(await ordersWith('PUT-NO-ID-1')).toEqual([]);
+
+    // With the URL's id, the transaction's Patient is the order's.
+    patient.id = 'dicom';
+    expect((await post(adapter, '/fhir', txn)).status).toBe(200);
+    const [order] = (
+      await db.query<{ patient_id: string }>(
+        `SELECT patient_id FROM orders WHERE placer_order_number = 'PUT-NO-ID-1'`,
+      )
+    ).rows;
+    expect(order!.patient_id).toBe('1032702');
+  });
 });

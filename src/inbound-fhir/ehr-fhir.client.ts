@@ -1,5 +1,6 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { PeerBase, PeerUrlError } from '../common/peer-url';
+import { FHIR_ID } from '../fhir/fhir-primitives';
 import { FhirRestClient, searchUrl, type FhirSearchParams } from '../fhir/fhir-rest.client';
 import { SmartBackendAuthError, type SmartBackendTokenProvider } from '../fhir/smart-backend.auth';
 
@@ -137,10 +138,7 @@ export class EhrFhirClient {
             (!e.search?.mode || e.search.mode === 'match') &&
             e.resource.resourceType === resourceType
           ) {
-            out.push({
-              resource: e.resource as T,
-              fullUrl: e.fullUrl ?? `${this.baseUrl}/${resourceType}/${e.resource.id}`,
-            });
+            out.push({ resource: e.resource as T, fullUrl: this.identity(e) });
           }
         }
         const nextLink = page.link?.find((l) => l.relation === 'next')?.url;
@@ -156,6 +154,22 @@ export class EhrFhirClient {
       }
       return { entries: out, truncated: false };
     });
+  }
+
+  /**
+   * The URL a search match is known by: `<FHIR_SERVER_URL>/<type>/<id>`, as an `id-only` focus
+   * is (the request's identity on this EHR), whatever the entry's fullUrl spells. A server
+   * behind a reverse proxy writes its own base there (`http://hapi:8080/fhir/…`, another host
+   * or scheme than FHIR_SERVER_URL): the request found by a search and the same request
+   * notified by id were two requests, and each ordered. The match came from this EHR, so its
+   * id names a resource here. An entry without a valid id keeps its fullUrl.
+   */
+  private identity(entry: { fullUrl?: string; resource?: Resource }): string {
+    const r = entry.resource!;
+    // R4 datatypes.html#id; `.` and `..` would name the base itself
+    if (typeof r.id === 'string' && FHIR_ID.test(r.id) && !/^\.+$/.test(r.id))
+      return this.absolute(`${r.resourceType}/${r.id}`);
+    return entry.fullUrl ?? `${this.baseUrl}/${r.resourceType}`;
   }
 
   async create<T extends Resource>(resource: T, headers: Record<string, string> = {}): Promise<T> {

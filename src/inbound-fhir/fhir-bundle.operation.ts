@@ -10,7 +10,6 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import type { IntakeOrder, IntakeOutcome } from '../orders/order-intake.service';
 import { parseResource } from './fhir-http';
 import {
-  assertValid,
   fhirResponse,
   fromCaller,
   mapToOrder,
@@ -18,6 +17,7 @@ import {
   type FhirAnswer,
   type FhirCaller,
   type FhirOperationDeps,
+  validationIssues,
 } from './fhir-operation.shared';
 import { servedServiceRequest, withBundleReferences } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -77,8 +77,48 @@ function ifNoneExistIssues(
 
 export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
 
-/** The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422). */
-function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
+/**
+ * The R4 validation issues of a batch that are each about one ServiceRequest entry's resource,
+ * by entry index; the rest (the Bundle, its other entries) stay in `rest`. In a batch the
+ * entries are processed independently (R4 http.html#brules): one ServiceRequest with a value
+ * R4 forbids (`priority: "emergent"`, a dateTime without zone) is that entry's 422, as a
+ * mapping problem already was. It refused the whole batch, and its other orders with it.
+ */
+function perEntryIssues(
+  b: Bundle,
+  issues: OperationOutcomeIssue[],
+): { byEntry: Map<number, OperationOutcomeIssue[]>; rest: OperationOutcomeIssue[] } {
+  const byEntry = new Map<number, OperationOutcomeIssue[]>();
+  const rest: OperationOutcomeIssue[] = [];
+  for (const issue of issues) {
+    const indexes = new Set(
+      (issue.expression ?? []).map(
+        (e) => /^Bundle\.entry\[(\d+)\]\.resource(?:[.[]|$)/.exec(e)?.[1] ?? 'none',
+      ),
+    );
+    const [only] = indexes;
+    const index = indexes.size === 1 && only !== 'none' ? Number(only) : undefined;
+    if (
+      b.type === 'batch' &&
+      index !== undefined &&
+      b.entry?.[index]?.resource?.resourceType === 'ServiceRequest'
+    ) {
+      byEntry.set(index, [...(byEntry.get(index) ?? []), issue]);
+    } else {
+      rest.push(issue);
+    }
+  }
+  return { byEntry, rest };
+}
+
+/**
+ * The body as a transaction or batch Bundle, valid FHIR R4 (else 400/422); in a batch, the
+ * issues of a ServiceRequest entry are returned as that entry's (`invalidEntries`).
+ */
+function parseBundle(
+  raw: Buffer,
+  maxJsonValues: number,
+): { b: Bundle; invalidEntries: Map<number, OperationOutcomeIssue[]> } {
   const bundle = parseResource(raw, maxJsonValues);
   if (bundle.resourceType !== 'Bundle') {
     throw new FhirError(
@@ -97,7 +137,13 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
   const b = bundle as Bundle;
   // bdl-3 (entry.request required): an entry without one is a POST, recorded (checkEntries);
   // the invariant refused the whole Bundle on `Bundle`, a FHIRPath its only explanation.
-  assertValid(b, ['bdl-3']);
+  const { byEntry, rest } = perEntryIssues(b, validationIssues(b, ['bdl-3']));
+  if (rest.length > 0) {
+    throw new FhirError('invalid', `the Bundle is not valid FHIR R4`, [
+      ...rest,
+      ...[...byEntry.values()].flat(),
+    ]);
+  }
   if (b.type !== 'transaction' && b.type !== 'batch') {
     throw new FhirError('invalid', `Bundle.type ${b.type} is not processed here`, [
       {
@@ -108,7 +154,30 @@ function parseBundle(raw: Buffer, maxJsonValues: number): Bundle {
       },
     ]);
   }
-  return b;
+  return { b, invalidEntries: byEntry };
+}
+
+/**
+ * A PUT entry's resource is the one its URL names (R4 http.html#update: "the request body
+ * SHALL be a Resource with an id element that has an identical value to the [id] in the URL"):
+ * `PUT Patient/example` carrying a Patient without that id was not taken for Patient/example,
+ * so a reference to Patient/example was read from the EHR, another patient than the one the
+ * transaction sent, and the order was made for that one. A conditional PUT (`Patient?…`) names
+ * no id.
+ */
+function putTargetIssue(e: BundleEntry, i: number): OperationOutcomeIssue | undefined {
+  if (e.request?.method !== 'PUT' || !e.resource) return undefined;
+  const m = /^(?:.*\/)?([A-Z][A-Za-z]+)\/([^/?#]+)$/.exec(e.request.url ?? '');
+  if (!m) return undefined;
+  const [, type, id] = m;
+  if (e.resource.resourceType === type && e.resource.id === id) return undefined;
+  const what = `${e.resource.resourceType}${e.resource.id === undefined ? ' without an id' : `/${e.resource.id}`}`;
+  return {
+    severity: 'error',
+    code: 'invalid',
+    diagnostics: `Bundle.entry[${i}].request is PUT ${type}/${id} but its resource is ${what}: an update's resource has the id of its URL (R4 http.html#update)`,
+    expression: [`Bundle.entry[${i}].resource.id`],
+  };
 }
 
 /** Each entry a POSTed ServiceRequest or a context resource (else 422); the entries as siblings. */
@@ -158,6 +227,9 @@ function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): Sibling
         diagnostics: `${type} is not supported in an order Bundle (ServiceRequest with ${[...CONTEXT_TYPES].join(', ')})`,
         expression: [`Bundle.entry[${i}].resource.resourceType`],
       });
+    } else {
+      const put = putTargetIssue(e, i);
+      if (put) structural.push(put);
     }
     siblings.push({
       fullUrl: e.fullUrl,
@@ -188,16 +260,16 @@ export async function prepareBundle(
   entryErrors: Map<number, OperationOutcomeIssue[]>;
   mappingVersion: string;
 }> {
-  const b = parseBundle(raw, config.maxJsonValues);
+  const { b, invalidEntries } = parseBundle(raw, config.maxJsonValues);
   const entries = b.entry ?? [];
   const siblings = checkEntries(entries, quirks);
 
   const resolver = resolverFor(siblings);
   const orders: BundleOrder[] = [];
-  const entryErrors = new Map<number, OperationOutcomeIssue[]>();
+  const entryErrors = new Map<number, OperationOutcomeIssue[]>(invalidEntries);
   let mappingVersion = '';
   for (const [i, e] of entries.entries()) {
-    if (e.resource?.resourceType !== 'ServiceRequest') continue;
+    if (e.resource?.resourceType !== 'ServiceRequest' || entryErrors.has(i)) continue;
     const sr = e.resource as ServiceRequest;
     const path = `Bundle.entry[${i}].resource`;
     let prepared: Awaited<ReturnType<typeof mapToOrder>>;

@@ -202,10 +202,18 @@ export function parseTyped<T extends Resource>(
  * caller handles itself as a recorded quirk.
  */
 export function assertValid(resource: Resource, tolerated: readonly string[] = []): void {
-  const issues = validateFhirResource(resource).filter(
-    (i) => !tolerated.some((id) => (i.details?.text ?? '').startsWith(`Constraint ${id} `)),
-  );
+  const issues = validationIssues(resource, tolerated);
   if (issues.length > 0) {
     throw new FhirError('invalid', `the ${resource.resourceType} is not valid FHIR R4`, issues);
   }
+}
+
+/** What makes the resource invalid FHIR R4, but for the invariants (by id) in `tolerated`. */
+export function validationIssues(
+  resource: Resource,
+  tolerated: readonly string[] = [],
+): OperationOutcomeIssue[] {
+  return validateFhirResource(resource).filter(
+    (i) => !tolerated.some((id) => (i.details?.text ?? '').startsWith(`Constraint ${id} `)),
+  );
 }

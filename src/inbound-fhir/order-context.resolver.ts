@@ -131,6 +131,19 @@ export class ReferenceResolver {
         return undefined;
       if (
         error instanceof EhrFhirError &&
+        (error.status === 401 || error.status === 403) &&
+        !informational
+      ) {
+        // Our access, not the resource: a lapsed FHIR_SERVER_TOKEN or scopes not granted. It
+        // was "not found" (422), so the sender took the order as refused for good; a resend
+        // once access is back orders it.
+        throw new FhirError(
+          'upstream-unavailable',
+          `${expression}: the EHR FHIR server refused the adapter's read of ${ref} (${error.status}): its credential (FHIR_SERVER_TOKEN or SMART Backend Services) or scopes do not allow it; nothing was ordered, resend once that is fixed`,
+        );
+      }
+      if (
+        error instanceof EhrFhirError &&
         error.status !== undefined &&
         error.status < 500 &&
         error.status !== 429
@@ -198,6 +211,13 @@ export class ReferenceResolver {
     try {
       found = await this.ehr.searchAll<Resource>(type, { ...search, _count: '2' }, 1);
     } catch (error) {
+      if (error instanceof EhrFhirError && (error.status === 401 || error.status === 403)) {
+        // Our access (as for a read, above): a resend once it is back resolves it.
+        throw new FhirError(
+          'upstream-unavailable',
+          `${expression}: the EHR FHIR server refused the adapter's search ${type}?${query} (${error.status}): its credential (FHIR_SERVER_TOKEN or SMART Backend Services) or scopes do not allow it; nothing was ordered, resend once that is fixed`,
+        );
+      }
       if (error instanceof EhrFhirError && error.status !== undefined && error.status < 500) {
         return refuse('not-supported', `was refused by the EHR's search (${error.message})`);
       }
@@ -257,6 +277,25 @@ function refType(ref: Reference | undefined): string | undefined {
  * Everything one ServiceRequest refers to. `lenient` (a cancel) skips what a cancel does not
  * need. `path` prefixes issue expressions (a Bundle entry).
  */
+/**
+ * Whether the Patient a reference resolved to carries the identifier the same Reference gives
+ * beside it (R4 references.html: "If both Reference.reference and Reference.identifier are
+ * populated, … they SHALL" identify the same resource). An interface engine that fills
+ * `subject.identifier` from another field (the visit's patient, a merged record) named two
+ * patients; the order was made for the referenced one, the identifier never looked at.
+ */
+function carriesNamedIdentifier(
+  patient: Patient,
+  named: { system?: string; value?: string } | undefined,
+): boolean {
+  if (!named?.value) return true;
+  return (patient.identifier ?? []).some(
+    (i) =>
+      i.value === named.value &&
+      (named.system === undefined || i.system === undefined || i.system === named.system),
+  );
+}
+
 export async function buildOrderContext(
   sr: ServiceRequest,
   resolver: ReferenceResolver,
@@ -287,8 +326,18 @@ export async function buildOrderContext(
       'Patient',
       at('ServiceRequest.subject'),
     );
-    if (patient) ctx.patient = patient;
-    else if (sr.subject?.identifier?.value) {
+    if (patient) {
+      ctx.patient = patient;
+      if (!options.lenient && !carriesNamedIdentifier(patient.resource, sr.subject?.identifier)) {
+        issues.push({
+          severity: 'error',
+          code: 'business-rule',
+          diagnostics:
+            'ServiceRequest.subject names a Patient by reference and by an identifier that Patient does not carry: both must identify the same patient (R4 references.html), so whose order this is is not certain',
+          expression: [at('ServiceRequest.subject.identifier')],
+        });
+      }
+    } else if (sr.subject?.identifier?.value) {
       // A logical reference (R4 references.html#logical): the identifier is all we get.
       ctx.patient = {
         resource: { resourceType: 'Patient', identifier: [sr.subject.identifier] },

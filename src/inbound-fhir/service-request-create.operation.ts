@@ -47,6 +47,31 @@ export function parseIfNoneExist(
 }
 
 /**
+ * A conditional create is answered by the order its identifier names (R4 http.html#ccreate:
+ * the existing resource that matches the search); one the ServiceRequest does not carry
+ * matches nothing it is, so the header cannot be honoured (400 on it). It was the order's key
+ * all the same: an If-None-Exist naming the requisition (shared by the orders of one visit)
+ * answered the second order 200 with the first one's resource, and the second was never
+ * ordered. A ServiceRequest with no identifier at all is known by the header alone.
+ */
+function assertCarries(
+  sr: ServiceRequest,
+  wanted: { system?: string; value: string },
+  header: string,
+): void {
+  const ids = (sr.identifier ?? []).filter((i) => i.value !== undefined);
+  if (ids.length === 0) return;
+  const carried = ids.some(
+    (i) => i.value === wanted.value && (wanted.system === undefined || i.system === wanted.system),
+  );
+  if (carried) return;
+  const diagnostics = `If-None-Exist "${header}" names an identifier this ServiceRequest does not carry (ServiceRequest.identifier): it would match another order, not this one; name this request's placer identifier`;
+  throw new FhirError('bad-request', diagnostics, [
+    { severity: 'error', code: 'not-supported', diagnostics, expression: ['If-None-Exist'] },
+  ]);
+}
+
+/**
  * The checks and the mapping of a create, nothing stored: the body parsed and validated, its
  * context resolved, the order mapped; a FhirError (400/422) when it cannot be an order. Shared
  * by the create operation and the dry run.
@@ -64,6 +89,7 @@ export async function prepareCreate(
 }> {
   const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest', config.maxJsonValues);
   const conditional = parseIfNoneExist(ifNoneExist);
+  if (conditional) assertCarries(sr, conditional, ifNoneExist!);
   const { mapped, request } = await mapOrRefuse(
     sr,
     resolver,

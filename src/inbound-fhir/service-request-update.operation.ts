@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import type { IntakeOutcome, IntakeResponse } from '../orders/order-intake.service';
@@ -101,7 +102,7 @@ export class UpdateServiceRequestOperation {
             ...fromCaller(caller),
             messageType: `ServiceRequest update (${sr.status})`,
             messageControlId: `ServiceRequest/${id}`,
-            idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|sha256:${sha256Hex(caller.raw)}`,
+            idempotencyKey: `fhir-rest|${caller.sender}|PUT|ServiceRequest/${id}|v${appliesTo(sr, stored)}|sha256:${sha256Hex(caller.raw)}`,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
             orders: [
@@ -144,6 +145,27 @@ export class UpdateServiceRequestOperation {
       () => resolver?.quirks ?? [],
     );
   }
+}
+
+/**
+ * The version a PUT is applied to, part of its idempotency key: the current one, unless the
+ * current version already holds this content (a resend of the PUT that made it, whose answer
+ * was lost), then the one before, so the resend finds that PUT and its answer. Keyed by the
+ * body alone, a PUT back to an earlier content (priority routine → stat → routine, a note
+ * taken back) was taken for a resend of the first: answered 200 and never applied, the order
+ * left as the second asked.
+ */
+function appliesTo(
+  sr: ServiceRequest,
+  stored: { resource: ServiceRequest; versionId: number },
+): number {
+  const content = (r: ServiceRequest) => {
+    const { versionId: _version, lastUpdated: _updated, ...meta } = r.meta ?? {};
+    return { ...r, meta };
+  };
+  return isDeepStrictEqual(content(sr), content(stored.resource))
+    ? stored.versionId - 1
+    : stored.versionId;
 }
 
 function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): IntakeResponse {

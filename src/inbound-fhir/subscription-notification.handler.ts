@@ -1,5 +1,6 @@
 import type { Bundle, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
+import { FHIR_ID } from '../fhir/fhir-primitives';
 import { EhrFhirError } from './ehr-fhir.client';
 import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
 import { assertJsonMediaType, parseResource } from './fhir-http';
@@ -131,8 +132,11 @@ export class SubscriptionNotificationHandler {
     const numbers = parsed.events.map((e) => e.number);
     const seen = await this.deps.subscriptions.seenEvents(parsed.subscriptionRef, numbers);
     const fresh = parsed.events.filter((e) => !seen.has(e.number));
+    // Event numbers count from the last handshake: after the EHR restarts a Subscription's
+    // numbering, its event 1 is not the event 1 answered before (it was, and never ordered).
+    const epoch = state?.handshakeAt ? `@${state.handshakeAt.toISOString()}` : '';
     const key = numbers.length
-      ? `${keyBase}|events:${[...numbers].sort((a, b) => a - b).join(',')}`
+      ? `${keyBase}|events${epoch}:${[...numbers].sort((a, b) => a - b).join(',')}`
       : `${keyBase}|sha256:${sha256Hex(caller.raw)}`;
     const quirks = [...parsed.quirks];
     const subscription = {
@@ -186,7 +190,11 @@ export class SubscriptionNotificationHandler {
             focus === `${e.resource.resourceType}/${e.resource.id}`),
       );
       if (inBundle && inBundle.resource.resourceType === 'ServiceRequest') {
-        const fullUrl = this.absolute(inBundle.fullUrl ?? event.focus);
+        // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
+        // request's own URL: a versioned fullUrl (`…/ServiceRequest/7/_history/2`) was one
+        // order per version, and the revoke under the plain URL found none of them.
+        const named = this.absolute(inBundle.fullUrl ?? event.focus);
+        const fullUrl = this.requestUrl(inBundle.resource.id, named);
         collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
@@ -258,6 +266,13 @@ export class SubscriptionNotificationHandler {
 
   private absolute(ref: string): string {
     return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
+  }
+
+  /** `<FHIR_SERVER_URL>/ServiceRequest/<id>`; without an EHR or a valid id, `named` unversioned. */
+  private requestUrl(id: string | undefined, named: string): string {
+    if (this.deps.ehr && id !== undefined && FHIR_ID.test(id) && !/^\.+$/.test(id))
+      return this.deps.ehr.absolute(`ServiceRequest/${id}`);
+    return named.replace(/\/_history\/[^/]+$/, '');
   }
 
   /**

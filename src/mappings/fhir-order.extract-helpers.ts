@@ -7,6 +7,7 @@ import type {
   ServiceRequest,
 } from '@medplum/fhirtypes';
 import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../domain/order-request';
+import { NOT_A_RECORD_ID_TYPES, PATIENT_RECORD_ID_TYPES } from '../domain/patient-identity';
 import type { FhirOrderMappingConfig } from './fhir-order.config';
 import { lookupProducts } from './product-table';
 import type { FhirMappingIssue, FhirOrderContext } from './fhir-order.mapping';
@@ -45,10 +46,41 @@ export function readFrom(value: string, source: string, quirks?: ToleratedQuirk[
   return { value, lines: [{ suffix: '', source, value }], ...(quirks ? { quirks } : {}) };
 }
 
-/** The v2-0203 type code of a FHIR identifier, if typed that way (or by bare code). */
+/**
+ * Identifier types as senders write them in `Identifier.type.text` alone, with no coding:
+ * Epic's Patient.identifier is `{"type": {"text": "MRN"}, …}` beside `CEID`, `EPI`, `FHIR`
+ * and `EXTERNAL` ones (open.epic.com Patient.Read (R4)). A text that is a v2-0203 code (or
+ * `MRN`), or the table's display of one, is read as that code; any other text is no type.
+ * Unread, no identifier of such a patient was a record number: the order was known by the
+ * first (the CEID), which no PACS holds as PatientID, so its study never matched.
+ */
+const TYPE_TEXTS: Readonly<Record<string, string>> = {
+  'MEDICAL RECORD NUMBER': 'MR',
+  'PATIENT INTERNAL IDENTIFIER': 'PI',
+  'SOCIAL SECURITY NUMBER': 'SS',
+  'PLACER IDENTIFIER': 'PLAC',
+  'FILLER IDENTIFIER': 'FILL',
+  'ACCESSION ID': 'ACSN',
+};
+const TEXT_CODES: ReadonlySet<string> = new Set([
+  ...PATIENT_RECORD_ID_TYPES,
+  ...NOT_A_RECORD_ID_TYPES,
+  'PLAC',
+  'FILL',
+  'ACSN',
+]);
+
+/** The v2-0203 code `Identifier.type.text` names, when it names one (see TYPE_TEXTS). */
+export function typeFromText(id: FhirIdentifier): string | undefined {
+  if (id.type?.coding?.some((c) => c.code) || typeof id.type?.text !== 'string') return undefined;
+  const text = id.type.text.trim().toUpperCase();
+  return TEXT_CODES.has(text) ? text : TYPE_TEXTS[text];
+}
+
+/** The v2-0203 type code of a FHIR identifier, if typed that way (by bare code, or by text). */
 export function typeCode(id: FhirIdentifier): string | undefined {
   const coding = id.type?.coding?.find((c) => c.system === V2_0203 || c.system === undefined);
-  return coding?.code ?? id.type?.coding?.[0]?.code;
+  return coding?.code ?? id.type?.coding?.[0]?.code ?? typeFromText(id);
 }
 
 export function toIdentifier(id: FhirIdentifier): Identifier | undefined {
@@ -95,12 +127,25 @@ export function currentName(
   return pick;
 }
 
+/**
+ * The values of a repeating primitive: R4 JSON writes `null` where a repetition has no value,
+ * only an extension (json.html#primitive: `"given": [null, "Peter"]` beside `"_given":
+ * [{data-absent-reason}, null]`). Kept, the null reached the upstream metadata's PN, whose
+ * builder threw: the order's place job failed at every attempt.
+ */
+function present(values: ReadonlyArray<string | null> | undefined): string[] {
+  return (values ?? []).filter((v): v is string => typeof v === 'string' && v !== '');
+}
+
 export function toPersonName(name: HumanName): PersonName {
   const out: PersonName = {};
   if (name.family) out.family = name.family;
-  if (name.given?.length) out.given = [...name.given];
-  if (name.prefix?.length) out.prefix = name.prefix.join(' ');
-  if (name.suffix?.length) out.suffix = name.suffix.join(' ');
+  const given = present(name.given);
+  const prefix = present(name.prefix);
+  const suffix = present(name.suffix);
+  if (given.length) out.given = given;
+  if (prefix.length) out.prefix = prefix.join(' ');
+  if (suffix.length) out.suffix = suffix.join(' ');
   if (!out.family && !out.given && name.text) out.family = name.text;
   return out;
 }
@@ -172,20 +217,52 @@ export function referenceOf(ref: Reference | undefined): string | undefined {
   return typeof ref?.reference === 'string' ? ref.reference : undefined;
 }
 
-/** ServiceRequest.identifier of type ACSN, else an ImagingStudy's (R4 ServiceRequest notes). */
-export function accessionOf({ sr, ctx }: Scope): Extracted {
-  const found = srIdentifier(sr, 'ACSN');
-  if (found) {
-    return readFrom(found.id.value!, `ServiceRequest.identifier[${found.index}].value`);
-  }
+/**
+ * Every accession number the order carries: ServiceRequest.identifier of type ACSN, then those
+ * of the ImagingStudies it refers to (R4 ServiceRequest notes), each with where it is (`path`:
+ * FHIRPath for an OperationOutcome, `source`: for lineage).
+ */
+function accessionCandidates({
+  sr,
+  ctx,
+}: Scope): Array<{ value: string; path: string; source: string }> {
+  const out: Array<{ value: string; path: string; source: string }> = [];
+  (sr.identifier ?? []).forEach((i, index) => {
+    if (typeCode(i) !== 'ACSN' || !i.value) return;
+    const path = `ServiceRequest.identifier[${index}].value`;
+    out.push({ value: i.value, path, source: path });
+  });
   for (const study of ctx.imagingStudies) {
-    const index = (study.resource.identifier ?? []).findIndex(
-      (i) => typeCode(i) === 'ACSN' && i.value,
-    );
-    if (index >= 0) {
-      const value = study.resource.identifier![index]!.value!;
-      return readFrom(value, `${study.source} ImagingStudy.identifier[${index}].value`);
-    }
+    (study.resource.identifier ?? []).forEach((i, index) => {
+      if (typeCode(i) !== 'ACSN' || !i.value) return;
+      out.push({
+        value: i.value,
+        path: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
+        source: `${study.source} ImagingStudy.identifier[${index}].value`,
+      });
+    });
   }
-  return EMPTY;
+  return out;
+}
+
+/**
+ * The order's accession number: the first ACSN identifier of the ServiceRequest, else of an
+ * ImagingStudy it refers to. Every other one must carry the same number (as HL7's IPC-1 and
+ * OBR-18 must agree): the accession is what the study is found and checked by (DICOM
+ * (0008,0050)), so two numbers name two exams and the order has no one study. The first was
+ * taken silently; an ImagingStudy of another exam gave the order its Study Instance UID.
+ */
+export function accessionOf(scope: Scope): Extracted {
+  const [taken, ...others] = accessionCandidates(scope);
+  if (!taken) return EMPTY;
+  const issues: FhirMappingIssue[] = others
+    .filter((o) => o.value !== taken.value)
+    .map((o) => ({
+      severity: 'error',
+      code: 'business-rule',
+      expression: o.path,
+      diagnostics: `${o.path}: the accession number "${o.value}" differs from ${taken.path} ("${taken.value}"); an order is one exam with one accession number, and a study is used only when its accession matches`,
+    }));
+  if (issues.length > 0) return { value: undefined, lines: [], issues };
+  return readFrom(taken.value, taken.source);
 }

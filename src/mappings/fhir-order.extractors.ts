@@ -26,6 +26,7 @@ import {
   toIdentifier,
   toPersonName,
   typeCode,
+  typeFromText,
   type Extracted,
   type Scope,
 } from './fhir-order.extract-helpers';
@@ -46,13 +47,20 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     if (!p) return EMPTY;
     const lines: LineageLine[] = [];
     const ids: Identifier[] = [];
+    const quirks: ToleratedQuirk[] = [];
     (p.resource.identifier ?? []).forEach((raw, i) => {
       const id = toIdentifier(raw);
       if (!id) return;
       lines.push(...identifierLines(`[${ids.length}]`, id, `${p.source} Patient.identifier[${i}]`));
       ids.push(id);
+      const fromText = typeFromText(raw);
+      if (fromText)
+        quirks.push({
+          code: 'fhir-identifier-type-text',
+          detail: `Patient.identifier[${i}].type has no coding; its text is read as v2-0203 ${fromText}`,
+        });
     });
-    return ids.length ? { value: ids, lines } : EMPTY;
+    return ids.length ? { value: ids, lines, ...(quirks.length ? { quirks } : {}) } : EMPTY;
   },
   'patient-name': ({ ctx }) => {
     const p = ctx.patient;

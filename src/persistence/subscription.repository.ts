@@ -21,7 +21,11 @@ export interface NotificationChange {
   status: string | null;
   kind: 'handshake' | 'heartbeat' | 'event' | 'catch-up' | 'other';
   eventNumbers: number[];
-  /** The highest event number known to be handled (events or a completed catch-up). */
+  /**
+   * The highest event number known to be handled (events or a completed catch-up). On a
+   * handshake, its events-since-subscription-start: the numbering starts again there (a
+   * Subscription re-activated or re-created on the EHR counts from 0 again).
+   */
   handledUpTo?: number;
   eventAt?: string;
   /**
@@ -87,7 +91,8 @@ export class SubscriptionRepository extends RepositoryBase {
        ON CONFLICT (subscription_ref) DO UPDATE SET
          topic = coalesce(EXCLUDED.topic, fhir_subscriptions.topic),
          status = coalesce(EXCLUDED.status, fhir_subscriptions.status),
-         last_event_number = greatest(fhir_subscriptions.last_event_number, coalesce($4, 0)),
+         last_event_number = CASE WHEN $5 = 'handshake' AND $4 IS NOT NULL THEN $4
+                                  ELSE greatest(fhir_subscriptions.last_event_number, coalesce($4, 0)) END,
          handshake_at = coalesce(EXCLUDED.handshake_at, fhir_subscriptions.handshake_at),
          last_heartbeat_at = coalesce(EXCLUDED.last_heartbeat_at, fhir_subscriptions.last_heartbeat_at),
          last_notification_at = now(),
@@ -105,6 +110,14 @@ export class SubscriptionRepository extends RepositoryBase {
         change.catchUpFrom ?? null,
       ],
     );
+    if (change.kind === 'handshake' && change.handledUpTo !== undefined) {
+      // A handshake starts the Subscription's numbering again (Backport IG: events since
+      // subscription start): numbers above it are the new start's, not ours to skip.
+      await manager.query(
+        `DELETE FROM fhir_subscription_events WHERE subscription_ref = $1 AND event_number > $2`,
+        [change.subscriptionRef, change.handledUpTo],
+      );
+    }
     if (change.eventNumbers.length > 0) {
       await manager.query(
         `INSERT INTO fhir_subscription_events (subscription_ref, event_number, inbound_message_id)

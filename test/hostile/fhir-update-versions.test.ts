@@ -1,0 +1,92 @@
+import type { Client as PgClient } from 'pg';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
+import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * PUT /fhir/ServiceRequest/{id} as EHRs use it: the whole resource again at each change, and
+ * a change taken back is the same body as an earlier one (R4 http.html#update). A real FHIR
+ * engine plays the EHR, PostgreSQL stores.
+ */
+
+async function send(adapter: TestAdapter, method: string, path: string, body?: Json) {
+  const res = await fetch(`${adapter.httpUrl}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, etag: res.headers.get('etag'), body: (await res.json()) as Json };
+}
+
+describe('hostile: a ServiceRequest changed and changed back by PUT', () => {
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let harness: FhirHarness | undefined;
+  beforeAll(async () => {
+    harness = await startFhirHarness();
+    ({ adapter, db } = harness);
+  });
+  afterAll(() => harness?.close());
+
+  const orderPriority = async (id: string) =>
+    (
+      await db.query<{ priority: string }>(
+        `SELECT request->>'priority' AS priority FROM orders WHERE id = $1`,
+        [id],
+      )
+    ).rows[0]?.priority;
+
+  it('a change taken back (routine → stat → routine) is applied as a new version, and a resend of the last PUT is still one change', async () => {
+    // The R4 "di" example as created here, then PUT back by the EHR with its priority
+    // raised to stat and, the exam rescheduled, lowered to routine again.
+    const created = await send(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('PUT-ABA-1'),
+    );
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const routine = { ...created.body, priority: 'routine' };
+    const stat = { ...created.body, priority: 'stat' };
+
+    const first = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, routine);
+    expect({ status: first.status, etag: first.etag }).toEqual({ status: 200, etag: 'W/"2"' });
+    const raised = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, stat);
+    expect({ status: raised.status, etag: raised.etag }).toEqual({ status: 200, etag: 'W/"3"' });
+    expect(await orderPriority(id)).toBe('stat');
+
+    // Byte for byte the first PUT's body: it was answered as that PUT's resend, 200 with
+    // version 3 (stat), and the order stayed stat.
+    const back = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, routine);
+    expect({ status: back.status, etag: back.etag, priority: back.body.priority }).toEqual({
+      status: 200,
+      etag: 'W/"4"',
+      priority: 'routine',
+    });
+    expect(await orderPriority(id)).toBe('routine');
+    const read = await send(adapter, 'GET', `/fhir/ServiceRequest/${id}`);
+    expect(read.body.priority).toBe('routine');
+    expect(read.etag).toBe('W/"4"');
+
+    // The EHR resends the last PUT (its answer lost): the same change, not a fifth version.
+    const resent = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, routine);
+    expect({ status: resent.status, etag: resent.etag }).toEqual({ status: 200, etag: 'W/"4"' });
+    const kept = await db.query<{ outcome: string }>(
+      `SELECT outcome FROM inbound_messages WHERE message_type LIKE 'ServiceRequest update%'
+         AND message_control_id = $1 ORDER BY received_at`,
+      [`ServiceRequest/${id}`],
+    );
+    expect(kept.rows.map((r) => r.outcome)).toEqual([
+      'accepted',
+      'accepted',
+      'accepted',
+      'duplicate',
+    ]);
+  });
+});

@@ -1,0 +1,73 @@
+import type { Client as PgClient } from 'pg';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
+import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+import type { TestFhirServer } from '../helpers/fhir-server';
+
+jest.setTimeout(120_000);
+
+/**
+ * The EHR refusing the adapter's own reads (401: FHIR_SERVER_TOKEN expired or rotated; 403:
+ * scopes not granted), as happens at a site when a credential lapses. A required reference
+ * (the subject) that cannot be read for that reason is not "not found": the order is not
+ * refused for good, the sender is told to resend (503), and the answer says why.
+ */
+describe('EHR refusing our reads', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let harness: FhirHarness | undefined;
+  beforeAll(async () => {
+    harness = await startFhirHarness();
+    ({ ehr, adapter, db } = harness);
+  });
+  afterAll(() => harness?.close());
+
+  const post = async (body: Json) => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  it.each([
+    [401, 'a lapsed token'],
+    [403, 'scopes not granted'],
+  ])(
+    'the subject unreadable (%s, %s): 503 saying the EHR refused our read, nothing ordered; the resend once access is back is ordered',
+    async (status, _why) => {
+      const placer = `EHR-REFUSED-${status}`;
+      ehr.failWith = status;
+      const refused = await post(chestCtRequest(placer));
+      ehr.failWith = undefined;
+      // Before: 422 not-found "the EHR FHIR server does not have it"; the EHR took the order
+      // as refused for good and never resent it.
+      expect(refused.status).toBe(503);
+      const issues = refused.body.issue as Array<{ code: string; diagnostics: string }>;
+      expect(issues[0]!.code).toBe('transient');
+      expect(issues[0]!.diagnostics).toMatch(new RegExp(`refused .*\\(${status}\\)`));
+      expect(issues[0]!.diagnostics).toMatch(/FHIR_SERVER_TOKEN/);
+      const none = await db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [placer]);
+      expect(none.rows).toEqual([]);
+
+      expect((await post(chestCtRequest(placer))).status).toBe(201);
+    },
+  );
+  it('a conditional subject (Patient?identifier=…) the EHR will not let us search (401): 503, not 422 "not-supported"', async () => {
+    // R4 http.html#trules conditional reference, the R4 DICOM example patient's identifier.
+    const sr = chestCtRequest('EHR-REFUSED-SEARCH', {
+      subject: { reference: 'Patient?identifier=http://nema.org/examples/patients|MINT1234' },
+    });
+    ehr.failWith = 401;
+    const refused = await post(sr);
+    ehr.failWith = undefined;
+    expect(refused.status).toBe(503);
+    expect(JSON.stringify(refused.body)).toMatch(/refused the adapter's search/);
+    expect((await post(sr)).status).toBe(201);
+  });
+});

@@ -124,7 +124,11 @@ export async function checkInstanceFile(
         continue;
       }
       if (parsed.kind === 'invalid') return fail(parsed.failureReason, parsed.reason);
-      return judge(parsed, size, options);
+      const fragments =
+        parsed.pixel?.length === UNDEFINED_LENGTH
+          ? await fragmentsProblem(handle, size, parsed.pixel.valueOffset)
+          : undefined;
+      return judge(parsed, size, options, fragments);
     }
   } finally {
     await handle.close();
@@ -196,6 +200,41 @@ async function walkOn(
       valueOffset: origin + walked.stop.valueOffset,
     };
     return decodeHeader(skip.transferSyntaxUid, skip.syntax, elements, stop);
+  }
+}
+
+/**
+ * Whether encapsulated pixel data (PS3.5 §A.4) is whole: items (FFFE,E000) of defined length
+ * (the Basic Offset Table, then the fragments), each within the file, closed by the sequence
+ * delimiter (FFFE,E0DD). Undefined when whole, else what is wrong. Only the item headers are
+ * read, a small window at a time, never the fragments. Before, the declared length was only
+ * checked for native pixel data: a JPEG, JPEG-LS or RLE instance cut short by its sender was
+ * taken and uploaded with a broken image.
+ */
+async function fragmentsProblem(
+  handle: FileHandle,
+  size: number,
+  start: number,
+): Promise<string | undefined> {
+  const window = Buffer.alloc(8 * 1024);
+  let windowStart = 0;
+  let windowLength = 0;
+  let at = start;
+  for (let item = 0; ; item++) {
+    if (at + 8 > size) return 'encapsulated pixel data cut short: no sequence delimiter';
+    if (at < windowStart || at + 8 > windowStart + windowLength) {
+      windowStart = at;
+      windowLength = (await handle.read(window, 0, window.length, at)).bytesRead;
+    }
+    const group = window.readUInt16LE(at - windowStart);
+    const element = window.readUInt16LE(at - windowStart + 2);
+    const length = window.readUInt32LE(at - windowStart + 4);
+    if (group === 0xfffe && element === 0xe0dd) return undefined;
+    if (group !== 0xfffe || element !== 0xe000 || length === UNDEFINED_LENGTH)
+      return `encapsulated pixel data: item ${item + 1} is not a fragment of defined length`;
+    at += 8 + length;
+    if (at > size)
+      return `pixel data truncated: encapsulated item ${item + 1} declares ${length} bytes, ${Math.max(0, length - (at - size))} present`;
   }
 }
 
@@ -366,6 +405,8 @@ function judge(
   parsed: Extract<Parsed, { kind: 'parsed' }>,
   fileSize: number,
   options: InstanceCheckOptions,
+  /** What is wrong with encapsulated pixel data's items (fragmentsProblem), if anything. */
+  fragments?: string,
 ): InstanceCheck {
   const d = parsed.dataset;
   const sopClassUid = uidText(d['00080016']);
@@ -421,6 +462,13 @@ function judge(
           ok: false,
           failureReason: FAILURE_REASON.dataSetMismatch,
           reason: 'encapsulated pixel data in an uncompressed transfer syntax',
+          ...ids,
+        };
+      if (fragments)
+        return {
+          ok: false,
+          failureReason: FAILURE_REASON.dataSetMismatch,
+          reason: fragments,
           ...ids,
         };
     } else {

@@ -3,10 +3,12 @@ import {
   ftruncateSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   rmSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkInstanceFile, FAILURE_REASON } from '../../src/studies/dicom-instance.validator';
@@ -231,6 +233,51 @@ describe('checkInstanceFile', () => {
       header: { modality: 'SR', sopClassUid: '1.2.840.10008.5.1.4.1.1.88.33' },
     });
   });
+
+  it.each([
+    ['JPEG baseline (dcmcjpeg)', 'dcmcjpeg', '1.2.840.10008.1.2.4.70'],
+    ['JPEG-LS (dcmcjpls)', 'dcmcjpls', '1.2.840.10008.1.2.4.80'],
+    ['RLE (dcmcrle)', 'dcmcrle', '1.2.840.10008.1.2.5'],
+  ])(
+    'refuses %s encapsulated pixel data cut short, takes it whole',
+    async (_label, tool, syntax) => {
+      // DCMTK compresses the MR slice (a Basic Offset Table item, one fragment, the sequence
+      // delimiter), as a modality or router does; the copies cut short are what a sender
+      // forwards from a file still being written. Before, only native pixel data was
+      // checked: all three cut copies were taken (and uploaded) as valid.
+      const [mr] = createMrBrainSeries({ series: { slices: 1, rows: 128, columns: 128 } });
+      const source = file(mr!.bytes);
+      const compressed = `${source}.${tool}`;
+      execFileSync(tool, [source, compressed]);
+      const bytes = readFileSync(compressed);
+      expect(await checkInstanceFile(compressed)).toMatchObject({
+        ok: true,
+        header: { transferSyntaxUid: syntax },
+      });
+      // No sequence delimiter: dcmdump says "Sequence Delimitation Item missing" too.
+      expect(await checkInstanceFile(file(bytes.subarray(0, bytes.length - 8)))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: 'encapsulated pixel data cut short: no sequence delimiter',
+        sopInstanceUid: mr!.sopInstanceUid,
+      });
+      expect(await checkInstanceFile(file(bytes.subarray(0, bytes.length - 200)))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: expect.stringMatching(
+          /^pixel data truncated: encapsulated item 2 declares \d+ bytes, \d+ present$/,
+        ),
+      });
+      // Not items at all after the Pixel Data header.
+      const garbage = Buffer.from(bytes);
+      garbage.writeUInt32LE(0x12345678, bytes.length - 8);
+      expect(await checkInstanceFile(file(garbage))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: 'encapsulated pixel data: item 3 is not a fragment of defined length',
+      });
+    },
+  );
 
   describe('values larger than 64 MiB before (or instead of) the pixel data', () => {
     const MiB = 1024 * 1024;

@@ -16,6 +16,7 @@ import {
   type WalkSyntax,
 } from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
+import { withoutTrailing } from '../mappings/dicom-identifiers';
 
 /**
  * Checks one DICOM Part 10 file (PS3.10 §7) before it may be stored or uploaded, reading only
@@ -364,11 +365,7 @@ function decodeHeader(
 ): Extract<Parsed, { kind: 'parsed' }> {
   const charset = elements.get('00080005');
   const decoder = dicomTextDecoder(
-    charset
-      ? ASCII.decode(charset.value)
-          .replace(/[\0 ]+$/, '')
-          .split('\\')
-      : [],
+    charset ? withoutTrailing(ASCII.decode(charset.value), '\0 ').split('\\') : [],
   );
   const dataset: DataSet = {};
   for (const [key, element] of elements) {
@@ -393,12 +390,25 @@ function decodeValues(
     return out;
   }
   if (value.length === 0) return [];
-  return (CHARSET_VRS.has(vr) ? decoder : ASCII).decode(value).split('\\');
+  return (CHARSET_VRS.has(vr) ? decoder : ASCII).decode(value).split('\\').map(withoutInnerNul);
+}
+
+/**
+ * A NUL inside a value (not in its trailing NUL and SPACE padding) as U+FFFD, the character a
+ * decoder puts for bytes it cannot read: PostgreSQL text and jsonb cannot hold a NUL, so a
+ * pushed instance whose Accession Number was `AC\0C1` or whose name was `Doe\0^Jane` failed
+ * the whole STOW-RS request with 500 (C-STORE: 0110), the request's other instances with it.
+ * The value stays unequal to any order's (an order cannot hold a NUL either).
+ */
+function withoutInnerNul(value: string): string {
+  if (!value.includes('\0')) return value;
+  const body = withoutTrailing(value, '\0 ');
+  return body.replaceAll('\0', '\ufffd') + value.slice(body.length);
 }
 
 /** A UI value without its NUL or space padding; several values stay joined by `\`. */
 function uidValue(element: WalkedElement | undefined): string {
-  return element ? ASCII.decode(element.value).replace(/[\0 ]+$/, '') : '';
+  return element ? withoutTrailing(ASCII.decode(element.value), '\0 ') : '';
 }
 
 function judge(
@@ -431,7 +441,7 @@ function judge(
     };
   }
   const sop = options.expectedSop;
-  const unpadded = (uid: string) => uid.replace(/[\0 ]+$/, '');
+  const unpadded = (uid: string) => withoutTrailing(uid, '\0 ');
   if (
     sop &&
     (unpadded(sop.sopClassUid) !== sopClassUid || unpadded(sop.sopInstanceUid) !== sopInstanceUid)

@@ -191,6 +191,46 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect((result as { reason: string }).reason).toMatch(/matching characters/);
   });
 
+  it('a PACS matching the accession without letter case: the other study is not taken, the order waits for its own', async () => {
+    // Orthanc answers QIDO-RS (and C-FIND) AccessionNumber=IDN-CASE-AB with the study of
+    // IDN-case-ab: its lookup ignores case. Before: the order failed at once (identity
+    // mismatch), and again ("matches 2 studies") once its own study was in the PACS.
+    await store(
+      createMrBrainStudy({
+        study: { accessionNumber: 'IDN-case-ab' },
+        patient: { patientId: 'OTHER-77', patientName: 'Other^Patient' },
+        series: [{ slices: 1 }],
+      }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-CASE-AB', patientId: 'SBX-000123' });
+    const request = { orderId, accessionNumber: 'IDN-CASE-AB', patientId: 'SBX-000123' };
+    expect(await acquirer().acquire(request)).toMatchObject({
+      status: 'waiting',
+      reason: 'the study is not in the PACS yet',
+    });
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+    const notes = (await db.dataSource.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'study.retrieve-problem'`,
+      [orderId],
+    )) as Array<{ summary: string }>;
+    expect(notes).toHaveLength(1);
+    expect(notes[0]!.summary).toMatch(/1 study\(ies\) .* not the order's/);
+    expect(await mismatchEvents(orderId)).toEqual([]);
+
+    // The order's own study arrives: it is the one used, never the other.
+    const own = createMrBrainStudy({
+      study: { accessionNumber: 'IDN-CASE-AB' },
+      series: [{ slices: 2 }],
+    });
+    await store(own);
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+    clock += 61_000;
+    expect(await acquirer().acquire(request)).toMatchObject({
+      status: 'ready',
+      study: { studyInstanceUid: own[0]!.studyInstanceUid, instanceCount: 2 },
+    });
+  });
+
   it('the matching study still goes through (same accession, same patient)', async () => {
     await store(
       createMrBrainStudy({ study: { accessionNumber: 'IDN-ACC-OK' }, series: [{ slices: 2 }] }),

@@ -54,6 +54,8 @@ export interface DicomWebClientOptions {
 }
 
 type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
+/** The attributes read from a QIDO-RS answer. */
+const QIDO_TAGS = ['0020000D', '00080050', '00100020', '00100021', '00201208', '00201206'];
 
 export class DicomWebClient {
   private readonly base: string;
@@ -144,6 +146,26 @@ export class DicomWebClient {
       throw new StudyError('pacs_error', 'QIDO-RS answer is not DICOM JSON', { cause: error });
     }
     if (!Array.isArray(items)) throw new StudyError('pacs_error', 'QIDO-RS answer is not a list');
+    // Each entry an object, each attribute's Value a list (PS3.18 §F.2.2, §F.2.4): `null`
+    // entries or `"Value": "1.2.3"` threw a TypeError (and "1.2.3"[0], "1", was read as the
+    // Study Instance UID), so the acquisition ended in an exception instead of an answer.
+    for (const item of items as unknown[]) {
+      if (typeof item !== 'object' || item === null || Array.isArray(item))
+        throw new StudyError(
+          'pacs_error',
+          'QIDO-RS answer is not DICOM JSON (an entry is not an object)',
+        );
+      for (const tag of QIDO_TAGS) {
+        const el = (item as DicomJson)[tag] as unknown;
+        if (el === undefined || el === null) continue;
+        const value = typeof el === 'object' ? (el as { Value?: unknown }).Value : el;
+        if (typeof el !== 'object' || (value !== undefined && !Array.isArray(value)))
+          throw new StudyError(
+            'pacs_error',
+            `QIDO-RS answer is not DICOM JSON (${tag} has no list of values)`,
+          );
+      }
+    }
     return items
       .map((item) => ({
         studyInstanceUid: str(item['0020000D']) ?? '',

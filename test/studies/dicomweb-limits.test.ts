@@ -31,6 +31,8 @@ describe('DICOMweb pull limits', () => {
   /** What WADO-RS sends: parts of `partBytes`, `parts` of them (Infinity: until we hang up). */
   let wado = { parts: Infinity, partBytes: 256 * 1024 };
   let qidoCount = 100_000;
+  /** When set, QIDO-RS answers this body instead (a PACS's own shape of DICOM JSON). */
+  let qidoBody: string | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -38,6 +40,7 @@ describe('DICOMweb pull limits', () => {
     server = createServer((req, res) => {
       if (req.url?.startsWith('/studies?')) {
         res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        if (qidoBody !== undefined) return void res.end(qidoBody);
         res.end(
           JSON.stringify([
             {
@@ -86,6 +89,7 @@ describe('DICOMweb pull limits', () => {
     studyUid = generateUid();
     wadoRequests = 0;
     bytesSent = 0;
+    qidoBody = undefined;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -131,6 +135,67 @@ describe('DICOMweb pull limits', () => {
       reason: expect.stringMatching(/100000 instances in the PACS, more than the limit of 10000/),
     });
     expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+
+  it.each([
+    ['a null entry', () => '[null]'],
+    [
+      'a UID as a bare string',
+      () => JSON.stringify([{ '0020000D': { vr: 'UI', Value: studyUid } }]),
+    ],
+    [
+      'an accession as a bare string',
+      () =>
+        JSON.stringify([
+          {
+            '0020000D': { vr: 'UI', Value: [studyUid] },
+            '00080050': { vr: 'SH', Value: 'ACC-Q1' },
+          },
+        ]),
+    ],
+  ])('a QIDO-RS answer with %s fails clearly, nothing retrieved', async (_label, body) => {
+    // Before: a TypeError out of acquire() (the job failed with it, again and again), or
+    // `"Value": "2.25…"` read as the Study Instance UID "2".
+    qidoBody = body();
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'ACC-Q1' });
+    await expect(acquirer.acquire({ orderId, accessionNumber: 'ACC-Q1' })).resolves.toMatchObject({
+      status: 'failed',
+      reason: expect.stringMatching(/^QIDO-RS answer is not DICOM JSON/),
+    });
+    expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+
+  it('a QIDO-RS answer with numbers as strings, PN as an object and attributes left out is read', async () => {
+    // Shapes PACS send (PS3.18 F.2: IS as a string is allowed, PN is an object); the absent
+    // series count and Issuer of Patient ID are simply unknown.
+    qidoBody = JSON.stringify([
+      {
+        '0020000D': { vr: 'UI', Value: [studyUid] },
+        '00080050': { vr: 'SH', Value: ['ACC-Q2'] },
+        '00100010': { vr: 'PN', Value: [{ Alphabetic: 'Doe^Jane' }] },
+        '00100020': { vr: 'LO', Value: ['PID-Q2'] },
+        '00201208': { vr: 'IS', Value: ['7'] },
+      },
+    ]);
+    const client = new DicomWebClient({ baseUrl: base });
+    expect(await client.findStudies({ accessionNumber: 'ACC-Q2' })).toEqual([
+      {
+        studyInstanceUid: studyUid,
+        accessionNumber: 'ACC-Q2',
+        patientId: 'PID-Q2',
+        instanceCount: 7,
+      },
+    ]);
     await client.close();
   });
 });

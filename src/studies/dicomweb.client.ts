@@ -248,6 +248,13 @@ export class DicomWebClient {
       if (out) await closeQuietly(out);
       res.body.destroy();
       await Promise.all(files.map((f) => rm(f.path, { force: true })));
+      // A body that stops inside a part, or holds no boundary at all, is a retrieve that broke
+      // off (cut by a proxy, a server stopping mid-answer): waited for and retried, as a
+      // reset connection is, never taken for a complete study.
+      if (error instanceof StudyError && error.code === 'bad_multipart')
+        throw new StudyError('pacs_unavailable', `WADO-RS retrieve broke off: ${error.message}`, {
+          cause: error,
+        });
       if (error instanceof StudyError) throw error;
       throw new StudyError(
         'pacs_unavailable',

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -33,6 +33,7 @@ describe('DICOMweb pull limits', () => {
   let qidoCount = 100_000;
   /** When set, QIDO-RS answers this body instead (a PACS's own shape of DICOM JSON). */
   let qidoBody: string | undefined;
+  let wadoWithoutClose = false;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -71,7 +72,8 @@ describe('DICOMweb pull limits', () => {
           );
           if (!ok) return void res.once('drain', pump);
         }
-        if (!res.destroyed) res.end(`--${boundary}--\r\n`);
+        // A body that simply stops, without the close delimiter.
+        if (!res.destroyed) res.end(wadoWithoutClose ? undefined : `--${boundary}--\r\n`);
       };
       res.on('error', () => undefined);
       pump();
@@ -90,6 +92,7 @@ describe('DICOMweb pull limits', () => {
     wadoRequests = 0;
     bytesSent = 0;
     qidoBody = undefined;
+    wadoWithoutClose = false;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -196,6 +199,39 @@ describe('DICOMweb pull limits', () => {
         instanceCount: 7,
       },
     ]);
+    await client.close();
+  });
+
+  it('a WADO-RS answer that ends without its close delimiter is a broken-off retrieve: the order waits', async () => {
+    // The body stops after a part (a server cut off mid-answer, a proxy ending a chunked or
+    // close-delimited body early): whether the last part is whole is unknown. Before: failed
+    // for good ("multipart body: the body ended inside a part"), while the same answer cut by
+    // a reset connection waited and was retried.
+    wado = { parts: 2, partBytes: 1024 };
+    wadoWithoutClose = true;
+    qidoCount = 2;
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(await acquirer.acquire(request)).toMatchObject({
+      status: 'waiting',
+      reason: 'WADO-RS retrieve broke off: multipart body: the body ended inside a part',
+    });
+    expect(wadoRequests).toBe(1);
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+    const notes = (await db.dataSource.query(
+      `SELECT kind FROM audit_events WHERE order_id = $1 AND kind IN ('study.retrieve-problem', 'study.failed')`,
+      [orderId],
+    )) as Array<{ kind: string }>;
+    expect(notes.map((n) => n.kind)).toEqual(['study.retrieve-problem']);
     await client.close();
   });
 });

@@ -198,6 +198,16 @@ export class DicomWebClient {
       if (!(error instanceof StudyError && error.httpStatus === 406)) throw error;
       res = await this.call(url, { accept: 'multipart/related; type="application/dicom"' });
     }
+    if (res.statusCode === 206) {
+      // Partial Content (PS3.18 §10.4.3): the PACS could return only some of the instances.
+      // A part of a study is never packaged as the study; the order waits and asks again.
+      await res.body.dump();
+      throw new StudyError(
+        'pacs_unavailable',
+        'WADO-RS answered 206 Partial Content: the PACS could not send every instance',
+        { httpStatus: 206 },
+      );
+    }
     const contentType = String(res.headers['content-type'] ?? '');
     const boundary = boundaryOf(contentType);
     if (baseMediaType(contentType) !== 'multipart/related' || !boundary) {

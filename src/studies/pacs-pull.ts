@@ -158,6 +158,20 @@ export async function pullFromPacs(
       await rm(dir, { recursive: true, force: true });
       throw error;
     });
+  if (count >= 0 && files.length !== count) {
+    // The PACS counted one number and sent another: a partial answer (instances it could not
+    // send now) or a study still growing. Never packaged: the quiet period runs again on the
+    // PACS's next count. Before, whatever arrived was packaged and uploaded as the study.
+    await rm(dir, { recursive: true, force: true });
+    await updateAcquisition(ds.manager, request.orderId, {
+      state: 'waiting',
+      observed_count: null,
+      stable_since: null,
+    });
+    const reason = `the PACS counts ${count} instance(s) but sent ${files.length}; asked again after the quiet period`;
+    await recorder.retrieveProblem(request.orderId, source.name, reason);
+    return waiting(reason, Math.max(quietMs, BUSY_RETRY_MS));
+  }
   const checked: Array<{ path: string; header: InstanceHeader }> = [];
   const problems: string[] = [];
   let budget = ctx.maxStudyBytes ?? DEFAULT_MAX_STUDY_BYTES;

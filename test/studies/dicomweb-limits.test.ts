@@ -9,6 +9,7 @@ import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { generateUid } from '../helpers/dicom-factory';
+import { rawInstance } from '../helpers/raw-dicom';
 import { insertOrder } from './study-test-support';
 
 jest.setTimeout(60_000);
@@ -34,6 +35,9 @@ describe('DICOMweb pull limits', () => {
   /** When set, QIDO-RS answers this body instead (a PACS's own shape of DICOM JSON). */
   let qidoBody: string | undefined;
   let wadoWithoutClose = false;
+  let wadoStatus = 200;
+  /** When set, the WADO-RS parts are these instances (else parts of `A`s). */
+  let wadoInstances: Buffer[] | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -54,19 +58,20 @@ describe('DICOMweb pull limits', () => {
       }
       wadoRequests++;
       const boundary = 'B0UNDARY';
-      res.writeHead(200, {
+      res.writeHead(wadoStatus, {
         'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
       });
       let sent = 0;
       const chunk = Buffer.alloc(wado.partBytes, 0x41);
       const pump = () => {
         while (sent < wado.parts && !res.destroyed) {
+          const body = wadoInstances?.[sent] ?? chunk;
           sent++;
-          bytesSent += chunk.length;
+          bytesSent += body.length;
           const ok = res.write(
             Buffer.concat([
               Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
-              chunk,
+              body,
               Buffer.from('\r\n'),
             ]),
           );
@@ -93,6 +98,8 @@ describe('DICOMweb pull limits', () => {
     bytesSent = 0;
     qidoBody = undefined;
     wadoWithoutClose = false;
+    wadoStatus = 200;
+    wadoInstances = undefined;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -232,6 +239,50 @@ describe('DICOMweb pull limits', () => {
       [orderId],
     )) as Array<{ kind: string }>;
     expect(notes.map((n) => n.kind)).toEqual(['study.retrieve-problem']);
+    await client.close();
+  });
+
+  it.each([
+    ['sends fewer instances than its QIDO-RS count', 200],
+    ['answers 206 Partial Content', 206],
+  ])('a PACS that %s: nothing packaged, the order waits and asks again', async (_label, status) => {
+    // PS3.18 §10.4.3: 206 when the origin server could return only some instances (nearline
+    // storage, a codec it lacks). Before: the parts that came were validated, packaged and
+    // uploaded as the whole study.
+    wado = { parts: 2, partBytes: 1024 };
+    wadoStatus = status;
+    qidoCount = 3;
+    wadoInstances = [1, 2].map(() => rawInstance({ studyInstanceUid: studyUid }).bytes);
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    const second = await acquirer.acquire(request);
+    expect(second).toMatchObject({
+      status: 'waiting',
+      reason:
+        status === 206
+          ? 'WADO-RS answered 206 Partial Content: the PACS could not send every instance'
+          : 'the PACS counts 3 instance(s) but sent 2; asked again after the quiet period',
+    });
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+    expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
+    const kinds = (await db.dataSource.query(
+      `SELECT kind FROM audit_events WHERE order_id = $1 AND kind LIKE 'study.%'`,
+      [orderId],
+    )) as Array<{ kind: string }>;
+    expect(kinds.map((k) => k.kind)).toEqual(['study.retrieve-problem']);
+    // Asked again: a 206 at once (the lifecycle calls back after 30 s), a short answer after
+    // the quiet period has run again on the PACS's count.
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(wadoRequests).toBe(status === 206 ? 2 : 1);
     await client.close();
   });
 });

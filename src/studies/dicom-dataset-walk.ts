@@ -170,10 +170,21 @@ export function walkDataSet(
     }
     if (!frame && wantedTags.has(tag)) {
       const key = tag.toString(16).toUpperCase().padStart(8, '0');
+      if (elements.has(key)) return { kind: 'invalid', reason: appearsTwice(key) };
       elements.set(key, { vr, value: bytes.subarray(valueOffset, end) });
     }
     at = end;
   }
+}
+
+/**
+ * An attribute read twice at the top level (PS3.5 §7.1: at most once). Which value counts is
+ * the reader's choice: DCMTK (and a PACS built on it) keeps the first, pydicom the last. For
+ * an Accession Number, Patient ID or UID that would be one identity checked here and another
+ * read upstream, so the data set is not taken.
+ */
+export function appearsTwice(key: string): string {
+  return `attribute (${key.slice(0, 4)},${key.slice(4)}) appears twice`;
 }
 
 /**

@@ -10,6 +10,7 @@ import {
 } from './dicom-attribute.values';
 import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
 import {
+  appearsTwice,
   metaGroupEnd,
   walkDataSet,
   type WalkedElement,
@@ -190,7 +191,10 @@ async function walkOn(
       want = Math.min(want * 4, MAX_HEADER_BYTES);
       continue;
     }
-    for (const [k, v] of walked.elements) elements.set(k, v);
+    for (const [k, v] of walked.elements) {
+      if (elements.has(k)) return invalidParse(appearsTwice(k));
+      elements.set(k, v);
+    }
     if (walked.kind === 'skip') {
       origin += walked.resumeAt;
       want = FIRST_READ;

@@ -279,6 +279,28 @@ describe('checkInstanceFile', () => {
     },
   );
 
+  it('refuses a data set that holds an identifier twice, whichever value would be read', async () => {
+    // A router that appended a corrected Accession Number instead of replacing it: DCMTK reads
+    // the first ("found twice … ignoring second entry"), pydicom the last, so the identity
+    // checked here and the one the upstream reads could differ. Before: the last was taken.
+    const twice = rawInstance({
+      accession: 'DUP-ORDER-1',
+      patientId: 'PID-DUP',
+      beforePatient: element(0x0008, 0x0050, 'SH', 'DUP-OTHER-2'),
+    });
+    const path = file(twice.bytes);
+    expect(await checkInstanceFile(path)).toEqual({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+      reason: 'the data set cannot be parsed (attribute (0008,0050) appears twice)',
+    });
+    const dump = execFileSync('dcmdump', ['+P', '0008,0050', path], {
+      encoding: 'latin1',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(dump).toMatch(/\[DUP-ORDER-1\]/);
+  });
+
   describe('values larger than 64 MiB before (or instead of) the pixel data', () => {
     const MiB = 1024 * 1024;
     const us = (n: number) => Buffer.from([n & 0xff, n >> 8]);
@@ -360,6 +382,19 @@ describe('checkInstanceFile', () => {
         80 * MiB,
       );
       expect(await checkInstanceFile(raw)).toMatchObject({ ok: true, header: { modality: 'PT' } });
+      // A second Patient ID after the large value is seen too, in the window read after it.
+      const path = withLargeTail(
+        part10(RAW, '2.25.3007', [...identity(RAW, '2.25.3007', 'PT')]),
+        longHeader(0x0019, 0x1010, 'OB', 80 * MiB),
+        80 * MiB,
+      );
+      const fd = openSync(path, 'a');
+      writeSync(fd, element(0x0010, 0x0020, 'LO', 'PID-OTHER'));
+      closeSync(fd);
+      expect(await checkInstanceFile(path)).toMatchObject({
+        ok: false,
+        reason: 'the data set cannot be parsed (attribute (0010,0020) appears twice)',
+      });
       // Cut short inside the large value: still a file that is not whole.
       const cut = withLargeTail(
         part10(RAW, '2.25.3005', [...identity(RAW, '2.25.3005', 'PT')]),

@@ -8,6 +8,7 @@ import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.pa
 import { closeQuietly, closeStream } from './file-streams';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
+import { withoutPadding } from '../mappings/dicom-identifiers';
 import { readBodyText } from '../common/bounded-body';
 
 /** The most of a QIDO-RS answer we read (one study's match, or the few an accession finds). */
@@ -101,6 +102,9 @@ export class DicomWebClient {
         'invalid_study',
         'the order identifier holds DICOM matching characters (* ? \\); not queried',
       );
+    // Padding only is zero length to the PACS: a universal match (PS3.4 §C.2.2.2.3).
+    if (value && withoutPadding(value) === '')
+      throw new StudyError('invalid_study', 'the order identifier is blank; not queried');
     if (query.studyInstanceUid) params.set('StudyInstanceUID', query.studyInstanceUid);
     else if (query.accessionNumber) params.set('AccessionNumber', query.accessionNumber);
     else return [];

@@ -219,7 +219,7 @@ export async function pullFromPacs(
  * skipped when another follows, and its error thrown only when no later one has the study.
  *
  * Asked by accession number, a PACS may match more loosely than DICOM's exact matching:
- * Orthanc matches AccessionNumber without letter case (QIDO-RS and C-FIND alike), so the
+ * Orthanc matches AccessionNumber without letter case over QIDO-RS (its C-FIND does not), so the
  * order `CASE-ABC` found another patient's `CASE-abc`. Such an answer is no candidate: it is
  * left out (`loose` counts it) before the ambiguity and identity checks. Before, it failed the
  * order at once (identity mismatch, or "matches 2 studies" once the order's own study came),

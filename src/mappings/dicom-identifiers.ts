@@ -14,13 +14,33 @@ export const MATCHING_CHARACTERS_MESSAGE =
 
 /**
  * An SH / LO identifier (Accession Number, Patient ID) without its padding. PS3.5 §6.2 pads
- * these with SPACE (20H) only, and leading and trailing spaces are not significant; a trailing
- * NUL (a common writer's mistake, the UI padding) is read as padding too. Nothing else is
+ * these with SPACE (20H) only, and leading and trailing spaces are not significant; trailing
+ * NULs (a common writer's mistake, the UI padding), also before the SPACE a writer padded a
+ * NUL-terminated `ACC1\0` with to even length, are read as padding too. Nothing else is
  * padding: a TAB, CR or LF (not allowed in SH/LO), a no-break space (A0H in Latin-1) or an
  * ideographic space (U+3000) is part of the value, so `ACC1<TAB>` is not the accession `ACC1`.
  */
 export function withoutPadding(value: string): string {
-  return value.replace(/\0+$/, '').replace(/^ +| +$/g, '');
+  return withoutLeading(withoutTrailing(value, '\0 '), ' ');
+}
+
+/**
+ * `value` without the characters of `padding` at its end. A loop, not a regular expression:
+ * `/ +$/` retries from every position of a long run of padding that is not at the end, so
+ * `x`, 64 KiB of spaces, `x` (a value one DICOM element can hold) took seconds of a blocked
+ * event loop, and a QIDO-RS answer or an implicit VR element of a few MiB took hours.
+ */
+export function withoutTrailing(value: string, padding: string): string {
+  let end = value.length;
+  while (end > 0 && padding.includes(value[end - 1]!)) end--;
+  return end === value.length ? value : value.slice(0, end);
+}
+
+/** `value` without the characters of `padding` at its start (linear, as withoutTrailing). */
+export function withoutLeading(value: string, padding: string): string {
+  let start = 0;
+  while (start < value.length && padding.includes(value[start]!)) start++;
+  return start === 0 ? value : value.slice(start);
 }
 
 /**

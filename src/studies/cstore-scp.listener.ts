@@ -45,6 +45,15 @@ const VERIFICATION = '1.2.840.10008.1.1';
 const STORAGE_ROOT = '1.2.840.10008.5.1.4.1.1.';
 /** We keep bytes as sent; deflate would have to be inflated first (refused by validation too). */
 const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
+/**
+ * Transfer syntaxes of the standard (PS3.5 §10, PS3.6 Table A-1): each is explicit VR little
+ * endian on the wire but implicit VR little endian and explicit VR big endian, as the instance
+ * check reads them. A private one (GE's 1.2.840.113619.5.2, implicit VR with big endian pixel
+ * data) is not: accepted because it was proposed first, every instance sent in it was refused
+ * C000 after the transfer, where DCMTK's storescp declines it at negotiation and the sender
+ * uses the standard syntax it proposed beside it.
+ */
+const STANDARD_SYNTAX = /^1\.2\.840\.10008\.1\.2(\.[0-9]+)*$/;
 const PREFERRED_SYNTAXES = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'];
 
 export interface CStoreScpOptions {
@@ -171,7 +180,7 @@ export class CStoreScpListener {
           }
           const proposed = context
             .getTransferSyntaxUids()
-            .filter((ts) => !REFUSED_SYNTAXES.has(ts));
+            .filter((ts) => STANDARD_SYNTAX.test(ts) && !REFUSED_SYNTAXES.has(ts));
           const chosen = PREFERRED_SYNTAXES.find((ts) => proposed.includes(ts)) ?? proposed[0];
           if (chosen) context.setResult(PresentationContextResult.Accept, chosen);
           else context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);

@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createInflateRaw } from 'node:zlib';
 import { fileMetaInformation } from './part10-meta';
 import { metaGroupEnd, walkDataSet } from './dicom-dataset-walk';
+import { withoutTrailing } from '../mappings/dicom-identifiers';
 import {
   DEFLATED_EXPLICIT_VR_LE,
   EXPLICIT_VR_LE,
@@ -44,7 +45,7 @@ export async function inflateIfDeflated(path: string, maxBytes: number): Promise
   );
   if (meta.kind !== 'walked') return { kind: 'unchanged' };
   const text = (tag: string) =>
-    (meta.elements.get(tag)?.value.toString('latin1') ?? '').replace(/[\0 ]+$/, '');
+    withoutTrailing(meta.elements.get(tag)?.value.toString('latin1') ?? '', '\0 ');
   if (text('00020010') !== DEFLATED_EXPLICIT_VR_LE) return { kind: 'unchanged' };
 
   // Ends in .part: a crash mid-way leaves it to the incoming sweep.

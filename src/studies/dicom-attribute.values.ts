@@ -1,4 +1,4 @@
-import { withoutPadding } from '../mappings/dicom-identifiers';
+import { withoutPadding, withoutTrailing } from '../mappings/dicom-identifiers';
 
 /**
  * The values of the top-level attributes the instance check reads (dicom-instance.validator.ts),
@@ -34,9 +34,13 @@ export function expectedNativePixelBytes(d: DataSet): number | undefined {
 export function text(el: Attribute | undefined): string | undefined {
   const v = el?.Value[0];
   if (v === undefined) return undefined;
-  const s = String(v)
-    .replace(/[\0\s]+$/, '')
-    .trim();
+  // Trailing NULs and white space, the white space JavaScript's trim() knows (linear).
+  let s = String(v);
+  for (let before = -1; before !== s.length;) {
+    before = s.length;
+    s = withoutTrailing(s, '\0').trimEnd();
+  }
+  s = s.trim();
   return s === '' ? undefined : s;
 }
 
@@ -56,7 +60,7 @@ export function identifier(el: Attribute | undefined): string | undefined {
  * its padding. Several values stay joined by a backslash, which no UID contains.
  */
 export function uidText(el: Attribute | undefined): string | undefined {
-  const joined = (el?.Value ?? []).map((v) => String(v).replace(/[\0 ]+$/, '')).join('\\');
+  const joined = (el?.Value ?? []).map((v) => withoutTrailing(String(v), '\0 ')).join('\\');
   return joined === '' ? undefined : joined;
 }
 
@@ -76,11 +80,10 @@ export function num(el: Attribute | undefined): number | undefined {
 export function personName(el: Attribute | undefined): string | undefined {
   const v = el?.Value[0];
   if (typeof v !== 'string') return undefined;
-  const groups = v
-    .replace(/[\0]+$/, '')
+  const groups = withoutTrailing(v, '\0')
     .split('=')
     .slice(0, 3)
-    .map((g) => g.trim().replace(/\^+$/, ''));
+    .map((g) => withoutTrailing(g.trim(), '^'));
   if (groups[0] !== '') return groups[0];
   while (groups.length > 0 && groups[groups.length - 1] === '') groups.pop();
   return groups.length === 0 ? undefined : groups.join('=');

@@ -18,13 +18,23 @@ export interface WalkedElement {
 
 export type WalkResult =
   | { kind: 'need-more'; reason: string }
+  | {
+      /**
+       * Only when `bytes` is not the whole file: a top-level element not asked for runs past
+       * the bytes given. Its value is never needed: the walk goes on at `resumeAt` (an offset
+       * in `bytes`' coordinates, possibly past its end) with the file's next bytes.
+       */
+      kind: 'skip';
+      elements: Map<string, WalkedElement>;
+      resumeAt: number;
+    }
   | { kind: 'invalid'; reason: string }
   | {
       kind: 'walked';
       /** The top-level elements asked for, by tag as 8 upper-case hex digits. */
       elements: Map<string, WalkedElement>;
-      /** The top-level stop tag's declared length and where its value starts, when present. */
-      stop?: { length: number; valueOffset: number };
+      /** The top-level stop tag met (its tag, declared length and where its value starts). */
+      stop?: { tag: string; length: number; valueOffset: number };
     };
 
 const UNDEFINED_LENGTH = 0xffffffff;
@@ -51,8 +61,10 @@ type Frame = { kind: 'sequence' | 'item'; implicit: boolean };
 
 /**
  * Walks `bytes` from `start` in `syntax`. `complete` says whether `bytes` is the whole file:
- * when it is not, running out of bytes asks for more rather than refusing. Stops at the
- * top-level `stopTag` (Pixel Data), reporting its length, without reading its value.
+ * when it is not, running out of bytes asks for more rather than refusing, and a top-level
+ * element not asked for that runs past the bytes is stepped over (`skip`) rather than read.
+ * Stops at the first top-level tag of `stopTags` (Pixel Data), reporting its length, without
+ * reading its value.
  */
 export function walkDataSet(
   bytes: Buffer,
@@ -60,7 +72,7 @@ export function walkDataSet(
   syntax: WalkSyntax,
   wanted: ReadonlySet<string>,
   complete: boolean,
-  stopTag?: string,
+  stopTags: readonly string[] = [],
 ): WalkResult {
   const le = syntax !== 'explicit-be';
   const u16 = (at: number) => (le ? bytes.readUInt16LE(at) : bytes.readUInt16BE(at));
@@ -69,7 +81,7 @@ export function walkDataSet(
     complete ? { kind: 'invalid', reason } : { kind: 'need-more', reason };
   // Tags compared as numbers: no string is made for the elements stepped over.
   const wantedTags = new Set([...wanted].map((t) => parseInt(t, 16)));
-  const stopAt = stopTag === undefined ? -1 : parseInt(stopTag, 16);
+  const stopAt = new Set(stopTags.map((t) => parseInt(t, 16)));
   const isUpper = (at: number) => bytes[at]! >= 0x41 && bytes[at]! <= 0x5a;
   const elements = new Map<string, WalkedElement>();
   const stack: Frame[] = [];
@@ -134,8 +146,9 @@ export function walkDataSet(
       }
     }
     const tag = ((group << 16) | element) >>> 0;
-    if (!frame && tag === stopAt) {
-      return { kind: 'walked', elements, stop: { length, valueOffset } };
+    if (!frame && stopAt.has(tag)) {
+      const stopTag = tag.toString(16).toUpperCase().padStart(8, '0');
+      return { kind: 'walked', elements, stop: { tag: stopTag, length, valueOffset } };
     }
     if (length === UNDEFINED_LENGTH) {
       // A sequence, a UN holding one in implicit VR (PS3.5 §6.2.2), or encapsulated pixel
@@ -148,14 +161,30 @@ export function walkDataSet(
     }
     const end = valueOffset + length;
     if (end > bytes.length) {
+      // A large value nobody reads (an encapsulated STL or PDF, a vendor's raw data in a
+      // private OB, float pixel data): stepped over without its bytes. Reading it whole made
+      // every file with more than 64 MiB before its Pixel Data (or without Pixel Data) refused.
+      if (!frame && !complete && !wantedTags.has(tag))
+        return { kind: 'skip', elements, resumeAt: end };
       return short('an element is longer than the bytes that follow it');
     }
     if (!frame && wantedTags.has(tag)) {
       const key = tag.toString(16).toUpperCase().padStart(8, '0');
+      if (elements.has(key)) return { kind: 'invalid', reason: appearsTwice(key) };
       elements.set(key, { vr, value: bytes.subarray(valueOffset, end) });
     }
     at = end;
   }
+}
+
+/**
+ * An attribute read twice at the top level (PS3.5 §7.1: at most once). Which value counts is
+ * the reader's choice: DCMTK (and a PACS built on it) keeps the first, pydicom the last. For
+ * an Accession Number, Patient ID or UID that would be one identity checked here and another
+ * read upstream, so the data set is not taken.
+ */
+export function appearsTwice(key: string): string {
+  return `attribute (${key.slice(0, 4)},${key.slice(4)}) appears twice`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { InstanceHeader } from '../domain/dicom-instance';
 import {
   expectedNativePixelBytes,
@@ -10,12 +10,14 @@ import {
 } from './dicom-attribute.values';
 import { dicomTextDecoder, type DicomTextDecoder } from './dicom-charset';
 import {
+  appearsTwice,
   metaGroupEnd,
   walkDataSet,
   type WalkedElement,
   type WalkSyntax,
 } from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
+import { withoutTrailing } from '../mappings/dicom-identifiers';
 
 /**
  * Checks one DICOM Part 10 file (PS3.10 §7) before it may be stored or uploaded, reading only
@@ -55,7 +57,13 @@ const NATIVE_SYNTAXES = new Set([
   EXPLICIT_VR_BE,
 ]);
 
-const PIXEL_DATA = '7FE00010';
+/**
+ * Pixel Data (7FE0,0010), Float Pixel Data (7FE0,0008) and Double Float Pixel Data
+ * (7FE0,0009): a data set holds at most one of them (PS3.3 C.7.6.3, C.7.6.24), the last of
+ * its attributes before any trailing padding or signatures. The two float forms (parametric
+ * maps) are never encapsulated and are checked like native pixel data.
+ */
+const PIXEL_DATA_TAGS = ['7FE00008', '7FE00009', '7FE00010'];
 const UNDEFINED_LENGTH = 0xffffffff;
 const FIRST_READ = 64 * 1024;
 const MAX_HEADER_BYTES = 64 * 1024 * 1024;
@@ -105,7 +113,8 @@ export async function checkInstanceFile(
     for (;;) {
       const prefix = Buffer.alloc(want);
       const { bytesRead } = await handle.read(prefix, 0, want, 0);
-      const parsed = parseHeader(prefix.subarray(0, bytesRead), bytesRead === size);
+      let parsed = parseHeader(prefix.subarray(0, bytesRead), bytesRead === size);
+      if (parsed.kind === 'skip') parsed = await walkOn(handle, size, parsed);
       if (parsed.kind === 'need-more') {
         if (want >= size) return fail(FAILURE_REASON.cannotUnderstand, parsed.reason);
         if (want >= MAX_HEADER_BYTES)
@@ -117,7 +126,11 @@ export async function checkInstanceFile(
         continue;
       }
       if (parsed.kind === 'invalid') return fail(parsed.failureReason, parsed.reason);
-      return judge(parsed, size, options);
+      const fragments =
+        parsed.pixel?.length === UNDEFINED_LENGTH
+          ? await fragmentsProblem(handle, size, parsed.pixel.valueOffset)
+          : undefined;
+      return judge(parsed, size, options, fragments);
     }
   } finally {
     await handle.close();
@@ -128,12 +141,115 @@ type Parsed =
   | { kind: 'need-more'; reason: string }
   | { kind: 'invalid'; failureReason: number; reason: string }
   | {
+      /** The walk stepped over a value past the bytes read: it goes on at `resumeAt`. */
+      kind: 'skip';
+      transferSyntaxUid: string;
+      syntax: WalkSyntax;
+      elements: Map<string, WalkedElement>;
+      resumeAt: number;
+    }
+  | {
       kind: 'parsed';
       transferSyntaxUid: string;
       dataset: DataSet;
       /** Pixel Data's declared length and where its value starts, when the file has one. */
-      pixel?: { length: number; valueOffset: number };
+      pixel?: { tag: string; length: number; valueOffset: number };
     };
+
+/**
+ * Goes on walking after a value too large to read (an encapsulated document, a vendor's raw
+ * data, float pixel data): from the file offset where it ends, one window at a time. Each
+ * step starts past the end of the window before it, so the reads stay linear in the file's
+ * size and memory in one window, however large the values stepped over.
+ */
+async function walkOn(
+  handle: FileHandle,
+  size: number,
+  skip: Extract<Parsed, { kind: 'skip' }>,
+): Promise<Exclude<Parsed, { kind: 'skip' }>> {
+  const elements = new Map(skip.elements);
+  let origin = skip.resumeAt;
+  let want = FIRST_READ;
+  for (;;) {
+    if (origin > size) return invalidParse('an element is longer than the bytes that follow it');
+    const length = Math.min(size - origin, want);
+    const window = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(window, 0, length, origin);
+    const complete = origin + bytesRead === size;
+    const walked = walkDataSet(
+      window.subarray(0, bytesRead),
+      0,
+      skip.syntax,
+      WANTED,
+      complete,
+      PIXEL_DATA_TAGS,
+    );
+    if (walked.kind === 'invalid') return invalidParse(walked.reason);
+    if (walked.kind === 'need-more') {
+      if (complete) return invalidParse(walked.reason);
+      if (want >= MAX_HEADER_BYTES) return { kind: 'need-more', reason: walked.reason };
+      want = Math.min(want * 4, MAX_HEADER_BYTES);
+      continue;
+    }
+    for (const [k, v] of walked.elements) {
+      if (elements.has(k)) return invalidParse(appearsTwice(k));
+      elements.set(k, v);
+    }
+    if (walked.kind === 'skip') {
+      origin += walked.resumeAt;
+      want = FIRST_READ;
+      continue;
+    }
+    const stop = walked.stop && {
+      ...walked.stop,
+      valueOffset: origin + walked.stop.valueOffset,
+    };
+    return decodeHeader(skip.transferSyntaxUid, skip.syntax, elements, stop);
+  }
+}
+
+/**
+ * Whether encapsulated pixel data (PS3.5 §A.4) is whole: items (FFFE,E000) of defined length
+ * (the Basic Offset Table, then the fragments), each within the file, closed by the sequence
+ * delimiter (FFFE,E0DD). Undefined when whole, else what is wrong. Only the item headers are
+ * read, a small window at a time, never the fragments. Before, the declared length was only
+ * checked for native pixel data: a JPEG, JPEG-LS or RLE instance cut short by its sender was
+ * taken and uploaded with a broken image.
+ */
+async function fragmentsProblem(
+  handle: FileHandle,
+  size: number,
+  start: number,
+): Promise<string | undefined> {
+  const window = Buffer.alloc(8 * 1024);
+  let windowStart = 0;
+  let windowLength = 0;
+  let at = start;
+  for (let item = 0; ; item++) {
+    if (at + 8 > size) return 'encapsulated pixel data cut short: no sequence delimiter';
+    if (at < windowStart || at + 8 > windowStart + windowLength) {
+      windowStart = at;
+      windowLength = (await handle.read(window, 0, window.length, at)).bytesRead;
+    }
+    const group = window.readUInt16LE(at - windowStart);
+    const element = window.readUInt16LE(at - windowStart + 2);
+    const length = window.readUInt32LE(at - windowStart + 4);
+    if (group === 0xfffe && element === 0xe0dd) return undefined;
+    if (group !== 0xfffe || element !== 0xe000 || length === UNDEFINED_LENGTH)
+      return `encapsulated pixel data: item ${item + 1} is not a fragment of defined length`;
+    at += 8 + length;
+    if (at > size)
+      return `pixel data truncated: encapsulated item ${item + 1} declares ${length} bytes, ${Math.max(0, length - (at - size))} present`;
+  }
+}
+
+function invalidParse(reason: string): Extract<Parsed, { kind: 'invalid' }> {
+  return {
+    kind: 'invalid',
+    failureReason: FAILURE_REASON.cannotUnderstand,
+    reason: `the data set cannot be parsed (${reason})`,
+  };
+}
 
 /**
  * The attributes read from the data set, with their VRs (PS3.6): the VR tells how to decode
@@ -211,8 +327,11 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
     new Set(['00020010']),
     true,
   );
+  // (Complete bytes: the walk never skips.)
   if (meta.kind !== 'walked')
-    return invalid(`file meta information cannot be read (${meta.reason})`);
+    return invalid(
+      `file meta information cannot be read (${'reason' in meta ? meta.reason : 'cut short'})`,
+    );
   const transferSyntaxUid = uidValue(meta.elements.get('00020010'));
   if (!/^[0-9.]+$/.test(transferSyntaxUid)) {
     return invalid('file meta information has no valid Transfer Syntax UID');
@@ -233,24 +352,31 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
       : transferSyntaxUid === EXPLICIT_VR_BE
         ? 'explicit-be'
         : 'explicit-le';
-  const walked = walkDataSet(bytes, metaEnd, syntax, WANTED, complete, PIXEL_DATA);
+  const walked = walkDataSet(bytes, metaEnd, syntax, WANTED, complete, PIXEL_DATA_TAGS);
   if (walked.kind === 'need-more') return walked;
   if (walked.kind === 'invalid') return invalid(`the data set cannot be parsed (${walked.reason})`);
+  if (walked.kind === 'skip') return { ...walked, transferSyntaxUid, syntax };
   if (!walked.stop && !complete) return { kind: 'need-more', reason: 'header not complete' };
-  const charset = walked.elements.get('00080005');
+  return decodeHeader(transferSyntaxUid, syntax, walked.elements, walked.stop);
+}
+
+/** The walked attributes decoded by their VR and the Specific Character Set. */
+function decodeHeader(
+  transferSyntaxUid: string,
+  syntax: WalkSyntax,
+  elements: ReadonlyMap<string, WalkedElement>,
+  pixel: { tag: string; length: number; valueOffset: number } | undefined,
+): Extract<Parsed, { kind: 'parsed' }> {
+  const charset = elements.get('00080005');
   const decoder = dicomTextDecoder(
-    charset
-      ? ASCII.decode(charset.value)
-          .replace(/[\0 ]+$/, '')
-          .split('\\')
-      : [],
+    charset ? withoutTrailing(ASCII.decode(charset.value), '\0 ').split('\\') : [],
   );
   const dataset: DataSet = {};
-  for (const [key, element] of walked.elements) {
+  for (const [key, element] of elements) {
     dataset[key] = { Value: decodeValues(element, HEADER_ATTRIBUTES[key]!, syntax, decoder) };
   }
   // A file without pixel data (a structured report) has been walked whole.
-  return { kind: 'parsed', transferSyntaxUid, dataset, pixel: walked.stop };
+  return { kind: 'parsed', transferSyntaxUid, dataset, pixel };
 }
 
 /** An element's values: text split at the backslash, US as numbers in the syntax's order. */
@@ -268,18 +394,33 @@ function decodeValues(
     return out;
   }
   if (value.length === 0) return [];
-  return (CHARSET_VRS.has(vr) ? decoder : ASCII).decode(value).split('\\');
+  return (CHARSET_VRS.has(vr) ? decoder : ASCII).decode(value).split('\\').map(withoutInnerNul);
+}
+
+/**
+ * A NUL inside a value (not in its trailing NUL and SPACE padding) as U+FFFD, the character a
+ * decoder puts for bytes it cannot read: PostgreSQL text and jsonb cannot hold a NUL, so a
+ * pushed instance whose Accession Number was `AC\0C1` or whose name was `Doe\0^Jane` failed
+ * the whole STOW-RS request with 500 (C-STORE: 0110), the request's other instances with it.
+ * The value stays unequal to any order's (an order cannot hold a NUL either).
+ */
+function withoutInnerNul(value: string): string {
+  if (!value.includes('\0')) return value;
+  const body = withoutTrailing(value, '\0 ');
+  return body.replaceAll('\0', '\ufffd') + value.slice(body.length);
 }
 
 /** A UI value without its NUL or space padding; several values stay joined by `\`. */
 function uidValue(element: WalkedElement | undefined): string {
-  return element ? ASCII.decode(element.value).replace(/[\0 ]+$/, '') : '';
+  return element ? withoutTrailing(ASCII.decode(element.value), '\0 ') : '';
 }
 
 function judge(
   parsed: Extract<Parsed, { kind: 'parsed' }>,
   fileSize: number,
   options: InstanceCheckOptions,
+  /** What is wrong with encapsulated pixel data's items (fragmentsProblem), if anything. */
+  fragments?: string,
 ): InstanceCheck {
   const d = parsed.dataset;
   const sopClassUid = uidText(d['00080016']);
@@ -304,7 +445,7 @@ function judge(
     };
   }
   const sop = options.expectedSop;
-  const unpadded = (uid: string) => uid.replace(/[\0 ]+$/, '');
+  const unpadded = (uid: string) => withoutTrailing(uid, '\0 ');
   if (
     sop &&
     (unpadded(sop.sopClassUid) !== sopClassUid || unpadded(sop.sopInstanceUid) !== sopInstanceUid)
@@ -326,7 +467,8 @@ function judge(
   }
   const pixel = parsed.pixel;
   if (pixel) {
-    const native = NATIVE_SYNTAXES.has(parsed.transferSyntaxUid);
+    // Float and double float pixel data are never encapsulated, whatever the syntax.
+    const native = NATIVE_SYNTAXES.has(parsed.transferSyntaxUid) || pixel.tag !== '7FE00010';
     if (pixel.length === UNDEFINED_LENGTH) {
       // Encapsulated pixel data (PS3.5 §A.4) is only allowed in compressed syntaxes.
       if (native)
@@ -334,6 +476,13 @@ function judge(
           ok: false,
           failureReason: FAILURE_REASON.dataSetMismatch,
           reason: 'encapsulated pixel data in an uncompressed transfer syntax',
+          ...ids,
+        };
+      if (fragments)
+        return {
+          ok: false,
+          failureReason: FAILURE_REASON.dataSetMismatch,
+          reason: fragments,
           ...ids,
         };
     } else {

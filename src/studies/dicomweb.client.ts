@@ -8,6 +8,7 @@ import { baseMediaType, boundaryOf, readMultipart } from './multipart-related.pa
 import { closeQuietly, closeStream } from './file-streams';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
+import { withoutPadding } from '../mappings/dicom-identifiers';
 import { readBodyText } from '../common/bounded-body';
 
 /** The most of a QIDO-RS answer we read (one study's match, or the few an accession finds). */
@@ -54,6 +55,8 @@ export interface DicomWebClientOptions {
 }
 
 type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
+/** The attributes read from a QIDO-RS answer. */
+const QIDO_TAGS = ['0020000D', '00080050', '00100020', '00100021', '00201208', '00201206'];
 
 export class DicomWebClient {
   private readonly base: string;
@@ -99,6 +102,9 @@ export class DicomWebClient {
         'invalid_study',
         'the order identifier holds DICOM matching characters (* ? \\); not queried',
       );
+    // Padding only is zero length to the PACS: a universal match (PS3.4 §C.2.2.2.3).
+    if (value && withoutPadding(value) === '')
+      throw new StudyError('invalid_study', 'the order identifier is blank; not queried');
     if (query.studyInstanceUid) params.set('StudyInstanceUID', query.studyInstanceUid);
     else if (query.accessionNumber) params.set('AccessionNumber', query.accessionNumber);
     else return [];
@@ -144,6 +150,26 @@ export class DicomWebClient {
       throw new StudyError('pacs_error', 'QIDO-RS answer is not DICOM JSON', { cause: error });
     }
     if (!Array.isArray(items)) throw new StudyError('pacs_error', 'QIDO-RS answer is not a list');
+    // Each entry an object, each attribute's Value a list (PS3.18 §F.2.2, §F.2.4): `null`
+    // entries or `"Value": "1.2.3"` threw a TypeError (and "1.2.3"[0], "1", was read as the
+    // Study Instance UID), so the acquisition ended in an exception instead of an answer.
+    for (const item of items as unknown[]) {
+      if (typeof item !== 'object' || item === null || Array.isArray(item))
+        throw new StudyError(
+          'pacs_error',
+          'QIDO-RS answer is not DICOM JSON (an entry is not an object)',
+        );
+      for (const tag of QIDO_TAGS) {
+        const el = (item as DicomJson)[tag] as unknown;
+        if (el === undefined || el === null) continue;
+        const value = typeof el === 'object' ? (el as { Value?: unknown }).Value : el;
+        if (typeof el !== 'object' || (value !== undefined && !Array.isArray(value)))
+          throw new StudyError(
+            'pacs_error',
+            `QIDO-RS answer is not DICOM JSON (${tag} has no list of values)`,
+          );
+      }
+    }
     return items
       .map((item) => ({
         studyInstanceUid: str(item['0020000D']) ?? '',
@@ -175,6 +201,16 @@ export class DicomWebClient {
       // take its default, Explicit VR Little Endian (§8.7.3.5.2), transcoded by the PACS.
       if (!(error instanceof StudyError && error.httpStatus === 406)) throw error;
       res = await this.call(url, { accept: 'multipart/related; type="application/dicom"' });
+    }
+    if (res.statusCode === 206) {
+      // Partial Content (PS3.18 §10.4.3): the PACS could return only some of the instances.
+      // A part of a study is never packaged as the study; the order waits and asks again.
+      await res.body.dump();
+      throw new StudyError(
+        'pacs_unavailable',
+        'WADO-RS answered 206 Partial Content: the PACS could not send every instance',
+        { httpStatus: 206 },
+      );
     }
     const contentType = String(res.headers['content-type'] ?? '');
     const boundary = boundaryOf(contentType);
@@ -226,6 +262,13 @@ export class DicomWebClient {
       if (out) await closeQuietly(out);
       res.body.destroy();
       await Promise.all(files.map((f) => rm(f.path, { force: true })));
+      // A body that stops inside a part, or holds no boundary at all, is a retrieve that broke
+      // off (cut by a proxy, a server stopping mid-answer): waited for and retried, as a
+      // reset connection is, never taken for a complete study.
+      if (error instanceof StudyError && error.code === 'bad_multipart')
+        throw new StudyError('pacs_unavailable', `WADO-RS retrieve broke off: ${error.message}`, {
+          cause: error,
+        });
       if (error instanceof StudyError) throw error;
       throw new StudyError(
         'pacs_unavailable',

@@ -10,6 +10,7 @@ import { runAssociation, type AssociationHooks, type AssociationPeer } from './d
 import { outcomeOf, statusError, SUCCESS, type RetrieveOutcome } from './dimse-status';
 import { StudyError } from './study.error';
 import { hasMatchingCharacters } from './study-identity';
+import { withoutPadding } from '../mappings/dicom-identifiers';
 
 /**
  * A DIMSE query/retrieve SCU (PS3.4 Annex C, Study Root) for PACS without DICOMweb:
@@ -56,6 +57,9 @@ export class DimseClient {
         'invalid_study',
         'the order identifier holds DICOM matching characters (* ? \\); not queried',
       );
+    // Padding only is zero length to the PACS: a universal match (PS3.4 §C.2.2.2.3).
+    if (value && withoutPadding(value) === '')
+      throw new StudyError('invalid_study', 'the order identifier is blank; not queried');
     const request = new requests.CFindRequest();
     // Only the keys we need: no names or birth dates asked for (PS3.4 §C.6.2.1 Study Root).
     request.setDataset(

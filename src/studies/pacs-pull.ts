@@ -7,6 +7,7 @@ import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validat
 import { isDicomUid } from './dicom-uid';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
 import { StudyError } from './study.error';
+import { identityMismatches } from './study-identity';
 import type { StudyStoragePaths } from './study-storage.paths';
 import type { StudyAcquisition, StudyRequest } from '../domain/study-acquirer.port';
 
@@ -73,13 +74,21 @@ export async function pullFromPacs(
   ) {
     return recorder.ready(row.study as never, request.orderId);
   }
-  const { source, found } = await findInSources(ctx.sources, request);
+  const { source, found, loose } = await findInSources(ctx.sources, request);
   if (!source || found.length === 0) {
     await updateAcquisition(ds.manager, request.orderId, {
       state: 'waiting',
       observed_count: null,
       stable_since: null,
     });
+    if (loose > 0 && source) {
+      // On the timeline once: an analyst sees why a study the PACS "has" is not taken.
+      await recorder.retrieveProblem(
+        request.orderId,
+        source.name,
+        `the PACS answered ${loose} study(ies) for the accession number whose Accession Number is not the order's (matched loosely, e.g. without letter case); not used`,
+      );
+    }
     return waiting('the study is not in the PACS yet', Math.max(quietMs, NOT_FOUND_RETRY_MS));
   }
   if (found.length > 1) {
@@ -149,6 +158,20 @@ export async function pullFromPacs(
       await rm(dir, { recursive: true, force: true });
       throw error;
     });
+  if (count >= 0 && files.length !== count) {
+    // The PACS counted one number and sent another: a partial answer (instances it could not
+    // send now) or a study still growing. Never packaged: the quiet period runs again on the
+    // PACS's next count. Before, whatever arrived was packaged and uploaded as the study.
+    await rm(dir, { recursive: true, force: true });
+    await updateAcquisition(ds.manager, request.orderId, {
+      state: 'waiting',
+      observed_count: null,
+      stable_since: null,
+    });
+    const reason = `the PACS counts ${count} instance(s) but sent ${files.length}; asked again after the quiet period`;
+    await recorder.retrieveProblem(request.orderId, source.name, reason);
+    return waiting(reason, Math.max(quietMs, BUSY_RETRY_MS));
+  }
   const checked: Array<{ path: string; header: InstanceHeader }> = [];
   const problems: string[] = [];
   let budget = ctx.maxStudyBytes ?? DEFAULT_MAX_STUDY_BYTES;
@@ -194,16 +217,25 @@ export async function pullFromPacs(
 /**
  * Asks each PACS in turn; the first that has the study wins. One that cannot be asked is
  * skipped when another follows, and its error thrown only when no later one has the study.
+ *
+ * Asked by accession number, a PACS may match more loosely than DICOM's exact matching:
+ * Orthanc matches AccessionNumber without letter case over QIDO-RS (its C-FIND does not), so the
+ * order `CASE-ABC` found another patient's `CASE-abc`. Such an answer is no candidate: it is
+ * left out (`loose` counts it) before the ambiguity and identity checks. Before, it failed the
+ * order at once (identity mismatch, or "matches 2 studies" once the order's own study came),
+ * though the order's study was in the PACS or still on its way.
  */
 async function findInSources(
   sources: readonly PacsSource[],
   request: StudyRequest,
-): Promise<{ source?: PacsSource; found: QidoStudy[] }> {
+): Promise<{ source?: PacsSource; found: QidoStudy[]; loose: number }> {
   let unavailable: StudyError | undefined;
+  let loose = 0;
+  let looseSource: PacsSource | undefined;
   for (const source of sources) {
-    let found: QidoStudy[];
+    let answered: QidoStudy[];
     try {
-      found = await source.findStudies(request);
+      answered = await source.findStudies(request);
     } catch (error) {
       if (error instanceof StudyError && error.transient) {
         unavailable ??= error;
@@ -211,8 +243,23 @@ async function findInSources(
       }
       throw error;
     }
-    if (found.length > 0) return { source, found };
+    const found = request.studyInstanceUid
+      ? answered
+      : answered.filter((s) => sameAccession(request.accessionNumber, s.accessionNumber));
+    if (found.length > 0) return { source, found, loose: 0 };
+    if (answered.length > 0) {
+      loose += answered.length;
+      looseSource ??= source;
+    }
   }
   if (unavailable) throw unavailable;
-  return { source: sources[0], found: [] };
+  return { source: looseSource ?? sources[0], found: [], loose };
+}
+
+/** The accession numbers are the same by the identity check's rule (padding aside, exact). */
+function sameAccession(order: string | null | undefined, study: string | undefined): boolean {
+  return (
+    identityMismatches({ accessionNumber: order }, { accessionNumber: study }, ['accession-number'])
+      .length === 0
+  );
 }

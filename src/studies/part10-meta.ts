@@ -1,3 +1,5 @@
+import { withoutTrailing } from '../mappings/dicom-identifiers';
+
 /** The File Meta Information we write in front of a data set we received (PS3.10 §7.1). */
 const IMPLEMENTATION_CLASS_UID = '2.25.204338316126848574361283911066133718812';
 const IMPLEMENTATION_VERSION = 'IAA_SCP_1';
@@ -31,7 +33,7 @@ export function fileMetaInformation(
 
 /** UIDs are padded to even length with a NUL (PS3.5 §6.2, UI). */
 function uid(value: string): Buffer {
-  const v = value.replace(/\0+$/, '');
+  const v = withoutTrailing(value, '\0');
   return Buffer.from(v.length % 2 === 0 ? v : `${v}\0`, 'latin1');
 }
 

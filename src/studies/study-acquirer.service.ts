@@ -10,6 +10,7 @@ import { sweepMoved } from './dimse-pull';
 import { BUSY_RETRY_MS, NOT_FOUND_RETRY_MS, type PacsSource, pullFromPacs } from './pacs-pull';
 import type { IdentityField } from './study-identity';
 import { StudyError } from './study.error';
+import { withoutPadding } from '../mappings/dicom-identifiers';
 import {
   type AcquisitionRow,
   claimInstances,
@@ -105,8 +106,19 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     ];
   }
 
-  async acquire(request: StudyRequest): Promise<StudyAcquisition> {
+  async acquire(asked: StudyRequest): Promise<StudyAcquisition> {
     const ds = this.options.dataSource;
+    // An accession of padding only (`   `, as a fixed-width RIS field sends "none") names no
+    // study: queried, it is a universal match (PS3.4 §C.2.2.2.3; Orthanc's C-FIND answers
+    // every study), and the identity check, which ignores padding, had nothing to compare, so
+    // a PACS holding one study (or one of this patient) had it taken for the order's.
+    const request: StudyRequest = {
+      ...asked,
+      accessionNumber:
+        asked.accessionNumber == null
+          ? asked.accessionNumber
+          : withoutPadding(asked.accessionNumber) || null,
+    };
     if (!request.studyInstanceUid && !request.accessionNumber) {
       return this.recorder.fail(
         request.orderId,

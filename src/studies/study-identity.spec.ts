@@ -23,6 +23,23 @@ describe('study identity: a study is used only when its identifiers match the or
     expect(identityMismatches(order, study, BOTH)).toEqual(mismatches);
   });
 
+  it('a NUL-terminated value padded with a SPACE is padding; NULs and lone surrogates never reach the audit entry', () => {
+    expect(
+      identityMismatches({ accessionNumber: 'ACC1' }, { accessionNumber: 'ACC1\0 ' }, BOTH),
+    ).toEqual([]);
+    // A PACS's DICOM JSON can hold "\u0000" or "\ud800": PostgreSQL jsonb refuses both.
+    expect(
+      identityMismatches(
+        { accessionNumber: 'ACC1', patientId: 'P1', patientIdIssuer: 'HOSPA' },
+        { accessionNumber: '\0CC9', patientId: 'P1', issuerOfPatientId: 'HOSP\ud800\0B' },
+        ['accession-number', 'patient-id', 'patient-id-issuer'],
+      ),
+    ).toEqual([
+      { field: 'accession-number', order: 'A**1', study: '?**9' },
+      { field: 'patient-id-issuer', order: 'HOSPA', study: 'HOSP\ufffd?B' },
+    ]);
+  });
+
   it('the same Patient ID in another ID domain is another patient (Issuer of Patient ID)', () => {
     const all = ['accession-number', 'patient-id', 'patient-id-issuer'] as const;
     const order = { patientId: 'P1', patientIdIssuer: 'HOSPA' };

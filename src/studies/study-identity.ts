@@ -119,11 +119,26 @@ function issuer(
     : /^[A-Z][A-Z0-9+.-]*:/.test(key)
       ? 'uri'
       : 'name';
-  return { key, kind, shown: v.length > 64 ? `${v.slice(0, 64)}…` : v };
+  return { key, kind, shown: printable(v.length > 64 ? `${v.slice(0, 64)}…` : v) };
 }
 
 function mask(value: string | undefined): string {
   if (value === undefined) return '(none)';
   if (value.length <= 2) return '*'.repeat(value.length);
-  return `${value[0]}${'*'.repeat(Math.min(value.length - 2, 8))}${value[value.length - 1]}`;
+  return printable(
+    `${value[0]}${'*'.repeat(Math.min(value.length - 2, 8))}${value[value.length - 1]}`,
+  );
+}
+
+/**
+ * What goes into the audit entry (jsonb): control characters as `?`, a lone surrogate (a
+ * PACS's JSON can hold `\ud800`) as U+FFFD. PostgreSQL refuses a NUL or a lone surrogate in
+ * jsonb; the mismatch was then never recorded and the acquisition failed with an exception.
+ */
+function printable(value: string): string {
+  return value.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+    (c) => (c.length === 1 && c.charCodeAt(0) < 0xd800 ? '?' : '\ufffd'),
+  );
 }

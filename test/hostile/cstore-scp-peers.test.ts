@@ -14,8 +14,17 @@ jest.setTimeout(120_000);
 
 const AE = 'ADAPTER-HOSTILE';
 
-/** A-ASSOCIATE-RQ (PS3.8 §9.3.2) for Secondary Capture in explicit VR little endian. */
-function associateRq(calledAe: string, callingAe: string): Buffer {
+/**
+ * A-ASSOCIATE-RQ (PS3.8 §9.3.2) for Secondary Capture, by default one presentation context in
+ * explicit VR little endian.
+ */
+function associateRq(
+  calledAe: string,
+  callingAe: string,
+  contexts: ReadonlyArray<{ id: number; syntaxes: string[] }> = [
+    { id: 1, syntaxes: ['1.2.840.10008.1.2.1'] },
+  ],
+): Buffer {
   const item = (type: number, data: Buffer) => {
     const h = Buffer.alloc(4);
     h.writeUInt8(type, 0);
@@ -31,13 +40,15 @@ function associateRq(calledAe: string, callingAe: string): Buffer {
     ae(callingAe),
     Buffer.alloc(32),
     item(0x10, Buffer.from('1.2.840.10008.3.1.1.1')),
-    item(
-      0x20,
-      Buffer.concat([
-        Buffer.from([1, 0, 0, 0]),
-        item(0x30, Buffer.from('1.2.840.10008.5.1.4.1.1.7')),
-        item(0x40, Buffer.from('1.2.840.10008.1.2.1')),
-      ]),
+    ...contexts.map((c) =>
+      item(
+        0x20,
+        Buffer.concat([
+          Buffer.from([c.id, 0, 0, 0]),
+          item(0x30, Buffer.from('1.2.840.10008.5.1.4.1.1.7')),
+          ...c.syntaxes.map((ts) => item(0x40, Buffer.from(ts))),
+        ]),
+      ),
     ),
     item(0x50, Buffer.concat([item(0x51, maxLength), item(0x52, Buffer.from('1.2.3.4'))])),
   ]);
@@ -45,6 +56,22 @@ function associateRq(calledAe: string, callingAe: string): Buffer {
   head.writeUInt8(1, 0);
   head.writeUInt32BE(body.length, 2);
   return Buffer.concat([head, body]);
+}
+
+/** The presentation context results of an A-ASSOCIATE-AC (PS3.8 §9.3.3.2): id → result, syntax. */
+function contextResults(ac: Buffer): Map<number, { result: number; syntax: string }> {
+  const out = new Map<number, { result: number; syntax: string }>();
+  for (let at = 74; at + 4 <= ac.length;) {
+    const type = ac[at]!;
+    const length = ac.readUInt16BE(at + 2);
+    if (type === 0x21) {
+      const sub = ac.subarray(at + 8, at + 4 + length);
+      const syntax = sub.length >= 4 ? sub.toString('latin1', 4, 4 + sub.readUInt16BE(2)) : '';
+      out.set(ac[at + 4]!, { result: ac[at + 6]!, syntax });
+    }
+    at += 4 + length;
+  }
+  return out;
 }
 
 /**
@@ -192,6 +219,33 @@ describe('hostile: C-STORE SCP peers', () => {
     expect(refused.find((e) => e.actor === 'dicom:MODALITY1')!.summary).toMatch(
       /PDU of 2147483632 bytes/,
     );
+  });
+
+  it('a private transfer syntax is declined at negotiation; the standard one proposed beside it is taken', async () => {
+    // An older GE console proposes its private syntax (1.2.840.113619.5.2: implicit VR with
+    // big endian pixel data, DCMTK's UID_PrivateGE_LEI_WithBigEndianPixelDataTransferSyntax)
+    // first, and implicit VR little endian in the same and in another context. Before: the
+    // private one was accepted where it came first, and each instance sent in it refused C000.
+    const GE_PRIVATE = '1.2.840.113619.5.2';
+    const socket = connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (c: Buffer) => received.push(c));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      associateRq(AE, 'MODALITY1', [
+        { id: 1, syntaxes: [GE_PRIVATE] },
+        { id: 3, syntaxes: [GE_PRIVATE, '1.2.840.10008.1.2'] },
+      ]),
+    );
+    for (let i = 0; i < 50 && Buffer.concat(received).length < 6; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    const ac = Buffer.concat(received);
+    socket.destroy();
+    expect(ac[0]).toBe(0x02); // A-ASSOCIATE-AC
+    const results = contextResults(ac);
+    expect(results.get(1)?.result).toBe(4); // transfer syntaxes not supported
+    expect(results.get(3)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2' });
   });
 
   it('a calling AE outside DICOM_SCP_CALLING_AE_TITLES is rejected and recorded; a flood of them writes one entry', async () => {

@@ -195,4 +195,65 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     )) as Array<{ detail: { refused: Array<{ reason: string }> } }>;
     expect(events[0]!.detail.refused[0]!.reason).toMatch(/nested deeper than/);
   });
+
+  it('a NUL-terminated accession padded with a SPACE is the order’s; a NUL inside a value is stored, never a 500', async () => {
+    // A writer that copies a C string with its terminator (`ACC1\0`, odd) and pads it to even
+    // length with a SPACE (PS3.5 §6.2) writes `ACC1\0 `; others leave a NUL inside a name
+    // (`Doe\0^Jane`). Before: PostgreSQL refused the NUL, the whole STOW-RS request got 500
+    // and the other instances in it were lost with it.
+    const accession = `NUL-${Date.now() % 1e9}`;
+    const o = await order({ study: generateUid(), accession, patientId: 'PID-NUL' });
+    const terminated = rawInstance({
+      studyInstanceUid: o.study,
+      accession: `${accession}\0 `,
+      patientId: 'PID-NUL\0',
+      patientName: 'Doe\0^Jane',
+    });
+    const inner = rawInstance({ accession: `${accession.slice(0, 5)}\0${accession.slice(5)}` });
+    const res = await stow([terminated, inner]);
+    expect(res.status).toBe(200);
+    expect(res.json['00081199']?.Value).toHaveLength(2);
+    const rows = (await adapter.dataSource.query(
+      `SELECT sop_instance_uid, order_id, accession_number, header->>'patientName' AS name
+         FROM study_instances WHERE sop_instance_uid = ANY($1)`,
+      [[terminated.sopInstanceUid, inner.sopInstanceUid]],
+    )) as Array<{
+      sop_instance_uid: string;
+      order_id: string | null;
+      accession_number: string;
+      name: string | null;
+    }>;
+    const byUid = new Map(rows.map((r) => [r.sop_instance_uid, r]));
+    expect(byUid.get(terminated.sopInstanceUid)).toMatchObject({
+      order_id: o.orderId,
+      accession_number: accession,
+      name: 'Doe\ufffd^Jane',
+    });
+    // The NUL inside makes another accession: stored, held, matched to no order.
+    expect(byUid.get(inner.sopInstanceUid)).toMatchObject({
+      order_id: null,
+      accession_number: `${accession.slice(0, 5)}\ufffd${accession.slice(5)}`,
+    });
+    expect(await acquire(o)).toMatchObject({ status: 'ready' });
+  });
+
+  it('values with long runs of padding inside are read in linear time, the process answering meanwhile', async () => {
+    // Fixed-width fields padded with SPACEs (or a PN's carets) are common; a value holding a
+    // run of 65,000 of them before another character (one SH/LO/PN element's length allows
+    // it) made each trailing-padding regular expression retry from every position: seconds
+    // of a blocked event loop per attribute, per instance.
+    const run = (c: string) => `x${c.repeat(65_000)}x`;
+    const hostile = rawInstance({
+      accession: run(' '),
+      patientId: run(' '),
+      patientName: run('^'),
+      beforePatient: element(0x0008, 0x1030, 'LO', run(' ')),
+    });
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const res = await stow([hostile]);
+    delay.disable();
+    expect(res.status).toBe(200);
+    expect(delay.max / 1e6).toBeLessThan(1000);
+  });
 });

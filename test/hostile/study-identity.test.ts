@@ -5,6 +5,8 @@ import pino from 'pino';
 import { request } from 'undici';
 import { MllpClient } from '../../src/hl7';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
+import { DimseClient } from '../../src/studies/dimse.client';
+import { DimsePacs } from '../../src/studies/dimse-pull';
 import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { loadOrder } from '../../src/orders/order-transitions';
@@ -191,6 +193,46 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect((result as { reason: string }).reason).toMatch(/matching characters/);
   });
 
+  it('a PACS matching the accession without letter case: the other study is not taken, the order waits for its own', async () => {
+    // Orthanc answers QIDO-RS (and C-FIND) AccessionNumber=IDN-CASE-AB with the study of
+    // IDN-case-ab: its lookup ignores case. Before: the order failed at once (identity
+    // mismatch), and again ("matches 2 studies") once its own study was in the PACS.
+    await store(
+      createMrBrainStudy({
+        study: { accessionNumber: 'IDN-case-ab' },
+        patient: { patientId: 'OTHER-77', patientName: 'Other^Patient' },
+        series: [{ slices: 1 }],
+      }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-CASE-AB', patientId: 'SBX-000123' });
+    const request = { orderId, accessionNumber: 'IDN-CASE-AB', patientId: 'SBX-000123' };
+    expect(await acquirer().acquire(request)).toMatchObject({
+      status: 'waiting',
+      reason: 'the study is not in the PACS yet',
+    });
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+    const notes = (await db.dataSource.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'study.retrieve-problem'`,
+      [orderId],
+    )) as Array<{ summary: string }>;
+    expect(notes).toHaveLength(1);
+    expect(notes[0]!.summary).toMatch(/1 study\(ies\) .* not the order's/);
+    expect(await mismatchEvents(orderId)).toEqual([]);
+
+    // The order's own study arrives: it is the one used, never the other.
+    const own = createMrBrainStudy({
+      study: { accessionNumber: 'IDN-CASE-AB' },
+      series: [{ slices: 2 }],
+    });
+    await store(own);
+    expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+    clock += 61_000;
+    expect(await acquirer().acquire(request)).toMatchObject({
+      status: 'ready',
+      study: { studyInstanceUid: own[0]!.studyInstanceUid, instanceCount: 2 },
+    });
+  });
+
   it('the matching study still goes through (same accession, same patient)', async () => {
     await store(
       createMrBrainStudy({ study: { accessionNumber: 'IDN-ACC-OK' }, series: [{ slices: 2 }] }),
@@ -200,6 +242,73 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
     clock += 61_000;
     expect(await acquirer().acquire(request)).toMatchObject({ status: 'ready' });
+  });
+});
+
+describe('hostile: an accession of padding only never finds a study', () => {
+  // A RIS that writes OBR-18 as a fixed-width field sends "   " for "no accession yet". Sent
+  // as a C-FIND key it is zero length to the PACS, a universal match (PS3.4 §C.2.2.2.3):
+  // Orthanc answers every study it holds. The identity check ignores padding, so it had no
+  // accession to compare: a PACS with one study of this patient had it retrieved and
+  // packaged for the order. Now the order names no study (failed), and is never queried.
+  let orthanc: RunningOrthanc;
+  let db: TestDatabase;
+  let dataDir: string;
+  beforeAll(async () => {
+    [orthanc, db] = await Promise.all([startOrthanc(), createTestDatabase()]);
+    dataDir = mkdtempSync(join(tmpdir(), 'hostile-blank-acc-'));
+  });
+  afterAll(async () => {
+    await orthanc?.stop();
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('an order whose accession is "   " fails as naming no study; nothing is queried or retrieved', async () => {
+    // The patient's earlier study, the only one in this PACS.
+    await orthanc.store(
+      createMrBrainStudy({
+        study: { accessionNumber: 'PRIOR-2025-1' },
+        series: [{ slices: 1 }],
+      })[0]!.bytes,
+    );
+    const paths = new StudyStoragePaths(dataDir);
+    let clock = Date.parse('2026-03-15T10:30:00Z');
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths,
+      logger: pino({ level: 'silent' }),
+      quietPeriodSeconds: 60,
+      now: () => new Date(clock),
+      dimse: new DimsePacs({
+        client: new DimseClient({
+          host: '127.0.0.1',
+          port: orthanc.dicomPort,
+          calledAeTitle: orthanc.aet,
+          callingAeTitle: 'IMAGING-ADAPTER',
+          timeoutMs: 5000,
+          retrieveTimeoutMs: 60_000,
+        }),
+        retrieve: 'get',
+        paths,
+        maxInstances: 10_000,
+        maxBytes: 4 * 1024 ** 3,
+      }),
+    });
+    const orderId = await insertOrder(db, { accession: '   ', patientId: 'SBX-000123' });
+    const request = { orderId, accessionNumber: '   ', patientId: 'SBX-000123' };
+    let result = await acquirer.acquire(request);
+    clock += 61_000;
+    if (result.status === 'waiting') result = await acquirer.acquire(request);
+    expect(result).toEqual({
+      status: 'failed',
+      reason: 'the order names neither a Study Instance UID nor an accession number',
+    });
+    expect(existsSync(paths.packageFile(orderId))).toBe(false);
+    // The clients refuse such a key too, whoever asks.
+    await expect(
+      new DicomWebClient({ baseUrl: orthanc.dicomWebUrl }).findStudies({ accessionNumber: ' ' }),
+    ).rejects.toMatchObject({ code: 'invalid_study' });
   });
 });
 

@@ -137,4 +137,31 @@ describe('DICOM C-STORE SCP', () => {
     );
     expect(dataSetOf(kept).equals(dataSetOf(readFileSync(file)))).toBe(true);
   });
+
+  it('takes JPEG, JPEG-LS and RLE instances a modality sends compressed, stored as received', async () => {
+    // DCMTK compresses the slices as a modality or router that stores compressed does, and
+    // storescu proposes each in its own transfer syntax only; the instance check reads the
+    // encapsulated pixel data's items (offset table, fragment, delimiter) in the data set as
+    // it came over the association.
+    const [a, b, c] = createMrBrainStudy({ series: [{ slices: 3, rows: 128, columns: 128 }] });
+    const cases = [
+      { inst: a!, tool: 'dcmcjpeg', propose: '-xs', syntax: '1.2.840.10008.1.2.4.70' },
+      { inst: b!, tool: 'dcmcjpls', propose: '-xt', syntax: '1.2.840.10008.1.2.4.80' },
+      { inst: c!, tool: 'dcmcrle', propose: '-xr', syntax: '1.2.840.10008.1.2.5' },
+    ];
+    for (const k of cases) {
+      const source = join(dir, `${k.tool}-in.dcm`);
+      const out = join(dir, `${k.tool}.dcm`);
+      writeFileSync(source, k.inst.bytes);
+      await run(k.tool, [source, out]);
+      await run('storescu', ['-R', k.propose, '-aec', AE, '127.0.0.1', String(port), out]);
+    }
+    const rows = (await adapter.dataSource.query(
+      `SELECT sop_instance_uid, transfer_syntax_uid FROM study_instances WHERE sop_instance_uid = ANY($1)`,
+      [cases.map((k) => k.inst.sopInstanceUid)],
+    )) as Array<{ sop_instance_uid: string; transfer_syntax_uid: string }>;
+    expect(new Map(rows.map((r) => [r.sop_instance_uid, r.transfer_syntax_uid]))).toEqual(
+      new Map(cases.map((k) => [k.inst.sopInstanceUid, k.syntax])),
+    );
+  });
 });

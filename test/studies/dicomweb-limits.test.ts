@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { DefaultStudyAcquirer } from '../../src/studies/study-acquirer.service';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { generateUid } from '../helpers/dicom-factory';
+import { rawInstance } from '../helpers/raw-dicom';
 import { insertOrder } from './study-test-support';
 
 jest.setTimeout(60_000);
@@ -31,6 +32,12 @@ describe('DICOMweb pull limits', () => {
   /** What WADO-RS sends: parts of `partBytes`, `parts` of them (Infinity: until we hang up). */
   let wado = { parts: Infinity, partBytes: 256 * 1024 };
   let qidoCount = 100_000;
+  /** When set, QIDO-RS answers this body instead (a PACS's own shape of DICOM JSON). */
+  let qidoBody: string | undefined;
+  let wadoWithoutClose = false;
+  let wadoStatus = 200;
+  /** When set, the WADO-RS parts are these instances (else parts of `A`s). */
+  let wadoInstances: Buffer[] | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -38,6 +45,7 @@ describe('DICOMweb pull limits', () => {
     server = createServer((req, res) => {
       if (req.url?.startsWith('/studies?')) {
         res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        if (qidoBody !== undefined) return void res.end(qidoBody);
         res.end(
           JSON.stringify([
             {
@@ -50,25 +58,27 @@ describe('DICOMweb pull limits', () => {
       }
       wadoRequests++;
       const boundary = 'B0UNDARY';
-      res.writeHead(200, {
+      res.writeHead(wadoStatus, {
         'content-type': `multipart/related; type="application/dicom"; boundary=${boundary}`,
       });
       let sent = 0;
       const chunk = Buffer.alloc(wado.partBytes, 0x41);
       const pump = () => {
         while (sent < wado.parts && !res.destroyed) {
+          const body = wadoInstances?.[sent] ?? chunk;
           sent++;
-          bytesSent += chunk.length;
+          bytesSent += body.length;
           const ok = res.write(
             Buffer.concat([
               Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
-              chunk,
+              body,
               Buffer.from('\r\n'),
             ]),
           );
           if (!ok) return void res.once('drain', pump);
         }
-        if (!res.destroyed) res.end(`--${boundary}--\r\n`);
+        // A body that simply stops, without the close delimiter.
+        if (!res.destroyed) res.end(wadoWithoutClose ? undefined : `--${boundary}--\r\n`);
       };
       res.on('error', () => undefined);
       pump();
@@ -86,6 +96,10 @@ describe('DICOMweb pull limits', () => {
     studyUid = generateUid();
     wadoRequests = 0;
     bytesSent = 0;
+    qidoBody = undefined;
+    wadoWithoutClose = false;
+    wadoStatus = 200;
+    wadoInstances = undefined;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -131,6 +145,144 @@ describe('DICOMweb pull limits', () => {
       reason: expect.stringMatching(/100000 instances in the PACS, more than the limit of 10000/),
     });
     expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+
+  it.each([
+    ['a null entry', () => '[null]'],
+    [
+      'a UID as a bare string',
+      () => JSON.stringify([{ '0020000D': { vr: 'UI', Value: studyUid } }]),
+    ],
+    [
+      'an accession as a bare string',
+      () =>
+        JSON.stringify([
+          {
+            '0020000D': { vr: 'UI', Value: [studyUid] },
+            '00080050': { vr: 'SH', Value: 'ACC-Q1' },
+          },
+        ]),
+    ],
+  ])('a QIDO-RS answer with %s fails clearly, nothing retrieved', async (_label, body) => {
+    // Before: a TypeError out of acquire() (the job failed with it, again and again), or
+    // `"Value": "2.25…"` read as the Study Instance UID "2".
+    qidoBody = body();
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'ACC-Q1' });
+    await expect(acquirer.acquire({ orderId, accessionNumber: 'ACC-Q1' })).resolves.toMatchObject({
+      status: 'failed',
+      reason: expect.stringMatching(/^QIDO-RS answer is not DICOM JSON/),
+    });
+    expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+
+  it('a QIDO-RS answer with numbers as strings, PN as an object and attributes left out is read', async () => {
+    // Shapes PACS send (PS3.18 F.2: IS as a string is allowed, PN is an object); the absent
+    // series count and Issuer of Patient ID are simply unknown.
+    qidoBody = JSON.stringify([
+      {
+        '0020000D': { vr: 'UI', Value: [studyUid] },
+        '00080050': { vr: 'SH', Value: ['ACC-Q2'] },
+        '00100010': { vr: 'PN', Value: [{ Alphabetic: 'Doe^Jane' }] },
+        '00100020': { vr: 'LO', Value: ['PID-Q2'] },
+        '00201208': { vr: 'IS', Value: ['7'] },
+      },
+    ]);
+    const client = new DicomWebClient({ baseUrl: base });
+    expect(await client.findStudies({ accessionNumber: 'ACC-Q2' })).toEqual([
+      {
+        studyInstanceUid: studyUid,
+        accessionNumber: 'ACC-Q2',
+        patientId: 'PID-Q2',
+        instanceCount: 7,
+      },
+    ]);
+    await client.close();
+  });
+
+  it('a WADO-RS answer that ends without its close delimiter is a broken-off retrieve: the order waits', async () => {
+    // The body stops after a part (a server cut off mid-answer, a proxy ending a chunked or
+    // close-delimited body early): whether the last part is whole is unknown. Before: failed
+    // for good ("multipart body: the body ended inside a part"), while the same answer cut by
+    // a reset connection waited and was retried.
+    wado = { parts: 2, partBytes: 1024 };
+    wadoWithoutClose = true;
+    qidoCount = 2;
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(await acquirer.acquire(request)).toMatchObject({
+      status: 'waiting',
+      reason: 'WADO-RS retrieve broke off: multipart body: the body ended inside a part',
+    });
+    expect(wadoRequests).toBe(1);
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+    const notes = (await db.dataSource.query(
+      `SELECT kind FROM audit_events WHERE order_id = $1 AND kind IN ('study.retrieve-problem', 'study.failed')`,
+      [orderId],
+    )) as Array<{ kind: string }>;
+    expect(notes.map((n) => n.kind)).toEqual(['study.retrieve-problem']);
+    await client.close();
+  });
+
+  it.each([
+    ['sends fewer instances than its QIDO-RS count', 200],
+    ['answers 206 Partial Content', 206],
+  ])('a PACS that %s: nothing packaged, the order waits and asks again', async (_label, status) => {
+    // PS3.18 §10.4.3: 206 when the origin server could return only some instances (nearline
+    // storage, a codec it lacks). Before: the parts that came were validated, packaged and
+    // uploaded as the whole study.
+    wado = { parts: 2, partBytes: 1024 };
+    wadoStatus = status;
+    qidoCount = 3;
+    wadoInstances = [1, 2].map(() => rawInstance({ studyInstanceUid: studyUid }).bytes);
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 0,
+    });
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    const second = await acquirer.acquire(request);
+    expect(second).toMatchObject({
+      status: 'waiting',
+      reason:
+        status === 206
+          ? 'WADO-RS answered 206 Partial Content: the PACS could not send every instance'
+          : 'the PACS counts 3 instance(s) but sent 2; asked again after the quiet period',
+    });
+    expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
+    expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
+    const kinds = (await db.dataSource.query(
+      `SELECT kind FROM audit_events WHERE order_id = $1 AND kind LIKE 'study.%'`,
+      [orderId],
+    )) as Array<{ kind: string }>;
+    expect(kinds.map((k) => k.kind)).toEqual(['study.retrieve-problem']);
+    // Asked again: a 206 at once (the lifecycle calls back after 30 s), a short answer after
+    // the quiet period has run again on the PACS's count.
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(wadoRequests).toBe(status === 206 ? 2 : 1);
     await client.close();
   });
 });

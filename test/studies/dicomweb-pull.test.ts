@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile, stat } from 'node:fs/promises';
@@ -184,6 +185,33 @@ describe('study acquisition from a PACS over DICOMweb', () => {
       code: 'ENOENT',
     });
     expect(await a.packagesOfStudy(uid)).toEqual([]);
+  });
+
+  it('packages a study the PACS keeps compressed (JPEG, JPEG-LS, RLE) byte for byte', async () => {
+    // Under `transfer-syntax=*` Orthanc sends what it stores: encapsulated pixel data, each
+    // item of which the instance check now reads (offset table, fragments, delimiter).
+    const study = createMrBrainStudy({ series: [{ slices: 3, rows: 128, columns: 128 }] });
+    const compressed = study.map((inst, i) => {
+      const tool = ['dcmcjpeg', 'dcmcjpls', 'dcmcrle'][i]!;
+      const source = join(dataDir, `${inst.sopInstanceUid}.in.dcm`);
+      const out = join(dataDir, `${inst.sopInstanceUid}.${tool}.dcm`);
+      writeFileSync(source, inst.bytes);
+      execFileSync(tool, [source, out]);
+      return readFileSync(out);
+    });
+    for (const bytes of compressed) await orthanc.store(bytes);
+    const uid = study[0]!.studyInstanceUid;
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    let result = await acquirer(0).acquire({ orderId, studyInstanceUid: uid });
+    for (let i = 0; i < 3 && result.status === 'waiting'; i++) {
+      clock += 1_000;
+      result = await acquirer(0).acquire({ orderId, studyInstanceUid: uid });
+    }
+    if (result.status !== 'ready') throw new Error(`expected ready, got ${JSON.stringify(result)}`);
+    expect(result.study).toMatchObject({ instanceCount: 3, source: 'dicomweb' });
+    const zip = await readZip(result.study.packagePath);
+    const got = [...zip.entries()].filter(([n]) => n !== 'metadata.json').map(([, b]) => sha256(b));
+    expect(new Set(got)).toEqual(new Set(compressed.map((b) => sha256(b))));
   });
 
   it('inflates an instance the PACS keeps deflated (PS3.5 A.5) and packages it, as STOW-RS does', async () => {

@@ -1,4 +1,14 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkInstanceFile, FAILURE_REASON } from '../../src/studies/dicom-instance.validator';
@@ -11,7 +21,7 @@ import {
   truncatePixelData,
   writePart10,
 } from '../helpers/dicom-factory';
-import { rawInstance } from '../helpers/raw-dicom';
+import { element, rawInstance } from '../helpers/raw-dicom';
 
 /** Instance validation on real Part 10 files written by dcmjs (test/helpers/dicom-factory). */
 describe('checkInstanceFile', () => {
@@ -221,6 +231,215 @@ describe('checkInstanceFile', () => {
     expect(await checkInstanceFile(file(sr))).toMatchObject({
       ok: true,
       header: { modality: 'SR', sopClassUid: '1.2.840.10008.5.1.4.1.1.88.33' },
+    });
+  });
+
+  it.each([
+    ['JPEG baseline (dcmcjpeg)', 'dcmcjpeg', '1.2.840.10008.1.2.4.70'],
+    ['JPEG-LS (dcmcjpls)', 'dcmcjpls', '1.2.840.10008.1.2.4.80'],
+    ['RLE (dcmcrle)', 'dcmcrle', '1.2.840.10008.1.2.5'],
+  ])(
+    'refuses %s encapsulated pixel data cut short, takes it whole',
+    async (_label, tool, syntax) => {
+      // DCMTK compresses the MR slice (a Basic Offset Table item, one fragment, the sequence
+      // delimiter), as a modality or router does; the copies cut short are what a sender
+      // forwards from a file still being written. Before, only native pixel data was
+      // checked: all three cut copies were taken (and uploaded) as valid.
+      const [mr] = createMrBrainSeries({ series: { slices: 1, rows: 128, columns: 128 } });
+      const source = file(mr!.bytes);
+      const compressed = `${source}.${tool}`;
+      execFileSync(tool, [source, compressed]);
+      const bytes = readFileSync(compressed);
+      expect(await checkInstanceFile(compressed)).toMatchObject({
+        ok: true,
+        header: { transferSyntaxUid: syntax },
+      });
+      // No sequence delimiter: dcmdump says "Sequence Delimitation Item missing" too.
+      expect(await checkInstanceFile(file(bytes.subarray(0, bytes.length - 8)))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: 'encapsulated pixel data cut short: no sequence delimiter',
+        sopInstanceUid: mr!.sopInstanceUid,
+      });
+      expect(await checkInstanceFile(file(bytes.subarray(0, bytes.length - 200)))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: expect.stringMatching(
+          /^pixel data truncated: encapsulated item 2 declares \d+ bytes, \d+ present$/,
+        ),
+      });
+      // Not items at all after the Pixel Data header.
+      const garbage = Buffer.from(bytes);
+      garbage.writeUInt32LE(0x12345678, bytes.length - 8);
+      expect(await checkInstanceFile(file(garbage))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: 'encapsulated pixel data: item 3 is not a fragment of defined length',
+      });
+    },
+  );
+
+  it('refuses a data set that holds an identifier twice, whichever value would be read', async () => {
+    // A router that appended a corrected Accession Number instead of replacing it: DCMTK reads
+    // the first ("found twice … ignoring second entry"), pydicom the last, so the identity
+    // checked here and the one the upstream reads could differ. Before: the last was taken.
+    const twice = rawInstance({
+      accession: 'DUP-ORDER-1',
+      patientId: 'PID-DUP',
+      beforePatient: element(0x0008, 0x0050, 'SH', 'DUP-OTHER-2'),
+    });
+    const path = file(twice.bytes);
+    expect(await checkInstanceFile(path)).toEqual({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+      reason: 'the data set cannot be parsed (attribute (0008,0050) appears twice)',
+    });
+    const dump = execFileSync('dcmdump', ['+P', '0008,0050', path], {
+      encoding: 'latin1',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(dump).toMatch(/\[DUP-ORDER-1\]/);
+  });
+
+  describe('values larger than 64 MiB before (or instead of) the pixel data', () => {
+    const MiB = 1024 * 1024;
+    const us = (n: number) => Buffer.from([n & 0xff, n >> 8]);
+    /** The header of an element of a long VR, its value `length` bytes (explicit VR LE). */
+    const longHeader = (group: number, elem: number, vr: string, length: number) => {
+      const h = Buffer.alloc(12);
+      h.writeUInt16LE(group, 0);
+      h.writeUInt16LE(elem, 2);
+      h.write(vr, 4, 'latin1');
+      h.writeUInt32LE(length, 8);
+      return h;
+    };
+    /**
+     * A Part 10 file: `head` (meta and data set), then the header of one large last element
+     * whose value is `present` zero bytes (a sparse file: nothing is written for them).
+     */
+    const withLargeTail = (head: Buffer, tail: Buffer, present: number) => {
+      const path = join(dir, `${++n}.dcm`);
+      const fd = openSync(path, 'w');
+      writeSync(fd, Buffer.concat([head, tail]));
+      ftruncateSync(fd, head.length + tail.length + present);
+      closeSync(fd);
+      return path;
+    };
+    const part10 = (sopClass: string, sop: string, dataset: Buffer[]) => {
+      const meta = Buffer.concat([
+        element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
+        element(0x0002, 0x0002, 'UI', sopClass),
+        element(0x0002, 0x0003, 'UI', sop),
+        element(0x0002, 0x0010, 'UI', '1.2.840.10008.1.2.1'),
+        element(0x0002, 0x0012, 'UI', '1.2.276.0.7230010.3.0.3.6.7'),
+      ]);
+      const groupLength = Buffer.alloc(4);
+      groupLength.writeUInt32LE(meta.length);
+      return Buffer.concat([
+        Buffer.alloc(128),
+        Buffer.from('DICM'),
+        element(0x0002, 0x0000, 'UL', groupLength),
+        meta,
+        ...dataset,
+      ]);
+    };
+    const identity = (sopClass: string, sop: string, modality: string) => [
+      element(0x0008, 0x0016, 'UI', sopClass),
+      element(0x0008, 0x0018, 'UI', sop),
+      element(0x0008, 0x0050, 'SH', 'BIG-0042'),
+      element(0x0008, 0x0060, 'CS', modality),
+      element(0x0010, 0x0020, 'LO', 'PID-BIG'),
+      element(0x0020, 0x000d, 'UI', '2.25.3001'),
+      element(0x0020, 0x000e, 'UI', '2.25.3002'),
+    ];
+
+    it('steps over an encapsulated STL model and a vendor raw data element it never reads', async () => {
+      // Encapsulated STL (PS3.3 A.85): a 3D-printing model of a CT, 70 MiB in (0042,0011),
+      // with no Pixel Data. Before: read whole up to 64 MiB, then refused A700 ("header
+      // larger than 64 MiB before the pixel data"), and a pulled study holding it failed.
+      const STL = '1.2.840.10008.5.1.4.1.1.104.3';
+      const stl = withLargeTail(
+        part10(STL, '2.25.3003', [
+          ...identity(STL, '2.25.3003', 'M3D'),
+          element(0x0042, 0x0012, 'LO', 'model/stl'),
+        ]),
+        longHeader(0x0042, 0x0011, 'OB', 70 * MiB),
+        70 * MiB,
+      );
+      expect(await checkInstanceFile(stl)).toMatchObject({
+        ok: true,
+        header: { sopClassUid: STL, accessionNumber: 'BIG-0042', patientId: 'PID-BIG' },
+      });
+      // Raw Data Storage as a PET/CT console writes list-mode data: a private creator in
+      // (7FE1,0010) and the data in (7FE1,1010) OB, after where Pixel Data would be.
+      const RAW = '1.2.840.10008.5.1.4.1.1.66';
+      const raw = withLargeTail(
+        part10(RAW, '2.25.3004', [
+          ...identity(RAW, '2.25.3004', 'PT'),
+          element(0x7fe1, 0x0010, 'LO', 'SIEMENS MI RAW DATA'),
+        ]),
+        longHeader(0x7fe1, 0x1010, 'OB', 80 * MiB),
+        80 * MiB,
+      );
+      expect(await checkInstanceFile(raw)).toMatchObject({ ok: true, header: { modality: 'PT' } });
+      // A second Patient ID after the large value is seen too, in the window read after it.
+      const path = withLargeTail(
+        part10(RAW, '2.25.3007', [...identity(RAW, '2.25.3007', 'PT')]),
+        longHeader(0x0019, 0x1010, 'OB', 80 * MiB),
+        80 * MiB,
+      );
+      const fd = openSync(path, 'a');
+      writeSync(fd, element(0x0010, 0x0020, 'LO', 'PID-OTHER'));
+      closeSync(fd);
+      expect(await checkInstanceFile(path)).toMatchObject({
+        ok: false,
+        reason: 'the data set cannot be parsed (attribute (0010,0020) appears twice)',
+      });
+      // Cut short inside the large value: still a file that is not whole.
+      const cut = withLargeTail(
+        part10(RAW, '2.25.3005', [...identity(RAW, '2.25.3005', 'PT')]),
+        longHeader(0x7fe1, 0x1010, 'OB', 80 * MiB),
+        79 * MiB,
+      );
+      expect(await checkInstanceFile(cut)).toEqual({
+        ok: false,
+        failureReason: FAILURE_REASON.cannotUnderstand,
+        reason:
+          'the data set cannot be parsed (an element is longer than the bytes that follow it)',
+      });
+    });
+
+    it('checks Float Pixel Data (7FE0,0008) of a parametric map like native pixel data', async () => {
+      // Modelled on pydicom's parametric_map_float.dcm (Parametric Map Storage, 32-bit float
+      // pixels in (7FE0,0008) OF), scaled to 70 frames of 512 × 512: 70 MiB. Before: refused
+      // A700 past 64 MiB, and a short one C000 "cannot be parsed" instead of "truncated".
+      const MAP = '1.2.840.10008.5.1.4.1.1.30';
+      const map = (frames: number) =>
+        part10(MAP, '2.25.3006', [
+          ...identity(MAP, '2.25.3006', 'MR'),
+          element(0x0028, 0x0002, 'US', us(1)),
+          element(0x0028, 0x0004, 'CS', 'MONOCHROME2'),
+          element(0x0028, 0x0008, 'IS', String(frames)),
+          element(0x0028, 0x0010, 'US', us(512)),
+          element(0x0028, 0x0011, 'US', us(512)),
+          element(0x0028, 0x0100, 'US', us(32)),
+        ]);
+      const pixels = longHeader(0x7fe0, 0x0008, 'OF', 70 * MiB);
+      expect(await checkInstanceFile(withLargeTail(map(70), pixels, 70 * MiB))).toMatchObject({
+        ok: true,
+        header: { sopClassUid: MAP },
+      });
+      expect(await checkInstanceFile(withLargeTail(map(70), pixels, 3 * MiB))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: `pixel data truncated: ${70 * MiB} bytes declared, ${3 * MiB} present`,
+      });
+      // 71 frames declared, 70 frames of floats present: incomplete, as native pixel data.
+      expect(await checkInstanceFile(withLargeTail(map(71), pixels, 70 * MiB))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.dataSetMismatch,
+        reason: `pixel data incomplete: ${70 * MiB} bytes, rows × columns × frames × samples needs ${71 * MiB}`,
+      });
     });
   });
 });

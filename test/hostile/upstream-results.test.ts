@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DiagnosticReport } from '@medplum/fhirtypes';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
@@ -242,6 +242,66 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
     expect(await reportOf(id)).toBeUndefined();
     expect(orusOf(spec.placer)).toEqual([]);
+  });
+
+  it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
+    // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
+    // late: GET /results answers as the sandbox does for an expired order (409
+    // report_not_available), and GET /status then says EXPIRED. Before: the order stayed
+    // `delivered`, its Task `completed` with an output naming a DiagnosticReport that never
+    // came, and the RIS never heard of it again.
+    const { id, spec, upstreamId } = await processing();
+    let expired = false;
+    rewrites.push((req, answer) => {
+      if (req.query.get('order_id') !== upstreamId) return undefined;
+      if (req.path === '/results') {
+        expired = true;
+        return jsonAnswer(
+          { ...answer, status: 409 },
+          {
+            error: 'report_not_available',
+            message: 'order expired; its results can no longer be retrieved',
+          },
+        );
+      }
+      if (req.path === '/status' && expired && answer.status === 200) {
+        return jsonAnswer(answer, { ...JSON.parse(answer.body.toString()), status: 'EXPIRED' });
+      }
+      return undefined;
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.map((r) => `${r.kind}/${r.status}`)).toEqual([
+      'fhir-task/delivered', // ANALYSIS_RUNNING
+      'fhir-task/delivered', // DELIVERED
+      'fhir-task/delivered', // EXPIRED
+      'fhir-diagnostic-report/delivered',
+      'hl7-oru/delivered',
+    ]);
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task).toMatchObject({
+      status: 'failed',
+      statusReason: { text: 'the order expired upstream' },
+      businessStatus: { coding: [{ code: 'EXPIRED' }] },
+    });
+    expect(await reportOf(id)).toMatchObject({ status: 'cancelled' });
+    expect((await reportOf(id))!.result).toBeUndefined();
+    const [oru] = orusOf(spec.placer);
+    expect([oru!.get('ORC-1'), oru!.get('ORC-5'), oru!.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+    expect(oru!.segmentsById('OBX').map((o) => o.value(11))).toEqual(
+      expect.not.arrayContaining(['F']),
+    );
+    const events = await timeline(id);
+    expect(events).toMatch(
+      /order\.documents-fetched\/warning: 0 document\(s\) stored for DELIVERED; not available: results JSON: conflict on results .*; the upstream order has EXPIRED: no result is coming/,
+    );
+    expect(events).toContain(
+      'order.alert/error: results-expired: the upstream order EXPIRED before the results of DELIVERED were fetched; published as EXPIRED (no result)',
+    );
+    const { rows: order } = await db.query(`SELECT upstream_status FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(order[0].upstream_status).toBe('EXPIRED');
   });
 
   it('a failure report about another study: the clinic still hears that no result is coming, without it', async () => {

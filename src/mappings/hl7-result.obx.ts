@@ -26,7 +26,13 @@ export function obxLines(
   settings: Hl7ResultSettings,
 ): Hl7SegmentSpec[] {
   const out: Hl7SegmentSpec[] = [];
-  const status = input.row.hl7.observationStatus ?? 'F';
+  // OBX-11 (table 0085) as OBR-25 says, unless the row names it: F only for a result, X for no
+  // result, and I (results pending) for a status still in progress (a site publishing an ORU
+  // for one): before, such an ORU's "No result." line went out as a final observation (F).
+  const status =
+    input.row.hl7.observationStatus ??
+    ({ F: 'F', X: 'X' } as const)[input.row.hl7.resultStatus as 'F' | 'X'] ??
+    'I';
   const obxStatus = status === 'F' && input.correction ? 'C' : status;
   const coded = versionAtLeast(version, '2.5') ? 'CWE' : 'CE';
   const add = (
@@ -54,7 +60,10 @@ export function obxLines(
   const lines =
     isResult && input.results
       ? resultTextLines(input.results)
-      : [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.'];
+      : input.row.terminal
+        ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
+        : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."
+          [[input.row.task.reason, input.row.note].filter(Boolean).join(': ')];
   if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {
     lines.push('QC failure was bypassed on user request: interpret with caution.');
   }

@@ -181,6 +181,29 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
   });
 
+  /**
+   * The RIS cancels its order (ORC-1 CA, v2.5.1 4.5.1.1) before it was placed upstream: the
+   * no-result ORU answers the request, ORC-1 CR "canceled as requested" (table 0119), as the
+   * CANCELLED row does for an order cancelled upstream at the orderer's request.
+   */
+  it('an order its RIS cancelled before it was placed: the ORU says CR (as requested), not OC', async () => {
+    const id = await cancelledOverHl7('PID|||PAT-RV-CR^^^HOSP^MR||DOE^JO||19640812|F');
+    await published(id);
+    const { message } = oruOf(id);
+    // before: OC, a cancel of the filler's own
+    expect([message.get('ORC-1'), message.get('ORC-5'), message.get('OBR-25')]).toEqual([
+      'CR',
+      'CA',
+      'X',
+    ]);
+    const { rows } = await db.query<{ row: string; control: string }>(
+      `SELECT payload->>'rowKey' AS row, payload->'row'->'hl7'->>'orderControl' AS control
+         FROM outbox WHERE order_id = $1 AND kind = 'hl7-oru'`,
+      [id],
+    );
+    expect(rows).toEqual([{ row: 'ENDED_LOCALLY_CANCELLED', control: 'CR' }]);
+  });
+
   /** The ORU as the RIS read its bytes: decoded by the MSH-18 it names. */
   function oruBytesOf(orderId: string): { bytes: Buffer; message: Hl7Message } {
     const bytes = ris.receivedBytes.find((b) => b.includes(`${orderId}^IMAGING-AI-ADAPTER`));

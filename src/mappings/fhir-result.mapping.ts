@@ -290,7 +290,10 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
   const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;
   return {
     resourceType: 'DiagnosticReport',
-    contained: [deviceResource(input), ...observations],
+    // The Device only when a measurement names it (Observation.device): contained and referenced
+    // from nowhere (a cancelled report, a result with an impression only) breaks R4 dom-3, and
+    // a server enforcing it refused the no-result report. The Task names it as its owner.
+    ...(observations.length > 0 ? { contained: [deviceResource(input), ...observations] } : {}),
     identifier: [reportIdentifier(input.orderId)],
     basedOn: [serviceRequestRef(input)],
     status,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import * as iconv from 'iconv-lite';
 import { Client as PgClient } from 'pg';
 import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import { containedIssues } from '../../src/fhir/fhir-validator';
 import { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -179,6 +180,21 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(message.get('PID-5.2')).toBe('Zoë');
     // eslint-disable-next-line no-control-regex
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
+  });
+
+  it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {
+    const id = await cancelledOverHl7('PID|||PAT-RV-D3^^^HOSP^MR||DOE^JO||19640812|F');
+    await published(id);
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({ status: 'cancelled' });
+    // before: the AI Device contained and referenced from nowhere (only measurements name it,
+    // and a cancelled report has none); a server evaluating dom-3 refuses the report
+    expect(containedIssues(dr!)).toEqual([]);
+    expect(dr!.contained).toBeUndefined();
+    // the Task still names the Device, as its owner
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task!.owner).toMatchObject({ reference: '#ai-device' });
+    expect(containedIssues(task!)).toEqual([]);
   });
 
   /**

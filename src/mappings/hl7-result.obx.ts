@@ -1,7 +1,7 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
 import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
-import { resultTextLines } from './result-content.mapping';
+import { boundedText, resultTextLines } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
 import { embeddedPdf, pdfReference } from './result-pdf';
 
@@ -103,7 +103,7 @@ export function obxLines(
     add(
       'TX',
       ['QC-REPORT', 'Quality control report', LOCAL],
-      JSON.stringify(input.qcReport).slice(0, 4000),
+      boundedText(JSON.stringify(input.qcReport), 4000),
     );
   }
   const pdf = embeddedPdf(input);

@@ -12,6 +12,7 @@ import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-esca
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
+import { boundedText } from './result-content.mapping';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -278,8 +279,10 @@ export function orc(
       4: o.request.placerGroupNumber?.value,
       5: status,
       9: formatHl7Timestamp(now),
-      // ORC-16 order control code reason (CE): text only.
-      16: reason ? [undefined, reason.slice(0, 199)] : undefined,
+      // ORC-16 order control code reason (CE): text only, at most 199 characters (CE.2, ST),
+      // cut between characters and saying so: cut at 199 UTF-16 units, an emoji there lost its
+      // second half (U+FFFD to the RIS, and a lone surrogate our own record could not store).
+      16: reason ? [undefined, boundedText(reason, 199)] : undefined,
     }),
   };
 }

@@ -481,6 +481,32 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(Math.max(...obx.map((seg) => String(seg.value(5)).length))).toBeLessThan(1_200);
   });
 
+  it('a failure reason in Japanese with an emoji where ORC-16 is cut: whole characters, said to be shortened', async () => {
+    // ORC-16 (CE, text ≤ 199) and the QC report's OBX were cut at a UTF-16 unit count: the
+    // emoji at the cut lost its second half and the RIS read U+FFFD (in 8859/1, `?`).
+    const { id, spec, upstreamId } = await processing('failed');
+    const reason = `${'脳'.repeat(168)}🧠 セグメンテーションに失敗しました`;
+    editJsonReport('/failure-report', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, reason }),
+    );
+    expect(await followToEnd(id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    // before: the lone surrogate made the attempt unrecordable (jsonb), the row was due again at
+    // once, and the ORU went out hundreds of times a second
+    expect(rows.find((r) => r.kind === 'hl7-oru')).toEqual({
+      kind: 'hl7-oru',
+      status: 'delivered',
+    });
+    expect(orusOf(spec.placer)).toHaveLength(1);
+    const [oru] = orusOf(spec.placer);
+    const orc16 = oru!.get('ORC-16.2')!;
+    expect(orc16).not.toMatch(/[\uFFFD\uD800-\uDFFF]/);
+    expect(orc16).toMatch(
+      /^the analysis failed upstream: 脳+ … \(shortened; the report has the whole text\)$/,
+    );
+    expect(orc16.length).toBeLessThanOrEqual(199);
+  });
+
   it('an impression of 5 MB and a structure name of 100,000 characters: published, bounded, valid everywhere', async () => {
     const { id, spec, upstreamId } = await processing();
     editJsonReport<{ findings: Array<Record<string, unknown>> }>(

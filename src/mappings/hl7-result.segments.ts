@@ -26,7 +26,7 @@ export const UTF8_CHARSET = 'UNICODE UTF-8';
  * MSH-18 of what we send: the order's own character set when it declared one we can write
  * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly. A
  * multi-byte charset (`GB 18030-2000`, `KS X 1001`, `BIG-5`) has no encoder here: before, its
- * name went out in MSH-18 over UTF-8 bytes, and a RIS decoding by MSH-18 read 王 as 鐜. The
+ * name went out in MSH-18 over UTF-8 bytes, and a RIS decoding by MSH-18 read 王小明 as 鐜嬪皬鏄�. The
  * message builder also writes UTF-8 when the text holds what the declared charset cannot
  * (`writesAs`: ASCII with a name an order sent in 8-bit bytes).
  */

@@ -1,7 +1,7 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
 import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
-import { boundedText, resultTextLines } from './result-content.mapping';
+import { boundedText, resultTextLines, SEE_ATTACHED_REPORT } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
 import { embeddedPdf, pdfReference } from './result-pdf';
 
@@ -57,13 +57,16 @@ export function obxLines(
     });
   };
   const isResult = input.row.hl7.resultStatus === 'F';
-  const lines =
-    isResult && input.results
+  const lines = isResult
+    ? // a result whose findings came only as the PDF: point to it, as the DiagnosticReport does
+      // (before: "No result." with OBX-11 F beside the PDF of the results)
+      input.results
       ? resultTextLines(input.results)
-      : input.row.terminal
-        ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
-        : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."
-          [[input.row.task.reason, input.row.note].filter(Boolean).join(': ')];
+      : [SEE_ATTACHED_REPORT]
+    : input.row.terminal
+      ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
+      : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."
+        [[input.row.task.reason, input.row.note].filter(Boolean).join(': ')];
   if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {
     lines.push('QC failure was bypassed on user request: interpret with caution.');
   }

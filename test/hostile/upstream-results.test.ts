@@ -366,6 +366,35 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(series.map((x) => x['00080060']?.Value?.[0])).toEqual(['SR']);
   });
 
+  it('results with a PDF but no usable JSON report: the ORU points to the report, never "No result." as a final text', async () => {
+    // A product that answers its JSON report with 404 (report_type not offered) while its PDF
+    // comes: the results are the PDF's. Before, the ORU's text OBX said "No result." with
+    // OBX-11 F beside that PDF, while the DiagnosticReport said "See the attached report."
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) =>
+      isResults(req, upstreamId, 'JSON')
+        ? jsonAnswer(
+            { ...answer, status: 404 },
+            { error: 'not_found', message: 'report type JSON is not offered for this product' },
+          )
+        : undefined,
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.filter((r) => r.kind === 'hl7-oru')).toEqual([
+      { kind: 'hl7-oru', status: 'delivered' },
+    ]);
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({ status: 'final', conclusion: 'See the attached report.' });
+    const [oru] = orusOf(spec.placer);
+    expect(oru?.get('OBR-25')).toBe('F');
+    const obx = oru!.segmentsById('OBX');
+    expect(obx.map((o) => o.value(2))).toContain('ED');
+    const text = obx.find((o) => o.value(3) === 'REPORT');
+    expect(text?.value(5)).toBe('See the attached report.');
+    expect(text?.value(11)).toBe('F');
+  });
+
   it('measurements no report can hold are left out; the rest are the same number in FHIR, HL7 NM and DICOM DS', async () => {
     // Before: a negative volume, a share of 250 % and a percentile of -3 were published as
     // final measurements; HL7 NM carried `1e+308` and `1e-7` (NM has no exponent); the SR's DS

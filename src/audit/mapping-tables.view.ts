@@ -163,7 +163,7 @@ function outboundStatusTable(config: AppConfig): MappingTableView {
     id: 'outbound-status',
     title: 'Upstream status → order state, FHIR Task / DiagnosticReport, HL7 ORC / OBR / OBX',
     version: STATUS_MAPPING_VERSION,
-    note: 'ENDED_LOCALLY_* rows: the order ended here without an upstream status (no study, refused upstream, cancelled before placing). CANCELLED is sent as ORC-1 CR when the orderer asked for it.',
+    note: 'ENDED_LOCALLY_* rows: the order ended here without an upstream status (no study, refused upstream, cancelled before placing). CANCELLED and ENDED_LOCALLY_CANCELLED are sent as ORC-1 CR when the orderer asked for the cancel. OBX-11 follows OBR-25 unless the row names it (I, results pending, on an ORU a site adds to a status in progress).',
     columns: [
       'row',
       'order state',

@@ -1,5 +1,5 @@
 import type { Bundle, ServiceRequest } from '@medplum/fhirtypes';
-import { validateFhirResource } from './fhir-validator';
+import { containedIssues, validateFhirResource } from './fhir-validator';
 
 const sr: ServiceRequest = {
   resourceType: 'ServiceRequest',
@@ -104,5 +104,42 @@ describe('R4 validation (StructureDefinitions + the required bindings we rely on
     expect(inExtension.flatMap((i) => i.expression)).toEqual([
       'ServiceRequest.extension[0].valueCode',
     ]);
+  });
+});
+
+describe('containedIssues (R4 dom-3)', () => {
+  it('names a contained resource referenced from nowhere, and accepts one referenced from another contained resource', () => {
+    const device = { resourceType: 'Device', id: 'ai-device' } as const;
+    expect(
+      containedIssues({
+        resourceType: 'DiagnosticReport',
+        status: 'cancelled',
+        code: { text: 'x' },
+        contained: [device],
+      } as never),
+    ).toEqual([
+      expect.objectContaining({
+        code: 'invariant',
+        expression: ['DiagnosticReport.contained[0]'],
+      }),
+    ]);
+    expect(
+      containedIssues({
+        resourceType: 'DiagnosticReport',
+        status: 'final',
+        code: { text: 'x' },
+        contained: [
+          device,
+          {
+            resourceType: 'Observation',
+            id: 'm1',
+            status: 'final',
+            code: { text: 'v' },
+            device: { reference: '#ai-device' },
+          },
+        ],
+        result: [{ reference: '#m1' }],
+      } as never),
+    ).toEqual([]);
   });
 });

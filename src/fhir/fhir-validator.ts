@@ -101,6 +101,44 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
 }
 
 /**
+ * R4 invariant dom-3 (DomainResource): a contained resource is referenced from elsewhere in the
+ * resource (`#id`, from the container or from another contained resource), or refers to the
+ * container (`#`). The structure validator does not evaluate it; a server that does (HAPI's
+ * validating interceptor, Firely) refuses the resource, and HAPI's parser drops such a
+ * contained resource silently. Checked on what we write (the outbound publisher), not on what
+ * the front door receives.
+ */
+export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
+  const contained: unknown = (resource as { contained?: unknown }).contained;
+  if (!Array.isArray(contained) || contained.length === 0) return [];
+  const references = (node: unknown, into: Set<string>): Set<string> => {
+    if (Array.isArray(node)) for (const item of node) references(item, into);
+    else if (node && typeof node === 'object') {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'reference' && typeof value === 'string') into.add(value);
+        else references(value, into);
+      }
+    }
+    return into;
+  };
+  const all = references(resource, new Set());
+  const issues: OperationOutcomeIssue[] = [];
+  contained.forEach((c: unknown, i) => {
+    const id = c && typeof c === 'object' ? (c as Resource).id : undefined;
+    if (id !== undefined && all.has(`#${id}`)) return;
+    if (references(c, new Set()).has('#')) return;
+    issues.push({
+      severity: 'error',
+      code: 'invariant',
+      details: { text: 'dom-3: a contained resource is referenced from elsewhere in the resource' },
+      diagnostics: `${resource.resourceType}.contained[${i}] (${id ?? 'no id'}) is referenced from nowhere in the resource`,
+      expression: [`${resource.resourceType}.contained[${i}]`],
+    });
+  });
+  return issues;
+}
+
+/**
  * Validates one resource (and, for a Bundle, every entry's resource). Returns the error issues
  * (empty when valid), each with an `expression` path.
  */

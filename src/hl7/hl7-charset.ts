@@ -274,3 +274,20 @@ export function encodeWith(text: string, encoding: string): Buffer {
 export function charsetLabel(declared: string): string | undefined {
   return TABLE_0211[declared.trim().toUpperCase()];
 }
+
+/**
+ * True when encodeText writes `text` in the bytes the MSH-18 value `declared` names: UTF-8
+ * always; ASCII only for text that is ASCII (its table has no byte above 0x7F, and a byte we
+ * wrote there would be read as something else or refused); an ISO 8859 part or code page for
+ * any text (a character it cannot hold is written `?`, as encodeWith says). Not the
+ * multi-byte charsets (GB 18030, KS X 1001, BIG-5, ISO IR14): encodeWith has no encoder for
+ * them and writes UTF-8, which a receiver reading MSH-18 decodes as other characters.
+ */
+export function writesAs(declared: string, text: string): boolean {
+  const label = charsetLabel(declared);
+  if (label === undefined) return false;
+  if (label === 'utf-8') return true;
+  // eslint-disable-next-line no-control-regex -- the whole ASCII range
+  if (label === 'ascii') return /^[\u0000-\u007f]*$/.test(text);
+  return SINGLE_BYTE.test(label);
+}

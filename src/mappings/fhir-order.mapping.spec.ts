@@ -295,7 +295,12 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     expect(deriveTaskStatus('failed', 'FAILED')).toMatchObject({
       status: 'failed',
       statusReason: expect.any(String),
+    }); // results that expired upstream before they were fetched: no result is coming
+    expect(deriveTaskStatus('delivered', 'EXPIRED')).toMatchObject({
+      status: 'failed',
+      businessStatus: 'EXPIRED',
     });
+    expect(deriveTaskStatus('delivered', 'DELIVERED').status).toBe('completed');
   });
 
   it('names the state when a stored row holds one outside the model', () => {

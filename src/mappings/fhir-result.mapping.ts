@@ -14,6 +14,7 @@ import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
 import { fhirCodeSystemOf } from './coding-systems.table';
 import { embeddedPdf, pdfReference } from './result-pdf';
 import { canonicalSystem } from './product-table';
+import { SEE_ATTACHED_REPORT } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -199,7 +200,7 @@ export function buildTask(input: PublicationInput): Task {
 function conclusionOf(input: PublicationInput): string {
   const { row } = input;
   if (row.report === 'final' || row.report === 'corrected') {
-    const parts = [fhirText(input.results?.impression) ?? 'See the attached report.'];
+    const parts = [fhirText(input.results?.impression) ?? SEE_ATTACHED_REPORT];
     if (input.results?.caveat) parts.push(input.results.caveat);
     else if (input.results?.qcBypassed || input.qcBypass) {
       parts.push('QC failure was bypassed on user request: interpret with caution.');
@@ -290,7 +291,10 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
   const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;
   return {
     resourceType: 'DiagnosticReport',
-    contained: [deviceResource(input), ...observations],
+    // The Device only when a measurement names it (Observation.device): contained and referenced
+    // from nowhere (a cancelled report, a result with an impression only) breaks R4 dom-3, and
+    // a server enforcing it refused the no-result report. The Task names it as its owner.
+    ...(observations.length > 0 ? { contained: [deviceResource(input), ...observations] } : {}),
     identifier: [reportIdentifier(input.orderId)],
     basedOn: [serviceRequestRef(input)],
     status,

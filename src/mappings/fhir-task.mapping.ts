@@ -39,6 +39,11 @@ export function deriveTaskStatus(
   // only a corrupt row holds a state outside the model: say which, not a TypeError
   if (!Object.hasOwn(TASK_STATUS_OF, state))
     throw new Error(`no Task status for order state "${String(state)}"`);
+  // DELIVERED whose results expired upstream before they were fetched: the order keeps its end
+  // state, but no result is coming (the EXPIRED row was published to the EHR and the RIS).
+  if (state === 'delivered' && upstreamStatus === 'EXPIRED') {
+    return { ...TASK_STATUS_OF.failed, businessStatus: upstreamStatus };
+  }
   const { status, statusReason } = TASK_STATUS_OF[state];
   return {
     status,

@@ -1,8 +1,8 @@
 import { encodeSegment } from '../hl7/hl7-builder';
-import { encodeText } from '../hl7/hl7-charset';
+import { encodeText, writesAs } from '../hl7/hl7-charset';
 import type { Hl7Message } from '../hl7/hl7-message';
 import { encodeObx, obxLines } from './hl7-result.obx';
-import { charsetFor, msh, obr, orc, pidOf, pv1Of } from './hl7-result.segments';
+import { charsetFor, msh, obr, orc, pidOf, pv1Of, UTF8_CHARSET } from './hl7-result.segments';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -52,21 +52,26 @@ function messageOf(
     original: Hl7Message | undefined,
   ) => string[],
 ): Hl7MessageBuilder {
-  return (input, original, settings, controlId, now) => {
-    const head = msh(original, settings, type, controlId, now);
+  const write = (
+    charset: string,
+    ...[input, original, settings, controlId, now]: Parameters<Hl7MessageBuilder>
+  ): BuiltHl7 => {
+    const head = msh(original, settings, type, controlId, now, charset);
     const lines = [
       encodeSegment(head.spec),
-      pidOf(input, original),
-      pv1Of(original),
+      pidOf(input, original, charset),
+      pv1Of(original, charset),
       ...body(input, now, head.version, settings, original),
     ];
     const text = lines.join('\r') + '\r';
-    return {
-      controlId,
-      text,
-      bytes: encodeText(text, charsetFor(original)),
-      version: head.version,
-    };
+    return { controlId, text, bytes: encodeText(text, charset), version: head.version };
+  };
+  return (...args) => {
+    const built = write(charsetFor(args[1]), ...args);
+    // The order's charset cannot carry this text (MSH-18 ASCII, but a name the sender wrote in
+    // 8-bit bytes, or an upstream text beyond ASCII): UTF-8, and MSH-18 says so. Before, the
+    // bytes were Latin-1 under MSH-18 ASCII (Müller from a UTF-8 sender came back M\xFCller).
+    return writesAs(charsetFor(args[1]), built.text) ? built : write(UTF8_CHARSET, ...args);
   };
 }
 

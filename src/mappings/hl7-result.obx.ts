@@ -1,7 +1,7 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
 import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
-import { resultTextLines } from './result-content.mapping';
+import { boundedText, resultTextLines, SEE_ATTACHED_REPORT } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
 import { embeddedPdf, pdfReference } from './result-pdf';
 
@@ -26,7 +26,13 @@ export function obxLines(
   settings: Hl7ResultSettings,
 ): Hl7SegmentSpec[] {
   const out: Hl7SegmentSpec[] = [];
-  const status = input.row.hl7.observationStatus ?? 'F';
+  // OBX-11 (table 0085) as OBR-25 says, unless the row names it: F only for a result, X for no
+  // result, and I (results pending) for a status still in progress (a site publishing an ORU
+  // for one): before, such an ORU's "No result." line went out as a final observation (F).
+  const status =
+    input.row.hl7.observationStatus ??
+    ({ F: 'F', X: 'X' } as const)[input.row.hl7.resultStatus as 'F' | 'X'] ??
+    'I';
   const obxStatus = status === 'F' && input.correction ? 'C' : status;
   const coded = versionAtLeast(version, '2.5') ? 'CWE' : 'CE';
   const add = (
@@ -51,10 +57,16 @@ export function obxLines(
     });
   };
   const isResult = input.row.hl7.resultStatus === 'F';
-  const lines =
-    isResult && input.results
+  const lines = isResult
+    ? // a result whose findings came only as the PDF: point to it, as the DiagnosticReport does
+      // (before: "No result." with OBX-11 F beside the PDF of the results)
+      input.results
       ? resultTextLines(input.results)
-      : [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.'];
+      : [SEE_ATTACHED_REPORT]
+    : input.row.terminal
+      ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
+      : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."
+        [[input.row.task.reason, input.row.note].filter(Boolean).join(': ')];
   if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {
     lines.push('QC failure was bypassed on user request: interpret with caution.');
   }
@@ -94,7 +106,7 @@ export function obxLines(
     add(
       'TX',
       ['QC-REPORT', 'Quality control report', LOCAL],
-      JSON.stringify(input.qcReport).slice(0, 4000),
+      boundedText(JSON.stringify(input.qcReport), 4000),
     );
   }
   const pdf = embeddedPdf(input);

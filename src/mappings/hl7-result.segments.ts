@@ -7,24 +7,32 @@ import {
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
-import { charsetLabel } from '../hl7/hl7-charset';
+import { charsetLabel, writesAs } from '../hl7/hl7-charset';
 import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
+import { boundedText } from './result-content.mapping';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
  * ORC and OBR (HL7 v2.5.1 chapters 2, 3, 4 and 7), from the publication and the original order.
  */
 
+/** MSH-18 of a message in UTF-8, said explicitly. */
+export const UTF8_CHARSET = 'UNICODE UTF-8';
+
 /**
  * MSH-18 of what we send: the order's own character set when it declared one we can write
- * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly.
+ * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly. A
+ * multi-byte charset (`GB 18030-2000`, `KS X 1001`, `BIG-5`) has no encoder here: before, its
+ * name went out in MSH-18 over UTF-8 bytes, and a RIS decoding by MSH-18 read 王小明 as 鐜嬪皬鏄�. The
+ * message builder also writes UTF-8 when the text holds what the declared charset cannot
+ * (`writesAs`: ASCII with a name an order sent in 8-bit bytes).
  */
 export function charsetFor(original: Hl7Message | undefined): string {
   const declared = original?.msh.value(18);
-  return declared && charsetLabel(declared) ? declared : 'UNICODE UTF-8';
+  return declared && writesAs(declared, '') ? declared : UTF8_CHARSET;
 }
 
 /**
@@ -64,11 +72,15 @@ export function versionAtLeast(version: string, min: string): boolean {
  * order's own hexadecimal data names bytes of its charset: when ours differs (an ASCII order
  * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
  */
-function originalSegment(original: Hl7Message | undefined, id: string): string | undefined {
+function originalSegment(
+  original: Hl7Message | undefined,
+  id: string,
+  charset: string,
+): string | undefined {
   const seg = original?.segment(id);
   if (!seg) return undefined;
   const from = original!.delimiters;
-  const recode = sameBytes(original!.escapeEncoding, charsetLabel(charsetFor(original)) ?? 'utf-8')
+  const recode = sameBytes(original!.escapeEncoding, charsetLabel(charset) ?? 'utf-8')
     ? (field: string) => field
     : (field: string) => recodeHexData(field, original!.escapeEncoding);
   return [
@@ -90,6 +102,8 @@ export function msh(
   type: 'ORU' | 'ORM',
   controlId: string,
   now: Date,
+  /** MSH-18 (charsetFor, or UTF-8 when the text needs it). */
+  charset: string = charsetFor(original),
 ): { spec: Hl7SegmentSpec; version: string } {
   const version = settings.forceVersion ?? original?.version ?? settings.defaultVersion;
   const event = type === 'ORU' ? 'R01' : 'O01';
@@ -120,7 +134,7 @@ export function msh(
           12: version,
           15: 'AL',
           16: 'NE',
-          18: charsetFor(original),
+          18: charset,
         },
         3,
       ),
@@ -147,8 +161,12 @@ function withTableSex(pid: string, input: PublicationInput): string {
   return fields.join('|');
 }
 
-export function pidOf(input: PublicationInput, original: Hl7Message | undefined): string {
-  const raw = originalSegment(original, 'PID');
+export function pidOf(
+  input: PublicationInput,
+  original: Hl7Message | undefined,
+  charset: string = charsetFor(original),
+): string {
+  const raw = originalSegment(original, 'PID', charset);
   if (raw) return withTableSex(raw, input);
   const p = input.order.request.patient;
   const sex = SEX_CODES;
@@ -178,9 +196,14 @@ export function pidOf(input: PublicationInput, original: Hl7Message | undefined)
   });
 }
 
-export function pv1Of(original: Hl7Message | undefined): string {
+export function pv1Of(
+  original: Hl7Message | undefined,
+  charset: string = charsetFor(original),
+): string {
   // PV1-2 patient class is required; U = unknown (table 0004) when the order had no visit.
-  return originalSegment(original, 'PV1') ?? encodeSegment({ id: 'PV1', fields: ['1', 'U'] });
+  return (
+    originalSegment(original, 'PV1', charset) ?? encodeSegment({ id: 'PV1', fields: ['1', 'U'] })
+  );
 }
 
 /**
@@ -256,8 +279,10 @@ export function orc(
       4: o.request.placerGroupNumber?.value,
       5: status,
       9: formatHl7Timestamp(now),
-      // ORC-16 order control code reason (CE): text only.
-      16: reason ? [undefined, reason.slice(0, 199)] : undefined,
+      // ORC-16 order control code reason (CE): text only, at most 199 characters (CE.2, ST),
+      // cut between characters and saying so: cut at 199 UTF-16 units, an emoji there lost its
+      // second half (U+FFFD to the RIS, and a lone surrogate our own record could not store).
+      16: reason ? [undefined, boundedText(reason, 199)] : undefined,
     }),
   };
 }

@@ -161,6 +161,12 @@ export const MAX_TEXT = {
 
 const SHORTENED = ' … (shortened; the report has the whole text)';
 
+/**
+ * The text of a result whose findings came only as the PDF (no usable JSON report): the
+ * DiagnosticReport's conclusion and the ORU's text OBX both point to the attached report.
+ */
+export const SEE_ATTACHED_REPORT = 'See the attached report.';
+
 /** `text` cut to at most `max` characters (whole code points), saying that it was. */
 export function boundedText(text: string, max: number): string {
   if (text.length <= max) return text;

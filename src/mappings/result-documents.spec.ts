@@ -265,4 +265,72 @@ describe('result documents per status row (golden)', () => {
     expect(() => parseStatusOverrides({ CANCELLED: { publish: ['dicom-sr'] } })).toThrow(/no SR/);
     expect(() => parseStatusOverrides({ NOPE: {} })).toThrow(/unknown row/);
   });
+
+  it('no override presents a row without findings as a result, or writes a code outside its table', () => {
+    // a final DiagnosticReport for a QC rejection still awaiting a clinician's decision
+    expect(() =>
+      parseStatusOverrides({
+        QC_FAILED_BYPASSABLE: {
+          report: 'final',
+          publish: ['fhir-task', 'fhir-diagnostic-report'],
+        },
+      }),
+    ).toThrow(/QC_FAILED_BYPASSABLE: report final would present it as a result/);
+    // the no-result rows' other columns: OBX-11 F, ORC-5 CM, a Task completed
+    expect(() => parseStatusOverrides({ FAILED: { hl7: { observationStatus: 'F' } } })).toThrow(
+      /FAILED: hl7.observationStatus F would present it as a result/,
+    );
+    expect(() => parseStatusOverrides({ EXPIRED: { hl7: { orderStatus: 'CM' } } })).toThrow(
+      /hl7.orderStatus CM/,
+    );
+    expect(() =>
+      parseStatusOverrides({ QC_FAILED_FINAL: { task: { status: 'completed' } } }),
+    ).toThrow(/task.status completed/);
+    expect(() => parseStatusOverrides({ IN_REVIEW: { publish: ['dicom-sr'] } })).toThrow(
+      /IN_REVIEW: dicom-sr would present it as a result/,
+    );
+    // codes outside their tables, each named
+    expect(() =>
+      parseStatusOverrides({
+        ANALYSIS_RUNNING: {
+          task: { status: 'done' as never },
+          hl7: { orderStatus: 'ZZ' as never },
+        },
+      }),
+    ).toThrow(
+      /task.status: "done" is not one of .*; mappings.status.ANALYSIS_RUNNING.hl7.orderStatus: "ZZ" is not one of SC, IP, HD, CM, CA/,
+    );
+    // what stays allowed: a registered report for IN_REVIEW (DESIGN.md section 4), an ORU for
+    // a status in progress, anything valid on DELIVERED
+    expect(() =>
+      parseStatusOverrides({
+        IN_REVIEW: {
+          report: 'registered',
+          publish: ['fhir-task', 'fhir-diagnostic-report', 'hl7-oru'],
+        },
+        DELIVERED: { hl7: { orderControl: 'SC' } },
+      }),
+    ).not.toThrow();
+  });
+
+  it('an ORU a site publishes for a status in progress: OBX-11 I (results pending), never F, and where it stands', () => {
+    const overrides = parseStatusOverrides({
+      ANALYSIS_RUNNING: { publish: ['fhir-task', 'hl7-oru'] },
+      QC_FAILED_BYPASSABLE: { publish: ['fhir-task', 'hl7-oru'] },
+    });
+    for (const key of ['ANALYSIS_RUNNING', 'QC_FAILED_BYPASSABLE'] as const) {
+      const row = applyOverride(rowOf(key), overrides);
+      const oru = parseHl7(buildOru(inputFor(row), parseHl7(ORM), HL7, 'X4', NOW).text);
+      expect(oru.get('OBR-25')).toBe('I');
+      // before: OBX-11 F on a "No result." line
+      expect(oru.segmentsById('OBX').map((o) => o.value(11))).toEqual(
+        oru.segmentsById('OBX').map(() => 'I'),
+      );
+      expect(oru.get('OBX-5')).toBe(
+        key === 'ANALYSIS_RUNNING'
+          ? 'ML analysis running'
+          : 'QC rejection: awaiting a clinician decision (bypass or accept): awaiting a human decision; never a result',
+      );
+    }
+  });
 });

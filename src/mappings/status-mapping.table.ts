@@ -226,13 +226,23 @@ export const NO_RESULT_KEYS: readonly OutboundRowKey[] = (
   Object.keys(STATUS_TABLE) as OutboundRowKey[]
 ).filter((key) => STATUS_TABLE[key].hl7.resultStatus === 'X');
 
-/** The row for an order that ended here, without an upstream status. */
+/**
+ * The row for an order that ended here, without an upstream status. A cancel the orderer asked
+ * for is answered ORC-1 CR (table 0119 "canceled as requested"), as on the CANCELLED row: the
+ * order ends here only after a cancel request (before it was placed, or refused upstream), and
+ * before, its ORU said OC, a cancel of the filler's own, to the RIS that had asked for it.
+ */
 export function localEndRow(
   state: Extract<OrderState, 'failed' | 'cancelled'>,
+  context: Pick<StatusContext, 'cancelRequestedByOrderer'> = {},
 ): StatusRow & { key: LocalEndKey } {
   const key: LocalEndKey =
     state === 'cancelled' ? 'ENDED_LOCALLY_CANCELLED' : 'ENDED_LOCALLY_FAILED';
-  return { ...STATUS_TABLE[key], key };
+  const row: StatusRow = STATUS_TABLE[key];
+  if (key === 'ENDED_LOCALLY_CANCELLED' && context.cancelRequestedByOrderer) {
+    return { ...row, key, hl7: { ...row.hl7, orderControl: 'CR' } };
+  }
+  return { ...row, key };
 }
 
 export interface StatusContext {

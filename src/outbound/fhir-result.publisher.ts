@@ -2,7 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { DataSource } from 'typeorm';
 import { parseRetryAfter } from '../common/retry-after';
 import { type FhirHttpAnswer, FhirRestClient, searchUrl } from '../fhir/fhir-rest.client';
-import { validateFhirResource } from '../fhir/fhir-validator';
+import { containedIssues, validateFhirResource } from '../fhir/fhir-validator';
 import {
   buildDiagnosticReport,
   buildTask,
@@ -81,7 +81,7 @@ export class FhirResultPublisher implements Publisher {
     loaded: LoadedPublication,
   ): Promise<DeliveryResult> {
     if (this.options.validate !== false) {
-      const issues = validateFhirResource(resource);
+      const issues = [...validateFhirResource(resource), ...containedIssues(resource)];
       if (issues.length > 0) {
         return {
           outcome: 'dead',

@@ -134,7 +134,10 @@ export class OutboxOrderEvents implements OrderEvents {
       this.onWritten();
     }
     if (ended.state !== 'failed' && ended.state !== 'cancelled') return;
-    const row = applyOverride(localEndRow(ended.state), this.settings.overrides);
+    const row = applyOverride(
+      localEndRow(ended.state, { cancelRequestedByOrderer: ended.order.cancelRequested }),
+      this.settings.overrides,
+    );
     await this.write(manager, ended.order, row, row.publish, {
       upstreamStatus: null,
       mappingVersion: STATUS_MAPPING_VERSION,

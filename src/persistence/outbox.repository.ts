@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import { pgJson, pgText } from '../common/pg-safe';
 import { RepositoryBase } from './repository-base';
 
 /**
@@ -58,7 +59,7 @@ export class OutboxRepository extends RepositoryBase {
     for (const e of entries) {
       const i = values.length;
       tuples.push(`($${i + 1}::uuid, $${i + 2}, $${i + 3}, $${i + 4}, $${i + 5}::jsonb)`);
-      values.push(e.orderId, e.destination, e.kind, e.dedupeKey, JSON.stringify(e.payload));
+      values.push(e.orderId, e.destination, e.kind, e.dedupeKey, pgJson(e.payload));
     }
     await this.db(manager).query(
       `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload) VALUES ${tuples.join(', ')}
@@ -182,7 +183,7 @@ export class OutboxRepository extends RepositoryBase {
       `WITH u AS (UPDATE outbox SET next_attempt_at = now() + $3::int * interval '1 millisecond', updated_at = now(), last_error = $4, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
-      [id, attempts, delayMs, reason],
+      [id, attempts, delayMs, pgText(reason)],
     );
     return updated.length > 0;
   }
@@ -197,7 +198,7 @@ export class OutboxRepository extends RepositoryBase {
       `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
-      [id, attempts, reason],
+      [id, attempts, pgText(reason)],
     );
     return updated.length > 0;
   }
@@ -205,6 +206,11 @@ export class OutboxRepository extends RepositoryBase {
   /**
    * What the attempt sent and what the peer answered (outbox.last_exchange), on the
    * transaction that records the attempt.
+   */
+  /**
+   * The exchange of the last attempt. A peer's answer may hold what PostgreSQL refuses (a RIS
+   * padding MSA-3 with NUL bytes, a lone surrogate in a cut text): stored with each replaced
+   * (pgJson), since a record that fails leaves the row to be sent again, and again.
    */
   async recordExchange(
     id: string,
@@ -214,7 +220,7 @@ export class OutboxRepository extends RepositoryBase {
     await this.db(manager).query(
       `WITH u AS (UPDATE outbox SET last_exchange = $2::jsonb WHERE id = $1::bigint RETURNING id)
          SELECT id FROM u`,
-      [id, JSON.stringify(exchange)],
+      [id, pgJson(exchange)],
     );
   }
 }

@@ -349,6 +349,27 @@ describe('hostile: results to receivers that answer badly', () => {
       ]);
     });
 
+    /**
+     * An AA whose MSA-3 ends in NUL padding (an engine writing a fixed-size C buffer): the answer
+     * is kept as text in outbox.last_exchange and the audit, where PostgreSQL takes no NUL.
+     * Before, recording the attempt failed, the row was made due again at once and the ORU was
+     * sent again, and again: hundreds of copies a second, each taken by the RIS.
+     */
+    it('an ACK with NUL bytes in MSA-3: delivered once, recorded, never resent in a loop', async () => {
+      let n = 0;
+      ris = await startRawRis((message, socket) => {
+        n += 1;
+        const aa = ackFor(message).toString('latin1').replace(/\r$/, '');
+        const ack = `${aa.split('\r')[0]}\rMSA|AA|${aa.split('\r')[1]!.split('|')[2]}|OK\u0000\u0000\u0000\r`;
+        socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows).toEqual([
+        { kind: 'hl7-oru', status: 'delivered', attempts: 1, last_error: null },
+      ]);
+      expect(n).toBe(1);
+    });
+
     it('a RIS whose every ACK names another control id: a dead letter saying so, not a silent timeout', async () => {
       ris = await startRawRis((message, socket) => {
         const wrong = ackFor(message)

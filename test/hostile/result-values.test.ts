@@ -1,8 +1,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as iconv from 'iconv-lite';
 import { Client as PgClient } from 'pg';
 import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import { containedIssues } from '../../src/fhir/fhir-validator';
 import { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -88,19 +90,25 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
   }
 
   /** An ORM^O01 NW, then its CA: the order's fields end up in a published no-result report. */
-  async function cancelledOverHl7(pid: string, obr4 = 'MRKOPF^MRT Kopf^L'): Promise<string> {
+  async function cancelledOverHl7(
+    pid: string,
+    obr4 = 'MRKOPF^MRT Kopf^L',
+    /** MSH-18, and how the message's text becomes its bytes (default Latin-1, no MSH-18). */
+    charset?: { msh18: string; encode: (text: string) => Buffer },
+  ): Promise<string> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
+    const encode = charset?.encode ?? ((text: string) => Buffer.from(text, 'latin1'));
+    const msh18 = charset ? `||||||${charset.msh18}` : '';
     const message = (control: 'NW' | 'CA') =>
-      Buffer.from(
+      encode(
         [
-          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
+          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1${msh18}`,
           pid,
           'PV1||O|RAD^^^RADIOLOGIE',
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
           `OBR|1|${placer}^RADIS1||${obr4}|||||||||||||||ACC-RV${n}|||||MR`,
         ].join('\r') + '\r',
-        'latin1',
       );
     expect(ackSummary(await mllp.send(message('NW'))).code).toBe('AA');
     const { rows } = await db.query<{ id: string }>(
@@ -172,6 +180,106 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(message.get('PID-5.2')).toBe('Zoë');
     // eslint-disable-next-line no-control-regex
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
+  });
+
+  it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {
+    const id = await cancelledOverHl7('PID|||PAT-RV-D3^^^HOSP^MR||DOE^JO||19640812|F');
+    await published(id);
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({ status: 'cancelled' });
+    // before: the AI Device contained and referenced from nowhere (only measurements name it,
+    // and a cancelled report has none); a server evaluating dom-3 refuses the report
+    expect(containedIssues(dr!)).toEqual([]);
+    expect(dr!.contained).toBeUndefined();
+    // the Task still names the Device, as its owner
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task!.owner).toMatchObject({ reference: '#ai-device' });
+    expect(containedIssues(task!)).toEqual([]);
+  });
+
+  /**
+   * The RIS cancels its order (ORC-1 CA, v2.5.1 4.5.1.1) before it was placed upstream: the
+   * no-result ORU answers the request, ORC-1 CR "canceled as requested" (table 0119), as the
+   * CANCELLED row does for an order cancelled upstream at the orderer's request.
+   */
+  it('an order its RIS cancelled before it was placed: the ORU says CR (as requested), not OC', async () => {
+    const id = await cancelledOverHl7('PID|||PAT-RV-CR^^^HOSP^MR||DOE^JO||19640812|F');
+    await published(id);
+    const { message } = oruOf(id);
+    // before: OC, a cancel of the filler's own
+    expect([message.get('ORC-1'), message.get('ORC-5'), message.get('OBR-25')]).toEqual([
+      'CR',
+      'CA',
+      'X',
+    ]);
+    const { rows } = await db.query<{ row: string; control: string }>(
+      `SELECT payload->>'rowKey' AS row, payload->'row'->'hl7'->>'orderControl' AS control
+         FROM outbox WHERE order_id = $1 AND kind = 'hl7-oru'`,
+      [id],
+    );
+    expect(rows).toEqual([{ row: 'ENDED_LOCALLY_CANCELLED', control: 'CR' }]);
+  });
+
+  /** The ORU as the RIS read its bytes: decoded by the MSH-18 it names. */
+  function oruBytesOf(orderId: string): { bytes: Buffer; message: Hl7Message } {
+    const bytes = ris.receivedBytes.find((b) => b.includes(`${orderId}^IMAGING-AI-ADAPTER`));
+    expect(bytes).toBeDefined();
+    return { bytes: bytes!, message: parseHl7(bytes!) };
+  }
+
+  /**
+   * MSH-18 `GB 18030-2000` (HL7 table 0211, the national standard a Chinese HIS or RIS writes its
+   * messages in; the name is the v2.5.1 §2.15.9.18 example of a multi-byte charset), the patient
+   * 王小明 in GB 18030 bytes: the order is read, and the ORU's bytes are what its MSH-18 says.
+   */
+  it('an order in GB 18030: the ORU says UTF-8 in MSH-18 for its UTF-8 bytes, and the RIS reads the same name', async () => {
+    const id = await cancelledOverHl7('PID|||PAT-RV-GB^^^HOSP^MR||王^小明||19640812|M', undefined, {
+      msh18: 'GB 18030-2000',
+      encode: (text) => iconv.encode(text, 'gb18030'),
+    });
+    await published(id);
+    const { message } = oruBytesOf(id);
+    // before: MSH-18 GB 18030-2000 over UTF-8 bytes (no GB 18030 encoder here): read as GB 18030,
+    // the name was other characters
+    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(message.get('PID-5.1')).toBe('王');
+    expect(message.get('PID-5.2')).toBe('小明');
+  });
+
+  /**
+   * MSH-18 `ASCII` over UTF-8 bytes (an engine that fills MSH-18 with the table's default while
+   * its feed carries UTF-8; read at intake as the `declared-ascii-non-ascii` quirk).
+   */
+  it('an order saying ASCII with a name in UTF-8: the ORU is UTF-8 and says so, no 8-bit byte under ASCII', async () => {
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-AS^^^HOSP^MR||Müller^Jörg||19640812|M',
+      undefined,
+      {
+        msh18: 'ASCII',
+        encode: (text) => Buffer.from(text, 'utf8'),
+      },
+    );
+    await published(id);
+    const { bytes, message } = oruBytesOf(id);
+    // before: MSH-18 ASCII with the name in Latin-1 bytes (0xFC), neither ASCII nor the sender's
+    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(bytes.includes(Buffer.from('Müller^Jörg', 'utf8'))).toBe(true);
+    expect(message.get('PID-5.1')).toBe('Müller');
+  });
+
+  it('an ASCII order of ASCII text keeps MSH-18 ASCII', async () => {
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-AO^^^HOSP^MR||M\\XFC\\LLER^JO||19640812|M',
+      undefined,
+      {
+        msh18: 'ASCII',
+        encode: (text) => Buffer.from(text, 'latin1'),
+      },
+    );
+    await published(id);
+    const { bytes, message } = oruBytesOf(id);
+    expect(message.msh.value(18)).toBe('ASCII');
+    expect(bytes.every((b) => b < 0x80)).toBe(true);
   });
 
   it.each([

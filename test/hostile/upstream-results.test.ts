@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DiagnosticReport } from '@medplum/fhirtypes';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
 import type { Client as PgClient } from 'pg';
 import type { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
@@ -244,6 +244,66 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(orusOf(spec.placer)).toEqual([]);
   });
 
+  it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
+    // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
+    // late: GET /results answers as the sandbox does for an expired order (409
+    // report_not_available), and GET /status then says EXPIRED. Before: the order stayed
+    // `delivered`, its Task `completed` with an output naming a DiagnosticReport that never
+    // came, and the RIS never heard of it again.
+    const { id, spec, upstreamId } = await processing();
+    let expired = false;
+    rewrites.push((req, answer) => {
+      if (req.query.get('order_id') !== upstreamId) return undefined;
+      if (req.path === '/results') {
+        expired = true;
+        return jsonAnswer(
+          { ...answer, status: 409 },
+          {
+            error: 'report_not_available',
+            message: 'order expired; its results can no longer be retrieved',
+          },
+        );
+      }
+      if (req.path === '/status' && expired && answer.status === 200) {
+        return jsonAnswer(answer, { ...JSON.parse(answer.body.toString()), status: 'EXPIRED' });
+      }
+      return undefined;
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.map((r) => `${r.kind}/${r.status}`)).toEqual([
+      'fhir-task/delivered', // ANALYSIS_RUNNING
+      'fhir-task/delivered', // DELIVERED
+      'fhir-task/delivered', // EXPIRED
+      'fhir-diagnostic-report/delivered',
+      'hl7-oru/delivered',
+    ]);
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task).toMatchObject({
+      status: 'failed',
+      statusReason: { text: 'the order expired upstream' },
+      businessStatus: { coding: [{ code: 'EXPIRED' }] },
+    });
+    expect(await reportOf(id)).toMatchObject({ status: 'cancelled' });
+    expect((await reportOf(id))!.result).toBeUndefined();
+    const [oru] = orusOf(spec.placer);
+    expect([oru!.get('ORC-1'), oru!.get('ORC-5'), oru!.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
+    expect(oru!.segmentsById('OBX').map((o) => o.value(11))).toEqual(
+      expect.not.arrayContaining(['F']),
+    );
+    const events = await timeline(id);
+    expect(events).toMatch(
+      /order\.documents-fetched\/warning: 0 document\(s\) stored for DELIVERED; not available: results JSON: conflict on results .*; the upstream order has EXPIRED: no result is coming/,
+    );
+    expect(events).toContain(
+      'order.alert/error: results-expired: the upstream order EXPIRED before the results of DELIVERED were fetched; published as EXPIRED (no result)',
+    );
+    const { rows: order } = await db.query(`SELECT upstream_status FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(order[0].upstream_status).toBe('EXPIRED');
+  });
+
   it('a failure report about another study: the clinic still hears that no result is coming, without it', async () => {
     // Before (known limit): no report stored, so only the Task went out; the RIS never heard
     // that the order had failed.
@@ -304,6 +364,35 @@ describe('hostile upstream: outcomes and what we publish', () => {
       await fetch(`${orthanc.dicomWebUrl}/studies/${spec.studyUid}/series`)
     ).json()) as Array<Record<string, { Value?: string[] }>>;
     expect(series.map((x) => x['00080060']?.Value?.[0])).toEqual(['SR']);
+  });
+
+  it('results with a PDF but no usable JSON report: the ORU points to the report, never "No result." as a final text', async () => {
+    // A product that answers its JSON report with 404 (report_type not offered) while its PDF
+    // comes: the results are the PDF's. Before, the ORU's text OBX said "No result." with
+    // OBX-11 F beside that PDF, while the DiagnosticReport said "See the attached report."
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) =>
+      isResults(req, upstreamId, 'JSON')
+        ? jsonAnswer(
+            { ...answer, status: 404 },
+            { error: 'not_found', message: 'report type JSON is not offered for this product' },
+          )
+        : undefined,
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.filter((r) => r.kind === 'hl7-oru')).toEqual([
+      { kind: 'hl7-oru', status: 'delivered' },
+    ]);
+    const dr = await reportOf(id);
+    expect(dr).toMatchObject({ status: 'final', conclusion: 'See the attached report.' });
+    const [oru] = orusOf(spec.placer);
+    expect(oru?.get('OBR-25')).toBe('F');
+    const obx = oru!.segmentsById('OBX');
+    expect(obx.map((o) => o.value(2))).toContain('ED');
+    const text = obx.find((o) => o.value(3) === 'REPORT');
+    expect(text?.value(5)).toBe('See the attached report.');
+    expect(text?.value(11)).toBe('F');
   });
 
   it('measurements no report can hold are left out; the rest are the same number in FHIR, HL7 NM and DICOM DS', async () => {
@@ -419,6 +508,32 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect([oru?.get('ORC-5'), oru?.get('OBR-25')]).toEqual(['CA', 'X']);
     const obx = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) !== 'ED');
     expect(Math.max(...obx.map((seg) => String(seg.value(5)).length))).toBeLessThan(1_200);
+  });
+
+  it('a failure reason in Japanese with an emoji where ORC-16 is cut: whole characters, said to be shortened', async () => {
+    // ORC-16 (CE, text ≤ 199) and the QC report's OBX were cut at a UTF-16 unit count: the
+    // emoji at the cut lost its second half and the RIS read U+FFFD (in 8859/1, `?`).
+    const { id, spec, upstreamId } = await processing('failed');
+    const reason = `${'脳'.repeat(168)}🧠 セグメンテーションに失敗しました`;
+    editJsonReport('/failure-report', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, reason }),
+    );
+    expect(await followToEnd(id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    // before: the lone surrogate made the attempt unrecordable (jsonb), the row was due again at
+    // once, and the ORU went out hundreds of times a second
+    expect(rows.find((r) => r.kind === 'hl7-oru')).toEqual({
+      kind: 'hl7-oru',
+      status: 'delivered',
+    });
+    expect(orusOf(spec.placer)).toHaveLength(1);
+    const [oru] = orusOf(spec.placer);
+    const orc16 = oru!.get('ORC-16.2')!;
+    expect(orc16).not.toMatch(/[\uFFFD\uD800-\uDFFF]/);
+    expect(orc16).toMatch(
+      /^the analysis failed upstream: 脳+ … \(shortened; the report has the whole text\)$/,
+    );
+    expect(orc16.length).toBeLessThanOrEqual(199);
   });
 
   it('an impression of 5 MB and a structure name of 100,000 characters: published, bounded, valid everywhere', async () => {

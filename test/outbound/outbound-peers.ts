@@ -17,6 +17,8 @@ import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server
 export interface TestRis {
   port: number;
   received: string[];
+  /** The same messages as the bytes that came (decoded by MSH-18, they are what a RIS reads). */
+  receivedBytes: Buffer[];
   close(): Promise<void>;
 }
 
@@ -29,6 +31,7 @@ export async function startAckingRis(
   refusalText?: (n: number) => string,
 ): Promise<TestRis> {
   const received: string[] = [];
+  const receivedBytes: Buffer[] = [];
   let n = 0;
   const server = new MllpServer({
     port: 0,
@@ -37,6 +40,7 @@ export async function startAckingRis(
     handler: async (message) => {
       const text = message.toString('utf8');
       received.push(text);
+      receivedBytes.push(Buffer.from(message));
       const inbound = parseHl7(message);
       n += 1;
       const wait = delayMs?.(n, text) ?? 0;
@@ -90,7 +94,7 @@ export async function startAckingRis(
     },
   });
   const { port } = await server.listen();
-  return { port, received, close: () => server.close(2000) };
+  return { port, received, receivedBytes, close: () => server.close(2000) };
 }
 
 export async function startDroppingRis(): Promise<TestRis> {
@@ -109,6 +113,7 @@ export async function startDroppingRis(): Promise<TestRis> {
   return {
     port: (server.address() as AddressInfo).port,
     received,
+    receivedBytes: [],
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -1,6 +1,9 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import type { EntityManager } from 'typeorm';
 import {
+  STATUS_MAPPING_VERSION,
   STATUS_TABLE,
+  statusRow,
   type StatusRow,
   type StatusRowKey,
 } from '../../mappings/status-mapping.table';
@@ -8,7 +11,7 @@ import { checkUpstreamReport } from '../../mappings/upstream-documents.check';
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import type { StoredDocument } from '../order-events';
-import { loadOrder, snapshot } from '../order-transitions';
+import { loadOrder, snapshot, stateOf } from '../order-transitions';
 import { describe, isTransient } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
 
@@ -113,6 +116,12 @@ export class FetchDocumentsUseCase {
       }
     }
     const row: StatusRow = STATUS_TABLE[rowKey];
+    const expired =
+      rowKey === 'DELIVERED' &&
+      have.length === 0 &&
+      accepted.length === 0 &&
+      !foreign &&
+      (await this.expired(ref));
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
       for (const doc of accepted) {
@@ -149,7 +158,8 @@ export class FetchDocumentsUseCase {
             (notes.length > 0 ? `; left out of the published results: ${notes.join('; ')}` : '') +
             (foreign && row.report === 'final'
               ? '; no result is published from these reports'
-              : ''),
+              : '') +
+            (expired ? '; the upstream order has EXPIRED: no result is coming' : ''),
           detail: {
             upstreamStatus,
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
@@ -159,6 +169,10 @@ export class FetchDocumentsUseCase {
           },
         },
       ]);
+      if (expired) {
+        await this.endExpired(manager, orderId);
+        return;
+      }
       // A no-result end (failure, final QC rejection) is published with the reports it has,
       // or with none: the clinic must hear that no result is coming even when no report of it
       // could be fetched or kept. A result is never published without its report.
@@ -169,6 +183,64 @@ export class FetchDocumentsUseCase {
           documents: stored,
         });
       }
+    });
+  }
+
+  /**
+   * Whether the upstream order is EXPIRED ("can no longer be retrieved", contract "States"),
+   * asked when DELIVERED gave no results report: it expired between the poll that saw DELIVERED
+   * and this fetch (the sandbox: 5 s after delivery; a backlog of jobs or an adapter stopped
+   * for a while does the same). An answer that is not this order's status is taken as no.
+   */
+  private async expired(ref: { orderId: string }): Promise<boolean> {
+    try {
+      return (await this.client.getStatus(ref)).status === 'EXPIRED';
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      return false;
+    }
+  }
+
+  /**
+   * DELIVERED whose results expired unfetched: the clinic is told what the EXPIRED row says
+   * (Task failed, DiagnosticReport cancelled, ORU OBR-25 X), superseding the Task `completed`
+   * sent at DELIVERED. Before, that Task stayed completed with its output naming a
+   * DiagnosticReport that never came, and the RIS never heard of the order again. The order
+   * keeps its state (an end has no way out, ORDER_TRANSITIONS) with its upstream status
+   * EXPIRED and an alert naming the row published, so the analyst sees why no result came.
+   */
+  private async endExpired(manager: EntityManager, orderId: string): Promise<void> {
+    const order = await loadOrder(manager, orderId, true);
+    if (!order || stateOf(order) !== 'delivered' || order.upstream_status === 'EXPIRED') return;
+    const row = statusRow('EXPIRED');
+    await this.deps.orders.recordUpstreamStatus(orderId, 'EXPIRED', manager);
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.alert',
+        orderId,
+        severity: 'error',
+        actor: 'adapter',
+        summary:
+          'results-expired: the upstream order EXPIRED before the results of DELIVERED were fetched; published as EXPIRED (no result)',
+        detail: {
+          alert: 'results-expired',
+          upstreamStatus: 'EXPIRED',
+          previousUpstreamStatus: order.upstream_status,
+          mappingRow: row.key,
+          mappingVersion: STATUS_MAPPING_VERSION,
+          taskStatus: row.task.status,
+          publish: row.publish,
+        },
+      },
+    ]);
+    await this.deps.events.statusChanged(manager, {
+      order: snapshot(order),
+      previousState: 'delivered',
+      state: 'delivered',
+      upstreamStatus: 'EXPIRED',
+      row,
+      mappingVersion: STATUS_MAPPING_VERSION,
+      qcBypass: order.qc_bypass,
     });
   }
 }

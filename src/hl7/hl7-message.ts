@@ -17,6 +17,7 @@ import {
 } from './hl7-parse-limits';
 import { Hl7OrderGroup, Hl7Segment } from './hl7-segment';
 import { readDelimiters, splitSegments } from './hl7-separators';
+import { withoutTrailing } from '../common/padding';
 
 // The segment model, the parse bounds and the separator reading live in their own files;
 // re-exported here so that callers keep importing them from the message.
@@ -346,7 +347,7 @@ export function parseHl7(
     return n;
   };
   for (let line of lines) {
-    const trimmed = line.replace(/[ \t]+$/, '');
+    const trimmed = withoutTrailing(line, ' \t');
     if (trimmed !== line) {
       quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
       line = trimmed;

@@ -287,7 +287,10 @@ export class SubscriptionNotificationHandler {
     focus: string,
     quirks: ToleratedQuirk[],
   ): Promise<EhrServiceRequest | undefined> {
-    const fullUrl = this.absolute(focus.replace(/[?#].*$/, '').replace(/\/_history\/[^/]+$/, ''));
+    // cut at the first ? or # by index: `/[?#].*$/` retried from every ? of a long focus
+    const query = focus.search(/[?#]/);
+    const bare = query < 0 ? focus : focus.slice(0, query);
+    const fullUrl = this.absolute(bare.replace(/\/_history\/[^/]+$/, ''));
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
     quirks.push({
       code: 'notification-focus-deleted',

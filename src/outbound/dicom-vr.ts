@@ -1,3 +1,5 @@
+import { withoutLeading, withoutTrailing } from '../common/padding';
+
 /**
  * Makes a value valid for its DICOM Value Representation, whatever an order or a report held
  * (issue #15: hostile HL7 escapes such as `\E\` and `\X0D0A\` and over-long texts produced
@@ -112,7 +114,7 @@ const IDENTIFIERS = new Set(['AccessionNumber', 'PatientID']);
 /** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
 function validForAttribute(keyword: string, vr: string, value: string): string {
   const v = validForVr(vr, value);
-  if (IDENTIFIERS.has(keyword) && v !== value.replace(/^ +| +$/g, '')) return '';
+  if (IDENTIFIERS.has(keyword) && v !== withoutLeading(withoutTrailing(value, ' '), ' ')) return '';
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
 }

@@ -1,3 +1,5 @@
+import { withoutTrailing } from '../common/padding';
+
 /**
  * Reads the header of a DICOM Part 10 object without touching its pixel data: the caller
  * hands in a prefix of the file and its total size. The pixel data element is located by its
@@ -73,10 +75,7 @@ function findTransferSyntax(prefix: Buffer): string | null {
   if (at < 0 || at + 8 > prefix.length) return null;
   const len = prefix.readUInt16LE(at + 6);
   if (at + 8 + len > prefix.length) return null;
-  return prefix
-    .toString('latin1', at + 8, at + 8 + len)
-    .replace(/[\0 ]+$/, '')
-    .trim();
+  return withoutTrailing(prefix.toString('latin1', at + 8, at + 8 + len), '\0 ').trim();
 }
 
 interface PixelElement {

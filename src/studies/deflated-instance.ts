@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createInflateRaw } from 'node:zlib';
 import { fileMetaInformation } from './part10-meta';
 import { metaGroupEnd, walkDataSet } from './dicom-dataset-walk';
-import { withoutTrailing } from '../mappings/dicom-identifiers';
+import { withoutTrailing } from '../common/padding';
 import {
   DEFLATED_EXPLICIT_VR_LE,
   EXPLICIT_VR_LE,

@@ -1,4 +1,5 @@
-import { withoutPadding, withoutTrailing } from '../mappings/dicom-identifiers';
+import { withoutPadding } from '../mappings/dicom-identifiers';
+import { withoutTrailing } from '../common/padding';
 
 /**
  * The values of the top-level attributes the instance check reads (dicom-instance.validator.ts),

@@ -17,7 +17,7 @@ import {
   type WalkSyntax,
 } from './dicom-dataset-walk';
 import { isDicomUid } from './dicom-uid';
-import { withoutTrailing } from '../mappings/dicom-identifiers';
+import { withoutTrailing } from '../common/padding';
 
 /**
  * Checks one DICOM Part 10 file (PS3.10 §7) before it may be stored or uploaded, reading only

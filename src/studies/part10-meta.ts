@@ -1,4 +1,4 @@
-import { withoutTrailing } from '../mappings/dicom-identifiers';
+import { withoutTrailing } from '../common/padding';
 
 /** The File Meta Information we write in front of a data set we received (PS3.10 §7.1). */
 const IMPLEMENTATION_CLASS_UID = '2.25.204338316126848574361283911066133718812';

@@ -115,6 +115,20 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
     expect(r.healthChecks).toBeGreaterThan(0);
   });
 
+  it('a line holding 2 MB of spaces before its last character: answered at once (trailing whitespace is trimmed in linear time)', async () => {
+    // `/[ \t]+$/` retried from every space of a run that does not end the line: 100,000 spaces
+    // blocked the event loop 11 s, 2 MB would have taken hours (within MLLP_MAX_MESSAGE_BYTES).
+    // a site's Z-segment of free text, padded as a broken sender pads it
+    const text = TEMPLATE.replace('MSGID20240318144217', 'SPACES-2M').replace(/[\r\n]+$/, '');
+    const message = Buffer.from(`${text}\rZDX|1|${' '.repeat(2_000_000)}.\r`, 'latin1');
+    expect(message.length).toBeGreaterThan(2_000_000);
+    const r = await sendWatchingHealth(message);
+    console.log(`HOSTILE-HL7 2M-spaces ${JSON.stringify({ ...r, ack: undefined })}`);
+    expect(r.ack).toMatch(/\rMSA\|A[AER]\|SPACES-2M/);
+    expect(r.ackMs).toBeLessThan(10_000);
+    expect(r.worstHealthMs).toBeLessThan(3_000);
+  });
+
   it('delimiter-heavy: 200,000 components in one field and 6,000 segments are refused, naming where', async () => {
     const comps = withPid3('COMP-200K', '^'.repeat(200_000), 1);
     const a = await sendWatchingHealth(comps);

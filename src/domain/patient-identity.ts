@@ -110,3 +110,25 @@ export function namesRecord(named: readonly Identifier[], record: Identifier | u
         authorityKey(id.system) === authorityKey(record.system)),
   );
 }
+
+/**
+ * Whether a message names another patient than the order it found: the record numbers the
+ * order and the message are known by (primaryIdentifier) differ, in value or, when both carry
+ * one, in assigning authority. The order is found by the sender's order number alone; a
+ * patient is moved by ADT (A40 merge), never by an order message, so a different patient means
+ * the number points at someone else's order (a reused or mistyped number), and changing,
+ * cancelling or answering for it would act on the wrong patient. No identifier on either side:
+ * nothing to compare.
+ */
+export function namesAnotherPatient(
+  asked: PatientInfo | undefined,
+  order: PatientInfo | undefined,
+): boolean {
+  const a = primaryIdentifier(asked);
+  const o = primaryIdentifier(order);
+  if (!a || !o) return false;
+  return (
+    a.value !== o.value ||
+    (a.system !== undefined && o.system !== undefined && a.system !== o.system)
+  );
+}

@@ -12,7 +12,8 @@ import {
   type FhirOperationDeps,
 } from './fhir-operation.shared';
 import { servedServiceRequest } from './fhir-served.resources';
-import { FhirError } from './fhir.error';
+import { FhirError, operationOutcome } from './fhir.error';
+import { namesAnotherPatient } from '../domain/patient-identity';
 import { ReferenceResolver } from './order-context.resolver';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
@@ -160,6 +161,28 @@ export class CreateServiceRequestOperation {
               }
               return unexpectedResult(r?.kind);
             },
+            // The key of a plain POST is its placer number: a second order under it is a resend
+            // only for the same patient. Another patient's order under the number was answered
+            // 200 with the first, and the new patient's order was never made. A conditional
+            // create keeps R4's answer (http.html#ccreate: the match, 200), as the sender asked.
+            reusedKey: conditional
+              ? undefined
+              : (_raw, patients) =>
+                  patients.some((p) => namesAnotherPatient(request.patient, p))
+                    ? fhirResponse(
+                        409,
+                        operationOutcome([
+                          {
+                            severity: 'error',
+                            code: 'duplicate',
+                            diagnostics:
+                              'this placer identifier already names an order of another patient; no order was created (a placer number names one order: give this one its own)',
+                            expression: ['ServiceRequest.identifier'],
+                          },
+                        ]),
+                        false,
+                      )
+                    : undefined,
             afterStore: async (manager, stored) => {
               const r = stored.outcome.results[0];
               if (r?.kind === 'created' && served) {

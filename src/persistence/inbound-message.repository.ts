@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { RepositoryBase } from './repository-base';
+import type { PatientInfo } from '../domain/order-request';
 
 /** How intake_accept_batch answers one message (see migration 20261121160000). */
 export type AcceptBatchAnswer = 'accepted' | 'duplicate' | 'known-placer';
@@ -127,6 +128,18 @@ export class InboundMessageRepository extends RepositoryBase {
       [idempotencyKey],
     );
     return original[0];
+  }
+
+  /**
+   * The patients of the orders an accepted message created, as they stand now (an ADT merge
+   * may have moved them): a resend under the same key must be about the same patient.
+   */
+  async patientsOrderedBy(messageId: string): Promise<PatientInfo[]> {
+    const rows: Array<{ patient: PatientInfo | null }> = await this.db().query(
+      `SELECT request->'patient' AS patient FROM orders WHERE inbound_message_id = $1`,
+      [messageId],
+    );
+    return rows.flatMap((r) => (r.patient ? [r.patient] : []));
   }
 
   /** A resend answered with the original's answer: its id. */

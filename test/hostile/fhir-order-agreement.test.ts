@@ -353,6 +353,48 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // What the place job sends upstream is built from the stored request.
     expect(() => toUpstreamMetadata(order!.request)).not.toThrow();
   });
+  it("a POST under a placer number that already names another patient's order: 409, kept, the first order untouched; the same patient's resend keeps its answer", async () => {
+    // Two departments' EHR feeds whose order numbering overlaps (the R4 "di" example with a
+    // contained Patient each, as a RIS-less clinic sends them): the second patient's order was
+    // answered 200 with the first patient's, and never made.
+    const patient = (id: string, mrn: string, family: string): Json => ({
+      resourceType: 'Patient',
+      id,
+      identifier: [typed('MR', 'urn:oid:2.16.840.1.113883.3.999.2', mrn)],
+      name: [{ family, given: ['Alex'] }],
+    });
+    const order = (mrn: string, family: string) =>
+      chestCtRequest('PLACER-REUSED-1', {
+        contained: [patient('p', mrn, family)],
+        subject: { reference: '#p' },
+      });
+    expect((await post(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'))).status).toBe(
+      201,
+    );
+    const other = await post(adapter, '/fhir/ServiceRequest', order('MRN-2002', 'Lindqvist'));
+    expect(other.status).toBe(409);
+    expect((other.body.issue as Array<{ code: string }>)[0]!.code).toBe('duplicate');
+    expect(expressions(other.body)).toEqual(['ServiceRequest.identifier']);
+    // no record number in the answer
+    expect(JSON.stringify(other.body)).not.toContain('MRN-');
+    const rows = (
+      await db.query<{ patient_id: string }>(
+        `SELECT patient_id FROM orders WHERE placer_order_number = 'PLACER-REUSED-1'`,
+      )
+    ).rows;
+    expect(rows).toEqual([{ patient_id: 'MRN-1001' }]);
+    const kept = (
+      await db.query<{ outcome: string; response_code: string }>(
+        `SELECT outcome, response_code FROM inbound_messages
+          WHERE transport = 'fhir-rest' AND position(convert_to('Lindqvist', 'UTF8') IN raw) > 0`,
+      )
+    ).rows;
+    expect(kept).toEqual([{ outcome: 'rejected', response_code: '409' }]);
+    // the same patient's resend is still answered with the first order
+    const resend = await post(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'));
+    expect(resend.status).toBe(200);
+  });
+
   it("a transaction PUT Patient/dicom whose Patient lacks that id: 422 on the entry, never an order for the EHR's Patient/dicom", async () => {
     // The US Core chest CT transaction (PUT of its Patient, the ServiceRequest naming it),
     // the Patient entry as an engine writes it: the URL's id, none in the resource. The

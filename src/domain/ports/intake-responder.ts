@@ -1,4 +1,5 @@
 import type { IntakeOutcome, IntakeResponse } from '../intake-outcome';
+import type { PatientInfo } from '../order-request';
 
 /**
  * The front door a message came through (MLLP, FHIR REST, FHIR Subscription), as the intake
@@ -18,9 +19,13 @@ export interface IntakeResponder<Tx = unknown> {
    */
   afterStore?(tx: Tx, stored: { inboundMessageId: string; outcome: IntakeOutcome }): Promise<void>;
   /**
-   * The idempotency key is already taken by an accepted message whose bytes are `originalRaw`:
-   * undefined when this is a resend of it (answered with its stored answer); else the refusal
-   * of a different message reusing the key (stored as rejected, never answered as the other).
+   * The idempotency key is already taken by an accepted message whose bytes are `originalRaw`
+   * and whose orders are now those of `originalPatients`: undefined when this is a resend of it
+   * (answered with its stored answer); else the refusal of a different message reusing the key
+   * (stored as rejected, never answered as the other).
    */
-  reusedKey?(originalRaw: Buffer): IntakeResponse | undefined;
+  reusedKey?(
+    originalRaw: Buffer,
+    originalPatients: readonly PatientInfo[],
+  ): IntakeResponse | undefined;
 }

@@ -247,7 +247,9 @@ export class IngestOrderMessageUseCase {
   ): Promise<IntakeReply | undefined> {
     if (!responder.reusedKey) return undefined;
     const first = await this.messages.findAccepted(input.idempotencyKey);
-    const refusal = first ? responder.reusedKey(first.raw) : undefined;
+    const refusal = first
+      ? responder.reusedKey(first.raw, await this.messages.patientsOrderedBy(first.id))
+      : undefined;
     if (!first || !refusal) return undefined;
     const id = await this.recordRejected({
       ...input,

@@ -1,7 +1,6 @@
 import { uuidv7 } from '../../common/uuid-v7';
 import { isOrderState, isTerminal, type OrderState } from '../../domain/order-state';
-import { primaryIdentifier } from '../../domain/patient-identity';
-import type { PatientInfo } from '../../domain/order-request';
+import { namesAnotherPatient } from '../../domain/patient-identity';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
 import type {
   IntakeOrder,
@@ -57,24 +56,6 @@ function tooLate<K extends 'cancel-too-late' | 'change-too-late'>(
     { kind: K }
   >;
   return { kind, orderId, state, order, result };
-}
-
-/**
- * Whether a cancel or change names another patient than the order it found: the record numbers
- * the order and the message are known by (primaryIdentifier) differ, in value or, when both
- * carry one, in assigning authority. The order is found by the sender's order number alone; a
- * patient is moved by ADT (A40 merge), never by an order message, so a different patient means
- * the number points at someone else's order (a reused or mistyped number), and changing or
- * cancelling it would act on the wrong patient. No identifier on either side: nothing to compare.
- */
-function namesAnotherPatient(asked: PatientInfo | undefined, order: PatientInfo | undefined) {
-  const a = primaryIdentifier(asked);
-  const o = primaryIdentifier(order);
-  if (!a || !o) return false;
-  return (
-    a.value !== o.value ||
-    (a.system !== undefined && o.system !== undefined && a.system !== o.system)
-  );
 }
 
 /** States in which the order's study has been found, packaged or sent: its identity is used. */

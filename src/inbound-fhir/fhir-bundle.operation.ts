@@ -11,6 +11,7 @@ import type { IntakeOrder, IntakeOutcome } from '../orders/order-intake.service'
 import { parseResource } from './fhir-http';
 import {
   fhirResponse,
+  placerOfAnotherPatient,
   fromCaller,
   mapToOrder,
   storeCreated,
@@ -310,6 +311,7 @@ export async function prepareBundle(
       sourceRef: `Bundle.entry[${i}]`,
       entryIndex: i,
       sr,
+      conditional: Boolean(e.request?.ifNoneExist),
     });
   }
   quirks.push(...resolver.quirks);
@@ -396,6 +398,16 @@ export function responseEntries(
         response: { status: '200 OK', location: `ServiceRequest/${r.orderId}` },
       };
     }
+    if (r?.kind === 'change-refused' && r.action === 'create') {
+      return {
+        response: {
+          status: '409 Conflict',
+          outcome: operationOutcome([
+            placerOfAnotherPatient(`Bundle.entry[${i}].resource.identifier`),
+          ]),
+        },
+      };
+    }
     return { response: { status: '500 Internal Server Error' } };
   });
 }
@@ -434,14 +446,31 @@ export class FhirBundleOperation {
             idempotencyKey: key,
             quirks: dedupeQuirks(quirks),
             mappingVersion: mappingVersion || 'fhir-order-mapping',
-            orders: orders.map(({ request, lineage, sourceRef }) => ({
+            orders: orders.map(({ request, lineage, sourceRef, conditional }) => ({
               request,
               lineage,
               sourceRef,
+              conditional,
             })),
           },
           {
             respond: (outcome) => {
+              // A transaction is all or nothing (R4 http.html#trules): one ServiceRequest under
+              // another patient's order number refuses it whole.
+              const clash = outcome.results.findIndex(
+                (r) => r.kind === 'change-refused' && r.action === 'create',
+              );
+              if (b.type === 'transaction' && clash >= 0) {
+                return fhirResponse(
+                  409,
+                  operationOutcome([
+                    placerOfAnotherPatient(
+                      `Bundle.entry[${orders[clash]!.entryIndex}].resource.identifier`,
+                    ),
+                  ]),
+                  false,
+                );
+              }
               const response: Bundle = {
                 resourceType: 'Bundle',
                 type: b.type === 'transaction' ? 'transaction-response' : 'batch-response',
@@ -460,7 +489,9 @@ export class FhirBundleOperation {
           },
         );
         return {
-          status: 200,
+          // refused inside the intake (a transaction's order under another patient's number):
+          // its stored answer and status
+          status: reply.response.accepted ? 200 : Number(reply.response.code),
           resource: JSON.parse(reply.response.body.toString('utf8')) as Bundle,
           duplicate: reply.duplicate,
         };

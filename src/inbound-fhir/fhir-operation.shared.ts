@@ -217,3 +217,17 @@ export function validationIssues(
     (i) => !tolerated.some((id) => (i.details?.text ?? '').startsWith(`Constraint ${id} `)),
   );
 }
+
+/**
+ * The issue of a new ServiceRequest whose placer identifier already names another patient's
+ * order (intake result change-refused / create / other-patient): no record number in it.
+ */
+export function placerOfAnotherPatient(expression: string): OperationOutcomeIssue {
+  return {
+    severity: 'error',
+    code: 'duplicate',
+    diagnostics:
+      'this placer identifier already names an order of another patient; no order was created (a placer number names one order: give this one its own)',
+    expression: [expression],
+  };
+}

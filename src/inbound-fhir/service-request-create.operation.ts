@@ -5,6 +5,7 @@ import {
   fromCaller,
   mapOrRefuse,
   parseTyped,
+  placerOfAnotherPatient,
   storeCreated,
   unexpectedResult,
   type FhirAnswer,
@@ -146,7 +147,14 @@ export class CreateServiceRequestOperation {
             idempotencyKey: key,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
-            orders: [{ request: request, lineage: mapped.lineage, sourceRef: 'ServiceRequest' }],
+            orders: [
+              {
+                request: request,
+                lineage: mapped.lineage,
+                sourceRef: 'ServiceRequest',
+                conditional: Boolean(conditional),
+              },
+            ],
           },
           {
             respond: (outcome) => {
@@ -154,6 +162,14 @@ export class CreateServiceRequestOperation {
               if (r?.kind === 'created') {
                 served = servedServiceRequest(sr, r.orderId, 1, now);
                 return fhirResponse(201, served, true);
+              }
+              if (r?.kind === 'change-refused' && r.action === 'create') {
+                // its placer number names another patient's order (known under another key)
+                return fhirResponse(
+                  409,
+                  operationOutcome([placerOfAnotherPatient('ServiceRequest.identifier')]),
+                  false,
+                );
               }
               if (r?.kind === 'already-known') {
                 // The order exists (same placer number): conditional create matched one (R4 http.html#ccreate → 200).
@@ -171,15 +187,7 @@ export class CreateServiceRequestOperation {
                   patients.some((p) => namesAnotherPatient(request.patient, p))
                     ? fhirResponse(
                         409,
-                        operationOutcome([
-                          {
-                            severity: 'error',
-                            code: 'duplicate',
-                            diagnostics:
-                              'this placer identifier already names an order of another patient; no order was created (a placer number names one order: give this one its own)',
-                            expression: ['ServiceRequest.identifier'],
-                          },
-                        ]),
+                        operationOutcome([placerOfAnotherPatient('ServiceRequest.identifier')]),
                         false,
                       )
                     : undefined,

@@ -29,6 +29,12 @@ export interface IntakeOrder {
    * sender's placer number does not find it.
    */
   targetOrderId?: string;
+  /**
+   * Asked as a conditional create (FHIR If-None-Exist on its placer identifier): an order
+   * already under that number is the answer (R4 http.html#ccreate), whoever's patient it is.
+   * Otherwise a new order under another patient's order number is refused.
+   */
+  conditional?: boolean;
 }
 
 /** A patient update or merge the intake applies to the open orders (see PatientEvent). */

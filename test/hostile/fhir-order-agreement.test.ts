@@ -353,7 +353,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // What the place job sends upstream is built from the stored request.
     expect(() => toUpstreamMetadata(order!.request)).not.toThrow();
   });
-  it("a POST under a placer number that already names another patient's order: 409, kept, the first order untouched; the same patient's resend keeps its answer", async () => {
+  it("a POST under a placer number that already names another patient's order: 409, kept, the first order untouched; the same patient's resend and a conditional create keep their answers; in a batch that entry's 409, a transaction's whole", async () => {
     // Two departments' EHR feeds whose order numbering overlaps (the R4 "di" example with a
     // contained Patient each, as a RIS-less clinic sends them): the second patient's order was
     // answered 200 with the first patient's, and never made.
@@ -393,6 +393,49 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // the same patient's resend is still answered with the first order
     const resend = await post(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'));
     expect(resend.status).toBe(200);
+
+    // In a batch: that entry's 409, the other entries ordered; an entry asked with
+    // If-None-Exist gets R4's answer, the match (200). In a transaction: the whole 409.
+    const entry = (resource: Json, ifNoneExist?: string) => ({
+      resource,
+      request: { method: 'POST', url: 'ServiceRequest', ...(ifNoneExist ? { ifNoneExist } : {}) },
+    });
+    const batch = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        entry(order('MRN-3003', 'Haddad')),
+        entry(
+          order('MRN-3003', 'Haddad'),
+          'identifier=urn:oid:2.16.840.1.113883.3.999.1|PLACER-REUSED-1',
+        ),
+        entry(chestCtRequest('PLACER-FRESH-1')),
+      ],
+    });
+    const statuses = (
+      batch.body.entry as Array<{ response: { status: string; outcome?: Json } }>
+    ).map((e) => e.response.status);
+    expect(statuses).toEqual(['409 Conflict', '200 OK', '201 Created']);
+    expect(
+      expressions(
+        (batch.body.entry as Array<{ response: { outcome?: Json } }>)[0]!.response.outcome,
+      ),
+    ).toEqual(['Bundle.entry[0].resource.identifier']);
+    const transaction = await post(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [entry(chestCtRequest('PLACER-FRESH-2')), entry(order('MRN-3003', 'Haddad'))],
+    });
+    expect(transaction.status).toBe(409);
+    expect(expressions(transaction.body)).toEqual(['Bundle.entry[1].resource.identifier']);
+    expect(await ordersWith('PLACER-FRESH-2')).toEqual([]);
+    expect(
+      (
+        await db.query<{ patient_id: string }>(
+          `SELECT patient_id FROM orders WHERE placer_order_number = 'PLACER-REUSED-1'`,
+        )
+      ).rows,
+    ).toEqual([{ patient_id: 'MRN-1001' }]);
   });
 
   it("a transaction PUT Patient/dicom whose Patient lacks that id: 422 on the entry, never an order for the EHR's Patient/dicom", async () => {

@@ -121,13 +121,14 @@ export function decide(
         (existing && existing.state !== 'cancelled' ? existing.id : undefined);
       // A placer number is the sender's key for one order (v2.5.1 §4.5.1.2): a new order under
       // a number that already names another patient's order is not that order's resend (a RIS
-      // whose numbering restarted, a test system's numbers reaching production). Answered
-      // "already known", the new patient's order was dropped with an AA. The FHIR door keeps its
-      // conditional-create answer (R4 http.html#ccreate) and decides on its own.
+      // whose numbering restarted, a test system's numbers reaching production, two EHR feeds
+      // whose numbering overlaps). Answered "already known", the new patient's order was
+      // dropped with an AA or a 200. A FHIR conditional create keeps its answer (R4
+      // http.html#ccreate: the match), as its sender asked.
       if (
         existing &&
         existing.id === known &&
-        req.source === 'hl7v2' &&
+        !order.conditional &&
         namesAnotherPatient(req.patient, existing.request.patient)
       ) {
         return refusedChange(order, existing.id, 'create', 'other-patient');

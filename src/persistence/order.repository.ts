@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { OrderRequest } from '../domain/order-request';
 import type { QcBypassDecision } from '../domain/qc-bypass';
 import { RepositoryBase } from './repository-base';
+import { pgJson, pgText } from '../common/pg-safe';
 
 /** One `orders` row as the lifecycle reads it. */
 export interface OrderRow {
@@ -221,7 +222,7 @@ export class OrderRepository extends RepositoryBase {
                   updated_at = now(), version = version + 1 WHERE id = $1`,
       [
         orderId,
-        JSON.stringify(request),
+        pgJson(request),
         columns.accessionNumber,
         columns.studyInstanceUid,
         columns.patientId,
@@ -238,7 +239,7 @@ export class OrderRepository extends RepositoryBase {
   ): Promise<void> {
     await this.db(manager).query(
       `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
-      [orderId, JSON.stringify(request), patientId],
+      [orderId, pgJson(request), patientId],
     );
   }
 
@@ -277,7 +278,7 @@ export class OrderRepository extends RepositoryBase {
   async setLastError(orderId: string, reason: string, manager?: EntityManager): Promise<void> {
     await this.db(manager).query(`UPDATE orders SET last_error = $2 WHERE id = $1`, [
       orderId,
-      reason,
+      pgText(reason), // an upstream's words may hold a NUL, which text cannot
     ]);
   }
 
@@ -349,7 +350,7 @@ export class OrderRepository extends RepositoryBase {
   ): Promise<void> {
     await this.db(manager).query(
       `UPDATE orders SET qc_bypass = $2::jsonb, updated_at = now(), version = version + 1 WHERE id = $1`,
-      [orderId, JSON.stringify(value)],
+      [orderId, pgJson(value)],
     );
   }
 

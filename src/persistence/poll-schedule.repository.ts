@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { RepositoryBase } from './repository-base';
+import { pgJson } from '../common/pg-safe';
 
 /**
  * `poll_schedule`: one row per schedule (the upstream poll cycle): its due time and the
@@ -59,7 +60,7 @@ export class PollScheduleRepository extends RepositoryBase {
       `UPDATE poll_schedule SET running_until = NULL, running_owner = NULL, last_finished_at = now(),
                 next_due_at = now() + $2 * interval '1 millisecond', last_stats = $3::jsonb
           WHERE name = $1 AND running_owner = $4`,
-      [name, nextMs, JSON.stringify(stats), owner],
+      [name, nextMs, pgJson(stats), owner],
     );
   }
 }

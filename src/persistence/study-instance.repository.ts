@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 import type { Queryable } from './queryable';
 import { TERMINAL_ORDER_STATES } from '../domain/order-state';
 import type { InstanceHeader } from '../domain/dicom-instance';
+import { pgJson } from '../common/pg-safe';
 
 /** SQL for pushed instances (study_instances) and per-order acquisitions (study_acquisitions). */
 
@@ -157,7 +158,7 @@ export async function upsertInstance(
       input.orderId,
       input.filePath,
       input.sizeBytes,
-      JSON.stringify(h),
+      pgJson(h),
       input.receivedAt,
       input.orderId ? null : input.holdUntil,
     ],
@@ -296,7 +297,7 @@ export async function updateAcquisition(
   const sets = entries.map(([k], i) => `${k} = $${i + 2}${k === 'study' ? '::jsonb' : ''}`);
   await m.query(
     `UPDATE study_acquisitions SET ${sets.join(', ')}, updated_at = now() WHERE order_id = $1`,
-    [orderId, ...entries.map(([k, v]) => (k === 'study' && v !== null ? JSON.stringify(v) : v))],
+    [orderId, ...entries.map(([k, v]) => (k === 'study' && v !== null ? pgJson(v) : v))],
   );
 }
 

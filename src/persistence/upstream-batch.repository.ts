@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import { RepositoryBase } from './repository-base';
+import { pgJson } from '../common/pg-safe';
 
 /**
  * `upstream_batches`: one row per placer group (ORC-4) or FHIR requisition, the upstream batch
@@ -30,7 +31,7 @@ export class UpstreamBatchRepository extends RepositoryBase {
     await this.db(manager).query(
       `INSERT INTO upstream_batches (sender, placer_group_number, products) VALUES ($1, $2, $3::jsonb)
          ON CONFLICT DO NOTHING`,
-      [sender, placerGroupNumber, JSON.stringify(products)],
+      [sender, placerGroupNumber, pgJson(products)],
     );
   }
 

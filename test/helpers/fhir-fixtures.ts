@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { TEST_TOKENS } from './adapter';
 
 /** A JSON object as the FHIR tests build and edit them. */
 export type Json = Record<string, unknown>;
@@ -28,4 +29,32 @@ export function chestCtRequest(placer: string, changes: Json = {}): Json {
     ],
     ...changes,
   };
+}
+
+/** POSTs a FHIR body (JSON, or text as it is) as the sender: status, Location and the answer. */
+export async function postFhir(
+  adapter: { httpUrl: string },
+  path: string,
+  body: string | Json,
+): Promise<{ status: number; location: string | null; body: Json }> {
+  const res = await fetch(`${adapter.httpUrl}${path}`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return {
+    status: res.status,
+    location: res.headers.get('location'),
+    body: (await res.json()) as Json,
+  };
+}
+
+/** The expressions of an OperationOutcome's issues, in order. */
+export function expressions(outcome: Json | undefined): string[] {
+  return ((outcome?.issue as Array<{ expression?: string[] }>) ?? []).flatMap(
+    (i) => i.expression ?? [],
+  );
 }

@@ -3,7 +3,7 @@ import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
+import { chestCtRequest, expressions, fhirFixture, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -35,12 +35,6 @@ async function call(
     headers: res.headers,
     body: (text ? JSON.parse(text) : {}) as Json,
   };
-}
-
-function expressions(outcome: Json): string[] {
-  return ((outcome.issue as Array<{ expression?: string[] }>) ?? []).flatMap(
-    (i) => i.expression ?? [],
-  );
 }
 
 /** The US Core chest CT transaction with fresh identifiers (a resend would be a duplicate). */

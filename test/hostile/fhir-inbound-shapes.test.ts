@@ -2,7 +2,7 @@ import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+import { chestCtRequest, expressions, postFhir, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -11,28 +11,6 @@ jest.setTimeout(120_000);
  * each is answered with the status and the element it is about, kept for the audit log, and
  * stores only values PostgreSQL can hold. A real FHIR engine plays the EHR.
  */
-
-async function post(adapter: TestAdapter, path: string, body: string | Json) {
-  const res = await fetch(`${adapter.httpUrl}${path}`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${TEST_TOKENS.sender}`,
-      'content-type': 'application/fhir+json',
-    },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  return {
-    status: res.status,
-    location: res.headers.get('location'),
-    body: (await res.json()) as Json,
-  };
-}
-
-function expressions(outcome: Json): string[] {
-  return ((outcome.issue as Array<{ expression?: string[] }>) ?? []).flatMap(
-    (i) => i.expression ?? [],
-  );
-}
 
 /** An R4 Backport event notification (STU 1.1 shape) with these parameters and entries. */
 function notification(subscription: string, events: Json[][], entries: Json[] = []): Json {
@@ -96,7 +74,11 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
   it('a create whose status is revoked or entered-in-error: 422 on ServiceRequest.status, never a 200 naming no resource', async () => {
     for (const status of ['revoked', 'entered-in-error']) {
       const placer = `NEW-${status}`;
-      const res = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer, { status }));
+      const res = await postFhir(
+        adapter,
+        '/fhir/ServiceRequest',
+        chestCtRequest(placer, { status }),
+      );
       expect({ status: res.status, location: res.location }).toEqual({
         status: 422,
         location: null,
@@ -107,9 +89,9 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       expect(await ordersWith(placer)).toEqual([]);
     }
     // Same placer as a live order: a POST never cancels it (that is PUT's job).
-    const created = await post(adapter, '/fhir/ServiceRequest', chestCtRequest('LIVE-1'));
+    const created = await postFhir(adapter, '/fhir/ServiceRequest', chestCtRequest('LIVE-1'));
     expect(created.status).toBe(201);
-    const again = await post(
+    const again = await postFhir(
       adapter,
       '/fhir/ServiceRequest',
       chestCtRequest('LIVE-1', { status: 'revoked' }),
@@ -122,7 +104,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
   });
 
   it('a revoked entry of a batch is its own 422 entry, not a 500', async () => {
-    const res = await post(adapter, '/fhir', {
+    const res = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
@@ -158,7 +140,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
           ? sent.replace('"text":"Chest CT"', `"text":"Chest ${escape} CT"`)
           : sent.replace('<p><b>id</b>', `<p>${escape}<b>id</b>`);
       expect(body).not.toBe(sent);
-      const res = await post(adapter, '/fhir/ServiceRequest', body);
+      const res = await postFhir(adapter, '/fhir/ServiceRequest', body);
       expect({ placer, status: res.status }).toEqual({ placer, status: 201 });
       const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
         headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
@@ -176,7 +158,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
     for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
       ehr.requests.length = 0;
-      const res = await post(
+      const res = await postFhir(
         adapter,
         '/fhir/ServiceRequest',
         chestCtRequest(`REL-${reference.length}`, { subject: { reference } }),
@@ -259,7 +241,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     'a notification (%s): 422 naming it, recorded, /health answers',
     async (_what, make, expression) => {
       const body = typeof make === 'function' ? make(`${ehr.baseUrl}/Subscription/s`) : make;
-      const res = await post(adapter, '/fhir/subscription-notifications', body);
+      const res = await postFhir(adapter, '/fhir/subscription-notifications', body);
       expect({ status: res.status, expressions: expressions(res.body) }).toEqual({
         status: 422,
         expressions: [expression],
@@ -288,7 +270,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       ],
       [{ fullUrl: focus, resource: { ...chestCtRequest('X7'), id: 'x7', identifier: 'X7' } }],
     );
-    const res = await post(adapter, '/fhir/subscription-notifications', body);
+    const res = await postFhir(adapter, '/fhir/subscription-notifications', body);
     // The notification is answered (the EHR resending it would change nothing); the request
     // it carried is kept refused, 422 on its element, like every EHR request that cannot be an
     // order. (It was 422 for the whole notification, through a TypeError in the mapping.)
@@ -328,7 +310,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
         ],
         [{ fullUrl: focus, resource: { ...chestCtRequest(`NV-${n}`, changes), id } }],
       );
-      expect((await post(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+      expect((await postFhir(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
       expect(await ordersWith(`NV-${n}`)).toEqual([]);
       const refused = await ehrRequestRefusal(focus);
       expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
@@ -338,7 +320,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
 
   it("a notification naming a Subscription on another server: 422 on parameter[subscription], the EHR's credential goes nowhere", async () => {
     ehr.requests.length = 0;
-    const res = await post(
+    const res = await postFhir(
       adapter,
       '/fhir/subscription-notifications',
       notification('https://other-ehr.example.org/fhir/Subscription/s1', [
@@ -358,10 +340,10 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       { name: 'event-number', valueString: String(100_000 + ((i * 7919) % 99_991)) },
     ]);
     const body = notification(`${ehr.baseUrl}/Subscription/s-many`, events);
-    const first = await post(adapter, '/fhir/subscription-notifications', body);
+    const first = await postFhir(adapter, '/fhir/subscription-notifications', body);
     expect(first.status).toBe(200);
     expect(await lastMessage()).toMatchObject({ outcome: 'accepted', response_code: '200' });
-    const again = await post(adapter, '/fhir/subscription-notifications', body);
+    const again = await postFhir(adapter, '/fhir/subscription-notifications', body);
     expect(again.status).toBe(200);
     expect(JSON.stringify(again.body)).toMatch(/already processed/);
 
@@ -370,9 +352,9 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     )
       .join('')
       .replace(/[|\\^~&]/g, 'x');
-    const created = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
+    const created = await postFhir(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
     expect(created.status).toBe(201);
-    const resent = await post(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
+    const resent = await postFhir(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
     expect({ status: resent.status, id: resent.body.id }).toEqual({
       status: 200,
       id: created.body.id,
@@ -476,7 +458,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
           await new Promise((r) => setTimeout(r, 10));
         }
       })();
-      const res = await post(adapter, path, body).finally(() => {
+      const res = await postFhir(adapter, path, body).finally(() => {
         posting = false;
       });
       await polling;
@@ -496,7 +478,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
   );
 
   it('a Bundle of 100 orders is within the bound and read as usual', async () => {
-    const res = await post(adapter, '/fhir', {
+    const res = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: Array.from({ length: 100 }, (_, i) => ({

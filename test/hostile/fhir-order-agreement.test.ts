@@ -3,7 +3,13 @@ import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import type { OrderRequest } from '../../src/domain/order-request';
 import { toUpstreamMetadata } from '../../src/mappings/upstream-metadata';
-import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
+import {
+  chestCtRequest,
+  expressions,
+  fhirFixture,
+  postFhir,
+  type Json,
+} from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -13,24 +19,6 @@ jest.setTimeout(120_000);
  * (accession numbers, If-None-Exist, subject), identifiers typed by text, primitive arrays
  * with nulls. A real FHIR engine plays the EHR, PostgreSQL stores.
  */
-
-async function post(adapter: TestAdapter, path: string, body: Json) {
-  const res = await fetch(`${adapter.httpUrl}${path}`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${TEST_TOKENS.sender}`,
-      'content-type': 'application/fhir+json',
-    },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json };
-}
-
-function expressions(outcome: Json | undefined): string[] {
-  return ((outcome?.issue as Array<{ expression?: string[] }>) ?? []).flatMap(
-    (i) => i.expression ?? [],
-  );
-}
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 
@@ -63,7 +51,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // whose occurrence lacks its zone, as interface engines emit them.
     const broken = chestCtRequest('BATCH-R4-2', { priority: 'emergent' });
     const noZone = chestCtRequest('BATCH-R4-3', { occurrenceDateTime: '2013-05-08T09:33:27' });
-    const res = await post(adapter, '/fhir', {
+    const res = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
@@ -100,7 +88,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     expect(await ordersWith('BATCH-R4-3')).toEqual([]);
 
     // A transaction is still all or nothing (R4 http.html#trules), naming the element.
-    const txn = await post(adapter, '/fhir', {
+    const txn = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: [
@@ -121,7 +109,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     // A batch's context entry that breaks a rule is still the whole batch's problem: the
     // orders that would use it cannot be told apart from those that would not.
     const patient = fhirFixture('r4-patient-example-dicom');
-    const badContext = await post(adapter, '/fhir', {
+    const badContext = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
@@ -148,7 +136,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
       typed('ACSN', 'http://hospital.example.org/accession', 'W12342398'),
       typed('ACSN', 'urn:oid:2.16.840.1.113883.3.999.7', 'RAD-55012'),
     );
-    const res = await post(adapter, '/fhir/ServiceRequest', twoOnRequest);
+    const res = await postFhir(adapter, '/fhir/ServiceRequest', twoOnRequest);
     expect(res.status).toBe(422);
     expect(expressions(res.body)).toEqual(['ServiceRequest.identifier[2].value']);
     expect(JSON.stringify(res.body)).toMatch(/differs from ServiceRequest\.identifier\[1\]\.value/);
@@ -160,7 +148,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
       typed('ACSN', 'http://hospital.example.org/accession', 'W12342398'),
       typed('ACSN', 'urn:oid:2.16.840.1.113883.3.999.7', 'W12342398'),
     );
-    expect((await post(adapter, '/fhir/ServiceRequest', sameTwice)).status).toBe(201);
+    expect((await postFhir(adapter, '/fhir/ServiceRequest', sameTwice)).status).toBe(201);
 
     // The US Core chest CT transaction, its ImagingStudy (the R4 example) carrying an ACSN
     // identifier as R4 imagingstudy.html describes, of another exam: its Study Instance UID
@@ -172,14 +160,14 @@ describe('hostile: FHIR orders as real senders write them', () => {
     entries[1]!.request.ifNoneExist =
       'identifier=http://hospital.smarthealthit.org/orders|ACSN-STUDY-1';
     (entries[2]!.resource.identifier as Json[]).push(typed('ACSN', 'urn:oid:1.2.3', 'W99990001'));
-    const refused = await post(adapter, '/fhir', txn);
+    const refused = await postFhir(adapter, '/fhir', txn);
     expect(refused.status).toBe(422);
     expect(expressions(refused.body)).toEqual(['Bundle.entry[2].resource.identifier[1].value']);
     expect(await ordersWith('ACSN-STUDY-1')).toEqual([]);
 
     // The study of the same exam: ordered with its Study Instance UID.
     (entries[2]!.resource.identifier as Json[])[1]!.value = 'W12342398';
-    const ordered = await post(adapter, '/fhir', txn);
+    const ordered = await postFhir(adapter, '/fhir', txn);
     expect(ordered.status).toBe(200);
     expect(await ordersWith('ACSN-STUDY-1')).toEqual([
       {
@@ -267,7 +255,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
       gender: 'female',
       birthDate: '1987-09-12',
     } as never);
-    const res = await post(
+    const res = await postFhir(
       adapter,
       '/fhir/ServiceRequest',
       chestCtRequest('EPIC-SHAPE-1', { subject: { reference: 'Patient/eEpicShape0001' } }),
@@ -290,13 +278,13 @@ describe('hostile: FHIR orders as real senders write them', () => {
       reference: 'Patient/dicom',
       identifier: { system: 'http://nema.org/examples/patients', value },
     });
-    const agreeing = await post(
+    const agreeing = await postFhir(
       adapter,
       '/fhir/ServiceRequest',
       chestCtRequest('SUBJECT-BOTH-1', { subject: subject('MINT1234') }),
     );
     expect(agreeing.status).toBe(201);
-    const other = await post(
+    const other = await postFhir(
       adapter,
       '/fhir/ServiceRequest',
       chestCtRequest('SUBJECT-BOTH-2', { subject: subject('MINT5678') }),
@@ -336,7 +324,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
       ],
       gender: 'male',
     };
-    const res = await post(
+    const res = await postFhir(
       adapter,
       '/fhir/ServiceRequest',
       chestCtRequest('GIVEN-NULL-1', { contained: [patient], subject: { reference: '#p1' } }),
@@ -368,10 +356,10 @@ describe('hostile: FHIR orders as real senders write them', () => {
         contained: [patient('p', mrn, family)],
         subject: { reference: '#p' },
       });
-    expect((await post(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'))).status).toBe(
-      201,
-    );
-    const other = await post(adapter, '/fhir/ServiceRequest', order('MRN-2002', 'Lindqvist'));
+    expect(
+      (await postFhir(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'))).status,
+    ).toBe(201);
+    const other = await postFhir(adapter, '/fhir/ServiceRequest', order('MRN-2002', 'Lindqvist'));
     expect(other.status).toBe(409);
     expect((other.body.issue as Array<{ code: string }>)[0]!.code).toBe('duplicate');
     expect(expressions(other.body)).toEqual(['ServiceRequest.identifier']);
@@ -391,7 +379,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     ).rows;
     expect(kept).toEqual([{ outcome: 'rejected', response_code: '409' }]);
     // the same patient's resend is still answered with the first order
-    const resend = await post(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'));
+    const resend = await postFhir(adapter, '/fhir/ServiceRequest', order('MRN-1001', 'Okafor'));
     expect(resend.status).toBe(200);
 
     // In a batch: that entry's 409, the other entries ordered; an entry asked with
@@ -400,7 +388,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
       resource,
       request: { method: 'POST', url: 'ServiceRequest', ...(ifNoneExist ? { ifNoneExist } : {}) },
     });
-    const batch = await post(adapter, '/fhir', {
+    const batch = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'batch',
       entry: [
@@ -421,7 +409,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
         (batch.body.entry as Array<{ response: { outcome?: Json } }>)[0]!.response.outcome,
       ),
     ).toEqual(['Bundle.entry[0].resource.identifier']);
-    const transaction = await post(adapter, '/fhir', {
+    const transaction = await postFhir(adapter, '/fhir', {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: [entry(chestCtRequest('PLACER-FRESH-2')), entry(order('MRN-3003', 'Haddad'))],
@@ -454,7 +442,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
     (sr.identifier as Json[])[0]!.value = 'PUT-NO-ID-1';
     entries[1]!.request.ifNoneExist =
       'identifier=http://hospital.smarthealthit.org/orders|PUT-NO-ID-1';
-    const res = await post(adapter, '/fhir', txn);
+    const res = await postFhir(adapter, '/fhir', txn);
     // Before: 200, the order made for the EHR's MINT1234, not the Patient the transaction sent.
     expect(res.status).toBe(422);
     expect(expressions(res.body)).toEqual(['Bundle.entry[0].resource.id']);
@@ -462,7 +450,7 @@ describe('hostile: FHIR orders as real senders write them', () => {
 
     // With the URL's id, the transaction's Patient is the order's.
     patient.id = 'dicom';
-    expect((await post(adapter, '/fhir', txn)).status).toBe(200);
+    expect((await postFhir(adapter, '/fhir', txn)).status).toBe(200);
     const [order] = (
       await db.query<{ patient_id: string }>(
         `SELECT patient_id FROM orders WHERE placer_order_number = 'PUT-NO-ID-1'`,

@@ -1,7 +1,7 @@
 import type { Client as PgClient } from 'pg';
-import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import type { TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+import { chestCtRequest, postFhir } from '../helpers/fhir-fixtures';
 import type { TestFhirServer } from '../helpers/fhir-server';
 
 jest.setTimeout(120_000);
@@ -23,18 +23,6 @@ describe('EHR refusing our reads', () => {
   });
   afterAll(() => harness?.close());
 
-  const post = async (body: Json) => {
-    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  };
-
   it.each([
     [401, 'a lapsed token'],
     [403, 'scopes not granted'],
@@ -43,7 +31,7 @@ describe('EHR refusing our reads', () => {
     async (status, _why) => {
       const placer = `EHR-REFUSED-${status}`;
       ehr.failWith = status;
-      const refused = await post(chestCtRequest(placer));
+      const refused = await postFhir(adapter, '/fhir/ServiceRequest', chestCtRequest(placer));
       ehr.failWith = undefined;
       // Before: 422 not-found "the EHR FHIR server does not have it"; the EHR took the order
       // as refused for good and never resent it.
@@ -55,7 +43,9 @@ describe('EHR refusing our reads', () => {
       const none = await db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [placer]);
       expect(none.rows).toEqual([]);
 
-      expect((await post(chestCtRequest(placer))).status).toBe(201);
+      expect((await postFhir(adapter, '/fhir/ServiceRequest', chestCtRequest(placer))).status).toBe(
+        201,
+      );
     },
   );
   it('a conditional subject (Patient?identifier=…) the EHR will not let us search (401): 503, not 422 "not-supported"', async () => {
@@ -64,10 +54,10 @@ describe('EHR refusing our reads', () => {
       subject: { reference: 'Patient?identifier=http://nema.org/examples/patients|MINT1234' },
     });
     ehr.failWith = 401;
-    const refused = await post(sr);
+    const refused = await postFhir(adapter, '/fhir/ServiceRequest', sr);
     ehr.failWith = undefined;
     expect(refused.status).toBe(503);
     expect(JSON.stringify(refused.body)).toMatch(/refused the adapter's search/);
-    expect((await post(sr)).status).toBe(201);
+    expect((await postFhir(adapter, '/fhir/ServiceRequest', sr)).status).toBe(201);
   });
 });

@@ -183,8 +183,8 @@ export class CreateServiceRequestOperation {
             // create keeps R4's answer (http.html#ccreate: the match, 200), as the sender asked.
             reusedKey: conditional
               ? undefined
-              : (_raw, patients) =>
-                  patients.some((p) => namesAnotherPatient(request.patient, p))
+              : async (_raw, existing) =>
+                  (await existing.patients()).some((p) => namesAnotherPatient(request.patient, p))
                     ? fhirResponse(
                         409,
                         operationOutcome([placerOfAnotherPatient('ServiceRequest.identifier')]),

@@ -131,13 +131,16 @@ export class InboundMessageRepository extends RepositoryBase {
   }
 
   /**
-   * The patients of the orders an accepted message created, as they stand now (an ADT merge
-   * may have moved them): a resend under the same key must be about the same patient.
+   * The patients of this sender's orders under these placer numbers, as they stand now (an
+   * ADT merge may have moved them): a resend under the same key must be about the same
+   * patient. By the (placer, sender) index: a lookup by message would scan orders.
    */
-  async patientsOrderedBy(messageId: string): Promise<PatientInfo[]> {
+  async patientsUnderPlacers(sender: string | null, placers: string[]): Promise<PatientInfo[]> {
+    if (placers.length === 0) return [];
     const rows: Array<{ patient: PatientInfo | null }> = await this.db().query(
-      `SELECT request->'patient' AS patient FROM orders WHERE inbound_message_id = $1`,
-      [messageId],
+      `SELECT request->'patient' AS patient FROM orders
+        WHERE placer_order_number = ANY ($1::text[]) AND sender IS NOT DISTINCT FROM $2`,
+      [placers, sender],
     );
     return rows.flatMap((r) => (r.patient ? [r.patient] : []));
   }

@@ -19,13 +19,14 @@ export interface IntakeResponder<Tx = unknown> {
    */
   afterStore?(tx: Tx, stored: { inboundMessageId: string; outcome: IntakeOutcome }): Promise<void>;
   /**
-   * The idempotency key is already taken by an accepted message whose bytes are `originalRaw`
-   * and whose orders are now those of `originalPatients`: undefined when this is a resend of it
-   * (answered with its stored answer); else the refusal of a different message reusing the key
-   * (stored as rejected, never answered as the other).
+   * The idempotency key is already taken by an accepted message whose bytes are `originalRaw`:
+   * undefined when this is a resend of it (answered with its stored answer); else the refusal
+   * of a different message reusing the key (stored as rejected, never answered as the other).
+   * `existing.patients()` reads the patients of the sender's orders under this message's
+   * placer numbers, as they stand now, for a front door whose key is the order number.
    */
   reusedKey?(
     originalRaw: Buffer,
-    originalPatients: readonly PatientInfo[],
-  ): IntakeResponse | undefined;
+    existing: { patients(): Promise<PatientInfo[]> },
+  ): IntakeResponse | undefined | Promise<IntakeResponse | undefined>;
 }

@@ -247,8 +247,13 @@ export class IngestOrderMessageUseCase {
   ): Promise<IntakeReply | undefined> {
     if (!responder.reusedKey) return undefined;
     const first = await this.messages.findAccepted(input.idempotencyKey);
+    const placers = input.orders.flatMap((o) =>
+      o.request.placerOrderNumber?.value ? [o.request.placerOrderNumber.value] : [],
+    );
     const refusal = first
-      ? responder.reusedKey(first.raw, await this.messages.patientsOrderedBy(first.id))
+      ? await responder.reusedKey(first.raw, {
+          patients: () => this.messages.patientsUnderPlacers(input.sender, placers),
+        })
       : undefined;
     if (!first || !refusal) return undefined;
     const id = await this.recordRejected({

@@ -46,12 +46,15 @@ function timeMs(n: number): number {
 describe('HL7 parsing and mapping are linear in the message', () => {
   it('20,000 and then 80,000 repetitions and NTE segments: time grows about linearly', () => {
     timeMs(2_000); // warm-up
-    const small = timeMs(20_000);
-    const large = timeMs(80_000);
+    // the fastest of three of each: one collection or a neighbour's burst on a loaded CI machine
+    // made a single 80,000 run 13 times the 20,000 one, with the code unchanged
+    const fastest = (n: number) => Math.min(timeMs(n), timeMs(n), timeMs(n));
+    const small = fastest(20_000);
+    const large = fastest(80_000);
     // 4× the input; quadratic would be 16×. Generous for a loaded machine.
     expect(large / small).toBeLessThan(9);
     expect(large).toBeLessThan(10_000);
-  });
+  }, 60_000);
 
   it('the default bounds refuse such a message before any mapping', () => {
     const message = parseHl7(heavy(20_000));

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { link, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -247,15 +247,61 @@ export class StowService {
     const now = this.now();
     const holdUntil = new Date(now.getTime() + this.options.unmatchedHoldMinutes * 60_000);
     const placed: Array<ReceivedInstance & { filePath: string }> = [];
-    for (const a of accepted) {
-      const filePath = this.options.paths.instanceFile(
-        a.header.studyInstanceUid,
-        a.header.sopInstanceUid,
-      );
-      await mkdir(dirname(filePath), { recursive: true, mode: 0o700 });
-      await rename(a.tempPath, filePath);
-      placed.push({ ...a, filePath });
+    // Until the rows are committed, a placed file can be taken back: a new path is removed, an
+    // earlier copy at the same path (a resend of the instance) is put back. A file left in place
+    // with no row naming it would be PHI on disk that nothing lists, matches or expires.
+    const undo: Array<{ filePath: string; earlier: string | null }> = [];
+    let superseded: string[];
+    try {
+      for (const a of accepted) {
+        const filePath = this.options.paths.instanceFile(
+          a.header.studyInstanceUid,
+          a.header.sopInstanceUid,
+        );
+        await mkdir(dirname(filePath), { recursive: true, mode: 0o700 });
+        const earlier = `${filePath}.earlier-${randomUUID()}`;
+        // a second name for an earlier copy (the path itself is replaced atomically below, so a
+        // reader never finds it missing)
+        const hadEarlier = await link(filePath, earlier).then(
+          () => true,
+          (error: NodeJS.ErrnoException) => {
+            if (error.code === 'ENOENT') return false;
+            throw error;
+          },
+        );
+        undo.push({ filePath, earlier: hadEarlier ? earlier : null });
+        await rename(a.tempPath, filePath);
+        placed.push({ ...a, filePath });
+      }
+      superseded = await this.record(placed, source, sender, refused, now, holdUntil);
+    } catch (error) {
+      for (const u of undo.reverse()) {
+        if (u.earlier) await rename(u.earlier, u.filePath).catch(() => undefined);
+        else await rm(u.filePath, { force: true });
+      }
+      await Promise.all(accepted.slice(placed.length).map((a) => rm(a.tempPath, { force: true })));
+      throw error;
     }
+    await Promise.all(
+      [...superseded, ...undo.flatMap((u) => (u.earlier ? [u.earlier] : []))].map((path) =>
+        rm(path, { force: true }),
+      ),
+    );
+    return placed.map((p) => p.header);
+  }
+
+  /**
+   * One transaction: the placed instances' rows, their matches to orders, the audit trail and
+   * the acquire jobs. Returns the files of earlier copies filed elsewhere (to remove).
+   */
+  private async record(
+    placed: ReadonlyArray<ReceivedInstance & { filePath: string }>,
+    source: PushSource,
+    sender: string | null,
+    refused: readonly RefusedInstance[],
+    now: Date,
+    holdUntil: Date,
+  ): Promise<string[]> {
     // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
     const superseded: string[] = [];
     let matchedOrders = 0;
@@ -336,8 +382,7 @@ export class StowService {
       matchedOrders = matches.size;
     });
     if (matchedOrders > 0) this.options.jobs?.kick();
-    await Promise.all(superseded.map((path) => rm(path, { force: true })));
-    return placed.map((p) => p.header);
+    return superseded;
   }
 }
 

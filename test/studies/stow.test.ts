@@ -244,6 +244,52 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(existsSync(before[0]!.file_path)).toBe(false);
   });
 
+  it('leaves no file behind when the database refuses to record the instances, and keeps an earlier copy', async () => {
+    // A file moved into place whose row was never written is PHI on disk that nothing lists,
+    // matches or expires. A real refusal of the write: a trigger on study_instances.
+    await adapter.dataSource.query(`
+      CREATE FUNCTION refuse_instance() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'instance table refuses writes (test)'; END $$;
+      CREATE TRIGGER refuse_instance BEFORE INSERT OR UPDATE ON study_instances
+        FOR EACH ROW WHEN (NEW.accession_number IN ('ACC-REFUSED-1', 'ACC-REFUSED-2'))
+        EXECUTE FUNCTION refuse_instance();`);
+    try {
+      const fresh = createMrBrainStudy({
+        study: { accessionNumber: 'ACC-REFUSED-1' },
+        series: [{ slices: 2 }],
+      });
+      const part = multipartRelated(fresh.map((i) => ({ data: i.bytes })));
+      const answer = await stow(part.body, part.contentType);
+      expect(answer.status).toBeGreaterThanOrEqual(500);
+      const dir = join(adapter.dataDir, 'studies', 'instances', fresh[0]!.studyInstanceUid);
+      expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+
+      // The same SOP Instance stored before, sent again under an accession the database
+      // now refuses: the earlier copy its row names is still there.
+      const [kept] = createMrBrainStudy({
+        study: { accessionNumber: 'ACC-KEPT-0001' },
+        series: [{ slices: 1 }],
+      });
+      let again = multipartRelated([{ data: kept!.bytes }]);
+      expect((await stow(again.body, again.contentType)).status).toBe(200);
+      const [row] = (await adapter.dataSource.query(
+        `SELECT file_path FROM study_instances WHERE sop_instance_uid = $1`,
+        [kept!.sopInstanceUid],
+      )) as Array<{ file_path: string }>;
+      // the same SOP Instance, its accession corrected (same length, so the bytes stay valid)
+      const relabelled = Buffer.from(kept!.bytes);
+      relabelled.write('ACC-REFUSED-2', relabelled.indexOf('ACC-KEPT-0001'), 'latin1');
+      again = multipartRelated([{ data: relabelled }]);
+      expect((await stow(again.body, again.contentType)).status).toBeGreaterThanOrEqual(500);
+      expect(readFileSync(row!.file_path).equals(kept!.bytes)).toBe(true);
+      expect(readdirSync(join(row!.file_path, '..'))).toHaveLength(1);
+    } finally {
+      await adapter.dataSource.query(
+        `DROP TRIGGER refuse_instance ON study_instances; DROP FUNCTION refuse_instance();`,
+      );
+    }
+  });
+
   it('refuses instances of another study when the path names one', async () => {
     const target = createMrBrainStudy({ series: [{ slices: 1 }] });
     const other = createMrBrainStudy({ series: [{ slices: 1 }] });

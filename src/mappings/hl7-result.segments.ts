@@ -269,7 +269,14 @@ export function orc(
 ): Hl7SegmentSpec {
   const o = input.order;
   const noResult = input.row.hl7.orderStatus === 'CA';
-  const reason = noResult ? [input.row.task.reason, input.reason].filter(Boolean).join(': ') : '';
+  // one line: CE.2 is an ST (printable characters), and a reason over lines had its line
+  // breaks written as hexadecimal data (`\X0A\`)
+  const reason = noResult
+    ? [input.row.task.reason, input.reason]
+        .filter(Boolean)
+        .join(': ')
+        .replace(/\s*[\r\n]+\s*/g, ' ')
+    : '';
   return {
     id: 'ORC',
     fields: numberedFields({

@@ -165,7 +165,7 @@ function trackingIds(structures: readonly string[]): string[] {
   const next = new Map<string, number>();
   return structures.map((structure) => {
     const latin = structure.normalize('NFKD').replace(/\p{M}/gu, '');
-    const lost = /[^\x00-\x7f]/.test(latin.replace(/[^\p{L}\p{N}]/gu, ''));
+    const lost = /[^ -~]/.test(latin.replace(/[^\p{L}\p{N}]/gu, ''));
     const base = lost ? `${slug(latin)}-${hash3(structure)}` : slug(latin);
     let id = base;
     let k = next.get(base) ?? 2;

@@ -90,7 +90,10 @@ function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
 }
 
 function subjectRef(input: PublicationInput): Reference<Patient> {
-  if (input.patientReference) return { reference: input.patientReference };
+  // A local reference (`#pat1`, the EHR ServiceRequest's contained Patient) means something
+  // only inside that ServiceRequest (R4 ref-1): the patient is then named by identifier.
+  if (input.patientReference && !input.patientReference.startsWith('#'))
+    return { reference: input.patientReference };
   // the first identifier that says something (an HL7 PID-3 may lead with one of spaces)
   const id = input.order.request.patient.identifiers.find((i) => fhirText(i.value));
   const system = fhirUri(id?.system);

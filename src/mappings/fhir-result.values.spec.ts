@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { validateFhirResource } from '../fhir/fhir-validator';
+import { containedIssues, validateFhirResource } from '../fhir/fhir-validator';
 import { buildDiagnosticReport, buildTask } from './fhir-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { parseResultContent } from './result-content.mapping';
@@ -85,5 +85,26 @@ describe('published Task and DiagnosticReport values are valid R4', () => {
     const coding = buildDiagnosticReport(input).code.coding?.[0];
     expect(coding?.system).toBe(uri);
     expect(coding?.code).toBe('24627-2');
+  });
+
+  it('an EHR ServiceRequest whose subject is its contained Patient (#pat1): the patient by identifier, not a reference into nothing', () => {
+    // R4 ref-1: a local reference resolves within the resource that holds it. Copied into our
+    // Task and DiagnosticReport, `#pat1` named no contained resource: a server evaluating
+    // invariants (HAPI, Firely) refuses both, and the result never reached the EHR.
+    const input = {
+      ...hostileInput(),
+      serviceRequest: 'https://ehr.example.org/fhir/ServiceRequest/sr-1',
+      patientReference: '#pat1',
+    };
+    for (const resource of [buildTask(input), buildDiagnosticReport(input)]) {
+      expect([...validateFhirResource(resource), ...containedIssues(resource)]).toEqual([]);
+    }
+    expect(buildDiagnosticReport(input).subject).toEqual({
+      type: 'Patient',
+      identifier: { system: 'HOSP%20A', value: 'PAT-4711' },
+    });
+    // a reference the EHR resolves is kept
+    input.patientReference = 'Patient/p-77';
+    expect(buildTask(input).for).toEqual({ reference: 'Patient/p-77' });
   });
 });

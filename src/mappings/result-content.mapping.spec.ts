@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import {
   boundedText,
   decimalText,
+  MAX_FINDINGS,
   MAX_TEXT,
   parseResultContent,
   resultTextLines,
@@ -87,11 +88,15 @@ describe('results report → neutral content', () => {
     expect(parseResultContent(RESULTS).findings.map((f) => f.code)).toContain('LEFT-HIPPO-MN8');
   });
 
-  it('a name repeated 20,000 times: distinct ids in linear time', () => {
+  it('a name repeated 20,000 times: the first MAX_FINDINGS published with distinct ids, the rest named, in linear time', () => {
     const findings = Array.from({ length: 20_000 }, () => ({ structure: 'Lesion', volume_ml: 1 }));
     const started = performance.now();
     const c = parseResultContent(JSON.stringify({ findings }));
-    expect(new Set(c.findings.map((f) => f.code)).size).toBe(20_000);
+    expect(c.findings).toHaveLength(MAX_FINDINGS);
+    expect(new Set(c.findings.map((f) => f.code)).size).toBe(MAX_FINDINGS);
+    expect(c.leftOut).toEqual([
+      `${20_000 - MAX_FINDINGS} findings after the first ${MAX_FINDINGS} (Lesion … Lesion): more than a report publishes as measurements`,
+    ]);
     expect(performance.now() - started).toBeLessThan(5_000);
   });
 });

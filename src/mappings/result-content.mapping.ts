@@ -184,6 +184,16 @@ function trackingIds(structures: readonly string[]): string[] {
  * HL7 OBX-5 and DICOM LO/UT values, and into the audit: a sentence, not a document. The PDF
  * carries the report whole.
  */
+/**
+ * The most findings of one report published as measurements (a whole-brain parcellation has
+ * about 180 structures). Each becomes a measurement group of the SR, Observations of the
+ * DiagnosticReport and OBX segments of the ORU: 3,000 findings (300 KB of a report that may
+ * be 32 MB) took 9 s to build and validate as FHIR and 20 s to write as DICOM, on the event
+ * loop the intake shares, at every retry. The findings past it are named in `leftOut`; the
+ * PDF has the report whole.
+ */
+export const MAX_FINDINGS = 300;
+
 export const MAX_TEXT = {
   /** A structure name (tracking identifier, code meaning, display). */
   structure: 200,
@@ -226,6 +236,14 @@ export function parseResultContent(body: Buffer | string): ResultContent {
       typeof r.structure === 'string' ? boundedText(r.structure.trim(), MAX_TEXT.structure) : '';
     return structure ? [{ r, structure }] : [];
   });
+  if (raw.length > MAX_FINDINGS) {
+    const first = named(raw[MAX_FINDINGS]!.structure);
+    const last = named(raw.at(-1)!.structure);
+    leftOut.push(
+      `${raw.length - MAX_FINDINGS} findings after the first ${MAX_FINDINGS} (${first} … ${last}): more than a report publishes as measurements`,
+    );
+    raw.length = MAX_FINDINGS;
+  }
   const ids = trackingIds(raw.map((f) => f.structure));
   for (const [i, { r, structure }] of raw.entries()) {
     const trackingId = ids[i]!;

@@ -7,7 +7,7 @@ import { containedIssues, validateFhirResource } from '../../src/fhir/fhir-valid
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { buildDiagnosticReport } from '../../src/mappings/fhir-result.mapping';
 import { buildOru, type Hl7ResultSettings } from '../../src/mappings/hl7-result.mapping';
-import { parseResultContent } from '../../src/mappings/result-content.mapping';
+import { MAX_FINDINGS, parseResultContent } from '../../src/mappings/result-content.mapping';
 import { buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
 import { dciodvfyErrors } from '../helpers/dicom-validators';
 import { publicationInput, sourceStudy } from '../outbound/publication-fixtures';
@@ -160,5 +160,34 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     expect(oru).not.toMatch(/\\X0[DA]/);
     const orc = parseHl7(oru).segment('ORC')!;
     expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed: no T1-weighted series found$/);
+  });
+
+  it('a report of 3,000 findings: the first MAX_FINDINGS published, the rest named as left out, each document built in bounded time', () => {
+    // A lesion product on a broken run, or a hostile upstream: 3,000 findings in 300 KB of
+    // JSON (32 MB may come). Before, every one went out: building and validating the
+    // DiagnosticReport took 9 s and writing the SR 20 s of the event loop the MLLP intake
+    // shares, again at every retry, for documents no reader can use (9,000 Observations).
+    const findings = Array.from({ length: 3_000 }, (_, i) => ({
+      structure: `Lesion ${i + 1}`,
+      volume_ml: 0.05 + i / 100,
+      icv_percent: 0.01,
+      percentile: 50,
+      flag: 'high',
+    }));
+    const results = parseResultContent(JSON.stringify({ report_kind: 'results', findings }));
+    expect(results.findings).toHaveLength(MAX_FINDINGS);
+    expect(results.findings.at(-1)!.structure).toBe(`Lesion ${MAX_FINDINGS}`);
+    expect(results.leftOut).toContain(
+      `2700 findings after the first ${MAX_FINDINGS} (Lesion ${MAX_FINDINGS + 1} … Lesion 3000): more than a report publishes as measurements`,
+    );
+    const input = publicationInput('DELIVERED', { results });
+    const started = performance.now();
+    const dr = buildDiagnosticReport(input);
+    expect([...validateFhirResource(dr), ...containedIssues(dr)]).toEqual([]);
+    buildOru(input, undefined, HL7, 'IAA3', NOW);
+    const sr = join(dir, 'sr-many.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), NOW));
+    expect(performance.now() - started).toBeLessThan(15_000);
+    expect(dciodvfyErrors(sr)).toEqual([]);
   });
 });

@@ -103,6 +103,20 @@ function subjectRef(input: PublicationInput): Reference<Patient> {
   };
 }
 
+/**
+ * Device.udiCarrier of a UDI string. In GS1 human-readable form (`(01)00812345678906(10)3.2.0`,
+ * as GET /products answers and labels print it) the device identifier is the GTIN after (01),
+ * the rest production identifiers: the DI, GS1 as issuer, and the whole string as carrierHRF.
+ * Before, the whole string was the deviceIdentifier, under which a GUDID lookup finds nothing.
+ * Any other form is kept whole as the identifier.
+ */
+function udiCarrierOf(udi: string): NonNullable<Device['udiCarrier']>[number] {
+  const di = /^\(01\)(\d{14})(?:\(|$)/.exec(udi)?.[1];
+  return di
+    ? { deviceIdentifier: di, issuer: 'http://hl7.org/fhir/NamingSystem/gs1-di', carrierHRF: udi }
+    : { deviceIdentifier: udi };
+}
+
 function deviceResource(input: PublicationInput): Device {
   const d = input.device;
   const udi = fhirText(d.udi);
@@ -112,7 +126,7 @@ function deviceResource(input: PublicationInput): Device {
   return {
     resourceType: 'Device',
     id: 'ai-device',
-    ...(udi ? { udiCarrier: [{ deviceIdentifier: udi }] } : {}),
+    ...(udi ? { udiCarrier: [udiCarrierOf(udi)] } : {}),
     identifier: [{ system: 'urn:dicom:uid', value: `urn:oid:${d.uid}` }],
     ...(manufacturer ? { manufacturer } : {}),
     ...(name ? { deviceName: [{ name, type: 'manufacturer-name' }] } : {}),

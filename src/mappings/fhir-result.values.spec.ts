@@ -107,4 +107,34 @@ describe('published Task and DiagnosticReport values are valid R4', () => {
     input.patientReference = 'Patient/p-77';
     expect(buildTask(input).for).toEqual({ reference: 'Patient/p-77' });
   });
+
+  it('the product UDI in GS1 human-readable form: the DI in deviceIdentifier, the whole string in carrierHRF', () => {
+    // GET /products answers `UDI: "(01)00812345678906(10)3.2.0"` (the sandbox, as FDA GUDID
+    // labels print it): the device identifier is the GTIN after (01); (10) is the lot/version,
+    // a production identifier. Before, the whole string went out as deviceIdentifier, which
+    // an EHR looking the DI up in GUDID finds nothing under.
+    const input = hostileInput();
+    input.device = { ...input.device, udi: '(01)00812345678906(10)3.2.0' };
+    const task = buildTask(input);
+    expect(validateFhirResource(task)).toEqual([]);
+    const device = task.contained?.[0] as { udiCarrier?: unknown };
+    expect(device.udiCarrier).toEqual([
+      {
+        deviceIdentifier: '00812345678906',
+        issuer: 'http://hl7.org/fhir/NamingSystem/gs1-di',
+        carrierHRF: '(01)00812345678906(10)3.2.0',
+      },
+    ]);
+    // a UDI in another form is kept whole as the identifier
+    input.device = {
+      ...input.device,
+      udi: '+H123PARTNO1/$$420020216LOT123456789012345/SXYZ456789012345678/16D20130202C',
+    };
+    expect((buildTask(input).contained?.[0] as { udiCarrier?: unknown }).udiCarrier).toEqual([
+      {
+        deviceIdentifier:
+          '+H123PARTNO1/$$420020216LOT123456789012345/SXYZ456789012345678/16D20130202C',
+      },
+    ]);
+  });
 });

@@ -186,8 +186,16 @@ export function pidOf(
         ]),
       },
       undefined,
+      // XPN: family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88); the
+      // suffix was dropped, and the RIS got one name for John Smith Jr. and his father
       p.name
-        ? [p.name.family, p.name.given?.[0], p.name.given?.slice(1).join(' ') || undefined]
+        ? [
+            p.name.family,
+            p.name.given?.[0],
+            p.name.given?.slice(1).join(' ') || undefined,
+            p.name.suffix,
+            p.name.prefix,
+          ]
         : undefined,
       undefined,
       p.birthDate?.replace(/-/g, ''),

@@ -10,7 +10,7 @@ import type {
   ServiceRequest,
   Task,
 } from '@medplum/fhirtypes';
-import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
+import { fhirCode, fhirIdentifierSystem, fhirString, fhirText, fhirUri } from './fhir-values';
 import { fhirCodeSystemOf } from './coding-systems.table';
 import { embeddedPdf, pdfReference } from './result-pdf';
 import { canonicalSystem } from './product-table';
@@ -76,7 +76,7 @@ function optional<K extends string>(key: K, value: string | undefined): { [k in 
 function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
   if (input.serviceRequest) return { reference: input.serviceRequest };
   const placer = input.order.request.placerOrderNumber;
-  const system = fhirUri(placer?.system);
+  const system = fhirIdentifierSystem(placer?.system);
   return {
     type: 'ServiceRequest',
     identifier: {
@@ -96,7 +96,7 @@ function subjectRef(input: PublicationInput): Reference<Patient> {
     return { reference: input.patientReference };
   // the first identifier that says something (an HL7 PID-3 may lead with one of spaces)
   const id = input.order.request.patient.identifiers.find((i) => fhirText(i.value));
-  const system = fhirUri(id?.system);
+  const system = fhirIdentifierSystem(id?.system);
   return {
     type: 'Patient',
     identifier: { ...(system ? { system } : {}), value: fhirText(id?.value) ?? 'unknown' },

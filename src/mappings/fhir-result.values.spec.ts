@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { containedIssues, validateFhirResource } from '../fhir/fhir-validator';
+import { parseHl7 } from '../hl7/hl7-message';
 import { buildDiagnosticReport, buildTask } from './fhir-result.mapping';
+import { DEFAULT_HL7_ORDER_MAPPING_CONFIG } from './hl7-order.config';
+import { mapHl7Message } from './hl7-order.mapping';
 import type { PublicationInput } from './publication.model';
 import { parseResultContent } from './result-content.mapping';
 import { STATUS_TABLE } from './status-mapping.table';
@@ -136,5 +139,45 @@ describe('published Task and DiagnosticReport values are valid R4', () => {
           '+H123PARTNO1/$$420020216LOT123456789012345/SXYZ456789012345678/16D20130202C',
       },
     ]);
+  });
+
+  it('identifiers an HL7 order named by OID only (CX-4 / EI `&1.2.250…&ISO`): the system is urn:oid:, not the bare OID', () => {
+    // A French RIS's OMI^O23 (test/fixtures/hl7/omi-o23-v251-nir-before-pi.hl7) with the
+    // patient number and the placer number under assigning authorities given by OID only, as
+    // IHE ITI profiles write them. R4 identifier systems are URIs, an OID as `urn:oid:`
+    // (datatypes.html#uri): the bare `1.2.250.1.999.1.1` matched no Patient of the EHR.
+    const text = readFileSync(
+      join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'omi-o23-v251-nir-before-pi.hl7'),
+      'latin1',
+    )
+      .split(/\r\n|\r|\n/)
+      .filter(Boolean)
+      .map((line) => {
+        const f = line.split('|');
+        if (f[0] === 'PID') f[3] = 'M-0048812^^^&1.2.250.1.999.1.1&ISO^PI';
+        if (f[0] === 'ORC' || f[0] === 'OBR') f[2] = 'DMP-20771^^1.2.250.1.999.1.2^ISO';
+        return f.join('|');
+      })
+      .join('\r');
+    const mapped = mapHl7Message(parseHl7(text), {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      unknownProcedure: { kind: 'default-products', products: ['neuro-volumetry'] },
+    });
+    expect(mapped.outcome).not.toBe('error');
+    const input = hostileInput();
+    input.order.request = mapped.orders[0]!.request;
+    const task = buildTask(input);
+    expect(validateFhirResource(task)).toEqual([]);
+    expect(task.for?.identifier).toEqual({
+      system: 'urn:oid:1.2.250.1.999.1.1',
+      value: 'M-0048812',
+    });
+    expect(task.basedOn?.[0]?.identifier).toEqual({
+      system: 'urn:oid:1.2.250.1.999.1.2',
+      value: 'DMP-20771',
+    });
+    expect(buildDiagnosticReport(input).subject?.identifier?.system).toBe(
+      'urn:oid:1.2.250.1.999.1.1',
+    );
   });
 });

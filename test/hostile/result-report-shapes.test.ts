@@ -10,6 +10,7 @@ import { buildOru, type Hl7ResultSettings } from '../../src/mappings/hl7-result.
 import { MAX_FINDINGS, parseResultContent } from '../../src/mappings/result-content.mapping';
 import { buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
 import { dciodvfyErrors } from '../helpers/dicom-validators';
+import { hl7Fixture } from '../helpers/hl7-fixtures';
 import { publicationInput, sourceStudy } from '../outbound/publication-fixtures';
 
 /**
@@ -189,5 +190,26 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), NOW));
     expect(performance.now() - started).toBeLessThan(15_000);
     expect(dciodvfyErrors(sr)).toEqual([]);
+  });
+
+  it('an impression written in decomposed Unicode (NFD) for a German RIS reading 8859/1: ö in Latin-1, never `o?`', () => {
+    // Text prepared on macOS or by a Python pipeline arrives decomposed: ö as o + U+0308.
+    // The ORU keeps the order's 8859/1 (test/fixtures/hl7/orm-o01-v24-latin1-crlf.hl7, the
+    // Klinikum's ORBIS), whose bytes have ö but no combining diaeresis: it went out as `o?`.
+    const original = parseHl7(hl7Fixture('orm-o01-v24-latin1-crlf'));
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: 'Hippocampus links'.normalize('NFD'), volume_ml: 3.12 }],
+        impression: 'Hippocampusvolumen vermindert, Atrophie möglich; Größe grenzwertig.'.normalize(
+          'NFD',
+        ),
+      }),
+    );
+    const oru = buildOru(publicationInput('DELIVERED', { results }), original, HL7, 'IAA4', NOW);
+    expect(parseHl7(oru.text).msh.value(18)).toBe('8859/1');
+    const wire = oru.bytes.toString('latin1');
+    expect(wire).toContain('Atrophie möglich; Größe grenzwertig.');
+    expect(wire).not.toContain('?');
   });
 });

@@ -143,3 +143,22 @@ describe('containedIssues (R4 dom-3)', () => {
     ).toEqual([]);
   });
 });
+
+describe('containedIssues (R4 ref-1)', () => {
+  it('names a local reference (#id) that no contained resource answers', () => {
+    expect(
+      containedIssues({
+        resourceType: 'DiagnosticReport',
+        status: 'cancelled',
+        code: { text: 'x' },
+        subject: { reference: '#pat1' },
+      } as never),
+    ).toEqual([
+      expect.objectContaining({
+        code: 'invariant',
+        expression: ['DiagnosticReport'],
+        diagnostics: expect.stringContaining('#pat1'),
+      }),
+    ]);
+  });
+});

@@ -101,7 +101,8 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
 }
 
 /**
- * R4 invariant dom-3 (DomainResource): a contained resource is referenced from elsewhere in the
+ * R4 invariants ref-1 (Reference: a local `#id` names a contained resource) and dom-3
+ * (DomainResource): a contained resource is referenced from elsewhere in the
  * resource (`#id`, from the container or from another contained resource), or refers to the
  * container (`#`). The structure validator does not evaluate it; a server that does (HAPI's
  * validating interceptor, Firely) refuses the resource, and HAPI's parser drops such a
@@ -109,8 +110,8 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
  * the front door receives.
  */
 export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
-  const contained: unknown = (resource as { contained?: unknown }).contained;
-  if (!Array.isArray(contained) || contained.length === 0) return [];
+  const held: unknown = (resource as { contained?: unknown }).contained;
+  const contained: unknown[] = Array.isArray(held) ? held : [];
   const references = (node: unknown, into: Set<string>): Set<string> => {
     if (Array.isArray(node)) for (const item of node) references(item, into);
     else if (node && typeof node === 'object') {
@@ -123,6 +124,22 @@ export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
   };
   const all = references(resource, new Set());
   const issues: OperationOutcomeIssue[] = [];
+  // R4 ref-1: a local reference (`#id`) names a contained resource of this one. Copied from
+  // an EHR's ServiceRequest (its contained Patient), `#pat1` named nothing in our resource.
+  const ids = new Set(
+    contained.map((c) => (c && typeof c === 'object' ? (c as Resource).id : undefined)),
+  );
+  for (const ref of all) {
+    if (ref.startsWith('#') && ref !== '#' && !ids.has(ref.slice(1))) {
+      issues.push({
+        severity: 'error',
+        code: 'invariant',
+        details: { text: 'ref-1: a local reference names a contained resource' },
+        diagnostics: `${ref} names no contained resource of the ${resource.resourceType}`,
+        expression: [resource.resourceType],
+      });
+    }
+  }
   contained.forEach((c: unknown, i) => {
     const id = c && typeof c === 'object' ? (c as Resource).id : undefined;
     if (id !== undefined && all.has(`#${id}`)) return;

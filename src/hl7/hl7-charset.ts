@@ -265,9 +265,12 @@ export function encodeWith(text: string, encoding: string): Buffer {
   if (/^[\u0000-\u007f]*$/.test(text)) return Buffer.from(text, 'latin1');
   if (!SINGLE_BYTE.test(encoding)) return Buffer.from(text, 'utf8');
   const table = singleByteTable(encoding === 'ascii' ? 'latin1' : encoding);
-  const out = Buffer.alloc(text.length);
+  // Composed first (NFC): text prepared on macOS or by many pipelines writes ö as o + U+0308,
+  // one byte in 8859-1 but two characters, the second of which it has none for (`mo?glich`).
+  const composed = text.normalize('NFC');
+  const out = Buffer.alloc(composed.length);
   let n = 0;
-  for (const ch of text) out[n++] = table.get(ch) ?? 0x3f;
+  for (const ch of composed) out[n++] = table.get(ch) ?? 0x3f;
   return out.subarray(0, n);
 }
 

@@ -10,7 +10,7 @@ import type {
   ServiceRequest,
   Task,
 } from '@medplum/fhirtypes';
-import { fhirCode, fhirString, fhirText, fhirUri } from './fhir-values';
+import { fhirCode, fhirIdentifierSystem, fhirString, fhirText, fhirUri } from './fhir-values';
 import { fhirCodeSystemOf } from './coding-systems.table';
 import { embeddedPdf, pdfReference } from './result-pdf';
 import { canonicalSystem } from './product-table';
@@ -76,7 +76,7 @@ function optional<K extends string>(key: K, value: string | undefined): { [k in 
 function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
   if (input.serviceRequest) return { reference: input.serviceRequest };
   const placer = input.order.request.placerOrderNumber;
-  const system = fhirUri(placer?.system);
+  const system = fhirIdentifierSystem(placer?.system);
   return {
     type: 'ServiceRequest',
     identifier: {
@@ -90,14 +90,31 @@ function serviceRequestRef(input: PublicationInput): Reference<ServiceRequest> {
 }
 
 function subjectRef(input: PublicationInput): Reference<Patient> {
-  if (input.patientReference) return { reference: input.patientReference };
+  // A local reference (`#pat1`, the EHR ServiceRequest's contained Patient) means something
+  // only inside that ServiceRequest (R4 ref-1): the patient is then named by identifier.
+  if (input.patientReference && !input.patientReference.startsWith('#'))
+    return { reference: input.patientReference };
   // the first identifier that says something (an HL7 PID-3 may lead with one of spaces)
   const id = input.order.request.patient.identifiers.find((i) => fhirText(i.value));
-  const system = fhirUri(id?.system);
+  const system = fhirIdentifierSystem(id?.system);
   return {
     type: 'Patient',
     identifier: { ...(system ? { system } : {}), value: fhirText(id?.value) ?? 'unknown' },
   };
+}
+
+/**
+ * Device.udiCarrier of a UDI string. In GS1 human-readable form (`(01)00812345678906(10)3.2.0`,
+ * as GET /products answers and labels print it) the device identifier is the GTIN after (01),
+ * the rest production identifiers: the DI, GS1 as issuer, and the whole string as carrierHRF.
+ * Before, the whole string was the deviceIdentifier, under which a GUDID lookup finds nothing.
+ * Any other form is kept whole as the identifier.
+ */
+function udiCarrierOf(udi: string): NonNullable<Device['udiCarrier']>[number] {
+  const di = /^\(01\)(\d{14})(?:\(|$)/.exec(udi)?.[1];
+  return di
+    ? { deviceIdentifier: di, issuer: 'http://hl7.org/fhir/NamingSystem/gs1-di', carrierHRF: udi }
+    : { deviceIdentifier: udi };
 }
 
 function deviceResource(input: PublicationInput): Device {
@@ -109,7 +126,7 @@ function deviceResource(input: PublicationInput): Device {
   return {
     resourceType: 'Device',
     id: 'ai-device',
-    ...(udi ? { udiCarrier: [{ deviceIdentifier: udi }] } : {}),
+    ...(udi ? { udiCarrier: [udiCarrierOf(udi)] } : {}),
     identifier: [{ system: 'urn:dicom:uid', value: `urn:oid:${d.uid}` }],
     ...(manufacturer ? { manufacturer } : {}),
     ...(name ? { deviceName: [{ name, type: 'manufacturer-name' }] } : {}),

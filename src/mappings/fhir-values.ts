@@ -50,3 +50,18 @@ export function fhirText(text: string | undefined): string | undefined {
   const value = fhirString(text);
   return value.trim() === '' ? undefined : value;
 }
+
+/**
+ * An identifier's system as an R4 `uri`: an OID as `urn:oid:`, a UUID as `urn:uuid:`
+ * (datatypes.html#uri, identifier-registry). An HL7 order names an assigning authority by
+ * universal ID only (CX-4 `&1.2.250.1.999.1.1&ISO`, as IHE ITI profiles write it), which the
+ * order model keeps bare: as the system, `1.2.250.1.999.1.1` matched no Patient of the EHR.
+ * Anything else as `fhirUri`.
+ */
+export function fhirIdentifierSystem(system: string | undefined): string | undefined {
+  const s = system?.trim();
+  if (s && /^[0-2](\.(0|[1-9]\d*))+$/.test(s)) return `urn:oid:${s}`;
+  if (s && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s))
+    return `urn:uuid:${s.toLowerCase()}`;
+  return fhirUri(system);
+}

@@ -13,6 +13,11 @@ import { embeddedPdf, pdfReference } from './result-pdf';
  */
 const LINE_BREAK = '\uE000';
 
+/** The lines of a text, whatever its line breaks (CR LF, CR, LF). */
+export function linesOf(text: string): string[] {
+  return text.split(/\r\n|\r|\n/);
+}
+
 /** An OBX as wire text, FT line breaks written as the \.br\ formatting command. */
 export function encodeObx(spec: Hl7SegmentSpec): string {
   const text = encodeSegment(spec);
@@ -72,15 +77,15 @@ export function obxLines(
   }
   // Text report: TX repeats one line per repetition; FT is one value whose lines are joined
   // by the \.br\ formatting command (v2.5.1 2.7.6), spliced in after escaping (LINE_BREAK).
-  if (settings.textType === 'TX') {
-    add('TX', ['REPORT', 'Report text', LOCAL], { repetitions: lines });
-  } else {
-    add(
-      'FT',
-      ['REPORT', 'Report text', LOCAL],
-      lines.map((l) => l.replaceAll(LINE_BREAK, ' ')).join(LINE_BREAK),
-    );
-  }
+  // A text the upstream wrote over several lines (an impression, a failure reason) has each of
+  // its lines as one: before, its line breaks went out as hexadecimal data (`\X0D\\X0A\`),
+  // which a RIS that does not decode it (optional, v2.5.1 2.7.6) shows in the report.
+  const text = (type: 'TX' | 'FT', code: readonly string[], of: readonly string[]) => {
+    const split = of.flatMap(linesOf);
+    if (type === 'TX') add('TX', code, { repetitions: split });
+    else add('FT', code, split.map((l) => l.replaceAll(LINE_BREAK, ' ')).join(LINE_BREAK));
+  };
+  text(settings.textType, ['REPORT', 'Report text', LOCAL], lines);
   if (isResult && input.results) {
     for (const f of input.results.findings) {
       for (const m of f.measurements) {
@@ -98,8 +103,12 @@ export function obxLines(
           [f.flag.toUpperCase(), f.flag, LOCAL],
         );
     }
-    if (input.results.impression)
-      add('ST', ['IMPRESSION', 'Impression', LOCAL], input.results.impression);
+    // ST is printable characters, meant for short strings (v2.5.1 2A.2.74: under 200, longer
+    // ones TX or FT): an impression over several lines or longer is written as the report text.
+    const impression = input.results.impression;
+    if (impression && linesOf(impression).length === 1 && impression.length < 200)
+      add('ST', ['IMPRESSION', 'Impression', LOCAL], impression);
+    else if (impression) text(settings.textType, ['IMPRESSION', 'Impression', LOCAL], [impression]);
   }
   if (input.qcReport !== undefined) {
     // The QC findings themselves, so the RIS user sees why the study was not analysable.

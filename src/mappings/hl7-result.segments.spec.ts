@@ -197,3 +197,26 @@ describe('PID-8 of our ORU', () => {
     expect(pid8(sent, sex)).toBe(written);
   });
 });
+
+/**
+ * PID-5 of our ORU for an order that came over FHIR (no HL7 PID to echo): an XPN with the
+ * name's suffix (XPN.4) and prefix (XPN.5), v2.5.1 2A.3.88. Before, they were dropped: the
+ * RIS got `Smith^John` for both John Smith Jr. and his father, whose orders it matches by name.
+ */
+describe('PID-5 of our ORU for a FHIR order', () => {
+  const pid5 = (name: Record<string, unknown>) =>
+    pidOf(
+      {
+        order: { request: { patient: { identifiers: [{ value: 'P-1', system: 'HOSP' }], name } } },
+      } as unknown as PublicationInput,
+      undefined,
+    ).split('|')[5];
+
+  it('family ^ given ^ further given names ^ suffix ^ prefix', () => {
+    expect(
+      pid5({ family: 'Smith', given: ['John', 'Paul', 'George'], suffix: 'Jr.', prefix: 'Dr.' }),
+    ).toBe('Smith^John^Paul George^Jr.^Dr.');
+    expect(pid5({ family: 'Smith', given: ['John'], suffix: 'III' })).toBe('Smith^John^^III');
+    expect(pid5({ family: 'Nguyễn', given: ['Thị'] })).toBe('Nguyễn^Thị');
+  });
+});

@@ -186,8 +186,16 @@ export function pidOf(
         ]),
       },
       undefined,
+      // XPN: family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88); the
+      // suffix was dropped, and the RIS got one name for John Smith Jr. and his father
       p.name
-        ? [p.name.family, p.name.given?.[0], p.name.given?.slice(1).join(' ') || undefined]
+        ? [
+            p.name.family,
+            p.name.given?.[0],
+            p.name.given?.slice(1).join(' ') || undefined,
+            p.name.suffix,
+            p.name.prefix,
+          ]
         : undefined,
       undefined,
       p.birthDate?.replace(/-/g, ''),
@@ -269,7 +277,14 @@ export function orc(
 ): Hl7SegmentSpec {
   const o = input.order;
   const noResult = input.row.hl7.orderStatus === 'CA';
-  const reason = noResult ? [input.row.task.reason, input.reason].filter(Boolean).join(': ') : '';
+  // one line: CE.2 is an ST (printable characters), and a reason over lines had its line
+  // breaks written as hexadecimal data (`\X0A\`)
+  const reason = noResult
+    ? [input.row.task.reason, input.reason]
+        .filter(Boolean)
+        .join(': ')
+        .replace(/\s*[\r\n]+\s*/g, ' ')
+    : '';
   return {
     id: 'ORC',
     fields: numberedFields({

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import {
   boundedText,
   decimalText,
+  MAX_FINDINGS,
   MAX_TEXT,
   parseResultContent,
   resultTextLines,
@@ -62,6 +63,41 @@ describe('results report → neutral content', () => {
     expect(a).not.toBe(b);
     expect(`${a}.V`.length).toBeLessThanOrEqual(16);
     expect(shortCode('pons')).toBe('PONS');
+  });
+
+  it('gives each structure its own tracking id and code: kanji names, a name repeated, names slugged alike', () => {
+    const c = parseResultContent(
+      JSON.stringify({
+        findings: [
+          { structure: '左海馬', volume_ml: 3.1 },
+          { structure: '右海馬', volume_ml: 3.4 },
+          { structure: 'Noyau caudé', volume_ml: 3.9 },
+          { structure: 'Lesion', volume_ml: 0.4 },
+          { structure: 'Lesion', volume_ml: 1.2 },
+          { structure: 'lesion', volume_ml: 0.1 },
+        ],
+      }),
+    );
+    const ids = c.findings.map((f) => f.trackingId);
+    expect(ids[2]).toBe('noyau-caude');
+    expect(ids.slice(3)).toEqual(['lesion', 'lesion-2', 'lesion-3']);
+    expect(new Set(ids).size).toBe(6);
+    const codes = c.findings.flatMap((f) => f.measurements.map((m) => m.code));
+    expect(new Set(codes).size).toBe(6);
+    // ASCII names keep the codes they had (the golden documents are unchanged)
+    expect(parseResultContent(RESULTS).findings.map((f) => f.code)).toContain('LEFT-HIPPO-MN8');
+  });
+
+  it('a name repeated 20,000 times: the first MAX_FINDINGS published with distinct ids, the rest named, in linear time', () => {
+    const findings = Array.from({ length: 20_000 }, () => ({ structure: 'Lesion', volume_ml: 1 }));
+    const started = performance.now();
+    const c = parseResultContent(JSON.stringify({ findings }));
+    expect(c.findings).toHaveLength(MAX_FINDINGS);
+    expect(new Set(c.findings.map((f) => f.code)).size).toBe(MAX_FINDINGS);
+    expect(c.leftOut).toEqual([
+      `${20_000 - MAX_FINDINGS} findings after the first ${MAX_FINDINGS} (Lesion … Lesion): more than a report publishes as measurements`,
+    ]);
+    expect(performance.now() - started).toBeLessThan(5_000);
   });
 });
 

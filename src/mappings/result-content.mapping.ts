@@ -126,9 +126,14 @@ function outOfRange(value: number, unit: (typeof UNIT_SUFFIX)[number]): string |
  */
 export function shortCode(text: string, max = 14): string {
   if (text.length <= max) return text.toUpperCase();
+  return `${text.slice(0, max - 4)}-${hash3(text)}`.toUpperCase();
+}
+
+/** Three base-36 characters of a 32-bit FNV-1a hash of `text`'s UTF-16 units. */
+function hash3(text: string): string {
   let h = 2166136261;
-  for (const c of text) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
-  return `${text.slice(0, max - 4)}-${(h % 46656).toString(36).padStart(3, '0')}`.toUpperCase();
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619) >>> 0;
+  return (h % 46656).toString(36).padStart(3, '0');
 }
 
 /** Measurement codes: the finding's code and a letter (V volume, I % of ICV, P percentile). */
@@ -144,12 +149,51 @@ export function slug(text: string): string {
 }
 
 /**
+ * The tracking id of each structure of one report: its slug, distinct within the report, the
+ * same for the same report (a correction tracks the same findings). Letters the slug cannot
+ * keep (a Japanese site's 左海馬 and 右海馬, left and right hippocampus) add a hash of the
+ * name (accents are only dropped: `caudé` is `caude`); a name given again (a lesion product
+ * lists every lesion as `Lesion`) or slugged alike (`Lesion` / `lesion`) takes `-2`, `-3`….
+ * Before, each such structure had one code and one Tracking Unique Identifier: the RIS kept
+ * one observation per OBX-3 (the left volume overwritten by the right) and the SR called two
+ * structures one tracked finding. Neither the tracking id nor its code is taken twice.
+ */
+function trackingIds(structures: readonly string[]): string[] {
+  const ids = new Set<string>();
+  const codes = new Set<string>();
+  // the next suffix to try per base, so that n repeats of a name cost n tries, not n²/2
+  const next = new Map<string, number>();
+  return structures.map((structure) => {
+    const latin = structure.normalize('NFKD').replace(/\p{M}/gu, '');
+    const lost = /[^ -~]/.test(latin.replace(/[^\p{L}\p{N}]/gu, ''));
+    const base = lost ? `${slug(latin)}-${hash3(structure)}` : slug(latin);
+    let id = base;
+    let k = next.get(base) ?? 2;
+    while (ids.has(id) || codes.has(shortCode(id))) id = `${base}-${k++}`;
+    next.set(base, k);
+    ids.add(id);
+    codes.add(shortCode(id));
+    return id;
+  });
+}
+
+/**
  * The longest texts of a report we publish, in characters. A report's texts go into FHIR
  * strings (at most 1 MiB, R4 datatypes.html#string: a 3 MB failure reason had the whole
  * DiagnosticReport refused by our own validation, so the EHR never heard the order failed),
  * HL7 OBX-5 and DICOM LO/UT values, and into the audit: a sentence, not a document. The PDF
  * carries the report whole.
  */
+/**
+ * The most findings of one report published as measurements (a whole-brain parcellation has
+ * about 180 structures). Each becomes a measurement group of the SR, Observations of the
+ * DiagnosticReport and OBX segments of the ORU: 3,000 findings (300 KB of a report that may
+ * be 32 MB) took 9 s to build and validate as FHIR and 20 s to write as DICOM, on the event
+ * loop the intake shares, at every retry. The findings past it are named in `leftOut`; the
+ * PDF has the report whole.
+ */
+export const MAX_FINDINGS = 300;
+
 export const MAX_TEXT = {
   /** A structure name (tracking identifier, code meaning, display). */
   structure: 200,
@@ -185,14 +229,24 @@ export function parseResultContent(body: Buffer | string): ResultContent {
   const doc = parsed as Record<string, unknown>;
   const findings: Finding[] = [];
   const leftOut: string[] = [];
-  const raw = Array.isArray(doc.findings) ? doc.findings : [];
-  for (const f of raw) {
-    if (!f || typeof f !== 'object') continue;
+  const raw = (Array.isArray(doc.findings) ? doc.findings : []).flatMap((f) => {
+    if (!f || typeof f !== 'object') return [];
     const r = f as Record<string, unknown>;
     const structure =
       typeof r.structure === 'string' ? boundedText(r.structure.trim(), MAX_TEXT.structure) : '';
-    if (!structure) continue;
-    const trackingId = slug(structure);
+    return structure ? [{ r, structure }] : [];
+  });
+  if (raw.length > MAX_FINDINGS) {
+    const first = named(raw[MAX_FINDINGS]!.structure);
+    const last = named(raw.at(-1)!.structure);
+    leftOut.push(
+      `${raw.length - MAX_FINDINGS} findings after the first ${MAX_FINDINGS} (${first} … ${last}): more than a report publishes as measurements`,
+    );
+    raw.length = MAX_FINDINGS;
+  }
+  const ids = trackingIds(raw.map((f) => f.structure));
+  for (const [i, { r, structure }] of raw.entries()) {
+    const trackingId = ids[i]!;
     const measurements: Measurement[] = [];
     for (const u of UNIT_SUFFIX) {
       const v = r[u.suffix];

@@ -173,6 +173,21 @@ function equipment(input: PublicationInput): Item {
   };
 }
 
+/**
+ * Procedure reported: the ordered procedure's code when it is valid as it stands (what a Code
+ * Value keeps of it is it), else our generic code. A site running unknown procedure codes
+ * through default products accepts an OBR-4.1 of spaces, `\X07\` or `MR\E\BR`: made valid
+ * they were an empty Code Value (Type 1C; dsrdump could not read the SR) or another code.
+ */
+function procedureCode(input: PublicationInput): Code {
+  const p = input.order.request.procedure;
+  const value = p?.code?.trim();
+  if (!p || !value || validForVr('UC', value) !== value)
+    return code('AI-ANALYSIS', LOCAL, 'Imaging AI analysis');
+  const scheme = p.system === 'LN' || p.system === 'http://loinc.org' ? 'LN' : LOCAL;
+  return code(value, scheme, p.display ?? value);
+}
+
 /** The Comprehensive 3D SR of a results publication. */
 export function buildMeasurementSr(
   input: PublicationInput,
@@ -183,14 +198,7 @@ export function buildMeasurementSr(
   const d = input.device;
   const results: ResultContent = input.results ?? { findings: [], qcBypassed: false, leftOut: [] };
   const { date, time } = dicomNow(now);
-  const p = input.order.request.procedure;
-  const procedure = p?.code
-    ? code(
-        p.code,
-        p.system === 'LN' || p.system === 'http://loinc.org' ? 'LN' : LOCAL,
-        p.display ?? p.code,
-      )
-    : code('AI-ANALYSIS', LOCAL, 'Imaging AI analysis');
+  const procedure = procedureCode(input);
   const algorithm = [
     text('HAS CONCEPT MOD', code('111001', 'DCM', 'Algorithm Name'), d.name),
     text('HAS CONCEPT MOD', code('111003', 'DCM', 'Algorithm Version'), d.version),

@@ -106,10 +106,12 @@ export function validForVr(vr: string, value: string): string {
 /**
  * Identifiers a PACS files what we send by (reconciles on): made valid they would be another
  * exam's or patient's (`ACC-2026-000000000042` cut to `ACC-2026-0000000`, `PID-7\\8` joined to
- * `PID-7 8`). A value that is not valid as it stands (beyond its space padding) is written
- * empty (Type 2 in the SR and PDF IODs), never altered.
+ * `PID-7 8`), or another requested procedure's (a 21-character filler number cut to the 16 of
+ * a Requested Procedure ID, SH, beside the accession: IHE SWF's pair). A value that is not
+ * valid as it stands (beyond its space padding) is written empty (Type 2 in the SR and PDF
+ * IODs), never altered.
  */
-const IDENTIFIERS = new Set(['AccessionNumber', 'PatientID']);
+const IDENTIFIERS = new Set(['AccessionNumber', 'PatientID', 'RequestedProcedureID']);
 
 /** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
 function validForAttribute(keyword: string, vr: string, value: string): string {

@@ -8,6 +8,7 @@ import { mapHl7Message } from '../../src/mappings/hl7-order.mapping';
 import { buildEncapsulatedPdf, buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
 import { validForVr } from '../../src/outbound/dicom-vr';
 import { parseResultContent } from '../../src/mappings/result-content.mapping';
+import { dciodvfyErrors } from '../helpers/dicom-validators';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
 import { publicationInput, REPORT_PDF, sourceStudy } from '../outbound/publication-fixtures';
 
@@ -39,12 +40,7 @@ function hostileOrder() {
   return mapped.orders[0]!.request;
 }
 
-function dciodvfy(file: string): string[] {
-  const out = execFileSync('sh', ['-c', 'dciodvfy "$1" 2>&1 || true', 'sh', file], {
-    encoding: 'utf8',
-  });
-  return out.split('\n').filter((l) => /^Error/.test(l));
-}
+const dciodvfy = dciodvfyErrors;
 
 describe('hostile: DICOM output is valid for its VRs whatever the input held', () => {
   let dir: string;
@@ -159,6 +155,66 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
       expect(dump).toMatch(/\(0008,0050\) SH \(no value available\)/);
       expect(dump).toMatch(/\(0010,0020\) LO \(no value available\)/);
     }
+  });
+
+  it('a procedure code the SR cannot carry as it stands (spaces, a control character, a backslash): the generic code, never an empty or altered one', () => {
+    // A site running unknown procedure codes through default products accepts OBR-4.1 of
+    // spaces, `\X07\` (a BEL) or `MR\E\BR` (a backslash). Made valid for SH they became an
+    // empty Code Value (dciodvfy: Type 1C empty; dsrdump could not read the SR at all,
+    // "Invalid Value") or another code (`MR BR`).
+    const config = {
+      ...DEFAULT_HL7_ORDER_MAPPING_CONFIG,
+      unknownProcedure: { kind: 'default-products' as const, products: ['neuro-volumetry'] },
+    };
+    const order = (obr4: string) => {
+      const text = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+        .toString('latin1')
+        .split(/\r\n|\r|\n/)
+        .filter(Boolean)
+        .map((line) => {
+          const f = line.split('|');
+          if (f[0] === 'OBR') f[4] = obr4;
+          return f.join('|');
+        })
+        .join('\r');
+      const mapped = mapHl7Message(parseHl7(text), config);
+      expect(mapped.outcome).not.toBe('error');
+      return mapped.orders[0]!.request;
+    };
+    for (const [name, obr4] of [
+      ['spaces', '   ^MR Brain^L'],
+      ['bel', '\\X07\\^\\X01\\^L'],
+      ['backslash', 'MR\\E\\BR^MR Brain^L'],
+    ] as const) {
+      const request = order(obr4);
+      expect(request.procedure?.code).toBeDefined();
+      const input = publicationInput('DELIVERED', {});
+      input.order = { ...input.order, request };
+      const sr = join(dir, `sr-procedure-${name}.dcm`);
+      writeFileSync(
+        sr,
+        buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')),
+      );
+      expect({ name, errors: dciodvfy(sr) }).toEqual({ name, errors: [] });
+      const tree = execFileSync('dsrdump', [sr], { encoding: 'utf8' });
+      expect(tree).toMatch(/"Procedure reported"\)=\(AI-ANALYSIS,99IAA,"[^"]+"\)/);
+    }
+  });
+
+  it('a filler number longer than a Requested Procedure ID (SH) takes: written empty, not cut into another one', () => {
+    // `RIS-2026-000000012345` (21 characters) cut to 16 was `RIS-2026-0000000`: another
+    // procedure's id, beside the accession the PACS reconciles on (IHE SWF).
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, fillerOrderNumber: 'RIS-2026-000000012345' };
+    const sr = join(dir, 'sr-long-filler.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), new Date('2026-11-24T10:00:00Z')));
+    expect(dciodvfy(sr)).toEqual([]);
+    const dump = execFileSync('dcmdump', ['+P', '0040,1001', '+P', '0040,2017', sr], {
+      encoding: 'utf8',
+    });
+    expect(dump).not.toContain('RIS-2026-0000000]');
+    expect(dump).toMatch(/\(0040,1001\) SH \(no value available\)/);
+    expect(dump).toContain('(0040,2017) LO [RIS-2026-000000012345]');
   });
 
   it('a patient named only in the ideographic and phonetic groups keeps the name in the SR (UTF-8), valid', () => {

@@ -111,6 +111,22 @@ const TIMELINE_REPEATED_KINDS = [
   'study.received',
 ];
 
+/** A LIKE pattern matching `text` anywhere, its `%`, `_` and `\` taken as text. */
+function containing(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** `text` (UTF-8) as PostgreSQL's encode(bytes, 'escape') writes it. */
+function byteaEscaped(text: string): string {
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) {
+    if (b === 0x5c) out += '\\\\';
+    else if (b === 0 || b > 0x7f) out += `\\${b.toString(8).padStart(3, '0')}`;
+    else out += String.fromCharCode(b);
+  }
+  return out;
+}
+
 export class AuditQueryRepository extends RepositoryBase {
   /** The order list, newest first. Every filter given must match (AND); `orderId` is a UUID. */
   async searchOrders(search: OrderSearch): Promise<Page<OrderRow>> {
@@ -191,9 +207,14 @@ export class AuditQueryRepository extends RepositoryBase {
     if (search.outcome === 'refused') where.add(`m.outcome IN ('rejected', 'error')`);
     else if (search.outcome) where.add(`m.outcome = ${p(search.outcome)}`);
     if (search.text) {
-      const like = p(`%${search.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+      // Each column is searched in its own spelling of the words: jsonb's text escapes `"` and
+      // `\` as JSON does, and encode(…, 'escape') doubles `\` and writes bytes over 0x7F as
+      // octal. Before, the words the page shows (`gender: "männlich"`) found nothing.
+      const inJson = p(containing(JSON.stringify(search.text).slice(1, -1)));
+      const inBytes = p(containing(byteaEscaped(search.text)));
+      const like = p(containing(search.text));
       where.add(
-        `(m.error::text ILIKE ${like} OR encode(m.response, 'escape') ILIKE ${like} OR m.message_type ILIKE ${like})`,
+        `(m.error::text ILIKE ${inJson} OR encode(m.response, 'escape') ILIKE ${inBytes} OR m.message_type ILIKE ${like})`,
       );
     }
     const cursor = decodeCursor(search.cursor, 'uuid');

@@ -1,5 +1,5 @@
 import type { Role } from '../config/app-config';
-import type { RawView } from './audit-presenter';
+import { prettyJson, type RawView } from './audit-presenter.raw';
 import type { EventRow } from './audit-query.service';
 
 /**
@@ -261,7 +261,7 @@ function rawBody(view: RawView, label: string): string {
 
 export function jsonDetails(value: unknown, summary = 'details'): string {
   if (!value || (typeof value === 'object' && Object.keys(value).length === 0)) return '';
-  return `<details><summary>${h(summary)}</summary><pre>${h(JSON.stringify(value, null, 2))}</pre></details>`;
+  return `<details><summary>${h(summary)}</summary><pre>${h(prettyJson(value))}</pre></details>`;
 }
 
 export function timelineList(events: EventRow[]): string {

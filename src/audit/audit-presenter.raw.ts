@@ -57,6 +57,33 @@ export const RAW_VIEW_LIMITS = {
 /** The tag dump of a DICOM document we sent (outbound/dicom-tag-dump.ts). */
 export const DICOM_TAG_DUMP = 'application/x-dicom-tag-dump+json';
 
+/** Levels of JSON the views indent; deeper ones are written compactly. */
+export const JSON_INDENT_DEPTH = 24;
+
+/**
+ * JSON as JSON.stringify(value, null, 2) writes it, down to JSON_INDENT_DEPTH levels; deeper
+ * values compact. Indenting every level makes the text quadratic in the depth: a refused
+ * 26 KB FHIR body nested 1,000 levels deep was a 10 MB view (FHIR resources nest about ten).
+ */
+export function prettyJson(value: unknown, depth = 0): string {
+  if (depth >= JSON_INDENT_DEPTH || value === null || typeof value !== 'object') {
+    return JSON.stringify(value) ?? 'null';
+  }
+  const pad = '  '.repeat(depth + 1);
+  const close = '  '.repeat(depth);
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]';
+    return `[\n${value.map((v) => pad + prettyJson(v, depth + 1)).join(',\n')}\n${close}]`;
+  }
+  const entries = Object.entries(value).filter(
+    ([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol',
+  );
+  if (entries.length === 0) return '{}';
+  return `{\n${entries
+    .map(([k, v]) => `${pad}${JSON.stringify(k)}: ${prettyJson(v, depth + 1)}`)
+    .join(',\n')}\n${close}}`;
+}
+
 /** A sent or received text masked by its content type (HL7, JSON, DICOM tag dump); `***` when unreadable. */
 export function maskedText(text: string, contentType: string): string {
   const type = contentType.toLowerCase();
@@ -72,7 +99,7 @@ export function maskedText(text: string, contentType: string): string {
   }
   if (type.includes('json')) {
     try {
-      return JSON.stringify(maskJson(JSON.parse(text)), null, 2);
+      return prettyJson(maskJson(JSON.parse(text)));
     } catch {
       return '***';
     }
@@ -114,11 +141,17 @@ export function rawView(bytes: Buffer, contentType: string | null, reveal: boole
   const type = (contentType ?? '').toLowerCase();
   if (type.includes('json')) {
     const text = bytes.toString('utf8');
+    let parsed: unknown;
     try {
-      const parsed: unknown = JSON.parse(text);
-      return { format: 'json', text: JSON.stringify(reveal ? parsed : maskJson(parsed), null, 2) };
+      parsed = JSON.parse(text);
     } catch {
       return { format: 'text', text: reveal ? text : '(not valid JSON; hidden while masked)' };
+    }
+    try {
+      return { format: 'json', text: prettyJson(reveal ? parsed : maskJson(parsed)) };
+    } catch {
+      // masking walks the value: a body nested thousands of levels deep exhausts the stack
+      return { format: 'text', text: '(nested too deeply to mask; hidden while masked)' };
     }
   }
   let text: string;

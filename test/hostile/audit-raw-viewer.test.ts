@@ -143,6 +143,48 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     },
   );
 
+  it('a FHIR body nested 1,000 levels deep (26 KB, refused) is shown in a view of linear size', async () => {
+    // Extensions in extensions, as a generator gone wrong sends them: the front door refuses
+    // it (deeper than 100 levels) and keeps it. Indented two spaces a level, its view was
+    // quadratic in the depth: 10 MB for the analyst and the admin alike.
+    const depth = 1_000;
+    const body = `{"resourceType":"Bundle","type":"batch","entry":[{"resource":{"resourceType":"ServiceRequest","extension":${'[{"url":"http://example.org/x","extension":'.repeat(depth)}[]${'}]'.repeat(depth)}}}]}`;
+    const res = await fetch(`${adapter.httpUrl}/fhir`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body,
+    });
+    expect(res.status).toBe(413);
+    const id = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages WHERE transport = 'fhir-rest' ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows[0]!.id;
+
+    const api = await get(`/api/audit/messages/${id}`, 'application/json');
+    expect(api.status).toBe(200);
+    const view = (JSON.parse(api.text) as { raw: { format: string; text: string } }).raw;
+    expect(view.format).toBe('json');
+    expect(view.text.length).toBeLessThan(4 * body.length);
+    // the top levels are indented as before, for reading
+    expect(view.text.startsWith('{\n  "resourceType": "Bundle",\n  "type": "batch",\n')).toBe(true);
+    const page = await get(`/audit/messages/${id}`, 'text/html');
+    expect(page.status).toBe(200);
+    expect(page.text.length).toBeLessThan(1_000_000);
+
+    const revealed = await fetch(`${adapter.httpUrl}/api/audit/messages/${id}/reveal`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'raw viewer size check' }),
+    });
+    const text = (JSON.parse(await revealed.text()) as { raw: { text: string } }).raw.text;
+    expect(text.length).toBeLessThan(4 * body.length);
+    expect(JSON.parse(text)).toEqual(JSON.parse(body));
+  });
+
   it('a message within the bounds is shown whole, without a cut', async () => {
     const message = swfWith('SMALLMSG1', 'NTE|1||Patient ist ansprechbar');
     expect(await sendOne(message)).toMatch(/MSA\|AA\|SMALLMSG1/);

@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from 'pg';
+import { launchChromium } from '../helpers/chromium';
 import { MllpClient } from '../../src/hl7';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
@@ -195,5 +199,38 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     expect(body.raw.segments).toHaveLength(7);
     const page = await get(`/audit/messages/${id}`, 'text/html');
     expect(page.text).not.toContain('Only the first');
+  });
+
+  it('in Chromium: the analyst finds the refused message in the browser and reads its head under the notice', async () => {
+    const userDataDir = mkdtempSync(join(tmpdir(), 'audit-raw-viewer-'));
+    const context = await launchChromium(userDataDir);
+    try {
+      const page = context.pages()[0] ?? (await context.newPage());
+      await page.goto(`${adapter.httpUrl}/audit/messages?outcome=refused`);
+      await page.getByLabel('API token').fill(TEST_TOKENS.analyst);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(/\/audit\/messages\?outcome=refused$/);
+      const row = page.getByRole('row').filter({ hasText: 'HUGEFIELDS1' });
+      await row.getByRole('link').click();
+      await page.waitForURL(/\/audit\/messages\/[0-9a-f-]{36}$/);
+      await expect(
+        page.getByRole('heading', { name: /Inbound message HUGEFIELDS1/ }).count(),
+      ).resolves.toBe(1);
+      const notice = page.getByRole('status').filter({ hasText: 'Only the first' });
+      await expect(notice.isVisible()).resolves.toBe(true);
+      await expect(notice.textContent()).resolves.toMatch(
+        /Only the first [\d,]+ of 2,000,\d{3} characters and \d+ of 7 segments are shown/,
+      );
+      const region = page.getByRole('region', { name: 'Inbound message' });
+      await expect(
+        region.locator('[data-pos="PID-5 · Patient Name"]').textContent(),
+      ).resolves.toMatch(/^S\*\*\*\^A\*\*\*/);
+      // the page stays a page: its HTML is bounded
+      const html = await page.content();
+      expect(html.length).toBeLessThan(6_000_000);
+    } finally {
+      await context.close();
+      rmSync(userDataDir, { recursive: true, force: true });
+    }
   });
 });

@@ -73,6 +73,8 @@ export interface EventSearch {
 }
 
 export interface MessageBrowse {
+  /** MSH-10 (FHIR: the idempotency identifier), exact: inbound_messages_control_id_idx. */
+  messageControlId?: string;
   from?: Date;
   to?: Date;
   sender?: string;
@@ -199,6 +201,9 @@ export class AuditQueryRepository extends RepositoryBase {
   async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
     const where = new SearchWhere();
     const p = (value: unknown) => where.param(value);
+    if (search.messageControlId) {
+      where.add(`m.message_control_id = ${p(search.messageControlId)}`);
+    }
     if (search.from) where.add(`m.received_at >= ${p(search.from)}`);
     if (search.to) where.add(`m.received_at < ${p(search.to)}`);
     if (search.sender) where.add(`m.sender = ${p(search.sender)}`);

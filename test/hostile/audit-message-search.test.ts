@@ -94,4 +94,55 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     expect(await search('männlich%')).toEqual([]);
     expect(await search('"_"')).toEqual([]);
   });
+
+  it('a control id used by many messages: every filter holds and the pages walk them all', async () => {
+    // A RIS whose MSH-10 counter restarted sends the same control id again and again (each a
+    // duplicate by sender + MSH-10, stored and answered as the first); another RIS uses it once.
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds').toString('latin1');
+    const again = swf.replace('MSGID20240318144217', '1001');
+    const other = again.replace('|RADIS1|IHEDEMO|', '|ORBIS|KLINIKUM_NORD|');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      for (let i = 0; i < 54; i++) await client.send(Buffer.from(again, 'latin1'));
+      await client.send(Buffer.from(other, 'latin1'));
+      await client.send(Buffer.from(again, 'latin1'));
+    } finally {
+      await client.close();
+    }
+    const stored = (
+      await db.query<{ id: string; sender: string }>(
+        `SELECT id, sender FROM inbound_messages WHERE message_control_id = '1001'`,
+      )
+    ).rows;
+    expect(stored).toHaveLength(56);
+    const page = async (query: string) => {
+      const res = await fetch(`${adapter.httpUrl}/api/audit/messages?${query}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as {
+        items: Array<{ id: string; sender: string }>;
+        nextCursor?: string;
+      };
+    };
+    // the other filters are not dropped
+    const orbis = await page(`msh10=1001&sender=${encodeURIComponent('ORBIS^KLINIKUM_NORD')}`);
+    expect(orbis.items.map((m) => m.sender)).toEqual(['ORBIS^KLINIKUM_NORD']);
+    expect((await page('msh10=1001&outcome=accepted')).items).toHaveLength(2);
+    // limit and cursor hold: every message once, newest first
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const p = await page(`msh10=1001&limit=20${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(p.items.length).toBeLessThanOrEqual(20);
+      seen.push(...p.items.map((m) => m.id));
+      cursor = p.nextCursor;
+    } while (cursor);
+    expect(seen).toHaveLength(56);
+    expect(new Set(seen)).toEqual(new Set(stored.map((m) => m.id)));
+  });
 });

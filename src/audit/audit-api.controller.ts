@@ -164,7 +164,7 @@ export class AuditApiController {
   @ApiOperation({
     summary: 'Inbound messages and requests, accepted or refused',
     description:
-      'By MSH-10 (exact), or browsed newest first by time range, sender, transport, answer code, outcome (`refused` = rejected or error) and text of our answer. Keyset pages.',
+      'Newest first, by MSH-10 (exact), time range, sender, transport, answer code, outcome (`refused` = rejected or error) and text of our answer, all together (AND). Keyset pages.',
   })
   @ApiQuery({ name: 'msh10', required: false })
   @ApiQuery({ name: 'from', required: false })
@@ -183,8 +183,9 @@ export class AuditApiController {
   @ApiOkResponse({ type: MessagePageDto })
   async searchMessages(@Query() q: Record<string, unknown>): Promise<Page<unknown>> {
     const { msh10, ...browse } = parseInput(messageBrowseSchema, q);
-    if (msh10) return this.query.searchMessages({ messageControlId: msh10 });
-    return this.query.browseMessages(browse);
+    // MSH-10 is one filter among the others (a RIS whose counter restarted reuses it):
+    // before, it answered its 50 newest messages and dropped every other filter and the cursor.
+    return this.query.browseMessages({ ...browse, messageControlId: msh10 });
   }
 
   @ApiGetOne(

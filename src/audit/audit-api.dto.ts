@@ -21,9 +21,21 @@ const ISO_INSTANT =
 const INSTANT_MESSAGE = 'must be an ISO 8601 date or date-time (UTC unless it names an offset)';
 function isoInstant(value: string): Date | undefined {
   const m = ISO_INSTANT.exec(value);
-  if (!m) return undefined;
+  if (!m || !isCalendarDate(m[1]!)) return undefined;
   const at = Date.parse(`${m[1]}T${m[2] ?? '00:00'}${m[3] ?? 'Z'}`);
   return Number.isNaN(at) ? undefined : new Date(at);
+}
+
+/**
+ * Whether `YYYY-MM-DD` names a day of the calendar: Date.parse rolls `2026-02-30`,
+ * `2026-02-29` and `2026-04-31` over into the next month (a search from 30 February silently
+ * began on 2 March).
+ */
+function isCalendarDate(date: string): boolean {
+  const [y, mo, d] = date.split('-').map(Number) as [number, number, number];
+  const day = new Date(Date.UTC(2000, mo - 1, d));
+  day.setUTCFullYear(y);
+  return day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
 }
 const instant = z
   .string()

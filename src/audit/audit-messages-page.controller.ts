@@ -31,10 +31,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
     const { filters, found, problem } = await searchPage(
       query,
       messageBrowseSchema,
-      async ({ msh10, ...browse }) =>
-        msh10
-          ? await this.query.searchMessages({ messageControlId: msh10 })
-          : await this.query.browseMessages(browse),
+      ({ msh10, ...browse }) => this.query.browseMessages({ ...browse, messageControlId: msh10 }),
     );
     renderPage(req, res, (ctx) =>
       messageListPage(ctx, {

@@ -13,6 +13,7 @@ import { documentPage, orderListPage, orderPage } from './audit-page.views';
 import {
   presentOrder,
   presentOrderDetail,
+  prettyJson,
   rawView,
   type RawView,
   waitingOf,
@@ -142,7 +143,7 @@ export class AuditOrdersPageController extends RecordPages('orders') {
     let masked: string | undefined;
     if (isJson) {
       try {
-        masked = JSON.stringify(maskUpstreamReport(JSON.parse(doc.body.toString('utf8'))), null, 2);
+        masked = prettyJson(maskUpstreamReport(JSON.parse(doc.body.toString('utf8'))));
       } catch {
         masked = '(not valid JSON; hidden while masked)';
       }

@@ -1,5 +1,5 @@
 import type { Role } from '../config/app-config';
-import type { RawView } from './audit-presenter';
+import { prettyJson, type RawView } from './audit-presenter.raw';
 import type { EventRow } from './audit-query.service';
 
 /**
@@ -223,7 +223,22 @@ export function outcomeBadge(outcome: string): string {
   return `<span class="badge ${tone}">${h(outcome)}</span>`;
 }
 
+/** What a bounded raw view left out (RAW_VIEW_LIMITS), said above it. */
+function cutNotice(view: RawView): string {
+  if (view.format === 'json' || !view.cut) return '';
+  const c = view.cut;
+  const n = (v: number) => v.toLocaleString('en-US');
+  const segments = c.totalSegments
+    ? ` and ${n(c.shownSegments)} of ${n(c.totalSegments)} segments`
+    : '';
+  return `<div class="notice warn" role="status">Only the first ${n(c.shownCharacters)} of ${n(c.totalCharacters)} characters${segments} are shown: the rest is too large to draw here (it is stored whole).</div>`;
+}
+
 export function rawBlock(view: RawView, label: string): string {
+  return `${cutNotice(view)}${rawBody(view, label)}`;
+}
+
+function rawBody(view: RawView, label: string): string {
   if (view.format === 'hl7') {
     const sep = `<span class="sep">${h(view.separator)}</span>`;
     const lines = view.segments
@@ -246,7 +261,7 @@ export function rawBlock(view: RawView, label: string): string {
 
 export function jsonDetails(value: unknown, summary = 'details'): string {
   if (!value || (typeof value === 'object' && Object.keys(value).length === 0)) return '';
-  return `<details><summary>${h(summary)}</summary><pre>${h(JSON.stringify(value, null, 2))}</pre></details>`;
+  return `<details><summary>${h(summary)}</summary><pre>${h(prettyJson(value))}</pre></details>`;
 }
 
 export function timelineList(events: EventRow[]): string {

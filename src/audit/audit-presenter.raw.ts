@@ -21,18 +21,68 @@ export interface Hl7FieldView {
   value: string;
 }
 
+/** What a bounded view left out of a text over RAW_VIEW_LIMITS: shown and total. */
+export interface RawCut {
+  shownSegments: number;
+  totalSegments: number;
+  shownCharacters: number;
+  totalCharacters: number;
+}
+
 export type RawView =
   | {
       format: 'hl7';
       separator: string;
       segments: Array<{ id: string; fields: Hl7FieldView[] }>;
       text: string;
+      cut?: RawCut;
     }
   | { format: 'json'; text: string }
-  | { format: 'text'; text: string };
+  | { format: 'text'; text: string; cut?: RawCut };
+
+/**
+ * How much of one HL7 or plain text the views show: the front door keeps the whole input of a
+ * refusal (MLLP allows MLLP_MAX_MESSAGE_BYTES, 10 MB by default), far beyond what a page can
+ * draw. A field view costs markup per field, so fields are bounded in all as well as
+ * characters; a message within the HL7 parse bounds' defaults is shown whole. Before, one
+ * refused 2 MB message of two million empty OBX fields drew a 181 MB page (33 s of rendering,
+ * the event loop blocked) and a 77 MB API answer.
+ */
+export const RAW_VIEW_LIMITS = {
+  segments: 5_000,
+  fields: 20_000,
+  characters: 512 * 1024,
+} as const;
 
 /** The tag dump of a DICOM document we sent (outbound/dicom-tag-dump.ts). */
 export const DICOM_TAG_DUMP = 'application/x-dicom-tag-dump+json';
+
+/** Levels of JSON the views indent; deeper ones are written compactly. */
+export const JSON_INDENT_DEPTH = 24;
+
+/**
+ * JSON as JSON.stringify(value, null, 2) writes it, down to JSON_INDENT_DEPTH levels; deeper
+ * values compact. Indenting every level makes the text quadratic in the depth: a refused
+ * 26 KB FHIR body nested 1,000 levels deep was a 10 MB view (FHIR resources nest about ten).
+ */
+export function prettyJson(value: unknown, depth = 0): string {
+  if (depth >= JSON_INDENT_DEPTH || value === null || typeof value !== 'object') {
+    return JSON.stringify(value) ?? 'null';
+  }
+  const pad = '  '.repeat(depth + 1);
+  const close = '  '.repeat(depth);
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]';
+    return `[\n${value.map((v) => pad + prettyJson(v, depth + 1)).join(',\n')}\n${close}]`;
+  }
+  const entries = Object.entries(value).filter(
+    ([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol',
+  );
+  if (entries.length === 0) return '{}';
+  return `{\n${entries
+    .map(([k, v]) => `${pad}${JSON.stringify(k)}: ${prettyJson(v, depth + 1)}`)
+    .join(',\n')}\n${close}}`;
+}
 
 /** A sent or received text masked by its content type (HL7, JSON, DICOM tag dump); `***` when unreadable. */
 export function maskedText(text: string, contentType: string): string {
@@ -49,7 +99,7 @@ export function maskedText(text: string, contentType: string): string {
   }
   if (type.includes('json')) {
     try {
-      return JSON.stringify(maskJson(JSON.parse(text)), null, 2);
+      return prettyJson(maskJson(JSON.parse(text)));
     } catch {
       return '***';
     }
@@ -91,11 +141,17 @@ export function rawView(bytes: Buffer, contentType: string | null, reveal: boole
   const type = (contentType ?? '').toLowerCase();
   if (type.includes('json')) {
     const text = bytes.toString('utf8');
+    let parsed: unknown;
     try {
-      const parsed: unknown = JSON.parse(text);
-      return { format: 'json', text: JSON.stringify(reveal ? parsed : maskJson(parsed), null, 2) };
+      parsed = JSON.parse(text);
     } catch {
       return { format: 'text', text: reveal ? text : '(not valid JSON; hidden while masked)' };
+    }
+    try {
+      return { format: 'json', text: prettyJson(reveal ? parsed : maskJson(parsed)) };
+    } catch {
+      // masking walks the value: a body nested thousands of levels deep exhausts the stack
+      return { format: 'text', text: '(nested too deeply to mask; hidden while masked)' };
     }
   }
   let text: string;
@@ -107,11 +163,81 @@ export function rawView(bytes: Buffer, contentType: string | null, reveal: boole
   return hl7TextView(text, reveal);
 }
 
-/** HL7 text (already decoded) segment by segment with field positions and names, masked. */
-function hl7TextView(text: string, reveal: boolean): RawView {
-  if (!/^\uFEFF?MSH/.test(text.trimStart())) {
-    return { format: 'text', text: reveal ? text : '(not an HL7 message; hidden while masked)' };
+/** The first characters of a text up to `max`, never ending between a surrogate pair's halves. */
+function headOf(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = /[\uD800-\uDBFF]/.test(text[max - 1] ?? '') ? max - 1 : max;
+  return text.slice(0, end);
+}
+
+/**
+ * The head of an HL7 text within RAW_VIEW_LIMITS, cut between segments, after a segment's
+ * last field within the field budget, or within a field at the character budget; `cut` when
+ * anything was left out. Linear in the text's length.
+ */
+function boundedHl7(text: string): { text: string; cut?: RawCut } {
+  const segments = hl7Segments(text);
+  const fieldSep = hl7Delimiters(text).field;
+  const kept: string[] = [];
+  let characters = 0;
+  let fields = 0;
+  let whole = true;
+  for (const segment of segments) {
+    if (kept.length >= RAW_VIEW_LIMITS.segments || characters >= RAW_VIEW_LIMITS.characters) {
+      whole = false;
+      break;
+    }
+    let end = Math.min(segment.length, RAW_VIEW_LIMITS.characters - characters);
+    let at = segment.indexOf(fieldSep);
+    while (at >= 0 && at < end) {
+      if (++fields > RAW_VIEW_LIMITS.fields) {
+        end = at;
+        break;
+      }
+      at = segment.indexOf(fieldSep, at + 1);
+    }
+    const shown = headOf(segment, end);
+    kept.push(shown);
+    characters += shown.length + 1;
+    if (shown.length < segment.length) {
+      whole = false;
+      break;
+    }
   }
+  if (whole) return { text };
+  const eol = /\r\n/.test(text) ? '\r\n' : /\r/.test(text) ? '\r' : '\n';
+  const head = kept.join(eol);
+  return {
+    text: head,
+    cut: {
+      shownSegments: kept.length,
+      totalSegments: segments.length,
+      shownCharacters: head.length,
+      totalCharacters: text.length,
+    },
+  };
+}
+
+/** HL7 text (already decoded) segment by segment with field positions and names, masked. */
+function hl7TextView(full: string, reveal: boolean): RawView {
+  if (!/^\uFEFF?MSH/.test(full.trimStart())) {
+    if (!reveal) return { format: 'text', text: '(not an HL7 message; hidden while masked)' };
+    const text = headOf(full, RAW_VIEW_LIMITS.characters);
+    return text.length === full.length
+      ? { format: 'text', text }
+      : {
+          format: 'text',
+          text,
+          cut: {
+            shownSegments: 0,
+            totalSegments: 0,
+            shownCharacters: text.length,
+            totalCharacters: full.length,
+          },
+        };
+  }
+  // Bounded before masking: masking and drawing then cost no more than the view shows.
+  const { text, cut } = boundedHl7(full);
   const shown = reveal ? text : maskHl7Text(text);
   const d = hl7Delimiters(shown);
   const segments = hl7Segments(shown).map((segment) => {
@@ -127,7 +253,13 @@ function hl7TextView(text: string, reveal: boolean): RawView {
       })),
     };
   });
-  return { format: 'hl7', separator: d.field, segments, text: hl7Segments(shown).join('\n') };
+  return {
+    format: 'hl7',
+    separator: d.field,
+    segments,
+    text: hl7Segments(shown).join('\n'),
+    ...(cut ? { cut } : {}),
+  };
 }
 
 /** Names of the fields analysts look at most (HL7 v2.5.1 chapters 2, 3, 4; IHE RAD TF-2 for ZDS). */

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { JSON_INDENT_DEPTH, prettyJson } from './audit-presenter.raw';
 import { rawView } from './audit-presenter';
 
 describe('raw message view', () => {
@@ -55,5 +58,29 @@ describe('raw message view', () => {
       format: 'text',
       text: '(not an HL7 message; hidden while masked)',
     });
+  });
+});
+
+describe('prettyJson', () => {
+  it('writes what JSON.stringify(value, null, 2) writes for a real resource', () => {
+    const bundle = JSON.parse(
+      readFileSync(
+        join(__dirname, '../../test/fixtures/fhir/us-core-chest-ct-transaction.json'),
+        'utf8',
+      ),
+    ) as unknown;
+    expect(prettyJson(bundle)).toBe(JSON.stringify(bundle, null, 2));
+    expect(prettyJson({ a: [], b: {}, c: null, d: undefined, e: [1, 'x'] })).toBe(
+      JSON.stringify({ a: [], b: {}, c: null, d: undefined, e: [1, 'x'] }, null, 2),
+    );
+  });
+
+  it('is linear in the depth: levels past JSON_INDENT_DEPTH are compact', () => {
+    let deep: unknown = [];
+    for (let i = 0; i < 2_000; i++) deep = [{ url: 'x', extension: deep }];
+    const text = prettyJson(deep);
+    expect(text.length).toBeLessThan(2 * JSON.stringify(deep).length);
+    expect(JSON.parse(text)).toEqual(deep);
+    expect(text.split('\n').length).toBeLessThanOrEqual(3 * JSON_INDENT_DEPTH);
   });
 });

@@ -10,7 +10,13 @@ import { maskEventDetail, maskIdentifier, maskJson } from './phi-masking';
 import { maskedText, rawView, sideView, type RawView } from './audit-presenter.raw';
 import { upstreamStatusText, waitingOf, type Waiting } from './audit-presenter.status';
 
-export { HL7_FIELD_NAMES, rawView, type Hl7FieldView, type RawView } from './audit-presenter.raw';
+export {
+  HL7_FIELD_NAMES,
+  prettyJson,
+  rawView,
+  type Hl7FieldView,
+  type RawView,
+} from './audit-presenter.raw';
 export { upstreamStatusText, waitingOf, type Waiting } from './audit-presenter.status';
 
 /**

@@ -67,6 +67,9 @@ export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> =
   OBR: new Set([...range(1, 12), ...range(14, 18), ...range(22, 30), ...range(32, 50)]),
   TQ1: new Set(range(1, 14)),
   IPC: new Set(range(1, 11)),
+  // IHE RAD TF-2 ZDS-1 (SWF ORM^O01): the Study Instance UID, an order identifier as IPC-3 is;
+  // the only Z-segment field shown (before, hidden as `***^***^***^***` beside the order's UID).
+  ZDS: new Set([1]),
   NTE: new Set([1, 2, 4]),
   DG1: new Set([1, 2, 3, 6]),
   OBX: new Set([1, 2, 3, 4, 6, 11, 14]),

@@ -59,6 +59,19 @@ describe('PHI masking', () => {
     expect(masked[2]).toBe('NTE|1|P|***|RE');
   });
 
+  it('shows the Study Instance UID of the IHE ZDS segment like IPC-3; other Z-segments stay hidden', () => {
+    // IHE RAD TF-2 (SWF ORM^O01): ZDS-1 is the Study Instance UID (RP: UID^application^type^subtype)
+    const masked = maskSegments([
+      'MSH|^~\\&|RADIS1|IHEDEMO|DSS_OF|IHEDEMO|20240318144217||ORM^O01|M1|P|2.3.1',
+      'ZDS|1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1^DSS_OF^Application^DICOM|SCHMIDT',
+      'ZPI|1.2.3^PAT-4711',
+    ]);
+    expect(masked[1]).toBe(
+      'ZDS|1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1^DSS_OF^Application^DICOM|***',
+    );
+    expect(masked[2]).toBe('ZPI|***^***');
+  });
+
   it("masks the upstream's report JSON by allow-list: patient data and measurements hidden", () => {
     expect(
       maskUpstreamReport({

@@ -29,6 +29,15 @@ export class ProblemJsonFilter extends ErrorFilter {
           : Array.isArray((body as { message?: unknown }).message)
             ? (body as { message: string[] }).message.join('; ')
             : String((body as { message?: unknown }).message ?? exception.message);
+    } else if (isBodyParserRefusal(exception)) {
+      // express's body parsers (the API's JSON limit, a charset they cannot read) refuse with
+      // an http-errors error, not an HttpException: before, a body over 1 MiB was a 500.
+      status = exception.status;
+      title = exception.type.replace(/^entity\./, '').replace(/\W+/g, '_');
+      detail =
+        exception.type === 'entity.too.large' && typeof exception.limit === 'number'
+          ? `the request body is larger than ${exception.limit} bytes`
+          : exception.message;
     } else if (isDatabaseUnavailable(exception)) {
       // Temporary: nothing was committed, the caller retries.
       status = 503;
@@ -46,4 +55,23 @@ export class ProblemJsonFilter extends ErrorFilter {
     this.logAndChallenge(status, exception, req, res, 'request failed');
     sendProblem(req, res, status, title, detail, extra);
   }
+}
+
+/**
+ * A client error of express's body parsers (body-parser's http-errors: `entity.too.large`
+ * 413, `charset.unsupported` and `encoding.unsupported` 415, `entity.verify.failed` 403 …),
+ * whose message is meant for the client (`expose`).
+ */
+function isBodyParserRefusal(
+  error: unknown,
+): error is Error & { status: number; type: string; limit?: number } {
+  if (!(error instanceof Error)) return false;
+  const e = error as Error & { status?: unknown; type?: unknown; expose?: unknown };
+  return (
+    typeof e.status === 'number' &&
+    e.status >= 400 &&
+    e.status < 500 &&
+    e.expose === true &&
+    typeof e.type === 'string'
+  );
 }

@@ -73,6 +73,8 @@ export interface EventSearch {
 }
 
 export interface MessageBrowse {
+  /** MSH-10 (FHIR: the idempotency identifier), exact: inbound_messages_control_id_idx. */
+  messageControlId?: string;
   from?: Date;
   to?: Date;
   sender?: string;
@@ -110,6 +112,22 @@ const TIMELINE_REPEATED_KINDS = [
   'outbound.attempt',
   'study.received',
 ];
+
+/** A LIKE pattern matching `text` anywhere, its `%`, `_` and `\` taken as text. */
+function containing(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** `text` (UTF-8) as PostgreSQL's encode(bytes, 'escape') writes it. */
+function byteaEscaped(text: string): string {
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) {
+    if (b === 0x5c) out += '\\\\';
+    else if (b === 0 || b > 0x7f) out += `\\${b.toString(8).padStart(3, '0')}`;
+    else out += String.fromCharCode(b);
+  }
+  return out;
+}
 
 export class AuditQueryRepository extends RepositoryBase {
   /** The order list, newest first. Every filter given must match (AND); `orderId` is a UUID. */
@@ -183,6 +201,9 @@ export class AuditQueryRepository extends RepositoryBase {
   async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
     const where = new SearchWhere();
     const p = (value: unknown) => where.param(value);
+    if (search.messageControlId) {
+      where.add(`m.message_control_id = ${p(search.messageControlId)}`);
+    }
     if (search.from) where.add(`m.received_at >= ${p(search.from)}`);
     if (search.to) where.add(`m.received_at < ${p(search.to)}`);
     if (search.sender) where.add(`m.sender = ${p(search.sender)}`);
@@ -191,9 +212,14 @@ export class AuditQueryRepository extends RepositoryBase {
     if (search.outcome === 'refused') where.add(`m.outcome IN ('rejected', 'error')`);
     else if (search.outcome) where.add(`m.outcome = ${p(search.outcome)}`);
     if (search.text) {
-      const like = p(`%${search.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+      // Each column is searched in its own spelling of the words: jsonb's text escapes `"` and
+      // `\` as JSON does, and encode(…, 'escape') doubles `\` and writes bytes over 0x7F as
+      // octal. Before, the words the page shows (`gender: "männlich"`) found nothing.
+      const inJson = p(containing(JSON.stringify(search.text).slice(1, -1)));
+      const inBytes = p(containing(byteaEscaped(search.text)));
+      const like = p(containing(search.text));
       where.add(
-        `(m.error::text ILIKE ${like} OR encode(m.response, 'escape') ILIKE ${like} OR m.message_type ILIKE ${like})`,
+        `(m.error::text ILIKE ${inJson} OR encode(m.response, 'escape') ILIKE ${inBytes} OR m.message_type ILIKE ${like})`,
       );
     }
     const cursor = decodeCursor(search.cursor, 'uuid');

@@ -129,6 +129,33 @@ describe('POST /api/mappings/dry-run (real adapter, real PostgreSQL): answers, m
     const big = await dryRun({ hl7: text + 'NTE|1||' + 'x'.repeat(70_000) });
     expect(big.status).toBe(400);
     expect(JSON.stringify(big.body)).toMatch(/MLLP_MAX_MESSAGE_BYTES/);
+    // over the API's JSON body limit (1 MiB): a clear 413, not a 500 (before: "an unexpected
+    // error occurred"); a charset the JSON parser cannot read: 415
+    const huge = await fetch(`${adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.analyst}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ hl7: text + 'NTE|1||' + 'x'.repeat(1_100_000) }),
+    });
+    expect(huge.status).toBe(413);
+    expect(huge.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(((await huge.json()) as { detail: string }).detail).toBe(
+      'the request body is larger than 1048576 bytes',
+    );
+    const latin1 = await fetch(`${adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.analyst}`,
+        'content-type': 'application/json; charset=latin1',
+      },
+      body: JSON.stringify({ hl7: text }),
+    });
+    expect(latin1.status).toBe(415);
+    expect(((await latin1.json()) as { detail: string }).detail).toBe(
+      'unsupported charset "LATIN1"',
+    );
     const many = await dryRun({ hl7: text + '\rNTE|1||note'.repeat(60) });
     expect(many.status).toBe(200);
     expect(many.body.answer.code).toBe('AR');

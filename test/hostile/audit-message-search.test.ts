@@ -1,0 +1,148 @@
+import { Client } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { hl7Fixture } from '../helpers/hl7-fixtures';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { chestCtRequest, fhirFixture, postFhir } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * The message browser's "answer text contains" as an analyst uses it: they copy the words of
+ * our answer from the page's "Why" column, quotes, umlauts and all, and paste them.
+ */
+describe('hostile: searching the text of our answers as the page shows it', () => {
+  let adapter: TestAdapter;
+  let db: Client;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    db = new Client({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+  });
+
+  const search = async (text: string): Promise<string[]> => {
+    const res = await fetch(
+      `${adapter.httpUrl}/api/audit/messages?text=${encodeURIComponent(text)}`,
+      { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` } },
+    );
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      items: Array<{ messageControlId: string | null; id: string }>;
+    };
+    return body.items.map((m) => m.id);
+  };
+
+  it('finds a refusal by the words the page shows, quotes and non-ASCII included', async () => {
+    // An EHR that sends the German word for the patient's sex: refused (422) in our words,
+    // the value quoted.
+    const patient = fhirFixture('us-core-patient-example');
+    const refused = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('PLC-SEARCH-1', {
+        contained: [{ ...patient, id: 'pat', gender: 'männlich' }],
+        subject: { reference: '#pat' },
+      }),
+    );
+    expect(refused.status).toBe(422);
+    const why = (
+      await db.query<{ why: string }>(
+        `SELECT error #>> '{problems,0,message}' AS why FROM inbound_messages WHERE outcome = 'rejected'`,
+      )
+    ).rows.map((r) => r.why);
+    const shown = why.find((w) => w.includes('männlich'))!;
+    expect(shown).toContain('gender: "männlich" is not one of');
+
+    const fhirId = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages WHERE transport = 'fhir-rest' AND outcome = 'rejected'`,
+      )
+    ).rows[0]!.id;
+    for (const words of ['gender: "männlich"', '"männlich"', 'männlich', 'MÄNNLICH']) {
+      expect({ words, found: await search(words) }).toEqual({ words, found: [fhirId] });
+    }
+    // A RIS whose accession holds a DICOM wildcard: refused in words quoting `\` (the page
+    // shows `(* ? \)`, the ACK the HL7 escape `\E\`).
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+      .toString('latin1')
+      .replace(/ACC-20240318-0042/g, 'ACC-0042*');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
+        '|OBR-18: the accession number holds a DICOM matching character (* ? \\E\\)',
+      );
+    } finally {
+      await client.close();
+    }
+    const hl7Id = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages WHERE message_control_id = 'MSGID20240318144217'`,
+      )
+    ).rows[0]!.id;
+    for (const words of ['matching character (* ? \\)', '(* ? \\E\\)']) {
+      expect({ words, found: await search(words) }).toEqual({ words, found: [hl7Id] });
+    }
+    // what no answer holds still finds nothing; LIKE's own characters are text
+    expect(await search('männlich%')).toEqual([]);
+    expect(await search('"_"')).toEqual([]);
+  });
+
+  it('a control id used by many messages: every filter holds and the pages walk them all', async () => {
+    // A RIS whose MSH-10 counter restarted sends the same control id again and again (each a
+    // duplicate by sender + MSH-10, stored and answered as the first); another RIS uses it once.
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds').toString('latin1');
+    const again = swf.replace('MSGID20240318144217', '1001');
+    const other = again.replace('|RADIS1|IHEDEMO|', '|ORBIS|KLINIKUM_NORD|');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      for (let i = 0; i < 54; i++) await client.send(Buffer.from(again, 'latin1'));
+      await client.send(Buffer.from(other, 'latin1'));
+      await client.send(Buffer.from(again, 'latin1'));
+    } finally {
+      await client.close();
+    }
+    const stored = (
+      await db.query<{ id: string; sender: string }>(
+        `SELECT id, sender FROM inbound_messages WHERE message_control_id = '1001'`,
+      )
+    ).rows;
+    expect(stored).toHaveLength(56);
+    const page = async (query: string) => {
+      const res = await fetch(`${adapter.httpUrl}/api/audit/messages?${query}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as {
+        items: Array<{ id: string; sender: string }>;
+        nextCursor?: string;
+      };
+    };
+    // the other filters are not dropped
+    const orbis = await page(`msh10=1001&sender=${encodeURIComponent('ORBIS^KLINIKUM_NORD')}`);
+    expect(orbis.items.map((m) => m.sender)).toEqual(['ORBIS^KLINIKUM_NORD']);
+    expect((await page('msh10=1001&outcome=accepted')).items).toHaveLength(2);
+    // limit and cursor hold: every message once, newest first
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const p = await page(`msh10=1001&limit=20${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(p.items.length).toBeLessThanOrEqual(20);
+      seen.push(...p.items.map((m) => m.id));
+      cursor = p.nextCursor;
+    } while (cursor);
+    expect(seen).toHaveLength(56);
+    expect(new Set(seen)).toEqual(new Set(stored.map((m) => m.id)));
+  });
+});

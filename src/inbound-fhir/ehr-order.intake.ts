@@ -12,7 +12,7 @@ import {
 } from './fhir-operation.shared';
 import { servedServiceRequest } from './fhir-served.resources';
 import { problemsOf } from './fhir-refusal.recorder';
-import type { StoredResource } from '../persistence/fhir-resource.repository';
+import { DELETED_ON_EHR, type StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
@@ -40,6 +40,21 @@ type EhrOrder = IntakeOrder & { item?: EhrServiceRequest; stored?: StoredResourc
 
 function versionTag(sr: ServiceRequest): string {
   return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
+}
+
+/**
+ * The request we keep for an EHR URL, as the EHR withdrew it by deleting it (a DELETE, a focus
+ * answered 410 or 404): read as a `revoked` version, so its order is cancelled as the
+ * orderer's own cancel (ORC-1 CR, Task cancelled); a repeat finds that version already processed.
+ */
+export function deletedOnEhr(
+  stored: StoredResource<ServiceRequest>,
+  fullUrl: string,
+): EhrServiceRequest {
+  return {
+    fullUrl,
+    sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_ON_EHR } },
+  };
 }
 
 /** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */
@@ -98,11 +113,24 @@ export class EhrOrderIntake {
     let mappingVersion = '';
     for (const item of items) {
       const { sr } = item;
-      // Known by its EHR URL, or by a business identifier when it was first POSTed to us.
-      const stored =
-        known.get(item.fullUrl) ??
-        (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? []));
       const version = versionTag(sr);
+      // Known by its EHR URL, or by a business identifier when it was first POSTed to us. A
+      // request deleted on the EHR and then made again under its id (HAPI FHIR takes a PUT of
+      // a deleted resource as a create) is a new request: its first order was cancelled for
+      // good by the deletion, and the new version was taken as a change of that ended order
+      // (order.change-refused) and never ordered.
+      const byUrl = known.get(item.fullUrl);
+      const madeAgain = byUrl?.sourceVersion === DELETED_ON_EHR && version !== DELETED_ON_EHR;
+      const stored = madeAgain
+        ? undefined
+        : (byUrl ??
+          (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? [])));
+      if (madeAgain && sr.status === 'active') {
+        rec.quirks.push({
+          code: 'notification-request-made-again',
+          detail: `${item.fullUrl} was deleted on the EHR and is there again (version ${version}): a new order`,
+        });
+      }
       const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
       if (stored && stored.sourceVersion === version) {
         rec.quirks.push({

@@ -1,7 +1,12 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import type { ToleratedQuirk } from '../domain/order-request';
-import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
+import {
+  deletedOnEhr,
+  EhrOrderIntake,
+  requireEhr,
+  type EhrServiceRequest,
+} from './ehr-order.intake';
 import { assertJsonMediaType } from './fhir-http';
 import {
   parseTyped,
@@ -11,9 +16,6 @@ import {
 } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
 import type { SubscriptionCatchUp } from './subscription-catch-up.service';
-
-/** The version tag of a request deleted on the EHR (a repeated DELETE changes nothing). */
-const DELETED_VERSION = 'deleted-on-ehr';
 
 /**
  * How far back a search after a payload-less notification reaches before the last one we
@@ -137,20 +139,15 @@ export class RestHookNotificationHandler {
         detail: `${fullUrl} was deleted on the EHR: ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
       },
     ];
-    const items: EhrServiceRequest[] = stored
-      ? [
-          {
-            fullUrl,
-            sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_VERSION } },
-          },
-        ]
-      : [];
+    const items: EhrServiceRequest[] = stored ? [deletedOnEhr(stored, fullUrl)] : [];
     await this.orders.ingest(items, [], {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks,
       messageType: 'notification rest-hook (ServiceRequest deleted)',
-      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted`,
+      // Per request we keep: a request made again after a DELETE and deleted once more is
+      // another deletion (it was answered as the first one's resend, and its order ran on).
+      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted|${stored?.id ?? 'none'}`,
       subscription: this.subscription(undefined),
     });
     return ok(`${fullUrl} deleted on the EHR${stored ? ': its order is cancelled' : ''}`);

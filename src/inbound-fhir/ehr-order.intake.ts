@@ -57,6 +57,12 @@ export function deletedOnEhr(
   };
 }
 
+/** True when both are numeric version ids and `incoming` is below `kept`. */
+function isOlderVersion(incoming: string, kept: string | null): boolean {
+  if (kept === null || !/^\d{1,15}$/.test(incoming) || !/^\d{1,15}$/.test(kept)) return false;
+  return Number(incoming) < Number(kept);
+}
+
 /** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */
 export function requireEhr(ehr: EhrFhirClient | undefined, reason: string): EhrFhirClient {
   if (!ehr) {
@@ -136,6 +142,18 @@ export class EhrOrderIntake {
         rec.quirks.push({
           code: 'notification-version-already-processed',
           detail: `${item.fullUrl} version ${version}`,
+        });
+        continue;
+      }
+      // A rest-hook deliverer with several threads, or a retry queue, delivers version 1
+      // after version 2: applied, the older version undid the newer one (priority stat back
+      // to routine; a version before the revoke changed the cancelled order and was served
+      // as the current request). Version ids are compared when both are numbers (HAPI FHIR,
+      // Oracle Health); another server's opaque ids (Medplum's UUIDs) cannot be ordered.
+      if (stored && isOlderVersion(version, stored.sourceVersion)) {
+        rec.quirks.push({
+          code: 'notification-version-older',
+          detail: `${item.fullUrl} version ${version} arrived after version ${stored.sourceVersion}: not applied`,
         });
         continue;
       }

@@ -1,0 +1,155 @@
+import type { ServiceRequest } from '@medplum/fhirtypes';
+import { Client as PgClient } from 'pg';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
+import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
+
+jest.setTimeout(120_000);
+
+/**
+ * A request's versions as the EHR sends them over the life of an integration: a rest-hook
+ * deliverer with several threads (HAPI FHIR's default) or a retry queue delivers version 2
+ * before version 1; what we then serve back of the request under /fhir must still make sense
+ * to a reader on our base.
+ */
+describe('EHR request versions and the request we serve back', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  /** A Backport IG STU 1.1 full-resource notification: status Parameters, then the request. */
+  function fullResource(subscription: string, event: number, sr: Json): Json {
+    const ref = `${ehr.baseUrl}/Subscription/${subscription}`;
+    const url = `${ehr.baseUrl}/ServiceRequest/${sr.id as string}`;
+    return {
+      resourceType: 'Bundle',
+      type: 'history',
+      timestamp: '2026-11-27T08:00:00Z',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:0b7d3f3e-61c4-4a53-9d0e-2f6c1c2a9e41',
+          resource: {
+            resourceType: 'Parameters',
+            parameter: [
+              { name: 'subscription', valueReference: { reference: ref } },
+              { name: 'topic', valueCanonical: 'http://example.org/SubscriptionTopic/imaging' },
+              { name: 'status', valueCode: 'active' },
+              { name: 'type', valueCode: 'event-notification' },
+              { name: 'events-since-subscription-start', valueString: String(event) },
+              {
+                name: 'notification-event',
+                part: [
+                  { name: 'event-number', valueString: String(event) },
+                  { name: 'focus', valueReference: { reference: url } },
+                ],
+              },
+            ],
+          },
+          request: { method: 'GET', url: `${ref}/$status` },
+          response: { status: '200' },
+        },
+        {
+          fullUrl: url,
+          resource: sr,
+          request: { method: 'PUT', url: `ServiceRequest/${sr.id as string}` },
+          response: { status: '200' },
+        },
+      ],
+    };
+  }
+
+  const post = async (path: string, body: Json, method = 'POST') => {
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  const request = (id: string, placer: string, version: number, changes: Json = {}): Json => ({
+    ...chestCtRequest(placer, { subject: { reference: 'Patient/dicom' } }),
+    id,
+    meta: {
+      versionId: String(version),
+      lastUpdated: `2026-11-27T08:0${version}:00.000+00:00`,
+    },
+    ...changes,
+  });
+
+  const orderOf = async (placer: string) =>
+    (
+      await db.query<{ id: string; priority: string | null; cancelling: boolean }>(
+        `SELECT o.id, o.request->>'priority' AS priority, o.cancel_requested_at IS NOT NULL AS cancelling
+           FROM orders o WHERE o.placer_order_number = $1`,
+        [placer],
+      )
+    ).rows;
+
+  const served = async (orderId: string) =>
+    (await (
+      await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${orderId}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+      })
+    ).json()) as ServiceRequest;
+
+  it('full-resource: version 1 delivered after version 2 changes nothing (the order keeps version 2)', async () => {
+    const v2 = request('late-1', 'LATE-1', 2, { priority: 'stat' });
+    const v1 = request('late-1', 'LATE-1', 1, { priority: 'routine' });
+    expect((await post('', fullResource('late', 2, v2))).status).toBe(200);
+    expect((await post('', fullResource('late', 1, v1))).status).toBe(200);
+    const orders = await orderOf('LATE-1');
+    expect(orders).toHaveLength(1);
+    expect(orders[0]!.priority).toBe('stat');
+    expect((await served(orders[0]!.id)).priority).toBe('stat');
+    const [late] = (
+      await db.query<{ outcome: string; quirks: Array<{ code: string }> }>(
+        `SELECT outcome, quirks FROM inbound_messages WHERE idempotency_key = $1`,
+        [`fhir-subscription|${ehr.baseUrl}/Subscription/late|events:1`],
+      )
+    ).rows;
+    expect(late!.outcome).toBe('accepted');
+    expect(late!.quirks.map((q) => q.code)).toContain('notification-version-older');
+  });
+
+  it('classic rest-hook: an older version PUT after a newer one (revoked) does not bring the request back', async () => {
+    expect(
+      (await post('/ServiceRequest/late-2', request('late-2', 'LATE-2', 1), 'PUT')).status,
+    ).toBe(200);
+    const v3 = request('late-2', 'LATE-2', 3, { status: 'revoked' });
+    const v2 = request('late-2', 'LATE-2', 2, { priority: 'urgent' });
+    expect((await post('/ServiceRequest/late-2', v3, 'PUT')).status).toBe(200);
+    expect((await post('/ServiceRequest/late-2', v2, 'PUT')).status).toBe(200);
+    const [order] = await orderOf('LATE-2');
+    expect(order!.cancelling).toBe(true);
+    expect(order!.priority).not.toBe('urgent');
+    expect((await served(order!.id)).status).toBe('revoked');
+  });
+
+  it("the request served back names the EHR's resources by absolute URL (a relative one would be read on our base)", async () => {
+    expect(
+      (await post('/ServiceRequest/refs-1', request('refs-1', 'REFS-1', 1), 'PUT')).status,
+    ).toBe(200);
+    const [order] = await orderOf('REFS-1');
+    const sr = await served(order!.id);
+    // R4 references.html#literal: a relative reference is relative to the base it is read from.
+    expect(sr.subject?.reference).toBe(`${ehr.baseUrl}/Patient/dicom`);
+    expect(sr.requester?.reference).toBe(`${ehr.baseUrl}/Practitioner/example`);
+  });
+});

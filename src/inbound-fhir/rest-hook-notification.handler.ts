@@ -1,4 +1,5 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
+import { CoalescedRuns } from '../common/coalesced-runs';
 import { sha256Hex } from '../common/hash';
 import type { ToleratedQuirk } from '../domain/order-request';
 import {
@@ -47,6 +48,9 @@ function ok(text: string): FhirAnswer {
  * Subscription: its state is kept under one reference per EHR (`classicSubscriptionRef`).
  */
 export class RestHookNotificationHandler {
+  /** The EHR searches of payload-less notifications, one at a time (see `empty`). */
+  private readonly searches = new CoalescedRuns<{ key: string; found: number }>();
+
   constructor(
     private readonly deps: FhirOperationDeps,
     private readonly orders: EhrOrderIntake,
@@ -69,11 +73,49 @@ export class RestHookNotificationHandler {
     };
   }
 
-  /** `POST <endpoint>` with no body: search the EHR for ServiceRequests changed since the last one. */
+  /**
+   * `POST <endpoint>` with no body: search the EHR for ServiceRequests changed since the last
+   * one. HAPI FHIR sends one such POST per changed resource, at once: a bulk load of 200
+   * requests was 200 concurrent searches, each reading every change (76 s, 15,382 reads of the
+   * EHR, /health 2.6 s late). The searches are coalesced (`CoalescedRuns`): one at a time,
+   * and a notification that arrives while one runs is answered by the next search, which
+   * starts after it and so sees its change; such a notification is kept as a duplicate of
+   * the search that answered it.
+   */
   async empty(caller: FhirCaller): Promise<FhirAnswer> {
     await this.guard(caller, 'notification', () =>
       requireEhr(this.deps.ehr, 'a rest-hook notification without payload'),
     );
+    let ranHere = false;
+    const outcome = await this.searches
+      .run(() => {
+        ranHere = true;
+        return this.searchAndIngest(caller);
+      })
+      .catch(async (error: unknown) => {
+        // The search that was to answer this notification failed (the EHR unreachable): kept
+        // refused like that search's own notification, and answered with its error.
+        if (!ranHere && error instanceof FhirError) {
+          await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
+        }
+        throw error;
+      });
+    if (outcome.kind === 'covered') {
+      await this.orders.record({
+        raw: caller.raw,
+        contentType: caller.contentType,
+        quirks: [],
+        messageType: 'notification rest-hook (no payload)',
+        idempotencyKey: outcome.value.key,
+        subscription: this.subscription(undefined),
+      });
+    }
+    return ok(
+      `${outcome.value.found} ServiceRequest(s) found changed on the EHR and processed${outcome.kind === 'covered' ? ' (by a search that started after this notification arrived)' : ''}`,
+    );
+  }
+
+  private async searchAndIngest(caller: FhirCaller): Promise<{ key: string; found: number }> {
     const state = await this.deps.subscriptions.findState(this.ref);
     const startedAt = this.deps.clock().getTime();
     const since = state?.lastEventAt
@@ -81,6 +123,8 @@ export class RestHookNotificationHandler {
       : undefined;
     const found = await this.catchUp.search(caller, since);
     const searched = JSON.stringify(found.map((f) => [f.fullUrl, f.sr.meta?.versionId ?? f.sr]));
+    // The same search answer again is the same notification: nothing changed.
+    const key = `fhir-subscription|${this.ref}|empty|sha256:${sha256Hex(searched)}`;
     await this.orders.ingest(found, [], {
       raw: caller.raw,
       contentType: caller.contentType,
@@ -91,11 +135,10 @@ export class RestHookNotificationHandler {
         },
       ],
       messageType: 'notification rest-hook (no payload)',
-      // The same search answer again is the same notification: nothing changed.
-      idempotencyKey: `fhir-subscription|${this.ref}|empty|sha256:${sha256Hex(searched)}`,
+      idempotencyKey: key,
       subscription: this.subscription(new Date(startedAt).toISOString()),
     });
-    return ok(`${found.length} ServiceRequest(s) found changed on the EHR and processed`);
+    return { key, found: found.length };
   }
 
   /** `PUT <endpoint>/ServiceRequest/<id>`: the EHR's request as it now is. */

@@ -153,3 +153,66 @@ describe('EHR request versions and the request we serve back', () => {
     expect(sr.requester?.reference).toBe(`${ehr.baseUrl}/Practitioner/example`);
   });
 });
+
+describe('classic rest-hook: a flood of payload-less notifications', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  it('HAPI FHIR notifying a bulk load (one POST per request, at once): every request ordered once, every notification kept, the EHR searched a few times, not once per POST', async () => {
+    const n = 40;
+    for (let i = 0; i < n; i++) {
+      await ehr.seed({
+        ...chestCtRequest(`BULK-${i}`, { subject: { reference: 'Patient/dicom' } }),
+        id: `bulk-${i}`,
+      } as unknown as ServiceRequest);
+    }
+    const before = ehr.requests.length;
+    const statuses = await Promise.all(
+      Array.from({ length: n }, () =>
+        fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.sender}`,
+            'content-type': 'application/x-www-form-urlencoded; charset=UTF-8',
+          },
+        }).then(async (r) => {
+          await r.text();
+          return r.status;
+        }),
+      ),
+    );
+    expect(statuses).toEqual(Array.from({ length: n }, () => 200));
+    const searches = ehr.requests
+      .slice(before)
+      .filter((r) => r.method === 'GET' && r.url.includes('/ServiceRequest?'));
+    // Before: 40 searches (200 POSTs: 200 searches, 15,382 reads of the EHR, 76 s).
+    expect(searches.length).toBeLessThanOrEqual(8);
+    const orders = (
+      await db.query<{ placer_order_number: string }>(
+        `SELECT placer_order_number FROM orders WHERE placer_order_number LIKE 'BULK-%'`,
+      )
+    ).rows;
+    expect(orders).toHaveLength(n);
+    expect(
+      (
+        await db.query(
+          `SELECT 1 FROM inbound_messages WHERE transport = 'fhir-subscription' AND message_type = 'notification rest-hook (no payload)'`,
+        )
+      ).rows,
+    ).toHaveLength(n);
+  });
+});

@@ -216,3 +216,69 @@ describe('classic rest-hook: a flood of payload-less notifications', () => {
     ).toHaveLength(n);
   });
 });
+
+describe('request statuses the order cannot follow', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  it.each([
+    ['on-hold', true],
+    ['draft', true],
+    ['completed', false],
+  ])(
+    'an order the EHR sets %s runs on, and the message says whether that status was not honoured',
+    async (status, warned) => {
+      const id = `status-${status}`;
+      const body = (version: number, changes: Json = {}) =>
+        JSON.stringify({
+          ...chestCtRequest(id.toUpperCase(), { subject: { reference: 'Patient/dicom' } }),
+          id,
+          meta: { versionId: String(version) },
+          ...changes,
+        });
+      const put = (text: string) =>
+        fetch(`${adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`, {
+          method: 'PUT',
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.sender}`,
+            'content-type': 'application/fhir+json',
+          },
+          body: text,
+        });
+      expect((await put(body(1))).status).toBe(200);
+      const second = body(2, { status });
+      expect((await put(second)).status).toBe(200);
+      const [order] = (
+        await db.query<{ cancelling: boolean }>(
+          `SELECT cancel_requested_at IS NOT NULL AS cancelling FROM orders WHERE placer_order_number = $1`,
+          [id.toUpperCase()],
+        )
+      ).rows;
+      expect(order!.cancelling).toBe(false);
+      const [msg] = (
+        await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+          `SELECT quirks FROM inbound_messages WHERE raw = convert_to($1, 'UTF8')`,
+          [second],
+        )
+      ).rows;
+      const codes = msg!.quirks.map((q) => q.code);
+      // Before: an on-hold request was an "order changed" (info) like a new note, nothing more.
+      if (warned) expect(codes).toContain('fhir-status-not-honoured');
+      else expect(codes).not.toContain('fhir-status-not-honoured');
+    },
+  );
+});

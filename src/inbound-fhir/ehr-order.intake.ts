@@ -1,5 +1,6 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
+import { uuidv7 } from '../common/uuid-v7';
 import { dedupeQuirks } from '../common/quirks';
 import type { ToleratedQuirk } from '../domain/order-request';
 import type { IntakeOrder } from '../orders/order-intake.service';
@@ -37,6 +38,12 @@ export interface NotificationRecord {
 }
 
 type EhrOrder = IntakeOrder & { item?: EhrServiceRequest; stored?: StoredResource<ServiceRequest> };
+
+/** A request that is no order here (not active), kept for its version: `seen` its row, if any. */
+interface Remembered {
+  item: EhrServiceRequest;
+  seen?: StoredResource<ServiceRequest>;
+}
 
 function versionTag(sr: ServiceRequest): string {
   return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
@@ -117,6 +124,7 @@ export class EhrOrderIntake {
       IntakeOrder & { item: EhrServiceRequest; stored?: StoredResource<ServiceRequest> }
     > = [];
     let mappingVersion = '';
+    const remembered: Remembered[] = [];
     for (const item of items) {
       const { sr } = item;
       const version = versionTag(sr);
@@ -127,7 +135,7 @@ export class EhrOrderIntake {
       // (order.change-refused) and never ordered.
       const byUrl = known.get(item.fullUrl);
       const madeAgain = byUrl?.sourceVersion === DELETED_ON_EHR && version !== DELETED_ON_EHR;
-      const stored = madeAgain
+      const seen = madeAgain
         ? undefined
         : (byUrl ??
           (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? [])));
@@ -138,7 +146,7 @@ export class EhrOrderIntake {
         });
       }
       const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
-      if (stored && stored.sourceVersion === version) {
+      if (seen && seen.sourceVersion === version) {
         rec.quirks.push({
           code: 'notification-version-already-processed',
           detail: `${item.fullUrl} version ${version}`,
@@ -150,18 +158,25 @@ export class EhrOrderIntake {
       // to routine; a version before the revoke changed the cancelled order and was served
       // as the current request). Version ids are compared when both are numbers (HAPI FHIR,
       // Oracle Health); another server's opaque ids (Medplum's UUIDs) cannot be ordered.
-      if (stored && isOlderVersion(version, stored.sourceVersion)) {
+      if (seen && isOlderVersion(version, seen.sourceVersion)) {
         rec.quirks.push({
           code: 'notification-version-older',
-          detail: `${item.fullUrl} version ${version} arrived after version ${stored.sourceVersion}: not applied`,
+          detail: `${item.fullUrl} version ${version} arrived after version ${seen.sourceVersion}: not applied`,
         });
         continue;
       }
+      // A request seen only while it was no order (revoked, draft) is kept without an order:
+      // its version is remembered, so a version from before it, delivered late, orders
+      // nothing. The EHR's clerk entering an order in error seconds after making it, delivered
+      // revoke first (HAPI FHIR's deliverer has several threads): the revoke was ignored,
+      // then the create made an order that ran.
+      const stored = seen?.orderId ? seen : undefined;
       if (!stored && sr.status !== 'active') {
         rec.quirks.push({
           code: 'notification-not-an-active-order',
-          detail: `${item.fullUrl} has status ${sr.status} and no order here: ignored`,
+          detail: `${item.fullUrl} has status ${sr.status} and no order here: ignored (its version ${version} kept)`,
         });
+        remembered.push({ item, seen });
         continue;
       }
       // The EHR's request is held to the REST door's R4 rules (a dateTime without a zone became
@@ -207,7 +222,13 @@ export class EhrOrderIntake {
       });
     }
     rec.quirks.push(...resolver.quirks);
-    await this.ingestOrders(rec, orders, new Map(orders.map((o, k) => [k, o])), mappingVersion);
+    await this.ingestOrders(
+      rec,
+      orders,
+      new Map(orders.map((o, k) => [k, o])),
+      mappingVersion,
+      remembered,
+    );
   }
 
   private async ingestOrders(
@@ -215,6 +236,7 @@ export class EhrOrderIntake {
     orders: IntakeOrder[],
     byIndex: Map<number, EhrOrder>,
     mappingVersion = 'fhir-order-mapping',
+    remembered: Remembered[] = [],
   ): Promise<void> {
     const now = this.deps.clock().toISOString();
     await this.deps.intake.ingest(
@@ -285,6 +307,35 @@ export class EhrOrderIntake {
                 lastUpdated: now,
                 sourceVersion: tag,
                 sourceUrl: source,
+              });
+            }
+          }
+          for (const { item, seen } of remembered) {
+            const tag = versionTag(item.sr);
+            if (seen) {
+              await this.deps.resources.updateServiceRequest(manager, {
+                id: seen.id,
+                resource: servedServiceRequest(
+                  item.sr,
+                  seen.id,
+                  seen.versionId + 1,
+                  now,
+                  item.fullUrl,
+                ),
+                versionId: seen.versionId + 1,
+                lastUpdated: now,
+                sourceVersion: tag,
+              });
+            } else {
+              const id = uuidv7();
+              await this.deps.resources.insertServiceRequest(manager, {
+                id,
+                orderId: null,
+                sender: this.sender,
+                resource: servedServiceRequest(item.sr, id, 1, now, item.fullUrl),
+                lastUpdated: now,
+                sourceUrl: item.fullUrl,
+                sourceVersion: tag,
               });
             }
           }

@@ -179,7 +179,7 @@ export class RestHookNotificationHandler {
     const quirks: ToleratedQuirk[] = [
       {
         code: 'notification-focus-deleted',
-        detail: `${fullUrl} was deleted on the EHR: ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+        detail: `${fullUrl} was deleted on the EHR: ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
       },
     ];
     const items: EhrServiceRequest[] = stored ? [deletedOnEhr(stored, fullUrl)] : [];
@@ -193,7 +193,7 @@ export class RestHookNotificationHandler {
       idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted|${stored?.id ?? 'none'}`,
       subscription: this.subscription(undefined),
     });
-    return ok(`${fullUrl} deleted on the EHR${stored ? ': its order is cancelled' : ''}`);
+    return ok(`${fullUrl} deleted on the EHR${stored?.orderId ? ': its order is cancelled' : ''}`);
   }
 
   private fullUrl(id: string): string {

@@ -306,7 +306,7 @@ export class SubscriptionNotificationHandler {
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
     quirks.push({
       code: status === 410 ? 'notification-focus-deleted' : 'notification-focus-not-found',
-      detail: `event ${eventNumber}: ${fullUrl} is ${status === 410 ? 'gone from' : 'not known to'} the EHR (${status}): ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+      detail: `event ${eventNumber}: ${fullUrl} is ${status === 410 ? 'gone from' : 'not known to'} the EHR (${status}): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
     });
     return stored ? deletedOnEhr(stored, fullUrl) : undefined;
   }

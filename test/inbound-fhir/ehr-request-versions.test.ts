@@ -142,6 +142,32 @@ describe('EHR request versions and the request we serve back', () => {
     expect((await served(order!.id)).status).toBe('revoked');
   });
 
+  it('a request revoked right after it was made, delivered revoke first: the late create orders nothing', async () => {
+    // The EHR's clerk enters the order and enters it in error seconds later; HAPI FHIR's
+    // rest-hook deliverer (several threads) delivers version 2 before version 1. Before: the
+    // revoke of an unknown request was ignored, then version 1 made an order that ran.
+    const v2 = request('late-3', 'LATE-3', 2, { status: 'entered-in-error' });
+    expect((await post('/ServiceRequest/late-3', v2, 'PUT')).status).toBe(200);
+    expect(
+      (await post('/ServiceRequest/late-3', request('late-3', 'LATE-3', 1), 'PUT')).status,
+    ).toBe(200);
+    expect(await orderOf('LATE-3')).toEqual([]);
+    // Made active again by the EHR (version 3): that is an order.
+    expect(
+      (await post('/ServiceRequest/late-3', request('late-3', 'LATE-3', 3), 'PUT')).status,
+    ).toBe(200);
+    expect(await orderOf('LATE-3')).toHaveLength(1);
+  });
+
+  it('full-resource: the same, revoke first, then the create as a late event', async () => {
+    const v2 = request('late-4', 'LATE-4', 2, { status: 'revoked' });
+    expect((await post('', fullResource('late-4', 2, v2))).status).toBe(200);
+    expect((await post('', fullResource('late-4', 1, request('late-4', 'LATE-4', 1)))).status).toBe(
+      200,
+    );
+    expect(await orderOf('LATE-4')).toEqual([]);
+  });
+
   it("the request served back names the EHR's resources by absolute URL (a relative one would be read on our base)", async () => {
     expect(
       (await post('/ServiceRequest/refs-1', request('refs-1', 'REFS-1', 1), 'PUT')).status,

@@ -64,10 +64,19 @@ export function deletedOnEhr(
   };
 }
 
-/** True when both are numeric version ids and `incoming` is below `kept`. */
+/** An R4 instant (meta.lastUpdated), the version tag of a request without a versionId. */
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * True when `incoming` is known to be an earlier version than `kept`: both numeric version
+ * ids (HAPI FHIR, Oracle Health), or both last-updated instants (a server without versionId).
+ */
 function isOlderVersion(incoming: string, kept: string | null): boolean {
-  if (kept === null || !/^\d{1,15}$/.test(incoming) || !/^\d{1,15}$/.test(kept)) return false;
-  return Number(incoming) < Number(kept);
+  if (kept === null) return false;
+  if (/^\d{1,15}$/.test(incoming) && /^\d{1,15}$/.test(kept))
+    return Number(incoming) < Number(kept);
+  if (INSTANT.test(incoming) && INSTANT.test(kept)) return Date.parse(incoming) < Date.parse(kept);
+  return false;
 }
 
 /** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */

@@ -128,6 +128,21 @@ describe('EHR request versions and the request we serve back', () => {
     expect(late!.quirks.map((q) => q.code)).toContain('notification-version-older');
   });
 
+  it('full-resource without version ids (meta.lastUpdated only): the older one delivered late changes nothing', async () => {
+    const at = (minute: number, changes: Json) => {
+      const sr = request('late-5', 'LATE-5', 1, changes);
+      sr.meta = { lastUpdated: `2026-11-27T08:0${minute}:00.000+00:00` };
+      return sr;
+    };
+    expect((await post('', fullResource('late-5', 2, at(2, { priority: 'asap' })))).status).toBe(
+      200,
+    );
+    expect((await post('', fullResource('late-5', 1, at(1, { priority: 'routine' })))).status).toBe(
+      200,
+    );
+    expect((await orderOf('LATE-5'))[0]!.priority).toBe('asap');
+  });
+
   it('classic rest-hook: an older version PUT after a newer one (revoked) does not bring the request back', async () => {
     expect(
       (await post('/ServiceRequest/late-2', request('late-2', 'LATE-2', 1), 'PUT')).status,

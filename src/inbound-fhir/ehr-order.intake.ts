@@ -1,5 +1,6 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
+import { KeyedMutex } from '../common/keyed-mutex';
 import { uuidv7 } from '../common/uuid-v7';
 import { dedupeQuirks } from '../common/quirks';
 import type { ToleratedQuirk } from '../domain/order-request';
@@ -107,6 +108,8 @@ export function ehrSender(ehr: EhrFhirClient | undefined): string {
  * them and its effect on the subscription state, in one intake transaction.
  */
 export class EhrOrderIntake {
+  private readonly requests = new KeyedMutex();
+
   constructor(private readonly deps: FhirOperationDeps) {}
 
   private get sender(): string {
@@ -123,6 +126,21 @@ export class EhrOrderIntake {
    * already processed is skipped.
    */
   async ingest(
+    items: EhrServiceRequest[],
+    siblings: SiblingEntry[],
+    rec: NotificationRecord,
+  ): Promise<void> {
+    // One notification at a time per EHR request: HAPI FHIR's rest-hook deliverer sends a
+    // request's versions on several threads at once. Read side by side, an active version 1
+    // and its entered-in-error version 2 both found no order: 1 made one, 2 was "no order
+    // here" and the order ran. In-process: replicas behind one endpoint still race.
+    await this.requests.run(
+      items.map((i) => i.fullUrl),
+      () => this.ingestExclusive(items, siblings, rec),
+    );
+  }
+
+  private async ingestExclusive(
     items: EhrServiceRequest[],
     siblings: SiblingEntry[],
     rec: NotificationRecord,

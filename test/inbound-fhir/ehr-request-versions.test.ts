@@ -174,6 +174,25 @@ describe('EHR request versions and the request we serve back', () => {
     expect(await orderOf('LATE-3')).toHaveLength(1);
   });
 
+  it('made and entered in error at once (delivered together): no order runs', async () => {
+    // HAPI FHIR's rest-hook deliverer sends both versions on two threads at the same moment.
+    for (let i = 0; i < 5; i++) {
+      const id = `race-${i}`;
+      const placer = `RACE-${i}`;
+      const statuses = await Promise.all([
+        post(`/ServiceRequest/${id}`, request(id, placer, 1), 'PUT'),
+        post(
+          `/ServiceRequest/${id}`,
+          request(id, placer, 2, { status: 'entered-in-error' }),
+          'PUT',
+        ),
+      ]);
+      expect(statuses.map((r) => r.status)).toEqual([200, 200]);
+      const orders = await orderOf(placer);
+      expect(orders.filter((o) => !o.cancelling)).toEqual([]);
+    }
+  });
+
   it('full-resource: the same, revoke first, then the create as a late event', async () => {
     const v2 = request('late-4', 'LATE-4', 2, { status: 'revoked' });
     expect((await post('', fullResource('late-4', 2, v2))).status).toBe(200);

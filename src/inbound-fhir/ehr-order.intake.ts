@@ -1,4 +1,4 @@
-import type { ServiceRequest } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import { KeyedMutex } from '../common/keyed-mutex';
 import { uuidv7 } from '../common/uuid-v7';
@@ -80,6 +80,19 @@ function isOlderVersion(incoming: string, kept: string | null): boolean {
   return false;
 }
 
+/** The errors that kept a request from being an order, as warnings of the notification's answer. */
+function notOrdered(fullUrl: string, issues: OperationOutcomeIssue[]): OperationOutcomeIssue[] {
+  return issues
+    .filter((i) => i.severity === 'error' || i.severity === 'fatal')
+    .slice(0, 20)
+    .map((i) => ({
+      severity: 'warning',
+      code: i.code,
+      diagnostics: `${fullUrl} is no order: ${i.diagnostics ?? i.details?.text ?? i.code}`,
+      ...(i.expression ? { expression: i.expression } : {}),
+    }));
+}
+
 /** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */
 export function requireEhr(ehr: EhrFhirClient | undefined, reason: string): EhrFhirClient {
   if (!ehr) {
@@ -129,12 +142,12 @@ export class EhrOrderIntake {
     items: EhrServiceRequest[],
     siblings: SiblingEntry[],
     rec: NotificationRecord,
-  ): Promise<void> {
+  ): Promise<OperationOutcomeIssue[]> {
     // One notification at a time per EHR request: HAPI FHIR's rest-hook deliverer sends a
     // request's versions on several threads at once. Read side by side, an active version 1
     // and its entered-in-error version 2 both found no order: 1 made one, 2 was "no order
     // here" and the order ran. In-process: replicas behind one endpoint still race.
-    await this.requests.run(
+    return this.requests.run(
       items.map((i) => i.fullUrl),
       () => this.ingestExclusive(items, siblings, rec),
     );
@@ -144,7 +157,10 @@ export class EhrOrderIntake {
     items: EhrServiceRequest[],
     siblings: SiblingEntry[],
     rec: NotificationRecord,
-  ): Promise<void> {
+  ): Promise<OperationOutcomeIssue[]> {
+    // The requests this notification brought that are no order: a warning each in the answer
+    // (the EHR's delivery log showed "1 event(s) processed" and nothing of why none ran).
+    const warnings: OperationOutcomeIssue[] = [];
     const known = await this.deps.resources.findBySourceUrls(items.map((i) => i.fullUrl));
     const resolver = new ReferenceResolver(siblings, this.deps.ehr);
     const orders: Array<
@@ -225,6 +241,7 @@ export class EhrOrderIntake {
       }
       if (issues.length > 0 || !mapped?.request) {
         // The notification itself is fine; this request is not an order we can run. Kept for the analyst.
+        warnings.push(...notOrdered(item.fullUrl, issues));
         await this.deps.intake.recordRejected({
           transport: 'fhir-subscription',
           sender: this.sender,
@@ -255,7 +272,9 @@ export class EhrOrderIntake {
       new Map(orders.map((o, k) => [k, o])),
       mappingVersion,
       remembered,
+      warnings,
     );
+    return warnings;
   }
 
   private async ingestOrders(
@@ -264,6 +283,7 @@ export class EhrOrderIntake {
     byIndex: Map<number, EhrOrder>,
     mappingVersion = 'fhir-order-mapping',
     remembered: Remembered[] = [],
+    warnings: OperationOutcomeIssue[] = [],
   ): Promise<void> {
     const now = this.deps.clock().toISOString();
     await this.deps.intake.ingest(
@@ -300,6 +320,7 @@ export class EhrOrderIntake {
                   ? outcome.results.map((r) => `${r.sourceRef}: ${r.kind}`).join('; ')
                   : `${rec.messageType} recorded`,
               },
+              ...warnings,
             ]),
             true,
           ),

@@ -1,4 +1,4 @@
-import type { ServiceRequest } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
 import { CoalescedRuns } from '../common/coalesced-runs';
 import { sha256Hex } from '../common/hash';
 import type { ToleratedQuirk } from '../domain/order-request';
@@ -25,11 +25,12 @@ import type { SubscriptionCatchUp } from './subscription-catch-up.service';
  */
 const SEARCH_OVERLAP_MS = 5 * 60_000;
 
-function ok(text: string): FhirAnswer {
+function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
   return {
     status: 200,
     resource: operationOutcome([
       { severity: 'information', code: 'informational', diagnostics: text },
+      ...warnings,
     ]),
   };
 }
@@ -161,7 +162,7 @@ export class RestHookNotificationHandler {
       return parsed;
     });
     const fullUrl = this.fullUrl(id);
-    await this.orders.ingest([{ sr, fullUrl }], [], {
+    const warnings = await this.orders.ingest([{ sr, fullUrl }], [], {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks: [],
@@ -169,7 +170,7 @@ export class RestHookNotificationHandler {
       idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|sha256:${sha256Hex(caller.raw)}`,
       subscription: this.subscription(undefined),
     });
-    return ok(`${fullUrl} processed`);
+    return ok(`${fullUrl} processed`, warnings);
   }
 
   /** `DELETE <endpoint>/ServiceRequest/<id>`: gone from the EHR; its order (if any) is cancelled. */

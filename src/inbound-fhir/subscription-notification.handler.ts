@@ -1,4 +1,4 @@
-import type { Bundle, Resource, ServiceRequest } from '@medplum/fhirtypes';
+import type { Bundle, OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import { FHIR_ID } from '../fhir/fhir-primitives';
 import { EhrFhirError } from './ehr-fhir.client';
@@ -25,11 +25,12 @@ interface Gone {
   gone: 404 | 410;
 }
 
-function ok(text: string): FhirAnswer {
+function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
   return {
     status: 200,
     resource: operationOutcome([
       { severity: 'information', code: 'informational', diagnostics: text },
+      ...warnings,
     ]),
   };
 }
@@ -230,7 +231,7 @@ export class SubscriptionNotificationHandler {
       .filter((t): t is string => Boolean(t))
       .sort()
       .pop();
-    await this.orders.ingest([...collected.values()], siblings, {
+    const warnings = await this.orders.ingest([...collected.values()], siblings, {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks,
@@ -252,6 +253,7 @@ export class SubscriptionNotificationHandler {
     }
     return ok(
       `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,
+      warnings,
     );
   }
 

@@ -342,3 +342,51 @@ describe('request statuses the order cannot follow', () => {
     },
   );
 });
+
+describe('what the answer to a notification says', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  it('a request that is no order (a proposal) is answered 200 with a warning naming the request and the element', async () => {
+    const id = 'proposal-1';
+    const res = await fetch(
+      `${adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`,
+      {
+        method: 'PUT',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify({
+          ...chestCtRequest('PROPOSAL-1', { subject: { reference: 'Patient/dicom' } }),
+          id,
+          intent: 'proposal',
+        }),
+      },
+    );
+    expect(res.status).toBe(200);
+    const outcome = (await res.json()) as {
+      issue: Array<{ severity: string; diagnostics?: string; expression?: string[] }>;
+    };
+    // Before: only "… processed" (information): the EHR's delivery log could not tell why no AI ran.
+    expect(outcome.issue).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          severity: 'warning',
+          expression: ['ServiceRequest.intent'],
+          diagnostics: expect.stringContaining(`${ehr.baseUrl}/ServiceRequest/${id}`),
+        }),
+      ]),
+    );
+  });
+});

@@ -390,3 +390,73 @@ describe('what the answer to a notification says', () => {
     );
   });
 });
+
+describe('one id-only notification of many requests of one patient', () => {
+  let ehr: TestFhirServer;
+  let adapter: TestAdapter;
+  let db: PgClient;
+
+  beforeAll(async () => {
+    ehr = await startTestFhirServer();
+    await ehr.seed(fhirFixture('r4-patient-example-dicom') as never);
+    adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+  });
+
+  it('reads each request once and their Patient and requester once, not once per request', async () => {
+    const n = 30;
+    for (let i = 0; i < n; i++) {
+      await ehr.seed({
+        ...chestCtRequest(`MANY-${i}`, { subject: { reference: 'Patient/dicom' } }),
+        id: `many-${i}`,
+      } as unknown as ServiceRequest);
+    }
+    const subscription = `${ehr.baseUrl}/Subscription/many`;
+    const parameter: Json[] = [
+      { name: 'subscription', valueReference: { reference: subscription } },
+      { name: 'status', valueCode: 'active' },
+      { name: 'type', valueCode: 'event-notification' },
+      { name: 'events-since-subscription-start', valueString: String(n) },
+      ...Array.from({ length: n }, (_, i) => ({
+        name: 'notification-event',
+        part: [
+          { name: 'event-number', valueString: String(i + 1) },
+          { name: 'focus', valueReference: { reference: `ServiceRequest/many-${i}` } },
+        ],
+      })),
+    ];
+    const before = ehr.requests.length;
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'history',
+        entry: [
+          {
+            fullUrl: 'urn:uuid:6a0f1e2d-3c4b-4a59-8e7d-1f2a3b4c5d6e',
+            resource: { resourceType: 'Parameters', parameter },
+          },
+        ],
+      }),
+    });
+    expect(res.status).toBe(200);
+    const reads = ehr.requests.slice(before).map((r) => r.url.split('?')[0]);
+    expect(reads.filter((u) => u.endsWith('/Patient/dicom'))).toHaveLength(1);
+    expect(reads.filter((u) => u.includes('/ServiceRequest/'))).toHaveLength(n);
+    // Before: 3 reads per request (the request, its Patient, its requester).
+    expect(reads.length).toBeLessThanOrEqual(n + 2);
+    expect(
+      (await db.query(`SELECT 1 FROM orders WHERE placer_order_number LIKE 'MANY-%'`)).rows,
+    ).toHaveLength(n);
+  });
+});

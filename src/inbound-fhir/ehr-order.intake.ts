@@ -1,5 +1,7 @@
-import type { ServiceRequest } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
+import { KeyedMutex } from '../common/keyed-mutex';
+import { uuidv7 } from '../common/uuid-v7';
 import { dedupeQuirks } from '../common/quirks';
 import type { ToleratedQuirk } from '../domain/order-request';
 import type { IntakeOrder } from '../orders/order-intake.service';
@@ -12,7 +14,7 @@ import {
 } from './fhir-operation.shared';
 import { servedServiceRequest } from './fhir-served.resources';
 import { problemsOf } from './fhir-refusal.recorder';
-import type { StoredResource } from '../persistence/fhir-resource.repository';
+import { DELETED_ON_EHR, type StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
@@ -38,8 +40,57 @@ export interface NotificationRecord {
 
 type EhrOrder = IntakeOrder & { item?: EhrServiceRequest; stored?: StoredResource<ServiceRequest> };
 
+/** A request that is no order here (not active), kept for its version: `seen` its row, if any. */
+interface Remembered {
+  item: EhrServiceRequest;
+  seen?: StoredResource<ServiceRequest>;
+}
+
 function versionTag(sr: ServiceRequest): string {
   return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
+}
+
+/**
+ * The request we keep for an EHR URL, as the EHR withdrew it by deleting it (a DELETE, a focus
+ * answered 410 or 404): read as a `revoked` version, so its order is cancelled as the
+ * orderer's own cancel (ORC-1 CR, Task cancelled); a repeat finds that version already processed.
+ */
+export function deletedOnEhr(
+  stored: StoredResource<ServiceRequest>,
+  fullUrl: string,
+): EhrServiceRequest {
+  return {
+    fullUrl,
+    sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_ON_EHR } },
+  };
+}
+
+/** An R4 instant (meta.lastUpdated), the version tag of a request without a versionId. */
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * True when `incoming` is known to be an earlier version than `kept`: both numeric version
+ * ids (HAPI FHIR, Oracle Health), or both last-updated instants (a server without versionId).
+ */
+function isOlderVersion(incoming: string, kept: string | null): boolean {
+  if (kept === null) return false;
+  if (/^\d{1,15}$/.test(incoming) && /^\d{1,15}$/.test(kept))
+    return Number(incoming) < Number(kept);
+  if (INSTANT.test(incoming) && INSTANT.test(kept)) return Date.parse(incoming) < Date.parse(kept);
+  return false;
+}
+
+/** The errors that kept a request from being an order, as warnings of the notification's answer. */
+function notOrdered(fullUrl: string, issues: OperationOutcomeIssue[]): OperationOutcomeIssue[] {
+  return issues
+    .filter((i) => i.severity === 'error' || i.severity === 'fatal')
+    .slice(0, 20)
+    .map((i) => ({
+      severity: 'warning',
+      code: i.code,
+      diagnostics: `${fullUrl} is no order: ${i.diagnostics ?? i.details?.text ?? i.code}`,
+      ...(i.expression ? { expression: i.expression } : {}),
+    }));
 }
 
 /** The EHR client, or a 422 saying what needs FHIR_SERVER_URL. */
@@ -70,6 +121,8 @@ export function ehrSender(ehr: EhrFhirClient | undefined): string {
  * them and its effect on the subscription state, in one intake transaction.
  */
 export class EhrOrderIntake {
+  private readonly requests = new KeyedMutex();
+
   constructor(private readonly deps: FhirOperationDeps) {}
 
   private get sender(): string {
@@ -89,33 +142,84 @@ export class EhrOrderIntake {
     items: EhrServiceRequest[],
     siblings: SiblingEntry[],
     rec: NotificationRecord,
-  ): Promise<void> {
+  ): Promise<OperationOutcomeIssue[]> {
+    // One notification at a time per EHR request: HAPI FHIR's rest-hook deliverer sends a
+    // request's versions on several threads at once. Read side by side, an active version 1
+    // and its entered-in-error version 2 both found no order: 1 made one, 2 was "no order
+    // here" and the order ran. In-process: replicas behind one endpoint still race.
+    return this.requests.run(
+      items.map((i) => i.fullUrl),
+      () => this.ingestExclusive(items, siblings, rec),
+    );
+  }
+
+  private async ingestExclusive(
+    items: EhrServiceRequest[],
+    siblings: SiblingEntry[],
+    rec: NotificationRecord,
+  ): Promise<OperationOutcomeIssue[]> {
+    // The requests this notification brought that are no order: a warning each in the answer
+    // (the EHR's delivery log showed "1 event(s) processed" and nothing of why none ran).
+    const warnings: OperationOutcomeIssue[] = [];
     const known = await this.deps.resources.findBySourceUrls(items.map((i) => i.fullUrl));
     const resolver = new ReferenceResolver(siblings, this.deps.ehr);
     const orders: Array<
       IntakeOrder & { item: EhrServiceRequest; stored?: StoredResource<ServiceRequest> }
     > = [];
     let mappingVersion = '';
+    const remembered: Remembered[] = [];
     for (const item of items) {
       const { sr } = item;
-      // Known by its EHR URL, or by a business identifier when it was first POSTed to us.
-      const stored =
-        known.get(item.fullUrl) ??
-        (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? []));
       const version = versionTag(sr);
+      // Known by its EHR URL, or by a business identifier when it was first POSTed to us. A
+      // request deleted on the EHR and then made again under its id (HAPI FHIR takes a PUT of
+      // a deleted resource as a create) is a new request: its first order was cancelled for
+      // good by the deletion, and the new version was taken as a change of that ended order
+      // (order.change-refused) and never ordered.
+      const byUrl = known.get(item.fullUrl);
+      const madeAgain = byUrl?.sourceVersion === DELETED_ON_EHR && version !== DELETED_ON_EHR;
+      const seen = madeAgain
+        ? undefined
+        : (byUrl ??
+          (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? [])));
+      if (madeAgain && sr.status === 'active') {
+        rec.quirks.push({
+          code: 'notification-request-made-again',
+          detail: `${item.fullUrl} was deleted on the EHR and is there again (version ${version}): a new order`,
+        });
+      }
       const cancelling = sr.status === 'revoked' || sr.status === 'entered-in-error';
-      if (stored && stored.sourceVersion === version) {
+      if (seen && seen.sourceVersion === version) {
         rec.quirks.push({
           code: 'notification-version-already-processed',
           detail: `${item.fullUrl} version ${version}`,
         });
         continue;
       }
+      // A rest-hook deliverer with several threads, or a retry queue, delivers version 1
+      // after version 2: applied, the older version undid the newer one (priority stat back
+      // to routine; a version before the revoke changed the cancelled order and was served
+      // as the current request). Version ids are compared when both are numbers (HAPI FHIR,
+      // Oracle Health); another server's opaque ids (Medplum's UUIDs) cannot be ordered.
+      if (seen && isOlderVersion(version, seen.sourceVersion)) {
+        rec.quirks.push({
+          code: 'notification-version-older',
+          detail: `${item.fullUrl} version ${version} arrived after version ${seen.sourceVersion}: not applied`,
+        });
+        continue;
+      }
+      // A request seen only while it was no order (revoked, draft) is kept without an order:
+      // its version is remembered, so a version from before it, delivered late, orders
+      // nothing. The EHR's clerk entering an order in error seconds after making it, delivered
+      // revoke first (HAPI FHIR's deliverer has several threads): the revoke was ignored,
+      // then the create made an order that ran.
+      const stored = seen?.orderId ? seen : undefined;
       if (!stored && sr.status !== 'active') {
         rec.quirks.push({
           code: 'notification-not-an-active-order',
-          detail: `${item.fullUrl} has status ${sr.status} and no order here: ignored`,
+          detail: `${item.fullUrl} has status ${sr.status} and no order here: ignored (its version ${version} kept)`,
         });
+        remembered.push({ item, seen });
         continue;
       }
       // The EHR's request is held to the REST door's R4 rules (a dateTime without a zone became
@@ -137,6 +241,7 @@ export class EhrOrderIntake {
       }
       if (issues.length > 0 || !mapped?.request) {
         // The notification itself is fine; this request is not an order we can run. Kept for the analyst.
+        warnings.push(...notOrdered(item.fullUrl, issues));
         await this.deps.intake.recordRejected({
           transport: 'fhir-subscription',
           sender: this.sender,
@@ -161,7 +266,15 @@ export class EhrOrderIntake {
       });
     }
     rec.quirks.push(...resolver.quirks);
-    await this.ingestOrders(rec, orders, new Map(orders.map((o, k) => [k, o])), mappingVersion);
+    await this.ingestOrders(
+      rec,
+      orders,
+      new Map(orders.map((o, k) => [k, o])),
+      mappingVersion,
+      remembered,
+      warnings,
+    );
+    return warnings;
   }
 
   private async ingestOrders(
@@ -169,6 +282,8 @@ export class EhrOrderIntake {
     orders: IntakeOrder[],
     byIndex: Map<number, EhrOrder>,
     mappingVersion = 'fhir-order-mapping',
+    remembered: Remembered[] = [],
+    warnings: OperationOutcomeIssue[] = [],
   ): Promise<void> {
     const now = this.deps.clock().toISOString();
     await this.deps.intake.ingest(
@@ -205,6 +320,7 @@ export class EhrOrderIntake {
                   ? outcome.results.map((r) => `${r.sourceRef}: ${r.kind}`).join('; ')
                   : `${rec.messageType} recorded`,
               },
+              ...warnings,
             ]),
             true,
           ),
@@ -239,6 +355,35 @@ export class EhrOrderIntake {
                 lastUpdated: now,
                 sourceVersion: tag,
                 sourceUrl: source,
+              });
+            }
+          }
+          for (const { item, seen } of remembered) {
+            const tag = versionTag(item.sr);
+            if (seen) {
+              await this.deps.resources.updateServiceRequest(manager, {
+                id: seen.id,
+                resource: servedServiceRequest(
+                  item.sr,
+                  seen.id,
+                  seen.versionId + 1,
+                  now,
+                  item.fullUrl,
+                ),
+                versionId: seen.versionId + 1,
+                lastUpdated: now,
+                sourceVersion: tag,
+              });
+            } else {
+              const id = uuidv7();
+              await this.deps.resources.insertServiceRequest(manager, {
+                id,
+                orderId: null,
+                sender: this.sender,
+                resource: servedServiceRequest(item.sr, id, 1, now, item.fullUrl),
+                lastUpdated: now,
+                sourceUrl: item.fullUrl,
+                sourceVersion: tag,
               });
             }
           }

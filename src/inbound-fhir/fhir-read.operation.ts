@@ -1,7 +1,7 @@
 import type { ServiceRequest, Task } from '@medplum/fhirtypes';
 import type { FhirResourceRepository, OrderForTask } from '../persistence/fhir-resource.repository';
 import { mayRead, type SenderRestriction } from './fhir-request.context';
-import { buildTask } from './fhir-served.resources';
+import { buildTask, withReferencesOnSource } from './fhir-served.resources';
 import { FhirError } from './fhir.error';
 
 const ORDER_ID = /^[0-9a-f-]{36}$/i;
@@ -17,7 +17,7 @@ export class FhirReadOperation {
     const stored = await this.resources.findServiceRequest(id);
     if (!stored || !mayRead(restriction, stored.sender))
       throw new FhirError('not-found', `ServiceRequest/${id} is not known here`);
-    return stored.resource;
+    return withReferencesOnSource(stored.resource, stored.sourceUrl);
   }
 
   async readTask(id: string, restriction?: SenderRestriction): Promise<Task> {

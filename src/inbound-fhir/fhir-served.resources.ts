@@ -40,6 +40,43 @@ export function servedServiceRequest(
   };
 }
 
+/** A relative literal reference (R4 references.html#literal): `Type/id`, optionally versioned. */
+const RELATIVE_REFERENCE =
+  /^[A-Z][A-Za-z]{1,63}\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+
+/**
+ * A ServiceRequest read from the EHR, as we serve it: its relative references made absolute on
+ * the EHR's base (`source`: the request's URL there). A relative reference is relative to
+ * the base it is read from (R4 references.html#literal); served as the EHR wrote it, a
+ * reader of ours resolved `Patient/123` on our base, where no Patient is (405), or on
+ * another FHIR server of its own, another patient. Contained (`#…`), absolute and `urn:`
+ * references are left as they are.
+ */
+export function withReferencesOnSource(sr: ServiceRequest, source: string | null): ServiceRequest {
+  const base = source
+    ? /^(https?:\/\/.+)\/ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.exec(source)?.[1]
+    : undefined;
+  if (!base) return sr;
+  const out = structuredClone(sr);
+  const stack: unknown[] = [out];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      stack.push(...(value as unknown[]));
+      continue;
+    }
+    const ref = value as Reference & Record<string, unknown>;
+    if (typeof ref.reference === 'string' && RELATIVE_REFERENCE.test(ref.reference)) {
+      ref.reference = `${base}/${ref.reference}`;
+    }
+    for (const [key, inner] of Object.entries(value)) {
+      if (key !== 'contained' && key !== 'meta' && key !== 'text') stack.push(inner);
+    }
+  }
+  return out;
+}
+
 /**
  * A transaction's ServiceRequest as we keep and serve it. A reference by `urn:uuid:` (or
  * `urn:oid:`) names another entry only inside that Bundle (R4 bundle.html#references), and the

@@ -40,6 +40,22 @@ export class ReferenceResolver {
     return this.ehr !== undefined;
   }
 
+  /**
+   * One read per reference for the whole notification (or Bundle): its requests name the same
+   * Patient and requester, which were read once per request (300 id-only events of one
+   * patient's orders: 900 reads of the EHR for 300 requests).
+   */
+  private read(ref: string): Promise<Resource> {
+    let pending = this.reads.get(ref);
+    if (!pending) {
+      pending = this.ehr!.read<Resource>(ref);
+      this.reads.set(ref, pending);
+    }
+    return pending;
+  }
+
+  private readonly reads = new Map<string, Promise<Resource>>();
+
   private sibling(ref: string): SiblingEntry | undefined {
     const exact = this.siblings.find((s) => s.fullUrl === ref);
     if (exact) return exact;
@@ -123,7 +139,7 @@ export class ReferenceResolver {
     }
     if (!this.ehr) return undefined;
     try {
-      const resource = await this.ehr.read<T>(ref);
+      const resource = (await this.read(ref)) as T;
       if (expectedType && resource.resourceType !== expectedType) return undefined;
       return { resource, source: `EHR ${ref}`, path: `${expression}.resolve()` };
     } catch (error) {

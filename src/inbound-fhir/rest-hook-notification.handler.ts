@@ -1,7 +1,13 @@
-import type { ServiceRequest } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
+import { CoalescedRuns } from '../common/coalesced-runs';
 import { sha256Hex } from '../common/hash';
 import type { ToleratedQuirk } from '../domain/order-request';
-import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
+import {
+  deletedOnEhr,
+  EhrOrderIntake,
+  requireEhr,
+  type EhrServiceRequest,
+} from './ehr-order.intake';
 import { assertJsonMediaType } from './fhir-http';
 import {
   parseTyped,
@@ -12,9 +18,6 @@ import {
 import { FhirError, operationOutcome } from './fhir.error';
 import type { SubscriptionCatchUp } from './subscription-catch-up.service';
 
-/** The version tag of a request deleted on the EHR (a repeated DELETE changes nothing). */
-const DELETED_VERSION = 'deleted-on-ehr';
-
 /**
  * How far back a search after a payload-less notification reaches before the last one we
  * handled: the EHR's clock and its commit of the change may lag ours; a version already
@@ -22,11 +25,12 @@ const DELETED_VERSION = 'deleted-on-ehr';
  */
 const SEARCH_OVERLAP_MS = 5 * 60_000;
 
-function ok(text: string): FhirAnswer {
+function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
   return {
     status: 200,
     resource: operationOutcome([
       { severity: 'information', code: 'informational', diagnostics: text },
+      ...warnings,
     ]),
   };
 }
@@ -45,6 +49,9 @@ function ok(text: string): FhirAnswer {
  * Subscription: its state is kept under one reference per EHR (`classicSubscriptionRef`).
  */
 export class RestHookNotificationHandler {
+  /** The EHR searches of payload-less notifications, one at a time (see `empty`). */
+  private readonly searches = new CoalescedRuns<{ key: string; found: number }>();
+
   constructor(
     private readonly deps: FhirOperationDeps,
     private readonly orders: EhrOrderIntake,
@@ -67,11 +74,49 @@ export class RestHookNotificationHandler {
     };
   }
 
-  /** `POST <endpoint>` with no body: search the EHR for ServiceRequests changed since the last one. */
+  /**
+   * `POST <endpoint>` with no body: search the EHR for ServiceRequests changed since the last
+   * one. HAPI FHIR sends one such POST per changed resource, at once: a bulk load of 200
+   * requests was 200 concurrent searches, each reading every change (76 s, 15,382 reads of the
+   * EHR, /health 2.6 s late). The searches are coalesced (`CoalescedRuns`): one at a time,
+   * and a notification that arrives while one runs is answered by the next search, which
+   * starts after it and so sees its change; such a notification is kept as a duplicate of
+   * the search that answered it.
+   */
   async empty(caller: FhirCaller): Promise<FhirAnswer> {
     await this.guard(caller, 'notification', () =>
       requireEhr(this.deps.ehr, 'a rest-hook notification without payload'),
     );
+    let ranHere = false;
+    const outcome = await this.searches
+      .run(() => {
+        ranHere = true;
+        return this.searchAndIngest(caller);
+      })
+      .catch(async (error: unknown) => {
+        // The search that was to answer this notification failed (the EHR unreachable): kept
+        // refused like that search's own notification, and answered with its error.
+        if (!ranHere && error instanceof FhirError) {
+          await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
+        }
+        throw error;
+      });
+    if (outcome.kind === 'covered') {
+      await this.orders.record({
+        raw: caller.raw,
+        contentType: caller.contentType,
+        quirks: [],
+        messageType: 'notification rest-hook (no payload)',
+        idempotencyKey: outcome.value.key,
+        subscription: this.subscription(undefined),
+      });
+    }
+    return ok(
+      `${outcome.value.found} ServiceRequest(s) found changed on the EHR and processed${outcome.kind === 'covered' ? ' (by a search that started after this notification arrived)' : ''}`,
+    );
+  }
+
+  private async searchAndIngest(caller: FhirCaller): Promise<{ key: string; found: number }> {
     const state = await this.deps.subscriptions.findState(this.ref);
     const startedAt = this.deps.clock().getTime();
     const since = state?.lastEventAt
@@ -79,6 +124,8 @@ export class RestHookNotificationHandler {
       : undefined;
     const found = await this.catchUp.search(caller, since);
     const searched = JSON.stringify(found.map((f) => [f.fullUrl, f.sr.meta?.versionId ?? f.sr]));
+    // The same search answer again is the same notification: nothing changed.
+    const key = `fhir-subscription|${this.ref}|empty|sha256:${sha256Hex(searched)}`;
     await this.orders.ingest(found, [], {
       raw: caller.raw,
       contentType: caller.contentType,
@@ -89,11 +136,10 @@ export class RestHookNotificationHandler {
         },
       ],
       messageType: 'notification rest-hook (no payload)',
-      // The same search answer again is the same notification: nothing changed.
-      idempotencyKey: `fhir-subscription|${this.ref}|empty|sha256:${sha256Hex(searched)}`,
+      idempotencyKey: key,
       subscription: this.subscription(new Date(startedAt).toISOString()),
     });
-    return ok(`${found.length} ServiceRequest(s) found changed on the EHR and processed`);
+    return { key, found: found.length };
   }
 
   /** `PUT <endpoint>/ServiceRequest/<id>`: the EHR's request as it now is. */
@@ -116,7 +162,7 @@ export class RestHookNotificationHandler {
       return parsed;
     });
     const fullUrl = this.fullUrl(id);
-    await this.orders.ingest([{ sr, fullUrl }], [], {
+    const warnings = await this.orders.ingest([{ sr, fullUrl }], [], {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks: [],
@@ -124,7 +170,7 @@ export class RestHookNotificationHandler {
       idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|sha256:${sha256Hex(caller.raw)}`,
       subscription: this.subscription(undefined),
     });
-    return ok(`${fullUrl} processed`);
+    return ok(`${fullUrl} processed`, warnings);
   }
 
   /** `DELETE <endpoint>/ServiceRequest/<id>`: gone from the EHR; its order (if any) is cancelled. */
@@ -134,26 +180,21 @@ export class RestHookNotificationHandler {
     const quirks: ToleratedQuirk[] = [
       {
         code: 'notification-focus-deleted',
-        detail: `${fullUrl} was deleted on the EHR: ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+        detail: `${fullUrl} was deleted on the EHR: ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
       },
     ];
-    const items: EhrServiceRequest[] = stored
-      ? [
-          {
-            fullUrl,
-            sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_VERSION } },
-          },
-        ]
-      : [];
+    const items: EhrServiceRequest[] = stored ? [deletedOnEhr(stored, fullUrl)] : [];
     await this.orders.ingest(items, [], {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks,
       messageType: 'notification rest-hook (ServiceRequest deleted)',
-      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted`,
+      // Per request we keep: a request made again after a DELETE and deleted once more is
+      // another deletion (it was answered as the first one's resend, and its order ran on).
+      idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted|${stored?.id ?? 'none'}`,
       subscription: this.subscription(undefined),
     });
-    return ok(`${fullUrl} deleted on the EHR${stored ? ': its order is cancelled' : ''}`);
+    return ok(`${fullUrl} deleted on the EHR${stored?.orderId ? ': its order is cancelled' : ''}`);
   }
 
   private fullUrl(id: string): string {

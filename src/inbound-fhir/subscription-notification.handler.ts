@@ -1,8 +1,13 @@
-import type { Bundle, Resource, ServiceRequest } from '@medplum/fhirtypes';
+import type { Bundle, OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import { FHIR_ID } from '../fhir/fhir-primitives';
 import { EhrFhirError } from './ehr-fhir.client';
-import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
+import {
+  deletedOnEhr,
+  EhrOrderIntake,
+  requireEhr,
+  type EhrServiceRequest,
+} from './ehr-order.intake';
 import { assertJsonMediaType, parseResource } from './fhir-http';
 import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -12,16 +17,20 @@ import { parseNotification, type ParsedNotification } from './subscription-notif
 import type { SubscriptionState } from '../persistence/subscription.repository';
 import type { ToleratedQuirk } from '../domain/order-request';
 
-/** A read answered 410 Gone: the resource was deleted on the EHR. */
-const GONE = Symbol('gone');
-/** The version tag of a request deleted on the EHR (a repeated 410 changes nothing). */
-const DELETED_VERSION = 'deleted-on-ehr';
+/**
+ * A focus read the EHR answered 410 Gone (deleted there) or 404 Not Found (no such request:
+ * expunged, or entered in error and purged, on a server that keeps no deleted versions).
+ */
+interface Gone {
+  gone: 404 | 410;
+}
 
-function ok(text: string): FhirAnswer {
+function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
   return {
     status: 200,
     resource: operationOutcome([
       { severity: 'information', code: 'informational', diagnostics: text },
+      ...warnings,
     ]),
   };
 }
@@ -200,8 +209,8 @@ export class SubscriptionNotificationHandler {
       }
       // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
-      if (sr === GONE) {
-        const deleted = await this.deletedOnEhr(event.number, event.focus, quirks);
+      if ('gone' in sr) {
+        const deleted = await this.deletedOnEhr(event.number, event.focus, sr.gone, quirks);
         if (deleted) collected.set(deleted.fullUrl, deleted);
         continue;
       }
@@ -222,7 +231,7 @@ export class SubscriptionNotificationHandler {
       .filter((t): t is string => Boolean(t))
       .sort()
       .pop();
-    await this.orders.ingest([...collected.values()], siblings, {
+    const warnings = await this.orders.ingest([...collected.values()], siblings, {
       raw: caller.raw,
       contentType: caller.contentType,
       quirks,
@@ -244,6 +253,7 @@ export class SubscriptionNotificationHandler {
     }
     return ok(
       `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,
+      warnings,
     );
   }
 
@@ -276,15 +286,19 @@ export class SubscriptionNotificationHandler {
   }
 
   /**
-   * The focus is gone from the EHR (410: deleted there). It was answered 503 like an outage, so
-   * the EHR resent the event for ever (and a server that gives up on an endpoint after
-   * repeated failures stops notifying at all). Now the event is processed: the order we have
-   * for that request is cancelled, as for a `revoked` version; with none, nothing is ordered.
-   * Both recorded (`notification-focus-deleted`).
+   * The focus is gone from the EHR: 410 (deleted there) or 404 (not known there: expunged, or
+   * entered in error and purged, by a server that keeps no deleted versions; the event that
+   * names it says it existed). Both were answered 503 like an outage, so the EHR resent the
+   * event for ever (and a server that gives up on an endpoint after repeated failures stops
+   * notifying at all). Now the event is processed: the order we have for that request is
+   * cancelled, as for a `revoked` version (the orderer withdrew it); with none, nothing is
+   * ordered. Recorded as `notification-focus-deleted` (410) or `notification-focus-not-found`
+   * (404), with the notification kept.
    */
   private async deletedOnEhr(
     eventNumber: number,
     focus: string,
+    status: 404 | 410,
     quirks: ToleratedQuirk[],
   ): Promise<EhrServiceRequest | undefined> {
     // cut at the first ? or # by index: `/[?#].*$/` retried from every ? of a long focus
@@ -293,25 +307,21 @@ export class SubscriptionNotificationHandler {
     const fullUrl = this.absolute(bare.replace(/\/_history\/[^/]+$/, ''));
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
     quirks.push({
-      code: 'notification-focus-deleted',
-      detail: `event ${eventNumber}: ${fullUrl} is gone from the EHR (410): ${stored ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+      code: status === 410 ? 'notification-focus-deleted' : 'notification-focus-not-found',
+      detail: `event ${eventNumber}: ${fullUrl} is ${status === 410 ? 'gone from' : 'not known to'} the EHR (${status}): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
     });
-    if (!stored) return undefined;
-    return {
-      fullUrl,
-      sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_VERSION } },
-    };
+    return stored ? deletedOnEhr(stored, fullUrl) : undefined;
   }
 
   private async readFromEhr<T extends Resource>(
     caller: FhirCaller,
     ref: string,
-  ): Promise<T | typeof GONE> {
+  ): Promise<T | Gone> {
     const ehr = requireEhr(this.deps.ehr, 'an id-only notification');
     try {
       return await ehr.read<T>(ref);
     } catch (error) {
-      if (error instanceof EhrFhirError && error.status === 410) return GONE;
+      if (error instanceof EhrFhirError && error.status === 410) return { gone: 410 };
       // A focus naming a version the EHR does not serve by vread (no version history, or
       // history pruned): the request itself is what the order follows, so its current
       // version is read. It was 503 for every resend of that notification, for ever.
@@ -319,13 +329,14 @@ export class SubscriptionNotificationHandler {
       if (error instanceof EhrFhirError && error.status === 404 && unversioned !== ref) {
         return this.readFromEhr<T>(caller, unversioned);
       }
+      if (error instanceof EhrFhirError && error.status === 404) {
+        this.deps.logger.warn({ status: 404 }, 'notification focus not found on the EHR');
+        return { gone: 404 };
+      }
       const e = new FhirError(
         'upstream-unavailable',
         `could not read ${ref} from the EHR: ${(error as Error).message}; resend the notification (or wait for the next heartbeat: the gap is caught up by search)`,
       );
-      if (error instanceof EhrFhirError && error.status === 404) {
-        this.deps.logger.warn({ status: 404 }, 'notification focus not found on the EHR');
-      }
       await this.refuse(caller, e);
       throw e;
     }

@@ -156,6 +156,20 @@ export function actionFor(
   };
 }
 
+/**
+ * R4 request-status values an update can bring that the order cannot follow: there is no hold
+ * upstream (the imaging service's contract has no pause), so the order runs on and the
+ * message says so (`fhir-status-not-honoured`, a warning in the audit log) instead of an
+ * "order changed" as for any metadata. `completed` is not here: an EHR completes its imaging
+ * request when the exam is done, and the AI analysis of it goes on.
+ */
+const STATUS_NOT_HONOURED: Readonly<Record<string, string>> = {
+  'on-hold':
+    'the EHR put the request on hold (its authorization withdrawn for now); the order runs on: there is no hold upstream. Revoke the request to stop it',
+  draft: 'the EHR set the request back to draft; the order runs on. Revoke the request to stop it',
+  unknown: 'the EHR no longer knows the request status; the order runs on',
+};
+
 /** Maps one ServiceRequest (and what it refers to) into the source-neutral order. Pure. */
 export function mapServiceRequest(
   sr: ServiceRequest,
@@ -190,6 +204,16 @@ export function mapServiceRequest(
   const decided = actionFor(sr, interaction);
   if ('issue' in decided) issues.push(decided.issue);
   const action: OrderAction = 'action' in decided ? decided.action : 'create';
+  const notHonoured =
+    interaction === 'update' && sr.status && Object.hasOwn(STATUS_NOT_HONOURED, sr.status)
+      ? STATUS_NOT_HONOURED[sr.status]
+      : undefined;
+  if (notHonoured) {
+    quirks.push({
+      code: 'fhir-status-not-honoured',
+      detail: `status ${sr.status}: ${notHonoured}`,
+    });
+  }
   lineage.push({
     target: 'action',
     source: 'ServiceRequest.status',

@@ -5,6 +5,9 @@ import type { OrderRequest } from '../domain/order-request';
 import { pgJson } from '../common/pg-safe';
 import { RepositoryBase } from './repository-base';
 
+/** The source version of a request deleted on the EHR (by a DELETE, a 410 or a 404 of its focus). */
+export const DELETED_ON_EHR = 'deleted-on-ehr';
+
 export interface StoredResource<T extends Resource = Resource> {
   id: string;
   orderId: string | null;
@@ -76,11 +79,18 @@ export class FhirResourceRepository extends RepositoryBase {
     return rows[0] ? toStored<ServiceRequest>(rows[0]) : undefined;
   }
 
+  /**
+   * The ServiceRequest we keep per EHR URL. A request deleted on the EHR and made again under
+   * its id has two rows (the deleted one's order cancelled), a request first seen as no order
+   * (revoked) and then ordered too; the current one is the row not deleted, with an order,
+   * else the latest (the Map keeps the last row of each URL).
+   */
   async findBySourceUrls(urls: string[]): Promise<Map<string, StoredResource<ServiceRequest>>> {
     if (urls.length === 0) return new Map();
     const rows: ResourceRow[] = await this.db().query(
-      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url = ANY($1::text[])`,
-      [urls],
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url = ANY($1::text[])
+        ORDER BY source_version IS NOT DISTINCT FROM $2 DESC, order_id IS NOT NULL, last_updated, version_id`,
+      [urls, DELETED_ON_EHR],
     );
     return new Map(rows.map((r) => [r.source_url!, toStored<ServiceRequest>(r)]));
   }
@@ -108,7 +118,8 @@ export class FhirResourceRepository extends RepositoryBase {
     manager: EntityManager,
     row: {
       id: string;
-      orderId: string;
+      /** null: a request from the EHR that is no order here (kept for its version). */
+      orderId: string | null;
       sender: string | null;
       resource: ServiceRequest;
       lastUpdated: string;

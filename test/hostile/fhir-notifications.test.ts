@@ -5,6 +5,7 @@ import type { Patient, ServiceRequest } from '@medplum/fhirtypes';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startTestFhirServer, type TestFhirServer } from '../helpers/fhir-server';
 import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
+import { waitFor } from '../e2e/e2e-support';
 
 jest.setTimeout(120_000);
 
@@ -337,5 +338,163 @@ describe('hostile: a notified request the EHR has deleted (410 Gone)', () => {
       })
     ).json()) as ServiceRequest;
     expect(served.status).toBe('revoked');
+  });
+});
+
+describe('hostile: a notified request the EHR no longer knows (404), or deletes and makes again', () => {
+  let engine: TestFhirServer;
+  let ehr: TamperingEhr;
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let rig: NotificationRig | undefined;
+
+  beforeAll(async () => {
+    // Jobs run: a cancel is carried out (the order ends `cancelled`) as in production.
+    rig = await startNotificationRig({ JOBS_ENABLED: 'true' });
+    ({ engine, ehr, adapter, db } = rig);
+  });
+  afterAll(() => rig?.close());
+  const notify = (body: Json) => rig!.notify(body);
+
+  /** What HAPI FHIR answers for an id it has no resource under (never made, or expunged). */
+  const unknown = (id: string) =>
+    ehr.answers.set(`/fhir/ServiceRequest/${id}`, {
+      status: 404,
+      body: {
+        resourceType: 'OperationOutcome',
+        issue: [
+          {
+            severity: 'error',
+            code: 'processing',
+            diagnostics: `HAPI-2001: Resource ServiceRequest/${id} is not known`,
+          },
+        ],
+      },
+    });
+
+  const seedOrder = (id: string, placer: string, changes: Json = {}) =>
+    engine.seed({
+      ...chestCtRequest(placer, { subject: { reference: 'Patient/dicom' }, ...changes }),
+      id,
+    } as unknown as ServiceRequest);
+
+  const ordersOf = async (placer: string) =>
+    (
+      await db.query<{ id: string; state: string; cancel_requested_at: Date | null }>(
+        `SELECT id, state, cancel_requested_at FROM orders WHERE placer_order_number = $1 ORDER BY created_at`,
+        [placer],
+      )
+    ).rows;
+
+  const message = async (key: string) =>
+    (
+      await db.query<{ outcome: string; response_code: string; quirks: Array<{ code: string }> }>(
+        `SELECT outcome, response_code, quirks FROM inbound_messages WHERE idempotency_key = $1`,
+        [key],
+      )
+    ).rows[0];
+
+  /** Waits until the order's cancel has been carried out (the cancel job ran). */
+  const cancelled = (placer: string) =>
+    waitFor(`the order ${placer} cancelled`, async () => {
+      const [first] = await ordersOf(placer);
+      return first?.state === 'cancelled' && first;
+    });
+
+  const served = async (orderId: string) =>
+    (await (
+      await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${orderId}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+      })
+    ).json()) as ServiceRequest;
+
+  it('a focus the EHR answers 404 (expunged, or entered in error and purged): 200 and kept, no endless resend; the order we hold is withdrawn', async () => {
+    // Before: 503 for this notification and every resend of it, for ever; an EHR that marks a
+    // Subscription `error` after repeated failures then stopped notifying any order at all.
+    const subscription = `${ehr.baseUrl}/Subscription/purged`;
+    unknown('purged-1');
+    const first = await notify(idOnly(subscription, [[1, 'ServiceRequest/purged-1']]));
+    expect(first.status).toBe(200);
+    expect(await message(`fhir-subscription|${subscription}|events:1`)).toMatchObject({
+      outcome: 'accepted',
+      quirks: expect.arrayContaining([
+        expect.objectContaining({ code: 'notification-focus-not-found' }),
+      ]),
+    });
+    expect(await ordersOf('PURGED-1')).toEqual([]);
+
+    await seedOrder('purged-2', 'PURGED-2');
+    expect((await notify(idOnly(subscription, [[2, 'ServiceRequest/purged-2']]))).status).toBe(200);
+    const [order] = await ordersOf('PURGED-2');
+    expect(order?.cancel_requested_at).toBeNull();
+    unknown('purged-2');
+    const gone = await notify(idOnly(subscription, [[3, 'ServiceRequest/purged-2']]));
+    expect(gone.status).toBe(200);
+    expect((await ordersOf('PURGED-2'))[0]!.cancel_requested_at).not.toBeNull();
+    expect((await served(order!.id)).status).toBe('revoked');
+    // The resend of the same event is a duplicate, not a second cancel.
+    expect((await notify(idOnly(subscription, [[3, 'ServiceRequest/purged-2']]))).status).toBe(200);
+    expect(
+      (
+        await db.query(
+          `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-requested'`,
+          [order!.id],
+        )
+      ).rows,
+    ).toHaveLength(1);
+  });
+
+  it('a request deleted on the EHR (its order cancelled) and then made again under the same id is a new order', async () => {
+    // HAPI FHIR lets a client PUT a deleted resource back under its id (update as create); the
+    // request is active again and the EHR notifies it. Its first order was cancelled for good.
+    const subscription = `${ehr.baseUrl}/Subscription/again`;
+    await seedOrder('again-1', 'AGAIN-1');
+    expect((await notify(idOnly(subscription, [[1, 'ServiceRequest/again-1']]))).status).toBe(200);
+    ehr.answers.set('/fhir/ServiceRequest/again-1', {
+      status: 410,
+      body: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'deleted' }] },
+    });
+    expect((await notify(idOnly(subscription, [[2, 'ServiceRequest/again-1']]))).status).toBe(200);
+    await cancelled('AGAIN-1');
+    ehr.answers.delete('/fhir/ServiceRequest/again-1');
+    await engine.repo.updateResource({
+      ...chestCtRequest('AGAIN-1', { subject: { reference: 'Patient/dicom' } }),
+      id: 'again-1',
+      authoredOn: '2026-11-27T09:00:00+01:00',
+    } as unknown as ServiceRequest & { id: string });
+    const back = await notify(idOnly(subscription, [[3, 'ServiceRequest/again-1']]));
+    expect(back.status).toBe(200);
+    const orders = await ordersOf('AGAIN-1');
+    expect(orders).toHaveLength(2);
+    expect(orders[1]!.cancel_requested_at).toBeNull();
+    expect((await served(orders[1]!.id)).status).toBe('active');
+    expect((await served(orders[0]!.id)).status).toBe('revoked');
+  });
+
+  it('classic rest-hook: a DELETE of ServiceRequest/{id} and a PUT of it again make a new order; the resend of the DELETE cancels nothing new', async () => {
+    const send = (method: string, id: string, body?: Json) =>
+      fetch(`${adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const sr = (version: string) => ({
+      ...chestCtRequest('CLASSIC-AGAIN', { subject: { reference: 'Patient/dicom' } }),
+      id: 'classic-again',
+      meta: { versionId: version, lastUpdated: `2026-11-27T0${version}:00:00.000Z` },
+    });
+    expect((await send('PUT', 'classic-again', sr('1'))).status).toBe(200);
+    expect((await send('DELETE', 'classic-again')).status).toBe(200);
+    await cancelled('CLASSIC-AGAIN');
+    expect((await send('PUT', 'classic-again', sr('3'))).status).toBe(200);
+    const orders = await ordersOf('CLASSIC-AGAIN');
+    expect(orders).toHaveLength(2);
+    expect(orders[1]!.cancel_requested_at).toBeNull();
+    // Deleted once more: the new order is cancelled too (the first DELETE's answer was not replayed).
+    expect((await send('DELETE', 'classic-again')).status).toBe(200);
+    expect((await ordersOf('CLASSIC-AGAIN'))[1]!.cancel_requested_at).not.toBeNull();
   });
 });

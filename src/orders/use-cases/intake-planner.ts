@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { namesRecord, primaryIdentifier } from '../../domain/patient-identity';
 import type { IntakeOrderRow, OrderRepository } from '../../persistence/order.repository';
+import type { Identifier } from '../../domain/order-request';
 import type { IntakeInput, IntakeOrderResult, IntakePatientEvent } from '../intake.model';
 import { decide, type IntakePlan, type PlannedStep } from './intake-decision';
 
@@ -19,11 +20,15 @@ export class IntakePlanner {
           .filter((v): v is string => Boolean(v)),
       ),
     ];
-    const byPlacer = new Map<string, OrderRow>();
+    // Every order under each number, newest first: the number's namespace picks among them.
+    const byPlacer = new Map<string, OrderRow[]>();
     if (placers.length > 0) {
       const rows = await this.orders.lockAndFindByPlacers(input.sender, placers, manager);
-      for (const row of rows)
-        if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
+      for (const row of rows) {
+        const list = byPlacer.get(row.placer_order_number);
+        if (list) list.push(row);
+        else byPlacer.set(row.placer_order_number, [row]);
+      }
     }
     // A new order without a placer number (a RIS-originated walk-in) is known by the sender's
     // filler number: a resend under a new MSH-10 made a second order (and a second analysis).
@@ -40,13 +45,17 @@ export class IntakePlanner {
       await this.orders.lockFillerNumbers(input.sender, fillerKeys, manager);
     const steps: PlannedStep[] = [];
     const results: IntakeOrderResult[] = [];
-    const createdPlacers = new Map<string, string>();
+    const createdPlacers: Array<{ placer: Identifier; orderId: string }> = [];
     const createdFillers = new Map<string, string>();
     for (const order of input.orders) {
       const req = order.request;
-      const placer = req.placerOrderNumber?.value;
+      const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
       const fillerKey = fillerKeyOf(req);
-      let existing = placer ? byPlacer.get(placer) : undefined;
+      let existing = placerId
+        ? (byPlacer.get(placerId.value) ?? []).find((row) =>
+            sameOrderNumber(placerId, row.request.placerOrderNumber),
+          )
+        : undefined;
       if (!existing && fillerKey) {
         existing = await this.findByFiller(manager, fillerKey, input.sender);
       }
@@ -56,13 +65,14 @@ export class IntakePlanner {
       if (!existing && req.action !== 'create' && order.targetOrderId) {
         existing = await this.findByFiller(manager, order.targetOrderId, input.sender);
       }
-      const createdHere = placer
-        ? createdPlacers.get(placer)
+      const createdHere = placerId
+        ? createdPlacers.find((c) => sameOrderNumber(placerId, c.placer))?.orderId
         : fillerKey
           ? createdFillers.get(fillerKey)
           : undefined;
       const step = decide(order, existing, createdHere);
-      if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
+      if (step.kind === 'create' && placerId)
+        createdPlacers.push({ placer: placerId, orderId: step.orderId });
       if (step.kind === 'create' && fillerKey) createdFillers.set(fillerKey, step.orderId);
       steps.push(step);
       results.push(step.result);
@@ -111,4 +121,24 @@ export class IntakePlanner {
       (namesRecord(named, primaryIdentifier(row.request.patient)) ? mine : elsewhere).push(row);
     return { mine, elsewhere };
   }
+}
+
+/** An ISO OID (HD universal ID), as opposed to a namespace ID (a name). */
+const OID = /^[0-2](\.(0|[1-9]\d*))+$/;
+
+/**
+ * Whether a message's order number names a stored order's: a placer (or filler) number is an EI
+ * (v2.5.1 2A.3.24), unique only within the application that assigned it (§4.5.1.2: ORC-2.2 the
+ * namespace ID, else ORC-2.3/2.4 its universal ID). An interface engine forwards the orders of
+ * several placer applications under one MSH-3/MSH-4, each numbering from 1: `7001^AMB_EHR` and
+ * `7001^CARDIO` are two orders (before, the second was answered "already known" and never
+ * ordered, and a cancel of one cancelled the newer of the two). A number without a system (a RIS
+ * that sends the bare number in a cancel), or systems of two kinds (a namespace and an OID, two
+ * ways to name one application), match by the number.
+ */
+export function sameOrderNumber(asked: Identifier, stored: Identifier | undefined): boolean {
+  if (!stored || asked.value !== stored.value) return false;
+  if (asked.system === undefined || stored.system === undefined) return true;
+  if (OID.test(asked.system) !== OID.test(stored.system)) return true;
+  return asked.system === stored.system;
 }

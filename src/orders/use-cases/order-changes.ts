@@ -1,4 +1,4 @@
-import { primaryIdentifier } from '../../domain/patient-identity';
+import { mergedIdentifiers, primaryIdentifier } from '../../domain/patient-identity';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { OrderRequest, PatientInfo } from '../../domain/order-request';
@@ -84,7 +84,15 @@ export class OrderChanges {
     for (const { event, row } of plan.patientOrders) {
       const patient: PatientInfo =
         event.kind === 'patient-merge'
-          ? { ...row.request.patient, ...stripUndefined(event.patient) }
+          ? {
+              ...row.request.patient,
+              ...stripUndefined(event.patient),
+              identifiers: mergedIdentifiers(
+                row.request.patient.identifiers,
+                event.priorIdentifiers,
+                event.patient.identifiers,
+              ),
+            }
           : {
               ...row.request.patient,
               ...stripUndefined(event.patient),

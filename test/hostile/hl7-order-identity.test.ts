@@ -1,0 +1,133 @@
+import { parseHl7 } from '../../src/hl7';
+import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+
+jest.setTimeout(90_000);
+
+/**
+ * Which order, and which patient, a message means when real senders name them: a placer order
+ * number is an EI (v2.5.1 2A.3.24: entity identifier ^ namespace ID ^ universal ID ^ type),
+ * unique only within its placer application; an interface engine forwards the orders of several
+ * placer applications under one MSH-3/MSH-4. A patient has several identifiers (PID-3
+ * repetitions), and a merge (ADT^A40) retires one of them. Over the real MLLP front door into
+ * PostgreSQL; each case was answered or stored wrongly before.
+ */
+describe('HL7 order and patient identity over MLLP (real adapter, real socket, real PostgreSQL)', () => {
+  let h: MllpHarness;
+
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  /** A fixture with text replaced (the fixtures edited here are ASCII where edited). */
+  const edited = (raw: Buffer, pairs: [string, string][]): Buffer => {
+    let text = raw.toString('latin1');
+    for (const [from, to] of pairs) {
+      if (!text.includes(from)) throw new Error(`${from} not in the fixture`);
+      text = text.split(from).join(to);
+    }
+    return Buffer.from(text, 'latin1');
+  };
+  const ordersUnder = async (placer: string) =>
+    (
+      await h.db.query(
+        `SELECT id, state, accession_number, cancel_requested_at, request FROM orders
+          WHERE placer_order_number = $1 ORDER BY created_at`,
+        [placer],
+      )
+    ).rows;
+
+  it('the same placer number from two placer applications (ORC-2.2) behind one interface engine is two orders; a cancel names its own', async () => {
+    // An integration engine (MSH-3 HUBENGINE) forwards the ambulatory EHR's and the cardiology
+    // system's orders; both number their orders from 7001 upward, and the EI namespace (ORC-2.2,
+    // OBR-2.2) says whose number it is. Same patient: a chest CT from the EHR, later a chest
+    // X-ray from cardiology. Before: the second was answered AA as "already known"
+    // (order.duplicate) and never ordered: the X-ray was never analysed.
+    const order = (control: string, placer: string, accession: string, procedure: string) =>
+      edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['|RADIS1|IHEDEMO|', '|HUBENGINE|IHEDEMO|'],
+        ['MSGID20240318144217', control],
+        ['PLC-100234^RADIS1', placer],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', accession],
+        ['24627-2^CT Chest^LN', procedure],
+      ]);
+    const ehr = order('NS-1', '7001^AMB_EHR', 'ACC-NS-1', '24627-2^CT Chest^LN');
+    const cardio = order('NS-2', '7001^CARDIO', 'ACC-NS-2', '36643-5^XR Chest 2 Views^LN');
+    expect(ackSummary(await h.mllp.send(ehr))).toMatchObject({ code: 'AA', errors: [] });
+    expect(ackSummary(await h.mllp.send(cardio))).toMatchObject({ code: 'AA', errors: [] });
+    const both = await ordersUnder('7001');
+    expect(both.map((o) => [o.accession_number, o.request.placerOrderNumber])).toEqual([
+      ['ACC-NS-1', { value: '7001', system: 'AMB_EHR' }],
+      ['ACC-NS-2', { value: '7001', system: 'CARDIO' }],
+    ]);
+
+    // The EHR's own resend under a new MSH-10 is still its order (no third one).
+    expect(
+      ackSummary(
+        await h.mllp.send(order('NS-3', '7001^AMB_EHR', 'ACC-NS-1', '24627-2^CT Chest^LN')),
+      ).code,
+    ).toBe('AA');
+    expect(await ordersUnder('7001')).toHaveLength(2);
+
+    // The EHR cancels its CT: the CT is cancelled, cardiology's X-ray (the newer order under
+    // 7001) is left alone. Before: the newest order under the number was the one cancelled.
+    const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['|RADIS1|IHEDEMO|', '|HUBENGINE|IHEDEMO|'],
+      ['MSGID20240318163005', 'NS-CA-1'],
+      ['PLC-100234^RADIS1', '7001^AMB_EHR'],
+      ['FIL-55012^DSS_OF', ''],
+      ['ACC-20240318-0042', 'ACC-NS-1'],
+    ]);
+    const answer = parseHl7(await h.mllp.send(cancel));
+    expect(answer.get('MSA-1')).toBe('AA');
+    expect(answer.get('ORC-1')).toBe('CR');
+    const after = await ordersUnder('7001');
+    expect(after.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-NS-1', true],
+      ['ACC-NS-2', false],
+    ]);
+  });
+
+  it("an ADT^A40 replaces only the merged number (MRG-1) with the surviving one: the order keeps the patient's other identifiers", async () => {
+    // A network RIS orders for a patient known by HOSPA's record number PAT-9902, the partner
+    // clinic's number K-88120 (CLINB) and the SSN. HOSPA's MPI then merges PAT-9902 into PAT-4711
+    // (ADT^A40, v2.5.1 §3.3.40: MRG-1 the retired identifier, PID-3 the surviving one); its PID-3
+    // knows only HOSPA's numbers. Before: the order's identifiers became PID-3 alone, CLINB's
+    // number and the SSN were gone, and what we send back (the upstream's patient, our DICOM SR) knew only HOSPA's number.
+    const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'MRG-KEEP-NW'],
+      ['PLC-100234', 'PLC-MRG-KEEP'],
+      ['FIL-55012', 'FIL-MRG-KEEP'],
+      ['ACC-20240318-0042', 'ACC-MRG-KEEP'],
+      [
+        'PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS',
+        'PAT-9902^^^HOSPA^MR~K-88120^^^CLINB^MR~998877665^^^SSA^SS',
+      ],
+    ]);
+    expect(ackSummary(await h.mllp.send(order)).code).toBe('AA');
+    const a40 = edited(hl7Fixture('adt-a40-v251-merge'), [['MPI-20240320-000112', 'MRG-KEEP-A40']]);
+    expect(ackSummary(await h.mllp.send(a40))).toMatchObject({ code: 'AA', errors: [] });
+    const [merged] = await ordersUnder('PLC-MRG-KEEP');
+    expect(merged.request.patient.identifiers).toEqual([
+      { value: 'PAT-4711', system: 'HOSPA', type: 'MR' },
+      { value: 'K-88120', system: 'CLINB', type: 'MR' },
+      { value: '998877665', system: 'SSA', type: 'SS' },
+    ]);
+    expect(merged.request.patient.name).toMatchObject({ family: 'SCHMIDT-BERGER' });
+    const row = await h.db.query(`SELECT patient_id FROM orders WHERE id = $1`, [merged.id]);
+    expect(row.rows[0].patient_id).toBe('PAT-4711');
+
+    // The surviving patient's cancel (PID-3 PAT-4711) names this order.
+    const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['MSGID20240318163005', 'MRG-KEEP-CA'],
+      ['PLC-100234', 'PLC-MRG-KEEP'],
+      ['FIL-55012', 'FIL-MRG-KEEP'],
+      ['ACC-20240318-0042', 'ACC-MRG-KEEP'],
+    ]);
+    expect(parseHl7(await h.mllp.send(cancel)).get('ORC-1')).toBe('CR');
+  });
+});

@@ -130,4 +130,46 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
     expect(parseHl7(await h.mllp.send(cancel)).get('ORC-1')).toBe('CR');
   });
+
+  it('after a cancel (CA) the orderer reorders under the same placer number: a new order, not "already known"; an XO of the cancelled order is UX', async () => {
+    // The RIS cancels a CT and orders it again under the same placer number (docs/hl7.md tells
+    // a RIS to cancel and order again to change the procedure of a running order; many reuse
+    // the number). Until the cancel job has ended the order upstream it is still open, its
+    // cancel requested. Before: the new NW was answered AA as already known (order.duplicate)
+    // and never ordered, and an XO in that window was answered XR and applied to the order
+    // being cancelled.
+    const order = (control: string, accession: string) =>
+      edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['MSGID20240318144217', control],
+        ['PLC-100234', 'PLC-REORDER'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', accession],
+      ]);
+    expect(ackSummary(await h.mllp.send(order('REORDER-NW-1', 'ACC-REORDER-1'))).code).toBe('AA');
+    const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['MSGID20240318163005', 'REORDER-CA'],
+      ['PLC-100234', 'PLC-REORDER'],
+      ['FIL-55012^DSS_OF', ''],
+      ['ACC-20240318-0042', 'ACC-REORDER-1'],
+    ]);
+    expect(parseHl7(await h.mllp.send(cancel)).get('ORC-1')).toBe('CR');
+
+    const change = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'REORDER-XO'],
+      ['PLC-100234', 'PLC-REORDER'],
+      ['FIL-55012^DSS_OF', ''],
+      ['ACC-20240318-0042', 'ACC-REORDER-1'],
+    ]);
+    const changed = parseHl7(await h.mllp.send(change));
+    expect([changed.get('MSA-1'), changed.get('ORC-1')]).toEqual(['AA', 'UX']);
+    const [cancelled] = await ordersUnder('PLC-REORDER');
+    expect(cancelled.request.priority).not.toBe('stat');
+
+    expect(ackSummary(await h.mllp.send(order('REORDER-NW-2', 'ACC-REORDER-2'))).code).toBe('AA');
+    const orders = await ordersUnder('PLC-REORDER');
+    expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-REORDER-1', true],
+      ['ACC-REORDER-2', false],
+    ]);
+  });
 });

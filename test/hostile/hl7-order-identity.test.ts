@@ -172,4 +172,58 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
       ['ACC-REORDER-2', false],
     ]);
   });
+
+  it("an XO found by its filler number that names another placer number changes the order, never its numbers: later messages under the order's own number still find it", async () => {
+    // The RIS (filler) knows the order as FIL-KEEP; the placer's XO carries the filler number and,
+    // after a re-keying in the placer's system, another ORC-2. A placer order number is the
+    // order's permanent key (v2.5.1 §4.5.1.2). Before: the stored request took the XO's placer
+    // number while the order stayed indexed under the first one (what the audit log, FHIR and
+    // the order's key said disagreed), and the order's own number no longer named it.
+    const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'KEYS-NW'],
+      ['PLC-100234', 'PLC-KEEP'],
+      ['FIL-55012', 'FIL-KEEP'],
+      ['ACC-20240318-0042', 'ACC-KEEP'],
+    ]);
+    expect(ackSummary(await h.mllp.send(order)).code).toBe('AA');
+    const change = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'KEYS-XO'],
+      ['PLC-100234', 'PLC-REKEYED'],
+      ['FIL-55012', 'FIL-KEEP'],
+      ['ACC-20240318-0042', 'ACC-KEEP'],
+    ]);
+    expect(parseHl7(await h.mllp.send(change)).get('ORC-1')).toBe('XR');
+    const [changed] = await ordersUnder('PLC-KEEP');
+    expect(changed.request).toMatchObject({
+      priority: 'stat',
+      placerOrderNumber: { value: 'PLC-KEEP', system: 'RADIS1' },
+      fillerOrderNumber: { value: 'FIL-KEEP', system: 'DSS_OF' },
+    });
+    const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['MSGID20240318163005', 'KEYS-CA'],
+      ['PLC-100234', 'PLC-KEEP'],
+      ['FIL-55012^DSS_OF', ''],
+      ['ACC-20240318-0042', 'ACC-KEEP'],
+    ]);
+    expect(parseHl7(await h.mllp.send(cancel)).get('ORC-1')).toBe('CR');
+  });
+
+  it('an order message with a second PID (ORM_O01/OMI_O23 have one patient) is AE 100 at PID[2], nothing ordered under either patient', async () => {
+    // An interface engine that joins two RIS messages and drops the second MSH (or a sender
+    // that writes the mother's PID before the newborn's) leaves two PID segments before the
+    // order. Which patient the ORC/OBR belongs to is a guess. Before: AA, the order filed
+    // under the first PID, whatever the second said (the ORC followed the second patient).
+    const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'TWO-PID'],
+      ['PLC-100234', 'PLC-TWO-PID'],
+      ['ACC-20240318-0042', 'ACC-TWO-PID'],
+      ['\rORC|NW|', '\rPID|2||PAT-9902^^^HOSPA^MR||ROE^JANE||19800515|F\rORC|NW|'],
+    ]);
+    const reply = await h.mllp.send(order);
+    expect(ackSummary(reply)).toMatchObject({ code: 'AE', controlIdEchoed: 'TWO-PID' });
+    // v2.3.1: the ERR-1 layout (segment^sequence^field^code&text)
+    expect(ackSummary(reply).errors.join(' ')).toMatch(/^PID\^2\^1\^100/);
+    expect(reply.toString('latin1')).not.toMatch(/PAT-9902|PAT-4711/);
+    expect(await ordersUnder('PLC-TWO-PID')).toEqual([]);
+  });
 });

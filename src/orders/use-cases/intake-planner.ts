@@ -21,7 +21,7 @@ export class IntakePlanner {
       ),
     ];
     // Every order under each number, newest first: the number's namespace picks among them.
-    const byPlacer = new Map<string, OrderRow[]>();
+    const byPlacer = new Map<string, Array<OrderRow & { placer_order_number: string }>>();
     if (placers.length > 0) {
       const rows = await this.orders.lockAndFindByPlacers(input.sender, placers, manager);
       for (const row of rows) {
@@ -51,9 +51,9 @@ export class IntakePlanner {
       const req = order.request;
       const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
       const fillerKey = fillerKeyOf(req);
-      let existing = placerId
+      let existing: OrderRow | undefined = placerId
         ? (byPlacer.get(placerId.value) ?? []).find((row) =>
-            sameOrderNumber(placerId, row.request.placerOrderNumber),
+            sameOrderNumber(placerId, storedPlacer(row)),
           )
         : undefined;
       if (!existing && fillerKey) {
@@ -121,6 +121,18 @@ export class IntakePlanner {
       (namesRecord(named, primaryIdentifier(row.request.patient)) ? mine : elsewhere).push(row);
     return { mine, elsewhere };
   }
+}
+
+/**
+ * The number a stored order is indexed under, with the system its request holds for it (an
+ * order changed before its numbers were kept may hold another number in its request: then
+ * the index's number alone).
+ */
+function storedPlacer(row: OrderRow & { placer_order_number: string }): Identifier {
+  const held = row.request.placerOrderNumber;
+  return held?.value === row.placer_order_number && held.system !== undefined
+    ? { value: row.placer_order_number, system: held.system }
+    : { value: row.placer_order_number };
 }
 
 /** An ISO OID (HD universal ID), as opposed to a namespace ID (a name). */

@@ -45,10 +45,16 @@ export class OrderChanges {
           { manager, jobKey: `cancel:${step.orderId}` },
         );
       } else if (step.kind === 'update') {
+        // The order's numbers are its keys (v2.5.1 §4.5.1.2: the placer order number is the
+        // order's permanent identifier; orders.placer_order_number indexes it): an XO found by
+        // its filler number that names another ORC-2 changes the order, never its numbers.
+        // Before, the request took the XO's number while the order stayed indexed under its own.
         const merged: OrderRequest = {
           ...step.existing.request,
           ...stripUndefined(step.order.request),
           action: step.existing.request.action,
+          placerOrderNumber: step.existing.request.placerOrderNumber,
+          fillerOrderNumber: step.existing.request.fillerOrderNumber,
         };
         await this.orders.updateRequest(
           step.orderId,

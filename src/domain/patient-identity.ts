@@ -127,10 +127,15 @@ export function namesAnotherPatient(
   const a = primaryIdentifier(asked);
   const o = primaryIdentifier(order);
   if (!a || !o) return false;
-  return (
+  const differs =
     a.value !== o.value ||
-    (a.system !== undefined && o.system !== undefined && a.system !== o.system)
-  );
+    (a.system !== undefined && o.system !== undefined && a.system !== o.system);
+  if (!differs) return false;
+  // The order of PID-3 repetitions (Patient.identifier) carries no meaning: a sender that lists
+  // the patient's other facility's record number first in a later message names the same
+  // patient, whose order holds that number too. Before, only the first record numbers were
+  // compared, and such a change or cancel was refused as naming another patient.
+  return !namesRecord(order?.identifiers ?? [], a) && !namesRecord(asked?.identifiers ?? [], o);
 }
 
 /** The same identifier: the same number, and the same assigning authority when both say one. */

@@ -226,4 +226,44 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     expect(reply.toString('latin1')).not.toMatch(/PAT-9902|PAT-4711/);
     expect(await ordersUnder('PLC-TWO-PID')).toEqual([]);
   });
+
+  it("a change listing the patient's record numbers in another order (PID-3 repetitions) is the same patient's: XR, not AE 204", async () => {
+    // A network RIS knows the patient by HOSPA's and CLINB's record numbers. Its NW lists
+    // HOSPA's first; after the patient's record was updated, its XO lists CLINB's first (the
+    // order of PID-3 repetitions carries no meaning, v2.5.1 §3.4.2.3). The order is known by
+    // the first record number of its NW. Before: the XO's first record number differed, the
+    // change was read as naming another patient, refused AE 204 and the order never changed.
+    const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'REPS-NW'],
+      ['PLC-100234', 'PLC-REPS'],
+      ['FIL-55012', 'FIL-REPS'],
+      ['ACC-20240318-0042', 'ACC-REPS'],
+      ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'PAT-4711^^^HOSPA^MR~K-88120^^^CLINB^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(order)).code).toBe('AA');
+    const change = edited(hl7Fixture('orm-o01-v251-change-xo'), [
+      ['MSGID20240318152210', 'REPS-XO'],
+      ['PLC-100234', 'PLC-REPS'],
+      ['FIL-55012', 'FIL-REPS'],
+      ['ACC-20240318-0042', 'ACC-REPS'],
+      ['PID|1||PAT-4711^^^HOSPA^MR|', 'PID|1||K-88120^^^CLINB^MR~PAT-4711^^^HOSPA^MR|'],
+    ]);
+    const answer = parseHl7(await h.mllp.send(change));
+    expect([answer.get('MSA-1'), answer.get('ORC-1')]).toEqual(['AA', 'XR']);
+    const [changed] = await ordersUnder('PLC-REPS');
+    expect(changed.request.priority).toBe('stat');
+    // …and the order is still known by its own record number (identifiers change by ADT only).
+    expect(changed.request.patient.identifiers[0]).toEqual({
+      value: 'PAT-4711',
+      system: 'HOSPA',
+      type: 'MR',
+    });
+
+    // A change naming only a record number the order does not hold is still refused.
+    const other = edited(change, [
+      ['REPS-XO', 'REPS-XO-2'],
+      ['K-88120^^^CLINB^MR~PAT-4711^^^HOSPA^MR', 'K-99999^^^CLINB^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(other)).code).toBe('AE');
+  });
 });

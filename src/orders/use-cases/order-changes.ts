@@ -55,6 +55,13 @@ export class OrderChanges {
           action: step.existing.request.action,
           placerOrderNumber: step.existing.request.placerOrderNumber,
           fillerOrderNumber: step.existing.request.fillerOrderNumber,
+          // A patient's identifiers change by ADT (A40), never by an order message (as A08
+          // keeps them): an XO listing them in another order moved the order's record number.
+          patient: {
+            ...step.existing.request.patient,
+            ...stripUndefined(step.order.request.patient),
+            identifiers: step.existing.request.patient.identifiers,
+          },
         };
         await this.orders.updateRequest(
           step.orderId,

@@ -189,14 +189,15 @@ export class OrderRepository extends RepositoryBase {
     filler: string,
     sender: string | null,
     manager: EntityManager,
-  ): Promise<IntakeOrderRow | undefined> {
-    const rows: IntakeOrderRow[] = await manager.query(
-      `SELECT id, state, upstream_order_id, place_attempted_at, cancel_requested_at, request FROM orders
+  ): Promise<Array<IntakeOrderRow & { filler_order_number: string | null }>> {
+    // The newest few: the number's namespace (ORC-3.2) picks among them (intake-planner).
+    return manager.query(
+      `SELECT id, state, upstream_order_id, place_attempted_at, cancel_requested_at, request, filler_order_number
+         FROM orders
         WHERE (filler_order_number = $1 AND sender IS NOT DISTINCT FROM $2) OR id::text = $1
-        ORDER BY created_at DESC LIMIT 1 FOR UPDATE`,
+        ORDER BY created_at DESC LIMIT 20 FOR UPDATE`,
       [filler, sender],
     );
-    return rows[0];
   }
 
   /** Orders not yet ended of the patients with these identifiers, locked. */

@@ -266,4 +266,48 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
     expect(ackSummary(await h.mllp.send(other)).code).toBe('AE');
   });
+
+  it('walk-in orders known only by their filler number: the same number from two filler applications (ORC-3.2) is two orders, and an OC names its own', async () => {
+    // A department-system hub (one MSH-3/MSH-4) relays the CT and the MR RIS; each numbers its
+    // RIS-originated (walk-in) orders from W-1 upward, the EI namespace in ORC-3.2/OBR-3.2
+    // says whose. Before: the MR walk-in under W-77 was answered AA as a resend of the CT's
+    // (same patient) and never ordered; and the CT RIS's OC cancelled the newer, the MR's.
+    const msg = (control: string, order: string, filler: string, accession: string) =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|DEPT_HUB|CITYHOSP|AI_ADAPTER|CITYHOSP|20261012120000||ORM^O01^ORM_O01|${control}|P|2.3.1`,
+          'PID|1||CH-55120^^^CITYHOSP^MR||MOREAU^CLAIRE||19750412|F',
+          `ORC|${order}||${filler}||${order === 'NW' ? 'SC' : 'CA'}`,
+          `OBR|1||${filler}|${filler.endsWith('RIS_MR') ? '24590-2^MR Brain^LN' : '24725-4^CT Head^LN'}||||||||||||||${accession}`,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    const fillers = async () =>
+      (
+        await h.db.query(
+          `SELECT accession_number, cancel_requested_at IS NOT NULL AS cancelled FROM orders
+            WHERE filler_order_number = 'W-77' ORDER BY created_at`,
+        )
+      ).rows;
+    expect(ackSummary(await h.mllp.send(msg('HUB-1', 'NW', 'W-77^RIS_CT', 'CT-ACC-77'))).code).toBe(
+      'AA',
+    );
+    expect(ackSummary(await h.mllp.send(msg('HUB-2', 'NW', 'W-77^RIS_MR', 'MR-ACC-77'))).code).toBe(
+      'AA',
+    );
+    // The CT RIS's resend is still its order.
+    expect(ackSummary(await h.mllp.send(msg('HUB-3', 'NW', 'W-77^RIS_CT', 'CT-ACC-77'))).code).toBe(
+      'AA',
+    );
+    expect(await fillers()).toEqual([
+      { accession_number: 'CT-ACC-77', cancelled: false },
+      { accession_number: 'MR-ACC-77', cancelled: false },
+    ]);
+    const oc = parseHl7(await h.mllp.send(msg('HUB-4', 'OC', 'W-77^RIS_CT', 'CT-ACC-77')));
+    expect(oc.get('ORC-1')).toBe('CR');
+    expect(await fillers()).toEqual([
+      { accession_number: 'CT-ACC-77', cancelled: true },
+      { accession_number: 'MR-ACC-77', cancelled: false },
+    ]);
+  });
 });

@@ -33,12 +33,15 @@ export class IntakePlanner {
     // A new order without a placer number (a RIS-originated walk-in) is known by the sender's
     // filler number: a resend under a new MSH-10 made a second order (and a second analysis).
     const fillerKeyOf = (req: IntakeInput['orders'][number]['request']) =>
-      req.action === 'create' && !req.placerOrderNumber?.value
-        ? req.fillerOrderNumber?.value || undefined
+      req.action === 'create' && !req.placerOrderNumber?.value && req.fillerOrderNumber?.value
+        ? req.fillerOrderNumber
         : undefined;
     const fillerKeys = [
       ...new Set(
-        input.orders.map((o) => fillerKeyOf(o.request)).filter((v): v is string => Boolean(v)),
+        input.orders.flatMap((o) => {
+          const key = fillerKeyOf(o.request);
+          return key ? [key.value] : [];
+        }),
       ),
     ];
     if (fillerKeys.length > 0)
@@ -46,7 +49,7 @@ export class IntakePlanner {
     const steps: PlannedStep[] = [];
     const results: IntakeOrderResult[] = [];
     const createdPlacers: Array<{ placer: Identifier; orderId: string }> = [];
-    const createdFillers = new Map<string, string>();
+    const createdFillers: Array<{ filler: Identifier; orderId: string }> = [];
     for (const order of input.orders) {
       const req = order.request;
       const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
@@ -60,20 +63,21 @@ export class IntakePlanner {
         existing = await this.findByFiller(manager, fillerKey, input.sender);
       }
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
-        existing = await this.findByFiller(manager, req.fillerOrderNumber.value, input.sender);
+        existing = await this.findByFiller(manager, req.fillerOrderNumber, input.sender);
       }
       if (!existing && req.action !== 'create' && order.targetOrderId) {
-        existing = await this.findByFiller(manager, order.targetOrderId, input.sender);
+        existing = await this.findByFiller(manager, { value: order.targetOrderId }, input.sender);
       }
       const createdHere = placerId
         ? createdPlacers.find((c) => sameOrderNumber(placerId, c.placer))?.orderId
         : fillerKey
-          ? createdFillers.get(fillerKey)
+          ? createdFillers.find((c) => sameOrderNumber(fillerKey, c.filler))?.orderId
           : undefined;
       const step = decide(order, existing, createdHere);
       if (step.kind === 'create' && placerId)
         createdPlacers.push({ placer: placerId, orderId: step.orderId });
-      if (step.kind === 'create' && fillerKey) createdFillers.set(fillerKey, step.orderId);
+      if (step.kind === 'create' && fillerKey)
+        createdFillers.push({ filler: fillerKey, orderId: step.orderId });
       steps.push(step);
       results.push(step.result);
     }
@@ -95,12 +99,26 @@ export class IntakePlanner {
     };
   }
 
+  /**
+   * The newest order of the sender under this filler number in its namespace (an EI, as the
+   * placer number: sameOrderNumber), or the order with that id (our id, sent as the filler
+   * number of an order that came without one).
+   */
   private async findByFiller(
     manager: EntityManager,
-    filler: string,
+    filler: Identifier,
     sender: string | null,
   ): Promise<OrderRow | undefined> {
-    return this.orders.findByFillerForUpdate(filler, sender, manager);
+    const rows = await this.orders.findByFillerForUpdate(filler.value, sender, manager);
+    return rows.find((row) => {
+      if (row.id === filler.value) return true;
+      const held = row.request.fillerOrderNumber;
+      const stored: Identifier =
+        held?.value === row.filler_order_number && held.system !== undefined
+          ? { value: held.value, system: held.system }
+          : { value: row.filler_order_number ?? '' };
+      return sameOrderNumber(filler, stored);
+    });
   }
 
   private async findOpenOrdersOfPatient(

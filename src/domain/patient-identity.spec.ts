@@ -1,4 +1,9 @@
-import { namesRecord, primaryIdentifier } from './patient-identity';
+import {
+  mergedIdentifiers,
+  namesAnotherPatient,
+  namesRecord,
+  primaryIdentifier,
+} from './patient-identity';
 
 const ids = (...types: (string | undefined)[]) => ({
   identifiers: types.map((type, i) => ({ value: `id-${i}`, ...(type ? { type } : {}) })),
@@ -56,5 +61,72 @@ describe('namesRecord (does a patient message name the record an order is known 
       namesRecord([{ value: '4711', system: 'urn:oid:1.2.3' }], { value: '4711', system: '1.2.3' }),
     ).toBe(true);
     expect(namesRecord([{ value: '4711' }], undefined)).toBe(false);
+  });
+});
+
+describe('mergedIdentifiers (ADT^A40: MRG-1 retired, PID-3 surviving)', () => {
+  it('replaces only the retired identifiers, the surviving ones first, the others kept', () => {
+    const order = [
+      { value: '9902', system: 'HOSPA', type: 'MR' },
+      { value: 'K-1', system: 'CLINB', type: 'MR' },
+      { value: '123', system: 'SSA', type: 'SS' },
+    ];
+    expect(
+      mergedIdentifiers(
+        order,
+        [{ value: '9902', system: 'HOSPA', type: 'MR' }],
+        [
+          { value: '4711', system: 'HOSPA', type: 'MR' },
+          { value: '123', system: 'SSA', type: 'SS' },
+        ],
+      ),
+    ).toEqual([
+      { value: '4711', system: 'HOSPA', type: 'MR' },
+      { value: '123', system: 'SSA', type: 'SS' },
+      { value: 'K-1', system: 'CLINB', type: 'MR' },
+    ]);
+  });
+
+  it("keeps another authority's identifier with the retired number", () => {
+    expect(
+      mergedIdentifiers(
+        [
+          { value: '9902', system: 'HOSPA' },
+          { value: '9902', system: 'CLINB' },
+        ],
+        [{ value: '9902', system: 'HOSPA' }],
+        [{ value: '4711', system: 'HOSPA' }],
+      ),
+    ).toEqual([
+      { value: '4711', system: 'HOSPA' },
+      { value: '9902', system: 'CLINB' },
+    ]);
+  });
+});
+
+describe('namesAnotherPatient (does an order message name another patient than its order)', () => {
+  const order = {
+    identifiers: [
+      { value: '4711', system: 'HOSPA', type: 'MR' },
+      { value: 'K-1', system: 'CLINB', type: 'MR' },
+    ],
+  };
+
+  it('reads PID-3 repetitions as a set: a record number the order holds is its patient', () => {
+    expect(namesAnotherPatient({ identifiers: [...order.identifiers].reverse() }, order)).toBe(
+      false,
+    );
+    expect(
+      namesAnotherPatient({ identifiers: [{ value: 'K-1', system: 'CLINB', type: 'MR' }] }, order),
+    ).toBe(false);
+  });
+
+  it('a record number the order does not hold, or under another authority, is another patient', () => {
+    expect(
+      namesAnotherPatient({ identifiers: [{ value: 'K-2', system: 'CLINB', type: 'MR' }] }, order),
+    ).toBe(true);
+    expect(
+      namesAnotherPatient({ identifiers: [{ value: 'K-1', system: 'HOSPA', type: 'MR' }] }, order),
+    ).toBe(true);
   });
 });

@@ -127,8 +127,39 @@ export function namesAnotherPatient(
   const a = primaryIdentifier(asked);
   const o = primaryIdentifier(order);
   if (!a || !o) return false;
-  return (
+  const differs =
     a.value !== o.value ||
-    (a.system !== undefined && o.system !== undefined && a.system !== o.system)
+    (a.system !== undefined && o.system !== undefined && a.system !== o.system);
+  if (!differs) return false;
+  // The order of PID-3 repetitions (Patient.identifier) carries no meaning: a sender that lists
+  // the patient's other facility's record number first in a later message names the same
+  // patient, whose order holds that number too. Before, only the first record numbers were
+  // compared, and such a change or cancel was refused as naming another patient.
+  return !namesRecord(order?.identifiers ?? [], a) && !namesRecord(asked?.identifiers ?? [], o);
+}
+
+/** The same identifier: the same number, and the same assigning authority when both say one. */
+function sameIdentifier(a: Identifier, b: Identifier): boolean {
+  return namesRecord([a], b);
+}
+
+/**
+ * A patient's identifiers after a merge (HL7 ADT^A40, v2.5.1 §3.3.40 and §3.6.2.1.2): the
+ * identifiers MRG-1 retires are replaced by the surviving ones (PID-3), and every other
+ * identifier the order holds stays. An MPI's A40 names its own numbers only; the order also
+ * carries the partner facility's record number, the SSN or the national number from the RIS's
+ * PID-3, and replacing them all by the A40's PID-3 lost them (the upstream's patient and our
+ * DICOM SR then knew only the merging authority's number). The surviving identifiers come
+ * first, so the record number the order is known by is the surviving one.
+ */
+export function mergedIdentifiers(
+  current: readonly Identifier[],
+  retired: readonly Identifier[],
+  surviving: readonly Identifier[],
+): Identifier[] {
+  const kept = current.filter(
+    (id) =>
+      !retired.some((r) => sameIdentifier(r, id)) && !surviving.some((s) => sameIdentifier(s, id)),
   );
+  return [...surviving, ...kept];
 }

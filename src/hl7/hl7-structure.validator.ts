@@ -9,6 +9,15 @@ export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
   ADT: ['A08', 'A40'], // update patient information; merge patient - patient identifier list
 };
 
+/**
+ * What the refusal of another type says is taken: an EHR sending its imaging orders as the
+ * general clinical order OMG^O19 (v2.5.1 §4.4.10) was told only "Message type OMG not
+ * supported", not that the same order goes as OMI^O23 or ORM^O01.
+ */
+const TAKEN_MESSAGES = Object.entries(SUPPORTED_MESSAGES)
+  .flatMap(([code, triggers]) => triggers.map((t) => `${code}^${t}`))
+  .join(', ');
+
 /** MSH-12 values accepted: v2.3 to v2.8.2 (of table 0104). */
 export const SUPPORTED_VERSIONS = HL7_VERSION_IDS.slice(
   HL7_VERSION_IDS.indexOf('2.3'),
@@ -111,7 +120,7 @@ export function checkStructure(
       location: 'MSH-9.1',
       code: 200,
       severity: 'E',
-      message: `Message type ${type.code} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}`,
+      message: `Message type ${type.code} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
     });
   }
   if (!triggers.includes(type.trigger)) {
@@ -119,7 +128,7 @@ export function checkStructure(
       location: 'MSH-9.2',
       code: 201,
       severity: 'E',
-      message: `Event ${type.code}^${type.trigger} not supported${caseHint(type.trigger, triggers, '0003')}`,
+      message: `Event ${type.code}^${type.trigger} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
     });
   }
   const structure = expectedStructure(type.code, type.trigger);

@@ -181,6 +181,24 @@ function groupWithoutOrc(group: Hl7OrderGroup): TransformProblem | undefined {
   };
 }
 
+/**
+ * A second PID in a message of one patient (ORM_O01, OMI_O23: v2.5.1 §4.4.1, §4.4.6; ADT_A01
+ * for A08, §3.3.8): which patient the orders (or the update) belong to is a guess. An interface
+ * engine that joins two messages and drops the second MSH, or a mother's PID written before
+ * the newborn's, left the orders filed under the first PID, whatever the second said. Refused
+ * at that PID, as a second MSH is (ADT_A39, A40, repeats its PATIENT group: not here).
+ */
+function secondPatient(message: Hl7Message): Hl7MappingError | undefined {
+  const second = message.segmentsById('PID')[1];
+  if (!second) return undefined;
+  return {
+    location: second.locationOf(1),
+    code: 100,
+    severity: 'E',
+    message: `${second.locationOf(1).replace(/-1$/, '')}: a second patient in a message of one patient (one PID per ${message.messageType.code}^${message.messageType.trigger}); which patient the message means is a guess`,
+  };
+}
+
 function mergeQuirks(message: Hl7Message, mapping: QuirkCollector): ToleratedQuirk[] {
   const all = new QuirkCollector();
   for (const q of message.quirks) all.add(q.code, q.detail);
@@ -217,7 +235,10 @@ export function mapHl7Message(
   const code = type.code;
   const trigger = type.trigger;
 
-  if (code === 'ORM' || code === 'OMI') {
+  const twoPatients = code === 'ADT' && trigger === 'A40' ? undefined : secondPatient(message);
+  if (twoPatients) {
+    errors.push(twoPatients); // refused whole: nothing of the message is read
+  } else if (code === 'ORM' || code === 'OMI') {
     const rows = rowsFor(config);
     const groups = message.orderGroups();
     for (const seg of message.unplacedStudySegments) {

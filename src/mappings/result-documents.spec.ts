@@ -163,6 +163,18 @@ describe('result documents per status row (golden)', () => {
     expect(actual[key]).toEqual(golden[key]);
   });
 
+  it("the ORM status message's ORC-1 is the row's (what the table and the audit page say is what the RIS gets)", () => {
+    // Table 0119: SC (status changed) is the filler's unsolicited status; OK answers a placer's
+    // order in an ORR^O02. Before: RECEIVED said OK in the table (and on the audit page's
+    // mapping tables), and the message sent said SC.
+    for (const key of KEYS) {
+      const row = rowOf(key);
+      if (!row.publish.includes('hl7-orm-status')) continue;
+      const orm = parseHl7(buildOrmStatus(inputFor(row), parseHl7(ORM), HL7, 'IAA3', NOW).text);
+      expect([key, orm.get('ORC-1')]).toEqual([key, row.hl7.orderControl]);
+    }
+  });
+
   it('no-result rows never carry a measurement, and say why', () => {
     for (const key of KEYS) {
       const row = rowOf(key);

@@ -88,17 +88,13 @@ const IN_PROGRESS = {
 
 /**
  * Not yet worked on upstream (received, queued, pending): the Task received or accepted,
- * ORC-5 SC; status messages only.
+ * ORC-1/ORC-5 SC/SC; status messages only.
  */
-function waiting(
-  task: 'received' | 'accepted',
-  hl7: { orderControl: 'OK' | 'SC'; resultStatus: 'O' | 'S' },
-  note: string,
-) {
+function waiting(task: 'received' | 'accepted', hl7: { resultStatus: 'O' | 'S' }, note: string) {
   return {
     ...PROCESSING,
     task: { status: task },
-    hl7: { orderControl: hl7.orderControl, orderStatus: 'SC', resultStatus: hl7.resultStatus },
+    hl7: { orderControl: 'SC', orderStatus: 'SC', resultStatus: hl7.resultStatus },
     publish: INTERMEDIATE,
     note,
   } as const;
@@ -129,13 +125,12 @@ function noResult<S extends 'failed' | 'cancelled'>(state: S, reason: string, co
 }
 
 export const STATUS_TABLE = {
-  RECEIVED: waiting(
-    'received',
-    { orderControl: 'OK', resultStatus: 'O' },
-    'upload received upstream',
-  ),
-  QUEUED: waiting('accepted', { orderControl: 'SC', resultStatus: 'S' }, 'queued for processing'),
-  PENDING: waiting('accepted', { orderControl: 'SC', resultStatus: 'O' }, 'pending'),
+  // ORC-1 SC, not OK: the ORM status message is the filler's unsolicited status change (table
+  // 0119 SC); OK answers a placer's order in an ORR^O02. The message always said SC, the table
+  // (and the audit page's mapping tables) OK.
+  RECEIVED: waiting('received', { resultStatus: 'O' }, 'upload received upstream'),
+  QUEUED: waiting('accepted', { resultStatus: 'S' }, 'queued for processing'),
+  PENDING: waiting('accepted', { resultStatus: 'O' }, 'pending'),
   ELIGIBILITY_CHECK_RUNNING: { ...IN_PROGRESS, note: 'quality control in progress' },
   QC_PASSED: { ...IN_PROGRESS, note: 'passed QC' },
   PREPROCESSING: { ...IN_PROGRESS, note: 'processing' },

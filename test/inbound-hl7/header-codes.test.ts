@@ -1,4 +1,5 @@
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 
 /**
@@ -63,6 +64,29 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     });
     const bad = await send(swf('NE-AL-2', (t) => enhanced(t).replace('\rORC|NW|', '\rORC|RP|')));
     expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
+  });
+
+  it('an OMG^O19 (general clinical order, v2.5.1 §4.4.10) is AR 200 at MSH-9.1, the text naming the messages taken; kept, nothing ordered', async () => {
+    // An EHR that sends its radiology orders as OMG^O19 (ORC/TQ1/OBR, no IPC). Before: the text
+    // said only "Message type OMG not supported", not that the order goes as OMI^O23 or ORM^O01.
+    const omg = swf('OMG-1', (t) =>
+      t
+        .replace('|ORM^O01|', '|OMG^O19^OMG_O19|')
+        .replace('|P|2.3.1', '|P|2.5.1')
+        .replace('\rOBR|', '\rTQ1|1||||||20240318150000||R\rOBR|'),
+    );
+    const ack = await h.mllp.send(omg);
+    expect(ackSummary(ack)).toMatchObject({
+      code: 'AR',
+      controlIdEchoed: 'OMG-1',
+      errors: [expect.stringMatching(/^\|MSH\^1\^9\^1\^1\|200\^Unsupported message type/)],
+    });
+    expect(parseHl7(ack).get('ERR-8')).toBe(
+      'Message type OMG not supported; this receiver takes ORM^O01, OMI^O23, ADT^A08, ADT^A40',
+    );
+    expect(await stored('OMG-1')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
+    const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'PLC-OMG-1'`);
+    expect(orders.rowCount).toBe(0);
   });
 
   it('ORC-1 nw is AE 103 at ORC-1 and creates no order', async () => {

@@ -102,8 +102,15 @@ export function intakeRows(
           orderId: step.orderId,
           severity: 'warning',
           actor,
-          summary: `${TOO_LATE[step.kind].summary}: the order is already ${step.state}`,
-          detail: { sourceRef: step.order.sourceRef, state: step.state },
+          summary:
+            'cancelRequested' in step && step.cancelRequested
+              ? `${TOO_LATE[step.kind].summary}: the order's cancel was requested`
+              : `${TOO_LATE[step.kind].summary}: the order is already ${step.state}`,
+          detail: {
+            sourceRef: step.order.sourceRef,
+            state: step.state,
+            ...('cancelRequested' in step && step.cancelRequested ? { cancelRequested: true } : {}),
+          },
         });
         break;
       case 'change-refused':

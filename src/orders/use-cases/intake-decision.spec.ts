@@ -37,6 +37,7 @@ function stored(order: IntakeOrder, state: string, id = '0193a6d4-7c1e-7a00-8000
     state,
     upstream_order_id: state === 'received' ? null : 'UP-1',
     place_attempted_at: state === 'received' ? null : new Date(),
+    cancel_requested_at: null as Date | null,
     request: order.request,
   } satisfies IntakeOrderRow;
 }
@@ -109,6 +110,22 @@ describe('decide(): what one order group of a message does (pure)', () => {
     const step = decide(order, stored(order, 'cancelled'), undefined);
     expect(step.kind).toBe('create');
     expect(step).not.toMatchObject({ orderId: stored(order, 'cancelled').id });
+  });
+
+  it('an order whose cancel was requested (not ended yet): a NW is a new order, an XO is UX, a CA is CR again', () => {
+    const order = one(NEW_ORDER);
+    const ending = { ...stored(order, 'placed'), cancel_requested_at: new Date() };
+    const step = decide(order, ending, undefined);
+    expect(step.kind).toBe('create');
+    expect(step).not.toMatchObject({ orderId: ending.id });
+    const { order: change } = againstStored(CHANGE, 'update', 'placed');
+    expect(decide(change, ending, undefined)).toMatchObject({
+      kind: 'change-too-late',
+      cancelRequested: true,
+      result: { kind: 'change-too-late', orderId: ending.id, state: 'placed' },
+    });
+    const { order: cancel } = againstStored(CANCEL, 'cancel', 'placed');
+    expect(decide(cancel, ending, undefined)).toMatchObject({ kind: 'cancel' });
   });
 
   it('a change (XO) of a known order updates it; of an unknown one is refused as unknown', () => {

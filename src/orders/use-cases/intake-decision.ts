@@ -116,9 +116,15 @@ export function decide(
   const sourceRef = order.sourceRef;
   switch (req.action) {
     case 'create': {
+      // An order cancelled, or whose cancel the orderer asked for (it ends once the cancel job
+      // has ended it upstream), is not the one a new NW under its number means: the orderer
+      // reorders (docs/hl7.md: cancel and order again). Before, a NW in that window was
+      // answered "already known" and never ordered.
       const known =
         createdInThisMessage ??
-        (existing && existing.state !== 'cancelled' ? existing.id : undefined);
+        (existing && existing.state !== 'cancelled' && !existing.cancel_requested_at
+          ? existing.id
+          : undefined);
       // A placer number is the sender's key for one order (v2.5.1 §4.5.1.2): a new order under
       // a number that already names another patient's order is not that order's resend (a RIS
       // whose numbering restarted, a test system's numbers reaching production, two EHR feeds
@@ -166,6 +172,12 @@ export function decide(
         return cancel
           ? tooLate('cancel-too-late', order, existing.id, state)
           : tooLate('change-too-late', order, existing.id, state);
+      }
+      // A change of an order whose cancel was asked for (answered CR) cannot apply: the order
+      // is ending. Before, it was answered XR and its metadata sent upstream to an order being
+      // cancelled. A second cancel is answered CR again (only the first request counts).
+      if (!cancel && existing.cancel_requested_at) {
+        return { ...tooLate('change-too-late', order, existing.id, state), cancelRequested: true };
       }
       const orderId = existing.id;
       if (namesAnotherPatient(req.patient, existing.request.patient)) {

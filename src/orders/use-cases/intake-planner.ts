@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { namesRecord, primaryIdentifier } from '../../domain/patient-identity';
 import type { IntakeOrderRow, OrderRepository } from '../../persistence/order.repository';
+import type { Identifier } from '../../domain/order-request';
 import type { IntakeInput, IntakeOrderResult, IntakePatientEvent } from '../intake.model';
 import { decide, type IntakePlan, type PlannedStep } from './intake-decision';
 
@@ -19,51 +20,64 @@ export class IntakePlanner {
           .filter((v): v is string => Boolean(v)),
       ),
     ];
-    const byPlacer = new Map<string, OrderRow>();
+    // Every order under each number, newest first: the number's namespace picks among them.
+    const byPlacer = new Map<string, Array<OrderRow & { placer_order_number: string }>>();
     if (placers.length > 0) {
       const rows = await this.orders.lockAndFindByPlacers(input.sender, placers, manager);
-      for (const row of rows)
-        if (!byPlacer.has(row.placer_order_number)) byPlacer.set(row.placer_order_number, row);
+      for (const row of rows) {
+        const list = byPlacer.get(row.placer_order_number);
+        if (list) list.push(row);
+        else byPlacer.set(row.placer_order_number, [row]);
+      }
     }
     // A new order without a placer number (a RIS-originated walk-in) is known by the sender's
     // filler number: a resend under a new MSH-10 made a second order (and a second analysis).
     const fillerKeyOf = (req: IntakeInput['orders'][number]['request']) =>
-      req.action === 'create' && !req.placerOrderNumber?.value
-        ? req.fillerOrderNumber?.value || undefined
+      req.action === 'create' && !req.placerOrderNumber?.value && req.fillerOrderNumber?.value
+        ? req.fillerOrderNumber
         : undefined;
     const fillerKeys = [
       ...new Set(
-        input.orders.map((o) => fillerKeyOf(o.request)).filter((v): v is string => Boolean(v)),
+        input.orders.flatMap((o) => {
+          const key = fillerKeyOf(o.request);
+          return key ? [key.value] : [];
+        }),
       ),
     ];
     if (fillerKeys.length > 0)
       await this.orders.lockFillerNumbers(input.sender, fillerKeys, manager);
     const steps: PlannedStep[] = [];
     const results: IntakeOrderResult[] = [];
-    const createdPlacers = new Map<string, string>();
-    const createdFillers = new Map<string, string>();
+    const createdPlacers: Array<{ placer: Identifier; orderId: string }> = [];
+    const createdFillers: Array<{ filler: Identifier; orderId: string }> = [];
     for (const order of input.orders) {
       const req = order.request;
-      const placer = req.placerOrderNumber?.value;
+      const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
       const fillerKey = fillerKeyOf(req);
-      let existing = placer ? byPlacer.get(placer) : undefined;
+      let existing: OrderRow | undefined = placerId
+        ? (byPlacer.get(placerId.value) ?? []).find((row) =>
+            sameOrderNumber(placerId, storedPlacer(row)),
+          )
+        : undefined;
       if (!existing && fillerKey) {
         existing = await this.findByFiller(manager, fillerKey, input.sender);
       }
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
-        existing = await this.findByFiller(manager, req.fillerOrderNumber.value, input.sender);
+        existing = await this.findByFiller(manager, req.fillerOrderNumber, input.sender);
       }
       if (!existing && req.action !== 'create' && order.targetOrderId) {
-        existing = await this.findByFiller(manager, order.targetOrderId, input.sender);
+        existing = await this.findByFiller(manager, { value: order.targetOrderId }, input.sender);
       }
-      const createdHere = placer
-        ? createdPlacers.get(placer)
+      const createdHere = placerId
+        ? createdPlacers.find((c) => sameOrderNumber(placerId, c.placer))?.orderId
         : fillerKey
-          ? createdFillers.get(fillerKey)
+          ? createdFillers.find((c) => sameOrderNumber(fillerKey, c.filler))?.orderId
           : undefined;
       const step = decide(order, existing, createdHere);
-      if (step.kind === 'create' && placer) createdPlacers.set(placer, step.orderId);
-      if (step.kind === 'create' && fillerKey) createdFillers.set(fillerKey, step.orderId);
+      if (step.kind === 'create' && placerId)
+        createdPlacers.push({ placer: placerId, orderId: step.orderId });
+      if (step.kind === 'create' && fillerKey)
+        createdFillers.push({ filler: fillerKey, orderId: step.orderId });
       steps.push(step);
       results.push(step.result);
     }
@@ -85,12 +99,26 @@ export class IntakePlanner {
     };
   }
 
+  /**
+   * The newest order of the sender under this filler number in its namespace (an EI, as the
+   * placer number: sameOrderNumber), or the order with that id (our id, sent as the filler
+   * number of an order that came without one).
+   */
   private async findByFiller(
     manager: EntityManager,
-    filler: string,
+    filler: Identifier,
     sender: string | null,
   ): Promise<OrderRow | undefined> {
-    return this.orders.findByFillerForUpdate(filler, sender, manager);
+    const rows = await this.orders.findByFillerForUpdate(filler.value, sender, manager);
+    return rows.find((row) => {
+      if (row.id === filler.value) return true;
+      const held = row.request.fillerOrderNumber;
+      const stored: Identifier =
+        held?.value === row.filler_order_number && held.system !== undefined
+          ? { value: held.value, system: held.system }
+          : { value: row.filler_order_number ?? '' };
+      return sameOrderNumber(filler, stored);
+    });
   }
 
   private async findOpenOrdersOfPatient(
@@ -111,4 +139,36 @@ export class IntakePlanner {
       (namesRecord(named, primaryIdentifier(row.request.patient)) ? mine : elsewhere).push(row);
     return { mine, elsewhere };
   }
+}
+
+/**
+ * The number a stored order is indexed under, with the system its request holds for it (an
+ * order changed before its numbers were kept may hold another number in its request: then
+ * the index's number alone).
+ */
+function storedPlacer(row: OrderRow & { placer_order_number: string }): Identifier {
+  const held = row.request.placerOrderNumber;
+  return held?.value === row.placer_order_number && held.system !== undefined
+    ? { value: row.placer_order_number, system: held.system }
+    : { value: row.placer_order_number };
+}
+
+/** An ISO OID (HD universal ID), as opposed to a namespace ID (a name). */
+const OID = /^[0-2](\.(0|[1-9]\d*))+$/;
+
+/**
+ * Whether a message's order number names a stored order's: a placer (or filler) number is an EI
+ * (v2.5.1 2A.3.24), unique only within the application that assigned it (§4.5.1.2: ORC-2.2 the
+ * namespace ID, else ORC-2.3/2.4 its universal ID). An interface engine forwards the orders of
+ * several placer applications under one MSH-3/MSH-4, each numbering from 1: `7001^AMB_EHR` and
+ * `7001^CARDIO` are two orders (before, the second was answered "already known" and never
+ * ordered, and a cancel of one cancelled the newer of the two). A number without a system (a RIS
+ * that sends the bare number in a cancel), or systems of two kinds (a namespace and an OID, two
+ * ways to name one application), match by the number.
+ */
+export function sameOrderNumber(asked: Identifier, stored: Identifier | undefined): boolean {
+  if (!stored || asked.value !== stored.value) return false;
+  if (asked.system === undefined || stored.system === undefined) return true;
+  if (OID.test(asked.system) !== OID.test(stored.system)) return true;
+  return asked.system === stored.system;
 }

@@ -1,4 +1,4 @@
-import { primaryIdentifier } from '../../domain/patient-identity';
+import { mergedIdentifiers, primaryIdentifier } from '../../domain/patient-identity';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { OrderRequest, PatientInfo } from '../../domain/order-request';
@@ -45,10 +45,23 @@ export class OrderChanges {
           { manager, jobKey: `cancel:${step.orderId}` },
         );
       } else if (step.kind === 'update') {
+        // The order's numbers are its keys (v2.5.1 §4.5.1.2: the placer order number is the
+        // order's permanent identifier; orders.placer_order_number indexes it): an XO found by
+        // its filler number that names another ORC-2 changes the order, never its numbers.
+        // Before, the request took the XO's number while the order stayed indexed under its own.
         const merged: OrderRequest = {
           ...step.existing.request,
           ...stripUndefined(step.order.request),
           action: step.existing.request.action,
+          placerOrderNumber: step.existing.request.placerOrderNumber,
+          fillerOrderNumber: step.existing.request.fillerOrderNumber,
+          // A patient's identifiers change by ADT (A40), never by an order message (as A08
+          // keeps them): an XO listing them in another order moved the order's record number.
+          patient: {
+            ...step.existing.request.patient,
+            ...stripUndefined(step.order.request.patient),
+            identifiers: step.existing.request.patient.identifiers,
+          },
         };
         await this.orders.updateRequest(
           step.orderId,
@@ -84,7 +97,15 @@ export class OrderChanges {
     for (const { event, row } of plan.patientOrders) {
       const patient: PatientInfo =
         event.kind === 'patient-merge'
-          ? { ...row.request.patient, ...stripUndefined(event.patient) }
+          ? {
+              ...row.request.patient,
+              ...stripUndefined(event.patient),
+              identifiers: mergedIdentifiers(
+                row.request.patient.identifiers,
+                event.priorIdentifiers,
+                event.patient.identifiers,
+              ),
+            }
           : {
               ...row.request.patient,
               ...stripUndefined(event.patient),

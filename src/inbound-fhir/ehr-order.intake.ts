@@ -52,7 +52,7 @@ function versionTag(sr: ServiceRequest): string {
 
 /**
  * The request we keep for an EHR URL, as the EHR withdrew it by deleting it (a DELETE, a focus
- * answered 410 or 404): read as a `revoked` version, so its order is cancelled as the
+ * answered 410): read as a `revoked` version, so its order is cancelled as the
  * orderer's own cancel (ORC-1 CR, Task cancelled); a repeat finds that version already processed.
  */
 export function deletedOnEhr(

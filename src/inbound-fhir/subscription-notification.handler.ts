@@ -18,12 +18,18 @@ import type { SubscriptionState } from '../persistence/subscription.repository';
 import type { ToleratedQuirk } from '../domain/order-request';
 
 /**
- * A focus read the EHR answered 410 Gone (deleted there) or 404 Not Found (no such request:
- * expunged, or entered in error and purged, on a server that keeps no deleted versions).
+ * A focus read the EHR answered 410 Gone (deleted there) or 404 Not Found (not there, or not
+ * there yet: see deletedOnEhr).
  */
 interface Gone {
   gone: 404 | 410;
 }
+
+/**
+ * How long after its event a focus the EHR answers 404 for is taken as not there yet (a read
+ * replica behind the event) rather than not there: the notification is refused 503 and resent.
+ */
+const FOCUS_NOT_FOUND_GRACE_MS = 5 * 60_000;
 
 function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
   return {
@@ -210,7 +216,7 @@ export class SubscriptionNotificationHandler {
       // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
       if ('gone' in sr) {
-        const deleted = await this.deletedOnEhr(event.number, event.focus, sr.gone, quirks);
+        const deleted = await this.deletedOnEhr(caller, event, sr.gone, quirks);
         if (deleted) collected.set(deleted.fullUrl, deleted);
         continue;
       }
@@ -286,31 +292,60 @@ export class SubscriptionNotificationHandler {
   }
 
   /**
-   * The focus is gone from the EHR: 410 (deleted there) or 404 (not known there: expunged, or
-   * entered in error and purged, by a server that keeps no deleted versions; the event that
-   * names it says it existed). Both were answered 503 like an outage, so the EHR resent the
-   * event for ever (and a server that gives up on an endpoint after repeated failures stops
-   * notifying at all). Now the event is processed: the order we have for that request is
-   * cancelled, as for a `revoked` version (the orderer withdrew it); with none, nothing is
-   * ordered. Recorded as `notification-focus-deleted` (410) or `notification-focus-not-found`
-   * (404), with the notification kept.
+   * The focus is gone from the EHR. 410 Gone says it was deleted there: the event is processed
+   * (it was 503 for every resend, for ever), the order we have for that request is cancelled as
+   * for a `revoked` version (the orderer withdrew it), and with none nothing is ordered
+   * (`notification-focus-deleted`).
+   *
+   * 404 Not Found does not say as much: a server that keeps no deleted versions (HAPI after
+   * `$expunge`, a request entered in error and purged) answers it, but so does a read replica
+   * that has not caught up with the event yet, a server that hides what the caller may not
+   * see, and a proxy routing the EHR's base wrongly (every read 404). So:
+   * - an event younger than FOCUS_NOT_FOUND_GRACE_MS whose request we do not hold is refused
+   *   503: the EHR resends it, by which time a lagging replica has the request;
+   * - otherwise the event is processed (200, no endless resend) with
+   *   `notification-focus-not-found`, and an order we hold is NOT cancelled: a clinical order
+   *   is withdrawn by the EHR saying so (revoked, entered-in-error, DELETE, 410), never by a
+   *   read that found nothing. The quirk and a warning tell the analyst to check with the EHR.
    */
   private async deletedOnEhr(
-    eventNumber: number,
-    focus: string,
+    caller: FhirCaller,
+    event: { number: number; focus?: string; timestamp?: string },
     status: 404 | 410,
     quirks: ToleratedQuirk[],
   ): Promise<EhrServiceRequest | undefined> {
+    const focus = event.focus ?? '';
     // cut at the first ? or # by index: `/[?#].*$/` retried from every ? of a long focus
     const query = focus.search(/[?#]/);
     const bare = query < 0 ? focus : focus.slice(0, query);
     const fullUrl = this.absolute(bare.replace(/\/_history\/[^/]+$/, ''));
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
+    if (status === 410) {
+      quirks.push({
+        code: 'notification-focus-deleted',
+        detail: `event ${event.number}: ${fullUrl} is gone from the EHR (410): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+      });
+      return stored ? deletedOnEhr(stored, fullUrl) : undefined;
+    }
+    const at = event.timestamp ? Date.parse(event.timestamp) : NaN;
+    const age = Date.now() - at;
+    if (!stored && Number.isFinite(at) && age < FOCUS_NOT_FOUND_GRACE_MS) {
+      const e = new FhirError(
+        'upstream-unavailable',
+        `the EHR does not know ${fullUrl} yet (404) though event ${event.number} names it; resend the notification (a read replica may lag the event)`,
+      );
+      await this.refuse(caller, e);
+      throw e;
+    }
+    this.deps.logger.warn(
+      { status: 404, heldOrder: Boolean(stored?.orderId) },
+      'notification focus not found on the EHR',
+    );
     quirks.push({
-      code: status === 410 ? 'notification-focus-deleted' : 'notification-focus-not-found',
-      detail: `event ${eventNumber}: ${fullUrl} is ${status === 410 ? 'gone from' : 'not known to'} the EHR (${status}): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+      code: 'notification-focus-not-found',
+      detail: `event ${event.number}: ${fullUrl} is not known to the EHR (404): ${stored?.orderId ? 'its order is kept (a 404 is not a withdrawal: revoke or delete the request on the EHR, or cancel the order here)' : 'no order here, nothing ordered'}`,
     });
-    return stored ? deletedOnEhr(stored, fullUrl) : undefined;
+    return undefined;
   }
 
   private async readFromEhr<T extends Resource>(
@@ -329,10 +364,7 @@ export class SubscriptionNotificationHandler {
       if (error instanceof EhrFhirError && error.status === 404 && unversioned !== ref) {
         return this.readFromEhr<T>(caller, unversioned);
       }
-      if (error instanceof EhrFhirError && error.status === 404) {
-        this.deps.logger.warn({ status: 404 }, 'notification focus not found on the EHR');
-        return { gone: 404 };
-      }
+      if (error instanceof EhrFhirError && error.status === 404) return { gone: 404 };
       const e = new FhirError(
         'upstream-unavailable',
         `could not read ${ref} from the EHR: ${(error as Error).message}; resend the notification (or wait for the next heartbeat: the gap is caught up by search)`,

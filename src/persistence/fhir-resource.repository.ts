@@ -5,7 +5,7 @@ import type { OrderRequest } from '../domain/order-request';
 import { pgJson } from '../common/pg-safe';
 import { RepositoryBase } from './repository-base';
 
-/** The source version of a request deleted on the EHR (by a DELETE, a 410 or a 404 of its focus). */
+/** The source version of a request deleted on the EHR (by a DELETE or a 410 of its focus). */
 export const DELETED_ON_EHR = 'deleted-on-ehr';
 
 export interface StoredResource<T extends Resource = Resource> {

@@ -59,7 +59,11 @@ async function startTamperingEhr(engine: TestFhirServer): Promise<TamperingEhr> 
 }
 
 /** An R4 Backport id-only event notification (STU 1.1 shape) of one Subscription. */
-function idOnly(subscription: string, events: Array<[number, string]>): Json {
+function idOnly(
+  subscription: string,
+  events: Array<[number, string]>,
+  timestamp = '2026-11-25T08:00:00Z',
+): Json {
   const last = Math.max(...events.map(([n]) => n));
   return {
     resourceType: 'Bundle',
@@ -80,7 +84,7 @@ function idOnly(subscription: string, events: Array<[number, string]>): Json {
               name: 'notification-event',
               part: [
                 { name: 'event-number', valueString: String(n) },
-                { name: 'timestamp', valueInstant: '2026-11-25T08:00:00Z' },
+                { name: 'timestamp', valueInstant: timestamp },
                 { name: 'focus', valueReference: { reference: focus } },
               ],
             })),
@@ -408,7 +412,7 @@ describe('hostile: a notified request the EHR no longer knows (404), or deletes 
       })
     ).json()) as ServiceRequest;
 
-  it('a focus the EHR answers 404 (expunged, or entered in error and purged): 200 and kept, no endless resend; the order we hold is withdrawn', async () => {
+  it('a focus the EHR answers 404: a fresh event is resent (a replica behind it), an old one is 200 and kept; an order we hold is never cancelled by a 404', async () => {
     // Before: 503 for this notification and every resend of it, for ever; an EHR that marks a
     // Subscription `error` after repeated failures then stopped notifying any order at all.
     const subscription = `${ehr.baseUrl}/Subscription/purged`;
@@ -423,25 +427,40 @@ describe('hostile: a notified request the EHR no longer knows (404), or deletes 
     });
     expect(await ordersOf('PURGED-1')).toEqual([]);
 
+    // An event of a moment ago whose request the EHR's read side does not have yet: 503, so
+    // the EHR resends it; once the request is readable the resend orders it.
+    unknown('lagging-1');
+    const now = new Date().toISOString();
+    const early = await notify(idOnly(subscription, [[2, 'ServiceRequest/lagging-1']], now));
+    expect(early.status).toBe(503);
+    expect(JSON.stringify(early.body)).toContain('resend');
+    ehr.answers.delete('/fhir/ServiceRequest/lagging-1');
+    await seedOrder('lagging-1', 'LAGGING-1');
+    expect(
+      (await notify(idOnly(subscription, [[2, 'ServiceRequest/lagging-1']], now))).status,
+    ).toBe(200);
+    expect(await ordersOf('LAGGING-1')).toHaveLength(1);
+
+    // A 404 for a request we hold an order for (expunged, a replica or proxy gone wrong, a
+    // server hiding it): processed, the order kept, the analyst told. Only the EHR saying so
+    // (revoked, entered-in-error, DELETE, 410) withdraws a clinical order.
     await seedOrder('purged-2', 'PURGED-2');
-    expect((await notify(idOnly(subscription, [[2, 'ServiceRequest/purged-2']]))).status).toBe(200);
+    expect((await notify(idOnly(subscription, [[3, 'ServiceRequest/purged-2']]))).status).toBe(200);
     const [order] = await ordersOf('PURGED-2');
     expect(order?.cancel_requested_at).toBeNull();
     unknown('purged-2');
-    const gone = await notify(idOnly(subscription, [[3, 'ServiceRequest/purged-2']]));
+    const gone = await notify(idOnly(subscription, [[4, 'ServiceRequest/purged-2']], now));
     expect(gone.status).toBe(200);
-    expect((await ordersOf('PURGED-2'))[0]!.cancel_requested_at).not.toBeNull();
-    expect((await served(order!.id)).status).toBe('revoked');
-    // The resend of the same event is a duplicate, not a second cancel.
-    expect((await notify(idOnly(subscription, [[3, 'ServiceRequest/purged-2']]))).status).toBe(200);
-    expect(
-      (
-        await db.query(
-          `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-requested'`,
-          [order!.id],
-        )
-      ).rows,
-    ).toHaveLength(1);
+    expect(await message(`fhir-subscription|${subscription}|events:4`)).toMatchObject({
+      quirks: expect.arrayContaining([
+        expect.objectContaining({
+          code: 'notification-focus-not-found',
+          detail: expect.stringContaining('its order is kept'),
+        }),
+      ]),
+    });
+    expect((await ordersOf('PURGED-2'))[0]!.cancel_requested_at).toBeNull();
+    expect((await served(order!.id)).status).toBe('active');
   });
 
   it('a request deleted on the EHR (its order cancelled) and then made again under the same id is a new order', async () => {

@@ -197,13 +197,30 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     expect(stale.status).toBe(412);
     expect(stale.data.resourceType).toBe('OperationOutcome');
 
+    // a change (priority) goes upstream as metadata
+    const changed = (await fhir.update({
+      resourceType: 'ServiceRequest',
+      id: created.id,
+      body: { ...sr, id: created.id, priority: 'stat' },
+      options: { headers: { 'If-Match': 'W/"1"' } },
+    })) as unknown as { meta: { versionId: string } };
+    expect(changed.meta.versionId).toBe('2');
+    expect(
+      await rows(
+        `SELECT 1 FROM job_outbox WHERE task = 'order.update-metadata' AND payload->>'orderId' = $1
+         UNION ALL
+         SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'order.update-metadata' AND key = $2`,
+        [created.id, `metadata:${created.id}`],
+      ),
+    ).toHaveLength(1);
+
     const revoked = (await fhir.update({
       resourceType: 'ServiceRequest',
       id: created.id,
-      body: { ...sr, id: created.id, status: 'revoked' },
-      options: { headers: { 'If-Match': 'W/"1"' } },
+      body: { ...sr, id: created.id, status: 'revoked', priority: 'stat' },
+      options: { headers: { 'If-Match': 'W/"2"' } },
     })) as unknown as { status: string; meta: { versionId: string } };
-    expect(revoked).toMatchObject({ status: 'revoked', meta: { versionId: '2' } });
+    expect(revoked).toMatchObject({ status: 'revoked', meta: { versionId: '3' } });
     const [order] = await rows(`SELECT cancel_requested_at, version FROM orders WHERE id = $1`, [
       created.id,
     ]);
@@ -224,22 +241,6 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
       status: string;
     };
     expect(current.status).toBe('revoked');
-
-    // another change (priority) goes upstream as metadata
-    const changed = (await fhir.update({
-      resourceType: 'ServiceRequest',
-      id: created.id,
-      body: { ...sr, id: created.id, status: 'active', priority: 'stat' },
-    })) as unknown as { meta: { versionId: string } };
-    expect(changed.meta.versionId).toBe('3');
-    expect(
-      await rows(
-        `SELECT 1 FROM job_outbox WHERE task = 'order.update-metadata' AND payload->>'orderId' = $1
-         UNION ALL
-         SELECT 1 FROM graphile_worker.jobs WHERE task_identifier = 'order.update-metadata' AND key = $2`,
-        [created.id, `metadata:${created.id}`],
-      ),
-    ).toHaveLength(1);
 
     // once the order has ended, the EHR's own resource still moves on (status completed) but
     // the order does not change: 200 with the new version, the change recorded as not applied

@@ -57,9 +57,10 @@ export class OrderChanges {
           fillerOrderNumber: step.existing.request.fillerOrderNumber,
           // A patient's identifiers change by ADT (A40), never by an order message (as A08
           // keeps them): an XO listing them in another order moved the order's record number.
+          // The rest of the patient is the change's as it stands: a birth date or sex it no
+          // longer states is taken away (upstream too), not kept from before.
           patient: {
-            ...step.existing.request.patient,
-            ...stripUndefined(step.order.request.patient),
+            ...step.order.request.patient,
             identifiers: step.existing.request.patient.identifiers,
           },
         };

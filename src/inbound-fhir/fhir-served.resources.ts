@@ -58,7 +58,24 @@ export function withReferencesOnSource(sr: ServiceRequest, source: string | null
     : undefined;
   if (!base) return sr;
   const out = structuredClone(sr);
-  const stack: unknown[] = [out];
+  eachReference(out, ['contained', 'meta', 'text'], (ref) => {
+    if (typeof ref.reference === 'string' && RELATIVE_REFERENCE.test(ref.reference)) {
+      ref.reference = `${base}/${ref.reference}`;
+    }
+  });
+  return out;
+}
+
+/**
+ * Calls `visit` with every object of `root` that may be a Reference, depth first without
+ * recursion (a deeply nested resource cannot exhaust the stack), not looking into `skip` keys.
+ */
+function eachReference(
+  root: unknown,
+  skip: readonly string[],
+  visit: (ref: Reference & Record<string, unknown>) => void,
+): void {
+  const stack: unknown[] = [root];
   while (stack.length > 0) {
     const value = stack.pop();
     if (value === null || typeof value !== 'object') continue;
@@ -66,15 +83,11 @@ export function withReferencesOnSource(sr: ServiceRequest, source: string | null
       stack.push(...(value as unknown[]));
       continue;
     }
-    const ref = value as Reference & Record<string, unknown>;
-    if (typeof ref.reference === 'string' && RELATIVE_REFERENCE.test(ref.reference)) {
-      ref.reference = `${base}/${ref.reference}`;
-    }
+    visit(value as Reference & Record<string, unknown>);
     for (const [key, inner] of Object.entries(value)) {
-      if (key !== 'contained' && key !== 'meta' && key !== 'text') stack.push(inner);
+      if (!skip.includes(key)) stack.push(inner);
     }
   }
-  return out;
 }
 
 /**
@@ -93,22 +106,11 @@ export function withBundleReferences(
   locations: ReadonlyMap<string, string>,
 ): ServiceRequest {
   const out = structuredClone(sr);
-  const stack: unknown[] = [out];
-  while (stack.length > 0) {
-    const value = stack.pop();
-    if (value === null || typeof value !== 'object') continue;
-    if (Array.isArray(value)) {
-      stack.push(...(value as unknown[]));
-      continue;
-    }
-    const ref = value as Reference & Record<string, unknown>;
+  eachReference(out, ['contained'], (ref) => {
     if (typeof ref.reference === 'string' && /^urn:(uuid|oid):/i.test(ref.reference)) {
       rewriteReference(ref, entries, locations);
     }
-    for (const [key, inner] of Object.entries(value)) {
-      if (key !== 'contained') stack.push(inner);
-    }
-  }
+  });
   return out;
 }
 

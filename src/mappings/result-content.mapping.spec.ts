@@ -52,6 +52,37 @@ describe('results report → neutral content', () => {
     expect(resultTextLines(c)).toContain('Pons: 14.2 mL');
   });
 
+  it('reads a flag however the report spells it (H, High, HIGH, l, Normal); one it cannot read is named as left out', () => {
+    // An abnormal flag dropped for its spelling was a low hippocampus published without its L
+    // (OBX-8, Observation.interpretation, the SR), the clinician not told.
+    const c = parseResultContent(
+      JSON.stringify({
+        findings: [
+          { structure: 'Left hippocampus', volume_ml: 2.61, flag: 'L' },
+          { structure: 'Right hippocampus', volume_ml: 3.9, flag: ' High ' },
+          { structure: 'Amygdala', volume_ml: 1.4, flag: 'HIGH' },
+          { structure: 'Pons', volume_ml: 14.2, flag: 'Normal' },
+          { structure: 'Thalamus', volume_ml: 7.1, flag: 'n' },
+          { structure: 'Cerebellum', volume_ml: 120.5, flag: 'borderline' },
+          { structure: 'Vermis', volume_ml: 5.5, flag: 'constructor' },
+        ],
+      }),
+    );
+    expect(c.findings.map((f) => [f.structure, f.flag])).toEqual([
+      ['Left hippocampus', 'low'],
+      ['Right hippocampus', 'high'],
+      ['Amygdala', 'high'],
+      ['Pons', 'normal'],
+      ['Thalamus', 'normal'],
+      ['Cerebellum', undefined],
+      ['Vermis', undefined],
+    ]);
+    expect(c.leftOut).toEqual([
+      expect.stringMatching(/Cerebellum flag "borderline"/),
+      expect.stringMatching(/Vermis flag "constructor"/),
+    ]);
+  });
+
   it('refuses what is not a JSON object', () => {
     expect(() => parseResultContent('[1,2]')).toThrow(/not a JSON object/);
     expect(() => parseResultContent('<xml/>')).toThrow();

@@ -137,6 +137,20 @@ function hash3(text: string): string {
 }
 
 /** Measurement codes: the finding's code and a letter (V volume, I % of ICV, P percentile). */
+/**
+ * How a report may spell a finding's flag (the contract names no field schema): the words in
+ * any case and HL7 table 0078's letters. Dropped for its spelling, a low hippocampus went out
+ * without its L (OBX-8, Observation.interpretation, the SR); one not read is named as left out.
+ */
+const FLAG_SPELLINGS: ReadonlyMap<string, 'low' | 'normal' | 'high'> = new Map([
+  ['low', 'low'],
+  ['l', 'low'],
+  ['normal', 'normal'],
+  ['n', 'normal'],
+  ['high', 'high'],
+  ['h', 'high'],
+] as const);
+
 const QUANTITY_LETTER = { volume: 'V', 'icv-fraction': 'I', percentile: 'P', other: 'O' } as const;
 
 export function slug(text: string): string {
@@ -269,7 +283,12 @@ export function parseResultContent(body: Buffer | string): ResultContent {
         unitDisplay: u.display,
       });
     }
-    const flag = r.flag === 'low' || r.flag === 'high' || r.flag === 'normal' ? r.flag : undefined;
+    const flag =
+      typeof r.flag === 'string' ? FLAG_SPELLINGS.get(r.flag.trim().toLowerCase()) : undefined;
+    if (!flag && r.flag != null && r.flag !== '') {
+      const said = typeof r.flag === 'string' ? r.flag : JSON.stringify(r.flag);
+      leftOut.push(`${named(structure)} flag "${named(said)}" (not low, normal or high)`);
+    }
     findings.push({
       structure,
       trackingId,

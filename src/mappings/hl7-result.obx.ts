@@ -1,7 +1,12 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
 import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
-import { boundedText, resultTextLines, SEE_ATTACHED_REPORT } from './result-content.mapping';
+import {
+  boundedText,
+  linesOf,
+  resultTextLines,
+  SEE_ATTACHED_REPORT,
+} from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
 import { embeddedPdf, pdfReference } from './result-pdf';
 
@@ -12,11 +17,6 @@ import { embeddedPdf, pdfReference } from './result-pdf';
  * the escaper leaves alone (it writes control characters as \Xhh\) and no report line keeps.
  */
 const LINE_BREAK = '\uE000';
-
-/** The lines of a text, whatever its line breaks (CR LF, CR, LF). */
-export function linesOf(text: string): string[] {
-  return text.split(/\r\n|\r|\n/);
-}
 
 /** An OBX as wire text, FT line breaks written as the \.br\ formatting command. */
 export function encodeObx(spec: Hl7SegmentSpec): string {

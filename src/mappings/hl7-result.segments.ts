@@ -12,7 +12,7 @@ import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-esca
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
-import { boundedText } from './result-content.mapping';
+import { boundedText, oneLine } from './result-content.mapping';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -280,10 +280,7 @@ export function orc(
   // one line: CE.2 is an ST (printable characters), and a reason over lines had its line
   // breaks written as hexadecimal data (`\X0A\`)
   const reason = noResult
-    ? [input.row.task.reason, input.reason]
-        .filter(Boolean)
-        .join(': ')
-        .replace(/\s*[\r\n]+\s*/g, ' ')
+    ? oneLine([input.row.task.reason, input.reason].filter(Boolean).join(': '))
     : '';
   return {
     id: 'ORC',

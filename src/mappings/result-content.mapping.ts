@@ -206,6 +206,23 @@ function trackingIds(structures: readonly string[]): string[] {
  * loop the intake shares, at every retry. The findings past it are named in `leftOut`; the
  * PDF has the report whole.
  */
+/**
+ * The lines of a text, whatever its line breaks: CR LF, CR, LF, and the Unicode ones a report
+ * written on another platform may hold (NEL U+0085, LINE SEPARATOR U+2028, PARAGRAPH SEPARATOR
+ * U+2029), which went out inside one TX/FT line or ST.
+ */
+export function linesOf(text: string): string[] {
+  return text.split(/\r\n|[\r\n\u0085\u2028\u2029]/);
+}
+
+/** A text as one line (an ST such as CE.2): its lines trimmed and joined by a space. */
+export function oneLine(text: string): string {
+  return linesOf(text)
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .join(' ');
+}
+
 export const MAX_FINDINGS = 300;
 
 export const MAX_TEXT = {

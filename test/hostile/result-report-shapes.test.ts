@@ -163,6 +163,45 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed: no T1-weighted series found$/);
   });
 
+  it('Unicode line breaks (U+2028, U+2029, NEL) are line breaks too: a TX repetition each, ORC-16 one line', () => {
+    // A report written on another platform (a word processor's LINE SEPARATOR, a mainframe's
+    // NEL) went out as one line holding the separator, inside TX and inside ORC-16's ST.
+    const results = parseResultContent(
+      JSON.stringify({
+        findings: [{ structure: 'Pons', volume_ml: 14.2 }],
+        impression: 'No volumetric abnormality.\u2028Follow-up not required.',
+        caveat: 'Mild motion.\u0085Interpret with caution.',
+      }),
+    );
+    const tx = buildOru(
+      publicationInput('DELIVERED', { results }),
+      undefined,
+      HL7,
+      'IAA3',
+      NOW,
+    ).text;
+    const report = parseHl7(tx)
+      .segmentsById('OBX')
+      .find((s) => s.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines).toEqual([
+      'Pons: 14.2 mL',
+      'Impression: No volumetric abnormality.',
+      'Follow-up not required.',
+      'Caveat: Mild motion.',
+      'Interpret with caution.',
+    ]);
+    expect(tx).not.toMatch(/[\u0085\u2028\u2029]/);
+
+    const failed = publicationInput('FAILED', {
+      reason: 'Segmentation failed:\u2029 no T1-weighted series found',
+    });
+    const orc = parseHl7(buildOru(failed, undefined, HL7, 'IAA4', NOW).text).segment('ORC')!;
+    expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed: no T1-weighted series found$/);
+  });
+
   it('a report of 3,000 findings: the first MAX_FINDINGS published, the rest named as left out, each document built in bounded time', () => {
     // A lesion product on a broken run, or a hostile upstream: 3,000 findings in 300 KB of
     // JSON (32 MB may come). Before, every one went out: building and validating the

@@ -46,10 +46,12 @@ describe('failedSops from a Native DICOM Model answer (PS3.19 A.1)', () => {
   });
 
   it('reads a hostile answer of 1 MiB in linear time', () => {
+    // Under 60 ms each on a quiet machine; a CI run with every core busy took 2.9 s. The bound
+    // is what tells linear from quadratic (10^12 steps at 1 MiB: hours), not the machine's load.
     for (const junk of ['<'.repeat(1 << 20), '<a '.repeat(350_000), '<Item>'.repeat(170_000)]) {
       const started = performance.now();
       expect(failedSops(XML, junk)).toEqual([]);
-      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(performance.now() - started).toBeLessThan(20_000);
     }
   });
 

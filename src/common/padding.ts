@@ -16,3 +16,15 @@ export function withoutLeading(value: string, padding: string): string {
   while (start < value.length && padding.includes(value[start]!)) start++;
   return start === 0 ? value : value.slice(start);
 }
+
+/**
+ * An identifier's text without the spaces around it: a fixed-width sender pads `ACC-1` to
+ * `ACC-1   ` (HL7 ST: trailing blanks are not significant; the DICOM SH/LO the identifier
+ * becomes ignores leading and trailing spaces too). Stored padded, an order could not be
+ * found by its accession number and went upstream and out in results with the spaces.
+ * Only SPACE: any other character is part of the value. Undefined when nothing is left.
+ */
+export function unpadded(value: string): string | undefined {
+  const v = withoutLeading(withoutTrailing(value, ' '), ' ');
+  return v === '' ? undefined : v;
+}

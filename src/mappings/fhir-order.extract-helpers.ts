@@ -10,6 +10,7 @@ import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../do
 import { NOT_A_RECORD_ID_TYPES, PATIENT_RECORD_ID_TYPES } from '../domain/patient-identity';
 import type { FhirOrderMappingConfig } from './fhir-order.config';
 import { lookupProducts } from './product-table';
+import { unpadded } from '../common/padding';
 import type { FhirMappingIssue, FhirOrderContext } from './fhir-order.mapping';
 import type { LineageLine } from './table-driver';
 
@@ -83,10 +84,20 @@ export function typeCode(id: FhirIdentifier): string | undefined {
   return coding?.code ?? id.type?.coding?.[0]?.code ?? typeFromText(id);
 }
 
+/**
+ * An identifier's value without the spaces around it (`unpadded`: a padded ` ACC-1 ` is the
+ * accession `ACC-1`, as in HL7); undefined when it has none or only spaces.
+ */
+export function identifierValue(id: FhirIdentifier): string | undefined {
+  return typeof id.value === 'string' ? unpadded(id.value) : undefined;
+}
+
 export function toIdentifier(id: FhirIdentifier): Identifier | undefined {
-  if (!id.value) return undefined;
-  const out: Identifier = { value: id.value };
-  if (id.system) out.system = id.system;
+  const value = identifierValue(id);
+  if (value === undefined) return undefined;
+  const out: Identifier = { value };
+  const system = typeof id.system === 'string' ? unpadded(id.system) : undefined;
+  if (system) out.system = system;
   const type = typeCode(id);
   if (type) out.type = type;
   return out;
@@ -96,7 +107,9 @@ export function srIdentifier(
   sr: ServiceRequest,
   type: string,
 ): { id: FhirIdentifier; index: number } | undefined {
-  const index = (sr.identifier ?? []).findIndex((i) => typeCode(i) === type && i.value);
+  const index = (sr.identifier ?? []).findIndex(
+    (i) => typeCode(i) === type && identifierValue(i) !== undefined,
+  );
   return index >= 0 ? { id: sr.identifier![index]!, index } : undefined;
 }
 
@@ -228,15 +241,17 @@ function accessionCandidates({
 }: Scope): Array<{ value: string; path: string; source: string }> {
   const out: Array<{ value: string; path: string; source: string }> = [];
   (sr.identifier ?? []).forEach((i, index) => {
-    if (typeCode(i) !== 'ACSN' || !i.value) return;
+    const value = identifierValue(i);
+    if (typeCode(i) !== 'ACSN' || value === undefined) return;
     const path = `ServiceRequest.identifier[${index}].value`;
-    out.push({ value: i.value, path, source: path });
+    out.push({ value, path, source: path });
   });
   for (const study of ctx.imagingStudies) {
     (study.resource.identifier ?? []).forEach((i, index) => {
-      if (typeCode(i) !== 'ACSN' || !i.value) return;
+      const value = identifierValue(i);
+      if (typeCode(i) !== 'ACSN' || value === undefined) return;
       out.push({
-        value: i.value,
+        value,
         path: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
         source: `${study.source} ImagingStudy.identifier[${index}].value`,
       });

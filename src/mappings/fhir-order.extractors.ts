@@ -24,6 +24,7 @@ import {
   referenceOf,
   srIdentifier,
   toIdentifier,
+  identifierValue,
   toPersonName,
   typeCode,
   typeFromText,
@@ -102,7 +103,9 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       // Only an untyped one: an identifier typed otherwise (v2-0203 VN, the visit number an
       // HL7v2-to-FHIR converter puts first, MR, or a local type) is not the order's number; taken
       // as the placer, every order of one visit was the first one's (the second answered 200).
-      const index = (sr.identifier ?? []).findIndex((i) => i.value && typeCode(i) === undefined);
+      const index = (sr.identifier ?? []).findIndex(
+        (i) => identifierValue(i) !== undefined && typeCode(i) === undefined,
+      );
       if (index >= 0) {
         found = { id: sr.identifier![index]!, index };
         quirks.push({
@@ -244,7 +247,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     const resolved = ctx.requester;
     if (resolved?.resource.resourceType === 'Practitioner') {
       const p = resolved.resource;
-      const idIndex = (p.identifier ?? []).findIndex((i) => i.value);
+      const idIndex = (p.identifier ?? []).findIndex((i) => identifierValue(i) !== undefined);
       if (idIndex >= 0) {
         out.identifier = toIdentifier(p.identifier![idIndex]!);
         lines.push(

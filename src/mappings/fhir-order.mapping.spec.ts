@@ -312,3 +312,30 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     );
   });
 });
+
+describe('identifiers padded with spaces', () => {
+  it('stores accession, placer, filler and patient identifiers without the spaces around them', () => {
+    // the R4 "di" example with the Imaging IG example's ACSN, PLAC and FILL identifiers
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    const pad = (v: string) => ` ${v}   `;
+    sr.identifier = fixture<ServiceRequest>('imaging-ig-servicerequest-example').identifier!.map(
+      (i) => ({ ...i, value: pad(i.value!) }),
+    );
+    const patient = fixture<Patient>('r4-patient-example-dicom');
+    patient.identifier = patient.identifier!.map((i) => ({ ...i, value: pad(i.value!) }));
+    const result = mapServiceRequest(
+      sr,
+      ctx({ patient: { resource: patient, source: 'EHR Patient/dicom' } }),
+      'create',
+    );
+    expect(result.request?.accessionNumber).toBe('A12345');
+    expect(result.request?.placerOrderNumber?.value).toBe('P12345');
+    expect(result.request?.fillerOrderNumber?.value).toBe('F12345');
+    expect(result.request?.patient.identifiers[0]?.value).toBe('MINT1234');
+    // an identifier of spaces only is no identifier (no placer number taken from it)
+    sr.identifier = sr.identifier!.map((i) => ({ ...i, value: '   ' }));
+    const blank = mapServiceRequest(sr, ctx(), 'create');
+    expect(blank.request?.accessionNumber).toBeUndefined();
+    expect(blank.request?.placerOrderNumber).toBeUndefined();
+  });
+});

@@ -112,6 +112,34 @@ describe('mapHl7Message rules', () => {
     });
   });
 
+  it('takes off the spaces a fixed-width sender pads identifiers with (accession, PID-3, placer, filler)', () => {
+    const lines = fixture('orm-o01-v231-ihe-swf-zds.hl7').toString('latin1').split('\r');
+    const padded = lines
+      .join('\r')
+      .replace('PAT-4711^^^HOSPA^MR', 'PAT-4711   ^^^HOSPA ^MR')
+      .split('PLC-100234^RADIS1')
+      .join('PLC-100234  ^RADIS1')
+      .split('FIL-55012^DSS_OF')
+      .join(' FIL-55012^DSS_OF')
+      .replace('|ACC-20240318-0042|', '|  ACC-20240318-0042    |');
+    const result = mapHl7Message(parseHl7(padded));
+    const { request, lineage } = result.orders[0];
+    expect(request.accessionNumber).toBe('ACC-20240318-0042');
+    expect(request.placerOrderNumber).toEqual({ value: 'PLC-100234', system: 'RADIS1' });
+    expect(request.fillerOrderNumber).toEqual({ value: 'FIL-55012', system: 'DSS_OF' });
+    expect(request.patient.identifiers[0]).toEqual({
+      value: 'PAT-4711',
+      system: 'HOSPA',
+      type: 'MR',
+    });
+    expect(lineage).toContainEqual(
+      expect.objectContaining({ target: 'accessionNumber', value: 'ACC-20240318-0042' }),
+    );
+    // only spaces are padding: a space-only accession is no accession
+    const blank = mapHl7Message(parseHl7(padded.replace('|  ACC-20240318-0042    |', '|   |')));
+    expect(blank.orders[0].request.accessionNumber).toBeUndefined();
+  });
+
   it('falls back from ORC-2 to OBR-2 for the placer order number', () => {
     const result = mapEdited(
       'orm-o01-v231-ihe-swf-zds.hl7',

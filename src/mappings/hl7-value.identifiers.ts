@@ -1,6 +1,7 @@
 import type { Identifier } from '../domain/order-request';
 import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import { asSent, EMPTY, notMapped, ofValue, readComposite, refused, rep } from './hl7-value.kit';
+import { unpadded } from '../common/padding';
 import type { LineageLine, TransformFn } from './hl7-value.kit';
 
 /** Identifiers: CX and EI (chapter 2A), DICOM UIDs, accession numbers. */
@@ -27,12 +28,18 @@ export const cxList: TransformFn = (input) => {
   const field = input.loc.field;
   const count = input.segment.repetitionCount(field);
   for (let r = 1; r <= count; r += 1) {
-    const { values } = readComposite(input, r, {
-      value: [1],
-      namespace: [4, 1],
-      universalId: [4, 2],
-      type: [5],
-    });
+    const { values } = readComposite(
+      input,
+      r,
+      {
+        value: [1],
+        namespace: [4, 1],
+        universalId: [4, 2],
+        type: [5],
+      },
+      '',
+      unpadded,
+    );
     if (values.value === undefined) continue;
     const id: Identifier = { value: values.value };
     const i = out.length;
@@ -64,11 +71,17 @@ export const cxList: TransformFn = (input) => {
 
 /** EI: entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
 export const ei: TransformFn = (input) => {
-  const { values } = readComposite(input, rep(input), {
-    value: [1],
-    namespace: [2],
-    universalId: [3],
-  });
+  const { values } = readComposite(
+    input,
+    rep(input),
+    {
+      value: [1],
+      namespace: [2],
+      universalId: [3],
+    },
+    '',
+    unpadded,
+  );
   if (values.value === undefined) return EMPTY;
   const { field, repetition } = input.loc;
   const id: Identifier = { value: values.value };
@@ -92,18 +105,22 @@ export const ei: TransformFn = (input) => {
 /** DICOM UID syntax (PS3.5 section 9.1): digits and dots, no leading zeros, at most 64 chars. */
 const UID_PATTERN = /^(0|[1-9]\d*)(\.(0|[1-9]\d*))+$/;
 
-export const uid: TransformFn = ofValue((value, source) =>
-  !UID_PATTERN.test(value) || value.length > 64
-    ? notMapped(source, 102, `${source} is not a DICOM UID`)
-    : asSent(value, source),
+export const uid: TransformFn = ofValue(
+  (value, source) =>
+    !UID_PATTERN.test(value) || value.length > 64
+      ? notMapped(source, 102, `${source} is not a DICOM UID`)
+      : asSent(value, source),
+  unpadded,
 );
 
 /**
  * An accession number (IPC-1, OBR-18): a string that must not hold DICOM matching characters,
  * or the study query would match other patients' studies (AE at the field, issue #15).
  */
-export const accession: TransformFn = ofValue((value, source) =>
-  hasMatchingCharacters(value)
-    ? refused(source, 102, `${source}: ${MATCHING_CHARACTERS_MESSAGE}`)
-    : asSent(value, source),
+export const accession: TransformFn = ofValue(
+  (value, source) =>
+    hasMatchingCharacters(value)
+      ? refused(source, 102, `${source}: ${MATCHING_CHARACTERS_MESSAGE}`)
+      : asSent(value, source),
+  unpadded,
 );

@@ -52,12 +52,14 @@ export function readComposite<K extends string>(
   repetition: number,
   parts: Readonly<Record<K, readonly [component: number, subcomponent?: number]>>,
   prefix = '',
+  clean: (value: string) => string | undefined = (value) => value,
 ): { values: Partial<Record<K, string>>; lines: LineageLine[] } {
   const values: Partial<Record<K, string>> = {};
   const lines: LineageLine[] = [];
   for (const key of Object.keys(parts) as K[]) {
     const [component, sub] = parts[key];
-    const v = input.segment.value(input.loc.field, repetition, component, sub ?? 1);
+    const sent = input.segment.value(input.loc.field, repetition, component, sub ?? 1);
+    const v = sent === undefined ? undefined : clean(sent);
     if (v === undefined) continue;
     values[key] = v;
     lines.push({
@@ -88,10 +90,12 @@ export function converted(source: string, raw: string, stored: string, via: stri
  */
 export function ofValue(
   read: (value: string, source: string, input: TransformInput) => TransformOutput,
+  clean: (value: string) => string | undefined = (value) => value,
 ): TransformFn {
   return (input) => {
     const { field, component, subcomponent } = input.loc;
-    const value = input.segment.value(field, rep(input), component ?? 1, subcomponent ?? 1);
+    const sent = input.segment.value(field, rep(input), component ?? 1, subcomponent ?? 1);
+    const value = sent === undefined ? undefined : clean(sent);
     if (value === undefined) return EMPTY;
     const source = input.segment.locationOf(field, input.loc.repetition, component, subcomponent);
     return read(value, source, input);

@@ -28,7 +28,7 @@ export interface Hl7LimitViolation {
 }
 
 /**
- * Counts fields, repetitions and components of one segment against the limits, in one pass
+ * Counts fields, repetitions, components and subcomponents of one segment against the limits, in one pass
  * over its characters (no splitting): linear in the segment's length.
  */
 export function checkFieldShape(
@@ -47,7 +47,7 @@ export function checkFieldShape(
     );
   }
   const first = id === 'MSH' ? 3 : 1;
-  const { repetition, component } = delimiters;
+  const { repetition, component, subcomponent } = delimiters;
   for (let f = first; f < fields.length; f += 1) {
     const text = fields[f];
     // A field shorter than the bound cannot exceed it.
@@ -55,14 +55,21 @@ export function checkFieldShape(
     let reps = 1;
     let comps = 1;
     let maxComps = 1;
+    let subs = 1;
+    let maxSubs = 1;
     for (let i = 0; i < text.length; i += 1) {
       const ch = text[i];
       if (ch === repetition) {
         reps += 1;
         comps = 1;
+        subs = 1;
       } else if (ch === component) {
         comps += 1;
+        subs = 1;
         if (comps > maxComps) maxComps = comps;
+      } else if (ch === subcomponent) {
+        subs += 1;
+        if (subs > maxSubs) maxSubs = subs;
       }
     }
     if (reps > limits.maxRepetitions) {
@@ -77,6 +84,14 @@ export function checkFieldShape(
         'components',
         `${where}-${f}`,
         `${where}-${f} has ${maxComps} components in one repetition; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+      );
+    }
+    // subcomponents too (CX-4 HD, XCN-9): the same bound as components
+    if (maxSubs > limits.maxComponents) {
+      violation(
+        'components',
+        `${where}-${f}`,
+        `${where}-${f} has ${maxSubs} subcomponents in one component; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
       );
     }
   }

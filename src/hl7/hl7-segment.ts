@@ -151,7 +151,16 @@ export class Hl7Segment {
       const end = comp.indexOf(this.message.delimiters.subcomponent);
       return end === -1 ? comp : comp.slice(0, end);
     }
-    return comp.split(this.message.delimiters.subcomponent)[subcomponent - 1] ?? '';
+    // walked, not split: one read of CX-4.2 does not make an array of every subcomponent
+    const sep = this.message.delimiters.subcomponent;
+    let start = 0;
+    for (let s = 1; s < subcomponent; s += 1) {
+      const at = comp.indexOf(sep, start);
+      if (at === -1) return '';
+      start = at + 1;
+    }
+    const end = comp.indexOf(sep, start);
+    return end === -1 ? comp.slice(start) : comp.slice(start, end);
   }
 }
 

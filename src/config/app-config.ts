@@ -93,6 +93,7 @@ const envSchema = z.object({
   FHIR_SERVER_TOKEN: z.string().min(1).optional(),
   FHIR_MAX_BODY_BYTES: positiveInt(5 * 1024 * 1024),
   FHIR_MAX_JSON_VALUES: positiveInt(20_000),
+  FHIR_MAX_NOTIFICATION_EVENTS: positiveInt(100),
   FHIR_UNKNOWN_PROCEDURE: z
     .string()
     .trim()

@@ -12,6 +12,12 @@ export interface FhirFrontDoorConfig {
   maxBodyBytes: number;
   /** Most JSON values in one body (FHIR_MAX_JSON_VALUES); 413 too-costly above. */
   maxJsonValues: number;
+  /**
+   * Most events (and resource entries) in one Subscription notification
+   * (FHIR_MAX_NOTIFICATION_EVENTS): each may be a read of the EHR and an order within the
+   * EHR's one request; 413 too-costly above, before any of it.
+   */
+  maxNotificationEvents: number;
   /** Extra search parameters for catch-up searches on the EHR (e.g. `category=363679005`). */
   catchUpSearch: Record<string, string>;
   /**
@@ -48,6 +54,7 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
     },
     maxBodyBytes: config.FHIR_MAX_BODY_BYTES,
     maxJsonValues: config.FHIR_MAX_JSON_VALUES,
+    maxNotificationEvents: config.FHIR_MAX_NOTIFICATION_EVENTS,
     subscriptionToken: config.FHIR_SUBSCRIPTION_TOKEN,
     catchUpSearch: Object.fromEntries(new URLSearchParams(config.FHIR_CATCHUP_SEARCH).entries()),
     subscription:

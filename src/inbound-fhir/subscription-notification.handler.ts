@@ -94,6 +94,7 @@ export class SubscriptionNotificationHandler {
       }
       parsed = parseNotification(resource as Bundle);
       this.assertWithinEhr(parsed);
+      this.assertWithinEventBound(parsed);
     } catch (error) {
       if (error instanceof FhirError) await this.refuse(caller, error);
       throw error;
@@ -372,6 +373,23 @@ export class SubscriptionNotificationHandler {
       await this.refuse(caller, e);
       throw e;
     }
+  }
+
+  /**
+   * A notification's events, and the resources beside them, are handled within the EHR's one
+   * request (a read of the EHR per id-only event, an order per request): more than
+   * FHIR_MAX_NOTIFICATION_EVENTS is refused whole (413 too-costly), before any of them, so the
+   * EHR sees why and nothing is half done. 20,000 JSON values hold 2,000 id-only events.
+   */
+  private assertWithinEventBound(parsed: ParsedNotification): void {
+    const max = this.deps.config.maxNotificationEvents;
+    const count = Math.max(parsed.events.length, parsed.entries.length);
+    if (count <= max) return;
+    const what = parsed.events.length >= parsed.entries.length ? 'events' : 'resource entries';
+    const diagnostics = `the notification holds ${count} ${what}; at most ${max} are handled in one notification (FHIR_MAX_NOTIFICATION_EVENTS): send fewer per notification`;
+    throw new FhirError('too-large', diagnostics, [
+      { severity: 'error', code: 'too-costly', diagnostics, expression: ['Bundle.entry'] },
+    ]);
   }
 
   private async refuse(caller: FhirCaller, error: FhirError): Promise<void> {

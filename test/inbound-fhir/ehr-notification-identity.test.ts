@@ -227,4 +227,41 @@ describe('EHR requests and events, one order each however spelled', () => {
     );
     expect(resend.rows[0]!.message_type).toBe('notification event-notification (resend)');
   });
+  it('a notification of more events than FHIR_MAX_NOTIFICATION_EVENTS is refused 413 too-costly before any read of the EHR, and kept', async () => {
+    // An EHR (or anyone holding the sender token) batching 101 id-only events: each one was a
+    // read of the EHR within the one request (300 took 5.7 s; 20,000 JSON values allow 2,000).
+    const body = notification('event-notification', 1_001, `${configured}/ServiceRequest/di`);
+    const status = (body.entry as Json[])[0]!.resource as { parameter: Json[] };
+    const first = status.parameter.find((p) => p.name === 'notification-event')!;
+    for (let n = 1_002; n <= 1_101; n += 1) {
+      status.parameter.push({
+        name: 'notification-event',
+        part: [
+          { name: 'event-number', valueString: String(n) },
+          { name: 'timestamp', valueInstant: '2026-11-27T07:30:00Z' },
+          (first.part as Json[])[2]!,
+        ],
+      });
+    }
+    const readsBefore = ehr.requests.length;
+    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(413);
+    const outcome = (await res.json()) as { issue: Array<{ code: string; diagnostics: string }> };
+    expect(outcome.issue[0]).toMatchObject({ code: 'too-costly' });
+    expect(outcome.issue[0]!.diagnostics).toMatch(
+      /holds 101 events; at most 100 .*FHIR_MAX_NOTIFICATION_EVENTS/,
+    );
+    expect(ehr.requests.length).toBe(readsBefore);
+    const kept = await db.query(
+      `SELECT 1 FROM inbound_messages WHERE transport = 'fhir-subscription' AND outcome = 'rejected' AND response_code = '413'`,
+    );
+    expect(kept.rowCount).toBe(1);
+  });
 });

@@ -1,4 +1,4 @@
-import { CoalescedRuns } from './coalesced-runs';
+import { CoalescedRuns, KeyedCoalescedRuns } from './coalesced-runs';
 
 /** A run the test ends when it wants, counting how many were started. */
 function controlledWork() {
@@ -50,5 +50,27 @@ describe('CoalescedRuns', () => {
     await tick();
     started[2]!.resolve(3);
     expect(await later).toEqual({ kind: 'ran', value: 3 });
+  });
+});
+
+describe('KeyedCoalescedRuns', () => {
+  it('coalesces runs of one key, not of two, and forgets a key when nobody waits', async () => {
+    const runs = new KeyedCoalescedRuns<number>();
+    const { runs: started, work } = controlledWork();
+    const a = [runs.run('A', work), runs.run('A', work), runs.run('A', work)];
+    const b = runs.run('B', work);
+    await tick();
+    // one run for A (the others wait for the next), one for B at the same time
+    expect(started).toHaveLength(2);
+    expect(runs.size).toBe(2);
+    started[0]!.resolve(1);
+    started[1]!.resolve(2);
+    await tick();
+    await tick();
+    expect(started).toHaveLength(3);
+    started[2]!.resolve(3);
+    const answers = await Promise.all([...a, b]);
+    expect(answers.map((x) => x.value)).toEqual([1, 3, 3, 2]);
+    expect(runs.size).toBe(0);
   });
 });

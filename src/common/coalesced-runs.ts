@@ -45,3 +45,31 @@ export class CoalescedRuns<T> {
     }
   }
 }
+
+/**
+ * CoalescedRuns per key (e.g. per Subscription): runs of one key coalesce, runs of different
+ * keys do not wait for each other. A key's entry lives only while a caller of it waits, so
+ * keys a sender makes up do not pile up in memory.
+ */
+export class KeyedCoalescedRuns<T> {
+  private readonly runs = new Map<string, { runs: CoalescedRuns<T>; callers: number }>();
+
+  async run(key: string, work: () => Promise<T>): Promise<{ kind: 'ran' | 'covered'; value: T }> {
+    let entry = this.runs.get(key);
+    if (!entry) {
+      entry = { runs: new CoalescedRuns<T>(), callers: 0 };
+      this.runs.set(key, entry);
+    }
+    entry.callers++;
+    try {
+      return await entry.runs.run(work);
+    } finally {
+      if (--entry.callers === 0) this.runs.delete(key);
+    }
+  }
+
+  /** Keys with a caller waiting (for tests and metrics). */
+  get size(): number {
+    return this.runs.size;
+  }
+}

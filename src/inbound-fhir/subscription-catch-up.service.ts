@@ -1,4 +1,5 @@
 import type { ServiceRequest } from '@medplum/fhirtypes';
+import { KeyedCoalescedRuns } from '../common/coalesced-runs';
 import { sha256Hex } from '../common/hash';
 import { EhrOrderIntake, requireEhr, type EhrServiceRequest } from './ehr-order.intake';
 import { FHIR_JSON, type FhirCaller, type FhirOperationDeps } from './fhir-operation.shared';
@@ -27,10 +28,52 @@ function lastOfAscending(found: EhrServiceRequest[]): string | undefined {
  * handled, and those are ingested (R4 Subscriptions Backport errors.html).
  */
 export class SubscriptionCatchUp {
+  private readonly eventSearches = new KeyedCoalescedRuns<EhrServiceRequest[]>();
+  /** Per Subscription: the earliest `since` asked by the callers the next search answers. */
+  private readonly searchFrom = new Map<string, { since: Date | undefined }>();
+  private readonly catchUps = new KeyedCoalescedRuns<void>();
+  /** Per Subscription: the highest event number the next catch-up is asked to reach. */
+  private readonly catchUpTo = new Map<string, number>();
+
   constructor(
     private readonly deps: FhirOperationDeps,
     private readonly orders: EhrOrderIntake,
   ) {}
+
+  /**
+   * The search an `empty`-payload event asks for, coalesced per Subscription: an EHR that
+   * sends one notification per changed request (a bulk update of 30 requests: 30 at once)
+   * made one search each, and each gap they seemed to leave a catch-up (59 searches of up to
+   * 20 pages for 30 events). A notification arriving while a search runs is answered by the
+   * next one, which starts after it arrived (so sees its change) and reads from the earliest
+   * point any of its callers asked for.
+   */
+  async searchForEvents(
+    subscriptionRef: string,
+    caller: FhirCaller,
+    since: Date | undefined,
+  ): Promise<EhrServiceRequest[]> {
+    const wanted = this.searchFrom.get(subscriptionRef);
+    if (!wanted) this.searchFrom.set(subscriptionRef, { since });
+    else if (since === undefined || (wanted.since !== undefined && since < wanted.since))
+      wanted.since = since;
+    let ranHere = false;
+    try {
+      const { value } = await this.eventSearches.run(subscriptionRef, () => {
+        ranHere = true;
+        const from = this.searchFrom.get(subscriptionRef);
+        this.searchFrom.delete(subscriptionRef);
+        return this.search(caller, from ? from.since : since);
+      });
+      return value;
+    } catch (error) {
+      // the search that was to answer this notification failed: kept refused as its own
+      if (!ranHere && error instanceof FhirError) {
+        await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
+      }
+      throw error;
+    }
+  }
 
   /** ServiceRequests on the EHR changed since `since` (the latest ones when unknown). */
   async search(
@@ -101,7 +144,21 @@ export class SubscriptionCatchUp {
    * changes than one catch-up reads leave the gap open (the event numbers are not marked
    * handled) and the next heartbeat's catch-up goes on from where this one stopped.
    */
-  async catchUp(
+  async catchUp(parsed: ParsedNotification, upTo: number): Promise<void> {
+    // One catch-up at a time per Subscription; one asked while another runs is done by the
+    // next, from the state as it then is, up to the highest event any caller asked for.
+    const ref = parsed.subscriptionRef;
+    this.catchUpTo.set(ref, Math.max(this.catchUpTo.get(ref) ?? 0, upTo));
+    await this.catchUps.run(ref, async () => {
+      const to = this.catchUpTo.get(ref) ?? upTo;
+      this.catchUpTo.delete(ref);
+      const state = await this.deps.subscriptions.findState(ref);
+      if (state && state.lastEventNumber >= to) return; // done meanwhile
+      await this.catchUpOnce(parsed, state, to);
+    });
+  }
+
+  private async catchUpOnce(
     parsed: ParsedNotification,
     state: SubscriptionState | undefined,
     upTo: number,

@@ -128,7 +128,7 @@ export class SubscriptionNotificationHandler {
           parsed.eventsSinceStart !== undefined &&
           parsed.eventsSinceStart > (state?.lastEventNumber ?? 0)
         ) {
-          await this.catchUp.catchUp(parsed, state, parsed.eventsSinceStart);
+          await this.catchUp.catchUp(parsed, parsed.eventsSinceStart);
         }
         return ok(`${parsed.type} recorded`);
       }
@@ -228,7 +228,11 @@ export class SubscriptionNotificationHandler {
     }
     if (needSearch) {
       const since = state?.lastEventAt ?? undefined;
-      for (const item of await this.catchUp.search(caller, since)) {
+      for (const item of await this.catchUp.searchForEvents(
+        parsed.subscriptionRef,
+        caller,
+        since,
+      )) {
         collected.set(item.fullUrl, item);
       }
     }
@@ -252,11 +256,7 @@ export class SubscriptionNotificationHandler {
       },
     });
     if (gap) {
-      await this.catchUp.catchUp(
-        parsed,
-        state,
-        Math.max(parsed.eventsSinceStart ?? 0, maxFresh ?? 0),
-      );
+      await this.catchUp.catchUp(parsed, Math.max(parsed.eventsSinceStart ?? 0, maxFresh ?? 0));
     }
     return ok(
       `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,

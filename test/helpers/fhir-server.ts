@@ -26,6 +26,8 @@ export interface TestFhirServer {
   seed<T extends Resource>(resource: T): Promise<T>;
   /** When set, requests are answered with this status instead (outage simulation). */
   failWith?: number;
+  /** When set, every answer waits this long (a slow EHR under load). */
+  delayMs?: number;
   /** When set, every request must carry `Authorization: Bearer <token>`. */
   requiredToken?: string;
   /** Served (without authentication) at `.well-known/smart-configuration` when set. */
@@ -49,7 +51,10 @@ export async function startTestFhirServer(
     options.identifierIndex === false ? new MemoryRepository() : new IndexedMemoryRepository();
   const requests: TestFhirServer['requests'] = [];
   let baseUrl = '';
-  const state: Pick<TestFhirServer, 'failWith' | 'requiredToken' | 'smartConfiguration'> = {
+  const state: Pick<
+    TestFhirServer,
+    'failWith' | 'delayMs' | 'requiredToken' | 'smartConfiguration'
+  > = {
     requiredToken: options.token,
   };
 
@@ -59,6 +64,7 @@ export async function startTestFhirServer(
       res.writeHead(status, { 'content-type': 'application/fhir+json', ...headers });
       res.end(body === undefined ? undefined : JSON.stringify(body));
     };
+    if (state.delayMs) await new Promise((r) => setTimeout(r, state.delayMs));
     if (state.failWith) {
       send(state.failWith, {
         resourceType: 'OperationOutcome',
@@ -129,6 +135,12 @@ export async function startTestFhirServer(
     repo,
     identifierIndex: repo instanceof IndexedMemoryRepository ? repo.stats : undefined,
     requests,
+    get delayMs() {
+      return state.delayMs;
+    },
+    set delayMs(v) {
+      state.delayMs = v;
+    },
     get failWith() {
       return state.failWith;
     },

@@ -264,4 +264,25 @@ describe('EHR requests and events, one order each however spelled', () => {
     );
     expect(kept.rowCount).toBe(1);
   });
+  it('a burst of empty-payload notifications (one per changed request, as a bulk update sends them) costs a few searches of the EHR, not one or two each', async () => {
+    // after a handshake, 30 `empty` events at once, numbered 1..30: each one searched the EHR
+    // for everything changed since the last event (a bulk update of N requests was N searches
+    // of up to 20 pages each, all at once)
+    expect(await notify(notification('handshake', 0))).toBe(200);
+    const searchesBefore = ehr.requests.filter((r) => r.url.includes('/ServiceRequest?')).length;
+    ehr.delayMs = 300; // an EHR busy with the bulk update it is notifying
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => notify(notification('event-notification', i + 1))),
+    ).finally(() => (ehr.delayMs = undefined));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const searches =
+      ehr.requests.filter((r) => r.url.includes('/ServiceRequest?')).length - searchesBefore;
+    expect(searches).toBeGreaterThan(0);
+    expect(searches).toBeLessThanOrEqual(4);
+    // every event processed, none left as a gap for a later catch-up
+    const last = await db.query<{ n: string }>(
+      `SELECT last_event_number AS n FROM fhir_subscriptions WHERE subscription_ref LIKE '%/Subscription/imaging-orders'`,
+    );
+    expect(Number(last.rows[0]!.n)).toBe(30);
+  });
 });

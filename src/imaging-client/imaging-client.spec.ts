@@ -384,6 +384,39 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(created[0].meta.correlation_id).toBe('corr-42');
   });
 
+  it('after a timed-out new-order never takes an order whose metadata answer is about another order', async () => {
+    // Another system's PENDING order of the organization; its GET /metadata is answered with
+    // our order's metadata (a cache or routing mix-up upstream). Taken as ours, the study of
+    // our patient would be uploaded into another system's order.
+    const theirs = `${ORDER_ID.slice(0, -1)}9`;
+    const ours = `${ORDER_ID.slice(0, -1)}1`;
+    let creates = 0;
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        creates++;
+        // The first attempt is lost (no answer before the timeout, nothing created).
+        if (creates === 1) return;
+        return json(res, 201, { order_id: ours });
+      }
+      if (req.path === '/list-orders') {
+        const orders = [{ order_id: theirs, status: 'PENDING', created_at: null }];
+        if (creates > 1) orders.push({ order_id: ours, status: 'PENDING', created_at: null });
+        return json(res, 200, { orders });
+      }
+      if (req.path === '/metadata') {
+        return json(res, 200, { order_id: ours, metadata: { correlation_id: 'corr-42' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result.orderId).not.toBe(theirs);
+    expect(result.orderId).toBe(ours);
+    expect(t.upstream.seen.filter((r) => r.path === '/cancel-order')).toEqual([]);
+  });
+
   it('reads documents and the QC round header', async () => {
     const t = await setup((req, res) => {
       if (req.path === '/qc-report')

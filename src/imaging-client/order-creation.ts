@@ -165,14 +165,25 @@ export class OrderCreation {
       let owner = this.correlationOf.get(candidate.orderId);
       if (owner === undefined) {
         if (elsewhere.has(candidate.orderId)) continue;
-        let metadata: OrderMetadata;
+        let answer: { orderId: string; metadata: OrderMetadata };
         try {
-          ({ metadata } = await this.calls.getMetadata({ orderId: candidate.orderId }));
+          answer = await this.calls.getMetadata({ orderId: candidate.orderId });
         } catch (error) {
           // Gone between the list and this read (cancelled, expired): not ours to resume.
           if (error instanceof ImagingClientError && error.code === 'not_found') continue;
           throw error;
         }
+        if (answer.orderId !== candidate.orderId) {
+          // Metadata of another order says nothing of this one (an upstream cache or routing
+          // mix-up): taken as it stands, another system's order could be resumed as ours and
+          // our patient's study uploaded into it. Not remembered: asked again next time.
+          this.deps.logger.warn(
+            { operation: 'metadata', orderId: candidate.orderId },
+            'GET /metadata answered about another order; not taken as ours',
+          );
+          continue;
+        }
+        const { metadata } = answer;
         owner = typeof metadata.correlation_id === 'string' ? metadata.correlation_id : '';
         // An order created without a correlation id is remembered as nobody's.
         this.correlationOf.set(candidate.orderId, owner);

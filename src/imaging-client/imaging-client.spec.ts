@@ -275,6 +275,31 @@ describe('ImagingClient over a scripted upstream', () => {
     });
   });
 
+  it('a 410 whose migration_guide is 1 MiB or no link is not repeated whole in health, errors and records', async () => {
+    const guides = [
+      `https://docs.example/migrate-v2?${'a'.repeat(1024 * 1024 - 200)}`,
+      'see\u0007 the portal\n\u001b[2J for https://docs.example/migrate?X-Amz-Signature=abc',
+    ];
+    for (const guide of guides) {
+      const t = await setup((req, res) => {
+        json(res, 410, { error: 'v1 retired; use v2', migration_guide: guide });
+      });
+      const error = (await t.client.getProducts().catch((e: unknown) => e)) as ImagingClientError;
+      expect(error.code).toBe('retired');
+      const health = t.health.snapshot().retired!;
+      for (const shown of [
+        error.migrationGuide!,
+        health.migrationGuide,
+        t.records.at(-1)!.retirement!.migrationGuide,
+      ]) {
+        expect(shown.length).toBeLessThanOrEqual(2048);
+        // eslint-disable-next-line no-control-regex
+        expect(shown).not.toMatch(/[\u0000-\u001f\u007f]/);
+        expect(shown).not.toContain('X-Amz-Signature=abc');
+      }
+    }
+  });
+
   it('records the deprecation warning and surfaces it in health', async () => {
     const t = await setup((req, res) => {
       json(

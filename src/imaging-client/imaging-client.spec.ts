@@ -442,6 +442,19 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(t.upstream.seen.filter((r) => r.path === '/cancel-order')).toEqual([]);
   });
 
+  it('a QC report naming a key twice has no one meaning: invalid_response by its path', async () => {
+    const t = await setup((req, res) => {
+      // JSON.parse keeps the last verdict; the service's own log may keep the first.
+      res.writeHead(200, { 'content-type': 'application/json', 'X-QC-Round': 'latest' });
+      res.end(`{"order_id":"${ORDER_ID}","checks":{"verdict":"fail","verdict":"pass"}}`);
+    });
+    const error = await t.client.getQcReport(ORDER_ID, 'results').catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'invalid_response',
+      message: 'qc-report: the QC report names checks.verdict twice in one object',
+    });
+  });
+
   it('reads documents and the QC round header', async () => {
     const t = await setup((req, res) => {
       if (req.path === '/qc-report')

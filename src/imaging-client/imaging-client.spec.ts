@@ -455,6 +455,33 @@ describe('ImagingClient over a scripted upstream', () => {
     });
   });
 
+  it('list pages that each keep 10 MiB of extra fields: read no further than MAX_LIST_TOTAL_BYTES in all', async () => {
+    // Each page is under the page limit (16 MiB) and holds one entry, but its extra field is
+    // kept (contract, Versioning 2): over 100 pages, 1.6 GB would be held at once.
+    const pad = 'x'.repeat(10 * 1024 * 1024);
+    const t = await setup((req, res) => {
+      const page = Number(req.query.get('page') ?? 1);
+      json(res, 200, {
+        orders: [
+          {
+            order_id: `${ORDER_ID.slice(0, -2)}${String(page).padStart(2, '0')}`,
+            status: 'QUEUED',
+            note: pad,
+          },
+        ],
+        ...(page < 6 ? { next_page: page + 1 } : {}),
+      });
+    });
+    const error = await t.client.listOrders().catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'invalid_response',
+      message: expect.stringMatching(
+        /list-orders: the list's pages hold more than \d+ bytes in all/,
+      ),
+    });
+    expect(t.upstream.seen.filter((r) => r.path === '/list-orders').length).toBeLessThanOrEqual(4);
+  });
+
   it('reads documents and the QC round header', async () => {
     const t = await setup((req, res) => {
       if (req.path === '/qc-report')

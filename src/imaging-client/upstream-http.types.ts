@@ -58,6 +58,12 @@ export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
  */
 export const MAX_LIST_ANSWER_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Largest list read over all its pages: twice what MAX_LIST_ENTRIES entries take, and what
+ * one answer may hold (MAX_RESPONSE_BYTES). The entries are held until the last page is in.
+ */
+export const MAX_LIST_TOTAL_BYTES = MAX_RESPONSE_BYTES;
+
 export interface RetirementState {
   error: string;
   migrationGuide: string;

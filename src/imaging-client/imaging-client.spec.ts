@@ -482,6 +482,37 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(t.upstream.seen.filter((r) => r.path === '/list-orders').length).toBeLessThanOrEqual(4);
   });
 
+  it('after a timed-out new-order never takes a listed order whose id is no UUID (../, %2F, ?, #)', async () => {
+    // The contract: the order ID is a UUIDv4. A listed id with path characters, even one whose
+    // metadata carries our correlation_id, is no order we could have created.
+    const odd = '../../cancel-order?order_id=x%2F#frag';
+    const ours = `${ORDER_ID.slice(0, -1)}1`;
+    let creates = 0;
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        creates++;
+        if (creates === 1) return; // lost: no answer before the timeout, nothing created
+        return json(res, 201, { order_id: ours });
+      }
+      if (req.path === '/list-orders') {
+        const orders = [{ order_id: odd, status: 'PENDING', created_at: null }];
+        if (creates > 1) orders.push({ order_id: ours, status: 'PENDING', created_at: null });
+        return json(res, 200, { orders });
+      }
+      if (req.path === '/metadata') {
+        const asked = req.query.get('order_id');
+        return json(res, 200, { order_id: asked, metadata: { correlation_id: 'corr-42' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result.orderId).toBe(ours);
+    expect(t.upstream.seen.filter((r) => r.query.get('order_id') === odd)).toEqual([]);
+  });
+
   it('reads documents and the QC round header', async () => {
     const t = await setup((req, res) => {
       if (req.path === '/qc-report')

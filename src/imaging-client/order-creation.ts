@@ -9,7 +9,7 @@ import type {
 } from './imaging-client.types';
 import type { ClientLogger, Clock } from './ports';
 import type { UpstreamHttp } from './upstream-http';
-import { orderIdSchema, parseJson } from './upstream-schemas';
+import { isUpstreamOrderId, orderIdSchema, parseJson } from './upstream-schemas';
 
 /** Clock skew and upstream latency tolerated when matching `created_at` of a lost order. */
 const CORRELATION_LOOKBACK_MS = 10 * 60_000;
@@ -154,7 +154,10 @@ export class OrderCreation {
     const orders = await this.calls.listOrders();
     const active = new Set(orders.map((order) => order.orderId));
     for (const id of this.correlationOf.keys()) if (!active.has(id)) this.correlationOf.delete(id);
-    const candidates = pendingSince(orders, createdSince);
+    // An id that is no UUID (`../x?y#z`) is no order `/new-order` could have answered us with.
+    const candidates = pendingSince(orders, createdSince).filter((order) =>
+      isUpstreamOrderId(order.orderId),
+    );
     const unknown = candidates
       .map((order) => order.orderId)
       .filter((id) => !this.correlationOf.has(id));

@@ -34,6 +34,11 @@ export const testTokenSchema = z.looseObject({
 
 export const orderIdSchema = z.looseObject({ order_id: z.uuid() });
 
+/** Whether `id` can be an upstream order ID at all (contract: a UUIDv4, as `/new-order` answers). */
+export function isUpstreamOrderId(id: string): boolean {
+  return orderIdSchema.shape.order_id.safeParse(id).success;
+}
+
 export const metadataSchema = z.looseObject({
   order_id: z.string().min(1),
   metadata: z.record(z.string(), z.unknown()),

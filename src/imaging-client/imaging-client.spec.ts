@@ -316,6 +316,21 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(t.health.snapshot().deprecation).toMatchObject({ date: '2027-03-01' });
   });
 
+  it('a deprecation warning of 12 KB is kept to 200 characters (every call record, health)', async () => {
+    // The header comes with every answer; each upstream.call audit event and /health carried
+    // it whole (the reachability probe and the metric already cut it at 200).
+    const warning = `v1 will be deprecated on 2027-03-01; ${'see the portal '.repeat(800)}`;
+    const t = await setup((req, res) => {
+      json(res, 200, { products: [] }, { 'X-API-Deprecation-Warning': warning });
+    });
+    await t.client.getProducts();
+    expect(t.records.at(-1)?.deprecationWarning).toBe(warning.slice(0, 200));
+    expect(t.health.snapshot().deprecation).toMatchObject({
+      warning: warning.slice(0, 200),
+      date: '2027-03-01',
+    });
+  });
+
   it('turns a response that breaks the contract into invalid_response', async () => {
     const bodies: Record<string, (res: ServerResponse) => void> = {
       '/list-orders': (res) => {

@@ -24,6 +24,7 @@ import {
   parseErrorBody,
 } from './upstream-answers';
 import {
+  MAX_DEPRECATION_WARNING_CHARS,
   MAX_ERROR_BODY_BYTES,
   type AttemptFailure,
   type CallSpec,
@@ -160,7 +161,10 @@ export class UpstreamHttp {
 
       record.status = response.status;
       const deprecation = headerValue(response.headers, DEPRECATION_HEADER);
-      if (isApi && deprecation) record.deprecationWarning = deprecation;
+      // Comes with every answer and goes into every upstream.call audit event and /health:
+      // the contract's text is `v1 will be deprecated on <yyyy-mm-dd>`, a peer's may be 16 KB.
+      if (isApi && deprecation)
+        record.deprecationWarning = deprecation.slice(0, MAX_DEPRECATION_WARNING_CHARS);
 
       if (response.status >= 200 && response.status < 300) {
         try {

@@ -49,6 +49,9 @@ export interface CallSpec<T> {
 /** Largest error body parsed (the `files` list of an `invalid_study` answer is kept whole up to this). */
 export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
+/** The longest deprecation warning kept (as the reachability probe and the metric keep it). */
+export const MAX_DEPRECATION_WARNING_CHARS = 200;
+
 /** Largest upstream answer read into memory. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 

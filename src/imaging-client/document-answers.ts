@@ -1,4 +1,5 @@
 import { QC_ROUND_HEADER, QC_ROUNDS, type QcRound } from '../imaging-spec/imaging-spec';
+import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { jsonDepth } from '../common/json-depth';
 import { ImagingClientError } from './imaging-client.error';
 import type { UpstreamDocument } from './imaging-client.types';
@@ -55,6 +56,17 @@ export function readQcReport(r: UpstreamResponse): { round: QcRound; report: unk
       'invalid_response',
       'qc-report',
       `QC report nested deeper than ${MAX_QC_REPORT_DEPTH} levels`,
+      { status: r.status },
+    );
+  }
+  // Stored as JSON written again from the parse (fetch-documents), which keeps only the last of
+  // two equal keys: a verdict or order_id named twice would be decided here, silently.
+  const duplicate = firstDuplicateKey(text);
+  if (duplicate !== undefined) {
+    throw new ImagingClientError(
+      'invalid_response',
+      'qc-report',
+      `the QC report names ${duplicate} twice in one object`,
       { status: r.status },
     );
   }

@@ -167,6 +167,22 @@ export function sanitizeText(text: string): string {
   return cleaned.length > MAX_TEXT ? `${cleaned.slice(0, MAX_TEXT)}…` : cleaned;
 }
 
+/** The longest link the adapter repeats from an upstream answer (a migration guide). */
+export const MAX_LINK_CHARS = 2048;
+
+/**
+ * A link the upstream hands us to show an operator (the retirement body's `migration_guide`,
+ * contract Versioning 6): kept as it is when it is an http(s) URL of visible ASCII up to
+ * MAX_LINK_CHARS, signature-like parameters masked; anything else is text, sanitised like any
+ * upstream message (URLs cut to their origin, at most 500 characters) and made one line.
+ */
+export function sanitizeLink(text: string): string {
+  if (text.length <= MAX_LINK_CHARS && /^https?:\/\/[\x21-\x7e]+$/i.test(text))
+    return text.replace(SIGNATURE_PARAM, '$1=[redacted]');
+  // eslint-disable-next-line no-control-regex
+  return sanitizeText(text.slice(0, MAX_LINK_CHARS).replace(/[\u0000-\u001f\u007f]/g, ' '));
+}
+
 function sanitizeBody(body: unknown, depth = 0): unknown {
   if (depth > 4) return '[…]';
   if (typeof body === 'string') return sanitizeText(body);

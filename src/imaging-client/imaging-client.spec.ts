@@ -275,6 +275,31 @@ describe('ImagingClient over a scripted upstream', () => {
     });
   });
 
+  it('a 410 whose migration_guide is 1 MiB or no link is not repeated whole in health, errors and records', async () => {
+    const guides = [
+      `https://docs.example/migrate-v2?${'a'.repeat(1024 * 1024 - 200)}`,
+      'see\u0007 the portal\n\u001b[2J for https://docs.example/migrate?X-Amz-Signature=abc',
+    ];
+    for (const guide of guides) {
+      const t = await setup((req, res) => {
+        json(res, 410, { error: 'v1 retired; use v2', migration_guide: guide });
+      });
+      const error = (await t.client.getProducts().catch((e: unknown) => e)) as ImagingClientError;
+      expect(error.code).toBe('retired');
+      const health = t.health.snapshot().retired!;
+      for (const shown of [
+        error.migrationGuide!,
+        health.migrationGuide,
+        t.records.at(-1)!.retirement!.migrationGuide,
+      ]) {
+        expect(shown.length).toBeLessThanOrEqual(2048);
+        // eslint-disable-next-line no-control-regex
+        expect(shown).not.toMatch(/[\u0000-\u001f\u007f]/);
+        expect(shown).not.toContain('X-Amz-Signature=abc');
+      }
+    }
+  });
+
   it('records the deprecation warning and surfaces it in health', async () => {
     const t = await setup((req, res) => {
       json(
@@ -289,6 +314,21 @@ describe('ImagingClient over a scripted upstream', () => {
     await t.client.getRecentActivity();
     expect(t.records.at(-1)?.deprecationWarning).toBe('v1 will be deprecated on 2027-03-01');
     expect(t.health.snapshot().deprecation).toMatchObject({ date: '2027-03-01' });
+  });
+
+  it('a deprecation warning of 12 KB is kept to 200 characters (every call record, health)', async () => {
+    // The header comes with every answer; each upstream.call audit event and /health carried
+    // it whole (the reachability probe and the metric already cut it at 200).
+    const warning = `v1 will be deprecated on 2027-03-01; ${'see the portal '.repeat(800)}`;
+    const t = await setup((req, res) => {
+      json(res, 200, { products: [] }, { 'X-API-Deprecation-Warning': warning });
+    });
+    await t.client.getProducts();
+    expect(t.records.at(-1)?.deprecationWarning).toBe(warning.slice(0, 200));
+    expect(t.health.snapshot().deprecation).toMatchObject({
+      warning: warning.slice(0, 200),
+      date: '2027-03-01',
+    });
   });
 
   it('turns a response that breaks the contract into invalid_response', async () => {
@@ -382,6 +422,110 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(result).toEqual({ orderId: created[0].id, recovered: true });
     expect(created).toHaveLength(1);
     expect(created[0].meta.correlation_id).toBe('corr-42');
+  });
+
+  it('after a timed-out new-order never takes an order whose metadata answer is about another order', async () => {
+    // Another system's PENDING order of the organization; its GET /metadata is answered with
+    // our order's metadata (a cache or routing mix-up upstream). Taken as ours, the study of
+    // our patient would be uploaded into another system's order.
+    const theirs = `${ORDER_ID.slice(0, -1)}9`;
+    const ours = `${ORDER_ID.slice(0, -1)}1`;
+    let creates = 0;
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        creates++;
+        // The first attempt is lost (no answer before the timeout, nothing created).
+        if (creates === 1) return;
+        return json(res, 201, { order_id: ours });
+      }
+      if (req.path === '/list-orders') {
+        const orders = [{ order_id: theirs, status: 'PENDING', created_at: null }];
+        if (creates > 1) orders.push({ order_id: ours, status: 'PENDING', created_at: null });
+        return json(res, 200, { orders });
+      }
+      if (req.path === '/metadata') {
+        return json(res, 200, { order_id: ours, metadata: { correlation_id: 'corr-42' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result.orderId).not.toBe(theirs);
+    expect(result.orderId).toBe(ours);
+    expect(t.upstream.seen.filter((r) => r.path === '/cancel-order')).toEqual([]);
+  });
+
+  it('a QC report naming a key twice has no one meaning: invalid_response by its path', async () => {
+    const t = await setup((req, res) => {
+      // JSON.parse keeps the last verdict; the service's own log may keep the first.
+      res.writeHead(200, { 'content-type': 'application/json', 'X-QC-Round': 'latest' });
+      res.end(`{"order_id":"${ORDER_ID}","checks":{"verdict":"fail","verdict":"pass"}}`);
+    });
+    const error = await t.client.getQcReport(ORDER_ID, 'results').catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'invalid_response',
+      message: 'qc-report: the QC report names checks.verdict twice in one object',
+    });
+  });
+
+  it('list pages that each keep 10 MiB of extra fields: read no further than MAX_LIST_TOTAL_BYTES in all', async () => {
+    // Each page is under the page limit (16 MiB) and holds one entry, but its extra field is
+    // kept (contract, Versioning 2): over 100 pages, 1.6 GB would be held at once.
+    const pad = 'x'.repeat(10 * 1024 * 1024);
+    const t = await setup((req, res) => {
+      const page = Number(req.query.get('page') ?? 1);
+      json(res, 200, {
+        orders: [
+          {
+            order_id: `${ORDER_ID.slice(0, -2)}${String(page).padStart(2, '0')}`,
+            status: 'QUEUED',
+            note: pad,
+          },
+        ],
+        ...(page < 6 ? { next_page: page + 1 } : {}),
+      });
+    });
+    const error = await t.client.listOrders().catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'invalid_response',
+      message: expect.stringMatching(
+        /list-orders: the list's pages hold more than \d+ bytes in all/,
+      ),
+    });
+    expect(t.upstream.seen.filter((r) => r.path === '/list-orders').length).toBeLessThanOrEqual(4);
+  });
+
+  it('after a timed-out new-order never takes a listed order whose id is no UUID (../, %2F, ?, #)', async () => {
+    // The contract: the order ID is a UUIDv4. A listed id with path characters, even one whose
+    // metadata carries our correlation_id, is no order we could have created.
+    const odd = '../../cancel-order?order_id=x%2F#frag';
+    const ours = `${ORDER_ID.slice(0, -1)}1`;
+    let creates = 0;
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        creates++;
+        if (creates === 1) return; // lost: no answer before the timeout, nothing created
+        return json(res, 201, { order_id: ours });
+      }
+      if (req.path === '/list-orders') {
+        const orders = [{ order_id: odd, status: 'PENDING', created_at: null }];
+        if (creates > 1) orders.push({ order_id: ours, status: 'PENDING', created_at: null });
+        return json(res, 200, { orders });
+      }
+      if (req.path === '/metadata') {
+        const asked = req.query.get('order_id');
+        return json(res, 200, { order_id: asked, metadata: { correlation_id: 'corr-42' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result.orderId).toBe(ours);
+    expect(t.upstream.seen.filter((r) => r.query.get('order_id') === odd)).toEqual([]);
   });
 
   it('reads documents and the QC round header', async () => {

@@ -9,7 +9,7 @@ import type {
 } from './imaging-client.types';
 import type { ClientLogger, Clock } from './ports';
 import type { UpstreamHttp } from './upstream-http';
-import { orderIdSchema, parseJson } from './upstream-schemas';
+import { isUpstreamOrderId, orderIdSchema, parseJson } from './upstream-schemas';
 
 /** Clock skew and upstream latency tolerated when matching `created_at` of a lost order. */
 const CORRELATION_LOOKBACK_MS = 10 * 60_000;
@@ -154,7 +154,10 @@ export class OrderCreation {
     const orders = await this.calls.listOrders();
     const active = new Set(orders.map((order) => order.orderId));
     for (const id of this.correlationOf.keys()) if (!active.has(id)) this.correlationOf.delete(id);
-    const candidates = pendingSince(orders, createdSince);
+    // An id that is no UUID (`../x?y#z`) is no order `/new-order` could have answered us with.
+    const candidates = pendingSince(orders, createdSince).filter((order) =>
+      isUpstreamOrderId(order.orderId),
+    );
     const unknown = candidates
       .map((order) => order.orderId)
       .filter((id) => !this.correlationOf.has(id));
@@ -165,14 +168,25 @@ export class OrderCreation {
       let owner = this.correlationOf.get(candidate.orderId);
       if (owner === undefined) {
         if (elsewhere.has(candidate.orderId)) continue;
-        let metadata: OrderMetadata;
+        let answer: { orderId: string; metadata: OrderMetadata };
         try {
-          ({ metadata } = await this.calls.getMetadata({ orderId: candidate.orderId }));
+          answer = await this.calls.getMetadata({ orderId: candidate.orderId });
         } catch (error) {
           // Gone between the list and this read (cancelled, expired): not ours to resume.
           if (error instanceof ImagingClientError && error.code === 'not_found') continue;
           throw error;
         }
+        if (answer.orderId !== candidate.orderId) {
+          // Metadata of another order says nothing of this one (an upstream cache or routing
+          // mix-up): taken as it stands, another system's order could be resumed as ours and
+          // our patient's study uploaded into it. Not remembered: asked again next time.
+          this.deps.logger.warn(
+            { operation: 'metadata', orderId: candidate.orderId },
+            'GET /metadata answered about another order; not taken as ours',
+          );
+          continue;
+        }
+        const { metadata } = answer;
         owner = typeof metadata.correlation_id === 'string' ? metadata.correlation_id : '';
         // An order created without a correlation id is remembered as nobody's.
         this.correlationOf.set(candidate.orderId, owner);

@@ -78,6 +78,11 @@ describe('presigned upload URLs naming this machine or a metadata service', () =
     ['IPv6 loopback', 'https://[::1]:8080/x', /loopback/],
     ['IPv4-mapped loopback', 'https://[::ffff:127.0.0.1]/x', /loopback/],
     ['the unspecified address', 'https://0.0.0.0:8080/x', /unspecified/],
+    // A fully qualified name (trailing dot) is the same host to DNS: on GCP the metadata
+    // name resolves either way, and systemd-resolved answers `localhost.` with 127.0.0.1.
+    ['the GCP metadata name, fully qualified', 'https://metadata.google.internal./x', /link-local/],
+    ['localhost, fully qualified', 'https://localhost.:5432/x', /loopback/],
+    ['a name under localhost, fully qualified', 'https://db.localhost../x', /loopback/],
   ])('refuses %s when no IMAGING_UPLOAD_HOSTS names it', (_why, url, message) => {
     expect(() => checkStorageUrl(url, https, 'upload')).toThrow(message);
   });

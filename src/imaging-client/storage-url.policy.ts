@@ -50,8 +50,13 @@ export function checkStorageUrl(url: string, policy: StorageUrlPolicy, operation
  * Whether a URL's host (WHATWG-parsed: IPv4 in dotted decimal whatever form it was written
  * in, IPv6 in brackets, names in lower case) is this machine or a link-local address. Names
  * are not resolved: a name that resolves there is for IMAGING_UPLOAD_HOSTS to keep out.
+ * A name written fully qualified (`localhost.`, `metadata.google.internal.`) is the same name
+ * to DNS (RFC 1034 §3.1), so its trailing dots are not part of the comparison.
  */
-function localKind(hostname: string): 'loopback' | 'link-local' | 'unspecified' | undefined {
+function localKind(host: string): 'loopback' | 'link-local' | 'unspecified' | undefined {
+  let end = host.length;
+  while (end > 0 && host[end - 1] === '.') end--;
+  const hostname = host.slice(0, end);
   if (hostname === 'localhost' || hostname.endsWith('.localhost')) return 'loopback';
   if (hostname === 'metadata.google.internal') return 'link-local';
   const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(hostname);

@@ -26,6 +26,8 @@ interface StorageBehaviour {
   partAnswer?: (partNumber: number, attempt: number, url: URL) => number | 'no-etag' | undefined;
   /** Extra query of the single-PUT URL (e.g. a SigV4 `X-Amz-SignedHeaders`). */
   singlePutQuery?: string;
+  /** `expires_at` of the URL answers, instead of an ISO time an hour ahead. */
+  expiresAt?: () => unknown;
 }
 
 async function setup(behaviour: StorageBehaviour = {}) {
@@ -36,6 +38,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
   let generation = 0;
   const calls: string[] = [];
   const storageContentTypes: Array<string | undefined> = [];
+  const expiresAt = behaviour.expiresAt ?? (() => new Date(Date.now() + 3600_000).toISOString());
   const upstream = await startScriptedUpstream(async (req: SeenRequest, res) => {
     if (req.path === '/auth/token') return tokenAnswer(res);
     if (req.path.startsWith('/storage/')) {
@@ -68,7 +71,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
       case '/upload/single-put':
         return json(res, 200, {
           url: `${upstream.origin}/storage/single?sig=S${++generation}${behaviour.singlePutQuery ?? ''}`,
-          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+          expires_at: expiresAt(),
         });
       case '/upload/multipart/initiate':
         return json(res, 201, { upload_id: 'up-1', order_id: ORDER_ID });
@@ -82,7 +85,7 @@ async function setup(behaviour: StorageBehaviour = {}) {
             part_number: n,
             url: `${upstream.origin}/storage/up-1?part=${n}&gen=${generation}&sig=S`,
           })),
-          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+          expires_at: expiresAt(),
         });
       }
       case '/upload/multipart/complete':
@@ -194,6 +197,22 @@ describe('StudyUploader', () => {
     const put = t.records.find((r) => r.operation === 'upload-single-put');
     expect(put).toMatchObject({ endpoint: '<presigned-url>', status: 200, orderId: ORDER_ID });
     expect(JSON.stringify(t.records)).not.toContain('sig=');
+  });
+
+  it('an expires_at that is no ISO time (epoch seconds, null, an object) is a hint ignored, not a failed upload', async () => {
+    // The contract names no expires_at at all (docs/upstream-assumptions.md): only when the
+    // URL is renewed depends on it, and the contract's hour from issue applies without it.
+    for (const hint of [Math.floor(Date.now() / 1000) + 3600, null, { seconds: 3600 }]) {
+      const t = await setup({ expiresAt: () => hint });
+      const small = await studyFile('hint-small.zip', 1000);
+      await expect(t.uploader.upload(ORDER_ID, small.path)).resolves.toMatchObject({
+        mode: 'single',
+      });
+      const large = await studyFile('hint-large.zip', 6 * MIB);
+      await expect(t.uploader.upload(ORDER_ID, large.path)).resolves.toMatchObject({
+        mode: 'multipart',
+      });
+    }
   });
 
   it('sends no Content-Type with a presigned PUT unless the URL signs one (SigV4 / GCS SignedHeaders)', async () => {

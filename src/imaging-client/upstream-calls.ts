@@ -3,8 +3,10 @@ import type { PeerBase } from '../common/peer-url';
 import { readDocument } from './document-answers';
 import type { OrderRef, UpstreamDocument } from './imaging-client.types';
 import { readAllPages, type PageRequest } from './list-pages';
+import { ImagingClientError } from './imaging-client.error';
 import {
   MAX_LIST_ANSWER_BYTES,
+  MAX_LIST_TOTAL_BYTES,
   type CallSpec,
   type HttpMethod,
   type UpstreamHttp,
@@ -112,6 +114,7 @@ export function readList<T>(
   ) => { items: T[]; body: Record<string, unknown> },
 ): Promise<{ items: T[]; pages: number }> {
   const { operation, path, query } = list;
+  let bytes = 0;
   return readAllPages<T>({ path, query }, operation, base, (page: PageRequest, alreadyRead) =>
     http.call({
       operation,
@@ -122,7 +125,20 @@ export function readList<T>(
       query: page.query,
       auth: 'bearer',
       maxAnswerBytes: MAX_LIST_ANSWER_BYTES,
-      parse: (r) => parse(r, alreadyRead),
+      parse: (r) => {
+        // Entries keep their extra fields until the whole list is read: pages each under the
+        // page limit would otherwise add up to MAX_LIST_PAGES times it (1.6 GB held at once).
+        bytes += r.body.length;
+        if (bytes > MAX_LIST_TOTAL_BYTES) {
+          throw new ImagingClientError(
+            'invalid_response',
+            operation,
+            `the list's pages hold more than ${MAX_LIST_TOTAL_BYTES} bytes in all; not read further`,
+            { status: r.status },
+          );
+        }
+        return parse(r, alreadyRead);
+      },
     }),
   );
 }

@@ -6,6 +6,7 @@ import {
   codeForStatus,
   extractFileProblems,
   ImagingClientError,
+  sanitizeLink,
   sanitizeText,
 } from './imaging-client.error';
 import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
@@ -23,6 +24,7 @@ import {
   parseErrorBody,
 } from './upstream-answers';
 import {
+  MAX_DEPRECATION_WARNING_CHARS,
   MAX_ERROR_BODY_BYTES,
   type AttemptFailure,
   type CallSpec,
@@ -159,7 +161,10 @@ export class UpstreamHttp {
 
       record.status = response.status;
       const deprecation = headerValue(response.headers, DEPRECATION_HEADER);
-      if (isApi && deprecation) record.deprecationWarning = deprecation;
+      // Comes with every answer and goes into every upstream.call audit event and /health:
+      // the contract's text is `v1 will be deprecated on <yyyy-mm-dd>`, a peer's may be 16 KB.
+      if (isApi && deprecation)
+        record.deprecationWarning = deprecation.slice(0, MAX_DEPRECATION_WARNING_CHARS);
 
       if (response.status >= 200 && response.status < 300) {
         try {
@@ -271,17 +276,22 @@ export class UpstreamHttp {
     response: UpstreamResponse,
   ): ImagingClientError {
     const body = parseErrorBody(response);
-    const error = typeof body?.error === 'string' ? body.error : 'API version retired';
-    const migrationGuide = typeof body?.migration_guide === 'string' ? body.migration_guide : '';
+    // Both are the peer's text, shown on /health, the dashboard and in the log: bounded and
+    // sanitised here (a 1 MiB migration_guide was repeated whole on every /health answer).
+    const error = sanitizeText(
+      typeof body?.error === 'string' ? body.error : 'API version retired',
+    );
+    const migrationGuide =
+      typeof body?.migration_guide === 'string' ? sanitizeLink(body.migration_guide) : '';
     if (!this.retiredState) {
       this.retiredState = { error, migrationGuide, at: this.deps.clock.now() };
       this.deps.logger.error(
-        { operation: spec.operation, migrationGuide, upstreamError: sanitizeText(error) },
+        { operation: spec.operation, migrationGuide, upstreamError: error },
         'upstream API version retired (HTTP 410): all upstream calls stopped; migrate',
       );
     }
     record.retirement = { error, migrationGuide };
-    return new ImagingClientError('retired', spec.operation, sanitizeText(error), {
+    return new ImagingClientError('retired', spec.operation, error, {
       status: 410,
       upstreamError: body,
       migrationGuide,

@@ -49,6 +49,9 @@ export interface CallSpec<T> {
 /** Largest error body parsed (the `files` list of an `invalid_study` answer is kept whole up to this). */
 export const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
+/** The longest deprecation warning kept (as the reachability probe and the metric keep it). */
+export const MAX_DEPRECATION_WARNING_CHARS = 200;
+
 /** Largest upstream answer read into memory. */
 export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
 
@@ -57,6 +60,12 @@ export const MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
  * bytes (MAX_LIST_ENTRIES) fit in half of it; parsing is what costs, on the event loop.
  */
 export const MAX_LIST_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Largest list read over all its pages: twice what MAX_LIST_ENTRIES entries take, and what
+ * one answer may hold (MAX_RESPONSE_BYTES). The entries are held until the last page is in.
+ */
+export const MAX_LIST_TOTAL_BYTES = MAX_RESPONSE_BYTES;
 
 export interface RetirementState {
   error: string;

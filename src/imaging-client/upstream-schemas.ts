@@ -34,14 +34,29 @@ export const testTokenSchema = z.looseObject({
 
 export const orderIdSchema = z.looseObject({ order_id: z.uuid() });
 
+/** Whether `id` can be an upstream order ID at all (contract: a UUIDv4, as `/new-order` answers). */
+export function isUpstreamOrderId(id: string): boolean {
+  return orderIdSchema.shape.order_id.safeParse(id).success;
+}
+
 export const metadataSchema = z.looseObject({
   order_id: z.string().min(1),
   metadata: z.record(z.string(), z.unknown()),
 });
 
+/**
+ * `expires_at` of the upload URL answers (docs/upstream-assumptions.md; the contract names none):
+ * a hint for when to renew the URL, the contract's hour from issue applying without it. One
+ * that is no string (epoch seconds, null) is left unread rather than failing the upload.
+ */
+const expiryHint = z
+  .unknown()
+  .optional()
+  .transform((value) => (typeof value === 'string' ? value : undefined));
+
 export const presignedUrlSchema = z.looseObject({
   url: z.url({ protocol: /^https?$/ }),
-  expires_at: z.string().optional(),
+  expires_at: expiryHint,
 });
 
 export const initiateSchema = z.looseObject({
@@ -57,7 +72,7 @@ export const partUrlsSchema = z.looseObject({
       url: z.url({ protocol: /^https?$/ }),
     }),
   ),
-  expires_at: z.string().optional(),
+  expires_at: expiryHint,
 });
 
 export const completeSchema = z.looseObject({

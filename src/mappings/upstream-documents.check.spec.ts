@@ -70,4 +70,37 @@ describe('checkUpstreamReport', () => {
       }).accepted,
     ).toBe(true);
   });
+
+  it('a JSON report naming a key twice in one object has no one meaning: refused by its path', () => {
+    const raw = (text: string) => ({
+      kind: 'results' as const,
+      reportType: 'JSON',
+      body: Buffer.from(text),
+    });
+    // JSON.parse keeps the last order_id (ours); the service's own log, or any reader that
+    // keeps the first, says the report is about another order.
+    const other = '7d0c1e52-9b7a-4c1e-8f3a-2b6d5e4c3a21';
+    expect(
+      checkUpstreamReport(
+        raw(`{"order_id":"${other}","order_id":"${expected.upstreamOrderId}","findings":[]}`),
+        expected,
+      ),
+    ).toEqual({
+      accepted: false,
+      foreign: true,
+      reason: 'names order_id twice in one object (no one meaning)',
+    });
+    expect(
+      checkUpstreamReport(
+        raw(
+          `{"order_id":"${expected.upstreamOrderId}","measurements":[{"name":"volume","value":1,"value":999}]}`,
+        ),
+        expected,
+      ),
+    ).toEqual({
+      accepted: false,
+      foreign: false,
+      reason: 'names measurements[0].value twice in one object (no one meaning)',
+    });
+  });
 });

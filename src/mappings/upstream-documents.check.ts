@@ -16,6 +16,7 @@
  *   out of what is published (result-content.mapping.ts), and the analyst reads which and why.
  */
 
+import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { parseResultContent } from './result-content.mapping';
 
 export interface ExpectedIdentity {
@@ -41,6 +42,8 @@ const PDF_HEADER = Buffer.from('%PDF-');
 /** Values left out that are named one by one on the timeline; the rest are counted. */
 const MAX_NOTES = 20;
 const PDF_HEADER_WITHIN = 1024;
+/** Where a report names the order and the study it is about (a QC report: under `report`). */
+const IDENTITY_KEYS = new Set(['order_id', 'study_uid', 'report.order_id', 'report.study_uid']);
 
 export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
   if (doc.reportType === 'PDF') {
@@ -59,6 +62,17 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
     parsed = JSON.parse(doc.body.toString('utf8'));
   } catch {
     return { accepted: false, foreign: false, reason: 'not JSON' };
+  }
+  // `"order_id":"theirs", …, "order_id":"ours"` is read as ours by JSON.parse (the last wins)
+  // and as theirs by a reader that keeps the first (RFC 8259 §4): no one meaning. A duplicated
+  // order or study identity makes the report another patient's as far as we can tell.
+  const duplicate = firstDuplicateKey(doc.body.toString('utf8'));
+  if (duplicate !== undefined) {
+    return {
+      accepted: false,
+      foreign: IDENTITY_KEYS.has(duplicate),
+      reason: `names ${duplicate} twice in one object (no one meaning)`,
+    };
   }
   // A QC report is stored as { round, report } (fetch-documents): the upstream's is `report`.
   const report = doc.kind === 'qc' ? (parsed as { report?: unknown } | null)?.report : parsed;

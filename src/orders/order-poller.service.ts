@@ -37,6 +37,8 @@ export interface PollCycleStats {
   reportsAcknowledged: number;
   /** Listed orders whose status value the contract does not name (left as they were). */
   unknownStatus: number;
+  /** Why `GET /reports` was not read this cycle (its error code), when it was not. */
+  reportsUnread?: string;
 }
 
 function isTerminal(status: unknown): status is UpstreamStatus {
@@ -249,8 +251,24 @@ export class OrderPollerService {
     // One call per page (one page unless the upstream pages its lists).
     const { orders: active, unknownStatus, pages } = await client.listActiveOrders();
     calls += pages;
-    const { reports, pages: reportPages } = await client.pollReportPages();
-    calls += reportPages;
+    // GET /reports only saves the GET /status of an order that left the active list and lets
+    // stored reports be acknowledged: an answer that fails (not JSON, too large, a 5xx storm)
+    // must not stop every order being followed. This cycle goes without it and says so.
+    let reports: Awaited<ReturnType<typeof client.pollReportPages>>['reports'] = [];
+    let reportsUnread: string | undefined;
+    try {
+      const read = await client.pollReportPages();
+      reports = read.reports;
+      calls += read.pages;
+    } catch (error) {
+      if (!(error instanceof ImagingClientError) || error.code === 'retired') throw error;
+      calls++;
+      reportsUnread = error.code;
+      logger.warn(
+        { code: error.code, reason: error.reason },
+        'GET /reports not read; this cycle follows orders by the active list and GET /status',
+      );
+    }
     const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
     // What the list and the reports say of each order. Two different statuses for one order
     // in one answer say nothing for sure: that order's status is asked with `GET /status`.
@@ -355,6 +373,7 @@ export class OrderPollerService {
       reportsListed: reports.length,
       reportsAcknowledged: acked,
       unknownStatus: unknownStatus.length,
+      ...(reportsUnread ? { reportsUnread } : {}),
     };
     pollCycleCalls.set(calls);
     pollCycleFollowed.set(followed.length);

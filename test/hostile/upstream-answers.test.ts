@@ -355,13 +355,16 @@ describe('hostile upstream in front of a running adapter', () => {
   let hugeList = false;
   let refuseToken = false;
   let redirectCreate = false;
+  let brokenReports = false;
+  /** Every single-PUT URL rewritten to name the metadata service (the first test's answer). */
+  let uploadToMetadataService = true;
   let holdCreate: Promise<unknown> | undefined;
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'hostile-upstream-'));
     sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
     proxy = await startFaultyProxy(sandbox.baseUrl, (method, path) => {
-      if (path === '/upload/single-put')
+      if (uploadToMetadataService && path === '/upload/single-put')
         return {
           rewrite: (body) => {
             const answer = JSON.parse(body.toString()) as { url: string };
@@ -382,6 +385,8 @@ describe('hostile upstream in front of a running adapter', () => {
           status: 401,
           rewrite: () => '{"error":"invalid_token","message":"token revoked"}',
         };
+      if (brokenReports && method === 'GET' && path === '/reports')
+        return { rewrite: () => '<html><body>502 Bad Gateway</body></html>' };
       if (path === '/list-orders' && hugeList)
         return { rewrite: () => `{"orders":[${`${entry(1)},`.repeat(300_000)}${entry(2)}]}` };
       return 'pass';
@@ -558,6 +563,29 @@ describe('hostile upstream in front of a running adapter', () => {
       expect(JSON.stringify(healthBody.checks.upstream)).toContain('redirected');
     } finally {
       redirectCreate = false;
+    }
+  });
+
+  it('GET /reports answering no JSON: every order is still followed to its end, the cycle says why it went without', async () => {
+    uploadToMetadataService = false;
+    try {
+      const id = await placeWithStudy({ adapter, mllp, db }, newOrderSpec());
+      await waitFor('uploaded', async () => (await orderState(db, id)) === 'processing', 90_000);
+      const poller = adapter.app.get(OrderPollerService);
+      brokenReports = true;
+      // /reports only saves GET /status calls and acknowledges stored reports: without it the
+      // active list and GET /status still say where each order is. Before, every cycle threw
+      // 'reports-poll: response body is not JSON' and no order of ours was followed at all.
+      let stats: Awaited<ReturnType<OrderPollerService['runNow']>>;
+      for (let i = 0; i < 40 && (await orderState(db, id)) !== 'delivered'; i++) {
+        await sandbox.advance(5_000);
+        stats = await poller.runNow();
+        expect(stats).toMatchObject({ reportsUnread: 'invalid_response' });
+      }
+      expect(await orderState(db, id)).toBe('delivered');
+    } finally {
+      brokenReports = false;
+      uploadToMetadataService = true;
     }
   });
 });

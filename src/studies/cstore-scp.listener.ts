@@ -77,6 +77,11 @@ export interface CStoreScpOptions {
    * database pool need.
    */
   maxAssociations?: number;
+  /**
+   * Silence, or time to complete a PDU, after which a connection is aborted
+   * (DICOM_SCP_TIMEOUT_SECONDS, default 60 s): an idle peer gives its slot back.
+   */
+  timeoutMs?: number;
   stow: StowService;
   paths: StudyStoragePaths;
   logger: Logger;
@@ -108,6 +113,7 @@ export class CStoreScpListener {
     };
     const maxPduBytes = this.options.maxPduBytes ?? MAX_PDU_BYTES;
     const maxAssociations = this.options.maxAssociations ?? 64;
+    const timeoutMs = this.options.timeoutMs ?? 60_000;
     let open = 0;
 
     class AdapterScp extends Scp {
@@ -132,14 +138,28 @@ export class CStoreScpListener {
         }
         open++;
         socket.once('close', () => open--);
-        // Before the library reads a byte: it would hold any PDU whole, however large.
-        guardPduLength(socket, maxPduBytes, (claimed) =>
-          refuse({
-            reason: `a PDU of ${claimed} bytes (more than ${maxPduBytes}): aborted`,
-            callingAe: this.callingAe,
-            calledAe: this.calledAe,
-            peer: this.peer,
-          }),
+        // Before the library reads a byte: it would hold any PDU whole, however large, and
+        // it never closes a connection that goes quiet (see guardPduLength).
+        guardPduLength(
+          socket,
+          maxPduBytes,
+          (claimed) =>
+            refuse({
+              reason: `a PDU of ${claimed} bytes (more than ${maxPduBytes}): aborted`,
+              callingAe: this.callingAe,
+              calledAe: this.calledAe,
+              peer: this.peer,
+            }),
+          {
+            timeoutMs,
+            onTimeout: (reason) =>
+              refuse({
+                reason,
+                callingAe: this.callingAe,
+                calledAe: this.calledAe,
+                peer: this.peer,
+              }),
+          },
         );
         // An association that ends (released, aborted, broken) before a staged instance was
         // handed over leaves no part file behind.

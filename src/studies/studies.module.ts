@@ -120,6 +120,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           callingAeTitles: config.DICOM_SCP_CALLING_AE_TITLES,
           moveSourceAeTitle: config.PACS_DIMSE_AE_TITLE,
           maxAssociations: config.DICOM_SCP_MAX_ASSOCIATIONS,
+          timeoutMs: config.DICOM_SCP_TIMEOUT_SECONDS * 1000,
           stow,
           paths,
           logger,

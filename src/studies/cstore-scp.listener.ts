@@ -19,6 +19,8 @@ import type { Logger } from 'pino';
 import { fileMetaInformation } from './part10-meta';
 import { checkInstanceFile, FAILURE_REASON, type SopUids } from './dicom-instance.validator';
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
+import { noteRefusedSubOperation } from './dimse-pull';
+import { isDicomUid } from './dicom-uid';
 import type { StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
 
@@ -307,10 +309,19 @@ export class CStoreScpListener {
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
-    const intakeMoved = async (path: string, _ae: string, sop: SopUids): Promise<number> => {
+    const intakeMoved = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
-        await rm(path, { force: true });
+        // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
+        // for the retrieve, which fails naming it instead of moving the study again and again.
+        const keptAs = await stow.keepRefused(path);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
+        if (isDicomUid(check.studyInstanceUid))
+          await noteRefusedSubOperation(paths, check.studyInstanceUid, {
+            reason: check.reason,
+            failureReason: check.failureReason,
+            keptAs,
+          });
         return check.failureReason;
       }
       const target = paths.movedFile(check.header.studyInstanceUid, check.header.sopInstanceUid);

@@ -34,6 +34,7 @@ import {
   createMrBrainStudy,
   generateUid,
   replicateInstance,
+  shortPixelData,
   type DicomInstance,
 } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
@@ -269,6 +270,42 @@ describe('study acquisition from a PACS over DIMSE', () => {
       [uid],
     )) as Array<{ n: number }>;
     expect(rows[0]!.n).toBe(0);
+    expect(readdirSync(paths.movedDir(uid))).toEqual([]);
+  });
+
+  it('C-MOVE of a study holding an instance our SCP refuses: failed at once naming it, as C-GET; the refused bytes kept for the audit', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'CMOVE-BAD-1' },
+      series: [{ slices: 3 }],
+    });
+    // the PACS holds the second instance with its pixel data cut to 100 bytes (consistent
+    // lengths: a PACS stores it, our check refuses it A900)
+    const bad = { ...study[1]!, bytes: shortPixelData(study[1]!.bytes, 100) };
+    await store(orthanc, [study[0]!, bad, study[2]!]);
+    const uid = study[0]!.studyInstanceUid;
+    for (const retrieve of ['get', 'move'] as const) {
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      const result = await acquireAfterQuiet(acquirer(orthanc, retrieve), {
+        orderId,
+        studyInstanceUid: uid,
+      });
+      // before: C-MOVE waited 30 s ("C-MOVE answered 0xC000 (unable to process)": Orthanc stops
+      // at the first refused sub-operation; others answer B000) and moved again until the
+      // study deadline, the refused bytes deleted and their reason told nobody
+      expect({ retrieve, result }).toMatchObject({
+        retrieve,
+        result: { status: 'failed', reason: expect.stringMatching(/pixel data incomplete/) },
+      });
+      expect(existsSync(paths.packageFile(orderId))).toBe(false);
+    }
+    const received = (await db.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' ORDER BY id`,
+    )) as Array<{ detail: { refused: Array<{ sopInstanceUid?: string; keptAs?: string }> } }>;
+    const refused = received
+      .flatMap((e) => e.detail.refused)
+      .find((r) => r.sopInstanceUid === study[1]!.sopInstanceUid);
+    expect(refused?.keptAs).toBeDefined();
+    expect(existsSync(paths.refusedFile(refused!.keptAs!))).toBe(true);
     expect(readdirSync(paths.movedDir(uid))).toEqual([]);
   });
 

@@ -86,7 +86,9 @@ export async function pullFromPacs(
       await recorder.retrieveProblem(
         request.orderId,
         source.name,
-        `the PACS answered ${loose} study(ies) for the accession number whose Accession Number is not the order's (matched loosely, e.g. without letter case); not used`,
+        request.studyInstanceUid
+          ? `the PACS answered ${loose} study(ies) for the Study Instance UID whose Study Instance UID is not the order's; not used`
+          : `the PACS answered ${loose} study(ies) for the accession number whose Accession Number is not the order's (matched loosely, e.g. without letter case); not used`,
       );
     }
     return waiting('the study is not in the PACS yet', Math.max(quietMs, NOT_FOUND_RETRY_MS));
@@ -104,9 +106,6 @@ export async function pullFromPacs(
       'invalid_study',
       'the PACS answered a Study Instance UID that is not a UID',
     );
-  }
-  if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
-    throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
   }
   // The PACS's answer is checked before anything is retrieved: a study of another patient
   // or accession is never fetched, let alone uploaded.
@@ -223,7 +222,10 @@ export async function pullFromPacs(
  * order `CASE-ABC` found another patient's `CASE-abc`. Such an answer is no candidate: it is
  * left out (`loose` counts it) before the ambiguity and identity checks. Before, it failed the
  * order at once (identity mismatch, or "matches 2 studies" once the order's own study came),
- * though the order's study was in the PACS or still on its way.
+ * though the order's study was in the PACS or still on its way. Asked by Study Instance UID
+ * likewise: a PACS that does not match on the UID (answering every study of the patient or
+ * the accession) had the order fail as "the accession number matches 3 studies", its own
+ * study among them; an answer of another UID alone failed it for good.
  */
 async function findInSources(
   sources: readonly PacsSource[],
@@ -243,9 +245,11 @@ async function findInSources(
       }
       throw error;
     }
-    const found = request.studyInstanceUid
-      ? answered
-      : answered.filter((s) => sameAccession(request.accessionNumber, s.accessionNumber));
+    const found = answered.filter((s) =>
+      request.studyInstanceUid
+        ? s.studyInstanceUid === request.studyInstanceUid
+        : sameAccession(request.accessionNumber, s.accessionNumber),
+    );
     if (found.length > 0) return { source, found, loose: 0 };
     if (answered.length > 0) {
       loose += answered.length;

@@ -389,6 +389,61 @@ describe('study acquisition from a PACS over DIMSE', () => {
     }
   });
 
+  it('asked by Study Instance UID, a PACS that answers other studies too: those are no candidates, the asked one is used', async () => {
+    // A PACS that does not match on StudyInstanceUID (it answers every study of the accession,
+    // or all it has): before, the order failed "the accession number matches 3 studies"
+    // though it has no accession and its study was among them.
+    const port = await freePort();
+    const asked = '2.25.7001';
+    class LoosePacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts())
+          association
+            .getPresentationContext(id)
+            .setResult(constants.PresentationContextResult.Accept, '1.2.840.10008.1.2');
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const answers = ['2.25.7000', asked, '2.25.7002'].map((uid) => {
+          const r = responses.CFindResponse.fromRequest(request);
+          r.setDataset(
+            new Dataset({
+              StudyInstanceUID: uid,
+              AccessionNumber: 'LOOSE-1',
+              PatientID: 'P1',
+              NumberOfStudyRelatedInstances: '3',
+            }),
+          );
+          r.setStatus(constants.Status.Pending);
+          return r;
+        });
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        callback([...answers, last]);
+      }
+    }
+    const server = new Server(LoosePacs);
+    server.listen(port);
+    try {
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: asked });
+      const a = acquirer(orthanc, 'get', { port });
+      expect(await a.acquire({ orderId, studyInstanceUid: asked })).toMatchObject({
+        status: 'waiting',
+        reason: '3 instance(s) in the PACS; waiting for the count to settle',
+      });
+      const notes = await auditOf(orderId, 'study.failed');
+      expect(notes).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
   it('never retrieves a study whose accession or patient differ from the order', async () => {
     const study = createMrBrainStudy({
       study: { accessionNumber: 'OTHER-ACC-9' },

@@ -514,7 +514,8 @@ function judge(
     transferSyntaxUid: parsed.transferSyntaxUid,
     accessionNumber: identifier(d['00080050']),
     patientId: identifier(d['00100020']),
-    issuerOfPatientId: text(d['00100021']),
+    // whole, like the identifiers it qualifies: `HOSPA\HOSP_B` is not the domain HOSPA
+    issuerOfPatientId: identifier(d['00100021']),
     patientName: personName(d['00100010']),
     patientBirthDate: text(d['00100030']),
     patientSex: text(d['00100040']),

@@ -161,6 +161,8 @@ const envSchema = z.object({
     .default(['accession-number', 'patient-id', 'patient-id-issuer']),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
+  /** Most parts (instances) one STOW-RS request may hold. */
+  STOW_MAX_INSTANCES: positiveInt(10_000),
   DICOM_SCP_PORT: optionalPort,
   // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
   PACS_DIMSE_HOST: z.string().trim().min(1).optional(),

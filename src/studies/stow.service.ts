@@ -62,6 +62,11 @@ export interface StowServiceOptions {
   paths: StudyStoragePaths;
   logger: Logger;
   maxRequestBytes: number;
+  /**
+   * Most parts one request may hold (STOW_MAX_INSTANCES, default 10,000); one more makes it
+   * 413. Each part is a file, kept 24 h when refused, and an entry of the answer and the audit.
+   */
+  maxInstances?: number;
   unmatchedHoldMinutes: number;
   /** When given, an order whose instances arrived is told at once (ACQUIRE_STUDY_JOB). */
   jobs?: Pick<JobQueue, 'enqueue' | 'kick'>;
@@ -118,9 +123,16 @@ export class StowService {
     let tempPath: string | undefined;
     let out: ReturnType<typeof createWriteStream> | undefined;
     let partType = '';
+    let parts = 0;
+    const maxParts = this.options.maxInstances ?? 10_000;
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
         if (event.type === 'part') {
+          if (++parts > maxParts)
+            throw new StudyError(
+              'too_large',
+              `the request holds more than ${maxParts} parts (STOW_MAX_INSTANCES): send the study in several requests`,
+            );
           partType = baseMediaType(event.headers['content-type']);
           tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
           out = createWriteStream(tempPath, { mode: 0o600 });
@@ -163,6 +175,15 @@ export class StowService {
           .filter(Boolean)
           .map((p) => rm(p!, { force: true })),
       );
+      // Parts refused before the request was are kept under refused/: the audit names them
+      // (else they were files no entry led to), and says why the request was refused.
+      if (refused.length > 0 && error instanceof StudyError)
+        await this.file([], 'stow', input.sender, refused, error.message).catch((e: Error) =>
+          this.options.logger.error(
+            { err: e.message },
+            'audit of a refused STOW-RS request failed',
+          ),
+        );
       throw error;
     }
     if (accepted.length === 0 && refused.length === 0) {
@@ -242,6 +263,8 @@ export class StowService {
     source: PushSource,
     sender: string | null,
     refused: readonly RefusedInstance[] = [],
+    /** Why the whole request was refused (its parts refused so far are recorded). */
+    requestRefused?: string,
   ): Promise<InstanceHeader[]> {
     if (accepted.length === 0 && refused.length === 0) return [];
     const now = this.now();
@@ -273,7 +296,15 @@ export class StowService {
         await rename(a.tempPath, filePath);
         placed.push({ ...a, filePath });
       }
-      superseded = await this.record(placed, source, sender, refused, now, holdUntil);
+      superseded = await this.record(
+        placed,
+        source,
+        sender,
+        refused,
+        now,
+        holdUntil,
+        requestRefused,
+      );
     } catch (error) {
       for (const u of undo.reverse()) {
         if (u.earlier) await rename(u.earlier, u.filePath).catch(() => undefined);
@@ -301,6 +332,7 @@ export class StowService {
     refused: readonly RefusedInstance[],
     now: Date,
     holdUntil: Date,
+    requestRefused?: string,
   ): Promise<string[]> {
     // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
     const superseded: string[] = [];
@@ -347,10 +379,11 @@ export class StowService {
         {
           kind: 'study.received',
           severity: refused.length > 0 ? 'warning' : 'info',
-          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}`,
+          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
           actor: sender,
           detail: {
             source,
+            ...(requestRefused ? { requestRefused } : {}),
             stored: placed.length,
             refused: refused.map((r) => ({
               failureReason: r.failureReason,

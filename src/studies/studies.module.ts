@@ -70,6 +70,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           logger,
           jobs,
           maxRequestBytes: config.STOW_MAX_REQUEST_BYTES,
+          maxInstances: config.STOW_MAX_INSTANCES,
           unmatchedHoldMinutes: config.STUDY_UNMATCHED_HOLD_MINUTES,
         }),
     },

@@ -93,13 +93,7 @@ export async function pullFromPacs(
     }
     return waiting('the study is not in the PACS yet', Math.max(quietMs, NOT_FOUND_RETRY_MS));
   }
-  if (found.length > 1) {
-    throw new StudyError(
-      'ambiguous_study',
-      `the accession number matches ${found.length} studies in the PACS`,
-    );
-  }
-  const study = found[0]!;
+  const study = oneStudy(found);
   if (!isDicomUid(study.studyInstanceUid)) {
     // Never used in a URL, a query or a path: a PACS answer is input like any other.
     throw new StudyError(
@@ -258,6 +252,32 @@ async function findInSources(
   }
   if (unavailable) throw unavailable;
   return { source: looseSource ?? sources[0], found: [], loose };
+}
+
+/**
+ * The one study the answers name. A study answered twice with the same identifiers and count
+ * is one study: a PACS with two archives behind it, or one answering at series level, repeats
+ * it (before: "the accession number matches 2 studies", failed, though one study matched).
+ * Answers of one study that disagree are ambiguous, as several studies are.
+ */
+function oneStudy(found: readonly QidoStudy[]): QidoStudy {
+  const uids = new Set(found.map((s) => s.studyInstanceUid));
+  if (uids.size > 1)
+    throw new StudyError(
+      'ambiguous_study',
+      `the accession number matches ${uids.size} studies in the PACS`,
+    );
+  const described = new Set(
+    found.map((s) =>
+      JSON.stringify([s.accessionNumber, s.patientId, s.issuerOfPatientId, s.instanceCount]),
+    ),
+  );
+  if (described.size > 1)
+    throw new StudyError(
+      'ambiguous_study',
+      `the PACS answered the study ${found.length} times, with different identifiers or instance counts`,
+    );
+  return found[0]!;
 }
 
 /** The accession numbers are the same by the identity check's rule (padding aside, exact). */

@@ -444,6 +444,70 @@ describe('study acquisition from a PACS over DIMSE', () => {
     }
   });
 
+  it('a PACS that answers one study twice (two archives behind it, or series-level answers) finds one study; differing answers are ambiguous', async () => {
+    const port = await freePort();
+    let answers: Array<Record<string, string>> = [];
+    class TwicePacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts())
+          association
+            .getPresentationContext(id)
+            .setResult(constants.PresentationContextResult.Accept, '1.2.840.10008.1.2');
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const pending = answers.map((a) => {
+          const r = responses.CFindResponse.fromRequest(request);
+          r.setDataset(new Dataset(a));
+          r.setStatus(constants.Status.Pending);
+          return r;
+        });
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        callback([...pending, last]);
+      }
+    }
+    const server = new Server(TwicePacs);
+    server.listen(port);
+    try {
+      const uid = '2.25.7101';
+      const answer = {
+        StudyInstanceUID: uid,
+        AccessionNumber: 'TWICE-1',
+        PatientID: 'P1',
+        NumberOfStudyRelatedInstances: '4',
+      };
+      answers = [answer, { ...answer }];
+      for (const request of [{ studyInstanceUid: uid }, { accessionNumber: 'TWICE-1' }]) {
+        const orderId = await insertOrder(db.dataSource, request);
+        // before: failed, "the accession number matches 2 studies in the PACS"
+        expect(
+          await acquirer(orthanc, 'get', { port }).acquire({ orderId, ...request }),
+        ).toMatchObject({
+          status: 'waiting',
+          reason: '4 instance(s) in the PACS; waiting for the count to settle',
+        });
+      }
+      // the two answers disagree (count, patient): which is the study is not known
+      answers = [answer, { ...answer, NumberOfStudyRelatedInstances: '5', PatientID: 'P2' }];
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      expect(
+        await acquirer(orthanc, 'get', { port }).acquire({ orderId, studyInstanceUid: uid }),
+      ).toMatchObject({
+        status: 'failed',
+        reason: expect.stringMatching(/answered the study 2 times, with different/),
+      });
+    } finally {
+      server.close();
+    }
+  });
+
   it('never retrieves a study whose accession or patient differ from the order', async () => {
     const study = createMrBrainStudy({
       study: { accessionNumber: 'OTHER-ACC-9' },

@@ -124,6 +124,10 @@ export class StowService {
     let out: ReturnType<typeof createWriteStream> | undefined;
     let partType = '';
     let parts = 0;
+    // What the request's instances may take on disk together, inflated ones as inflated: each
+    // deflated part was held to the whole limit on its own, so a few MB of deflate bombs
+    // stored gigabytes per part (a 40 MB request of 4 MiB bombs, 40 GiB under the 4 GiB limit).
+    let budget = limit;
     const maxParts = this.options.maxInstances ?? 10_000;
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
@@ -152,7 +156,7 @@ export class StowService {
             continue;
           }
           // Deflated instances are inflated to explicit VR little endian first (lossless).
-          const inflated = await inflateIfDeflated(path, limit);
+          const inflated = await inflateIfDeflated(path, Math.max(0, budget));
           if (inflated.kind === 'refused') {
             const { failureReason, reason } = inflated;
             refused.push({ failureReason, reason, keptAs: await this.keepRefused(path) });
@@ -163,6 +167,7 @@ export class StowService {
             refused.push({ ...check, keptAs: await this.keepRefused(path) });
             continue;
           }
+          budget -= check.sizeBytes;
           accepted.push({ header: check.header, tempPath: path, sizeBytes: check.sizeBytes });
         }
       }

@@ -375,6 +375,22 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(stored.toString('latin1', 0, 400)).not.toContain('1.2.840.10008.1.2.1.99');
   });
 
+  it('deflated instances of one request inflate within STOW_MAX_REQUEST_BYTES together, not each', async () => {
+    // Three of 5 MiB each once inflated, a few KiB each as sent: each was held to the 8 MiB
+    // limit on its own, so a 40 MB request of such parts stored 40 GiB (the limit is 4 GiB).
+    const parts = [1, 2, 3].map((n) =>
+      rawInstance({ accession: `DEFL-SUM-${n}`, deflated: { extra: Buffer.alloc(5 << 20) } }),
+    );
+    const { body, contentType } = multipartRelated(parts.map((i) => ({ data: i.bytes })));
+    expect(body.length).toBeLessThan(256 * 1024);
+    const res = await stow(body, contentType);
+    expect(res.status).toBe(202);
+    expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+      parts[0]!.sopInstanceUid,
+    ]);
+    expect(items(res.json, '00081198').map((i) => i.failureReason)).toEqual([0xa700, 0xa700]);
+  });
+
   it('checks credentials, media type, multipart form and size before storing anything', async () => {
     const { body, contentType } = multipartRelated([
       { data: createMrBrainStudy({ series: [{ slices: 1 }] })[0]!.bytes },

@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import type { Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import {
   association as dimseAssociation,
   constants,
@@ -84,6 +84,11 @@ export interface CStoreScpOptions {
    * (DICOM_SCP_TIMEOUT_SECONDS, default 60 s): an idle peer gives its slot back.
    */
   timeoutMs?: number;
+  /**
+   * Largest data set one C-STORE may bring (STOW_MAX_REQUEST_BYTES, as a STOW-RS request):
+   * past it the association is aborted while it arrives and its file removed.
+   */
+  maxInstanceBytes?: number;
   stow: StowService;
   paths: StudyStoragePaths;
   logger: Logger;
@@ -116,6 +121,7 @@ export class CStoreScpListener {
     const maxPduBytes = this.options.maxPduBytes ?? MAX_PDU_BYTES;
     const maxAssociations = this.options.maxAssociations ?? 64;
     const timeoutMs = this.options.timeoutMs ?? 60_000;
+    const maxInstanceBytes = this.options.maxInstanceBytes ?? 4 * 1024 ** 3;
     let open = 0;
 
     class AdapterScp extends Scp {
@@ -123,10 +129,12 @@ export class CStoreScpListener {
       private calledAe = '';
       private readonly peer: string;
       private readonly staged = new Map<CStoreRequest, string>();
+      private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
         super(...args);
         const socket = args[0];
+        this.socket = socket;
         this.peer = socket.remoteAddress ?? 'unknown';
         if (open >= maxAssociations) {
           socket.destroy();
@@ -239,7 +247,38 @@ export class CStoreScpListener {
         const stream: WriteStream = createWriteStream(path, { mode: 0o600 });
         stream.write(header);
         this.staged.set(request, path);
-        return stream;
+        // Counted as it arrives: there was no limit, and one endless C-STORE filled DATA_DIR.
+        let bytes = 0;
+        let over = false;
+        const tooLarge = () => {
+          over = true;
+          refuse({
+            reason: `a C-STORE data set of more than ${maxInstanceBytes} bytes (STOW_MAX_REQUEST_BYTES): aborted`,
+            callingAe: this.callingAe,
+            calledAe: this.calledAe,
+            peer: this.peer,
+          });
+          this.sendAbort();
+          this.socket.destroy();
+        };
+        return new Writable({
+          write(chunk: Buffer, _encoding, callback) {
+            bytes += chunk.length;
+            if (!over && bytes > maxInstanceBytes) tooLarge();
+            if (over || stream.destroyed) callback();
+            else if (stream.write(chunk)) callback();
+            else stream.once('drain', () => callback());
+          },
+          final(callback) {
+            if (stream.closed) return callback();
+            stream.once('close', () => callback());
+            stream.end();
+          },
+          destroy(error, callback) {
+            stream.destroy();
+            callback(error);
+          },
+        });
       }
 
       override createDatasetFromStoreWritableStream(
@@ -250,7 +289,7 @@ export class CStoreScpListener {
         // The library has ended the stream; hand over once the file is complete. The data
         // set itself stays on disk (the request only carries a placeholder).
         const done = () => callback(new Dataset({}, context.getAcceptedTransferSyntaxUid()));
-        if ((writable as WriteStream).closed) done();
+        if (writable.closed) done();
         else once(writable, 'close').then(done, done);
       }
 

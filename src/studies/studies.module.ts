@@ -122,6 +122,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           moveSourceAeTitle: config.PACS_DIMSE_AE_TITLE,
           maxAssociations: config.DICOM_SCP_MAX_ASSOCIATIONS,
           timeoutMs: config.DICOM_SCP_TIMEOUT_SECONDS * 1000,
+          maxInstanceBytes: config.STOW_MAX_REQUEST_BYTES,
           stow,
           paths,
           logger,

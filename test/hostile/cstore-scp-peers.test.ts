@@ -8,6 +8,7 @@ import { Client, requests } from 'dcmjs-dimse';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { rawInstance } from '../helpers/raw-dicom';
+import { createMrBrainStudy } from '../helpers/dicom-factory';
 
 const run = promisify(execFile);
 jest.setTimeout(120_000);
@@ -342,6 +343,7 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
       DICOM_SCP_AE_TITLE: AE,
       DICOM_SCP_MAX_ASSOCIATIONS: '4',
       DICOM_SCP_TIMEOUT_SECONDS: '1',
+      STOW_MAX_REQUEST_BYTES: String(1024 * 1024),
       JOBS_ENABLED: 'false',
     });
   });
@@ -413,6 +415,43 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
       clearInterval(drip1);
       clearInterval(drip2);
       for (const s of [silent, dripAssociate, dripData, idle]) s.destroy();
+    }
+  });
+
+  it('a C-STORE data set larger than STOW_MAX_REQUEST_BYTES is aborted while it arrives: nothing on disk, audited', async () => {
+    // There was no limit: a peer streaming one endless C-STORE filled DATA_DIR.
+    const dir = mkdtempSync(join(tmpdir(), 'cstore-big-'));
+    try {
+      const [big] = createMrBrainStudy({ series: [{ slices: 1, rows: 1024, columns: 1024 }] });
+      const file = join(dir, 'big.dcm');
+      writeFileSync(file, big!.bytes);
+      const result = await run('storescu', [
+        '-aet',
+        'MODALITY1',
+        '-aec',
+        AE,
+        '127.0.0.1',
+        String(port),
+        file,
+      ]).catch((e: { stdout: string; stderr: string }) => e);
+      expect(
+        `${(result as { stdout: string }).stdout}${(result as { stderr: string }).stderr}`,
+      ).toMatch(/abort|Association Aborted|DIMSE Failed|Peer aborted/i);
+      const rows = (await adapter.dataSource.query(
+        `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,
+        [big!.sopInstanceUid],
+      )) as Array<{ n: number }>;
+      expect(rows[0]!.n).toBe(0);
+      const incoming = join(adapter.dataDir, 'studies', 'incoming');
+      for (let i = 0; i < 50 && readdirSync(incoming).length > 0; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(readdirSync(incoming)).toEqual([]);
+      const entries = (await adapter.dataSource.query(
+        `SELECT summary FROM audit_events WHERE kind = 'study.association-refused' ORDER BY id`,
+      )) as Array<{ summary: string }>;
+      expect(entries.some((e) => /STOW_MAX_REQUEST_BYTES/.test(e.summary))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -162,6 +162,8 @@ const envSchema = z.object({
     .default(['accession-number', 'patient-id', 'patient-id-issuer']),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
+  /** Most parts (instances) one STOW-RS request may hold. */
+  STOW_MAX_INSTANCES: positiveInt(10_000),
   DICOM_SCP_PORT: optionalPort,
   // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
   PACS_DIMSE_HOST: z.string().trim().min(1).optional(),
@@ -189,6 +191,8 @@ const envSchema = z.object({
   DICOM_SCP_CALLING_AE_TITLES: commaList().optional(),
   /** Connections our C-STORE SCP keeps open at once; more are closed at once. */
   DICOM_SCP_MAX_ASSOCIATIONS: positiveInt(64),
+  /** Silence (or time to complete a PDU) after which the C-STORE SCP aborts a connection. */
+  DICOM_SCP_TIMEOUT_SECONDS: positiveInt(60),
   POLL_INTERVAL_SECONDS: positiveInt(300),
   API_TOKENS: apiTokens,
   API_TOKENS_FILE: z.string().optional(),

@@ -4,7 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import type { Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import {
   association as dimseAssociation,
   constants,
@@ -19,6 +19,8 @@ import type { Logger } from 'pino';
 import { fileMetaInformation } from './part10-meta';
 import { checkInstanceFile, FAILURE_REASON, type SopUids } from './dicom-instance.validator';
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
+import { noteRefusedSubOperation } from './dimse-pull';
+import { isDicomUid } from './dicom-uid';
 import type { StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
 
@@ -77,6 +79,16 @@ export interface CStoreScpOptions {
    * database pool need.
    */
   maxAssociations?: number;
+  /**
+   * Silence, or time to complete a PDU, after which a connection is aborted
+   * (DICOM_SCP_TIMEOUT_SECONDS, default 60 s): an idle peer gives its slot back.
+   */
+  timeoutMs?: number;
+  /**
+   * Largest data set one C-STORE may bring (STOW_MAX_REQUEST_BYTES, as a STOW-RS request):
+   * past it the association is aborted while it arrives and its file removed.
+   */
+  maxInstanceBytes?: number;
   stow: StowService;
   paths: StudyStoragePaths;
   logger: Logger;
@@ -108,6 +120,8 @@ export class CStoreScpListener {
     };
     const maxPduBytes = this.options.maxPduBytes ?? MAX_PDU_BYTES;
     const maxAssociations = this.options.maxAssociations ?? 64;
+    const timeoutMs = this.options.timeoutMs ?? 60_000;
+    const maxInstanceBytes = this.options.maxInstanceBytes ?? 4 * 1024 ** 3;
     let open = 0;
 
     class AdapterScp extends Scp {
@@ -115,10 +129,12 @@ export class CStoreScpListener {
       private calledAe = '';
       private readonly peer: string;
       private readonly staged = new Map<CStoreRequest, string>();
+      private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
         super(...args);
         const socket = args[0];
+        this.socket = socket;
         this.peer = socket.remoteAddress ?? 'unknown';
         if (open >= maxAssociations) {
           socket.destroy();
@@ -132,14 +148,28 @@ export class CStoreScpListener {
         }
         open++;
         socket.once('close', () => open--);
-        // Before the library reads a byte: it would hold any PDU whole, however large.
-        guardPduLength(socket, maxPduBytes, (claimed) =>
-          refuse({
-            reason: `a PDU of ${claimed} bytes (more than ${maxPduBytes}): aborted`,
-            callingAe: this.callingAe,
-            calledAe: this.calledAe,
-            peer: this.peer,
-          }),
+        // Before the library reads a byte: it would hold any PDU whole, however large, and
+        // it never closes a connection that goes quiet (see guardPduLength).
+        guardPduLength(
+          socket,
+          maxPduBytes,
+          (claimed) =>
+            refuse({
+              reason: `a PDU of ${claimed} bytes (more than ${maxPduBytes}): aborted`,
+              callingAe: this.callingAe,
+              calledAe: this.calledAe,
+              peer: this.peer,
+            }),
+          {
+            timeoutMs,
+            onTimeout: (reason) =>
+              refuse({
+                reason,
+                callingAe: this.callingAe,
+                calledAe: this.calledAe,
+                peer: this.peer,
+              }),
+          },
         );
         // An association that ends (released, aborted, broken) before a staged instance was
         // handed over leaves no part file behind.
@@ -217,7 +247,38 @@ export class CStoreScpListener {
         const stream: WriteStream = createWriteStream(path, { mode: 0o600 });
         stream.write(header);
         this.staged.set(request, path);
-        return stream;
+        // Counted as it arrives: there was no limit, and one endless C-STORE filled DATA_DIR.
+        let bytes = 0;
+        let over = false;
+        const tooLarge = () => {
+          over = true;
+          refuse({
+            reason: `a C-STORE data set of more than ${maxInstanceBytes} bytes (STOW_MAX_REQUEST_BYTES): aborted`,
+            callingAe: this.callingAe,
+            calledAe: this.calledAe,
+            peer: this.peer,
+          });
+          this.sendAbort();
+          this.socket.destroy();
+        };
+        return new Writable({
+          write(chunk: Buffer, _encoding, callback) {
+            bytes += chunk.length;
+            if (!over && bytes > maxInstanceBytes) tooLarge();
+            if (over || stream.destroyed) callback();
+            else if (stream.write(chunk)) callback();
+            else stream.once('drain', () => callback());
+          },
+          final(callback) {
+            if (stream.closed) return callback();
+            stream.once('close', () => callback());
+            stream.end();
+          },
+          destroy(error, callback) {
+            stream.destroy();
+            callback(error);
+          },
+        });
       }
 
       override createDatasetFromStoreWritableStream(
@@ -228,7 +289,7 @@ export class CStoreScpListener {
         // The library has ended the stream; hand over once the file is complete. The data
         // set itself stays on disk (the request only carries a placeholder).
         const done = () => callback(new Dataset({}, context.getAcceptedTransferSyntaxUid()));
-        if ((writable as WriteStream).closed) done();
+        if (writable.closed) done();
         else once(writable, 'close').then(done, done);
       }
 
@@ -287,10 +348,19 @@ export class CStoreScpListener {
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
-    const intakeMoved = async (path: string, _ae: string, sop: SopUids): Promise<number> => {
+    const intakeMoved = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
-        await rm(path, { force: true });
+        // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
+        // for the retrieve, which fails naming it instead of moving the study again and again.
+        const keptAs = await stow.keepRefused(path);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
+        if (isDicomUid(check.studyInstanceUid))
+          await noteRefusedSubOperation(paths, check.studyInstanceUid, {
+            reason: check.reason,
+            failureReason: check.failureReason,
+            keptAs,
+          });
         return check.failureReason;
       }
       const target = paths.movedFile(check.header.studyInstanceUid, check.header.sopInstanceUid);

@@ -57,4 +57,31 @@ describe('dicomTextDecoder', () => {
       'Wang^XiaoDong=王^小東=',
     );
   });
+
+  it('a value that switches sets without end is read in bounded time: past 1,024 switches the rest is unreadable (U+FFFD), never misread', () => {
+    // 2 MiB of ESC bytes, or of bytes alternating below and above 0x80 (a run per byte): each
+    // escape was matched by 18 string compares and each run decoded on its own, 2 MiB took
+    // 4-12 s of a blocked event loop (a Patient's Name from any C-STORE caller), 16 MiB 64 s.
+    const size = 2 * 1024 * 1024;
+    const escapes = Buffer.alloc(size, 0x1b);
+    const alternating = Buffer.alloc(size);
+    for (let i = 0; i < size; i++) alternating[i] = i % 2 ? 0xc1 : 0x41;
+    for (const [terms, value] of [
+      [['', 'ISO 2022 IR 87'], escapes],
+      [['ISO 2022 IR 6', 'ISO 2022 IR 149'], alternating],
+      [['ISO 2022 IR 13', 'ISO 2022 IR 87'], alternating],
+    ] as const) {
+      const started = Date.now();
+      const text = dicomTextDecoder(terms).decode(value);
+      // quiet: a few ms; 3 s leaves room for a loaded machine
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(text.endsWith('\ufffd')).toBe(true);
+      expect(text.length).toBeLessThan(4_096);
+    }
+    // a real value keeps every character, escapes and all
+    const name = 'Yamada^Tarou=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B';
+    expect(dicomTextDecoder(['', 'ISO 2022 IR 87']).decode(bytes(name))).toBe(
+      'Yamada^Tarou=山田^太郎',
+    );
+  });
 });

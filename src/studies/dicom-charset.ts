@@ -130,12 +130,26 @@ const UNDECLARED: DicomTextDecoder = {
   },
 };
 
+/**
+ * The most escape sequences and runs (a change between bytes below and from 0x80) one value
+ * may take. A name switches a dozen times (PS3.5 H.3.2: katakana, kanji, hiragana in three
+ * groups); each switch costs a string compare or a decoder call, so a value of escapes or of
+ * bytes alternating above and below 0x80 cost seconds per MiB of a blocked event loop (2 MiB
+ * 4-12 s; the header may hold 64 MiB), from any C-STORE caller. Past the limit the rest of the
+ * value is one U+FFFD: unreadable, never misread, equal to no identifier.
+ */
+const MAX_SWITCHES = 1024;
+
 function decodeIso2022(bytes: Uint8Array, start: { g0: string; g1: string }): string {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let { g0, g1 } = start;
-  let out = '';
+  const out: string[] = [];
   let at = 0;
-  while (at < buf.length) {
+  for (let switches = 0; at < buf.length; switches++) {
+    if (switches === MAX_SWITCHES) {
+      out.push('\ufffd');
+      break;
+    }
     if (buf[at] === 0x1b) {
       const escape = ESCAPES.find(
         (e) => buf.toString('latin1', at, at + e.bytes.length) === e.bytes,
@@ -153,10 +167,10 @@ function decodeIso2022(bytes: Uint8Array, start: { g0: string; g1: string }): st
     const high = buf[at]! >= 0x80;
     let end = at;
     while (end < buf.length && buf[end] !== 0x1b && buf[end]! >= 0x80 === high) end++;
-    out += decodeRun(buf.subarray(at, end), high ? g1 : g0);
+    out.push(decodeRun(buf.subarray(at, end), high ? g1 : g0));
     at = end;
   }
-  return out;
+  return out.join('');
 }
 
 function decodeRun(run: Buffer, encoding: string): string {

@@ -175,7 +175,7 @@ export class DicomWebClient {
         studyInstanceUid: str(item['0020000D']) ?? '',
         accessionNumber: identifierValue(item['00080050']),
         patientId: identifierValue(item['00100020']),
-        issuerOfPatientId: str(item['00100021']),
+        issuerOfPatientId: identifierValue(item['00100021']),
         instanceCount: int(item['00201208']),
         seriesCount: int(item['00201206']),
       }))
@@ -332,7 +332,7 @@ function str(el: { Value?: unknown[] } | undefined): string | undefined {
 }
 
 /**
- * Accession Number / Patient ID as the PACS holds them: every value joined by `\\` (so
+ * Accession Number / Patient ID (and its Issuer) as the PACS holds them: every value joined by `\\` (so
  * `ACC1\\ACC2` is not `ACC1`), nothing trimmed but padding (study-identity.ts compares).
  */
 function identifierValue(el: { Value?: unknown[] } | undefined): string | undefined {

@@ -1,4 +1,5 @@
-import { mkdir, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
 import type { DimseClient } from './dimse.client';
@@ -86,6 +87,16 @@ export class DimsePacs implements PacsSource {
     let outcome;
     try {
       outcome = await this.options.client.moveStudy(studyInstanceUid, stop.signal);
+      // An instance our SCP refused is not valid DICOM, as a retrieved one C-GET or WADO-RS
+      // brings: the order fails naming it. The PACS only reports a failed sub-operation
+      // (B000, or C000 from a PACS that stops at the first), which reads as worth waiting for:
+      // the order moved the study again every 30 s until its deadline, never saying why.
+      const refused = await refusalsSince(movedDir, startedAt);
+      if (refused.length > 0)
+        throw new StudyError(
+          'invalid_study',
+          `C-MOVE: our SCP refused ${refused.length} instance(s) the PACS sent as not valid DICOM: ${refused.slice(0, 3).join('; ')}${refused.length > 3 ? '; …' : ''}`,
+        );
       checkRetrieveOutcome('C-MOVE', outcome);
     } catch (error) {
       // A partial move is never packaged: what did arrive goes, including an instance our SCP
@@ -131,6 +142,36 @@ export class DimsePacs implements PacsSource {
     }
     return { files, detail: { retrieve: 'C-MOVE', completed: outcome.completed } };
   }
+}
+
+/**
+ * Notes that our SCP refused a sub-operation of a move of `studyInstanceUid`, for the retrieve
+ * that asked for it (whichever replica it runs on: the note is under the shared DATA_DIR).
+ */
+export async function noteRefusedSubOperation(
+  paths: StudyStoragePaths,
+  studyInstanceUid: string,
+  refusal: { reason: string; failureReason: number; keptAs: string },
+): Promise<void> {
+  await mkdir(paths.movedDir(studyInstanceUid), { recursive: true, mode: 0o700 });
+  await writeFile(paths.movedRefusalFile(studyInstanceUid, randomUUID()), JSON.stringify(refusal), {
+    mode: 0o600,
+  });
+}
+
+/** The reasons of the refusals noted in `dir` since `fromMs`. */
+async function refusalsSince(dir: string, fromMs: number): Promise<string[]> {
+  const reasons: string[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (!name.endsWith('.refused')) continue;
+    const path = join(dir, name);
+    const info = await stat(path).catch(() => undefined);
+    if (!info || info.mtimeMs < fromMs) continue;
+    const note = await readFile(path, 'utf8').catch(() => '{}');
+    const reason = (JSON.parse(note) as { reason?: unknown }).reason;
+    reasons.push(typeof reason === 'string' ? reason : 'refused');
+  }
+  return reasons;
 }
 
 /**

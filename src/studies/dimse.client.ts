@@ -85,7 +85,7 @@ export class DimseClient {
           studyInstanceUid: uid,
           accessionNumber: identifierValue(elements.AccessionNumber),
           patientId: identifierValue(elements.PatientID),
-          issuerOfPatientId: text(elements.IssuerOfPatientID),
+          issuerOfPatientId: identifierValue(elements.IssuerOfPatientID),
           instanceCount: integer(elements.NumberOfStudyRelatedInstances),
           seriesCount: integer(elements.NumberOfStudyRelatedSeries),
         });
@@ -232,7 +232,7 @@ function text(value: unknown): string | undefined {
   return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
 }
 
-/** Accession Number / Patient ID whole: several values joined by `\\`, padding left to the check. */
+/** Accession Number / Patient ID (and its Issuer) whole: several values joined by `\\`, padding left to the check. */
 function identifierValue(value: unknown): string | undefined {
   const values = (Array.isArray(value) ? value : [value]).filter(
     (v): v is string => typeof v === 'string',

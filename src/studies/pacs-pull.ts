@@ -86,27 +86,20 @@ export async function pullFromPacs(
       await recorder.retrieveProblem(
         request.orderId,
         source.name,
-        `the PACS answered ${loose} study(ies) for the accession number whose Accession Number is not the order's (matched loosely, e.g. without letter case); not used`,
+        request.studyInstanceUid
+          ? `the PACS answered ${loose} study(ies) for the Study Instance UID whose Study Instance UID is not the order's; not used`
+          : `the PACS answered ${loose} study(ies) for the accession number whose Accession Number is not the order's (matched loosely, e.g. without letter case); not used`,
       );
     }
     return waiting('the study is not in the PACS yet', Math.max(quietMs, NOT_FOUND_RETRY_MS));
   }
-  if (found.length > 1) {
-    throw new StudyError(
-      'ambiguous_study',
-      `the accession number matches ${found.length} studies in the PACS`,
-    );
-  }
-  const study = found[0]!;
+  const study = oneStudy(found);
   if (!isDicomUid(study.studyInstanceUid)) {
     // Never used in a URL, a query or a path: a PACS answer is input like any other.
     throw new StudyError(
       'invalid_study',
       'the PACS answered a Study Instance UID that is not a UID',
     );
-  }
-  if (request.studyInstanceUid && study.studyInstanceUid !== request.studyInstanceUid) {
-    throw new StudyError('ambiguous_study', 'the PACS answered with another Study Instance UID');
   }
   // The PACS's answer is checked before anything is retrieved: a study of another patient
   // or accession is never fetched, let alone uploaded.
@@ -223,7 +216,10 @@ export async function pullFromPacs(
  * order `CASE-ABC` found another patient's `CASE-abc`. Such an answer is no candidate: it is
  * left out (`loose` counts it) before the ambiguity and identity checks. Before, it failed the
  * order at once (identity mismatch, or "matches 2 studies" once the order's own study came),
- * though the order's study was in the PACS or still on its way.
+ * though the order's study was in the PACS or still on its way. Asked by Study Instance UID
+ * likewise: a PACS that does not match on the UID (answering every study of the patient or
+ * the accession) had the order fail as "the accession number matches 3 studies", its own
+ * study among them; an answer of another UID alone failed it for good.
  */
 async function findInSources(
   sources: readonly PacsSource[],
@@ -243,9 +239,11 @@ async function findInSources(
       }
       throw error;
     }
-    const found = request.studyInstanceUid
-      ? answered
-      : answered.filter((s) => sameAccession(request.accessionNumber, s.accessionNumber));
+    const found = answered.filter((s) =>
+      request.studyInstanceUid
+        ? s.studyInstanceUid === request.studyInstanceUid
+        : sameAccession(request.accessionNumber, s.accessionNumber),
+    );
     if (found.length > 0) return { source, found, loose: 0 };
     if (answered.length > 0) {
       loose += answered.length;
@@ -254,6 +252,32 @@ async function findInSources(
   }
   if (unavailable) throw unavailable;
   return { source: looseSource ?? sources[0], found: [], loose };
+}
+
+/**
+ * The one study the answers name. A study answered twice with the same identifiers and count
+ * is one study: a PACS with two archives behind it, or one answering at series level, repeats
+ * it (before: "the accession number matches 2 studies", failed, though one study matched).
+ * Answers of one study that disagree are ambiguous, as several studies are.
+ */
+function oneStudy(found: readonly QidoStudy[]): QidoStudy {
+  const uids = new Set(found.map((s) => s.studyInstanceUid));
+  if (uids.size > 1)
+    throw new StudyError(
+      'ambiguous_study',
+      `the accession number matches ${uids.size} studies in the PACS`,
+    );
+  const described = new Set(
+    found.map((s) =>
+      JSON.stringify([s.accessionNumber, s.patientId, s.issuerOfPatientId, s.instanceCount]),
+    ),
+  );
+  if (described.size > 1)
+    throw new StudyError(
+      'ambiguous_study',
+      `the PACS answered the study ${found.length} times, with different identifiers or instance counts`,
+    );
+  return found[0]!;
 }
 
 /** The accession numbers are the same by the identity check's rule (padding aside, exact). */

@@ -62,6 +62,11 @@ export interface StowServiceOptions {
   paths: StudyStoragePaths;
   logger: Logger;
   maxRequestBytes: number;
+  /**
+   * Most parts one request may hold (STOW_MAX_INSTANCES, default 10,000); one more makes it
+   * 413. Each part is a file, kept 24 h when refused, and an entry of the answer and the audit.
+   */
+  maxInstances?: number;
   unmatchedHoldMinutes: number;
   /** When given, an order whose instances arrived is told at once (ACQUIRE_STUDY_JOB). */
   jobs?: Pick<JobQueue, 'enqueue' | 'kick'>;
@@ -118,9 +123,20 @@ export class StowService {
     let tempPath: string | undefined;
     let out: ReturnType<typeof createWriteStream> | undefined;
     let partType = '';
+    let parts = 0;
+    // What the request's instances may take on disk together, inflated ones as inflated: each
+    // deflated part was held to the whole limit on its own, so a few MB of deflate bombs
+    // stored gigabytes per part (a 40 MB request of 4 MiB bombs, 40 GiB under the 4 GiB limit).
+    let budget = limit;
+    const maxParts = this.options.maxInstances ?? 10_000;
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
         if (event.type === 'part') {
+          if (++parts > maxParts)
+            throw new StudyError(
+              'too_large',
+              `the request holds more than ${maxParts} parts (STOW_MAX_INSTANCES): send the study in several requests`,
+            );
           partType = baseMediaType(event.headers['content-type']);
           tempPath = join(this.options.paths.incomingDir, `${randomUUID()}.part`);
           out = createWriteStream(tempPath, { mode: 0o600 });
@@ -140,7 +156,7 @@ export class StowService {
             continue;
           }
           // Deflated instances are inflated to explicit VR little endian first (lossless).
-          const inflated = await inflateIfDeflated(path, limit);
+          const inflated = await inflateIfDeflated(path, Math.max(0, budget));
           if (inflated.kind === 'refused') {
             const { failureReason, reason } = inflated;
             refused.push({ failureReason, reason, keptAs: await this.keepRefused(path) });
@@ -151,6 +167,7 @@ export class StowService {
             refused.push({ ...check, keptAs: await this.keepRefused(path) });
             continue;
           }
+          budget -= check.sizeBytes;
           accepted.push({ header: check.header, tempPath: path, sizeBytes: check.sizeBytes });
         }
       }
@@ -163,6 +180,15 @@ export class StowService {
           .filter(Boolean)
           .map((p) => rm(p!, { force: true })),
       );
+      // Parts refused before the request was are kept under refused/: the audit names them
+      // (else they were files no entry led to), and says why the request was refused.
+      if (refused.length > 0 && error instanceof StudyError)
+        await this.file([], 'stow', input.sender, refused, error.message).catch((e: Error) =>
+          this.options.logger.error(
+            { err: e.message },
+            'audit of a refused STOW-RS request failed',
+          ),
+        );
       throw error;
     }
     if (accepted.length === 0 && refused.length === 0) {
@@ -242,6 +268,8 @@ export class StowService {
     source: PushSource,
     sender: string | null,
     refused: readonly RefusedInstance[] = [],
+    /** Why the whole request was refused (its parts refused so far are recorded). */
+    requestRefused?: string,
   ): Promise<InstanceHeader[]> {
     if (accepted.length === 0 && refused.length === 0) return [];
     const now = this.now();
@@ -273,7 +301,15 @@ export class StowService {
         await rename(a.tempPath, filePath);
         placed.push({ ...a, filePath });
       }
-      superseded = await this.record(placed, source, sender, refused, now, holdUntil);
+      superseded = await this.record(
+        placed,
+        source,
+        sender,
+        refused,
+        now,
+        holdUntil,
+        requestRefused,
+      );
     } catch (error) {
       for (const u of undo.reverse()) {
         if (u.earlier) await rename(u.earlier, u.filePath).catch(() => undefined);
@@ -301,6 +337,7 @@ export class StowService {
     refused: readonly RefusedInstance[],
     now: Date,
     holdUntil: Date,
+    requestRefused?: string,
   ): Promise<string[]> {
     // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
     const superseded: string[] = [];
@@ -347,10 +384,11 @@ export class StowService {
         {
           kind: 'study.received',
           severity: refused.length > 0 ? 'warning' : 'info',
-          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}`,
+          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
           actor: sender,
           detail: {
             source,
+            ...(requestRefused ? { requestRefused } : {}),
             stored: placed.length,
             refused: refused.map((r) => ({
               failureReason: r.failureReason,

@@ -64,6 +64,19 @@ describe('study identity: a study is used only when its identifiers match the or
         all,
       ).map((m) => m.field),
     ).toEqual(['patient-id-issuer']);
+    // several values are compared whole, of the kind of their first: not the order's domain
+    for (const [o, s] of [
+      ['HOSPA', 'HOSPA\\HOSP_B'],
+      ['urn:oid:1.2.840.113619.6.197', '1.2.840.113619.6.197\\1.2.840.113619.6.198'],
+    ] as const) {
+      expect(
+        identityMismatches(
+          { patientId: 'P1', patientIdIssuer: o },
+          { patientId: 'P1', issuerOfPatientId: s },
+          all,
+        ).map((m) => m.field),
+      ).toEqual(['patient-id-issuer']);
+    }
     // names of two kinds cannot be compared by spelling: a FHIR system URL or an OID against a
     // PACS's namespace, a namespace against an OID
     for (const [o, s] of [

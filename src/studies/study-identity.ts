@@ -114,9 +114,12 @@ function issuer(
   if (v === undefined) return undefined;
   const key = v.replace(/^urn:oid:/i, '').toUpperCase();
   if (key === '') return undefined;
-  const kind = /^[0-2](\.\d+)+$/.test(key)
+  // Several values (VM 1, but written so) are compared whole, as accession and Patient ID
+  // are, and are of the kind of their first: `1.2.3\1.2.4` is not the OID 1.2.3.
+  const first = key.split('\\')[0]!;
+  const kind = /^[0-2](\.\d+)+$/.test(first)
     ? 'oid'
-    : /^[A-Z][A-Z0-9+.-]*:/.test(key)
+    : /^[A-Z][A-Z0-9+.-]*:/.test(first)
       ? 'uri'
       : 'name';
   return { key, kind, shown: printable(v.length > 64 ? `${v.slice(0, 64)}…` : v) };

@@ -45,6 +45,14 @@ export class StudyStoragePaths {
   }
 
   /**
+   * A note that our SCP refused a sub-operation of a move of this study (why, and where the
+   * bytes are kept), for the retrieve that asked for it (dimse-pull.ts).
+   */
+  movedRefusalFile(studyInstanceUid: string, id: string): string {
+    return join(this.movedDir(studyInstanceUid), `${safeSegment(id)}.refused`);
+  }
+
+  /**
    * Pushed parts we refused (not DICOM, truncated, missing UIDs …), kept as received for the
    * audit under our own UUID (the `keptAs` of their study.received entry), then swept.
    */

@@ -8,6 +8,7 @@ import { Client, requests } from 'dcmjs-dimse';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { rawInstance } from '../helpers/raw-dicom';
+import { createMrBrainStudy } from '../helpers/dicom-factory';
 
 const run = promisify(execFile);
 jest.setTimeout(120_000);
@@ -323,5 +324,134 @@ describe('hostile: C-STORE SCP peers', () => {
     await expect(
       run('echoscu', ['-aet', 'MODALITY1', '-aec', AE, '127.0.0.1', String(port)]),
     ).resolves.toBeDefined();
+  });
+});
+
+/**
+ * Peers that open associations and then say nothing, or say it one byte at a time: the slots
+ * DICOM_SCP_MAX_ASSOCIATIONS bounds must come free again without them, or a handful of idle
+ * connections keeps every modality out for good.
+ */
+describe('hostile: C-STORE SCP peers that hold a connection', () => {
+  let adapter: TestAdapter;
+  let port: number;
+
+  beforeAll(async () => {
+    port = await freePort();
+    adapter = await startTestAdapter({
+      DICOM_SCP_PORT: String(port),
+      DICOM_SCP_AE_TITLE: AE,
+      DICOM_SCP_MAX_ASSOCIATIONS: '4',
+      DICOM_SCP_TIMEOUT_SECONDS: '1',
+      STOW_MAX_REQUEST_BYTES: String(1024 * 1024),
+      JOBS_ENABLED: 'false',
+    });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
+  });
+
+  /** Resolves with whether the SCP closed `s` within `ms`. */
+  const closedWithin = (s: import('node:net').Socket, ms: number) =>
+    new Promise<boolean>((resolve) => {
+      if (s.destroyed) return resolve(true);
+      const t = setTimeout(() => resolve(false), ms);
+      s.once('close', () => {
+        clearTimeout(t);
+        resolve(true);
+      });
+    });
+
+  it('connections that send nothing, or drip an A-ASSOCIATE-RQ or P-DATA one byte a time, are aborted after DICOM_SCP_TIMEOUT_SECONDS; a modality then sends', async () => {
+    const open = () =>
+      new Promise<import('node:net').Socket>((resolve, reject) => {
+        const s = connect(port, '127.0.0.1', () => resolve(s));
+        s.on('error', () => undefined);
+        s.once('error', reject);
+        s.resume(); // read what the SCP sends, so its close is seen
+      });
+    const silent = await open();
+    // an A-ASSOCIATE-RQ that never ends: a byte every 300 ms (never idle for a second)
+    const dripAssociate = await open();
+    const rq = associateRq(AE, 'MODALITY1');
+    let at = 0;
+    const drip1 = setInterval(() => {
+      if (at < rq.length - 1 && !dripAssociate.destroyed)
+        dripAssociate.write(rq.subarray(at, ++at));
+    }, 300);
+    // an association accepted, then a P-DATA-TF PDU dripped a byte at a time
+    const dripData = await open();
+    const accepted = new Promise<void>((resolve) => dripData.once('data', () => resolve()));
+    dripData.write(associateRq(AE, 'MODALITY1'));
+    await accepted;
+    const pdata = Buffer.concat([Buffer.from([0x04, 0, 0, 0, 0x01, 0]), Buffer.alloc(256)]);
+    let dataAt = 0;
+    const drip2 = setInterval(() => {
+      if (dataAt < pdata.length - 1 && !dripData.destroyed)
+        dripData.write(pdata.subarray(dataAt, ++dataAt));
+    }, 300);
+    // a fourth, accepted and then silent
+    const idle = await open();
+    const idleAccepted = new Promise<void>((resolve) => idle.once('data', () => resolve()));
+    idle.write(associateRq(AE, 'MODALITY1'));
+    await idleAccepted;
+    try {
+      // 1 s of timeout; 20 s is generous for a loaded machine
+      const closed = await Promise.all(
+        [silent, dripAssociate, dripData, idle].map((s) => closedWithin(s, 20_000)),
+      );
+      expect(closed).toEqual([true, true, true, true]);
+      // the slots are free: a modality's association goes through
+      await expect(
+        run('echoscu', ['-aet', 'MODALITY1', '-aec', AE, '127.0.0.1', String(port)]),
+      ).resolves.toBeDefined();
+      expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+      const entries = (await adapter.dataSource.query(
+        `SELECT summary FROM audit_events WHERE kind = 'study.association-refused' ORDER BY id`,
+      )) as Array<{ summary: string }>;
+      expect(entries.some((e) => /DICOM_SCP_TIMEOUT_SECONDS/.test(e.summary))).toBe(true);
+    } finally {
+      clearInterval(drip1);
+      clearInterval(drip2);
+      for (const s of [silent, dripAssociate, dripData, idle]) s.destroy();
+    }
+  });
+
+  it('a C-STORE data set larger than STOW_MAX_REQUEST_BYTES is aborted while it arrives: nothing on disk, audited', async () => {
+    // There was no limit: a peer streaming one endless C-STORE filled DATA_DIR.
+    const dir = mkdtempSync(join(tmpdir(), 'cstore-big-'));
+    try {
+      const [big] = createMrBrainStudy({ series: [{ slices: 1, rows: 1024, columns: 1024 }] });
+      const file = join(dir, 'big.dcm');
+      writeFileSync(file, big!.bytes);
+      const result = await run('storescu', [
+        '-aet',
+        'MODALITY1',
+        '-aec',
+        AE,
+        '127.0.0.1',
+        String(port),
+        file,
+      ]).catch((e: { stdout: string; stderr: string }) => e);
+      expect(
+        `${(result as { stdout: string }).stdout}${(result as { stderr: string }).stderr}`,
+      ).toMatch(/abort|Association Aborted|DIMSE Failed|Peer aborted/i);
+      const rows = (await adapter.dataSource.query(
+        `SELECT count(*)::int AS n FROM study_instances WHERE sop_instance_uid = $1`,
+        [big!.sopInstanceUid],
+      )) as Array<{ n: number }>;
+      expect(rows[0]!.n).toBe(0);
+      const incoming = join(adapter.dataDir, 'studies', 'incoming');
+      for (let i = 0; i < 50 && readdirSync(incoming).length > 0; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(readdirSync(incoming)).toEqual([]);
+      const entries = (await adapter.dataSource.query(
+        `SELECT summary FROM audit_events WHERE kind = 'study.association-refused' ORDER BY id`,
+      )) as Array<{ summary: string }>;
+      expect(entries.some((e) => /STOW_MAX_REQUEST_BYTES/.test(e.summary))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

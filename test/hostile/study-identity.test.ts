@@ -155,6 +155,37 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect(existsSync(new StudyStoragePaths(dataDir).pulledDir(orderId))).toBe(false);
   });
 
+  it('an Issuer of Patient ID of several values (HOSPA\\HOSP_B) is not the domain HOSPA: not used', async () => {
+    // VM 1, but written with two values (a study merged from two sources): only its first was
+    // read, over QIDO-RS, C-FIND and from the instances, so a HOSPA order took it.
+    const patient = {
+      patientId: 'IDN-4242',
+      issuerOfPatientId: 'HOSPA\\HOSP_B',
+      patientName: 'OTHER^PATIENT',
+    };
+    await store(
+      createMrBrainStudy({
+        patient,
+        study: { accessionNumber: 'IDN-ACC-ISS-MV' },
+        series: [{ slices: 1 }],
+      }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-ISS-MV', patientId: 'IDN-4242' });
+    const request = {
+      orderId,
+      accessionNumber: 'IDN-ACC-ISS-MV',
+      patientId: 'IDN-4242',
+      patientIdIssuer: 'HOSPA',
+    };
+    const first = await acquirer().acquire(request);
+    clock += 61_000;
+    const result = first.status === 'failed' ? first : await acquirer().acquire(request);
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /patient-id-issuer \(order HOSPA, study HOSPA\\HOSP_B\)/,
+    );
+  });
+
   it('the same ID domain spelt with another case or as urn:oid: still matches', async () => {
     for (const [n, pacs, order] of [
       ['1', 'hospa', 'HOSPA'],

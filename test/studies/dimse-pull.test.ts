@@ -34,6 +34,7 @@ import {
   createMrBrainStudy,
   generateUid,
   replicateInstance,
+  shortPixelData,
   type DicomInstance,
 } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
@@ -272,6 +273,42 @@ describe('study acquisition from a PACS over DIMSE', () => {
     expect(readdirSync(paths.movedDir(uid))).toEqual([]);
   });
 
+  it('C-MOVE of a study holding an instance our SCP refuses: failed at once naming it, as C-GET; the refused bytes kept for the audit', async () => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'CMOVE-BAD-1' },
+      series: [{ slices: 3 }],
+    });
+    // the PACS holds the second instance with its pixel data cut to 100 bytes (consistent
+    // lengths: a PACS stores it, our check refuses it A900)
+    const bad = { ...study[1]!, bytes: shortPixelData(study[1]!.bytes, 100) };
+    await store(orthanc, [study[0]!, bad, study[2]!]);
+    const uid = study[0]!.studyInstanceUid;
+    for (const retrieve of ['get', 'move'] as const) {
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      const result = await acquireAfterQuiet(acquirer(orthanc, retrieve), {
+        orderId,
+        studyInstanceUid: uid,
+      });
+      // before: C-MOVE waited 30 s ("C-MOVE answered 0xC000 (unable to process)": Orthanc stops
+      // at the first refused sub-operation; others answer B000) and moved again until the
+      // study deadline, the refused bytes deleted and their reason told nobody
+      expect({ retrieve, result }).toMatchObject({
+        retrieve,
+        result: { status: 'failed', reason: expect.stringMatching(/pixel data incomplete/) },
+      });
+      expect(existsSync(paths.packageFile(orderId))).toBe(false);
+    }
+    const received = (await db.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' ORDER BY id`,
+    )) as Array<{ detail: { refused: Array<{ sopInstanceUid?: string; keptAs?: string }> } }>;
+    const refused = received
+      .flatMap((e) => e.detail.refused)
+      .find((r) => r.sopInstanceUid === study[1]!.sopInstanceUid);
+    expect(refused?.keptAs).toBeDefined();
+    expect(existsSync(paths.refusedFile(refused!.keptAs!))).toBe(true);
+    expect(readdirSync(paths.movedDir(uid))).toEqual([]);
+  });
+
   it('with DICOMweb and DIMSE both configured: DICOMweb first, DIMSE when DICOMweb is down or lacks the study', async () => {
     const study = createMrBrainStudy({
       study: { accessionNumber: 'BOTH-ACC-1' },
@@ -347,6 +384,125 @@ describe('study acquisition from a PACS over DIMSE', () => {
         { studyInstanceUid: '2.25.1', accessionNumber: 'PICKY-1', patientId: 'P1' },
         { studyInstanceUid: '2.25.2', accessionNumber: 'PICKY-1', patientId: 'P1' },
       ]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('asked by Study Instance UID, a PACS that answers other studies too: those are no candidates, the asked one is used', async () => {
+    // A PACS that does not match on StudyInstanceUID (it answers every study of the accession,
+    // or all it has): before, the order failed "the accession number matches 3 studies"
+    // though it has no accession and its study was among them.
+    const port = await freePort();
+    const asked = '2.25.7001';
+    class LoosePacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts())
+          association
+            .getPresentationContext(id)
+            .setResult(constants.PresentationContextResult.Accept, '1.2.840.10008.1.2');
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const answers = ['2.25.7000', asked, '2.25.7002'].map((uid) => {
+          const r = responses.CFindResponse.fromRequest(request);
+          r.setDataset(
+            new Dataset({
+              StudyInstanceUID: uid,
+              AccessionNumber: 'LOOSE-1',
+              PatientID: 'P1',
+              NumberOfStudyRelatedInstances: '3',
+            }),
+          );
+          r.setStatus(constants.Status.Pending);
+          return r;
+        });
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        callback([...answers, last]);
+      }
+    }
+    const server = new Server(LoosePacs);
+    server.listen(port);
+    try {
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: asked });
+      const a = acquirer(orthanc, 'get', { port });
+      expect(await a.acquire({ orderId, studyInstanceUid: asked })).toMatchObject({
+        status: 'waiting',
+        reason: '3 instance(s) in the PACS; waiting for the count to settle',
+      });
+      const notes = await auditOf(orderId, 'study.failed');
+      expect(notes).toEqual([]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('a PACS that answers one study twice (two archives behind it, or series-level answers) finds one study; differing answers are ambiguous', async () => {
+    const port = await freePort();
+    let answers: Array<Record<string, string>> = [];
+    class TwicePacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts())
+          association
+            .getPresentationContext(id)
+            .setResult(constants.PresentationContextResult.Accept, '1.2.840.10008.1.2');
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const pending = answers.map((a) => {
+          const r = responses.CFindResponse.fromRequest(request);
+          r.setDataset(new Dataset(a));
+          r.setStatus(constants.Status.Pending);
+          return r;
+        });
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        callback([...pending, last]);
+      }
+    }
+    const server = new Server(TwicePacs);
+    server.listen(port);
+    try {
+      const uid = '2.25.7101';
+      const answer = {
+        StudyInstanceUID: uid,
+        AccessionNumber: 'TWICE-1',
+        PatientID: 'P1',
+        NumberOfStudyRelatedInstances: '4',
+      };
+      answers = [answer, { ...answer }];
+      for (const request of [{ studyInstanceUid: uid }, { accessionNumber: 'TWICE-1' }]) {
+        const orderId = await insertOrder(db.dataSource, request);
+        // before: failed, "the accession number matches 2 studies in the PACS"
+        expect(
+          await acquirer(orthanc, 'get', { port }).acquire({ orderId, ...request }),
+        ).toMatchObject({
+          status: 'waiting',
+          reason: '4 instance(s) in the PACS; waiting for the count to settle',
+        });
+      }
+      // the two answers disagree (count, patient): which is the study is not known
+      answers = [answer, { ...answer, NumberOfStudyRelatedInstances: '5', PatientID: 'P2' }];
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      expect(
+        await acquirer(orthanc, 'get', { port }).acquire({ orderId, studyInstanceUid: uid }),
+      ).toMatchObject({
+        status: 'failed',
+        reason: expect.stringMatching(/answered the study 2 times, with different/),
+      });
     } finally {
       server.close();
     }

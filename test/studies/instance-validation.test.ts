@@ -279,6 +279,35 @@ describe('checkInstanceFile', () => {
     },
   );
 
+  it('refuses an attribute it reads that is longer than its VR can hold (a 32 MiB Patient ID), without decoding it', async () => {
+    // Written with a 32-bit length (UN here, as implicit VR allows for any element): 32 MiB of
+    // backslashes were split into 32 million values, 4.3 s of a blocked event loop and
+    // +745 MiB, and the instance was taken with a 32 MiB Patient ID for the database row.
+    const inst = rawInstance({ patientId: 'QQPID1' });
+    const small = element(0x0010, 0x0020, 'LO', 'QQPID1');
+    const at = inst.bytes.indexOf(small);
+    const big = element(0x0010, 0x0020, 'UN', Buffer.alloc(32 * 1024 * 1024, 0x5c));
+    const hostile = Buffer.concat([
+      inst.bytes.subarray(0, at),
+      big,
+      inst.bytes.subarray(at + small.length),
+    ]);
+    expect(await checkInstanceFile(file(hostile))).toMatchObject({
+      ok: false,
+      failureReason: FAILURE_REASON.cannotUnderstand,
+      reason: 'attribute (0010,0020) is 33554432 bytes long, more than its VR LO can hold (65534)',
+    });
+    // 65,534 bytes, the most an explicit VR LO holds, is still read
+    const most = element(0x0010, 0x0020, 'UN', Buffer.alloc(65_534, 0x41));
+    expect(
+      await checkInstanceFile(
+        file(
+          Buffer.concat([inst.bytes.subarray(0, at), most, inst.bytes.subarray(at + small.length)]),
+        ),
+      ),
+    ).toMatchObject({ ok: true, header: { patientId: 'A'.repeat(65_534) } });
+  });
+
   it('refuses a data set that holds an identifier twice, whichever value would be read', async () => {
     // A router that appended a corrected Accession Number instead of replacing it: DCMTK reads
     // the first ("found twice … ignoring second entry"), pydicom the last, so the identity

@@ -36,6 +36,7 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
       STUDY_QUIET_PERIOD_SECONDS: '1',
       STUDY_UNMATCHED_HOLD_MINUTES: '60',
       STOW_MAX_REQUEST_BYTES: String(MAX_BYTES),
+      STOW_MAX_INSTANCES: '20',
       JOBS_ENABLED: 'false',
     });
   });
@@ -374,6 +375,22 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(stored.toString('latin1', 0, 400)).not.toContain('1.2.840.10008.1.2.1.99');
   });
 
+  it('deflated instances of one request inflate within STOW_MAX_REQUEST_BYTES together, not each', async () => {
+    // Three of 5 MiB each once inflated, a few KiB each as sent: each was held to the 8 MiB
+    // limit on its own, so a 40 MB request of such parts stored 40 GiB (the limit is 4 GiB).
+    const parts = [1, 2, 3].map((n) =>
+      rawInstance({ accession: `DEFL-SUM-${n}`, deflated: { extra: Buffer.alloc(5 << 20) } }),
+    );
+    const { body, contentType } = multipartRelated(parts.map((i) => ({ data: i.bytes })));
+    expect(body.length).toBeLessThan(256 * 1024);
+    const res = await stow(body, contentType);
+    expect(res.status).toBe(202);
+    expect(items(res.json, '00081199').map((i) => i.sopInstanceUid)).toEqual([
+      parts[0]!.sopInstanceUid,
+    ]);
+    expect(items(res.json, '00081198').map((i) => i.failureReason)).toEqual([0xa700, 0xa700]);
+  });
+
   it('checks credentials, media type, multipart form and size before storing anything', async () => {
     const { body, contentType } = multipartRelated([
       { data: createMrBrainStudy({ series: [{ slices: 1 }] })[0]!.bytes },
@@ -404,6 +421,36 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(
       (await stow(body, contentType, { path: '/dicomweb/studies/..%2F..%2Fetc' })).status,
     ).toBe(400);
+  });
+
+  it('a request of more parts than STOW_MAX_INSTANCES is 413; the parts refused before it are audited, not left unnamed', async () => {
+    // 25 one-byte parts: before, each was a file kept 24 h under refused/ and an entry of the
+    // answer and the audit event; 240 KB of body made 20,000 files, 25 s of work and an
+    // 800 KB answer, and nothing bounded it below STOW_MAX_REQUEST_BYTES (4 GiB).
+    const { body, contentType } = multipartRelated(
+      Array.from({ length: 25 }, () => ({ data: Buffer.from('x') })),
+    );
+    const before = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE kind = 'study.received'`,
+    )) as Array<{ n: number }>;
+    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { 'content-type': contentType, authorization: `Bearer ${TEST_TOKENS.sender}` },
+      body,
+    });
+    const problem = (await res.body.json()) as { detail?: string };
+    expect(res.statusCode).toBe(413);
+    expect(problem.detail).toMatch(/more than 20 parts \(STOW_MAX_INSTANCES\)/);
+    const entries = (await adapter.dataSource.query(
+      `SELECT summary, detail FROM audit_events WHERE kind = 'study.received' ORDER BY id OFFSET $1`,
+      [before[0]!.n],
+    )) as Array<{ summary: string; detail: { refused: Array<{ keptAs: string }> } }>;
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.summary).toMatch(/request refused: .*STOW_MAX_INSTANCES/);
+    expect(entries[0]!.detail.refused).toHaveLength(20);
+    for (const r of entries[0]!.detail.refused)
+      expect(existsSync(join(adapter.dataDir, 'studies', 'refused', `${r.keptAs}.dcm`))).toBe(true);
+    expect(readdirSync(join(adapter.dataDir, 'studies', 'incoming'))).toEqual([]);
   });
 
   it('matches pushed instances to an order by accession number; acquire() packages them after the quiet period', async () => {

@@ -99,18 +99,25 @@ export interface RawBody {
   contentType: string;
 }
 
-/** Reads the whole body (up to `limit` bytes; 413 above it). */
+/** How much of a body over the limit is read and dropped before the connection is closed on it. */
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Reads the whole body (up to `limit` bytes; 413 above it). A body over the limit is read to
+ * its end and dropped (up to DRAIN_MAX_BYTES more), so that the 413 reaches the sender: left
+ * unread, the socket was closed over it, and the sender often got a connection reset (TCP
+ * RST) instead of the answer, and resent.
+ */
 export async function readRawBody(req: Request, limit: number): Promise<RawBody> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > limit) {
-      throw new FhirError('too-large', `the body exceeds ${limit} bytes`);
-    }
-    chunks.push(chunk);
+    if (size <= limit) chunks.push(chunk);
+    else if (size > limit + DRAIN_MAX_BYTES) break;
   }
+  if (size > limit) throw new FhirError('too-large', `the body exceeds ${limit} bytes`);
   const bytes = Buffer.concat(chunks);
   return { bytes, contentType };
 }

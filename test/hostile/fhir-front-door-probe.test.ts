@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import type { Client as PgClient } from 'pg';
 import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -502,5 +503,35 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(JSON.parse(raw.rows[0]!.raw.toString('utf8'))).toMatchObject({
       resourceType: 'Observation',
     });
+  });
+
+  it('a body over FHIR_MAX_BODY_BYTES gets its 413 OperationOutcome, and the connection goes on', async () => {
+    // The body was left unread once the limit was passed, and the socket closed over it: the
+    // sender (an EHR's interface engine, a Subscription deliverer) often saw a connection reset
+    // (TCP RST) instead of the 413, never learning why, and resent. Over one keep-alive
+    // connection: the 6 MB POST, then a GET; both answers must come.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    const body = Buffer.alloc(6 * 1024 * 1024, 'x');
+    const answers = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      let text = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (d: string) => {
+        text += d;
+        if (/HTTP\/1\.1 200[\s\S]*"CapabilityStatement"/.test(text)) socket.end();
+      });
+      socket.on('error', (e) => reject(new Error(`${e.message} after: ${text.slice(0, 300)}`)));
+      socket.on('close', () => resolve(text));
+      socket.write(
+        `POST /fhir/ServiceRequest HTTP/1.1\r\nHost: ${hostname}\r\n` +
+          `Authorization: Bearer ${TEST_TOKENS.sender}\r\nContent-Type: application/fhir+json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n`,
+      );
+      socket.write(body);
+      socket.write(`GET /fhir/metadata HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+    });
+    expect(answers).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answers).toContain('"OperationOutcome"');
+    expect(answers).toMatch(/HTTP\/1\.1 200 [\s\S]*"CapabilityStatement"/);
   });
 });

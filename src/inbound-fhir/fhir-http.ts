@@ -285,6 +285,16 @@ export function preferReturn(req: Request): PreferReturn {
   return 'representation';
 }
 
+/**
+ * `Prefer: handling=strict` (R4 search.html#errors): the client wants an error for a search
+ * parameter the server does not apply, instead of having it ignored.
+ */
+export function preferStrict(req: Request): boolean {
+  const prefer = req.headers.prefer;
+  const value = Array.isArray(prefer) ? prefer.join(',') : (prefer ?? '');
+  return /(?:^|[,;\s])handling\s*=\s*"?strict"?/i.test(value);
+}
+
 export function weakEtag(versionId: string | number): string {
   return `W/"${versionId}"`;
 }

@@ -534,4 +534,37 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(answers).toContain('"OperationOutcome"');
     expect(answers).toMatch(/HTTP\/1\.1 200 [\s\S]*"CapabilityStatement"/);
   });
+
+  it("a Task search's self link names only the parameters it used; the others are named as ignored, and refused under Prefer: handling=strict", async () => {
+    // GET /fhir/Task?based-on=…&status=cancelled was answered with the order's Task whatever
+    // its status, under a self link spelling status=cancelled (and _count=-1) as if applied:
+    // a client asking for the cancelled Tasks took an in-progress one for cancelled
+    // (R4 search.html: the self link holds the parameters used, an unknown one is ignored).
+    const created = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('TSK-SELF-1'),
+    );
+    expect(created.status).toBe(201);
+    const basedOn = `ServiceRequest/${created.body.id as string}`;
+    const query = `based-on=${encodeURIComponent(basedOn)}&status=cancelled&_count=-1`;
+    const found = await call(adapter, 'GET', `/fhir/Task?${query}`);
+    expect(found.status).toBe(200);
+    const bundle = found.body as { link: Array<{ relation: string; url: string }>; entry: Json[] };
+    const self = new URL(bundle.link.find((l) => l.relation === 'self')!.url);
+    expect([...self.searchParams.entries()]).toEqual([['based-on', basedOn]]);
+    expect(self.pathname).toBe('/fhir/Task');
+    const matches = bundle.entry.filter((e) => (e.search as Json).mode === 'match');
+    expect(matches).toHaveLength(1);
+    const outcome = bundle.entry.find((e) => (e.search as Json).mode === 'outcome');
+    expect(outcome?.resource).toMatchObject({ resourceType: 'OperationOutcome' });
+    expect(expressions(outcome?.resource as Json).sort()).toEqual(['_count', 'status']);
+
+    const strict = await call(adapter, 'GET', `/fhir/Task?${query}`, undefined, {
+      prefer: 'handling=strict',
+    });
+    expect(strict.status).toBe(400);
+    expect(expressions(strict.body).sort()).toEqual(['_count', 'status']);
+  });
 });

@@ -16,6 +16,9 @@ import {
 import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver } from './order-context.resolver';
+import type { OrderRequest } from '../domain/order-request';
+import { sameOrderNumber } from '../orders/use-cases/intake-planner';
+import type { OrderForTask } from '../persistence/fhir-resource.repository';
 
 /**
  * PUT /fhir/ServiceRequest/{id}: revoked / entered-in-error cancel; anything else updates
@@ -52,6 +55,20 @@ export class UpdateServiceRequestOperation {
       },
       () => resolver?.quirks ?? [],
     );
+  }
+
+  private async assertSamePlacer(request: OrderRequest, orderId: string): Promise<void> {
+    const held = await placerMoved(request, await this.deps.resources.orderForTask(orderId));
+    if (held === undefined) return;
+    const diagnostics = `this ServiceRequest's order was created under placer number ${held}; a change cannot give it another (${request.placerOrderNumber!.value}): nothing was changed; revoke it and create a new ServiceRequest for the other number`;
+    throw new FhirError('conflict', diagnostics, [
+      {
+        severity: 'error',
+        code: 'business-rule',
+        diagnostics,
+        expression: ['ServiceRequest.identifier'],
+      },
+    ]);
   }
 
   /** One try of the update, made from the version read at its start (VersionMoved if it moved on). */
@@ -122,6 +139,7 @@ export class UpdateServiceRequestOperation {
       this.deps.config,
       'the ServiceRequest change cannot be applied',
     );
+    if (!cancelling) await this.assertSamePlacer(request, stored.orderId);
     const version = stored.versionId + 1;
     const now = this.deps.clock().toISOString();
     const served = servedServiceRequest(sr, id, version, now);
@@ -176,6 +194,19 @@ export class UpdateServiceRequestOperation {
       location: `ServiceRequest/${id}/_history/${version}`,
     };
   }
+}
+
+/**
+ * A change names the order by the placer number it was created under (an order keeps its
+ * numbers): another one is 409 on ServiceRequest.identifier. Answered 200, the served
+ * resource took the new number while the order stayed under the old one, results went out
+ * under it, and a POST of the new number made a second order. A cancel is never held up.
+ */
+function placerMoved(request: OrderRequest, order: OrderForTask | undefined): string | undefined {
+  const asked = request.placerOrderNumber;
+  const held = order?.request.placerOrderNumber;
+  if (!asked?.value || !held?.value || sameOrderNumber(asked, held)) return undefined;
+  return held.value;
 }
 
 /** Tries of a PUT without If-Match whose version another change replaced meanwhile. */

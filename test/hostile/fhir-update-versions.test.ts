@@ -149,4 +149,47 @@ describe('hostile: a ServiceRequest changed and changed back by PUT', () => {
     });
     expect(await orderPriority(id)).toBe(last.body.priority);
   });
+
+  it('a PUT naming another placer number is 409 on ServiceRequest.identifier and kept; the order and the served resource keep the number they had', async () => {
+    // Answered 200: the served ServiceRequest took PUT-PLC-B while the order stayed under
+    // PUT-PLC-A (an order keeps its numbers), so GET served one number, the results went out
+    // under the other, and a POST of PUT-PLC-B made a second order beside a resource already
+    // carrying it.
+    const created = await send(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('PUT-PLC-A'),
+    );
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const identifier = created.body.identifier as Json[];
+    const moved = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, {
+      ...created.body,
+      priority: 'stat',
+      identifier: [{ ...identifier[0], value: 'PUT-PLC-B' }],
+    });
+    expect(moved.status).toBe(409);
+    expect(moved.body.issue).toEqual([
+      expect.objectContaining({ code: 'business-rule', expression: ['ServiceRequest.identifier'] }),
+    ]);
+    const read = await send(adapter, 'GET', `/fhir/ServiceRequest/${id}`);
+    expect({ etag: read.etag, identifier: read.body.identifier }).toEqual({
+      etag: 'W/"1"',
+      identifier,
+    });
+    expect(await orderPriority(id)).not.toBe('stat');
+    const kept = await db.query<{ outcome: string; response_code: string }>(
+      `SELECT outcome, response_code FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(kept.rows[0]).toEqual({ outcome: 'rejected', response_code: '409' });
+
+    // The same number, spelled again, and a change of anything else: applied as before.
+    const same = await send(adapter, 'PUT', `/fhir/ServiceRequest/${id}`, {
+      ...created.body,
+      priority: 'stat',
+    });
+    expect({ status: same.status, etag: same.etag }).toEqual({ status: 200, etag: 'W/"2"' });
+    expect(await orderPriority(id)).toBe('stat');
+  });
 });

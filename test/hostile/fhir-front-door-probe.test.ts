@@ -567,4 +567,32 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(strict.status).toBe(400);
     expect(expressions(strict.body).sort()).toEqual(['_count', 'status']);
   });
+
+  it('a transaction creating one order twice (two ServiceRequest entries under one placer number) is 422 on the second, nothing ordered, kept', async () => {
+    // The second entry (priority stat) was answered "200 OK" as the first's resend inside the
+    // same transaction and dropped: the order ran routine, and the sender read the stat one
+    // as accepted (R4 http.html#trules: identities that overlap fail the transaction).
+    for (const conditional of [true, false]) {
+      const tag = `TXDUP-${conditional ? 'C' : 'P'}`;
+      const b = chestCtTransaction(tag);
+      const first = b.entry.findIndex(
+        (e) => (e.resource as Json).resourceType === 'ServiceRequest',
+      );
+      const again = structuredClone(b.entry[first]!) as Json & { resource: Json; request: Json };
+      again.fullUrl = 'urn:uuid:0f5d2c4e-3b1a-4c6d-9e8f-7a6b5c4d3e2f';
+      again.resource.priority = 'stat';
+      if (!conditional) {
+        delete again.request.ifNoneExist;
+        delete (b.entry[first]!.request as Json).ifNoneExist;
+      }
+      b.entry.push(again);
+      const res = await call(adapter, 'POST', '/fhir', b);
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual([
+        `Bundle.entry[${b.entry.length - 1}].resource.identifier`,
+      ]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(`ORD-2013-0508-77-${tag}`)).toEqual([]);
+    }
+  });
 });

@@ -13,6 +13,7 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import { PeerBase } from '../common/peer-url';
 import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
 import { FhirError } from './fhir.error';
+import { validateFhirResource } from '../fhir/fhir-validator';
 
 /** A resource of the Bundle (or notification) the ServiceRequest travelled in. */
 export interface SiblingEntry {
@@ -344,6 +345,7 @@ export async function buildOrderContext(
     );
     if (patient) {
       ctx.patient = patient;
+      if (!options.lenient) issues.push(...ehrResourceIssues(patient));
       if (!options.lenient && !carriesNamedIdentifier(patient.resource, sr.subject?.identifier)) {
         issues.push({
           severity: 'error',
@@ -386,6 +388,7 @@ export async function buildOrderContext(
       at(`ServiceRequest.supportingInfo[${i}]`),
     );
     if (target?.resource.resourceType === 'ImagingStudy') {
+      issues.push(...ehrResourceIssues(target));
       ctx.imagingStudies.push(target as Located<ImagingStudy>);
     } else if (type === 'ImagingStudy') {
       issues.push({
@@ -440,6 +443,24 @@ export async function buildOrderContext(
     if (target) ctx.reasons.set(ref.reference, target);
   }
   return { ctx, issues };
+}
+
+/**
+ * The R4 issues of a resource read from the EHR (a read, or the search of a conditional
+ * reference), named where it sits: `ServiceRequest.subject.resolve().birthDate`. The same
+ * Patient contained or in a Bundle is validated with the request; read from the EHR it was
+ * not, and an order was made with birthDate 1970-02-30 and sex F, sent on upstream and into
+ * the ORU. Resources of the request itself (contained, Bundle entries) are checked with it.
+ */
+function ehrResourceIssues(located: Located<Resource>): OperationOutcomeIssue[] {
+  if (!located.source.startsWith('EHR ')) return [];
+  const type = located.resource.resourceType;
+  return validateFhirResource(located.resource).map((issue) => ({
+    ...issue,
+    expression: (issue.expression ?? [type]).map((e) =>
+      e === type || e.startsWith(`${type}.`) ? `${located.path ?? type}${e.slice(type.length)}` : e,
+    ),
+  }));
 }
 
 /**

@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import type { Client as PgClient } from 'pg';
 import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import type { Patient } from '@medplum/fhirtypes';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import { chestCtRequest, expressions, fhirFixture, type Json } from '../helpers/fhir-fixtures';
@@ -594,5 +595,33 @@ describe('hostile: the FHIR front door, second pass', () => {
       expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
       expect(await ordersWith(`ORD-2013-0508-77-${tag}`)).toEqual([]);
     }
+  });
+
+  it('a subject read from the EHR that breaks R4 (birthDate 1970-02-30, gender F) is 422 on ServiceRequest.subject.resolve()…, no order; a valid one orders as before', async () => {
+    // The same Patient contained or in a Bundle was refused on its element; read from the EHR
+    // it was never validated, and the order was made with birthDate 1970-02-30 and sex F
+    // (no administrative-gender code), sent on upstream and into the ORU's PID.
+    await ehr.seed({
+      resourceType: 'Patient',
+      id: 'ehr-bad-dates',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: 'EHR-BAD-1' }],
+      birthDate: '1970-02-30',
+      gender: 'F',
+    } as unknown as Patient);
+    const res = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('EHR-PAT-BAD', { subject: { reference: 'Patient/ehr-bad-dates' } }),
+    );
+    expect(res.status).toBe(422);
+    expect(expressions(res.body).sort()).toEqual([
+      'ServiceRequest.subject.resolve().birthDate',
+      'ServiceRequest.subject.resolve().gender',
+    ]);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('EHR-PAT-BAD')).toEqual([]);
+    const ok = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('EHR-PAT-OK'));
+    expect(ok.status).toBe(201);
   });
 });

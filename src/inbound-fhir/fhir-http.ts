@@ -117,7 +117,13 @@ export async function readRawBody(req: Request, limit: number): Promise<RawBody>
     if (size <= limit) chunks.push(chunk);
     else if (size > limit + DRAIN_MAX_BYTES) break;
   }
-  if (size > limit) throw new FhirError('too-large', `the body exceeds ${limit} bytes`);
+  if (size > limit) {
+    // R4 issue type too-long ("provided content is too long"), on the body as a whole
+    const diagnostics = `the body exceeds ${limit} bytes (FHIR_MAX_BODY_BYTES)`;
+    throw new FhirError('too-large', diagnostics, [
+      { severity: 'error', code: 'too-long', diagnostics, expression: ['(body)'] },
+    ]);
+  }
   const bytes = Buffer.concat(chunks);
   return { bytes, contentType };
 }

@@ -102,13 +102,29 @@ export interface RawBody {
 /** How much of a body over the limit is read and dropped before the connection is closed on it. */
 const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 
+/** How much of a body over the limit is kept for the audit log. */
+export const KEPT_HEAD_BYTES = 64 * 1024;
+
+/** The 413 of a body over `limit` (R4 issue type too-long, on the body as a whole). */
+export function bodyTooLarge(limit: number): FhirError {
+  const diagnostics = `the body exceeds ${limit} bytes (FHIR_MAX_BODY_BYTES)`;
+  return new FhirError('too-large', diagnostics, [
+    { severity: 'error', code: 'too-long', diagnostics, expression: ['(body)'] },
+  ]);
+}
+
 /**
- * Reads the whole body (up to `limit` bytes; 413 above it). A body over the limit is read to
- * its end and dropped (up to DRAIN_MAX_BYTES more), so that the 413 reaches the sender: left
- * unread, the socket was closed over it, and the sender often got a connection reset (TCP
- * RST) instead of the answer, and resent.
+ * Reads the whole body (up to `limit` bytes; 413 above it, or with `keepHead` its first
+ * KEPT_HEAD_BYTES and `tooLarge`, for the refusal to be kept). A body over the limit is read
+ * to its end and dropped (up to DRAIN_MAX_BYTES more), so that the 413 reaches the sender:
+ * left unread, the socket was closed over it, and the sender often got a connection reset
+ * (TCP RST) instead of the answer, and resent.
  */
-export async function readRawBody(req: Request, limit: number): Promise<RawBody> {
+export async function readRawBody(
+  req: Request,
+  limit: number,
+  options: { keepHead?: boolean } = {},
+): Promise<RawBody & { tooLarge?: number }> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
   const chunks: Buffer[] = [];
   let size = 0;
@@ -117,15 +133,10 @@ export async function readRawBody(req: Request, limit: number): Promise<RawBody>
     if (size <= limit) chunks.push(chunk);
     else if (size > limit + DRAIN_MAX_BYTES) break;
   }
-  if (size > limit) {
-    // R4 issue type too-long ("provided content is too long"), on the body as a whole
-    const diagnostics = `the body exceeds ${limit} bytes (FHIR_MAX_BODY_BYTES)`;
-    throw new FhirError('too-large', diagnostics, [
-      { severity: 'error', code: 'too-long', diagnostics, expression: ['(body)'] },
-    ]);
-  }
   const bytes = Buffer.concat(chunks);
-  return { bytes, contentType };
+  if (size <= limit) return { bytes, contentType };
+  if (!options.keepHead) throw bodyTooLarge(limit);
+  return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, tooLarge: limit };
 }
 
 /**

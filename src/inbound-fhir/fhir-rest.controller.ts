@@ -75,7 +75,7 @@ export class FhirRestController {
   @Post('ServiceRequest')
   async create(@Req() req: Request, @Res() res: Response): Promise<void> {
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.creating.execute(caller, req.header('if-none-exist'));
     this.send(req, res, answer);
   }
@@ -96,7 +96,7 @@ export class FhirRestController {
   async update(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const preconditions = {
       ifMatch: req.header('if-match'),
       ifNoneMatch: req.header('if-none-match'),
@@ -107,7 +107,7 @@ export class FhirRestController {
   @Post()
   async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.bundles.execute(caller);
     if (preferReturn(req) === 'minimal' && answer.resource?.resourceType === 'Bundle') {
       for (const e of (answer.resource as { entry?: Array<{ resource?: unknown }> }).entry ?? [])

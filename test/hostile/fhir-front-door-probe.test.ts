@@ -624,4 +624,31 @@ describe('hostile: the FHIR front door, second pass', () => {
     const ok = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('EHR-PAT-OK'));
     expect(ok.status).toBe(201);
   });
+
+  it('a body over FHIR_MAX_BODY_BYTES is kept for the audit log (its first 64 KiB), as every other refusal is', async () => {
+    // The 413 was answered and nothing kept: the analyst looking for why an EHR's order never
+    // came found no trace of it.
+    const note = 'x'.repeat(6 * 1024 * 1024);
+    for (const [method, path, body] of [
+      ['POST', '/fhir/ServiceRequest', chestCtRequest('TOO-LARGE-1', { note: [{ text: note }] })],
+      [
+        'POST',
+        '/fhir',
+        {
+          resourceType: 'Bundle',
+          type: 'batch',
+          entry: [{ resource: { resourceType: 'Basic', x: note } }],
+        },
+      ],
+    ] as const) {
+      const res = await call(adapter, method, path, body as Json);
+      expect(res.status).toBe(413);
+      const kept = await db.query<{ outcome: string; response_code: string; raw: Buffer }>(
+        `SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      );
+      expect(kept.rows[0]).toMatchObject({ outcome: 'rejected', response_code: '413' });
+      expect(kept.rows[0]!.raw).toHaveLength(64 * 1024);
+      expect(kept.rows[0]!.raw.toString('utf8', 0, 16)).toBe(JSON.stringify(body).slice(0, 16));
+    }
+  });
 });

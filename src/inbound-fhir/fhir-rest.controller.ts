@@ -147,7 +147,7 @@ export class FhirRestController {
     const basedOn = typeof req.query['based-on'] === 'string' ? req.query['based-on'] : undefined;
     const id = typeof req.query._id === 'string' ? req.query._id : undefined;
     const restriction = restrictionOf(req, this.config.subscriptionToken);
-    const tasks = await this.reads.searchTasks(basedOn, id, restriction);
+    const tasks = await this.reads.searchTasks(basedOn, id, restriction, base);
     sendResource(res, 200, searchSet(tasks, base, 'Task', used, ignored), format);
   }
 }

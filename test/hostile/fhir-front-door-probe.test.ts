@@ -651,4 +651,29 @@ describe('hostile: the FHIR front door, second pass', () => {
       expect(kept.rows[0]!.raw.toString('utf8', 0, 16)).toBe(JSON.stringify(body).slice(0, 16));
     }
   });
+
+  it("a Task search based-on another server's ServiceRequest finds none of ours, even under the same id", async () => {
+    // based-on=http://other.example/fhir/ServiceRequest/<our id> found our Task: the search
+    // looked at the id alone, so a reference to another server's request named ours.
+    const created = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('TSK-ORIGIN-1'),
+    );
+    const id = created.body.id as string;
+    const count = async (basedOn: string) =>
+      (
+        (await call(adapter, 'GET', `/fhir/Task?based-on=${encodeURIComponent(basedOn)}`)).body
+          .entry as Json[]
+      ).filter((e) => (e.search as Json).mode === 'match').length;
+    expect(await count(`http://other.example/fhir/ServiceRequest/${id}`)).toBe(0);
+    expect(await count(`${adapter.httpUrl}/elsewhere/ServiceRequest/${id}`)).toBe(0);
+    expect(await count(`${adapter.httpUrl}/fhir/ServiceRequest/${id}`)).toBe(1);
+    // as a client behind a TLS proxy writes it
+    const https = adapter.httpUrl.replace(/^http:/, 'https:');
+    expect(await count(`${https}/fhir/ServiceRequest/${id}`)).toBe(1);
+    expect(await count(`ServiceRequest/${id}`)).toBe(1);
+    expect(await count(id)).toBe(1);
+  });
 });

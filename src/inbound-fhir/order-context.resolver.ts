@@ -195,6 +195,13 @@ export class ReferenceResolver {
         { severity: 'error', code, diagnostics, expression: [expression] },
       ]);
     };
+    const shaping = names.filter((n) => RESULT_PARAMETERS.has(n.split(':')[0]!));
+    if (shaping.length > 0) {
+      return refuse(
+        'not-supported',
+        `asks for a part of the result (${shaping.join(', ')}), not which resource is meant: a conditional reference names its resource by search parameters only`,
+      );
+    }
     const identifiers = params.getAll('identifier');
     if (names.length === 1 && identifiers.length === 1) {
       const matches = this.siblings.filter(
@@ -260,6 +267,26 @@ function siblingPath(sibling: SiblingEntry): string {
   const entry = /Bundle\.entry\[\d+\]$/.exec(sibling.location)?.[0];
   return entry ? `${entry}.resource` : sibling.resource.resourceType;
 }
+
+/**
+ * Search result parameters (R4 search.html#return, http.html#parameters): they shape what a
+ * search answers, not which resource it finds. In a conditional reference they reached the
+ * EHR: `_elements=identifier` answered a Patient without name, birth date or sex (SUBSETTED),
+ * taken as the whole patient; `_format=xml` a page read as no answer (503 at every resend).
+ */
+const RESULT_PARAMETERS = new Set([
+  '_elements',
+  '_summary',
+  '_format',
+  '_pretty',
+  '_count',
+  '_sort',
+  '_total',
+  '_include',
+  '_revinclude',
+  '_contained',
+  '_containedType',
+]);
 
 /** `Type?search`: a conditional reference (R4 http.html#trules). */
 const CONDITIONAL_REFERENCE = /^([A-Z][A-Za-z]+)\?(.+)$/;

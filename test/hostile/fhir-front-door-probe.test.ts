@@ -676,4 +676,30 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(await count(`ServiceRequest/${id}`)).toBe(1);
     expect(await count(id)).toBe(1);
   });
+
+  it('a conditional reference that asks for a part of the result (_elements, _summary, _format, _count) is 422 not-supported on the element, never sent to the EHR', async () => {
+    // The EHR was searched with the parameters as written: `_elements=identifier` answers a
+    // Patient without name, birth date or sex (SUBSETTED), taken as the whole patient and
+    // ordered without them; `_format=xml` an XML page read as no answer (503 at every resend);
+    // `_summary=count` no entry ("matches nothing"). They choose how a result is shown, not
+    // which resource is meant (R4 search.html#return).
+    for (const extra of ['_elements=identifier', '_summary=true', '_format=xml', '_count=5']) {
+      const before = ehr.requests.length;
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(`COND-RES-${extra.split('=')[0]}`, {
+          subject: {
+            reference: `Patient?identifier=http://nema.org/examples/patients|MINT1234&${extra}`,
+          },
+        }),
+      );
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['ServiceRequest.subject']);
+      expect((res.body.issue as Array<{ code: string }>)[0]!.code).toBe('not-supported');
+      expect(ehr.requests.slice(before).filter((r) => r.url.includes('/Patient?'))).toEqual([]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
+  });
 });

@@ -6,6 +6,7 @@ import {
   type TypedValueWithPath,
 } from '@medplum/core';
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
+import { walkJsonKeys } from '../common/json-walk';
 import { narrativeProblem } from './fhir-narrative';
 
 /**
@@ -20,6 +21,7 @@ import { narrativeProblem } from './fhir-narrative';
  * - choice elements: one type only (`occurrenceDateTime` or `occurrencePeriod`, not both).
  * - `Narrative.div`: an XHTML div without scripts, event attributes, forms or frames
  *   (fhir-narrative.ts, R4 txt-1).
+ * - an empty string (`"value": ""`): R4 json.html, a property is absent or has content.
  * - `Resource.id`: the type `id`, `[A-Za-z0-9\-\.]{1,64}` (datatypes.html#id); the
  *   StructureDefinitions type it as a FHIRPath String, so it was never checked (a contained
  *   `p1/../x` was served back as it came).
@@ -101,6 +103,15 @@ export function primitiveIssues(resource: Resource): OperationOutcomeIssue[] {
     }
   };
   checkId(resource, resource.resourceType);
+  // R4 json.html: a property is absent or has content. The structure validator takes "" as
+  // absent (its walk below skips it too), and the resource was stored and served back with
+  // "value": "".
+  const empty = (path: string) =>
+    issues.push(invalid(path, 'string', '', 'an element is left out or has content, never ""'));
+  walkJsonKeys(resource, resource.resourceType, (_key, value, path) => {
+    if (value === '') empty(path);
+    else if (Array.isArray(value)) value.forEach((v, i) => v === '' && empty(`${path}[${i}]`));
+  });
   crawlTypedValue(
     toTypedValue(resource),
     {

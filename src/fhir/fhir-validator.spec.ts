@@ -31,6 +31,22 @@ describe('R4 validation (StructureDefinitions + the required bindings we rely on
     );
   });
 
+  it('refuses an empty string on its element (R4 json.html: a property is absent or has content); it was served back as sent', () => {
+    const issues = validateFhirResource({
+      ...sr,
+      identifier: [{ system: 'urn:oid:1.2.3', value: '' }],
+      code: { text: '' },
+      contained: [{ resourceType: 'Patient', id: 'p', name: [{ family: '' }] }],
+      subject: { reference: '#p' },
+    } as ServiceRequest);
+    expect(issues.flatMap((i) => i.expression).sort()).toEqual([
+      'ServiceRequest.code.text',
+      'ServiceRequest.contained[0].name[0].family',
+      'ServiceRequest.identifier[0].value',
+    ]);
+    expect(issues.every((i) => i.code === 'value')).toBe(true);
+  });
+
   it('checks Bundle entries too, with their paths', () => {
     const bundle: Bundle = {
       resourceType: 'Bundle',

@@ -24,6 +24,7 @@ import { servedServiceRequest, withBundleReferences } from './fhir-served.resour
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { parseIfNoneExist } from './service-request-create.operation';
+import { sameOrderNumber } from '../orders/use-cases/intake-planner';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 
 /** Resource types a transaction/batch may carry beside its ServiceRequests (used as context, not stored). */
@@ -325,6 +326,9 @@ export async function prepareBundle(
       },
     ]);
   }
+  if (b.type === 'transaction') {
+    for (const [index, issue] of orderTwice(orders)) entryErrors.set(index, [issue]);
+  }
   if (b.type === 'transaction' && entryErrors.size > 0) {
     // A transaction succeeds or fails as a whole (R4 http.html#trules).
     throw new FhirError(
@@ -335,6 +339,36 @@ export async function prepareBundle(
   }
 
   return { b, entries, orders, entryErrors, mappingVersion };
+}
+
+/**
+ * The ServiceRequest entries of a transaction that create an order an earlier entry creates
+ * (the same placer number), each with its issue. R4 http.html#trules: identities that
+ * overlap fail the transaction. The second was answered "200 OK" as the first's resend
+ * and dropped, whatever it asked (priority stat on a routine order).
+ */
+function orderTwice(orders: BundleOrder[]): Array<[number, OperationOutcomeIssue]> {
+  const twice: Array<[number, OperationOutcomeIssue]> = [];
+  orders.forEach((o, k) => {
+    const placer = o.request.placerOrderNumber;
+    if (!placer?.value) return;
+    const earlier = orders
+      .slice(0, k)
+      .find(
+        (p) => p.request.placerOrderNumber && sameOrderNumber(placer, p.request.placerOrderNumber),
+      );
+    if (!earlier) return;
+    twice.push([
+      o.entryIndex,
+      {
+        severity: 'error',
+        code: 'duplicate',
+        diagnostics: `Bundle.entry[${o.entryIndex}] creates the order Bundle.entry[${earlier.entryIndex}] creates (placer identifier ${placer.value}): one transaction creates an order once; send one ServiceRequest per placer number`,
+        expression: [`Bundle.entry[${o.entryIndex}].resource.identifier`],
+      },
+    ]);
+  });
+  return twice;
 }
 
 /** One response entry per request entry (R4 http.html#transaction-response). */

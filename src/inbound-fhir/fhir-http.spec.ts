@@ -1,4 +1,6 @@
-import { assertJsonCost, parseResource } from './fhir-http';
+import { Readable } from 'node:stream';
+import type { Request } from 'express';
+import { assertJsonCost, parseResource, readRawBody } from './fhir-http';
 import { FhirError } from './fhir.error';
 
 /** The cost bound read off the bytes before anything parses them (FHIR_MAX_JSON_VALUES). */
@@ -39,5 +41,24 @@ describe('assertJsonCost', () => {
     expect(() =>
       parseResource(Buffer.from('{"resourceType":"Basic","x":[1,2]}'), 20),
     ).not.toThrow();
+  });
+});
+
+describe('readRawBody', () => {
+  const request = (chunks: Buffer[]) =>
+    Object.assign(Readable.from(chunks), { headers: {} }) as unknown as Request;
+
+  it('refuses a body over the limit with 413, issue too-long on (body) (it named no element and was too-costly)', async () => {
+    const refused = await readRawBody(request([Buffer.alloc(4), Buffer.alloc(4)]), 6).catch(
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(FhirError);
+    expect((refused as FhirError).httpStatus).toBe(413);
+    expect((refused as FhirError).issues).toEqual([
+      expect.objectContaining({ code: 'too-long', expression: ['(body)'] }),
+    ]);
+    expect((await readRawBody(request([Buffer.alloc(3), Buffer.alloc(3)]), 6)).bytes).toHaveLength(
+      6,
+    );
   });
 });

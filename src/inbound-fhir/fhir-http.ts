@@ -99,20 +99,44 @@ export interface RawBody {
   contentType: string;
 }
 
-/** Reads the whole body (up to `limit` bytes; 413 above it). */
-export async function readRawBody(req: Request, limit: number): Promise<RawBody> {
+/** How much of a body over the limit is read and dropped before the connection is closed on it. */
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+
+/** How much of a body over the limit is kept for the audit log. */
+export const KEPT_HEAD_BYTES = 64 * 1024;
+
+/** The 413 of a body over `limit` (R4 issue type too-long, on the body as a whole). */
+export function bodyTooLarge(limit: number): FhirError {
+  const diagnostics = `the body exceeds ${limit} bytes (FHIR_MAX_BODY_BYTES)`;
+  return new FhirError('too-large', diagnostics, [
+    { severity: 'error', code: 'too-long', diagnostics, expression: ['(body)'] },
+  ]);
+}
+
+/**
+ * Reads the whole body (up to `limit` bytes; 413 above it, or with `keepHead` its first
+ * KEPT_HEAD_BYTES and `tooLarge`, for the refusal to be kept). A body over the limit is read
+ * to its end and dropped (up to DRAIN_MAX_BYTES more), so that the 413 reaches the sender:
+ * left unread, the socket was closed over it, and the sender often got a connection reset
+ * (TCP RST) instead of the answer, and resent.
+ */
+export async function readRawBody(
+  req: Request,
+  limit: number,
+  options: { keepHead?: boolean } = {},
+): Promise<RawBody & { tooLarge?: number }> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > limit) {
-      throw new FhirError('too-large', `the body exceeds ${limit} bytes`);
-    }
-    chunks.push(chunk);
+    if (size <= limit) chunks.push(chunk);
+    else if (size > limit + DRAIN_MAX_BYTES) break;
   }
   const bytes = Buffer.concat(chunks);
-  return { bytes, contentType };
+  if (size <= limit) return { bytes, contentType };
+  if (!options.keepHead) throw bodyTooLarge(limit);
+  return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, tooLarge: limit };
 }
 
 /**
@@ -276,6 +300,16 @@ export function preferReturn(req: Request): PreferReturn {
   if (m?.[1] === 'minimal') return 'minimal';
   if (m?.[1] === 'OperationOutcome') return 'OperationOutcome';
   return 'representation';
+}
+
+/**
+ * `Prefer: handling=strict` (R4 search.html#errors): the client wants an error for a search
+ * parameter the server does not apply, instead of having it ignored.
+ */
+export function preferStrict(req: Request): boolean {
+  const prefer = req.headers.prefer;
+  const value = Array.isArray(prefer) ? prefer.join(',') : (prefer ?? '');
+  return /(?:^|[,;\s])handling\s*=\s*"?strict"?/i.test(value);
 }
 
 export function weakEtag(versionId: string | number): string {

@@ -35,6 +35,8 @@ export interface FhirCaller {
    * kept, so a 406 keeps the body too. Absent for a reprocessed message.
    */
   wants?: { format: unknown; accept: string | undefined };
+  /** The body was over this limit (FHIR_MAX_BODY_BYTES): `raw` holds its first bytes only. */
+  tooLarge?: number;
 }
 
 /** The answer the controller sends: a status and a resource (or none). */

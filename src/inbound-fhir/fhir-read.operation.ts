@@ -27,11 +27,17 @@ export class FhirReadOperation {
     return buildTask(order);
   }
 
-  /** Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it) and `_id` (R4 task.html#search). */
+  /**
+   * Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it on `base`, this
+   * server's base as the client reached it) and `_id` (R4 task.html#search). An absolute URL
+   * elsewhere names another server's request: it was matched by its id alone, and a
+   * reference to another server's ServiceRequest found our Task.
+   */
   async searchTasks(
     basedOn: string | undefined,
     id: string | undefined,
     restriction?: SenderRestriction,
+    base?: string,
   ): Promise<Task[]> {
     if (!basedOn && !id) {
       throw new FhirError('bad-request', 'search Task by based-on=ServiceRequest/{id} or by _id', [
@@ -45,9 +51,16 @@ export class FhirReadOperation {
     }
     let orders: OrderForTask[] = [];
     if (basedOn) {
+      // the scheme aside: behind a TLS proxy the client writes https where we see http
+      const on = base?.replace(/^https?:/i, '');
+      const unschemed = basedOn.replace(/^https?:/i, '');
+      const ours =
+        on !== undefined && unschemed.startsWith(`${on}/fhir/`)
+          ? unschemed.slice(`${on}/fhir/`.length)
+          : basedOn;
       const m =
-        /(?:^|\/)ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(basedOn) ??
-        /^([A-Za-z0-9\-.]{1,64})$/.exec(basedOn);
+        /^ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(ours) ??
+        /^([A-Za-z0-9\-.]{1,64})$/.exec(ours);
       orders = m ? await this.resources.ordersForServiceRequest(m[1]!) : [];
     } else if (id && ORDER_ID.test(id)) {
       const one = await this.resources.orderForTask(id);

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { recordRefusal, type RefusalSink } from '../common/refusal';
 import type { ToleratedQuirk } from '../domain/order-request';
 import type { RejectionInput } from '../orders/order-intake.service';
-import { assertJsonMediaType, negotiate } from './fhir-http';
+import { assertJsonMediaType, bodyTooLarge, negotiate } from './fhir-http';
 import type { FhirCaller } from './fhir-operation.shared';
 import { FHIR_JSON } from './fhir-operation.shared';
 import { FhirError } from './fhir.error';
@@ -75,6 +75,8 @@ export class FhirRefusalRecorder {
     quirks: () => ToleratedQuirk[] = () => [],
   ): Promise<T> {
     try {
+      // the body's head is kept with the 413: it was answered and nothing kept
+      if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       assertJsonMediaType(caller.contentType);
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
       return await fn();

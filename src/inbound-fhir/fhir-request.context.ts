@@ -46,9 +46,19 @@ export function mayRead(
   return restriction.ehrChannel && sender !== null && sender.startsWith('fhir-ehr:');
 }
 
-export async function callerOf(req: Request, maxBodyBytes: number): Promise<FhirCaller> {
-  const body = await readRawBody(req, maxBodyBytes);
+/**
+ * The caller and its body. `keepHead`: a body over `maxBodyBytes` does not throw; its head is
+ * the caller's raw and `tooLarge` is set, for an operation that keeps refusals (`keeping`
+ * answers it 413 and keeps it).
+ */
+export async function callerOf(
+  req: Request,
+  maxBodyBytes: number,
+  options: { keepHead?: boolean } = {},
+): Promise<FhirCaller> {
+  const body = await readRawBody(req, maxBodyBytes, options);
   return {
+    ...(body.tooLarge !== undefined ? { tooLarge: body.tooLarge } : {}),
     sender: senderOf(req),
     // Changes: only to what this sender submitted itself (the EHR channel's come by notification).
     restrictedTo: restrictionOf(req)?.own,

@@ -5,17 +5,25 @@ import { Public, Roles } from '../auth/auth.decorators';
 import { FhirError } from './fhir.error';
 import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
-import { negotiateFormat, preferReturn, sendResource } from './fhir-http';
+import { negotiateFormat, preferReturn, preferStrict, sendResource } from './fhir-http';
 import { FhirBundleOperation } from './fhir-bundle.operation';
 import type { FhirAnswer } from './fhir-operation.shared';
 import { FhirReadOperation } from './fhir-read.operation';
-import { capabilityStatement, searchSet } from './fhir-served.resources';
+import {
+  capabilityStatement,
+  ignoredParameterIssue,
+  searchParameters,
+  searchSet,
+} from './fhir-served.resources';
 import { callerOf, fhirUrl, restrictionOf } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 import { CreateServiceRequestOperation } from './service-request-create.operation';
 import { UpdateServiceRequestOperation } from './service-request-update.operation';
 
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/** The Task search parameters applied (R4 task.html#search): the CapabilityStatement's. */
+const TASK_SEARCH_PARAMETERS = ['based-on', '_id'];
 
 function checkId(id: string): void {
   if (!FHIR_ID.test(id)) {
@@ -67,7 +75,7 @@ export class FhirRestController {
   @Post('ServiceRequest')
   async create(@Req() req: Request, @Res() res: Response): Promise<void> {
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.creating.execute(caller, req.header('if-none-exist'));
     this.send(req, res, answer);
   }
@@ -88,7 +96,7 @@ export class FhirRestController {
   async update(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     checkId(id);
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const preconditions = {
       ifMatch: req.header('if-match'),
       ifNoneMatch: req.header('if-none-match'),
@@ -99,7 +107,7 @@ export class FhirRestController {
   @Post()
   async bundle(@Req() req: Request, @Res() res: Response): Promise<void> {
     // _format and Accept are checked with the body read, so that a 406 is kept (refusals)
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.bundles.execute(caller);
     if (preferReturn(req) === 'minimal' && answer.resource?.resourceType === 'Bundle') {
       for (const e of (answer.resource as { entry?: Array<{ resource?: unknown }> }).entry ?? [])
@@ -124,11 +132,22 @@ export class FhirRestController {
   @Get('Task')
   async searchTasks(@Req() req: Request, @Res() res: Response): Promise<void> {
     const format = negotiateFormat(req);
+    const base = `${req.protocol}://${req.get('host')}`;
+    const { used, ignored } = searchParameters(
+      new URL(req.originalUrl, 'http://query.invalid').searchParams,
+      TASK_SEARCH_PARAMETERS,
+    );
+    if (ignored.length > 0 && preferStrict(req)) {
+      throw new FhirError(
+        'bad-request',
+        `search parameters not supported here: ${ignored.join(', ')}`,
+        ignored.map((name) => ignoredParameterIssue(name, 'error')),
+      );
+    }
     const basedOn = typeof req.query['based-on'] === 'string' ? req.query['based-on'] : undefined;
     const id = typeof req.query._id === 'string' ? req.query._id : undefined;
     const restriction = restrictionOf(req, this.config.subscriptionToken);
-    const tasks = await this.reads.searchTasks(basedOn, id, restriction);
-    const self = `${req.protocol}://${req.get('host')}${req.originalUrl}`;
-    sendResource(res, 200, searchSet(tasks, self), format);
+    const tasks = await this.reads.searchTasks(basedOn, id, restriction, base);
+    sendResource(res, 200, searchSet(tasks, base, 'Task', used, ignored), format);
   }
 }

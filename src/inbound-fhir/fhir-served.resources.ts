@@ -3,6 +3,7 @@ import type {
   BundleEntry,
   CapabilityStatement,
   Identifier,
+  OperationOutcomeIssue,
   Reference,
   Resource,
   ServiceRequest,
@@ -193,17 +194,74 @@ export function buildTask(order: OrderForTask): Task {
   return task;
 }
 
-export function searchSet(resources: Resource[], selfUrl: string): Bundle {
+/** Query parameters that are no search parameters: how to answer (checked by the HTTP layer). */
+const RESULT_PARAMETERS = new Set(['_format']);
+
+/**
+ * A search's query split into the parameters it uses (`supported`, in the order given) and
+ * those it ignores (R4 search.html#errors: an unknown or unsupported parameter is ignored,
+ * and named as such; refused under `Prefer: handling=strict`).
+ */
+export function searchParameters(
+  query: URLSearchParams,
+  supported: readonly string[],
+): { used: URLSearchParams; ignored: string[] } {
+  const used = new URLSearchParams();
+  const ignored: string[] = [];
+  for (const [name, value] of query) {
+    if (supported.includes(name)) used.append(name, value);
+    else if (!RESULT_PARAMETERS.has(name) && !ignored.includes(name)) ignored.push(name);
+  }
+  return { used, ignored };
+}
+
+/** The issue naming a search parameter that was not applied. */
+export function ignoredParameterIssue(
+  name: string,
+  severity: 'warning' | 'error',
+): OperationOutcomeIssue {
+  return {
+    severity,
+    code: 'not-supported',
+    diagnostics: `the search parameter ${name.slice(0, 64)} is not supported here${severity === 'warning' ? ' and was not applied' : ''}`,
+    expression: [name.slice(0, 64)],
+  };
+}
+
+/**
+ * A searchset of `type` under `base` (this server's, as the client reached it): its self link
+ * holds only the parameters used (R4 search.html#self); the ones ignored are named by an
+ * OperationOutcome entry (search mode `outcome`). The self link echoed the whole query, so
+ * `status=cancelled` read as applied when it was not.
+ */
+export function searchSet(
+  resources: Resource[],
+  base: string,
+  type: string,
+  used: URLSearchParams,
+  ignored: readonly string[] = [],
+): Bundle {
+  const query = used.toString();
+  const entry: BundleEntry[] = resources.map((r) => ({
+    fullUrl: `${base}/fhir/${r.resourceType}/${r.id}`,
+    resource: r,
+    search: { mode: 'match' },
+  }));
+  if (ignored.length > 0) {
+    entry.push({
+      resource: {
+        resourceType: 'OperationOutcome',
+        issue: ignored.map((name) => ignoredParameterIssue(name, 'warning')),
+      },
+      search: { mode: 'outcome' },
+    });
+  }
   return {
     resourceType: 'Bundle',
     type: 'searchset',
     total: resources.length,
-    link: [{ relation: 'self', url: selfUrl }],
-    entry: resources.map((r) => ({
-      fullUrl: `${selfUrl.split('/fhir/')[0]}/fhir/${r.resourceType}/${r.id}`,
-      resource: r,
-      search: { mode: 'match' },
-    })),
+    link: [{ relation: 'self', url: `${base}/fhir/${type}${query ? `?${query}` : ''}` }],
+    entry,
   };
 }
 

@@ -13,6 +13,7 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import { PeerBase } from '../common/peer-url';
 import { EhrFhirError, type EhrFhirClient } from './ehr-fhir.client';
 import { FhirError } from './fhir.error';
+import { validateFhirResource } from '../fhir/fhir-validator';
 
 /** A resource of the Bundle (or notification) the ServiceRequest travelled in. */
 export interface SiblingEntry {
@@ -194,6 +195,13 @@ export class ReferenceResolver {
         { severity: 'error', code, diagnostics, expression: [expression] },
       ]);
     };
+    const shaping = names.filter((n) => RESULT_PARAMETERS.has(n.split(':')[0]!));
+    if (shaping.length > 0) {
+      return refuse(
+        'not-supported',
+        `asks for a part of the result (${shaping.join(', ')}), not which resource is meant: a conditional reference names its resource by search parameters only`,
+      );
+    }
     const identifiers = params.getAll('identifier');
     if (names.length === 1 && identifiers.length === 1) {
       const matches = this.siblings.filter(
@@ -259,6 +267,26 @@ function siblingPath(sibling: SiblingEntry): string {
   const entry = /Bundle\.entry\[\d+\]$/.exec(sibling.location)?.[0];
   return entry ? `${entry}.resource` : sibling.resource.resourceType;
 }
+
+/**
+ * Search result parameters (R4 search.html#return, http.html#parameters): they shape what a
+ * search answers, not which resource it finds. In a conditional reference they reached the
+ * EHR: `_elements=identifier` answered a Patient without name, birth date or sex (SUBSETTED),
+ * taken as the whole patient; `_format=xml` a page read as no answer (503 at every resend).
+ */
+const RESULT_PARAMETERS = new Set([
+  '_elements',
+  '_summary',
+  '_format',
+  '_pretty',
+  '_count',
+  '_sort',
+  '_total',
+  '_include',
+  '_revinclude',
+  '_contained',
+  '_containedType',
+]);
 
 /** `Type?search`: a conditional reference (R4 http.html#trules). */
 const CONDITIONAL_REFERENCE = /^([A-Z][A-Za-z]+)\?(.+)$/;
@@ -344,6 +372,7 @@ export async function buildOrderContext(
     );
     if (patient) {
       ctx.patient = patient;
+      if (!options.lenient) issues.push(...ehrResourceIssues(patient));
       if (!options.lenient && !carriesNamedIdentifier(patient.resource, sr.subject?.identifier)) {
         issues.push({
           severity: 'error',
@@ -386,6 +415,7 @@ export async function buildOrderContext(
       at(`ServiceRequest.supportingInfo[${i}]`),
     );
     if (target?.resource.resourceType === 'ImagingStudy') {
+      issues.push(...ehrResourceIssues(target));
       ctx.imagingStudies.push(target as Located<ImagingStudy>);
     } else if (type === 'ImagingStudy') {
       issues.push({
@@ -440,6 +470,24 @@ export async function buildOrderContext(
     if (target) ctx.reasons.set(ref.reference, target);
   }
   return { ctx, issues };
+}
+
+/**
+ * The R4 issues of a resource read from the EHR (a read, or the search of a conditional
+ * reference), named where it sits: `ServiceRequest.subject.resolve().birthDate`. The same
+ * Patient contained or in a Bundle is validated with the request; read from the EHR it was
+ * not, and an order was made with birthDate 1970-02-30 and sex F, sent on upstream and into
+ * the ORU. Resources of the request itself (contained, Bundle entries) are checked with it.
+ */
+function ehrResourceIssues(located: Located<Resource>): OperationOutcomeIssue[] {
+  if (!located.source.startsWith('EHR ')) return [];
+  const type = located.resource.resourceType;
+  return validateFhirResource(located.resource).map((issue) => ({
+    ...issue,
+    expression: (issue.expression ?? [type]).map((e) =>
+      e === type || e.startsWith(`${type}.`) ? `${located.path ?? type}${e.slice(type.length)}` : e,
+    ),
+  }));
 }
 
 /**

@@ -142,7 +142,7 @@ export class FhirResourceRepository extends RepositoryBase {
     );
   }
 
-  /** A new version (update or cancel); returns the version written. */
+  /** A new version (update or cancel); whether it was written (see fromVersion). */
   async updateServiceRequest(
     manager: EntityManager,
     row: {
@@ -152,12 +152,18 @@ export class FhirResourceRepository extends RepositoryBase {
       lastUpdated: string;
       sourceVersion?: string;
       sourceUrl?: string;
+      /**
+       * Written only over this version (the one the change was made from): false, nothing
+       * written, when another change took the resource past it in the meantime.
+       */
+      fromVersion?: number;
     },
-  ): Promise<void> {
-    await manager.query(
+  ): Promise<boolean> {
+    const [, updated] = (await manager.query(
       `UPDATE fhir_resources SET resource = $2::jsonb, version_id = $3, last_updated = $4,
               source_version = coalesce($5, source_version), source_url = coalesce(source_url, $6)
-        WHERE resource_type = 'ServiceRequest' AND id = $1`,
+        WHERE resource_type = 'ServiceRequest' AND id = $1
+          AND ($7::int IS NULL OR version_id = $7::int)`,
       [
         row.id,
         pgJson(row.resource),
@@ -165,8 +171,10 @@ export class FhirResourceRepository extends RepositoryBase {
         row.lastUpdated,
         row.sourceVersion ?? null,
         row.sourceUrl ?? null,
+        row.fromVersion ?? null,
       ],
-    );
+    )) as [unknown, number];
+    return updated > 0;
   }
 
   async orderForTask(orderId: string): Promise<OrderForTask | undefined> {

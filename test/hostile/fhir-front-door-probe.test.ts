@@ -1,6 +1,8 @@
+import { connect } from 'node:net';
 import type { Client as PgClient } from 'pg';
 import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import type { Patient } from '@medplum/fhirtypes';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import { chestCtRequest, expressions, fhirFixture, type Json } from '../helpers/fhir-fixtures';
@@ -502,5 +504,202 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(JSON.parse(raw.rows[0]!.raw.toString('utf8'))).toMatchObject({
       resourceType: 'Observation',
     });
+  });
+
+  it('a body over FHIR_MAX_BODY_BYTES gets its 413 OperationOutcome, and the connection goes on', async () => {
+    // The body was left unread once the limit was passed, and the socket closed over it: the
+    // sender (an EHR's interface engine, a Subscription deliverer) often saw a connection reset
+    // (TCP RST) instead of the 413, never learning why, and resent. Over one keep-alive
+    // connection: the 6 MB POST, then a GET; both answers must come.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    const body = Buffer.alloc(6 * 1024 * 1024, 'x');
+    const answers = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      let text = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (d: string) => {
+        text += d;
+        if (/HTTP\/1\.1 200[\s\S]*"CapabilityStatement"/.test(text)) socket.end();
+      });
+      socket.on('error', (e) => reject(new Error(`${e.message} after: ${text.slice(0, 300)}`)));
+      socket.on('close', () => resolve(text));
+      socket.write(
+        `POST /fhir/ServiceRequest HTTP/1.1\r\nHost: ${hostname}\r\n` +
+          `Authorization: Bearer ${TEST_TOKENS.sender}\r\nContent-Type: application/fhir+json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n`,
+      );
+      socket.write(body);
+      socket.write(`GET /fhir/metadata HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+    });
+    expect(answers).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answers).toContain('"OperationOutcome"');
+    expect(answers).toMatch(/HTTP\/1\.1 200 [\s\S]*"CapabilityStatement"/);
+  });
+
+  it("a Task search's self link names only the parameters it used; the others are named as ignored, and refused under Prefer: handling=strict", async () => {
+    // GET /fhir/Task?based-on=…&status=cancelled was answered with the order's Task whatever
+    // its status, under a self link spelling status=cancelled (and _count=-1) as if applied:
+    // a client asking for the cancelled Tasks took an in-progress one for cancelled
+    // (R4 search.html: the self link holds the parameters used, an unknown one is ignored).
+    const created = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('TSK-SELF-1'),
+    );
+    expect(created.status).toBe(201);
+    const basedOn = `ServiceRequest/${created.body.id as string}`;
+    const query = `based-on=${encodeURIComponent(basedOn)}&status=cancelled&_count=-1`;
+    const found = await call(adapter, 'GET', `/fhir/Task?${query}`);
+    expect(found.status).toBe(200);
+    const bundle = found.body as { link: Array<{ relation: string; url: string }>; entry: Json[] };
+    const self = new URL(bundle.link.find((l) => l.relation === 'self')!.url);
+    expect([...self.searchParams.entries()]).toEqual([['based-on', basedOn]]);
+    expect(self.pathname).toBe('/fhir/Task');
+    const matches = bundle.entry.filter((e) => (e.search as Json).mode === 'match');
+    expect(matches).toHaveLength(1);
+    const outcome = bundle.entry.find((e) => (e.search as Json).mode === 'outcome');
+    expect(outcome?.resource).toMatchObject({ resourceType: 'OperationOutcome' });
+    expect(expressions(outcome?.resource as Json).sort()).toEqual(['_count', 'status']);
+
+    const strict = await call(adapter, 'GET', `/fhir/Task?${query}`, undefined, {
+      prefer: 'handling=strict',
+    });
+    expect(strict.status).toBe(400);
+    expect(expressions(strict.body).sort()).toEqual(['_count', 'status']);
+  });
+
+  it('a transaction creating one order twice (two ServiceRequest entries under one placer number) is 422 on the second, nothing ordered, kept', async () => {
+    // The second entry (priority stat) was answered "200 OK" as the first's resend inside the
+    // same transaction and dropped: the order ran routine, and the sender read the stat one
+    // as accepted (R4 http.html#trules: identities that overlap fail the transaction).
+    for (const conditional of [true, false]) {
+      const tag = `TXDUP-${conditional ? 'C' : 'P'}`;
+      const b = chestCtTransaction(tag);
+      const first = b.entry.findIndex(
+        (e) => (e.resource as Json).resourceType === 'ServiceRequest',
+      );
+      const again = structuredClone(b.entry[first]!) as Json & { resource: Json; request: Json };
+      again.fullUrl = 'urn:uuid:0f5d2c4e-3b1a-4c6d-9e8f-7a6b5c4d3e2f';
+      again.resource.priority = 'stat';
+      if (!conditional) {
+        delete again.request.ifNoneExist;
+        delete (b.entry[first]!.request as Json).ifNoneExist;
+      }
+      b.entry.push(again);
+      const res = await call(adapter, 'POST', '/fhir', b);
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual([
+        `Bundle.entry[${b.entry.length - 1}].resource.identifier`,
+      ]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(`ORD-2013-0508-77-${tag}`)).toEqual([]);
+    }
+  });
+
+  it('a subject read from the EHR that breaks R4 (birthDate 1970-02-30, gender F) is 422 on ServiceRequest.subject.resolve()…, no order; a valid one orders as before', async () => {
+    // The same Patient contained or in a Bundle was refused on its element; read from the EHR
+    // it was never validated, and the order was made with birthDate 1970-02-30 and sex F
+    // (no administrative-gender code), sent on upstream and into the ORU's PID.
+    await ehr.seed({
+      resourceType: 'Patient',
+      id: 'ehr-bad-dates',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: 'EHR-BAD-1' }],
+      birthDate: '1970-02-30',
+      gender: 'F',
+    } as unknown as Patient);
+    const res = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('EHR-PAT-BAD', { subject: { reference: 'Patient/ehr-bad-dates' } }),
+    );
+    expect(res.status).toBe(422);
+    expect(expressions(res.body).sort()).toEqual([
+      'ServiceRequest.subject.resolve().birthDate',
+      'ServiceRequest.subject.resolve().gender',
+    ]);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('EHR-PAT-BAD')).toEqual([]);
+    const ok = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('EHR-PAT-OK'));
+    expect(ok.status).toBe(201);
+  });
+
+  it('a body over FHIR_MAX_BODY_BYTES is kept for the audit log (its first 64 KiB), as every other refusal is', async () => {
+    // The 413 was answered and nothing kept: the analyst looking for why an EHR's order never
+    // came found no trace of it.
+    const note = 'x'.repeat(6 * 1024 * 1024);
+    for (const [method, path, body] of [
+      ['POST', '/fhir/ServiceRequest', chestCtRequest('TOO-LARGE-1', { note: [{ text: note }] })],
+      [
+        'POST',
+        '/fhir',
+        {
+          resourceType: 'Bundle',
+          type: 'batch',
+          entry: [{ resource: { resourceType: 'Basic', x: note } }],
+        },
+      ],
+    ] as const) {
+      const res = await call(adapter, method, path, body as Json);
+      expect(res.status).toBe(413);
+      const kept = await db.query<{ outcome: string; response_code: string; raw: Buffer }>(
+        `SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      );
+      expect(kept.rows[0]).toMatchObject({ outcome: 'rejected', response_code: '413' });
+      expect(kept.rows[0]!.raw).toHaveLength(64 * 1024);
+      expect(kept.rows[0]!.raw.toString('utf8', 0, 16)).toBe(JSON.stringify(body).slice(0, 16));
+    }
+  });
+
+  it("a Task search based-on another server's ServiceRequest finds none of ours, even under the same id", async () => {
+    // based-on=http://other.example/fhir/ServiceRequest/<our id> found our Task: the search
+    // looked at the id alone, so a reference to another server's request named ours.
+    const created = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('TSK-ORIGIN-1'),
+    );
+    const id = created.body.id as string;
+    const count = async (basedOn: string) =>
+      (
+        (await call(adapter, 'GET', `/fhir/Task?based-on=${encodeURIComponent(basedOn)}`)).body
+          .entry as Json[]
+      ).filter((e) => (e.search as Json).mode === 'match').length;
+    expect(await count(`http://other.example/fhir/ServiceRequest/${id}`)).toBe(0);
+    expect(await count(`${adapter.httpUrl}/elsewhere/ServiceRequest/${id}`)).toBe(0);
+    expect(await count(`${adapter.httpUrl}/fhir/ServiceRequest/${id}`)).toBe(1);
+    // as a client behind a TLS proxy writes it
+    const https = adapter.httpUrl.replace(/^http:/, 'https:');
+    expect(await count(`${https}/fhir/ServiceRequest/${id}`)).toBe(1);
+    expect(await count(`ServiceRequest/${id}`)).toBe(1);
+    expect(await count(id)).toBe(1);
+  });
+
+  it('a conditional reference that asks for a part of the result (_elements, _summary, _format, _count) is 422 not-supported on the element, never sent to the EHR', async () => {
+    // The EHR was searched with the parameters as written: `_elements=identifier` answers a
+    // Patient without name, birth date or sex (SUBSETTED), taken as the whole patient and
+    // ordered without them; `_format=xml` an XML page read as no answer (503 at every resend);
+    // `_summary=count` no entry ("matches nothing"). They choose how a result is shown, not
+    // which resource is meant (R4 search.html#return).
+    for (const extra of ['_elements=identifier', '_summary=true', '_format=xml', '_count=5']) {
+      const before = ehr.requests.length;
+      const res = await call(
+        adapter,
+        'POST',
+        '/fhir/ServiceRequest',
+        chestCtRequest(`COND-RES-${extra.split('=')[0]}`, {
+          subject: {
+            reference: `Patient?identifier=http://nema.org/examples/patients|MINT1234&${extra}`,
+          },
+        }),
+      );
+      expect(res.status).toBe(422);
+      expect(expressions(res.body)).toEqual(['ServiceRequest.subject']);
+      expect((res.body.issue as Array<{ code: string }>)[0]!.code).toBe('not-supported');
+      expect(ehr.requests.slice(before).filter((r) => r.url.includes('/Patient?'))).toEqual([]);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
   });
 });

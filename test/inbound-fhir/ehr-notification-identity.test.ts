@@ -71,8 +71,9 @@ describe('EHR requests and events, one order each however spelled', () => {
     };
   }
 
-  const notify = async (body: Json) => {
-    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
+  /** POSTs a notification as the EHR does; `notify` answers its status alone. */
+  const post = (body: Json) =>
+    fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${TEST_TOKENS.sender}`,
@@ -80,6 +81,9 @@ describe('EHR requests and events, one order each however spelled', () => {
       },
       body: JSON.stringify(body),
     });
+  const notify = async (body: Json) => {
+    const res = await post(body);
+    await res.arrayBuffer();
     return res.status;
   };
 
@@ -244,14 +248,7 @@ describe('EHR requests and events, one order each however spelled', () => {
       });
     }
     const readsBefore = ehr.requests.length;
-    const res = await fetch(`${adapter.httpUrl}/fhir/subscription-notifications`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify(body),
-    });
+    const res = await post(body);
     expect(res.status).toBe(413);
     const outcome = (await res.json()) as { issue: Array<{ code: string; diagnostics: string }> };
     expect(outcome.issue[0]).toMatchObject({ code: 'too-costly' });

@@ -30,7 +30,7 @@ export class FhirNotificationController {
   @Post()
   async notify(@Req() req: Request, @Res() res: Response): Promise<void> {
     const format = negotiateFormat(req);
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     // No body: a classic R4 rest-hook Subscription without payload ("something changed").
     const answer =
       caller.raw.toString('utf8').trim() === ''
@@ -44,7 +44,7 @@ export class FhirNotificationController {
   @Put('ServiceRequest/:id')
   async updated(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
     const format = negotiateFormat(req);
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.restHook.updated(caller, id);
     sendResource(res, answer.status, answer.resource, format);
   }
@@ -54,7 +54,7 @@ export class FhirNotificationController {
   @Delete('ServiceRequest/:id')
   async deleted(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
     const format = negotiateFormat(req);
-    const caller = await callerOf(req, this.config.maxBodyBytes);
+    const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.restHook.deleted(caller, id);
     sendResource(res, answer.status, answer.resource, format);
   }

@@ -8,7 +8,7 @@ import {
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
-import { assertJsonMediaType } from './fhir-http';
+import { assertJsonMediaType, bodyTooLarge } from './fhir-http';
 import {
   parseTyped,
   type FhirAnswer,
@@ -175,6 +175,7 @@ export class RestHookNotificationHandler {
 
   /** `DELETE <endpoint>/ServiceRequest/<id>`: gone from the EHR; its order (if any) is cancelled. */
   async deleted(caller: FhirCaller, id: string): Promise<FhirAnswer> {
+    await this.guard(caller, 'notification rest-hook (ServiceRequest deleted)', () => undefined); // 413 over the limit
     const fullUrl = this.fullUrl(id);
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
     const quirks: ToleratedQuirk[] = [
@@ -205,6 +206,8 @@ export class RestHookNotificationHandler {
   /** Runs a check; a FhirError it throws is kept with the raw input (as every refusal), then answered. */
   private async guard<T>(caller: FhirCaller, messageType: string, check: () => T): Promise<T> {
     try {
+      // over FHIR_MAX_BODY_BYTES: answered 413 and kept with the body's head
+      if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       return check();
     } catch (error) {
       if (error instanceof FhirError) {

@@ -640,6 +640,17 @@ describe('hostile: the FHIR front door, second pass', () => {
           entry: [{ resource: { resourceType: 'Basic', x: note } }],
         },
       ],
+      // a Subscription notification and a classic rest-hook PUT from the EHR: the same
+      [
+        'POST',
+        '/fhir/subscription-notifications',
+        { resourceType: 'Bundle', type: 'history', entry: [], note },
+      ],
+      [
+        'PUT',
+        '/fhir/subscription-notifications/ServiceRequest/too-large-1',
+        chestCtRequest('TOO-LARGE-2', { note: [{ text: note }] }),
+      ],
     ] as const) {
       const res = await call(adapter, method, path, body as Json);
       expect(res.status).toBe(413);
@@ -648,7 +659,8 @@ describe('hostile: the FHIR front door, second pass', () => {
       );
       expect(kept.rows[0]).toMatchObject({ outcome: 'rejected', response_code: '413' });
       expect(kept.rows[0]!.raw).toHaveLength(64 * 1024);
-      expect(kept.rows[0]!.raw.toString('utf8', 0, 16)).toBe(JSON.stringify(body).slice(0, 16));
+      // this body's head, not an earlier refusal's
+      expect(kept.rows[0]!.raw.toString('latin1')).toBe(JSON.stringify(body).slice(0, 64 * 1024));
     }
   });
 

@@ -240,6 +240,58 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(metadata.correlation_id).toBe(id);
   });
 
+  it('an XO that comes while the upstream order is being created still reaches the upstream', async () => {
+    // The create is under way (its call sent, its answer not stored): the change is accepted
+    // (not a change of products) and must not be lost once the order is placed.
+    const client = poller['deps'].client;
+    const create = client.createOrder.bind(client);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let entered!: () => void;
+    const inCreate = new Promise<void>((r) => (entered = r));
+    client.createOrder = async (...args: Parameters<typeof client.createOrder>) => {
+      entered();
+      await gate;
+      return create(...args);
+    };
+    try {
+      const spec = newOrderSpec('sandbox-outcome: delivered');
+      const id = await send(spec);
+      await inCreate;
+      expect(
+        ackSummary(
+          await mllp.send(
+            ormMessage({
+              ...spec,
+              orderControl: 'XO',
+              priority: 'S',
+              controlId: `XO-${spec.placer}`,
+            }),
+          ),
+        ).code,
+      ).toBe('AA');
+      // The change's metadata job has run (and found no upstream order yet).
+      await waitFor('the metadata job done', async () => {
+        const jobs = await db.query(
+          `SELECT (SELECT count(*) FROM graphile_worker.jobs WHERE key = $1)
+                + (SELECT count(*) FROM job_outbox WHERE job_key = $1) AS n`,
+          [`metadata:${id}`],
+        );
+        return Number(jobs.rows[0].n) === 0;
+      });
+      release();
+      await stateIs(id, 'placed', 'study-ready', 'uploading', 'processing');
+      const upstreamId = (await row(id)).upstream_order_id as string;
+      await waitFor(
+        'the change upstream',
+        async () => sandbox.state.orders.get(upstreamId)?.apiMetadata?.priority === 'stat',
+      );
+    } finally {
+      release();
+      client.createOrder = create;
+    }
+  });
+
   it('a study that never arrives: past the deadline the order fails with an alert and the upstream order is cancelled', async () => {
     const spec = newOrderSpec('sandbox-outcome: delivered');
     const id = await send(spec);

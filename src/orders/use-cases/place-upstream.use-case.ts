@@ -138,6 +138,16 @@ export class PlaceUpstreamUseCase {
         ]);
       }
       cancelRaced = current.cancel_requested_at !== null;
+      if (!cancelRaced && JSON.stringify(current.request) !== JSON.stringify(request)) {
+        // A change (XO, FHIR update, ADT) came while the create was under way: its metadata
+        // job found no upstream order and left it to the create, which carried the request as
+        // read before. It is sent now.
+        await this.deps.jobs.enqueue(
+          ORDER_JOBS.updateMetadata,
+          { orderId },
+          { manager, jobKey: `metadata:${orderId}` },
+        );
+      }
       await this.deps.jobs.enqueue(
         cancelRaced ? ORDER_JOBS.cancel : LIFECYCLE_JOBS.acquire,
         { orderId },

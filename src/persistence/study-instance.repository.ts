@@ -264,13 +264,14 @@ export interface AcquisitionRow {
 
 /**
  * Takes the order's acquisition lease (one worker at a time, on any replica): returns the
- * row when taken, undefined when another worker holds an unexpired lease.
+ * row when taken, undefined when another worker holds an unexpired lease. The lease is on the
+ * database's clock (`now` is only the time checked, on the caller's).
  */
 export async function takeLease(
   m: EntityManager,
   orderId: string,
   now: Date,
-  leaseUntil: Date,
+  leaseMs: number,
 ): Promise<AcquisitionRow | undefined> {
   await m.query(
     `INSERT INTO study_acquisitions (order_id, state) VALUES ($1, 'waiting') ON CONFLICT (order_id) DO NOTHING`,
@@ -278,10 +279,11 @@ export async function takeLease(
   );
   const rows = returned<AcquisitionRow>(
     await m.query(
-      `UPDATE study_acquisitions SET lease_until = $3, checked_at = $2, updated_at = now()
-      WHERE order_id = $1 AND (lease_until IS NULL OR lease_until <= $2)
+      `UPDATE study_acquisitions
+          SET lease_until = now() + $3 * interval '1 millisecond', checked_at = $2, updated_at = now()
+        WHERE order_id = $1 AND (lease_until IS NULL OR lease_until <= now())
       RETURNING *`,
-      [orderId, now, leaseUntil],
+      [orderId, now, leaseMs],
     ),
   );
   return rows[0];
@@ -330,11 +332,11 @@ export async function packagesOfStudy(
 }
 
 /** Pushes the acquisition lease forward (a long retrieve keeps its lease while it works). */
-export async function renewLease(db: Queryable, orderId: string, leaseUntil: Date): Promise<void> {
-  await db.query(`UPDATE study_acquisitions SET lease_until = $2 WHERE order_id = $1`, [
-    orderId,
-    leaseUntil,
-  ]);
+export async function renewLease(db: Queryable, orderId: string, leaseMs: number): Promise<void> {
+  await db.query(
+    `UPDATE study_acquisitions SET lease_until = now() + $2 * interval '1 millisecond' WHERE order_id = $1`,
+    [orderId, leaseMs],
+  );
 }
 
 /** Gives the acquisition lease back (the next acquire() may take it at once). */

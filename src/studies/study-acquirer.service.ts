@@ -127,15 +127,13 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     }
     const now = this.now();
     const leaseMs = this.options.leaseMs ?? ACQUISITION_LEASE_MS;
-    const leaseUntil = new Date(now.getTime() + leaseMs);
-    const row = await ds.transaction((m) => takeLease(m, request.orderId, now, leaseUntil));
+    // The lease is on the database's clock, as every other lease: hosts' clocks differ and
+    // jump, and one running ahead by more than the lease took a live replica's acquisition.
+    const row = await ds.transaction((m) => takeLease(m, request.orderId, now, leaseMs));
     if (!row) return waiting('another worker is acquiring this study', BUSY_RETRY_MS);
     // A retrieve of a very large study may outlast the lease: keep it while we work.
     const renew = setInterval(
-      () =>
-        void renewLease(ds, request.orderId, new Date(this.now().getTime() + leaseMs)).catch(
-          () => undefined,
-        ),
+      () => void renewLease(ds, request.orderId, leaseMs).catch(() => undefined),
       Math.max(1000, leaseMs / 3),
     );
     renew.unref();

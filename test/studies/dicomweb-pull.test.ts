@@ -362,6 +362,27 @@ describe('study acquisition from a PACS over DICOMweb', () => {
     expect(row!.lease_until).toBeNull();
   });
 
+  it("keeps another replica's live lease when this worker's clock runs ahead of the database's", async () => {
+    const study = createMrBrainStudy({ series: [{ slices: 1 }] });
+    await store(study);
+    const uid = study[0]!.studyInstanceUid;
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+    expect(await acquirer(1).acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+    });
+    // A replica mid-retrieve holds the lease for another minute of the database's clock; this
+    // host's clock stepped 5 minutes ahead (NTP, a resumed VM): the lease is still held.
+    await db.dataSource.query(
+      `UPDATE study_acquisitions SET lease_until = now() + interval '1 minute' WHERE order_id = $1`,
+      [orderId],
+    );
+    clock = Date.now() + 5 * 60_000;
+    expect(await acquirer(1).acquire({ orderId, studyInstanceUid: uid })).toMatchObject({
+      status: 'waiting',
+      reason: 'another worker is acquiring this study',
+    });
+  });
+
   it('sends its bearer token to the PACS, and waits (not fails) while the PACS refuses it', async () => {
     const seen: Array<string | undefined> = [];
     const pacs = createServer((req, res) => {

@@ -354,6 +354,41 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(next!.leftActiveList).toBe(0);
   });
 
+  it('tells an ended order nothing more: a late upstream status is refused, not published again', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    await db.query(`UPDATE orders SET upstream_order_id = gen_random_uuid()::text WHERE id = $1`, [
+      id,
+    ]);
+    await poller.runNow();
+    const ended = await row(id);
+    expect(ended).toMatchObject({ state: 'failed', alert: 'upstream-unknown' });
+    const outbox = async () =>
+      Number(
+        (await db.query(`SELECT count(*) AS n FROM outbox WHERE order_id = $1`, [id])).rows[0].n,
+      );
+    const published = await outbox();
+    // A poll cycle that read the order before it ended applies what it saw then.
+    expect(await lifecycle.applyUpstreamStatus(id, 'EXPIRED', { qcBypassPossible: false })).toBe(
+      false,
+    );
+    expect(await lifecycle.applyUpstreamStatus(id, 'QC_PASSED', { qcBypassPossible: true })).toBe(
+      false,
+    );
+    expect(await outbox()).toBe(published);
+    expect(await row(id)).toMatchObject({
+      state: 'failed',
+      upstream_status: ended.upstream_status,
+    });
+    const refused = await db.query(
+      `SELECT detail FROM audit_events WHERE order_id = $1 AND kind = 'order.illegal-transition' ORDER BY id`,
+      [id],
+    );
+    expect(refused.rows.map((r) => r.detail.upstreamStatus)).toEqual(['EXPIRED', 'QC_PASSED']);
+  });
+
   it("takes a delivered order's status from GET /reports, without a GET /status for it", async () => {
     const spec = newOrderSpec('sandbox-outcome: delivered');
     await push(spec);

@@ -1,4 +1,6 @@
+import { isTerminal } from '../../domain/order-state';
 import type { UpstreamStatus } from '../../imaging-spec/imaging-spec';
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import {
   STATUS_MAPPING_VERSION,
   statusRow,
@@ -34,6 +36,30 @@ export class ApplyUpstreamStatusUseCase {
       });
       const previousState = stateOf(order);
       if (order.upstream_status === status && !(status === 'QC_FAILED' && row.terminal)) {
+        return false;
+      }
+      if (isTerminal(previousState)) {
+        // An ended order's end was published once; a status read before it ended (a poll
+        // cycle racing a cancel or a local end) is refused. Before, one mapping to the same
+        // end (EXPIRED on a failed order) published a second no-result report, and any other
+        // overwrote the order's upstream status.
+        await writeAuditEvents(manager, [
+          {
+            kind: 'order.illegal-transition',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: `refused: the order has ended ${previousState}; upstream ${status} (${row.note}) is not applied`,
+            detail: {
+              from: previousState,
+              to: row.orderState,
+              upstreamStatus: status,
+              previousUpstreamStatus: order.upstream_status,
+              mappingRow: row.key,
+              mappingVersion: STATUS_MAPPING_VERSION,
+            },
+          },
+        ]);
         return false;
       }
       const moved = await transition(

@@ -67,6 +67,20 @@ describe('operations: a mistaken configuration fails the start with one line per
     expect(lines.join('\n')).not.toMatch(/Pa55w0rd|upstream-s3cret/);
   });
 
+  it('never prints a password given as a DATABASE_URL query parameter (libpq ?password=)', async () => {
+    const { code, lines } = await refusal({
+      LOG_LEVEL: 'info',
+      DATABASE_URL:
+        'postgres://adapter@127.0.0.1:1/adapter?sslmode=disable&password=Pa55w0rd-in-query&sslpassword=key-pa55',
+    });
+    expect(code).toBe(2);
+    const output = lines.join('\n');
+    expect(output).toMatch(
+      /DATABASE_URL: cannot connect to postgres:\/\/adapter@127\.0\.0\.1:1\/adapter\?sslmode=disable&password=\*\*\*\*&sslpassword=\*\*\*\*/,
+    );
+    expect(output).not.toMatch(/Pa55w0rd-in-query|key-pa55/);
+  });
+
   it('refuses a peer base with a query or fragment, which every call would drop', async () => {
     const { code, lines } = await refusal({
       FHIR_SERVER_URL: 'https://ehr.hospital.local/fhir/R4#ServiceRequest',

@@ -262,6 +262,39 @@ describe('operations: the adapter process on a real database', () => {
     expect(left).toBe('');
     expect(proc!.output()).toMatch(/"code":"ENOSPC"/);
   });
+
+  it('says storage is read-only on /health and /metrics when DATA_DIR is remounted read-only', async () => {
+    const disk = mkdtempSync(join(tmpdir(), 'ops-ro-'));
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', disk], { stdio: 'ignore' });
+    } catch {
+      console.warn('cannot mount a tmpfs here (not root?): the read-only case is not run');
+      return;
+    }
+    mounted.push(disk);
+    mkdirSync(join(disk, 'data'));
+    const url = await start({ DATA_DIR: join(disk, 'data'), DATA_DIR_MIN_FREE_BYTES: '1' });
+    const health = async () =>
+      (await (await fetch(`${url}/health`)).json()) as {
+        status: string;
+        checks: { storage: { status: string; detail?: string } };
+      };
+    expect((await health()).checks.storage.status).toBe('up');
+    // as the kernel does after an I/O error on a filesystem mounted errors=remount-ro
+    execFileSync('mount', ['-o', 'remount,ro', disk]);
+    const answer = await health();
+    expect(answer.status).toBe('degraded');
+    expect(answer.checks.storage).toMatchObject({
+      status: 'read-only',
+      detail: expect.stringMatching(/DATA_DIR cannot be written \(EROFS\)/),
+    });
+    const metrics = await (
+      await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` } })
+    ).text();
+    expect(metrics).toMatch(/^adapter_dependency_up\{dependency="storage"\} 0$/m);
+    execFileSync('mount', ['-o', 'remount,rw', disk]);
+    expect((await health()).checks.storage.status).toBe('up');
+  });
 });
 
 describe('operations: /health and /metrics tell the truth while PostgreSQL is unreachable', () => {

@@ -58,9 +58,11 @@ export class BearerAuthGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<AuthenticatedRequest>();
     if (this.reflector.getAllAndOverride<boolean>(SIGN_IN_KEY, targets)) {
       // The sign-in form posts the token in its body; the handler answers 401 when unset.
-      const token = (req.body as { token?: unknown } | undefined)?.token;
-      const role = typeof token === 'string' ? this.credentials.roleOf(token.trim()) : undefined;
-      if (role) req.principal = { role, actor: actorOf(role, token as string), via: 'bearer' };
+      // Pasted tokens often bring white space: the actor is that of the token without it.
+      const posted = (req.body as { token?: unknown } | undefined)?.token;
+      const token = typeof posted === 'string' ? posted.trim() : undefined;
+      const role = token ? this.credentials.roleOf(token) : undefined;
+      if (role) req.principal = { role, actor: actorOf(role, token!), via: 'bearer' };
       return true;
     }
     const header = req.headers.authorization ?? '';

@@ -29,9 +29,25 @@ export abstract class ErrorFilter implements ExceptionFilter {
     res: Response,
     message: string,
   ): void {
-    if (status >= 500) {
-      this.logger.error({ err: exception, path: req.route?.path ?? 'unmatched' }, message);
+    const path = req.route?.path ?? 'unmatched';
+    if (clientHungUp(exception, req)) {
+      // The client's doing (its own timeout, a proxy restarting), not a failure of ours.
+      this.logger.info({ path }, 'the client closed the connection before its request was read');
+    } else if (status >= 500) {
+      this.logger.error({ err: exception, path }, message);
     }
     if (status === 401) res.setHeader('WWW-Authenticate', BEARER_CHALLENGE);
   }
+}
+
+/** The request stream's `aborted` error: the client closed the connection in the middle of it. */
+function clientHungUp(exception: unknown, req: Request): boolean {
+  const e = exception as { code?: unknown; message?: unknown } | null;
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    e.code === 'ECONNRESET' &&
+    e.message === 'aborted' &&
+    !req.complete
+  );
 }

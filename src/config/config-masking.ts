@@ -6,6 +6,16 @@ export function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name) && !name.endsWith('_FILE');
 }
 
+/**
+ * A query parameter that carries a credential: libpq (and node-postgres) read
+ * `?password=` and `?sslpassword=` of a DATABASE_URL; links may carry `token`, `key`, `sig`.
+ */
+const SECRET_PARAM = /([?&][^=&#\s]*(?:pass|secret|token|key|sig)[^=&#\s]*=)[^&#\s]*/gi;
+
+function maskSecretParams(value: string): string {
+  return value.replace(SECRET_PARAM, '$1****');
+}
+
 export function truncate(value: string): string {
   return value.length > 40 ? `${value.slice(0, 37)}...` : value;
 }
@@ -16,7 +26,7 @@ export function truncate(value: string): string {
  * that a problem stays on one line.
  */
 export function shownValue(value: string): string {
-  const masked = value.replace(/(\/\/[^/?#@\s:]*:)[^/?#\s]*@/g, '$1****@');
+  const masked = maskSecretParams(value.replace(/(\/\/[^/?#@\s:]*:)[^/?#\s]*@/g, '$1****@'));
   return JSON.stringify(truncate(masked));
 }
 
@@ -39,12 +49,13 @@ export function describeConfig(config: AppConfig): Record<string, unknown> {
   return out;
 }
 
+/** The URL with its password, and any credential-named query parameter, masked. */
 export function maskUrl(value: string): string {
   try {
     const u = new URL(value);
     if (u.password) u.password = '****';
-    return u.toString();
+    return maskSecretParams(u.toString());
   } catch {
-    return value;
+    return maskSecretParams(value);
   }
 }

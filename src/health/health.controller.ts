@@ -1,4 +1,5 @@
-import { statfs } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, statfs } from 'node:fs/promises';
 import { Controller, Get, Inject, Res } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
@@ -92,12 +93,24 @@ export class HealthController {
   /**
    * Free space in DATA_DIR, where pushed studies are staged and packaged: a full disk answered
    * every push 503 while /health said ok. Below DATA_DIR_MIN_FREE_BYTES it is `low` (degraded,
-   * still ready: orders are stored in the database); an unreadable one is `unknown`.
+   * still ready: orders are stored in the database); an unreadable one is `unknown`. One that
+   * cannot be written (a filesystem the kernel remounted read-only after an I/O error) is
+   * `read-only`, whatever its free space.
    */
   private async storage(): Promise<StorageCheck> {
     const minFreeBytes = this.config.DATA_DIR_MIN_FREE_BYTES;
     try {
       const fs = await statfs(this.config.DATA_DIR);
+      const unwritable = await access(this.config.DATA_DIR, constants.W_OK).then(
+        () => undefined,
+        (error: NodeJS.ErrnoException) => error.code ?? 'access failed',
+      );
+      if (unwritable)
+        return {
+          status: 'read-only',
+          minFreeBytes,
+          detail: `DATA_DIR cannot be written (${unwritable})`,
+        };
       const freeBytes = fs.bavail * fs.bsize;
       return freeBytes < minFreeBytes
         ? {
@@ -118,7 +131,7 @@ export class HealthController {
 }
 
 interface StorageCheck {
-  status: 'up' | 'low' | 'unknown';
+  status: 'up' | 'low' | 'read-only' | 'unknown';
   freeBytes?: number;
   minFreeBytes: number;
   detail?: string;

@@ -81,6 +81,17 @@ describe('audit page over HTTP', () => {
     }
   });
 
+  it('a token pasted with white space around it signs in as the same actor as the token itself', async () => {
+    await db.query(`DELETE FROM audit_sessions`);
+    expect((await signIn(TEST_TOKENS.analyst)).status).toBe(303);
+    expect((await signIn(` ${TEST_TOKENS.analyst}\r\n`)).status).toBe(303);
+    const { rows } = await db.query<{ actor: string }>(
+      `SELECT actor FROM audit_sessions ORDER BY created_at`,
+    );
+    expect(rows).toHaveLength(2);
+    expect(rows[1]!.actor).toBe(rows[0]!.actor);
+  });
+
   it('serves pages with a strict CSP, no caching, and shows a bad filter instead of failing', async () => {
     const cookie = cookieOf(await signIn(TEST_TOKENS.analyst));
     const res = await fetch(`${adapter.httpUrl}/audit?state=bogus&accession=X`, {

@@ -67,6 +67,20 @@ describe('operations: a mistaken configuration fails the start with one line per
     expect(lines.join('\n')).not.toMatch(/Pa55w0rd|upstream-s3cret/);
   });
 
+  it('never prints a password given as a DATABASE_URL query parameter (libpq ?password=)', async () => {
+    const { code, lines } = await refusal({
+      LOG_LEVEL: 'info',
+      DATABASE_URL:
+        'postgres://adapter@127.0.0.1:1/adapter?sslmode=disable&password=Pa55w0rd-in-query&sslpassword=key-pa55',
+    });
+    expect(code).toBe(2);
+    const output = lines.join('\n');
+    expect(output).toMatch(
+      /DATABASE_URL: cannot connect to postgres:\/\/adapter@127\.0\.0\.1:1\/adapter\?sslmode=disable&password=\*\*\*\*&sslpassword=\*\*\*\*/,
+    );
+    expect(output).not.toMatch(/Pa55w0rd-in-query|key-pa55/);
+  });
+
   it('refuses a peer base with a query or fragment, which every call would drop', async () => {
     const { code, lines } = await refusal({
       FHIR_SERVER_URL: 'https://ehr.hospital.local/fhir/R4#ServiceRequest',
@@ -247,6 +261,39 @@ describe('operations: the adapter process on a real database', () => {
     const left = execFileSync('find', [small, '-name', '*.part']).toString().trim();
     expect(left).toBe('');
     expect(proc!.output()).toMatch(/"code":"ENOSPC"/);
+  });
+
+  it('says storage is read-only on /health and /metrics when DATA_DIR is remounted read-only', async () => {
+    const disk = mkdtempSync(join(tmpdir(), 'ops-ro-'));
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', disk], { stdio: 'ignore' });
+    } catch {
+      console.warn('cannot mount a tmpfs here (not root?): the read-only case is not run');
+      return;
+    }
+    mounted.push(disk);
+    mkdirSync(join(disk, 'data'));
+    const url = await start({ DATA_DIR: join(disk, 'data'), DATA_DIR_MIN_FREE_BYTES: '1' });
+    const health = async () =>
+      (await (await fetch(`${url}/health`)).json()) as {
+        status: string;
+        checks: { storage: { status: string; detail?: string } };
+      };
+    expect((await health()).checks.storage.status).toBe('up');
+    // as the kernel does after an I/O error on a filesystem mounted errors=remount-ro
+    execFileSync('mount', ['-o', 'remount,ro', disk]);
+    const answer = await health();
+    expect(answer.status).toBe('degraded');
+    expect(answer.checks.storage).toMatchObject({
+      status: 'read-only',
+      detail: expect.stringMatching(/DATA_DIR cannot be written \(EROFS\)/),
+    });
+    const metrics = await (
+      await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` } })
+    ).text();
+    expect(metrics).toMatch(/^adapter_dependency_up\{dependency="storage"\} 0$/m);
+    execFileSync('mount', ['-o', 'remount,rw', disk]);
+    expect((await health()).checks.storage.status).toBe('up');
   });
 });
 

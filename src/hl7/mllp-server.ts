@@ -159,7 +159,18 @@ export class MllpServer {
       // Idle between frames only: a frame under way has its own timer (frameTimeoutMs), and
       // a message being handled keeps its connection however long that takes.
       socket.setTimeout(this.options.idleTimeoutMs, () => {
-        if (isIdle(conn)) {
+        // An answer the peer has not taken for as long (it sends and never reads: its
+        // receive window is full) held the connection busy for ever, never idle, never
+        // evicted. The message is stored; the peer that resends it gets its answer again.
+        if (socket.writableLength > 0) {
+          this.emit({
+            type: 'write-stalled',
+            connectionId: conn.id,
+            ms: this.options.idleTimeoutMs!,
+            pendingBytes: socket.writableLength,
+          });
+          socket.destroy();
+        } else if (isIdle(conn)) {
           this.emit({
             type: 'idle-timeout',
             connectionId: conn.id,

@@ -191,6 +191,9 @@ export class MllpServer {
     );
     socket.on('end', () => {
       conn.closing = true;
+      // Nothing more comes: a frame that ended with FS waits for no CR. Left to its timer, it
+      // found the connection ended and was dropped unanswered, never stored.
+      if (conn.decoder.awaitingCr) this.takeWithoutCr(conn);
       endIfIdle(conn);
     });
     socket.on('close', () => {
@@ -259,19 +262,23 @@ export class MllpServer {
     if (conn.crTimer) clearTimeout(conn.crTimer);
     conn.crTimer = undefined;
     if (!conn.decoder.awaitingCr) return;
-    conn.crTimer = setTimeout(() => {
-      conn.crTimer = undefined;
-      const message = conn.decoder.flushMissingCr();
-      if (!message || conn.socket.destroyed) return;
-      conn.frameStartedAt = undefined;
-      if (conn.frameTimer) clearTimeout(conn.frameTimer);
-      conn.frameTimer = undefined;
-      conn.queue.push(message);
-      this.noteMissingCr(conn, message);
-      this.budget.account(conn);
-      void this.pump(conn);
-    }, MISSING_CR_WAIT_MS);
+    conn.crTimer = setTimeout(() => this.takeWithoutCr(conn), MISSING_CR_WAIT_MS);
     conn.crTimer.unref();
+  }
+
+  /** Takes the frame whose FS ended the data received so far, without its CR. */
+  private takeWithoutCr(conn: MllpConnection): void {
+    if (conn.crTimer) clearTimeout(conn.crTimer);
+    conn.crTimer = undefined;
+    const message = conn.decoder.flushMissingCr();
+    if (!message || conn.socket.destroyed) return;
+    conn.frameStartedAt = undefined;
+    if (conn.frameTimer) clearTimeout(conn.frameTimer);
+    conn.frameTimer = undefined;
+    conn.queue.push(message);
+    this.noteMissingCr(conn, message);
+    this.budget.account(conn);
+    void this.pump(conn);
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */

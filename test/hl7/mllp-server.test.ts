@@ -140,6 +140,17 @@ describe('MllpServer and MllpClient over loopback', () => {
     expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['HC-1', 'HC-2', 'HC-3']);
   });
 
+  it('answers a sender that ends its last frame with FS alone and half-closes right after', async () => {
+    // The frame waits 200 ms for its CR; the half-close ended the connection first, and the
+    // frame taken without CR found the socket gone: never handled, never stored, no answer.
+    const conn = await rawConnection(port);
+    const frames = ['HC-FS-1', 'HC-FS-2'].map((id) => encodeMllpFrame(order(id)));
+    const last = frames[1]!;
+    conn.socket.end(Buffer.concat([frames[0]!, last.subarray(0, last.length - 1)]));
+    await conn.closed;
+    expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['HC-FS-1', 'HC-FS-2']);
+  });
+
   it('serves 50 concurrent kept-alive connections', async () => {
     const clients = Array.from(
       { length: 50 },

@@ -57,12 +57,31 @@ export class MllpServer {
     // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
     // every answer, and we close after the last one.
     this.server = options.tls
-      ? tls.createServer({ ...options.tls, allowHalfOpen: true }, onSocket)
+      ? tls.createServer(
+          {
+            ...options.tls,
+            allowHalfOpen: true,
+            // a handshake is held to the frame timeout, not Node's 120 s
+            handshakeTimeout: (options.frameTimeoutMs ?? 30_000) || 120_000,
+          },
+          onSocket,
+        )
       : net.createServer({ allowHalfOpen: true }, onSocket);
     // The limit is ours (accept()), not the kernel's: at the limit an idle connection gives
     // way to the new one instead of the new one being reset.
     // Every TCP socket, including TLS ones still in their handshake, so close() can end them.
     this.server.on('connection', (raw: net.Socket) => {
+      // A TLS socket reaches accept() after its handshake: until then it is counted here, so
+      // silent TCP connections to the TLS port cannot hold descriptors past the limit.
+      if (options.tls && this.rawSockets.size >= this.maxConnections && !this.evictIdlest()) {
+        this.emit({
+          type: 'connection-refused',
+          remoteAddress: raw.remoteAddress ?? 'unknown',
+          reason: `all ${this.maxConnections} connections are busy (TLS handshakes included)`,
+        });
+        raw.destroy();
+        return;
+      }
       this.rawSockets.add(raw);
       raw.once('close', () => this.rawSockets.delete(raw));
     });

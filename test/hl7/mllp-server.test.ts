@@ -299,6 +299,39 @@ describe('MLLP over TLS', () => {
     }
   });
 
+  it('a TCP connection that never starts its TLS handshake is closed after MLLP_FRAME_TIMEOUT and counts toward MLLP_MAX_CONNECTIONS', async () => {
+    // Node's TLS server waits 120 s for a handshake, and sockets in their handshake were not
+    // counted: any number of silent TCP connections to the TLS port held a descriptor each.
+    const server = new MllpServer({
+      port: 0,
+      handler: ackHandler,
+      tls: { key, cert },
+      frameTimeoutMs: 300,
+      maxConnections: 2,
+    });
+    const { port } = await server.listen();
+    const open = () =>
+      new Promise<{ socket: net.Socket; closed: Promise<number> }>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          const started = Date.now();
+          resolve({
+            socket,
+            closed: new Promise((r) => socket.once('close', () => r(Date.now() - started))),
+          });
+        });
+        socket.on('error', () => undefined);
+      });
+    try {
+      const silent = [await open(), await open()];
+      const third = await open();
+      // the limit is full of handshakes: the third is closed at once
+      expect(await third.closed).toBeLessThan(250);
+      for (const s of silent) expect(await s.closed).toBeLessThan(10_000);
+    } finally {
+      await server.close(2000);
+    }
+  });
+
   it('refuses a server whose certificate the client does not trust', async () => {
     const server = new MllpServer({ port: 0, handler: ackHandler, tls: { key, cert } });
     const { port } = await server.listen();

@@ -126,7 +126,7 @@ function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
       if (lines <= MAX_SPACE_LINES) return '\n'.repeat(lines);
       ctx.quirks?.add(
         'formatting-escape',
-        `${ctx.location ?? '?'}: \\.sp\\ of ${arg} lines read as ${MAX_SPACE_LINES}`,
+        `${ctx.location ?? '?'}: \\.sp\\ of more than ${MAX_SPACE_LINES} lines read as ${MAX_SPACE_LINES}`,
       );
       return '\n'.repeat(MAX_SPACE_LINES);
     }

@@ -100,7 +100,7 @@ describe('buildAck', () => {
     expect(acceptAckWanted(onError, 'accept')).toBe(false);
     expect(acceptAckWanted(onError, 'error')).toBe(true);
     // An accept ack asked for (or MSH-16 NE too) keeps the accept codes.
-    for (const fields of ['|||AL|AL', '|||ER|AL', '|||NE|NE', '||||AL']) {
+    for (const fields of ['|||AL|AL', '|||SU|ER', '|||NE|NE', '||||AL']) {
       expect(
         buildAck({
           inbound: parseHl7(inbound('2.5.1', fields)),
@@ -110,6 +110,28 @@ describe('buildAck', () => {
         }).code,
       ).toBe('CA');
     }
+  });
+
+  it('answers with the application ack when MSH-15 wants no accept ack for this outcome and MSH-16 wants one', () => {
+    // ER|AL (accept ack on error only, application ack always) was answered CA on success,
+    // the accept ack it wants only on error, and the AA it asked for never came; SU|ER
+    // likewise (CE) on error.
+    const answer = (fields: string, outcome: 'accept' | 'error' | 'reject') => {
+      const m = parseHl7(inbound('2.5.1', fields));
+      return acceptAckWanted(m, outcome)
+        ? buildAck({ inbound: m, outcome, controlId: 'X', now: NOW }).code
+        : undefined;
+    };
+    expect(answer('|||ER|AL', 'accept')).toBe('AA');
+    expect(answer('|||ER|SU', 'accept')).toBe('AA');
+    expect(answer('|||ER|AL', 'error')).toBe('CE');
+    expect(answer('|||ER|ER', 'accept')).toBeUndefined();
+    expect(answer('|||SU|AL', 'error')).toBe('AE');
+    expect(answer('|||SU|ER', 'reject')).toBe('AR');
+    expect(answer('|||SU|AL', 'accept')).toBe('CA');
+    expect(answer('|||SU|SU', 'error')).toBeUndefined();
+    expect(answer('|||ER|', 'accept')).toBeUndefined();
+    expect(answer('|||AL|ER', 'accept')).toBe('CA');
   });
 
   it('honours MSH-15 accept acknowledgment conditions (table 0155)', () => {

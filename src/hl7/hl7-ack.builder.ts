@@ -58,17 +58,18 @@ export function ackModeOf(inbound: Hl7Message): AckMode {
 /**
  * Which acknowledgment our one answer is. We answer once, after the message has been parsed,
  * mapped and committed, so it can be either (v2.5.1 §2.9.3): the accept acknowledgment
- * (CA/CE/CR) when the sender asks for one (enhanced mode, MSH-15 AL/ER/SU or empty), else the
- * application acknowledgment (AA/AE/AR): original mode, and enhanced mode with MSH-15 `NE`
- * and MSH-16 asking for an application ack (`NE|AL`, as IHE LAW senders write it and read the
- * AA on the same MLLP connection). Before, `NE|AL` was answered CA, the accept acknowledgment
- * the sender had said it never wants, and no application acknowledgment ever came.
+ * (CA/CE/CR) when the sender asks for one for this outcome (enhanced mode, MSH-15 AL/ER/SU or
+ * empty), else the application acknowledgment (AA/AE/AR): original mode, and enhanced mode
+ * where MSH-15 wants no accept acknowledgment for this outcome and MSH-16 wants an
+ * application one (`NE|AL`, as IHE LAW senders write it and read the AA on the same MLLP
+ * connection; `ER|AL` on success, `SU|ER` on error). Before, `NE|AL` was answered CA, the
+ * accept acknowledgment the sender had said it never wants, and `ER|AL` CA on success.
  */
-export function ackKindOf(inbound: Hl7Message): 'application' | 'accept' {
+export function ackKindOf(inbound: Hl7Message, outcome: AckOutcome): 'application' | 'accept' {
   if (ackModeOf(inbound) === 'original') return 'application';
   const accept = inbound.msh.value(15);
   const application = inbound.msh.value(16);
-  return accept === 'NE' && application !== undefined && application !== 'NE'
+  return !wantedBy(accept, outcome) && application !== undefined && wantedBy(application, outcome)
     ? 'application'
     : 'accept';
 }
@@ -81,9 +82,13 @@ export function ackKindOf(inbound: Hl7Message): 'application' | 'accept' {
  */
 export function acceptAckWanted(inbound: Hl7Message, outcome: AckOutcome): boolean {
   if (ackModeOf(inbound) === 'original') return true;
-  const field = ackKindOf(inbound) === 'accept' ? 15 : 16;
-  const type = (inbound.msh.value(field) ?? 'AL').toUpperCase();
-  switch (type) {
+  const field = ackKindOf(inbound, outcome) === 'accept' ? 15 : 16;
+  return wantedBy(inbound.msh.value(field), outcome);
+}
+
+/** Table 0155 (MSH-15/16): whether an acknowledgment type asks for an answer to this outcome. */
+function wantedBy(type: string | undefined, outcome: AckOutcome): boolean {
+  switch ((type ?? 'AL').toUpperCase()) {
     case 'NE':
       return false;
     case 'ER':
@@ -221,7 +226,7 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
 export function buildAck(options: AckOptions): BuiltAck {
   const { inbound, outcome, controlId, now } = options;
   const msh = inbound.msh;
-  const code = ackCodeFor(ackKindOf(inbound), outcome);
+  const code = ackCodeFor(ackKindOf(inbound, outcome), outcome);
   const version = ackVersionFor(inbound.version);
   const modern = usesErrLocationFields(version);
   // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent

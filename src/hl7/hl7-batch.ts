@@ -49,8 +49,12 @@ export function splitHl7Batch(bytes: Buffer, maxMessages: number): Hl7Batch | { 
     } else if (id === 'BTS' || id === 'FTS') {
       flush();
       if (id === 'BTS') {
-        const count = Number(line.split(line[3] ?? '|')[1]);
-        if (Number.isInteger(count)) batch.declaredCount = (batch.declaredCount ?? 0) + count;
+        // BTS-1 (NM) is optional: an empty one declares no count (Number('') is 0)
+        const written = (line.split(line[3] ?? '|')[1] ?? '').trim();
+        const count = Number(written);
+        if (written !== '' && Number.isInteger(count)) {
+          batch.declaredCount = (batch.declaredCount ?? 0) + count;
+        }
       }
     } else if (id === 'MSH') {
       flush();

@@ -140,6 +140,15 @@ export class MllpDecoder {
         this.append(Buffer.from([MLLP_END_BLOCK]));
       }
     }
+    // The next VT and FS at or after a position, each found once per position it passes (a
+    // read of FS bytes without CR, or of VT bytes, is scanned once, not once per byte).
+    let vt = -2;
+    let fs = -2;
+    const next = (byte: number, at: number, known: number): number =>
+      known === -2 || (known !== -1 && known < at) ? chunk.indexOf(byte, at) : known;
+    // Start of the payload bytes of this read not yet added to the frame: an FS without CR
+    // stays in the payload, and the run it belongs to is added once, at its end.
+    let from = i;
     while (i < chunk.length) {
       if (!this.inFrame) {
         const start = chunk.indexOf(MLLP_START_BLOCK, i);
@@ -150,34 +159,36 @@ export class MllpDecoder {
         discarded += start - i;
         this.inFrame = true;
         i = start + 1;
+        from = i;
         continue;
       }
-      const end = chunk.indexOf(MLLP_END_BLOCK, i);
-      const restart = chunk.indexOf(MLLP_START_BLOCK, i);
+      const end = (fs = next(MLLP_END_BLOCK, i, fs));
+      const restart = (vt = next(MLLP_START_BLOCK, i, vt));
       if (restart !== -1 && (end === -1 || restart < end)) {
         // A new VT before the trailer: the sender abandoned the previous frame.
-        discarded += this.partsLength + (restart - i);
+        discarded += this.partsLength + (restart - from);
         this.resetFrame();
         this.inFrame = true;
         i = restart + 1;
+        from = i;
         continue;
       }
       if (end === -1) {
-        this.append(chunk.subarray(i));
+        this.append(chunk.subarray(from));
         break;
       }
       if (end === chunk.length - 1) {
-        if (this.append(chunk.subarray(i, end))) this.pendingFs = true;
+        if (this.append(chunk.subarray(from, end))) this.pendingFs = true;
         else discarded += 1;
         break;
       }
       if (chunk[end + 1] === MLLP_CARRIAGE_RETURN) {
-        if (this.append(chunk.subarray(i, end))) messages.push(this.takeFrame());
+        if (this.append(chunk.subarray(from, end))) messages.push(this.takeFrame());
         else discarded += 2;
         i = end + 2;
       } else if (chunk[end + 1] === MLLP_START_BLOCK) {
         // FS then the next frame's VT: the sender leaves out the CR.
-        if (this.append(chunk.subarray(i, end))) {
+        if (this.append(chunk.subarray(from, end))) {
           const frame = this.takeFrame();
           messages.push(frame);
           missingCr.push(frame);
@@ -185,7 +196,6 @@ export class MllpDecoder {
         i = end + 1;
       } else {
         // FS without CR: part of the payload, keep scanning after it.
-        this.append(chunk.subarray(i, end + 1));
         i = end + 1;
       }
     }

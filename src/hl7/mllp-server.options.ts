@@ -24,6 +24,7 @@ export type MllpServerEvent =
   | { type: 'socket-error'; connectionId: string; error: Error }
   | { type: 'frame-timeout'; connectionId: string; ms: number }
   | { type: 'idle-timeout'; connectionId: string; ms: number }
+  | { type: 'write-stalled'; connectionId: string; ms: number; pendingBytes: number }
   | { type: 'connection-evicted'; connectionId: string; idleMs: number }
   | { type: 'connection-refused'; remoteAddress: string; reason: string };
 

@@ -57,12 +57,31 @@ export class MllpServer {
     // allowHalfOpen: a sender may write its messages and half-close at once; it still gets
     // every answer, and we close after the last one.
     this.server = options.tls
-      ? tls.createServer({ ...options.tls, allowHalfOpen: true }, onSocket)
+      ? tls.createServer(
+          {
+            ...options.tls,
+            allowHalfOpen: true,
+            // a handshake is held to the frame timeout, not Node's 120 s
+            handshakeTimeout: (options.frameTimeoutMs ?? 30_000) || 120_000,
+          },
+          onSocket,
+        )
       : net.createServer({ allowHalfOpen: true }, onSocket);
     // The limit is ours (accept()), not the kernel's: at the limit an idle connection gives
     // way to the new one instead of the new one being reset.
     // Every TCP socket, including TLS ones still in their handshake, so close() can end them.
     this.server.on('connection', (raw: net.Socket) => {
+      // A TLS socket reaches accept() after its handshake: until then it is counted here, so
+      // silent TCP connections to the TLS port cannot hold descriptors past the limit.
+      if (options.tls && this.rawSockets.size >= this.maxConnections && !this.evictIdlest()) {
+        this.emit({
+          type: 'connection-refused',
+          remoteAddress: raw.remoteAddress ?? 'unknown',
+          reason: `all ${this.maxConnections} connections are busy (TLS handshakes included)`,
+        });
+        raw.destroy();
+        return;
+      }
       this.rawSockets.add(raw);
       raw.once('close', () => this.rawSockets.delete(raw));
     });
@@ -159,7 +178,18 @@ export class MllpServer {
       // Idle between frames only: a frame under way has its own timer (frameTimeoutMs), and
       // a message being handled keeps its connection however long that takes.
       socket.setTimeout(this.options.idleTimeoutMs, () => {
-        if (isIdle(conn)) {
+        // An answer the peer has not taken for as long (it sends and never reads: its
+        // receive window is full) held the connection busy for ever, never idle, never
+        // evicted. The message is stored; the peer that resends it gets its answer again.
+        if (socket.writableLength > 0) {
+          this.emit({
+            type: 'write-stalled',
+            connectionId: conn.id,
+            ms: this.options.idleTimeoutMs!,
+            pendingBytes: socket.writableLength,
+          });
+          socket.destroy();
+        } else if (isIdle(conn)) {
           this.emit({
             type: 'idle-timeout',
             connectionId: conn.id,
@@ -180,6 +210,9 @@ export class MllpServer {
     );
     socket.on('end', () => {
       conn.closing = true;
+      // Nothing more comes: a frame that ended with FS waits for no CR. Left to its timer, it
+      // found the connection ended and was dropped unanswered, never stored.
+      if (conn.decoder.awaitingCr) this.takeWithoutCr(conn);
       endIfIdle(conn);
     });
     socket.on('close', () => {
@@ -248,19 +281,23 @@ export class MllpServer {
     if (conn.crTimer) clearTimeout(conn.crTimer);
     conn.crTimer = undefined;
     if (!conn.decoder.awaitingCr) return;
-    conn.crTimer = setTimeout(() => {
-      conn.crTimer = undefined;
-      const message = conn.decoder.flushMissingCr();
-      if (!message || conn.socket.destroyed) return;
-      conn.frameStartedAt = undefined;
-      if (conn.frameTimer) clearTimeout(conn.frameTimer);
-      conn.frameTimer = undefined;
-      conn.queue.push(message);
-      this.noteMissingCr(conn, message);
-      this.budget.account(conn);
-      void this.pump(conn);
-    }, MISSING_CR_WAIT_MS);
+    conn.crTimer = setTimeout(() => this.takeWithoutCr(conn), MISSING_CR_WAIT_MS);
     conn.crTimer.unref();
+  }
+
+  /** Takes the frame whose FS ended the data received so far, without its CR. */
+  private takeWithoutCr(conn: MllpConnection): void {
+    if (conn.crTimer) clearTimeout(conn.crTimer);
+    conn.crTimer = undefined;
+    const message = conn.decoder.flushMissingCr();
+    if (!message || conn.socket.destroyed) return;
+    conn.frameStartedAt = undefined;
+    if (conn.frameTimer) clearTimeout(conn.frameTimer);
+    conn.frameTimer = undefined;
+    conn.queue.push(message);
+    this.noteMissingCr(conn, message);
+    this.budget.account(conn);
+    void this.pump(conn);
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */

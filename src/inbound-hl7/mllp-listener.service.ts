@@ -56,6 +56,11 @@ const MLLP_EVENT_LOG: {
     message: 'idle mllp connection closed',
     fields: eventAndConnection,
   },
+  'write-stalled': {
+    level: 'warn',
+    message: 'mllp peer does not read its acknowledgments; connection closed',
+    fields: eventAndConnection,
+  },
   'connection-evicted': {
     level: 'info',
     message: 'idle mllp connection closed',

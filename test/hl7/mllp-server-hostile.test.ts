@@ -122,4 +122,45 @@ describe('MLLP server against hostile peers (real sockets)', () => {
       await slow.close(500);
     }
   });
+
+  it('closes a connection whose peer never reads its answers after the idle timeout, so its slot serves others', async () => {
+    // The answer waited for the socket to take it: a peer that sends and never reads (its
+    // receive window full) held its connection busy for ever, never idle, never evicted;
+    // with MLLP_MAX_CONNECTIONS of them no sender was served again.
+    const events: MllpServerEvent[] = [];
+    const stalled = new MllpServer({
+      port: 0,
+      maxConnections: 1,
+      idleTimeoutMs: 300,
+      onEvent: (e) => events.push(e),
+      // answers far larger than socket buffers hold, as a stand-in for many unread ACKs
+      handler: async (message) =>
+        Buffer.from(
+          `MSH|^~\\&|A|B|C|D|||ACK|X|P|2.3.1\rMSA|AA|${/MSG-\d+/.exec(message.toString())![0]}\rZAK|${'y'.repeat(4 * 1024 * 1024)}\r`,
+        ),
+    });
+    const stalledPort = (await stalled.listen()).port;
+    try {
+      const deaf = await connect(stalledPort);
+      deaf.on('error', () => undefined);
+      deaf.pause(); // never reads
+      for (let i = 0; i < 12; i++) deaf.write(encodeMllpFrame(Buffer.from(MSG(2000 + i))));
+      const deadline = Date.now() + 15_000;
+      while (stalled.connectionCount > 0 && Date.now() < deadline) await sleep(50);
+      expect(stalled.connectionCount).toBe(0);
+      expect(events.some((e) => e.type === 'write-stalled')).toBe(true);
+      // the slot serves the next sender
+      const ok = await connect(stalledPort);
+      let text = '';
+      ok.on('data', (c: Buffer) => (text += c.toString('latin1')));
+      ok.write(encodeMllpFrame(Buffer.from(MSG(3000))));
+      const until = Date.now() + 10_000;
+      while (!text.includes('MSA|AA|MSG-3000') && Date.now() < until) await sleep(20);
+      expect(text).toContain('MSA|AA|MSG-3000');
+      ok.destroy();
+      deaf.destroy();
+    } finally {
+      await stalled.close(500);
+    }
+  });
 });

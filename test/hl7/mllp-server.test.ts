@@ -140,6 +140,17 @@ describe('MllpServer and MllpClient over loopback', () => {
     expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['HC-1', 'HC-2', 'HC-3']);
   });
 
+  it('answers a sender that ends its last frame with FS alone and half-closes right after', async () => {
+    // The frame waits 200 ms for its CR; the half-close ended the connection first, and the
+    // frame taken without CR found the socket gone: never handled, never stored, no answer.
+    const conn = await rawConnection(port);
+    const frames = ['HC-FS-1', 'HC-FS-2'].map((id) => encodeMllpFrame(order(id)));
+    const last = frames[1]!;
+    conn.socket.end(Buffer.concat([frames[0]!, last.subarray(0, last.length - 1)]));
+    await conn.closed;
+    expect(conn.replies.map((r) => msa(r).controlId)).toEqual(['HC-FS-1', 'HC-FS-2']);
+  });
+
   it('serves 50 concurrent kept-alive connections', async () => {
     const clients = Array.from(
       { length: 50 },
@@ -284,6 +295,39 @@ describe('MLLP over TLS', () => {
       expect(msa(await client.send(order('TLS-2')))).toEqual({ code: 'AA', controlId: 'TLS-2' });
     } finally {
       await client.close();
+      await server.close(2000);
+    }
+  });
+
+  it('a TCP connection that never starts its TLS handshake is closed after MLLP_FRAME_TIMEOUT and counts toward MLLP_MAX_CONNECTIONS', async () => {
+    // Node's TLS server waits 120 s for a handshake, and sockets in their handshake were not
+    // counted: any number of silent TCP connections to the TLS port held a descriptor each.
+    const server = new MllpServer({
+      port: 0,
+      handler: ackHandler,
+      tls: { key, cert },
+      frameTimeoutMs: 300,
+      maxConnections: 2,
+    });
+    const { port } = await server.listen();
+    const open = () =>
+      new Promise<{ socket: net.Socket; closed: Promise<number> }>((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          const started = Date.now();
+          resolve({
+            socket,
+            closed: new Promise((r) => socket.once('close', () => r(Date.now() - started))),
+          });
+        });
+        socket.on('error', () => undefined);
+      });
+    try {
+      const silent = [await open(), await open()];
+      const third = await open();
+      // the limit is full of handshakes: the third is closed at once
+      expect(await third.closed).toBeLessThan(250);
+      for (const s of silent) expect(await s.closed).toBeLessThan(10_000);
+    } finally {
       await server.close(2000);
     }
   });

@@ -157,6 +157,26 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
     expect(b.ack).toMatch(/more than 5000 segments/);
   });
 
+  it('formatted-text spacing \\.sp<n>\\ with a huge count: answered at once, the text kept short, /health answering', async () => {
+    // `\.sp99999999\` (13 bytes) was read as 99,999,999 line breaks: five of them in OBR-13
+    // made a 500 MB clinical-information text (and a larger count a RangeError)
+    const text = TEMPLATE.replace('MSGID20240318144217', 'SP-HUGE')
+      .replace(/PLC-100234/g, 'PLC-SP-HUGE')
+      .replace(/ACC-20240318-0042/g, 'ACC-SP-HUGE')
+      .replace('Persistent cough, 30 pack-years', `cough${'\\.sp99999999\\'.repeat(5)}end`);
+    const r = await sendWatchingHealth(Buffer.from(text, 'latin1'));
+    console.log(`HOSTILE-HL7 sp-huge ${JSON.stringify({ ...r, ack: undefined })}`);
+    expect(r.ack).toMatch(/\rMSA\|AA\|SP-HUGE/);
+    expect(r.ackMs).toBeLessThan(10_000);
+    expect(r.worstHealthMs).toBeLessThan(3_000);
+    const res = await fetch(`${http}/health`);
+    expect(res.status).toBe(200);
+    const rows: Array<{ n: number }> = await db.dataSource.query(
+      `SELECT max(length(r::text))::int AS n FROM orders r WHERE placer_order_number = 'PLC-SP-HUGE'`,
+    );
+    expect(rows[0]!.n).toBeLessThan(20_000);
+  });
+
   it('the fixture itself still goes through (AA): the bounds do not touch real messages', async () => {
     const r = await sendWatchingHealth(withPid3('REAL-1', '12345^^^HOSP^MR', 3));
     expect(r.ack).toMatch(/\rMSA\|AA\|REAL-1/);

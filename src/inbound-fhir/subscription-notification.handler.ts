@@ -378,16 +378,18 @@ export class SubscriptionNotificationHandler {
   }
 
   /**
-   * A notification's events, and the resources beside them, are handled within the EHR's one
-   * request (a read of the EHR per id-only event, an order per request): more than
+   * A notification's events with a focus (each a read of the EHR when id-only) and the
+   * resources beside them (each an order) are handled within the EHR's one request: more than
    * FHIR_MAX_NOTIFICATION_EVENTS is refused whole (413 too-costly), before any of them, so the
-   * EHR sees why and nothing is half done. 20,000 JSON values hold 2,000 id-only events.
+   * EHR sees why and nothing is half done (20,000 JSON values hold 2,000 id-only events).
+   * Events without a focus (`empty` payload) cost one search together and are not counted.
    */
   private assertWithinEventBound(parsed: ParsedNotification): void {
     const max = this.deps.config.maxNotificationEvents;
-    const count = Math.max(parsed.events.length, parsed.entries.length);
+    const focused = parsed.events.filter((e) => e.focus !== undefined).length;
+    const count = Math.max(focused, parsed.entries.length);
     if (count <= max) return;
-    const what = parsed.events.length >= parsed.entries.length ? 'events' : 'resource entries';
+    const what = focused >= parsed.entries.length ? 'events with a focus' : 'resource entries';
     const diagnostics = `the notification holds ${count} ${what}; at most ${max} are handled in one notification (FHIR_MAX_NOTIFICATION_EVENTS): send fewer per notification`;
     throw new FhirError('too-large', diagnostics, [
       { severity: 'error', code: 'too-costly', diagnostics, expression: ['Bundle.entry'] },

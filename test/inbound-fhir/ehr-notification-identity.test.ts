@@ -253,7 +253,7 @@ describe('EHR requests and events, one order each however spelled', () => {
     const outcome = (await res.json()) as { issue: Array<{ code: string; diagnostics: string }> };
     expect(outcome.issue[0]).toMatchObject({ code: 'too-costly' });
     expect(outcome.issue[0]!.diagnostics).toMatch(
-      /holds 101 events; at most 100 .*FHIR_MAX_NOTIFICATION_EVENTS/,
+      /holds 101 events with a focus; at most 100 .*FHIR_MAX_NOTIFICATION_EVENTS/,
     );
     expect(ehr.requests.length).toBe(readsBefore);
     const kept = await db.query(

@@ -13,6 +13,7 @@ import {
   adminPost,
   deadWorkerUnlocks,
   driveToEnd,
+  expectExactlyOnceAndComplete,
   FireAdapter,
   lastAdminAnswer,
   LONG,
@@ -355,29 +356,10 @@ describe('database-restart suite: PostgreSQL stopped like a crash mid-run', () =
     // No live replica's jobs were unlocked as a dead worker's, and none thought it was.
     expect(unlocks.jobs).toBe(0);
     expect(declaredDead).toEqual([]);
-    // Exactly once.
-    expect(acc.ackedOrders).toBe(ORDERS);
-    expect(acc.ordersInDb).toBe(ORDERS);
-    expect(acc.duplicateOrdersInDb).toBe(0);
-    expect(acc.upstreamDuplicates).toBe(0);
-    expect(acc.fhirReports.more).toBe(0);
-    expect(acc.risOru.ordersWithMore).toBe(0);
-    expect(acc.dicomSr.more).toBe(0);
-    // Complete, nothing stuck, no dead letters.
-    expect(end.last.lockedJobOrders).toBe(0);
+    // Exactly once and complete (fire-support.ts); no job row left locked or unrelayed.
+    expectExactlyOnceAndComplete(acc, end, ORDERS);
     expect(lockedRows[0]?.n).toBe(0);
     expect(relayRows[0]?.n).toBe(0);
-    // No job left that should have finished, none that used up its attempts.
-    expect(end.jobs.groups).toEqual([]);
-    expect(end.jobs.open).toBe(0);
-    expect(acc.delivered).toBe(ORDERS);
-    expect(acc.upstreamOrders).toBe(ORDERS);
-    expect(acc.ackedMissingUpstream).toBe(0);
-    expect(acc.outbox.pending ?? 0).toBe(0);
-    expect(acc.outbox.dead ?? 0).toBe(0);
-    expect(acc.fhirReports.exactlyOne).toBe(ORDERS);
-    expect(acc.risOru.ordersWithOneResult).toBe(ORDERS);
-    expect(acc.dicomSr.exactlyOne).toBe(ORDERS);
     expect(logFindings).toEqual([]);
   });
 });

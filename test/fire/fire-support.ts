@@ -647,3 +647,50 @@ export async function connect(url: string): Promise<PgClient> {
   await pg.connect();
   return pg;
 }
+
+/**
+ * The verdict the kill suites share (crash, replicas, db-restart): every ACKed order once in
+ * the database and upstream, and once at each destination after its own de-duplication;
+ * every order delivered; no job held by a killed process, left open or out of attempts; no
+ * outbox row pending or dead. One comparison, so that a failure shows every figure at once.
+ */
+export function expectExactlyOnceAndComplete(
+  acc: Accounting,
+  end: { last: Progress; jobs: OpenJobs },
+  orders: number,
+): void {
+  expect({
+    ackedOrders: acc.ackedOrders,
+    ordersInDb: acc.ordersInDb,
+    duplicateOrdersInDb: acc.duplicateOrdersInDb,
+    upstreamOrders: acc.upstreamOrders,
+    upstreamDuplicates: acc.upstreamDuplicates,
+    ackedMissingUpstream: acc.ackedMissingUpstream,
+    delivered: acc.delivered,
+    fhirReports: { exactlyOne: acc.fhirReports.exactlyOne, more: acc.fhirReports.more },
+    risOru: {
+      ordersWithOneResult: acc.risOru.ordersWithOneResult,
+      ordersWithMore: acc.risOru.ordersWithMore,
+    },
+    dicomSr: { exactlyOne: acc.dicomSr.exactlyOne, more: acc.dicomSr.more },
+    outbox: { pending: acc.outbox.pending ?? 0, dead: acc.outbox.dead ?? 0 },
+    lockedJobOrders: end.last.lockedJobOrders,
+    openJobs: end.jobs.open,
+    openJobGroups: end.jobs.groups,
+  }).toEqual({
+    ackedOrders: orders,
+    ordersInDb: orders,
+    duplicateOrdersInDb: 0,
+    upstreamOrders: orders,
+    upstreamDuplicates: 0,
+    ackedMissingUpstream: 0,
+    delivered: orders,
+    fhirReports: { exactlyOne: orders, more: 0 },
+    risOru: { ordersWithOneResult: orders, ordersWithMore: 0 },
+    dicomSr: { exactlyOne: orders, more: 0 },
+    outbox: { pending: 0, dead: 0 },
+    lockedJobOrders: 0,
+    openJobs: 0,
+    openJobGroups: [],
+  });
+}

@@ -11,6 +11,7 @@ import {
   connect,
   deadWorkerUnlocks,
   driveToEnd,
+  expectExactlyOnceAndComplete,
   FireAdapter,
   lastAdminAnswer,
   LONG,
@@ -246,27 +247,8 @@ describe('replicas suite: two adapters on one database, one killed at random poi
         `stuck: ${JSON.stringify(end.last)}; jobs ${JSON.stringify(end.jobs)}; upstream ${JSON.stringify(upstream)}; logs ${peers.dir}`,
       );
     }
-    // Exactly once: nothing duplicated anywhere, whichever replica did the work.
-    expect(acc.ackedOrders).toBe(ORDERS);
-    expect(acc.ordersInDb).toBe(ORDERS);
-    expect(acc.duplicateOrdersInDb).toBe(0);
-    expect(acc.upstreamDuplicates).toBe(0);
-    expect(acc.fhirReports.more).toBe(0);
-    expect(acc.risOru.ordersWithMore).toBe(0);
-    expect(acc.dicomSr.more).toBe(0);
-    // Complete: every order delivered to every destination; nothing held by a killed replica.
-    expect(end.last.lockedJobOrders).toBe(0);
-    // No job left that should have finished, none that used up its attempts.
-    expect(end.jobs.groups).toEqual([]);
-    expect(end.jobs.open).toBe(0);
-    expect(acc.delivered).toBe(ORDERS);
-    expect(acc.upstreamOrders).toBe(ORDERS);
-    expect(acc.ackedMissingUpstream).toBe(0);
-    expect(acc.outbox.pending ?? 0).toBe(0);
-    expect(acc.outbox.dead ?? 0).toBe(0);
-    expect(acc.fhirReports.exactlyOne).toBe(ORDERS);
-    expect(acc.risOru.ordersWithOneResult).toBe(ORDERS);
-    expect(acc.dicomSr.exactlyOne).toBe(ORDERS);
+    // Exactly once and complete, whichever replica did the work (fire-support.ts).
+    expectExactlyOnceAndComplete(acc, end, ORDERS);
     // Both replicas did their share of the work (the cluster is not one worker and a spare).
     expect(work.uploadsByReplica[0]).toBeGreaterThan(0);
     expect(work.uploadsByReplica[1]).toBeGreaterThan(0);

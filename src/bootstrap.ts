@@ -158,13 +158,12 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // W/"9d-…" sent back as If-Match was refused for ever.
     app.getHttpAdapter().getInstance().set('etag', false);
     app.use(requestLogging(logger));
-    // Answers that can carry PHI are never cached (by a browser, a proxy) and never sniffed
-    // into another content type (issue #15).
-    app.use((req: Request, res: Response, next: NextFunction) => {
-      if (/^\/(fhir|api|audit|dicomweb|docs)(\/|$)/.test(req.path)) {
-        res.setHeader('Cache-Control', 'no-store');
-        res.setHeader('X-Content-Type-Options', 'nosniff');
-      }
+    // No answer is cached (by a browser, a proxy) or sniffed into another content type: those
+    // that can carry PHI (issue #15), and the rest too (/metrics, /openapi.json, /health, the
+    // redirects, a 404), none of which is meant to be kept or rendered as something else.
+    app.use((_req: Request, res: Response, next: NextFunction) => {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
       next();
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes

@@ -145,6 +145,33 @@ describe('API security', () => {
     ).toBe(200);
   });
 
+  it('every route family answers X-Content-Type-Options: nosniff and Cache-Control: no-store, errors and unknown paths too', async () => {
+    // Before: /metrics, /openapi.json, /health, GET / and an unknown path had neither header
+    // (only /fhir, /api, /audit, /dicomweb and /docs did).
+    const paths = [
+      ...listRoutes(adapter)
+        .filter((r) => r.method === 'GET')
+        .map((r) => concrete(r.path)),
+      '/no-such-path',
+    ];
+    expect(paths).toEqual(expect.arrayContaining(['/health', '/metrics', '/openapi.json', '/']));
+    for (const path of paths) {
+      for (const token of [TEST_TOKENS.admin, undefined]) {
+        const res = await fetch(`${adapter.httpUrl}${path}`, {
+          headers: token ? { authorization: `Bearer ${token}` } : {},
+          redirect: 'manual',
+        });
+        await res.arrayBuffer();
+        expect({
+          path,
+          status: res.status,
+          nosniff: res.headers.get('x-content-type-options'),
+          cache: res.headers.get('cache-control'),
+        }).toEqual({ path, status: res.status, nosniff: 'nosniff', cache: 'no-store' });
+      }
+    }
+  });
+
   it('serves its OpenAPI document to any valid credential', async () => {
     const res = await fetch(`${adapter.httpUrl}/openapi.json`, {
       headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },

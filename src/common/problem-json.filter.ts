@@ -1,4 +1,5 @@
-import { ArgumentsHost, Catch, HttpException } from '@nestjs/common';
+import { ArgumentsHost, Catch, HttpException, NotFoundException } from '@nestjs/common';
+import { allowedMethods } from './allowed-methods';
 import { AppError } from './app-error';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { ErrorFilter } from './error.filter';
@@ -19,6 +20,14 @@ export class ProblemJsonFilter extends ErrorFilter {
       title = exception.code;
       detail = exception.message;
       extra = exception.details ?? {};
+    } else if (exception instanceof NotFoundException && !req.route && allowedMethods(req).length) {
+      // No route took the request, yet the path is ours under other methods (PUT on an order,
+      // OPTIONS on an audit list): 405 with the methods it answers, not "Cannot PUT …" 404.
+      const allow = allowedMethods(req).join(', ');
+      status = 405;
+      title = 'Method Not Allowed';
+      detail = `${req.method} is not supported on ${req.path}: it answers ${allow}`;
+      res.setHeader('Allow', allow);
     } else if (exception instanceof HttpException) {
       status = exception.getStatus();
       const body = exception.getResponse();

@@ -172,6 +172,55 @@ describe('API security', () => {
     }
   });
 
+  it('a method a known path does not answer is 405 with Allow (problem JSON), not 404', async () => {
+    // Before: PUT /api/orders/{id}, OPTIONS /api/audit/orders, DELETE /metrics … answered
+    // 404 "Cannot PUT …", as if the path did not exist.
+    const id = '00000000-0000-4000-8000-000000000000';
+    const cases: Array<[string, string, string]> = [
+      ['PUT', `/api/orders/${id}`, 'GET, HEAD'],
+      ['DELETE', `/api/orders/${id}`, 'GET, HEAD'],
+      ['OPTIONS', '/api/audit/orders', 'GET, HEAD'],
+      ['PATCH', '/api/audit/events', 'GET, HEAD'],
+      ['GET', `/api/orders/${id}/cancel`, 'POST'],
+      ['PUT', `/api/orders/${id}/qc-bypass`, 'POST'],
+      ['POST', '/metrics', 'GET, HEAD'],
+      ['DELETE', '/openapi.json', 'GET, HEAD'],
+      ['PUT', '/dicomweb/studies', 'POST'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await fetch(`${adapter.httpUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+      });
+      const body = (await res.json()) as { status: number; detail: string };
+      expect({
+        method,
+        path,
+        status: res.status,
+        allow: res.headers.get('allow'),
+        type: res.headers.get('content-type'),
+      }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+        type: expect.stringMatching(/^application\/problem\+json/),
+      });
+      expect(body).toMatchObject({ status: 405, detail: expect.stringContaining(allow) });
+    }
+    // A path nobody serves stays 404; a known path with its own method still routes.
+    expect((await fetch(`${adapter.httpUrl}/api/nothing-here`, { method: 'PUT' })).status).toBe(
+      404,
+    );
+    expect(
+      (
+        await fetch(`${adapter.httpUrl}/api/orders/${id}`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+        })
+      ).status,
+    ).toBe(404);
+  });
+
   it('serves its OpenAPI document to any valid credential', async () => {
     const res = await fetch(`${adapter.httpUrl}/openapi.json`, {
       headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },

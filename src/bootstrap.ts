@@ -9,6 +9,7 @@ import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
 import { probeDataDir } from './common/data-dir-probe';
+import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
@@ -173,6 +174,12 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       /^\/(fhir|dicomweb)(\/|$)/.test(req.path) ? next() : json(req, res, next),
     );
     mountOpenApi(app);
+    // Connections bounded in number and idle time (docs/security.md): Node counts none and keeps
+    // a silent one for ever.
+    new HttpConnectionGuard(app.getHttpServer(), {
+      maxConnections: config.HTTP_MAX_CONNECTIONS,
+      idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
+    });
     await app.init();
     cleanups.push(() => app.close());
 

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
+import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
@@ -171,7 +172,13 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: '1mb' });
     app.use((req: Request, res: Response, next: NextFunction) =>
-      /^\/(fhir|dicomweb)(\/|$)/.test(req.path) ? next() : json(req, res, next),
+      /^\/(fhir|dicomweb)(\/|$)/.test(req.path)
+        ? next()
+        : json(req, res, (error?: unknown) => {
+            // A body cut short by its stall (it may even parse) is never handed on.
+            const stalled = bodyStalledSeconds(req);
+            next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
+          }),
     );
     mountOpenApi(app);
     // Connections bounded in number and idle time (docs/security.md): Node counts none and keeps
@@ -179,6 +186,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     new HttpConnectionGuard(app.getHttpServer(), {
       maxConnections: config.HTTP_MAX_CONNECTIONS,
       idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
+      bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
     });
     await app.init();
     cleanups.push(() => app.close());

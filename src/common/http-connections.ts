@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { bodyStalledSeconds, markBodyStalled } from './body-stall';
 
 export interface HttpConnectionLimits {
   /** Connections held at once (HTTP_MAX_CONNECTIONS). */
@@ -9,6 +10,12 @@ export interface HttpConnectionLimits {
    * keep-alive requests) is closed after this long (HTTP_IDLE_TIMEOUT_SECONDS).
    */
   idleTimeoutMs: number;
+  /**
+   * A request whose body is still due and gets no byte for this long has stalled
+   * (HTTP_BODY_STALL_SECONDS): its route answers 408 and the connection closes. A body that keeps
+   * moving, however slowly and however large, is not cut.
+   */
+  bodyStallMs: number;
   /** How often the connections are looked at (tests use less than a second). */
   sweepMs?: number;
 }
@@ -19,6 +26,11 @@ interface Tracked {
   inFlight: number;
   /** Since when the connection has had no request under way (open or last answer finished). */
   idleSince: number;
+  /** The request whose body is being received (the parser reads one at a time). */
+  receiving?: IncomingMessage;
+  /** socket.bytesRead when last looked at, and when it last moved. */
+  bytesRead: number;
+  movedAt: number;
 }
 
 /** A 408 written by hand: no request object exists while headers are still coming. */
@@ -38,7 +50,9 @@ const HEADERS_TIMEOUT_ANSWER =
  * - a connection with no request under way for `idleTimeoutMs` is closed (a 408 first when it
  *   had started sending headers).
  *
- * A request under way is never cut here: its body has its own stall bound (body-stall.ts).
+ * - a request whose body is still due and gets no byte for `bodyStallMs` is marked stalled and its
+ *   stream ended (body-stall.ts): its route answers 408 and the connection closes. Node's own
+ *   whole-request timeout (300 s) is off: it cut a large body moving steadily over a slow link.
  */
 export class HttpConnectionGuard {
   /** In order of `idleSince`: a connection going idle is moved to the end. */
@@ -47,6 +61,7 @@ export class HttpConnectionGuard {
   evicted = 0;
   refused = 0;
   timedOut = 0;
+  stalled = 0;
 
   constructor(
     private readonly server: Server,
@@ -54,6 +69,10 @@ export class HttpConnectionGuard {
   ) {
     server.on('connection', (socket: Socket) => this.onConnection(socket));
     server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    // Bodies are bounded by their stall instead (checkBody): Node's whole-request timeout cut a
+    // large STOW-RS push moving steadily over a slow link at 300 s, and (checked every 30 s)
+    // did not bound a dripping one any better.
+    server.requestTimeout = 0;
     this.timer = setInterval(() => this.sweep(), limits.sweepMs ?? 1_000);
     this.timer.unref();
     server.once('close', () => this.stop());
@@ -73,7 +92,8 @@ export class HttpConnectionGuard {
       socket.destroy();
       return;
     }
-    const tracked: Tracked = { socket, inFlight: 0, idleSince: Date.now() };
+    const now = Date.now();
+    const tracked: Tracked = { socket, inFlight: 0, idleSince: now, bytesRead: 0, movedAt: now };
     this.connections.set(socket, tracked);
     socket.once('close', () => this.connections.delete(socket));
   }
@@ -82,6 +102,10 @@ export class HttpConnectionGuard {
     const tracked = this.connections.get(req.socket);
     if (!tracked) return;
     tracked.inFlight += 1;
+    if (!req.complete) {
+      tracked.receiving = req;
+      tracked.movedAt = Date.now();
+    }
     let done = false;
     const finished = () => {
       if (done) return;
@@ -111,8 +135,10 @@ export class HttpConnectionGuard {
   }
 
   private sweep(): void {
-    const cutoff = Date.now() - this.limits.idleTimeoutMs;
+    const now = Date.now();
+    const cutoff = now - this.limits.idleTimeoutMs;
     for (const tracked of [...this.connections.values()]) {
+      if (tracked.receiving) this.checkBody(tracked, now);
       if (tracked.inFlight > 0 || tracked.idleSince > cutoff) continue;
       this.timedOut += 1;
       this.connections.delete(tracked.socket);
@@ -125,6 +151,28 @@ export class HttpConnectionGuard {
         socket.destroy();
       }
     }
+  }
+
+  /**
+   * A body counts as moving while bytes arrive on the socket, or while bytes already received
+   * wait for the route to read them (the route's pace, e.g. the disk, is not the client's).
+   */
+  private checkBody(tracked: Tracked, now: number): void {
+    const req = tracked.receiving!;
+    if (req.complete || req.destroyed || bodyStalledSeconds(req) !== undefined) {
+      tracked.receiving = undefined;
+      return;
+    }
+    const read = tracked.socket.bytesRead;
+    if (read !== tracked.bytesRead || req.readableLength > 0) {
+      tracked.bytesRead = read;
+      tracked.movedAt = now;
+      return;
+    }
+    if (now - tracked.movedAt < this.limits.bodyStallMs) return;
+    this.stalled += 1;
+    tracked.receiving = undefined;
+    markBodyStalled(req, Math.round(this.limits.bodyStallMs / 1000));
   }
 }
 

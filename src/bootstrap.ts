@@ -8,7 +8,9 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
+import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
+import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
 import { type AppConfig, describeConfig, loadConfig, maskUrl } from './config/app-config';
@@ -158,22 +160,34 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // W/"9d-…" sent back as If-Match was refused for ever.
     app.getHttpAdapter().getInstance().set('etag', false);
     app.use(requestLogging(logger));
-    // Answers that can carry PHI are never cached (by a browser, a proxy) and never sniffed
-    // into another content type (issue #15).
-    app.use((req: Request, res: Response, next: NextFunction) => {
-      if (/^\/(fhir|api|audit|dicomweb|docs)(\/|$)/.test(req.path)) {
-        res.setHeader('Cache-Control', 'no-store');
-        res.setHeader('X-Content-Type-Options', 'nosniff');
-      }
+    // No answer is cached (by a browser, a proxy) or sniffed into another content type: those
+    // that can carry PHI (issue #15), and the rest too (/metrics, /openapi.json, /health, the
+    // redirects, a 404), none of which is meant to be kept or rendered as something else.
+    app.use((_req: Request, res: Response, next: NextFunction) => {
+      res.setHeader('Cache-Control', 'no-store');
+      res.setHeader('X-Content-Type-Options', 'nosniff');
       next();
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: '1mb' });
     app.use((req: Request, res: Response, next: NextFunction) =>
-      /^\/(fhir|dicomweb)(\/|$)/.test(req.path) ? next() : json(req, res, next),
+      /^\/(fhir|dicomweb)(\/|$)/.test(req.path)
+        ? next()
+        : json(req, res, (error?: unknown) => {
+            // A body cut short by its stall (it may even parse) is never handed on.
+            const stalled = bodyStalledSeconds(req);
+            next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
+          }),
     );
     mountOpenApi(app);
+    // Connections bounded in number and idle time (docs/security.md): Node counts none and keeps
+    // a silent one for ever.
+    new HttpConnectionGuard(app.getHttpServer(), {
+      maxConnections: config.HTTP_MAX_CONNECTIONS,
+      idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
+      bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
+    });
     await app.init();
     cleanups.push(() => app.close());
 

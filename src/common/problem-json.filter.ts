@@ -1,5 +1,7 @@
-import { ArgumentsHost, Catch, HttpException } from '@nestjs/common';
+import { ArgumentsHost, Catch, HttpException, NotFoundException } from '@nestjs/common';
+import { allowedMethods } from './allowed-methods';
 import { AppError } from './app-error';
+import { bodyStalledSeconds } from './body-stall';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { ErrorFilter } from './error.filter';
 import { isStorageUnavailable } from './storage-unavailable';
@@ -14,11 +16,27 @@ export class ProblemJsonFilter extends ErrorFilter {
     let title = 'Internal Server Error';
     let detail = 'an unexpected error occurred; see the service log with this correlation id';
     let extra: Record<string, unknown> = {};
-    if (exception instanceof AppError) {
+    const stalled = bodyStalledSeconds(req);
+    if (stalled !== undefined) {
+      // Whatever the reader made of a body cut short by its stall (a size mismatch, bad JSON,
+      // a multipart without its end), the answer is the stall.
+      status = 408;
+      title = 'request_timeout';
+      detail = `the request body stopped arriving: no byte for ${stalled} s (HTTP_BODY_STALL_SECONDS); send it again`;
+      res.setHeader('Connection', 'close');
+    } else if (exception instanceof AppError) {
       status = exception.httpStatus;
       title = exception.code;
       detail = exception.message;
       extra = exception.details ?? {};
+    } else if (exception instanceof NotFoundException && !req.route && allowedMethods(req).length) {
+      // No route took the request, yet the path is ours under other methods (PUT on an order,
+      // OPTIONS on an audit list): 405 with the methods it answers, not "Cannot PUT …" 404.
+      const allow = allowedMethods(req).join(', ');
+      status = 405;
+      title = 'Method Not Allowed';
+      detail = `${req.method} is not supported on ${req.path}: it answers ${allow}`;
+      res.setHeader('Allow', allow);
     } else if (exception instanceof HttpException) {
       status = exception.getStatus();
       const body = exception.getResponse();

@@ -38,6 +38,12 @@ const envSchema = z.object({
   EMBEDDED_PG_DIR: z.string().default('.data/pg'),
   HTTP_PORT: port(8080),
   HTTP_HOST: z.string().default('0.0.0.0'),
+  /** HTTP connections held at once; at the limit the longest-idle one gives way. */
+  HTTP_MAX_CONNECTIONS: positiveInt(1000),
+  /** A connection with no request under way (headers not complete, keep-alive) for this long is closed. */
+  HTTP_IDLE_TIMEOUT_SECONDS: positiveInt(30),
+  /** A request body still due that gets no byte for this long is answered 408 and the connection closed. */
+  HTTP_BODY_STALL_SECONDS: positiveInt(30),
   MLLP_PORT: port(2575),
   MLLP_HOST: z.string().default('0.0.0.0'),
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),

@@ -87,6 +87,16 @@ export const apiTokens = z
         });
         return z.NEVER;
       }
+      // "Authorization: Bearer <token>" carries one word (RFC 6750 §2.1): a token with white
+      // space or a control character inside could never be presented. The token is not shown.
+      // eslint-disable-next-line no-control-regex -- control characters are what is refused
+      if (/[\s\x00-\x1f\x7f]/.test(token)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `the ${role} token contains white space or a control character; a bearer token is one word`,
+        });
+        return z.NEVER;
+      }
       if (token.length < 16) {
         ctx.addIssue({
           code: 'custom',

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
+import { bodyStalledSeconds } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -113,6 +114,17 @@ export function bodyTooLarge(limit: number): FhirError {
   ]);
 }
 
+/** The 408 of a body that stopped arriving (R4 issue type timeout); the connection closes. */
+export function bodyStalled(seconds: number): FhirError {
+  const diagnostics = `the body stopped arriving: no byte for ${seconds} s (HTTP_BODY_STALL_SECONDS); send it again`;
+  return new FhirError(
+    'request-timeout',
+    diagnostics,
+    [{ severity: 'error', code: 'timeout', diagnostics, expression: ['(body)'] }],
+    { Connection: 'close' },
+  );
+}
+
 /**
  * Reads the whole body (up to `limit` bytes; 413 above it, or with `keepHead` its first
  * KEPT_HEAD_BYTES and `tooLarge`, for the refusal to be kept). A body over the limit is read
@@ -124,7 +136,7 @@ export async function readRawBody(
   req: Request,
   limit: number,
   options: { keepHead?: boolean } = {},
-): Promise<RawBody & { tooLarge?: number }> {
+): Promise<RawBody & { tooLarge?: number; stalled?: number }> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
   const chunks: Buffer[] = [];
   let size = 0;
@@ -134,6 +146,13 @@ export async function readRawBody(
     else if (size > limit + DRAIN_MAX_BYTES) break;
   }
   const bytes = Buffer.concat(chunks);
+  // Cut short by its stall: what arrived is not the body (it may even parse); 408, or with
+  // `keepHead` its head and `stalled`, for the refusal to be kept.
+  const stalled = bodyStalledSeconds(req);
+  if (stalled !== undefined) {
+    if (!options.keepHead) throw bodyStalled(stalled);
+    return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, stalled };
+  }
   if (size <= limit) return { bytes, contentType };
   if (!options.keepHead) throw bodyTooLarge(limit);
   return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, tooLarge: limit };

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { recordRefusal, type RefusalSink } from '../common/refusal';
 import type { ToleratedQuirk } from '../domain/order-request';
 import type { RejectionInput } from '../orders/order-intake.service';
-import { assertJsonMediaType, bodyTooLarge, negotiate } from './fhir-http';
+import { assertJsonMediaType, bodyStalled, bodyTooLarge, negotiate } from './fhir-http';
 import type { FhirCaller } from './fhir-operation.shared';
 import { FHIR_JSON } from './fhir-operation.shared';
 import { FhirError } from './fhir.error';
@@ -77,6 +77,7 @@ export class FhirRefusalRecorder {
     try {
       // the body's head is kept with the 413: it was answered and nothing kept
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
+      if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
       assertJsonMediaType(caller.contentType);
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
       return await fn();

@@ -59,6 +59,7 @@ export async function callerOf(
   const body = await readRawBody(req, maxBodyBytes, options);
   return {
     ...(body.tooLarge !== undefined ? { tooLarge: body.tooLarge } : {}),
+    ...(body.stalled !== undefined ? { stalled: body.stalled } : {}),
     sender: senderOf(req),
     // Changes: only to what this sender submitted itself (the EHR channel's come by notification).
     restrictedTo: restrictionOf(req)?.own,

@@ -14,6 +14,7 @@ export type FhirErrorCode =
   | 'not-acceptable' // 406: _format / Accept we do not serve
   | 'conflict' // 409
   | 'precondition-failed' // 412: If-Match mismatch
+  | 'request-timeout' // 408: the body stopped arriving
   | 'too-large' // 413
   | 'unsupported-media-type' // 415
   | 'invalid' // 422: structure or business rule
@@ -30,6 +31,7 @@ const HTTP_STATUS: Record<FhirErrorCode, number> = {
   'not-acceptable': 406,
   conflict: 409,
   'precondition-failed': 412,
+  'request-timeout': 408,
   'too-large': 413,
   'unsupported-media-type': 415,
   invalid: 422,
@@ -48,6 +50,7 @@ const ISSUE_TYPE: Record<FhirErrorCode, OperationOutcomeIssue['code']> = {
   'not-acceptable': 'not-supported',
   conflict: 'conflict',
   'precondition-failed': 'conflict',
+  'request-timeout': 'timeout',
   'too-large': 'too-costly',
   'unsupported-media-type': 'not-supported',
   invalid: 'invalid',

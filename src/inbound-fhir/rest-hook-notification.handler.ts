@@ -8,7 +8,7 @@ import {
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
-import { assertJsonMediaType, bodyTooLarge } from './fhir-http';
+import { assertJsonMediaType, bodyStalled, bodyTooLarge } from './fhir-http';
 import {
   parseTyped,
   type FhirAnswer,
@@ -208,6 +208,7 @@ export class RestHookNotificationHandler {
     try {
       // over FHIR_MAX_BODY_BYTES: answered 413 and kept with the body's head
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
+      if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
       return check();
     } catch (error) {
       if (error instanceof FhirError) {

@@ -8,7 +8,7 @@ import {
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
-import { assertJsonMediaType, bodyTooLarge, parseResource } from './fhir-http';
+import { assertJsonMediaType, bodyStalled, bodyTooLarge, parseResource } from './fhir-http';
 import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
 import type { SiblingEntry } from './order-context.resolver';
@@ -78,6 +78,7 @@ export class SubscriptionNotificationHandler {
     try {
       // over FHIR_MAX_BODY_BYTES: answered 413 and kept with the body's head
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
+      if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
       assertJsonMediaType(caller.contentType);
       const resource = parseResource(caller.raw, this.deps.config.maxJsonValues);
       if (resource.resourceType !== 'Bundle') {

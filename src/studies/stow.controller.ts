@@ -3,6 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { bodyStalledSeconds, throwingOnStall } from '../common/body-stall';
 import { sendProblem } from '../common/problem-body';
 import { isDicomUid } from './dicom-uid';
 import { StudyError, type StudyErrorCode } from './study.error';
@@ -93,7 +94,8 @@ export class StowController {
       const outcome = await this.stow.receive({
         // Not destroyed when reading stops early (size limit): the answer must still go out
         // on this socket, which closes after it (Connection: close).
-        body: req.iterator({ destroyOnReturn: false }),
+        // A body cut short by its stall ends in BodyStallError, never as a complete one.
+        body: throwingOnStall(req, req.iterator({ destroyOnReturn: false })),
         contentType: req.headers['content-type'],
         contentLength: Number.isFinite(length) ? length : undefined,
         targetStudyUid,
@@ -104,7 +106,9 @@ export class StowController {
         .type('application/dicom+json')
         .send(JSON.stringify(outcome.body));
     } catch (error) {
-      if (!(error instanceof StudyError)) throw error;
+      // A stalled body (BodyStallError, or whatever the parser made of its cut end) is the
+      // problem filter's 408.
+      if (!(error instanceof StudyError) || bodyStalledSeconds(req) !== undefined) throw error;
       // The rest of an unread body is not worth receiving: close the connection after answering.
       res.setHeader('Connection', 'close');
       sendProblem(req, res, STATUS[error.code], error.code, error.message);

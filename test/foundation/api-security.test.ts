@@ -145,6 +145,82 @@ describe('API security', () => {
     ).toBe(200);
   });
 
+  it('every route family answers X-Content-Type-Options: nosniff and Cache-Control: no-store, errors and unknown paths too', async () => {
+    // Before: /metrics, /openapi.json, /health, GET / and an unknown path had neither header
+    // (only /fhir, /api, /audit, /dicomweb and /docs did).
+    const paths = [
+      ...listRoutes(adapter)
+        .filter((r) => r.method === 'GET')
+        .map((r) => concrete(r.path)),
+      '/no-such-path',
+    ];
+    expect(paths).toEqual(expect.arrayContaining(['/health', '/metrics', '/openapi.json', '/']));
+    for (const path of paths) {
+      for (const token of [TEST_TOKENS.admin, undefined]) {
+        const res = await fetch(`${adapter.httpUrl}${path}`, {
+          headers: token ? { authorization: `Bearer ${token}` } : {},
+          redirect: 'manual',
+        });
+        await res.arrayBuffer();
+        expect({
+          path,
+          status: res.status,
+          nosniff: res.headers.get('x-content-type-options'),
+          cache: res.headers.get('cache-control'),
+        }).toEqual({ path, status: res.status, nosniff: 'nosniff', cache: 'no-store' });
+      }
+    }
+  });
+
+  it('a method a known path does not answer is 405 with Allow (problem JSON), not 404', async () => {
+    // Before: PUT /api/orders/{id}, OPTIONS /api/audit/orders, DELETE /metrics … answered
+    // 404 "Cannot PUT …", as if the path did not exist.
+    const id = '00000000-0000-4000-8000-000000000000';
+    const cases: Array<[string, string, string]> = [
+      ['PUT', `/api/orders/${id}`, 'GET, HEAD'],
+      ['DELETE', `/api/orders/${id}`, 'GET, HEAD'],
+      ['OPTIONS', '/api/audit/orders', 'GET, HEAD'],
+      ['PATCH', '/api/audit/events', 'GET, HEAD'],
+      ['GET', `/api/orders/${id}/cancel`, 'POST'],
+      ['PUT', `/api/orders/${id}/qc-bypass`, 'POST'],
+      ['POST', '/metrics', 'GET, HEAD'],
+      ['DELETE', '/openapi.json', 'GET, HEAD'],
+      ['PUT', '/dicomweb/studies', 'POST'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await fetch(`${adapter.httpUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+      });
+      const body = (await res.json()) as { status: number; detail: string };
+      expect({
+        method,
+        path,
+        status: res.status,
+        allow: res.headers.get('allow'),
+        type: res.headers.get('content-type'),
+      }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+        type: expect.stringMatching(/^application\/problem\+json/),
+      });
+      expect(body).toMatchObject({ status: 405, detail: expect.stringContaining(allow) });
+    }
+    // A path nobody serves stays 404; a known path with its own method still routes.
+    expect((await fetch(`${adapter.httpUrl}/api/nothing-here`, { method: 'PUT' })).status).toBe(
+      404,
+    );
+    expect(
+      (
+        await fetch(`${adapter.httpUrl}/api/orders/${id}`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+        })
+      ).status,
+    ).toBe(404);
+  });
+
   it('serves its OpenAPI document to any valid credential', async () => {
     const res = await fetch(`${adapter.httpUrl}/openapi.json`, {
       headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },

@@ -82,6 +82,26 @@ describe('start-up: ports in use and API tokens (issue #18 item 2)', () => {
     },
   );
 
+  it('an API_TOKENS token with white space inside is refused at start-up, the token never printed', async () => {
+    // "Authorization: Bearer <token>" carries one token68 (RFC 6750 §2.1): no white space. A
+    // token pasted with a space inside ("admin:Abc def…") could never be presented, and the
+    // start used to succeed with that role locked out. Before: the adapter became healthy.
+    const secret = 'pasted-Token with-a-space-9f3c';
+    const proc = spawnAdapter({
+      ...upstreamEnv,
+      DATABASE_URL: 'postgres://adapter:pw@127.0.0.1:1/adapter',
+      HTTP_PORT: '0',
+      MLLP_PORT: '0',
+      DATA_DIR: mkdtempSync(join(tmpdir(), 'adapter-token-space-')),
+      API_TOKENS: `sender:sender-token-0123456789abcdef,admin:${secret}`,
+    });
+    const { code } = await proc.exited;
+    expect(code).toBe(2);
+    const out = proc.output();
+    expect(out).toContain('imaging-ai-adapter: API_TOKENS: the admin token contains white space');
+    for (const part of secret.split(' ')) expect(out).not.toContain(part);
+  }, 60_000);
+
   it('a first start that fails after generating tokens keeps none; tokens are the last thing before ready; a later start says when they were issued; rotate issues new ones', async () => {
     const db = await createEmptyDatabase();
     const dataDir = mkdtempSync(join(tmpdir(), 'adapter-tokens-'));

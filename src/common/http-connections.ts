@@ -1,0 +1,182 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { bodyStalledSeconds, markBodyStalled } from './body-stall';
+
+export interface HttpConnectionLimits {
+  /** Connections held at once (HTTP_MAX_CONNECTIONS). */
+  maxConnections: number;
+  /**
+   * A connection with no request under way (nothing sent yet, headers not complete, or between
+   * keep-alive requests) is closed after this long (HTTP_IDLE_TIMEOUT_SECONDS).
+   */
+  idleTimeoutMs: number;
+  /**
+   * A request whose body is still due and gets no byte for this long has stalled
+   * (HTTP_BODY_STALL_SECONDS): its route answers 408 and the connection closes. A body that keeps
+   * moving, however slowly and however large, is not cut.
+   */
+  bodyStallMs: number;
+  /** How often the connections are looked at (tests use less than a second). */
+  sweepMs?: number;
+}
+
+interface Tracked {
+  socket: Socket;
+  /** Requests whose headers are in and whose answer has not finished. */
+  inFlight: number;
+  /** Since when the connection has had no request under way (open or last answer finished). */
+  idleSince: number;
+  /** The request whose body is being received (the parser reads one at a time). */
+  receiving?: IncomingMessage;
+  /** socket.bytesRead when last looked at, and when it last moved. */
+  bytesRead: number;
+  movedAt: number;
+}
+
+/** A 408 written by hand: no request object exists while headers are still coming. */
+const HEADERS_TIMEOUT_ANSWER =
+  'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n';
+
+/**
+ * Bounds what idle and slow HTTP clients can hold (docs/security.md). Node keeps a connection
+ * that never sends a byte open for ever, and counts no connections: 20,000 idle sockets nearly
+ * exhausted the process's file handles. Here:
+ *
+ * - at most `maxConnections`; at the limit the connection idle the longest (no request under
+ *   way: a silent socket, a slowloris one still sending its headers, a keep-alive one between
+ *   requests) gives way to the new one, so `/health` and real senders still get in while idle
+ *   or slowloris clients fill the table. Only when every connection has a request under way
+ *   is the new one closed at once;
+ * - a connection with no request under way for `idleTimeoutMs` is closed (a 408 first when it
+ *   had started sending headers).
+ *
+ * - a request whose body is still due and gets no byte for `bodyStallMs` is marked stalled and its
+ *   stream ended (body-stall.ts): its route answers 408 and the connection closes. Node's own
+ *   whole-request timeout (300 s) is off: it cut a large body moving steadily over a slow link.
+ */
+export class HttpConnectionGuard {
+  /** In order of `idleSince`: a connection going idle is moved to the end. */
+  private readonly connections = new Map<Socket, Tracked>();
+  private readonly timer: NodeJS.Timeout;
+  evicted = 0;
+  refused = 0;
+  timedOut = 0;
+  stalled = 0;
+
+  constructor(
+    private readonly server: Server,
+    private readonly limits: HttpConnectionLimits,
+  ) {
+    server.on('connection', (socket: Socket) => this.onConnection(socket));
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    // Bodies are bounded by their stall instead (checkBody): Node's whole-request timeout cut a
+    // large STOW-RS push moving steadily over a slow link at 300 s, and (checked every 30 s)
+    // did not bound a dripping one any better.
+    server.requestTimeout = 0;
+    this.timer = setInterval(() => this.sweep(), limits.sweepMs ?? 1_000);
+    this.timer.unref();
+    server.once('close', () => this.stop());
+  }
+
+  get size(): number {
+    return this.connections.size;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private onConnection(socket: Socket): void {
+    if (this.connections.size >= this.limits.maxConnections && !this.evictIdlest()) {
+      this.refused += 1;
+      socket.destroy();
+      return;
+    }
+    const now = Date.now();
+    const tracked: Tracked = { socket, inFlight: 0, idleSince: now, bytesRead: 0, movedAt: now };
+    this.connections.set(socket, tracked);
+    socket.once('close', () => this.connections.delete(socket));
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const tracked = this.connections.get(req.socket);
+    if (!tracked) return;
+    tracked.inFlight += 1;
+    if (!req.complete) {
+      tracked.receiving = req;
+      tracked.movedAt = Date.now();
+    }
+    let done = false;
+    const finished = () => {
+      if (done) return;
+      done = true;
+      tracked.inFlight -= 1;
+      if (tracked.inFlight === 0 && this.connections.has(tracked.socket)) {
+        tracked.idleSince = Date.now();
+        // Re-inserted: the map stays ordered by idleSince.
+        this.connections.delete(tracked.socket);
+        this.connections.set(tracked.socket, tracked);
+      }
+    };
+    res.once('finish', finished);
+    res.once('close', finished);
+  }
+
+  /** Closes the connection idle the longest; false when every connection has a request under way. */
+  private evictIdlest(): boolean {
+    for (const tracked of this.connections.values()) {
+      if (tracked.inFlight > 0) continue;
+      this.evicted += 1;
+      this.connections.delete(tracked.socket);
+      tracked.socket.destroy();
+      return true;
+    }
+    return false;
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    const cutoff = now - this.limits.idleTimeoutMs;
+    for (const tracked of [...this.connections.values()]) {
+      if (tracked.receiving) this.checkBody(tracked, now);
+      if (tracked.inFlight > 0 || tracked.idleSince > cutoff) continue;
+      this.timedOut += 1;
+      this.connections.delete(tracked.socket);
+      const socket = tracked.socket;
+      // Headers started (bytes read since the last answer) but never finished: say why.
+      if (socket.bytesRead > 0 && socket.writable && !hasAnswered(socket)) {
+        socket.end(HEADERS_TIMEOUT_ANSWER);
+        setTimeout(() => socket.destroy(), 1_000).unref();
+      } else {
+        socket.destroy();
+      }
+    }
+  }
+
+  /**
+   * A body counts as moving while bytes arrive on the socket, or while bytes already received
+   * wait for the route to read them (the route's pace, e.g. the disk, is not the client's).
+   */
+  private checkBody(tracked: Tracked, now: number): void {
+    const req = tracked.receiving!;
+    if (req.complete || req.destroyed || bodyStalledSeconds(req) !== undefined) {
+      tracked.receiving = undefined;
+      return;
+    }
+    const read = tracked.socket.bytesRead;
+    if (read !== tracked.bytesRead || req.readableLength > 0) {
+      tracked.bytesRead = read;
+      tracked.movedAt = now;
+      return;
+    }
+    if (now - tracked.movedAt < this.limits.bodyStallMs) return;
+    this.stalled += 1;
+    tracked.receiving = undefined;
+    markBodyStalled(req, Math.round(this.limits.bodyStallMs / 1000));
+  }
+}
+
+/** True once the socket has written anything (an earlier answer on a keep-alive connection). */
+function hasAnswered(socket: Socket): boolean {
+  return socket.bytesWritten > 0;
+}

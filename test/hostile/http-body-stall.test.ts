@@ -1,0 +1,193 @@
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { createMrBrainStudy } from '../helpers/dicom-factory';
+import { multipartRelated } from '../studies/study-test-support';
+
+jest.setTimeout(120_000);
+
+/**
+ * Request bodies that stop arriving, on a running adapter over real sockets: a few bytes and then
+ * nothing (HTTP_BODY_STALL_SECONDS), and a body that keeps moving slowly, which is not cut.
+ */
+interface Exchange {
+  answer: string;
+  closed: boolean;
+  ms: number;
+}
+
+/**
+ * Sends `head`, then `pieces` one every `everyMs`, then waits (for at most `waitMs`) for the
+ * server to answer and close the connection.
+ */
+async function exchange(
+  url: string,
+  head: string,
+  pieces: Buffer[],
+  options: { everyMs?: number; waitMs: number },
+): Promise<Exchange> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  let answer = '';
+  let closed = false;
+  socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+  socket.on('close', () => (closed = true));
+  socket.on('error', () => undefined);
+  await new Promise((r) => socket.once('connect', r));
+  const started = Date.now();
+  socket.write(head);
+  for (const piece of pieces) {
+    if (closed) break;
+    socket.write(piece);
+    if (options.everyMs) await sleep(options.everyMs);
+  }
+  while (!closed && Date.now() - started < options.waitMs) await sleep(50);
+  socket.destroy();
+  return { answer, closed, ms: Date.now() - started };
+}
+
+function bodyOf(answer: string): string {
+  const at = answer.indexOf('\r\n\r\n');
+  return at < 0 ? '' : answer.slice(at + 4);
+}
+
+const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+
+describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      HTTP_BODY_STALL_SECONDS: '2',
+      STUDY_QUIET_PERIOD_SECONDS: '60',
+      DATA_DIR_MIN_FREE_BYTES: '1',
+    });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('a FHIR ServiceRequest that stops after its first bytes: 408 OperationOutcome, closed, its head kept', async () => {
+    // Before: no answer within 10 s; Node held it until its 300 s request timeout.
+    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
+    const sent = sr.subarray(0, 300);
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        `Content-Length: ${sr.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+      [sent],
+      { waitMs: 10_000 },
+    );
+    expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(6_000);
+    const outcome = JSON.parse(bodyOf(res.answer)) as {
+      resourceType: string;
+      issue: Array<{ code: string; diagnostics: string }>;
+    };
+    expect(outcome.resourceType).toBe('OperationOutcome');
+    expect(outcome.issue[0]).toMatchObject({
+      code: 'timeout',
+      diagnostics: expect.stringContaining('HTTP_BODY_STALL_SECONDS'),
+    });
+    const kept = await adapter.dataSource.query<
+      Array<{ outcome: string; response_code: string; raw: Buffer }>
+    >(`SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`);
+    expect(kept[0]).toMatchObject({ outcome: 'rejected', response_code: '408' });
+    expect(kept[0]!.raw.equals(sent)).toBe(true);
+  });
+
+  it('a STOW-RS push (chunked) that stops inside its first instance: 408 problem JSON, closed', async () => {
+    const [instance] = createMrBrainStudy();
+    const { body, contentType } = multipartRelated([{ data: instance!.bytes }]);
+    const piece = body.subarray(0, 4096);
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /dicomweb/studies HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        `Content-Type: ${contentType}`,
+        'Accept: application/dicom+json',
+        'Transfer-Encoding: chunked',
+        '',
+        '',
+      ].join('\r\n'),
+      [
+        Buffer.concat([
+          Buffer.from(`${piece.length.toString(16)}\r\n`),
+          piece,
+          Buffer.from('\r\n'),
+        ]),
+      ],
+      { waitMs: 10_000 },
+    );
+    expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(res.answer).toMatch(/content-type: application\/problem\+json/i);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(6_000);
+    expect(JSON.parse(bodyOf(res.answer))).toMatchObject({
+      status: 408,
+      detail: expect.stringContaining('HTTP_BODY_STALL_SECONDS'),
+    });
+  });
+
+  it('an /api JSON body that stops half-way: 408 problem JSON, closed', async () => {
+    const json = JSON.stringify({ reason: 'patient refused the examination' });
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.admin}`,
+        'Content-Type: application/json',
+        `Content-Length: ${json.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+      [Buffer.from(json.slice(0, 12))],
+      { waitMs: 10_000 },
+    );
+    expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(res.closed).toBe(true);
+    expect(JSON.parse(bodyOf(res.answer))).toMatchObject({ status: 408 });
+  });
+
+  it('a STOW-RS push moving slowly but steadily for several stall periods is received whole', async () => {
+    // The bound is on silence, not on the whole request: 7.5 s of a body moving every 300 ms
+    // (3.75 stall periods) is answered 200 like any push.
+    const [instance] = createMrBrainStudy();
+    const { body, contentType } = multipartRelated([{ data: instance!.bytes }]);
+    const pieces: Buffer[] = [];
+    const size = Math.ceil(body.length / 25);
+    for (let at = 0; at < body.length; at += size) pieces.push(body.subarray(at, at + size));
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /dicomweb/studies HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        `Content-Type: ${contentType}`,
+        'Accept: application/dicom+json',
+        `Content-Length: ${body.length}`,
+        'Connection: close',
+        '',
+        '',
+      ].join('\r\n'),
+      pieces,
+      { everyMs: 300, waitMs: 30_000 },
+    );
+    expect(res.ms).toBeGreaterThan(7_000);
+    expect(res.answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(bodyOf(res.answer)).toContain(instance!.sopInstanceUid);
+  });
+});

@@ -7,7 +7,7 @@ import { Agent, request } from 'undici';
  * late); `until`: forward when the promise settles (a call held as long as a test needs);
  * `rewrite`: the upstream's answer body replaced by what the function makes of it, and its
  * status by `status` and headers added from `headers` if given (a hostile upstream that
- * otherwise behaves).
+ * otherwise behaves), forwarded when `until` settles if given.
  */
 export type ProxyAction =
   | 'pass'
@@ -19,6 +19,8 @@ export type ProxyAction =
       rewrite: (body: Buffer) => Buffer | string;
       status?: number;
       headers?: Record<string, string>;
+      /** Forward when this settles (a rewritten answer that comes when a test says). */
+      until?: Promise<unknown>;
     };
 
 export interface ProxyHit {
@@ -63,10 +65,8 @@ export async function startFaultyProxy(
         if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
       }
       const hold = typeof action === 'object' && 'holdMs' in action ? action.holdMs : 0;
-      (typeof action === 'object' && 'until' in action
-        ? action.until.catch(() => undefined)
-        : new Promise((resolve) => setTimeout(resolve, hold))
-      )
+      const until = typeof action === 'object' && 'until' in action ? action.until : undefined;
+      (until ? until.catch(() => undefined) : new Promise((resolve) => setTimeout(resolve, hold)))
         .then(() =>
           request(new URL(req.url ?? '/', target.origin), {
             method: req.method as 'GET',

@@ -1,0 +1,143 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderDiagnostics,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
+import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
+import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+
+jest.setTimeout(240_000);
+
+/**
+ * How an order ends when its upstream steps go wrong, through the running adapter: orders over
+ * MLLP from a RIS-shaped ORM^O01, the sandbox upstream behind a real HTTP proxy that can hold
+ * or rewrite an answer, the result ORUs received by an acking RIS on loopback.
+ */
+describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () => {
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let adapter: TestAdapter;
+  let ris: TestRis;
+  let mllp: MllpClient;
+  let db: PgClient;
+  /** What the proxy does with a request (default: pass it on). */
+  let decide: (method: string, path: string) => ProxyAction = () => 'pass';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orders-ends-'));
+    ris = await startAckingRis();
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      OUTBOUND_POLL_MS: '50',
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterEach(() => {
+    decide = () => 'pass';
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await proxy?.close();
+    await sandbox?.close();
+    await ris?.close();
+  });
+
+  const orusOf = (placer: string) =>
+    ris.received
+      .map((m) => parseHl7(m))
+      .filter((m) => m.messageType.code === 'ORU' && m.get('ORC-2') === placer);
+
+  const timeline = async (id: string) =>
+    (
+      await db.query(
+        `SELECT kind, severity, summary, detail FROM audit_events WHERE order_id = $1 ORDER BY id`,
+        [id],
+      )
+    ).rows as Array<{
+      kind: string;
+      severity: string;
+      summary: string;
+      detail: Record<string, unknown>;
+    }>;
+
+  it('a cancel (ORC-1 CA) that races an upstream refusal of the create ends cancelled (ORC-1 CR), the refusal on the timeline', async () => {
+    const spec = newOrderSpec();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The create is held until the cancel is stored, then answered as a refusal.
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            until: gate,
+            status: 400,
+            rewrite: () =>
+              JSON.stringify({
+                error: 'invalid_metadata',
+                message: 'invalid metadata: study_date must be a date',
+              }),
+          }
+        : 'pass';
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor('the create under way', async () =>
+      proxy.hits.some((h) => h.method === 'POST' && h.path === '/new-order'),
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('the cancel stored', async () => {
+      const { rows } = await db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [id]);
+      return rows[0]?.cancel_requested_at !== null;
+    });
+    release();
+    await waitFor(
+      'the order ended',
+      async () => ['cancelled', 'failed'].includes(await orderState(db, id)),
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(await orderState(db, id)).toBe('cancelled');
+    // The clinician's answer: canceled as requested, no result.
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    const oru = orusOf(spec.placer).at(-1)!;
+    expect(oru.get('ORC-1')).toBe('CR');
+    expect(oru.get('OBR-25')).toBe('X');
+    // The analyst's: both facts, the cancel asked for and the upstream's refusal.
+    const events = await timeline(id);
+    const ended = events.find(
+      (e) => e.kind === 'order.transition' && (e.detail as { to?: string }).to === 'cancelled',
+    );
+    expect(ended).toBeDefined();
+    expect(JSON.stringify(events)).toContain('invalid_metadata');
+    expect(
+      events.some((e) => e.kind === 'error' && /refused/.test(e.summary) && e.severity !== 'info'),
+    ).toBe(true);
+  });
+});

@@ -14,6 +14,8 @@ export type ProxyAction =
   | 'drop-after'
   | { delayMs: number }
   | { holdMs: number }
+  /** Answered by the proxy, never forwarded (an upstream down behind its load balancer). */
+  | { reply: number; body: string; headers?: Record<string, string> }
   | { until: Promise<unknown> }
   | {
       rewrite: (body: Buffer) => Buffer | string;
@@ -63,6 +65,12 @@ export async function startFaultyProxy(
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) {
         if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
+      }
+      if (typeof action === 'object' && 'reply' in action) {
+        hit.status = action.reply;
+        res.writeHead(action.reply, { 'content-type': 'application/json', ...action.headers });
+        res.end(action.body);
+        return;
       }
       const hold = typeof action === 'object' && 'holdMs' in action ? action.holdMs : 0;
       const until = typeof action === 'object' && 'until' in action ? action.until : undefined;

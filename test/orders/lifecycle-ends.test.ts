@@ -5,7 +5,7 @@ import { Client as PgClient } from 'pg';
 import { MllpClient } from '../../src/hl7';
 import { parseHl7 } from '../../src/hl7/hl7-message';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
-import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary } from '../helpers/hl7-fixtures';
 import {
   newOrderSpec,
@@ -50,6 +50,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       OUTBOUND_POLL_MS: '50',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
+      // Each run of a job makes one call: the job queue's attempts are what is counted here.
+      IMAGING_RETRY_MAX_ATTEMPTS: '1',
     });
     mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
     db = new PgClient({ connectionString: adapter.db.url });
@@ -139,5 +141,103 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(
       events.some((e) => e.kind === 'error' && /refused/.test(e.summary) && e.severity !== 'info'),
     ).toBe(true);
+  });
+
+  /** The place job of an order: attempts used, whether it runs now, its last error. */
+  const placeJob = async (id: string) =>
+    (
+      await db.query(
+        `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+        [`place:${id}`],
+      )
+    ).rows[0] as
+      | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+      | undefined;
+
+  /** The minute tick's sweep, now (what the cron does every minute). */
+  const sweep = async () => {
+    const res = await fetch(`${adapter.httpUrl}/api/orders/poll-cycle`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+    });
+    expect(res.status).toBeLessThan(300);
+  };
+
+  it('an order whose place job used every attempt (upstream down for days) fails with an alert and a no-result answer; one still retrying stays received', async () => {
+    // The upstream's create is down (503 from its load balancer), for every order.
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const given = newOrderSpec();
+    const retrying = newOrderSpec();
+    const ids: string[] = [];
+    for (const spec of [given, retrying]) {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      ids.push(
+        ((await waitFor('the order', () => orderByPlacer(db, spec.placer))) as { id: string }).id,
+      );
+    }
+    const [id, other] = ids as [string, string];
+    for (const o of ids) {
+      await waitFor(
+        'a first failed create',
+        async () => {
+          const job = await placeJob(o);
+          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+        },
+        30_000,
+        100,
+        () => orderDiagnostics(db, o),
+      );
+    }
+    // 24 attempts over about three days are skipped: the next run is the last one for the
+    // first order, not for the second.
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [`place:${id}`],
+    );
+    await waitFor(
+      'the last attempt failed',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= job.max_attempts && job.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await sweep();
+    await waitFor(
+      'the order ended',
+      async () => (await orderState(db, id)) !== 'received',
+      10_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toMatchObject({ state: 'failed', alert: 'not-placed' });
+    expect(rows[0].last_error).toMatch(/not placed upstream.*25 attempts.*503/);
+    // The analyst: an alert on the timeline saying why.
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) => e.kind === 'order.alert' && e.severity === 'error' && /not-placed/.test(e.summary),
+      ),
+    ).toBe(true);
+    // The clinician: a no-result answer, never a result.
+    await waitFor('the ORU', async () => orusOf(given.placer).length > 0);
+    const orus = orusOf(given.placer);
+    expect(orus.every((m) => m.get('OBR-25') === 'X')).toBe(true);
+    // Still retrying (and so, like an order held back by the budget, still to be placed): left alone.
+    expect(await orderState(db, other)).toBe('received');
+    expect((await placeJob(other))!.attempts).toBeLessThan(25);
+    await sweep();
+    expect(await orderState(db, other)).toBe('received');
   });
 });

@@ -241,3 +241,104 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await orderState(db, other)).toBe('received');
   });
 });
+
+describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let decide: (method: string, path: string) => ProxyAction = () => 'pass';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orders-cancel-answers-'));
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await proxy?.close();
+    await sandbox?.close();
+  });
+
+  /** An order placed upstream (waiting for its study), then cancelled over HL7 (ORC-1 CA). */
+  async function placedThenCancelled(): Promise<{ id: string; upstreamOrderId: string }> {
+    const spec = newOrderSpec();
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
+    const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor(
+      'the order ended',
+      async () => ['cancelled', 'failed'].includes(await orderState(db, id)),
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    return { id, upstreamOrderId: rows[0].upstream_order_id as string };
+  }
+
+  it.each([
+    [
+      'another order',
+      (asked: string) => ({
+        order_id: asked.replace(/.$/, (c) => (c === '0' ? '1' : '0')),
+        status: 'CANCELLED',
+      }),
+    ],
+    [
+      'a status that is not CANCELLED',
+      (asked: string) => ({ order_id: asked, status: 'ANALYSIS_RUNNING' }),
+    ],
+  ])(
+    'an answer naming %s does not mark the order cancelled upstream: its real status is read, the analyst alerted',
+    async (_what, answer) => {
+      // The upstream answers 200 but the cancel never took effect there (not forwarded).
+      let asked = '';
+      decide = (method, path) => {
+        if (method === 'PATCH' && path === '/cancel-order') {
+          const last = [...sandbox.state.orders.keys()].at(-1)!;
+          asked = last;
+          return { reply: 200, body: JSON.stringify(answer(last)) };
+        }
+        return 'pass';
+      };
+      const { id, upstreamOrderId } = await placedThenCancelled();
+      expect(asked).toBe(upstreamOrderId);
+      // Still active upstream: the order must not say CANCELLED upstream.
+      expect(sandbox.state.orders.get(upstreamOrderId)?.status).not.toBe('CANCELLED');
+      const { rows } = await db.query(
+        `SELECT state, upstream_status, alert FROM orders WHERE id = $1`,
+        [id],
+      );
+      expect(rows[0].upstream_status).not.toBe('CANCELLED');
+      expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+      const events = (
+        await db.query(
+          `SELECT kind, severity, summary FROM audit_events WHERE order_id = $1 ORDER BY id`,
+          [id],
+        )
+      ).rows as Array<{ kind: string; severity: string; summary: string }>;
+      expect(
+        events.some(
+          (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+        ),
+      ).toBe(true);
+    },
+  );
+});

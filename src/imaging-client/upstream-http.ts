@@ -264,6 +264,9 @@ export class UpstreamHttp {
     response: UpstreamResponse | undefined,
   ): Promise<void> {
     const { clock } = this.deps;
+    const retryAfter = response
+      ? parseRetryAfter(response.headers['retry-after'], clock.now())
+      : undefined;
     const exhausted = (
       code: 'deadline' | 'rate_limited_exhausted' | 'server_error_exhausted' | 'network',
       why: string,
@@ -272,6 +275,8 @@ export class UpstreamHttp {
         status: response?.status,
         upstreamError: response ? parseErrorBody(response) : undefined,
         attempts: record.attempts,
+        // Not waited out here: the job that made the call comes back no sooner (bounded).
+        retryAfterMs: retryAfter,
         cause: failure.kind === 'network' ? failure.error : undefined,
       });
     const lastCode =
@@ -285,9 +290,6 @@ export class UpstreamHttp {
     if (record.attempts >= this.config.retry.maxAttempts) {
       throw exhausted(lastCode, `gave up after ${record.attempts} attempts (last: ${what})`);
     }
-    const retryAfter = response
-      ? parseRetryAfter(response.headers['retry-after'], clock.now())
-      : undefined;
     const delay = backoffDelayMs(record.attempts, this.config.retry, retryAfter, this.deps.random);
     if (clock.now() + delay > deadline) {
       throw exhausted(

@@ -240,6 +240,57 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await sweep();
     expect(await orderState(db, other)).toBe('received');
   });
+
+  it.each([
+    ['1800 (seconds, half an hour)', '1800', 1_800],
+    ['an HTTP-date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT', 3_600],
+    ['1e12 (not delta-seconds)', '1e12', 0],
+    ['-1 (negative)', '-1', 0],
+    ['20 digits of seconds', '99999999999999999999', 0],
+  ])(
+    'a create answered 503 with Retry-After %s: the call does not wait, the job comes back no sooner than asked (at most 1 h)',
+    async (_what, retryAfter, expectedS) => {
+      decide = (method, path) =>
+        method === 'POST' && path === '/new-order'
+          ? {
+              reply: 503,
+              body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+              headers: { 'retry-after': retryAfter },
+            }
+          : 'pass';
+      const spec = newOrderSpec();
+      const started = Date.now();
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+        id: string;
+      };
+      await waitFor(
+        'the first run failed',
+        async () => {
+          const job = await placeJob(id);
+          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+        },
+        15_000,
+        100,
+        () => orderDiagnostics(db, id),
+      );
+      // No stall: the failed run ended within seconds.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      const { rows } = await db.query(
+        `SELECT extract(epoch FROM run_at - now())::float AS s, attempts FROM graphile_worker._private_jobs WHERE key = $1`,
+        [`place:${id}`],
+      );
+      expect(rows[0].attempts).toBe(1);
+      // graphile-worker's own back-off after the first attempt (e^1 s) comes on top.
+      if (expectedS > 0) {
+        expect(rows[0].s).toBeGreaterThan(expectedS - 10);
+        expect(rows[0].s).toBeLessThan(expectedS + 10);
+      } else {
+        expect(rows[0].s).toBeLessThan(10);
+      }
+      expect(await orderState(db, id)).toBe('received');
+    },
+  );
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

@@ -291,6 +291,63 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       expect(await orderState(db, id)).toBe('received');
     },
   );
+
+  it('a cancel while the create is retried after a lost answer: the upstream order that create made is cancelled too, not left behind', async () => {
+    // The first create reaches the upstream, which creates the order; its answer is lost.
+    let creates = 0;
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order' && ++creates === 1 ? 'drop-after' : 'pass';
+    const spec = newOrderSpec();
+    const before = new Set(sandbox.state.orders.keys());
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor(
+      'the first create failed',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+      },
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const created = [...sandbox.state.orders.keys()].filter((k) => !before.has(k));
+    expect(created).toHaveLength(1);
+    const upstreamId = created[0]!;
+    // Held until the cancel is stored, then the retry runs.
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET run_at = now() + interval '1 hour' WHERE key = $1`,
+      [`place:${id}`],
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('the cancel stored', async () => {
+      const { rows } = await db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [id]);
+      return rows[0]?.cancel_requested_at !== null;
+    });
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `place:${id}`,
+    ]);
+    await waitFor(
+      'the order ended',
+      async () => (await orderState(db, id)) === 'cancelled',
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // The upstream order the lost create made does not linger (PENDING, waiting for a study).
+    await waitFor(
+      'the upstream order cancelled',
+      async () => sandbox.state.orders.get(upstreamId)?.status === 'CANCELLED',
+      10_000,
+      100,
+      async () => `upstream ${upstreamId}: ${sandbox.state.orders.get(upstreamId)?.status}`,
+    );
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expect(orusOf(spec.placer).at(-1)!.get('ORC-1')).toBe('CR');
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

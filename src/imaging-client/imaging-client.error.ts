@@ -50,8 +50,20 @@ export interface ImagingClientErrorDetails {
   fileProblemsTotal?: number;
   migrationGuide?: string;
   attempts?: number;
+  /**
+   * The upstream's `Retry-After` on the last answer, when the call gave up before waiting it
+   * out; at most RETRY_AFTER_MAX_MS. The job queue runs the job again no sooner.
+   */
+  retryAfterMs?: number;
   cause?: unknown;
 }
+
+/**
+ * The longest `Retry-After` honoured (1 h): the contract asks only exponential backoff, so the
+ * header is a courtesy we keep to within reason; a longer one (an HTTP-date in year 9999) is
+ * this long, so no peer can park our jobs for good.
+ */
+export const RETRY_AFTER_MAX_MS = 3_600_000;
 
 export class ImagingClientError extends Error {
   override readonly name = 'ImagingClientError';
@@ -61,6 +73,7 @@ export class ImagingClientError extends Error {
   readonly fileProblemsTotal?: number;
   readonly migrationGuide?: string;
   readonly attempts?: number;
+  readonly retryAfterMs?: number;
   /** Why, in our own words (sanitised), without the operation: `storage's answer did not end …`. */
   readonly reason: string;
 
@@ -80,6 +93,10 @@ export class ImagingClientError extends Error {
     this.fileProblemsTotal = details.fileProblemsTotal ?? details.fileProblems?.length;
     this.migrationGuide = details.migrationGuide;
     this.attempts = details.attempts;
+    this.retryAfterMs =
+      details.retryAfterMs !== undefined && Number.isFinite(details.retryAfterMs)
+        ? Math.min(RETRY_AFTER_MAX_MS, Math.max(0, details.retryAfterMs))
+        : undefined;
   }
 
   /** True when retrying later, unchanged, may succeed. */

@@ -199,7 +199,27 @@ export class ImagingClient {
   /** `PATCH /cancel-order`: permanent. 409 (`conflict`) when the order is already terminal. */
   async cancelOrder(orderId: string): Promise<{ orderId: string; status: string }> {
     const parsed = await callJson(this.http, 'cancel-order', byOrder(orderId));
-    return { orderId: parsed.order_id ?? orderId, status: parsed.status ?? 'CANCELLED' };
+    // The answer says which order is now in which status: one about another order, or naming
+    // a status other than CANCELLED, does not say this order was cancelled (contract,
+    // Transitions: cancel → CANCELLED), and taken as it stands the order would be recorded
+    // cancelled upstream while the upstream goes on with it.
+    if (parsed.order_id !== undefined && parsed.order_id !== orderId) {
+      throw new ImagingClientError(
+        'invalid_response',
+        'cancel-order',
+        `the answer is about another order (order_id ${printable(parsed.order_id)}), not the one asked for`,
+        { status: 200 },
+      );
+    }
+    if (parsed.status !== undefined && parsed.status !== 'CANCELLED') {
+      throw new ImagingClientError(
+        'invalid_response',
+        'cancel-order',
+        `the answer names status ${printable(parsed.status)}, not CANCELLED`,
+        { status: 200 },
+      );
+    }
+    return { orderId, status: 'CANCELLED' };
   }
 
   // ---- Reports and QC ----

@@ -1,5 +1,5 @@
 import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from './imaging-client.config';
-import { systemClock, type Clock, type RateLimiter } from './ports';
+import { systemClock, WaitBoundExceeded, type Clock, type RateLimiter } from './ports';
 
 const WINDOW_MS = 60_000;
 
@@ -21,8 +21,12 @@ export class InMemoryRateLimiter implements RateLimiter {
     private readonly clock: Clock = systemClock,
   ) {}
 
-  acquire(endpoint: string): Promise<void> {
-    const turn = this.tail.then(() => this.take(endpoint));
+  acquire(endpoint: string, options: { maxWaitMs?: number } = {}): Promise<void> {
+    const giveUpAt =
+      options.maxWaitMs === undefined
+        ? Infinity
+        : this.clock.now() + Math.max(0, options.maxWaitMs);
+    const turn = this.tail.then(() => this.take(endpoint, giveUpAt, options.maxWaitMs ?? 0));
     this.tail = turn.catch(() => undefined);
     return turn;
   }
@@ -39,7 +43,7 @@ export class InMemoryRateLimiter implements RateLimiter {
     return Promise.resolve(Math.max(...waits));
   }
 
-  private async take(endpoint: string): Promise<void> {
+  private async take(endpoint: string, giveUpAt: number, boundMs: number): Promise<void> {
     let log = this.perEndpoint.get(endpoint);
     if (!log) {
       log = [];
@@ -58,7 +62,9 @@ export class InMemoryRateLimiter implements RateLimiter {
         log.push(now);
         return;
       }
-      await this.clock.sleep(Math.max(1, ...waits));
+      const delay = Math.max(1, ...waits);
+      if (now + delay > giveUpAt) throw new WaitBoundExceeded('rate-limit budget', boundMs);
+      await this.clock.sleep(delay);
     }
   }
 }

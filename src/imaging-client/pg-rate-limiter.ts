@@ -1,10 +1,12 @@
 import type { DataSource } from 'typeorm';
 import { RateLimitRepository } from '../persistence/rate-limit.repository';
 import { DEFAULT_RATE_LIMITS, type RateLimitConfig } from './imaging-client.config';
-import { systemClock, type Clock, type RateLimiter } from './ports';
+import { systemClock, WaitBoundExceeded, type Clock, type RateLimiter } from './ports';
 
 const WINDOW_MS = 60_000;
 const BUCKET_MS = 1_000;
+/** The longest a caller without a deadline of its own waits for budget (a full window, twice). */
+export const RATE_LIMIT_MAX_WAIT_MS = 2 * WINDOW_MS;
 
 /**
  * Rate limit shared by every replica that leaves through the same egress address
@@ -52,11 +54,13 @@ export class PgRateLimiter implements RateLimiter {
     return [`${this.options.scope}|total`, `${this.options.scope}|endpoint|${endpoint}`];
   }
 
-  async acquire(endpoint: string): Promise<void> {
+  async acquire(endpoint: string, options: { maxWaitMs?: number } = {}): Promise<void> {
     const limits = this.options.limits ?? DEFAULT_RATE_LIMITS;
     const clock = this.options.clock ?? systemClock;
     const keys = this.keys(endpoint);
     const caps = [limits.totalPerMinute, limits.perEndpointPerMinute];
+    const bound = Math.max(0, options.maxWaitMs ?? RATE_LIMIT_MAX_WAIT_MS);
+    const giveUpAt = clock.now() + bound;
     for (;;) {
       const wait = await this.buckets.tryAcquire({
         keys,
@@ -67,6 +71,9 @@ export class PgRateLimiter implements RateLimiter {
       if (wait <= 0) return;
       // A little jitter so replicas that waited for the same bucket do not all return at once.
       const delay = wait + Math.floor(Math.random() * 50);
+      // Budget that frees only after the caller's deadline is no budget for this call: it is
+      // refused now (and retried by its job) rather than held waiting.
+      if (clock.now() + delay > giveUpAt) throw new WaitBoundExceeded('rate-limit budget', bound);
       this.options.onWait?.(endpoint, delay);
       await clock.sleep(delay);
     }

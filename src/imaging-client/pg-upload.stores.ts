@@ -12,7 +12,11 @@ import {
   type UploadedPart,
   type UploadProgressStore,
   type UploadSlots,
+  WaitBoundExceeded,
 } from './ports';
+
+/** How long an upload waits for a free slot before its job gives the worker back (default). */
+export const UPLOAD_SLOT_MAX_WAIT_MS = 5 * 60_000;
 
 function fromRow(row: UploadProgressRow): MultipartProgress {
   return {
@@ -69,7 +73,14 @@ export class PgUploadSlots implements UploadSlots {
 
   constructor(
     dataSource: DataSource,
-    private readonly options: { limit: number; leaseMs?: number; pollMs?: number; clock?: Clock },
+    private readonly options: {
+      limit: number;
+      leaseMs?: number;
+      pollMs?: number;
+      clock?: Clock;
+      /** Longest wait for a free slot (default UPLOAD_SLOT_MAX_WAIT_MS). */
+      maxWaitMs?: number;
+    },
   ) {
     this.slots = new UploadSlotRepository(dataSource);
   }
@@ -78,9 +89,15 @@ export class PgUploadSlots implements UploadSlots {
     const leaseMs = this.options.leaseMs ?? 120_000;
     const clock = this.options.clock ?? systemClock;
     const holder = randomUUID();
+    const bound = this.options.maxWaitMs ?? UPLOAD_SLOT_MAX_WAIT_MS;
+    const giveUpAt = clock.now() + bound;
     for (;;) {
       if (await this.slots.tryAcquire(organizationId, holder, this.options.limit, leaseMs)) break;
-      await clock.sleep((this.options.pollMs ?? 1_000) + Math.floor(Math.random() * 250));
+      const pause = (this.options.pollMs ?? 1_000) + Math.floor(Math.random() * 250);
+      // Every slot held by long uploads (or by leases of a stuck peer): the job's worker is
+      // given back and the upload tried again later, instead of waiting for ever.
+      if (clock.now() + pause > giveUpAt) throw new WaitBoundExceeded('upload slot', bound);
+      await clock.sleep(pause);
     }
     const renew = setInterval(
       () => {

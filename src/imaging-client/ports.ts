@@ -17,7 +17,12 @@ export interface Clock {
  * per-endpoint and the overall budget.
  */
 export interface RateLimiter {
-  acquire(endpoint: string): Promise<void>;
+  /**
+   * Rejects with `WaitBoundExceeded` instead of waiting past `maxWaitMs` (the call's own
+   * deadline; default the limiter's own bound): a saturated or stuck budget never holds a
+   * caller for ever.
+   */
+  acquire(endpoint: string, options?: { maxWaitMs?: number }): Promise<void>;
   /**
    * How long a call to `endpoint` would wait for budget if made now (0: at once), without
    * taking any. Lets a job that would only sit waiting give its worker back instead.
@@ -61,8 +66,22 @@ export interface UploadProgressStore {
 
 /** Bounds the uploads running at once for one organization ("Concurrent uploads: 100"). */
 export interface UploadSlots {
-  /** Resolves with a release function once a slot is held. */
+  /**
+   * Resolves with a release function once a slot is held; rejects with `WaitBoundExceeded`
+   * when none came free within the store's bound.
+   */
   acquire(organizationId: string): Promise<() => Promise<void>>;
+}
+
+/** A wait for rate-limit budget or an upload slot that would outlast its bound. */
+export class WaitBoundExceeded extends Error {
+  constructor(
+    readonly what: 'rate-limit budget' | 'upload slot',
+    readonly boundMs: number,
+  ) {
+    super(`no ${what} within ${boundMs} ms`);
+    this.name = 'WaitBoundExceeded';
+  }
 }
 
 export type CallOutcome = 'success' | 'error';

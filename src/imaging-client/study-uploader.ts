@@ -2,13 +2,14 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { ImagingClient } from './imaging-client';
 import { ImagingClientError } from './imaging-client.error';
-import type {
-  ClientLogger,
-  Clock,
-  MultipartProgress,
-  UploadedPart,
-  UploadProgressStore,
-  UploadSlots,
+import {
+  WaitBoundExceeded,
+  type ClientLogger,
+  type Clock,
+  type MultipartProgress,
+  type UploadedPart,
+  type UploadProgressStore,
+  type UploadSlots,
 } from './ports';
 import { partNumbers, partRange, planUpload } from './upload-plan';
 import { headerValue, type CallSpec, type UpstreamResponse } from './upstream-http';
@@ -55,7 +56,13 @@ export class StudyUploader {
     // Refused before any upstream call (and before taking an upload slot).
     const plan = planUpload(info.size);
     const fingerprint = `${info.size}:${Math.trunc(info.mtimeMs)}`;
-    const release = await this.deps.slots.acquire(this.client.config.organizationId);
+    const release = await this.deps.slots
+      .acquire(this.client.config.organizationId)
+      .catch((error: unknown) => {
+        if (!(error instanceof WaitBoundExceeded)) throw error;
+        // Transient: the upload job gives its worker back and tries again later.
+        throw new ImagingClientError('deadline', 'upload', error.message);
+      });
     try {
       if (plan.kind === 'single') {
         await this.singlePut(orderId, filePath, info.size);

@@ -9,7 +9,14 @@ import {
   sanitizeLink,
   sanitizeText,
 } from './imaging-client.error';
-import type { CallObserver, CallRecord, ClientLogger, Clock, RateLimiter } from './ports';
+import {
+  WaitBoundExceeded,
+  type CallObserver,
+  type CallRecord,
+  type ClientLogger,
+  type Clock,
+  type RateLimiter,
+} from './ports';
 import { parseRetryAfter } from '../common/retry-after';
 import { backoffDelayMs, isRetryableStatus } from './retry-policy';
 import { readAnswer } from './upstream-answers';
@@ -144,7 +151,7 @@ export class UpstreamHttp {
           if (!this.tokenSource) throw new Error('no token source configured');
           token = await this.tokenSource.get();
         }
-        if (isApi) await this.deps.rateLimiter.acquire(spec.rateLimitKey ?? spec.path);
+        if (isApi) await this.budget(spec, record, deadline);
         response = await this.send(spec, token, record, deadline);
       } catch (error) {
         if (error instanceof ImagingClientError) throw error;
@@ -224,6 +231,31 @@ export class UpstreamHttp {
     }
   }
 
+  /**
+   * A slot of the rate limit, waited for no longer than the call's deadline: budget that
+   * frees only after it is a `deadline` failure (transient: the job tries again later), not a
+   * wait that holds the caller for as long as the budget stays taken.
+   */
+  private async budget(
+    spec: CallSpec<unknown>,
+    record: CallRecord,
+    deadline: number,
+  ): Promise<void> {
+    try {
+      await this.deps.rateLimiter.acquire(spec.rateLimitKey ?? spec.path, {
+        maxWaitMs: Math.max(0, deadline - this.deps.clock.now()),
+      });
+    } catch (error) {
+      if (!(error instanceof WaitBoundExceeded)) throw error;
+      throw new ImagingClientError(
+        'deadline',
+        spec.operation,
+        `no rate-limit budget for ${spec.rateLimitKey ?? spec.path} before the call's deadline`,
+        { attempts: record.attempts },
+      );
+    }
+  }
+
   private async waitBeforeRetry(
     spec: CallSpec<unknown>,
     record: CallRecord,
@@ -232,6 +264,9 @@ export class UpstreamHttp {
     response: UpstreamResponse | undefined,
   ): Promise<void> {
     const { clock } = this.deps;
+    const retryAfter = response
+      ? parseRetryAfter(response.headers['retry-after'], clock.now())
+      : undefined;
     const exhausted = (
       code: 'deadline' | 'rate_limited_exhausted' | 'server_error_exhausted' | 'network',
       why: string,
@@ -240,6 +275,8 @@ export class UpstreamHttp {
         status: response?.status,
         upstreamError: response ? parseErrorBody(response) : undefined,
         attempts: record.attempts,
+        // Not waited out here: the job that made the call comes back no sooner (bounded).
+        retryAfterMs: retryAfter,
         cause: failure.kind === 'network' ? failure.error : undefined,
       });
     const lastCode =
@@ -253,9 +290,6 @@ export class UpstreamHttp {
     if (record.attempts >= this.config.retry.maxAttempts) {
       throw exhausted(lastCode, `gave up after ${record.attempts} attempts (last: ${what})`);
     }
-    const retryAfter = response
-      ? parseRetryAfter(response.headers['retry-after'], clock.now())
-      : undefined;
     const delay = backoffDelayMs(record.attempts, this.config.retry, retryAfter, this.deps.random);
     if (clock.now() + delay > deadline) {
       throw exhausted(

@@ -2,6 +2,19 @@ import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { ownJobsSettled, supersededJobsDropped } from './job-queue.metrics';
 
+/** The longest a peer's `Retry-After` delays a job's next run (1 h). */
+export const JOB_RETRY_AFTER_MAX_MS = 3_600_000;
+
+/**
+ * The `Retry-After` an error carries (`retryAfterMs`, e.g. ImagingClientError), bounded to
+ * [0, JOB_RETRY_AFTER_MAX_MS]; undefined when it carries none or not a finite number.
+ */
+export function retryAfterOf(error: unknown): number | undefined {
+  const value = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) return undefined;
+  return Math.min(JOB_RETRY_AFTER_MAX_MS, Math.round(value));
+}
+
 /** How one of our runs ended; `attempt` is the job's attempt number when it ran. */
 interface Outcome {
   ok: boolean;
@@ -75,9 +88,31 @@ export class OrphanedJobsSettler {
         error: (err as Error)?.message ?? String(err),
         at: performance.now(),
       });
+      if (attempt < maxAttempts) await this.notBefore(id, retryAfterOf(err));
       throw err;
     } finally {
       this.running.delete(id);
+    }
+  }
+
+  /**
+   * A peer asked us to come back later (`Retry-After` carried by the error): the job's next
+   * run is put no sooner than that, bounded by JOB_RETRY_AFTER_MAX_MS. graphile-worker's
+   * failure write then adds its own back-off on top (it starts from the later of now and the
+   * job's run_at), and the attempt still counts, so a peer that always says "later" cannot
+   * keep a job alive for good. Best effort: unreadable or failing, the usual back-off applies.
+   */
+  private async notBefore(id: string, retryAfterMs: number | undefined): Promise<void> {
+    if (retryAfterMs === undefined) return;
+    try {
+      await this.pool().query(
+        `UPDATE graphile_worker._private_jobs
+            SET run_at = greatest(run_at, now() + $2 * interval '1 millisecond')
+          WHERE id = $1::bigint`,
+        [id, retryAfterMs],
+      );
+    } catch {
+      // the usual back-off
     }
   }
 

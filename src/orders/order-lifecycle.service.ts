@@ -137,7 +137,12 @@ export class OrderLifecycleService {
   }
 
   /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
-  sweep(): Promise<{ studyDeadlines: number; stuck: number; leasesResumed: number }> {
+  sweep(): Promise<{
+    studyDeadlines: number;
+    stuck: number;
+    notPlaced: number;
+    leasesResumed: number;
+  }> {
     return this.sweeper.sweep();
   }
 

@@ -377,6 +377,28 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
+  /**
+   * Orders still `received` whose place job (key `place:<id>`) used every attempt and will
+   * not run again (500 at a time). An order whose place job still retries, or was put back
+   * for budget, has a job with attempts left and is not listed.
+   */
+  async placeJobsExhausted(manager?: EntityManager): Promise<
+    Array<{
+      id: string;
+      attempts: number;
+      last_error: string | null;
+      place_attempted_at: Date | null;
+    }>
+  > {
+    return this.db(manager).query(
+      `SELECT o.id, j.attempts, j.last_error, o.place_attempted_at
+         FROM orders o
+         JOIN graphile_worker._private_jobs j ON j.key = 'place:' || o.id::text
+        WHERE o.state = 'received' AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 500`,
+    );
+  }
+
   /** Orders whose upstream status has not changed for longer than `stuckMs` (500 at a time). */
   async stuckUpstream(
     stuckMs: number,

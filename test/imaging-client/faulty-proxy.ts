@@ -7,18 +7,22 @@ import { Agent, request } from 'undici';
  * late); `until`: forward when the promise settles (a call held as long as a test needs);
  * `rewrite`: the upstream's answer body replaced by what the function makes of it, and its
  * status by `status` and headers added from `headers` if given (a hostile upstream that
- * otherwise behaves).
+ * otherwise behaves), forwarded when `until` settles if given.
  */
 export type ProxyAction =
   | 'pass'
   | 'drop-after'
   | { delayMs: number }
   | { holdMs: number }
+  /** Answered by the proxy, never forwarded (an upstream down behind its load balancer). */
+  | { reply: number; body: string; headers?: Record<string, string> }
   | { until: Promise<unknown> }
   | {
       rewrite: (body: Buffer) => Buffer | string;
       status?: number;
       headers?: Record<string, string>;
+      /** Forward when this settles (a rewritten answer that comes when a test says). */
+      until?: Promise<unknown>;
     };
 
 export interface ProxyHit {
@@ -62,11 +66,15 @@ export async function startFaultyProxy(
       for (const [k, v] of Object.entries(req.headers)) {
         if (typeof v === 'string' && k !== 'host' && !HOP_BY_HOP.has(k)) headers[k] = v;
       }
+      if (typeof action === 'object' && 'reply' in action) {
+        hit.status = action.reply;
+        res.writeHead(action.reply, { 'content-type': 'application/json', ...action.headers });
+        res.end(action.body);
+        return;
+      }
       const hold = typeof action === 'object' && 'holdMs' in action ? action.holdMs : 0;
-      (typeof action === 'object' && 'until' in action
-        ? action.until.catch(() => undefined)
-        : new Promise((resolve) => setTimeout(resolve, hold))
-      )
+      const until = typeof action === 'object' && 'until' in action ? action.until : undefined;
+      (until ? until.catch(() => undefined) : new Promise((resolve) => setTimeout(resolve, hold)))
         .then(() =>
           request(new URL(req.url ?? '/', target.origin), {
             method: req.method as 'GET',

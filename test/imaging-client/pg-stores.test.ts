@@ -74,6 +74,77 @@ describe('PgUploadSlots', () => {
   });
 });
 
+describe('waits for budget and slots are bounded', () => {
+  it('an upload slot that never frees: acquire gives up at its bound instead of waiting for ever', async () => {
+    const slots = new PgUploadSlots(db.dataSource, {
+      limit: 1,
+      leaseMs: 60_000,
+      pollMs: 20,
+      maxWaitMs: 400,
+    });
+    const held = await slots.acquire('org-bound');
+    const started = Date.now();
+    const second = slots.acquire('org-bound').then(
+      () => 'acquired',
+      (e: unknown) => (e as Error).name,
+    );
+    const outcome = await Promise.race([
+      second,
+      new Promise((resolve) => setTimeout(() => resolve('still waiting after 5 s'), 5_000)),
+    ]);
+    expect(outcome).toBe('WaitBoundExceeded');
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await held();
+    // Free again: taken at once.
+    await (
+      await slots.acquire('org-bound')
+    )();
+  });
+
+  it('rate-limit budget that frees only after the call deadline: the call fails fast as deadline (transient), nothing counted', async () => {
+    const { startTestSandbox } = await import('./sandbox-harness');
+    const { createProductionImagingClient, silentLogger, ImagingClientError } =
+      await import('../../src/imaging-client');
+    const peer = await startTestSandbox();
+    const built = createProductionImagingClient({
+      config: {
+        baseUrl: peer.sandbox.baseUrl,
+        clientId: 'sandbox-client',
+        clientSecret: 'sandbox-secret',
+        organizationId: 'sandbox-org',
+        retry: { deadlineMs: 1_000 },
+      },
+      dataSource: db.dataSource,
+      logger: silentLogger,
+      limits: { totalPerMinute: 2, perEndpointPerMinute: 2 },
+      rateLimitScope: 'bounded-wait-test',
+    });
+    try {
+      // token + test-token: the minute's budget is spent.
+      await expect(built.client.testToken()).resolves.toMatchObject({ valid: true });
+      const started = Date.now();
+      const outcome = await Promise.race([
+        built.client.testToken().then(
+          () => 'answered',
+          (e: unknown) => e,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000)),
+      ]);
+      expect(outcome).toBeInstanceOf(ImagingClientError);
+      expect(outcome).toMatchObject({ code: 'deadline', operation: 'test-token' });
+      expect((outcome as InstanceType<typeof ImagingClientError>).transient).toBe(true);
+      expect(Date.now() - started).toBeLessThan(3_000);
+      const counted: Array<{ n: number }> = await db.dataSource.query(
+        `SELECT sum(count)::int AS n FROM imaging_rate_limit_buckets WHERE key = 'bounded-wait-test|total'`,
+      );
+      expect(counted[0].n).toBe(2);
+    } finally {
+      await built.client.close();
+      await peer.close();
+    }
+  }, 30_000);
+});
+
 describe('createProductionImagingClient', () => {
   it('wires the PostgreSQL limiter, health and extra observers to a working client', async () => {
     const { startTestSandbox } = await import('./sandbox-harness');

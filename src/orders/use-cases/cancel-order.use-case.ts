@@ -1,5 +1,6 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { isTerminal } from '../../domain/order-state';
+import { TERMINAL_UPSTREAM_STATUSES } from '../../imaging-spec/imaging-spec';
 import { ImagingClientError } from '../../imaging-client/imaging-client.error';
 import { ORDER_JOBS } from '../intake.model';
 import { OrderLifecycleError } from '../order-lifecycle.error';
@@ -71,6 +72,10 @@ export class CancelOrderUseCase {
       await this.client.cancelOrder(order.upstream_order_id);
     } catch (error) {
       if (isTransient(error)) throw error;
+      if (error instanceof ImagingClientError && error.code === 'invalid_response') {
+        await this.unconfirmed(orderId, order.upstream_order_id, error);
+        return;
+      }
       if (error instanceof ImagingClientError && error.code === 'conflict') {
         // Already terminal upstream: its real status decides.
         const status = await this.client.getStatus({ orderId: order.upstream_order_id });
@@ -96,5 +101,41 @@ export class CancelOrderUseCase {
     await this.applyUpstreamStatus(orderId, 'CANCELLED', { qcBypassPossible: false });
     await this.deps.imaging.uploader.abandon(order.upstream_order_id).catch(() => undefined);
     await this.deps.acquirer.release(orderId).catch(() => undefined);
+  }
+
+  /**
+   * A cancel answered 200 with an answer that does not confirm it (another order, another
+   * status): the order's real status decides. Terminal upstream (the cancel took effect, or
+   * the order ended otherwise): applied as read. Still active: the cancel is not recorded as
+   * the upstream's, the order ends cancelled here, and an operator is alerted that the
+   * upstream may still process it.
+   */
+  private async unconfirmed(
+    orderId: string,
+    upstreamOrderId: string,
+    answer: ImagingClientError,
+  ): Promise<void> {
+    await writeAuditEvents(this.deps.dataSource.manager, [
+      {
+        kind: 'upstream.inconsistent',
+        orderId,
+        severity: 'warning',
+        actor: 'adapter',
+        summary: `the upstream's answer to the cancel does not confirm it: ${answer.reason}`,
+        detail: { operation: 'cancel-order', finding: answer.reason },
+      },
+    ]);
+    const status = await this.client.getStatus({ orderId: upstreamOrderId });
+    if ((TERMINAL_UPSTREAM_STATUSES as readonly string[]).includes(status.status)) {
+      await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
+      return;
+    }
+    await this.ending.endLocally(
+      orderId,
+      'cancelled',
+      `cancelled here, but the upstream did not confirm the cancel (${answer.reason}) and lists the order as ${status.status}: it may still process it`,
+      'upstream-cancel-unconfirmed',
+      { upstreamAnswered: true },
+    );
   }
 }

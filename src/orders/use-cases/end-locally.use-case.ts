@@ -44,38 +44,74 @@ export class EndLocallyUseCase {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
     let ended = false;
+    let end = { to, reason, alert };
     await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order || isTerminal(stateOf(order))) return;
+      if (to === 'failed' && order.cancel_requested_at !== null) {
+        // The orderer asked for a cancel while the step that failed was under way (a create
+        // or upload refused, a deadline): no result was coming either way, and the clinical
+        // answer to a cancel is "cancelled as requested" (ORC-1 CR, Task cancelled), not a
+        // failure. The failure is kept on the timeline beside it.
+        await writeAuditEvents(manager, [
+          {
+            kind: 'error',
+            orderId,
+            severity: 'warning',
+            actor: 'adapter',
+            summary: `while its cancel was pending: ${reason}`,
+            detail: { alert, reason, cancelRequestedAt: order.cancel_requested_at },
+          },
+        ]);
+        end = {
+          to: 'cancelled',
+          reason: `cancelled as the orderer asked; it had also failed: ${reason}`,
+          alert: null,
+        };
+      }
       const moved = await transition(
         manager,
         order,
-        to,
-        { summary: reason, severity: alert ? 'error' : 'info', detail: { alert, reason } },
-        { last_error: alert ? reason : null, alert, lease_owner: null, lease_until: null },
+        end.to,
+        {
+          summary: end.reason,
+          severity: end.alert ? 'error' : 'info',
+          detail: { alert: end.alert, reason: end.reason },
+        },
+        {
+          last_error: end.alert ? end.reason : null,
+          alert: end.alert,
+          lease_owner: null,
+          lease_until: null,
+        },
       );
       if (!moved.applied) return;
       ended = true;
-      if (alert) {
+      if (end.alert) {
         await writeAuditEvents(manager, [
           {
             kind: 'order.alert',
             orderId,
             severity: 'error',
             actor: 'adapter',
-            summary: `${alert}: ${reason}`,
-            detail: { alert, previousState: moved.from },
+            summary: `${end.alert}: ${end.reason}`,
+            detail: { alert: end.alert, previousState: moved.from },
           },
         ]);
       }
-      await events.endedLocally(manager, { order: snapshot(order), state: to, reason, alert });
+      await events.endedLocally(manager, {
+        order: snapshot(order),
+        state: end.to,
+        reason: end.reason,
+        alert: end.alert,
+      });
       if (order.upstream_order_id && phaseOf(moved.from) !== 'ended' && !options.upstreamAnswered) {
         upstreamToCancel = order.upstream_order_id;
       }
     });
-    if (alert && ended) {
-      orderAlerts.inc({ alert });
-      this.deps.logger.error({ orderId, alert }, 'order ended with an alert');
+    if (end.alert && ended) {
+      orderAlerts.inc({ alert: end.alert });
+      this.deps.logger.error({ orderId, alert: end.alert }, 'order ended with an alert');
     }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
     if (upstreamToCancel) {

@@ -27,6 +27,7 @@ export class PlaceUpstreamUseCase {
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order || stateOf(order) !== 'received') return;
     if (order.cancel_requested_at) {
+      if (order.place_attempted_at !== null) await this.cancelLostCreate(order);
       await this.ending.cancelledBeforePlacing(orderId);
       return;
     }
@@ -155,6 +156,39 @@ export class PlaceUpstreamUseCase {
       );
     });
     this.deps.jobs.kick();
+  }
+
+  /**
+   * A cancel reached an order whose earlier create may have reached the upstream with its
+   * answer lost (a dropped connection, a timeout): that upstream order, found by our
+   * correlation id, is cancelled too. Left, it sat upstream PENDING, never known to us.
+   * A failure to look or to cancel is thrown (the job tries again); a refusal is noted.
+   */
+  private async cancelLostCreate(order: OrderRow): Promise<void> {
+    const upstreamOrderId = await this.client.findOrderByCorrelationId(
+      order.id,
+      order.place_attempted_at?.getTime(),
+      async (ids) => new Set(await this.deps.orders.upstreamOrderIdsHeldElsewhere(ids, order.id)),
+    );
+    if (!upstreamOrderId) return;
+    let outcome: string;
+    try {
+      await this.client.cancelOrder(upstreamOrderId);
+      outcome = 'cancelled upstream';
+    } catch (error) {
+      if (isTransient(error)) throw error;
+      outcome = `not cancelled upstream (${describe(error)})`;
+    }
+    await writeAuditEvents(this.deps.dataSource.manager, [
+      {
+        kind: outcome === 'cancelled upstream' ? 'order.updated' : 'error',
+        orderId: order.id,
+        severity: outcome === 'cancelled upstream' ? 'info' : 'warning',
+        actor: 'adapter',
+        summary: `the upstream order an earlier create made (its answer was lost) was ${outcome}`,
+        detail: { upstreamOrderId, cancelled: outcome === 'cancelled upstream' },
+      },
+    ]);
   }
 
   private async findBatch(

@@ -9,8 +9,13 @@ export class SweepUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
-  async sweep(): Promise<{ studyDeadlines: number; stuck: number; leasesResumed: number }> {
+  /** Study deadline, stuck upstream orders, exhausted place jobs, lapsed upload leases. */
+  async sweep(): Promise<{
+    studyDeadlines: number;
+    stuck: number;
+    notPlaced: number;
+    leasesResumed: number;
+  }> {
     const { jobs, settings } = this.deps;
     const late = await this.deps.orders.pastStudyDeadline();
     for (const o of late) await this.ending.studyDeadlinePassed(o.id);
@@ -23,12 +28,33 @@ export class SweepUseCase {
         'upstream-stuck',
       );
     }
+    // A place job that used every attempt (graphile-worker's back-off: about four days of an
+    // upstream that did not take the create) never runs again: the order would sit in
+    // `received` for good, no one told. It ends here, the clinician getting a no-result answer.
+    const unplaced = await this.deps.orders.placeJobsExhausted();
+    for (const o of unplaced) {
+      const since = o.place_attempted_at
+        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.place_attempted_at).getTime()) / 3_600_000))} h`
+        : '';
+      const last = (o.last_error ?? 'unknown').slice(0, 300);
+      await this.ending.endLocally(
+        o.id,
+        'failed',
+        `not placed upstream: the create failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        'not-placed',
+      );
+    }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {
       // A new job even if a dead worker's job still holds the key (graphile-worker then
       // creates a new job and clears the old one's key).
       await jobs.enqueue(LIFECYCLE_JOBS.upload, { orderId: o.id }, { jobKey: `upload:${o.id}` });
     }
-    return { studyDeadlines: late.length, stuck: stuck.length, leasesResumed: lapsed.length };
+    return {
+      studyDeadlines: late.length,
+      stuck: stuck.length,
+      notPlaced: unplaced.length,
+      leasesResumed: lapsed.length,
+    };
   }
 }

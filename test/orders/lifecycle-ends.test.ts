@@ -1,0 +1,452 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import { MllpClient } from '../../src/hl7';
+import { parseHl7 } from '../../src/hl7/hl7-message';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderDiagnostics,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
+import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
+import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+
+jest.setTimeout(240_000);
+
+/**
+ * How an order ends when its upstream steps go wrong, through the running adapter: orders over
+ * MLLP from a RIS-shaped ORM^O01, the sandbox upstream behind a real HTTP proxy that can hold
+ * or rewrite an answer, the result ORUs received by an acking RIS on loopback.
+ */
+describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () => {
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let adapter: TestAdapter;
+  let ris: TestRis;
+  let mllp: MllpClient;
+  let db: PgClient;
+  /** What the proxy does with a request (default: pass it on). */
+  let decide: (method: string, path: string) => ProxyAction = () => 'pass';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orders-ends-'));
+    ris = await startAckingRis();
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: String(ris.port),
+      OUTBOUND_POLL_MS: '50',
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+      // Each run of a job makes one call: the job queue's attempts are what is counted here.
+      IMAGING_RETRY_MAX_ATTEMPTS: '1',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterEach(() => {
+    decide = () => 'pass';
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await proxy?.close();
+    await sandbox?.close();
+    await ris?.close();
+  });
+
+  const orusOf = (placer: string) =>
+    ris.received
+      .map((m) => parseHl7(m))
+      .filter((m) => m.messageType.code === 'ORU' && m.get('ORC-2') === placer);
+
+  const timeline = async (id: string) =>
+    (
+      await db.query(
+        `SELECT kind, severity, summary, detail FROM audit_events WHERE order_id = $1 ORDER BY id`,
+        [id],
+      )
+    ).rows as Array<{
+      kind: string;
+      severity: string;
+      summary: string;
+      detail: Record<string, unknown>;
+    }>;
+
+  it('a cancel (ORC-1 CA) that races an upstream refusal of the create ends cancelled (ORC-1 CR), the refusal on the timeline', async () => {
+    const spec = newOrderSpec();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The create is held until the cancel is stored, then answered as a refusal.
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            until: gate,
+            status: 400,
+            rewrite: () =>
+              JSON.stringify({
+                error: 'invalid_metadata',
+                message: 'invalid metadata: study_date must be a date',
+              }),
+          }
+        : 'pass';
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor('the create under way', async () =>
+      proxy.hits.some((h) => h.method === 'POST' && h.path === '/new-order'),
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('the cancel stored', async () => {
+      const { rows } = await db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [id]);
+      return rows[0]?.cancel_requested_at !== null;
+    });
+    release();
+    await waitFor(
+      'the order ended',
+      async () => ['cancelled', 'failed'].includes(await orderState(db, id)),
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(await orderState(db, id)).toBe('cancelled');
+    // The clinician's answer: canceled as requested, no result.
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    const oru = orusOf(spec.placer).at(-1)!;
+    expect(oru.get('ORC-1')).toBe('CR');
+    expect(oru.get('OBR-25')).toBe('X');
+    // The analyst's: both facts, the cancel asked for and the upstream's refusal.
+    const events = await timeline(id);
+    const ended = events.find(
+      (e) => e.kind === 'order.transition' && (e.detail as { to?: string }).to === 'cancelled',
+    );
+    expect(ended).toBeDefined();
+    expect(JSON.stringify(events)).toContain('invalid_metadata');
+    expect(
+      events.some((e) => e.kind === 'error' && /refused/.test(e.summary) && e.severity !== 'info'),
+    ).toBe(true);
+  });
+
+  /** The place job of an order: attempts used, whether it runs now, its last error. */
+  const placeJob = async (id: string) =>
+    (
+      await db.query(
+        `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+        [`place:${id}`],
+      )
+    ).rows[0] as
+      | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+      | undefined;
+
+  /** The minute tick's sweep, now (what the cron does every minute). */
+  const sweep = async () => {
+    const res = await fetch(`${adapter.httpUrl}/api/orders/poll-cycle`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
+    });
+    expect(res.status).toBeLessThan(300);
+  };
+
+  it('an order whose place job used every attempt (upstream down for days) fails with an alert and a no-result answer; one still retrying stays received', async () => {
+    // The upstream's create is down (503 from its load balancer), for every order.
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const given = newOrderSpec();
+    const retrying = newOrderSpec();
+    const ids: string[] = [];
+    for (const spec of [given, retrying]) {
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      ids.push(
+        ((await waitFor('the order', () => orderByPlacer(db, spec.placer))) as { id: string }).id,
+      );
+    }
+    const [id, other] = ids as [string, string];
+    for (const o of ids) {
+      await waitFor(
+        'a first failed create',
+        async () => {
+          const job = await placeJob(o);
+          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+        },
+        30_000,
+        100,
+        () => orderDiagnostics(db, o),
+      );
+    }
+    // 24 attempts over about three days are skipped: the next run is the last one for the
+    // first order, not for the second.
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [`place:${id}`],
+    );
+    await waitFor(
+      'the last attempt failed',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= job.max_attempts && job.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await sweep();
+    await waitFor(
+      'the order ended',
+      async () => (await orderState(db, id)) !== 'received',
+      10_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toMatchObject({ state: 'failed', alert: 'not-placed' });
+    expect(rows[0].last_error).toMatch(/not placed upstream.*25 attempts.*503/);
+    // The analyst: an alert on the timeline saying why.
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) => e.kind === 'order.alert' && e.severity === 'error' && /not-placed/.test(e.summary),
+      ),
+    ).toBe(true);
+    // The clinician: a no-result answer, never a result.
+    await waitFor('the ORU', async () => orusOf(given.placer).length > 0);
+    const orus = orusOf(given.placer);
+    expect(orus.every((m) => m.get('OBR-25') === 'X')).toBe(true);
+    // Still retrying (and so, like an order held back by the budget, still to be placed): left alone.
+    expect(await orderState(db, other)).toBe('received');
+    expect((await placeJob(other))!.attempts).toBeLessThan(25);
+    await sweep();
+    expect(await orderState(db, other)).toBe('received');
+  });
+
+  it.each([
+    ['1800 (seconds, half an hour)', '1800', 1_800],
+    ['an HTTP-date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT', 3_600],
+    ['1e12 (not delta-seconds)', '1e12', 0],
+    ['-1 (negative)', '-1', 0],
+    ['20 digits of seconds', '99999999999999999999', 0],
+  ])(
+    'a create answered 503 with Retry-After %s: the call does not wait, the job comes back no sooner than asked (at most 1 h)',
+    async (_what, retryAfter, expectedS) => {
+      decide = (method, path) =>
+        method === 'POST' && path === '/new-order'
+          ? {
+              reply: 503,
+              body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+              headers: { 'retry-after': retryAfter },
+            }
+          : 'pass';
+      const spec = newOrderSpec();
+      const started = Date.now();
+      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+      const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+        id: string;
+      };
+      await waitFor(
+        'the first run failed',
+        async () => {
+          const job = await placeJob(id);
+          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+        },
+        15_000,
+        100,
+        () => orderDiagnostics(db, id),
+      );
+      // No stall: the failed run ended within seconds.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      const { rows } = await db.query(
+        `SELECT extract(epoch FROM run_at - now())::float AS s, attempts FROM graphile_worker._private_jobs WHERE key = $1`,
+        [`place:${id}`],
+      );
+      expect(rows[0].attempts).toBe(1);
+      // graphile-worker's own back-off after the first attempt (e^1 s) comes on top.
+      if (expectedS > 0) {
+        expect(rows[0].s).toBeGreaterThan(expectedS - 10);
+        expect(rows[0].s).toBeLessThan(expectedS + 10);
+      } else {
+        expect(rows[0].s).toBeLessThan(10);
+      }
+      expect(await orderState(db, id)).toBe('received');
+    },
+  );
+
+  it('a cancel while the create is retried after a lost answer: the upstream order that create made is cancelled too, not left behind', async () => {
+    // The first create reaches the upstream, which creates the order; its answer is lost.
+    let creates = 0;
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order' && ++creates === 1 ? 'drop-after' : 'pass';
+    const spec = newOrderSpec();
+    const before = new Set(sandbox.state.orders.keys());
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor(
+      'the first create failed',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+      },
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const created = [...sandbox.state.orders.keys()].filter((k) => !before.has(k));
+    expect(created).toHaveLength(1);
+    const upstreamId = created[0]!;
+    // Held until the cancel is stored, then the retry runs.
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET run_at = now() + interval '1 hour' WHERE key = $1`,
+      [`place:${id}`],
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('the cancel stored', async () => {
+      const { rows } = await db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [id]);
+      return rows[0]?.cancel_requested_at !== null;
+    });
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `place:${id}`,
+    ]);
+    await waitFor(
+      'the order ended',
+      async () => (await orderState(db, id)) === 'cancelled',
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // The upstream order the lost create made does not linger (PENDING, waiting for a study).
+    await waitFor(
+      'the upstream order cancelled',
+      async () => sandbox.state.orders.get(upstreamId)?.status === 'CANCELLED',
+      10_000,
+      100,
+      async () => `upstream ${upstreamId}: ${sandbox.state.orders.get(upstreamId)?.status}`,
+    );
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expect(orusOf(spec.placer).at(-1)!.get('ORC-1')).toBe('CR');
+  });
+});
+
+describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let adapter: TestAdapter;
+  let mllp: MllpClient;
+  let db: PgClient;
+  let decide: (method: string, path: string) => ProxyAction = () => 'pass';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orders-cancel-answers-'));
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
+    adapter = await startTestAdapter({
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+    mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await mllp?.close();
+    await db?.end();
+    await adapter?.close();
+    await proxy?.close();
+    await sandbox?.close();
+  });
+
+  /** An order placed upstream (waiting for its study), then cancelled over HL7 (ORC-1 CA). */
+  async function placedThenCancelled(): Promise<{ id: string; upstreamOrderId: string }> {
+    const spec = newOrderSpec();
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
+    const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor(
+      'the order ended',
+      async () => ['cancelled', 'failed'].includes(await orderState(db, id)),
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    return { id, upstreamOrderId: rows[0].upstream_order_id as string };
+  }
+
+  it.each([
+    [
+      'another order',
+      (asked: string) => ({
+        order_id: asked.replace(/.$/, (c) => (c === '0' ? '1' : '0')),
+        status: 'CANCELLED',
+      }),
+    ],
+    [
+      'a status that is not CANCELLED',
+      (asked: string) => ({ order_id: asked, status: 'ANALYSIS_RUNNING' }),
+    ],
+  ])(
+    'an answer naming %s does not mark the order cancelled upstream: its real status is read, the analyst alerted',
+    async (_what, answer) => {
+      // The upstream answers 200 but the cancel never took effect there (not forwarded).
+      let asked = '';
+      decide = (method, path) => {
+        if (method === 'PATCH' && path === '/cancel-order') {
+          const last = [...sandbox.state.orders.keys()].at(-1)!;
+          asked = last;
+          return { reply: 200, body: JSON.stringify(answer(last)) };
+        }
+        return 'pass';
+      };
+      const { id, upstreamOrderId } = await placedThenCancelled();
+      expect(asked).toBe(upstreamOrderId);
+      // Still active upstream: the order must not say CANCELLED upstream.
+      expect(sandbox.state.orders.get(upstreamOrderId)?.status).not.toBe('CANCELLED');
+      const { rows } = await db.query(
+        `SELECT state, upstream_status, alert FROM orders WHERE id = $1`,
+        [id],
+      );
+      expect(rows[0].upstream_status).not.toBe('CANCELLED');
+      expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+      const events = (
+        await db.query(
+          `SELECT kind, severity, summary FROM audit_events WHERE order_id = $1 ORDER BY id`,
+          [id],
+        )
+      ).rows as Array<{ kind: string; severity: string; summary: string }>;
+      expect(
+        events.some(
+          (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+        ),
+      ).toBe(true);
+    },
+  );
+});

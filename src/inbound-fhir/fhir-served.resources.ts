@@ -229,7 +229,7 @@ export function ignoredParameterIssue(
 }
 
 /**
- * A searchset of `type` under `base` (this server's, as the client reached it): its self link
+ * A searchset of `type` under `base` (this server's FHIR base, `fhirBaseOf`): its self link
  * holds only the parameters used (R4 search.html#self); the ones ignored are named by an
  * OperationOutcome entry (search mode `outcome`). The self link echoed the whole query, so
  * `status=cancelled` read as applied when it was not.
@@ -243,7 +243,7 @@ export function searchSet(
 ): Bundle {
   const query = used.toString();
   const entry: BundleEntry[] = resources.map((r) => ({
-    fullUrl: `${base}/fhir/${r.resourceType}/${r.id}`,
+    fullUrl: `${base}/${r.resourceType}/${r.id}`,
     resource: r,
     search: { mode: 'match' },
   }));
@@ -260,7 +260,7 @@ export function searchSet(
     resourceType: 'Bundle',
     type: 'searchset',
     total: resources.length,
-    link: [{ relation: 'self', url: `${base}/fhir/${type}${query ? `?${query}` : ''}` }],
+    link: [{ relation: 'self', url: `${base}/${type}${query ? `?${query}` : ''}` }],
     entry,
   };
 }
@@ -278,7 +278,7 @@ export function capabilityStatement(baseUrl: string, version: string): Capabilit
     publisher: 'imaging-ai-adapter',
     kind: 'instance',
     software: { name: 'imaging-ai-adapter', version },
-    implementation: { description: 'Imaging-AI adapter FHIR front door', url: `${baseUrl}/fhir` },
+    implementation: { description: 'Imaging-AI adapter FHIR front door', url: baseUrl },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'application/json', 'json'],
     patchFormat: [],

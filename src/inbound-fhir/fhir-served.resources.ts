@@ -1,3 +1,4 @@
+import { bundleLocalName, sameBundleName } from '../fhir/fhir-urn';
 import type {
   Bundle,
   BundleEntry,
@@ -96,7 +97,8 @@ function eachReference(
  * `urn:oid:`) names another entry only inside that Bundle (R4 bundle.html#references), and the
  * server SHALL replace it with that entry's new location (R4 http.html#trules); it was kept, so
  * the served ServiceRequest named `urn:uuid:5cbc…` as its subject, resolvable nowhere. Now a
- * ServiceRequest created by the same transaction gets its location (`locations`: fullUrl →
+ * ServiceRequest created by the same transaction gets its location (`locations`: fullUrl, as
+ * `bundleLocalName` spells it, →
  * `ServiceRequest/<id>`); a context entry (used, not stored here) becomes a logical reference
  * (R4 references.html#logical): its type, its business identifier (a Study Instance UID first,
  * then a record number), its display. Contained resources are left as sent.
@@ -121,12 +123,12 @@ function rewriteReference(
   locations: ReadonlyMap<string, string>,
 ): void {
   const urn = ref.reference!;
-  const location = locations.get(urn);
+  const location = locations.get(bundleLocalName(urn));
   if (location) {
     ref.reference = location;
     return;
   }
-  const target = entries.find((e) => e.fullUrl === urn)?.resource;
+  const target = entries.find((e) => sameBundleName(e.fullUrl, urn))?.resource;
   if (!target) return;
   delete ref.reference;
   ref.type ??= target.resourceType;

@@ -6,6 +6,7 @@ import {
   commaList,
   optionalPeerBaseUrl,
   optionalPort,
+  optionalPublicBaseUrl,
   optionalUrl,
   port,
   positiveInt,
@@ -97,6 +98,12 @@ const envSchema = z.object({
   ORDER_LEASE_SECONDS: positiveInt(60),
   FHIR_SERVER_URL: optionalPeerBaseUrl('FHIR_SERVER_TOKEN or FHIR_SMART_CLIENT_ID'),
   FHIR_SERVER_TOKEN: z.string().min(1).optional(),
+  /**
+   * The FHIR base clients reach us at (behind a reverse proxy, the proxy's): Location headers,
+   * search links and fullUrls are built on it. Unset: the address the connection reached.
+   * Never the request's Host header.
+   */
+  FHIR_PUBLIC_BASE_URL: optionalPublicBaseUrl,
   FHIR_MAX_BODY_BYTES: positiveInt(5 * 1024 * 1024),
   FHIR_MAX_JSON_VALUES: positiveInt(20_000),
   FHIR_MAX_NOTIFICATION_EVENTS: positiveInt(100),

@@ -55,6 +55,22 @@ export const optionalPeerBaseUrl = (credentials: string) =>
     )
     .optional();
 
+/**
+ * This server's own public base (what answers name it by): a base URL as a client writes it,
+ * without user information, query or fragment; a trailing `/` is dropped.
+ */
+export const optionalPublicBaseUrl = url(['http:', 'https:'])
+  .refine((value) => {
+    const u = URL.parse(value);
+    return !u || (!u.username && !u.password);
+  }, 'must not carry user information')
+  .refine(
+    (value) => !URL.parse(value) || !/[?#]/.test(value),
+    'must be a base URL without a ?query or #fragment',
+  )
+  .transform((value) => value.replace(/\/+$/, ''))
+  .optional();
+
 export const positiveInt = (fallback: number) =>
   z.coerce
     .number({ message: 'must be a number' })

@@ -1,3 +1,4 @@
+import { bundleLocalName } from '../fhir/fhir-urn';
 import type {
   Bundle,
   BundleEntry,
@@ -186,7 +187,24 @@ function putTargetIssue(e: BundleEntry, i: number): OperationOutcomeIssue | unde
 function checkEntries(entries: BundleEntry[], quirks: ToleratedQuirk[]): SiblingEntry[] {
   const siblings: SiblingEntry[] = [];
   const structural: OperationOutcomeIssue[] = [];
+  // fullUrl → the entry it first named, in its one spelling: `urn:uuid:5CBC…` and
+  // `urn:uuid:5cbc…` are one name (RFC 4122), so two entries so named break bdl-7 like two
+  // under one spelling (the validator's); a reference found the first, and the order was
+  // made for that Patient whatever the other said.
+  const named = new Map<string, number>();
   entries.forEach((e, i) => {
+    if (e.fullUrl !== undefined) {
+      const first = named.get(bundleLocalName(e.fullUrl));
+      if (first !== undefined && entries[first]!.fullUrl !== e.fullUrl) {
+        structural.push({
+          severity: 'error',
+          code: 'invariant',
+          diagnostics: `Bundle.entry[${i}].fullUrl names the same resource as Bundle.entry[${first}].fullUrl (a UUID is case-insensitive, RFC 4122): a fullUrl is unique in a Bundle (bdl-7)`,
+          expression: [`Bundle.entry[${i}].fullUrl`],
+        });
+      }
+      if (first === undefined) named.set(bundleLocalName(e.fullUrl), i);
+    }
     if (!e.resource) {
       structural.push({
         severity: 'error',
@@ -385,7 +403,7 @@ export function responseEntries(
   for (const [k, r] of outcome.results.entries()) {
     const fullUrl = entries[orders[k]?.entryIndex ?? -1]?.fullUrl;
     if (fullUrl && (r.kind === 'created' || r.kind === 'already-known'))
-      locations.set(fullUrl, `ServiceRequest/${r.orderId}`);
+      locations.set(bundleLocalName(fullUrl), `ServiceRequest/${r.orderId}`);
   }
   return entries.map((e, i) => {
     const errors = entryErrors.get(i);

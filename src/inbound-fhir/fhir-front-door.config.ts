@@ -9,6 +9,11 @@ import type { UnknownProcedureRule } from '../mappings/product-table';
 /** The FHIR front door's settings, read once from the validated app config. */
 export interface FhirFrontDoorConfig {
   mapping: FhirOrderMappingConfig;
+  /**
+   * This server's FHIR base as clients reach it (FHIR_PUBLIC_BASE_URL, no trailing `/`); unset:
+   * the address each connection reached. Never the Host header (any sender writes that).
+   */
+  publicBaseUrl?: string;
   maxBodyBytes: number;
   /** Most JSON values in one body (FHIR_MAX_JSON_VALUES); 413 too-costly above. */
   maxJsonValues: number;
@@ -52,6 +57,7 @@ export function fhirFrontDoorConfig(config: AppConfig): FhirFrontDoorConfig {
       productTable: siteProductTable(config, 'fhir'),
       unknownProcedure: parseUnknownProcedureRule(config.FHIR_UNKNOWN_PROCEDURE),
     },
+    publicBaseUrl: config.FHIR_PUBLIC_BASE_URL,
     maxBodyBytes: config.FHIR_MAX_BODY_BYTES,
     maxJsonValues: config.FHIR_MAX_JSON_VALUES,
     maxNotificationEvents: config.FHIR_MAX_NOTIFICATION_EVENTS,

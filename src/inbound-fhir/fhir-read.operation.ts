@@ -29,7 +29,7 @@ export class FhirReadOperation {
 
   /**
    * Task search: `based-on=ServiceRequest/{id}` (or an absolute URL to it on `base`, this
-   * server's base as the client reached it) and `_id` (R4 task.html#search). An absolute URL
+   * server's FHIR base, `fhirBaseOf`) and `_id` (R4 task.html#search). An absolute URL
    * elsewhere names another server's request: it was matched by its id alone, and a
    * reference to another server's ServiceRequest found our Task.
    */
@@ -55,8 +55,8 @@ export class FhirReadOperation {
       const on = base?.replace(/^https?:/i, '');
       const unschemed = basedOn.replace(/^https?:/i, '');
       const ours =
-        on !== undefined && unschemed.startsWith(`${on}/fhir/`)
-          ? unschemed.slice(`${on}/fhir/`.length)
+        on !== undefined && unschemed.startsWith(`${on}/`)
+          ? unschemed.slice(`${on}/`.length)
           : basedOn;
       const m =
         /^ServiceRequest\/([A-Za-z0-9\-.]{1,64})$/.exec(ours) ??

@@ -71,7 +71,21 @@ export async function callerOf(
   };
 }
 
-/** Absolute URL of a path under /fhir on this server, as the client reached it. */
-export function fhirUrl(req: Request, path: string): string {
-  return `${req.protocol}://${req.get('host')}/fhir/${path.replace(/^\//, '')}`;
+/**
+ * This server's FHIR base as answers name it: the configured public base
+ * (FHIR_PUBLIC_BASE_URL), else the address and port the connection reached. Never the Host or
+ * X-Forwarded-* headers: any sender writes those, and a Location or link built from them sent
+ * the EHR wherever the sender chose.
+ */
+export function fhirBaseOf(req: Request, publicBaseUrl: string | undefined): string {
+  if (publicBaseUrl) return publicBaseUrl;
+  const socket = req.socket as Request['socket'] & { encrypted?: boolean };
+  const address = (socket.localAddress ?? '127.0.0.1').replace(/^::ffff:(?=\d+\.)/i, '');
+  const host = address.includes(':') ? `[${address.replace(/%.*$/, '')}]` : address;
+  return `${socket.encrypted ? 'https' : 'http'}://${host}:${socket.localPort ?? 80}/fhir`;
+}
+
+/** Absolute URL of a path under this server's FHIR base (`fhirBaseOf`). */
+export function fhirUrl(base: string, path: string): string {
+  return `${base}/${path.replace(/^\//, '')}`;
 }

@@ -15,7 +15,7 @@ import {
   searchParameters,
   searchSet,
 } from './fhir-served.resources';
-import { callerOf, fhirUrl, restrictionOf } from './fhir-request.context';
+import { callerOf, fhirBaseOf, fhirUrl, restrictionOf } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 import { CreateServiceRequestOperation } from './service-request-create.operation';
 import { UpdateServiceRequestOperation } from './service-request-update.operation';
@@ -55,7 +55,9 @@ export class FhirRestController {
       answer.resource?.resourceType === 'OperationOutcome' ? 'representation' : preferReturn(req);
     sendResource(res, answer.status, answer.resource, format, {
       prefer,
-      location: answer.location ? fhirUrl(req, answer.location) : undefined,
+      location: answer.location
+        ? fhirUrl(fhirBaseOf(req, this.config.publicBaseUrl), answer.location)
+        : undefined,
       informational: answer.duplicate ? 'already known: the existing resource is returned' : 'ok',
     });
   }
@@ -67,7 +69,7 @@ export class FhirRestController {
     sendResource(
       res,
       200,
-      capabilityStatement(`${req.protocol}://${req.get('host')}`, '0.1.0'),
+      capabilityStatement(fhirBaseOf(req, this.config.publicBaseUrl), '0.1.0'),
       format,
     );
   }
@@ -132,7 +134,7 @@ export class FhirRestController {
   @Get('Task')
   async searchTasks(@Req() req: Request, @Res() res: Response): Promise<void> {
     const format = negotiateFormat(req);
-    const base = `${req.protocol}://${req.get('host')}`;
+    const base = fhirBaseOf(req, this.config.publicBaseUrl);
     const { used, ignored } = searchParameters(
       new URL(req.originalUrl, 'http://query.invalid').searchParams,
       TASK_SEARCH_PARAMETERS,

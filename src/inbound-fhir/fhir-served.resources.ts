@@ -1,3 +1,4 @@
+import { bundleLocalName, sameBundleName } from '../fhir/fhir-urn';
 import type {
   Bundle,
   BundleEntry,
@@ -96,7 +97,8 @@ function eachReference(
  * `urn:oid:`) names another entry only inside that Bundle (R4 bundle.html#references), and the
  * server SHALL replace it with that entry's new location (R4 http.html#trules); it was kept, so
  * the served ServiceRequest named `urn:uuid:5cbc…` as its subject, resolvable nowhere. Now a
- * ServiceRequest created by the same transaction gets its location (`locations`: fullUrl →
+ * ServiceRequest created by the same transaction gets its location (`locations`: fullUrl, as
+ * `bundleLocalName` spells it, →
  * `ServiceRequest/<id>`); a context entry (used, not stored here) becomes a logical reference
  * (R4 references.html#logical): its type, its business identifier (a Study Instance UID first,
  * then a record number), its display. Contained resources are left as sent.
@@ -121,12 +123,12 @@ function rewriteReference(
   locations: ReadonlyMap<string, string>,
 ): void {
   const urn = ref.reference!;
-  const location = locations.get(urn);
+  const location = locations.get(bundleLocalName(urn));
   if (location) {
     ref.reference = location;
     return;
   }
-  const target = entries.find((e) => e.fullUrl === urn)?.resource;
+  const target = entries.find((e) => sameBundleName(e.fullUrl, urn))?.resource;
   if (!target) return;
   delete ref.reference;
   ref.type ??= target.resourceType;
@@ -229,7 +231,7 @@ export function ignoredParameterIssue(
 }
 
 /**
- * A searchset of `type` under `base` (this server's, as the client reached it): its self link
+ * A searchset of `type` under `base` (this server's FHIR base, `fhirBaseOf`): its self link
  * holds only the parameters used (R4 search.html#self); the ones ignored are named by an
  * OperationOutcome entry (search mode `outcome`). The self link echoed the whole query, so
  * `status=cancelled` read as applied when it was not.
@@ -243,7 +245,7 @@ export function searchSet(
 ): Bundle {
   const query = used.toString();
   const entry: BundleEntry[] = resources.map((r) => ({
-    fullUrl: `${base}/fhir/${r.resourceType}/${r.id}`,
+    fullUrl: `${base}/${r.resourceType}/${r.id}`,
     resource: r,
     search: { mode: 'match' },
   }));
@@ -260,7 +262,7 @@ export function searchSet(
     resourceType: 'Bundle',
     type: 'searchset',
     total: resources.length,
-    link: [{ relation: 'self', url: `${base}/fhir/${type}${query ? `?${query}` : ''}` }],
+    link: [{ relation: 'self', url: `${base}/${type}${query ? `?${query}` : ''}` }],
     entry,
   };
 }
@@ -278,7 +280,7 @@ export function capabilityStatement(baseUrl: string, version: string): Capabilit
     publisher: 'imaging-ai-adapter',
     kind: 'instance',
     software: { name: 'imaging-ai-adapter', version },
-    implementation: { description: 'Imaging-AI adapter FHIR front door', url: `${baseUrl}/fhir` },
+    implementation: { description: 'Imaging-AI adapter FHIR front door', url: baseUrl },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'application/json', 'json'],
     patchFormat: [],

@@ -1,3 +1,4 @@
+import { sameBundleName } from '../fhir/fhir-urn';
 import type {
   ImagingStudy,
   OperationOutcomeIssue,
@@ -58,7 +59,7 @@ export class ReferenceResolver {
   private readonly reads = new Map<string, Promise<Resource>>();
 
   private sibling(ref: string): SiblingEntry | undefined {
-    const exact = this.siblings.find((s) => s.fullUrl === ref);
+    const exact = this.siblings.find((s) => sameBundleName(s.fullUrl, ref));
     if (exact) return exact;
     const unversioned = ref.replace(/\/_history\/[^/]+$/, '');
     // An absolute URL names a resource on that server (R4 bundle.html#references): it is an
@@ -119,7 +120,7 @@ export class ReferenceResolver {
         ? { resource: sib.resource as T, source: sib.location, path: siblingPath(sib) }
         : undefined;
     }
-    if (ref.startsWith('urn:')) return undefined;
+    if (/^urn:/i.test(ref)) return undefined;
     // A reference is read only within FHIR_SERVER_URL (docs/security.md): an absolute URL
     // elsewhere, or a relative one that climbs out of the base (`../admin/Patient/1`), is
     // refused, never fetched, so the EHR's credential cannot be sent anywhere else. A refusal
@@ -431,7 +432,7 @@ export async function buildOrderContext(
     const study = sib.resource as ImagingStudy;
     const names = (study.basedOn ?? []).map((b) => b.reference);
     const mine =
-      (options.srFullUrl !== undefined && names.includes(options.srFullUrl)) ||
+      names.some((n) => sameBundleName(n, options.srFullUrl)) ||
       (sr.id !== undefined && names.some((n) => n?.endsWith(`ServiceRequest/${sr.id}`)));
     if (mine && !ctx.imagingStudies.some((s) => s.resource === study)) {
       ctx.imagingStudies.push({ resource: study, source: sib.location, path: siblingPath(sib) });

@@ -12,12 +12,14 @@ import {
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
+import { isFhirResendOf } from './fhir-resend';
 import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { namesAnotherPatient } from '../domain/patient-identity';
 import { ReferenceResolver } from './order-context.resolver';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
+import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
 
 /** `If-None-Exist: identifier=system|value` (R4 http.html#ccreate); only identifier is supported. */
 export function parseIfNoneExist(
@@ -178,19 +180,31 @@ export class CreateServiceRequestOperation {
               return unexpectedResult(r?.kind);
             },
             // The key of a plain POST is its placer number: a second order under it is a resend
-            // only for the same patient. Another patient's order under the number was answered
-            // 200 with the first, and the new patient's order was never made. A conditional
-            // create keeps R4's answer (http.html#ccreate: the match, 200), as the sender asked.
+            // only for the same patient, and only with the same content (DESIGN §5: a duplicate
+            // is answered with the original answer). Another patient's order under the number
+            // was answered 200 with the first, and the new patient's order was never made; a
+            // change sent as a create (priority stat) was answered 200 as a resend and lost. A
+            // create does not change (R4 http.html#create): 409, use PUT. A conditional create
+            // keeps R4's answer (http.html#ccreate: the match, 200), as the sender asked.
             reusedKey: conditional
               ? undefined
-              : async (_raw, existing) =>
-                  (await existing.patients()).some((p) => namesAnotherPatient(request.patient, p))
-                    ? fhirResponse(
-                        409,
-                        operationOutcome([placerOfAnotherPatient('ServiceRequest.identifier')]),
-                        false,
-                      )
-                    : undefined,
+              : async (originalRaw, existing) => {
+                  if (
+                    (await existing.patients()).some((p) => namesAnotherPatient(request.patient, p))
+                  ) {
+                    return fhirResponse(
+                      409,
+                      operationOutcome([placerOfAnotherPatient('ServiceRequest.identifier')]),
+                      false,
+                    );
+                  }
+                  if (isFhirResendOf(caller.raw, originalRaw)) return undefined;
+                  return fhirResponse(
+                    409,
+                    operationOutcome([placerReusedForOtherContent(existing.answer)]),
+                    false,
+                  );
+                },
             afterStore: async (manager, stored) => {
               const r = stored.outcome.results[0];
               if (r?.kind === 'created' && served) {
@@ -226,4 +240,28 @@ export class CreateServiceRequestOperation {
       () => resolver?.quirks ?? [],
     );
   }
+}
+
+/**
+ * The refusal of a create whose placer identifier names an order made from other content: a
+ * POST creates, it does not change, so the sender is told where the order is and to PUT it
+ * (or revoke it and order anew under a new number). `answer`: the stored answer of the first
+ * create, the ServiceRequest that names the order.
+ */
+function placerReusedForOtherContent(answer: Buffer): OperationOutcomeIssue {
+  let id: string | undefined;
+  try {
+    const first = JSON.parse(answer.toString('utf8')) as { resourceType?: string; id?: unknown };
+    if (first.resourceType === 'ServiceRequest' && typeof first.id === 'string') id = first.id;
+  } catch {
+    id = undefined;
+  }
+  const where = id ? `ServiceRequest/${id}` : 'a ServiceRequest here';
+  const put = id ? `PUT /fhir/ServiceRequest/${id}` : 'PUT it';
+  return {
+    severity: 'error',
+    code: 'conflict',
+    diagnostics: `this placer identifier already names ${where}, created from other content; a POST creates and does not change an order: to change it, ${put} (or revoke it and POST the new order under its own placer number). Nothing was changed`,
+    expression: ['ServiceRequest.identifier'],
+  };
 }

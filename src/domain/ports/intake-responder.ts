@@ -23,10 +23,11 @@ export interface IntakeResponder<Tx = unknown> {
    * undefined when this is a resend of it (answered with its stored answer); else the refusal
    * of a different message reusing the key (stored as rejected, never answered as the other).
    * `existing.patients()` reads the patients of the sender's orders under this message's
-   * placer numbers, as they stand now, for a front door whose key is the order number.
+   * placer numbers, as they stand now, for a front door whose key is the order number;
+   * `existing.answer` is the answer stored for the message under the key.
    */
   reusedKey?(
     originalRaw: Buffer,
-    existing: { patients(): Promise<PatientInfo[]> },
+    existing: { patients(): Promise<PatientInfo[]>; answer: Buffer },
   ): IntakeResponse | undefined | Promise<IntakeResponse | undefined>;
 }

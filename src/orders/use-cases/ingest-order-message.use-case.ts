@@ -253,6 +253,7 @@ export class IngestOrderMessageUseCase {
     const refusal = first
       ? await responder.reusedKey(first.raw, {
           patients: () => this.messages.patientsUnderPlacers(input.sender, placers),
+          answer: first.response ?? Buffer.alloc(0),
         })
       : undefined;
     if (!first || !refusal) return undefined;

@@ -1,0 +1,103 @@
+import type { Client as PgClient } from 'pg';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
+import { chestCtRequest, postFhir, type Json } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * A plain POST of a ServiceRequest is known by its placer identifier (DESIGN §5: the same FHIR
+ * identifier is a duplicate, answered with the original answer). A resend (the same content,
+ * whatever the sender's server stamped in meta) is that; a POST under the same placer number
+ * with other content is not a resend but a change sent as a create: it was answered 200 with
+ * the existing order as a duplicate and the change (here a stat priority) was lost silently.
+ * A create does not change (R4 http.html#create); the sender is told to PUT (409, kept).
+ */
+describe('POST /fhir/ServiceRequest under a placer number already used', () => {
+  let harness: FhirHarness | undefined;
+  let adapter: TestAdapter;
+  let db: PgClient;
+  beforeAll(async () => {
+    harness = await startFhirHarness();
+    ({ adapter, db } = harness);
+  });
+  afterAll(() => harness?.close());
+
+  const ordersUnder = async (placer: string) =>
+    (
+      await db.query<{ id: string; priority: string | null }>(
+        `SELECT id, request->>'priority' AS priority FROM orders WHERE placer_order_number = $1`,
+        [placer],
+      )
+    ).rows;
+
+  it('the same content again is the original answer; other content is 409 naming the PUT, kept', async () => {
+    const sr = chestCtRequest('PLR-REUSE-1', { priority: 'routine' });
+    const created = await postFhir(adapter, '/fhir/ServiceRequest', sr);
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+
+    // a resend: same bytes, then the same resource re-serialised by the sender's server (keys
+    // in another order, its own meta stamped again)
+    const resent = await postFhir(adapter, '/fhir/ServiceRequest', sr);
+    expect(resent).toMatchObject({ status: 200, body: { id } });
+    const reserialised: Json = Object.fromEntries(Object.entries(sr).reverse());
+    reserialised.meta = { versionId: '2', lastUpdated: '2026-11-27T10:00:00.000Z' };
+    expect(await postFhir(adapter, '/fhir/ServiceRequest', reserialised)).toMatchObject({
+      status: 200,
+      body: { id },
+    });
+
+    // a change sent as a create
+    const stat = chestCtRequest('PLR-REUSE-1', { priority: 'stat' });
+    const changed = await postFhir(adapter, '/fhir/ServiceRequest', stat);
+    expect(changed.status).toBe(409);
+    expect(changed.location).toBeNull();
+    expect(changed.body.resourceType).toBe('OperationOutcome');
+    const issue = (changed.body.issue as Json[])[0]!;
+    expect(issue).toMatchObject({ severity: 'error', code: 'conflict' });
+    expect(issue.expression).toEqual(['ServiceRequest.identifier']);
+    expect(issue.diagnostics).toContain(`PUT /fhir/ServiceRequest/${id}`);
+
+    // nothing changed, nothing made, and the refusal is kept with its bytes
+    expect(await ordersUnder('PLR-REUSE-1')).toEqual([{ id, priority: 'routine' }]);
+    const kept = await db.query<{ outcome: string; response_code: string; raw: Buffer }>(
+      `SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(kept.rows[0]).toMatchObject({ outcome: 'rejected', response_code: '409' });
+    expect(JSON.parse(kept.rows[0]!.raw.toString('utf8'))).toEqual(stat);
+
+    // the way the sender is told to take: PUT, and the order is stat
+    const put = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${id}`, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({ ...stat, id }),
+    });
+    expect(put.status).toBe(200);
+    expect(await ordersUnder('PLR-REUSE-1')).toEqual([{ id, priority: 'stat' }]);
+  });
+
+  it('a conditional create (If-None-Exist) keeps R4 http.html#ccreate: the match, 200, as the sender asked', async () => {
+    const sr = chestCtRequest('PLR-REUSE-2', { priority: 'routine' });
+    const header = 'identifier=urn:oid:2.16.840.1.113883.3.999.1|PLR-REUSE-2';
+    const send = (body: Json) =>
+      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+          'if-none-exist': header,
+        },
+        body: JSON.stringify(body),
+      });
+    const first = await send(sr);
+    expect(first.status).toBe(201);
+    const id = ((await first.json()) as Json).id;
+    const second = await send(chestCtRequest('PLR-REUSE-2', { priority: 'stat' }));
+    expect(second.status).toBe(200);
+    expect(((await second.json()) as Json).id).toBe(id);
+  });
+});

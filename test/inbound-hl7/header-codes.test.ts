@@ -110,6 +110,19 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(ack.errors.join(' ')).toMatch(/MSH\^1\^9\^1\^3\|200\^.*\|W\|/);
   });
 
+  it('a v2.8 control ID holding the truncation character (MSH-2 ^~\\&#) comes back in MSA-2 as it was written', async () => {
+    // An Epic OMI^O23 (v2.8, five encoding characters) from an engine that numbers its
+    // messages `<batch>#<n>`; one relayed with `\\P\\` (the escaped #) as well. The sender
+    // matches MSA-2 to MSH-10 byte for byte. Before: `8817261\\P\\02`, an answer to no message.
+    for (const [i, id] of ['8817261#02', '8817261\\P\\03'].entries()) {
+      const raw = withControlId(hl7Fixture('omi-o23-v28-multi-order'), id);
+      const text = raw.toString('utf8').replace(/55607(\d)\^EPC/g, (_, n) => `T${i}-${n}^EPC`);
+      const reply = await h.mllp.send(Buffer.from(text, 'utf8'));
+      const msa = reply.toString('utf8').split('\r')[1];
+      expect(msa).toBe(`MSA|CA|${id}`);
+    }
+  });
+
   it('two messages in one frame are refused AR 100 at the second MSH; no order is filed under the first patient', async () => {
     const first = swf('FRAME-1');
     const second = swf('FRAME-2', (t) => t.replace(/PAT-4711/g, 'PAT-OTHER'));

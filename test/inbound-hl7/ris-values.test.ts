@@ -215,4 +215,36 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     }
     expect(await orderOf('NOCR-2')).toBeDefined();
   });
+  /** An OMI^O23 (IHE RAD-4, v2.5.1) with the given TQ1; procedure MRKOPF. */
+  const omi = (id: string, tq1: string): Buffer =>
+    wire([
+      `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500+0100||OMI^O23^OMI_O23|${id}|P|2.5.1`,
+      `PID|1||PAT-${id}^^^HOSP^MR||NOVAK^JAN||19560402|M`,
+      `ORC|NW|PL-${id}^RIS|||||||20240318101500+0100|||1234^DOC^A`,
+      tq1,
+      `OBR|1|PL-${id}^RIS||MRKOPF^MRT Kopf^L|||||||||||||||ACC-${id}||||||MR`,
+      `IPC|ACC-${id}|RP-${id}|1.2.826.0.1.3680043.2.1125.${id.length}7|SPS-${id}|MR`,
+    ]);
+
+  it('a TQ1-9 priority sent as text only (CWE ^STAT, ^Urgent^HL70485) is the priority it names, not dropped', async () => {
+    // TQ1-9 is a CWE (v2.5.1 §4.5.4.9): an EHR that fills only the text component (`^STAT`)
+    // or the alternate code (`^^^S^Stat^HL70485`). Before: component 1 was read alone, it was
+    // empty, and the stat order went upstream with no priority (processed as routine), silently.
+    for (const [id, field, priority] of [
+      ['PRIO-T1', '^STAT', 'stat'],
+      ['PRIO-T2', '^Urgent^HL70485', 'urgent'],
+      ['PRIO-T3', '^^^S^Stat^HL70485', 'stat'],
+    ] as const) {
+      const reply = await client.send(omi(id, `TQ1|1||||||20240318110000+0100||${field}`));
+      expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+      expect((await orderOf(id)).request.priority).toBe(priority);
+    }
+    // A text that names no priority is warned about at the component read, never guessed.
+    const odd = ackSummary(
+      await client.send(omi('PRIO-T4', 'TQ1|1||||||20240318110000+0100||^whenever')),
+    );
+    expect(odd.code).toBe('AA');
+    expect(odd.errors).toEqual([expect.stringMatching(/^\|TQ1\^1\^9\^1\^2\|103\^.*\|W\|/)]);
+    expect((await orderOf('PRIO-T4')).request.priority).toBeUndefined();
+  });
 });

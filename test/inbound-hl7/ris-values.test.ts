@@ -247,4 +247,16 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(odd.errors).toEqual([expect.stringMatching(/^\|TQ1\^1\^9\^1\^2\|103\^.*\|W\|/)]);
     expect((await orderOf('PRIO-T4')).request.priority).toBeUndefined();
   });
+  it('a date-only start (TQ1-7 20240318 or 202403) is kept at its precision, not made midnight', async () => {
+    // A RIS that schedules by day writes TQ1-7 as a date (a DTM of day precision). Before: the
+    // order's start was 2024-03-18T00:00:00+01:00, a time nobody gave, and our ORU's OBR-7 and
+    // the report's effectiveDateTime said the exam was at midnight.
+    await client.send(omi('DAY-1', 'TQ1|1||||||20240318||R'));
+    expect((await orderOf('DAY-1')).request.requestedAt).toBe('2024-03-18');
+    await client.send(omi('DAY-2', 'TQ1|1||||||202403+0100||R'));
+    expect((await orderOf('DAY-2')).request.requestedAt).toBe('2024-03');
+    // with an hour the time is given: an instant as before
+    await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
+    expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
+  });
 });

@@ -1,3 +1,6 @@
+import net from 'node:net';
+import { once } from 'node:events';
+import { waitFor } from '../e2e/e2e-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
@@ -64,6 +67,44 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     });
     const bad = await send(swf('NE-AL-2', (t) => enhanced(t).replace('\rORC|NW|', '\rORC|RP|')));
     expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
+  });
+
+  it('MSH-15/16 NE|NE (no acknowledgment of any kind) is stored and not answered; the connection goes on', async () => {
+    // Table 0155: NE is "never". A sender writing NE|NE (a one-way feed through an engine)
+    // does not read answers. Before: CA, and CE on an error, written to a peer that never
+    // takes them. Now nothing is written; the message is kept as usual, the next one answered.
+    const socket = net.connect(h.adapter.mllpPort, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (d) => received.push(d));
+    await once(socket, 'connect');
+    const frame = (b: Buffer) => Buffer.concat([Buffer.from([0x0b]), b, Buffer.from([0x1c, 0x0d])]);
+    const neNe = (t: string) => t.replace('|P|2.3.1', '|P|2.3.1|||NE|NE');
+    try {
+      socket.write(frame(swf('NE-NE-1', neNe)));
+      socket.write(frame(swf('NE-NE-2', (t) => neNe(t).replace('\rORC|NW|', '\rORC|RP|'))));
+      socket.write(frame(swf('NE-NE-3')));
+      await waitFor(
+        'the answer to NE-NE-3',
+        async () => Buffer.concat(received).includes('NE-NE-3'),
+        10_000,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const answers = Buffer.concat(received).toString('latin1');
+      // only the third message (original mode) is answered, on the same connection
+      expect(answers.match(/MSA\|[^\r]*/g)).toEqual(['MSA|AA|NE-NE-3']);
+    } finally {
+      socket.destroy();
+    }
+    expect(await stored('NE-NE-1')).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+    expect(await stored('NE-NE-2')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
+    const quirks = await h.db.query(
+      `SELECT quirks::text FROM inbound_messages WHERE message_control_id = 'NE-NE-1'`,
+    );
+    expect(quirks.rows[0].quirks).toContain('no-acknowledgment-wanted');
+    const order = await h.db.query(
+      `SELECT 1 FROM orders WHERE placer_order_number = 'PLC-NE-NE-1'`,
+    );
+    expect(order.rowCount).toBe(1);
   });
 
   it('an OMG^O19 (general clinical order, v2.5.1 §4.4.10) is AR 200 at MSH-9.1, the text naming the messages taken; kept, nothing ordered', async () => {

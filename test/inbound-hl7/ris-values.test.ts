@@ -259,4 +259,37 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
     expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
   });
+  it('character set escapes (\\M2442\\, \\C2842\\) are read as the switch they are, a local escape (\\Z..\\) dropped: no escape text in a stored name', async () => {
+    // A Japanese RIS (v2.5.1 §2.7.5, MSH-18 ~ISO IR87) writing the ISO 2022 escapes of its
+    // kanji name as HL7 escapes: \M2442\ (ESC $ B, JIS X 0208) ... \C2842\ (ESC ( B, ASCII).
+    // Before: kept literally, the stored family name was `\M2442\;3ED\C2842\`, which went
+    // upstream, into FHIR and into our ORU as text.
+    const names = [
+      [
+        'ESC-JP',
+        '\\M2442\\;3ED\\C2842\\^\\M2442\\B@O:\\C2842\\^^^^^L^I',
+        { family: '山田', given: ['太郎'] },
+      ],
+      ['ESC-Z', 'YAMADA\\ZKANJI1\\^TARO', { family: 'YAMADA', given: ['TARO'] }],
+      ['ESC-C', 'M\\C2D41\\ULLER^HANS', { family: 'MULLER', given: ['HANS'] }],
+    ] as const;
+    for (const [id, pid5, name] of names) {
+      const reply = await client.send(
+        wire(
+          orm(id, {
+            MSH: `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500||ORM^O01|${id}|P|2.5.1||||||~ISO IR87|||`,
+            PID: `PID|1||PAT-${id}^^^HOSP^MR||${pid5}||19560402|M`,
+          }),
+        ),
+      );
+      expect(ackSummary(reply).code).toBe('AA');
+      const order = await orderOf(id);
+      expect(order.request.patient.name).toEqual(name);
+      const quirks = await db.query(
+        `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+        [id],
+      );
+      expect(quirks.rows[0].quirks).toMatch(/charset-escape|local-escape/);
+    }
+  });
 });

@@ -44,6 +44,50 @@ export const HL7_PHI_FIELDS: Readonly<Record<string, Readonly<Record<number, Mas
 };
 
 /**
+ * Person names (XPN, v2.5.1 2A.3.88) among the `name` fields: their code components are no PHI
+ * and stay readable, so the analyst sees which repetition is the legal (L), birth (B) or
+ * maiden (M) name: 7 name type code (table 0200), 8 name representation code (table 4000),
+ * 11 name assembly order (table 0444), when they hold a value of their table (a sender's
+ * text there is masked). Before, `L` was shown `L***`. Every other component (the names, the
+ * context text, the validity dates, the professional suffix) goes to its initial.
+ */
+const XPN_CODE_COMPONENTS: ReadonlyMap<number, ReadonlySet<string>> = new Map([
+  [
+    7,
+    new Set(
+      [
+        'A',
+        'B',
+        'BAD',
+        'C',
+        'D',
+        'F',
+        'I',
+        'K',
+        'L',
+        'M',
+        'N',
+        'NAV',
+        'NB',
+        'P',
+        'R',
+        'S',
+        'T',
+      ].concat(['TEMP', 'U']),
+    ),
+  ],
+  [8, new Set(['A', 'I', 'P'])],
+  [11, new Set(['F', 'G'])],
+]);
+export const HL7_XPN_FIELDS: Readonly<Record<string, ReadonlySet<number>>> = {
+  PID: new Set([5, 6, 9]),
+  NK1: new Set([2, 30]),
+  MRG: new Set([7]),
+  GT1: new Set([3]),
+  IN1: new Set([16]),
+};
+
+/**
  * Fields of HL7 v2 segments shown as they are (v2.5.1 chapters 2, 3, 4; IHE RAD TF-2): message
  * header and acknowledgment, order identifiers, codes, statuses, times, the ordering
  * clinician. Every field not listed here and not in HL7_PHI_FIELDS, and every segment not
@@ -155,6 +199,8 @@ export function maskHl7Field(
   value: string,
   rule: MaskRule,
   d: { component: string; repetition: string; subcomponent: string },
+  /** Components (1-based) of each repetition shown when they hold one of these codes (an XPN's). */
+  readable: ReadonlyMap<number, ReadonlySet<string>> = new Map(),
 ): string {
   if (value === '' || value === '""') return value;
   return value
@@ -166,11 +212,13 @@ export function maskHl7Field(
         return comps.join(d.component);
       }
       return comps
-        .map((c) =>
-          c
-            .split(d.subcomponent)
-            .map((s) => (s === '' ? s : maskValue(rule, s)))
-            .join(d.subcomponent),
+        .map((c, i) =>
+          readable.get(i + 1)?.has(c)
+            ? c
+            : c
+                .split(d.subcomponent)
+                .map((s) => (s === '' ? s : maskValue(rule, s)))
+                .join(d.subcomponent),
         )
         .join(d.component);
     })
@@ -198,7 +246,9 @@ export function maskHl7Text(text: string): string {
         if (id === 'MSH' && position <= 2) continue;
         const rule = rules[position];
         const coded = HL7_CODED_FREE_TEXT[id]?.[position];
-        if (rule) parts[i] = maskHl7Field(parts[i]!, rule, d);
+        const xpn = rule === 'name' && HL7_XPN_FIELDS[id]?.has(position);
+        if (rule)
+          parts[i] = maskHl7Field(parts[i]!, rule, d, xpn ? XPN_CODE_COMPONENTS : undefined);
         else if (coded) parts[i] = maskHl7Components(parts[i]!, coded, d);
         else if (!visible?.has(position)) parts[i] = maskHl7Field(parts[i]!, 'full', d);
       }

@@ -133,7 +133,7 @@ describe('PHI masking', () => {
     const masked = maskSegments(segments);
     expect(masked[0]).toBe(segments[0]);
     expect(masked[1]).toBe(
-      'PID|||***11^^^HOSPA^MR~***65^^^SSA^SS||S***^A***^M***^^^^L***||1956****|F|||***^^***^^***^***||^***^***^^***^***^***|||||***01',
+      'PID|||***11^^^HOSPA^MR~***65^^^SSA^SS||S***^A***^M***^^^^L||1956****|F|||***^^***^^***^***||^***^***^^***^***^***|||||***01',
     );
     expect(masked[2]).toBe('NK1|1|S***^P***|SPO^Spouse^HL70063|***^^***');
     expect(masked[3]).toBe('MRG|***00^^^HOSPA^MR');

@@ -287,9 +287,15 @@ export function buildAck(options: AckOptions): BuiltAck {
       id: 'MSA',
       fields: [
         code,
-        // MSA-2 is the sender's MSH-10 exactly (v2.5.1 §2.9.2): as written, also a control ID
-        // holding a component or subcomponent separator (`20240318^0001`), not only its first part
-        msh.structure(10),
+        // MSA-2 is the sender's MSH-10 exactly (v2.5.1 §2.9.2): its text as written, also a
+        // control ID holding a component or subcomponent separator (`20240318^0001`), not only
+        // its first part, and a v2.7 truncation character (`8817261#02`; unescaped and escaped
+        // again it came back `8817261\P\02`, an answer to no message). The ACK uses the
+        // sender's delimiters, so the text means what it meant in MSH-10. A control character
+        // there (a NUL) is still written as hexadecimal data, never sent as a byte.
+        [...msh.rawField(10)].some((c) => c < ' ' || c === '\u007f')
+          ? msh.structure(10)
+          : { encoded: msh.rawField(10) },
         // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
         !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
       ],

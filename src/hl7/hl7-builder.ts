@@ -10,7 +10,9 @@ export type Hl7FieldValue =
   | string
   | undefined
   | readonly Hl7Component[]
-  | { readonly repetitions: readonly (string | readonly Hl7Component[])[] };
+  | { readonly repetitions: readonly (string | readonly Hl7Component[])[] }
+  /** Field text already encoded with the message's delimiters, written as it is (an echo). */
+  | { readonly encoded: string };
 
 export interface Hl7SegmentSpec {
   id: string;
@@ -39,6 +41,7 @@ function trimEmpty(parts: string[]): string[] {
 export function encodeField(value: Hl7FieldValue, d: Hl7Delimiters = DEFAULT_DELIMITERS): string {
   if (value === undefined) return '';
   if (typeof value === 'string') return escapeValue(value, d);
+  if ('encoded' in value) return value.encoded;
   if ('repetitions' in value) {
     return value.repetitions.map((r) => encodeRepetition(r, d)).join(d.repetition);
   }

@@ -36,12 +36,56 @@ export interface UnescapeContext {
  * - \Xhh..\ is hexadecimal data, decoded as bytes in the message charset;
  * - \.br\ \.sp\ (formatted text, FT) become line breaks; \H\ \N\ (highlighting) and
  *   the other formatting commands (.fi .nf .in .ti .sk .ce) carry no text and are dropped;
- * - \Zxx\ (locally defined), \Cxxyy\ \Mxxyyzz\ (charset switching) and anything
- *   unknown are kept literally and recorded as a quirk, so no data is lost.
+ * - \Cxxyy\ and \Mxxyy[zz]\ (section 2.7.5) are ISO 2022 escape sequences written as HL7
+ *   escapes: they switch the character set and carry no character. The ones of ISO-2022-JP
+ *   (`\M2442\` JIS X 0208, `\C2842\` ASCII, ...; MSH-18 `ISO IR87`) are decoded with it, so
+ *   `\M2442\;3ED\C2842\` is 山田; any other is dropped and the text around it kept;
+ * - \Zdddd\ (locally defined) has a meaning only its sender knows: dropped;
+ * - each of these is recorded as a quirk (the raw message keeps them); before, they were
+ *   kept as text and a stored name read `\M2442\;3ED\C2842\` upstream, in FHIR and in the ORU;
+ * - anything unknown is kept literally and recorded as a quirk, so no data is lost.
  */
 export function unescapeValue(raw: string, ctx: UnescapeContext): string {
   const esc = ctx.delimiters.escape;
   if (esc === '' || !raw.includes(esc)) return raw;
+  const state = { switched: false };
+  const out = unescapeSequences(raw, ctx, state);
+  // only a \C..\ or \M..\ switches (an ESC sent as \X1B\ is a control character, as before)
+  return state.switched ? applyCharsetSwitches(out, ctx) : out;
+}
+
+/** ESC (0x1B): what a \Cxxyy\ or \Mxxyyzz\ stands for, held in the text until it is decoded. */
+const ISO2022_ESC = '\u001b';
+// eslint-disable-next-line no-control-regex
+const ISO2022_DESIGNATION = /\u001b[\u0020-\u002f]+[\u0030-\u007e]/g;
+/** The designations the WHATWG ISO-2022-JP decoder reads: ESC ( B, ESC ( J, ESC ( I, ESC $ @, ESC $ B. */
+const ISO2022_JP = new Set(['\u001b(B', '\u001b(J', '\u001b(I', '\u001b$@', '\u001b$B']);
+
+/**
+ * Text holding the ISO 2022 escapes of \C..\ / \M..\: decoded as ISO-2022-JP when every one is
+ * of that encoding and the text is 7-bit (the bytes a JIS sender wrote), else without them.
+ */
+function applyCharsetSwitches(text: string, ctx: UnescapeContext): string {
+  const switches = text.match(ISO2022_DESIGNATION) ?? [];
+  const sevenBit = [...text].every((c) => c <= '\u007f');
+  if (sevenBit && switches.length > 0 && switches.every((s) => ISO2022_JP.has(s))) {
+    ctx.quirks?.add(
+      'charset-escape',
+      `${ctx.location ?? '?'}: ISO 2022 escapes read as ISO-2022-JP`,
+    );
+    const decoded = new TextDecoder('iso-2022-jp').decode(Buffer.from(text, 'latin1'));
+    if (!decoded.includes('\ufffd')) return decoded;
+  }
+  ctx.quirks?.add('charset-escape', `${ctx.location ?? '?'}: character set escape dropped`);
+  return text.replace(ISO2022_DESIGNATION, '').replaceAll(ISO2022_ESC, '');
+}
+
+function unescapeSequences(
+  raw: string,
+  ctx: UnescapeContext,
+  state: { switched: boolean },
+): string {
+  const esc = ctx.delimiters.escape;
   let out = '';
   let i = 0;
   while (i < raw.length) {
@@ -61,7 +105,7 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
       break;
     }
     const body = raw.slice(i + 1, close);
-    const replaced = replaceEscape(body, ctx);
+    const replaced = replaceEscape(body, ctx, state);
     if (replaced === undefined) {
       // The sequence may be patient text: only its location goes into the audited quirk.
       ctx.quirks?.add('unknown-escape-sequence', `${ctx.location ?? '?'}: kept literally`);
@@ -81,7 +125,11 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
  */
 const MAX_SPACE_LINES = 10;
 
-function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
+function replaceEscape(
+  body: string,
+  ctx: UnescapeContext,
+  state: { switched: boolean },
+): string | undefined {
   const d = ctx.delimiters;
   switch (body) {
     case 'F':
@@ -116,6 +164,20 @@ function replaceEscape(body: string, ctx: UnescapeContext): string | undefined {
       ascii += String.fromCharCode(byte);
     }
     return ascii;
+  }
+  // \Cxxyy\ single-byte, \Mxxyy[zz]\ multi-byte character set escape (section 2.7.5): the
+  // ISO 2022 escape sequence ESC xx yy [zz], read once the whole value is known
+  if (/^C[0-9A-Fa-f]{4}$/.test(body) || /^M[0-9A-Fa-f]{4}([0-9A-Fa-f]{2})?$/.test(body)) {
+    state.switched = true;
+    let seq = ISO2022_ESC;
+    for (let k = 1; k < body.length; k += 2) {
+      seq += String.fromCharCode(parseInt(body.slice(k, k + 2), 16));
+    }
+    return seq;
+  }
+  if (/^Z[^\s]*$/.test(body)) {
+    ctx.quirks?.add('local-escape', `${ctx.location ?? '?'}: locally defined escape dropped`);
+    return '';
   }
   const fmt = /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body);
   if (fmt) {

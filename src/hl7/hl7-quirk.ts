@@ -23,6 +23,8 @@ export type Hl7QuirkCode =
   | 'windows-1252-bytes'
   | 'unknown-charset'
   | 'unknown-escape-sequence'
+  | 'charset-escape'
+  | 'local-escape'
   | 'formatting-escape'
   | 'explicit-null'
   | 'obr-without-orc'

@@ -7,6 +7,8 @@ import {
   type MllpMessageMeta,
   type Hl7ParseLimits,
   salvageControlId,
+  acceptAckWanted,
+  type AckOutcome,
   buildAck,
   buildBatchAck,
   isHl7Batch,
@@ -66,7 +68,10 @@ export class Hl7OrderHandler {
 
   async handle(raw: Buffer, meta: MllpMessageMeta): Promise<Buffer> {
     if (isHl7Batch(raw)) return this.handleBatch(raw, meta);
-    return this.handleMessage(raw, meta);
+    const { body, unwanted } = await this.process(raw, meta);
+    // Enhanced mode (MSH-15/16, table 0155) that wants no answer for this outcome (NE|NE, or
+    // ER|ER on success): stored and answered in the audit log, nothing written to the peer.
+    return unwanted ? Buffer.alloc(0) : body;
   }
 
   /**
@@ -125,7 +130,7 @@ export class Hl7OrderHandler {
     raw: Buffer,
     meta: BatchMessageMeta,
     options: { idempotencyKey?: string; actor?: string } = {},
-  ): Promise<{ body: Buffer; reply?: IntakeReply }> {
+  ): Promise<{ body: Buffer; reply?: IntakeReply; unwanted?: boolean }> {
     const evaluation = evaluateHl7Message(raw, this.options);
     if (evaluation.kind === 'unparseable') {
       return {
@@ -133,6 +138,18 @@ export class Hl7OrderHandler {
       };
     }
     const { message, type, sender } = evaluation;
+    // Whether the sender wants the answer of this code (MSA-1 AA/CA accept, AE/CE error, AR/CR
+    // reject); a store failure (AR 207) is always answered, so the message is never lost unsaid.
+    const unwanted = (code: string): boolean =>
+      !acceptAckWanted(message, OUTCOME_OF_CODE[code.charAt(1)] ?? 'reject');
+    const silence = NEVER_ANSWERED.every((o) => !acceptAckWanted(message, o))
+      ? [
+          {
+            code: 'no-acknowledgment-wanted',
+            detail: `MSH-15/MSH-16 ${message.msh.value(15) ?? ''}|${message.msh.value(16) ?? ''}: no acknowledgment is sent`,
+          },
+        ]
+      : [];
     const base = {
       transport: 'mllp' as const,
       sender,
@@ -143,14 +160,16 @@ export class Hl7OrderHandler {
       contentType: 'application/hl7-v2',
     };
     if (evaluation.kind === 'refused') {
+      const refusal = await this.refuse(
+        message,
+        base,
+        [...framingQuirks(meta), ...silence, ...evaluation.quirks],
+        evaluation.outcome,
+        evaluation.errors,
+      );
       return {
-        body: await this.refuse(
-          message,
-          base,
-          [...framingQuirks(meta), ...evaluation.quirks],
-          evaluation.outcome,
-          evaluation.errors,
-        ),
+        body: refusal.body,
+        unwanted: refusal.stored !== undefined && unwanted(refusal.stored),
       };
     }
     const { mapped, warnings } = evaluation;
@@ -161,7 +180,7 @@ export class Hl7OrderHandler {
         {
           ...base,
           idempotencyKey,
-          quirks: [...framingQuirks(meta), ...evaluation.quirks],
+          quirks: [...framingQuirks(meta), ...silence, ...evaluation.quirks],
           mappingVersion: mapped.mappingVersion,
           orders: mapped.orders.map((o) => ({
             request: o.request,
@@ -196,7 +215,7 @@ export class Hl7OrderHandler {
         },
         'hl7 message handled',
       );
-      return { body: reply.response.body, reply };
+      return { body: reply.response.body, reply, unwanted: unwanted(reply.response.code) };
     } catch (error) {
       // Could not store it: AR 207 so that the sender keeps it and resends. Never an AA.
       messagesTotal.inc({ type: typeLabel(type), ack: 'AR-store' });
@@ -235,7 +254,7 @@ export class Hl7OrderHandler {
     quirks: Array<{ code: string; detail: string }>,
     outcome: 'error' | 'reject',
     errors: Hl7ErrorDetail[],
-  ): Promise<Buffer> {
+  ): Promise<{ body: Buffer; stored?: string }> {
     const ack = refusalAck(message, outcome, errors, this.stamp);
     messagesTotal.inc({ type: typeLabel(base.messageType), ack: ackLabel(ack.code) });
     const input: RejectionInput = {
@@ -252,13 +271,13 @@ export class Hl7OrderHandler {
         .map((e) => ({ location: e.location, code: String(e.code), message: e.message })),
     };
     if (!(await recordRefusal(this.intake, input, this.logger, 'rejected hl7 message'))) {
-      return this.couldNotStore(message);
+      return { body: this.couldNotStore(message) };
     }
     this.logger.info(
       { type: base.messageType, ack: ack.code, errors: errors.map((e) => e.code) },
       'hl7 message refused',
     );
-    return ack.bytes;
+    return { body: ack.bytes, stored: ack.code };
   }
 
   /**
@@ -289,6 +308,14 @@ export class Hl7OrderHandler {
     return body;
   }
 }
+
+/** MSA-1's second letter (table 0008: AA/CA, AE/CE, AR/CR) as the outcome it answers. */
+const OUTCOME_OF_CODE: Readonly<Record<string, AckOutcome>> = {
+  A: 'accept',
+  E: 'error',
+  R: 'reject',
+};
+const NEVER_ANSWERED: readonly AckOutcome[] = ['accept', 'error', 'reject'];
 
 /** What the MLLP framing tolerated for this message (recorded with it like the parser's quirks). */
 function framingQuirks(meta: BatchMessageMeta): Array<{ code: string; detail: string }> {

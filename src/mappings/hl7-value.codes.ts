@@ -11,7 +11,7 @@ import {
   TABLE_0074_TO_MODALITY,
 } from './hl7-code.tables';
 import { EMPTY, notMapped, ofValue, readComposite, refused, rep, storedAs } from './hl7-value.kit';
-import type { LineageLine, TransformFn, TransformInput } from './hl7-value.kit';
+import type { LineageLine, TransformFn, TransformInput, TransformOutput } from './hl7-value.kit';
 
 /** Codes: HL7 tables (hl7-code.tables.ts), DICOM modalities, CE/CWE coded elements. */
 
@@ -64,7 +64,7 @@ export const orderControl: TransformFn = ofValue((value, source, input) => {
  * TQ1-9 / ORC-7.6 / OBR-27.6 priority (table 0027); a priority word (`STAT`, `Routine`) is
  * tolerated and recorded; anything else is left out with a warning.
  */
-export const priority0027: TransformFn = ofValue((value, source, input) => {
+const readPriority = (value: string, source: string, input: TransformInput): TransformOutput => {
   const mapped = (TABLE_0027_PRIORITY as Record<string, string>)[value.toUpperCase()];
   if (mapped) return storedAs(source, value, mapped, 'table 0027');
   const word = FREE_TEXT_PRIORITY[value.trim().toLowerCase()];
@@ -73,7 +73,27 @@ export const priority0027: TransformFn = ofValue((value, source, input) => {
     return storedAs(source, value, word, 'free-text priority (quirk)');
   }
   return notMapped(source, 103, `${source} priority "${value}" not in table 0027`);
-});
+};
+
+/**
+ * TQ1-9 is a CWE (v2.5.1 §4.5.4.9; ORC-7.6 and OBR-27.6 are a TQ component, one value): its
+ * code, else the alternate code, else the text, else the alternate text. An EHR writing only
+ * the text (`^STAT`) had component 1 read alone, found empty, and its stat order went upstream
+ * without a priority.
+ */
+const CWE_PRIORITY_COMPONENTS = [1, 4, 2, 5] as const;
+
+export const priority0027: TransformFn = (input) => {
+  const { field, component } = input.loc;
+  if (input.segment.id !== 'TQ1' || component !== undefined) return ofValue(readPriority)(input);
+  for (const c of CWE_PRIORITY_COMPONENTS) {
+    const value = input.segment.value(field, rep(input), c, 1);
+    if (value === undefined) continue;
+    const source = input.segment.locationOf(field, input.loc.repetition, c === 1 ? undefined : c);
+    return readPriority(value, source, input);
+  }
+  return EMPTY;
+};
 
 /** IPC-5 (DICOM modality, IHE RAD-4) or OBR-24 (table 0074 or the DICOM modality). */
 export const modality: TransformFn = ofValue((value, source) => {

@@ -76,6 +76,14 @@ export const dtmInstant: TransformFn = ofValue((value, source, input) => {
     input.quirks.add('invalid-date', `${source} is not an HL7 timestamp`);
     return notMapped(source, 102, `${source} not a valid DTM`);
   }
+  if (m[4] === undefined) {
+    // A DTM of day (or month, year) precision names no time: kept as the date it is (FHIR
+    // dateTime and HL7 DTM take it; a date carries no offset). It was made midnight in the
+    // sender's zone, a time nobody gave, and our ORU's OBR-7 and the report's
+    // effectiveDateTime said the exam was at 00:00.
+    const date = [m[1], m[2], m[3]].filter(Boolean).join('-');
+    return storedAs(source, value, date, 'HL7 DTM of date precision, kept as a date');
+  }
   const p = (n: number): string => String(n).padStart(2, '0');
   const frac = m[7] ? `.${m[7].slice(0, 3).padEnd(3, '0')}` : '';
   // Without its own offset a DTM is the sender's local time (v2.5.1 chapter 2A, DTM): the zone MSH-7 names,

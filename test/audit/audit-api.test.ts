@@ -304,7 +304,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect(detail.body.order.request.patient.birthDate).toBe('1956-**-**');
       const pid = messages[0]!.body.raw.segments.find((s: { id: string }) => s.id === 'PID');
       const pid5 = pid.fields.find((f: { position: string }) => f.position === 'PID-5').value;
-      expect(pid5).toBe('S***^A***^M***^^^^L***');
+      expect(pid5).toBe('S***^A***^M***^^^^L');
       const pid3 = pid.fields.find((f: { position: string }) => f.position === 'PID-3').value;
       expect(pid3).toBe('***11^^^HOSPA^MR~***65^^^SSA^SS');
       // the outbound ORU payload and the order facts keep what is not PHI

@@ -435,7 +435,7 @@ describe('analyst workbench pages (headless Chromium)', () => {
     const obx = out.locator('.hl7 .f[data-pos^="OBX-3 "]').first();
     expect(await obx.getAttribute('data-pos')).toBe('OBX-3 · Observation Identifier');
     expect(await out.locator('.hl7 .f[data-pos^="PID-5 "]').first().textContent()).toBe(
-      'S***^A***^M***^^^^L***',
+      'S***^A***^M***^^^^L',
     );
     const main = await page.locator('main').innerText();
     for (const phi of ['Persistent cough', 'SCHMIDT', 'No nodule above']) {

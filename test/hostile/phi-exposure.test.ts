@@ -158,6 +158,35 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     expect(revealed).toContain('CLAUSTRO-NTE-SECRET');
   });
 
+  it('the code components of a patient name (PID-5.7 name type, .8 representation) are readable; the name stays masked', async () => {
+    // An analyst asked "why is the legal name not the one in the report" needs to see which
+    // repetition is L (legal), B (birth) or M (maiden): table 0200 codes, no PHI. Before:
+    // every XPN component went to its initial, `L` shown as `L***`.
+    const raw = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'PHI-XPN')
+      .toString('latin1')
+      // the third repetition's name type is text, not a table 0200 code: masked as the name
+      .replace(
+        'SCHMIDT^ANNA^MARIA^^^^L',
+        'SCHMIDT^ANNA^MARIA^^^^L^A~MUELLER^ANNA^^^^^B^A~KOCH^ANNA^^^^^MARIA',
+      )
+      .replace(/PLC-100234/g, 'PLC-PHI-XPN');
+    const client = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort });
+    try {
+      expect(ackSummary(await client.send(Buffer.from(raw, 'latin1')))).toMatchObject({
+        code: 'AA',
+      });
+    } finally {
+      await client.close();
+    }
+    const { messageId } = await orderIdFor('PHI-XPN');
+    for (const path of [`/api/audit/messages/${messageId}`, `/audit/messages/${messageId}`]) {
+      const text = await (await call(path, TEST_TOKENS.analyst)).text();
+      expect(text).toContain('S***^A***^M***^^^^L^A~M***^A***^^^^^B^A~K***^A***^^^^^M***');
+      for (const secret of ['SCHMIDT', 'MUELLER', 'KOCH', 'ANNA', 'MARIA'])
+        expect(text).not.toContain(secret);
+    }
+  });
+
   it('FHIR narrative, extensions, supportingInfo.display, patientInstruction and unknown keys are masked', async () => {
     // Refused (an unknown element), yet its raw bytes are kept: masked like any other.
     const refused = await postSr({

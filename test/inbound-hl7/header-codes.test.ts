@@ -1,3 +1,6 @@
+import net from 'node:net';
+import { once } from 'node:events';
+import { waitFor } from '../e2e/e2e-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
@@ -66,6 +69,44 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
   });
 
+  it('MSH-15/16 NE|NE (no acknowledgment of any kind) is stored and not answered; the connection goes on', async () => {
+    // Table 0155: NE is "never". A sender writing NE|NE (a one-way feed through an engine)
+    // does not read answers. Before: CA, and CE on an error, written to a peer that never
+    // takes them. Now nothing is written; the message is kept as usual, the next one answered.
+    const socket = net.connect(h.adapter.mllpPort, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (d) => received.push(d));
+    await once(socket, 'connect');
+    const frame = (b: Buffer) => Buffer.concat([Buffer.from([0x0b]), b, Buffer.from([0x1c, 0x0d])]);
+    const neNe = (t: string) => t.replace('|P|2.3.1', '|P|2.3.1|||NE|NE');
+    try {
+      socket.write(frame(swf('NE-NE-1', neNe)));
+      socket.write(frame(swf('NE-NE-2', (t) => neNe(t).replace('\rORC|NW|', '\rORC|RP|'))));
+      socket.write(frame(swf('NE-NE-3')));
+      await waitFor(
+        'the answer to NE-NE-3',
+        async () => Buffer.concat(received).includes('NE-NE-3'),
+        10_000,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const answers = Buffer.concat(received).toString('latin1');
+      // only the third message (original mode) is answered, on the same connection
+      expect(answers.match(/MSA\|[^\r]*/g)).toEqual(['MSA|AA|NE-NE-3']);
+    } finally {
+      socket.destroy();
+    }
+    expect(await stored('NE-NE-1')).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+    expect(await stored('NE-NE-2')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
+    const quirks = await h.db.query(
+      `SELECT quirks::text FROM inbound_messages WHERE message_control_id = 'NE-NE-1'`,
+    );
+    expect(quirks.rows[0].quirks).toContain('no-acknowledgment-wanted');
+    const order = await h.db.query(
+      `SELECT 1 FROM orders WHERE placer_order_number = 'PLC-NE-NE-1'`,
+    );
+    expect(order.rowCount).toBe(1);
+  });
+
   it('an OMG^O19 (general clinical order, v2.5.1 §4.4.10) is AR 200 at MSH-9.1, the text naming the messages taken; kept, nothing ordered', async () => {
     // An EHR that sends its radiology orders as OMG^O19 (ORC/TQ1/OBR, no IPC). Before: the text
     // said only "Message type OMG not supported", not that the order goes as OMI^O23 or ORM^O01.
@@ -108,6 +149,19 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     );
     expect(ack).toMatchObject({ code: 'AA', controlIdEchoed: 'CASE-93' });
     expect(ack.errors.join(' ')).toMatch(/MSH\^1\^9\^1\^3\|200\^.*\|W\|/);
+  });
+
+  it('a v2.8 control ID holding the truncation character (MSH-2 ^~\\&#) comes back in MSA-2 as it was written', async () => {
+    // An Epic OMI^O23 (v2.8, five encoding characters) from an engine that numbers its
+    // messages `<batch>#<n>`; one relayed with `\\P\\` (the escaped #) as well. The sender
+    // matches MSA-2 to MSH-10 byte for byte. Before: `8817261\\P\\02`, an answer to no message.
+    for (const [i, id] of ['8817261#02', '8817261\\P\\03'].entries()) {
+      const raw = withControlId(hl7Fixture('omi-o23-v28-multi-order'), id);
+      const text = raw.toString('utf8').replace(/55607(\d)\^EPC/g, (_, n) => `T${i}-${n}^EPC`);
+      const reply = await h.mllp.send(Buffer.from(text, 'utf8'));
+      const msa = reply.toString('utf8').split('\r')[1];
+      expect(msa).toBe(`MSA|CA|${id}`);
+    }
   });
 
   it('two messages in one frame are refused AR 100 at the second MSH; no order is filed under the first patient', async () => {

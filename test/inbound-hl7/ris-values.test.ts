@@ -215,4 +215,81 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     }
     expect(await orderOf('NOCR-2')).toBeDefined();
   });
+  /** An OMI^O23 (IHE RAD-4, v2.5.1) with the given TQ1; procedure MRKOPF. */
+  const omi = (id: string, tq1: string): Buffer =>
+    wire([
+      `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500+0100||OMI^O23^OMI_O23|${id}|P|2.5.1`,
+      `PID|1||PAT-${id}^^^HOSP^MR||NOVAK^JAN||19560402|M`,
+      `ORC|NW|PL-${id}^RIS|||||||20240318101500+0100|||1234^DOC^A`,
+      tq1,
+      `OBR|1|PL-${id}^RIS||MRKOPF^MRT Kopf^L|||||||||||||||ACC-${id}||||||MR`,
+      `IPC|ACC-${id}|RP-${id}|1.2.826.0.1.3680043.2.1125.${id.length}7|SPS-${id}|MR`,
+    ]);
+
+  it('a TQ1-9 priority sent as text only (CWE ^STAT, ^Urgent^HL70485) is the priority it names, not dropped', async () => {
+    // TQ1-9 is a CWE (v2.5.1 §4.5.4.9): an EHR that fills only the text component (`^STAT`)
+    // or the alternate code (`^^^S^Stat^HL70485`). Before: component 1 was read alone, it was
+    // empty, and the stat order went upstream with no priority (processed as routine), silently.
+    for (const [id, field, priority] of [
+      ['PRIO-T1', '^STAT', 'stat'],
+      ['PRIO-T2', '^Urgent^HL70485', 'urgent'],
+      ['PRIO-T3', '^^^S^Stat^HL70485', 'stat'],
+    ] as const) {
+      const reply = await client.send(omi(id, `TQ1|1||||||20240318110000+0100||${field}`));
+      expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+      expect((await orderOf(id)).request.priority).toBe(priority);
+    }
+    // A text that names no priority is warned about at the component read, never guessed.
+    const odd = ackSummary(
+      await client.send(omi('PRIO-T4', 'TQ1|1||||||20240318110000+0100||^whenever')),
+    );
+    expect(odd.code).toBe('AA');
+    expect(odd.errors).toEqual([expect.stringMatching(/^\|TQ1\^1\^9\^1\^2\|103\^.*\|W\|/)]);
+    expect((await orderOf('PRIO-T4')).request.priority).toBeUndefined();
+  });
+  it('a date-only start (TQ1-7 20240318 or 202403) is kept at its precision, not made midnight', async () => {
+    // A RIS that schedules by day writes TQ1-7 as a date (a DTM of day precision). Before: the
+    // order's start was 2024-03-18T00:00:00+01:00, a time nobody gave, and our ORU's OBR-7 and
+    // the report's effectiveDateTime said the exam was at midnight.
+    await client.send(omi('DAY-1', 'TQ1|1||||||20240318||R'));
+    expect((await orderOf('DAY-1')).request.requestedAt).toBe('2024-03-18');
+    await client.send(omi('DAY-2', 'TQ1|1||||||202403+0100||R'));
+    expect((await orderOf('DAY-2')).request.requestedAt).toBe('2024-03');
+    // with an hour the time is given: an instant as before
+    await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
+    expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
+  });
+  it('character set escapes (\\M2442\\, \\C2842\\) are read as the switch they are, a local escape (\\Z..\\) dropped: no escape text in a stored name', async () => {
+    // A Japanese RIS (v2.5.1 §2.7.5, MSH-18 ~ISO IR87) writing the ISO 2022 escapes of its
+    // kanji name as HL7 escapes: \M2442\ (ESC $ B, JIS X 0208) ... \C2842\ (ESC ( B, ASCII).
+    // Before: kept literally, the stored family name was `\M2442\;3ED\C2842\`, which went
+    // upstream, into FHIR and into our ORU as text.
+    const names = [
+      [
+        'ESC-JP',
+        '\\M2442\\;3ED\\C2842\\^\\M2442\\B@O:\\C2842\\^^^^^L^I',
+        { family: '山田', given: ['太郎'] },
+      ],
+      ['ESC-Z', 'YAMADA\\ZKANJI1\\^TARO', { family: 'YAMADA', given: ['TARO'] }],
+      ['ESC-C', 'M\\C2D41\\ULLER^HANS', { family: 'MULLER', given: ['HANS'] }],
+    ] as const;
+    for (const [id, pid5, name] of names) {
+      const reply = await client.send(
+        wire(
+          orm(id, {
+            MSH: `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500||ORM^O01|${id}|P|2.5.1||||||~ISO IR87|||`,
+            PID: `PID|1||PAT-${id}^^^HOSP^MR||${pid5}||19560402|M`,
+          }),
+        ),
+      );
+      expect(ackSummary(reply).code).toBe('AA');
+      const order = await orderOf(id);
+      expect(order.request.patient.name).toEqual(name);
+      const quirks = await db.query(
+        `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+        [id],
+      );
+      expect(quirks.rows[0].quirks).toMatch(/charset-escape|local-escape/);
+    }
+  });
 });

@@ -118,6 +118,20 @@ export interface InstanceInput {
  * Records a received instance. A resend of the same SOP Instance replaces the earlier copy
  * (same file path) but keeps the order it was already matched to.
  */
+/**
+ * Transaction-scoped locks on these SOP Instance UIDs (taken in order, so two requests holding
+ * the same instances cannot deadlock): concurrent copies of one instance are recorded in turn.
+ */
+export async function lockInstances(m: EntityManager, sopInstanceUids: string[]): Promise<void> {
+  const uids = [...new Set(sopInstanceUids)].sort();
+  if (uids.length === 0) return;
+  await m.query(
+    `SELECT pg_advisory_xact_lock(hashtextextended('study-instance:' || u, 0))
+       FROM (SELECT u FROM unnest($1::text[]) AS u ORDER BY u) AS ordered`,
+    [uids],
+  );
+}
+
 export async function upsertInstance(
   m: EntityManager,
   input: InstanceInput,

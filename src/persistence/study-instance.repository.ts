@@ -225,6 +225,19 @@ export async function instancesOfOrder(
   return rows.map(toInstance);
 }
 
+/** Of these SOP Instance UIDs, the file each one's row names (those with a row). */
+export async function filesOfInstances(
+  m: EntityManager,
+  sopInstanceUids: string[],
+): Promise<Set<string>> {
+  if (sopInstanceUids.length === 0) return new Set();
+  const rows = (await m.query(
+    `SELECT file_path FROM study_instances WHERE sop_instance_uid = ANY($1::text[])`,
+    [sopInstanceUids],
+  )) as Array<{ file_path: string }>;
+  return new Set(rows.map((r) => r.file_path));
+}
+
 /** Deletes the rows of unmatched instances whose hold has passed; returns them. */
 export async function deleteExpiredUnmatched(
   m: EntityManager,

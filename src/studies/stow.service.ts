@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -292,6 +292,10 @@ export class StowService {
         await mkdir(dirname(filePath), { recursive: true, mode: 0o700 });
         await rename(a.tempPath, filePath);
         placed.push({ ...a, filePath });
+        // placed now: the orphan sweep counts a file's age from here (a part of a slow request
+        // was written minutes before)
+        const placedAt = new Date();
+        await utimes(filePath, placedAt, placedAt);
       }
       superseded = await this.record(
         placed,

@@ -128,6 +128,16 @@ function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
   };
 }
 
+/**
+ * The Instance Number of an order's SR or PDF: its revision + 1. Every correction is a new
+ * instance in the same series, and a PACS or viewer orders and tells apart the series'
+ * instances by this number; it was 2 for every correction, so the second amended result
+ * shared it with the first.
+ */
+function instanceNumber(input: PublicationInput): number {
+  return (input.revision ?? (input.correction ? 1 : 0)) + 1;
+}
+
 function write(dataset: Item): Buffer {
   const meta = {
     FileMetaInformationVersion: new Uint8Array([0, 1]).buffer,
@@ -319,7 +329,7 @@ export function buildMeasurementSr(
     SeriesDescription: `AI results (${d.name})`,
     ReferencedPerformedProcedureStepSequence: [],
     ...equipment(input),
-    InstanceNumber: 1 + (input.correction ? 1 : 0),
+    InstanceNumber: instanceNumber(input),
     CompletionFlag: 'COMPLETE',
     VerificationFlag: 'UNVERIFIED',
     PreliminaryFlag: 'FINAL',
@@ -387,7 +397,7 @@ export function buildEncapsulatedPdf(
     SeriesDescription: `AI report PDF (${input.device.name})`,
     ...equipment(input),
     ConversionType: 'WSD',
-    InstanceNumber: 1 + (input.correction ? 1 : 0),
+    InstanceNumber: instanceNumber(input),
     ContentDate: date,
     ContentTime: time,
     AcquisitionDateTime: `${date}${time}`,

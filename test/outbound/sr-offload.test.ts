@@ -1,0 +1,75 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import type { PublicationInput } from '../../src/mappings/publication.model';
+import { buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
+import { publicationInput, sourceStudy } from './publication-fixtures';
+
+jest.setTimeout(120_000);
+
+const run = promisify(execFile);
+const ROOT = resolve(__dirname, '..', '..');
+
+/**
+ * The SR worker (src/outbound/dicom-sr.offload.ts) on its real worker thread: a build made slow
+ * by its input (a study of 20,000 instances: every one is listed in the image library and the
+ * evidence, about 15 s of dcmjs here) against the build timeout, and the main-thread fallback
+ * of a packaging that left the worker file out.
+ */
+describe('SR build offload', () => {
+  const now = new Date('2026-11-27T10:00:00Z');
+  const small = () => publicationInput('DELIVERED');
+
+  it('without the worker file (a packaging that left it out) builds on the main thread, warning once', async () => {
+    // The sources as a package would hold them, the worker entry missing.
+    const dir = mkdtempSync(join(tmpdir(), 'sr-offload-'));
+    try {
+      cpSync(join(ROOT, 'src'), join(dir, 'src'), { recursive: true });
+      rmSync(join(dir, 'src', 'outbound', 'dicom-sr.worker.ts'));
+      const { pdf: _pdf, ...input } = small();
+      const json = JSON.parse(JSON.stringify({ input, source: sourceStudy(3) })) as {
+        input: PublicationInput;
+        source: ReturnType<typeof sourceStudy>;
+      };
+      writeFileSync(join(dir, 'input.json'), JSON.stringify(json));
+      writeFileSync(
+        join(dir, 'build.ts'),
+        `import { readFileSync } from 'node:fs';
+import pino from 'pino';
+import { SrBuildOffload } from './src/outbound/dicom-sr.offload';
+const { input, source } = JSON.parse(readFileSync(${JSON.stringify(join(dir, 'input.json'))}, 'utf8'));
+const logger = pino({ level: 'warn' });
+const offload = new SrBuildOffload({ logger, timeoutMs: 1_000 });
+(async () => {
+  const built = [];
+  for (let i = 0; i < 2; i++) built.push(await offload.build(input, source, new Date(${JSON.stringify(now.toISOString())})));
+  await offload.close();
+  process.stdout.write(JSON.stringify({ part10: built.map((b) => b.part10.toString('base64')), sent: JSON.stringify(built[0].sent) }) + '\\n');
+})();
+`,
+      );
+      const { stdout } = await run(
+        process.execPath,
+        ['-r', '@swc-node/register', join(dir, 'build.ts')],
+        {
+          cwd: ROOT,
+          env: { ...process.env, NODE_PATH: join(ROOT, 'node_modules') },
+          maxBuffer: 16 * 1024 * 1024,
+        },
+      );
+      const lines = stdout.trim().split('\n');
+      const warnings = lines
+        .filter((l) => l.includes('"level":40'))
+        .map((l) => (JSON.parse(l) as { msg: string }).msg);
+      expect(warnings).toEqual(['SR worker file missing: SRs are built on the main thread']);
+      const answer = JSON.parse(lines.at(-1)!) as { part10: string[]; sent: string };
+      const expected = buildMeasurementSr(json.input, json.source, now);
+      for (const b of answer.part10) expect(Buffer.from(b, 'base64').equals(expected)).toBe(true);
+      expect(answer.sent).toContain('Imaging Measurement Report');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { PublicationInput } from '../../src/mappings/publication.model';
 import { buildMeasurementSr } from '../../src/outbound/dicom-result.builder';
+import { SrBuildOffload, SrBuildTimeoutError } from '../../src/outbound/dicom-sr.offload';
 import { publicationInput, sourceStudy } from './publication-fixtures';
 
 jest.setTimeout(120_000);
@@ -21,6 +22,44 @@ const ROOT = resolve(__dirname, '..', '..');
 describe('SR build offload', () => {
   const now = new Date('2026-11-27T10:00:00Z');
   const small = () => publicationInput('DELIVERED');
+
+  it('stops a build over its timeout, and the next build is made on a new worker', async () => {
+    const offload = new SrBuildOffload({ timeoutMs: 3_000 });
+    try {
+      // the first build starts the worker (compiling the builder there)
+      const warm = await offload.build(small(), sourceStudy(3), now);
+      expect(warm.part10.equals(buildMeasurementSr(small(), sourceStudy(3), now))).toBe(true);
+
+      const started = performance.now();
+      await expect(offload.build(small(), sourceStudy(20_000), now)).rejects.toBeInstanceOf(
+        SrBuildTimeoutError,
+      );
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(2_900);
+      expect(waited).toBeLessThan(6_000);
+
+      // asked at once after the timeout, while the stopped worker is still going away
+      const next = await offload.build(small(), sourceStudy(3), now);
+      expect(next.part10.equals(buildMeasurementSr(small(), sourceStudy(3), now))).toBe(true);
+      expect(JSON.stringify(next.sent)).toContain('Imaging Measurement Report');
+    } finally {
+      await offload.close();
+    }
+  });
+
+  it('a build waiting behind a slow one is not failed by its timeout', async () => {
+    const offload = new SrBuildOffload({ timeoutMs: 3_000 });
+    try {
+      await offload.build(small(), sourceStudy(3), now);
+      const slow = offload.build(small(), sourceStudy(20_000), now);
+      const behind = offload.build(small(), sourceStudy(3), now);
+      await expect(slow).rejects.toBeInstanceOf(SrBuildTimeoutError);
+      const built = await behind;
+      expect(built.part10.equals(buildMeasurementSr(small(), sourceStudy(3), now))).toBe(true);
+    } finally {
+      await offload.close();
+    }
+  });
 
   it('without the worker file (a packaging that left it out) builds on the main thread, warning once', async () => {
     // The sources as a package would hold them, the worker entry missing.

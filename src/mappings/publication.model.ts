@@ -23,6 +23,11 @@ export interface PublicationInput {
   statusAt: string;
   /** A resend after an upstream correction (FHIR `corrected`, OBR-25 / OBX-11 `C`). */
   correction: boolean;
+  /**
+   * Which result publication of the order this is: 0 the first, +1 per correction (the
+   * revision of dicomUidsFor). Absent: 1 for a correction, else 0.
+   */
+  revision?: number;
   /** Why a no-result outcome happened (local end reason, failure report reason). */
   reason?: string;
   qcBypass?: { by: string; reason: string | null } | null;

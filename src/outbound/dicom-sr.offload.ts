@@ -21,61 +21,85 @@ export class SrBuildTimeoutError extends Error {
   }
 }
 
+/** A build asked for and not yet answered. */
+interface Job {
+  request: Omit<SrBuildRequest, 'id'>;
+  resolve(built: BuiltSr): void;
+  reject(error: Error): void;
+}
+
 /**
  * Builds measurement SRs on one worker thread, so that the event loop answering `/health`,
  * the MLLP intake and the other deliveries is never held by dcmjs (a 300-finding report:
- * about 1 s of CPU to write and dump). One build at a time, in order; a build over
- * `timeoutMs` stops the worker (a new one starts with the next build). Where no worker can
+ * about 1 s of CPU to write and dump). One build at a time, in order: the others wait here,
+ * not in the worker, so a build's `timeoutMs` counts its own work only. A build over it
+ * stops the worker; the builds waiting behind it go on in a new one. Where no worker can
  * start (a packaging without the worker file), the SR is built on the main thread, with one
  * warning.
  */
 export class SrBuildOffload {
   private worker?: Worker;
   private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve(built: BuiltSr): void; reject(error: Error): void; timer: NodeJS.Timeout }
-  >();
+  private readonly queue: Job[] = [];
+  private current?: { id: number; job: Job; worker: Worker; timer: NodeJS.Timeout };
   private inline = false;
 
   constructor(private readonly options: { timeoutMs?: number; logger?: Logger } = {}) {}
 
   async build(input: PublicationInput, source: SourceStudy, now: Date): Promise<BuiltSr> {
+    if (this.inline || !this.start()) return buildInline(input, source, now);
     // the PDF is not part of the SR: not copied to the worker
     const { pdf: _pdf, ...rest } = input;
-    const worker = this.inline ? undefined : this.start();
-    if (!worker) {
-      const part10 = buildMeasurementSr(input, source, now);
-      return { part10, sent: dicomTagDump(part10) };
-    }
-    const id = this.nextId++;
-    const timeoutMs = this.options.timeoutMs ?? 60_000;
     return new Promise<BuiltSr>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new SrBuildTimeoutError(timeoutMs));
-        void this.stopWorker();
-      }, timeoutMs);
-      timer.unref();
-      this.pending.set(id, { resolve, reject, timer });
-      worker.ref(); // a build under way keeps the process alive; an idle worker does not
-      const request: SrBuildRequest = {
-        id,
-        input: rest as PublicationInput,
-        source,
-        now: now.toISOString(),
-      };
-      worker.postMessage(request);
+      this.queue.push({
+        request: { input: rest as PublicationInput, source, now: now.toISOString() },
+        resolve,
+        reject,
+      });
+      this.next();
     });
   }
 
-  /** Stops the worker (at shutdown); builds under way fail. */
+  /** Stops the worker (at shutdown); builds under way or waiting fail. */
   async close(): Promise<void> {
+    const stopped = new Error('the SR worker was stopped');
+    for (const job of this.queue.splice(0)) job.reject(stopped);
     await this.stopWorker();
+  }
+
+  /** Hands the next waiting build to the worker, when it has none. */
+  private next(): void {
+    if (this.current) return;
+    const job = this.queue.shift();
+    if (!job) {
+      this.worker?.unref(); // an idle worker never keeps the process alive
+      return;
+    }
+    const worker = this.start();
+    if (!worker) {
+      const { input, source, now } = job.request;
+      job.resolve(buildInline(input, source, new Date(now)));
+      this.next();
+      return;
+    }
+    const id = this.nextId++;
+    const timeoutMs = this.options.timeoutMs ?? 60_000;
+    const timer = setTimeout(() => {
+      if (this.current?.id !== id) return;
+      this.current = undefined;
+      job.reject(new SrBuildTimeoutError(timeoutMs));
+      void this.stopWorker();
+      this.next();
+    }, timeoutMs);
+    timer.unref();
+    this.current = { id, job, worker, timer };
+    worker.ref(); // a build under way keeps the process alive
+    worker.postMessage({ id, ...job.request } satisfies SrBuildRequest);
   }
 
   private start(): Worker | undefined {
     if (this.worker) return this.worker;
+    if (this.inline) return undefined;
     const ext = extname(__filename);
     const file = join(__dirname, `dicom-sr.worker${ext}`);
     if (!existsSync(file)) {
@@ -90,14 +114,14 @@ export class SrBuildOffload {
     const execArgv = ext === '.ts' ? ['-r', require.resolve('@swc-node/register')] : [];
     const worker = new Worker(file, { execArgv });
     worker.on('message', (answer: SrBuildAnswer) => {
-      const waiting = this.pending.get(answer.id);
-      if (!waiting) return;
-      this.pending.delete(answer.id);
-      if (this.pending.size === 0) worker.unref();
-      clearTimeout(waiting.timer);
-      if ('error' in answer) waiting.reject(new Error(answer.error));
+      const current = this.current;
+      // an answer of a stopped worker, or of a build already given up
+      if (!current || current.worker !== worker || current.id !== answer.id) return;
+      this.current = undefined;
+      clearTimeout(current.timer);
+      if ('error' in answer) current.job.reject(new Error(answer.error));
       else
-        waiting.resolve({
+        current.job.resolve({
           part10: Buffer.from(
             answer.part10.buffer,
             answer.part10.byteOffset,
@@ -105,14 +129,18 @@ export class SrBuildOffload {
           ),
           sent: answer.sent,
         });
+      this.next();
     });
+    // Only this worker's build fails with it: a worker stopped after a timeout goes away while
+    // the next build already runs on its successor.
     const fail = (error: Error) => {
       if (this.worker === worker) this.worker = undefined;
-      for (const [id, waiting] of this.pending) {
-        clearTimeout(waiting.timer);
-        waiting.reject(error);
-        this.pending.delete(id);
-      }
+      const current = this.current;
+      if (!current || current.worker !== worker) return;
+      this.current = undefined;
+      clearTimeout(current.timer);
+      current.job.reject(error);
+      this.next();
     };
     worker.on('error', (error) => fail(error));
     worker.on('exit', (code) => fail(new Error(`the SR worker stopped (exit code ${code})`)));
@@ -128,4 +156,9 @@ export class SrBuildOffload {
     this.worker = undefined;
     if (worker) await worker.terminate();
   }
+}
+
+function buildInline(input: PublicationInput, source: SourceStudy, now: Date): BuiltSr {
+  const part10 = buildMeasurementSr(input, source, now);
+  return { part10, sent: dicomTagDump(part10) };
 }

@@ -55,7 +55,7 @@ const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001a\u001c-\u001f\u007f]/g;
 const FORMATS: Readonly<Record<string, (v: string) => string>> = {
   DA: (v) => {
     const m = /^(\d{4})[.-]?(\d{2})[.-]?(\d{2})$/.exec(v);
-    return m && +m[2]! >= 1 && +m[2]! <= 12 && +m[3]! >= 1 && +m[3]! <= 31
+    return m && +m[2]! >= 1 && +m[2]! <= 12 && +m[3]! >= 1 && +m[3]! <= daysIn(+m[1]!, +m[2]!)
       ? `${m[1]}${m[2]}${m[3]}`
       : '';
   },
@@ -65,6 +65,15 @@ const FORMATS: Readonly<Record<string, (v: string) => string>> = {
     return `${m[1]}${m[2] ?? ''}${m[3] ?? ''}${m[4] ?? ''}`;
   },
 };
+
+/**
+ * Days of a month of the Gregorian calendar. A day past them (30 February, 31 September: what
+ * date-shifting anonymisers and hand-keyed birth dates give) is no date; it was written as is.
+ */
+function daysIn(year: number, month: number): number {
+  // the leap years repeat every 400 years
+  return new Date(Date.UTC(2000 + (year % 400), month, 0)).getUTCDate();
+}
 
 /** Values an attribute may take (PS3.3), by keyword: anything else is written empty. */
 const ENUMERATED: Readonly<Record<string, readonly string[]>> = {

@@ -37,6 +37,7 @@ export async function loadPublication(
     upstreamStatus: payload.upstreamStatus,
     statusAt: payload.statusAt,
     correction: payload.revision > 0,
+    revision: payload.revision,
     ...(payload.reason ? { reason: payload.reason } : {}),
     qcBypass: payload.qcBypass
       ? { by: payload.qcBypass.by, reason: payload.qcBypass.reason }

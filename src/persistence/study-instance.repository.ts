@@ -118,6 +118,20 @@ export interface InstanceInput {
  * Records a received instance. A resend of the same SOP Instance replaces the earlier copy
  * (same file path) but keeps the order it was already matched to.
  */
+/**
+ * Transaction-scoped locks on these SOP Instance UIDs (taken in order, so two requests holding
+ * the same instances cannot deadlock): concurrent copies of one instance are recorded in turn.
+ */
+export async function lockInstances(m: EntityManager, sopInstanceUids: string[]): Promise<void> {
+  const uids = [...new Set(sopInstanceUids)].sort();
+  if (uids.length === 0) return;
+  await m.query(
+    `SELECT pg_advisory_xact_lock(hashtextextended('study-instance:' || u, 0))
+       FROM (SELECT u FROM unnest($1::text[]) AS u ORDER BY u) AS ordered`,
+    [uids],
+  );
+}
+
 export async function upsertInstance(
   m: EntityManager,
   input: InstanceInput,
@@ -209,6 +223,19 @@ export async function instancesOfOrder(
     [orderId],
   )) as InstanceRow[];
   return rows.map(toInstance);
+}
+
+/** Of these SOP Instance UIDs, the file each one's row names (those with a row). */
+export async function filesOfInstances(
+  m: EntityManager,
+  sopInstanceUids: string[],
+): Promise<Set<string>> {
+  if (sopInstanceUids.length === 0) return new Set();
+  const rows = (await m.query(
+    `SELECT file_path FROM study_instances WHERE sop_instance_uid = ANY($1::text[])`,
+    [sopInstanceUids],
+  )) as Array<{ file_path: string }>;
+  return new Set(rows.map((r) => r.file_path));
 }
 
 /** Deletes the rows of unmatched instances whose hold has passed; returns them. */

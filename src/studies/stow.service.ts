@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { link, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -18,6 +18,7 @@ import { inflateIfDeflated } from './deflated-instance';
 import { StudyError } from './study.error';
 import {
   findOrderForInstance,
+  lockInstances,
   type PushSource,
   upsertInstance,
 } from '../persistence/study-instance.repository';
@@ -275,31 +276,26 @@ export class StowService {
     const now = this.now();
     const holdUntil = new Date(now.getTime() + this.options.unmatchedHoldMinutes * 60_000);
     const placed: Array<ReceivedInstance & { filePath: string }> = [];
-    // Until the rows are committed, a placed file can be taken back: a new path is removed, an
-    // earlier copy at the same path (a resend of the instance) is put back. A file left in place
-    // with no row naming it would be PHI on disk that nothing lists, matches or expires.
-    const undo: Array<{ filePath: string; earlier: string | null }> = [];
+    // Each copy is filed under a name of its own and its row names that file: a resend racing
+    // an earlier copy (STOW-RS and C-STORE, or two retries) can never leave one copy's header
+    // in the row and the other's bytes on disk, as the shared name did (the later rename won
+    // the file, the later commit the row). Until the rows are committed, a placed file is ours
+    // alone and is removed if they are not; the copy a committed row replaced is removed after.
     let superseded: string[];
     try {
       for (const a of accepted) {
         const filePath = this.options.paths.instanceFile(
           a.header.studyInstanceUid,
           a.header.sopInstanceUid,
+          randomUUID(),
         );
         await mkdir(dirname(filePath), { recursive: true, mode: 0o700 });
-        const earlier = `${filePath}.earlier-${randomUUID()}`;
-        // a second name for an earlier copy (the path itself is replaced atomically below, so a
-        // reader never finds it missing)
-        const hadEarlier = await link(filePath, earlier).then(
-          () => true,
-          (error: NodeJS.ErrnoException) => {
-            if (error.code === 'ENOENT') return false;
-            throw error;
-          },
-        );
-        undo.push({ filePath, earlier: hadEarlier ? earlier : null });
         await rename(a.tempPath, filePath);
         placed.push({ ...a, filePath });
+        // placed now: the orphan sweep counts a file's age from here (a part of a slow request
+        // was written minutes before)
+        const placedAt = new Date();
+        await utimes(filePath, placedAt, placedAt);
       }
       superseded = await this.record(
         placed,
@@ -311,24 +307,17 @@ export class StowService {
         requestRefused,
       );
     } catch (error) {
-      for (const u of undo.reverse()) {
-        if (u.earlier) await rename(u.earlier, u.filePath).catch(() => undefined);
-        else await rm(u.filePath, { force: true });
-      }
+      await Promise.all(placed.map((p) => rm(p.filePath, { force: true })));
       await Promise.all(accepted.slice(placed.length).map((a) => rm(a.tempPath, { force: true })));
       throw error;
     }
-    await Promise.all(
-      [...superseded, ...undo.flatMap((u) => (u.earlier ? [u.earlier] : []))].map((path) =>
-        rm(path, { force: true }),
-      ),
-    );
+    await Promise.all(superseded.map((path) => rm(path, { force: true })));
     return placed.map((p) => p.header);
   }
 
   /**
    * One transaction: the placed instances' rows, their matches to orders, the audit trail and
-   * the acquire jobs. Returns the files of earlier copies filed elsewhere (to remove).
+   * the acquire jobs. Returns the files of the earlier copies they replace (to remove).
    */
   private async record(
     placed: ReadonlyArray<ReceivedInstance & { filePath: string }>,
@@ -339,7 +328,7 @@ export class StowService {
     holdUntil: Date,
     requestRefused?: string,
   ): Promise<string[]> {
-    // Files of earlier copies filed elsewhere (a resend under another Study Instance UID).
+    // Files of the earlier copies the placed ones replace.
     const superseded: string[] = [];
     let matchedOrders = 0;
     await this.options.dataSource.transaction(async (m) => {
@@ -348,6 +337,12 @@ export class StowService {
         { orderId: string; by: string; count: number; studies: Set<string> }
       >();
       const unmatched = new Set<string>();
+      // Copies of one SOP Instance are recorded one after the other, so that each reads the
+      // file of the copy before it (and removes it) after that one committed.
+      await lockInstances(
+        m,
+        placed.map((p) => p.header.sopInstanceUid),
+      );
       for (const p of placed) {
         const match = await findOrderForInstance(
           m,

@@ -17,6 +17,7 @@ import {
   clearLease,
   deleteExpiredUnmatched,
   deleteInstancesOfOrder,
+  filesOfInstances,
   findAcquisition,
   instancesOfOrder,
   markReleased,
@@ -72,12 +73,17 @@ export interface StudyAcquirerOptions {
 /** Short, because it is renewed while the work goes on; what a killed worker leaves lapses soon. */
 export const ACQUISITION_LEASE_MS = 60_000;
 const PACS_DOWN_RETRY_MS = 30_000;
+/** A received file no row names is removed this long after it was placed (and swept as often). */
+const ORPHAN_AGE_MS = 60 * 60_000;
+/** The `.<uuid>` of a copy's file name (StudyStoragePaths.instanceFile). */
+const COPY_SUFFIX = /\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export class DefaultStudyAcquirer implements StudyAcquirer {
   private readonly now: () => Date;
   private readonly quietMs: number;
   private readonly recorder: AcquisitionRecorder;
   private readonly sources: PacsSource[];
+  private lastOrphanSweep = -Infinity;
 
   constructor(private readonly options: StudyAcquirerOptions) {
     this.now = options.now ?? (() => new Date());
@@ -210,7 +216,44 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
     await Promise.all(expired.map((r) => rm(r.filePath, { force: true })));
     await this.sweepIncoming(now);
     await sweepMoved(this.options.paths, now);
+    if (now.getTime() - this.lastOrphanSweep >= ORPHAN_AGE_MS) {
+      this.lastOrphanSweep = now.getTime();
+      await this.sweepOrphanInstances(now);
+    }
     return expired.length;
+  }
+
+  /**
+   * Deletes files under `instances/` that no row names, an hour after they were placed: a copy
+   * moved into place by a process killed before its row was committed (the sender had no
+   * answer and sends it again), or the replaced copy of a resend, or an instance released,
+   * whose removal after the commit a crash cut short. Nothing listed, matched or expired such
+   * PHI. Walks the directory at the first run of the job after a start and hourly after that.
+   */
+  private async sweepOrphanInstances(now: Date): Promise<void> {
+    const root = this.options.paths.instancesRoot;
+    let removed = 0;
+    for (const study of await readdir(root).catch(() => [] as string[])) {
+      const dir = join(root, study);
+      const names = await readdir(dir).catch(() => [] as string[]);
+      if (names.length === 0) continue;
+      // `<sop>.<uuid>.dcm` (`<sop>.dcm` before one file per copy, `<sop>.dcm.earlier-<uuid>`)
+      const sops = [...new Set(names.map((n) => n.split('.dcm')[0]!.replace(COPY_SUFFIX, '')))];
+      const named = await filesOfInstances(this.options.dataSource.manager, sops);
+      for (const name of names) {
+        const path = join(dir, name);
+        if (named.has(path)) continue;
+        const info = await stat(path).catch(() => undefined);
+        if (!info?.isFile() || now.getTime() - info.mtimeMs < ORPHAN_AGE_MS) continue;
+        await rm(path, { force: true });
+        removed++;
+      }
+    }
+    if (removed > 0)
+      this.options.logger.warn(
+        { removed },
+        'removed received DICOM files no instance row names (left by a crash)',
+      );
   }
 
   /**

@@ -17,14 +17,22 @@ export class StudyStoragePaths {
     return join(this.root, 'incoming');
   }
 
-  /** A pushed instance, once valid: one file per SOP Instance UID. */
-  instanceFile(studyInstanceUid: string, sopInstanceUid: string): string {
+  /**
+   * A pushed instance, once valid: one file per received copy of a SOP Instance (`copyId` our
+   * UUID), so that the row recording a copy always names that copy's bytes; the copy a resend
+   * replaces is removed once the resend's row is committed.
+   */
+  instanceFile(studyInstanceUid: string, sopInstanceUid: string, copyId: string): string {
     return join(
       this.root,
       'instances',
       safeSegment(studyInstanceUid),
-      `${safeSegment(sopInstanceUid)}.dcm`,
+      `${safeSegment(sopInstanceUid)}.${safeSegment(copyId)}.dcm`,
     );
+  }
+
+  get instancesRoot(): string {
+    return join(this.root, 'instances');
   }
 
   /**

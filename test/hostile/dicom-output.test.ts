@@ -348,6 +348,12 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     ['UI', '1.2.3', '1.2.3'],
     ['DA', '2026-11-20', '20261120'],
     ['DA', '20261340', ''],
+    // days the calendar does not have (a date-shifting anonymiser's 30 February): no date
+    ['DA', '20260230', ''],
+    ['DA', '1961.09.31', ''],
+    ['DA', '21000229', ''],
+    ['DA', '20240229', '20240229'],
+    ['DA', '20000229', '20000229'],
     ['DA', 'unknown', ''],
     ['TM', '07:29', '0729'],
     ['TM', '101010.1234567', ''],

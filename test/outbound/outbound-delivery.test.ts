@@ -496,6 +496,59 @@ describe('results back to the clinic (real peers on loopback)', () => {
     expect(dump).toContain(`[${uids.previousSrInstanceUid}]`);
   }, 30_000);
 
+  it('successive corrections each get their own Instance Number in the SR and PDF series', async () => {
+    // Two amended results after the first: the PACS holds three SRs in one series, each a
+    // document that replaces the one before (Predecessor Documents Sequence). Viewers and
+    // PACS order a series by Instance Number, and the series' instances must be told apart by
+    // it (PS3.3 C.7.6.1.1.1 / C.17.2): 1, 2, 3, not 1, 2, 2.
+    const s = settings({ destinations: [DESTINATIONS.dicom] });
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
+    await drain(worker(s), order.id);
+    const { storeDocuments } = await import('./outbound-seed');
+    for (let correction = 1; correction <= 2; correction++) {
+      await db.dataSource.query(`DELETE FROM order_documents WHERE order_id = $1`, [order.id]);
+      await db.dataSource.transaction(async (manager) => {
+        const stored = await storeDocuments(manager, order.id, 'DELIVERED', RESULT_DOCS);
+        await events.documentsStored(manager, {
+          order: order.snapshot,
+          upstreamStatus: 'DELIVERED',
+          documents: stored,
+        });
+      });
+      await drain(worker(s), order.id);
+    }
+    const { dicomUidsFor } = await import('../../src/mappings/publication.model');
+    const numbersOf = async (seriesUid: string) => {
+      const [series] = (await (
+        await fetch(`${orthanc.url}/tools/lookup`, { method: 'POST', body: seriesUid })
+      ).json()) as Array<{ ID: string }>;
+      const instances = (await (
+        await fetch(`${orthanc.url}/series/${series!.ID}/instances`)
+      ).json()) as Array<{ MainDicomTags: { SOPInstanceUID: string; InstanceNumber: string } }>;
+      return Object.fromEntries(
+        instances.map((i) => [
+          i.MainDicomTags.SOPInstanceUID,
+          Number(i.MainDicomTags.InstanceNumber),
+        ]),
+      );
+    };
+    const uids = [0, 1, 2].map((r) =>
+      dicomUidsFor(order.id, r, source.attributes.studyInstanceUid),
+    );
+    expect(await numbersOf(uids[0]!.srSeriesUid)).toEqual({
+      [uids[0]!.srInstanceUid]: 1,
+      [uids[1]!.srInstanceUid]: 2,
+      [uids[2]!.srInstanceUid]: 3,
+    });
+    expect(await numbersOf(uids[0]!.pdfSeriesUid)).toEqual({
+      [uids[0]!.pdfInstanceUid]: 1,
+      [uids[1]!.pdfInstanceUid]: 2,
+      [uids[2]!.pdfInstanceUid]: 3,
+    });
+  }, 60_000);
+
   it('the EHR refuses an invalid resource with an OperationOutcome: dead letter with the answer audited', async () => {
     const s = settings({ destinations: [DESTINATIONS.fhir] });
     const events = new OutboxOrderEvents(s);

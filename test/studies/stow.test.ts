@@ -291,6 +291,48 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     }
   });
 
+  it('two copies of one SOP Instance sent at once: the stored file and its row come from the same copy', async () => {
+    // A modality's resend racing its first send (or a C-STORE and a STOW-RS of the same
+    // instance). The first copy's database write is slow (a real trigger, as a busy database
+    // is); the second copy is moved into place and committed meanwhile. Whichever copy wins,
+    // the row's header (its accession, what matching used) must describe the bytes on disk.
+    await adapter.dataSource.query(`
+      CREATE FUNCTION slow_instance() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_sleep(0.8); RETURN NEW; END $$;
+      CREATE TRIGGER slow_instance BEFORE INSERT OR UPDATE ON study_instances
+        FOR EACH ROW WHEN (NEW.accession_number = 'ACC-RACE-SLOW')
+        EXECUTE FUNCTION slow_instance();`);
+    try {
+      const [inst] = createMrBrainStudy({
+        study: { accessionNumber: 'ACC-RACE-SLOW' },
+        series: [{ slices: 1 }],
+      });
+      const second = Buffer.from(inst!.bytes);
+      second.write('ACC-RACE-FAST', second.indexOf('ACC-RACE-SLOW'), 'latin1');
+      const first = multipartRelated([{ data: inst!.bytes }]);
+      const other = multipartRelated([{ data: second }]);
+      const slow = stow(first.body, first.contentType);
+      await new Promise((r) => setTimeout(r, 300));
+      const fast = await stow(other.body, other.contentType);
+      expect(fast.status).toBe(200);
+      expect((await slow).status).toBe(200);
+      const [row] = (await adapter.dataSource.query(
+        `SELECT file_path, accession_number FROM study_instances WHERE sop_instance_uid = $1`,
+        [inst!.sopInstanceUid],
+      )) as Array<{ file_path: string; accession_number: string }>;
+      const onDisk = readFileSync(row!.file_path);
+      const expected = row!.accession_number === 'ACC-RACE-SLOW' ? inst!.bytes : second;
+      expect(onDisk.indexOf(row!.accession_number)).toBeGreaterThan(0);
+      expect(onDisk.equals(expected)).toBe(true);
+      // one copy kept, the other removed
+      expect(readdirSync(join(row!.file_path, '..'))).toHaveLength(1);
+    } finally {
+      await adapter.dataSource.query(
+        `DROP TRIGGER slow_instance ON study_instances; DROP FUNCTION slow_instance();`,
+      );
+    }
+  });
+
   it('refuses instances of another study when the path names one', async () => {
     const target = createMrBrainStudy({ series: [{ slices: 1 }] });
     const other = createMrBrainStudy({ series: [{ slices: 1 }] });

@@ -573,6 +573,38 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(dciodvfyErrors(file)).toEqual([]);
   });
 
+  it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {
+    // Before: naming the unread flag wrote it out again as JSON, which overflowed the stack
+    // (RangeError) in the fetch job's check of the report; the job failed at every retry and the
+    // DELIVERED result never reached the EHR, the RIS or the PACS (40 KB of report).
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport<{ findings: Array<Record<string, unknown>> }>(
+      '/results',
+      upstreamId,
+      (report, answer) => ({
+        ...answer,
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.from(
+          JSON.stringify({ ...report, findings: report.findings.slice(1) }).replace(
+            '"findings":[',
+            `"findings":[{"structure":"Left hippocampus","volume_ml":3.12,"flag":${'['.repeat(20_000)}${']'.repeat(20_000)}},`,
+          ),
+        ),
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus flag "an array" \(not low, normal or high\)/,
+    );
+    expect((await reportOf(id))?.status).toBe('final');
+    const [oru] = orusOf(spec.placer);
+    const nm = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) === 'NM');
+    expect(nm[0]?.value(5)).toBe('3.12');
+    expect(nm[0]?.value(8)).toBeUndefined();
+  });
+
   it('a QC report nested 20,000 levels deep: refused by name; the final QC rejection still reaches the EHR and the RIS', async () => {
     // Before: writing the report out again threw RangeError (stack overflow) in the fetch job,
     // which was retried with backoff again and again; the QC report was never stored, and the

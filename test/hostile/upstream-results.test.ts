@@ -573,6 +573,44 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(dciodvfyErrors(file)).toEqual([]);
   });
 
+  it('structure names over lines or near 200 characters: OBX-3.2 is one line of at most 199 characters', async () => {
+    // OBX-3.2 (CWE.2 / CE.2 text) is an ST of at most 199 characters (v2.5.1 2A.2.74, CWE).
+    // Before: a structure written over two lines went out as `Left\X0D\\X0A\hippocampus volume`
+    // (a RIS that does not decode hexadecimal data shows it), and a 190-character name as a
+    // 224-character OBX-3.2 ("… volume, % of intracranial volume"), which a RIS holding CWE.2
+    // to its length cuts or refuses.
+    const { id, spec, upstreamId } = await processing();
+    const long = `Hippocampus ${'H'.repeat(178)}`;
+    editJsonReport<{ findings: Array<Record<string, unknown>> }>(
+      '/results',
+      upstreamId,
+      (report, answer) =>
+        jsonAnswer(answer, {
+          ...report,
+          findings: [
+            { structure: 'Left\r\nhippocampus', volume_ml: 3.12, percentile: 4, flag: 'low' },
+            { structure: long, volume_ml: 3.48, icv_percent: 0.25, flag: 'normal' },
+          ],
+        }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const [oru] = orusOf(spec.placer);
+    const obx = oru!.segments.filter((seg) => seg.id === 'OBX');
+    const texts = obx.map((seg) => seg.value(3, 1, 2) ?? '');
+    expect(oru!.text).not.toMatch(/\\X0[DA]\\/);
+    for (const t of texts) {
+      expect(t).not.toMatch(/[\r\n]/);
+      expect(t.length).toBeLessThanOrEqual(199);
+    }
+    expect(texts).toContain('Left hippocampus volume');
+    expect(texts).toContain('Left hippocampus evaluation');
+    expect(
+      texts.find((t) => t.startsWith('Hippocampus HHH') && t.includes('shortened')),
+    ).toBeDefined();
+  });
+
   it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {
     // Before: naming the unread flag wrote it out again as JSON, which overflowed the stack
     // (RangeError) in the fetch job's check of the report; the job failed at every retry and the

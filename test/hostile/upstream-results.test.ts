@@ -245,6 +245,37 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(orusOf(spec.placer)).toEqual([]);
   });
 
+  it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
+    // The upstream's /results answered with this order's failure report (its `report_kind`
+    // says so, the shape of GET /failure-report: reason, failed_step). Before, it went out as
+    // the final result: DiagnosticReport `final` with the conclusion "See the attached
+    // report.", ORU OBR-25 F / OBX-11 F, and an SR, for an analysis that had failed.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        report_kind: 'failure',
+        order_id: report.order_id,
+        study_uid: report.study_uid,
+        status: 'FAILED',
+        failed_step: 'ANALYSIS_RUNNING',
+        reason: 'Segmentation failed: no T1-weighted series found',
+        disclaimer: report.disclaimer,
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const fetched = await waitFor('the documents fetched', async () =>
+      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    );
+    expect(fetched[1]).toBe('error');
+    expect(fetched[2]).toBe(
+      '0 document(s) stored for DELIVERED; not available: results JSON: refused: is a failure report (its report_kind), not the results asked for; results PDF: refused with the results JSON report; no result is published from these reports',
+    );
+    const rows = await published(id, ['fhir-task']);
+    expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
+    expect(await reportOf(id)).toBeUndefined();
+    expect(orusOf(spec.placer)).toEqual([]);
+  });
+
   it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
     // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
     // late: GET /results answers as the sandbox does for an expired order (409

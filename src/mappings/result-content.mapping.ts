@@ -293,7 +293,14 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     const measurements: Measurement[] = [];
     for (const u of UNIT_SUFFIX) {
       const v = r[u.suffix];
-      if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+      if (v === undefined || v === null) continue;
+      // A value that is not a JSON number ("3.12", "NaN", true) is not guessed at: named as
+      // left out. Before, it vanished without a word (no note, "Left hippocampus: " in the text).
+      if (typeof v !== 'number' || !Number.isFinite(v)) {
+        const shown = typeof v === 'string' ? `"${named(v)}"` : named(said(v));
+        leftOut.push(`${named(structure)} ${u.suffix} ${shown} (not a number)`);
+        continue;
+      }
       const why = outOfRange(v, u);
       if (why) {
         leftOut.push(`${named(structure)} ${u.suffix} ${String(v)} (${why})`);
@@ -345,8 +352,9 @@ export function resultTextLines(content: ResultContent): string[] {
     const parts = f.measurements.map((m) =>
       m.quantity === 'percentile' ? `P${m.text}` : `${m.text} ${m.unitDisplay}`,
     );
+    // a finding whose values were all left out says so, rather than "Left hippocampus: "
     lines.push(
-      `${f.structure}: ${parts.join(', ')}${f.flag && f.flag !== 'normal' ? ` (${f.flag})` : ''}`,
+      `${f.structure}: ${parts.join(', ') || 'no measurement published'}${f.flag && f.flag !== 'normal' ? ` (${f.flag})` : ''}`,
     );
   }
   if (content.impression) lines.push(`Impression: ${content.impression}`);

@@ -511,6 +511,39 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect([...dump.matchAll(/DS \[([^\]]*)\]/g)].map((m) => m[1])).toEqual(published_);
   });
 
+  it('measurements written as strings are named as left out, never dropped without a word', async () => {
+    // Before: `"volume_ml": "3.12"` (a number written as a string, as some exports write decimals)
+    // and `"icv_percent": "NaN"` vanished: no measurement, nothing on the timeline (info, no
+    // values left out), and the report text read "Left hippocampus: " with nothing after it.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        ...report,
+        findings: [
+          { structure: 'Whole brain', volume_ml: 1258.2, percentile: 23, flag: 'normal' },
+          { structure: 'Left hippocampus', volume_ml: '3.12', icv_percent: 'NaN', flag: 'low' },
+          { structure: 'Right hippocampus', volume_ml: 3.48, percentile: null },
+        ],
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus volume_ml "3\.12" \(not a number\); Left hippocampus icv_percent "NaN" \(not a number\)$/m,
+    );
+    const [oru] = orusOf(spec.placer);
+    const report = oru!.segments.find((seg) => seg.id === 'OBX' && seg.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines.slice(0, 3)).toEqual([
+      'Whole brain: 1258.2 mL, P23',
+      'Left hippocampus: no measurement published (low)',
+      'Right hippocampus: 3.48 mL',
+    ]);
+  });
+
   it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {
     // Before: the reason went whole into the DiagnosticReport's conclusion, which our own R4
     // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -705,6 +706,48 @@ describe('hostile upstream: outcomes and what we publish', () => {
     const nm = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) === 'NM');
     expect(nm[0]?.value(5)).toBe('3.12');
     expect(nm[0]?.value(8)).toBeUndefined();
+  });
+
+  it('a QC report of 20 MB: the final QC rejection reaches the EHR with its size and hash, not its bytes', async () => {
+    // Before: the QC report went inside the cancelled DiagnosticReport whatever its size (the
+    // PDF has OUTBOUND_PDF_EMBED_MAX_BYTES, the QC report had nothing): 22 MB of per-slice
+    // checks made a 30 MB DiagnosticReport, which the validating EHR refused (400; a 30 MB PDF
+    // made the report undeliverable), and the EHR never heard that QC had failed.
+    const { id, spec } = await processing('qc_failed');
+    const checks = Array.from({ length: 100_000 }, (_, i) => ({
+      slice: i + 1,
+      check: 'motion',
+      verdict: 'failed',
+      note: `Motion artefact of ${(i % 7) + 1} mm in slice ${i + 1}: ${'x'.repeat(120)}`,
+    }));
+    const qc = Buffer.from(JSON.stringify({ verdict: 'failed', checks }));
+    expect(qc.length).toBeGreaterThan(20_000_000);
+    rewrites.push((req, answer) =>
+      req.path === '/qc-report' && answer.status === 200 ? { ...answer, body: qc } : undefined,
+    );
+    expect(await followToEnd(id)).toBe('qc-hold');
+    await sandbox.advance(8 * 24 * 3_600_000);
+    await poller.runNow();
+    expect(await orderState(db, id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('cancelled');
+    const form = dr!.presentedForm!.find((f) => f.contentType === 'application/json')!;
+    expect(form.data).toBeUndefined();
+    // the report as stored and published: the upstream's within its round ({round, report})
+    const { rows: stored } = await db.query<{ body: Buffer }>(
+      `SELECT body FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+      [id],
+    );
+    const sent = Buffer.from(JSON.stringify(JSON.parse(stored[0]!.body.toString())));
+    expect(sent.length).toBeGreaterThan(qc.length);
+    expect(form.size).toBe(sent.length);
+    expect(form.hash).toBe(createHash('sha1').update(sent).digest('base64'));
+    expect(form.title).toBe(`Quality control report (${sent.length} bytes, not embedded)`);
+    expect(JSON.stringify(dr).length).toBeLessThan(1024 * 1024);
+    const [oru] = orusOf(spec.placer);
+    expect([oru?.get('ORC-1'), oru?.get('OBR-25')]).toEqual(['OC', 'X']);
   });
 
   it('a QC report nested 20,000 levels deep: refused by name; the final QC rejection still reaches the EHR and the RIS', async () => {

@@ -12,7 +12,7 @@ import type {
 } from '@medplum/fhirtypes';
 import { fhirCode, fhirIdentifierSystem, fhirString, fhirText, fhirUri } from './fhir-values';
 import { fhirCodeSystemOf } from './coding-systems.table';
-import { embeddedPdf, pdfReference } from './result-pdf';
+import { embeddedPdf, pdfReference, qcReportForm } from './result-pdf';
 import { canonicalSystem } from './product-table';
 import { SEE_ATTACHED_REPORT } from './result-content.mapping';
 import type { PublicationInput } from './publication.model';
@@ -298,13 +298,8 @@ export function buildDiagnosticReport(input: PublicationInput): DiagnosticReport
       title: `${pdfTitle} (${pdfRef.bytes} bytes, not embedded${pdfRef.url ? '; in the PACS' : ''})`,
     });
   }
-  if (input.qcReport !== undefined) {
-    forms.push({
-      contentType: 'application/json',
-      data: Buffer.from(JSON.stringify(input.qcReport)).toString('base64'),
-      title: 'Quality control report',
-    });
-  }
+  const qcForm = qcReportForm(input);
+  if (qcForm) forms.push(qcForm);
   const study = input.dicom?.studyInstanceUid ?? input.order.studyInstanceUid;
   return {
     resourceType: 'DiagnosticReport',

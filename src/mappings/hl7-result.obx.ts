@@ -4,6 +4,7 @@ import type { Hl7ResultSettings } from './hl7-result.mapping';
 import {
   boundedText,
   linesOf,
+  oneLine,
   resultTextLines,
   SEE_ATTACHED_REPORT,
 } from './result-content.mapping';
@@ -22,6 +23,16 @@ const LINE_BREAK = '\uE000';
 export function encodeObx(spec: Hl7SegmentSpec): string {
   const text = encodeSegment(spec);
   return spec.fields[1] === 'FT' ? text.replaceAll(LINE_BREAK, '\\.br\\') : text;
+}
+
+/**
+ * The text of an OBX-3 code (CWE.2 / CE.2): an ST of at most 199 characters (v2.5.1 2A.2.74 and
+ * the CWE component table), so one line, cut between characters and saying so. It holds the
+ * upstream's structure name: one written over two lines went out as `Left\X0D\\X0A\hippocampus`,
+ * and one of 190 characters as 224 ("… volume, % of intracranial volume").
+ */
+function codeText(text: string): string {
+  return boundedText(oneLine(text), 199);
 }
 
 /** The OBX lines: text report, measurements, flags, PDF, DICOM UIDs. */
@@ -94,12 +105,18 @@ export function obxLines(
           m.quantity === 'volume' && f.flag
             ? { low: 'L', normal: 'N', high: 'H' }[f.flag]
             : undefined;
-        add('NM', [m.code, m.label, LOCAL], m.text, [m.ucum, m.unitDisplay, 'UCUM'], flag);
+        add(
+          'NM',
+          [m.code, codeText(m.label), LOCAL],
+          m.text,
+          [m.ucum, m.unitDisplay, 'UCUM'],
+          flag,
+        );
       }
       if (f.flag)
         add(
           coded,
-          [`${f.code}.F`, `${f.structure} evaluation`, LOCAL],
+          [`${f.code}.F`, codeText(`${f.structure} evaluation`), LOCAL],
           [f.flag.toUpperCase(), f.flag, LOCAL],
         );
     }

@@ -46,7 +46,8 @@ export interface PublicationInput {
   /**
    * A PDF above `maxBytes` goes to the EHR and the RIS as a reference (its size, hash and, when
    * the PACS gets it, the WADO-RS URL of its encapsulated PDF instance), not inside: a 30 MB
-   * report made the DiagnosticReport and the ORU undeliverable, and with them the result.
+   * report made the DiagnosticReport and the ORU undeliverable, and with them the result. A QC
+   * report above `maxBytes` (as JSON) goes to the EHR as its size and hash too.
    */
   pdfEmbed?: { maxBytes: number; pacsUrl?: string };
   /** The QC report (JSON) of a QC rejection. */

@@ -111,6 +111,18 @@ function named(structure: string): string {
   return text.length > 64 ? `${text.slice(0, 63)}…` : text;
 }
 
+/**
+ * A value of the report as the audit names it: a string or a number as written, an array or an
+ * object by its kind. Written out as JSON, a flag nested 20,000 levels deep (40 KB of report)
+ * overflowed the stack in the fetch job's check: the job failed at every retry and the result
+ * never reached the clinic.
+ */
+function said(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : String(value);
+}
+
 /** Why a value is not published for its quantity, or undefined when it is. */
 function outOfRange(value: number, unit: (typeof UNIT_SUFFIX)[number]): string | undefined {
   if (Math.abs(value) >= MAX_MAGNITUDE) return 'too large to be a measurement';
@@ -281,7 +293,14 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     const measurements: Measurement[] = [];
     for (const u of UNIT_SUFFIX) {
       const v = r[u.suffix];
-      if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+      if (v === undefined || v === null) continue;
+      // A value that is not a JSON number ("3.12", "NaN", true) is not guessed at: named as
+      // left out. Before, it vanished without a word (no note, "Left hippocampus: " in the text).
+      if (typeof v !== 'number' || !Number.isFinite(v)) {
+        const shown = typeof v === 'string' ? `"${named(v)}"` : named(said(v));
+        leftOut.push(`${named(structure)} ${u.suffix} ${shown} (not a number)`);
+        continue;
+      }
       const why = outOfRange(v, u);
       if (why) {
         leftOut.push(`${named(structure)} ${u.suffix} ${String(v)} (${why})`);
@@ -303,8 +322,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     const flag =
       typeof r.flag === 'string' ? FLAG_SPELLINGS.get(r.flag.trim().toLowerCase()) : undefined;
     if (!flag && r.flag != null && r.flag !== '') {
-      const said = typeof r.flag === 'string' ? r.flag : JSON.stringify(r.flag);
-      leftOut.push(`${named(structure)} flag "${named(said)}" (not low, normal or high)`);
+      leftOut.push(`${named(structure)} flag "${named(said(r.flag))}" (not low, normal or high)`);
     }
     findings.push({
       structure,
@@ -334,8 +352,9 @@ export function resultTextLines(content: ResultContent): string[] {
     const parts = f.measurements.map((m) =>
       m.quantity === 'percentile' ? `P${m.text}` : `${m.text} ${m.unitDisplay}`,
     );
+    // a finding whose values were all left out says so, rather than "Left hippocampus: "
     lines.push(
-      `${f.structure}: ${parts.join(', ')}${f.flag && f.flag !== 'normal' ? ` (${f.flag})` : ''}`,
+      `${f.structure}: ${parts.join(', ') || 'no measurement published'}${f.flag && f.flag !== 'normal' ? ` (${f.flag})` : ''}`,
     );
   }
   if (content.impression) lines.push(`Impression: ${content.impression}`);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Attachment } from '@medplum/fhirtypes';
 import type { PublicationInput } from './publication.model';
 
 /** A PDF too large to travel inside a DiagnosticReport or an ORU: what stands for it. */
@@ -25,5 +26,24 @@ export function pdfReference(input: PublicationInput): PdfReference | undefined 
     bytes: pdf.length,
     sha1: createHash('sha1').update(pdf).digest('base64'),
     ...(input.pdfEmbed?.pacsUrl ? { url: input.pdfEmbed.pacsUrl } : {}),
+  };
+}
+
+/**
+ * The QC report as the DiagnosticReport carries it: its JSON inside, or, above the embed limit,
+ * its size and SHA-1 only. Embedded whatever its size, 22 MB of per-slice checks made a 30 MB
+ * DiagnosticReport that the EHR refused (400): the final QC rejection never reached it.
+ */
+export function qcReportForm(input: PublicationInput): Attachment | undefined {
+  if (input.qcReport === undefined) return undefined;
+  const json = Buffer.from(JSON.stringify(input.qcReport));
+  const title = 'Quality control report';
+  if (!input.pdfEmbed || json.length <= input.pdfEmbed.maxBytes)
+    return { contentType: 'application/json', data: json.toString('base64'), title };
+  return {
+    contentType: 'application/json',
+    size: json.length,
+    hash: createHash('sha1').update(json).digest('base64'),
+    title: `${title} (${json.length} bytes, not embedded)`,
   };
 }

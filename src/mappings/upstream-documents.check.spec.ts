@@ -30,6 +30,33 @@ describe('checkUpstreamReport', () => {
     });
   });
 
+  it('a results or failure report saying it is another kind (report_kind) is refused with what came with it', () => {
+    const ours = { order_id: expected.upstreamOrderId, study_uid: expected.studyUids[0] };
+    expect(
+      checkUpstreamReport(json('results', { ...ours, report_kind: 'failure' }), expected),
+    ).toEqual({
+      accepted: false,
+      foreign: true,
+      reason: 'is a failure report (its report_kind), not the results asked for',
+    });
+    expect(
+      checkUpstreamReport(json('failure', { ...ours, report_kind: ' Results ' }), expected),
+    ).toMatchObject({ accepted: false, foreign: true });
+    // its own kind, a kind we do not know, and a QC report (report_type `results`) pass
+    for (const [kind, said] of [
+      ['results', 'results'],
+      ['failure', 'failure'],
+      ['results', 'volumetry'],
+      ['qc', 'results'],
+    ] as const) {
+      const body =
+        kind === 'qc'
+          ? { round: 'latest', report: { report_kind: said } }
+          : { ...ours, report_kind: said };
+      expect(checkUpstreamReport(json(kind, body), expected).accepted).toBe(true);
+    }
+  });
+
   it('a JSON report: an object, about our order and study when it names them', () => {
     const ours = { order_id: expected.upstreamOrderId, study_uid: expected.studyUids[0] };
     expect(checkUpstreamReport(json('results', { ...ours, findings: [] }), expected).accepted).toBe(

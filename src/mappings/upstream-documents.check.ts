@@ -12,6 +12,10 @@
  * - a PDF must be one: its header `%PDF-` (ISO 32000-1 §7.5.2) within the first 1024 bytes,
  *   where readers look for it. An HTML error page answered 200 as the "PDF" was encapsulated
  *   as application/pdf for the PACS, the EHR and the RIS;
+ * - a results or failure report that says it is another kind of report (`report_kind`, as the
+ *   sandbox and the vendor's samples write it: `results`, `failure`, `qc`) than asked for is not
+ *   taken for it, and refuses the documents fetched with it too: a failure report answered by
+ *   GET /results went out as the final result ("See the attached report.", OBR-25 F);
  * - a results report's values that no measurement can take are named (`notes`): they are left
  *   out of what is published (result-content.mapping.ts), and the analyst reads which and why.
  */
@@ -35,7 +39,10 @@ export interface FetchedReport {
 export type ReportCheck =
   /** `notes`: what of an accepted report is not published, and why (results: values left out). */
   | { accepted: true; notes?: string[] }
-  /** `foreign`: the report is about another order or study (refuses the documents fetched with it). */
+  /**
+   * `foreign`: the report is about another order or study, or is another kind of report than
+   * the one asked for (refuses the documents fetched with it).
+   */
   | { accepted: false; foreign: boolean; reason: string };
 
 const PDF_HEADER = Buffer.from('%PDF-');
@@ -44,6 +51,8 @@ const MAX_NOTES = 20;
 const PDF_HEADER_WITHIN = 1024;
 /** Where a report names the order and the study it is about (a QC report: under `report`). */
 const IDENTITY_KEYS = new Set(['order_id', 'study_uid', 'report.order_id', 'report.study_uid']);
+/** The kinds a report may say it is (`report_kind`). */
+const REPORT_KINDS: ReadonlySet<string> = new Set(['results', 'failure', 'qc']);
 
 export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
   if (doc.reportType === 'PDF') {
@@ -79,7 +88,20 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
   if (!report || typeof report !== 'object' || Array.isArray(report)) {
     return { accepted: false, foreign: false, reason: 'not a JSON object' };
   }
-  const { order_id: orderId, study_uid: studyUid } = report as Record<string, unknown>;
+  const {
+    order_id: orderId,
+    study_uid: studyUid,
+    report_kind: reportKind,
+  } = report as Record<string, unknown>;
+  const said = typeof reportKind === 'string' ? reportKind.trim().toLowerCase() : undefined;
+  // (not a QC report: its own report_type is `results`, QC findings, which it may well repeat)
+  if (doc.kind !== 'qc' && said && REPORT_KINDS.has(said) && said !== doc.kind) {
+    return {
+      accepted: false,
+      foreign: true,
+      reason: `is a ${said === 'qc' ? 'QC' : said} report (its report_kind), not the ${doc.kind === 'failure' ? 'failure report' : 'results'} asked for`,
+    };
+  }
   if (orderId !== undefined && orderId !== null && orderId !== expected.upstreamOrderId) {
     return {
       accepted: false,

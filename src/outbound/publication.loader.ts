@@ -78,10 +78,10 @@ export async function loadPublication(
   }
   const studyUid = input.order.studyInstanceUid;
   if (studyUid) input.dicom = dicomUidsFor(order.id, payload.revision, studyUid);
-  if (input.pdf) {
+  if (input.pdf || input.qcReport !== undefined) {
     const d = input.dicom;
     const pacs =
-      settings.pacsBaseUrl && d && settings.destinations.includes(DESTINATIONS.dicom)
+      input.pdf && settings.pacsBaseUrl && d && settings.destinations.includes(DESTINATIONS.dicom)
         ? `${settings.pacsBaseUrl}/studies/${d.studyInstanceUid}/series/${d.pdfSeriesUid}/instances/${d.pdfInstanceUid}`
         : undefined;
     input.pdfEmbed = { maxBytes: settings.pdfEmbedMaxBytes, ...(pacs ? { pacsUrl: pacs } : {}) };

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -245,6 +246,37 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(orusOf(spec.placer)).toEqual([]);
   });
 
+  it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
+    // The upstream's /results answered with this order's failure report (its `report_kind`
+    // says so, the shape of GET /failure-report: reason, failed_step). Before, it went out as
+    // the final result: DiagnosticReport `final` with the conclusion "See the attached
+    // report.", ORU OBR-25 F / OBX-11 F, and an SR, for an analysis that had failed.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        report_kind: 'failure',
+        order_id: report.order_id,
+        study_uid: report.study_uid,
+        status: 'FAILED',
+        failed_step: 'ANALYSIS_RUNNING',
+        reason: 'Segmentation failed: no T1-weighted series found',
+        disclaimer: report.disclaimer,
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const fetched = await waitFor('the documents fetched', async () =>
+      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    );
+    expect(fetched[1]).toBe('error');
+    expect(fetched[2]).toBe(
+      '0 document(s) stored for DELIVERED; not available: results JSON: refused: is a failure report (its report_kind), not the results asked for; results PDF: refused with the results JSON report; no result is published from these reports',
+    );
+    const rows = await published(id, ['fhir-task']);
+    expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
+    expect(await reportOf(id)).toBeUndefined();
+    expect(orusOf(spec.placer)).toEqual([]);
+  });
+
   it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
     // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
     // late: GET /results answers as the sandbox does for an expired order (409
@@ -480,6 +512,39 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect([...dump.matchAll(/DS \[([^\]]*)\]/g)].map((m) => m[1])).toEqual(published_);
   });
 
+  it('measurements written as strings are named as left out, never dropped without a word', async () => {
+    // Before: `"volume_ml": "3.12"` (a number written as a string, as some exports write decimals)
+    // and `"icv_percent": "NaN"` vanished: no measurement, nothing on the timeline (info, no
+    // values left out), and the report text read "Left hippocampus: " with nothing after it.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        ...report,
+        findings: [
+          { structure: 'Whole brain', volume_ml: 1258.2, percentile: 23, flag: 'normal' },
+          { structure: 'Left hippocampus', volume_ml: '3.12', icv_percent: 'NaN', flag: 'low' },
+          { structure: 'Right hippocampus', volume_ml: 3.48, percentile: null },
+        ],
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus volume_ml "3\.12" \(not a number\); Left hippocampus icv_percent "NaN" \(not a number\)$/m,
+    );
+    const [oru] = orusOf(spec.placer);
+    const report = oru!.segments.find((seg) => seg.id === 'OBX' && seg.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines.slice(0, 3)).toEqual([
+      'Whole brain: 1258.2 mL, P23',
+      'Left hippocampus: no measurement published (low)',
+      'Right hippocampus: 3.48 mL',
+    ]);
+  });
+
   it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {
     // Before: the reason went whole into the DiagnosticReport's conclusion, which our own R4
     // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order
@@ -571,6 +636,118 @@ describe('hostile upstream: outcomes and what we publish', () => {
       Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
     );
     expect(dciodvfyErrors(file)).toEqual([]);
+  });
+
+  it('structure names over lines or near 200 characters: OBX-3.2 is one line of at most 199 characters', async () => {
+    // OBX-3.2 (CWE.2 / CE.2 text) is an ST of at most 199 characters (v2.5.1 2A.2.74, CWE).
+    // Before: a structure written over two lines went out as `Left\X0D\\X0A\hippocampus volume`
+    // (a RIS that does not decode hexadecimal data shows it), and a 190-character name as a
+    // 224-character OBX-3.2 ("… volume, % of intracranial volume"), which a RIS holding CWE.2
+    // to its length cuts or refuses.
+    const { id, spec, upstreamId } = await processing();
+    const long = `Hippocampus ${'H'.repeat(178)}`;
+    editJsonReport<{ findings: Array<Record<string, unknown>> }>(
+      '/results',
+      upstreamId,
+      (report, answer) =>
+        jsonAnswer(answer, {
+          ...report,
+          findings: [
+            { structure: 'Left\r\nhippocampus', volume_ml: 3.12, percentile: 4, flag: 'low' },
+            { structure: long, volume_ml: 3.48, icv_percent: 0.25, flag: 'normal' },
+          ],
+        }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const [oru] = orusOf(spec.placer);
+    const obx = oru!.segments.filter((seg) => seg.id === 'OBX');
+    const texts = obx.map((seg) => seg.value(3, 1, 2) ?? '');
+    expect(oru!.text).not.toMatch(/\\X0[DA]\\/);
+    for (const t of texts) {
+      expect(t).not.toMatch(/[\r\n]/);
+      expect(t.length).toBeLessThanOrEqual(199);
+    }
+    expect(texts).toContain('Left hippocampus volume');
+    expect(texts).toContain('Left hippocampus evaluation');
+    expect(
+      texts.find((t) => t.startsWith('Hippocampus HHH') && t.includes('shortened')),
+    ).toBeDefined();
+  });
+
+  it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {
+    // Before: naming the unread flag wrote it out again as JSON, which overflowed the stack
+    // (RangeError) in the fetch job's check of the report; the job failed at every retry and the
+    // DELIVERED result never reached the EHR, the RIS or the PACS (40 KB of report).
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport<{ findings: Array<Record<string, unknown>> }>(
+      '/results',
+      upstreamId,
+      (report, answer) => ({
+        ...answer,
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.from(
+          JSON.stringify({ ...report, findings: report.findings.slice(1) }).replace(
+            '"findings":[',
+            `"findings":[{"structure":"Left hippocampus","volume_ml":3.12,"flag":${'['.repeat(20_000)}${']'.repeat(20_000)}},`,
+          ),
+        ),
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus flag "an array" \(not low, normal or high\)/,
+    );
+    expect((await reportOf(id))?.status).toBe('final');
+    const [oru] = orusOf(spec.placer);
+    const nm = oru!.segments.filter((seg) => seg.id === 'OBX' && seg.value(2) === 'NM');
+    expect(nm[0]?.value(5)).toBe('3.12');
+    expect(nm[0]?.value(8)).toBeUndefined();
+  });
+
+  it('a QC report of 20 MB: the final QC rejection reaches the EHR with its size and hash, not its bytes', async () => {
+    // Before: the QC report went inside the cancelled DiagnosticReport whatever its size (the
+    // PDF has OUTBOUND_PDF_EMBED_MAX_BYTES, the QC report had nothing): 22 MB of per-slice
+    // checks made a 30 MB DiagnosticReport, which the validating EHR refused (400; a 30 MB PDF
+    // made the report undeliverable), and the EHR never heard that QC had failed.
+    const { id, spec } = await processing('qc_failed');
+    const checks = Array.from({ length: 100_000 }, (_, i) => ({
+      slice: i + 1,
+      check: 'motion',
+      verdict: 'failed',
+      note: `Motion artefact of ${(i % 7) + 1} mm in slice ${i + 1}: ${'x'.repeat(120)}`,
+    }));
+    const qc = Buffer.from(JSON.stringify({ verdict: 'failed', checks }));
+    expect(qc.length).toBeGreaterThan(20_000_000);
+    rewrites.push((req, answer) =>
+      req.path === '/qc-report' && answer.status === 200 ? { ...answer, body: qc } : undefined,
+    );
+    expect(await followToEnd(id)).toBe('qc-hold');
+    await sandbox.advance(8 * 24 * 3_600_000);
+    await poller.runNow();
+    expect(await orderState(db, id)).toBe('failed');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('cancelled');
+    const form = dr!.presentedForm!.find((f) => f.contentType === 'application/json')!;
+    expect(form.data).toBeUndefined();
+    // the report as stored and published: the upstream's within its round ({round, report})
+    const { rows: stored } = await db.query<{ body: Buffer }>(
+      `SELECT body FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+      [id],
+    );
+    const sent = Buffer.from(JSON.stringify(JSON.parse(stored[0]!.body.toString())));
+    expect(sent.length).toBeGreaterThan(qc.length);
+    expect(form.size).toBe(sent.length);
+    expect(form.hash).toBe(createHash('sha1').update(sent).digest('base64'));
+    expect(form.title).toBe(`Quality control report (${sent.length} bytes, not embedded)`);
+    expect(JSON.stringify(dr).length).toBeLessThan(1024 * 1024);
+    const [oru] = orusOf(spec.placer);
+    expect([oru?.get('ORC-1'), oru?.get('OBR-25')]).toEqual(['OC', 'X']);
   });
 
   it('a QC report nested 20,000 levels deep: refused by name; the final QC rejection still reaches the EHR and the RIS', async () => {

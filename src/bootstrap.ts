@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { join } from 'node:path';
-import type { INestApplication } from '@nestjs/common';
+import { type INestApplication, PayloadTooLargeException } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -27,6 +27,11 @@ import {
   type RunningEmbeddedPostgres,
 } from './persistence/embedded-postgres';
 import { migrateUnderLock } from './persistence/migrator';
+
+/** Our own REST API's JSON bodies (/api, the audit page's forms). */
+const API_MAX_BODY_BYTES = 1024 * 1024;
+/** How much more than the limit a body may declare and still be read (and dropped) before its 413. */
+const API_DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 
 /** A problem that stops the boot, reported as one line per problem, without a stack trace. */
 export class StartupError extends Error {
@@ -170,16 +175,25 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
-    const json = express.json({ limit: '1mb' });
-    app.use((req: Request, res: Response, next: NextFunction) =>
-      /^\/(fhir|dicomweb)(\/|$)/.test(req.path)
-        ? next()
-        : json(req, res, (error?: unknown) => {
-            // A body cut short by its stall (it may even parse) is never handed on.
-            const stalled = bodyStalledSeconds(req);
-            next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
-          }),
-    );
+    const json = express.json({ limit: API_MAX_BODY_BYTES });
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      if (/^\/(fhir|dicomweb)(\/|$)/.test(req.path)) return next();
+      // A declared length far past the limit: 413 at once, the connection closed. The parser
+      // answered only once it had read and dropped the whole declared body (10 GB).
+      if (Number(req.headers['content-length']) > API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES) {
+        res.setHeader('Connection', 'close');
+        return next(
+          new PayloadTooLargeException(
+            `the request body is larger than ${API_MAX_BODY_BYTES} bytes`,
+          ),
+        );
+      }
+      json(req, res, (error?: unknown) => {
+        // A body cut short by its stall (it may even parse) is never handed on.
+        const stalled = bodyStalledSeconds(req);
+        next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
+      });
+    });
     mountOpenApi(app);
     // Connections bounded in number and idle time (docs/security.md): Node counts none and keeps
     // a silent one for ever.

@@ -138,6 +138,15 @@ export async function readRawBody(
   options: { keepHead?: boolean } = {},
 ): Promise<RawBody & { tooLarge?: number; stalled?: number }> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
+  // A declared length past what would be read at all is answered at once, with what has come
+  // so far as its head, and the connection closed: it was answered only once the drain gave
+  // up (a reset, not the 413) or, from a sender waiting for an answer, never.
+  if (Number(req.headers['content-length']) > limit + DRAIN_MAX_BYTES) {
+    req.res?.setHeader('Connection', 'close');
+    if (!options.keepHead) throw bodyTooLarge(limit);
+    const arrived = (req.read() as Buffer | null) ?? Buffer.alloc(0);
+    return { bytes: arrived.subarray(0, KEPT_HEAD_BYTES), contentType, tooLarge: limit };
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {

@@ -162,6 +162,54 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     expect(JSON.parse(bodyOf(res.answer))).toMatchObject({ status: 408 });
   });
 
+  it('a declared Content-Length far past the limit (10 GB) is 413 at once and closed, FHIR (kept) and /api alike', async () => {
+    // Before: no answer while the 10 GB did not come (then 408 at the stall); a sender sending
+    // them had them read and dropped to the end before hearing 413.
+    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
+    const fhir = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        'Content-Length: 10000000000',
+        '',
+        '',
+      ].join('\r\n'),
+      [sr.subarray(0, 300)],
+      { waitMs: 10_000 },
+    );
+    expect(fhir.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(fhir.closed).toBe(true);
+    expect(fhir.ms).toBeLessThan(1_500);
+    expect(JSON.parse(bodyOf(fhir.answer))).toMatchObject({ resourceType: 'OperationOutcome' });
+    const kept = await adapter.dataSource.query<
+      Array<{ outcome: string; response_code: string; raw: Buffer }>
+    >(`SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`);
+    expect(kept[0]).toMatchObject({ outcome: 'rejected', response_code: '413' });
+    expect(sr.subarray(0, 300).subarray(0, kept[0]!.raw.length).equals(kept[0]!.raw)).toBe(true);
+
+    const api = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.admin}`,
+        'Content-Type: application/json',
+        'Content-Length: 10000000000',
+        '',
+        '',
+      ].join('\r\n'),
+      [Buffer.from('{"reason":"')],
+      { waitMs: 10_000 },
+    );
+    expect(api.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(api.closed).toBe(true);
+    expect(api.ms).toBeLessThan(1_500);
+    expect(JSON.parse(bodyOf(api.answer))).toMatchObject({ status: 413 });
+  });
+
   it('a STOW-RS push moving slowly but steadily for several stall periods is received whole', async () => {
     // The bound is on silence, not on the whole request: 7.5 s of a body moving every 300 ms
     // (3.75 stall periods) is answered 200 like any push.

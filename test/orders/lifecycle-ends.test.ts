@@ -13,6 +13,7 @@ import {
   orderDiagnostics,
   orderState,
   ormMessage,
+  placeWithStudy,
   SANDBOX_CLIENT,
   waitFor,
   writeSiteConfig,
@@ -52,6 +53,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       POLL_INTERVAL_SECONDS: '3600',
       // Each run of a job makes one call: the job queue's attempts are what is counted here.
       IMAGING_RETRY_MAX_ATTEMPTS: '1',
+      IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
     });
     mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
     db = new PgClient({ connectionString: adapter.db.url });
@@ -438,6 +441,78 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const orus = orusOf(spec.placer);
     expect(orus.at(-1)!.get('ORC-1')).toBe('CR');
     expect(orus.every((m) => m.get('OBR-25') === 'X')).toBe(true);
+  });
+
+  it('a delivered order whose results cannot be fetched for every attempt of its job: an alert says so (the result is not silently missing)', async () => {
+    decide = (method, path) =>
+      method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const spec = newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      90_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    const job = async () =>
+      (
+        await db.query(
+          `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+          [key],
+        )
+      ).rows[0] as
+        | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+        | undefined;
+    await waitFor(
+      'a first failed fetch',
+      async () => {
+        const j = await job();
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      'the last attempt failed',
+      async () => {
+        const j = await job();
+        return j && j.attempts >= j.max_attempts && j.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await sweep();
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toMatchObject({ state: 'delivered', alert: 'documents-not-fetched' });
+    expect(rows[0].last_error).toMatch(/DELIVERED.*25 attempts.*503/);
+    const alerts = (await timeline(id)).filter((e) => e.kind === 'order.alert');
+    expect(alerts).toHaveLength(1);
+    expect(alerts[0]!.severity).toBe('error');
+    // Once: the next sweep does not raise it again.
+    await sweep();
+    expect((await timeline(id)).filter((e) => e.kind === 'order.alert')).toHaveLength(1);
+    // No result was published from nothing.
+    expect(orusOf(spec.placer).filter((m) => m.get('OBR-25') === 'F')).toEqual([]);
   });
 });
 

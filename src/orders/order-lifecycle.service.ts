@@ -138,6 +138,7 @@ export class OrderLifecycleService {
 
   /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
   sweep(): Promise<{
+    documentsNotFetched: number;
     studyDeadlines: number;
     stuck: number;
     notPlaced: number;

@@ -399,6 +399,39 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
+  /**
+   * Documents jobs (key `documents:<order id>:<mapping row>`) that used every attempt and will
+   * not run again, of orders not yet alerted (500 at a time): the reports of a status were
+   * never stored, so what waits for them (the result ORU, DiagnosticReport, SR) never goes.
+   */
+  async documentJobsExhausted(
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; row_key: string; attempts: number; last_error: string | null }>> {
+    return this.db(manager).query(
+      `SELECT o.id, split_part(j.key, ':', 3) AS row_key, j.attempts, j.last_error
+         FROM graphile_worker._private_jobs j
+         JOIN orders o ON o.id::text = split_part(j.key, ':', 2)
+        WHERE j.key LIKE 'documents:%' AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+          AND o.alert IS NULL
+        LIMIT 500`,
+    );
+  }
+
+  /** Sets an alert on an order that has none (an ended order included): true when set. */
+  async raiseAlert(
+    orderId: string,
+    alert: string,
+    reason: string,
+    manager?: EntityManager,
+  ): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `UPDATE orders SET alert = $2, last_error = $3, updated_at = now()
+        WHERE id = $1 AND alert IS NULL RETURNING id`,
+      [orderId, alert, pgText(reason)],
+    );
+    return rows.length > 0;
+  }
+
   /** Orders whose upstream status has not changed for longer than `stuckMs` (500 at a time). */
   async stuckUpstream(
     stuckMs: number,

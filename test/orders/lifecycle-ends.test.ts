@@ -13,6 +13,7 @@ import {
   orderDiagnostics,
   orderState,
   ormMessage,
+  placeWithStudy,
   SANDBOX_CLIENT,
   waitFor,
   writeSiteConfig,
@@ -52,6 +53,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       POLL_INTERVAL_SECONDS: '3600',
       // Each run of a job makes one call: the job queue's attempts are what is counted here.
       IMAGING_RETRY_MAX_ATTEMPTS: '1',
+      IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
     });
     mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
     db = new PgClient({ connectionString: adapter.db.url });
@@ -313,7 +316,9 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
-    const created = [...sandbox.state.orders.keys()].filter((k) => !before.has(k));
+    const created = [...sandbox.state.orders.values()]
+      .filter((o) => !before.has(o.orderId) && o.apiMetadata['correlation_id'] === id)
+      .map((o) => o.orderId);
     expect(created).toHaveLength(1);
     const upstreamId = created[0]!;
     // Held until the cancel is stored, then the retry runs.
@@ -347,6 +352,167 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
     expect(orusOf(spec.placer).at(-1)!.get('ORC-1')).toBe('CR');
+  });
+
+  it('a cancel while the create waits out the upstream (next try in 30 min): answered within seconds, not when the create is tried again', async () => {
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+            headers: { 'retry-after': '1800' },
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor(
+      'the first create failed',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+      },
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    const asked = Date.now();
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor(
+      'the order cancelled',
+      async () => (await orderState(db, id)) === 'cancelled',
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expect(orusOf(spec.placer).at(-1)!.get('ORC-1')).toBe('CR');
+    expect(Date.now() - asked).toBeLessThan(15_000);
+  });
+
+  it('a cancel while a create is under way that then succeeds: the order ends cancelled and the upstream order is cancelled, none left behind', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order' ? { until: gate } : 'pass';
+    const spec = newOrderSpec();
+    const before = new Set(sandbox.state.orders.keys());
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor('the create under way', async () =>
+      proxy.hits.some((h) => h.method === 'POST' && h.path === '/new-order' && h.status === null),
+    );
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('the cancel stored', async () => {
+      const { rows } = await db.query(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [id]);
+      return rows[0]?.cancel_requested_at !== null;
+    });
+    // Let the cancel's job run before the create answers.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    release();
+    await waitFor(
+      'the order cancelled',
+      async () => (await orderState(db, id)) === 'cancelled',
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const created = await waitFor('the upstream order created', async () => {
+      const made = [...sandbox.state.orders.values()]
+        .filter((o) => !before.has(o.orderId) && o.apiMetadata['correlation_id'] === id)
+        .map((o) => o.orderId);
+      return made.length > 0 && made;
+    });
+    expect(created).toHaveLength(1);
+    await waitFor(
+      'no upstream order left behind',
+      async () => created.every((k) => sandbox.state.orders.get(k)?.status === 'CANCELLED'),
+      10_000,
+      100,
+      async () => created.map((k) => `${k}: ${sandbox.state.orders.get(k)?.status}`).join(', '),
+    );
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    const orus = orusOf(spec.placer);
+    expect(orus.at(-1)!.get('ORC-1')).toBe('CR');
+    expect(orus.every((m) => m.get('OBR-25') === 'X')).toBe(true);
+  });
+
+  it('a delivered order whose results cannot be fetched for every attempt of its job: an alert says so (the result is not silently missing)', async () => {
+    decide = (method, path) =>
+      method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const spec = newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      90_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    const job = async () =>
+      (
+        await db.query(
+          `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+          [key],
+        )
+      ).rows[0] as
+        | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+        | undefined;
+    await waitFor(
+      'a first failed fetch',
+      async () => {
+        const j = await job();
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      'the last attempt failed',
+      async () => {
+        const j = await job();
+        return j && j.attempts >= j.max_attempts && j.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await sweep();
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toMatchObject({ state: 'delivered', alert: 'documents-not-fetched' });
+    expect(rows[0].last_error).toMatch(/DELIVERED.*25 attempts.*503/);
+    const alerts = (await timeline(id)).filter((e) => e.kind === 'order.alert');
+    expect(alerts).toHaveLength(1);
+    expect(alerts[0]!.severity).toBe('error');
+    // Once: the next sweep does not raise it again.
+    await sweep();
+    expect((await timeline(id)).filter((e) => e.kind === 'order.alert')).toHaveLength(1);
+    // No result was published from nothing.
+    expect(orusOf(spec.placer).filter((m) => m.get('OBR-25') === 'F')).toEqual([]);
   });
 });
 

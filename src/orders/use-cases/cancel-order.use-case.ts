@@ -65,6 +65,15 @@ export class CancelOrderUseCase {
       // under way it will enqueue this job again once the upstream id is known.
       if (stateOf(order) === 'received' && order.place_attempted_at === null) {
         await this.ending.cancelledBeforePlacing(orderId);
+      } else if (stateOf(order) === 'received') {
+        // A create was tried and failed (or is under way): its job may next run hours from
+        // now (back-off, the upstream's Retry-After), and the orderer waited that long for
+        // the answer to the cancel. It runs now instead: it sees the cancel, cancels any
+        // upstream order a lost create made, and ends the order. A run under way is replaced
+        // (graphile-worker adds a new job under the key) and the replacement finds the order
+        // placed, or ends it.
+        await this.deps.jobs.enqueue(ORDER_JOBS.place, { orderId }, { jobKey: `place:${orderId}` });
+        this.deps.jobs.kick();
       }
       return;
     }

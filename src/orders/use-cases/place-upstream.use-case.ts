@@ -4,6 +4,7 @@ import { leftOutSummary, upstreamMetadataOf } from '../../mappings/upstream-meta
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { ORDER_JOBS } from '../intake.model';
+import { isTerminal } from '../../domain/order-state';
 import { loadOrder, stateOf, transition, type OrderRow } from '../order-transitions';
 import { describe, errorCode, isTransient } from '../upstream-errors';
 import type { EndLocallyUseCase } from './end-locally.use-case';
@@ -104,7 +105,11 @@ export class PlaceUpstreamUseCase {
       batchId = await this.joinBatch({ ...order, request }, upstreamOrderId);
     }
     let cancelRaced = false;
+    let endedMeanwhile = false;
     await withLockedOrder(dataSource, orderId, async (manager, current) => {
+      // Ended while the create was under way (a cancel that ran the place job again, a
+      // sweep): the upstream order just made belongs to no live order of ours.
+      endedMeanwhile = isTerminal(stateOf(current));
       const moved = await transition(
         manager,
         current,
@@ -155,6 +160,15 @@ export class PlaceUpstreamUseCase {
         { manager, jobKey: cancelRaced ? `cancel:${orderId}` : `acquire:${orderId}` },
       );
     });
+    if (endedMeanwhile) {
+      await this.client.cancelOrder(upstreamOrderId).catch((error: unknown) => {
+        this.deps.logger.warn(
+          { orderId, code: errorCode(error) },
+          'upstream order created for an order that ended meanwhile not cancelled',
+        );
+      });
+      return;
+    }
     this.deps.jobs.kick();
   }
 

@@ -1,4 +1,6 @@
+import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
+import { orderAlerts } from '../order-metrics';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 
@@ -11,6 +13,7 @@ export class SweepUseCase {
 
   /** Study deadline, stuck upstream orders, exhausted place jobs, lapsed upload leases. */
   async sweep(): Promise<{
+    documentsNotFetched: number;
     studyDeadlines: number;
     stuck: number;
     notPlaced: number;
@@ -44,6 +47,13 @@ export class SweepUseCase {
         'not-placed',
       );
     }
+    // The reports of a status that were never fetched (every attempt of the documents job
+    // failed): the order has its state, but what waits for the reports (the result ORU,
+    // DiagnosticReport, SR) never goes. An operator is told, once.
+    const unfetched = await this.deps.orders.documentJobsExhausted();
+    for (const o of unfetched) {
+      await this.documentsNotFetched(o);
+    }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {
       // A new job even if a dead worker's job still holds the key (graphile-worker then
@@ -51,10 +61,39 @@ export class SweepUseCase {
       await jobs.enqueue(LIFECYCLE_JOBS.upload, { orderId: o.id }, { jobKey: `upload:${o.id}` });
     }
     return {
+      documentsNotFetched: unfetched.length,
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
       leasesResumed: lapsed.length,
     };
+  }
+
+  private async documentsNotFetched(o: {
+    id: string;
+    row_key: string;
+    attempts: number;
+    last_error: string | null;
+  }): Promise<void> {
+    const alert = 'documents-not-fetched';
+    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); what waits for them is not published`;
+    const raised = await this.deps.dataSource.transaction(async (manager) => {
+      if (!(await this.deps.orders.raiseAlert(o.id, alert, reason, manager))) return false;
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.alert',
+          orderId: o.id,
+          severity: 'error',
+          actor: 'adapter',
+          summary: `${alert}: ${reason}`,
+          detail: { alert, mappingRow: o.row_key, attempts: o.attempts },
+        },
+      ]);
+      return true;
+    });
+    if (raised) {
+      orderAlerts.inc({ alert });
+      this.deps.logger.error({ orderId: o.id, alert }, 'order documents not fetched');
+    }
   }
 }

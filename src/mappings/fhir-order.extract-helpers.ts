@@ -177,14 +177,42 @@ export function nameLines(prefix: string, name: PersonName, source: string): Lin
   return lines;
 }
 
-/** A display such as "Dr. Adam Careful" when the requester cannot be resolved: best effort, recorded as a quirk. */
+/** A credential or generational suffix as it follows a name in a display ("MD", "PA-C", "Jr."). */
+const NAME_SUFFIX =
+  /^(M\.?D\.?|D\.?O\.?|Ph\.?D\.?|R\.?N\.?|N\.?P\.?|P\.?A\.?(-C)?|APRN|CRNP|DNP|CNM|MBBS|MBChB|FRCR|FRCPC?|DDS|DMD|DPM|Jr\.?|Sr\.?|II|III|IV)$/i;
+
+/**
+ * A display such as "Dr. Adam Careful" when the requester cannot be resolved: best effort,
+ * recorded as a quirk. EHRs write "Family, Given Middle" (Oracle Health: "Smart, Nancy MD")
+ * or "Given Family, Credential" (Epic: "Physician Family Medicine, MD"): what comes before a
+ * comma followed by a name is the family name, and credentials (after a comma or at the end)
+ * are the suffix. Split on spaces alone, "Stern, Carl" was family "Carl", given "Stern,".
+ */
 export function nameFromDisplay(display: unknown): PersonName {
   if (typeof display !== 'string') return {};
-  const words = display.trim().split(/\s+/);
+  const parts = display
+    .split(',')
+    .map((p) => p.trim().replace(/\s+/g, ' '))
+    .filter(Boolean);
+  const suffixes: string[] = [];
+  while (parts.length > 1 && NAME_SUFFIX.test(parts[parts.length - 1]!))
+    suffixes.unshift(parts.pop()!);
   const out: PersonName = {};
-  if (words.length > 1 && /^(dr|prof|mr|mrs|ms)\.?$/i.test(words[0]!)) out.prefix = words.shift();
-  out.family = words.pop();
+  let family: string | undefined;
+  let words: string[];
+  if (parts.length > 1) {
+    family = parts[0];
+    words = parts.slice(1).join(' ').split(' ');
+  } else {
+    words = (parts[0] ?? '').split(' ').filter(Boolean);
+  }
+  while (words.length > (family ? 0 : 1) && NAME_SUFFIX.test(words[words.length - 1]!))
+    suffixes.unshift(words.pop()!);
+  if (words.length > (family ? 0 : 1) && /^(dr|prof|mr|mrs|ms)\.?$/i.test(words[0]!))
+    out.prefix = words.shift();
+  out.family = family ?? words.pop();
   if (words.length) out.given = words;
+  if (suffixes.length) out.suffix = suffixes.join(' ');
   return out;
 }
 

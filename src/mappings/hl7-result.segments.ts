@@ -13,6 +13,7 @@ import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
+import { hl7DateOf } from './hl7-value.dates';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -161,13 +162,27 @@ function withTableSex(pid: string, input: PublicationInput): string {
   return fields.join('|');
 }
 
+/**
+ * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) only when it is a date:
+ * `19700230`, `abc` or `1956-04-02` is answered at intake with a warning ERR and stored as no
+ * birth date, yet was copied into our ORU, a value of the wrong type that a RIS validating
+ * PID-7 refuses with the result. Left empty then (an explicit null `""` stays).
+ */
+function withValidBirthDate(pid: string): string {
+  const fields = pid.split('|');
+  const value = fields[7]?.split('^')[0] ?? '';
+  if (value === '' || value === '""' || hl7DateOf(value) !== undefined) return pid;
+  fields[7] = '';
+  return fields.join('|');
+}
+
 export function pidOf(
   input: PublicationInput,
   original: Hl7Message | undefined,
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withTableSex(raw, input);
+  if (raw) return withValidBirthDate(withTableSex(raw, input));
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({

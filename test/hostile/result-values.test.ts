@@ -182,6 +182,23 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
   });
 
+  it('a PID-7 that is no date (19700230, abc, 1956-04-02) is not copied into the ORU; a year (1970) is', async () => {
+    // Intake answers such a PID-7 with a warning ERR and stores no birth date; the ORU's PID
+    // is the order's own, and it carried the value on: a DT/DTM field holding `abc`, which a
+    // RIS validating PID-7 refuses (and the whole result with it).
+    for (const [pid7, expected] of [
+      ['19700230', undefined],
+      ['abc', undefined],
+      ['1956-04-02', undefined],
+      ['1970', '1970'],
+      ['19560402083000', '19560402083000'],
+    ] as const) {
+      const id = await cancelledOverHl7(`PID|||PAT-RV-BD^^^HOSP^MR||DOE^JO||${pid7}|F`);
+      await published(id);
+      expect({ pid7, sent: oruOf(id).message.get('PID-7') }).toEqual({ pid7, sent: expected });
+    }
+  });
+
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {
     const id = await cancelledOverHl7('PID|||PAT-RV-D3^^^HOSP^MR||DOE^JO||19640812|F');
     await published(id);

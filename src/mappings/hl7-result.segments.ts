@@ -24,6 +24,15 @@ import { hl7DateOf } from './hl7-value.dates';
 export const UTF8_CHARSET = 'UNICODE UTF-8';
 
 /**
+ * MSH-18 naming `charset` in the message's own version of table 0211: `UNICODE UTF-8` entered
+ * the table in v2.5; v2.3 to v2.4 have `UNICODE` (ISO 10646), what a RIS of that version reads
+ * as UTF-8 (as we do). A v2.3.1 RIS was told `UNICODE UTF-8`, a value its table lacks.
+ */
+function msh18For(charset: string, version: string): string {
+  return charset === UTF8_CHARSET && !versionAtLeast(version, '2.5') ? 'UNICODE' : charset;
+}
+
+/**
  * MSH-18 of what we send: the order's own character set when it declared one we can write
  * (the RIS reads its own messages' charset, e.g. 8859/1), else UTF-8, said explicitly. A
  * multi-byte charset (`GB 18030-2000`, `KS X 1001`, `BIG-5`) has no encoder here: before, its
@@ -135,7 +144,7 @@ export function msh(
           12: version,
           15: 'AL',
           16: 'NE',
-          18: charset,
+          18: msh18For(charset, version),
         },
         3,
       ),

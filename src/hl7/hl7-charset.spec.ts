@@ -78,8 +78,11 @@ describe('MSH-18 and HL7 table 0211', () => {
       Buffer.from([0x44, 0x56, 0x4f, 0xd8, 0xc1, 0x4b, 0x5e, 0x4a, 0x49, 0xd8, 0xcd]),
     );
     expect(decodeBytes(bytes, 'iso-8859-2')).toBe('PID|1||7||DVOŘÁK^JIŘÍ');
-    // A character the charset has no byte for is written '?', never a stray byte of its code point.
-    expect(encodeText('Ł≥', '8859/1')).toEqual(Buffer.from('??', 'latin1'));
+    // A character the charset has no byte for is written as its ASCII stand-in (Ł as L, ≥ as
+    // >=), else '?', never a stray byte of its code point.
+    expect(encodeText('Ł≥', '8859/1')).toEqual(Buffer.from('L>=', 'latin1'));
+    expect(encodeText('山ő', '8859/1')).toEqual(Buffer.from('?o', 'latin1'));
+    expect(encodeText('ő', '8859/2')).toEqual(Buffer.from([0xf5]));
     expect(encodeText('Łódź', 'UNICODE UTF-8')).toEqual(Buffer.from('Łódź', 'utf8'));
   });
 });

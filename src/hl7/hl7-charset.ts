@@ -268,10 +268,69 @@ export function encodeWith(text: string, encoding: string): Buffer {
   // Composed first (NFC): text prepared on macOS or by many pipelines writes ö as o + U+0308,
   // one byte in 8859-1 but two characters, the second of which it has none for (`mo?glich`).
   const composed = text.normalize('NFC');
-  const out = Buffer.alloc(composed.length);
-  let n = 0;
-  for (const ch of composed) out[n++] = table.get(ch) ?? 0x3f;
-  return out.subarray(0, n);
+  const out: number[] = [];
+  for (const ch of composed) {
+    const byte = table.get(ch);
+    if (byte !== undefined) out.push(byte);
+    else for (const c of standIn(ch, table)) out.push(table.get(c) ?? 0x3f);
+  }
+  return Buffer.from(out);
+}
+
+/**
+ * What a character a single-byte charset has no byte for is written as, so a clinical text
+ * keeps its meaning (`Volumen ≥ 5. Perzentile` read `Volumen ? 5. Perzentile` to a Latin-1
+ * RIS): the ASCII spelling of common symbols, else the letter without its accent (ő → o, as
+ * NFD decomposes it), else `?`.
+ */
+const ASCII_STAND_INS: Readonly<Record<string, string>> = {
+  '≥': '>=',
+  '≤': '<=',
+  '≠': '!=',
+  '≈': '~',
+  '→': '->',
+  '←': '<-',
+  '↑': '^',
+  '↓': 'v',
+  '±': '+/-',
+  '×': 'x',
+  '÷': '/',
+  '…': '...',
+  '–': '-',
+  '—': '-',
+  '−': '-',
+  '‘': "'",
+  '’': "'",
+  '‚': "'",
+  '′': "'",
+  '“': '"',
+  '”': '"',
+  '„': '"',
+  '″': '"',
+  '•': '*',
+  '·': '.',
+  '\u00a0': ' ',
+  '€': 'EUR',
+  µ: 'u',
+  μ: 'u',
+  '°': 'deg',
+  '²': '2',
+  '³': '3',
+  ł: 'l',
+  Ł: 'L',
+  đ: 'd',
+  Đ: 'D',
+  ø: 'o',
+  Ø: 'O',
+  ß: 'ss',
+};
+
+function standIn(ch: string, table: ReadonlyMap<string, number>): string {
+  const ascii = ASCII_STAND_INS[ch];
+  if (ascii !== undefined) return ascii;
+  const base = ch.normalize('NFD').replace(/\p{M}+/gu, '');
+  if (base !== ch && base.length > 0 && [...base].every((c) => table.has(c))) return base;
+  return '?';
 }
 
 export function charsetLabel(declared: string): string | undefined {

@@ -13,6 +13,7 @@ import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
+import { hl7DateOf } from './hl7-value.dates';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -21,6 +22,15 @@ import { boundedText, oneLine } from './result-content.mapping';
 
 /** MSH-18 of a message in UTF-8, said explicitly. */
 export const UTF8_CHARSET = 'UNICODE UTF-8';
+
+/**
+ * MSH-18 naming `charset` in the message's own version of table 0211: `UNICODE UTF-8` entered
+ * the table in v2.5; v2.3 to v2.4 have `UNICODE` (ISO 10646), what a RIS of that version reads
+ * as UTF-8 (as we do). A v2.3.1 RIS was told `UNICODE UTF-8`, a value its table lacks.
+ */
+function msh18For(charset: string, version: string): string {
+  return charset === UTF8_CHARSET && !versionAtLeast(version, '2.5') ? 'UNICODE' : charset;
+}
 
 /**
  * MSH-18 of what we send: the order's own character set when it declared one we can write
@@ -134,7 +144,7 @@ export function msh(
           12: version,
           15: 'AL',
           16: 'NE',
-          18: charset,
+          18: msh18For(charset, version),
         },
         3,
       ),
@@ -161,13 +171,27 @@ function withTableSex(pid: string, input: PublicationInput): string {
   return fields.join('|');
 }
 
+/**
+ * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) only when it is a date:
+ * `19700230`, `abc` or `1956-04-02` is answered at intake with a warning ERR and stored as no
+ * birth date, yet was copied into our ORU, a value of the wrong type that a RIS validating
+ * PID-7 refuses with the result. Left empty then (an explicit null `""` stays).
+ */
+function withValidBirthDate(pid: string): string {
+  const fields = pid.split('|');
+  const value = fields[7]?.split('^')[0] ?? '';
+  if (value === '' || value === '""' || hl7DateOf(value) !== undefined) return pid;
+  fields[7] = '';
+  return fields.join('|');
+}
+
 export function pidOf(
   input: PublicationInput,
   original: Hl7Message | undefined,
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withTableSex(raw, input);
+  if (raw) return withValidBirthDate(withTableSex(raw, input));
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({

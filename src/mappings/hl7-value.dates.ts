@@ -30,25 +30,34 @@ function validOffset(offset: string): boolean {
  * precision kept. The whole value must be a DT/DTM: `1970-01-01` is not read as `1970`.
  */
 export const partialDate: TransformFn = ofValue((value, source, input) => {
-  const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(?:\.\d{1,4})?)?([+-]\d{4})?$/.exec(
-    value,
-  );
-  const y = m ? Number(m[1]) : NaN;
-  const mo = m?.[2] ? Number(m[2]) : undefined;
-  const d = m?.[3] ? Number(m[3]) : undefined;
-  const timeValid =
-    !m ||
-    ((m[4] === undefined || (m[3] !== undefined && Number(m[4]) <= 23)) &&
-      (m[5] === undefined || Number(m[5]) <= 59) &&
-      (m[6] === undefined || Number(m[6]) <= 59) &&
-      (m[7] === undefined || validOffset(m[7])));
-  if (!m || !validDate(y, mo, d) || !timeValid) {
+  const iso = hl7DateOf(value);
+  if (iso === undefined) {
     input.quirks.add('invalid-date', `${source} is not an HL7 date`);
     return notMapped(source, 102, `${source} not a valid date`);
   }
-  const iso = [m[1], m[2], m[3]].filter(Boolean).join('-');
   return storedAs(source, value, iso, 'HL7 DT');
 });
+
+/**
+ * The date of a DT or DTM as ISO 8601 (precision kept), undefined when the whole value is not
+ * one (`19700230`, `abc`, `1956-04-02`).
+ */
+export function hl7DateOf(value: string): string | undefined {
+  const m = /^(\d{4})(\d{2})?(\d{2})?(?:(\d{2})(\d{2})?(\d{2})?(?:\.\d{1,4})?)?([+-]\d{4})?$/.exec(
+    value,
+  );
+  if (!m) return undefined;
+  const y = Number(m[1]);
+  const mo = m[2] ? Number(m[2]) : undefined;
+  const d = m[3] ? Number(m[3]) : undefined;
+  const timeValid =
+    (m[4] === undefined || (m[3] !== undefined && Number(m[4]) <= 23)) &&
+    (m[5] === undefined || Number(m[5]) <= 59) &&
+    (m[6] === undefined || Number(m[6]) <= 59) &&
+    (m[7] === undefined || validOffset(m[7]));
+  if (!validDate(y, mo, d) || !timeValid) return undefined;
+  return [m[1], m[2], m[3]].filter(Boolean).join('-');
+}
 
 /**
  * DTM: YYYY[MM[DD[HH[MM[SS[.S...]]]]]][+/-ZZZZ] → ISO 8601 instant with offset. A German RIS

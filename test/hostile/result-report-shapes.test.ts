@@ -251,4 +251,25 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     expect(wire).toContain('Atrophie möglich; Größe grenzwertig.');
     expect(wire).not.toContain('?');
   });
+  it('report text a Latin-1 RIS has no byte for keeps its meaning: ≥ as >=, → as ->, ő as o, never `?`', () => {
+    // The upstream writes Unicode; the ORU keeps the order's 8859/1 (the Klinikum's ORBIS).
+    // Before: every character outside 8859/1 went out as `?`, and "Volumen ≥ 5. Perzentile"
+    // read "Volumen ? 5. Perzentile", a comparison lost in a clinical text.
+    const original = parseHl7(hl7Fixture('orm-o01-v24-latin1-crlf'));
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: 'Hippocampus links', volume_ml: 3.12 }],
+        impression:
+          'Hippocampusvolumen ≥ 5. Perzentile, Läsion ≤ 3 mm ≈ Vorbefund → Kontrolle; Dr. Kovács Ődön.',
+      }),
+    );
+    const oru = buildOru(publicationInput('DELIVERED', { results }), original, HL7, 'IAA5', NOW);
+    expect(parseHl7(oru.text).msh.value(18)).toBe('8859/1');
+    const wire = oru.bytes.toString('latin1');
+    expect(wire).toContain(
+      'Hippocampusvolumen >= 5. Perzentile, Läsion <= 3 mm ~ Vorbefund -> Kontrolle; Dr. Kovács Odön.',
+    );
+    expect(wire).not.toContain('?');
+  });
 });

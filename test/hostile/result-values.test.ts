@@ -95,6 +95,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     obr4 = 'MRKOPF^MRT Kopf^L',
     /** MSH-18, and how the message's text becomes its bytes (default Latin-1, no MSH-18). */
     charset?: { msh18: string; encode: (text: string) => Buffer },
+    version = '2.3.1',
   ): Promise<string> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
@@ -103,7 +104,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     const message = (control: 'NW' | 'CA') =>
       encode(
         [
-          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1${msh18}`,
+          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|${version}${msh18}`,
           pid,
           'PV1||O|RAD^^^RADIOLOGIE',
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
@@ -174,12 +175,29 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     );
     await published(id);
     const { text, message } = oruOf(id);
-    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(message.msh.value(18)).toBe('UNICODE'); // v2.3.1 table 0211
     // before: \XE9\ copied as it was, one byte 0xE9 in a UTF-8 message: "M\uFFFDnard"
     expect(message.get('PID-5.1')).toBe('Ménard|\u000b');
     expect(message.get('PID-5.2')).toBe('Zoë');
     // eslint-disable-next-line no-control-regex
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
+  });
+
+  it('a PID-7 that is no date (19700230, abc, 1956-04-02) is not copied into the ORU; a year (1970) is', async () => {
+    // Intake answers such a PID-7 with a warning ERR and stores no birth date; the ORU's PID
+    // is the order's own, and it carried the value on: a DT/DTM field holding `abc`, which a
+    // RIS validating PID-7 refuses (and the whole result with it).
+    for (const [pid7, expected] of [
+      ['19700230', undefined],
+      ['abc', undefined],
+      ['1956-04-02', undefined],
+      ['1970', '1970'],
+      ['19560402083000', '19560402083000'],
+    ] as const) {
+      const id = await cancelledOverHl7(`PID|||PAT-RV-BD^^^HOSP^MR||DOE^JO||${pid7}|F`);
+      await published(id);
+      expect({ pid7, sent: oruOf(id).message.get('PID-7') }).toEqual({ pid7, sent: expected });
+    }
   });
 
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {
@@ -241,7 +259,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     const { message } = oruBytesOf(id);
     // before: MSH-18 GB 18030-2000 over UTF-8 bytes (no GB 18030 encoder here): read as GB 18030,
     // the name was other characters
-    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(message.msh.value(18)).toBe('UNICODE'); // v2.3.1 table 0211
     expect(message.get('PID-5.1')).toBe('王');
     expect(message.get('PID-5.2')).toBe('小明');
   });
@@ -262,9 +280,31 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     await published(id);
     const { bytes, message } = oruBytesOf(id);
     // before: MSH-18 ASCII with the name in Latin-1 bytes (0xFC), neither ASCII nor the sender's
-    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(message.msh.value(18)).toBe('UNICODE'); // v2.3.1 table 0211
     expect(bytes.includes(Buffer.from('Müller^Jörg', 'utf8'))).toBe(true);
     expect(message.get('PID-5.1')).toBe('Müller');
+  });
+
+  it('an ORU in UTF-8 names it with the table 0211 value of its version: UNICODE before v2.5, UNICODE UTF-8 from v2.5', async () => {
+    // `UNICODE UTF-8` entered table 0211 in v2.5; v2.3.1 and v2.4 have `UNICODE` (ISO 10646).
+    // Before: a v2.3.1 RIS got MSH-18 UNICODE UTF-8, a value its version does not have, and a
+    // RIS validating MSH-18 against its table refused the result.
+    for (const [version, msh18] of [
+      ['2.3.1', 'UNICODE'],
+      ['2.4', 'UNICODE'],
+      ['2.5.1', 'UNICODE UTF-8'],
+    ] as const) {
+      const id = await cancelledOverHl7(
+        'PID|||PAT-RV-UC^^^HOSP^MR||Müller^Jörg||19640812|M',
+        undefined,
+        { msh18: 'ASCII', encode: (text) => Buffer.from(text, 'utf8') },
+        version,
+      );
+      await published(id);
+      const { bytes, message } = oruBytesOf(id);
+      expect({ version, msh18: message.msh.value(18) }).toEqual({ version, msh18 });
+      expect(bytes.includes(Buffer.from('Müller^Jörg', 'utf8'))).toBe(true);
+    }
   });
 
   it('an ASCII order of ASCII text keeps MSH-18 ASCII', async () => {

@@ -1,5 +1,5 @@
 import { access, readdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
@@ -239,10 +239,16 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       if (names.length === 0) continue;
       // `<sop>.<uuid>.dcm` (`<sop>.dcm` before one file per copy, `<sop>.dcm.earlier-<uuid>`)
       const sops = [...new Set(names.map((n) => n.split('.dcm')[0]!.replace(COPY_SUFFIX, '')))];
-      const named = await filesOfInstances(this.options.dataSource.manager, sops);
+      // compared as <study>/<file>: a row written where DATA_DIR was mounted elsewhere names
+      // the same file by another absolute path, and that file is not an orphan
+      const named = new Set(
+        [...(await filesOfInstances(this.options.dataSource.manager, sops))].map(
+          (f) => `${basename(dirname(f))}/${basename(f)}`,
+        ),
+      );
       for (const name of names) {
         const path = join(dir, name);
-        if (named.has(path)) continue;
+        if (named.has(`${study}/${name}`)) continue;
         const info = await stat(path).catch(() => undefined);
         if (!info?.isFile() || now.getTime() - info.mtimeMs < ORPHAN_AGE_MS) continue;
         await rm(path, { force: true });

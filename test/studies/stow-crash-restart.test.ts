@@ -1,4 +1,13 @@
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -143,4 +152,48 @@ describe('STOW-RS receipt survives kill -9 between filing and commit', () => {
     }
     expect(filesOf(study)).toHaveLength(2);
   }, 120_000);
+
+  it('keeps the files rows name by another path to DATA_DIR (the volume mounted elsewhere)', async () => {
+    // One shared volume, reached by two paths (another mount point, a symlink): the rows
+    // name the files by the path of the replica that stored them.
+    const volume = mkdtempSync(join(tmpdir(), 'stow-volume-'));
+    const real = join(volume, 'data');
+    mkdirSync(real);
+    const other = join(volume, 'mounted-here');
+    symlinkSync(real, other);
+    const opened: TestAdapter[] = [];
+    try {
+      const first = await startTestAdapter({
+        DATABASE_URL: db.url,
+        DATA_DIR: other,
+        JOBS_ENABLED: 'false',
+        STUDY_UNMATCHED_HOLD_MINUTES: '600',
+      });
+      opened.push(first);
+      const [inst] = createMrBrainStudy({
+        study: { accessionNumber: 'ACC-MOUNT-0001' },
+        series: [{ slices: 1 }],
+      });
+      expect(await stow(first.httpUrl, inst!.bytes)).toBe(200);
+      const dir = join(real, 'studies', 'instances', inst!.studyInstanceUid);
+      const anHourAgo = new Date(Date.now() - 61 * 60_000);
+      for (const f of readdirSync(dir)) utimesSync(join(dir, f), anHourAgo, anHourAgo);
+      const second = await startTestAdapter({
+        DATABASE_URL: db.url,
+        DATA_DIR: real,
+        JOBS_ENABLED: 'false',
+        STUDY_UNMATCHED_HOLD_MINUTES: '600',
+      });
+      opened.push(second);
+      await second.app
+        .get<StudyAcquirer & { expireUnmatched(): Promise<number> }>(STUDY_ACQUIRER)
+        .expireUnmatched();
+      const row = await rowOf(inst!.sopInstanceUid);
+      expect(readFileSync(row!.file_path).equals(inst!.bytes)).toBe(true);
+    } finally {
+      // each drops the spare database it made, not this file's
+      for (const a of opened) await a.close();
+      rmSync(volume, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

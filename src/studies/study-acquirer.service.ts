@@ -10,7 +10,7 @@ import { sweepMoved } from './dimse-pull';
 import { BUSY_RETRY_MS, NOT_FOUND_RETRY_MS, type PacsSource, pullFromPacs } from './pacs-pull';
 import type { IdentityField } from './study-identity';
 import { StudyError } from './study.error';
-import { withoutPadding } from '../mappings/dicom-identifiers';
+import { nearMiss, withoutPadding } from '../mappings/dicom-identifiers';
 import {
   type AcquisitionRow,
   claimInstances,
@@ -19,6 +19,7 @@ import {
   deleteInstancesOfOrder,
   filesOfInstances,
   findAcquisition,
+  heldAccessionsOtherThan,
   instancesOfOrder,
   markReleased,
   renewLease,
@@ -263,6 +264,28 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   }
 
   /**
+   * For an order found by accession: held instances whose accession differs from the order's
+   * only by letter case, white space or leading zeros (a modality keying it in lower case, a
+   * system padding it with zeros). They are never claimed (identifiers match exactly, DESIGN.md
+   * §5), but the analyst is told they are there rather than "nothing received". No values.
+   */
+  private async heldNearMiss(request: StudyRequest, now: Date): Promise<string | undefined> {
+    const accession = withoutPadding(request.accessionNumber ?? '');
+    if (request.studyInstanceUid || !accession) return undefined;
+    const groups = (
+      await heldAccessionsOtherThan(this.options.dataSource.manager, accession, now)
+    ).flatMap((g) => {
+      const near = nearMiss(accession, g.accessionNumber);
+      return near ? [{ ...g, near }] : [];
+    });
+    if (groups.length === 0) return undefined;
+    const instances = groups.reduce((n, g) => n + g.count, 0);
+    const studies = new Set(groups.map((g) => g.studyInstanceUid)).size;
+    const how = [...new Set(groups.map((g) => g.near))].join(' or ');
+    return `${instances} held instance(s) of ${studies} ${studies === 1 ? 'study' : 'studies'} have an accession number that differs from the order’s only by ${how}: not used, identifiers must match exactly (correct the accession at the sender and send again, or give the order the Study Instance UID)`;
+  }
+
+  /**
    * Deletes parts left in the incoming directory by a request or association that broke off
    * mid-instance (a crash, a dropped connection): anything older than an hour.
    */
@@ -377,6 +400,14 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
 
     // 2. Pull from the PACS.
     if (this.sources.length === 0) {
+      const nearly = await this.heldNearMiss(request, now);
+      if (nearly) {
+        await this.recorder.retrieveProblem(request.orderId, 'pushed', nearly);
+        return waiting(
+          `no instances of this study have been received yet; ${nearly}`,
+          NOT_FOUND_RETRY_MS,
+        );
+      }
       return waiting('no instances of this study have been received yet', NOT_FOUND_RETRY_MS);
     }
     return pullFromPacs(

@@ -250,6 +250,20 @@ export async function heldAccessionsOtherThan(
   }));
 }
 
+/** Of these orders, those whose study is not released (their package and pulled files live). */
+export async function unreleasedAcquisitions(
+  m: EntityManager,
+  orderIds: string[],
+): Promise<Set<string>> {
+  if (orderIds.length === 0) return new Set();
+  const rows = (await m.query(
+    `SELECT order_id::text FROM study_acquisitions
+      WHERE order_id = ANY($1::uuid[]) AND state <> 'released'`,
+    [orderIds],
+  )) as Array<{ order_id: string }>;
+  return new Set(rows.map((r) => r.order_id));
+}
+
 /** Of these SOP Instance UIDs, the file each one's row names (those with a row). */
 export async function filesOfInstances(
   m: EntityManager,

@@ -20,6 +20,7 @@ import {
   filesOfInstances,
   findAcquisition,
   heldAccessionsOtherThan,
+  unreleasedAcquisitions,
   instancesOfOrder,
   markReleased,
   renewLease,
@@ -76,6 +77,10 @@ export const ACQUISITION_LEASE_MS = 60_000;
 const PACS_DOWN_RETRY_MS = 30_000;
 /** A received file no row names is removed this long after it was placed (and swept as often). */
 const ORPHAN_AGE_MS = 60 * 60_000;
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+/** `packages/<order id>.zip` (or `.zip.partial`), `pulled/<order id>`. */
+const ORDER_FILE = new RegExp(`^(${UUID})\\.zip(\\.partial)?$`);
+const ORDER_DIR = new RegExp(`^${UUID}$`);
 /** The `.<uuid>` of a copy's file name (StudyStoragePaths.instanceFile). */
 const COPY_SUFFIX = /\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -256,11 +261,45 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         removed++;
       }
     }
+    removed += await this.sweepReleasedFiles(now);
     if (removed > 0)
       this.options.logger.warn(
         { removed },
-        'removed received DICOM files no instance row names (left by a crash)',
+        'removed study files nothing names any more (left by a crash)',
       );
+  }
+
+  /**
+   * Packages (`packages/<order>.zip`, `.partial`) and pulled instances (`pulled/<order>/`) of
+   * an order whose study is released or was never acquired, an hour old: release() commits
+   * first and removes the files after, so a process killed in between left the whole study on
+   * disk with nothing leading to it. Names that are not an order id are not ours: left alone.
+   */
+  private async sweepReleasedFiles(now: Date): Promise<number> {
+    const root = this.options.paths.root;
+    const entries = [
+      ...(await readdir(join(root, 'packages')).catch(() => [] as string[])).map((name) => ({
+        path: join(root, 'packages', name),
+        orderId: ORDER_FILE.exec(name)?.[1],
+      })),
+      ...(await readdir(join(root, 'pulled')).catch(() => [] as string[])).map((name) => ({
+        path: join(root, 'pulled', name),
+        orderId: ORDER_DIR.exec(name)?.[0],
+      })),
+    ].filter((e): e is { path: string; orderId: string } => e.orderId !== undefined);
+    if (entries.length === 0) return 0;
+    const live = await unreleasedAcquisitions(this.options.dataSource.manager, [
+      ...new Set(entries.map((e) => e.orderId)),
+    ]);
+    let removed = 0;
+    for (const e of entries) {
+      if (live.has(e.orderId)) continue;
+      const info = await stat(e.path).catch(() => undefined);
+      if (!info || now.getTime() - info.mtimeMs < ORPHAN_AGE_MS) continue;
+      await rm(e.path, { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
   }
 
   /**

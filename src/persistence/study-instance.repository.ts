@@ -225,6 +225,45 @@ export async function instancesOfOrder(
   return rows.map(toInstance);
 }
 
+/**
+ * Held instances (unmatched, hold not over) under another accession number than `accession`,
+ * counted by accession and study: the candidates a caller compares loosely (at most `limit`
+ * groups). Reads the unmatched rows only (their partial index).
+ */
+export async function heldAccessionsOtherThan(
+  m: EntityManager,
+  accession: string,
+  now: Date,
+  limit = 1000,
+): Promise<Array<{ accessionNumber: string; studyInstanceUid: string; count: number }>> {
+  const rows = (await m.query(
+    `SELECT accession_number, study_instance_uid, count(*)::int AS count FROM study_instances
+      WHERE order_id IS NULL AND hold_until > $2 AND accession_number IS NOT NULL
+        AND accession_number <> $1
+      GROUP BY accession_number, study_instance_uid LIMIT $3`,
+    [accession, now, limit],
+  )) as Array<{ accession_number: string; study_instance_uid: string; count: number }>;
+  return rows.map((r) => ({
+    accessionNumber: r.accession_number,
+    studyInstanceUid: r.study_instance_uid,
+    count: r.count,
+  }));
+}
+
+/** Of these orders, those whose study is not released (their package and pulled files live). */
+export async function unreleasedAcquisitions(
+  m: EntityManager,
+  orderIds: string[],
+): Promise<Set<string>> {
+  if (orderIds.length === 0) return new Set();
+  const rows = (await m.query(
+    `SELECT order_id::text FROM study_acquisitions
+      WHERE order_id = ANY($1::uuid[]) AND state <> 'released'`,
+    [orderIds],
+  )) as Array<{ order_id: string }>;
+  return new Set(rows.map((r) => r.order_id));
+}
+
 /** Of these SOP Instance UIDs, the file each one's row names (those with a row). */
 export async function filesOfInstances(
   m: EntityManager,

@@ -1,5 +1,5 @@
 import { access, readdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
@@ -10,7 +10,7 @@ import { sweepMoved } from './dimse-pull';
 import { BUSY_RETRY_MS, NOT_FOUND_RETRY_MS, type PacsSource, pullFromPacs } from './pacs-pull';
 import type { IdentityField } from './study-identity';
 import { StudyError } from './study.error';
-import { withoutPadding } from '../mappings/dicom-identifiers';
+import { nearMiss, withoutPadding } from '../mappings/dicom-identifiers';
 import {
   type AcquisitionRow,
   claimInstances,
@@ -19,6 +19,8 @@ import {
   deleteInstancesOfOrder,
   filesOfInstances,
   findAcquisition,
+  heldAccessionsOtherThan,
+  unreleasedAcquisitions,
   instancesOfOrder,
   markReleased,
   renewLease,
@@ -75,6 +77,10 @@ export const ACQUISITION_LEASE_MS = 60_000;
 const PACS_DOWN_RETRY_MS = 30_000;
 /** A received file no row names is removed this long after it was placed (and swept as often). */
 const ORPHAN_AGE_MS = 60 * 60_000;
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+/** `packages/<order id>.zip` (or `.zip.partial`), `pulled/<order id>`. */
+const ORDER_FILE = new RegExp(`^(${UUID})\\.zip(\\.partial)?$`);
+const ORDER_DIR = new RegExp(`^${UUID}$`);
 /** The `.<uuid>` of a copy's file name (StudyStoragePaths.instanceFile). */
 const COPY_SUFFIX = /\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -239,21 +245,83 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       if (names.length === 0) continue;
       // `<sop>.<uuid>.dcm` (`<sop>.dcm` before one file per copy, `<sop>.dcm.earlier-<uuid>`)
       const sops = [...new Set(names.map((n) => n.split('.dcm')[0]!.replace(COPY_SUFFIX, '')))];
-      const named = await filesOfInstances(this.options.dataSource.manager, sops);
+      // compared as <study>/<file>: a row written where DATA_DIR was mounted elsewhere names
+      // the same file by another absolute path, and that file is not an orphan
+      const named = new Set(
+        [...(await filesOfInstances(this.options.dataSource.manager, sops))].map(
+          (f) => `${basename(dirname(f))}/${basename(f)}`,
+        ),
+      );
       for (const name of names) {
         const path = join(dir, name);
-        if (named.has(path)) continue;
+        if (named.has(`${study}/${name}`)) continue;
         const info = await stat(path).catch(() => undefined);
         if (!info?.isFile() || now.getTime() - info.mtimeMs < ORPHAN_AGE_MS) continue;
         await rm(path, { force: true });
         removed++;
       }
     }
+    removed += await this.sweepReleasedFiles(now);
     if (removed > 0)
       this.options.logger.warn(
         { removed },
-        'removed received DICOM files no instance row names (left by a crash)',
+        'removed study files nothing names any more (left by a crash)',
       );
+  }
+
+  /**
+   * Packages (`packages/<order>.zip`, `.partial`) and pulled instances (`pulled/<order>/`) of
+   * an order whose study is released or was never acquired, an hour old: release() commits
+   * first and removes the files after, so a process killed in between left the whole study on
+   * disk with nothing leading to it. Names that are not an order id are not ours: left alone.
+   */
+  private async sweepReleasedFiles(now: Date): Promise<number> {
+    const root = this.options.paths.root;
+    const entries = [
+      ...(await readdir(join(root, 'packages')).catch(() => [] as string[])).map((name) => ({
+        path: join(root, 'packages', name),
+        orderId: ORDER_FILE.exec(name)?.[1],
+      })),
+      ...(await readdir(join(root, 'pulled')).catch(() => [] as string[])).map((name) => ({
+        path: join(root, 'pulled', name),
+        orderId: ORDER_DIR.exec(name)?.[0],
+      })),
+    ].filter((e): e is { path: string; orderId: string } => e.orderId !== undefined);
+    if (entries.length === 0) return 0;
+    const live = await unreleasedAcquisitions(this.options.dataSource.manager, [
+      ...new Set(entries.map((e) => e.orderId)),
+    ]);
+    let removed = 0;
+    for (const e of entries) {
+      if (live.has(e.orderId)) continue;
+      const info = await stat(e.path).catch(() => undefined);
+      if (!info || now.getTime() - info.mtimeMs < ORPHAN_AGE_MS) continue;
+      await rm(e.path, { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
+  }
+
+  /**
+   * For an order found by accession: held instances whose accession differs from the order's
+   * only by letter case, white space or leading zeros (a modality keying it in lower case, a
+   * system padding it with zeros). They are never claimed (identifiers match exactly, DESIGN.md
+   * §5), but the analyst is told they are there rather than "nothing received". No values.
+   */
+  private async heldNearMiss(request: StudyRequest, now: Date): Promise<string | undefined> {
+    const accession = withoutPadding(request.accessionNumber ?? '');
+    if (request.studyInstanceUid || !accession) return undefined;
+    const groups = (
+      await heldAccessionsOtherThan(this.options.dataSource.manager, accession, now)
+    ).flatMap((g) => {
+      const near = nearMiss(accession, g.accessionNumber);
+      return near ? [{ ...g, near }] : [];
+    });
+    if (groups.length === 0) return undefined;
+    const instances = groups.reduce((n, g) => n + g.count, 0);
+    const studies = new Set(groups.map((g) => g.studyInstanceUid)).size;
+    const how = [...new Set(groups.map((g) => g.near))].join(' or ');
+    return `${instances} held instance(s) of ${studies} ${studies === 1 ? 'study' : 'studies'} have an accession number that differs from the order’s only by ${how}: not used, identifiers must match exactly (correct the accession at the sender and send again, or give the order the Study Instance UID)`;
   }
 
   /**
@@ -371,6 +439,14 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
 
     // 2. Pull from the PACS.
     if (this.sources.length === 0) {
+      const nearly = await this.heldNearMiss(request, now);
+      if (nearly) {
+        await this.recorder.retrieveProblem(request.orderId, 'pushed', nearly);
+        return waiting(
+          `no instances of this study have been received yet; ${nearly}`,
+          NOT_FOUND_RETRY_MS,
+        );
+      }
       return waiting('no instances of this study have been received yet', NOT_FOUND_RETRY_MS);
     }
     return pullFromPacs(

@@ -1,4 +1,15 @@
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+  copyFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -8,7 +19,7 @@ import { spawnAdapter, waitHealthy } from '../helpers/adapter-process';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { createMrBrainStudy } from '../helpers/dicom-factory';
-import { multipartRelated } from './study-test-support';
+import { insertOrder, multipartRelated } from './study-test-support';
 
 /**
  * STOW-RS receipt killed (kill -9) between a file moved into place and the commit of its row:
@@ -143,4 +154,97 @@ describe('STOW-RS receipt survives kill -9 between filing and commit', () => {
     }
     expect(filesOf(study)).toHaveLength(2);
   }, 120_000);
+
+  it('keeps the files rows name by another path to DATA_DIR (the volume mounted elsewhere)', async () => {
+    // One shared volume, reached by two paths (another mount point, a symlink): the rows
+    // name the files by the path of the replica that stored them.
+    const volume = mkdtempSync(join(tmpdir(), 'stow-volume-'));
+    const real = join(volume, 'data');
+    mkdirSync(real);
+    const other = join(volume, 'mounted-here');
+    symlinkSync(real, other);
+    const opened: TestAdapter[] = [];
+    try {
+      const first = await startTestAdapter({
+        DATABASE_URL: db.url,
+        DATA_DIR: other,
+        JOBS_ENABLED: 'false',
+        STUDY_UNMATCHED_HOLD_MINUTES: '600',
+      });
+      opened.push(first);
+      const [inst] = createMrBrainStudy({
+        study: { accessionNumber: 'ACC-MOUNT-0001' },
+        series: [{ slices: 1 }],
+      });
+      expect(await stow(first.httpUrl, inst!.bytes)).toBe(200);
+      const dir = join(real, 'studies', 'instances', inst!.studyInstanceUid);
+      const anHourAgo = new Date(Date.now() - 61 * 60_000);
+      for (const f of readdirSync(dir)) utimesSync(join(dir, f), anHourAgo, anHourAgo);
+      const second = await startTestAdapter({
+        DATABASE_URL: db.url,
+        DATA_DIR: real,
+        JOBS_ENABLED: 'false',
+        STUDY_UNMATCHED_HOLD_MINUTES: '600',
+      });
+      opened.push(second);
+      await second.app
+        .get<StudyAcquirer & { expireUnmatched(): Promise<number> }>(STUDY_ACQUIRER)
+        .expireUnmatched();
+      const row = await rowOf(inst!.sopInstanceUid);
+      expect(readFileSync(row!.file_path).equals(inst!.bytes)).toBe(true);
+    } finally {
+      // each drops the spare database it made, not this file's
+      for (const a of opened) await a.close();
+      rmSync(volume, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('sweeps the package and pulled files a release cut short left, and keeps those of live orders', async () => {
+    // release() commits, then removes the files: a process killed in between left the ZIP
+    // (the whole study, PHI) and the pulled instances for ever.
+    const adapter = await startTestAdapter({
+      JOBS_ENABLED: 'false',
+      STUDY_QUIET_PERIOD_SECONDS: '1',
+      STUDY_UNMATCHED_HOLD_MINUTES: '600',
+    });
+    try {
+      const acquirer = adapter.app.get<StudyAcquirer & { expireUnmatched(): Promise<number> }>(
+        STUDY_ACQUIRER,
+      );
+      const packaged: Array<{ orderId: string; zip: string }> = [];
+      for (const accession of ['ACC-REL-0001', 'ACC-REL-0002']) {
+        const study = createMrBrainStudy({
+          study: { accessionNumber: accession },
+          series: [{ slices: 1 }],
+        });
+        expect(await stow(adapter.httpUrl, study[0]!.bytes)).toBe(200);
+        const orderId = await insertOrder(adapter.dataSource, { accessionNumber: accession });
+        await acquirer.acquire({ orderId, accessionNumber: accession });
+        await new Promise((r) => setTimeout(r, 1100));
+        const ready = await acquirer.acquire({ orderId, accessionNumber: accession });
+        if (ready.status !== 'ready') throw new Error(`expected ready: ${JSON.stringify(ready)}`);
+        packaged.push({ orderId, zip: ready.study.packagePath });
+      }
+      const [released, live] = packaged;
+      // the first order's release, cut short after its commit: its files are still there
+      copyFileSync(released!.zip, `${released!.zip}.kept`);
+      await acquirer.release(released!.orderId);
+      copyFileSync(`${released!.zip}.kept`, released!.zip);
+      rmSync(`${released!.zip}.kept`);
+      const pulled = join(adapter.dataDir, 'studies', 'pulled', released!.orderId);
+      mkdirSync(pulled, { recursive: true });
+      writeFileSync(join(pulled, 'instance-1.dcm'), 'retrieved before the crash');
+      const anHourAgo = new Date(Date.now() - 61 * 60_000);
+      for (const f of [released!.zip, live!.zip, pulled, join(pulled, 'instance-1.dcm')])
+        utimesSync(f, anHourAgo, anHourAgo);
+
+      await acquirer.expireUnmatched();
+      expect(existsSync(released!.zip)).toBe(false);
+      expect(existsSync(pulled)).toBe(false);
+      expect(existsSync(live!.zip)).toBe(true);
+    } finally {
+      await adapter.close();
+      rmSync(adapter.dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -557,6 +557,56 @@ describe('STOW-RS endpoint POST /dicomweb/studies', () => {
     expect(left[0]!.n).toBe(0);
   });
 
+  it('an order by accession with held instances whose accession differs only by case or leading zeros: not used, and the wait says why', async () => {
+    // A modality keyed the accession in lower case, another RIS pads it with zeros: the
+    // instances are held, never claimed (identifiers match exactly), and the order waited
+    // with "no instances of this study have been received yet" until it expired.
+    const lower = createMrBrainStudy({
+      study: { accessionNumber: 'stow-acc-nm1' },
+      series: [{ slices: 2 }],
+    });
+    const zeros = createMrBrainStudy({
+      study: { accessionNumber: '000778899' },
+      series: [{ slices: 1 }],
+    });
+    const { body, contentType } = multipartRelated(
+      [...lower, ...zeros].map((i) => ({ data: i.bytes })),
+    );
+    expect((await stow(body, contentType)).status).toBe(200);
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+
+    const byCase = await insertOrder(adapter.dataSource, { accessionNumber: 'STOW-ACC-NM1' });
+    const waitingCase = await acquirer.acquire({
+      orderId: byCase,
+      accessionNumber: 'STOW-ACC-NM1',
+    });
+    expect(waitingCase).toMatchObject({ status: 'waiting' });
+    if (waitingCase.status !== 'waiting') throw new Error('expected waiting');
+    expect(waitingCase.reason).toContain(
+      '2 held instance(s) of 1 study have an accession number that differs from the order’s only by case',
+    );
+    expect(waitingCase.reason).not.toContain('stow-acc-nm1');
+
+    const byZeros = await insertOrder(adapter.dataSource, { accessionNumber: '778899' });
+    const waitingZeros = await acquirer.acquire({ orderId: byZeros, accessionNumber: '778899' });
+    if (waitingZeros.status !== 'waiting') throw new Error('expected waiting');
+    expect(waitingZeros.reason).toContain('only by leading-zeros');
+
+    // on the order's timeline once, however often the order asks again
+    await acquirer.acquire({ orderId: byCase, accessionNumber: 'STOW-ACC-NM1' });
+    const notes = (await adapter.dataSource.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'study.retrieve-problem'`,
+      [byCase],
+    )) as Array<{ summary: string }>;
+    expect(notes).toHaveLength(1);
+    // and nothing was claimed
+    const claimed = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM study_instances WHERE order_id = ANY($1::uuid[])`,
+      [[byCase, byZeros]],
+    )) as Array<{ n: number }>;
+    expect(claimed[0]!.n).toBe(0);
+  });
+
   it('holds unmatched instances: an order arriving later claims them; unclaimed ones expire', async () => {
     const early = createMrBrainStudy({ series: [{ slices: 2 }] });
     const orphan = createMrBrainStudy({ series: [{ slices: 1 }] });

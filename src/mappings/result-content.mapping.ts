@@ -254,6 +254,16 @@ const SHORTENED = ' … (shortened; the report has the whole text)';
  */
 export const SEE_ATTACHED_REPORT = 'See the attached report.';
 
+/**
+ * Whether a result's findings are only in the PDF: no usable JSON report, or one with no finding
+ * and no impression. The DiagnosticReport's conclusion, the ORU's text and the SR's impression
+ * then say SEE_ATTACHED_REPORT; before, the ORU's text was empty with OBX-11 F and the SR a
+ * COMPLETE, FINAL report with nothing in it, which read as "nothing found".
+ */
+export function onlyInThePdf(content: ResultContent | undefined): boolean {
+  return !content || (content.findings.length === 0 && !content.impression);
+}
+
 /** `text` cut to at most `max` characters (whole code points), saying that it was. */
 export function boundedText(text: string, max: number): string {
   if (text.length <= max) return text;

@@ -273,6 +273,18 @@ export function boundedText(text: string, max: number): string {
   return `${cut.trimEnd()}${SHORTENED}`;
 }
 
+/**
+ * Whether the report says QC was bypassed: any value but one that plainly says no (absent,
+ * null, false, 0, `"false"`, `"no"`, ""). The caution is the safe side: only the JSON value
+ * true was read, and `"qc_bypassed": "true"` from an upstream whose bypass was decided outside
+ * our API published a result on a study that failed QC without "interpret with caution".
+ */
+function qcBypassedOf(value: unknown): boolean {
+  if (value === undefined || value === null || value === false || value === 0) return false;
+  if (typeof value === 'string') return !/^\s*(false|no|n|0|)\s*$/i.test(value);
+  return true;
+}
+
 /** Reads the JSON results report; throws when it is not a JSON object. */
 export function parseResultContent(body: Buffer | string): ResultContent {
   const parsed: unknown = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
@@ -348,7 +360,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     findings,
     impression: str(doc.impression),
     caveat: str(doc.caveat),
-    qcBypassed: doc.qc_bypassed === true,
+    qcBypassed: qcBypassedOf(doc.qc_bypassed),
     reportedAt: str(doc.reported_at, MAX_TEXT.structure),
     disclaimer: str(doc.disclaimer),
     leftOut,

@@ -588,6 +588,45 @@ describe('hostile upstream: outcomes and what we publish', () => {
     ]);
   });
 
+  it('qc_bypassed written as a string: the result still carries the QC caution everywhere', async () => {
+    // Before: only the JSON value true was read; `"qc_bypassed": "true"` (or 1) from an
+    // upstream whose bypass was decided outside our API (its portal, an agent) published a
+    // result computed on a study that failed QC without "interpret with caution" in the
+    // DiagnosticReport, the ORU or the SR.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, qc_bypassed: 'true', caveat: null }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const caution = 'QC failure was bypassed on user request: interpret with caution.';
+    expect((await reportOf(id))?.conclusion).toContain(caution);
+    const [oru] = orusOf(spec.placer);
+    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines).toContain(caution);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+        }),
+      })
+    ).json()) as string[];
+    const file = join(dir, 'bypassed-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
+    );
+    expect(execFileSync('dsrdump', ['+Pl', file], { encoding: 'utf8' })).toContain(
+      `"Comment")="${caution}"`,
+    );
+  });
+
   it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {
     // Before: the reason went whole into the DiagnosticReport's conclusion, which our own R4
     // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order

@@ -5,6 +5,7 @@ import {
   boundedText,
   linesOf,
   oneLine,
+  onlyInThePdf,
   resultTextLines,
   SEE_ATTACHED_REPORT,
 } from './result-content.mapping';
@@ -75,10 +76,11 @@ export function obxLines(
   const isResult = input.row.hl7.resultStatus === 'F';
   const lines = isResult
     ? // a result whose findings came only as the PDF: point to it, as the DiagnosticReport does
-      // (before: "No result." with OBX-11 F beside the PDF of the results)
-      input.results
-      ? resultTextLines(input.results)
-      : [SEE_ATTACHED_REPORT]
+      // (before: "No result." with OBX-11 F beside the PDF of the results, or nothing at all)
+      [
+        ...(onlyInThePdf(input.results) ? [SEE_ATTACHED_REPORT] : []),
+        ...(input.results ? resultTextLines(input.results) : []),
+      ]
     : input.row.terminal
       ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
       : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."

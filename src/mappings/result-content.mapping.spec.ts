@@ -83,6 +83,16 @@ describe('results report → neutral content', () => {
     ]);
   });
 
+  it('qc_bypassed: any value but one that plainly says no is a bypass (the caution is the safe side)', () => {
+    const said = (v: unknown) =>
+      parseResultContent(JSON.stringify({ findings: [], qc_bypassed: v })).qcBypassed;
+    for (const yes of [true, 'true', 'TRUE', 'yes', 1, 'Y', 'bypassed'])
+      expect([yes, said(yes)]).toEqual([yes, true]);
+    for (const no of [false, 'false', ' No ', 0, '0', '', null])
+      expect([no, said(no)]).toEqual([no, false]);
+    expect(parseResultContent(JSON.stringify({ findings: [] })).qcBypassed).toBe(false);
+  });
+
   it('refuses what is not a JSON object', () => {
     expect(() => parseResultContent('[1,2]')).toThrow(/not a JSON object/);
     expect(() => parseResultContent('<xml/>')).toThrow();

@@ -254,6 +254,16 @@ const SHORTENED = ' … (shortened; the report has the whole text)';
  */
 export const SEE_ATTACHED_REPORT = 'See the attached report.';
 
+/**
+ * Whether a result's findings are only in the PDF: no usable JSON report, or one with no finding
+ * and no impression. The DiagnosticReport's conclusion, the ORU's text and the SR's impression
+ * then say SEE_ATTACHED_REPORT; before, the ORU's text was empty with OBX-11 F and the SR a
+ * COMPLETE, FINAL report with nothing in it, which read as "nothing found".
+ */
+export function onlyInThePdf(content: ResultContent | undefined): boolean {
+  return !content || (content.findings.length === 0 && !content.impression);
+}
+
 /** `text` cut to at most `max` characters (whole code points), saying that it was. */
 export function boundedText(text: string, max: number): string {
   if (text.length <= max) return text;
@@ -261,6 +271,18 @@ export function boundedText(text: string, max: number): string {
   // never half a surrogate pair
   if (/[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
   return `${cut.trimEnd()}${SHORTENED}`;
+}
+
+/**
+ * Whether the report says QC was bypassed: any value but one that plainly says no (absent,
+ * null, false, 0, `"false"`, `"no"`, ""). The caution is the safe side: only the JSON value
+ * true was read, and `"qc_bypassed": "true"` from an upstream whose bypass was decided outside
+ * our API published a result on a study that failed QC without "interpret with caution".
+ */
+function qcBypassedOf(value: unknown): boolean {
+  if (value === undefined || value === null || value === false || value === 0) return false;
+  if (typeof value === 'string') return !/^\s*(false|no|n|0|)\s*$/i.test(value);
+  return true;
 }
 
 /** Reads the JSON results report; throws when it is not a JSON object. */
@@ -338,7 +360,7 @@ export function parseResultContent(body: Buffer | string): ResultContent {
     findings,
     impression: str(doc.impression),
     caveat: str(doc.caveat),
-    qcBypassed: doc.qc_bypassed === true,
+    qcBypassed: qcBypassedOf(doc.qc_bypassed),
     reportedAt: str(doc.reported_at, MAX_TEXT.structure),
     disclaimer: str(doc.disclaimer),
     leftOut,

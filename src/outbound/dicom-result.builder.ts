@@ -1,5 +1,9 @@
 import { uidFromSeed, type PublicationInput } from '../mappings/publication.model';
-import type { ResultContent } from '../mappings/result-content.mapping';
+import {
+  onlyInThePdf,
+  SEE_ATTACHED_REPORT,
+  type ResultContent,
+} from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
@@ -292,6 +296,10 @@ export function buildMeasurementSr(
     ),
   );
   const evaluations: Item[] = [];
+  // Findings only in the PDF: the impression points to it, as the DiagnosticReport's conclusion
+  // and the ORU's text do (before: a COMPLETE, FINAL report with nothing in it).
+  if (onlyInThePdf(input.results))
+    evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), SEE_ATTACHED_REPORT));
   // Optional statements: one with nothing printable is left out rather than written empty.
   if (textOf(results.impression))
     evaluations.push(text('CONTAINS', code('121073', 'DCM', 'Impression'), results.impression!));

@@ -428,6 +428,49 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(text?.value(11)).toBe('F');
   });
 
+  it('a results report with nothing to publish (no findings, no impression): the ORU and the SR point to the PDF as the DiagnosticReport does', async () => {
+    // Before: the DiagnosticReport said "See the attached report.", but the ORU's text OBX was
+    // empty with OBX-11 F, and the SR a COMPLETE, FINAL measurement report with no
+    // measurement and no text: a final result that read as "nothing found".
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        report_kind: 'results',
+        order_id: report.order_id,
+        study_uid: report.study_uid,
+        findings: [],
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await reportOf(id)).toMatchObject({
+      status: 'final',
+      conclusion: 'See the attached report.',
+    });
+    const [oru] = orusOf(spec.placer);
+    const text = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT');
+    expect(text?.value(5)).toBe('See the attached report.');
+    expect(text?.value(11)).toBe('F');
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+        }),
+      })
+    ).json()) as string[];
+    const file = join(dir, 'empty-results-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
+    );
+    expect(dciodvfyErrors(file)).toEqual([]);
+    const tree = execFileSync('dsrdump', [file], { encoding: 'utf8' });
+    expect(tree).toMatch(/"Impression"\)="See the attached report\."/);
+  });
+
   it('measurements no report can hold are left out; the rest are the same number in FHIR, HL7 NM and DICOM DS', async () => {
     // Before: a negative volume, a share of 250 % and a percentile of -3 were published as
     // final measurements; HL7 NM carried `1e+308` and `1e-7` (NM has no exponent); the SR's DS
@@ -543,6 +586,45 @@ describe('hostile upstream: outcomes and what we publish', () => {
       'Left hippocampus: no measurement published (low)',
       'Right hippocampus: 3.48 mL',
     ]);
+  });
+
+  it('qc_bypassed written as a string: the result still carries the QC caution everywhere', async () => {
+    // Before: only the JSON value true was read; `"qc_bypassed": "true"` (or 1) from an
+    // upstream whose bypass was decided outside our API (its portal, an agent) published a
+    // result computed on a study that failed QC without "interpret with caution" in the
+    // DiagnosticReport, the ORU or the SR.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, qc_bypassed: 'true', caveat: null }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const caution = 'QC failure was bypassed on user request: interpret with caution.';
+    expect((await reportOf(id))?.conclusion).toContain(caution);
+    const [oru] = orusOf(spec.placer);
+    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines).toContain(caution);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+        }),
+      })
+    ).json()) as string[];
+    const file = join(dir, 'bypassed-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
+    );
+    expect(execFileSync('dsrdump', ['+Pl', file], { encoding: 'utf8' })).toContain(
+      `"Comment")="${caution}"`,
+    );
   });
 
   it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {

@@ -30,6 +30,20 @@ describe('checkUpstreamReport', () => {
     });
   });
 
+  it('our order id in upper case and our study UID with its DICOM padding are ours', () => {
+    const body = {
+      order_id: expected.upstreamOrderId.toUpperCase(),
+      study_uid: `${expected.studyUids[0]}\u0000`,
+    };
+    expect(checkUpstreamReport(json('results', body), expected).accepted).toBe(true);
+    expect(
+      checkUpstreamReport(
+        json('results', { ...body, study_uid: `${expected.studyUids[0]}1` }),
+        expected,
+      ),
+    ).toMatchObject({ accepted: false, foreign: true });
+  });
+
   it('a results or failure report saying it is another kind (report_kind) is refused with what came with it', () => {
     const ours = { order_id: expected.upstreamOrderId, study_uid: expected.studyUids[0] };
     expect(

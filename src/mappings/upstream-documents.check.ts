@@ -54,6 +54,22 @@ const IDENTITY_KEYS = new Set(['order_id', 'study_uid', 'report.order_id', 'repo
 /** The kinds a report may say it is (`report_kind`). */
 const REPORT_KINDS: ReadonlySet<string> = new Set(['results', 'failure', 'qc']);
 
+/**
+ * The upstream's order id is a UUID, the same in either case (RFC 9562 §4): `3F1B…` named our
+ * `3f1b…` and was refused as another order's, so the result never came.
+ */
+function sameOrderId(said: unknown, ours: string): boolean {
+  return typeof said === 'string' && said.trim().toLowerCase() === ours.toLowerCase();
+}
+
+/**
+ * A UID as a DICOM header holds it may end with the NUL (or space) that pads it to an even
+ * length (PS3.5 §9.1, §6.2): it is the same UID. Compared as written, the study was another's.
+ */
+function unpadded(uid: string): string {
+  return uid.replace(/^[\s\0]+|[\s\0]+$/g, '');
+}
+
 export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
   if (doc.reportType === 'PDF') {
     const at = doc.body.subarray(0, PDF_HEADER_WITHIN + PDF_HEADER.length).indexOf(PDF_HEADER);
@@ -102,7 +118,11 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
       reason: `is a ${said === 'qc' ? 'QC' : said} report (its report_kind), not the ${doc.kind === 'failure' ? 'failure report' : 'results'} asked for`,
     };
   }
-  if (orderId !== undefined && orderId !== null && orderId !== expected.upstreamOrderId) {
+  if (
+    orderId !== undefined &&
+    orderId !== null &&
+    !sameOrderId(orderId, expected.upstreamOrderId)
+  ) {
     return {
       accepted: false,
       foreign: true,
@@ -113,7 +133,7 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
     studyUid !== undefined &&
     studyUid !== null &&
     expected.studyUids.length > 0 &&
-    !expected.studyUids.includes(String(studyUid))
+    !expected.studyUids.includes(unpadded(String(studyUid)))
   ) {
     return {
       accepted: false,

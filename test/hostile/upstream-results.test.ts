@@ -277,6 +277,29 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(orusOf(spec.placer)).toEqual([]);
   });
 
+  it('a results report naming this order in upper case and this study with its DICOM padding is this order’s', async () => {
+    // A UUID is the same in either case (RFC 9562 §4), and a UID copied from a DICOM header
+    // keeps the NUL that pads it to an even length (PS3.5 §9.1). Before, both were compared as
+    // raw text and the report was refused as another order's and another study's: the Task
+    // said completed, and the DiagnosticReport, the ORU and the SR never came.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, {
+        ...report,
+        order_id: upstreamId.toUpperCase(),
+        study_uid: `${String(report.study_uid)}\u0000`,
+      }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/info: 2 document\(s\) stored for DELIVERED$/m,
+    );
+    expect((await reportOf(id))?.status).toBe('final');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).toEqual(['F']);
+  });
+
   it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
     // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
     // late: GET /results answers as the sandbox does for an expired order (409

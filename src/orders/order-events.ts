@@ -57,6 +57,14 @@ export interface OrderEvents {
     manager: EntityManager,
     ended: { order: OrderSnapshot; state: OrderState; reason: string; alert: string | null },
   ): Promise<void>;
+  /**
+   * An alert raised on an order without ending it here (it may have ended before: the
+   * reports of its status were never fetched). Told like an end's alert (ALERT_WEBHOOK_URL).
+   */
+  alertRaised(
+    manager: EntityManager,
+    raised: { order: OrderSnapshot; alert: string; reason: string },
+  ): Promise<void>;
   /** The aggregated report of a batch (placer group / requisition) is stored in `upstream_batches`. */
   batchReportStored(
     manager: EntityManager,
@@ -71,5 +79,6 @@ export const noOrderEvents: OrderEvents = {
   statusChanged: async () => undefined,
   documentsStored: async () => undefined,
   endedLocally: async () => undefined,
+  alertRaised: async () => undefined,
   batchReportStored: async () => undefined,
 };

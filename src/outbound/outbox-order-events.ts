@@ -115,23 +115,8 @@ export class OutboxOrderEvents implements OrderEvents {
     manager: EntityManager,
     ended: { order: OrderSnapshot; state: string; reason: string; alert: string | null },
   ): Promise<void> {
-    if (ended.alert && this.settings.destinations.includes(DESTINATIONS.alert)) {
-      // An order alert (deadline, stuck upstream, refusal, …) to a person: ALERT_WEBHOOK_URL.
-      await new OutboxRepository(manager).insert([
-        {
-          orderId: ended.order.id,
-          destination: DESTINATIONS.alert,
-          kind: 'order-alert',
-          dedupeKey: `order-alert:${ended.order.id}:${ended.alert}`,
-          payload: orderAlertPayload({
-            orderId: ended.order.id,
-            alert: ended.alert,
-            state: ended.state,
-            reason: ended.reason,
-          }),
-        },
-      ]);
-      this.onWritten();
+    if (ended.alert) {
+      await this.insertAlert(manager, ended.order.id, ended.alert, ended.state, ended.reason);
     }
     if (ended.state !== 'failed' && ended.state !== 'cancelled') return;
     const row = applyOverride(
@@ -144,6 +129,40 @@ export class OutboxOrderEvents implements OrderEvents {
       reason: ended.reason,
       documentIds: [],
     });
+  }
+
+  async alertRaised(
+    manager: EntityManager,
+    raised: { order: OrderSnapshot; alert: string; reason: string },
+  ): Promise<void> {
+    await this.insertAlert(
+      manager,
+      raised.order.id,
+      raised.alert,
+      raised.order.state,
+      raised.reason,
+    );
+  }
+
+  /** An order alert (deadline, stuck upstream, refusal, …) to a person: ALERT_WEBHOOK_URL. */
+  private async insertAlert(
+    manager: EntityManager,
+    orderId: string,
+    alert: string,
+    state: string,
+    reason: string,
+  ): Promise<void> {
+    if (!this.settings.destinations.includes(DESTINATIONS.alert)) return;
+    await new OutboxRepository(manager).insert([
+      {
+        orderId,
+        destination: DESTINATIONS.alert,
+        kind: 'order-alert',
+        dedupeKey: `order-alert:${orderId}:${alert}`,
+        payload: orderAlertPayload({ orderId, alert, state, reason }),
+      },
+    ]);
+    this.onWritten();
   }
 
   /** Batch reports are kept for the analysts (audit); no destination receives them yet. */

@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,8 +40,21 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   /** What the proxy does with a request (default: pass it on). */
   let decide: (method: string, path: string) => ProxyAction = () => 'pass';
 
+  /** The alert webhook's receiver: every JSON body POSTed to it. */
+  const alertsPosted: Array<Record<string, unknown>> = [];
+  let hook: Server;
+
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'orders-ends-'));
+    hook = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        alertsPosted.push(JSON.parse(body) as Record<string, unknown>);
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve));
     ris = await startAckingRis();
     sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
     proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
@@ -55,6 +70,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       IMAGING_RETRY_MAX_ATTEMPTS: '1',
       IMAGING_SANDBOX_OUTCOME_FROM_NOTES: 'true',
       STUDY_QUIET_PERIOD_SECONDS: '1',
+      ALERT_WEBHOOK_URL: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hooks/imaging`,
     });
     mllp = new MllpClient({ host: '127.0.0.1', port: adapter.mllpPort, responseTimeoutMs: 10_000 });
     db = new PgClient({ connectionString: adapter.db.url });
@@ -70,6 +86,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await proxy?.close();
     await sandbox?.close();
     await ris?.close();
+    hook?.closeAllConnections();
+    hook?.close();
   });
 
   const orusOf = (placer: string) =>
@@ -511,6 +529,10 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // Once: the next sweep does not raise it again.
     await sweep();
     expect((await timeline(id)).filter((e) => e.kind === 'order.alert')).toHaveLength(1);
+    // A person is told, like of any other order alert (ALERT_WEBHOOK_URL).
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'documents-not-fetched'),
+    );
     // No result was published from nothing.
     expect(orusOf(spec.placer).filter((m) => m.get('OBR-25') === 'F')).toEqual([]);
   });

@@ -1,6 +1,7 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
+import { loadOrder, snapshot } from '../order-transitions';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 
@@ -78,7 +79,10 @@ export class SweepUseCase {
     const alert = 'documents-not-fetched';
     const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); what waits for them is not published`;
     const raised = await this.deps.dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, o.id, true);
+      if (!order) return false;
       if (!(await this.deps.orders.raiseAlert(o.id, alert, reason, manager))) return false;
+      await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
       await writeAuditEvents(manager, [
         {
           kind: 'order.alert',

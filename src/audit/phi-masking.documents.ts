@@ -113,13 +113,23 @@ const UPSTREAM_REPORT_VISIBLE = new Set([
   'agent_report',
 ]);
 
+/**
+ * How deep the masked view of an upstream report follows its structure. The results fetch
+ * keeps a report nested deeper (a hostile or broken finding), and following it all the way
+ * ran out of stack, so its masked view said the JSON was not valid.
+ */
+const UPSTREAM_REPORT_MAX_DEPTH = 64;
+
 /** An upstream report (JSON) masked by UPSTREAM_REPORT_VISIBLE, structure kept. */
-export function maskUpstreamReport(value: unknown, visible = true): unknown {
-  if (Array.isArray(value)) return value.map((v) => maskUpstreamReport(v, visible));
+export function maskUpstreamReport(value: unknown, visible = true, depth = 0): unknown {
+  if (value !== null && typeof value === 'object' && depth >= UPSTREAM_REPORT_MAX_DEPTH) {
+    return `${HIDDEN} (nested deeper than ${UPSTREAM_REPORT_MAX_DEPTH} levels)`;
+  }
+  if (Array.isArray(value)) return value.map((v) => maskUpstreamReport(v, visible, depth + 1));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
-      out[key] = maskUpstreamReport(v, visible && UPSTREAM_REPORT_VISIBLE.has(key));
+      out[key] = maskUpstreamReport(v, visible && UPSTREAM_REPORT_VISIBLE.has(key), depth + 1);
     }
     return out;
   }

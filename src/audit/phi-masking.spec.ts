@@ -94,6 +94,29 @@ describe('PHI masking', () => {
     });
   });
 
+  it("masks an upstream report nested deeper than it shows (a finding's flag 20,000 levels deep) without running out of stack", () => {
+    // The results fetch keeps such a report (test/hostile/upstream-results.test.ts); its
+    // masked view on the audit page read "(not valid JSON; hidden while masked)".
+    let flag: unknown = 'x';
+    for (let i = 0; i < 20_000; i++) flag = [flag];
+    const masked = maskUpstreamReport({
+      report_kind: 'results',
+      patient_name: 'SCHMIDT ANNA',
+      findings: [{ structure: 'hippocampus', flag }],
+    }) as { report_kind: string; patient_name: string; findings: Array<{ flag: unknown }> };
+    expect(masked.report_kind).toBe('results');
+    expect(masked.patient_name).toBe('***');
+    let level = masked.findings[0]!.flag;
+    let depth = 0;
+    while (Array.isArray(level)) {
+      level = level[0];
+      depth++;
+    }
+    expect(depth).toBeLessThan(64);
+    expect(level).toBe('*** (nested deeper than 64 levels)');
+    expect(() => JSON.stringify(masked)).not.toThrow();
+  });
+
   it('masks the conversion rule of a PHI lineage line (it quotes the source text)', () => {
     expect(
       maskJson({

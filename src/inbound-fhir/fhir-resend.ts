@@ -15,13 +15,33 @@ const STAMPED_META = ['versionId', 'lastUpdated', 'source'] as const;
 export function isFhirResendOf(resent: Buffer, original: Buffer): boolean {
   if (resent.equals(original)) return true;
   try {
-    return isDeepStrictEqual(
-      unstamped(JSON.parse(resent.toString('utf8'))),
-      unstamped(JSON.parse(original.toString('utf8'))),
+    return sameFhirContent(
+      JSON.parse(resent.toString('utf8')),
+      JSON.parse(original.toString('utf8')),
     );
   } catch {
     return false;
   }
+}
+
+/**
+ * True when two parsed resources hold the same content but for the meta stamps; with
+ * `ignoreId`, also but for their ids (a resource as sent beside the one we serve under our id).
+ */
+export function sameFhirContent(
+  a: unknown,
+  b: unknown,
+  options: { ignoreId?: boolean } = {},
+): boolean {
+  const strip = (r: unknown) => {
+    const out = unstamped(r);
+    if (options.ignoreId && out && typeof out === 'object' && !Array.isArray(out)) {
+      const { id: _id, ...rest } = out as { id?: unknown };
+      return rest;
+    }
+    return out;
+  };
+  return isDeepStrictEqual(strip(a), strip(b));
 }
 
 function unstamped(resource: unknown): unknown {

@@ -1,5 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
-
 /**
  * What the sender's own server stamps on each send of one resource (R4 resource.html#Meta):
  * a version and time of ITS copy, and where it came from. The same request sent again after
@@ -41,7 +39,7 @@ export function sameFhirContent(
     }
     return out;
   };
-  return isDeepStrictEqual(strip(a), strip(b));
+  return canonical(strip(a)) === canonical(strip(b));
 }
 
 function unstamped(resource: unknown): unknown {
@@ -54,4 +52,17 @@ function unstamped(resource: unknown): unknown {
     Object.entries(meta).filter(([k]) => !(STAMPED_META as readonly string[]).includes(k)),
   );
   return Object.keys(kept).length > 0 ? { ...rest, meta: kept } : rest;
+}
+
+/**
+ * JSON text with every object's keys sorted: equal for equal JSON content whatever the key
+ * order, the objects' prototypes (a parser's null-prototype objects, PostgreSQL's jsonb read
+ * back) or keys holding `undefined` (absent in JSON).
+ */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      : v,
+  );
 }

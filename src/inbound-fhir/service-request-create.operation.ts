@@ -269,14 +269,17 @@ export class CreateServiceRequestOperation {
  * POST creates, it does not change, so the sender is told where the order is and to PUT it
  * (or revoke it and order anew under a new number).
  */
-function placerReusedForOtherContent(id: string | undefined): OperationOutcomeIssue {
+export function placerReusedForOtherContent(
+  id: string | undefined,
+  expression = 'ServiceRequest.identifier',
+): OperationOutcomeIssue {
   const where = id ? `ServiceRequest/${id}` : 'a ServiceRequest here';
   const put = id ? `PUT /fhir/ServiceRequest/${id}` : 'PUT it';
   return {
     severity: 'error',
     code: 'conflict',
     diagnostics: `this placer identifier already names ${where}, made from other content; a POST creates and does not change an order: to change it, ${put} (or revoke it and POST the new order under its own placer number). Nothing was changed`,
-    expression: ['ServiceRequest.identifier'],
+    expression: [expression],
   };
 }
 

@@ -24,7 +24,8 @@ import {
 import { servedServiceRequest, withBundleReferences } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
-import { parseIfNoneExist } from './service-request-create.operation';
+import { parseIfNoneExist, placerReusedForOtherContent } from './service-request-create.operation';
+import { sameFhirContent } from './fhir-resend';
 import { sameOrderNumber } from '../orders/use-cases/intake-planner';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 
@@ -397,6 +398,7 @@ export function responseEntries(
   outcome: IntakeOutcome,
   now: string,
   servedByIndex: Map<number, ServiceRequest>,
+  conflicts: ReadonlySet<number> = new Set(),
 ): BundleEntry[] {
   // Where each ServiceRequest of the Bundle now is, for references to it by its fullUrl.
   const locations = new Map<string, string>();
@@ -445,6 +447,16 @@ export function responseEntries(
         },
       };
     }
+    if (r?.kind === 'already-known' && conflicts.has(k)) {
+      return {
+        response: {
+          status: '409 Conflict',
+          outcome: operationOutcome([
+            placerReusedForOtherContent(r.orderId, `Bundle.entry[${i}].resource.identifier`),
+          ]),
+        },
+      };
+    }
     if (r?.kind === 'already-known') {
       return {
         response: { status: '200 OK', location: `ServiceRequest/${r.orderId}` },
@@ -462,6 +474,34 @@ export function responseEntries(
     }
     return { response: { status: '500 Internal Server Error' } };
   });
+}
+
+/**
+ * The orders (by index) of plain POST entries (no `ifNoneExist`) answered "already known" whose
+ * content is not that order's: a change sent as a create, answered 200 and lost before (as a
+ * single POST was). The order is that entry's only when the entry is the request we serve for
+ * it (`known`, read before the intake; its references as this Bundle's would be kept), or, in
+ * a batch, the earlier entry of this Bundle that made it. A conditional entry keeps R4's
+ * answer (http.html#ccreate: the match).
+ */
+function placerConflicts(
+  orders: BundleOrder[],
+  outcome: IntakeOutcome,
+  entries: BundleEntry[],
+  known: ReadonlyMap<number, ServiceRequest>,
+): Set<number> {
+  const conflicts = new Set<number>();
+  for (const [k, r] of outcome.results.entries()) {
+    const order = orders[k];
+    if (r.kind !== 'already-known' || !order || order.conditional) continue;
+    const maker = outcome.results.findIndex((o) => o.kind === 'created' && o.orderId === r.orderId);
+    const served =
+      maker >= 0 ? orders[maker]?.sr : known.get(k)?.id === r.orderId ? known.get(k) : undefined;
+    const mine = withBundleReferences(order.sr, entries, new Map());
+    const theirs = maker >= 0 && served ? withBundleReferences(served, entries, new Map()) : served;
+    if (!theirs || !sameFhirContent(mine, theirs, { ignoreId: true })) conflicts.add(k);
+  }
+  return conflicts;
 }
 
 /** POST /fhir with a transaction or batch Bundle (R4 http.html#transaction). */
@@ -490,6 +530,15 @@ export class FhirBundleOperation {
             : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
         const servedByIndex = new Map<number, ServiceRequest>();
+        // The requests we serve under the placer numbers of plain POST entries (placerConflicts).
+        const known = new Map<number, ServiceRequest>();
+        for (const [k, o] of orders.entries()) {
+          if (o.conditional || !o.request.placerOrderNumber) continue;
+          const found = await this.deps.resources.findServiceRequestByIdentifier([
+            o.request.placerOrderNumber,
+          ]);
+          if (found) known.set(k, found.resource);
+        }
         const reply = await this.deps.intake.ingest(
           {
             ...fromCaller(caller),
@@ -523,10 +572,33 @@ export class FhirBundleOperation {
                   false,
                 );
               }
+              const conflicts = placerConflicts(orders, outcome, entries, known);
+              if (b.type === 'transaction' && conflicts.size > 0) {
+                return fhirResponse(
+                  409,
+                  operationOutcome(
+                    [...conflicts].map((k) =>
+                      placerReusedForOtherContent(
+                        (outcome.results[k] as { orderId?: string }).orderId,
+                        `Bundle.entry[${orders[k]!.entryIndex}].resource.identifier`,
+                      ),
+                    ),
+                  ),
+                  false,
+                );
+              }
               const response: Bundle = {
                 resourceType: 'Bundle',
                 type: b.type === 'transaction' ? 'transaction-response' : 'batch-response',
-                entry: responseEntries(entries, entryErrors, orders, outcome, now, servedByIndex),
+                entry: responseEntries(
+                  entries,
+                  entryErrors,
+                  orders,
+                  outcome,
+                  now,
+                  servedByIndex,
+                  conflicts,
+                ),
               };
               return fhirResponse(200, response, true);
             },

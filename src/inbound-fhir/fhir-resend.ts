@@ -1,5 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
-
 /**
  * What the sender's own server stamps on each send of one resource (R4 resource.html#Meta):
  * a version and time of ITS copy, and where it came from. The same request sent again after
@@ -15,13 +13,33 @@ const STAMPED_META = ['versionId', 'lastUpdated', 'source'] as const;
 export function isFhirResendOf(resent: Buffer, original: Buffer): boolean {
   if (resent.equals(original)) return true;
   try {
-    return isDeepStrictEqual(
-      unstamped(JSON.parse(resent.toString('utf8'))),
-      unstamped(JSON.parse(original.toString('utf8'))),
+    return sameFhirContent(
+      JSON.parse(resent.toString('utf8')),
+      JSON.parse(original.toString('utf8')),
     );
   } catch {
     return false;
   }
+}
+
+/**
+ * True when two parsed resources hold the same content but for the meta stamps; with
+ * `ignoreId`, also but for their ids (a resource as sent beside the one we serve under our id).
+ */
+export function sameFhirContent(
+  a: unknown,
+  b: unknown,
+  options: { ignoreId?: boolean } = {},
+): boolean {
+  const strip = (r: unknown) => {
+    const out = unstamped(r);
+    if (options.ignoreId && out && typeof out === 'object' && !Array.isArray(out)) {
+      const { id: _id, ...rest } = out as { id?: unknown };
+      return rest;
+    }
+    return out;
+  };
+  return canonical(strip(a)) === canonical(strip(b));
 }
 
 function unstamped(resource: unknown): unknown {
@@ -34,4 +52,17 @@ function unstamped(resource: unknown): unknown {
     Object.entries(meta).filter(([k]) => !(STAMPED_META as readonly string[]).includes(k)),
   );
   return Object.keys(kept).length > 0 ? { ...rest, meta: kept } : rest;
+}
+
+/**
+ * JSON text with every object's keys sorted: equal for equal JSON content whatever the key
+ * order, the objects' prototypes (a parser's null-prototype objects, PostgreSQL's jsonb read
+ * back) or keys holding `undefined` (absent in JSON).
+ */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      : v,
+  );
 }

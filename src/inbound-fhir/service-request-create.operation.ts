@@ -12,7 +12,7 @@ import {
   type FhirCaller,
   type FhirOperationDeps,
 } from './fhir-operation.shared';
-import { isFhirResendOf } from './fhir-resend';
+import { isFhirResendOf, sameFhirContent } from './fhir-resend';
 import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { namesAnotherPatient } from '../domain/patient-identity';
@@ -138,6 +138,12 @@ export class CreateServiceRequestOperation {
               ? `fhir-rest|${caller.sender}|ServiceRequest|${request.placerOrderNumber.system ?? ''}|${request.placerOrderNumber.value}`
               : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
+        // The request we serve under this placer number, if any: what a plain POST of an
+        // order already made (by another message) must equal to be answered with it.
+        const known =
+          conditional || !request.placerOrderNumber
+            ? undefined
+            : await this.deps.resources.findServiceRequestByIdentifier([request.placerOrderNumber]);
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
           {
@@ -174,7 +180,23 @@ export class CreateServiceRequestOperation {
                 );
               }
               if (r?.kind === 'already-known') {
-                // The order exists (same placer number): conditional create matched one (R4 http.html#ccreate → 200).
+                // The order exists (same placer number): conditional create matched one (R4
+                // http.html#ccreate → 200). A plain POST is that order only when it is the
+                // request we serve for it (made by a Bundle, say); other content is a change
+                // sent as a create, answered 200 and lost before: 409, use PUT.
+                if (
+                  !conditional &&
+                  !(
+                    known?.resource.id === r.orderId &&
+                    sameFhirContent(sr, known.resource, { ignoreId: true })
+                  )
+                ) {
+                  return fhirResponse(
+                    409,
+                    operationOutcome([placerReusedForOtherContent(r.orderId)]),
+                    false,
+                  );
+                }
                 return fhirResponse(200, { resourceType: 'ServiceRequest', id: r.orderId }, true);
               }
               return unexpectedResult(r?.kind);
@@ -201,7 +223,7 @@ export class CreateServiceRequestOperation {
                   if (isFhirResendOf(caller.raw, originalRaw)) return undefined;
                   return fhirResponse(
                     409,
-                    operationOutcome([placerReusedForOtherContent(existing.answer)]),
+                    operationOutcome([placerReusedForOtherContent(idOfAnswer(existing.answer))]),
                     false,
                   );
                 },
@@ -245,23 +267,30 @@ export class CreateServiceRequestOperation {
 /**
  * The refusal of a create whose placer identifier names an order made from other content: a
  * POST creates, it does not change, so the sender is told where the order is and to PUT it
- * (or revoke it and order anew under a new number). `answer`: the stored answer of the first
- * create, the ServiceRequest that names the order.
+ * (or revoke it and order anew under a new number).
  */
-function placerReusedForOtherContent(answer: Buffer): OperationOutcomeIssue {
-  let id: string | undefined;
-  try {
-    const first = JSON.parse(answer.toString('utf8')) as { resourceType?: string; id?: unknown };
-    if (first.resourceType === 'ServiceRequest' && typeof first.id === 'string') id = first.id;
-  } catch {
-    id = undefined;
-  }
+export function placerReusedForOtherContent(
+  id: string | undefined,
+  expression = 'ServiceRequest.identifier',
+): OperationOutcomeIssue {
   const where = id ? `ServiceRequest/${id}` : 'a ServiceRequest here';
   const put = id ? `PUT /fhir/ServiceRequest/${id}` : 'PUT it';
   return {
     severity: 'error',
     code: 'conflict',
-    diagnostics: `this placer identifier already names ${where}, created from other content; a POST creates and does not change an order: to change it, ${put} (or revoke it and POST the new order under its own placer number). Nothing was changed`,
-    expression: ['ServiceRequest.identifier'],
+    diagnostics: `this placer identifier already names ${where}, made from other content; a POST creates and does not change an order: to change it, ${put} (or revoke it and POST the new order under its own placer number). Nothing was changed`,
+    expression: [expression],
   };
+}
+
+/** The id of the ServiceRequest a stored answer names, if it is one. */
+function idOfAnswer(answer: Buffer): string | undefined {
+  try {
+    const first = JSON.parse(answer.toString('utf8')) as { resourceType?: string; id?: unknown };
+    return first.resourceType === 'ServiceRequest' && typeof first.id === 'string'
+      ? first.id
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -80,6 +80,100 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
     expect(await ordersUnder('PLR-REUSE-1')).toEqual([{ id, priority: 'stat' }]);
   });
 
+  it('an order made by a transaction, POSTed again with other content: 409 naming the PUT; the same content: 200', async () => {
+    const entry = (priority: string) => ({
+      resourceType: 'Bundle',
+      type: 'transaction',
+      entry: [
+        {
+          resource: chestCtRequest('PLR-REUSE-3', { priority }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    const made = await postFhir(adapter, '/fhir', entry('routine'));
+    expect(made.status).toBe(200);
+    const [order] = await ordersUnder('PLR-REUSE-3');
+    const id = order!.id;
+
+    const changed = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('PLR-REUSE-3', { priority: 'stat' }),
+    );
+    expect(changed.status).toBe(409);
+    const issue = (changed.body.issue as Json[])[0]!;
+    expect(issue).toMatchObject({ code: 'conflict', expression: ['ServiceRequest.identifier'] });
+    expect(issue.diagnostics).toContain(`PUT /fhir/ServiceRequest/${id}`);
+    expect(await ordersUnder('PLR-REUSE-3')).toEqual([{ id, priority: 'routine' }]);
+    const kept = await db.query<{ outcome: string; response_code: string }>(
+      `SELECT outcome, response_code FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+    );
+    expect(kept.rows[0]).toMatchObject({ outcome: 'rejected', response_code: '409' });
+
+    // the request the transaction carried, POSTed on its own: the order it made
+    const same = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('PLR-REUSE-3', { priority: 'routine' }),
+    );
+    expect(same).toMatchObject({ status: 200, body: { id } });
+  });
+
+  it('a Bundle entry (POST without ifNoneExist) under a number already used: other content is 409 (batch: the entry; transaction: whole), the same is 200', async () => {
+    const created = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('PLR-REUSE-4', { priority: 'routine' }),
+    );
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const bundle = (type: string, priority: string) => ({
+      resourceType: 'Bundle',
+      type,
+      entry: [
+        {
+          resource: chestCtRequest('PLR-REUSE-5', { priority: 'routine' }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+        {
+          resource: chestCtRequest('PLR-REUSE-4', { priority }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+
+    const batch = await postFhir(adapter, '/fhir', bundle('batch', 'stat'));
+    expect(batch.status).toBe(200);
+    const entries = batch.body.entry as Array<{ response: { status: string; outcome?: Json } }>;
+    expect(entries.map((e) => e.response.status)).toEqual(['201 Created', '409 Conflict']);
+    const issue = (entries[1]!.response.outcome!.issue as Json[])[0]!;
+    expect(issue).toMatchObject({
+      code: 'conflict',
+      expression: ['Bundle.entry[1].resource.identifier'],
+    });
+    expect(issue.diagnostics).toContain(`PUT /fhir/ServiceRequest/${id}`);
+    expect(await ordersUnder('PLR-REUSE-4')).toEqual([{ id, priority: 'routine' }]);
+
+    const tx = await postFhir(adapter, '/fhir', {
+      ...bundle('transaction', 'stat'),
+      identifier: { system: 'urn:example', value: 'tx-reuse-4' },
+    });
+    expect(tx.status).toBe(409);
+    expect(tx.body.resourceType).toBe('OperationOutcome');
+    expect((tx.body.issue as Json[])[0]).toMatchObject({
+      code: 'conflict',
+      expression: ['Bundle.entry[1].resource.identifier'],
+    });
+    expect(await ordersUnder('PLR-REUSE-4')).toEqual([{ id, priority: 'routine' }]);
+
+    // the same request in a batch again: the order it made
+    const same = await postFhir(adapter, '/fhir', bundle('batch', 'routine'));
+    expect(
+      (same.body.entry as Array<{ response: { status: string; location?: string } }>)[1]!.response,
+    ).toEqual({ status: '200 OK', location: `ServiceRequest/${id}` });
+  });
+
   it('a conditional create (If-None-Exist) keeps R4 http.html#ccreate: the match, 200, as the sender asked', async () => {
     const sr = chestCtRequest('PLR-REUSE-2', { priority: 'routine' });
     const header = 'identifier=urn:oid:2.16.840.1.113883.3.999.1|PLR-REUSE-2';

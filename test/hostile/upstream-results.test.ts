@@ -220,6 +220,36 @@ describe('hostile upstream: outcomes and what we publish', () => {
     req.query.get('order_id') === upstreamId &&
     req.query.get('report_type') === type;
 
+  /**
+   * DELIVERED whose results were refused: the clinic is told no result is coming (Task failed,
+   * DiagnosticReport cancelled, ORU OBR-25 X), not left with the Task `completed` of DELIVERED
+   * naming a report that never comes; nothing of the refused report is in what is sent.
+   */
+  async function expectNoResultInstead(id: string, placer: string, refused: string) {
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru']);
+    expect(rows.map((r) => r.kind)).toEqual([
+      'fhir-task',
+      'fhir-task',
+      'fhir-task',
+      'fhir-diagnostic-report',
+      'hl7-oru',
+    ]);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    expect(task?.status).toBe('failed');
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('cancelled');
+    expect(dr?.conclusion).toContain(`the ${refused} report is not this order's results`);
+    expect(JSON.stringify(dr)).not.toContain('another patient');
+    const orus = orusOf(placer);
+    expect(orus.map((m) => [m.get('ORC-1'), m.get('ORC-5'), m.get('OBR-25')])).toEqual([
+      ['OC', 'CA', 'X'],
+    ]);
+    expect(await timeline(id)).toMatch(/order\.alert\/error: results-refused: /);
+    const { rows: order } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
+    expect(order[0]).toEqual({ state: 'delivered', alert: 'results-refused' });
+  }
+
   it('a results report naming another order and another study is not published as this patient’s result', async () => {
     // Before: its findings and impression went out as this patient's final DiagnosticReport,
     // ORU (OBR-25 F) and SR.
@@ -240,10 +270,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(fetched[2]).toBe(
       '0 document(s) stored for DELIVERED; not available: results JSON: refused: names another order (its order_id is not the one asked for); results PDF: refused with the results JSON report; no result is published from these reports',
     );
-    const rows = await published(id, ['fhir-task']);
-    expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
-    expect(await reportOf(id)).toBeUndefined();
-    expect(orusOf(spec.placer)).toEqual([]);
+    await expectNoResultInstead(id, spec.placer, 'results JSON');
   });
 
   it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
@@ -271,10 +298,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(fetched[2]).toBe(
       '0 document(s) stored for DELIVERED; not available: results JSON: refused: is a failure report (its report_kind), not the results asked for; results PDF: refused with the results JSON report; no result is published from these reports',
     );
-    const rows = await published(id, ['fhir-task']);
-    expect(rows.map((r) => r.kind)).toEqual(['fhir-task', 'fhir-task']);
-    expect(await reportOf(id)).toBeUndefined();
-    expect(orusOf(spec.placer)).toEqual([]);
+    await expectNoResultInstead(id, spec.placer, 'results JSON');
   });
 
   it('a results report naming this order in upper case and this study with its DICOM padding is this order’s', async () => {

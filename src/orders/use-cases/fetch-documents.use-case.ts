@@ -11,6 +11,7 @@ import { checkUpstreamReport } from '../../mappings/upstream-documents.check';
 import type { BudgetDeferral } from '../budget-deferral';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import type { StoredDocument } from '../order-events';
+import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf } from '../order-transitions';
 import { describe, isTransient } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
@@ -122,6 +123,7 @@ export class FetchDocumentsUseCase {
       accepted.length === 0 &&
       !foreign &&
       (await this.expired(ref));
+    let refusedAlert = false;
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
       for (const doc of accepted) {
@@ -173,6 +175,11 @@ export class FetchDocumentsUseCase {
         await this.endExpired(manager, orderId);
         return;
       }
+      if (foreign && rowKey === 'DELIVERED' && have.length === 0 && stored.length === 0) {
+        const refused = `${foreign.doc.kind} ${foreign.doc.reportType}`;
+        refusedAlert = await endRefusedOrder(this.deps, manager, orderId, refused);
+        return;
+      }
       // A no-result end (failure, final QC rejection) is published with the reports it has,
       // or with none: the clinic must hear that no result is coming even when no report of it
       // could be fetched or kept. A result is never published without its report.
@@ -184,6 +191,10 @@ export class FetchDocumentsUseCase {
         });
       }
     });
+    if (refusedAlert) {
+      orderAlerts.inc({ alert: 'results-refused' });
+      this.deps.logger.error({ orderId, alert: 'results-refused' }, 'order results refused');
+    }
   }
 
   /**
@@ -243,6 +254,50 @@ export class FetchDocumentsUseCase {
       qcBypass: order.qc_bypass,
     });
   }
+}
+
+/**
+ * DELIVERED whose results were all refused (a report about another order or study, or
+ * another kind of report): nothing of them is published, and without more the clinic kept the
+ * Task `completed` sent at DELIVERED, its output naming a DiagnosticReport that never came.
+ * Now it is told what an order that could not be processed is told (ENDED_LOCALLY_FAILED:
+ * Task failed, DiagnosticReport cancelled, ORU OC/CA with OBR-25 X, the reason sent), and the
+ * analyst gets alert `results-refused` (once). The reason names what was refused, never a
+ * value of the foreign report. The order keeps its end state `delivered` (ORDER_TRANSITIONS).
+ */
+async function endRefusedOrder(
+  deps: LifecycleDeps,
+  manager: EntityManager,
+  orderId: string,
+  refused: string,
+): Promise<boolean> {
+  const order = await loadOrder(manager, orderId, true);
+  if (!order || stateOf(order) !== 'delivered') return false;
+  const alert = 'results-refused';
+  const reason = `the results the analysis service returned were refused (the ${refused} report is not this order's results); no result is published`;
+  if (!(await deps.orders.raiseAlert(orderId, alert, reason, manager))) return false;
+  await writeAuditEvents(manager, [
+    {
+      kind: 'order.alert',
+      orderId,
+      severity: 'error',
+      actor: 'adapter',
+      summary: `${alert}: ${reason}; published as ENDED_LOCALLY_FAILED (no result)`,
+      detail: {
+        alert,
+        upstreamStatus: order.upstream_status,
+        mappingRow: 'ENDED_LOCALLY_FAILED',
+        mappingVersion: STATUS_MAPPING_VERSION,
+      },
+    },
+  ]);
+  await deps.events.endedLocally(manager, {
+    order: snapshot(order),
+    state: 'failed',
+    reason,
+    alert,
+  });
+  return true;
 }
 
 function documentsFor(

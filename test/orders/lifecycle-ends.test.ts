@@ -533,8 +533,20 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await waitFor('the alert POSTed', async () =>
       alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'documents-not-fetched'),
     );
-    // No result was published from nothing.
-    expect(orusOf(spec.placer).filter((m) => m.get('OBR-25') === 'F')).toEqual([]);
+    // No result was published from nothing, and the clinic is told none is coming (the
+    // ENDED_LOCALLY_FAILED row, as for an order that could not be processed), once: before,
+    // the RIS never heard of the order again and the EHR's Task stayed `completed`.
+    const noResult = await waitFor('the no-result ORU', async () => {
+      const orus = orusOf(spec.placer);
+      return orus.length > 0 && orus;
+    });
+    expect(noResult.map((m) => [m.get('ORC-1'), m.get('ORC-5'), m.get('OBR-25')])).toEqual([
+      ['OC', 'CA', 'X'],
+    ]);
+    expect(noResult[0]!.text).toContain('results of the analysis could not be retrieved');
+    expect(noResult[0]!.text).not.toContain('maintenance');
+    await sweep();
+    expect(orusOf(spec.placer)).toHaveLength(1);
   });
 });
 

@@ -1,4 +1,9 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import {
+  STATUS_TABLE,
+  type StatusRow,
+  type StatusRowKey,
+} from '../../mappings/status-mapping.table';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot } from '../order-transitions';
@@ -77,12 +82,42 @@ export class SweepUseCase {
     last_error: string | null;
   }): Promise<void> {
     const alert = 'documents-not-fetched';
-    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); what waits for them is not published`;
+    const row: StatusRow | undefined =
+      o.row_key in STATUS_TABLE ? STATUS_TABLE[o.row_key as StatusRowKey] : undefined;
+    const noResultEnd = row?.terminal === true && row.report === 'cancelled';
+    const outcome =
+      o.row_key === 'DELIVERED'
+        ? 'no result is published, and the clinic is told none is coming'
+        : noResultEnd
+          ? 'the no-result end is published without them'
+          : 'what waits for them is not published';
+    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); ${outcome}`;
     const raised = await this.deps.dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, o.id, true);
       if (!order) return false;
       if (!(await this.deps.orders.raiseAlert(o.id, alert, reason, manager))) return false;
-      await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
+      if (o.row_key === 'DELIVERED') {
+        // No result is coming: the clinic is told so (the row of an order that could not be
+        // processed), not left with the Task `completed` of DELIVERED naming a report that
+        // never comes. The upstream's error text stays with the analyst (alert, timeline).
+        await this.deps.events.endedLocally(manager, {
+          order: snapshot(order),
+          state: 'failed',
+          reason: `the results of the analysis could not be retrieved from the analysis service (all ${o.attempts} attempts failed); no result is published`,
+          alert,
+        });
+      } else if (noResultEnd) {
+        // A no-result end (failure, final QC rejection) goes out without its report, as when
+        // none could be kept: the clinic hears that no result is coming.
+        await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
+        await this.deps.events.documentsStored(manager, {
+          order: snapshot(order),
+          upstreamStatus: o.row_key.startsWith('QC_FAILED') ? 'QC_FAILED' : o.row_key,
+          documents: [],
+        });
+      } else {
+        await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
+      }
       await writeAuditEvents(manager, [
         {
           kind: 'order.alert',

@@ -275,7 +275,10 @@ describe('EHR requests and events, one order each however spelled', () => {
     const searches =
       ehr.requests.filter((r) => r.url.includes('/ServiceRequest?')).length - searchesBefore;
     expect(searches).toBeGreaterThan(0);
-    expect(searches).toBeLessThanOrEqual(4);
+    // one search coalesces the events that arrived while the previous one ran (300 ms): 3–4
+    // on a quiet machine, 5 seen when the 30 requests took longer to arrive under CPU load;
+    // one per event (59 before) fails either way
+    expect(searches).toBeLessThanOrEqual(8);
     // every event processed, none left as a gap for a later catch-up
     const last = await db.query<{ n: string }>(
       `SELECT last_event_number AS n FROM fhir_subscriptions WHERE subscription_ref LIKE '%/Subscription/imaging-orders'`,

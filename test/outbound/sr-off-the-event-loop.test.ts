@@ -92,8 +92,9 @@ describe('a large SR is built off the event loop', () => {
       expect(result!.outcome).toBe('delivered');
       // the dump of what was sent is in the answer, as before
       expect(JSON.stringify(result!.sent)).toContain('Lesion 20');
-      // inline, the build alone held the loop 400–1,700 ms here (and the dump 300–400 ms)
-      expect(gap).toBeLessThan(250);
+      // inline, the build alone held the loop 400–1,700 ms here and the dump 300–400 ms more
+      // (at least 700 ms together); off the loop, under 250 ms quiet, 345 ms seen at load 11
+      expect(gap).toBeLessThan(500);
     } finally {
       await publisher.close();
     }

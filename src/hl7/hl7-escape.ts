@@ -56,8 +56,11 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
 
 /** ESC (0x1B): what a \Cxxyy\ or \Mxxyyzz\ stands for, held in the text until it is decoded. */
 const ISO2022_ESC = '\u001b';
-// eslint-disable-next-line no-control-regex
+/* eslint-disable no-control-regex -- ESC is what these patterns are about */
 const ISO2022_DESIGNATION = /\u001b[\u0020-\u002f]+[\u0030-\u007e]/g;
+const ISO2022_DESIGNATION_RUN =
+  /(?:\u001b[\u0020-\u002f]+[\u0030-\u007e])+(\u001b[\u0020-\u002f]+[\u0030-\u007e])/g;
+/* eslint-enable no-control-regex */
 /** The designations the WHATWG ISO-2022-JP decoder reads: ESC ( B, ESC ( J, ESC ( I, ESC $ @, ESC $ B. */
 const ISO2022_JP = new Set(['\u001b(B', '\u001b(J', '\u001b(I', '\u001b$@', '\u001b$B']);
 
@@ -73,7 +76,10 @@ function applyCharsetSwitches(text: string, ctx: UnescapeContext): string {
       'charset-escape',
       `${ctx.location ?? '?'}: ISO 2022 escapes read as ISO-2022-JP`,
     );
-    const decoded = new TextDecoder('iso-2022-jp').decode(Buffer.from(text, 'latin1'));
+    // Designations with no character between them: only the last one counts (the WHATWG
+    // decoder takes two in a row for an error, and `\C2842\\M2442\` is two switches in a row)
+    const switchesOnly = text.replace(ISO2022_DESIGNATION_RUN, '$1');
+    const decoded = new TextDecoder('iso-2022-jp').decode(Buffer.from(switchesOnly, 'latin1'));
     if (!decoded.includes('\ufffd')) return decoded;
   }
   ctx.quirks?.add('charset-escape', `${ctx.location ?? '?'}: character set escape dropped`);

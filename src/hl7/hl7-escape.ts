@@ -1,5 +1,5 @@
 import { decodeBytes } from './hl7-charset';
-import { QuirkCollector } from './hl7-quirk';
+import { QuirkCollector, type Hl7QuirkCode } from './hl7-quirk';
 
 /** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 chapter 2, message delimiters). */
 export interface Hl7Delimiters {
@@ -48,7 +48,7 @@ export interface UnescapeContext {
 export function unescapeValue(raw: string, ctx: UnescapeContext): string {
   const esc = ctx.delimiters.escape;
   if (esc === '' || !raw.includes(esc)) return raw;
-  const state = { switched: false };
+  const state: EscapeState = { switched: false, noted: new Set(), sequences: new Map() };
   const out = unescapeSequences(raw, ctx, state);
   // only a \C..\ or \M..\ switches (an ESC sent as \X1B\ is a control character, as before)
   return state.switched ? applyCharsetSwitches(out, ctx) : out;
@@ -56,66 +56,82 @@ export function unescapeValue(raw: string, ctx: UnescapeContext): string {
 
 /** ESC (0x1B): what a \Cxxyy\ or \Mxxyyzz\ stands for, held in the text until it is decoded. */
 const ISO2022_ESC = '\u001b';
-// eslint-disable-next-line no-control-regex
+/* eslint-disable no-control-regex -- ESC is what these patterns are about */
 const ISO2022_DESIGNATION = /\u001b[\u0020-\u002f]+[\u0030-\u007e]/g;
-/** The designations the WHATWG ISO-2022-JP decoder reads: ESC ( B, ESC ( J, ESC ( I, ESC $ @, ESC $ B. */
-const ISO2022_JP = new Set(['\u001b(B', '\u001b(J', '\u001b(I', '\u001b$@', '\u001b$B']);
+const ISO2022_DESIGNATION_RUN =
+  /(?:\u001b[\u0020-\u002f]+[\u0030-\u007e])+(\u001b[\u0020-\u002f]+[\u0030-\u007e])/g;
+/** An ESC that does not start one of the designations the WHATWG ISO-2022-JP decoder reads
+ * (ESC ( B, ESC ( J, ESC ( I, ESC $ @, ESC $ B). */
+const NOT_ISO2022_JP = /\u001b(?!\(B|\(J|\(I|\$@|\$B)/;
+const NOT_SEVEN_BIT = /[^\u0000-\u007f]/;
+/* eslint-enable no-control-regex */
 
 /**
  * Text holding the ISO 2022 escapes of \C..\ / \M..\: decoded as ISO-2022-JP when every one is
  * of that encoding and the text is 7-bit (the bytes a JIS sender wrote), else without them.
+ * Linear in the text (no list of the switches: a value of a million of them is one pass).
  */
 function applyCharsetSwitches(text: string, ctx: UnescapeContext): string {
-  const switches = text.match(ISO2022_DESIGNATION) ?? [];
-  const sevenBit = [...text].every((c) => c <= '\u007f');
-  if (sevenBit && switches.length > 0 && switches.every((s) => ISO2022_JP.has(s))) {
+  if (!NOT_SEVEN_BIT.test(text) && !NOT_ISO2022_JP.test(text)) {
     ctx.quirks?.add(
       'charset-escape',
       `${ctx.location ?? '?'}: ISO 2022 escapes read as ISO-2022-JP`,
     );
-    const decoded = new TextDecoder('iso-2022-jp').decode(Buffer.from(text, 'latin1'));
+    // Designations with no character between them: only the last one counts (the WHATWG
+    // decoder takes two in a row for an error, and `\C2842\\M2442\` is two switches in a row)
+    const switchesOnly = text.replace(ISO2022_DESIGNATION_RUN, '$1');
+    const decoded = new TextDecoder('iso-2022-jp').decode(Buffer.from(switchesOnly, 'latin1'));
     if (!decoded.includes('\ufffd')) return decoded;
   }
   ctx.quirks?.add('charset-escape', `${ctx.location ?? '?'}: character set escape dropped`);
   return text.replace(ISO2022_DESIGNATION, '').replaceAll(ISO2022_ESC, '');
 }
 
-function unescapeSequences(
-  raw: string,
-  ctx: UnescapeContext,
-  state: { switched: boolean },
-): string {
+/** What one value's escapes have done so far: a charset switch seen, quirks already noted. */
+interface EscapeState {
+  switched: boolean;
+  noted: Set<string>;
+  /** The ISO 2022 escape of each \C..\ / \M..\ met (a value repeats the same few). */
+  sequences: Map<string, string>;
+}
+
+/** A quirk once per value and kind (a million unknown sequences are one quirk, one lookup). */
+function noteOnce(state: EscapeState, ctx: UnescapeContext, code: Hl7QuirkCode, detail: string) {
+  const key = `${code} ${detail}`;
+  if (state.noted.has(key)) return;
+  state.noted.add(key);
+  ctx.quirks?.add(code, `${ctx.location ?? '?'}: ${detail}`);
+}
+
+function unescapeSequences(raw: string, ctx: UnescapeContext, state: EscapeState): string {
   const esc = ctx.delimiters.escape;
   let out = '';
+  // raw[copied..] is not in `out` yet: text and sequences kept literally are copied in one
+  // slice when the next replacement comes (a million unknown sequences are one copy)
+  let copied = 0;
   let i = 0;
   while (i < raw.length) {
-    // the text up to the next escape character, copied as one slice
     const next = raw.indexOf(esc, i);
-    if (next === -1) {
-      out += raw.slice(i);
-      break;
-    }
-    if (next > i) out += raw.slice(i, next);
+    if (next === -1) break;
     i = next;
     const close = raw.indexOf(esc, i + 1);
     if (close === -1) {
       // A lone escape character: keep it (some senders do not escape backslashes).
-      ctx.quirks?.add('unknown-escape-sequence', `${ctx.location ?? '?'}: unterminated escape`);
-      out += raw.slice(i);
+      noteOnce(state, ctx, 'unknown-escape-sequence', 'unterminated escape');
       break;
     }
-    const body = raw.slice(i + 1, close);
-    const replaced = replaceEscape(body, ctx, state);
+    const replaced = replaceEscape(raw.slice(i + 1, close), ctx, state);
     if (replaced === undefined) {
       // The sequence may be patient text: only its location goes into the audited quirk.
-      ctx.quirks?.add('unknown-escape-sequence', `${ctx.location ?? '?'}: kept literally`);
-      out += raw.slice(i, close + 1);
+      noteOnce(state, ctx, 'unknown-escape-sequence', 'kept literally');
     } else {
-      out += replaced;
+      if (i > copied) out += raw.slice(copied, i);
+      if (replaced !== '') out += replaced;
+      copied = close + 1;
     }
     i = close + 1;
   }
-  return out;
+  return copied === 0 ? raw : copied < raw.length ? out + raw.slice(copied) : out;
 }
 
 /**
@@ -125,11 +141,7 @@ function unescapeSequences(
  */
 const MAX_SPACE_LINES = 10;
 
-function replaceEscape(
-  body: string,
-  ctx: UnescapeContext,
-  state: { switched: boolean },
-): string | undefined {
+function replaceEscape(body: string, ctx: UnescapeContext, state: EscapeState): string | undefined {
   const d = ctx.delimiters;
   switch (body) {
     case 'F':
@@ -154,7 +166,12 @@ function replaceEscape(
     default:
       break;
   }
-  if (/^X([0-9A-Fa-f]{2})+$/.test(body)) {
+  // Dispatched on the code letter, so an unknown sequence (`\Q\` a million times) is not tried
+  // against every pattern: 7.5 MB of them held the event loop 2-3 s.
+  const code = body.charAt(0);
+  if (code !== 'X' && code !== 'C' && code !== 'M' && code !== 'Z' && code !== '.')
+    return undefined;
+  if (code === 'X' && /^X([0-9A-Fa-f]{2})+$/.test(body)) {
     // bytes below 0x80 are the same characters in every charset decoded here (all
     // ASCII-compatible): no Buffer for the common \X0D\ \X0A\ \X7C\
     let ascii = '';
@@ -167,19 +184,26 @@ function replaceEscape(
   }
   // \Cxxyy\ single-byte, \Mxxyy[zz]\ multi-byte character set escape (section 2.7.5): the
   // ISO 2022 escape sequence ESC xx yy [zz], read once the whole value is known
-  if (/^C[0-9A-Fa-f]{4}$/.test(body) || /^M[0-9A-Fa-f]{4}([0-9A-Fa-f]{2})?$/.test(body)) {
+  if (
+    (code === 'C' && /^C[0-9A-Fa-f]{4}$/.test(body)) ||
+    (code === 'M' && /^M[0-9A-Fa-f]{4}([0-9A-Fa-f]{2})?$/.test(body))
+  ) {
     state.switched = true;
-    let seq = ISO2022_ESC;
-    for (let k = 1; k < body.length; k += 2) {
-      seq += String.fromCharCode(parseInt(body.slice(k, k + 2), 16));
+    let seq = state.sequences.get(body);
+    if (seq === undefined) {
+      seq = ISO2022_ESC;
+      for (let k = 1; k < body.length; k += 2) {
+        seq += String.fromCharCode(parseInt(body.slice(k, k + 2), 16));
+      }
+      state.sequences.set(body, seq);
     }
     return seq;
   }
-  if (/^Z[^\s]*$/.test(body)) {
-    ctx.quirks?.add('local-escape', `${ctx.location ?? '?'}: locally defined escape dropped`);
+  if (code === 'Z' && /^Z[^\s]*$/.test(body)) {
+    noteOnce(state, ctx, 'local-escape', 'locally defined escape dropped');
     return '';
   }
-  const fmt = /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body);
+  const fmt = code === '.' ? /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body) : null;
   if (fmt) {
     const [, command, arg] = fmt;
     if (command === 'br') return '\n';

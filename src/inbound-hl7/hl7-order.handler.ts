@@ -140,16 +140,20 @@ export class Hl7OrderHandler {
     const { message, type, sender } = evaluation;
     // Whether the sender wants the answer of this code (MSA-1 AA/CA accept, AE/CE error, AR/CR
     // reject); a store failure (AR 207) is always answered, so the message is never lost unsaid.
+    // Only when the sender says so in both fields: an MSH-15 NE beside an empty MSH-16 (a
+    // shifted field, `AL|NE` written `NE|`) is still answered, as it was.
+    const explicit = message.msh.value(15) !== undefined && message.msh.value(16) !== undefined;
     const unwanted = (code: string): boolean =>
-      !acceptAckWanted(message, OUTCOME_OF_CODE[code.charAt(1)] ?? 'reject');
-    const silence = NEVER_ANSWERED.every((o) => !acceptAckWanted(message, o))
-      ? [
-          {
-            code: 'no-acknowledgment-wanted',
-            detail: `MSH-15/MSH-16 ${message.msh.value(15) ?? ''}|${message.msh.value(16) ?? ''}: no acknowledgment is sent`,
-          },
-        ]
-      : [];
+      explicit && !acceptAckWanted(message, OUTCOME_OF_CODE[code.charAt(1)] ?? 'reject');
+    const silence =
+      explicit && NEVER_ANSWERED.every((o) => !acceptAckWanted(message, o))
+        ? [
+            {
+              code: 'no-acknowledgment-wanted',
+              detail: `MSH-15/MSH-16 ${message.msh.value(15) ?? ''}|${message.msh.value(16) ?? ''}: no acknowledgment is sent`,
+            },
+          ]
+        : [];
     const base = {
       transport: 'mllp' as const,
       sender,

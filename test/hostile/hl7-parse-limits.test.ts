@@ -177,6 +177,30 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
     expect(rows[0]!.n).toBeLessThan(20_000);
   });
 
+  it('escape bombs: 9 MB of unknown, locally defined or character set escapes in one field, /health answering meanwhile', async () => {
+    // Each escape sequence was tried against every pattern, copied and noted as a quirk one
+    // by one: 9 MB of `\Q\` in OBR-13 held the event loop about 6 s (every other sender and
+    // /health waited). Now one dispatch on the code letter, literal text copied in one slice,
+    // one quirk per value.
+    for (const [id, bomb] of [
+      ['ESC-Q', '\\Q\\'],
+      ['ESC-Z', '\\ZX\\'],
+      ['ESC-M', '\\M2442\\'],
+    ] as const) {
+      const text = TEMPLATE.replace('MSGID20240318144217', id)
+        .replace(/PLC-100234/g, `PLC-${id}`)
+        .replace(/ACC-20240318-0042/g, `ACC-${id}`)
+        .replace(
+          'Persistent cough, 30 pack-years',
+          bomb.repeat(Math.floor(9_000_000 / bomb.length)),
+        );
+      const r = await sendWatchingHealth(Buffer.from(text, 'latin1'));
+      console.log(`HOSTILE-HL7 escape-bomb ${id} ${JSON.stringify({ ...r, ack: undefined })}`);
+      expect(r.ack).toMatch(new RegExp(`\\rMSA\\|AA\\|${id}`));
+      expect(r.worstHealthMs).toBeLessThan(3_000);
+    }
+  });
+
   it('the fixture itself still goes through (AA): the bounds do not touch real messages', async () => {
     const r = await sendWatchingHealth(withPid3('REAL-1', '12345^^^HOSP^MR', 3));
     expect(r.ack).toMatch(/\rMSA\|AA\|REAL-1/);

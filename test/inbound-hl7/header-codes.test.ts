@@ -82,6 +82,8 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     try {
       socket.write(frame(swf('NE-NE-1', neNe)));
       socket.write(frame(swf('NE-NE-2', (t) => neNe(t).replace('\rORC|NW|', '\rORC|RP|'))));
+      // MSH-15 NE with MSH-16 empty says nothing about the application ack: still answered
+      socket.write(frame(swf('NE-NE-4', (t) => t.replace('|P|2.3.1', '|P|2.3.1|||NE|'))));
       socket.write(frame(swf('NE-NE-3')));
       await waitFor(
         'the answer to NE-NE-3',
@@ -90,8 +92,8 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
       );
       await new Promise((r) => setTimeout(r, 300));
       const answers = Buffer.concat(received).toString('latin1');
-      // only the third message (original mode) is answered, on the same connection
-      expect(answers.match(/MSA\|[^\r]*/g)).toEqual(['MSA|AA|NE-NE-3']);
+      // only the last two messages are answered, on the same connection
+      expect(answers.match(/MSA\|[^\r]*/g)).toEqual(['MSA|CA|NE-NE-4', 'MSA|AA|NE-NE-3']);
     } finally {
       socket.destroy();
     }

@@ -272,6 +272,12 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
       ],
       ['ESC-Z', 'YAMADA\\ZKANJI1\\^TARO', { family: 'YAMADA', given: ['TARO'] }],
       ['ESC-C', 'M\\C2D41\\ULLER^HANS', { family: 'MULLER', given: ['HANS'] }],
+      // a switch back to ASCII right before the next switch to kanji (no character between)
+      [
+        'ESC-JP2',
+        '\\M2442\\;3ED\\C2842\\\\M2442\\B@O:\\C2842\\^X',
+        { family: '山田太郎', given: ['X'] },
+      ],
     ] as const;
     for (const [id, pid5, name] of names) {
       const reply = await client.send(

@@ -674,6 +674,51 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
   });
 
+  it('a QC bypass decided outside the adapter (the service’s portal): the result carries the QC caution though its report does not say so', async () => {
+    // DESIGN.md §4: QC_BYPASS → the final report carries a "QC bypassed" caveat. Before, the
+    // caveat came only from a bypass asked through our API or a report saying qc_bypassed:
+    // an order that went QC_FAILED → QC_BYPASS → DELIVERED on someone else's request was
+    // published as a plain final result. (Between two polls the service went QC_FAILED →
+    // QC_BYPASS → ANALYSIS_RUNNING: a status straight after QC_FAILED says it was bypassed.)
+    const { id, spec, upstreamId } = await processing('qc_failed');
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, qc_bypassed: false, caveat: null }),
+    );
+    expect(await followToEnd(id)).toBe('qc-hold');
+    // the bypass, asked at the service itself with the organization's credentials
+    const token = (await (
+      await fetch(`${sandbox.baseUrl}/auth/token`, {
+        method: 'POST',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${SANDBOX_CLIENT.IMAGING_CLIENT_ID}:${SANDBOX_CLIENT.IMAGING_CLIENT_SECRET}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: 'grant_type=client_credentials',
+      })
+    ).json()) as { access_token: string };
+    const asked = await fetch(`${sandbox.baseUrl}/qc-bypass?order_id=${upstreamId}`, {
+      method: 'PATCH',
+      headers: {
+        authorization: `Bearer ${token.access_token}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'decided in the vendor portal' }),
+    });
+    expect(asked.status).toBe(200);
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const caution = 'QC failure was bypassed on user request: interpret with caution.';
+    expect((await reportOf(id))?.conclusion).toContain(caution);
+    const [oru] = orusOf(spec.placer);
+    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines).toContain(caution);
+    expect(await timeline(id)).toMatch(/QC bypass .*outside this adapter/);
+  });
+
   it('a failure reason of 3 MB with control characters: the EHR still hears of the failure, every value bounded and valid', async () => {
     // Before: the reason went whole into the DiagnosticReport's conclusion, which our own R4
     // validation refused (a string over 1 MiB): a dead letter, the EHR never heard the order

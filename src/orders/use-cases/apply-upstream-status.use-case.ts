@@ -1,4 +1,5 @@
 import { isTerminal } from '../../domain/order-state';
+import type { QcBypassDecision } from '../../domain/qc-bypass';
 import type { UpstreamStatus } from '../../imaging-spec/imaging-spec';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import {
@@ -83,6 +84,38 @@ export class ApplyUpstreamStatusUseCase {
         // Remember the status anyway, so an impossible move is reported once, not every cycle.
         await this.deps.orders.recordUpstreamStatus(orderId, status, manager);
         return false;
+      }
+      // A QC rejection is left for analysis only by a bypass: QC_BYPASS itself, or a later
+      // status straight after QC_FAILED (QC_BYPASS can last less than a poll interval).
+      const bypassed =
+        row.key === 'QC_BYPASS' ||
+        (order.upstream_status === 'QC_FAILED' &&
+          (row.orderState === 'processing' || row.orderState === 'delivered'));
+      if (bypassed && order.qc_bypass?.status !== 'requested') {
+        // A bypass no one asked for through us (the service's portal, an agent, or after a
+        // withdrawal here): the result still carries the QC caveat, so it is recorded as seen.
+        const observed: QcBypassDecision = {
+          status: 'observed',
+          by: 'the analysis service (decided outside this adapter)',
+          reason: null,
+          at: new Date(this.deps.clock.now()).toISOString(),
+        };
+        await this.deps.orders.setQcBypass(orderId, observed, manager);
+        order.qc_bypass = observed;
+        await writeAuditEvents(manager, [
+          {
+            kind: 'decision.qc-bypass',
+            orderId,
+            severity: 'warning',
+            actor: 'upstream',
+            summary: `QC bypass decided outside this adapter (upstream ${order.upstream_status} → ${status}): the result will carry the QC caveat`,
+            detail: {
+              status: 'observed',
+              upstreamStatus: status,
+              previousUpstreamStatus: order.upstream_status,
+            },
+          },
+        ]);
       }
       await events.statusChanged(manager, {
         order: snapshot(order),

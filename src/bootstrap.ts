@@ -1,6 +1,10 @@
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { type INestApplication, PayloadTooLargeException } from '@nestjs/common';
+import {
+  BadRequestException,
+  type INestApplication,
+  PayloadTooLargeException,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -173,6 +177,18 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       res.setHeader('X-Content-Type-Options', 'nosniff');
       next();
     });
+    // A Host that is no host[:port] is 400 (RFC 9112 §3.2): it went into the FHIR Location as
+    // it came (`Host: evil.example:1/x?` pushed our path into a query of the caller's choosing).
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const host = req.headers.host;
+      if (host === undefined || validHost(host)) return next();
+      res.setHeader('Connection', 'close');
+      next(
+        new BadRequestException(
+          'the Host header is not a host name or address with an optional port',
+        ),
+      );
+    });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: API_MAX_BODY_BYTES });
@@ -313,6 +329,12 @@ function tokenNotice(loaded: LoadedCredentials, file: string): string {
     return `API tokens were issued on ${loaded.issuedAt?.toISOString() ?? 'an earlier start'} (hashes in ${file}); \`npm run tokens -- --rotate\` issues new ones.\n`;
   }
   return ''; // configured tokens: nothing to say
+}
+
+/** RFC 9110 §7.2 / RFC 3986 §3.2.2: an IP literal, an IPv4 address or a reg-name, and a port. */
+function validHost(value: string): boolean {
+  const match = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)(?::(\d{0,5}))?$/.exec(value);
+  return match !== null && (match[1] === undefined || match[1] === '' || Number(match[1]) <= 65535);
 }
 
 function describeConnectError(error: unknown): string {

@@ -1,0 +1,101 @@
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { chestCtRequest } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/** The front door's request line and headers, sent as they are over a raw socket. */
+async function raw(url: string, request: Buffer | string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  let answer = '';
+  let closed = false;
+  socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+  socket.on('close', () => (closed = true));
+  socket.on('error', () => undefined);
+  await new Promise((r) => socket.once('connect', r));
+  socket.write(request);
+  const started = Date.now();
+  while (!closed && Date.now() - started < 5_000) await sleep(20);
+  socket.destroy();
+  return answer;
+}
+
+/** A ServiceRequest whose patient travels with it (no EHR to read it from). */
+function orderBody(placer: string): Buffer {
+  return Buffer.from(
+    JSON.stringify(
+      chestCtRequest(placer, {
+        contained: [
+          {
+            resourceType: 'Patient',
+            id: 'pat',
+            identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: 'MRN-4711' }],
+            name: [{ family: 'Doe', given: ['Jane'] }],
+            birthDate: '1970-01-01',
+            gender: 'female',
+          },
+        ],
+        subject: { reference: '#pat' },
+        requester: undefined,
+        performer: undefined,
+        encounter: undefined,
+        reasonReference: undefined,
+        supportingInfo: undefined,
+        specimen: undefined,
+        insurance: undefined,
+      }),
+    ),
+  );
+}
+
+function post(version: string, headers: string[], body: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from(
+      [
+        `POST /fhir/ServiceRequest ${version}`,
+        ...headers,
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        'Connection: close',
+        `Content-Length: ${body.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+    ),
+    body,
+  ]);
+}
+
+describe('HTTP front door: request line and headers as sent', () => {
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ DATA_DIR_MIN_FREE_BYTES: '1' });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('a Host that is no host[:port] is 400 (RFC 9112 §3.2), never copied into Location', async () => {
+    // Before: 201 with Location: http://evil.example:1/x?/fhir/ServiceRequest/… (the path
+    // pushed into a query of the caller's choosing).
+    for (const host of ['evil.example:1/x?', 'a b', 'evil.example@x', 'x:99999999']) {
+      const answer = await raw(
+        adapter.httpUrl,
+        post('HTTP/1.1', [`Host: ${host}`], orderBody(`HOST-${host.length}`)),
+      );
+      expect({ host, status: answer.slice(0, 12) }).toEqual({ host, status: 'HTTP/1.1 400' });
+      expect(answer).not.toMatch(/^Location:/im);
+    }
+    const ok = await raw(
+      adapter.httpUrl,
+      post('HTTP/1.1', ['Host: [::1]:8080'], orderBody('HOST-OK')),
+    );
+    expect(ok).toMatch(/^HTTP\/1\.1 201 /);
+    expect(ok).toMatch(
+      /^Location: http:\/\/\[::1\]:8080\/fhir\/ServiceRequest\/[\w-]+\/_history\/1\r$/m,
+    );
+  });
+});

@@ -73,5 +73,17 @@ export async function callerOf(
 
 /** Absolute URL of a path under /fhir on this server, as the client reached it. */
 export function fhirUrl(req: Request, path: string): string {
-  return `${req.protocol}://${req.get('host')}/fhir/${path.replace(/^\//, '')}`;
+  return `${serverBase(req)}/fhir/${path.replace(/^\//, '')}`;
+}
+
+/**
+ * This server as the client reached it: scheme and Host, or without a Host (HTTP/1.0 may send
+ * none) the address and port the connection came to. It was `http://undefined`.
+ */
+export function serverBase(req: Request): string {
+  const host = req.get('host');
+  if (host) return `${req.protocol}://${host}`;
+  const address = req.socket.localAddress ?? '127.0.0.1';
+  const shown = address.includes(':') ? `[${address}]` : address;
+  return `${req.protocol}://${shown}:${req.socket.localPort ?? ''}`;
 }

@@ -15,7 +15,7 @@ import {
   searchParameters,
   searchSet,
 } from './fhir-served.resources';
-import { callerOf, fhirUrl, restrictionOf } from './fhir-request.context';
+import { callerOf, fhirUrl, restrictionOf, serverBase } from './fhir-request.context';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 import { CreateServiceRequestOperation } from './service-request-create.operation';
 import { UpdateServiceRequestOperation } from './service-request-update.operation';
@@ -64,12 +64,7 @@ export class FhirRestController {
   @Get('metadata')
   metadata(@Req() req: Request, @Res() res: Response): void {
     const format = negotiateFormat(req);
-    sendResource(
-      res,
-      200,
-      capabilityStatement(`${req.protocol}://${req.get('host')}`, '0.1.0'),
-      format,
-    );
+    sendResource(res, 200, capabilityStatement(serverBase(req), '0.1.0'), format);
   }
 
   @Post('ServiceRequest')
@@ -132,7 +127,7 @@ export class FhirRestController {
   @Get('Task')
   async searchTasks(@Req() req: Request, @Res() res: Response): Promise<void> {
     const format = negotiateFormat(req);
-    const base = `${req.protocol}://${req.get('host')}`;
+    const base = serverBase(req);
     const { used, ignored } = searchParameters(
       new URL(req.originalUrl, 'http://query.invalid').searchParams,
       TASK_SEARCH_PARAMETERS,

@@ -98,4 +98,20 @@ describe('HTTP front door: request line and headers as sent', () => {
       /^Location: http:\/\/\[::1\]:8080\/fhir\/ServiceRequest\/[\w-]+\/_history\/1\r$/m,
     );
   });
+
+  it('HTTP/1.0 without Host: Location and the CapabilityStatement name the address the request came to', async () => {
+    // Before: Location: http://undefined/fhir/ServiceRequest/…, implementation.url http://undefined.
+    const created = await raw(adapter.httpUrl, post('HTTP/1.0', [], orderBody('HTTP10-1')));
+    expect(created).toMatch(/^HTTP\/1\.1 201 /);
+    const location = /^Location: (.*)\r$/m.exec(created)?.[1];
+    expect(location).toMatch(
+      new RegExp(
+        `^${adapter.httpUrl.replace(/\./g, '\\.')}/fhir/ServiceRequest/[\\w-]+/_history/1$`,
+      ),
+    );
+    const metadata = await raw(adapter.httpUrl, 'GET /fhir/metadata HTTP/1.0\r\n\r\n');
+    expect(metadata).toMatch(/^HTTP\/1\.1 200 /);
+    expect(metadata).not.toContain('undefined');
+    expect(metadata).toContain(`${adapter.httpUrl}/fhir`);
+  });
 });

@@ -1,10 +1,6 @@
 import 'reflect-metadata';
 import { join } from 'node:path';
-import {
-  BadRequestException,
-  type INestApplication,
-  PayloadTooLargeException,
-} from '@nestjs/common';
+import { type INestApplication, PayloadTooLargeException } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -14,6 +10,7 @@ import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
 import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
+import { refuseAtDoor } from './common/front-door-refusal';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
@@ -182,11 +179,13 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     app.use((req: Request, res: Response, next: NextFunction) => {
       const host = req.headers.host;
       if (host === undefined || validHost(host)) return next();
-      res.setHeader('Connection', 'close');
-      next(
-        new BadRequestException(
-          'the Host header is not a host name or address with an optional port',
-        ),
+      refuseAtDoor(
+        req,
+        res,
+        400,
+        'bad_request',
+        'the Host header is not a host name or address with an optional port',
+        'invalid',
       );
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes

@@ -88,6 +88,12 @@ describe('HTTP front door: request line and headers as sent', () => {
       );
       expect({ host, status: answer.slice(0, 12) }).toEqual({ host, status: 'HTTP/1.1 400' });
       expect(answer).not.toMatch(/^Location:/im);
+      // answered as the FHIR front door answers: an OperationOutcome
+      expect(answer).toMatch(/^Content-Type: application\/fhir\+json/im);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({
+        resourceType: 'OperationOutcome',
+        issue: [{ code: 'invalid', diagnostics: expect.stringContaining('Host') }],
+      });
     }
     const ok = await raw(
       adapter.httpUrl,

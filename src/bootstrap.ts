@@ -188,6 +188,24 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
         'invalid',
       );
     });
+    // A transfer coding other than chunked (`Transfer-Encoding: gzip, chunked`) is not decoded
+    // here: 501 (RFC 9112 §6.1). Its bytes were read as the body itself, and refused as bad
+    // JSON or a bad multipart, or taken if they happened to parse.
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const codings = (req.headers['transfer-encoding'] ?? '')
+        .split(',')
+        .map((c) => c.trim().toLowerCase())
+        .filter(Boolean);
+      if (codings.every((c) => c === 'chunked')) return next();
+      refuseAtDoor(
+        req,
+        res,
+        501,
+        'not_implemented',
+        `Transfer-Encoding ${codings.join(', ').slice(0, 60)} is not supported: send the body chunked or with a Content-Length, with no other transfer coding`,
+        'not-supported',
+      );
+    });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: API_MAX_BODY_BYTES });

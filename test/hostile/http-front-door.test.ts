@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { chestCtRequest } from '../helpers/fhir-fixtures';
 
@@ -119,5 +120,53 @@ describe('HTTP front door: request line and headers as sent', () => {
     expect(metadata).toMatch(/^HTTP\/1\.1 200 /);
     expect(metadata).not.toContain('undefined');
     expect(metadata).toContain(`${adapter.httpUrl}/fhir`);
+  });
+
+  it('a transfer coding other than chunked is 501, not read as the body (RFC 9112 §6.1)', async () => {
+    // Before: Transfer-Encoding: gzip, chunked had its gzip bytes read as the JSON itself (400
+    // unparseable), and the same for STOW-RS and /api.
+    const body = gzipSync(orderBody('TE-GZIP-1'));
+    const chunked = Buffer.concat([
+      Buffer.from(`${body.length.toString(16)}\r\n`),
+      body,
+      Buffer.from('\r\n0\r\n\r\n'),
+    ]);
+    const head = (path: string, type: string, token: string) =>
+      [
+        `POST ${path} HTTP/1.1`,
+        'Host: adapter',
+        `Authorization: Bearer ${token}`,
+        `Content-Type: ${type}`,
+        'Transfer-Encoding: gzip, chunked',
+        '',
+        '',
+      ].join('\r\n');
+    const fhir = await raw(
+      adapter.httpUrl,
+      Buffer.concat([
+        Buffer.from(head('/fhir/ServiceRequest', 'application/fhir+json', TEST_TOKENS.sender)),
+        chunked,
+      ]),
+    );
+    expect(fhir).toMatch(/^HTTP\/1\.1 501 /);
+    expect(JSON.parse(fhir.slice(fhir.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'not-supported', diagnostics: expect.stringContaining('gzip') }],
+    });
+    for (const [path, type, token] of [
+      [
+        '/dicomweb/studies',
+        'multipart/related; type="application/dicom"; boundary=b',
+        TEST_TOKENS.sender,
+      ],
+      ['/api/orders/poll-cycle', 'application/json', TEST_TOKENS.admin],
+    ] as const) {
+      const answer = await raw(
+        adapter.httpUrl,
+        Buffer.concat([Buffer.from(head(path, type, token)), chunked]),
+      );
+      expect({ path, status: answer.slice(0, 12) }).toEqual({ path, status: 'HTTP/1.1 501' });
+      expect(answer).toMatch(/^Content-Type: application\/problem\+json/im);
+    }
   });
 });

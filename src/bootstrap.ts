@@ -178,13 +178,19 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // it came (`Host: evil.example:1/x?` pushed our path into a query of the caller's choosing).
     app.use((req: Request, res: Response, next: NextFunction) => {
       const host = req.headers.host;
-      if (host === undefined || validHost(host)) return next();
+      // Node keeps the first of several Host lines; which one a proxy in front used is unknown.
+      const lines = req.rawHeaders.filter(
+        (_, i) => i % 2 === 0 && /^host$/i.test(req.rawHeaders[i]!),
+      );
+      if (lines.length <= 1 && (host === undefined || validHost(host))) return next();
       refuseAtDoor(
         req,
         res,
         400,
         'bad_request',
-        'the Host header is not a host name or address with an optional port',
+        lines.length > 1
+          ? 'more than one Host header'
+          : 'the Host header is not a host name or address with an optional port',
         'invalid',
       );
     });

@@ -96,6 +96,13 @@ describe('HTTP front door: request line and headers as sent', () => {
         issue: [{ code: 'invalid', diagnostics: expect.stringContaining('Host') }],
       });
     }
+    // Two Host lines: which one a proxy in front routed by is unknown (before: 201 under the first).
+    const twice = await raw(
+      adapter.httpUrl,
+      post('HTTP/1.1', ['Host: adapter.example', 'Host: evil.example'], orderBody('HOST-TWICE')),
+    );
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(twice).toContain('more than one Host header');
     const ok = await raw(
       adapter.httpUrl,
       post('HTTP/1.1', ['Host: [::1]:8080'], orderBody('HOST-OK')),

@@ -10,6 +10,7 @@ import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
 import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
+import { refuseAtDoor } from './common/front-door-refusal';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
@@ -173,6 +174,44 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       res.setHeader('X-Content-Type-Options', 'nosniff');
       next();
     });
+    // A Host that is no host[:port] is 400 (RFC 9112 §3.2): it went into the FHIR Location as
+    // it came (`Host: evil.example:1/x?` pushed our path into a query of the caller's choosing).
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const host = req.headers.host;
+      // Node keeps the first of several Host lines; which one a proxy in front used is unknown.
+      const lines = req.rawHeaders.filter(
+        (_, i) => i % 2 === 0 && /^host$/i.test(req.rawHeaders[i]!),
+      );
+      if (lines.length <= 1 && (host === undefined || validHost(host))) return next();
+      refuseAtDoor(
+        req,
+        res,
+        400,
+        'bad_request',
+        lines.length > 1
+          ? 'more than one Host header'
+          : 'the Host header is not a host name or address with an optional port',
+        'invalid',
+      );
+    });
+    // A transfer coding other than chunked (`Transfer-Encoding: gzip, chunked`) is not decoded
+    // here: 501 (RFC 9112 §6.1). Its bytes were read as the body itself, and refused as bad
+    // JSON or a bad multipart, or taken if they happened to parse.
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const codings = (req.headers['transfer-encoding'] ?? '')
+        .split(',')
+        .map((c) => c.trim().toLowerCase())
+        .filter(Boolean);
+      if (codings.every((c) => c === 'chunked')) return next();
+      refuseAtDoor(
+        req,
+        res,
+        501,
+        'not_implemented',
+        `Transfer-Encoding ${codings.join(', ').slice(0, 60)} is not supported: send the body chunked or with a Content-Length, with no other transfer coding`,
+        'not-supported',
+      );
+    });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
     const json = express.json({ limit: API_MAX_BODY_BYTES });
@@ -313,6 +352,12 @@ function tokenNotice(loaded: LoadedCredentials, file: string): string {
     return `API tokens were issued on ${loaded.issuedAt?.toISOString() ?? 'an earlier start'} (hashes in ${file}); \`npm run tokens -- --rotate\` issues new ones.\n`;
   }
   return ''; // configured tokens: nothing to say
+}
+
+/** RFC 9110 §7.2 / RFC 3986 §3.2.2: an IP literal, an IPv4 address or a reg-name, and a port. */
+function validHost(value: string): boolean {
+  const match = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~%!$&'()*+,;=]+)(?::(\d{0,5}))?$/.exec(value);
+  return match !== null && (match[1] === undefined || match[1] === '' || Number(match[1]) <= 65535);
 }
 
 function describeConnectError(error: unknown): string {

@@ -1,0 +1,179 @@
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { gzipSync } from 'node:zlib';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { chestCtRequest } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/** The front door's request line and headers, sent as they are over a raw socket. */
+async function raw(url: string, request: Buffer | string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  let answer = '';
+  let closed = false;
+  socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+  socket.on('close', () => (closed = true));
+  socket.on('error', () => undefined);
+  await new Promise((r) => socket.once('connect', r));
+  socket.write(request);
+  const started = Date.now();
+  while (!closed && Date.now() - started < 5_000) await sleep(20);
+  socket.destroy();
+  return answer;
+}
+
+/** A ServiceRequest whose patient travels with it (no EHR to read it from). */
+function orderBody(placer: string): Buffer {
+  return Buffer.from(
+    JSON.stringify(
+      chestCtRequest(placer, {
+        contained: [
+          {
+            resourceType: 'Patient',
+            id: 'pat',
+            identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: 'MRN-4711' }],
+            name: [{ family: 'Doe', given: ['Jane'] }],
+            birthDate: '1970-01-01',
+            gender: 'female',
+          },
+        ],
+        subject: { reference: '#pat' },
+        requester: undefined,
+        performer: undefined,
+        encounter: undefined,
+        reasonReference: undefined,
+        supportingInfo: undefined,
+        specimen: undefined,
+        insurance: undefined,
+      }),
+    ),
+  );
+}
+
+function post(version: string, headers: string[], body: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from(
+      [
+        `POST /fhir/ServiceRequest ${version}`,
+        ...headers,
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        'Connection: close',
+        `Content-Length: ${body.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+    ),
+    body,
+  ]);
+}
+
+describe('HTTP front door: request line and headers as sent', () => {
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ DATA_DIR_MIN_FREE_BYTES: '1' });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('a Host that is no host[:port] is 400 (RFC 9112 §3.2), never copied into Location', async () => {
+    // Before: 201 with Location: http://evil.example:1/x?/fhir/ServiceRequest/… (the path
+    // pushed into a query of the caller's choosing).
+    for (const host of ['evil.example:1/x?', 'a b', 'evil.example@x', 'x:99999999']) {
+      const answer = await raw(
+        adapter.httpUrl,
+        post('HTTP/1.1', [`Host: ${host}`], orderBody(`HOST-${host.length}`)),
+      );
+      expect({ host, status: answer.slice(0, 12) }).toEqual({ host, status: 'HTTP/1.1 400' });
+      expect(answer).not.toMatch(/^Location:/im);
+      // answered as the FHIR front door answers: an OperationOutcome
+      expect(answer).toMatch(/^Content-Type: application\/fhir\+json/im);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({
+        resourceType: 'OperationOutcome',
+        issue: [{ code: 'invalid', diagnostics: expect.stringContaining('Host') }],
+      });
+    }
+    // Two Host lines: which one a proxy in front routed by is unknown (before: 201 under the first).
+    const twice = await raw(
+      adapter.httpUrl,
+      post('HTTP/1.1', ['Host: adapter.example', 'Host: evil.example'], orderBody('HOST-TWICE')),
+    );
+    expect(twice).toMatch(/^HTTP\/1\.1 400 /);
+    expect(twice).toContain('more than one Host header');
+    const ok = await raw(
+      adapter.httpUrl,
+      post('HTTP/1.1', ['Host: [::1]:8080'], orderBody('HOST-OK')),
+    );
+    expect(ok).toMatch(/^HTTP\/1\.1 201 /);
+    expect(ok).toMatch(
+      /^Location: http:\/\/\[::1\]:8080\/fhir\/ServiceRequest\/[\w-]+\/_history\/1\r$/m,
+    );
+  });
+
+  it('HTTP/1.0 without Host: Location and the CapabilityStatement name the address the request came to', async () => {
+    // Before: Location: http://undefined/fhir/ServiceRequest/…, implementation.url http://undefined.
+    const created = await raw(adapter.httpUrl, post('HTTP/1.0', [], orderBody('HTTP10-1')));
+    expect(created).toMatch(/^HTTP\/1\.1 201 /);
+    const location = /^Location: (.*)\r$/m.exec(created)?.[1];
+    expect(location).toMatch(
+      new RegExp(
+        `^${adapter.httpUrl.replace(/\./g, '\\.')}/fhir/ServiceRequest/[\\w-]+/_history/1$`,
+      ),
+    );
+    const metadata = await raw(adapter.httpUrl, 'GET /fhir/metadata HTTP/1.0\r\n\r\n');
+    expect(metadata).toMatch(/^HTTP\/1\.1 200 /);
+    expect(metadata).not.toContain('undefined');
+    expect(metadata).toContain(`${adapter.httpUrl}/fhir`);
+  });
+
+  it('a transfer coding other than chunked is 501, not read as the body (RFC 9112 §6.1)', async () => {
+    // Before: Transfer-Encoding: gzip, chunked had its gzip bytes read as the JSON itself (400
+    // unparseable), and the same for STOW-RS and /api.
+    const body = gzipSync(orderBody('TE-GZIP-1'));
+    const chunked = Buffer.concat([
+      Buffer.from(`${body.length.toString(16)}\r\n`),
+      body,
+      Buffer.from('\r\n0\r\n\r\n'),
+    ]);
+    const head = (path: string, type: string, token: string) =>
+      [
+        `POST ${path} HTTP/1.1`,
+        'Host: adapter',
+        `Authorization: Bearer ${token}`,
+        `Content-Type: ${type}`,
+        'Transfer-Encoding: gzip, chunked',
+        '',
+        '',
+      ].join('\r\n');
+    const fhir = await raw(
+      adapter.httpUrl,
+      Buffer.concat([
+        Buffer.from(head('/fhir/ServiceRequest', 'application/fhir+json', TEST_TOKENS.sender)),
+        chunked,
+      ]),
+    );
+    expect(fhir).toMatch(/^HTTP\/1\.1 501 /);
+    expect(JSON.parse(fhir.slice(fhir.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'not-supported', diagnostics: expect.stringContaining('gzip') }],
+    });
+    for (const [path, type, token] of [
+      [
+        '/dicomweb/studies',
+        'multipart/related; type="application/dicom"; boundary=b',
+        TEST_TOKENS.sender,
+      ],
+      ['/api/orders/poll-cycle', 'application/json', TEST_TOKENS.admin],
+    ] as const) {
+      const answer = await raw(
+        adapter.httpUrl,
+        Buffer.concat([Buffer.from(head(path, type, token)), chunked]),
+      );
+      expect({ path, status: answer.slice(0, 12) }).toEqual({ path, status: 'HTTP/1.1 501' });
+      expect(answer).toMatch(/^Content-Type: application\/problem\+json/im);
+    }
+  });
+});

@@ -221,8 +221,21 @@ export function decodeBytes(bytes: Buffer, encoding: string): string {
  * Encodes text for the wire in the charset named by an MSH-18 value (outbound messages, which
  * answer in the charset of the original order). An MSH-18 we do not decode is written as UTF-8.
  */
-export function encodeText(text: string, declaredCharset: string): Buffer {
-  return encodeWith(text, TABLE_0211[declaredCharset.trim().toUpperCase()] ?? 'utf-8');
+export function encodeText(
+  text: string,
+  declaredCharset: string,
+  /**
+   * The label the order's own message was decoded with: `windows-1252` when its sender wrote
+   * code-page punctuation under 8859/1 (quirk windows-1252-bytes). Only to such a sender do ’ “
+   * ” – … go back as those bytes; to any other 8859/1 receiver 0x80–0x9F are C1 control codes.
+   */
+  senderEncoding?: string,
+): Buffer {
+  const encoding = TABLE_0211[declaredCharset.trim().toUpperCase()] ?? 'utf-8';
+  return encodeWith(
+    text,
+    encoding === 'latin1' && senderEncoding === 'windows-1252' ? senderEncoding : encoding,
+  );
 }
 
 /** Character → byte of each single-byte charset we encode, built once from its decoder. */
@@ -237,10 +250,9 @@ function singleByteTable(encoding: string): ReadonlyMap<string, number> {
     // A byte the charset leaves undefined decodes to U+FFFD: no character maps to it.
     for (let i = 0; i < 256; i += 1) if (chars[i] !== '\uFFFD') map.set(chars[i], i);
     if (encoding === 'latin1') {
-      // What a Windows RIS wrote under 8859/1 (read as Windows-1252) goes back as its bytes:
-      // ’ as 0x92, not `?`. These characters have no other byte in ISO 8859-1.
-      const cp1252 = decodeBytes(all, 'windows-1252');
-      for (let i = 0x80; i <= 0x9f; i += 1) if (!map.has(cp1252[i]!)) map.set(cp1252[i]!, i);
+      // ISO 8859-1 proper: 0x80–0x9F are C1 control codes, which no text holds. (What a
+      // Windows RIS wrote under 8859/1 goes back to it with the windows-1252 table: encodeText.)
+      for (let i = 0x80; i <= 0x9f; i += 1) map.delete(chars[i]!);
     }
     table = map;
     SINGLE_BYTE_TABLES.set(encoding, table);

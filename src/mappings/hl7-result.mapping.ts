@@ -64,7 +64,12 @@ function messageOf(
       ...body(input, now, head.version, settings, original),
     ];
     const text = lines.join('\r') + '\r';
-    return { controlId, text, bytes: encodeText(text, charset), version: head.version };
+    return {
+      controlId,
+      text,
+      bytes: encodeText(text, charset, original?.encoding),
+      version: head.version,
+    };
   };
   return (...args) => {
     const built = write(charsetFor(args[1]), ...args);

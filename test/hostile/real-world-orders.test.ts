@@ -636,7 +636,11 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(await quirksOf('Q6612093012T7790')).toContainEqual(
       expect.objectContaining({ code: 'windows-1252-bytes' }),
     );
-    // Written back in the sender's charset, ’ is the byte it sent (0x92), not `?`.
-    expect(encodeText('O\u2019NEILL', '8859/1')).toEqual(Buffer.from('O\x92NEILL', 'latin1'));
+    // Written back to this sender (its message was read as Windows-1252), ’ is the byte it
+    // sent (0x92), not `?`; to a receiver of plain 8859/1 it is ', never a C1 control byte.
+    expect(encodeText('O\u2019NEILL', '8859/1', 'windows-1252')).toEqual(
+      Buffer.from('O\x92NEILL', 'latin1'),
+    );
+    expect(encodeText('O\u2019NEILL', '8859/1')).toEqual(Buffer.from("O'NEILL", 'latin1'));
   });
 });

@@ -272,4 +272,23 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     );
     expect(wire).not.toContain('?');
   });
+
+  it('typographic quotes, dashes and ellipses for a RIS that writes strict ISO 8859-1: ASCII, never the C1 control bytes 0x80–0x9F', () => {
+    // ISO 8859-1 has no ’ “ ” – …; Windows-1252 puts them at 0x80–0x9F, where 8859-1 has C1
+    // control codes (0x85 is NEL, a line break to some receivers). Before: an upstream
+    // impression with them reached the Klinikum's ORBIS (plain 8859/1) as those bytes.
+    const original = parseHl7(hl7Fixture('orm-o01-v24-latin1-crlf'));
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: 'Hippocampus links', volume_ml: 3.12 }],
+        impression: '„Atrophie“ – wahrscheinlich… ‘grenzwertig’ (Befund € 0)',
+      }),
+    );
+    const oru = buildOru(publicationInput('DELIVERED', { results }), original, HL7, 'IAA6', NOW);
+    expect(oru.bytes.some((b) => b >= 0x80 && b <= 0x9f)).toBe(false);
+    expect(oru.bytes.toString('latin1')).toContain(
+      '"Atrophie" - wahrscheinlich... \'grenzwertig\' (Befund EUR 0)',
+    );
+  });
 });

@@ -16,14 +16,18 @@ export type IntakeOrderResult =
    * (`products-placed`: the upstream takes no new products for an order), or it moves the
    * accession number or Study Instance UID of an order whose study is already found, packaged or
    * analysed (`study-used`). The message is refused. A new HL7 order (`create`) whose placer
-   * number already names another patient's order is refused the same way (`other-patient`).
+   * number already names another patient's order is refused the same way (`other-patient`),
+   * and one whose accession, study, procedure, priority or modality differs from the known
+   * order's (`other-content`: a change sent as NW, not XO).
    */
   | {
       kind: 'change-refused';
       action: 'cancel' | 'change' | 'create';
-      reason: 'other-patient' | 'products-placed' | 'study-used';
+      reason: 'other-patient' | 'products-placed' | 'study-used' | 'other-content';
       /** study-used: the study identifier the change would have moved. */
       field?: 'accession-number' | 'study-instance-uid';
+      /** other-content (a new HL7 order under a known number): the first field that differs. */
+      content?: 'accession-number' | 'study-instance-uid' | 'procedure' | 'priority' | 'modality';
       orderId: string;
       sourceRef: string;
       /** products-placed: the products the upstream runs, and the ones the change asked for. */

@@ -238,6 +238,21 @@ function refusedOrderError(
       message: `Duplicate placer order number (${r.sourceRef}): it already names an order of a patient PID-3 does not identify; no order was created (a placer number names one order; a restarted numbering needs new numbers)`,
     };
   }
+  if (r.reason === 'other-content') {
+    const what = {
+      'accession-number': 'accession number',
+      'study-instance-uid': 'Study Instance UID',
+      procedure: 'procedure',
+      priority: 'priority',
+      modality: 'modality',
+    }[r.content ?? 'procedure'];
+    return {
+      location: placerNumberLocation(message, groupIndex),
+      code: 205,
+      severity: 'E',
+      message: `Duplicate placer order number (${r.sourceRef}): it already names this patient's order with another ${what}; nothing was changed. Send a change as XO, or cancel (CA) and order again (NW) under a new number`,
+    };
+  }
   if (r.reason === 'other-patient') {
     return {
       location: 'PID-3',

@@ -269,6 +269,40 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     ).toBe(1);
   });
 
+  it('a new order (NW) under a known placer number of the same patient with other content (accession) is AE 205 at ORC-2, not an AA that drops the change', async () => {
+    const first = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-DUPC-1'],
+      ['PLC-100234', 'PLC-DUPC-1'],
+      ['FIL-55012', 'FIL-DUPC-1'],
+      ['ACC-20240318-0042', 'ACC-DUPC-1'],
+    ]);
+    expect(ackSummary(await h.mllp.send(first)).code).toBe('AA');
+    // The RIS re-sends the order as NW after the exam was moved to another accession (instead
+    // of XO). Before: AA "already known" and the order kept ACC-DUPC-1, so the study under
+    // ACC-DUPC-2 was never matched and the change was lost without a word.
+    const changed = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'SEM-DUPC-2'],
+      ['PLC-100234', 'PLC-DUPC-1'],
+      ['FIL-55012', 'FIL-DUPC-1'],
+      ['ACC-20240318-0042', 'ACC-DUPC-2'],
+    ]);
+    const reply = await h.mllp.send(changed);
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      controlIdEchoed: 'SEM-DUPC-2',
+      errors: [expect.stringMatching(/^ORC\^1\^2\^205&Duplicate key identifier/)],
+    });
+    expect(reply.toString('latin1')).toMatch(/other accession number.*XO/);
+    const rows = (
+      await h.db.query(
+        `SELECT accession_number FROM orders WHERE placer_order_number = 'PLC-DUPC-1'`,
+      )
+    ).rows;
+    expect(rows).toEqual([{ accession_number: 'ACC-DUPC-1' }]);
+    // The same content under a new MSH-10 (a resend after a lost ACK) is still AA.
+    expect(ackSummary(await h.mllp.send(withControlId(first, 'SEM-DUPC-3'))).code).toBe('AA');
+  });
+
   it('a priority only in OBR-5 (v2.3 "backward compatibility" field, ORC-7/OBR-27 empty) is read, as a fallback', async () => {
     // An older RIS writes S in OBR-5 and no quantity/timing at all. Before: no priority, the
     // stat head CT processed upstream as routine.

@@ -126,11 +126,14 @@ export function intakeRows(
               ? `${step.result.action} not applied: it names another patient`
               : step.result.reason === 'study-used'
                 ? `change not applied: it moves the ${step.result.field === 'accession-number' ? 'accession number' : 'Study Instance UID'} of an order whose study is already used`
-                : `change not applied: the order already runs upstream with other AI products`,
+                : step.result.reason === 'other-content'
+                  ? `new order not created: its placer number names this order, whose ${step.result.content ?? 'content'} differs (a change sent as a new order)`
+                  : `change not applied: the order already runs upstream with other AI products`,
           detail: {
             sourceRef: step.order.sourceRef,
             reason: step.result.reason,
             ...(step.result.field ? { field: step.result.field } : {}),
+            ...(step.result.content ? { content: step.result.content } : {}),
           },
         });
         break;

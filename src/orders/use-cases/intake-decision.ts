@@ -1,6 +1,7 @@
 import { uuidv7 } from '../../common/uuid-v7';
 import { isOrderState, isTerminal, type OrderState } from '../../domain/order-state';
 import { namesAnotherPatient } from '../../domain/patient-identity';
+import type { OrderRequest } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
 import type {
   IntakeOrder,
@@ -84,15 +85,41 @@ function changesProducts(asked: readonly string[] | undefined, placed: readonly 
   return a.length !== p.length || a.some((x, i) => x !== p[i]);
 }
 
+/** What a new order's content says that the known order under its number does not. */
+export type ContentField =
+  'accession-number' | 'study-instance-uid' | 'procedure' | 'priority' | 'modality';
+
+function otherContent(
+  asked: OrderRequest,
+  known: Pick<
+    OrderRequest,
+    'accessionNumber' | 'studyInstanceUid' | 'procedure' | 'priority' | 'modality'
+  >,
+): ContentField | undefined {
+  // Only what the new order states: a resend that leaves a field out changes nothing.
+  const differs = (a: string | undefined, b: string | undefined) => a !== undefined && a !== b;
+  if (differs(asked.accessionNumber, known.accessionNumber)) return 'accession-number';
+  if (differs(asked.studyInstanceUid, known.studyInstanceUid)) return 'study-instance-uid';
+  if (
+    differs(asked.procedure?.code, known.procedure?.code) ||
+    differs(asked.procedure?.system, known.procedure?.system)
+  )
+    return 'procedure';
+  if (differs(asked.priority, known.priority)) return 'priority';
+  if (differs(asked.modality, known.modality)) return 'modality';
+  return undefined;
+}
+
 /** A cancel or change that cannot mean this order (see the change-refused result). */
 function refusedChange(
   order: IntakeOrder,
   orderId: string,
   action: 'cancel' | 'change' | 'create',
-  reason: 'other-patient' | 'products-placed' | 'study-used',
+  reason: 'other-patient' | 'products-placed' | 'study-used' | 'other-content',
   about: {
     products?: { placed: string[]; asked: string[] };
     field?: 'accession-number' | 'study-instance-uid';
+    content?: ContentField;
   } = {},
 ) {
   const result = {
@@ -138,6 +165,17 @@ export function decide(
         namesAnotherPatient(req.patient, existing.request.patient)
       ) {
         return refusedChange(order, existing.id, 'create', 'other-patient');
+      }
+      // The same order sent again as NW (a resend under a new MSH-10) is answered as known;
+      // one whose content differs is a change sent the wrong way, refused so the sender learns
+      // it was not applied (before: AA "already known", the change lost). FHIR compares the
+      // whole resource at its front door (service-request-create.operation.ts).
+      const differs =
+        existing && existing.id === known && req.source === 'hl7v2'
+          ? otherContent(req, existing.request)
+          : undefined;
+      if (existing && differs) {
+        return refusedChange(order, existing.id, 'create', 'other-content', { content: differs });
       }
       if (known) {
         const state = existing?.id === known ? existing.state : 'received';

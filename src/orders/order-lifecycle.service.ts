@@ -20,7 +20,7 @@ import { FetchDocumentsUseCase } from './use-cases/fetch-documents.use-case';
 import type { LifecycleDeps } from './use-cases/lifecycle-deps';
 import { PlaceUpstreamUseCase } from './use-cases/place-upstream.use-case';
 import { QcBypassUseCase } from './use-cases/qc-bypass.use-case';
-import { SweepUseCase } from './use-cases/sweep.use-case';
+import { SweepUseCase, type SweepSummary } from './use-cases/sweep.use-case';
 import { UpdateMetadataUseCase } from './use-cases/update-metadata.use-case';
 import { UploadStudyUseCase } from './use-cases/upload-study.use-case';
 
@@ -137,13 +137,7 @@ export class OrderLifecycleService {
   }
 
   /** Study deadline, stuck upstream orders, lapsed upload leases. Returns what it did. */
-  sweep(): Promise<{
-    documentsNotFetched: number;
-    studyDeadlines: number;
-    stuck: number;
-    notPlaced: number;
-    leasesResumed: number;
-  }> {
+  sweep(): Promise<SweepSummary> {
     return this.sweeper.sweep();
   }
 

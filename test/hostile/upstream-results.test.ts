@@ -220,6 +220,21 @@ describe('hostile upstream: outcomes and what we publish', () => {
     req.query.get('order_id') === upstreamId &&
     req.query.get('report_type') === type;
 
+  /** A delivered result carrying the QC-bypass caution in its DiagnosticReport and ORU text. */
+  async function expectQcCaution(id: string, placer: string): Promise<string> {
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const caution = 'QC failure was bypassed on user request: interpret with caution.';
+    expect((await reportOf(id))?.conclusion).toContain(caution);
+    const [oru] = orusOf(placer);
+    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
+    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
+      report.value(5, i + 1),
+    );
+    expect(lines).toContain(caution);
+    return caution;
+  }
+
   /**
    * DELIVERED whose results were refused: the clinic is told no result is coming (Task failed,
    * DiagnosticReport cancelled, ORU OBR-25 X), not left with the Task `completed` of DELIVERED
@@ -645,16 +660,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
       jsonAnswer(answer, { ...report, qc_bypassed: 'true', caveat: null }),
     );
     expect(await followToEnd(id)).toBe('delivered');
-    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
-    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
-    const caution = 'QC failure was bypassed on user request: interpret with caution.';
-    expect((await reportOf(id))?.conclusion).toContain(caution);
-    const [oru] = orusOf(spec.placer);
-    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
-    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
-      report.value(5, i + 1),
-    );
-    expect(lines).toContain(caution);
+    const caution = await expectQcCaution(id, spec.placer);
     const found = (await (
       await fetch(`${orthanc.url}/tools/find`, {
         method: 'POST',
@@ -706,16 +712,7 @@ describe('hostile upstream: outcomes and what we publish', () => {
     });
     expect(asked.status).toBe(200);
     expect(await followToEnd(id)).toBe('delivered');
-    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
-    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
-    const caution = 'QC failure was bypassed on user request: interpret with caution.';
-    expect((await reportOf(id))?.conclusion).toContain(caution);
-    const [oru] = orusOf(spec.placer);
-    const report = oru!.segmentsById('OBX').find((o) => o.value(3) === 'REPORT')!;
-    const lines = Array.from({ length: report.repetitionCount(5) }, (_, i) =>
-      report.value(5, i + 1),
-    );
-    expect(lines).toContain(caution);
+    await expectQcCaution(id, spec.placer);
     expect(await timeline(id)).toMatch(/QC bypass .*outside this adapter/);
   });
 

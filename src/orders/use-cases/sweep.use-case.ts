@@ -10,6 +10,15 @@ import { loadOrder, snapshot } from '../order-transitions';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 
+/** What one sweep did, per kind of finding. */
+export interface SweepSummary {
+  documentsNotFetched: number;
+  studyDeadlines: number;
+  stuck: number;
+  notPlaced: number;
+  leasesResumed: number;
+}
+
 /** The minute tick's deadlines and leases. */
 export class SweepUseCase {
   constructor(
@@ -18,13 +27,7 @@ export class SweepUseCase {
   ) {}
 
   /** Study deadline, stuck upstream orders, exhausted place jobs, lapsed upload leases. */
-  async sweep(): Promise<{
-    documentsNotFetched: number;
-    studyDeadlines: number;
-    stuck: number;
-    notPlaced: number;
-    leasesResumed: number;
-  }> {
+  async sweep(): Promise<SweepSummary> {
     const { jobs, settings } = this.deps;
     const late = await this.deps.orders.pastStudyDeadline();
     for (const o of late) await this.ending.studyDeadlinePassed(o.id);

@@ -28,8 +28,20 @@ export class PlaceUpstreamUseCase {
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order || stateOf(order) !== 'received') return;
     if (order.cancel_requested_at) {
-      if (order.place_attempted_at !== null) await this.cancelLostCreate(order);
-      await this.ending.cancelledBeforePlacing(orderId);
+      const checked = order.place_attempted_at === null || (await this.cancelLostCreate(order));
+      if (checked) await this.ending.cancelledBeforePlacing(orderId);
+      else {
+        // The upstream cannot be asked now (down, unreachable): the orderer's cancel is
+        // answered all the same, not held until it is back (before: the place job retried the
+        // lookup for hours and the RIS never got its CR); the analyst is told an upstream order
+        // a lost create made may still run.
+        await this.ending.endLocally(
+          orderId,
+          'cancelled',
+          'cancelled before it was placed upstream; whether an earlier create whose answer was lost made an upstream order could not be checked (the upstream was unreachable)',
+          'upstream-cancel-unconfirmed',
+        );
+      }
       return;
     }
     const products = order.request.products;
@@ -176,15 +188,22 @@ export class PlaceUpstreamUseCase {
    * A cancel reached an order whose earlier create may have reached the upstream with its
    * answer lost (a dropped connection, a timeout): that upstream order, found by our
    * correlation id, is cancelled too. Left, it sat upstream PENDING, never known to us.
-   * A failure to look or to cancel is thrown (the job tries again); a refusal is noted.
+   * False when the upstream could not be asked (a transient failure of the lookup); a
+   * failure to cancel what was found is thrown (the job tries again); a refusal is noted.
    */
-  private async cancelLostCreate(order: OrderRow): Promise<void> {
-    const upstreamOrderId = await this.client.findOrderByCorrelationId(
-      order.id,
-      order.place_attempted_at?.getTime(),
-      async (ids) => new Set(await this.deps.orders.upstreamOrderIdsHeldElsewhere(ids, order.id)),
-    );
-    if (!upstreamOrderId) return;
+  private async cancelLostCreate(order: OrderRow): Promise<boolean> {
+    let upstreamOrderId: string | null | undefined;
+    try {
+      upstreamOrderId = await this.client.findOrderByCorrelationId(
+        order.id,
+        order.place_attempted_at?.getTime(),
+        async (ids) => new Set(await this.deps.orders.upstreamOrderIdsHeldElsewhere(ids, order.id)),
+      );
+    } catch (error) {
+      if (isTransient(error)) return false;
+      throw error;
+    }
+    if (!upstreamOrderId) return true;
     let outcome: string;
     try {
       await this.client.cancelOrder(upstreamOrderId);
@@ -203,6 +222,7 @@ export class PlaceUpstreamUseCase {
         detail: { upstreamOrderId, cancelled: outcome === 'cancelled upstream' },
       },
     ]);
+    return true;
   }
 
   private async findBatch(

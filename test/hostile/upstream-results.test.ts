@@ -235,6 +235,18 @@ describe('hostile upstream: outcomes and what we publish', () => {
     return caution;
   }
 
+  /** DELIVERED whose results JSON was refused for `reason` (and the PDF with it). */
+  async function expectResultsRefused(id: string, placer: string, reason: string) {
+    const fetched = await waitFor('the documents fetched', async () =>
+      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    );
+    expect(fetched[1]).toBe('error');
+    expect(fetched[2]).toBe(
+      `0 document(s) stored for DELIVERED; not available: results JSON: refused: ${reason}; results PDF: refused with the results JSON report; no result is published from these reports`,
+    );
+    await expectNoResultInstead(id, placer, 'results JSON');
+  }
+
   /**
    * DELIVERED whose results were refused: the clinic is told no result is coming (Task failed,
    * DiagnosticReport cancelled, ORU OBR-25 X), not left with the Task `completed` of DELIVERED
@@ -278,14 +290,11 @@ describe('hostile upstream: outcomes and what we publish', () => {
       });
     });
     expect(await followToEnd(id)).toBe('delivered');
-    const fetched = await waitFor('the documents fetched', async () =>
-      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      'names another order (its order_id is not the one asked for)',
     );
-    expect(fetched[1]).toBe('error');
-    expect(fetched[2]).toBe(
-      '0 document(s) stored for DELIVERED; not available: results JSON: refused: names another order (its order_id is not the one asked for); results PDF: refused with the results JSON report; no result is published from these reports',
-    );
-    await expectNoResultInstead(id, spec.placer, 'results JSON');
   });
 
   it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
@@ -306,14 +315,11 @@ describe('hostile upstream: outcomes and what we publish', () => {
       }),
     );
     expect(await followToEnd(id)).toBe('delivered');
-    const fetched = await waitFor('the documents fetched', async () =>
-      (await timeline(id)).match(/order\.documents-fetched\/(\w+): (.*)/),
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      'is a failure report (its report_kind), not the results asked for',
     );
-    expect(fetched[1]).toBe('error');
-    expect(fetched[2]).toBe(
-      '0 document(s) stored for DELIVERED; not available: results JSON: refused: is a failure report (its report_kind), not the results asked for; results PDF: refused with the results JSON report; no result is published from these reports',
-    );
-    await expectNoResultInstead(id, spec.placer, 'results JSON');
   });
 
   it('a results report naming this order in upper case and this study with its DICOM padding is this order’s', async () => {

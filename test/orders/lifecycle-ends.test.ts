@@ -125,10 +125,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
               }),
           }
         : 'pass';
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-      id: string;
-    };
+    const id = await ordered(spec);
     await waitFor('the create under way', async () =>
       proxy.hits.some((h) => h.method === 'POST' && h.path === '/new-order'),
     );
@@ -175,6 +172,26 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
       | undefined;
 
+  /** Until the order's place job has failed once and is waiting for its next try. */
+  const firstCreateFailed = (id: string, timeoutMs = 15_000) =>
+    waitFor(
+      'a first failed create',
+      async () => {
+        const job = await placeJob(id);
+        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
+      },
+      timeoutMs,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+
+  /** An NW over MLLP, answered AA: its order's id. */
+  const ordered = async (spec: ReturnType<typeof newOrderSpec>): Promise<string> => {
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    return ((await waitFor('the order', () => orderByPlacer(db, spec.placer))) as { id: string })
+      .id;
+  };
+
   /** The minute tick's sweep, now (what the cron does every minute). */
   const sweep = async () => {
     const res = await fetch(`${adapter.httpUrl}/api/orders/poll-cycle`, {
@@ -204,16 +221,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     }
     const [id, other] = ids as [string, string];
     for (const o of ids) {
-      await waitFor(
-        'a first failed create',
-        async () => {
-          const job = await placeJob(o);
-          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
-        },
-        30_000,
-        100,
-        () => orderDiagnostics(db, o),
-      );
+      await firstCreateFailed(o, 30_000);
     }
     // 24 attempts over about three days are skipped: the next run is the last one for the
     // first order, not for the second.
@@ -281,20 +289,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
           : 'pass';
       const spec = newOrderSpec();
       const started = Date.now();
-      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-      const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-        id: string;
-      };
-      await waitFor(
-        'the first run failed',
-        async () => {
-          const job = await placeJob(id);
-          return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
-        },
-        15_000,
-        100,
-        () => orderDiagnostics(db, id),
-      );
+      const id = await ordered(spec);
+      await firstCreateFailed(id);
       // No stall: the failed run ended within seconds.
       expect(Date.now() - started).toBeLessThan(10_000);
       const { rows } = await db.query(
@@ -320,20 +316,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       method === 'POST' && path === '/new-order' && ++creates === 1 ? 'drop-after' : 'pass';
     const spec = newOrderSpec();
     const before = new Set(sandbox.state.orders.keys());
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-      id: string;
-    };
-    await waitFor(
-      'the first create failed',
-      async () => {
-        const job = await placeJob(id);
-        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
-      },
-      15_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
+    const id = await ordered(spec);
+    await firstCreateFailed(id);
     const created = [...sandbox.state.orders.values()]
       .filter((o) => !before.has(o.orderId) && o.apiMetadata['correlation_id'] === id)
       .map((o) => o.orderId);
@@ -382,20 +366,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
           }
         : 'pass';
     const spec = newOrderSpec();
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-      id: string;
-    };
-    await waitFor(
-      'the first create failed',
-      async () => {
-        const job = await placeJob(id);
-        return job && job.attempts >= 1 && job.locked_by === null && job.last_error;
-      },
-      15_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
+    const id = await ordered(spec);
+    await firstCreateFailed(id);
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     const asked = Date.now();
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
@@ -418,10 +390,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       method === 'POST' && path === '/new-order' ? { until: gate } : 'pass';
     const spec = newOrderSpec();
     const before = new Set(sandbox.state.orders.keys());
-    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-      id: string;
-    };
+    const id = await ordered(spec);
     await waitFor('the create under way', async () =>
       proxy.hits.some((h) => h.method === 'POST' && h.path === '/new-order' && h.status === null),
     );

@@ -1,5 +1,5 @@
+import { maskFreeText } from '../audit/phi-masking.free-text';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
-import { maskFreeText } from './upstream-refusal';
 
 /**
  * Retried by the job queue (with backoff) rather than ending the order: anything that is not

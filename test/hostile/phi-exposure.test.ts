@@ -365,4 +365,23 @@ describe('hostile: an upstream refusal that quotes the patient', () => {
       for (const phi of QUOTED) expect(text).not.toContain(phi);
     }
   });
+
+  it("the refused call itself (upstream.call) keeps the upstream's code and masks its words in the event list", async () => {
+    const { adapter } = harness!;
+    const headers = { authorization: `Bearer ${TEST_TOKENS.analyst}` };
+    const res = await fetch(`${adapter.httpUrl}/api/audit/events?limit=200`, { headers });
+    expect(res.status).toBe(200);
+    const { items } = (await res.json()) as {
+      items: Array<{ kind: string; detail: { endpoint?: string; error?: { message?: string } } }>;
+    };
+    const call = items.find(
+      (e) => e.kind === 'upstream.call' && e.detail.endpoint === '/new-order',
+    );
+    // Before: "new-order: upstream answered 422 (invalid_metadata: patient_name MUSTERMANN^…)"
+    expect(call?.detail.error?.message).toMatch(
+      /upstream answered 422 \(invalid_metadata: patient_name M\*\*\*\^E\*\*\*/,
+    );
+    const text = JSON.stringify(items);
+    for (const phi of QUOTED) expect(text).not.toContain(phi);
+  });
 });

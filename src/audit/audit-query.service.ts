@@ -48,6 +48,18 @@ export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
+/**
+ * Our order id as an analyst may paste it: the id of the ServiceRequest and the Task we serve
+ * for the order, so also as the EHR shows them, a reference (`ServiceRequest/<id>`,
+ * `Task/<id>`) or a URL with or without `/_history/<version>`. Anything else as it is.
+ */
+export function orderIdOf(value: string): string {
+  const ref = /(?:^|\/)(?:ServiceRequest|Task)\/([0-9a-fA-F-]{36})(?:\/_history\/[^/]+)?\/?$/.exec(
+    value,
+  );
+  return ref ? ref[1]! : value;
+}
+
 export class AuditQueryService {
   private readonly audit: AuditQueryRepository;
   private readonly dashboardReads: AuditDashboardRepository;
@@ -67,7 +79,9 @@ export class AuditQueryService {
   }
 
   /** The order list, newest first. Every filter given must match (AND). */
-  async searchOrders(search: OrderSearch): Promise<Page<OrderRow>> {
+  async searchOrders(input: OrderSearch): Promise<Page<OrderRow>> {
+    const search =
+      input.orderId === undefined ? input : { ...input, orderId: orderIdOf(input.orderId) };
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
     return this.audit.searchOrders(search);
   }
@@ -87,7 +101,9 @@ export class AuditQueryService {
   }
 
   /** Audit events, newest first: errors only (partial index), by destination, or by time range. */
-  async searchEvents(search: EventSearch): Promise<Page<EventRow>> {
+  async searchEvents(input: EventSearch): Promise<Page<EventRow>> {
+    const search =
+      input.orderId === undefined ? input : { ...input, orderId: orderIdOf(input.orderId) };
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
     return this.audit.searchEvents(search);
   }

@@ -61,8 +61,13 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       ['msh10', SEEDED.swf.changeMsh10], // a later message (XO) that touched the same order
       ['studyInstanceUid', SEEDED.swf.studyUid],
       ['orderId', '__order__'],
-    ])('finds the IHE SWF order by %s', async (name, value) => {
-      const v = value === '__order__' ? swfOrderId : value;
+      // our order id is the id of the ServiceRequest and the Task we serve: the EHR shows it
+      // as a reference or a URL, which the analyst copies (before: an empty list)
+      ['orderId', 'ServiceRequest/__order__'],
+      ['orderId', 'Task/__order__'],
+      ['orderId', 'https://adapter.example/fhir/ServiceRequest/__order__/_history/3'],
+    ])('finds the IHE SWF order by %s %s', async (name, value) => {
+      const v = value.replace('__order__', swfOrderId);
       const { status, body } = await get(`/api/audit/orders?${name}=${encodeURIComponent(v)}`);
       expect(status).toBe(200);
       expect(body.items.map((o: { id: string }) => o.id)).toEqual([swfOrderId]);

@@ -89,6 +89,14 @@ async function generate(url: string): Promise<{ seconds: number; events: number 
         CROSS JOIN generate_series(0, ${EVENTS_PER_ORDER - 1}) k
         ORDER BY o.created_at, k`,
     );
+    // Every other order got its study by accession number (it named no UID): the study's UID
+    // is in study_acquisitions, as the acquirer leaves it.
+    await ds.query(
+      `INSERT INTO study_acquisitions (order_id, state, study_instance_uid, packaged_at)
+       SELECT o.id, 'released', '1.2.276.0.7230010.3.1.3.' || o.g, o.created_at
+         FROM (SELECT row_number() OVER (ORDER BY created_at) AS g, id, created_at FROM orders) o
+        WHERE o.g % 2 = 0`,
+    );
     // One outbound document per order a minute after it (ORU to the RIS or Task to the EHR):
     // 98 % delivered, 1 % dead, 1 % still pending; the dashboard counts them per destination.
     await ds.query(
@@ -161,6 +169,14 @@ async function main(): Promise<void> {
         byMsh10: await measure('msh10', (i) =>
           query.searchOrders({ messageControlId: `MSG-${key(i)}` }),
         ),
+        byStudyUid: await measure('studyUid', (i) =>
+          query.searchOrders({
+            studyInstanceUid:
+              i % 2 === 0
+                ? `1.2.276.0.7230010.3.1.2.${key(i)}`
+                : `1.2.276.0.7230010.3.1.3.${2 * Math.ceil(key(i) / 2)}`,
+          }),
+        ),
         orderTimeline: await measure('timeline', (i) => query.orderDetail(orderId(key(i)))),
         errorsOnlyOrders: await measure('errorsOnly', () =>
           query.searchOrders({ errorsOnly: true }),
@@ -195,6 +211,12 @@ async function main(): Promise<void> {
            WHERE e.inbound_message_id IN (SELECT m.id FROM inbound_messages m WHERE m.message_control_id = $1)
              AND e.order_id IS NOT NULL) ${page}`,
         [`MSG-${Math.min(4242, ORDERS)}`],
+      );
+      await explain(
+        'byStudyUid',
+        `SELECT o.id FROM orders o WHERE o.id IN (SELECT u.id FROM orders u WHERE u.study_instance_uid = $1
+           UNION ALL SELECT a.order_id FROM study_acquisitions a WHERE a.study_instance_uid = $1) ${page}`,
+        [`1.2.276.0.7230010.3.1.3.${2 * Math.min(2121, Math.floor(ORDERS / 2))}`],
       );
       await explain('byStateNewestFirst', `SELECT o.id FROM orders o WHERE o.state = $1 ${page}`, [
         'failed',

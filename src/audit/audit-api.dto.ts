@@ -9,7 +9,12 @@ import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.se
 /** PostgreSQL text cannot hold NUL: refused here (400), not by the database (500). */
 const noNul = (v: string) => !v.includes('\u0000');
 const NUL_MESSAGE = 'must not contain a NUL character';
-const text = z.string().trim().min(1).max(200).refine(noNul, NUL_MESSAGE).optional();
+/**
+ * An identifier filter: as long as the front doors store one (a placer number of 300
+ * characters is accepted and kept; a limit of 200 here made such an order unfindable), bounded
+ * well below what a request line may carry.
+ */
+const text = z.string().trim().min(1).max(4096).refine(noNul, NUL_MESSAGE).optional();
 /**
  * `from`/`to`: an ISO 8601 date (`2026-11-25`, midnight UTC) or date-time, with `T` or a space;
  * without an offset it is UTC (as the page labels its fields), never the server's local time.

@@ -1,4 +1,4 @@
-import { h } from './audit-page.layout';
+import { h, hExact } from './audit-page.layout';
 
 /**
  * The pieces of the list pages' filter forms (orders, messages): `prefix` keeps each page's
@@ -11,7 +11,7 @@ export function filterText(
   label: string,
   hint = '',
 ): string {
-  return `<label for="${prefix}-${name}">${h(label)}<input id="${prefix}-${name}" type="text" name="${name}" value="${h(filters[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
+  return `<label for="${prefix}-${name}">${h(label)}<input id="${prefix}-${name}" type="text" name="${name}" value="${hExact(filters[name] ?? '')}" autocomplete="off" spellcheck="false"${hint ? ` placeholder="${h(hint)}"` : ''}></label>`;
 }
 
 export function filterSelect(

@@ -31,7 +31,7 @@ const FILTER_FIELDS: Array<[string, string]> = [
   ['msh10', 'MSH-10 control id'],
   ['studyInstanceUid', 'Study Instance UID'],
   ['upstreamOrderId', 'Upstream order id'],
-  ['orderId', 'Our order id'],
+  ['orderId', 'Our order id (FHIR ServiceRequest/Task id)'],
   ['sender', 'Sender'],
   ['destination', 'Destination'],
 ];

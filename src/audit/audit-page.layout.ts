@@ -17,8 +17,30 @@ export interface PageContext {
   current?: 'dashboard' | 'orders' | 'messages' | 'dead-letters' | 'mappings' | 'dry-run';
 }
 
-/** HTML-escapes text for element content and quoted attribute values. */
+/**
+ * The directional formatting characters (embeddings and overrides U+202A-U+202E, isolates
+ * U+2066-U+2069). Inside a value they redraw what follows: `ACC-` U+202E `4321` reads as
+ * `ACC-1234`, an identifier the order does not have.
+ */
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * HTML-escapes text for element content and quoted attribute values; a directional
+ * formatting character is shown as a visible mark (`[U+202E]`), so every value reads as the
+ * characters it holds, in their order.
+ */
 export function h(value: unknown): string {
+  return hExact(value).replace(
+    BIDI_CONTROLS,
+    (c) => `[U+${c.codePointAt(0)!.toString(16).toUpperCase()}]`,
+  );
+}
+
+/**
+ * HTML-escapes text as it is, for the value of a form field (what the analyst typed or
+ * pasted, sent again as it was).
+ */
+export function hExact(value: unknown): string {
   return String(value ?? '')
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')

@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error';
+import { storableKey } from '../common/hash';
 import { ORDER_STATES, TERMINAL_ORDER_STATES } from '../domain/order-state';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
 import {
@@ -48,6 +49,27 @@ export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
+/**
+ * An MSH-10 searched for as the front doors store it (storableKey: one over 512 characters is
+ * kept as its start and a SHA-256 of the whole, to fit its index), so that it matches.
+ */
+function withStoredControlId<T extends { messageControlId?: string }>(search: T): T {
+  const id = search.messageControlId;
+  return id === undefined ? search : { ...search, messageControlId: storableKey(id) };
+}
+
+/**
+ * Our order id as an analyst may paste it: the id of the ServiceRequest and the Task we serve
+ * for the order, so also as the EHR shows them, a reference (`ServiceRequest/<id>`,
+ * `Task/<id>`) or a URL with or without `/_history/<version>`. Anything else as it is.
+ */
+export function orderIdOf(value: string): string {
+  const ref = /(?:^|\/)(?:ServiceRequest|Task)\/([0-9a-fA-F-]{36})(?:\/_history\/[^/]+)?\/?$/.exec(
+    value,
+  );
+  return ref ? ref[1]! : value;
+}
+
 export class AuditQueryService {
   private readonly audit: AuditQueryRepository;
   private readonly dashboardReads: AuditDashboardRepository;
@@ -67,7 +89,10 @@ export class AuditQueryService {
   }
 
   /** The order list, newest first. Every filter given must match (AND). */
-  async searchOrders(search: OrderSearch): Promise<Page<OrderRow>> {
+  async searchOrders(input: OrderSearch): Promise<Page<OrderRow>> {
+    const search = withStoredControlId(
+      input.orderId === undefined ? input : { ...input, orderId: orderIdOf(input.orderId) },
+    );
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
     return this.audit.searchOrders(search);
   }
@@ -77,17 +102,19 @@ export class AuditQueryService {
     messageControlId: string;
     limit?: number;
   }): Promise<Page<MessageRow>> {
-    return this.audit.searchMessages(search);
+    return this.audit.searchMessages(withStoredControlId(search));
   }
 
   /** Every inbound message and request, accepted or refused, newest first (the browser). */
   async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
     if (search.from && search.to && search.from >= search.to) return { items: [] };
-    return this.audit.browseMessages(search);
+    return this.audit.browseMessages(withStoredControlId(search));
   }
 
   /** Audit events, newest first: errors only (partial index), by destination, or by time range. */
-  async searchEvents(search: EventSearch): Promise<Page<EventRow>> {
+  async searchEvents(input: EventSearch): Promise<Page<EventRow>> {
+    const search =
+      input.orderId === undefined ? input : { ...input, orderId: orderIdOf(input.orderId) };
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
     return this.audit.searchEvents(search);
   }

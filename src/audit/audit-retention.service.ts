@@ -16,8 +16,10 @@ export interface PruneResult {
 /**
  * Deletes audit events older than the retention period. Ids grow with time (identity), so
  * the newest expired id is found once through the occurred_at index and everything at or
- * below it is deleted in primary-key batches, each its own short transaction: row deletes
- * take no lock that blocks inserts, and no batch holds locks for long.
+ * below it is walked in primary-key batches, each its own short transaction: row deletes
+ * take no lock that blocks inserts, and no batch holds locks for long. The events of an
+ * order that has not ended (and of the messages that touched it) are kept until a prune
+ * after its end: its timeline, lineage and MSH-10 search are read from them.
  */
 export class AuditRetentionService {
   constructor(
@@ -32,12 +34,14 @@ export class AuditRetentionService {
     let deleted = 0;
     let batches = 0;
     const maxId = await events.newestIdBefore(cutoff);
+    let afterId = '0';
     if (maxId) {
       for (;;) {
-        const n = await events.deleteBatch(maxId, cutoff, this.batchSize);
-        deleted += n;
+        const batch = await events.deleteBatch(afterId, maxId, cutoff, this.batchSize);
+        deleted += batch.deleted;
         batches += 1;
-        if (n < this.batchSize) break;
+        if (batch.scanned < this.batchSize || batch.lastId === null) break;
+        afterId = batch.lastId;
       }
     }
     const sessionsDeleted = await new AuditSessionRepository(this.dataSource).pruneExpired();

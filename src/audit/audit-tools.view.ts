@@ -1,6 +1,6 @@
 import type { DryRunResult } from './audit-api.dry-run';
 import type { MappingTableView } from './mapping-tables.view';
-import { type PageContext, h, layout, lineageTable } from './audit-page.layout';
+import { type PageContext, h, hExact, layout, lineageTable } from './audit-page.layout';
 
 export function mappingsPage(ctx: PageContext, tables: MappingTableView[]): string {
   const toc = tables.map((t) => `<li><a href="#${h(t.id)}">${h(t.title)}</a></li>`).join('');
@@ -76,7 +76,7 @@ export function dryRunPage(
         <label><input type="radio" name="kind" value="fhir"${form.kind === 'fhir' ? ' checked' : ''}> FHIR JSON</label>
       </fieldset>
       <label for="dry-input">Message</label>
-      <textarea id="dry-input" class="paste" name="input" required spellcheck="false">${h(form.input)}</textarea>
+      <textarea id="dry-input" class="paste" name="input" required spellcheck="false">${hExact(form.input)}</textarea>
       <div class="actions"><button type="submit">Dry run</button></div>
     </form></section>
     ${notes}${answer}${orders}`,

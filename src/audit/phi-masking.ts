@@ -16,6 +16,7 @@
  */
 
 import { maskFhir, PERSON_RESOURCES } from './phi-masking.fhir';
+import { maskFreeText } from './phi-masking.free-text';
 import { maskHl7Text } from './phi-masking.hl7';
 import { maskIdentifiers, maskLeaves, maskValue, type MaskRule } from './phi-masking.values';
 
@@ -140,12 +141,17 @@ const PEER_TEXT: Readonly<Record<string, (v: unknown) => unknown>> = {
   err: (v) => (typeof v === 'string' ? maskHl7Text(`ERR|${v}`).slice(4) : maskLeaves(v, 'full')),
 };
 
-/** An audit event's detail for an analyst: maskJson, plus the peers' free text of outbound events. */
+/**
+ * An audit event's detail for an analyst: maskJson, plus the peers' free text of outbound
+ * events and the upstream's words in a failed call's error (`upstream.call`: `new-order:
+ * upstream answered 422 (invalid_metadata: patient_name …)`, which may echo the metadata sent).
+ */
 export function maskEventDetail(
   kind: string,
   detail: Record<string, unknown>,
 ): Record<string, unknown> {
   const masked = maskJson(detail) as Record<string, unknown>;
+  if (kind === 'upstream.call') return maskCallError(masked);
   if (!kind.startsWith('outbound.')) return masked;
   for (const [key, mask] of Object.entries(PEER_TEXT)) {
     if (key in detail) masked[key] = mask(detail[key]);
@@ -189,4 +195,13 @@ function maskPatientLike(v: unknown): unknown {
     else out[key] = (maskJson({ [key]: inner }, { person: true }) as Record<string, unknown>)[key];
   }
   return out;
+}
+
+/** An `upstream.call` detail's `error.message` through the upstream free-text rule. */
+function maskCallError(detail: Record<string, unknown>): Record<string, unknown> {
+  const error = detail.error;
+  if (error === null || typeof error !== 'object' || Array.isArray(error)) return detail;
+  const { message } = error as { message?: unknown };
+  if (typeof message !== 'string') return detail;
+  return { ...detail, error: { ...error, message: maskFreeText(message) } };
 }

@@ -1,3 +1,4 @@
+import { maskFreeText } from '../audit/phi-masking.free-text';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 
 /**
@@ -23,12 +24,17 @@ export function errorCode(error: unknown): string {
   return error instanceof ImagingClientError ? error.code : 'error';
 }
 
+/**
+ * One line for the order's timeline, last error and alert. The upstream's own words when it
+ * sent any, masked as an upstream refusal is (names, dates, long numbers, file names: its
+ * error body is not specified and may echo the metadata we sent, and this line is shown
+ * unmasked as a summary); otherwise ours (a refused presigned URL, a list too long, an
+ * answer that never ended), so the analyst is told which it was.
+ */
 export function describe(error: unknown): string {
   if (error instanceof ImagingClientError) {
-    // The upstream's own words when it sent any; otherwise ours (a refused presigned URL, a
-    // list too long, an answer that never ended), so the analyst is told which it was.
     const why = error.upstreamError
-      ? ` (${JSON.stringify(error.upstreamError)})`
+      ? ` (${maskFreeText(JSON.stringify(error.upstreamError))})`
       : `: ${error.reason}`;
     return `${error.code} on ${error.operation}${why}`.slice(0, 500);
   }

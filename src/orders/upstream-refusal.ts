@@ -1,5 +1,7 @@
-import { maskDate, maskName } from '../audit/phi-masking';
-import { ImagingClientError, sanitizeText } from '../imaging-client/imaging-client.error';
+import { maskFilePath, maskFreeText } from '../audit/phi-masking.free-text';
+import { ImagingClientError } from '../imaging-client/imaging-client.error';
+
+export { maskFilePath, maskFreeText } from '../audit/phi-masking.free-text';
 
 /**
  * An upstream refusal as an analyst may see it on the order's timeline (audit event
@@ -63,54 +65,4 @@ export function describeRefusal(view: UpstreamRefusalView | undefined, fallback:
   const head = [view.status, view.upstreamCode ?? view.code].filter(Boolean).join(' ');
   const files = view.filesTotal !== undefined ? ` (${view.filesTotal} file(s) refused)` : '';
   return `${head}${files}${view.message ? `: ${view.message}` : ''}`.slice(0, 500);
-}
-
-/** Free text from the upstream, with anything that may be PHI masked. */
-export function maskFreeText(text: string): string {
-  return (
-    sanitizeText(text)
-      // HL7/DICOM person names (PN): FAMILY^Given^Middle.
-      .replace(/[^\s^:;,()"'[\]{}]+(?:\^[^\s^:;,()"'[\]{}]*)+/g, (pn) =>
-        pn
-          .split('^')
-          .map((p) => (p ? maskName(p) : p))
-          .join('^'),
-      )
-      // Dates (YYYY-MM-DD, YYYYMMDD) keep their year; not inside a dotted UID.
-      .replace(/(?<![\d.])(?:19|20)\d{2}-?[01]\d-?[0-3]\d(?![\d.])/g, (d) => maskDate(d))
-      // Other long digit runs (identifiers), again not inside a dotted UID.
-      .replace(/(?<![\d.])\d{7,}(?![\d.])/g, '***')
-      // File paths and file names inside the text, as in a `files` entry.
-      .replace(/[^\s;,()"'[\]{}]*[^\s:;,()"'[\]{}]/g, (token) =>
-        !/^[a-z][a-z0-9+.-]*:\/\//i.test(token) &&
-        (/[/\\]/.test(token) || KNOWN_EXTENSION.test(token))
-          ? maskFilePath(token)
-          : token,
-      )
-  );
-}
-
-const KNOWN_EXTENSION = /(\.nii\.gz|\.(?:dcm|dicom|nii|bvec|bval|json|zip|txt|md|html))$/i;
-const SAFE_STEM =
-  /^(?:[0-9]+(?:\.[0-9]+)*|[A-Za-z]{1,4}[0-9][0-9._-]*|DICOM|DICOMDIR|metadata|sidecar|__MACOSX|uploaded object)$/;
-
-/** A file path with every segment that could name a person reduced to its first character. */
-export function maskFilePath(path: string): string {
-  return path
-    .split(/([/\\])/)
-    .map((segment) => {
-      if (
-        segment === '/' ||
-        segment === '\\' ||
-        segment === '' ||
-        segment === '.' ||
-        segment === '..'
-      )
-        return segment;
-      const ext = KNOWN_EXTENSION.exec(segment)?.[1] ?? '';
-      const stem = segment.slice(0, segment.length - ext.length);
-      if (SAFE_STEM.test(stem)) return segment;
-      return `${[...stem][0] ?? ''}***${ext}`;
-    })
-    .join('');
 }

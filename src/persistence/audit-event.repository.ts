@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { pgJson, pgText } from '../common/pg-safe';
 import type { AuditEventKind, AuditSeverity } from '../domain/audit-event.kinds';
+import { TERMINAL_ORDER_STATES } from '../domain/order-state';
 import type { Queryable } from './queryable';
 import { RepositoryBase } from './repository-base';
 
@@ -103,19 +104,41 @@ export class AuditEventRepository extends RepositoryBase {
   }
 
   /**
-   * Deletes up to `batchSize` events at or below `maxId` that occurred before the cutoff, in
-   * primary-key order (one short transaction); returns how many went.
+   * Looks at the next `batchSize` events after `afterId` and at or below `maxId` that occurred
+   * before the cutoff, in primary-key order (one short transaction), and deletes those no open
+   * order needs: an event of an order not yet ended (delivered, failed, cancelled) stays, and
+   * so does a message-level event (received, quirks) of a message that touched one, since its
+   * timeline, lineage and MSH-10 search are read from them. Returns how many it looked at and
+   * deleted and the last id looked at (the next batch starts after it).
    */
-  async deleteBatch(maxId: string, cutoff: Date, batchSize: number): Promise<number> {
-    const rows: Array<{ n: number }> = await this.db().query(
-      `WITH gone AS (
-             DELETE FROM audit_events WHERE id IN (
-               SELECT id FROM audit_events WHERE id <= $1::bigint AND occurred_at < $2 ORDER BY id LIMIT ${batchSize})
+  async deleteBatch(
+    afterId: string,
+    maxId: string,
+    cutoff: Date,
+    batchSize: number,
+  ): Promise<{ scanned: number; deleted: number; lastId: string | null }> {
+    const rows: Array<{ scanned: number; deleted: number; last_id: string | null }> =
+      await this.db().query(
+        `WITH batch AS (
+             SELECT e.id, e.order_id, e.inbound_message_id FROM audit_events e
+              WHERE e.id > $1::bigint AND e.id <= $2::bigint AND e.occurred_at < $3
+              ORDER BY e.id LIMIT ${batchSize}),
+           gone AS (
+             DELETE FROM audit_events d USING batch b
+              WHERE d.id = b.id
+                AND NOT EXISTS (SELECT 1 FROM orders o
+                                 WHERE o.id = b.order_id AND o.state <> ALL($4::text[]))
+                AND NOT (b.order_id IS NULL AND b.inbound_message_id IS NOT NULL AND EXISTS (
+                      SELECT 1 FROM audit_events x JOIN orders o ON o.id = x.order_id
+                       WHERE x.inbound_message_id = b.inbound_message_id
+                         AND o.state <> ALL($4::text[])))
              RETURNING 1)
-           SELECT count(*)::int AS n FROM gone`,
-      [maxId, cutoff],
-    );
-    return rows[0]?.n ?? 0;
+         SELECT (SELECT count(*) FROM batch)::int AS scanned, (SELECT count(*) FROM gone)::int AS deleted,
+                (SELECT max(id) FROM batch)::text AS last_id`,
+        [afterId, maxId, cutoff, TERMINAL_ORDER_STATES],
+      );
+    const r = rows[0];
+    return { scanned: r?.scanned ?? 0, deleted: r?.deleted ?? 0, lastId: r?.last_id ?? null };
   }
 }
 

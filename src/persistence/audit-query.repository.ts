@@ -140,7 +140,14 @@ export class AuditQueryRepository extends RepositoryBase {
     if (search.patientId) where.add(`o.patient_id = ${p(search.patientId)}`);
     if (search.placer) where.add(`o.placer_order_number = ${p(search.placer)}`);
     if (search.filler) where.add(`o.filler_order_number = ${p(search.filler)}`);
-    if (search.studyInstanceUid) where.add(`o.study_instance_uid = ${p(search.studyInstanceUid)}`);
+    if (search.studyInstanceUid) {
+      // The order's own UID, or the study it got when it named none (found by its accession
+      // number): study_acquisitions keeps that UID after the instances are released.
+      const uid = p(search.studyInstanceUid);
+      where.add(`o.id IN (SELECT u.id FROM orders u WHERE u.study_instance_uid = ${uid}
+                          UNION ALL
+                          SELECT a.order_id FROM study_acquisitions a WHERE a.study_instance_uid = ${uid})`);
+    }
     if (search.state) where.add(`o.state = ${p(search.state)}`);
     if (search.source) where.add(`o.source = ${p(search.source)}`);
     if (search.sender) where.add(`o.sender = ${p(search.sender)}`);

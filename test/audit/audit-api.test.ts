@@ -61,8 +61,13 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       ['msh10', SEEDED.swf.changeMsh10], // a later message (XO) that touched the same order
       ['studyInstanceUid', SEEDED.swf.studyUid],
       ['orderId', '__order__'],
-    ])('finds the IHE SWF order by %s', async (name, value) => {
-      const v = value === '__order__' ? swfOrderId : value;
+      // our order id is the id of the ServiceRequest and the Task we serve: the EHR shows it
+      // as a reference or a URL, which the analyst copies (before: an empty list)
+      ['orderId', 'ServiceRequest/__order__'],
+      ['orderId', 'Task/__order__'],
+      ['orderId', 'https://adapter.example/fhir/ServiceRequest/__order__/_history/3'],
+    ])('finds the IHE SWF order by %s %s', async (name, value) => {
+      const v = value.replace('__order__', swfOrderId);
       const { status, body } = await get(`/api/audit/orders?${name}=${encodeURIComponent(v)}`);
       expect(status).toBe(200);
       expect(body.items.map((o: { id: string }) => o.id)).toEqual([swfOrderId]);
@@ -469,16 +474,59 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       );
 
     it('prunes events older than the retention period in batches, keeping recent ones', async () => {
+      // calls that belonged to no order (a token request, a poll of the lists)
       await db.query(
         `INSERT INTO audit_events (occurred_at, order_id, kind, summary)
-         SELECT now() - interval '400 days', $1, 'upstream.call', 'old call ' || g FROM generate_series(1, 7) g`,
-        [swfOrderId],
+         SELECT now() - interval '400 days', NULL, 'upstream.call', 'old call ' || g FROM generate_series(1, 7) g`,
       );
       const recent = await countEvents('mapping.applied');
       const result = await new AuditRetentionService(adapter.dataSource, 365, 3).prune();
       expect(result).toMatchObject({ deleted: 7, batches: 3 });
       expect(await countOld()).toBe(0);
       expect(await countEvents('mapping.applied')).toBe(recent);
+    });
+
+    it("keeps an open order's events however old (its intake, lineage and MSH-10 path), and prunes them once it has ended", async () => {
+      // Two orders of the seed, each the only order of its message, whose events are all past
+      // the period: one still open (it waits for its study, a QC decision, …), one that has
+      // ended. (A message that made several orders keeps its own events while any is open.)
+      const { rows } = await db.query<{ id: string; msh10: string }>(
+        `SELECT DISTINCT ON (m.id) o.id, m.message_control_id AS msh10
+           FROM orders o JOIN inbound_messages m ON m.id = o.inbound_message_id
+          WHERE o.id <> $1 AND o.state = 'received'
+            AND NOT EXISTS (SELECT 1 FROM orders x WHERE x.inbound_message_id = m.id AND x.id <> o.id)
+          ORDER BY m.id, o.created_at LIMIT 2`,
+        [swfOrderId],
+      );
+      const [open, ended] = rows as [{ id: string; msh10: string }, { id: string; msh10: string }];
+      await db.query(`UPDATE orders SET state = 'cancelled' WHERE id = $1`, [ended.id]);
+      const eventsOf = `SELECT e.id FROM audit_events e WHERE e.order_id = ANY($1::uuid[])
+         OR (e.order_id IS NULL AND e.inbound_message_id IN (SELECT inbound_message_id FROM orders WHERE id = ANY($1::uuid[])))`;
+      await db.query(
+        `UPDATE audit_events SET occurred_at = occurred_at - interval '400 days' WHERE id IN (${eventsOf})`,
+        [[open.id, ended.id]],
+      );
+      const before = await get(`/api/audit/orders/${open.id}`);
+      const kinds = (body: Json) => body.timeline.map((e: { kind: string }) => e.kind);
+      expect(kinds(before.body)).toEqual(
+        expect.arrayContaining(['inbound.received', 'mapping.applied']),
+      );
+
+      await new AuditRetentionService(adapter.dataSource, 365, 2).prune();
+
+      // Before: the open order's timeline began nowhere (no intake, no mapping, no lineage)
+      // and its MSH-10 no longer found it.
+      const after = await get(`/api/audit/orders/${open.id}`);
+      expect(kinds(after.body)).toEqual(kinds(before.body));
+      expect(after.body.lineage.length).toBeGreaterThan(0);
+      const byMsh10 = await get(`/api/audit/orders?msh10=${encodeURIComponent(open.msh10)}`);
+      expect(byMsh10.body.items.map((o: { id: string }) => o.id)).toContain(open.id);
+      expect((await db.query(eventsOf, [[ended.id]])).rows).toEqual([]);
+
+      // Once it has ended, the next prune takes them.
+      await db.query(`UPDATE orders SET state = 'cancelled' WHERE id = $1`, [open.id]);
+      await new AuditRetentionService(adapter.dataSource, 365, 2).prune();
+      expect((await db.query(eventsOf, [[open.id]])).rows).toEqual([]);
     });
 
     it('runs nightly on the job queue (the registered task prunes when fired)', async () => {

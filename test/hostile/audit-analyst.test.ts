@@ -12,9 +12,11 @@ import {
   newOrderSpec,
   ormMessage,
   placeWithStudy,
+  studyFor,
   waitFor,
   writeSiteConfig,
 } from '../e2e/e2e-support';
+import { multipartRelated } from '../studies/study-test-support';
 import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
 import { spawnAdapter, waitHealthy } from '../helpers/adapter-process';
 import { freePort } from '../../src/persistence/embedded-postgres';
@@ -322,5 +324,40 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
     const html = await page.text();
     expect(html).toContain(`${detail.timelineOmitted} repeated events`);
     expect(html).toContain('outbound.dead-letter');
+  });
+
+  it('an order that named no Study Instance UID is found by the UID of the study it got', async () => {
+    // A v2.3 RIS without ZDS (or a FHIR order without one): the study is found by its
+    // accession number. The analyst asked about that study (PACS, a radiologist) searches by
+    // its UID; before, the order list was empty, as if no order had taken the study.
+    const other = newOrderSpec();
+    const { body, contentType } = multipartRelated(studyFor(other).map((i) => ({ data: i.bytes })));
+    const stow = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(stow.status).toBe(200);
+    const withoutUid = Buffer.from(
+      ormMessage(other)
+        .toString('latin1')
+        .split('\r')
+        .filter((segment) => !segment.startsWith('ZDS|'))
+        .join('\r'),
+      'latin1',
+    );
+    expect(ackSummary(await mllp.send(withoutUid)).code).toBe('AA');
+    const id = await waitFor('the study matched by accession', async () => {
+      const { rows } = await db.query<{ order_id: string }>(
+        `SELECT a.order_id FROM study_acquisitions a JOIN orders o ON o.id = a.order_id
+          WHERE o.placer_order_number = $1 AND a.study_instance_uid = $2`,
+        [other.placer, other.studyUid],
+      );
+      return rows[0]?.order_id;
+    });
+    const res = await call(`/api/audit/orders?studyInstanceUid=${other.studyUid}`);
+    expect(res.status).toBe(200);
+    const found = (await res.json()) as { items: Array<{ id: string }> };
+    expect(found.items.map((o) => o.id)).toEqual([id]);
   });
 });

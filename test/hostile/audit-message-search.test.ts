@@ -145,4 +145,80 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     expect(seen).toHaveLength(56);
     expect(new Set(seen)).toEqual(new Set(stored.map((m) => m.id)));
   });
+
+  it('a control id a fixed-width RIS padded with spaces is found by its characters, and its order too', async () => {
+    // MSH-10 is ST (trailing blanks not significant); a fixed-width sender pads `1002` to 20
+    // characters. The search trims what the analyst types, so the stored id must be trimmed
+    // too: before, `1002` (or ` 1002 `) found neither the message nor the order it made.
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+      .toString('latin1')
+      .replace('MSGID20240318144217', `  1002${' '.repeat(14)}`)
+      .replace(/ACC-20240318-0042/g, 'ACC-PADDED-1002')
+      .replace(/PLC-100234/g, 'PLC-PADDED-1002')
+      .replace(/FIL-55012/g, 'FIL-PADDED-1002')
+      .replace('1710769337.1', '1710769337.1002');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
+        'MSA|AA|',
+      );
+    } finally {
+      await client.close();
+    }
+    const get = async (path: string) => {
+      const res = await fetch(`${adapter.httpUrl}/api/audit/${path}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { items: Array<{ id: string; accessionNumber?: string }> };
+    };
+    for (const typed of ['1002', ' 1002 ']) {
+      const q = encodeURIComponent(typed);
+      expect((await get(`messages?msh10=${q}`)).items).toHaveLength(1);
+      expect((await get(`orders?msh10=${q}`)).items.map((o) => o.accessionNumber)).toEqual([
+        'ACC-PADDED-1002',
+      ]);
+    }
+  });
+
+  it('an order accepted with a long placer number and MSH-10 is found by them', async () => {
+    // The front door stores a 300-character placer number and a 700-character MSH-10 (the
+    // latter as its start and a SHA-256, to fit its index). Before: the search refused any
+    // value over 200 characters (400), and a control id over 512 could never match.
+    const placer = `PLC-${'7'.repeat(296)}`;
+    const control = `MSG-${'8'.repeat(696)}`;
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+      .toString('latin1')
+      .replace('MSGID20240318144217', control)
+      .replace(/ACC-20240318-0042/g, 'ACC-LONG-1')
+      .replace(/PLC-100234/g, placer)
+      .replace(/FIL-55012/g, 'FIL-LONG-1')
+      .replace('1710769337.1', '1710769337.3003');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
+        'MSA|AA|',
+      );
+    } finally {
+      await client.close();
+    }
+    const get = async (path: string) => {
+      const res = await fetch(`${adapter.httpUrl}/api/audit/${path}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      const body = (await res.json()) as { items?: Array<{ accessionNumber?: string }> };
+      return { status: res.status, items: body.items?.length };
+    };
+    expect(await get(`orders?placer=${placer}`)).toEqual({ status: 200, items: 1 });
+    expect(await get(`orders?msh10=${control}`)).toEqual({ status: 200, items: 1 });
+    expect(await get(`messages?msh10=${control}`)).toEqual({ status: 200, items: 1 });
+  });
 });

@@ -111,4 +111,62 @@ describe('hostile: markup in HL7 values reaches the audit page as text', () => {
     // revealed: the patient's name, as text
     expect(pages[1]!.html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
   });
+
+  it('a bidi override in an identifier is shown as a visible mark, so the page never reads as another accession', async () => {
+    // U+202E (RIGHT-TO-LEFT OVERRIDE) draws what follows it backwards: ACC-<RLO>4321 was shown
+    // as "ACC-1234" in the order list and the order page, the sender RADIS<RLO>X as
+    // "RADISX^..." reordered, so the analyst read (and searched for) an accession the order
+    // does not have. Isolates (U+2066-U+2069) and embeddings (U+202A-U+202D) do the same.
+    const RLO = '\u202e';
+    const message = [
+      `MSH|^~\\&|RADIS${RLO}X|HOSP|AI|HOSP|20240318101500||ORM^O01|BIDI${RLO}1|P|2.5.1|||||DE|UNICODE UTF-8`,
+      `PID|1||PAT-BIDI-1^^^HOSP^MR||MUSTER^ERIKA||19560402|F`,
+      `ORC|NW|PL-BIDI${RLO}1^RIS|||||||20240318101500|||1234^DOC${'\u2066'}TOR${'\u2069'}^A`,
+      `OBR|1|PL-BIDI${RLO}1^RIS||24627-2^CT Chest^LN||20240318101500||||||||||1234^DOC^A||ACC-${RLO}4321||||||CT`,
+    ].join('\r');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      const ack = (await client.send(Buffer.from(message, 'utf8'))).toString('utf8');
+      expect(ack).toMatch(/\rMSA\|AA\|/);
+    } finally {
+      await client.close();
+    }
+    const accession = `ACC-${RLO}4321`;
+    const { id } = (
+      await db.query<{ id: string }>(`SELECT id FROM orders WHERE accession_number = $1`, [
+        accession,
+      ])
+    ).rows[0]!;
+    const message_ = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages WHERE message_control_id = $1`,
+        [`BIDI${RLO}1`],
+      )
+    ).rows[0]!;
+    const found = await page(`/audit/orders?accession=${encodeURIComponent(accession)}`);
+    const pages = [
+      found,
+      await page('/audit/orders'),
+      await page(`/audit/orders/${id}`),
+      await page('/audit/messages'),
+      await page(`/audit/messages/${message_.id}`),
+    ];
+    for (const p of pages) {
+      expect(p.status).toBe(200);
+      // no directional formatting character reaches the page as one, outside the search
+      // field that holds what the analyst typed
+      const shown = p.html.replace(/<input [^>]*name="accession"[^>]*>/, '');
+      expect(shown).not.toMatch(/[\u202a-\u202e\u2066-\u2069]/);
+    }
+    expect(pages[2]!.html).toContain('ACC-[U+202E]4321');
+    expect(pages[2]!.html).toContain('DOC[U+2066]TOR[U+2069]');
+    expect(pages[2]!.html).toContain('RADIS[U+202E]X');
+    // the search field keeps what was typed, so "search again" searches the same
+    expect(found.html).toMatch(/<tbody>[\s\S]*ACC-\[U\+202E\]4321/);
+    expect(found.html).toContain(`name="accession" value="${accession}"`);
+  });
 });

@@ -1,8 +1,22 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MllpClient } from '../../src/hl7';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+import { startFaultyProxy } from '../imaging-client/faulty-proxy';
+import {
+  newOrderSpec,
+  orderByPlacer,
+  orderDiagnostics,
+  orderState,
+  ormMessage,
+  SANDBOX_CLIENT,
+  waitFor,
+  writeSiteConfig,
+} from '../e2e/e2e-support';
 
 jest.setTimeout(120_000);
 
@@ -279,5 +293,95 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     expect(res.status).toBe(200);
     expect(text).not.toMatch(/https?:\/\//);
     expect(text).not.toMatch(/127\.0\.0\.1/);
+  });
+});
+
+describe('hostile: an upstream refusal that quotes the patient', () => {
+  /**
+   * The upstream's error body is not specified (contract, "Errors"): a validating service
+   * echoes what it was sent. Its words reach the order's timeline (the transition's summary
+   * and reason, the alert) and the order's last error; they are masked like the refusals of
+   * an upload or a QC bypass (names, dates, long numbers), never stored as they came.
+   */
+  const UPSTREAM_REFUSAL = {
+    error: 'invalid_metadata',
+    message:
+      'patient_name MUSTERMANN^ERIKA^^^^^L does not match patient_id 40004711 (born 1964-08-12)',
+  };
+  const QUOTED = ['MUSTERMANN', 'ERIKA', '40004711', '1964-08-12'];
+  let sandbox: RunningSandbox;
+  let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
+  let harness: MllpHarness | undefined;
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'phi-refusal-'));
+    sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
+    proxy = await startFaultyProxy(sandbox.baseUrl, (_method, path) =>
+      path === '/new-order'
+        ? { status: 422, rewrite: () => JSON.stringify(UPSTREAM_REFUSAL) }
+        : 'pass',
+    );
+    harness = await startMllpHarness({
+      JOBS_ENABLED: 'true',
+      IMAGING_BASE_URL: proxy.baseUrl,
+      ...SANDBOX_CLIENT,
+      CONFIG_FILE: writeSiteConfig(dir),
+      POLL_INTERVAL_SECONDS: '3600',
+    });
+  });
+  afterAll(async () => {
+    await harness?.close();
+    await proxy?.close();
+    await sandbox?.close();
+  });
+
+  it('a refused create: the reason on the timeline and the order names the refusal, not the patient', async () => {
+    const { adapter, mllp, db } = harness!;
+    const spec = newOrderSpec();
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor(
+      'the order failed',
+      async () => (await orderState(db, id)) === 'failed',
+      60_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    const headers = { authorization: `Bearer ${TEST_TOKENS.analyst}` };
+    const api = await (
+      await fetch(`${adapter.httpUrl}/api/audit/orders/${id}`, { headers })
+    ).text();
+    const list = await (
+      await fetch(`${adapter.httpUrl}/api/audit/orders?placer=${spec.placer}`, { headers })
+    ).text();
+    const page = await (await fetch(`${adapter.httpUrl}/audit/orders/${id}`, { headers })).text();
+    // The analyst still reads who refused and why.
+    expect(api).toMatch(
+      /the upstream refused the order: client_error on new-order \(.*invalid_metadata.*patient_name M\*\*\*\^E\*\*\*\^.*1964-\*\*-\*\*/,
+    );
+    for (const text of [api, list, page]) {
+      for (const phi of QUOTED) expect(text).not.toContain(phi);
+    }
+  });
+
+  it("the refused call itself (upstream.call) keeps the upstream's code and masks its words in the event list", async () => {
+    const { adapter } = harness!;
+    const headers = { authorization: `Bearer ${TEST_TOKENS.analyst}` };
+    const res = await fetch(`${adapter.httpUrl}/api/audit/events?limit=200`, { headers });
+    expect(res.status).toBe(200);
+    const { items } = (await res.json()) as {
+      items: Array<{ kind: string; detail: { endpoint?: string; error?: { message?: string } } }>;
+    };
+    const call = items.find(
+      (e) => e.kind === 'upstream.call' && e.detail.endpoint === '/new-order',
+    );
+    // Before: "new-order: upstream answered 422 (invalid_metadata: patient_name MUSTERMANN^…)"
+    expect(call?.detail.error?.message).toMatch(
+      /upstream answered 422 \(invalid_metadata: patient_name M\*\*\*\^E\*\*\*/,
+    );
+    const text = JSON.stringify(items);
+    for (const phi of QUOTED) expect(text).not.toContain(phi);
   });
 });

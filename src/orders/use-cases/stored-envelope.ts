@@ -1,4 +1,5 @@
 import { storableKey } from '../../common/hash';
+import { unpadded } from '../../common/padding';
 import { pgSafeDeep } from '../../common/pg-safe';
 import type { IntakeResponse } from '../../domain/intake-outcome';
 import type { ToleratedQuirk } from '../../domain/order-request';
@@ -42,14 +43,20 @@ export const REPLACED_CHARACTERS_QUIRK: ToleratedQuirk = {
  * The input as it can be stored: values derived from it hold no NUL, control character or
  * lone surrogate (pgSafeDeep; the raw bytes stay exact; when any was replaced, a quirk says so
  * for the analyst), and the indexed values it made — idempotency key, message control id —
- * fit their btree index however long the input was (storableKey).
+ * fit their btree index however long the input was (storableKey). The message control id is
+ * kept without the spaces around it, as identifiers are (a fixed-width RIS pads MSH-10; the
+ * audit search trims what the analyst types, so a padded id was never found); the ACK still
+ * echoes it as sent and the idempotency key is derived from it unchanged.
  */
 export function storableInput<
   T extends { messageControlId: string | null; idempotencyKey?: string; quirks: ToleratedQuirk[] },
 >(unsafe: T): T {
   let safe = pgSafeDeep(unsafe);
   if (safe !== unsafe) safe = { ...safe, quirks: [...safe.quirks, REPLACED_CHARACTERS_QUIRK] };
-  const controlId = safe.messageControlId === null ? null : storableKey(safe.messageControlId);
+  const controlId =
+    safe.messageControlId === null
+      ? null
+      : storableKey(unpadded(safe.messageControlId) ?? safe.messageControlId);
   const key = safe.idempotencyKey === undefined ? undefined : storableKey(safe.idempotencyKey);
   if (controlId === safe.messageControlId && key === safe.idempotencyKey) return safe;
   return {

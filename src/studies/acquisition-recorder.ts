@@ -9,6 +9,7 @@ import {
   updateAcquisition,
 } from '../persistence/study-instance.repository';
 import type { InstanceHeader } from './dicom-instance.validator';
+import type { AssigningAuthority } from '../domain/order-request';
 import {
   describeMismatches,
   IDENTITY_FIELDS,
@@ -51,6 +52,7 @@ export class AcquisitionRecorder {
       accessionNumber?: string;
       patientId?: string;
       issuerOfPatientId?: string;
+      issuerOfAccessionNumber?: AssigningAuthority;
     }>,
     source: string,
   ): Promise<StudyAcquisition | undefined> {
@@ -233,6 +235,12 @@ function attributesOf(headers: readonly InstanceHeader[]): StudyAttributes {
     accessionNumber: first('accessionNumber'),
     patientId: first('patientId'),
     issuerOfPatientId: first('issuerOfPatientId'),
+    ...(headers.find((h) => h.issuerOfAccessionNumber)
+      ? {
+          issuerOfAccessionNumber: headers.find((h) => h.issuerOfAccessionNumber)!
+            .issuerOfAccessionNumber,
+        }
+      : {}),
     patientName: first('patientName'),
     patientBirthDate: first('patientBirthDate'),
     patientSex: first('patientSex'),

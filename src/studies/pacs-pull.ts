@@ -7,7 +7,7 @@ import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validat
 import { isDicomUid } from './dicom-uid';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
 import { StudyError } from './study.error';
-import { identityMismatches } from './study-identity';
+import { authorityMismatch, identityMismatches } from './study-identity';
 import type { StudyStoragePaths } from './study-storage.paths';
 import type { StudyAcquisition, StudyRequest } from '../domain/study-acquirer.port';
 
@@ -242,7 +242,10 @@ async function findInSources(
     const found = answered.filter((s) =>
       request.studyInstanceUid
         ? s.studyInstanceUid === request.studyInstanceUid
-        : sameAccession(request.accessionNumber, s.accessionNumber),
+        : sameAccession(request.accessionNumber, s.accessionNumber) &&
+          // the same number issued by another authority (a PACS shared by two RIS) is another
+          // exam: no candidate, so the order's own study is not taken as ambiguous with it
+          !authorityMismatch(request.accessionIssuer, s.issuerOfAccessionNumber),
     );
     if (found.length > 0) return { source, found, loose: 0 };
     if (answered.length > 0) {
@@ -269,7 +272,13 @@ function oneStudy(found: readonly QidoStudy[]): QidoStudy {
     );
   const described = new Set(
     found.map((s) =>
-      JSON.stringify([s.accessionNumber, s.patientId, s.issuerOfPatientId, s.instanceCount]),
+      JSON.stringify([
+        s.accessionNumber,
+        s.patientId,
+        s.issuerOfPatientId,
+        s.issuerOfAccessionNumber,
+        s.instanceCount,
+      ]),
     ),
   );
   if (described.size > 1)

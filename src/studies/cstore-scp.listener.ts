@@ -56,7 +56,6 @@ const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
  * uses the standard syntax it proposed beside it.
  */
 const STANDARD_SYNTAX = /^1\.2\.840\.10008\.1\.2(\.[0-9]+)*$/;
-const PREFERRED_SYNTAXES = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'];
 
 export interface CStoreScpOptions {
   port: number;
@@ -211,7 +210,12 @@ export class CStoreScpListener {
           const proposed = context
             .getTransferSyntaxUids()
             .filter((ts) => STANDARD_SYNTAX.test(ts) && !REFUSED_SYNTAXES.has(ts));
-          const chosen = PREFERRED_SYNTAXES.find((ts) => proposed.includes(ts)) ?? proposed[0];
+          // The sender's first choice among those we take (PS3.8 §9.3.2.2 lists them in its
+          // order of preference; DCMTK's storescp and most PACS accept the first): files are
+          // stored as received, so a modality holding JPEG images keeps them. Preferring
+          // explicit VR little endian made such a sender decompress each image to send it, and
+          // one that cannot (storescu with no codec for the conversion) failed the store.
+          const chosen = proposed[0];
           if (chosen) context.setResult(PresentationContextResult.Accept, chosen);
           else context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
         }

@@ -325,6 +325,26 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   }
 
   /**
+   * Whether the order's pushed instances changed since `packaged` was read (an instance
+   * replaced by a resend, or one more received): then the order waits for the quiet period
+   * from the latest receipt, and the study is packaged again as it is then.
+   */
+  private async resentWhilePackaging(
+    orderId: string,
+    packaged: ReadonlyArray<{ filePath: string }>,
+  ): Promise<StudyAcquisition | undefined> {
+    const now = await instancesOfOrder(this.options.dataSource.manager, orderId);
+    const before = new Set(packaged.map((p) => p.filePath));
+    if (now.length === packaged.length && now.every((p) => before.has(p.filePath)))
+      return undefined;
+    const lastReceived = Math.max(...now.map((p) => p.receivedAt.getTime()));
+    return waiting(
+      `instances of the study were received again while it was being packaged; packaged once it has been quiet for ${this.quietMs / 1000} s`,
+      lastReceived + this.quietMs - this.now().getTime(),
+    );
+  }
+
+  /**
    * Deletes parts left in the incoming directory by a request or association that broke off
    * mid-instance (a crash, a dropped connection): anything older than an hour.
    */
@@ -428,13 +448,27 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         pushed[0]!.source,
       );
       if (pushedMismatch) return pushedMismatch;
-      return this.recorder.packageAndRecord(
-        request,
-        pushed.map((p) => ({ path: p.filePath, header: p.header })),
-        pushed[0]!.source,
-        sidecarHash,
-        {},
-      );
+      // A sender may resend the study while it is zipped (a router retrying on its own
+      // timeout): each resent copy replaces a stored file and the earlier copy is removed. The
+      // package is then not the study as it now is: it is dropped, and the study packaged once
+      // it is quiet again, from the copies received last. Before, the ZIP writer met a removed
+      // file and the acquisition threw (retried as a job error for as long as resends came),
+      // or a copy replaced after it was read went up with the newer one recorded.
+      const resent = () => this.resentWhilePackaging(request.orderId, pushed);
+      try {
+        return await this.recorder.packageAndRecord(
+          request,
+          pushed.map((p) => ({ path: p.filePath, header: p.header })),
+          pushed[0]!.source,
+          sidecarHash,
+          {},
+          resent,
+        );
+      } catch (error) {
+        const instead = (error as NodeJS.ErrnoException).code === 'ENOENT' && (await resent());
+        if (instead) return instead;
+        throw error;
+      }
     }
 
     // 2. Pull from the PACS.

@@ -51,6 +51,18 @@ export const IMPLICIT_VR_LE = '1.2.840.10008.1.2';
 export const EXPLICIT_VR_LE = '1.2.840.10008.1.2.1';
 export const DEFLATED_EXPLICIT_VR_LE = '1.2.840.10008.1.2.1.99';
 export const EXPLICIT_VR_BE = '1.2.840.10008.1.2.2';
+/**
+ * JPIP Referenced (and Deflate) syntaxes, JPEG 2000 and HTJ2K (PS3.5 §A.6, §A.7; PS3.6 Table
+ * A-1): the data set names a JPIP server in Pixel Data Provider URL (0028,7FE0) instead of
+ * holding Pixel Data. Such an image has nothing to analyse once it leaves the sender's network;
+ * it was taken as a file without pixel data (as an SR is) and uploaded.
+ */
+export const JPIP_REFERENCED_SYNTAXES: ReadonlySet<string> = new Set([
+  '1.2.840.10008.1.2.4.94',
+  '1.2.840.10008.1.2.4.95',
+  '1.2.840.10008.1.2.4.204',
+  '1.2.840.10008.1.2.4.205',
+]);
 /** Native (uncompressed) pixel data: its length must be rows × columns × … (PS3.5 §8.1.1). */
 const NATIVE_SYNTAXES = new Set([
   IMPLICIT_VR_LE,
@@ -347,6 +359,13 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
   const transferSyntaxUid = uidValue(meta.elements.get('00020010'));
   if (!/^[0-9.]+$/.test(transferSyntaxUid)) {
     return invalid('file meta information has no valid Transfer Syntax UID');
+  }
+  if (JPIP_REFERENCED_SYNTAXES.has(transferSyntaxUid)) {
+    return {
+      kind: 'invalid',
+      failureReason: FAILURE_REASON.transferSyntaxNotSupported,
+      reason: 'JPIP referenced transfer syntax: the pixel data is not in the file',
+    };
   }
   if (transferSyntaxUid === DEFLATED_EXPLICIT_VR_LE) {
     // The data set is deflated (PS3.5 §A.5): inflating needs the whole file.

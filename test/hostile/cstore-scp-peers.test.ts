@@ -314,6 +314,9 @@ describe('hostile: C-STORE SCP peers', () => {
         { id: 1, syntaxes: ['1.2.840.10008.1.2', '1.2.840.10008.1.2.1'] },
         { id: 3, syntaxes: ['1.2.840.10008.1.2.4.90', '1.2.840.10008.1.2.1'] },
         { id: 5, syntaxes: ['1.2.840.10008.1.2.1.99', '1.2.840.10008.1.2.4.50'] },
+        // JPIP referenced: the pixels stay on the sender's JPIP server (PS3.5 §A.6)
+        { id: 7, syntaxes: ['1.2.840.10008.1.2.4.94', '1.2.840.10008.1.2.1'] },
+        { id: 9, syntaxes: ['1.2.840.10008.1.2.4.204', '1.2.840.10008.1.2.4.95'] },
       ]),
     );
     for (let i = 0; i < 50 && Buffer.concat(received).length < 6; i++)
@@ -326,6 +329,8 @@ describe('hostile: C-STORE SCP peers', () => {
     expect(results.get(3)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.4.90' });
     // deflate is still declined: the next one proposed is taken
     expect(results.get(5)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.4.50' });
+    expect(results.get(7)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.1' });
+    expect(results.get(9)?.result).toBe(4);
   });
 
   it('a calling AE outside DICOM_SCP_CALLING_AE_TITLES is rejected and recorded; a flood of them writes one entry', async () => {

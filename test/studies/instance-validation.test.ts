@@ -220,6 +220,38 @@ describe('checkInstanceFile', () => {
     });
   });
 
+  it.each([
+    ['JPIP Referenced', '1.2.840.10008.1.2.4.94'],
+    ['JPIP Referenced Deflate', '1.2.840.10008.1.2.4.95'],
+    ['JPIP HTJ2K Referenced', '1.2.840.10008.1.2.4.204'],
+    ['JPIP HTJ2K Referenced Deflate', '1.2.840.10008.1.2.4.205'],
+  ])(
+    'refuses an image in %s: its pixels are on a JPIP server, not in the file (C122)',
+    async (_, ts) => {
+      // PS3.5 §A.6: the data set carries Pixel Data Provider URL (0028,7FE0) instead of Pixel
+      // Data. Taken as a file without pixel data (as an SR is), an MR image went upstream with
+      // no pixels to analyse.
+      const jpip = writePart10(
+        {
+          SOPClassUID: MR_IMAGE_STORAGE,
+          SOPInstanceUID: '2.25.2001',
+          StudyInstanceUID: '2.25.2002',
+          SeriesInstanceUID: '2.25.2003',
+          Modality: 'MR',
+          Rows: 64,
+          Columns: 64,
+          BitsAllocated: 16,
+          PixelDataProviderURL: 'http://jpip.example/image/2.25.2001',
+        },
+        ts,
+      );
+      expect(await checkInstanceFile(file(jpip))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.transferSyntaxNotSupported,
+      });
+    },
+  );
+
   it('accepts an instance without pixel data (e.g. a structured report)', async () => {
     const sr = writePart10({
       SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',

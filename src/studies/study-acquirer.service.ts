@@ -173,12 +173,29 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       const instances = await deleteInstancesOfOrder(m, orderId);
       await markReleased(m, orderId);
       if (row || instances.length > 0) {
+        const late = lateInstances(row, instances);
+        const lateText = [
+          late.notInPackage > 0
+            ? `${late.notInPackage} instance(s) received after the study was packaged were not in the package`
+            : '',
+          late.resent > 0
+            ? `${late.resent} instance(s) resent after the study was packaged (the package held the earlier copy)`
+            : '',
+        ]
+          .filter(Boolean)
+          .join('; ');
         await writeAuditEvents(m, [
           {
             kind: 'study.released',
             orderId,
-            summary: 'the study package and staged instances were deleted',
-            detail: { instances: instances.length, hadPackage: Boolean(row?.package_path) },
+            severity: lateText ? 'warning' : 'info',
+            summary: `the study package and staged instances were deleted${lateText ? `; ${lateText}` : ''}`,
+            detail: {
+              instances: instances.length,
+              hadPackage: Boolean(row?.package_path),
+              ...(late.notInPackage > 0 ? { notInPackage: late.notInPackage } : {}),
+              ...(late.resent > 0 ? { resentAfterPackaging: late.resent } : {}),
+            },
           },
         ]);
       }
@@ -497,4 +514,27 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       sidecarHash,
     );
   }
+}
+
+/**
+ * Pushed instances released with an order that its package did not hold as released: received
+ * after it was packaged (a late series, matched to the order while it was uploaded), or resent
+ * after it (the package held the earlier copy). They were deleted with the rest and the
+ * timeline said only "deleted": nobody learnt the study had been analysed without them.
+ */
+function lateInstances(
+  row: AcquisitionRow | undefined,
+  released: ReadonlyArray<{ sopInstanceUid: string; receivedAt: Date }>,
+): { notInPackage: number; resent: number } {
+  const study = row?.study as AcquiredStudy | null | undefined;
+  if (!row?.packaged_at || !study?.instances) return { notInPackage: 0, resent: 0 };
+  const packagedAt = new Date(row.packaged_at).getTime();
+  const packaged = new Set(study.instances.map((i) => i.sopInstanceUid));
+  let notInPackage = 0;
+  let resent = 0;
+  for (const i of released) {
+    if (!packaged.has(i.sopInstanceUid)) notInPackage++;
+    else if (i.receivedAt.getTime() > packagedAt) resent++;
+  }
+  return { notInPackage, resent };
 }

@@ -166,4 +166,36 @@ describe('hostile: a sender resends the study while the adapter packages it', ()
         sha256(inst.bytes),
       );
   });
+
+  it('an instance received after the study was packaged, then released with it: the release says it was never in the package', async () => {
+    // The lifecycle uploads the package it was given and releases the order's instances;
+    // one that came in between (a late series) was deleted with them, and the timeline said
+    // only "deleted": nobody learnt the upstream analysed the study without it.
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'LATE-PKG-1' },
+      series: [{ slices: 2 }, { slices: 1 }],
+    });
+    const [late, ...first] = [...study].reverse();
+    const orderId = await insertOrder(adapter.dataSource, { accessionNumber: 'LATE-PKG-1' });
+    expect(await stow(first)).toBe(200);
+    const acquirer = adapter.app.get<StudyAcquirer>(STUDY_ACQUIRER);
+    const req = { orderId, accessionNumber: 'LATE-PKG-1' };
+    let result = await acquirer.acquire(req);
+    for (let i = 0; i < 10 && result.status === 'waiting'; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      result = await acquirer.acquire(req);
+    }
+    expect(result).toMatchObject({ status: 'ready', study: { instanceCount: 2 } });
+    expect(await stow([late!])).toBe(200); // matched to the order, after its package
+    await acquirer.release(orderId);
+    const [released] = (await adapter.dataSource.query(
+      `SELECT severity, summary, detail FROM audit_events WHERE order_id = $1 AND kind = 'study.released'`,
+      [orderId],
+    )) as Array<{ severity: string; summary: string; detail: Record<string, unknown> }>;
+    expect(released).toMatchObject({
+      severity: 'warning',
+      detail: { instances: 3, notInPackage: 1 },
+    });
+    expect(released!.summary).toMatch(/1 instance\(s\) received after the study was packaged/);
+  });
 });

@@ -252,6 +252,65 @@ describe('checkInstanceFile', () => {
     },
   );
 
+  it('reads the Issuer of Accession Number Sequence (0008,0051) in every length form, its first item only', async () => {
+    const ns = element(0x0040, 0x0031, 'UT', 'RIS_A');
+    const uid = element(0x0040, 0x0032, 'UT', '1.2.826.0.1.3680043.10.42');
+    const type = element(0x0040, 0x0033, 'CS', 'ISO');
+    const u32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(n);
+      return b;
+    };
+    const tag = (g: number, e: number) => Buffer.from([g & 0xff, g >> 8, e & 0xff, e >> 8]);
+    const UNDEFINED = 0xffffffff;
+    const item = (content: Buffer, defined: boolean) =>
+      Buffer.concat([
+        tag(0xfffe, 0xe000),
+        u32(defined ? content.length : UNDEFINED),
+        content,
+        ...(defined ? [] : [tag(0xfffe, 0xe00d), u32(0)]),
+      ]);
+    const sequence = (items: Buffer, defined: boolean) =>
+      Buffer.concat([
+        tag(0x0008, 0x0051),
+        Buffer.from('SQ\0\0', 'latin1'),
+        u32(defined ? items.length : UNDEFINED),
+        items,
+        ...(defined ? [] : [tag(0xfffe, 0xe0dd), u32(0)]),
+      ]);
+    const other = item(element(0x0040, 0x0031, 'UT', 'RIS_B'), true);
+    for (const [seqDefined, itemDefined] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const seq = sequence(
+        Buffer.concat([item(Buffer.concat([ns, uid, type]), itemDefined), other]),
+        seqDefined,
+      );
+      const inst = rawInstance({ accession: 'ISS-1', patientId: 'P-ISS', beforePatient: seq });
+      expect(await checkInstanceFile(file(inst.bytes))).toMatchObject({
+        ok: true,
+        header: {
+          accessionNumber: 'ISS-1',
+          issuerOfAccessionNumber: {
+            namespace: 'RIS_A',
+            universalId: '1.2.826.0.1.3680043.10.42',
+            universalIdType: 'ISO',
+          },
+        },
+      });
+    }
+    // an empty sequence names no issuer
+    const empty = rawInstance({
+      accession: 'ISS-2',
+      beforePatient: sequence(Buffer.alloc(0), true),
+    });
+    const check = await checkInstanceFile(file(empty.bytes));
+    expect(check.ok && check.header.issuerOfAccessionNumber).toBeUndefined();
+  });
+
   it('accepts an instance without pixel data (e.g. a structured report)', async () => {
     const sr = writePart10({
       SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',

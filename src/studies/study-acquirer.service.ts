@@ -352,6 +352,8 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   ): Promise<StudyAcquisition | undefined> {
     const now = await instancesOfOrder(this.options.dataSource.manager, orderId);
     const before = new Set(packaged.map((p) => p.filePath));
+    // none left: released meanwhile, not resent (the error stands)
+    if (now.length === 0) return undefined;
     if (now.length === packaged.length && now.every((p) => before.has(p.filePath)))
       return undefined;
     const lastReceived = Math.max(...now.map((p) => p.receivedAt.getTime()));

@@ -250,6 +250,56 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
   });
 
+  it('over DIMSE (C-FIND answers carry no issuer): the retrieved instances of another issuing authority are not used', async () => {
+    await store(
+      createMrBrainStudy({
+        study: {
+          accessionNumber: 'IDN-ACC-AISS-D',
+          issuerOfAccessionNumber: { namespace: 'RIS_B' },
+        },
+        series: [{ slices: 1 }],
+      }),
+    );
+    const paths = new StudyStoragePaths(dataDir);
+    const dimse = () =>
+      new DefaultStudyAcquirer({
+        dataSource: db.dataSource,
+        paths,
+        logger: pino({ level: 'silent' }),
+        quietPeriodSeconds: 60,
+        now: () => new Date(clock),
+        dimse: new DimsePacs({
+          client: new DimseClient({
+            host: '127.0.0.1',
+            port: orthanc.dicomPort,
+            calledAeTitle: orthanc.aet,
+            callingAeTitle: 'IMAGING-ADAPTER',
+            timeoutMs: 5000,
+            retrieveTimeoutMs: 60_000,
+          }),
+          retrieve: 'get',
+          paths,
+          maxInstances: 10_000,
+          maxBytes: 4 * 1024 ** 3,
+        }),
+      });
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-AISS-D', patientId: 'SBX-000123' });
+    const request = {
+      orderId,
+      accessionNumber: 'IDN-ACC-AISS-D',
+      patientId: 'SBX-000123',
+      accessionIssuer: { namespace: 'RIS_A' },
+    };
+    let result = await dimse().acquire(request);
+    clock += 61_000;
+    if (result.status === 'waiting') result = await dimse().acquire(request);
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /accession-issuer \(order RIS_A, study RIS_B\)/,
+    );
+    expect(existsSync(paths.packageFile(orderId))).toBe(false);
+  });
+
   it('the same issuing authority (or a side that names none) still matches', async () => {
     for (const [n, study, order] of [
       ['1', { namespace: 'ris_a' }, { namespace: 'RIS_A' }],

@@ -169,10 +169,13 @@ const envSchema = z.object({
   STUDY_IDENTITY_MATCH: commaList((t) => t.toLowerCase())
     .pipe(
       z
-        .array(z.enum(['accession-number', 'patient-id', 'patient-id-issuer']))
-        .min(1, 'name accession-number and/or patient-id (and patient-id-issuer)'),
+        .array(z.enum(['accession-number', 'accession-issuer', 'patient-id', 'patient-id-issuer']))
+        .min(
+          1,
+          'name accession-number and/or patient-id (and accession-issuer, patient-id-issuer)',
+        ),
     )
-    .default(['accession-number', 'patient-id', 'patient-id-issuer']),
+    .default(['accession-number', 'accession-issuer', 'patient-id', 'patient-id-issuer']),
   STUDY_UNMATCHED_HOLD_MINUTES: positiveInt(24 * 60),
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   /** Most parts (instances) one STOW-RS request may hold. */

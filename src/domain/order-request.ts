@@ -23,6 +23,17 @@ export interface Identifier {
   type?: string;
 }
 
+/**
+ * The authority that issued an identifier, by its parts: HL7 HD / EI components (namespace ID,
+ * universal ID, universal ID type) and DICOM's Issuer of Accession Number Sequence item
+ * (0040,0031) Local Namespace Entity ID, (0040,0032) Universal Entity ID, (0040,0033) its type.
+ */
+export interface AssigningAuthority {
+  namespace?: string;
+  universalId?: string;
+  universalIdType?: string;
+}
+
 export interface PersonName {
   family?: string;
   given?: string[];
@@ -56,6 +67,11 @@ export interface OrderRequest {
   placerOrderNumber?: Identifier;
   fillerOrderNumber?: Identifier;
   accessionNumber?: string;
+  /**
+   * Who issued the accession number (HL7 IPC-1 EI components 2-4; FHIR the ACSN identifier's
+   * system): compared with a study's Issuer of Accession Number Sequence (0008,0051).
+   */
+  accessionIssuer?: AssigningAuthority;
   /** Placer group number (ORC-4) or FHIR requisition: becomes an upstream batch. */
   placerGroupNumber?: Identifier;
   procedure?: CodedConcept;

@@ -4,6 +4,8 @@
  * DIMSE, or instances pushed to us), validates it and packages it as one ZIP on disk.
  */
 
+import type { AssigningAuthority } from './order-request';
+
 /** What the lifecycle knows about the order when it asks for its study. */
 export interface StudyRequest {
   orderId: string;
@@ -15,6 +17,12 @@ export interface StudyRequest {
    * compared with the study's Issuer of Patient ID, when both have one (study-identity.ts).
    */
   patientIdIssuer?: string | null;
+  /**
+   * Who issued the order's accession number (HL7 IPC-1 EI components, FHIR the ACSN
+   * identifier's system / assigner): compared with the study's Issuer of Accession Number
+   * Sequence (0008,0051), when both have one (study-identity.ts).
+   */
+  accessionIssuer?: AssigningAuthority | null;
   /**
    * Optional JSON sidecar written into the ZIP as `metadata.json` (the upstream reads it as
    * order metadata; DICOM tags and the API win over it). A different sidecar on a later call
@@ -30,6 +38,8 @@ export interface StudyAttributes {
   patientId?: string;
   /** Issuer of Patient ID (0010,0021): the domain the Patient ID belongs to. */
   issuerOfPatientId?: string;
+  /** Issuer of Accession Number Sequence (0008,0051), its first item. */
+  issuerOfAccessionNumber?: AssigningAuthority;
   patientName?: string;
   patientBirthDate?: string;
   patientSex?: string;

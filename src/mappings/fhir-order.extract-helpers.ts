@@ -6,7 +6,13 @@ import type {
   Reference,
   ServiceRequest,
 } from '@medplum/fhirtypes';
-import type { CodedConcept, Identifier, PersonName, ToleratedQuirk } from '../domain/order-request';
+import type {
+  AssigningAuthority,
+  CodedConcept,
+  Identifier,
+  PersonName,
+  ToleratedQuirk,
+} from '../domain/order-request';
 import { NOT_A_RECORD_ID_TYPES, PATIENT_RECORD_ID_TYPES } from '../domain/patient-identity';
 import type { FhirOrderMappingConfig } from './fhir-order.config';
 import { lookupProducts } from './product-table';
@@ -266,13 +272,13 @@ export function referenceOf(ref: Reference | undefined): string | undefined {
 function accessionCandidates({
   sr,
   ctx,
-}: Scope): Array<{ value: string; path: string; source: string }> {
-  const out: Array<{ value: string; path: string; source: string }> = [];
+}: Scope): Array<{ value: string; path: string; source: string; id: FhirIdentifier }> {
+  const out: Array<{ value: string; path: string; source: string; id: FhirIdentifier }> = [];
   (sr.identifier ?? []).forEach((i, index) => {
     const value = identifierValue(i);
     if (typeCode(i) !== 'ACSN' || value === undefined) return;
     const path = `ServiceRequest.identifier[${index}].value`;
-    out.push({ value, path, source: path });
+    out.push({ value, path, source: path, id: i });
   });
   for (const study of ctx.imagingStudies) {
     (study.resource.identifier ?? []).forEach((i, index) => {
@@ -282,6 +288,7 @@ function accessionCandidates({
         value,
         path: `${study.path ?? 'ImagingStudy'}.identifier[${index}].value`,
         source: `${study.source} ImagingStudy.identifier[${index}].value`,
+        id: i,
       });
     });
   }
@@ -308,4 +315,36 @@ export function accessionOf(scope: Scope): Extracted {
     }));
   if (issues.length > 0) return { value: undefined, lines: [], issues };
   return readFrom(taken.value, taken.source);
+}
+
+/**
+ * Who issued the accession number taken by accessionOf: its identifier's `system` (a URI,
+ * `urn:oid:` for an OID: the DICOM Universal Entity ID), and the `assigner`'s identifier value
+ * or display (a local name: the Local Namespace Entity ID). Compared with the study's Issuer
+ * of Accession Number Sequence (0008,0051).
+ */
+export function accessionIssuerOf(scope: Scope): Extracted {
+  const [taken] = accessionCandidates(scope);
+  if (!taken) return EMPTY;
+  const at = taken.source.replace(/\.value$/, '');
+  const lines: LineageLine[] = [];
+  const issuer: AssigningAuthority = {};
+  const system = typeof taken.id.system === 'string' ? unpadded(taken.id.system) : undefined;
+  if (system) {
+    issuer.universalId = system;
+    issuer.universalIdType = /^urn:oid:/i.test(system) ? 'ISO' : 'URI';
+    lines.push({ suffix: '.universalId', source: `${at}.system`, value: system });
+  }
+  const assigner = taken.id.assigner;
+  const local =
+    typeof assigner?.identifier?.value === 'string'
+      ? { value: unpadded(assigner.identifier.value), source: `${at}.assigner.identifier.value` }
+      : typeof assigner?.display === 'string'
+        ? { value: unpadded(assigner.display), source: `${at}.assigner.display` }
+        : undefined;
+  if (local?.value) {
+    issuer.namespace = local.value;
+    lines.push({ suffix: '.namespace', source: local.source, value: local.value });
+  }
+  return lines.length === 0 ? EMPTY : { value: issuer, lines };
 }

@@ -9,6 +9,7 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import {
+  accessionIssuerOf,
   accessionOf,
   codedFrom,
   codingKey,
@@ -131,6 +132,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       lines: identifierLines('', id, `ServiceRequest.identifier[${found.index}]`),
     };
   },
+  'accession-issuer': (scope) => accessionIssuerOf(scope),
   accession: (scope) => {
     // An accession with DICOM matching characters would query other patients' studies.
     const out = accessionOf(scope);

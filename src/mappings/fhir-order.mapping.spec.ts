@@ -339,3 +339,30 @@ describe('identifiers padded with spaces', () => {
     expect(blank.request?.placerOrderNumber).toBeUndefined();
   });
 });
+
+describe('who issued the accession number', () => {
+  it('reads the ACSN identifier’s system (universal ID) and assigner (local namespace)', () => {
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    sr.identifier = [
+      {
+        type: {
+          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+        },
+        system: 'urn:oid:1.2.826.0.1.3680043.10.42',
+        value: 'A12345',
+        assigner: { display: 'RIS_A' },
+      },
+    ];
+    const result = mapServiceRequest(sr, ctx(), 'create');
+    expect(result.request?.accessionIssuer).toEqual({
+      universalId: 'urn:oid:1.2.826.0.1.3680043.10.42',
+      universalIdType: 'ISO',
+      namespace: 'RIS_A',
+    });
+    expect(result.lineage.filter((l) => l.target.startsWith('accessionIssuer'))).toHaveLength(2);
+    // an accession without a system or assigner: no issuer, the study's is not compared
+    delete sr.identifier[0]!.system;
+    delete sr.identifier[0]!.assigner;
+    expect(mapServiceRequest(sr, ctx(), 'create').request?.accessionIssuer).toBeUndefined();
+  });
+});

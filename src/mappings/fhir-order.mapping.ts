@@ -24,7 +24,7 @@ import { applyRow } from './table-driver';
 export { DICOM_UID_SYSTEM, V2_0203 } from './fhir-order.extract-helpers';
 
 /** Bumped whenever a row or an extractor changes meaning; stored with each order. */
-export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.0.2';
+export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.1.0';
 
 /** A resolved resource and where it came from (for lineage): `contained #p1`, `Bundle.entry[1]`, `EHR Patient/123`. */
 export interface Located<T extends Resource> {
@@ -77,6 +77,7 @@ export type ExtractorId =
   | 'placer-identifier'
   | 'filler-identifier'
   | 'accession'
+  | 'accession-issuer'
   | 'requisition'
   | 'procedure'
   | 'modality'
@@ -114,6 +115,7 @@ export const FHIR_ORDER_FIELD_MAP = [
   { target: 'placerOrderNumber', source: "ServiceRequest.identifier.where(type.coding.code='PLAC') | ServiceRequest.identifier.first()", extract: 'placer-identifier', required: false, ruleId: 'fhir.order.placer-number' },
   { target: 'fillerOrderNumber', source: "ServiceRequest.identifier.where(type.coding.code='FILL')", extract: 'filler-identifier', required: false, ruleId: 'fhir.order.filler-number' },
   { target: 'accessionNumber', source: "ServiceRequest.identifier.where(type.coding.code='ACSN') | ImagingStudy.identifier.where(type.coding.code='ACSN')", extract: 'accession', required: false, ruleId: 'fhir.order.accession' },
+  { target: 'accessionIssuer', source: "ServiceRequest.identifier.where(type.coding.code='ACSN').system | .assigner", extract: 'accession-issuer', required: false, ruleId: 'fhir.order.accession-issuer' },
   { target: 'placerGroupNumber', source: 'ServiceRequest.requisition', extract: 'requisition', required: false, ruleId: 'fhir.order.requisition' },
   { target: 'procedure', source: 'ServiceRequest.code', extract: 'procedure', required: false, ruleId: 'fhir.order.procedure' },
   { target: 'modality', source: 'ImagingStudy.modality | ImagingStudy.series.modality', extract: 'modality', required: false, ruleId: 'fhir.order.modality' },

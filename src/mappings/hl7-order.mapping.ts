@@ -15,7 +15,7 @@ import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.5.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.6.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
@@ -57,6 +57,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'placerOrderNumber', sources: ['ORC-2', 'OBR-2'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-number', onConflict: 'must-agree' },
   { target: 'fillerOrderNumber', sources: ['ORC-3', 'OBR-3'], transform: 'ei', required: false, ruleId: 'hl7.order.filler-number', onConflict: 'must-agree' },
   { target: 'accessionNumber', sources: ['IPC-1', 'OBR-18'], transform: 'accession', required: false, ruleId: 'hl7.order.accession', onConflict: 'must-agree' },
+  { target: 'accessionIssuer', sources: ['IPC-1', 'OBR-18'], transform: 'accession-issuer', required: false, ruleId: 'hl7.order.accession-issuer' },
   { target: 'placerGroupNumber', sources: ['ORC-4'], transform: 'ei', required: false, ruleId: 'hl7.order.placer-group' },
   { target: 'procedure', sources: ['OBR-4', 'OBR-44'], transform: 'coded', required: false, ruleId: 'hl7.order.procedure' },
   { target: 'modality', sources: ['IPC-5', 'OBR-24'], transform: 'modality', required: false, ruleId: 'hl7.order.modality' },
@@ -112,15 +113,17 @@ export function rowsFor(config: Hl7OrderMappingConfig): readonly Hl7FieldRule[] 
     config.accessionSources.join(',') !==
     DEFAULT_HL7_ORDER_MAPPING_CONFIG.accessionSources.join(',');
   return HL7_ORDER_FIELD_MAP.map((row) =>
-    row.target === 'accessionNumber'
-      ? {
-          ...row,
-          sources: config.accessionSources,
-          // A site's own source list is its declared precedence: other places may hold other
-          // things (a conflict is recorded as a quirk, not refused).
-          onConflict: custom ? ('first-wins' as const) : row.onConflict,
-        }
-      : row,
+    row.target === 'accessionIssuer'
+      ? { ...row, sources: config.accessionSources }
+      : row.target === 'accessionNumber'
+        ? {
+            ...row,
+            sources: config.accessionSources,
+            // A site's own source list is its declared precedence: other places may hold other
+            // things (a conflict is recorded as a quirk, not refused).
+            onConflict: custom ? ('first-wins' as const) : row.onConflict,
+          }
+        : row,
   );
 }
 

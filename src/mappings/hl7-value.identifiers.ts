@@ -1,4 +1,4 @@
-import type { Identifier } from '../domain/order-request';
+import type { AssigningAuthority, Identifier } from '../domain/order-request';
 import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import { asSent, EMPTY, notMapped, ofValue, readComposite, refused, rep } from './hl7-value.kit';
 import { unpadded } from '../common/padding';
@@ -124,3 +124,27 @@ export const accession: TransformFn = ofValue(
       : asSent(value, source),
   unpadded,
 );
+
+/**
+ * Who issued the accession number: EI components 2-4 (namespace ID, universal ID, universal ID
+ * type; v2.5.1 §2.A.28) of the field the accession was read from (IPC-1 is EI; a RIS that
+ * writes OBR-18 as `ACC^RIS_A` uses the same layout). Only when that field's first component is
+ * the order's accession: a field holding another number (a site's first-wins accession sources)
+ * does not lend the order its issuer. No value: no issuer, the study's is not compared.
+ */
+export const accessionIssuer: TransformFn = (input) => {
+  const { values, lines } = readComposite(
+    input,
+    rep(input),
+    { namespace: [2], universalId: [3], universalIdType: [4] },
+    '',
+    unpadded,
+  );
+  const number = input.segment.value(input.loc.field, rep(input), 1, 1);
+  const accession = input.partial.accessionNumber;
+  if (accession === undefined || number === undefined || unpadded(number) !== accession)
+    return EMPTY;
+  if (values.namespace === undefined && values.universalId === undefined) return EMPTY;
+  const issuer: AssigningAuthority = { ...values };
+  return { kind: 'value', value: issuer, lines };
+};

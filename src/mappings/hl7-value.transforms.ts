@@ -8,7 +8,7 @@ import {
   priority0027,
   sex0001,
 } from './hl7-value.codes';
-import { accession, cxList, ei, uid } from './hl7-value.identifiers';
+import { accession, accessionIssuer, cxList, ei, uid } from './hl7-value.identifiers';
 import type { TransformFn } from './hl7-value.kit';
 import { prtOrderingProvider, xcn, xpn } from './hl7-value.names';
 import { productTable } from './hl7-value.products';
@@ -39,7 +39,8 @@ export type Hl7TransformId =
   | 'dtm-instant'
   | 'nte-notes'
   | 'product-table'
-  | 'accession';
+  | 'accession'
+  | 'accession-issuer';
 
 export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   string: stringTransform,
@@ -62,4 +63,5 @@ export const HL7_TRANSFORMS: Readonly<Record<Hl7TransformId, TransformFn>> = {
   'nte-notes': nteNotes,
   'product-table': productTable,
   accession,
+  'accession-issuer': accessionIssuer,
 };

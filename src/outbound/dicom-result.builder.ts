@@ -5,6 +5,7 @@ import {
   type ResultContent,
 } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
+import type { AssigningAuthority } from '../domain/order-request';
 import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
 import { sanitizeDataset, validForVr } from './dicom-vr';
@@ -174,7 +175,38 @@ function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
     StudyID: a.studyId ?? '',
     AccessionNumber: a.accessionNumber ?? input.order.accessionNumber ?? '',
     ...(a.studyDescription ? { StudyDescription: a.studyDescription } : {}),
+    // The ID domains of the study's Patient ID and accession (Type 3, PS3.3 C.7.1.1, C.7.2.1):
+    // a PACS shared by hospitals whose numbers overlap files objects by them; without them the
+    // SR fell to whichever domain the PACS assumes for objects that name none.
+    ...(a.patientId && a.issuerOfPatientId ? { IssuerOfPatientID: a.issuerOfPatientId } : {}),
+    ...issuerOfAccession(
+      a.accessionNumber ? a.issuerOfAccessionNumber : input.order.request.accessionIssuer,
+    ),
   };
+}
+
+/** Universal Entity ID Type (0040,0033) defined terms (PS3.3 Table 10-17). */
+const ENTITY_ID_TYPES = new Set(['DNS', 'EUI64', 'ISO', 'URI', 'UUID', 'X400', 'X500']);
+
+/**
+ * Issuer of Accession Number Sequence (0008,0051), one item of the HL7v2 Hierarchic Designator
+ * Macro (PS3.3 Table 10-17): the local namespace, the universal ID (an OID bare, `urn:oid:`
+ * taken off) and its type, required with it (taken as written when a defined term, else ISO
+ * for an OID and URI otherwise).
+ */
+function issuerOfAccession(issuer: AssigningAuthority | null | undefined): Item {
+  if (!issuer || (!issuer.namespace && !issuer.universalId)) return {};
+  const item: Item = {};
+  if (issuer.namespace) item.LocalNamespaceEntityID = issuer.namespace;
+  if (issuer.universalId) {
+    const id = issuer.universalId.replace(/^urn:oid:/i, '');
+    const oid = /^[0-2](\.\d+)+$/.test(id);
+    const type = issuer.universalIdType?.toUpperCase();
+    item.UniversalEntityID = id;
+    item.UniversalEntityIDType =
+      type && ENTITY_ID_TYPES.has(type) && (type !== 'ISO' || oid) ? type : oid ? 'ISO' : 'URI';
+  }
+  return { IssuerOfAccessionNumberSequence: [item] };
 }
 
 /**

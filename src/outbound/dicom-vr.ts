@@ -120,7 +120,15 @@ export function validForVr(vr: string, value: string): string {
  * valid as it stands (beyond its space padding) is written empty (Type 2 in the SR and PDF
  * IODs), never altered.
  */
-const IDENTIFIERS = new Set(['AccessionNumber', 'PatientID', 'RequestedProcedureID']);
+const IDENTIFIERS = new Set([
+  'AccessionNumber',
+  'PatientID',
+  'RequestedProcedureID',
+  // the ID domains of the two (`HOSPA\\HOSP_B` joined is a third domain, not either one)
+  'IssuerOfPatientID',
+  'LocalNamespaceEntityID',
+  'UniversalEntityID',
+]);
 
 /** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
 function validForAttribute(keyword: string, vr: string, value: string): string {

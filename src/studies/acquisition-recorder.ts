@@ -1,4 +1,4 @@
-import { access } from 'node:fs/promises';
+import { access, rm } from 'node:fs/promises';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
 import {
@@ -9,6 +9,7 @@ import {
   updateAcquisition,
 } from '../persistence/study-instance.repository';
 import type { InstanceHeader } from './dicom-instance.validator';
+import type { AssigningAuthority } from '../domain/order-request';
 import {
   describeMismatches,
   IDENTITY_FIELDS,
@@ -51,6 +52,7 @@ export class AcquisitionRecorder {
       accessionNumber?: string;
       patientId?: string;
       issuerOfPatientId?: string;
+      issuerOfAccessionNumber?: AssigningAuthority;
     }>,
     source: string,
   ): Promise<StudyAcquisition | undefined> {
@@ -119,6 +121,12 @@ export class AcquisitionRecorder {
     source: AcquiredStudy['source'],
     sidecarHash: string | null,
     extra: Record<string, unknown>,
+    /**
+     * Asked once the ZIP is written, before it is recorded: an answer (waiting) when the files
+     * packaged are no longer the study's (a resend replaced some while they were zipped), and
+     * the package is removed instead of recorded.
+     */
+    superseded?: () => Promise<StudyAcquisition | undefined>,
   ): Promise<StudyAcquisition> {
     const packagedAt = this.options.now();
     const target = this.options.paths.packageFile(request.orderId);
@@ -132,6 +140,11 @@ export class AcquisitionRecorder {
       request.sidecar ?? null,
       packagedAt,
     );
+    const instead = await superseded?.();
+    if (instead) {
+      await rm(result.path, { force: true });
+      return instead;
+    }
     const headers = files.map((f) => f.header);
     const study: AcquiredStudy = {
       studyInstanceUid: headers[0]!.studyInstanceUid,
@@ -233,6 +246,12 @@ function attributesOf(headers: readonly InstanceHeader[]): StudyAttributes {
     accessionNumber: first('accessionNumber'),
     patientId: first('patientId'),
     issuerOfPatientId: first('issuerOfPatientId'),
+    ...(headers.find((h) => h.issuerOfAccessionNumber)
+      ? {
+          issuerOfAccessionNumber: headers.find((h) => h.issuerOfAccessionNumber)!
+            .issuerOfAccessionNumber,
+        }
+      : {}),
     patientName: first('patientName'),
     patientBirthDate: first('patientBirthDate'),
     patientSex: first('patientSex'),

@@ -17,7 +17,12 @@ import {
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
 import { fileMetaInformation } from './part10-meta';
-import { checkInstanceFile, FAILURE_REASON, type SopUids } from './dicom-instance.validator';
+import {
+  checkInstanceFile,
+  FAILURE_REASON,
+  JPIP_REFERENCED_SYNTAXES,
+  type SopUids,
+} from './dicom-instance.validator';
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import { noteRefusedSubOperation } from './dimse-pull';
 import { isDicomUid } from './dicom-uid';
@@ -45,8 +50,13 @@ dimseLog.setLevel('silent');
 const VERIFICATION = '1.2.840.10008.1.1';
 /** Storage SOP Classes live under this root (PS3.4 Table B.5-1, PS3.6 Annex A). */
 const STORAGE_ROOT = '1.2.840.10008.5.1.4.1.1.';
-/** We keep bytes as sent; deflate would have to be inflated first (refused by validation too). */
-const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
+/**
+ * We keep bytes as sent; deflate would have to be inflated first (refused by validation too).
+ * A JPIP referenced syntax leaves the pixels on the sender's JPIP server: declined, so a sender
+ * that proposed it first sends the pixel data in another syntax it proposed (now that the
+ * first proposed is taken).
+ */
+const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99', ...JPIP_REFERENCED_SYNTAXES]);
 /**
  * Transfer syntaxes of the standard (PS3.5 §10, PS3.6 Table A-1): each is explicit VR little
  * endian on the wire but implicit VR little endian and explicit VR big endian, as the instance
@@ -56,7 +66,6 @@ const REFUSED_SYNTAXES = new Set(['1.2.840.10008.1.2.1.99']);
  * uses the standard syntax it proposed beside it.
  */
 const STANDARD_SYNTAX = /^1\.2\.840\.10008\.1\.2(\.[0-9]+)*$/;
-const PREFERRED_SYNTAXES = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'];
 
 export interface CStoreScpOptions {
   port: number;
@@ -211,7 +220,12 @@ export class CStoreScpListener {
           const proposed = context
             .getTransferSyntaxUids()
             .filter((ts) => STANDARD_SYNTAX.test(ts) && !REFUSED_SYNTAXES.has(ts));
-          const chosen = PREFERRED_SYNTAXES.find((ts) => proposed.includes(ts)) ?? proposed[0];
+          // The sender's first choice among those we take (it lists them in its order of
+          // preference, PS3.8 §9.3.2.2.1): files are
+          // stored as received, so a modality holding JPEG images keeps them. Preferring
+          // explicit VR little endian made such a sender decompress each image to send it, and
+          // one that cannot (storescu with no codec for the conversion) failed the store.
+          const chosen = proposed[0];
           if (chosen) context.setResult(PresentationContextResult.Accept, chosen);
           else context.setResult(PresentationContextResult.RejectTransferSyntaxesNotSupported);
         }

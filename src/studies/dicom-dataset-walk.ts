@@ -57,14 +57,21 @@ const LONG_LENGTH_VRS = new Set([
 /** Sequences and items open at once (each sequence and each item counts one). */
 export const MAX_NESTING = 128;
 
-type Frame = { kind: 'sequence' | 'item'; implicit: boolean };
+type Frame = {
+  kind: 'sequence' | 'item';
+  implicit: boolean;
+  /** A top-level sequence of undefined length asked for: its items are handed back whole. */
+  capture?: { key: string; vr?: string; start: number };
+};
 
 /**
  * Walks `bytes` from `start` in `syntax`. `complete` says whether `bytes` is the whole file:
  * when it is not, running out of bytes asks for more rather than refusing, and a top-level
  * element not asked for that runs past the bytes is stepped over (`skip`) rather than read.
  * Stops at the first top-level tag of `stopTags` (Pixel Data), reporting its length, without
- * reading its value.
+ * reading its value. A top-level sequence asked for is handed back as the bytes of its items
+ * (whatever its length form), to be read with `walkFirstItem`. `inItem`: `bytes` is the
+ * content of a sequence item of undefined length, which ends at its item delimiter.
  */
 export function walkDataSet(
   bytes: Buffer,
@@ -73,6 +80,7 @@ export function walkDataSet(
   wanted: ReadonlySet<string>,
   complete: boolean,
   stopTags: readonly string[] = [],
+  inItem = false,
 ): WalkResult {
   const le = syntax !== 'explicit-be';
   const u16 = (at: number) => (le ? bytes.readUInt16LE(at) : bytes.readUInt16BE(at));
@@ -103,6 +111,7 @@ export function walkDataSet(
       // Item (E000), item delimiter (E00D), sequence delimiter (E0DD): PS3.5 §7.5.
       const length = u32(at + 4);
       at += 8;
+      if (element === 0xe00d && !frame && inItem) return { kind: 'walked', elements };
       if (element === 0xe000 && frame?.kind === 'sequence') {
         if (length === UNDEFINED_LENGTH) {
           if (stack.length >= MAX_NESTING)
@@ -117,6 +126,11 @@ export function walkDataSet(
         stack.pop();
       } else if (element === 0xe0dd && frame?.kind === 'sequence') {
         stack.pop();
+        if (frame.capture) {
+          const { key, vr: sqVr, start: from } = frame.capture;
+          if (elements.has(key)) return { kind: 'invalid', reason: appearsTwice(key) };
+          elements.set(key, { vr: sqVr, value: bytes.subarray(from, at - 8) });
+        }
       } else {
         return { kind: 'invalid', reason: 'a sequence item or delimiter out of place' };
       }
@@ -155,7 +169,12 @@ export function walkDataSet(
       // data of an icon (items of fragments): all read as items up to a sequence delimiter.
       if (stack.length >= MAX_NESTING)
         return { kind: 'invalid', reason: `sequences nested deeper than ${MAX_NESTING}` };
-      stack.push({ kind: 'sequence', implicit: implicit || vr === 'UN' });
+      const key = tag.toString(16).toUpperCase().padStart(8, '0');
+      stack.push({
+        kind: 'sequence',
+        implicit: implicit || vr === 'UN',
+        ...(!frame && wantedTags.has(tag) ? { capture: { key, vr, start: valueOffset } } : {}),
+      });
       at = valueOffset;
       continue;
     }
@@ -175,6 +194,32 @@ export function walkDataSet(
     }
     at = end;
   }
+}
+
+/**
+ * The elements asked for of a sequence's first item, from the bytes of its items (as the walk
+ * hands back a sequence asked for, or an element of VR SQ of defined length). Items of a
+ * sequence read as UN are implicit VR little endian (PS3.5 §6.2.2). Undefined when the value
+ * holds no whole first item: a sequence that cannot be read tells nothing.
+ */
+export function walkFirstItem(
+  items: Buffer,
+  syntax: WalkSyntax,
+  vr: string | undefined,
+  wanted: ReadonlySet<string>,
+): Map<string, WalkedElement> | undefined {
+  const itemSyntax: WalkSyntax = vr === 'UN' ? 'implicit-le' : syntax;
+  if (items.length < 8) return undefined;
+  const be = itemSyntax === 'explicit-be';
+  const group = be ? items.readUInt16BE(0) : items.readUInt16LE(0);
+  const element = be ? items.readUInt16BE(2) : items.readUInt16LE(2);
+  const length = be ? items.readUInt32BE(4) : items.readUInt32LE(4);
+  if (group !== 0xfffe || element !== 0xe000) return undefined;
+  const defined = length !== UNDEFINED_LENGTH;
+  if (defined && 8 + length > items.length) return undefined;
+  const content = defined ? items.subarray(8, 8 + length) : items.subarray(8);
+  const walked = walkDataSet(content, 0, itemSyntax, wanted, true, [], !defined);
+  return walked.kind === 'walked' ? walked.elements : undefined;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { InstanceHeader } from '../domain/dicom-instance';
+import type { AssigningAuthority } from '../domain/order-request';
 import {
   expectedNativePixelBytes,
   identifier,
@@ -13,6 +14,7 @@ import {
   appearsTwice,
   metaGroupEnd,
   walkDataSet,
+  walkFirstItem,
   type WalkedElement,
   type WalkSyntax,
 } from './dicom-dataset-walk';
@@ -49,6 +51,18 @@ export const IMPLICIT_VR_LE = '1.2.840.10008.1.2';
 export const EXPLICIT_VR_LE = '1.2.840.10008.1.2.1';
 export const DEFLATED_EXPLICIT_VR_LE = '1.2.840.10008.1.2.1.99';
 export const EXPLICIT_VR_BE = '1.2.840.10008.1.2.2';
+/**
+ * JPIP Referenced (and Deflate) syntaxes, JPEG 2000 and HTJ2K (PS3.5 §A.6, §A.7; PS3.6 Table
+ * A-1): the data set names a JPIP server in Pixel Data Provider URL (0028,7FE0) instead of
+ * holding Pixel Data. Such an image has nothing to analyse once it leaves the sender's network;
+ * it was taken as a file without pixel data (as an SR is) and uploaded.
+ */
+export const JPIP_REFERENCED_SYNTAXES: ReadonlySet<string> = new Set([
+  '1.2.840.10008.1.2.4.94',
+  '1.2.840.10008.1.2.4.95',
+  '1.2.840.10008.1.2.4.204',
+  '1.2.840.10008.1.2.4.205',
+]);
 /** Native (uncompressed) pixel data: its length must be rows × columns × … (PS3.5 §8.1.1). */
 const NATIVE_SYNTAXES = new Set([
   IMPLICIT_VR_LE,
@@ -152,6 +166,8 @@ type Parsed =
       kind: 'parsed';
       transferSyntaxUid: string;
       dataset: DataSet;
+      /** The first item of the Issuer of Accession Number Sequence (0008,0051), if any. */
+      accessionIssuer?: AssigningAuthority;
       /** Pixel Data's declared length and where its value starts, when the file has one. */
       pixel?: { tag: string; length: number; valueOffset: number };
     };
@@ -262,6 +278,7 @@ const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
   '00080020': 'DA', // Study Date
   '00080030': 'TM', // Study Time
   '00080050': 'SH', // Accession Number
+  '00080051': 'SQ', // Issuer of Accession Number Sequence
   '00080060': 'CS', // Modality
   '00080090': 'PN', // Referring Physician's Name
   '00081030': 'LO', // Study Description
@@ -281,6 +298,13 @@ const HEADER_ATTRIBUTES: Readonly<Record<string, string>> = {
   '00280100': 'US', // Bits Allocated
 };
 const WANTED = new Set(Object.keys(HEADER_ATTRIBUTES));
+/** Of the Issuer of Accession Number Sequence's item (PS3.3 Table 10-17 HL7v2 Hierarchic Designator Macro). */
+const ISSUER_ATTRIBUTES: Readonly<Record<string, keyof AssigningAuthority>> = {
+  '00400031': 'namespace', // Local Namespace Entity ID (UT)
+  '00400032': 'universalId', // Universal Entity ID (UT)
+  '00400033': 'universalIdType', // Universal Entity ID Type (CS)
+};
+const ISSUER_WANTED = new Set(Object.keys(ISSUER_ATTRIBUTES));
 /** Text VRs whose bytes follow the Specific Character Set (PS3.5 §6.1.2.3); others are ASCII. */
 const CHARSET_VRS = new Set(['SH', 'LO', 'PN', 'ST', 'LT', 'UT', 'UC']);
 const ASCII = dicomTextDecoder([]);
@@ -336,6 +360,13 @@ export function parseHeader(bytes: Buffer, complete: boolean): Parsed {
   if (!/^[0-9.]+$/.test(transferSyntaxUid)) {
     return invalid('file meta information has no valid Transfer Syntax UID');
   }
+  if (JPIP_REFERENCED_SYNTAXES.has(transferSyntaxUid)) {
+    return {
+      kind: 'invalid',
+      failureReason: FAILURE_REASON.transferSyntaxNotSupported,
+      reason: 'JPIP referenced transfer syntax: the pixel data is not in the file',
+    };
+  }
   if (transferSyntaxUid === DEFLATED_EXPLICIT_VR_LE) {
     // The data set is deflated (PS3.5 §A.5): inflating needs the whole file.
     if (!complete) return { kind: 'need-more', reason: 'deflated data set' };
@@ -377,6 +408,7 @@ function decodeHeader(
   pixel: { tag: string; length: number; valueOffset: number } | undefined,
 ): Extract<Parsed, { kind: 'parsed' | 'invalid' }> {
   for (const [key, element] of elements) {
+    if (HEADER_ATTRIBUTES[key] === 'SQ') continue;
     if (element.value.length > MAX_READ_VALUE_BYTES)
       return {
         kind: 'invalid',
@@ -389,11 +421,43 @@ function decodeHeader(
     charset ? withoutTrailing(ASCII.decode(charset.value), '\0 ').split('\\') : [],
   );
   const dataset: DataSet = {};
+  let accessionIssuer: AssigningAuthority | undefined;
   for (const [key, element] of elements) {
-    dataset[key] = { Value: decodeValues(element, HEADER_ATTRIBUTES[key]!, syntax, decoder) };
+    if (key === '00080051') accessionIssuer = issuerOf(element, syntax, decoder);
+    else dataset[key] = { Value: decodeValues(element, HEADER_ATTRIBUTES[key]!, syntax, decoder) };
   }
   // A file without pixel data (a structured report) has been walked whole.
-  return { kind: 'parsed', transferSyntaxUid, dataset, pixel };
+  return {
+    kind: 'parsed',
+    transferSyntaxUid,
+    dataset,
+    pixel,
+    ...(accessionIssuer ? { accessionIssuer } : {}),
+  };
+}
+
+/**
+ * The issuer in the Issuer of Accession Number Sequence's first item (the sequence holds one,
+ * PS3.3 C.7.2.1): its Local Namespace Entity ID, Universal Entity ID and type, each without
+ * padding and bounded like any value read. None when the sequence is empty or unreadable.
+ */
+function issuerOf(
+  element: WalkedElement,
+  syntax: WalkSyntax,
+  decoder: DicomTextDecoder,
+): AssigningAuthority | undefined {
+  const item = walkFirstItem(element.value, syntax, element.vr, ISSUER_WANTED);
+  if (!item) return undefined;
+  const out: AssigningAuthority = {};
+  for (const [key, part] of Object.entries(ISSUER_ATTRIBUTES)) {
+    const value = item.get(key);
+    if (!value || value.value.length > MAX_READ_VALUE_BYTES) continue;
+    const read = identifier({
+      Value: decodeValues(value, part === 'universalIdType' ? 'CS' : 'UT', syntax, decoder),
+    });
+    if (read) out[part] = read;
+  }
+  return out.namespace || out.universalId ? out : undefined;
 }
 
 /** An element's values: text split at the backslash, US as numbers in the syntax's order. */
@@ -533,6 +597,7 @@ function judge(
     patientId: identifier(d['00100020']),
     // whole, like the identifiers it qualifies: `HOSPA\HOSP_B` is not the domain HOSPA
     issuerOfPatientId: identifier(d['00100021']),
+    ...(parsed.accessionIssuer ? { issuerOfAccessionNumber: parsed.accessionIssuer } : {}),
     patientName: personName(d['00100010']),
     patientBirthDate: text(d['00100030']),
     patientSex: text(d['00100040']),

@@ -1,3 +1,4 @@
+import type { AssigningAuthority } from '../domain/order-request';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,6 +29,8 @@ export interface QidoStudy {
   patientId?: string;
   /** Issuer of Patient ID (0010,0021), also asked for: the Patient ID's domain. */
   issuerOfPatientId?: string;
+  /** Issuer of Accession Number Sequence (0008,0051), when the PACS answers it: first item. */
+  issuerOfAccessionNumber?: AssigningAuthority;
   /** Number of Study Related Instances (0020,1208); undefined if the PACS omits it. */
   instanceCount?: number;
   seriesCount?: number;
@@ -56,7 +59,15 @@ export interface DicomWebClientOptions {
 
 type DicomJson = Record<string, { vr?: string; Value?: unknown[] }>;
 /** The attributes read from a QIDO-RS answer. */
-const QIDO_TAGS = ['0020000D', '00080050', '00100020', '00100021', '00201208', '00201206'];
+const QIDO_TAGS = [
+  '0020000D',
+  '00080050',
+  '00080051',
+  '00100020',
+  '00100021',
+  '00201208',
+  '00201206',
+];
 
 export class DicomWebClient {
   private readonly base: string;
@@ -115,6 +126,7 @@ export class DicomWebClient {
     params.append('includefield', '00201206');
     params.append('includefield', '00100020');
     params.append('includefield', '00100021');
+    params.append('includefield', '00080051');
     // A search answer is small: headers and body together end within the timeout (the
     // timeouts of `call` are idle times, which a PACS trickling a byte now and then never
     // trips: the acquisition would wait for ever).
@@ -176,6 +188,7 @@ export class DicomWebClient {
         accessionNumber: identifierValue(item['00080050']),
         patientId: identifierValue(item['00100020']),
         issuerOfPatientId: identifierValue(item['00100021']),
+        ...issuerOfAccession(item['00080051']),
         instanceCount: int(item['00201208']),
         seriesCount: int(item['00201206']),
       }))
@@ -335,6 +348,31 @@ function str(el: { Value?: unknown[] } | undefined): string | undefined {
  * Accession Number / Patient ID (and its Issuer) as the PACS holds them: every value joined by `\\` (so
  * `ACC1\\ACC2` is not `ACC1`), nothing trimmed but padding (study-identity.ts compares).
  */
+/**
+ * The Issuer of Accession Number Sequence of a QIDO-RS answer (DICOM JSON, PS3.18 §F.2.2: a
+ * sequence's Value is a list of objects): its first item's Local Namespace Entity ID,
+ * Universal Entity ID and type. Nothing when absent, empty or not of that shape.
+ */
+function issuerOfAccession(
+  el: unknown,
+): { issuerOfAccessionNumber: AssigningAuthority } | Record<string, never> {
+  const item = (el as { Value?: unknown[] } | undefined)?.Value?.[0];
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return {};
+  const part = (tag: string) => {
+    const v = (item as DicomJson)[tag] as unknown;
+    const values = typeof v === 'object' && v !== null ? (v as { Value?: unknown }).Value : v;
+    return Array.isArray(values) ? identifierValue({ Value: values }) : undefined;
+  };
+  const out: AssigningAuthority = {};
+  const namespace = part('00400031');
+  const universalId = part('00400032');
+  const universalIdType = part('00400033');
+  if (namespace) out.namespace = namespace.trim();
+  if (universalId) out.universalId = universalId.trim();
+  if (universalIdType) out.universalIdType = universalIdType.trim();
+  return out.namespace || out.universalId ? { issuerOfAccessionNumber: out } : {};
+}
+
 function identifierValue(el: { Value?: unknown[] } | undefined): string | undefined {
   const values = (el?.Value ?? []).filter((v): v is string => typeof v === 'string');
   const joined = values.join('\\');

@@ -7,7 +7,7 @@ import { checkInstanceFile, type InstanceHeader } from './dicom-instance.validat
 import { isDicomUid } from './dicom-uid';
 import type { QidoStudy, RetrievedFile } from './dicomweb.client';
 import { StudyError } from './study.error';
-import { identityMismatches } from './study-identity';
+import { authorityMismatch, identityMismatches } from './study-identity';
 import type { StudyStoragePaths } from './study-storage.paths';
 import type { StudyAcquisition, StudyRequest } from '../domain/study-acquirer.port';
 
@@ -74,14 +74,20 @@ export async function pullFromPacs(
   ) {
     return recorder.ready(row.study as never, request.orderId);
   }
-  const { source, found, loose } = await findInSources(ctx.sources, request);
+  const { source, found, loose, otherIssuer } = await findInSources(ctx.sources, request);
   if (!source || found.length === 0) {
     await updateAcquisition(ds.manager, request.orderId, {
       state: 'waiting',
       observed_count: null,
       stable_since: null,
     });
-    if (loose > 0 && source) {
+    if (otherIssuer > 0 && source) {
+      await recorder.retrieveProblem(
+        request.orderId,
+        source.name,
+        `the PACS answered ${otherIssuer} study(ies) with the order's accession number issued by another authority (Issuer of Accession Number); not used`,
+      );
+    } else if (loose > 0 && source) {
       // On the timeline once: an analyst sees why a study the PACS "has" is not taken.
       await recorder.retrieveProblem(
         request.orderId,
@@ -224,9 +230,10 @@ export async function pullFromPacs(
 async function findInSources(
   sources: readonly PacsSource[],
   request: StudyRequest,
-): Promise<{ source?: PacsSource; found: QidoStudy[]; loose: number }> {
+): Promise<{ source?: PacsSource; found: QidoStudy[]; loose: number; otherIssuer: number }> {
   let unavailable: StudyError | undefined;
   let loose = 0;
+  let otherIssuers = 0;
   let looseSource: PacsSource | undefined;
   for (const source of sources) {
     let answered: QidoStudy[];
@@ -239,19 +246,26 @@ async function findInSources(
       }
       throw error;
     }
+    // the same number issued by another authority (a PACS shared by two RIS) is another
+    // exam: no candidate, so the order's own study is not taken as ambiguous with it
+    const otherIssuer = (s: QidoStudy) =>
+      !request.studyInstanceUid &&
+      authorityMismatch(request.accessionIssuer, s.issuerOfAccessionNumber) !== undefined;
     const found = answered.filter((s) =>
       request.studyInstanceUid
         ? s.studyInstanceUid === request.studyInstanceUid
-        : sameAccession(request.accessionNumber, s.accessionNumber),
+        : sameAccession(request.accessionNumber, s.accessionNumber) && !otherIssuer(s),
     );
-    if (found.length > 0) return { source, found, loose: 0 };
+    if (found.length > 0) return { source, found, loose: 0, otherIssuer: 0 };
     if (answered.length > 0) {
-      loose += answered.length;
+      const issued = answered.filter(otherIssuer).length;
+      otherIssuers += issued;
+      loose += answered.length - issued;
       looseSource ??= source;
     }
   }
   if (unavailable) throw unavailable;
-  return { source: looseSource ?? sources[0], found: [], loose };
+  return { source: looseSource ?? sources[0], found: [], loose, otherIssuer: otherIssuers };
 }
 
 /**
@@ -269,7 +283,13 @@ function oneStudy(found: readonly QidoStudy[]): QidoStudy {
     );
   const described = new Set(
     found.map((s) =>
-      JSON.stringify([s.accessionNumber, s.patientId, s.issuerOfPatientId, s.instanceCount]),
+      JSON.stringify([
+        s.accessionNumber,
+        s.patientId,
+        s.issuerOfPatientId,
+        s.issuerOfAccessionNumber,
+        s.instanceCount,
+      ]),
     ),
   );
   if (described.size > 1)

@@ -173,12 +173,29 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       const instances = await deleteInstancesOfOrder(m, orderId);
       await markReleased(m, orderId);
       if (row || instances.length > 0) {
+        const late = lateInstances(row, instances);
+        const lateText = [
+          late.notInPackage > 0
+            ? `${late.notInPackage} instance(s) received after the study was packaged were not in the package`
+            : '',
+          late.resent > 0
+            ? `${late.resent} instance(s) resent after the study was packaged (the package held the earlier copy)`
+            : '',
+        ]
+          .filter(Boolean)
+          .join('; ');
         await writeAuditEvents(m, [
           {
             kind: 'study.released',
             orderId,
-            summary: 'the study package and staged instances were deleted',
-            detail: { instances: instances.length, hadPackage: Boolean(row?.package_path) },
+            severity: lateText ? 'warning' : 'info',
+            summary: `the study package and staged instances were deleted${lateText ? `; ${lateText}` : ''}`,
+            detail: {
+              instances: instances.length,
+              hadPackage: Boolean(row?.package_path),
+              ...(late.notInPackage > 0 ? { notInPackage: late.notInPackage } : {}),
+              ...(late.resent > 0 ? { resentAfterPackaging: late.resent } : {}),
+            },
           },
         ]);
       }
@@ -325,6 +342,28 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
   }
 
   /**
+   * Whether the order's pushed instances changed since `packaged` was read (an instance
+   * replaced by a resend, or one more received): then the order waits for the quiet period
+   * from the latest receipt, and the study is packaged again as it is then.
+   */
+  private async resentWhilePackaging(
+    orderId: string,
+    packaged: ReadonlyArray<{ filePath: string }>,
+  ): Promise<StudyAcquisition | undefined> {
+    const now = await instancesOfOrder(this.options.dataSource.manager, orderId);
+    const before = new Set(packaged.map((p) => p.filePath));
+    // none left: released meanwhile, not resent (the error stands)
+    if (now.length === 0) return undefined;
+    if (now.length === packaged.length && now.every((p) => before.has(p.filePath)))
+      return undefined;
+    const lastReceived = Math.max(...now.map((p) => p.receivedAt.getTime()));
+    return waiting(
+      `instances of the study were received again while it was being packaged; packaged once it has been quiet for ${this.quietMs / 1000} s`,
+      lastReceived + this.quietMs - this.now().getTime(),
+    );
+  }
+
+  /**
    * Deletes parts left in the incoming directory by a request or association that broke off
    * mid-instance (a crash, a dropped connection): anything older than an hour.
    */
@@ -428,13 +467,27 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
         pushed[0]!.source,
       );
       if (pushedMismatch) return pushedMismatch;
-      return this.recorder.packageAndRecord(
-        request,
-        pushed.map((p) => ({ path: p.filePath, header: p.header })),
-        pushed[0]!.source,
-        sidecarHash,
-        {},
-      );
+      // A sender may resend the study while it is zipped (a router retrying on its own
+      // timeout): each resent copy replaces a stored file and the earlier copy is removed. The
+      // package is then not the study as it now is: it is dropped, and the study packaged once
+      // it is quiet again, from the copies received last. Before, the ZIP writer met a removed
+      // file and the acquisition threw (retried as a job error for as long as resends came),
+      // or a copy replaced after it was read went up with the newer one recorded.
+      const resent = () => this.resentWhilePackaging(request.orderId, pushed);
+      try {
+        return await this.recorder.packageAndRecord(
+          request,
+          pushed.map((p) => ({ path: p.filePath, header: p.header })),
+          pushed[0]!.source,
+          sidecarHash,
+          {},
+          resent,
+        );
+      } catch (error) {
+        const instead = (error as NodeJS.ErrnoException).code === 'ENOENT' && (await resent());
+        if (instead) return instead;
+        throw error;
+      }
     }
 
     // 2. Pull from the PACS.
@@ -463,4 +516,27 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
       sidecarHash,
     );
   }
+}
+
+/**
+ * Pushed instances released with an order that its package did not hold as released: received
+ * after it was packaged (a late series, matched to the order while it was uploaded), or resent
+ * after it (the package held the earlier copy). They were deleted with the rest and the
+ * timeline said only "deleted": nobody learnt the study had been analysed without them.
+ */
+function lateInstances(
+  row: AcquisitionRow | undefined,
+  released: ReadonlyArray<{ sopInstanceUid: string; receivedAt: Date }>,
+): { notInPackage: number; resent: number } {
+  const study = row?.study as AcquiredStudy | null | undefined;
+  if (!row?.packaged_at || !study?.instances) return { notInPackage: 0, resent: 0 };
+  const packagedAt = new Date(row.packaged_at).getTime();
+  const packaged = new Set(study.instances.map((i) => i.sopInstanceUid));
+  let notInPackage = 0;
+  let resent = 0;
+  for (const i of released) {
+    if (!packaged.has(i.sopInstanceUid)) notInPackage++;
+    else if (i.receivedAt.getTime() > packagedAt) resent++;
+  }
+  return { notInPackage, resent };
 }

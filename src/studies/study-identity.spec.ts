@@ -1,4 +1,4 @@
-import { hasMatchingCharacters, identityMismatches } from './study-identity';
+import { authorityMismatch, hasMatchingCharacters, identityMismatches } from './study-identity';
 
 const BOTH = ['accession-number', 'patient-id'] as const;
 
@@ -153,5 +153,46 @@ describe('study identity: a study is used only when its identifiers match the or
   it('ordinary accession numbers do not', () => {
     expect(hasMatchingCharacters('ACC-20240318-0042')).toBe(false);
     expect(hasMatchingCharacters('2024.03/18 #42')).toBe(false);
+  });
+
+  describe('issuer of the accession number (0008,0051 against IPC-1 EI / the ACSN system)', () => {
+    const ALL = ['accession-number', 'accession-issuer'] as const;
+    it('another authority, same accession: accession-issuer, both named', () => {
+      expect(
+        identityMismatches(
+          { accessionNumber: 'A1', accessionIssuer: { namespace: 'RIS_A' } },
+          { accessionNumber: 'A1', issuerOfAccessionNumber: { namespace: 'RIS_B' } },
+          ALL,
+        ),
+      ).toEqual([{ field: 'accession-issuer', order: 'RIS_A', study: 'RIS_B' }]);
+    });
+    it('the universal IDs decide when both sides carry one', () => {
+      expect(
+        authorityMismatch(
+          { namespace: 'RIS', universalId: 'urn:oid:1.2.3' },
+          { namespace: 'ris-local', universalId: '1.2.3' },
+        ),
+      ).toBeUndefined();
+      expect(
+        authorityMismatch({ universalId: '1.2.3' }, { namespace: 'RIS', universalId: '1.2.4' }),
+      ).toEqual({ order: '1.2.3', study: '1.2.4' });
+    });
+    it('no issuer on a side, different parts, or names of different kinds: no mismatch', () => {
+      expect(authorityMismatch(undefined, { namespace: 'RIS_B' })).toBeUndefined();
+      expect(authorityMismatch({ namespace: 'RIS_A' }, undefined)).toBeUndefined();
+      expect(authorityMismatch({ namespace: 'RIS_A' }, { universalId: '1.2.3' })).toBeUndefined();
+      expect(
+        authorityMismatch({ universalId: 'http://ris.example/acc' }, { universalId: '1.2.3' }),
+      ).toBeUndefined();
+    });
+    it('not compared when left out of the rule', () => {
+      expect(
+        identityMismatches(
+          { accessionNumber: 'A1', accessionIssuer: { namespace: 'RIS_A' } },
+          { accessionNumber: 'A1', issuerOfAccessionNumber: { namespace: 'RIS_B' } },
+          ['accession-number'],
+        ),
+      ).toEqual([]);
+    });
   });
 });

@@ -6,7 +6,12 @@
  */
 
 /** Identifiers a site can require to match (STUDY_IDENTITY_MATCH). */
-export const IDENTITY_FIELDS = ['accession-number', 'patient-id', 'patient-id-issuer'] as const;
+export const IDENTITY_FIELDS = [
+  'accession-number',
+  'accession-issuer',
+  'patient-id',
+  'patient-id-issuer',
+] as const;
 export type IdentityField = (typeof IDENTITY_FIELDS)[number];
 
 export interface IdentityValues {
@@ -16,6 +21,10 @@ export interface IdentityValues {
   patientIdIssuer?: string | null;
   /** The study's: Issuer of Patient ID (0010,0021). */
   issuerOfPatientId?: string | null;
+  /** The order's: who issued its accession (HL7 IPC-1 EI components, FHIR system/assigner). */
+  accessionIssuer?: AssigningAuthority | null;
+  /** The study's: Issuer of Accession Number Sequence (0008,0051), first item. */
+  issuerOfAccessionNumber?: AssigningAuthority | null;
 }
 
 export interface IdentityMismatch {
@@ -27,6 +36,7 @@ export interface IdentityMismatch {
   nearMiss?: 'case' | 'whitespace-or-control' | 'leading-zeros';
 }
 
+import type { AssigningAuthority } from '../domain/order-request';
 import { nearMiss, withoutPadding } from '../mappings/dicom-identifiers';
 export { hasMatchingCharacters } from '../mappings/dicom-identifiers';
 
@@ -56,6 +66,10 @@ export function identityMismatches(
   if (required.includes('accession-number') && o.accession !== undefined) {
     if (s.accession !== o.accession)
       out.push(mismatch('accession-number', o.accession, s.accession));
+    else if (required.includes('accession-issuer')) {
+      const differs = authorityMismatch(order.accessionIssuer, study.issuerOfAccessionNumber);
+      if (differs) out.push({ field: 'accession-issuer', ...differs });
+    }
   }
   if (required.includes('patient-id') && o.patient !== undefined && s.patient !== undefined) {
     if (s.patient !== o.patient) out.push(mismatch('patient-id', o.patient, s.patient));
@@ -68,6 +82,29 @@ export function identityMismatches(
     }
   }
   return out;
+}
+
+/**
+ * Whether two assigning authorities (HL7 EI / HD, DICOM's HL7v2 Hierarchic Designator Macro)
+ * name different issuers: the universal IDs are compared when both sides have one, else the
+ * local namespaces when both have one, each as `issuer()` compares names (case, padding and
+ * `urn:oid:` aside, only names of one kind). A side without an issuer, or two sides naming
+ * the issuer by different parts, is no mismatch: the accession then counts alone, as before.
+ * The same accession number of another issuing authority (a PACS shared by hospitals whose
+ * RIS number exams alike) is another exam.
+ */
+export function authorityMismatch(
+  order: AssigningAuthority | null | undefined,
+  study: AssigningAuthority | null | undefined,
+): { order: string; study: string } | undefined {
+  if (!order || !study) return undefined;
+  for (const part of ['universalId', 'namespace'] as const) {
+    const o = issuer(order[part]);
+    const s = issuer(study[part]);
+    if (o === undefined || s === undefined || o.kind !== s.kind) continue;
+    return o.key === s.key ? undefined : { order: o.shown, study: s.shown };
+  }
+  return undefined;
 }
 
 /** One line for a timeline: which fields differed, masked. */

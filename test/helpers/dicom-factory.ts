@@ -66,6 +66,8 @@ export interface StudyAttributes {
   studyDescription?: string;
   referringPhysicianName?: string;
   institutionName?: string;
+  /** Issuer of Accession Number Sequence (0008,0051) item; left out when not given. */
+  issuerOfAccessionNumber?: { namespace?: string; universalId?: string; universalIdType?: string };
   /** Requested Procedure Code Sequence item (code value, scheme, meaning). */
   procedureCode?: { value: string; scheme: string; meaning: string };
 }
@@ -190,6 +192,23 @@ export function createMrBrainSeries(options: MrBrainSeriesOptions = {}): DicomIn
       StudyDate: study.studyDate ?? '20260315',
       StudyTime: study.studyTime ?? '101500',
       AccessionNumber: study.accessionNumber ?? 'SBXACC0001',
+      ...(study.issuerOfAccessionNumber
+        ? {
+            IssuerOfAccessionNumberSequence: [
+              {
+                ...(study.issuerOfAccessionNumber.namespace
+                  ? { LocalNamespaceEntityID: study.issuerOfAccessionNumber.namespace }
+                  : {}),
+                ...(study.issuerOfAccessionNumber.universalId
+                  ? { UniversalEntityID: study.issuerOfAccessionNumber.universalId }
+                  : {}),
+                ...(study.issuerOfAccessionNumber.universalIdType
+                  ? { UniversalEntityIDType: study.issuerOfAccessionNumber.universalIdType }
+                  : {}),
+              },
+            ],
+          }
+        : {}),
       Modality: 'MR',
       Manufacturer: 'SandboxScanner',
       InstitutionName: study.institutionName ?? 'Sandbox Imaging Center',

@@ -249,6 +249,90 @@ describe('hostile: C-STORE SCP peers', () => {
     expect(results.get(3)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2' });
   });
 
+  it('a sender proposing its compressed syntax first keeps it: the SCP accepts the first proposed it can take', async () => {
+    // One presentation context proposing JPEG Lossless SV1 first, then explicit and implicit
+    // VR little endian (storescu with an association profile, as a modality that holds
+    // compressed images proposes). An SCP that prefers uncompressed makes such a sender
+    // decompress (or fail where it cannot); we store files as received, so the sender's
+    // preference is kept, as DCMTK's storescp does by default.
+    const dir = mkdtempSync(join(tmpdir(), 'cstore-ts-'));
+    try {
+      const [mr] = createMrBrainStudy({ series: [{ slices: 1 }] });
+      const plain = join(dir, 'mr.dcm');
+      const jpeg = join(dir, 'mr-jpeg-lossless.dcm');
+      const cfg = join(dir, 'storescu.cfg');
+      writeFileSync(plain, mr!.bytes);
+      writeFileSync(
+        cfg,
+        [
+          '[[TransferSyntaxes]]',
+          '[JpegFirst]',
+          'TransferSyntax1 = 1.2.840.10008.1.2.4.70',
+          'TransferSyntax2 = 1.2.840.10008.1.2.1',
+          'TransferSyntax3 = 1.2.840.10008.1.2',
+          '[[PresentationContexts]]',
+          '[MrContexts]',
+          'PresentationContext1 = 1.2.840.10008.5.1.4.1.1.4\\JpegFirst',
+          '[[Profiles]]',
+          '[JpegFirstProfile]',
+          'PresentationContexts = MrContexts',
+          '',
+        ].join('\n'),
+      );
+      await run('dcmcjpeg', ['+e1', plain, jpeg]);
+      await run('storescu', [
+        '-xf',
+        cfg,
+        'JpegFirstProfile',
+        '-aet',
+        'MODALITY1',
+        '-aec',
+        AE,
+        '127.0.0.1',
+        String(port),
+        jpeg,
+      ]);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'transferSyntaxUid' AS ts FROM study_instances WHERE sop_instance_uid = $1`,
+        [mr!.sopInstanceUid],
+      )) as Array<{ ts: string }>;
+      // before: 1.2.840.10008.1.2.1, storescu decompressed the image to send it
+      expect(rows).toEqual([{ ts: '1.2.840.10008.1.2.4.70' }]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('uncompressed proposals: the first proposed is taken (implicit VR first stays implicit)', async () => {
+    const socket = connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (c: Buffer) => received.push(c));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      associateRq(AE, 'MODALITY1', [
+        { id: 1, syntaxes: ['1.2.840.10008.1.2', '1.2.840.10008.1.2.1'] },
+        { id: 3, syntaxes: ['1.2.840.10008.1.2.4.90', '1.2.840.10008.1.2.1'] },
+        { id: 5, syntaxes: ['1.2.840.10008.1.2.1.99', '1.2.840.10008.1.2.4.50'] },
+        // JPIP referenced: the pixels stay on the sender's JPIP server (PS3.5 §A.6)
+        { id: 7, syntaxes: ['1.2.840.10008.1.2.4.94', '1.2.840.10008.1.2.1'] },
+        { id: 9, syntaxes: ['1.2.840.10008.1.2.4.204', '1.2.840.10008.1.2.4.95'] },
+      ]),
+    );
+    for (let i = 0; i < 50 && Buffer.concat(received).length < 6; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    const ac = Buffer.concat(received);
+    socket.destroy();
+    expect(ac[0]).toBe(0x02);
+    const results = contextResults(ac);
+    expect(results.get(1)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2' });
+    expect(results.get(3)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.4.90' });
+    // deflate is still declined: the next one proposed is taken
+    expect(results.get(5)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.4.50' });
+    expect(results.get(7)).toEqual({ result: 0, syntax: '1.2.840.10008.1.2.1' });
+    expect(results.get(9)?.result).toBe(4);
+  });
+
   it('a calling AE outside DICOM_SCP_CALLING_AE_TITLES is rejected and recorded; a flood of them writes one entry', async () => {
     for (let i = 0; i < 5; i++)
       await expect(

@@ -132,6 +132,60 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toMatch(/\(0010,0040\) CS \(no value available\)/);
   });
 
+  it('the SR and PDF keep the ID domains of their study: Issuer of Patient ID and Issuer of Accession Number', () => {
+    // A PACS shared by hospitals whose numbers overlap files objects by Patient ID with its
+    // issuer (and the accession with its own): the study said PAT 12345 of HOSPA, ACC 42 of
+    // RIS_A, and our SR said only 12345 and 42, to be filed under whichever domain the PACS
+    // assumes for objects without one.
+    const input = publicationInput('DELIVERED', {});
+    const source = sourceStudy(1);
+    Object.assign(source.attributes, {
+      issuerOfPatientId: 'HOSPA',
+      issuerOfAccessionNumber: {
+        namespace: 'RIS_A',
+        universalId: '1.2.826.0.1.3680043.10.42',
+        universalIdType: 'ISO',
+      },
+    });
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-issuers.dcm');
+    const pdf = join(dir, 'pdf-issuers.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync(
+        'dcmdump',
+        [
+          '+P',
+          '0010,0021',
+          '+P',
+          '0008,0051',
+          '+P',
+          '0040,0031',
+          '+P',
+          '0040,0032',
+          '+P',
+          '0040,0033',
+          file,
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(dump).toContain('(0010,0021) LO [HOSPA]');
+      expect(dump).toContain('(0040,0031) UT [RIS_A]');
+      expect(dump).toContain('(0040,0032) UT [1.2.826.0.1.3680043.10.42]');
+      expect(dump).toContain('(0040,0033) CS [ISO]');
+    }
+    // an issuer that is not valid for its VR as it stands is written empty, never altered
+    // into another domain's name
+    source.attributes.issuerOfPatientId = 'HOSPA\\HOSP_B';
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    expect(dciodvfy(sr)).toEqual([]);
+    expect(execFileSync('dcmdump', ['+P', '0010,0021', sr], { encoding: 'utf8' })).not.toMatch(
+      /HOSP/,
+    );
+  });
+
   it('an Accession Number or Patient ID that is not valid for its VR is written empty, never altered into another one', () => {
     // Cut to 16 characters, `ACC-2026-000000000042` became `ACC-2026-0000000`, and
     // `PID-7\\8` became `PID-7 8`: identifiers of other exams and patients, on which a PACS

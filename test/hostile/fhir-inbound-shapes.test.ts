@@ -127,32 +127,122 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(expressions(entries[1]!.response.outcome!)).toEqual(['Bundle.entry[1].resource.status']);
   });
 
-  it('a lone surrogate or a NUL escaped in the JSON is stored as U+FFFD (201), not a 500; the raw bytes are kept', async () => {
+  it('a NUL escaped in the narrative is stored as U+FFFD (201), not a 500; the raw bytes are kept', async () => {
     // The structure validator refuses a NUL in code.text, not in the narrative's div.
-    for (const [placer, escape, where] of [
-      ['SUR-1', '\\ud800', 'code'],
-      ['SUR-2', '\\udc00', 'code'],
-      ['NUL-1', '\\u0000', 'div'],
-    ] as const) {
-      const sent = JSON.stringify(chestCtRequest(placer));
-      const body =
-        where === 'code'
-          ? sent.replace('"text":"Chest CT"', `"text":"Chest ${escape} CT"`)
-          : sent.replace('<p><b>id</b>', `<p>${escape}<b>id</b>`);
+    const placer = 'NUL-1';
+    const sent = JSON.stringify(chestCtRequest(placer));
+    const body = sent.replace('<p><b>id</b>', `<p>\\u0000<b>id</b>`);
+    expect(body).not.toBe(sent);
+    const res = await postFhir(adapter, '/fhir/ServiceRequest', body);
+    expect(res.status).toBe(201);
+    const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+    });
+    const served = (await read.json()) as { text: { div: string } };
+    expect(served.text.div).toContain('<p>\uFFFD<b>id</b>');
+    const stored = await lastMessage();
+    expect(stored.outcome).toBe('accepted');
+    expect(stored.raw.toString('utf8')).toBe(body);
+    expect(await ordersWith(placer)).toHaveLength(1);
+  });
+
+  it('a lone surrogate escaped anywhere in the JSON: 422 naming the element (FHIR strings are Unicode), the raw bytes kept, no order', async () => {
+    const sent = JSON.stringify(chestCtRequest('SUR-1'));
+    const cases: Array<[string, string, string, string]> = [
+      [
+        'code.text, high alone',
+        '"text":"Chest CT"',
+        '"text":"Chest \\ud800 CT"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'code.text, low alone',
+        '"text":"Chest CT"',
+        '"text":"Chest \\udc00 CT"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'code.text, reversed pair',
+        '"text":"Chest CT"',
+        '"text":"\\udc00\\ud800"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'an identifier value at its end',
+        '"value":"SUR-1"',
+        '"value":"SUR-1\\ud83d"',
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'a string in an array',
+        '"resourceType":"ServiceRequest"',
+        '"resourceType":"ServiceRequest","instantiatesUri":["http://a.example/x","\\udfff"]',
+        'ServiceRequest.instantiatesUri[1]',
+      ],
+      [
+        'a key',
+        '"resourceType":"ServiceRequest"',
+        '"resourceType":"ServiceRequest","_x\\ud800":1',
+        'ServiceRequest',
+      ],
+    ];
+    for (const [what, from, to, path] of cases) {
+      const body = sent.replace(from, to);
       expect(body).not.toBe(sent);
       const res = await postFhir(adapter, '/fhir/ServiceRequest', body);
-      expect({ placer, status: res.status }).toEqual({ placer, status: 201 });
-      const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
-        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      expect({ what, status: res.status, location: res.location }).toEqual({
+        what,
+        status: 422,
+        location: null,
       });
-      const served = (await read.json()) as { code: { text: string }; text: { div: string } };
-      if (where === 'code') expect(served.code.text).toBe('Chest \uFFFD CT');
-      else expect(served.text.div).toContain('<p>\uFFFD<b>id</b>');
+      expect({ what, at: expressions(res.body) }).toEqual({ what, at: [path] });
+      expect(JSON.stringify(res.body)).toMatch(/surrogate/);
       const stored = await lastMessage();
-      expect(stored.outcome).toBe('accepted');
+      expect({ what, outcome: stored.outcome, code: stored.response_code }).toEqual({
+        what,
+        outcome: 'rejected',
+        code: '422',
+      });
       expect(stored.raw.toString('utf8')).toBe(body);
-      expect(await ordersWith(placer)).toHaveLength(1);
     }
+    expect(await ordersWith('SUR-1')).toEqual([]);
+    expect(await ordersWith('SUR-1\uFFFD')).toEqual([]);
+    // A proper pair (an emoji, escaped) is Unicode: accepted as sent.
+    const pair = sent.replace('"text":"Chest CT"', '"text":"Chest CT \\ud83d\\ude00"');
+    const ok = await postFhir(adapter, '/fhir/ServiceRequest', pair);
+    expect(ok.status).toBe(201);
+    expect((ok.body.code as { text: string }).text).toBe('Chest CT \u{1F600}');
+    // In a Bundle entry the path runs from the Bundle.
+    const bundle = JSON.stringify({
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        { resource: chestCtRequest('SUR-B'), request: { method: 'POST', url: 'ServiceRequest' } },
+      ],
+    }).replace('"text":"Chest CT"', '"text":"\\ud800"');
+    const res = await postFhir(adapter, '/fhir', bundle);
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['Bundle.entry[0].resource.code.text']);
+    expect(await ordersWith('SUR-B')).toEqual([]);
+  });
+
+  it('a ServiceRequest read from the EHR (id-only) with a lone surrogate orders nothing and is kept refused, naming the element', async () => {
+    const id = 'sur-ehr';
+    const seeded = chestCtRequest('SUR-EHR');
+    (seeded.code as Json).text = 'Chest \ud800 CT';
+    await ehr.seed({ ...seeded, id } as never);
+    const focus = `${ehr.baseUrl}/ServiceRequest/${id}`;
+    const body = notification(`${ehr.baseUrl}/Subscription/s-sur`, [
+      [
+        { name: 'event-number', valueString: '1' },
+        { name: 'focus', valueReference: { reference: focus } },
+      ],
+    ]);
+    expect((await postFhir(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+    expect(await ordersWith('SUR-EHR')).toEqual([]);
+    const refused = await ehrRequestRefusal(focus);
+    expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(expressions(refused.answer)).toEqual(['ServiceRequest.code.text']);
   });
 
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {

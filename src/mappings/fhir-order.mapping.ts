@@ -13,6 +13,7 @@ import type {
   OrderRequest,
   ToleratedQuirk,
 } from '../domain/order-request';
+import { identifierBoundProblems } from '../domain/identifier-bounds';
 import {
   DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
   type FhirOrderMappingConfig,
@@ -249,6 +250,18 @@ export function mapServiceRequest(
       continue;
     }
     applyRow(values, lineage, row, out.value, out.lines);
+  }
+  // One bound for every transport's identifiers (domain/identifier-bounds.ts), on the element
+  // the value was read from (an ImagingStudy's accession: the request's supportingInfo).
+  const bounds = identifierBoundProblems(values as Partial<OrderRequest>, lineage);
+  for (const p of bounds.filter((b) => b.severity === 'refuse')) {
+    const at = p.source && !p.source.includes(' ') ? p.source : 'ServiceRequest.supportingInfo';
+    issues.push({ severity: 'error', code: 'value', expression: at, diagnostics: p.message });
+  }
+  // A warning for a request that becomes an order only (a refused one's would be noise).
+  if (!issues.some((i) => i.severity === 'error')) {
+    for (const p of bounds.filter((b) => b.severity === 'warn'))
+      quirks.push({ code: 'accession-longer-than-dicom', detail: p.message });
   }
   const errors = issues.filter((i) => i.severity === 'error');
   return {

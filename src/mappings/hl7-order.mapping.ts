@@ -9,6 +9,7 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import type { PatientEvent } from '../domain/patient-event';
+import { identifierBoundProblems } from '../domain/identifier-bounds';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { applyRows, type Hl7FieldRule, type Scope } from './hl7-order.rows';
 import type { TransformProblem } from './hl7-value.kit';
@@ -105,6 +106,14 @@ export interface Hl7MappingResult {
   quirks: ToleratedQuirk[];
   errors: Hl7MappingError[];
 }
+
+/** Where an HL7 order's bounded identifiers usually sit (when the lineage does not say). */
+const BOUNDED_FIELDS: Record<string, string> = {
+  'placerOrderNumber.value': 'ORC-2',
+  'fillerOrderNumber.value': 'ORC-3',
+  'placerGroupNumber.value': 'ORC-4',
+  accessionNumber: 'OBR-18',
+};
 
 /** The table with the site's accession source order applied. */
 export function rowsFor(config: Hl7OrderMappingConfig): readonly Hl7FieldRule[] {
@@ -260,6 +269,18 @@ export function mapHl7Message(
       if (!out.failed.has('products')) {
         const missing = productsWithoutProcedure(out.values, group, config, out.lineage);
         if (missing) out.problems.push(missing);
+      }
+      // One bound for every transport's identifiers (domain/identifier-bounds.ts); 102: the
+      // value breaks its field's length (EI.1 / ST, 199 in v2.7).
+      const bounds = identifierBoundProblems(out.values as Partial<OrderRequest>, out.lineage);
+      for (const p of bounds.filter((b) => b.severity === 'refuse')) {
+        const location = p.source ?? BOUNDED_FIELDS[p.target] ?? 'ORC-2';
+        out.problems.push({ location, code: 102, severity: 'E', message: p.message });
+      }
+      // A warning for an order that is taken only (a refused one's would be noise).
+      if (!out.problems.some((p) => p.severity === 'E')) {
+        for (const p of bounds.filter((b) => b.severity === 'warn'))
+          quirks.add('accession-longer-than-dicom', p.message);
       }
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;

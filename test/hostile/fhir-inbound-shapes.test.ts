@@ -245,6 +245,93 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(expressions(refused.answer)).toEqual(['ServiceRequest.code.text']);
   });
 
+  it('identifier values over their bound: a placer, filler or requisition number over 199 characters (HL7 EI.1, ST) or an accession over 199 is 422 on the element, kept, no order; an accession over 16 (DICOM SH) is taken with a quirk', async () => {
+    const typed = (code: string, value: string) => ({
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code }] },
+      system: `urn:example:${code.toLowerCase()}`,
+      value,
+    });
+    const long = (n: number, seed: string) => `${seed}-`.padEnd(n, '7');
+    const cases: Array<[string, Json, string]> = [
+      [
+        'placer 5,000',
+        { identifier: [typed('PLAC', long(5000, 'BND-P'))] },
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'placer 200',
+        { identifier: [typed('PLAC', long(200, 'BND-P2'))] },
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'filler 200',
+        { identifier: [typed('PLAC', 'BND-F'), typed('FILL', long(200, 'F'))] },
+        'ServiceRequest.identifier[1].value',
+      ],
+      [
+        'accession 200',
+        { identifier: [typed('PLAC', 'BND-A'), typed('ACSN', long(200, 'A'))] },
+        'ServiceRequest.identifier[1].value',
+      ],
+      [
+        'requisition 200',
+        { identifier: [typed('PLAC', 'BND-R')], requisition: typed('PGN', long(200, 'R')) },
+        'ServiceRequest.requisition.value',
+      ],
+    ];
+    for (const [what, changes, path] of cases) {
+      const res = await postFhir(
+        adapter,
+        '/fhir/ServiceRequest',
+        chestCtRequest('unused', changes),
+      );
+      expect({ what, status: res.status, at: expressions(res.body) }).toEqual({
+        what,
+        status: 422,
+        at: [path],
+      });
+      expect(JSON.stringify(res.body)).toMatch(/more than the 199/);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
+    expect(await ordersWith(long(5000, 'BND-P'))).toEqual([]);
+    for (const placer of ['BND-F', 'BND-A', 'BND-R']) expect(await ordersWith(placer)).toEqual([]);
+    // In a batch, the entry's own 422, under its entry.
+    const batch = await postFhir(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          resource: chestCtRequest(long(300, 'BND-B')),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    const entry = (batch.body.entry as Array<{ response: { status: string; outcome?: Json } }>)[0]!;
+    expect(entry.response.status).toBe('422 Unprocessable Entity');
+    expect(expressions(entry.response.outcome)).toEqual([
+      'Bundle.entry[0].resource.identifier[0].value',
+    ]);
+    // At the bounds: taken. A 17-character accession (longer than DICOM SH allows) is taken with a quirk.
+    const at = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('unused', {
+        identifier: [typed('PLAC', long(199, 'BND-OK')), typed('ACSN', 'ACC-20240318-0042')],
+      }),
+    );
+    expect(at.status).toBe(201);
+    expect(await ordersWith(long(199, 'BND-OK'))).toHaveLength(1);
+    const quirks = (
+      await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT quirks FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows[0]!.quirks;
+    expect(quirks).toContainEqual({
+      code: 'accession-longer-than-dicom',
+      detail: expect.stringMatching(/ServiceRequest\.identifier\[1\]\.value.*17 characters.*16/),
+    });
+  });
+
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
     for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
       ehr.requests.length = 0;
@@ -425,7 +512,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(ehr.requests).toEqual([]);
     expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
   });
-  it('a notification of 3,000 events, and a 6,000-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
+  it('a notification of 3,000 events, and a 199-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
     const events = Array.from({ length: 3000 }, (_, i) => [
       { name: 'event-number', valueString: String(100_000 + ((i * 7919) % 99_991)) },
     ]);
@@ -437,7 +524,8 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(again.status).toBe(200);
     expect(JSON.stringify(again.body)).toMatch(/already processed/);
 
-    const placer = Array.from({ length: 6000 }, (_, i) =>
+    // The longest placer number taken (199 characters, HL7 EI.1), of random characters.
+    const placer = Array.from({ length: 199 }, (_, i) =>
       String.fromCharCode(33 + ((i * 7919 + 13) % 94)),
     )
       .join('')

@@ -92,6 +92,63 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('an identifier over its bound (placer ORC-2/OBR-2, filler ORC-3, accession OBR-18 over 199 characters, EI.1/ST in v2.7) is AE 102 naming the field, nothing ordered; at 199 it is taken, an accession over 16 (DICOM SH) with a quirk', async () => {
+    const long = (n: number, seed: string) => `${seed}-`.padEnd(n, '7');
+    const order = (control: string, pairs: [string, string][]) =>
+      edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [['MSGID20240318144217', control], ...pairs]);
+    const placer5000 = long(5000, 'PLC-BND');
+    const cases: Array<[string, [string, string][], RegExp]> = [
+      ['placer 5,000', [['PLC-100234', placer5000]], /^ORC\^1\^2\^102&/],
+      [
+        'filler 200',
+        [
+          ['PLC-100234', 'PLC-BND-F'],
+          ['FIL-55012', long(200, 'FIL')],
+        ],
+        /^ORC\^1\^3\^102&/,
+      ],
+      [
+        'accession 200',
+        [
+          ['PLC-100234', 'PLC-BND-A'],
+          ['ACC-20240318-0042', long(200, 'ACC')],
+        ],
+        /^OBR\^1\^18\^102&/,
+      ],
+    ];
+    for (const [what, pairs, err] of cases) {
+      const reply = await h.mllp.send(order(`BND-${what.length}-${what[0]}`, pairs));
+      const ack = ackSummary(reply);
+      expect({ what, code: ack.code }).toEqual({ what, code: 'AE' });
+      expect(ack.errors).toEqual([expect.stringMatching(err)]);
+      // v2.3.1: the text travels in MSA-3
+      expect(parseHl7(reply).get('MSA-3')).toMatch(/more than the 199/);
+    }
+    for (const placer of [placer5000, 'PLC-BND-F', 'PLC-BND-A']) {
+      expect(await ordersUnder(placer)).toEqual([]);
+    }
+    const refused = await h.db.query(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'BND-12-p'`,
+    );
+    expect(refused.rows).toEqual([{ outcome: 'rejected' }]);
+
+    // At the bound: taken. The fixture's accession ACC-20240318-0042 is 17 characters, more
+    // than a DICOM Accession Number (SH) holds: taken, with a quirk saying a study may never match.
+    const placer199 = long(199, 'PLC-OK');
+    const ok = ackSummary(await h.mllp.send(order('BND-OK', [['PLC-100234', placer199]])));
+    expect(ok).toMatchObject({ code: 'AA', errors: [] });
+    expect(await ordersUnder(placer199)).toHaveLength(1);
+    const [message] = (
+      await h.db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT quirks FROM inbound_messages WHERE message_control_id = 'BND-OK'`,
+      )
+    ).rows;
+    expect(message!.quirks).toContainEqual({
+      code: 'accession-longer-than-dicom',
+      detail: expect.stringMatching(/OBR-18.*17 characters.*16/),
+    });
+  });
+
   it("an ADT^A40 replaces only the merged number (MRG-1) with the surviving one: the order keeps the patient's other identifiers", async () => {
     // A network RIS orders for a patient known by HOSPA's record number PAT-9902, the partner
     // clinic's number K-88120 (CLINB) and the SSN. HOSPA's MPI then merges PAT-9902 into PAT-4711

@@ -1,4 +1,4 @@
-import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
+import type { OperationOutcomeIssue, Resource, ServiceRequest } from '@medplum/fhirtypes';
 import { sha256Hex } from '../common/hash';
 import { KeyedMutex } from '../common/keyed-mutex';
 import { uuidv7 } from '../common/uuid-v7';
@@ -46,7 +46,8 @@ interface Remembered {
   seen?: StoredResource<ServiceRequest>;
 }
 
-function versionTag(sr: ServiceRequest): string {
+/** The version a request read from the EHR is known by: versionId, else lastUpdated, else its hash. */
+export function versionTag(sr: Resource): string {
   return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
 }
 
@@ -72,7 +73,7 @@ const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d
  * True when `incoming` is known to be an earlier version than `kept`: both numeric version
  * ids (HAPI FHIR, Oracle Health), or both last-updated instants (a server without versionId).
  */
-function isOlderVersion(incoming: string, kept: string | null): boolean {
+export function isOlderVersion(incoming: string, kept: string | null): boolean {
   if (kept === null) return false;
   if (/^\d{1,15}$/.test(incoming) && /^\d{1,15}$/.test(kept))
     return Number(incoming) < Number(kept);

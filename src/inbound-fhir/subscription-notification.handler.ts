@@ -5,7 +5,9 @@ import { EhrFhirError } from './ehr-fhir.client';
 import {
   deletedOnEhr,
   EhrOrderIntake,
+  isOlderVersion,
   requireEhr,
+  versionTag,
   type EhrServiceRequest,
 } from './ehr-order.intake';
 import { assertJsonMediaType, bodyStalled, bodyTooLarge, parseResource } from './fhir-http';
@@ -201,12 +203,16 @@ export class SubscriptionNotificationHandler {
         continue;
       }
       const focus = event.focus;
-      const inBundle = parsed.entries.find(
-        (e) =>
-          e.hasResource &&
-          (e.fullUrl === focus ||
-            (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
-            focus === `${e.resource.resourceType}/${e.resource.id}`),
+      // Of several entries for the focus (versions 1 and 2 of one request in one delivery),
+      // the newest: the first was taken, and version 1 undid version 2's stat or revoke.
+      const inBundle = newestVersion(
+        parsed.entries.filter(
+          (e) =>
+            e.hasResource &&
+            (e.fullUrl === focus ||
+              (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
+              focus === `${e.resource.resourceType}/${e.resource.id}`),
+        ),
       );
       if (inBundle && inBundle.resource.resourceType === 'ServiceRequest') {
         // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
@@ -214,7 +220,9 @@ export class SubscriptionNotificationHandler {
         // order per version, and the revoke under the plain URL found none of them.
         const named = this.absolute(inBundle.fullUrl ?? event.focus);
         const fullUrl = this.requestUrl(inBundle.resource.id, named);
-        collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
+        const before = collected.get(fullUrl)?.sr;
+        if (!before || !isOlderVersion(versionTag(inBundle.resource), versionTag(before)))
+          collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
       // id-only: read the focus from the EHR (EhrFhirClient).
@@ -400,4 +408,17 @@ export class SubscriptionNotificationHandler {
   private async refuse(caller: FhirCaller, error: FhirError): Promise<void> {
     await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
   }
+}
+
+/**
+ * The newest of the entries one focus names: a later entry replaces an earlier one unless its
+ * version is known to be older (numeric version ids or last-updated instants, as the intake
+ * compares them); versions that cannot be ordered keep Bundle order, the order of the events.
+ */
+function newestVersion<T extends { resource: Resource }>(entries: T[]): T | undefined {
+  let newest: T | undefined;
+  for (const e of entries) {
+    if (!newest || !isOlderVersion(versionTag(e.resource), versionTag(newest.resource))) newest = e;
+  }
+  return newest;
 }

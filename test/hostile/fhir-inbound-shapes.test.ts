@@ -332,6 +332,46 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     });
   });
 
+  it('a full-resource notification carrying two versions of one request applies the newer: a stat priority or a revoke in version 2 is not undone by version 1 before it', async () => {
+    // Two events of one request in one delivery (a deliverer batching a quick edit, HAPI's
+    // versions 1 and 2 of the same ServiceRequest). Before: the first entry matching the
+    // focus was taken for both events, so version 1 was applied and version 2 (stat, revoked) lost.
+    const send = async (sub: string, id: string, placer: string, versions: Json[]) => {
+      const focus = `${ehr.baseUrl}/ServiceRequest/${id}`;
+      const body = notification(
+        `${ehr.baseUrl}/Subscription/${sub}`,
+        versions.map((_, i) => [
+          { name: 'event-number', valueString: String(i + 1) },
+          { name: 'focus', valueReference: { reference: focus } },
+        ]),
+        versions.map((changes, i) => ({
+          fullUrl: focus,
+          resource: { ...chestCtRequest(placer, changes), id, meta: { versionId: String(i + 1) } },
+          request: { method: 'PUT', url: `ServiceRequest/${id}` },
+          response: { status: '200' },
+        })),
+      );
+      expect((await postFhir(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+    };
+    await send('s-two-versions-a', 'tv-a', 'TWO-V-A', [
+      { priority: 'routine' },
+      { priority: 'stat' },
+    ]);
+    const [stat] = (
+      await db.query<{ priority: string }>(
+        `SELECT request->>'priority' AS priority FROM orders WHERE placer_order_number = 'TWO-V-A'`,
+      )
+    ).rows;
+    expect(stat).toEqual({ priority: 'stat' });
+    await send('s-two-versions-b', 'tv-b', 'TWO-V-B', [{}, { status: 'revoked' }]);
+    const live = (
+      await db.query(
+        `SELECT id FROM orders WHERE placer_order_number = 'TWO-V-B' AND state <> 'cancelled' AND cancel_requested_at IS NULL`,
+      )
+    ).rows;
+    expect(live).toEqual([]);
+  });
+
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
     for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
       ehr.requests.length = 0;

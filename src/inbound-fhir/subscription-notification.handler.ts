@@ -5,11 +5,10 @@ import { EhrFhirError } from './ehr-fhir.client';
 import {
   deletedOnEhr,
   EhrOrderIntake,
-  isOlderVersion,
   requireEhr,
-  versionTag,
   type EhrServiceRequest,
 } from './ehr-order.intake';
+import { isOlderVersion, newestVersion, versionTag } from './fhir-versions';
 import { assertJsonMediaType, bodyStalled, bodyTooLarge, parseResource } from './fhir-http';
 import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -408,17 +407,4 @@ export class SubscriptionNotificationHandler {
   private async refuse(caller: FhirCaller, error: FhirError): Promise<void> {
     await this.deps.refusals.record(caller, 'fhir-subscription', 'notification', error);
   }
-}
-
-/**
- * The newest of the entries one focus names: a later entry replaces an earlier one unless its
- * version is known to be older (numeric version ids or last-updated instants, as the intake
- * compares them); versions that cannot be ordered keep Bundle order, the order of the events.
- */
-function newestVersion<T extends { resource: Resource }>(entries: T[]): T | undefined {
-  let newest: T | undefined;
-  for (const e of entries) {
-    if (!newest || !isOlderVersion(versionTag(e.resource), versionTag(newest.resource))) newest = e;
-  }
-  return newest;
 }

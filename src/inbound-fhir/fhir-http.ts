@@ -53,7 +53,9 @@ function assertR4(params: string[], refuse: (version: string) => FhirError): voi
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
   const format = typeof formatQuery === 'string' ? formatQuery.trim().toLowerCase() : undefined;
   if (format !== undefined) {
-    const base = format.split(';')[0]!.trim();
+    // A media type holds no white space: one inside is a `+` the query decoded as a space
+    // (application/x-www-form-urlencoded), `_format=application/fhir+json` typed unescaped.
+    const base = format.split(';')[0]!.trim().replace(/\s+/g, '+');
     const hit = JSON_FORMATS[base];
     if (hit) return hit;
     throw new FhirError(

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import { bodyStalledSeconds } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
+import { firstUnfaithfulNumber } from '../common/json-numbers';
 import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -293,6 +294,13 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
       `${duplicate} appears twice in one object: each element may be given once (the body has no one meaning)`,
       duplicate,
     );
+  }
+  const number = firstUnfaithfulNumber(text, rootName);
+  if (number) {
+    const diagnostics = `${number} is a number a double cannot hold as written (beyond about 1e308, below about 1e-308, or more than 15-17 significant digits): read, it would be another value (1e-400 as 0); send it within those bounds`;
+    throw new FhirError('invalid', diagnostics, [
+      { severity: 'error', code: 'value', diagnostics, expression: [number] },
+    ]);
   }
   const polluting = pollutingKey(data, rootName);
   if (polluting) {

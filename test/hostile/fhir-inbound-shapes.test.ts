@@ -372,6 +372,45 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(live).toEqual([]);
   });
 
+  it('a JSON number a double cannot hold (1e400, 1e-400, 20 significant digits): 422 on its element, kept, no order; numbers a double holds are taken', async () => {
+    // JSON.parse read 1e-400 as 0 and 12345678901234567890.123 as 12345678901234567000: the
+    // order was made, and the request stored and served back with a value nobody sent.
+    const sent = JSON.stringify(chestCtRequest('NUM-0'));
+    const withValue = (placer: string, literal: string) =>
+      sent
+        .replace('"NUM-0"', `"${placer}"`)
+        .replace(
+          '"resourceType":"ServiceRequest"',
+          `"resourceType":"ServiceRequest","extension":[{"url":"http://example.org/fhir/StructureDefinition/dose","valueDecimal":${literal}}]`,
+        );
+    for (const [placer, literal] of [
+      ['NUM-OVER', '1e400'],
+      ['NUM-UNDER', '1e-400'],
+      ['NUM-DIGITS', '12345678901234567890.123'],
+      ['NUM-DIGITS-2', '0.12345678901234567891'],
+    ]) {
+      const res = await postFhir(adapter, '/fhir/ServiceRequest', withValue(placer!, literal!));
+      expect({ literal, status: res.status, at: expressions(res.body) }).toEqual({
+        literal,
+        status: 422,
+        at: ['ServiceRequest.extension[0].valueDecimal'],
+      });
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(placer!)).toEqual([]);
+    }
+    for (const [placer, literal, value] of [
+      ['NUM-OK-1', '0.1', 0.1],
+      ['NUM-OK-2', '-0', 0],
+      ['NUM-OK-3', '3.14159265358979', 3.14159265358979],
+      ['NUM-OK-4', '2.5E-3', 0.0025],
+      ['NUM-OK-5', '1.0000000000000000000', 1],
+    ] as const) {
+      const res = await postFhir(adapter, '/fhir/ServiceRequest', withValue(placer, literal));
+      expect({ literal, status: res.status }).toEqual({ literal, status: 201 });
+      expect((res.body.extension as Array<{ valueDecimal: number }>)[0]!.valueDecimal).toBe(value);
+    }
+  });
+
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
     for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
       ehr.requests.length = 0;

@@ -1,14 +1,17 @@
-import type { MappedField, OrderRequest } from './order-request';
+import type { Identifier, MappedField, OrderRequest } from './order-request';
 
 /**
  * How long an order's identifiers may be, whatever transport brought them: one rule for the
  * HL7 and the FHIR mapping (each names its own field or element, from the lineage).
  *
- * - Placer, filler and placer group numbers and the accession number: at most 199 characters.
+ * - Patient identifiers (PID-3, MRG-1, Patient.identifier), placer, filler and placer group
+ *   numbers and the accession number: at most 199 characters.
  *   HL7 v2.7 gives EI.1 (entity identifier) and ST fields such as OBR-18 a conformance length of
  *   199 (v2.5.1 said 199 for EI as a whole); FHIR Identifier.value sets none, but an order
  *   number is a key a RIS, a PACS and an EHR all have to hold. A 5,000-character placer number
- *   was taken, stored, indexed and compared on every message of its sender.
+ *   was taken, stored, indexed and compared on every message of its sender, and a random
+ *   8,000-character patient identifier passed the largest row a PostgreSQL index holds: the
+ *   store failed, AR 207 "resend later", nothing kept, and the RIS resent it for ever.
  * - The accession number over 16 characters, the most a DICOM Accession Number (0008,0050,
  *   SH, PS3.5 Table 6.2-1) holds: taken, with a quirk. A study is used for the order only
  *   when its accession equals the order's (studies/study-identity.ts), so a modality or PACS
@@ -21,15 +24,27 @@ import type { MappedField, OrderRequest } from './order-request';
 export const ORDER_IDENTIFIER_MAX_CHARS = 199;
 export const DICOM_ACCESSION_MAX_CHARS = 16;
 
-/** The identifiers bounded, by their OrderRequest path (a lineage target). */
-const BOUNDED = [
-  ['placerOrderNumber.value', 'placer order number', (r) => r.placerOrderNumber?.value],
-  ['fillerOrderNumber.value', 'filler order number', (r) => r.fillerOrderNumber?.value],
-  ['placerGroupNumber.value', 'placer group number', (r) => r.placerGroupNumber?.value],
-  ['accessionNumber', 'accession number', (r) => r.accessionNumber],
-] as const satisfies ReadonlyArray<
-  readonly [string, string, (r: Partial<OrderRequest>) => string | undefined]
->;
+/** What the bound is applied to: an order, or a patient event's patient (and merged identifiers). */
+export type BoundedValues = Partial<OrderRequest> & { priorIdentifiers?: Identifier[] };
+
+/** The identifiers bounded, by their OrderRequest path (a lineage target), with what they are. */
+function boundedOf(r: BoundedValues): Array<[target: string, what: string, value: string]> {
+  const out: Array<[string, string, string]> = [];
+  const add = (target: string, what: string, value: unknown) => {
+    if (typeof value === 'string') out.push([target, what, value]);
+  };
+  (r.patient?.identifiers ?? []).forEach((id, i) =>
+    add(`patient.identifiers[${i}].value`, 'patient identifier', id?.value),
+  );
+  (r.priorIdentifiers ?? []).forEach((id, i) =>
+    add(`priorIdentifiers[${i}].value`, 'prior patient identifier', id?.value),
+  );
+  add('placerOrderNumber.value', 'placer order number', r.placerOrderNumber?.value);
+  add('fillerOrderNumber.value', 'filler order number', r.fillerOrderNumber?.value);
+  add('placerGroupNumber.value', 'placer group number', r.placerGroupNumber?.value);
+  add('accessionNumber', 'accession number', r.accessionNumber);
+  return out;
+}
 
 export interface IdentifierBoundProblem {
   /** The OrderRequest path (`placerOrderNumber.value`), as the lineage's targets name it. */
@@ -44,14 +59,12 @@ export interface IdentifierBoundProblem {
 
 /** The problems of an order's identifiers (none for a cancel: it names an order, makes none). */
 export function identifierBoundProblems(
-  request: Partial<OrderRequest>,
+  request: BoundedValues,
   lineage: readonly MappedField[],
 ): IdentifierBoundProblem[] {
   if (request.action === 'cancel') return [];
   const out: IdentifierBoundProblem[] = [];
-  for (const [target, what, read] of BOUNDED) {
-    const value = read(request);
-    if (value === undefined) continue;
+  for (const [target, what, value] of boundedOf(request)) {
     const length = [...value].length;
     const source = lineage.find((l) => l.target === target)?.source;
     const at = source ?? target;
@@ -60,7 +73,7 @@ export function identifierBoundProblems(
         target,
         source,
         severity: 'refuse',
-        message: `${at}: the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an order identifier may have (HL7 v2.7 EI.1/ST); send the number the order is known by`,
+        message: `${at}: the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an identifier may have (HL7 v2.7 EI.1, CX.1, ST); send the number it is known by`,
       });
     } else if (target === 'accessionNumber' && length > DICOM_ACCESSION_MAX_CHARS) {
       out.push({

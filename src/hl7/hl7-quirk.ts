@@ -34,6 +34,7 @@ export type Hl7QuirkCode =
   | 'invalid-date'
   | 'value-not-mapped'
   | 'field-conflict'
+  | 'accession-longer-than-dicom'
   | 'mllp-missing-cr';
 
 export interface Hl7Quirk {

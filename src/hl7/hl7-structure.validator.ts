@@ -2,6 +2,9 @@ import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
 import { HL7_VERSION_IDS } from './hl7-versions';
 
+/** The longest MSH-3 / MSH-4 (HD: IS 20, ST 199, ID 6 and two separators; v2.7 conformance length). */
+const HD_MAX_CHARS = 227;
+
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
   ORM: ['O01'], // v2.3-2.4 general order (chapter 4); kept in later versions for radiology
@@ -79,6 +82,20 @@ export function checkStructure(
       message:
         'A second MSH in one frame: send one message per frame, or wrap them in a batch (BHS ... BTS)',
     });
+  }
+  // MSH-3 and MSH-4 name the sender (HD: 227 characters in v2.7): every message of the sender
+  // is filed and de-duplicated under them. A random 8,000-character MSH-3 passed the largest
+  // row a PostgreSQL index holds; the store failed and the sender was told to resend, for ever.
+  for (const field of [3, 4]) {
+    const length = [...message.msh.rawField(field)].length;
+    if (length > HD_MAX_CHARS) {
+      return reject({
+        location: `MSH-${field}`,
+        code: 102,
+        severity: 'E',
+        message: `MSH-${field} is ${length} characters, more than the ${HD_MAX_CHARS} of an HD (v2.7)`,
+      });
+    }
   }
   if (!message.controlId) {
     // Required by the standard, but some senders leave it empty: we take the message (it is

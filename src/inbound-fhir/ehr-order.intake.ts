@@ -1,5 +1,4 @@
 import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
-import { sha256Hex } from '../common/hash';
 import { KeyedMutex } from '../common/keyed-mutex';
 import { uuidv7 } from '../common/uuid-v7';
 import { dedupeQuirks } from '../common/quirks';
@@ -18,6 +17,7 @@ import { DELETED_ON_EHR, type StoredResource } from '../persistence/fhir-resourc
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
+import { isOlderVersion, versionTag } from './fhir-versions';
 import type { NotificationChange } from '../persistence/subscription.repository';
 
 export interface EhrServiceRequest {
@@ -46,10 +46,6 @@ interface Remembered {
   seen?: StoredResource<ServiceRequest>;
 }
 
-function versionTag(sr: ServiceRequest): string {
-  return sr.meta?.versionId ?? sr.meta?.lastUpdated ?? `sha256:${sha256Hex(JSON.stringify(sr))}`;
-}
-
 /**
  * The request we keep for an EHR URL, as the EHR withdrew it by deleting it (a DELETE, a focus
  * answered 410): read as a `revoked` version, so its order is cancelled as the
@@ -63,21 +59,6 @@ export function deletedOnEhr(
     fullUrl,
     sr: { ...stored.resource, status: 'revoked', meta: { versionId: DELETED_ON_EHR } },
   };
-}
-
-/** An R4 instant (meta.lastUpdated), the version tag of a request without a versionId. */
-const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
-
-/**
- * True when `incoming` is known to be an earlier version than `kept`: both numeric version
- * ids (HAPI FHIR, Oracle Health), or both last-updated instants (a server without versionId).
- */
-function isOlderVersion(incoming: string, kept: string | null): boolean {
-  if (kept === null) return false;
-  if (/^\d{1,15}$/.test(incoming) && /^\d{1,15}$/.test(kept))
-    return Number(incoming) < Number(kept);
-  if (INSTANT.test(incoming) && INSTANT.test(kept)) return Date.parse(incoming) < Date.parse(kept);
-  return false;
 }
 
 /** The errors that kept a request from being an order, as warnings of the notification's answer. */

@@ -2,6 +2,8 @@ import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import { bodyStalledSeconds } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
+import { firstUnfaithfulNumber } from '../common/json-numbers';
+import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
@@ -52,7 +54,9 @@ function assertR4(params: string[], refuse: (version: string) => FhirError): voi
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
   const format = typeof formatQuery === 'string' ? formatQuery.trim().toLowerCase() : undefined;
   if (format !== undefined) {
-    const base = format.split(';')[0]!.trim();
+    // A media type holds no white space: one inside is a `+` the query decoded as a space
+    // (application/x-www-form-urlencoded), `_format=application/fhir+json` typed unescaped.
+    const base = format.split(';')[0]!.trim().replace(/\s+/g, '+');
     const hit = JSON_FORMATS[base];
     if (hit) return hit;
     throw new FhirError(
@@ -291,11 +295,27 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
       duplicate,
     );
   }
+  const number = firstUnfaithfulNumber(text, rootName);
+  if (number) {
+    const diagnostics = `${number} is a number a double cannot hold as written (beyond about 1e308, below about 1e-308, or more than 15-17 significant digits): read, it would be another value (1e-400 as 0); send it within those bounds`;
+    throw new FhirError('invalid', diagnostics, [
+      { severity: 'error', code: 'value', diagnostics, expression: [number] },
+    ]);
+  }
   const polluting = pollutingKey(data, rootName);
   if (polluting) {
     const diagnostics = `${polluting} is not a FHIR element: keys named __proto__, constructor or prototype are refused`;
     throw new FhirError('invalid', diagnostics, [
       { severity: 'error', code: 'structure', diagnostics, expression: [polluting] },
+    ]);
+  }
+  // JSON.parse keeps a lone `\ud800` escape; stored, it became U+FFFD (jsonb cannot hold it)
+  // and the order went on with a value the sender never wrote.
+  const broken = firstLoneSurrogate(data, rootName);
+  if (broken !== undefined) {
+    const diagnostics = loneSurrogateMessage(broken);
+    throw new FhirError('invalid', diagnostics, [
+      { severity: 'error', code: 'invalid', diagnostics, expression: [broken] },
     ]);
   }
   return data as Resource;

@@ -1,4 +1,6 @@
 import { sameBundleName } from '../fhir/fhir-urn';
+import { sameFhirContent } from './fhir-resend';
+import { newestVersion } from './fhir-versions';
 import type {
   ImagingStudy,
   OperationOutcomeIssue,
@@ -58,17 +60,39 @@ export class ReferenceResolver {
 
   private readonly reads = new Map<string, Promise<Resource>>();
 
-  private sibling(ref: string): SiblingEntry | undefined {
-    const exact = this.siblings.find((s) => sameBundleName(s.fullUrl, ref));
-    if (exact) return exact;
+  /**
+   * The entry a reference names, or undefined. Throws FhirError 422 at `expression` when it
+   * names two entries that differ (two Patients PUT as `Patient/x`, from two feeds or two
+   * servers): whose order it is would be a guess, and the first entry was taken.
+   */
+  private sibling(ref: string, expression: string): SiblingEntry | undefined {
+    const named = this.siblingsNamed(ref);
+    // Versions of one resource under its one fullUrl (a history Bundle: a notification
+    // carrying versions 1 and 2 of the Patient): the newest.
+    if (named.length > 1 && named.every((s) => s.fullUrl && s.fullUrl === named[0]!.fullUrl))
+      return newestVersion(named);
+    const [first] = named;
+    const other = named.find((s) => !sameFhirContent(s.resource, first!.resource));
+    if (first && other) {
+      const diagnostics = `${expression} (${ref.slice(0, 200)}) names more than one entry of the Bundle, ${siblingPath(first)} and ${siblingPath(other)}, and they differ: which resource is meant is not certain; give each its own id or fullUrl`;
+      throw new FhirError('invalid', diagnostics, [
+        { severity: 'error', code: 'duplicate', diagnostics, expression: [expression] },
+      ]);
+    }
+    return first;
+  }
+
+  private siblingsNamed(ref: string): SiblingEntry[] {
+    const exact = this.siblings.filter((s) => sameBundleName(s.fullUrl, ref));
+    if (exact.length > 0) return exact;
     const unversioned = ref.replace(/\/_history\/[^/]+$/, '');
     // An absolute URL names a resource on that server (R4 bundle.html#references): it is an
     // entry only when it is that entry's fullUrl, never an entry of the same type and id (a
     // Patient/example of another server was taken for the Bundle's Patient/example).
-    if (PeerBase.isAbsolute(ref)) return this.siblings.find((s) => s.fullUrl === unversioned);
+    if (PeerBase.isAbsolute(ref)) return this.siblings.filter((s) => s.fullUrl === unversioned);
     const m = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(ref);
-    if (!m) return undefined;
-    return this.siblings.find(
+    if (!m) return [];
+    return this.siblings.filter(
       (s) =>
         (s.resource.resourceType === m[1] && s.resource.id === m[2]) ||
         (s.fullUrl !== undefined && s.fullUrl.endsWith(`/${m[1]}/${m[2]}`)),
@@ -114,7 +138,7 @@ export class ReferenceResolver {
         ? (hit as Located<T>)
         : undefined;
     }
-    const sib = this.sibling(ref);
+    const sib = this.sibling(ref, expression);
     if (sib) {
       return !expectedType || sib.resource.resourceType === expectedType
         ? { resource: sib.resource as T, source: sib.location, path: siblingPath(sib) }

@@ -8,6 +8,7 @@ import {
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
+import { isOlderVersion, newestVersion, versionTag } from './fhir-versions';
 import { assertJsonMediaType, bodyStalled, bodyTooLarge, parseResource } from './fhir-http';
 import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation.shared';
 import { FhirError, operationOutcome } from './fhir.error';
@@ -201,12 +202,16 @@ export class SubscriptionNotificationHandler {
         continue;
       }
       const focus = event.focus;
-      const inBundle = parsed.entries.find(
-        (e) =>
-          e.hasResource &&
-          (e.fullUrl === focus ||
-            (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
-            focus === `${e.resource.resourceType}/${e.resource.id}`),
+      // Of several entries for the focus (versions 1 and 2 of one request in one delivery),
+      // the newest: the first was taken, and version 1 undid version 2's stat or revoke.
+      const inBundle = newestVersion(
+        parsed.entries.filter(
+          (e) =>
+            e.hasResource &&
+            (e.fullUrl === focus ||
+              (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
+              focus === `${e.resource.resourceType}/${e.resource.id}`),
+        ),
       );
       if (inBundle && inBundle.resource.resourceType === 'ServiceRequest') {
         // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
@@ -214,7 +219,9 @@ export class SubscriptionNotificationHandler {
         // order per version, and the revoke under the plain URL found none of them.
         const named = this.absolute(inBundle.fullUrl ?? event.focus);
         const fullUrl = this.requestUrl(inBundle.resource.id, named);
-        collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
+        const before = collected.get(fullUrl)?.sr;
+        if (!before || !isOlderVersion(versionTag(inBundle.resource), versionTag(before)))
+          collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
       // id-only: read the focus from the EHR (EhrFhirClient).

@@ -57,6 +57,9 @@ export interface ParsedNotification {
   quirks: ToleratedQuirk[];
 }
 
+/** The longest Subscription reference taken (a URL of the EHR's base and a FHIR id). */
+const MAX_SUBSCRIPTION_REF_CHARS = 1024;
+
 function invalid(message: string, expression: string): FhirError {
   const issue: OperationOutcomeIssue = {
     severity: 'error',
@@ -334,6 +337,19 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       'the notification does not name its Subscription',
       `${at}.parameter[subscription]`,
     );
+  // Its key here (fhir_subscriptions.subscription_ref, the events' idempotency): a random
+  // 6,000-character reference passed the largest row a PostgreSQL index holds, a 500 for ever.
+  // `[base]/Subscription/[id]` is the base plus at most 77 characters.
+  if ([...raw.subscriptionRef].length > MAX_SUBSCRIPTION_REF_CHARS) {
+    const expression =
+      (statusResource.resourceType as string) === 'SubscriptionStatus'
+        ? `${at}.subscription.reference`
+        : `${at}.parameter[subscription]`;
+    throw invalid(
+      `the Subscription reference is ${[...raw.subscriptionRef].length} characters, more than the ${MAX_SUBSCRIPTION_REF_CHARS} taken ([base]/Subscription/[id])`,
+      expression,
+    );
+  }
   if (!raw.type || !TYPES.includes(raw.type as NotificationType)) {
     throw invalid(
       `notification type ${raw.type ?? '(missing)'} is not one of ${TYPES.join(', ')}`,

@@ -13,6 +13,7 @@ import type {
   OrderRequest,
   ToleratedQuirk,
 } from '../domain/order-request';
+import { identifierBoundProblems } from '../domain/identifier-bounds';
 import {
   DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
   type FhirOrderMappingConfig,
@@ -252,6 +253,18 @@ export function mapServiceRequest(
     }
     applyRow(values, lineage, row, out.value, out.lines);
   }
+  // One bound for every transport's identifiers (domain/identifier-bounds.ts), on the element
+  // the value was read from (an ImagingStudy's accession: the request's supportingInfo).
+  const bounds = identifierBoundProblems(values as Partial<OrderRequest>, lineage);
+  for (const p of bounds.filter((b) => b.severity === 'refuse')) {
+    const at = boundExpression(p.source, ctx);
+    issues.push({ severity: 'error', code: 'value', expression: at, diagnostics: p.message });
+  }
+  // A warning for a request that becomes an order only (a refused one's would be noise).
+  if (!issues.some((i) => i.severity === 'error')) {
+    for (const p of bounds.filter((b) => b.severity === 'warn'))
+      quirks.push({ code: 'accession-longer-than-dicom', detail: p.message });
+  }
   const errors = issues.filter((i) => i.severity === 'error');
   return {
     mappingVersion: FHIR_ORDER_MAPPING_VERSION,
@@ -261,4 +274,18 @@ export function mapServiceRequest(
     quirks,
     issues,
   };
+}
+
+/**
+ * Where an identifier over its bound sits, as FHIRPath: the ServiceRequest's own element as
+ * the lineage names it; a Patient's identifier under where the Patient is (contained, its
+ * Bundle entry, `subject.resolve()`); an accession read from an ImagingStudy, the request's
+ * supportingInfo.
+ */
+function boundExpression(source: string | undefined, ctx: FhirOrderContext): string {
+  if (source && !source.includes(' ')) return source;
+  const patient = source ? /Patient\.identifier\[(\d+)\]/.exec(source) : null;
+  if (patient)
+    return `${ctx.patient?.path ?? 'ServiceRequest.subject'}.identifier[${patient[1]}].value`;
+  return 'ServiceRequest.supportingInfo';
 }

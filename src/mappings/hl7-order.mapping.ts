@@ -9,6 +9,7 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import type { PatientEvent } from '../domain/patient-event';
+import { identifierBoundProblems, type BoundedValues } from '../domain/identifier-bounds';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { applyRows, type Hl7FieldRule, type Scope } from './hl7-order.rows';
 import type { TransformProblem } from './hl7-value.kit';
@@ -105,6 +106,35 @@ export interface Hl7MappingResult {
   patientEvents: PatientEvent[];
   quirks: ToleratedQuirk[];
   errors: Hl7MappingError[];
+}
+
+/** Where an HL7 order's bounded identifiers usually sit (when the lineage does not say). */
+const BOUNDED_FIELDS: Record<string, string> = {
+  'placerOrderNumber.value': 'ORC-2',
+  'fillerOrderNumber.value': 'ORC-3',
+  'placerGroupNumber.value': 'ORC-4',
+  accessionNumber: 'OBR-18',
+  'patient.identifiers[].value': 'PID-3',
+  'priorIdentifiers[].value': 'MRG-1',
+};
+
+/** The identifiers over their bound as ERR 102 (the value breaks its field's length) at their field. */
+function boundErrors(
+  values: Record<string, unknown>,
+  lineage: MappedField[],
+  bounds = identifierBoundProblems(values as BoundedValues, lineage),
+): TransformProblem[] {
+  return bounds
+    .filter((b) => b.severity === 'refuse')
+    .map((p) => ({
+      location: (p.source ?? BOUNDED_FIELDS[p.target.replace(/\[\d+\]/, '[]')] ?? 'PID-3').replace(
+        /\.1$/,
+        '',
+      ),
+      code: 102 as const,
+      severity: 'E' as const,
+      message: p.message,
+    }));
 }
 
 /** The table with the site's accession source order applied. */
@@ -264,6 +294,15 @@ export function mapHl7Message(
         const missing = productsWithoutProcedure(out.values, group, config, out.lineage);
         if (missing) out.problems.push(missing);
       }
+      // One bound for every transport's identifiers (domain/identifier-bounds.ts); 102: the
+      // value breaks its field's length (EI.1 / ST, 199 in v2.7).
+      const bounds = identifierBoundProblems(out.values as Partial<OrderRequest>, out.lineage);
+      out.problems.push(...boundErrors(out.values, out.lineage, bounds));
+      // A warning for an order that is taken only (a refused one's would be noise).
+      if (!out.problems.some((p) => p.severity === 'E')) {
+        for (const p of bounds.filter((b) => b.severity === 'warn'))
+          quirks.add('accession-longer-than-dicom', p.message);
+      }
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;
       orders.push({
@@ -274,6 +313,7 @@ export function mapHl7Message(
     }
   } else if (code === 'ADT' && trigger === 'A08') {
     const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
+    out.problems.push(...boundErrors(out.values, out.lineage));
     errors.push(...out.problems);
     if (!out.problems.some((p) => p.severity === 'E')) {
       patientEvents.push({
@@ -292,6 +332,7 @@ export function mapHl7Message(
     for (const pair of pairs) {
       const scope: Scope = { message, pair };
       const out = applyRows([...PATIENT_ROWS, ...HL7_MERGE_FIELD_MAP], scope, config, quirks);
+      out.problems.push(...boundErrors(out.values, out.lineage));
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;
       patientEvents.push({

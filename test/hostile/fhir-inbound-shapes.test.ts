@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
@@ -127,32 +128,325 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(expressions(entries[1]!.response.outcome!)).toEqual(['Bundle.entry[1].resource.status']);
   });
 
-  it('a lone surrogate or a NUL escaped in the JSON is stored as U+FFFD (201), not a 500; the raw bytes are kept', async () => {
+  it('a NUL escaped in the narrative is stored as U+FFFD (201), not a 500; the raw bytes are kept', async () => {
     // The structure validator refuses a NUL in code.text, not in the narrative's div.
-    for (const [placer, escape, where] of [
-      ['SUR-1', '\\ud800', 'code'],
-      ['SUR-2', '\\udc00', 'code'],
-      ['NUL-1', '\\u0000', 'div'],
-    ] as const) {
-      const sent = JSON.stringify(chestCtRequest(placer));
-      const body =
-        where === 'code'
-          ? sent.replace('"text":"Chest CT"', `"text":"Chest ${escape} CT"`)
-          : sent.replace('<p><b>id</b>', `<p>${escape}<b>id</b>`);
+    const placer = 'NUL-1';
+    const sent = JSON.stringify(chestCtRequest(placer));
+    const body = sent.replace('<p><b>id</b>', `<p>\\u0000<b>id</b>`);
+    expect(body).not.toBe(sent);
+    const res = await postFhir(adapter, '/fhir/ServiceRequest', body);
+    expect(res.status).toBe(201);
+    const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+    });
+    const served = (await read.json()) as { text: { div: string } };
+    expect(served.text.div).toContain('<p>\uFFFD<b>id</b>');
+    const stored = await lastMessage();
+    expect(stored.outcome).toBe('accepted');
+    expect(stored.raw.toString('utf8')).toBe(body);
+    expect(await ordersWith(placer)).toHaveLength(1);
+  });
+
+  it('a lone surrogate escaped anywhere in the JSON: 422 naming the element (FHIR strings are Unicode), the raw bytes kept, no order', async () => {
+    const sent = JSON.stringify(chestCtRequest('SUR-1'));
+    const cases: Array<[string, string, string, string]> = [
+      [
+        'code.text, high alone',
+        '"text":"Chest CT"',
+        '"text":"Chest \\ud800 CT"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'code.text, low alone',
+        '"text":"Chest CT"',
+        '"text":"Chest \\udc00 CT"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'code.text, reversed pair',
+        '"text":"Chest CT"',
+        '"text":"\\udc00\\ud800"',
+        'ServiceRequest.code.text',
+      ],
+      [
+        'an identifier value at its end',
+        '"value":"SUR-1"',
+        '"value":"SUR-1\\ud83d"',
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'a string in an array',
+        '"resourceType":"ServiceRequest"',
+        '"resourceType":"ServiceRequest","instantiatesUri":["http://a.example/x","\\udfff"]',
+        'ServiceRequest.instantiatesUri[1]',
+      ],
+      [
+        'a key',
+        '"resourceType":"ServiceRequest"',
+        '"resourceType":"ServiceRequest","_x\\ud800":1',
+        'ServiceRequest',
+      ],
+    ];
+    for (const [what, from, to, path] of cases) {
+      const body = sent.replace(from, to);
       expect(body).not.toBe(sent);
       const res = await postFhir(adapter, '/fhir/ServiceRequest', body);
-      expect({ placer, status: res.status }).toEqual({ placer, status: 201 });
-      const read = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${String(res.body.id)}`, {
-        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      expect({ what, status: res.status, location: res.location }).toEqual({
+        what,
+        status: 422,
+        location: null,
       });
-      const served = (await read.json()) as { code: { text: string }; text: { div: string } };
-      if (where === 'code') expect(served.code.text).toBe('Chest \uFFFD CT');
-      else expect(served.text.div).toContain('<p>\uFFFD<b>id</b>');
+      expect({ what, at: expressions(res.body) }).toEqual({ what, at: [path] });
+      expect(JSON.stringify(res.body)).toMatch(/surrogate/);
       const stored = await lastMessage();
-      expect(stored.outcome).toBe('accepted');
+      expect({ what, outcome: stored.outcome, code: stored.response_code }).toEqual({
+        what,
+        outcome: 'rejected',
+        code: '422',
+      });
       expect(stored.raw.toString('utf8')).toBe(body);
-      expect(await ordersWith(placer)).toHaveLength(1);
     }
+    expect(await ordersWith('SUR-1')).toEqual([]);
+    expect(await ordersWith('SUR-1\uFFFD')).toEqual([]);
+    // A proper pair (an emoji, escaped) is Unicode: accepted as sent.
+    const pair = sent.replace('"text":"Chest CT"', '"text":"Chest CT \\ud83d\\ude00"');
+    const ok = await postFhir(adapter, '/fhir/ServiceRequest', pair);
+    expect(ok.status).toBe(201);
+    expect((ok.body.code as { text: string }).text).toBe('Chest CT \u{1F600}');
+    // In a Bundle entry the path runs from the Bundle.
+    const bundle = JSON.stringify({
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        { resource: chestCtRequest('SUR-B'), request: { method: 'POST', url: 'ServiceRequest' } },
+      ],
+    }).replace('"text":"Chest CT"', '"text":"\\ud800"');
+    const res = await postFhir(adapter, '/fhir', bundle);
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['Bundle.entry[0].resource.code.text']);
+    expect(await ordersWith('SUR-B')).toEqual([]);
+  });
+
+  it('a ServiceRequest read from the EHR (id-only) with a lone surrogate orders nothing and is kept refused, naming the element', async () => {
+    const id = 'sur-ehr';
+    const seeded = chestCtRequest('SUR-EHR');
+    (seeded.code as Json).text = 'Chest \ud800 CT';
+    await ehr.seed({ ...seeded, id } as never);
+    const focus = `${ehr.baseUrl}/ServiceRequest/${id}`;
+    const body = notification(`${ehr.baseUrl}/Subscription/s-sur`, [
+      [
+        { name: 'event-number', valueString: '1' },
+        { name: 'focus', valueReference: { reference: focus } },
+      ],
+    ]);
+    expect((await postFhir(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+    expect(await ordersWith('SUR-EHR')).toEqual([]);
+    const refused = await ehrRequestRefusal(focus);
+    expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(expressions(refused.answer)).toEqual(['ServiceRequest.code.text']);
+  });
+
+  it('identifier values over their bound: a placer, filler or requisition number over 199 characters (HL7 EI.1, ST) or an accession over 199 is 422 on the element, kept, no order; an accession over 16 (DICOM SH) is taken with a quirk', async () => {
+    const typed = (code: string, value: string) => ({
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code }] },
+      system: `urn:example:${code.toLowerCase()}`,
+      value,
+    });
+    const long = (n: number, seed: string) => `${seed}-`.padEnd(n, '7');
+    const cases: Array<[string, Json, string]> = [
+      [
+        'placer 5,000',
+        { identifier: [typed('PLAC', long(5000, 'BND-P'))] },
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'placer 200',
+        { identifier: [typed('PLAC', long(200, 'BND-P2'))] },
+        'ServiceRequest.identifier[0].value',
+      ],
+      [
+        'filler 200',
+        { identifier: [typed('PLAC', 'BND-F'), typed('FILL', long(200, 'F'))] },
+        'ServiceRequest.identifier[1].value',
+      ],
+      [
+        'accession 200',
+        { identifier: [typed('PLAC', 'BND-A'), typed('ACSN', long(200, 'A'))] },
+        'ServiceRequest.identifier[1].value',
+      ],
+      [
+        'requisition 200',
+        { identifier: [typed('PLAC', 'BND-R')], requisition: typed('PGN', long(200, 'R')) },
+        'ServiceRequest.requisition.value',
+      ],
+    ];
+    for (const [what, changes, path] of cases) {
+      const res = await postFhir(
+        adapter,
+        '/fhir/ServiceRequest',
+        chestCtRequest('unused', changes),
+      );
+      expect({ what, status: res.status, at: expressions(res.body) }).toEqual({
+        what,
+        status: 422,
+        at: [path],
+      });
+      expect(JSON.stringify(res.body)).toMatch(/more than the 199/);
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    }
+    expect(await ordersWith(long(5000, 'BND-P'))).toEqual([]);
+    for (const placer of ['BND-F', 'BND-A', 'BND-R']) expect(await ordersWith(placer)).toEqual([]);
+    // In a batch, the entry's own 422, under its entry.
+    const batch = await postFhir(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          resource: chestCtRequest(long(300, 'BND-B')),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    const entry = (batch.body.entry as Array<{ response: { status: string; outcome?: Json } }>)[0]!;
+    expect(entry.response.status).toBe('422 Unprocessable Entity');
+    expect(expressions(entry.response.outcome)).toEqual([
+      'Bundle.entry[0].resource.identifier[0].value',
+    ]);
+    // At the bounds: taken. A 17-character accession (longer than DICOM SH allows) is taken with a quirk.
+    const at = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('unused', {
+        identifier: [typed('PLAC', long(199, 'BND-OK')), typed('ACSN', 'ACC-20240318-0042')],
+      }),
+    );
+    expect(at.status).toBe(201);
+    expect(await ordersWith(long(199, 'BND-OK'))).toHaveLength(1);
+    const quirks = (
+      await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT quirks FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    ).rows[0]!.quirks;
+    expect(quirks).toContainEqual({
+      code: 'accession-longer-than-dicom',
+      detail: expect.stringMatching(/ServiceRequest\.identifier\[1\]\.value.*17 characters.*16/),
+    });
+  });
+
+  it('a full-resource notification carrying two versions of one request applies the newer: a stat priority or a revoke in version 2 is not undone by version 1 before it', async () => {
+    // Two events of one request in one delivery (a deliverer batching a quick edit, HAPI's
+    // versions 1 and 2 of the same ServiceRequest). Before: the first entry matching the
+    // focus was taken for both events, so version 1 was applied and version 2 (stat, revoked) lost.
+    const send = async (sub: string, id: string, placer: string, versions: Json[]) => {
+      const focus = `${ehr.baseUrl}/ServiceRequest/${id}`;
+      const body = notification(
+        `${ehr.baseUrl}/Subscription/${sub}`,
+        versions.map((_, i) => [
+          { name: 'event-number', valueString: String(i + 1) },
+          { name: 'focus', valueReference: { reference: focus } },
+        ]),
+        versions.map((changes, i) => ({
+          fullUrl: focus,
+          resource: { ...chestCtRequest(placer, changes), id, meta: { versionId: String(i + 1) } },
+          request: { method: 'PUT', url: `ServiceRequest/${id}` },
+          response: { status: '200' },
+        })),
+      );
+      expect((await postFhir(adapter, '/fhir/subscription-notifications', body)).status).toBe(200);
+    };
+    await send('s-two-versions-a', 'tv-a', 'TWO-V-A', [
+      { priority: 'routine' },
+      { priority: 'stat' },
+    ]);
+    const [stat] = (
+      await db.query<{ priority: string }>(
+        `SELECT request->>'priority' AS priority FROM orders WHERE placer_order_number = 'TWO-V-A'`,
+      )
+    ).rows;
+    expect(stat).toEqual({ priority: 'stat' });
+    await send('s-two-versions-b', 'tv-b', 'TWO-V-B', [{}, { status: 'revoked' }]);
+    const live = (
+      await db.query(
+        `SELECT id FROM orders WHERE placer_order_number = 'TWO-V-B' AND state <> 'cancelled' AND cancel_requested_at IS NULL`,
+      )
+    ).rows;
+    expect(live).toEqual([]);
+  });
+
+  it('a JSON number a double cannot hold (1e400, 1e-400, 20 significant digits): 422 on its element, kept, no order; numbers a double holds are taken', async () => {
+    // JSON.parse read 1e-400 as 0 and 12345678901234567890.123 as 12345678901234567000: the
+    // order was made, and the request stored and served back with a value nobody sent.
+    const sent = JSON.stringify(chestCtRequest('NUM-0'));
+    const withValue = (placer: string, literal: string) =>
+      sent
+        .replace('"NUM-0"', `"${placer}"`)
+        .replace(
+          '"resourceType":"ServiceRequest"',
+          `"resourceType":"ServiceRequest","extension":[{"url":"http://example.org/fhir/StructureDefinition/dose","valueDecimal":${literal}}]`,
+        );
+    for (const [placer, literal] of [
+      ['NUM-OVER', '1e400'],
+      ['NUM-UNDER', '1e-400'],
+      ['NUM-DIGITS', '12345678901234567890.123'],
+      ['NUM-DIGITS-2', '0.12345678901234567891'],
+    ]) {
+      const res = await postFhir(adapter, '/fhir/ServiceRequest', withValue(placer!, literal!));
+      expect({ literal, status: res.status, at: expressions(res.body) }).toEqual({
+        literal,
+        status: 422,
+        at: ['ServiceRequest.extension[0].valueDecimal'],
+      });
+      expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(await ordersWith(placer!)).toEqual([]);
+    }
+    for (const [placer, literal, value] of [
+      ['NUM-OK-1', '0.1', 0.1],
+      ['NUM-OK-2', '-0', 0],
+      ['NUM-OK-3', '3.14159265358979', 3.14159265358979],
+      ['NUM-OK-4', '2.5E-3', 0.0025],
+      ['NUM-OK-5', '1.0000000000000000000', 1],
+    ] as const) {
+      const res = await postFhir(adapter, '/fhir/ServiceRequest', withValue(placer, literal));
+      expect({ literal, status: res.status }).toEqual({ literal, status: 201 });
+      expect((res.body.extension as Array<{ valueDecimal: number }>)[0]!.valueDecimal).toBe(value);
+    }
+  });
+
+  it("a patient identifier over 199 characters (random, more than an index row holds) is 422 on the Patient's identifier where it sits, kept; before, a 500 and nothing kept", async () => {
+    const mrn = randomBytes(6000).toString('base64');
+    const patient = {
+      resourceType: 'Patient',
+      id: 'p1',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: mrn }],
+      name: [{ family: 'SCHMIDT', given: ['Anna'] }],
+      gender: 'female',
+      birthDate: '1956-02-14',
+    };
+    const res = await postFhir(
+      adapter,
+      '/fhir/ServiceRequest',
+      chestCtRequest('LONG-MRN-1', { contained: [patient], subject: { reference: '#p1' } }),
+    );
+    expect({ status: res.status, at: expressions(res.body) }).toEqual({
+      status: 422,
+      at: ['ServiceRequest.contained[0].identifier[0].value'],
+    });
+    expect(JSON.stringify(res.body)).toMatch(/patient identifier is 8000 characters/);
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
+    expect(await ordersWith('LONG-MRN-1')).toEqual([]);
+  });
+
+  it('a notification naming a Subscription by a reference over 1,024 characters (random, more than an index row holds): 422 on parameter[subscription], kept; before, a 500 and nothing kept', async () => {
+    const id = randomBytes(4500).toString('base64').replace(/[+/=]/g, 'x');
+    const body = notification(`${ehr.baseUrl}/Subscription/${id}`, [
+      [{ name: 'event-number', valueString: '1' }],
+    ]);
+    const res = await postFhir(adapter, '/fhir/subscription-notifications', body);
+    expect({ status: res.status, at: expressions(res.body) }).toEqual({
+      status: 422,
+      at: ['Bundle.entry[0].resource.parameter[subscription]'],
+    });
+    expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
   });
 
   it('a relative reference that climbs out of FHIR_SERVER_URL: 422 on the element (a resend would fail the same), nothing read', async () => {
@@ -335,7 +629,7 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(ehr.requests).toEqual([]);
     expect(await lastMessage()).toMatchObject({ outcome: 'rejected', response_code: '422' });
   });
-  it('a notification of 3,000 events, and a 6,000-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
+  it('a notification of 3,000 events, and a 199-character random placer number, are stored (their idempotency keys fit the index), and a resend is a duplicate', async () => {
     const events = Array.from({ length: 3000 }, (_, i) => [
       { name: 'event-number', valueString: String(100_000 + ((i * 7919) % 99_991)) },
     ]);
@@ -347,7 +641,8 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
     expect(again.status).toBe(200);
     expect(JSON.stringify(again.body)).toMatch(/already processed/);
 
-    const placer = Array.from({ length: 6000 }, (_, i) =>
+    // The longest placer number taken (199 characters, HL7 EI.1), of random characters.
+    const placer = Array.from({ length: 199 }, (_, i) =>
       String.fromCharCode(33 + ((i * 7919 + 13) % 94)),
     )
       .join('')

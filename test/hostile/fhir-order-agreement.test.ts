@@ -295,6 +295,97 @@ describe('hostile: FHIR orders as real senders write them', () => {
     expect(JSON.stringify(other.body)).not.toMatch(/MINT/);
     expect(await ordersWith('SUBJECT-BOTH-2')).toEqual([]);
   });
+  it("two contained resources under one id (the subject #p1 names both): 422 duplicate on the second id, nothing ordered, never the first one's patient", async () => {
+    // An interface engine that merges two documents copies both contained Patients as `p1`;
+    // `#p1` then names two patients. Before: 201, the order made for whichever came first.
+    const patient = (family: string, mrn: string) => ({
+      resourceType: 'Patient',
+      id: 'p1',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: mrn }],
+      name: [{ family, given: ['Anna'] }],
+      gender: 'female',
+      birthDate: '1956-02-14',
+    });
+    const sr = chestCtRequest('CONT-DUP-1', {
+      contained: [patient('SCHMIDT', 'MRN-1001'), patient('SCHMIDT-BERGER', 'MRN-2002')],
+      subject: { reference: '#p1' },
+    });
+    const res = await postFhir(adapter, '/fhir/ServiceRequest', sr);
+    expect(res.status).toBe(422);
+    expect(expressions(res.body)).toEqual(['ServiceRequest.contained[1].id']);
+    expect((res.body.issue as Json[])[0]).toMatchObject({ code: 'duplicate' });
+    expect(await ordersWith('CONT-DUP-1')).toEqual([]);
+    // In a Bundle entry, the path runs from the entry.
+    const batch = await postFhir(adapter, '/fhir', {
+      resourceType: 'Bundle',
+      type: 'batch',
+      entry: [
+        {
+          resource: chestCtRequest('CONT-DUP-2', {
+            contained: [patient('SCHMIDT', 'MRN-1001'), patient('SCHMIDT-BERGER', 'MRN-2002')],
+            subject: { reference: '#p1' },
+          }),
+          request: { method: 'POST', url: 'ServiceRequest' },
+        },
+      ],
+    });
+    const entry = (batch.body.entry as Array<{ response: { status: string; outcome?: Json } }>)[0]!;
+    expect(entry.response.status).toBe('422 Unprocessable Entity');
+    expect(expressions(entry.response.outcome)).toEqual([
+      'Bundle.entry[0].resource.contained[1].id',
+    ]);
+    expect(await ordersWith('CONT-DUP-2')).toEqual([]);
+  });
+
+  it("a reference that names two different entries of the Bundle (two Patients PUT as Patient/x): 422 on the subject, nothing ordered, never the first entry's patient", async () => {
+    const patient = (family: string, mrn: string, fullUrl?: string) => ({
+      ...(fullUrl ? { fullUrl } : {}),
+      resource: {
+        resourceType: 'Patient',
+        id: 'x',
+        identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: mrn }],
+        name: [{ family, given: ['Anna'] }],
+        gender: 'female',
+        birthDate: '1956-02-14',
+      },
+      request: { method: 'PUT', url: 'Patient/x' },
+    });
+    const order = (placer: string) => ({
+      resource: chestCtRequest(placer, { subject: { reference: 'Patient/x' } }),
+      request: { method: 'POST', url: 'ServiceRequest' },
+    });
+    // A batch from an interface engine merging two feeds, both numbering their Patients x;
+    // a transaction whose entries name two servers. Before: 201 for the first Patient.
+    for (const [type, placer, entries] of [
+      ['batch', 'SIB-DUP-1', [patient('SCHMIDT', 'MRN-1001'), patient('BERGER', 'MRN-2002')]],
+      [
+        'transaction',
+        'SIB-DUP-2',
+        [
+          patient('SCHMIDT', 'MRN-1001', 'http://a.example/fhir/Patient/x'),
+          patient('BERGER', 'MRN-2002', 'http://b.example/fhir/Patient/x'),
+        ],
+      ],
+    ] as const) {
+      const res = await postFhir(adapter, '/fhir', {
+        resourceType: 'Bundle',
+        type,
+        entry: [...entries, order(placer)],
+      });
+      const outcome =
+        type === 'batch'
+          ? (res.body.entry as Array<{ response: { status: string; outcome?: Json } }>)[2]!.response
+              .outcome
+          : res.body;
+      expect({ type, at: expressions(outcome) }).toEqual({
+        type,
+        at: ['Bundle.entry[2].resource.subject'],
+      });
+      expect(JSON.stringify(outcome)).toMatch(/Bundle\.entry\[0\].*Bundle\.entry\[1\]/);
+      expect(await ordersWith(placer)).toEqual([]);
+    }
+  });
+
   it('a given name written as null with its extension (R4 JSON, _given): stored without the null, so the order can be placed', async () => {
     // R4 json.html#primitive: a repetition with no value but an extension is `null` in the
     // value array, its extension at the same index of `_given` (here data-absent-reason on

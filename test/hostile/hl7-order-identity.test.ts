@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { parseHl7 } from '../../src/hl7';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -90,6 +91,91 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
       ['ACC-NS-1', true],
       ['ACC-NS-2', false],
     ]);
+  });
+
+  it('an identifier over its bound (placer ORC-2/OBR-2, filler ORC-3, accession OBR-18 over 199 characters, EI.1/ST in v2.7) is AE 102 naming the field, nothing ordered; at 199 it is taken, an accession over 16 (DICOM SH) with a quirk', async () => {
+    const long = (n: number, seed: string) => `${seed}-`.padEnd(n, '7');
+    const order = (control: string, pairs: [string, string][]) =>
+      edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [['MSGID20240318144217', control], ...pairs]);
+    const placer5000 = long(5000, 'PLC-BND');
+    const cases: Array<[string, [string, string][], RegExp]> = [
+      ['placer 5,000', [['PLC-100234', placer5000]], /^ORC\^1\^2\^102&/],
+      [
+        'filler 200',
+        [
+          ['PLC-100234', 'PLC-BND-F'],
+          ['FIL-55012', long(200, 'FIL')],
+        ],
+        /^ORC\^1\^3\^102&/,
+      ],
+      [
+        'accession 200',
+        [
+          ['PLC-100234', 'PLC-BND-A'],
+          ['ACC-20240318-0042', long(200, 'ACC')],
+        ],
+        /^OBR\^1\^18\^102&/,
+      ],
+    ];
+    for (const [what, pairs, err] of cases) {
+      const reply = await h.mllp.send(order(`BND-${what.length}-${what[0]}`, pairs));
+      const ack = ackSummary(reply);
+      expect({ what, code: ack.code }).toEqual({ what, code: 'AE' });
+      expect(ack.errors).toEqual([expect.stringMatching(err)]);
+      // v2.3.1: the text travels in MSA-3
+      expect(parseHl7(reply).get('MSA-3')).toMatch(/more than the 199/);
+    }
+    for (const placer of [placer5000, 'PLC-BND-F', 'PLC-BND-A']) {
+      expect(await ordersUnder(placer)).toEqual([]);
+    }
+    const refused = await h.db.query(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'BND-12-p'`,
+    );
+    expect(refused.rows).toEqual([{ outcome: 'rejected' }]);
+
+    // At the bound: taken. The fixture's accession ACC-20240318-0042 is 17 characters, more
+    // than a DICOM Accession Number (SH) holds: taken, with a quirk saying a study may never match.
+    const placer199 = long(199, 'PLC-OK');
+    const ok = ackSummary(await h.mllp.send(order('BND-OK', [['PLC-100234', placer199]])));
+    expect(ok).toMatchObject({ code: 'AA', errors: [] });
+    expect(await ordersUnder(placer199)).toHaveLength(1);
+    const [message] = (
+      await h.db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT quirks FROM inbound_messages WHERE message_control_id = 'BND-OK'`,
+      )
+    ).rows;
+    expect(message!.quirks).toContainEqual({
+      code: 'accession-longer-than-dicom',
+      detail: expect.stringMatching(/OBR-18.*17 characters.*16/),
+    });
+  });
+
+  it('a patient identifier over 199 characters (PID-3 CX.1, random, more than an index row holds) is AE 102 at PID-3 and kept; before, AR 207 "resend later" and nothing kept, for ever', async () => {
+    const mrn = randomBytes(6000).toString('base64').replace(/[+/=]/g, 'x');
+    const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+      ['MSGID20240318144217', 'LONG-PID-NW'],
+      ['PAT-4711^^^HOSPA^MR', `${mrn}^^^HOSPA^MR`],
+      ['PLC-100234', 'PLC-LONG-PID'],
+    ]);
+    const reply = await h.mllp.send(nw);
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/^PID\^1\^3\^102&/)],
+    });
+    expect(parseHl7(reply).get('MSA-3')).toMatch(/patient identifier is 8000 characters/);
+    expect(await ordersUnder('PLC-LONG-PID')).toEqual([]);
+    const kept = await h.db.query(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'LONG-PID-NW'`,
+    );
+    expect(kept.rows).toEqual([{ outcome: 'rejected' }]);
+    // An ADT^A08 naming the patient so: refused the same way, no order touched.
+    const a08 = edited(hl7Fixture('adt-a08-v251-update'), [
+      ['PAT-4711^^^HOSPA^MR', `${mrn}^^^HOSPA^MR`],
+    ]);
+    expect(ackSummary(await h.mllp.send(a08))).toMatchObject({
+      code: 'AE',
+      errors: [expect.stringMatching(/PID\^1\^3\^1\|102\^Data type error/)],
+    });
   });
 
   it("an ADT^A40 replaces only the merged number (MRG-1) with the surviving one: the order keeps the patient's other identifiers", async () => {

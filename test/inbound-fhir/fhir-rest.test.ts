@@ -578,6 +578,30 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     const auth = { authorization: `Bearer ${TEST_TOKENS.sender}` };
     const json = await fetch(`${base}/metadata?_format=application/json`);
     expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+    // `_format=application/fhir+json` typed into a URL unescaped: a query decodes `+` as a
+    // space (application/x-www-form-urlencoded). It was 406, and a create under it no order.
+    for (const format of [
+      'application/fhir+json',
+      'application/fhir%2Bjson',
+      'application/json+fhir',
+    ]) {
+      const read = await fetch(`${base}/metadata?_format=${format}`);
+      expect({ format, status: read.status, type: read.headers.get('content-type') }).toEqual({
+        format,
+        status: 200,
+        type: expect.stringMatching(/^application\/fhir\+json/),
+      });
+    }
+    const plus = await fetch(`${base}/ServiceRequest?_format=application/fhir+json`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({
+        ...fixture('r4-servicerequest-example-di'),
+        identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-FORMAT-PLUS-1' }],
+      }),
+    });
+    expect(plus.status).toBe(201);
+    expect((await fetch(`${base}/metadata?_format=application/fhir+xml`)).status).toBe(406);
     const sr = {
       ...fixture('r4-servicerequest-example-di'),
       identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-PREFER-1' }],

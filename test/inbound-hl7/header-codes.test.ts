@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { waitFor } from '../e2e/e2e-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
@@ -130,6 +131,27 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(await stored('OMG-1')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
     const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'PLC-OMG-1'`);
     expect(orders.rowCount).toBe(0);
+  });
+
+  it('an MSH-3 or MSH-4 over 227 characters (HD in v2.7) is AR 102 at the field and kept; before, AR 207 "resend later" for ever, nothing kept', async () => {
+    // A random 8,000-character sending application passed the largest row a PostgreSQL index
+    // holds (the sender is part of the idempotency key and the orders' sender index).
+    const long = randomBytes(6000).toString('base64').replace(/[+/=]/g, 'x');
+    for (const [field, controlId, from] of [
+      ['MSH^1^3', 'LONG-MSH3', '|RADIS1|IHEDEMO|DSS_OF|'],
+      ['MSH^1^4', 'LONG-MSH4', '|RADIS1|IHEDEMO|DSS_OF|'],
+    ] as const) {
+      const to = field.endsWith('3') ? `|${long}|IHEDEMO|DSS_OF|` : `|RADIS1|${long}|DSS_OF|`;
+      const ack = await send(swf(controlId, (t) => t.replace(from, to)));
+      expect({ field, code: ack.code }).toEqual({ field, code: 'AR' });
+      expect(ack.errors).toEqual([
+        expect.stringMatching(new RegExp(`^${field.replace(/\^/g, '\\^')}\\^102&`)),
+      ]);
+      expect((await stored(controlId)).map((r) => r.outcome)).toEqual(['rejected']);
+    }
+    // 227 characters are taken.
+    const at = await send(swf('MSH3-227', (t) => t.replace('|RADIS1|', `|${'R'.repeat(227)}|`)));
+    expect(at.code).toBe('AA');
   });
 
   it('ORC-1 nw is AE 103 at ORC-1 and creates no order', async () => {

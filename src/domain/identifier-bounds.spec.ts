@@ -1,0 +1,47 @@
+import { identifierBoundProblems } from './identifier-bounds';
+
+describe('identifierBoundProblems', () => {
+  const lineage = [
+    { target: 'placerOrderNumber.value', source: 'ORC-2.1', value: '', ruleId: 'r' },
+    { target: 'accessionNumber', source: 'OBR-18', value: '', ruleId: 'r' },
+  ];
+
+  it('refuses an order identifier over 199 characters, naming where it was read and its length', () => {
+    const [p] = identifierBoundProblems(
+      { action: 'create', placerOrderNumber: { value: 'P'.repeat(200) } },
+      lineage,
+    );
+    expect(p).toMatchObject({
+      target: 'placerOrderNumber.value',
+      source: 'ORC-2.1',
+      severity: 'refuse',
+    });
+    expect(p!.message).toMatch(/^ORC-2\.1: the placer order number is 200 characters/);
+    expect(p!.message).not.toContain('PPP');
+  });
+
+  it('takes 199 characters (counted in code points), warns on an accession of 17 to 199', () => {
+    const astral = '😀'.repeat(199);
+    expect(
+      identifierBoundProblems(
+        { action: 'create', placerOrderNumber: { value: astral }, accessionNumber: 'A'.repeat(16) },
+        lineage,
+      ),
+    ).toEqual([]);
+    expect(
+      identifierBoundProblems({ action: 'update', accessionNumber: 'ACC-20240318-0042' }, lineage),
+    ).toEqual([expect.objectContaining({ target: 'accessionNumber', severity: 'warn' })]);
+    expect(
+      identifierBoundProblems({ action: 'create', accessionNumber: 'A'.repeat(200) }, lineage),
+    ).toEqual([expect.objectContaining({ severity: 'refuse' })]);
+  });
+
+  it('holds a cancel to nothing: it names an order and makes none', () => {
+    expect(
+      identifierBoundProblems(
+        { action: 'cancel', fillerOrderNumber: { value: 'F'.repeat(5000) } },
+        lineage,
+      ),
+    ).toEqual([]);
+  });
+});

@@ -1,0 +1,93 @@
+import type { Identifier, MappedField, OrderRequest } from './order-request';
+
+/**
+ * How long an order's identifiers may be, whatever transport brought them: one rule for the
+ * HL7 and the FHIR mapping (each names its own field or element, from the lineage).
+ *
+ * - Patient identifiers (PID-3, MRG-1, Patient.identifier), placer, filler and placer group
+ *   numbers and the accession number: at most 199 characters.
+ *   HL7 v2.7 gives EI.1 (entity identifier) and ST fields such as OBR-18 a conformance length of
+ *   199 (v2.5.1 said 199 for EI as a whole); FHIR Identifier.value sets none, but an order
+ *   number is a key a RIS, a PACS and an EHR all have to hold. A 5,000-character placer number
+ *   was taken, stored, indexed and compared on every message of its sender, and a random
+ *   8,000-character patient identifier passed the largest row a PostgreSQL index holds: the
+ *   store failed, AR 207 "resend later", nothing kept, and the RIS resent it for ever.
+ * - The accession number over 16 characters, the most a DICOM Accession Number (0008,0050,
+ *   SH, PS3.5 Table 6.2-1) holds: taken, with a quirk. A study is used for the order only
+ *   when its accession equals the order's (studies/study-identity.ts), so a modality or PACS
+ *   that keeps to SH (truncates or refuses) never yields a study that matches; PACS that store
+ *   longer values (Orthanc, many RIS-driven worklists) do match, and real RIS numbers such as
+ *   `ACC-20240318-0042` (17) are sent. Our own DICOM outputs write such a value empty, never cut.
+ *
+ * Lengths are counted in characters (code points), as HL7 and DICOM count them.
+ */
+export const ORDER_IDENTIFIER_MAX_CHARS = 199;
+export const DICOM_ACCESSION_MAX_CHARS = 16;
+
+/** What the bound is applied to: an order, or a patient event's patient (and merged identifiers). */
+export type BoundedValues = Partial<OrderRequest> & { priorIdentifiers?: Identifier[] };
+
+/** The identifiers bounded, by their OrderRequest path (a lineage target), with what they are. */
+function boundedOf(r: BoundedValues): Array<[target: string, what: string, value: string]> {
+  const out: Array<[string, string, string]> = [];
+  const add = (target: string, what: string, value: unknown) => {
+    if (typeof value === 'string') out.push([target, what, value]);
+  };
+  (r.patient?.identifiers ?? []).forEach((id, i) =>
+    add(`patient.identifiers[${i}].value`, 'patient identifier', id?.value),
+  );
+  (r.priorIdentifiers ?? []).forEach((id, i) =>
+    add(`priorIdentifiers[${i}].value`, 'prior patient identifier', id?.value),
+  );
+  add('placerOrderNumber.value', 'placer order number', r.placerOrderNumber?.value);
+  add('fillerOrderNumber.value', 'filler order number', r.fillerOrderNumber?.value);
+  add('placerGroupNumber.value', 'placer group number', r.placerGroupNumber?.value);
+  add('accessionNumber', 'accession number', r.accessionNumber);
+  return out;
+}
+
+export interface IdentifierBoundProblem {
+  /** The OrderRequest path (`placerOrderNumber.value`), as the lineage's targets name it. */
+  target: string;
+  /** Where the transport read it (the lineage's source), when the lineage has it. */
+  source?: string;
+  /** `refuse`: the order is not taken; `warn`: taken, with a quirk. */
+  severity: 'refuse' | 'warn';
+  /** PHI-free: names the identifier and its length, never its value. */
+  message: string;
+}
+
+/** The problems of an order's identifiers (none for a cancel: it names an order, makes none). */
+export function identifierBoundProblems(
+  request: BoundedValues,
+  lineage: readonly MappedField[],
+): IdentifierBoundProblem[] {
+  if (request.action === 'cancel') return [];
+  const out: IdentifierBoundProblem[] = [];
+  let sources: Map<string, string> | undefined;
+  for (const [target, what, value] of boundedOf(request)) {
+    const length = [...value].length;
+    if (length <= DICOM_ACCESSION_MAX_CHARS) continue;
+    // One index of the lineage, built on the first problem: a find per identifier made a
+    // PID-3 of 80,000 repetitions quadratic.
+    sources ??= new Map(lineage.map((l) => [l.target, l.source]));
+    const source = sources.get(target);
+    const at = source ?? target;
+    if (length > ORDER_IDENTIFIER_MAX_CHARS) {
+      out.push({
+        target,
+        source,
+        severity: 'refuse',
+        message: `${at}: the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an identifier may have (HL7 v2.7 EI.1, CX.1, ST); send the number it is known by`,
+      });
+    } else if (target === 'accessionNumber' && length > DICOM_ACCESSION_MAX_CHARS) {
+      out.push({
+        target,
+        source,
+        severity: 'warn',
+        message: `${at}: the accession number is ${length} characters, more than the ${DICOM_ACCESSION_MAX_CHARS} a DICOM Accession Number (SH) holds; a study whose PACS keeps to SH will never match this order`,
+      });
+    }
+  }
+  return out;
+}

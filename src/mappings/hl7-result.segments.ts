@@ -172,16 +172,33 @@ function withTableSex(pid: string, input: PublicationInput): string {
 }
 
 /**
- * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) only when it is a date:
- * `19700230`, `abc` or `1956-04-02` is answered at intake with a warning ERR and stored as no
- * birth date, yet was copied into our ORU, a value of the wrong type that a RIS validating
- * PID-7 refuses with the result. Left empty then (an explicit null `""` stays).
+ * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) the birth date the order
+ * holds now: an ADT^A08 that corrected it (applied to the order's patient at intake) reaches
+ * the result, where before the ORU carried the PID as first received and the RIS filed the
+ * result under a birth date the hospital had corrected. The sender's own value stays when it
+ * is that date (its time and TS precision kept); an explicit null `""` stays when the order
+ * has no birth date. Anything else is never copied: `19700230`, `abc` or `1956-04-02` is
+ * answered at intake with a warning ERR and stored as no birth date, and a DT/DTM field
+ * holding it is refused by a RIS validating PID-7 (and the whole result with it).
  */
-function withValidBirthDate(pid: string): string {
+function withCurrentBirthDate(pid: string, input: PublicationInput): string {
   const fields = pid.split('|');
-  const value = fields[7]?.split('^')[0] ?? '';
-  if (value === '' || value === '""' || hl7DateOf(value) !== undefined) return pid;
-  fields[7] = '';
+  const written = fields[7] ?? '';
+  const value = written.split('^')[0] ?? '';
+  // without an order model (a bare segment check), the sender's own value when it is a date
+  const current = input.order ? input.order.request.patient.birthDate : hl7DateOf(value);
+  const date = current === undefined ? undefined : isoToHl7Dtm(current);
+  const wanted =
+    date !== undefined
+      ? hl7DateOf(value) === current
+        ? written
+        : date
+      : value === '""'
+        ? written
+        : '';
+  if (wanted === written) return pid;
+  while (fields.length <= 7) fields.push('');
+  fields[7] = wanted;
   return fields.join('|');
 }
 
@@ -191,7 +208,7 @@ export function pidOf(
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withValidBirthDate(withTableSex(raw, input));
+  if (raw) return withCurrentBirthDate(withTableSex(raw, input), input);
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({
@@ -222,7 +239,7 @@ export function pidOf(
           ]
         : undefined,
       undefined,
-      p.birthDate?.replace(/-/g, ''),
+      p.birthDate === undefined ? undefined : isoToHl7Dtm(p.birthDate),
       p.sex ? sex[p.sex] : undefined,
     ],
   });

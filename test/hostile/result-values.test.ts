@@ -200,6 +200,48 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     }
   });
 
+  it('an ADT^A08 that corrects the birth date reaches the ORU’s PID-7; a later A08 with no valid date leaves the corrected one', async () => {
+    // The RIS orders with the birth date it had (19560214, a DTM with a time); the patient
+    // registry corrects it (A08, 19560412), then sends an A08 whose PID-7 is no date. Before,
+    // the ORU's PID was the order's as received: PID-7 still 19560214083000, the result filed
+    // by the RIS under a birth date the hospital had corrected.
+    const a08 = (control: string, pid7: string) =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^A08^ADT_A01|${control}|P|2.5.1`,
+          'EVN|A08|20261125091500',
+          `PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||${pid7}|F`,
+          'PV1|1|O|RAD^^^RADIOLOGIE',
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    n += 1;
+    const placer = `PLC-RV${n}-${Date.now()}`;
+    const orm = (control: 'NW' | 'CA') =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
+          'PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214083000^D|F',
+          'PV1||O|RAD^^^RADIOLOGIE',
+          `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
+          `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    expect(ackSummary(await mllp.send(orm('NW'))).code).toBe('AA');
+    expect(ackSummary(await mllp.send(a08(`A08-RV${n}-1`, '19560412'))).code).toBe('AA');
+    expect(ackSummary(await mllp.send(a08(`A08-RV${n}-2`, '19561340'))).code).toBe('AA');
+    expect(ackSummary(await mllp.send(orm('CA'))).code).toBe('AA');
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id FROM orders WHERE placer_order_number = $1`,
+      [placer],
+    );
+    await published(rows[0]!.id);
+    const { message } = oruOf(rows[0]!.id);
+    expect(message.segment('PID')!.rawField(7)).toBe('19560412');
+    expect(message.get('PID-3.1')).toBe('PAT-RV-A08');
+  });
+
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {
     const id = await cancelledOverHl7('PID|||PAT-RV-D3^^^HOSP^MR||DOE^JO||19640812|F');
     await published(id);

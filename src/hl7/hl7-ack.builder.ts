@@ -163,6 +163,20 @@ export function ackVersionFor(inboundVersion: string): string {
   return (HL7_VERSION_IDS as readonly string[]).includes(inboundVersion) ? inboundVersion : '2.5.1';
 }
 
+/** HL7 table 0103 (processing ID): debugging, production, training. */
+const TABLE_0103 = ['D', 'P', 'T'];
+
+/**
+ * MSH-11.1 of our answer (PT, table 0103): the sender's processing ID, so a training message
+ * is answered as training; written in the table's case (`t` is T: the same ID, refused AR 202
+ * for its case), and P when the sender's is no code at all (`production`, `X`: refused AR
+ * 202). Before, such text was echoed, and the AR was as invalid as the header it refused.
+ */
+function ackProcessingId(inbound: string): string {
+  const id = inbound.trim().toUpperCase();
+  return TABLE_0103.includes(id) ? id : 'P';
+}
+
 const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];
 
 /** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 chapter 2, ERR segment); older versions use ERR-1. */
@@ -273,7 +287,7 @@ export function buildAck(options: AckOptions): BuiltAck {
         undefined, // MSH-8
         messageType, // MSH-9
         controlId, // MSH-10
-        inbound.processingId || 'P', // MSH-11
+        ackProcessingId(inbound.processingId), // MSH-11
         version, // MSH-12
         undefined, // MSH-13
         undefined, // MSH-14

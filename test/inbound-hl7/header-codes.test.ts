@@ -57,6 +57,24 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(ack.toString('latin1')).toMatch(/case-sensitive: P/);
   });
 
+  it.each([
+    ['production', 'P'],
+    ['p', 'P'],
+    ['X^A', 'P'],
+  ])(
+    'MSH-11 %s (no table 0103 code) is refused AR 202, the AR’s own MSH-11 a table 0103 code (%s), not the sender’s text',
+    async (id, written) => {
+      // Before: the AR echoed MSH-11 `production`, a PT whose processing ID is in no table:
+      // an engine validating the answer refused it too, and the AR never reached its sender.
+      const controlId = `PID-${id.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(
+        swf(controlId, (t) => t.replace(`|${controlId}|P|`, `|${controlId}|${id}|`)),
+      );
+      expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: controlId });
+      expect(parseHl7(ack).msh.rawField(11)).toBe(written);
+    },
+  );
+
   it('MSH-15 NE with MSH-16 AL (no accept ack, an application ack) is answered AA, and AE for a content error', async () => {
     // IHE LAW-style senders write NE|AL and read the application ack on the same connection.
     // Before: CA, the accept ack they said they never want.

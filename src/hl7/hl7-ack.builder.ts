@@ -163,6 +163,17 @@ export function ackVersionFor(inboundVersion: string): string {
   return (HL7_VERSION_IDS as readonly string[]).includes(inboundVersion) ? inboundVersion : '2.5.1';
 }
 
+/**
+ * MSH-9.2 of our ACK (ID, table 0003): the event of the message answered, so the sender can
+ * match it; written in the table's case (`o01` is O01, refused AR 201 for its case), and left
+ * empty when the sender's text is no event code (`O0<1>`, `O01` with a CR in it): every table
+ * 0003 event is three characters, a letter then letters or digits. Before, the text was echoed.
+ */
+function ackTrigger(inbound: string): string | undefined {
+  const event = inbound.toUpperCase();
+  return /^[A-Z][A-Z0-9]{2}$/.test(event) ? event : undefined;
+}
+
 /** HL7 table 0103 (processing ID): debugging, production, training. */
 const TABLE_0103 = ['D', 'P', 'T'];
 
@@ -246,7 +257,7 @@ export function buildAck(options: AckOptions): BuiltAck {
   // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent
   // (warnings stay in the audit record).
   const errors = (options.errors ?? []).filter((e) => modern || e.severity === 'E');
-  const trigger = inbound.messageType.trigger;
+  const trigger = ackTrigger(inbound.messageType.trigger);
   const inboundCode = inbound.messageType.code.toUpperCase();
   const orderReply =
     options.orderControls &&

@@ -49,6 +49,23 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     },
   );
 
+  it.each([
+    ['ORM^o01', 'ACK^O01^ACK'],
+    ['ORM^O0<1>', 'ACK^^ACK'],
+    ['ORM^O01\\X0D\\', 'ACK^^ACK'],
+    ['ZZZ^Q99&x', 'ACK^Q99^ACK'],
+  ])(
+    'MSH-9 %s is refused AR, the AR’s MSH-9 %s: its trigger an event code (table 0003) or none',
+    async (type, written) => {
+      // Before: the AR's MSH-9.2 was the sender's text (`ACK^O0<1>^ACK`, `ACK^o01^ACK`), an
+      // event in no table that an engine validating the answer refuses.
+      const controlId = `TRG-${type.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(swf(controlId, (t) => t.replace('|ORM^O01|', `|${type}|`)));
+      expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: controlId });
+      expect(parseHl7(ack).msh.rawField(9)).toBe(written);
+    },
+  );
+
   it('MSH-11 p (lower case) is refused AR 202 at MSH-11, saying codes are case-sensitive', async () => {
     const ack = await h.mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
     const summary = ackSummary(ack);

@@ -1,4 +1,4 @@
-import { encodeWith } from './hl7-charset';
+import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
 import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
@@ -281,7 +281,16 @@ export function buildAck(options: AckOptions): BuiltAck {
   // subcomponent of components 1-3 came back (`RIS`), and a RIS that names itself by OID
   // did not recognise the answer as meant for it.
   const hd = (field: number): string[][] => msh.structure(field);
-  const charset = inbound.declaredCharset;
+  // MSH-18 (ID, table 0211): the sender's charset as the table names it (`unicode utf-8` is
+  // UNICODE UTF-8, `ISO_IR 100` 8859/1); a charset the table has no value for but that we
+  // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for
+  // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
+  // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
+  const declared = inbound.declaredCharset.trim();
+  const charset = declared
+    ? (table0211Value(declared, version) ??
+      (charsetLabel(declared) !== undefined ? declared : undefined))
+    : undefined;
   const segments: Hl7SegmentSpec[] = [
     {
       id: 'MSH',

@@ -183,6 +183,22 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
   });
 
+  it('a backslash the RIS did not escape, on both sides of a component separator: the ORU names the patient as the order was read', async () => {
+    // A RIS that writes the escape character as text (`MUELLER\^HANS\`): read field first,
+    // then escapes (v2.5.1 §2.7), the order is family `MUELLER\`, given `HANS\`. Before, the
+    // ORU paired the two backslashes across the `^` as one escape sequence and wrote
+    // `MUELLER\E\\S\HANS\E\`: one family name `MUELLER\^HANS\`, no given name.
+    const id = await cancelledOverHl7('PID|||PAT-RV-BS^^^HOSP^MR||MUELLER\\^HANS\\||19640812|M');
+    await published(id);
+    const { rows } = await db.query<{ request: { patient: { name: unknown } } }>(
+      `SELECT request FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]!.request.patient.name).toEqual({ family: 'MUELLER\\', given: ['HANS\\'] });
+    const { message } = oruOf(id);
+    expect([message.get('PID-5.1'), message.get('PID-5.2')]).toEqual(['MUELLER\\', 'HANS\\']);
+  });
+
   it('a PID-7 that is no date (19700230, abc, 1956-04-02) is not copied into the ORU; a year (1970) is', async () => {
     // Intake answers such a PID-7 with a warning ERR and stores no birth date; the ORU's PID
     // is the order's own, and it carried the value on: a DT/DTM field holding `abc`, which a

@@ -140,7 +140,7 @@ export function msh(
           10: controlId,
           // MSH-11 (PT, table 0103) of the order: results of a RIS's test order (`T`, accepted
           // when the sandbox is the upstream) go back as test data, never as production `P`.
-          11: o?.value(11) ? o.structure(11).slice(0, 2) : 'P',
+          11: o?.value(11) ? processingOf(o.value(11, 1, 1)!, o.value(11, 1, 2)) : 'P',
           12: version,
           15: 'AL',
           16: 'NE',
@@ -150,6 +150,18 @@ export function msh(
       ),
     },
   };
+}
+
+/** HL7 table 0207 (processing mode, PT.2): archive, initial load, restore, current processing. */
+const TABLE_0207 = ['A', 'I', 'R', 'T'];
+
+/**
+ * MSH-11 of our message (PT): the order's processing ID (checked against table 0103 at
+ * intake) and its processing mode when that is a table 0207 code. Before, the order's PT was
+ * copied whole, `P^Z&q` included, a value a RIS validating the result refuses.
+ */
+function processingOf(id: string, mode: string | undefined): string | string[] {
+  return mode !== undefined && TABLE_0207.includes(mode) ? [id, mode] : id;
 }
 
 const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;

@@ -199,6 +199,40 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect([message.get('PID-5.1'), message.get('PID-5.2')]).toEqual(['MUELLER\\', 'HANS\\']);
   });
 
+  it('an order whose MSH-11 processing mode is no table 0207 code: the ORU’s MSH-11 keeps the processing ID and a valid mode only', async () => {
+    // MSH-11 is a PT: processing ID (table 0103) ^ processing mode (table 0207: A, I, R, T).
+    // Before, the order's MSH-11 went into the ORU as it came (`P^Z&q`), a PT a RIS
+    // validating the result refuses; `P^A` (archive) is kept.
+    for (const [msh11, expected] of [
+      ['P^Z&q', 'P'],
+      ['P^A', 'P^A'],
+    ] as const) {
+      n += 1;
+      const placer = `PLC-RV${n}-${Date.now()}`;
+      const message = (control: 'NW' | 'CA') =>
+        Buffer.from(
+          [
+            `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|${msh11}|2.3.1`,
+            'PID|||PAT-RV-PT^^^HOSP^MR||DOE^JO||19640812|F',
+            `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
+            `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
+          ].join('\r') + '\r',
+          'latin1',
+        );
+      expect(ackSummary(await mllp.send(message('NW'))).code).toBe('AA');
+      expect(ackSummary(await mllp.send(message('CA'))).code).toBe('AA');
+      const { rows } = await db.query<{ id: string }>(
+        `SELECT id FROM orders WHERE placer_order_number = $1`,
+        [placer],
+      );
+      await published(rows[0]!.id);
+      expect({ msh11, sent: oruOf(rows[0]!.id).message.msh.rawField(11) }).toEqual({
+        msh11,
+        sent: expected,
+      });
+    }
+  });
+
   it('a PID-7 that is no date (19700230, abc, 1956-04-02) is not copied into the ORU; a year (1970) is', async () => {
     // Intake answers such a PID-7 with a warning ERR and stores no birth date; the ORU's PID
     // is the order's own, and it carried the value on: a DT/DTM field holding `abc`, which a

@@ -103,8 +103,10 @@ export function buildBatchAck(options: {
       fields: [
         options.ourApplication,
         options.ourFacility,
-        clean(theirs?.[3]),
-        clean(theirs?.[4]),
+        // FHS-5/BHS-5, -6: the sender's application and facility, each HD whole (as MSH-5/6
+        // of an ACK): `RIS^1.2.3^ISO` named only `RIS` before
+        echoed(theirs, 3),
+        echoed(theirs, 4),
         formatHl7Timestamp(now),
         undefined,
         undefined,
@@ -129,12 +131,13 @@ export function buildBatchAck(options: {
 }
 
 /**
- * FHS-12/BHS-12 (reference file/batch control ID, v2.5.1 §2.15.2.12, §2.15.1.12) are the
- * sender's FHS-11/BHS-11 exactly, so the sender can match the answer to what it sent: every
- * component and subcomponent as written and its escapes, rewritten from the delimiters its
- * header declares to ours (`transcodeRaw`: the same meaning, control characters as \Xhh\).
- * A non-repeating field holds one repetition: the first. Before, only the first component came
- * back (`clean`), so `F-20240318^RIS` was answered `F-20240318`, and `A\T\B` as `A`.
+ * A field of the sender's FHS/BHS in our answer exactly, so the sender can match the answer to
+ * what it sent (FHS-12/BHS-12, reference file/batch control ID, v2.5.1 §2.15.2.12, §2.15.1.12,
+ * are its FHS-11/BHS-11; FHS-5/BHS-5 and -6 its HDs in fields 3 and 4): every component and
+ * subcomponent as written and its escapes, rewritten from the delimiters its header declares to
+ * ours (`transcodeRaw`: the same meaning, control characters as \Xhh\). A non-repeating field
+ * holds one repetition: the first. Before, only the first component came back (`clean`), so
+ * `F-20240318^RIS` was answered `F-20240318`, and `A\T\B` as `A`.
  */
 function echoed(theirs: string[] | undefined, field: number): { encoded: string } | undefined {
   const raw = theirs?.[field];

@@ -110,6 +110,33 @@ describe('HL7 batches over MLLP', () => {
     expect(customReply[1]!.split('|')[11]).toBe('RUN\\S\\7#A$B^20240318');
   });
 
+  it('names the sender in BHS-5/BHS-6 and FHS-5/FHS-6 by its whole HD (namespace, universal ID, type)', async () => {
+    // A RIS that names itself by OID in its envelope. Before, the answer's BHS-5 was `RADIS1`
+    // and BHS-6 `IHEDEMO` (first component only), an answer the sender's engine, routing on
+    // the OID, did not recognise as its own.
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-11')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-12')
+      .replace(/PLC-B1/g, 'PLC-B11')
+      .replace(/PLC-B2/g, 'PLC-B12')
+      .replace(/ACC-B1/g, 'ACC-B11')
+      .replace(/ACC-B2/g, 'ACC-B12')
+      .replace(
+        /^(FHS|BHS)\|\^~\\&\|RADIS1\|IHEDEMO\|/gm,
+        (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO|IHEDEMO&1.2.276.0.2&ISO|`,
+      );
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    for (const header of [reply[0]!, reply[1]!]) {
+      const fields = header.split('|');
+      expect([fields[4], fields[5]]).toEqual(['RADIS1^1.2.276.0.1^ISO', 'IHEDEMO&1.2.276.0.2&ISO']);
+    }
+    expect(reply.filter((s) => s.startsWith('MSA|')).map((s) => s.slice(0, 7))).toEqual([
+      'MSA|AA|',
+      'MSA|AA|',
+    ]);
+  });
+
   it('a batch whose BTS-1 declares more messages than it holds: each message goes through, and the count is said in BTS-2 and in each message’s quirks', async () => {
     // The overnight file of the fixture cut short after its second message (a transfer that
     // stopped, an engine that truncated the frame); BTS-1 still says 3.

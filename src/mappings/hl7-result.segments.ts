@@ -14,6 +14,8 @@ import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
+import { TABLE_0001_SEX } from './hl7-code.tables';
+import type { AdministrativeSex } from '../domain/order-request';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -166,20 +168,34 @@ function processingOf(id: string, mode: string | undefined): string | string[] {
 
 const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
 
-/** HL7 table 0001 (administrative sex, v2.5.1): the codes PID-8 may hold. */
-const TABLE_0001 = new Set(['F', 'M', 'O', 'U', 'A', 'N']);
-
 /**
- * The order's PID, but PID-8 in table 0001: a sender writing free text (`female`, `W`,
- * `männlich`: read at intake as a quirk) had it copied into our ORU, an IS value outside its
- * table that a RIS validating PID-8 refuses. It is written as the code the order was read as,
- * or left empty when the text said nothing we could read.
+ * The order's PID, but PID-8 (IS, table 0001) the sex the order holds now: an ADT^A08 that
+ * corrected it (applied to the order's patient at intake) reaches the result; before, the ORU
+ * carried the order's PID-8 as first received. The sender's own code stays when it reads as
+ * that sex (`A`, ambiguous, is other: not rewritten `O`); a free-text PID-8 (`female`, `W`,
+ * `männlich`: read at intake as a quirk), an IS value outside its table that a RIS validating
+ * PID-8 refuses, is never copied: written as the code the order was read as, or left empty
+ * when the text said nothing we could read. An explicit null `""` stays when the order has no
+ * sex.
  */
-function withTableSex(pid: string, input: PublicationInput): string {
+function withCurrentSex(pid: string, input: PublicationInput): string {
   const fields = pid.split('|');
-  if (fields.length <= 8 || fields[8] === '' || TABLE_0001.has(fields[8])) return pid;
-  const sex = input.order?.request.patient.sex;
-  fields[8] = sex ? SEX_CODES[sex] : '';
+  const written = fields[8] ?? '';
+  const code = written.split('^')[0] ?? '';
+  const readAs = (TABLE_0001_SEX as Record<string, AdministrativeSex | undefined>)[code];
+  // without an order model (a bare segment check), the sender's own code when it is one
+  const current = input.order ? input.order.request.patient.sex : readAs;
+  const wanted =
+    current !== undefined
+      ? readAs === current
+        ? written
+        : SEX_CODES[current]
+      : code === '""'
+        ? written
+        : '';
+  if (wanted === written) return pid;
+  while (fields.length <= 8) fields.push('');
+  fields[8] = wanted;
   return fields.join('|');
 }
 
@@ -220,7 +236,7 @@ export function pidOf(
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withCurrentBirthDate(withTableSex(raw, input), input);
+  if (raw) return withCurrentBirthDate(withCurrentSex(raw, input), input);
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({

@@ -250,28 +250,18 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     }
   });
 
-  it('an ADT^A08 that corrects the birth date reaches the ORU’s PID-7; a later A08 with no valid date leaves the corrected one', async () => {
-    // The RIS orders with the birth date it had (19560214, a DTM with a time); the patient
-    // registry corrects it (A08, 19560412), then sends an A08 whose PID-7 is no date. Before,
-    // the ORU's PID was the order's as received: PID-7 still 19560214083000, the result filed
-    // by the RIS under a birth date the hospital had corrected.
-    const a08 = (control: string, pid7: string) =>
-      Buffer.from(
-        [
-          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^A08^ADT_A01|${control}|P|2.5.1`,
-          'EVN|A08|20261125091500',
-          `PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||${pid7}|F`,
-          'PV1|1|O|RAD^^^RADIOLOGIE',
-        ].join('\r') + '\r',
-        'latin1',
-      );
+  /**
+   * An ORM^O01 NW with `orderPid`, then an ADT^A08 for each of `a08Pids` (PID-3 PAT-RV-A08 of
+   * HOSP, as the order's), then the order's CA: the ORU of its no-result report.
+   */
+  async function orderUpdatedByA08s(orderPid: string, a08Pids: string[]): Promise<Hl7Message> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
     const orm = (control: 'NW' | 'CA') =>
       Buffer.from(
         [
           `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
-          'PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214083000^D|F',
+          orderPid,
           'PV1||O|RAD^^^RADIOLOGIE',
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
           `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
@@ -279,17 +269,55 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
         'latin1',
       );
     expect(ackSummary(await mllp.send(orm('NW'))).code).toBe('AA');
-    expect(ackSummary(await mllp.send(a08(`A08-RV${n}-1`, '19560412'))).code).toBe('AA');
-    expect(ackSummary(await mllp.send(a08(`A08-RV${n}-2`, '19561340'))).code).toBe('AA');
+    for (const [i, pid] of a08Pids.entries()) {
+      const a08 = Buffer.from(
+        [
+          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^A08^ADT_A01|A08-RV${n}-${i}|P|2.5.1`,
+          'EVN|A08|20261125091500',
+          pid,
+          'PV1|1|O|RAD^^^RADIOLOGIE',
+        ].join('\r') + '\r',
+        'latin1',
+      );
+      expect(ackSummary(await mllp.send(a08)).code).toBe('AA');
+    }
     expect(ackSummary(await mllp.send(orm('CA'))).code).toBe('AA');
     const { rows } = await db.query<{ id: string }>(
       `SELECT id FROM orders WHERE placer_order_number = $1`,
       [placer],
     );
     await published(rows[0]!.id);
-    const { message } = oruOf(rows[0]!.id);
+    return oruOf(rows[0]!.id).message;
+  }
+
+  it('an ADT^A08 that corrects the birth date reaches the ORU’s PID-7; a later A08 with no valid date leaves the corrected one', async () => {
+    // The RIS orders with the birth date it had (19560214, a DTM with a time); the patient
+    // registry corrects it (A08, 19560412), then sends an A08 whose PID-7 is no date. Before,
+    // the ORU's PID was the order's as received: PID-7 still 19560214083000, the result filed
+    // by the RIS under a birth date the hospital had corrected.
+    const message = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214083000^D|F',
+      [
+        'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560412|F',
+        'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19561340|F',
+      ],
+    );
     expect(message.segment('PID')!.rawField(7)).toBe('19560412');
     expect(message.get('PID-3.1')).toBe('PAT-RV-A08');
+  });
+
+  it('an ADT^A08 that corrects the administrative sex reaches the ORU’s PID-8; the order’s own code stays when it is that sex', async () => {
+    // Registered F by mistake, corrected to M by the registry. Before, the ORU's PID-8 was
+    // still the order's F (only a free-text PID-8 was replaced).
+    const corrected = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|F', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|M',
+    ]);
+    expect(corrected.segment('PID')!.rawField(8)).toBe('M');
+    // A (ambiguous) is read as other: an A08 saying A again leaves the RIS its own code
+    const same = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|A', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|A',
+    ]);
+    expect(same.segment('PID')!.rawField(8)).toBe('A');
   });
 
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {

@@ -1,4 +1,5 @@
 import {
+  encodeField,
   encodeSegment,
   formatHl7Timestamp,
   isoToHl7Dtm,
@@ -10,12 +11,13 @@ import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, writesAs } from '../hl7/hl7-charset';
 import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
+import type { Hl7Segment } from '../hl7/hl7-segment';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
 import { TABLE_0001_SEX } from './hl7-code.tables';
-import type { AdministrativeSex } from '../domain/order-request';
+import type { AdministrativeSex, Identifier } from '../domain/order-request';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -230,13 +232,53 @@ function withCurrentBirthDate(pid: string, input: PublicationInput): string {
   return fields.join('|');
 }
 
+/** PID-3 (CX, repeating) of the patient identifiers an order holds. */
+function patientIdentifiers(identifiers: readonly Identifier[]): Hl7FieldValue {
+  return {
+    repetitions: identifiers.map((i) => [
+      i.value,
+      undefined,
+      undefined,
+      // CX-4 is an HD: a FHIR system goes in as its universal ID (table 0301 type)
+      hdOf(i.system),
+      i.type ?? 'MR',
+    ]),
+  };
+}
+
+/**
+ * The order's PID, but PID-3 the identifiers the order holds now when it no longer holds one
+ * the order named: an ADT^A40 merged the order's patient into another (intake moved the order
+ * to the surviving record). Before, the ORU named the record the merge retired, and the RIS
+ * filed the result under a patient that no longer exists. Untouched while every identifier the
+ * order sent is still the order's (its repetitions and assigning authorities as written).
+ */
+function withCurrentIdentifiers(pid: string, input: PublicationInput, sent: Hl7Segment): string {
+  const identifiers = input.order?.request.patient.identifiers ?? [];
+  if (identifiers.length === 0) return pid;
+  const held = new Set(identifiers.map((i) => i.value));
+  let retired = false;
+  for (let r = 1; r <= sent.repetitionCount(3) && !retired; r += 1) {
+    const value = sent.value(3, r, 1);
+    retired = value !== undefined && value.trim() !== '' && !held.has(value);
+  }
+  if (!retired) return pid;
+  const fields = pid.split('|');
+  while (fields.length <= 3) fields.push('');
+  fields[3] = encodeField(patientIdentifiers(identifiers));
+  return fields.join('|');
+}
+
 export function pidOf(
   input: PublicationInput,
   original: Hl7Message | undefined,
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withCurrentBirthDate(withCurrentSex(raw, input), input);
+  if (raw) {
+    const current = withCurrentIdentifiers(raw, input, original!.segment('PID')!);
+    return withCurrentBirthDate(withCurrentSex(current, input), input);
+  }
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({
@@ -244,16 +286,7 @@ export function pidOf(
     fields: [
       '1',
       undefined,
-      {
-        repetitions: p.identifiers.map((i) => [
-          i.value,
-          undefined,
-          undefined,
-          // CX-4 is an HD: a FHIR system goes in as its universal ID (table 0301 type)
-          hdOf(i.system),
-          i.type ?? 'MR',
-        ]),
-      },
+      patientIdentifiers(p.identifiers),
       undefined,
       // XPN: family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88); the
       // suffix was dropped, and the RIS got one name for John Smith Jr. and his father

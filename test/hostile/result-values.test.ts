@@ -252,16 +252,22 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
 
   /**
    * An ORM^O01 NW with `orderPid`, then an ADT^A08 for each of `a08Pids` (PID-3 PAT-RV-A08 of
-   * HOSP, as the order's), then the order's CA: the ORU of its no-result report.
+   * HOSP, as the order's) or the ADT message `[event, ...segments after EVN]` given, then the
+   * order's CA: the ORU of its no-result report.
    */
-  async function orderUpdatedByA08s(orderPid: string, a08Pids: string[]): Promise<Hl7Message> {
+  async function orderUpdatedByA08s(
+    orderPid: string,
+    a08Pids: Array<string | [string, ...string[]]>,
+    /** The PID of the cancel (after a merge, the surviving patient's). */
+    cancelPid = orderPid,
+  ): Promise<Hl7Message> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
     const orm = (control: 'NW' | 'CA') =>
       Buffer.from(
         [
           `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
-          orderPid,
+          control === 'NW' ? orderPid : cancelPid,
           'PV1||O|RAD^^^RADIOLOGIE',
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
           `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
@@ -269,17 +275,19 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
         'latin1',
       );
     expect(ackSummary(await mllp.send(orm('NW'))).code).toBe('AA');
-    for (const [i, pid] of a08Pids.entries()) {
-      const a08 = Buffer.from(
+    for (const [i, update] of a08Pids.entries()) {
+      const [event, ...segments] =
+        typeof update === 'string' ? ['A08', update, 'PV1|1|O|RAD^^^RADIOLOGIE'] : update;
+      const structure = event === 'A40' ? 'ADT_A39' : 'ADT_A01';
+      const adt = Buffer.from(
         [
-          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^A08^ADT_A01|A08-RV${n}-${i}|P|2.5.1`,
-          'EVN|A08|20261125091500',
-          pid,
-          'PV1|1|O|RAD^^^RADIOLOGIE',
+          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^${event}^${structure}|ADT-RV${n}-${i}|P|2.5.1`,
+          `EVN|${event}|20261125091500`,
+          ...segments,
         ].join('\r') + '\r',
         'latin1',
       );
-      expect(ackSummary(await mllp.send(a08)).code).toBe('AA');
+      expect(ackSummary(await mllp.send(adt)).code).toBe('AA');
     }
     expect(ackSummary(await mllp.send(orm('CA'))).code).toBe('AA');
     const { rows } = await db.query<{ id: string }>(
@@ -318,6 +326,20 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|A',
     ]);
     expect(same.segment('PID')!.rawField(8)).toBe('A');
+  });
+
+  it('an ADT^A40 that merges the order’s patient into another: the ORU names the surviving patient in PID-3', async () => {
+    // The registry merges duplicate record PAT-RV-A40-OLD into PAT-RV-A40 while the order is
+    // open; intake moves the order to the surviving patient. Before, the ORU's PID-3 was the
+    // order's as received, PAT-RV-A40-OLD: a result filed under a record that no longer exists.
+    const message = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A40-OLD^^^HOSP^MR||DOE^JO||19560214|F',
+      [['A40', 'PID|1||PAT-RV-A40^^^HOSP^MR||DOE^JO||19560214|F', 'MRG|PAT-RV-A40-OLD^^^HOSP^MR']],
+      'PID|||PAT-RV-A40^^^HOSP^MR||DOE^JO||19560214|F',
+    );
+    expect(message.getAll('PID-3.1')).toEqual(['PAT-RV-A40']);
+    expect(message.get('PID-3.4')).toBe('HOSP');
+    expect(message.get('PID-3.5')).toBe('MR');
   });
 
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {

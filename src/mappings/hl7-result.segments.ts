@@ -17,7 +17,8 @@ import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
 import { TABLE_0001_SEX } from './hl7-code.tables';
-import type { AdministrativeSex, Identifier } from '../domain/order-request';
+import type { AdministrativeSex, Identifier, PersonName } from '../domain/order-request';
+import { pgSafeDeep } from '../common/pg-safe';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -269,6 +270,48 @@ function withCurrentIdentifiers(pid: string, input: PublicationInput, sent: Hl7S
   return fields.join('|');
 }
 
+/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
+function patientName(name: PersonName): Hl7FieldValue {
+  return [
+    name.family,
+    name.given?.[0],
+    name.given?.slice(1).join(' ') || undefined,
+    name.suffix,
+    name.prefix,
+  ];
+}
+
+/**
+ * The order's PID, but PID-5 the name the order holds now when that is not the name its
+ * PID-5 reads as (first repetition, as intake reads it, control characters as stored): an
+ * ADT^A08 renamed the patient (a marriage, a corrected spelling). Before, the ORU carried the
+ * name the hospital had replaced. An unchanged name keeps the sender's PID-5 whole (every
+ * repetition, name type codes).
+ */
+function withCurrentName(pid: string, input: PublicationInput, sent: Hl7Segment): string {
+  const name = input.order?.request.patient.name;
+  if (!name) return pid;
+  const given = [sent.value(5, 1, 2), sent.value(5, 1, 3)].filter((g) => g !== undefined);
+  const read = pgSafeDeep({
+    family: sent.value(5, 1, 1, 1),
+    given: given.length > 0 ? given : undefined,
+    suffix: sent.value(5, 1, 4),
+    prefix: sent.value(5, 1, 5),
+  });
+  const same = (a: string | undefined, b: string | undefined) => (a ?? '') === (b ?? '');
+  if (
+    same(read.family, name.family) &&
+    same(read.given?.join('\u0000'), name.given?.join('\u0000')) &&
+    same(read.suffix, name.suffix) &&
+    same(read.prefix, name.prefix)
+  )
+    return pid;
+  const fields = pid.split('|');
+  while (fields.length <= 5) fields.push('');
+  fields[5] = encodeField(patientName(name));
+  return fields.join('|');
+}
+
 export function pidOf(
   input: PublicationInput,
   original: Hl7Message | undefined,
@@ -276,7 +319,8 @@ export function pidOf(
 ): string {
   const raw = originalSegment(original, 'PID', charset);
   if (raw) {
-    const current = withCurrentIdentifiers(raw, input, original!.segment('PID')!);
+    const sent = original!.segment('PID')!;
+    const current = withCurrentName(withCurrentIdentifiers(raw, input, sent), input, sent);
     return withCurrentBirthDate(withCurrentSex(current, input), input);
   }
   const p = input.order.request.patient;
@@ -288,17 +332,9 @@ export function pidOf(
       undefined,
       patientIdentifiers(p.identifiers),
       undefined,
-      // XPN: family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88); the
-      // suffix was dropped, and the RIS got one name for John Smith Jr. and his father
-      p.name
-        ? [
-            p.name.family,
-            p.name.given?.[0],
-            p.name.given?.slice(1).join(' ') || undefined,
-            p.name.suffix,
-            p.name.prefix,
-          ]
-        : undefined,
+      // XPN: the suffix was dropped once, and the RIS got one name for John Smith Jr. and
+      // his father
+      p.name ? patientName(p.name) : undefined,
       undefined,
       p.birthDate === undefined ? undefined : isoToHl7Dtm(p.birthDate),
       p.sex ? sex[p.sex] : undefined,

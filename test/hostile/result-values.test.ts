@@ -328,6 +328,26 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(same.segment('PID')!.rawField(8)).toBe('A');
   });
 
+  it('an ADT^A08 that changes the patient’s name reaches the ORU’s PID-5; an unchanged name keeps the order’s own PID-5', async () => {
+    // Married since the order (the A08 of test/fixtures/hl7/adt-a08-v251-update.hl7: a legal
+    // name SCHMIDT-BERGER, the birth name SCHMIDT). Before, the ORU named her SCHMIDT, the
+    // name the hospital had replaced.
+    const renamed = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||SCHMIDT^ANNA^MARIA^^DR||19560214|F',
+      [
+        'PID|1||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^MARIA^^^^B||19560214|F',
+      ],
+    );
+    expect(renamed.segment('PID')!.rawField(5)).toBe('SCHMIDT-BERGER^ANNA^MARIA^^DR');
+    const same = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^^^^^B||19560214|F',
+      ['PID|1||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L||19560214|F'],
+    );
+    expect(same.segment('PID')!.rawField(5)).toBe(
+      'SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^^^^^B',
+    );
+  });
+
   it('an ADT^A40 that merges the order’s patient into another: the ORU names the surviving patient in PID-3', async () => {
     // The registry merges duplicate record PAT-RV-A40-OLD into PAT-RV-A40 while the order is
     // open; intake moves the order to the surviving patient. Before, the ORU's PID-3 was the

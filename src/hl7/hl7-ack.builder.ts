@@ -280,7 +280,9 @@ export function buildAck(options: AckOptions): BuiltAck {
   // the sender wrote, e.g. `RIS^1.2.3.4^ISO` or `RIS&1.2.3.4&ISO`. Before, only the first
   // subcomponent of components 1-3 came back (`RIS`), and a RIS that names itself by OID
   // did not recognise the answer as meant for it.
-  const hd = (field: number): string[][] => msh.structure(field);
+  // HD has three components (v2.5.1 2A.3.36): a fourth or fifth the sender wrote is no part
+  // of it, and went out as an HD a validating engine refuses.
+  const hd = (field: number): string[][] => msh.structure(field).slice(0, 3);
   // MSH-18 (ID, table 0211): the sender's charset as the table names it (`unicode utf-8` is
   // UNICODE UTF-8, `ISO_IR 100` 8859/1); a charset the table has no value for but that we
   // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for

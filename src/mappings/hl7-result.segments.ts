@@ -138,8 +138,9 @@ export function msh(
           // Back to whoever sent the order: its MSH-3 / MSH-4 whole (v2.5.1 §2.15.9.5-6: HD,
           // namespace ^ universal ID ^ type, subcomponents kept), not just the namespace, so a
           // RIS routing on the OID (`RIS^1.2.3.4^ISO`) recognises the answer as addressed to it.
-          5: o?.structure(3),
-          6: o?.structure(4),
+          // (HD has three components: more are no part of it)
+          5: o?.structure(3).slice(0, 3),
+          6: o?.structure(4).slice(0, 3),
           7: formatHl7Timestamp(now),
           9: messageType,
           10: controlId,

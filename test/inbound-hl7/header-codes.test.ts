@@ -66,6 +66,19 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     },
   );
 
+  it('an MSH-3/MSH-4 with more components than an HD has is answered with the HD’s three: namespace, universal ID, type', async () => {
+    // HD (v2.5.1 2A.3.36) has three components. Before, the ACK's MSH-5 carried the sender's
+    // fourth and fifth (`RADIS1^1.2.3^ISO^X^Y`), an HD no validating engine reads.
+    const ack = await h.mllp.send(
+      swf('HD-4', (t) =>
+        t.replace('MSH|^~\\&|RADIS1|IHEDEMO|', 'MSH|^~\\&|RADIS1^1.2.3^ISO^X^Y|IHEDEMO^^^Z|'),
+      ),
+    );
+    expect(ackSummary(ack)).toMatchObject({ code: 'AA', controlIdEchoed: 'HD-4' });
+    const msh = parseHl7(ack).msh;
+    expect([msh.rawField(5), msh.rawField(6)]).toEqual(['RADIS1^1.2.3^ISO', 'IHEDEMO']);
+  });
+
   it('MSH-11 p (lower case) is refused AR 202 at MSH-11, saying codes are case-sensitive', async () => {
     const ack = await h.mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
     const summary = ackSummary(ack);

@@ -105,8 +105,8 @@ export function buildBatchAck(options: {
         options.ourFacility,
         // FHS-5/BHS-5, -6: the sender's application and facility, each HD whole (as MSH-5/6
         // of an ACK): `RIS^1.2.3^ISO` named only `RIS` before
-        echoed(theirs, 3),
-        echoed(theirs, 4),
+        echoed(theirs, 3, 3),
+        echoed(theirs, 4, 3),
         formatHl7Timestamp(now),
         undefined,
         undefined,
@@ -139,11 +139,21 @@ export function buildBatchAck(options: {
  * holds one repetition: the first. Before, only the first component came back (`clean`), so
  * `F-20240318^RIS` was answered `F-20240318`, and `A\T\B` as `A`.
  */
-function echoed(theirs: string[] | undefined, field: number): { encoded: string } | undefined {
+function echoed(
+  theirs: string[] | undefined,
+  field: number,
+  /** Components its type has (an HD three): more the sender wrote are no part of it. */
+  components?: number,
+): { encoded: string } | undefined {
   const raw = theirs?.[field];
   if (!raw) return undefined;
   const from = headerDelimiters(theirs);
-  const text = transcodeRaw(raw.split(from.repetition)[0]!, from, DEFAULT_DELIMITERS);
+  const first = raw.split(from.repetition)[0]!;
+  const kept =
+    components === undefined
+      ? first
+      : first.split(from.component).slice(0, components).join(from.component);
+  const text = transcodeRaw(kept, from, DEFAULT_DELIMITERS).replace(/\^+$/, '');
   return text === '' ? undefined : { encoded: text };
 }
 

@@ -110,7 +110,7 @@ describe('HL7 batches over MLLP', () => {
     expect(customReply[1]!.split('|')[11]).toBe('RUN\\S\\7#A$B^20240318');
   });
 
-  it('names the sender in BHS-5/BHS-6 and FHS-5/FHS-6 by its whole HD (namespace, universal ID, type)', async () => {
+  it('names the sender in BHS-5/BHS-6 and FHS-5/FHS-6 by its whole HD (namespace, universal ID, type; no fourth component)', async () => {
     // A RIS that names itself by OID in its envelope. Before, the answer's BHS-5 was `RADIS1`
     // and BHS-6 `IHEDEMO` (first component only), an answer the sender's engine, routing on
     // the OID, did not recognise as its own.
@@ -124,7 +124,7 @@ describe('HL7 batches over MLLP', () => {
       .replace(/ACC-B2/g, 'ACC-B12')
       .replace(
         /^(FHS|BHS)\|\^~\\&\|RADIS1\|IHEDEMO\|/gm,
-        (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO|IHEDEMO&1.2.276.0.2&ISO|`,
+        (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO^X|IHEDEMO&1.2.276.0.2&ISO|`,
       );
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
     for (const header of [reply[0]!, reply[1]!]) {

@@ -314,6 +314,23 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(message.get('PID-3.1')).toBe('PAT-RV-A08');
   });
 
+  it('an ADT^A08 whose PID-7 is the explicit null "" deletes the birth date: none in the order, none in the ORU', async () => {
+    // HL7 v2.5.1 §2.5.3: `""` in a field means "delete the value the receiver holds" (a
+    // registry withdrawing a wrong birth date). Before, it was read as "not sent": the order
+    // kept 1956-02-14 and the ORU still carried it.
+    const message = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|F', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||""|F',
+    ]);
+    expect(message.segment('PID')!.rawField(7)).toBe('');
+    expect(message.segment('PID')!.rawField(8)).toBe('F');
+    const { rows } = await db.query<{ request: { patient: Record<string, unknown> } }>(
+      `SELECT request FROM orders WHERE placer_order_number = $1`,
+      [message.get('ORC-2')],
+    );
+    expect(rows[0]!.request.patient.birthDate).toBeUndefined();
+    expect(rows[0]!.request.patient.sex).toBe('female');
+  });
+
   it('an ADT^A08 that corrects the administrative sex reaches the ORU’s PID-8; the order’s own code stays when it is that sex', async () => {
     // Registered F by mistake, corrected to M by the registry. Before, the ORU's PID-8 was
     // still the order's F (only a free-text PID-8 was replaced).

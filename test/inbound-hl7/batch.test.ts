@@ -137,6 +137,27 @@ describe('HL7 batches over MLLP', () => {
     ]);
   });
 
+  it('a message of the batch whose MSH-15/16 say NE|NE (no acknowledgment) is stored and not acknowledged in the batch ACK', async () => {
+    // Table 0155 NE is "never", in a batch as alone. Before, its ACK was in the batch
+    // acknowledgment all the same (and counted in BTS-1).
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-13')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-14')
+      .replace(/PLC-B1/g, 'PLC-B13')
+      .replace(/PLC-B2/g, 'PLC-B14')
+      .replace(/ACC-B1/g, 'ACC-B13')
+      .replace(/ACC-B2/g, 'ACC-B14')
+      .replace('|BATCH-MSG-13|P|2.3.1', '|BATCH-MSG-13|P|2.3.1|||NE|NE');
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual(['MSA|AA|BATCH-MSG-14']);
+    expect(reply.slice(-2)).toEqual(['BTS|1', 'FTS|1']);
+    const [stored] = await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM orders WHERE placer_order_number IN ('PLC-B13', 'PLC-B14')`,
+    );
+    expect(stored.n).toBe(2);
+  });
+
   it('a batch whose BTS-1 declares more messages than it holds: each message goes through, and the count is said in BTS-2 and in each message’s quirks', async () => {
     // The overnight file of the fixture cut short after its second message (a transfer that
     // stopped, an engine that truncated the frame); BTS-1 still says 3.

@@ -5,7 +5,16 @@ import type { Identifier, MappedField, PatientInfo } from './order-request';
  * open: new demographics, or a merge into a surviving record.
  */
 export type PatientEvent =
-  | { kind: 'patient-update'; patient: PatientInfo; lineage: MappedField[] }
+  | {
+      kind: 'patient-update';
+      patient: PatientInfo;
+      lineage: MappedField[];
+      /**
+       * Demographics the message deletes: the explicit null `""` (HL7 v2.5.1 §2.5.3, "delete
+       * the value the receiver holds"), as opposed to a field left empty (no change).
+       */
+      cleared?: ReadonlyArray<'birthDate' | 'sex'>;
+    }
   | {
       kind: 'patient-merge';
       /** The surviving patient (PID). */

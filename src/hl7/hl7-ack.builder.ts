@@ -1,4 +1,4 @@
-import { encodeWith } from './hl7-charset';
+import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
 import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
@@ -163,6 +163,31 @@ export function ackVersionFor(inboundVersion: string): string {
   return (HL7_VERSION_IDS as readonly string[]).includes(inboundVersion) ? inboundVersion : '2.5.1';
 }
 
+/**
+ * MSH-9.2 of our ACK (ID, table 0003): the event of the message answered, so the sender can
+ * match it; written in the table's case (`o01` is O01, refused AR 201 for its case), and left
+ * empty when the sender's text is no event code (`O0<1>`, `O01` with a CR in it): every table
+ * 0003 event is three characters, a letter then letters or digits. Before, the text was echoed.
+ */
+function ackTrigger(inbound: string): string | undefined {
+  const event = inbound.toUpperCase();
+  return /^[A-Z][A-Z0-9]{2}$/.test(event) ? event : undefined;
+}
+
+/** HL7 table 0103 (processing ID): debugging, production, training. */
+const TABLE_0103 = ['D', 'P', 'T'];
+
+/**
+ * MSH-11.1 of our answer (PT, table 0103): the sender's processing ID, so a training message
+ * is answered as training; written in the table's case (`t` is T: the same ID, refused AR 202
+ * for its case), and P when the sender's is no code at all (`production`, `X`: refused AR
+ * 202). Before, such text was echoed, and the AR was as invalid as the header it refused.
+ */
+function ackProcessingId(inbound: string): string {
+  const id = inbound.trim().toUpperCase();
+  return TABLE_0103.includes(id) ? id : 'P';
+}
+
 const ERR_LOCATION_SINCE = ['2.5', '2.5.1', '2.6', '2.7', '2.7.1', '2.8', '2.8.1', '2.8.2'];
 
 /** v2.5 replaced ERR-1 (ELD) by ERR-2..ERR-12 (v2.5 chapter 2, ERR segment); older versions use ERR-1. */
@@ -232,7 +257,7 @@ export function buildAck(options: AckOptions): BuiltAck {
   // Before v2.5 ERR has no severity: a warning would read as an error, so only errors are sent
   // (warnings stay in the audit record).
   const errors = (options.errors ?? []).filter((e) => modern || e.severity === 'E');
-  const trigger = inbound.messageType.trigger;
+  const trigger = ackTrigger(inbound.messageType.trigger);
   const inboundCode = inbound.messageType.code.toUpperCase();
   const orderReply =
     options.orderControls &&
@@ -255,8 +280,19 @@ export function buildAck(options: AckOptions): BuiltAck {
   // the sender wrote, e.g. `RIS^1.2.3.4^ISO` or `RIS&1.2.3.4&ISO`. Before, only the first
   // subcomponent of components 1-3 came back (`RIS`), and a RIS that names itself by OID
   // did not recognise the answer as meant for it.
-  const hd = (field: number): string[][] => msh.structure(field);
-  const charset = inbound.declaredCharset;
+  // HD has three components (v2.5.1 2A.3.36): a fourth or fifth the sender wrote is no part
+  // of it, and went out as an HD a validating engine refuses.
+  const hd = (field: number): string[][] => msh.structure(field).slice(0, 3);
+  // MSH-18 (ID, table 0211): the sender's charset as the table names it (`unicode utf-8` is
+  // UNICODE UTF-8, `ISO_IR 100` 8859/1); a charset the table has no value for but that we
+  // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for
+  // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
+  // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
+  const declared = inbound.declaredCharset.trim();
+  const charset = declared
+    ? (table0211Value(declared, version) ??
+      (charsetLabel(declared) !== undefined ? declared : undefined))
+    : undefined;
   const segments: Hl7SegmentSpec[] = [
     {
       id: 'MSH',
@@ -273,7 +309,7 @@ export function buildAck(options: AckOptions): BuiltAck {
         undefined, // MSH-8
         messageType, // MSH-9
         controlId, // MSH-10
-        inbound.processingId || 'P', // MSH-11
+        ackProcessingId(inbound.processingId), // MSH-11
         version, // MSH-12
         undefined, // MSH-13
         undefined, // MSH-14

@@ -1,4 +1,7 @@
 import { encodeSegment, formatHl7Timestamp } from './hl7-builder';
+import { DEFAULT_DELIMITERS, Hl7Delimiters, transcodeRaw } from './hl7-escape';
+import { QuirkCollector } from './hl7-quirk';
+import { readDelimiters } from './hl7-separators';
 
 /**
  * HL7 v2 batches (v2.5.1 §2.10.3): an optional file envelope (FHS … FTS) around batches
@@ -100,14 +103,16 @@ export function buildBatchAck(options: {
       fields: [
         options.ourApplication,
         options.ourFacility,
-        clean(theirs?.[3]),
-        clean(theirs?.[4]),
+        // FHS-5/BHS-5, -6: the sender's application and facility, each HD whole (as MSH-5/6
+        // of an ACK): `RIS^1.2.3^ISO` named only `RIS` before
+        echoed(theirs, 3, 3),
+        echoed(theirs, 4, 3),
         formatHl7Timestamp(now),
         undefined,
         undefined,
         options.comment,
         options.controlId,
-        clean(theirs?.[11]),
+        echoed(theirs, 11),
       ],
     }).slice(3);
   const parts: Buffer[] = [];
@@ -123,6 +128,42 @@ export function buildBatchAck(options: {
   parts.push(Buffer.from(`BTS|${count}${note}\r`, 'latin1'));
   if (batch.fileHeader) parts.push(Buffer.from('FTS|1\r', 'latin1'));
   return Buffer.concat(parts);
+}
+
+/**
+ * A field of the sender's FHS/BHS in our answer exactly, so the sender can match the answer to
+ * what it sent (FHS-12/BHS-12, reference file/batch control ID, v2.5.1 §2.15.2.12, §2.15.1.12,
+ * are its FHS-11/BHS-11; FHS-5/BHS-5 and -6 its HDs in fields 3 and 4): every component and
+ * subcomponent as written and its escapes, rewritten from the delimiters its header declares to
+ * ours (`transcodeRaw`: the same meaning, control characters as \Xhh\). A non-repeating field
+ * holds one repetition: the first. Before, only the first component came back (`clean`), so
+ * `F-20240318^RIS` was answered `F-20240318`, and `A\T\B` as `A`.
+ */
+function echoed(
+  theirs: string[] | undefined,
+  field: number,
+  /** Components its type has (an HD three): more the sender wrote are no part of it. */
+  components?: number,
+): { encoded: string } | undefined {
+  const raw = theirs?.[field];
+  if (!raw) return undefined;
+  const from = headerDelimiters(theirs);
+  const first = raw.split(from.repetition)[0]!;
+  const kept =
+    components === undefined
+      ? first
+      : first.split(from.component).slice(0, components).join(from.component);
+  const text = transcodeRaw(kept, from, DEFAULT_DELIMITERS).replace(/\^+$/, '');
+  return text === '' ? undefined : { encoded: text };
+}
+
+/** The delimiters an FHS/BHS declares in fields 1 and 2 (as MSH-1/2); the standard ones if unreadable. */
+function headerDelimiters(theirs: string[]): Hl7Delimiters {
+  try {
+    return readDelimiters(`MSH${theirs[1] ?? '|'}${theirs[2] ?? ''}`, new QuirkCollector());
+  } catch {
+    return DEFAULT_DELIMITERS;
+  }
 }
 
 /** A value copied from the sender's header: its first component, printable ASCII, bounded. */

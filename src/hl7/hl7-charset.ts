@@ -99,6 +99,44 @@ const TABLE_0211_UNDECODABLE = new Set([
   'UNICODE UTF-32',
 ]);
 
+/** The values of table 0211 as the table spells them (TABLE_0211 also holds other spellings). */
+const TABLE_0211_VALUES: readonly string[] = [
+  'ASCII',
+  '8859/1',
+  '8859/2',
+  '8859/3',
+  '8859/4',
+  '8859/5',
+  '8859/6',
+  '8859/7',
+  '8859/8',
+  '8859/9',
+  '8859/15',
+  'ISO IR14',
+  'GB 18030-2000',
+  'KS X 1001',
+  'BIG-5',
+  'UNICODE',
+  'UNICODE UTF-8',
+  ...TABLE_0211_UNDECODABLE,
+];
+
+/**
+ * The MSH-18 (ID, table 0211) that names the character set an MSH-18 value `declared` stands
+ * for, as the table spells it: a table value in its case (`unicode utf-8` is UNICODE UTF-8), the
+ * table value of a charset a sender named otherwise (`UTF-8`, DICOM `ISO_IR 100` is 8859/1;
+ * UTF-8 is `UNICODE` before v2.5, whose table has no `UNICODE UTF-8`), undefined for a charset
+ * the table has no value for (`CP1250`) or text that names none (`FOO BAR`).
+ */
+export function table0211Value(declared: string, version: string): string | undefined {
+  const v = declared.trim().toUpperCase();
+  if (TABLE_0211_VALUES.includes(v)) return v;
+  const label = TABLE_0211[v];
+  if (label === undefined) return undefined;
+  if (label === 'utf-8') return /^2\.(3|4)(\.|$)/.test(version) ? 'UNICODE' : 'UNICODE UTF-8';
+  return TABLE_0211_VALUES.find((name) => TABLE_0211[name] === label);
+}
+
 /** True when MSH-18 names a value of table 0211 (decodable or not). */
 export function inTable0211(declared: string): boolean {
   const v = declared.trim().toUpperCase();

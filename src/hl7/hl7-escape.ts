@@ -296,6 +296,23 @@ export function transcodeRaw(raw: string, from: Hl7Delimiters, to: Hl7Delimiters
     [from.component]: to.component,
     [from.subcomponent]: to.subcomponent,
   };
+  // Structure first, then escapes (v2.5.1 §2.7: an escape sequence lies within one leaf, as
+  // Hl7Segment reads it): `MUELLER\^HANS\` is two components, each ending in a lone escape
+  // character. Before, the two backslashes were paired across the `^` as one sequence, and the
+  // ORU named the patient `MUELLER\^HANS\` (one family name, no given name).
+  let out = '';
+  let start = 0;
+  for (let i = 0; i <= raw.length; i += 1) {
+    const mapped = i < raw.length ? structural[raw[i]] : '';
+    if (mapped === undefined) continue;
+    out += transcodeLeaf(raw.slice(start, i), from, to) + mapped;
+    start = i + 1;
+  }
+  return out;
+}
+
+/** One leaf (no repetition, component or subcomponent separator of `from`) for transcodeRaw. */
+function transcodeLeaf(raw: string, from: Hl7Delimiters, to: Hl7Delimiters): string {
   const named: Record<string, string> = {
     F: from.field,
     S: from.component,
@@ -330,7 +347,7 @@ export function transcodeRaw(raw: string, from: Hl7Delimiters, to: Hl7Delimiters
       i = close + 1;
       continue;
     }
-    out += structural[ch] ?? escapeValue(ch, to);
+    out += escapeValue(ch, to);
     i += 1;
   }
   return out;

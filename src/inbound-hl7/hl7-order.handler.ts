@@ -123,7 +123,11 @@ export class Hl7OrderHandler {
    * message (an admin's reprocess of a stored message uses `reprocess:<id>`).
    */
   private async handleMessage(raw: Buffer, meta: BatchMessageMeta): Promise<Buffer> {
-    return (await this.process(raw, meta)).body;
+    // A message whose MSH-15/16 want no answer of this outcome (NE|NE) gets none inside a batch
+    // either: an empty ACK is left out of the batch acknowledgment (and of BTS-1). Before, it
+    // was answered there all the same.
+    const { body, unwanted } = await this.process(raw, meta);
+    return unwanted ? Buffer.alloc(0) : body;
   }
 
   async process(

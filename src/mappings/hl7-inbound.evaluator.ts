@@ -1,10 +1,4 @@
-import {
-  acceptAckWanted,
-  AckOutcome,
-  BuiltAck,
-  buildAck,
-  Hl7ErrorDetail,
-} from '../hl7/hl7-ack.builder';
+import { AckOutcome, BuiltAck, buildAck, Hl7ErrorDetail } from '../hl7/hl7-ack.builder';
 import { Hl7Error } from '../hl7/hl7.error';
 import { Hl7Message, parseHl7 } from '../hl7/hl7-message';
 import {
@@ -33,8 +27,6 @@ export type InboundEvaluation =
       mapping?: Hl7MappingResult;
       errors: Hl7ErrorDetail[];
       ack: BuiltAck;
-      /** False when enhanced mode (MSH-15) asks for no accept acknowledgment in this case. */
-      ackWanted: boolean;
     }
   /** No MSH could be read: there is nothing to address an ACK to. */
   | { kind: 'unparseable'; error: Hl7Error };
@@ -43,7 +35,12 @@ export type InboundEvaluation =
  * Everything that decides the answer to one inbound HL7 message, without I/O: parse, structure
  * check (AR), mapping (AE on content errors), and the ACK that goes with it. The caller stores
  * the raw bytes and the result in one transaction and only then writes `ack.bytes`
- * (acknowledge after commit).
+ * (acknowledge after commit). Whether that answer is written at all (MSH-15/MSH-16, table
+ * 0155) is not decided here: it depends on the code finally stored (a resend gets its first
+ * answer, intake may refuse a change AE), so the MLLP handler decides it once, on that code
+ * (`acceptAckWanted`). An `ackWanted` computed here from this outcome was read by nothing but
+ * a golden file, and disagreed with the handler (`NE` with MSH-16 empty: false here, answered
+ * there).
  */
 export function evaluateInboundHl7(input: InboundEvaluationInput): InboundEvaluation {
   let message: Hl7Message;
@@ -79,6 +76,5 @@ export function evaluateInboundHl7(input: InboundEvaluationInput): InboundEvalua
     mapping,
     errors,
     ack,
-    ackWanted: acceptAckWanted(message, outcome),
   };
 }

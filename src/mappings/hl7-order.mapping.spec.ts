@@ -41,7 +41,6 @@ function evaluate(name: string, config: Hl7OrderMappingConfig) {
     fixture: name,
     outcome: result.outcome,
     ackCode: result.ack.code,
-    ackWanted: result.ackWanted,
     ack: result.ack.text.split('\r').filter((l) => l !== ''),
     errors: result.errors,
     mappingVersion: result.mapping?.mappingVersion,

@@ -252,6 +252,16 @@ function dedupe(errors: Hl7MappingError[]): Hl7MappingError[] {
 const PATIENT_ROWS = HL7_ORDER_FIELD_MAP.filter((r) => r.target.startsWith('patient.'));
 
 /**
+ * PID fields whose explicit null `""` in an ADT^A08 deletes the order's value (v2.5.1 §2.5.3):
+ * a registry withdrawing a wrong birth date or sex. Before, `""` read as "not sent" and the
+ * order kept (and sent upstream and in its ORU) the value the registry had withdrawn.
+ */
+const PID_DELETABLE = [
+  [7, 'birthDate'],
+  [8, 'sex'],
+] as const;
+
+/**
  * Maps a parsed, structure-checked message (see checkStructure) to OrderRequests (ORM^O01,
  * OMI^O23: one per order group) or patient events (ADT^A08, ADT^A40). Pure and deterministic:
  * the same message and config always give the same result.
@@ -316,10 +326,15 @@ export function mapHl7Message(
     out.problems.push(...boundErrors(out.values, out.lineage));
     errors.push(...out.problems);
     if (!out.problems.some((p) => p.severity === 'E')) {
+      const pid = message.segment('PID');
+      const cleared = PID_DELETABLE.filter(([field]) => pid?.isExplicitNull(field)).map(
+        ([, target]) => target,
+      );
       patientEvents.push({
         kind: 'patient-update',
         patient: out.values.patient as PatientInfo,
         lineage: out.lineage,
+        ...(cleared.length > 0 ? { cleared } : {}),
       });
     }
   } else if (code === 'ADT' && trigger === 'A40') {

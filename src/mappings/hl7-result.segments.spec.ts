@@ -191,7 +191,10 @@ describe('PID-8 of our ORU', () => {
     ['MALE', 'male', 'M'],
     ['xyz', undefined, ''],
     ['F', 'female', 'F'],
-    ['A', undefined, 'A'],
+    // A (ambiguous) is read as other at intake: the sender's own code stays
+    ['A', 'other', 'A'],
+    // an ADT^A08 corrected the order's sex after it came
+    ['F', 'male', 'M'],
     ['', undefined, ''],
   ])('%s (read as %s) is written %j', (sent, sex, written) => {
     expect(pid8(sent, sex)).toBe(written);

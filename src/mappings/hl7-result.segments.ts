@@ -1,4 +1,5 @@
 import {
+  encodeField,
   encodeSegment,
   formatHl7Timestamp,
   isoToHl7Dtm,
@@ -10,10 +11,14 @@ import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, writesAs } from '../hl7/hl7-charset';
 import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
+import type { Hl7Segment } from '../hl7/hl7-segment';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
+import { TABLE_0001_SEX } from './hl7-code.tables';
+import type { AdministrativeSex, Identifier, PersonName } from '../domain/order-request';
+import { pgSafeDeep } from '../common/pg-safe';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -133,14 +138,15 @@ export function msh(
           // Back to whoever sent the order: its MSH-3 / MSH-4 whole (v2.5.1 §2.15.9.5-6: HD,
           // namespace ^ universal ID ^ type, subcomponents kept), not just the namespace, so a
           // RIS routing on the OID (`RIS^1.2.3.4^ISO`) recognises the answer as addressed to it.
-          5: o?.structure(3),
-          6: o?.structure(4),
+          // (HD has three components: more are no part of it)
+          5: o?.structure(3).slice(0, 3),
+          6: o?.structure(4).slice(0, 3),
           7: formatHl7Timestamp(now),
           9: messageType,
           10: controlId,
           // MSH-11 (PT, table 0103) of the order: results of a RIS's test order (`T`, accepted
           // when the sandbox is the upstream) go back as test data, never as production `P`.
-          11: o?.value(11) ? o.structure(11).slice(0, 2) : 'P',
+          11: o?.value(11) ? processingOf(o.value(11, 1, 1)!, o.value(11, 1, 2)) : 'P',
           12: version,
           15: 'AL',
           16: 'NE',
@@ -152,36 +158,158 @@ export function msh(
   };
 }
 
-const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
-
-/** HL7 table 0001 (administrative sex, v2.5.1): the codes PID-8 may hold. */
-const TABLE_0001 = new Set(['F', 'M', 'O', 'U', 'A', 'N']);
+/** HL7 table 0207 (processing mode, PT.2): archive, initial load, restore, current processing. */
+const TABLE_0207 = ['A', 'I', 'R', 'T'];
 
 /**
- * The order's PID, but PID-8 in table 0001: a sender writing free text (`female`, `W`,
- * `männlich`: read at intake as a quirk) had it copied into our ORU, an IS value outside its
- * table that a RIS validating PID-8 refuses. It is written as the code the order was read as,
- * or left empty when the text said nothing we could read.
+ * MSH-11 of our message (PT): the order's processing ID (checked against table 0103 at
+ * intake) and its processing mode when that is a table 0207 code. Before, the order's PT was
+ * copied whole, `P^Z&q` included, a value a RIS validating the result refuses.
  */
-function withTableSex(pid: string, input: PublicationInput): string {
+function processingOf(id: string, mode: string | undefined): string | string[] {
+  return mode !== undefined && TABLE_0207.includes(mode) ? [id, mode] : id;
+}
+
+const SEX_CODES = { male: 'M', female: 'F', other: 'O', unknown: 'U' } as const;
+
+/**
+ * The order's PID, but PID-8 (IS, table 0001) the sex the order holds now: an ADT^A08 that
+ * corrected it (applied to the order's patient at intake) reaches the result; before, the ORU
+ * carried the order's PID-8 as first received. The sender's own code stays when it reads as
+ * that sex (`A`, ambiguous, is other: not rewritten `O`); a free-text PID-8 (`female`, `W`,
+ * `männlich`: read at intake as a quirk), an IS value outside its table that a RIS validating
+ * PID-8 refuses, is never copied: written as the code the order was read as, or left empty
+ * when the text said nothing we could read. An explicit null `""` stays when the order has no
+ * sex.
+ */
+function withCurrentSex(pid: string, input: PublicationInput): string {
   const fields = pid.split('|');
-  if (fields.length <= 8 || fields[8] === '' || TABLE_0001.has(fields[8])) return pid;
-  const sex = input.order?.request.patient.sex;
-  fields[8] = sex ? SEX_CODES[sex] : '';
+  const written = fields[8] ?? '';
+  const code = written.split('^')[0] ?? '';
+  const readAs = (TABLE_0001_SEX as Record<string, AdministrativeSex | undefined>)[code];
+  // without an order model (a bare segment check), the sender's own code when it is one
+  const current = input.order ? input.order.request.patient.sex : readAs;
+  const wanted =
+    current !== undefined
+      ? readAs === current
+        ? written
+        : SEX_CODES[current]
+      : code === '""'
+        ? written
+        : '';
+  if (wanted === written) return pid;
+  while (fields.length <= 8) fields.push('');
+  fields[8] = wanted;
   return fields.join('|');
 }
 
 /**
- * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) only when it is a date:
- * `19700230`, `abc` or `1956-04-02` is answered at intake with a warning ERR and stored as no
- * birth date, yet was copied into our ORU, a value of the wrong type that a RIS validating
- * PID-7 refuses with the result. Left empty then (an explicit null `""` stays).
+ * The order's PID, but PID-7 (DT/DTM; a TS `19560214^D` before v2.5) the birth date the order
+ * holds now: an ADT^A08 that corrected it (applied to the order's patient at intake) reaches
+ * the result, where before the ORU carried the PID as first received and the RIS filed the
+ * result under a birth date the hospital had corrected. The sender's own value stays when it
+ * is that date (its time and TS precision kept); an explicit null `""` stays when the order
+ * has no birth date. Anything else is never copied: `19700230`, `abc` or `1956-04-02` is
+ * answered at intake with a warning ERR and stored as no birth date, and a DT/DTM field
+ * holding it is refused by a RIS validating PID-7 (and the whole result with it).
  */
-function withValidBirthDate(pid: string): string {
+function withCurrentBirthDate(pid: string, input: PublicationInput): string {
   const fields = pid.split('|');
-  const value = fields[7]?.split('^')[0] ?? '';
-  if (value === '' || value === '""' || hl7DateOf(value) !== undefined) return pid;
-  fields[7] = '';
+  const written = fields[7] ?? '';
+  const value = written.split('^')[0] ?? '';
+  // without an order model (a bare segment check), the sender's own value when it is a date
+  const current = input.order ? input.order.request.patient.birthDate : hl7DateOf(value);
+  const date = current === undefined ? undefined : isoToHl7Dtm(current);
+  const wanted =
+    date !== undefined
+      ? hl7DateOf(value) === current
+        ? written
+        : date
+      : value === '""'
+        ? written
+        : '';
+  if (wanted === written) return pid;
+  while (fields.length <= 7) fields.push('');
+  fields[7] = wanted;
+  return fields.join('|');
+}
+
+/** PID-3 (CX, repeating) of the patient identifiers an order holds. */
+function patientIdentifiers(identifiers: readonly Identifier[]): Hl7FieldValue {
+  return {
+    repetitions: identifiers.map((i) => [
+      i.value,
+      undefined,
+      undefined,
+      // CX-4 is an HD: a FHIR system goes in as its universal ID (table 0301 type)
+      hdOf(i.system),
+      i.type ?? 'MR',
+    ]),
+  };
+}
+
+/**
+ * The order's PID, but PID-3 the identifiers the order holds now when it no longer holds one
+ * the order named: an ADT^A40 merged the order's patient into another (intake moved the order
+ * to the surviving record). Before, the ORU named the record the merge retired, and the RIS
+ * filed the result under a patient that no longer exists. Untouched while every identifier the
+ * order sent is still the order's (its repetitions and assigning authorities as written).
+ */
+function withCurrentIdentifiers(pid: string, input: PublicationInput, sent: Hl7Segment): string {
+  const identifiers = input.order?.request.patient.identifiers ?? [];
+  if (identifiers.length === 0) return pid;
+  const held = new Set(identifiers.map((i) => i.value));
+  let retired = false;
+  for (let r = 1; r <= sent.repetitionCount(3) && !retired; r += 1) {
+    const value = sent.value(3, r, 1);
+    retired = value !== undefined && value.trim() !== '' && !held.has(value);
+  }
+  if (!retired) return pid;
+  const fields = pid.split('|');
+  while (fields.length <= 3) fields.push('');
+  fields[3] = encodeField(patientIdentifiers(identifiers));
+  return fields.join('|');
+}
+
+/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
+function patientName(name: PersonName): Hl7FieldValue {
+  return [
+    name.family,
+    name.given?.[0],
+    name.given?.slice(1).join(' ') || undefined,
+    name.suffix,
+    name.prefix,
+  ];
+}
+
+/**
+ * The order's PID, but PID-5 the name the order holds now when that is not the name its
+ * PID-5 reads as (first repetition, as intake reads it, control characters as stored): an
+ * ADT^A08 renamed the patient (a marriage, a corrected spelling). Before, the ORU carried the
+ * name the hospital had replaced. An unchanged name keeps the sender's PID-5 whole (every
+ * repetition, name type codes).
+ */
+function withCurrentName(pid: string, input: PublicationInput, sent: Hl7Segment): string {
+  const name = input.order?.request.patient.name;
+  if (!name) return pid;
+  const given = [sent.value(5, 1, 2), sent.value(5, 1, 3)].filter((g) => g !== undefined);
+  const read = pgSafeDeep({
+    family: sent.value(5, 1, 1, 1),
+    given: given.length > 0 ? given : undefined,
+    suffix: sent.value(5, 1, 4),
+    prefix: sent.value(5, 1, 5),
+  });
+  const same = (a: string | undefined, b: string | undefined) => (a ?? '') === (b ?? '');
+  if (
+    same(read.family, name.family) &&
+    same(read.given?.join('\u0000'), name.given?.join('\u0000')) &&
+    same(read.suffix, name.suffix) &&
+    same(read.prefix, name.prefix)
+  )
+    return pid;
+  const fields = pid.split('|');
+  while (fields.length <= 5) fields.push('');
+  fields[5] = encodeField(patientName(name));
   return fields.join('|');
 }
 
@@ -191,7 +319,11 @@ export function pidOf(
   charset: string = charsetFor(original),
 ): string {
   const raw = originalSegment(original, 'PID', charset);
-  if (raw) return withValidBirthDate(withTableSex(raw, input));
+  if (raw) {
+    const sent = original!.segment('PID')!;
+    const current = withCurrentName(withCurrentIdentifiers(raw, input, sent), input, sent);
+    return withCurrentBirthDate(withCurrentSex(current, input), input);
+  }
   const p = input.order.request.patient;
   const sex = SEX_CODES;
   return encodeSegment({
@@ -199,30 +331,13 @@ export function pidOf(
     fields: [
       '1',
       undefined,
-      {
-        repetitions: p.identifiers.map((i) => [
-          i.value,
-          undefined,
-          undefined,
-          // CX-4 is an HD: a FHIR system goes in as its universal ID (table 0301 type)
-          hdOf(i.system),
-          i.type ?? 'MR',
-        ]),
-      },
+      patientIdentifiers(p.identifiers),
       undefined,
-      // XPN: family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88); the
-      // suffix was dropped, and the RIS got one name for John Smith Jr. and his father
-      p.name
-        ? [
-            p.name.family,
-            p.name.given?.[0],
-            p.name.given?.slice(1).join(' ') || undefined,
-            p.name.suffix,
-            p.name.prefix,
-          ]
-        : undefined,
+      // XPN: the suffix was dropped once, and the RIS got one name for John Smith Jr. and
+      // his father
+      p.name ? patientName(p.name) : undefined,
       undefined,
-      p.birthDate?.replace(/-/g, ''),
+      p.birthDate === undefined ? undefined : isoToHl7Dtm(p.birthDate),
       p.sex ? sex[p.sex] : undefined,
     ],
   });

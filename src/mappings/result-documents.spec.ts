@@ -209,7 +209,15 @@ describe('result documents per status row (golden)', () => {
       join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'orm-o01-v24-latin1-crlf.hl7'),
     );
     const original = parseHl7(latin1);
-    const built = buildOru(inputFor(rowOf('DELIVERED')), original, HL7, 'X5', NOW);
+    const input = inputFor(rowOf('DELIVERED'));
+    // the patient that order was read as (the PID's demographics are the order's current ones)
+    input.order.request.patient = {
+      identifiers: [{ value: '0012345678', system: 'KLINIKUM_NORD', type: 'PI' }],
+      name: { family: 'MÜLLER', given: ['JÜRGEN'], prefix: 'Dr.' },
+      birthDate: '1962-11-03',
+      sex: 'male',
+    };
+    const built = buildOru(input, original, HL7, 'X5', NOW);
     expect(built.version).toBe('2.4');
     const back = parseHl7(built.bytes);
     expect(back.msh.value(18)).toBe('8859/1');

@@ -183,6 +183,56 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
   });
 
+  it('a backslash the RIS did not escape, on both sides of a component separator: the ORU names the patient as the order was read', async () => {
+    // A RIS that writes the escape character as text (`MUELLER\^HANS\`): read field first,
+    // then escapes (v2.5.1 §2.7), the order is family `MUELLER\`, given `HANS\`. Before, the
+    // ORU paired the two backslashes across the `^` as one escape sequence and wrote
+    // `MUELLER\E\\S\HANS\E\`: one family name `MUELLER\^HANS\`, no given name.
+    const id = await cancelledOverHl7('PID|||PAT-RV-BS^^^HOSP^MR||MUELLER\\^HANS\\||19640812|M');
+    await published(id);
+    const { rows } = await db.query<{ request: { patient: { name: unknown } } }>(
+      `SELECT request FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]!.request.patient.name).toEqual({ family: 'MUELLER\\', given: ['HANS\\'] });
+    const { message } = oruOf(id);
+    expect([message.get('PID-5.1'), message.get('PID-5.2')]).toEqual(['MUELLER\\', 'HANS\\']);
+  });
+
+  it('an order whose MSH-11 processing mode is no table 0207 code: the ORU’s MSH-11 keeps the processing ID and a valid mode only', async () => {
+    // MSH-11 is a PT: processing ID (table 0103) ^ processing mode (table 0207: A, I, R, T).
+    // Before, the order's MSH-11 went into the ORU as it came (`P^Z&q`), a PT a RIS
+    // validating the result refuses; `P^A` (archive) is kept.
+    for (const [msh11, expected] of [
+      ['P^Z&q', 'P'],
+      ['P^A', 'P^A'],
+    ] as const) {
+      n += 1;
+      const placer = `PLC-RV${n}-${Date.now()}`;
+      const message = (control: 'NW' | 'CA') =>
+        Buffer.from(
+          [
+            `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|${msh11}|2.3.1`,
+            'PID|||PAT-RV-PT^^^HOSP^MR||DOE^JO||19640812|F',
+            `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
+            `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
+          ].join('\r') + '\r',
+          'latin1',
+        );
+      expect(ackSummary(await mllp.send(message('NW'))).code).toBe('AA');
+      expect(ackSummary(await mllp.send(message('CA'))).code).toBe('AA');
+      const { rows } = await db.query<{ id: string }>(
+        `SELECT id FROM orders WHERE placer_order_number = $1`,
+        [placer],
+      );
+      await published(rows[0]!.id);
+      expect({ msh11, sent: oruOf(rows[0]!.id).message.msh.rawField(11) }).toEqual({
+        msh11,
+        sent: expected,
+      });
+    }
+  });
+
   it('a PID-7 that is no date (19700230, abc, 1956-04-02) is not copied into the ORU; a year (1970) is', async () => {
     // Intake answers such a PID-7 with a warning ERR and stores no birth date; the ORU's PID
     // is the order's own, and it carried the value on: a DT/DTM field holding `abc`, which a
@@ -198,6 +248,135 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       await published(id);
       expect({ pid7, sent: oruOf(id).message.get('PID-7') }).toEqual({ pid7, sent: expected });
     }
+  });
+
+  /**
+   * An ORM^O01 NW with `orderPid`, then an ADT^A08 for each of `a08Pids` (PID-3 PAT-RV-A08 of
+   * HOSP, as the order's) or the ADT message `[event, ...segments after EVN]` given, then the
+   * order's CA: the ORU of its no-result report.
+   */
+  async function orderUpdatedByA08s(
+    orderPid: string,
+    a08Pids: Array<string | [string, ...string[]]>,
+    /** The PID of the cancel (after a merge, the surviving patient's). */
+    cancelPid = orderPid,
+  ): Promise<Hl7Message> {
+    n += 1;
+    const placer = `PLC-RV${n}-${Date.now()}`;
+    const orm = (control: 'NW' | 'CA') =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|2.3.1`,
+          control === 'NW' ? orderPid : cancelPid,
+          'PV1||O|RAD^^^RADIOLOGIE',
+          `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
+          `OBR|1|${placer}^RADIS1||MRKOPF^MRT Kopf^L|||||||||||||||ACC-RV${n}|||||MR`,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+    expect(ackSummary(await mllp.send(orm('NW'))).code).toBe('AA');
+    for (const [i, update] of a08Pids.entries()) {
+      const [event, ...segments] =
+        typeof update === 'string' ? ['A08', update, 'PV1|1|O|RAD^^^RADIOLOGIE'] : update;
+      const structure = event === 'A40' ? 'ADT_A39' : 'ADT_A01';
+      const adt = Buffer.from(
+        [
+          `MSH|^~\\&|ADT1|HOSP|AIADAPTER|HOSP|20261125091500||ADT^${event}^${structure}|ADT-RV${n}-${i}|P|2.5.1`,
+          `EVN|${event}|20261125091500`,
+          ...segments,
+        ].join('\r') + '\r',
+        'latin1',
+      );
+      expect(ackSummary(await mllp.send(adt)).code).toBe('AA');
+    }
+    expect(ackSummary(await mllp.send(orm('CA'))).code).toBe('AA');
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id FROM orders WHERE placer_order_number = $1`,
+      [placer],
+    );
+    await published(rows[0]!.id);
+    return oruOf(rows[0]!.id).message;
+  }
+
+  it('an ADT^A08 that corrects the birth date reaches the ORU’s PID-7; a later A08 with no valid date leaves the corrected one', async () => {
+    // The RIS orders with the birth date it had (19560214, a DTM with a time); the patient
+    // registry corrects it (A08, 19560412), then sends an A08 whose PID-7 is no date. Before,
+    // the ORU's PID was the order's as received: PID-7 still 19560214083000, the result filed
+    // by the RIS under a birth date the hospital had corrected.
+    const message = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214083000^D|F',
+      [
+        'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560412|F',
+        'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19561340|F',
+      ],
+    );
+    expect(message.segment('PID')!.rawField(7)).toBe('19560412');
+    expect(message.get('PID-3.1')).toBe('PAT-RV-A08');
+  });
+
+  it('an ADT^A08 whose PID-7 is the explicit null "" deletes the birth date: none in the order, none in the ORU', async () => {
+    // HL7 v2.5.1 §2.5.3: `""` in a field means "delete the value the receiver holds" (a
+    // registry withdrawing a wrong birth date). Before, it was read as "not sent": the order
+    // kept 1956-02-14 and the ORU still carried it.
+    const message = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|F', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||""|F',
+    ]);
+    expect(message.segment('PID')!.rawField(7)).toBe('');
+    expect(message.segment('PID')!.rawField(8)).toBe('F');
+    const { rows } = await db.query<{ request: { patient: Record<string, unknown> } }>(
+      `SELECT request FROM orders WHERE placer_order_number = $1`,
+      [message.get('ORC-2')],
+    );
+    expect(rows[0]!.request.patient.birthDate).toBeUndefined();
+    expect(rows[0]!.request.patient.sex).toBe('female');
+  });
+
+  it('an ADT^A08 that corrects the administrative sex reaches the ORU’s PID-8; the order’s own code stays when it is that sex', async () => {
+    // Registered F by mistake, corrected to M by the registry. Before, the ORU's PID-8 was
+    // still the order's F (only a free-text PID-8 was replaced).
+    const corrected = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|F', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|M',
+    ]);
+    expect(corrected.segment('PID')!.rawField(8)).toBe('M');
+    // A (ambiguous) is read as other: an A08 saying A again leaves the RIS its own code
+    const same = await orderUpdatedByA08s('PID|||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|A', [
+      'PID|1||PAT-RV-A08^^^HOSP^MR||DOE^JO||19560214|A',
+    ]);
+    expect(same.segment('PID')!.rawField(8)).toBe('A');
+  });
+
+  it('an ADT^A08 that changes the patient’s name reaches the ORU’s PID-5; an unchanged name keeps the order’s own PID-5', async () => {
+    // Married since the order (the A08 of test/fixtures/hl7/adt-a08-v251-update.hl7: a legal
+    // name SCHMIDT-BERGER, the birth name SCHMIDT). Before, the ORU named her SCHMIDT, the
+    // name the hospital had replaced.
+    const renamed = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||SCHMIDT^ANNA^MARIA^^DR||19560214|F',
+      [
+        'PID|1||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^MARIA^^^^B||19560214|F',
+      ],
+    );
+    expect(renamed.segment('PID')!.rawField(5)).toBe('SCHMIDT-BERGER^ANNA^MARIA^^DR');
+    const same = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^^^^^B||19560214|F',
+      ['PID|1||PAT-RV-A08^^^HOSP^MR||SCHMIDT-BERGER^ANNA^MARIA^^DR^^L||19560214|F'],
+    );
+    expect(same.segment('PID')!.rawField(5)).toBe(
+      'SCHMIDT-BERGER^ANNA^MARIA^^DR^^L~SCHMIDT^ANNA^^^^^B',
+    );
+  });
+
+  it('an ADT^A40 that merges the order’s patient into another: the ORU names the surviving patient in PID-3', async () => {
+    // The registry merges duplicate record PAT-RV-A40-OLD into PAT-RV-A40 while the order is
+    // open; intake moves the order to the surviving patient. Before, the ORU's PID-3 was the
+    // order's as received, PAT-RV-A40-OLD: a result filed under a record that no longer exists.
+    const message = await orderUpdatedByA08s(
+      'PID|||PAT-RV-A40-OLD^^^HOSP^MR||DOE^JO||19560214|F',
+      [['A40', 'PID|1||PAT-RV-A40^^^HOSP^MR||DOE^JO||19560214|F', 'MRG|PAT-RV-A40-OLD^^^HOSP^MR']],
+      'PID|||PAT-RV-A40^^^HOSP^MR||DOE^JO||19560214|F',
+    );
+    expect(message.getAll('PID-3.1')).toEqual(['PAT-RV-A40']);
+    expect(message.get('PID-3.4')).toBe('HOSP');
+    expect(message.get('PID-3.5')).toBe('MR');
   });
 
   it('a no-result DiagnosticReport keeps R4 dom-3: no contained resource that nothing references', async () => {

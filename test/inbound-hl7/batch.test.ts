@@ -72,6 +72,92 @@ describe('HL7 batches over MLLP', () => {
     expect(reply.at(-2)).toBe('BTS|2');
   });
 
+  it('echoes the sender’s batch and file control ids whole in BHS-12/FHS-12: every component, escapes kept, rewritten for our delimiters', async () => {
+    // A RIS that numbers its batches `<run>^<day>` and escapes a separator in the run name;
+    // and one with its own encoding characters (`#` component, `$` escape). Before, BHS-12
+    // carried only the first component (`NIGHT\T\RUN`) and FHS-12 `F-20240318`.
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-7')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-8')
+      .replace(/PLC-B1/g, 'PLC-B7')
+      .replace(/PLC-B2/g, 'PLC-B8')
+      .replace(/ACC-B1/g, 'ACC-B7')
+      .replace(/ACC-B2/g, 'ACC-B8')
+      .replace('FILE-20240318-01', 'F-20240318^RIS&1.2.3^ISO')
+      .replace('BATCH-20240318-07', 'NIGHT\\T\\RUN^20240318-07');
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    expect(reply[0]!.split('|')[11]).toBe('F-20240318^RIS&1.2.3^ISO');
+    expect(reply[1]!.split('|')[11]).toBe('NIGHT\\T\\RUN^20240318-07');
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
+      'MSA|AA|BATCH-MSG-7',
+      'MSA|AA|BATCH-MSG-8',
+    ]);
+
+    const custom = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-9')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-10')
+      .replace(/PLC-B1/g, 'PLC-B9')
+      .replace(/PLC-B2/g, 'PLC-B10')
+      .replace(/ACC-B1/g, 'ACC-B9')
+      .replace(/ACC-B2/g, 'ACC-B10')
+      .replace('BHS|^~\\&|', () => 'BHS|#~$&|')
+      .replace('BATCH-20240318-07', () => 'RUN^7$S$A$E$B#20240318');
+    const customReply = segments(await client.send(Buffer.from(custom, 'latin1')));
+    // `^` is text in the sender's BHS (its component separator is `#`), escaped for ours; its
+    // escapes of `#` and `$` are plain text for ours; its `#` is our `^`
+    expect(customReply[1]!.split('|')[11]).toBe('RUN\\S\\7#A$B^20240318');
+  });
+
+  it('names the sender in BHS-5/BHS-6 and FHS-5/FHS-6 by its whole HD (namespace, universal ID, type; no fourth component)', async () => {
+    // A RIS that names itself by OID in its envelope. Before, the answer's BHS-5 was `RADIS1`
+    // and BHS-6 `IHEDEMO` (first component only), an answer the sender's engine, routing on
+    // the OID, did not recognise as its own.
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-11')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-12')
+      .replace(/PLC-B1/g, 'PLC-B11')
+      .replace(/PLC-B2/g, 'PLC-B12')
+      .replace(/ACC-B1/g, 'ACC-B11')
+      .replace(/ACC-B2/g, 'ACC-B12')
+      .replace(
+        /^(FHS|BHS)\|\^~\\&\|RADIS1\|IHEDEMO\|/gm,
+        (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO^X|IHEDEMO&1.2.276.0.2&ISO|`,
+      );
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    for (const header of [reply[0]!, reply[1]!]) {
+      const fields = header.split('|');
+      expect([fields[4], fields[5]]).toEqual(['RADIS1^1.2.276.0.1^ISO', 'IHEDEMO&1.2.276.0.2&ISO']);
+    }
+    expect(reply.filter((s) => s.startsWith('MSA|')).map((s) => s.slice(0, 7))).toEqual([
+      'MSA|AA|',
+      'MSA|AA|',
+    ]);
+  });
+
+  it('a message of the batch whose MSH-15/16 say NE|NE (no acknowledgment) is stored and not acknowledged in the batch ACK', async () => {
+    // Table 0155 NE is "never", in a batch as alone. Before, its ACK was in the batch
+    // acknowledgment all the same (and counted in BTS-1).
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-13')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-14')
+      .replace(/PLC-B1/g, 'PLC-B13')
+      .replace(/PLC-B2/g, 'PLC-B14')
+      .replace(/ACC-B1/g, 'ACC-B13')
+      .replace(/ACC-B2/g, 'ACC-B14')
+      .replace('|BATCH-MSG-13|P|2.3.1', '|BATCH-MSG-13|P|2.3.1|||NE|NE');
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual(['MSA|AA|BATCH-MSG-14']);
+    expect(reply.slice(-2)).toEqual(['BTS|1', 'FTS|1']);
+    const [stored] = await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM orders WHERE placer_order_number IN ('PLC-B13', 'PLC-B14')`,
+    );
+    expect(stored.n).toBe(2);
+  });
+
   it('a batch whose BTS-1 declares more messages than it holds: each message goes through, and the count is said in BTS-2 and in each message’s quirks', async () => {
     // The overnight file of the fixture cut short after its second message (a transfer that
     // stopped, an engine that truncated the frame); BTS-1 still says 3.

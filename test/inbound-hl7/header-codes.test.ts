@@ -50,6 +50,36 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     },
   );
 
+  it.each([
+    ['ORM^o01', 'ACK^O01^ACK'],
+    ['ORM^O0<1>', 'ACK^^ACK'],
+    ['ORM^O01\\X0D\\', 'ACK^^ACK'],
+    ['ZZZ^Q99&x', 'ACK^Q99^ACK'],
+  ])(
+    'MSH-9 %s is refused AR, the AR’s MSH-9 %s: its trigger an event code (table 0003) or none',
+    async (type, written) => {
+      // Before: the AR's MSH-9.2 was the sender's text (`ACK^O0<1>^ACK`, `ACK^o01^ACK`), an
+      // event in no table that an engine validating the answer refuses.
+      const controlId = `TRG-${type.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(swf(controlId, (t) => t.replace('|ORM^O01|', `|${type}|`)));
+      expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: controlId });
+      expect(parseHl7(ack).msh.rawField(9)).toBe(written);
+    },
+  );
+
+  it('an MSH-3/MSH-4 with more components than an HD has is answered with the HD’s three: namespace, universal ID, type', async () => {
+    // HD (v2.5.1 2A.3.36) has three components. Before, the ACK's MSH-5 carried the sender's
+    // fourth and fifth (`RADIS1^1.2.3^ISO^X^Y`), an HD no validating engine reads.
+    const ack = await h.mllp.send(
+      swf('HD-4', (t) =>
+        t.replace('MSH|^~\\&|RADIS1|IHEDEMO|', 'MSH|^~\\&|RADIS1^1.2.3^ISO^X^Y|IHEDEMO^^^Z|'),
+      ),
+    );
+    expect(ackSummary(ack)).toMatchObject({ code: 'AA', controlIdEchoed: 'HD-4' });
+    const msh = parseHl7(ack).msh;
+    expect([msh.rawField(5), msh.rawField(6)]).toEqual(['RADIS1^1.2.3^ISO', 'IHEDEMO']);
+  });
+
   it('MSH-11 p (lower case) is refused AR 202 at MSH-11, saying codes are case-sensitive', async () => {
     const ack = await h.mllp.send(swf('CASE-P', (t) => t.replace('|CASE-P|P|', '|CASE-P|p|')));
     const summary = ackSummary(ack);
@@ -57,6 +87,24 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(summary.errors.join(' ')).toMatch(/MSH\^1\^11\^202/);
     expect(ack.toString('latin1')).toMatch(/case-sensitive: P/);
   });
+
+  it.each([
+    ['production', 'P'],
+    ['p', 'P'],
+    ['X^A', 'P'],
+  ])(
+    'MSH-11 %s (no table 0103 code) is refused AR 202, the AR’s own MSH-11 a table 0103 code (%s), not the sender’s text',
+    async (id, written) => {
+      // Before: the AR echoed MSH-11 `production`, a PT whose processing ID is in no table:
+      // an engine validating the answer refused it too, and the AR never reached its sender.
+      const controlId = `PID-${id.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(
+        swf(controlId, (t) => t.replace(`|${controlId}|P|`, `|${controlId}|${id}|`)),
+      );
+      expect(ackSummary(ack)).toMatchObject({ code: 'AR', controlIdEchoed: controlId });
+      expect(parseHl7(ack).msh.rawField(11)).toBe(written);
+    },
+  );
 
   it('MSH-15 NE with MSH-16 AL (no accept ack, an application ack) is answered AA, and AE for a content error', async () => {
     // IHE LAW-style senders write NE|AL and read the application ack on the same connection.

@@ -88,6 +88,25 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(order.request.patient.name).toEqual({ family: 'DVOŘÁK', given: ['JIŘÍ'] });
   });
 
+  it.each([
+    ['FOO BAR', ''],
+    ['8859/1^x', ''],
+    ['unicode utf-8', 'UNICODE UTF-8'],
+    ['UTF-8', 'UNICODE UTF-8'],
+    ['ISO_IR 100', '8859/1'],
+    ['8859/2', '8859/2'],
+  ])(
+    'MSH-18 %s is answered with an ACK whose MSH-18 is a table 0211 value (%s) or none',
+    async (declared, written) => {
+      // Before: the ACK echoed the sender's text (`FOO BAR`, `8859/1\S\x`, `unicode utf-8`),
+      // a value of no table 0211 that an engine validating our answer refuses.
+      const id = `CS-${declared.replace(/\W/g, '')}`;
+      const reply = await client.send(wire(orm(id, {}, declared)));
+      expect(ackSummary(reply).code).toBe('AA');
+      expect(parseHl7(reply).msh.rawField(18)).toBe(written);
+    },
+  );
+
   it('a sender without MSH-18 writing Latin-1 gets its application and facility back as it wrote them', async () => {
     const segments = orm('LAT-1', {
       MSH: 'MSH|^~\\&|RÖNTGEN|KLINIKUM SÜD|AI|HOSP|20240318101500||ORM^O01|LAT-1|P|2.3.1',

@@ -176,7 +176,22 @@ describe('results back to the clinic (real peers on loopback)', () => {
   it('DELIVERED: Task completed, DiagnosticReport final with measurements, ORU RE/CM/F, SR and PDF in the PACS', async () => {
     const s = settings();
     const events = new OutboxOrderEvents(s);
-    const order = await seedOrder(db.dataSource, { source });
+    // The patient its ORM (the seed's IHE SWF fixture) names, as intake stores it: the ORU's
+    // PID is the order's as received while the order still holds that patient.
+    const order = await seedOrder(db.dataSource, {
+      source,
+      request: {
+        patient: {
+          identifiers: [
+            { value: 'PAT-4711', system: 'HOSPA', type: 'MR' },
+            { value: '998877665', system: 'SSA', type: 'SS' },
+          ],
+          name: { family: 'SCHMIDT', given: ['ANNA', 'MARIA'] },
+          birthDate: '1956-02-14',
+          sex: 'female',
+        },
+      },
+    });
     const before = ris.received.length;
     await playStatus(db.dataSource, events, order, 'ANALYSIS_RUNNING');
     await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });

@@ -107,11 +107,14 @@ export class OrderChanges {
                 event.patient.identifiers,
               ),
             }
-          : {
-              ...row.request.patient,
-              ...stripUndefined(event.patient),
-              identifiers: row.request.patient.identifiers,
-            };
+          : withoutCleared(
+              {
+                ...row.request.patient,
+                ...stripUndefined(event.patient),
+                identifiers: row.request.patient.identifiers,
+              },
+              event.cleared,
+            );
       const request: OrderRequest = { ...row.request, patient };
       await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
       audit.push(
@@ -158,4 +161,14 @@ export class OrderChanges {
     }
     await writeAuditEvents(manager, audit);
   }
+}
+
+/** The patient without the demographics an ADT^A08 deleted (explicit null `""`). */
+function withoutCleared(
+  patient: PatientInfo,
+  cleared: ReadonlyArray<'birthDate' | 'sex'> | undefined,
+): PatientInfo {
+  const out = { ...patient };
+  for (const key of cleared ?? []) delete out[key];
+  return out;
 }

@@ -517,6 +517,123 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await sweep();
     expect(orusOf(spec.placer)).toHaveLength(1);
   });
+
+  /** The job under a key: attempts used, whether it runs now, its last error. */
+  const jobOf = async (key: string) =>
+    (
+      await db.query(
+        `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+        [key],
+      )
+    ).rows[0] as
+      | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+      | undefined;
+
+  /** The job under `key` fails once, then its remaining attempts are skipped to the last one. */
+  const exhaust = async (key: string, id: string) => {
+    await waitFor(
+      `a first failed ${key}`,
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      `the last attempt of ${key} failed`,
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= j.max_attempts && j.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+  };
+
+  /** An order uploaded (the sandbox follows its outcome on the manual clock). */
+  const processing = async (note: string) => {
+    const spec = newOrderSpec(note);
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      90_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    return { spec, id };
+  };
+
+  it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    expect(await orderState(db, id)).toBe('processing');
+    for (let i = 0; i < 20 && (await orderState(db, id)) === 'processing'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    const { rows } = await db.query(
+      `SELECT state, alert, upstream_status FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({
+      state: 'cancelled',
+      alert: 'result-after-cancel',
+      upstream_status: 'DELIVERED',
+    });
+    // The report is kept for the analyst.
+    await waitFor('the results stored', async () => {
+      const { rows: docs } = await db.query(
+        `SELECT kind FROM order_documents WHERE order_id = $1`,
+        [id],
+      );
+      return docs.some((d: { kind: string }) => d.kind === 'results');
+    });
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'order.alert' &&
+          e.severity === 'error' &&
+          /result-after-cancel/.test(e.summary),
+      ),
+    ).toBe(true);
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'result-after-cancel'),
+    );
+    // The clinician hears "cancelled as requested", never a result: no result publication is
+    // written, whatever the destination.
+    await waitFor('the cancel ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('ORC-1') === 'CR'),
+    );
+    const { rows: outbox } = await db.query(
+      `SELECT kind, payload FROM outbox WHERE order_id = $1 ORDER BY id`,
+      [id],
+    );
+    const kinds = outbox.map((o: { kind: string }) => o.kind);
+    expect(kinds).not.toContain('dicom-sr');
+    expect(kinds).not.toContain('dicom-pdf');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('F');
+    expect(outbox.map((o: { payload: { rowKey: string } }) => o.payload.rowKey)).not.toContain(
+      'DELIVERED',
+    );
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

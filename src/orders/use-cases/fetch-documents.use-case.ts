@@ -124,6 +124,9 @@ export class FetchDocumentsUseCase {
       !foreign &&
       (await this.expired(ref));
     let refusedAlert = false;
+    // A result delivered after the orderer's cancel (the order ended `cancelled`, alert
+    // result-after-cancel) is kept for the analyst, never published.
+    const keptOnly = rowKey === 'DELIVERED' && stateOf(order) === 'cancelled';
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
       for (const doc of accepted) {
@@ -161,7 +164,10 @@ export class FetchDocumentsUseCase {
             (foreign && row.report === 'final'
               ? '; no result is published from these reports'
               : '') +
-            (expired ? '; the upstream order has EXPIRED: no result is coming' : ''),
+            (expired ? '; the upstream order has EXPIRED: no result is coming' : '') +
+            (keptOnly
+              ? '; the order was cancelled by its orderer: kept for the analyst, not published'
+              : ''),
           detail: {
             upstreamStatus,
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
@@ -183,7 +189,7 @@ export class FetchDocumentsUseCase {
       // A no-result end (failure, final QC rejection) is published with the reports it has,
       // or with none: the clinic must hear that no result is coming even when no report of it
       // could be fetched or kept. A result is never published without its report.
-      if (stored.length > 0 || (row.terminal && row.report === 'cancelled')) {
+      if (!keptOnly && (stored.length > 0 || (row.terminal && row.report === 'cancelled'))) {
         await events.documentsStored(manager, {
           order: snapshot(order),
           upstreamStatus,

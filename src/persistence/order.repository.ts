@@ -400,6 +400,30 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Orders still `received`, created more than `olderThanMs` ago, with no place job at all
+   * (key `place:<id>`): neither in graphile-worker's queue (running, waiting or failed for
+   * good) nor in our job outbox on its way there (500 at a time). Their job row was lost
+   * (deleted by hand, a queue reset, a restore): nothing would ever run them again.
+   */
+  async receivedWithoutPlaceJob(
+    olderThanMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; place_attempted_at: Date | null }>> {
+    return this.db(manager).query(
+      `SELECT o.id, o.place_attempted_at
+         FROM orders o
+        WHERE o.state = 'received'
+          AND o.created_at < now() - make_interval(secs => $1::float8 / 1000)
+          AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
+                           WHERE j.key = 'place:' || o.id::text)
+          AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'place:' || o.id::text)
+        ORDER BY o.created_at
+        LIMIT 500`,
+      [olderThanMs],
+    );
+  }
+
+  /**
    * Documents jobs (key `documents:<order id>:<mapping row>`) that used every attempt and will
    * not run again, of orders not yet alerted (500 at a time): the reports of a status were
    * never stored, so what waits for them (the result ORU, DiagnosticReport, SR) never goes.

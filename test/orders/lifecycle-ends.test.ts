@@ -571,6 +571,48 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     return { spec, id };
   };
 
+  it('an order left received without its place job (the job row lost) is found by the sweep and placed once, the lost create found by its correlation id', async () => {
+    // The first create reaches the upstream, which creates the order; its answer is lost.
+    let creates = 0;
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order' && ++creates === 1 ? 'drop-after' : 'pass';
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await firstCreateFailed(id);
+    // The job row goes (deleted by hand, a restore, a queue reset): nothing would run it again.
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`place:${id}`]);
+    // Younger than the bound: left alone (its job may be on its way through the job outbox).
+    await sweep();
+    expect(await orderState(db, id)).toBe('received');
+    expect(await placeJob(id)).toBeUndefined();
+    await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
+      id,
+    ]);
+    await sweep();
+    await waitFor(
+      'placed',
+      async () => (await orderState(db, id)) === 'placed',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // One upstream order: the re-enqueued job found the lost create's order.
+    const made = [...sandbox.state.orders.values()].filter(
+      (o) => o.apiMetadata['correlation_id'] === id,
+    );
+    expect(made).toHaveLength(1);
+    const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].upstream_order_id).toBe(made[0]!.orderId);
+    expect(
+      (await timeline(id)).some((e) => e.kind === 'error' && /place job/.test(e.summary)),
+    ).toBe(true);
+    // A later sweep does nothing more for it.
+    await sweep();
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /place job/.test(e.summary)),
+    ).toHaveLength(1);
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -4,6 +4,7 @@ import {
   type StatusRow,
   type StatusRowKey,
 } from '../../mappings/status-mapping.table';
+import { ORDER_JOBS } from '../intake.model';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot } from '../order-transitions';
@@ -16,8 +17,17 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
+  /** Orders still `received` whose place job was lost: placing enqueued again. */
+  placeRequeued: number;
   leasesResumed: number;
 }
+
+/**
+ * How old an order still `received` without any place job must be before the sweep enqueues
+ * its placing again: its job goes through the job outbox within seconds of the intake's
+ * commit, so an order this old without one lost it.
+ */
+export const LOST_PLACE_JOB_AFTER_MS = 10 * 60_000;
 
 /** The minute tick's deadlines and leases. */
 export class SweepUseCase {
@@ -56,6 +66,12 @@ export class SweepUseCase {
         'not-placed',
       );
     }
+    // An order `received` whose place job is gone (deleted, lost in a queue reset or a
+    // restore) was never looked at again: no job runs it, and the exhausted-job check above
+    // needs a job row. Its placing is enqueued again under its key; a create that an earlier
+    // run made is found by its correlation id (place use case), so no second upstream order.
+    const orphans = await this.deps.orders.receivedWithoutPlaceJob(LOST_PLACE_JOB_AFTER_MS);
+    for (const o of orphans) await this.requeuePlacing(o.id, o.place_attempted_at !== null);
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
     // DiagnosticReport, SR) never goes. An operator is told, once.
@@ -74,8 +90,31 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
+      placeRequeued: orphans.length,
       leasesResumed: lapsed.length,
     };
+  }
+
+  private async requeuePlacing(orderId: string, attempted: boolean): Promise<void> {
+    await this.deps.dataSource.transaction(async (manager) => {
+      await writeAuditEvents(manager, [
+        {
+          kind: 'error',
+          orderId,
+          severity: 'warning',
+          actor: 'adapter',
+          summary: `the order's place job was missing (still received, no job to place it${attempted ? '; a create was tried before' : ''}): placing enqueued again`,
+          detail: { job: ORDER_JOBS.place, jobKey: `place:${orderId}`, attempted },
+        },
+      ]);
+      await this.deps.jobs.enqueue(
+        ORDER_JOBS.place,
+        { orderId },
+        { manager, jobKey: `place:${orderId}` },
+      );
+    });
+    this.deps.jobs.kick();
+    this.deps.logger.warn({ orderId }, 'place job missing; placing enqueued again');
   }
 
   private async documentsNotFetched(o: {

@@ -19,6 +19,8 @@ export const AUDIT_EVENT_KINDS = {
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',
   'order.alert': 'an order missed a deadline or cannot go on: an operator should look (it ended)',
+  'order.alert-cleared':
+    'an alert on an order no longer holds (what it said was missing came later): cleared, with why',
   'order.upload-held':
     'an upload was held back: the same study was uploaded upstream less than 5 minutes ago',
   'order.documents-fetched': 'results, failure or QC reports were fetched and stored',

@@ -28,6 +28,9 @@ export interface OrderRow {
   lease_until: Date | null;
   qc_bypass: QcBypassDecision | null;
   documents_fetched_for: string | null;
+  /** The alert an operator should see (null: none). */
+  alert: string | null;
+  last_error: string | null;
 }
 
 /** Columns a transition may set besides the state (our code only: never user input as a name). */
@@ -439,6 +442,31 @@ export class OrderRepository extends RepositoryBase {
           AND o.alert IS NULL
         LIMIT 500`,
     );
+  }
+
+  /**
+   * Whether another documents job of the order used every attempt and will not run again
+   * (the one running now, locked, is not counted).
+   */
+  async hasExhaustedDocumentJob(orderId: string, manager?: EntityManager): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `SELECT 1 FROM graphile_worker._private_jobs j
+        WHERE j.key LIKE 'documents:' || $1::text || ':%'
+          AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 1`,
+      [orderId],
+    );
+    return rows.length > 0;
+  }
+
+  /** Clears the order's alert if it is still `alert`: true when cleared. */
+  async clearAlert(orderId: string, alert: string, manager?: EntityManager): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `UPDATE orders SET alert = NULL, last_error = NULL, updated_at = now()
+        WHERE id = $1 AND alert = $2 RETURNING id`,
+      [orderId, alert],
+    );
+    return rows.length > 0;
   }
 
   /** Sets an alert on an order that has none (an ended order included): true when set. */

@@ -613,6 +613,66 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).toHaveLength(1);
   });
 
+  it('documents-not-fetched is cleared when a later fetch of the same documents succeeds (the job run again once the upstream is back)', async () => {
+    let down = true;
+    decide = (method, path) =>
+      down && method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    await exhaust(key, id);
+    await sweep();
+    const alerted = await db.query(`SELECT alert FROM orders WHERE id = $1`, [id]);
+    expect(alerted.rows[0].alert).toBe('documents-not-fetched');
+    // The upstream is back; an operator runs the job again (graphile-worker's own function).
+    down = false;
+    await db.query(
+      `SELECT graphile_worker.reschedule_jobs(ARRAY[id], run_at => now(), attempts => 0)
+         FROM graphile_worker._private_jobs WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      'the results stored',
+      async () => {
+        const { rows } = await db.query(
+          `SELECT count(*)::int AS n FROM order_documents WHERE order_id = $1 AND kind = 'results'`,
+          [id],
+        );
+        return rows[0].n === 2;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toEqual({ state: 'delivered', alert: null, last_error: null });
+    expect(
+      (await timeline(id)).some(
+        (e) => e.kind === 'order.alert-cleared' && /documents-not-fetched/.test(e.summary),
+      ),
+    ).toBe(true);
+    // The result now goes out (after the no-result answer the sweep sent).
+    await waitFor('the result ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+    );
+    // A later sweep raises nothing again.
+    await sweep();
+    expect((await db.query(`SELECT alert FROM orders WHERE id = $1`, [id])).rows[0].alert).toBe(
+      null,
+    );
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -181,6 +181,9 @@ export class FetchDocumentsUseCase {
         await this.endExpired(manager, orderId);
         return;
       }
+      if (!foreign && missing.length === 0 && stored.length > 0) {
+        await this.clearDocumentsAlert(manager, orderId, rowKey);
+      }
       if (foreign && rowKey === 'DELIVERED' && have.length === 0 && stored.length === 0) {
         const refused = `${foreign.doc.kind} ${foreign.doc.reportType}`;
         refusedAlert = await endRefusedOrder(this.deps, manager, orderId, refused);
@@ -201,6 +204,36 @@ export class FetchDocumentsUseCase {
       orderAlerts.inc({ alert: 'results-refused' });
       this.deps.logger.error({ orderId, alert: 'results-refused' }, 'order results refused');
     }
+  }
+
+  /**
+   * Every document of a row is now stored: alert `documents-not-fetched` (raised by the sweep
+   * when a documents job used every attempt) no longer holds, unless another row's documents
+   * job of the order is still out of attempts. It is cleared, and the analyst reads why on the
+   * timeline (before, the order kept it, and with it the "no result is coming" reason, after
+   * its results had been stored and published).
+   */
+  private async clearDocumentsAlert(
+    manager: EntityManager,
+    orderId: string,
+    rowKey: StatusRowKey,
+  ): Promise<void> {
+    const alert = 'documents-not-fetched';
+    const current = await loadOrder(manager, orderId, true);
+    if (current?.alert !== alert) return;
+    if (await this.deps.orders.hasExhaustedDocumentJob(orderId, manager)) return;
+    if (!(await this.deps.orders.clearAlert(orderId, alert, manager))) return;
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.alert-cleared',
+        orderId,
+        severity: 'info',
+        actor: 'adapter',
+        summary: `${alert} cleared: the upstream's reports for ${rowKey} were fetched and stored on a later run`,
+        detail: { alert, mappingRow: rowKey, previousReason: current.last_error },
+      },
+    ]);
+    this.deps.logger.info({ orderId, alert }, 'order alert cleared');
   }
 
   /**

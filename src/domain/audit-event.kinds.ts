@@ -47,6 +47,8 @@ export const AUDIT_EVENT_KINDS = {
     "the upstream refused an order's operation: its answer (status, code, message, every refused file with its reason), masked",
   'upstream.unknown-status':
     'the upstream listed an order with a status value the contract does not name: that order is left as it was',
+  'upstream.stale-status':
+    'the upstream named a status of an earlier stage than the one applied (a stale listing, a raced poll): observed, not applied; once per move',
   'upstream.inconsistent':
     'the upstream said something of an order that cannot all be true (two statuses in one answer, a status answer about another order): not applied; once per finding',
   'message.reprocessed':

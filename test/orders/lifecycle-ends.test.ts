@@ -673,6 +673,99 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
   });
 
+  it('an upstream status that moves backwards (a stale QC_FAILED after QC_BYPASS, a stale QUEUED during analysis) is observed on the timeline, not applied; the bypass after QC_FAILED and the way on to DELIVERED are', async () => {
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    await waitFor('the QC report stored', async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+        [id],
+      );
+      return rows.length > 0;
+    });
+    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
+    });
+    expect(bypass.status).toBe(200);
+    const upstream = async () =>
+      (
+        await db.query(
+          `SELECT state, upstream_status, upstream_order_id FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; upstream_status: string; upstream_order_id: string };
+    // The verdict (2 s): QC_BYPASS, a move forward from QC_FAILED.
+    await sandbox.advance(2_000);
+    await sweep();
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'QC_BYPASS' });
+    const { upstream_order_id: upstreamId } = await upstream();
+    /** GET /list-orders answers with this order listed as `status` (a stale listing). */
+    const listedAs = (status: string) => {
+      decide = (method, path) =>
+        method === 'GET' && path === '/list-orders'
+          ? {
+              rewrite: (body) => {
+                const page = JSON.parse(body.toString()) as {
+                  orders: Array<{ order_id: string; status: string }>;
+                };
+                page.orders = page.orders.map((o) =>
+                  o.order_id === upstreamId ? { ...o, status } : o,
+                );
+                return JSON.stringify(page);
+              },
+            }
+          : 'pass';
+    };
+    const published = async () =>
+      (
+        await db.query(
+          `SELECT payload->>'rowKey' AS row FROM outbox WHERE order_id = $1 ORDER BY id`,
+          [id],
+        )
+      ).rows.map((r: { row: string }) => r.row);
+    const before = await published();
+    listedAs('QC_FAILED');
+    await sweep();
+    await sweep();
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'QC_BYPASS' });
+    expect(await published()).toEqual(before);
+    const stale = async () =>
+      (await timeline(id)).filter((e) => e.kind === 'upstream.stale-status');
+    expect(await stale()).toHaveLength(1);
+    expect((await stale())[0]!.detail).toMatchObject({
+      upstreamStatus: 'QC_FAILED',
+      appliedUpstreamStatus: 'QC_BYPASS',
+    });
+    // Analysis under way (1 s to PREPROCESSING, 2 s to ANALYSIS_RUNNING), then a stale QUEUED.
+    decide = () => 'pass';
+    await sandbox.advance(3_000);
+    await sweep();
+    expect(await upstream()).toMatchObject({ upstream_status: 'ANALYSIS_RUNNING' });
+    listedAs('QUEUED');
+    await sweep();
+    expect(await upstream()).toMatchObject({
+      state: 'processing',
+      upstream_status: 'ANALYSIS_RUNNING',
+    });
+    expect(await stale()).toHaveLength(2);
+    // On to DELIVERED, applied as ever.
+    decide = () => 'pass';
+    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(2_000);
+      await sweep();
+    }
+    expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

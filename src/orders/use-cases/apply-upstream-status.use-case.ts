@@ -2,7 +2,8 @@ import type { EntityManager } from 'typeorm';
 import { isTerminal } from '../../domain/order-state';
 import type { QcBypassDecision } from '../../domain/qc-bypass';
 import type { UpstreamStatus } from '../../imaging-spec/imaging-spec';
-import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { AuditEventRepository, writeAuditEvents } from '../../persistence/audit-event.repository';
+import { movesBackwards } from '../../mappings/upstream-status-order';
 import {
   STATUS_MAPPING_VERSION,
   statusRow,
@@ -64,6 +65,10 @@ export class ApplyUpstreamStatusUseCase {
             },
           },
         ]);
+        return false;
+      }
+      if (movesBackwards(order.upstream_status, status)) {
+        await this.observeStale(manager, order, status, row);
         return false;
       }
       if (order.cancel_requested_at !== null && row.report === 'final') {
@@ -151,6 +156,45 @@ export class ApplyUpstreamStatusUseCase {
     if (fetchDocs || batchCheck) jobs.kick();
     if (batchCheck) await this.checkBatchComplete(batchCheck);
     return changed;
+  }
+
+  /**
+   * A status of an earlier stage than the one applied (`UPSTREAM_STATUS_STAGE`): a stale
+   * listing or a poll that raced a later one. Applied, it moved the order back (QC_FAILED
+   * after QC_BYPASS put it on hold again, Task on-hold, and a bypass already granted was
+   * asked again; QUEUED during analysis told the RIS "scheduled"). It is kept on the timeline
+   * as an observation — once per move — and the order keeps its state and upstream status.
+   */
+  private async observeStale(
+    manager: EntityManager,
+    order: OrderRow,
+    status: UpstreamStatus,
+    row: StatusRow & { key: StatusRowKey },
+  ): Promise<void> {
+    const move = `${order.upstream_status}->${status}`;
+    const audit = new AuditEventRepository(manager.connection);
+    const first = await audit.firstOfItsKind(
+      { orderId: order.id, kind: 'upstream.stale-status', detailKey: 'move', detailValue: move },
+      manager,
+    );
+    if (!first) return;
+    await writeAuditEvents(manager, [
+      {
+        kind: 'upstream.stale-status',
+        orderId: order.id,
+        severity: 'warning',
+        actor: 'adapter',
+        summary: `upstream ${status} after ${order.upstream_status}: an earlier stage than the one applied (a stale listing or a raced poll); observed, not applied`,
+        detail: {
+          move,
+          upstreamStatus: status,
+          appliedUpstreamStatus: order.upstream_status,
+          state: order.state,
+          mappingRow: row.key,
+          mappingVersion: STATUS_MAPPING_VERSION,
+        },
+      },
+    ]);
   }
 
   /**

@@ -766,6 +766,65 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
   });
 
+  it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
+    let qcDown = true;
+    decide = (method, path) =>
+      qcDown && method === 'GET' && path === '/qc-report'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    const key = `documents:${id}:QC_FAILED_BYPASSABLE`;
+    await waitFor('a first failed QC report fetch', async () => {
+      const j = await jobOf(key);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
+    });
+    expect(bypass.status).toBe(200);
+    await sandbox.advance(2_000);
+    await sweep();
+    expect(await orderState(db, id)).toBe('processing');
+    // The upstream's QC report comes back; the job's retry stores it.
+    qcDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [key]);
+    await waitFor('the QC report stored', async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+        [id],
+      );
+      return rows.length > 0;
+    });
+    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(2_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    await waitFor('the result ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+    );
+    // Never told "not analysable" (QC_FAILED final: Task failed, ORU OC/CA with OBR-25 X).
+    const { rows } = await db.query(
+      `SELECT payload->>'rowKey' AS row FROM outbox WHERE order_id = $1 ORDER BY id`,
+      [id],
+    );
+    expect(rows.map((r: { row: string }) => r.row)).not.toContain('QC_FAILED_FINAL');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('X');
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -197,6 +197,7 @@ export class FetchDocumentsUseCase {
           order: snapshot(order),
           upstreamStatus,
           documents: stored,
+          rowKey,
         });
       }
     });

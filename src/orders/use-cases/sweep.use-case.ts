@@ -156,6 +156,7 @@ export class SweepUseCase {
           order: snapshot(order),
           upstreamStatus: o.row_key.startsWith('QC_FAILED') ? 'QC_FAILED' : o.row_key,
           documents: [],
+          ...(row ? { rowKey: o.row_key as StatusRowKey } : {}),
         });
       } else {
         await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });

@@ -67,7 +67,9 @@ export class ApplyUpstreamStatusUseCase {
         ]);
         return false;
       }
-      if (movesBackwards(order.upstream_status, status)) {
+      // An end is always applied: QC_FAILED off the active list is final (terminal upstream,
+      // nothing else will come), even after QC_BYPASS.
+      if (!row.terminal && movesBackwards(order.upstream_status, status)) {
         await this.observeStale(manager, order, status, row);
         return false;
       }

@@ -403,23 +403,31 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
-   * Orders still `received`, created more than `olderThanMs` ago, with no place job at all
-   * (key `place:<id>`): neither in graphile-worker's queue (running, waiting or failed for
-   * good) nor in our job outbox on its way there (500 at a time). Their job row was lost
-   * (deleted by hand, a queue reset, a restore): nothing would ever run them again.
+   * Orders created more than `olderThanMs` ago that wait for a job of theirs and have none
+   * (500 at a time): `received` without `place:<id>`; `placed` / `study-ready` (no cancel
+   * asked for: the cancel job owns those) without `acquire:<id>` or `upload:<id>`. None in
+   * graphile-worker's queue (running, waiting, or failed for good) and none in our job outbox
+   * on its way there: the row was lost (deleted by hand, a queue reset, a restore), and
+   * nothing would ever run the order again.
    */
-  async receivedWithoutPlaceJob(
+  async waitingWithoutJob(
     olderThanMs: number,
     manager?: EntityManager,
-  ): Promise<Array<{ id: string; place_attempted_at: Date | null }>> {
+  ): Promise<Array<{ id: string; state: string; place_attempted_at: Date | null }>> {
     return this.db(manager).query(
-      `SELECT o.id, o.place_attempted_at
+      `SELECT o.id, o.state, o.place_attempted_at
          FROM orders o
-        WHERE o.state = 'received'
+        WHERE (o.state = 'received'
+               OR (o.state IN ('placed', 'study-ready') AND o.cancel_requested_at IS NULL))
           AND o.created_at < now() - make_interval(secs => $1::float8 / 1000)
-          AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
-                           WHERE j.key = 'place:' || o.id::text)
-          AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'place:' || o.id::text)
+          AND NOT EXISTS (
+                SELECT 1 FROM graphile_worker._private_jobs j
+                 WHERE j.key = ANY(CASE WHEN o.state = 'received' THEN ARRAY['place:' || o.id::text]
+                                        ELSE ARRAY['acquire:' || o.id::text, 'upload:' || o.id::text] END))
+          AND NOT EXISTS (
+                SELECT 1 FROM job_outbox x
+                 WHERE x.job_key = ANY(CASE WHEN o.state = 'received' THEN ARRAY['place:' || o.id::text]
+                                            ELSE ARRAY['acquire:' || o.id::text, 'upload:' || o.id::text] END))
         ORDER BY o.created_at
         LIMIT 500`,
       [olderThanMs],

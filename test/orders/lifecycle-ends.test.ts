@@ -17,9 +17,11 @@ import {
   ormMessage,
   placeWithStudy,
   SANDBOX_CLIENT,
+  studyFor,
   waitFor,
   writeSiteConfig,
 } from '../e2e/e2e-support';
+import { multipartRelated } from '../studies/study-test-support';
 import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
 import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
 
@@ -604,12 +606,16 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
     expect(rows[0].upstream_order_id).toBe(made[0]!.orderId);
     expect(
-      (await timeline(id)).some((e) => e.kind === 'error' && /place job/.test(e.summary)),
+      (await timeline(id)).some(
+        (e) => e.kind === 'error' && /place-upstream job was missing/.test(e.summary),
+      ),
     ).toBe(true);
     // A later sweep does nothing more for it.
     await sweep();
     expect(
-      (await timeline(id)).filter((e) => e.kind === 'error' && /place job/.test(e.summary)),
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /place-upstream job was missing/.test(e.summary),
+      ),
     ).toHaveLength(1);
   });
 
@@ -823,6 +829,41 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     expect(rows.map((r: { row: string }) => r.row)).not.toContain('QC_FAILED_FINAL');
     expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('X');
+  });
+
+  it('an order placed (waiting for its study) without its acquire job (the row lost) gets it again from the sweep, not a study-deadline failure a day later', async () => {
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
+    await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
+      id,
+    ]);
+    await sweep();
+    await waitFor(
+      'the acquire job again',
+      async () => (await jobOf(`acquire:${id}`)) !== undefined,
+    );
+    expect(await orderState(db, id)).toBe('placed');
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /job was missing/.test(e.summary)),
+    ).toHaveLength(1);
+    // It acquires as ever: the study pushed now is found, packaged and uploaded.
+    const { body, contentType } = multipartRelated(studyFor(spec).map((x) => ({ data: x.bytes })));
+    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(res.status).toBe(200);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      60_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
   });
 
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {

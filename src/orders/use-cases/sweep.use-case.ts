@@ -17,17 +17,18 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
-  /** Orders still `received` whose place job was lost: placing enqueued again. */
-  placeRequeued: number;
+  /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
+  jobsRequeued: number;
   leasesResumed: number;
 }
 
 /**
- * How old an order still `received` without any place job must be before the sweep enqueues
- * its placing again: its job goes through the job outbox within seconds of the intake's
- * commit, so an order this old without one lost it.
+ * How old an order waiting for a job of its own (place, acquire, upload) without any must be
+ * before the sweep enqueues that job again: every step enqueues the next on the transaction
+ * that moves the order (through the job outbox, within seconds), so an order this old without
+ * one lost it.
  */
-export const LOST_PLACE_JOB_AFTER_MS = 10 * 60_000;
+export const LOST_JOB_AFTER_MS = 10 * 60_000;
 
 /** The minute tick's deadlines and leases. */
 export class SweepUseCase {
@@ -66,12 +67,14 @@ export class SweepUseCase {
         'not-placed',
       );
     }
-    // An order `received` whose place job is gone (deleted, lost in a queue reset or a
-    // restore) was never looked at again: no job runs it, and the exhausted-job check above
-    // needs a job row. Its placing is enqueued again under its key; a create that an earlier
-    // run made is found by its correlation id (place use case), so no second upstream order.
-    const orphans = await this.deps.orders.receivedWithoutPlaceJob(LOST_PLACE_JOB_AFTER_MS);
-    for (const o of orphans) await this.requeuePlacing(o.id, o.place_attempted_at !== null);
+    // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
+    // restore) was never looked at again: `received` (the exhausted-job check above needs a
+    // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
+    // usable study arrived", even with its study packaged). Its job is enqueued again under
+    // its key; a create an earlier run made is found by its correlation id (place use case),
+    // so no second upstream order; acquiring and uploading are idempotent (the upload lease).
+    const orphans = await this.deps.orders.waitingWithoutJob(LOST_JOB_AFTER_MS);
+    for (const o of orphans) await this.requeue(o);
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
     // DiagnosticReport, SR) never goes. An operator is told, once.
@@ -90,12 +93,24 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
-      placeRequeued: orphans.length,
+      jobsRequeued: orphans.length,
       leasesResumed: lapsed.length,
     };
   }
 
-  private async requeuePlacing(orderId: string, attempted: boolean): Promise<void> {
+  private async requeue(o: {
+    id: string;
+    state: string;
+    place_attempted_at: Date | null;
+  }): Promise<void> {
+    const orderId = o.id;
+    const [task, key] =
+      o.state === 'received'
+        ? [ORDER_JOBS.place, `place:${orderId}`]
+        : o.state === 'placed'
+          ? [LIFECYCLE_JOBS.acquire, `acquire:${orderId}`]
+          : [LIFECYCLE_JOBS.upload, `upload:${orderId}`];
+    const attempted = o.state === 'received' && o.place_attempted_at !== null;
     await this.deps.dataSource.transaction(async (manager) => {
       await writeAuditEvents(manager, [
         {
@@ -103,18 +118,14 @@ export class SweepUseCase {
           orderId,
           severity: 'warning',
           actor: 'adapter',
-          summary: `the order's place job was missing (still received, no job to place it${attempted ? '; a create was tried before' : ''}): placing enqueued again`,
-          detail: { job: ORDER_JOBS.place, jobKey: `place:${orderId}`, attempted },
+          summary: `the order's ${task} job was missing (still ${o.state}, no job to move it on${attempted ? '; a create was tried before' : ''}): enqueued again`,
+          detail: { job: task, jobKey: key, state: o.state, attempted },
         },
       ]);
-      await this.deps.jobs.enqueue(
-        ORDER_JOBS.place,
-        { orderId },
-        { manager, jobKey: `place:${orderId}` },
-      );
+      await this.deps.jobs.enqueue(task, { orderId }, { manager, jobKey: key });
     });
     this.deps.jobs.kick();
-    this.deps.logger.warn({ orderId }, 'place job missing; placing enqueued again');
+    this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');
   }
 
   private async documentsNotFetched(o: {

@@ -866,6 +866,54 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
   });
 
+  it('an upload waiting out its back-off after a 5xx is not run again by every sweep (its lease released is not a lapsed lease)', async () => {
+    decide = (method, path) =>
+      method === 'GET' && path === '/upload/single-put'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const key = `upload:${id}`;
+    await waitFor(
+      'a first failed upload',
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      60_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // Its next try is an hour away (graphile-worker's back-off after a few attempts).
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET run_at = now() + interval '1 hour' WHERE key = $1`,
+      [key],
+    );
+    const attempts = (await jobOf(key))!.attempts;
+    const calls = () =>
+      proxy.hits.filter((h) => h.method === 'GET' && h.path === '/upload/single-put').length;
+    const before = calls();
+    for (let i = 0; i < 3; i++) await sweep();
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(calls()).toBe(before);
+    const job = (await jobOf(key))!;
+    expect(job.attempts).toBe(attempts);
+    expect(await orderState(db, id)).toBe('uploading');
+    // The upstream back, the try when due uploads it.
+    decide = () => 'pass';
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [key]);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      30_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -914,6 +914,41 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
   });
 
+  it('a QC bypass asked for an order whose orderer cancelled it (cancel not yet taken upstream) is refused 409 cancel_requested, not sent upstream', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('a first failed cancel', async () => {
+      const j = await jobOf(`cancel:${id}`);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    const res = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'volumetry still meaningful' }),
+    });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { code?: string }).code).toBe('cancel_requested');
+    expect(proxy.hits.some((h) => h.method === 'PATCH' && h.path === '/qc-bypass')).toBe(false);
+    const { rows } = await db.query(`SELECT qc_bypass FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].qc_bypass).toBeNull();
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -435,6 +435,32 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Orders whose DELIVERED was applied more than `olderThanMs` ago (delivered, or cancelled
+   * with alert result-after-cancel) and whose results were never fetched, with no documents
+   * job for them (`documents:<id>:DELIVERED` neither in the queue, failed for good included,
+   * nor in the job outbox): the job row was lost, and the result would never be published
+   * (500 at a time).
+   */
+  async deliveredWithoutDocumentsJob(
+    olderThanMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string }>> {
+    return this.db(manager).query(
+      `SELECT o.id FROM orders o
+        WHERE o.upstream_status = 'DELIVERED'
+          AND (o.state = 'delivered' OR (o.state = 'cancelled' AND o.alert = 'result-after-cancel'))
+          AND o.documents_fetched_for IS DISTINCT FROM 'DELIVERED'
+          AND o.upstream_status_at < now() - make_interval(secs => $1::float8 / 1000)
+          AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
+                           WHERE j.key = 'documents:' || o.id::text || ':DELIVERED')
+          AND NOT EXISTS (SELECT 1 FROM job_outbox x
+                           WHERE x.job_key = 'documents:' || o.id::text || ':DELIVERED')
+        LIMIT 500`,
+      [olderThanMs],
+    );
+  }
+
+  /**
    * Documents jobs (key `documents:<order id>:<mapping row>`) that used every attempt and will
    * not run again, of orders not yet alerted (500 at a time): the reports of a status were
    * never stored, so what waits for them (the result ORU, DiagnosticReport, SR) never goes.

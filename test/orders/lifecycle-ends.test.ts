@@ -952,6 +952,56 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(rows[0].qc_bypass).toBeNull();
   });
 
+  it('a delivered order whose documents job row was lost (results never fetched) gets the job again from the sweep, and its result is published', async () => {
+    let down = true;
+    decide = (method, path) =>
+      down && method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    await waitFor('a first failed fetch', async () => {
+      const j = await jobOf(key);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [key]);
+    down = false;
+    // Younger than the bound: left alone.
+    await sweep();
+    expect(await jobOf(key)).toBeUndefined();
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '20 minutes' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    await waitFor(
+      'the result ORU',
+      async () => orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+      30_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /fetch-documents job was missing/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    await sweep();
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /fetch-documents job was missing/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+  });
+
   it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'

@@ -75,6 +75,11 @@ export class SweepUseCase {
     // so no second upstream order; acquiring and uploading are idempotent (the upload lease).
     const orphans = await this.deps.orders.waitingWithoutJob(LOST_JOB_AFTER_MS);
     for (const o of orphans) await this.requeue(o);
+    // A delivered order whose results job is gone the same way: its result never came.
+    const unfetchedResults = await this.deps.orders.deliveredWithoutDocumentsJob(LOST_JOB_AFTER_MS);
+    for (const o of unfetchedResults) {
+      await this.requeue({ ...o, state: 'delivered', place_attempted_at: null });
+    }
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
     // DiagnosticReport, SR) never goes. An operator is told, once.
@@ -93,7 +98,7 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
-      jobsRequeued: orphans.length,
+      jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };
   }
@@ -104,12 +109,18 @@ export class SweepUseCase {
     place_attempted_at: Date | null;
   }): Promise<void> {
     const orderId = o.id;
-    const [task, key] =
+    const [task, key, payload]: [string, string, Record<string, string>] =
       o.state === 'received'
-        ? [ORDER_JOBS.place, `place:${orderId}`]
+        ? [ORDER_JOBS.place, `place:${orderId}`, { orderId }]
         : o.state === 'placed'
-          ? [LIFECYCLE_JOBS.acquire, `acquire:${orderId}`]
-          : [LIFECYCLE_JOBS.upload, `upload:${orderId}`];
+          ? [LIFECYCLE_JOBS.acquire, `acquire:${orderId}`, { orderId }]
+          : o.state === 'study-ready'
+            ? [LIFECYCLE_JOBS.upload, `upload:${orderId}`, { orderId }]
+            : [
+                LIFECYCLE_JOBS.fetchDocuments,
+                `documents:${orderId}:DELIVERED`,
+                { orderId, upstreamStatus: 'DELIVERED', rowKey: 'DELIVERED' },
+              ];
     const attempted = o.state === 'received' && o.place_attempted_at !== null;
     await this.deps.dataSource.transaction(async (manager) => {
       await writeAuditEvents(manager, [
@@ -118,11 +129,11 @@ export class SweepUseCase {
           orderId,
           severity: 'warning',
           actor: 'adapter',
-          summary: `the order's ${task} job was missing (still ${o.state}, no job to move it on${attempted ? '; a create was tried before' : ''}): enqueued again`,
+          summary: `the order's ${task} job was missing (${o.state === 'delivered' ? 'its results never fetched' : `still ${o.state}`}, no job to move it on${attempted ? '; a create was tried before' : ''}): enqueued again`,
           detail: { job: task, jobKey: key, state: o.state, attempted },
         },
       ]);
-      await this.deps.jobs.enqueue(task, { orderId }, { manager, jobKey: key });
+      await this.deps.jobs.enqueue(task, payload, { manager, jobKey: key });
     });
     this.deps.jobs.kick();
     this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');

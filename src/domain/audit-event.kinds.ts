@@ -19,6 +19,8 @@ export const AUDIT_EVENT_KINDS = {
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',
   'order.alert': 'an order missed a deadline or cannot go on: an operator should look (it ended)',
+  'order.alert-cleared':
+    'an alert on an order no longer holds (what it said was missing came later): cleared, with why',
   'order.upload-held':
     'an upload was held back: the same study was uploaded upstream less than 5 minutes ago',
   'order.documents-fetched': 'results, failure or QC reports were fetched and stored',
@@ -45,6 +47,8 @@ export const AUDIT_EVENT_KINDS = {
     "the upstream refused an order's operation: its answer (status, code, message, every refused file with its reason), masked",
   'upstream.unknown-status':
     'the upstream listed an order with a status value the contract does not name: that order is left as it was',
+  'upstream.stale-status':
+    'the upstream named a status of an earlier stage than the one applied (a stale listing, a raced poll): observed, not applied; once per move',
   'upstream.inconsistent':
     'the upstream said something of an order that cannot all be true (two statuses in one answer, a status answer about another order): not applied; once per finding',
   'message.reprocessed':

@@ -47,7 +47,17 @@ export interface OrderEvents {
   /** Results, failure or QC reports of a status are stored in `order_documents`. */
   documentsStored(
     manager: EntityManager,
-    stored: { order: OrderSnapshot; upstreamStatus: string; documents: StoredDocument[] },
+    stored: {
+      order: OrderSnapshot;
+      upstreamStatus: string;
+      documents: StoredDocument[];
+      /**
+       * The mapping row the documents were fetched for. It decides QC_FAILED's row (bypassable
+       * or final): the order's state at the time of storing does not, since the order may have
+       * moved on (a bypass granted) while the fetch waited for its retries.
+       */
+      rowKey?: StatusRowKey;
+    },
   ): Promise<void>;
   /**
    * The order ended without an upstream status (study never arrived, unusable study,

@@ -4,6 +4,7 @@ import { AppError, type AppErrorCode } from '../common/app-error';
 export type OrderLifecycleErrorCode =
   | 'order_not_found'
   | 'order_ended'
+  | 'cancel_requested'
   | 'not_on_qc_hold'
   | 'no_bypass_pending'
   | 'reason_required'
@@ -13,6 +14,7 @@ export type OrderLifecycleErrorCode =
 const APP_CODE: Record<OrderLifecycleErrorCode, AppErrorCode> = {
   order_not_found: 'not_found',
   order_ended: 'conflict',
+  cancel_requested: 'conflict',
   not_on_qc_hold: 'conflict',
   no_bypass_pending: 'conflict',
   reason_required: 'bad_request',

@@ -9,6 +9,7 @@ import {
   STATUS_MAPPING_VERSION,
   statusRow,
   type PublishedDocument,
+  type StatusRowKey,
 } from '../mappings/status-mapping.table';
 import { isUpstreamStatus } from '../imaging-spec/imaging-spec';
 import type {
@@ -81,17 +82,27 @@ export class OutboxOrderEvents implements OrderEvents {
 
   async documentsStored(
     manager: EntityManager,
-    stored: { order: OrderSnapshot; upstreamStatus: string; documents: StoredDocument[] },
+    stored: {
+      order: OrderSnapshot;
+      upstreamStatus: string;
+      documents: StoredDocument[];
+      rowKey?: StatusRowKey;
+    },
   ): Promise<void> {
     if (!isUpstreamStatus(stored.upstreamStatus)) return;
-    // QC_FAILED documents belong to the bypassable or the final row: the order's state says which.
+    // QC_FAILED documents belong to the bypassable or the final row: the row they were fetched
+    // for says which (a QC report of the bypassable row stored after a bypass moved the order
+    // on was published as the final rejection: ORU OC/CA, Task failed, while it was analysed);
+    // without one, the order's state.
     const current = await new PublicationRepository(manager).orderState<QcBypassDecision>(
       stored.order.id,
     );
     const state = current?.state ?? stored.order.state;
     const row = applyOverride(
       statusRow(stored.upstreamStatus, {
-        qcBypassPossible: state === 'qc-hold',
+        qcBypassPossible: stored.rowKey
+          ? stored.rowKey === 'QC_FAILED_BYPASSABLE'
+          : state === 'qc-hold',
         cancelRequestedByOrderer: stored.order.cancelRequested,
       }),
       this.settings.overrides,

@@ -28,6 +28,9 @@ export interface OrderRow {
   lease_until: Date | null;
   qc_bypass: QcBypassDecision | null;
   documents_fetched_for: string | null;
+  /** The alert an operator should see (null: none). */
+  alert: string | null;
+  last_error: string | null;
 }
 
 /** Columns a transition may set besides the state (our code only: never user input as a name). */
@@ -400,6 +403,64 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Orders created more than `olderThanMs` ago that wait for a job of theirs and have none
+   * (500 at a time): `received` without `place:<id>`; `placed` / `study-ready` (no cancel
+   * asked for: the cancel job owns those) without `acquire:<id>` or `upload:<id>`. None in
+   * graphile-worker's queue (running, waiting, or failed for good) and none in our job outbox
+   * on its way there: the row was lost (deleted by hand, a queue reset, a restore), and
+   * nothing would ever run the order again.
+   */
+  async waitingWithoutJob(
+    olderThanMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; state: string; place_attempted_at: Date | null }>> {
+    return this.db(manager).query(
+      `SELECT o.id, o.state, o.place_attempted_at
+         FROM orders o
+        WHERE (o.state = 'received'
+               OR (o.state IN ('placed', 'study-ready') AND o.cancel_requested_at IS NULL))
+          AND o.created_at < now() - make_interval(secs => $1::float8 / 1000)
+          AND NOT EXISTS (
+                SELECT 1 FROM graphile_worker._private_jobs j
+                 WHERE j.key = ANY(CASE WHEN o.state = 'received' THEN ARRAY['place:' || o.id::text]
+                                        ELSE ARRAY['acquire:' || o.id::text, 'upload:' || o.id::text] END))
+          AND NOT EXISTS (
+                SELECT 1 FROM job_outbox x
+                 WHERE x.job_key = ANY(CASE WHEN o.state = 'received' THEN ARRAY['place:' || o.id::text]
+                                            ELSE ARRAY['acquire:' || o.id::text, 'upload:' || o.id::text] END))
+        ORDER BY o.created_at
+        LIMIT 500`,
+      [olderThanMs],
+    );
+  }
+
+  /**
+   * Orders whose DELIVERED was applied more than `olderThanMs` ago (delivered, or cancelled
+   * with alert result-after-cancel) and whose results were never fetched, with no documents
+   * job for them (`documents:<id>:DELIVERED` neither in the queue, failed for good included,
+   * nor in the job outbox): the job row was lost, and the result would never be published
+   * (500 at a time).
+   */
+  async deliveredWithoutDocumentsJob(
+    olderThanMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string }>> {
+    return this.db(manager).query(
+      `SELECT o.id FROM orders o
+        WHERE o.upstream_status = 'DELIVERED'
+          AND (o.state = 'delivered' OR (o.state = 'cancelled' AND o.alert = 'result-after-cancel'))
+          AND o.documents_fetched_for IS DISTINCT FROM 'DELIVERED'
+          AND o.upstream_status_at < now() - make_interval(secs => $1::float8 / 1000)
+          AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
+                           WHERE j.key = 'documents:' || o.id::text || ':DELIVERED')
+          AND NOT EXISTS (SELECT 1 FROM job_outbox x
+                           WHERE x.job_key = 'documents:' || o.id::text || ':DELIVERED')
+        LIMIT 500`,
+      [olderThanMs],
+    );
+  }
+
+  /**
    * Documents jobs (key `documents:<order id>:<mapping row>`) that used every attempt and will
    * not run again, of orders not yet alerted (500 at a time): the reports of a status were
    * never stored, so what waits for them (the result ORU, DiagnosticReport, SR) never goes.
@@ -415,6 +476,31 @@ export class OrderRepository extends RepositoryBase {
           AND o.alert IS NULL
         LIMIT 500`,
     );
+  }
+
+  /**
+   * Whether another documents job of the order used every attempt and will not run again
+   * (the one running now, locked, is not counted).
+   */
+  async hasExhaustedDocumentJob(orderId: string, manager?: EntityManager): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `SELECT 1 FROM graphile_worker._private_jobs j
+        WHERE j.key LIKE 'documents:' || $1::text || ':%'
+          AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 1`,
+      [orderId],
+    );
+    return rows.length > 0;
+  }
+
+  /** Clears the order's alert if it is still `alert`: true when cleared. */
+  async clearAlert(orderId: string, alert: string, manager?: EntityManager): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `UPDATE orders SET alert = NULL, last_error = NULL, updated_at = now()
+        WHERE id = $1 AND alert = $2 RETURNING id`,
+      [orderId, alert],
+    );
+    return rows.length > 0;
   }
 
   /** Sets an alert on an order that has none (an ended order included): true when set. */

@@ -79,10 +79,22 @@ export class UploadLeaseRepository extends RepositoryBase {
     );
   }
 
-  /** Uploads whose lease lapsed (a killed worker's), 500 at a time. */
+  /**
+   * Uploads whose lease lapsed (a killed worker's), 500 at a time. An upload whose run
+   * released its lease after a transient failure and whose job waits for its next try
+   * (unlocked, attempts left, or still in the job outbox) is not one: enqueued again, its job
+   * ran at once with its attempts reset, so every minute's sweep retried an upstream in
+   * trouble instead of graphile-worker's back-off, and the job never ran out of attempts.
+   */
   async lapsed(manager?: EntityManager): Promise<Array<{ id: string }>> {
     return this.db(manager).query(
-      `SELECT id FROM orders WHERE state = 'uploading' AND (lease_until IS NULL OR lease_until < now()) LIMIT 500`,
+      `SELECT o.id FROM orders o
+        WHERE o.state = 'uploading' AND (o.lease_until IS NULL OR o.lease_until < now())
+          AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
+                           WHERE j.key = 'upload:' || o.id::text AND j.locked_by IS NULL
+                             AND j.attempts < j.max_attempts)
+          AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'upload:' || o.id::text)
+        LIMIT 500`,
     );
   }
 }

@@ -17,9 +17,11 @@ import {
   ormMessage,
   placeWithStudy,
   SANDBOX_CLIENT,
+  studyFor,
   waitFor,
   writeSiteConfig,
 } from '../e2e/e2e-support';
+import { multipartRelated } from '../studies/study-test-support';
 import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
 import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
 
@@ -516,6 +518,552 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(noResult[0]!.text).not.toContain('maintenance');
     await sweep();
     expect(orusOf(spec.placer)).toHaveLength(1);
+  });
+
+  /** The job under a key: attempts used, whether it runs now, its last error. */
+  const jobOf = async (key: string) =>
+    (
+      await db.query(
+        `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
+        [key],
+      )
+    ).rows[0] as
+      | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
+      | undefined;
+
+  /** The job under `key` fails once, then its remaining attempts are skipped to the last one. */
+  const exhaust = async (key: string, id: string) => {
+    await waitFor(
+      `a first failed ${key}`,
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      `the last attempt of ${key} failed`,
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= j.max_attempts && j.locked_by === null;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+  };
+
+  /** An order uploaded (the sandbox follows its outcome on the manual clock). */
+  const processing = async (note: string) => {
+    const spec = newOrderSpec(note);
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      90_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    return { spec, id };
+  };
+
+  it('an order left received without its place job (the job row lost) is found by the sweep and placed once, the lost create found by its correlation id', async () => {
+    // The first create reaches the upstream, which creates the order; its answer is lost.
+    let creates = 0;
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order' && ++creates === 1 ? 'drop-after' : 'pass';
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await firstCreateFailed(id);
+    // The job row goes (deleted by hand, a restore, a queue reset): nothing would run it again.
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`place:${id}`]);
+    // Younger than the bound: left alone (its job may be on its way through the job outbox).
+    await sweep();
+    expect(await orderState(db, id)).toBe('received');
+    expect(await placeJob(id)).toBeUndefined();
+    await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
+      id,
+    ]);
+    await sweep();
+    await waitFor(
+      'placed',
+      async () => (await orderState(db, id)) === 'placed',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // One upstream order: the re-enqueued job found the lost create's order.
+    const made = [...sandbox.state.orders.values()].filter(
+      (o) => o.apiMetadata['correlation_id'] === id,
+    );
+    expect(made).toHaveLength(1);
+    const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].upstream_order_id).toBe(made[0]!.orderId);
+    expect(
+      (await timeline(id)).some(
+        (e) => e.kind === 'error' && /place-upstream job was missing/.test(e.summary),
+      ),
+    ).toBe(true);
+    // A later sweep does nothing more for it.
+    await sweep();
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /place-upstream job was missing/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+  });
+
+  it('documents-not-fetched is cleared when a later fetch of the same documents succeeds (the job run again once the upstream is back)', async () => {
+    let down = true;
+    decide = (method, path) =>
+      down && method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    await exhaust(key, id);
+    await sweep();
+    const alerted = await db.query(`SELECT alert FROM orders WHERE id = $1`, [id]);
+    expect(alerted.rows[0].alert).toBe('documents-not-fetched');
+    // The upstream is back; an operator runs the job again (graphile-worker's own function).
+    down = false;
+    await db.query(
+      `SELECT graphile_worker.reschedule_jobs(ARRAY[id], run_at => now(), attempts => 0)
+         FROM graphile_worker._private_jobs WHERE key = $1`,
+      [key],
+    );
+    await waitFor(
+      'the results stored',
+      async () => {
+        const { rows } = await db.query(
+          `SELECT count(*)::int AS n FROM order_documents WHERE order_id = $1 AND kind = 'results'`,
+          [id],
+        );
+        return rows[0].n === 2;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
+      id,
+    ]);
+    expect(rows[0]).toEqual({ state: 'delivered', alert: null, last_error: null });
+    expect(
+      (await timeline(id)).some(
+        (e) => e.kind === 'order.alert-cleared' && /documents-not-fetched/.test(e.summary),
+      ),
+    ).toBe(true);
+    // The result now goes out (after the no-result answer the sweep sent).
+    await waitFor('the result ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+    );
+    // A later sweep raises nothing again.
+    await sweep();
+    expect((await db.query(`SELECT alert FROM orders WHERE id = $1`, [id])).rows[0].alert).toBe(
+      null,
+    );
+  });
+
+  it('an upstream status that moves backwards (a stale QC_FAILED after QC_BYPASS, a stale QUEUED during analysis) is observed on the timeline, not applied; the bypass after QC_FAILED and the way on to DELIVERED are', async () => {
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    await waitFor('the QC report stored', async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+        [id],
+      );
+      return rows.length > 0;
+    });
+    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
+    });
+    expect(bypass.status).toBe(200);
+    const upstream = async () =>
+      (
+        await db.query(
+          `SELECT state, upstream_status, upstream_order_id FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; upstream_status: string; upstream_order_id: string };
+    // The verdict (2 s): QC_BYPASS, a move forward from QC_FAILED.
+    await sandbox.advance(2_000);
+    await sweep();
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'QC_BYPASS' });
+    const { upstream_order_id: upstreamId } = await upstream();
+    /** GET /list-orders answers with this order listed as `status` (a stale listing). */
+    const listedAs = (status: string) => {
+      decide = (method, path) =>
+        method === 'GET' && path === '/list-orders'
+          ? {
+              rewrite: (body) => {
+                const page = JSON.parse(body.toString()) as {
+                  orders: Array<{ order_id: string; status: string }>;
+                };
+                page.orders = page.orders.map((o) =>
+                  o.order_id === upstreamId ? { ...o, status } : o,
+                );
+                return JSON.stringify(page);
+              },
+            }
+          : 'pass';
+    };
+    const published = async () =>
+      (
+        await db.query(
+          `SELECT payload->>'rowKey' AS row FROM outbox WHERE order_id = $1 ORDER BY id`,
+          [id],
+        )
+      ).rows.map((r: { row: string }) => r.row);
+    const before = await published();
+    listedAs('QC_FAILED');
+    await sweep();
+    await sweep();
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'QC_BYPASS' });
+    expect(await published()).toEqual(before);
+    const stale = async () =>
+      (await timeline(id)).filter((e) => e.kind === 'upstream.stale-status');
+    expect(await stale()).toHaveLength(1);
+    expect((await stale())[0]!.detail).toMatchObject({
+      upstreamStatus: 'QC_FAILED',
+      appliedUpstreamStatus: 'QC_BYPASS',
+    });
+    // Analysis under way (1 s to PREPROCESSING, 2 s to ANALYSIS_RUNNING), then a stale QUEUED.
+    decide = () => 'pass';
+    await sandbox.advance(3_000);
+    await sweep();
+    expect(await upstream()).toMatchObject({ upstream_status: 'ANALYSIS_RUNNING' });
+    listedAs('QUEUED');
+    await sweep();
+    expect(await upstream()).toMatchObject({
+      state: 'processing',
+      upstream_status: 'ANALYSIS_RUNNING',
+    });
+    expect(await stale()).toHaveLength(2);
+    // On to DELIVERED, applied as ever.
+    decide = () => 'pass';
+    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(2_000);
+      await sweep();
+    }
+    expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
+  });
+
+  it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
+    let qcDown = true;
+    decide = (method, path) =>
+      qcDown && method === 'GET' && path === '/qc-report'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    const key = `documents:${id}:QC_FAILED_BYPASSABLE`;
+    await waitFor('a first failed QC report fetch', async () => {
+      const j = await jobOf(key);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
+    });
+    expect(bypass.status).toBe(200);
+    await sandbox.advance(2_000);
+    await sweep();
+    expect(await orderState(db, id)).toBe('processing');
+    // The upstream's QC report comes back; the job's retry stores it.
+    qcDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [key]);
+    await waitFor('the QC report stored', async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+        [id],
+      );
+      return rows.length > 0;
+    });
+    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(2_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    await waitFor('the result ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+    );
+    // Never told "not analysable" (QC_FAILED final: Task failed, ORU OC/CA with OBR-25 X).
+    const { rows } = await db.query(
+      `SELECT payload->>'rowKey' AS row FROM outbox WHERE order_id = $1 ORDER BY id`,
+      [id],
+    );
+    expect(rows.map((r: { row: string }) => r.row)).not.toContain('QC_FAILED_FINAL');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('X');
+  });
+
+  it('an order placed (waiting for its study) without its acquire job (the row lost) gets it again from the sweep, not a study-deadline failure a day later', async () => {
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
+    await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
+      id,
+    ]);
+    await sweep();
+    await waitFor(
+      'the acquire job again',
+      async () => (await jobOf(`acquire:${id}`)) !== undefined,
+    );
+    expect(await orderState(db, id)).toBe('placed');
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /job was missing/.test(e.summary)),
+    ).toHaveLength(1);
+    // It acquires as ever: the study pushed now is found, packaged and uploaded.
+    const { body, contentType } = multipartRelated(studyFor(spec).map((x) => ({ data: x.bytes })));
+    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(res.status).toBe(200);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      60_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+  });
+
+  it('an upload waiting out its back-off after a 5xx is not run again by every sweep (its lease released is not a lapsed lease)', async () => {
+    decide = (method, path) =>
+      method === 'GET' && path === '/upload/single-put'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const key = `upload:${id}`;
+    await waitFor(
+      'a first failed upload',
+      async () => {
+        const j = await jobOf(key);
+        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+      },
+      60_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    // Its next try is an hour away (graphile-worker's back-off after a few attempts).
+    await db.query(
+      `UPDATE graphile_worker._private_jobs SET run_at = now() + interval '1 hour' WHERE key = $1`,
+      [key],
+    );
+    const attempts = (await jobOf(key))!.attempts;
+    const calls = () =>
+      proxy.hits.filter((h) => h.method === 'GET' && h.path === '/upload/single-put').length;
+    const before = calls();
+    for (let i = 0; i < 3; i++) await sweep();
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(calls()).toBe(before);
+    const job = (await jobOf(key))!;
+    expect(job.attempts).toBe(attempts);
+    expect(await orderState(db, id)).toBe('uploading');
+    // The upstream back, the try when due uploads it.
+    decide = () => 'pass';
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [key]);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      30_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+  });
+
+  it('a QC bypass asked for an order whose orderer cancelled it (cancel not yet taken upstream) is refused 409 cancel_requested, not sent upstream', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('qc-hold');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('a first failed cancel', async () => {
+      const j = await jobOf(`cancel:${id}`);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    const bypassCalls = () =>
+      proxy.hits.filter((h) => h.method === 'PATCH' && h.path === '/qc-bypass').length;
+    const callsBefore = bypassCalls();
+    const res = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'volumetry still meaningful' }),
+    });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { code?: string }).code).toBe('cancel_requested');
+    expect(bypassCalls()).toBe(callsBefore);
+    const { rows } = await db.query(`SELECT qc_bypass FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].qc_bypass).toBeNull();
+  });
+
+  it('a delivered order whose documents job row was lost (results never fetched) gets the job again from the sweep, and its result is published', async () => {
+    let down = true;
+    decide = (method, path) =>
+      down && method === 'GET' && path === '/results'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await orderState(db, id)).toBe('delivered');
+    const key = `documents:${id}:DELIVERED`;
+    await waitFor('a first failed fetch', async () => {
+      const j = await jobOf(key);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [key]);
+    down = false;
+    // Younger than the bound: left alone.
+    await sweep();
+    expect(await jobOf(key)).toBeUndefined();
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '20 minutes' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    await waitFor(
+      'the result ORU',
+      async () => orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
+      30_000,
+      200,
+      () => orderDiagnostics(db, id),
+    );
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /fetch-documents job was missing/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    await sweep();
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'error' && /fetch-documents job was missing/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+  });
+
+  it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    expect(await orderState(db, id)).toBe('processing');
+    for (let i = 0; i < 20 && (await orderState(db, id)) === 'processing'; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    const { rows } = await db.query(
+      `SELECT state, alert, upstream_status FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({
+      state: 'cancelled',
+      alert: 'result-after-cancel',
+      upstream_status: 'DELIVERED',
+    });
+    // The report is kept for the analyst.
+    await waitFor('the results stored', async () => {
+      const { rows: docs } = await db.query(
+        `SELECT kind FROM order_documents WHERE order_id = $1`,
+        [id],
+      );
+      return docs.some((d: { kind: string }) => d.kind === 'results');
+    });
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'order.alert' &&
+          e.severity === 'error' &&
+          /result-after-cancel/.test(e.summary),
+      ),
+    ).toBe(true);
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'result-after-cancel'),
+    );
+    // The clinician hears "cancelled as requested", never a result: no result publication is
+    // written, whatever the destination.
+    await waitFor('the cancel ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('ORC-1') === 'CR'),
+    );
+    const { rows: outbox } = await db.query(
+      `SELECT kind, payload FROM outbox WHERE order_id = $1 ORDER BY id`,
+      [id],
+    );
+    const kinds = outbox.map((o: { kind: string }) => o.kind);
+    expect(kinds).not.toContain('dicom-sr');
+    expect(kinds).not.toContain('dicom-pdf');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('F');
+    expect(outbox.map((o: { payload: { rowKey: string } }) => o.payload.rowKey)).not.toContain(
+      'DELIVERED',
+    );
   });
 });
 

@@ -1,14 +1,18 @@
+import type { EntityManager } from 'typeorm';
 import { isTerminal } from '../../domain/order-state';
 import type { QcBypassDecision } from '../../domain/qc-bypass';
 import type { UpstreamStatus } from '../../imaging-spec/imaging-spec';
-import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { AuditEventRepository, writeAuditEvents } from '../../persistence/audit-event.repository';
+import { movesBackwards } from '../../mappings/upstream-status-order';
 import {
   STATUS_MAPPING_VERSION,
   statusRow,
+  type StatusRow,
   type StatusRowKey,
 } from '../../mappings/status-mapping.table';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
-import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
+import { orderAlerts } from '../order-metrics';
+import { loadOrder, snapshot, stateOf, transition, type OrderRow } from '../order-transitions';
 import type { LifecycleDeps } from './lifecycle-deps';
 
 /** One upstream status seen by the poller (or a cancel), through the status mapping. */
@@ -62,6 +66,20 @@ export class ApplyUpstreamStatusUseCase {
           },
         ]);
         return false;
+      }
+      // An end is always applied: QC_FAILED off the active list is final (terminal upstream,
+      // nothing else will come), even after QC_BYPASS.
+      if (!row.terminal && movesBackwards(order.upstream_status, status)) {
+        await this.observeStale(manager, order, status, row);
+        return false;
+      }
+      if (order.cancel_requested_at !== null && row.report === 'final') {
+        const ended = await this.resultAfterCancel(manager, order, status, row);
+        if (ended) {
+          fetchDocs = row.key;
+          if (order.upstream_batch_id) batchCheck = order.upstream_batch_id;
+        }
+        return ended;
       }
       const moved = await transition(
         manager,
@@ -140,6 +158,124 @@ export class ApplyUpstreamStatusUseCase {
     if (fetchDocs || batchCheck) jobs.kick();
     if (batchCheck) await this.checkBatchComplete(batchCheck);
     return changed;
+  }
+
+  /**
+   * A status of an earlier stage than the one applied (`UPSTREAM_STATUS_STAGE`): a stale
+   * listing or a poll that raced a later one. Applied, it moved the order back (QC_FAILED
+   * after QC_BYPASS put it on hold again, Task on-hold, and a bypass already granted was
+   * asked again; QUEUED during analysis told the RIS "scheduled"). It is kept on the timeline
+   * as an observation — once per move — and the order keeps its state and upstream status.
+   */
+  private async observeStale(
+    manager: EntityManager,
+    order: OrderRow,
+    status: UpstreamStatus,
+    row: StatusRow & { key: StatusRowKey },
+  ): Promise<void> {
+    const move = `${order.upstream_status}->${status}`;
+    const audit = new AuditEventRepository(manager.connection);
+    const first = await audit.firstOfItsKind(
+      { orderId: order.id, kind: 'upstream.stale-status', detailKey: 'move', detailValue: move },
+      manager,
+    );
+    if (!first) return;
+    await writeAuditEvents(manager, [
+      {
+        kind: 'upstream.stale-status',
+        orderId: order.id,
+        severity: 'warning',
+        actor: 'adapter',
+        summary: `upstream ${status} after ${order.upstream_status}: an earlier stage than the one applied (a stale listing or a raced poll); observed, not applied`,
+        detail: {
+          move,
+          upstreamStatus: status,
+          appliedUpstreamStatus: order.upstream_status,
+          state: order.state,
+          mappingRow: row.key,
+          mappingVersion: STATUS_MAPPING_VERSION,
+        },
+      },
+    ]);
+  }
+
+  /**
+   * A result (DELIVERED) for an order whose orderer asked for the cancel (HL7 ORC-1 CA, FHIR
+   * `revoked`, our REST cancel) before the upstream took it — the cancel job still retrying, or
+   * out of attempts against an upstream that failed every time. The clinician was told the
+   * order is cancelled (the RIS got ORR CR, the EHR revoked its ServiceRequest): a result
+   * published now as if the order were live (Task completed, DiagnosticReport final, ORU F,
+   * SR) would be read as an answer to an order no one wants. The order ends `cancelled` as
+   * asked (ENDED_LOCALLY_CANCELLED, ORC-1 CR), its upstream status DELIVERED is kept, the
+   * reports are fetched and stored for the analyst but never published, and alert
+   * `result-after-cancel` lets an analyst decide whether a clinician should see it.
+   */
+  private async resultAfterCancel(
+    manager: EntityManager,
+    order: OrderRow,
+    status: UpstreamStatus,
+    row: StatusRow & { key: StatusRowKey },
+  ): Promise<boolean> {
+    const alert = 'result-after-cancel';
+    const reason = `the analysis service delivered a result after the orderer cancelled the order (cancel requested ${new Date(order.cancel_requested_at!).toISOString()}); the order stays cancelled and the result is kept for the analyst, not published`;
+    const moved = await transition(
+      manager,
+      order,
+      'cancelled',
+      {
+        summary: `upstream ${status} after the orderer's cancel: ${reason}`,
+        severity: 'error',
+        detail: {
+          upstreamStatus: status,
+          previousUpstreamStatus: order.upstream_status,
+          mappingRow: row.key,
+          mappingVersion: STATUS_MAPPING_VERSION,
+          published: 'ENDED_LOCALLY_CANCELLED',
+          alert,
+        },
+      },
+      {
+        upstream_status: status,
+        upstream_status_at: 'now',
+        alert,
+        last_error: reason,
+        lease_owner: null,
+        lease_until: null,
+      },
+    );
+    if (!moved.applied) {
+      await this.deps.orders.recordUpstreamStatus(order.id, status, manager);
+      return false;
+    }
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.alert',
+        orderId: order.id,
+        severity: 'error',
+        actor: 'adapter',
+        summary: `${alert}: ${reason}`,
+        detail: { alert, upstreamStatus: status, previousState: moved.from },
+      },
+    ]);
+    await this.deps.events.endedLocally(manager, {
+      order: snapshot(order),
+      state: 'cancelled',
+      reason: 'cancelled as the orderer asked',
+      alert: null,
+    });
+    await this.deps.events.alertRaised(manager, {
+      order: snapshot(order),
+      alert,
+      reason,
+    });
+    await this.deps.jobs.enqueue(
+      LIFECYCLE_JOBS.fetchDocuments,
+      { orderId: order.id, upstreamStatus: status, rowKey: row.key },
+      { manager, jobKey: `documents:${order.id}:${row.key}` },
+    );
+    orderAlerts.inc({ alert });
+    this.deps.logger.error({ orderId: order.id, alert }, 'result delivered after a cancel');
+    return true;
   }
 
   private async checkBatchComplete(batchId: string): Promise<void> {

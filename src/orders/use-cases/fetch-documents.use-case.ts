@@ -124,6 +124,9 @@ export class FetchDocumentsUseCase {
       !foreign &&
       (await this.expired(ref));
     let refusedAlert = false;
+    // A result delivered after the orderer's cancel (the order ended `cancelled`, alert
+    // result-after-cancel) is kept for the analyst, never published.
+    const keptOnly = rowKey === 'DELIVERED' && stateOf(order) === 'cancelled';
     await dataSource.transaction(async (manager) => {
       const stored: StoredDocument[] = [];
       for (const doc of accepted) {
@@ -161,7 +164,10 @@ export class FetchDocumentsUseCase {
             (foreign && row.report === 'final'
               ? '; no result is published from these reports'
               : '') +
-            (expired ? '; the upstream order has EXPIRED: no result is coming' : ''),
+            (expired ? '; the upstream order has EXPIRED: no result is coming' : '') +
+            (keptOnly
+              ? '; the order was cancelled by its orderer: kept for the analyst, not published'
+              : ''),
           detail: {
             upstreamStatus,
             documents: stored.map((d) => `${d.kind}/${d.reportType}`),
@@ -175,6 +181,9 @@ export class FetchDocumentsUseCase {
         await this.endExpired(manager, orderId);
         return;
       }
+      if (!foreign && missing.length === 0 && stored.length > 0) {
+        await this.clearDocumentsAlert(manager, orderId, rowKey);
+      }
       if (foreign && rowKey === 'DELIVERED' && have.length === 0 && stored.length === 0) {
         const refused = `${foreign.doc.kind} ${foreign.doc.reportType}`;
         refusedAlert = await endRefusedOrder(this.deps, manager, orderId, refused);
@@ -183,11 +192,12 @@ export class FetchDocumentsUseCase {
       // A no-result end (failure, final QC rejection) is published with the reports it has,
       // or with none: the clinic must hear that no result is coming even when no report of it
       // could be fetched or kept. A result is never published without its report.
-      if (stored.length > 0 || (row.terminal && row.report === 'cancelled')) {
+      if (!keptOnly && (stored.length > 0 || (row.terminal && row.report === 'cancelled'))) {
         await events.documentsStored(manager, {
           order: snapshot(order),
           upstreamStatus,
           documents: stored,
+          rowKey,
         });
       }
     });
@@ -195,6 +205,36 @@ export class FetchDocumentsUseCase {
       orderAlerts.inc({ alert: 'results-refused' });
       this.deps.logger.error({ orderId, alert: 'results-refused' }, 'order results refused');
     }
+  }
+
+  /**
+   * Every document of a row is now stored: alert `documents-not-fetched` (raised by the sweep
+   * when a documents job used every attempt) no longer holds, unless another row's documents
+   * job of the order is still out of attempts. It is cleared, and the analyst reads why on the
+   * timeline (before, the order kept it, and with it the "no result is coming" reason, after
+   * its results had been stored and published).
+   */
+  private async clearDocumentsAlert(
+    manager: EntityManager,
+    orderId: string,
+    rowKey: StatusRowKey,
+  ): Promise<void> {
+    const alert = 'documents-not-fetched';
+    const current = await loadOrder(manager, orderId, true);
+    if (current?.alert !== alert) return;
+    if (await this.deps.orders.hasExhaustedDocumentJob(orderId, manager)) return;
+    if (!(await this.deps.orders.clearAlert(orderId, alert, manager))) return;
+    await writeAuditEvents(manager, [
+      {
+        kind: 'order.alert-cleared',
+        orderId,
+        severity: 'info',
+        actor: 'adapter',
+        summary: `${alert} cleared: the upstream's reports for ${rowKey} were fetched and stored on a later run`,
+        detail: { alert, mappingRow: rowKey, previousReason: current.last_error },
+      },
+    ]);
+    this.deps.logger.info({ orderId, alert }, 'order alert cleared');
   }
 
   /**

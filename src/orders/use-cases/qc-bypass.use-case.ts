@@ -45,6 +45,16 @@ export class QcBypassUseCase {
           { state: order.state },
         );
       }
+      if (order.cancel_requested_at !== null) {
+        // The orderer cancelled it (HL7 CA, FHIR revoked, our REST cancel) and was answered so;
+        // its cancel job is still getting it to the upstream. A bypass would set the analysis
+        // going again for an order no one wants (before: sent, and the result came back).
+        throw new OrderLifecycleError(
+          'cancel_requested',
+          'the order was cancelled by its orderer; its cancel is still being sent upstream',
+          { state: order.state },
+        );
+      }
     }
     try {
       await this.client.requestQcBypass(order.upstream_order_id!, {

@@ -4,6 +4,7 @@ import {
   type StatusRow,
   type StatusRowKey,
 } from '../../mappings/status-mapping.table';
+import { ORDER_JOBS } from '../intake.model';
 import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot } from '../order-transitions';
@@ -16,8 +17,18 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
+  /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
+  jobsRequeued: number;
   leasesResumed: number;
 }
+
+/**
+ * How old an order waiting for a job of its own (place, acquire, upload) without any must be
+ * before the sweep enqueues that job again: every step enqueues the next on the transaction
+ * that moves the order (through the job outbox, within seconds), so an order this old without
+ * one lost it.
+ */
+export const LOST_JOB_AFTER_MS = 10 * 60_000;
 
 /** The minute tick's deadlines and leases. */
 export class SweepUseCase {
@@ -56,6 +67,19 @@ export class SweepUseCase {
         'not-placed',
       );
     }
+    // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
+    // restore) was never looked at again: `received` (the exhausted-job check above needs a
+    // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
+    // usable study arrived", even with its study packaged). Its job is enqueued again under
+    // its key; a create an earlier run made is found by its correlation id (place use case),
+    // so no second upstream order; acquiring and uploading are idempotent (the upload lease).
+    const orphans = await this.deps.orders.waitingWithoutJob(LOST_JOB_AFTER_MS);
+    for (const o of orphans) await this.requeue(o);
+    // A delivered order whose results job is gone the same way: its result never came.
+    const unfetchedResults = await this.deps.orders.deliveredWithoutDocumentsJob(LOST_JOB_AFTER_MS);
+    for (const o of unfetchedResults) {
+      await this.requeue({ ...o, state: 'delivered', place_attempted_at: null });
+    }
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
     // DiagnosticReport, SR) never goes. An operator is told, once.
@@ -74,8 +98,45 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
+      jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };
+  }
+
+  private async requeue(o: {
+    id: string;
+    state: string;
+    place_attempted_at: Date | null;
+  }): Promise<void> {
+    const orderId = o.id;
+    const [task, key, payload]: [string, string, Record<string, string>] =
+      o.state === 'received'
+        ? [ORDER_JOBS.place, `place:${orderId}`, { orderId }]
+        : o.state === 'placed'
+          ? [LIFECYCLE_JOBS.acquire, `acquire:${orderId}`, { orderId }]
+          : o.state === 'study-ready'
+            ? [LIFECYCLE_JOBS.upload, `upload:${orderId}`, { orderId }]
+            : [
+                LIFECYCLE_JOBS.fetchDocuments,
+                `documents:${orderId}:DELIVERED`,
+                { orderId, upstreamStatus: 'DELIVERED', rowKey: 'DELIVERED' },
+              ];
+    const attempted = o.state === 'received' && o.place_attempted_at !== null;
+    await this.deps.dataSource.transaction(async (manager) => {
+      await writeAuditEvents(manager, [
+        {
+          kind: 'error',
+          orderId,
+          severity: 'warning',
+          actor: 'adapter',
+          summary: `the order's ${task} job was missing (${o.state === 'delivered' ? 'its results never fetched' : `still ${o.state}`}, no job to move it on${attempted ? '; a create was tried before' : ''}): enqueued again`,
+          detail: { job: task, jobKey: key, state: o.state, attempted },
+        },
+      ]);
+      await this.deps.jobs.enqueue(task, payload, { manager, jobKey: key });
+    });
+    this.deps.jobs.kick();
+    this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');
   }
 
   private async documentsNotFetched(o: {
@@ -117,6 +178,7 @@ export class SweepUseCase {
           order: snapshot(order),
           upstreamStatus: o.row_key.startsWith('QC_FAILED') ? 'QC_FAILED' : o.row_key,
           documents: [],
+          ...(row ? { rowKey: o.row_key as StatusRowKey } : {}),
         });
       } else {
         await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });

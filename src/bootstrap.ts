@@ -238,6 +238,8 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // a silent one for ever.
     new HttpConnectionGuard(app.getHttpServer(), {
       maxConnections: config.HTTP_MAX_CONNECTIONS,
+      maxPerClient: config.HTTP_MAX_CONNECTIONS_PER_CLIENT,
+      trustedProxies: config.HTTP_TRUSTED_PROXIES,
       idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
       bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
     });

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { isSecretName, shownValue } from './config-masking';
 import {
@@ -42,6 +43,19 @@ const envSchema = z.object({
   /** HTTP connections held at once; at the limit the longest-idle one gives way. */
   HTTP_MAX_CONNECTIONS: positiveInt(1000),
   /** A connection with no request under way (headers not complete, keep-alive) for this long is closed. */
+  /**
+   * Connections one client address holds at once, and requests it has under way (per
+   * X-Forwarded-For client behind HTTP_TRUSTED_PROXIES); /health is not counted.
+   */
+  HTTP_MAX_CONNECTIONS_PER_CLIENT: positiveInt(100),
+  /** Reverse proxies (IP addresses) whose X-Forwarded-For names the client; none by default. */
+  HTTP_TRUSTED_PROXIES: commaList()
+    .pipe(
+      z
+        .array(z.string().refine((a) => isIP(a) !== 0, 'each entry must be an IP address'))
+        .max(32, 'at most 32 addresses'),
+    )
+    .default([]),
   HTTP_IDLE_TIMEOUT_SECONDS: positiveInt(30),
   /** A request body still due that gets no byte for this long is answered 408 and the connection closed. */
   HTTP_BODY_STALL_SECONDS: positiveInt(30),

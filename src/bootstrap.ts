@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
-import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
+import { BodyStallError, bodyStallReason } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
 import { HttpConnectionGuard } from './common/http-connections';
@@ -229,7 +229,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       }
       json(req, res, (error?: unknown) => {
         // A body cut short by its stall (it may even parse) is never handed on.
-        const stalled = bodyStalledSeconds(req);
+        const stalled = bodyStallReason(req);
         next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
       });
     });
@@ -242,6 +242,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       trustedProxies: config.HTTP_TRUSTED_PROXIES,
       idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
       bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
+      bodyMinBytesPerSecond: config.HTTP_BODY_MIN_BYTES_PER_SECOND,
     });
     await app.init();
     cleanups.push(() => app.close());

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIP, type Socket } from 'node:net';
-import { bodyStalledSeconds, markBodyStalled } from './body-stall';
+import { bodyStallReason, markBodyStalled, silentFor } from './body-stall';
 import { PROBLEM_JSON, problemBody } from './problem-body';
 
 export interface HttpConnectionLimits {
@@ -27,6 +27,13 @@ export interface HttpConnectionLimits {
    * moving, however slowly and however large, is not cut.
    */
   bodyStallMs: number;
+  /**
+   * A request body must average at least this many bytes a second once `bodyStallMs` has passed
+   * (HTTP_BODY_MIN_BYTES_PER_SECOND), else its route answers 408 and the connection closes: a
+   * body dripping a byte just under every `bodyStallMs` never stalls. Time while received bytes
+   * wait for the route to read them is not counted against the client.
+   */
+  bodyMinBytesPerSecond: number;
   /** How often the connections are looked at (tests use less than a second). */
   sweepMs?: number;
 }
@@ -44,6 +51,11 @@ interface Tracked {
   /** socket.bytesRead when last looked at, and when it last moved. */
   bytesRead: number;
   movedAt: number;
+  /** socket.bytesRead when the receiving request's headers were in. */
+  bodyStartBytes: number;
+  /** Time the receiving request's body has been the client's to send (ms), and when last added to. */
+  bodyClockMs: number;
+  bodyClockAt: number;
 }
 
 /**
@@ -103,6 +115,7 @@ export class HttpConnectionGuard {
   refusedPerClient = 0;
   timedOut = 0;
   stalled = 0;
+  slow = 0;
   pipelineRefused = 0;
 
   constructor(
@@ -166,6 +179,9 @@ export class HttpConnectionGuard {
       idleSince: now,
       bytesRead: 0,
       movedAt: now,
+      bodyStartBytes: 0,
+      bodyClockMs: 0,
+      bodyClockAt: now,
     };
     this.connections.set(socket, tracked);
     const set = own ?? new Set<Tracked>();
@@ -242,6 +258,10 @@ export class HttpConnectionGuard {
     if (!req.complete) {
       tracked.receiving = req;
       tracked.movedAt = Date.now();
+      tracked.bodyStartBytes = tracked.socket.bytesRead;
+      tracked.bytesRead = tracked.bodyStartBytes;
+      tracked.bodyClockMs = 0;
+      tracked.bodyClockAt = tracked.movedAt;
     }
     let done = false;
     const finished = () => {
@@ -297,25 +317,46 @@ export class HttpConnectionGuard {
   }
 
   /**
+   * Past its first `bodyStallMs`, a body must have averaged `bodyMinBytesPerSecond` over the
+   * time it was the client's to send (the first `bodyStallMs` are grace: a sender may pause
+   * before its body, as it may within it).
+   */
+  private tooSlow(tracked: Tracked, read: number): boolean {
+    const owedMs = tracked.bodyClockMs - this.limits.bodyStallMs;
+    if (owedMs <= 0) return false;
+    return read - tracked.bodyStartBytes < (owedMs / 1000) * this.limits.bodyMinBytesPerSecond;
+  }
+
+  /**
    * A body counts as moving while bytes arrive on the socket, or while bytes already received
    * wait for the route to read them (the route's pace, e.g. the disk, is not the client's).
    */
   private checkBody(tracked: Tracked, now: number): void {
     const req = tracked.receiving!;
-    if (req.complete || req.destroyed || bodyStalledSeconds(req) !== undefined) {
+    if (req.complete || req.destroyed || bodyStallReason(req) !== undefined) {
       tracked.receiving = undefined;
       return;
     }
     const read = tracked.socket.bytesRead;
-    if (read !== tracked.bytesRead || req.readableLength > 0) {
+    const held = req.readableLength > 0;
+    if (!held) tracked.bodyClockMs += now - tracked.bodyClockAt;
+    tracked.bodyClockAt = now;
+    if (read !== tracked.bytesRead || held) {
       tracked.bytesRead = read;
       tracked.movedAt = now;
+    } else if (now - tracked.movedAt >= this.limits.bodyStallMs) {
+      this.stalled += 1;
+      tracked.receiving = undefined;
+      markBodyStalled(req, silentFor(Math.round(this.limits.bodyStallMs / 1000)));
       return;
     }
-    if (now - tracked.movedAt < this.limits.bodyStallMs) return;
-    this.stalled += 1;
+    if (!this.tooSlow(tracked, read)) return;
+    this.slow += 1;
     tracked.receiving = undefined;
-    markBodyStalled(req, Math.round(this.limits.bodyStallMs / 1000));
+    markBodyStalled(
+      req,
+      `arrived too slowly: under ${this.limits.bodyMinBytesPerSecond} bytes/s on average over ${Math.round(tracked.bodyClockMs / 1000)} s (HTTP_BODY_MIN_BYTES_PER_SECOND)`,
+    );
   }
 }
 

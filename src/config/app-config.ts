@@ -59,6 +59,8 @@ const envSchema = z.object({
   HTTP_IDLE_TIMEOUT_SECONDS: positiveInt(30),
   /** A request body still due that gets no byte for this long is answered 408 and the connection closed. */
   HTTP_BODY_STALL_SECONDS: positiveInt(30),
+  /** Past its first HTTP_BODY_STALL_SECONDS a request body must average this rate, else 408. */
+  HTTP_BODY_MIN_BYTES_PER_SECOND: positiveInt(1024),
   MLLP_PORT: port(2575),
   MLLP_HOST: z.string().default('0.0.0.0'),
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),

@@ -61,6 +61,7 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
   beforeAll(async () => {
     adapter = await startTestAdapter({
       HTTP_BODY_STALL_SECONDS: '2',
+      HTTP_BODY_MIN_BYTES_PER_SECOND: '100',
       STUDY_QUIET_PERIOD_SECONDS: '60',
       DATA_DIR_MIN_FREE_BYTES: '1',
     });
@@ -208,6 +209,37 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     expect(api.closed).toBe(true);
     expect(api.ms).toBeLessThan(1_500);
     expect(JSON.parse(bodyOf(api.answer))).toMatchObject({ status: 413 });
+  });
+
+  it('a FHIR body dripping a byte every second (never a stall) is 408 once it falls under the minimum rate, closed', async () => {
+    // Before: a byte just under every HTTP_BODY_STALL_SECONDS kept the request (and its slot
+    // among HTTP_MAX_CONNECTIONS_PER_CLIENT) open for as long as the sender liked.
+    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
+    const drip = Array.from({ length: 30 }, (_, i) => sr.subarray(i, i + 1));
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        `Content-Length: ${sr.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+      drip,
+      { everyMs: 1_000, waitMs: 20_000 },
+    );
+    expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(15_000);
+    const outcome = JSON.parse(bodyOf(res.answer)) as {
+      issue: Array<{ code: string; diagnostics: string }>;
+    };
+    expect(outcome.issue[0]).toMatchObject({
+      code: 'timeout',
+      diagnostics: expect.stringContaining('HTTP_BODY_MIN_BYTES_PER_SECOND'),
+    });
   });
 
   it('a STOW-RS push moving slowly but steadily for several stall periods is received whole', async () => {

@@ -11,6 +11,7 @@ import { handleStoragePut } from './object-storage.handler';
 import { buildOpenApi } from './openapi-document';
 import { OrderLifecycle } from './order-lifecycle';
 import { STORAGE_PREFIX, UrlSigner } from './presigned-url';
+import { boundConnections } from './connection-limits';
 import { RateLimiter } from './rate-limiter';
 import { sampleStudyDicom } from './sample-study';
 import { SandboxClock } from './sandbox-clock';
@@ -304,6 +305,11 @@ export async function startSandbox(
   });
   // Longer than common client idle timeouts, so a client never reuses a socket the server is closing.
   server.keepAliveTimeout = 65_000;
+  const stopBounding = boundConnections(server, {
+    maxConnections: options.maxConnections,
+    idleTimeoutMs: options.idleTimeoutSeconds * 1000,
+  });
+  server.once('close', stopBounding);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

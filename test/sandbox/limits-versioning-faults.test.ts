@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import {
   ADMIN,
   MINUTE,
@@ -448,5 +449,44 @@ describe('sandbox: default per-IP limit', () => {
     } finally {
       await h.close();
     }
+  });
+});
+
+describe('sandbox: connections (a hostile local client cannot exhaust the process)', () => {
+  let h: Harness;
+  const sockets: Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await h.close();
+  });
+
+  function open(port: number): Promise<{ socket: Socket; closed: () => boolean }> {
+    return new Promise((resolve) => {
+      let closed = false;
+      const socket = connect(port, '127.0.0.1');
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        closed = true;
+        resolve({ socket, closed: () => closed });
+      });
+      socket.once('connect', () => resolve({ socket, closed: () => closed }));
+    });
+  }
+
+  it('holds at most maxConnections; silent ones give way to a real client and are closed once idle', async () => {
+    // Before: 300 silent connections all stayed open for ever (Node closes none that never
+    // sends a byte), each a file handle of the adapter's own process when in-process.
+    h = await startHarness({ maxConnections: 50, idleTimeoutSeconds: 2 });
+    const silent = [];
+    for (let i = 0; i < 300; i++) silent.push(await open(h.sandbox.port));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(silent.filter((s) => !s.closed()).length).toBeLessThanOrEqual(50);
+    // A real client still gets in (a token: a form POST and its answer).
+    expect(await h.token()).toEqual(expect.any(String));
+    const started = Date.now();
+    while (silent.some((s) => !s.closed()) && Date.now() - started < 8_000)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(silent.filter((s) => !s.closed())).toHaveLength(0);
   });
 });

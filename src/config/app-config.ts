@@ -66,6 +66,8 @@ const envSchema = z.object({
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
   MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
   MLLP_MAX_CONNECTIONS: positiveInt(1000),
+  /** MLLP connections one peer address holds at once; its own idlest gives way at the bound. */
+  MLLP_MAX_CONNECTIONS_PER_CLIENT: positiveInt(100),
   /** 0 keeps idle connections open for ever (not recommended). */
   MLLP_IDLE_TIMEOUT_SECONDS: z.coerce.number().int().min(0).default(300),
   /** 0 disables the budget. */

@@ -41,6 +41,7 @@ export class MllpServer {
   private readonly rawSockets = new Set<net.Socket>();
   private readonly maxMessageBytes: number;
   private readonly maxConnections: number;
+  private readonly maxPerClient: number;
   private readonly budget: MllpByteBudget;
   private closing = false;
   private drained?: () => void;
@@ -48,6 +49,7 @@ export class MllpServer {
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
     this.maxConnections = options.maxConnections ?? 1000;
+    this.maxPerClient = options.maxConnectionsPerClient ?? this.maxConnections;
     this.budget = new MllpByteBudget(
       options.maxInflightBytes ?? 4 * 1024 * 1024,
       this.connections,
@@ -161,10 +163,21 @@ export class MllpServer {
       socket.destroy();
       return;
     }
+    const address = socket.remoteAddress ?? 'unknown';
+    const own = [...this.connections.values()].filter((c) => c.remoteAddress === address);
+    if (own.length >= this.maxPerClient && !this.evictIdlest(own)) {
+      this.emit({
+        type: 'connection-refused',
+        remoteAddress: address,
+        reason: `all ${this.maxPerClient} connections of this address are busy (MLLP_MAX_CONNECTIONS_PER_CLIENT)`,
+      });
+      socket.destroy();
+      return;
+    }
     if (this.connections.size >= this.maxConnections && !this.evictIdlest()) {
       this.emit({
         type: 'connection-refused',
-        remoteAddress: socket.remoteAddress ?? 'unknown',
+        remoteAddress: address,
         reason: `all ${this.maxConnections} connections are busy`,
       });
       socket.destroy();
@@ -301,9 +314,10 @@ export class MllpServer {
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */
-  private evictIdlest(): boolean {
+  /** Closes the idlest of `among` (every connection by default); false when none is idle. */
+  private evictIdlest(among: Iterable<MllpConnection> = this.connections.values()): boolean {
     let idlest: MllpConnection | undefined;
-    for (const c of this.connections.values()) {
+    for (const c of among) {
       if (!isIdle(c) || c.closing) continue;
       if (!idlest || c.lastActivity < idlest.lastActivity) idlest = c;
     }

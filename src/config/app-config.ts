@@ -222,6 +222,8 @@ const envSchema = z.object({
   DICOM_SCP_CALLING_AE_TITLES: commaList().optional(),
   /** Connections our C-STORE SCP keeps open at once; more are closed at once. */
   DICOM_SCP_MAX_ASSOCIATIONS: positiveInt(64),
+  /** C-STORE SCP connections one peer address holds at once; more are closed as they arrive. */
+  DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: positiveInt(16),
   /** Silence (or time to complete a PDU) after which the C-STORE SCP aborts a connection. */
   DICOM_SCP_TIMEOUT_SECONDS: positiveInt(60),
   POLL_INTERVAL_SECONDS: positiveInt(300),

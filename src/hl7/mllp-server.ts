@@ -84,6 +84,9 @@ export class MllpServer {
         raw.destroy();
         return;
       }
+      // Handshakes count against their address too: one address holding silent TCP
+      // connections to the TLS port took every place before its per-address bound applied.
+      if (options.tls && !this.admitFromAddress(raw, [...this.rawSockets])) return;
       this.rawSockets.add(raw);
       raw.once('close', () => this.rawSockets.delete(raw));
     });
@@ -163,21 +166,12 @@ export class MllpServer {
       socket.destroy();
       return;
     }
-    const address = socket.remoteAddress ?? 'unknown';
-    const own = [...this.connections.values()].filter((c) => c.remoteAddress === address);
-    if (own.length >= this.maxPerClient && !this.evictIdlest(own)) {
-      this.emit({
-        type: 'connection-refused',
-        remoteAddress: address,
-        reason: `all ${this.maxPerClient} connections of this address are busy (MLLP_MAX_CONNECTIONS_PER_CLIENT)`,
-      });
-      socket.destroy();
-      return;
-    }
+    // (TLS: counted with the handshakes, in the 'connection' listener.)
+    if (!this.options.tls && !this.admitFromAddress(socket, [...this.connections.values()])) return;
     if (this.connections.size >= this.maxConnections && !this.evictIdlest()) {
       this.emit({
         type: 'connection-refused',
-        remoteAddress: address,
+        remoteAddress: socket.remoteAddress ?? 'unknown',
         reason: `all ${this.maxConnections} connections are busy`,
       });
       socket.destroy();
@@ -314,6 +308,28 @@ export class MllpServer {
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */
+  /**
+   * False (the socket refused) when its address already holds `maxPerClient` of `held` (open
+   * connections, or TCP sockets including TLS handshakes) and none of its connections is idle.
+   */
+  private admitFromAddress(
+    socket: net.Socket,
+    held: ReadonlyArray<net.Socket | MllpConnection>,
+  ): boolean {
+    const address = socket.remoteAddress ?? 'unknown';
+    const fromAddress = held.filter((h) => h.remoteAddress === address).length;
+    if (fromAddress < this.maxPerClient) return true;
+    const own = [...this.connections.values()].filter((c) => c.remoteAddress === address);
+    if (this.evictIdlest(own)) return true;
+    this.emit({
+      type: 'connection-refused',
+      remoteAddress: address,
+      reason: `all ${this.maxPerClient} connections of this address are busy (MLLP_MAX_CONNECTIONS_PER_CLIENT)`,
+    });
+    socket.destroy();
+    return false;
+  }
+
   /** Closes the idlest of `among` (every connection by default); false when none is idle. */
   private evictIdlest(among: Iterable<MllpConnection> = this.connections.values()): boolean {
     let idlest: MllpConnection | undefined;

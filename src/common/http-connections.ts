@@ -204,7 +204,7 @@ export class HttpConnectionGuard {
     const hops = (Array.isArray(header) ? header.join(',') : (header ?? ''))
       .split(',')
       .slice(-MAX_FORWARDED_HOPS)
-      .map((h) => plainAddress(h.trim()));
+      .map((h) => plainAddress(withoutPort(h.trim())));
     // From the right: the first hop that is no proxy of ours is the client; one that is no
     // address at all (a forged or garbled entry) ends the walk with the last proxy as client.
     for (let i = hops.length - 1; i >= 0; i -= 1) {
@@ -363,6 +363,18 @@ export class HttpConnectionGuard {
 /** `::ffff:10.0.0.1` (an IPv4 peer on a dual-stack socket) as `10.0.0.1`. */
 function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+}
+
+/**
+ * An X-Forwarded-For entry without its port: `10.0.0.1:4711` (Azure Application Gateway) and
+ * `[2001:db8::1]:4711` (RFC 7239 form) name 10.0.0.1 and 2001:db8::1. Before, such entries were
+ * no address, and every client behind the proxy counted as the proxy itself.
+ */
+function withoutPort(hop: string): string {
+  const bracketed = /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(hop);
+  if (bracketed) return bracketed[1]!;
+  const v4 = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop);
+  return v4 ? v4[1]! : hop;
 }
 
 function isHealthCheck(req: IncomingMessage): boolean {

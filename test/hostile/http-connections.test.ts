@@ -251,6 +251,20 @@ describe('one client cannot take every connection (HTTP_MAX_CONNECTIONS_PER_CLIE
     await sleep(300);
     expect(second.closed).toBe(false);
 
+    // Entries with a port (Azure Application Gateway writes `addr:port`, RFC 7239 `[v6]:port`)
+    // name their client too: two clients of 6 requests each are both served in full.
+    const withPorts: Client[] = [];
+    for (const xff of ['198.51.100.20:41234', '[2001:db8::20]:41235']) {
+      for (let i = 0; i < 6; i++) {
+        const c = await openFrom(adapter.httpUrl, '127.0.0.4');
+        withPorts.push(c);
+        startPendingRequest(c, [`X-Forwarded-For: ${xff}`]);
+      }
+    }
+    clients.push(...withPorts);
+    await sleep(300);
+    expect(withPorts.filter((c) => c.closed).map((c) => c.received.split('\r\n')[0])).toEqual([]);
+
     // An untrusted peer's X-Forwarded-For is ignored: a new address on each request does not
     // lift its own bound.
     const spoofing: Client[] = [];

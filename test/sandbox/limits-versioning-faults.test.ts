@@ -474,6 +474,36 @@ describe('sandbox: connections (a hostile local client cannot exhaust the proces
     });
   }
 
+  it('a body refused before it is read (declared 10 GB, unsigned storage PUT) is answered and its connection closed, not drained', async () => {
+    // Before: the 413 / 403 went out and the connection stayed open reading and dropping
+    // whatever the client went on sending, for as long as it liked (Node's request timeout).
+    h = await startHarness();
+    const heads = [
+      [
+        'POST /v1/auth/token HTTP/1.1',
+        'Host: sandbox',
+        `Authorization: ${basic(ADMIN)}`,
+        'Content-Type: application/x-www-form-urlencoded',
+        'Content-Length: 10000000000',
+      ],
+      ['PUT /storage/not-signed HTTP/1.1', 'Host: sandbox', 'Content-Length: 10000000000'],
+    ];
+    for (const head of heads) {
+      const { socket } = await open(h.sandbox.port);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      socket.write(`${head.join('\r\n')}\r\n\r\ngrant_type=client_credentials`);
+      const timer = setInterval(() => !closed && socket.write(Buffer.alloc(16 * 1024, 0x61)), 50);
+      const started = Date.now();
+      while (!closed && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 50));
+      clearInterval(timer);
+      expect(answer).toMatch(/^HTTP\/1\.1 4(13|03) /);
+      expect(closed).toBe(true);
+    }
+  });
+
   it('holds at most maxConnections; silent ones give way to a real client and are closed once idle', async () => {
     // Before: 300 silent connections all stayed open for ever (Node closes none that never
     // sends a byte), each a file handle of the adapter's own process when in-process.

@@ -21,6 +21,7 @@ import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
 import { withFrontDoors } from './observability/openapi-front-doors';
+import { countGuardClose } from './observability/http-front-door.metrics';
 import { requestLogging } from './observability/request-logging.middleware';
 import { createDataSource } from './persistence/data-source.factory';
 import {
@@ -243,6 +244,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
       bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
       bodyMinBytesPerSecond: config.HTTP_BODY_MIN_BYTES_PER_SECOND,
+      onClose: countGuardClose,
     });
     await app.init();
     cleanups.push(() => app.close());

@@ -34,9 +34,15 @@ export interface HttpConnectionLimits {
    * wait for the route to read them is not counted against the client.
    */
   bodyMinBytesPerSecond: number;
+  /** Told of every connection or request the guard closes or refuses, with why (for metrics). */
+  onClose?: (reason: GuardCloseReason) => void;
   /** How often the connections are looked at (tests use less than a second). */
   sweepMs?: number;
 }
+
+/** Why the guard closed a connection or refused a request. */
+export type GuardCloseReason =
+  'limit' | 'evicted' | 'per-client' | 'pipelined' | 'idle' | 'stalled' | 'slow';
 
 interface Tracked {
   socket: Socket;
@@ -160,6 +166,7 @@ export class HttpConnectionGuard {
       !this.evictIdlest(own.values())
     ) {
       this.refusedPerClient += 1;
+      this.limits.onClose?.('per-client');
       socket.destroy();
       return;
     }
@@ -168,6 +175,7 @@ export class HttpConnectionGuard {
       !this.evictIdlest(this.connections.values())
     ) {
       this.refused += 1;
+      this.limits.onClose?.('limit');
       socket.destroy();
       return;
     }
@@ -223,6 +231,7 @@ export class HttpConnectionGuard {
     const underWay = this.requestsByClient.get(client) ?? 0;
     if (underWay >= this.limits.maxPerClient) {
       this.refusedPerClient += 1;
+      this.limits.onClose?.('per-client');
       refuseTooMany(req, res, this.limits.maxPerClient);
       return false;
     }
@@ -250,6 +259,7 @@ export class HttpConnectionGuard {
       // Answers to pipelined requests go out in order and are held until the client reads
       // them: one that pipelines thousands and reads nothing had every answer built and held.
       this.pipelineRefused += 1;
+      this.limits.onClose?.('pipelined');
       req.socket.destroy();
       return false;
     }
@@ -292,6 +302,7 @@ export class HttpConnectionGuard {
     }
     if (idlest === undefined) return false;
     this.evicted += 1;
+    this.limits.onClose?.('evicted');
     this.forget(idlest);
     idlest.socket.destroy();
     return true;
@@ -304,6 +315,7 @@ export class HttpConnectionGuard {
       if (tracked.receiving) this.checkBody(tracked, now);
       if (tracked.inFlight > 0 || tracked.idleSince > cutoff) continue;
       this.timedOut += 1;
+      this.limits.onClose?.('idle');
       this.forget(tracked);
       const socket = tracked.socket;
       // Headers started (bytes read since the last answer) but never finished: say why.
@@ -346,12 +358,14 @@ export class HttpConnectionGuard {
       tracked.movedAt = now;
     } else if (now - tracked.movedAt >= this.limits.bodyStallMs) {
       this.stalled += 1;
+      this.limits.onClose?.('stalled');
       tracked.receiving = undefined;
       markBodyStalled(req, silentFor(Math.round(this.limits.bodyStallMs / 1000)));
       return;
     }
     if (!this.tooSlow(tracked, read)) return;
     this.slow += 1;
+    this.limits.onClose?.('slow');
     tracked.receiving = undefined;
     markBodyStalled(
       req,

@@ -224,6 +224,17 @@ describe('one client cannot take every connection (HTTP_MAX_CONNECTIONS_PER_CLIE
     expect(other.filter((c) => !c.closed).length).toBe(10);
     // Its idle connections give way to its own new one, not to a stranger's.
     expect(await healthFrom(adapter.httpUrl, '127.0.0.1')).toBe('HTTP/1.1 200 OK');
+    // The operator sees it: before, nothing the guard closed was counted anywhere.
+    const metrics = await fetch(`${adapter.httpUrl}/metrics`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    }).then((r) => r.text());
+    // (its own older connections gave way, or the new ones were refused, by timing)
+    const closed = [
+      ...metrics.matchAll(
+        /^adapter_http_connections_closed_total\{reason="(?:per-client|evicted)"\} (\d+)$/gm,
+      ),
+    ];
+    expect(closed.reduce((sum, m) => sum + Number(m[1]), 0)).toBeGreaterThanOrEqual(30);
   });
 
   it('behind a trusted proxy the bound is per X-Forwarded-For client; an untrusted peer cannot pick its address', async () => {

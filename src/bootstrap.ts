@@ -215,9 +215,11 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
+    // Case-insensitive as the routing is: /FHIR/ServiceRequest reaches the FHIR front door, and
+    // its application/json body was taken (and lost) here.
     const json = express.json({ limit: API_MAX_BODY_BYTES });
     app.use((req: Request, res: Response, next: NextFunction) => {
-      if (/^\/(fhir|dicomweb)(\/|$)/.test(req.path)) return next();
+      if (/^\/(fhir|dicomweb)(\/|$)/i.test(req.path)) return next();
       // A declared length far past the limit: 413 at once, the connection closed. The parser
       // answered only once it had read and dropped the whole declared body (10 GB).
       if (Number(req.headers['content-length']) > API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES) {

@@ -392,13 +392,15 @@ function withoutPort(hop: string): string {
 }
 
 function isHealthCheck(req: IncomingMessage): boolean {
-  return (req.method === 'GET' || req.method === 'HEAD') && /^\/health(\?|$)/.test(req.url ?? '');
+  return (
+    (req.method === 'GET' || req.method === 'HEAD') && /^\/health\/?(\?|$)/i.test(req.url ?? '')
+  );
 }
 
 /** 429 with Retry-After (RFC 6585 §4), in the front door's form; the connection closes. */
 function refuseTooMany(req: IncomingMessage, res: ServerResponse, bound: number): void {
   const detail = `this client has ${bound} requests under way already (HTTP_MAX_CONNECTIONS_PER_CLIENT); retry once one has been answered`;
-  const fhir = /^\/fhir(\/|\?|$)/.test(req.url ?? '');
+  const fhir = /^\/fhir(\/|\?|$)/i.test(req.url ?? '');
   const body = JSON.stringify(
     fhir
       ? {

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { AppModule } from './app.module';
 import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentials';
-import { BodyStallError, bodyStalledSeconds } from './common/body-stall';
+import { BodyStallError, bodyStallReason } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
 import { HttpConnectionGuard } from './common/http-connections';
@@ -21,6 +21,7 @@ import { JobQueue } from './jobs/job-queue';
 import { createLogger, PinoNestLogger } from './observability/logger';
 import { OpenApiDocument } from './observability/openapi.controller';
 import { withFrontDoors } from './observability/openapi-front-doors';
+import { countGuardClose } from './observability/http-front-door.metrics';
 import { requestLogging } from './observability/request-logging.middleware';
 import { createDataSource } from './persistence/data-source.factory';
 import {
@@ -214,9 +215,11 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     });
     // JSON bodies for our own REST API. /fhir and /dicomweb parse their own bodies (raw bytes
     // are kept for the audit log, and their media types differ).
+    // Case-insensitive as the routing is: /FHIR/ServiceRequest reaches the FHIR front door, and
+    // its application/json body was taken (and lost) here.
     const json = express.json({ limit: API_MAX_BODY_BYTES });
     app.use((req: Request, res: Response, next: NextFunction) => {
-      if (/^\/(fhir|dicomweb)(\/|$)/.test(req.path)) return next();
+      if (/^\/(fhir|dicomweb)(\/|$)/i.test(req.path)) return next();
       // A declared length far past the limit: 413 at once, the connection closed. The parser
       // answered only once it had read and dropped the whole declared body (10 GB).
       if (Number(req.headers['content-length']) > API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES) {
@@ -229,7 +232,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       }
       json(req, res, (error?: unknown) => {
         // A body cut short by its stall (it may even parse) is never handed on.
-        const stalled = bodyStalledSeconds(req);
+        const stalled = bodyStallReason(req);
         next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));
       });
     });
@@ -238,8 +241,12 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // a silent one for ever.
     new HttpConnectionGuard(app.getHttpServer(), {
       maxConnections: config.HTTP_MAX_CONNECTIONS,
+      maxPerClient: config.HTTP_MAX_CONNECTIONS_PER_CLIENT,
+      trustedProxies: config.HTTP_TRUSTED_PROXIES,
       idleTimeoutMs: config.HTTP_IDLE_TIMEOUT_SECONDS * 1000,
       bodyStallMs: config.HTTP_BODY_STALL_SECONDS * 1000,
+      bodyMinBytesPerSecond: config.HTTP_BODY_MIN_BYTES_PER_SECOND,
+      onClose: countGuardClose,
     });
     await app.init();
     cleanups.push(() => app.close());

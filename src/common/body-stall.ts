@@ -1,19 +1,26 @@
 import type { IncomingMessage } from 'node:http';
 
-const STALLED = Symbol('bodyStalledSeconds');
+const STALLED = Symbol('bodyStallReason');
 
-type Marked = IncomingMessage & { [STALLED]?: number };
+type Marked = IncomingMessage & { [STALLED]?: string };
 
 /**
- * A request body that stopped arriving: no byte for HTTP_BODY_STALL_SECONDS while the rest
- * was still due. Each front door answers it 408 in its own form (problem JSON, OperationOutcome)
- * and closes the connection; the FHIR front door keeps the body's head for the audit log.
+ * A request body that stopped arriving (no byte for HTTP_BODY_STALL_SECONDS while the rest was
+ * still due) or arrived too slowly (under HTTP_BODY_MIN_BYTES_PER_SECOND). Each front door
+ * answers it 408 in its own form (problem JSON, OperationOutcome) and closes the connection; the
+ * FHIR front door keeps the body's head for the audit log.
  */
 export class BodyStallError extends Error {
-  constructor(readonly seconds: number) {
-    super(`the request body stopped arriving: no byte for ${seconds} s (HTTP_BODY_STALL_SECONDS)`);
+  /** `reason`: what the body did, e.g. `stopped arriving: no byte for 30 s (HTTP_BODY_STALL_SECONDS)`. */
+  constructor(readonly reason: string) {
+    super(`the request body ${reason}`);
     this.name = 'BodyStallError';
   }
+}
+
+/** The reason of a body that got no byte for `seconds`. */
+export function silentFor(seconds: number): string {
+  return `stopped arriving: no byte for ${seconds} s (HTTP_BODY_STALL_SECONDS)`;
 }
 
 /**
@@ -21,10 +28,10 @@ export class BodyStallError extends Error {
  * next chunk returns now (and must ask `bodyStalledSeconds` before using what it read). The
  * socket is left open for the answer, which closes it (Connection: close).
  */
-export function markBodyStalled(req: IncomingMessage, seconds: number): void {
+export function markBodyStalled(req: IncomingMessage, reason: string): void {
   const marked = req as Marked;
   if (marked[STALLED] !== undefined || req.complete || req.destroyed) return;
-  marked[STALLED] = seconds;
+  marked[STALLED] = reason;
   // Taken as complete: an ended request destroys itself, and one with its body incomplete its
   // socket too (the 408 could not be written); and readers that wait for the request to be
   // complete before answering (express's body parsers, through on-finished) answer now. The
@@ -36,8 +43,8 @@ export function markBodyStalled(req: IncomingMessage, seconds: number): void {
   req.push(null);
 }
 
-/** The stall bound (seconds) when this request's body stalled, else undefined. */
-export function bodyStalledSeconds(req: IncomingMessage): number | undefined {
+/** Why this request's body was cut (see BodyStallError), else undefined. */
+export function bodyStallReason(req: IncomingMessage): string | undefined {
   return (req as Marked)[STALLED];
 }
 
@@ -47,6 +54,6 @@ export async function* throwingOnStall<T>(
   source: AsyncIterable<T>,
 ): AsyncGenerator<T> {
   yield* source;
-  const seconds = bodyStalledSeconds(req);
-  if (seconds !== undefined) throw new BodyStallError(seconds);
+  const reason = bodyStallReason(req);
+  if (reason !== undefined) throw new BodyStallError(reason);
 }

@@ -15,7 +15,8 @@ export function refuseAtDoor(
   issueCode: 'invalid' | 'not-supported',
 ): void {
   res.setHeader('Connection', 'close');
-  if (/^\/fhir(\/|$)/.test(req.path)) {
+  // (case-insensitive, as the routing is)
+  if (/^\/fhir(\/|$)/i.test(req.path)) {
     res
       .status(status)
       .type('application/fhir+json; charset=utf-8')

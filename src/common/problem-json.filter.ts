@@ -1,7 +1,7 @@
 import { ArgumentsHost, Catch, HttpException, NotFoundException } from '@nestjs/common';
 import { allowedMethods } from './allowed-methods';
 import { AppError } from './app-error';
-import { bodyStalledSeconds } from './body-stall';
+import { bodyStallReason } from './body-stall';
 import { isDatabaseUnavailable } from './database-unavailable';
 import { ErrorFilter } from './error.filter';
 import { isStorageUnavailable } from './storage-unavailable';
@@ -16,13 +16,13 @@ export class ProblemJsonFilter extends ErrorFilter {
     let title = 'Internal Server Error';
     let detail = 'an unexpected error occurred; see the service log with this correlation id';
     let extra: Record<string, unknown> = {};
-    const stalled = bodyStalledSeconds(req);
+    const stalled = bodyStallReason(req);
     if (stalled !== undefined) {
       // Whatever the reader made of a body cut short by its stall (a size mismatch, bad JSON,
       // a multipart without its end), the answer is the stall.
       status = 408;
       title = 'request_timeout';
-      detail = `the request body stopped arriving: no byte for ${stalled} s (HTTP_BODY_STALL_SECONDS); send it again`;
+      detail = `the request body ${stalled}; send it again`;
       res.setHeader('Connection', 'close');
     } else if (exception instanceof AppError) {
       status = exception.httpStatus;

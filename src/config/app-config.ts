@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { isSecretName, shownValue } from './config-masking';
 import {
@@ -42,14 +43,31 @@ const envSchema = z.object({
   /** HTTP connections held at once; at the limit the longest-idle one gives way. */
   HTTP_MAX_CONNECTIONS: positiveInt(1000),
   /** A connection with no request under way (headers not complete, keep-alive) for this long is closed. */
+  /**
+   * Connections one client address holds at once, and requests it has under way (per
+   * X-Forwarded-For client behind HTTP_TRUSTED_PROXIES); /health is not counted.
+   */
+  HTTP_MAX_CONNECTIONS_PER_CLIENT: positiveInt(100),
+  /** Reverse proxies (IP addresses) whose X-Forwarded-For names the client; none by default. */
+  HTTP_TRUSTED_PROXIES: commaList()
+    .pipe(
+      z
+        .array(z.string().refine((a) => isIP(a) !== 0, 'each entry must be an IP address'))
+        .max(32, 'at most 32 addresses'),
+    )
+    .default([]),
   HTTP_IDLE_TIMEOUT_SECONDS: positiveInt(30),
   /** A request body still due that gets no byte for this long is answered 408 and the connection closed. */
   HTTP_BODY_STALL_SECONDS: positiveInt(30),
+  /** Past its first HTTP_BODY_STALL_SECONDS a request body must average this rate, else 408. */
+  HTTP_BODY_MIN_BYTES_PER_SECOND: positiveInt(1024),
   MLLP_PORT: port(2575),
   MLLP_HOST: z.string().default('0.0.0.0'),
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
   MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
   MLLP_MAX_CONNECTIONS: positiveInt(1000),
+  /** MLLP connections one peer address holds at once; its own idlest gives way at the bound. */
+  MLLP_MAX_CONNECTIONS_PER_CLIENT: positiveInt(100),
   /** 0 keeps idle connections open for ever (not recommended). */
   MLLP_IDLE_TIMEOUT_SECONDS: z.coerce.number().int().min(0).default(300),
   /** 0 disables the budget. */
@@ -207,6 +225,8 @@ const envSchema = z.object({
   DICOM_SCP_CALLING_AE_TITLES: commaList().optional(),
   /** Connections our C-STORE SCP keeps open at once; more are closed at once. */
   DICOM_SCP_MAX_ASSOCIATIONS: positiveInt(64),
+  /** C-STORE SCP connections one peer address holds at once; more are closed as they arrive. */
+  DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: positiveInt(16),
   /** Silence (or time to complete a PDU) after which the C-STORE SCP aborts a connection. */
   DICOM_SCP_TIMEOUT_SECONDS: positiveInt(60),
   POLL_INTERVAL_SECONDS: positiveInt(300),

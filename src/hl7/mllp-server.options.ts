@@ -52,6 +52,13 @@ export interface MllpServerOptions {
    */
   maxConnections?: number;
   /**
+   * Connections open at once from one peer address (default: `maxConnections`). At that bound
+   * the address's own idlest connection gives way to its new one; when none of its connections
+   * is idle the new one is refused. One address with a frame under way on every connection
+   * held the whole table, and reconnected after each frame timeout.
+   */
+  maxConnectionsPerClient?: number;
+  /**
    * Bytes of inbound messages held at once over all connections (received and not yet
    * answered, partial frames included). Above it, reading pauses instead of buffering, except
    * on the connection whose frame started first, so that one message always completes.

@@ -41,6 +41,7 @@ export class MllpServer {
   private readonly rawSockets = new Set<net.Socket>();
   private readonly maxMessageBytes: number;
   private readonly maxConnections: number;
+  private readonly maxPerClient: number;
   private readonly budget: MllpByteBudget;
   private closing = false;
   private drained?: () => void;
@@ -48,6 +49,7 @@ export class MllpServer {
   constructor(private readonly options: MllpServerOptions) {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MLLP_MESSAGE_BYTES;
     this.maxConnections = options.maxConnections ?? 1000;
+    this.maxPerClient = options.maxConnectionsPerClient ?? this.maxConnections;
     this.budget = new MllpByteBudget(
       options.maxInflightBytes ?? 4 * 1024 * 1024,
       this.connections,
@@ -82,6 +84,9 @@ export class MllpServer {
         raw.destroy();
         return;
       }
+      // Handshakes count against their address too: one address holding silent TCP
+      // connections to the TLS port took every place before its per-address bound applied.
+      if (options.tls && !this.admitFromAddress(raw, [...this.rawSockets])) return;
       this.rawSockets.add(raw);
       raw.once('close', () => this.rawSockets.delete(raw));
     });
@@ -161,6 +166,8 @@ export class MllpServer {
       socket.destroy();
       return;
     }
+    // (TLS: counted with the handshakes, in the 'connection' listener.)
+    if (!this.options.tls && !this.admitFromAddress(socket, [...this.connections.values()])) return;
     if (this.connections.size >= this.maxConnections && !this.evictIdlest()) {
       this.emit({
         type: 'connection-refused',
@@ -301,9 +308,32 @@ export class MllpServer {
   }
 
   /** Closes the connection idle longest to make room; false when every connection is busy. */
-  private evictIdlest(): boolean {
+  /**
+   * False (the socket refused) when its address already holds `maxPerClient` of `held` (open
+   * connections, or TCP sockets including TLS handshakes) and none of its connections is idle.
+   */
+  private admitFromAddress(
+    socket: net.Socket,
+    held: ReadonlyArray<net.Socket | MllpConnection>,
+  ): boolean {
+    const address = socket.remoteAddress ?? 'unknown';
+    const fromAddress = held.filter((h) => h.remoteAddress === address).length;
+    if (fromAddress < this.maxPerClient) return true;
+    const own = [...this.connections.values()].filter((c) => c.remoteAddress === address);
+    if (this.evictIdlest(own)) return true;
+    this.emit({
+      type: 'connection-refused',
+      remoteAddress: address,
+      reason: `all ${this.maxPerClient} connections of this address are busy (MLLP_MAX_CONNECTIONS_PER_CLIENT)`,
+    });
+    socket.destroy();
+    return false;
+  }
+
+  /** Closes the idlest of `among` (every connection by default); false when none is idle. */
+  private evictIdlest(among: Iterable<MllpConnection> = this.connections.values()): boolean {
     let idlest: MllpConnection | undefined;
-    for (const c of this.connections.values()) {
+    for (const c of among) {
       if (!isIdle(c) || c.closing) continue;
       if (!idlest || c.lastActivity < idlest.lastActivity) idlest = c;
     }

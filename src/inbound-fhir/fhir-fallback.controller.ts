@@ -115,7 +115,7 @@ export class FhirFallbackController {
 
 function unsupported(req: Request): never {
   const segments = req.path
-    .replace(/^\/fhir\/?/, '')
+    .replace(/^\/fhir\/?/i, '')
     .split('/')
     .filter(Boolean);
   const path = segments.join('/');

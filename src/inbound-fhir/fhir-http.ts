@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
-import { bodyStalledSeconds } from '../common/body-stall';
+import { bodyStallReason } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { firstUnfaithfulNumber } from '../common/json-numbers';
 import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
@@ -119,8 +119,8 @@ export function bodyTooLarge(limit: number): FhirError {
 }
 
 /** The 408 of a body that stopped arriving (R4 issue type timeout); the connection closes. */
-export function bodyStalled(seconds: number): FhirError {
-  const diagnostics = `the body stopped arriving: no byte for ${seconds} s (HTTP_BODY_STALL_SECONDS); send it again`;
+export function bodyStalled(reason: string): FhirError {
+  const diagnostics = `the body ${reason}; send it again`;
   return new FhirError(
     'request-timeout',
     diagnostics,
@@ -140,7 +140,7 @@ export async function readRawBody(
   req: Request,
   limit: number,
   options: { keepHead?: boolean } = {},
-): Promise<RawBody & { tooLarge?: number; stalled?: number }> {
+): Promise<RawBody & { tooLarge?: number; stalled?: string }> {
   const contentType = (req.headers['content-type'] ?? 'application/fhir+json').toString();
   // A declared length past what would be read at all is answered at once, with what has come
   // so far as its head, and the connection closed: it was answered only once the drain gave
@@ -161,7 +161,7 @@ export async function readRawBody(
   const bytes = Buffer.concat(chunks);
   // Cut short by its stall: what arrived is not the body (it may even parse); 408, or with
   // `keepHead` its head and `stalled`, for the refusal to be kept.
-  const stalled = bodyStalledSeconds(req);
+  const stalled = bodyStallReason(req);
   if (stalled !== undefined) {
     if (!options.keepHead) throw bodyStalled(stalled);
     return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, stalled };

@@ -37,8 +37,8 @@ export interface FhirCaller {
   wants?: { format: unknown; accept: string | undefined };
   /** The body was over this limit (FHIR_MAX_BODY_BYTES): `raw` holds its first bytes only. */
   tooLarge?: number;
-  /** The body stopped arriving (HTTP_BODY_STALL_SECONDS): `raw` holds what came, up to its head. */
-  stalled?: number;
+  /** Why the body was cut (it stopped arriving, or came too slowly): `raw` holds what came, up to its head. */
+  stalled?: string;
 }
 
 /** The answer the controller sends: a status and a resource (or none). */

@@ -146,6 +146,7 @@ export class MllpListenerService implements OnApplicationBootstrap, OnApplicatio
       maxMessageBytes: this.config.MLLP_MAX_MESSAGE_BYTES,
       frameTimeoutMs: this.config.MLLP_FRAME_TIMEOUT_SECONDS * 1000,
       maxConnections: this.config.MLLP_MAX_CONNECTIONS,
+      maxConnectionsPerClient: this.config.MLLP_MAX_CONNECTIONS_PER_CLIENT,
       idleTimeoutMs: this.config.MLLP_IDLE_TIMEOUT_SECONDS * 1000,
       maxInflightBytes: this.config.MLLP_MAX_INFLIGHT_BYTES,
       tls,

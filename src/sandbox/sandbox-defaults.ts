@@ -54,6 +54,10 @@ export interface SandboxOptions {
   dataDir: string;
   rateLimitPerEndpoint: number;
   rateLimitPerIp: number;
+  /** Connections held at once (SANDBOX_MAX_CONNECTIONS); at the bound the idlest gives way. */
+  maxConnections: number;
+  /** A connection with no request under way for this long is closed (SANDBOX_IDLE_TIMEOUT_SECONDS). */
+  idleTimeoutSeconds: number;
   /** yyyy-mm-dd; when set every /v1 response carries the deprecation header. */
   deprecationDate: string | null;
   retired: boolean;
@@ -119,6 +123,10 @@ export function defaultSandboxOptions(): SandboxOptions {
     dataDir: '.data/sandbox',
     rateLimitPerEndpoint: LIMITS.requestsPerEndpointPerMinute,
     rateLimitPerIp: LIMITS.requestsPerIpPerMinute,
+    // The adapter alone may hold IMAGING_MAX_CONCURRENT_UPLOADS (100) × 4 part PUTs at once.
+    maxConnections: 1024,
+    // Longer than the keep-alive timeout (65 s), which closes a connection between requests first.
+    idleTimeoutSeconds: 70,
     deprecationDate: null,
     retired: false,
     migrationGuideUrl: 'https://example.invalid/imaging-service/migration/v2',

@@ -187,6 +187,12 @@ export function parseSandboxEnv(env: NodeJS.ProcessEnv): EnvParseResult {
   const perIp = get('SANDBOX_RATE_LIMIT_PER_IP');
   if (perIp !== undefined)
     options.rateLimitPerIp = positiveInt('SANDBOX_RATE_LIMIT_PER_IP', perIp, errors);
+  const maxConnections = get('SANDBOX_MAX_CONNECTIONS');
+  if (maxConnections !== undefined)
+    options.maxConnections = positiveInt('SANDBOX_MAX_CONNECTIONS', maxConnections, errors);
+  const idle = get('SANDBOX_IDLE_TIMEOUT_SECONDS');
+  if (idle !== undefined)
+    options.idleTimeoutSeconds = positiveInt('SANDBOX_IDLE_TIMEOUT_SECONDS', idle, errors);
   const deprecation = get('SANDBOX_DEPRECATION_DATE');
   if (deprecation !== undefined) {
     if (

@@ -6,11 +6,12 @@ import { join } from 'node:path';
 import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
 import { registerApiRoutes } from './api-routes';
 import { FaultInjector } from './fault-injector';
-import { Router, sendError, sendJson, type RequestContext } from './http-router';
+import { Router, answerWithoutBody, sendError, sendJson, type RequestContext } from './http-router';
 import { handleStoragePut } from './object-storage.handler';
 import { buildOpenApi } from './openapi-document';
 import { OrderLifecycle } from './order-lifecycle';
 import { STORAGE_PREFIX, UrlSigner } from './presigned-url';
+import { boundConnections } from './connection-limits';
 import { RateLimiter } from './rate-limiter';
 import { sampleStudyDicom } from './sample-study';
 import { SandboxClock } from './sandbox-clock';
@@ -171,7 +172,7 @@ export async function startSandbox(
     if (options.deprecationDate)
       res.setHeader(DEPRECATION_HEADER, `v1 will be deprecated on ${options.deprecationDate}`);
     if (!options.retired) return 'serving';
-    req.resume();
+    answerWithoutBody(req, res);
     sendJson(res, 410, {
       error: 'API v1 has been retired; use v2 of the Imaging Analysis Service',
       migration_guide: options.migrationGuideUrl,
@@ -195,7 +196,7 @@ export async function startSandbox(
         : null;
     const wait = ipWait ?? epWait;
     if (wait !== null) {
-      req.resume();
+      answerWithoutBody(req, res);
       const which =
         ipWait !== null
           ? `${options.rateLimitPerIp} requests per minute per IP address`
@@ -246,7 +247,7 @@ export async function startSandbox(
     try {
       url = new URL(req.url ?? '/', 'http://sandbox.invalid');
     } catch {
-      req.resume();
+      answerWithoutBody(req, res);
       sendJson(res, 400, { error: 'bad_request', message: 'request target is not a valid URL' });
       return;
     }
@@ -292,18 +293,23 @@ export async function startSandbox(
         return;
       }
       if (err instanceof SandboxError) {
-        if (!req.complete) req.resume();
+        answerWithoutBody(req, res);
         sendError(res, err);
         return;
       }
       // Never echo internals; the stack goes to stderr (it carries no request data).
       console.error('[sandbox] unexpected error', err);
-      req.resume();
+      answerWithoutBody(req, res);
       sendJson(res, 500, { error: 'internal_error', message: 'unexpected sandbox error' });
     });
   });
   // Longer than common client idle timeouts, so a client never reuses a socket the server is closing.
   server.keepAliveTimeout = 65_000;
+  const stopBounding = boundConnections(server, {
+    maxConnections: options.maxConnections,
+    idleTimeoutMs: options.idleTimeoutSeconds * 1000,
+  });
+  server.once('close', stopBounding);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -89,6 +89,12 @@ export interface CStoreScpOptions {
    */
   maxAssociations?: number;
   /**
+   * Connections open at once from one peer address (DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT,
+   * default all of `maxAssociations`); one more is closed at once. One address held every slot
+   * with silent connections, renewed each DICOM_SCP_TIMEOUT_SECONDS.
+   */
+  maxAssociationsPerClient?: number;
+  /**
    * Silence, or time to complete a PDU, after which a connection is aborted
    * (DICOM_SCP_TIMEOUT_SECONDS, default 60 s): an idle peer gives its slot back.
    */
@@ -131,7 +137,9 @@ export class CStoreScpListener {
     const maxAssociations = this.options.maxAssociations ?? 64;
     const timeoutMs = this.options.timeoutMs ?? 60_000;
     const maxInstanceBytes = this.options.maxInstanceBytes ?? 4 * 1024 ** 3;
+    const maxPerClient = this.options.maxAssociationsPerClient ?? maxAssociations;
     let open = 0;
+    const openByPeer = new Map<string, number>();
 
     class AdapterScp extends Scp {
       private callingAe = '';
@@ -145,18 +153,29 @@ export class CStoreScpListener {
         const socket = args[0];
         this.socket = socket;
         this.peer = socket.remoteAddress ?? 'unknown';
-        if (open >= maxAssociations) {
+        const peer = this.peer;
+        const fromPeer = openByPeer.get(peer) ?? 0;
+        if (open >= maxAssociations || fromPeer >= maxPerClient) {
           socket.destroy();
           refuse({
-            reason: `more than ${maxAssociations} connections open (DICOM_SCP_MAX_ASSOCIATIONS): closed`,
+            reason:
+              open >= maxAssociations
+                ? `more than ${maxAssociations} connections open (DICOM_SCP_MAX_ASSOCIATIONS): closed`
+                : `more than ${maxPerClient} connections open from ${peer} (DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT): closed`,
             callingAe: '',
             calledAe: '',
-            peer: this.peer,
+            peer,
           });
           return;
         }
         open++;
-        socket.once('close', () => open--);
+        openByPeer.set(peer, fromPeer + 1);
+        socket.once('close', () => {
+          open--;
+          const left = (openByPeer.get(peer) ?? 1) - 1;
+          if (left > 0) openByPeer.set(peer, left);
+          else openByPeer.delete(peer);
+        });
         // Before the library reads a byte: it would hold any PDU whole, however large, and
         // it never closes a connection that goes quiet (see guardPduLength).
         guardPduLength(

@@ -3,7 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { bodyStalledSeconds, throwingOnStall } from '../common/body-stall';
+import { bodyStallReason, throwingOnStall } from '../common/body-stall';
 import { sendProblem } from '../common/problem-body';
 import { isDicomUid } from './dicom-uid';
 import { StudyError, type StudyErrorCode } from './study.error';
@@ -108,7 +108,7 @@ export class StowController {
     } catch (error) {
       // A stalled body (BodyStallError, or whatever the parser made of its cut end) is the
       // problem filter's 408.
-      if (!(error instanceof StudyError) || bodyStalledSeconds(req) !== undefined) throw error;
+      if (!(error instanceof StudyError) || bodyStallReason(req) !== undefined) throw error;
       // The rest of an unread body is not worth receiving: close the connection after answering.
       res.setHeader('Connection', 'close');
       sendProblem(req, res, STATUS[error.code], error.code, error.message);

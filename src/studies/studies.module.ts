@@ -121,6 +121,7 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           callingAeTitles: config.DICOM_SCP_CALLING_AE_TITLES,
           moveSourceAeTitle: config.PACS_DIMSE_AE_TITLE,
           maxAssociations: config.DICOM_SCP_MAX_ASSOCIATIONS,
+          maxAssociationsPerClient: config.DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT,
           timeoutMs: config.DICOM_SCP_TIMEOUT_SECONDS * 1000,
           maxInstanceBytes: config.STOW_MAX_REQUEST_BYTES,
           stow,

@@ -332,6 +332,47 @@ describe('MLLP over TLS', () => {
     }
   });
 
+  it('one address holding TLS handshakes takes at most maxConnectionsPerClient; a sender elsewhere still gets AA', async () => {
+    // Before: 6 silent TCP connections from one address held all 6 places (handshakes are
+    // counted before the per-address bound was looked at) and the real sender was refused.
+    const server = new MllpServer({
+      port: 0,
+      handler: ackHandler,
+      tls: { key, cert },
+      frameTimeoutMs: 30_000,
+      maxConnections: 6,
+      maxConnectionsPerClient: 2,
+    });
+    const { port } = await server.listen();
+    const flood: Array<{ socket: net.Socket; closed: boolean }> = [];
+    try {
+      for (let i = 0; i < 6; i += 1) {
+        const entry = {
+          socket: net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' }),
+          closed: false,
+        };
+        entry.socket.on('error', () => undefined);
+        entry.socket.on('close', () => (entry.closed = true));
+        await new Promise((r) => entry.socket.once('connect', r).once('close', r));
+        flood.push(entry);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      expect(flood.filter((f) => !f.closed)).toHaveLength(2);
+      const client = new MllpClient({ host: '127.0.0.1', port, tls: { ca: cert } });
+      try {
+        expect(msa(await client.send(order('TLS-PC')))).toEqual({
+          code: 'AA',
+          controlId: 'TLS-PC',
+        });
+      } finally {
+        await client.close();
+      }
+    } finally {
+      for (const f of flood) f.socket.destroy();
+      await server.close(2000);
+    }
+  });
+
   it('refuses a server whose certificate the client does not trust', async () => {
     const server = new MllpServer({ port: 0, handler: ackHandler, tls: { key, cert } });
     const { port } = await server.listen();

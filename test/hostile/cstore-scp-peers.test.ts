@@ -539,3 +539,65 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
     }
   });
 });
+
+describe('hostile: one address cannot take every C-STORE SCP slot (DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT)', () => {
+  let adapter: TestAdapter;
+  let port: number;
+  let dir: string;
+
+  beforeAll(async () => {
+    port = await freePort();
+    adapter = await startTestAdapter({
+      DICOM_SCP_PORT: String(port),
+      DICOM_SCP_AE_TITLE: AE,
+      DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1',
+      DICOM_SCP_MAX_ASSOCIATIONS: '8',
+      DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: '3',
+      JOBS_ENABLED: 'false',
+    });
+    dir = mkdtempSync(join(tmpdir(), 'cstore-perclient-'));
+  });
+  afterAll(async () => {
+    await adapter?.close();
+    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('8 silent connections from one address: 3 held, and a modality elsewhere still stores (status 0)', async () => {
+    // Before: all 8 slots held for DICOM_SCP_TIMEOUT_SECONDS (60 s) by one address that then
+    // reconnects; the modality's association was closed at once.
+    const flood: Array<{ socket: import('node:net').Socket; closed: boolean }> = [];
+    for (let i = 0; i < 8; i++) {
+      const entry = {
+        socket: connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' }),
+        closed: false,
+      };
+      entry.socket.on('error', () => undefined);
+      entry.socket.on('close', () => (entry.closed = true));
+      await new Promise((r) => entry.socket.once('connect', r).once('close', r));
+      flood.push(entry);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    try {
+      expect(flood.filter((f) => !f.closed)).toHaveLength(3);
+      const inst = rawInstance({ accession: 'PERCLIENT-1', patientId: 'P-PERCLIENT' });
+      const file = join(dir, 'perclient.dcm');
+      writeFileSync(file, inst.bytes);
+      const status = await new Promise<number>((resolve, reject) => {
+        const client = new Client();
+        const req = new requests.CStoreRequest(file);
+        let answer: number | undefined;
+        req.on('response', (r) => (answer = r.getStatus()));
+        client.addRequest(req);
+        client.on('networkError', reject);
+        client.on('closed', () =>
+          answer === undefined ? reject(new Error('no answer')) : resolve(answer),
+        );
+        client.send('127.0.0.1', port, 'MODALITY1', AE);
+      });
+      expect(status).toBe(0);
+    } finally {
+      for (const f of flood) f.socket.destroy();
+    }
+  });
+});

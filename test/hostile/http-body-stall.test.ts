@@ -210,11 +210,43 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     expect(JSON.parse(bodyOf(api.answer))).toMatchObject({ status: 413 });
   });
 
+  it('a FHIR body dripping a byte every second (never a stall) is 408 once it falls under the minimum rate, closed', async () => {
+    // Before: a byte just under every HTTP_BODY_STALL_SECONDS kept the request (and its slot
+    // among HTTP_MAX_CONNECTIONS_PER_CLIENT) open for as long as the sender liked.
+    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
+    const drip = Array.from({ length: 30 }, (_, i) => sr.subarray(i, i + 1));
+    const res = await exchange(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        `Authorization: Bearer ${TEST_TOKENS.sender}`,
+        'Content-Type: application/fhir+json',
+        `Content-Length: ${sr.length}`,
+        '',
+        '',
+      ].join('\r\n'),
+      drip,
+      { everyMs: 1_000, waitMs: 20_000 },
+    );
+    expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(res.closed).toBe(true);
+    expect(res.ms).toBeLessThan(15_000);
+    const outcome = JSON.parse(bodyOf(res.answer)) as {
+      issue: Array<{ code: string; diagnostics: string }>;
+    };
+    expect(outcome.issue[0]).toMatchObject({
+      code: 'timeout',
+      diagnostics: expect.stringContaining('HTTP_BODY_MIN_BYTES_PER_SECOND'),
+    });
+  });
+
   it('a STOW-RS push moving slowly but steadily for several stall periods is received whole', async () => {
-    // The bound is on silence, not on the whole request: 7.5 s of a body moving every 300 ms
-    // (3.75 stall periods) is answered 200 like any push.
-    const [instance] = createMrBrainStudy();
-    const { body, contentType } = multipartRelated([{ data: instance!.bytes }]);
+    // The bound is on silence and on a rate far below any real link (HTTP_BODY_MIN_BYTES_PER_SECOND
+    // at its default, 1024), not on the whole request: 7.5 s of a body moving every 300 ms
+    // (3.75 stall periods, about 3.5 KB/s) is answered 200 like any push.
+    const instances = createMrBrainStudy();
+    const { body, contentType } = multipartRelated(instances.map((i) => ({ data: i.bytes })));
     const pieces: Buffer[] = [];
     const size = Math.ceil(body.length / 25);
     for (let at = 0; at < body.length; at += size) pieces.push(body.subarray(at, at + size));
@@ -236,6 +268,6 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     );
     expect(res.ms).toBeGreaterThan(7_000);
     expect(res.answer).toMatch(/^HTTP\/1\.1 200 /);
-    expect(bodyOf(res.answer)).toContain(instance!.sopInstanceUid);
+    for (const instance of instances) expect(bodyOf(res.answer)).toContain(instance.sopInstanceUid);
   });
 });

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 
 jest.setTimeout(120_000);
 
@@ -130,5 +130,162 @@ describe('HTTP connections are bounded (HTTP_MAX_CONNECTIONS, HTTP_IDLE_TIMEOUT_
     expect(Date.now() - started).toBeLessThan(6_000);
     expect(dripping.received).toMatch(/^HTTP\/1\.1 408 /);
     expect((await health(adapter.httpUrl)).status).toBe(200);
+  });
+});
+
+/** A connection from `localAddress` (any of 127.0.0.0/8 reaches the adapter on Linux). */
+function openFrom(url: string, localAddress: string): Promise<Client> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ port: Number(port), host: hostname, localAddress });
+    const client: Client = { socket, closed: false, received: '' };
+    socket.on('data', (c: Buffer) => (client.received += c.toString('latin1')));
+    socket.on('close', () => {
+      client.closed = true;
+      resolve(client); // refused at once: resolved closed
+    });
+    socket.on('error', () => undefined);
+    socket.once('connect', () => resolve(client));
+  });
+}
+
+/** A request whose body is still due (a few bytes of it sent): under way until it stalls. */
+function startPendingRequest(client: Client, extraHeaders: string[] = []): void {
+  const json = JSON.stringify({ reason: 'patient refused the examination' });
+  client.socket.write(
+    [
+      'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
+      'Host: adapter',
+      `Authorization: Bearer ${TEST_TOKENS.admin}`,
+      'Content-Type: application/json',
+      `Content-Length: ${json.length}`,
+      ...extraHeaders,
+      '',
+      json.slice(0, 5),
+    ].join('\r\n'),
+  );
+}
+
+async function waitFor(check: () => boolean, ms = 10_000): Promise<void> {
+  const started = Date.now();
+  while (!check() && Date.now() - started < ms) await sleep(50);
+}
+
+/** GET /health from `localAddress` over a raw socket: its status line, or 'closed'. */
+async function healthFrom(url: string, localAddress: string, headers: string[] = []) {
+  const c = await openFrom(url, localAddress);
+  if (!c.closed)
+    c.socket.write(
+      ['GET /health HTTP/1.1', 'Host: adapter', 'Connection: close', ...headers, '', ''].join(
+        '\r\n',
+      ),
+    );
+  await waitFor(() => c.closed);
+  c.socket.destroy();
+  return c.received.split('\r\n')[0] || 'closed';
+}
+
+describe('one client cannot take every connection (HTTP_MAX_CONNECTIONS_PER_CLIENT)', () => {
+  let adapter: TestAdapter;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      HTTP_MAX_CONNECTIONS: '40',
+      HTTP_MAX_CONNECTIONS_PER_CLIENT: '10',
+      HTTP_TRUSTED_PROXIES: '127.0.0.4',
+      DATA_DIR_MIN_FREE_BYTES: '1',
+    });
+  });
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.socket.destroy();
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('one address with a request under way on every connection holds 10 of them; others and /health still get in', async () => {
+    // Before: 40 connections from 127.0.0.2, each with a body still due, took the whole table;
+    // every new connection (/health, another sender) was closed at once.
+    for (let i = 0; i < 40; i++) {
+      const c = await openFrom(adapter.httpUrl, '127.0.0.2');
+      clients.push(c);
+      if (!c.closed) startPendingRequest(c);
+    }
+    await sleep(300);
+    expect(clients.filter((c) => !c.closed).length).toBe(10);
+    expect(await healthFrom(adapter.httpUrl, '127.0.0.1')).toBe('HTTP/1.1 200 OK');
+    // Another sender gets its own ten.
+    const other: Client[] = [];
+    for (let i = 0; i < 10; i++) other.push(await openFrom(adapter.httpUrl, '127.0.0.3'));
+    clients.push(...other);
+    for (const c of other) startPendingRequest(c);
+    await sleep(300);
+    expect(other.filter((c) => !c.closed).length).toBe(10);
+    // Its idle connections give way to its own new one, not to a stranger's.
+    expect(await healthFrom(adapter.httpUrl, '127.0.0.1')).toBe('HTTP/1.1 200 OK');
+    // The operator sees it: before, nothing the guard closed was counted anywhere.
+    const metrics = await fetch(`${adapter.httpUrl}/metrics`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+    }).then((r) => r.text());
+    // (its own older connections gave way, or the new ones were refused, by timing)
+    const closed = [
+      ...metrics.matchAll(
+        /^adapter_http_connections_closed_total\{reason="(?:per-client|evicted)"\} (\d+)$/gm,
+      ),
+    ];
+    expect(closed.reduce((sum, m) => sum + Number(m[1]), 0)).toBeGreaterThanOrEqual(30);
+  });
+
+  it('behind a trusted proxy the bound is per X-Forwarded-For client; an untrusted peer cannot pick its address', async () => {
+    const viaProxy: Client[] = [];
+    for (let i = 0; i < 12; i++) {
+      const c = await openFrom(adapter.httpUrl, '127.0.0.4');
+      viaProxy.push(c);
+      startPendingRequest(c, ['X-Forwarded-For: 198.51.100.7, 127.0.0.4']);
+    }
+    clients.push(...viaProxy);
+    await waitFor(() => viaProxy.filter((c) => c.closed).length >= 2, 5_000);
+    const refused = viaProxy.filter((c) => c.closed);
+    expect(refused.map((c) => c.received.split('\r\n')[0])).toEqual([
+      'HTTP/1.1 429 Too Many Requests',
+      'HTTP/1.1 429 Too Many Requests',
+    ]);
+    expect(refused[0]!.received).toMatch(/retry-after: \d+/i);
+    // Another client behind the same proxy, and /health through it, still get in.
+    const second = await openFrom(adapter.httpUrl, '127.0.0.4');
+    clients.push(second);
+    startPendingRequest(second, ['X-Forwarded-For: 203.0.113.9']);
+    expect(await healthFrom(adapter.httpUrl, '127.0.0.4', ['X-Forwarded-For: 198.51.100.7'])).toBe(
+      'HTTP/1.1 200 OK',
+    );
+    await sleep(300);
+    expect(second.closed).toBe(false);
+
+    // Entries with a port (Azure Application Gateway writes `addr:port`, RFC 7239 `[v6]:port`)
+    // name their client too: two clients of 6 requests each are both served in full.
+    const withPorts: Client[] = [];
+    for (const xff of ['198.51.100.20:41234', '[2001:db8::20]:41235']) {
+      for (let i = 0; i < 6; i++) {
+        const c = await openFrom(adapter.httpUrl, '127.0.0.4');
+        withPorts.push(c);
+        startPendingRequest(c, [`X-Forwarded-For: ${xff}`]);
+      }
+    }
+    clients.push(...withPorts);
+    await sleep(300);
+    expect(withPorts.filter((c) => c.closed).map((c) => c.received.split('\r\n')[0])).toEqual([]);
+
+    // An untrusted peer's X-Forwarded-For is ignored: a new address on each request does not
+    // lift its own bound.
+    const spoofing: Client[] = [];
+    for (let i = 0; i < 15; i++) {
+      const c = await openFrom(adapter.httpUrl, '127.0.0.5');
+      spoofing.push(c);
+      if (!c.closed) startPendingRequest(c, [`X-Forwarded-For: 192.0.2.${i + 1}`]);
+    }
+    clients.push(...spoofing);
+    await sleep(300);
+    expect(spoofing.filter((c) => !c.closed).length).toBe(10);
   });
 });

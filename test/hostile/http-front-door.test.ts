@@ -119,6 +119,32 @@ describe('HTTP front door: request line and headers as sent', () => {
     );
   });
 
+  it('a FHIR path in other letter case (routed case-insensitively) is read as FHIR, its application/json body not taken by the /api parser', async () => {
+    // Before: POST /FHIR/ServiceRequest with Content-Type application/json had its body eaten
+    // by the /api JSON parser (the front door's /fhir test was case-sensitive, the routing is
+    // not) and was answered 400 "the body is empty", the order lost.
+    const body = orderBody('CASE-1');
+    const answer = await raw(
+      adapter.httpUrl,
+      Buffer.concat([
+        Buffer.from(
+          [
+            'POST /FHIR/ServiceRequest HTTP/1.1',
+            'Host: adapter',
+            `Authorization: Bearer ${TEST_TOKENS.sender}`,
+            'Content-Type: application/json',
+            'Connection: close',
+            `Content-Length: ${body.length}`,
+            '',
+            '',
+          ].join('\r\n'),
+        ),
+        body,
+      ]),
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 201 /);
+  });
+
   it('HTTP/1.0 without Host: Location and the CapabilityStatement name the address the request came to', async () => {
     // Before: Location: http://undefined/fhir/ServiceRequest/…, implementation.url http://undefined.
     const created = await raw(adapter.httpUrl, post('HTTP/1.0', [], orderBody('HTTP10-1')));

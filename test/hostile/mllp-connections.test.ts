@@ -120,3 +120,44 @@ describe('hostile MLLP: a global byte budget instead of unbounded buffering', ()
     expect(new Set(results.map((r) => r.controlIdEchoed)).size).toBe(12);
   });
 });
+
+describe('hostile MLLP: one address cannot take every connection (MLLP_MAX_CONNECTIONS_PER_CLIENT)', () => {
+  let adapter: TestAdapter;
+  beforeAll(async () => {
+    adapter = await startTestAdapter({
+      JOBS_ENABLED: 'false',
+      MLLP_MAX_CONNECTIONS: '20',
+      MLLP_MAX_CONNECTIONS_PER_CLIENT: '5',
+    });
+  });
+  afterAll(async () => adapter?.close());
+
+  it('20 connections from one address, each with a frame under way: 5 held, and a sender elsewhere is served (AA)', async () => {
+    // Before: all 20 held (a frame under way is never idle) and the real sender was refused,
+    // again after every frame timeout since the flooder simply reconnects.
+    const flood: Array<{ socket: net.Socket; closed: boolean }> = [];
+    for (let i = 0; i < 20; i += 1) {
+      const entry = {
+        socket: net.connect({
+          port: adapter.mllpPort,
+          host: '127.0.0.1',
+          localAddress: '127.0.0.2',
+        }),
+        closed: false,
+      };
+      entry.socket.on('error', () => undefined);
+      entry.socket.on('close', () => (entry.closed = true));
+      await new Promise((r) => entry.socket.once('connect', r).once('close', r));
+      if (!entry.closed) entry.socket.write('\x0bMSH|^~\\&|FLOOD|');
+      flood.push(entry);
+    }
+    await sleep(300);
+    try {
+      expect(flood.filter((f) => !f.closed)).toHaveLength(5);
+      const ack = await sendOne(adapter, ormFixture('PERCLIENT-1'));
+      expect(ack).toMatchObject({ code: 'AA', controlIdEchoed: 'PERCLIENT-1' });
+    } finally {
+      for (const f of flood) f.socket.destroy();
+    }
+  });
+});

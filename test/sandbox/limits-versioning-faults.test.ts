@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import {
   ADMIN,
   MINUTE,
@@ -448,5 +449,74 @@ describe('sandbox: default per-IP limit', () => {
     } finally {
       await h.close();
     }
+  });
+});
+
+describe('sandbox: connections (a hostile local client cannot exhaust the process)', () => {
+  let h: Harness;
+  const sockets: Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await h.close();
+  });
+
+  function open(port: number): Promise<{ socket: Socket; closed: () => boolean }> {
+    return new Promise((resolve) => {
+      let closed = false;
+      const socket = connect(port, '127.0.0.1');
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        closed = true;
+        resolve({ socket, closed: () => closed });
+      });
+      socket.once('connect', () => resolve({ socket, closed: () => closed }));
+    });
+  }
+
+  it('a body refused before it is read (declared 10 GB, unsigned storage PUT) is answered and its connection closed, not drained', async () => {
+    // Before: the 413 / 403 went out and the connection stayed open reading and dropping
+    // whatever the client went on sending, for as long as it liked (Node's request timeout).
+    h = await startHarness();
+    const heads = [
+      [
+        'POST /v1/auth/token HTTP/1.1',
+        'Host: sandbox',
+        `Authorization: ${basic(ADMIN)}`,
+        'Content-Type: application/x-www-form-urlencoded',
+        'Content-Length: 10000000000',
+      ],
+      ['PUT /storage/not-signed HTTP/1.1', 'Host: sandbox', 'Content-Length: 10000000000'],
+    ];
+    for (const head of heads) {
+      const { socket } = await open(h.sandbox.port);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      socket.write(`${head.join('\r\n')}\r\n\r\ngrant_type=client_credentials`);
+      const timer = setInterval(() => !closed && socket.write(Buffer.alloc(16 * 1024, 0x61)), 50);
+      const started = Date.now();
+      while (!closed && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 50));
+      clearInterval(timer);
+      expect(answer).toMatch(/^HTTP\/1\.1 4(13|03) /);
+      expect(closed).toBe(true);
+    }
+  });
+
+  it('holds at most maxConnections; silent ones give way to a real client and are closed once idle', async () => {
+    // Before: 300 silent connections all stayed open for ever (Node closes none that never
+    // sends a byte), each a file handle of the adapter's own process when in-process.
+    h = await startHarness({ maxConnections: 50, idleTimeoutSeconds: 2 });
+    const silent = [];
+    for (let i = 0; i < 300; i++) silent.push(await open(h.sandbox.port));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(silent.filter((s) => !s.closed()).length).toBeLessThanOrEqual(50);
+    // A real client still gets in (a token: a form POST and its answer).
+    expect(await h.token()).toEqual(expect.any(String));
+    const started = Date.now();
+    while (silent.some((s) => !s.closed()) && Date.now() - started < 8_000)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(silent.filter((s) => !s.closed())).toHaveLength(0);
   });
 });

@@ -186,10 +186,11 @@ describe('hostile: searching the text of our answers as the page shows it', () =
   });
 
   it('an order accepted with a long placer number and MSH-10 is found by them', async () => {
-    // The front door stores a 300-character placer number and a 700-character MSH-10 (the
-    // latter as its start and a SHA-256, to fit its index). Before: the search refused any
-    // value over 200 characters (400), and a control id over 512 could never match.
-    const placer = `PLC-${'7'.repeat(296)}`;
+    // The front door stores a placer number of 199 characters (the most an identifier may
+    // have) and a 700-character MSH-10 (as its start and a SHA-256, to fit its index).
+    // Before: the search refused any value over 200 characters (400), and a control id over
+    // 512 could never match.
+    const placer = `PLC-${'7'.repeat(195)}`;
     const control = `MSG-${'8'.repeat(696)}`;
     const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
       .toString('latin1')

@@ -1002,7 +1002,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).toHaveLength(1);
   });
 
-  it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
+  it('a cancel whose upstream job used every attempt (upstream down) ends the order cancelled here with alert upstream-cancel-unconfirmed; a result the upstream delivers later: the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'
         ? {
@@ -1014,8 +1014,39 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
     await exhaust(`cancel:${id}`, id);
-    expect(await orderState(db, id)).toBe('processing');
-    for (let i = 0; i < 20 && (await orderState(db, id)) === 'processing'; i++) {
+    // The cancel job will not run again: the orderer, told the cancel was accepted, hears it
+    // now (Task cancelled, ORU CR), not when the upstream ends the order or 72 h later.
+    await sweep();
+    const ended = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [id]);
+    expect(ended.rows[0]).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unconfirmed',
+    });
+    expect(ended.rows[0].last_error).toMatch(/cancel.*25 attempts.*503.*may still process/);
+    await waitFor('the cancel ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('ORC-1') === 'CR'),
+    );
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    await waitFor('the unconfirmed alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-cancel-unconfirmed'),
+    );
+    // Once: a later sweep does not end or alert it again.
+    await sweep();
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    // The upstream, never reached, goes on and delivers.
+    for (let i = 0; i < 20; i++) {
+      const { rows: now } = await db.query(`SELECT upstream_status FROM orders WHERE id = $1`, [
+        id,
+      ]);
+      if (now[0].upstream_status === 'DELIVERED') break;
       await sandbox.advance(5_000);
       await sweep();
     }
@@ -1064,6 +1095,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(outbox.map((o: { payload: { rowKey: string } }) => o.payload.rowKey)).not.toContain(
       'DELIVERED',
     );
+    // The clinician was told "cancelled" once, not again when the result came.
+    expect(orusOf(spec.placer).filter((m) => m.get('ORC-1') === 'CR')).toHaveLength(1);
   });
 });
 

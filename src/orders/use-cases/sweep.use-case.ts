@@ -17,6 +17,8 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
+  /** Orders whose cancel job used every attempt: ended cancelled here (upstream-cancel-unconfirmed). */
+  cancelNotConfirmed: number;
   /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
   jobsRequeued: number;
   leasesResumed: number;
@@ -67,6 +69,27 @@ export class SweepUseCase {
         'not-placed',
       );
     }
+    // A cancel job that used every attempt (the upstream refused or was unreachable for the
+    // whole retry budget) never runs again: the order, its cancel accepted (the RIS got CR, the
+    // ServiceRequest revoked), stayed `processing` with its Task in progress until the upstream
+    // ended it or the stuck sweep failed it days later. It ends cancelled here, as asked, and
+    // the analyst is told the upstream order may still run; a result it delivers later is
+    // kept, not published (result-after-cancel).
+    const uncancelled = await this.deps.orders.cancelJobsExhausted();
+    for (const o of uncancelled) {
+      const since = Math.max(
+        1,
+        Math.round((this.deps.clock.now() - new Date(o.cancel_requested_at).getTime()) / 3_600_000),
+      );
+      const last = (o.last_error ?? 'unknown').slice(0, 300);
+      await this.ending.endLocally(
+        o.id,
+        'cancelled',
+        `cancelled here as the orderer asked, but the upstream cancel failed on all ${o.attempts} attempts over ${since} h (last: ${last}): the upstream may still process the order`,
+        'upstream-cancel-unconfirmed',
+        { upstreamAnswered: true },
+      );
+    }
     // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
     // restore) was never looked at again: `received` (the exhausted-job check above needs a
     // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
@@ -98,6 +121,7 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
+      cancelNotConfirmed: uncancelled.length,
       jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };

@@ -434,6 +434,30 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Orders waiting to upload (`study-ready`, `uploading`) whose upload job (key `upload:<id>`)
+   * used every attempt and will not run again (500 at a time): the upstream refused the study
+   * (5xx, network, 429) for the whole retry budget, and nothing would upload or end the order.
+   */
+  async uploadJobsExhausted(manager?: EntityManager): Promise<
+    Array<{
+      id: string;
+      attempts: number;
+      last_error: string | null;
+      upload_started_at: Date | null;
+      upstream_order_id: string | null;
+    }>
+  > {
+    return this.db(manager).query(
+      `SELECT o.id, j.attempts, j.last_error, o.upload_started_at, o.upstream_order_id
+         FROM orders o
+         JOIN graphile_worker._private_jobs j ON j.key = 'upload:' || o.id::text
+        WHERE o.state IN ('study-ready', 'uploading')
+          AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 500`,
+    );
+  }
+
+  /**
    * Orders created more than `olderThanMs` ago that wait for a job of theirs and have none
    * (500 at a time): `received` without `place:<id>`; `placed` / `study-ready` (no cancel
    * asked for: the cancel job owns those) without `acquire:<id>` or `upload:<id>`. None in

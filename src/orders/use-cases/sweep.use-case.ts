@@ -17,6 +17,8 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
+  /** Orders whose upload job used every attempt: failed (not-uploaded). */
+  notUploaded: number;
   /** Orders whose cancel job used every attempt: ended cancelled here (upstream-cancel-unconfirmed). */
   cancelNotConfirmed: number;
   /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
@@ -39,7 +41,7 @@ export class SweepUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  /** Study deadline, stuck upstream orders, exhausted place jobs, lapsed upload leases. */
+  /** Study deadline, stuck upstream orders, exhausted place / cancel / upload jobs, lapsed upload leases. */
   async sweep(): Promise<SweepSummary> {
     const { jobs, settings } = this.deps;
     const late = await this.deps.orders.pastStudyDeadline();
@@ -110,6 +112,28 @@ export class SweepUseCase {
     for (const o of unfetched) {
       await this.documentsNotFetched(o);
     }
+    // An upload job that used every attempt (the upstream refused or dropped the study for
+    // the whole retry budget: 5xx, network, 429) never runs again. Before, the lapsed-lease
+    // check below enqueued it again, its back-off starting over: the study was retried
+    // forever and no one was told. It ends here like a create that was never taken: failed,
+    // alert not-uploaded, the clinician getting a no-result answer, the upstream order
+    // (waiting for a study that will not come) cancelled, a multipart upload aborted.
+    const unuploaded = await this.deps.orders.uploadJobsExhausted();
+    for (const o of unuploaded) {
+      const since = o.upload_started_at
+        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.upload_started_at).getTime()) / 3_600_000))} h`
+        : '';
+      const last = (o.last_error ?? 'unknown').slice(0, 300);
+      await this.ending.endLocally(
+        o.id,
+        'failed',
+        `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        'not-uploaded',
+      );
+      if (o.upstream_order_id) {
+        await this.deps.imaging.uploader.abandon(o.upstream_order_id).catch(() => undefined);
+      }
+    }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {
       // A new job even if a dead worker's job still holds the key (graphile-worker then
@@ -122,6 +146,7 @@ export class SweepUseCase {
       stuck: stuck.length,
       notPlaced: unplaced.length,
       cancelNotConfirmed: uncancelled.length,
+      notUploaded: unuploaded.length,
       jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };

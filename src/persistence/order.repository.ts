@@ -108,14 +108,21 @@ export class OrderRepository extends RepositoryBase {
     return count;
   }
 
-  /** Orders the poller follows: in `states` and placed upstream. */
+  /**
+   * Orders the poller follows: placed upstream, and in `states` — or ended `cancelled` here
+   * with alert upstream-cancel-unconfirmed (the upstream never took the cancel and may still
+   * run the order: a result it delivers is kept, alert result-after-cancel, and an end it
+   * reaches clears the alert).
+   */
   async followed(
     states: readonly string[],
     manager?: EntityManager,
   ): Promise<Array<{ id: string; upstream_order_id: string; upstream_status: string }>> {
     return this.db(manager).query(
       `SELECT id, upstream_order_id, upstream_status FROM orders
-          WHERE state = ANY($1::text[]) AND upstream_order_id IS NOT NULL`,
+          WHERE (state = ANY($1::text[])
+                 OR (state = 'cancelled' AND alert = 'upstream-cancel-unconfirmed'))
+            AND upstream_order_id IS NOT NULL`,
       [states],
     );
   }
@@ -398,6 +405,54 @@ export class OrderRepository extends RepositoryBase {
          FROM orders o
          JOIN graphile_worker._private_jobs j ON j.key = 'place:' || o.id::text
         WHERE o.state = 'received' AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 500`,
+    );
+  }
+
+  /**
+   * Orders not ended whose orderer asked for the cancel, placed upstream, and whose cancel job
+   * (key `cancel:<id>`) used every attempt and will not run again (500 at a time): the
+   * upstream never took the cancel, and nothing would end the order here.
+   */
+  async cancelJobsExhausted(manager?: EntityManager): Promise<
+    Array<{
+      id: string;
+      attempts: number;
+      last_error: string | null;
+      cancel_requested_at: Date;
+    }>
+  > {
+    return this.db(manager).query(
+      `SELECT o.id, j.attempts, j.last_error, o.cancel_requested_at
+         FROM orders o
+         JOIN graphile_worker._private_jobs j ON j.key = 'cancel:' || o.id::text
+        WHERE o.state NOT IN ('delivered', 'failed', 'cancelled')
+          AND o.cancel_requested_at IS NOT NULL AND o.upstream_order_id IS NOT NULL
+          AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
+        LIMIT 500`,
+    );
+  }
+
+  /**
+   * Orders waiting to upload (`study-ready`, `uploading`) whose upload job (key `upload:<id>`)
+   * used every attempt and will not run again (500 at a time): the upstream refused the study
+   * (5xx, network, 429) for the whole retry budget, and nothing would upload or end the order.
+   */
+  async uploadJobsExhausted(manager?: EntityManager): Promise<
+    Array<{
+      id: string;
+      attempts: number;
+      last_error: string | null;
+      upload_started_at: Date | null;
+      upstream_order_id: string | null;
+    }>
+  > {
+    return this.db(manager).query(
+      `SELECT o.id, j.attempts, j.last_error, o.upload_started_at, o.upstream_order_id
+         FROM orders o
+         JOIN graphile_worker._private_jobs j ON j.key = 'upload:' || o.id::text
+        WHERE o.state IN ('study-ready', 'uploading')
+          AND j.attempts >= j.max_attempts AND j.locked_by IS NULL
         LIMIT 500`,
     );
   }

@@ -84,15 +84,17 @@ export class UploadLeaseRepository extends RepositoryBase {
    * released its lease after a transient failure and whose job waits for its next try
    * (unlocked, attempts left, or still in the job outbox) is not one: enqueued again, its job
    * ran at once with its attempts reset, so every minute's sweep retried an upstream in
-   * trouble instead of graphile-worker's back-off, and the job never ran out of attempts.
+   * trouble instead of graphile-worker's back-off, and the job never ran out of attempts. Nor
+   * is one whose job used every attempt (unlocked, out of attempts): it ends the order
+   * (the sweep's not-uploaded); enqueued again, its back-off started over and a study the
+   * upstream kept refusing was retried forever, no one told.
    */
   async lapsed(manager?: EntityManager): Promise<Array<{ id: string }>> {
     return this.db(manager).query(
       `SELECT o.id FROM orders o
         WHERE o.state = 'uploading' AND (o.lease_until IS NULL OR o.lease_until < now())
           AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
-                           WHERE j.key = 'upload:' || o.id::text AND j.locked_by IS NULL
-                             AND j.attempts < j.max_attempts)
+                           WHERE j.key = 'upload:' || o.id::text AND j.locked_by IS NULL)
           AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'upload:' || o.id::text)
         LIMIT 500`,
     );

@@ -914,6 +914,62 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
   });
 
+  it('an upload job that used every attempt (the upstream refused the study for days) ends the order failed with alert not-uploaded and a no-result answer, the upstream order cancelled; the sweep never runs it again', async () => {
+    decide = (method, path) =>
+      method === 'GET' && path === '/upload/single-put'
+        ? {
+            reply: 503,
+            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const key = `upload:${id}`;
+    await exhaust(key, id);
+    const calls = () =>
+      proxy.hits.filter((h) => h.method === 'GET' && h.path === '/upload/single-put').length;
+    const before = calls();
+    await sweep();
+    await waitFor(
+      'the order ended',
+      async () => (await orderState(db, id)) !== 'uploading',
+      10_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(
+      `SELECT state, alert, last_error, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({ state: 'failed', alert: 'not-uploaded' });
+    expect(rows[0].last_error).toMatch(/not uploaded.*25 attempts.*503/);
+    // The analyst: an alert on the timeline and at the webhook, once.
+    const alerts = async () =>
+      (await timeline(id)).filter(
+        (e) => e.kind === 'order.alert' && e.severity === 'error' && /not-uploaded/.test(e.summary),
+      );
+    expect(await alerts()).toHaveLength(1);
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'not-uploaded'),
+    );
+    // The clinician: a no-result answer, never a result.
+    await waitFor('the no-result ORU', async () => orusOf(spec.placer).length > 0);
+    expect(orusOf(spec.placer).every((m) => m.get('OBR-25') === 'X')).toBe(true);
+    // The upstream order, waiting for a study that will not come, is cancelled.
+    await waitFor(
+      'the upstream order cancelled',
+      async () => sandbox.state.orders.get(rows[0].upstream_order_id)?.status === 'CANCELLED',
+    );
+    // Never uploaded again: later sweeps neither re-enqueue the job nor alert again.
+    for (let i = 0; i < 3; i++) await sweep();
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(calls()).toBe(before);
+    const job = (await jobOf(key))!;
+    expect(job.attempts).toBe(job.max_attempts);
+    expect(await alerts()).toHaveLength(1);
+    expect(await orderState(db, id)).toBe('failed');
+  });
+
   it('a QC bypass asked for an order whose orderer cancelled it (cancel not yet taken upstream) is refused 409 cancel_requested, not sent upstream', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'
@@ -1002,7 +1058,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).toHaveLength(1);
   });
 
-  it('a result the upstream delivers after the orderer cancelled (every cancel attempt failed): the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
+  it('a cancel whose upstream job used every attempt (upstream down) ends the order cancelled here with alert upstream-cancel-unconfirmed; a result the upstream delivers later: the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
       method === 'PATCH' && path === '/cancel-order'
         ? {
@@ -1014,8 +1070,39 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
     await exhaust(`cancel:${id}`, id);
-    expect(await orderState(db, id)).toBe('processing');
-    for (let i = 0; i < 20 && (await orderState(db, id)) === 'processing'; i++) {
+    // The cancel job will not run again: the orderer, told the cancel was accepted, hears it
+    // now (Task cancelled, ORU CR), not when the upstream ends the order or 72 h later.
+    await sweep();
+    const ended = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [id]);
+    expect(ended.rows[0]).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unconfirmed',
+    });
+    expect(ended.rows[0].last_error).toMatch(/cancel.*25 attempts.*503.*may still process/);
+    await waitFor('the cancel ORU', async () =>
+      orusOf(spec.placer).some((m) => m.get('ORC-1') === 'CR'),
+    );
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    await waitFor('the unconfirmed alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-cancel-unconfirmed'),
+    );
+    // Once: a later sweep does not end or alert it again.
+    await sweep();
+    expect(
+      (await timeline(id)).filter(
+        (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),
+      ),
+    ).toHaveLength(1);
+    // The upstream, never reached, goes on and delivers.
+    for (let i = 0; i < 20; i++) {
+      const { rows: now } = await db.query(`SELECT upstream_status FROM orders WHERE id = $1`, [
+        id,
+      ]);
+      if (now[0].upstream_status === 'DELIVERED') break;
       await sandbox.advance(5_000);
       await sweep();
     }
@@ -1064,6 +1151,8 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(outbox.map((o: { payload: { rowKey: string } }) => o.payload.rowKey)).not.toContain(
       'DELIVERED',
     );
+    // The clinician was told "cancelled" once, not again when the result came.
+    expect(orusOf(spec.placer).filter((m) => m.get('ORC-1') === 'CR')).toHaveLength(1);
   });
 });
 

@@ -43,6 +43,15 @@ export class ApplyUpstreamStatusUseCase {
       if (order.upstream_status === status && !(status === 'QC_FAILED' && row.terminal)) {
         return false;
       }
+      if (previousState === 'cancelled' && order.alert === 'upstream-cancel-unconfirmed') {
+        // Cancelled here, the upstream never having taken the cancel: still followed.
+        const ended = await this.afterUnconfirmedCancel(manager, order, status, row);
+        if (ended) {
+          fetchDocs = row.key;
+          if (order.upstream_batch_id) batchCheck = order.upstream_batch_id;
+        }
+        return ended;
+      }
       if (isTerminal(previousState)) {
         // An ended order's end was published once; a status read before it ended (a poll
         // cycle racing a cancel or a local end) is refused. Before, one mapping to the same
@@ -200,6 +209,41 @@ export class ApplyUpstreamStatusUseCase {
   }
 
   /**
+   * A status of an order ended `cancelled` here while the upstream may still run it (alert
+   * upstream-cancel-unconfirmed: its cancel job used every attempt, or the upstream's answer
+   * did not confirm the cancel). The clinician already heard "cancelled" (ORC-1 CR, Task
+   * cancelled), once. A result (DELIVERED) takes the result-after-cancel path: kept for the
+   * analyst, not published, no second cancel answer. Any other end (CANCELLED, FAILED, …)
+   * means the upstream order no longer runs: recorded, the alert cleared. A status on the
+   * way is only recorded.
+   */
+  private async afterUnconfirmedCancel(
+    manager: EntityManager,
+    order: OrderRow,
+    status: UpstreamStatus,
+    row: StatusRow & { key: StatusRowKey },
+  ): Promise<boolean> {
+    if (order.cancel_requested_at !== null && row.report === 'final') {
+      return this.resultAfterCancel(manager, order, status, row, { cancelAnswered: true });
+    }
+    await this.deps.orders.recordUpstreamStatus(order.id, status, manager);
+    if (!row.terminal) return false;
+    const alert = 'upstream-cancel-unconfirmed';
+    if (await this.deps.orders.clearAlert(order.id, alert, manager)) {
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.alert-cleared',
+          orderId: order.id,
+          actor: 'adapter',
+          summary: `${alert} cleared: the upstream order ended ${status} (${row.note}); it no longer runs`,
+          detail: { alert, upstreamStatus: status, mappingRow: row.key },
+        },
+      ]);
+    }
+    return false;
+  }
+
+  /**
    * A result (DELIVERED) for an order whose orderer asked for the cancel (HL7 ORC-1 CA, FHIR
    * `revoked`, our REST cancel) before the upstream took it — the cancel job still retrying, or
    * out of attempts against an upstream that failed every time. The clinician was told the
@@ -215,6 +259,8 @@ export class ApplyUpstreamStatusUseCase {
     order: OrderRow,
     status: UpstreamStatus,
     row: StatusRow & { key: StatusRowKey },
+    /** The order already ended cancelled here, the clinician told so: not told again. */
+    options: { cancelAnswered?: boolean } = {},
   ): Promise<boolean> {
     const alert = 'result-after-cancel';
     const reason = `the analysis service delivered a result after the orderer cancelled the order (cancel requested ${new Date(order.cancel_requested_at!).toISOString()}); the order stays cancelled and the result is kept for the analyst, not published`;
@@ -257,12 +303,14 @@ export class ApplyUpstreamStatusUseCase {
         detail: { alert, upstreamStatus: status, previousState: moved.from },
       },
     ]);
-    await this.deps.events.endedLocally(manager, {
-      order: snapshot(order),
-      state: 'cancelled',
-      reason: 'cancelled as the orderer asked',
-      alert: null,
-    });
+    if (!options.cancelAnswered) {
+      await this.deps.events.endedLocally(manager, {
+        order: snapshot(order),
+        state: 'cancelled',
+        reason: 'cancelled as the orderer asked',
+        alert: null,
+      });
+    }
     await this.deps.events.alertRaised(manager, {
       order: snapshot(order),
       alert,

@@ -17,6 +17,10 @@ export interface SweepSummary {
   studyDeadlines: number;
   stuck: number;
   notPlaced: number;
+  /** Orders whose upload job used every attempt: failed (not-uploaded). */
+  notUploaded: number;
+  /** Orders whose cancel job used every attempt: ended cancelled here (upstream-cancel-unconfirmed). */
+  cancelNotConfirmed: number;
   /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
   jobsRequeued: number;
   leasesResumed: number;
@@ -37,7 +41,7 @@ export class SweepUseCase {
     private readonly ending: EndLocallyUseCase,
   ) {}
 
-  /** Study deadline, stuck upstream orders, exhausted place jobs, lapsed upload leases. */
+  /** Study deadline, stuck upstream orders, exhausted place / cancel / upload jobs, lapsed upload leases. */
   async sweep(): Promise<SweepSummary> {
     const { jobs, settings } = this.deps;
     const late = await this.deps.orders.pastStudyDeadline();
@@ -67,6 +71,27 @@ export class SweepUseCase {
         'not-placed',
       );
     }
+    // A cancel job that used every attempt (the upstream refused or was unreachable for the
+    // whole retry budget) never runs again: the order, its cancel accepted (the RIS got CR, the
+    // ServiceRequest revoked), stayed `processing` with its Task in progress until the upstream
+    // ended it or the stuck sweep failed it days later. It ends cancelled here, as asked, and
+    // the analyst is told the upstream order may still run; a result it delivers later is
+    // kept, not published (result-after-cancel).
+    const uncancelled = await this.deps.orders.cancelJobsExhausted();
+    for (const o of uncancelled) {
+      const since = Math.max(
+        1,
+        Math.round((this.deps.clock.now() - new Date(o.cancel_requested_at).getTime()) / 3_600_000),
+      );
+      const last = (o.last_error ?? 'unknown').slice(0, 300);
+      await this.ending.endLocally(
+        o.id,
+        'cancelled',
+        `cancelled here as the orderer asked, but the upstream cancel failed on all ${o.attempts} attempts over ${since} h (last: ${last}): the upstream may still process the order`,
+        'upstream-cancel-unconfirmed',
+        { upstreamAnswered: true },
+      );
+    }
     // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
     // restore) was never looked at again: `received` (the exhausted-job check above needs a
     // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
@@ -87,6 +112,28 @@ export class SweepUseCase {
     for (const o of unfetched) {
       await this.documentsNotFetched(o);
     }
+    // An upload job that used every attempt (the upstream refused or dropped the study for
+    // the whole retry budget: 5xx, network, 429) never runs again. Before, the lapsed-lease
+    // check below enqueued it again, its back-off starting over: the study was retried
+    // forever and no one was told. It ends here like a create that was never taken: failed,
+    // alert not-uploaded, the clinician getting a no-result answer, the upstream order
+    // (waiting for a study that will not come) cancelled, a multipart upload aborted.
+    const unuploaded = await this.deps.orders.uploadJobsExhausted();
+    for (const o of unuploaded) {
+      const since = o.upload_started_at
+        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.upload_started_at).getTime()) / 3_600_000))} h`
+        : '';
+      const last = (o.last_error ?? 'unknown').slice(0, 300);
+      await this.ending.endLocally(
+        o.id,
+        'failed',
+        `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        'not-uploaded',
+      );
+      if (o.upstream_order_id) {
+        await this.deps.imaging.uploader.abandon(o.upstream_order_id).catch(() => undefined);
+      }
+    }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {
       // A new job even if a dead worker's job still holds the key (graphile-worker then
@@ -98,6 +145,8 @@ export class SweepUseCase {
       studyDeadlines: late.length,
       stuck: stuck.length,
       notPlaced: unplaced.length,
+      cancelNotConfirmed: uncancelled.length,
+      notUploaded: unuploaded.length,
       jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };

@@ -203,15 +203,32 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(res.status).toBeLessThan(300);
   };
 
+  /** What the proxy answers for an upstream endpoint under maintenance. */
+  const unavailable = (headers?: Record<string, string>): ProxyAction => ({
+    reply: 503,
+    body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
+    ...(headers ? { headers } : {}),
+  });
+
+  /** Moves the sandbox clock by `stepMs` and sweeps, until the order is in `state` (`tries` rounds at most). */
+  const advanceUntil = async (id: string, state: string, stepMs: number, tries: number) => {
+    for (let i = 0; i < tries && (await orderState(db, id)) !== state; i++) {
+      await sandbox.advance(stepMs);
+      await sweep();
+    }
+  };
+
+  /** Waits until the job under `key` has run and failed once, and is waiting to retry. */
+  const failedOnce = (what: string, key: string) =>
+    waitFor(what, async () => {
+      const j = await jobOf(key);
+      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
+    });
+
   it('an order whose place job used every attempt (upstream down for days) fails with an alert and a no-result answer; one still retrying stays received', async () => {
     // The upstream's create is down (503 from its load balancer), for every order.
     decide = (method, path) =>
-      method === 'POST' && path === '/new-order'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      method === 'POST' && path === '/new-order' ? unavailable() : 'pass';
     const given = newOrderSpec();
     const retrying = newOrderSpec();
     const ids: string[] = [];
@@ -283,11 +300,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     async (_what, retryAfter, expectedS) => {
       decide = (method, path) =>
         method === 'POST' && path === '/new-order'
-          ? {
-              reply: 503,
-              body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-              headers: { 'retry-after': retryAfter },
-            }
+          ? unavailable({ 'retry-after': retryAfter })
           : 'pass';
       const spec = newOrderSpec();
       const started = Date.now();
@@ -360,13 +373,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('a cancel while the create waits out the upstream (next try in 30 min): answered within seconds, not when the create is tried again', async () => {
     decide = (method, path) =>
-      method === 'POST' && path === '/new-order'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-            headers: { 'retry-after': '1800' },
-          }
-        : 'pass';
+      method === 'POST' && path === '/new-order' ? unavailable({ 'retry-after': '1800' }) : 'pass';
     const spec = newOrderSpec();
     const id = await ordered(spec);
     await firstCreateFailed(id);
@@ -433,13 +440,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   });
 
   it('a delivered order whose results cannot be fetched for every attempt of its job: an alert says so (the result is not silently missing)', async () => {
-    decide = (method, path) =>
-      method === 'GET' && path === '/results'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+    decide = (method, path) => (method === 'GET' && path === '/results' ? unavailable() : 'pass');
     const spec = newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: delivered');
     const id = await placeWithStudy({ adapter, mllp, db }, spec);
     await waitFor(
@@ -449,10 +450,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       200,
       () => orderDiagnostics(db, id),
     );
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
-      await sandbox.advance(5_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'delivered', 5_000, 20);
     expect(await orderState(db, id)).toBe('delivered');
     const key = `documents:${id}:DELIVERED`;
     const job = async () =>
@@ -622,17 +620,9 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   it('documents-not-fetched is cleared when a later fetch of the same documents succeeds (the job run again once the upstream is back)', async () => {
     let down = true;
     decide = (method, path) =>
-      down && method === 'GET' && path === '/results'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      down && method === 'GET' && path === '/results' ? unavailable() : 'pass';
     const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
-      await sandbox.advance(5_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'delivered', 5_000, 20);
     expect(await orderState(db, id)).toBe('delivered');
     const key = `documents:${id}:DELIVERED`;
     await exhaust(key, id);
@@ -681,10 +671,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('an upstream status that moves backwards (a stale QC_FAILED after QC_BYPASS, a stale QUEUED during analysis) is observed on the timeline, not applied; the bypass after QC_FAILED and the way on to DELIVERED are', async () => {
     const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
-      await sandbox.advance(1_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
     expect(await orderState(db, id)).toBe('qc-hold');
     await waitFor('the QC report stored', async () => {
       const { rows } = await db.query(
@@ -765,33 +752,19 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await stale()).toHaveLength(2);
     // On to DELIVERED, applied as ever.
     decide = () => 'pass';
-    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
-      await sandbox.advance(2_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'delivered', 2_000, 10);
     expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
   });
 
   it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
     let qcDown = true;
     decide = (method, path) =>
-      qcDown && method === 'GET' && path === '/qc-report'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      qcDown && method === 'GET' && path === '/qc-report' ? unavailable() : 'pass';
     const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
-      await sandbox.advance(1_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
     expect(await orderState(db, id)).toBe('qc-hold');
     const key = `documents:${id}:QC_FAILED_BYPASSABLE`;
-    await waitFor('a first failed QC report fetch', async () => {
-      const j = await jobOf(key);
-      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
-    });
+    await failedOnce('a first failed QC report fetch', key);
     const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
       method: 'POST',
       headers: {
@@ -814,10 +787,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       );
       return rows.length > 0;
     });
-    for (let i = 0; i < 10 && (await orderState(db, id)) !== 'delivered'; i++) {
-      await sandbox.advance(2_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'delivered', 2_000, 10);
     expect(await orderState(db, id)).toBe('delivered');
     await waitFor('the result ORU', async () =>
       orusOf(spec.placer).some((m) => m.get('OBR-25') === 'F'),
@@ -868,12 +838,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('an upload waiting out its back-off after a 5xx is not run again by every sweep (its lease released is not a lapsed lease)', async () => {
     decide = (method, path) =>
-      method === 'GET' && path === '/upload/single-put'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      method === 'GET' && path === '/upload/single-put' ? unavailable() : 'pass';
     const spec = newOrderSpec();
     const id = await placeWithStudy({ adapter, mllp, db }, spec);
     const key = `upload:${id}`;
@@ -916,12 +881,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('an upload job that used every attempt (the upstream refused the study for days) ends the order failed with alert not-uploaded and a no-result answer, the upstream order cancelled; the sweep never runs it again', async () => {
     decide = (method, path) =>
-      method === 'GET' && path === '/upload/single-put'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      method === 'GET' && path === '/upload/single-put' ? unavailable() : 'pass';
     const spec = newOrderSpec();
     const id = await placeWithStudy({ adapter, mllp, db }, spec);
     const key = `upload:${id}`;
@@ -972,24 +932,13 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('a QC bypass asked for an order whose orderer cancelled it (cancel not yet taken upstream) is refused 409 cancel_requested, not sent upstream', async () => {
     decide = (method, path) =>
-      method === 'PATCH' && path === '/cancel-order'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      method === 'PATCH' && path === '/cancel-order' ? unavailable() : 'pass';
     const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'qc-hold'; i++) {
-      await sandbox.advance(1_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
     expect(await orderState(db, id)).toBe('qc-hold');
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
-    await waitFor('a first failed cancel', async () => {
-      const j = await jobOf(`cancel:${id}`);
-      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
-    });
+    await failedOnce('a first failed cancel', `cancel:${id}`);
     const bypassCalls = () =>
       proxy.hits.filter((h) => h.method === 'PATCH' && h.path === '/qc-bypass').length;
     const callsBefore = bypassCalls();
@@ -1011,23 +960,12 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   it('a delivered order whose documents job row was lost (results never fetched) gets the job again from the sweep, and its result is published', async () => {
     let down = true;
     decide = (method, path) =>
-      down && method === 'GET' && path === '/results'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      down && method === 'GET' && path === '/results' ? unavailable() : 'pass';
     const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
-    for (let i = 0; i < 20 && (await orderState(db, id)) !== 'delivered'; i++) {
-      await sandbox.advance(5_000);
-      await sweep();
-    }
+    await advanceUntil(id, 'delivered', 5_000, 20);
     expect(await orderState(db, id)).toBe('delivered');
     const key = `documents:${id}:DELIVERED`;
-    await waitFor('a first failed fetch', async () => {
-      const j = await jobOf(key);
-      return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
-    });
+    await failedOnce('a first failed fetch', key);
     await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [key]);
     down = false;
     // Younger than the bound: left alone.
@@ -1060,12 +998,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
 
   it('a cancel whose upstream job used every attempt (upstream down) ends the order cancelled here with alert upstream-cancel-unconfirmed; a result the upstream delivers later: the order stays cancelled, no result is published, the report is kept and alert result-after-cancel raised', async () => {
     decide = (method, path) =>
-      method === 'PATCH' && path === '/cancel-order'
-        ? {
-            reply: 503,
-            body: JSON.stringify({ error: 'service_unavailable', message: 'maintenance' }),
-          }
-        : 'pass';
+      method === 'PATCH' && path === '/cancel-order' ? unavailable() : 'pass';
     const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');

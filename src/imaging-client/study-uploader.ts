@@ -34,6 +34,12 @@ const DEFAULT_URL_LIFETIME_MS = 60 * 60_000;
  * from disk (never buffered whole), parts in parallel with bounded concurrency, progress
  * persisted so a restarted adapter resumes rather than starts over.
  */
+/**
+ * How long a complete refused as unknown or already completed waits for the order to leave
+ * PENDING (a complete that went through, its answer lost) before the refusal counts.
+ */
+const COMPLETE_SETTLE_MS = 60_000;
+
 export class StudyUploader {
   constructor(
     private readonly client: ImagingClient,
@@ -235,16 +241,30 @@ export class StudyUploader {
       await this.client.uploads.completeMultipart(uploadId, parts, orderId);
     } catch (error) {
       // A complete that went through but whose answer was lost (then retried, or replayed after
-      // a restart) is refused as unknown; the order having moved on shows it did complete.
+      // a restart) is refused as unknown or already completed; the order moving on shows it did
+      // complete. The service may still be assembling the object (the order stays PENDING for a
+      // while), so the order is watched for a bounded time before the refusal counts.
       if (
         error instanceof ImagingClientError &&
-        (error.code === 'not_found' || error.code === 'conflict')
-      ) {
-        const { status } = await this.client.getStatus({ orderId });
-        if (status !== 'PENDING') return;
-      }
+        (error.code === 'not_found' || error.code === 'conflict') &&
+        (await this.movesOnFromPending(orderId))
+      )
+        return;
       throw error;
     }
+  }
+
+  /** Whether the order leaves PENDING within COMPLETE_SETTLE_MS (looks back off: 0.25 s, 0.5 s, … 5 s). */
+  private async movesOnFromPending(orderId: string): Promise<boolean> {
+    const deadline = this.deps.clock.now() + COMPLETE_SETTLE_MS;
+    // at most 16 looks, whatever the clock says (a clock that stands still ends the loop too)
+    for (let look = 0, wait = 250; look < 16; look++, wait = Math.min(wait * 2, 5_000)) {
+      const { status } = await this.client.getStatus({ orderId });
+      if (status !== 'PENDING') return true;
+      if (this.deps.clock.now() + wait > deadline) return false;
+      await this.deps.clock.sleep(wait);
+    }
+    return false;
   }
 
   /**

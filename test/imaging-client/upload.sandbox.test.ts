@@ -6,6 +6,7 @@ import { PgUploadProgressStore, type UploadedPart } from '../../src/imaging-clie
 import { TERMINAL_UPSTREAM_STATUSES } from '../../src/imaging-spec/imaging-spec';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { createMrBrainSeries, generateUid, zipEntries } from '../helpers/dicom-factory';
+import { startFaultyProxy } from './faulty-proxy';
 import { buildClient, startTestSandbox, waitForStatus } from './sandbox-harness';
 
 const MIB = 1024 * 1024;
@@ -108,6 +109,47 @@ describe('study uploads against the sandbox', () => {
         await second.close();
       }
     } finally {
+      await peer.close();
+    }
+  });
+
+  it('a complete whose answer was lost, retried while the service still says PENDING, waits for the order to move on instead of aborting the upload', async () => {
+    // The service took the first complete (the answer never came back), refuses the retry as
+    // already completed, and still answers PENDING for a while: assembling a large multipart
+    // object takes time. Before: one look at the status, PENDING, so the retry's 409 counted as
+    // a refusal for good and the upload was aborted, the study never analysed.
+    const peer = await startTestSandbox();
+    let completes = 0;
+    let pendingAnswers = 0;
+    const proxy = await startFaultyProxy(peer.sandbox.baseUrl, (method, path) => {
+      if (method === 'POST' && path === '/upload/multipart/complete' && completes++ === 0)
+        return 'drop-after';
+      if (method === 'GET' && path === '/status' && completes > 0 && pendingAnswers < 3) {
+        pendingAnswers++;
+        return {
+          rewrite: (body: Buffer) =>
+            JSON.stringify({ ...(JSON.parse(body.toString()) as object), status: 'PENDING' }),
+        };
+      }
+      return 'pass';
+    });
+    const c = buildClient(proxy.baseUrl, { dataSource: db.dataSource });
+    try {
+      const { orderId } = await c.client.createOrder(
+        { study_uid: study.studyUid },
+        { correlationId: randomUUID() },
+      );
+      expect(await c.uploader.upload(orderId, study.path)).toMatchObject({
+        mode: 'multipart',
+        partCount: 3,
+      });
+      expect(completes).toBe(2);
+      expect(pendingAnswers).toBe(3);
+      expect(proxy.hits.filter((h) => h.path === '/upload/multipart/abort')).toHaveLength(0);
+      expect(await waitForStatus(c.client, orderId, terminal)).toBe('DELIVERED');
+    } finally {
+      await c.close();
+      await proxy.close();
       await peer.close();
     }
   });

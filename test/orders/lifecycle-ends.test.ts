@@ -97,6 +97,16 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       .map((m) => parseHl7(m))
       .filter((m) => m.messageType.code === 'ORU' && m.get('ORC-2') === placer);
 
+  /**
+   * The clinician's side of a no-result end: the ORUs' text names no upstream error (status
+   * codes, the upstream's words), only what happened in words a clinic reads.
+   */
+  const expectClinicalWording = (placer: string, says: RegExp) => {
+    const text = ris.received.filter((m) => m.includes('ORU^R01') && m.includes(placer)).join('\n');
+    expect(text).toMatch(says);
+    expect(text).not.toMatch(/503|maintenance|service_unavailable|attempts? failed \(last/);
+  };
+
   const timeline = async (id: string) =>
     (
       await db.query(
@@ -282,6 +292,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await waitFor('the ORU', async () => orusOf(given.placer).length > 0);
     const orus = orusOf(given.placer);
     expect(orus.every((m) => m.get('OBR-25') === 'X')).toBe(true);
+    expectClinicalWording(given.placer, /could not be placed with the analysis service/);
     // Still retrying (and so, like an order held back by the budget, still to be placed): left alone.
     expect(await orderState(db, other)).toBe('received');
     expect((await placeJob(other))!.attempts).toBeLessThan(25);
@@ -915,6 +926,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // The clinician: a no-result answer, never a result.
     await waitFor('the no-result ORU', async () => orusOf(spec.placer).length > 0);
     expect(orusOf(spec.placer).every((m) => m.get('OBR-25') === 'X')).toBe(true);
+    expectClinicalWording(spec.placer, /study could not be sent to the analysis service/);
     // The upstream order, waiting for a study that will not come, is cancelled.
     await waitFor(
       'the upstream order cancelled',
@@ -1015,6 +1027,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await waitFor('the cancel ORU', async () =>
       orusOf(spec.placer).some((m) => m.get('ORC-1') === 'CR'),
     );
+    expectClinicalWording(spec.placer, /cancelled as the orderer asked/);
     expect(
       (await timeline(id)).filter(
         (e) => e.kind === 'order.alert' && /upstream-cancel-unconfirmed/.test(e.summary),

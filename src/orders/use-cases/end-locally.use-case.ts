@@ -38,13 +38,21 @@ export class EndLocallyUseCase {
     to: Extract<OrderState, 'failed' | 'cancelled'>,
     reason: string,
     alert: string | null,
-    /** The upstream has just answered a cancel of this order: it is not asked again. */
-    options: { upstreamAnswered?: boolean } = {},
+    options: {
+      /** The upstream has just answered a cancel of this order: it is not asked again. */
+      upstreamAnswered?: boolean;
+      /**
+       * What the clinic is told (Task, DiagnosticReport, ORU), when `reason` holds what only
+       * the analyst should read: the upstream's error words, status codes, attempt counts.
+       */
+      clinicalReason?: string;
+    } = {},
   ): Promise<void> {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
     let ended = false;
     let end = { to, reason, alert };
+    let clinicalReason = options.clinicalReason ?? reason;
     await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order || isTerminal(stateOf(order))) return;
@@ -68,6 +76,8 @@ export class EndLocallyUseCase {
           reason: `cancelled as the orderer asked; it had also failed: ${reason}`,
           alert: null,
         };
+        clinicalReason =
+          options.clinicalReason === undefined ? end.reason : 'cancelled as the orderer asked';
       }
       const moved = await transition(
         manager,
@@ -102,7 +112,7 @@ export class EndLocallyUseCase {
       await events.endedLocally(manager, {
         order: snapshot(order),
         state: end.to,
-        reason: end.reason,
+        reason: clinicalReason,
         alert: end.alert,
       });
       if (order.upstream_order_id && phaseOf(moved.from) !== 'ended' && !options.upstreamAnswered) {

@@ -87,14 +87,22 @@ export class UploadLeaseRepository extends RepositoryBase {
    * trouble instead of graphile-worker's back-off, and the job never ran out of attempts. Nor
    * is one whose job used every attempt (unlocked, out of attempts): it ends the order
    * (the sweep's not-uploaded); enqueued again, its back-off started over and a study the
-   * upstream kept refusing was retried forever, no one told.
+   * upstream kept refusing was retried forever, no one told. Nor is one whose job a live
+   * worker pool (heartbeat row) is running: its run releases the lease before the job is marked
+   * failed, and a sweep in between enqueued a second job under the key (graphile-worker clears
+   * the running one's key), so the upload ran twice and the exhausted job was no longer found
+   * by its key (red CI of lifecycle-ends' not-uploaded case). A killed pool's job is unlocked,
+   * or its heartbeat row deleted, within JOB_WORKER_DEAD_AFTER_SECONDS.
    */
   async lapsed(manager?: EntityManager): Promise<Array<{ id: string }>> {
     return this.db(manager).query(
       `SELECT o.id FROM orders o
         WHERE o.state = 'uploading' AND (o.lease_until IS NULL OR o.lease_until < now())
           AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
-                           WHERE j.key = 'upload:' || o.id::text AND j.locked_by IS NULL)
+                           WHERE j.key = 'upload:' || o.id::text
+                             AND (j.locked_by IS NULL
+                                  OR EXISTS (SELECT 1 FROM job_worker_heartbeats h
+                                              WHERE h.worker_id = j.locked_by)))
           AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'upload:' || o.id::text)
         LIMIT 500`,
     );

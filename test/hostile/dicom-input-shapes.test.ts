@@ -5,7 +5,7 @@ import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acqui
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { generateUid } from '../helpers/dicom-factory';
 import { element, nestedSequences, rawInstance, type RawInstance } from '../helpers/raw-dicom';
-import { multipartRelated } from '../studies/study-test-support';
+import { multipartRelated, stowToAdapter } from '../studies/study-test-support';
 
 type DicomJson = Record<string, { Value?: Array<Record<string, { Value: unknown[] }>> }>;
 
@@ -22,19 +22,8 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
   afterAll(async () => adapter?.close());
 
   const stow = async (instances: RawInstance[]) => {
-    const { body, contentType } = multipartRelated(
-      instances.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
-    );
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    return { status: res.statusCode, json: (await res.body.json()) as DicomJson };
+    const res = await stowToAdapter(adapter.httpUrl, instances);
+    return { status: res.status, json: res.json as DicomJson };
   };
 
   const order = async (ids: { study: string; accession: string; patientId: string }) => {

@@ -4,11 +4,10 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/persistence/embedded-postgres';
-import { request } from 'undici';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
-import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { createMrBrainStudy, type DicomInstance } from '../helpers/dicom-factory';
-import { insertOrder, multipartRelated, readZip, sha256 } from '../studies/study-test-support';
+import { insertOrder, readZip, sha256, stowToAdapter } from '../studies/study-test-support';
 
 jest.setTimeout(120_000);
 const run = promisify(execFile);
@@ -101,22 +100,8 @@ describe('hostile: a sender resends the study while the adapter packages it', ()
     if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
   });
 
-  async function stow(study: DicomInstance[]): Promise<number> {
-    const { body, contentType } = multipartRelated(
-      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
-    );
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    await res.body.dump();
-    return res.statusCode;
-  }
+  const stow = async (study: DicomInstance[]) =>
+    (await stowToAdapter(adapter.httpUrl, study)).status;
 
   it('resends replacing the files being packaged: no exception, no failed order; the package holds the whole study once it is quiet', async () => {
     // A modality (or a router retrying on its own timeout) sends the study again while the

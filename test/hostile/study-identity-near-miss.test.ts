@@ -1,8 +1,7 @@
-import { request } from 'undici';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
-import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { rawInstance } from '../helpers/raw-dicom';
-import { multipartRelated } from '../studies/study-test-support';
+import { stowToAdapter } from '../studies/study-test-support';
 
 jest.setTimeout(120_000);
 
@@ -21,22 +20,7 @@ describe('hostile: near-miss identifiers of a pushed study', () => {
   });
   afterAll(async () => adapter?.close());
 
-  async function push(bytes: Buffer): Promise<number> {
-    const { body, contentType } = multipartRelated([
-      { contentType: 'application/dicom', data: bytes },
-    ]);
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    await res.body.dump();
-    return res.statusCode;
-  }
+  const push = async (bytes: Buffer) => (await stowToAdapter(adapter.httpUrl, [bytes])).status;
 
   async function insertOrder(accession: string, studyUid: string | null): Promise<string> {
     const rows = (await adapter.dataSource.query(

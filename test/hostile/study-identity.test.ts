@@ -2,7 +2,6 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { request } from 'undici';
 import { MllpClient } from '../../src/hl7';
 import { DicomWebClient } from '../../src/studies/dicomweb.client';
 import { DimseClient } from '../../src/studies/dimse.client';
@@ -17,7 +16,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { createMrBrainStudy, type DicomInstance } from '../helpers/dicom-factory';
 import { ackSummary, hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
-import { multipartRelated } from '../studies/study-test-support';
+import { stowToAdapter } from '../studies/study-test-support';
 
 jest.setTimeout(120_000);
 
@@ -465,22 +464,8 @@ describe('hostile: intake and pushes on a running adapter', () => {
   afterAll(async () => adapter?.close());
 
   /** The instances pushed to the running adapter by STOW-RS; the answer's status. */
-  async function pushOverStow(study: DicomInstance[]): Promise<number> {
-    const { body, contentType } = multipartRelated(
-      study.map((i) => ({ contentType: 'application/dicom', data: i.bytes })),
-    );
-    const res = await request(`${adapter.httpUrl}/dicomweb/studies`, {
-      method: 'POST',
-      headers: {
-        'content-type': contentType,
-        accept: 'application/dicom+json',
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-      },
-      body,
-    });
-    await res.body.dump();
-    return res.statusCode;
-  }
+  const pushOverStow = async (study: DicomInstance[]) =>
+    (await stowToAdapter(adapter.httpUrl, study)).status;
 
   /** The adapter's acquirer asked until the pushed study's quiet period has passed. */
   async function acquiredAfterQuiet(req: Parameters<StudyAcquirer['acquire']>[0]) {

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { fromBuffer, type Entry, type ZipFile } from 'yauzl';
 import { readFile } from 'node:fs/promises';
+import { request } from 'undici';
+import { TEST_TOKENS } from '../helpers/adapter';
 
 /** Shared helpers of the study acquisition suites (not a test file). */
 
@@ -74,4 +76,32 @@ export function multipartRelated(
     body: Buffer.concat(chunks),
     contentType: `multipart/related; type="application/dicom"; boundary=${boundary}`,
   };
+}
+
+/**
+ * Pushes instances to a running adapter's STOW-RS endpoint as a sending modality does (one
+ * multipart/related body, the sender's token); the answer's status and its body (DICOM JSON
+ * or problem JSON, undefined when empty).
+ */
+export async function stowToAdapter(
+  httpUrl: string,
+  instances: Array<Buffer | { bytes: Buffer }>,
+): Promise<{ status: number; json: unknown }> {
+  const { body, contentType } = multipartRelated(
+    instances.map((i) => ({
+      contentType: 'application/dicom',
+      data: Buffer.isBuffer(i) ? i : i.bytes,
+    })),
+  );
+  const res = await request(`${httpUrl}/dicomweb/studies`, {
+    method: 'POST',
+    headers: {
+      'content-type': contentType,
+      accept: 'application/dicom+json',
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+    },
+    body,
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, json: text ? (JSON.parse(text) as unknown) : undefined };
 }

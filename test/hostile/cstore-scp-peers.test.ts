@@ -76,6 +76,34 @@ function contextResults(ac: Buffer): Map<number, { result: number; syntax: strin
 }
 
 /**
+ * An adapter whose C-STORE SCP listens on a free port as AE, jobs off, with `env` on top, and a
+ * scratch folder for the files a peer sends: started before the block's tests, removed after.
+ */
+function scpAdapter(env: Record<string, string>): {
+  adapter: TestAdapter;
+  port: number;
+  dir: string;
+} {
+  const scp = {} as { adapter: TestAdapter; port: number; dir: string };
+  beforeAll(async () => {
+    scp.port = await freePort();
+    scp.adapter = await startTestAdapter({
+      DICOM_SCP_PORT: String(scp.port),
+      DICOM_SCP_AE_TITLE: AE,
+      JOBS_ENABLED: 'false',
+      ...env,
+    });
+    scp.dir = mkdtempSync(join(tmpdir(), 'cstore-hostile-'));
+  });
+  afterAll(async () => {
+    await scp.adapter?.close();
+    if (scp.adapter) rmSync(scp.adapter.dataDir, { recursive: true, force: true });
+    if (scp.dir) rmSync(scp.dir, { recursive: true, force: true });
+  });
+  return scp;
+}
+
+/**
  * Peers of the C-STORE SCP that are not what they claim or send what no PACS sends: a C-STORE
  * that names our AE title as Move Originator from an association the DIMSE PACS did not open,
  * a P-DATA-TF PDU claiming 2 GiB, a calling AE outside the allow-list. Each is refused or
@@ -86,22 +114,11 @@ describe('hostile: C-STORE SCP peers', () => {
   let port: number;
   let dir: string;
 
-  beforeAll(async () => {
-    port = await freePort();
-    adapter = await startTestAdapter({
-      DICOM_SCP_PORT: String(port),
-      DICOM_SCP_AE_TITLE: AE,
-      DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1,INTRUDER',
-      DICOM_SCP_MAX_ASSOCIATIONS: '8',
-      JOBS_ENABLED: 'false',
-    });
-    dir = mkdtempSync(join(tmpdir(), 'cstore-hostile-'));
+  const scp = scpAdapter({
+    DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1,INTRUDER',
+    DICOM_SCP_MAX_ASSOCIATIONS: '8',
   });
-  afterAll(async () => {
-    await adapter?.close();
-    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  beforeAll(() => ({ adapter, port, dir } = scp));
 
   const audit = async (kind: string) =>
     (await adapter.dataSource.query(
@@ -420,21 +437,12 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
   let adapter: TestAdapter;
   let port: number;
 
-  beforeAll(async () => {
-    port = await freePort();
-    adapter = await startTestAdapter({
-      DICOM_SCP_PORT: String(port),
-      DICOM_SCP_AE_TITLE: AE,
-      DICOM_SCP_MAX_ASSOCIATIONS: '4',
-      DICOM_SCP_TIMEOUT_SECONDS: '1',
-      STOW_MAX_REQUEST_BYTES: String(1024 * 1024),
-      JOBS_ENABLED: 'false',
-    });
+  const scp = scpAdapter({
+    DICOM_SCP_MAX_ASSOCIATIONS: '4',
+    DICOM_SCP_TIMEOUT_SECONDS: '1',
+    STOW_MAX_REQUEST_BYTES: String(1024 * 1024),
   });
-  afterAll(async () => {
-    await adapter?.close();
-    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
-  });
+  beforeAll(() => ({ adapter, port } = scp));
 
   /** Resolves with whether the SCP closed `s` within `ms`. */
   const closedWithin = (s: import('node:net').Socket, ms: number) =>
@@ -541,27 +549,15 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
 });
 
 describe('hostile: one address cannot take every C-STORE SCP slot (DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT)', () => {
-  let adapter: TestAdapter;
   let port: number;
   let dir: string;
 
-  beforeAll(async () => {
-    port = await freePort();
-    adapter = await startTestAdapter({
-      DICOM_SCP_PORT: String(port),
-      DICOM_SCP_AE_TITLE: AE,
-      DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1',
-      DICOM_SCP_MAX_ASSOCIATIONS: '8',
-      DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: '3',
-      JOBS_ENABLED: 'false',
-    });
-    dir = mkdtempSync(join(tmpdir(), 'cstore-perclient-'));
+  const scp = scpAdapter({
+    DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1',
+    DICOM_SCP_MAX_ASSOCIATIONS: '8',
+    DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: '3',
   });
-  afterAll(async () => {
-    await adapter?.close();
-    if (adapter) rmSync(adapter.dataDir, { recursive: true, force: true });
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  beforeAll(() => ({ port, dir } = scp));
 
   it('8 silent connections from one address: 3 held, and a modality elsewhere still stores (status 0)', async () => {
     // Before: all 8 slots held for DICOM_SCP_TIMEOUT_SECONDS (60 s) by one address that then

@@ -39,6 +39,37 @@ async function insertOrder(
   return rows[0]!.id;
 }
 
+/** The adapter's acquirer pulling from a PACS over DIMSE (C-FIND, C-GET), clock under test. */
+function dimseAcquirer(
+  db: TestDatabase,
+  orthanc: RunningOrthanc,
+  dataDir: string,
+  now: () => Date,
+): DefaultStudyAcquirer {
+  const paths = new StudyStoragePaths(dataDir);
+  return new DefaultStudyAcquirer({
+    dataSource: db.dataSource,
+    paths,
+    logger: pino({ level: 'silent' }),
+    quietPeriodSeconds: 60,
+    now,
+    dimse: new DimsePacs({
+      client: new DimseClient({
+        host: '127.0.0.1',
+        port: orthanc.dicomPort,
+        calledAeTitle: orthanc.aet,
+        callingAeTitle: 'IMAGING-ADAPTER',
+        timeoutMs: 5000,
+        retrieveTimeoutMs: 60_000,
+      }),
+      retrieve: 'get',
+      paths,
+      maxInstances: 10_000,
+      maxBytes: 4 * 1024 ** 3,
+    }),
+  });
+}
+
 describe('hostile: a PACS answer that is not the order’s study is never retrieved or uploaded', () => {
   let orthanc: RunningOrthanc;
   let db: TestDatabase;
@@ -259,29 +290,7 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
         series: [{ slices: 1 }],
       }),
     );
-    const paths = new StudyStoragePaths(dataDir);
-    const dimse = () =>
-      new DefaultStudyAcquirer({
-        dataSource: db.dataSource,
-        paths,
-        logger: pino({ level: 'silent' }),
-        quietPeriodSeconds: 60,
-        now: () => new Date(clock),
-        dimse: new DimsePacs({
-          client: new DimseClient({
-            host: '127.0.0.1',
-            port: orthanc.dicomPort,
-            calledAeTitle: orthanc.aet,
-            callingAeTitle: 'IMAGING-ADAPTER',
-            timeoutMs: 5000,
-            retrieveTimeoutMs: 60_000,
-          }),
-          retrieve: 'get',
-          paths,
-          maxInstances: 10_000,
-          maxBytes: 4 * 1024 ** 3,
-        }),
-      });
+    const dimse = () => dimseAcquirer(db, orthanc, dataDir, () => new Date(clock));
     const orderId = await insertOrder(db, { accession: 'IDN-ACC-AISS-D', patientId: 'SBX-000123' });
     const request = {
       orderId,
@@ -296,7 +305,7 @@ describe('hostile: a PACS answer that is not the order’s study is never retrie
     expect((result as { reason: string }).reason).toMatch(
       /accession-issuer \(order RIS_A, study RIS_B\)/,
     );
-    expect(existsSync(paths.packageFile(orderId))).toBe(false);
+    expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
   });
 
   it('the same issuing authority (or a side that names none) still matches', async () => {
@@ -416,29 +425,8 @@ describe('hostile: an accession of padding only never finds a study', () => {
         series: [{ slices: 1 }],
       })[0]!.bytes,
     );
-    const paths = new StudyStoragePaths(dataDir);
     let clock = Date.parse('2026-03-15T10:30:00Z');
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths,
-      logger: pino({ level: 'silent' }),
-      quietPeriodSeconds: 60,
-      now: () => new Date(clock),
-      dimse: new DimsePacs({
-        client: new DimseClient({
-          host: '127.0.0.1',
-          port: orthanc.dicomPort,
-          calledAeTitle: orthanc.aet,
-          callingAeTitle: 'IMAGING-ADAPTER',
-          timeoutMs: 5000,
-          retrieveTimeoutMs: 60_000,
-        }),
-        retrieve: 'get',
-        paths,
-        maxInstances: 10_000,
-        maxBytes: 4 * 1024 ** 3,
-      }),
-    });
+    const acquirer = dimseAcquirer(db, orthanc, dataDir, () => new Date(clock));
     const orderId = await insertOrder(db, { accession: '   ', patientId: 'SBX-000123' });
     const request = { orderId, accessionNumber: '   ', patientId: 'SBX-000123' };
     let result = await acquirer.acquire(request);
@@ -448,7 +436,7 @@ describe('hostile: an accession of padding only never finds a study', () => {
       status: 'failed',
       reason: 'the order names neither a Study Instance UID nor an accession number',
     });
-    expect(existsSync(paths.packageFile(orderId))).toBe(false);
+    expect(existsSync(new StudyStoragePaths(dataDir).packageFile(orderId))).toBe(false);
     // The clients refuse such a key too, whoever asks.
     await expect(
       new DicomWebClient({ baseUrl: orthanc.dicomWebUrl }).findStudies({ accessionNumber: ' ' }),

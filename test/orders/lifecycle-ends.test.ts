@@ -777,6 +777,67 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
   });
 
+  it('a final QC_FAILED after QC_BYPASS (off the active list: the bypass withdrawn or refused upstream) is an end, applied: the order fails as not analysable, no stale-status observation', async () => {
+    // The backwards guard holds earlier stages back; an end is never "stale". Before f0278f2
+    // this QC_FAILED was observed and not applied, and the order sat in processing until the
+    // upstream-stuck deadline, the clinician told nothing.
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
+    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason: 'motion limited to two slices' }),
+    });
+    expect(bypass.status).toBe(200);
+    await sandbox.advance(2_000);
+    await sweep();
+    const row = async () =>
+      (
+        await db.query(
+          `SELECT state, upstream_status, upstream_order_id FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; upstream_status: string; upstream_order_id: string };
+    expect(await row()).toMatchObject({ state: 'processing', upstream_status: 'QC_BYPASS' });
+    const { upstream_order_id: upstreamId } = await row();
+    // The upstream drops the order from its active list and GET /status says QC_FAILED.
+    decide = (method, path) => {
+      if (method === 'GET' && path === '/list-orders') {
+        return {
+          rewrite: (body) => {
+            const page = JSON.parse(body.toString()) as { orders: Array<{ order_id: string }> };
+            page.orders = page.orders.filter((o) => o.order_id !== upstreamId);
+            return JSON.stringify(page);
+          },
+        };
+      }
+      if (method === 'GET' && path === '/status') {
+        return {
+          rewrite: (body) =>
+            JSON.stringify({ ...(JSON.parse(body.toString()) as object), status: 'QC_FAILED' }),
+        };
+      }
+      return 'pass';
+    };
+    await sweep();
+    await sweep();
+    expect(await row()).toMatchObject({ state: 'failed', upstream_status: 'QC_FAILED' });
+    const kinds = (await timeline(id)).map((e) => e.kind);
+    expect(kinds).not.toContain('upstream.stale-status');
+    // Published as the final QC rejection once the QC report is fetched (row QC_FAILED_FINAL).
+    await waitFor('the final QC rejection published', async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM outbox WHERE order_id = $1 AND payload->>'rowKey' = 'QC_FAILED_FINAL'`,
+        [id],
+      );
+      return rows.length > 0;
+    });
+    decide = () => 'pass';
+  });
+
   it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
     let qcDown = true;
     decide = (method, path) =>

@@ -1,6 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Writable } from 'node:stream';
 import pino from 'pino';
 import { startAdapter, type RunningAdapter } from '../../src/bootstrap';
 import { createTestDatabase, type TestDatabase } from './database';
@@ -22,7 +23,11 @@ export interface TestAdapter extends RunningAdapter {
  * The whole adapter in-process on its own test database, random HTTP and MLLP ports, and
  * (unless IMAGING_BASE_URL is given) the in-process sandbox upstream.
  */
-export async function startTestAdapter(env: Record<string, string> = {}): Promise<TestAdapter> {
+export async function startTestAdapter(
+  env: Record<string, string> = {},
+  /** Where the adapter's log lines go (JSON lines at `level`), for tests that read them. */
+  logs?: { sink: Writable; level?: string },
+): Promise<TestAdapter> {
   const db = await createTestDatabase();
   const dataDir = mkdtempSync(join(tmpdir(), 'adapter-test-'));
   let adapter: RunningAdapter;
@@ -42,7 +47,9 @@ export async function startTestAdapter(env: Record<string, string> = {}): Promis
           .join(','),
         ...env,
       },
-      logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+      logger: logs
+        ? pino({ level: logs.level ?? 'info' }, logs.sink)
+        : pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
       announce: () => undefined,
     });
   } catch (error) {

@@ -1,4 +1,5 @@
 import { sanitizeText } from '../imaging-client/imaging-client.error';
+import { maskKnownValues, NO_KNOWN_PHI, type KnownPhi } from './phi-known-values';
 import { maskDate, maskName } from './phi-masking.values';
 
 /**
@@ -10,10 +11,13 @@ import { maskDate, maskName } from './phi-masking.values';
  * an `upstream.call`). Pure: no database, no Nest.
  */
 
-/** Free text from the upstream, with anything that may be PHI masked. */
-export function maskFreeText(text: string): string {
+/**
+ * Free text from the upstream, with anything that may be PHI masked. `known`: the order's own
+ * values (knownPhiOf), masked wherever they stand, in whatever form the patterns miss.
+ */
+export function maskFreeText(text: string, known: KnownPhi = NO_KNOWN_PHI): string {
   return (
-    sanitizeText(text)
+    maskKnownValues(sanitizeText(text), known)
       // HL7/DICOM person names (PN): FAMILY^Given^Middle.
       .replace(/[^\s^:;,()"'[\]{}]+(?:\^[^\s^:;,()"'[\]{}]*)+/g, (pn) =>
         pn

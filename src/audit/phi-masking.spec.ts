@@ -1,5 +1,6 @@
 import {
   maskDate,
+  maskEventDetail,
   maskHl7Text,
   maskIdentifier,
   maskJson,
@@ -255,5 +256,52 @@ describe('PHI masking', () => {
       reference: 'Patient/p1',
       display: 'H*** D***',
     });
+  });
+});
+
+describe('an upstream.call error for an analyst: the upstream code, never its words', () => {
+  const call = (error: Record<string, unknown>) =>
+    (
+      maskEventDetail('upstream.call', { operation: 'new-order', error }) as {
+        error: { message: string };
+      }
+    ).error.message;
+
+  it('a refusal with words: the code stays, the words point to the timeline', () => {
+    expect(
+      call({
+        code: 'client_error',
+        upstreamCode: 'invalid_metadata',
+        message:
+          'new-order: upstream answered 422 (invalid_metadata: no Erika Mustermann born 12.08.1964)',
+      }),
+    ).toBe(
+      "new-order: upstream answered 422 (invalid_metadata: [the upstream's words: on the order's timeline])",
+    );
+  });
+
+  it('a refusal with a code only is shown as it is; one without a code hides all it said', () => {
+    expect(
+      call({
+        code: 'conflict',
+        upstreamCode: 'order_not_pending',
+        message: 'upload-single: upstream answered 409 (order_not_pending)',
+      }),
+    ).toBe('upload-single: upstream answered 409 (order_not_pending)');
+    expect(
+      call({
+        code: 'client_error',
+        message: 'new-order: upstream answered 400 (Mustermann: unknown)',
+      }),
+    ).toBe("new-order: upstream answered 400 ([the upstream's words: on the order's timeline])");
+  });
+
+  it('our own words go through the free-text rule', () => {
+    expect(
+      call({
+        code: 'server_error',
+        message: 'new-order: gave up after 6 attempts (last: status 500)',
+      }),
+    ).toBe('new-order: gave up after 6 attempts (last: status 500)');
   });
 });

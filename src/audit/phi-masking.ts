@@ -197,11 +197,29 @@ function maskPatientLike(v: unknown): unknown {
   return out;
 }
 
-/** An `upstream.call` detail's `error.message` through the upstream free-text rule. */
+/**
+ * An `upstream.call` detail's `error.message` for an analyst. The upstream's own words (its
+ * error body's message) are not shown here, only its machine code (`error.upstreamCode`,
+ * kept apart when the call failed): the event of a refused create names no order, so the
+ * order's values are not at hand to mask them with, and patterns alone let "Erika
+ * Mustermann" in prose through. The order's timeline has them, masked with the order's own
+ * values (upstream-errors.ts `describe`); an admin's reveal shows them whole. Our own words
+ * (`gave up after 6 attempts (last: status 500)`) go through the free-text rule.
+ */
 function maskCallError(detail: Record<string, unknown>): Record<string, unknown> {
   const error = detail.error;
   if (error === null || typeof error !== 'object' || Array.isArray(error)) return detail;
-  const { message } = error as { message?: unknown };
+  const { message, upstreamCode } = error as { message?: unknown; upstreamCode?: unknown };
   if (typeof message !== 'string') return detail;
-  return { ...detail, error: { ...error, message: maskFreeText(message) } };
+  const head = UPSTREAM_ANSWERED.exec(message)?.[0];
+  if (!head) return { ...detail, error: { ...error, message: maskFreeText(message) } };
+  const code = typeof upstreamCode === 'string' ? upstreamCode : undefined;
+  const shown =
+    code !== undefined && message.startsWith(`${head}${code})`)
+      ? `${head}${code})`
+      : `${head}${code !== undefined ? `${code}: ` : ''}[the upstream's words: on the order's timeline])`;
+  return { ...detail, error: { ...error, message: shown } };
 }
+
+/** `<operation>: upstream answered <status> (`, as upstream-http.ts writes a refused call. */
+const UPSTREAM_ANSWERED = /^[A-Za-z][\w.-]{0,63}: upstream answered \d{3} \(/;

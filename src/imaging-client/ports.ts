@@ -101,7 +101,11 @@ export interface CallRecord {
   /** Presigned PUTs: the storage host the URL named (audited; the URL itself never is). */
   storageHost?: string;
   outcome: CallOutcome;
-  error?: { code: string; message: string };
+  /**
+   * `upstreamCode`: the machine code of the upstream's error body (`error`), apart from its
+   * words, which the audit page does not show (phi-masking.ts).
+   */
+  error?: { code: string; message: string; upstreamCode?: string };
   /** `X-API-Deprecation-Warning` text when the response carried it. */
   deprecationWarning?: string;
   /** Set on a 410: the version is retired. */

@@ -105,7 +105,12 @@ export class UpstreamHttp {
               'unexpected client failure',
               { cause: error },
             );
-      record.error = { code: typed.code, message: typed.message };
+      const upstreamCode = machineCodeOf(typed.upstreamError);
+      record.error = {
+        code: typed.code,
+        message: typed.message,
+        ...(upstreamCode ? { upstreamCode } : {}),
+      };
       throw typed;
     } finally {
       record.latencyMs = clock.now() - started;
@@ -476,4 +481,11 @@ function redirectNote(response: UpstreamResponse, isApi: boolean): string {
   }
   const fix = isApi ? 'IMAGING_BASE_URL must be the final address' : 'storage must take the PUT';
   return `, a redirect ${where} that is not followed (${fix})`;
+}
+
+/** The `error` of an upstream error body when it is a machine code (`invalid_metadata`). */
+function machineCodeOf(body: unknown): string | undefined {
+  const code =
+    body && typeof body === 'object' ? (body as Record<string, unknown>).error : undefined;
+  return typeof code === 'string' && /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/.test(code) ? code : undefined;
 }

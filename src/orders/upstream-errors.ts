@@ -1,3 +1,4 @@
+import { NO_KNOWN_PHI, type KnownPhi } from '../audit/phi-known-values';
 import { maskFreeText } from '../audit/phi-masking.free-text';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 
@@ -29,12 +30,13 @@ export function errorCode(error: unknown): string {
  * sent any, masked as an upstream refusal is (names, dates, long numbers, file names: its
  * error body is not specified and may echo the metadata we sent, and this line is shown
  * unmasked as a summary); otherwise ours (a refused presigned URL, a list too long, an
- * answer that never ended), so the analyst is told which it was.
+ * answer that never ended), so the analyst is told which it was. `known`: the order's own
+ * values (knownPhiOf), masked in whatever form the upstream quotes them.
  */
-export function describe(error: unknown): string {
+export function describe(error: unknown, known: KnownPhi = NO_KNOWN_PHI): string {
   if (error instanceof ImagingClientError) {
     const why = error.upstreamError
-      ? ` (${maskFreeText(JSON.stringify(error.upstreamError))})`
+      ? ` (${maskFreeText(JSON.stringify(error.upstreamError), known)})`
       : `: ${error.reason}`;
     return `${error.code} on ${error.operation}${why}`.slice(0, 500);
   }

@@ -1,3 +1,4 @@
+import { NO_KNOWN_PHI, type KnownPhi } from '../audit/phi-known-values';
 import { maskFilePath, maskFreeText } from '../audit/phi-masking.free-text';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 
@@ -29,7 +30,11 @@ export interface UpstreamRefusalView {
 const MACHINE_CODE = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
 const MAX_MESSAGE = 1_000;
 
-export function upstreamRefusalView(error: unknown): UpstreamRefusalView | undefined {
+/** `known`: the order's own values (knownPhiOf), masked wherever the upstream quotes them. */
+export function upstreamRefusalView(
+  error: unknown,
+  known: KnownPhi = NO_KNOWN_PHI,
+): UpstreamRefusalView | undefined {
   if (!(error instanceof ImagingClientError)) return undefined;
   const body =
     error.upstreamError && typeof error.upstreamError === 'object'
@@ -45,14 +50,14 @@ export function upstreamRefusalView(error: unknown): UpstreamRefusalView | undef
       : typeof body.body === 'string'
         ? body.body
         : '';
-  if (text) view.message = maskFreeText(text).slice(0, MAX_MESSAGE);
+  if (text) view.message = maskFreeText(text, known).slice(0, MAX_MESSAGE);
   // Refused here, not by the upstream (no status): our reason, e.g. `presigned upload URL
   // refused: host 169.254.169.254 is link-local`, rather than a bare `invalid_response`.
-  else if (error.status === undefined) view.message = maskFreeText(error.reason);
+  else if (error.status === undefined) view.message = maskFreeText(error.reason, known);
   if (error.fileProblems) {
     view.files = error.fileProblems.map((p) => ({
       file: maskFilePath(p.file),
-      reason: maskFreeText(p.reason),
+      reason: maskFreeText(p.reason, known),
     }));
     view.filesTotal = error.fileProblemsTotal ?? error.fileProblems.length;
   }

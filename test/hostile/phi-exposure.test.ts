@@ -306,9 +306,17 @@ describe('hostile: an upstream refusal that quotes the patient', () => {
   const UPSTREAM_REFUSAL = {
     error: 'invalid_metadata',
     message:
-      'patient_name MUSTERMANN^ERIKA^^^^^L does not match patient_id 40004711 (born 1964-08-12)',
+      'patient_name MUSTERMANN^ERIKA^^^^^L does not match patient_id 40004711 (born 1964-08-12): no Erika Mustermann born 12.08.1964 on file',
   };
-  const QUOTED = ['MUSTERMANN', 'ERIKA', '40004711', '1964-08-12'];
+  const QUOTED = [
+    'MUSTERMANN',
+    'Mustermann',
+    'ERIKA',
+    'Erika',
+    '40004711',
+    '1964-08-12',
+    '12.08.1964',
+  ];
   let sandbox: RunningSandbox;
   let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
   let harness: MllpHarness | undefined;
@@ -377,9 +385,13 @@ describe('hostile: an upstream refusal that quotes the patient', () => {
     const call = items.find(
       (e) => e.kind === 'upstream.call' && e.detail.endpoint === '/new-order',
     );
-    // Before: "new-order: upstream answered 422 (invalid_metadata: patient_name MUSTERMANN^…)"
+    // Before: "new-order: upstream answered 422 (invalid_metadata: patient_name MUSTERMANN^…)",
+    // then its words masked by pattern ("Erika Mustermann" in prose passed). The call event is
+    // not tied to the order (a refused create names no upstream order), so the order's values
+    // are not at hand: the upstream's words are not shown here at all (allow-list), only its
+    // code; the order's timeline has them, masked with the order's own values.
     expect(call?.detail.error?.message).toMatch(
-      /upstream answered 422 \(invalid_metadata: patient_name M\*\*\*\^E\*\*\*/,
+      /^new-order: upstream answered 422 \(invalid_metadata: \[the upstream's words: on the order's timeline\]\)$/,
     );
     const text = JSON.stringify(items);
     for (const phi of QUOTED) expect(text).not.toContain(phi);

@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { isTerminal } from '../../domain/order-state';
 import { TERMINAL_UPSTREAM_STATUSES } from '../../imaging-spec/imaging-spec';
@@ -100,8 +101,8 @@ export class CancelOrderUseCase {
         orderId,
         'cancelled',
         gone
-          ? `cancelled here: the upstream does not know the order (${describe(error)})`
-          : `cancelled here, but the upstream refused the cancel (${describe(error)}) and may still process the order`,
+          ? `cancelled here: the upstream does not know the order (${describe(error, knownPhiOf(order.request))})`
+          : `cancelled here, but the upstream refused the cancel (${describe(error, knownPhiOf(order.request))}) and may still process the order`,
         gone ? null : 'upstream-cancel-refused',
         { upstreamAnswered: true },
       );

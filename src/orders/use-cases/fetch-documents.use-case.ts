@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import type { EntityManager } from 'typeorm';
 import {
@@ -90,7 +91,9 @@ export class FetchDocumentsUseCase {
         }
       } catch (error) {
         if (isTransient(error)) throw error;
-        missing.push(`${doc.kind} ${doc.reportType}: ${describe(error)}`);
+        missing.push(
+          `${doc.kind} ${doc.reportType}: ${describe(error, knownPhiOf(order.request))}`,
+        );
       }
     }
     // Nothing is stored (so nothing published) that is not what was asked for, or that is about

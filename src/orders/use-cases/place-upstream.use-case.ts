@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { leftOutSummary, upstreamMetadataOf } from '../../mappings/upstream-metadata';
@@ -98,7 +99,7 @@ export class PlaceUpstreamUseCase {
             orderId,
             severity: 'warning',
             actor: 'adapter',
-            summary: `not placed upstream yet (${describe(error)}); tried again later`,
+            summary: `not placed upstream yet (${describe(error, knownPhiOf(order.request))}); tried again later`,
             detail: { code: errorCode(error) },
           },
         ]);
@@ -107,7 +108,7 @@ export class PlaceUpstreamUseCase {
       await this.ending.endLocally(
         orderId,
         'failed',
-        `the upstream refused the order: ${describe(error)}`,
+        `the upstream refused the order: ${describe(error, knownPhiOf(order.request))}`,
         'upstream-refused',
       );
       return;
@@ -210,7 +211,7 @@ export class PlaceUpstreamUseCase {
       outcome = 'cancelled upstream';
     } catch (error) {
       if (isTransient(error)) throw error;
-      outcome = `not cancelled upstream (${describe(error)})`;
+      outcome = `not cancelled upstream (${describe(error, knownPhiOf(order.request))})`;
     }
     await writeAuditEvents(this.deps.dataSource.manager, [
       {
@@ -272,7 +273,7 @@ export class PlaceUpstreamUseCase {
       return batchId;
     } catch (error) {
       if (isTransient(error)) throw error;
-      const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error)}`;
+      const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error, knownPhiOf(order.request))}`;
       await this.deps.orders.setLastError(order.id, reason);
       await writeAuditEvents(dataSource.manager, [
         {

@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import type { QcBypassDecision } from '../order-events';
 import { OrderLifecycleError } from '../order-lifecycle.error';
@@ -69,8 +70,8 @@ export class QcBypassUseCase {
       }
       // The analyst sees why on the order's timeline; the order stays as it was (a QC
       // rejection on hold is never a result: docs/upstream-assumptions.md, QC bypass refused).
-      const refusal = upstreamRefusalView(error);
-      const why = describeRefusal(refusal, describe(error));
+      const refusal = upstreamRefusalView(error, knownPhiOf(order.request));
+      const why = describeRefusal(refusal, describe(error, knownPhiOf(order.request)));
       await writeAuditEvents(this.deps.dataSource.manager, [
         {
           kind: 'upstream.refused',

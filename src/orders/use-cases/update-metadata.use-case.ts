@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { isTerminal } from '../../domain/order-state';
 import { leftOutSummary, upstreamMetadataOf } from '../../mappings/upstream-metadata';
@@ -33,7 +34,7 @@ export class UpdateMetadataUseCase {
           orderId,
           severity: 'warning',
           actor: 'adapter',
-          summary: `changed metadata not accepted upstream: ${describe(error)}`,
+          summary: `changed metadata not accepted upstream: ${describe(error, knownPhiOf(order.request))}`,
           detail: { code: errorCode(error) },
         },
       ]);

@@ -1,3 +1,4 @@
+import { knownPhiOf } from '../../audit/phi-known-values';
 import { stat } from 'node:fs/promises';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { ImagingClientError } from '../../imaging-client/imaging-client.error';
@@ -87,7 +88,7 @@ export class UploadStudyUseCase {
               orderId,
               severity: 'warning',
               actor: 'adapter',
-              summary: `upload interrupted (${describe(error)}); it resumes from the parts already sent`,
+              summary: `upload interrupted (${describe(error, knownPhiOf(claimed.request))}); it resumes from the parts already sent`,
               detail: { code: errorCode(error), worker: this.workerId },
             },
           ]);
@@ -99,21 +100,21 @@ export class UploadStudyUseCase {
           result = { mode: 'single', sizeBytes: 0, partCount: 0, resumedParts: 0 };
         } else {
           // Every refused file with its reason (contract, Rules 3), masked, on the timeline.
-          const refusal = upstreamRefusalView(error);
+          const refusal = upstreamRefusalView(error, knownPhiOf(claimed.request));
           await writeAuditEvents(dataSource.manager, [
             {
               kind: 'upstream.refused',
               orderId,
               severity: 'error',
               actor: 'adapter',
-              summary: `the upload was refused: ${describeRefusal(refusal, describe(error))}`,
+              summary: `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request)))}`,
               detail: { action: 'upload', upstreamOrderId: claimed.upstream_order_id, refusal },
             },
           ]);
           await this.ending.endLocally(
             orderId,
             'failed',
-            `the upload was refused: ${describeRefusal(refusal, describe(error))}`,
+            `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request)))}`,
             'upload-refused',
           );
           return;

@@ -9,6 +9,45 @@ import { generateUid } from './dicom-factory';
 
 const LONG_LENGTH_VRS = new Set(['OB', 'OW', 'SQ', 'UN', 'UT']);
 const SECONDARY_CAPTURE = '1.2.840.10008.5.1.4.1.1.7';
+export const JPEG_2000_LOSSLESS = '1.2.840.10008.1.2.4.90';
+
+/**
+ * (7FE0,0010) OB of undefined length: an empty Basic Offset Table item, one fragment (a 2 × 2,
+ * 8-bit, one-component J2K codestream: SOC, SIZ, EOC) and the sequence delimiter.
+ */
+function encapsulatedJ2k(): Buffer {
+  const siz = Buffer.alloc(2 + 2 + 38 + 3);
+  siz.writeUInt16BE(0xff51, 0); // SIZ
+  siz.writeUInt16BE(41, 2); // Lsiz: 38 + 3 × components
+  siz.writeUInt32BE(2, 6); // Xsiz
+  siz.writeUInt32BE(2, 10); // Ysiz
+  siz.writeUInt32BE(2, 22); // XTsiz
+  siz.writeUInt32BE(2, 26); // YTsiz
+  siz.writeUInt16BE(1, 38); // Csiz
+  siz.writeUInt8(7, 40); // Ssiz: 8 bits unsigned
+  siz.writeUInt8(1, 41); // XRsiz
+  siz.writeUInt8(1, 42); // YRsiz
+  const codestream = Buffer.concat([
+    Buffer.from([0xff, 0x4f]),
+    siz.subarray(0, 43),
+    Buffer.from([0xff, 0xd9]),
+  ]);
+  const fragment =
+    codestream.length % 2 ? Buffer.concat([codestream, Buffer.from([0])]) : codestream;
+  const item = (value: Buffer) => {
+    const header = Buffer.from([0xfe, 0xff, 0x00, 0xe0, 0, 0, 0, 0]);
+    header.writeUInt32LE(value.length, 4);
+    return Buffer.concat([header, value]);
+  };
+  return Buffer.concat([
+    Buffer.from([0xe0, 0x7f, 0x10, 0x00]),
+    Buffer.from('OB', 'latin1'),
+    Buffer.from([0, 0, 0xff, 0xff, 0xff, 0xff]),
+    item(Buffer.alloc(0)),
+    item(fragment),
+    Buffer.from([0xfe, 0xff, 0xdd, 0xe0, 0, 0, 0, 0]),
+  ]);
+}
 
 /** One element; strings are written as Latin-1 bytes (escape sequences included). */
 export function element(group: number, elem: number, vr: string, value: Buffer | string): Buffer {
@@ -72,6 +111,13 @@ export function rawInstance(o: {
    * (e.g. a long run of zeros in a trailing OB element, for a deflate bomb).
    */
   deflated?: { extra?: Buffer };
+  /**
+   * JPEG 2000 Image Compression (Lossless Only), 1.2.840.10008.1.2.4.90 (PS3.5 §A.4.4): the
+   * pixel data encapsulated (empty Basic Offset Table, one fragment holding a J2K codestream's
+   * SOC, SIZ and EOC markers), as a PACS holding compressed images stores it. Orthanc, without
+   * a JPEG 2000 codec, cannot decompress it.
+   */
+  jpeg2000?: boolean;
 }): RawInstance {
   const studyInstanceUid = o.studyInstanceUid ?? generateUid();
   const sopInstanceUid = generateUid();
@@ -96,14 +142,23 @@ export function rawInstance(o: {
     element(0x0028, 0x0101, 'US', us(8)),
     element(0x0028, 0x0102, 'US', us(7)),
     element(0x0028, 0x0103, 'US', us(0)),
-    element(0x7fe0, 0x0010, 'OB', Buffer.from([0, 64, 128, 255])),
+    o.jpeg2000 ? encapsulatedJ2k() : element(0x7fe0, 0x0010, 'OB', Buffer.from([0, 64, 128, 255])),
     ...(o.deflated?.extra ? [element(0xfffc, 0xfffc, 'OB', o.deflated.extra)] : []),
   ]);
   const meta = Buffer.concat([
     element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
     element(0x0002, 0x0002, 'UI', SECONDARY_CAPTURE),
     element(0x0002, 0x0003, 'UI', sopInstanceUid),
-    element(0x0002, 0x0010, 'UI', o.deflated ? '1.2.840.10008.1.2.1.99' : '1.2.840.10008.1.2.1'),
+    element(
+      0x0002,
+      0x0010,
+      'UI',
+      o.deflated
+        ? '1.2.840.10008.1.2.1.99'
+        : o.jpeg2000
+          ? JPEG_2000_LOSSLESS
+          : '1.2.840.10008.1.2.1',
+    ),
     element(0x0002, 0x0012, 'UI', '2.25.229466438390858364353440958343118717227'),
   ]);
   const groupLength = Buffer.alloc(4);

@@ -39,6 +39,7 @@ import {
 } from '../helpers/dicom-factory';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import { insertOrder, readZip } from './study-test-support';
+import { JPEG_2000_LOSSLESS, rawInstance } from '../helpers/raw-dicom';
 
 /** The data set after the File Meta Information (PS3.10 §7.1): what C-STORE carries. */
 function dataSetOf(part10: Buffer): Buffer {
@@ -271,6 +272,29 @@ describe('study acquisition from a PACS over DIMSE', () => {
     )) as Array<{ n: number }>;
     expect(rows[0]!.n).toBe(0);
     expect(readdirSync(paths.movedDir(uid))).toEqual([]);
+  });
+
+  it('retrieves a JPEG 2000 study with C-MOVE in the syntax the PACS holds, byte for byte (the PACS cannot decompress it)', async () => {
+    // The way for a PACS that keeps compressed images it has no codec for: its C-STORE
+    // sub-operations propose the stored syntax, which our SCP accepts. (C-GET proposes the
+    // native syntaxes only, and such a PACS fails every sub-operation: docs/studies.md.)
+    const instance = rawInstance({
+      accession: 'CMOVE-J2K-1',
+      patientId: 'SBX-000123',
+      jpeg2000: true,
+    });
+    await orthanc.store(instance.bytes);
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'CMOVE-J2K-1' });
+    const packaged = expectReady(
+      await acquireAfterQuiet(acquirer(orthanc, 'move'), {
+        orderId,
+        accessionNumber: 'CMOVE-J2K-1',
+      }),
+    );
+    expect(packaged).toMatchObject({ source: 'dimse', instanceCount: 1 });
+    const [entry] = [...(await readZip(packaged.packagePath)).values()];
+    expect(transferSyntaxOf(entry!)).toBe(JPEG_2000_LOSSLESS);
+    expect(dataSetOf(entry!).equals(dataSetOf(instance.bytes))).toBe(true);
   });
 
   it('C-MOVE of a study holding an instance our SCP refuses: failed at once naming it, as C-GET; the refused bytes kept for the audit', async () => {

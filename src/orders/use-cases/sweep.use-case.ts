@@ -60,14 +60,10 @@ export class SweepUseCase {
     // `received` for good, no one told. It ends here, the clinician getting a no-result answer.
     const unplaced = await this.deps.orders.placeJobsExhausted();
     for (const o of unplaced) {
-      const since = o.place_attempted_at
-        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.place_attempted_at).getTime()) / 3_600_000))} h`
-        : '';
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'failed',
-        `not placed upstream: the create failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        `not placed upstream: the create failed on ${this.triedFor(o, o.place_attempted_at)}`,
         'not-placed',
         {
           clinicalReason:
@@ -83,15 +79,10 @@ export class SweepUseCase {
     // kept, not published (result-after-cancel).
     const uncancelled = await this.deps.orders.cancelJobsExhausted();
     for (const o of uncancelled) {
-      const since = Math.max(
-        1,
-        Math.round((this.deps.clock.now() - new Date(o.cancel_requested_at).getTime()) / 3_600_000),
-      );
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'cancelled',
-        `cancelled here as the orderer asked, but the upstream cancel failed on all ${o.attempts} attempts over ${since} h (last: ${last}): the upstream may still process the order`,
+        `cancelled here as the orderer asked, but the upstream cancel failed on ${this.triedFor(o, o.cancel_requested_at)}: the upstream may still process the order`,
         'upstream-cancel-unconfirmed',
         { upstreamAnswered: true, clinicalReason: 'cancelled as the orderer asked' },
       );
@@ -124,14 +115,10 @@ export class SweepUseCase {
     // (waiting for a study that will not come) cancelled, a multipart upload aborted.
     const unuploaded = await this.deps.orders.uploadJobsExhausted();
     for (const o of unuploaded) {
-      const since = o.upload_started_at
-        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.upload_started_at).getTime()) / 3_600_000))} h`
-        : '';
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'failed',
-        `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        `not uploaded: the upload of the study failed on ${this.triedFor(o, o.upload_started_at)}`,
         'not-uploaded',
         {
           clinicalReason:
@@ -158,6 +145,18 @@ export class SweepUseCase {
       jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };
+  }
+
+  /**
+   * `all N attempts over H h (last: …)` for a job that used every attempt: H counted from `since`
+   * (at least 1; the part left out when `since` is unknown), its last error cut (lastError).
+   */
+  private triedFor(o: { attempts: number; last_error: string | null }, since: Date | null): string {
+    const over =
+      since === null
+        ? ''
+        : ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(since).getTime()) / 3_600_000))} h`;
+    return `all ${o.attempts} attempts${over} (last: ${lastError(o.last_error)})`;
   }
 
   private async requeue(o: {
@@ -212,7 +211,7 @@ export class SweepUseCase {
         : noResultEnd
           ? 'the no-result end is published without them'
           : 'what waits for them is not published';
-    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); ${outcome}`;
+    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${lastError(o.last_error)}); ${outcome}`;
     const raised = await this.deps.dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, o.id, true);
       if (!order) return false;
@@ -257,4 +256,9 @@ export class SweepUseCase {
       this.deps.logger.error({ orderId: o.id, alert }, 'order documents not fetched');
     }
   }
+}
+
+/** A job's last error as the sweep's reasons quote it: its first 300 characters, `unknown` when none. */
+function lastError(text: string | null): string {
+  return (text ?? 'unknown').slice(0, 300);
 }

@@ -93,12 +93,13 @@ export class SweepUseCase {
     // usable study arrived", even with its study packaged). Its job is enqueued again under
     // its key; a create an earlier run made is found by its correlation id (place use case),
     // so no second upstream order; acquiring and uploading are idempotent (the upload lease).
+    let requeued = 0;
     const orphans = await this.deps.orders.waitingWithoutJob(LOST_JOB_AFTER_MS);
-    for (const o of orphans) await this.requeue(o);
+    for (const o of orphans) if (await this.requeue(o)) requeued += 1;
     // A delivered order whose results job is gone the same way: its result never came.
     const unfetchedResults = await this.deps.orders.deliveredWithoutDocumentsJob(LOST_JOB_AFTER_MS);
     for (const o of unfetchedResults) {
-      await this.requeue({ ...o, state: 'delivered', place_attempted_at: null });
+      if (await this.requeue({ ...o, state: 'delivered', place_attempted_at: null })) requeued += 1;
     }
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
@@ -142,7 +143,7 @@ export class SweepUseCase {
       notPlaced: unplaced.length,
       cancelNotConfirmed: uncancelled.length,
       notUploaded: unuploaded.length,
-      jobsRequeued: orphans.length + unfetchedResults.length,
+      jobsRequeued: requeued,
       leasesResumed: lapsed.length,
     };
   }
@@ -159,11 +160,19 @@ export class SweepUseCase {
     return `all ${o.attempts} attempts${over} (last: ${lastError(o.last_error)})`;
   }
 
+  /**
+   * Enqueues an order's lost job again; false when, looked at again under the order's row lock,
+   * it is no longer lost. Two sweeps at once (the minute tick and POST /api/orders/poll-cycle,
+   * or a tick overrunning the next) both read "no job" before either enqueued one: both
+   * enqueued it, and once a worker had taken the first, the second became a second job under
+   * the key (graphile-worker clears a running job's key), the step run twice. The second sweep
+   * now waits for the first's transaction and then sees its job.
+   */
   private async requeue(o: {
     id: string;
     state: string;
     place_attempted_at: Date | null;
-  }): Promise<void> {
+  }): Promise<boolean> {
     const orderId = o.id;
     const [task, key, payload]: [string, string, Record<string, string>] =
       o.state === 'received'
@@ -177,8 +186,17 @@ export class SweepUseCase {
                 `documents:${orderId}:DELIVERED`,
                 { orderId, upstreamStatus: 'DELIVERED', rowKey: 'DELIVERED' },
               ];
+    // The keys waitingWithoutJob / deliveredWithoutDocumentsJob looked for.
+    const looked =
+      o.state === 'placed' || o.state === 'study-ready'
+        ? [`acquire:${orderId}`, `upload:${orderId}`]
+        : [key];
     const attempted = o.state === 'received' && o.place_attempted_at !== null;
-    await this.deps.dataSource.transaction(async (manager) => {
+    const enqueued = await this.deps.dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, orderId, true);
+      if (!order) return false;
+      if (o.state !== 'delivered' && order.state !== o.state) return false;
+      if (await this.deps.orders.hasJobUnder(looked, manager)) return false;
       await writeAuditEvents(manager, [
         {
           kind: 'error',
@@ -190,9 +208,12 @@ export class SweepUseCase {
         },
       ]);
       await this.deps.jobs.enqueue(task, payload, { manager, jobKey: key });
+      return true;
     });
+    if (!enqueued) return false;
     this.deps.jobs.kick();
     this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');
+    return true;
   }
 
   private async documentsNotFetched(o: {

@@ -8,9 +8,10 @@ export interface HttpConnectionLimits {
   maxConnections: number;
   /**
    * Connections one peer address holds at once, and requests one client has under way
-   * (HTTP_MAX_CONNECTIONS_PER_CLIENT). `/health` is not counted.
+   * (HTTP_MAX_CONNECTIONS_PER_CLIENT). `/health` is not counted. Absent: no per-client bound
+   * (the sandbox, whose clients are the adapter and local tools).
    */
-  maxPerClient: number;
+  maxPerClient?: number;
   /**
    * Peers (reverse proxies, HTTP_TRUSTED_PROXIES) whose X-Forwarded-For names the client. Their
    * connections are bounded by `maxConnections` only; their requests per forwarded client.
@@ -24,16 +25,17 @@ export interface HttpConnectionLimits {
   /**
    * A request whose body is still due and gets no byte for this long has stalled
    * (HTTP_BODY_STALL_SECONDS): its route answers 408 and the connection closes. A body that keeps
-   * moving, however slowly and however large, is not cut.
+   * moving, however slowly and however large, is not cut. Absent: bodies are not watched here,
+   * and Node's own whole-request timeout stays as the server has it (the sandbox).
    */
-  bodyStallMs: number;
+  bodyStallMs?: number;
   /**
    * A request body must average at least this many bytes a second once `bodyStallMs` has passed
    * (HTTP_BODY_MIN_BYTES_PER_SECOND), else its route answers 408 and the connection closes: a
    * body dripping a byte just under every `bodyStallMs` never stalls. Time while received bytes
-   * wait for the route to read them is not counted against the client.
+   * wait for the route to read them is not counted against the client. Only with `bodyStallMs`.
    */
-  bodyMinBytesPerSecond: number;
+  bodyMinBytesPerSecond?: number;
   /** Told of every connection or request the guard closes or refuses, with why (for metrics). */
   onClose?: (reason: GuardCloseReason) => void;
   /** How often the connections are looked at (tests use less than a second). */
@@ -103,6 +105,9 @@ const HEADERS_TIMEOUT_ANSWER =
  * - a connection with no request under way for `idleTimeoutMs` is closed (a 408 first when it
  *   had started sending headers).
  *
+ * The sandbox (sandbox.ts) uses it too, with neither `maxPerClient` nor `bodyStallMs`: there only
+ * the total bound, the idle timeout and the pipelining bound apply.
+ *
  * - a request whose body is still due and gets no byte for `bodyStallMs` is marked stalled and its
  *   stream ended (body-stall.ts): its route answers 408 and the connection closes. Node's own
  *   whole-request timeout (300 s) is off: it cut a large body moving steadily over a slow link.
@@ -142,7 +147,7 @@ export class HttpConnectionGuard {
     // Bodies are bounded by their stall instead (checkBody): Node's whole-request timeout cut a
     // large STOW-RS push moving steadily over a slow link at 300 s, and (checked every 30 s)
     // did not bound a dripping one any better.
-    server.requestTimeout = 0;
+    if (limits.bodyStallMs !== undefined) server.requestTimeout = 0;
     this.timer = setInterval(() => this.sweep(), limits.sweepMs ?? 1_000);
     this.timer.unref();
     server.once('close', () => this.stop());
@@ -160,6 +165,7 @@ export class HttpConnectionGuard {
     const address = plainAddress(socket.remoteAddress ?? '');
     const own = this.byAddress.get(address);
     if (
+      this.limits.maxPerClient !== undefined &&
       !this.trusted.has(address) &&
       own !== undefined &&
       own.size >= this.limits.maxPerClient &&
@@ -226,13 +232,14 @@ export class HttpConnectionGuard {
 
   /** Counts the request against its client; false (and a 429 sent) when the client has too many. */
   private admitForClient(req: IncomingMessage, res: ServerResponse, tracked: Tracked): boolean {
-    if (isHealthCheck(req)) return true;
+    const bound = this.limits.maxPerClient;
+    if (bound === undefined || isHealthCheck(req)) return true;
     const client = this.clientOf(req, tracked.address);
     const underWay = this.requestsByClient.get(client) ?? 0;
-    if (underWay >= this.limits.maxPerClient) {
+    if (underWay >= bound) {
       this.refusedPerClient += 1;
       this.limits.onClose?.('per-client');
-      refuseTooMany(req, res, this.limits.maxPerClient);
+      refuseTooMany(req, res, bound);
       return false;
     }
     this.requestsByClient.set(client, underWay + 1);
@@ -265,7 +272,7 @@ export class HttpConnectionGuard {
     }
     if (!this.admitForClient(req, res, tracked)) return false;
     tracked.inFlight += 1;
-    if (!req.complete) {
+    if (!req.complete && this.limits.bodyStallMs !== undefined) {
       tracked.receiving = req;
       tracked.movedAt = Date.now();
       tracked.bodyStartBytes = tracked.socket.bytesRead;
@@ -333,10 +340,11 @@ export class HttpConnectionGuard {
    * time it was the client's to send (the first `bodyStallMs` are grace: a sender may pause
    * before its body, as it may within it).
    */
-  private tooSlow(tracked: Tracked, read: number): boolean {
-    const owedMs = tracked.bodyClockMs - this.limits.bodyStallMs;
-    if (owedMs <= 0) return false;
-    return read - tracked.bodyStartBytes < (owedMs / 1000) * this.limits.bodyMinBytesPerSecond;
+  private tooSlow(tracked: Tracked, read: number, stallMs: number): boolean {
+    const minRate = this.limits.bodyMinBytesPerSecond;
+    const owedMs = tracked.bodyClockMs - stallMs;
+    if (minRate === undefined || owedMs <= 0) return false;
+    return read - tracked.bodyStartBytes < (owedMs / 1000) * minRate;
   }
 
   /**
@@ -345,7 +353,13 @@ export class HttpConnectionGuard {
    */
   private checkBody(tracked: Tracked, now: number): void {
     const req = tracked.receiving!;
-    if (req.complete || req.destroyed || bodyStallReason(req) !== undefined) {
+    const stallMs = this.limits.bodyStallMs;
+    if (
+      stallMs === undefined ||
+      req.complete ||
+      req.destroyed ||
+      bodyStallReason(req) !== undefined
+    ) {
       tracked.receiving = undefined;
       return;
     }
@@ -356,20 +370,20 @@ export class HttpConnectionGuard {
     if (read !== tracked.bytesRead || held) {
       tracked.bytesRead = read;
       tracked.movedAt = now;
-    } else if (now - tracked.movedAt >= this.limits.bodyStallMs) {
+    } else if (now - tracked.movedAt >= stallMs) {
       this.stalled += 1;
       this.limits.onClose?.('stalled');
       tracked.receiving = undefined;
-      markBodyStalled(req, silentFor(Math.round(this.limits.bodyStallMs / 1000)));
+      markBodyStalled(req, silentFor(Math.round(stallMs / 1000)));
       return;
     }
-    if (!this.tooSlow(tracked, read)) return;
+    if (!this.tooSlow(tracked, read, stallMs)) return;
     this.slow += 1;
     this.limits.onClose?.('slow');
     tracked.receiving = undefined;
     markBodyStalled(
       req,
-      `arrived too slowly: under ${this.limits.bodyMinBytesPerSecond} bytes/s on average over ${Math.round(tracked.bodyClockMs / 1000)} s (HTTP_BODY_MIN_BYTES_PER_SECOND)`,
+      `arrived too slowly: under ${this.limits.bodyMinBytesPerSecond ?? 0} bytes/s on average over ${Math.round(tracked.bodyClockMs / 1000)} s (HTTP_BODY_MIN_BYTES_PER_SECOND)`,
     );
   }
 }

@@ -13,7 +13,9 @@ export function holdsLoneSurrogate(text: string): boolean {
  * object whose key holds one. JSON (RFC 8259 §8.2) lets `\ud800` be written alone and
  * JSON.parse keeps it, but such a string is no sequence of Unicode characters: a FHIR string
  * is Unicode (R4 datatypes.html#primitive), and UTF-8, jsonb and every receiver after us
- * cannot carry it. Iterative, so deep nesting cannot overflow the stack.
+ * cannot carry it. Iterative, so deep nesting cannot overflow the stack. For values read from
+ * elsewhere (the EHR's answers, fhir-validator.ts); a FHIR body coming in is checked by scanJson
+ * (json-scan.ts), in the same pass over its bytes as its cost, with the same paths.
  */
 export function firstLoneSurrogate(root: unknown, rootPath: string): string | undefined {
   const stack: Array<{ value: unknown; path: string }> = [{ value: root, path: rootPath }];

@@ -1,6 +1,6 @@
 import { QC_ROUND_HEADER, QC_ROUNDS, type QcRound } from '../imaging-spec/imaging-spec';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
-import { jsonDepth } from '../common/json-depth';
+import { jsonDepth } from '../common/json-scan';
 import { ImagingClientError } from './imaging-client.error';
 import type { UpstreamDocument } from './imaging-client.types';
 import { headerValue } from './upstream-answers';

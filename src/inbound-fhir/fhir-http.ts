@@ -2,12 +2,11 @@ import type { Request, Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import { bodyStallReason } from '../common/body-stall';
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
-import { firstUnfaithfulNumber } from '../common/json-numbers';
-import { firstLoneSurrogate, loneSurrogateMessage } from '../common/json-unicode';
+import { jsonPathText, scanJson, type JsonScan } from '../common/json-scan';
+import { loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
-import { jsonCost } from '../common/json-depth';
 
 /**
  * HTTP details of the R4 RESTful API (http.html): media types and `_format`, `Prefer:
@@ -223,17 +222,19 @@ const MAX_JSON_DEPTH = 100;
 
 /**
  * 413 (too-costly) when the body holds more JSON values than `maxValues` or nests deeper than
- * 100 (jsonCost: one pass over the bytes before anything parses them). Invalid JSON is left to
+ * 100 (scanJson: one pass over the bytes before anything parses them, which also finds the
+ * first number a double cannot hold and the first lone surrogate). Invalid JSON is left to
  * JSON.parse.
  */
-export function assertJsonCost(bytes: Buffer, maxValues: number): void {
-  const cost = jsonCost(bytes, { maxValues, maxDepth: MAX_JSON_DEPTH });
+export function assertJsonCost(bytes: Buffer, maxValues: number): JsonScan {
+  const cost = scanJson(bytes, { maxValues, maxDepth: MAX_JSON_DEPTH });
   if (cost.exceeded === 'depth') throw tooCostly(`nests deeper than ${MAX_JSON_DEPTH} levels`);
   if (cost.exceeded === 'values') {
     throw tooCostly(
       `holds more than ${maxValues} JSON values (FHIR_MAX_JSON_VALUES): send fewer entries per Bundle or smaller resources`,
     );
   }
+  return cost;
 }
 
 function tooCostly(what: string): FhirError {
@@ -247,7 +248,7 @@ function tooCostly(what: string): FhirError {
 export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VALUES): Resource {
   if (bytes.length === 0)
     throw new FhirError('unparseable', 'the body is empty: a FHIR resource is expected');
-  assertJsonCost(bytes, maxJsonValues);
+  const scan = assertJsonCost(bytes, maxJsonValues);
   let text: string;
   try {
     text = STRICT_UTF8.decode(bytes).replace(/^\uFEFF/, '');
@@ -295,7 +296,8 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
       duplicate,
     );
   }
-  const number = firstUnfaithfulNumber(text, rootName);
+  // Found by the cost pass; reported here, the body now known to be JSON.
+  const number = scan.unfaithfulNumber && jsonPathText(scan.unfaithfulNumber, rootName);
   if (number) {
     const diagnostics = `${number} is a number a double cannot hold as written (beyond about 1e308, below about 1e-308, or more than 15-17 significant digits): read, it would be another value (1e-400 as 0); send it within those bounds`;
     throw new FhirError('invalid', diagnostics, [
@@ -311,7 +313,7 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
   }
   // JSON.parse keeps a lone `\ud800` escape; stored, it became U+FFFD (jsonb cannot hold it)
   // and the order went on with a value the sender never wrote.
-  const broken = firstLoneSurrogate(data, rootName);
+  const broken = scan.loneSurrogate && jsonPathText(scan.loneSurrogate, rootName);
   if (broken !== undefined) {
     const diagnostics = loneSurrogateMessage(broken);
     throw new FhirError('invalid', diagnostics, [

@@ -490,6 +490,20 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
+   * Whether a job under one of `keys` is in the queue (in any state, running included) or in
+   * the job outbox: the sweep's second look, under the order's row lock, before it enqueues a
+   * lost job again (waitingWithoutJob, deliveredWithoutDocumentsJob).
+   */
+  async hasJobUnder(keys: readonly string[], manager?: EntityManager): Promise<boolean> {
+    const rows: Array<{ found: boolean }> = await this.db(manager).query(
+      `SELECT EXISTS (SELECT 1 FROM graphile_worker._private_jobs WHERE key = ANY($1::text[]))
+           OR EXISTS (SELECT 1 FROM job_outbox WHERE job_key = ANY($1::text[])) AS found`,
+      [keys],
+    );
+    return rows[0]?.found === true;
+  }
+
+  /**
    * Orders whose DELIVERED was applied more than `olderThanMs` ago (delivered, or cancelled
    * with alert result-after-cancel) and whose results were never fetched, with no documents
    * job for them (`documents:<id>:DELIVERED` neither in the queue, failed for good included,

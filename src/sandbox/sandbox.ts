@@ -3,6 +3,7 @@ import { mkdir, readdir, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { HttpConnectionGuard } from '../common/http-connections';
 import { DEPRECATION_HEADER } from '../imaging-spec/imaging-spec';
 import { registerApiRoutes } from './api-routes';
 import { FaultInjector } from './fault-injector';
@@ -11,7 +12,6 @@ import { handleStoragePut } from './object-storage.handler';
 import { buildOpenApi } from './openapi-document';
 import { OrderLifecycle } from './order-lifecycle';
 import { STORAGE_PREFIX, UrlSigner } from './presigned-url';
-import { boundConnections } from './connection-limits';
 import { RateLimiter } from './rate-limiter';
 import { sampleStudyDicom } from './sample-study';
 import { SandboxClock } from './sandbox-clock';
@@ -305,11 +305,17 @@ export async function startSandbox(
   });
   // Longer than common client idle timeouts, so a client never reuses a socket the server is closing.
   server.keepAliveTimeout = 65_000;
-  const stopBounding = boundConnections(server, {
+  // Node counts no connections and keeps one that never sends a byte for ever; in-process each
+  // is a file handle of the adapter itself. The adapter's own guard, with only its total bound
+  // (the idlest giving way) and idle timeout: the sandbox's clients are the adapter and local
+  // tools, so no per-client bound, and bodies stay bounded by their size limits (JSON and forms
+  // 1 MiB in http-router.ts, uploads by their presigned URL's limit) and Node's request timeout.
+  // It stops itself when the server closes.
+  new HttpConnectionGuard(server, {
     maxConnections: options.maxConnections,
     idleTimeoutMs: options.idleTimeoutSeconds * 1000,
+    sweepMs: Math.min(1_000, options.idleTimeoutSeconds * 1000),
   });
-  server.once('close', stopBounding);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

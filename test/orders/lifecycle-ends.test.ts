@@ -918,6 +918,28 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
   });
 
+  it('two sweeps at once (the minute tick and POST /api/orders/poll-cycle, or a tick overrunning the next) enqueue a lost job once', async () => {
+    // Before: each sweep read "no job" before either had enqueued one, and both enqueued it:
+    // two warnings, and a second job under the key once a worker had taken the first (the
+    // running one's key cleared), the step run twice.
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
+    await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
+    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
+      id,
+    ]);
+    await Promise.all([sweep(), sweep(), sweep(), sweep()]);
+    await waitFor(
+      'the acquire job again',
+      async () => (await jobOf(`acquire:${id}`)) !== undefined,
+    );
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /job was missing/.test(e.summary)),
+    ).toHaveLength(1);
+  });
+
   it('an upload waiting out its back-off after a 5xx is not run again by every sweep (its lease released is not a lapsed lease)', async () => {
     decide = (method, path) =>
       method === 'GET' && path === '/upload/single-put' ? unavailable() : 'pass';

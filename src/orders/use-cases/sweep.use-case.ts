@@ -60,14 +60,10 @@ export class SweepUseCase {
     // `received` for good, no one told. It ends here, the clinician getting a no-result answer.
     const unplaced = await this.deps.orders.placeJobsExhausted();
     for (const o of unplaced) {
-      const since = o.place_attempted_at
-        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.place_attempted_at).getTime()) / 3_600_000))} h`
-        : '';
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'failed',
-        `not placed upstream: the create failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        `not placed upstream: the create failed on ${this.triedFor(o, o.place_attempted_at)}`,
         'not-placed',
         {
           clinicalReason:
@@ -83,15 +79,10 @@ export class SweepUseCase {
     // kept, not published (result-after-cancel).
     const uncancelled = await this.deps.orders.cancelJobsExhausted();
     for (const o of uncancelled) {
-      const since = Math.max(
-        1,
-        Math.round((this.deps.clock.now() - new Date(o.cancel_requested_at).getTime()) / 3_600_000),
-      );
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'cancelled',
-        `cancelled here as the orderer asked, but the upstream cancel failed on all ${o.attempts} attempts over ${since} h (last: ${last}): the upstream may still process the order`,
+        `cancelled here as the orderer asked, but the upstream cancel failed on ${this.triedFor(o, o.cancel_requested_at)}: the upstream may still process the order`,
         'upstream-cancel-unconfirmed',
         { upstreamAnswered: true, clinicalReason: 'cancelled as the orderer asked' },
       );
@@ -102,12 +93,13 @@ export class SweepUseCase {
     // usable study arrived", even with its study packaged). Its job is enqueued again under
     // its key; a create an earlier run made is found by its correlation id (place use case),
     // so no second upstream order; acquiring and uploading are idempotent (the upload lease).
+    let requeued = 0;
     const orphans = await this.deps.orders.waitingWithoutJob(LOST_JOB_AFTER_MS);
-    for (const o of orphans) await this.requeue(o);
+    for (const o of orphans) if (await this.requeue(o)) requeued += 1;
     // A delivered order whose results job is gone the same way: its result never came.
     const unfetchedResults = await this.deps.orders.deliveredWithoutDocumentsJob(LOST_JOB_AFTER_MS);
     for (const o of unfetchedResults) {
-      await this.requeue({ ...o, state: 'delivered', place_attempted_at: null });
+      if (await this.requeue({ ...o, state: 'delivered', place_attempted_at: null })) requeued += 1;
     }
     // The reports of a status that were never fetched (every attempt of the documents job
     // failed): the order has its state, but what waits for the reports (the result ORU,
@@ -124,14 +116,10 @@ export class SweepUseCase {
     // (waiting for a study that will not come) cancelled, a multipart upload aborted.
     const unuploaded = await this.deps.orders.uploadJobsExhausted();
     for (const o of unuploaded) {
-      const since = o.upload_started_at
-        ? ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(o.upload_started_at).getTime()) / 3_600_000))} h`
-        : '';
-      const last = (o.last_error ?? 'unknown').slice(0, 300);
       await this.ending.endLocally(
         o.id,
         'failed',
-        `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
+        `not uploaded: the upload of the study failed on ${this.triedFor(o, o.upload_started_at)}`,
         'not-uploaded',
         {
           clinicalReason:
@@ -155,16 +143,36 @@ export class SweepUseCase {
       notPlaced: unplaced.length,
       cancelNotConfirmed: uncancelled.length,
       notUploaded: unuploaded.length,
-      jobsRequeued: orphans.length + unfetchedResults.length,
+      jobsRequeued: requeued,
       leasesResumed: lapsed.length,
     };
   }
 
+  /**
+   * `all N attempts over H h (last: …)` for a job that used every attempt: H counted from `since`
+   * (at least 1; the part left out when `since` is unknown), its last error cut (lastError).
+   */
+  private triedFor(o: { attempts: number; last_error: string | null }, since: Date | null): string {
+    const over =
+      since === null
+        ? ''
+        : ` over ${Math.max(1, Math.round((this.deps.clock.now() - new Date(since).getTime()) / 3_600_000))} h`;
+    return `all ${o.attempts} attempts${over} (last: ${lastError(o.last_error)})`;
+  }
+
+  /**
+   * Enqueues an order's lost job again; false when, looked at again under the order's row lock,
+   * it is no longer lost. Two sweeps at once (the minute tick and POST /api/orders/poll-cycle,
+   * or a tick overrunning the next) both read "no job" before either enqueued one: both
+   * enqueued it, and once a worker had taken the first, the second became a second job under
+   * the key (graphile-worker clears a running job's key), the step run twice. The second sweep
+   * now waits for the first's transaction and then sees its job.
+   */
   private async requeue(o: {
     id: string;
     state: string;
     place_attempted_at: Date | null;
-  }): Promise<void> {
+  }): Promise<boolean> {
     const orderId = o.id;
     const [task, key, payload]: [string, string, Record<string, string>] =
       o.state === 'received'
@@ -178,8 +186,17 @@ export class SweepUseCase {
                 `documents:${orderId}:DELIVERED`,
                 { orderId, upstreamStatus: 'DELIVERED', rowKey: 'DELIVERED' },
               ];
+    // The keys waitingWithoutJob / deliveredWithoutDocumentsJob looked for.
+    const looked =
+      o.state === 'placed' || o.state === 'study-ready'
+        ? [`acquire:${orderId}`, `upload:${orderId}`]
+        : [key];
     const attempted = o.state === 'received' && o.place_attempted_at !== null;
-    await this.deps.dataSource.transaction(async (manager) => {
+    const enqueued = await this.deps.dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, orderId, true);
+      if (!order) return false;
+      if (o.state !== 'delivered' && order.state !== o.state) return false;
+      if (await this.deps.orders.hasJobUnder(looked, manager)) return false;
       await writeAuditEvents(manager, [
         {
           kind: 'error',
@@ -191,9 +208,12 @@ export class SweepUseCase {
         },
       ]);
       await this.deps.jobs.enqueue(task, payload, { manager, jobKey: key });
+      return true;
     });
+    if (!enqueued) return false;
     this.deps.jobs.kick();
     this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');
+    return true;
   }
 
   private async documentsNotFetched(o: {
@@ -212,7 +232,7 @@ export class SweepUseCase {
         : noResultEnd
           ? 'the no-result end is published without them'
           : 'what waits for them is not published';
-    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${(o.last_error ?? 'unknown').slice(0, 300)}); ${outcome}`;
+    const reason = `the upstream's reports for ${o.row_key} were not fetched: all ${o.attempts} attempts failed (last: ${lastError(o.last_error)}); ${outcome}`;
     const raised = await this.deps.dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, o.id, true);
       if (!order) return false;
@@ -257,4 +277,9 @@ export class SweepUseCase {
       this.deps.logger.error({ orderId: o.id, alert }, 'order documents not fetched');
     }
   }
+}
+
+/** A job's last error as the sweep's reasons quote it: its first 300 characters, `unknown` when none. */
+function lastError(text: string | null): string {
+  return (text ?? 'unknown').slice(0, 300);
 }

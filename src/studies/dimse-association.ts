@@ -19,6 +19,47 @@ import { StudyError } from './study.error';
  */
 
 const { Status, RejectResult, RejectReason } = constants;
+
+/**
+ * C-GET: the compressed transfer syntaxes (PS3.5 §A.4, PS3.6 Table A-1) a PACS may hold an
+ * image in and send it so: JPEG baseline, JPEG lossless SV1, JPEG-LS lossless and near-lossless,
+ * JPEG 2000 lossless and lossy, RLE. With the native syntaxes alone a PACS had to decompress,
+ * and one without the codec (Orthanc has no JPEG 2000) failed every sub-operation. An acceptor
+ * takes one syntax per presentation context, so each is its own context, for the study's SOP
+ * classes only (an association proposes at most 128 contexts; dcmjs-dimse's C-GET already
+ * takes 60). Deflate and the JPIP referenced syntaxes are not proposed: the C-STORE SCP
+ * declines them too.
+ */
+export const CGET_COMPRESSED_SYNTAXES: readonly string[] = [
+  '1.2.840.10008.1.2.4.50',
+  '1.2.840.10008.1.2.4.70',
+  '1.2.840.10008.1.2.4.80',
+  '1.2.840.10008.1.2.4.81',
+  '1.2.840.10008.1.2.4.90',
+  '1.2.840.10008.1.2.4.91',
+  '1.2.840.10008.1.2.5',
+];
+const MAX_PRESENTATION_CONTEXTS = 128;
+
+interface ProposedAssociation {
+  getPresentationContexts(): Array<{ id: number }>;
+  addPresentationContext(abstractSyntaxUid: string): number;
+  addTransferSyntaxToPresentationContext(pcId: number, transferSyntaxUid: string): void;
+  getPresentationContext(pcId: number): PresentationContext;
+}
+
+/** The compressed contexts of `sopClasses`, each with the SCP role, within the 128 contexts. */
+function proposeCompressed(association: ProposedAssociation, sopClasses: readonly string[]): void {
+  for (const sopClass of sopClasses) {
+    const room = MAX_PRESENTATION_CONTEXTS - association.getPresentationContexts().length;
+    if (room < CGET_COMPRESSED_SYNTAXES.length) return;
+    for (const syntax of CGET_COMPRESSED_SYNTAXES) {
+      const id = association.addPresentationContext(sopClass);
+      association.addTransferSyntaxToPresentationContext(id, syntax);
+      association.getPresentationContext(id).setProviderRole(true);
+    }
+  }
+}
 type Response = responses.Response;
 export type PresentationContext = dimseAssociation.PresentationContext;
 
@@ -38,6 +79,11 @@ export interface AssociationHooks {
   onPending?: (response: Response) => void;
   /** C-GET: where each instance the PACS sends goes; `abort` ends the association. */
   store?: {
+    /**
+     * The study's Storage SOP Classes (C-FIND SOPClassesInStudy): each is also proposed in
+     * the compressed syntaxes, one presentation context per syntax (see CGET_COMPRESSED_SYNTAXES).
+     */
+    sopClasses?: readonly string[];
     createStoreStream(
       context: PresentationContext,
       request: requests.CStoreRequest,
@@ -163,6 +209,17 @@ export function runAssociation(
       // (createStoreWritableStream), set on this association's network object.
       const network = (client as unknown as { network?: Record<string, unknown> }).network;
       if (!network) throw new Error('dcmjs-dimse Client has no network after send()');
+      const sopClasses = store.sopClasses ?? [];
+      if (sopClasses.length > 0) {
+        // dcmjs-dimse builds the request with the native syntaxes and sends it once connected;
+        // the compressed contexts (with the SCP role, which its extra contexts do not carry)
+        // join it just before it goes.
+        const sendRequest = (network.sendAssociationRequest as (a: unknown) => void).bind(network);
+        network.sendAssociationRequest = (association: ProposedAssociation) => {
+          proposeCompressed(association, sopClasses);
+          sendRequest(association);
+        };
+      }
       network.createStoreWritableStream = (
         context: PresentationContext,
         storeRequest: requests.CStoreRequest,

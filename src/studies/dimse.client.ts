@@ -98,6 +98,41 @@ export class DimseClient {
   }
 
   /**
+   * The Storage SOP Classes a study holds (study-level C-FIND, SOP Classes in Study
+   * (0008,0062)), for the C-GET's compressed presentation contexts; when the PACS does not
+   * answer that key, the image classes an AI study usually is (COMMON_IMAGE_CLASSES). A
+   * failed lookup is not a failed retrieve: the C-GET then proposes the native syntaxes only.
+   */
+  private async sopClassesOf(studyInstanceUid: string): Promise<string[]> {
+    const request = new requests.CFindRequest();
+    request.setDataset(
+      new Dataset({
+        QueryRetrieveLevel: 'STUDY',
+        StudyInstanceUID: studyInstanceUid,
+        SOPClassesInStudy: '',
+      }),
+    );
+    const classes = new Set<string>();
+    try {
+      const final = await this.run(request, 'C-FIND', this.timeoutMs * 2, {
+        onPending: (response) => {
+          const elements = response.getDataset()?.getElements() as
+            Record<string, unknown> | undefined;
+          const value = elements?.SOPClassesInStudy;
+          for (const uid of Array.isArray(value) ? value : [value]) {
+            const t = text(uid);
+            if (t && /^[0-9.]{1,64}$/.test(t) && classes.size < 16) classes.add(t);
+          }
+        },
+      });
+      if (final.getStatus() !== SUCCESS) return [];
+    } catch {
+      return [];
+    }
+    return classes.size > 0 ? [...classes] : [...COMMON_IMAGE_CLASSES];
+  }
+
+  /**
    * C-MOVE of a study to our own SCP (the PACS must know our AE title's host and port).
    * Aborting `signal` aborts the association (the PACS stops its sub-operations); the
    * returned promise then rejects with the signal's reason.
@@ -128,10 +163,12 @@ export class DimseClient {
     let tooLarge: StudyError | undefined;
     const open = new Set<WriteStream>();
     let diskError: StudyError | undefined;
+    const sopClasses = await this.sopClassesOf(studyInstanceUid);
     const request = requests.CGetRequest.createStudyGetRequest(studyInstanceUid);
     try {
       const final = await this.run(request, 'C-GET', this.retrieveTimeoutMs, {
         store: {
+          sopClasses,
           createStoreStream: (context, store, abort) => {
             const path = join(dir, `${String(files.length + 1).padStart(6, '0')}.dcm`);
             const file: RetrievedFile = { path, sizeBytes: 0, contentType: 'application/dicom' };
@@ -226,6 +263,22 @@ export class DimseClient {
     return runAssociation(peer, request, what, deadlineMs, hooks);
   }
 }
+
+/**
+ * The image SOP Classes an AI study usually is (MR, enhanced MR, CT, enhanced CT, CR, DX, MG,
+ * PET, secondary capture), proposed compressed when the PACS does not say which it holds.
+ */
+const COMMON_IMAGE_CLASSES = [
+  '1.2.840.10008.5.1.4.1.1.4',
+  '1.2.840.10008.5.1.4.1.1.4.1',
+  '1.2.840.10008.5.1.4.1.1.2',
+  '1.2.840.10008.5.1.4.1.1.2.1',
+  '1.2.840.10008.5.1.4.1.1.1',
+  '1.2.840.10008.5.1.4.1.1.1.1',
+  '1.2.840.10008.5.1.4.1.1.1.2',
+  '1.2.840.10008.5.1.4.1.1.128',
+  '1.2.840.10008.5.1.4.1.1.7',
+];
 
 function text(value: unknown): string | undefined {
   const v = Array.isArray(value) ? value[0] : value;

@@ -118,12 +118,14 @@ export function rawInstance(o: {
    * a JPEG 2000 codec, cannot decompress it.
    */
   jpeg2000?: boolean;
+  /** SOP Class UID (0008,0016) instead of secondary capture. */
+  sopClassUid?: string;
 }): RawInstance {
   const studyInstanceUid = o.studyInstanceUid ?? generateUid();
   const sopInstanceUid = generateUid();
   const dataset = Buffer.concat([
     ...(o.charset !== undefined ? [element(0x0008, 0x0005, 'CS', o.charset)] : []),
-    element(0x0008, 0x0016, 'UI', SECONDARY_CAPTURE),
+    element(0x0008, 0x0016, 'UI', o.sopClassUid ?? SECONDARY_CAPTURE),
     element(0x0008, 0x0018, 'UI', sopInstanceUid),
     element(0x0008, 0x0020, 'DA', '20261124'),
     element(0x0008, 0x0030, 'TM', '101500'),
@@ -147,7 +149,7 @@ export function rawInstance(o: {
   ]);
   const meta = Buffer.concat([
     element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
-    element(0x0002, 0x0002, 'UI', SECONDARY_CAPTURE),
+    element(0x0002, 0x0002, 'UI', o.sopClassUid ?? SECONDARY_CAPTURE),
     element(0x0002, 0x0003, 'UI', sopInstanceUid),
     element(
       0x0002,

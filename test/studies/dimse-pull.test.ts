@@ -274,6 +274,31 @@ describe('study acquisition from a PACS over DIMSE', () => {
     expect(readdirSync(paths.movedDir(uid))).toEqual([]);
   });
 
+  it('retrieves a JPEG 2000 study with C-GET in the syntax the PACS holds, byte for byte (the PACS cannot decompress it)', async () => {
+    // Before: C-GET proposed the native syntaxes only; a PACS holding compressed images it
+    // has no codec for (Orthanc 1.10: JPEG 2000) failed every sub-operation (0xC000).
+    // Ultrasound: not among the classes proposed when a PACS does not say which it holds,
+    // so this passes only with the study's own SOP Classes in Study (C-FIND).
+    const instance = rawInstance({
+      accession: 'CGET-J2K-1',
+      patientId: 'SBX-000123',
+      jpeg2000: true,
+      sopClassUid: '1.2.840.10008.5.1.4.1.1.6.1',
+    });
+    await orthanc.store(instance.bytes);
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'CGET-J2K-1' });
+    const packaged = expectReady(
+      await acquireAfterQuiet(acquirer(orthanc, 'get'), {
+        orderId,
+        accessionNumber: 'CGET-J2K-1',
+      }),
+    );
+    expect(packaged).toMatchObject({ source: 'dimse', instanceCount: 1 });
+    const [entry] = [...(await readZip(packaged.packagePath)).values()];
+    expect(transferSyntaxOf(entry!)).toBe(JPEG_2000_LOSSLESS);
+    expect(dataSetOf(entry!).equals(dataSetOf(instance.bytes))).toBe(true);
+  });
+
   it('retrieves a JPEG 2000 study with C-MOVE in the syntax the PACS holds, byte for byte (the PACS cannot decompress it)', async () => {
     // The way for a PACS that keeps compressed images it has no codec for: its C-STORE
     // sub-operations propose the stored syntax, which our SCP accepts. (C-GET proposes the

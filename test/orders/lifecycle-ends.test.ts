@@ -310,6 +310,48 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await orderState(db, other)).toBe('received');
   });
 
+  it('a create the upstream refuses (400 invalid_metadata) fails with alert upstream-refused: the clinic reads a clinical sentence, the analyst (timeline, last_error, alert webhook) the refusal', async () => {
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            reply: 400,
+            body: JSON.stringify({
+              error: 'invalid_metadata',
+              message: 'invalid metadata: study_date must be a date',
+            }),
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await waitFor(
+      'the order failed',
+      async () => (await orderState(db, id)) === 'failed',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT alert, last_error FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].alert).toBe('upstream-refused');
+    expect(rows[0].last_error).toMatch(/invalid_metadata/);
+    expect(JSON.stringify(await timeline(id))).toContain('invalid_metadata');
+    await waitFor('the alert posted', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-refused'),
+    );
+    const posted = alertsPosted.find(
+      (b) => b['orderId'] === id && b['alert'] === 'upstream-refused',
+    )!;
+    expect(String(posted['reason'])).toMatch(/invalid_metadata/);
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expectClinicalWording(
+      spec.placer,
+      /the analysis service did not accept the order; no result will come/,
+    );
+    const text = JSON.stringify(
+      orusOf(spec.placer).map((m) => [m.get('ORC-16.2'), m.get('OBX-5')]),
+    );
+    expect(text).not.toMatch(/invalid_metadata|study_date|\b400\b|client_error|new-order/);
+  });
+
   it.each([
     ['1800 (seconds, half an hour)', '1800', 1_800],
     ['an HTTP-date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT', 3_600],

@@ -69,10 +69,6 @@ export class SweepUseCase {
         'failed',
         `not placed upstream: the create failed on all ${o.attempts} attempts${since} (last: ${last})`,
         'not-placed',
-        {
-          clinicalReason:
-            'the order could not be placed with the analysis service; no result will come',
-        },
       );
     }
     // A cancel job that used every attempt (the upstream refused or was unreachable for the
@@ -93,7 +89,7 @@ export class SweepUseCase {
         'cancelled',
         `cancelled here as the orderer asked, but the upstream cancel failed on all ${o.attempts} attempts over ${since} h (last: ${last}): the upstream may still process the order`,
         'upstream-cancel-unconfirmed',
-        { upstreamAnswered: true, clinicalReason: 'cancelled as the orderer asked' },
+        { upstreamAnswered: true },
       );
     }
     // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
@@ -133,10 +129,6 @@ export class SweepUseCase {
         'failed',
         `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
         'not-uploaded',
-        {
-          clinicalReason:
-            'the study could not be sent to the analysis service; no result will come',
-        },
       );
       if (o.upstream_order_id) {
         await this.deps.imaging.uploader.abandon(o.upstream_order_id).catch(() => undefined);

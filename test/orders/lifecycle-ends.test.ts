@@ -1152,6 +1152,63 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // The clinician was told "cancelled" once, not again when the result came.
     expect(orusOf(spec.placer).filter((m) => m.get('ORC-1') === 'CR')).toHaveLength(1);
   });
+
+  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
+    // The study's parts go up but the complete is answered 503 (the upload job retries,
+    // the order stays uploading); the cancel never reaches the upstream either.
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete') ||
+      (method === 'PATCH' && path === '/cancel-order')
+        ? unavailable()
+        : 'pass';
+    // 48 slices of 256 x 256 x 16 bit: about 6 MiB, above the 5 MB single PUT.
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const progress = async () =>
+      (
+        await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
+          upstreamId,
+        ])
+      ).rows as Array<{ upload_id: string }>;
+    const [open] = await progress();
+    expect(open).toBeDefined();
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    await sweep();
+    const { rows } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
+    expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    // The multipart upload, never to be completed, is aborted (contract: "or abort if the
+    // upload cannot be finished") and its progress dropped.
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      10_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(await progress()).toHaveLength(0);
+    // Never uploaded again: the upload job, run now, claims nothing; no complete follows.
+    const completes = () =>
+      proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
+        .length;
+    const before = completes();
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `upload:${id}`,
+    ]);
+    for (let i = 0; i < 3; i++) await sweep();
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(completes()).toBe(before);
+    expect(await orderState(db, id)).toBe('cancelled');
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

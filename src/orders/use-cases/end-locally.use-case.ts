@@ -46,6 +46,7 @@ export class EndLocallyUseCase {
   ): Promise<void> {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
+    let uploadToAbandon: string | null = null;
     let ended = false;
     let end = { to, reason, alert };
     await dataSource.transaction(async (manager) => {
@@ -115,12 +116,24 @@ export class EndLocallyUseCase {
       if (order.upstream_order_id && phaseOf(moved.from) !== 'ended' && !options.upstreamAnswered) {
         upstreamToCancel = order.upstream_order_id;
       }
+      // `study-ready` too: an upload held for the same study goes back there, its parts kept.
+      if (order.upstream_order_id && ['study-ready', 'uploading'].includes(moved.from)) {
+        uploadToAbandon = order.upstream_order_id;
+      }
     });
     if (end.alert && ended) {
       orderAlerts.inc({ alert: end.alert });
       this.deps.logger.error({ orderId, alert: end.alert }, 'order ended with an alert');
     }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
+    if (uploadToAbandon) {
+      // A multipart upload under way will never be completed now (an ended order is never
+      // claimed again): aborted, as the contract asks of an upload that cannot be finished,
+      // its progress dropped, and a run still sending parts finds it gone at its complete.
+      // Before, an order cancelled here while `uploading` (its cancel out of attempts, or
+      // refused upstream) left the upload open upstream and in imaging_upload_progress.
+      await this.deps.imaging.uploader.abandon(uploadToAbandon).catch(() => undefined);
+    }
     if (upstreamToCancel) {
       await this.client.cancelOrder(upstreamToCancel).catch((error: unknown) => {
         this.deps.logger.warn(

@@ -117,7 +117,8 @@ export class SweepUseCase {
     // check below enqueued it again, its back-off starting over: the study was retried
     // forever and no one was told. It ends here like a create that was never taken: failed,
     // alert not-uploaded, the clinician getting a no-result answer, the upstream order
-    // (waiting for a study that will not come) cancelled, a multipart upload aborted.
+    // (waiting for a study that will not come) cancelled, a multipart upload aborted (both
+    // by endLocally).
     const unuploaded = await this.deps.orders.uploadJobsExhausted();
     for (const o of unuploaded) {
       const since = o.upload_started_at
@@ -130,9 +131,6 @@ export class SweepUseCase {
         `not uploaded: the upload of the study failed on all ${o.attempts} attempts${since} (last: ${last})`,
         'not-uploaded',
       );
-      if (o.upstream_order_id) {
-        await this.deps.imaging.uploader.abandon(o.upstream_order_id).catch(() => undefined);
-      }
     }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {

@@ -1153,6 +1153,67 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(orusOf(spec.placer).filter((m) => m.get('ORC-1') === 'CR')).toHaveLength(1);
   });
 
+  it('an order cancelled here with alert upstream-cancel-unconfirmed is followed for UPSTREAM_STUCK_HOURS without an upstream change, then no longer: alert upstream-cancel-unfollowed for the analyst (timeline, webhook), no later status applied', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order' ? unavailable() : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    await sweep();
+    const state = async () =>
+      (
+        await db.query(
+          `SELECT state, alert, upstream_status, last_error FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; alert: string; upstream_status: string; last_error: string };
+    expect(await state()).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unconfirmed',
+    });
+    // Within the bound a sweep leaves it followed.
+    await sweep();
+    expect((await state()).alert).toBe('upstream-cancel-unconfirmed');
+    // 73 h without a change upstream or here (UPSTREAM_STUCK_HOURS is 72).
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '73 hours',
+                         updated_at = now() - interval '73 hours' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    const unfollowed = await state();
+    expect(unfollowed).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unfollowed' });
+    expect(unfollowed.last_error).toMatch(/no longer followed.*72 h/);
+    const alerts = async () =>
+      (await timeline(id)).filter(
+        (e) =>
+          e.kind === 'order.alert' &&
+          e.severity === 'error' &&
+          /upstream-cancel-unfollowed/.test(e.summary),
+      );
+    expect(await alerts()).toHaveLength(1);
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-cancel-unfollowed'),
+    );
+    // No longer polled: the upstream delivers, nothing of it is applied or fetched.
+    const status = unfollowed.upstream_status;
+    for (let i = 0; i < 20; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await state()).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unfollowed',
+      upstream_status: status,
+    });
+    expect(await alerts()).toHaveLength(1);
+    const { rows: docs } = await db.query(`SELECT 1 FROM order_documents WHERE order_id = $1`, [
+      id,
+    ]);
+    expect(docs).toHaveLength(0);
+  });
+
   it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
     // The study's parts go up but the complete is answered 503 (the upload job retries,
     // the order stays uploading); the cancel never reaches the upstream either.

@@ -21,6 +21,8 @@ export interface SweepSummary {
   notUploaded: number;
   /** Orders whose cancel job used every attempt: ended cancelled here (upstream-cancel-unconfirmed). */
   cancelNotConfirmed: number;
+  /** Orders cancelled here with upstream-cancel-unconfirmed no longer followed (upstream-cancel-unfollowed). */
+  cancelUnfollowed: number;
   /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
   jobsRequeued: number;
   leasesResumed: number;
@@ -92,6 +94,13 @@ export class SweepUseCase {
         { upstreamAnswered: true },
       );
     }
+    // An order cancelled here whose cancel the upstream never took (upstream-cancel-unconfirmed)
+    // is followed so that a result it delivers is kept and an end it reaches clears the alert.
+    // Before, it was followed for good (the stuck sweep takes only live orders): an upstream
+    // that never moves again was asked about it every cycle, forever. With no change upstream
+    // or here for UPSTREAM_STUCK_HOURS, the bound of a live order, it is no longer followed.
+    const unfollowed = await this.deps.orders.unconfirmedCancelsStale(settings.upstreamStuckMs);
+    for (const o of unfollowed) await this.stopFollowing(o);
     // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
     // restore) was never looked at again: `received` (the exhausted-job check above needs a
     // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
@@ -144,10 +153,51 @@ export class SweepUseCase {
       stuck: stuck.length,
       notPlaced: unplaced.length,
       cancelNotConfirmed: uncancelled.length,
+      cancelUnfollowed: unfollowed.length,
       notUploaded: unuploaded.length,
       jobsRequeued: orphans.length + unfetchedResults.length,
       leasesResumed: lapsed.length,
     };
+  }
+
+  /** Stops following an unconfirmed cancel: alert upstream-cancel-unfollowed replaces it. */
+  private async stopFollowing(o: { id: string; upstream_status: string | null }): Promise<void> {
+    const alert = 'upstream-cancel-unfollowed';
+    const hours = Math.round(this.deps.settings.upstreamStuckMs / 3_600_000);
+    const reason = `no longer followed: the upstream never confirmed the cancel, and the upstream order (last seen ${o.upstream_status ?? 'unknown'}) has not changed for ${hours} h (UPSTREAM_STUCK_HOURS); whether it still runs is unknown, and a result it delivers later is not fetched`;
+    const raised = await this.deps.dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, o.id, true);
+      if (!order) return false;
+      const replaced = await this.deps.orders.replaceAlert(
+        o.id,
+        'upstream-cancel-unconfirmed',
+        alert,
+        reason,
+        manager,
+      );
+      if (!replaced) return false;
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.alert',
+          orderId: o.id,
+          severity: 'error',
+          actor: 'adapter',
+          summary: `${alert}: ${reason}`,
+          detail: {
+            alert,
+            replaces: 'upstream-cancel-unconfirmed',
+            upstreamStatus: o.upstream_status,
+            afterHours: hours,
+          },
+        },
+      ]);
+      await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
+      return true;
+    });
+    if (raised) {
+      orderAlerts.inc({ alert });
+      this.deps.logger.error({ orderId: o.id, alert }, 'unconfirmed cancel no longer followed');
+    }
   }
 
   private async requeue(o: {

@@ -819,6 +819,60 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
   });
 
+  it('an order released from manual review back to analysis (IN_REVIEW then ANALYSIS_RUNNING) is applied, not observed as a stale status; back in review and on to DELIVERED as ever', async () => {
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: in_review');
+    const upstream = async () =>
+      (
+        await db.query(
+          `SELECT state, upstream_status, upstream_order_id FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; upstream_status: string; upstream_order_id: string };
+    for (let i = 0; i < 20 && (await upstream()).upstream_status !== 'IN_REVIEW'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'IN_REVIEW' });
+    const { upstream_order_id: upstreamId } = await upstream();
+    // The reviewer sends the order back to analysis: the listing says ANALYSIS_RUNNING.
+    decide = (method, path) =>
+      method === 'GET' && path === '/list-orders'
+        ? {
+            rewrite: (body) => {
+              const page = JSON.parse(body.toString()) as {
+                orders: Array<{ order_id: string; status: string }>;
+              };
+              page.orders = page.orders.map((o) =>
+                o.order_id === upstreamId ? { ...o, status: 'ANALYSIS_RUNNING' } : o,
+              );
+              return JSON.stringify(page);
+            },
+          }
+        : 'pass';
+    await sweep();
+    expect(await upstream()).toMatchObject({
+      state: 'processing',
+      upstream_status: 'ANALYSIS_RUNNING',
+    });
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'upstream.stale-status')).toHaveLength(0);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'order.transition' &&
+          (e.detail as { upstreamStatus?: string; previousUpstreamStatus?: string })
+            .upstreamStatus === 'ANALYSIS_RUNNING' &&
+          (e.detail as { previousUpstreamStatus?: string }).previousUpstreamStatus === 'IN_REVIEW',
+      ),
+    ).toBe(true);
+    // In review again (the listing as it is), then on to DELIVERED.
+    decide = () => 'pass';
+    await sweep();
+    expect(await upstream()).toMatchObject({ upstream_status: 'IN_REVIEW' });
+    await advanceUntil(id, 'delivered', 5_000, 10);
+    expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
+  });
+
   it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
     let qcDown = true;
     decide = (method, path) =>

@@ -5,7 +5,8 @@ describe('upstream status order', () => {
     ['QC_BYPASS', 'QC_FAILED'],
     ['ANALYSIS_RUNNING', 'QUEUED'],
     ['PREPROCESSING', 'QC_FAILED'],
-    ['IN_REVIEW', 'ANALYSIS_RUNNING'],
+    ['IN_REVIEW', 'PREPROCESSING'],
+    ['IN_REVIEW', 'QUEUED'],
     ['QC_PASSED', 'ELIGIBILITY_CHECK_RUNNING'],
     ['RECEIVED', 'PENDING'],
   ] as const)('%s then %s moves backwards', (applied, next) => {
@@ -19,6 +20,8 @@ describe('upstream status order', () => {
     ['QC_BYPASS', 'QC_PASSED'],
     ['PENDING', 'DELIVERED'],
     ['IN_REVIEW', 'DELIVERED'],
+    ['IN_REVIEW', 'ANALYSIS_RUNNING'],
+    ['ANALYSIS_RUNNING', 'IN_REVIEW'],
     ['ANALYSIS_RUNNING', 'CANCELLED'],
     ['QC_FAILED', 'EXPIRED'],
     [null, 'QUEUED'],

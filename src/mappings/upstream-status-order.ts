@@ -13,8 +13,9 @@ import type { UpstreamStatus } from '../imaging-spec/imaging-spec';
  * listing, a `GET /status` answered before a later listing, a replica's poll that raced. It
  * is observed, not applied (a Task back on-hold after the bypass, an ORM SC status message
  * saying "queued" during analysis). Equal stages are not backwards: QC_FAILED's two rows
- * (bypassable, then final) are one status, and QC_PASSED / QC_BYPASS are the two ways past a
- * QC verdict. Every end is the last stage: an end is always applied to a running order.
+ * (bypassable, then final) are one status, QC_PASSED / QC_BYPASS are the two ways past a
+ * QC verdict, and ANALYSIS_RUNNING / IN_REVIEW are the analysis running or held for review
+ * (the contract names no move between them; a review ending in more analysis is one). Every end is the last stage: an end is always applied to a running order.
  */
 export const UPSTREAM_STATUS_STAGE = {
   PENDING: 0,
@@ -27,8 +28,11 @@ export const UPSTREAM_STATUS_STAGE = {
   QC_PASSED: 5,
   QC_BYPASS: 5,
   PREPROCESSING: 6,
+  // IN_REVIEW is a hold on the analysis ("blocked on manual review"), not a step after it: a
+  // review that sends the order back to analysis is a move the upstream makes, not a stale
+  // status, so the two share a stage (either way is applied).
   ANALYSIS_RUNNING: 7,
-  IN_REVIEW: 8,
+  IN_REVIEW: 7,
   DELIVERED: 9,
   FAILED: 9,
   PREPROCESSING_FAILED: 9,

@@ -65,7 +65,15 @@ export interface OrderEvents {
    */
   endedLocally(
     manager: EntityManager,
-    ended: { order: OrderSnapshot; state: OrderState; reason: string; alert: string | null },
+    ended: {
+      order: OrderSnapshot;
+      state: OrderState;
+      /** What the clinic reads (Task, DiagnosticReport, ORU): a clinical sentence. */
+      reason: string;
+      alert: string | null;
+      /** The alert's technical reason, for the person the alert goes to (default `reason`). */
+      alertReason?: string;
+    },
   ): Promise<void>;
   /**
    * An alert raised on an order without ending it here (it may have ended before: the

@@ -124,10 +124,23 @@ export class OutboxOrderEvents implements OrderEvents {
 
   async endedLocally(
     manager: EntityManager,
-    ended: { order: OrderSnapshot; state: string; reason: string; alert: string | null },
+    ended: {
+      order: OrderSnapshot;
+      state: string;
+      reason: string;
+      alert: string | null;
+      alertReason?: string;
+    },
   ): Promise<void> {
     if (ended.alert) {
-      await this.insertAlert(manager, ended.order.id, ended.alert, ended.state, ended.reason);
+      // The person the alert goes to reads the technical reason; the clinic, `reason`.
+      await this.insertAlert(
+        manager,
+        ended.order.id,
+        ended.alert,
+        ended.state,
+        ended.alertReason ?? ended.reason,
+      );
     }
     if (ended.state !== 'failed' && ended.state !== 'cancelled') return;
     const row = applyOverride(

@@ -587,6 +587,40 @@ export class OrderRepository extends RepositoryBase {
     return rows.length > 0;
   }
 
+  /**
+   * Orders ended `cancelled` here with alert upstream-cancel-unconfirmed (still followed) with
+   * no change for longer than `stuckMs`: neither an upstream status (`upstream_status_at`) nor
+   * one of ours (`updated_at`: the local end, an alert) — 500 at a time.
+   */
+  async unconfirmedCancelsStale(
+    stuckMs: number,
+    manager?: EntityManager,
+  ): Promise<Array<{ id: string; upstream_status: string | null }>> {
+    return this.db(manager).query(
+      `SELECT id, upstream_status FROM orders
+        WHERE state = 'cancelled' AND alert = 'upstream-cancel-unconfirmed'
+          AND greatest(upstream_status_at, updated_at) < now() - $1 * interval '1 millisecond'
+        LIMIT 500`,
+      [stuckMs],
+    );
+  }
+
+  /** Replaces the order's alert `from` by `to` (with its reason): true when it held `from`. */
+  async replaceAlert(
+    orderId: string,
+    from: string,
+    to: string,
+    reason: string,
+    manager?: EntityManager,
+  ): Promise<boolean> {
+    const rows: unknown[] = await this.db(manager).query(
+      `UPDATE orders SET alert = $3, last_error = $4, updated_at = now()
+        WHERE id = $1 AND alert = $2 RETURNING id`,
+      [orderId, from, to, pgText(reason)],
+    );
+    return rows.length > 0;
+  }
+
   /** Orders whose upstream status has not changed for longer than `stuckMs` (500 at a time). */
   async stuckUpstream(
     stuckMs: number,

@@ -310,6 +310,48 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await orderState(db, other)).toBe('received');
   });
 
+  it('a create the upstream refuses (400 invalid_metadata) fails with alert upstream-refused: the clinic reads a clinical sentence, the analyst (timeline, last_error, alert webhook) the refusal', async () => {
+    decide = (method, path) =>
+      method === 'POST' && path === '/new-order'
+        ? {
+            reply: 400,
+            body: JSON.stringify({
+              error: 'invalid_metadata',
+              message: 'invalid metadata: study_date must be a date',
+            }),
+          }
+        : 'pass';
+    const spec = newOrderSpec();
+    const id = await ordered(spec);
+    await waitFor(
+      'the order failed',
+      async () => (await orderState(db, id)) === 'failed',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const { rows } = await db.query(`SELECT alert, last_error FROM orders WHERE id = $1`, [id]);
+    expect(rows[0].alert).toBe('upstream-refused');
+    expect(rows[0].last_error).toMatch(/invalid_metadata/);
+    expect(JSON.stringify(await timeline(id))).toContain('invalid_metadata');
+    await waitFor('the alert posted', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-refused'),
+    );
+    const posted = alertsPosted.find(
+      (b) => b['orderId'] === id && b['alert'] === 'upstream-refused',
+    )!;
+    expect(String(posted['reason'])).toMatch(/invalid_metadata/);
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expectClinicalWording(
+      spec.placer,
+      /the analysis service did not accept the order; no result will come/,
+    );
+    const text = JSON.stringify(
+      orusOf(spec.placer).map((m) => [m.get('ORC-16.2'), m.get('OBX-5')]),
+    );
+    expect(text).not.toMatch(/invalid_metadata|study_date|\b400\b|client_error|new-order/);
+  });
+
   it.each([
     ['1800 (seconds, half an hour)', '1800', 1_800],
     ['an HTTP-date in year 9999', 'Fri, 31 Dec 9999 23:59:59 GMT', 3_600],
@@ -838,6 +880,60 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     decide = () => 'pass';
   });
 
+  it('an order released from manual review back to analysis (IN_REVIEW then ANALYSIS_RUNNING) is applied, not observed as a stale status; back in review and on to DELIVERED as ever', async () => {
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: in_review');
+    const upstream = async () =>
+      (
+        await db.query(
+          `SELECT state, upstream_status, upstream_order_id FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; upstream_status: string; upstream_order_id: string };
+    for (let i = 0; i < 20 && (await upstream()).upstream_status !== 'IN_REVIEW'; i++) {
+      await sandbox.advance(1_000);
+      await sweep();
+    }
+    expect(await upstream()).toMatchObject({ state: 'processing', upstream_status: 'IN_REVIEW' });
+    const { upstream_order_id: upstreamId } = await upstream();
+    // The reviewer sends the order back to analysis: the listing says ANALYSIS_RUNNING.
+    decide = (method, path) =>
+      method === 'GET' && path === '/list-orders'
+        ? {
+            rewrite: (body) => {
+              const page = JSON.parse(body.toString()) as {
+                orders: Array<{ order_id: string; status: string }>;
+              };
+              page.orders = page.orders.map((o) =>
+                o.order_id === upstreamId ? { ...o, status: 'ANALYSIS_RUNNING' } : o,
+              );
+              return JSON.stringify(page);
+            },
+          }
+        : 'pass';
+    await sweep();
+    expect(await upstream()).toMatchObject({
+      state: 'processing',
+      upstream_status: 'ANALYSIS_RUNNING',
+    });
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'upstream.stale-status')).toHaveLength(0);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'order.transition' &&
+          (e.detail as { upstreamStatus?: string; previousUpstreamStatus?: string })
+            .upstreamStatus === 'ANALYSIS_RUNNING' &&
+          (e.detail as { previousUpstreamStatus?: string }).previousUpstreamStatus === 'IN_REVIEW',
+      ),
+    ).toBe(true);
+    // In review again (the listing as it is), then on to DELIVERED.
+    decide = () => 'pass';
+    await sweep();
+    expect(await upstream()).toMatchObject({ upstream_status: 'IN_REVIEW' });
+    await advanceUntil(id, 'delivered', 5_000, 10);
+    expect(await upstream()).toMatchObject({ state: 'delivered', upstream_status: 'DELIVERED' });
+  });
+
   it('a QC report of a bypassable QC_FAILED fetched only after the bypass was granted is not published as the final QC rejection; the order goes on to its result', async () => {
     let qcDown = true;
     decide = (method, path) =>
@@ -1192,6 +1288,124 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     // The clinician was told "cancelled" once, not again when the result came.
     expect(orusOf(spec.placer).filter((m) => m.get('ORC-1') === 'CR')).toHaveLength(1);
+  });
+
+  it('an order cancelled here with alert upstream-cancel-unconfirmed is followed for UPSTREAM_STUCK_HOURS without an upstream change, then no longer: alert upstream-cancel-unfollowed for the analyst (timeline, webhook), no later status applied', async () => {
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order' ? unavailable() : 'pass';
+    const { spec, id } = await processing('Bitte KI-Auswertung. sandbox-outcome: delivered');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    await sweep();
+    const state = async () =>
+      (
+        await db.query(
+          `SELECT state, alert, upstream_status, last_error FROM orders WHERE id = $1`,
+          [id],
+        )
+      ).rows[0] as { state: string; alert: string; upstream_status: string; last_error: string };
+    expect(await state()).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unconfirmed',
+    });
+    // Within the bound a sweep leaves it followed.
+    await sweep();
+    expect((await state()).alert).toBe('upstream-cancel-unconfirmed');
+    // 73 h without a change upstream or here (UPSTREAM_STUCK_HOURS is 72).
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '73 hours',
+                         updated_at = now() - interval '73 hours' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    const unfollowed = await state();
+    expect(unfollowed).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unfollowed' });
+    expect(unfollowed.last_error).toMatch(/no longer followed.*72 h/);
+    const alerts = async () =>
+      (await timeline(id)).filter(
+        (e) =>
+          e.kind === 'order.alert' &&
+          e.severity === 'error' &&
+          /upstream-cancel-unfollowed/.test(e.summary),
+      );
+    expect(await alerts()).toHaveLength(1);
+    await waitFor('the alert POSTed', async () =>
+      alertsPosted.some((b) => b['orderId'] === id && b['alert'] === 'upstream-cancel-unfollowed'),
+    );
+    // No longer polled: the upstream delivers, nothing of it is applied or fetched.
+    const status = unfollowed.upstream_status;
+    for (let i = 0; i < 20; i++) {
+      await sandbox.advance(5_000);
+      await sweep();
+    }
+    expect(await state()).toMatchObject({
+      state: 'cancelled',
+      alert: 'upstream-cancel-unfollowed',
+      upstream_status: status,
+    });
+    expect(await alerts()).toHaveLength(1);
+    const { rows: docs } = await db.query(`SELECT 1 FROM order_documents WHERE order_id = $1`, [
+      id,
+    ]);
+    expect(docs).toHaveLength(0);
+  });
+
+  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
+    // The study's parts go up but the complete is answered 503 (the upload job retries,
+    // the order stays uploading); the cancel never reaches the upstream either.
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete') ||
+      (method === 'PATCH' && path === '/cancel-order')
+        ? unavailable()
+        : 'pass';
+    // 48 slices of 256 x 256 x 16 bit: about 6 MiB, above the 5 MB single PUT.
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const progress = async () =>
+      (
+        await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
+          upstreamId,
+        ])
+      ).rows as Array<{ upload_id: string }>;
+    const [open] = await progress();
+    expect(open).toBeDefined();
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await exhaust(`cancel:${id}`, id);
+    await sweep();
+    const { rows } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
+    expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    // The multipart upload, never to be completed, is aborted (contract: "or abort if the
+    // upload cannot be finished") and its progress dropped.
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      10_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(await progress()).toHaveLength(0);
+    // Never uploaded again: the upload job, run now, claims nothing; no complete follows.
+    const completes = () =>
+      proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
+        .length;
+    const before = completes();
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `upload:${id}`,
+    ]);
+    for (let i = 0; i < 3; i++) await sweep();
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(completes()).toBe(before);
+    expect(await orderState(db, id)).toBe('cancelled');
   });
 });
 

@@ -228,5 +228,38 @@ describe('upstream refusals (adapter, sandbox upstream, EHR and RIS peers)', () 
     const timeline = await auditTimeline(id);
     expect(timeline).toContain(refusal.files[39]!.file);
     expect(timeline).not.toContain('MUSTERMANN');
+
+    // The clinic reads what happened and that no result comes, never the upstream's refusal
+    // (its HTTP status, error code, file list, message): ORC-16 and the text OBX of the ORU,
+    // the Task's statusReason, the DiagnosticReport's conclusion.
+    await waitFor('the no-result answers', async () => {
+      const rows = await outbox(id);
+      return (
+        ['hl7-oru', 'fhir-task', 'fhir-diagnostic-report'].every((k) =>
+          rows.some((r) => r.kind === k),
+        ) && rows.every((r) => r.status === 'delivered')
+      );
+    });
+    const [task] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+    const [dr] = await ehr.search<DiagnosticReport>(
+      'DiagnosticReport',
+      `identifier=urn:imaging-ai-adapter:diagnostic-report|${id}`,
+    );
+    const oru = orusOf(spec.placer).at(-1)!;
+    const clinical = [
+      oru.get('ORC-16.2') ?? '',
+      ...oru
+        .segmentsById('OBX')
+        .filter((s) => s.value(2) === 'TX')
+        .map((s) => s.value(5) ?? ''),
+      task!.statusReason?.text ?? '',
+      dr!.conclusion ?? '',
+    ];
+    for (const text of clinical) {
+      expect(text).toMatch(/the analysis service did not accept the images; no result will come/);
+      expect(text).not.toMatch(
+        /invalid_study|\b400\b|DICOM\/|validation|pixel data|refused:|https?:/,
+      );
+    }
   });
 });

@@ -1,5 +1,6 @@
 import type { OrderState } from '../../domain/order-state';
 import { isTerminal, phaseOf } from '../../domain/order-state';
+import { clinicalEndReason } from '../../mappings/local-end-reasons';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
@@ -32,27 +33,22 @@ export class EndLocallyUseCase {
    * Ends an order without an upstream status (deadline, unusable study, refusal, cancel
    * before placing). With an alert code the end is an error an operator sees (audit
    * `order.alert`, error log). A placed upstream order is cancelled so it does not linger.
+   * `reason` is the analyst's (timeline, `last_error`, alert); the clinic is told the
+   * clinical sentence of `to` and `alert` (CLINICAL_END_REASONS).
    */
   async endLocally(
     orderId: string,
     to: Extract<OrderState, 'failed' | 'cancelled'>,
     reason: string,
     alert: string | null,
-    options: {
-      /** The upstream has just answered a cancel of this order: it is not asked again. */
-      upstreamAnswered?: boolean;
-      /**
-       * What the clinic is told (Task, DiagnosticReport, ORU), when `reason` holds what only
-       * the analyst should read: the upstream's error words, status codes, attempt counts.
-       */
-      clinicalReason?: string;
-    } = {},
+    /** The upstream has just answered a cancel of this order: it is not asked again. */
+    options: { upstreamAnswered?: boolean } = {},
   ): Promise<void> {
     const { dataSource, events } = this.deps;
     let upstreamToCancel: string | null = null;
+    let uploadToAbandon: string | null = null;
     let ended = false;
     let end = { to, reason, alert };
-    let clinicalReason = options.clinicalReason ?? reason;
     await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order || isTerminal(stateOf(order))) return;
@@ -76,8 +72,6 @@ export class EndLocallyUseCase {
           reason: `cancelled as the orderer asked; it had also failed: ${reason}`,
           alert: null,
         };
-        clinicalReason =
-          options.clinicalReason === undefined ? end.reason : 'cancelled as the orderer asked';
       }
       const moved = await transition(
         manager,
@@ -109,14 +103,22 @@ export class EndLocallyUseCase {
           },
         ]);
       }
+      // The clinic reads a sentence chosen by the end and its alert (src/mappings/
+      // local-end-reasons.ts), never `reason`: that holds what only the analyst should read
+      // (the upstream's error words, HTTP statuses, upstream status values, attempt counts).
       await events.endedLocally(manager, {
         order: snapshot(order),
         state: end.to,
-        reason: clinicalReason,
+        reason: clinicalEndReason(end.to, end.alert),
         alert: end.alert,
+        alertReason: end.reason,
       });
       if (order.upstream_order_id && phaseOf(moved.from) !== 'ended' && !options.upstreamAnswered) {
         upstreamToCancel = order.upstream_order_id;
+      }
+      // `study-ready` too: an upload held for the same study goes back there, its parts kept.
+      if (order.upstream_order_id && ['study-ready', 'uploading'].includes(moved.from)) {
+        uploadToAbandon = order.upstream_order_id;
       }
     });
     if (end.alert && ended) {
@@ -124,6 +126,14 @@ export class EndLocallyUseCase {
       this.deps.logger.error({ orderId, alert: end.alert }, 'order ended with an alert');
     }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
+    if (uploadToAbandon) {
+      // A multipart upload under way will never be completed now (an ended order is never
+      // claimed again): aborted, as the contract asks of an upload that cannot be finished,
+      // its progress dropped, and a run still sending parts finds it gone at its complete.
+      // Before, an order cancelled here while `uploading` (its cancel out of attempts, or
+      // refused upstream) left the upload open upstream and in imaging_upload_progress.
+      await this.deps.imaging.uploader.abandon(uploadToAbandon).catch(() => undefined);
+    }
     if (upstreamToCancel) {
       await this.client.cancelOrder(upstreamToCancel).catch((error: unknown) => {
         this.deps.logger.warn(

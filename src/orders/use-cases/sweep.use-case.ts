@@ -21,6 +21,8 @@ export interface SweepSummary {
   notUploaded: number;
   /** Orders whose cancel job used every attempt: ended cancelled here (upstream-cancel-unconfirmed). */
   cancelNotConfirmed: number;
+  /** Orders cancelled here with upstream-cancel-unconfirmed no longer followed (upstream-cancel-unfollowed). */
+  cancelUnfollowed: number;
   /** Orders waiting for a job of theirs that was lost (place, acquire, upload): enqueued again. */
   jobsRequeued: number;
   leasesResumed: number;
@@ -65,10 +67,6 @@ export class SweepUseCase {
         'failed',
         `not placed upstream: the create failed on ${this.triedFor(o, o.place_attempted_at)}`,
         'not-placed',
-        {
-          clinicalReason:
-            'the order could not be placed with the analysis service; no result will come',
-        },
       );
     }
     // A cancel job that used every attempt (the upstream refused or was unreachable for the
@@ -84,9 +82,16 @@ export class SweepUseCase {
         'cancelled',
         `cancelled here as the orderer asked, but the upstream cancel failed on ${this.triedFor(o, o.cancel_requested_at)}: the upstream may still process the order`,
         'upstream-cancel-unconfirmed',
-        { upstreamAnswered: true, clinicalReason: 'cancelled as the orderer asked' },
+        { upstreamAnswered: true },
       );
     }
+    // An order cancelled here whose cancel the upstream never took (upstream-cancel-unconfirmed)
+    // is followed so that a result it delivers is kept and an end it reaches clears the alert.
+    // Before, it was followed for good (the stuck sweep takes only live orders): an upstream
+    // that never moves again was asked about it every cycle, forever. With no change upstream
+    // or here for UPSTREAM_STUCK_HOURS, the bound of a live order, it is no longer followed.
+    const unfollowed = await this.deps.orders.unconfirmedCancelsStale(settings.upstreamStuckMs);
+    for (const o of unfollowed) await this.stopFollowing(o);
     // An order waiting for a job of its own that is gone (deleted, lost in a queue reset or a
     // restore) was never looked at again: `received` (the exhausted-job check above needs a
     // job row), `placed` or `study-ready` (the study deadline failed it a day later, "no
@@ -113,7 +118,8 @@ export class SweepUseCase {
     // check below enqueued it again, its back-off starting over: the study was retried
     // forever and no one was told. It ends here like a create that was never taken: failed,
     // alert not-uploaded, the clinician getting a no-result answer, the upstream order
-    // (waiting for a study that will not come) cancelled, a multipart upload aborted.
+    // (waiting for a study that will not come) cancelled, a multipart upload aborted (both
+    // by endLocally).
     const unuploaded = await this.deps.orders.uploadJobsExhausted();
     for (const o of unuploaded) {
       await this.ending.endLocally(
@@ -121,14 +127,7 @@ export class SweepUseCase {
         'failed',
         `not uploaded: the upload of the study failed on ${this.triedFor(o, o.upload_started_at)}`,
         'not-uploaded',
-        {
-          clinicalReason:
-            'the study could not be sent to the analysis service; no result will come',
-        },
       );
-      if (o.upstream_order_id) {
-        await this.deps.imaging.uploader.abandon(o.upstream_order_id).catch(() => undefined);
-      }
     }
     const lapsed = await this.deps.uploadLease.lapsed();
     for (const o of lapsed) {
@@ -142,10 +141,51 @@ export class SweepUseCase {
       stuck: stuck.length,
       notPlaced: unplaced.length,
       cancelNotConfirmed: uncancelled.length,
+      cancelUnfollowed: unfollowed.length,
       notUploaded: unuploaded.length,
       jobsRequeued: requeued,
       leasesResumed: lapsed.length,
     };
+  }
+
+  /** Stops following an unconfirmed cancel: alert upstream-cancel-unfollowed replaces it. */
+  private async stopFollowing(o: { id: string; upstream_status: string | null }): Promise<void> {
+    const alert = 'upstream-cancel-unfollowed';
+    const hours = Math.round(this.deps.settings.upstreamStuckMs / 3_600_000);
+    const reason = `no longer followed: the upstream never confirmed the cancel, and the upstream order (last seen ${o.upstream_status ?? 'unknown'}) has not changed for ${hours} h (UPSTREAM_STUCK_HOURS); whether it still runs is unknown, and a result it delivers later is not fetched`;
+    const raised = await this.deps.dataSource.transaction(async (manager) => {
+      const order = await loadOrder(manager, o.id, true);
+      if (!order) return false;
+      const replaced = await this.deps.orders.replaceAlert(
+        o.id,
+        'upstream-cancel-unconfirmed',
+        alert,
+        reason,
+        manager,
+      );
+      if (!replaced) return false;
+      await writeAuditEvents(manager, [
+        {
+          kind: 'order.alert',
+          orderId: o.id,
+          severity: 'error',
+          actor: 'adapter',
+          summary: `${alert}: ${reason}`,
+          detail: {
+            alert,
+            replaces: 'upstream-cancel-unconfirmed',
+            upstreamStatus: o.upstream_status,
+            afterHours: hours,
+          },
+        },
+      ]);
+      await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
+      return true;
+    });
+    if (raised) {
+      orderAlerts.inc({ alert });
+      this.deps.logger.error({ orderId: o.id, alert }, 'unconfirmed cancel no longer followed');
+    }
   }
 
   /**

@@ -1,0 +1,46 @@
+/**
+ * What the clinic is told when an order ends here without a result (the ENDED_LOCALLY_* rows:
+ * ORC-16 text and the text OBX of the ORU, the Task's statusReason, the DiagnosticReport's
+ * conclusion), by the alert the end raises. One sentence a clinician reads: what happened,
+ * that no result will come, and what to do where there is something to do.
+ *
+ * The technical reason (the upstream's HTTP status, error code and message, attempt counts,
+ * upstream status values, file lists) is the analyst's: timeline, `orders.last_error`, the
+ * `order.alert` event and the alert webhook. It never goes to the clinic: it is not written
+ * for a clinician, and the upstream's text is not ours (it may echo what we sent).
+ *
+ * Plain words only (no HL7 delimiters, no control characters): valid as they stand for
+ * ORC-16 CE text, OBX-5 TX and a FHIR string, escaped by the writers like any text.
+ */
+export const CLINICAL_END_REASONS = {
+  'study-deadline':
+    'no usable images of the study arrived in time; no result will come. If the examination took place, order the analysis again once its images are in the PACS',
+  'study-unusable':
+    'the images of the study could not be used for the analysis; no result will come',
+  'study-identity-mismatch':
+    'the images found do not match the order (patient or accession number); they were not analysed and no result will come. Check the order and the study',
+  'upstream-refused': 'the analysis service did not accept the order; no result will come',
+  'upload-refused': 'the analysis service did not accept the images; no result will come',
+  'batch-products-mismatch':
+    'the order asks for other analyses than the other orders of its group; it was not sent for analysis and no result will come',
+  'not-placed': 'the order could not be placed with the analysis service; no result will come',
+  'not-uploaded': 'the study could not be sent to the analysis service; no result will come',
+  'upstream-stuck': 'the analysis did not finish in time; no result will come',
+  'upstream-unknown': 'the analysis service no longer holds the order; no result will come',
+} as const;
+
+export type ClinicalEndAlert = keyof typeof CLINICAL_END_REASONS;
+
+/** A failure here whose alert has no sentence of its own. */
+export const CLINICAL_FAILED_DEFAULT = 'the analysis could not be completed; no result will come';
+
+/** Every local end as `cancelled` answers a cancel the orderer asked for. */
+export const CLINICAL_CANCELLED = 'cancelled as the orderer asked';
+
+/** The sentence the clinic reads for an order ended here as `to`, with `alert`. */
+export function clinicalEndReason(to: 'failed' | 'cancelled', alert: string | null): string {
+  if (to === 'cancelled') return CLINICAL_CANCELLED;
+  return alert !== null && Object.hasOwn(CLINICAL_END_REASONS, alert)
+    ? CLINICAL_END_REASONS[alert as ClinicalEndAlert]
+    : CLINICAL_FAILED_DEFAULT;
+}

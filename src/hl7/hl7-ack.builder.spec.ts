@@ -78,6 +78,29 @@ describe('buildAck', () => {
     }
   });
 
+  it('cuts MSA-3 (ST, 80 before v2.5) to 80 characters, never inside an escape or a surrogate pair', () => {
+    // The sentence the live listener wrote for an unknown XX order: 83 characters in MSA-3.
+    const unknown =
+      'Unknown order: no order with this placer/filler number to change (ORC/OBR group 1)';
+    const msa3 = (version: string, message: string): string =>
+      errorAckLines(version, [{ ...ORC_ERROR, message }], 'OUT-5')[1].split('|')[3];
+    for (const version of ['2.1', '2.2', '2.3', '2.3.1', '2.4']) {
+      expect(msa3(version, unknown)).toBe(unknown.slice(0, 80));
+      // `|` at characters 79: its escape \F\ (79-81) does not fit, and is not cut in two.
+      const piped = `${'a'.repeat(78)}|bc`;
+      expect(msa3(version, piped)).toBe('a'.repeat(78));
+      // An emoji (two UTF-16 units) at 80-81 is left out whole, not half of it written.
+      const emoji = `${'b'.repeat(79)}\u{1F600}z`;
+      expect(msa3(version, emoji)).toBe('b'.repeat(79));
+      const fits = `${'c'.repeat(77)}\\x`;
+      expect(msa3(version, fits)).toBe(`${'c'.repeat(77)}\\E\\`);
+    }
+    // v2.5+ writes no MSA-3; the whole sentence is ERR-8.
+    const modern = errorAckLines('2.5.1', [{ ...ORC_ERROR, message: unknown }], 'OUT-6');
+    expect(modern[1]).toBe('MSA|AE|IN-42');
+    expect(modern[2].split('|')[8]).toBe(unknown);
+  });
+
   it('uses enhanced-mode codes when MSH-15/MSH-16 are valued', () => {
     const m = parseHl7(inbound('2.5.1', '|||AL|NE'));
     expect(ackModeOf(m)).toBe('enhanced');

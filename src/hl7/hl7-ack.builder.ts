@@ -1,5 +1,6 @@
 import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
 import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
+import { escapeWithin } from './hl7-escape';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -35,7 +36,7 @@ export interface Hl7ErrorDetail {
   location?: string;
   code: Hl7ErrorCondition;
   severity: Hl7ErrorSeverity;
-  /** Human-readable, PHI-free text for ERR-8 (v2.5+) / ERR-1.4.2 (v2.3-2.4). */
+  /** Human-readable, PHI-free text for ERR-8 (v2.5+) / MSA-3, cut to 80 (first error, v2.1-2.4). */
   message: string;
 }
 
@@ -149,6 +150,9 @@ export interface BuiltAck {
   /** Encoded as the inbound message was decoded (MSH-18 echoed). */
   bytes: Buffer;
 }
+
+/** MSA-3 text message, ST of length 80 in every version that has it (v2.1-2.6; chapter 2). */
+const MSA_3_LENGTH = 80;
 
 /** Versions whose MSH-9 has no third component (message structure, added in v2.3.1). */
 const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
@@ -332,8 +336,13 @@ export function buildAck(options: AckOptions): BuiltAck {
         [...msh.rawField(10)].some((c) => c < ' ' || c === '\u007f')
           ? msh.structure(10)
           : { encoded: msh.rawField(10) },
-        // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
-        !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
+        // MSA-3 text message (ST, 80 in v2.1-2.4): deprecated since v2.4 in favour of ERR,
+        // withdrawn in v2.7, so written only before v2.5, where ERR has no user message. Cut to
+        // its length (escapeWithin); the whole sentence stays in the audit record. Before, it
+        // was written whole (`Unknown order: ... (ORC/OBR group 1)`, 82 characters).
+        !modern && outcome !== 'accept' && errors.length > 0
+          ? { encoded: escapeWithin(errors[0].message, MSA_3_LENGTH, inbound.delimiters) }
+          : undefined,
       ],
     },
     ...errors.map((e) => errSegment(e, version)),

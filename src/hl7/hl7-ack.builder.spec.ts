@@ -1,4 +1,10 @@
-import { acceptAckWanted, ackModeOf, buildAck, Hl7ErrorDetail } from './hl7-ack.builder';
+import {
+  acceptAckWanted,
+  ackModeOf,
+  buildAck,
+  buildUnparseableAck,
+  Hl7ErrorDetail,
+} from './hl7-ack.builder';
 import { parseHl7 } from './hl7-message';
 import { checkStructure } from './hl7-structure.validator';
 
@@ -99,6 +105,35 @@ describe('buildAck', () => {
     const modern = errorAckLines('2.5.1', [{ ...ORC_ERROR, message: unknown }], 'OUT-6');
     expect(modern[1]).toBe('MSA|AE|IN-42');
     expect(modern[2].split('|')[8]).toBe(unknown);
+  });
+
+  it('cuts ERR-8 (TX, 250 in v2.5-2.6) to 250 and gives the whole text in ERR-7 (TX, 2048)', () => {
+    const long = `${'Message type XYZ not supported; '.repeat(9)}this receiver takes ORM^O01|x`; // 318
+    const escaped = long.replace('^', '\\S\\').replace('|', '\\F\\');
+    for (const version of ['2.5', '2.5.1', '2.6']) {
+      const err = errorAckLines(version, [{ ...ORC_ERROR, message: long }], 'OUT-7')[2].split('|');
+      expect(err[8]).toBe(long.slice(0, 250));
+      expect(err[7]).toBe(escaped);
+    }
+    // v2.7 dropped the length of both; the text is ERR-8 alone, as before.
+    const v27 = errorAckLines('2.7', [{ ...ORC_ERROR, message: long }], 'OUT-8')[2].split('|');
+    expect(v27[7]).toBe('');
+    expect(v27[8]).toBe(escaped);
+    // The AR for an unreadable header (v2.5.1) is held to the same lengths.
+    const ar = buildUnparseableAck({
+      raw: Buffer.from('MSH|^~|RIS|HOSP|AI|RAD|20240318||ORM^O01|C1|P|2.5.1\r'),
+      reason: long,
+      mshField: 2,
+      ourApplication: 'AI',
+      ourFacility: 'RAD',
+      now: NOW,
+      controlId: 'OUT-9',
+    })
+      .toString('latin1')
+      .split('\r')[2]
+      .split('|');
+    expect(ar[8]).toHaveLength(250);
+    expect(ar[7]).toBe(`Not an HL7 v2 message: ${escaped}`);
   });
 
   it('uses enhanced-mode codes when MSH-15/MSH-16 are valued', () => {

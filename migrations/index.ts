@@ -16,6 +16,7 @@ import { IntakeNoJit20261125090000 } from './20261125090000-intake-no-jit';
 import { IntakePlaceAttempted20261125160000 } from './20261125160000-intake-place-attempted';
 import { IntakeGenericPlans20261127040000 } from './20261127040000-intake-generic-plans';
 import { SubscriptionCatchUpFrom20261127043000 } from './20261127043000-subscription-catch-up-from';
+import { OrdersPatientIdentifiers20261127220000 } from './20261127220000-orders-patient-identifiers';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -40,4 +41,5 @@ export const MIGRATIONS = [
   IntakePlaceAttempted20261125160000,
   IntakeGenericPlans20261127040000,
   SubscriptionCatchUpFrom20261127043000,
+  OrdersPatientIdentifiers20261127220000,
 ];

@@ -3,7 +3,8 @@
  * the real migrations, then 100,000 orders with their inbound messages and 1,000,000 audit
  * events (10 per order, shaped like the front door's and the workers' events, lineage
  * included), generated set-based with generate_series. Then, through the real
- * AuditQueryService on a pooled connection: search by accession, by patient identifier, by
+ * AuditQueryService on a pooled connection: search by accession, by patient identifier (the
+ * record number, and a second identifier of the patient: GIN on the request's), by
  * MSH-10, and loading one order's whole timeline, each for random existing keys. Prints
  * p50/p99 per operation and the EXPLAIN plan of each query as JSON. Target: p99 < 50 ms.
  * Usage: `node scripts/with-node.cjs -r @swc-node/register bench/audit-search/audit-search.bench.ts`
@@ -58,7 +59,9 @@ async function generate(url: string): Promise<{ seconds: number; events: number 
               'up-' || g, 'ACC-' || g, 'PAT-' || (g % ($1::int / 20)), 'PLC-' || g, 'FIL-' || g,
               '1.2.276.0.7230010.3.1.2.' || g,
               jsonb_build_object('source', 'hl7v2', 'action', 'create', 'products', jsonb_build_array('lung-nodule-ct'),
-                'patient', jsonb_build_object('identifiers', jsonb_build_array(jsonb_build_object('value', 'PAT-' || (g % ($1::int / 20)))),
+                'patient', jsonb_build_object('identifiers', jsonb_build_array(
+                    jsonb_build_object('value', 'PAT-' || (g % ($1::int / 20)), 'type', 'MR'),
+                    jsonb_build_object('value', 'EMPI-' || (g % ($1::int / 20)), 'type', 'PI')),
                   'name', jsonb_build_object('family', 'SCHMIDT', 'given', jsonb_build_array('ANNA')), 'birthDate', '1956-02-14'),
                 'accessionNumber', 'ACC-' || g),
               'hl7-order-mapping/1.0.0'
@@ -166,6 +169,10 @@ async function main(): Promise<void> {
         byPatientId: await measure('patient', (i) =>
           query.searchOrders({ patientId: `PAT-${key(i) % (ORDERS / 20)}` }),
         ),
+        /** The patient's second identifier (a later PID-3 repetition): the GIN index. */
+        byLaterPatientId: await measure('patient-later', (i) =>
+          query.searchOrders({ patientId: `EMPI-${key(i) % (ORDERS / 20)}` }),
+        ),
         byMsh10: await measure('msh10', (i) =>
           query.searchOrders({ messageControlId: `MSG-${key(i)}` }),
         ),
@@ -202,8 +209,13 @@ async function main(): Promise<void> {
         `SELECT o.id FROM orders o WHERE o.accession_number = $1 ${page}`,
         [`ACC-${Math.min(4242, ORDERS)}`],
       );
-      await explain('byPatientId', `SELECT o.id FROM orders o WHERE o.patient_id = $1 ${page}`, [
+      const anyPatientId = `o.id IN (SELECT u.id FROM orders u WHERE u.patient_id = $1
+           UNION ALL SELECT u.id FROM orders u WHERE jsonb_path_query_array(u.request, '$.patient.identifiers[*].value') @> jsonb_build_array($1::text))`;
+      await explain('byPatientId', `SELECT o.id FROM orders o WHERE ${anyPatientId} ${page}`, [
         'PAT-4242',
+      ]);
+      await explain('byLaterPatientId', `SELECT o.id FROM orders o WHERE ${anyPatientId} ${page}`, [
+        'EMPI-4242',
       ]);
       await explain(
         'byMsh10',

@@ -103,27 +103,13 @@ function checkBindings(resource: Resource, path: string): OperationOutcomeIssue[
 
 /**
  * R4 invariants ref-1 (Reference: a local `#id` names a contained resource) and dom-3
- * (DomainResource): a contained resource is referenced from elsewhere in the
- * resource (`#id`, from the container or from another contained resource), or refers to the
- * container (`#`). The structure validator does not evaluate it; a server that does (HAPI's
- * validating interceptor, Firely) refuses the resource, and HAPI's parser drops such a
- * contained resource silently. Checked on what we write (the outbound publisher), not on what
- * the front door receives.
+ * (DomainResource, `unreferencedContained`). The structure validator evaluates neither; a
+ * server that does (HAPI's validating interceptor, Firely) refuses the resource. Checked on
+ * what we write (the outbound publisher); dom-3 also on the ServiceRequests we take.
  */
 export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
-  const held: unknown = (resource as { contained?: unknown }).contained;
-  const contained: unknown[] = Array.isArray(held) ? held : [];
-  const references = (node: unknown, into: Set<string>): Set<string> => {
-    if (Array.isArray(node)) for (const item of node) references(item, into);
-    else if (node && typeof node === 'object') {
-      for (const [key, value] of Object.entries(node)) {
-        if (key === 'reference' && typeof value === 'string') into.add(value);
-        else references(value, into);
-      }
-    }
-    return into;
-  };
-  const all = references(resource, new Set());
+  const contained = containedOf(resource);
+  const all = localReferences(resource, new Set(), false);
   const issues: OperationOutcomeIssue[] = [];
   // R4 ref-1: a local reference (`#id`) names a contained resource of this one. Copied from
   // an EHR's ServiceRequest (its contained Patient), `#pat1` named nothing in our resource.
@@ -141,19 +127,63 @@ export function containedIssues(resource: Resource): OperationOutcomeIssue[] {
       });
     }
   }
+  return [...issues, ...unreferencedContained(resource)];
+}
+
+/**
+ * R4 invariant dom-3 (DomainResource): every contained resource is referenced from elsewhere
+ * in the resource (`#id` in a Reference, or as a canonical/uri such as
+ * ServiceRequest.instantiatesCanonical), or itself refers to its container (`#`). A contained
+ * resource nothing names is no part of what the resource says: HAPI's parser drops it
+ * silently, a validating server refuses the whole resource. One issue per such resource, at
+ * `<path>.contained[i]`, naming its id.
+ */
+export function unreferencedContained(
+  resource: Resource,
+  path: string = resource.resourceType,
+): OperationOutcomeIssue[] {
+  const contained = containedOf(resource);
+  if (contained.length === 0) return [];
+  const all = localReferences(resource, new Set());
+  const issues: OperationOutcomeIssue[] = [];
   contained.forEach((c: unknown, i) => {
     const id = c && typeof c === 'object' ? (c as Resource).id : undefined;
-    if (id !== undefined && all.has(`#${id}`)) return;
-    if (references(c, new Set()).has('#')) return;
+    if (typeof id === 'string' && all.has(`#${id}`)) return;
+    if (localReferences(c, new Set()).has('#')) return;
+    const named = typeof id === 'string' ? JSON.stringify(id.slice(0, 64)) : 'no id';
     issues.push({
       severity: 'error',
       code: 'invariant',
       details: { text: 'dom-3: a contained resource is referenced from elsewhere in the resource' },
-      diagnostics: `${resource.resourceType}.contained[${i}] (${id ?? 'no id'}) is referenced from nowhere in the resource`,
-      expression: [`${resource.resourceType}.contained[${i}]`],
+      diagnostics: `${path}.contained[${i}] (${named}) is referenced from nowhere in the resource: name it where it belongs (e.g. requester: #${typeof id === 'string' ? id.slice(0, 64) : 'id'}) or leave it out`,
+      expression: [`${path}.contained[${i}]`],
     });
   });
   return issues;
+}
+
+function containedOf(resource: unknown): unknown[] {
+  const held: unknown = (resource as { contained?: unknown } | null)?.contained;
+  return Array.isArray(held) ? held : [];
+}
+
+/**
+ * The references in a node: every Reference's `reference`; with `canonicals`, also any other
+ * string that is a local reference (`#` or `#` and an id), as a canonical or uri holding one
+ * (dom-3 reads `descendants().reference`, `.as(canonical)`, `.as(uri)`, `.as(url)`).
+ */
+function localReferences(node: unknown, into: Set<string>, canonicals = true): Set<string> {
+  if (Array.isArray(node)) for (const item of node) localReferences(item, into, canonicals);
+  else if (typeof node === 'string') {
+    if (canonicals && /^#[A-Za-z0-9.-]{0,64}$/.test(node)) into.add(node);
+  } else if (node && typeof node === 'object') {
+    for (const [key, value] of Object.entries(node)) {
+      if (key === 'div') continue; // narrative XHTML, no element of the resource
+      if (key === 'reference' && typeof value === 'string') into.add(value);
+      else localReferences(value, into, canonicals);
+    }
+  }
+  return into;
 }
 
 /**

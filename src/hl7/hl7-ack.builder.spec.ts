@@ -1,4 +1,10 @@
-import { acceptAckWanted, ackModeOf, buildAck, Hl7ErrorDetail } from './hl7-ack.builder';
+import {
+  acceptAckWanted,
+  ackModeOf,
+  buildAck,
+  buildUnparseableAck,
+  Hl7ErrorDetail,
+} from './hl7-ack.builder';
 import { parseHl7 } from './hl7-message';
 import { checkStructure } from './hl7-structure.validator';
 
@@ -76,6 +82,58 @@ describe('buildAck', () => {
       expect(lines[2]).toBe('ERR|ORC^2^1^103&Table value not found&HL70357');
       expect(lines).toHaveLength(4); // the warning is not sent: v2.3/2.4 ERR has no severity
     }
+  });
+
+  it('cuts MSA-3 (ST, 80 before v2.5) to 80 characters, never inside an escape or a surrogate pair', () => {
+    // The sentence the live listener wrote for an unknown XX order: 83 characters in MSA-3.
+    const unknown =
+      'Unknown order: no order with this placer/filler number to change (ORC/OBR group 1)';
+    const msa3 = (version: string, message: string): string =>
+      errorAckLines(version, [{ ...ORC_ERROR, message }], 'OUT-5')[1].split('|')[3];
+    for (const version of ['2.1', '2.2', '2.3', '2.3.1', '2.4']) {
+      expect(msa3(version, unknown)).toBe(unknown.slice(0, 80));
+      // `|` at characters 79: its escape \F\ (79-81) does not fit, and is not cut in two.
+      const piped = `${'a'.repeat(78)}|bc`;
+      expect(msa3(version, piped)).toBe('a'.repeat(78));
+      // An emoji (two UTF-16 units) at 80-81 is left out whole, not half of it written.
+      const emoji = `${'b'.repeat(79)}\u{1F600}z`;
+      expect(msa3(version, emoji)).toBe('b'.repeat(79));
+      const fits = `${'c'.repeat(77)}\\x`;
+      expect(msa3(version, fits)).toBe(`${'c'.repeat(77)}\\E\\`);
+    }
+    // v2.5+ writes no MSA-3; the whole sentence is ERR-8.
+    const modern = errorAckLines('2.5.1', [{ ...ORC_ERROR, message: unknown }], 'OUT-6');
+    expect(modern[1]).toBe('MSA|AE|IN-42');
+    expect(modern[2].split('|')[8]).toBe(unknown);
+  });
+
+  it('cuts ERR-8 (TX, 250 in v2.5-2.6) to 250 and gives the whole text in ERR-7 (TX, 2048)', () => {
+    const long = `${'Message type XYZ not supported; '.repeat(9)}this receiver takes ORM^O01|x`; // 318
+    const escaped = long.replace('^', '\\S\\').replace('|', '\\F\\');
+    for (const version of ['2.5', '2.5.1', '2.6']) {
+      const err = errorAckLines(version, [{ ...ORC_ERROR, message: long }], 'OUT-7')[2].split('|');
+      expect(err[8]).toBe(long.slice(0, 250));
+      expect(err[7]).toBe(escaped);
+    }
+    // v2.7 dropped the length of both; the text is ERR-8 alone, as before.
+    const v27 = errorAckLines('2.7', [{ ...ORC_ERROR, message: long }], 'OUT-8')[2].split('|');
+    expect(v27[7]).toBe('');
+    expect(v27[8]).toBe(escaped);
+    // The AR for an unreadable header (v2.5.1) is held to the same lengths.
+    const ar = buildUnparseableAck({
+      raw: Buffer.from('MSH|^~|RIS|HOSP|AI|RAD|20240318||ORM^O01|C1|P|2.5.1\r'),
+      reason: long,
+      mshField: 2,
+      ourApplication: 'AI',
+      ourFacility: 'RAD',
+      now: NOW,
+      controlId: 'OUT-9',
+    })
+      .toString('latin1')
+      .split('\r')[2]
+      .split('|');
+    expect(ar[8]).toHaveLength(250);
+    expect(ar[7]).toBe(`Not an HL7 v2 message: ${escaped}`);
   });
 
   it('uses enhanced-mode codes when MSH-15/MSH-16 are valued', () => {

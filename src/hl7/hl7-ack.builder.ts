@@ -1,5 +1,12 @@
 import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
-import { encodeMessage, formatHl7Timestamp, Hl7Component, Hl7SegmentSpec } from './hl7-builder';
+import {
+  encodeMessage,
+  formatHl7Timestamp,
+  Hl7Component,
+  Hl7FieldValue,
+  Hl7SegmentSpec,
+} from './hl7-builder';
+import { escapeWithin, Hl7Delimiters } from './hl7-escape';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -35,7 +42,7 @@ export interface Hl7ErrorDetail {
   location?: string;
   code: Hl7ErrorCondition;
   severity: Hl7ErrorSeverity;
-  /** Human-readable, PHI-free text for ERR-8 (v2.5+) / ERR-1.4.2 (v2.3-2.4). */
+  /** Human-readable, PHI-free text for ERR-8 (v2.5+) / MSA-3, cut to 80 (first error, v2.1-2.4). */
   message: string;
 }
 
@@ -150,6 +157,9 @@ export interface BuiltAck {
   bytes: Buffer;
 }
 
+/** MSA-3 text message, ST of length 80 in every version that has it (v2.1-2.6; chapter 2). */
+const MSA_3_LENGTH = 80;
+
 /** Versions whose MSH-9 has no third component (message structure, added in v2.3.1). */
 const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
 
@@ -197,7 +207,32 @@ export function usesErrLocationFields(version: string): boolean {
   return major === 2 && minor >= 5;
 }
 
-function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
+/** Versions whose ERR-7 (TX) and ERR-8 (TX) have a maximum length; v2.7 dropped both. */
+const ERR_TEXT_LENGTHS: Readonly<Record<string, { diagnostic: number; user: number }>> = {
+  '2.5': { diagnostic: 2048, user: 250 },
+  '2.5.1': { diagnostic: 2048, user: 250 },
+  '2.6': { diagnostic: 2048, user: 250 },
+};
+
+/**
+ * ERR-7 and ERR-8 for one error's text: ERR-8 user message alone when the text fits it (or the
+ * version sets no length); otherwise ERR-8 cut to its length (v2.5-2.6 chapter 2: TX 250) and
+ * the whole text, up to its 2048, in ERR-7 diagnostic information, the field meant for support
+ * staff. Before, a long text (the MSH-2 refusal, 270 characters) overflowed ERR-8.
+ */
+function userMessage(
+  message: string,
+  version: string,
+  d?: Hl7Delimiters,
+): [Hl7FieldValue, Hl7FieldValue] {
+  const lengths = ERR_TEXT_LENGTHS[version];
+  if (!lengths) return [undefined, message];
+  const whole = escapeWithin(message, lengths.diagnostic, d);
+  const user = escapeWithin(message, lengths.user, d);
+  return user === whole ? [undefined, { encoded: user }] : [{ encoded: whole }, { encoded: user }];
+}
+
+function errSegment(error: Hl7ErrorDetail, version: string, d: Hl7Delimiters): Hl7SegmentSpec {
   const loc = error.location ? parseLocation(error.location) : undefined;
   const text = HL7_ERROR_CONDITIONS[error.code];
   if (usesErrLocationFields(version)) {
@@ -221,8 +256,7 @@ function errSegment(error: Hl7ErrorDetail, version: string): Hl7SegmentSpec {
         error.severity, // ERR-4 severity (table 0516)
         undefined,
         undefined,
-        undefined,
-        error.message, // ERR-8 user message
+        ...userMessage(error.message, version, d), // ERR-7 diagnostic information, ERR-8 user message
       ],
     };
   }
@@ -332,11 +366,16 @@ export function buildAck(options: AckOptions): BuiltAck {
         [...msh.rawField(10)].some((c) => c < ' ' || c === '\u007f')
           ? msh.structure(10)
           : { encoded: msh.rawField(10) },
-        // MSA-3 text message: deprecated since v2.4 in favour of ERR, withdrawn in v2.7.
-        !modern && outcome !== 'accept' && errors.length > 0 ? errors[0].message : undefined,
+        // MSA-3 text message (ST, 80 in v2.1-2.4): deprecated since v2.4 in favour of ERR,
+        // withdrawn in v2.7, so written only before v2.5, where ERR has no user message. Cut to
+        // its length (escapeWithin); the refusal's reason stays in the audit record. Before, it
+        // was written whole (`Unknown order: ... (ORC/OBR group 1)`, 82 characters).
+        !modern && outcome !== 'accept' && errors.length > 0
+          ? { encoded: escapeWithin(errors[0].message, MSA_3_LENGTH, inbound.delimiters) }
+          : undefined,
       ],
     },
-    ...errors.map((e) => errSegment(e, version)),
+    ...errors.map((e) => errSegment(e, version, inbound.delimiters)),
     ...(orderReply
       ? (options.orderControls ?? []).map((o): Hl7SegmentSpec => ({
           id: 'ORC',
@@ -403,8 +442,7 @@ export function buildUnparseableAck(options: UnparseableAckOptions): Buffer {
         'E',
         undefined,
         undefined,
-        undefined,
-        `Not an HL7 v2 message: ${options.reason}`,
+        ...userMessage(`Not an HL7 v2 message: ${options.reason}`, '2.5.1'),
       ],
     },
   ]);

@@ -246,6 +246,28 @@ export function escapeValue(value: string, delimiters: Hl7Delimiters = DEFAULT_D
 }
 
 /**
+ * A plain value escaped (as escapeValue) and cut to at most `max` characters of the encoded
+ * text, for a field with a maximum length (v2.5.1 section 2.5.5.2: the length counts the
+ * field as encoded, escape sequences included). The cut falls between whole escape sequences
+ * and whole characters: never inside `\F\` (a cut one reads as a stray escape character) nor
+ * between the halves of a surrogate pair (a lone half is no character in any charset). The
+ * bound is in UTF-16 units, so a reader counting either code points or units finds it within.
+ */
+export function escapeWithin(
+  value: string,
+  max: number,
+  delimiters: Hl7Delimiters = DEFAULT_DELIMITERS,
+): string {
+  let out = '';
+  for (const ch of value) {
+    const piece = escapeValue(ch, delimiters);
+    if (out.length + piece.length > max) break;
+    out += piece;
+  }
+  return out;
+}
+
+/**
  * Rewrites the hexadecimal data (\Xhh..\, section 2.7.7) of an escaped value for a message in
  * another character set: \Xhh\ names bytes of the message's own charset, so `\XE9\` is é in a
  * Latin-1 or ASCII message and no character at all in a UTF-8 one. A sequence holding a byte

@@ -61,6 +61,18 @@ function ifNoneExistIssues(
     if (!(error instanceof FhirError)) throw error;
     return error.issues.map((i) => ({ ...i, expression: [at] }));
   }
+  if (wanted && wanted.identifiers.length > 1) {
+    // Repeated parameters are AND (R4 search.html); a Bundle entry's order is matched by its
+    // placer identifier alone, so a second one could not be honoured. Before, it was ignored.
+    return [
+      {
+        severity: 'error',
+        code: 'not-supported',
+        diagnostics: `ifNoneExist "${ifNoneExist}" names ${wanted.identifiers.length} identifiers (AND); in a Bundle only the ServiceRequest's placer identifier is supported`,
+        expression: [at],
+      },
+    ];
+  }
   if (
     !wanted ||
     (placer &&

@@ -14,7 +14,7 @@ import { parseResource } from './fhir-http';
 import type { FhirRefusalRecorder } from './fhir-refusal.recorder';
 import type { FhirResourceRepository } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
-import { validateFhirResource } from '../fhir/fhir-validator';
+import { unreferencedContained, validateFhirResource } from '../fhir/fhir-validator';
 import { buildOrderContext, type ReferenceResolver } from './order-context.resolver';
 import type { SubscriptionRepository } from '../persistence/subscription.repository';
 
@@ -111,6 +111,8 @@ export async function mapToOrder(
   // required" on the same element repeated it as another (a patient without identifiers).
   const reported = new Set(built.issues.flatMap((i) => i.expression ?? []));
   const issues = [
+    // R4 dom-3: a contained resource nothing in the request names (a cancel is not held up).
+    ...(options.lenient ? [] : unreferencedContained(sr, options.path)),
     ...built.issues,
     ...toIssues(
       mapped.issues.filter((i) => i.severity === 'error'),

@@ -3,16 +3,33 @@ import { parseIfNoneExist } from './service-request-create.operation';
 
 describe('parseIfNoneExist (R4 http.html#ccreate, identifier only)', () => {
   it('reads identifier=system|value, with or without the type prefix', () => {
-    expect(parseIfNoneExist('identifier=urn:placer|123')).toEqual({
+    expect(parseIfNoneExist('identifier=urn:placer|123')).toMatchObject({
       system: 'urn:placer',
       value: '123',
     });
-    expect(parseIfNoneExist('ServiceRequest?identifier=urn:placer|123')).toEqual({
+    expect(parseIfNoneExist('ServiceRequest?identifier=urn:placer|123')).toMatchObject({
       system: 'urn:placer',
       value: '123',
     });
-    expect(parseIfNoneExist('identifier=123')).toEqual({ value: '123' });
-    expect(parseIfNoneExist('identifier=|123')).toEqual({ system: undefined, value: '123' });
+    expect(parseIfNoneExist('identifier=123')).toEqual({
+      value: '123',
+      identifiers: [{ value: '123' }],
+    });
+    expect(parseIfNoneExist('identifier=|123')).toMatchObject({ system: undefined, value: '123' });
+  });
+
+  it('reads repeated identifier parameters (AND) and escapes; refuses a comma (OR)', () => {
+    expect(parseIfNoneExist('identifier=a|1&identifier=b|2')?.identifiers).toEqual([
+      { system: 'a', value: '1' },
+      { system: 'b', value: '2' },
+    ]);
+    expect(parseIfNoneExist('identifier=a|1\\,2\\|3')).toMatchObject({
+      system: 'a',
+      value: '1,2|3',
+    });
+    for (const header of ['identifier=a|1,a|2', 'identifier=a|1&identifier=b|2,3', 'identifier=']) {
+      expect(() => parseIfNoneExist(header)).toThrow(FhirError);
+    }
   });
 
   it('is absent when the header is', () => {

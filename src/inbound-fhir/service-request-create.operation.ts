@@ -21,37 +21,105 @@ import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
 
-/** `If-None-Exist: identifier=system|value` (R4 http.html#ccreate); only identifier is supported. */
+/** One `identifier=[system]|[value]` token of an If-None-Exist search. */
+export interface IfNoneExistIdentifier {
+  system?: string;
+  value: string;
+}
+
+/**
+ * `If-None-Exist: identifier=system|value[&identifier=…]` (R4 http.html#ccreate); only
+ * identifier is supported. A repeated parameter is AND (R4 search.html#combining): the match is
+ * a request carrying every identifier named. `system`/`value` are the first. A comma is OR
+ * (`identifier=a|1,b|2`): refused 400, said as such; before, it was read as one value and
+ * answered "names an identifier this ServiceRequest does not carry". An escaped comma, bar or
+ * backslash (`\,` `\|` `\\`, R4 search.html#escaping) is part of the value.
+ */
 export function parseIfNoneExist(
   header: string | undefined,
-): { system?: string; value: string } | undefined {
+): (IfNoneExistIdentifier & { identifiers: readonly IfNoneExistIdentifier[] }) | undefined {
   if (header === undefined || header.trim() === '') return undefined;
   const query = header.trim().replace(/^[A-Za-z]+\?/, '');
   const params = new URLSearchParams(query);
   const keys = [...new Set(params.keys())];
-  const identifier = params.get('identifier');
-  if (keys.length !== 1 || !identifier) {
-    throw new FhirError(
-      'bad-request',
-      'If-None-Exist supports exactly one parameter: identifier=[system]|[value]',
-      [
-        {
-          severity: 'error',
-          code: 'not-supported',
-          diagnostics: `If-None-Exist "${header}": only identifier=[system]|[value] is supported`,
-          expression: ['If-None-Exist'],
-        },
-      ],
+  const values = params.getAll('identifier');
+  const refuse = (diagnostics: string, message: string): never => {
+    throw new FhirError('bad-request', message, [
+      { severity: 'error', code: 'not-supported', diagnostics, expression: ['If-None-Exist'] },
+    ]);
+  };
+  if (keys.length !== 1 || values.length === 0 || values.some((v) => v === '')) {
+    refuse(
+      `If-None-Exist "${header}": only identifier=[system]|[value] is supported (repeated for AND)`,
+      'If-None-Exist supports one parameter: identifier=[system]|[value], repeated for AND',
     );
   }
-  const bar = identifier.indexOf('|');
-  return bar < 0
-    ? { value: identifier }
-    : { system: identifier.slice(0, bar) || undefined, value: identifier.slice(bar + 1) };
+  const identifiers = values.map((v) => {
+    const parts = splitUnescaped(v);
+    if (parts.commas > 0) {
+      refuse(
+        `If-None-Exist "${header}": a comma in identifier is OR (R4 search.html), which a conditional create does not support here; name one identifier per parameter (repeated parameters are AND), or escape a comma of the value as \\,`,
+        'If-None-Exist: a comma (OR) is not supported',
+      );
+    }
+    const [system, value] =
+      parts.bar === undefined
+        ? [undefined, parts.text]
+        : [parts.text.slice(0, parts.bar), parts.text.slice(parts.bar)];
+    return value === ''
+      ? undefined
+      : { ...(system ? { system } : {}), value, hadBar: parts.bar !== undefined };
+  });
+  if (identifiers.some((i) => i === undefined)) {
+    refuse(
+      `If-None-Exist "${header}": an identifier without a value`,
+      'If-None-Exist names no value',
+    );
+  }
+  const all = identifiers.map((i) => ({ system: i!.system, value: i!.value }));
+  const first = identifiers[0]!;
+  return {
+    ...(first.hadBar ? { system: first.system } : {}),
+    value: first.value,
+    identifiers: all,
+  };
 }
 
 /**
- * A conditional create is answered by the order its identifier names (R4 http.html#ccreate:
+ * A search token with its escapes read (R4 search.html#escaping: `\,` `\|` `\$` `\\`): the
+ * text, where its first unescaped `|` fell (an index into the text), and how many unescaped
+ * commas it held.
+ */
+function splitUnescaped(raw: string): { text: string; bar?: number; commas: number } {
+  let text = '';
+  let bar: number | undefined;
+  let commas = 0;
+  for (let i = 0; i < raw.length; i += 1) {
+    const c = raw[i]!;
+    if (c === '\\' && i + 1 < raw.length && ',|$\\'.includes(raw[i + 1]!)) {
+      text += raw[i + 1];
+      i += 1;
+    } else if (c === '|' && bar === undefined) bar = text.length;
+    else if (c === ',') commas += 1;
+    else text += c;
+  }
+  return { text, bar, commas };
+}
+
+/** Whether a request carries every identifier a condition names (AND). */
+export function carriesAll(
+  sr: ServiceRequest,
+  wanted: readonly IfNoneExistIdentifier[],
+): IfNoneExistIdentifier | undefined {
+  const ids = sr.identifier ?? [];
+  return wanted.find(
+    (w) =>
+      !ids.some((i) => i.value === w.value && (w.system === undefined || i.system === w.system)),
+  );
+}
+
+/**
+ * A conditional create is answered by the order its identifiers name (R4 http.html#ccreate:
  * the existing resource that matches the search); one the ServiceRequest does not carry
  * matches nothing it is, so the header cannot be honoured (400 on it). It was the order's key
  * all the same: an If-None-Exist naming the requisition (shared by the orders of one visit)
@@ -60,15 +128,12 @@ export function parseIfNoneExist(
  */
 function assertCarries(
   sr: ServiceRequest,
-  wanted: { system?: string; value: string },
+  wanted: readonly IfNoneExistIdentifier[],
   header: string,
 ): void {
   const ids = (sr.identifier ?? []).filter((i) => i.value !== undefined);
   if (ids.length === 0) return;
-  const carried = ids.some(
-    (i) => i.value === wanted.value && (wanted.system === undefined || i.system === wanted.system),
-  );
-  if (carried) return;
+  if (carriesAll(sr, wanted) === undefined) return;
   const diagnostics = `If-None-Exist "${header}" names an identifier this ServiceRequest does not carry (ServiceRequest.identifier): it would match another order, not this one; name this request's placer identifier`;
   throw new FhirError('bad-request', diagnostics, [
     { severity: 'error', code: 'not-supported', diagnostics, expression: ['If-None-Exist'] },
@@ -93,7 +158,7 @@ export async function prepareCreate(
 }> {
   const sr = parseTyped<ServiceRequest>(raw, 'ServiceRequest', config.maxJsonValues);
   const conditional = parseIfNoneExist(ifNoneExist);
-  if (conditional) assertCarries(sr, conditional, ifNoneExist!);
+  if (conditional) assertCarries(sr, conditional.identifiers, ifNoneExist!);
   const { mapped, request } = await mapOrRefuse(
     sr,
     resolver,
@@ -133,25 +198,23 @@ export class CreateServiceRequestOperation {
         const key =
           options.idempotencyKey ??
           (conditional
-            ? `fhir-rest|${caller.sender}|ServiceRequest|${conditional.system ?? ''}|${conditional.value}`
+            ? `fhir-rest|${caller.sender}|ServiceRequest|${conditionKey(conditional.identifiers)}`
             : request.placerOrderNumber
               ? `fhir-rest|${caller.sender}|ServiceRequest|${request.placerOrderNumber.system ?? ''}|${request.placerOrderNumber.value}`
               : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
         // The request we serve under this placer number, if any: what a plain POST of an
         // order already made (by another message) must equal to be answered with it.
-        const known =
-          conditional || !request.placerOrderNumber
-            ? undefined
-            : await this.deps.resources.findServiceRequestByIdentifier([request.placerOrderNumber]);
+        // A conditional create's match must carry every identifier its search names (AND).
+        const known = !request.placerOrderNumber
+          ? undefined
+          : await this.deps.resources.findServiceRequestByIdentifier([request.placerOrderNumber]);
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
           {
             ...fromCaller(caller),
             messageType: 'ServiceRequest create',
-            messageControlId: conditional
-              ? `${conditional.system ?? ''}|${conditional.value}`
-              : (sr.id ?? null),
+            messageControlId: conditional ? conditionKey(conditional.identifiers) : (sr.id ?? null),
             idempotencyKey: key,
             quirks: [...resolver.quirks, ...mapped.quirks],
             mappingVersion: mapped.mappingVersion,
@@ -180,6 +243,22 @@ export class CreateServiceRequestOperation {
                 );
               }
               if (r?.kind === 'already-known') {
+                // R4 search.html: repeated parameters are AND. The order under this placer
+                // number is the match only when its request carries every identifier the
+                // search names; otherwise the search matches nothing, and a create cannot make
+                // a second order under one placer number: 409. Before, only the first parameter
+                // was read, and such a create was answered 200 with the other order.
+                const lacking =
+                  conditional && known?.resource.id === r.orderId
+                    ? carriesAll(known.resource, conditional.identifiers)
+                    : undefined;
+                if (lacking) {
+                  return fhirResponse(
+                    409,
+                    operationOutcome([conditionMatchesNothing(r.orderId, lacking)]),
+                    false,
+                  );
+                }
                 // The order exists (same placer number): conditional create matched one (R4
                 // http.html#ccreate → 200). A plain POST is that order only when it is the
                 // request we serve for it (made by a Bundle, say); other content is a change
@@ -293,4 +372,28 @@ function idOfAnswer(answer: Buffer): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The idempotency key of a conditional create: the identifier it names as before; with more
+ * than one (AND), all of them in a fixed order, so the same search again is the same key and
+ * another combination is not taken for it.
+ */
+function conditionKey(identifiers: readonly IfNoneExistIdentifier[]): string {
+  const one = (i: IfNoneExistIdentifier) => `${i.system ?? ''}|${i.value}`;
+  if (identifiers.length === 1) return one(identifiers[0]!);
+  return [...new Set(identifiers.map(one))].sort().join('&');
+}
+
+/** 409: the If-None-Exist search (AND) matches no order, and its placer number names one. */
+function conditionMatchesNothing(
+  orderId: string,
+  lacking: IfNoneExistIdentifier,
+): OperationOutcomeIssue {
+  return {
+    severity: 'error',
+    code: 'conflict',
+    diagnostics: `If-None-Exist matches no order: the order under this placer identifier (ServiceRequest/${orderId}) does not carry ${lacking.system ?? ''}|${lacking.value.slice(0, 64)} (repeated identifier parameters are AND), and one placer number names one order; change that order with PUT /fhir/ServiceRequest/${orderId}, or give this one its own placer number`,
+    expression: ['ServiceRequest.identifier'],
+  };
 }

@@ -106,6 +106,13 @@ export class Hl7OrderHandler {
     const acks: Buffer[] = [];
     for (const message of split.messages) acks.push(await this.handleMessage(message, messageMeta));
     messagesTotal.inc({ type: 'batch', ack: 'batch' });
+    // Every message said it wants no answer (MSH-15/16 NE|NE, or ER|ER and all accepted): no
+    // batch acknowledgment either. One holding no ACK is not empty of meaning: a batch of zero
+    // acknowledgments tells the sender every message was taken (v2.5.1 §2.10.3), an answer
+    // nobody asked for, and a one-way feed that later sends on the same connection read it as
+    // the answer to its next message. Before, FHS/BHS/BTS|0/FTS was sent. A BTS-1 count that
+    // differs is kept with each message (quirk batch-count-mismatch), as with an answer.
+    if (acks.every((a) => a.length === 0)) return Buffer.alloc(0);
     return buildBatchAck({
       batch: split,
       acks,

@@ -56,6 +56,10 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     it.each([
       ['accession', SEEDED.swf.accession],
       ['patientId', SEEDED.swf.patientId],
+      // PID-3's second repetition (998877665^^^SSA^SS): any identifier of the patient the order
+      // was placed with finds it, not only the record number our indexes key it by (before: an
+      // empty list for every repetition but that one)
+      ['patientId', '998877665'],
       ['placer', SEEDED.swf.placer],
       ['msh10', SEEDED.swf.msh10],
       ['msh10', SEEDED.swf.changeMsh10], // a later message (XO) that touched the same order

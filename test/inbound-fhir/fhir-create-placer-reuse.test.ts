@@ -194,4 +194,86 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
     expect(second.status).toBe(200);
     expect(((await second.json()) as Json).id).toBe(id);
   });
+  it('If-None-Exist with two identifier parameters is AND (R4 search.html): a mismatch on either is no match; a comma (OR) is refused 400', async () => {
+    const placer = 'urn:oid:2.16.840.1.113883.3.999.1';
+    const acsn = 'urn:oid:2.16.840.1.113883.3.999.2';
+    const withAccession = (value: string, accession: string, priority = 'routine') =>
+      chestCtRequest(value, {
+        priority,
+        identifier: [
+          {
+            type: {
+              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+            },
+            system: placer,
+            value,
+          },
+          {
+            type: {
+              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+            },
+            system: acsn,
+            value: accession,
+          },
+        ],
+      });
+    const send = (header: string, body: Json) =>
+      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+          'if-none-exist': header,
+        },
+        body: JSON.stringify(body),
+      });
+    const both = `identifier=${placer}|PLR-AND-1&identifier=${acsn}|ACC-AND-1`;
+    const first = await send(both, withAccession('PLR-AND-1', 'ACC-AND-1'));
+    expect(first.status).toBe(201);
+    const id = ((await first.json()) as Json).id;
+    // Both identifiers match the order: the match, 200 (as with one).
+    const again = await send(both, withAccession('PLR-AND-1', 'ACC-AND-1', 'stat'));
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as Json).id).toBe(id);
+    // The same placer number, another accession: the order under PLR-AND-1 does not carry
+    // ACC-AND-2, so the search matches nothing. Before, only the first parameter was read and
+    // this was answered 200 with the PLR-AND-1/ACC-AND-1 order. A create cannot make a second
+    // order under one placer number: 409, nothing made.
+    const other = await send(
+      `identifier=${placer}|PLR-AND-1&identifier=${acsn}|ACC-AND-2`,
+      withAccession('PLR-AND-1', 'ACC-AND-2'),
+    );
+    expect(other.status).toBe(409);
+    const conflict = (await other.json()) as Json;
+    expect(conflict.resourceType).toBe('OperationOutcome');
+    expect(JSON.stringify(conflict)).toContain('ACC-AND-2');
+    expect(
+      (
+        await db.query(
+          `SELECT request->>'accessionNumber' AS a FROM orders WHERE placer_order_number = 'PLR-AND-1'`,
+        )
+      ).rows,
+    ).toHaveLength(1);
+    // The second parameter names an identifier this request does not carry: 400, as the first.
+    const notCarried = await send(
+      `identifier=${placer}|PLR-AND-3&identifier=${acsn}|ACC-OTHER`,
+      withAccession('PLR-AND-3', 'ACC-AND-3'),
+    );
+    expect(notCarried.status).toBe(400);
+    // A comma is OR (R4 search.html#combining): not supported, said as such (400), not read as
+    // one value `PLR-AND-4,urn:…|PLR-AND-5`.
+    const or = await send(
+      `identifier=${placer}|PLR-AND-4,${placer}|PLR-AND-5`,
+      withAccession('PLR-AND-4', 'ACC-AND-4'),
+    );
+    expect(or.status).toBe(400);
+    const orOutcome = (await or.json()) as Json;
+    expect(JSON.stringify(orOutcome)).toMatch(/comma|OR/);
+    // An escaped comma (`\,`) is part of the value.
+    const escaped = await send(
+      `identifier=${placer}|PLR-AND-6\\,7`,
+      withAccession('PLR-AND-6,7', 'ACC-AND-6'),
+    );
+    expect(escaped.status).toBe(201);
+  });
 });

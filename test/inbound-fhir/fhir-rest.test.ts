@@ -491,6 +491,55 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     expect(ehr.requests).toHaveLength(0);
   });
 
+  it('refuses a contained resource nothing references (R4 dom-3) with 422 naming its id; one referring to its container (`#`) is kept', async () => {
+    // An EHR export carried the ordering Practitioner contained but named the requester by
+    // display only: before, 201, the contained resource stored and served back, a resource a
+    // validating server (HAPI, Firely) refuses and HAPI's parser drops silently.
+    const di = fixture('r4-servicerequest-example-di');
+    const patient = {
+      ...fixture('r4-patient-example-dicom'),
+      id: 'p1',
+      identifier: [{ system: 'urn:oid:1.2.36.146.595.217.0.1', value: 'DOM3-7' }],
+    };
+    const body = (value: string, contained: unknown[]) => ({
+      ...di,
+      contained: [patient, ...contained],
+      identifier: [{ system: 'http://example.org/ehr/orders', value }],
+      subject: { reference: '#p1' },
+      requester: { display: 'Dr. Adam Careful' },
+    });
+    const orphan = { ...PRACTITIONER_EXAMPLE, id: 'orphan-dr' };
+    const refused = await failure(
+      fhir.create({ resourceType: 'ServiceRequest', body: body('DOM3-1', [orphan]) }),
+    );
+    expect(refused.status).toBe(422);
+    expect(refused.data.resourceType).toBe('OperationOutcome');
+    const issue = refused.data.issue.find((i) =>
+      (i.expression ?? []).includes('ServiceRequest.contained[1]'),
+    );
+    expect(issue?.code).toBe('invariant');
+    expect(issue?.diagnostics).toContain('orphan-dr');
+    expect(await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'DOM3-1'`)).toHaveLength(0);
+
+    // The same Practitioner named by the requester (`#orphan-dr`) is referenced: accepted.
+    const named = { ...body('DOM3-2', [orphan]), requester: { reference: '#orphan-dr' } };
+    await fhir.create({ resourceType: 'ServiceRequest', body: named });
+    // A contained Provenance whose target is its container (`#`) is referenced by that (dom-3).
+    const provenance = {
+      resourceType: 'Provenance',
+      id: 'prov',
+      target: [{ reference: '#' }],
+      recorded: '2026-11-25T09:00:00Z',
+      agent: [{ who: { display: 'EHR order entry' } }],
+    };
+    await fhir.create({ resourceType: 'ServiceRequest', body: body('DOM3-3', [provenance]) });
+    expect(
+      await rows(
+        `SELECT placer_order_number FROM orders WHERE placer_order_number IN ('DOM3-2', 'DOM3-3') ORDER BY 1`,
+      ),
+    ).toEqual([{ placer_order_number: 'DOM3-2' }, { placer_order_number: 'DOM3-3' }]);
+  });
+
   it('refuses invalid resources with 422 and issues an integrator can act on; the raw body is kept', async () => {
     const ig = fixture('imaging-ig-servicerequest-example');
     const refused = await failure(fhir.create({ resourceType: 'ServiceRequest', body: ig }));

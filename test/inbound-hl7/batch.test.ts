@@ -1,4 +1,7 @@
+import net from 'node:net';
+import { once } from 'node:events';
 import { MllpClient } from '../../src/hl7';
+import { waitFor } from '../e2e/e2e-support';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
 
@@ -154,6 +157,57 @@ describe('HL7 batches over MLLP', () => {
     expect(reply.slice(-2)).toEqual(['BTS|1', 'FTS|1']);
     const [stored] = await adapter.dataSource.query(
       `SELECT count(*)::int AS n FROM orders WHERE placer_order_number IN ('PLC-B13', 'PLC-B14')`,
+    );
+    expect(stored.n).toBe(2);
+  });
+
+  it('a batch whose every message says NE|NE gets no answer at all (no empty envelope); the connection goes on', async () => {
+    // Table 0155 NE is "never", and a batch acknowledgment holding no ACK says "all accepted"
+    // (v2.5.1 §2.10.3: a batch of zero acknowledgments implicitly acknowledges the whole batch),
+    // an answer none of its messages asked for. Before, FHS/BHS/BTS|0/FTS was written to a
+    // one-way feed, and a sender that then sent a message on the same connection read that
+    // envelope as its answer.
+    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-15')
+      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-16')
+      .replace(/PLC-B1/g, 'PLC-B15')
+      .replace(/PLC-B2/g, 'PLC-B16')
+      .replace(/ACC-B1/g, 'ACC-B15')
+      .replace(/ACC-B2/g, 'ACC-B16')
+      .replace(/\|P\|2\.3\.1/g, '|P|2.3.1|||NE|NE');
+    const single = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+      .toString('latin1')
+      .split(/\r|\n/)
+      .filter((l) => l !== '' && !/^(FHS|BHS|BTS|FTS)/.test(l))
+      .join('\r')
+      .split(/(?=MSH\|)/)[0]!
+      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-17')
+      .replace(/PLC-B1/g, 'PLC-B17')
+      .replace(/ACC-B1/g, 'ACC-B17');
+    const socket = net.connect(adapter.mllpPort, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (d) => received.push(d));
+    await once(socket, 'connect');
+    const frame = (t: string) =>
+      Buffer.concat([Buffer.from([0x0b]), Buffer.from(t, 'latin1'), Buffer.from([0x1c, 0x0d])]);
+    try {
+      socket.write(frame(text));
+      socket.write(frame(single));
+      await waitFor(
+        'the answer to BATCH-MSG-17',
+        async () => Buffer.concat(received).includes('BATCH-MSG-17'),
+        10_000,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const answers = Buffer.concat(received).toString('latin1');
+      expect(answers).not.toMatch(/FHS|BHS|BTS|FTS/);
+      expect(answers.match(/MSA\|[^\r]*/g)).toEqual(['MSA|AA|BATCH-MSG-17']);
+    } finally {
+      socket.destroy();
+    }
+    const [stored] = await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM orders WHERE placer_order_number IN ('PLC-B15', 'PLC-B16')`,
     );
     expect(stored.n).toBe(2);
   });

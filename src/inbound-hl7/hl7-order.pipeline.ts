@@ -300,7 +300,21 @@ export function answerMappedMessage(
   });
   if (errors.length > 0) {
     const ack = refusalAck(message, 'error', errors, stamp);
-    return { code: ack.code, body: ack.bytes, contentType: 'application/hl7-v2', accepted: false };
+    return {
+      code: ack.code,
+      body: ack.bytes,
+      contentType: 'application/hl7-v2',
+      accepted: false,
+      // The whole sentences, for the audit log: a v2.1-2.4 ACK carries only MSA-3's first 80
+      // characters of the first (its ERR has no text), so the advice at the end was lost.
+      error: {
+        problems: errors.map((e) => ({
+          ...(e.location ? { location: e.location } : {}),
+          code: String(e.code),
+          message: e.message,
+        })),
+      },
+    };
   }
   // A message that cancels or changes orders is answered per order (ORR^O02 / ORI^O24 with
   // ORC-1 CR / UC / XR / OK); plain new orders get the ACK every RIS expects.

@@ -292,7 +292,7 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
       controlIdEchoed: 'SEM-DUPC-2',
       errors: [expect.stringMatching(/^ORC\^1\^2\^205&Duplicate key identifier/)],
     });
-    // v2.3.1: the sentence is MSA-3, cut to its 80 characters (ST); the refusal's reason is
+    // v2.3.1: the sentence is MSA-3, cut to its 80 characters (ST); the whole sentence is
     // kept with the refused message for the analyst.
     const msa3 = parseHl7(reply).get('MSA-3') ?? '';
     expect(msa3).toMatch(/^Duplicate placer order number \(ORC\/OBR group 1\): it already/);
@@ -300,7 +300,8 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
     const refused = await h.db.query<{ error: string }>(
       `SELECT error::text AS error FROM inbound_messages WHERE message_control_id = 'SEM-DUPC-2'`,
     );
-    expect(refused.rows[0].error).toContain('other-content');
+    // The whole sentence, its advice included, is what the analyst reads (answerText).
+    expect(refused.rows[0].error).toContain('Send a change as XO, or cancel (CA) and order again');
     const rows = (
       await h.db.query(
         `SELECT accession_number FROM orders WHERE placer_order_number = 'PLC-DUPC-1'`,

@@ -10,6 +10,7 @@ import {
   orderDiagnostics,
   orderState,
   placeWithStudy,
+  type Hl7OrderSpec,
   SANDBOX_CLIENT,
   waitFor,
   writeSiteConfig,
@@ -50,13 +51,14 @@ describe('the sweep enqueues a lost job again once, and only a lost one', () => 
     await sandbox?.close();
   });
 
-  /** The minute tick's sweep, now. */
+  /** The minute tick's sweep, now: what it did. */
   const sweep = async () => {
     const res = await fetch(`${adapter.httpUrl}/api/orders/poll-cycle`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TEST_TOKENS.admin}` },
     });
     expect(res.status).toBeLessThan(300);
+    return ((await res.json()) as { sweep: { leasesResumed: number } }).sweep;
   };
 
   /** A job under `key`, in the queue or still in the job outbox. */
@@ -77,11 +79,20 @@ describe('the sweep enqueues a lost job again once, and only a lost one', () => 
       )
     ).rows.length;
 
-  const delivered = async () => {
-    const id = await placeWithStudy(
-      { adapter, mllp, db },
-      newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: delivered'),
+  const uploaded = async (spec: Hl7OrderSpec) => {
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor(
+      'uploaded',
+      async () => (await orderState(db, id)) === 'processing',
+      90_000,
+      200,
+      () => orderDiagnostics(db, id),
     );
+    return id;
+  };
+
+  const delivered = async () => {
+    const id = await uploaded(newOrderSpec('Bitte KI-Auswertung. sandbox-outcome: delivered'));
     for (let i = 0; i < 40 && (await orderState(db, id)) !== 'delivered'; i++) {
       await sandbox.advance(5_000);
       await sweep();
@@ -136,5 +147,44 @@ describe('the sweep enqueues a lost job again once, and only a lost one', () => 
       [id],
     );
     expect(docs.rows[0].n).toBe(2);
+  });
+
+  it('two sweeps at once (the minute tick and POST /api/orders/poll-cycle) enqueue the upload of a lapsed lease once', async () => {
+    const id = await uploaded(newOrderSpec());
+    // As if the worker uploading it was killed: its lease lapsed, its job gone.
+    await db.query(
+      `UPDATE orders SET state = 'uploading', upload_completed_at = NULL,
+                         lease_owner = 'a-killed-worker', lease_until = now() - interval '1 minute'
+        WHERE id = $1`,
+      [id],
+    );
+    // Before: each sweep read the lease lapsed before another had enqueued the upload, and each
+    // enqueued it (a second job under the key once a worker had taken the first, the upload
+    // run twice). The queue is held for writes (reads go on) until every sweep that is going to
+    // enqueue straight into it waits, so all four read before any enqueues, every time.
+    const holder = new PgClient({ connectionString: adapter.db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE graphile_worker._private_jobs IN EXCLUSIVE MODE');
+      const sweeps = Promise.all([sweep(), sweep(), sweep(), sweep()]);
+      const waiting = async () =>
+        (
+          await db.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query LIKE '%graphile_worker.add_job(%'`,
+          )
+        ).rows[0].n as number;
+      const until = Date.now() + 3_000;
+      while (Date.now() < until && (await waiting()) < 4) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await holder.query('COMMIT');
+      const swept = await sweeps;
+      expect(swept.reduce((n, s) => n + s.leasesResumed, 0)).toBe(1);
+    } finally {
+      await holder.end();
+    }
+    await waitFor('the upload job', async () => (await jobUnder(`upload:${id}`)) !== undefined);
   });
 });

@@ -95,16 +95,27 @@ export class UploadLeaseRepository extends RepositoryBase {
    * or its heartbeat row deleted, within JOB_WORKER_DEAD_AFTER_SECONDS.
    */
   async lapsed(manager?: EntityManager): Promise<Array<{ id: string }>> {
-    return this.db(manager).query(
-      `SELECT o.id FROM orders o
-        WHERE o.state = 'uploading' AND (o.lease_until IS NULL OR o.lease_until < now())
+    return this.db(manager).query(`SELECT o.id FROM orders o WHERE ${LAPSED} LIMIT 500`);
+  }
+
+  /**
+   * Whether the order's upload lease is still lapsed (as `lapsed` reads it): the sweep's second
+   * look, under the order's row lock, before it enqueues the upload again.
+   */
+  async isLapsed(orderId: string, manager?: EntityManager): Promise<boolean> {
+    const rows: Array<{ id: string }> = await this.db(manager).query(
+      `SELECT o.id FROM orders o WHERE o.id = $1 AND ${LAPSED}`,
+      [orderId],
+    );
+    return rows.length > 0;
+  }
+}
+
+/** An upload whose lease lapsed with no job to resume it (`lapsed`), of the order `o`. */
+const LAPSED = `o.state = 'uploading' AND (o.lease_until IS NULL OR o.lease_until < now())
           AND NOT EXISTS (SELECT 1 FROM graphile_worker._private_jobs j
                            WHERE j.key = 'upload:' || o.id::text
                              AND (j.locked_by IS NULL
                                   OR EXISTS (SELECT 1 FROM job_worker_heartbeats h
                                               WHERE h.worker_id = j.locked_by)))
-          AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'upload:' || o.id::text)
-        LIMIT 500`,
-    );
-  }
-}
+          AND NOT EXISTS (SELECT 1 FROM job_outbox x WHERE x.job_key = 'upload:' || o.id::text)`;

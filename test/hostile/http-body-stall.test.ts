@@ -53,7 +53,45 @@ function bodyOf(answer: string): string {
   return at < 0 ? '' : answer.slice(at + 4);
 }
 
-const FIXTURES = join(__dirname, '..', 'fixtures', 'fhir');
+/** A FHIR ServiceRequest of a few KB. */
+const SERVICE_REQUEST = readFileSync(
+  join(__dirname, '..', 'fixtures', 'fhir', 'r4-servicerequest-example-di.json'),
+);
+
+/** A request's line and headers (Host, the bearer `token`, then `headers`), to the blank line. */
+function head(requestLine: string, token: string, ...headers: string[]): string {
+  return [requestLine, 'Host: adapter', `Authorization: Bearer ${token}`, ...headers, '', ''].join(
+    '\r\n',
+  );
+}
+
+/** POST /fhir/ServiceRequest declaring `length` bytes. */
+const fhirHead = (length: number | string) =>
+  head(
+    'POST /fhir/ServiceRequest HTTP/1.1',
+    TEST_TOKENS.sender,
+    'Content-Type: application/fhir+json',
+    `Content-Length: ${length}`,
+  );
+
+/** An /api cancel (JSON body) declaring `length` bytes. */
+const cancelHead = (length: number | string) =>
+  head(
+    'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
+    TEST_TOKENS.admin,
+    'Content-Type: application/json',
+    `Content-Length: ${length}`,
+  );
+
+/** A STOW-RS push of `contentType`, then `headers` (how its length is given). */
+const stowHead = (contentType: string, ...headers: string[]) =>
+  head(
+    'POST /dicomweb/studies HTTP/1.1',
+    TEST_TOKENS.sender,
+    `Content-Type: ${contentType}`,
+    'Accept: application/dicom+json',
+    ...headers,
+  );
 
 describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
   let adapter: TestAdapter;
@@ -69,24 +107,22 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     await adapter?.close();
   });
 
+  /** The inbound message kept last. */
+  const lastInbound = async () =>
+    (
+      await adapter.dataSource.query<
+        Array<{ outcome: string; response_code: string; raw: Buffer }>
+      >(
+        `SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+      )
+    )[0]!;
+
   it('a FHIR ServiceRequest that stops after its first bytes: 408 OperationOutcome, closed, its head kept', async () => {
     // Before: no answer within 10 s; Node held it until its 300 s request timeout.
-    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
-    const sent = sr.subarray(0, 300);
-    const res = await exchange(
-      adapter.httpUrl,
-      [
-        'POST /fhir/ServiceRequest HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.sender}`,
-        'Content-Type: application/fhir+json',
-        `Content-Length: ${sr.length}`,
-        '',
-        '',
-      ].join('\r\n'),
-      [sent],
-      { waitMs: 10_000 },
-    );
+    const sent = SERVICE_REQUEST.subarray(0, 300);
+    const res = await exchange(adapter.httpUrl, fhirHead(SERVICE_REQUEST.length), [sent], {
+      waitMs: 10_000,
+    });
     expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(res.closed).toBe(true);
     expect(res.ms).toBeLessThan(6_000);
@@ -99,11 +135,9 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
       code: 'timeout',
       diagnostics: expect.stringContaining('HTTP_BODY_STALL_SECONDS'),
     });
-    const kept = await adapter.dataSource.query<
-      Array<{ outcome: string; response_code: string; raw: Buffer }>
-    >(`SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`);
-    expect(kept[0]).toMatchObject({ outcome: 'rejected', response_code: '408' });
-    expect(kept[0]!.raw.equals(sent)).toBe(true);
+    const kept = await lastInbound();
+    expect(kept).toMatchObject({ outcome: 'rejected', response_code: '408' });
+    expect(kept.raw.equals(sent)).toBe(true);
   });
 
   it('a STOW-RS push (chunked) that stops inside its first instance: 408 problem JSON, closed', async () => {
@@ -112,16 +146,7 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     const piece = body.subarray(0, 4096);
     const res = await exchange(
       adapter.httpUrl,
-      [
-        'POST /dicomweb/studies HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.sender}`,
-        `Content-Type: ${contentType}`,
-        'Accept: application/dicom+json',
-        'Transfer-Encoding: chunked',
-        '',
-        '',
-      ].join('\r\n'),
+      stowHead(contentType, 'Transfer-Encoding: chunked'),
       [
         Buffer.concat([
           Buffer.from(`${piece.length.toString(16)}\r\n`),
@@ -145,15 +170,7 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     const json = JSON.stringify({ reason: 'patient refused the examination' });
     const res = await exchange(
       adapter.httpUrl,
-      [
-        'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.admin}`,
-        'Content-Type: application/json',
-        `Content-Length: ${json.length}`,
-        '',
-        '',
-      ].join('\r\n'),
+      cancelHead(json.length),
       [Buffer.from(json.slice(0, 12))],
       { waitMs: 10_000 },
     );
@@ -165,42 +182,21 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
   it('a declared Content-Length far past the limit (10 GB) is 413 at once and closed, FHIR (kept) and /api alike', async () => {
     // Before: no answer while the 10 GB did not come (then 408 at the stall); a sender sending
     // them had them read and dropped to the end before hearing 413.
-    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
-    const fhir = await exchange(
-      adapter.httpUrl,
-      [
-        'POST /fhir/ServiceRequest HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.sender}`,
-        'Content-Type: application/fhir+json',
-        'Content-Length: 10000000000',
-        '',
-        '',
-      ].join('\r\n'),
-      [sr.subarray(0, 300)],
-      { waitMs: 10_000 },
-    );
+    const sent = SERVICE_REQUEST.subarray(0, 300);
+    const fhir = await exchange(adapter.httpUrl, fhirHead('10000000000'), [sent], {
+      waitMs: 10_000,
+    });
     expect(fhir.answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(fhir.closed).toBe(true);
     expect(fhir.ms).toBeLessThan(1_500);
     expect(JSON.parse(bodyOf(fhir.answer))).toMatchObject({ resourceType: 'OperationOutcome' });
-    const kept = await adapter.dataSource.query<
-      Array<{ outcome: string; response_code: string; raw: Buffer }>
-    >(`SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`);
-    expect(kept[0]).toMatchObject({ outcome: 'rejected', response_code: '413' });
-    expect(sr.subarray(0, 300).subarray(0, kept[0]!.raw.length).equals(kept[0]!.raw)).toBe(true);
+    const kept = await lastInbound();
+    expect(kept).toMatchObject({ outcome: 'rejected', response_code: '413' });
+    expect(sent.subarray(0, kept.raw.length).equals(kept.raw)).toBe(true);
 
     const api = await exchange(
       adapter.httpUrl,
-      [
-        'POST /api/orders/00000000-0000-4000-8000-000000000000/cancel HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.admin}`,
-        'Content-Type: application/json',
-        'Content-Length: 10000000000',
-        '',
-        '',
-      ].join('\r\n'),
+      cancelHead('10000000000'),
       [Buffer.from('{"reason":"')],
       { waitMs: 10_000 },
     );
@@ -213,22 +209,11 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
   it('a FHIR body dripping a byte every second (never a stall) is 408 once it falls under the minimum rate, closed', async () => {
     // Before: a byte just under every HTTP_BODY_STALL_SECONDS kept the request (and its slot
     // among HTTP_MAX_CONNECTIONS_PER_CLIENT) open for as long as the sender liked.
-    const sr = readFileSync(join(FIXTURES, 'r4-servicerequest-example-di.json'));
-    const drip = Array.from({ length: 30 }, (_, i) => sr.subarray(i, i + 1));
-    const res = await exchange(
-      adapter.httpUrl,
-      [
-        'POST /fhir/ServiceRequest HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.sender}`,
-        'Content-Type: application/fhir+json',
-        `Content-Length: ${sr.length}`,
-        '',
-        '',
-      ].join('\r\n'),
-      drip,
-      { everyMs: 1_000, waitMs: 20_000 },
-    );
+    const drip = Array.from({ length: 30 }, (_, i) => SERVICE_REQUEST.subarray(i, i + 1));
+    const res = await exchange(adapter.httpUrl, fhirHead(SERVICE_REQUEST.length), drip, {
+      everyMs: 1_000,
+      waitMs: 20_000,
+    });
     expect(res.answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(res.closed).toBe(true);
     expect(res.ms).toBeLessThan(15_000);
@@ -252,17 +237,7 @@ describe('request bodies that stall (HTTP_BODY_STALL_SECONDS)', () => {
     for (let at = 0; at < body.length; at += size) pieces.push(body.subarray(at, at + size));
     const res = await exchange(
       adapter.httpUrl,
-      [
-        'POST /dicomweb/studies HTTP/1.1',
-        'Host: adapter',
-        `Authorization: Bearer ${TEST_TOKENS.sender}`,
-        `Content-Type: ${contentType}`,
-        'Accept: application/dicom+json',
-        `Content-Length: ${body.length}`,
-        'Connection: close',
-        '',
-        '',
-      ].join('\r\n'),
+      stowHead(contentType, `Content-Length: ${body.length}`, 'Connection: close'),
       pieces,
       { everyMs: 300, waitMs: 30_000 },
     );

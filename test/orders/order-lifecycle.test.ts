@@ -454,4 +454,109 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     expect(rows[0].later).toBe(true);
     expect(rows[0].last_stats.upstreamCalls).toBeGreaterThanOrEqual(2);
   });
+  /** A job under `key`, in the queue or still in the job outbox. */
+  const jobUnder = async (key: string) =>
+    (
+      await db.query(
+        `SELECT id FROM graphile_worker._private_jobs WHERE key = $1
+          UNION ALL SELECT id FROM job_outbox WHERE job_key = $1`,
+        [key],
+      )
+    ).rows[0];
+
+  const missingJobWarnings = async (id: string) =>
+    (
+      await db.query(
+        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'error' AND summary LIKE '%job was missing%'`,
+        [id],
+      )
+    ).rows.length;
+
+  const storedResults = async (id: string) =>
+    (
+      await db.query(
+        `SELECT count(*)::int AS n FROM order_documents WHERE order_id = $1 AND upstream_status = 'DELIVERED'`,
+        [id],
+      )
+    ).rows[0].n as number;
+
+  it('a delivered order whose results are all stored but not marked fetched is marked by the job the sweep enqueues, not given a new job every 10 minutes', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    await sandbox.advance(60_000);
+    await poller.runNow();
+    await stateIs(id, 'delivered');
+    const key = `documents:${id}:DELIVERED`;
+    await waitFor(
+      'the results stored and the job done',
+      async () => (await storedResults(id)) === 2 && (await jobUnder(key)) === undefined,
+    );
+    // `documents_fetched_for` holds the last row whose documents a job stored: a QC report job
+    // (QC_FAILED_BYPASSABLE) that waited out its back-off while the order went on to DELIVERED
+    // stores its report after the results, and leaves its row there.
+    await db.query(
+      `UPDATE orders SET documents_fetched_for = 'QC_FAILED_BYPASSABLE',
+                         upstream_status_at = now() - interval '20 minutes' WHERE id = $1`,
+      [id],
+    );
+    await lifecycle.sweep();
+    expect(await missingJobWarnings(id)).toBe(1);
+    await waitFor('the enqueued job run', async () => (await jobUnder(key)) === undefined);
+    // Before: the job found every document stored and returned without marking them, so every
+    // sweep 10 minutes on enqueued it again (a warning each time), for good.
+    expect((await row(id)).documents_fetched_for).toBe('DELIVERED');
+    await lifecycle.sweep();
+    expect(await jobUnder(key)).toBeUndefined();
+    expect(await missingJobWarnings(id)).toBe(1);
+    expect(await storedResults(id)).toBe(2);
+  });
+
+  it('two sweeps at once (the minute tick and POST /api/orders/poll-cycle) enqueue the upload of a lapsed lease once', async () => {
+    const spec = newOrderSpec('sandbox-outcome: delivered');
+    await push(spec);
+    const id = await send(spec);
+    await stateIs(id, 'processing');
+    // As if the worker uploading it was killed: its lease lapsed, its job gone.
+    await db.query(
+      `UPDATE orders SET state = 'uploading', upload_completed_at = NULL,
+                         lease_owner = 'a-killed-worker', lease_until = now() - interval '1 minute'
+        WHERE id = $1`,
+      [id],
+    );
+    // Before: each sweep read the lease lapsed before another had enqueued the upload, and each
+    // enqueued it (a second job under the key once a worker had taken the first, the upload
+    // run twice). The queue is held for writes (reads go on) until every sweep that is going to
+    // enqueue straight into it waits, so all four read before any enqueues, every time.
+    const holder = new PgClient({ connectionString: adapter.db.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE graphile_worker._private_jobs IN EXCLUSIVE MODE');
+      const sweeps = Promise.all([
+        lifecycle.sweep(),
+        lifecycle.sweep(),
+        lifecycle.sweep(),
+        lifecycle.sweep(),
+      ]);
+      const waiting = async () =>
+        (
+          await db.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND query LIKE '%graphile_worker.add_job(%'`,
+          )
+        ).rows[0].n as number;
+      const until = Date.now() + 3_000;
+      while (Date.now() < until && (await waiting()) < 4) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await holder.query('COMMIT');
+      const swept = await sweeps;
+      expect(swept.reduce((n, s) => n + s.leasesResumed, 0)).toBe(1);
+    } finally {
+      await holder.end();
+    }
+    await waitFor('the upload job', async () => (await jobUnder(`upload:${id}`)) !== undefined);
+  });
 });

@@ -92,6 +92,21 @@ describe('DICOMweb pull limits', () => {
     await db?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
+  /**
+   * The acquirer pulling from the test PACS (defaults otherwise), and its DICOMweb client to
+   * close.
+   */
+  const pacsAcquirer = (quietPeriodSeconds = 0) => {
+    const client = new DicomWebClient({ baseUrl: base });
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: client,
+      quietPeriodSeconds,
+    });
+    return { client, acquirer };
+  };
   beforeEach(() => {
     studyUid = generateUid();
     wadoRequests = 0;
@@ -130,14 +145,7 @@ describe('DICOMweb pull limits', () => {
 
   it('a QIDO-RS count of 100,000 instances fails the order without a retrieve', async () => {
     qidoCount = 100_000;
-    const client = new DicomWebClient({ baseUrl: base });
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths: new StudyStoragePaths(dataDir),
-      logger: pino({ level: 'silent' }),
-      dicomWeb: client,
-      quietPeriodSeconds: 0,
-    });
+    const { client, acquirer } = pacsAcquirer();
     const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
     const result = await acquirer.acquire({ orderId, studyInstanceUid: studyUid });
     expect(result).toMatchObject({
@@ -168,14 +176,7 @@ describe('DICOMweb pull limits', () => {
     // Before: a TypeError out of acquire() (the job failed with it, again and again), or
     // `"Value": "2.25…"` read as the Study Instance UID "2".
     qidoBody = body();
-    const client = new DicomWebClient({ baseUrl: base });
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths: new StudyStoragePaths(dataDir),
-      logger: pino({ level: 'silent' }),
-      dicomWeb: client,
-      quietPeriodSeconds: 0,
-    });
+    const { client, acquirer } = pacsAcquirer();
     const orderId = await insertOrder(db.dataSource, { accessionNumber: 'ACC-Q1' });
     await expect(acquirer.acquire({ orderId, accessionNumber: 'ACC-Q1' })).resolves.toMatchObject({
       status: 'failed',
@@ -196,14 +197,7 @@ describe('DICOMweb pull limits', () => {
       '00080051': { vr: 'SQ', Value: [{ '00400031': { vr: 'UT', Value: [ns] } }] },
       '00201208': { vr: 'IS', Value: [1] },
     });
-    const client = new DicomWebClient({ baseUrl: base });
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths: new StudyStoragePaths(dataDir),
-      logger: pino({ level: 'silent' }),
-      dicomWeb: client,
-      quietPeriodSeconds: 60,
-    });
+    const { client, acquirer } = pacsAcquirer(60);
     const request = (orderId: string) => ({
       orderId,
       accessionNumber: 'ACC-SHARED',
@@ -266,14 +260,7 @@ describe('DICOMweb pull limits', () => {
     wado = { parts: 2, partBytes: 1024 };
     wadoWithoutClose = true;
     qidoCount = 2;
-    const client = new DicomWebClient({ baseUrl: base });
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths: new StudyStoragePaths(dataDir),
-      logger: pino({ level: 'silent' }),
-      dicomWeb: client,
-      quietPeriodSeconds: 0,
-    });
+    const { client, acquirer } = pacsAcquirer();
     const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
     const request = { orderId, studyInstanceUid: studyUid };
     expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
@@ -302,14 +289,7 @@ describe('DICOMweb pull limits', () => {
     wadoStatus = status;
     qidoCount = 3;
     wadoInstances = [1, 2].map(() => rawInstance({ studyInstanceUid: studyUid }).bytes);
-    const client = new DicomWebClient({ baseUrl: base });
-    const acquirer = new DefaultStudyAcquirer({
-      dataSource: db.dataSource,
-      paths: new StudyStoragePaths(dataDir),
-      logger: pino({ level: 'silent' }),
-      dicomWeb: client,
-      quietPeriodSeconds: 0,
-    });
+    const { client, acquirer } = pacsAcquirer();
     const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
     const request = { orderId, studyInstanceUid: studyUid };
     expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });

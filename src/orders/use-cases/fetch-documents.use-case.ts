@@ -51,7 +51,18 @@ export class FetchDocumentsUseCase {
     const wanted = documentsFor(rowKey).filter(
       (d) => !have.some((h) => h.kind === d.kind && h.report_type === d.reportType),
     );
-    if (wanted.length === 0) return;
+    if (wanted.length === 0) {
+      // Every document of the row is stored, by an earlier run: the row is marked fetched all
+      // the same. `documents_fetched_for` holds the last row a job stored documents for, so a
+      // QC report job that waited out its back-off while the order went on to DELIVERED, run
+      // after the results job, left its own row there; the sweep (deliveredWithoutDocumentsJob)
+      // then took the results for never fetched, and the job it enqueued found them all stored
+      // and returned unmarked: a new job, and a warning, every 10 minutes for good.
+      if (have.length > 0 && order.documents_fetched_for !== storedAs) {
+        await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs);
+      }
+      return;
+    }
     const first = wanted[0]!.kind;
     const firstCall =
       first === 'results' ? '/results' : first === 'failure' ? '/failure-report' : '/qc-report';

@@ -129,12 +129,10 @@ export class SweepUseCase {
         'not-uploaded',
       );
     }
+    let resumed = 0;
     const lapsed = await this.deps.uploadLease.lapsed();
-    for (const o of lapsed) {
-      // A new job even if a dead worker's job still holds the key (graphile-worker then
-      // creates a new job and clears the old one's key).
-      await jobs.enqueue(LIFECYCLE_JOBS.upload, { orderId: o.id }, { jobKey: `upload:${o.id}` });
-    }
+    for (const o of lapsed) if (await this.resumeUpload(o.id)) resumed += 1;
+    if (resumed > 0) jobs.kick();
     return {
       documentsNotFetched: unfetched.length,
       studyDeadlines: late.length,
@@ -144,7 +142,7 @@ export class SweepUseCase {
       cancelUnfollowed: unfollowed.length,
       notUploaded: unuploaded.length,
       jobsRequeued: requeued,
-      leasesResumed: lapsed.length,
+      leasesResumed: resumed,
     };
   }
 
@@ -254,6 +252,28 @@ export class SweepUseCase {
     this.deps.jobs.kick();
     this.deps.logger.warn({ orderId, job: task }, 'order job missing; enqueued again');
     return true;
+  }
+
+  /**
+   * Enqueues the upload of a lapsed lease again; false when, looked at again under the order's
+   * row lock, it is no longer lapsed. A new job even if a dead worker's job still holds the key
+   * (graphile-worker then creates a new job and clears the old one's key). Two sweeps at once
+   * both read the lease lapsed before either enqueued: both enqueued it, and once a worker had
+   * taken the first, the second became a second job under the key, the upload run twice. The
+   * job goes through the job outbox on the locked transaction, so the second sweep, waiting for
+   * the lock, then sees it (lapsed counts a job in the outbox).
+   */
+  private async resumeUpload(orderId: string): Promise<boolean> {
+    return this.deps.dataSource.transaction(async (manager) => {
+      if (!(await loadOrder(manager, orderId, true))) return false;
+      if (!(await this.deps.uploadLease.isLapsed(orderId, manager))) return false;
+      await this.deps.jobs.enqueue(
+        LIFECYCLE_JOBS.upload,
+        { orderId },
+        { manager, jobKey: `upload:${orderId}` },
+      );
+      return true;
+    });
   }
 
   private async documentsNotFetched(o: {

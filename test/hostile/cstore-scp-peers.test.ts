@@ -538,10 +538,17 @@ describe('hostile: C-STORE SCP peers that hold a connection', () => {
       for (let i = 0; i < 50 && readdirSync(incoming).length > 0; i++)
         await new Promise((r) => setTimeout(r, 100));
       expect(readdirSync(incoming)).toEqual([]);
-      const entries = (await adapter.dataSource.query(
-        `SELECT summary FROM audit_events WHERE kind = 'study.association-refused' ORDER BY id`,
-      )) as Array<{ summary: string }>;
-      expect(entries.some((e) => /STOW_MAX_REQUEST_BYTES/.test(e.summary))).toBe(true);
+      // The refusal is audited beside the abort, not before it: asked until it is there (CI
+      // under load once read the table a moment too early).
+      const audited = async () =>
+        (
+          (await adapter.dataSource.query(
+            `SELECT summary FROM audit_events WHERE kind = 'study.association-refused' ORDER BY id`,
+          )) as Array<{ summary: string }>
+        ).some((e) => /STOW_MAX_REQUEST_BYTES/.test(e.summary));
+      for (let i = 0; i < 50 && !(await audited()); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await audited()).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -14,6 +14,7 @@ import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from '../order-transitions';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { alertEvent } from '../alert-event';
 
 /** One upstream status seen by the poller (or a cancel), through the status mapping. */
 export class ApplyUpstreamStatusUseCase {
@@ -294,14 +295,7 @@ export class ApplyUpstreamStatusUseCase {
       return false;
     }
     await writeAuditEvents(manager, [
-      {
-        kind: 'order.alert',
-        orderId: order.id,
-        severity: 'error',
-        actor: 'adapter',
-        summary: `${alert}: ${reason}`,
-        detail: { alert, upstreamStatus: status, previousState: moved.from },
-      },
+      alertEvent(order.id, alert, reason, { upstreamStatus: status, previousState: moved.from }),
     ]);
     if (!options.cancelAnswered) {
       await this.deps.events.endedLocally(manager, {

@@ -6,6 +6,7 @@ import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
 import { errorCode } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { alertEvent } from '../alert-event';
 
 /** Ends an order here, without an upstream status (deadlines, refusals, cancel before placing). */
 export class EndLocallyUseCase {
@@ -93,14 +94,7 @@ export class EndLocallyUseCase {
       ended = true;
       if (end.alert) {
         await writeAuditEvents(manager, [
-          {
-            kind: 'order.alert',
-            orderId,
-            severity: 'error',
-            actor: 'adapter',
-            summary: `${end.alert}: ${end.reason}`,
-            detail: { alert: end.alert, previousState: moved.from },
-          },
+          alertEvent(orderId, end.alert, end.reason, { previousState: moved.from }),
         ]);
       }
       // The clinic reads a sentence chosen by the end and its alert (src/mappings/

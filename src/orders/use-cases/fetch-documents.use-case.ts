@@ -16,6 +16,7 @@ import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf } from '../order-transitions';
 import { describe, isTransient } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { alertEvent } from '../alert-event';
 
 /** `order.fetch-documents`: the documents of a status, fetched and stored once. */
 export class FetchDocumentsUseCase {
@@ -280,15 +281,11 @@ export class FetchDocumentsUseCase {
     const row = statusRow('EXPIRED');
     await this.deps.orders.recordUpstreamStatus(orderId, 'EXPIRED', manager);
     await writeAuditEvents(manager, [
-      {
-        kind: 'order.alert',
+      alertEvent(
         orderId,
-        severity: 'error',
-        actor: 'adapter',
-        summary:
-          'results-expired: the upstream order EXPIRED before the results of DELIVERED were fetched; published as EXPIRED (no result)',
-        detail: {
-          alert: 'results-expired',
+        'results-expired',
+        'the upstream order EXPIRED before the results of DELIVERED were fetched; published as EXPIRED (no result)',
+        {
           upstreamStatus: 'EXPIRED',
           previousUpstreamStatus: order.upstream_status,
           mappingRow: row.key,
@@ -296,7 +293,7 @@ export class FetchDocumentsUseCase {
           taskStatus: row.task.status,
           publish: row.publish,
         },
-      },
+      ),
     ]);
     await this.deps.events.statusChanged(manager, {
       order: snapshot(order),
@@ -331,19 +328,11 @@ async function endRefusedOrder(
   const reason = `the results the analysis service returned were refused (the ${refused} report is not this order's results); no result is published`;
   if (!(await deps.orders.raiseAlert(orderId, alert, reason, manager))) return false;
   await writeAuditEvents(manager, [
-    {
-      kind: 'order.alert',
-      orderId,
-      severity: 'error',
-      actor: 'adapter',
-      summary: `${alert}: ${reason}; published as ENDED_LOCALLY_FAILED (no result)`,
-      detail: {
-        alert,
-        upstreamStatus: order.upstream_status,
-        mappingRow: 'ENDED_LOCALLY_FAILED',
-        mappingVersion: STATUS_MAPPING_VERSION,
-      },
-    },
+    alertEvent(orderId, alert, `${reason}; published as ENDED_LOCALLY_FAILED (no result)`, {
+      upstreamStatus: order.upstream_status,
+      mappingRow: 'ENDED_LOCALLY_FAILED',
+      mappingVersion: STATUS_MAPPING_VERSION,
+    }),
   ]);
   await deps.events.endedLocally(manager, {
     order: snapshot(order),

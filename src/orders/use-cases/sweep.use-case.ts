@@ -10,6 +10,7 @@ import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot } from '../order-transitions';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { alertEvent } from '../alert-event';
 
 /** What one sweep did, per kind of finding. */
 export interface SweepSummary {
@@ -163,19 +164,11 @@ export class SweepUseCase {
       );
       if (!replaced) return false;
       await writeAuditEvents(manager, [
-        {
-          kind: 'order.alert',
-          orderId: o.id,
-          severity: 'error',
-          actor: 'adapter',
-          summary: `${alert}: ${reason}`,
-          detail: {
-            alert,
-            replaces: 'upstream-cancel-unconfirmed',
-            upstreamStatus: o.upstream_status,
-            afterHours: hours,
-          },
-        },
+        alertEvent(o.id, alert, reason, {
+          replaces: 'upstream-cancel-unconfirmed',
+          upstreamStatus: o.upstream_status,
+          afterHours: hours,
+        }),
       ]);
       await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
       return true;
@@ -321,14 +314,7 @@ export class SweepUseCase {
         await this.deps.events.alertRaised(manager, { order: snapshot(order), alert, reason });
       }
       await writeAuditEvents(manager, [
-        {
-          kind: 'order.alert',
-          orderId: o.id,
-          severity: 'error',
-          actor: 'adapter',
-          summary: `${alert}: ${reason}`,
-          detail: { alert, mappingRow: o.row_key, attempts: o.attempts },
-        },
+        alertEvent(o.id, alert, reason, { mappingRow: o.row_key, attempts: o.attempts }),
       ]);
       return true;
     });

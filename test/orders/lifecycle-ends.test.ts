@@ -214,6 +214,17 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       .id;
   };
 
+  /** A clinician's QC bypass for order `id`, asked through our REST API. */
+  const askBypass = (id: string, reason: string) =>
+    fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ reason }),
+    });
+
   /** The minute tick's sweep, now (what the cron does every minute). */
   const sweep = async () => {
     const res = await fetch(`${adapter.httpUrl}/api/orders/poll-cycle`, {
@@ -743,14 +754,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       );
       return rows.length > 0;
     });
-    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
-    });
+    const bypass = await askBypass(id, 'motion limited to two slices; volumetry still meaningful');
     expect(bypass.status).toBe(200);
     const upstream = async () =>
       (
@@ -825,14 +829,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // upstream-stuck deadline, the clinician told nothing.
     const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
     await advanceUntil(id, 'qc-hold', 1_000, 20);
-    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ reason: 'motion limited to two slices' }),
-    });
+    const bypass = await askBypass(id, 'motion limited to two slices');
     expect(bypass.status).toBe(200);
     await sandbox.advance(2_000);
     await sweep();
@@ -943,14 +940,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(await orderState(db, id)).toBe('qc-hold');
     const key = `documents:${id}:QC_FAILED_BYPASSABLE`;
     await failedOnce('a first failed QC report fetch', key);
-    const bypass = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ reason: 'motion limited to two slices; volumetry still meaningful' }),
-    });
+    const bypass = await askBypass(id, 'motion limited to two slices; volumetry still meaningful');
     expect(bypass.status).toBe(200);
     await sandbox.advance(2_000);
     await sweep();
@@ -1143,14 +1133,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const bypassCalls = () =>
       proxy.hits.filter((h) => h.method === 'PATCH' && h.path === '/qc-bypass').length;
     const callsBefore = bypassCalls();
-    const res = await fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify({ reason: 'volumetry still meaningful' }),
-    });
+    const res = await askBypass(id, 'volumetry still meaningful');
     expect(res.status).toBe(409);
     expect(((await res.json()) as { code?: string }).code).toBe('cancel_requested');
     expect(bypassCalls()).toBe(callsBefore);

@@ -10,6 +10,22 @@ import { hl7Fixture } from '../helpers/hl7-fixtures';
  * answered "not an HL7 v2 message": each message inside is stored and acknowledged as if it
  * came alone, and the answer is one batch acknowledgment holding each ACK.
  */
+/**
+ * The two-message FHS/BHS batch fixture with its message control IDs, placer and accession
+ * numbers renumbered to `first` and `second` (each case its own orders: BATCH-MSG-n, PLC-Bn,
+ * ACC-Bn).
+ */
+function twoOrmBatch(first: number, second: number): string {
+  return hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
+    .toString('latin1')
+    .replace(/BATCH-MSG-1/g, `BATCH-MSG-${first}`)
+    .replace(/BATCH-MSG-2/g, `BATCH-MSG-${second}`)
+    .replace(/PLC-B1/g, `PLC-B${first}`)
+    .replace(/PLC-B2/g, `PLC-B${second}`)
+    .replace(/ACC-B1/g, `ACC-B${first}`)
+    .replace(/ACC-B2/g, `ACC-B${second}`);
+}
+
 describe('HL7 batches over MLLP', () => {
   let adapter: TestAdapter;
   let client: MllpClient;
@@ -59,14 +75,7 @@ describe('HL7 batches over MLLP', () => {
   });
 
   it('a bad message inside is answered on its own (AE); the others still go through', async () => {
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-3')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-4')
-      .replace(/PLC-B1/g, 'PLC-B3')
-      .replace(/PLC-B2/g, 'PLC-B4')
-      .replace(/ACC-B1/g, 'ACC-B3')
-      .replace(/ACC-B2/g, '*');
+    const text = twoOrmBatch(3, 4).replace(/ACC-B4/g, '*');
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
     expect(reply.filter((s) => s.startsWith('MSA|')).map((s) => s.slice(0, 7))).toEqual([
       'MSA|AA|',
@@ -79,14 +88,7 @@ describe('HL7 batches over MLLP', () => {
     // A RIS that numbers its batches `<run>^<day>` and escapes a separator in the run name;
     // and one with its own encoding characters (`#` component, `$` escape). Before, BHS-12
     // carried only the first component (`NIGHT\T\RUN`) and FHS-12 `F-20240318`.
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-7')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-8')
-      .replace(/PLC-B1/g, 'PLC-B7')
-      .replace(/PLC-B2/g, 'PLC-B8')
-      .replace(/ACC-B1/g, 'ACC-B7')
-      .replace(/ACC-B2/g, 'ACC-B8')
+    const text = twoOrmBatch(7, 8)
       .replace('FILE-20240318-01', 'F-20240318^RIS&1.2.3^ISO')
       .replace('BATCH-20240318-07', 'NIGHT\\T\\RUN^20240318-07');
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
@@ -97,14 +99,7 @@ describe('HL7 batches over MLLP', () => {
       'MSA|AA|BATCH-MSG-8',
     ]);
 
-    const custom = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-9')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-10')
-      .replace(/PLC-B1/g, 'PLC-B9')
-      .replace(/PLC-B2/g, 'PLC-B10')
-      .replace(/ACC-B1/g, 'ACC-B9')
-      .replace(/ACC-B2/g, 'ACC-B10')
+    const custom = twoOrmBatch(9, 10)
       .replace('BHS|^~\\&|', () => 'BHS|#~$&|')
       .replace('BATCH-20240318-07', () => 'RUN^7$S$A$E$B#20240318');
     const customReply = segments(await client.send(Buffer.from(custom, 'latin1')));
@@ -117,18 +112,10 @@ describe('HL7 batches over MLLP', () => {
     // A RIS that names itself by OID in its envelope. Before, the answer's BHS-5 was `RADIS1`
     // and BHS-6 `IHEDEMO` (first component only), an answer the sender's engine, routing on
     // the OID, did not recognise as its own.
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-11')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-12')
-      .replace(/PLC-B1/g, 'PLC-B11')
-      .replace(/PLC-B2/g, 'PLC-B12')
-      .replace(/ACC-B1/g, 'ACC-B11')
-      .replace(/ACC-B2/g, 'ACC-B12')
-      .replace(
-        /^(FHS|BHS)\|\^~\\&\|RADIS1\|IHEDEMO\|/gm,
-        (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO^X|IHEDEMO&1.2.276.0.2&ISO|`,
-      );
+    const text = twoOrmBatch(11, 12).replace(
+      /^(FHS|BHS)\|\^~\\&\|RADIS1\|IHEDEMO\|/gm,
+      (_m, id: string) => `${id}|^~\\&|RADIS1^1.2.276.0.1^ISO^X|IHEDEMO&1.2.276.0.2&ISO|`,
+    );
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
     for (const header of [reply[0]!, reply[1]!]) {
       const fields = header.split('|');
@@ -143,15 +130,10 @@ describe('HL7 batches over MLLP', () => {
   it('a message of the batch whose MSH-15/16 say NE|NE (no acknowledgment) is stored and not acknowledged in the batch ACK', async () => {
     // Table 0155 NE is "never", in a batch as alone. Before, its ACK was in the batch
     // acknowledgment all the same (and counted in BTS-1).
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-13')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-14')
-      .replace(/PLC-B1/g, 'PLC-B13')
-      .replace(/PLC-B2/g, 'PLC-B14')
-      .replace(/ACC-B1/g, 'ACC-B13')
-      .replace(/ACC-B2/g, 'ACC-B14')
-      .replace('|BATCH-MSG-13|P|2.3.1', '|BATCH-MSG-13|P|2.3.1|||NE|NE');
+    const text = twoOrmBatch(13, 14).replace(
+      '|BATCH-MSG-13|P|2.3.1',
+      '|BATCH-MSG-13|P|2.3.1|||NE|NE',
+    );
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
     expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual(['MSA|AA|BATCH-MSG-14']);
     expect(reply.slice(-2)).toEqual(['BTS|1', 'FTS|1']);
@@ -167,15 +149,7 @@ describe('HL7 batches over MLLP', () => {
     // an answer none of its messages asked for. Before, FHS/BHS/BTS|0/FTS was written to a
     // one-way feed, and a sender that then sent a message on the same connection read that
     // envelope as its answer.
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-15')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-16')
-      .replace(/PLC-B1/g, 'PLC-B15')
-      .replace(/PLC-B2/g, 'PLC-B16')
-      .replace(/ACC-B1/g, 'ACC-B15')
-      .replace(/ACC-B2/g, 'ACC-B16')
-      .replace(/\|P\|2\.3\.1/g, '|P|2.3.1|||NE|NE');
+    const text = twoOrmBatch(15, 16).replace(/\|P\|2\.3\.1/g, '|P|2.3.1|||NE|NE');
     const single = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
       .toString('latin1')
       .split(/\r|\n/)
@@ -216,15 +190,7 @@ describe('HL7 batches over MLLP', () => {
     // The overnight file of the fixture cut short after its second message (a transfer that
     // stopped, an engine that truncated the frame); BTS-1 still says 3.
     // Before: BTS-1 was read and never compared; nothing said a message was missing.
-    const text = hl7Fixture('batches/batch-fhs-bhs-v231-two-orm')
-      .toString('latin1')
-      .replace(/BATCH-MSG-1/g, 'BATCH-MSG-5')
-      .replace(/BATCH-MSG-2/g, 'BATCH-MSG-6')
-      .replace(/PLC-B1/g, 'PLC-B5')
-      .replace(/PLC-B2/g, 'PLC-B6')
-      .replace(/ACC-B1/g, 'ACC-B5')
-      .replace(/ACC-B2/g, 'ACC-B6')
-      .replace('BTS|2', 'BTS|3');
+    const text = twoOrmBatch(5, 6).replace('BTS|2', 'BTS|3');
     const reply = segments(await client.send(Buffer.from(text, 'latin1')));
     expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
       'MSA|AA|BATCH-MSG-5',

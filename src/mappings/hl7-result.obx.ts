@@ -1,5 +1,5 @@
 import { encodeSegment, formatHl7Timestamp, type Hl7SegmentSpec } from '../hl7/hl7-builder';
-import { LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
+import { hl7EncodedLength, LOCAL, numberedFields, versionAtLeast } from './hl7-result.segments';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import {
   boundedText,
@@ -33,7 +33,7 @@ export function encodeObx(spec: Hl7SegmentSpec): string {
  * and one of 190 characters as 224 ("… volume, % of intracranial volume").
  */
 function codeText(text: string): string {
-  return boundedText(oneLine(text), 199);
+  return boundedText(oneLine(text), 199, hl7EncodedLength);
 }
 
 /** The OBX lines: text report, measurements, flags, PDF, DICOM UIDs. */

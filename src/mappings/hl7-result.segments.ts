@@ -9,7 +9,7 @@ import {
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, writesAs } from '../hl7/hl7-charset';
-import { DEFAULT_DELIMITERS, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
+import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
@@ -430,10 +430,11 @@ export function orc(
       4: o.request.placerGroupNumber?.value,
       5: status,
       9: formatHl7Timestamp(now),
-      // ORC-16 order control code reason (CE): text only, at most 199 characters (CE.2, ST),
-      // cut between characters and saying so: cut at 199 UTF-16 units, an emoji there lost its
-      // second half (U+FFFD to the RIS, and a lone surrogate our own record could not store).
-      16: reason ? [undefined, boundedText(reason, 199)] : undefined,
+      // ORC-16 order control code reason (CE): text only, at most 199 characters (CE.2, ST) as
+      // written, escapes included, cut between characters and saying so: cut at 199 UTF-16
+      // units, an emoji there lost its second half (U+FFFD to the RIS, and a lone surrogate our
+      // own record could not store); counted before escaping, 199 `|` went out as 597.
+      16: reason ? [undefined, boundedText(reason, 199, hl7EncodedLength)] : undefined,
     }),
   };
 }
@@ -474,4 +475,9 @@ export function obr(input: PublicationInput, now: Date, original?: Hl7Message): 
       32: [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
     }),
   };
+}
+
+/** A value's length as our HL7 messages write it: escaped with our delimiters. */
+export function hl7EncodedLength(value: string): number {
+  return escapeValue(value, DEFAULT_DELIMITERS).length;
 }

@@ -264,12 +264,26 @@ export function onlyInThePdf(content: ResultContent | undefined): boolean {
   return !content || (content.findings.length === 0 && !content.impression);
 }
 
-/** `text` cut to at most `max` characters (whole code points), saying that it was. */
-export function boundedText(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let cut = text.slice(0, max - SHORTENED.length);
-  // never half a surrogate pair
-  if (/[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+/**
+ * `text` cut to at most `max` characters (whole code points), saying that it was. `lengthOf`
+ * counts a text as its field holds it: an HL7 field is counted as encoded, its escape sequences
+ * included (hl7EncodedLength), so a reason of 199 `|` is not 597 characters on the wire.
+ */
+export function boundedText(
+  text: string,
+  max: number,
+  lengthOf: (s: string) => number = (s) => s.length,
+): string {
+  if (lengthOf(text) <= max) return text;
+  const room = max - lengthOf(SHORTENED);
+  let cut = '';
+  let used = 0;
+  for (const ch of text) {
+    const n = lengthOf(ch);
+    if (used + n > room) break;
+    cut += ch;
+    used += n;
+  }
   return `${cut.trimEnd()}${SHORTENED}`;
 }
 

@@ -163,6 +163,22 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed: no T1-weighted series found$/);
   });
 
+  it('a failure reason full of HL7 delimiters: ORC-16.2 stays within 199 characters as written (escaped), not only before escaping', () => {
+    // ORC-16 (CE, 200 in v2.3) and its text CE.2 (ST, 199) are counted as encoded, escape
+    // sequences included (v2.5.1 §2.5.5.2). The reason was cut at 199 characters before
+    // escaping: an upstream reason of 199 `|` went out as 597 (`\F\` each).
+    const failed = publicationInput('FAILED', {
+      reason: `Segmentation failed at ${'|^&~\\'.repeat(60)}`,
+    });
+    const oru = buildOru(failed, undefined, HL7, 'IAA9', NOW).text;
+    const orc = parseHl7(oru).segment('ORC')!;
+    expect(orc.rawField(16).length).toBeLessThanOrEqual(200);
+    expect(orc.rawField(16).split('^')[1]!.length).toBeLessThanOrEqual(199);
+    // Still says what it is, and that it was shortened.
+    expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed at \|\^&~\\/);
+    expect(orc.value(16, 1, 2)).toMatch(/shortened/);
+  });
+
   it('Unicode line breaks (U+2028, U+2029, NEL) are line breaks too: a TX repetition each, ORC-16 one line', () => {
     // A report written on another platform (a word processor's LINE SEPARATOR, a mainframe's
     // NEL) went out as one line holding the separator, inside TX and inside ORC-16's ST.

@@ -76,6 +76,32 @@ function contextResults(ac: Buffer): Map<number, { result: number; syntax: strin
 }
 
 /**
+ * One C-STORE of `file` to our SCP at `port` as `callingAe` (dcmjs-dimse, as a modality or a
+ * router sends it), with `command` elements set in its command set; the status answered.
+ */
+function cStore(
+  port: number,
+  file: string,
+  callingAe: string,
+  command: Record<string, string> = {},
+): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const client = new Client();
+    const req = new requests.CStoreRequest(file);
+    for (const [name, value] of Object.entries(command))
+      req.getCommandDataset().setElement(name, value);
+    let answer: number | undefined;
+    req.on('response', (r) => (answer = r.getStatus()));
+    client.addRequest(req);
+    client.on('networkError', reject);
+    client.on('closed', () =>
+      answer === undefined ? reject(new Error('no answer')) : resolve(answer),
+    );
+    client.send('127.0.0.1', port, callingAe, AE);
+  });
+}
+
+/**
  * An adapter whose C-STORE SCP listens on a free port as AE, jobs off, with `env` on top, and a
  * scratch folder for the files a peer sends: started before the block's tests, removed after.
  */
@@ -130,18 +156,8 @@ describe('hostile: C-STORE SCP peers', () => {
     const inst = rawInstance({ accession: 'SPOOF-1', patientId: 'P-SPOOF' });
     const file = join(dir, 'spoof.dcm');
     writeFileSync(file, inst.bytes);
-    const status = await new Promise<number>((resolve, reject) => {
-      const client = new Client();
-      const req = new requests.CStoreRequest(file);
-      req.getCommandDataset().setElement('MoveOriginatorApplicationEntityTitle', AE);
-      let answer: number | undefined;
-      req.on('response', (r) => (answer = r.getStatus()));
-      client.addRequest(req);
-      client.on('networkError', reject);
-      client.on('closed', () =>
-        answer === undefined ? reject(new Error('no answer')) : resolve(answer),
-      );
-      client.send('127.0.0.1', port, 'INTRUDER', AE);
+    const status = await cStore(port, file, 'INTRUDER', {
+      MoveOriginatorApplicationEntityTitle: AE,
     });
     expect(status).toBe(0);
     // Not slipped into the store of our own moves …
@@ -164,18 +180,8 @@ describe('hostile: C-STORE SCP peers', () => {
     const inst = rawInstance({ accession: 'MISMATCH-1', patientId: 'P-MISMATCH' });
     const file = join(dir, 'mismatch.dcm');
     writeFileSync(file, inst.bytes);
-    const status = await new Promise<number>((resolve, reject) => {
-      const client = new Client();
-      const req = new requests.CStoreRequest(file);
-      req.getCommandDataset().setElement('AffectedSOPInstanceUID', '2.25.1234567890');
-      let answer: number | undefined;
-      req.on('response', (r) => (answer = r.getStatus()));
-      client.addRequest(req);
-      client.on('networkError', reject);
-      client.on('closed', () =>
-        answer === undefined ? reject(new Error('no answer')) : resolve(answer),
-      );
-      client.send('127.0.0.1', port, 'MODALITY1', AE);
+    const status = await cStore(port, file, 'MODALITY1', {
+      AffectedSOPInstanceUID: '2.25.1234567890',
     });
     expect(status).toBe(0xa900);
     const rows = (await adapter.dataSource.query(
@@ -586,18 +592,7 @@ describe('hostile: one address cannot take every C-STORE SCP slot (DICOM_SCP_MAX
       const inst = rawInstance({ accession: 'PERCLIENT-1', patientId: 'P-PERCLIENT' });
       const file = join(dir, 'perclient.dcm');
       writeFileSync(file, inst.bytes);
-      const status = await new Promise<number>((resolve, reject) => {
-        const client = new Client();
-        const req = new requests.CStoreRequest(file);
-        let answer: number | undefined;
-        req.on('response', (r) => (answer = r.getStatus()));
-        client.addRequest(req);
-        client.on('networkError', reject);
-        client.on('closed', () =>
-          answer === undefined ? reject(new Error('no answer')) : resolve(answer),
-        );
-        client.send('127.0.0.1', port, 'MODALITY1', AE);
-      });
+      const status = await cStore(port, file, 'MODALITY1');
       expect(status).toBe(0);
     } finally {
       for (const f of flood) f.socket.destroy();

@@ -275,20 +275,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     }
     // 24 attempts over about three days are skipped: the next run is the last one for the
     // first order, not for the second.
-    await db.query(
-      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
-      [`place:${id}`],
-    );
-    await waitFor(
-      'the last attempt failed',
-      async () => {
-        const job = await placeJob(id);
-        return job && job.attempts >= job.max_attempts && job.locked_by === null;
-      },
-      30_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
+    await exhaust(`place:${id}`, id);
     await sweep();
     await waitFor(
       'the order ended',
@@ -526,40 +513,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     await advanceUntil(id, 'delivered', 5_000, 20);
     expect(await orderState(db, id)).toBe('delivered');
-    const key = `documents:${id}:DELIVERED`;
-    const job = async () =>
-      (
-        await db.query(
-          `SELECT attempts, max_attempts, locked_by, last_error FROM graphile_worker._private_jobs WHERE key = $1`,
-          [key],
-        )
-      ).rows[0] as
-        | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
-        | undefined;
-    await waitFor(
-      'a first failed fetch',
-      async () => {
-        const j = await job();
-        return j && j.attempts >= 1 && j.locked_by === null && j.last_error;
-      },
-      30_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
-    await db.query(
-      `UPDATE graphile_worker._private_jobs SET attempts = max_attempts - 1, run_at = now() WHERE key = $1`,
-      [key],
-    );
-    await waitFor(
-      'the last attempt failed',
-      async () => {
-        const j = await job();
-        return j && j.attempts >= j.max_attempts && j.locked_by === null;
-      },
-      30_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
+    await exhaust(`documents:${id}:DELIVERED`, id);
     await sweep();
     const { rows } = await db.query(`SELECT state, alert, last_error FROM orders WHERE id = $1`, [
       id,

@@ -212,3 +212,32 @@ export function compileToPlainJs(entry: string): { dir: string; script: string }
   }
   return { dir, script: join(dir, entry.replace(/\.ts$/, '.js')) };
 }
+
+/**
+ * A parser's cost per input shape and size: `run` (its time in microseconds) once to warm up,
+ * then `rounds(size)` times; the median of each, in ms and in µs per KiB.
+ */
+export function medianPerShape<S extends string>(
+  shapes: readonly S[],
+  sizes: readonly number[],
+  build: (shape: S, size: number) => Buffer,
+  run: (bytes: Buffer) => number,
+  rounds: (size: number) => number,
+): Array<Record<string, number | string>> {
+  const results: Array<Record<string, number | string>> = [];
+  for (const shape of shapes) {
+    for (const size of sizes) {
+      const bytes = build(shape, size);
+      run(bytes); // warm-up
+      const times = Array.from({ length: rounds(size) }, () => run(bytes)).sort((a, b) => a - b);
+      const median = times[Math.floor(times.length / 2)]!;
+      results.push({
+        shape,
+        bytes: bytes.length,
+        medianMs: Math.round(median / 10) / 100,
+        usPerKb: Math.round((median / (bytes.length / 1024)) * 10) / 10,
+      });
+    }
+  }
+  return results;
+}

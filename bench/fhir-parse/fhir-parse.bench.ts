@@ -10,7 +10,7 @@
  * Usage: `node scripts/with-node.cjs --expose-gc -r @swc-node/register bench/fhir-parse/fhir-parse.bench.ts`
  */
 import { parseResource } from '../../src/inbound-fhir/fhir-http';
-import { machine } from '../bench-utils';
+import { machine, medianPerShape } from '../bench-utils';
 
 type Shape = 'bundle' | 'long-string' | 'escapes' | 'nested' | 'numbers';
 
@@ -92,20 +92,11 @@ function run(bytes: Buffer): number {
 
 const MAX_BODY = 5 * 1024 * 1024;
 const sizes = [50_000, 500_000, MAX_BODY];
-const results: Array<Record<string, number | string>> = [];
-for (const shape of ['bundle', 'long-string', 'escapes', 'nested', 'numbers'] as const) {
-  for (const size of sizes) {
-    const bytes = build(shape, size);
-    run(bytes); // warm-up
-    const rounds = size >= MAX_BODY ? 7 : size >= 500_000 ? 15 : 50;
-    const times = Array.from({ length: rounds }, () => run(bytes)).sort((a, b) => a - b);
-    const median = times[Math.floor(times.length / 2)]!;
-    results.push({
-      shape,
-      bytes: bytes.length,
-      medianMs: Math.round(median / 10) / 100,
-      usPerKb: Math.round((median / (bytes.length / 1024)) * 10) / 10,
-    });
-  }
-}
+const results = medianPerShape(
+  ['bundle', 'long-string', 'escapes', 'nested', 'numbers'] as const,
+  sizes,
+  build,
+  run,
+  (size) => (size >= MAX_BODY ? 7 : size >= 500_000 ? 15 : 50),
+);
 console.log(JSON.stringify({ bench: 'fhir-parse', machine: machine(), results }, null, 2));

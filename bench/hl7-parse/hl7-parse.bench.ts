@@ -12,7 +12,7 @@ import { parseHl7 } from '../../src/hl7/hl7-message';
 import { checkStructure } from '../../src/hl7/hl7-structure.validator';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG } from '../../src/mappings/hl7-order.config';
 import { mapHl7Message } from '../../src/mappings/hl7-order.mapping';
-import { machine } from '../bench-utils';
+import { machine, medianPerShape } from '../bench-utils';
 
 const TEMPLATE = readFileSync(
   join(__dirname, '..', '..', 'test', 'fixtures', 'hl7', 'orm-o01-v231-ihe-swf-zds.hl7'),
@@ -57,20 +57,7 @@ function run(bytes: Buffer): number {
 }
 
 const sizes = [1_000, 100_000, 1_000_000, 10_000_000];
-const results: Array<Record<string, number | string>> = [];
-for (const shape of ['notes', 'repetitions'] as const) {
-  for (const size of sizes) {
-    const bytes = build(shape, size);
-    run(bytes); // warm-up
-    const rounds = size >= 10_000_000 ? 3 : size >= 1_000_000 ? 5 : 50;
-    const times = Array.from({ length: rounds }, () => run(bytes)).sort((a, b) => a - b);
-    const median = times[Math.floor(times.length / 2)]!;
-    results.push({
-      shape,
-      bytes: bytes.length,
-      medianMs: Math.round(median / 10) / 100,
-      usPerKb: Math.round((median / (bytes.length / 1024)) * 10) / 10,
-    });
-  }
-}
+const results = medianPerShape(['notes', 'repetitions'] as const, sizes, build, run, (size) =>
+  size >= 10_000_000 ? 3 : size >= 1_000_000 ? 5 : 50,
+);
 console.log(JSON.stringify({ bench: 'hl7-parse', machine: machine(), results }, null, 2));

@@ -174,19 +174,22 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
     ).toEqual({ status: '200 OK', location: `ServiceRequest/${id}` });
   });
 
+  /** A conditional create: POST /fhir/ServiceRequest with If-None-Exist `header`. */
+  const createIfNoneExist = (header: string, body: Json) =>
+    fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+        'if-none-exist': header,
+      },
+      body: JSON.stringify(body),
+    });
+
   it('a conditional create (If-None-Exist) keeps R4 http.html#ccreate: the match, 200, as the sender asked', async () => {
     const sr = chestCtRequest('PLR-REUSE-2', { priority: 'routine' });
     const header = 'identifier=urn:oid:2.16.840.1.113883.3.999.1|PLR-REUSE-2';
-    const send = (body: Json) =>
-      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${TEST_TOKENS.sender}`,
-          'content-type': 'application/fhir+json',
-          'if-none-exist': header,
-        },
-        body: JSON.stringify(body),
-      });
+    const send = (body: Json) => createIfNoneExist(header, body);
     const first = await send(sr);
     expect(first.status).toBe(201);
     const id = ((await first.json()) as Json).id;
@@ -217,16 +220,7 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
           },
         ],
       });
-    const send = (header: string, body: Json) =>
-      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${TEST_TOKENS.sender}`,
-          'content-type': 'application/fhir+json',
-          'if-none-exist': header,
-        },
-        body: JSON.stringify(body),
-      });
+    const send = createIfNoneExist;
     const both = `identifier=${placer}|PLR-AND-1&identifier=${acsn}|ACC-AND-1`;
     const first = await send(both, withAccession('PLR-AND-1', 'ACC-AND-1'));
     expect(first.status).toBe(201);

@@ -23,7 +23,13 @@ import {
 } from '../e2e/e2e-support';
 import { multipartRelated } from '../studies/study-test-support';
 import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
-import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import {
+  startAckingRis,
+  startValidatingEhr,
+  type TestEhr,
+  type TestRis,
+} from '../outbound/outbound-peers';
 
 jest.setTimeout(240_000);
 
@@ -37,6 +43,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
   let adapter: TestAdapter;
   let ris: TestRis;
+  let ehr: TestEhr;
   let mllp: MllpClient;
   let db: PgClient;
   /** What the proxy does with a request (default: pass it on). */
@@ -58,6 +65,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     });
     await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve));
     ris = await startAckingRis();
+    ehr = await startValidatingEhr();
     sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
     proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
     adapter = await startTestAdapter({
@@ -65,6 +73,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       ...SANDBOX_CLIENT,
       RIS_MLLP_HOST: '127.0.0.1',
       RIS_MLLP_PORT: String(ris.port),
+      FHIR_SERVER_URL: ehr.baseUrl,
       OUTBOUND_POLL_MS: '50',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
@@ -88,6 +97,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await proxy?.close();
     await sandbox?.close();
     await ris?.close();
+    await ehr?.close();
     hook?.closeAllConnections();
     hook?.close();
   });
@@ -115,6 +125,33 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       .join('\n');
     expect(text).toMatch(says);
     expect(text).not.toMatch(/\b503\b|maintenance|service_unavailable|attempts? failed \(last/);
+  };
+
+  /**
+   * What a clinician reads of an order's no-result end, one entry per field: ORC-16 text and the
+   * text OBX of each ORU, the Task's statusReason and the DiagnosticReport's conclusion in the
+   * EHR. Waits until the EHR has both resources with a reason.
+   */
+  const clinicFields = async (id: string, placer: string) => {
+    const [task, dr] = await waitFor('the Task and DiagnosticReport in the EHR', async () => {
+      const [t] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+      const [d] = await ehr.search<DiagnosticReport>(
+        'DiagnosticReport',
+        `identifier=urn:imaging-ai-adapter:diagnostic-report|${id}`,
+      );
+      return t?.statusReason?.text && d?.conclusion ? ([t, d] as const) : undefined;
+    });
+    return [
+      ...orusOf(placer).flatMap((m) => [
+        m.get('ORC-16.2') ?? '',
+        ...m
+          .segmentsById('OBX')
+          .filter((s) => s.value(2) === 'TX')
+          .map((s) => s.value(5) ?? ''),
+      ]),
+      task.statusReason!.text!,
+      dr.conclusion!,
+    ];
   };
 
   const timeline = async (id: string) =>
@@ -540,8 +577,24 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(noResult.map((m) => [m.get('ORC-1'), m.get('ORC-5'), m.get('OBR-25')])).toEqual([
       ['OC', 'CA', 'X'],
     ]);
-    expect(noResult[0]!.text).toContain('results of the analysis could not be retrieved');
-    expect(noResult[0]!.text).not.toContain('maintenance');
+    // The clinic reads the sentence of CLINICAL_END_REASONS, in every field it reads; the
+    // attempts and the upstream's error stay with the analyst (last_error, timeline, webhook).
+    // Before, ORC-16, the OBX, the Task and the DiagnosticReport said "(all 25 attempts failed)".
+    const fields = await clinicFields(id, spec.placer);
+    expect(fields.length).toBeGreaterThanOrEqual(3);
+    for (const text of fields) {
+      expect(text).toContain(
+        'the analysis was done, but its results could not be retrieved from the analysis service; no result will come. Order the analysis again if it is still needed',
+      );
+      expect(text).not.toMatch(
+        /attempts?|\b503\b|maintenance|service_unavailable|\/results|https?:/,
+      );
+    }
+    const posted = alertsPosted.find(
+      (b) => b['orderId'] === id && b['alert'] === 'documents-not-fetched',
+    )!;
+    expect(String(posted['reason'])).toMatch(/DELIVERED.*25 attempts.*503/);
+    expect(alerts[0]!.summary).toMatch(/25 attempts/);
     await sweep();
     expect(orusOf(spec.placer)).toHaveLength(1);
   });
@@ -556,6 +609,21 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).rows[0] as
       | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
       | undefined;
+
+  /**
+   * The job under `key` lost (its row deleted) while no worker runs it: a run under way would
+   * enqueue its next try itself (an acquire still waiting for its study), and the job would not
+   * be lost at all.
+   */
+  const loseIdleJob = async (key: string) => {
+    await waitFor(`${key} deleted while idle`, async () => {
+      const { rowCount } = await db.query(
+        `DELETE FROM graphile_worker._private_jobs WHERE key = $1 AND locked_by IS NULL`,
+        [key],
+      );
+      return rowCount === 1;
+    });
+  };
 
   /** The job under `key` fails once, then its remaining attempts are skipped to the last one. */
   const exhaust = async (key: string, id: string) => {
@@ -928,7 +996,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const id = await ordered(spec);
     await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
     await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
-    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await loseIdleJob(`acquire:${id}`);
     await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
       id,
     ]);
@@ -966,7 +1034,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const id = await ordered(spec);
     await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
     await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
-    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await loseIdleJob(`acquire:${id}`);
     await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
       id,
     ]);

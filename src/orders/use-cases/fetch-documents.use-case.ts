@@ -1,4 +1,5 @@
 import { knownPhiOf } from '../../audit/phi-known-values';
+import { clinicalEndReason } from '../../mappings/local-end-reasons';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import type { EntityManager } from 'typeorm';
 import {
@@ -312,8 +313,8 @@ export class FetchDocumentsUseCase {
  * another kind of report): nothing of them is published, and without more the clinic kept the
  * Task `completed` sent at DELIVERED, its output naming a DiagnosticReport that never came.
  * Now it is told what an order that could not be processed is told (ENDED_LOCALLY_FAILED:
- * Task failed, DiagnosticReport cancelled, ORU OC/CA with OBR-25 X, the reason sent), and the
- * analyst gets alert `results-refused` (once). The reason names what was refused, never a
+ * Task failed, DiagnosticReport cancelled, ORU OC/CA with OBR-25 X, with the clinical sentence
+ * of `results-refused`), and the analyst gets alert `results-refused` (once) with the reason. The reason names what was refused, never a
  * value of the foreign report. The order keeps its end state `delivered` (ORDER_TRANSITIONS).
  */
 async function endRefusedOrder(
@@ -334,11 +335,13 @@ async function endRefusedOrder(
       mappingVersion: STATUS_MAPPING_VERSION,
     }),
   ]);
+  // The clinic reads the sentence of CLINICAL_END_REASONS, not which report was refused.
   await deps.events.endedLocally(manager, {
     order: snapshot(order),
     state: 'failed',
-    reason,
+    reason: clinicalEndReason('failed', alert),
     alert,
+    alertReason: reason,
   });
   return true;
 }

@@ -1356,14 +1356,28 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(docs).toHaveLength(0);
   });
 
-  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
-    // The study's parts go up but the complete is answered 503 (the upload job retries,
-    // the order stays uploading); the cancel never reaches the upstream either.
+  /** The multipart progress of upstream order `upstreamId` (imaging_upload_progress). */
+  const uploadProgress = async (upstreamId: string) =>
+    (
+      await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
+        upstreamId,
+      ])
+    ).rows as Array<{ upload_id: string }>;
+
+  /**
+   * An order whose multipart upload is open upstream (its parts sent, the complete answered
+   * 503) ended cancelled here: its orderer's cancel never reached the upstream (503) for every
+   * attempt of the cancel job. `also` answers other calls first (undefined: as usual).
+   */
+  const uploadingThenCancelledHere = async (
+    also: (method: string, path: string) => ProxyAction | undefined = () => undefined,
+  ) => {
     decide = (method, path) =>
-      (method === 'POST' && path === '/upload/multipart/complete') ||
+      also(method, path) ??
+      ((method === 'POST' && path === '/upload/multipart/complete') ||
       (method === 'PATCH' && path === '/cancel-order')
         ? unavailable()
-        : 'pass';
+        : 'pass');
     // 48 slices of 256 x 256 x 16 bit: about 6 MiB, above the 5 MB single PUT.
     const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
     const id = await placeWithStudy({ adapter, mllp, db }, spec);
@@ -1374,13 +1388,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     expect(placed[0].state).toBe('uploading');
     const upstreamId = placed[0].upstream_order_id as string;
-    const progress = async () =>
-      (
-        await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
-          upstreamId,
-        ])
-      ).rows as Array<{ upload_id: string }>;
-    const [open] = await progress();
+    const [open] = await uploadProgress(upstreamId);
     expect(open).toBeDefined();
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
@@ -1389,16 +1397,23 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await sweep();
     const { rows } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
     expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    return { id, spec, upstreamId, uploadId: open!.upload_id };
+  };
+
+  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
+    // The study's parts go up but the complete is answered 503 (the upload job retries,
+    // the order stays uploading); the cancel never reaches the upstream either.
+    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere();
     // The multipart upload, never to be completed, is aborted (contract: "or abort if the
     // upload cannot be finished") and its progress dropped.
     await waitFor(
       'the multipart upload aborted',
-      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      async () => sandbox.state.uploads.get(uploadId)?.state === 'aborted',
       10_000,
       100,
       () => orderDiagnostics(db, id),
     );
-    expect(await progress()).toHaveLength(0);
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
     // Never uploaded again: the upload job, run now, claims nothing; no complete follows.
     const completes = () =>
       proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
@@ -1411,6 +1426,127 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await new Promise((r) => setTimeout(r, 2_000));
     expect(completes()).toBe(before);
     expect(await orderState(db, id)).toBe('cancelled');
+  });
+
+  /** The outbox row that aborts the order's abandoned multipart upload upstream. */
+  const abortRow = async (id: string) =>
+    (
+      await db.query(
+        `SELECT id, destination, status, attempts, last_error FROM outbox WHERE order_id = $1 AND kind = 'multipart-abort'`,
+        [id],
+      )
+    ).rows[0] as
+      | { id: string; destination: string; status: string; attempts: number; last_error: string }
+      | undefined;
+  const abortCalls = () =>
+    proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/abort').length;
+  const abortPath = (method: string, path: string) =>
+    method === 'POST' && path === '/upload/multipart/abort';
+
+  it('the abort of an abandoned multipart upload answered 503 is retried through the outbox until the upstream takes it (before: tried once, the upload left open upstream for good)', async () => {
+    let abortDown = true;
+    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) && abortDown ? unavailable() : undefined,
+    );
+    const failed = await waitFor(
+      'the abort answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(failed.destination).toBe('imaging-upstream');
+    expect(sandbox.state.uploads.get(uploadId)?.state).toBe('open');
+    // The progress is dropped with the end: the row carries the upload's id.
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'outbound.attempt' &&
+          e.severity === 'warning' &&
+          /multipart-abort to imaging-upstream, attempt 1: .*server_error_exhausted/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+    // The upstream is back; the backoff's wait is skipped.
+    abortDown = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(uploadId)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    expect((await abortRow(id))!.attempts).toBe(failed.attempts + 1);
+  });
+
+  it('an abort answered 404 (the upload already gone upstream) is done at once, not retried; one refused for every attempt is a dead letter the analyst sees and is told of', async () => {
+    const gone = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p)
+        ? {
+            reply: 404,
+            body: JSON.stringify({ error: 'upload_not_found', message: 'no multipart upload' }),
+          }
+        : undefined,
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(gone.id))?.status === 'delivered',
+    );
+    expect((await abortRow(gone.id))!.attempts).toBe(1);
+    expect(
+      (await timeline(gone.id)).some(
+        (e) => e.kind === 'outbound.attempt' && /already gone/.test(e.summary),
+      ),
+    ).toBe(true);
+
+    // Down for every attempt (OUTBOUND_MAX_ATTEMPTS): dead-lettered, on the order's timeline,
+    // the audit page's dead letters and the alert webhook, ready for an analyst's replay.
+    const down = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) ? unavailable() : undefined,
+    );
+    const first = await waitFor('a first failed abort', async () => {
+      const r = await abortRow(down.id);
+      return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+    });
+    const calls = abortCalls();
+    await db.query(`UPDATE outbox SET attempts = 9, next_attempt_at = now() WHERE id = $1`, [
+      first.id,
+    ]);
+    await waitFor(
+      'the abort dead-lettered',
+      async () => (await abortRow(down.id))?.status === 'dead',
+    );
+    expect(abortCalls()).toBe(calls + 1);
+    expect(sandbox.state.uploads.get(down.uploadId)?.state).toBe('open');
+    expect(
+      (await timeline(down.id)).some(
+        (e) =>
+          e.kind === 'outbound.dead-letter' &&
+          e.severity === 'error' &&
+          /multipart-abort to imaging-upstream dead-lettered: gave up after 10 attempts/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+    await waitFor('the dead letter POSTed', async () =>
+      alertsPosted.some(
+        (b) =>
+          b['orderId'] === down.id &&
+          (b['deadLetter'] as { destination?: string } | undefined)?.destination ===
+            'imaging-upstream',
+      ),
+    );
   });
 });
 

@@ -991,6 +991,51 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('X');
   });
 
+  it('a QC report job of a bypassable QC_FAILED that runs only after the results were stored leaves their mark (documents_fetched_for DELIVERED): the sweep enqueues no documents job, warns of none', async () => {
+    let qcDown = true;
+    decide = (method, path) =>
+      qcDown && method === 'GET' && path === '/qc-report' ? unavailable() : 'pass';
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
+    const qcKey = `documents:${id}:QC_FAILED_BYPASSABLE`;
+    await failedOnce('a first failed QC report fetch', qcKey);
+    expect(
+      (await askBypass(id, 'motion limited to two slices; volumetry still meaningful')).status,
+    ).toBe(200);
+    await sandbox.advance(2_000);
+    await sweep();
+    // The QC report job waits out its back-off while the order goes on to DELIVERED and its
+    // results are stored and marked.
+    await advanceUntil(id, 'delivered', 2_000, 10);
+    const mark = async () =>
+      (await db.query(`SELECT documents_fetched_for FROM orders WHERE id = $1`, [id])).rows[0]
+        .documents_fetched_for as string | null;
+    await waitFor('the results marked fetched', async () => (await mark()) === 'DELIVERED');
+    // Now the late QC job runs and stores its report.
+    qcDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      qcKey,
+    ]);
+    await waitFor('the late QC job done', async () => (await jobOf(qcKey)) === undefined);
+    const { rows: qc } = await db.query(
+      `SELECT upstream_status FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+      [id],
+    );
+    expect(qc).toEqual([{ upstream_status: 'QC_FAILED_BYPASSABLE' }]);
+    // Before: the late job set the mark back to QC_FAILED_BYPASSABLE, and the sweep took the
+    // results for never fetched: a "job was missing" warning and a documents job again.
+    expect(await mark()).toBe('DELIVERED');
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '20 minutes' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    expect(await jobOf(`documents:${id}:DELIVERED`)).toBeUndefined();
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /job was missing/.test(e.summary)),
+    ).toHaveLength(0);
+  });
+
   it('an order placed (waiting for its study) without its acquire job (the row lost) gets it again from the sweep, not a study-deadline failure a day later', async () => {
     const spec = newOrderSpec();
     const id = await ordered(spec);

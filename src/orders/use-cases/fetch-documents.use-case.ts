@@ -55,13 +55,15 @@ export class FetchDocumentsUseCase {
     );
     if (wanted.length === 0) {
       // Every document of the row is stored, by an earlier run: the row is marked fetched all
-      // the same. `documents_fetched_for` holds the last row a job stored documents for, so a
-      // QC report job that waited out its back-off while the order went on to DELIVERED, run
-      // after the results job, left its own row there; the sweep (deliveredWithoutDocumentsJob)
-      // then took the results for never fetched, and the job it enqueued found them all stored
-      // and returned unmarked: a new job, and a warning, every 10 minutes for good.
+      // the same (an order whose mark was lost, or an older row's, is not given a documents job
+      // by every sweep for good).
       if (have.length > 0 && order.documents_fetched_for !== storedAs) {
-        await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs);
+        await this.deps.orders.setDocumentsFetchedFor(
+          orderId,
+          storedAs,
+          undefined,
+          keptMarks(rowKey),
+        );
       }
       return;
     }
@@ -166,7 +168,7 @@ export class FetchDocumentsUseCase {
           });
         }
       }
-      await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs, manager);
+      await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs, manager, keptMarks(rowKey));
       await writeAuditEvents(manager, [
         {
           kind: 'order.documents-fetched',
@@ -344,6 +346,21 @@ async function endRefusedOrder(
     alertReason: reason,
   });
   return true;
+}
+
+/**
+ * The marks (`documents_fetched_for`) a documents job of `rowKey` leaves in place: those of an
+ * end (a terminal row) other than its own. An order has one end, and once its documents are
+ * marked the mark only stays or is set again by that row. Before, the mark was the last row
+ * any job stored documents for: a QC report job of QC_FAILED_BYPASSABLE that waited out its
+ * back-off while the order went on to DELIVERED ran after the results job and set the mark
+ * back to its own row; the sweep (deliveredWithoutDocumentsJob) then took the results for
+ * never fetched and enqueued a documents job again, with a "job was missing" warning.
+ */
+function keptMarks(rowKey: StatusRowKey): StatusRowKey[] {
+  return (Object.keys(STATUS_TABLE) as StatusRowKey[]).filter(
+    (k) => k !== rowKey && STATUS_TABLE[k].terminal,
+  );
 }
 
 function documentsFor(

@@ -1535,6 +1535,34 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect((await abortRow(id))!.attempts).toBe(failed.attempts + 1);
   });
 
+  it('an abort whose answer is lost after the upstream took it (connection dropped): retried, and the 409 "not open" of the retry is done, no dead letter', async () => {
+    let drop = true;
+    const { id, uploadId } = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) && drop ? 'drop-after' : undefined,
+    );
+    const failed = await waitFor('the abort failed once, to be tried again', async () => {
+      const r = await abortRow(id);
+      return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+    });
+    // The upstream did abort it; only its answer was lost.
+    expect(sandbox.state.uploads.get(uploadId)?.state).toBe('aborted');
+    drop = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'outbound.attempt' &&
+          /multipart-abort .*already gone upstream.*conflict \(HTTP 409\)/.test(e.summary),
+      ),
+    ).toBe(true);
+    expect(events.some((e) => e.kind === 'outbound.dead-letter')).toBe(false);
+  });
+
   it('an abort answered 404 (the upload already gone upstream) is done at once, not retried; one refused for every attempt is a dead letter the analyst sees and is told of', async () => {
     const gone = await uploadingThenCancelledHere((m, p) =>
       abortPath(m, p)

@@ -27,6 +27,14 @@ export const CLINICAL_END_REASONS = {
   'not-uploaded': 'the study could not be sent to the analysis service; no result will come',
   'upstream-stuck': 'the analysis did not finish in time; no result will come',
   'upstream-unknown': 'the analysis service no longer holds the order; no result will come',
+  // The two no-result ends of a DELIVERED order (the order keeps its state `delivered`): its
+  // results never fetched, every attempt used (sweep), or every report refused as not this
+  // order's (fetch of the documents). Which report, how many attempts, the upstream's error:
+  // the analyst's.
+  'documents-not-fetched':
+    'the analysis was done, but its results could not be retrieved from the analysis service; no result will come. Order the analysis again if it is still needed',
+  'results-refused':
+    'the results the analysis service returned were not those of this order and were not used; no result will come. Order the analysis again if it is still needed',
 } as const;
 
 export type ClinicalEndAlert = keyof typeof CLINICAL_END_REASONS;

@@ -83,6 +83,15 @@ export interface OrderEvents {
     manager: EntityManager,
     raised: { order: OrderSnapshot; alert: string; reason: string },
   ): Promise<void>;
+  /**
+   * A multipart upload that will never be completed (its order ended here): aborted upstream
+   * through the outbox, retried with backoff and dead-lettered like any outbound effect, in
+   * the caller's transaction. False when nothing was written (publishing disabled here).
+   */
+  uploadAbandoned(
+    manager: EntityManager,
+    abandoned: { orderId: string; upstreamOrderId: string; uploadId: string },
+  ): Promise<boolean>;
   /** The aggregated report of a batch (placer group / requisition) is stored in `upstream_batches`. */
   batchReportStored(
     manager: EntityManager,
@@ -98,5 +107,6 @@ export const noOrderEvents: OrderEvents = {
   documentsStored: async () => undefined,
   endedLocally: async () => undefined,
   alertRaised: async () => undefined,
+  uploadAbandoned: async () => false,
   batchReportStored: async () => undefined,
 };

@@ -15,15 +15,22 @@ import { OutboxWorker } from './outbox.worker';
 import { ORDER_EVENTS } from '../orders/order-events';
 import { outboxOrderEvents, outboxSignal } from './outbox-signal';
 import type { Publisher } from './publisher';
+import { type AbortMultipart, UploadAbortPublisher } from './upload-abort.publisher';
+import { IMAGING, ImagingClientModule } from '../imaging-client/imaging-client.module';
+import type { ProductionImagingClient } from '../imaging-client/imaging-client.factory';
 
-/** Builds the publishers of the configured destinations and the worker that drains the outbox. */
+/**
+ * Builds the publishers of the configured destinations and the worker that drains the outbox;
+ * the upstream's own rows (a multipart upload aborted) go out through `abortMultipart`.
+ */
 export function createOutboxWorker(
   config: AppConfig,
   dataSource: DataSource,
   logger: Logger,
+  abortMultipart: AbortMultipart,
 ): OutboxWorker {
   const settings = outboundSettings(config);
-  const publishers: Publisher[] = [];
+  const publishers: Publisher[] = [new UploadAbortPublisher(abortMultipart)];
   if (config.FHIR_SERVER_URL) {
     // Our reads' scopes plus writing the Task and the DiagnosticReport.
     const smart = smartTokenProvider(config, withWriteScopes(config.FHIR_SMART_SCOPES));
@@ -89,20 +96,29 @@ export function withWriteScopes(scopes: string): string {
 }
 
 /**
- * Results back to the clinic: FHIR, HL7 ORU and DICOM SR/PDF publishers and the outbox worker.
+ * Results back to the clinic: FHIR, HL7 ORU and DICOM SR/PDF publishers and the outbox worker,
+ * which also sends the upstream's own rows (the abort of a multipart upload given up).
  * It provides the lifecycle's ORDER_EVENTS port (outbox rows, or nothing when
  * OUTBOUND_ENABLED=false), global so that src/orders depends on the port only.
  */
 @Global()
 @Module({
+  imports: [ImagingClientModule],
   providers: [
     backgroundService(
       'outbox worker',
-      [APP_CONFIG, DATA_SOURCE, LOGGER],
-      (config: AppConfig, dataSource: DataSource, logger: Logger) => {
+      [APP_CONFIG, DATA_SOURCE, LOGGER, IMAGING],
+      (
+        config: AppConfig,
+        dataSource: DataSource,
+        logger: Logger,
+        imaging: ProductionImagingClient,
+      ) => {
         // Same switch as the job queue: a replica without jobs sends nothing.
         if (!config.JOBS_ENABLED || !config.OUTBOUND_ENABLED) return undefined;
-        const worker = createOutboxWorker(config, dataSource, logger);
+        const worker = createOutboxWorker(config, dataSource, logger, (uploadId, orderId) =>
+          imaging.client.uploads.abortMultipart(uploadId, orderId),
+        );
         const unsubscribe = outboxSignal.subscribe(() => worker.kick());
         worker.start();
         return async () => {

@@ -3,12 +3,16 @@ import type { Hl7ResultSettings } from '../mappings/hl7-result.mapping';
 import { parseStatusOverrides, type StatusOverrides } from '../mappings/outbound-rows';
 import { uidFromSeed, type DeviceInfo } from '../mappings/publication.model';
 
-/** The destinations (outbox.destination): three for results, one for alerts to a person. */
+/**
+ * The destinations (outbox.destination): three for results, one for alerts to a person, and
+ * the upstream itself for the effects on it that must not be lost (a multipart upload aborted).
+ */
 export const DESTINATIONS = {
   fhir: 'ehr-fhir',
   hl7: 'ris-hl7',
   dicom: 'pacs-dicomweb',
   alert: 'alert-webhook',
+  upstream: 'imaging-upstream',
 } as const;
 export type Destination = (typeof DESTINATIONS)[keyof typeof DESTINATIONS];
 

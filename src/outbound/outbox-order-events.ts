@@ -22,6 +22,7 @@ import type {
 import { type NewOutboxEntry, OutboxRepository } from '../persistence/outbox.repository';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { orderAlertPayload } from './alert-webhook.publisher';
+import { UPLOAD_ABORT_KIND, type UploadAbortPayload } from './upload-abort.publisher';
 import { DESTINATIONS, type Destination, type OutboundSettings } from './outbound.settings';
 
 /** What an outbox row carries: enough to render the document at delivery time. */
@@ -166,6 +167,26 @@ export class OutboxOrderEvents implements OrderEvents {
       raised.order.state,
       raised.reason,
     );
+  }
+
+  async uploadAbandoned(
+    manager: EntityManager,
+    abandoned: { orderId: string; upstreamOrderId: string; uploadId: string },
+  ): Promise<boolean> {
+    await new OutboxRepository(manager).insert([
+      {
+        orderId: abandoned.orderId,
+        destination: DESTINATIONS.upstream,
+        kind: UPLOAD_ABORT_KIND,
+        dedupeKey: `${UPLOAD_ABORT_KIND}:${abandoned.uploadId}`,
+        payload: {
+          upstreamOrderId: abandoned.upstreamOrderId,
+          uploadId: abandoned.uploadId,
+        } satisfies UploadAbortPayload,
+      },
+    ]);
+    this.onWritten();
+    return true;
   }
 
   /** An order alert (deadline, stuck upstream, refusal, …) to a person: ALERT_WEBHOOK_URL. */

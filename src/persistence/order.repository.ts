@@ -341,15 +341,21 @@ export class OrderRepository extends RepositoryBase {
     return [row?.own, row?.acquired].filter((u): u is string => typeof u === 'string' && u !== '');
   }
 
+  /**
+   * Marks the documents of mapping row `storedAs` fetched, unless the mark already names one of
+   * `keep` (checked on the row as locked by the update, so a job committing meanwhile counts).
+   */
   async setDocumentsFetchedFor(
     orderId: string,
     storedAs: string,
     manager?: EntityManager,
+    keep: readonly string[] = [],
   ): Promise<void> {
-    await this.db(manager).query(`UPDATE orders SET documents_fetched_for = $2 WHERE id = $1`, [
-      orderId,
-      storedAs,
-    ]);
+    await this.db(manager).query(
+      `UPDATE orders SET documents_fetched_for = $2
+        WHERE id = $1 AND (documents_fetched_for IS NULL OR documents_fetched_for <> ALL($3::text[]))`,
+      [orderId, storedAs, keep],
+    );
   }
 
   /** The members of an upstream batch, oldest first. */

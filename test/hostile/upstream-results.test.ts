@@ -266,13 +266,39 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(task?.status).toBe('failed');
     const dr = await reportOf(id);
     expect(dr?.status).toBe('cancelled');
-    expect(dr?.conclusion).toContain(`the ${refused} report is not this order's results`);
     expect(JSON.stringify(dr)).not.toContain('another patient');
     const orus = orusOf(placer);
     expect(orus.map((m) => [m.get('ORC-1'), m.get('ORC-5'), m.get('OBR-25')])).toEqual([
       ['OC', 'CA', 'X'],
     ]);
-    expect(await timeline(id)).toMatch(/order\.alert\/error: results-refused: /);
+    // The clinic reads the sentence of CLINICAL_END_REASONS in every field it reads (ORC-16, the
+    // text OBX, the Task's statusReason, the DiagnosticReport's conclusion); which report was
+    // refused, and why, is the analyst's (timeline, last_error). Before, the clinic read
+    // "the results JSON report is not this order's results".
+    const clinical = [
+      ...orus.flatMap((m) => [
+        m.get('ORC-16.2') ?? '',
+        ...m
+          .segmentsById('OBX')
+          .filter((s) => s.value(2) === 'TX')
+          .map((s) => s.value(5) ?? ''),
+      ]),
+      task?.statusReason?.text ?? '',
+      dr?.conclusion ?? '',
+    ];
+    for (const text of clinical) {
+      expect(text).toContain(
+        'the results the analysis service returned were not those of this order and were not used; no result will come. Order the analysis again if it is still needed',
+      );
+      expect(text).not.toMatch(/JSON|PDF|report is not|refused/);
+    }
+    expect(await timeline(id)).toMatch(
+      new RegExp(
+        `order\\.alert/error: results-refused: .*the ${refused} report is not this order's results`,
+      ),
+    );
+    const { rows: lastError } = await db.query(`SELECT last_error FROM orders WHERE id = $1`, [id]);
+    expect(lastError[0].last_error).toContain(`the ${refused} report is not this order's results`);
     const { rows: order } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
     expect(order[0]).toEqual({ state: 'delivered', alert: 'results-refused' });
   }

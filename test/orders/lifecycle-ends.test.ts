@@ -23,7 +23,13 @@ import {
 } from '../e2e/e2e-support';
 import { multipartRelated } from '../studies/study-test-support';
 import { startFaultyProxy, type ProxyAction } from '../imaging-client/faulty-proxy';
-import { startAckingRis, type TestRis } from '../outbound/outbound-peers';
+import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
+import {
+  startAckingRis,
+  startValidatingEhr,
+  type TestEhr,
+  type TestRis,
+} from '../outbound/outbound-peers';
 
 jest.setTimeout(240_000);
 
@@ -37,6 +43,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   let proxy: Awaited<ReturnType<typeof startFaultyProxy>>;
   let adapter: TestAdapter;
   let ris: TestRis;
+  let ehr: TestEhr;
   let mllp: MllpClient;
   let db: PgClient;
   /** What the proxy does with a request (default: pass it on). */
@@ -58,6 +65,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     });
     await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve));
     ris = await startAckingRis();
+    ehr = await startValidatingEhr();
     sandbox = await startSandbox({ port: 0, host: '127.0.0.1', clock: 'manual', dataDir: dir });
     proxy = await startFaultyProxy(sandbox.baseUrl, (m, p) => decide(m, p));
     adapter = await startTestAdapter({
@@ -65,6 +73,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       ...SANDBOX_CLIENT,
       RIS_MLLP_HOST: '127.0.0.1',
       RIS_MLLP_PORT: String(ris.port),
+      FHIR_SERVER_URL: ehr.baseUrl,
       OUTBOUND_POLL_MS: '50',
       CONFIG_FILE: writeSiteConfig(dir),
       POLL_INTERVAL_SECONDS: '3600',
@@ -88,6 +97,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await proxy?.close();
     await sandbox?.close();
     await ris?.close();
+    await ehr?.close();
     hook?.closeAllConnections();
     hook?.close();
   });
@@ -115,6 +125,33 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       .join('\n');
     expect(text).toMatch(says);
     expect(text).not.toMatch(/\b503\b|maintenance|service_unavailable|attempts? failed \(last/);
+  };
+
+  /**
+   * What a clinician reads of an order's no-result end, one entry per field: ORC-16 text and the
+   * text OBX of each ORU, the Task's statusReason and the DiagnosticReport's conclusion in the
+   * EHR. Waits until the EHR has both resources with a reason.
+   */
+  const clinicFields = async (id: string, placer: string) => {
+    const [task, dr] = await waitFor('the Task and DiagnosticReport in the EHR', async () => {
+      const [t] = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${id}`);
+      const [d] = await ehr.search<DiagnosticReport>(
+        'DiagnosticReport',
+        `identifier=urn:imaging-ai-adapter:diagnostic-report|${id}`,
+      );
+      return t?.statusReason?.text && d?.conclusion ? ([t, d] as const) : undefined;
+    });
+    return [
+      ...orusOf(placer).flatMap((m) => [
+        m.get('ORC-16.2') ?? '',
+        ...m
+          .segmentsById('OBX')
+          .filter((s) => s.value(2) === 'TX')
+          .map((s) => s.value(5) ?? ''),
+      ]),
+      task.statusReason!.text!,
+      dr.conclusion!,
+    ];
   };
 
   const timeline = async (id: string) =>
@@ -540,8 +577,24 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(noResult.map((m) => [m.get('ORC-1'), m.get('ORC-5'), m.get('OBR-25')])).toEqual([
       ['OC', 'CA', 'X'],
     ]);
-    expect(noResult[0]!.text).toContain('results of the analysis could not be retrieved');
-    expect(noResult[0]!.text).not.toContain('maintenance');
+    // The clinic reads the sentence of CLINICAL_END_REASONS, in every field it reads; the
+    // attempts and the upstream's error stay with the analyst (last_error, timeline, webhook).
+    // Before, ORC-16, the OBX, the Task and the DiagnosticReport said "(all 25 attempts failed)".
+    const fields = await clinicFields(id, spec.placer);
+    expect(fields.length).toBeGreaterThanOrEqual(3);
+    for (const text of fields) {
+      expect(text).toContain(
+        'the analysis was done, but its results could not be retrieved from the analysis service; no result will come. Order the analysis again if it is still needed',
+      );
+      expect(text).not.toMatch(
+        /attempts?|\b503\b|maintenance|service_unavailable|\/results|https?:/,
+      );
+    }
+    const posted = alertsPosted.find(
+      (b) => b['orderId'] === id && b['alert'] === 'documents-not-fetched',
+    )!;
+    expect(String(posted['reason'])).toMatch(/DELIVERED.*25 attempts.*503/);
+    expect(alerts[0]!.summary).toMatch(/25 attempts/);
     await sweep();
     expect(orusOf(spec.placer)).toHaveLength(1);
   });
@@ -556,6 +609,21 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).rows[0] as
       | { attempts: number; max_attempts: number; locked_by: string | null; last_error: string }
       | undefined;
+
+  /**
+   * The job under `key` lost (its row deleted) while no worker runs it: a run under way would
+   * enqueue its next try itself (an acquire still waiting for its study), and the job would not
+   * be lost at all.
+   */
+  const loseIdleJob = async (key: string) => {
+    await waitFor(`${key} deleted while idle`, async () => {
+      const { rowCount } = await db.query(
+        `DELETE FROM graphile_worker._private_jobs WHERE key = $1 AND locked_by IS NULL`,
+        [key],
+      );
+      return rowCount === 1;
+    });
+  };
 
   /** The job under `key` fails once, then its remaining attempts are skipped to the last one. */
   const exhaust = async (key: string, id: string) => {
@@ -923,12 +991,57 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).not.toContain('X');
   });
 
+  it('a QC report job of a bypassable QC_FAILED that runs only after the results were stored leaves their mark (documents_fetched_for DELIVERED): the sweep enqueues no documents job, warns of none', async () => {
+    let qcDown = true;
+    decide = (method, path) =>
+      qcDown && method === 'GET' && path === '/qc-report' ? unavailable() : 'pass';
+    const { id } = await processing('Bitte KI-Auswertung. sandbox-outcome: qc_failed');
+    await advanceUntil(id, 'qc-hold', 1_000, 20);
+    const qcKey = `documents:${id}:QC_FAILED_BYPASSABLE`;
+    await failedOnce('a first failed QC report fetch', qcKey);
+    expect(
+      (await askBypass(id, 'motion limited to two slices; volumetry still meaningful')).status,
+    ).toBe(200);
+    await sandbox.advance(2_000);
+    await sweep();
+    // The QC report job waits out its back-off while the order goes on to DELIVERED and its
+    // results are stored and marked.
+    await advanceUntil(id, 'delivered', 2_000, 10);
+    const mark = async () =>
+      (await db.query(`SELECT documents_fetched_for FROM orders WHERE id = $1`, [id])).rows[0]
+        .documents_fetched_for as string | null;
+    await waitFor('the results marked fetched', async () => (await mark()) === 'DELIVERED');
+    // Now the late QC job runs and stores its report.
+    qcDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      qcKey,
+    ]);
+    await waitFor('the late QC job done', async () => (await jobOf(qcKey)) === undefined);
+    const { rows: qc } = await db.query(
+      `SELECT upstream_status FROM order_documents WHERE order_id = $1 AND kind = 'qc'`,
+      [id],
+    );
+    expect(qc).toEqual([{ upstream_status: 'QC_FAILED_BYPASSABLE' }]);
+    // Before: the late job set the mark back to QC_FAILED_BYPASSABLE, and the sweep took the
+    // results for never fetched: a "job was missing" warning and a documents job again.
+    expect(await mark()).toBe('DELIVERED');
+    await db.query(
+      `UPDATE orders SET upstream_status_at = now() - interval '20 minutes' WHERE id = $1`,
+      [id],
+    );
+    await sweep();
+    expect(await jobOf(`documents:${id}:DELIVERED`)).toBeUndefined();
+    expect(
+      (await timeline(id)).filter((e) => e.kind === 'error' && /job was missing/.test(e.summary)),
+    ).toHaveLength(0);
+  });
+
   it('an order placed (waiting for its study) without its acquire job (the row lost) gets it again from the sweep, not a study-deadline failure a day later', async () => {
     const spec = newOrderSpec();
     const id = await ordered(spec);
     await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
     await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
-    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await loseIdleJob(`acquire:${id}`);
     await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
       id,
     ]);
@@ -966,7 +1079,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const id = await ordered(spec);
     await waitFor('placed', async () => (await orderState(db, id)) === 'placed');
     await waitFor('its acquire job', async () => (await jobOf(`acquire:${id}`)) !== undefined);
-    await db.query(`DELETE FROM graphile_worker._private_jobs WHERE key = $1`, [`acquire:${id}`]);
+    await loseIdleJob(`acquire:${id}`);
     await db.query(`UPDATE orders SET created_at = now() - interval '20 minutes' WHERE id = $1`, [
       id,
     ]);
@@ -1288,14 +1401,28 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(docs).toHaveLength(0);
   });
 
-  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
-    // The study's parts go up but the complete is answered 503 (the upload job retries,
-    // the order stays uploading); the cancel never reaches the upstream either.
+  /** The multipart progress of upstream order `upstreamId` (imaging_upload_progress). */
+  const uploadProgress = async (upstreamId: string) =>
+    (
+      await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
+        upstreamId,
+      ])
+    ).rows as Array<{ upload_id: string }>;
+
+  /**
+   * An order whose multipart upload is open upstream (its parts sent, the complete answered
+   * 503) ended cancelled here: its orderer's cancel never reached the upstream (503) for every
+   * attempt of the cancel job. `also` answers other calls first (undefined: as usual).
+   */
+  const uploadingThenCancelledHere = async (
+    also: (method: string, path: string) => ProxyAction | undefined = () => undefined,
+  ) => {
     decide = (method, path) =>
-      (method === 'POST' && path === '/upload/multipart/complete') ||
+      also(method, path) ??
+      ((method === 'POST' && path === '/upload/multipart/complete') ||
       (method === 'PATCH' && path === '/cancel-order')
         ? unavailable()
-        : 'pass';
+        : 'pass');
     // 48 slices of 256 x 256 x 16 bit: about 6 MiB, above the 5 MB single PUT.
     const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
     const id = await placeWithStudy({ adapter, mllp, db }, spec);
@@ -1306,13 +1433,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     );
     expect(placed[0].state).toBe('uploading');
     const upstreamId = placed[0].upstream_order_id as string;
-    const progress = async () =>
-      (
-        await db.query(`SELECT upload_id FROM imaging_upload_progress WHERE order_id = $1`, [
-          upstreamId,
-        ])
-      ).rows as Array<{ upload_id: string }>;
-    const [open] = await progress();
+    const [open] = await uploadProgress(upstreamId);
     expect(open).toBeDefined();
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
@@ -1321,16 +1442,23 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await sweep();
     const { rows } = await db.query(`SELECT state, alert FROM orders WHERE id = $1`, [id]);
     expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    return { id, spec, upstreamId, uploadId: open!.upload_id };
+  };
+
+  it('a cancel out of attempts while a multipart upload is under way (uploading): the multipart upload is aborted upstream and its progress dropped, and the order never uploads again', async () => {
+    // The study's parts go up but the complete is answered 503 (the upload job retries,
+    // the order stays uploading); the cancel never reaches the upstream either.
+    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere();
     // The multipart upload, never to be completed, is aborted (contract: "or abort if the
     // upload cannot be finished") and its progress dropped.
     await waitFor(
       'the multipart upload aborted',
-      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      async () => sandbox.state.uploads.get(uploadId)?.state === 'aborted',
       10_000,
       100,
       () => orderDiagnostics(db, id),
     );
-    expect(await progress()).toHaveLength(0);
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
     // Never uploaded again: the upload job, run now, claims nothing; no complete follows.
     const completes = () =>
       proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
@@ -1343,6 +1471,155 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     await new Promise((r) => setTimeout(r, 2_000));
     expect(completes()).toBe(before);
     expect(await orderState(db, id)).toBe('cancelled');
+  });
+
+  /** The outbox row that aborts the order's abandoned multipart upload upstream. */
+  const abortRow = async (id: string) =>
+    (
+      await db.query(
+        `SELECT id, destination, status, attempts, last_error FROM outbox WHERE order_id = $1 AND kind = 'multipart-abort'`,
+        [id],
+      )
+    ).rows[0] as
+      | { id: string; destination: string; status: string; attempts: number; last_error: string }
+      | undefined;
+  const abortCalls = () =>
+    proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/abort').length;
+  const abortPath = (method: string, path: string) =>
+    method === 'POST' && path === '/upload/multipart/abort';
+
+  it('the abort of an abandoned multipart upload answered 503 is retried through the outbox until the upstream takes it (before: tried once, the upload left open upstream for good)', async () => {
+    let abortDown = true;
+    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) && abortDown ? unavailable() : undefined,
+    );
+    const failed = await waitFor(
+      'the abort answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(failed.destination).toBe('imaging-upstream');
+    expect(sandbox.state.uploads.get(uploadId)?.state).toBe('open');
+    // The progress is dropped with the end: the row carries the upload's id.
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'outbound.attempt' &&
+          e.severity === 'warning' &&
+          /multipart-abort to imaging-upstream, attempt 1: .*server_error_exhausted/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+    // The upstream is back; the backoff's wait is skipped.
+    abortDown = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(uploadId)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    expect((await abortRow(id))!.attempts).toBe(failed.attempts + 1);
+  });
+
+  it('an abort whose answer is lost after the upstream took it (connection dropped): retried, and the 409 "not open" of the retry is done, no dead letter', async () => {
+    let drop = true;
+    const { id, uploadId } = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) && drop ? 'drop-after' : undefined,
+    );
+    const failed = await waitFor('the abort failed once, to be tried again', async () => {
+      const r = await abortRow(id);
+      return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+    });
+    // The upstream did abort it; only its answer was lost.
+    expect(sandbox.state.uploads.get(uploadId)?.state).toBe('aborted');
+    drop = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    const events = await timeline(id);
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'outbound.attempt' &&
+          /multipart-abort .*already gone upstream.*conflict \(HTTP 409\)/.test(e.summary),
+      ),
+    ).toBe(true);
+    expect(events.some((e) => e.kind === 'outbound.dead-letter')).toBe(false);
+  });
+
+  it('an abort answered 404 (the upload already gone upstream) is done at once, not retried; one refused for every attempt is a dead letter the analyst sees and is told of', async () => {
+    const gone = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p)
+        ? {
+            reply: 404,
+            body: JSON.stringify({ error: 'upload_not_found', message: 'no multipart upload' }),
+          }
+        : undefined,
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(gone.id))?.status === 'delivered',
+    );
+    expect((await abortRow(gone.id))!.attempts).toBe(1);
+    expect(
+      (await timeline(gone.id)).some(
+        (e) => e.kind === 'outbound.attempt' && /already gone/.test(e.summary),
+      ),
+    ).toBe(true);
+
+    // Down for every attempt (OUTBOUND_MAX_ATTEMPTS): dead-lettered, on the order's timeline,
+    // the audit page's dead letters and the alert webhook, ready for an analyst's replay.
+    const down = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) ? unavailable() : undefined,
+    );
+    const first = await waitFor('a first failed abort', async () => {
+      const r = await abortRow(down.id);
+      return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+    });
+    const calls = abortCalls();
+    await db.query(`UPDATE outbox SET attempts = 9, next_attempt_at = now() WHERE id = $1`, [
+      first.id,
+    ]);
+    await waitFor(
+      'the abort dead-lettered',
+      async () => (await abortRow(down.id))?.status === 'dead',
+    );
+    expect(abortCalls()).toBe(calls + 1);
+    expect(sandbox.state.uploads.get(down.uploadId)?.state).toBe('open');
+    expect(
+      (await timeline(down.id)).some(
+        (e) =>
+          e.kind === 'outbound.dead-letter' &&
+          e.severity === 'error' &&
+          /multipart-abort to imaging-upstream dead-lettered: gave up after 10 attempts/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+    await waitFor('the dead letter POSTed', async () =>
+      alertsPosted.some(
+        (b) =>
+          b['orderId'] === down.id &&
+          (b['deadLetter'] as { destination?: string } | undefined)?.destination ===
+            'imaging-upstream',
+      ),
+    );
   });
 });
 

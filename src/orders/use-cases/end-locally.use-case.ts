@@ -1,7 +1,9 @@
 import type { OrderState } from '../../domain/order-state';
 import { isTerminal, phaseOf } from '../../domain/order-state';
 import { clinicalEndReason } from '../../mappings/local-end-reasons';
+import type { EntityManager } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { UploadProgressRepository } from '../../persistence/imaging-upload.repository';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
 import { errorCode } from '../upstream-errors';
@@ -112,7 +114,7 @@ export class EndLocallyUseCase {
       }
       // `study-ready` too: an upload held for the same study goes back there, its parts kept.
       if (order.upstream_order_id && ['study-ready', 'uploading'].includes(moved.from)) {
-        uploadToAbandon = order.upstream_order_id;
+        uploadToAbandon = await this.abandonUpload(manager, orderId, order.upstream_order_id);
       }
     });
     if (end.alert && ended) {
@@ -121,11 +123,7 @@ export class EndLocallyUseCase {
     }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
     if (uploadToAbandon) {
-      // A multipart upload under way will never be completed now (an ended order is never
-      // claimed again): aborted, as the contract asks of an upload that cannot be finished,
-      // its progress dropped, and a run still sending parts finds it gone at its complete.
-      // Before, an order cancelled here while `uploading` (its cancel out of attempts, or
-      // refused upstream) left the upload open upstream and in imaging_upload_progress.
+      // No outbox here (publishing disabled on this replica): aborted once, best effort.
       await this.deps.imaging.uploader.abandon(uploadToAbandon).catch(() => undefined);
     }
     if (upstreamToCancel) {
@@ -136,5 +134,32 @@ export class EndLocallyUseCase {
         );
       });
     }
+  }
+
+  /**
+   * A multipart upload under way will never be completed now (an ended order is never claimed
+   * again): aborted, as the contract asks of an upload that cannot be finished, and its
+   * progress dropped, so a run still sending parts finds it gone at its complete. The abort is
+   * an outbox row written with the end (retried on a 5xx or a timeout, dead-lettered where an
+   * analyst sees it); before, it was one call after the commit, and an upstream that failed it
+   * once left the upload open there for good. Returns the upstream order to abandon after the
+   * commit when no row could be written (publishing disabled here), else null.
+   */
+  private async abandonUpload(
+    manager: EntityManager,
+    orderId: string,
+    upstreamOrderId: string,
+  ): Promise<string | null> {
+    const progress = new UploadProgressRepository(manager);
+    const open = await progress.find(upstreamOrderId);
+    if (!open) return null;
+    const queued = await this.deps.events.uploadAbandoned(manager, {
+      orderId,
+      upstreamOrderId,
+      uploadId: open.upload_id,
+    });
+    if (!queued) return upstreamOrderId;
+    await progress.delete(upstreamOrderId);
+    return null;
   }
 }

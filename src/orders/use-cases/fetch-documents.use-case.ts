@@ -1,4 +1,5 @@
 import { knownPhiOf } from '../../audit/phi-known-values';
+import { clinicalEndReason } from '../../mappings/local-end-reasons';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import type { EntityManager } from 'typeorm';
 import {
@@ -54,13 +55,15 @@ export class FetchDocumentsUseCase {
     );
     if (wanted.length === 0) {
       // Every document of the row is stored, by an earlier run: the row is marked fetched all
-      // the same. `documents_fetched_for` holds the last row a job stored documents for, so a
-      // QC report job that waited out its back-off while the order went on to DELIVERED, run
-      // after the results job, left its own row there; the sweep (deliveredWithoutDocumentsJob)
-      // then took the results for never fetched, and the job it enqueued found them all stored
-      // and returned unmarked: a new job, and a warning, every 10 minutes for good.
+      // the same (an order whose mark was lost, or an older row's, is not given a documents job
+      // by every sweep for good).
       if (have.length > 0 && order.documents_fetched_for !== storedAs) {
-        await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs);
+        await this.deps.orders.setDocumentsFetchedFor(
+          orderId,
+          storedAs,
+          undefined,
+          keptMarks(rowKey),
+        );
       }
       return;
     }
@@ -165,7 +168,7 @@ export class FetchDocumentsUseCase {
           });
         }
       }
-      await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs, manager);
+      await this.deps.orders.setDocumentsFetchedFor(orderId, storedAs, manager, keptMarks(rowKey));
       await writeAuditEvents(manager, [
         {
           kind: 'order.documents-fetched',
@@ -312,8 +315,8 @@ export class FetchDocumentsUseCase {
  * another kind of report): nothing of them is published, and without more the clinic kept the
  * Task `completed` sent at DELIVERED, its output naming a DiagnosticReport that never came.
  * Now it is told what an order that could not be processed is told (ENDED_LOCALLY_FAILED:
- * Task failed, DiagnosticReport cancelled, ORU OC/CA with OBR-25 X, the reason sent), and the
- * analyst gets alert `results-refused` (once). The reason names what was refused, never a
+ * Task failed, DiagnosticReport cancelled, ORU OC/CA with OBR-25 X, with the clinical sentence
+ * of `results-refused`), and the analyst gets alert `results-refused` (once) with the reason. The reason names what was refused, never a
  * value of the foreign report. The order keeps its end state `delivered` (ORDER_TRANSITIONS).
  */
 async function endRefusedOrder(
@@ -334,13 +337,30 @@ async function endRefusedOrder(
       mappingVersion: STATUS_MAPPING_VERSION,
     }),
   ]);
+  // The clinic reads the sentence of CLINICAL_END_REASONS, not which report was refused.
   await deps.events.endedLocally(manager, {
     order: snapshot(order),
     state: 'failed',
-    reason,
+    reason: clinicalEndReason('failed', alert),
     alert,
+    alertReason: reason,
   });
   return true;
+}
+
+/**
+ * The marks (`documents_fetched_for`) a documents job of `rowKey` leaves in place: those of an
+ * end (a terminal row) other than its own. An order has one end, and once its documents are
+ * marked the mark only stays or is set again by that row. Before, the mark was the last row
+ * any job stored documents for: a QC report job of QC_FAILED_BYPASSABLE that waited out its
+ * back-off while the order went on to DELIVERED ran after the results job and set the mark
+ * back to its own row; the sweep (deliveredWithoutDocumentsJob) then took the results for
+ * never fetched and enqueued a documents job again, with a "job was missing" warning.
+ */
+function keptMarks(rowKey: StatusRowKey): StatusRowKey[] {
+  return (Object.keys(STATUS_TABLE) as StatusRowKey[]).filter(
+    (k) => k !== rowKey && STATUS_TABLE[k].terminal,
+  );
 }
 
 function documentsFor(

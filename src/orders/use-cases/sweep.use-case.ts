@@ -1,4 +1,5 @@
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { clinicalEndReason } from '../../mappings/local-end-reasons';
 import {
   STATUS_TABLE,
   type StatusRow,
@@ -293,12 +294,14 @@ export class SweepUseCase {
       if (o.row_key === 'DELIVERED') {
         // No result is coming: the clinic is told so (the row of an order that could not be
         // processed), not left with the Task `completed` of DELIVERED naming a report that
-        // never comes. The upstream's error text stays with the analyst (alert, timeline).
+        // never comes. The clinic reads the sentence of CLINICAL_END_REASONS; the attempts and
+        // the upstream's error stay with the analyst (alert webhook, timeline, last_error).
         await this.deps.events.endedLocally(manager, {
           order: snapshot(order),
           state: 'failed',
-          reason: `the results of the analysis could not be retrieved from the analysis service (all ${o.attempts} attempts failed); no result is published`,
+          reason: clinicalEndReason('failed', alert),
           alert,
+          alertReason: reason,
         });
       } else if (noResultEnd) {
         // A no-result end (failure, final QC rejection) goes out without its report, as when

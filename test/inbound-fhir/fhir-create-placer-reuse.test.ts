@@ -324,4 +324,48 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
     expect(again.status).toBe(200);
     expect(((await again.json()) as Json).id).toBe(id);
   });
+  it("a request resent (re-serialised) after another sender used the same placer identifier is still the sender's own order: 200, single POST and batch", async () => {
+    const asOther = (body: Json) =>
+      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${OTHER_SENDER}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(body),
+      });
+    const batch = (sr: Json, id: string) => ({
+      resourceType: 'Bundle',
+      id,
+      type: 'batch',
+      entry: [{ resource: sr, request: { method: 'POST', url: 'ServiceRequest' } }],
+    });
+    for (const [placer, viaBatch] of [
+      ['PLR-OVERLAP-1', false],
+      ['PLR-OVERLAP-2', true],
+    ] as const) {
+      const sr = chestCtRequest(placer, { priority: 'routine' });
+      const made = viaBatch
+        ? await postFhir(adapter, '/fhir', batch(sr, `${placer}-a`))
+        : await postFhir(adapter, '/fhir/ServiceRequest', sr);
+      expect(made.status).toBe(viaBatch ? 200 : 201);
+      const [mine] = await ordersUnder(placer);
+      // the other sender's own order under the same number, served after ours
+      expect((await asOther(chestCtRequest(placer, { priority: 'stat' }))).status).toBe(201);
+      // ours again, its keys in another order (the sender's server re-serialised it)
+      const again: Json = Object.fromEntries(Object.entries(sr).reverse());
+      if (viaBatch) {
+        const resent = await postFhir(adapter, '/fhir', batch(again, `${placer}-b`));
+        const entry = (resent.body.entry as Array<{ response: { status: string } }>)[0]!;
+        // Before: 409 "made from other content", compared with the other sender's request.
+        expect(entry.response.status).toBe('200 OK');
+      } else {
+        const resent = await postFhir(adapter, '/fhir/ServiceRequest', again);
+        expect({ status: resent.status, id: resent.body.id }).toEqual({
+          status: 200,
+          id: mine!.id,
+        });
+      }
+    }
+  });
 });

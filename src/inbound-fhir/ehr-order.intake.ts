@@ -209,12 +209,14 @@ export class EhrOrderIntake {
       const invalid = cancelling ? [] : validateFhirResource(sr);
       const { mapped, issues } = invalid.length
         ? { mapped: undefined, issues: invalid }
-        : await mapToOrder(
-            sr,
-            resolver,
-            { lenient: cancelling, srFullUrl: item.fullUrl, siblings },
-            stored ? 'update' : 'create',
-            this.deps.config,
+        : await refusalAsIssues(() =>
+            mapToOrder(
+              sr,
+              resolver,
+              { lenient: cancelling, srFullUrl: item.fullUrl, siblings },
+              stored ? 'update' : 'create',
+              this.deps.config,
+            ),
           );
       if (mapped) {
         mappingVersion = mapped.mappingVersion;
@@ -377,5 +379,25 @@ export class EhrOrderIntake {
         },
       },
     );
+  }
+}
+
+/**
+ * The mapping of one notified request, a refusal of it (422: a subject or study on another
+ * server, a reference that climbs out of the base, a conditional reference matching none) as
+ * that request's issues. Thrown, it refused the whole notification: the delivery's other
+ * requests were never ordered, and the EHR's resend was refused the same way for ever. A 503
+ * (the EHR could not be read) still refuses the notification, so that the EHR resends it.
+ */
+async function refusalAsIssues(map: () => ReturnType<typeof mapToOrder>): Promise<{
+  mapped?: Awaited<ReturnType<typeof mapToOrder>>['mapped'];
+  issues: OperationOutcomeIssue[];
+}> {
+  try {
+    return await map();
+  } catch (error) {
+    if (error instanceof FhirError && error.code === 'invalid' && error.issues.length > 0)
+      return { mapped: undefined, issues: error.issues };
+    throw error;
   }
 }

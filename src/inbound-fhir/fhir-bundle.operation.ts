@@ -542,13 +542,16 @@ export class FhirBundleOperation {
             : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
         const now = this.deps.clock().toISOString();
         const servedByIndex = new Map<number, ServiceRequest>();
-        // The requests we serve under the placer numbers of plain POST entries (placerConflicts).
+        // The requests we serve under the placer numbers of plain POST entries (placerConflicts),
+        // this sender's: the intake matches its own order, and another sender's request under
+        // an overlapping number, served later, made a resend of ours a 409 "other content".
         const known = new Map<number, ServiceRequest>();
         for (const [k, o] of orders.entries()) {
           if (o.conditional || !o.request.placerOrderNumber) continue;
-          const found = await this.deps.resources.findServiceRequestByIdentifier([
-            o.request.placerOrderNumber,
-          ]);
+          const found = await this.deps.resources.findServiceRequestByIdentifier(
+            [o.request.placerOrderNumber],
+            caller.sender,
+          );
           if (found) known.set(k, found.resource);
         }
         const reply = await this.deps.intake.ingest(

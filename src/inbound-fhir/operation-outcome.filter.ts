@@ -63,7 +63,23 @@ export class OperationOutcomeFilter extends ErrorFilter {
         },
       ];
     }
-    this.logAndChallenge(status, exception, req, res, 'FHIR request failed');
+    if (exception instanceof FhirError && exception.code === 'upstream-unavailable') {
+      // Its words name what was read from the EHR: a subject `Patient/<id>`, a conditional
+      // reference's `identifier=<system>|<MRN>`. Logged whole (message, stack, issues), the
+      // patient's identifiers were in the service log (DESIGN §5: no PHI in logs). The sender
+      // has them in its answer; the log says where (element paths), not what.
+      this.logger.error(
+        {
+          path: req.route?.path ?? 'unmatched',
+          status,
+          code: exception.code,
+          elements: exception.issues.flatMap((i) => i.expression ?? []),
+        },
+        'FHIR request refused: the EHR FHIR server could not be read, or refused our read',
+      );
+    } else {
+      this.logAndChallenge(status, exception, req, res, 'FHIR request failed');
+    }
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     if (res.headersSent) return;
     countFhirAnswer(res, status);

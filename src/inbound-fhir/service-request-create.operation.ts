@@ -206,9 +206,15 @@ export class CreateServiceRequestOperation {
         // The request we serve under this placer number, if any: what a plain POST of an
         // order already made (by another message) must equal to be answered with it.
         // A conditional create's match must carry every identifier its search names (AND).
+        // This sender's: the intake matches the sender's own order, and the newest request
+        // under the number was another sender's when their numbering overlapped (then the AND
+        // was not checked at all, and a search our order does not match was answered 200).
         const known = !request.placerOrderNumber
           ? undefined
-          : await this.deps.resources.findServiceRequestByIdentifier([request.placerOrderNumber]);
+          : await this.deps.resources.findServiceRequestByIdentifier(
+              [request.placerOrderNumber],
+              caller.sender,
+            );
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
           {

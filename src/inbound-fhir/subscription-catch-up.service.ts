@@ -214,8 +214,19 @@ export class SubscriptionCatchUp {
       );
     } catch (error) {
       // The gap stays recorded (last_event_number not advanced): the next heartbeat retries.
+      // A refusal of what a found request names (FhirError) is logged by its code and element
+      // paths: its message names the read (`Patient/<id>`, `identifier=…|<MRN>`), which the
+      // log never holds (DESIGN §5).
       logger.warn(
-        { subscription: parsed.subscriptionRef, err: (error as Error).message },
+        {
+          subscription: parsed.subscriptionRef,
+          ...(error instanceof FhirError
+            ? {
+                code: error.code,
+                elements: error.issues.flatMap((i) => i.expression ?? []),
+              }
+            : { err: (error as Error).message }),
+        },
         'catch-up failed',
       );
     }

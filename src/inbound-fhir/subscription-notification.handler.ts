@@ -224,6 +224,9 @@ export class SubscriptionNotificationHandler {
           collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
+      // id-only naming a version we hold, or one older than it: nothing to read. Before, the
+      // EHR was read for it on every event (a retry queue, a second topic), with its credential.
+      if (await this.heldAlready(event, quirks)) continue;
       // id-only: read the focus from the EHR (EhrFhirClient).
       const sr = await this.readFromEhr<ServiceRequest>(caller, event.focus);
       if ('gone' in sr) {
@@ -357,6 +360,42 @@ export class SubscriptionNotificationHandler {
       detail: `event ${event.number}: ${fullUrl} is not known to the EHR (404): ${stored?.orderId ? 'its order is kept (a 404 is not a withdrawal: revoke or delete the request on the EHR, or cancel the order here)' : 'no order here, nothing ordered'}`,
     });
     return undefined;
+  }
+
+  /**
+   * Whether an id-only focus names a version (`ServiceRequest/<id>/_history/<v>`, R4
+   * http.html#vread) that is the one we hold of that request, or older by numeric version id
+   * (fhir-versions.ts): then nothing is read, and the event is recorded with the quirk the
+   * intake gives such a version. A newer version, one that cannot be ordered (opaque ids), or
+   * a request we hold none of, is read.
+   */
+  private async heldAlready(
+    event: { number: number; focus?: string },
+    quirks: ToleratedQuirk[],
+  ): Promise<boolean> {
+    const pinned =
+      /(?:^|\/)ServiceRequest\/([A-Za-z0-9\-.]{1,64})\/_history\/([A-Za-z0-9\-.]{1,64})$/.exec(
+        event.focus ?? '',
+      );
+    if (!pinned || !this.deps.ehr) return false;
+    const [, id, version] = pinned as unknown as [string, string, string];
+    const fullUrl = this.requestUrl(id, this.absolute(event.focus!));
+    const held = (await this.deps.resources.findBySourceUrls([fullUrl])).get(
+      fullUrl,
+    )?.sourceVersion;
+    if (!held || (held !== version && !isOlderVersion(version, held))) return false;
+    quirks.push(
+      held === version
+        ? {
+            code: 'notification-version-already-processed',
+            detail: `event ${event.number}: ${fullUrl} version ${version} is held: not read`,
+          }
+        : {
+            code: 'notification-version-older',
+            detail: `event ${event.number}: ${fullUrl} version ${version} is older than version ${held} held: not read, not applied`,
+          },
+    );
+    return true;
   }
 
   private async readFromEhr<T extends Resource>(

@@ -98,16 +98,20 @@ export class FhirResourceRepository extends RepositoryBase {
   /**
    * A ServiceRequest we serve that carries one of these business identifiers (system and
    * value): the same order reached us another way (posted, then notified by a Subscription).
+   * With `sender`, only the requests that sender submitted (its orders are its own: one
+   * placer number may name another sender's order too).
    */
   async findServiceRequestByIdentifier(
     identifiers: Array<{ system?: string; value?: string }>,
+    sender?: string,
   ): Promise<StoredResource<ServiceRequest> | undefined> {
     for (const id of identifiers) {
       if (!id.system || !id.value) continue;
       const rows: ResourceRow[] = await this.db().query(
         `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest'
-            AND resource->'identifier' @> $1::jsonb ORDER BY last_updated DESC LIMIT 1`,
-        [pgJson([{ system: id.system, value: id.value }])],
+            AND resource->'identifier' @> $1::jsonb AND ($2::text IS NULL OR sender = $2)
+          ORDER BY last_updated DESC LIMIT 1`,
+        [pgJson([{ system: id.system, value: id.value }]), sender ?? null],
       );
       if (rows[0]) return toStored<ServiceRequest>(rows[0]);
     }

@@ -12,10 +12,20 @@ export interface FhirHarness {
   close(): Promise<void>;
 }
 
-export async function startFhirHarness(): Promise<FhirHarness> {
+export async function startFhirHarness(
+  env: Record<string, string> = {},
+  logs?: Parameters<typeof startTestAdapter>[1],
+): Promise<FhirHarness> {
   const ehr = await startTestFhirServer();
   await ehr.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
-  const adapter = await startTestAdapter({ FHIR_SERVER_URL: ehr.baseUrl, JOBS_ENABLED: 'false' });
+  const adapter = await startTestAdapter(
+    {
+      FHIR_SERVER_URL: ehr.baseUrl,
+      JOBS_ENABLED: 'false',
+      ...env,
+    },
+    logs,
+  );
   const db = new PgClient({ connectionString: adapter.db.url });
   await db.connect();
   return {

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import type { TestFhirServer } from '../helpers/fhir-server';
@@ -609,6 +611,69 @@ describe('hostile: FHIR inputs answered with the right status and element, and s
       const refused = await ehrRequestRefusal(focus);
       expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
       expect(expressions(refused.answer)).toEqual([where]);
+    }
+  });
+
+  it("a notified request whose subject is on another server orders nothing and is kept refused; the notification's other events are ordered (200), nothing is read there", async () => {
+    // Before: the resolver's refusal of the foreign subject (422) refused the whole
+    // notification, so the other request of the same delivery was never ordered, and the
+    // EHR's resend was refused the same way for ever. A request the door cannot order is the
+    // request's refusal, as a dateTime without zone is (test above): 200 with a warning.
+    const elsewhere = createServer((req, res) => {
+      seenElsewhere.push(`${req.method ?? ''} ${req.url ?? ''}`);
+      req.resume();
+      res.writeHead(404).end();
+    });
+    const seenElsewhere: string[] = [];
+    await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+    const other = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/fhir`;
+    try {
+      const sub = `${ehr.baseUrl}/Subscription/s-foreign-subject`;
+      const good = `${ehr.baseUrl}/ServiceRequest/fs-good`;
+      const foreign = `${ehr.baseUrl}/ServiceRequest/fs-foreign`;
+      const event = (n: number, focus: string) => [
+        { name: 'event-number', valueString: String(n) },
+        { name: 'focus', valueReference: { reference: focus } },
+      ];
+      const full = notification(
+        sub,
+        [event(1, good), event(2, foreign)],
+        [
+          { fullUrl: good, resource: { ...chestCtRequest('FS-GOOD'), id: 'fs-good' } },
+          {
+            fullUrl: foreign,
+            resource: {
+              ...chestCtRequest('FS-FOREIGN', { subject: { reference: `${other}/Patient/dicom` } }),
+              id: 'fs-foreign',
+            },
+          },
+        ],
+      );
+      const res = await postFhir(adapter, '/fhir/subscription-notifications', full);
+      expect(res.status).toBe(200);
+      expect(await ordersWith('FS-GOOD')).toHaveLength(1);
+      expect(await ordersWith('FS-FOREIGN')).toEqual([]);
+      const refused = await ehrRequestRefusal(foreign);
+      expect(refused).toMatchObject({ outcome: 'rejected', response_code: '422' });
+      expect(expressions(refused.answer)).toEqual(['ServiceRequest.subject']);
+      expect(JSON.stringify(res.body)).toContain(foreign);
+
+      // id-only: the request read from the EHR names its subject elsewhere.
+      await ehr.seed({
+        ...chestCtRequest('FS-FOREIGN-2', { subject: { reference: `${other}/Patient/dicom` } }),
+        id: 'fs-foreign-2',
+      } as never);
+      const idOnly = await postFhir(
+        adapter,
+        '/fhir/subscription-notifications',
+        notification(sub, [event(3, `${ehr.baseUrl}/ServiceRequest/fs-foreign-2`)]),
+      );
+      expect(idOnly.status).toBe(200);
+      expect(await ordersWith('FS-FOREIGN-2')).toEqual([]);
+      expect(seenElsewhere).toEqual([]);
+    } finally {
+      elsewhere.closeAllConnections();
+      await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
     }
   });
 

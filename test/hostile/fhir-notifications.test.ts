@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { PassThrough } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { Client as PgClient } from 'pg';
 import type { Patient, ServiceRequest } from '@medplum/fhirtypes';
@@ -107,15 +108,21 @@ interface NotificationRig {
 }
 
 /** A FHIR engine holding Patient/dicom, the tampering EHR in front of it, an adapter reading it. */
-async function startNotificationRig(env: Record<string, string>): Promise<NotificationRig> {
+async function startNotificationRig(
+  env: Record<string, string>,
+  logs?: Parameters<typeof startTestAdapter>[1],
+): Promise<NotificationRig> {
   const engine = await startTestFhirServer();
   await engine.seed(fhirFixture('r4-patient-example-dicom') as unknown as Patient);
   const ehr = await startTamperingEhr(engine);
-  const adapter = await startTestAdapter({
-    FHIR_SERVER_URL: ehr.baseUrl,
-    JOBS_ENABLED: 'false',
-    ...env,
-  });
+  const adapter = await startTestAdapter(
+    {
+      FHIR_SERVER_URL: ehr.baseUrl,
+      JOBS_ENABLED: 'false',
+      ...env,
+    },
+    logs,
+  );
   const db = new PgClient({ connectionString: adapter.db.url });
   await db.connect();
   return {
@@ -515,5 +522,45 @@ describe('hostile: a notified request the EHR no longer knows (404), or deletes 
     // Deleted once more: the new order is cancelled too (the first DELETE's answer was not replayed).
     expect((await send('DELETE', 'classic-again')).status).toBe(200);
     expect((await ordersOf('CLASSIC-AGAIN'))[1]!.cancel_requested_at).not.toBeNull();
+  });
+});
+
+describe('hostile: a catch-up search that cannot read what a found request names', () => {
+  let rig: NotificationRig | undefined;
+  let logs = '';
+  beforeAll(async () => {
+    const sink = new PassThrough();
+    sink.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
+    rig = await startNotificationRig({}, { sink });
+  });
+  afterAll(() => rig?.close());
+
+  it("a catch-up that fails reading a found request's subject logs no reference to the patient", async () => {
+    const { engine, ehr } = rig!;
+    // Notified: a request of the R4 DICOM example patient. Missed (found by the catch-up
+    // search the gap causes): one whose subject the EHR cannot serve just then (503).
+    await engine.seed({
+      ...chestCtRequest('CATCHUP-SEEN', { subject: { reference: 'Patient/dicom' } }),
+      id: 'catchup-seen',
+    } as unknown as ServiceRequest);
+    await engine.seed({
+      ...chestCtRequest('CATCHUP-MISSED', { subject: { reference: 'Patient/mint-4711-8815' } }),
+      id: 'catchup-missed',
+    } as unknown as ServiceRequest);
+    ehr.answers.set('/fhir/Patient/mint-4711-8815', {
+      status: 503,
+      body: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'transient' }] },
+    });
+    logs = '';
+    const res = await rig!.notify(
+      idOnly(`${ehr.baseUrl}/Subscription/catchup-logs`, [[2, 'ServiceRequest/catchup-seen']]),
+    );
+    expect(res.status).toBe(200);
+    expect(JSON.stringify(res.body)).toMatch(/caught up by search/);
+    // The catch-up failed (the gap stays open for the next heartbeat) and says so in the log,
+    // without the patient's id: before, the error's message, `could not read
+    // Patient/mint-4711-8815 …`, was logged as it was.
+    expect(logs).toMatch(/catch-up failed/);
+    expect(logs).not.toContain('mint-4711-8815');
   });
 });

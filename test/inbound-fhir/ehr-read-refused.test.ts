@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import type { Client as PgClient } from 'pg';
 import type { TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
@@ -17,8 +18,11 @@ describe('EHR refusing our reads', () => {
   let adapter: TestAdapter;
   let db: PgClient;
   let harness: FhirHarness | undefined;
+  let logs = '';
   beforeAll(async () => {
-    harness = await startFhirHarness();
+    const sink = new PassThrough();
+    sink.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
+    harness = await startFhirHarness({}, { sink });
     ({ ehr, adapter, db } = harness);
   });
   afterAll(() => harness?.close());
@@ -59,5 +63,31 @@ describe('EHR refusing our reads', () => {
     expect(refused.status).toBe(503);
     expect(JSON.stringify(refused.body)).toMatch(/refused the adapter's search/);
     expect((await postFhir(adapter, '/fhir/ServiceRequest', sr)).status).toBe(201);
+  });
+  it("a 503 because the EHR could not be read logs no patient identifier: the conditional subject's MRN and the subject's id stay in the answer", async () => {
+    // The R4 DICOM example patient's identifier (MINT1234) in a conditional subject the EHR
+    // will not let us search, and a subject read while the EHR is down. Before, the error log
+    // line ("FHIR request failed") held the error whole: the search with the MRN, or
+    // `Patient/<id>`, in its message, its stack and its issues (DESIGN §5: no PHI in logs).
+    const mrn = 'MINT1234';
+    const searched = chestCtRequest('EHR-REFUSED-LOG-1', {
+      subject: { reference: `Patient?identifier=http://nema.org/examples/patients|${mrn}` },
+    });
+    const read = chestCtRequest('EHR-REFUSED-LOG-2', {
+      subject: { reference: 'Patient/mint-4711-8815' },
+    });
+    logs = '';
+    ehr.failWith = 401;
+    const refusedSearch = await postFhir(adapter, '/fhir/ServiceRequest', searched);
+    ehr.failWith = 503;
+    const refusedRead = await postFhir(adapter, '/fhir/ServiceRequest', read);
+    ehr.failWith = undefined;
+    expect([refusedSearch.status, refusedRead.status]).toEqual([503, 503]);
+    expect(JSON.stringify(refusedSearch.body)).toContain(mrn);
+    expect(JSON.stringify(refusedRead.body)).toContain('mint-4711-8815');
+    // the refusals are logged, without the patient's identifiers
+    expect(logs).toMatch(/the EHR FHIR server could not be read/);
+    expect(logs).not.toContain(mrn);
+    expect(logs).not.toContain('mint-4711-8815');
   });
 });

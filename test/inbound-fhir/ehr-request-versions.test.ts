@@ -202,6 +202,93 @@ describe('EHR request versions and the request we serve back', () => {
     expect(await orderOf('LATE-4')).toEqual([]);
   });
 
+  /** A Backport IG STU 1.1 id-only notification: one event whose focus is `focus`. */
+  const idOnly = (subscription: string, event: number, focus: string): Json => ({
+    resourceType: 'Bundle',
+    type: 'history',
+    timestamp: '2026-11-27T09:00:00Z',
+    entry: [
+      {
+        fullUrl: 'urn:uuid:9c4e2b71-0d3a-4f6e-8b15-7a2c9e0d4f13',
+        resource: {
+          resourceType: 'Parameters',
+          parameter: [
+            {
+              name: 'subscription',
+              valueReference: { reference: `${ehr.baseUrl}/Subscription/${subscription}` },
+            },
+            { name: 'topic', valueCanonical: 'http://example.org/SubscriptionTopic/imaging' },
+            { name: 'status', valueCode: 'active' },
+            { name: 'type', valueCode: 'event-notification' },
+            { name: 'events-since-subscription-start', valueString: String(event) },
+            {
+              name: 'notification-event',
+              part: [
+                { name: 'event-number', valueString: String(event) },
+                { name: 'focus', valueReference: { reference: focus } },
+              ],
+            },
+          ],
+        },
+        request: {
+          method: 'GET',
+          url: `${ehr.baseUrl}/Subscription/${subscription}/$status`,
+        },
+        response: { status: '200' },
+      },
+    ],
+  });
+
+  it('id-only focus naming a version (ServiceRequest/x/_history/n): the EHR is read only for a version newer than the one held; the same or an older one is not read and changes nothing', async () => {
+    // HAPI FHIR's numeric version ids: the engine keeps each version for vread.
+    const version = (v: number, priority: string) =>
+      ehr.repo.withSeeding(() =>
+        ehr.repo.createResource(
+          request('pinned-1', 'PINNED-1', v, { priority }) as never,
+          undefined,
+          true,
+        ),
+      );
+    const focus = (v: number) => `${ehr.baseUrl}/ServiceRequest/pinned-1/_history/${v}`;
+    const readsOf = (from: number) =>
+      ehr.requests.slice(from).filter((r) => r.url.includes('/ServiceRequest/pinned-1'));
+    await version(1, 'routine');
+    await version(2, 'stat');
+
+    let before = ehr.requests.length;
+    expect((await post('', idOnly('pinned', 1, focus(2)))).status).toBe(200);
+    expect(readsOf(before)).toHaveLength(1);
+    const [order] = await orderOf('PINNED-1');
+    expect(order!.priority).toBe('stat');
+
+    // The version held, notified again (another event, as a second topic or a retry queue
+    // sends it): before, the EHR was read again for a version we hold.
+    before = ehr.requests.length;
+    expect((await post('', idOnly('pinned', 2, focus(2)))).status).toBe(200);
+    expect(readsOf(before)).toHaveLength(0);
+    // An older version delivered late: not read, and the order keeps version 2.
+    expect((await post('', idOnly('pinned', 3, focus(1)))).status).toBe(200);
+    expect(readsOf(before)).toHaveLength(0);
+    expect(await orderOf('PINNED-1')).toEqual([{ ...order, priority: 'stat' }]);
+    expect((await served(order!.id)).priority).toBe('stat');
+    const quirks = (
+      await db.query<{ codes: string[] }>(
+        `SELECT ARRAY(SELECT q->>'code' FROM jsonb_array_elements(quirks) q) AS codes
+           FROM inbound_messages WHERE idempotency_key LIKE $1 ORDER BY received_at`,
+        [`fhir-subscription|${ehr.baseUrl}/Subscription/pinned|events%`],
+      )
+    ).rows.map((r) => r.codes);
+    expect(quirks[1]).toContain('notification-version-already-processed');
+    expect(quirks[2]).toContain('notification-version-older');
+
+    // A newer version is read, and applied.
+    await version(3, 'asap');
+    before = ehr.requests.length;
+    expect((await post('', idOnly('pinned', 4, focus(3)))).status).toBe(200);
+    expect(readsOf(before)).toHaveLength(1);
+    expect((await orderOf('PINNED-1'))[0]!.priority).toBe('asap');
+  });
+
   it("the request served back names the EHR's resources by absolute URL (a relative one would be read on our base)", async () => {
     expect(
       (await post('/ServiceRequest/refs-1', request('refs-1', 'REFS-1', 1), 'PUT')).status,

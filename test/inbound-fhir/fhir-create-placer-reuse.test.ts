@@ -5,6 +5,8 @@ import { chestCtRequest, postFhir, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
+const OTHER_SENDER = 'other-sender-token-0123456789ab';
+
 /**
  * A plain POST of a ServiceRequest is known by its placer identifier (DESIGN §5: the same FHIR
  * identifier is a duplicate, answered with the original answer). A resend (the same content,
@@ -18,7 +20,13 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
   let adapter: TestAdapter;
   let db: PgClient;
   beforeAll(async () => {
-    harness = await startFhirHarness();
+    // A second sender (another EHR or RIS client of the FHIR door) beside the test's own.
+    harness = await startFhirHarness({
+      API_TOKENS: [
+        ...Object.entries(TEST_TOKENS).map(([role, token]) => `${role}:${token}`),
+        `sender:${OTHER_SENDER}`,
+      ].join(','),
+    });
     ({ adapter, db } = harness);
   });
   afterAll(() => harness?.close());
@@ -269,5 +277,95 @@ describe('POST /fhir/ServiceRequest under a placer number already used', () => {
       withAccession('PLR-AND-6,7', 'ACC-AND-6'),
     );
     expect(escaped.status).toBe(201);
+  });
+  it("If-None-Exist (AND) is checked against the sender's own order, not another sender's request under the same placer identifier", async () => {
+    const placer = 'urn:oid:2.16.840.1.113883.3.999.1';
+    const acsn = 'urn:oid:2.16.840.1.113883.3.999.2';
+    const typed = (code: string, system: string, value: string) => ({
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code }] },
+      system,
+      value,
+    });
+    const order = (accession: string) =>
+      chestCtRequest('PLR-AND-X', {
+        identifier: [typed('PLAC', placer, 'PLR-AND-X'), typed('ACSN', acsn, accession)],
+      });
+    const mine = await createIfNoneExist(
+      `identifier=${placer}|PLR-AND-X&identifier=${acsn}|ACC-X-1`,
+      order('ACC-X-1'),
+    );
+    expect(mine.status).toBe(201);
+    const id = ((await mine.json()) as Json).id as string;
+    // Another client's order under the same placer identifier (its own numbering overlaps),
+    // with another accession: its own order, served after ours.
+    const theirs = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${OTHER_SENDER}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(order('ACC-X-2')),
+    });
+    expect(theirs.status).toBe(201);
+    // Our order does not carry ACC-X-2: the AND matches nothing of ours. Before, the check was
+    // made against the newest request under the placer identifier (the other sender's), found
+    // it was not our order, was skipped, and this was answered 200 with our ACC-X-1 order.
+    const other = await createIfNoneExist(
+      `identifier=${placer}|PLR-AND-X&identifier=${acsn}|ACC-X-2`,
+      order('ACC-X-2'),
+    );
+    expect(other.status).toBe(409);
+    expect(JSON.stringify(await other.json())).toContain('ACC-X-2');
+    // Ours again, both identifiers: the match.
+    const again = await createIfNoneExist(
+      `identifier=${placer}|PLR-AND-X&identifier=${acsn}|ACC-X-1`,
+      order('ACC-X-1'),
+    );
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as Json).id).toBe(id);
+  });
+  it("a request resent (re-serialised) after another sender used the same placer identifier is still the sender's own order: 200, single POST and batch", async () => {
+    const asOther = (body: Json) =>
+      fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${OTHER_SENDER}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(body),
+      });
+    const batch = (sr: Json, id: string) => ({
+      resourceType: 'Bundle',
+      id,
+      type: 'batch',
+      entry: [{ resource: sr, request: { method: 'POST', url: 'ServiceRequest' } }],
+    });
+    for (const [placer, viaBatch] of [
+      ['PLR-OVERLAP-1', false],
+      ['PLR-OVERLAP-2', true],
+    ] as const) {
+      const sr = chestCtRequest(placer, { priority: 'routine' });
+      const made = viaBatch
+        ? await postFhir(adapter, '/fhir', batch(sr, `${placer}-a`))
+        : await postFhir(adapter, '/fhir/ServiceRequest', sr);
+      expect(made.status).toBe(viaBatch ? 200 : 201);
+      const [mine] = await ordersUnder(placer);
+      // the other sender's own order under the same number, served after ours
+      expect((await asOther(chestCtRequest(placer, { priority: 'stat' }))).status).toBe(201);
+      // ours again, its keys in another order (the sender's server re-serialised it)
+      const again: Json = Object.fromEntries(Object.entries(sr).reverse());
+      if (viaBatch) {
+        const resent = await postFhir(adapter, '/fhir', batch(again, `${placer}-b`));
+        const entry = (resent.body.entry as Array<{ response: { status: string } }>)[0]!;
+        // Before: 409 "made from other content", compared with the other sender's request.
+        expect(entry.response.status).toBe('200 OK');
+      } else {
+        const resent = await postFhir(adapter, '/fhir/ServiceRequest', again);
+        expect({ status: resent.status, id: resent.body.id }).toEqual({
+          status: 200,
+          id: mine!.id,
+        });
+      }
+    }
   });
 });

@@ -118,9 +118,10 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     const refused = ackSummary(refusedReply);
     expect(refused.code).toBe('CE');
     expect(refused.errors).toEqual(['OBR^1^4^103&Table value not found&HL70357']); // v2.4 ERR-1
-    // v2.4 MSA-3 is ST of 80: the sentence (… have no AI product configured) cut to it
+    // v2.4 MSA-3 is ST of 80: the sentence (… have no AI product configured) in short, not
+    // cut before it says what is wrong (`… (OBR-44.1) have no A`)
     expect(parseHl7(refusedReply).get('MSA-3')).toBe(
-      'Procedure codes IMG3310 (OBR-4.1), 99999-9 (OBR-4.4), 71250 (OBR-44.1) have no A',
+      'No AI product configured for procedure codes IMG3310, 99999-9, 71250',
     );
     expect(await orderByPlacer('LK-44129')).toBeUndefined();
   });

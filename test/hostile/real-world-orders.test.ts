@@ -593,6 +593,21 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     );
   });
 
+  it("the same feed after an engine that also set MSH-18 to UNICODE UTF-8: the RIS's \\XE4\\ is still Latin-1, read as ä, not U+FFFD", async () => {
+    // The engine re-encodes the text and rewrites MSH-18, but the \XE4\ the RIS wrote names a
+    // Latin-1 byte, which is no UTF-8. Before: AA and the note stored as `Ger\uFFFDt am Bett`,
+    // the letter lost without a quirk saying so.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-utf8-msh18-latin1-hex')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('AUF-2023-119377');
+    expect(order.request.patient.name).toMatchObject({ family: 'MÜLLER', given: ['JÜRGEN'] });
+    expect(order.request.notes).toEqual(['Patient ist ansprechbar; Gerät am Bett']);
+    expect(await quirksOf('ORB230611142207017')).toContainEqual({
+      code: 'hex-data-not-utf8',
+      detail: 'NTE-3.1.1: \\X..\\ bytes are no UTF-8; read as ISO 8859-1',
+    });
+  });
+
   it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {
     // Before: AA, the order without its Study Instance UID, and nothing anywhere saying so (the
     // warning ERR cannot travel in a v2.3.1 ACK, and no quirk was recorded).

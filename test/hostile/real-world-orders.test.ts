@@ -608,6 +608,39 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
   });
 
+  it('an accession number scanned with the TAB a barcode scanner appends, escaped by the RIS (\\X09\\): AE 102 at OBR-18, not an AA for an order no study can match', async () => {
+    // A keyboard-wedge scanner set to end each read with TAB (or CR) puts it in the RIS's
+    // accession field, and the RIS writes it escaped. Before: AA, the order stored under
+    // `ACC-20240318-0077<TAB>`, which no DICOM Accession Number (SH: no control characters)
+    // can equal: its study was never matched, and nobody told the sender.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'ACC-TAB-1'],
+        ['PLC-100234', 'PLC-100977'],
+        ['FIL-55012', 'FIL-55077'],
+        ['ACC-20240318-0042', 'ACC-20240318-0077\\X09\\'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: ['OBR^1^18^102&Data type error&HL70357'],
+    });
+    // v2.3.1: MSA-3 (80) says what and what to do
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Remove the control character (TAB, CR, LF) from the accession number (OBR-18)',
+    );
+    expect(await orderByPlacer('PLC-100977')).toBeUndefined();
+    // The same accession sent without the TAB is taken.
+    const clean = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'ACC-TAB-2'],
+      ['PLC-100234', 'PLC-100977'],
+      ['FIL-55012', 'FIL-55077'],
+      ['ACC-20240318-0042', 'ACC-20240318-0077'],
+    ]);
+    expect(ackSummary(await h.mllp.send(clean)).code).toBe('AA');
+    expect((await orderByPlacer('PLC-100977')).accession_number).toBe('ACC-20240318-0077');
+  });
+
   it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {
     // Before: AA, the order without its Study Instance UID, and nothing anywhere saying so (the
     // warning ERR cannot travel in a v2.3.1 ACK, and no quirk was recorded).

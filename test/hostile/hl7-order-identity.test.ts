@@ -259,6 +259,59 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('a cancel (CA) and the reorder (NW) under the same placer number in one message: CR for the old order, OK for a new one', async () => {
+    // The RIS sends the cancel and the new order as two ORC groups of one ORM^O01 (HL7 v2.5.1
+    // §4.4.1: one message, several orders). Before: the NW was decided against the order as
+    // it stood before the message, not yet cancelled: with another accession it was AE 205
+    // and the cancel was refused with it; with the same content it was ORC OK "already known"
+    // while the only order under the number was being cancelled, the reorder lost.
+    expect(
+      ackSummary(
+        await h.mllp.send(
+          edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+            ['MSGID20240318144217', 'ONEMSG-NW'],
+            ['PLC-100234', 'PLC-ONEMSG'],
+            ['FIL-55012^DSS_OF', ''],
+            ['ACC-20240318-0042', 'ACC-ONEMSG-1'],
+          ]),
+        ),
+      ).code,
+    ).toBe('AA');
+    const reorder = (control: string, accession: string): Buffer => {
+      const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+        ['MSGID20240318163005', control],
+        ['PLC-100234', 'PLC-ONEMSG'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', 'ACC-ONEMSG-1'],
+      ]).toString('latin1');
+      const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['PLC-100234', 'PLC-ONEMSG'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', accession],
+      ]).toString('latin1');
+      const group = order.slice(order.indexOf('ORC|'), order.indexOf('ZDS|'));
+      return Buffer.from(`${cancel}${group}`, 'latin1');
+    };
+    const reply = parseHl7(await h.mllp.send(reorder('ONEMSG-CA-NW', 'ACC-ONEMSG-2')));
+    expect(reply.get('MSA-1')).toBe('AA');
+    expect(reply.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR', 'OK']);
+    const orders = await ordersUnder('PLC-ONEMSG');
+    expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-ONEMSG-1', true],
+      ['ACC-ONEMSG-2', false],
+    ]);
+    // The same again for the new order, this time its content unchanged: a third order, not
+    // "already known" for the one being cancelled.
+    const again = parseHl7(await h.mllp.send(reorder('ONEMSG-CA-NW-2', 'ACC-ONEMSG-2')));
+    expect(again.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR', 'OK']);
+    const after = await ordersUnder('PLC-ONEMSG');
+    expect(after.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-ONEMSG-1', true],
+      ['ACC-ONEMSG-2', true],
+      ['ACC-ONEMSG-2', false],
+    ]);
+  });
+
   it("an XO found by its filler number that names another placer number changes the order, never its numbers: later messages under the order's own number still find it", async () => {
     // The RIS (filler) knows the order as FIL-KEEP; the placer's XO carries the filler number and,
     // after a re-keying in the placer's system, another ORC-2. A placer order number is the

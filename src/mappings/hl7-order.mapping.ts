@@ -136,6 +136,7 @@ function boundErrors(
       code: 102 as const,
       severity: 'E' as const,
       message: p.message,
+      ...(p.brief ? { brief: p.brief } : {}),
     }));
 }
 

@@ -126,7 +126,12 @@ export const uid: TransformFn = ofValue(
  */
 export const accession: TransformFn = ofValue((value, source) => {
   if (hasMatchingCharacters(value)) {
-    return refused(source, 102, `${source}: ${MATCHING_CHARACTERS_MESSAGE}`);
+    return refused(
+      source,
+      102,
+      `${source}: ${MATCHING_CHARACTERS_MESSAGE}`,
+      `Remove the DICOM matching character (* ? \\) from the accession number (${source})`,
+    );
   }
   if (hasControlCharacters(value)) {
     return refused(

@@ -162,7 +162,10 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
       code: 'AE',
       errors: [expect.stringMatching(/^PID\^1\^3\^102&/)],
     });
-    expect(parseHl7(reply).get('MSA-3')).toMatch(/patient identifier is 8000 characters/);
+    // v2.3.1 MSA-3 (80): the advice first, then where and how long (the sentence is longer)
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Send the number it is known by: PID-3.1 is 8000 characters, more than the 199',
+    );
     expect(await ordersUnder('PLC-LONG-PID')).toEqual([]);
     const kept = await h.db.query(
       `SELECT outcome FROM inbound_messages WHERE message_control_id = 'LONG-PID-NW'`,

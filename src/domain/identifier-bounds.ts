@@ -55,6 +55,8 @@ export interface IdentifierBoundProblem {
   severity: 'refuse' | 'warn';
   /** PHI-free: names the identifier and its length, never its value. */
   message: string;
+  /** The refusal in 80 characters, the advice first (a v2.3/2.4 ACK's MSA-3, ST 80). */
+  brief?: string;
 }
 
 /** The problems of an order's identifiers (none for a cancel: it names an order, makes none). */
@@ -79,6 +81,7 @@ export function identifierBoundProblems(
         source,
         severity: 'refuse',
         message: `${at}: the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an identifier may have (HL7 v2.7 EI.1, CX.1, ST); send the number it is known by`,
+        brief: `Send the number it is known by: ${at} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS}`,
       });
     } else if (target === 'accessionNumber' && length > DICOM_ACCESSION_MAX_CHARS) {
       out.push({

@@ -107,6 +107,33 @@ describe('buildAck', () => {
     expect(modern[2].split('|')[8]).toBe(unknown);
   });
 
+  it('writes the brief in MSA-3 (v2.1-2.4) when the sentence is longer than 80, the sentence in ERR-8', () => {
+    // The sentence the live listener wrote for a re-sent placer number with another
+    // procedure (207 characters): cut at 80, its advice (XO, or CA and NW) was lost.
+    const duplicate: Hl7ErrorDetail = {
+      location: 'ORC-2',
+      code: 205,
+      severity: 'E',
+      message:
+        "Duplicate placer order number (ORC/OBR group 1): it already names this patient's order with another procedure; nothing was changed. Send a change as XO, or cancel (CA) and order again (NW) under a new number",
+      brief: 'Duplicate placer number (ORC/OBR group 1): change by XO, or CA and new NW',
+    };
+    const msa3 = (version: string, error: Hl7ErrorDetail): string =>
+      errorAckLines(version, [error], 'OUT-9')[1].split('|')[3];
+    for (const version of ['2.1', '2.2', '2.3', '2.3.1', '2.4']) {
+      expect(msa3(version, duplicate)).toBe(duplicate.brief);
+      // A sentence that fits is written whole, its brief unused.
+      expect(msa3(version, { ...ORC_ERROR, brief: 'unused' })).toBe(ORC_ERROR.message);
+      // A brief is escaped and bounded like the sentence: `|` is \F\, never past 80.
+      const wide = { ...duplicate, brief: `${'d'.repeat(78)}|e` };
+      expect(msa3(version, wide)).toBe('d'.repeat(78));
+    }
+    // v2.5+: no MSA-3; ERR-8 carries the whole sentence, the brief is not used.
+    const modern = errorAckLines('2.5.1', [duplicate], 'OUT-10');
+    expect(modern[1]).toBe('MSA|AE|IN-42');
+    expect(modern[2].split('|')[8]).toBe(duplicate.message);
+  });
+
   it('cuts ERR-8 (TX, 250 in v2.5-2.6) to 250 and gives the whole text in ERR-7 (TX, 2048)', () => {
     const long = `${'Message type XYZ not supported; '.repeat(9)}this receiver takes ORM^O01|x`; // 318
     const escaped = long.replace('^', '\\S\\').replace('|', '\\F\\');

@@ -6,7 +6,7 @@ import {
   Hl7FieldValue,
   Hl7SegmentSpec,
 } from './hl7-builder';
-import { escapeWithin, Hl7Delimiters } from './hl7-escape';
+import { escapeValue, escapeWithin, Hl7Delimiters } from './hl7-escape';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -44,6 +44,12 @@ export interface Hl7ErrorDetail {
   severity: Hl7ErrorSeverity;
   /** Human-readable, PHI-free text for ERR-8 (v2.5+) / MSA-3, cut to 80 (first error, v2.1-2.4). */
   message: string;
+  /**
+   * The same sentence in at most 80 characters for MSA-3 (ST 80, v2.1-2.4), used when
+   * `message` is longer: what is wrong, where, and what the sender should do, the advice
+   * before anything that may be cut. ERR-1 carries the location and code beside it.
+   */
+  brief?: string;
 }
 
 /** Original-mode codes (MSA-1, table 0008) and their enhanced-mode accept equivalents. */
@@ -159,6 +165,19 @@ export interface BuiltAck {
 
 /** MSA-3 text message, ST of length 80 in every version that has it (v2.1-2.6; chapter 2). */
 const MSA_3_LENGTH = 80;
+
+/**
+ * MSA-3 for an error: its sentence when that fits the field's 80 characters as encoded, else
+ * its brief (the advice first), cut to the length (escapeWithin) either way; the whole
+ * sentence stays in the audit record. Before, every sentence was cut at 80, and the advice at
+ * its end was lost (`... Send a change as XO, or cancel (CA) and order again (NW) under a new
+ * number` came back as `... it already names this patient's order with ano`).
+ */
+function msa3Text(error: Hl7ErrorDetail, d: Hl7Delimiters): string {
+  const cut = escapeWithin(error.message, MSA_3_LENGTH, d);
+  const fits = cut === escapeValue(error.message, d);
+  return fits || !error.brief ? cut : escapeWithin(error.brief, MSA_3_LENGTH, d);
+}
 
 /** Versions whose MSH-9 has no third component (message structure, added in v2.3.1). */
 const VERSIONS_BEFORE_MSH_9_3 = ['2.0', '2.0D', '2.1', '2.2', '2.3'];
@@ -367,11 +386,9 @@ export function buildAck(options: AckOptions): BuiltAck {
           ? msh.structure(10)
           : { encoded: msh.rawField(10) },
         // MSA-3 text message (ST, 80 in v2.1-2.4): deprecated since v2.4 in favour of ERR,
-        // withdrawn in v2.7, so written only before v2.5, where ERR has no user message. Cut to
-        // its length (escapeWithin); the refusal's reason stays in the audit record. Before, it
-        // was written whole (`Unknown order: ... (ORC/OBR group 1)`, 82 characters).
+        // withdrawn in v2.7, so written only before v2.5, where ERR has no user message.
         !modern && outcome !== 'accept' && errors.length > 0
-          ? { encoded: escapeWithin(errors[0].message, MSA_3_LENGTH, inbound.delimiters) }
+          ? { encoded: msa3Text(errors[0], inbound.delimiters) }
           : undefined,
       ],
     },

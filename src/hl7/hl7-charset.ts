@@ -184,7 +184,7 @@ function isSingleByte(encoding: string): boolean {
   return encoding === 'latin1' || /^(iso-8859-\d+|windows-\d+)$/.test(encoding);
 }
 
-function isValidUtf8(bytes: Buffer): boolean {
+export function isValidUtf8(bytes: Buffer): boolean {
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(bytes);
     return true;

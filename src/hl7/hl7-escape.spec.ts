@@ -21,3 +21,27 @@ describe('unescapeValue: \\.sp<n>\\', () => {
     );
   });
 });
+
+describe('unescapeValue: \\Xhh\\ hexadecimal data', () => {
+  const read = (raw: string, encoding: string, quirks = new QuirkCollector()) =>
+    unescapeValue(raw, { delimiters: DEFAULT_DELIMITERS, encoding, quirks, location: 'NTE-3' });
+
+  it('reads bytes that are no UTF-8 in a UTF-8 message as ISO 8859-1, saying so once per place', () => {
+    const quirks = new QuirkCollector();
+    expect(read('Ger\\XE4\\t, M\\XFC\\ller, \\X80\\', 'utf-8', quirks)).toBe('Gerät, Müller, €');
+    expect(quirks.quirks).toEqual([
+      {
+        code: 'hex-data-not-utf8',
+        detail: 'NTE-3: \\X..\\ bytes are no UTF-8; read as ISO 8859-1',
+      },
+    ]);
+  });
+
+  it('reads UTF-8 bytes in a UTF-8 message, and every byte in its own charset otherwise, with no quirk', () => {
+    const quirks = new QuirkCollector();
+    expect(read('Ren\\XC3A9\\e', 'utf-8', quirks)).toBe('Renée');
+    expect(read('Ger\\XE4\\t', 'latin1', quirks)).toBe('Gerät');
+    expect(read('\\XD8\\', 'iso-8859-2', quirks)).toBe('Ř');
+    expect(quirks.quirks).toEqual([]);
+  });
+});

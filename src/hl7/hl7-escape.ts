@@ -1,4 +1,4 @@
-import { decodeBytes } from './hl7-charset';
+import { decodeBytes, isValidUtf8 } from './hl7-charset';
 import { QuirkCollector, type Hl7QuirkCode } from './hl7-quirk';
 
 /** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 chapter 2, message delimiters). */
@@ -135,6 +135,20 @@ function unescapeSequences(raw: string, ctx: UnescapeContext, state: EscapeState
 }
 
 /**
+ * \Xhh..\ bytes above 0x7F in the message charset (section 2.7.7). In a UTF-8 message, bytes
+ * that are no UTF-8 are the Latin-1 the original sender escaped (`Ger\XE4\t`: a RIS writing
+ * 8859/1, whose feed an interface engine re-encoded to UTF-8 and relabelled `UNICODE UTF-8`
+ * without touching its escapes): read as ISO 8859-1 (Windows-1252, as WHATWG reads it), and
+ * said in a quirk (the location only: the bytes are patient text). Before, each such byte
+ * was U+FFFD, the letter lost without a word, in the order, upstream, the ORU and the SR.
+ */
+function decodeHexData(bytes: Buffer, ctx: UnescapeContext, state: EscapeState): string {
+  if (ctx.encoding !== 'utf-8' || isValidUtf8(bytes)) return decodeBytes(bytes, ctx.encoding);
+  noteOnce(state, ctx, 'hex-data-not-utf8', '\\X..\\ bytes are no UTF-8; read as ISO 8859-1');
+  return decodeBytes(bytes, 'windows-1252');
+}
+
+/**
  * Line breaks one \.sp<n>\ gives at most: the count is the sender's text, and
  * `\.sp99999999\` (13 bytes) was read as 99,999,999 line breaks (five of them in OBR-13:
  * a 500 MB text, the event loop held 11 s, then AR 207; a larger count a RangeError).
@@ -177,7 +191,7 @@ function replaceEscape(body: string, ctx: UnescapeContext, state: EscapeState): 
     let ascii = '';
     for (let k = 1; k < body.length; k += 2) {
       const byte = parseInt(body.slice(k, k + 2), 16);
-      if (byte > 0x7f) return decodeBytes(Buffer.from(body.slice(1), 'hex'), ctx.encoding);
+      if (byte > 0x7f) return decodeHexData(Buffer.from(body.slice(1), 'hex'), ctx, state);
       ascii += String.fromCharCode(byte);
     }
     return ascii;

@@ -20,6 +20,7 @@ export type Hl7QuirkCode =
   | 'declared-ascii-non-ascii'
   | 'invalid-utf8'
   | 'utf8-despite-declared-charset'
+  | 'hex-data-not-utf8'
   | 'windows-1252-bytes'
   | 'unknown-charset'
   | 'unknown-escape-sequence'

@@ -81,6 +81,7 @@ export function checkStructure(
       severity: 'E',
       message:
         'A second MSH in one frame: send one message per frame, or wrap them in a batch (BHS ... BTS)',
+      brief: 'Send one message per frame, or a batch (BHS ... BTS): a second MSH in one frame',
     });
   }
   // MSH-3 and MSH-4 name the sender (HD: 227 characters in v2.7): every message of the sender
@@ -138,6 +139,12 @@ export function checkStructure(
       code: 200,
       severity: 'E',
       message: `Message type ${type.code} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
+      brief: caseBrief(
+        `Message type ${type.code}`,
+        type.code,
+        Object.keys(SUPPORTED_MESSAGES),
+        '0076',
+      ),
     });
   }
   if (!triggers.includes(type.trigger)) {
@@ -146,6 +153,7 @@ export function checkStructure(
       code: 201,
       severity: 'E',
       message: `Event ${type.code}^${type.trigger} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
+      brief: caseBrief(`Event ${type.code}^${type.trigger}`, type.trigger, triggers, '0003'),
     });
   }
   const structure = expectedStructure(type.code, type.trigger);
@@ -189,8 +197,23 @@ export function checkStructure(
 
 /** ", codes are case-sensitive (table …): X" when `value` differs from a known code only in case. */
 function caseHint(value: string, known: readonly string[], table: string): string {
-  const match = known.find((k) => k !== value && k.toUpperCase() === value.toUpperCase());
+  const match = caseMatch(value, known);
   return match ? ` (HL7 table ${table} codes are case-sensitive: ${match})` : '';
+}
+
+function caseMatch(value: string, known: readonly string[]): string | undefined {
+  return known.find((k) => k !== value && k.toUpperCase() === value.toUpperCase());
+}
+
+/**
+ * The MSA-3 form (80 characters) of a message type or event refusal: the code to write when
+ * only its case was wrong, else the messages taken before the code refused.
+ */
+function caseBrief(what: string, value: string, known: readonly string[], table: string): string {
+  const hint = caseHint(value, known, table);
+  return hint
+    ? `${what} not supported${hint}`
+    : `Send ${TAKEN_MESSAGES}: ${what.charAt(0).toLowerCase()}${what.slice(1)} not taken`;
 }
 
 /**

@@ -96,6 +96,32 @@ describe('MllpDecoder', () => {
     expect(split.awaitingCr).toBe(true);
   });
 
+  it('ends a frame at FS LF (a sender writing every line end as LF), in one chunk or two', () => {
+    const lf = (n: number) => Buffer.concat([Buffer.from([VT]), msg(n), Buffer.from([FS, 0x0a])]);
+    const decoder = new MllpDecoder();
+    const result = decoder.push(Buffer.concat([lf(1), lf(2)]));
+    expect(result.messages).toEqual([msg(1), msg(2)]);
+    expect(result.missingCr).toEqual([msg(1), msg(2)]);
+    expect(result.discardedBytes).toBe(0);
+    expect(decoder.hasPartialFrame).toBe(false);
+    // the LF in the next chunk, before or after the wait for the CR
+    const split = new MllpDecoder();
+    const first = Buffer.concat([Buffer.from([VT]), msg(3), Buffer.from([FS])]);
+    split.push(first);
+    const next = split.push(Buffer.concat([Buffer.from([0x0a]), encodeMllpFrame(msg(4))]));
+    expect(next.messages).toEqual([msg(3), msg(4)]);
+    expect(next.missingCr).toEqual([msg(3)]);
+    expect(next.discardedBytes).toBe(0);
+    split.push(first);
+    expect(split.flushMissingCr()).toEqual(msg(3));
+    expect(split.push(Buffer.from([0x0a])).discardedBytes).toBe(0);
+    // an FS followed by another byte is still payload: the frame goes on to its trailer
+    const inside = new MllpDecoder().push(
+      Buffer.concat([Buffer.from([VT]), msg(5), Buffer.from([FS, 0x41, FS, CR])]),
+    );
+    expect(inside.messages).toEqual([Buffer.concat([msg(5), Buffer.from([FS, 0x41])])]);
+  });
+
   it('takes a frame whose CR never came when asked, and a late CR as its trailer', () => {
     const decoder = new MllpDecoder();
     decoder.push(Buffer.concat([Buffer.from([VT]), msg(1), Buffer.from([FS])]));

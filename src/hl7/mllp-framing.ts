@@ -8,6 +8,8 @@ import { Hl7Error } from './hl7.error';
 export const MLLP_START_BLOCK = 0x0b;
 export const MLLP_END_BLOCK = 0x1c;
 export const MLLP_CARRIAGE_RETURN = 0x0d;
+/** LF: the CR of the trailer as a sender that writes every line end as LF sends it. */
+const LINE_FEED = 0x0a;
 
 export const DEFAULT_MAX_MLLP_MESSAGE_BYTES = 10 * 1024 * 1024;
 
@@ -38,8 +40,9 @@ export interface MllpDecodeResult {
   /** Bytes received outside a frame (before a VT) and dropped in this push. */
   discardedBytes: number;
   /**
-   * Messages of `messages` whose frame ended with FS alone (no CR): an FS followed by the VT
-   * of the next frame. Tolerated; the caller records the deviation with the message.
+   * Messages of `messages` whose frame ended without the CR: an FS followed by the VT of the
+   * next frame, or by an LF instead of the CR. Tolerated; the caller records the deviation
+   * with the message.
    */
   missingCr: Buffer[];
   /**
@@ -59,8 +62,11 @@ export interface MllpDecodeResult {
  * garbage before the VT) are counted and dropped; a VT inside an unfinished frame restarts the
  * frame (the earlier partial frame can never complete and is counted as discarded); an FS
  * followed by a VT ends its frame without the CR (senders that omit the CR; listed in
- * `missingCr`); an FS followed by anything else is kept as payload, since the trailer is the
- * two-byte sequence. An FS that ends the data received so far may still get its CR: the
+ * `missingCr`), and so does an FS followed by an LF (a sender that writes every line end,
+ * the trailer's CR included, as LF; the LF is taken as that trailer's, also in the next
+ * chunk): an FS is no character of HL7 text, and before, such a frame never ended and its
+ * message was neither answered nor stored; an FS followed by anything else is kept as
+ * payload, since the trailer is the two-byte sequence. An FS that ends the data received so far may still get its CR: the
  * caller waits a moment and then takes the frame with flushMissingCr().
  */
 export class MllpDecoder {
@@ -125,17 +131,18 @@ export class MllpDecoder {
     let i = 0;
     if (this.lateCr && chunk.length > 0) {
       this.lateCr = false;
-      if (chunk[0] === MLLP_CARRIAGE_RETURN) i = 1;
+      if (chunk[0] === MLLP_CARRIAGE_RETURN || chunk[0] === LINE_FEED) i = 1;
     }
     if (this.pendingFs && chunk.length > 0) {
       this.pendingFs = false;
       if (chunk[0] === MLLP_CARRIAGE_RETURN) {
         messages.push(this.takeFrame());
         i = 1;
-      } else if (chunk[0] === MLLP_START_BLOCK) {
+      } else if (chunk[0] === MLLP_START_BLOCK || chunk[0] === LINE_FEED) {
         const frame = this.takeFrame();
         messages.push(frame);
         missingCr.push(frame);
+        if (chunk[0] === LINE_FEED) i = 1;
       } else {
         this.append(Buffer.from([MLLP_END_BLOCK]));
       }
@@ -186,14 +193,15 @@ export class MllpDecoder {
         if (this.append(chunk.subarray(from, end))) messages.push(this.takeFrame());
         else discarded += 2;
         i = end + 2;
-      } else if (chunk[end + 1] === MLLP_START_BLOCK) {
-        // FS then the next frame's VT: the sender leaves out the CR.
+      } else if (chunk[end + 1] === MLLP_START_BLOCK || chunk[end + 1] === LINE_FEED) {
+        // FS then the next frame's VT: the sender leaves out the CR; FS LF: writes it as LF.
+        const lf = chunk[end + 1] === LINE_FEED ? 1 : 0;
         if (this.append(chunk.subarray(from, end))) {
           const frame = this.takeFrame();
           messages.push(frame);
           missingCr.push(frame);
-        } else discarded += 1;
-        i = end + 1;
+        } else discarded += 1 + lf;
+        i = end + 1 + lf;
       } else {
         // FS without CR: part of the payload, keep scanning after it.
         i = end + 1;

@@ -339,7 +339,7 @@ function framingQuirks(meta: BatchMessageMeta): Array<{ code: string; detail: st
       ? [
           {
             code: 'mllp-missing-cr',
-            detail: 'the frame ended with FS alone (the trailer is FS CR)',
+            detail: 'the frame ended with FS alone or FS LF (the trailer is FS CR)',
           },
         ]
       : []),

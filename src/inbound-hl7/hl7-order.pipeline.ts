@@ -151,6 +151,7 @@ export function reusedControlIdAnswer(message: Hl7Message, stamp: AckStamp): Int
         code: 205,
         severity: 'E',
         message: `MSH-10 ${message.controlId} was already used by this sender for a different message; send this one with a new control ID`,
+        brief: 'Send this message with a new MSH-10: its control ID was used for another one',
       },
     ],
     stamp,
@@ -227,6 +228,7 @@ function refusedOrderError(
       code: 204,
       severity: 'E',
       message: `Unknown order: no order with this placer/filler number to ${r.action} (${r.sourceRef})`,
+      brief: `Unknown placer/filler number, no order to ${r.action} (${r.sourceRef})`,
     };
   }
   if (r.kind !== 'change-refused') return undefined;
@@ -236,6 +238,7 @@ function refusedOrderError(
       code: 205,
       severity: 'E',
       message: `Duplicate placer order number (${r.sourceRef}): it already names an order of a patient PID-3 does not identify; no order was created (a placer number names one order; a restarted numbering needs new numbers)`,
+      brief: `Duplicate placer order number (${r.sourceRef}) of another patient: renumber`,
     };
   }
   if (r.reason === 'other-content') {
@@ -251,6 +254,7 @@ function refusedOrderError(
       code: 205,
       severity: 'E',
       message: `Duplicate placer order number (${r.sourceRef}): it already names this patient's order with another ${what}; nothing was changed. Send a change as XO, or cancel (CA) and order again (NW) under a new number`,
+      brief: `Duplicate placer number (${r.sourceRef}): change by XO, or CA and new NW`,
     };
   }
   if (r.reason === 'other-patient') {
@@ -259,6 +263,7 @@ function refusedOrderError(
       code: 204,
       severity: 'E',
       message: `Not this patient's order: the order this ${r.action} names (${r.sourceRef}) belongs to a patient PID-3 does not identify; nothing was applied (a patient is changed by an ADT A40 merge, not by an order message)`,
+      brief: `Not this patient's order (${r.sourceRef}): merge patients by ADT^A40`,
     };
   }
   if (r.reason === 'study-used') {
@@ -273,6 +278,7 @@ function refusedOrderError(
       code: 207,
       severity: 'E',
       message: `Change not applied (${r.sourceRef}): the order's study has already been found by its ${accession ? 'accession number' : 'Study Instance UID'} and sent for analysis; a result under another ${accession ? 'accession' : 'Study Instance UID'} would not be the images' own. Cancel it (CA) and send a new order (NW)`,
+      brief: `Study already sent for analysis (${r.sourceRef}): cancel (CA), send a new NW`,
     };
   }
   const placed = r.products?.placed.join(', ') || 'none';
@@ -282,6 +288,7 @@ function refusedOrderError(
     code: 207,
     severity: 'E',
     message: `Change not applied (${r.sourceRef}): the order already runs upstream with AI products ${placed}, and the new procedure asks for ${asked}, which cannot be changed on a running order; cancel it (CA) and send a new order (NW)`,
+    brief: `AI products already run (${r.sourceRef}): cancel (CA), send a new NW`,
   };
 }
 

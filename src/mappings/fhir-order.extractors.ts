@@ -1,4 +1,9 @@
-import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
+import {
+  CONTROL_CHARACTERS_MESSAGE,
+  hasControlCharacters,
+  hasMatchingCharacters,
+  MATCHING_CHARACTERS_MESSAGE,
+} from './dicom-identifiers';
 import type { CodeableConcept } from '@medplum/fhirtypes';
 import type {
   AdministrativeSex,
@@ -134,9 +139,18 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   },
   'accession-issuer': (scope) => accessionIssuerOf(scope),
   accession: (scope) => {
-    // An accession with DICOM matching characters would query other patients' studies.
+    // An accession with DICOM matching characters would query other patients' studies; one
+    // with a control character (a scanner's TAB) can equal no study's Accession Number (SH).
     const out = accessionOf(scope);
-    if (typeof out.value === 'string' && hasMatchingCharacters(out.value)) {
+    const why =
+      typeof out.value !== 'string'
+        ? undefined
+        : hasMatchingCharacters(out.value)
+          ? MATCHING_CHARACTERS_MESSAGE
+          : hasControlCharacters(out.value)
+            ? CONTROL_CHARACTERS_MESSAGE
+            : undefined;
+    if (why) {
       const at = out.lines[0]?.source ?? 'ServiceRequest.identifier';
       return {
         value: undefined,
@@ -146,7 +160,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
             severity: 'error',
             code: 'value',
             expression: at.includes(' ') ? 'ServiceRequest.supportingInfo' : at,
-            diagnostics: `${at}: ${MATCHING_CHARACTERS_MESSAGE}`,
+            diagnostics: `${at}: ${why}`,
           },
         ],
       };

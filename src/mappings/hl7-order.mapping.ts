@@ -87,6 +87,8 @@ export interface Hl7MappingError {
   code: Hl7ErrorCondition;
   severity: 'E' | 'W';
   message: string;
+  /** The sentence in 80 characters, advice first, for a v2.1-2.4 MSA-3 (Hl7ErrorDetail.brief). */
+  brief?: string;
 }
 
 export interface MappedOrder {
@@ -134,6 +136,7 @@ function boundErrors(
       code: 102 as const,
       severity: 'E' as const,
       message: p.message,
+      ...(p.brief ? { brief: p.brief } : {}),
     }));
 }
 
@@ -211,6 +214,7 @@ function groupWithoutOrc(group: Hl7OrderGroup): TransformProblem | undefined {
     code: 100,
     severity: 'E',
     message: `${at} has no ORC of its own: each order in ORM_O01/OMI_O23 is an ORC followed by its OBR (one OBR per ORC)`,
+    brief: `Send an ORC before each OBR: ${at} has no ORC of its own`,
   };
 }
 
@@ -229,6 +233,7 @@ function secondPatient(message: Hl7Message): Hl7MappingError | undefined {
     code: 100,
     severity: 'E',
     message: `${second.locationOf(1).replace(/-1$/, '')}: a second patient in a message of one patient (one PID per ${message.messageType.code}^${message.messageType.trigger}); which patient the message means is a guess`,
+    brief: `Send one patient per message: ${second.locationOf(1).replace(/-1$/, '')} is a second PID`,
   };
 }
 

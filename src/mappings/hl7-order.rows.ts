@@ -221,6 +221,7 @@ function conflicts(
         code: 102,
         severity: tolerated ? 'W' : 'E',
         message: `${row.target}: ${detail}${tolerated ? '' : '; they must carry the same value (HL7 v2.5.1 chapter 4)'}`,
+        brief: `Send the same value in both: ${location} (${describe(out.value)}) differs from ${first} (${describe(taken)})`,
       });
       if (tolerated) quirks.add('field-conflict', `${row.target}: ${detail}`);
     } else {

@@ -57,6 +57,9 @@ export const orderControl: TransformFn = ofValue((value, source, input) => {
       : TABLE_0119.has(upper)
         ? `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes ${TAKEN_CONTROLS}`
         : `Order control ${value} is not in HL7 table 0119 (this receiver takes ${TAKEN_CONTROLS})`,
+    TABLE_0119.has(value) || !TABLE_0119.has(upper)
+      ? `Send one of ${TAKEN_CONTROLS}: order control ${value} is not taken`
+      : `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper})`,
   );
 });
 

@@ -1,5 +1,10 @@
 import type { AssigningAuthority, Identifier } from '../domain/order-request';
-import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
+import {
+  CONTROL_CHARACTERS_MESSAGE,
+  hasControlCharacters,
+  hasMatchingCharacters,
+  MATCHING_CHARACTERS_MESSAGE,
+} from './dicom-identifiers';
 import { asSent, EMPTY, notMapped, ofValue, readComposite, refused, rep } from './hl7-value.kit';
 import { unpadded } from '../common/padding';
 import type { LineageLine, TransformFn } from './hl7-value.kit';
@@ -115,15 +120,29 @@ export const uid: TransformFn = ofValue(
 
 /**
  * An accession number (IPC-1, OBR-18): a string that must not hold DICOM matching characters,
- * or the study query would match other patients' studies (AE at the field, issue #15).
+ * or the study query would match other patients' studies (AE at the field, issue #15), nor a
+ * control character (an escaped `\X09\`, `\X0D\`, `\.br\`), which no study's Accession Number
+ * can hold (AE at the field; before, AA, and the order waited for a study that never matched).
  */
-export const accession: TransformFn = ofValue(
-  (value, source) =>
-    hasMatchingCharacters(value)
-      ? refused(source, 102, `${source}: ${MATCHING_CHARACTERS_MESSAGE}`)
-      : asSent(value, source),
-  unpadded,
-);
+export const accession: TransformFn = ofValue((value, source) => {
+  if (hasMatchingCharacters(value)) {
+    return refused(
+      source,
+      102,
+      `${source}: ${MATCHING_CHARACTERS_MESSAGE}`,
+      `Remove the DICOM matching character (* ? \\) from the accession number (${source})`,
+    );
+  }
+  if (hasControlCharacters(value)) {
+    return refused(
+      source,
+      102,
+      `${source}: ${CONTROL_CHARACTERS_MESSAGE}`,
+      `Remove the control character (TAB, CR, LF) from the accession number (${source})`,
+    );
+  }
+  return asSent(value, source);
+}, unpadded);
 
 /**
  * Who issued the accession number: EI components 2-4 (namespace ID, universal ID, universal ID

@@ -30,6 +30,8 @@ export interface TransformProblem {
   code: Hl7ErrorCondition;
   severity: 'E' | 'W';
   message: string;
+  /** The sentence in 80 characters, advice first, for a v2.1-2.4 MSA-3 (Hl7ErrorDetail.brief). */
+  brief?: string;
 }
 
 export type TransformOutput =
@@ -127,6 +129,12 @@ export function notMapped(
 }
 
 /** An error at the source: the order group is refused. */
-export function refused(source: string, code: Hl7ErrorCondition, message: string): TransformOutput {
-  return { kind: 'error', problem: { location: source, code, severity: 'E', message } };
+export function refused(
+  source: string,
+  code: Hl7ErrorCondition,
+  message: string,
+  brief?: string,
+): TransformOutput {
+  const problem = { location: source, code, severity: 'E' as const, message };
+  return { kind: 'error', problem: brief === undefined ? problem : { ...problem, brief } };
 }

@@ -52,10 +52,18 @@ export const productTable: TransformFn = (input) => {
     places.length === 1 ? places[0]!.code : places.map((c) => `${c.code} (${c.at})`).join(', ');
   const verb = places.length === 1 ? 'code' : 'codes';
   const has = places.length === 1 ? 'has' : 'have';
+  const other = otherSystem(input.config.productTable, places);
+  const hint = other
+    ? ` (the product table lists ${other.row.code} for coding system ${other.row.system}; ${other.at} came with ${other.system ? `coding system ${other.system}` : 'no coding system'})`
+    : '';
   return refused(
     places[0]!.at,
     103,
-    `Procedure ${verb} ${sent} ${has} no AI product configured${systemHint(input.config.productTable, places)}`,
+    `Procedure ${verb} ${sent} ${has} no AI product configured${hint}`,
+    // MSA-3 (80, v2.1-2.4): the fix when there is one the sender can make, else the codes
+    other
+      ? `Send ${other.row.code} with coding system ${other.row.system} (${other.at}): no AI product as sent`
+      : `No AI product configured for procedure ${verb} ${places.map((c) => c.code).join(', ')}`,
   );
 };
 
@@ -65,10 +73,10 @@ export const productTable: TransformFn = (input) => {
  * table shows 24627-2 sends the analyst looking in the wrong place. Not matched leniently: a
  * local code may equal a code of another system.
  */
-function systemHint(
+function otherSystem(
   table: readonly ProductTableRow[],
   places: ReadonlyArray<{ code?: string; system?: string; at: string }>,
-): string {
+): { row: ProductTableRow; system?: string; at: string } | undefined {
   const norm = (v: string | undefined) => v?.trim().toUpperCase();
   for (const c of places) {
     const row = table.find(
@@ -77,10 +85,7 @@ function systemHint(
         r.system !== undefined &&
         norm(r.system) !== norm(c.system),
     );
-    if (row) {
-      const sentAs = c.system ? `coding system ${c.system}` : 'no coding system';
-      return ` (the product table lists ${row.code} for coding system ${row.system}; ${c.at} came with ${sentAs})`;
-    }
+    if (row) return { row, system: c.system, at: c.at };
   }
-  return '';
+  return undefined;
 }

@@ -77,7 +77,7 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     });
     try {
       expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
-        '|OBR-18: the accession number holds a DICOM matching character (* ? \\E\\)',
+        '|Remove the DICOM matching character (* ? \\E\\) from the accession number (OBR-18)',
       );
     } finally {
       await client.close();

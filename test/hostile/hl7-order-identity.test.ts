@@ -162,7 +162,10 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
       code: 'AE',
       errors: [expect.stringMatching(/^PID\^1\^3\^102&/)],
     });
-    expect(parseHl7(reply).get('MSA-3')).toMatch(/patient identifier is 8000 characters/);
+    // v2.3.1 MSA-3 (80): the advice first, then where and how long (the sentence is longer)
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Send the number it is known by: PID-3.1 is 8000 characters, more than the 199',
+    );
     expect(await ordersUnder('PLC-LONG-PID')).toEqual([]);
     const kept = await h.db.query(
       `SELECT outcome FROM inbound_messages WHERE message_control_id = 'LONG-PID-NW'`,
@@ -256,6 +259,59 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
       ['ACC-REORDER-1', true],
       ['ACC-REORDER-2', false],
+    ]);
+  });
+
+  it('a cancel (CA) and the reorder (NW) under the same placer number in one message: CR for the old order, OK for a new one', async () => {
+    // The RIS sends the cancel and the new order as two ORC groups of one ORM^O01 (HL7 v2.5.1
+    // §4.4.1: one message, several orders). Before: the NW was decided against the order as
+    // it stood before the message, not yet cancelled: with another accession it was AE 205
+    // and the cancel was refused with it; with the same content it was ORC OK "already known"
+    // while the only order under the number was being cancelled, the reorder lost.
+    expect(
+      ackSummary(
+        await h.mllp.send(
+          edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+            ['MSGID20240318144217', 'ONEMSG-NW'],
+            ['PLC-100234', 'PLC-ONEMSG'],
+            ['FIL-55012^DSS_OF', ''],
+            ['ACC-20240318-0042', 'ACC-ONEMSG-1'],
+          ]),
+        ),
+      ).code,
+    ).toBe('AA');
+    const reorder = (control: string, accession: string): Buffer => {
+      const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+        ['MSGID20240318163005', control],
+        ['PLC-100234', 'PLC-ONEMSG'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', 'ACC-ONEMSG-1'],
+      ]).toString('latin1');
+      const order = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['PLC-100234', 'PLC-ONEMSG'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', accession],
+      ]).toString('latin1');
+      const group = order.slice(order.indexOf('ORC|'), order.indexOf('ZDS|'));
+      return Buffer.from(`${cancel}${group}`, 'latin1');
+    };
+    const reply = parseHl7(await h.mllp.send(reorder('ONEMSG-CA-NW', 'ACC-ONEMSG-2')));
+    expect(reply.get('MSA-1')).toBe('AA');
+    expect(reply.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR', 'OK']);
+    const orders = await ordersUnder('PLC-ONEMSG');
+    expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-ONEMSG-1', true],
+      ['ACC-ONEMSG-2', false],
+    ]);
+    // The same again for the new order, this time its content unchanged: a third order, not
+    // "already known" for the one being cancelled.
+    const again = parseHl7(await h.mllp.send(reorder('ONEMSG-CA-NW-2', 'ACC-ONEMSG-2')));
+    expect(again.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR', 'OK']);
+    const after = await ordersUnder('PLC-ONEMSG');
+    expect(after.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-ONEMSG-1', true],
+      ['ACC-ONEMSG-2', true],
+      ['ACC-ONEMSG-2', false],
     ]);
   });
 

@@ -292,11 +292,12 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
       controlIdEchoed: 'SEM-DUPC-2',
       errors: [expect.stringMatching(/^ORC\^1\^2\^205&Duplicate key identifier/)],
     });
-    // v2.3.1: the sentence is MSA-3, cut to its 80 characters (ST); the whole sentence is
-    // kept with the refused message for the analyst.
-    const msa3 = parseHl7(reply).get('MSA-3') ?? '';
-    expect(msa3).toMatch(/^Duplicate placer order number \(ORC\/OBR group 1\): it already/);
-    expect(msa3.length).toBeLessThanOrEqual(80);
+    // v2.3.1: MSA-3 is ST of 80, and the sentence is 199: its short form says what is wrong,
+    // where, and what to do (before, the first 80 characters, which lost the advice); the
+    // whole sentence is kept with the refused message for the analyst.
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Duplicate placer number (ORC/OBR group 1): change by XO, or CA and new NW',
+    );
     const refused = await h.db.query<{ error: string }>(
       `SELECT error::text AS error FROM inbound_messages WHERE message_control_id = 'SEM-DUPC-2'`,
     );

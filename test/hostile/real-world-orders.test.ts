@@ -118,9 +118,10 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     const refused = ackSummary(refusedReply);
     expect(refused.code).toBe('CE');
     expect(refused.errors).toEqual(['OBR^1^4^103&Table value not found&HL70357']); // v2.4 ERR-1
-    // v2.4 MSA-3 is ST of 80: the sentence (… have no AI product configured) cut to it
+    // v2.4 MSA-3 is ST of 80: the sentence (… have no AI product configured) in short, not
+    // cut before it says what is wrong (`… (OBR-44.1) have no A`)
     expect(parseHl7(refusedReply).get('MSA-3')).toBe(
-      'Procedure codes IMG3310 (OBR-4.1), 99999-9 (OBR-4.4), 71250 (OBR-44.1) have no A',
+      'No AI product configured for procedure codes IMG3310, 99999-9, 71250',
     );
     expect(await orderByPlacer('LK-44129')).toBeUndefined();
   });
@@ -590,6 +591,54 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(await quirksOf('ORB230611091004002')).toContainEqual(
       expect.objectContaining({ code: 'utf8-despite-declared-charset' }),
     );
+  });
+
+  it("the same feed after an engine that also set MSH-18 to UNICODE UTF-8: the RIS's \\XE4\\ is still Latin-1, read as ä, not U+FFFD", async () => {
+    // The engine re-encodes the text and rewrites MSH-18, but the \XE4\ the RIS wrote names a
+    // Latin-1 byte, which is no UTF-8. Before: AA and the note stored as `Ger\uFFFDt am Bett`,
+    // the letter lost without a quirk saying so.
+    const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-utf8-msh18-latin1-hex')));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('AUF-2023-119377');
+    expect(order.request.patient.name).toMatchObject({ family: 'MÜLLER', given: ['JÜRGEN'] });
+    expect(order.request.notes).toEqual(['Patient ist ansprechbar; Gerät am Bett']);
+    expect(await quirksOf('ORB230611142207017')).toContainEqual({
+      code: 'hex-data-not-utf8',
+      detail: 'NTE-3.1.1: \\X..\\ bytes are no UTF-8; read as ISO 8859-1',
+    });
+  });
+
+  it('an accession number scanned with the TAB a barcode scanner appends, escaped by the RIS (\\X09\\): AE 102 at OBR-18, not an AA for an order no study can match', async () => {
+    // A keyboard-wedge scanner set to end each read with TAB (or CR) puts it in the RIS's
+    // accession field, and the RIS writes it escaped. Before: AA, the order stored under
+    // `ACC-20240318-0077<TAB>`, which no DICOM Accession Number (SH: no control characters)
+    // can equal: its study was never matched, and nobody told the sender.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'ACC-TAB-1'],
+        ['PLC-100234', 'PLC-100977'],
+        ['FIL-55012', 'FIL-55077'],
+        ['ACC-20240318-0042', 'ACC-20240318-0077\\X09\\'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({
+      code: 'AE',
+      errors: ['OBR^1^18^102&Data type error&HL70357'],
+    });
+    // v2.3.1: MSA-3 (80) says what and what to do
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Remove the control character (TAB, CR, LF) from the accession number (OBR-18)',
+    );
+    expect(await orderByPlacer('PLC-100977')).toBeUndefined();
+    // The same accession sent without the TAB is taken.
+    const clean = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'ACC-TAB-2'],
+      ['PLC-100234', 'PLC-100977'],
+      ['FIL-55012', 'FIL-55077'],
+      ['ACC-20240318-0042', 'ACC-20240318-0077'],
+    ]);
+    expect(ackSummary(await h.mllp.send(clean)).code).toBe('AA');
+    expect((await orderByPlacer('PLC-100977')).accession_number).toBe('ACC-20240318-0077');
   });
 
   it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {

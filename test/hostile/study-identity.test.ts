@@ -492,41 +492,57 @@ describe('hostile: intake and pushes on a running adapter', () => {
     expect(rows[0].n).toBe(0);
   });
 
-  it('a ServiceRequest whose ACSN identifier is "ACC*" gets 422 naming the identifier', async () => {
-    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
-        'content-type': 'application/fhir+json',
-      },
-      body: JSON.stringify({
-        resourceType: 'ServiceRequest',
-        status: 'active',
-        intent: 'order',
-        identifier: [
-          {
-            type: {
-              coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+  it.each([
+    ['ACC*', /matching character/],
+    // the TAB a barcode scanner appends to what it reads into the EHR's accession field;
+    // before: 201, an order no study's Accession Number (SH: no control characters) can equal
+    ['ACC-20240318-0077\t', /control character/],
+  ])(
+    'a ServiceRequest whose ACSN identifier is %j gets 422 naming the identifier',
+    async (value, why) => {
+      const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify({
+          resourceType: 'ServiceRequest',
+          status: 'active',
+          intent: 'order',
+          identifier: [
+            {
+              type: {
+                coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }],
+              },
+              system: 'urn:oid:1.2.3.4',
+              value,
             },
-            system: 'urn:oid:1.2.3.4',
-            value: 'ACC*',
-          },
-        ],
-        code: { coding: [{ system: 'http://loinc.org', code: '24590-2' }] },
-        subject: { reference: '#p' },
-        contained: [
-          { resourceType: 'Patient', id: 'p', identifier: [{ system: 'urn:mrn', value: 'MRN-1' }] },
-        ],
-      }),
-    });
-    expect(res.status).toBe(422);
-    const outcome = (await res.json()) as {
-      issue: Array<{ expression?: string[]; diagnostics?: string }>;
-    };
-    expect(
-      outcome.issue.some((i) => i.expression?.[0] === 'ServiceRequest.identifier[0].value'),
-    ).toBe(true);
-  });
+          ],
+          code: { coding: [{ system: 'http://loinc.org', code: '24590-2' }] },
+          subject: { reference: '#p' },
+          contained: [
+            {
+              resourceType: 'Patient',
+              id: 'p',
+              identifier: [{ system: 'urn:mrn', value: 'MRN-1' }],
+            },
+          ],
+        }),
+      });
+      expect(res.status).toBe(422);
+      const outcome = (await res.json()) as {
+        issue: Array<{ expression?: string[]; diagnostics?: string }>;
+      };
+      expect(
+        outcome.issue.some(
+          (i) =>
+            i.expression?.[0] === 'ServiceRequest.identifier[0].value' &&
+            why.test(i.diagnostics ?? ''),
+        ),
+      ).toBe(true);
+    },
+  );
 
   it('instances pushed by STOW-RS under an order of another patient are matched by accession but never packaged', async () => {
     const rows = (await adapter.dataSource.query(

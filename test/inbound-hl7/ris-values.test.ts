@@ -234,6 +234,44 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     }
     expect(await orderOf('NOCR-2')).toBeDefined();
   });
+
+  it('a sender whose frame trailer is FS LF (its CR written as a line feed) is answered, and the deviation is recorded', async () => {
+    // A sender that turns every CR it writes into LF (a Unix port of a text-mode writer) ends
+    // its segments and its MLLP trailer with LF. Before: the FS was kept as payload, the frame
+    // never ended, and the message was neither answered nor stored (the sender resent it
+    // until it gave up).
+    const socket = net.connect(adapter.mllpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    const answers: Buffer[] = [];
+    let pending = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (let end = pending.indexOf(0x1c); end !== -1; end = pending.indexOf(0x1c)) {
+        answers.push(pending.subarray(1, end));
+        pending = pending.subarray(end + 2);
+      }
+    });
+    const lf = (id: string) => Buffer.from(`\u000b${orm(id).join('\n')}\n\u001c\n`, 'latin1');
+    try {
+      for (const id of ['FSLF-1', 'FSLF-2']) {
+        const before = answers.length;
+        socket.write(lf(id));
+        await waitFor(`answer to ${id}`, async () => answers.length > before, 5_000);
+        expect(ackSummary(answers[before]!)).toMatchObject({ code: 'AA', controlIdEchoed: id });
+      }
+    } finally {
+      socket.destroy();
+    }
+    const { rows } = await db.query(
+      `SELECT message_control_id, quirks FROM inbound_messages
+        WHERE message_control_id IN ('FSLF-1', 'FSLF-2') ORDER BY message_control_id`,
+    );
+    expect(rows.map((r) => r.message_control_id)).toEqual(['FSLF-1', 'FSLF-2']);
+    for (const row of rows) {
+      expect(row.quirks).toContainEqual(expect.objectContaining({ code: 'mllp-missing-cr' }));
+    }
+    expect(await orderOf('FSLF-2')).toBeDefined();
+  });
   /** An OMI^O23 (IHE RAD-4, v2.5.1) with the given TQ1; procedure MRKOPF. */
   const omi = (id: string, tq1: string): Buffer =>
     wire([

@@ -128,6 +128,20 @@ describe('decide(): what one order group of a message does (pure)', () => {
     expect(decide(cancel, ending, undefined)).toMatchObject({ kind: 'cancel' });
   });
 
+  it('an order an earlier group of the same message cancels is decided as one whose cancel was requested', () => {
+    const order = one(NEW_ORDER);
+    const open = stored(order, 'placed');
+    expect(decide(order, open, undefined, true)).toMatchObject({ kind: 'create' });
+    expect(decide(order, open, undefined, true)).not.toMatchObject({ orderId: open.id });
+    const { order: change } = againstStored(CHANGE, 'update', 'placed');
+    expect(decide(change, open, undefined, true)).toMatchObject({
+      kind: 'change-too-late',
+      cancelRequested: true,
+    });
+    // without it, the same order is the known one (a resend)
+    expect(decide(order, open, undefined)).toMatchObject({ kind: 'duplicate-create' });
+  });
+
   it('a change (XO) of a known order updates it; of an unknown one is refused as unknown', () => {
     const { order: change, existing } = againstStored(CHANGE, 'update', 'placed');
     expect(decide(change, existing, undefined)).toMatchObject({

@@ -133,13 +133,19 @@ function refusedChange(
   return { kind: 'change-refused' as const, orderId, order, result };
 }
 
-/** What one order group does, given the order it refers to (if any). Pure. */
+/**
+ * What one order group does, given the order it refers to (if any). Pure. `cancelledInThisMessage`:
+ * an earlier group of the same message cancels that order, so it is decided as one whose cancel
+ * was requested (as the next message would see it).
+ */
 export function decide(
   order: IntakeOrder,
   existing: OrderRow | undefined,
   createdInThisMessage: string | undefined,
+  cancelledInThisMessage = false,
 ) {
   const req = order.request;
+  const cancelRequested = Boolean(existing?.cancel_requested_at) || cancelledInThisMessage;
   const sourceRef = order.sourceRef;
   switch (req.action) {
     case 'create': {
@@ -149,9 +155,7 @@ export function decide(
       // answered "already known" and never ordered.
       const known =
         createdInThisMessage ??
-        (existing && existing.state !== 'cancelled' && !existing.cancel_requested_at
-          ? existing.id
-          : undefined);
+        (existing && existing.state !== 'cancelled' && !cancelRequested ? existing.id : undefined);
       // A placer number is the sender's key for one order (v2.5.1 §4.5.1.2): a new order under
       // a number that already names another patient's order is not that order's resend (a RIS
       // whose numbering restarted, a test system's numbers reaching production, two EHR feeds
@@ -214,7 +218,7 @@ export function decide(
       // A change of an order whose cancel was asked for (answered CR) cannot apply: the order
       // is ending. Before, it was answered XR and its metadata sent upstream to an order being
       // cancelled. A second cancel is answered CR again (only the first request counts).
-      if (!cancel && existing.cancel_requested_at) {
+      if (!cancel && cancelRequested) {
         return { ...tooLate('change-too-late', order, existing.id, state), cancelRequested: true };
       }
       const orderId = existing.id;

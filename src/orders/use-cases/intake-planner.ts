@@ -50,6 +50,12 @@ export class IntakePlanner {
     const results: IntakeOrderResult[] = [];
     const createdPlacers: Array<{ placer: Identifier; orderId: string }> = [];
     const createdFillers: Array<{ filler: Identifier; orderId: string }> = [];
+    // Orders an earlier group of this message cancels: a later group is decided against the
+    // order as that cancel leaves it (cancel requested), as a later message would be. Before,
+    // a CA and the reorder (NW) under the same number in one message decided the NW against
+    // the order as it stood: AE 205 with another accession (the cancel refused with it), or
+    // ORC OK "already known" for the order being cancelled, the reorder lost.
+    const cancelledHere = new Set<string>();
     for (const order of input.orders) {
       const req = order.request;
       const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
@@ -73,7 +79,9 @@ export class IntakePlanner {
         : fillerKey
           ? createdFillers.find((c) => sameOrderNumber(fillerKey, c.filler))?.orderId
           : undefined;
-      const step = decide(order, existing, createdHere);
+      const cancelledEarlier = existing !== undefined && cancelledHere.has(existing.id);
+      const step = decide(order, existing, createdHere, cancelledEarlier);
+      if (step.kind === 'cancel') cancelledHere.add(step.orderId);
       if (step.kind === 'create' && placerId)
         createdPlacers.push({ placer: placerId, orderId: step.orderId });
       if (step.kind === 'create' && fillerKey)

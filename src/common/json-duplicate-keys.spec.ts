@@ -29,9 +29,14 @@ describe('firstDuplicateKey: a JSON object that names a key twice has no one mea
   it('is linear: 200,000 keys and 100,000 levels of nesting in well under a second', () => {
     const wide = `{${Array.from({ length: 200_000 }, (_, i) => `"k${i}":${i}`).join(',')}}`;
     const deep = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
-    const started = Date.now();
-    expect(firstDuplicateKey(wide)).toBeUndefined();
-    expect(firstDuplicateKey(deep)).toBeUndefined();
-    expect(Date.now() - started).toBeLessThan(1000);
+    // The best of three, so a busy machine's pause is not read as the scan's cost.
+    let best = Infinity;
+    for (let i = 0; i < 3; i++) {
+      const started = Date.now();
+      expect(firstDuplicateKey(wide)).toBeUndefined();
+      expect(firstDuplicateKey(deep)).toBeUndefined();
+      best = Math.min(best, Date.now() - started);
+    }
+    expect(best).toBeLessThan(1000);
   });
 });

@@ -38,6 +38,14 @@ describe('dicomTextDecoder', () => {
     ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
     ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
     ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],
+    [
+      'a term we do not know, Latin-1 bytes: Latin-1, not refused',
+      ['ISO_IR 999'],
+      'M\xfcller',
+      'Müller',
+    ],
+    ['a term we do not know, UTF-8 bytes: UTF-8', ['LATIN_UNKNOWN'], 'M\xc3\xbcller', 'Müller'],
+    ['ISO 2022 spelt with hyphens', ['', 'ISO-2022-IR 87'], '\x1b$B;3ED\x1b(B', '山田'],
   ])('%s', (_label, terms, value, expected) => {
     expect(dicomTextDecoder(terms).decode(bytes(value))).toBe(expected);
   });

@@ -3,9 +3,10 @@
  * PS3.3 Table C.12-2 to C.12-5, including the ISO 2022 code extensions Japanese, Korean and
  * Chinese sites send (`\ISO 2022 IR 87`, `ISO 2022 IR 6\ISO 2022 IR 149`, …): each escape
  * sequence switches the G0 (bytes below 0x80) or G1 (bytes from 0xA0) character set until
- * the next one. A term we do not know is read as ISO 8859-1 rather than refusing the
- * instance: identifiers are plain ASCII in every character set, and a name read wrongly only
- * ever fails an identity check, never passes one.
+ * the next one. A term we do not know is read as no term is (UTF-8 when the bytes are valid
+ * UTF-8, else ISO 8859-1) rather than refusing the instance: identifiers are plain ASCII in
+ * every character set, and a name read wrongly only ever fails an identity check, never
+ * passes one.
  */
 
 /** A decoder label (WHATWG Encoding) per defined term, single-byte and multi-byte. */
@@ -94,17 +95,37 @@ function decoderOf(encoding: string): Decoder {
 }
 
 /**
+ * The defined term (PS3.3 Table C.12-2 to C.12-4) a written term means. Real files spell them
+ * with a hyphen, a space or nothing for the underscore (`ISO-IR 192`, `ISO IR 144`,
+ * `ISO_IR192`), or give the encoding's own name (`UTF-8`); pydicom reads them so too. Read as
+ * unknown terms (Latin-1), a UTF-8 `Müller` became `MÃ¼ller` in the header and in our SR, and
+ * a Patient ID beyond ASCII matched no order.
+ */
+function definedTerm(written: string): string {
+  const term = written.trim().toUpperCase();
+  if (term in TERM_ENCODING) return term;
+  const extension = /^ISO[\s_-]*2022[\s_-]*IR[\s_-]*(\d+)$/.exec(term);
+  if (extension) return `ISO 2022 IR ${extension[1]}`;
+  const single = /^ISO[\s_-]*IR[\s_-]*(\d+)$/.exec(term);
+  if (single) return `ISO_IR ${single[1]}`;
+  return /^UTF-?8$/.test(term) ? 'ISO_IR 192' : term;
+}
+
+/**
  * The decoder for a data set's (0008,0005) values (backslash-separated terms, already split).
  * One term without code extensions: that character set for the whole value (UTF-8, GB18030,
  * Latin-1, …). Otherwise ISO 2022: escape sequences switch sets as the value goes.
  */
 export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
-  const normalized = terms.map((t) => t.trim().toUpperCase());
+  const normalized = terms.map(definedTerm);
   const first = normalized[0] ?? '';
   const iso2022 = normalized.length > 1 || first.startsWith('ISO 2022');
   if (first === '' && !iso2022) return UNDECLARED;
   if (!iso2022) {
-    const single = decoderOf(TERM_ENCODING[first] ?? 'latin1');
+    const encoding = TERM_ENCODING[first];
+    // A term we cannot name is read as no term is: UTF-8 when the bytes are, else Latin-1.
+    if (!encoding) return UNDECLARED;
+    const single = decoderOf(encoding);
     return { decode: (bytes) => single.decode(bytes) };
   }
   const start = initialSets(first);

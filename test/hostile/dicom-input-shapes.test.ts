@@ -7,6 +7,13 @@ import { generateUid } from '../helpers/dicom-factory';
 import { element, nestedSequences, rawInstance, type RawInstance } from '../helpers/raw-dicom';
 import { multipartRelated, stowToAdapter } from '../studies/study-test-support';
 
+/** ISO 8859-5 (Cyrillic) bytes of `text`: U+0410-U+044F are 0xB0-0xEF, ASCII as it is. */
+function iso8859_5(text: string): Buffer {
+  return Buffer.from(
+    [...text].map((c) => (c.charCodeAt(0) < 0x80 ? c.charCodeAt(0) : c.charCodeAt(0) - 0x360)),
+  );
+}
+
 type DicomJson = Record<string, { Value?: Array<Record<string, { Value: unknown[] }>> }>;
 
 /**
@@ -106,6 +113,47 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
         [o.study],
       )) as Array<{ name: string }>;
       expect(rows.map((r) => r.name)).toEqual([alphabetic, alphabetic]);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    },
+  );
+
+  it.each([
+    ['ISO-IR 192', 'utf8'],
+    ['ISO_IR192', 'utf8'],
+    ['ISO IR 144', 'iso-8859-5'],
+    ['UTF-8', 'utf8'],
+  ] as const)(
+    'a Specific Character Set spelt "%s" (a misspelt term) is read as the set it names: the patient matches, the name is not mojibake',
+    async (charset, encoding) => {
+      // Terms seen in real files next to the defined ones (pydicom corrects the same
+      // spellings): a hyphen or no space for the underscore, or the encoding's own name.
+      const name = encoding === 'utf8' ? 'Müller^Jürgen' : 'Иванов^Иван';
+      const patientId = encoding === 'utf8' ? 'PÄT-77' : 'ПАЦ-77';
+      const raw = (v: string) =>
+        (encoding === 'utf8' ? Buffer.from(v, 'utf8') : iso8859_5(v)).toString('latin1');
+      const o = await order({
+        study: generateUid(),
+        accession: `CSM-${Date.now() % 1e9}`,
+        patientId,
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset,
+          patientName: raw(name),
+          accession: o.accession,
+          patientId: raw(patientId),
+        }),
+      ]);
+      expect(res.status).toBe(200);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name, header->>'patientId' AS pid
+           FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string; pid: string }>;
+      // Before: read as Latin-1, `MÃ¼ller^JÃ¼rgen` (written so into our SR) and a Patient ID
+      // that matched no order: the study refused as another patient's.
+      expect(rows).toEqual([{ name, pid: patientId }]);
       expect(await acquire(o)).toMatchObject({ status: 'ready' });
     },
   );

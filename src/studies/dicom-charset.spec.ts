@@ -35,6 +35,18 @@ describe('dicomTextDecoder', () => {
       'Wang^XiaoDong=\xcd\xf5^\xd0\xa1\xb6\xab=',
       'Wang^XiaoDong=王^小东=',
     ],
+    [
+      'Korean without the escape sequences PS3.5 I.2 asks for (as Korean devices write it)',
+      ['', 'ISO 2022 IR 149'],
+      'Hong^Gildong=\xfb\xf3^\xd1\xce\xd4\xd7=\xc8\xab^\xb1\xe6\xb5\xbf',
+      'Hong^Gildong=洪^吉洞=홍^길동',
+    ],
+    [
+      'Chinese without the escape sequences PS3.5 K.2 asks for',
+      ['ISO 2022 IR 6', 'ISO 2022 IR 58'],
+      'Zhang^XiaoDong=\xd5\xc5^\xd0\xa1\xb6\xab=',
+      'Zhang^XiaoDong=张^小东=',
+    ],
     ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
     ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
     ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],

@@ -69,6 +69,9 @@ const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1; encoding: string }> = [
   { bytes: '\x1b$)A', g: 1, encoding: 'gbk' },
 ];
 
+/** Terms whose set is designated to G1 (PS3.3 Table C.12-4): Korean and Chinese. */
+const G1_MULTIBYTE_TERMS: ReadonlySet<string> = new Set(['ISO 2022 IR 149', 'ISO 2022 IR 58']);
+
 /**
  * The G0 and G1 sets a value starts in, from the first term of (0008,0005): ASCII in G0, the
  * term's set in G1 (ISO 2022 IR 13: JIS X 0201 katakana). A multi-byte first term is not
@@ -129,6 +132,15 @@ export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
     return { decode: (bytes) => single.decode(bytes) };
   }
   const start = initialSets(first);
+  // Korean and Chinese sets are designated to G1 by an escape sequence each value must hold
+  // (PS3.5 I.2, K.2); Korean devices often leave it out, their bytes EUC-KR as they stand.
+  // Where the first term leaves G1 empty (ASCII only), a byte from 0x80 can only be of the
+  // set the other terms name: G1 starts as it. Before, such a name or description was read
+  // as Latin-1 (`홍^길동` as `È«^±æµ¿`) and so written into our SR.
+  if (first === '' || first === 'ISO 2022 IR 6') {
+    const g1 = normalized.slice(1).find((t) => G1_MULTIBYTE_TERMS.has(t));
+    if (g1) start.g1 = TERM_ENCODING[g1]!;
+  }
   return { decode: (bytes) => decodeIso2022(bytes, start) };
 }
 

@@ -117,6 +117,36 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it('a Korean study declaring ISO 2022 IR 149 without its escape sequences (as many Korean devices write it): names and descriptions read as Korean', async () => {
+    // PS3.5 I.2 requires ESC $ ) C before the first KS X 1001 character of a value; files of
+    // Korean sites often leave it out, the bytes being EUC-KR as they stand (vtk-dicom reads
+    // them so). A name written in Hangul in its alphabetic group, and a study
+    // description in Hangul.
+    const o = await order({
+      study: generateUid(),
+      accession: `KR-${Date.now() % 1e9}`,
+      patientId: 'PID-KR',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        charset: '\\ISO 2022 IR 149',
+        patientName: '\xc8\xab^\xb1\xe6\xb5\xbf',
+        accession: o.accession,
+        patientId: 'PID-KR',
+        beforePatient: element(0x0008, 0x1030, 'LO', '\xb3\xfa MRI'),
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; description: string }>;
+    // Before: read as Latin-1, `È«^±æµ¿` and `³ú MRI`, and so written into our SR.
+    expect(rows).toEqual([{ name: '홍^길동', description: '뇌 MRI' }]);
+  });
+
   it.each([
     ['ISO-IR 192', 'utf8'],
     ['ISO_IR192', 'utf8'],

@@ -47,6 +47,13 @@ describe('dicomTextDecoder', () => {
       'Zhang^XiaoDong=\xd5\xc5^\xd0\xa1\xb6\xab=',
       'Zhang^XiaoDong=张^小东=',
     ],
+    [
+      'Japanese of an older writer: katakana in G0 (ESC ( I), JIS C 6226 kanji (ESC $ @)',
+      ['', 'ISO 2022 IR 87'],
+      '\x1b(ITO@\x1b(B^\x1b(I@[3\x1b(B=\x1b$@;3ED\x1b(B',
+      'ﾔﾏﾀ^ﾀﾛｳ=山田',
+    ],
+    ['an escape sequence we do not know goes whole', ['', 'ISO 2022 IR 87'], 'A\x1b$(QB', 'AB'],
     ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
     ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
     ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],

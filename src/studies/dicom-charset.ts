@@ -48,10 +48,16 @@ const TERM_ENCODING: Readonly<Record<string, string>> = {
 };
 
 /** ISO 2022 escape sequences (PS3.3 Tables C.12-3, C.12-4): which set each designates. */
-const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1; encoding: string }> = [
+const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1 | null; encoding: string }> = [
   { bytes: '\x1b(B', g: 0, encoding: 'latin1' },
   { bytes: '\x1b(J', g: 0, encoding: 'latin1' },
   { bytes: '\x1b$B', g: 0, encoding: 'iso-2022-jp' },
+  // Older Japanese writers (not in PS3.3, taken by every iso-2022-jp reader): JIS C 6226-1978
+  // kanji by ESC $ @ (the same codes as JIS X 0208 for all but a few characters), half-width
+  // katakana in G0 by ESC ( I, and ESC & @ announcing the 1990 revision before ESC $ B.
+  { bytes: '\x1b$@', g: 0, encoding: 'iso-2022-jp' },
+  { bytes: '\x1b(I', g: 0, encoding: 'jis-x0201-katakana' },
+  { bytes: '\x1b&@', g: null, encoding: '' },
   { bytes: '\x1b$(D', g: 0, encoding: 'iso-2022-jp-0212' },
   { bytes: '\x1b)I', g: 1, encoding: 'shift_jis' },
   { bytes: '\x1b-A', g: 1, encoding: 'latin1' },
@@ -189,11 +195,16 @@ function decodeIso2022(bytes: Uint8Array, start: { g0: string; g1: string }): st
       );
       if (escape) {
         if (escape.g === 0) g0 = escape.encoding;
-        else g1 = escape.encoding;
+        else if (escape.g === 1) g1 = escape.encoding;
         at += escape.bytes.length;
         continue;
       }
-      at++; // an escape sequence we do not know: dropped, the set stays as it was
+      // An escape sequence we do not know is dropped whole, the sets staying as they were:
+      // ESC, its intermediate bytes (0x20-0x2F), its final byte (0x30-0x7E) (ISO 2022 §13.1).
+      // Before, only the ESC went and the rest (`$@`, `&@`) was read as text.
+      at++;
+      while (at < buf.length && buf[at]! >= 0x20 && buf[at]! <= 0x2f) at++;
+      if (at < buf.length && buf[at]! >= 0x30 && buf[at]! <= 0x7e) at++;
       continue;
     }
     // A run of bytes in one set: G0 below 0x80, G1 from 0x80.
@@ -210,6 +221,12 @@ function decodeRun(run: Buffer, encoding: string): string {
   // Two-byte G0 sets (JIS X 0208): the WHATWG ISO-2022-JP decoder reads them after ESC $ B.
   if (encoding === 'iso-2022-jp')
     return decoderOf('iso-2022-jp').decode(Buffer.concat([Buffer.from('\x1b$B'), run]));
+  // JIS X 0201 katakana invoked in G0 (ESC ( I): 0x21-0x5F are U+FF61-U+FF9F.
+  if (encoding === 'jis-x0201-katakana') {
+    let out = '';
+    for (const b of run) out += String.fromCharCode(b >= 0x21 && b <= 0x5f ? b + 0xff40 : b);
+    return out;
+  }
   // JIS X 0212 has no WHATWG decoder: its characters are unreadable here, not misread.
   if (encoding === 'iso-2022-jp-0212') return '\ufffd'.repeat(Math.ceil(run.length / 2));
   return decoderOf(encoding).decode(run);

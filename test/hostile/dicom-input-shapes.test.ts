@@ -117,6 +117,38 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it.each([
+    ['ESC $ @ (JIS C 6226-1978, which iso-2022-jp readers take)', '\x1b$@', '\x1b(B'],
+    ['ESC & @ ESC $ B (JIS X 0208-1990)', '\x1b&@\x1b$B', '\x1b(B'],
+  ])(
+    'a Japanese study of an older writer designating kanji by %s: read as kanji, no stray characters',
+    async (_label, kanji, ascii) => {
+      const o = await order({
+        study: generateUid(),
+        accession: `JP-${Date.now() % 1e9}`,
+        patientId: 'PID-JP',
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset: '\\ISO 2022 IR 87',
+          patientName: `=${kanji};3ED${ascii}^${kanji}B@O:${ascii}`,
+          accession: o.accession,
+          patientId: 'PID-JP',
+          beforePatient: element(0x0008, 0x1030, 'LO', `${kanji}F,It${ascii} MRI`),
+        }),
+      ]);
+      expect(res.status).toBe(200);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+           FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string; description: string }>;
+      // Before: the escape sequence was not known, the kanji bytes read as ASCII.
+      expect(rows).toEqual([{ name: '=山田^太郎', description: '頭部 MRI' }]);
+    },
+  );
+
   it('a Korean study declaring ISO 2022 IR 149 without its escape sequences (as many Korean devices write it): names and descriptions read as Korean', async () => {
     // PS3.5 I.2 requires ESC $ ) C before the first KS X 1001 character of a value; files of
     // Korean sites often leave it out, the bytes being EUC-KR as they stand (vtk-dicom reads

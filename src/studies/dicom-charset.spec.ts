@@ -56,6 +56,7 @@ describe('dicomTextDecoder', () => {
     ['an escape sequence we do not know goes whole', ['', 'ISO 2022 IR 87'], 'A\x1b$(QB', 'AB'],
     ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
     ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
+    ['no term, but ISO 2022 escape sequences (IR 87)', [], '\x1b$B;3ED\x1b(B^Taro', '山田^Taro'],
     ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],
     [
       'a term we do not know, Latin-1 bytes: Latin-1, not refused',

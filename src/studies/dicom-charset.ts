@@ -160,6 +160,10 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
  */
 const UNDECLARED: DicomTextDecoder = {
   decode: (bytes) => {
+    // ESC means nothing in ASCII: a value holding one was written in ISO 2022 by a writer
+    // that left (0008,0005) out (Japanese text in ISO 2022 IR 87). Its escape sequences were
+    // kept as text, `=\x1b$B;3ED\x1b(B^…` for `=山田^太郎`, and so written into our SR.
+    if (bytes.includes(0x1b)) return decodeIso2022(bytes, { g0: 'latin1', g1: 'latin1' });
     if (bytes.every((b) => b < 0x80)) return decoderOf('latin1').decode(bytes);
     try {
       return STRICT_UTF8.decode(bytes);

@@ -149,6 +149,35 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it('a Japanese study with ISO 2022 escape sequences but no Specific Character Set: read as kanji, not as the escape bytes', async () => {
+    // (0008,0005) left out by a writer that uses ISO 2022 IR 87 all the same (the PS3.5 H.3.1
+    // name, its alphabetic group empty as some Japanese sites write it). Only ASCII is allowed
+    // without the attribute, and in ASCII an ESC means nothing: the escape sequences can only
+    // be what they are in ISO 2022.
+    const o = await order({
+      study: generateUid(),
+      accession: `JPU-${Date.now() % 1e9}`,
+      patientId: 'PID-JPU',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        patientName: '=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+        accession: o.accession,
+        patientId: 'PID-JPU',
+        beforePatient: element(0x0008, 0x1030, 'LO', '\x1b$BF,It\x1b(B MRI'),
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; description: string }>;
+    // Before: `=\x1b$B;3ED\x1b(B^…` kept as it was (and written so into our SR).
+    expect(rows).toEqual([{ name: '=山田^太郎=やまだ^たろう', description: '頭部 MRI' }]);
+  });
+
   it('a Korean study declaring ISO 2022 IR 149 without its escape sequences (as many Korean devices write it): names and descriptions read as Korean', async () => {
     // PS3.5 I.2 requires ESC $ ) C before the first KS X 1001 character of a value; files of
     // Korean sites often leave it out, the bytes being EUC-KR as they stand (vtk-dicom reads

@@ -267,6 +267,53 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it.each([
+    [
+      'explicit VR items, as the vendor wrote them before a router relabelled the sequence UN',
+      true,
+    ],
+    ['implicit VR items, as PS3.5 §6.2.2 (CP-246) wants them', false],
+  ])(
+    'a private sequence relabelled UN of undefined length holding %s: the instance is stored',
+    async (_label, explicitItems) => {
+      // A router or archive that does not know a vendor's private sequence rewrites its VR as
+      // UN and keeps its undefined length and its items as they were, in explicit VR; pydicom
+      // reads such items as explicit when they look so, DCMTK on an option (dcmdump -ui).
+      const item = explicitItems
+        ? Buffer.concat([
+            element(0x0009, 0x1011, 'LO', 'VENDOR DATA'),
+            element(0x0009, 0x1012, 'US', Buffer.from([1, 0])),
+          ])
+        : Buffer.from([0x09, 0x00, 0x11, 0x10, 12, 0, 0, 0, ...Buffer.from('VENDOR DATA ')]);
+      const undefinedLength = [0xff, 0xff, 0xff, 0xff];
+      const relabelled = Buffer.concat([
+        element(0x0009, 0x0010, 'LO', 'ACME 1.0'),
+        Buffer.from([0x09, 0x00, 0x10, 0x10, 0x55, 0x4e, 0, 0, ...undefinedLength]),
+        Buffer.from([0xfe, 0xff, 0x00, 0xe0, ...undefinedLength]),
+        item,
+        Buffer.from([0xfe, 0xff, 0x0d, 0xe0, 0, 0, 0, 0]),
+        Buffer.from([0xfe, 0xff, 0xdd, 0xe0, 0, 0, 0, 0]),
+      ]);
+      const o = await order({
+        study: generateUid(),
+        accession: `UN-${Date.now() % 1e9}`,
+        patientId: 'PID-UN',
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          accession: o.accession,
+          patientId: 'PID-UN',
+          beforePatient: relabelled,
+        }),
+      ]);
+      // Before (explicit items): 409, C000 "an element is longer than the bytes that follow
+      // it", and the order failed on a study of such instances.
+      expect(res.status).toBe(200);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    },
+  );
+
   it('a gzip-encoded STOW-RS body is 415 naming the coding, not 400 "no boundary"', async () => {
     const o = { study: generateUid() };
     const { body, contentType } = multipartRelated([

@@ -9,8 +9,12 @@ import { withoutLeading, withoutTrailing } from '../common/padding';
  *   `truncate`);
  * - whether `\` may appear: it is the value delimiter (PS3.5 §6.4) for every VR except the
  *   text VRs ST, LT, UT and UR, so in a single value of any other VR it would split the value;
- * - which control characters are allowed: none but ESC in the string VRs; CR, LF, FF and TAB
- *   in the text VRs ST, LT, UT.
+ * - which control characters are allowed: none in the string VRs; CR, LF, FF and TAB in the
+ *   text VRs ST, LT, UT. PS3.5 allows ESC in string values for ISO 2022 code extensions only,
+ *   which the ISO_IR 192 we declare cannot use (PS3.3 C.12.1.1.2), so ESC goes too; so do the
+ *   C1 controls U+0080-U+009F (a NEL, a terminal's CSI), control characters in UTF-8 as in
+ *   any set. Both were written as they came (a name read with its JIS escape sequences, an
+ *   upstream text with a colour code).
  */
 interface VrRule {
   maxLength: number;
@@ -41,9 +45,9 @@ const VR_RULES: Readonly<Record<string, VrRule>> = {
 };
 
 // eslint-disable-next-line no-control-regex
-const STRING_FORBIDDEN = /[\u0000-\u001a\u001c-\u001f\u007f\\]/g;
+const STRING_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\\]/g;
 // eslint-disable-next-line no-control-regex
-const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001a\u001c-\u001f\u007f]/g;
+const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f]/g;
 
 /**
  * DA and TM have a format, not only a length (PS3.5 Table 6.2-1): YYYYMMDD and

@@ -226,6 +226,44 @@ export async function instancesOfOrder(
 }
 
 /**
+ * The distinct identifiers (accession, Patient ID and their issuers) of the instances of
+ * `studyInstanceUid` that `orderId` does not hold: held unmatched, or matched to another order
+ * (a series that came with another accession or patient). One row per distinct combination,
+ * however many instances.
+ */
+export async function identitiesOfStudyOutsideOrder(
+  m: EntityManager,
+  studyInstanceUid: string,
+  orderId: string,
+): Promise<
+  Array<
+    Pick<
+      InstanceHeader,
+      'accessionNumber' | 'patientId' | 'issuerOfPatientId' | 'issuerOfAccessionNumber'
+    >
+  >
+> {
+  const rows = (await m.query(
+    `SELECT DISTINCT header->'accessionNumber' AS a, header->'patientId' AS p,
+            header->'issuerOfPatientId' AS ip, header->'issuerOfAccessionNumber' AS ia
+       FROM study_instances
+      WHERE study_instance_uid = $1 AND order_id IS DISTINCT FROM $2`,
+    [studyInstanceUid, orderId],
+  )) as Array<{
+    a: string | null;
+    p: string | null;
+    ip: string | null;
+    ia: InstanceHeader['issuerOfAccessionNumber'] | null;
+  }>;
+  return rows.map((r) => ({
+    ...(r.a != null ? { accessionNumber: r.a } : {}),
+    ...(r.p != null ? { patientId: r.p } : {}),
+    ...(r.ip != null ? { issuerOfPatientId: r.ip } : {}),
+    ...(r.ia != null ? { issuerOfAccessionNumber: r.ia } : {}),
+  }));
+}
+
+/**
  * Held instances (unmatched, hold not over) under another accession number than `accession`,
  * counted by accession and study: the candidates a caller compares loosely (at most `limit`
  * groups). Reads the unmatched rows only (their partial index).

@@ -396,7 +396,11 @@ export class CStoreScpListener {
           });
         return check.failureReason;
       }
-      const target = paths.movedFile(check.header.studyInstanceUid, check.header.sopInstanceUid);
+      const target = paths.movedFile(
+        check.header.studyInstanceUid,
+        check.header.seriesInstanceUid,
+        check.header.sopInstanceUid,
+      );
       await mkdir(paths.movedDir(check.header.studyInstanceUid), { recursive: true, mode: 0o700 });
       await rename(path, target);
       return Status.Success;

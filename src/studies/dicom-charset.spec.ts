@@ -35,9 +35,37 @@ describe('dicomTextDecoder', () => {
       'Wang^XiaoDong=\xcd\xf5^\xd0\xa1\xb6\xab=',
       'Wang^XiaoDong=王^小东=',
     ],
+    [
+      'Korean without the escape sequences PS3.5 I.2 asks for (as Korean devices write it)',
+      ['', 'ISO 2022 IR 149'],
+      'Hong^Gildong=\xfb\xf3^\xd1\xce\xd4\xd7=\xc8\xab^\xb1\xe6\xb5\xbf',
+      'Hong^Gildong=洪^吉洞=홍^길동',
+    ],
+    [
+      'Chinese without the escape sequences PS3.5 K.2 asks for',
+      ['ISO 2022 IR 6', 'ISO 2022 IR 58'],
+      'Zhang^XiaoDong=\xd5\xc5^\xd0\xa1\xb6\xab=',
+      'Zhang^XiaoDong=张^小东=',
+    ],
+    [
+      'Japanese of an older writer: katakana in G0 (ESC ( I), JIS C 6226 kanji (ESC $ @)',
+      ['', 'ISO 2022 IR 87'],
+      '\x1b(ITO@\x1b(B^\x1b(I@[3\x1b(B=\x1b$@;3ED\x1b(B',
+      'ﾔﾏﾀ^ﾀﾛｳ=山田',
+    ],
+    ['an escape sequence we do not know goes whole', ['', 'ISO 2022 IR 87'], 'A\x1b$(QB', 'AB'],
     ['Latin-1', ['ISO_IR 100'], 'Buc^J\xe9r\xf4me', 'Buc^Jérôme'],
     ['no term: the default repertoire', [], 'Doe^John', 'Doe^John'],
+    ['no term, but ISO 2022 escape sequences (IR 87)', [], '\x1b$B;3ED\x1b(B^Taro', '山田^Taro'],
     ['a term we do not know: read as Latin-1, not refused', ['ISO_IR100'], 'M\xfcller', 'Müller'],
+    [
+      'a term we do not know, Latin-1 bytes: Latin-1, not refused',
+      ['ISO_IR 999'],
+      'M\xfcller',
+      'Müller',
+    ],
+    ['a term we do not know, UTF-8 bytes: UTF-8', ['LATIN_UNKNOWN'], 'M\xc3\xbcller', 'Müller'],
+    ['ISO 2022 spelt with hyphens', ['', 'ISO-2022-IR 87'], '\x1b$B;3ED\x1b(B', '山田'],
   ])('%s', (_label, terms, value, expected) => {
     expect(dicomTextDecoder(terms).decode(bytes(value))).toBe(expected);
   });

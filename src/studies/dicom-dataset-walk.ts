@@ -54,6 +54,61 @@ const LONG_LENGTH_VRS = new Set([
   'UT',
   'UV',
 ]);
+/** Every VR of PS3.5 Table 6.2-1. */
+const VRS: ReadonlySet<string> = new Set([
+  'AE',
+  'AS',
+  'AT',
+  'CS',
+  'DA',
+  'DS',
+  'DT',
+  'FL',
+  'FD',
+  'IS',
+  'LO',
+  'LT',
+  'OB',
+  'OD',
+  'OF',
+  'OL',
+  'OV',
+  'OW',
+  'PN',
+  'SH',
+  'SL',
+  'SQ',
+  'SS',
+  'ST',
+  'SV',
+  'TM',
+  'UC',
+  'UI',
+  'UL',
+  'UN',
+  'UR',
+  'US',
+  'UT',
+  'UV',
+]);
+
+/**
+ * Whether the items of a sequence read as UN (undefined length) at `at` hold explicit VR
+ * elements: the first element of the first item names a VR where implicit VR has the low bytes
+ * of its length. PS3.5 §6.2.2 (CP-246) makes such items implicit VR little endian, but a
+ * router or archive that does not know a vendor's private sequence relabels it UN and keeps
+ * the items as they were written, in explicit VR; read as implicit, the VR and length made one
+ * huge length, and the instance was refused as cut short. pydicom reads the items as explicit
+ * when they look so (DCMTK on an option, dcmdump -ui). Explicit VR little endian data sets only.
+ */
+function unItemsLookExplicit(bytes: Buffer, at: number, syntax: WalkSyntax): boolean {
+  if (syntax !== 'explicit-le' || at + 16 > bytes.length) return false;
+  if (bytes.readUInt16LE(at) !== 0xfffe || bytes.readUInt16LE(at + 2) !== 0xe000) return false;
+  const first = at + 8;
+  if (bytes.readUInt16LE(first) === 0xfffe) return false;
+  return VRS.has(bytes.toString('latin1', first + 4, first + 6));
+}
+
 /** Sequences and items open at once (each sequence and each item counts one). */
 export const MAX_NESTING = 128;
 
@@ -172,7 +227,7 @@ export function walkDataSet(
       const key = tag.toString(16).toUpperCase().padStart(8, '0');
       stack.push({
         kind: 'sequence',
-        implicit: implicit || vr === 'UN',
+        implicit: implicit || (vr === 'UN' && !unItemsLookExplicit(bytes, valueOffset, syntax)),
         ...(!frame && wantedTags.has(tag) ? { capture: { key, vr, start: valueOffset } } : {}),
       });
       at = valueOffset;
@@ -208,7 +263,8 @@ export function walkFirstItem(
   vr: string | undefined,
   wanted: ReadonlySet<string>,
 ): Map<string, WalkedElement> | undefined {
-  const itemSyntax: WalkSyntax = vr === 'UN' ? 'implicit-le' : syntax;
+  const itemSyntax: WalkSyntax =
+    vr === 'UN' && !unItemsLookExplicit(items, 0, syntax) ? 'implicit-le' : syntax;
   if (items.length < 8) return undefined;
   const be = itemSyntax === 'explicit-be';
   const group = be ? items.readUInt16BE(0) : items.readUInt16LE(0);

@@ -20,6 +20,7 @@ import {
   filesOfInstances,
   findAcquisition,
   heldAccessionsOtherThan,
+  identitiesOfStudyOutsideOrder,
   unreleasedAcquisitions,
   instancesOfOrder,
   markReleased,
@@ -461,9 +462,18 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
           NOT_FOUND_RETRY_MS,
         );
       }
+      // The study is checked whole, as a pull checks every instance the PACS sends: a series
+      // of it received under another accession or patient (held, or matched to another order)
+      // is refused with it. Before, an order found by accession took only its own series and
+      // packaged a part of the study as the whole (the rest went to another order, or waited).
+      const elsewhere = await identitiesOfStudyOutsideOrder(
+        ds.manager,
+        studies[0]!,
+        request.orderId,
+      );
       const pushedMismatch = await this.recorder.identityMismatch(
         request,
-        pushed.map((p) => p.header),
+        [...pushed.map((p) => p.header), ...elsewhere],
         pushed[0]!.source,
       );
       if (pushedMismatch) return pushedMismatch;

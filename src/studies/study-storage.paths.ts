@@ -48,8 +48,17 @@ export class StudyStoragePaths {
     return join(this.root, 'moved');
   }
 
-  movedFile(studyInstanceUid: string, sopInstanceUid: string): string {
-    return join(this.movedDir(studyInstanceUid), `${safeSegment(sopInstanceUid)}.dcm`);
+  /**
+   * Named by series and SOP Instance UID: a study may hold one SOP Instance UID in two series
+   * (a PACS keeps both, as C-GET and WADO-RS bring both). Named by the SOP UID alone, the
+   * second overwrote the first, the move came up one short of the PACS's count and the order
+   * moved the study again every 30 s until its deadline.
+   */
+  movedFile(studyInstanceUid: string, seriesInstanceUid: string, sopInstanceUid: string): string {
+    return join(
+      this.movedDir(studyInstanceUid),
+      `${safeSegment(seriesInstanceUid)}_${safeSegment(sopInstanceUid)}.dcm`,
+    );
   }
 
   /**

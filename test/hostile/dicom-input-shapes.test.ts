@@ -7,6 +7,13 @@ import { generateUid } from '../helpers/dicom-factory';
 import { element, nestedSequences, rawInstance, type RawInstance } from '../helpers/raw-dicom';
 import { multipartRelated, stowToAdapter } from '../studies/study-test-support';
 
+/** ISO 8859-5 (Cyrillic) bytes of `text`: U+0410-U+044F are 0xB0-0xEF, ASCII as it is. */
+function iso8859_5(text: string): Buffer {
+  return Buffer.from(
+    [...text].map((c) => (c.charCodeAt(0) < 0x80 ? c.charCodeAt(0) : c.charCodeAt(0) - 0x360)),
+  );
+}
+
 type DicomJson = Record<string, { Value?: Array<Record<string, { Value: unknown[] }>> }>;
 
 /**
@@ -111,6 +118,138 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
   );
 
   it.each([
+    ['ESC $ @ (JIS C 6226-1978, which iso-2022-jp readers take)', '\x1b$@', '\x1b(B'],
+    ['ESC & @ ESC $ B (JIS X 0208-1990)', '\x1b&@\x1b$B', '\x1b(B'],
+  ])(
+    'a Japanese study of an older writer designating kanji by %s: read as kanji, no stray characters',
+    async (_label, kanji, ascii) => {
+      const o = await order({
+        study: generateUid(),
+        accession: `JP-${Date.now() % 1e9}`,
+        patientId: 'PID-JP',
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset: '\\ISO 2022 IR 87',
+          patientName: `=${kanji};3ED${ascii}^${kanji}B@O:${ascii}`,
+          accession: o.accession,
+          patientId: 'PID-JP',
+          beforePatient: element(0x0008, 0x1030, 'LO', `${kanji}F,It${ascii} MRI`),
+        }),
+      ]);
+      expect(res.status).toBe(200);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+           FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string; description: string }>;
+      // Before: the escape sequence was not known, the kanji bytes read as ASCII.
+      expect(rows).toEqual([{ name: '=山田^太郎', description: '頭部 MRI' }]);
+    },
+  );
+
+  it('a Japanese study with ISO 2022 escape sequences but no Specific Character Set: read as kanji, not as the escape bytes', async () => {
+    // (0008,0005) left out by a writer that uses ISO 2022 IR 87 all the same (the PS3.5 H.3.1
+    // name, its alphabetic group empty as some Japanese sites write it). Only ASCII is allowed
+    // without the attribute, and in ASCII an ESC means nothing: the escape sequences can only
+    // be what they are in ISO 2022.
+    const o = await order({
+      study: generateUid(),
+      accession: `JPU-${Date.now() % 1e9}`,
+      patientId: 'PID-JPU',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        patientName: '=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+        accession: o.accession,
+        patientId: 'PID-JPU',
+        beforePatient: element(0x0008, 0x1030, 'LO', '\x1b$BF,It\x1b(B MRI'),
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; description: string }>;
+    // Before: `=\x1b$B;3ED\x1b(B^…` kept as it was (and written so into our SR).
+    expect(rows).toEqual([{ name: '=山田^太郎=やまだ^たろう', description: '頭部 MRI' }]);
+  });
+
+  it('a Korean study declaring ISO 2022 IR 149 without its escape sequences (as many Korean devices write it): names and descriptions read as Korean', async () => {
+    // PS3.5 I.2 requires ESC $ ) C before the first KS X 1001 character of a value; files of
+    // Korean sites often leave it out, the bytes being EUC-KR as they stand (vtk-dicom reads
+    // them so). A name written in Hangul in its alphabetic group, and a study
+    // description in Hangul.
+    const o = await order({
+      study: generateUid(),
+      accession: `KR-${Date.now() % 1e9}`,
+      patientId: 'PID-KR',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        charset: '\\ISO 2022 IR 149',
+        patientName: '\xc8\xab^\xb1\xe6\xb5\xbf',
+        accession: o.accession,
+        patientId: 'PID-KR',
+        beforePatient: element(0x0008, 0x1030, 'LO', '\xb3\xfa MRI'),
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; description: string }>;
+    // Before: read as Latin-1, `È«^±æµ¿` and `³ú MRI`, and so written into our SR.
+    expect(rows).toEqual([{ name: '홍^길동', description: '뇌 MRI' }]);
+  });
+
+  it.each([
+    ['ISO-IR 192', 'utf8'],
+    ['ISO_IR192', 'utf8'],
+    ['ISO IR 144', 'iso-8859-5'],
+    ['UTF-8', 'utf8'],
+  ] as const)(
+    'a Specific Character Set spelt "%s" (a misspelt term) is read as the set it names: the patient matches, the name is not mojibake',
+    async (charset, encoding) => {
+      // Terms seen in real files next to the defined ones (pydicom corrects the same
+      // spellings): a hyphen or no space for the underscore, or the encoding's own name.
+      const name = encoding === 'utf8' ? 'Müller^Jürgen' : 'Иванов^Иван';
+      const patientId = encoding === 'utf8' ? 'PÄT-77' : 'ПАЦ-77';
+      const raw = (v: string) =>
+        (encoding === 'utf8' ? Buffer.from(v, 'utf8') : iso8859_5(v)).toString('latin1');
+      const o = await order({
+        study: generateUid(),
+        accession: `CSM-${Date.now() % 1e9}`,
+        patientId,
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset,
+          patientName: raw(name),
+          accession: o.accession,
+          patientId: raw(patientId),
+        }),
+      ]);
+      expect(res.status).toBe(200);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name, header->>'patientId' AS pid
+           FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string; pid: string }>;
+      // Before: read as Latin-1, `MÃ¼ller^JÃ¼rgen` (written so into our SR) and a Patient ID
+      // that matched no order: the study refused as another patient's.
+      expect(rows).toEqual([{ name, pid: patientId }]);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    },
+  );
+
+  it.each([
     ['Accession Number', { accession: 'ACC-TWO-1\\ACC-TWO-2', patientId: 'PID-88' }],
     ['Patient ID', { accession: 'ACC-TWO-1', patientId: 'PID-88\\PID-99' }],
   ])(
@@ -125,6 +264,53 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
         status: 'failed',
         alert: 'study-identity-mismatch',
       });
+    },
+  );
+
+  it.each([
+    [
+      'explicit VR items, as the vendor wrote them before a router relabelled the sequence UN',
+      true,
+    ],
+    ['implicit VR items, as PS3.5 §6.2.2 (CP-246) wants them', false],
+  ])(
+    'a private sequence relabelled UN of undefined length holding %s: the instance is stored',
+    async (_label, explicitItems) => {
+      // A router or archive that does not know a vendor's private sequence rewrites its VR as
+      // UN and keeps its undefined length and its items as they were, in explicit VR; pydicom
+      // reads such items as explicit when they look so, DCMTK on an option (dcmdump -ui).
+      const item = explicitItems
+        ? Buffer.concat([
+            element(0x0009, 0x1011, 'LO', 'VENDOR DATA'),
+            element(0x0009, 0x1012, 'US', Buffer.from([1, 0])),
+          ])
+        : Buffer.from([0x09, 0x00, 0x11, 0x10, 12, 0, 0, 0, ...Buffer.from('VENDOR DATA ')]);
+      const undefinedLength = [0xff, 0xff, 0xff, 0xff];
+      const relabelled = Buffer.concat([
+        element(0x0009, 0x0010, 'LO', 'ACME 1.0'),
+        Buffer.from([0x09, 0x00, 0x10, 0x10, 0x55, 0x4e, 0, 0, ...undefinedLength]),
+        Buffer.from([0xfe, 0xff, 0x00, 0xe0, ...undefinedLength]),
+        item,
+        Buffer.from([0xfe, 0xff, 0x0d, 0xe0, 0, 0, 0, 0]),
+        Buffer.from([0xfe, 0xff, 0xdd, 0xe0, 0, 0, 0, 0]),
+      ]);
+      const o = await order({
+        study: generateUid(),
+        accession: `UN-${Date.now() % 1e9}`,
+        patientId: 'PID-UN',
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          accession: o.accession,
+          patientId: 'PID-UN',
+          beforePatient: relabelled,
+        }),
+      ]);
+      // Before (explicit items): 409, C000 "an element is longer than the bytes that follow
+      // it", and the order failed on a study of such instances.
+      expect(res.status).toBe(200);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
     },
   );
 

@@ -339,6 +339,43 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).not.toMatch(/\(0040,a160\) UT \(no value available\)/);
   });
 
+  it('escape sequences and C1 control characters in study or result values: none is written into the ISO_IR 192 SR and PDF', () => {
+    // ESC is allowed in string values only to switch character sets by ISO 2022 code
+    // extensions, which ISO_IR 192 cannot use (PS3.3 C.12.1.1.2); C1 controls (U+0080-U+009F)
+    // are control characters, which no string or text VR allows (PS3.5 Table 6.2-1). A study
+    // of a Japanese modality read with the JIS escape sequences in its name (undeclared
+    // character set), an upstream text with a terminal colour code, and a NEL (U+0085) from a
+    // text copied out of an EBCDIC system. Before: all written as they were.
+    const results = parseResultContent(
+      JSON.stringify({
+        report_kind: 'results',
+        findings: [{ structure: 'Hippo\u0085campus', volume_ml: 4.2, flag: 'low' }],
+        impression: 'Volume \u001b[31mlow\u001b[0m,\u009b within range',
+      }),
+    );
+    const input = publicationInput('DELIVERED', { results });
+    input.device = { ...input.device, name: 'Volumetry\u001b', version: '1.\u00850' };
+    const source = sourceStudy(1);
+    source.attributes.patientName = '\u001b$B;3ED\u001b(B^\u001b$BB@O:\u001b(B';
+    source.attributes.studyDescription = 'MR\u0085 BRAIN\u009f';
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-escapes.dcm');
+    const pdf = join(dir, 'pdf-escapes.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync('dcmdump', ['-q', file], { encoding: 'utf8' });
+      // eslint-disable-next-line no-control-regex
+      expect(dump.match(/[\u001b\u0080-\u009f]/g)).toBeNull();
+    }
+    const dump = execFileSync('dcmdump', ['+P', '0040,a160', '+P', '0008,1030', sr], {
+      encoding: 'utf8',
+    });
+    expect(dump).toContain('[Volume [31mlow[0m, within range]');
+    expect(dump).toContain('(0008,1030) LO [MR BRAIN]');
+  });
+
   it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {
     // A product that reports only an impression, or a findings list the upstream left empty.
     const results = parseResultContent(

@@ -676,7 +676,7 @@ describe('study acquisition from a PACS over DIMSE', () => {
     const busy = generateUid();
     for (const uid of [idle, busy]) {
       mkdirSync(paths.movedDir(uid), { recursive: true });
-      writeFileSync(paths.movedFile(uid, generateUid()), 'x');
+      writeFileSync(paths.movedFile(uid, generateUid(), generateUid()), 'x');
     }
     const hourAgo = new Date(Date.now() - 61 * 60_000);
     for (const name of readdirSync(paths.movedDir(idle)))

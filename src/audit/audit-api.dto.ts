@@ -2,7 +2,12 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
-import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.service';
+import {
+  MAX_CURSOR_LENGTH,
+  MAX_PAGE_SIZE,
+  ORDER_SOURCES,
+  type OrderSearch,
+} from './audit-query.service';
 
 /** Request parsing (zod) and the OpenAPI shapes of the audit API. */
 
@@ -53,7 +58,7 @@ const flag = z
   .transform((v) => v === 'true' || v === '1' || v === 'on')
   .optional();
 const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
-const cursor = z.string().max(200).optional();
+const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
 
 /**
  * The search filters are strict: a filter the search does not know (`patientName`, a typo
@@ -199,6 +204,11 @@ export class OrderPageDto {
   @ApiProperty({ type: [OrderSummaryDto] }) items!: OrderSummaryDto[];
   @ApiPropertyOptional({ description: 'pass as `cursor` for the next page; absent on the last' })
   nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class AuditEventDto {
@@ -284,6 +294,12 @@ export class OrderDetailDto {
 
 export class MessagePageDto {
   @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
+  @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class OutboundPageDto {

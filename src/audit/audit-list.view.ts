@@ -26,6 +26,16 @@ export function filterSelect(
     .join('')}</select></label>`;
 }
 
+/**
+ * Above a page that starts with rows committed after the page before it was read (a slow
+ * transaction's: they sort above that page, so they are shown here, once).
+ */
+export function lateCommitsNote(count: number | undefined, noun: string): string {
+  if (!count) return '';
+  const what = count === 1 ? `The first ${noun}` : `The first ${count} ${noun}s`;
+  return `<p class="muted" role="note">${what} committed after the page before was read; ${count === 1 ? 'it is' : 'they are'} newer than that page's, so ${count === 1 ? 'it is' : 'they are'} shown here.</p>`;
+}
+
 /** The pager's link to the next (older) page: the same filters, and the page's cursor. */
 export function olderPageLink(
   path: string,

@@ -11,7 +11,7 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
-import { filterSelect, filterText, olderPageLink } from './audit-list.view';
+import { filterSelect, filterText, lateCommitsNote, olderPageLink } from './audit-list.view';
 
 export function messagePage(ctx: PageContext, view: MessageView, orderIds: string[]): string {
   const facts: Array<[string, string | number | null]> = [
@@ -55,6 +55,7 @@ export function messageListPage(
     filters: Record<string, string>;
     messages: MessageRow[];
     nextCursor?: string;
+    lateCommits?: number;
     problem?: string;
   },
 ): string {
@@ -94,6 +95,7 @@ export function messageListPage(
     </section>
     <section class="card" aria-labelledby="ml-h">
       <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
+      ${lateCommitsNote(input.lateCommits, 'message')}
       ${
         input.messages.length
           ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`

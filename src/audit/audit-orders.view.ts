@@ -21,7 +21,7 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
-import { filterSelect, filterText, olderPageLink } from './audit-list.view';
+import { filterSelect, filterText, lateCommitsNote, olderPageLink } from './audit-list.view';
 
 const FILTER_FIELDS: Array<[string, string]> = [
   ['accession', 'Accession number'],
@@ -42,6 +42,7 @@ export function orderListPage(
     filters: Record<string, string>;
     orders: Array<OrderRow & { waiting?: Waiting | null }>;
     nextCursor?: string;
+    lateCommits?: number;
     messages?: MessageRow[];
     /** Why the filters could not be applied (shown above the list). */
     problem?: string;
@@ -95,6 +96,7 @@ export function orderListPage(
     ${messages}
     <section class="card" aria-labelledby="results-h">
       <h2 id="results-h">${input.orders.length ? `${input.orders.length}${input.nextCursor ? '+' : ''} order${input.orders.length === 1 ? '' : 's'}` : 'No orders match'}</h2>
+      ${lateCommitsNote(input.lateCommits, 'order')}
       ${
         input.orders.length
           ? `<table><thead><tr><th scope="col">Created</th><th scope="col">Accession</th><th scope="col">Patient</th><th scope="col">Placer</th><th scope="col">State</th><th scope="col">Source</th><th scope="col">Upstream order</th><th scope="col"><span class="visually-hidden">Errors</span></th></tr></thead><tbody>${rows}</tbody></table>`

@@ -27,6 +27,7 @@ export type { DashboardCount, DashboardData } from '../persistence/audit-dashboa
 export type * from '../persistence/audit-query.repository';
 export {
   DEFAULT_PAGE_SIZE,
+  MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
   TIMELINE_HEAD,
   TIMELINE_LIMIT,

@@ -57,6 +57,20 @@ const flag = z
   .enum(['true', 'false', '1', '0', 'on', ''])
   .transform((v) => v === 'true' || v === '1' || v === 'on')
   .optional();
+/**
+ * `to` later than `from` (the range is [from, to)): swapped dates, or the same instant twice,
+ * hold no time, and answering them with an empty list reads as "not there".
+ */
+function aRange(q: { from?: Date; to?: Date }): boolean {
+  return !q.from || !q.to || q.to.getTime() > q.from.getTime();
+}
+const RANGE_ISSUE = {
+  path: ['to'],
+  error: (issue: { input: unknown }) => {
+    const { from, to } = issue.input as { from: Date; to: Date };
+    return `must be later than from (from ${from.toISOString()} to ${to.toISOString()}: no time between)`;
+  },
+};
 const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
 const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
 
@@ -65,35 +79,39 @@ const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
  * such as `accesion`) is refused with 400 naming the filters it knows, never ignored (an
  * ignored filter answers every order, newest first, as if it had matched).
  */
-export const orderSearchSchema = z.strictObject({
-  orderId: text,
-  upstreamOrderId: text,
-  accession: text,
-  patientId: text,
-  placer: text,
-  filler: text,
-  msh10: text,
-  studyInstanceUid: text,
-  state: z.enum(ORDER_STATES).optional(),
-  source: z.enum(ORDER_SOURCES).optional(),
-  sender: text,
-  destination: text,
-  from: instant,
-  to: instant,
-  errorsOnly: flag,
-  cursor,
-  limit,
-});
+export const orderSearchSchema = z
+  .strictObject({
+    orderId: text,
+    upstreamOrderId: text,
+    accession: text,
+    patientId: text,
+    placer: text,
+    filler: text,
+    msh10: text,
+    studyInstanceUid: text,
+    state: z.enum(ORDER_STATES).optional(),
+    source: z.enum(ORDER_SOURCES).optional(),
+    sender: text,
+    destination: text,
+    from: instant,
+    to: instant,
+    errorsOnly: flag,
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
-export const eventSearchSchema = z.strictObject({
-  orderId: text,
-  errorsOnly: flag,
-  destination: text,
-  from: instant,
-  to: instant,
-  cursor,
-  limit,
-});
+export const eventSearchSchema = z
+  .strictObject({
+    orderId: text,
+    errorsOnly: flag,
+    destination: text,
+    from: instant,
+    to: instant,
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
 /** The dead-letter list's paging (the API; the same limits as the searches). */
 export const deadLetterPageSchema = z.strictObject({ cursor, limit });
@@ -101,18 +119,20 @@ export const deadLetterPageSchema = z.strictObject({ cursor, limit });
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
 /** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */
-export const messageBrowseSchema = z.strictObject({
-  msh10: text,
-  from: instant,
-  to: instant,
-  sender: text,
-  transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
-  answerCode: text,
-  outcome: z.enum(MESSAGE_OUTCOMES).optional(),
-  text: z.string().trim().min(2).max(200).refine(noNul, NUL_MESSAGE).optional(),
-  cursor,
-  limit,
-});
+export const messageBrowseSchema = z
+  .strictObject({
+    msh10: text,
+    from: instant,
+    to: instant,
+    sender: text,
+    transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
+    answerCode: text,
+    outcome: z.enum(MESSAGE_OUTCOMES).optional(),
+    text: z.string().trim().min(2).max(200).refine(noNul, NUL_MESSAGE).optional(),
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
 export const revealSchema = z.object({
   reveal: flag,

@@ -292,6 +292,36 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
     }
   });
 
+  it('a time range that ends where or before it starts is refused with why, not answered "no orders match"', async () => {
+    // the analyst swapped the dates: before, 200 with an empty list, read as "not there"
+    for (const path of ['/api/audit/orders', '/api/audit/events', '/api/audit/messages']) {
+      for (const range of [
+        'from=2026-11-29&to=2026-11-28',
+        'from=2026-11-28T10:00&to=2026-11-28T10:00',
+      ]) {
+        const res = await call(`${path}?${range}`);
+        expect({ path, range, status: res.status }).toEqual({ path, range, status: 400 });
+        expect(((await res.json()) as { detail: string }).detail).toMatch(
+          /^to: must be later than from \(from 2026-11-2\d[T ].* to 2026-11-28[T ].*: no time between\)$/,
+        );
+      }
+    }
+    // the page shows the same words where its list would be
+    const session = await call('/audit/session', TEST_TOKENS.analyst, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+      body: new URLSearchParams({ token: TEST_TOKENS.analyst }).toString(),
+      redirect: 'manual',
+    });
+    const cookie = /^(audit_session=[^;]*)/.exec(session.headers.get('set-cookie') ?? '')![1]!;
+    const page = await fetch(`${adapter.httpUrl}/audit/orders?from=2026-11-29&to=2026-11-28`, {
+      headers: { cookie, accept: 'text/html' },
+    });
+    expect(await page.text()).toContain('to: must be later than from');
+    // an honest range still answers
+    expect((await call('/api/audit/orders?from=2026-11-28&to=2026-11-29')).status).toBe(200);
+  });
+
   it('a RIS that keeps resending the order buries nothing: the dead letters and the failure stay in the timeline, the cut is said', async () => {
     // the RIS did not take our result and resends its order (new MSH-10 each time), 800 times
     for (let i = 0; i < 800; i++) {

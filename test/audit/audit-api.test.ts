@@ -280,6 +280,23 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
   });
 
   describe('order timeline and lineage', () => {
+    it('says in words what an order not yet placed waits for: in the API, the list and the order page', async () => {
+      const { body } = await get(`/api/audit/orders/${swfOrderId}`);
+      expect(body.order.state).toBe('received'); // the job queue is off: a still picture
+      // before: "waits for to be placed upstream since …"
+      expect(body.waiting.for).toBe('its placement upstream');
+      for (const path of ['/audit/orders', `/audit/orders/${swfOrderId}`]) {
+        const res = await fetch(`${adapter.httpUrl}${path}`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+        });
+        const html = await res.text();
+        expect(html).toMatch(
+          /waits for its placement upstream since <time datetime="[^"]+Z">\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ<\/time>/,
+        );
+        expect(html).not.toContain('waits for to be');
+      }
+    });
+
     it("shows the order's whole path: messages, events, lineage with rules, outbound with answers", async () => {
       const { status, body } = await get(`/api/audit/orders/${swfOrderId}`);
       expect(status).toBe(200);

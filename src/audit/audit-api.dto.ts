@@ -29,7 +29,7 @@ const text = z.string().trim().min(1).max(4096).refine(noNul, NUL_MESSAGE).optio
 const ISO_INSTANT =
   /^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?)(Z|[+-]\d\d:?\d\d)?)?$/i;
 const INSTANT_MESSAGE = 'must be an ISO 8601 date or date-time (UTC unless it names an offset)';
-function isoInstant(value: string): Date | undefined {
+export function isoInstant(value: string): Date | undefined {
   const m = ISO_INSTANT.exec(value);
   if (!m || !isCalendarDate(m[1]!)) return undefined;
   const at = Date.parse(`${m[1]}T${m[2] ?? '00:00'}${m[3] ?? 'Z'}`);

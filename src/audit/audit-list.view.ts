@@ -1,3 +1,4 @@
+import { isoInstant } from './audit-api.dto';
 import { h, hExact } from './audit-page.layout';
 
 /**
@@ -24,6 +25,22 @@ export function filterSelect(
   return `<label for="${prefix}-${name}">${h(label)}<select id="${prefix}-${name}" name="${name}"><option value="">any</option>${values
     .map((v) => `<option${filters[name] === v ? ' selected' : ''}>${h(v)}</option>`)
     .join('')}</select></label>`;
+}
+
+/**
+ * A `from`/`to` filter as its datetime-local field must hold it: the instant searched for, in
+ * UTC as the field's label says, to the minute unless it has seconds. The search takes a date,
+ * a `Z` or an offset (`2026-11-25`, `…T10:00+01:00`), which such a field cannot show: before,
+ * the field was blank while the range applied, and the next Search dropped it. A value that
+ * is not an instant is left as given (its error is shown above the list).
+ */
+export function instantFieldValue(given: string | undefined): string {
+  if (!given) return '';
+  const at = isoInstant(given.trim());
+  if (!at) return given;
+  const iso = at.toISOString().slice(0, 23);
+  if (iso.endsWith(':00.000')) return iso.slice(0, 16);
+  return iso.endsWith('.000') ? iso.slice(0, 19) : iso;
 }
 
 /**

@@ -21,7 +21,13 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
-import { filterSelect, filterText, lateCommitsNote, olderPageLink } from './audit-list.view';
+import {
+  filterSelect,
+  filterText,
+  instantFieldValue,
+  lateCommitsNote,
+  olderPageLink,
+} from './audit-list.view';
 
 const FILTER_FIELDS: Array<[string, string]> = [
   ['accession', 'Accession number'],
@@ -87,8 +93,8 @@ export function orderListPage(
         ${text}
         ${filterSelect('f', f, 'state', 'State', input.states)}
         ${filterSelect('f', f, 'source', 'Source', input.sources)}
-        <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
-        <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
+        <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(instantFieldValue(f.from))}"></label>
+        <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(instantFieldValue(f.to))}"></label>
         <label class="check" for="f-errors"><input id="f-errors" type="checkbox" name="errorsOnly" value="true"${f.errorsOnly === 'true' ? ' checked' : ''}> Errors only</label>
         <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/orders">Clear</a></div>
       </form>

@@ -70,7 +70,11 @@ export function decodeCursor(
     /^(\d{1,18})\/([0-9a-f-]{1,36})(?:\/(\d{1,18})\/(\d{1,19}:\d{1,19}:(?:\d{1,19}(?:,\d{1,19})*)?))?$/i.exec(
       text,
     );
-  if (!match || !CURSOR_IDS[idType].test(match[2]!)) {
+  if (
+    !match ||
+    !CURSOR_IDS[idType].test(match[2]!) ||
+    (match[4] !== undefined && !isSnapshot(match[4]))
+  ) {
     throw new AppError('bad_request', 'cursor is not valid');
   }
   return {
@@ -78,6 +82,24 @@ export function decodeCursor(
     id: match[2]!,
     ...(match[3] ? { unseen: { horizonUs: match[3], snapshot: match[4]! } } : {}),
   };
+}
+
+/**
+ * Whether `text` is a pg_snapshot PostgreSQL reads (`xmin:xmax:xip,…`, 0 < xmin <= xmax, the
+ * in-progress ids ascending within [xmin, xmax), all below 2^64): an edited one would
+ * otherwise fail the query (500), not the cursor (400).
+ */
+function isSnapshot(text: string): boolean {
+  const [xmin, xmax, list] = text.split(':') as [string, string, string];
+  const lo = BigInt(xmin);
+  const hi = BigInt(xmax);
+  if (lo === 0n || hi < lo || hi >= 1n << 64n) return false;
+  let last = lo;
+  for (const x of list ? list.split(',').map(BigInt) : []) {
+    if (x < last || x >= hi) return false;
+    last = x;
+  }
+  return true;
 }
 
 /** A page row read by keysetPageSql: whether it is a late commit, and the read's snapshot. */

@@ -212,6 +212,11 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       ['/api/audit/messages', '1700000000000000/12345'],
       ['/api/audit/events', `0/${orderId}`],
       ['/api/audit/dead-letters', '0/abc'],
+      // the page's snapshot (late commits, docs/audit.md) edited: one PostgreSQL cannot read
+      ['/api/audit/orders', `1700000000000000/${orderId}/1700000000000000/5:3:`],
+      ['/api/audit/orders', `1700000000000000/${orderId}/1700000000000000/0:0:`],
+      ['/api/audit/messages', `1700000000000000/${orderId}/1700000000000000/3:5:6`],
+      ['/api/audit/messages', `1700000000000000/${orderId}/1700000000000000/3:9:5,4`],
     ] as const) {
       expect(await search(`cursor=${cursor(raw)}`, path)).toMatchObject({
         status: 400,

@@ -2,7 +2,12 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
-import { MAX_PAGE_SIZE, ORDER_SOURCES, type OrderSearch } from './audit-query.service';
+import {
+  MAX_CURSOR_LENGTH,
+  MAX_PAGE_SIZE,
+  ORDER_SOURCES,
+  type OrderSearch,
+} from './audit-query.service';
 
 /** Request parsing (zod) and the OpenAPI shapes of the audit API. */
 
@@ -24,7 +29,7 @@ const text = z.string().trim().min(1).max(4096).refine(noNul, NUL_MESSAGE).optio
 const ISO_INSTANT =
   /^(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d(?::\d\d(?:\.\d{1,9})?)?)(Z|[+-]\d\d:?\d\d)?)?$/i;
 const INSTANT_MESSAGE = 'must be an ISO 8601 date or date-time (UTC unless it names an offset)';
-function isoInstant(value: string): Date | undefined {
+export function isoInstant(value: string): Date | undefined {
   const m = ISO_INSTANT.exec(value);
   if (!m || !isCalendarDate(m[1]!)) return undefined;
   const at = Date.parse(`${m[1]}T${m[2] ?? '00:00'}${m[3] ?? 'Z'}`);
@@ -52,43 +57,61 @@ const flag = z
   .enum(['true', 'false', '1', '0', 'on', ''])
   .transform((v) => v === 'true' || v === '1' || v === 'on')
   .optional();
+/**
+ * `to` later than `from` (the range is [from, to)): swapped dates, or the same instant twice,
+ * hold no time, and answering them with an empty list reads as "not there".
+ */
+function aRange(q: { from?: Date; to?: Date }): boolean {
+  return !q.from || !q.to || q.to.getTime() > q.from.getTime();
+}
+const RANGE_ISSUE = {
+  path: ['to'],
+  error: (issue: { input: unknown }) => {
+    const { from, to } = issue.input as { from: Date; to: Date };
+    return `must be later than from (from ${from.toISOString()} to ${to.toISOString()}: no time between)`;
+  },
+};
 const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
-const cursor = z.string().max(200).optional();
+const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
 
 /**
  * The search filters are strict: a filter the search does not know (`patientName`, a typo
  * such as `accesion`) is refused with 400 naming the filters it knows, never ignored (an
  * ignored filter answers every order, newest first, as if it had matched).
  */
-export const orderSearchSchema = z.strictObject({
-  orderId: text,
-  upstreamOrderId: text,
-  accession: text,
-  patientId: text,
-  placer: text,
-  filler: text,
-  msh10: text,
-  studyInstanceUid: text,
-  state: z.enum(ORDER_STATES).optional(),
-  source: z.enum(ORDER_SOURCES).optional(),
-  sender: text,
-  destination: text,
-  from: instant,
-  to: instant,
-  errorsOnly: flag,
-  cursor,
-  limit,
-});
+export const orderSearchSchema = z
+  .strictObject({
+    orderId: text,
+    upstreamOrderId: text,
+    accession: text,
+    patientId: text,
+    placer: text,
+    filler: text,
+    msh10: text,
+    studyInstanceUid: text,
+    state: z.enum(ORDER_STATES).optional(),
+    source: z.enum(ORDER_SOURCES).optional(),
+    sender: text,
+    destination: text,
+    from: instant,
+    to: instant,
+    errorsOnly: flag,
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
-export const eventSearchSchema = z.strictObject({
-  orderId: text,
-  errorsOnly: flag,
-  destination: text,
-  from: instant,
-  to: instant,
-  cursor,
-  limit,
-});
+export const eventSearchSchema = z
+  .strictObject({
+    orderId: text,
+    errorsOnly: flag,
+    destination: text,
+    from: instant,
+    to: instant,
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
 /** The dead-letter list's paging (the API; the same limits as the searches). */
 export const deadLetterPageSchema = z.strictObject({ cursor, limit });
@@ -96,18 +119,20 @@ export const deadLetterPageSchema = z.strictObject({ cursor, limit });
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
 /** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */
-export const messageBrowseSchema = z.strictObject({
-  msh10: text,
-  from: instant,
-  to: instant,
-  sender: text,
-  transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
-  answerCode: text,
-  outcome: z.enum(MESSAGE_OUTCOMES).optional(),
-  text: z.string().trim().min(2).max(200).refine(noNul, NUL_MESSAGE).optional(),
-  cursor,
-  limit,
-});
+export const messageBrowseSchema = z
+  .strictObject({
+    msh10: text,
+    from: instant,
+    to: instant,
+    sender: text,
+    transport: z.enum(['mllp', 'fhir-rest', 'fhir-subscription']).optional(),
+    answerCode: text,
+    outcome: z.enum(MESSAGE_OUTCOMES).optional(),
+    text: z.string().trim().min(2).max(200).refine(noNul, NUL_MESSAGE).optional(),
+    cursor,
+    limit,
+  })
+  .refine(aRange, RANGE_ISSUE);
 
 export const revealSchema = z.object({
   reveal: flag,
@@ -199,6 +224,11 @@ export class OrderPageDto {
   @ApiProperty({ type: [OrderSummaryDto] }) items!: OrderSummaryDto[];
   @ApiPropertyOptional({ description: 'pass as `cursor` for the next page; absent on the last' })
   nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class AuditEventDto {
@@ -284,6 +314,12 @@ export class OrderDetailDto {
 
 export class MessagePageDto {
   @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
+  @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class OutboundPageDto {

@@ -1,3 +1,4 @@
+import { isoInstant } from './audit-api.dto';
 import { h, hExact } from './audit-page.layout';
 
 /**
@@ -24,6 +25,32 @@ export function filterSelect(
   return `<label for="${prefix}-${name}">${h(label)}<select id="${prefix}-${name}" name="${name}"><option value="">any</option>${values
     .map((v) => `<option${filters[name] === v ? ' selected' : ''}>${h(v)}</option>`)
     .join('')}</select></label>`;
+}
+
+/**
+ * A `from`/`to` filter as its datetime-local field must hold it: the instant searched for, in
+ * UTC as the field's label says, to the minute unless it has seconds. The search takes a date,
+ * a `Z` or an offset (`2026-11-25`, `…T10:00+01:00`), which such a field cannot show: before,
+ * the field was blank while the range applied, and the next Search dropped it. A value that
+ * is not an instant is left as given (its error is shown above the list).
+ */
+export function instantFieldValue(given: string | undefined): string {
+  if (!given) return '';
+  const at = isoInstant(given.trim());
+  if (!at) return given;
+  const iso = at.toISOString().slice(0, 23);
+  if (iso.endsWith(':00.000')) return iso.slice(0, 16);
+  return iso.endsWith('.000') ? iso.slice(0, 19) : iso;
+}
+
+/**
+ * Above a page that starts with rows committed after the page before it was read (a slow
+ * transaction's: they sort above that page, so they are shown here, once).
+ */
+export function lateCommitsNote(count: number | undefined, noun: string): string {
+  if (!count) return '';
+  const what = count === 1 ? `The first ${noun}` : `The first ${count} ${noun}s`;
+  return `<p class="muted" role="note">${what} committed after the page before was read; ${count === 1 ? 'it is' : 'they are'} newer than that page's, so ${count === 1 ? 'it is' : 'they are'} shown here.</p>`;
 }
 
 /** The pager's link to the next (older) page: the same filters, and the page's cursor. */

@@ -38,6 +38,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         filters,
         messages: found?.items ?? [],
         nextCursor: found?.nextCursor,
+        lateCommits: found?.lateCommits,
         problem,
       }),
     );

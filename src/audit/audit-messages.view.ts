@@ -11,7 +11,13 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
-import { filterSelect, filterText, olderPageLink } from './audit-list.view';
+import {
+  filterSelect,
+  filterText,
+  instantFieldValue,
+  lateCommitsNote,
+  olderPageLink,
+} from './audit-list.view';
 
 export function messagePage(ctx: PageContext, view: MessageView, orderIds: string[]): string {
   const facts: Array<[string, string | number | null]> = [
@@ -55,6 +61,7 @@ export function messageListPage(
     filters: Record<string, string>;
     messages: MessageRow[];
     nextCursor?: string;
+    lateCommits?: number;
     problem?: string;
   },
 ): string {
@@ -81,8 +88,8 @@ export function messageListPage(
     ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
     <section class="card" aria-labelledby="mf-h"><h2 id="mf-h" class="visually-hidden">Filters</h2>
       <form class="filters" method="get" action="/audit/messages" role="search">
-        <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
-        <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
+        <label for="m-from">Received from (UTC)<input id="m-from" type="datetime-local" name="from" value="${h(instantFieldValue(f.from))}"></label>
+        <label for="m-to">Received before (UTC)<input id="m-to" type="datetime-local" name="to" value="${h(instantFieldValue(f.to))}"></label>
         ${filterText('m', f, 'sender', 'Sender', 'RADIS1^IHEDEMO')}
         ${filterSelect('m', f, 'transport', 'Transport', ['mllp', 'fhir-rest', 'fhir-subscription'])}
         ${filterSelect('m', f, 'outcome', 'Outcome', ['accepted', 'duplicate', 'refused', 'rejected', 'error'])}
@@ -94,6 +101,7 @@ export function messageListPage(
     </section>
     <section class="card" aria-labelledby="ml-h">
       <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
+      ${lateCommitsNote(input.lateCommits, 'message')}
       ${
         input.messages.length
           ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`

@@ -53,6 +53,7 @@ export async function sendOrderList(
       filters,
       orders,
       nextCursor: found?.nextCursor,
+      lateCommits: found?.lateCommits,
       messages: found?.messages,
       problem,
       states: ORDER_STATES,

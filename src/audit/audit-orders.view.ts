@@ -21,7 +21,13 @@ import {
   timelineList,
   when,
 } from './audit-page.layout';
-import { filterSelect, filterText, olderPageLink } from './audit-list.view';
+import {
+  filterSelect,
+  filterText,
+  instantFieldValue,
+  lateCommitsNote,
+  olderPageLink,
+} from './audit-list.view';
 
 const FILTER_FIELDS: Array<[string, string]> = [
   ['accession', 'Accession number'],
@@ -42,6 +48,7 @@ export function orderListPage(
     filters: Record<string, string>;
     orders: Array<OrderRow & { waiting?: Waiting | null }>;
     nextCursor?: string;
+    lateCommits?: number;
     messages?: MessageRow[];
     /** Why the filters could not be applied (shown above the list). */
     problem?: string;
@@ -86,8 +93,8 @@ export function orderListPage(
         ${text}
         ${filterSelect('f', f, 'state', 'State', input.states)}
         ${filterSelect('f', f, 'source', 'Source', input.sources)}
-        <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(f.from ?? '')}"></label>
-        <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(f.to ?? '')}"></label>
+        <label for="f-from">Created from (UTC)<input id="f-from" type="datetime-local" name="from" value="${h(instantFieldValue(f.from))}"></label>
+        <label for="f-to">Created before (UTC)<input id="f-to" type="datetime-local" name="to" value="${h(instantFieldValue(f.to))}"></label>
         <label class="check" for="f-errors"><input id="f-errors" type="checkbox" name="errorsOnly" value="true"${f.errorsOnly === 'true' ? ' checked' : ''}> Errors only</label>
         <div class="actions"><button class="primary" type="submit">Search</button><a class="secondary" href="/audit/orders">Clear</a></div>
       </form>
@@ -95,6 +102,7 @@ export function orderListPage(
     ${messages}
     <section class="card" aria-labelledby="results-h">
       <h2 id="results-h">${input.orders.length ? `${input.orders.length}${input.nextCursor ? '+' : ''} order${input.orders.length === 1 ? '' : 's'}` : 'No orders match'}</h2>
+      ${lateCommitsNote(input.lateCommits, 'order')}
       ${
         input.orders.length
           ? `<table><thead><tr><th scope="col">Created</th><th scope="col">Accession</th><th scope="col">Patient</th><th scope="col">Placer</th><th scope="col">State</th><th scope="col">Source</th><th scope="col">Upstream order</th><th scope="col"><span class="visually-hidden">Errors</span></th></tr></thead><tbody>${rows}</tbody></table>`

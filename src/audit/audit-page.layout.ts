@@ -22,17 +22,23 @@ export interface PageContext {
  * U+2066-U+2069). Inside a value they redraw what follows: `ACC-` U+202E `4321` reads as
  * `ACC-1234`, an identifier the order does not have.
  */
-const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+/**
+ * …and the control characters but TAB, LF and CR (C0, DEL), which the raw message keeps as
+ * sent: drawn as they are, an ESC or a backspace in `PLC-<ESC>[2J<BS>X` was invisible (and a
+ * NUL is not allowed in HTML), so the value read and copied was not the one sent.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const SHOWN_AS_MARKS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
  * HTML-escapes text for element content and quoted attribute values; a directional
- * formatting character is shown as a visible mark (`[U+202E]`), so every value reads as the
- * characters it holds, in their order.
+ * formatting character or a control character is shown as a visible mark (`[U+202E]`,
+ * `[U+001B]`), so every value reads as the characters it holds, in their order.
  */
 export function h(value: unknown): string {
   return hExact(value).replace(
-    BIDI_CONTROLS,
-    (c) => `[U+${c.codePointAt(0)!.toString(16).toUpperCase()}]`,
+    SHOWN_AS_MARKS,
+    (c) => `[U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}]`,
   );
 }
 

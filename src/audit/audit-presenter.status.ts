@@ -26,7 +26,7 @@ export function waitingOf(
     iso ? new Date(Date.parse(iso) + upstreamStuckHours * 3_600_000).toISOString() : null;
   switch (o.state) {
     case 'received':
-      return { for: 'to be placed upstream', since: o.createdAt, until: null };
+      return { for: 'its placement upstream', since: o.createdAt, until: null };
     case 'placed':
       return {
         for: 'the study',

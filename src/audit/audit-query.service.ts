@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error';
 import { storableKey } from '../common/hash';
+import { pgText } from '../common/pg-safe';
 import { ORDER_STATES, TERMINAL_ORDER_STATES } from '../domain/order-state';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
 import {
@@ -27,6 +28,7 @@ export type { DashboardCount, DashboardData } from '../persistence/audit-dashboa
 export type * from '../persistence/audit-query.repository';
 export {
   DEFAULT_PAGE_SIZE,
+  MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
   TIMELINE_HEAD,
   TIMELINE_LIMIT,
@@ -49,13 +51,35 @@ export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
+/** The filters that match a value the front doors stored from the input. */
+const STORED_VALUE_FILTERS = [
+  'upstreamOrderId',
+  'accession',
+  'patientId',
+  'placer',
+  'filler',
+  'messageControlId',
+  'studyInstanceUid',
+  'sender',
+  'destination',
+] as const;
+
 /**
- * An MSH-10 searched for as the front doors store it (storableKey: one over 512 characters is
- * kept as its start and a SHA-256 of the whole, to fit its index), so that it matches.
+ * Identifiers searched for as the front doors store them (stored-envelope.ts), so that they
+ * match: each control character as U+FFFD (pgText; a BEL in MSH-10 or an ESC in an accession
+ * was found by nothing, typed or pasted as the sender sent it), and an MSH-10 over 512
+ * characters as its start and a SHA-256 of the whole (storableKey, to fit its index).
  */
-function withStoredControlId<T extends { messageControlId?: string }>(search: T): T {
-  const id = search.messageControlId;
-  return id === undefined ? search : { ...search, messageControlId: storableKey(id) };
+function withStoredValues<T extends Partial<Record<(typeof STORED_VALUE_FILTERS)[number], string>>>(
+  search: T,
+): T {
+  const out: T = { ...search };
+  for (const key of STORED_VALUE_FILTERS) {
+    const value = out[key];
+    if (value !== undefined) (out as Record<string, string>)[key] = pgText(value);
+  }
+  if (out.messageControlId !== undefined) out.messageControlId = storableKey(out.messageControlId);
+  return out;
 }
 
 /**
@@ -90,7 +114,7 @@ export class AuditQueryService {
 
   /** The order list, newest first. Every filter given must match (AND). */
   async searchOrders(input: OrderSearch): Promise<Page<OrderRow>> {
-    const search = withStoredControlId(
+    const search = withStoredValues(
       input.orderId === undefined ? input : { ...input, orderId: orderIdOf(input.orderId) },
     );
     if (search.orderId !== undefined && !isUuid(search.orderId)) return { items: [] };
@@ -102,13 +126,13 @@ export class AuditQueryService {
     messageControlId: string;
     limit?: number;
   }): Promise<Page<MessageRow>> {
-    return this.audit.searchMessages(withStoredControlId(search));
+    return this.audit.searchMessages(withStoredValues(search));
   }
 
   /** Every inbound message and request, accepted or refused, newest first (the browser). */
   async browseMessages(search: MessageBrowse): Promise<Page<MessageRow>> {
     if (search.from && search.to && search.from >= search.to) return { items: [] };
-    return this.audit.browseMessages(withStoredControlId(search));
+    return this.audit.browseMessages(withStoredValues(search));
   }
 
   /** Audit events, newest first: errors only (partial index), by destination, or by time range. */

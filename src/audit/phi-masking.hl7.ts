@@ -123,13 +123,16 @@ export const HL7_VISIBLE_FIELDS: Readonly<Record<string, ReadonlySet<number>>> =
 /**
  * Coded fields that may carry free text (CE/CWE, v2.5.1 chapter 2A): as in the mapped view
  * (reasonForStudy[n].code and .system shown, the text hidden), the identifier and coding
- * system components are shown and the text components hidden. OBR-31 Reason for Study.
+ * system components are shown and the text components hidden. OBR-31 Reason for Study, and
+ * DG1-3 Diagnosis Code, the other source of reasonForStudy (before, its text was drawn whole
+ * in the raw message while the mapped view hid it).
  */
 const CE_CODE_COMPONENTS: ReadonlySet<number> = new Set([1, 3, 4, 6]);
 export const HL7_CODED_FREE_TEXT: Readonly<
   Record<string, Readonly<Record<number, ReadonlySet<number>>>>
 > = {
   OBR: { 31: CE_CODE_COMPONENTS },
+  DG1: { 3: CE_CODE_COMPONENTS },
 };
 
 /** Shows only the listed components of each repetition; the others are hidden whole. */

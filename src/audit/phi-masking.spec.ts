@@ -296,6 +296,29 @@ describe('an upstream.call error for an analyst: the upstream code, never its wo
     ).toBe("new-order: upstream answered 400 ([the upstream's words: on the order's timeline])");
   });
 
+  it('our note on the answer (a redirect not followed) stays after the code or the hidden words', () => {
+    const adapterNote =
+      'a redirect to host other.example that is not followed (IMAGING_BASE_URL must be the final address)';
+    expect(
+      call({
+        code: 'redirected',
+        upstreamCode: 'moved',
+        adapterNote,
+        message: `new-order: upstream answered 302 (moved), ${adapterNote}`,
+      }),
+    ).toBe(`new-order: upstream answered 302 (moved), ${adapterNote}`);
+    expect(
+      call({
+        code: 'redirected',
+        upstreamCode: 'moved',
+        adapterNote,
+        message: `new-order: upstream answered 302 (moved: Erika Mustermann), ${adapterNote}`,
+      }),
+    ).toBe(
+      `new-order: upstream answered 302 (moved: [the upstream's words: on the order's timeline]), ${adapterNote}`,
+    );
+  });
+
   it('our own words go through the free-text rule', () => {
     expect(
       call({

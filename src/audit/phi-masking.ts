@@ -209,16 +209,24 @@ function maskPatientLike(v: unknown): unknown {
 function maskCallError(detail: Record<string, unknown>): Record<string, unknown> {
   const error = detail.error;
   if (error === null || typeof error !== 'object' || Array.isArray(error)) return detail;
-  const { message, upstreamCode } = error as { message?: unknown; upstreamCode?: unknown };
+  const { message, upstreamCode, adapterNote } = error as {
+    message?: unknown;
+    upstreamCode?: unknown;
+    adapterNote?: unknown;
+  };
   if (typeof message !== 'string') return detail;
   const head = UPSTREAM_ANSWERED.exec(message)?.[0];
   if (!head) return { ...detail, error: { ...error, message: maskFreeText(message) } };
   const code = typeof upstreamCode === 'string' ? upstreamCode : undefined;
-  const shown =
+  const answered =
     code !== undefined && message.startsWith(`${head}${code})`)
       ? `${head}${code})`
       : `${head}${code !== undefined ? `${code}: ` : ''}[the upstream's words: on the order's timeline])`;
-  return { ...detail, error: { ...error, message: shown } };
+  // Our note on the answer (a redirect not followed) follows the upstream's words in the
+  // message; kept apart, it is shown after them (before: cut off with them).
+  const ours =
+    typeof adapterNote === 'string' && adapterNote ? `, ${maskFreeText(adapterNote)}` : '';
+  return { ...detail, error: { ...error, message: `${answered}${ours}` } };
 }
 
 /** `<operation>: upstream answered <status> (`, as upstream-http.ts writes a refused call. */

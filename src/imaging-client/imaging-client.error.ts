@@ -51,6 +51,12 @@ export interface ImagingClientErrorDetails {
   migrationGuide?: string;
   attempts?: number;
   /**
+   * Our own note on the answer, in our words, also at the end of the message: `a redirect to
+   * host x that is not followed (…)`. Kept apart so that a reader who shows the upstream's
+   * body (or only its code) instead of the message still says it.
+   */
+  adapterNote?: string;
+  /**
    * The upstream's `Retry-After` on the last answer, when the call gave up before waiting it
    * out; at most RETRY_AFTER_MAX_MS. The job queue runs the job again no sooner.
    */
@@ -74,6 +80,8 @@ export class ImagingClientError extends Error {
   readonly migrationGuide?: string;
   readonly attempts?: number;
   readonly retryAfterMs?: number;
+  /** ImagingClientErrorDetails.adapterNote, sanitised. */
+  readonly adapterNote?: string;
   /** Why, in our own words (sanitised), without the operation: `storage's answer did not end …`. */
   readonly reason: string;
 
@@ -93,6 +101,8 @@ export class ImagingClientError extends Error {
     this.fileProblemsTotal = details.fileProblemsTotal ?? details.fileProblems?.length;
     this.migrationGuide = details.migrationGuide;
     this.attempts = details.attempts;
+    this.adapterNote =
+      details.adapterNote === undefined ? undefined : sanitizeText(details.adapterNote);
     this.retryAfterMs =
       details.retryAfterMs !== undefined && Number.isFinite(details.retryAfterMs)
         ? Math.min(RETRY_AFTER_MAX_MS, Math.max(0, details.retryAfterMs))

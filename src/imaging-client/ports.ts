@@ -103,9 +103,10 @@ export interface CallRecord {
   outcome: CallOutcome;
   /**
    * `upstreamCode`: the machine code of the upstream's error body (`error`), apart from its
-   * words, which the audit page does not show (phi-masking.ts).
+   * words, which the audit page does not show (phi-masking.ts); `adapterNote`: ours on the answer
+   * (ImagingClientError.adapterNote), which it does.
    */
-  error?: { code: string; message: string; upstreamCode?: string };
+  error?: { code: string; message: string; upstreamCode?: string; adapterNote?: string };
   /** `X-API-Deprecation-Warning` text when the response carried it. */
   deprecationWarning?: string;
   /** Set on a 410: the version is retired. */

@@ -110,6 +110,7 @@ export class UpstreamHttp {
         code: typed.code,
         message: typed.message,
         ...(upstreamCode ? { upstreamCode } : {}),
+        ...(typed.adapterNote ? { adapterNote: typed.adapterNote } : {}),
       };
       throw typed;
     } finally {
@@ -221,12 +222,14 @@ export class UpstreamHttp {
       }
       const body = parseErrorBody(response);
       const files = extractFileProblems(body);
+      const note = redirectNote(response, isApi);
       throw new ImagingClientError(
         codeForStatus(response.status),
         spec.operation,
-        `upstream answered ${response.status}${describeErrorBody(body)}${redirectNote(response, isApi)}`,
+        `upstream answered ${response.status}${describeErrorBody(body)}${note ? `, ${note}` : ''}`,
         {
           status: response.status,
+          adapterNote: note,
           upstreamError: body,
           fileProblems: files?.problems,
           fileProblemsTotal: files?.total,
@@ -467,8 +470,8 @@ export class UpstreamHttp {
  * the Location names): the analyst and operator read where it pointed, as an origin only
  * (a Location is the peer's text: no path, query or control characters are repeated).
  */
-function redirectNote(response: UpstreamResponse, isApi: boolean): string {
-  if (response.status < 300 || response.status >= 400) return '';
+function redirectNote(response: UpstreamResponse, isApi: boolean): string | undefined {
+  if (response.status < 300 || response.status >= 400) return undefined;
   const location = headerValue(response.headers, 'location');
   let where = 'elsewhere';
   // eslint-disable-next-line no-control-regex
@@ -480,7 +483,7 @@ function redirectNote(response: UpstreamResponse, isApi: boolean): string {
     }
   }
   const fix = isApi ? 'IMAGING_BASE_URL must be the final address' : 'storage must take the PUT';
-  return `, a redirect ${where} that is not followed (${fix})`;
+  return `a redirect ${where} that is not followed (${fix})`;
 }
 
 /** The `error` of an upstream error body when it is a machine code (`invalid_metadata`). */

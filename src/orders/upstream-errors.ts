@@ -30,15 +30,19 @@ export function errorCode(error: unknown): string {
  * sent any, masked as an upstream refusal is (names, dates, long numbers, file names: its
  * error body is not specified and may echo the metadata we sent, and this line is shown
  * unmasked as a summary); otherwise ours (a refused presigned URL, a list too long, an
- * answer that never ended), so the analyst is told which it was. `known`: the order's own
+ * answer that never ended), so the analyst is told which it was; our note on the answer (a
+ * redirect not followed) either way. `known`: the order's own
  * values (knownPhiOf), masked in whatever form the upstream quotes them.
  */
 export function describe(error: unknown, known: KnownPhi = NO_KNOWN_PHI): string {
   if (error instanceof ImagingClientError) {
-    const why = error.upstreamError
-      ? ` (${maskFreeText(JSON.stringify(error.upstreamError), known)})`
-      : `: ${error.reason}`;
-    return `${error.code} on ${error.operation}${why}`.slice(0, 500);
+    const head = `${error.code} on ${error.operation}`;
+    if (!error.upstreamError) return `${head}: ${error.reason}`.slice(0, 500);
+    // Our note on the answer (a redirect not followed) is in `reason`, which the upstream's
+    // words replace here: said after them, and kept when they are cut (before: lost).
+    const note = error.adapterNote ? `, ${error.adapterNote}` : '';
+    const words = ` (${maskFreeText(JSON.stringify(error.upstreamError), known)})`;
+    return `${head}${words.slice(0, Math.max(0, 500 - head.length - note.length))}${note}`;
   }
   return (error as Error).message;
 }

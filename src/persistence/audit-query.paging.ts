@@ -2,13 +2,28 @@ import { AppError } from '../common/app-error';
 
 /**
  * Keyset paging of the audit log's lists: page sizes, the opaque cursor (the last row's time in
- * microseconds and its id), and the WHERE clause a search builds with numbered parameters.
+ * microseconds and its id, and for the order and message lists what the page could not yet
+ * see), and the WHERE clause a search builds with numbered parameters.
+ *
+ * Late commits: a row's time is its transaction's start (now()), so a transaction that commits
+ * after a page was read can add a row that sorts above that page's last row; paging on by
+ * "older than the last row" alone never showed it. The cursor therefore also carries the page's
+ * MVCC snapshot and the start of the oldest transaction open when it was read (the horizon: no
+ * row the snapshot could not see is older). The next page shows, above its own rows, every row
+ * that sorts above the boundary, is not older than the horizon, and was inserted by a
+ * transaction that snapshot did not see (`created_xid`): each row exactly once, whatever
+ * updates it has had. See docs/audit.md, "Paging".
  */
 
 export interface Page<T> {
   items: T[];
   /** Opaque; pass back as `cursor` for the next (older) page. Absent on the last page. */
   nextCursor?: string;
+  /**
+   * How many of the first items committed after the page before was read (they sort above
+   * it, so "next page" alone would never have shown them). Absent when none.
+   */
+  lateCommits?: number;
 }
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -22,11 +37,17 @@ export function pageSize(limit: number | undefined): number {
 export interface Cursor {
   us: string;
   id: string;
+  /** What the page that handed the cursor out could not see (lists with `created_xid`). */
+  unseen?: { horizonUs: string; snapshot: string };
 }
 
 function encodeCursor(c: Cursor): string {
-  return Buffer.from(`${c.us}/${c.id}`, 'utf8').toString('base64url');
+  const unseen = c.unseen ? `/${c.unseen.horizonUs}/${c.unseen.snapshot}` : '';
+  return Buffer.from(`${c.us}/${c.id}${unseen}`, 'utf8').toString('base64url');
 }
+
+/** The longest cursor handed out: a snapshot lists every transaction open when it was taken. */
+export const MAX_CURSOR_LENGTH = 8192;
 
 const CURSOR_IDS = {
   uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
@@ -44,26 +65,123 @@ export function decodeCursor(
 ): Cursor | undefined {
   if (!cursor) return undefined;
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const match = /^(\d{1,18})\/([0-9a-f-]{1,36})$/i.exec(text);
-  if (!match || !CURSOR_IDS[idType].test(match[2]!)) {
+  // time/id, then (lists that re-check late commits) horizon/snapshot as pg_snapshot's text
+  const match =
+    /^(\d{1,18})\/([0-9a-f-]{1,36})(?:\/(\d{1,18})\/(\d{1,19}:\d{1,19}:(?:\d{1,19}(?:,\d{1,19})*)?))?$/i.exec(
+      text,
+    );
+  if (
+    !match ||
+    !CURSOR_IDS[idType].test(match[2]!) ||
+    (match[4] !== undefined && !isSnapshot(match[4]))
+  ) {
     throw new AppError('bad_request', 'cursor is not valid');
   }
-  return { us: match[1]!, id: match[2]! };
+  return {
+    us: match[1]!,
+    id: match[2]!,
+    ...(match[3] ? { unseen: { horizonUs: match[3], snapshot: match[4]! } } : {}),
+  };
 }
 
-export function toPage<R, T>(
+/**
+ * Whether `text` is a pg_snapshot PostgreSQL reads (`xmin:xmax:xip,…`, 0 < xmin <= xmax, the
+ * in-progress ids ascending within [xmin, xmax), all below 2^64): an edited one would
+ * otherwise fail the query (500), not the cursor (400).
+ */
+function isSnapshot(text: string): boolean {
+  const [xmin, xmax, list] = text.split(':') as [string, string, string];
+  const lo = BigInt(xmin);
+  const hi = BigInt(xmax);
+  if (lo === 0n || hi < lo || hi >= 1n << 64n) return false;
+  let last = lo;
+  for (const x of list ? list.split(',').map(BigInt) : []) {
+    if (x < last || x >= hi) return false;
+    last = x;
+  }
+  return true;
+}
+
+/** A page row read by keysetPageSql: whether it is a late commit, and the read's snapshot. */
+export interface LateCheckColumns {
+  lateCommit?: boolean;
+  snapshot?: string;
+}
+
+/**
+ * The page of `limit` rows (read `limit + 1`), after the late commits keysetPageSql put first;
+ * `horizonUs` (transactionHorizon) goes into the cursor with the read's snapshot.
+ */
+export function toPage<R extends object, T>(
   rows: R[],
   limit: number,
   cursorOf: (row: R) => Cursor,
   map: (row: R) => T,
+  horizonUs?: string,
 ): Page<T> {
-  const more = rows.length > limit;
-  const items = rows.slice(0, limit);
+  const isLate = (r: R) => (r as LateCheckColumns).lateCommit === true;
+  const late = rows.filter(isLate);
+  const own = rows.filter((r) => !isLate(r));
+  const more = own.length > limit;
+  const items = own.slice(0, limit);
   const last = items[items.length - 1];
+  const snapshot = last && (last as LateCheckColumns).snapshot;
+  const unseen = horizonUs !== undefined && snapshot ? { horizonUs, snapshot } : undefined;
   return {
-    items: items.map(map),
-    ...(more && last ? { nextCursor: encodeCursor(cursorOf(last)) } : {}),
+    items: [...late, ...items].map(map),
+    ...(more && last
+      ? { nextCursor: encodeCursor({ ...cursorOf(last), ...(unseen ? { unseen } : {}) }) }
+      : {}),
+    ...(late.length ? { lateCommits: late.length } : {}),
   };
+}
+
+/**
+ * The start of the oldest transaction open now, in microseconds since the epoch (now, if none):
+ * no row a snapshot taken after this could not see is older, since every row's time is its
+ * transaction's start. Read before the page, so that a transaction that ends in between counts.
+ */
+export const TRANSACTION_HORIZON_SQL = `SELECT floor(extract(epoch FROM least(clock_timestamp(), min(a.xact_start))) * 1000000)::bigint::text AS us
+  FROM pg_stat_activity a WHERE a.datname = current_database() AND a.backend_type = 'client backend'`;
+
+/** How a list is paged: its table, sort key and the column of the inserting transaction. */
+export interface KeysetList {
+  /** The columns read, `"cursorUs"` (the time in microseconds) and `id` among them. */
+  columns: string;
+  /** `<table> <alias>` */
+  from: string;
+  timeColumn: string;
+  idColumn: string;
+  idType: string;
+  /** The inserting transaction's id (xid8); NULL counts as seen by every page. */
+  xidColumn: string;
+}
+
+/**
+ * One page, newest first: the rows older than the cursor (at most `limit + 1`) and, first,
+ * every row that committed after the cursor's page was read yet sorts above its boundary.
+ */
+export function keysetPageSql(
+  where: SearchWhere,
+  cursor: Cursor | undefined,
+  list: KeysetList,
+  limit: number,
+): string {
+  const { columns, from, timeColumn: t, idColumn: id, idType } = list;
+  const select = (late: boolean) =>
+    `SELECT ${columns}, ${late} AS "lateCommit", pg_current_snapshot()::text AS "snapshot" FROM ${from}`;
+  const order = `ORDER BY ${t} DESC, ${id} DESC`;
+  if (!cursor) return `${select(false)} ${where.sql()} ${order} LIMIT ${limit + 1}`;
+  const boundary = `(timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`;
+  const own = `${select(false)} ${where.sql(`(${t}, ${id}) < ${boundary}`)} ${order} LIMIT ${limit + 1}`;
+  if (!cursor.unseen) return own;
+  const late = `${select(true)} ${where.sql(
+    `(${t}, ${id}) > ${boundary}`,
+    `${t} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
+    `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
+  )}`;
+  return `SELECT * FROM ((${late}) UNION ALL (${own})) p
+    ORDER BY p."lateCommit" DESC, p."cursorUs"::bigint DESC, p.id DESC`;
 }
 
 /** A search's WHERE clause, built filter by filter; every value goes in as the next parameter. */
@@ -91,8 +209,9 @@ export class SearchWhere {
     );
   }
 
-  /** `WHERE a AND b`, or nothing when no filter was given. */
-  sql(): string {
-    return this.conditions.length ? `WHERE ${this.conditions.join(' AND ')}` : '';
+  /** `WHERE a AND b` (and `more`, for this query only), or nothing when there is no filter. */
+  sql(...more: string[]): string {
+    const all = [...this.conditions, ...more];
+    return all.length ? `WHERE ${all.join(' AND ')}` : '';
   }
 }

@@ -1,5 +1,14 @@
 import type { EntityManager } from 'typeorm';
-import { decodeCursor, type Page, pageSize, SearchWhere, toPage } from './audit-query.paging';
+import {
+  decodeCursor,
+  keysetPageSql,
+  type LateCheckColumns,
+  type Page,
+  pageSize,
+  SearchWhere,
+  TRANSACTION_HORIZON_SQL,
+  toPage,
+} from './audit-query.paging';
 import {
   type DeadLetterLock,
   DOCUMENT_COLUMNS,
@@ -22,7 +31,12 @@ import {
 } from './audit-query.rows';
 import { RepositoryBase } from './repository-base';
 
-export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page } from './audit-query.paging';
+export {
+  DEFAULT_PAGE_SIZE,
+  MAX_CURSOR_LENGTH,
+  MAX_PAGE_SIZE,
+  type Page,
+} from './audit-query.paging';
 export type {
   DeadLetterLock,
   EventRow,
@@ -189,15 +203,26 @@ export class AuditQueryRepository extends RepositoryBase {
     if (search.from) where.add(`o.created_at >= ${p(search.from)}`);
     if (search.to) where.add(`o.created_at < ${p(search.to)}`);
     const cursor = decodeCursor(search.cursor, 'uuid');
-    if (cursor) where.olderThan(cursor, 'o.created_at', 'o.id', 'uuid');
     const limit = pageSize(search.limit);
-    const rows: Array<OrderRow & { cursorUs: string }> = await this.db().query(
-      `SELECT ${ORDER_COLUMNS} FROM orders o
-        ${where.sql()}
-        ORDER BY o.created_at DESC, o.id DESC LIMIT ${limit + 1}`,
+    const horizonUs = await this.transactionHorizon();
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: ORDER_COLUMNS,
+        from: 'orders o',
+        timeColumn: 'o.created_at',
+        idColumn: 'o.id',
+        idType: 'uuid',
+        xidColumn: 'o.created_xid',
+      },
+      limit,
+    );
+    const rows: Array<OrderRow & { cursorUs: string } & LateCheckColumns> = await this.db().query(
+      sql,
       where.params,
     );
-    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOrderRow);
+    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOrderRow, horizonUs);
   }
 
   /** Inbound messages by MSH-10 (FHIR: the idempotency identifier), including rejected ones. */
@@ -244,16 +269,26 @@ export class AuditQueryRepository extends RepositoryBase {
       );
     }
     const cursor = decodeCursor(search.cursor, 'uuid');
-    if (cursor) where.olderThan(cursor, 'm.received_at', 'm.id', 'uuid');
     const limit = pageSize(search.limit);
-    const rows: Array<MessageRow & { cursorUs: string }> = await this.db().query(
-      `SELECT ${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"
-         FROM inbound_messages m
-        ${where.sql()}
-        ORDER BY m.received_at DESC, m.id DESC LIMIT ${limit + 1}`,
+    const horizonUs = await this.transactionHorizon();
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: `${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"`,
+        from: 'inbound_messages m',
+        timeColumn: 'm.received_at',
+        idColumn: 'm.id',
+        idType: 'uuid',
+        xidColumn: 'm.created_xid',
+      },
+      limit,
+    );
+    const rows: Array<MessageRow & { cursorUs: string } & LateCheckColumns> = await this.db().query(
+      sql,
       where.params,
     );
-    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toMessageRow);
+    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toMessageRow, horizonUs);
   }
 
   /**
@@ -423,6 +458,12 @@ export class AuditQueryRepository extends RepositoryBase {
       message: { ...toMessageRow(row), raw: row.raw, response: row.response },
       events: events.map(toEventRow),
     };
+  }
+
+  /** TRANSACTION_HORIZON_SQL: read before a page of a list that re-checks late commits. */
+  private async transactionHorizon(): Promise<string> {
+    const rows: Array<{ us: string }> = await this.db().query(TRANSACTION_HORIZON_SQL);
+    return rows[0]!.us;
   }
 
   /** Dead letters, most recently given up first (outbox_dead_idx). */

@@ -205,6 +205,68 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect([...created].sort().reverse()).toEqual(created);
     });
 
+    // created_at / received_at are the inserting transaction's start (now()): a row whose
+    // transaction is slow sorts above rows that committed before it. Two connections: `slow`
+    // holds its row uncommitted while the analyst reads page 1 and the others commit.
+    it.each([
+      {
+        list: 'orders',
+        key: 'accessionNumber',
+        insert: `INSERT INTO orders (source, sender, state, accession_number, request)
+                  VALUES ('api', $1, 'received', $2, '{}'::jsonb)`,
+        touch: `UPDATE orders SET state = 'processing' WHERE accession_number = $1`,
+        cleanup: `DELETE FROM orders WHERE sender = $1`,
+      },
+      {
+        list: 'messages',
+        key: 'messageControlId',
+        insert: `INSERT INTO inbound_messages (transport, sender, message_type, message_control_id, raw, outcome)
+                 VALUES ('mllp', $1, 'ORM^O01', $2, '\\x4d5348'::bytea, 'accepted')`,
+        touch: `UPDATE inbound_messages SET outcome = 'error' WHERE message_control_id = $1`,
+        cleanup: `DELETE FROM inbound_messages WHERE sender = $1`,
+      },
+    ])(
+      'shows on a later page a row of $list that committed after the page above it was read',
+      async ({ list, key, insert, touch, cleanup }) => {
+        const sender = `LATE|${list}`;
+        const add = (c: Client, value: string) => c.query(insert, [sender, value]);
+        const pause = () => new Promise((r) => setTimeout(r, 5));
+        await add(db, 'LATE-C1');
+        await pause();
+        await add(db, 'LATE-C2');
+        await pause();
+        const slow = new Client({ connectionString: adapter.db.url });
+        await slow.connect();
+        try {
+          await slow.query('BEGIN');
+          await add(slow, 'LATE-SLOW');
+          await pause();
+          await add(db, 'LATE-C3');
+          const path = `/api/audit/${list}?sender=${encodeURIComponent(sender)}&limit=2`;
+          const page1 = (await get(path)).body;
+          expect(page1.items.map((o: Json) => o[key])).toEqual(['LATE-C3', 'LATE-C2']);
+          await slow.query('COMMIT');
+          // a row the analyst already saw changes meanwhile: it must not come back
+          await db.query(touch, ['LATE-C3']);
+          const seen: string[] = page1.items.map((o: Json) => o[key]);
+          const late: number[] = [];
+          let cursor: string | undefined = page1.nextCursor;
+          for (let pages = 0; cursor && pages < 5; pages += 1) {
+            const body = (await get(`${path}&cursor=${encodeURIComponent(cursor)}`)).body;
+            seen.push(...body.items.map((o: Json) => o[key]));
+            late.push(body.lateCommits ?? 0);
+            cursor = body.nextCursor;
+          }
+          // before: ['LATE-C3', 'LATE-C2', 'LATE-C1'], the slow row found by no page
+          expect(seen).toEqual(['LATE-C3', 'LATE-C2', 'LATE-SLOW', 'LATE-C1']);
+          expect(late).toEqual([1]);
+        } finally {
+          await slow.end();
+          await db.query(cleanup, [sender]);
+        }
+      },
+    );
+
     it('pages events and dead letters the same way', async () => {
       const first = await get('/api/audit/events?limit=1');
       expect(first.body.items).toHaveLength(1);
@@ -218,6 +280,23 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
   });
 
   describe('order timeline and lineage', () => {
+    it('says in words what an order not yet placed waits for: in the API, the list and the order page', async () => {
+      const { body } = await get(`/api/audit/orders/${swfOrderId}`);
+      expect(body.order.state).toBe('received'); // the job queue is off: a still picture
+      // before: "waits for to be placed upstream since …"
+      expect(body.waiting.for).toBe('its placement upstream');
+      for (const path of ['/audit/orders', `/audit/orders/${swfOrderId}`]) {
+        const res = await fetch(`${adapter.httpUrl}${path}`, {
+          headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+        });
+        const html = await res.text();
+        expect(html).toMatch(
+          /waits for its placement upstream since <time datetime="[^"]+Z">\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ<\/time>/,
+        );
+        expect(html).not.toContain('waits for to be');
+      }
+    });
+
     it("shows the order's whole path: messages, events, lineage with rules, outbound with answers", async () => {
       const { status, body } = await get(`/api/audit/orders/${swfOrderId}`);
       expect(status).toBe(200);

@@ -204,4 +204,38 @@ describe('audit page end to end (headless Chromium against the running adapter)'
     expect(await page.getByRole('alert').innerText()).toContain('Sender tokens have no access');
     expect(await context.cookies(adapter.httpUrl + '/audit')).toEqual([]);
   });
+
+  it('a time range given in any accepted form is shown in the fields it filters by, and kept by the next Search', async () => {
+    await context.clearCookies();
+    await signIn(TEST_TOKENS.analyst);
+    const { rows } = await db.query<{ created: Date }>(
+      `SELECT created_at AS created FROM orders WHERE id = $1`,
+      [swfOrderId],
+    );
+    const created = rows[0]!.created;
+    const minute = new Date(Math.floor(created.getTime() / 60_000) * 60_000);
+    const utc = minute.toISOString().slice(0, 16); // what the field holds: UTC, to the minute
+    const berlin = new Date(minute.getTime() + 3_600_000).toISOString().slice(0, 16) + '+01:00';
+    // the forms the search takes (a bookmark, a link from a ticket, the API's habit): before,
+    // each was applied but the field showed nothing, and the next Search dropped the range
+    for (const given of [`${utc}Z`, berlin, `${utc}:00.000Z`]) {
+      await page.goto(
+        `${adapter.httpUrl}/audit/orders?accession=${SEEDED.swf.accession}&from=${encodeURIComponent(given)}`,
+      );
+      expect({ given, field: await page.getByLabel('Created from (UTC)').inputValue() }).toEqual({
+        given,
+        field: utc,
+      });
+      expect(await page.locator('main table tbody tr').count()).toBe(1);
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.waitForURL(/from=/);
+      expect(new URL(page.url()).searchParams.get('from')).toBe(utc);
+      expect(await page.locator('main table tbody tr').count()).toBe(1);
+    }
+    // a day is midnight UTC
+    await page.goto(`${adapter.httpUrl}/audit/messages?from=${utc.slice(0, 10)}`);
+    expect(await page.getByLabel('Received from (UTC)').inputValue()).toBe(
+      `${utc.slice(0, 10)}T00:00`,
+    );
+  });
 });

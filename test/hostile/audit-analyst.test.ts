@@ -212,6 +212,11 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
       ['/api/audit/messages', '1700000000000000/12345'],
       ['/api/audit/events', `0/${orderId}`],
       ['/api/audit/dead-letters', '0/abc'],
+      // the page's snapshot (late commits, docs/audit.md) edited: one PostgreSQL cannot read
+      ['/api/audit/orders', `1700000000000000/${orderId}/1700000000000000/5:3:`],
+      ['/api/audit/orders', `1700000000000000/${orderId}/1700000000000000/0:0:`],
+      ['/api/audit/messages', `1700000000000000/${orderId}/1700000000000000/3:5:6`],
+      ['/api/audit/messages', `1700000000000000/${orderId}/1700000000000000/3:9:5,4`],
     ] as const) {
       expect(await search(`cursor=${cursor(raw)}`, path)).toMatchObject({
         status: 400,
@@ -290,6 +295,36 @@ describe('hostile: the audit log as an analyst uses it (where is my result?)', (
         detail: 'from: must be an ISO 8601 date or date-time (UTC unless it names an offset)',
       });
     }
+  });
+
+  it('a time range that ends where or before it starts is refused with why, not answered "no orders match"', async () => {
+    // the analyst swapped the dates: before, 200 with an empty list, read as "not there"
+    for (const path of ['/api/audit/orders', '/api/audit/events', '/api/audit/messages']) {
+      for (const range of [
+        'from=2026-11-29&to=2026-11-28',
+        'from=2026-11-28T10:00&to=2026-11-28T10:00',
+      ]) {
+        const res = await call(`${path}?${range}`);
+        expect({ path, range, status: res.status }).toEqual({ path, range, status: 400 });
+        expect(((await res.json()) as { detail: string }).detail).toMatch(
+          /^to: must be later than from \(from 2026-11-2\d[T ].* to 2026-11-28[T ].*: no time between\)$/,
+        );
+      }
+    }
+    // the page shows the same words where its list would be
+    const session = await call('/audit/session', TEST_TOKENS.analyst, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+      body: new URLSearchParams({ token: TEST_TOKENS.analyst }).toString(),
+      redirect: 'manual',
+    });
+    const cookie = /^(audit_session=[^;]*)/.exec(session.headers.get('set-cookie') ?? '')![1]!;
+    const page = await fetch(`${adapter.httpUrl}/audit/orders?from=2026-11-29&to=2026-11-28`, {
+      headers: { cookie, accept: 'text/html' },
+    });
+    expect(await page.text()).toContain('to: must be later than from');
+    // an honest range still answers
+    expect((await call('/api/audit/orders?from=2026-11-28&to=2026-11-29')).status).toBe(200);
   });
 
   it('a RIS that keeps resending the order buries nothing: the dead letters and the failure stay in the timeline, the cut is said', async () => {

@@ -222,4 +222,56 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     expect(await get(`orders?msh10=${control}`)).toEqual({ status: 200, items: 1 });
     expect(await get(`messages?msh10=${control}`)).toEqual({ status: 200, items: 1 });
   });
+
+  it('identifiers holding a control character are found by what the sender sent, as they are stored', async () => {
+    // A broken RIS's BEL in MSH-10 and ESC in the accession: the values are stored with each
+    // control character as U+FFFD (the raw bytes keep them). Before, the search looked for the
+    // characters as typed (or pasted from the RIS's log) and found nothing.
+    const control = 'CTL\u0007-1';
+    const accession = 'ACC-\u001bCTL';
+    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
+      .toString('latin1')
+      .replace('MSGID20240318144217', control)
+      .replace(/ACC-20240318-0042/g, accession)
+      .replace(/PLC-100234/g, 'PLC-CTL-1')
+      .replace(/FIL-55012/g, 'FIL-CTL-1')
+      .replace('1710769337.1', '1710769337.4004');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
+        'MSA|AA|',
+      );
+    } finally {
+      await client.close();
+    }
+    const found = async (path: string) => {
+      const res = await fetch(`${adapter.httpUrl}/api/audit/${path}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      const body = (await res.json()) as { items?: Array<{ placerOrderNumber?: string }> };
+      return { status: res.status, items: body.items?.length };
+    };
+    const q = encodeURIComponent;
+    for (const [c, a] of [
+      [control, accession],
+      ['CTL\ufffd-1', 'ACC-\ufffdCTL'], // as the page shows them
+    ]) {
+      expect({ c, m: await found(`messages?msh10=${q(c!)}`) }).toEqual({
+        c,
+        m: { status: 200, items: 1 },
+      });
+      expect({ c, o: await found(`orders?msh10=${q(c!)}`) }).toEqual({
+        c,
+        o: { status: 200, items: 1 },
+      });
+      expect({ a, o: await found(`orders?accession=${q(a!)}`) }).toEqual({
+        a,
+        o: { status: 200, items: 1 },
+      });
+    }
+  });
 });

@@ -169,4 +169,49 @@ describe('hostile: markup in HL7 values reaches the audit page as text', () => {
     expect(found.html).toMatch(/<tbody>[\s\S]*ACC-\[U\+202E\]4321/);
     expect(found.html).toContain(`name="accession" value="${accession}"`);
   });
+
+  it('a control character in a value the raw message shows is drawn as a visible mark, never sent to the browser as one', async () => {
+    // A broken RIS's NUL and SOH in MSH-4, an ANSI escape and a backspace in the placer
+    // number: the raw message keeps them, and the message page drew them as they are, an
+    // invisible ESC and BS in "PLC-[2JX" (and NUL, which HTML does not allow), so the value
+    // the analyst read and copied was not the one sent.
+    const message = [
+      `MSH|^~\\&|RADIS1|IHE\u0000DEMO\u0001|AI|HOSP|20240318101500||ORM^O01|CTL-PAGE-1|P|2.5.1`,
+      `PID|1||PAT-CTL-1^^^HOSP^MR||MUSTER^ERIKA||19560402|F`,
+      `ORC|NW|PLC-\u001b[2J\u0008X^RIS|||||||20240318101500`,
+      `OBR|1|PLC-\u001b[2J\u0008X^RIS||24627-2^CT Chest^LN||20240318101500||||||||||1234^DOC^A||ACC-CTL-PAGE||||||CT`,
+    ].join('\r');
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      const ack = (await client.send(Buffer.from(message, 'latin1'))).toString('latin1');
+      expect(ack).toMatch(/\rMSA\|AA\|/);
+    } finally {
+      await client.close();
+    }
+    const stored = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM inbound_messages WHERE message_control_id = 'CTL-PAGE-1'`,
+      )
+    ).rows[0]!;
+    const order = (
+      await db.query<{ id: string }>(
+        `SELECT id FROM orders WHERE accession_number = 'ACC-CTL-PAGE'`,
+      )
+    ).rows[0]!;
+    for (const path of [`/audit/messages/${stored.id}`, `/audit/orders/${order.id}`]) {
+      const { status, html } = await page(path);
+      expect(status).toBe(200);
+      // eslint-disable-next-line no-control-regex -- the characters that must not reach the page
+      expect({ path, raw: html.match(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g) }).toEqual({
+        path,
+        raw: null,
+      });
+      expect(html).toContain('PLC-[U+001B][2J[U+0008]X');
+    }
+    expect((await page(`/audit/messages/${stored.id}`)).html).toContain('IHE[U+0000]DEMO[U+0001]');
+  });
 });

@@ -35,6 +35,9 @@ const HL7_SECRETS = [
   'OBR13-SECRET-HISTORY',
   'OBR31-SECRET-REASON',
   'ZDS-PRIVATE-NOTE',
+  // DG1-3's text: the diagnosis as the sender wrote it, shown as reasonForStudy[n].display
+  // (masked there) yet drawn whole in the raw message (before)
+  'DG1-SECRET-DIAGNOSIS',
 ];
 const FHIR_SECRETS = [
   'NARRATIVE-SECRET',
@@ -61,6 +64,7 @@ function hostileOrm(): Buffer {
       return f.join('|');
     });
   lines.push('NTE|1||Patient says CLAUSTRO-NTE-SECRET; sedation requested');
+  lines.push('DG1|1|I10|R05.9^DG1-SECRET-DIAGNOSIS^I10^^DG1-SECRET-DIAGNOSIS^L||20240318|W');
   return Buffer.from(lines.join('\r'), 'latin1');
 }
 
@@ -137,7 +141,7 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     return { orderId: rows[0].order_id, messageId: rows[0].message_id };
   }
 
-  it('HL7 free text (NTE-3, OBR-13, OBR-31, Z-segment fields) is masked in the API and the page; revealed to an admin with a reason', async () => {
+  it('HL7 free text (NTE-3, OBR-13, OBR-31, DG1-3, Z-segment fields) is masked in the API and the page; revealed to an admin with a reason', async () => {
     const client = new MllpClient({
       host: '127.0.0.1',
       port: adapter.mllpPort,
@@ -162,6 +166,8 @@ describe('hostile: PHI stays masked, and each sender sees its own orders only', 
     }
     // The order's identifiers stay readable: they are what the analyst is asked about.
     expect(texts[0]).toContain('ACC-20240318-0042');
+    // the diagnosis's code and coding systems too, as OBR-31's
+    expect(texts[3]).toMatch(/R05\.9\^\*\*\*\^I10\^\^\*\*\*\^L/);
     const revealed = await (
       await call(`/api/audit/messages/${messageId}/reveal`, TEST_TOKENS.admin, {
         method: 'POST',

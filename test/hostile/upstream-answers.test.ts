@@ -354,7 +354,8 @@ describe('hostile upstream in front of a running adapter', () => {
   let db: PgClient;
   let hugeList = false;
   let refuseToken = false;
-  let redirectCreate = false;
+  /** Set: /new-order answers 302 to elsewhere, with this body. */
+  let redirectCreate: string | undefined;
   let brokenReports = false;
   /** Every single-PUT URL rewritten to name the metadata service (the first test's answer). */
   let uploadToMetadataService = true;
@@ -374,12 +375,14 @@ describe('hostile upstream in front of a running adapter', () => {
           },
         };
       if (holdCreate && path === '/new-order') return { until: holdCreate };
-      if (redirectCreate && path === '/new-order')
+      if (redirectCreate !== undefined && path === '/new-order') {
+        const body = redirectCreate;
         return {
           status: 302,
           headers: { location: 'https://collector.evil.example/v1/new-order?steal=1' },
-          rewrite: () => '',
+          rewrite: () => body,
         };
+      }
       if (refuseToken && path !== '/auth/token')
         return {
           status: 401,
@@ -535,36 +538,69 @@ describe('hostile upstream in front of a running adapter', () => {
     }
   });
 
-  it('a 302 from /new-order: not followed, the order waits (not failed) with where it pointed, /health degraded', async () => {
-    redirectCreate = true;
-    const spec = newOrderSpec();
-    try {
-      expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
-      const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
-        id: string;
-      };
-      const reason = await waitFor('the reason on the timeline', async () => {
-        const { rows } = await db.query(
-          `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'error' ORDER BY id`,
-          [id],
-        );
-        return (rows as Array<{ summary: string }>)[0]?.summary;
-      });
-      // Before: "received → failed: the upstream refused the order: client_error on
-      // new-order: upstream answered 302", for good, for every order while misconfigured.
-      expect(reason).toMatch(
-        /redirected on new-order: upstream answered 302, a redirect to host collector\.evil\.example that is not followed/,
+  it.each([
+    ['no body', '', ''],
+    ['a body with only a code', '{"error":"moved"}', ' (moved)'],
+  ])(
+    'a 302 from /new-order with %s: not followed, the order waits (not failed) with where it pointed, /health degraded',
+    async (_, body, shown) => {
+      redirectCreate = body;
+      const { rows: last } = await db.query<{ id: string }>(
+        `SELECT coalesce(max(id), 0)::text AS id FROM audit_events`,
       );
-      expect(reason).not.toContain('steal');
-      expect(await orderState(db, id)).toBe('received');
-      const healthBody = (await (await fetch(`${adapter.httpUrl}/health`)).json()) as {
-        checks: { upstream: Record<string, unknown> };
-      };
-      expect(JSON.stringify(healthBody.checks.upstream)).toContain('redirected');
-    } finally {
-      redirectCreate = false;
-    }
-  });
+      const before = Number(last[0]!.id);
+      const spec = newOrderSpec();
+      try {
+        expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+        const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+          id: string;
+        };
+        const reason = await waitFor('the reason on the timeline', async () => {
+          const { rows } = await db.query(
+            `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'error' ORDER BY id`,
+            [id],
+          );
+          return (rows as Array<{ summary: string }>)[0]?.summary;
+        });
+        // Before: "received → failed: the upstream refused the order: client_error on
+        // new-order: upstream answered 302", for good, for every order while misconfigured.
+        const note =
+          'a redirect to host collector.evil.example that is not followed (IMAGING_BASE_URL must be the final address)';
+        // before, with a body of only a code: 'redirected on new-order ({"error":"moved"})',
+        // what to correct lost
+        expect(reason).toContain('redirected on new-order');
+        expect(reason).toContain(note);
+        expect(reason).not.toContain('steal');
+        // the analyst's upstream.call event of the refused create says the same (before, with a
+        // body of only a code: "new-order: upstream answered 302 (moved)", our note cut off)
+        const call = await waitFor('the upstream.call event', async () => {
+          const res = await fetch(`${adapter.httpUrl}/api/audit/events?limit=200`, {
+            headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+          });
+          const { items } = (await res.json()) as {
+            items: Array<{ id: string; kind: string; detail: Record<string, unknown> }>;
+          };
+          return items.find(
+            (e) =>
+              Number(e.id) > before &&
+              e.kind === 'upstream.call' &&
+              e.detail.operation === 'new-order' &&
+              e.detail.status === 302,
+          );
+        });
+        expect((call.detail.error as { message: string }).message).toBe(
+          `new-order: upstream answered 302${shown}, ${note}`,
+        );
+        expect(await orderState(db, id)).toBe('received');
+        const healthBody = (await (await fetch(`${adapter.httpUrl}/health`)).json()) as {
+          checks: { upstream: Record<string, unknown> };
+        };
+        expect(JSON.stringify(healthBody.checks.upstream)).toContain('redirected');
+      } finally {
+        redirectCreate = undefined;
+      }
+    },
+  );
 
   it('GET /reports answering no JSON: every order is still followed to its end, the cycle says why it went without', async () => {
     uploadToMetadataService = false;

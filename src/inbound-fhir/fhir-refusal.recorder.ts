@@ -60,6 +60,7 @@ export class FhirRefusalRecorder {
         accepted: false,
       },
       problems: problemsOf(error.issues, error.message),
+      ...(caller.ifNoneExist === undefined ? {} : { ifNoneExist: caller.ifNoneExist }),
     };
     await recordRefusal(this.intake, input, this.logger, WHAT[transport]);
   }

@@ -171,10 +171,34 @@ export async function readRawBody(
 }
 
 /**
- * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
- * body declared in another charset would be read with the wrong characters).
+ * Whether a body is XML: its first character past a UTF-8 byte order mark and white space is
+ * `<`, which no JSON text begins with (RFC 8259 §2).
  */
-export function assertJsonMediaType(contentType: string): void {
+export function looksLikeXml(body: Buffer): boolean {
+  let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+  while (
+    i < body.length &&
+    (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)
+  )
+    i += 1;
+  return body[i] === 0x3c;
+}
+
+/**
+ * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
+ * body declared in another charset would be read with the wrong characters). A body that is
+ * XML (`body`, whatever its Content-Type: none, text/plain, application/fhir+xml) is 415
+ * naming the format this server takes: sent without a Content-Type it was 400 "not valid
+ * JSON: Unexpected token '<'", which told an interface engine configured for FHIR XML nothing.
+ */
+export function assertJsonMediaType(contentType: string, body?: Buffer): void {
+  if (body && looksLikeXml(body)) {
+    const diagnostics =
+      'the body is XML: this server takes FHIR JSON only; send the resource as JSON with Content-Type application/fhir+json';
+    throw new FhirError('unsupported-media-type', diagnostics, [
+      { severity: 'error', code: 'not-supported', diagnostics, expression: ['(body)'] },
+    ]);
+  }
   const [type, ...params] = contentType.split(';');
   const base = type!.trim().toLowerCase();
   if (!JSON_FORMATS[base]) {

@@ -42,12 +42,24 @@ export function negotiateFormat(req: Request): FhirMediaType {
  * The FHIR version a media type's `fhirVersion` parameter names (R4 http.html#version-parameter),
  * refused unless it is R4 (4.0, 4.0.1): a STU3 or R5 body read as R4 would be misread.
  */
-function assertR4(params: string[], refuse: (version: string) => FhirError): void {
+function assertR4(
+  params: string[],
+  refuse: (version: string) => FhirError,
+  readable: RegExp = R4_VERSION,
+): void {
   for (const param of params) {
     const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());
-    if (name === 'fhirversion' && !/^4\.0(\.\d+)?$/.test(value ?? '')) throw refuse(value ?? '');
+    if (name === 'fhirversion' && !readable.test(value ?? '')) throw refuse(value ?? '');
   }
 }
+
+const R4_VERSION = /^4\.0(\.\d+)?$/;
+/**
+ * R4 or R4B (4.3): what a Subscription notification may be labelled. R4B's notification
+ * Bundle (a SubscriptionStatus first) is read by the notification parser, and the focus it
+ * names is read back from the EHR as R4; only the notification endpoint takes it.
+ */
+const R4_OR_R4B_VERSION = /^4\.[03](\.\d+)?$/;
 
 /** `negotiateFormat` from the values themselves (`_format`, Accept): also run for a refusal's record. */
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
@@ -191,7 +203,11 @@ export function looksLikeXml(body: Buffer): boolean {
  * naming the format this server takes: sent without a Content-Type it was 400 "not valid
  * JSON: Unexpected token '<'", which told an interface engine configured for FHIR XML nothing.
  */
-export function assertJsonMediaType(contentType: string, body?: Buffer): void {
+export function assertJsonMediaType(
+  contentType: string,
+  body?: Buffer,
+  options: { notification?: boolean } = {},
+): void {
   if (body && looksLikeXml(body)) {
     const diagnostics =
       'the body is XML: this server takes FHIR JSON only; send the resource as JSON with Content-Type application/fhir+json';
@@ -212,8 +228,11 @@ export function assertJsonMediaType(contentType: string, body?: Buffer): void {
     (version) =>
       new FhirError(
         'unsupported-media-type',
-        `Content-Type names FHIR version ${version}: this server reads R4 (fhirVersion=4.0)`,
+        options.notification
+          ? `Content-Type names FHIR version ${version}: this endpoint reads R4 (fhirVersion=4.0) and R4B (4.3) notifications`
+          : `Content-Type names FHIR version ${version}: this server reads R4 (fhirVersion=4.0)`,
       ),
+    options.notification ? R4_OR_R4B_VERSION : R4_VERSION,
   );
   for (const param of params) {
     const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());

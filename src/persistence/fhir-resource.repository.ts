@@ -97,9 +97,11 @@ export class FhirResourceRepository extends RepositoryBase {
 
   /**
    * A ServiceRequest we serve that carries one of these business identifiers (system and
-   * value): the same order reached us another way (posted, then notified by a Subscription).
-   * With `sender`, only the requests that sender submitted (its orders are its own: one
-   * placer number may name another sender's order too).
+   * value): the REST door's request under a placer number (callers pass that one). With
+   * `sender`, only the requests that sender submitted (its orders are its own: one placer
+   * number may name another sender's order too). Not for requests from the EHR: they are
+   * known by URL, else findPostedServiceRequestsByIdentifier (never by any shared identifier:
+   * one accession covers several requested procedures).
    */
   async findServiceRequestByIdentifier(
     identifiers: Array<{ system?: string; value?: string }>,

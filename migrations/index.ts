@@ -18,6 +18,7 @@ import { IntakeGenericPlans20261127040000 } from './20261127040000-intake-generi
 import { SubscriptionCatchUpFrom20261127043000 } from './20261127043000-subscription-catch-up-from';
 import { OrdersPatientIdentifiers20261127220000 } from './20261127220000-orders-patient-identifiers';
 import { LateCommitPaging20261128000000 } from './20261128000000-late-commit-paging';
+import { InboundIfNoneExist20261128010000 } from './20261128010000-inbound-if-none-exist';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -44,4 +45,5 @@ export const MIGRATIONS = [
   SubscriptionCatchUpFrom20261127043000,
   OrdersPatientIdentifiers20261127220000,
   LateCommitPaging20261128000000,
+  InboundIfNoneExist20261128010000,
 ];

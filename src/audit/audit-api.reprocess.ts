@@ -120,6 +120,7 @@ export class MessageReprocessor {
       remoteAddress: string | null;
       raw: Buffer;
       contentType: string | null;
+      ifNoneExist: string | null;
     },
     actor: string,
     key: string,
@@ -134,7 +135,11 @@ export class MessageReprocessor {
     let result: FhirAnswer;
     try {
       if (message.messageType === 'ServiceRequest create') {
-        result = await this.createOp.execute(caller, undefined, { idempotencyKey: key });
+        // a conditional create stays one (R4 http.html#ccreate): the order made since under
+        // its identifier is the answer, not a second order or a 409 of other content
+        result = await this.createOp.execute(caller, message.ifNoneExist ?? undefined, {
+          idempotencyKey: key,
+        });
       } else if (message.messageType?.startsWith('Bundle')) {
         result = await this.bundleOp.execute(caller, { idempotencyKey: key });
       } else {

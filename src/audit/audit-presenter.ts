@@ -139,7 +139,8 @@ export function presentMessage(
   events: EventRow[],
   reveal: boolean,
 ): MessageView {
-  const { raw, response, ...rest } = message;
+  // the If-None-Exist header names identifier values: not shown (kept for a reprocess)
+  const { raw, response, ifNoneExist: _ifNoneExist, ...rest } = message;
   return {
     ...rest,
     raw: rawView(raw, message.contentType, reveal),

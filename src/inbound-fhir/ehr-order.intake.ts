@@ -18,6 +18,7 @@ import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { isOlderVersion, versionTag } from './fhir-versions';
+import { placerIdentifierOf } from '../mappings/fhir-order.extract-helpers';
 import type { NotificationChange } from '../persistence/subscription.repository';
 
 export interface EhrServiceRequest {
@@ -134,6 +135,24 @@ export class EhrOrderIntake {
     );
   }
 
+  /**
+   * The request POSTed to us (no EHR URL) that this EHR request is: the one under its placer
+   * identifier, system and value. Not any shared identifier: one accession number covers
+   * several requested procedures (CT chest and CT abdomen, two ServiceRequests with their own
+   * ids and placer numbers), and matched by it the second was taken as a change of the first's
+   * order (refused) and never ordered. A request read from the EHR under another URL is
+   * another request (its id on the EHR is its identity there).
+   */
+  private async postedAs(sr: ServiceRequest): Promise<StoredResource<ServiceRequest> | undefined> {
+    const placer = placerOf(sr);
+    if (!placer) return undefined;
+    const candidates = await this.deps.resources.findPostedServiceRequestsByIdentifier(placer);
+    return candidates.find((c) => {
+      const held = placerOf(c.resource);
+      return held?.system === placer.system && held.value === placer.value;
+    });
+  }
+
   private async ingestExclusive(
     items: EhrServiceRequest[],
     siblings: SiblingEntry[],
@@ -152,17 +171,14 @@ export class EhrOrderIntake {
     for (const item of items) {
       const { sr } = item;
       const version = versionTag(sr);
-      // Known by its EHR URL, or by a business identifier when it was first POSTed to us. A
+      // Known by its EHR URL, or by its placer identifier when it was first POSTed to us. A
       // request deleted on the EHR and then made again under its id (HAPI FHIR takes a PUT of
       // a deleted resource as a create) is a new request: its first order was cancelled for
       // good by the deletion, and the new version was taken as a change of that ended order
       // (order.change-refused) and never ordered.
       const byUrl = known.get(item.fullUrl);
       const madeAgain = byUrl?.sourceVersion === DELETED_ON_EHR && version !== DELETED_ON_EHR;
-      const seen = madeAgain
-        ? undefined
-        : (byUrl ??
-          (await this.deps.resources.findServiceRequestByIdentifier(sr.identifier ?? [])));
+      const seen = madeAgain ? undefined : (byUrl ?? (await this.postedAs(sr)));
       if (madeAgain && sr.status === 'active') {
         rec.quirks.push({
           code: 'notification-request-made-again',
@@ -400,4 +416,15 @@ async function refusalAsIssues(map: () => ReturnType<typeof mapToOrder>): Promis
       return { mapped: undefined, issues: error.issues };
     throw error;
   }
+}
+
+/** A request's placer identifier when it names its system (a bare number names no order). */
+function placerOf(sr: ServiceRequest): { system: string; value: string } | undefined {
+  // read before the request is validated: an `identifier` that is no array names no placer
+  if (!Array.isArray(sr.identifier)) return undefined;
+  const found = placerIdentifierOf(sr);
+  const { system, value } = found?.id ?? {};
+  return typeof system === 'string' && system && typeof value === 'string' && value
+    ? { system, value }
+    : undefined;
 }

@@ -42,12 +42,24 @@ export function negotiateFormat(req: Request): FhirMediaType {
  * The FHIR version a media type's `fhirVersion` parameter names (R4 http.html#version-parameter),
  * refused unless it is R4 (4.0, 4.0.1): a STU3 or R5 body read as R4 would be misread.
  */
-function assertR4(params: string[], refuse: (version: string) => FhirError): void {
+function assertR4(
+  params: string[],
+  refuse: (version: string) => FhirError,
+  readable: RegExp = R4_VERSION,
+): void {
   for (const param of params) {
     const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());
-    if (name === 'fhirversion' && !/^4\.0(\.\d+)?$/.test(value ?? '')) throw refuse(value ?? '');
+    if (name === 'fhirversion' && !readable.test(value ?? '')) throw refuse(value ?? '');
   }
 }
+
+const R4_VERSION = /^4\.0(\.\d+)?$/;
+/**
+ * R4 or R4B (4.3): what a Subscription notification may be labelled. R4B's notification
+ * Bundle (a SubscriptionStatus first) is read by the notification parser, and the focus it
+ * names is read back from the EHR as R4; only the notification endpoint takes it.
+ */
+const R4_OR_R4B_VERSION = /^4\.[03](\.\d+)?$/;
 
 /** `negotiateFormat` from the values themselves (`_format`, Accept): also run for a refusal's record. */
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
@@ -171,10 +183,38 @@ export async function readRawBody(
 }
 
 /**
- * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
- * body declared in another charset would be read with the wrong characters).
+ * Whether a body is XML: its first character past a UTF-8 byte order mark and white space is
+ * `<`, which no JSON text begins with (RFC 8259 §2).
  */
-export function assertJsonMediaType(contentType: string): void {
+export function looksLikeXml(body: Buffer): boolean {
+  let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
+  while (
+    i < body.length &&
+    (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)
+  )
+    i += 1;
+  return body[i] === 0x3c;
+}
+
+/**
+ * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
+ * body declared in another charset would be read with the wrong characters). A body that is
+ * XML (`body`, whatever its Content-Type: none, text/plain, application/fhir+xml) is 415
+ * naming the format this server takes: sent without a Content-Type it was 400 "not valid
+ * JSON: Unexpected token '<'", which told an interface engine configured for FHIR XML nothing.
+ */
+export function assertJsonMediaType(
+  contentType: string,
+  body?: Buffer,
+  options: { notification?: boolean } = {},
+): void {
+  if (body && looksLikeXml(body)) {
+    const diagnostics =
+      'the body is XML: this server takes FHIR JSON only; send the resource as JSON with Content-Type application/fhir+json';
+    throw new FhirError('unsupported-media-type', diagnostics, [
+      { severity: 'error', code: 'not-supported', diagnostics, expression: ['(body)'] },
+    ]);
+  }
   const [type, ...params] = contentType.split(';');
   const base = type!.trim().toLowerCase();
   if (!JSON_FORMATS[base]) {
@@ -188,8 +228,11 @@ export function assertJsonMediaType(contentType: string): void {
     (version) =>
       new FhirError(
         'unsupported-media-type',
-        `Content-Type names FHIR version ${version}: this server reads R4 (fhirVersion=4.0)`,
+        options.notification
+          ? `Content-Type names FHIR version ${version}: this endpoint reads R4 (fhirVersion=4.0) and R4B (4.3) notifications`
+          : `Content-Type names FHIR version ${version}: this server reads R4 (fhirVersion=4.0)`,
       ),
+    options.notification ? R4_OR_R4B_VERSION : R4_VERSION,
   );
   for (const param of params) {
     const [name, value] = param.split('=').map((x) => x.trim().replace(/^"|"$/g, '').toLowerCase());

@@ -39,6 +39,8 @@ export interface FhirCaller {
   tooLarge?: number;
   /** Why the body was cut (it stopped arriving, or came too slowly): `raw` holds what came, up to its head. */
   stalled?: string;
+  /** A create's If-None-Exist header: kept with a refusal, so that a reprocess is conditional too. */
+  ifNoneExist?: string;
 }
 
 /** The answer the controller sends: a status and a resource (or none). */

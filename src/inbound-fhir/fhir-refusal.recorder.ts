@@ -60,6 +60,7 @@ export class FhirRefusalRecorder {
         accepted: false,
       },
       problems: problemsOf(error.issues, error.message),
+      ...(caller.ifNoneExist === undefined ? {} : { ifNoneExist: caller.ifNoneExist }),
     };
     await recordRefusal(this.intake, input, this.logger, WHAT[transport]);
   }
@@ -78,7 +79,7 @@ export class FhirRefusalRecorder {
       // the body's head is kept with the 413: it was answered and nothing kept
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
-      assertJsonMediaType(caller.contentType);
+      assertJsonMediaType(caller.contentType, caller.raw);
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
       return await fn();
     } catch (caught) {

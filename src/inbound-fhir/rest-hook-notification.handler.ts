@@ -145,7 +145,7 @@ export class RestHookNotificationHandler {
   /** `PUT <endpoint>/ServiceRequest/<id>`: the EHR's request as it now is. */
   async updated(caller: FhirCaller, id: string): Promise<FhirAnswer> {
     const sr = await this.guard(caller, 'notification rest-hook (ServiceRequest)', () => {
-      assertJsonMediaType(caller.contentType);
+      assertJsonMediaType(caller.contentType, caller.raw);
       const parsed = parseTyped<ServiceRequest>(
         caller.raw,
         'ServiceRequest',

@@ -184,8 +184,11 @@ export class CreateServiceRequestOperation {
     options: { idempotencyKey?: string } = {},
   ): Promise<FhirAnswer> {
     let resolver: ReferenceResolver | undefined;
+    // kept with a refusal: reprocessed without it, the body was a plain create (another order,
+    // or 409 under the placer number), not the conditional create it was sent as
+    const kept: FhirCaller = ifNoneExist === undefined ? caller : { ...caller, ifNoneExist };
     return this.deps.refusals.keeping(
-      caller,
+      kept,
       'ServiceRequest create',
       async () => {
         resolver = new ReferenceResolver([], this.deps.ehr);

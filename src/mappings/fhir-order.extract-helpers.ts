@@ -119,6 +119,23 @@ export function srIdentifier(
   return index >= 0 ? { id: sr.identifier![index]!, index } : undefined;
 }
 
+/**
+ * The request's placer identifier: the first typed PLAC (v2-0203), else the first untyped
+ * identifier (many EHRs send one untyped business identifier, R4 servicerequest.html#identifier).
+ * An identifier typed otherwise (VN, MR, ACSN, a local type) is never the order's number: one
+ * accession covers several requested procedures, one visit several orders.
+ */
+export function placerIdentifierOf(
+  sr: ServiceRequest,
+): { id: FhirIdentifier; index: number; untyped: boolean } | undefined {
+  const typed = srIdentifier(sr, 'PLAC');
+  if (typed) return { ...typed, untyped: false };
+  const index = (sr.identifier ?? []).findIndex(
+    (i) => identifierValue(i) !== undefined && typeCode(i) === undefined,
+  );
+  return index >= 0 ? { id: sr.identifier![index]!, index, untyped: true } : undefined;
+}
+
 export function identifierLines(prefix: string, id: Identifier, source: string): LineageLine[] {
   const lines: LineageLine[] = [
     { suffix: `${prefix}.value`, source: `${source}.value`, value: id.value },

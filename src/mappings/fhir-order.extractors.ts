@@ -28,11 +28,11 @@ import {
   readFrom,
   referencedType,
   referenceOf,
+  placerIdentifierOf,
   srIdentifier,
   toIdentifier,
   identifierValue,
   toPersonName,
-  typeCode,
   typeFromText,
   type Extracted,
   type Scope,
@@ -101,24 +101,17 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
     return readFrom(sex, `${ctx.patient!.source} Patient.gender`);
   },
   'placer-identifier': ({ sr }) => {
-    const typed = srIdentifier(sr, 'PLAC');
-    let found = typed;
+    // Only an untyped identifier stands in for a missing PLAC: one typed otherwise (v2-0203
+    // VN, the visit number an HL7v2-to-FHIR converter puts first, MR, or a local type) is not
+    // the order's number; taken as the placer, every order of one visit was the first one's
+    // (the second answered 200).
+    const found = placerIdentifierOf(sr);
     const quirks: ToleratedQuirk[] = [];
-    if (!found) {
-      // Many EHRs send one untyped business identifier: it is the placer's (R4 servicerequest.html#identifier).
-      // Only an untyped one: an identifier typed otherwise (v2-0203 VN, the visit number an
-      // HL7v2-to-FHIR converter puts first, MR, or a local type) is not the order's number; taken
-      // as the placer, every order of one visit was the first one's (the second answered 200).
-      const index = (sr.identifier ?? []).findIndex(
-        (i) => identifierValue(i) !== undefined && typeCode(i) === undefined,
-      );
-      if (index >= 0) {
-        found = { id: sr.identifier![index]!, index };
-        quirks.push({
-          code: 'fhir-placer-untyped',
-          detail: `ServiceRequest.identifier[${index}] has no type (no PLAC identifier); used as placer number`,
-        });
-      }
+    if (found?.untyped) {
+      quirks.push({
+        code: 'fhir-placer-untyped',
+        detail: `ServiceRequest.identifier[${found.index}] has no type (no PLAC identifier); used as placer number`,
+      });
     }
     if (!found) return EMPTY;
     const id = toIdentifier(found.id)!;

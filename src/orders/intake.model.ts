@@ -75,6 +75,8 @@ export interface RejectionInput {
   response: IntakeResponse;
   /** What was wrong, for the analyst (PHI-free). */
   problems: Array<{ location?: string; code: string; message: string }>;
+  /** A FHIR create's If-None-Exist header: a reprocess runs the body again with it. */
+  ifNoneExist?: string;
 }
 
 /** The identifier our indexes use (domain/patient-identity.ts: the hospital's record number). */

@@ -443,11 +443,12 @@ export class AuditQueryRepository extends RepositoryBase {
   }
 
   async message(id: string): Promise<{ message: MessageWithRaw; events: EventRow[] } | undefined> {
-    const rows: Array<MessageRow & { raw: Buffer; response: Buffer | null }> =
-      await this.db().query(
-        `SELECT ${MESSAGE_COLUMNS}, m.raw, m.response FROM inbound_messages m WHERE m.id = $1::uuid`,
-        [id],
-      );
+    const rows: Array<
+      MessageRow & { raw: Buffer; response: Buffer | null; if_none_exist: string | null }
+    > = await this.db().query(
+      `SELECT ${MESSAGE_COLUMNS}, m.raw, m.response, m.if_none_exist FROM inbound_messages m WHERE m.id = $1::uuid`,
+      [id],
+    );
     const row = rows[0];
     if (!row) return undefined;
     const events: EventRow[] = await this.db().query(
@@ -455,7 +456,12 @@ export class AuditQueryRepository extends RepositoryBase {
       [id],
     );
     return {
-      message: { ...toMessageRow(row), raw: row.raw, response: row.response },
+      message: {
+        ...toMessageRow(row),
+        raw: row.raw,
+        response: row.response,
+        ifNoneExist: row.if_none_exist,
+      },
       events: events.map(toEventRow),
     };
   }

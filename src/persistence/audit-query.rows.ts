@@ -61,6 +61,8 @@ export interface MessageRow {
 export interface MessageWithRaw extends MessageRow {
   raw: Buffer;
   response: Buffer | null;
+  /** A FHIR create's If-None-Exist header, kept with its refusal. */
+  ifNoneExist: string | null;
 }
 
 export interface OutboxRow {

@@ -97,9 +97,11 @@ export class FhirResourceRepository extends RepositoryBase {
 
   /**
    * A ServiceRequest we serve that carries one of these business identifiers (system and
-   * value): the same order reached us another way (posted, then notified by a Subscription).
-   * With `sender`, only the requests that sender submitted (its orders are its own: one
-   * placer number may name another sender's order too).
+   * value): the REST door's request under a placer number (callers pass that one). With
+   * `sender`, only the requests that sender submitted (its orders are its own: one placer
+   * number may name another sender's order too). Not for requests from the EHR: they are
+   * known by URL, else findPostedServiceRequestsByIdentifier (never by any shared identifier:
+   * one accession covers several requested procedures).
    */
   async findServiceRequestByIdentifier(
     identifiers: Array<{ system?: string; value?: string }>,
@@ -116,6 +118,25 @@ export class FhirResourceRepository extends RepositoryBase {
       if (rows[0]) return toStored<ServiceRequest>(rows[0]);
     }
     return undefined;
+  }
+
+  /**
+   * The requests we serve that were POSTed or PUT to us (no EHR URL) and carry this
+   * identifier (system and value), newest first: the candidates for a request the EHR
+   * notifies that first reached us by REST. A request read from the EHR under another URL is
+   * another request there, whatever identifiers it shares.
+   */
+  async findPostedServiceRequestsByIdentifier(id: {
+    system: string;
+    value: string;
+  }): Promise<Array<StoredResource<ServiceRequest>>> {
+    const rows: ResourceRow[] = await this.db().query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url IS NULL
+          AND resource->'identifier' @> $1::jsonb
+        ORDER BY last_updated DESC LIMIT 20`,
+      [pgJson([{ system: id.system, value: id.value }])],
+    );
+    return rows.map((r) => toStored<ServiceRequest>(r));
   }
 
   async insertServiceRequest(

@@ -19,6 +19,8 @@ export interface StoredMessageInsert {
   responseContentType: string;
   /** JSON text. */
   quirks: string;
+  /** A FHIR create's If-None-Exist header (kept with a refusal, for its reprocess). */
+  ifNoneExist?: string;
 }
 
 /**
@@ -109,10 +111,18 @@ export class InboundMessageRepository extends RepositoryBase {
     const rows: Array<{ id: string }> = await this.db(manager).query(
       `INSERT INTO inbound_messages
            (transport, sender, remote_address, message_type, message_control_id, content_type, raw,
-            outcome, response_code, response, response_content_type, error, quirks)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'rejected', $8, $9, $10, $11::jsonb, $12::jsonb)
+            outcome, response_code, response, response_content_type, error, quirks, if_none_exist)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'rejected', $8, $9, $10, $11::jsonb, $12::jsonb, $13)
          RETURNING id`,
-      [...envelope(m), m.responseCode, m.response, m.responseContentType, m.error, m.quirks],
+      [
+        ...envelope(m),
+        m.responseCode,
+        m.response,
+        m.responseContentType,
+        m.error,
+        m.quirks,
+        m.ifNoneExist ?? null,
+      ],
     );
     return rows[0]!.id;
   }

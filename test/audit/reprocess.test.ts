@@ -274,4 +274,55 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     );
     expect(order.placer).toBe('REPRO-FHIR-1');
   });
+  it('a refused conditional create is reprocessed as a conditional create: the order made since under its If-None-Exist is the answer (200), no second order', async () => {
+    const fixture = (name: string) =>
+      JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'fhir', `${name}.json`), 'utf8'));
+    const placer = { system: 'http://example.org/ehr/orders', value: 'REPRO-COND-1' };
+    const sr = (code: string) => ({
+      ...fixture('r4-servicerequest-example-di'),
+      code: { coding: [{ system: 'http://loinc.org', code }] },
+      contained: [{ ...fixture('r4-patient-example-dicom'), id: 'p1' }],
+      identifier: [placer],
+      subject: { reference: '#p1' },
+      requester: { display: 'Dr. Adam Careful' },
+    });
+    const create = (body: unknown) =>
+      fetch(`${adapter!.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+          'if-none-exist': `identifier=${placer.system}|${placer.value}`,
+        },
+        body: JSON.stringify(body),
+      });
+    // refused for a local code the site does not map yet
+    expect((await create(sr('LOCAL-10'))).status).toBe(422);
+    const [refused] = await adapter!.dataSource.query(
+      `SELECT id FROM inbound_messages WHERE transport = 'fhir-rest' AND outcome = 'rejected' ORDER BY received_at DESC LIMIT 1`,
+    );
+    // the sender sent it again with a LOINC code, as a conditional create: ordered
+    const made = await create(sr('24627-2'));
+    expect(made.status).toBe(201);
+    const orderId = ((await made.json()) as { id: string }).id;
+    await adapter!.close();
+    adapter = undefined;
+    const dir = mkdtempSync(join(tmpdir(), 'reprocess-site-'));
+    const site = join(dir, 'site.yaml');
+    writeFileSync(
+      site,
+      'mappings:\n  productTableMode: extend\n  productTable:\n    - code: USABD\n      products: [abdomen-us]\n    - code: LOCAL-10\n      products: [lung-nodule-ct]\n',
+    );
+    await start(site);
+    const before = await count(`SELECT count(*)::int AS n FROM orders`);
+    const again = await post(`/api/audit/messages/${refused.id}/reprocess`, {
+      reason: 'LOCAL-10 mapped',
+    });
+    expect(again.status).toBe(200);
+    // R4 http.html#ccreate: one match, 200 with it. Before, the header was dropped and the
+    // stored body ran as a plain create of another content under that placer number (409).
+    expect(again.body.answer.code).toBe('200');
+    expect(JSON.parse(again.body.answer.body).id).toBe(orderId);
+    expect(await count(`SELECT count(*)::int AS n FROM orders`)).toBe(before);
+  });
 });

@@ -374,6 +374,43 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(r4.status).toBe(201);
   });
 
+  it('an XML body sent without a Content-Type, or as text/plain, is 415 "FHIR JSON only" (not 400 "not valid JSON") and kept as sent', async () => {
+    // A FHIR XML ServiceRequest as an interface engine emits it: BOM, a newline, then '<'.
+    const xml = Buffer.from(
+      '\uFEFF\n<?xml version="1.0" encoding="UTF-8"?>\n<ServiceRequest xmlns="http://hl7.org/fhir"><status value="active"/></ServiceRequest>',
+    );
+    const cases: Array<{ path: string; headers: Record<string, string> }> = [
+      { path: '/fhir/ServiceRequest', headers: {} },
+      { path: '/fhir/ServiceRequest', headers: { 'content-type': 'text/plain' } },
+      { path: '/fhir', headers: {} },
+      { path: '/fhir/subscription-notifications', headers: {} },
+    ];
+    for (const { path, headers } of cases) {
+      const res = await fetch(`${adapter.httpUrl}${path}`, {
+        method: 'POST',
+        // a Uint8Array body: fetch sends no Content-Type of its own
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, ...headers },
+        body: new Uint8Array(xml),
+      });
+      const outcome = (await res.json()) as {
+        resourceType: string;
+        issue: Array<{ diagnostics: string }>;
+      };
+      // Before: 400 "the body is not valid JSON: Unexpected token '<'" (415 "text/plain is
+      // not supported" with that type), nothing telling the sender the server takes JSON.
+      expect({ path, headers, status: res.status }).toEqual({ path, headers, status: 415 });
+      expect(outcome.resourceType).toBe('OperationOutcome');
+      expect(outcome.issue[0]!.diagnostics).toMatch(/XML.*FHIR JSON only.*application\/fhir\+json/);
+      const kept = (
+        await db.query<{ outcome: string; response_code: string; raw: Buffer }>(
+          `SELECT outcome, response_code, raw FROM inbound_messages ORDER BY received_at DESC LIMIT 1`,
+        )
+      ).rows[0]!;
+      expect(kept).toMatchObject({ outcome: 'rejected', response_code: '415' });
+      expect(kept.raw.equals(xml)).toBe(true);
+    }
+  });
+
   it('If-Match * or a list naming the current version passes; If-None-Match on a PUT of an existing resource is 412; a PUT to an unknown id is 405 with Allow', async () => {
     const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('PRE-1'));
     expect(created.status).toBe(201);

@@ -231,6 +231,70 @@ describe('EHR requests and events, one order each however spelled', () => {
     );
     expect(resend.rows[0]!.message_type).toBe('notification event-notification (resend)');
   });
+  it('two EHR requests under one accession number (CT head, CT chest of one trauma visit) are two orders, and a change of one leaves the other', async () => {
+    // One accession covers several requested procedures in radiology (a trauma CT of head and
+    // chest): two ServiceRequests on the EHR with their own ids and placer numbers and one
+    // ACSN identifier, listed first.
+    const accession = {
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] },
+      system: 'urn:oid:2.16.840.1.113883.3.999.1',
+      value: 'ACC-SHARED-77',
+    };
+    const placer = (value: string) => ({
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }] },
+      system: 'urn:oid:2.16.840.1.113883.3.999.2',
+      value,
+    });
+    const di = fhirFixture('r4-servicerequest-example-di') as unknown as ServiceRequest;
+    const chest: ServiceRequest = {
+      ...di,
+      id: 'acsn-chest',
+      identifier: [accession, placer('PL-CHEST-77')],
+    };
+    const head: ServiceRequest = {
+      ...di,
+      id: 'acsn-head',
+      identifier: [accession, placer('PL-HEAD-77')],
+      code: { coding: [{ system: 'http://loinc.org', code: '24725-4' }], text: 'CT Head' },
+    };
+    await ehr.seed(chest);
+    await ehr.seed(head);
+    const sub = (n: number, type = 'event-notification', focus?: string) => {
+      const bundle = notification(type, n, focus);
+      const params = (bundle.entry as Array<{ resource: { parameter: Json[] } }>)[0]!.resource
+        .parameter;
+      params[0] = {
+        name: 'subscription',
+        valueReference: { reference: `${configured}/Subscription/accession` },
+      };
+      return bundle;
+    };
+    expect(await notify(sub(0, 'handshake'))).toBe(200);
+    expect(
+      await notify(sub(1, 'event-notification', `${configured}/ServiceRequest/acsn-chest`)),
+    ).toBe(200);
+    expect(
+      await notify(sub(2, 'event-notification', `${configured}/ServiceRequest/acsn-head`)),
+    ).toBe(200);
+    await change({ ...head, note: [{ text: 'Known subdural hematoma' }] });
+    expect(
+      await notify(sub(3, 'event-notification', `${configured}/ServiceRequest/acsn-head`)),
+    ).toBe(200);
+
+    const rows = (
+      await db.query<{ source_url: string; placer: string; notes: unknown }>(
+        `SELECT f.source_url, o.placer_order_number AS placer, o.request->'notes' AS notes
+           FROM fhir_resources f JOIN orders o ON o.id = f.order_id
+          WHERE f.source_url LIKE '%/ServiceRequest/acsn-%' ORDER BY f.source_url`,
+      )
+    ).rows;
+    // Before: one order, the chest CT's: the head CT was found as it (same accession) and
+    // never ordered, and its change (the note) was written to the chest CT's order.
+    expect(rows.map((r) => ({ ...r, source_url: r.source_url.replace(/^.*\//, '') }))).toEqual([
+      { source_url: 'acsn-chest', placer: 'PL-CHEST-77', notes: null },
+      { source_url: 'acsn-head', placer: 'PL-HEAD-77', notes: ['Known subdural hematoma'] },
+    ]);
+  });
   it('a notification of more events than FHIR_MAX_NOTIFICATION_EVENTS is refused 413 too-costly before any read of the EHR, and kept', async () => {
     // An EHR (or anyone holding the sender token) batching 101 id-only events: each one was a
     // read of the EHR within the one request (300 took 5.7 s; 20,000 JSON values allow 2,000).

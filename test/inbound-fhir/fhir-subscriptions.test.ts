@@ -376,6 +376,57 @@ describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)'
     );
   });
 
+  it('an R4B notification labelled fhirVersion=4.3 is read (the focus is read back as R4); other versions, and 4.3 on the order endpoint, stay 415', async () => {
+    await seedOrder('sr-r4b-1', 'R4B-1');
+    // R4B's notification Bundle: a SubscriptionStatus resource first (R4B subscriptionstatus.html)
+    const r4b = (version: string) => ({
+      resourceType: 'Bundle',
+      type: 'history',
+      timestamp: '2026-11-28T01:00:00Z',
+      entry: [
+        {
+          fullUrl: 'urn:uuid:7b7c3c1e-1f7e-4a43-9a57-6a3d0e2f4b11',
+          resource: {
+            resourceType: 'SubscriptionStatus',
+            status: 'active',
+            type: 'event-notification',
+            eventsSinceSubscriptionStart: '1',
+            notificationEvent: [
+              {
+                eventNumber: '1',
+                timestamp: '2026-11-28T01:00:00Z',
+                focus: { reference: `${ehr.baseUrl}/ServiceRequest/sr-r4b-1` },
+              },
+            ],
+            subscription: { reference: `${ehr.baseUrl}/Subscription/r4b-${version}` },
+            topic: 'http://example.org/SubscriptionTopic/imaging-orders',
+          },
+          request: { method: 'GET', url: `${ehr.baseUrl}/Subscription/r4b-${version}/$status` },
+          response: { status: '200' },
+        },
+      ],
+    });
+    const post = (path: string, body: unknown, version: string) =>
+      fetch(`${adapter.httpUrl}/fhir/${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': `application/fhir+json; fhirVersion=${version}`,
+        },
+        body: JSON.stringify(body),
+      });
+    // Before: 415 "Content-Type names FHIR version 4.3: this server reads R4", and never ordered.
+    expect((await post('subscription-notifications', r4b('4.3'), '4.3')).status).toBe(200);
+    expect(await orderFor('sr-r4b-1')).toBeDefined();
+    const r5 = await post('subscription-notifications', r4b('5.0'), '5.0');
+    expect(r5.status).toBe(415);
+    expect(JSON.stringify(await r5.json())).toMatch(/FHIR version 5\.0/);
+    const order = JSON.parse(fixtureText('r4-servicerequest-example-di'));
+    const created = await post('ServiceRequest', order, '4.3');
+    expect(created.status).toBe(415);
+    expect(JSON.stringify(await created.json())).toMatch(/FHIR version 4\.3/);
+  });
+
   it('answers 503 when the EHR cannot be read (kept as rejected), and processes the resend', async () => {
     await seedOrder('down-1', 'DOWN-1');
     const note = withEvent(

@@ -29,6 +29,7 @@ export function storedEnvelope(
     response: response.body,
     responseCode: response.code,
     responseContentType: response.contentType,
+    ...(input.ifNoneExist === undefined ? {} : { ifNoneExist: input.ifNoneExist }),
   };
 }
 

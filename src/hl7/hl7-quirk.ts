@@ -36,6 +36,7 @@ export type Hl7QuirkCode =
   | 'value-not-mapped'
   | 'field-conflict'
   | 'accession-longer-than-dicom'
+  | 'identifier-control-character'
   | 'mllp-missing-cr';
 
 export interface Hl7Quirk {

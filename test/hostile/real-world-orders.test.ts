@@ -627,7 +627,7 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
     // v2.3.1: MSA-3 (80) says what and what to do
     expect(parseHl7(reply).get('MSA-3')).toBe(
-      'Remove the control character (TAB, CR, LF) from the accession number (OBR-18)',
+      'Remove the control character from the accession number (OBR-18)',
     );
     expect(await orderByPlacer('PLC-100977')).toBeUndefined();
     // The same accession sent without the TAB is taken.
@@ -639,6 +639,82 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     ]);
     expect(ackSummary(await h.mllp.send(clean)).code).toBe('AA');
     expect((await orderByPlacer('PLC-100977')).accession_number).toBe('ACC-20240318-0077');
+  });
+
+  it.each([
+    [
+      'the patient ID used for matching (PID-3 MR) with an escaped TAB',
+      'PAT-4711^',
+      'PAT-4711\\X09\\^',
+      'PID^1^3^102&Data type error&HL70357',
+      'Remove the control character from the patient identifier (PID-3)',
+    ],
+    [
+      'the patient ID used for matching with a raw BEL byte',
+      'PAT-4711^',
+      'PAT-4711\x07^',
+      'PID^1^3^102&Data type error&HL70357',
+      'Remove the control character from the patient identifier (PID-3)',
+    ],
+    [
+      'the placer order number (ORC-2 and OBR-2) with an escaped CR',
+      'PLC-100234^',
+      'PLC-100234\\X0D\\^',
+      'ORC^1^2^102&Data type error&HL70357',
+      'Remove the control character from the placer order number (ORC-2)',
+    ],
+    [
+      'the filler order number with a line break (\\.br\\)',
+      'FIL-55012^',
+      'FIL-55012\\.br\\^',
+      'ORC^1^3^102&Data type error&HL70357',
+      'Remove the control character from the filler order number (ORC-3)',
+    ],
+  ])(
+    'an order identifier holding a control character: %s is AE 102 at the field, not an AA for an order no study or message can match',
+    async (what, from, to, err, brief) => {
+      // Before: AA, the order stored with the TAB/CR/LF in its patient ID or order number; the
+      // patient ID never equals a study's Patient ID (LO holds no control character), and the
+      // RIS's later messages never name the stored order number: the order waited for ever.
+      const placer = `PLC-CTL-${what.length}`;
+      const reply = await h.mllp.send(
+        edited('orm-o01-v231-ihe-swf-zds', [
+          [from, to],
+          ['MSGID20240318144217', `ID-CTL-${what.length}`],
+          ['PLC-100234', placer],
+          ['FIL-55012', `FIL-CTL-${what.length}`],
+          ['ACC-20240318-0042', `ACC-CTL-${what.length}`],
+        ]),
+      );
+      expect(ackSummary(reply)).toMatchObject({ code: 'AE', errors: [err] });
+      expect(parseHl7(reply).get('MSA-3')).toBe(brief);
+      expect(await orderByPlacer(placer)).toBeUndefined();
+      expect(await orderByPlacer(`${placer}\r`)).toBeUndefined();
+    },
+  );
+
+  it('a control character in a PID-3 repetition the order is not matched by (an SS number): AA, that repetition dropped with a quirk, the MR kept', async () => {
+    // Before: AA with `998877665<TAB>` stored as an identifier of the patient, sent on in the
+    // ORU's PID-3 and the FHIR Patient. It is not the identifier studies are matched by.
+    const controlId = 'ID-CTL-SS';
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', controlId],
+        ['PLC-100234', 'PLC-100978'],
+        ['FIL-55012', 'FIL-55078'],
+        ['ACC-20240318-0042', 'ACC-20240318-0079'],
+        ['998877665^^^SSA^SS', '998877665\\X09\\^^^SSA^SS'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-100978');
+    expect(order.patient_id).toBe('PAT-4711');
+    expect(order.request.patient.identifiers).toEqual([
+      { value: 'PAT-4711', system: 'HOSPA', type: 'MR' },
+    ]);
+    expect(await quirksOf(controlId)).toContainEqual(
+      expect.objectContaining({ code: 'identifier-control-character' }),
+    );
   });
 
   it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {

@@ -21,10 +21,13 @@ export const DEFAULT_HL7_PARSE_LIMITS: Hl7ParseLimits = {
 
 /** Where and how a message exceeded an Hl7ParseLimits bound. */
 export interface Hl7LimitViolation {
-  kind: 'segments' | 'fields' | 'repetitions' | 'components';
-  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound) */
-  location: string;
+  /** `segment-id`: a line shaped like a segment whose ID is none (it cannot be placed). */
+  kind: 'segments' | 'fields' | 'repetitions' | 'components' | 'segment-id';
+  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound); none for a line */
+  location?: string;
   message: string;
+  /** The sentence in 80 characters, advice first, for a v2.1-2.4 MSA-3. */
+  brief?: string;
 }
 
 /**

@@ -37,6 +37,7 @@ export type Hl7QuirkCode =
   | 'field-conflict'
   | 'accession-longer-than-dicom'
   | 'identifier-control-character'
+  | 'lowercase-segment-id'
   | 'mllp-missing-cr';
 
 export interface Hl7Quirk {

@@ -59,15 +59,17 @@ export function checkStructure(
   });
 
   // A message over the parser's bounds is refused whole (AR), naming where: never truncated,
-  // never mapped (issue #15: bounded work per message, whatever the sender put in).
+  // never mapped (issue #15: bounded work per message, whatever the sender put in). So is one
+  // with a line the parser could not place (shaped like a segment, no segment ID): 100.
   if (message.limitViolations.length > 0) {
     return {
       outcome: 'reject',
       errors: message.limitViolations.map((v) => ({
-        location: v.location,
-        code: v.kind === 'segments' ? 100 : 102,
+        ...(v.location === undefined ? {} : { location: v.location }),
+        code: v.kind === 'segments' || v.kind === 'segment-id' ? 100 : 102,
         severity: 'E' as const,
         message: v.message,
+        ...(v.brief === undefined ? {} : { brief: v.brief }),
       })),
     };
   }

@@ -579,6 +579,62 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
   });
 
+  it('a hand-edited order whose PV1 and OBR lines start lowercase (`pv1|`, `obr|`): AA, each read as its segment with a quirk, never joined to the field before it', async () => {
+    // Before: `pv1|...` was taken for a line break inside PID-18 and `obr|...` for one inside
+    // ORC-12: the order had no OBR, so no procedure, accession or modality (AE 101), and PID-18
+    // held a field separator and the whole PV1.
+    const controlId = 'LC-SEG-1';
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', controlId],
+        ['PLC-100234', 'PLC-LC-1'],
+        ['FIL-55012', 'FIL-LC-1'],
+        ['ACC-20240318-0042', 'ACC-LC-1'],
+        ['\rPV1|', '\rpv1|'],
+        ['\rOBR|', '\robr|'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-LC-1');
+    expect(order.request).toMatchObject({
+      accessionNumber: 'ACC-LC-1',
+      procedure: { code: '24627-2', system: 'LN' },
+      modality: 'CT',
+    });
+    const quirks = await quirksOf(controlId);
+    expect(quirks).toContainEqual({
+      code: 'lowercase-segment-id',
+      detail: 'line 3 starts "pv1|": read as the PV1 segment',
+    });
+    expect(quirks).toContainEqual({
+      code: 'lowercase-segment-id',
+      detail: 'line 5 starts "obr|": read as the OBR segment',
+    });
+    expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
+  });
+
+  it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
+    // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
+    // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another
+    // segment's text: the sender is told which line it could not place.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'LC-SEG-2'],
+        ['PLC-100234', 'PLC-LC-2'],
+        ['FIL-55012', 'FIL-LC-2'],
+        ['\rZDS|', '\rwks|1|2\rZDS|'],
+      ]),
+    );
+    const ack = ackSummary(reply);
+    expect(ack.code).toBe('AR');
+    expect(ack.errors).toHaveLength(1);
+    expect(ack.errors[0]).toMatch(/100&Segment sequence error/);
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Escape the | or send a segment: line 6 starts "wks|", no segment ID',
+    );
+    expect(await orderByPlacer('PLC-LC-2')).toBeUndefined();
+  });
+
   it('an interface engine that re-encoded a German RIS feed to UTF-8 and kept MSH-18 8859/1: names read as written, \\XE4\\ still in Latin-1', async () => {
     // Before: AA and the patient stored as MÃ¼LLER, JÃ¼RGEN (each UTF-8 byte read as a
     // Latin-1 letter), in the upstream metadata, the ORU and the DICOM SR alike.

@@ -345,10 +345,15 @@ export function parseHl7(
   const counts = new Map<string, number>();
   let position = 0;
   const violated = new Set<string>();
-  const violation = (kind: Hl7LimitViolation['kind'], location: string, text: string) => {
+  const violation = (
+    kind: Hl7LimitViolation['kind'],
+    location: string,
+    text: string,
+    brief: string,
+  ) => {
     if (violated.has(kind)) return;
     violated.add(kind);
-    message.limitViolations.push({ kind, location, message: text });
+    message.limitViolations.push({ kind, location, message: text, brief });
   };
   // The segment being read: its first line and the lines that continue it (a line that does
   // not start a segment is an unescaped line break inside one of its fields). It is split into
@@ -381,6 +386,7 @@ export function parseHl7(
         'segments',
         `${where}-1`,
         `the message has more than ${limits.maxSegments} segments (HL7_MAX_SEGMENTS)`,
+        `Send at most ${limits.maxSegments} segments in one message (HL7_MAX_SEGMENTS)`,
       );
       return;
     }

@@ -40,13 +40,20 @@ export function checkFieldShape(
   where: string,
   delimiters: Hl7Delimiters,
   limits: Hl7ParseLimits,
-  violation: (kind: Hl7LimitViolation['kind'], location: string, message: string) => void,
+  violation: (
+    kind: Hl7LimitViolation['kind'],
+    location: string,
+    message: string,
+    /** The refusal in 80 characters, advice first (a v2.1-2.4 MSA-3). */
+    brief: string,
+  ) => void,
 ): void {
   if (fields.length - 1 > limits.maxFieldsPerSegment) {
     violation(
       'fields',
       `${where}-${limits.maxFieldsPerSegment + 1}`,
       `${where} has ${fields.length - 1} fields; at most ${limits.maxFieldsPerSegment} are accepted (HL7_MAX_FIELDS)`,
+      `Send at most ${limits.maxFieldsPerSegment} fields per segment: ${where} has ${fields.length - 1}`,
     );
   }
   const first = id === 'MSH' ? 3 : 1;
@@ -80,6 +87,7 @@ export function checkFieldShape(
         'repetitions',
         `${where}-${f}`,
         `${where}-${f} has ${reps} repetitions; at most ${limits.maxRepetitions} are accepted (HL7_MAX_REPETITIONS)`,
+        `Send at most ${limits.maxRepetitions} repetitions: ${where}-${f} has ${reps}`,
       );
     }
     if (maxComps > limits.maxComponents) {
@@ -87,6 +95,7 @@ export function checkFieldShape(
         'components',
         `${where}-${f}`,
         `${where}-${f} has ${maxComps} components in one repetition; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+        `Send at most ${limits.maxComponents} components: ${where}-${f} has ${maxComps}`,
       );
     }
     // subcomponents too (CX-4 HD, XCN-9): the same bound as components
@@ -95,6 +104,7 @@ export function checkFieldShape(
         'components',
         `${where}-${f}`,
         `${where}-${f} has ${maxSubs} subcomponents in one component; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+        `Send at most ${limits.maxComponents} subcomponents: ${where}-${f} has ${maxSubs}`,
       );
     }
   }

@@ -579,6 +579,20 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
   });
 
+  it('a v2.3.1 order over a parse bound in OBR-31 (150 components): MSA-3 says what to send in 80 characters, not a sentence cut mid-word', async () => {
+    // Before: MSA-3 `OBR-31 has 150 components in one repetition; at most 100 are accepted (HL7_MAX_C`
+    // (the sentence cut at ST 80). The whole sentence stays in the audit record.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'BRIEF-COMP-1'],
+        ['PLC-100234', 'PLC-BRIEF-1'],
+        ['R05.9^Cough, unspecified^I10', `R05.9${'^x'.repeat(149)}`],
+      ]),
+    );
+    expect(ackSummary(reply).code).toBe('AR');
+    expect(parseHl7(reply).get('MSA-3')).toBe('Send at most 100 components: OBR-31 has 150');
+  });
+
   it('a hand-edited order whose PV1 and OBR lines start lowercase (`pv1|`, `obr|`): AA, each read as its segment with a quirk, never joined to the field before it', async () => {
     // Before: `pv1|...` was taken for a line break inside PID-18 and `obr|...` for one inside
     // ORC-12: the order had no OBR, so no procedure, accession or modality (AE 101), and PID-18

@@ -22,6 +22,18 @@ import type { Identifier, MappedField, OrderRequest } from './order-request';
  * Lengths are counted in characters (code points), as HL7 and DICOM count them.
  */
 export const ORDER_IDENTIFIER_MAX_CHARS = 199;
+
+/**
+ * A control character (C0, TAB, CR and LF included, or DEL). No DICOM SH or LO value holds one
+ * (PS3.5 §6.2: the default repertoire without control characters but ESC), and a RIS never
+ * names its order by one again: an identifier holding one (the TAB or CR a barcode scanner
+ * appends, sent escaped as `\X09\`, or a `\.br\`) can equal no study's Patient ID or Accession
+ * Number and no later message's order number. Refused for every identifier below, as one rule.
+ */
+export function hasControlCharacters(value: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return /[\u0000-\u001f\u007f]/.test(value);
+}
 export const DICOM_ACCESSION_MAX_CHARS = 16;
 
 /** What the bound is applied to: an order, or a patient event's patient (and merged identifiers). */
@@ -69,13 +81,23 @@ export function identifierBoundProblems(
   let sources: Map<string, string> | undefined;
   for (const [target, what, value] of boundedOf(request)) {
     const length = [...value].length;
-    if (length <= DICOM_ACCESSION_MAX_CHARS) continue;
+    const control = hasControlCharacters(value);
+    if (length <= DICOM_ACCESSION_MAX_CHARS && !control) continue;
     // One index of the lineage, built on the first problem: a find per identifier made a
     // PID-3 of 80,000 repetitions quadratic.
     sources ??= new Map(lineage.map((l) => [l.target, l.source]));
     const source = sources.get(target);
     const at = source ?? target;
-    if (length > ORDER_IDENTIFIER_MAX_CHARS) {
+    if (control) {
+      const place = at.replace(/\.1$/, '');
+      out.push({
+        target,
+        source,
+        severity: 'refuse',
+        message: `${at}: the ${what} holds a control character (TAB, CR, LF ...), which no DICOM Patient ID or Accession Number (LO, SH) and no later message can equal: the order would never match; remove it`,
+        brief: `Remove the control character from the ${what} (${place})`,
+      });
+    } else if (length > ORDER_IDENTIFIER_MAX_CHARS) {
       out.push({
         target,
         source,

@@ -143,8 +143,14 @@ function unescapeSequences(raw: string, ctx: UnescapeContext, state: EscapeState
  * was U+FFFD, the letter lost without a word, in the order, upstream, the ORU and the SR.
  */
 function decodeHexData(bytes: Buffer, ctx: UnescapeContext, state: EscapeState): string {
-  if (ctx.encoding !== 'utf-8' || isValidUtf8(bytes)) return decodeBytes(bytes, ctx.encoding);
-  noteOnce(state, ctx, 'hex-data-not-utf8', '\\X..\\ bytes are no UTF-8; read as ISO 8859-1');
+  if (ctx.encoding === 'utf-8' && !isValidUtf8(bytes))
+    noteOnce(state, ctx, 'hex-data-not-utf8', '\\X..\\ bytes are no UTF-8; read as ISO 8859-1');
+  return hexDataText(bytes, ctx.encoding);
+}
+
+/** The text hexadecimal data stands for in a message read with `encoding` (decodeHexData). */
+function hexDataText(bytes: Buffer, encoding: string): string {
+  if (encoding !== 'utf-8' || isValidUtf8(bytes)) return decodeBytes(bytes, encoding);
   return decodeBytes(bytes, 'windows-1252');
 }
 
@@ -293,6 +299,8 @@ export function recodeHexData(
   raw: string,
   fromEncoding: string,
   delimiters: Hl7Delimiters = DEFAULT_DELIMITERS,
+  /** Sequences the receiving charset reads as they were read here: left as they are. */
+  keep: (bytes: Buffer) => boolean = () => false,
 ): string {
   const esc = delimiters.escape;
   if (esc === '' || !raw.includes(`${esc}X`)) return raw;
@@ -307,8 +315,8 @@ export function recodeHexData(
     const hex = /^X((?:[0-9A-Fa-f]{2})+)$/.exec(body)?.[1];
     const bytes = hex === undefined ? undefined : Buffer.from(hex, 'hex');
     out +=
-      bytes && bytes.some((b) => b > 0x7f)
-        ? escapeValue(decodeBytes(bytes, fromEncoding), delimiters)
+      bytes && bytes.some((b) => b > 0x7f) && !keep(bytes)
+        ? escapeValue(hexDataText(bytes, fromEncoding), delimiters)
         : raw.slice(open, close + 1);
     i = close + 1;
   }

@@ -166,6 +166,27 @@ describe('parseHl7: a line break inside a field (sent unescaped)', () => {
     });
   });
 
+  it('never joins a line with a segment shape: a lowercase known ID is that segment, another is refused', () => {
+    // Before: `pv1|` and `obr|` continued PID-18 and ORC-12 as line breaks inside them.
+    const lower = parseHl7(
+      'MSH|^~\\&|EHR|H|AI|H|20261015101533||ORM^O01|LC1|P|2.3.1\rPID|1||A1^^^H^MR\rpv1||O\rORC|NW|P1\rObr|1|P1||X^Y^L',
+    );
+    expect(lower.segments.map((x) => x.id)).toEqual(['MSH', 'PID', 'PV1', 'ORC', 'OBR']);
+    expect(lower.get('PV1-2')).toBe('O');
+    expect(lower.get('OBR-4.1')).toBe('X');
+    expect(lower.quirks).toContainEqual({
+      code: 'lowercase-segment-id',
+      detail: 'line 5 starts "Obr|": read as the OBR segment',
+    });
+    const unknown = parseHl7(
+      'MSH|^~\\&|EHR|H|AI|H|20261015101533||ORM^O01|LC2|P|2.3.1\rPID|1||A1\r3rd|x',
+    );
+    expect(unknown.segments.map((x) => x.id)).toEqual(['MSH', 'PID']);
+    expect(unknown.limitViolations).toEqual([
+      expect.objectContaining({ kind: 'segment-id', brief: expect.stringContaining('line 3') }),
+    ]);
+  });
+
   it('counts the repetitions after the break toward HL7_MAX_REPETITIONS', () => {
     const wrapped = parseHl7(
       `MSH|^~\\&|EHR|H|AI|H|20261015101533||ORM^O01|LB2|P|2.3.1\rPID|1||A1^^^H^MR\r${'~'.repeat(1500)}`,

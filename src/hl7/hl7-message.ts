@@ -28,6 +28,57 @@ export { salvageControlId } from './hl7-separators';
 
 const SEGMENT_ID = /^[A-Z][A-Z0-9]{2}$/;
 
+/**
+ * A line that has a segment's shape: three letters or digits, then the field separator (or
+ * nothing). Such a line is never read as a line break inside the field before it (v2.5.1
+ * §2.5.2: a segment begins with its three-character ID and the field separator).
+ */
+const SEGMENT_SHAPE = /^[A-Za-z0-9]{3}$/;
+
+/**
+ * The segment IDs a line written in lowercase or mixed case (`pv1|`, `Obr|`: a hand-edited
+ * message, a transform that lowercased a line) is read as: those of the messages taken here
+ * (ORM_O01, OMI_O23, ADT_A01 for A08, ADT_A39 for A40; v2.5.1 chapters 2-4, 6, 7) and the
+ * IHE RAD-4 ZDS. Any other lowercase ID is refused: text such as `wks|` after a wrapped line is
+ * no segment, and read as one it would take the fields after it with it, unseen.
+ */
+const LOWERCASE_READABLE_IDS = new Set([
+  'MSH',
+  'EVN',
+  'PID',
+  'PD1',
+  'PV1',
+  'PV2',
+  'NK1',
+  'MRG',
+  'ROL',
+  'PRT',
+  'AL1',
+  'DG1',
+  'DRG',
+  'PR1',
+  'GT1',
+  'IN1',
+  'IN2',
+  'IN3',
+  'ACC',
+  'UB1',
+  'UB2',
+  'ORC',
+  'OBR',
+  'TQ1',
+  'TQ2',
+  'IPC',
+  'NTE',
+  'OBX',
+  'CTD',
+  'CTI',
+  'BLG',
+  'SFT',
+  'UAC',
+  'ZDS',
+]);
+
 /** Segments that carry an order's study identity (IHE RAD-4: ZDS-1, IPC-1/IPC-3). */
 const STUDY_SEGMENT_IDS = new Set(['ZDS', 'IPC']);
 
@@ -294,10 +345,15 @@ export function parseHl7(
   const counts = new Map<string, number>();
   let position = 0;
   const violated = new Set<string>();
-  const violation = (kind: Hl7LimitViolation['kind'], location: string, text: string) => {
+  const violation = (
+    kind: Hl7LimitViolation['kind'],
+    location: string,
+    text: string,
+    brief: string,
+  ) => {
     if (violated.has(kind)) return;
     violated.add(kind);
-    message.limitViolations.push({ kind, location, message: text });
+    message.limitViolations.push({ kind, location, message: text, brief });
   };
   // The segment being read: its first line and the lines that continue it (a line that does
   // not start a segment is an unescaped line break inside one of its fields). It is split into
@@ -330,6 +386,7 @@ export function parseHl7(
         'segments',
         `${where}-1`,
         `the message has more than ${limits.maxSegments} segments (HL7_MAX_SEGMENTS)`,
+        `Send at most ${limits.maxSegments} segments in one message (HL7_MAX_SEGMENTS)`,
       );
       return;
     }
@@ -346,14 +403,35 @@ export function parseHl7(
       n += 1;
     return n;
   };
-  for (let line of lines) {
+  for (let n = 0; n < lines.length; n += 1) {
+    let line = lines[n];
     const trimmed = withoutTrailing(line, ' \t');
     if (trimmed !== line) {
       quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
       line = trimmed;
     }
-    const id = line.slice(0, 3);
-    if (!SEGMENT_ID.test(id) || (line.length > 3 && line[3] !== delimiters.field)) {
+    let id = line.slice(0, 3);
+    const shaped = SEGMENT_SHAPE.test(id) && (line.length === 3 || line[3] === delimiters.field);
+    if (shaped && !SEGMENT_ID.test(id)) {
+      // Before, such a line was joined to the field before it: `pv1|...` became part of PID-18.
+      const upper = id.toUpperCase();
+      const starts = `line ${n + 1} starts "${id}${delimiters.field}"`;
+      if (!LOWERCASE_READABLE_IDS.has(upper)) {
+        if (!violated.has('segment-id')) {
+          violated.add('segment-id');
+          message.limitViolations.push({
+            kind: 'segment-id',
+            message: `${starts}, shaped like a segment but no segment ID read here; it cannot be text of the field before it: send it as a segment, or escape its field separator`,
+            brief: `Escape the ${delimiters.field} or send a segment: ${starts}, no segment ID`,
+          });
+        }
+        continue;
+      }
+      quirks.add('lowercase-segment-id', `${starts}: read as the ${upper} segment`);
+      line = upper + line.slice(3);
+      id = upper;
+    }
+    if (!shaped) {
       // Not a segment: most often an unescaped line break inside a text field (an EHR's
       // multi-line OBR-13). The text after the break continues that field, and the fields
       // after it are the segment's next fields: read as one field, they were lost (OBR-16,

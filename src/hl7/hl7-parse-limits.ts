@@ -21,10 +21,13 @@ export const DEFAULT_HL7_PARSE_LIMITS: Hl7ParseLimits = {
 
 /** Where and how a message exceeded an Hl7ParseLimits bound. */
 export interface Hl7LimitViolation {
-  kind: 'segments' | 'fields' | 'repetitions' | 'components';
-  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound) */
-  location: string;
+  /** `segment-id`: a line shaped like a segment whose ID is none (it cannot be placed). */
+  kind: 'segments' | 'fields' | 'repetitions' | 'components' | 'segment-id';
+  /** e.g. `PID-3`, `NTE[4990]-1` (the first segment over the bound); none for a line */
+  location?: string;
   message: string;
+  /** The sentence in 80 characters, advice first, for a v2.1-2.4 MSA-3. */
+  brief?: string;
 }
 
 /**
@@ -37,13 +40,20 @@ export function checkFieldShape(
   where: string,
   delimiters: Hl7Delimiters,
   limits: Hl7ParseLimits,
-  violation: (kind: Hl7LimitViolation['kind'], location: string, message: string) => void,
+  violation: (
+    kind: Hl7LimitViolation['kind'],
+    location: string,
+    message: string,
+    /** The refusal in 80 characters, advice first (a v2.1-2.4 MSA-3). */
+    brief: string,
+  ) => void,
 ): void {
   if (fields.length - 1 > limits.maxFieldsPerSegment) {
     violation(
       'fields',
       `${where}-${limits.maxFieldsPerSegment + 1}`,
       `${where} has ${fields.length - 1} fields; at most ${limits.maxFieldsPerSegment} are accepted (HL7_MAX_FIELDS)`,
+      `Send at most ${limits.maxFieldsPerSegment} fields per segment: ${where} has ${fields.length - 1}`,
     );
   }
   const first = id === 'MSH' ? 3 : 1;
@@ -77,6 +87,7 @@ export function checkFieldShape(
         'repetitions',
         `${where}-${f}`,
         `${where}-${f} has ${reps} repetitions; at most ${limits.maxRepetitions} are accepted (HL7_MAX_REPETITIONS)`,
+        `Send at most ${limits.maxRepetitions} repetitions: ${where}-${f} has ${reps}`,
       );
     }
     if (maxComps > limits.maxComponents) {
@@ -84,6 +95,7 @@ export function checkFieldShape(
         'components',
         `${where}-${f}`,
         `${where}-${f} has ${maxComps} components in one repetition; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+        `Send at most ${limits.maxComponents} components: ${where}-${f} has ${maxComps}`,
       );
     }
     // subcomponents too (CX-4 HD, XCN-9): the same bound as components
@@ -92,6 +104,7 @@ export function checkFieldShape(
         'components',
         `${where}-${f}`,
         `${where}-${f} has ${maxSubs} subcomponents in one component; at most ${limits.maxComponents} are accepted (HL7_MAX_COMPONENTS)`,
+        `Send at most ${limits.maxComponents} subcomponents: ${where}-${f} has ${maxSubs}`,
       );
     }
   }

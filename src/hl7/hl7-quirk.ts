@@ -36,6 +36,8 @@ export type Hl7QuirkCode =
   | 'value-not-mapped'
   | 'field-conflict'
   | 'accession-longer-than-dicom'
+  | 'identifier-control-character'
+  | 'lowercase-segment-id'
   | 'mllp-missing-cr';
 
 export interface Hl7Quirk {

@@ -59,15 +59,17 @@ export function checkStructure(
   });
 
   // A message over the parser's bounds is refused whole (AR), naming where: never truncated,
-  // never mapped (issue #15: bounded work per message, whatever the sender put in).
+  // never mapped (issue #15: bounded work per message, whatever the sender put in). So is one
+  // with a line the parser could not place (shaped like a segment, no segment ID): 100.
   if (message.limitViolations.length > 0) {
     return {
       outcome: 'reject',
       errors: message.limitViolations.map((v) => ({
-        location: v.location,
-        code: v.kind === 'segments' ? 100 : 102,
+        ...(v.location === undefined ? {} : { location: v.location }),
+        code: v.kind === 'segments' || v.kind === 'segment-id' ? 100 : 102,
         severity: 'E' as const,
         message: v.message,
+        ...(v.brief === undefined ? {} : { brief: v.brief }),
       })),
     };
   }
@@ -95,6 +97,7 @@ export function checkStructure(
         code: 102,
         severity: 'E',
         message: `MSH-${field} is ${length} characters, more than the ${HD_MAX_CHARS} of an HD (v2.7)`,
+        brief: `Send the application/facility name: MSH-${field} is ${length} characters (HD: ${HD_MAX_CHARS})`,
       });
     }
   }
@@ -128,6 +131,8 @@ export function checkStructure(
       code: 203,
       severity: 'E',
       message: `Version ${message.version} not supported (2.3 to 2.8)`,
+      // MSH-12 is the sender's text, of any length: the brief does not repeat it
+      brief: 'Send HL7 version 2.3 to 2.8 in MSH-12: this version is not supported',
     });
   }
   // Coded values are case-sensitive (tables 0076, 0003, 0103): `orm` is not ORM. A sender
@@ -173,6 +178,7 @@ export function checkStructure(
       code: 202,
       severity: 'E',
       message: `Processing ID ${message.processingId} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
+      brief: `Send MSH-11 as ${options.allowedProcessingIds.join(' or ')}: this processing ID is not accepted here`,
     });
   }
   if (!message.charsetKnown) {

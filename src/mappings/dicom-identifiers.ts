@@ -14,18 +14,9 @@ export function hasMatchingCharacters(value: string): boolean {
 export const MATCHING_CHARACTERS_MESSAGE =
   'the accession number holds a DICOM matching character (* ? \\); it would match other studies';
 
-/**
- * A control character (C0, TAB, CR and LF included, or DEL): no SH or LO value holds one
- * (PS3.5 §6.2: the default repertoire without control characters but ESC), so an accession
- * number holding one can equal no study's Accession Number. A barcode scanner that ends each
- * read with TAB or CR puts one in the RIS's field, and the RIS sends it escaped (`\X09\`).
- */
-export function hasControlCharacters(value: string): boolean {
-  // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f]/.test(value);
-}
+/** A control character in an identifier: one rule for every identifier (domain/identifier-bounds.ts). */
+export { hasControlCharacters } from '../domain/identifier-bounds';
 
-/** The answer an input gets when its accession number holds one (HL7 ERR / FHIR issue text). */
 export const CONTROL_CHARACTERS_MESSAGE =
   'the accession number holds a control character (TAB, CR, LF ...), which no DICOM Accession Number (SH) can hold: no study would ever match it';
 

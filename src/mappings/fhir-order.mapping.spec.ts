@@ -340,6 +340,39 @@ describe('identifiers padded with spaces', () => {
   });
 });
 
+describe('identifiers holding a control character', () => {
+  it('refuses a placer or filler number or a patient identifier with a TAB, at its element, as over HL7', () => {
+    // Before: the placer number `P12345<TAB>` and the patient identifier were taken as sent;
+    // no later request or study could name them. One rule for every identifier and transport.
+    const base = fixture<ServiceRequest>('imaging-ig-servicerequest-example').identifier!;
+    for (const type of ['PLAC', 'FILL']) {
+      const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+      sr.identifier = base.map((i) =>
+        i.type?.coding?.[0]?.code === type ? { ...i, value: `${i.value!}\t` } : i,
+      );
+      const result = mapServiceRequest(sr, ctx(), 'create');
+      expect(result.outcome).toBe('error');
+      expect(result.issues).toContainEqual(
+        expect.objectContaining({
+          severity: 'error',
+          expression: expect.stringMatching(/^ServiceRequest\.identifier\[\d\]/),
+          diagnostics: expect.stringContaining('control character'),
+        }),
+      );
+    }
+    const patient = fixture<Patient>('r4-patient-example-dicom');
+    patient.identifier = patient.identifier!.map((i) => ({ ...i, value: `${i.value!}\r` }));
+    const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');
+    const result = mapServiceRequest(
+      sr,
+      ctx({ patient: { resource: patient, source: 'EHR Patient/dicom' } }),
+      'create',
+    );
+    expect(result.outcome).toBe('error');
+    expect(result.issues.map((i) => i.diagnostics).join(' ')).toContain('control character');
+  });
+});
+
 describe('who issued the accession number', () => {
   it('reads the ACSN identifier’s system (universal ID) and assigner (local namespace)', () => {
     const sr = fixture<ServiceRequest>('r4-servicerequest-example-di');

@@ -153,6 +153,7 @@ export function applyRows(
         code: 101,
         severity: 'E',
         message: `${location} required (${row.target}) but empty`,
+        brief: `Send ${location}: it is required (${row.target}) but empty`,
       });
     }
   }

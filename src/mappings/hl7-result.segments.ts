@@ -8,7 +8,7 @@ import {
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
-import { charsetLabel, writesAs } from '../hl7/hl7-charset';
+import { charsetLabel, isValidUtf8, writesAs } from '../hl7/hl7-charset';
 import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
@@ -95,9 +95,16 @@ function originalSegment(
   const seg = original?.segment(id);
   if (!seg) return undefined;
   const from = original!.delimiters;
-  const recode = sameBytes(original!.escapeEncoding, charsetLabel(charset) ?? 'utf-8')
-    ? (field: string) => field
-    : (field: string) => recodeHexData(field, original!.escapeEncoding);
+  const read = original!.escapeEncoding;
+  const to = charsetLabel(charset) ?? 'utf-8';
+  // Both UTF-8: hex data that is no UTF-8 was read as Latin-1 (hex-data-not-utf8, an engine
+  // that relabelled a RIS's 8859/1 feed): written as the text it was read as, since a UTF-8
+  // reader gets U+FFFD from `M\XDC\LLER`. Before, the PID went out with the lone byte DC.
+  const recode = !sameBytes(read, to)
+    ? (field: string) => recodeHexData(field, read)
+    : to === 'utf-8'
+      ? (field: string) => recodeHexData(field, read, DEFAULT_DELIMITERS, isValidUtf8)
+      : (field: string) => field;
   return [
     seg.id,
     ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),

@@ -1,13 +1,11 @@
 import type { AssigningAuthority, Identifier } from '../domain/order-request';
-import {
-  CONTROL_CHARACTERS_MESSAGE,
-  hasControlCharacters,
-  hasMatchingCharacters,
-  MATCHING_CHARACTERS_MESSAGE,
-} from './dicom-identifiers';
+import { hasControlCharacters } from '../domain/identifier-bounds';
+import { primaryIdentifier } from '../domain/patient-identity';
+import type { PatientInfo } from '../domain/order-request';
+import { hasMatchingCharacters, MATCHING_CHARACTERS_MESSAGE } from './dicom-identifiers';
 import { asSent, EMPTY, notMapped, ofValue, readComposite, refused, rep } from './hl7-value.kit';
 import { unpadded } from '../common/padding';
-import type { LineageLine, TransformFn } from './hl7-value.kit';
+import type { LineageLine, TransformFn, TransformInput } from './hl7-value.kit';
 
 /** Identifiers: CX and EI (chapter 2A), DICOM UIDs, accession numbers. */
 
@@ -26,12 +24,27 @@ function systemOf(
   return { system, line: { suffix, source: at(part), value: system } };
 }
 
-/** PID-3 / MRG-1 CX: ID ^ check digit ^ scheme ^ assigning authority (HD) ^ type. */
+/** One CX repetition as read: its number and the components cxList keeps. */
+interface CxRead {
+  r: number;
+  values: Partial<Record<'value' | 'namespace' | 'universalId' | 'type', string>>;
+}
+
+/**
+ * PID-3 / MRG-1 CX: ID ^ check digit ^ scheme ^ assigning authority (HD) ^ type.
+ *
+ * A PID-3 repetition whose ID holds a control character (a scanner's TAB, `\X09\`) and is not
+ * the identifier the order is known by (primaryIdentifier: the one studies are matched by) is
+ * left out, with a quirk and a warning at it: it matches nothing either way, and refusing the
+ * order for a social security number with a TAB would hold up an examination its record number
+ * names exactly. The identifier the order is known by keeps it, and the rule for every
+ * identifier (identifier-bounds.ts) refuses the order. MRG-1 is not filtered: every prior
+ * identifier names a record to merge.
+ */
 export const cxList: TransformFn = (input) => {
-  const out: Identifier[] = [];
-  const lines: LineageLine[] = [];
   const field = input.loc.field;
   const count = input.segment.repetitionCount(field);
+  const read: CxRead[] = [];
   for (let r = 1; r <= count; r += 1) {
     const { values } = readComposite(
       input,
@@ -45,13 +58,19 @@ export const cxList: TransformFn = (input) => {
       '',
       unpadded,
     );
-    if (values.value === undefined) continue;
-    const id: Identifier = { value: values.value };
+    if (values.value !== undefined) read.push({ r, values });
+  }
+  const dropped = droppedRepetitions(input, read);
+  const out: Identifier[] = [];
+  const lines: LineageLine[] = [];
+  for (const { r, values } of read) {
+    if (dropped.has(r)) continue;
+    const id: Identifier = { value: values.value! };
     const i = out.length;
     lines.push({
       suffix: `[${i}].value`,
       source: input.segment.locationOf(field, r, 1),
-      value: values.value,
+      value: values.value!,
     });
     // CX-4 HD: namespace ID, else universal ID, as the identifier's system.
     const { system, line } = systemOf(values, `[${i}].system`, (part) =>
@@ -71,8 +90,38 @@ export const cxList: TransformFn = (input) => {
     }
     out.push(id);
   }
-  return out.length === 0 ? EMPTY : { kind: 'value', value: out, lines };
+  if (out.length === 0) return EMPTY;
+  const first = [...dropped][0];
+  if (first === undefined) return { kind: 'value', value: out, lines };
+  const at = input.segment.locationOf(field, first, 1);
+  const message = `${at}: a patient identifier holding a control character (TAB, CR, LF ...) left out (${dropped.size} of ${read.length}); the order is known by another`;
+  input.quirks.add('identifier-control-character', message);
+  return {
+    kind: 'value',
+    value: out,
+    lines,
+    warning: { location: at, code: 102, severity: 'W', message },
+  };
 };
+
+/** The PID-3 repetitions left out (see cxList): control characters, not the primary one. */
+function droppedRepetitions(input: TransformInput, read: readonly CxRead[]): Set<number> {
+  const out = new Set<number>();
+  if (input.segment.id !== 'PID' || !read.some((x) => hasControlCharacters(x.values.value!)))
+    return out;
+  const ids: Identifier[] = read.map(({ values }) => ({
+    value: values.value!,
+    ...((values.namespace ?? values.universalId)
+      ? { system: values.namespace ?? values.universalId }
+      : {}),
+    ...(values.type !== undefined ? { type: values.type } : {}),
+  }));
+  const primary = primaryIdentifier({ identifiers: ids } as PatientInfo);
+  ids.forEach((id, i) => {
+    if (id !== primary && hasControlCharacters(id.value)) out.add(read[i].r);
+  });
+  return out;
+}
 
 /** EI: entity identifier ^ namespace ID ^ universal ID ^ universal ID type. */
 export const ei: TransformFn = (input) => {
@@ -120,29 +169,21 @@ export const uid: TransformFn = ofValue(
 
 /**
  * An accession number (IPC-1, OBR-18): a string that must not hold DICOM matching characters,
- * or the study query would match other patients' studies (AE at the field, issue #15), nor a
- * control character (an escaped `\X09\`, `\X0D\`, `\.br\`), which no study's Accession Number
- * can hold (AE at the field; before, AA, and the order waited for a study that never matched).
+ * or the study query would match other patients' studies (AE at the field, issue #15). A
+ * control character in it is refused by the rule for every identifier (identifier-bounds.ts).
  */
-export const accession: TransformFn = ofValue((value, source) => {
-  if (hasMatchingCharacters(value)) {
-    return refused(
-      source,
-      102,
-      `${source}: ${MATCHING_CHARACTERS_MESSAGE}`,
-      `Remove the DICOM matching character (* ? \\) from the accession number (${source})`,
-    );
-  }
-  if (hasControlCharacters(value)) {
-    return refused(
-      source,
-      102,
-      `${source}: ${CONTROL_CHARACTERS_MESSAGE}`,
-      `Remove the control character (TAB, CR, LF) from the accession number (${source})`,
-    );
-  }
-  return asSent(value, source);
-}, unpadded);
+export const accession: TransformFn = ofValue(
+  (value, source) =>
+    hasMatchingCharacters(value)
+      ? refused(
+          source,
+          102,
+          `${source}: ${MATCHING_CHARACTERS_MESSAGE}`,
+          `Remove the DICOM matching character (* ? \\) from the accession number (${source})`,
+        )
+      : asSent(value, source),
+  unpadded,
+);
 
 /**
  * Who issued the accession number: EI components 2-4 (namespace ID, universal ID, universal ID

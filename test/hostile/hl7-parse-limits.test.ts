@@ -137,14 +137,15 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
     const comps = withPid3('COMP-200K', '^'.repeat(200_000), 1);
     const a = await sendWatchingHealth(comps);
     expect(a.ack).toMatch(/\rMSA\|AR\|COMP-200K/);
-    expect(a.ack).toMatch(/components in one repetition; at most 100/);
+    // v2.3.1 MSA-3 (80): the brief, advice first (the sentence was cut at `HL7_MAX_`)
+    expect(a.ack).toMatch(/\|Send at most 100 components: PID-3 has 200001\r/);
 
     // subcomponents count too: CX-4 (HD) with 9 MB of `&` was read by splitting it whole for
     // CX-4.2, once per read (a 9-million-element array), and the message went through (AA)
     const subs = withPid3('SUB-9M', `PAT-1^^^HOSPA${'&'.repeat(9_000_000)}^MR`, 1);
     const s = await sendWatchingHealth(subs);
     expect(s.ack).toMatch(/\rMSA\|AR\|SUB-9M/);
-    expect(s.ack).toMatch(/PID-3 has 9000001 subcomponents in one component; at most 100/);
+    expect(s.ack).toMatch(/\|Send at most 100 subcomponents: PID-3 has 9000001\r/);
     expect(s.worstHealthMs).toBeLessThan(3_000);
 
     const lines = TEMPLATE.replace('MSGID20240318144217', 'SEG-6K').split(/\r\n|\r|\n/);

@@ -579,6 +579,76 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
   });
 
+  it('a v2.3.1 order over a parse bound in OBR-31 (150 components): MSA-3 says what to send in 80 characters, not a sentence cut mid-word', async () => {
+    // Before: MSA-3 `OBR-31 has 150 components in one repetition; at most 100 are accepted (HL7_MAX_C`
+    // (the sentence cut at ST 80). The whole sentence stays in the audit record.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'BRIEF-COMP-1'],
+        ['PLC-100234', 'PLC-BRIEF-1'],
+        ['R05.9^Cough, unspecified^I10', `R05.9${'^x'.repeat(149)}`],
+      ]),
+    );
+    expect(ackSummary(reply).code).toBe('AR');
+    expect(parseHl7(reply).get('MSA-3')).toBe('Send at most 100 components: OBR-31 has 150');
+  });
+
+  it('a hand-edited order whose PV1 and OBR lines start lowercase (`pv1|`, `obr|`): AA, each read as its segment with a quirk, never joined to the field before it', async () => {
+    // Before: `pv1|...` was taken for a line break inside PID-18 and `obr|...` for one inside
+    // ORC-12: the order had no OBR, so no procedure, accession or modality (AE 101), and PID-18
+    // held a field separator and the whole PV1.
+    const controlId = 'LC-SEG-1';
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', controlId],
+        ['PLC-100234', 'PLC-LC-1'],
+        ['FIL-55012', 'FIL-LC-1'],
+        ['ACC-20240318-0042', 'ACC-LC-1'],
+        ['\rPV1|', '\rpv1|'],
+        ['\rOBR|', '\robr|'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-LC-1');
+    expect(order.request).toMatchObject({
+      accessionNumber: 'ACC-LC-1',
+      procedure: { code: '24627-2', system: 'LN' },
+      modality: 'CT',
+    });
+    const quirks = await quirksOf(controlId);
+    expect(quirks).toContainEqual({
+      code: 'lowercase-segment-id',
+      detail: 'line 3 starts "pv1|": read as the PV1 segment',
+    });
+    expect(quirks).toContainEqual({
+      code: 'lowercase-segment-id',
+      detail: 'line 5 starts "obr|": read as the OBR segment',
+    });
+    expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
+  });
+
+  it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
+    // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
+    // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another
+    // segment's text: the sender is told which line it could not place.
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', 'LC-SEG-2'],
+        ['PLC-100234', 'PLC-LC-2'],
+        ['FIL-55012', 'FIL-LC-2'],
+        ['\rZDS|', '\rwks|1|2\rZDS|'],
+      ]),
+    );
+    const ack = ackSummary(reply);
+    expect(ack.code).toBe('AR');
+    expect(ack.errors).toHaveLength(1);
+    expect(ack.errors[0]).toMatch(/100&Segment sequence error/);
+    expect(parseHl7(reply).get('MSA-3')).toBe(
+      'Escape the | or send a segment: line 6 starts "wks|", no segment ID',
+    );
+    expect(await orderByPlacer('PLC-LC-2')).toBeUndefined();
+  });
+
   it('an interface engine that re-encoded a German RIS feed to UTF-8 and kept MSH-18 8859/1: names read as written, \\XE4\\ still in Latin-1', async () => {
     // Before: AA and the patient stored as MÃ¼LLER, JÃ¼RGEN (each UTF-8 byte read as a
     // Latin-1 letter), in the upstream metadata, the ORU and the DICOM SR alike.
@@ -627,7 +697,7 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     });
     // v2.3.1: MSA-3 (80) says what and what to do
     expect(parseHl7(reply).get('MSA-3')).toBe(
-      'Remove the control character (TAB, CR, LF) from the accession number (OBR-18)',
+      'Remove the control character from the accession number (OBR-18)',
     );
     expect(await orderByPlacer('PLC-100977')).toBeUndefined();
     // The same accession sent without the TAB is taken.
@@ -639,6 +709,82 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     ]);
     expect(ackSummary(await h.mllp.send(clean)).code).toBe('AA');
     expect((await orderByPlacer('PLC-100977')).accession_number).toBe('ACC-20240318-0077');
+  });
+
+  it.each([
+    [
+      'the patient ID used for matching (PID-3 MR) with an escaped TAB',
+      'PAT-4711^',
+      'PAT-4711\\X09\\^',
+      'PID^1^3^102&Data type error&HL70357',
+      'Remove the control character from the patient identifier (PID-3)',
+    ],
+    [
+      'the patient ID used for matching with a raw BEL byte',
+      'PAT-4711^',
+      'PAT-4711\x07^',
+      'PID^1^3^102&Data type error&HL70357',
+      'Remove the control character from the patient identifier (PID-3)',
+    ],
+    [
+      'the placer order number (ORC-2 and OBR-2) with an escaped CR',
+      'PLC-100234^',
+      'PLC-100234\\X0D\\^',
+      'ORC^1^2^102&Data type error&HL70357',
+      'Remove the control character from the placer order number (ORC-2)',
+    ],
+    [
+      'the filler order number with a line break (\\.br\\)',
+      'FIL-55012^',
+      'FIL-55012\\.br\\^',
+      'ORC^1^3^102&Data type error&HL70357',
+      'Remove the control character from the filler order number (ORC-3)',
+    ],
+  ])(
+    'an order identifier holding a control character: %s is AE 102 at the field, not an AA for an order no study or message can match',
+    async (what, from, to, err, brief) => {
+      // Before: AA, the order stored with the TAB/CR/LF in its patient ID or order number; the
+      // patient ID never equals a study's Patient ID (LO holds no control character), and the
+      // RIS's later messages never name the stored order number: the order waited for ever.
+      const placer = `PLC-CTL-${what.length}`;
+      const reply = await h.mllp.send(
+        edited('orm-o01-v231-ihe-swf-zds', [
+          [from, to],
+          ['MSGID20240318144217', `ID-CTL-${what.length}`],
+          ['PLC-100234', placer],
+          ['FIL-55012', `FIL-CTL-${what.length}`],
+          ['ACC-20240318-0042', `ACC-CTL-${what.length}`],
+        ]),
+      );
+      expect(ackSummary(reply)).toMatchObject({ code: 'AE', errors: [err] });
+      expect(parseHl7(reply).get('MSA-3')).toBe(brief);
+      expect(await orderByPlacer(placer)).toBeUndefined();
+      expect(await orderByPlacer(`${placer}\r`)).toBeUndefined();
+    },
+  );
+
+  it('a control character in a PID-3 repetition the order is not matched by (an SS number): AA, that repetition dropped with a quirk, the MR kept', async () => {
+    // Before: AA with `998877665<TAB>` stored as an identifier of the patient, sent on in the
+    // ORU's PID-3 and the FHIR Patient. It is not the identifier studies are matched by.
+    const controlId = 'ID-CTL-SS';
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', controlId],
+        ['PLC-100234', 'PLC-100978'],
+        ['FIL-55012', 'FIL-55078'],
+        ['ACC-20240318-0042', 'ACC-20240318-0079'],
+        ['998877665^^^SSA^SS', '998877665\\X09\\^^^SSA^SS'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-100978');
+    expect(order.patient_id).toBe('PAT-4711');
+    expect(order.request.patient.identifiers).toEqual([
+      { value: 'PAT-4711', system: 'HOSPA', type: 'MR' },
+    ]);
+    expect(await quirksOf(controlId)).toContainEqual(
+      expect.objectContaining({ code: 'identifier-control-character' }),
+    );
   });
 
   it('a v2.3.1 ZDS-1 that is not a DICOM UID (a component with a leading zero): AA without it, and the audit log says why', async () => {

@@ -501,6 +501,32 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(bytes.every((b) => b < 0x80)).toBe(true);
   });
 
+  it('a UTF-8 order whose name is Latin-1 hex data (`M\\XDC\\LLER`, a RIS escape an engine kept): the UTF-8 ORU writes MÜLLER in UTF-8, not the byte DC no UTF-8 reader can decode', async () => {
+    // Intake reads \XDC\ in a UTF-8 message as ISO 8859-1 (quirk hex-data-not-utf8). Before,
+    // the ORU (MSH-18 UNICODE, the order's charset) echoed the PID as sent: `M\XDC\LLER`, a lone
+    // byte DC that a RIS decoding hexadecimal data in UTF-8 reads as U+FFFD (M�LLER).
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-HX^^^HOSP^MR||M\\XDC\\LLER^J\\XDC\\RGEN||19640812|M',
+      undefined,
+      { msh18: 'UNICODE UTF-8', encode: (text) => Buffer.from(text, 'utf8') },
+      '2.4',
+    );
+    await published(id);
+    const { bytes, message } = oruBytesOf(id);
+    expect(message.msh.value(18)).toBe('UNICODE');
+    expect(bytes.includes(Buffer.from('MÜLLER^JÜRGEN', 'utf8'))).toBe(true);
+    expect(bytes.toString('latin1')).not.toContain('\\XDC\\');
+    expect(message.quirks).not.toContainEqual(
+      expect.objectContaining({ code: 'hex-data-not-utf8' }),
+    );
+    // FHIR and DICOM are built from the stored order, read as the intake read it
+    const order = await db.query(`SELECT request FROM orders WHERE id = $1`, [id]);
+    expect(order.rows[0].request.patient.name).toMatchObject({
+      family: 'MÜLLER',
+      given: ['JÜRGEN'],
+    });
+  });
+
   it.each([
     // a leap second: valid R4, an Invalid Date in JavaScript (OBR-7 was 0NaNNaNNaNNaNNaNNaN+0000)
     ['2026-12-31T23:59:60Z', '20261231235959+0000'],

@@ -224,27 +224,34 @@ describe('hostile: searching the text of our answers as the page shows it', () =
   });
 
   it('identifiers holding a control character are found by what the sender sent, as they are stored', async () => {
-    // A broken RIS's BEL in MSH-10 and ESC in the accession: the values are stored with each
-    // control character as U+FFFD (the raw bytes keep them). Before, the search looked for the
-    // characters as typed (or pasted from the RIS's log) and found nothing.
-    const control = 'CTL\u0007-1';
-    const accession = 'ACC-\u001bCTL';
-    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
-      .toString('latin1')
-      .replace('MSGID20240318144217', control)
-      .replace(/ACC-20240318-0042/g, accession)
-      .replace(/PLC-100234/g, 'PLC-CTL-1')
-      .replace(/FIL-55012/g, 'FIL-CTL-1')
-      .replace('1710769337.1', '1710769337.4004');
+    // A broken RIS's BEL in MSH-10: the value is stored with the control character as U+FFFD
+    // (the raw bytes keep it). Before, the search looked for the character as typed (or pasted
+    // from the RIS's log) and found nothing. An ESC in the accession is refused (AE 102: no
+    // study could match it), and the refused message is found the same way.
+    const swf = (msh10: string, accession: string, n: number) =>
+      hl7Fixture('orm-o01-v231-ihe-swf-zds')
+        .toString('latin1')
+        .replace('MSGID20240318144217', msh10)
+        .replace(/ACC-20240318-0042/g, accession)
+        .replace(/PLC-100234/g, `PLC-CTL-${n}`)
+        .replace(/FIL-55012/g, `FIL-CTL-${n}`)
+        .replace('1710769337.1', `1710769337.400${n}`);
     const client = new MllpClient({
       host: '127.0.0.1',
       port: adapter.mllpPort,
       responseTimeoutMs: 10_000,
     });
     try {
-      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
-        'MSA|AA|',
-      );
+      expect(
+        (await client.send(Buffer.from(swf('CTL\u0007-1', 'ACC-CTL-1', 4), 'latin1'))).toString(
+          'latin1',
+        ),
+      ).toContain('MSA|AA|');
+      const refused = (
+        await client.send(Buffer.from(swf('CTL\u0007-2', 'ACC-\u001bCTL', 5), 'latin1'))
+      ).toString('latin1');
+      expect(refused).toContain('MSA|AE|');
+      expect(refused).toContain('ERR|OBR^1^18^102');
     } finally {
       await client.close();
     }
@@ -256,21 +263,21 @@ describe('hostile: searching the text of our answers as the page shows it', () =
       return { status: res.status, items: body.items?.length };
     };
     const q = encodeURIComponent;
-    for (const [c, a] of [
-      [control, accession],
-      ['CTL\ufffd-1', 'ACC-\ufffdCTL'], // as the page shows them
+    for (const [accepted, refused] of [
+      ['CTL\u0007-1', 'CTL\u0007-2'],
+      ['CTL\ufffd-1', 'CTL\ufffd-2'], // as the page shows them
     ]) {
-      expect({ c, m: await found(`messages?msh10=${q(c!)}`) }).toEqual({
-        c,
+      expect({ accepted, m: await found(`messages?msh10=${q(accepted!)}`) }).toEqual({
+        accepted,
         m: { status: 200, items: 1 },
       });
-      expect({ c, o: await found(`orders?msh10=${q(c!)}`) }).toEqual({
-        c,
+      expect({ accepted, o: await found(`orders?msh10=${q(accepted!)}`) }).toEqual({
+        accepted,
         o: { status: 200, items: 1 },
       });
-      expect({ a, o: await found(`orders?accession=${q(a!)}`) }).toEqual({
-        a,
-        o: { status: 200, items: 1 },
+      expect({ refused, m: await found(`messages?msh10=${q(refused!)}`) }).toEqual({
+        refused,
+        m: { status: 200, items: 1 },
       });
     }
   });

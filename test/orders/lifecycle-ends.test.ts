@@ -1621,6 +1621,54 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       ),
     );
   });
+
+  it('a cancel the upstream confirms while a multipart upload is open: the abort of its upload answered 503 is an outbox row, retried until the upstream answers, the progress dropped (before: one call, given up)', async () => {
+    // The parts go up, the complete is answered 503 (the upload stays open, the job retries);
+    // the abort is answered 503 until the upstream is back. The cancel itself goes through.
+    let abortDown = true;
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete') ||
+      (abortPath(method, path) && abortDown)
+        ? unavailable()
+        : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [open] = await uploadProgress(upstreamId);
+    expect(open).toBeDefined();
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    expect(sandbox.state.orders.get(upstreamId)?.status).toBe('CANCELLED');
+    const failed = await waitFor(
+      'the abort answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(failed.destination).toBe('imaging-upstream');
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+    abortDown = false;
+    const calls = abortCalls();
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    // The upstream answered this time (the sandbox had ended the upload with the cancel: 409).
+    expect(abortCalls()).toBe(calls + 1);
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('aborted');
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -1668,6 +1668,68 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // The upstream answered this time (the sandbox had ended the upload with the cancel: 409).
     expect(abortCalls()).toBe(calls + 1);
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('aborted');
+  });
+
+  it('an upload that starts over because the study file changed: the abort of the old multipart upload answered 503 is an outbox row, retried until the upstream takes it (before: one call, the old upload left open for good)', async () => {
+    let abortDown = true;
+    let completeDown = true;
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete' && completeDown) ||
+      (abortPath(method, path) && abortDown)
+        ? unavailable()
+        : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id, package_path FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [old] = await uploadProgress(upstreamId);
+    expect(old).toBeDefined();
+    // The package on disk changes (re-packaged, another replica's copy): a new mtime.
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(placed[0].package_path as string, later, later);
+    completeDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `upload:${id}`,
+    ]);
+    await waitFor(
+      'uploaded afresh',
+      async () => (await orderState(db, id)) === 'processing',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const failed = await waitFor(
+      'the abort of the old upload answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(sandbox.state.uploads.get(old!.upload_id)?.state).toBe('open');
+    abortDown = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the old multipart upload aborted',
+      async () => sandbox.state.uploads.get(old!.upload_id)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    // Only the old upload was aborted: the new one completed.
+    const uploads = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
+    expect(uploads.map((u) => u.state).sort()).toEqual(['aborted', 'completed']);
   });
 });
 

@@ -14,6 +14,7 @@ import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 import { withLockedOrder } from './locked-order';
 import { studyRequestOf } from '../study-request';
+import { queueUploadAbort } from '../upload-abandonment';
 
 /** `order.upload-study`: uploads the packaged study under the order's upload lease. */
 export class UploadStudyUseCase {
@@ -78,7 +79,15 @@ export class UploadStudyUseCase {
       if (!path) return;
       let result: UploadResult;
       try {
-        result = await this.deps.imaging.uploader.upload(claimed.upstream_order_id!, path);
+        const upstreamOrderId = claimed.upstream_order_id!;
+        result = await this.deps.imaging.uploader.upload(upstreamOrderId, path, {
+          // An upload started over (the study file changed): the old one's abort is an
+          // outbox row, so an upstream that fails it once does not keep it open for good.
+          abandon: (uploadId) =>
+            dataSource.transaction((manager) =>
+              queueUploadAbort(manager, this.deps.events, { orderId, upstreamOrderId, uploadId }),
+            ),
+        });
       } catch (error) {
         if (isTransient(error)) {
           await this.releaseLease(orderId);

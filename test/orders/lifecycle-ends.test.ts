@@ -1731,6 +1731,42 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const uploads = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
     expect(uploads.map((u) => u.state).sort()).toEqual(['aborted', 'completed']);
   });
+
+  it('a cancel taken upstream while the upload runs: the upload refused by the cancelled order is not an upload refusal on the timeline (was: upstream.refused, severity error, for a cancel done as asked)', async () => {
+    // The upload asks for its URL; the answer is held until the cancel has gone through.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    decide = (method, path) =>
+      method === 'GET' && path === '/upload/single-put' ? { until: held } : 'pass';
+    const urlAsks = () =>
+      proxy.hits.filter((h) => h.method === 'GET' && h.path === '/upload/single-put').length;
+    const before = urlAsks();
+    const spec = newOrderSpec();
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor('the upload URL asked for', async () => urlAsks() > before);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    release();
+    await waitFor(
+      'the upload run ended',
+      async () => (await timeline(id)).some((e) => /upload (stopped|was refused)/.test(e.summary)),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'upstream.refused')).toEqual([]);
+    expect(events.filter((e) => e.severity === 'error')).toEqual([]);
+    expect(
+      events.some(
+        (e) =>
+          e.severity === 'info' &&
+          /upload stopped: the order was cancelled while it ran/.test(e.summary),
+      ),
+    ).toBe(true);
+    expect(await orderState(db, id)).toBe('cancelled');
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

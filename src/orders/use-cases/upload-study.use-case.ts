@@ -1,5 +1,6 @@
 import { knownPhiOf } from '../../audit/phi-known-values';
 import { stat } from 'node:fs/promises';
+import { isTerminal } from '../../domain/order-state';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { ImagingClientError } from '../../imaging-client/imaging-client.error';
 import type { UploadResult } from '../../imaging-client/study-uploader';
@@ -102,6 +103,23 @@ export class UploadStudyUseCase {
             },
           ]);
           throw error;
+        }
+        const now = await loadOrder(dataSource.manager, orderId);
+        if (now && isTerminal(stateOf(now))) {
+          // The order ended while the upload ran (its cancel taken upstream, which then
+          // refuses the upload: 409 order terminal, upload not open). Nothing was refused that
+          // anyone should act on; before, an error-severity upload refusal stood on the
+          // timeline of an order cancelled as asked.
+          await writeAuditEvents(dataSource.manager, [
+            {
+              kind: 'order.updated',
+              orderId,
+              actor: 'adapter',
+              summary: `upload stopped: the order was ${now.state} while it ran (the upstream answered ${describe(error, knownPhiOf(claimed.request))})`,
+              detail: { code: errorCode(error), state: now.state, worker: this.workerId },
+            },
+          ]);
+          return;
         }
         if (await this.alreadyUploaded(claimed.upstream_order_id!, error)) {
           // A run that crashed after the upload landed but before it was recorded: the

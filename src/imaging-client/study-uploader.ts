@@ -272,12 +272,19 @@ export class StudyUploader {
     }
   }
 
-  /** Whether the order leaves PENDING within COMPLETE_SETTLE_MS (looks back off: 0.25 s, 0.5 s, … 5 s). */
+  /**
+   * Whether the order leaves PENDING for a status other than CANCELLED within
+   * COMPLETE_SETTLE_MS (looks back off: 0.25 s, 0.5 s, … 5 s).
+   */
   private async movesOnFromPending(orderId: string): Promise<boolean> {
     const deadline = this.deps.clock.now() + COMPLETE_SETTLE_MS;
     // at most 16 looks, whatever the clock says (a clock that stands still ends the loop too)
     for (let look = 0, wait = 250; look < 16; look++, wait = Math.min(wait * 2, 5_000)) {
       const { status } = await this.client.getStatus({ orderId });
+      // CANCELLED says nothing of the upload: an order cancelled before its complete (the
+      // upload ended with it, hence the 409) never processed it. Taken for "moved on", the
+      // refused complete counted as an upload that landed.
+      if (status === 'CANCELLED') return false;
       if (status !== 'PENDING') return true;
       if (this.deps.clock.now() + wait > deadline) return false;
       await this.deps.clock.sleep(wait);

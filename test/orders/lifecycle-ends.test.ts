@@ -1767,6 +1767,40 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).toBe(true);
     expect(await orderState(db, id)).toBe('cancelled');
   });
+
+  it('a cancel taken upstream while the multipart complete is on its way: the complete refused (409, upload ended with the order) is not taken for an upload that landed (was: "study uploaded", an illegal cancelled → processing)', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    decide = (method, path) =>
+      method === 'POST' && path === '/upload/multipart/complete' ? { until: held } : 'pass';
+    const completes = () =>
+      proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
+        .length;
+    const before = completes();
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor('the complete sent', async () => completes() > before);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    release();
+    await waitFor(
+      'the upload run ended',
+      async () =>
+        (await timeline(id)).some(
+          (e) => /upload stopped/.test(e.summary) || e.kind === 'order.illegal-transition',
+        ),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'order.illegal-transition')).toEqual([]);
+    expect(events.some((e) => /study uploaded/.test(e.summary))).toBe(false);
+    expect(
+      events.some((e) => /upload stopped: the order was cancelled while it ran/.test(e.summary)),
+    ).toBe(true);
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

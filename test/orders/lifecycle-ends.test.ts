@@ -1854,6 +1854,41 @@ describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind 
     return { id, upstreamOrderId: rows[0].upstream_order_id as string };
   }
 
+  it('a cancel answered 409 (already terminal) while the upstream lists the order as still active ends it cancelled here with alert upstream-cancel-unconfirmed (was: left placed, its cancel acknowledged, until the study deadline)', async () => {
+    // The upstream refuses the cancel as if the order had ended (409 order_terminal, not
+    // forwarded), yet its status answer says PENDING.
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 409,
+            body: JSON.stringify({ error: 'order_terminal', message: 'order is already ended' }),
+          }
+        : 'pass';
+    const { id, upstreamOrderId } = await placedThenCancelled();
+    expect(sandbox.state.orders.get(upstreamOrderId)?.status).toBe('PENDING');
+    const { rows } = await db.query(
+      `SELECT state, upstream_status, alert FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    expect(rows[0].upstream_status).not.toBe('CANCELLED');
+    const events = (
+      await db.query(
+        `SELECT kind, severity, summary FROM audit_events WHERE order_id = $1 ORDER BY id`,
+        [id],
+      )
+    ).rows as Array<{ kind: string; severity: string; summary: string }>;
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'upstream.inconsistent' &&
+          /refused the cancel as already ended \(409\) but lists the order as PENDING/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+  });
+
   it.each([
     [
       'another order',

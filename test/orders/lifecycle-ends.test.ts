@@ -1801,6 +1801,45 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       events.some((e) => /upload stopped: the order was cancelled while it ran/.test(e.summary)),
     ).toBe(true);
   });
+
+  it('an order that ends by its upstream status (EXPIRED, read after a cancel refused 409) while its multipart upload is open: the upload is aborted through the outbox and its progress dropped (was: left open upstream and in imaging_upload_progress)', async () => {
+    decide = (method, path) =>
+      method === 'POST' && path === '/upload/multipart/complete' ? unavailable() : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [open] = await uploadProgress(upstreamId);
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
+    // The upstream lets the order expire; its upload stays open there.
+    sandbox.state.orders.get(upstreamId)!.status = 'EXPIRED';
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor(
+      'the order ended',
+      async () => ['failed', 'cancelled'].includes(await orderState(db, id)),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {

@@ -6,7 +6,6 @@ import { ImagingClientError } from '../../imaging-client/imaging-client.error';
 import { ORDER_JOBS } from '../intake.model';
 import { OrderLifecycleError } from '../order-lifecycle.error';
 import { loadOrder, stateOf } from '../order-transitions';
-import { queueUploadAbort } from '../upload-abandonment';
 import { describe, isTransient } from '../upstream-errors';
 import type { ApplyUpstreamStatusUseCase } from './apply-upstream-status.use-case';
 import type { EndLocallyUseCase } from './end-locally.use-case';
@@ -119,16 +118,9 @@ export class CancelOrderUseCase {
       );
       return;
     }
+    // An open multipart upload is aborted through the outbox by the end itself (the contract's
+    // cancel suspends processing; it does not say the upload ends with it).
     await this.applyUpstreamStatus(orderId, 'CANCELLED', { qcBypassPossible: false });
-    // The contract's cancel suspends processing; it does not say an open multipart upload
-    // ends with it, and the contract asks every upload to be completed or aborted. The abort
-    // is an outbox row (retried, dead-lettered); before, one call that a 5xx lost for good.
-    // An upstream that did end the upload with the cancel answers 409: done.
-    const upstreamOrderId = order.upstream_order_id;
-    const queued = await this.deps.dataSource.transaction((manager) =>
-      queueUploadAbort(manager, this.deps.events, { orderId, upstreamOrderId }),
-    );
-    if (!queued) await this.deps.imaging.uploader.abandon(upstreamOrderId).catch(() => undefined);
     await this.deps.acquirer.release(orderId).catch(() => undefined);
   }
 

@@ -14,6 +14,15 @@ import {
 import { partNumbers, partRange, planUpload } from './upload-plan';
 import { headerValue, type CallSpec, type UpstreamResponse } from './upstream-http';
 
+export interface UploadOptions {
+  /**
+   * Takes over the abort of a multipart upload of the order that will never be completed,
+   * and drops its progress, on a path that retries it (the outbox): resolves true when it
+   * did, false to have the uploader abort it once itself.
+   */
+  abandon?: (uploadId: string) => Promise<boolean>;
+}
+
 export interface UploadResult {
   mode: 'single' | 'multipart';
   sizeBytes: number;
@@ -51,7 +60,11 @@ export class StudyUploader {
     },
   ) {}
 
-  async upload(orderId: string, filePath: string): Promise<UploadResult> {
+  async upload(
+    orderId: string,
+    filePath: string,
+    options: UploadOptions = {},
+  ): Promise<UploadResult> {
     const info = await stat(filePath).catch((error: unknown) => {
       throw new ImagingClientError('invalid_input', 'upload', 'the study file cannot be read', {
         cause: error,
@@ -74,7 +87,7 @@ export class StudyUploader {
         await this.singlePut(orderId, filePath, info.size);
         return { mode: 'single', sizeBytes: info.size, partCount: 1, resumedParts: 0 };
       }
-      return await this.multipart(orderId, filePath, plan, fingerprint);
+      return await this.multipart(orderId, filePath, plan, fingerprint, options);
     } finally {
       await release();
     }
@@ -146,6 +159,7 @@ export class StudyUploader {
     filePath: string,
     plan: { sizeBytes: number; partSizeBytes: number; partCount: number },
     fingerprint: string,
+    options: UploadOptions,
   ): Promise<UploadResult> {
     const { progress: store, logger } = this.deps;
     let progress = await store.load(orderId);
@@ -157,9 +171,13 @@ export class StudyUploader {
         progress.fileFingerprint !== fingerprint)
     ) {
       // The study on disk changed since the parts were sent: never stitch old and new bytes.
+      // The old upload will never be completed: its abort is handed to the caller's durable
+      // path when there is one (retried there), else tried once here.
       logger.warn({ orderId }, 'study changed since the unfinished upload began; starting over');
-      await this.abortQuietly(progress.uploadId, orderId);
-      await store.delete(orderId);
+      if (!(await options.abandon?.(progress.uploadId))) {
+        await this.abortQuietly(progress.uploadId, orderId);
+        await store.delete(orderId);
+      }
       progress = null;
     }
 
@@ -254,12 +272,19 @@ export class StudyUploader {
     }
   }
 
-  /** Whether the order leaves PENDING within COMPLETE_SETTLE_MS (looks back off: 0.25 s, 0.5 s, … 5 s). */
+  /**
+   * Whether the order leaves PENDING for a status other than CANCELLED within
+   * COMPLETE_SETTLE_MS (looks back off: 0.25 s, 0.5 s, … 5 s).
+   */
   private async movesOnFromPending(orderId: string): Promise<boolean> {
     const deadline = this.deps.clock.now() + COMPLETE_SETTLE_MS;
     // at most 16 looks, whatever the clock says (a clock that stands still ends the loop too)
     for (let look = 0, wait = 250; look < 16; look++, wait = Math.min(wait * 2, 5_000)) {
       const { status } = await this.client.getStatus({ orderId });
+      // CANCELLED says nothing of the upload: an order cancelled before its complete (the
+      // upload ended with it, hence the 409) never processed it. Taken for "moved on", the
+      // refused complete counted as an upload that landed.
+      if (status === 'CANCELLED') return false;
       if (status !== 'PENDING') return true;
       if (this.deps.clock.now() + wait > deadline) return false;
       await this.deps.clock.sleep(wait);

@@ -167,6 +167,10 @@ export function buildTask(input: PublicationInput): Task {
       : undefined;
   const reason = fhirText([row.task.reason, input.reason, bypass].filter(Boolean).join(': '));
   const hasReport = row.report !== undefined && row.terminal;
+  // R4 task.html: businessStatus is the domain-specific state; here the upstream status as
+  // the served Task has it (docs/results.md). The row's `note` explains the row to the
+  // analyst (mapping tables page) and is not for the clinic: it was the published text.
+  const businessStatus = fhirCode(input.upstreamStatus ?? undefined) ?? row.key;
   return {
     resourceType: 'Task',
     contained: [deviceResource(input)],
@@ -178,10 +182,10 @@ export function buildTask(input: PublicationInput): Task {
       coding: [
         {
           system: ADAPTER_SYSTEM.upstreamStatus,
-          code: fhirCode(input.upstreamStatus ?? undefined) ?? row.key,
+          code: businessStatus,
         },
       ],
-      text: row.note,
+      text: businessStatus,
     },
     intent: 'order',
     code: {

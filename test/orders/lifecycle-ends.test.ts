@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -1621,6 +1621,225 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       ),
     );
   });
+
+  it('a cancel the upstream confirms while a multipart upload is open: the abort of its upload answered 503 is an outbox row, retried until the upstream answers, the progress dropped (before: one call, given up)', async () => {
+    // The parts go up, the complete is answered 503 (the upload stays open, the job retries);
+    // the abort is answered 503 until the upstream is back. The cancel itself goes through.
+    let abortDown = true;
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete') ||
+      (abortPath(method, path) && abortDown)
+        ? unavailable()
+        : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [open] = await uploadProgress(upstreamId);
+    expect(open).toBeDefined();
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    expect(sandbox.state.orders.get(upstreamId)?.status).toBe('CANCELLED');
+    const failed = await waitFor(
+      'the abort answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(failed.destination).toBe('imaging-upstream');
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+    abortDown = false;
+    const calls = abortCalls();
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    // The upstream answered this time (the sandbox had ended the upload with the cancel: 409).
+    expect(abortCalls()).toBe(calls + 1);
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('aborted');
+  });
+
+  it('an upload that starts over because the study file changed: the abort of the old multipart upload answered 503 is an outbox row, retried until the upstream takes it (before: one call, the old upload left open for good)', async () => {
+    let abortDown = true;
+    let completeDown = true;
+    decide = (method, path) =>
+      (method === 'POST' && path === '/upload/multipart/complete' && completeDown) ||
+      (abortPath(method, path) && abortDown)
+        ? unavailable()
+        : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id, package_path FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [old] = await uploadProgress(upstreamId);
+    expect(old).toBeDefined();
+    // The package on disk changes (re-packaged, another replica's copy): a new mtime.
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(placed[0].package_path as string, later, later);
+    completeDown = false;
+    await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
+      `upload:${id}`,
+    ]);
+    await waitFor(
+      'uploaded afresh',
+      async () => (await orderState(db, id)) === 'processing',
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const failed = await waitFor(
+      'the abort of the old upload answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(sandbox.state.uploads.get(old!.upload_id)?.state).toBe('open');
+    abortDown = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the old multipart upload aborted',
+      async () => sandbox.state.uploads.get(old!.upload_id)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    // Only the old upload was aborted: the new one completed.
+    const uploads = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
+    expect(uploads.map((u) => u.state).sort()).toEqual(['aborted', 'completed']);
+  });
+
+  it('a cancel taken upstream while the upload runs: the upload refused by the cancelled order is not an upload refusal on the timeline (was: upstream.refused, severity error, for a cancel done as asked)', async () => {
+    // The upload asks for its URL; the answer is held until the cancel has gone through.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    decide = (method, path) =>
+      method === 'GET' && path === '/upload/single-put' ? { until: held } : 'pass';
+    const urlAsks = () =>
+      proxy.hits.filter((h) => h.method === 'GET' && h.path === '/upload/single-put').length;
+    const before = urlAsks();
+    const spec = newOrderSpec();
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor('the upload URL asked for', async () => urlAsks() > before);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    release();
+    await waitFor(
+      'the upload run ended',
+      async () => (await timeline(id)).some((e) => /upload (stopped|was refused)/.test(e.summary)),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'upstream.refused')).toEqual([]);
+    expect(events.filter((e) => e.severity === 'error')).toEqual([]);
+    expect(
+      events.some(
+        (e) =>
+          e.severity === 'info' &&
+          /upload stopped: the order was cancelled while it ran/.test(e.summary),
+      ),
+    ).toBe(true);
+    expect(await orderState(db, id)).toBe('cancelled');
+  });
+
+  it('a cancel taken upstream while the multipart complete is on its way: the complete refused (409, upload ended with the order) is not taken for an upload that landed (was: "study uploaded", an illegal cancelled → processing)', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    decide = (method, path) =>
+      method === 'POST' && path === '/upload/multipart/complete' ? { until: held } : 'pass';
+    const completes = () =>
+      proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/complete')
+        .length;
+    const before = completes();
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await waitFor('the complete sent', async () => completes() > before);
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
+    release();
+    await waitFor(
+      'the upload run ended',
+      async () =>
+        (await timeline(id)).some(
+          (e) => /upload stopped/.test(e.summary) || e.kind === 'order.illegal-transition',
+        ),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    const events = await timeline(id);
+    expect(events.filter((e) => e.kind === 'order.illegal-transition')).toEqual([]);
+    expect(events.some((e) => /study uploaded/.test(e.summary))).toBe(false);
+    expect(
+      events.some((e) => /upload stopped: the order was cancelled while it ran/.test(e.summary)),
+    ).toBe(true);
+  });
+
+  it('an order that ends by its upstream status (EXPIRED, read after a cancel refused 409) while its multipart upload is open: the upload is aborted through the outbox and its progress dropped (was: left open upstream and in imaging_upload_progress)', async () => {
+    decide = (method, path) =>
+      method === 'POST' && path === '/upload/multipart/complete' ? unavailable() : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [open] = await uploadProgress(upstreamId);
+    expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
+    // The upstream lets the order expire; its upload stays open there.
+    sandbox.state.orders.get(upstreamId)!.status = 'EXPIRED';
+    const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
+    expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
+    await waitFor(
+      'the order ended',
+      async () => ['failed', 'cancelled'].includes(await orderState(db, id)),
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(open!.upload_id)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+  });
 });
 
 describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind a proxy)', () => {
@@ -1673,6 +1892,41 @@ describe('PATCH /cancel-order answers checked (adapter, sandbox upstream behind 
     );
     return { id, upstreamOrderId: rows[0].upstream_order_id as string };
   }
+
+  it('a cancel answered 409 (already terminal) while the upstream lists the order as still active ends it cancelled here with alert upstream-cancel-unconfirmed (was: left placed, its cancel acknowledged, until the study deadline)', async () => {
+    // The upstream refuses the cancel as if the order had ended (409 order_terminal, not
+    // forwarded), yet its status answer says PENDING.
+    decide = (method, path) =>
+      method === 'PATCH' && path === '/cancel-order'
+        ? {
+            reply: 409,
+            body: JSON.stringify({ error: 'order_terminal', message: 'order is already ended' }),
+          }
+        : 'pass';
+    const { id, upstreamOrderId } = await placedThenCancelled();
+    expect(sandbox.state.orders.get(upstreamOrderId)?.status).toBe('PENDING');
+    const { rows } = await db.query(
+      `SELECT state, upstream_status, alert FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({ state: 'cancelled', alert: 'upstream-cancel-unconfirmed' });
+    expect(rows[0].upstream_status).not.toBe('CANCELLED');
+    const events = (
+      await db.query(
+        `SELECT kind, severity, summary FROM audit_events WHERE order_id = $1 ORDER BY id`,
+        [id],
+      )
+    ).rows as Array<{ kind: string; severity: string; summary: string }>;
+    expect(
+      events.some(
+        (e) =>
+          e.kind === 'upstream.inconsistent' &&
+          /refused the cancel as already ended \(409\) but lists the order as PENDING/.test(
+            e.summary,
+          ),
+      ),
+    ).toBe(true);
+  });
 
   it.each([
     [

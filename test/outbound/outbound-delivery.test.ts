@@ -446,6 +446,24 @@ describe('results back to the clinic (real peers on loopback)', () => {
     expect([oru.get('ORC-1'), oru.get('ORC-5'), oru.get('OBR-25')]).toEqual(['OC', 'CA', 'X']);
   }, 30_000);
 
+  it('the Task of a cancelled order names the upstream status in businessStatus, not the note of the mapping table for the analyst (was: "ORC-1 CR when the orderer asked for the cancel, OC otherwise")', async () => {
+    const s = settings();
+    const events = new OutboxOrderEvents(s);
+    const order = await seedOrder(db.dataSource, { source });
+    await playStatus(db.dataSource, events, order, 'CANCELLED');
+    await drain(worker(s), order.id);
+    const [task] = await ehr.search<Task>(
+      'Task',
+      `identifier=urn:imaging-ai-adapter:order|${order.id}`,
+    );
+    expect(task).toMatchObject({
+      status: 'cancelled',
+      statusReason: { text: 'the order was cancelled' },
+      businessStatus: { coding: [{ code: 'CANCELLED' }], text: 'CANCELLED' },
+    });
+    expect(JSON.stringify(task)).not.toMatch(/ORC-1|OC otherwise/);
+  }, 30_000);
+
   it('a resend after an upstream correction is `corrected` (FHIR) and C (OBR-25, OBX-11), as an update', async () => {
     const s = settings();
     const events = new OutboxOrderEvents(s);

@@ -14,6 +14,7 @@ import { LIFECYCLE_JOBS } from '../lifecycle-jobs';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition, type OrderRow } from '../order-transitions';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { queueUploadAbort } from '../upload-abandonment';
 import { alertEvent } from '../alert-event';
 
 /** One upstream status seen by the poller (or a cancel), through the status mapping. */
@@ -33,6 +34,7 @@ export class ApplyUpstreamStatusUseCase {
     const { dataSource, jobs, events } = this.deps;
     let fetchDocs: StatusRowKey | undefined;
     let batchCheck: string | null = null;
+    let uploadToAbandon: string | null = null;
     const changed = await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order) return false;
@@ -163,8 +165,26 @@ export class ApplyUpstreamStatusUseCase {
         );
       }
       if (row.terminal && order.upstream_batch_id) batchCheck = order.upstream_batch_id;
+      if (
+        row.terminal &&
+        order.upstream_order_id &&
+        ['study-ready', 'uploading'].includes(moved.from) &&
+        !(await queueUploadAbort(manager, events, {
+          orderId,
+          upstreamOrderId: order.upstream_order_id,
+        }))
+      ) {
+        // Ended upstream (EXPIRED, FAILED, CANCELLED, a 409 to our cancel) while a multipart
+        // upload was open: it will never be completed, and the contract asks it aborted. Before,
+        // it stayed open upstream and in imaging_upload_progress. No row written (no upload,
+        // or publishing disabled here): aborted once after the commit, best effort.
+        uploadToAbandon = order.upstream_order_id;
+      }
       return true;
     });
+    if (uploadToAbandon) {
+      await this.deps.imaging.uploader.abandon(uploadToAbandon).catch(() => undefined);
+    }
     if (fetchDocs || batchCheck) jobs.kick();
     if (batchCheck) await this.checkBatchComplete(batchCheck);
     return changed;

@@ -87,9 +87,19 @@ export class CancelOrderUseCase {
         return;
       }
       if (error instanceof ImagingClientError && error.code === 'conflict') {
-        // Already terminal upstream: its real status decides.
+        // Already terminal upstream: its real status decides. A status still active says the
+        // refusal was not that: before, it was applied (no change) and the order, its cancel
+        // acknowledged, waited for its study deadline.
         const status = await this.client.getStatus({ orderId: order.upstream_order_id });
-        await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
+        if ((TERMINAL_UPSTREAM_STATUSES as readonly string[]).includes(status.status)) {
+          await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
+          return;
+        }
+        await this.inconsistent(
+          orderId,
+          `the upstream refused the cancel as already ended (409) but lists the order as ${status.status}`,
+        );
+        await this.cancelledUnconfirmed(orderId, 'refused as already ended (409)', status.status);
         return;
       }
       // Any other refusal is the upstream's considered answer (contract, Errors: 4xx are not
@@ -108,8 +118,9 @@ export class CancelOrderUseCase {
       );
       return;
     }
+    // An open multipart upload is aborted through the outbox by the end itself (the contract's
+    // cancel suspends processing; it does not say the upload ends with it).
     await this.applyUpstreamStatus(orderId, 'CANCELLED', { qcBypassPossible: false });
-    await this.deps.imaging.uploader.abandon(order.upstream_order_id).catch(() => undefined);
     await this.deps.acquirer.release(orderId).catch(() => undefined);
   }
 
@@ -125,25 +136,42 @@ export class CancelOrderUseCase {
     upstreamOrderId: string,
     answer: ImagingClientError,
   ): Promise<void> {
+    await this.inconsistent(
+      orderId,
+      `the upstream's answer to the cancel does not confirm it: ${answer.reason}`,
+      answer.reason,
+    );
+    const status = await this.client.getStatus({ orderId: upstreamOrderId });
+    if ((TERMINAL_UPSTREAM_STATUSES as readonly string[]).includes(status.status)) {
+      await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
+      return;
+    }
+    await this.cancelledUnconfirmed(orderId, answer.reason, status.status);
+  }
+
+  private async inconsistent(orderId: string, summary: string, finding = summary): Promise<void> {
     await writeAuditEvents(this.deps.dataSource.manager, [
       {
         kind: 'upstream.inconsistent',
         orderId,
         severity: 'warning',
         actor: 'adapter',
-        summary: `the upstream's answer to the cancel does not confirm it: ${answer.reason}`,
-        detail: { operation: 'cancel-order', finding: answer.reason },
+        summary,
+        detail: { operation: 'cancel-order', finding },
       },
     ]);
-    const status = await this.client.getStatus({ orderId: upstreamOrderId });
-    if ((TERMINAL_UPSTREAM_STATUSES as readonly string[]).includes(status.status)) {
-      await this.applyUpstreamStatus(orderId, status.status, { qcBypassPossible: false });
-      return;
-    }
+  }
+
+  /** Ends the order cancelled here: the upstream did not take the cancel and lists it active. */
+  private async cancelledUnconfirmed(
+    orderId: string,
+    answer: string,
+    upstreamStatus: string,
+  ): Promise<void> {
     await this.ending.endLocally(
       orderId,
       'cancelled',
-      `cancelled here, but the upstream did not confirm the cancel (${answer.reason}) and lists the order as ${status.status}: it may still process it`,
+      `cancelled here, but the upstream did not confirm the cancel (${answer}) and lists the order as ${upstreamStatus}: it may still process it`,
       'upstream-cancel-unconfirmed',
       { upstreamAnswered: true },
     );

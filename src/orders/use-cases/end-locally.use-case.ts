@@ -1,14 +1,13 @@
 import type { OrderState } from '../../domain/order-state';
 import { isTerminal, phaseOf } from '../../domain/order-state';
 import { clinicalEndReason } from '../../mappings/local-end-reasons';
-import type { EntityManager } from 'typeorm';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
-import { UploadProgressRepository } from '../../persistence/imaging-upload.repository';
 import { orderAlerts } from '../order-metrics';
 import { loadOrder, snapshot, stateOf, transition } from '../order-transitions';
 import { errorCode } from '../upstream-errors';
 import type { LifecycleDeps } from './lifecycle-deps';
 import { alertEvent } from '../alert-event';
+import { queueUploadAbort } from '../upload-abandonment';
 
 /** Ends an order here, without an upstream status (deadlines, refusals, cancel before placing). */
 export class EndLocallyUseCase {
@@ -114,7 +113,15 @@ export class EndLocallyUseCase {
       }
       // `study-ready` too: an upload held for the same study goes back there, its parts kept.
       if (order.upstream_order_id && ['study-ready', 'uploading'].includes(moved.from)) {
-        uploadToAbandon = await this.abandonUpload(manager, orderId, order.upstream_order_id);
+        // A multipart upload under way will never be completed now (an ended order is never
+        // claimed again): its abort is an outbox row written with the end, and its progress
+        // dropped, so a run still sending parts finds it gone at its complete. Before, it was
+        // one call after the commit, and an upstream that failed it once left it open for good.
+        const upstreamOrderId = order.upstream_order_id;
+        if (!(await queueUploadAbort(manager, events, { orderId, upstreamOrderId }))) {
+          // No row written: no upload open, or publishing disabled on this replica.
+          uploadToAbandon = upstreamOrderId;
+        }
       }
     });
     if (end.alert && ended) {
@@ -123,7 +130,8 @@ export class EndLocallyUseCase {
     }
     await this.deps.acquirer.release(orderId).catch(() => undefined);
     if (uploadToAbandon) {
-      // No outbox here (publishing disabled on this replica): aborted once, best effort.
+      // No outbox here (publishing disabled on this replica): aborted once, best effort
+      // (nothing is called when no upload was open).
       await this.deps.imaging.uploader.abandon(uploadToAbandon).catch(() => undefined);
     }
     if (upstreamToCancel) {
@@ -134,32 +142,5 @@ export class EndLocallyUseCase {
         );
       });
     }
-  }
-
-  /**
-   * A multipart upload under way will never be completed now (an ended order is never claimed
-   * again): aborted, as the contract asks of an upload that cannot be finished, and its
-   * progress dropped, so a run still sending parts finds it gone at its complete. The abort is
-   * an outbox row written with the end (retried on a 5xx or a timeout, dead-lettered where an
-   * analyst sees it); before, it was one call after the commit, and an upstream that failed it
-   * once left the upload open there for good. Returns the upstream order to abandon after the
-   * commit when no row could be written (publishing disabled here), else null.
-   */
-  private async abandonUpload(
-    manager: EntityManager,
-    orderId: string,
-    upstreamOrderId: string,
-  ): Promise<string | null> {
-    const progress = new UploadProgressRepository(manager);
-    const open = await progress.find(upstreamOrderId);
-    if (!open) return null;
-    const queued = await this.deps.events.uploadAbandoned(manager, {
-      orderId,
-      upstreamOrderId,
-      uploadId: open.upload_id,
-    });
-    if (!queued) return upstreamOrderId;
-    await progress.delete(upstreamOrderId);
-    return null;
   }
 }

@@ -1,5 +1,6 @@
 import { knownPhiOf } from '../../audit/phi-known-values';
 import { stat } from 'node:fs/promises';
+import { isTerminal } from '../../domain/order-state';
 import { writeAuditEvents } from '../../persistence/audit-event.repository';
 import { ImagingClientError } from '../../imaging-client/imaging-client.error';
 import type { UploadResult } from '../../imaging-client/study-uploader';
@@ -14,6 +15,7 @@ import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
 import { withLockedOrder } from './locked-order';
 import { studyRequestOf } from '../study-request';
+import { queueUploadAbort } from '../upload-abandonment';
 
 /** `order.upload-study`: uploads the packaged study under the order's upload lease. */
 export class UploadStudyUseCase {
@@ -78,7 +80,15 @@ export class UploadStudyUseCase {
       if (!path) return;
       let result: UploadResult;
       try {
-        result = await this.deps.imaging.uploader.upload(claimed.upstream_order_id!, path);
+        const upstreamOrderId = claimed.upstream_order_id!;
+        result = await this.deps.imaging.uploader.upload(upstreamOrderId, path, {
+          // An upload started over (the study file changed): the old one's abort is an
+          // outbox row, so an upstream that fails it once does not keep it open for good.
+          abandon: (uploadId) =>
+            dataSource.transaction((manager) =>
+              queueUploadAbort(manager, this.deps.events, { orderId, upstreamOrderId, uploadId }),
+            ),
+        });
       } catch (error) {
         if (isTransient(error)) {
           await this.releaseLease(orderId);
@@ -93,6 +103,23 @@ export class UploadStudyUseCase {
             },
           ]);
           throw error;
+        }
+        const now = await loadOrder(dataSource.manager, orderId);
+        if (now && isTerminal(stateOf(now))) {
+          // The order ended while the upload ran (its cancel taken upstream, which then
+          // refuses the upload: 409 order terminal, upload not open). Nothing was refused that
+          // anyone should act on; before, an error-severity upload refusal stood on the
+          // timeline of an order cancelled as asked.
+          await writeAuditEvents(dataSource.manager, [
+            {
+              kind: 'order.updated',
+              orderId,
+              actor: 'adapter',
+              summary: `upload stopped: the order was ${now.state} while it ran (the upstream answered ${describe(error, knownPhiOf(claimed.request))})`,
+              detail: { code: errorCode(error), state: now.state, worker: this.workerId },
+            },
+          ]);
+          return;
         }
         if (await this.alreadyUploaded(claimed.upstream_order_id!, error)) {
           // A run that crashed after the upload landed but before it was recorded: the

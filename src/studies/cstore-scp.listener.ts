@@ -16,6 +16,7 @@ import {
   Server,
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
+import { leadingMetaElements } from './dataset-meta-elements';
 import { fileMetaInformation } from './part10-meta';
 import {
   checkInstanceFile,
@@ -271,11 +272,19 @@ export class CStoreScpListener {
       ): Writable {
         // The header first: the command's UIDs are input too (several values, not text), and
         // nothing may fail once the file exists. Validation judges the data set's own UIDs.
+        const syntax = context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2';
         const header = fileMetaInformation(
           commandText(request.getAffectedSopClassUid()),
           commandText(request.getAffectedSopInstanceUid()),
-          context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
+          syntax,
         );
+        const encoding =
+          syntax === '1.2.840.10008.1.2'
+            ? 'implicit-le'
+            : syntax === '1.2.840.10008.1.2.2'
+              ? 'explicit-be'
+              : 'explicit-le';
+        const callingAe = this.callingAe;
         const path = join(paths.incomingDir, `${randomUUID()}.part`);
         const stream: WriteStream = createWriteStream(path, { mode: 0o600 });
         stream.write(header);
@@ -294,15 +303,36 @@ export class CStoreScpListener {
           this.sendAbort();
           this.socket.destroy();
         };
+        // The data set's first bytes are held until any group 0002 elements a sender put in
+        // it (dataset-meta-elements.ts) are seen whole, and written without them.
+        let head: Buffer | null = Buffer.alloc(0);
+        const withoutMetaElements = (chunk: Buffer, complete: boolean): Buffer | null => {
+          if (head === null) return chunk;
+          head = Buffer.concat([head, chunk]);
+          const found = leadingMetaElements(head, encoding, complete);
+          if (found === 'need-more' && head.length < 64 * 1024) return null;
+          const end = found === 'need-more' ? 0 : found.end;
+          if (found !== 'need-more' && found.elements > 0)
+            logger.warn(
+              { callingAe, elements: found.elements },
+              'C-STORE data set carried group 0002 elements (File Meta Information): dropped',
+            );
+          const rest = head.subarray(end);
+          head = null;
+          return rest;
+        };
         return new Writable({
           write(chunk: Buffer, _encoding, callback) {
             bytes += chunk.length;
             if (!over && bytes > maxInstanceBytes) tooLarge();
-            if (over || stream.destroyed) callback();
-            else if (stream.write(chunk)) callback();
+            const data = over ? null : withoutMetaElements(chunk, false);
+            if (over || stream.destroyed || data === null) callback();
+            else if (stream.write(data)) callback();
             else stream.once('drain', () => callback());
           },
           final(callback) {
+            const rest = over ? null : withoutMetaElements(Buffer.alloc(0), true);
+            if (rest !== null && rest.length > 0 && !stream.destroyed) stream.write(rest);
             if (stream.closed) return callback();
             stream.once('close', () => callback());
             stream.end();

@@ -360,7 +360,7 @@ export class StowService {
           orderId,
           holdUntil,
         });
-        if (row.priorPath && row.priorPath !== p.filePath) superseded.push(row.priorPath);
+        superseded.push(...row.priorPaths.filter((prior) => prior !== p.filePath));
         if (row.orderId) {
           const entry = matches.get(row.orderId) ?? {
             orderId: row.orderId,

@@ -47,6 +47,8 @@ export interface ReceivedInstance {
   /** A file under the incoming directory; moved into place by `file()`. */
   tempPath: string;
   sizeBytes: number;
+  /** What was tolerated in it (recorded in its `study.received` entry), e.g. meta elements dropped. */
+  quirks?: string[];
 }
 
 export interface RefusedInstance {
@@ -391,6 +393,13 @@ export class StowService {
               sopInstanceUid: r.sopInstanceUid,
               keptAs: r.keptAs,
             })),
+            ...(placed.some((p) => p.quirks?.length)
+              ? {
+                  quirks: placed
+                    .filter((p) => p.quirks?.length)
+                    .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
+                }
+              : {}),
             studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
             unmatchedStudies: [...unmatched],
             holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,

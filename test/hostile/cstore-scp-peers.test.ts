@@ -243,6 +243,16 @@ describe('hostile: C-STORE SCP peers', () => {
       expect(meta).not.toContain('OLDSENDER_1');
       expect(dataSet).not.toContain('(0002,');
       expect(dataSet).toContain('(0010,0020) LO [P-META]');
+      // Recorded with the instance's study.received entry.
+      const received = (await audit('study.received')).find((e) =>
+        JSON.stringify(e.detail).includes(inst.sopInstanceUid),
+      );
+      expect(received?.detail.quirks).toEqual([
+        {
+          sopInstanceUid: inst.sopInstanceUid,
+          quirks: ['4 group 0002 element(s) in the data set (File Meta Information) dropped'],
+        },
+      ]);
     },
   );
 

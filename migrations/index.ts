@@ -17,7 +17,7 @@ import { IntakePlaceAttempted20261125160000 } from './20261125160000-intake-plac
 import { IntakeGenericPlans20261127040000 } from './20261127040000-intake-generic-plans';
 import { SubscriptionCatchUpFrom20261127043000 } from './20261127043000-subscription-catch-up-from';
 import { OrdersPatientIdentifiers20261127220000 } from './20261127220000-orders-patient-identifiers';
-import { StudyInstancesBySeries20261128010000 } from './20261128010000-study-instances-by-series';
+import { StudyInstancesBySeries20261128020000 } from './20261128020000-study-instances-by-series';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -43,5 +43,5 @@ export const MIGRATIONS = [
   IntakeGenericPlans20261127040000,
   SubscriptionCatchUpFrom20261127043000,
   OrdersPatientIdentifiers20261127220000,
-  StudyInstancesBySeries20261128010000,
+  StudyInstancesBySeries20261128020000,
 ];

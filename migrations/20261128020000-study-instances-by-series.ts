@@ -12,8 +12,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * down: keeps, of each SOP Instance UID, the row received last (as the old key did), then
  * restores the old constraint.
  */
-export class StudyInstancesBySeries20261128010000 implements MigrationInterface {
-  name = 'StudyInstancesBySeries20261128010000';
+export class StudyInstancesBySeries20261128020000 implements MigrationInterface {
+  name = 'StudyInstancesBySeries20261128020000';
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE study_instances DROP CONSTRAINT study_instances_sop_uq`);

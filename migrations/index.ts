@@ -19,6 +19,7 @@ import { SubscriptionCatchUpFrom20261127043000 } from './20261127043000-subscrip
 import { OrdersPatientIdentifiers20261127220000 } from './20261127220000-orders-patient-identifiers';
 import { LateCommitPaging20261128000000 } from './20261128000000-late-commit-paging';
 import { InboundIfNoneExist20261128010000 } from './20261128010000-inbound-if-none-exist';
+import { StudyInstancesBySeries20261128020000 } from './20261128020000-study-instances-by-series';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -46,4 +47,5 @@ export const MIGRATIONS = [
   OrdersPatientIdentifiers20261127220000,
   LateCommitPaging20261128000000,
   InboundIfNoneExist20261128010000,
+  StudyInstancesBySeries20261128020000,
 ];

@@ -8,7 +8,7 @@ import type { StudyAttributes } from '../domain/study-acquirer.port';
 import type { AssigningAuthority } from '../domain/order-request';
 import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
-import { sanitizeDataset, validForVr } from './dicom-vr';
+import { prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -230,10 +230,53 @@ function write(dataset: Item): Buffer {
   };
   const { DicomDict, DicomMetaDictionary } = dcmjs.data;
   const dict = new DicomDict(DicomMetaDictionary.denaturalizeDataset(meta));
-  // Every value valid for its VR, whatever the order or the report held (PS3.5 §6.2).
+  // Every value valid for its VR, whatever the order or the report held (PS3.5 §6.2), in
+  // Latin-1 when all of it fits (see prefersLatin1: a 16-character accession with umlauts is
+  // 20 bytes of UTF-8, over SH's 16 as dciodvfy counts), else in UTF-8.
+  const latin1 = prefersLatin1(dataset);
+  const encoding = latin1 ? 'latin1' : 'utf8';
+  const declared = latin1 ? { ...dataset, SpecificCharacterSet: 'ISO_IR 100' } : dataset;
   const vrOf = (keyword: string) => DicomMetaDictionary.nameMap[keyword]?.vr;
-  dict.dict = DicomMetaDictionary.denaturalizeDataset(sanitizeDataset(dataset, vrOf));
-  return Buffer.from(dict.write());
+  dict.dict = DicomMetaDictionary.denaturalizeDataset(sanitizeDataset(declared, vrOf, encoding));
+  return latin1 ? writingLatin1(() => Buffer.from(dict.write())) : Buffer.from(dict.write());
+}
+
+/**
+ * dcmjs writes every text value (SH, LO, PN, ST, LT, UT, UC) through one method of its write
+ * stream, in UTF-8 whatever Specific Character Set says. For a Latin-1 data set that method
+ * writes each character as its one ISO 8859-1 byte while `fn` runs (synchronously); lengths
+ * and padding follow the bytes written.
+ */
+function writingLatin1<T>(fn: () => T): T {
+  const stream = new (
+    dcmjs.data as unknown as { WriteBufferStream: new (size: number) => object }
+  ).WriteBufferStream(16);
+  let proto: Record<string, unknown> | null = Object.getPrototypeOf(stream) as Record<
+    string,
+    unknown
+  >;
+  while (proto && !Object.prototype.hasOwnProperty.call(proto, 'writeUTF8String'))
+    proto = Object.getPrototypeOf(proto) as Record<string, unknown> | null;
+  if (!proto) throw new Error('dcmjs write stream has no writeUTF8String: cannot write Latin-1');
+  const utf8 = proto.writeUTF8String;
+  proto.writeUTF8String = function writeLatin1String(
+    this: { encoder: { encode(v: string): Uint8Array } } & Record<string, unknown>,
+    value: string,
+  ): unknown {
+    const bytes = Buffer.from(value, 'latin1');
+    const encoder = this.encoder;
+    this.encoder = { encode: () => new Uint8Array(bytes) };
+    try {
+      return (utf8 as (this: unknown, v: string) => unknown).call(this, value);
+    } finally {
+      this.encoder = encoder;
+    }
+  };
+  try {
+    return fn();
+  } finally {
+    proto.writeUTF8String = utf8;
+  }
 }
 
 function requestSequence(input: PublicationInput, studyUid: string): Item[] {

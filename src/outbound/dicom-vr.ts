@@ -84,8 +84,18 @@ const ENUMERATED: Readonly<Record<string, readonly string[]>> = {
   PatientSex: ['M', 'F', 'O'], // PS3.3 C.7.1.1
 };
 
+/**
+ * The encoding a data set is written in: UTF-8 (ISO_IR 192), or Latin-1 (ISO_IR 100) when
+ * every value fits it (see dicom-result.builder.ts). Lengths are counted in its bytes.
+ */
+export type DicomTextEncoding = 'utf8' | 'latin1';
+
 /** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
-export function validForVr(vr: string, value: string): string {
+export function validForVr(
+  vr: string,
+  value: string,
+  encoding: DicomTextEncoding = 'utf8',
+): string {
   const rule = VR_RULES[vr];
   if (!rule) return value;
   let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
@@ -107,13 +117,13 @@ export function validForVr(vr: string, value: string): string {
       if (room - separator <= 0) break;
       const c = group.split('^');
       const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
-      const kept = truncate(five.join('^'), room - separator);
+      const kept = truncate(five.join('^'), room - separator, encoding);
       groups.push(kept);
-      room -= separator + Buffer.byteLength(kept, 'utf8');
+      room -= separator + Buffer.byteLength(kept, encoding);
     }
     return groups.join('=');
   }
-  return truncate(v, rule.maxLength);
+  return truncate(v, rule.maxLength, encoding);
 }
 
 /**
@@ -135,26 +145,31 @@ const IDENTIFIERS = new Set([
 ]);
 
 /** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
-function validForAttribute(keyword: string, vr: string, value: string): string {
-  const v = validForVr(vr, value);
+function validForAttribute(
+  keyword: string,
+  vr: string,
+  value: string,
+  encoding: DicomTextEncoding,
+): string {
+  const v = validForVr(vr, value, encoding);
   if (IDENTIFIERS.has(keyword) && v !== withoutLeading(withoutTrailing(value, ' '), ' ')) return '';
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
 }
 
 /**
- * Cut to `max` bytes of UTF-8, the encoding we write (Specific Character Set ISO_IR 192),
- * never inside a character. PS3.5 Table 6.2-1 counts characters, but readers count bytes:
+ * Cut to `max` bytes of the encoding we write (UTF-8 for ISO_IR 192, Latin-1 for ISO_IR
+ * 100), never inside a character. PS3.5 Table 6.2-1 counts characters, but readers count bytes:
  * dciodvfy refused 64 CJK characters (192 bytes) as "Length invalid for this VR", and dcmjs
  * threw "Value exceeds max length" on 40 emoji (80 UTF-16 units), so no SR or PDF was written
  * for such a patient. 64 bytes are at most 64 characters, so both readings hold.
  */
-function truncate(value: string, max: number): string {
-  if (Buffer.byteLength(value, 'utf8') <= max) return value;
+function truncate(value: string, max: number, encoding: DicomTextEncoding): string {
+  if (Buffer.byteLength(value, encoding) <= max) return value;
   let out = '';
   let bytes = 0;
   for (const char of value) {
-    const size = Buffer.byteLength(char, 'utf8');
+    const size = Buffer.byteLength(char, encoding);
     if (bytes + size > max) break;
     out += char;
     bytes += size;
@@ -169,6 +184,7 @@ function truncate(value: string, max: number): string {
 export function sanitizeDataset(
   dataset: Record<string, unknown>,
   vrOf: (keyword: string) => string | undefined,
+  encoding: DicomTextEncoding = 'utf8',
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(dataset)) {
@@ -176,16 +192,44 @@ export function sanitizeDataset(
     if (vr === 'SQ' && Array.isArray(value)) {
       out[key] = value.map((item) =>
         item && typeof item === 'object' && !ArrayBuffer.isView(item)
-          ? sanitizeDataset(item as Record<string, unknown>, vrOf)
+          ? sanitizeDataset(item as Record<string, unknown>, vrOf, encoding)
           : item,
       );
     } else if (typeof value === 'string' && vr) {
-      out[key] = validForAttribute(key, vr, value);
+      out[key] = validForAttribute(key, vr, value, encoding);
     } else if (Array.isArray(value) && vr) {
-      out[key] = value.map((v) => (typeof v === 'string' ? validForAttribute(key, vr, v) : v));
+      out[key] = value.map((v) =>
+        typeof v === 'string' ? validForAttribute(key, vr, v, encoding) : v,
+      );
     } else {
       out[key] = value;
     }
   }
   return out;
+}
+
+/**
+ * Whether a data set's text is best written in Latin-1 (ISO_IR 100): every string value fits
+ * it and one at least is not ASCII. PS3.5 Table 6.2-1 counts SH, LO and PN in characters but
+ * dciodvfy (and PACS with byte-sized columns) count the bytes as written: a 16-character
+ * accession with four umlauts is 20 bytes in UTF-8, 16 in Latin-1, and it is an identifier
+ * that cannot be cut (it was written empty). ASCII-only data sets stay ISO_IR 192.
+ */
+export function prefersLatin1(dataset: unknown): boolean {
+  let nonAscii = false;
+  const visit = (v: unknown): boolean => {
+    if (typeof v === 'string') {
+      for (let i = 0; i < v.length; i++) {
+        const c = v.charCodeAt(i);
+        if (c > 0xff) return false;
+        if (c > 0x7f) nonAscii = true;
+      }
+      return true;
+    }
+    if (Array.isArray(v)) return v.every(visit);
+    if (v && typeof v === 'object' && !ArrayBuffer.isView(v) && !(v instanceof ArrayBuffer))
+      return Object.values(v).every(visit);
+    return true;
+  };
+  return visit(dataset) && nonAscii;
 }

@@ -115,10 +115,6 @@ export interface InstanceInput {
 }
 
 /**
- * Records a received instance. A resend of the same SOP Instance replaces the earlier copy
- * (same file path) but keeps the order it was already matched to.
- */
-/**
  * Transaction-scoped locks on these SOP Instance UIDs (taken in order, so two requests holding
  * the same instances cannot deadlock): concurrent copies of one instance are recorded in turn.
  */
@@ -132,20 +128,35 @@ export async function lockInstances(m: EntityManager, sopInstanceUids: string[])
   );
 }
 
+/**
+ * Records a received instance, keyed by study, series and SOP Instance UID: a study may hold
+ * one SOP Instance UID in two series, and both are kept, as a pull keeps them. A resend into
+ * the same series replaces the earlier copy, and so does the same SOP Instance sent under
+ * another Study Instance UID (a study UID corrected at the modality or the RIS); either keeps
+ * the order the earlier copy was matched to. `priorPaths`: the files of the copies replaced.
+ */
 export async function upsertInstance(
   m: EntityManager,
   input: InstanceInput,
-): Promise<{ id: string; orderId: string | null; replaced: boolean; priorPath: string | null }> {
+): Promise<{ id: string; orderId: string | null; replaced: boolean; priorPaths: string[] }> {
   const h = input.header;
+  const corrected = returned<{ file_path: string; order_id: string | null }>(
+    await m.query(
+      `DELETE FROM study_instances WHERE sop_instance_uid = $1 AND study_instance_uid <> $2
+       RETURNING file_path, order_id::text`,
+      [h.sopInstanceUid, h.studyInstanceUid],
+    ),
+  );
+  const orderId = corrected.find((r) => r.order_id)?.order_id ?? input.orderId;
   const rows = (await m.query(
-    `WITH prior AS (SELECT file_path FROM study_instances WHERE sop_instance_uid = $3)
+    `WITH prior AS (SELECT file_path FROM study_instances
+                     WHERE study_instance_uid = $1 AND series_instance_uid = $2
+                       AND sop_instance_uid = $3)
      INSERT INTO study_instances (study_instance_uid, series_instance_uid, sop_instance_uid,
         sop_class_uid, transfer_syntax_uid, accession_number, source, sender, order_id, file_path,
         size_bytes, header, received_at, matched_at, hold_until)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::timestamptz, CASE WHEN $9::uuid IS NULL THEN NULL ELSE $13::timestamptz END, $14::timestamptz)
-     ON CONFLICT (sop_instance_uid) DO UPDATE SET
-        study_instance_uid = EXCLUDED.study_instance_uid,
-        series_instance_uid = EXCLUDED.series_instance_uid,
+     ON CONFLICT (study_instance_uid, series_instance_uid, sop_instance_uid) DO UPDATE SET
         sop_class_uid = EXCLUDED.sop_class_uid,
         transfer_syntax_uid = EXCLUDED.transfer_syntax_uid,
         accession_number = EXCLUDED.accession_number,
@@ -169,12 +180,12 @@ export async function upsertInstance(
       h.accessionNumber ?? null,
       input.source,
       input.sender,
-      input.orderId,
+      orderId,
       input.filePath,
       input.sizeBytes,
       pgJson(h),
       input.receivedAt,
-      input.orderId ? null : input.holdUntil,
+      orderId ? null : input.holdUntil,
     ],
   )) as Array<{
     id: string;
@@ -183,7 +194,12 @@ export async function upsertInstance(
     prior_path: string | null;
   }>;
   const row = rows[0]!;
-  return { id: row.id, orderId: row.order_id, replaced: row.replaced, priorPath: row.prior_path };
+  return {
+    id: row.id,
+    orderId: row.order_id,
+    replaced: row.replaced || corrected.length > 0,
+    priorPaths: [...corrected.map((r) => r.file_path), ...(row.prior_path ? [row.prior_path] : [])],
+  };
 }
 
 /**

@@ -133,6 +133,37 @@ function codeValue(seq: unknown): string | undefined {
   return str((first as Record<string, unknown>).CodeValue);
 }
 
+const EXPLICIT_VRS = new Set(
+  'AE AS AT CS DA DS DT FD FL IS LO LT OB OD OF OL OV OW PN SH SL SQ SS ST SV TM UC UI UL UN UR US UT UV'.split(
+    ' ',
+  ),
+);
+
+/**
+ * A router that does not know a vendor's private sequence relabels its VR UN and keeps the
+ * undefined length and the items as written, in explicit VR. PS3.5 §6.2.2 says such a UN's
+ * items are implicit VR, and dcmjs reads them so: the first element's VR and length then make
+ * one huge length and the header "cannot be parsed". In an explicit VR little endian data set,
+ * an undefined-length UN whose first item starts with an element naming a VR is relabelled SQ
+ * in a copy, so it is read as the explicit sequence it is (the adapter walks it so too);
+ * items that are really implicit VR are left as they are.
+ */
+function relabelExplicitUnSequences(header: Buffer, syntax: string): Buffer {
+  if (syntax === IMPLICIT_VR_LE || syntax === EXPLICIT_VR_BE || syntax === DEFLATED) return header;
+  // VR "UN", reserved 0000, length FFFFFFFF, then an item tag (FFFE,E000).
+  const pattern = Buffer.from([0x55, 0x4e, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xff, 0x00, 0xe0]);
+  let copy: Buffer | null = null;
+  for (let at = header.indexOf(pattern, 132); at >= 0; at = header.indexOf(pattern, at + 1)) {
+    // Item length (4 bytes), then the first element's tag (4 bytes) and its VR (2 bytes).
+    const vrAt = at + pattern.length + 8;
+    if (vrAt + 2 > header.length) break;
+    if (!EXPLICIT_VRS.has(header.toString('latin1', vrAt, vrAt + 2))) continue;
+    copy ??= Buffer.from(header);
+    copy.write('SQ', at, 'latin1');
+  }
+  return copy ?? header;
+}
+
 /**
  * @param prefix the first bytes of the object (whole object when small)
  * @param totalSize the size of the whole object in bytes
@@ -151,7 +182,10 @@ export function inspectDicom(prefix: Buffer, totalSize: number): DicomInspection
   if (!pixel && !whole && syntax !== DEFLATED) return { ok: 'need-more' };
   if (syntax === DEFLATED && !whole) return { ok: 'need-more' };
 
-  const headerBytes = pixel ? prefix.subarray(0, pixel.offset + 4) : prefix;
+  const headerBytes = relabelExplicitUnSequences(
+    pixel ? prefix.subarray(0, pixel.offset + 4) : prefix,
+    syntax,
+  );
   let natural: Record<string, unknown>;
   try {
     const ab = headerBytes.buffer.slice(

@@ -16,6 +16,7 @@ import {
   Server,
 } from 'dcmjs-dimse';
 import type { Logger } from 'pino';
+import { leadingMetaElements } from './dataset-meta-elements';
 import { fileMetaInformation } from './part10-meta';
 import {
   checkInstanceFile,
@@ -146,6 +147,8 @@ export class CStoreScpListener {
       private calledAe = '';
       private readonly peer: string;
       private readonly staged = new Map<CStoreRequest, string>();
+      /** Group 0002 elements dropped from a staged data set (dataset-meta-elements.ts). */
+      private readonly metaDropped = new Map<CStoreRequest, number>();
       private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
@@ -204,6 +207,7 @@ export class CStoreScpListener {
         this.on('close', () => {
           for (const path of this.staged.values()) void rm(path, { force: true });
           this.staged.clear();
+          this.metaDropped.clear();
         });
       }
 
@@ -271,11 +275,20 @@ export class CStoreScpListener {
       ): Writable {
         // The header first: the command's UIDs are input too (several values, not text), and
         // nothing may fail once the file exists. Validation judges the data set's own UIDs.
+        const syntax = context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2';
         const header = fileMetaInformation(
           commandText(request.getAffectedSopClassUid()),
           commandText(request.getAffectedSopInstanceUid()),
-          context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
+          syntax,
         );
+        const encoding =
+          syntax === '1.2.840.10008.1.2'
+            ? 'implicit-le'
+            : syntax === '1.2.840.10008.1.2.2'
+              ? 'explicit-be'
+              : 'explicit-le';
+        const callingAe = this.callingAe;
+        const metaDropped = this.metaDropped;
         const path = join(paths.incomingDir, `${randomUUID()}.part`);
         const stream: WriteStream = createWriteStream(path, { mode: 0o600 });
         stream.write(header);
@@ -294,15 +307,38 @@ export class CStoreScpListener {
           this.sendAbort();
           this.socket.destroy();
         };
+        // The data set's first bytes are held until any group 0002 elements a sender put in
+        // it (dataset-meta-elements.ts) are seen whole, and written without them.
+        let head: Buffer | null = Buffer.alloc(0);
+        const withoutMetaElements = (chunk: Buffer, complete: boolean): Buffer | null => {
+          if (head === null) return chunk;
+          head = Buffer.concat([head, chunk]);
+          const found = leadingMetaElements(head, encoding, complete);
+          if (found === 'need-more' && head.length < 64 * 1024) return null;
+          const end = found === 'need-more' ? 0 : found.end;
+          if (found !== 'need-more' && found.elements > 0) {
+            metaDropped.set(request, found.elements);
+            logger.warn(
+              { callingAe, elements: found.elements },
+              'C-STORE data set carried group 0002 elements (File Meta Information): dropped',
+            );
+          }
+          const rest = head.subarray(end);
+          head = null;
+          return rest;
+        };
         return new Writable({
           write(chunk: Buffer, _encoding, callback) {
             bytes += chunk.length;
             if (!over && bytes > maxInstanceBytes) tooLarge();
-            if (over || stream.destroyed) callback();
-            else if (stream.write(chunk)) callback();
+            const data = over ? null : withoutMetaElements(chunk, false);
+            if (over || stream.destroyed || data === null) callback();
+            else if (stream.write(data)) callback();
             else stream.once('drain', () => callback());
           },
           final(callback) {
+            const rest = over ? null : withoutMetaElements(Buffer.alloc(0), true);
+            if (rest !== null && rest.length > 0 && !stream.destroyed) stream.write(rest);
             if (stream.closed) return callback();
             stream.once('close', () => callback());
             stream.end();
@@ -332,6 +368,8 @@ export class CStoreScpListener {
       ): void {
         const path = this.staged.get(request);
         this.staged.delete(request);
+        const dropped = this.metaDropped.get(request) ?? 0;
+        this.metaDropped.delete(request);
         const answer = (status: number) => {
           const response = responses.CStoreResponse.fromRequest(request);
           response.setStatus(status);
@@ -355,7 +393,11 @@ export class CStoreScpListener {
           sopClassUid: commandText(request.getAffectedSopClassUid()),
           sopInstanceUid: commandText(request.getAffectedSopInstanceUid()),
         };
-        void handle(path, this.callingAe, sop).then(answer, (error: unknown) => {
+        const quirks =
+          dropped > 0
+            ? [`${dropped} group 0002 element(s) in the data set (File Meta Information) dropped`]
+            : [];
+        void handle(path, this.callingAe, sop, quirks).then(answer, (error: unknown) => {
           logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
           void rm(path, { force: true });
           answer(FAILURE_REASON.processingFailure);
@@ -364,7 +406,12 @@ export class CStoreScpListener {
     }
 
     /** Validates and files one received instance; returns the C-STORE status (PS3.4 Table B.2-1). */
-    const intake = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
+    const intake = async (
+      path: string,
+      callingAe: string,
+      sop: SopUids,
+      quirks: string[],
+    ): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         const keptAs = await stow.keepRefused(path);
@@ -373,7 +420,7 @@ export class CStoreScpListener {
         return check.failureReason;
       }
       await stow.file(
-        [{ header: check.header, tempPath: path, sizeBytes: check.sizeBytes }],
+        [{ header: check.header, tempPath: path, sizeBytes: check.sizeBytes, quirks }],
         'c-store',
         `dicom:${callingAe}`,
       );

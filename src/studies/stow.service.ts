@@ -47,6 +47,8 @@ export interface ReceivedInstance {
   /** A file under the incoming directory; moved into place by `file()`. */
   tempPath: string;
   sizeBytes: number;
+  /** What was tolerated in it (recorded in its `study.received` entry), e.g. meta elements dropped. */
+  quirks?: string[];
 }
 
 export interface RefusedInstance {
@@ -360,7 +362,7 @@ export class StowService {
           orderId,
           holdUntil,
         });
-        if (row.priorPath && row.priorPath !== p.filePath) superseded.push(row.priorPath);
+        superseded.push(...row.priorPaths.filter((prior) => prior !== p.filePath));
         if (row.orderId) {
           const entry = matches.get(row.orderId) ?? {
             orderId: row.orderId,
@@ -391,6 +393,13 @@ export class StowService {
               sopInstanceUid: r.sopInstanceUid,
               keptAs: r.keptAs,
             })),
+            ...(placed.some((p) => p.quirks?.length)
+              ? {
+                  quirks: placed
+                    .filter((p) => p.quirks?.length)
+                    .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
+                }
+              : {}),
             studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
             unmatchedStudies: [...unmatched],
             holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,

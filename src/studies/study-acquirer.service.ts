@@ -536,16 +536,19 @@ export class DefaultStudyAcquirer implements StudyAcquirer {
  */
 function lateInstances(
   row: AcquisitionRow | undefined,
-  released: ReadonlyArray<{ sopInstanceUid: string; receivedAt: Date }>,
+  released: ReadonlyArray<{ seriesInstanceUid: string; sopInstanceUid: string; receivedAt: Date }>,
 ): { notInPackage: number; resent: number } {
   const study = row?.study as AcquiredStudy | null | undefined;
   if (!row?.packaged_at || !study?.instances) return { notInPackage: 0, resent: 0 };
   const packagedAt = new Date(row.packaged_at).getTime();
-  const packaged = new Set(study.instances.map((i) => i.sopInstanceUid));
+  // by series and SOP UID, as instances are recorded (one SOP UID may be in two series)
+  const key = (i: { seriesInstanceUid: string; sopInstanceUid: string }) =>
+    `${i.seriesInstanceUid}/${i.sopInstanceUid}`;
+  const packaged = new Set(study.instances.map(key));
   let notInPackage = 0;
   let resent = 0;
   for (const i of released) {
-    if (!packaged.has(i.sopInstanceUid)) notInPackage++;
+    if (!packaged.has(key(i))) notInPackage++;
     else if (i.receivedAt.getTime() > packagedAt) resent++;
   }
   return { notInPackage, resent };

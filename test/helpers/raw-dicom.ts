@@ -87,6 +87,24 @@ export function nestedSequences(depth: number, inner: Buffer): Buffer {
   ]);
 }
 
+/**
+ * A vendor's private sequence (0009,1010) of undefined length whose VR a router that did not
+ * know it relabelled UN, its one item still in explicit VR (as the vendor wrote it), with its
+ * private creator (0009,0010): for `beforePatient`.
+ */
+export function relabelledUnSequence(): Buffer {
+  const undefinedLength = [0xff, 0xff, 0xff, 0xff];
+  return Buffer.concat([
+    element(0x0009, 0x0010, 'LO', 'ACME 1.0'),
+    Buffer.from([0x09, 0x00, 0x10, 0x10, 0x55, 0x4e, 0, 0, ...undefinedLength]),
+    Buffer.from([0xfe, 0xff, 0x00, 0xe0, ...undefinedLength]),
+    element(0x0009, 0x1011, 'LO', 'VENDOR DATA'),
+    element(0x0009, 0x1012, 'US', Buffer.from([1, 0])),
+    Buffer.from([0xfe, 0xff, 0x0d, 0xe0, 0, 0, 0, 0]),
+    Buffer.from([0xfe, 0xff, 0xdd, 0xe0, 0, 0, 0, 0]),
+  ]);
+}
+
 export interface RawInstance {
   bytes: Buffer;
   studyInstanceUid: string;

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Client, requests } from 'dcmjs-dimse';
+import { Client, Dataset, requests } from 'dcmjs-dimse';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { rawInstance } from '../helpers/raw-dicom';
@@ -200,6 +200,61 @@ describe('hostile: C-STORE SCP peers', () => {
       }),
     ]);
   });
+
+  it.each([['implicit VR little endian', '1.2.840.10008.1.2']])(
+    'a C-STORE data set (%s) carrying group 0002 elements, as some old senders write it, is stored without them',
+    async (_label, syntax) => {
+      // PS3.10 §7.1 keeps group 0002 out of a data set, but some old senders and archives send
+      // the File Meta Information in it. Behind our own header the walk read those elements as
+      // part of it: C000, "file meta information cannot be read (an element has no valid VR)"
+      // in implicit VR, a reason that named nothing the sender could fix.
+      const inst = rawInstance({ accession: `META-${syntax.length}`, patientId: 'P-META' });
+      const file = join(dir, `meta-in-dataset-${syntax.length}.dcm`);
+      writeFileSync(file, inst.bytes);
+      const elements = {
+        MediaStorageSOPClassUID: '1.2.840.10008.5.1.4.1.1.7',
+        MediaStorageSOPInstanceUID: inst.sopInstanceUid,
+        TransferSyntaxUID: syntax,
+        ImplementationVersionName: 'OLDSENDER_1',
+        ...Dataset.fromFile(file)!.getElements(),
+      };
+      const status = await new Promise<number>((resolve, reject) => {
+        const client = new Client();
+        const req = new requests.CStoreRequest(new Dataset(elements, syntax));
+        let answer: number | undefined;
+        req.on('response', (r) => (answer = r.getStatus()));
+        client.addRequest(req);
+        client.on('networkError', reject);
+        client.on('closed', () =>
+          answer === undefined ? reject(new Error('no answer')) : resolve(answer),
+        );
+        client.send('127.0.0.1', port, 'MODALITY1', AE);
+      });
+      expect(status).toBe(0);
+      const rows = (await adapter.dataSource.query(
+        `SELECT transfer_syntax_uid, file_path FROM study_instances WHERE sop_instance_uid = $1`,
+        [inst.sopInstanceUid],
+      )) as Array<{ transfer_syntax_uid: string; file_path: string }>;
+      expect(rows).toEqual([{ transfer_syntax_uid: syntax, file_path: expect.any(String) }]);
+      // The stored file has one File Meta Information, ours, and a data set without group 0002.
+      const dump = (await run('dcmdump', ['+E', rows[0]!.file_path])).stdout;
+      const [meta, dataSet] = dump.split('# Dicom-Data-Set');
+      expect(meta).toContain('(0002,0013) SH [IAA_SCP_1]');
+      expect(meta).not.toContain('OLDSENDER_1');
+      expect(dataSet).not.toContain('(0002,');
+      expect(dataSet).toContain('(0010,0020) LO [P-META]');
+      // Recorded with the instance's study.received entry.
+      const received = (await audit('study.received')).find((e) =>
+        JSON.stringify(e.detail).includes(inst.sopInstanceUid),
+      );
+      expect(received?.detail.quirks).toEqual([
+        {
+          sopInstanceUid: inst.sopInstanceUid,
+          quirks: ['4 group 0002 element(s) in the data set (File Meta Information) dropped'],
+        },
+      ]);
+    },
+  );
 
   it('a PDU claiming 2 GiB is aborted after its header (gone before 64 MiB were sent), /health answers, the refusal is audited', async () => {
     const socket = connect(port, '127.0.0.1');

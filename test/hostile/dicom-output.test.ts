@@ -211,6 +211,30 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     }
   });
 
+  it('a 16-character accession with umlauts (20 bytes in UTF-8) is written whole, within SH, not emptied', () => {
+    // PS3.5 Table 6.2-1 gives SH 16 characters; dciodvfy counts the bytes as written, and in
+    // UTF-8 `MÜNCHEN-ÄÖÜ-1234` is 20. The accession the RIS sent and the modality wrote in
+    // ISO_IR 100 (16 bytes) was written empty in the SR and PDF: the PACS could no longer file
+    // them with their exam. Values that all fit Latin-1 are now written in ISO_IR 100.
+    const accession = 'MÜNCHEN-ÄÖÜ-1234';
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: accession };
+    const source = sourceStudy(1);
+    source.attributes.accessionNumber = accession;
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-latin1-accession.dcm');
+    const pdf = join(dir, 'pdf-latin1-accession.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync('dcmdump', ['+U8', '+P', '0008,0050', file], {
+        encoding: 'utf8',
+      });
+      expect(dump).toContain(`(0008,0050) SH [${accession}]`);
+    }
+  });
+
   it('a procedure code the SR cannot carry as it stands (spaces, a control character, a backslash): the generic code, never an empty or altered one', () => {
     // A site running unknown procedure codes through default products accepts OBR-4.1 of
     // spaces, `\X07\` (a BEL) or `MR\E\BR` (a backslash). Made valid for SH they became an

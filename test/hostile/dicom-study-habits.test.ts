@@ -87,6 +87,66 @@ describe('hostile: pushed studies as real sites send them', () => {
     },
   );
 
+  it('a pushed study holding one SOP Instance UID in two series is packaged with both, as a pull brings it; an identical resend stays one', async () => {
+    // What a pull keeps (moved files are named by series and SOP UID, see below). Pushed, the
+    // second copy replaced the first (study_instances was UNIQUE on the SOP UID alone): 3 of
+    // the 4 instances the modality sent were packaged.
+    const studyUid = generateUid();
+    const accession = `DUPP-${Math.random().toString(36).slice(2, 8).toUpperCase()}`;
+    const study = { studyInstanceUid: studyUid, accessionNumber: accession };
+    const patient = { patientId: 'P-DUPP', patientName: 'Dupp^Pat' };
+    const first = createMrBrainSeries({ patient, study, series: { slices: 2, seriesNumber: 1 } });
+    const second = createMrBrainSeries({ patient, study, series: { slices: 2, seriesNumber: 2 } });
+    const dir = mkdtempSync(join(tmpdir(), 'dup-push-'));
+    try {
+      const file = join(dir, 'dup.dcm');
+      writeFileSync(file, second[0]!.bytes);
+      execFileSync('dcmodify', ['-nb', '-m', `SOPInstanceUID=${first[0]!.sopInstanceUid}`, file]);
+      second[0] = {
+        ...second[0]!,
+        sopInstanceUid: first[0]!.sopInstanceUid,
+        bytes: readFileSync(file),
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const all = [...first, ...second];
+    expect(
+      (
+        await stowToAdapter(
+          adapter.httpUrl,
+          all.map((i) => i.bytes),
+        )
+      ).status,
+    ).toBe(200);
+    // The same instances again (a modality's retry): still one row each.
+    expect(
+      (
+        await stowToAdapter(
+          adapter.httpUrl,
+          all.map((i) => i.bytes),
+        )
+      ).status,
+    ).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT series_instance_uid, sop_instance_uid FROM study_instances WHERE study_instance_uid = $1`,
+      [studyUid],
+    )) as Array<{ series_instance_uid: string; sop_instance_uid: string }>;
+    expect(rows).toHaveLength(4);
+    const orderId = await insertOrder(accession, 'P-DUPP', studyUid);
+    const result = await acquireUntilDone({
+      orderId,
+      studyInstanceUid: studyUid,
+      accessionNumber: accession,
+      patientId: 'P-DUPP',
+    });
+    expect(result).toMatchObject({ status: 'ready', study: { instanceCount: 4 } });
+    const zip = await readZip((result as { study: { packagePath: string } }).study.packagePath);
+    expect([...zip.keys()].filter((n) => n.startsWith('DICOM/')).sort()).toEqual(
+      all.map((i) => `DICOM/${i.seriesInstanceUid}/${i.sopInstanceUid}.dcm`).sort(),
+    );
+  });
+
   it('a study pushed whole under one accession is still packaged whole', async () => {
     const studyUid = generateUid();
     const accession = `ONE-${Math.random().toString(36).slice(2, 8).toUpperCase()}`;

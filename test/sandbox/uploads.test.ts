@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import {
@@ -10,6 +13,7 @@ import {
   zipEntries,
   zipStudy,
 } from '../helpers/dicom-factory';
+import { rawInstance, relabelledUnSequence } from '../helpers/raw-dicom';
 import { DEFAULT_STEP_SECONDS } from '../../src/sandbox/sandbox-options';
 import {
   MINUTE,
@@ -130,6 +134,34 @@ describe('sandbox: presigned uploads and study intake', () => {
       const exactly = await putObject(await singlePutUrl(h, id), Buffer.alloc(5 * MiB, 1));
       expect(exactly.status).toBe(413);
       expect(await statusOf(h, id)).toBe('PENDING');
+    });
+
+    it.each([
+      ['a private sequence relabelled UN whose item is still explicit VR', 'relabelled'],
+      ['explicit VR big endian', 'big-endian'],
+      ['deflated explicit VR little endian', 'deflated'],
+    ])('accepts an instance in %s, as the adapter does (not invalid_study)', async (_l, shape) => {
+      // The adapter stores and packages all three (docs/studies.md); its upload must not be
+      // refused by the sandbox's own header reader. dcmjs read the relabelled sequence's
+      // explicit VR item as implicit VR and ran off the end of the header.
+      const raw = rawInstance({
+        accession: 'SHAPE-1',
+        patientId: 'PID-SHAPE',
+        ...(shape === 'relabelled' ? { beforePatient: relabelledUnSequence() } : {}),
+        ...(shape === 'deflated' ? { deflated: {} } : {}),
+      });
+      let bytes = raw.bytes;
+      if (shape === 'big-endian') {
+        const dir = mkdtempSync(join(tmpdir(), 'sbx-be-'));
+        writeFileSync(join(dir, 'le.dcm'), bytes);
+        execFileSync('dcmconv', ['+tb', join(dir, 'le.dcm'), join(dir, 'be.dcm')]);
+        bytes = readFileSync(join(dir, 'be.dcm'));
+        rmSync(dir, { recursive: true, force: true });
+      }
+      const id = await newOrder(h);
+      const r = await putObject(await singlePutUrl(h, id), bytes);
+      expect({ status: r.status, files: r.json?.files }).toEqual({ status: 200, files: undefined });
+      expect(await statusOf(h, id)).toBe('RECEIVED');
     });
 
     it('refuses a file that is not DICOM, naming the file and the reason', async () => {

@@ -63,6 +63,34 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     return result;
   };
 
+  /** One instance of a new order's study with this name and Study Description; both as stored. */
+  const storedNameAndDescription = async (
+    prefix: string,
+    text: { charset?: string; patientName: string; description: string },
+  ) => {
+    const o = await order({
+      study: generateUid(),
+      accession: `${prefix}-${Date.now() % 1e9}`,
+      patientId: `PID-${prefix}`,
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        ...(text.charset !== undefined ? { charset: text.charset } : {}),
+        patientName: text.patientName,
+        accession: o.accession,
+        patientId: `PID-${prefix}`,
+        beforePatient: element(0x0008, 0x1030, 'LO', text.description),
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    return (await adapter.dataSource.query(
+      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; description: string }>;
+  };
+
   it.each([
     [
       'Japanese (PS3.5 H.3.1)',
@@ -123,27 +151,11 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
   ])(
     'a Japanese study of an older writer designating kanji by %s: read as kanji, no stray characters',
     async (_label, kanji, ascii) => {
-      const o = await order({
-        study: generateUid(),
-        accession: `JP-${Date.now() % 1e9}`,
-        patientId: 'PID-JP',
+      const rows = await storedNameAndDescription('JP', {
+        charset: '\\ISO 2022 IR 87',
+        patientName: `=${kanji};3ED${ascii}^${kanji}B@O:${ascii}`,
+        description: `${kanji}F,It${ascii} MRI`,
       });
-      const res = await stow([
-        rawInstance({
-          studyInstanceUid: o.study,
-          charset: '\\ISO 2022 IR 87',
-          patientName: `=${kanji};3ED${ascii}^${kanji}B@O:${ascii}`,
-          accession: o.accession,
-          patientId: 'PID-JP',
-          beforePatient: element(0x0008, 0x1030, 'LO', `${kanji}F,It${ascii} MRI`),
-        }),
-      ]);
-      expect(res.status).toBe(200);
-      const rows = (await adapter.dataSource.query(
-        `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
-           FROM study_instances WHERE study_instance_uid = $1`,
-        [o.study],
-      )) as Array<{ name: string; description: string }>;
       // Before: the escape sequence was not known, the kanji bytes read as ASCII.
       expect(rows).toEqual([{ name: '=山田^太郎', description: '頭部 MRI' }]);
     },
@@ -154,26 +166,10 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     // name, its alphabetic group empty as some Japanese sites write it). Only ASCII is allowed
     // without the attribute, and in ASCII an ESC means nothing: the escape sequences can only
     // be what they are in ISO 2022.
-    const o = await order({
-      study: generateUid(),
-      accession: `JPU-${Date.now() % 1e9}`,
-      patientId: 'PID-JPU',
+    const rows = await storedNameAndDescription('JPU', {
+      patientName: '=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
+      description: '\x1b$BF,It\x1b(B MRI',
     });
-    const res = await stow([
-      rawInstance({
-        studyInstanceUid: o.study,
-        patientName: '=\x1b$B;3ED\x1b(B^\x1b$BB@O:\x1b(B=\x1b$B$d$^$@\x1b(B^\x1b$B$?$m$&\x1b(B',
-        accession: o.accession,
-        patientId: 'PID-JPU',
-        beforePatient: element(0x0008, 0x1030, 'LO', '\x1b$BF,It\x1b(B MRI'),
-      }),
-    ]);
-    expect(res.status).toBe(200);
-    const rows = (await adapter.dataSource.query(
-      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
-         FROM study_instances WHERE study_instance_uid = $1`,
-      [o.study],
-    )) as Array<{ name: string; description: string }>;
     // Before: `=\x1b$B;3ED\x1b(B^…` kept as it was (and written so into our SR).
     expect(rows).toEqual([{ name: '=山田^太郎=やまだ^たろう', description: '頭部 MRI' }]);
   });
@@ -183,27 +179,11 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     // Korean sites often leave it out, the bytes being EUC-KR as they stand (vtk-dicom reads
     // them so). A name written in Hangul in its alphabetic group, and a study
     // description in Hangul.
-    const o = await order({
-      study: generateUid(),
-      accession: `KR-${Date.now() % 1e9}`,
-      patientId: 'PID-KR',
+    const rows = await storedNameAndDescription('KR', {
+      charset: '\\ISO 2022 IR 149',
+      patientName: '\xc8\xab^\xb1\xe6\xb5\xbf',
+      description: '\xb3\xfa MRI',
     });
-    const res = await stow([
-      rawInstance({
-        studyInstanceUid: o.study,
-        charset: '\\ISO 2022 IR 149',
-        patientName: '\xc8\xab^\xb1\xe6\xb5\xbf',
-        accession: o.accession,
-        patientId: 'PID-KR',
-        beforePatient: element(0x0008, 0x1030, 'LO', '\xb3\xfa MRI'),
-      }),
-    ]);
-    expect(res.status).toBe(200);
-    const rows = (await adapter.dataSource.query(
-      `SELECT header->>'patientName' AS name, header->>'studyDescription' AS description
-         FROM study_instances WHERE study_instance_uid = $1`,
-      [o.study],
-    )) as Array<{ name: string; description: string }>;
     // Before: read as Latin-1, `È«^±æµ¿` and `³ú MRI`, and so written into our SR.
     expect(rows).toEqual([{ name: '홍^길동', description: '뇌 MRI' }]);
   });

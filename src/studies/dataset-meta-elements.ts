@@ -1,3 +1,5 @@
+import { LONG_LENGTH_VRS } from './dicom-dataset-walk';
+
 /**
  * Group 0002 elements at the start of a C-STORE data set. PS3.10 §7.1 keeps the File Meta
  * Information out of a data set (PS3.7 §9.3.1.1: the data set is sent without it), but some
@@ -8,8 +10,6 @@
  */
 export type DataSetEncoding = 'implicit-le' | 'explicit-le' | 'explicit-be';
 
-/** Explicit VRs whose length is 32-bit after two reserved bytes (PS3.5 Table 7.1-1). */
-const LONG_LENGTH_VRS = new Set(['OB', 'OD', 'OF', 'OL', 'OV', 'OW', 'SQ', 'UC', 'UN', 'UR', 'UT']);
 const UNDEFINED_LENGTH = 0xffffffff;
 
 /**

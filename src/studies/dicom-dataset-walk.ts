@@ -39,7 +39,7 @@ export type WalkResult =
 
 const UNDEFINED_LENGTH = 0xffffffff;
 /** VRs with a 2-byte reserved field and a 32-bit length in explicit VR (PS3.5 Table 7.1-1). */
-const LONG_LENGTH_VRS = new Set([
+export const LONG_LENGTH_VRS: ReadonlySet<string> = new Set([
   'OB',
   'OD',
   'OF',

@@ -66,11 +66,17 @@ describe('SR build offload', () => {
     // each write by scanning all buffers of its stream, and 20,000 instances took 18 s to write
     // (5,000: 1.9 s), 50,000 more than the worker's 60 s.
     const input = small();
+    // The better of two writes, so a busy machine's pause is not read as the writer's cost.
     const timed = (instances: number) => {
       const source = sourceStudy(instances);
-      const started = performance.now();
-      const sr = buildMeasurementSr(input, source, now);
-      return { ms: performance.now() - started, sr };
+      let best: { ms: number; sr: Buffer } = { ms: Infinity, sr: Buffer.alloc(0) };
+      for (let i = 0; i < 2; i++) {
+        const started = performance.now();
+        const sr = buildMeasurementSr(input, source, now);
+        const ms = performance.now() - started;
+        if (ms < best.ms) best = { ms, sr };
+      }
+      return best;
     };
     timed(500); // warm
     const five = timed(5_000);

@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
+import { issueSentence, refusalDetail } from './audit-api.issues';
 import {
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
@@ -159,7 +160,7 @@ export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.in
     );
   if (repeated.length > 0) throw new AppError('bad_request', repeated.join('; '));
   const cleaned = Object.fromEntries(entries.filter(([, v]) => v !== '' && v !== undefined));
-  const result = schema.safeParse(cleaned);
+  const result = schema.safeParse(cleaned, { error: issueSentence });
   if (!result.success) {
     throw new AppError(
       'bad_request',
@@ -167,7 +168,7 @@ export function parseInput<T extends z.ZodType>(schema: T, input: unknown): z.in
         .map((i) =>
           i.code === 'unrecognized_keys'
             ? `unknown filter ${i.keys.join(', ')} (the filters are ${known.join(', ')})`
-            : `${i.path.join('.')}: ${i.message}`,
+            : refusalDetail(i),
         )
         .join('; '),
     );

@@ -1,4 +1,5 @@
 import { decodeBytes, isValidUtf8 } from './hl7-charset';
+import type { FormattingMode } from './hl7-formatting';
 import { QuirkCollector, type Hl7QuirkCode } from './hl7-quirk';
 
 /** The delimiters of one message (MSH-1 and MSH-2; HL7 v2.5.1 chapter 2, message delimiters). */
@@ -27,6 +28,11 @@ export interface UnescapeContext {
   quirks?: QuirkCollector;
   /** Location used in quirk details, e.g. `OBR-13`. */
   location?: string;
+  /**
+   * What formatting commands mean here (hl7-formatting.ts): line breaks (FT and identifiers,
+   * the default) or, in any other text, one space.
+   */
+  formatting?: FormattingMode;
 }
 
 /**
@@ -36,6 +42,7 @@ export interface UnescapeContext {
  * - \Xhh..\ is hexadecimal data, decoded as bytes in the message charset;
  * - \.br\ \.sp\ (formatted text, FT) become line breaks; \H\ \N\ (highlighting) and
  *   the other formatting commands (.fi .nf .in .ti .sk .ce) carry no text and are dropped;
+ *   outside FT (`formatting: 'text'`, hl7-formatting.ts) \.br\ and \.sp\ are one space;
  * - \Cxxyy\ and \Mxxyy[zz]\ (section 2.7.5) are ISO 2022 escape sequences written as HL7
  *   escapes: they switch the character set and carry no character. The ones of ISO-2022-JP
  *   (`\M2442\` JIS X 0208, `\C2842\` ASCII, ...; MSH-18 `ISO IR87`) are decoded with it, so
@@ -90,6 +97,8 @@ function applyCharsetSwitches(text: string, ctx: UnescapeContext): string {
 /** What one value's escapes have done so far: a charset switch seen, quirks already noted. */
 interface EscapeState {
   switched: boolean;
+  /** The last sequence was a line command outside FT: one space, if text is on both sides. */
+  space?: boolean;
   noted: Set<string>;
   /** The ISO 2022 escape of each \C..\ / \M..\ met (a value repeats the same few). */
   sequences: Map<string, string>;
@@ -120,7 +129,14 @@ function unescapeSequences(raw: string, ctx: UnescapeContext, state: EscapeState
       noteOnce(state, ctx, 'unknown-escape-sequence', 'unterminated escape');
       break;
     }
-    const replaced = replaceEscape(raw.slice(i + 1, close), ctx, state);
+    let replaced = replaceEscape(raw.slice(i + 1, close), ctx, state);
+    if (state.space) {
+      state.space = false;
+      const before = i > copied ? raw[i - 1] : out[out.length - 1];
+      const after = raw[close + 1];
+      const blank = (c: string | undefined) => c === undefined || /\s/.test(c);
+      replaced = blank(before) || blank(after) ? '' : ' ';
+    }
     if (replaced === undefined) {
       // The sequence may be patient text: only its location goes into the audited quirk.
       noteOnce(state, ctx, 'unknown-escape-sequence', 'kept literally');
@@ -226,6 +242,18 @@ function replaceEscape(body: string, ctx: UnescapeContext, state: EscapeState): 
   const fmt = code === '.' ? /^\.(br|sp|fi|nf|in|ti|sk|ce)([+-]?\d*)$/.exec(body) : null;
   if (fmt) {
     const [, command, arg] = fmt;
+    if (ctx.formatting === 'text') {
+      // §2.7.6: formatting commands are for FT; in a name or a code a line is one space
+      const line = command === 'br' || command === 'sp';
+      noteOnce(
+        state,
+        ctx,
+        'formatting-escape',
+        `\\.${command}\\ outside formatted text (FT) ${line ? 'read as a space' : 'dropped'}`,
+      );
+      state.space = line;
+      return '';
+    }
     if (command === 'br') return '\n';
     if (command === 'sp') {
       const lines = Math.max(1, Number(arg || '1'));

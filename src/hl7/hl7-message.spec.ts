@@ -3,6 +3,8 @@ import path from 'node:path';
 
 import { Hl7Error } from './hl7.error';
 import { DEFAULT_DELIMITERS, escapeValue, unescapeValue } from './hl7-escape';
+import { formattingModeOf } from './hl7-formatting';
+import { QuirkCollector } from './hl7-quirk';
 import { formatLocation, parseLocation } from './hl7-location';
 import { parseHl7 } from './hl7-message';
 
@@ -206,6 +208,27 @@ describe('escape sequences (HL7 v2.5.1 section 2.7)', () => {
     expect(unescapeValue('Ger\\XE4\\t', { ...ctx, encoding: 'latin1' })).toBe('Gerät');
     expect(unescapeValue('line1\\.br\\line2\\.sp2\\x', ctx)).toBe('line1\nline2\n\nx');
     expect(unescapeValue('\\H\\bold\\N\\', ctx)).toBe('bold');
+  });
+
+  it('outside FT, reads \\.br\\ and \\.sp\\ as one space between words, the other commands as nothing (§2.7.6)', () => {
+    const quirks = new QuirkCollector();
+    const text = { ...ctx, formatting: 'text' as const, quirks, location: 'PID-5.1.1' };
+    expect(unescapeValue('SCHMIDT\\.br\\JR', text)).toBe('SCHMIDT JR');
+    expect(unescapeValue('CT\\.sp5\\Chest', text)).toBe('CT Chest');
+    expect(unescapeValue('\\.br\\WELBY\\.br\\', text)).toBe('WELBY');
+    expect(unescapeValue('A \\.br\\B\\.br\\ C\\.br\\\\.sp\\D', text)).toBe('A B C D');
+    expect(unescapeValue('MARIA\\.in+4\\\\.ce\\', text)).toBe('MARIA');
+    expect(quirks.quirks).toContainEqual({
+      code: 'formatting-escape',
+      detail: 'PID-5.1.1: \\.br\\ outside formatted text (FT) read as a space',
+    });
+    // identifiers keep the line break, for the identifier rule to refuse (AE 102)
+    expect(unescapeValue('FIL-1\\.br\\', { ...ctx, formatting: 'identifier' })).toBe('FIL-1\n');
+    expect(formattingModeOf('NTE', 3)).toBe('lines');
+    expect(formattingModeOf('OBX', 5, 'FT')).toBe('lines');
+    expect(formattingModeOf('OBX', 5, 'ST')).toBe('text');
+    expect(formattingModeOf('PID', 5)).toBe('text');
+    expect(formattingModeOf('ORC', 3)).toBe('identifier');
   });
 
   it('reads hexadecimal data in the message charset, ASCII bytes alike in all of them', () => {

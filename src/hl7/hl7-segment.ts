@@ -1,4 +1,5 @@
 import { unescapeValue } from './hl7-escape';
+import { formattingModeOf, type FormattingMode } from './hl7-formatting';
 import { formatLocation } from './hl7-location';
 import type { Hl7Message } from './hl7-message';
 
@@ -59,7 +60,13 @@ export class Hl7Segment {
       encoding: this.message.escapeEncoding,
       quirks: this.message.quirkCollector,
       location: this.locationOf(field, repetition, component, subcomponent),
+      formatting: this.formattingOf(field),
     });
+  }
+
+  /** What a formatting command means in this field (one rule by data type, hl7-formatting.ts). */
+  private formattingOf(field: number): FormattingMode {
+    return formattingModeOf(this.id, field, this.id === 'OBX' ? this.rawField(2) : undefined);
   }
 
   /** True when the position holds the explicit null `""` (delete the value). */
@@ -88,7 +95,11 @@ export class Hl7Segment {
     const d = this.message.delimiters;
     const leaf = (raw: string): string =>
       raw.includes(d.escape)
-        ? unescapeValue(raw, { delimiters: d, encoding: this.message.escapeEncoding })
+        ? unescapeValue(raw, {
+            delimiters: d,
+            encoding: this.message.escapeEncoding,
+            formatting: this.formattingOf(field),
+          })
         : raw;
     return this.componentsOf(field, repetition, rep).map((c) => c.split(d.subcomponent).map(leaf));
   }

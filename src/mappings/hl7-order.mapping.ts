@@ -16,7 +16,7 @@ import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.7.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.8.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses

@@ -1,3 +1,4 @@
+import { ORDER_STATES } from '../../src/domain/order-state';
 import { Client } from 'pg';
 import { AuditRetentionService } from '../../src/audit/audit-retention.service';
 import { JOB_QUEUE } from '../../src/jobs/jobs.tokens';
@@ -175,6 +176,33 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect(res.body.detail).toMatch(/state/);
       expect((await get('/api/audit/orders?cursor=%%%')).status).toBe(400);
       expect((await get('/api/audit/orders?from=yesterday')).status).toBe(400);
+    });
+
+    it.each([
+      ['/api/audit/orders?state=bogus', `state must be one of: ${ORDER_STATES.join(', ')}`],
+      [
+        `/api/audit/orders?accession=${'A'.repeat(4097)}`,
+        'accession is longer than 4096 characters',
+      ],
+      ['/api/audit/orders?limit=0', 'limit must be at least 1'],
+      ['/api/audit/orders?limit=1.5', 'limit must be a whole number'],
+      ['/api/audit/orders?limit=ten', 'limit must be a number'],
+      ['/api/audit/orders?source=fax', 'source must be one of: hl7v2, fhir, api'],
+      ['/api/audit/events?errorsOnly=maybe', 'errorsOnly must be one of: 0, 1, true, false, on'],
+      [
+        '/api/audit/messages?transport=carrier-pigeon',
+        'transport must be one of: mllp, fhir-rest, fhir-subscription',
+      ],
+      ['/api/audit/messages?text=a', 'text is shorter than 2 characters'],
+      ['/api/audit/messages?sender=%20%20', 'sender must not be empty'],
+    ])('a refused parameter is named with what is allowed (case %#)', async (path, detail) => {
+      // Before: zod's own words (`state: Invalid option: expected one of "received"|...`,
+      // `accession: Too big: expected string to have <=4096 characters`, `Invalid input`).
+      const res = await get(path);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ status: 400, title: 'bad_request' });
+      expect(res.body.detail).toContain(detail);
+      expect(res.body.detail).not.toMatch(/Invalid|Too big|Too small|expected/);
     });
   });
 

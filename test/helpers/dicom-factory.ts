@@ -141,11 +141,38 @@ export function brainSlicePixels(
   return px;
 }
 
-/** Writes a Part 10 file from a naturalized dataset (dcmjs keywords). */
+/** True when a naturalized dataset holds a string (at any depth) with a non-ASCII character. */
+function holdsNonAscii(value: unknown): boolean {
+  // eslint-disable-next-line no-control-regex -- the ASCII range is the point
+  if (typeof value === 'string') return /[^\u0000-\u007f]/.test(value);
+  if (Array.isArray(value)) return value.some(holdsNonAscii);
+  if (value !== null && typeof value === 'object' && !(value instanceof ArrayBuffer))
+    return Object.values(value).some(holdsNonAscii);
+  return false;
+}
+
+/**
+ * The Specific Character Set (0008,0005) that names the bytes dcmjs writes: it encodes every
+ * text value as UTF-8, whatever the dataset declares. A declared single-byte set stays when the
+ * text is ASCII (the same bytes in it); text with any other character is declared ISO_IR 192
+ * (PS3.3 C.12.1.1.2). Before, ISO_IR 100 was declared over UTF-8 bytes, so `Müller` was
+ * `MÃ¼ller` to every reader that honours the declaration, and fixtures with such names
+ * tested mojibake.
+ */
+function writtenCharacterSet(dataset: Record<string, unknown>): Record<string, unknown> {
+  if (dataset.SpecificCharacterSet === undefined || !holdsNonAscii(dataset)) return dataset;
+  return { ...dataset, SpecificCharacterSet: 'ISO_IR 192' };
+}
+
+/**
+ * Writes a Part 10 file from a naturalized dataset (dcmjs keywords); a declared character set
+ * is made the one of the bytes written (writtenCharacterSet).
+ */
 export function writePart10(
-  dataset: Record<string, unknown>,
+  naturalized: Record<string, unknown>,
   transferSyntaxUid: string = EXPLICIT_VR_LITTLE_ENDIAN,
 ): Buffer {
+  const dataset = writtenCharacterSet(naturalized);
   const meta = {
     FileMetaInformationVersion: new Uint8Array([0, 1]).buffer,
     MediaStorageSOPClassUID: dataset.SOPClassUID,
@@ -185,7 +212,7 @@ export function createMrBrainSeries(options: MrBrainSeriesOptions = {}): DicomIn
     const sopInstanceUid = generateUid();
     const pixels = brainSlicePixels(rows, columns, i, slices, options.seed ?? 1);
     const dataset: Record<string, unknown> = {
-      SpecificCharacterSet: 'ISO_IR 100',
+      SpecificCharacterSet: 'ISO_IR 100', // ISO_IR 192 for non-ASCII text (writtenCharacterSet)
       ImageType: ['ORIGINAL', 'PRIMARY', 'M', 'ND'],
       SOPClassUID: MR_IMAGE_STORAGE,
       SOPInstanceUID: sopInstanceUid,

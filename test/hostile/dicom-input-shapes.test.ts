@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import { request } from 'undici';
 import { STUDY_ACQUIRER, type StudyAcquirer } from '../../src/domain/study-acquirer.port';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { generateUid } from '../helpers/dicom-factory';
+import { createMrBrainSeries, generateUid } from '../helpers/dicom-factory';
 import { element, nestedSequences, rawInstance, type RawInstance } from '../helpers/raw-dicom';
 import { multipartRelated, stowToAdapter } from '../studies/study-test-support';
 
@@ -28,7 +28,7 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
   });
   afterAll(async () => adapter?.close());
 
-  const stow = async (instances: RawInstance[]) => {
+  const stow = async (instances: Array<RawInstance | { bytes: Buffer }>) => {
     const res = await stowToAdapter(adapter.httpUrl, instances);
     return { status: res.status, json: res.json as DicomJson };
   };
@@ -228,6 +228,38 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
       expect(await acquire(o)).toMatchObject({ status: 'ready' });
     },
   );
+
+  it('an MR series from the test factory with umlauts in name, ID and description: stored as written, matched, packaged', async () => {
+    // The factory declared ISO_IR 100 over dcmjs's UTF-8 bytes: this study would have been
+    // stored as `MÃ¼ller^JÃ¼rgen` and refused as another patient's. It now declares ISO_IR 192.
+    const o = await order({
+      study: generateUid(),
+      accession: `UML-${Date.now() % 1e9}`,
+      patientId: 'PÄT-4711',
+    });
+    const series = createMrBrainSeries({
+      patient: { patientId: 'PÄT-4711', patientName: 'Müller^Jürgen', sex: 'M' },
+      study: {
+        studyInstanceUid: o.study,
+        accessionNumber: o.accession,
+        studyDescription: 'MRT Schädel nativ',
+        institutionName: 'Klinikum Süd',
+      },
+      series: { slices: 2 },
+    });
+    const res = await stow(series);
+    expect(res.status).toBe(200);
+    const rows = (await adapter.dataSource.query(
+      `SELECT DISTINCT header->>'patientName' AS name, header->>'patientId' AS pid,
+              header->>'studyDescription' AS description
+         FROM study_instances WHERE study_instance_uid = $1`,
+      [o.study],
+    )) as Array<{ name: string; pid: string; description: string }>;
+    expect(rows).toEqual([
+      { name: 'Müller^Jürgen', pid: 'PÄT-4711', description: 'MRT Schädel nativ' },
+    ]);
+    expect(await acquire(o)).toMatchObject({ status: 'ready' });
+  });
 
   it.each([
     ['Accession Number', { accession: 'ACC-TWO-1\\ACC-TWO-2', patientId: 'PID-88' }],

@@ -763,6 +763,47 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     },
   );
 
+  it('formatting commands (\\.br\\ \\.sp\\ \\.in\\ \\H\\) in a name, a code text, a provider and ST text: one space or nothing, with a quirk naming the place; NTE-3 (FT) keeps its line break', async () => {
+    // Before: PID-5 `SCHMIDT\.br\JR` was stored as `SCHMIDT<LF>JR`, a line break in the
+    // patient's family name (upstream, FHIR Patient.name, the ORU's PID-5 as \X0A\).
+    // Formatting commands belong to FT only (v2.5.1 §2.7.6).
+    const controlId = 'ID-FMT-1';
+    const reply = await h.mllp.send(
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', controlId],
+        ['PLC-100234', 'PLC-100979'],
+        ['FIL-55012', 'FIL-55079'],
+        ['ACC-20240318-0042', 'ACC-20240318-0080'],
+        ['SCHMIDT^ANNA^MARIA', 'SCHMIDT\\.br\\JR^\\H\\ANNA\\N\\^MARIA\\.in+4\\'],
+        ['^CT Chest^LN', '^CT\\.sp2\\Chest^LN'],
+        ['^WELBY^MARCUS^^^DR^MD^^HOSPA|||', '^WELBY\\.br\\^MARCUS^^^DR^MD^^HOSPA|||'],
+        ['Persistent cough, 30 pack-years', 'Persistent cough,\\.br\\30 pack-years'],
+        ['\rZDS|', '\rNTE|1|P|Claustrophobic\\.br\\needs lorazepam\rZDS|'],
+      ]),
+    );
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('PLC-100979');
+    expect(order.request.patient.name).toEqual({ family: 'SCHMIDT JR', given: ['ANNA', 'MARIA'] });
+    expect(order.request.procedure).toMatchObject({ code: '24627-2', display: 'CT Chest' });
+    expect(order.request.orderingProvider.name).toMatchObject({ family: 'WELBY' });
+    expect(JSON.stringify(order.request.reasonForStudy ?? [])).not.toContain('\\n');
+    expect(order.request.notes).toEqual(['Claustrophobic\nneeds lorazepam']);
+    const quirks = await quirksOf(controlId);
+    expect(quirks).toContainEqual({
+      code: 'formatting-escape',
+      detail: 'PID-5.1.1: \\.br\\ outside formatted text (FT) read as a space',
+    });
+    expect(quirks).toContainEqual({
+      code: 'formatting-escape',
+      detail: 'PID-5.2.1: \\H\\ highlighting dropped',
+    });
+    expect(quirks).toContainEqual({
+      code: 'formatting-escape',
+      detail: 'OBR-4.2.1: \\.sp\\ outside formatted text (FT) read as a space',
+    });
+    expect(JSON.stringify(order.request)).not.toMatch(/\\n(?!needs)/);
+  });
+
   it('a control character in a PID-3 repetition the order is not matched by (an SS number): AA, that repetition dropped with a quirk, the MR kept', async () => {
     // Before: AA with `998877665<TAB>` stored as an identifier of the patient, sent on in the
     // ORU's PID-3 and the FHIR Patient. It is not the identifier studies are matched by.

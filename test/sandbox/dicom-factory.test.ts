@@ -109,6 +109,31 @@ describe('test/helpers/dicom-factory', () => {
     }
   });
 
+  it.each([
+    ['Latin-1 letters', 'Müller^Jürgen', 'Klinik Süd', 'ISO_IR 192', 'utf8'],
+    ['letters outside Latin-1', 'Иванов^Иван', 'Больница', 'ISO_IR 192', 'utf8'],
+    ['ASCII only', 'Doe^Jane', 'Sandbox Imaging Center', 'ISO_IR 100', 'latin1'],
+  ] as const)(
+    'writes the text bytes its Specific Character Set names (%s)',
+    (_what, patientName, institutionName, charset, encoding) => {
+      // Before: ISO_IR 100 declared over dcmjs's UTF-8 bytes, so `Müller` was `MÃ¼ller` to any
+      // reader that honours (0008,0005), and a test of it passed for the wrong reason.
+      const [instance] = createMrBrainSeries({
+        patient: { patientId: 'P-CS', patientName },
+        study: { institutionName },
+        series: { slices: 1 },
+      });
+      // (0008,0005) as written (dcmjs's reader reports ISO_IR 192 for whatever it decoded)
+      const bytes = instance!.bytes;
+      const at = bytes.indexOf(Buffer.from('\x08\x00\x05\x00CS', 'latin1'));
+      const declared = bytes.toString('latin1', at + 8, at + 8 + bytes.readUInt16LE(at + 6));
+      expect(declared.trim()).toBe(charset);
+      for (const text of [patientName, institutionName]) {
+        expect(bytes.includes(Buffer.from(text, encoding))).toBe(true);
+      }
+    },
+  );
+
   it('makes UIDs that are valid (≤ 64 characters, 2.25 root) and, when seeded, stable', () => {
     for (const uid of [generateUid(), deterministicUid('x')]) {
       expect(uid).toMatch(/^2\.25\.(0|[1-9]\d*)$/);

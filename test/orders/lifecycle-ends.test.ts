@@ -1487,14 +1487,10 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     proxy.hits.filter((h) => h.method === 'POST' && h.path === '/upload/multipart/abort').length;
   const abortPath = (method: string, path: string) =>
     method === 'POST' && path === '/upload/multipart/abort';
-
-  it('the abort of an abandoned multipart upload answered 503 is retried through the outbox until the upstream takes it (before: tried once, the upload left open upstream for good)', async () => {
-    let abortDown = true;
-    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere((m, p) =>
-      abortPath(m, p) && abortDown ? unavailable() : undefined,
-    );
-    const failed = await waitFor(
-      'the abort answered 503, to be tried again',
+  /** The order's abort row once an attempt failed and it waits to be tried again. */
+  const abortWaitingToRetry = (id: string, what = 'the abort answered 503, to be tried again') =>
+    waitFor(
+      what,
       async () => {
         const r = await abortRow(id);
         return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
@@ -1503,6 +1499,18 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
+  /** Skips the outbox's backoff for the row: it is tried again now. */
+  const retryNow = (outboxId: string) =>
+    db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [outboxId]);
+  const abortDelivered = (id: string) =>
+    waitFor('the abort row delivered', async () => (await abortRow(id))?.status === 'delivered');
+
+  it('the abort of an abandoned multipart upload answered 503 is retried through the outbox until the upstream takes it (before: tried once, the upload left open upstream for good)', async () => {
+    let abortDown = true;
+    const { id, upstreamId, uploadId } = await uploadingThenCancelledHere((m, p) =>
+      abortPath(m, p) && abortDown ? unavailable() : undefined,
+    );
+    const failed = await abortWaitingToRetry(id);
     expect(failed.destination).toBe('imaging-upstream');
     expect(sandbox.state.uploads.get(uploadId)?.state).toBe('open');
     // The progress is dropped with the end: the row carries the upload's id.
@@ -1520,7 +1528,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     ).toBe(true);
     // The upstream is back; the backoff's wait is skipped.
     abortDown = false;
-    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await retryNow(failed.id);
     await waitFor(
       'the multipart upload aborted',
       async () => sandbox.state.uploads.get(uploadId)?.state === 'aborted',
@@ -1528,10 +1536,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(id))?.status === 'delivered',
-    );
+    await abortDelivered(id);
     expect((await abortRow(id))!.attempts).toBe(failed.attempts + 1);
   });
 
@@ -1540,18 +1545,12 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const { id, uploadId } = await uploadingThenCancelledHere((m, p) =>
       abortPath(m, p) && drop ? 'drop-after' : undefined,
     );
-    const failed = await waitFor('the abort failed once, to be tried again', async () => {
-      const r = await abortRow(id);
-      return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
-    });
+    const failed = await abortWaitingToRetry(id, 'the abort failed once, to be tried again');
     // The upstream did abort it; only its answer was lost.
     expect(sandbox.state.uploads.get(uploadId)?.state).toBe('aborted');
     drop = false;
-    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(id))?.status === 'delivered',
-    );
+    await retryNow(failed.id);
+    await abortDelivered(id);
     const events = await timeline(id);
     expect(
       events.some(
@@ -1572,10 +1571,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
           }
         : undefined,
     );
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(gone.id))?.status === 'delivered',
-    );
+    await abortDelivered(gone.id);
     expect((await abortRow(gone.id))!.attempts).toBe(1);
     expect(
       (await timeline(gone.id)).some(
@@ -1646,25 +1642,13 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
     await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
     expect(sandbox.state.orders.get(upstreamId)?.status).toBe('CANCELLED');
-    const failed = await waitFor(
-      'the abort answered 503, to be tried again',
-      async () => {
-        const r = await abortRow(id);
-        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
-      },
-      20_000,
-      100,
-      () => orderDiagnostics(db, id),
-    );
+    const failed = await abortWaitingToRetry(id);
     expect(failed.destination).toBe('imaging-upstream');
     expect(await uploadProgress(upstreamId)).toHaveLength(0);
     abortDown = false;
     const calls = abortCalls();
-    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(id))?.status === 'delivered',
-    );
+    await retryNow(failed.id);
+    await abortDelivered(id);
     // The upstream answered this time (the sandbox had ended the upload with the cancel: 409).
     expect(abortCalls()).toBe(calls + 1);
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('aborted');
@@ -1703,19 +1687,13 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
-    const failed = await waitFor(
+    const failed = await abortWaitingToRetry(
+      id,
       'the abort of the old upload answered 503, to be tried again',
-      async () => {
-        const r = await abortRow(id);
-        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
-      },
-      20_000,
-      100,
-      () => orderDiagnostics(db, id),
     );
     expect(sandbox.state.uploads.get(old!.upload_id)?.state).toBe('open');
     abortDown = false;
-    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await retryNow(failed.id);
     await waitFor(
       'the old multipart upload aborted',
       async () => sandbox.state.uploads.get(old!.upload_id)?.state === 'aborted',
@@ -1723,10 +1701,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(id))?.status === 'delivered',
-    );
+    await abortDelivered(id);
     // Only the old upload was aborted: the new one completed.
     const uploads = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
     expect(uploads.map((u) => u.state).sort()).toEqual(['aborted', 'completed']);
@@ -1834,10 +1809,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       100,
       () => orderDiagnostics(db, id),
     );
-    await waitFor(
-      'the abort row delivered',
-      async () => (await abortRow(id))?.status === 'delivered',
-    );
+    await abortDelivered(id);
     expect(await uploadProgress(upstreamId)).toHaveLength(0);
   });
 });

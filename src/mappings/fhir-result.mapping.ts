@@ -15,6 +15,7 @@ import { fhirCodeSystemOf } from './coding-systems.table';
 import { embeddedPdf, pdfReference, qcReportForm } from './result-pdf';
 import { canonicalSystem } from './product-table';
 import { SEE_ATTACHED_REPORT } from './result-content.mapping';
+import { noResultPhrase, noResultSentence } from './local-end-reasons';
 import type { PublicationInput } from './publication.model';
 
 /**
@@ -165,7 +166,9 @@ export function buildTask(input: PublicationInput): Task {
     row.key === 'QC_BYPASS' && input.qcBypass
       ? `by ${input.qcBypass.by}${input.qcBypass.reason ? `: ${input.qcBypass.reason}` : ''}`
       : undefined;
-  const reason = fhirText([row.task.reason, input.reason, bypass].filter(Boolean).join(': '));
+  const reason = fhirText(
+    [noResultPhrase(row.task.reason, input.reason), bypass].filter(Boolean).join(': '),
+  );
   const hasReport = row.report !== undefined && row.terminal;
   // R4 task.html: businessStatus is the domain-specific state; here the upstream status as
   // the served Task has it (docs/results.md). The row's `note` explains the row to the
@@ -228,7 +231,7 @@ function conclusionOf(input: PublicationInput): string {
     }
     return parts.join(' ');
   }
-  return [row.conclusion ?? 'No result.', input.reason].filter(Boolean).join(' ');
+  return noResultSentence(row.conclusion ?? 'No result.', input.reason);
 }
 
 /** The DiagnosticReport of a terminal row (final/corrected results, or cancelled with the reason). */

@@ -225,7 +225,7 @@ export class StudyUploader {
       try {
         urls = await this.partUrls(uploadId, { count: plan.partCount }, orderId);
       } catch (error) {
-        await this.failed(error, progress);
+        await this.failed(error, progress, options);
         throw error;
       }
     }
@@ -249,7 +249,7 @@ export class StudyUploader {
         uploadId,
       };
     } catch (error) {
-      await this.failed(error, progress);
+      await this.failed(error, progress, options);
       throw error;
     }
   }
@@ -295,15 +295,21 @@ export class StudyUploader {
   /**
    * A failure no retry will fix (bad request, invalid response, missing ETag…) aborts the
    * upload so no half-finished order lingers; a transient one keeps the progress so the next
-   * attempt resumes where this one stopped.
+   * attempt resumes where this one stopped. The abort goes to the caller's durable path when
+   * there is one (the outbox, retried): one call that fails left the upload open upstream.
    */
-  private async failed(error: unknown, progress: MultipartProgress): Promise<void> {
+  private async failed(
+    error: unknown,
+    progress: MultipartProgress,
+    options: UploadOptions,
+  ): Promise<void> {
     if (!(error instanceof ImagingClientError) || error.transient || error.code === 'retired')
       return;
     this.deps.logger.warn(
       { orderId: progress.orderId, code: error.code, operation: error.operation },
       'multipart upload failed for good; aborting it',
     );
+    if (await options.abandon?.(progress.uploadId).catch(() => false)) return;
     await this.abortQuietly(progress.uploadId, progress.orderId);
     await this.deps.progress.delete(progress.orderId).catch(() => undefined);
   }

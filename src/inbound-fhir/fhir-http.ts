@@ -182,18 +182,31 @@ export async function readRawBody(
   return { bytes: bytes.subarray(0, KEPT_HEAD_BYTES), contentType, tooLarge: limit };
 }
 
+const XML_SPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
 /**
- * Whether a body is XML: its first character past a UTF-8 byte order mark and white space is
- * `<`, which no JSON text begins with (RFC 8259 §2).
+ * Whether a body is XML: its first character past a byte order mark and white space is `<`,
+ * which no JSON text begins with (RFC 8259 §2). The mark may be UTF-8 (EF BB BF) or UTF-16
+ * (FF FE little-endian, FE FF big-endian: XML 1.0 §4.3.3 lets a document be UTF-16 with its
+ * mark, as Windows tools write it); UTF-16 XML was 400 "not valid UTF-8", which named
+ * neither the format nor what this server takes.
  */
 export function looksLikeXml(body: Buffer): boolean {
+  if (body[0] === 0xff && body[1] === 0xfe) return firstUtf16IsLt(body, 'le');
+  if (body[0] === 0xfe && body[1] === 0xff) return firstUtf16IsLt(body, 'be');
   let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
-  while (
-    i < body.length &&
-    (body[i] === 0x20 || body[i] === 0x09 || body[i] === 0x0a || body[i] === 0x0d)
-  )
-    i += 1;
+  while (i < body.length && XML_SPACE.has(body[i]!)) i += 1;
   return body[i] === 0x3c;
+}
+
+/** Past the UTF-16 mark and white space, whether the first code unit is `<`. */
+function firstUtf16IsLt(body: Buffer, order: 'le' | 'be'): boolean {
+  for (let i = 2; i + 1 < body.length; i += 2) {
+    const unit = order === 'le' ? body[i]! | (body[i + 1]! << 8) : (body[i]! << 8) | body[i + 1]!;
+    if (XML_SPACE.has(unit)) continue;
+    return unit === 0x3c;
+  }
+  return false;
 }
 
 /**

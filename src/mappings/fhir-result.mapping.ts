@@ -15,7 +15,9 @@ import { fhirCodeSystemOf } from './coding-systems.table';
 import { embeddedPdf, pdfReference, qcReportForm } from './result-pdf';
 import { canonicalSystem } from './product-table';
 import { SEE_ATTACHED_REPORT } from './result-content.mapping';
+import { noResultPhrase, noResultSentence } from './local-end-reasons';
 import type { PublicationInput } from './publication.model';
+import type { LocalEndKey } from './status-mapping.table';
 
 /**
  * Task and DiagnosticReport (FHIR R4) for one publication. Identifiers are deterministic (the
@@ -30,6 +32,8 @@ export const ADAPTER_SYSTEM = {
   order: 'urn:imaging-ai-adapter:order',
   report: 'urn:imaging-ai-adapter:diagnostic-report',
   upstreamStatus: 'urn:imaging-ai-adapter:upstream-status',
+  /** The ends of an order here, without an upstream status (ENDED_LOCALLY_* rows). */
+  localEnd: 'urn:imaging-ai-adapter:local-end',
   measurement: 'urn:imaging-ai-adapter:measurement',
 } as const;
 
@@ -157,6 +161,35 @@ function reportCode(input: PublicationInput): CodeableConcept {
   };
 }
 
+/**
+ * Task.businessStatus of an end here (R4 task.html: "the domain-specific state"): our code
+ * system, the row key as code with a display, and a short text a clinician reads. Before, the
+ * text was the bare key ("ENDED_LOCALLY_CANCELLED") under the upstream-status system, whose
+ * codes are the upstream's statuses.
+ */
+const LOCAL_END_BUSINESS_STATUS: Record<LocalEndKey, { display: string; text: string }> = {
+  ENDED_LOCALLY_FAILED: {
+    display: 'Failed without a result (ended by the adapter)',
+    text: 'failed, no result',
+  },
+  ENDED_LOCALLY_CANCELLED: {
+    display: 'Cancelled without a result (ended by the adapter)',
+    text: 'cancelled, no result',
+  },
+};
+
+function businessStatusOf(input: PublicationInput): CodeableConcept {
+  const { row } = input;
+  const upstream = fhirCode(input.upstreamStatus ?? undefined);
+  if (!upstream && Object.hasOwn(LOCAL_END_BUSINESS_STATUS, row.key)) {
+    const key = row.key as LocalEndKey;
+    const { display, text } = LOCAL_END_BUSINESS_STATUS[key];
+    return { coding: [{ system: ADAPTER_SYSTEM.localEnd, code: key, display }], text };
+  }
+  const code = upstream ?? row.key;
+  return { coding: [{ system: ADAPTER_SYSTEM.upstreamStatus, code }], text: code };
+}
+
 /** Task.status / statusReason / businessStatus per the row (DESIGN.md section 4). */
 export function buildTask(input: PublicationInput): Task {
   const { row } = input;
@@ -165,12 +198,14 @@ export function buildTask(input: PublicationInput): Task {
     row.key === 'QC_BYPASS' && input.qcBypass
       ? `by ${input.qcBypass.by}${input.qcBypass.reason ? `: ${input.qcBypass.reason}` : ''}`
       : undefined;
-  const reason = fhirText([row.task.reason, input.reason, bypass].filter(Boolean).join(': '));
+  const reason = fhirText(
+    [noResultPhrase(row.task.reason, input.reason), bypass].filter(Boolean).join(': '),
+  );
   const hasReport = row.report !== undefined && row.terminal;
   // R4 task.html: businessStatus is the domain-specific state; here the upstream status as
-  // the served Task has it (docs/results.md). The row's `note` explains the row to the
-  // analyst (mapping tables page) and is not for the clinic: it was the published text.
-  const businessStatus = fhirCode(input.upstreamStatus ?? undefined) ?? row.key;
+  // the served Task has it (docs/results.md), or the end here. The row's `note` explains the
+  // row to the analyst (mapping tables page) and is not for the clinic: it was the published
+  // text.
   return {
     resourceType: 'Task',
     contained: [deviceResource(input)],
@@ -178,15 +213,7 @@ export function buildTask(input: PublicationInput): Task {
     basedOn: [serviceRequestRef(input)],
     status: row.task.status,
     ...(reason ? { statusReason: { text: reason } } : {}),
-    businessStatus: {
-      coding: [
-        {
-          system: ADAPTER_SYSTEM.upstreamStatus,
-          code: businessStatus,
-        },
-      ],
-      text: businessStatus,
-    },
+    businessStatus: businessStatusOf(input),
     intent: 'order',
     code: {
       coding: [
@@ -228,7 +255,7 @@ function conclusionOf(input: PublicationInput): string {
     }
     return parts.join(' ');
   }
-  return [row.conclusion ?? 'No result.', input.reason].filter(Boolean).join(' ');
+  return noResultSentence(row.conclusion ?? 'No result.', input.reason);
 }
 
 /** The DiagnosticReport of a terminal row (final/corrected results, or cancelled with the reason). */

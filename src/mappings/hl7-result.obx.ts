@@ -9,6 +9,7 @@ import {
   resultTextLines,
   SEE_ATTACHED_REPORT,
 } from './result-content.mapping';
+import { noResultSentence } from './local-end-reasons';
 import type { PublicationInput } from './publication.model';
 import { embeddedPdf, pdfReference } from './result-pdf';
 
@@ -82,7 +83,7 @@ export function obxLines(
         ...(input.results ? resultTextLines(input.results) : []),
       ]
     : input.row.terminal
-      ? [[input.row.conclusion, input.reason].filter(Boolean).join(' ') || 'No result.']
+      ? [noResultSentence(input.row.conclusion, input.reason) || 'No result.']
       : // still in progress: where it stands (e.g. "ML analysis running"), not "No result."
         [[input.row.task.reason, input.row.note].filter(Boolean).join(': ')];
   if (isResult && (input.results?.qcBypassed || input.qcBypass) && !input.results?.caveat) {

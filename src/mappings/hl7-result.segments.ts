@@ -19,6 +19,7 @@ import { hl7DateOf } from './hl7-value.dates';
 import { TABLE_0001_SEX } from './hl7-code.tables';
 import type { AdministrativeSex, Identifier, PersonName } from '../domain/order-request';
 import { pgSafeDeep } from '../common/pg-safe';
+import { noResultPhrase } from './local-end-reasons';
 
 /**
  * The segments of our result and status messages around the observations: MSH, PID, PV1,
@@ -425,9 +426,7 @@ export function orc(
   const noResult = input.row.hl7.orderStatus === 'CA';
   // one line: CE.2 is an ST (printable characters), and a reason over lines had its line
   // breaks written as hexadecimal data (`\X0A\`)
-  const reason = noResult
-    ? oneLine([input.row.task.reason, input.reason].filter(Boolean).join(': '))
-    : '';
+  const reason = noResult ? oneLine(noResultPhrase(input.row.task.reason, input.reason)) : '';
   return {
     id: 'ORC',
     fields: numberedFields({

@@ -24,6 +24,8 @@ describe('the clinical sentences of local ends', () => {
       expect(clinicalEndReason('failed', alert)).toMatch(/no result will come/);
       expect(clinicalEndReason('cancelled', alert)).toBe(CLINICAL_CANCELLED);
     }
+    // each says it whole: the composition puts it in place of the row's lead, not after it
+    for (const text of all) expect(text).toMatch(/no result will come/);
     expect(clinicalEndReason('failed', null)).toBe(CLINICAL_FAILED_DEFAULT);
     expect(clinicalEndReason('failed', 'constructor')).toBe(CLINICAL_FAILED_DEFAULT);
     expect(clinicalEndReason('failed', 'some-new-alert')).toBe(CLINICAL_FAILED_DEFAULT);

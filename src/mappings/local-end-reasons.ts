@@ -18,7 +18,7 @@ export const CLINICAL_END_REASONS = {
   'study-unusable':
     'the images of the study could not be used for the analysis; no result will come',
   'study-identity-mismatch':
-    'the images found do not match the order (patient or accession number); they were not analysed and no result will come. Check the order and the study',
+    'the images found do not match the order (patient or accession number); they were not analysed and no result will come. Check that order and study belong together',
   'upstream-refused': 'the analysis service did not accept the order; no result will come',
   'upload-refused': 'the analysis service did not accept the images; no result will come',
   'batch-products-mismatch':
@@ -32,9 +32,9 @@ export const CLINICAL_END_REASONS = {
   // order's (fetch of the documents). Which report, how many attempts, the upstream's error:
   // the analyst's.
   'documents-not-fetched':
-    'the analysis was done, but its results could not be retrieved from the analysis service; no result will come. Order the analysis again if it is still needed',
+    'the analysis was done, but its results could not be retrieved; no result will come. Order it again if still needed',
   'results-refused':
-    'the results the analysis service returned were not those of this order and were not used; no result will come. Order the analysis again if it is still needed',
+    'the results the analysis service returned belonged to another order and were not used; no result will come. Order it again if still needed',
 } as const;
 
 export type ClinicalEndAlert = keyof typeof CLINICAL_END_REASONS;
@@ -43,7 +43,37 @@ export type ClinicalEndAlert = keyof typeof CLINICAL_END_REASONS;
 export const CLINICAL_FAILED_DEFAULT = 'the analysis could not be completed; no result will come';
 
 /** Every local end as `cancelled` answers a cancel the orderer asked for. */
-export const CLINICAL_CANCELLED = 'cancelled as the orderer asked';
+export const CLINICAL_CANCELLED =
+  'the order was cancelled as the orderer asked; no result will come';
+
+/**
+ * Whether a reason is one of the clinical sentences above, whole in itself (each says "no
+ * result will come"): it then takes the place of the row's lead ("No result: the order was
+ * cancelled.", "the order was cancelled") instead of following it, which read "No result:
+ * the order was cancelled. cancelled as the orderer asked". Any other reason (the upstream's
+ * failure text, a test's) still follows the lead.
+ */
+function isWholeSentence(reason: string | undefined): reason is string {
+  return reason !== undefined && /\bno result will come\b/i.test(reason);
+}
+
+/**
+ * The no-result text that stands as sentences (the DiagnosticReport's conclusion, the ORU's
+ * text OBX): capital first, full stop last.
+ */
+export function noResultSentence(lead: string | undefined, reason: string | undefined): string {
+  if (isWholeSentence(reason)) {
+    const text = reason.trim();
+    return `${text.charAt(0).toUpperCase()}${text.slice(1)}${text.endsWith('.') ? '' : '.'}`;
+  }
+  return [lead, reason].filter(Boolean).join(' ');
+}
+
+/** The no-result text that stands as a phrase (Task.statusReason, ORC-16): `lead: reason`. */
+export function noResultPhrase(lead: string | undefined, reason: string | undefined): string {
+  if (isWholeSentence(reason)) return reason;
+  return [lead, reason].filter(Boolean).join(': ');
+}
 
 /** The sentence the clinic reads for an order ended here as `to`, with `alert`. */
 export function clinicalEndReason(to: 'failed' | 'cancelled', alert: string | null): string {

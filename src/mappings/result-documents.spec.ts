@@ -11,6 +11,11 @@ import {
   type OutboundRowKey,
 } from './outbound-rows';
 import { dicomUidsFor, type PublicationInput } from './publication.model';
+import {
+  CLINICAL_CANCELLED,
+  CLINICAL_END_REASONS,
+  CLINICAL_FAILED_DEFAULT,
+} from './local-end-reasons';
 import { parseResultContent } from './result-content.mapping';
 import { STATUS_TABLE, type StatusRowKey } from './status-mapping.table';
 
@@ -186,6 +191,54 @@ describe('result documents per status row (golden)', () => {
       const oru = parseHl7(buildOru(input, undefined, HL7, 'X1', NOW).text);
       expect(oru.segmentsById('OBX').some((o) => o.value(2) === 'NM')).toBe(false);
       expect(oru.get('OBR-25')).toBe('X');
+    }
+  });
+
+  it('every local end reads as one clinical sentence in each field the clinic reads: no word group said twice (was: "No result: the order was cancelled. cancelled as the orderer asked")', () => {
+    /** A word said twice in a row, or a group of two words said twice. */
+    const repeated = (text: string): string | undefined => {
+      const words = text.toLowerCase().match(/[a-z]+/g) ?? [];
+      for (let i = 1; i < words.length; i++) if (words[i] === words[i - 1]) return words[i];
+      const pairs = new Set<string>();
+      for (let i = 1; i < words.length; i++) {
+        const pair = `${words[i - 1]} ${words[i]}`;
+        if (pairs.has(pair)) return pair;
+        pairs.add(pair);
+      }
+      return undefined;
+    };
+    const ends: Array<[OutboundRow, string]> = [
+      ...[...Object.values(CLINICAL_END_REASONS), CLINICAL_FAILED_DEFAULT].map(
+        (reason): [OutboundRow, string] => [localEndRow('failed'), reason],
+      ),
+      [localEndRow('cancelled'), CLINICAL_CANCELLED],
+      [localEndRow('cancelled', { cancelRequestedByOrderer: true }), CLINICAL_CANCELLED],
+    ];
+    for (const [row, reason] of ends) {
+      const input = inputFor(row, { reason });
+      const oru = parseHl7(buildOru(input, undefined, HL7, 'X3', NOW).text);
+      const fields = {
+        statusReason: buildTask(input).statusReason?.text ?? '',
+        conclusion: buildDiagnosticReport(input).conclusion ?? '',
+        orc16: oru.get('ORC-16.2') ?? '',
+        obx: oru
+          .segmentsById('OBX')
+          .filter((o) => o.value(2) === 'TX')
+          .map((o) => o.value(5) ?? '')
+          .join(' '),
+      };
+      for (const [field, text] of Object.entries(fields)) {
+        expect({ field, text, repeated: repeated(text) }).toEqual({
+          field,
+          text,
+          repeated: undefined,
+        });
+      }
+      // One sentence, as a clinician writes it: a capital first, a full stop last.
+      expect(fields.conclusion).toMatch(/^[A-Z][^]*\.$/);
+      expect(fields.conclusion.split(/\. /)).toHaveLength(
+        reason.split(/\. /).length, // the sentences of the reason, no lead before them
+      );
     }
   });
 

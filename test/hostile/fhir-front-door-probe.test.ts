@@ -411,6 +411,30 @@ describe('hostile: the FHIR front door, second pass', () => {
     }
   });
 
+  it('an XML body in UTF-16 with its byte order mark (FF FE, FE FF) is 415 "FHIR JSON only" as UTF-8 XML is (was: 400 "not valid UTF-8")', async () => {
+    const text =
+      '\uFEFF\r\n<?xml version="1.0" encoding="UTF-16"?>\n<ServiceRequest xmlns="http://hl7.org/fhir"><status value="active"/></ServiceRequest>';
+    const le = Buffer.from(text, 'utf16le');
+    const be = Buffer.from(le).swap16();
+    expect([...le.subarray(0, 2)]).toEqual([0xff, 0xfe]);
+    expect([...be.subarray(0, 2)]).toEqual([0xfe, 0xff]);
+    for (const [order, body] of [
+      ['LE', le],
+      ['BE', be],
+    ] as const) {
+      for (const headers of [{}, { 'content-type': 'application/fhir+json' }]) {
+        const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, ...headers },
+          body: new Uint8Array(body),
+        });
+        const outcome = (await res.json()) as { issue: Array<{ diagnostics: string }> };
+        expect({ order, headers, status: res.status }).toEqual({ order, headers, status: 415 });
+        expect(outcome.issue[0]!.diagnostics).toMatch(/XML.*FHIR JSON only/);
+      }
+    }
+  });
+
   it('If-Match * or a list naming the current version passes; If-None-Match on a PUT of an existing resource is 412; a PUT to an unknown id is 405 with Allow', async () => {
     const created = await call(adapter, 'POST', '/fhir/ServiceRequest', chestCtRequest('PRE-1'));
     expect(created.status).toBe(201);

@@ -271,6 +271,45 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     expect(unknown.status).toBe(405);
   });
 
+  it("a revoke refused 409 (the order already completed) stands on the order's timeline as order.cancel-refused, as the HL7 cancel answered UC does, without PHI (was: nothing on the timeline)", async () => {
+    const sr = {
+      ...fixture('r4-servicerequest-example-di'),
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-REVOKE-LATE-1' }],
+    };
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: sr,
+    })) as unknown as { id: string };
+    await rows(`UPDATE orders SET state = 'delivered' WHERE id = $1`, [created.id]);
+    const refused = await failure(
+      fhir.update({
+        resourceType: 'ServiceRequest',
+        id: created.id,
+        body: { ...sr, id: created.id, status: 'revoked' },
+      }),
+    );
+    expect(refused.status).toBe(409);
+    const events = await rows(
+      `SELECT severity, summary, detail FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-refused'`,
+      [created.id],
+    );
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({
+      severity: 'warning',
+      summary: 'cancel refused: the order is already delivered',
+      detail: { sourceRef: `ServiceRequest/${created.id}`, state: 'delivered' },
+    });
+    const [order] = await rows(
+      `SELECT patient_id, accession_number, cancel_requested_at FROM orders WHERE id = $1`,
+      [created.id],
+    );
+    expect(order.cancel_requested_at).toBeNull();
+    const written = JSON.stringify(events[0]);
+    for (const phi of [order.patient_id, order.accession_number, 'DI-REVOKE-LATE-1']) {
+      if (phi) expect(written).not.toContain(phi);
+    }
+  });
+
   it('takes a transaction Bundle with the US Core Patient and an ImagingStudy; a resend changes nothing', async () => {
     const bundle = fixture('us-core-chest-ct-transaction');
     const response = (await fhir.transaction({ body: bundle })) as unknown as {

@@ -583,8 +583,9 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     const fields = await clinicFields(id, spec.placer);
     expect(fields.length).toBeGreaterThanOrEqual(3);
     for (const text of fields) {
-      expect(text).toContain(
-        'the analysis was done, but its results could not be retrieved from the analysis service; no result will come. Order the analysis again if it is still needed',
+      // the sentence alone: capitalised where it stands as one (conclusion, OBX)
+      expect(text.toLowerCase()).toContain(
+        'the analysis was done, but its results could not be retrieved; no result will come. order it again if still needed',
       );
       expect(text).not.toMatch(
         /attempts?|\b503\b|maintenance|service_unavailable|\/results|https?:/,
@@ -1705,6 +1706,50 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     // Only the old upload was aborted: the new one completed.
     const uploads = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
     expect(uploads.map((u) => u.state).sort()).toEqual(['aborted', 'completed']);
+  });
+
+  it('a multipart upload refused for good (complete answered 400): its abort answered 503 is an outbox row, retried until the upstream takes it (before: one best-effort call, the upload left open upstream)', async () => {
+    let abortDown = true;
+    decide = (method, path) =>
+      method === 'POST' && path === '/upload/multipart/complete'
+        ? {
+            reply: 400,
+            body: JSON.stringify({ error: 'invalid_parts', message: 'parts do not match' }),
+          }
+        : abortPath(method, path) && abortDown
+          ? unavailable()
+          : 'pass';
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const failed = await waitFor(
+      'the abort answered 503, to be tried again',
+      async () => {
+        const r = await abortRow(id);
+        return r && r.status === 'pending' && r.attempts >= 1 && r.last_error ? r : undefined;
+      },
+      30_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    expect(failed.destination).toBe('imaging-upstream');
+    const upstreamId = (await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]))
+      .rows[0].upstream_order_id as string;
+    const [upload] = [...sandbox.state.uploads.values()].filter((u) => u.orderId === upstreamId);
+    expect(upload?.state).toBe('open');
+    expect(await uploadProgress(upstreamId)).toHaveLength(0);
+    abortDown = false;
+    await db.query(`UPDATE outbox SET next_attempt_at = now() WHERE id = $1`, [failed.id]);
+    await waitFor(
+      'the multipart upload aborted',
+      async () => sandbox.state.uploads.get(upload!.uploadId)?.state === 'aborted',
+      20_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor(
+      'the abort row delivered',
+      async () => (await abortRow(id))?.status === 'delivered',
+    );
   });
 
   it('a cancel taken upstream while the upload runs: the upload refused by the cancelled order is not an upload refusal on the timeline (was: upstream.refused, severity error, for a cancel done as asked)', async () => {

@@ -464,6 +464,43 @@ describe('results back to the clinic (real peers on loopback)', () => {
     expect(JSON.stringify(task)).not.toMatch(/ORC-1|OC otherwise/);
   }, 30_000);
 
+  it('the Task of an order ended here says so in businessStatus as a coded concept a clinician can read (our system, the row key as code, a display, a short text), stored by the validating EHR (was: text "ENDED_LOCALLY_CANCELLED", the key under the upstream-status system)', async () => {
+    const s = settings();
+    const events = new OutboxOrderEvents(s);
+    const expected = {
+      failed: {
+        code: 'ENDED_LOCALLY_FAILED',
+        display: 'Failed without a result (ended by the adapter)',
+        text: 'failed, no result',
+      },
+      cancelled: {
+        code: 'ENDED_LOCALLY_CANCELLED',
+        display: 'Cancelled without a result (ended by the adapter)',
+        text: 'cancelled, no result',
+      },
+    } as const;
+    for (const state of ['failed', 'cancelled'] as const) {
+      const order = await seedOrder(db.dataSource, {});
+      await endLocally(
+        db.dataSource,
+        events,
+        order,
+        state,
+        'the study could not be sent to the analysis service; no result will come',
+      );
+      await drain(worker(s), order.id);
+      const [task] = await ehr.search<Task>(
+        'Task',
+        `identifier=urn:imaging-ai-adapter:order|${order.id}`,
+      );
+      const { code, display, text } = expected[state];
+      expect(task?.businessStatus).toEqual({
+        coding: [{ system: 'urn:imaging-ai-adapter:local-end', code, display }],
+        text,
+      });
+    }
+  }, 60_000);
+
   it('a resend after an upstream correction is `corrected` (FHIR) and C (OBR-25, OBX-11), as an update', async () => {
     const s = settings();
     const events = new OutboxOrderEvents(s);

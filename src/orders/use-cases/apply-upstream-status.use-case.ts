@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { isTerminal } from '../../domain/order-state';
 import type { QcBypassDecision } from '../../domain/qc-bypass';
+import { CLINICAL_CANCELLED } from '../../mappings/local-end-reasons';
 import type { UpstreamStatus } from '../../imaging-spec/imaging-spec';
 import { AuditEventRepository, writeAuditEvents } from '../../persistence/audit-event.repository';
 import { movesBackwards } from '../../mappings/upstream-status-order';
@@ -321,7 +322,7 @@ export class ApplyUpstreamStatusUseCase {
       await this.deps.events.endedLocally(manager, {
         order: snapshot(order),
         state: 'cancelled',
-        reason: 'cancelled as the orderer asked',
+        reason: CLINICAL_CANCELLED,
         alert: null,
       });
     }

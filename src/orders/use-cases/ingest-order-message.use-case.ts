@@ -16,7 +16,7 @@ import type {
   IntakeResponse,
   RejectionInput,
 } from '../intake.model';
-import { intakeRows } from './intake-audit';
+import { intakeRows, tooLateEvent } from './intake-audit';
 import { decide, type IntakePlan } from './intake-decision';
 import type { IntakePlanner } from './intake-planner';
 import type { OrderChanges } from './order-changes';
@@ -146,6 +146,29 @@ export class IngestOrderMessageUseCase {
             : [],
       );
       const id = await this.recordRejected({ ...input, response: refused.response, problems });
+      // A cancel refused because the order has ended (FHIR revoke answered 409) stands on the
+      // order's timeline as the HL7 cancel answered UC does; before, only the refused message
+      // was kept, and the order's timeline said nothing of it.
+      const late = refused.outcome.results.flatMap((r) =>
+        r.kind === 'cancel-too-late'
+          ? [
+              {
+                ...tooLateEvent(
+                  {
+                    kind: r.kind,
+                    orderId: r.orderId,
+                    state: r.state,
+                    sourceRef: r.sourceRef,
+                    cancelRequested: 'cancelRequested' in r && r.cancelRequested === true,
+                  },
+                  input.actor ?? input.sender,
+                ),
+                inboundMessageId: id,
+              },
+            ]
+          : [],
+      );
+      if (late.length > 0) await writeAuditEvents(this.dataSource.manager, late);
       return {
         duplicate: false,
         inboundMessageId: id,

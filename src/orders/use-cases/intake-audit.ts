@@ -14,6 +14,38 @@ const TOO_LATE = {
   'change-too-late': { kind: 'order.change-refused', summary: 'change not applied' },
 } as const;
 
+/**
+ * The order's timeline event of a cancel or change that came after the order ended: written
+ * with the accepted message (HL7 UC / UX) and with the refused one (FHIR 409), so the analyst
+ * reads the same event whichever door the cancel came in by. No PHI: the state and the
+ * reference of the resource or message, nothing of the order's content.
+ */
+export function tooLateEvent(
+  late: {
+    kind: keyof typeof TOO_LATE;
+    orderId: string;
+    state: string;
+    sourceRef: string;
+    cancelRequested?: boolean;
+  },
+  actor: string | null | undefined,
+): AuditEventInput {
+  return {
+    kind: TOO_LATE[late.kind].kind,
+    orderId: late.orderId,
+    severity: 'warning',
+    actor,
+    summary: late.cancelRequested
+      ? `${TOO_LATE[late.kind].summary}: the order's cancel was requested`
+      : `${TOO_LATE[late.kind].summary}: the order is already ${late.state}`,
+    detail: {
+      sourceRef: late.sourceRef,
+      state: late.state,
+      ...(late.cancelRequested ? { cancelRequested: true } : {}),
+    },
+  };
+}
+
 /** The new orders, audit events and jobs of a plan, as JSON arrays for one statement. */
 export function intakeRows(
   input: IntakeInput,
@@ -97,21 +129,18 @@ export function intakeRows(
         break;
       case 'cancel-too-late':
       case 'change-too-late':
-        audit.push({
-          kind: TOO_LATE[step.kind].kind,
-          orderId: step.orderId,
-          severity: 'warning',
-          actor,
-          summary:
-            'cancelRequested' in step && step.cancelRequested
-              ? `${TOO_LATE[step.kind].summary}: the order's cancel was requested`
-              : `${TOO_LATE[step.kind].summary}: the order is already ${step.state}`,
-          detail: {
-            sourceRef: step.order.sourceRef,
-            state: step.state,
-            ...('cancelRequested' in step && step.cancelRequested ? { cancelRequested: true } : {}),
-          },
-        });
+        audit.push(
+          tooLateEvent(
+            {
+              kind: step.kind,
+              orderId: step.orderId,
+              state: step.state,
+              sourceRef: step.order.sourceRef,
+              cancelRequested: 'cancelRequested' in step && step.cancelRequested === true,
+            },
+            actor,
+          ),
+        );
         break;
       case 'change-refused':
         // Where the answer refuses the message (HL7 AE, FHIR 409) nothing of this is written;

@@ -82,8 +82,8 @@ export class UploadStudyUseCase {
       try {
         const upstreamOrderId = claimed.upstream_order_id!;
         result = await this.deps.imaging.uploader.upload(upstreamOrderId, path, {
-          // An upload started over (the study file changed): the old one's abort is an
-          // outbox row, so an upstream that fails it once does not keep it open for good.
+          // An upload started over (the study file changed) or refused for good: its abort
+          // is an outbox row, so an upstream that fails it once does not keep it open.
           abandon: (uploadId) =>
             dataSource.transaction((manager) =>
               queueUploadAbort(manager, this.deps.events, { orderId, upstreamOrderId, uploadId }),

@@ -256,7 +256,7 @@ describe('upstream refusals (adapter, sandbox upstream, EHR and RIS peers)', () 
       dr!.conclusion ?? '',
     ];
     for (const text of clinical) {
-      expect(text).toMatch(/the analysis service did not accept the images; no result will come/);
+      expect(text).toMatch(/the analysis service did not accept the images; no result will come/i);
       expect(text).not.toMatch(
         /invalid_study|\b400\b|DICOM\/|validation|pixel data|refused:|https?:/,
       );

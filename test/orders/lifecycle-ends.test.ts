@@ -1415,6 +1415,26 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
    * 503) ended cancelled here: its orderer's cancel never reached the upstream (503) for every
    * attempt of the cancel job. `also` answers other calls first (undefined: as usual).
    */
+  /**
+   * A new order whose study (48 slices of 256 x 256 x 16 bit, about 6 MiB: above the 5 MB
+   * single PUT) is uploading in parts, its first attempt failed as `decide` has it: the
+   * multipart upload open upstream, its progress recorded.
+   */
+  const multipartUploadUnderWay = async () => {
+    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
+    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    await failedOnce('a first failed upload', `upload:${id}`);
+    const { rows: placed } = await db.query(
+      `SELECT state, upstream_order_id, package_path FROM orders WHERE id = $1`,
+      [id],
+    );
+    expect(placed[0].state).toBe('uploading');
+    const upstreamId = placed[0].upstream_order_id as string;
+    const [open] = await uploadProgress(upstreamId);
+    expect(open).toBeDefined();
+    return { spec, id, upstreamId, open: open!, packagePath: placed[0].package_path as string };
+  };
+
   const uploadingThenCancelledHere = async (
     also: (method: string, path: string) => ProxyAction | undefined = () => undefined,
   ) => {
@@ -1424,18 +1444,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       (method === 'PATCH' && path === '/cancel-order')
         ? unavailable()
         : 'pass');
-    // 48 slices of 256 x 256 x 16 bit: about 6 MiB, above the 5 MB single PUT.
-    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
-    await failedOnce('a first failed upload', `upload:${id}`);
-    const { rows: placed } = await db.query(
-      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
-      [id],
-    );
-    expect(placed[0].state).toBe('uploading');
-    const upstreamId = placed[0].upstream_order_id as string;
-    const [open] = await uploadProgress(upstreamId);
-    expect(open).toBeDefined();
+    const { spec, id, upstreamId, open } = await multipartUploadUnderWay();
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
@@ -1628,17 +1637,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       (abortPath(method, path) && abortDown)
         ? unavailable()
         : 'pass';
-    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
-    await failedOnce('a first failed upload', `upload:${id}`);
-    const { rows: placed } = await db.query(
-      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
-      [id],
-    );
-    expect(placed[0].state).toBe('uploading');
-    const upstreamId = placed[0].upstream_order_id as string;
-    const [open] = await uploadProgress(upstreamId);
-    expect(open).toBeDefined();
+    const { spec, id, upstreamId, open } = await multipartUploadUnderWay();
     const cancel = { ...spec, orderControl: 'CA' as const, controlId: `CA-${spec.placer}` };
     expect(ackSummary(await mllp.send(ormMessage(cancel))).code).toBe('AA');
     await waitFor('cancelled upstream', async () => (await orderState(db, id)) === 'cancelled');
@@ -1663,20 +1662,10 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       (abortPath(method, path) && abortDown)
         ? unavailable()
         : 'pass';
-    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
-    await failedOnce('a first failed upload', `upload:${id}`);
-    const { rows: placed } = await db.query(
-      `SELECT state, upstream_order_id, package_path FROM orders WHERE id = $1`,
-      [id],
-    );
-    expect(placed[0].state).toBe('uploading');
-    const upstreamId = placed[0].upstream_order_id as string;
-    const [old] = await uploadProgress(upstreamId);
-    expect(old).toBeDefined();
+    const { id, upstreamId, open: old, packagePath } = await multipartUploadUnderWay();
     // The package on disk changes (re-packaged, another replica's copy): a new mtime.
     const later = new Date(Date.now() + 60_000);
-    utimesSync(placed[0].package_path as string, later, later);
+    utimesSync(packagePath, later, later);
     completeDown = false;
     await db.query(`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key = $1`, [
       `upload:${id}`,
@@ -1812,16 +1801,7 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
   it('an order that ends by its upstream status (EXPIRED, read after a cancel refused 409) while its multipart upload is open: the upload is aborted through the outbox and its progress dropped (was: left open upstream and in imaging_upload_progress)', async () => {
     decide = (method, path) =>
       method === 'POST' && path === '/upload/multipart/complete' ? unavailable() : 'pass';
-    const spec = { ...newOrderSpec(), slices: 48, rows: 256 };
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
-    await failedOnce('a first failed upload', `upload:${id}`);
-    const { rows: placed } = await db.query(
-      `SELECT state, upstream_order_id FROM orders WHERE id = $1`,
-      [id],
-    );
-    expect(placed[0].state).toBe('uploading');
-    const upstreamId = placed[0].upstream_order_id as string;
-    const [open] = await uploadProgress(upstreamId);
+    const { spec, id, upstreamId, open } = await multipartUploadUnderWay();
     expect(sandbox.state.uploads.get(open!.upload_id)?.state).toBe('open');
     // The upstream lets the order expire; its upload stays open there.
     sandbox.state.orders.get(upstreamId)!.status = 'EXPIRED';

@@ -55,6 +55,18 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     const text = await res.text();
     return { status: res.status, body: text ? (JSON.parse(text) as Json) : undefined };
   };
+  /** Restarts the adapter with a site file that maps the local `code` (the site's fix). */
+  const restartMapping = async (code: string) => {
+    await adapter!.close();
+    adapter = undefined;
+    const dir = mkdtempSync(join(tmpdir(), 'reprocess-site-'));
+    const site = join(dir, 'site.yaml');
+    writeFileSync(
+      site,
+      `mappings:\n  productTableMode: extend\n  productTable:\n    - code: USABD\n      products: [abdomen-us]\n    - code: ${code}\n      products: [lung-nodule-ct]\n`,
+    );
+    await start(site);
+  };
   const count = async (sql: string): Promise<number> =>
     ((await adapter!.dataSource.query(sql)) as Array<{ n: number }>)[0]!.n;
 
@@ -246,15 +258,7 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     );
     expect(refused.outcome).not.toBe('accepted');
     // the site maps LOCAL-9 from now on
-    await adapter!.close();
-    adapter = undefined;
-    const dir = mkdtempSync(join(tmpdir(), 'reprocess-site-'));
-    const site = join(dir, 'site.yaml');
-    writeFileSync(
-      site,
-      'mappings:\n  productTableMode: extend\n  productTable:\n    - code: USABD\n      products: [abdomen-us]\n    - code: LOCAL-9\n      products: [lung-nodule-ct]\n',
-    );
-    await start(site);
+    await restartMapping('LOCAL-9');
     const before = await count(`SELECT count(*)::int AS n FROM orders`);
     const first = await post(`/api/audit/messages/${refused.id}/reprocess`, {
       reason: 'LOCAL-9 mapped',
@@ -305,15 +309,7 @@ describe('POST /api/audit/messages/{id}/reprocess', () => {
     const made = await create(sr('24627-2'));
     expect(made.status).toBe(201);
     const orderId = ((await made.json()) as { id: string }).id;
-    await adapter!.close();
-    adapter = undefined;
-    const dir = mkdtempSync(join(tmpdir(), 'reprocess-site-'));
-    const site = join(dir, 'site.yaml');
-    writeFileSync(
-      site,
-      'mappings:\n  productTableMode: extend\n  productTable:\n    - code: USABD\n      products: [abdomen-us]\n    - code: LOCAL-10\n      products: [lung-nodule-ct]\n',
-    );
-    await start(site);
+    await restartMapping('LOCAL-10');
     const before = await count(`SELECT count(*)::int AS n FROM orders`);
     const again = await post(`/api/audit/messages/${refused.id}/reprocess`, {
       reason: 'LOCAL-10 mapped',

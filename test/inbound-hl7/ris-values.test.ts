@@ -201,7 +201,12 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(err.value(3)).toBe('204');
     expect(await orderOf('GRP-1')).toBeUndefined();
   });
-  it('a sender that ends its frames with FS alone (no CR) is answered, and the deviation is recorded', async () => {
+  /**
+   * Sends each message in its own frame (`frame(id)`) on one raw socket, waiting for each
+   * answer as a legacy sender does; each is answered AA, stored with the quirk
+   * `mllp-missing-cr`, and the last one ordered.
+   */
+  const answeredOneByOne = async (ids: string[], frame: (id: string) => Buffer) => {
     const socket = net.connect(adapter.mllpPort, '127.0.0.1');
     await once(socket, 'connect');
     const answers: Buffer[] = [];
@@ -215,9 +220,9 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     });
     try {
       // the legacy sender waits for each answer before it sends the next message
-      for (const id of ['NOCR-1', 'NOCR-2']) {
+      for (const id of ids) {
         const before = answers.length;
-        socket.write(Buffer.concat([Buffer.from([0x0b]), wire(orm(id)), Buffer.from([0x1c])]));
+        socket.write(frame(id));
         await waitFor(`answer to ${id}`, async () => answers.length > before, 5_000);
         expect(ackSummary(answers[before]!)).toMatchObject({ code: 'AA', controlIdEchoed: id });
       }
@@ -226,13 +231,20 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     }
     const { rows } = await db.query(
       `SELECT message_control_id, quirks FROM inbound_messages
-        WHERE message_control_id IN ('NOCR-1', 'NOCR-2') ORDER BY message_control_id`,
+        WHERE message_control_id = ANY($1) ORDER BY message_control_id`,
+      [ids],
     );
-    expect(rows.map((r) => r.message_control_id)).toEqual(['NOCR-1', 'NOCR-2']);
+    expect(rows.map((r) => r.message_control_id)).toEqual(ids);
     for (const row of rows) {
       expect(row.quirks).toContainEqual(expect.objectContaining({ code: 'mllp-missing-cr' }));
     }
-    expect(await orderOf('NOCR-2')).toBeDefined();
+    expect(await orderOf(ids.at(-1)!)).toBeDefined();
+  };
+
+  it('a sender that ends its frames with FS alone (no CR) is answered, and the deviation is recorded', async () => {
+    await answeredOneByOne(['NOCR-1', 'NOCR-2'], (id) =>
+      Buffer.concat([Buffer.from([0x0b]), wire(orm(id)), Buffer.from([0x1c])]),
+    );
   });
 
   it('a sender whose frame trailer is FS LF (its CR written as a line feed) is answered, and the deviation is recorded', async () => {
@@ -240,37 +252,9 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     // its segments and its MLLP trailer with LF. Before: the FS was kept as payload, the frame
     // never ended, and the message was neither answered nor stored (the sender resent it
     // until it gave up).
-    const socket = net.connect(adapter.mllpPort, '127.0.0.1');
-    await once(socket, 'connect');
-    const answers: Buffer[] = [];
-    let pending = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      for (let end = pending.indexOf(0x1c); end !== -1; end = pending.indexOf(0x1c)) {
-        answers.push(pending.subarray(1, end));
-        pending = pending.subarray(end + 2);
-      }
-    });
-    const lf = (id: string) => Buffer.from(`\u000b${orm(id).join('\n')}\n\u001c\n`, 'latin1');
-    try {
-      for (const id of ['FSLF-1', 'FSLF-2']) {
-        const before = answers.length;
-        socket.write(lf(id));
-        await waitFor(`answer to ${id}`, async () => answers.length > before, 5_000);
-        expect(ackSummary(answers[before]!)).toMatchObject({ code: 'AA', controlIdEchoed: id });
-      }
-    } finally {
-      socket.destroy();
-    }
-    const { rows } = await db.query(
-      `SELECT message_control_id, quirks FROM inbound_messages
-        WHERE message_control_id IN ('FSLF-1', 'FSLF-2') ORDER BY message_control_id`,
+    await answeredOneByOne(['FSLF-1', 'FSLF-2'], (id) =>
+      Buffer.from(`\u000b${orm(id).join('\n')}\n\u001c\n`, 'latin1'),
     );
-    expect(rows.map((r) => r.message_control_id)).toEqual(['FSLF-1', 'FSLF-2']);
-    for (const row of rows) {
-      expect(row.quirks).toContainEqual(expect.objectContaining({ code: 'mllp-missing-cr' }));
-    }
-    expect(await orderOf('FSLF-2')).toBeDefined();
   });
   /** An OMI^O23 (IHE RAD-4, v2.5.1) with the given TQ1; procedure MRKOPF. */
   const omi = (id: string, tq1: string): Buffer =>

@@ -123,10 +123,19 @@ describe('scanJson: linear time', () => {
   };
 
   it.each(Object.keys(shapes))('%s: ten times the body takes about ten times as long', (name) => {
-    const small = timed(shapes[name]!(MAX_BODY / 10));
-    const large = timed(shapes[name]!(MAX_BODY));
-    // Linear is 10; quadratic would be 100. Generous for a shared machine.
-    expect(large / Math.max(small, 0.5)).toBeLessThan(30);
+    const smallBody = shapes[name]!(MAX_BODY / 10);
+    const largeBody = shapes[name]!(MAX_BODY);
+    // Linear is 10; quadratic would be 100. A busy machine (a collection in the large run, another
+    // process taking the core) can push one comparison past 30, never a quadratic one under it:
+    // the best of three comparisons is taken.
+    let ratio = Infinity;
+    let large = Infinity;
+    for (let attempt = 0; attempt < 3 && ratio >= 30; attempt++) {
+      const small = timed(smallBody);
+      large = timed(largeBody);
+      ratio = Math.min(ratio, large / Math.max(small, 0.5));
+    }
+    expect(ratio).toBeLessThan(30);
     expect(large).toBeLessThan(2_000);
   });
 });

@@ -74,6 +74,14 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id;
   }
 
+  /** Waits until the wall clock is between :05 and :45 of a minute, well away from the cron tick. */
+  async function clearOfMinuteTick(): Promise<void> {
+    const second = new Date().getSeconds();
+    if (second >= 5 && second <= 45) return;
+    const wait = ((65 - second) % 60) * 1_000;
+    await new Promise((r) => setTimeout(r, wait));
+  }
+
   const stateIs = (id: string, ...states: string[]) =>
     waitFor(`order ${id} in ${states.join('/')}`, async () =>
       states.includes(await orderState(db, id)),
@@ -518,6 +526,10 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     await push(spec);
     const id = await send(spec);
     await stateIs(id, 'processing');
+    // The adapter's own minute tick (a graphile-worker cron item at :00) sweeps too: had it run
+    // between the lapse below and the four sweeps, it would resume the lease itself and the four
+    // would rightly find nothing. Start clear of it, so only the test's sweeps see the lapse.
+    await clearOfMinuteTick();
     // As if the worker uploading it was killed: its lease lapsed, its job gone.
     await db.query(
       `UPDATE orders SET state = 'uploading', upload_completed_at = NULL,

@@ -298,6 +298,8 @@ function isCreateOnly(input: IntakeInput, responder: IntakeResponder<EntityManag
   const placers = new Set<string>();
   for (const order of input.orders) {
     if (order.request.action !== 'create') return false;
+    // An order that replaces another changes that one (intake-planner: planReplaces).
+    if (order.replaces?.length) return false;
     const placer = order.request.placerOrderNumber?.value;
     if (placer) {
       if (placers.has(placer)) return false; // the same order twice in one message

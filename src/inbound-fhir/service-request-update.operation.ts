@@ -265,6 +265,11 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
     case 'change-too-late':
       return fhirResponse(200, served, true);
     case 'cancel-too-late':
+      // A revoke of an order already cancelled (a newer request replaced it, or an earlier
+      // revoke ended it) asks for what holds: the request takes its new version, 200. It was
+      // 409 "can no longer be cancelled", and an EHR that revokes the request it replaced (as
+      // R4 servicerequest.html#replaces expects of it) took its revoke for failed.
+      if (r.state === 'cancelled') return fhirResponse(200, served, true);
       return refuse(409, {
         severity: 'error',
         code: 'business-rule',

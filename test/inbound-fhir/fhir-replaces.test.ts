@@ -184,6 +184,30 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     );
     expect(task.status).toBe('cancelled');
     expect(report.status).toBe('cancelled');
+    // The EHR then revokes the old request itself (as R4 expects of it): its order is
+    // cancelled already, which is what the revoke asks. Answered 409 "can no longer be
+    // cancelled", the EHR took its revoke for failed.
+    const served = (await (
+      await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${old}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      })
+    ).json()) as Json;
+    const revoke = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest/${old}`, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify({ ...served, meta: undefined, status: 'revoked' }),
+    });
+    expect(revoke.status).toBe(200);
+    expect(((await revoke.json()) as Json).status).toBe('revoked');
+    expect((await order(old)).state).toBe('cancelled');
+    const [late] = await events(old, 'order.cancel-refused');
+    expect(late).toMatchObject({
+      severity: 'info',
+      summary: 'cancel not needed: the order is already cancelled',
+    });
     // nothing of the new order is cancelled on the EHR
     const newTasks = await ehr.search<Task>(
       'Task',

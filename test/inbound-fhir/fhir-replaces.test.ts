@@ -4,7 +4,7 @@ import type { DiagnosticReport, Task } from '@medplum/fhirtypes';
 import { Client as PgClient } from 'pg';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { chestCtRequest, fhirFixture, type Json } from '../helpers/fhir-fixtures';
-import { orderDiagnostics, waitFor } from '../e2e/e2e-support';
+import { orderDiagnostics, SANDBOX_CLIENT, waitFor } from '../e2e/e2e-support';
 import { startValidatingEhr, type TestEhr } from '../outbound/outbound-peers';
 
 jest.setTimeout(120_000);
@@ -446,5 +446,100 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
       'the second EHR order replaced',
       async () => (await order(old2)).state === 'cancelled',
     );
+  });
+});
+
+/**
+ * The replaced order not placed upstream (its create failed: the upstream is unreachable): it
+ * ends here, cancelled, as a revoke of it would; the EHR reads its Task cancelled with the
+ * local-end code.
+ */
+describe('a request that replaces an order not yet placed upstream', () => {
+  let ehr: TestEhr;
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let deadUpstream: Server;
+
+  beforeAll(async () => {
+    ehr = await startValidatingEhr();
+    await ehr.inner.seed(fhirFixture('r4-patient-example-dicom') as never);
+    // an upstream that takes connections and drops them: every create fails
+    deadUpstream = createServer((req) => req.socket.destroy());
+    await new Promise<void>((r) => deadUpstream.listen(0, '127.0.0.1', r));
+    adapter = await startTestAdapter({
+      FHIR_SERVER_URL: ehr.baseUrl,
+      OUTBOUND_POLL_MS: '50',
+      IMAGING_BASE_URL: `http://127.0.0.1:${(deadUpstream.address() as AddressInfo).port}/v1`,
+      ...SANDBOX_CLIENT,
+    });
+    db = new PgClient({ connectionString: adapter.db.url });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await adapter?.close();
+    await ehr?.close();
+    deadUpstream?.closeAllConnections();
+    await new Promise<void>((r) => deadUpstream?.close(() => r()));
+  });
+
+  async function post(body: Json) {
+    const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/fhir+json',
+      },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as Json).id as string;
+  }
+  const state = async (id: string) =>
+    (
+      await db.query<{
+        state: string;
+        upstream_order_id: string | null;
+        place_attempted_at: Date | null;
+      }>(`SELECT state, upstream_order_id, place_attempted_at FROM orders WHERE id = $1`, [id])
+    ).rows[0]!;
+
+  it('ends it here, cancelled; its Task says cancelled with the local-end code, the new order goes on', async () => {
+    const old = await post(chestCtRequest('RPL-UNPLACED-OLD'));
+    await waitFor(
+      'a create tried and failed',
+      async () => (await state(old)).place_attempted_at !== null,
+      60_000,
+      200,
+      () => orderDiagnostics(db, old),
+    );
+    expect((await state(old)).upstream_order_id).toBeNull();
+    const newer = await post(
+      chestCtRequest('RPL-UNPLACED-NEW', { replaces: [{ reference: `ServiceRequest/${old}` }] }),
+    );
+    await waitFor(
+      'the unplaced order ended here',
+      async () => (await state(old)).state === 'cancelled',
+      60_000,
+      200,
+      () => orderDiagnostics(db, old),
+    );
+    expect((await state(newer)).state).toBe('received');
+    const task = await waitFor('its Task in the EHR', async () => {
+      const t = await ehr.search<Task>('Task', `identifier=urn:imaging-ai-adapter:order|${old}`);
+      return t[0]?.status === 'cancelled' ? t[0] : undefined;
+    });
+    expect(task.businessStatus?.coding?.[0]).toMatchObject({
+      system: 'urn:imaging-ai-adapter:local-end',
+      code: 'ENDED_LOCALLY_CANCELLED',
+    });
+    const report = await waitFor('its DiagnosticReport in the EHR', async () => {
+      const r = await ehr.search<DiagnosticReport>(
+        'DiagnosticReport',
+        `identifier=urn:imaging-ai-adapter:diagnostic-report|${old}`,
+      );
+      return r[0];
+    });
+    expect(report.status).toBe('cancelled');
   });
 });

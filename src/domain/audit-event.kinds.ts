@@ -15,6 +15,10 @@ export const AUDIT_EVENT_KINDS = {
   'order.cancel-refused': 'a cancel came too late, or named another patient (not applied)',
   'order.change-refused':
     'a change came after the order had ended, named another patient, or changed the products of a running order (not applied)',
+  'order.replaces':
+    "an order's request replaces an earlier one (FHIR replaces): which, and what became of it (its cancel requested, or why not)",
+  'order.replaced':
+    'a newer request of the orderer replaces this order: its cancel requested, or why not (another patient, already ended)',
   'order.status-recorded': 'a status message (ORC-1 SC) was recorded',
   'order.transition': 'our order changed state',
   'order.illegal-transition': 'a state change that the transition table forbids was refused',

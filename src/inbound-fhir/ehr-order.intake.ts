@@ -16,6 +16,7 @@ import { problemsOf } from './fhir-refusal.recorder';
 import { DELETED_ON_EHR, type StoredResource } from '../persistence/fhir-resource.repository';
 import { FhirError, operationOutcome } from './fhir.error';
 import { validateFhirResource } from '../fhir/fhir-validator';
+import { matchReplaces } from './replaces.matcher';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { isOlderVersion, versionTag } from './fhir-versions';
 import { placerIdentifierOf } from '../mappings/fhir-order.extract-helpers';
@@ -255,6 +256,16 @@ export class EhrOrderIntake {
         });
         continue;
       }
+      // what its `replaces` names among the EHR's requests we hold (never followed elsewhere)
+      const replaces = cancelling
+        ? []
+        : await matchReplaces(sr, {
+            relativeTo: 'ehr',
+            sender: this.sender,
+            ehr: this.deps.ehr,
+            resources: this.deps.resources,
+            at: 'ServiceRequest',
+          });
       orders.push({
         request: mapped.request,
         lineage: mapped.lineage,
@@ -262,6 +273,7 @@ export class EhrOrderIntake {
         targetOrderId: stored?.orderId ?? undefined,
         item,
         stored,
+        ...(replaces.length ? { replaces } : {}),
       });
     }
     rec.quirks.push(...resolver.quirks);
@@ -300,11 +312,12 @@ export class EhrOrderIntake {
         quirks: dedupeQuirks(rec.quirks),
         mappingVersion,
         actor: this.sender,
-        orders: orders.map(({ request, lineage, sourceRef, targetOrderId }) => ({
+        orders: orders.map(({ request, lineage, sourceRef, targetOrderId, replaces }) => ({
           request,
           lineage,
           sourceRef,
           targetOrderId,
+          ...(replaces?.length ? { replaces } : {}),
         })),
       },
       {

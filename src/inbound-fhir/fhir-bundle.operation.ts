@@ -23,6 +23,7 @@ import {
 } from './fhir-operation.shared';
 import { servedServiceRequest, withBundleReferences } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
+import { matchReplaces } from './replaces.matcher';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { parseIfNoneExist, placerReusedForOtherContent } from './service-request-create.operation';
 import { sameFhirContent } from './fhir-resend';
@@ -554,6 +555,19 @@ export class FhirBundleOperation {
           );
           if (found) known.set(k, found.resource);
         }
+        // what each request's `replaces` names here (our id, an EHR URL, a placer identifier)
+        const replacesOf = await Promise.all(
+          orders.map((o) =>
+            matchReplaces(o.sr, {
+              relativeTo: 'ours',
+              sender: caller.sender,
+              ehr: this.deps.ehr,
+              publicBaseUrl: this.deps.config.publicBaseUrl,
+              resources: this.deps.resources,
+              at: `Bundle.entry[${o.entryIndex}].resource`,
+            }),
+          ),
+        );
         const reply = await this.deps.intake.ingest(
           {
             ...fromCaller(caller),
@@ -562,11 +576,12 @@ export class FhirBundleOperation {
             idempotencyKey: key,
             quirks: dedupeQuirks(quirks),
             mappingVersion: mappingVersion || 'fhir-order-mapping',
-            orders: orders.map(({ request, lineage, sourceRef, conditional }) => ({
+            orders: orders.map(({ request, lineage, sourceRef, conditional }, k) => ({
               request,
               lineage,
               sourceRef,
               conditional,
+              ...(replacesOf[k]?.length ? { replaces: replacesOf[k] } : {}),
             })),
           },
           {

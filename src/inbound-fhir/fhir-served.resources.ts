@@ -163,7 +163,7 @@ export function buildTask(order: OrderForTask): Task {
     meta: { versionId: String(order.version), lastUpdated: order.updatedAt.toISOString() },
     identifier: [{ system: ORDER_IDENTIFIER_SYSTEM, value: order.orderId }],
     status: derived.status,
-    businessStatus: { text: fhirString(derived.businessStatus) },
+    businessStatus: derived.businessStatus,
     intent: 'order',
     code: {
       coding: [{ system: 'http://hl7.org/fhir/CodeSystem/task-code', code: 'fulfill' }],

@@ -17,6 +17,7 @@ import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
 import { namesAnotherPatient } from '../domain/patient-identity';
 import { ReferenceResolver } from './order-context.resolver';
+import { matchReplaces } from './replaces.matcher';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
@@ -218,6 +219,15 @@ export class CreateServiceRequestOperation {
               [request.placerOrderNumber],
               caller.sender,
             );
+        // what each `replaces` names here (our id, an EHR URL, the sender's placer identifier)
+        const replaces = await matchReplaces(sr, {
+          relativeTo: 'ours',
+          sender: caller.sender,
+          ehr: this.deps.ehr,
+          publicBaseUrl: this.deps.config.publicBaseUrl,
+          resources: this.deps.resources,
+          at: 'ServiceRequest',
+        });
         let served: ServiceRequest | undefined;
         const reply = await this.deps.intake.ingest(
           {
@@ -233,6 +243,7 @@ export class CreateServiceRequestOperation {
                 lineage: mapped.lineage,
                 sourceRef: 'ServiceRequest',
                 conditional: Boolean(conditional),
+                ...(replaces.length ? { replaces } : {}),
               },
             ],
           },

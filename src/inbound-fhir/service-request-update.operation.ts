@@ -15,6 +15,7 @@ import {
 } from './fhir-operation.shared';
 import { servedServiceRequest } from './fhir-served.resources';
 import { FhirError, operationOutcome } from './fhir.error';
+import { matchReplaces } from './replaces.matcher';
 import { ReferenceResolver } from './order-context.resolver';
 import type { OrderRequest } from '../domain/order-request';
 import { sameOrderNumber } from '../orders/use-cases/intake-planner';
@@ -143,6 +144,17 @@ export class UpdateServiceRequestOperation {
     const version = stored.versionId + 1;
     const now = this.deps.clock().toISOString();
     const served = servedServiceRequest(sr, id, version, now);
+    // a revoke replaces nothing: it withdraws this request
+    const replaces = cancelling
+      ? []
+      : await matchReplaces(sr, {
+          relativeTo: 'ours',
+          sender: caller.sender,
+          ehr: this.deps.ehr,
+          publicBaseUrl: this.deps.config.publicBaseUrl,
+          resources: this.deps.resources,
+          at: 'ServiceRequest',
+        });
     const reply = await this.deps.intake.ingest(
       {
         ...fromCaller(caller),
@@ -157,6 +169,7 @@ export class UpdateServiceRequestOperation {
             lineage: mapped.lineage,
             sourceRef: `ServiceRequest/${id}`,
             targetOrderId: stored.orderId,
+            ...(replaces.length ? { replaces } : {}),
           },
         ],
       },
@@ -252,6 +265,11 @@ function respondToUpdate(outcome: IntakeOutcome, served: ServiceRequest): Intake
     case 'change-too-late':
       return fhirResponse(200, served, true);
     case 'cancel-too-late':
+      // A revoke of an order already cancelled (a newer request replaced it, or an earlier
+      // revoke ended it) asks for what holds: the request takes its new version, 200. It was
+      // 409 "can no longer be cancelled", and an EHR that revokes the request it replaced (as
+      // R4 servicerequest.html#replaces expects of it) took its revoke for failed.
+      if (r.state === 'cancelled') return fhirResponse(200, served, true);
       return refuse(409, {
         severity: 'error',
         code: 'business-rule',

@@ -285,11 +285,23 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
   it('derives an interim Task status for every order state', () => {
     expect(deriveTaskStatus('received', null)).toEqual({
       status: 'received',
-      businessStatus: 'received',
+      businessStatus: {
+        coding: [
+          {
+            system: 'urn:imaging-ai-adapter:order-state',
+            code: 'received',
+            display: 'Received by the adapter, not yet placed for analysis',
+          },
+        ],
+        text: 'received',
+      },
     });
     expect(deriveTaskStatus('processing', 'ANALYSIS_RUNNING')).toEqual({
       status: 'in-progress',
-      businessStatus: 'ANALYSIS_RUNNING',
+      businessStatus: {
+        coding: [{ system: 'urn:imaging-ai-adapter:upstream-status', code: 'ANALYSIS_RUNNING' }],
+        text: 'ANALYSIS_RUNNING',
+      },
     });
     expect(deriveTaskStatus('qc-hold', 'QC_FAILED').status).toBe('on-hold');
     expect(deriveTaskStatus('failed', 'FAILED')).toMatchObject({
@@ -298,7 +310,7 @@ describe('FHIR ServiceRequest → OrderRequest (golden)', () => {
     }); // results that expired upstream before they were fetched: no result is coming
     expect(deriveTaskStatus('delivered', 'EXPIRED')).toMatchObject({
       status: 'failed',
-      businessStatus: 'EXPIRED',
+      businessStatus: { coding: [{ code: 'EXPIRED' }] },
     });
     expect(deriveTaskStatus('delivered', 'DELIVERED').status).toBe('completed');
   });

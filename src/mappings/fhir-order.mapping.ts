@@ -173,30 +173,6 @@ const STATUS_NOT_HONOURED: Readonly<Record<string, string>> = {
   unknown: 'the EHR no longer knows the request status; the order runs on',
 };
 
-/**
- * `ServiceRequest.replaces` (R4 servicerequest.html#replaces: the request takes the place of
- * the completed or terminated requests it names). The order of a replaced request is not
- * cancelled by the new one: only a revoke of that request cancels (an order stopped on a
- * reference in another request could be another sender's, or ended already). Without this
- * quirk both orders ran and nothing in the audit log said the EHR meant one.
- */
-function replacesNotHonoured(sr: ServiceRequest): ToleratedQuirk[] {
-  const named = Array.isArray(sr.replaces) ? sr.replaces : [];
-  return named.map((ref, i) => {
-    const id = ref?.identifier;
-    const what =
-      typeof ref?.reference === 'string'
-        ? ref.reference
-        : id && typeof id.value === 'string'
-          ? `identifier ${typeof id.system === 'string' ? id.system : ''}|${id.value}`
-          : '(no reference)';
-    return {
-      code: 'fhir-replaces-not-honoured',
-      detail: `replaces[${i}] ${what.slice(0, 200)}: its order (if any here) is not cancelled by this request and runs on; revoke that request (status revoked) to stop it`,
-    };
-  });
-}
-
 /** Maps one ServiceRequest (and what it refers to) into the source-neutral order. Pure. */
 export function mapServiceRequest(
   sr: ServiceRequest,
@@ -241,7 +217,8 @@ export function mapServiceRequest(
       detail: `status ${sr.status}: ${notHonoured}`,
     });
   }
-  if (action !== 'cancel') quirks.push(...replacesNotHonoured(sr));
+  // `replaces` is matched by the front door against the orders held and decided by the
+  // intake (inbound-fhir/replaces.matcher.ts, orders/use-cases/replace-decision.ts).
   lineage.push({
     target: 'action',
     source: 'ServiceRequest.status',

@@ -18,6 +18,11 @@ import { SEE_ATTACHED_REPORT } from './result-content.mapping';
 import { noResultPhrase, noResultSentence } from './local-end-reasons';
 import type { PublicationInput } from './publication.model';
 import type { LocalEndKey } from './status-mapping.table';
+import {
+  BUSINESS_STATUS_SYSTEM,
+  LOCAL_END_BUSINESS_STATUS,
+  localEndBusinessStatus,
+} from './task-business-status.table';
 
 /**
  * Task and DiagnosticReport (FHIR R4) for one publication. Identifiers are deterministic (the
@@ -31,9 +36,11 @@ import type { LocalEndKey } from './status-mapping.table';
 export const ADAPTER_SYSTEM = {
   order: 'urn:imaging-ai-adapter:order',
   report: 'urn:imaging-ai-adapter:diagnostic-report',
-  upstreamStatus: 'urn:imaging-ai-adapter:upstream-status',
+  upstreamStatus: BUSINESS_STATUS_SYSTEM.upstreamStatus,
   /** The ends of an order here, without an upstream status (ENDED_LOCALLY_* rows). */
-  localEnd: 'urn:imaging-ai-adapter:local-end',
+  localEnd: BUSINESS_STATUS_SYSTEM.localEnd,
+  /** An order state without an upstream status to show (the served Task). */
+  orderState: BUSINESS_STATUS_SYSTEM.orderState,
   measurement: 'urn:imaging-ai-adapter:measurement',
 } as const;
 
@@ -162,30 +169,17 @@ function reportCode(input: PublicationInput): CodeableConcept {
 }
 
 /**
- * Task.businessStatus of an end here (R4 task.html: "the domain-specific state"): our code
- * system, the row key as code with a display, and a short text a clinician reads. Before, the
- * text was the bare key ("ENDED_LOCALLY_CANCELLED") under the upstream-status system, whose
- * codes are the upstream's statuses.
+ * Task.businessStatus of a publication (R4 task.html: "the domain-specific state"): the
+ * upstream status under its system, or for an end here the local-end row (our code system, the
+ * row key as code with a display, and a short text a clinician reads;
+ * task-business-status.table.ts). Before, the text was the bare key ("ENDED_LOCALLY_CANCELLED")
+ * under the upstream-status system, whose codes are the upstream's statuses.
  */
-const LOCAL_END_BUSINESS_STATUS: Record<LocalEndKey, { display: string; text: string }> = {
-  ENDED_LOCALLY_FAILED: {
-    display: 'Failed without a result (ended by the adapter)',
-    text: 'failed, no result',
-  },
-  ENDED_LOCALLY_CANCELLED: {
-    display: 'Cancelled without a result (ended by the adapter)',
-    text: 'cancelled, no result',
-  },
-};
-
 function businessStatusOf(input: PublicationInput): CodeableConcept {
   const { row } = input;
   const upstream = fhirCode(input.upstreamStatus ?? undefined);
-  if (!upstream && Object.hasOwn(LOCAL_END_BUSINESS_STATUS, row.key)) {
-    const key = row.key as LocalEndKey;
-    const { display, text } = LOCAL_END_BUSINESS_STATUS[key];
-    return { coding: [{ system: ADAPTER_SYSTEM.localEnd, code: key, display }], text };
-  }
+  if (!upstream && Object.hasOwn(LOCAL_END_BUSINESS_STATUS, row.key))
+    return localEndBusinessStatus(row.key as LocalEndKey);
   const code = upstream ?? row.key;
   return { coding: [{ system: ADAPTER_SYSTEM.upstreamStatus, code }], text: code };
 }

@@ -35,6 +35,25 @@ export interface IntakeOrder {
    * Otherwise a new order under another patient's order number is refused.
    */
   conditional?: boolean;
+  /**
+   * Earlier requests this one takes the place of (FHIR `ServiceRequest.replaces`), as the
+   * front door matched them: the order it found for each (within the sender's base), or why
+   * none. The intake cancels a matched order of the same sender and patient that is still
+   * open (replace-decision.ts); every other case is recorded on the timelines.
+   */
+  replaces?: ReplacedRequest[];
+}
+
+/** One `replaces` reference of a request, as its front door matched it. */
+export interface ReplacedRequest {
+  /** The element, as FHIRPath: `ServiceRequest.replaces[0]`, `Bundle.entry[1].resource.replaces[0]`. */
+  element: string;
+  /** What it names, PHI-free: `ServiceRequest/123`, a URL, `identifier (system …)`. */
+  named: string;
+  /** The order held for the request it names (found by id, EHR URL or placer identifier). */
+  orderId?: string;
+  /** Why no order was looked for or found. */
+  unmatched?: 'not-held' | 'outside-base' | 'not-a-service-request';
 }
 
 /** A patient update or merge the intake applies to the open orders (see PatientEvent). */

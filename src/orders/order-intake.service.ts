@@ -15,6 +15,7 @@ export {
   primaryPatientId,
   type IntakeInput,
   type IntakeOrder,
+  type ReplacedRequest,
   type IntakeOrderResult,
   type IntakeOutcome,
   type IntakePatientEvent,

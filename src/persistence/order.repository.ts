@@ -210,6 +210,22 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
+  /**
+   * The orders a new request names as replaced (FHIR `replaces`), by id, locked: whoever's they
+   * are (the intake decides; another sender's is named on the analyst's timeline, never changed).
+   */
+  async lockForReplace(
+    orderIds: string[],
+    manager: EntityManager,
+  ): Promise<Array<IntakeOrderRow & { sender: string | null }>> {
+    if (orderIds.length === 0) return [];
+    return manager.query(
+      `SELECT id, state, upstream_order_id, place_attempted_at, cancel_requested_at, request, sender
+         FROM orders WHERE id::text = ANY($1::text[]) ORDER BY id FOR UPDATE`,
+      [orderIds],
+    );
+  }
+
   /** Orders not yet ended of the patients with these identifiers, locked. */
   async openOrdersOfPatientsForUpdate(
     patientIds: string[],

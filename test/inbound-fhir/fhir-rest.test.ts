@@ -310,6 +310,74 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     }
   });
 
+  it('a refused revoke and its order.cancel-refused are one transaction: when the event cannot be written, the refusal is not stored either (was: the refused message committed without the event)', async () => {
+    const sr = {
+      ...fixture('r4-servicerequest-example-di'),
+      identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-REVOKE-ATOMIC-1' }],
+    };
+    const created = (await fhir.create({
+      resourceType: 'ServiceRequest',
+      body: sr,
+    })) as unknown as { id: string };
+    await rows(`UPDATE orders SET state = 'delivered' WHERE id = $1`, [created.id]);
+    // A real failure of the second write (as a crash between the two would leave it): the
+    // database refuses this one event kind for this order.
+    await rows(`
+      CREATE FUNCTION refuse_cancel_refused() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.kind = 'order.cancel-refused' AND NEW.order_id::text = '${created.id}' THEN
+          RAISE EXCEPTION 'test: audit write fails';
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await rows(
+      `CREATE TRIGGER refuse_cancel_refused BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_cancel_refused()`,
+    );
+    const before = await rows(
+      `SELECT count(*)::int AS n FROM inbound_messages WHERE outcome = 'rejected'`,
+    );
+    try {
+      const failed = await failure(
+        fhir.update({
+          resourceType: 'ServiceRequest',
+          id: created.id,
+          body: { ...sr, id: created.id, status: 'revoked' },
+        }),
+      );
+      expect(failed.status).toBeGreaterThanOrEqual(500);
+    } finally {
+      await rows(`DROP TRIGGER refuse_cancel_refused ON audit_events`);
+      await rows(`DROP FUNCTION refuse_cancel_refused()`);
+    }
+    const after = await rows(
+      `SELECT count(*)::int AS n FROM inbound_messages WHERE outcome = 'rejected'`,
+    );
+    // neither without the other: no refusal stored that the order's timeline does not carry
+    expect(after[0].n).toBe(before[0].n);
+    expect(
+      await rows(
+        `SELECT 1 FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-refused'`,
+        [created.id],
+      ),
+    ).toHaveLength(0);
+
+    // the sender's resend, with the database well again, is refused and recorded with its event
+    const refused = await failure(
+      fhir.update({
+        resourceType: 'ServiceRequest',
+        id: created.id,
+        body: { ...sr, id: created.id, status: 'revoked' },
+      }),
+    );
+    expect(refused.status).toBe(409);
+    const [event] = await rows(
+      `SELECT e.inbound_message_id, m.outcome FROM audit_events e JOIN inbound_messages m ON m.id = e.inbound_message_id
+        WHERE e.order_id = $1 AND e.kind = 'order.cancel-refused'`,
+      [created.id],
+    );
+    expect(event).toMatchObject({ outcome: 'rejected' });
+  });
+
   it('takes a transaction Bundle with the US Core Patient and an ImagingStudy; a resend changes nothing', async () => {
     const bundle = fixture('us-core-chest-ct-transaction');
     const response = (await fhir.transaction({ body: bundle })) as unknown as {

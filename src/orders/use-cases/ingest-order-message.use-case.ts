@@ -9,13 +9,7 @@ import type {
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
 import { storableInput, storedEnvelope } from './stored-envelope';
-import type {
-  IntakeInput,
-  IntakeOutcome,
-  IntakeReply,
-  IntakeResponse,
-  RejectionInput,
-} from '../intake.model';
+import type { IntakeInput, IntakeOutcome, IntakeReply, IntakeResponse } from '../intake.model';
 import { intakeRows, tooLateEvent } from './intake-audit';
 import { decide, type IntakePlan } from './intake-decision';
 import type { IntakePlanner } from './intake-planner';
@@ -56,8 +50,10 @@ export class IngestOrderMessageUseCase {
     return this.changes.applyChanges(...args);
   }
 
-  private recordRejected(input: RejectionInput): Promise<string> {
-    return this.rejected.recordRejected(input);
+  private recordRejected(
+    ...args: Parameters<RecordRejectedUseCase['recordRejected']>
+  ): Promise<string> {
+    return this.rejected.recordRejected(...args);
   }
 
   private rowsOf(...args: Parameters<typeof intakeRows>): ReturnType<typeof intakeRows> {
@@ -145,30 +141,30 @@ export class IngestOrderMessageUseCase {
               ]
             : [],
       );
-      const id = await this.recordRejected({ ...input, response: refused.response, problems });
       // A cancel refused because the order has ended (FHIR revoke answered 409) stands on the
-      // order's timeline as the HL7 cancel answered UC does; before, only the refused message
-      // was kept, and the order's timeline said nothing of it.
+      // order's timeline as the HL7 cancel answered UC does, written in the refusal's own
+      // transaction: it was written after that commit, so a crash between the two left the
+      // refusal without its event.
       const late = refused.outcome.results.flatMap((r) =>
         r.kind === 'cancel-too-late'
           ? [
-              {
-                ...tooLateEvent(
-                  {
-                    kind: r.kind,
-                    orderId: r.orderId,
-                    state: r.state,
-                    sourceRef: r.sourceRef,
-                    cancelRequested: 'cancelRequested' in r && r.cancelRequested === true,
-                  },
-                  input.actor ?? input.sender,
-                ),
-                inboundMessageId: id,
-              },
+              tooLateEvent(
+                {
+                  kind: r.kind,
+                  orderId: r.orderId,
+                  state: r.state,
+                  sourceRef: r.sourceRef,
+                  cancelRequested: 'cancelRequested' in r && r.cancelRequested === true,
+                },
+                input.actor ?? input.sender,
+              ),
             ]
           : [],
       );
-      if (late.length > 0) await writeAuditEvents(this.dataSource.manager, late);
+      const id = await this.recordRejected(
+        { ...input, response: refused.response, problems },
+        (messageId) => late.map((e) => ({ ...e, inboundMessageId: messageId })),
+      );
       return {
         duplicate: false,
         inboundMessageId: id,
@@ -302,6 +298,8 @@ function isCreateOnly(input: IntakeInput, responder: IntakeResponder<EntityManag
   const placers = new Set<string>();
   for (const order of input.orders) {
     if (order.request.action !== 'create') return false;
+    // An order that replaces another changes that one (intake-planner: planReplaces).
+    if (order.replaces?.length) return false;
     const placer = order.request.placerOrderNumber?.value;
     if (placer) {
       if (placers.has(placer)) return false; // the same order twice in one message

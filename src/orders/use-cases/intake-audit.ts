@@ -30,14 +30,18 @@ export function tooLateEvent(
   },
   actor: string | null | undefined,
 ): AuditEventInput {
+  // a cancel of a cancelled order asks for what holds: not a warning for the analyst
+  const moot = late.kind === 'cancel-too-late' && late.state === 'cancelled';
   return {
     kind: TOO_LATE[late.kind].kind,
     orderId: late.orderId,
-    severity: 'warning',
+    severity: moot ? 'info' : 'warning',
     actor,
-    summary: late.cancelRequested
-      ? `${TOO_LATE[late.kind].summary}: the order's cancel was requested`
-      : `${TOO_LATE[late.kind].summary}: the order is already ${late.state}`,
+    summary: moot
+      ? 'cancel not needed: the order is already cancelled'
+      : late.cancelRequested
+        ? `${TOO_LATE[late.kind].summary}: the order's cancel was requested`
+        : `${TOO_LATE[late.kind].summary}: the order is already ${late.state}`,
     detail: {
       sourceRef: late.sourceRef,
       state: late.state,

@@ -3,6 +3,7 @@ import { isOrderState, isTerminal, type OrderState } from '../../domain/order-st
 import { namesAnotherPatient } from '../../domain/patient-identity';
 import type { OrderRequest } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
+import type { ReplaceStep } from './replace-decision';
 import type {
   IntakeOrder,
   IntakeOrderResult,
@@ -26,6 +27,8 @@ export interface IntakePlan {
    * `HOSPA&1.2.3&ISO` and `&1.2.3&ISO`, reads as another authority: the analyst sees why).
    */
   patientOrdersElsewhere?: Array<{ event: IntakePatientEvent; row: OrderRow }>;
+  /** What becomes of the requests the message's orders replace (FHIR `replaces`). */
+  replacements?: ReplaceStep[];
 }
 
 /** A cancel or change of an order nobody knows: refused as unknown. */

@@ -4,6 +4,7 @@ import type { IntakeOrderRow, OrderRepository } from '../../persistence/order.re
 import type { Identifier } from '../../domain/order-request';
 import type { IntakeInput, IntakeOrderResult, IntakePatientEvent } from '../intake.model';
 import { decide, type IntakePlan, type PlannedStep } from './intake-decision';
+import { decideReplace, type ReplaceStep } from './replace-decision';
 
 type OrderRow = IntakeOrderRow;
 
@@ -89,6 +90,7 @@ export class IntakePlanner {
       steps.push(step);
       results.push(step.result);
     }
+    const replacements = await this.planReplaces(manager, input, steps, cancelledHere);
     // Each event with its own orders: an A40 of two PID/MRG pairs moves the first prior
     // patient's orders to the first surviving patient only. Before, every event was applied
     // to the orders of all of them, and the first patient's orders ended under the second.
@@ -104,7 +106,49 @@ export class IntakePlanner {
       outcome: { results, patientOrdersUpdated: patientOrders.length },
       patientOrders,
       patientOrdersElsewhere,
+      replacements,
     };
+  }
+
+  /**
+   * What becomes of the requests each new or changed order replaces (FHIR `replaces`): the
+   * orders named are locked, then decided one by one (replace-decision.ts). An order cancelled
+   * here as replaced counts as cancelled for the rest of the message.
+   */
+  private async planReplaces(
+    manager: EntityManager,
+    input: IntakeInput,
+    steps: PlannedStep[],
+    cancelledHere: Set<string>,
+  ): Promise<ReplaceStep[]> {
+    const named = steps.flatMap((s) =>
+      (s.kind === 'create' || s.kind === 'update') && s.order.replaces?.length
+        ? s.order.replaces.flatMap((r) => (r.orderId ? [r.orderId] : []))
+        : [],
+    );
+    if (!steps.some((s) => s.order.replaces?.length)) return [];
+    const rows = new Map(
+      (await this.orders.lockForReplace([...new Set(named)], manager)).map((r) => [r.id, r]),
+    );
+    const out: ReplaceStep[] = [];
+    for (const step of steps) {
+      if (step.kind !== 'create' && step.kind !== 'update') continue;
+      for (const target of step.order.replaces ?? []) {
+        const row = target.orderId ? rows.get(target.orderId) : undefined;
+        const decided = decideReplace(
+          step.orderId,
+          step.order.sourceRef,
+          step.order.request,
+          input.sender,
+          target,
+          row,
+          row !== undefined && cancelledHere.has(row.id),
+        );
+        if (decided.outcome === 'cancel') cancelledHere.add(decided.replacedId!);
+        out.push(decided);
+      }
+    }
+    return out;
   }
 
   /**

@@ -7,6 +7,7 @@ import type { OrderRepository } from '../../persistence/order.repository';
 import { ORDER_JOBS, primaryPatientId, stripUndefined, type IntakeInput } from '../intake.model';
 import { mappingEvent } from './intake-audit';
 import type { IntakePlan } from './intake-decision';
+import { REPLACE_WORDING, type ReplaceStep } from './replace-decision';
 
 /** The intake's changes to orders already stored: cancel, change, demographics, merge. */
 export class OrderChanges {
@@ -159,7 +160,84 @@ export class OrderChanges {
         },
       });
     }
+    for (const step of plan.replacements ?? []) {
+      audit.push(...(await this.replace(manager, input, messageId, step)));
+    }
     await writeAuditEvents(manager, audit);
+  }
+
+  /**
+   * One request a new order replaces: the old order's cancel requested as a revoke of it would
+   * be (the cancel job cancels upstream when placed, else ends it here; the Task and report say
+   * cancelled), and both timelines saying which replaced which, or why nothing was cancelled.
+   */
+  private async replace(
+    manager: EntityManager,
+    input: IntakeInput,
+    messageId: string,
+    step: ReplaceStep,
+  ): Promise<AuditEventInput[]> {
+    const actor = input.actor ?? input.sender;
+    const wording = REPLACE_WORDING[step.outcome];
+    const fill = (text: string) =>
+      text
+        .replace('{old}', step.replacedId ?? '')
+        .replace('{new}', step.orderId)
+        .replace('{state}', step.replacedState ?? '');
+    const detail = {
+      outcome: step.outcome,
+      element: step.target.element,
+      named: step.target.named,
+      sourceRef: step.sourceRef,
+      replacedBy: step.orderId,
+      ...(step.replacedId ? { replaced: step.replacedId, replacedState: step.replacedState } : {}),
+    };
+    const events: AuditEventInput[] = [
+      {
+        kind: 'order.replaces',
+        orderId: step.orderId,
+        inboundMessageId: messageId,
+        actor,
+        severity: wording.severity,
+        summary: fill(wording.replaces),
+        detail,
+      },
+    ];
+    if (step.replacedId && wording.replaced) {
+      events.push({
+        kind: 'order.replaced',
+        orderId: step.replacedId,
+        inboundMessageId: messageId,
+        actor,
+        severity: wording.severity,
+        summary: fill(wording.replaced),
+        detail,
+      });
+    }
+    if (step.outcome !== 'cancel' || !step.replacedId) return events;
+    await this.orders.requestCancelOnce(
+      step.replacedId,
+      `replaced by order ${step.orderId} (${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'})`,
+      manager,
+    );
+    events.push({
+      kind: 'order.cancel-requested',
+      orderId: step.replacedId,
+      inboundMessageId: messageId,
+      actor,
+      summary: `cancel requested by ${actor ?? 'the orderer'}: replaced by order ${step.orderId}`,
+      detail: {
+        sourceRef: step.sourceRef,
+        stateAtRequest: step.replacedState,
+        replacedBy: step.orderId,
+      },
+    });
+    await this.jobs.enqueue(
+      ORDER_JOBS.cancel,
+      { orderId: step.replacedId },
+      { manager, jobKey: `cancel:${step.replacedId}` },
+    );
+    return events;
   }
 }
 

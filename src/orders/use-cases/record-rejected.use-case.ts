@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { writeAuditEvents } from '../../persistence/audit-event.repository';
+import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { InboundMessageRepository } from '../../persistence/inbound-message.repository';
 import type { RejectionInput } from '../intake.model';
 import { storableInput, storedEnvelope } from './stored-envelope';
@@ -11,8 +11,16 @@ export class RecordRejectedUseCase {
     private readonly messages: InboundMessageRepository,
   ) {}
 
-  /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */
-  async recordRejected(unsafeInput: RejectionInput): Promise<string> {
+  /**
+   * Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id.
+   * `orderEvents` are the order timeline events the refusal stands for (a revoke refused as too
+   * late: `order.cancel-refused`), written in the same transaction: a crash between two
+   * commits left a refusal on record that the order's timeline never showed.
+   */
+  async recordRejected(
+    unsafeInput: RejectionInput,
+    orderEvents?: (inboundMessageId: string) => AuditEventInput[],
+  ): Promise<string> {
     const input = storableInput(unsafeInput);
     return this.dataSource.transaction(async (manager) => {
       const id = await this.messages.insertRejected(
@@ -39,6 +47,8 @@ export class RecordRejectedUseCase {
           },
         },
       ]);
+      const more = orderEvents?.(id) ?? [];
+      if (more.length > 0) await writeAuditEvents(manager, more);
       return id;
     });
   }

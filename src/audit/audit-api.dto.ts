@@ -252,6 +252,11 @@ export class AuditEventDto {
 export class EventPageDto {
   @ApiProperty({ type: [AuditEventDto] }) items!: AuditEventDto[];
   @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class LineageLineDto {
@@ -326,6 +331,11 @@ export class MessagePageDto {
 export class OutboundPageDto {
   @ApiProperty({ type: [OutboundDocumentDto] }) items!: OutboundDocumentDto[];
   @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
 }
 
 export class RevealRequestDto {

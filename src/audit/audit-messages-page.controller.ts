@@ -84,6 +84,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
       deadLettersPage(ctx, {
         items: page.items.map((r) => presentOutbox(r, false)),
         nextCursor: page.nextCursor,
+        lateCommits: page.lateCommits,
         replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
       }),
     );

@@ -152,7 +152,7 @@ function reprocessForm(ctx: PageContext, view: MessageView): string {
 
 export function deadLettersPage(
   ctx: PageContext,
-  input: { items: OutboxRow[]; nextCursor?: string; replayed?: string },
+  input: { items: OutboxRow[]; nextCursor?: string; lateCommits?: number; replayed?: string },
 ): string {
   const rows = input.items
     .map(
@@ -174,6 +174,7 @@ export function deadLettersPage(
     `<h1>Dead letters</h1>
     ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
     <section class="card">
+      ${lateCommitsNote(input.lateCommits, 'dead letter')}
       ${
         input.items.length
           ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`

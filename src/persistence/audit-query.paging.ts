@@ -2,17 +2,18 @@ import { AppError } from '../common/app-error';
 
 /**
  * Keyset paging of the audit log's lists: page sizes, the opaque cursor (the last row's time in
- * microseconds and its id, and for the order and message lists what the page could not yet
- * see), and the WHERE clause a search builds with numbered parameters.
+ * microseconds and its id, and what the page could not yet see), and the WHERE clause a search
+ * builds with numbered parameters. Every list re-checks late commits: orders, messages, events
+ * (sorted by id alone: an id is taken inside the writing transaction) and dead letters.
  *
  * Late commits: a row's time is its transaction's start (now()), so a transaction that commits
  * after a page was read can add a row that sorts above that page's last row; paging on by
  * "older than the last row" alone never showed it. The cursor therefore also carries the page's
  * MVCC snapshot and the start of the oldest transaction open when it was read (the horizon: no
  * row the snapshot could not see is older). The next page shows, above its own rows, every row
- * that sorts above the boundary, is not older than the horizon, and was inserted by a
- * transaction that snapshot did not see (`created_xid`): each row exactly once, whatever
- * updates it has had. See docs/audit.md, "Paging".
+ * that sorts above the boundary, is not older than the horizon, and was put in the list by a
+ * transaction that snapshot did not see (`created_xid`, a dead letter's `dead_xid`): each row
+ * exactly once, whatever updates it has had. See docs/audit.md, "Paging".
  */
 
 export interface Page<T> {
@@ -146,14 +147,20 @@ export const TRANSACTION_HORIZON_SQL = `SELECT floor(extract(epoch FROM least(cl
 
 /** How a list is paged: its table, sort key and the column of the inserting transaction. */
 export interface KeysetList {
-  /** The columns read, `"cursorUs"` (the time in microseconds) and `id` among them. */
+  /** The columns read, `id` among them, and `"cursorUs"` (the time in microseconds) if timed. */
   columns: string;
   /** `<table> <alias>` */
   from: string;
-  timeColumn: string;
+  /** The sort key is (timeColumn, idColumn) newest first; without a time, idColumn alone. */
+  timeColumn?: string;
   idColumn: string;
   idType: string;
-  /** The inserting transaction's id (xid8); NULL counts as seen by every page. */
+  /**
+   * When the row entered the list: its writing transaction's start (now()), so that no row a
+   * page could not see is older than that page's horizon. The time column, if the list has one.
+   */
+  enteredColumn: string;
+  /** The transaction that put the row in the list (xid8); NULL counts as seen by every page. */
   xidColumn: string;
 }
 
@@ -170,18 +177,23 @@ export function keysetPageSql(
   const { columns, from, timeColumn: t, idColumn: id, idType } = list;
   const select = (late: boolean) =>
     `SELECT ${columns}, ${late} AS "lateCommit", pg_current_snapshot()::text AS "snapshot" FROM ${from}`;
-  const order = `ORDER BY ${t} DESC, ${id} DESC`;
+  const order = t ? `ORDER BY ${t} DESC, ${id} DESC` : `ORDER BY ${id} DESC`;
   if (!cursor) return `${select(false)} ${where.sql()} ${order} LIMIT ${limit + 1}`;
-  const boundary = `(timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`;
-  const own = `${select(false)} ${where.sql(`(${t}, ${id}) < ${boundary}`)} ${order} LIMIT ${limit + 1}`;
+  const key = t ? `(${t}, ${id})` : id;
+  const boundary = t
+    ? `(timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`
+    : `${where.param(cursor.id)}::${idType}`;
+  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`)} ${order} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
   const late = `${select(true)} ${where.sql(
-    `(${t}, ${id}) > ${boundary}`,
-    `${t} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
+    `${key} > ${boundary}`,
+    `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
     `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
   )}`;
+  // ids are read as text where they are numbers: sorted as their type
+  const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p
-    ORDER BY p."lateCommit" DESC, p."cursorUs"::bigint DESC, p.id DESC`;
+    ORDER BY p."lateCommit" DESC, ${outer}`;
 }
 
 /** A search's WHERE clause, built filter by filter; every value goes in as the next parameter. */
@@ -197,16 +209,6 @@ export class SearchWhere {
 
   add(condition: string): void {
     this.conditions.push(condition);
-  }
-
-  /**
-   * Rows older than the cursor on (`timeColumn`, `idColumn`), the order of the list's index;
-   * `idType` is the id's SQL type.
-   */
-  olderThan(cursor: Cursor, timeColumn: string, idColumn: string, idType: string): void {
-    this.add(
-      `(${timeColumn}, ${idColumn}) < (timestamptz 'epoch' + ${this.param(cursor.us)}::bigint * interval '1 microsecond', ${this.param(cursor.id)}::${idType})`,
-    );
   }
 
   /** `WHERE a AND b` (and `more`, for this query only), or nothing when there is no filter. */

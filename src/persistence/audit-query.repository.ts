@@ -214,6 +214,7 @@ export class AuditQueryRepository extends RepositoryBase {
         timeColumn: 'o.created_at',
         idColumn: 'o.id',
         idType: 'uuid',
+        enteredColumn: 'o.created_at',
         xidColumn: 'o.created_xid',
       },
       limit,
@@ -280,6 +281,7 @@ export class AuditQueryRepository extends RepositoryBase {
         timeColumn: 'm.received_at',
         idColumn: 'm.id',
         idType: 'uuid',
+        enteredColumn: 'm.received_at',
         xidColumn: 'm.created_xid',
       },
       limit,
@@ -306,15 +308,23 @@ export class AuditQueryRepository extends RepositoryBase {
     if (search.from) where.add(`e.occurred_at >= ${p(search.from)}`);
     if (search.to) where.add(`e.occurred_at < ${p(search.to)}`);
     const cursor = decodeCursor(search.cursor, 'bigint');
-    if (cursor) where.add(`e.id < ${p(cursor.id)}::bigint`);
     const limit = pageSize(search.limit);
-    const rows: EventRow[] = await this.db().query(
-      `SELECT ${EVENT_COLUMNS} FROM audit_events e
-        ${where.sql()}
-        ORDER BY e.id DESC LIMIT ${limit + 1}`,
-      where.params,
+    const horizonUs = await this.transactionHorizon();
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: EVENT_COLUMNS,
+        from: 'audit_events e',
+        idColumn: 'e.id',
+        idType: 'bigint',
+        enteredColumn: 'e.occurred_at',
+        xidColumn: 'e.created_xid',
+      },
+      limit,
     );
-    return toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toEventRow);
+    const rows: Array<EventRow & LateCheckColumns> = await this.db().query(sql, where.params);
+    return toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toEventRow, horizonUs);
   }
 
   /** The order (by UUID) with its timeline, messages and outbound documents; undefined if none. */
@@ -472,20 +482,35 @@ export class AuditQueryRepository extends RepositoryBase {
     return rows[0]!.us;
   }
 
-  /** Dead letters, most recently given up first (outbox_dead_idx). */
+  /**
+   * Dead letters, most recently given up first (outbox_dead_idx), with the late commits of
+   * the transactions that gave rows up after the page before was read (dead_xid).
+   */
   async deadLetters(search: { cursor?: string; limit?: number }): Promise<Page<OutboxRow>> {
     const where = new SearchWhere();
     where.add(`x.status = 'dead'`);
     const cursor = decodeCursor(search.cursor, 'bigint');
-    if (cursor) where.olderThan(cursor, 'x.updated_at', 'x.id', 'bigint');
     const limit = pageSize(search.limit);
-    const rows: Array<OutboxRow & { cursorUs: string }> = await this.db().query(
-      `SELECT ${OUTBOX_COLUMNS}, o.accession_number AS "accessionNumber", o.placer_order_number AS "placerOrderNumber"
-         FROM outbox x LEFT JOIN orders o ON o.id = x.order_id
-        ${where.sql()} ORDER BY x.updated_at DESC, x.id DESC LIMIT ${limit + 1}`,
+    const horizonUs = await this.transactionHorizon();
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: `${OUTBOX_COLUMNS}, o.accession_number AS "accessionNumber", o.placer_order_number AS "placerOrderNumber"`,
+        from: 'outbox x LEFT JOIN orders o ON o.id = x.order_id',
+        timeColumn: 'x.updated_at',
+        idColumn: 'x.id',
+        idType: 'bigint',
+        enteredColumn: 'x.updated_at',
+        xidColumn: 'x.dead_xid',
+      },
+      limit,
+    );
+    const rows: Array<OutboxRow & { cursorUs: string } & LateCheckColumns> = await this.db().query(
+      sql,
       where.params,
     );
-    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOutboxRow);
+    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOutboxRow, horizonUs);
   }
 
   /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */

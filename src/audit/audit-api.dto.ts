@@ -230,6 +230,12 @@ export class OrderPageDto {
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class AuditEventDto {
@@ -257,6 +263,12 @@ export class EventPageDto {
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class LineageLineDto {
@@ -326,6 +338,12 @@ export class MessagePageDto {
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class OutboundPageDto {
@@ -336,6 +354,12 @@ export class OutboundPageDto {
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class RevealRequestDto {

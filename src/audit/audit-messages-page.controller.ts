@@ -39,6 +39,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         messages: found?.items ?? [],
         nextCursor: found?.nextCursor,
         lateCommits: found?.lateCommits,
+        moreLateCommits: found?.moreLateCommits,
         problem,
       }),
     );
@@ -85,6 +86,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         items: page.items.map((r) => presentOutbox(r, false)),
         nextCursor: page.nextCursor,
         lateCommits: page.lateCommits,
+        moreLateCommits: page.moreLateCommits,
         replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
       }),
     );

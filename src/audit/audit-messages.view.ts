@@ -15,6 +15,7 @@ import {
   filterSelect,
   filterText,
   instantFieldValue,
+  firstPageHref,
   lateCommitsNote,
   olderPageLink,
 } from './audit-list.view';
@@ -62,6 +63,7 @@ export function messageListPage(
     messages: MessageRow[];
     nextCursor?: string;
     lateCommits?: number;
+    moreLateCommits?: boolean;
     problem?: string;
   },
 ): string {
@@ -101,7 +103,7 @@ export function messageListPage(
     </section>
     <section class="card" aria-labelledby="ml-h">
       <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
-      ${lateCommitsNote(input.lateCommits, 'message')}
+      ${lateCommitsNote(input.lateCommits, 'message', input.moreLateCommits ? firstPageHref('/audit/messages', f) : undefined)}
       ${
         input.messages.length
           ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`
@@ -152,7 +154,13 @@ function reprocessForm(ctx: PageContext, view: MessageView): string {
 
 export function deadLettersPage(
   ctx: PageContext,
-  input: { items: OutboxRow[]; nextCursor?: string; lateCommits?: number; replayed?: string },
+  input: {
+    items: OutboxRow[];
+    nextCursor?: string;
+    lateCommits?: number;
+    moreLateCommits?: boolean;
+    replayed?: string;
+  },
 ): string {
   const rows = input.items
     .map(
@@ -174,7 +182,7 @@ export function deadLettersPage(
     `<h1>Dead letters</h1>
     ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
     <section class="card">
-      ${lateCommitsNote(input.lateCommits, 'dead letter')}
+      ${lateCommitsNote(input.lateCommits, 'dead letter', input.moreLateCommits ? '/audit/dead-letters' : undefined)}
       ${
         input.items.length
           ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`

@@ -25,6 +25,12 @@ export interface Page<T> {
    * it, so "next page" alone would never have shown them). Absent when none.
    */
   lateCommits?: number;
+  /**
+   * True when more rows committed late than a page holds (its size): the `lateCommits` newest
+   * are shown; the others sort above the page before, so no later page shows them. The first
+   * page, searched again, does.
+   */
+  moreLateCommits?: true;
 }
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -110,7 +116,8 @@ export interface LateCheckColumns {
 }
 
 /**
- * The page of `limit` rows (read `limit + 1`), after the late commits keysetPageSql put first;
+ * The page of `limit` rows (read `limit + 1`), after the late commits keysetPageSql put first
+ * (at most `limit` of them, read `limit + 1`: `moreLateCommits` when there were more);
  * `horizonUs` (transactionHorizon) goes into the cursor with the read's snapshot.
  */
 export function toPage<R extends object, T>(
@@ -121,7 +128,8 @@ export function toPage<R extends object, T>(
   horizonUs?: string,
 ): Page<T> {
   const isLate = (r: R) => (r as LateCheckColumns).lateCommit === true;
-  const late = rows.filter(isLate);
+  const allLate = rows.filter(isLate);
+  const late = allLate.slice(0, limit);
   const own = rows.filter((r) => !isLate(r));
   const more = own.length > limit;
   const items = own.slice(0, limit);
@@ -134,6 +142,7 @@ export function toPage<R extends object, T>(
       ? { nextCursor: encodeCursor({ ...cursorOf(last), ...(unseen ? { unseen } : {}) }) }
       : {}),
     ...(late.length ? { lateCommits: late.length } : {}),
+    ...(allLate.length > limit ? { moreLateCommits: true as const } : {}),
   };
 }
 
@@ -165,8 +174,10 @@ export interface KeysetList {
 }
 
 /**
- * One page, newest first: the rows older than the cursor (at most `limit + 1`) and, first,
- * every row that committed after the cursor's page was read yet sorts above its boundary.
+ * One page, newest first: the rows older than the cursor (at most `limit + 1`) and, first, the
+ * rows that committed after the cursor's page was read yet sort above its boundary, newest first
+ * and at most `limit + 1` of them too: a slow transaction may have written any number (a bulk
+ * import), and a page is never more than twice its size.
  */
 export function keysetPageSql(
   where: SearchWhere,
@@ -189,7 +200,7 @@ export function keysetPageSql(
     `${key} > ${boundary}`,
     `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
     `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
-  )}`;
+  )} ${order} LIMIT ${limit + 1}`;
   // ids are read as text where they are numbers: sorted as their type
   const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p

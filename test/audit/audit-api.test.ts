@@ -243,6 +243,8 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       key: string;
       /** The list's path with a filter that holds only this case's rows, if it has one. */
       path: () => string;
+      /** The audit page's list, if there is one that takes `limit`. */
+      page?: string;
       add: (c: Client, value: string) => Promise<unknown>;
       touch: string;
       cleanup: string;
@@ -265,6 +267,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
         list: 'orders',
         key: 'accessionNumber',
         path: () => `/api/audit/orders?sender=${encodeURIComponent('LATE|orders')}`,
+        page: `/audit/orders?sender=${encodeURIComponent('LATE|orders')}`,
         add: (c, value) =>
           c.query(
             `INSERT INTO orders (source, sender, state, accession_number, request)
@@ -278,6 +281,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
         list: 'messages',
         key: 'messageControlId',
         path: () => `/api/audit/messages?sender=${encodeURIComponent('LATE|messages')}`,
+        page: `/audit/messages?sender=${encodeURIComponent('LATE|messages')}`,
         add: (c, value) =>
           c.query(
             `INSERT INTO inbound_messages (transport, sender, message_type, message_control_id, raw, outcome)
@@ -345,6 +349,59 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
           expect(ours(seen)).toEqual(['LATE-C3', 'LATE-C2', 'LATE-SLOW', 'LATE-C1']);
           expect(late[0]).toBe(1);
           expect(late.slice(1).every((n) => n === 0)).toBe(true);
+        } finally {
+          await slow.end();
+          await db.query(cleanup);
+        }
+      },
+    );
+
+    // A slow transaction can commit any number of rows: a bulk import, a sender's backlog.
+    it.each(lateCases)(
+      'caps the late commits of $list at the page size and says there are more and where',
+      async ({ key, path: listPath, page, add, cleanup }) => {
+        const pause = () => new Promise((r) => setTimeout(r, 5));
+        const ours = (values: string[]) => values.filter((v) => v?.startsWith('LATE-'));
+        await add(db, 'LATE-C1');
+        await pause();
+        await add(db, 'LATE-C2');
+        await pause();
+        const slow = new Client({ connectionString: adapter.db.url });
+        await slow.connect();
+        try {
+          await slow.query('BEGIN');
+          for (let i = 1; i <= 5; i += 1) await add(slow, `LATE-SLOW${i}`);
+          await pause();
+          await add(db, 'LATE-C3');
+          const path = `${listPath()}&limit=2`;
+          const page1 = (await get(path)).body;
+          expect(page1.items.map((o: Json) => o[key])).toEqual(['LATE-C3', 'LATE-C2']);
+          await slow.query('COMMIT');
+          const page2 = (await get(`${path}&cursor=${encodeURIComponent(page1.nextCursor)}`)).body;
+          // before: all 5 late rows and the page's own (6 items for limit=2, without bound)
+          const items = ours(page2.items.map((o: Json) => o[key]));
+          expect(items).toHaveLength(3);
+          expect(items.slice(0, 2).every((v) => v.startsWith('LATE-SLOW'))).toBe(true);
+          expect(items[2]).toBe('LATE-C1');
+          expect(page2.lateCommits).toBe(2);
+          expect(page2.moreLateCommits).toBe(true);
+          if (page) {
+            // the page says so in words and links to its first page with the same filters
+            const res = await fetch(
+              `${adapter.httpUrl}${page}&limit=2&cursor=${encodeURIComponent(page1.nextCursor)}`,
+              { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' } },
+            );
+            const html = await res.text();
+            expect(res.status).toBe(200);
+            expect(html).toContain('committed after the page before was read; the 2 newest');
+            expect(html).toContain(
+              `<a href="${page.replace(/&/g, '&amp;')}&amp;limit=2">search again from the first page</a>`,
+            );
+          }
+          // the first page, searched again, shows every one of them
+          const again = (await get(listPath().replace(/[?&]$/, ''))).body;
+          const all = ours(again.items.map((o: Json) => o[key]));
+          for (let i = 1; i <= 5; i += 1) expect(all).toContain(`LATE-SLOW${i}`);
         } finally {
           await slow.end();
           await db.query(cleanup);

@@ -72,7 +72,18 @@ const RANGE_ISSUE = {
     return `must be later than from (from ${from.toISOString()} to ${to.toISOString()}: no time between)`;
   },
 };
-const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
+/**
+ * `limit`: a whole number written in decimal digits, 1 to MAX_PAGE_SIZE. Anything else stays
+ * text and is refused as not a number: z.coerce.number read `0x10` as 16, `1e2` as 100, `0b11`
+ * as 3 and `+5` as 5 (answered 200 with a page size other than the one written), a blank as 0,
+ * and a 20-digit number as out of two ranges at once. Over the maximum ends the checks there.
+ */
+const limit = z
+  .preprocess(
+    (v) => (typeof v === 'string' && /^-?\d+(?:\.\d+)?$/.test(v.trim()) ? Number(v.trim()) : v),
+    z.number().min(1).max(MAX_PAGE_SIZE, { abort: true }).int(),
+  )
+  .optional();
 const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
 
 /**

@@ -205,6 +205,22 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect(res.body.detail).toContain(detail);
       expect(res.body.detail).not.toMatch(/Invalid|Too big|Too small|expected/);
     });
+    // A page size is written in digits: before, JavaScript's number reading took `0x10` as
+    // 16, `1e2` as 100, `0b11` as 3 and `+5` as 5 (a different page than asked for, answered
+    // 200), read a blank as 0 ("must be at least 1") and answered a 20-digit one twice.
+    it.each([
+      ['/api/audit/orders?limit=0x10', 'limit must be a number'],
+      ['/api/audit/events?limit=1e2', 'limit must be a number'],
+      ['/api/audit/messages?limit=0b11', 'limit must be a number'],
+      ['/api/audit/dead-letters?limit=%2B5', 'limit must be a number'],
+      ['/api/audit/orders?limit=%20', 'limit must be a number'],
+      ['/api/audit/events?limit=99999999999999999999', 'limit must be at most 200'],
+    ])('refuses a page size not written as a whole number in digits: %s', async (path, detail) => {
+      const res = await get(path);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ status: 400, title: 'bad_request' });
+      expect(res.body.detail).toBe(detail);
+    });
   });
 
   describe('paging', () => {

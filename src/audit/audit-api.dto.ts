@@ -128,6 +128,14 @@ export const eventSearchSchema = z
 /** The dead-letter list's paging (the API; the same limits as the searches). */
 export const deadLetterPageSchema = z.strictObject({ cursor, limit });
 
+/**
+ * The dead-letter page's parameters: the API's, and `replayed` (the id a replay redirected
+ * with; only a banner, shown when it is an outbox id).
+ */
+export const deadLetterListSchema = deadLetterPageSchema.extend({
+  replayed: z.string().optional(),
+});
+
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
 /** The message browser's filters (page and API); `msh10` keeps the old exact lookup. */

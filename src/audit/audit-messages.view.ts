@@ -155,11 +155,15 @@ function reprocessForm(ctx: PageContext, view: MessageView): string {
 export function deadLettersPage(
   ctx: PageContext,
   input: {
+    /** The paging parameters the page was asked with (`limit`, `cursor`). */
+    filters: Record<string, string>;
     items: OutboxRow[];
     nextCursor?: string;
     lateCommits?: number;
     moreLateCommits?: boolean;
     replayed?: string;
+    /** Why the parameters could not be applied (shown above the list). */
+    problem?: string;
   },
 ): string {
   const rows = input.items
@@ -182,13 +186,16 @@ export function deadLettersPage(
     `<h1>Dead letters</h1>
     ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
     <section class="card">
-      ${lateCommitsNote(input.lateCommits, 'dead letter', input.moreLateCommits ? '/audit/dead-letters' : undefined)}
+      ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
+      ${lateCommitsNote(input.lateCommits, 'dead letter', input.moreLateCommits ? firstPageHref('/audit/dead-letters', input.filters) : undefined)}
       ${
         input.items.length
           ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
-          : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
+          : input.problem
+            ? ''
+            : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
       }
-      <div class="pager"><span class="muted">Most recent first</span>${input.nextCursor ? `<a class="secondary" href="/audit/dead-letters?cursor=${h(encodeURIComponent(input.nextCursor))}">Older →</a>` : ''}</div>
+      <div class="pager"><span class="muted">Most recent first</span>${olderPageLink('/audit/dead-letters', input.filters, input.nextCursor, 'Older →')}</div>
     </section>`,
   );
 }

@@ -223,6 +223,43 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     });
   });
 
+  // The dead-letter page read `cursor` and `replayed` by name and dropped everything else:
+  // `limit=1&limit=2`, `cursor[]=x` or a typo answered the first page as if it had matched,
+  // and a repeated cursor was a 400 error page saying the cursor was not valid.
+  it.each([
+    ['x=1', 'unknown filter x (the filters are cursor, limit, replayed)'],
+    ['cursor[]=abc', 'unknown filter cursor[]'],
+    ['limit=1&limit=2', 'limit: give one value (it came 2 times)'],
+    ['cursor=a&cursor=b', 'cursor: give one value (it came 2 times)'],
+    ['limit=0x10', 'limit must be a number'],
+    ['cursor=%00', 'cursor is not valid'],
+  ])('the dead-letter page refuses ?%s in words above the list', async (query, detail) => {
+    const res = await fetch(`${adapter.httpUrl}/audit/dead-letters?${query}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+    });
+    const html = await res.text();
+    expect(res.status).toBe(200);
+    expect(html).toContain(`<div class="notice err" role="alert">${detail}`);
+    expect(html).toContain('<h1>Dead letters</h1>');
+  });
+
+  it('the dead-letter page takes a page size and keeps it on its Older link', async () => {
+    const extra = await addDeadLetter(db, swfOrderId);
+    try {
+      const res = await fetch(`${adapter.httpUrl}/audit/dead-letters?limit=1`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+      });
+      const html = await res.text();
+      expect(res.status).toBe(200);
+      expect(html).not.toContain('role="alert"');
+      expect(html.match(/Replay…|<tr>\s*<td>/g)?.length).toBe(1);
+      expect(html).toMatch(/href="\/audit\/dead-letters\?limit=1&amp;cursor=[^"]+">Older/);
+    } finally {
+      await db.query(`DELETE FROM audit_events WHERE detail->>'outboxId' = $1`, [extra]);
+      await db.query(`DELETE FROM outbox WHERE id = $1::bigint`, [extra]);
+    }
+  });
+
   describe('paging', () => {
     it('walks every order exactly once, newest first, by cursor', async () => {
       const all = (await get('/api/audit/orders?limit=200')).body.items.map(

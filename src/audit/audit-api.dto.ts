@@ -48,10 +48,23 @@ function isCalendarDate(date: string): boolean {
   day.setUTCFullYear(y);
   return day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
 }
+/**
+ * Whether `value`'s fraction of a second goes past the millisecond (other than zeros): a Date
+ * holds milliseconds, so `…00.0005` was cut to `…00.000` and a `from` took in rows from before
+ * it, a `to` left out rows before it (the database keeps microseconds). Refused, never cut.
+ */
+function finerThanMillisecond(value: string): boolean {
+  const fraction = /\.(\d+)/.exec(ISO_INSTANT.exec(value)?.[2] ?? '')?.[1] ?? '';
+  return /[1-9]/.test(fraction.slice(3));
+}
 const instant = z
   .string()
   .trim()
   .refine((v) => isoInstant(v) !== undefined, INSTANT_MESSAGE)
+  .refine(
+    (v) => !finerThanMillisecond(v),
+    'must not be finer than a millisecond (at most 3 digits after the second)',
+  )
   .transform((v) => isoInstant(v)!)
   .optional();
 const flag = z

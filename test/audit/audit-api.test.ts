@@ -196,6 +196,10 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       ],
       ['/api/audit/messages?text=a', 'text is shorter than 2 characters'],
       ['/api/audit/messages?sender=%20%20', 'sender must not be empty'],
+      [
+        '/api/audit/orders?from=2026-11-25T10:00:00.0005Z',
+        'from: must not be finer than a millisecond (at most 3 digits after the second)',
+      ],
     ])('a refused parameter is named with what is allowed (case %#)', async (path, detail) => {
       // Before: zod's own words (`state: Invalid option: expected one of "received"|...`,
       // `accession: Too big: expected string to have <=4096 characters`, `Invalid input`).

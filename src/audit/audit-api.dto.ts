@@ -366,6 +366,12 @@ export class MessagePageDto {
   @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
   @ApiPropertyOptional() nextCursor?: string;
   @ApiPropertyOptional({
+    format: 'date-time',
+    description:
+      'with `text`: a page reads at most 10,000 messages for it; when it stopped there before filling, the time of the last message it read (more may match below: nextCursor searches on); absent otherwise',
+  })
+  searchedTo?: string;
+  @ApiPropertyOptional({
     description:
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })

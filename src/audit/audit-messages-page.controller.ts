@@ -45,6 +45,7 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         nextCursor: found?.nextCursor,
         lateCommits: found?.lateCommits,
         moreLateCommits: found?.moreLateCommits,
+        searchedTo: found?.searchedTo,
         problem,
       }),
     );

@@ -1,5 +1,5 @@
 import type { MessageView } from './audit-presenter';
-import type { MessageRow, OutboxRow } from './audit-query.service';
+import { type MessageRow, type OutboxRow, TEXT_SCAN_ROWS } from './audit-query.service';
 import {
   PageContext,
   h,
@@ -64,6 +64,8 @@ export function messageListPage(
     nextCursor?: string;
     lateCommits?: number;
     moreLateCommits?: boolean;
+    /** Where a text search stopped reading (TEXT_SCAN_ROWS a page); Older searches on. */
+    searchedTo?: string;
     problem?: string;
   },
 ): string {
@@ -102,7 +104,8 @@ export function messageListPage(
       </form>
     </section>
     <section class="card" aria-labelledby="ml-h">
-      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
+      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : input.searchedTo ? 'No messages match so far' : 'No messages match'}</h2>
+      ${input.searchedTo ? `<p class="notice" role="note">At most ${TEXT_SCAN_ROWS.toLocaleString('en')} messages are read per page for a text; this page read back to ${when(input.searchedTo)}. “Older messages” searches on from there.</p>` : ''}
       ${lateCommitsNote(input.lateCommits, 'message', input.moreLateCommits ? firstPageHref('/audit/messages', f) : undefined)}
       ${
         input.messages.length

@@ -31,6 +31,12 @@ export interface Page<T> {
    * page, searched again, does.
    */
   moreLateCommits?: true;
+  /**
+   * Where the page stopped reading, when its search has no index and reads a bounded number
+   * of rows per page (a message browser's text): the time of the last row it read. More may
+   * match below it: `nextCursor` searches on from there. Absent when the page read all it needed.
+   */
+  searchedTo?: string;
 }
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -184,17 +190,22 @@ export function keysetPageSql(
   cursor: Cursor | undefined,
   list: KeysetList,
   limit: number,
+  /** The page's own rows only from this row up (its key and above): a bounded read (scanEndSql). */
+  window?: { us: string; id: string },
 ): string {
   const { columns, from, timeColumn: t, idColumn: id, idType } = list;
   const select = (late: boolean) =>
     `SELECT ${columns}, ${late} AS "lateCommit", pg_current_snapshot()::text AS "snapshot" FROM ${from}`;
   const order = t ? `ORDER BY ${t} DESC, ${id} DESC` : `ORDER BY ${id} DESC`;
-  if (!cursor) return `${select(false)} ${where.sql()} ${order} LIMIT ${limit + 1}`;
   const key = t ? `(${t}, ${id})` : id;
-  const boundary = t
-    ? `(timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`
-    : `${where.param(cursor.id)}::${idType}`;
-  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`)} ${order} LIMIT ${limit + 1}`;
+  const at = (c: { us: string; id: string }) =>
+    t
+      ? `(timestamptz 'epoch' + ${where.param(c.us)}::bigint * interval '1 microsecond', ${where.param(c.id)}::${idType})`
+      : `${where.param(c.id)}::${idType}`;
+  const inWindow = window ? [`${key} >= ${at(window)}`] : [];
+  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${order} LIMIT ${limit + 1}`;
+  const boundary = at(cursor);
+  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${order} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
   const late = `${select(true)} ${where.sql(
     `${key} > ${boundary}`,
@@ -205,6 +216,58 @@ export function keysetPageSql(
   const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p
     ORDER BY p."lateCommit" DESC, ${outer}`;
+}
+
+/**
+ * The row `rows` rows down the list from the cursor (newest first, through the list's index,
+ * `where` holding only the filters that index serves), with the read's snapshot: the end of a
+ * bounded read for a filter no index serves. No row: fewer are left, the read is not cut.
+ */
+export function scanEndSql(
+  where: SearchWhere,
+  cursor: Cursor | undefined,
+  list: KeysetList & { timeColumn: string },
+  rows: number,
+): string {
+  const { timeColumn: t, idColumn: id, idType } = list;
+  if (cursor) {
+    where.add(
+      `(${t}, ${id}) < (timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`,
+    );
+  }
+  return `SELECT (extract(epoch FROM ${t}) * 1000000)::bigint::text AS us, ${id}::text AS id,
+                 ${t} AS at, pg_current_snapshot()::text AS snapshot
+            FROM ${list.from} ${where.sql()}
+           ORDER BY ${t} DESC, ${id} DESC OFFSET ${rows - 1} LIMIT 1`;
+}
+
+/** A row where a bounded read stopped (scanEndSql). */
+export interface ScanEnd {
+  us: string;
+  id: string;
+  at: Date | string;
+  snapshot: string;
+}
+
+/**
+ * The page of a bounded read that ended at `end` before filling: it goes on from there (its
+ * cursor is `end`, with the snapshot of the page's read, or, if it found nothing, of the read
+ * that found `end`: then nothing that read could not see was found either), and says how far it
+ * read. A page that filled first keeps its own cursor (its last row is above `end`).
+ */
+export function continuedAt<T>(
+  page: Page<T>,
+  end: ScanEnd | undefined,
+  horizonUs: string,
+  pageSnapshot: string | undefined,
+): Page<T> {
+  if (!end || page.nextCursor) return page;
+  const unseen = { horizonUs, snapshot: pageSnapshot ?? end.snapshot };
+  return {
+    ...page,
+    nextCursor: encodeCursor({ us: end.us, id: end.id, unseen }),
+    searchedTo: (end.at instanceof Date ? end.at : new Date(end.at)).toISOString(),
+  };
 }
 
 /** A search's WHERE clause, built filter by filter; every value goes in as the next parameter. */

@@ -20,6 +20,7 @@ import { OrdersPatientIdentifiers20261127220000 } from './20261127220000-orders-
 import { LateCommitPaging20261128000000 } from './20261128000000-late-commit-paging';
 import { InboundIfNoneExist20261128010000 } from './20261128010000-inbound-if-none-exist';
 import { StudyInstancesBySeries20261128020000 } from './20261128020000-study-instances-by-series';
+import { AuditcapLateCommitEventsDeadLetters20261128031000 } from './20261128031000-auditcap-late-commit-events-dead-letters';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -48,4 +49,5 @@ export const MIGRATIONS = [
   LateCommitPaging20261128000000,
   InboundIfNoneExist20261128010000,
   StudyInstancesBySeries20261128020000,
+  AuditcapLateCommitEventsDeadLetters20261128031000,
 ];

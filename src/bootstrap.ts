@@ -11,6 +11,7 @@ import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentia
 import { BodyStallError, bodyStallReason } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
+import { answerClientErrors } from './common/client-error';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
 import { listenPorts } from './config/listen-ports';
@@ -248,6 +249,7 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       bodyMinBytesPerSecond: config.HTTP_BODY_MIN_BYTES_PER_SECOND,
       onClose: countGuardClose,
     });
+    answerClientErrors(app.getHttpServer());
     await app.init();
     cleanups.push(() => app.close());
 

@@ -13,6 +13,8 @@ describe('audit search time filters', () => {
     ['2026-03-29T02:30+02:00', '2026-03-29T00:30:00.000Z'],
     ['2026-11-25T10:00+0100', '2026-11-25T09:00:00.000Z'],
     ['2000-12-31T23:59:59.999Z', '2000-12-31T23:59:59.999Z'],
+    ['2026-11-25T10:00:00.123000Z', '2026-11-25T10:00:00.123Z'],
+    ['2026-11-25T10:00:00.5000000', '2026-11-25T10:00:00.500Z'],
   ])('%s is %s', (value, instant) => {
     expect(from(value)?.toISOString()).toBe(instant);
   });
@@ -40,6 +42,22 @@ describe('audit search time filters', () => {
     );
     expect(() => parseInput(messageBrowseSchema, { to: value })).toThrow(
       'to: must be an ISO 8601 date or date-time',
+    );
+  });
+
+  // A Date holds milliseconds: `…00.0005` was cut to `…00.000`, so `from` took in rows from
+  // before it and `to` left out rows before it, and a range of a microsecond was refused as
+  // "from …00.000Z to …00.000Z: no time between".
+  it.each([
+    '2026-11-25T10:00:00.0005Z',
+    '2026-11-25T10:00:00.123456',
+    '2026-11-25 10:00:00.000000001+01:00',
+  ])('%s (finer than a millisecond) is refused, never cut', (value) => {
+    expect(() => from(value)).toThrow(
+      'from: must not be finer than a millisecond (at most 3 digits after the second)',
+    );
+    expect(() => parseInput(messageBrowseSchema, { to: value })).toThrow(
+      'to: must not be finer than a millisecond',
     );
   });
 });

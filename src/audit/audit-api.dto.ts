@@ -48,10 +48,23 @@ function isCalendarDate(date: string): boolean {
   day.setUTCFullYear(y);
   return day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
 }
+/**
+ * Whether `value`'s fraction of a second goes past the millisecond (other than zeros): a Date
+ * holds milliseconds, so `…00.0005` was cut to `…00.000` and a `from` took in rows from before
+ * it, a `to` left out rows before it (the database keeps microseconds). Refused, never cut.
+ */
+function finerThanMillisecond(value: string): boolean {
+  const fraction = /\.(\d+)/.exec(ISO_INSTANT.exec(value)?.[2] ?? '')?.[1] ?? '';
+  return /[1-9]/.test(fraction.slice(3));
+}
 const instant = z
   .string()
   .trim()
   .refine((v) => isoInstant(v) !== undefined, INSTANT_MESSAGE)
+  .refine(
+    (v) => !finerThanMillisecond(v),
+    'must not be finer than a millisecond (at most 3 digits after the second)',
+  )
   .transform((v) => isoInstant(v)!)
   .optional();
 const flag = z
@@ -72,7 +85,18 @@ const RANGE_ISSUE = {
     return `must be later than from (from ${from.toISOString()} to ${to.toISOString()}: no time between)`;
   },
 };
-const limit = z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).optional();
+/**
+ * `limit`: a whole number written in decimal digits, 1 to MAX_PAGE_SIZE. Anything else stays
+ * text and is refused as not a number: z.coerce.number read `0x10` as 16, `1e2` as 100, `0b11`
+ * as 3 and `+5` as 5 (answered 200 with a page size other than the one written), a blank as 0,
+ * and a 20-digit number as out of two ranges at once. Over the maximum ends the checks there.
+ */
+const limit = z
+  .preprocess(
+    (v) => (typeof v === 'string' && /^-?\d+(?:\.\d+)?$/.test(v.trim()) ? Number(v.trim()) : v),
+    z.number().min(1).max(MAX_PAGE_SIZE, { abort: true }).int(),
+  )
+  .optional();
 const cursor = z.string().max(MAX_CURSOR_LENGTH).optional();
 
 /**
@@ -116,6 +140,14 @@ export const eventSearchSchema = z
 
 /** The dead-letter list's paging (the API; the same limits as the searches). */
 export const deadLetterPageSchema = z.strictObject({ cursor, limit });
+
+/**
+ * The dead-letter page's parameters: the API's, and `replayed` (the id a replay redirected
+ * with; only a banner, shown when it is an outbox id).
+ */
+export const deadLetterListSchema = deadLetterPageSchema.extend({
+  replayed: z.string().optional(),
+});
 
 export const MESSAGE_OUTCOMES = ['accepted', 'duplicate', 'rejected', 'error', 'refused'] as const;
 
@@ -230,6 +262,12 @@ export class OrderPageDto {
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class AuditEventDto {
@@ -252,6 +290,17 @@ export class AuditEventDto {
 export class EventPageDto {
   @ApiProperty({ type: [AuditEventDto] }) items!: AuditEventDto[];
   @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class LineageLineDto {
@@ -317,15 +366,38 @@ export class MessagePageDto {
   @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
   @ApiPropertyOptional() nextCursor?: string;
   @ApiPropertyOptional({
+    format: 'date-time',
+    description:
+      'with `text`: a page reads at most 10,000 messages for it; when it stopped there before filling, the time of the last message it read (more may match below: nextCursor searches on); absent otherwise',
+  })
+  searchedTo?: string;
+  @ApiPropertyOptional({
     description:
       'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
   })
   lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class OutboundPageDto {
   @ApiProperty({ type: [OutboundDocumentDto] }) items!: OutboundDocumentDto[];
   @ApiPropertyOptional() nextCursor?: string;
+  @ApiPropertyOptional({
+    description:
+      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
+  })
+  lateCommits?: number;
+  @ApiPropertyOptional({
+    enum: [true],
+    description:
+      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
+  })
+  moreLateCommits?: true;
 }
 
 export class RevealRequestDto {

@@ -45,12 +45,29 @@ export function instantFieldValue(given: string | undefined): string {
 
 /**
  * Above a page that starts with rows committed after the page before it was read (a slow
- * transaction's: they sort above that page, so they are shown here, once).
+ * transaction's: they sort above that page, so they are shown here, once). `firstPage` when
+ * more committed than the page holds: the newest are shown, and the others only by searching
+ * again from the first page (where they are, being newer than the page before).
  */
-export function lateCommitsNote(count: number | undefined, noun: string): string {
+export function lateCommitsNote(
+  count: number | undefined,
+  noun: string,
+  firstPage?: string,
+): string {
   if (!count) return '';
+  if (firstPage) {
+    return `<p class="notice" role="note">More than ${count} ${noun}s committed after the page before was read; the ${count} newest of them are shown here. The others are newer than the page before, so the next pages do not show them: <a href="${h(firstPage)}">search again from the first page</a> to see them.</p>`;
+  }
   const what = count === 1 ? `The first ${noun}` : `The first ${count} ${noun}s`;
   return `<p class="muted" role="note">${what} committed after the page before was read; ${count === 1 ? 'it is' : 'they are'} newer than that page's, so ${count === 1 ? 'it is' : 'they are'} shown here.</p>`;
+}
+
+/** The list's first page with the same filters (no cursor). */
+export function firstPageHref(path: string, filters: Record<string, string>): string {
+  const query = new URLSearchParams(
+    Object.entries(filters).filter(([k, v]) => v !== '' && k !== 'cursor'),
+  ).toString();
+  return query ? `${path}?${query}` : path;
 }
 
 /** The pager's link to the next (older) page: the same filters, and the page's cursor. */

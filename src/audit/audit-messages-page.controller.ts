@@ -3,7 +3,12 @@ import type { Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { resolveReveal } from './audit-api.reveal';
-import { messageBrowseSchema, parseInput, replaySchema } from './audit-api.dto';
+import {
+  deadLetterListSchema,
+  messageBrowseSchema,
+  parseInput,
+  replaySchema,
+} from './audit-api.dto';
 import type { MessageReprocessor } from './audit-api.reprocess';
 import { AuditPage, FormPost, RecordPages, renderPage, searchPage } from './audit-page.shared';
 import type { DetailPageRequest, PageRequest } from './audit-page.shared';
@@ -39,6 +44,8 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         messages: found?.items ?? [],
         nextCursor: found?.nextCursor,
         lateCommits: found?.lateCommits,
+        moreLateCommits: found?.moreLateCommits,
+        searchedTo: found?.searchedTo,
         problem,
       }),
     );
@@ -72,19 +79,31 @@ export class AuditMessagesPageController extends RecordPages('messages') {
     renderPage(req, res, (ctx) => messagePage(ctx, view, orderIds));
   }
 
+  /**
+   * The dead letters, by the API's parameters: a refused one is said above the list, as on the
+   * order and message lists (before, only `cursor` was read and anything else was dropped).
+   */
   @Get('dead-letters')
   async deadLetters(
-    @Query('cursor') cursor: string | undefined,
-    @Query('replayed') replayed: string | undefined,
+    @Query() q: Record<string, unknown>,
     @Req() req: AuthenticatedRequest,
     @Res() res: Response,
   ): Promise<void> {
-    const page = await this.query.deadLetters({ cursor });
+    const { filters, found, problem } = await searchPage(
+      q,
+      deadLetterListSchema,
+      ({ replayed: _replayed, ...paging }) => this.query.deadLetters(paging),
+    );
+    const { replayed, ...paging } = filters;
     renderPage(req, res, (ctx) =>
       deadLettersPage(ctx, {
-        items: page.items.map((r) => presentOutbox(r, false)),
-        nextCursor: page.nextCursor,
+        filters: paging,
+        items: (found?.items ?? []).map((r) => presentOutbox(r, false)),
+        nextCursor: found?.nextCursor,
+        lateCommits: found?.lateCommits,
+        moreLateCommits: found?.moreLateCommits,
         replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
+        problem,
       }),
     );
   }

@@ -1,5 +1,5 @@
 import type { MessageView } from './audit-presenter';
-import type { MessageRow, OutboxRow } from './audit-query.service';
+import { type MessageRow, type OutboxRow, TEXT_SCAN_ROWS } from './audit-query.service';
 import {
   PageContext,
   h,
@@ -15,6 +15,7 @@ import {
   filterSelect,
   filterText,
   instantFieldValue,
+  firstPageHref,
   lateCommitsNote,
   olderPageLink,
 } from './audit-list.view';
@@ -62,6 +63,9 @@ export function messageListPage(
     messages: MessageRow[];
     nextCursor?: string;
     lateCommits?: number;
+    moreLateCommits?: boolean;
+    /** Where a text search stopped reading (TEXT_SCAN_ROWS a page); Older searches on. */
+    searchedTo?: string;
     problem?: string;
   },
 ): string {
@@ -100,8 +104,9 @@ export function messageListPage(
       </form>
     </section>
     <section class="card" aria-labelledby="ml-h">
-      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : 'No messages match'}</h2>
-      ${lateCommitsNote(input.lateCommits, 'message')}
+      <h2 id="ml-h">${input.messages.length ? `${input.messages.length}${input.nextCursor ? '+' : ''} message${input.messages.length === 1 ? '' : 's'}` : input.searchedTo ? 'No messages match so far' : 'No messages match'}</h2>
+      ${input.searchedTo ? `<p class="notice" role="note">At most ${TEXT_SCAN_ROWS.toLocaleString('en')} messages are read per page for a text; this page read back to ${when(input.searchedTo)}. “Older messages” searches on from there.</p>` : ''}
+      ${lateCommitsNote(input.lateCommits, 'message', input.moreLateCommits ? firstPageHref('/audit/messages', f) : undefined)}
       ${
         input.messages.length
           ? `<table><thead><tr><th scope="col">Received</th><th scope="col">Type</th><th scope="col">MSH-10 / id</th><th scope="col">Sender</th><th scope="col">Transport</th><th scope="col">Outcome</th><th scope="col">Answer</th><th scope="col">Why</th></tr></thead><tbody>${rows}</tbody></table>`
@@ -152,7 +157,17 @@ function reprocessForm(ctx: PageContext, view: MessageView): string {
 
 export function deadLettersPage(
   ctx: PageContext,
-  input: { items: OutboxRow[]; nextCursor?: string; replayed?: string },
+  input: {
+    /** The paging parameters the page was asked with (`limit`, `cursor`). */
+    filters: Record<string, string>;
+    items: OutboxRow[];
+    nextCursor?: string;
+    lateCommits?: number;
+    moreLateCommits?: boolean;
+    replayed?: string;
+    /** Why the parameters could not be applied (shown above the list). */
+    problem?: string;
+  },
 ): string {
   const rows = input.items
     .map(
@@ -174,12 +189,16 @@ export function deadLettersPage(
     `<h1>Dead letters</h1>
     ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
     <section class="card">
+      ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
+      ${lateCommitsNote(input.lateCommits, 'dead letter', input.moreLateCommits ? firstPageHref('/audit/dead-letters', input.filters) : undefined)}
       ${
         input.items.length
           ? `<table><thead><tr><th scope="col">Accession</th><th scope="col">Placer</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Attempts</th><th scope="col">Last error</th><th scope="col">Gave up</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead><tbody>${rows}</tbody></table>`
-          : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
+          : input.problem
+            ? ''
+            : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
       }
-      <div class="pager"><span class="muted">Most recent first</span>${input.nextCursor ? `<a class="secondary" href="/audit/dead-letters?cursor=${h(encodeURIComponent(input.nextCursor))}">Older →</a>` : ''}</div>
+      <div class="pager"><span class="muted">Most recent first</span>${olderPageLink('/audit/dead-letters', input.filters, input.nextCursor, 'Older →')}</div>
     </section>`,
   );
 }

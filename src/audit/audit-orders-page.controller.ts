@@ -54,6 +54,7 @@ export async function sendOrderList(
       orders,
       nextCursor: found?.nextCursor,
       lateCommits: found?.lateCommits,
+      moreLateCommits: found?.moreLateCommits,
       messages: found?.messages,
       problem,
       states: ORDER_STATES,

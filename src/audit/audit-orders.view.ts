@@ -25,6 +25,7 @@ import {
   filterSelect,
   filterText,
   instantFieldValue,
+  firstPageHref,
   lateCommitsNote,
   olderPageLink,
 } from './audit-list.view';
@@ -49,6 +50,7 @@ export function orderListPage(
     orders: Array<OrderRow & { waiting?: Waiting | null }>;
     nextCursor?: string;
     lateCommits?: number;
+    moreLateCommits?: boolean;
     messages?: MessageRow[];
     /** Why the filters could not be applied (shown above the list). */
     problem?: string;
@@ -102,7 +104,7 @@ export function orderListPage(
     ${messages}
     <section class="card" aria-labelledby="results-h">
       <h2 id="results-h">${input.orders.length ? `${input.orders.length}${input.nextCursor ? '+' : ''} order${input.orders.length === 1 ? '' : 's'}` : 'No orders match'}</h2>
-      ${lateCommitsNote(input.lateCommits, 'order')}
+      ${lateCommitsNote(input.lateCommits, 'order', input.moreLateCommits ? firstPageHref('/audit/orders', f) : undefined)}
       ${
         input.orders.length
           ? `<table><thead><tr><th scope="col">Created</th><th scope="col">Accession</th><th scope="col">Patient</th><th scope="col">Placer</th><th scope="col">State</th><th scope="col">Source</th><th scope="col">Upstream order</th><th scope="col"><span class="visually-hidden">Errors</span></th></tr></thead><tbody>${rows}</tbody></table>`

@@ -31,6 +31,7 @@ export {
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
   TIMELINE_HEAD,
+  TEXT_SCAN_ROWS,
   TIMELINE_LIMIT,
   UPSTREAM_FAILED_STATUSES,
 } from '../persistence/audit-query.repository';

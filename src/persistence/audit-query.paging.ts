@@ -2,17 +2,18 @@ import { AppError } from '../common/app-error';
 
 /**
  * Keyset paging of the audit log's lists: page sizes, the opaque cursor (the last row's time in
- * microseconds and its id, and for the order and message lists what the page could not yet
- * see), and the WHERE clause a search builds with numbered parameters.
+ * microseconds and its id, and what the page could not yet see), and the WHERE clause a search
+ * builds with numbered parameters. Every list re-checks late commits: orders, messages, events
+ * (sorted by id alone: an id is taken inside the writing transaction) and dead letters.
  *
  * Late commits: a row's time is its transaction's start (now()), so a transaction that commits
  * after a page was read can add a row that sorts above that page's last row; paging on by
  * "older than the last row" alone never showed it. The cursor therefore also carries the page's
  * MVCC snapshot and the start of the oldest transaction open when it was read (the horizon: no
  * row the snapshot could not see is older). The next page shows, above its own rows, every row
- * that sorts above the boundary, is not older than the horizon, and was inserted by a
- * transaction that snapshot did not see (`created_xid`): each row exactly once, whatever
- * updates it has had. See docs/audit.md, "Paging".
+ * that sorts above the boundary, is not older than the horizon, and was put in the list by a
+ * transaction that snapshot did not see (`created_xid`, a dead letter's `dead_xid`): each row
+ * exactly once, whatever updates it has had. See docs/audit.md, "Paging".
  */
 
 export interface Page<T> {
@@ -24,6 +25,18 @@ export interface Page<T> {
    * it, so "next page" alone would never have shown them). Absent when none.
    */
   lateCommits?: number;
+  /**
+   * True when more rows committed late than a page holds (its size): the `lateCommits` newest
+   * are shown; the others sort above the page before, so no later page shows them. The first
+   * page, searched again, does.
+   */
+  moreLateCommits?: true;
+  /**
+   * Where the page stopped reading, when its search has no index and reads a bounded number
+   * of rows per page (a message browser's text): the time of the last row it read. More may
+   * match below it: `nextCursor` searches on from there. Absent when the page read all it needed.
+   */
+  searchedTo?: string;
 }
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -109,7 +122,8 @@ export interface LateCheckColumns {
 }
 
 /**
- * The page of `limit` rows (read `limit + 1`), after the late commits keysetPageSql put first;
+ * The page of `limit` rows (read `limit + 1`), after the late commits keysetPageSql put first
+ * (at most `limit` of them, read `limit + 1`: `moreLateCommits` when there were more);
  * `horizonUs` (transactionHorizon) goes into the cursor with the read's snapshot.
  */
 export function toPage<R extends object, T>(
@@ -120,7 +134,8 @@ export function toPage<R extends object, T>(
   horizonUs?: string,
 ): Page<T> {
   const isLate = (r: R) => (r as LateCheckColumns).lateCommit === true;
-  const late = rows.filter(isLate);
+  const allLate = rows.filter(isLate);
+  const late = allLate.slice(0, limit);
   const own = rows.filter((r) => !isLate(r));
   const more = own.length > limit;
   const items = own.slice(0, limit);
@@ -133,6 +148,7 @@ export function toPage<R extends object, T>(
       ? { nextCursor: encodeCursor({ ...cursorOf(last), ...(unseen ? { unseen } : {}) }) }
       : {}),
     ...(late.length ? { lateCommits: late.length } : {}),
+    ...(allLate.length > limit ? { moreLateCommits: true as const } : {}),
   };
 }
 
@@ -146,42 +162,112 @@ export const TRANSACTION_HORIZON_SQL = `SELECT floor(extract(epoch FROM least(cl
 
 /** How a list is paged: its table, sort key and the column of the inserting transaction. */
 export interface KeysetList {
-  /** The columns read, `"cursorUs"` (the time in microseconds) and `id` among them. */
+  /** The columns read, `id` among them, and `"cursorUs"` (the time in microseconds) if timed. */
   columns: string;
   /** `<table> <alias>` */
   from: string;
-  timeColumn: string;
+  /** The sort key is (timeColumn, idColumn) newest first; without a time, idColumn alone. */
+  timeColumn?: string;
   idColumn: string;
   idType: string;
-  /** The inserting transaction's id (xid8); NULL counts as seen by every page. */
+  /**
+   * When the row entered the list: its writing transaction's start (now()), so that no row a
+   * page could not see is older than that page's horizon. The time column, if the list has one.
+   */
+  enteredColumn: string;
+  /** The transaction that put the row in the list (xid8); NULL counts as seen by every page. */
   xidColumn: string;
 }
 
 /**
- * One page, newest first: the rows older than the cursor (at most `limit + 1`) and, first,
- * every row that committed after the cursor's page was read yet sorts above its boundary.
+ * One page, newest first: the rows older than the cursor (at most `limit + 1`) and, first, the
+ * rows that committed after the cursor's page was read yet sort above its boundary, newest first
+ * and at most `limit + 1` of them too: a slow transaction may have written any number (a bulk
+ * import), and a page is never more than twice its size.
  */
 export function keysetPageSql(
   where: SearchWhere,
   cursor: Cursor | undefined,
   list: KeysetList,
   limit: number,
+  /** The page's own rows only from this row up (its key and above): a bounded read (scanEndSql). */
+  window?: { us: string; id: string },
 ): string {
   const { columns, from, timeColumn: t, idColumn: id, idType } = list;
   const select = (late: boolean) =>
     `SELECT ${columns}, ${late} AS "lateCommit", pg_current_snapshot()::text AS "snapshot" FROM ${from}`;
-  const order = `ORDER BY ${t} DESC, ${id} DESC`;
-  if (!cursor) return `${select(false)} ${where.sql()} ${order} LIMIT ${limit + 1}`;
-  const boundary = `(timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`;
-  const own = `${select(false)} ${where.sql(`(${t}, ${id}) < ${boundary}`)} ${order} LIMIT ${limit + 1}`;
+  const order = t ? `ORDER BY ${t} DESC, ${id} DESC` : `ORDER BY ${id} DESC`;
+  const key = t ? `(${t}, ${id})` : id;
+  const at = (c: { us: string; id: string }) =>
+    t
+      ? `(timestamptz 'epoch' + ${where.param(c.us)}::bigint * interval '1 microsecond', ${where.param(c.id)}::${idType})`
+      : `${where.param(c.id)}::${idType}`;
+  const inWindow = window ? [`${key} >= ${at(window)}`] : [];
+  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${order} LIMIT ${limit + 1}`;
+  const boundary = at(cursor);
+  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${order} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
   const late = `${select(true)} ${where.sql(
-    `(${t}, ${id}) > ${boundary}`,
-    `${t} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
+    `${key} > ${boundary}`,
+    `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
     `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
-  )}`;
+  )} ${order} LIMIT ${limit + 1}`;
+  // ids are read as text where they are numbers: sorted as their type
+  const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p
-    ORDER BY p."lateCommit" DESC, p."cursorUs"::bigint DESC, p.id DESC`;
+    ORDER BY p."lateCommit" DESC, ${outer}`;
+}
+
+/**
+ * The row `rows` rows down the list from the cursor (newest first, through the list's index,
+ * `where` holding only the filters that index serves), with the read's snapshot: the end of a
+ * bounded read for a filter no index serves. No row: fewer are left, the read is not cut.
+ */
+export function scanEndSql(
+  where: SearchWhere,
+  cursor: Cursor | undefined,
+  list: KeysetList & { timeColumn: string },
+  rows: number,
+): string {
+  const { timeColumn: t, idColumn: id, idType } = list;
+  if (cursor) {
+    where.add(
+      `(${t}, ${id}) < (timestamptz 'epoch' + ${where.param(cursor.us)}::bigint * interval '1 microsecond', ${where.param(cursor.id)}::${idType})`,
+    );
+  }
+  return `SELECT (extract(epoch FROM ${t}) * 1000000)::bigint::text AS us, ${id}::text AS id,
+                 ${t} AS at, pg_current_snapshot()::text AS snapshot
+            FROM ${list.from} ${where.sql()}
+           ORDER BY ${t} DESC, ${id} DESC OFFSET ${rows - 1} LIMIT 1`;
+}
+
+/** A row where a bounded read stopped (scanEndSql). */
+export interface ScanEnd {
+  us: string;
+  id: string;
+  at: Date | string;
+  snapshot: string;
+}
+
+/**
+ * The page of a bounded read that ended at `end` before filling: it goes on from there (its
+ * cursor is `end`, with the snapshot of the page's read, or, if it found nothing, of the read
+ * that found `end`: then nothing that read could not see was found either), and says how far it
+ * read. A page that filled first keeps its own cursor (its last row is above `end`).
+ */
+export function continuedAt<T>(
+  page: Page<T>,
+  end: ScanEnd | undefined,
+  horizonUs: string,
+  pageSnapshot: string | undefined,
+): Page<T> {
+  if (!end || page.nextCursor) return page;
+  const unseen = { horizonUs, snapshot: pageSnapshot ?? end.snapshot };
+  return {
+    ...page,
+    nextCursor: encodeCursor({ us: end.us, id: end.id, unseen }),
+    searchedTo: (end.at instanceof Date ? end.at : new Date(end.at)).toISOString(),
+  };
 }
 
 /** A search's WHERE clause, built filter by filter; every value goes in as the next parameter. */
@@ -197,16 +283,6 @@ export class SearchWhere {
 
   add(condition: string): void {
     this.conditions.push(condition);
-  }
-
-  /**
-   * Rows older than the cursor on (`timeColumn`, `idColumn`), the order of the list's index;
-   * `idType` is the id's SQL type.
-   */
-  olderThan(cursor: Cursor, timeColumn: string, idColumn: string, idType: string): void {
-    this.add(
-      `(${timeColumn}, ${idColumn}) < (timestamptz 'epoch' + ${this.param(cursor.us)}::bigint * interval '1 microsecond', ${this.param(cursor.id)}::${idType})`,
-    );
   }
 
   /** `WHERE a AND b` (and `more`, for this query only), or nothing when there is no filter. */

@@ -188,6 +188,10 @@ export class OutboxRepository extends RepositoryBase {
     return updated.length > 0;
   }
 
+  /**
+   * Gives the row up. `dead_xid` names this transaction, so that a dead-letter page read before
+   * it commits shows the row on the next page (late-commit paging, audit-query.paging.ts).
+   */
   async markDead(
     id: string,
     attempts: number,
@@ -195,7 +199,7 @@ export class OutboxRepository extends RepositoryBase {
     manager?: EntityManager,
   ): Promise<boolean> {
     const updated: Array<{ id: string }> = await this.db(manager).query(
-      `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), last_error = $3, claimed_by = NULL
+      `WITH u AS (UPDATE outbox SET status = 'dead', updated_at = now(), dead_xid = pg_current_xact_id(), last_error = $3, claimed_by = NULL
                         WHERE ${OURS} RETURNING id)
            SELECT id::text FROM u`,
       [id, attempts, pgText(reason)],

@@ -2,6 +2,7 @@ import { ORDER_STATES } from '../../src/domain/order-state';
 import { Client } from 'pg';
 import { AuditRetentionService } from '../../src/audit/audit-retention.service';
 import { JOB_QUEUE } from '../../src/jobs/jobs.tokens';
+import { OutboxRepository } from '../../src/persistence/outbox.repository';
 import type { JobQueue } from '../../src/jobs/job-queue';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { addDeadLetter, orderIdByAccession, SEEDED, sendFixtures } from './audit-seed';
@@ -195,6 +196,10 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       ],
       ['/api/audit/messages?text=a', 'text is shorter than 2 characters'],
       ['/api/audit/messages?sender=%20%20', 'sender must not be empty'],
+      [
+        '/api/audit/orders?from=2026-11-25T10:00:00.0005Z',
+        'from: must not be finer than a millisecond (at most 3 digits after the second)',
+      ],
     ])('a refused parameter is named with what is allowed (case %#)', async (path, detail) => {
       // Before: zod's own words (`state: Invalid option: expected one of "received"|...`,
       // `accession: Too big: expected string to have <=4096 characters`, `Invalid input`).
@@ -204,6 +209,59 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect(res.body.detail).toContain(detail);
       expect(res.body.detail).not.toMatch(/Invalid|Too big|Too small|expected/);
     });
+    // A page size is written in digits: before, JavaScript's number reading took `0x10` as
+    // 16, `1e2` as 100, `0b11` as 3 and `+5` as 5 (a different page than asked for, answered
+    // 200), read a blank as 0 ("must be at least 1") and answered a 20-digit one twice.
+    it.each([
+      ['/api/audit/orders?limit=0x10', 'limit must be a number'],
+      ['/api/audit/events?limit=1e2', 'limit must be a number'],
+      ['/api/audit/messages?limit=0b11', 'limit must be a number'],
+      ['/api/audit/dead-letters?limit=%2B5', 'limit must be a number'],
+      ['/api/audit/orders?limit=%20', 'limit must be a number'],
+      ['/api/audit/events?limit=99999999999999999999', 'limit must be at most 200'],
+    ])('refuses a page size not written as a whole number in digits: %s', async (path, detail) => {
+      const res = await get(path);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ status: 400, title: 'bad_request' });
+      expect(res.body.detail).toBe(detail);
+    });
+  });
+
+  // The dead-letter page read `cursor` and `replayed` by name and dropped everything else:
+  // `limit=1&limit=2`, `cursor[]=x` or a typo answered the first page as if it had matched,
+  // and a repeated cursor was a 400 error page saying the cursor was not valid.
+  it.each([
+    ['x=1', 'unknown filter x (the filters are cursor, limit, replayed)'],
+    ['cursor[]=abc', 'unknown filter cursor[]'],
+    ['limit=1&limit=2', 'limit: give one value (it came 2 times)'],
+    ['cursor=a&cursor=b', 'cursor: give one value (it came 2 times)'],
+    ['limit=0x10', 'limit must be a number'],
+    ['cursor=%00', 'cursor is not valid'],
+  ])('the dead-letter page refuses ?%s in words above the list', async (query, detail) => {
+    const res = await fetch(`${adapter.httpUrl}/audit/dead-letters?${query}`, {
+      headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+    });
+    const html = await res.text();
+    expect(res.status).toBe(200);
+    expect(html).toContain(`<div class="notice err" role="alert">${detail}`);
+    expect(html).toContain('<h1>Dead letters</h1>');
+  });
+
+  it('the dead-letter page takes a page size and keeps it on its Older link', async () => {
+    const extra = await addDeadLetter(db, swfOrderId);
+    try {
+      const res = await fetch(`${adapter.httpUrl}/audit/dead-letters?limit=1`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' },
+      });
+      const html = await res.text();
+      expect(res.status).toBe(200);
+      expect(html).not.toContain('role="alert"');
+      expect(html.match(/Replay…|<tr>\s*<td>/g)?.length).toBe(1);
+      expect(html).toMatch(/href="\/audit\/dead-letters\?limit=1&amp;cursor=[^"]+">Older/);
+    } finally {
+      await db.query(`DELETE FROM audit_events WHERE detail->>'outboxId' = $1`, [extra]);
+      await db.query(`DELETE FROM outbox WHERE id = $1::bigint`, [extra]);
+    }
   });
 
   describe('paging', () => {
@@ -233,32 +291,91 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect([...created].sort().reverse()).toEqual(created);
     });
 
-    // created_at / received_at are the inserting transaction's start (now()): a row whose
-    // transaction is slow sorts above rows that committed before it. Two connections: `slow`
+    // created_at / received_at / occurred_at (and a dead letter's updated_at) are the writing
+    // transaction's start (now()): a row whose transaction is slow sorts above rows that
+    // committed before it (events: its id was taken before theirs). Two connections: `slow`
     // holds its row uncommitted while the analyst reads page 1 and the others commit.
-    it.each([
+    type LateCase = {
+      list: string;
+      key: string;
+      /** The list's path with a filter that holds only this case's rows, if it has one. */
+      path: () => string;
+      /** The audit page's list, if there is one that takes `limit`. */
+      page?: string;
+      add: (c: Client, value: string) => Promise<unknown>;
+      touch: string;
+      cleanup: string;
+    };
+    const pending = async (value: string) =>
+      (
+        await db.query<{ id: string }>(
+          `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload)
+           VALUES ($1, 'late-test', 'hl7.oru', $2, '{}'::jsonb) RETURNING id::text`,
+          [swfOrderId, `late:${value}:${Date.now()}`],
+        )
+      ).rows[0]!.id;
+    // the outbox worker's own markDead, on the given connection (its transaction)
+    const markDead = (c: Client, id: string, value: string) =>
+      new OutboxRepository({
+        query: async <T>(sql: string, params?: unknown[]) => (await c.query(sql, params)).rows as T,
+      }).markDead(id, 0, value);
+    const lateCases: LateCase[] = [
       {
         list: 'orders',
         key: 'accessionNumber',
-        insert: `INSERT INTO orders (source, sender, state, accession_number, request)
-                  VALUES ('api', $1, 'received', $2, '{}'::jsonb)`,
+        path: () => `/api/audit/orders?sender=${encodeURIComponent('LATE|orders')}`,
+        page: `/audit/orders?sender=${encodeURIComponent('LATE|orders')}`,
+        add: (c, value) =>
+          c.query(
+            `INSERT INTO orders (source, sender, state, accession_number, request)
+              VALUES ('api', 'LATE|orders', 'received', $1, '{}'::jsonb)`,
+            [value],
+          ),
         touch: `UPDATE orders SET state = 'processing' WHERE accession_number = $1`,
-        cleanup: `DELETE FROM orders WHERE sender = $1`,
+        cleanup: `DELETE FROM orders WHERE sender = 'LATE|orders'`,
       },
       {
         list: 'messages',
         key: 'messageControlId',
-        insert: `INSERT INTO inbound_messages (transport, sender, message_type, message_control_id, raw, outcome)
-                 VALUES ('mllp', $1, 'ORM^O01', $2, '\\x4d5348'::bytea, 'accepted')`,
+        path: () => `/api/audit/messages?sender=${encodeURIComponent('LATE|messages')}`,
+        page: `/audit/messages?sender=${encodeURIComponent('LATE|messages')}`,
+        add: (c, value) =>
+          c.query(
+            `INSERT INTO inbound_messages (transport, sender, message_type, message_control_id, raw, outcome)
+             VALUES ('mllp', 'LATE|messages', 'ORM^O01', $1, '\\x4d5348'::bytea, 'accepted')`,
+            [value],
+          ),
         touch: `UPDATE inbound_messages SET outcome = 'error' WHERE message_control_id = $1`,
-        cleanup: `DELETE FROM inbound_messages WHERE sender = $1`,
+        cleanup: `DELETE FROM inbound_messages WHERE sender = 'LATE|messages'`,
       },
-    ])(
+      {
+        list: 'events',
+        key: 'summary',
+        path: () => `/api/audit/events?destination=late-events`,
+        add: (c, value) =>
+          c.query(
+            `INSERT INTO audit_events (order_id, kind, severity, actor, summary, detail)
+             VALUES ($1, 'outbound.attempt', 'info', 'test', $2, '{"destination":"late-events"}'::jsonb)`,
+            [swfOrderId, value],
+          ),
+        touch: `UPDATE audit_events SET severity = 'warning' WHERE summary = $1`,
+        cleanup: `DELETE FROM audit_events WHERE detail->>'destination' = 'late-events'`,
+      },
+      {
+        // no filter: the seeded dead letter is older than these, and further down the list
+        list: 'dead-letters',
+        key: 'lastError',
+        path: () => `/api/audit/dead-letters?`,
+        add: async (c, value) => markDead(c, await pending(value), value),
+        touch: `UPDATE outbox SET attempts = attempts + 1 WHERE last_error = $1`,
+        cleanup: `DELETE FROM outbox WHERE destination = 'late-test'`,
+      },
+    ];
+    it.each(lateCases)(
       'shows on a later page a row of $list that committed after the page above it was read',
-      async ({ list, key, insert, touch, cleanup }) => {
-        const sender = `LATE|${list}`;
-        const add = (c: Client, value: string) => c.query(insert, [sender, value]);
+      async ({ key, path: listPath, add, touch, cleanup }) => {
         const pause = () => new Promise((r) => setTimeout(r, 5));
+        const ours = (values: string[]) => values.filter((v) => v?.startsWith('LATE-'));
         await add(db, 'LATE-C1');
         await pause();
         await add(db, 'LATE-C2');
@@ -270,7 +387,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
           await add(slow, 'LATE-SLOW');
           await pause();
           await add(db, 'LATE-C3');
-          const path = `/api/audit/${list}?sender=${encodeURIComponent(sender)}&limit=2`;
+          const path = `${listPath()}&limit=2`;
           const page1 = (await get(path)).body;
           expect(page1.items.map((o: Json) => o[key])).toEqual(['LATE-C3', 'LATE-C2']);
           await slow.query('COMMIT');
@@ -286,11 +403,65 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
             cursor = body.nextCursor;
           }
           // before: ['LATE-C3', 'LATE-C2', 'LATE-C1'], the slow row found by no page
-          expect(seen).toEqual(['LATE-C3', 'LATE-C2', 'LATE-SLOW', 'LATE-C1']);
-          expect(late).toEqual([1]);
+          expect(ours(seen)).toEqual(['LATE-C3', 'LATE-C2', 'LATE-SLOW', 'LATE-C1']);
+          expect(late[0]).toBe(1);
+          expect(late.slice(1).every((n) => n === 0)).toBe(true);
         } finally {
           await slow.end();
-          await db.query(cleanup, [sender]);
+          await db.query(cleanup);
+        }
+      },
+    );
+
+    // A slow transaction can commit any number of rows: a bulk import, a sender's backlog.
+    it.each(lateCases)(
+      'caps the late commits of $list at the page size and says there are more and where',
+      async ({ key, path: listPath, page, add, cleanup }) => {
+        const pause = () => new Promise((r) => setTimeout(r, 5));
+        const ours = (values: string[]) => values.filter((v) => v?.startsWith('LATE-'));
+        await add(db, 'LATE-C1');
+        await pause();
+        await add(db, 'LATE-C2');
+        await pause();
+        const slow = new Client({ connectionString: adapter.db.url });
+        await slow.connect();
+        try {
+          await slow.query('BEGIN');
+          for (let i = 1; i <= 5; i += 1) await add(slow, `LATE-SLOW${i}`);
+          await pause();
+          await add(db, 'LATE-C3');
+          const path = `${listPath()}&limit=2`;
+          const page1 = (await get(path)).body;
+          expect(page1.items.map((o: Json) => o[key])).toEqual(['LATE-C3', 'LATE-C2']);
+          await slow.query('COMMIT');
+          const page2 = (await get(`${path}&cursor=${encodeURIComponent(page1.nextCursor)}`)).body;
+          // before: all 5 late rows and the page's own (6 items for limit=2, without bound)
+          const items = ours(page2.items.map((o: Json) => o[key]));
+          expect(items).toHaveLength(3);
+          expect(items.slice(0, 2).every((v) => v.startsWith('LATE-SLOW'))).toBe(true);
+          expect(items[2]).toBe('LATE-C1');
+          expect(page2.lateCommits).toBe(2);
+          expect(page2.moreLateCommits).toBe(true);
+          if (page) {
+            // the page says so in words and links to its first page with the same filters
+            const res = await fetch(
+              `${adapter.httpUrl}${page}&limit=2&cursor=${encodeURIComponent(page1.nextCursor)}`,
+              { headers: { authorization: `Bearer ${TEST_TOKENS.analyst}`, accept: 'text/html' } },
+            );
+            const html = await res.text();
+            expect(res.status).toBe(200);
+            expect(html).toContain('committed after the page before was read; the 2 newest');
+            expect(html).toContain(
+              `<a href="${page.replace(/&/g, '&amp;')}&amp;limit=2">search again from the first page</a>`,
+            );
+          }
+          // the first page, searched again, shows every one of them
+          const again = (await get(listPath().replace(/[?&]$/, ''))).body;
+          const all = ours(again.items.map((o: Json) => o[key]));
+          for (let i = 1; i <= 5; i += 1) expect(all).toContain(`LATE-SLOW${i}`);
+        } finally {
+          await slow.end();
+          await db.query(cleanup);
         }
       },
     );

@@ -79,6 +79,38 @@ describe('HTTP front door: request line and headers as sent', () => {
     await adapter?.close();
   });
 
+  it('a request line and headers over the limit are 431 in words (problem JSON, or an OperationOutcome under /fhir)', async () => {
+    // An audit search takes an identifier of 4,096 characters; percent-encoded, 4,096 `Ä` are
+    // 24,576 bytes. Before: Node's bare 431 with no body and no content type (a blank page).
+    const accession = encodeURIComponent('Ä'.repeat(4096));
+    const audit = await raw(
+      adapter.httpUrl,
+      `GET /api/audit/orders?accession=${accession} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${TEST_TOKENS.analyst}\r\n\r\n`,
+    );
+    expect(audit).toMatch(/^HTTP\/1\.1 431 /);
+    expect(audit).toMatch(/^Content-Type: application\/problem\+json/im);
+    expect(audit).toMatch(/^Connection: close/im);
+    const problem = JSON.parse(audit.slice(audit.indexOf('\r\n\r\n') + 4));
+    expect(problem).toMatchObject({
+      status: 431,
+      title: 'request_header_fields_too_large',
+      detail: expect.stringContaining('16384 bytes'),
+    });
+    const fhir = await raw(
+      adapter.httpUrl,
+      `GET /fhir/ServiceRequest?identifier=${'x'.repeat(20_000)} HTTP/1.1\r\nHost: a\r\n\r\n`,
+    );
+    expect(fhir).toMatch(/^HTTP\/1\.1 431 /);
+    expect(JSON.parse(fhir.slice(fhir.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'too-long', diagnostics: expect.stringContaining('16384 bytes') }],
+    });
+    // anything else the parser refuses is answered as before
+    expect(await raw(adapter.httpUrl, 'NOT HTTP AT ALL\r\n\r\n')).toMatch(
+      /^HTTP\/1\.1 400 Bad Request\r\nConnection: close\r\n\r\n$/,
+    );
+  });
+
   it('a Host that is no host[:port] is 400 (RFC 9112 §3.2), never copied into Location', async () => {
     // Before: 201 with Location: http://evil.example:1/x?/fhir/ServiceRequest/… (the path
     // pushed into a query of the caller's choosing).

@@ -12,8 +12,10 @@ import { PROBLEM_JSON, problemBody } from './problem-body';
  */
 export function answerClientErrors(server: Server): void {
   server.on('clientError', (error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket) => {
-    const s = socket as Socket;
-    if (s.writable && s.bytesWritten === 0) {
+    const s = socket as Socket & { _httpMessage?: { headersSent?: boolean } | null };
+    // As Node's own handler: answer unless a response on this connection has begun (a kept-alive
+    // connection has written earlier answers: its next request still gets one).
+    if (s.writable && !s._httpMessage?.headersSent) {
       if (error.code === 'HPE_HEADER_OVERFLOW') {
         s.write(headerOverflowAnswer(server, error.rawPacket));
       } else {

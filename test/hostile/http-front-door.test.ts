@@ -105,6 +105,25 @@ describe('HTTP front door: request line and headers as sent', () => {
       resourceType: 'OperationOutcome',
       issue: [{ code: 'too-long', diagnostics: expect.stringContaining('16384 bytes') }],
     });
+    // On a kept-alive connection whose first request was answered, the second, too long, is
+    // answered too (before: the connection was closed without a word, its bytes written > 0).
+    const { hostname, port } = new URL(adapter.httpUrl);
+    const socket = connect(Number(port), hostname);
+    let kept = '';
+    socket.on('data', (c: Buffer) => (kept += c.toString('latin1')));
+    socket.on('error', () => undefined);
+    await new Promise((r) => socket.once('connect', r));
+    socket.write('GET /health HTTP/1.1\r\nHost: a\r\n\r\n');
+    for (let i = 0; i < 250 && !/^HTTP\/1\.1 200 [\s\S]*\r\n\r\n[\s\S]*\}$/.test(kept); i++)
+      await sleep(20);
+    expect(kept).toMatch(/^HTTP\/1\.1 200 /);
+    socket.write(
+      `GET /api/audit/orders?accession=${accession} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${TEST_TOKENS.analyst}\r\n\r\n`,
+    );
+    const closed = new Promise((r) => socket.once('close', r));
+    await Promise.race([closed, sleep(5_000)]);
+    socket.destroy();
+    expect(kept).toMatch(/\}HTTP\/1\.1 431 [\s\S]*"request_header_fields_too_large"/);
     // anything else the parser refuses is answered as before
     expect(await raw(adapter.httpUrl, 'NOT HTTP AT ALL\r\n\r\n')).toMatch(
       /^HTTP\/1\.1 400 Bad Request\r\nConnection: close\r\n\r\n$/,

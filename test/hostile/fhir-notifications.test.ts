@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { Client as PgClient } from 'pg';
@@ -522,6 +522,75 @@ describe('hostile: a notified request the EHR no longer knows (404), or deletes 
     // Deleted once more: the new order is cancelled too (the first DELETE's answer was not replayed).
     expect((await send('DELETE', 'classic-again')).status).toBe(200);
     expect((await ordersOf('CLASSIC-AGAIN'))[1]!.cancel_requested_at).not.toBeNull();
+  });
+
+  it('classic rest-hook: a path id that is no FHIR id, or only dots, is refused 400 on ServiceRequest.id and kept; never a 500, never another URL of the EHR', async () => {
+    // `..%2Fx` reached the EHR client as `ServiceRequest/..%2Fx` and its URL check threw
+    // (500 "unexpected error"); `%2e` (id `.`) passed it and was filed as the EHR's
+    // `ServiceRequest/` collection, the URL the next read of that request would have asked.
+    // node:http with the path as written, not fetch: the WHATWG URL parser would resolve `%2e`
+    // before it is sent, as an EHR's HTTP client need not.
+    const send = (method: string, pathId: string, id: string) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const body =
+          method === 'PUT'
+            ? JSON.stringify({
+                ...chestCtRequest('CLASSIC-BAD-ID', { subject: { reference: 'Patient/dicom' } }),
+                id,
+              })
+            : undefined;
+        const { hostname, port } = new URL(adapter.httpUrl);
+        const req = httpRequest(
+          {
+            hostname,
+            port,
+            path: `/fhir/subscription-notifications/ServiceRequest/${pathId}`,
+            method,
+            headers: {
+              authorization: `Bearer ${TEST_TOKENS.sender}`,
+              'content-type': 'application/fhir+json',
+            },
+          },
+          (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (text += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (const [pathId, id] of [
+      ['..%2Fx', '../x'],
+      ['%2e', '.'],
+      ['a%2F..%2F..%2FPatient%2Fdicom', 'a/../../Patient/dicom'],
+      ['a%20b', 'a b'],
+      ['x'.repeat(65), 'x'.repeat(65)],
+    ]) {
+      for (const method of ['PUT', 'DELETE']) {
+        const res = await send(method, pathId, id);
+        const body = JSON.parse(res.text) as {
+          resourceType: string;
+          issue: Array<{ code: string; diagnostics: string; expression?: string[] }>;
+        };
+        expect({ method, pathId, status: res.status }).toEqual({ method, pathId, status: 400 });
+        expect(body.resourceType).toBe('OperationOutcome');
+        expect(body.issue[0]).toMatchObject({ code: 'invalid', expression: ['ServiceRequest.id'] });
+        expect(body.issue[0]!.diagnostics).toMatch(/not a FHIR id/);
+      }
+    }
+    // Each refusal is kept with its bytes, as every refusal; no order, no EHR URL filed.
+    const refused = await db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM inbound_messages
+        WHERE message_type LIKE 'notification rest-hook (ServiceRequest%' AND response_code = '400'`,
+    );
+    expect(Number(refused.rows[0]!.n)).toBe(10);
+    expect(await ordersOf('CLASSIC-BAD-ID')).toHaveLength(0);
+    const filed = await db.query(`SELECT 1 FROM inbound_messages WHERE idempotency_key LIKE $1`, [
+      `%${ehr.baseUrl}/ServiceRequest/|%`,
+    ]);
+    expect(filed.rows).toHaveLength(0);
   });
 });
 

@@ -79,7 +79,9 @@ export class FhirRefusalRecorder {
       // the body's head is kept with the 413: it was answered and nothing kept
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
-      assertJsonMediaType(caller.contentType, caller.raw);
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        contentEncoding: caller.contentEncoding,
+      });
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
       return await fn();
     } catch (caught) {

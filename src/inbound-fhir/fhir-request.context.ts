@@ -67,6 +67,9 @@ export async function callerOf(
     remoteAddress: req.socket.remoteAddress ?? null,
     raw: body.bytes,
     contentType: body.contentType,
+    ...(req.headers['content-encoding'] === undefined
+      ? {}
+      : { contentEncoding: req.headers['content-encoding'] }),
     wants: { format: req.query._format, accept: req.headers.accept },
   };
 }

@@ -162,7 +162,9 @@ export class RestHookNotificationHandler {
   async updated(caller: FhirCaller, id: string): Promise<FhirAnswer> {
     const sr = await this.guard(caller, 'notification rest-hook (ServiceRequest)', () => {
       checkPathId(id);
-      assertJsonMediaType(caller.contentType, caller.raw);
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        contentEncoding: caller.contentEncoding,
+      });
       const parsed = parseTyped<ServiceRequest>(
         caller.raw,
         'ServiceRequest',

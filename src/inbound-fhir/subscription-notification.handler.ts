@@ -80,7 +80,10 @@ export class SubscriptionNotificationHandler {
       // over FHIR_MAX_BODY_BYTES: answered 413 and kept with the body's head
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
-      assertJsonMediaType(caller.contentType, caller.raw, { notification: true });
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        notification: true,
+        contentEncoding: caller.contentEncoding,
+      });
       const resource = parseResource(caller.raw, this.deps.config.maxJsonValues);
       if (resource.resourceType !== 'Bundle') {
         throw new FhirError(

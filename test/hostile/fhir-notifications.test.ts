@@ -276,6 +276,65 @@ describe('hostile: what the EHR answers to the reads a notification causes', () 
     ).rows;
     expect(rows).toEqual([{ source_url: `${ehr.baseUrl}/ServiceRequest/spelled` }]);
   });
+
+  it('a reference with a `.` or `..` segment is refused 422 on its element, never read at the URL it resolves to', async () => {
+    // `Patient/.` resolves to `<base>/Patient/` (the search), `Patient/..` to the base itself:
+    // the EHR was read there with its credential. A gateway answering the bare type path with
+    // a Patient made `Patient/.` an order on that patient (201); the base's answer was a 503,
+    // resent by the sender for ever, for a reference no resend can mend.
+    ehr.answers.set('/fhir/Patient/', {
+      status: 200,
+      body: fhirFixture('r4-patient-example-dicom') as Json,
+    });
+    const create = async (placer: string, changes: Json) => {
+      const res = await fetch(`${rig!.adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(chestCtRequest(placer, changes)),
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    const cases: Array<[string, Json, string]> = [
+      ['DOT-1', { subject: { reference: 'Patient/.' } }, 'ServiceRequest.subject'],
+      ['DOT-2', { subject: { reference: 'Patient/..' } }, 'ServiceRequest.subject'],
+      ['DOT-3', { subject: { reference: 'Patient/dicom/../..' } }, 'ServiceRequest.subject'],
+      [
+        'DOT-4',
+        { subject: { reference: `${ehr.baseUrl}/Patient/./dicom` } },
+        'ServiceRequest.subject',
+      ],
+      [
+        'DOT-5',
+        {
+          subject: { reference: 'Patient/dicom' },
+          supportingInfo: [{ reference: 'ImagingStudy/.' }],
+        },
+        'ServiceRequest.supportingInfo[0]',
+      ],
+    ];
+    for (const [placer, changes, expression] of cases) {
+      const res = await create(placer, changes);
+      expect({ placer, status: res.status }).toEqual({ placer, status: 422 });
+      expect(JSON.stringify(res.body)).toContain(expression);
+      expect(JSON.stringify(res.body)).toMatch(/`\.` or `\.\.` segment/);
+      expect(await ordersOf(placer)).toHaveLength(0);
+    }
+    // A notification's focus alike: refused before anything is read.
+    for (const focus of [
+      'ServiceRequest/..',
+      'ServiceRequest/.',
+      `${ehr.baseUrl}/ServiceRequest/./x`,
+    ]) {
+      const res = await notify(idOnly(`${ehr.baseUrl}/Subscription/dots`, [[1, focus]]));
+      expect({ focus, status: res.status }).toEqual({ focus, status: 422 });
+      expect(JSON.stringify(res.body)).toMatch(/`\.` or `\.\.` segment/);
+    }
+    // The same references without the dots are read as before.
+    expect((await create('DOT-6', { subject: { reference: 'Patient/dicom' } })).status).toBe(201);
+  });
 });
 
 describe('hostile: a notified request the EHR has deleted (410 Gone)', () => {

@@ -6,6 +6,7 @@ import type { RejectionInput } from '../orders/order-intake.service';
 import { assertJsonMediaType, bodyStalled, bodyTooLarge, negotiate } from './fhir-http';
 import type { FhirCaller } from './fhir-operation.shared';
 import { FHIR_JSON } from './fhir-operation.shared';
+import { fhirBodies } from './fhir-request.context';
 import { FhirError } from './fhir.error';
 
 type FhirTransport = 'fhir-rest' | 'fhir-subscription';
@@ -83,7 +84,7 @@ export class FhirRefusalRecorder {
         contentEncoding: caller.contentEncoding,
       });
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
-      return await fn();
+      return await fhirBodies.run(caller.raw.length, fn);
     } catch (caught) {
       let error = caught;
       // A TypeError while reading the body means a shape the structure validator let through

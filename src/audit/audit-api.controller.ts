@@ -49,6 +49,7 @@ import { AnalystApi, ApiGetOne, ApiPostWithReason } from './audit-api.decorators
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
 import { activeMappingTables, type MappingTableView } from './mapping-tables.view';
+import { oneRawViewAtATime } from './raw-view.gate';
 
 const ORDER_FILTERS: Array<[string, string]> = [
   ['orderId', 'our order id (UUID)'],
@@ -202,8 +203,10 @@ export class AuditApiController {
     @Query() q: Record<string, unknown>,
   ): Promise<MessageView> {
     refuseRevealInUrl(q, `/api/audit/messages/${id}/reveal`);
-    const { message, events } = await this.query.message(id);
-    return presentMessage(message, events, false);
+    return oneRawViewAtATime(async () => {
+      const { message, events } = await this.query.message(id);
+      return presentMessage(message, events, false);
+    });
   }
 
   @ApiPostWithReason(
@@ -217,9 +220,14 @@ export class AuditApiController {
     @Body() body: Record<string, unknown> | undefined,
     @Req() req: AuthenticatedRequest,
   ): Promise<MessageView> {
-    const { message, events } = await this.query.message(id);
-    const reveal = await this.reveal(req, body, { inboundMessageId: id, what: 'inbound message' });
-    return presentMessage(message, events, reveal);
+    return oneRawViewAtATime(async () => {
+      const { message, events } = await this.query.message(id);
+      const reveal = await this.reveal(req, body, {
+        inboundMessageId: id,
+        what: 'inbound message',
+      });
+      return presentMessage(message, events, reveal);
+    });
   }
 
   @Roles('admin')

@@ -20,6 +20,7 @@ import {
 } from './audit-page.views';
 import { presentMessage, presentOutbox } from './audit-presenter';
 import { AuditQueryService } from './audit-query.service';
+import { oneRawViewAtATime } from './raw-view.gate';
 import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
 
 /**
@@ -67,16 +68,18 @@ export class AuditMessagesPageController extends RecordPages('messages') {
 
   /** One message (GET and reveal: RecordPages). */
   protected override async renderDetail({ id, req, res, form }: DetailPageRequest): Promise<void> {
-    const { message, events } = await this.query.message(id);
-    const reveal = await resolveReveal(this.query, req, form, {
-      inboundMessageId: id,
-      what: 'message page',
+    await oneRawViewAtATime(async () => {
+      const { message, events } = await this.query.message(id);
+      const reveal = await resolveReveal(this.query, req, form, {
+        inboundMessageId: id,
+        what: 'message page',
+      });
+      const orderIds = [
+        ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
+      ];
+      const view = presentMessage(message, events, reveal);
+      renderPage(req, res, (ctx) => messagePage(ctx, view, orderIds));
     });
-    const orderIds = [
-      ...new Set(events.map((e) => e.orderId).filter((o): o is string => Boolean(o))),
-    ];
-    const view = presentMessage(message, events, reveal);
-    renderPage(req, res, (ctx) => messagePage(ctx, view, orderIds));
   }
 
   /**

@@ -21,6 +21,7 @@ import {
 import { AuditQueryService, type MessageRow, ORDER_SOURCES } from './audit-query.service';
 import { AUDIT_QUERY } from './audit.tokens';
 import { maskUpstreamReport } from './phi-masking';
+import { oneRawViewAtATime } from './raw-view.gate';
 
 /** How many inbound messages an order page shows raw (the rest are linked). */
 const RAW_MESSAGES_ON_ORDER_PAGE = 5;
@@ -80,8 +81,13 @@ export class AuditOrdersPageController extends RecordPages('orders') {
     const view = presentOrderDetail(detail, reveal, this.config.UPSTREAM_STUCK_HOURS);
     const raws: Array<{ message: MessageRow; raw: RawView }> = [];
     for (const m of detail.messages.slice(-RAW_MESSAGES_ON_ORDER_PAGE)) {
-      const { message } = await this.query.message(m.id);
-      raws.push({ message: m, raw: rawView(message.raw, message.contentType, reveal) });
+      raws.push({
+        message: m,
+        raw: await oneRawViewAtATime(async () => {
+          const { message } = await this.query.message(m.id);
+          return rawView(message.raw, message.contentType, reveal);
+        }),
+      });
     }
     const documents = await this.query.orderDocuments(id);
     const destinations = outboundSettings(this.config).destinations;

@@ -61,6 +61,29 @@ describe('PeerBase: a URL is followed only within the configured base of its pee
     expect(ehr.contains(reference)).toBe(false);
   });
 
+  it('with refuseDotSegments, a `.` or `..` segment is refused even within the base (FHIR references are Type/id)', () => {
+    const fhir = new PeerBase('EHR', 'https://ehr.hospital.example/fhir/r4/', {
+      refuseDotSegments: true,
+    });
+    for (const reference of [
+      'Patient/.',
+      'Patient/..',
+      'Patient/p1/../..',
+      './Patient/p1',
+      'Patient/p1/_history/..',
+      `${host}/fhir/r4/Patient/./p1`,
+      `${host}/fhir/r4/x/../Patient/p1`,
+    ]) {
+      expect([reference, fhir.refusalOf(reference)?.reason]).toEqual([reference, 'dot-segment']);
+    }
+    // Dots inside a segment are an id's characters; a query is no path.
+    for (const reference of ['Patient/a.b', 'Patient/...x', 'Patient?name=..', 'Patient/p1#..']) {
+      expect([reference, fhir.refusalOf(reference)]).toEqual([reference, undefined]);
+    }
+    // Without the option, a dot segment that stays within the base is resolved, as before.
+    expect(ehr.resolve(`${host}/fhir/r4/x/../Patient/p1`).href).toBe(`${host}/fhir/r4/Patient/p1`);
+  });
+
   it('a base without a path admits every path of its origin, and nothing of another', () => {
     const pacs = new PeerBase('PACS', 'http://127.0.0.1:8042');
     expect(pacs.contains('http://127.0.0.1:8042/dicom-web/studies/1.2.3')).toBe(true);

@@ -25,7 +25,17 @@ export class PeerUrlError extends Error {
 }
 
 export type PeerUrlRefusal =
-  'unparseable' | 'scheme' | 'userinfo' | 'origin' | 'path' | 'ambiguous-encoding';
+  'unparseable' | 'scheme' | 'userinfo' | 'origin' | 'path' | 'ambiguous-encoding' | 'dot-segment';
+
+export interface PeerBaseOptions {
+  /**
+   * Refuse a reference whose path has a `.` or `..` segment, even one that resolves within
+   * the base. For a peer whose references name resources (`Type/id`: FHIR R4
+   * references.html), such a segment means the URL read is not the one named: `Patient/.`
+   * is `<base>/Patient/` (the search), `Patient/..` the base itself.
+   */
+  refuseDotSegments?: boolean;
+}
 
 /** Characters a URL taken from an input may not carry (C0 controls, DEL, white space). */
 // eslint-disable-next-line no-control-regex
@@ -45,6 +55,7 @@ export class PeerBase {
   constructor(
     readonly peer: string,
     baseUrl: string,
+    private readonly options: PeerBaseOptions = {},
   ) {
     const base = new URL(baseUrl);
     if (base.protocol !== 'http:' && base.protocol !== 'https:')
@@ -123,5 +134,21 @@ export class PeerBase {
     const path = url.pathname;
     if (path !== this.prefix.replace(/\/$/, '') && !path.startsWith(this.prefix))
       throw new PeerUrlError(`URL is outside the ${this.peer} base path`, 'path');
+    if (this.options.refuseDotSegments && rawPath.split('/').some((s) => s === '.' || s === '..'))
+      throw new PeerUrlError(
+        `URL path for ${this.peer} has a \`.\` or \`..\` segment: it would be read elsewhere than it names`,
+        'dot-segment',
+      );
+  }
+
+  /** Why `reference` is not followed (the PeerUrlError resolve would throw), or undefined. */
+  refusalOf(reference: string): PeerUrlError | undefined {
+    try {
+      this.resolve(reference);
+      return undefined;
+    } catch (error) {
+      if (error instanceof PeerUrlError) return error;
+      throw error;
+    }
   }
 }

@@ -36,7 +36,8 @@ export class EhrFhirClient {
   private readonly peer: PeerBase;
 
   constructor(private readonly options: EhrFhirClientOptions) {
-    this.peer = new PeerBase('EHR', options.baseUrl);
+    // FHIR references are `Type/id` (R4 references.html): a `.` or `..` segment is refused.
+    this.peer = new PeerBase('EHR', options.baseUrl, { refuseDotSegments: true });
     this.client = new FhirRestClient({
       bearerToken: () => (options.smart ? options.smart.token() : options.bearerToken),
       ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
@@ -59,6 +60,22 @@ export class EhrFhirClient {
   /** True when the reference points within this EHR's base (relative, or absolute under it). */
   isOurs(reference: string): boolean {
     return this.peer.contains(reference);
+  }
+
+  /**
+   * Why a reference is not read here (undefined when it is): `dot-segment` for a `.`/`..`
+   * segment that would read another URL than it names, else outside FHIR_SERVER_URL; `text`
+   * says so in words for an OperationOutcome.
+   */
+  whyNotOurs(reference: string): { dotSegment: boolean; text: string } | undefined {
+    const refusal = this.peer.refusalOf(reference);
+    if (!refusal) return undefined;
+    return refusal.reason === 'dot-segment'
+      ? {
+          dotSegment: true,
+          text: 'a URL with a `.` or `..` segment (it would read another resource of the EHR than it names; a reference is Type/id)',
+        }
+      : { dotSegment: false, text: "a URL outside the EHR's FHIR base (FHIR_SERVER_URL)" };
   }
 
   /**

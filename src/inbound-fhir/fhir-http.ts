@@ -210,6 +210,24 @@ function firstUtf16IsLt(body: Buffer, order: 'le' | 'be'): boolean {
 }
 
 /**
+ * 415 for a body sent with a content coding (RFC 9110 §8.4, §15.5.16: a coding the server does
+ * not decode is 415), as STOW-RS answers it: the body is read as it came, so a gzip body was
+ * 400 "not valid UTF-8" (nothing saying why), and a plain body labelled gzip was ordered as if
+ * the label were not there. `identity` (or none) is the body as it is.
+ */
+function assertNoContentCoding(contentEncoding: string | undefined): void {
+  const codings = (contentEncoding ?? '')
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+  if (codings.length === 0) return;
+  const diagnostics = `Content-Encoding ${codings.join(', ').slice(0, 40)} is not supported: send the body uncompressed`;
+  throw new FhirError('unsupported-media-type', diagnostics, [
+    { severity: 'error', code: 'not-supported', diagnostics, expression: ['(body)'] },
+  ]);
+}
+
+/**
  * 415 unless the body was sent as JSON in UTF-8 (R4 http.html#mime: FHIR bodies are UTF-8; a
  * body declared in another charset would be read with the wrong characters). A body that is
  * XML (`body`, whatever its Content-Type: none, text/plain, application/fhir+xml) is 415
@@ -219,8 +237,9 @@ function firstUtf16IsLt(body: Buffer, order: 'le' | 'be'): boolean {
 export function assertJsonMediaType(
   contentType: string,
   body?: Buffer,
-  options: { notification?: boolean } = {},
+  options: { notification?: boolean; contentEncoding?: string } = {},
 ): void {
+  assertNoContentCoding(options.contentEncoding);
   if (body && looksLikeXml(body)) {
     const diagnostics =
       'the body is XML: this server takes FHIR JSON only; send the resource as JSON with Content-Type application/fhir+json';

@@ -4,7 +4,7 @@ import type { Request, Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { negotiateFormat, sendResource } from './fhir-http';
-import { callerOf } from './fhir-request.context';
+import { callerOf, fhirBodies } from './fhir-request.context';
 import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 import { RestHookNotificationHandler } from './rest-hook-notification.handler';
@@ -32,10 +32,11 @@ export class FhirNotificationController {
     const format = negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     // No body: a classic R4 rest-hook Subscription without payload ("something changed").
-    const answer =
+    const answer = await fhirBodies.run(caller.raw.length, () =>
       caller.raw.toString('utf8').trim() === ''
-        ? await this.restHook.empty(caller)
-        : await this.notifications.handle(caller);
+        ? this.restHook.empty(caller)
+        : this.notifications.handle(caller),
+    );
     sendResource(res, answer.status, answer.resource, format);
   }
 
@@ -45,7 +46,7 @@ export class FhirNotificationController {
   async updated(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
     const format = negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
-    const answer = await this.restHook.updated(caller, id);
+    const answer = await fhirBodies.run(caller.raw.length, () => this.restHook.updated(caller, id));
     sendResource(res, answer.status, answer.resource, format);
   }
 

@@ -30,6 +30,8 @@ export interface FhirCaller {
   remoteAddress: string | null;
   raw: Buffer;
   contentType: string;
+  /** The request's Content-Encoding, when it named one: a coding is refused 415 (bodies are read as sent). */
+  contentEncoding?: string;
   /**
    * What the caller asked to be answered in (`_format`, Accept): checked where the refusal is
    * kept, so a 406 keeps the body too. Absent for a reprocessed message.

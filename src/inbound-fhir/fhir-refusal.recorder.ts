@@ -6,6 +6,7 @@ import type { RejectionInput } from '../orders/order-intake.service';
 import { assertJsonMediaType, bodyStalled, bodyTooLarge, negotiate } from './fhir-http';
 import type { FhirCaller } from './fhir-operation.shared';
 import { FHIR_JSON } from './fhir-operation.shared';
+import { fhirBodies } from './fhir-request.context';
 import { FhirError } from './fhir.error';
 
 type FhirTransport = 'fhir-rest' | 'fhir-subscription';
@@ -79,9 +80,11 @@ export class FhirRefusalRecorder {
       // the body's head is kept with the 413: it was answered and nothing kept
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
-      assertJsonMediaType(caller.contentType, caller.raw);
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        contentEncoding: caller.contentEncoding,
+      });
       if (caller.wants) negotiate(caller.wants.format, caller.wants.accept);
-      return await fn();
+      return await fhirBodies.run(caller.raw.length, fn);
     } catch (caught) {
       let error = caught;
       // A TypeError while reading the body means a shape the structure validator let through

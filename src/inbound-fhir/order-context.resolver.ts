@@ -149,16 +149,24 @@ export class ReferenceResolver {
     // elsewhere, or a relative one that climbs out of the base (`../admin/Patient/1`), is
     // refused, never fetched, so the EHR's credential cannot be sent anywhere else. A refusal
     // (422), not a 503: a resend would be refused the same way.
-    const outside = this.ehr ? !this.ehr.isOurs(ref) : PeerBase.isAbsolute(ref);
-    if (outside && informational) {
+    // So is one with a `.` or `..` segment (`Patient/.` is the EHR's Patient search): it was
+    // read where it resolved, and a gateway's answer there became the order's patient.
+    const why = this.ehr
+      ? this.ehr.whyNotOurs(ref)
+      : PeerBase.isAbsolute(ref)
+        ? { dotSegment: false, text: "a URL outside the EHR's FHIR base (FHIR_SERVER_URL)" }
+        : undefined;
+    if (why && informational) {
       this.quirks.push({
         code: 'fhir-reference-outside-base',
-        detail: `${expression}: ${whereOutside(ref)} is outside the EHR's FHIR base (FHIR_SERVER_URL); not read, its identifier and display are used`,
+        detail: why.dotSegment
+          ? `${expression}: a reference with a \`.\` or \`..\` segment; not read, its identifier and display are used`
+          : `${expression}: ${whereOutside(ref)} is outside the EHR's FHIR base (FHIR_SERVER_URL); not read, its identifier and display are used`,
       });
       return undefined;
     }
-    if (outside) {
-      const diagnostics = `${expression} refers to a URL outside the EHR's FHIR base (FHIR_SERVER_URL); include the resource in the request (contained or a Bundle entry) instead`;
+    if (why) {
+      const diagnostics = `${expression} refers to ${why.text}; include the resource in the request (contained or a Bundle entry) instead`;
       throw new FhirError('invalid', diagnostics, [
         { severity: 'error', code: 'security', diagnostics, expression: [expression] },
       ]);

@@ -1,6 +1,7 @@
 import type { OperationOutcomeIssue, ServiceRequest } from '@medplum/fhirtypes';
 import { CoalescedRuns } from '../common/coalesced-runs';
 import { sha256Hex } from '../common/hash';
+import { FHIR_ID } from '../fhir/fhir-primitives';
 import type { ToleratedQuirk } from '../domain/order-request';
 import {
   deletedOnEhr,
@@ -33,6 +34,21 @@ function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
       ...warnings,
     ]),
   };
+}
+
+/**
+ * The `<id>` of `ServiceRequest/<id>` under the endpoint is the EHR's logical id (R4
+ * datatypes.html#id), and becomes `<FHIR_SERVER_URL>/ServiceRequest/<id>`, the URL the order
+ * is filed and read under. Anything else is refused 400 before a URL is made: `../x` (sent as
+ * `..%2Fx`) failed the EHR base check and was answered 500, and `.` (`%2e`), a valid id by the
+ * pattern alone, resolved to the EHR's `ServiceRequest/` collection, filed as the request.
+ */
+function checkPathId(id: string): void {
+  if (FHIR_ID.test(id) && !/^\.+$/.test(id)) return;
+  const diagnostics = `the id in the URL is not a FHIR id of a ServiceRequest on the EHR (R4 datatypes.html#id: 1-64 letters, digits, '-' and '.', not dots alone)`;
+  throw new FhirError('bad-request', diagnostics, [
+    { severity: 'error', code: 'invalid', diagnostics, expression: ['ServiceRequest.id'] },
+  ]);
 }
 
 /**
@@ -145,7 +161,10 @@ export class RestHookNotificationHandler {
   /** `PUT <endpoint>/ServiceRequest/<id>`: the EHR's request as it now is. */
   async updated(caller: FhirCaller, id: string): Promise<FhirAnswer> {
     const sr = await this.guard(caller, 'notification rest-hook (ServiceRequest)', () => {
-      assertJsonMediaType(caller.contentType, caller.raw);
+      checkPathId(id);
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        contentEncoding: caller.contentEncoding,
+      });
       const parsed = parseTyped<ServiceRequest>(
         caller.raw,
         'ServiceRequest',
@@ -175,7 +194,10 @@ export class RestHookNotificationHandler {
 
   /** `DELETE <endpoint>/ServiceRequest/<id>`: gone from the EHR; its order (if any) is cancelled. */
   async deleted(caller: FhirCaller, id: string): Promise<FhirAnswer> {
-    await this.guard(caller, 'notification rest-hook (ServiceRequest deleted)', () => undefined); // 413 over the limit
+    // 413 over the limit; 400 for a path id that names no EHR request
+    await this.guard(caller, 'notification rest-hook (ServiceRequest deleted)', () =>
+      checkPathId(id),
+    );
     const fullUrl = this.fullUrl(id);
     const stored = (await this.deps.resources.findBySourceUrls([fullUrl])).get(fullUrl);
     const quirks: ToleratedQuirk[] = [

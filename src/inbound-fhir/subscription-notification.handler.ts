@@ -80,7 +80,10 @@ export class SubscriptionNotificationHandler {
       // over FHIR_MAX_BODY_BYTES: answered 413 and kept with the body's head
       if (caller.tooLarge !== undefined) throw bodyTooLarge(caller.tooLarge);
       if (caller.stalled !== undefined) throw bodyStalled(caller.stalled);
-      assertJsonMediaType(caller.contentType, caller.raw, { notification: true });
+      assertJsonMediaType(caller.contentType, caller.raw, {
+        notification: true,
+        contentEncoding: caller.contentEncoding,
+      });
       const resource = parseResource(caller.raw, this.deps.config.maxJsonValues);
       if (resource.resourceType !== 'Bundle') {
         throw new FhirError(
@@ -286,8 +289,10 @@ export class SubscriptionNotificationHandler {
     const ehr = this.deps.ehr;
     if (!ehr) return;
     for (const ref of parsed.references) {
-      if (/^(urn:|#)/i.test(ref.value) || ehr.isOurs(ref.value)) continue;
-      const diagnostics = `${ref.expression} names a URL outside the EHR's FHIR base (FHIR_SERVER_URL); nothing was read from it`;
+      if (/^(urn:|#)/i.test(ref.value)) continue;
+      const why = ehr.whyNotOurs(ref.value);
+      if (why === undefined) continue;
+      const diagnostics = `${ref.expression} names ${why.text}; nothing was read from it`;
       throw new FhirError('invalid', diagnostics, [
         { severity: 'error', code: 'security', diagnostics, expression: [ref.expression] },
       ]);

@@ -201,6 +201,46 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     expect(page.text).not.toContain('Only the first');
   });
 
+  it('16 analysts opening one 9.5 MB message at once (API and page): every view answered, /health answering meanwhile', async () => {
+    // Each view reads, decodes, parses and masks the whole stored message (about 0.2 s that
+    // cannot be split); asked at once, the views ran back to back in one turn of the event
+    // loop and held /health 2.3 s (8 readers: 0.9-1.3 s). They now run one at a time, each
+    // in its own turn.
+    const message = swfWith('BIGVIEW1', `NTE|1||${'Befund '.repeat(1_350_000)}`);
+    expect(message.length).toBeGreaterThan(9_000_000);
+    expect(await sendOne(message)).toMatch(/MSA\|A[AER]\|BIGVIEW1/);
+    const id = await messageId('BIGVIEW1');
+    let done = false;
+    let worstHealthMs = 0;
+    let healthChecks = 0;
+    const watcher = (async () => {
+      while (!done) {
+        const started = Date.now();
+        await (await fetch(`${adapter.httpUrl}/health`)).arrayBuffer();
+        worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
+        healthChecks += 1;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    const started = Date.now();
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        i % 2 === 0
+          ? get(`/api/audit/messages/${id}`, 'application/json')
+          : get(`/audit/messages/${id}`, 'text/html'),
+      ),
+    );
+    const allMs = Date.now() - started;
+    done = true;
+    await watcher;
+    console.log(`HOSTILE-AUDIT 16-views ${JSON.stringify({ allMs, worstHealthMs, healthChecks })}`);
+    expect(answers.map((a) => a.status)).toEqual(Array(16).fill(200));
+    expect(answers[0]!.text).toContain('"cut"');
+    expect(healthChecks).toBeGreaterThan(0);
+    // Bound for a loaded machine: /health waits for one view at most (about 0.2-0.3 s here).
+    expect(worstHealthMs).toBeLessThan(1_000);
+  });
+
   it('in Chromium: the analyst finds the refused message in the browser and reads its head under the notice', async () => {
     const userDataDir = mkdtempSync(join(tmpdir(), 'audit-raw-viewer-'));
     const context = await launchChromium(userDataDir);

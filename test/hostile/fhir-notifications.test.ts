@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { Client as PgClient } from 'pg';
@@ -276,6 +276,65 @@ describe('hostile: what the EHR answers to the reads a notification causes', () 
     ).rows;
     expect(rows).toEqual([{ source_url: `${ehr.baseUrl}/ServiceRequest/spelled` }]);
   });
+
+  it('a reference with a `.` or `..` segment is refused 422 on its element, never read at the URL it resolves to', async () => {
+    // `Patient/.` resolves to `<base>/Patient/` (the search), `Patient/..` to the base itself:
+    // the EHR was read there with its credential. A gateway answering the bare type path with
+    // a Patient made `Patient/.` an order on that patient (201); the base's answer was a 503,
+    // resent by the sender for ever, for a reference no resend can mend.
+    ehr.answers.set('/fhir/Patient/', {
+      status: 200,
+      body: fhirFixture('r4-patient-example-dicom') as Json,
+    });
+    const create = async (placer: string, changes: Json) => {
+      const res = await fetch(`${rig!.adapter.httpUrl}/fhir/ServiceRequest`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/fhir+json',
+        },
+        body: JSON.stringify(chestCtRequest(placer, changes)),
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    const cases: Array<[string, Json, string]> = [
+      ['DOT-1', { subject: { reference: 'Patient/.' } }, 'ServiceRequest.subject'],
+      ['DOT-2', { subject: { reference: 'Patient/..' } }, 'ServiceRequest.subject'],
+      ['DOT-3', { subject: { reference: 'Patient/dicom/../..' } }, 'ServiceRequest.subject'],
+      [
+        'DOT-4',
+        { subject: { reference: `${ehr.baseUrl}/Patient/./dicom` } },
+        'ServiceRequest.subject',
+      ],
+      [
+        'DOT-5',
+        {
+          subject: { reference: 'Patient/dicom' },
+          supportingInfo: [{ reference: 'ImagingStudy/.' }],
+        },
+        'ServiceRequest.supportingInfo[0]',
+      ],
+    ];
+    for (const [placer, changes, expression] of cases) {
+      const res = await create(placer, changes);
+      expect({ placer, status: res.status }).toEqual({ placer, status: 422 });
+      expect(JSON.stringify(res.body)).toContain(expression);
+      expect(JSON.stringify(res.body)).toMatch(/`\.` or `\.\.` segment/);
+      expect(await ordersOf(placer)).toHaveLength(0);
+    }
+    // A notification's focus alike: refused before anything is read.
+    for (const focus of [
+      'ServiceRequest/..',
+      'ServiceRequest/.',
+      `${ehr.baseUrl}/ServiceRequest/./x`,
+    ]) {
+      const res = await notify(idOnly(`${ehr.baseUrl}/Subscription/dots`, [[1, focus]]));
+      expect({ focus, status: res.status }).toEqual({ focus, status: 422 });
+      expect(JSON.stringify(res.body)).toMatch(/`\.` or `\.\.` segment/);
+    }
+    // The same references without the dots are read as before.
+    expect((await create('DOT-6', { subject: { reference: 'Patient/dicom' } })).status).toBe(201);
+  });
 });
 
 describe('hostile: a notified request the EHR has deleted (410 Gone)', () => {
@@ -522,6 +581,75 @@ describe('hostile: a notified request the EHR no longer knows (404), or deletes 
     // Deleted once more: the new order is cancelled too (the first DELETE's answer was not replayed).
     expect((await send('DELETE', 'classic-again')).status).toBe(200);
     expect((await ordersOf('CLASSIC-AGAIN'))[1]!.cancel_requested_at).not.toBeNull();
+  });
+
+  it('classic rest-hook: a path id that is no FHIR id, or only dots, is refused 400 on ServiceRequest.id and kept; never a 500, never another URL of the EHR', async () => {
+    // `..%2Fx` reached the EHR client as `ServiceRequest/..%2Fx` and its URL check threw
+    // (500 "unexpected error"); `%2e` (id `.`) passed it and was filed as the EHR's
+    // `ServiceRequest/` collection, the URL the next read of that request would have asked.
+    // node:http with the path as written, not fetch: the WHATWG URL parser would resolve `%2e`
+    // before it is sent, as an EHR's HTTP client need not.
+    const send = (method: string, pathId: string, id: string) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const body =
+          method === 'PUT'
+            ? JSON.stringify({
+                ...chestCtRequest('CLASSIC-BAD-ID', { subject: { reference: 'Patient/dicom' } }),
+                id,
+              })
+            : undefined;
+        const { hostname, port } = new URL(adapter.httpUrl);
+        const req = httpRequest(
+          {
+            hostname,
+            port,
+            path: `/fhir/subscription-notifications/ServiceRequest/${pathId}`,
+            method,
+            headers: {
+              authorization: `Bearer ${TEST_TOKENS.sender}`,
+              'content-type': 'application/fhir+json',
+            },
+          },
+          (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (text += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (const [pathId, id] of [
+      ['..%2Fx', '../x'],
+      ['%2e', '.'],
+      ['a%2F..%2F..%2FPatient%2Fdicom', 'a/../../Patient/dicom'],
+      ['a%20b', 'a b'],
+      ['x'.repeat(65), 'x'.repeat(65)],
+    ]) {
+      for (const method of ['PUT', 'DELETE']) {
+        const res = await send(method, pathId, id);
+        const body = JSON.parse(res.text) as {
+          resourceType: string;
+          issue: Array<{ code: string; diagnostics: string; expression?: string[] }>;
+        };
+        expect({ method, pathId, status: res.status }).toEqual({ method, pathId, status: 400 });
+        expect(body.resourceType).toBe('OperationOutcome');
+        expect(body.issue[0]).toMatchObject({ code: 'invalid', expression: ['ServiceRequest.id'] });
+        expect(body.issue[0]!.diagnostics).toMatch(/not a FHIR id/);
+      }
+    }
+    // Each refusal is kept with its bytes, as every refusal; no order, no EHR URL filed.
+    const refused = await db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM inbound_messages
+        WHERE message_type LIKE 'notification rest-hook (ServiceRequest%' AND response_code = '400'`,
+    );
+    expect(Number(refused.rows[0]!.n)).toBe(10);
+    expect(await ordersOf('CLASSIC-BAD-ID')).toHaveLength(0);
+    const filed = await db.query(`SELECT 1 FROM inbound_messages WHERE idempotency_key LIKE $1`, [
+      `%${ehr.baseUrl}/ServiceRequest/|%`,
+    ]);
+    expect(filed.rows).toHaveLength(0);
   });
 });
 

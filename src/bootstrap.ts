@@ -11,6 +11,7 @@ import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentia
 import { BodyStallError, bodyStallReason } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
+import { badPathEscape } from './common/path-escapes';
 import { answerClientErrors } from './common/client-error';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
@@ -193,6 +194,21 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
         lines.length > 1
           ? 'more than one Host header'
           : 'the Host header is not a host name or address with an optional port',
+        'invalid',
+      );
+    });
+    // A path whose percent-escapes are no UTF-8 (`/fhir/ServiceRequest/%ff`, a Latin-1 `K%F6nig`
+    // in an audit link) is 400 naming the escape, in the front door's own words. The router's
+    // "Failed to decode param" came back as problem JSON titled BadRequest, under /fhir too.
+    app.use((req: Request, res: Response, next: NextFunction) => {
+      const bad = badPathEscape(req.path);
+      if (bad === undefined) return next();
+      refuseAtDoor(
+        req,
+        res,
+        400,
+        'bad_request',
+        `the path holds ${bad}, which is no percent-encoded UTF-8: write each character as its UTF-8 bytes, each byte %XX (RFC 3986)`,
         'invalid',
       );
     });

@@ -260,3 +260,47 @@ describe('HTTP front door: request line and headers as sent', () => {
     }
   });
 });
+
+describe('HTTP front door: a path that is no UTF-8 once decoded', () => {
+  let adapter: TestAdapter;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ DATA_DIR_MIN_FREE_BYTES: '1' });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  const get = (path: string, token: string, accept = '*/*') =>
+    fetch(`${adapter.httpUrl}${path}`, {
+      headers: { authorization: `Bearer ${token}`, accept },
+    });
+
+  it('is a 400 in each front door’s own words, naming the bad escape', async () => {
+    // Before: the router's "Failed to decode param '%ff'", problem JSON titled BadRequest on
+    // every door, /fhir included (a FHIR client reads an OperationOutcome).
+    const fhir = await get('/fhir/ServiceRequest/%ff', TEST_TOKENS.sender);
+    expect(fhir.status).toBe(400);
+    expect(fhir.headers.get('content-type')).toMatch(/^application\/fhir\+json/);
+    expect(await fhir.json()).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ severity: 'error', code: 'invalid', diagnostics: expect.stringContaining('%ff') }],
+    });
+    // a Latin-1 ö in an audit link, as a spreadsheet's hyperlink writes it
+    const api = await get('/api/audit/orders/K%F6nig', TEST_TOKENS.analyst);
+    expect(api.status).toBe(400);
+    expect(api.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(await api.json()).toMatchObject({
+      title: 'bad_request',
+      detail: expect.stringMatching(/^the path holds %F6, which is no percent-encoded UTF-8/),
+    });
+    // a bare % is named too, and the same path in UTF-8 is read (404: no such order)
+    const bare = await get('/api/audit/orders/50%', TEST_TOKENS.analyst);
+    expect(bare.status).toBe(400);
+    expect(((await bare.json()) as { detail: string }).detail).toMatch(/^the path holds %,/);
+    const utf8 = await get('/api/audit/orders/K%C3%B6nig', TEST_TOKENS.analyst);
+    expect(utf8.status).not.toBe(400);
+    // the service goes on answering
+    expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+  });
+});

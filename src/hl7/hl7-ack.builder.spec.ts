@@ -5,6 +5,7 @@ import {
   buildUnparseableAck,
   Hl7ErrorDetail,
 } from './hl7-ack.builder';
+import { isValidUtf8 } from './hl7-charset';
 import { parseHl7 } from './hl7-message';
 import { checkStructure } from './hl7-structure.validator';
 
@@ -242,6 +243,42 @@ describe('buildAck', () => {
     expect(ack.text).toContain('|8859/1');
     expect(ack.bytes.includes(Buffer.from('Ger\u00e4t', 'latin1'))).toBe(true);
     expect(parseHl7(ack.bytes).get('MSA-3')).toBe('Fehler in Schnittstelle: Gerät');
+  });
+});
+
+describe('the bytes of an ACK are those its MSH-18 names', () => {
+  const ackOf = (raw: Buffer) =>
+    buildAck({ inbound: parseHl7(raw), outcome: 'accept', controlId: 'OUT-1', now: NOW });
+  const withSender = (name: string, charset: string) =>
+    inbound('2.5.1', `||||||${charset}`).replace('RIS^1.2.3^ISO', name);
+
+  it('a name read in GB 18030 (no encoder here) goes back in UTF-8 under UNICODE UTF-8', () => {
+    // 放射科 in GB 18030 bytes, as a Chinese RIS writes its department
+    const gb = Buffer.from(withSender('RIS_\u0000', 'GB 18030-2000'), 'latin1');
+    const at = gb.indexOf(0);
+    const raw = Buffer.concat([
+      gb.subarray(0, at),
+      Buffer.from('b7c5c9e4bfc6', 'hex'),
+      gb.subarray(at + 1),
+    ]);
+    const ack = ackOf(raw);
+    expect(ack.text.split('\r')[0]).toMatch(/\|UNICODE UTF-8$/);
+    expect(isValidUtf8(ack.bytes)).toBe(true);
+    expect(parseHl7(ack.bytes).get('MSH-5')).toBe('RIS_放射科');
+  });
+
+  it("an ASCII answer keeps the sender's MSH-18 as the table spells it", () => {
+    expect(ackOf(Buffer.from(withSender('RIS', 'GB 18030-2000'))).text).toContain(
+      '|GB 18030-2000\r',
+    );
+    expect(ackOf(Buffer.from(withSender('RIS', ''))).text.split('\r')[0]).toMatch(/\|2\.5\.1$/);
+  });
+
+  it('v2.3/v2.4 name UTF-8 UNICODE, their table having no UNICODE UTF-8', () => {
+    const raw = Buffer.from(inbound('2.4').replace('RIS^1.2.3^ISO', 'RÖNTGEN'), 'utf8');
+    const ack = ackOf(raw);
+    expect(ack.text.split('\r')[0]).toMatch(/\|UNICODE$/);
+    expect(parseHl7(ack.bytes).get('MSH-5')).toBe('RÖNTGEN');
   });
 });
 

@@ -1,4 +1,4 @@
-import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
+import { charsetLabel, encodeText, table0211Value, writesAs } from './hl7-charset';
 import {
   encodeMessage,
   formatHl7Timestamp,
@@ -342,11 +342,11 @@ export function buildAck(options: AckOptions): BuiltAck {
   // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
   // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
   const declared = inbound.declaredCharset.trim();
-  const charset = declared
+  const named = declared
     ? (table0211Value(declared, version) ??
       (charsetLabel(declared) !== undefined ? declared : undefined))
     : undefined;
-  const segments: Hl7SegmentSpec[] = [
+  const segmentsFor = (charset: string | undefined): Hl7SegmentSpec[] => [
     {
       id: 'MSH',
       fields: [
@@ -404,9 +404,39 @@ export function buildAck(options: AckOptions): BuiltAck {
         }))
       : []),
   ];
-  const text = encodeMessage(segments, inbound.delimiters);
-  // In the bytes the sender used (MSH-18 echoed; see encodeWith).
-  return { code, text, bytes: encodeWith(text, inbound.encoding) };
+  const first = encodeMessage(segmentsFor(named), inbound.delimiters);
+  const charset = ackCharset(named, first, inbound.encoding, version);
+  const text = charset === named ? first : encodeMessage(segmentsFor(charset), inbound.delimiters);
+  return { code, text, bytes: encodeText(text, charset ?? '', inbound.encoding) };
+}
+
+/** Printable and control ASCII: the same bytes in every charset we write. */
+// eslint-disable-next-line no-control-regex -- the whole ASCII range
+const ASCII_ONLY = /^[\u0000-\u007f]*$/;
+
+/**
+ * MSH-18 of our ACK, so that its bytes are what it declares (v2.5.1 §2.15.9.18: MSH-18 names
+ * the character set of the whole message; empty means ASCII). The sender's charset (`named`)
+ * when the ACK is ASCII or can be written in it (`writesAs`: UTF-8, an ISO 8859 part, a code
+ * page); else the charset its message was read in, when table 0211 names one we write (a
+ * sender that declared none or ASCII and wrote Latin-1 gets 8859/1 and its own bytes back),
+ * else UTF-8. Before, the ACK was written in the bytes the message was decoded with whatever
+ * MSH-18 said: a header of Latin-1 bytes under `UNICODE UTF-8` came back as Latin-1 under
+ * `UNICODE UTF-8` (not UTF-8, refused or garbled by the sender's decoder), UTF-8 names under
+ * `ASCII` or no MSH-18 as 8-bit bytes, and names read in GB 18030 as UTF-8 under
+ * `GB 18030-2000`.
+ */
+function ackCharset(
+  named: string | undefined,
+  text: string,
+  readWith: string,
+  version: string,
+): string | undefined {
+  if (ASCII_ONLY.test(text)) return named;
+  if (named !== undefined && writesAs(named, text)) return named;
+  const read = table0211Value(readWith, version);
+  if (read !== undefined && writesAs(read, text)) return read;
+  return table0211Value('UTF-8', version);
 }
 
 export interface UnparseableAckOptions {

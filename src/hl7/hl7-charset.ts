@@ -305,9 +305,8 @@ const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+|windows-\d+)$/;
  * Encodes text with one of our decoder labels, the inverse of decodeBytes for the charsets
  * that have an encoder here: UTF-8, and the single-byte ISO 8859 parts (a character the
  * charset cannot hold is written `?`). The multi-byte charsets (GB 18030, KS X 1001, BIG-5,
- * ISO IR14) have no encoder here and are written as UTF-8. An acknowledgment is encoded with
- * the label its inbound message was decoded with, so that the sender's own names (MSH-3..6)
- * come back as the bytes it sent, whatever its MSH-18 said.
+ * ISO IR14) have no encoder here and are written as UTF-8. Callers that declare a charset
+ * check first that it is written so (`writesAs`; an ACK's MSH-18: hl7-ack.builder.ts).
  */
 export function encodeWith(text: string, encoding: string): Buffer {
   // ASCII is the same bytes in UTF-8 and every ISO 8859 part: the usual ACK needs no table

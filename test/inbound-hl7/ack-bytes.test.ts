@@ -1,0 +1,116 @@
+import { once } from 'node:events';
+import net from 'node:net';
+import { parseHl7 } from '../../src/hl7';
+import { isValidUtf8, table0211Value } from '../../src/hl7/hl7-charset';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+import { hl7Fixture, withControlId } from '../helpers/hl7-fixtures';
+
+jest.setTimeout(90_000);
+
+/**
+ * What the adapter writes back over MLLP is valid HL7 for its declared character set, whatever
+ * the sender's header held: the ACK's bytes are what its own MSH-18 names (v2.5.1 §2.15.9.18;
+ * empty is ASCII). Real adapter, real socket (raw frames, the answer read byte for byte), real
+ * PostgreSQL.
+ */
+describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
+  let h: MllpHarness;
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(() => h?.close());
+
+  /** One frame on a fresh raw socket; the answer's bytes between VT and FS, as sent. */
+  const exchange = async (message: Buffer): Promise<Buffer> => {
+    const socket = net.connect(h.adapter.mllpPort, '127.0.0.1');
+    await once(socket, 'connect');
+    let pending = Buffer.alloc(0);
+    try {
+      const answered = new Promise<Buffer>((resolve, reject) => {
+        socket.on('error', reject);
+        socket.on('data', (chunk: Buffer) => {
+          pending = Buffer.concat([pending, chunk]);
+          const end = pending.indexOf(0x1c);
+          if (end !== -1) resolve(pending.subarray(1, end));
+        });
+      });
+      socket.write(Buffer.concat([Buffer.from([0x0b]), message, Buffer.from([0x1c, 0x0d])]));
+      return await answered;
+    } finally {
+      socket.destroy();
+    }
+  };
+
+  /** The ACK's own MSH-18 as it stands in its bytes (ASCII in every charset we write). */
+  const declaredBy = (ack: Buffer): string =>
+    ack.toString('latin1').split('\r')[0]!.split('|')[17] ?? '';
+
+  /**
+   * True when the bytes are what the charset named in their MSH-18 allows: UTF-8 that decodes
+   * strictly, ISO 8859-1 without the C1 control bytes 0x80-0x9F, 7-bit ASCII when empty.
+   */
+  const validForItsCharset = (ack: Buffer): boolean => {
+    const declared = declaredBy(ack);
+    const value = declared === '' ? 'ASCII' : table0211Value(declared, '2.5.1');
+    if (value === 'UNICODE UTF-8') return isValidUtf8(ack);
+    if (value === '8859/1') return !ack.some((b) => b >= 0x80 && b <= 0x9f);
+    if (value === 'ASCII') return !ack.some((b) => b >= 0x80);
+    throw new Error(`no check for MSH-18 ${declared}`);
+  };
+
+  it('a header of Latin-1 bytes under UNICODE UTF-8 is answered in UTF-8, its names the same letters', async () => {
+    // A German RIS behind an engine that labels its feed UTF-8 and passes the Latin-1 bytes on
+    const sent = withControlId(hl7Fixture('orm-o01-v251-utf8-declared-latin1-header'), 'ACKB-1');
+    const ack = await exchange(sent);
+    expect(declaredBy(ack)).toBe('UNICODE UTF-8');
+    expect(isValidUtf8(ack)).toBe(true);
+    const parsed = parseHl7(ack);
+    expect(parsed.get('MSA-2')).toBe('ACKB-1');
+    expect([parsed.get('MSH-5'), parsed.get('MSH-6')]).toEqual(['RIS_RÖNTGEN', 'ST_MARIEN_KÖLN']);
+    const stored = await h.db.query(
+      `SELECT outcome FROM inbound_messages WHERE message_control_id = 'ACKB-1'`,
+    );
+    expect(stored.rows).toEqual([{ outcome: 'accepted' }]);
+  });
+
+  /** An ORM^O01 whose sender names itself `sender` and writes MSH-18 `charset`. */
+  const orm = (id: string, sender: string, charset: string, type = 'ORM^O01'): string =>
+    [
+      `MSH|^~\\&|${sender}|KLINIKUM|AI|RAD|20240611091502||${type}|${id}|P|2.5.1||||||${charset}`,
+      `PID|1||PAT-${id}^^^KLINIKUM^PI||Jäger^Björn||19700101|M`,
+      `ORC|NW|PL-${id}^RIS|||||||20240611091502`,
+      `OBR|1|PL-${id}^RIS||CTTHX^CT Thorax^L|||||||||||||ACC-${id}||||||CT`,
+    ].join('\r') + '\r';
+
+  it.each([
+    // [case, MSH-18 sent, MSH-18 answered, bytes of the message]
+    ['UTF-8 under ASCII', 'ASCII', 'UNICODE UTF-8', 'utf8'],
+    ['UTF-8 with no MSH-18', '', 'UNICODE UTF-8', 'utf8'],
+    ['Latin-1 with no MSH-18', '', '8859/1', 'latin1'],
+    ['Latin-1 under ASCII', 'ASCII', '8859/1', 'latin1'],
+    ['UTF-8 under 8859/1 (an engine re-encoded)', '8859/1', '8859/1', 'utf8'],
+    ['Latin-1 under UTF-8', 'UTF-8', 'UNICODE UTF-8', 'latin1'],
+  ] as const)('%s: MSH-18 %j answered %j, valid in it', async (_, charset, answered, bytes) => {
+    const id = `ACKB-${charset || 'NONE'}-${bytes}`.replace(/[^A-Z0-9-]/gi, '');
+    for (const type of ['ORM^O01', 'ORM^O09']) {
+      // accepted (AA) and refused (AR 201): both answers echo the sender's header
+      const ack = await exchange(
+        Buffer.from(orm(id + type.slice(-1), 'RÖNTGEN', charset, type), bytes),
+      );
+      expect(declaredBy(ack)).toBe(answered);
+      expect(validForItsCharset(ack)).toBe(true);
+      const parsed = parseHl7(ack);
+      expect(parsed.get('MSA-1')).toBe(type === 'ORM^O01' ? 'AA' : 'AR');
+      expect(parsed.get('MSA-2')).toBe(id + type.slice(-1));
+      expect(parsed.get('MSH-5')).toBe('RÖNTGEN');
+    }
+  });
+
+  it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
+    for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
+      const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));
+      expect(declaredBy(ack)).toBe(charset);
+      expect(validForItsCharset(ack)).toBe(true);
+    }
+  });
+});

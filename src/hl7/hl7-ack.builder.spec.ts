@@ -321,6 +321,14 @@ describe('checkStructure', () => {
     });
   });
 
+  it('rejects an MSH-10 over 199 characters (ST) with AR 102 at MSH-10', () => {
+    expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(199))).outcome).toBe('accept');
+    expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(200)))).toEqual({
+      outcome: 'reject',
+      errors: [expect.objectContaining({ code: 102, location: 'MSH-10', severity: 'E' })],
+    });
+  });
+
   it('answers AE 100 for an order message without ORC/OBR', () => {
     const result = check(inbound('2.5.1').replace('ORC|NW|P1\rOBR|1|P1||CT1^CT Head^L\r', ''));
     expect(result.outcome).toBe('error');
@@ -376,6 +384,57 @@ describe('MSA-2', () => {
       now: NOW,
     });
     expect(ack.text.split('\r')[1]).toBe(`MSA|AA|${id}`);
+  });
+});
+
+describe('MSA-2 holds what an ST holds', () => {
+  const msa2 = (id: string) =>
+    buildAck({
+      inbound: parseHl7(Buffer.from(inbound('2.5.1').replace('IN-42', id), 'latin1')),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    })
+      .text.split('\r')[1]!
+      .slice('MSA|AA|'.length);
+
+  it.each([
+    // a sender that does not escape its backslashes: read as text, written \E\
+    ['AB\\CD', 'AB\\E\\CD'],
+    ['AB\\C^D\\', 'AB\\E\\C^D\\E\\'],
+    // a control character, raw or inside what would be a sequence, as hexadecimal data
+    ['ID\x01', 'ID\\X01\\'],
+    ['\\X\x0bA\\', '\\E\\X\\X0B\\A\\E\\'],
+    // escapes the sender closed stay as written
+    ['A\\F\\B\\X41\\', 'A\\F\\B\\X41\\'],
+  ])('MSH-10 %j is answered %j', (id, written) => {
+    expect(msa2(id)).toBe(written);
+  });
+
+  it('is at most 199 characters, never cut inside an escape sequence', () => {
+    expect(msa2('9'.repeat(300))).toBe('9'.repeat(199));
+    expect(msa2(`${'9'.repeat(197)}\\F\\99`)).toBe('9'.repeat(197));
+  });
+});
+
+describe('MSH-3..6 of the ACK hold what an HD holds', () => {
+  it('an HD over 227 characters is not echoed (MSH-3 then names us)', () => {
+    const long = 'R'.repeat(228);
+    const ack = buildAck({
+      inbound: parseHl7(
+        inbound('2.5.1').replace('|RIS^1.2.3^ISO|HOSP|AI|', `|${long}|HOSP|${long}|`),
+      ),
+      outcome: 'reject',
+      errors: [{ location: 'MSH-3', code: 102, severity: 'E', message: 'too long' }],
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('\r')[0]!.split('|').slice(2, 6)).toEqual([
+      'IMAGING-AI-ADAPTER',
+      'RAD',
+      '',
+      'HOSP',
+    ]);
   });
 });
 

@@ -1,9 +1,7 @@
 import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-header-lengths';
 import { HL7_VERSION_IDS } from './hl7-versions';
-
-/** The longest MSH-3 / MSH-4 (HD: IS 20, ST 199, ID 6 and two separators; v2.7 conformance length). */
-const HD_MAX_CHARS = 227;
 
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
@@ -100,6 +98,20 @@ export function checkStructure(
         brief: `Send the application/facility name: MSH-${field} is ${length} characters (HD: ${HD_MAX_CHARS})`,
       });
     }
+  }
+  // MSH-10 (ST, 199 since v2.6) is echoed in our MSA-2 and keys the sender's duplicates: a
+  // control ID of thousands of characters (a misconfigured engine, a hostile peer) was taken and
+  // answered AA with an MSA-2 as long, a value no version's MSA-2 holds. Refused, the AR's
+  // MSA-2 its first 199 characters.
+  const controlIdLength = [...msh.rawField(10)].length;
+  if (controlIdLength > CONTROL_ID_MAX_CHARS) {
+    return reject({
+      location: 'MSH-10',
+      code: 102,
+      severity: 'E',
+      message: `MSH-10 is ${controlIdLength} characters, more than the ${CONTROL_ID_MAX_CHARS} of a message control ID (ST); send the message with a control ID of at most ${CONTROL_ID_MAX_CHARS}`,
+      brief: `Send a control ID of at most ${CONTROL_ID_MAX_CHARS}: MSH-10 is ${controlIdLength} characters`,
+    });
   }
   if (!message.controlId) {
     // Required by the standard, but some senders leave it empty: we take the message (it is

@@ -106,6 +106,56 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     }
   });
 
+  it('an MSH-3 longer than an HD is refused, and the AR does not write it back', async () => {
+    const ack = await exchange(Buffer.from(orm('ACKB-HD3', 'R'.repeat(3000), '')));
+    const parsed = parseHl7(ack);
+    expect([parsed.get('MSA-1'), parsed.get('MSA-2'), parsed.get('ERR-3')]).toEqual([
+      'AR',
+      'ACKB-HD3',
+      '102',
+    ]);
+    // before: MSH-5 of the AR was the 3,000 characters
+    expect(parsed.get('MSH-5')).toBeUndefined();
+    expect(ack.length).toBeLessThan(1000);
+  });
+
+  it('an MSH-5 longer than an HD: the order is taken, and the ACK names us in MSH-3', async () => {
+    const text = orm('ACKB-HD5', 'RIS', '').replace(
+      '|KLINIKUM|AI|',
+      `|KLINIKUM|${'A'.repeat(3000)}|`,
+    );
+    const ack = await exchange(Buffer.from(text));
+    const parsed = parseHl7(ack);
+    expect(parsed.get('MSA-1')).toBe('AA');
+    // before: the 3,000 characters in the ACK's MSH-3
+    expect(parsed.get('MSH-3')).toBe('IMAGING-AI-ADAPTER');
+    expect(ack.length).toBeLessThan(1000);
+  });
+
+  it('an MSH-10 longer than an ST is refused AR 102, MSA-2 its first 199 characters', async () => {
+    const id = `ACKB-${'7'.repeat(7995)}`;
+    const ack = await exchange(Buffer.from(orm(id, 'RIS', '').replace(`PL-${id}`, 'PL-ACKB-LONG')));
+    const parsed = parseHl7(ack);
+    // before: AA, with the 8,000 characters in MSA-2
+    expect([parsed.get('MSA-1'), parsed.get('ERR-2.3'), parsed.get('ERR-3')]).toEqual([
+      'AR',
+      '10',
+      '102',
+    ]);
+    expect(parsed.get('MSA-2')).toBe(id.slice(0, 199));
+    const order = await h.db.query(
+      `SELECT 1 FROM orders WHERE placer_order_number = 'PL-ACKB-LONG'`,
+    );
+    expect(order.rowCount).toBe(0);
+  });
+
+  it('an MSH-10 with a backslash the sender did not escape comes back as the text it was read as', async () => {
+    const ack = await exchange(Buffer.from(orm('ACKB\\BS', 'RIS', '')));
+    // before: `ACKB\BS`, an escape sequence left open in the answer
+    expect(ack.toString('latin1')).toContain('\rMSA|AA|ACKB\\E\\BS\r');
+    expect(parseHl7(ack).get('MSA-2')).toBe('ACKB\\BS');
+  });
+
   it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
     for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
       const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));

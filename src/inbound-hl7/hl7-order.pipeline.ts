@@ -18,7 +18,11 @@ import {
   DEFAULT_HL7_ORDER_MAPPING_CONFIG,
   type Hl7OrderMappingConfig,
 } from '../mappings/hl7-order.config';
-import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
+import {
+  mapHl7Message,
+  unmatchableIdentifierError,
+  type MappedOrder,
+} from '../mappings/hl7-order.mapping';
 
 /** What the MLLP front door reads a message with (the site's mapping and bounds). */
 export interface Hl7PipelineOptions {
@@ -220,9 +224,15 @@ function obrFieldLocation(message: Hl7Message, groupIndex: number | undefined, f
 function refusedOrderError(
   message: Hl7Message,
   r: IntakeOutcome['results'][number],
-  groupIndex: number | undefined,
+  order: MappedOrder | undefined,
 ): Hl7ErrorDetail | undefined {
+  const groupIndex = order?.groupIndex;
   if (r.kind === 'unknown-order') {
+    // A placer number with a control character (or over 199 characters) names no order taken
+    // since the identifier rule: the cancel or change gets the refusal a new order with it gets
+    // (102 at the field), not 204. Before, `ORC|CA|PL\X07\` was "unknown order".
+    const unmatchable = order && unmatchableIdentifierError(order, 'order');
+    if (unmatchable) return unmatchable;
     return {
       location: placerNumberLocation(message, groupIndex),
       code: 204,
@@ -258,6 +268,8 @@ function refusedOrderError(
     };
   }
   if (r.reason === 'other-patient') {
+    const unmatchable = order && unmatchableIdentifierError(order, 'patient');
+    if (unmatchable) return unmatchable;
     return {
       location: 'PID-3',
       code: 204,
@@ -302,7 +314,7 @@ export function answerMappedMessage(
 ): IntakeResponse {
   // results[i] answers orders[i]; the ERR names that order's own segment (ORC[2]-2 for the second).
   const errors = outcome.results.flatMap((r, i) => {
-    const e = refusedOrderError(message, r, orders[i]?.groupIndex);
+    const e = refusedOrderError(message, r, orders[i]);
     return e ? [e] : [];
   });
   if (errors.length > 0) {

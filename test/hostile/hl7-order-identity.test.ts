@@ -262,6 +262,51 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('a cancel (CA), a discontinue (DC) or a change (XO) whose placer number holds a control character is AE 102 at ORC-2, as the new order (NW) with it is; an order stored before that rule is still cancelled by it', async () => {
+    // A barcode scanner's TAB or a BEL an engine let through, sent escaped (`\X09\`). Before,
+    // the NW was AE 102 at ORC-2 but the CA with the same number "unknown order" (AE 204 at
+    // ORC-2): the RIS was told to look for an order, not that its number can name none.
+    const message = (control: string, orc1: string, placer: string): Buffer => {
+      const fixture = orc1 === 'NW' ? 'orm-o01-v231-ihe-swf-zds' : 'orm-o01-v251-cancel-ca';
+      const id = orc1 === 'NW' ? 'MSGID20240318144217' : 'MSGID20240318163005';
+      return edited(hl7Fixture(fixture), [
+        [id, control],
+        ['PLC-100234', placer],
+        ['FIL-55012^DSS_OF', ''],
+        [orc1 === 'NW' ? 'ORC|NW|' : 'ORC|CA|', `ORC|${orc1}|`],
+      ]);
+    };
+    for (const orc1 of ['NW', 'CA', 'DC', 'XO']) {
+      for (const escaped of ['\\X09\\', '\\X07\\']) {
+        const reply = await h.mllp.send(
+          message(`CTRL-${orc1}-${escaped.slice(2, 4)}`, orc1, `PLC-CTRL${escaped}`),
+        );
+        const ack = ackSummary(reply);
+        expect({ orc1, escaped, code: ack.code }).toEqual({ orc1, escaped, code: 'AE' });
+        expect({ orc1, escaped, errors: ack.errors }).toEqual({
+          orc1,
+          escaped,
+          // the NW fixture is v2.3.1 (ERR-1), the cancel v2.5.1 (ERR-2, ERR-3)
+          errors: [expect.stringMatching(/^(ORC\^1\^2\^102&|\|ORC\^1\^2\^1\|102\^)/)],
+        });
+      }
+    }
+    // An order stored while such numbers were taken (a TAB was kept as sent): its cancel finds
+    // it and cancels it (CR)
+    expect(ackSummary(await h.mllp.send(message('CTRL-OLD-NW', 'NW', 'PLC-CTRL-OLD'))).code).toBe(
+      'AA',
+    );
+    await h.db.query(
+      `UPDATE orders SET placer_order_number = E'PLC-CTRL-OLD\\t',
+              request = jsonb_set(request, '{placerOrderNumber,value}', to_jsonb(E'PLC-CTRL-OLD\\t'::text))
+        WHERE placer_order_number = 'PLC-CTRL-OLD'`,
+    );
+    const cancel = parseHl7(await h.mllp.send(message('CTRL-OLD-CA', 'CA', 'PLC-CTRL-OLD\\X09\\')));
+    expect(cancel.get('MSA-1')).toBe('AA');
+    expect(cancel.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR']);
+    expect((await ordersUnder('PLC-CTRL-OLD\t'))[0]?.cancel_requested_at).not.toBeNull();
+  });
+
   it('a cancel (CA) and the reorder (NW) under the same placer number in one message: CR for the old order, OK for a new one', async () => {
     // The RIS sends the cancel and the new order as two ORC groups of one ORM^O01 (HL7 v2.5.1
     // §4.4.1: one message, several orders). Before: the NW was decided against the order as

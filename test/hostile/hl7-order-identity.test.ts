@@ -360,6 +360,88 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('a new order (NW) and its cancel (CA) in one message: OK and CR, the order made and its cancel requested; a NW after them is a new order; an XO after a NW changes it (XR)', async () => {
+    // The groups of one message are judged in order (HL7 v2.5.1 §4.4.1), as the same groups in
+    // successive messages would be. Before: the CA (or XO) was looked for among the orders
+    // stored before the message, found none, and the whole message was AE 204 "unknown order",
+    // the NW with it, though the RIS had written the order and its cancel in that order.
+    const message = (
+      control: string,
+      placer: string,
+      groups: Array<['NW' | 'CA' | 'XO', string]>,
+    ) => {
+      const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['MSGID20240318144217', control],
+        ['PLC-100234', placer],
+        ['FIL-55012^DSS_OF', ''],
+      ]).toString('latin1');
+      const groupOf = (control: 'NW' | 'CA' | 'XO', accession: string) => {
+        const fixture = {
+          NW: 'orm-o01-v231-ihe-swf-zds',
+          CA: 'orm-o01-v251-cancel-ca',
+          XO: 'orm-o01-v251-change-xo',
+        }[control];
+        const text = edited(hl7Fixture(fixture), [
+          ['PLC-100234', placer],
+          ['FIL-55012^DSS_OF', ''],
+          ['ACC-20240318-0042', accession],
+        ]).toString('latin1');
+        return text.slice(text.indexOf('ORC|'));
+      };
+      const head = nw.slice(0, nw.indexOf('ORC|'));
+      return Buffer.from(head + groups.map(([c, acc]) => groupOf(c, acc)).join(''), 'latin1');
+    };
+    const controls = (reply: Buffer) =>
+      parseHl7(reply)
+        .segmentsById('ORC')
+        .map((o) => o.value(1));
+
+    const made = await h.mllp.send(
+      message('NWCA-1', 'PLC-NWCA', [
+        ['NW', 'ACC-NWCA-1'],
+        ['CA', 'ACC-NWCA-1'],
+      ]),
+    );
+    expect(ackSummary(made)).toMatchObject({ code: 'AA', errors: [] });
+    expect(controls(made)).toEqual(['OK', 'CR']);
+    const orders = await ordersUnder('PLC-NWCA');
+    expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-NWCA-1', true],
+    ]);
+    const timeline = await h.db.query(`SELECT kind FROM audit_events WHERE order_id = $1`, [
+      orders[0].id,
+    ]);
+    expect(timeline.rows.map((r) => r.kind)).toContain('order.cancel-requested');
+
+    const remade = await h.mllp.send(
+      message('NWCA-2', 'PLC-NWCA2', [
+        ['NW', 'ACC-NWCA-2'],
+        ['CA', 'ACC-NWCA-2'],
+        ['NW', 'ACC-NWCA-3'],
+      ]),
+    );
+    expect(controls(remade)).toEqual(['OK', 'CR', 'OK']);
+    // made in one transaction (one created_at): by accession
+    const both = (await ordersUnder('PLC-NWCA2'))
+      .map((o) => [o.accession_number, o.cancel_requested_at !== null])
+      .sort();
+    expect(both).toEqual([
+      ['ACC-NWCA-2', true],
+      ['ACC-NWCA-3', false],
+    ]);
+
+    const changed = await h.mllp.send(
+      message('NWXO-1', 'PLC-NWXO', [
+        ['NW', 'ACC-NWXO-1'],
+        ['XO', 'ACC-NWXO-1'],
+      ]),
+    );
+    expect(controls(changed)).toEqual(['OK', 'XR']);
+    const [order] = await ordersUnder('PLC-NWXO');
+    // the XO's ORC-7 priority S (stat) over the NW's R
+    expect(order.request.priority).toBe('stat');
+  });
+
   it("an XO found by its filler number that names another placer number changes the order, never its numbers: later messages under the order's own number still find it", async () => {
     // The RIS (filler) knows the order as FIL-KEEP; the placer's XO carries the filler number and,
     // after a re-keying in the placer's system, another ORC-2. A placer order number is the

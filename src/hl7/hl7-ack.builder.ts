@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { charsetLabel, encodeText, table0211Value, writesAs } from './hl7-charset';
 import {
   encodeMessage,
@@ -162,6 +163,16 @@ export interface BuiltAck {
   text: string;
   /** Encoded as the inbound message was decoded (MSH-18 echoed). */
   bytes: Buffer;
+}
+
+/**
+ * A control ID for an acknowledgment of ours (MSH-10, ST): 20 hexadecimal characters, the
+ * length MSH-10 has in v2.3 to v2.5.1 (199 from v2.6), as random as a UUID's 122 bits need not
+ * be for one sender's answers. A whole UUID (36) overflowed the field in every ACK to a
+ * v2.5.1 or older sender that our MLLP server answered itself (AR 207 when the handler failed).
+ */
+export function newAckControlId(): string {
+  return randomUUID().replace(/-/g, '').slice(0, 20);
 }
 
 /** MSA-3 text message, ST of length 80 in every version that has it (v2.1-2.6; chapter 2). */

@@ -193,6 +193,29 @@ export function isValidUtf8(bytes: Buffer): boolean {
   }
 }
 
+/**
+ * The single-byte reading of bytes that are no UTF-8 and that MSH-18 does not name (none, ASCII,
+ * an unknown name, UTF-8 the bytes are not): ISO 8859-1, or Windows-1252 when bytes 0x80-0x9F
+ * are there, as for MSH-18 8859/1 (WHATWG reads ISO-8859-1 so). Such bytes are a Windows
+ * RIS's ’ “ ” – €; read as ISO 8859-1 they were C1 control codes (O’BRIEN stored as O, U+0092,
+ * BRIEN) that went on into our ACK, the ORU, FHIR and the SR, control characters no ST holds.
+ */
+function singleByteFallback(bytes: Buffer, quirks: QuirkCollector): 'latin1' | 'windows-1252' {
+  if (!hasC1Bytes(bytes)) return 'latin1';
+  quirks.add(
+    'windows-1252-bytes',
+    'bytes 0x80-0x9F in text that is no UTF-8; read as Windows-1252 (’ “ ” – €), not C1 controls',
+  );
+  return 'windows-1252';
+}
+
+/** How a fallback is named in a quirk's detail. */
+const FALLBACK_NAMES: Readonly<Record<string, string>> = {
+  latin1: 'ISO 8859-1',
+  'windows-1252': 'Windows-1252',
+  'utf-8': 'UTF-8',
+};
+
 export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDecision {
   const declared = readDeclaredCharset(bytes);
   const mapped = TABLE_0211[declared.toUpperCase()];
@@ -202,11 +225,15 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
       quirks.add('undeclared-charset-non-ascii', 'MSH-18 empty, bytes decoded as UTF-8');
       return { declared, encoding: 'utf-8', known: true };
     }
-    quirks.add('undeclared-charset-non-ascii', 'MSH-18 empty, bytes decoded as ISO 8859-1');
-    return { declared, encoding: 'latin1', known: true };
+    const fallback = singleByteFallback(bytes, quirks);
+    quirks.add(
+      'undeclared-charset-non-ascii',
+      `MSH-18 empty, bytes decoded as ${FALLBACK_NAMES[fallback]}`,
+    );
+    return { declared, encoding: fallback, known: true };
   }
   if (mapped === undefined) {
-    const fallback = isValidUtf8(bytes) ? 'utf-8' : 'latin1';
+    const fallback = isValidUtf8(bytes) ? 'utf-8' : singleByteFallback(bytes, quirks);
     const why = TABLE_0211_UNDECODABLE.has(declared.toUpperCase())
       ? 'is in table 0211 but cannot be decoded here'
       : 'is not a table 0211 value';
@@ -214,13 +241,17 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
     return { declared, encoding: fallback, known: false };
   }
   if (mapped === 'ascii' && !isAscii(bytes)) {
-    const fallback = isValidUtf8(bytes) ? 'utf-8' : 'latin1';
+    const fallback = isValidUtf8(bytes) ? 'utf-8' : singleByteFallback(bytes, quirks);
     quirks.add('declared-ascii-non-ascii', `MSH-18 ASCII but 8-bit bytes, decoded as ${fallback}`);
     return { declared, encoding: fallback, known: true };
   }
   if (mapped === 'utf-8' && !isValidUtf8(bytes)) {
-    quirks.add('invalid-utf8', 'MSH-18 declares UTF-8 but bytes are not; decoded as ISO 8859-1');
-    return { declared, encoding: 'latin1', known: true };
+    const fallback = singleByteFallback(bytes, quirks);
+    quirks.add(
+      'invalid-utf8',
+      `MSH-18 declares UTF-8 but bytes are not; decoded as ${FALLBACK_NAMES[fallback]}`,
+    );
+    return { declared, encoding: fallback, known: true };
   }
   if (isSingleByte(mapped) && !isAscii(bytes) && isValidUtf8(bytes)) {
     // An interface engine that re-encodes to UTF-8 and keeps the RIS's MSH-18 (`8859/1`):

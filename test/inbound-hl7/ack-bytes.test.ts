@@ -156,6 +156,33 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     expect(parseHl7(ack).get('MSA-2')).toBe('ACKB\\BS');
   });
 
+  it('Windows-1252 punctuation under UTF-8, ASCII or no MSH-18 is read as such: no C1 control code in the ACK or the order', async () => {
+    // An Irish or US RIS on Windows: O’NEILL (0x92) in its facility, O’BRIEN in PID-5. Before,
+    // read as ISO 8859-1, 0x92 was U+0092, a C1 control code: the ACK echoed it (in UTF-8 as
+    // C2 92), and the order stored it for the ORU, FHIR and the SR.
+    for (const charset of ['UNICODE UTF-8', 'ASCII', '']) {
+      const id = `ACKB-1252-${charset.length}`;
+      const text = orm(id, 'RIS', charset)
+        .replace('|KLINIKUM|AI|', '|O\u2019NEILL CLINIC|AI|')
+        .replace('Jäger^Björn', 'O\u2019BRIEN^SEAN');
+      const ack = await exchange(Buffer.from(text.replace(/\u2019/g, '\x92'), 'latin1'));
+      expect(validForItsCharset(ack)).toBe(true);
+      const parsed = parseHl7(ack);
+      expect({ charset, msh6: parsed.get('MSH-6') }).toEqual({ charset, msh6: 'O’NEILL CLINIC' });
+      expect(ack.toString('utf8')).not.toMatch(/[\u0080-\u009f]/);
+      const order = await h.db.query<{ name: unknown; quirks: Array<{ code: string }> }>(
+        `SELECT o.request->'patient'->'name' AS name, m.quirks
+           FROM orders o JOIN inbound_messages m ON m.id = o.inbound_message_id
+          WHERE o.placer_order_number = $1`,
+        [`PL-${id}`],
+      );
+      expect(order.rows[0]!.name).toEqual({ family: 'O’BRIEN', given: ['SEAN'] });
+      expect(order.rows[0]!.quirks).toContainEqual(
+        expect.objectContaining({ code: 'windows-1252-bytes' }),
+      );
+    }
+  });
+
   it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
     for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
       const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));

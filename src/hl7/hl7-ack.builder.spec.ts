@@ -321,6 +321,20 @@ describe('checkStructure', () => {
     });
   });
 
+  it('quotes a header code in its refusal by its first 20 characters at most', () => {
+    const long = 'Z'.repeat(5000);
+    for (const edit of [
+      (t: string) => t.replace('ORM^O01^ORM_O01', `${long}^O01`),
+      (t: string) => t.replace('ORM^O01^ORM_O01', `ORM^${long}`),
+      (t: string) => t.replace('|P|2.5.1', `|${long}|2.5.1`),
+      (t: string) => t.replace('|P|2.5.1', `|P|${long}`),
+    ]) {
+      const [error] = check(edit(inbound('2.5.1'))).errors;
+      expect(error!.message).toContain(`${'Z'.repeat(20)}…`);
+      expect(error!.message).not.toContain('Z'.repeat(21));
+    }
+  });
+
   it('rejects an MSH-10 over 199 characters (ST) with AR 102 at MSH-10', () => {
     expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(199))).outcome).toBe('accept');
     expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(200)))).toEqual({

@@ -183,6 +183,22 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     }
   });
 
+  it('a refusal quotes a header code by its first 20 characters: 5,000 of MSH-9.1 do not fill the ERR', async () => {
+    // v2.8: no length for ERR-8 in the version, the refusal's text is the whole bound
+    const ack = await exchange(
+      Buffer.from(
+        orm('ACKB-TYPE', 'RIS', '')
+          .replace('|2.5.1|', '|2.8|')
+          .replace('|ORM^O01|', `|${'Z'.repeat(5000)}^O01|`),
+      ),
+    );
+    const parsed = parseHl7(ack);
+    expect([parsed.get('MSA-1'), parsed.get('ERR-3')]).toEqual(['AR', '200']);
+    expect(parsed.get('ERR-8')).toMatch(/^Message type Z{20}… not supported/);
+    // before: 5,250 bytes, the 5,000 characters in ERR-8
+    expect(ack.length).toBeLessThan(500);
+  });
+
   it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
     for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
       const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));

@@ -1,6 +1,7 @@
 import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
 import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-header-lengths';
+import { quotedCode } from './hl7-quoted';
 import { HL7_VERSION_IDS } from './hl7-versions';
 
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
@@ -142,7 +143,7 @@ export function checkStructure(
       location: 'MSH-12',
       code: 203,
       severity: 'E',
-      message: `Version ${asSent(message.version)} not supported (2.3 to 2.8)`,
+      message: `Version ${quotedCode(message.version)} not supported (2.3 to 2.8)`,
       // MSH-12 is the sender's text, of any length: the brief does not repeat it
       brief: 'Send HL7 version 2.3 to 2.8 in MSH-12: this version is not supported',
     });
@@ -155,9 +156,9 @@ export function checkStructure(
       location: 'MSH-9.1',
       code: 200,
       severity: 'E',
-      message: `Message type ${asSent(type.code)} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
+      message: `Message type ${quotedCode(type.code)} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
       brief: caseBrief(
-        `Message type ${asSent(type.code)}`,
+        `Message type ${quotedCode(type.code)}`,
         type.code,
         Object.keys(SUPPORTED_MESSAGES),
         '0076',
@@ -169,9 +170,9 @@ export function checkStructure(
       location: 'MSH-9.2',
       code: 201,
       severity: 'E',
-      message: `Event ${asSent(type.code)}^${asSent(type.trigger)} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
+      message: `Event ${quotedCode(type.code)}^${quotedCode(type.trigger)} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
       brief: caseBrief(
-        `Event ${asSent(type.code)}^${asSent(type.trigger)}`,
+        `Event ${quotedCode(type.code)}^${quotedCode(type.trigger)}`,
         type.trigger,
         triggers,
         '0003',
@@ -186,7 +187,7 @@ export function checkStructure(
       location: 'MSH-9.3',
       code: 200,
       severity: 'W',
-      message: `Message structure ${asSent(type.structure ?? '')} does not fit ${type.code}^${type.trigger} (table 0354: ${structure}); read as ${structure}`,
+      message: `Message structure ${quotedCode(type.structure ?? '')} does not fit ${type.code}^${type.trigger} (table 0354: ${structure}); read as ${structure}`,
     });
   }
   if (!options.allowedProcessingIds.includes(message.processingId)) {
@@ -194,7 +195,7 @@ export function checkStructure(
       location: 'MSH-11',
       code: 202,
       severity: 'E',
-      message: `Processing ID ${asSent(message.processingId)} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
+      message: `Processing ID ${quotedCode(message.processingId)} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
       brief: `Send MSH-11 as ${options.allowedProcessingIds.join(' or ')}: this processing ID is not accepted here`,
     });
   }
@@ -203,7 +204,7 @@ export function checkStructure(
       location: 'MSH-18',
       code: 103,
       severity: 'W',
-      message: `Character set ${asSent(message.declaredCharset)} unknown; decoded as best effort`,
+      message: `Character set ${quotedCode(message.declaredCharset)} unknown; decoded as best effort`,
     });
   }
   const isOrder = type.code === 'ORM' || type.code === 'OMI';
@@ -216,16 +217,6 @@ export function checkStructure(
     return { outcome: 'error', errors };
   }
   return { outcome: 'accept', errors };
-}
-
-/**
- * A header code as the sender wrote it, for a refusal's text: its first 20 characters, then `…`.
- * The codes quoted here are IDs of 1 to 16 characters (MSH-9, -11, -12, -18); a longer text is
- * no code, and quoted whole (5,000 characters of MSH-9.1) it filled our answer's ERR-8.
- */
-function asSent(value: string): string {
-  const chars = [...value];
-  return chars.length <= 20 ? value : `${chars.slice(0, 20).join('')}…`;
 }
 
 /** ", codes are case-sensitive (table …): X" when `value` differs from a known code only in case. */

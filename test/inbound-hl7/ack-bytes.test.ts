@@ -199,6 +199,29 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     expect(ack.length).toBeLessThan(500);
   });
 
+  it.each([
+    ['ORC-1', '103', (t: string, long: string) => t.replace('\rORC|NW|', `\rORC|${long}|`)],
+    ['OBR-4', '103', (t: string, long: string) => t.replace('|CTTHX^', `|${long}^`)],
+    [
+      'ORC-7.6',
+      undefined,
+      (t: string, long: string) => t.replace('|||||||20240611', `|||||^^^^^${long}||20240611`),
+    ],
+  ])(
+    'a refusal or warning about %s quotes the code by its first 20 characters',
+    async (_, code, edit) => {
+      const long = 'Q'.repeat(3000);
+      const text = edit(orm(`ACKB-Q-${_}`, 'RIS', '').replace('|2.5.1|', '|2.8|'), long);
+      expect(text).toContain(long);
+      const ack = await exchange(Buffer.from(text));
+      const err = parseHl7(ack).segment('ERR')!;
+      if (code) expect(err.value(3)).toBe(code);
+      expect(err.value(8)).toContain(`${'Q'.repeat(20)}…`);
+      // before: the 3,000 characters in ERR-8
+      expect(ack.length).toBeLessThan(600);
+    },
+  );
+
   it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
     for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
       const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));

@@ -8,7 +8,7 @@ import {
   Hl7SegmentSpec,
 } from './hl7-builder';
 import { escapeValue, escapeWithin, Hl7Delimiters } from './hl7-escape';
-import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-header-lengths';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';

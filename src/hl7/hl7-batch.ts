@@ -1,6 +1,6 @@
 import { encodeSegment, formatHl7Timestamp } from './hl7-builder';
 import { DEFAULT_DELIMITERS, Hl7Delimiters, transcodeRaw } from './hl7-escape';
-import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-header-lengths';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { QuirkCollector } from './hl7-quirk';
 import { readDelimiters } from './hl7-separators';
 

@@ -1,6 +1,6 @@
 import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
-import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-header-lengths';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { quotedCode } from './hl7-quoted';
 import { HL7_VERSION_IDS } from './hl7-versions';
 

@@ -1,4 +1,5 @@
 import { sha256Hex } from '../common/hash';
+import { boundedEi } from '../hl7/hl7-echo-lengths';
 import { dedupeQuirks } from '../common/quirks';
 import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 import {
@@ -206,7 +207,9 @@ function sentEi(
 ): Hl7Component[] | undefined {
   const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
   const segment = [group?.orc, group?.obr].find((s) => s?.value(field) !== undefined);
-  return segment?.structure(field).slice(0, 4);
+  return segment
+    ? boundedEi(segment.structure(field).slice(0, 4), segment.value(field)!)
+    : undefined;
 }
 
 /** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
@@ -356,16 +359,18 @@ export function answerMappedMessage(
         return {
           control,
           placer: request.placerOrderNumber
-            ? (sentEi(message, orders[i]!.groupIndex, 2) ?? [
+            ? (sentEi(message, orders[i]!.groupIndex, 2) ??
+              boundedEi(
+                [request.placerOrderNumber.value, request.placerOrderNumber.system],
                 request.placerOrderNumber.value,
-                request.placerOrderNumber.system,
-              ])
+              ))
             : undefined,
           filler: request.fillerOrderNumber
-            ? (sentEi(message, orders[i]!.groupIndex, 3) ?? [
+            ? (sentEi(message, orders[i]!.groupIndex, 3) ??
+              boundedEi(
+                [request.fillerOrderNumber.value, request.fillerOrderNumber.system],
                 request.fillerOrderNumber.value,
-                request.fillerOrderNumber.system,
-              ])
+              ))
             : undefined,
         };
       })

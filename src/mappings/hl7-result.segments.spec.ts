@@ -167,6 +167,25 @@ describe('placer and filler numbers of our ORU', () => {
   it('without the order message, are built from the model as before', () => {
     expect(encodeField(placerNumberOf(input))).toBe('PLC-100234^RADIS1');
   });
+
+  it('an EI longer than an EI holds (427) goes back as its number alone', () => {
+    const ns = 'N'.repeat(3000);
+    const long = parseHl7(
+      'MSH|^~\\&|RIS|CHU|AI|RAD|20260301101500+0100||OMI^O23^OMI_O23|F1|P|2.5.1\r' +
+        'PID|1||990012^^^CHU^PI\r' +
+        `ORC|NW|PLC-100234^${ns}^1.2.3^ISO\rOBR|1|PLC-100234^${ns}^1.2.3^ISO\r`,
+    );
+    const withLongSystem = {
+      ...input,
+      order: {
+        ...input.order,
+        request: { ...input.order.request, placerOrderNumber: { value: 'PLC-100234', system: ns } },
+      },
+    } as unknown as PublicationInput;
+    // before: the 3,000-character namespace in ORC-2 and OBR-2 of the ORU
+    expect(encodeField(placerNumberOf(input, long))).toBe('PLC-100234');
+    expect(encodeField(placerNumberOf(withLongSystem))).toBe('PLC-100234');
+  });
 });
 
 describe('MSH-11 of our ORU', () => {

@@ -9,6 +9,7 @@ import {
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, isValidUtf8, table0211Value, writesAs } from '../hl7/hl7-charset';
+import { boundedEi } from '../hl7/hl7-echo-lengths';
 import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
@@ -381,7 +382,7 @@ function sentEi(
 ): Hl7Component[] | undefined {
   for (const id of ['ORC', 'OBR']) {
     for (const seg of original?.segmentsById(id) ?? []) {
-      if (seg.value(field) === value) return seg.structure(field).slice(0, 4);
+      if (seg.value(field) === value) return boundedEi(seg.structure(field).slice(0, 4), value);
     }
   }
   return undefined;
@@ -399,7 +400,8 @@ export function placerNumberOf(
   const placer = o.request.placerOrderNumber;
   if (o.placerOrderNumber)
     return (
-      sentEi(original, 2, o.placerOrderNumber) ?? [o.placerOrderNumber, ...hdOf(placer?.system)]
+      sentEi(original, 2, o.placerOrderNumber) ??
+      boundedEi([o.placerOrderNumber, ...hdOf(placer?.system)], o.placerOrderNumber)
     );
   const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
   return srId ? [srId, 'FHIR'] : undefined;
@@ -415,7 +417,8 @@ export function fillerNumberOf(input: PublicationInput, original?: Hl7Message): 
   const filler = o.request.fillerOrderNumber;
   if (o.fillerOrderNumber)
     return (
-      sentEi(original, 3, o.fillerOrderNumber) ?? [o.fillerOrderNumber, ...hdOf(filler?.system)]
+      sentEi(original, 3, o.fillerOrderNumber) ??
+      boundedEi([o.fillerOrderNumber, ...hdOf(filler?.system)], o.fillerOrderNumber)
     );
   return [input.orderId, 'IMAGING-AI-ADAPTER'];
 }

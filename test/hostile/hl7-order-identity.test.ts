@@ -442,6 +442,25 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     expect(order.request.priority).toBe('stat');
   });
 
+  it('a placer number whose namespace is longer than an EI holds: the ORR answers its cancel by the number alone', async () => {
+    // ORC-2.2 (IS, 20) of 3,000 characters: taken (the number is what names the order), but
+    // written back it made an ORC-2 no EI holds. Before, the ORR's ORC-2 carried all of it.
+    const placer = `PLC-LONGNS^${'N'.repeat(3000)}^1.2.3^ISO`;
+    const message = (control: string, orc1: string) =>
+      edited(hl7Fixture(orc1 === 'NW' ? 'orm-o01-v231-ihe-swf-zds' : 'orm-o01-v251-cancel-ca'), [
+        [orc1 === 'NW' ? 'MSGID20240318144217' : 'MSGID20240318163005', control],
+        ['PLC-100234^RADIS1', placer],
+        ['FIL-55012^DSS_OF', ''],
+      ]);
+    expect(ackSummary(await h.mllp.send(message('LONGNS-NW', 'NW'))).code).toBe('AA');
+    const reply = await h.mllp.send(message('LONGNS-CA', 'CA'));
+    const orr = parseHl7(reply);
+    expect(orr.segmentsById('ORC').map((o) => o.rawField(1) + '|' + o.rawField(2))).toEqual([
+      'CR|PLC-LONGNS',
+    ]);
+    expect(reply.length).toBeLessThan(500);
+  });
+
   it("an XO found by its filler number that names another placer number changes the order, never its numbers: later messages under the order's own number still find it", async () => {
     // The RIS (filler) knows the order as FIL-KEEP; the placer's XO carries the filler number and,
     // after a re-keying in the placer's system, another ORC-2. A placer order number is the

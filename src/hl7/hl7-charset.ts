@@ -263,6 +263,19 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
     );
     return { declared, encoding: 'utf-8', escapeEncoding: mapped, known: true };
   }
+  const codePage = CODE_PAGE_OF[mapped];
+  if (mapped !== 'latin1' && codePage !== undefined && hasC1Bytes(bytes)) {
+    // A Windows RIS writes its code page under the ISO part it names (a Czech or Polish one
+    // CP1250 under 8859/2): 0x80-0x9F are letters there (Š Ś Ź š ś ź), C1 control codes in the
+    // part, and the code page's other letters sit elsewhere too (ą is B9, š in 8859-2). Read as
+    // the part, `Świątek` was stored as U+008C, `wište`, k, and its C1 code went on into our
+    // ACK, ORU, FHIR and SR. Those bytes are the sign of the code page: read as it.
+    quirks.add(
+      'windows-code-page-bytes',
+      `MSH-18 ${declared} with bytes 0x80-0x9F; read as ${codePage}, not C1 controls`,
+    );
+    return { declared, encoding: codePage, known: true };
+  }
   if (mapped === 'latin1') {
     quirks.add('latin1-charset', `MSH-18 ${declared}`);
     if (hasC1Bytes(bytes)) {
@@ -278,6 +291,21 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
   }
   return { declared, encoding: mapped, known: true };
 }
+
+/**
+ * The Windows code page of each ISO 8859 part, the one a sender declaring the part writes
+ * when its bytes hold 0x80-0x9F (C1 control codes in the part, text in the code page).
+ */
+const CODE_PAGE_OF: Readonly<Record<string, string>> = {
+  latin1: 'windows-1252',
+  'iso-8859-15': 'windows-1252',
+  'iso-8859-2': 'windows-1250',
+  'iso-8859-5': 'windows-1251',
+  'iso-8859-6': 'windows-1256',
+  'iso-8859-7': 'windows-1253',
+  'iso-8859-8': 'windows-1255',
+  'iso-8859-9': 'windows-1254',
+};
 
 /** Decodes bytes with a WHATWG label; 'ascii' and 'latin1' map byte-for-byte. */
 export function decodeBytes(bytes: Buffer, encoding: string): string {
@@ -301,9 +329,12 @@ export function encodeText(
   senderEncoding?: string,
 ): Buffer {
   const encoding = TABLE_0211[declaredCharset.trim().toUpperCase()] ?? 'utf-8';
+  // (the same for a code page read under another ISO part: CP1250 under 8859/2)
   return encodeWith(
     text,
-    encoding === 'latin1' && senderEncoding === 'windows-1252' ? senderEncoding : encoding,
+    senderEncoding !== undefined && CODE_PAGE_OF[encoding] === senderEncoding
+      ? senderEncoding
+      : encoding,
   );
 }
 

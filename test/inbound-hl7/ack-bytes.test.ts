@@ -222,6 +222,31 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     },
   );
 
+  it('a Polish RIS writing Windows-1250 under 8859/2: read as its code page, its name back in its own bytes, no C1 control code stored', async () => {
+    // Ś is 0x8C in Windows-1250, a C1 control code in ISO 8859-2 (where it is 0xA6); ą is 0xB9
+    // (š in 8859-2). Before: the facility came back with U+008C read as 8859-2, and the
+    // patient was stored as `\u008Cwi\u0161tek`.
+    const text = orm('ACKB-1250', 'RIS', '8859/2')
+      .replace('|KLINIKUM|AI|', '|SZPITAL ŚLĄSKI|AI|')
+      .replace('Jäger^Björn', 'Świątek^Józef');
+    const cp1250: Record<string, number> = { Ś: 0x8c, Ą: 0xa5, ą: 0xb9, ó: 0xf3 };
+    const bytes = Buffer.from([...text].map((c) => cp1250[c] ?? c.charCodeAt(0)));
+    const ack = await exchange(bytes);
+    expect(declaredBy(ack)).toBe('8859/2');
+    // the sender's own bytes for its facility
+    expect(ack.includes(Buffer.from([0x8c, 0x4c, 0xa5, 0x53, 0x4b, 0x49]))).toBe(true);
+    expect(parseHl7(ack).get('MSH-6')).toBe('SZPITAL ŚLĄSKI');
+    const order = await h.db.query<{ name: unknown; quirks: Array<{ code: string }> }>(
+      `SELECT o.request->'patient'->'name' AS name, m.quirks
+         FROM orders o JOIN inbound_messages m ON m.id = o.inbound_message_id
+        WHERE o.placer_order_number = 'PL-ACKB-1250'`,
+    );
+    expect(order.rows[0]!.name).toEqual({ family: 'Świątek', given: ['Józef'] });
+    expect(order.rows[0]!.quirks).toContainEqual(
+      expect.objectContaining({ code: 'windows-code-page-bytes' }),
+    );
+  });
+
   it('a sender whose header is ASCII is answered as before: its MSH-18, or none', async () => {
     for (const charset of ['', 'UNICODE UTF-8', '8859/1']) {
       const ack = await exchange(Buffer.from(orm(`ACKB-ASCII-${charset.length}`, 'RIS', charset)));

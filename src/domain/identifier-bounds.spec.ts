@@ -1,4 +1,4 @@
-import { identifierBoundProblems } from './identifier-bounds';
+import { identifierBoundProblems, unmatchableIdentifierProblems } from './identifier-bounds';
 
 describe('identifierBoundProblems', () => {
   const lineage = [
@@ -43,5 +43,28 @@ describe('identifierBoundProblems', () => {
         lineage,
       ),
     ).toEqual([]);
+  });
+});
+
+describe('unmatchableIdentifierProblems', () => {
+  const lineage = [
+    { target: 'placerOrderNumber.value', source: 'ORC-2.1', value: '', ruleId: 'r' },
+    { target: 'accessionNumber', source: 'OBR-18', value: '', ruleId: 'r' },
+  ];
+  const cancel = {
+    action: 'cancel' as const,
+    placerOrderNumber: { value: 'PLC\t1' },
+    accessionNumber: 'ACC\u00071',
+    patient: { identifiers: [{ value: 'PAT\r1' }] },
+  };
+
+  it("names a cancel's order numbers (order) or patient identifiers (patient), never the rest", () => {
+    expect(identifierBoundProblems(cancel, lineage)).toEqual([]);
+    expect(unmatchableIdentifierProblems(cancel, lineage, 'order').map((p) => p.source)).toEqual([
+      'ORC-2.1',
+    ]);
+    expect(unmatchableIdentifierProblems(cancel, lineage, 'patient').map((p) => p.target)).toEqual([
+      'patient.identifiers[0].value',
+    ]);
   });
 });

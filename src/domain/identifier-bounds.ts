@@ -76,7 +76,33 @@ export function identifierBoundProblems(
   request: BoundedValues,
   lineage: readonly MappedField[],
 ): IdentifierBoundProblem[] {
-  if (request.action === 'cancel') return [];
+  return request.action === 'cancel' ? [] : boundProblemsOf(request, lineage);
+}
+
+/**
+ * Why a cancel or change that found no order (`order`: its placer or filler number), or found
+ * another patient's (`patient`: its patient identifiers), could name none: the identifiers that
+ * break the rule, which no order taken since can hold. A cancel is not refused for them up front
+ * (identifierBoundProblems): an order stored before the rule may still be named by them and
+ * cancelled. When none is found, the answer is the field-level refusal a new order with the
+ * same values gets (AE 102 at the field), not "unknown order".
+ */
+export function unmatchableIdentifierProblems(
+  request: BoundedValues,
+  lineage: readonly MappedField[],
+  which: 'order' | 'patient',
+): IdentifierBoundProblem[] {
+  const names =
+    which === 'order' ? /^(placer|filler)OrderNumber\./ : /^patient\.identifiers\[\d+\]\./;
+  return boundProblemsOf(request, lineage).filter(
+    (p) => p.severity === 'refuse' && names.test(p.target),
+  );
+}
+
+function boundProblemsOf(
+  request: BoundedValues,
+  lineage: readonly MappedField[],
+): IdentifierBoundProblem[] {
   const out: IdentifierBoundProblem[] = [];
   let sources: Map<string, string> | undefined;
   for (const [target, what, value] of boundedOf(request)) {

@@ -5,6 +5,7 @@ import {
   buildUnparseableAck,
   Hl7ErrorDetail,
 } from './hl7-ack.builder';
+import { isValidUtf8 } from './hl7-charset';
 import { parseHl7 } from './hl7-message';
 import { checkStructure } from './hl7-structure.validator';
 
@@ -245,6 +246,42 @@ describe('buildAck', () => {
   });
 });
 
+describe('the bytes of an ACK are those its MSH-18 names', () => {
+  const ackOf = (raw: Buffer) =>
+    buildAck({ inbound: parseHl7(raw), outcome: 'accept', controlId: 'OUT-1', now: NOW });
+  const withSender = (name: string, charset: string) =>
+    inbound('2.5.1', `||||||${charset}`).replace('RIS^1.2.3^ISO', name);
+
+  it('a name read in GB 18030 (no encoder here) goes back in UTF-8 under UNICODE UTF-8', () => {
+    // 放射科 in GB 18030 bytes, as a Chinese RIS writes its department
+    const gb = Buffer.from(withSender('RIS_\u0000', 'GB 18030-2000'), 'latin1');
+    const at = gb.indexOf(0);
+    const raw = Buffer.concat([
+      gb.subarray(0, at),
+      Buffer.from('b7c5c9e4bfc6', 'hex'),
+      gb.subarray(at + 1),
+    ]);
+    const ack = ackOf(raw);
+    expect(ack.text.split('\r')[0]).toMatch(/\|UNICODE UTF-8$/);
+    expect(isValidUtf8(ack.bytes)).toBe(true);
+    expect(parseHl7(ack.bytes).get('MSH-5')).toBe('RIS_放射科');
+  });
+
+  it("an ASCII answer keeps the sender's MSH-18 as the table spells it", () => {
+    expect(ackOf(Buffer.from(withSender('RIS', 'GB 18030-2000'))).text).toContain(
+      '|GB 18030-2000\r',
+    );
+    expect(ackOf(Buffer.from(withSender('RIS', ''))).text.split('\r')[0]).toMatch(/\|2\.5\.1$/);
+  });
+
+  it('v2.3/v2.4 name UTF-8 UNICODE, their table having no UNICODE UTF-8', () => {
+    const raw = Buffer.from(inbound('2.4').replace('RIS^1.2.3^ISO', 'RÖNTGEN'), 'utf8');
+    const ack = ackOf(raw);
+    expect(ack.text.split('\r')[0]).toMatch(/\|UNICODE$/);
+    expect(parseHl7(ack.bytes).get('MSH-5')).toBe('RÖNTGEN');
+  });
+});
+
 describe('checkStructure', () => {
   const check = (text: string, allowed = ['P']) =>
     checkStructure(parseHl7(text), { allowedProcessingIds: allowed });
@@ -281,6 +318,28 @@ describe('checkStructure', () => {
     expect(result).toEqual({
       outcome: 'accept',
       errors: [expect.objectContaining({ code: 101, location: 'MSH-10', severity: 'W' })],
+    });
+  });
+
+  it('quotes a header code in its refusal by its first 20 characters at most', () => {
+    const long = 'Z'.repeat(5000);
+    for (const edit of [
+      (t: string) => t.replace('ORM^O01^ORM_O01', `${long}^O01`),
+      (t: string) => t.replace('ORM^O01^ORM_O01', `ORM^${long}`),
+      (t: string) => t.replace('|P|2.5.1', `|${long}|2.5.1`),
+      (t: string) => t.replace('|P|2.5.1', `|P|${long}`),
+    ]) {
+      const [error] = check(edit(inbound('2.5.1'))).errors;
+      expect(error!.message).toContain(`${'Z'.repeat(20)}…`);
+      expect(error!.message).not.toContain('Z'.repeat(21));
+    }
+  });
+
+  it('rejects an MSH-10 over 199 characters (ST) with AR 102 at MSH-10', () => {
+    expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(199))).outcome).toBe('accept');
+    expect(check(inbound('2.5.1').replace('IN-42', '7'.repeat(200)))).toEqual({
+      outcome: 'reject',
+      errors: [expect.objectContaining({ code: 102, location: 'MSH-10', severity: 'E' })],
     });
   });
 
@@ -339,6 +398,57 @@ describe('MSA-2', () => {
       now: NOW,
     });
     expect(ack.text.split('\r')[1]).toBe(`MSA|AA|${id}`);
+  });
+});
+
+describe('MSA-2 holds what an ST holds', () => {
+  const msa2 = (id: string) =>
+    buildAck({
+      inbound: parseHl7(Buffer.from(inbound('2.5.1').replace('IN-42', id), 'latin1')),
+      outcome: 'accept',
+      controlId: 'OUT-1',
+      now: NOW,
+    })
+      .text.split('\r')[1]!
+      .slice('MSA|AA|'.length);
+
+  it.each([
+    // a sender that does not escape its backslashes: read as text, written \E\
+    ['AB\\CD', 'AB\\E\\CD'],
+    ['AB\\C^D\\', 'AB\\E\\C^D\\E\\'],
+    // a control character, raw or inside what would be a sequence, as hexadecimal data
+    ['ID\x01', 'ID\\X01\\'],
+    ['\\X\x0bA\\', '\\E\\X\\X0B\\A\\E\\'],
+    // escapes the sender closed stay as written
+    ['A\\F\\B\\X41\\', 'A\\F\\B\\X41\\'],
+  ])('MSH-10 %j is answered %j', (id, written) => {
+    expect(msa2(id)).toBe(written);
+  });
+
+  it('is at most 199 characters, never cut inside an escape sequence', () => {
+    expect(msa2('9'.repeat(300))).toBe('9'.repeat(199));
+    expect(msa2(`${'9'.repeat(197)}\\F\\99`)).toBe('9'.repeat(197));
+  });
+});
+
+describe('MSH-3..6 of the ACK hold what an HD holds', () => {
+  it('an HD over 227 characters is not echoed (MSH-3 then names us)', () => {
+    const long = 'R'.repeat(228);
+    const ack = buildAck({
+      inbound: parseHl7(
+        inbound('2.5.1').replace('|RIS^1.2.3^ISO|HOSP|AI|', `|${long}|HOSP|${long}|`),
+      ),
+      outcome: 'reject',
+      errors: [{ location: 'MSH-3', code: 102, severity: 'E', message: 'too long' }],
+      controlId: 'OUT-1',
+      now: NOW,
+    });
+    expect(ack.text.split('\r')[0]!.split('|').slice(2, 6)).toEqual([
+      'IMAGING-AI-ADAPTER',
+      'RAD',
+      '',
+      'HOSP',
+    ]);
   });
 });
 

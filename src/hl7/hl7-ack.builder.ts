@@ -1,4 +1,5 @@
-import { charsetLabel, encodeWith, table0211Value } from './hl7-charset';
+import { randomUUID } from 'node:crypto';
+import { charsetLabel, encodeText, table0211Value, writesAs } from './hl7-charset';
 import {
   encodeMessage,
   formatHl7Timestamp,
@@ -7,6 +8,7 @@ import {
   Hl7SegmentSpec,
 } from './hl7-builder';
 import { escapeValue, escapeWithin, Hl7Delimiters } from './hl7-escape';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { parseLocation } from './hl7-location';
 import { Hl7Message } from './hl7-message';
 import { salvageControlId } from './hl7-separators';
@@ -161,6 +163,16 @@ export interface BuiltAck {
   text: string;
   /** Encoded as the inbound message was decoded (MSH-18 echoed). */
   bytes: Buffer;
+}
+
+/**
+ * A control ID for an acknowledgment of ours (MSH-10, ST): 20 hexadecimal characters, the
+ * length MSH-10 has in v2.3 to v2.5.1 (199 from v2.6), as random as a UUID's 122 bits need not
+ * be for one sender's answers. A whole UUID (36) overflowed the field in every ACK to a
+ * v2.5.1 or older sender that our MLLP server answered itself (AR 207 when the handler failed).
+ */
+export function newAckControlId(): string {
+  return randomUUID().replace(/-/g, '').slice(0, 20);
 }
 
 /** MSA-3 text message, ST of length 80 in every version that has it (v2.1-2.6; chapter 2). */
@@ -335,24 +347,28 @@ export function buildAck(options: AckOptions): BuiltAck {
   // did not recognise the answer as meant for it.
   // HD has three components (v2.5.1 2A.3.36): a fourth or fifth the sender wrote is no part
   // of it, and went out as an HD a validating engine refuses.
-  const hd = (field: number): string[][] => msh.structure(field).slice(0, 3);
+  // One longer than an HD holds (227: MSH-3/4 refused AR 102 for it, MSH-5/6 not read) is not
+  // echoed: cut, it would name another application; before, an AR for a 3,000-character MSH-3
+  // wrote it back whole in MSH-5.
+  const hd = (field: number): string[][] | undefined =>
+    [...msh.rawField(field)].length > HD_MAX_CHARS ? undefined : msh.structure(field).slice(0, 3);
   // MSH-18 (ID, table 0211): the sender's charset as the table names it (`unicode utf-8` is
   // UNICODE UTF-8, `ISO_IR 100` 8859/1); a charset the table has no value for but that we
   // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for
   // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
   // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
   const declared = inbound.declaredCharset.trim();
-  const charset = declared
+  const named = declared
     ? (table0211Value(declared, version) ??
       (charsetLabel(declared) !== undefined ? declared : undefined))
     : undefined;
-  const segments: Hl7SegmentSpec[] = [
+  const segmentsFor = (charset: string | undefined): Hl7SegmentSpec[] => [
     {
       id: 'MSH',
       fields: [
         // MSH-3 sending application = inbound receiving application; many senders leave MSH-5
         // empty, and an ACK must still say who answers (v2.5.1 §2.9.2: MSH-3 is ours)
-        hd(5).every((c) => c.every((v) => v === '' || v === '""'))
+        (hd(5) ?? []).every((c) => c.every((v) => v === '' || v === '""'))
           ? (options.ourApplication ?? 'IMAGING-AI-ADAPTER')
           : hd(5),
         hd(6), // MSH-4
@@ -382,9 +398,17 @@ export function buildAck(options: AckOptions): BuiltAck {
         // again it came back `8817261\P\02`, an answer to no message). The ACK uses the
         // sender's delimiters, so the text means what it meant in MSH-10. A control character
         // there (a NUL) is still written as hexadecimal data, never sent as a byte.
-        [...msh.rawField(10)].some((c) => c < ' ' || c === '\u007f')
-          ? msh.structure(10)
-          : { encoded: msh.rawField(10) },
+        // A lone escape character (a sender that does not escape its backslashes) is written
+        // `\E\`, the text it was read as; before, it went back raw, an escape sequence left open
+        // in our answer. Over the 199 characters of MSA-2 (ST; refused AR 102 at MSH-10), its
+        // first 199.
+        {
+          encoded: cutEncoded(
+            closedEscapes(msh.rawField(10), inbound.delimiters),
+            CONTROL_ID_MAX_CHARS,
+            inbound.delimiters.escape,
+          ),
+        },
         // MSA-3 text message (ST, 80 in v2.1-2.4): deprecated since v2.4 in favour of ERR,
         // withdrawn in v2.7, so written only before v2.5, where ERR has no user message.
         !modern && outcome !== 'accept' && errors.length > 0
@@ -404,9 +428,84 @@ export function buildAck(options: AckOptions): BuiltAck {
         }))
       : []),
   ];
-  const text = encodeMessage(segments, inbound.delimiters);
-  // In the bytes the sender used (MSH-18 echoed; see encodeWith).
-  return { code, text, bytes: encodeWith(text, inbound.encoding) };
+  const first = encodeMessage(segmentsFor(named), inbound.delimiters);
+  const charset = ackCharset(named, first, inbound.encoding, version);
+  const text = charset === named ? first : encodeMessage(segmentsFor(charset), inbound.delimiters);
+  return { code, text, bytes: encodeText(text, charset ?? '', inbound.encoding) };
+}
+
+/**
+ * Raw field text as the sender wrote it, but for what no field of ours may hold: a control
+ * character (written as hexadecimal data, `\X00\`) and an escape character that opens no
+ * sequence in its component (read as text, written `\E\`). Everything else, escapes and
+ * separators included, stays as written.
+ */
+function closedEscapes(raw: string, d: Hl7Delimiters): string {
+  const structural = new Set([d.component, d.repetition, d.subcomponent]);
+  const hexed = (c: string) => (c < ' ' || c === '\u007f' ? escapeValue(c, d) : c);
+  let out = '';
+  for (let i = 0; i < raw.length; i += 1) {
+    const c = raw[i]!;
+    if (c !== d.escape) {
+      out += hexed(c);
+      continue;
+    }
+    let close = i + 1;
+    while (close < raw.length && raw[close] !== d.escape && !structural.has(raw[close]!))
+      close += 1;
+    const body = raw.slice(i + 1, close);
+    // a control character inside is no sequence either: its hexadecimal data would nest
+    // eslint-disable-next-line no-control-regex
+    if (raw[close] !== d.escape || /[\u0000-\u001f\u007f]/.test(body)) {
+      out += `${d.escape}E${d.escape}`;
+      continue;
+    }
+    out += d.escape + body + d.escape;
+    i = close;
+  }
+  return out;
+}
+
+/**
+ * Field text as encoded, at most `max` characters (code points), cut between whole characters
+ * and never inside an escape sequence (a cut `\X0D` would read as a stray escape character).
+ */
+function cutEncoded(text: string, max: number, escape: string): string {
+  const chars = [...text];
+  if (chars.length <= max) return text;
+  let cut = chars.slice(0, max);
+  const escapes = cut.filter((c) => c === escape).length;
+  if (escapes % 2 === 1) cut = cut.slice(0, cut.lastIndexOf(escape));
+  return cut.join('');
+}
+
+/** Printable and control ASCII: the same bytes in every charset we write. */
+// eslint-disable-next-line no-control-regex -- the whole ASCII range
+const ASCII_ONLY = /^[\u0000-\u007f]*$/;
+
+/**
+ * MSH-18 of our ACK, so that its bytes are what it declares (v2.5.1 §2.15.9.18: MSH-18 names
+ * the character set of the whole message; empty means ASCII). The sender's charset (`named`)
+ * when the ACK is ASCII or can be written in it (`writesAs`: UTF-8, an ISO 8859 part, a code
+ * page); else the charset its message was read in, when table 0211 names one we write (a
+ * sender that declared none or ASCII and wrote Latin-1 gets 8859/1 and its own bytes back),
+ * else UTF-8. Before, the ACK was written in the bytes the message was decoded with whatever
+ * MSH-18 said: a header of Latin-1 bytes under `UNICODE UTF-8` came back as Latin-1 under
+ * `UNICODE UTF-8` (not UTF-8, refused or garbled by the sender's decoder), UTF-8 names under
+ * `ASCII` or no MSH-18 as 8-bit bytes, and names read in GB 18030 as UTF-8 under
+ * `GB 18030-2000`.
+ */
+function ackCharset(
+  named: string | undefined,
+  text: string,
+  readWith: string,
+  version: string,
+): string | undefined {
+  if (ASCII_ONLY.test(text)) return named;
+  if (named !== undefined && writesAs(named, text)) return named;
+  const read = table0211Value(readWith, version);
+  if (read !== undefined && writesAs(read, text)) return read;
+  return table0211Value('UTF-8', version);
 }
 
 export interface UnparseableAckOptions {

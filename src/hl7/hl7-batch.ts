@@ -1,5 +1,6 @@
 import { encodeSegment, formatHl7Timestamp } from './hl7-builder';
 import { DEFAULT_DELIMITERS, Hl7Delimiters, transcodeRaw } from './hl7-escape';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { QuirkCollector } from './hl7-quirk';
 import { readDelimiters } from './hl7-separators';
 
@@ -105,14 +106,14 @@ export function buildBatchAck(options: {
         options.ourFacility,
         // FHS-5/BHS-5, -6: the sender's application and facility, each HD whole (as MSH-5/6
         // of an ACK): `RIS^1.2.3^ISO` named only `RIS` before
-        echoed(theirs, 3, 3),
-        echoed(theirs, 4, 3),
+        echoed(theirs, 3, HD_MAX_CHARS, 3),
+        echoed(theirs, 4, HD_MAX_CHARS, 3),
         formatHl7Timestamp(now),
         undefined,
         undefined,
         options.comment,
         options.controlId,
-        echoed(theirs, 11),
+        echoed(theirs, 11, CONTROL_ID_MAX_CHARS),
       ],
     }).slice(3);
   const parts: Buffer[] = [];
@@ -142,11 +143,17 @@ export function buildBatchAck(options: {
 function echoed(
   theirs: string[] | undefined,
   field: number,
+  /**
+   * The most its type holds (HD 227, a control ID's ST 199): a longer value is not written
+   * back (cut, it would name another batch or application). Before, a 5,000-character BHS-11
+   * came back whole in BHS-12.
+   */
+  max: number,
   /** Components its type has (an HD three): more the sender wrote are no part of it. */
   components?: number,
 ): { encoded: string } | undefined {
   const raw = theirs?.[field];
-  if (!raw) return undefined;
+  if (!raw || [...raw].length > max) return undefined;
   const from = headerDelimiters(theirs);
   const first = raw.split(from.repetition)[0]!;
   const kept =

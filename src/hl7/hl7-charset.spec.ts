@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkStructure } from './hl7-structure.validator';
-import { decodeBytes, encodeText, inTable0211 } from './hl7-charset';
+import { decideCharset, decodeBytes, encodeText, inTable0211 } from './hl7-charset';
+import { QuirkCollector } from './hl7-quirk';
 import { parseHl7 } from './hl7-message';
 
 /**
@@ -103,5 +104,45 @@ describe('MSH-18 naming a single-byte set over UTF-8 bytes (an engine that re-en
     );
     expect(latin1.get('PID-5.1')).toBe('Müller');
     expect(latin1.quirks.map((q) => q.code)).not.toContain('utf8-despite-declared-charset');
+  });
+});
+
+describe('bytes 0x80-0x9F that are no UTF-8 and that MSH-18 does not name', () => {
+  it.each(['', '||||||ASCII', '||||||UNICODE UTF-8', '||||||FOO'])(
+    'MSH-18 %j: read as Windows-1252, with the quirk',
+    (msh18) => {
+      const raw = Buffer.from(
+        `MSH|^~\\&|A|O\x92NEILL|B|C|2024||ORM^O01|1|P|2.5.1${msh18}\r`,
+        'latin1',
+      );
+      const quirks = new QuirkCollector();
+      expect(decideCharset(raw, quirks).encoding).toBe('windows-1252');
+      expect(quirks.quirks.map((q) => q.code)).toContain('windows-1252-bytes');
+    },
+  );
+
+  it('Latin-1 letters alone stay ISO 8859-1', () => {
+    const raw = Buffer.from('MSH|^~\\&|A|K\xd6LN|B|C|2024||ORM^O01|1|P|2.5.1\r', 'latin1');
+    expect(decideCharset(raw, new QuirkCollector()).encoding).toBe('latin1');
+  });
+});
+
+describe('a Windows code page under the ISO 8859 part it stands beside', () => {
+  it.each([
+    ['8859/2', 0x8c, 'windows-1250', 'Ś'],
+    ['8859/5', 0x80, 'windows-1251', 'Ђ'],
+    ['8859/9', 0x92, 'windows-1254', '’'],
+  ])('MSH-18 %s with byte %i (in 0x80-0x9F) is read as %s', (msh18, byte, encoding, letter) => {
+    const raw = Buffer.concat([
+      Buffer.from(`MSH|^~\\&|A|`, 'latin1'),
+      Buffer.from([byte]),
+      Buffer.from(`|B|C|2024||ORM^O01|1|P|2.5.1||||||${msh18}\r`, 'latin1'),
+    ]);
+    const quirks = new QuirkCollector();
+    expect(decideCharset(raw, quirks).encoding).toBe(encoding);
+    expect(quirks.quirks.map((q) => q.code)).toContain('windows-code-page-bytes');
+    expect(parseHl7(raw).get('MSH-4')).toBe(letter);
+    // and what we write back to that sender is its code page's byte
+    expect(encodeText(letter, msh18, encoding)).toEqual(Buffer.from([byte]));
   });
 });

@@ -193,6 +193,29 @@ export function isValidUtf8(bytes: Buffer): boolean {
   }
 }
 
+/**
+ * The single-byte reading of bytes that are no UTF-8 and that MSH-18 does not name (none, ASCII,
+ * an unknown name, UTF-8 the bytes are not): ISO 8859-1, or Windows-1252 when bytes 0x80-0x9F
+ * are there, as for MSH-18 8859/1 (WHATWG reads ISO-8859-1 so). Such bytes are a Windows
+ * RIS's ’ “ ” – €; read as ISO 8859-1 they were C1 control codes (O’BRIEN stored as O, U+0092,
+ * BRIEN) that went on into our ACK, the ORU, FHIR and the SR, control characters no ST holds.
+ */
+function singleByteFallback(bytes: Buffer, quirks: QuirkCollector): 'latin1' | 'windows-1252' {
+  if (!hasC1Bytes(bytes)) return 'latin1';
+  quirks.add(
+    'windows-1252-bytes',
+    'bytes 0x80-0x9F in text that is no UTF-8; read as Windows-1252 (’ “ ” – €), not C1 controls',
+  );
+  return 'windows-1252';
+}
+
+/** How a fallback is named in a quirk's detail. */
+const FALLBACK_NAMES: Readonly<Record<string, string>> = {
+  latin1: 'ISO 8859-1',
+  'windows-1252': 'Windows-1252',
+  'utf-8': 'UTF-8',
+};
+
 export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDecision {
   const declared = readDeclaredCharset(bytes);
   const mapped = TABLE_0211[declared.toUpperCase()];
@@ -202,11 +225,15 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
       quirks.add('undeclared-charset-non-ascii', 'MSH-18 empty, bytes decoded as UTF-8');
       return { declared, encoding: 'utf-8', known: true };
     }
-    quirks.add('undeclared-charset-non-ascii', 'MSH-18 empty, bytes decoded as ISO 8859-1');
-    return { declared, encoding: 'latin1', known: true };
+    const fallback = singleByteFallback(bytes, quirks);
+    quirks.add(
+      'undeclared-charset-non-ascii',
+      `MSH-18 empty, bytes decoded as ${FALLBACK_NAMES[fallback]}`,
+    );
+    return { declared, encoding: fallback, known: true };
   }
   if (mapped === undefined) {
-    const fallback = isValidUtf8(bytes) ? 'utf-8' : 'latin1';
+    const fallback = isValidUtf8(bytes) ? 'utf-8' : singleByteFallback(bytes, quirks);
     const why = TABLE_0211_UNDECODABLE.has(declared.toUpperCase())
       ? 'is in table 0211 but cannot be decoded here'
       : 'is not a table 0211 value';
@@ -214,13 +241,17 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
     return { declared, encoding: fallback, known: false };
   }
   if (mapped === 'ascii' && !isAscii(bytes)) {
-    const fallback = isValidUtf8(bytes) ? 'utf-8' : 'latin1';
+    const fallback = isValidUtf8(bytes) ? 'utf-8' : singleByteFallback(bytes, quirks);
     quirks.add('declared-ascii-non-ascii', `MSH-18 ASCII but 8-bit bytes, decoded as ${fallback}`);
     return { declared, encoding: fallback, known: true };
   }
   if (mapped === 'utf-8' && !isValidUtf8(bytes)) {
-    quirks.add('invalid-utf8', 'MSH-18 declares UTF-8 but bytes are not; decoded as ISO 8859-1');
-    return { declared, encoding: 'latin1', known: true };
+    const fallback = singleByteFallback(bytes, quirks);
+    quirks.add(
+      'invalid-utf8',
+      `MSH-18 declares UTF-8 but bytes are not; decoded as ${FALLBACK_NAMES[fallback]}`,
+    );
+    return { declared, encoding: fallback, known: true };
   }
   if (isSingleByte(mapped) && !isAscii(bytes) && isValidUtf8(bytes)) {
     // An interface engine that re-encodes to UTF-8 and keeps the RIS's MSH-18 (`8859/1`):
@@ -231,6 +262,19 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
       `MSH-18 ${declared} but the bytes are UTF-8 (multi-byte sequences); decoded as UTF-8`,
     );
     return { declared, encoding: 'utf-8', escapeEncoding: mapped, known: true };
+  }
+  const codePage = CODE_PAGE_OF[mapped];
+  if (mapped !== 'latin1' && codePage !== undefined && hasC1Bytes(bytes)) {
+    // A Windows RIS writes its code page under the ISO part it names (a Czech or Polish one
+    // CP1250 under 8859/2): 0x80-0x9F are letters there (Š Ś Ź š ś ź), C1 control codes in the
+    // part, and the code page's other letters sit elsewhere too (ą is B9, š in 8859-2). Read as
+    // the part, `Świątek` was stored as U+008C, `wište`, k, and its C1 code went on into our
+    // ACK, ORU, FHIR and SR. Those bytes are the sign of the code page: read as it.
+    quirks.add(
+      'windows-code-page-bytes',
+      `MSH-18 ${declared} with bytes 0x80-0x9F; read as ${codePage}, not C1 controls`,
+    );
+    return { declared, encoding: codePage, known: true };
   }
   if (mapped === 'latin1') {
     quirks.add('latin1-charset', `MSH-18 ${declared}`);
@@ -247,6 +291,21 @@ export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDec
   }
   return { declared, encoding: mapped, known: true };
 }
+
+/**
+ * The Windows code page of each ISO 8859 part, the one a sender declaring the part writes
+ * when its bytes hold 0x80-0x9F (C1 control codes in the part, text in the code page).
+ */
+const CODE_PAGE_OF: Readonly<Record<string, string>> = {
+  latin1: 'windows-1252',
+  'iso-8859-15': 'windows-1252',
+  'iso-8859-2': 'windows-1250',
+  'iso-8859-5': 'windows-1251',
+  'iso-8859-6': 'windows-1256',
+  'iso-8859-7': 'windows-1253',
+  'iso-8859-8': 'windows-1255',
+  'iso-8859-9': 'windows-1254',
+};
 
 /** Decodes bytes with a WHATWG label; 'ascii' and 'latin1' map byte-for-byte. */
 export function decodeBytes(bytes: Buffer, encoding: string): string {
@@ -270,9 +329,12 @@ export function encodeText(
   senderEncoding?: string,
 ): Buffer {
   const encoding = TABLE_0211[declaredCharset.trim().toUpperCase()] ?? 'utf-8';
+  // (the same for a code page read under another ISO part: CP1250 under 8859/2)
   return encodeWith(
     text,
-    encoding === 'latin1' && senderEncoding === 'windows-1252' ? senderEncoding : encoding,
+    senderEncoding !== undefined && CODE_PAGE_OF[encoding] === senderEncoding
+      ? senderEncoding
+      : encoding,
   );
 }
 
@@ -305,9 +367,8 @@ const SINGLE_BYTE = /^(ascii|latin1|iso-8859-\d+|windows-\d+)$/;
  * Encodes text with one of our decoder labels, the inverse of decodeBytes for the charsets
  * that have an encoder here: UTF-8, and the single-byte ISO 8859 parts (a character the
  * charset cannot hold is written `?`). The multi-byte charsets (GB 18030, KS X 1001, BIG-5,
- * ISO IR14) have no encoder here and are written as UTF-8. An acknowledgment is encoded with
- * the label its inbound message was decoded with, so that the sender's own names (MSH-3..6)
- * come back as the bytes it sent, whatever its MSH-18 said.
+ * ISO IR14) have no encoder here and are written as UTF-8. Callers that declare a charset
+ * check first that it is written so (`writesAs`; an ACK's MSH-18: hl7-ack.builder.ts).
  */
 export function encodeWith(text: string, encoding: string): Buffer {
   // ASCII is the same bytes in UTF-8 and every ISO 8859 part: the usual ACK needs no table

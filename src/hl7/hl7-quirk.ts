@@ -22,6 +22,7 @@ export type Hl7QuirkCode =
   | 'utf8-despite-declared-charset'
   | 'hex-data-not-utf8'
   | 'windows-1252-bytes'
+  | 'windows-code-page-bytes'
   | 'unknown-charset'
   | 'unknown-escape-sequence'
   | 'charset-escape'

@@ -1,9 +1,8 @@
 import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
+import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
+import { quotedCode } from './hl7-quoted';
 import { HL7_VERSION_IDS } from './hl7-versions';
-
-/** The longest MSH-3 / MSH-4 (HD: IS 20, ST 199, ID 6 and two separators; v2.7 conformance length). */
-const HD_MAX_CHARS = 227;
 
 /** Message types and trigger events this adapter accepts (everything else: AR 200/201). */
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
@@ -101,6 +100,20 @@ export function checkStructure(
       });
     }
   }
+  // MSH-10 (ST, 199 since v2.6) is echoed in our MSA-2 and keys the sender's duplicates: a
+  // control ID of thousands of characters (a misconfigured engine, a hostile peer) was taken and
+  // answered AA with an MSA-2 as long, a value no version's MSA-2 holds. Refused, the AR's
+  // MSA-2 its first 199 characters.
+  const controlIdLength = [...msh.rawField(10)].length;
+  if (controlIdLength > CONTROL_ID_MAX_CHARS) {
+    return reject({
+      location: 'MSH-10',
+      code: 102,
+      severity: 'E',
+      message: `MSH-10 is ${controlIdLength} characters, more than the ${CONTROL_ID_MAX_CHARS} of a message control ID (ST); send the message with a control ID of at most ${CONTROL_ID_MAX_CHARS}`,
+      brief: `Send a control ID of at most ${CONTROL_ID_MAX_CHARS}: MSH-10 is ${controlIdLength} characters`,
+    });
+  }
   if (!message.controlId) {
     // Required by the standard, but some senders leave it empty: we take the message (it is
     // de-duplicated by a hash of its bytes instead) and say so.
@@ -130,7 +143,7 @@ export function checkStructure(
       location: 'MSH-12',
       code: 203,
       severity: 'E',
-      message: `Version ${message.version} not supported (2.3 to 2.8)`,
+      message: `Version ${quotedCode(message.version)} not supported (2.3 to 2.8)`,
       // MSH-12 is the sender's text, of any length: the brief does not repeat it
       brief: 'Send HL7 version 2.3 to 2.8 in MSH-12: this version is not supported',
     });
@@ -143,9 +156,9 @@ export function checkStructure(
       location: 'MSH-9.1',
       code: 200,
       severity: 'E',
-      message: `Message type ${type.code} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
+      message: `Message type ${quotedCode(type.code)} not supported${caseHint(type.code, Object.keys(SUPPORTED_MESSAGES), '0076')}; this receiver takes ${TAKEN_MESSAGES}`,
       brief: caseBrief(
-        `Message type ${type.code}`,
+        `Message type ${quotedCode(type.code)}`,
         type.code,
         Object.keys(SUPPORTED_MESSAGES),
         '0076',
@@ -157,8 +170,13 @@ export function checkStructure(
       location: 'MSH-9.2',
       code: 201,
       severity: 'E',
-      message: `Event ${type.code}^${type.trigger} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
-      brief: caseBrief(`Event ${type.code}^${type.trigger}`, type.trigger, triggers, '0003'),
+      message: `Event ${quotedCode(type.code)}^${quotedCode(type.trigger)} not supported${caseHint(type.trigger, triggers, '0003')}; this receiver takes ${TAKEN_MESSAGES}`,
+      brief: caseBrief(
+        `Event ${quotedCode(type.code)}^${quotedCode(type.trigger)}`,
+        type.trigger,
+        triggers,
+        '0003',
+      ),
     });
   }
   const structure = expectedStructure(type.code, type.trigger);
@@ -169,7 +187,7 @@ export function checkStructure(
       location: 'MSH-9.3',
       code: 200,
       severity: 'W',
-      message: `Message structure ${type.structure} does not fit ${type.code}^${type.trigger} (table 0354: ${structure}); read as ${structure}`,
+      message: `Message structure ${quotedCode(type.structure ?? '')} does not fit ${type.code}^${type.trigger} (table 0354: ${structure}); read as ${structure}`,
     });
   }
   if (!options.allowedProcessingIds.includes(message.processingId)) {
@@ -177,7 +195,7 @@ export function checkStructure(
       location: 'MSH-11',
       code: 202,
       severity: 'E',
-      message: `Processing ID ${message.processingId} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
+      message: `Processing ID ${quotedCode(message.processingId)} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
       brief: `Send MSH-11 as ${options.allowedProcessingIds.join(' or ')}: this processing ID is not accepted here`,
     });
   }
@@ -186,7 +204,7 @@ export function checkStructure(
       location: 'MSH-18',
       code: 103,
       severity: 'W',
-      message: `Character set ${message.declaredCharset} unknown; decoded as best effort`,
+      message: `Character set ${quotedCode(message.declaredCharset)} unknown; decoded as best effort`,
     });
   }
   const isOrder = type.code === 'ORM' || type.code === 'OMI';

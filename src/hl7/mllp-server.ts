@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 
-import { buildAck } from './hl7-ack.builder';
+import { buildAck, newAckControlId } from './hl7-ack.builder';
 import { parseHl7 } from './hl7-message';
 import { MllpByteBudget } from './mllp-byte-budget';
 import {
@@ -398,7 +397,7 @@ export class MllpServer {
         inbound,
         outcome: 'reject',
         errors: [{ code: 207, severity: 'E', message: 'Application internal error' }],
-        controlId: (this.options.controlIdGenerator ?? randomUUID)(),
+        controlId: (this.options.controlIdGenerator ?? newAckControlId)(),
         now: (this.options.clock ?? (() => new Date()))(),
       }).bytes;
     } catch {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { recordRefusal } from '../common/refusal';
 import {
@@ -10,6 +9,7 @@ import {
   acceptAckWanted,
   type AckOutcome,
   buildAck,
+  newAckControlId,
   buildBatchAck,
   isHl7Batch,
   isResendOf,
@@ -62,7 +62,7 @@ export class Hl7OrderHandler {
     private readonly options: Hl7OrderHandlerOptions = {},
   ) {
     this.clock = options.clock ?? (() => new Date());
-    this.controlIds = options.controlIds ?? (() => randomUUID().replace(/-/g, '').slice(0, 20));
+    this.controlIds = options.controlIds ?? newAckControlId;
     this.stamp = { controlId: this.controlIds, now: this.clock };
   }
 

@@ -1,4 +1,5 @@
 import { sha256Hex } from '../common/hash';
+import { boundedEi } from '../hl7/hl7-echo-lengths';
 import { dedupeQuirks } from '../common/quirks';
 import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 import {
@@ -18,7 +19,11 @@ import {
   DEFAULT_HL7_ORDER_MAPPING_CONFIG,
   type Hl7OrderMappingConfig,
 } from '../mappings/hl7-order.config';
-import { mapHl7Message, type MappedOrder } from '../mappings/hl7-order.mapping';
+import {
+  mapHl7Message,
+  unmatchableIdentifierError,
+  type MappedOrder,
+} from '../mappings/hl7-order.mapping';
 
 /** What the MLLP front door reads a message with (the site's mapping and bounds). */
 export interface Hl7PipelineOptions {
@@ -202,7 +207,9 @@ function sentEi(
 ): Hl7Component[] | undefined {
   const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
   const segment = [group?.orc, group?.obr].find((s) => s?.value(field) !== undefined);
-  return segment?.structure(field).slice(0, 4);
+  return segment
+    ? boundedEi(segment.structure(field).slice(0, 4), segment.value(field)!)
+    : undefined;
 }
 
 /** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
@@ -220,9 +227,15 @@ function obrFieldLocation(message: Hl7Message, groupIndex: number | undefined, f
 function refusedOrderError(
   message: Hl7Message,
   r: IntakeOutcome['results'][number],
-  groupIndex: number | undefined,
+  order: MappedOrder | undefined,
 ): Hl7ErrorDetail | undefined {
+  const groupIndex = order?.groupIndex;
   if (r.kind === 'unknown-order') {
+    // A placer number with a control character (or over 199 characters) names no order taken
+    // since the identifier rule: the cancel or change gets the refusal a new order with it gets
+    // (102 at the field), not 204. Before, `ORC|CA|PL\X07\` was "unknown order".
+    const unmatchable = order && unmatchableIdentifierError(order, 'order');
+    if (unmatchable) return unmatchable;
     return {
       location: placerNumberLocation(message, groupIndex),
       code: 204,
@@ -258,6 +271,8 @@ function refusedOrderError(
     };
   }
   if (r.reason === 'other-patient') {
+    const unmatchable = order && unmatchableIdentifierError(order, 'patient');
+    if (unmatchable) return unmatchable;
     return {
       location: 'PID-3',
       code: 204,
@@ -302,7 +317,7 @@ export function answerMappedMessage(
 ): IntakeResponse {
   // results[i] answers orders[i]; the ERR names that order's own segment (ORC[2]-2 for the second).
   const errors = outcome.results.flatMap((r, i) => {
-    const e = refusedOrderError(message, r, orders[i]?.groupIndex);
+    const e = refusedOrderError(message, r, orders[i]);
     return e ? [e] : [];
   });
   if (errors.length > 0) {
@@ -344,16 +359,18 @@ export function answerMappedMessage(
         return {
           control,
           placer: request.placerOrderNumber
-            ? (sentEi(message, orders[i]!.groupIndex, 2) ?? [
+            ? (sentEi(message, orders[i]!.groupIndex, 2) ??
+              boundedEi(
+                [request.placerOrderNumber.value, request.placerOrderNumber.system],
                 request.placerOrderNumber.value,
-                request.placerOrderNumber.system,
-              ])
+              ))
             : undefined,
           filler: request.fillerOrderNumber
-            ? (sentEi(message, orders[i]!.groupIndex, 3) ?? [
+            ? (sentEi(message, orders[i]!.groupIndex, 3) ??
+              boundedEi(
+                [request.fillerOrderNumber.value, request.fillerOrderNumber.system],
                 request.fillerOrderNumber.value,
-                request.fillerOrderNumber.system,
-              ])
+              ))
             : undefined,
         };
       })

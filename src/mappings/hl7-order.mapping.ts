@@ -9,7 +9,11 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import type { PatientEvent } from '../domain/patient-event';
-import { identifierBoundProblems, type BoundedValues } from '../domain/identifier-bounds';
+import {
+  identifierBoundProblems,
+  unmatchableIdentifierProblems,
+  type BoundedValues,
+} from '../domain/identifier-bounds';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { applyRows, type Hl7FieldRule, type Scope } from './hl7-order.rows';
 import type { TransformProblem } from './hl7-value.kit';
@@ -138,6 +142,20 @@ function boundErrors(
       message: p.message,
       ...(p.brief ? { brief: p.brief } : {}),
     }));
+}
+
+/**
+ * The field-level refusal (102 at the field, as a new order gets) of a cancel or change that
+ * found no order (`order`) or another patient's (`patient`), when its identifiers are ones no
+ * order can hold (domain/identifier-bounds.ts, unmatchableIdentifierProblems); none otherwise.
+ */
+export function unmatchableIdentifierError(
+  order: MappedOrder,
+  which: 'order' | 'patient',
+): TransformProblem | undefined {
+  const values = order.request as unknown as Record<string, unknown>;
+  const problems = unmatchableIdentifierProblems(values as BoundedValues, order.lineage, which);
+  return boundErrors(values, order.lineage, problems)[0];
 }
 
 /** The table with the site's accession source order applied. */

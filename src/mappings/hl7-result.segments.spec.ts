@@ -100,6 +100,37 @@ describe('MSH-5/MSH-6 of our ORU', () => {
 });
 
 /**
+ * MSH-18 of our ORU is a value of table 0211 (ID), however the order spelled its charset:
+ * interface engines write `UTF-8` or `utf-8`, DICOM-side engines the defined terms `ISO_IR 192`
+ * and `ISO_IR 100` (PS3.3 C.12.1.1.2), hand-configured senders lowercase table values.
+ */
+describe('MSH-18 of our ORU', () => {
+  const settings = {
+    sendingApplication: 'IAA',
+    sendingFacility: 'AI',
+    defaultVersion: '2.5.1',
+    textType: 'TX' as const,
+  };
+  it.each([
+    ['UTF-8', '2.5.1', 'UNICODE UTF-8'],
+    ['utf-8', '2.5.1', 'UNICODE UTF-8'],
+    ['unicode utf-8', '2.5.1', 'UNICODE UTF-8'],
+    ['ISO_IR 192', '2.5.1', 'UNICODE UTF-8'],
+    ['UTF-8', '2.4', 'UNICODE'],
+    ['ISO_IR 100', '2.5.1', '8859/1'],
+    ['8859/1', '2.5.1', '8859/1'],
+    ['ISO-8859-2', '2.3.1', '8859/2'],
+    ['CP1250', '2.3', 'CP1250'],
+  ])('an order declaring %s (v%s) is answered with MSH-18 %s', (sent, version, written) => {
+    const order = parseHl7(
+      `MSH|^~\\&|RIS|H|AI|RAD|2026||ORM^O01|C1|P|${version}||||||${sent}\rPID|||1\r`,
+    );
+    const head = encodeSegment(msh(order, settings, 'ORU', 'X1', new Date(0)).spec);
+    expect(head.split('|')[17]).toBe(written);
+  });
+});
+
+/**
  * ORC-2/ORC-3/OBR-2/OBR-3 of our ORU echo the order's placer and filler numbers as the RIS
  * sent them, the whole EI (v2.5.1 2A.3.24: entity ID ^ namespace ID ^ universal ID ^ type).
  * Modelled on the IHE RAD-4 OMI^O23 of test/fixtures/hl7/omi-o23-v251-nir-before-pi.hl7, where
@@ -135,6 +166,25 @@ describe('placer and filler numbers of our ORU', () => {
 
   it('without the order message, are built from the model as before', () => {
     expect(encodeField(placerNumberOf(input))).toBe('PLC-100234^RADIS1');
+  });
+
+  it('an EI longer than an EI holds (427) goes back as its number alone', () => {
+    const ns = 'N'.repeat(3000);
+    const long = parseHl7(
+      'MSH|^~\\&|RIS|CHU|AI|RAD|20260301101500+0100||OMI^O23^OMI_O23|F1|P|2.5.1\r' +
+        'PID|1||990012^^^CHU^PI\r' +
+        `ORC|NW|PLC-100234^${ns}^1.2.3^ISO\rOBR|1|PLC-100234^${ns}^1.2.3^ISO\r`,
+    );
+    const withLongSystem = {
+      ...input,
+      order: {
+        ...input.order,
+        request: { ...input.order.request, placerOrderNumber: { value: 'PLC-100234', system: ns } },
+      },
+    } as unknown as PublicationInput;
+    // before: the 3,000-character namespace in ORC-2 and OBR-2 of the ORU
+    expect(encodeField(placerNumberOf(input, long))).toBe('PLC-100234');
+    expect(encodeField(placerNumberOf(withLongSystem))).toBe('PLC-100234');
   });
 });
 

@@ -8,7 +8,8 @@ import {
   type Hl7SegmentSpec,
 } from '../hl7/hl7-builder';
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
-import { charsetLabel, isValidUtf8, writesAs } from '../hl7/hl7-charset';
+import { charsetLabel, isValidUtf8, table0211Value, writesAs } from '../hl7/hl7-charset';
+import { boundedEi } from '../hl7/hl7-echo-lengths';
 import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
@@ -32,10 +33,15 @@ export const UTF8_CHARSET = 'UNICODE UTF-8';
 /**
  * MSH-18 naming `charset` in the message's own version of table 0211: `UNICODE UTF-8` entered
  * the table in v2.5; v2.3 to v2.4 have `UNICODE` (ISO 10646), what a RIS of that version reads
- * as UTF-8 (as we do). A v2.3.1 RIS was told `UNICODE UTF-8`, a value its table lacks.
+ * as UTF-8 (as we do). A v2.3.1 RIS was told `UNICODE UTF-8`, a value its table lacks. The
+ * order's own MSH-18 as the table spells it (MSH-18 is an ID of table 0211, as in our ACK): an
+ * engine's `UTF-8`, DICOM's `ISO_IR 192` or `ISO_IR 100`, a lowercase `unicode utf-8` went
+ * back as written, values a RIS validating MSH-18 refuses; a charset the table has no value
+ * for but that we write (`CP1250`) keeps the sender's name.
  */
 function msh18For(charset: string, version: string): string {
-  return charset === UTF8_CHARSET && !versionAtLeast(version, '2.5') ? 'UNICODE' : charset;
+  if (charset === UTF8_CHARSET && !versionAtLeast(version, '2.5')) return 'UNICODE';
+  return table0211Value(charset, version) ?? charset;
 }
 
 /**
@@ -376,7 +382,7 @@ function sentEi(
 ): Hl7Component[] | undefined {
   for (const id of ['ORC', 'OBR']) {
     for (const seg of original?.segmentsById(id) ?? []) {
-      if (seg.value(field) === value) return seg.structure(field).slice(0, 4);
+      if (seg.value(field) === value) return boundedEi(seg.structure(field).slice(0, 4), value);
     }
   }
   return undefined;
@@ -394,7 +400,8 @@ export function placerNumberOf(
   const placer = o.request.placerOrderNumber;
   if (o.placerOrderNumber)
     return (
-      sentEi(original, 2, o.placerOrderNumber) ?? [o.placerOrderNumber, ...hdOf(placer?.system)]
+      sentEi(original, 2, o.placerOrderNumber) ??
+      boundedEi([o.placerOrderNumber, ...hdOf(placer?.system)], o.placerOrderNumber)
     );
   const srId = input.serviceRequest?.match(/ServiceRequest\/([^/]+)/)?.[1];
   return srId ? [srId, 'FHIR'] : undefined;
@@ -410,7 +417,8 @@ export function fillerNumberOf(input: PublicationInput, original?: Hl7Message): 
   const filler = o.request.fillerOrderNumber;
   if (o.fillerOrderNumber)
     return (
-      sentEi(original, 3, o.fillerOrderNumber) ?? [o.fillerOrderNumber, ...hdOf(filler?.system)]
+      sentEi(original, 3, o.fillerOrderNumber) ??
+      boundedEi([o.fillerOrderNumber, ...hdOf(filler?.system)], o.fillerOrderNumber)
     );
   return [input.orderId, 'IMAGING-AI-ADAPTER'];
 }

@@ -1,3 +1,4 @@
+import { quotedCode } from '../hl7/hl7-quoted';
 import type { AdministrativeSex, CodedConcept } from '../domain/order-request';
 import {
   DICOM_MODALITIES,
@@ -53,13 +54,13 @@ export const orderControl: TransformFn = ofValue((value, source, input) => {
     source,
     103,
     TABLE_0119.has(value)
-      ? `Order control ${value} (HL7 table 0119) is not acted on here; this receiver takes ${TAKEN_CONTROLS}`
+      ? `Order control ${quotedCode(value)} (HL7 table 0119) is not acted on here; this receiver takes ${TAKEN_CONTROLS}`
       : TABLE_0119.has(upper)
-        ? `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes ${TAKEN_CONTROLS}`
-        : `Order control ${value} is not in HL7 table 0119 (this receiver takes ${TAKEN_CONTROLS})`,
+        ? `Order control ${quotedCode(value)} is not in HL7 table 0119: its codes are case-sensitive (${upper}); this receiver takes ${TAKEN_CONTROLS}`
+        : `Order control ${quotedCode(value)} is not in HL7 table 0119 (this receiver takes ${TAKEN_CONTROLS})`,
     TABLE_0119.has(value) || !TABLE_0119.has(upper)
-      ? `Send one of ${TAKEN_CONTROLS}: order control ${value} is not taken`
-      : `Order control ${value} is not in HL7 table 0119: its codes are case-sensitive (${upper})`,
+      ? `Send one of ${TAKEN_CONTROLS}: order control ${quotedCode(value)} is not taken`
+      : `Order control ${quotedCode(value)} is not in HL7 table 0119: its codes are case-sensitive (${upper})`,
   );
 });
 
@@ -72,10 +73,13 @@ const readPriority = (value: string, source: string, input: TransformInput): Tra
   if (mapped) return storedAs(source, value, mapped, 'table 0027');
   const word = FREE_TEXT_PRIORITY[value.trim().toLowerCase()];
   if (word) {
-    input.quirks.add('free-text-priority', `${source} "${value}" is not a table 0027 code`);
+    input.quirks.add(
+      'free-text-priority',
+      `${source} "${quotedCode(value)}" is not a table 0027 code`,
+    );
     return storedAs(source, value, word, 'free-text priority (quirk)');
   }
-  return notMapped(source, 103, `${source} priority "${value}" not in table 0027`);
+  return notMapped(source, 103, `${source} priority "${quotedCode(value)}" not in table 0027`);
 };
 
 /**
@@ -105,7 +109,11 @@ export const modality: TransformFn = ofValue((value, source) => {
     ? upper
     : TABLE_0074_TO_MODALITY[upper];
   if (!mapped)
-    return notMapped(source, 103, `${source} "${value}" is not a DICOM modality; not mapped`);
+    return notMapped(
+      source,
+      103,
+      `${source} "${quotedCode(value)}" is not a DICOM modality; not mapped`,
+    );
   return storedAs(source, value, mapped, mapped === upper ? 'DICOM modality' : 'table 0074');
 });
 

@@ -1,3 +1,4 @@
+import { quotedCode } from '../hl7/hl7-quoted';
 import { EMPTY, refused, type TransformFn } from './hl7-value.kit';
 import { productLineage, resolveProducts, type ProductTableRow } from './product-table';
 
@@ -49,7 +50,9 @@ export const productTable: TransformFn = (input) => {
   if (action === 'cancel' || action === 'status') return { kind: 'value', value: [], lines: [] };
   // One code: as before (`Procedure code USABD …`); several: each with where it was found.
   const sent =
-    places.length === 1 ? places[0]!.code : places.map((c) => `${c.code} (${c.at})`).join(', ');
+    places.length === 1
+      ? quotedCode(places[0]!.code ?? '')
+      : places.map((c) => `${quotedCode(c.code ?? '')} (${c.at})`).join(', ');
   const verb = places.length === 1 ? 'code' : 'codes';
   const has = places.length === 1 ? 'has' : 'have';
   const other = otherSystem(input.config.productTable, places);
@@ -63,7 +66,7 @@ export const productTable: TransformFn = (input) => {
     // MSA-3 (80, v2.1-2.4): the fix when there is one the sender can make, else the codes
     other
       ? `Send ${other.row.code} with coding system ${other.row.system} (${other.at}): no AI product as sent`
-      : `No AI product configured for procedure ${verb} ${places.map((c) => c.code).join(', ')}`,
+      : `No AI product configured for procedure ${verb} ${places.map((c) => quotedCode(c.code ?? '')).join(', ')}`,
   );
 };
 

@@ -180,6 +180,8 @@ describe('MllpServer and MllpClient over loopback', () => {
     expect(failed.get('MSA-1')).toBe('AR');
     expect(failed.get('MSA-2')).toBe('BOOM');
     expect(failed.get('ERR-1.4')).toBe('207');
+    // its own control ID fits the v2.3.1 MSH-10 (ST 20); a whole UUID (36) went out before
+    expect(failed.controlId).toMatch(/^[0-9a-f]{20}$/);
     expect(msa(await client.send(order('AFTER-BOOM')))).toEqual({
       code: 'AA',
       controlId: 'AFTER-BOOM',

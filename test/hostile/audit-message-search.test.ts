@@ -185,29 +185,35 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     }
   });
 
-  it('an order accepted with a long placer number and MSH-10 is found by them', async () => {
+  it('an order accepted with a long placer number and MSH-10 is found by them; a refused 700-character MSH-10 too', async () => {
     // The front door stores a placer number of 199 characters (the most an identifier may
-    // have) and a 700-character MSH-10 (as its start and a SHA-256, to fit its index).
-    // Before: the search refused any value over 200 characters (400), and a control id over
-    // 512 could never match.
+    // have) and an MSH-10 of 199 (the most a control ID may have, ST; a longer one is refused
+    // AR 102 at MSH-10 and the refused message kept: a 700-character one, stored as its start
+    // and a SHA-256 to fit its index). Before: the search refused any value over 200
+    // characters (400), and a control id over 512 could never match.
     const placer = `PLC-${'7'.repeat(195)}`;
-    const control = `MSG-${'8'.repeat(696)}`;
-    const swf = hl7Fixture('orm-o01-v231-ihe-swf-zds')
-      .toString('latin1')
-      .replace('MSGID20240318144217', control)
-      .replace(/ACC-20240318-0042/g, 'ACC-LONG-1')
-      .replace(/PLC-100234/g, placer)
-      .replace(/FIL-55012/g, 'FIL-LONG-1')
-      .replace('1710769337.1', '1710769337.3003');
+    const control = `MSG-${'8'.repeat(195)}`;
+    const refusedControl = `MSG-${'9'.repeat(696)}`;
+    const swf = (msh10: string) =>
+      hl7Fixture('orm-o01-v231-ihe-swf-zds')
+        .toString('latin1')
+        .replace('MSGID20240318144217', msh10)
+        .replace(/ACC-20240318-0042/g, 'ACC-LONG-1')
+        .replace(/PLC-100234/g, placer)
+        .replace(/FIL-55012/g, 'FIL-LONG-1')
+        .replace('1710769337.1', '1710769337.3003');
     const client = new MllpClient({
       host: '127.0.0.1',
       port: adapter.mllpPort,
       responseTimeoutMs: 10_000,
     });
     try {
-      expect((await client.send(Buffer.from(swf, 'latin1'))).toString('latin1')).toContain(
+      expect((await client.send(Buffer.from(swf(control), 'latin1'))).toString('latin1')).toContain(
         'MSA|AA|',
       );
+      expect(
+        (await client.send(Buffer.from(swf(refusedControl), 'latin1'))).toString('latin1'),
+      ).toContain('MSA|AR|');
     } finally {
       await client.close();
     }
@@ -221,6 +227,7 @@ describe('hostile: searching the text of our answers as the page shows it', () =
     expect(await get(`orders?placer=${placer}`)).toEqual({ status: 200, items: 1 });
     expect(await get(`orders?msh10=${control}`)).toEqual({ status: 200, items: 1 });
     expect(await get(`messages?msh10=${control}`)).toEqual({ status: 200, items: 1 });
+    expect(await get(`messages?msh10=${refusedControl}`)).toEqual({ status: 200, items: 1 });
   });
 
   it('identifiers holding a control character are found by what the sender sent, as they are stored', async () => {

@@ -262,6 +262,51 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('a cancel (CA), a discontinue (DC) or a change (XO) whose placer number holds a control character is AE 102 at ORC-2, as the new order (NW) with it is; an order stored before that rule is still cancelled by it', async () => {
+    // A barcode scanner's TAB or a BEL an engine let through, sent escaped (`\X09\`). Before,
+    // the NW was AE 102 at ORC-2 but the CA with the same number "unknown order" (AE 204 at
+    // ORC-2): the RIS was told to look for an order, not that its number can name none.
+    const message = (control: string, orc1: string, placer: string): Buffer => {
+      const fixture = orc1 === 'NW' ? 'orm-o01-v231-ihe-swf-zds' : 'orm-o01-v251-cancel-ca';
+      const id = orc1 === 'NW' ? 'MSGID20240318144217' : 'MSGID20240318163005';
+      return edited(hl7Fixture(fixture), [
+        [id, control],
+        ['PLC-100234', placer],
+        ['FIL-55012^DSS_OF', ''],
+        [orc1 === 'NW' ? 'ORC|NW|' : 'ORC|CA|', `ORC|${orc1}|`],
+      ]);
+    };
+    for (const orc1 of ['NW', 'CA', 'DC', 'XO']) {
+      for (const escaped of ['\\X09\\', '\\X07\\']) {
+        const reply = await h.mllp.send(
+          message(`CTRL-${orc1}-${escaped.slice(2, 4)}`, orc1, `PLC-CTRL${escaped}`),
+        );
+        const ack = ackSummary(reply);
+        expect({ orc1, escaped, code: ack.code }).toEqual({ orc1, escaped, code: 'AE' });
+        expect({ orc1, escaped, errors: ack.errors }).toEqual({
+          orc1,
+          escaped,
+          // the NW fixture is v2.3.1 (ERR-1), the cancel v2.5.1 (ERR-2, ERR-3)
+          errors: [expect.stringMatching(/^(ORC\^1\^2\^102&|\|ORC\^1\^2\^1\|102\^)/)],
+        });
+      }
+    }
+    // An order stored while such numbers were taken (a TAB was kept as sent): its cancel finds
+    // it and cancels it (CR)
+    expect(ackSummary(await h.mllp.send(message('CTRL-OLD-NW', 'NW', 'PLC-CTRL-OLD'))).code).toBe(
+      'AA',
+    );
+    await h.db.query(
+      `UPDATE orders SET placer_order_number = E'PLC-CTRL-OLD\\t',
+              request = jsonb_set(request, '{placerOrderNumber,value}', to_jsonb(E'PLC-CTRL-OLD\\t'::text))
+        WHERE placer_order_number = 'PLC-CTRL-OLD'`,
+    );
+    const cancel = parseHl7(await h.mllp.send(message('CTRL-OLD-CA', 'CA', 'PLC-CTRL-OLD\\X09\\')));
+    expect(cancel.get('MSA-1')).toBe('AA');
+    expect(cancel.segmentsById('ORC').map((o) => o.value(1))).toEqual(['CR']);
+    expect((await ordersUnder('PLC-CTRL-OLD\t'))[0]?.cancel_requested_at).not.toBeNull();
+  });
+
   it('a cancel (CA) and the reorder (NW) under the same placer number in one message: CR for the old order, OK for a new one', async () => {
     // The RIS sends the cancel and the new order as two ORC groups of one ORM^O01 (HL7 v2.5.1
     // §4.4.1: one message, several orders). Before: the NW was decided against the order as
@@ -313,6 +358,107 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
       ['ACC-ONEMSG-2', true],
       ['ACC-ONEMSG-2', false],
     ]);
+  });
+
+  it('a new order (NW) and its cancel (CA) in one message: OK and CR, the order made and its cancel requested; a NW after them is a new order; an XO after a NW changes it (XR)', async () => {
+    // The groups of one message are judged in order (HL7 v2.5.1 §4.4.1), as the same groups in
+    // successive messages would be. Before: the CA (or XO) was looked for among the orders
+    // stored before the message, found none, and the whole message was AE 204 "unknown order",
+    // the NW with it, though the RIS had written the order and its cancel in that order.
+    const message = (
+      control: string,
+      placer: string,
+      groups: Array<['NW' | 'CA' | 'XO', string]>,
+    ) => {
+      const nw = edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['MSGID20240318144217', control],
+        ['PLC-100234', placer],
+        ['FIL-55012^DSS_OF', ''],
+      ]).toString('latin1');
+      const groupOf = (control: 'NW' | 'CA' | 'XO', accession: string) => {
+        const fixture = {
+          NW: 'orm-o01-v231-ihe-swf-zds',
+          CA: 'orm-o01-v251-cancel-ca',
+          XO: 'orm-o01-v251-change-xo',
+        }[control];
+        const text = edited(hl7Fixture(fixture), [
+          ['PLC-100234', placer],
+          ['FIL-55012^DSS_OF', ''],
+          ['ACC-20240318-0042', accession],
+        ]).toString('latin1');
+        return text.slice(text.indexOf('ORC|'));
+      };
+      const head = nw.slice(0, nw.indexOf('ORC|'));
+      return Buffer.from(head + groups.map(([c, acc]) => groupOf(c, acc)).join(''), 'latin1');
+    };
+    const controls = (reply: Buffer) =>
+      parseHl7(reply)
+        .segmentsById('ORC')
+        .map((o) => o.value(1));
+
+    const made = await h.mllp.send(
+      message('NWCA-1', 'PLC-NWCA', [
+        ['NW', 'ACC-NWCA-1'],
+        ['CA', 'ACC-NWCA-1'],
+      ]),
+    );
+    expect(ackSummary(made)).toMatchObject({ code: 'AA', errors: [] });
+    expect(controls(made)).toEqual(['OK', 'CR']);
+    const orders = await ordersUnder('PLC-NWCA');
+    expect(orders.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-NWCA-1', true],
+    ]);
+    const timeline = await h.db.query(`SELECT kind FROM audit_events WHERE order_id = $1`, [
+      orders[0].id,
+    ]);
+    expect(timeline.rows.map((r) => r.kind)).toContain('order.cancel-requested');
+
+    const remade = await h.mllp.send(
+      message('NWCA-2', 'PLC-NWCA2', [
+        ['NW', 'ACC-NWCA-2'],
+        ['CA', 'ACC-NWCA-2'],
+        ['NW', 'ACC-NWCA-3'],
+      ]),
+    );
+    expect(controls(remade)).toEqual(['OK', 'CR', 'OK']);
+    // made in one transaction (one created_at): by accession
+    const both = (await ordersUnder('PLC-NWCA2'))
+      .map((o) => [o.accession_number, o.cancel_requested_at !== null])
+      .sort();
+    expect(both).toEqual([
+      ['ACC-NWCA-2', true],
+      ['ACC-NWCA-3', false],
+    ]);
+
+    const changed = await h.mllp.send(
+      message('NWXO-1', 'PLC-NWXO', [
+        ['NW', 'ACC-NWXO-1'],
+        ['XO', 'ACC-NWXO-1'],
+      ]),
+    );
+    expect(controls(changed)).toEqual(['OK', 'XR']);
+    const [order] = await ordersUnder('PLC-NWXO');
+    // the XO's ORC-7 priority S (stat) over the NW's R
+    expect(order.request.priority).toBe('stat');
+  });
+
+  it('a placer number whose namespace is longer than an EI holds: the ORR answers its cancel by the number alone', async () => {
+    // ORC-2.2 (IS, 20) of 3,000 characters: taken (the number is what names the order), but
+    // written back it made an ORC-2 no EI holds. Before, the ORR's ORC-2 carried all of it.
+    const placer = `PLC-LONGNS^${'N'.repeat(3000)}^1.2.3^ISO`;
+    const message = (control: string, orc1: string) =>
+      edited(hl7Fixture(orc1 === 'NW' ? 'orm-o01-v231-ihe-swf-zds' : 'orm-o01-v251-cancel-ca'), [
+        [orc1 === 'NW' ? 'MSGID20240318144217' : 'MSGID20240318163005', control],
+        ['PLC-100234^RADIS1', placer],
+        ['FIL-55012^DSS_OF', ''],
+      ]);
+    expect(ackSummary(await h.mllp.send(message('LONGNS-NW', 'NW'))).code).toBe('AA');
+    const reply = await h.mllp.send(message('LONGNS-CA', 'CA'));
+    const orr = parseHl7(reply);
+    expect(orr.segmentsById('ORC').map((o) => o.rawField(1) + '|' + o.rawField(2))).toEqual([
+      'CR|PLC-LONGNS',
+    ]);
+    expect(reply.length).toBeLessThan(500);
   });
 
   it("an XO found by its filler number that names another placer number changes the order, never its numbers: later messages under the order's own number still find it", async () => {

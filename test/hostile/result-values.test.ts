@@ -486,6 +486,26 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     }
   });
 
+  it('an order naming its charset as engines spell it (`UTF-8`, `ISO_IR 100`): the ORU names it as table 0211 does', async () => {
+    // MSH-18 is an ID of table 0211. Before, the ORU wrote the order's spelling back (`UTF-8`,
+    // `ISO_IR 100`), a value a RIS validating MSH-18 against the table refuses.
+    for (const [msh18, encoding, written] of [
+      ['UTF-8', 'utf8', 'UNICODE UTF-8'],
+      ['ISO_IR 100', 'latin1', '8859/1'],
+    ] as const) {
+      const id = await cancelledOverHl7(
+        'PID|||PAT-RV-SP^^^HOSP^MR||Müller^Jörg||19640812|M',
+        undefined,
+        { msh18, encode: (text) => Buffer.from(text, encoding) },
+        '2.5.1',
+      );
+      await published(id);
+      const { bytes, message } = oruBytesOf(id);
+      expect({ msh18, written: message.msh.value(18) }).toEqual({ msh18, written });
+      expect(bytes.includes(Buffer.from('Müller^Jörg', encoding))).toBe(true);
+    }
+  });
+
   it('an ASCII order of ASCII text keeps MSH-18 ASCII', async () => {
     const id = await cancelledOverHl7(
       'PID|||PAT-RV-AO^^^HOSP^MR||M\\XFC\\LLER^JO||19640812|M',

@@ -108,6 +108,21 @@ describe('HL7 batches over MLLP', () => {
     expect(customReply[1]!.split('|')[11]).toBe('RUN\\S\\7#A$B^20240318');
   });
 
+  it('writes back no BHS-11 or BHS-3 longer than its type holds (ST 199, HD 227): the messages are still answered', async () => {
+    // Before: a 5,000-character BHS-11 came back whole in BHS-12, and so did the HD in BHS-5.
+    const text = twoOrmBatch(31, 32)
+      .replace('BATCH-20240318-07', 'B'.repeat(5000))
+      .replace(/^BHS\|\^~\\&\|RADIS1\|/m, () => `BHS|^~\\&|${'R'.repeat(300)}|`);
+    const reply = segments(await client.send(Buffer.from(text, 'latin1')));
+    const bhs = reply.find((s) => s.startsWith('BHS|'))!.split('|');
+    expect([bhs[4], bhs[11]]).toEqual(['', undefined]);
+    expect(reply.join('\r').length).toBeLessThan(2000);
+    expect(reply.filter((s) => s.startsWith('MSA|'))).toEqual([
+      'MSA|AA|BATCH-MSG-31',
+      'MSA|AA|BATCH-MSG-32',
+    ]);
+  });
+
   it('names the sender in BHS-5/BHS-6 and FHS-5/FHS-6 by its whole HD (namespace, universal ID, type; no fourth component)', async () => {
     // A RIS that names itself by OID in its envelope. Before, the answer's BHS-5 was `RADIS1`
     // and BHS-6 `IHEDEMO` (first component only), an answer the sender's engine, routing on

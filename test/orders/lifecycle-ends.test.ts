@@ -490,6 +490,34 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
     expect(Date.now() - asked).toBeLessThan(15_000);
   });
 
+  it('a new order and its cancel in one message (ORC NW, then ORC CA): ORR OK and CR, and the order ends cancelled with a CR result, none left upstream', async () => {
+    // The RIS writes the order and, in the same ORM^O01, its cancel (an order entered and
+    // withdrawn before the interface sent it). Before: AE 204 "unknown order" for the CA, and
+    // the whole message refused, the NW with it.
+    const spec = newOrderSpec();
+    const nw = ormMessage({ ...spec, controlId: `NWCA-${spec.placer}` }).toString('latin1');
+    const ca = ormMessage({ ...spec, orderControl: 'CA' as const }).toString('latin1');
+    const message = nw + ca.slice(ca.indexOf('ORC|'), ca.indexOf('ZDS|'));
+    const orr = parseHl7(await mllp.send(Buffer.from(message, 'latin1')));
+    expect(orr.get('MSA-1')).toBe('AA');
+    expect(orr.segmentsById('ORC').map((o) => o.value(1))).toEqual(['OK', 'CR']);
+    const { id } = (await waitFor('the order', () => orderByPlacer(db, spec.placer))) as {
+      id: string;
+    };
+    await waitFor(
+      'the order cancelled',
+      async () => (await orderState(db, id)) === 'cancelled',
+      15_000,
+      100,
+      () => orderDiagnostics(db, id),
+    );
+    await waitFor('the ORU', async () => orusOf(spec.placer).length > 0);
+    expect(orusOf(spec.placer).at(-1)!.get('ORC-1')).toBe('CR');
+    const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
+    const upstream = rows[0].upstream_order_id as string | null;
+    if (upstream) expect(sandbox.state.orders.get(upstream)?.status).toBe('CANCELLED');
+  });
+
   it('a cancel while a create is under way that then succeeds: the order ends cancelled and the upstream order is cancelled, none left behind', async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));

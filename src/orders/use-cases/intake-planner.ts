@@ -57,6 +57,8 @@ export class IntakePlanner {
     // the order as it stood: AE 205 with another accession (the cancel refused with it), or
     // ORC OK "already known" for the order being cancelled, the reorder lost.
     const cancelledHere = new Set<string>();
+    // The orders this message creates, as a later group of it finds them (received, not placed)
+    const createdRows = new Map<string, OrderRow>();
     for (const order of input.orders) {
       const req = order.request;
       const placerId = req.placerOrderNumber?.value ? req.placerOrderNumber : undefined;
@@ -75,18 +77,43 @@ export class IntakePlanner {
       if (!existing && req.action !== 'create' && order.targetOrderId) {
         existing = await this.findByFiller(manager, { value: order.targetOrderId }, input.sender);
       }
+      // the newest order an earlier group of this message created under the number
+      const newest = <T>(list: T[], same: (c: T) => boolean) => list.findLast(same);
       const createdHere = placerId
-        ? createdPlacers.find((c) => sameOrderNumber(placerId, c.placer))?.orderId
+        ? newest(createdPlacers, (c) => sameOrderNumber(placerId, c.placer))?.orderId
         : fillerKey
-          ? createdFillers.find((c) => sameOrderNumber(fillerKey, c.filler))?.orderId
+          ? newest(createdFillers, (c) => sameOrderNumber(fillerKey, c.filler))?.orderId
           : undefined;
+      // A cancel or change of an order an earlier group of this message created (NW then CA,
+      // NW then XO) is decided against that order, as the next message would find it: it is
+      // the newest under its number. Before, such a cancel was AE 204 "unknown order" (the
+      // order was looked for in the database only) and the whole message was refused, the NW
+      // with it; after a CA of an order made here, a later NW makes a new one (as CA then NW).
+      const namedFiller = req.action !== 'create' ? req.fillerOrderNumber : undefined;
+      const madeHere =
+        createdHere ??
+        (!placerId && namedFiller?.value
+          ? newest(createdFillers, (c) => sameOrderNumber(namedFiller, c.filler))?.orderId
+          : undefined);
+      const made = madeHere === undefined ? undefined : createdRows.get(madeHere);
+      const againstMade = made && (req.action !== 'create' || cancelledHere.has(made.id));
+      if (againstMade) existing = made;
       const cancelledEarlier = existing !== undefined && cancelledHere.has(existing.id);
-      const step = decide(order, existing, createdHere, cancelledEarlier);
+      const step = decide(order, existing, againstMade ? undefined : createdHere, cancelledEarlier);
       if (step.kind === 'cancel') cancelledHere.add(step.orderId);
       if (step.kind === 'create' && placerId)
         createdPlacers.push({ placer: placerId, orderId: step.orderId });
       if (step.kind === 'create' && fillerKey)
         createdFillers.push({ filler: fillerKey, orderId: step.orderId });
+      if (step.kind === 'create')
+        createdRows.set(step.orderId, {
+          id: step.orderId,
+          state: 'received',
+          upstream_order_id: null,
+          place_attempted_at: null,
+          cancel_requested_at: null,
+          request: req,
+        });
       steps.push(step);
       results.push(step.result);
     }

@@ -198,6 +198,13 @@ const envSchema = z.object({
   STOW_MAX_REQUEST_BYTES: positiveInt(4 * 1024 * 1024 * 1024),
   /** Most parts (instances) one STOW-RS request may hold. */
   STOW_MAX_INSTANCES: positiveInt(10_000),
+  /**
+   * Refused parts kept byte for byte per STOW-RS request or C-STORE association; the others
+   * are audited by reason, size and SHA-256 only (each kept one is a file for the hold).
+   */
+  STOW_MAX_KEPT_REFUSED: positiveInt(20),
+  /** Refused files kept under DATA_DIR/studies/refused at once, all senders together. */
+  STOW_MAX_KEPT_REFUSED_TOTAL: positiveInt(1000),
   DICOM_SCP_PORT: optionalPort,
   // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
   PACS_DIMSE_HOST: z.string().trim().min(1).optional(),

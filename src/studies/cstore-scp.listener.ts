@@ -27,7 +27,7 @@ import {
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import { noteRefusedSubOperation } from './dimse-pull';
 import { isDicomUid } from './dicom-uid';
-import type { StowService } from './stow.service';
+import type { RefusedTally, StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
 
 /**
@@ -149,6 +149,8 @@ export class CStoreScpListener {
       private readonly staged = new Map<CStoreRequest, string>();
       /** Group 0002 elements dropped from a staged data set (dataset-meta-elements.ts). */
       private readonly metaDropped = new Map<CStoreRequest, number>();
+      /** Refused data sets this association kept (STOW_MAX_KEPT_REFUSED). */
+      private readonly refusedTally: RefusedTally = { kept: 0 };
       private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
@@ -397,11 +399,14 @@ export class CStoreScpListener {
           dropped > 0
             ? [`${dropped} group 0002 element(s) in the data set (File Meta Information) dropped`]
             : [];
-        void handle(path, this.callingAe, sop, quirks).then(answer, (error: unknown) => {
-          logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
-          void rm(path, { force: true });
-          answer(FAILURE_REASON.processingFailure);
-        });
+        void handle(path, this.callingAe, sop, quirks, this.refusedTally).then(
+          answer,
+          (error: unknown) => {
+            logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
+            void rm(path, { force: true });
+            answer(FAILURE_REASON.processingFailure);
+          },
+        );
       }
     }
 
@@ -411,11 +416,12 @@ export class CStoreScpListener {
       callingAe: string,
       sop: SopUids,
       quirks: string[],
+      tally: RefusedTally,
     ): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
-        const keptAs = await stow.keepRefused(path);
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
+        const kept = await stow.keepRefused(path, tally);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
         // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
         return check.failureReason;
       }
@@ -428,18 +434,24 @@ export class CStoreScpListener {
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
-    const intakeMoved = async (path: string, callingAe: string, sop: SopUids): Promise<number> => {
+    const intakeMoved = async (
+      path: string,
+      callingAe: string,
+      sop: SopUids,
+      _quirks: string[],
+      tally: RefusedTally,
+    ): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
         // for the retrieve, which fails naming it instead of moving the study again and again.
-        const keptAs = await stow.keepRefused(path);
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, keptAs }]);
+        const kept = await stow.keepRefused(path, tally);
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
         if (isDicomUid(check.studyInstanceUid))
           await noteRefusedSubOperation(paths, check.studyInstanceUid, {
             reason: check.reason,
             failureReason: check.failureReason,
-            keptAs,
+            ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
           });
         return check.failureReason;
       }

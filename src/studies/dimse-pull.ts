@@ -151,7 +151,7 @@ export class DimsePacs implements PacsSource {
 export async function noteRefusedSubOperation(
   paths: StudyStoragePaths,
   studyInstanceUid: string,
-  refusal: { reason: string; failureReason: number; keptAs: string },
+  refusal: { reason: string; failureReason: number; keptAs?: string },
 ): Promise<void> {
   await mkdir(paths.movedDir(studyInstanceUid), { recursive: true, mode: 0o700 });
   await writeFile(paths.movedRefusalFile(studyInstanceUid, randomUUID()), JSON.stringify(refusal), {

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
@@ -58,6 +58,19 @@ export interface RefusedInstance {
   sopInstanceUid?: string;
   /** The refused bytes as received, under `refused/` (StudyStoragePaths.refusedFile). */
   keptAs?: string;
+  /** What was received, kept or not: an analyst can match it to the sender's copy. */
+  sizeBytes?: number;
+  sha256?: string;
+  /** Why the bytes were not kept (a limit on refused files), when they were not. */
+  notKept?: string;
+}
+
+/**
+ * How many refused files one STOW-RS request or one C-STORE association has kept so far
+ * (STOW_MAX_KEPT_REFUSED); one per request or association, held by its caller.
+ */
+export interface RefusedTally {
+  kept: number;
 }
 
 export interface StowServiceOptions {
@@ -67,9 +80,16 @@ export interface StowServiceOptions {
   maxRequestBytes: number;
   /**
    * Most parts one request may hold (STOW_MAX_INSTANCES, default 10,000); one more makes it
-   * 413. Each part is a file, kept 24 h when refused, and an entry of the answer and the audit.
+   * 413. Each part is a file while it is read and an entry of the answer and the audit.
    */
   maxInstances?: number;
+  /**
+   * Refused parts one request or association keeps byte for byte (STOW_MAX_KEPT_REFUSED,
+   * default 20); the rest are audited by reason, size and SHA-256, their bytes deleted.
+   */
+  maxKeptRefused?: number;
+  /** Refused files under `refused/` at once (STOW_MAX_KEPT_REFUSED_TOTAL, default 1000). */
+  maxKeptRefusedTotal?: number;
   unmatchedHoldMinutes: number;
   /** When given, an order whose instances arrived is told at once (ACQUIRE_STUDY_JOB). */
   jobs?: Pick<JobQueue, 'enqueue' | 'kick'>;
@@ -78,6 +98,8 @@ export interface StowServiceOptions {
 
 export class StowService {
   private readonly now: () => Date;
+  /** Files under `refused/`, counted from the directory once, then kept up to date. */
+  private refusedFiles?: Promise<{ count: number }>;
 
   constructor(private readonly options: StowServiceOptions) {
     this.now = options.now ?? (() => new Date());
@@ -132,6 +154,7 @@ export class StowService {
     // stored gigabytes per part (a 40 MB request of 4 MiB bombs, 40 GiB under the 4 GiB limit).
     let budget = limit;
     const maxParts = this.options.maxInstances ?? 10_000;
+    const tally: RefusedTally = { kept: 0 };
     try {
       for await (const event of readMultipart(countBytes(input.body, limit), boundary)) {
         if (event.type === 'part') {
@@ -154,7 +177,7 @@ export class StowService {
             refused.push({
               failureReason: FAILURE_REASON.cannotUnderstand,
               reason: `part is ${partType.slice(0, 40)}, not application/dicom`,
-              keptAs: await this.keepRefused(path),
+              ...(await this.keepRefused(path, tally)),
             });
             continue;
           }
@@ -162,12 +185,12 @@ export class StowService {
           const inflated = await inflateIfDeflated(path, Math.max(0, budget));
           if (inflated.kind === 'refused') {
             const { failureReason, reason } = inflated;
-            refused.push({ failureReason, reason, keptAs: await this.keepRefused(path) });
+            refused.push({ failureReason, reason, ...(await this.keepRefused(path, tally)) });
             continue;
           }
           const check = await checkInstanceFile(path, { expectedStudyUid: input.targetStudyUid });
           if (!check.ok) {
-            refused.push({ ...check, keptAs: await this.keepRefused(path) });
+            refused.push({ ...check, ...(await this.keepRefused(path, tally)) });
             continue;
           }
           budget -= check.sizeBytes;
@@ -213,13 +236,52 @@ export class StowService {
    * Keeps a refused part or C-STORE data set as received (DESIGN.md §5: bad input loses
    * nothing), under a UUID of ours in `refused/`, for STUDY_UNMATCHED_HOLD_MINUTES
    * (expireRefused). It used to be deleted at once: an analyst asked why a modality's
-   * instances were refused had only the reason, never the bytes. Returns the UUID.
+   * instances were refused had only the reason, never the bytes. Returns the UUID (keptAs),
+   * and the size and SHA-256 of what was received either way.
+   *
+   * Bounded: the first STOW_MAX_KEPT_REFUSED of a request or association (`tally`) are kept,
+   * and no more than STOW_MAX_KEPT_REFUSED_TOTAL files under `refused/` at once; past either,
+   * the bytes are deleted and `notKept` says which limit. Each refused part was a file for
+   * 24 h: six 0.8 MB requests of tiny parts left 60,000 files (inodes; the
+   * DATA_DIR_MIN_FREE_BYTES check counts bytes), and the directory listing slowed with them.
    */
-  async keepRefused(path: string): Promise<string> {
+  async keepRefused(
+    path: string,
+    tally: RefusedTally,
+  ): Promise<Pick<RefusedInstance, 'keptAs' | 'sizeBytes' | 'sha256' | 'notKept'>> {
+    const { sizeBytes, sha256 } = await digest(path);
+    const perRequest = this.options.maxKeptRefused ?? 20;
+    const total = this.options.maxKeptRefusedTotal ?? 1000;
+    const files = await this.refusedFileCount();
+    const notKept =
+      tally.kept >= perRequest
+        ? `more than ${perRequest} refused in one request or association (STOW_MAX_KEPT_REFUSED)`
+        : files.count >= total
+          ? `${total} refused files already kept (STOW_MAX_KEPT_REFUSED_TOTAL)`
+          : undefined;
+    if (notKept) {
+      await rm(path, { force: true });
+      return { sizeBytes, sha256, notKept };
+    }
+    // Counted before the rename: parallel requests cannot all pass the same last slot.
+    tally.kept++;
+    files.count++;
     const id = randomUUID();
-    await mkdir(this.options.paths.refusedDir, { recursive: true, mode: 0o700 });
-    await rename(path, this.options.paths.refusedFile(id));
-    return id;
+    try {
+      await mkdir(this.options.paths.refusedDir, { recursive: true, mode: 0o700 });
+      await rename(path, this.options.paths.refusedFile(id));
+    } catch (error) {
+      files.count--;
+      throw error;
+    }
+    return { keptAs: id, sizeBytes, sha256 };
+  }
+
+  private refusedFileCount(): Promise<{ count: number }> {
+    this.refusedFiles ??= readdir(this.options.paths.refusedDir)
+      .catch(() => [] as string[])
+      .then((names) => ({ count: names.length }));
+    return this.refusedFiles;
   }
 
   /** Deletes refused files older than the hold (the studies.expire-unmatched job). */
@@ -227,13 +289,19 @@ export class StowService {
     const dir = this.options.paths.refusedDir;
     const oldest = this.now().getTime() - this.options.unmatchedHoldMinutes * 60_000;
     let deleted = 0;
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const files = await this.refusedFileCount();
+    const keptBefore = files.count;
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) {
       const info = await stat(join(dir, name)).catch(() => undefined);
       if (info && info.mtimeMs < oldest) {
         await rm(join(dir, name), { force: true });
         deleted++;
       }
     }
+    // Counted again from the listing (another replica sharing DATA_DIR keeps and expires files
+    // too), with what this one kept during the sweep.
+    files.count = Math.max(0, names.length - deleted + (files.count - keptBefore));
     return deleted;
   }
 
@@ -392,6 +460,9 @@ export class StowService {
               reason: r.reason,
               sopInstanceUid: r.sopInstanceUid,
               keptAs: r.keptAs,
+              sizeBytes: r.sizeBytes,
+              sha256: r.sha256,
+              notKept: r.notKept,
             })),
             ...(placed.some((p) => p.quirks?.length)
               ? {
@@ -455,6 +526,17 @@ export function buildStoreResponse(
   }
   const httpStatus = refused.length === 0 ? 200 : stored.length > 0 ? 202 : 409;
   return { httpStatus, body, stored: stored.length, failed: refused.length };
+}
+
+/** The size and SHA-256 (hex) of a file. */
+async function digest(path: string): Promise<{ sizeBytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let sizeBytes = 0;
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    hash.update(chunk);
+    sizeBytes += chunk.length;
+  }
+  return { sizeBytes, sha256: hash.digest('hex') };
 }
 
 /** Passes the body through, failing once more than `limit` bytes have arrived. */

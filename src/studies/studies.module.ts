@@ -71,6 +71,8 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           jobs,
           maxRequestBytes: config.STOW_MAX_REQUEST_BYTES,
           maxInstances: config.STOW_MAX_INSTANCES,
+          maxKeptRefused: config.STOW_MAX_KEPT_REFUSED,
+          maxKeptRefusedTotal: config.STOW_MAX_KEPT_REFUSED_TOTAL,
           unmatchedHoldMinutes: config.STUDY_UNMATCHED_HOLD_MINUTES,
         }),
     },

@@ -253,8 +253,8 @@ export class OrderSummaryDto {
   @ApiPropertyOptional({ nullable: true, format: 'uuid' }) inboundMessageId!: string | null;
 }
 
-export class OrderPageDto {
-  @ApiProperty({ type: [OrderSummaryDto] }) items!: OrderSummaryDto[];
+/** What every keyset-paged audit list answers beside its items. */
+abstract class KeysetPageDto {
   @ApiPropertyOptional({ description: 'pass as `cursor` for the next page; absent on the last' })
   nextCursor?: string;
   @ApiPropertyOptional({
@@ -268,6 +268,10 @@ export class OrderPageDto {
       'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
   })
   moreLateCommits?: true;
+}
+
+export class OrderPageDto extends KeysetPageDto {
+  @ApiProperty({ type: [OrderSummaryDto] }) items!: OrderSummaryDto[];
 }
 
 export class AuditEventDto {
@@ -287,20 +291,8 @@ export class AuditEventDto {
   detail!: Record<string, unknown>;
 }
 
-export class EventPageDto {
+export class EventPageDto extends KeysetPageDto {
   @ApiProperty({ type: [AuditEventDto] }) items!: AuditEventDto[];
-  @ApiPropertyOptional() nextCursor?: string;
-  @ApiPropertyOptional({
-    description:
-      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
-  })
-  lateCommits?: number;
-  @ApiPropertyOptional({
-    enum: [true],
-    description:
-      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
-  })
-  moreLateCommits?: true;
 }
 
 export class LineageLineDto {
@@ -362,42 +354,18 @@ export class OrderDetailDto {
   masked!: boolean;
 }
 
-export class MessagePageDto {
+export class MessagePageDto extends KeysetPageDto {
   @ApiProperty({ type: [InboundMessageDto] }) items!: InboundMessageDto[];
-  @ApiPropertyOptional() nextCursor?: string;
   @ApiPropertyOptional({
     format: 'date-time',
     description:
       'with `text`: a page reads at most 10,000 messages for it; when it stopped there before filling, the time of the last message it read (more may match below: nextCursor searches on); absent otherwise',
   })
   searchedTo?: string;
-  @ApiPropertyOptional({
-    description:
-      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
-  })
-  lateCommits?: number;
-  @ApiPropertyOptional({
-    enum: [true],
-    description:
-      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
-  })
-  moreLateCommits?: true;
 }
 
-export class OutboundPageDto {
+export class OutboundPageDto extends KeysetPageDto {
   @ApiProperty({ type: [OutboundDocumentDto] }) items!: OutboundDocumentDto[];
-  @ApiPropertyOptional() nextCursor?: string;
-  @ApiPropertyOptional({
-    description:
-      'how many of the first items committed after the page before was read (newer than it, so shown here); absent when none',
-  })
-  lateCommits?: number;
-  @ApiPropertyOptional({
-    enum: [true],
-    description:
-      'true when more items committed late than the page holds: the lateCommits newest are shown, the others only by searching again from the first page (no cursor); absent otherwise',
-  })
-  moreLateCommits?: true;
 }
 
 export class RevealRequestDto {

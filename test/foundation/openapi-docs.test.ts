@@ -58,6 +58,17 @@ describe('API documentation and the browser entry points', () => {
     expect(JSON.stringify(doc)).not.toMatch(/bearerFormat/);
   });
 
+  it('/openapi.json gives every paged audit list its cursor and late-commit fields', async () => {
+    const doc = (await (
+      await fetch(`${adapter.httpUrl}/openapi.json`, auth(TEST_TOKENS.analyst))
+    ).json()) as { components: { schemas: Record<string, { properties?: object }> } };
+    for (const page of ['OrderPageDto', 'EventPageDto', 'MessagePageDto', 'OutboundPageDto']) {
+      expect(Object.keys(doc.components.schemas[page]?.properties ?? {}).sort()).toEqual(
+        expect.arrayContaining(['items', 'lateCommits', 'moreLateCommits', 'nextCursor']),
+      );
+    }
+  });
+
   it('/ redirects to /audit and /docs to the Swagger UI behind the audit sign-in', async () => {
     const root = await fetch(`${adapter.httpUrl}/`, { redirect: 'manual' });
     expect(root.status).toBe(302);

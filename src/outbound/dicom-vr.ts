@@ -90,12 +90,14 @@ const ENUMERATED: Readonly<Record<string, readonly string[]>> = {
  */
 export type DicomTextEncoding = 'utf8' | 'latin1';
 
+/**
+ * What a length is counted in: the bytes of the encoding written, or characters (Unicode code
+ * points) as PS3.5 Table 6.2-1 counts them (identifiers only, see validForAttribute).
+ */
+type LengthMeasure = DicomTextEncoding | 'characters';
+
 /** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
-export function validForVr(
-  vr: string,
-  value: string,
-  encoding: DicomTextEncoding = 'utf8',
-): string {
+export function validForVr(vr: string, value: string, encoding: LengthMeasure = 'utf8'): string {
   const rule = VR_RULES[vr];
   if (!rule) return value;
   let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
@@ -119,7 +121,7 @@ export function validForVr(
       const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
       const kept = truncate(five.join('^'), room - separator, encoding);
       groups.push(kept);
-      room -= separator + Buffer.byteLength(kept, encoding);
+      room -= separator + lengthOf(kept, encoding);
     }
     return groups.join('=');
   }
@@ -144,7 +146,16 @@ const IDENTIFIERS = new Set([
   'UniversalEntityID',
 ]);
 
-/** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
+/**
+ * A value of the attribute `keyword` made valid: its VR, then its enumerated values.
+ *
+ * An identifier is measured as PS3.5 Table 6.2-1 measures it, in characters ("16 chars
+ * maximum" for SH, 64 for LO), when the data set is UTF-8: it cannot be cut, and a PACS matches
+ * it by its characters. Counted in UTF-8 bytes as other values are (see `truncate`), the
+ * 16-character accession `MÜNCHEN-ÄÖÜ-1234` (20 bytes) was written empty whenever another value
+ * needed UTF-8 beside it (a Cyrillic name, a CJK impression): the SR and PDF lost the exam they
+ * belong to. dciodvfy, which counts bytes, reports such an accession's length; it is valid.
+ */
 function validForAttribute(
   keyword: string,
   vr: string,
@@ -152,7 +163,13 @@ function validForAttribute(
   encoding: DicomTextEncoding,
 ): string {
   const v = validForVr(vr, value, encoding);
-  if (IDENTIFIERS.has(keyword) && v !== withoutLeading(withoutTrailing(value, ' '), ' ')) return '';
+  if (IDENTIFIERS.has(keyword)) {
+    const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
+    if (v === asItStands) return v;
+    return encoding === 'utf8' && validForVr(vr, value, 'characters') === asItStands
+      ? asItStands
+      : '';
+  }
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
 }
@@ -164,17 +181,23 @@ function validForAttribute(
  * threw "Value exceeds max length" on 40 emoji (80 UTF-16 units), so no SR or PDF was written
  * for such a patient. 64 bytes are at most 64 characters, so both readings hold.
  */
-function truncate(value: string, max: number, encoding: DicomTextEncoding): string {
-  if (Buffer.byteLength(value, encoding) <= max) return value;
+function truncate(value: string, max: number, encoding: LengthMeasure): string {
+  if (lengthOf(value, encoding) <= max) return value;
   let out = '';
   let bytes = 0;
   for (const char of value) {
-    const size = Buffer.byteLength(char, encoding);
+    const size = lengthOf(char, encoding);
     if (bytes + size > max) break;
     out += char;
     bytes += size;
   }
   return out;
+}
+
+function lengthOf(value: string, measure: LengthMeasure): number {
+  if (measure !== 'characters') return Buffer.byteLength(value, measure);
+  // code points: a surrogate pair is one character
+  return value.length - (value.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g)?.length ?? 0);
 }
 
 /**

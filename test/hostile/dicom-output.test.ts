@@ -238,6 +238,68 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     }
   });
 
+  it('a 16-character accession with umlauts beside a Cyrillic name and a CJK impression: the UTF-8 SR and PDF keep it whole', () => {
+    // Latin-1 cannot hold the name or the impression, so the SR is ISO_IR 192, where the
+    // accession is 20 bytes. PS3.5 Table 6.2-1 gives SH 16 characters and it has 16; counted in
+    // bytes it was written empty (in (0008,0050) and the Referenced Request Sequence), and the
+    // PACS, which matches the accession's characters, could not file the SR with its exam.
+    const accession = 'MÜNCHEN-ÄÖÜ-1234';
+    const patientId = `PÄT-${'Ö'.repeat(55)}-0001`; // LO: 64 characters, 120 bytes
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: accession };
+    input.results = { ...input.results!, impression: '脳室の拡大なし。' };
+    const source = sourceStudy(1);
+    source.attributes.accessionNumber = accession;
+    source.attributes.patientId = patientId;
+    source.attributes.patientName = 'Иванов^Иван';
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-utf8-accession.dcm');
+    const pdf = join(dir, 'pdf-utf8-accession.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    // dciodvfy counts bytes, not the characters PS3.5 counts: it reports the two identifiers'
+    // lengths (20 > 16, 120 > 64) and nothing else.
+    const beyondByteLengths = (file: string) =>
+      dciodvfy(file).filter(
+        (e) =>
+          !/\((0x0008,0x0050\) SH Accession Number|0x0010,0x0020\) LO Patient ID).* - Length invalid for this VR = (20, expected <= 16|120, expected <= 64)$/.test(
+            e,
+          ) &&
+          !/^Error - Dicom dataset contains invalid data values for Value Representations$/.test(e),
+      );
+    expect({ sr: beyondByteLengths(sr), pdf: beyondByteLengths(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync(
+        'dcmdump',
+        [
+          '+L',
+          '+U8',
+          '+P',
+          '0008,0005',
+          '+P',
+          '0008,0050',
+          '+P',
+          '0010,0010',
+          '+P',
+          '0010,0020',
+          file,
+        ],
+        {
+          encoding: 'utf8',
+        },
+      );
+      expect(dump).toContain('(0008,0005) CS [ISO_IR 192]');
+      expect(dump).toContain('PN [Иванов^Иван]');
+      expect(dump).toContain(`(0010,0020) LO [${patientId}]`);
+      // the SR has it twice: in the study and in the Referenced Request Sequence
+      expect(dump.split(`SH [${accession}]`)).toHaveLength(file === sr ? 3 : 2);
+      expect(dump).not.toMatch(/\(0008,0050\) SH \(no value available\)/);
+    }
+    expect(execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' })).toContain(
+      '脳室の拡大なし。',
+    );
+  });
+
   it('a procedure code the SR cannot carry as it stands (spaces, a control character, a backslash): the generic code, never an empty or altered one', () => {
     // A site running unknown procedure codes through default products accepts OBR-4.1 of
     // spaces, `\X07\` (a BEL) or `MR\E\BR` (a backslash). Made valid for SH they became an

@@ -9,8 +9,10 @@ import { withoutLeading, withoutTrailing } from '../common/padding';
  *   `truncate`);
  * - whether `\` may appear: it is the value delimiter (PS3.5 §6.4) for every VR except the
  *   text VRs ST, LT, UT and UR, so in a single value of any other VR it would split the value;
- * - which control characters are allowed: none in the string VRs; CR, LF, FF and TAB in the
- *   text VRs ST, LT, UT. PS3.5 allows ESC in string values for ISO 2022 code extensions only,
+ * - which control characters are allowed: none in the string VRs; CR, LF and FF in the text
+ *   VRs ST, LT, UT. A TAB is not among them (PS3.5 Table 6.2-1: "the Control Characters CR, LF,
+ *   FF, and ESC"): it was kept, and an impression or a device name with a tab made the SR
+ *   invalid (dciodvfy: "Character invalid for this VR" 0x9); it is written as a space. PS3.5 allows ESC in string values for ISO 2022 code extensions only,
  *   which the ISO_IR 192 we declare cannot use (PS3.3 C.12.1.1.2), so ESC goes too; so do the
  *   C1 controls U+0080-U+009F (a NEL, a terminal's CSI), control characters in UTF-8 as in
  *   any set. Both were written as they came (a name read with its JIS escape sequences, an
@@ -48,6 +50,7 @@ const VR_RULES: Readonly<Record<string, VrRule>> = {
 const STRING_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\\]/g;
 // eslint-disable-next-line no-control-regex
 const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f]/g;
+const TAB = /\t/g;
 
 /**
  * DA and TM have a format, not only a length (PS3.5 Table 6.2-1): YYYYMMDD and
@@ -100,7 +103,9 @@ type LengthMeasure = DicomTextEncoding | 'characters';
 export function validForVr(vr: string, value: string, encoding: LengthMeasure = 'utf8'): string {
   const rule = VR_RULES[vr];
   if (!rule) return value;
-  let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
+  let v = rule.text
+    ? value.replace(TAB, ' ').replace(TEXT_FORBIDDEN, '')
+    : value.replace(STRING_FORBIDDEN, ' ');
   if (!rule.text) v = v.replace(/\s+/g, ' ').trim();
   if (rule.codeString) v = v.toUpperCase().replace(/[^A-Z0-9 _]/g, '_');
   const format = FORMATS[vr];

@@ -465,6 +465,28 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(dump).toContain('(0008,1030) LO [MR BRAIN]');
   });
 
+  it('tabs in upstream texts and the device name (a tabulated impression): written as spaces, the SR and PDF valid', () => {
+    // PS3.5 Table 6.2-1 lets ST, LT and UT hold CR, LF, FF and ESC, not TAB; a tab was kept
+    // and dciodvfy refused the Text Value and the UDI ("Character invalid for this VR" 0x9).
+    const input = publicationInput('DELIVERED', {});
+    input.results = {
+      ...input.results!,
+      impression: 'Hippocampus\t3.1 mL\r\nVentricles\t24.0 mL',
+      caveat: 'Motion\tartefact',
+    };
+    input.device = { ...input.device, name: 'brain\tvolumetry', udi: '(01)0085\t0012345678' };
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-tabs.dcm');
+    const pdf = join(dir, 'pdf-tabs.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, sourceStudy(1), REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    const tree = execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' });
+    expect(tree).toContain('Hippocampus 3.1 mL');
+    expect(tree).toContain('Motion artefact');
+    expect(tree).toContain('brain volumetry');
+  });
+
   it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {
     // A product that reports only an impression, or a findings list the upstream left empty.
     const results = parseResultContent(

@@ -8,7 +8,7 @@ import type { StudyAttributes } from '../domain/study-acquirer.port';
 import type { AssigningAuthority } from '../domain/order-request';
 import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
-import { prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
+import { identifierAsItStands, prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -192,17 +192,23 @@ const ENTITY_ID_TYPES = new Set(['DNS', 'EUI64', 'ISO', 'URI', 'UUID', 'X400', '
  * Issuer of Accession Number Sequence (0008,0051), one item of the HL7v2 Hierarchic Designator
  * Macro (PS3.3 Table 10-17): the local namespace, the universal ID (an OID bare, `urn:oid:`
  * taken off) and its type, required with it (taken as written when a defined term, else ISO
- * for an OID and URI otherwise).
+ * for an OID and URI otherwise). Each is Type 1C: one that is not valid as it stands (a
+ * control character, only spaces) is left out, never written empty or altered into another
+ * domain, and with neither the sequence (Type 3) is left out. Before, such a value was present
+ * and empty, and dciodvfy refused the SR and PDF ("present but empty", Type 1C).
  */
 function issuerOfAccession(issuer: AssigningAuthority | null | undefined): Item {
-  if (!issuer || (!issuer.namespace && !issuer.universalId)) return {};
+  const namespace = issuer?.namespace ? identifierAsItStands('UT', issuer.namespace) : undefined;
+  const universalId = issuer?.universalId
+    ? identifierAsItStands('UT', issuer.universalId.replace(/^urn:oid:/i, ''))
+    : undefined;
+  if (!issuer || (!namespace && !universalId)) return {};
   const item: Item = {};
-  if (issuer.namespace) item.LocalNamespaceEntityID = issuer.namespace;
-  if (issuer.universalId) {
-    const id = issuer.universalId.replace(/^urn:oid:/i, '');
-    const oid = /^[0-2](\.\d+)+$/.test(id);
+  if (namespace) item.LocalNamespaceEntityID = namespace;
+  if (universalId) {
+    const oid = /^[0-2](\.\d+)+$/.test(universalId);
     const type = issuer.universalIdType?.toUpperCase();
-    item.UniversalEntityID = id;
+    item.UniversalEntityID = universalId;
     item.UniversalEntityIDType =
       type && ENTITY_ID_TYPES.has(type) && (type !== 'ISO' || oid) ? type : oid ? 'ISO' : 'URI';
   }

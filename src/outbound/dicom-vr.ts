@@ -180,6 +180,19 @@ function validForAttribute(
 }
 
 /**
+ * An identifier as it is written when it is valid for `vr` as it stands (its space padding
+ * off), else undefined (validForAttribute writes it empty). The same in both encodings we
+ * write: identifiers are measured in characters, and Latin-1 has one byte per character. For
+ * Type 1C and 3 identifiers, which are left out rather than written empty.
+ */
+export function identifierAsItStands(vr: string, value: string): string | undefined {
+  const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
+  return asItStands !== '' && validForVr(vr, value, 'characters') === asItStands
+    ? asItStands
+    : undefined;
+}
+
+/**
  * Cut to `max` bytes of the encoding we write (UTF-8 for ISO_IR 192, Latin-1 for ISO_IR
  * 100), never inside a character. PS3.5 Table 6.2-1 counts characters, but readers count bytes:
  * dciodvfy refused 64 CJK characters (192 bytes) as "Length invalid for this VR", and dcmjs

@@ -51,6 +51,13 @@ const STRING_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\\]/g;
 // eslint-disable-next-line no-control-regex
 const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f]/g;
 const TAB = /\t/g;
+/**
+ * A UTF-16 surrogate without its pair (a JSON `"\ud800"` escape) is no character: UTF-8 cannot
+ * hold it and the writer put U+FFFD in its place, silently. For an identifier that was another
+ * identifier (`PID-1\ud800` written `PID-1\ufffd`, not the study's own); made explicit here,
+ * the identifier is no longer valid as it stands and is written empty (validForAttribute).
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
  * DA and TM have a format, not only a length (PS3.5 Table 6.2-1): YYYYMMDD and
@@ -103,9 +110,10 @@ type LengthMeasure = DicomTextEncoding | 'characters';
 export function validForVr(vr: string, value: string, encoding: LengthMeasure = 'utf8'): string {
   const rule = VR_RULES[vr];
   if (!rule) return value;
+  const wellFormed = value.replace(LONE_SURROGATE, '\ufffd');
   let v = rule.text
-    ? value.replace(TAB, ' ').replace(TEXT_FORBIDDEN, '')
-    : value.replace(STRING_FORBIDDEN, ' ');
+    ? wellFormed.replace(TAB, ' ').replace(TEXT_FORBIDDEN, '')
+    : wellFormed.replace(STRING_FORBIDDEN, ' ');
   if (!rule.text) v = v.replace(/\s+/g, ' ').trim();
   if (rule.codeString) v = v.toUpperCase().replace(/[^A-Z0-9 _]/g, '_');
   const format = FORMATS[vr];

@@ -336,6 +336,33 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     );
   });
 
+  it('an identifier with a lone surrogate (a JSON \\ud800 escape): written empty, never as another identifier ending in U+FFFD', () => {
+    // UTF-8 cannot hold a lone surrogate; the writer put U+FFFD in its place, so the SR and
+    // PDF named a Patient ID and accession that were not the study's. Texts keep a U+FFFD.
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: 'ACC-42\uDC00' };
+    input.results = { ...input.results!, impression: 'No atrophy \uD83D.' };
+    const source = sourceStudy(1);
+    source.attributes.patientId = 'PID-1\uD800';
+    delete source.attributes.accessionNumber;
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-lone-surrogate.dcm');
+    const pdf = join(dir, 'pdf-lone-surrogate.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync('dcmdump', ['+U8', '+P', '0008,0050', '+P', '0010,0020', file], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toMatch(/ACC-42|PID-1/);
+      expect(dump).toMatch(/\(0010,0020\) LO \(no value available\)/);
+    }
+    expect(execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' })).toContain(
+      'No atrophy \ufffd.',
+    );
+  });
+
   it('a procedure code the SR cannot carry as it stands (spaces, a control character, a backslash): the generic code, never an empty or altered one', () => {
     // A site running unknown procedure codes through default products accepts OBR-4.1 of
     // spaces, `\X07\` (a BEL) or `MR\E\BR` (a backslash). Made valid for SH they became an

@@ -302,14 +302,21 @@ function requestSequence(input: PublicationInput, studyUid: string): Item[] {
   ];
 }
 
+/**
+ * The device's equipment attributes. The UDI comes from the site's device mapping as written
+ * there; one with nothing printable (spaces, a control character) is no UDI: the UDI Sequence
+ * (Type 3) is left out and the device UID is the serial number. Before, the sequence held an
+ * empty Unique Device Identifier, Type 1 (dciodvfy: "Empty attribute", the SR and PDF invalid).
+ */
 function equipment(input: PublicationInput): Item {
   const d = input.device;
+  const udi = d.udi && validForVr('UT', d.udi).trim() ? d.udi : undefined;
   return {
     Manufacturer: d.manufacturer,
     ManufacturerModelName: d.name,
-    DeviceSerialNumber: d.udi ?? d.uid,
+    DeviceSerialNumber: udi ?? d.uid,
     SoftwareVersions: d.version,
-    ...(d.udi ? { UDISequence: [{ UniqueDeviceIdentifier: d.udi }] } : {}),
+    ...(udi ? { UDISequence: [{ UniqueDeviceIdentifier: udi }] } : {}),
   };
 }
 

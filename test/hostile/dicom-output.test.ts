@@ -550,6 +550,25 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     expect(tree).toContain('brain volumetry');
   });
 
+  it('a device UDI with nothing printable (a site mapping of spaces or a control character): no UDI Sequence, the SR and PDF valid', () => {
+    // The UDI is Type 1 in its sequence: written as it came it was empty after the VR rules.
+    const now = new Date('2026-11-24T10:00:00Z');
+    for (const [n, udi] of ['   ', '\u0007', '\t\r\n'].entries()) {
+      const input = publicationInput('DELIVERED', {});
+      input.device = { ...input.device, udi };
+      const sr = join(dir, `sr-udi-${n}.dcm`);
+      const pdf = join(dir, `pdf-udi-${n}.dcm`);
+      writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), now));
+      writeFileSync(pdf, buildEncapsulatedPdf(input, sourceStudy(1), REPORT_PDF, now));
+      expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+      const dump = execFileSync('dcmdump', ['+P', '0018,1000', '+P', '0018,100a', sr], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toContain('(0018,100a)');
+      expect(dump).toContain(`(0018,1000) LO [${input.device.uid}]`);
+    }
+  });
+
   it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {
     // A product that reports only an impression, or a findings list the upstream left empty.
     const results = parseResultContent(

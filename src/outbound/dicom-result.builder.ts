@@ -6,7 +6,6 @@ import {
 } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import type { AssigningAuthority } from '../domain/order-request';
-import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
 import { identifierAsItStands, prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
 
@@ -161,11 +160,20 @@ function dicomNow(date: Date): { date: string; time: string } {
   return { date: iso.slice(0, 10).replace(/-/g, ''), time: iso.slice(11, 19).replace(/:/g, '') };
 }
 
-function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
+/**
+ * The patient and study attributes of the source study, the identifiers included: the PACS
+ * files the SR and PDF with their study by them, so they are the study's own, empty (Type 2)
+ * when the study has none. The order's were written in their place: Orthanc keys a study by
+ * Patient ID and Study Instance UID, so the SR of a study without a Patient ID (an emergency
+ * or unidentified patient, accepted since the identity check compares IDs only when both
+ * sides have one) was filed as another study. The order's accession stays where it belongs,
+ * in the Referenced Request Sequence.
+ */
+function patientAndStudy(source: SourceStudy): Item {
   const a = source.attributes;
   return {
     PatientName: a.patientName ?? '',
-    PatientID: a.patientId ?? primaryIdentifier(input.order.request.patient)?.value ?? '',
+    PatientID: a.patientId ?? '',
     PatientBirthDate: a.patientBirthDate ?? '',
     PatientSex: a.patientSex ?? '',
     StudyInstanceUID: a.studyInstanceUid,
@@ -173,15 +181,13 @@ function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
     StudyTime: a.studyTime ?? '',
     ReferringPhysicianName: a.referringPhysicianName ?? '',
     StudyID: a.studyId ?? '',
-    AccessionNumber: a.accessionNumber ?? input.order.accessionNumber ?? '',
+    AccessionNumber: a.accessionNumber ?? '',
     ...(a.studyDescription ? { StudyDescription: a.studyDescription } : {}),
     // The ID domains of the study's Patient ID and accession (Type 3, PS3.3 C.7.1.1, C.7.2.1):
     // a PACS shared by hospitals whose numbers overlap files objects by them; without them the
     // SR fell to whichever domain the PACS assumes for objects that name none.
     ...(a.patientId && a.issuerOfPatientId ? { IssuerOfPatientID: a.issuerOfPatientId } : {}),
-    ...issuerOfAccession(
-      a.accessionNumber ? a.issuerOfAccessionNumber : input.order.request.accessionIssuer,
-    ),
+    ...(a.accessionNumber ? issuerOfAccession(a.issuerOfAccessionNumber) : {}),
   };
 }
 
@@ -463,7 +469,7 @@ export function buildMeasurementSr(
     SOPInstanceUID: uids.srInstanceUid,
     InstanceCreationDate: date,
     InstanceCreationTime: time,
-    ...patientAndStudy(source, input),
+    ...patientAndStudy(source),
     Modality: 'SR',
     SeriesInstanceUID: uids.srSeriesUid,
     SeriesNumber: 9901,
@@ -531,7 +537,7 @@ export function buildEncapsulatedPdf(
     SOPInstanceUID: uids.pdfInstanceUid,
     InstanceCreationDate: date,
     InstanceCreationTime: time,
-    ...patientAndStudy(source, input),
+    ...patientAndStudy(source),
     Modality: 'DOC',
     SeriesInstanceUID: uids.pdfSeriesUid,
     SeriesNumber: 9902,

@@ -6,9 +6,8 @@ import {
 } from '../mappings/result-content.mapping';
 import type { StudyAttributes } from '../domain/study-acquirer.port';
 import type { AssigningAuthority } from '../domain/order-request';
-import { primaryIdentifier } from '../domain/patient-identity';
 import { isImageSopClass } from '../mappings/dicom-sop-classes.table';
-import { prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
+import { identifierAsItStands, prefersLatin1, sanitizeDataset, validForVr } from './dicom-vr';
 
 /**
  * The two DICOM objects published to the PACS, in the source study as new series:
@@ -161,11 +160,20 @@ function dicomNow(date: Date): { date: string; time: string } {
   return { date: iso.slice(0, 10).replace(/-/g, ''), time: iso.slice(11, 19).replace(/:/g, '') };
 }
 
-function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
+/**
+ * The patient and study attributes of the source study, the identifiers included: the PACS
+ * files the SR and PDF with their study by them, so they are the study's own, empty (Type 2)
+ * when the study has none. The order's were written in their place: Orthanc keys a study by
+ * Patient ID and Study Instance UID, so the SR of a study without a Patient ID (an emergency
+ * or unidentified patient, accepted since the identity check compares IDs only when both
+ * sides have one) was filed as another study. The order's accession stays where it belongs,
+ * in the Referenced Request Sequence.
+ */
+function patientAndStudy(source: SourceStudy): Item {
   const a = source.attributes;
   return {
     PatientName: a.patientName ?? '',
-    PatientID: a.patientId ?? primaryIdentifier(input.order.request.patient)?.value ?? '',
+    PatientID: a.patientId ?? '',
     PatientBirthDate: a.patientBirthDate ?? '',
     PatientSex: a.patientSex ?? '',
     StudyInstanceUID: a.studyInstanceUid,
@@ -173,15 +181,13 @@ function patientAndStudy(source: SourceStudy, input: PublicationInput): Item {
     StudyTime: a.studyTime ?? '',
     ReferringPhysicianName: a.referringPhysicianName ?? '',
     StudyID: a.studyId ?? '',
-    AccessionNumber: a.accessionNumber ?? input.order.accessionNumber ?? '',
+    AccessionNumber: a.accessionNumber ?? '',
     ...(a.studyDescription ? { StudyDescription: a.studyDescription } : {}),
     // The ID domains of the study's Patient ID and accession (Type 3, PS3.3 C.7.1.1, C.7.2.1):
     // a PACS shared by hospitals whose numbers overlap files objects by them; without them the
     // SR fell to whichever domain the PACS assumes for objects that name none.
     ...(a.patientId && a.issuerOfPatientId ? { IssuerOfPatientID: a.issuerOfPatientId } : {}),
-    ...issuerOfAccession(
-      a.accessionNumber ? a.issuerOfAccessionNumber : input.order.request.accessionIssuer,
-    ),
+    ...(a.accessionNumber ? issuerOfAccession(a.issuerOfAccessionNumber) : {}),
   };
 }
 
@@ -192,17 +198,23 @@ const ENTITY_ID_TYPES = new Set(['DNS', 'EUI64', 'ISO', 'URI', 'UUID', 'X400', '
  * Issuer of Accession Number Sequence (0008,0051), one item of the HL7v2 Hierarchic Designator
  * Macro (PS3.3 Table 10-17): the local namespace, the universal ID (an OID bare, `urn:oid:`
  * taken off) and its type, required with it (taken as written when a defined term, else ISO
- * for an OID and URI otherwise).
+ * for an OID and URI otherwise). Each is Type 1C: one that is not valid as it stands (a
+ * control character, only spaces) is left out, never written empty or altered into another
+ * domain, and with neither the sequence (Type 3) is left out. Before, such a value was present
+ * and empty, and dciodvfy refused the SR and PDF ("present but empty", Type 1C).
  */
 function issuerOfAccession(issuer: AssigningAuthority | null | undefined): Item {
-  if (!issuer || (!issuer.namespace && !issuer.universalId)) return {};
+  const namespace = issuer?.namespace ? identifierAsItStands('UT', issuer.namespace) : undefined;
+  const universalId = issuer?.universalId
+    ? identifierAsItStands('UT', issuer.universalId.replace(/^urn:oid:/i, ''))
+    : undefined;
+  if (!issuer || (!namespace && !universalId)) return {};
   const item: Item = {};
-  if (issuer.namespace) item.LocalNamespaceEntityID = issuer.namespace;
-  if (issuer.universalId) {
-    const id = issuer.universalId.replace(/^urn:oid:/i, '');
-    const oid = /^[0-2](\.\d+)+$/.test(id);
+  if (namespace) item.LocalNamespaceEntityID = namespace;
+  if (universalId) {
+    const oid = /^[0-2](\.\d+)+$/.test(universalId);
     const type = issuer.universalIdType?.toUpperCase();
-    item.UniversalEntityID = id;
+    item.UniversalEntityID = universalId;
     item.UniversalEntityIDType =
       type && ENTITY_ID_TYPES.has(type) && (type !== 'ISO' || oid) ? type : oid ? 'ISO' : 'URI';
   }
@@ -296,14 +308,21 @@ function requestSequence(input: PublicationInput, studyUid: string): Item[] {
   ];
 }
 
+/**
+ * The device's equipment attributes. The UDI comes from the site's device mapping as written
+ * there; one with nothing printable (spaces, a control character) is no UDI: the UDI Sequence
+ * (Type 3) is left out and the device UID is the serial number. Before, the sequence held an
+ * empty Unique Device Identifier, Type 1 (dciodvfy: "Empty attribute", the SR and PDF invalid).
+ */
 function equipment(input: PublicationInput): Item {
   const d = input.device;
+  const udi = d.udi && validForVr('UT', d.udi).trim() ? d.udi : undefined;
   return {
     Manufacturer: d.manufacturer,
     ManufacturerModelName: d.name,
-    DeviceSerialNumber: d.udi ?? d.uid,
+    DeviceSerialNumber: udi ?? d.uid,
     SoftwareVersions: d.version,
-    ...(d.udi ? { UDISequence: [{ UniqueDeviceIdentifier: d.udi }] } : {}),
+    ...(udi ? { UDISequence: [{ UniqueDeviceIdentifier: udi }] } : {}),
   };
 }
 
@@ -450,7 +469,7 @@ export function buildMeasurementSr(
     SOPInstanceUID: uids.srInstanceUid,
     InstanceCreationDate: date,
     InstanceCreationTime: time,
-    ...patientAndStudy(source, input),
+    ...patientAndStudy(source),
     Modality: 'SR',
     SeriesInstanceUID: uids.srSeriesUid,
     SeriesNumber: 9901,
@@ -518,7 +537,7 @@ export function buildEncapsulatedPdf(
     SOPInstanceUID: uids.pdfInstanceUid,
     InstanceCreationDate: date,
     InstanceCreationTime: time,
-    ...patientAndStudy(source, input),
+    ...patientAndStudy(source),
     Modality: 'DOC',
     SeriesInstanceUID: uids.pdfSeriesUid,
     SeriesNumber: 9902,

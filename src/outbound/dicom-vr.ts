@@ -9,8 +9,10 @@ import { withoutLeading, withoutTrailing } from '../common/padding';
  *   `truncate`);
  * - whether `\` may appear: it is the value delimiter (PS3.5 §6.4) for every VR except the
  *   text VRs ST, LT, UT and UR, so in a single value of any other VR it would split the value;
- * - which control characters are allowed: none in the string VRs; CR, LF, FF and TAB in the
- *   text VRs ST, LT, UT. PS3.5 allows ESC in string values for ISO 2022 code extensions only,
+ * - which control characters are allowed: none in the string VRs; CR, LF and FF in the text
+ *   VRs ST, LT, UT. A TAB is not among them (PS3.5 Table 6.2-1: "the Control Characters CR, LF,
+ *   FF, and ESC"): it was kept, and an impression or a device name with a tab made the SR
+ *   invalid (dciodvfy: "Character invalid for this VR" 0x9); it is written as a space. PS3.5 allows ESC in string values for ISO 2022 code extensions only,
  *   which the ISO_IR 192 we declare cannot use (PS3.3 C.12.1.1.2), so ESC goes too; so do the
  *   C1 controls U+0080-U+009F (a NEL, a terminal's CSI), control characters in UTF-8 as in
  *   any set. Both were written as they came (a name read with its JIS escape sequences, an
@@ -48,6 +50,14 @@ const VR_RULES: Readonly<Record<string, VrRule>> = {
 const STRING_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\\]/g;
 // eslint-disable-next-line no-control-regex
 const TEXT_FORBIDDEN = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f]/g;
+const TAB = /\t/g;
+/**
+ * A UTF-16 surrogate without its pair (a JSON `"\ud800"` escape) is no character: UTF-8 cannot
+ * hold it and the writer put U+FFFD in its place, silently. For an identifier that was another
+ * identifier (`PID-1\ud800` written `PID-1\ufffd`, not the study's own); made explicit here,
+ * the identifier is no longer valid as it stands and is written empty (validForAttribute).
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
  * DA and TM have a format, not only a length (PS3.5 Table 6.2-1): YYYYMMDD and
@@ -90,15 +100,20 @@ const ENUMERATED: Readonly<Record<string, readonly string[]>> = {
  */
 export type DicomTextEncoding = 'utf8' | 'latin1';
 
+/**
+ * What a length is counted in: the bytes of the encoding written, or characters (Unicode code
+ * points) as PS3.5 Table 6.2-1 counts them (identifiers only, see validForAttribute).
+ */
+type LengthMeasure = DicomTextEncoding | 'characters';
+
 /** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
-export function validForVr(
-  vr: string,
-  value: string,
-  encoding: DicomTextEncoding = 'utf8',
-): string {
+export function validForVr(vr: string, value: string, encoding: LengthMeasure = 'utf8'): string {
   const rule = VR_RULES[vr];
   if (!rule) return value;
-  let v = value.replace(rule.text ? TEXT_FORBIDDEN : STRING_FORBIDDEN, rule.text ? '' : ' ');
+  const wellFormed = value.replace(LONE_SURROGATE, '\ufffd');
+  let v = rule.text
+    ? wellFormed.replace(TAB, ' ').replace(TEXT_FORBIDDEN, '')
+    : wellFormed.replace(STRING_FORBIDDEN, ' ');
   if (!rule.text) v = v.replace(/\s+/g, ' ').trim();
   if (rule.codeString) v = v.toUpperCase().replace(/[^A-Z0-9 _]/g, '_');
   const format = FORMATS[vr];
@@ -119,7 +134,7 @@ export function validForVr(
       const five = c.length > 5 ? [...c.slice(0, 4), c.slice(4).join(' ').trim()] : c;
       const kept = truncate(five.join('^'), room - separator, encoding);
       groups.push(kept);
-      room -= separator + Buffer.byteLength(kept, encoding);
+      room -= separator + lengthOf(kept, encoding);
     }
     return groups.join('=');
   }
@@ -144,7 +159,16 @@ const IDENTIFIERS = new Set([
   'UniversalEntityID',
 ]);
 
-/** A value of the attribute `keyword` made valid: its VR, then its enumerated values. */
+/**
+ * A value of the attribute `keyword` made valid: its VR, then its enumerated values.
+ *
+ * An identifier is measured as PS3.5 Table 6.2-1 measures it, in characters ("16 chars
+ * maximum" for SH, 64 for LO), when the data set is UTF-8: it cannot be cut, and a PACS matches
+ * it by its characters. Counted in UTF-8 bytes as other values are (see `truncate`), the
+ * 16-character accession `MÜNCHEN-ÄÖÜ-1234` (20 bytes) was written empty whenever another value
+ * needed UTF-8 beside it (a Cyrillic name, a CJK impression): the SR and PDF lost the exam they
+ * belong to. dciodvfy, which counts bytes, reports such an accession's length; it is valid.
+ */
 function validForAttribute(
   keyword: string,
   vr: string,
@@ -152,9 +176,28 @@ function validForAttribute(
   encoding: DicomTextEncoding,
 ): string {
   const v = validForVr(vr, value, encoding);
-  if (IDENTIFIERS.has(keyword) && v !== withoutLeading(withoutTrailing(value, ' '), ' ')) return '';
+  if (IDENTIFIERS.has(keyword)) {
+    const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
+    if (v === asItStands) return v;
+    return encoding === 'utf8' && validForVr(vr, value, 'characters') === asItStands
+      ? asItStands
+      : '';
+  }
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
+}
+
+/**
+ * An identifier as it is written when it is valid for `vr` as it stands (its space padding
+ * off), else undefined (validForAttribute writes it empty). The same in both encodings we
+ * write: identifiers are measured in characters, and Latin-1 has one byte per character. For
+ * Type 1C and 3 identifiers, which are left out rather than written empty.
+ */
+export function identifierAsItStands(vr: string, value: string): string | undefined {
+  const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
+  return asItStands !== '' && validForVr(vr, value, 'characters') === asItStands
+    ? asItStands
+    : undefined;
 }
 
 /**
@@ -164,17 +207,23 @@ function validForAttribute(
  * threw "Value exceeds max length" on 40 emoji (80 UTF-16 units), so no SR or PDF was written
  * for such a patient. 64 bytes are at most 64 characters, so both readings hold.
  */
-function truncate(value: string, max: number, encoding: DicomTextEncoding): string {
-  if (Buffer.byteLength(value, encoding) <= max) return value;
+function truncate(value: string, max: number, encoding: LengthMeasure): string {
+  if (lengthOf(value, encoding) <= max) return value;
   let out = '';
   let bytes = 0;
   for (const char of value) {
-    const size = Buffer.byteLength(char, encoding);
+    const size = lengthOf(char, encoding);
     if (bytes + size > max) break;
     out += char;
     bytes += size;
   }
   return out;
+}
+
+function lengthOf(value: string, measure: LengthMeasure): number {
+  if (measure !== 'characters') return Buffer.byteLength(value, measure);
+  // code points: a surrogate pair is one character
+  return value.length - (value.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g)?.length ?? 0);
 }
 
 /**

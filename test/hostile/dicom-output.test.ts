@@ -189,6 +189,32 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     );
   });
 
+  it('an issuer of accession that is not valid as it stands (a control character, spaces): left out, never present and empty (Type 1C)', () => {
+    // The namespace and universal ID are identifiers: not valid as they stand they were written
+    // empty, and dciodvfy refused the SR and PDF ("present but empty", Type 1C).
+    const now = new Date('2026-11-24T10:00:00Z');
+    const cases = [
+      { namespace: 'RIS\u0001A', universalId: '   ', universalIdType: 'ISO' },
+      { namespace: '  ', universalId: '1.2.826.0.1\u001b$B', universalIdType: 'ISO' },
+      { namespace: 'RIS\u0085A', universalId: '1.2.826.0.1.3680043.10.42' },
+    ];
+    for (const [n, issuer] of cases.entries()) {
+      const input = publicationInput('DELIVERED', {});
+      const source = sourceStudy(1);
+      source.attributes.issuerOfAccessionNumber = issuer;
+      const sr = join(dir, `sr-issuer-${n}.dcm`);
+      const pdf = join(dir, `pdf-issuer-${n}.dcm`);
+      writeFileSync(sr, buildMeasurementSr(input, source, now));
+      writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+      expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+      const dump = execFileSync('dcmdump', ['+P', '0040,0031', '+P', '0040,0032', sr], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toMatch(/no value available|RIS|1\.2\.826\.0\.1\b(?!\.3680043)/);
+      if (n === 2) expect(dump).toContain('(0040,0032) UT [1.2.826.0.1.3680043.10.42]');
+    }
+  });
+
   it('an Accession Number or Patient ID that is not valid for its VR is written empty, never altered into another one', () => {
     // Cut to 16 characters, `ACC-2026-000000000042` became `ACC-2026-0000000`, and
     // `PID-7\\8` became `PID-7 8`: identifiers of other exams and patients, on which a PACS
@@ -236,6 +262,95 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
       });
       expect(dump).toContain(`(0008,0050) SH [${accession}]`);
     }
+  });
+
+  it('a 16-character accession with umlauts beside a Cyrillic name and a CJK impression: the UTF-8 SR and PDF keep it whole', () => {
+    // Latin-1 cannot hold the name or the impression, so the SR is ISO_IR 192, where the
+    // accession is 20 bytes. PS3.5 Table 6.2-1 gives SH 16 characters and it has 16; counted in
+    // bytes it was written empty (in (0008,0050) and the Referenced Request Sequence), and the
+    // PACS, which matches the accession's characters, could not file the SR with its exam.
+    const accession = 'MÜNCHEN-ÄÖÜ-1234';
+    const patientId = `PÄT-${'Ö'.repeat(55)}-0001`; // LO: 64 characters, 120 bytes
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: accession };
+    input.results = { ...input.results!, impression: '脳室の拡大なし。' };
+    const source = sourceStudy(1);
+    source.attributes.accessionNumber = accession;
+    source.attributes.patientId = patientId;
+    source.attributes.patientName = 'Иванов^Иван';
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-utf8-accession.dcm');
+    const pdf = join(dir, 'pdf-utf8-accession.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    // dciodvfy counts bytes, not the characters PS3.5 counts: it reports the two identifiers'
+    // lengths (20 > 16, 120 > 64) and nothing else.
+    const beyondByteLengths = (file: string) =>
+      dciodvfy(file).filter(
+        (e) =>
+          !/\((0x0008,0x0050\) SH Accession Number|0x0010,0x0020\) LO Patient ID).* - Length invalid for this VR = (20, expected <= 16|120, expected <= 64)$/.test(
+            e,
+          ) &&
+          !/^Error - Dicom dataset contains invalid data values for Value Representations$/.test(e),
+      );
+    expect({ sr: beyondByteLengths(sr), pdf: beyondByteLengths(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync(
+        'dcmdump',
+        [
+          '+L',
+          '+U8',
+          '+P',
+          '0008,0005',
+          '+P',
+          '0008,0050',
+          '+P',
+          '0010,0010',
+          '+P',
+          '0010,0020',
+          file,
+        ],
+        {
+          encoding: 'utf8',
+        },
+      );
+      expect(dump).toContain('(0008,0005) CS [ISO_IR 192]');
+      expect(dump).toContain('PN [Иванов^Иван]');
+      expect(dump).toContain(`(0010,0020) LO [${patientId}]`);
+      // the SR has it twice: in the study and in the Referenced Request Sequence
+      expect(dump.split(`SH [${accession}]`)).toHaveLength(file === sr ? 3 : 2);
+      expect(dump).not.toMatch(/\(0008,0050\) SH \(no value available\)/);
+    }
+    expect(execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' })).toContain(
+      '脳室の拡大なし。',
+    );
+  });
+
+  it('an identifier with a lone surrogate (a JSON \\ud800 escape): written empty, never as another identifier ending in U+FFFD', () => {
+    // UTF-8 cannot hold a lone surrogate; the writer put U+FFFD in its place, so the SR and
+    // PDF named a Patient ID and accession that were not the study's. Texts keep a U+FFFD.
+    const input = publicationInput('DELIVERED', {});
+    input.order = { ...input.order, accessionNumber: 'ACC-42\uDC00' };
+    input.results = { ...input.results!, impression: 'No atrophy \uD83D.' };
+    const source = sourceStudy(1);
+    source.attributes.patientId = 'PID-1\uD800';
+    delete source.attributes.accessionNumber;
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-lone-surrogate.dcm');
+    const pdf = join(dir, 'pdf-lone-surrogate.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, source, now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, source, REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    for (const file of [sr, pdf]) {
+      const dump = execFileSync('dcmdump', ['+U8', '+P', '0008,0050', '+P', '0010,0020', file], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toMatch(/ACC-42|PID-1/);
+      expect(dump).toMatch(/\(0010,0020\) LO \(no value available\)/);
+    }
+    expect(execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' })).toContain(
+      'No atrophy \ufffd.',
+    );
   });
 
   it('a procedure code the SR cannot carry as it stands (spaces, a control character, a backslash): the generic code, never an empty or altered one', () => {
@@ -401,6 +516,47 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
     });
     expect(dump).toContain('[Volume [31mlow[0m, within range]');
     expect(dump).toContain('(0008,1030) LO [MR BRAIN]');
+  });
+
+  it('tabs in upstream texts and the device name (a tabulated impression): written as spaces, the SR and PDF valid', () => {
+    // PS3.5 Table 6.2-1 lets ST, LT and UT hold CR, LF, FF and ESC, not TAB; a tab was kept
+    // and dciodvfy refused the Text Value and the UDI ("Character invalid for this VR" 0x9).
+    const input = publicationInput('DELIVERED', {});
+    input.results = {
+      ...input.results!,
+      impression: 'Hippocampus\t3.1 mL\r\nVentricles\t24.0 mL',
+      caveat: 'Motion\tartefact',
+    };
+    input.device = { ...input.device, name: 'brain\tvolumetry', udi: '(01)0085\t0012345678' };
+    const now = new Date('2026-11-24T10:00:00Z');
+    const sr = join(dir, 'sr-tabs.dcm');
+    const pdf = join(dir, 'pdf-tabs.dcm');
+    writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), now));
+    writeFileSync(pdf, buildEncapsulatedPdf(input, sourceStudy(1), REPORT_PDF, now));
+    expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+    const tree = execFileSync('dsrdump', ['+U8', sr], { encoding: 'utf8' });
+    expect(tree).toContain('Hippocampus 3.1 mL');
+    expect(tree).toContain('Motion artefact');
+    expect(tree).toContain('brain volumetry');
+  });
+
+  it('a device UDI with nothing printable (a site mapping of spaces or a control character): no UDI Sequence, the SR and PDF valid', () => {
+    // The UDI is Type 1 in its sequence: written as it came it was empty after the VR rules.
+    const now = new Date('2026-11-24T10:00:00Z');
+    for (const [n, udi] of ['   ', '\u0007', '\t\r\n'].entries()) {
+      const input = publicationInput('DELIVERED', {});
+      input.device = { ...input.device, udi };
+      const sr = join(dir, `sr-udi-${n}.dcm`);
+      const pdf = join(dir, `pdf-udi-${n}.dcm`);
+      writeFileSync(sr, buildMeasurementSr(input, sourceStudy(1), now));
+      writeFileSync(pdf, buildEncapsulatedPdf(input, sourceStudy(1), REPORT_PDF, now));
+      expect({ sr: dciodvfy(sr), pdf: dciodvfy(pdf) }).toEqual({ sr: [], pdf: [] });
+      const dump = execFileSync('dcmdump', ['+P', '0018,1000', '+P', '0018,100a', sr], {
+        encoding: 'utf8',
+      });
+      expect(dump).not.toContain('(0018,100a)');
+      expect(dump).toContain(`(0018,1000) LO [${input.device.uid}]`);
+    }
   });
 
   it('a result without findings (an impression only): no empty Content Sequence, the SR valid', () => {

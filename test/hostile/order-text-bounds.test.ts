@@ -1,4 +1,5 @@
 import { MllpClient, parseHl7 } from '../../src/hl7';
+import { TEST_TOKENS } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import { chestCtRequest, expressions, postFhir, type Json } from '../helpers/fhir-fixtures';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
@@ -10,7 +11,8 @@ jest.setTimeout(180_000);
  * bound, as its identifiers do (src/domain/text-bounds.ts), applied once to the order model for
  * HL7 and FHIR: over it, the message is refused at the field and kept; within it, the value is
  * kept whole. Before: a 9 MB PID-5 family name was taken and stored as the patient's name
- * (and written back in the ORU's PID-5).
+ * (and written back in the ORU's PID-5), and a 200,000-character cancel reason was stored on
+ * the order and in the audit log.
  * Over real MLLP and FHIR REST against a running adapter, into PostgreSQL.
  */
 describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR REST)', () => {
@@ -186,5 +188,32 @@ describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR
     expect((taken!.request as { patient: { name: { family: string } } }).patient.name.family).toBe(
       long,
     );
+  });
+
+  it('API: a 200,000-character cancel reason is 400 naming the bound, nothing stored; 1,000 characters are taken', async () => {
+    expect(ackSummary(await mllp.send(order('TXT-CA', 'PLC-TXT-CA', []))).code).toBe('AA');
+    const [o] = await ordersUnder('PLC-TXT-CA');
+    const cancel = (reason: string) =>
+      fetch(`${h.adapter.httpUrl}/api/orders/${o!.id}/cancel`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ reason }),
+      });
+    const refused = await cancel('r'.repeat(200_000));
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('content-type')).toMatch(/problem\+json/);
+    expect(JSON.stringify(await refused.json())).toMatch(/reason: at most 1000 characters/);
+    expect((await ordersUnder('PLC-TXT-CA'))[0]!.cancel_reason).toBeNull();
+    const audited = await h.db.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE length(coalesce(detail::text, '') || summary) > 100000`,
+    );
+    expect(audited.rows[0].n).toBe(0);
+
+    const taken = await cancel('r'.repeat(1000));
+    expect(taken.status).toBe(202);
+    expect((await ordersUnder('PLC-TXT-CA'))[0]!.cancel_reason).toBe(`API: ${'r'.repeat(1000)}`);
   });
 });

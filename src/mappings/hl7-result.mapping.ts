@@ -27,6 +27,8 @@ export interface BuiltHl7 {
   /** The wire bytes, in the character set MSH-18 names. */
   bytes: Buffer;
   version: string;
+  /** Values written shorter than the order holds them (PHI-free: where, how long, the type). */
+  cuts: string[];
 }
 
 /** Builds one outbound message for a publication, in reply to the original order when it came over HL7. */
@@ -57,9 +59,10 @@ function messageOf(
     ...[input, original, settings, controlId, now]: Parameters<Hl7MessageBuilder>
   ): BuiltHl7 => {
     const head = msh(original, settings, type, controlId, now, charset);
+    const cuts: string[] = [];
     const lines = [
       encodeSegment(head.spec),
-      pidOf(input, original, charset),
+      pidOf(input, original, charset, cuts),
       pv1Of(original, charset),
       ...body(input, now, head.version, settings, original),
     ];
@@ -69,6 +72,7 @@ function messageOf(
       text,
       bytes: encodeText(text, charset, original?.encoding),
       version: head.version,
+      cuts,
     };
   };
   return (...args) => {

@@ -494,7 +494,28 @@ function resultStatusOf(input: PublicationInput): string {
   return s === 'F' && input.correction ? 'C' : s;
 }
 
-export function obr(input: PublicationInput, now: Date, original?: Hl7Message): Hl7SegmentSpec {
+/**
+ * OBR-4.2, the procedure's text (CE.2 in v2.5.1, CWE.2 in v2.7: ST 199). The order keeps its
+ * procedure text whole up to 1,000 characters (domain/text-bounds.ts); a longer one than CE.2
+ * holds is written as its first characters, and the cut recorded. The code (CE.1) is never
+ * cut: shortened, it would name another procedure.
+ */
+const PROCEDURE_TEXT_MAX = 199;
+
+function procedureText(display: string | undefined, cuts: string[]): string | undefined {
+  if (display === undefined || hl7EncodedLength(display) <= PROCEDURE_TEXT_MAX) return display;
+  cuts.push(
+    `OBR-4.2 (procedure text): ${[...display].length} characters, written as its first ${PROCEDURE_TEXT_MAX} (CE.2/CWE.2, ST 199); the order keeps the whole text`,
+  );
+  return boundedText(display, PROCEDURE_TEXT_MAX, hl7EncodedLength, '');
+}
+
+export function obr(
+  input: PublicationInput,
+  now: Date,
+  original?: Hl7Message,
+  cuts: string[] = [],
+): Hl7SegmentSpec {
   const o = input.order;
   const p = o.request.procedure;
   const d = input.device;
@@ -506,7 +527,7 @@ export function obr(input: PublicationInput, now: Date, original?: Hl7Message): 
       2: placerNumberOf(input, original),
       3: fillerNumberOf(input, original),
       4: p?.code
-        ? [p.code, p.display, hl7CodingSystem(p.system)]
+        ? [p.code, procedureText(p.display, cuts), hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
       // OBR-7 observation date/time: the order's own date at its own precision (FHIR `2026-11`
       // is `202611`, not an invented midnight; a leap second is no Invalid Date). Required in a

@@ -401,6 +401,37 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     ]);
   });
 
+  it('a procedure text longer than CE.2 holds (300 characters): the ORU’s OBR-4.2 is its first 199, the code whole, the order keeps the whole text, and the cut is recorded with the attempt', async () => {
+    const text =
+      `MRT Kopf nativ und mit Kontrastmittel, ${'Protokoll Epilepsie, '.repeat(20)}`.slice(0, 300);
+    const orderId = await cancelledOverHl7(
+      'PID|||PAT-RV-OBR4^^^HOSP^MR||DOE^JOHN||19700101|M',
+      `MRKOPF^${text}^L`,
+    );
+    await published(orderId);
+    const { message } = oruOf(orderId);
+    expect(message.get('OBR-4.1')).toBe('MRKOPF');
+    expect(message.get('OBR-4.2')).toBe(text.slice(0, 199).trimEnd());
+    const { rows } = await db.query<{ display: string; quirks: unknown }>(
+      `SELECT o.request->'procedure'->>'display' AS display, e.detail->'quirks' AS quirks
+         FROM orders o JOIN audit_events e ON e.order_id = o.id
+        WHERE o.id = $1 AND e.kind = 'outbound.attempt' AND e.detail->>'documentKind' = 'hl7-oru'`,
+      [orderId],
+    );
+    expect(rows).toEqual([
+      {
+        display: text,
+        quirks: [
+          {
+            code: 'value-cut-to-type',
+            detail:
+              'OBR-4.2 (procedure text): 300 characters, written as its first 199 (CE.2/CWE.2, ST 199); the order keeps the whole text',
+          },
+        ],
+      },
+    ]);
+  });
+
   it('an ADT^A40 that merges the order’s patient into another: the ORU names the surviving patient in PID-3', async () => {
     // The registry merges duplicate record PAT-RV-A40-OLD into PAT-RV-A40 while the order is
     // open; intake moves the order to the surviving patient. Before, the ORU's PID-3 was the

@@ -149,7 +149,10 @@ function boundedField(target: string): string | undefined {
 function boundErrors(
   values: Record<string, unknown>,
   lineage: MappedField[],
-  bounds = identifierBoundProblems(values as BoundedValues, lineage),
+  bounds = [
+    ...identifierBoundProblems(values as BoundedValues, lineage),
+    ...textBoundProblems(values, lineage),
+  ],
 ): TransformProblem[] {
   return bounds
     .filter((b) => b.severity === 'refuse')
@@ -370,10 +373,8 @@ export function mapHl7Message(
     }
   } else if (code === 'ADT' && trigger === 'A08') {
     const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
+    // identifiers and free text (the patient's name), as an order's
     out.problems.push(...boundErrors(out.values, out.lineage));
-    out.problems.push(
-      ...boundErrors(out.values, out.lineage, textBoundProblems(out.values, out.lineage)),
-    );
     errors.push(...out.problems);
     if (!out.problems.some((p) => p.severity === 'E')) {
       const pid = message.segment('PID');
@@ -397,6 +398,7 @@ export function mapHl7Message(
     for (const pair of pairs) {
       const scope: Scope = { message, pair };
       const out = applyRows([...PATIENT_ROWS, ...HL7_MERGE_FIELD_MAP], scope, config, quirks);
+      // identifiers and free text (the surviving patient's name), as an order's
       out.problems.push(...boundErrors(out.values, out.lineage));
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;

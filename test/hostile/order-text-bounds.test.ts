@@ -112,7 +112,7 @@ describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR
     );
   });
 
-  it('HL7: an ADT^A08 renaming the patient with a 5,000-character family name is AE 102 at PID-5', async () => {
+  it('HL7: an ADT^A08 renaming the patient, or an ADT^A40 merging into one, with a 5,000-character family name is AE 102 at PID-5', async () => {
     const a08 = edited(hl7Fixture('adt-a08-v251-update'), [
       ['SCHMIDT-BERGER^ANNA', `${'B'.repeat(5000)}^ANNA`],
     ]);
@@ -120,6 +120,14 @@ describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR
     expect(ack.code).toBe('AE');
     // v2.5.1: ERR-2 the location (PID-5.1.1, FN.1 surname), ERR-3 the condition 102
     expect(ack.errors).toEqual([
+      expect.stringMatching(/^\|PID\^1\^5\^1\^1\|102\^.*family name is 5000 characters/),
+    ]);
+    const a40 = edited(hl7Fixture('adt-a40-v251-merge'), [
+      ['SCHMIDT-BERGER^ANNA', `${'B'.repeat(5000)}^ANNA`],
+    ]);
+    const merge = ackSummary(await mllp.send(a40));
+    expect(merge.code).toBe('AE');
+    expect(merge.errors).toEqual([
       expect.stringMatching(/^\|PID\^1\^5\^1\^1\|102\^.*family name is 5000 characters/),
     ]);
   });

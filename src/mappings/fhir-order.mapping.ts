@@ -14,6 +14,7 @@ import type {
   ToleratedQuirk,
 } from '../domain/order-request';
 import { identifierBoundProblems } from '../domain/identifier-bounds';
+import { textBoundProblems } from '../domain/text-bounds';
 import {
   DEFAULT_FHIR_ORDER_MAPPING_CONFIG,
   type FhirOrderMappingConfig,
@@ -25,7 +26,7 @@ import { applyRow } from './table-driver';
 export { DICOM_UID_SYSTEM, V2_0203 } from './fhir-order.extract-helpers';
 
 /** Bumped whenever a row or an extractor changes meaning; stored with each order. */
-export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.1.0';
+export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.2.0';
 
 /** A resolved resource and where it came from (for lineage): `contained #p1`, `Bundle.entry[1]`, `EHR Patient/123`. */
 export interface Located<T extends Resource> {
@@ -258,7 +259,10 @@ export function mapServiceRequest(
   // One bound for every transport's identifiers (domain/identifier-bounds.ts), on the element
   // the value was read from (an ImagingStudy's accession: the request's supportingInfo).
   const bounds = identifierBoundProblems(values as Partial<OrderRequest>, lineage);
-  for (const p of bounds.filter((b) => b.severity === 'refuse')) {
+  // Free text over its bound (domain/text-bounds.ts), on its element; a cancel is not refused
+  // for it (it names an order by its identifiers).
+  const textBounds = action === 'cancel' ? [] : textBoundProblems(values, lineage);
+  for (const p of [...bounds, ...textBounds].filter((b) => b.severity === 'refuse')) {
     const at = boundExpression(p.source, ctx);
     issues.push({ severity: 'error', code: 'value', expression: at, diagnostics: p.message });
   }
@@ -285,9 +289,14 @@ export function mapServiceRequest(
  * supportingInfo.
  */
 function boundExpression(source: string | undefined, ctx: FhirOrderContext): string {
+  // A requester's display read as a name: the display is the element.
+  if (source?.startsWith('ServiceRequest.requester.display'))
+    return 'ServiceRequest.requester.display';
   if (source && !source.includes(' ')) return source;
   const patient = source ? /Patient\.identifier\[(\d+)\]/.exec(source) : null;
   if (patient)
     return `${ctx.patient?.path ?? 'ServiceRequest.subject'}.identifier[${patient[1]}].value`;
+  const name = source ? /Patient\.(name\[\d+\]\S*)$/.exec(source) : null;
+  if (name) return `${ctx.patient?.path ?? 'ServiceRequest.subject'}.${name[1]}`;
   return 'ServiceRequest.supportingInfo';
 }

@@ -14,13 +14,14 @@ import {
   unmatchableIdentifierProblems,
   type BoundedValues,
 } from '../domain/identifier-bounds';
+import { textBoundProblems } from '../domain/text-bounds';
 import { DEFAULT_HL7_ORDER_MAPPING_CONFIG, Hl7OrderMappingConfig } from './hl7-order.config';
 import { applyRows, type Hl7FieldRule, type Scope } from './hl7-order.rows';
 import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.8.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.9.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
@@ -122,21 +123,41 @@ const BOUNDED_FIELDS: Record<string, string> = {
   accessionNumber: 'OBR-18',
   'patient.identifiers[].value': 'PID-3',
   'priorIdentifiers[].value': 'MRG-1',
+  // free text (domain/text-bounds.ts), when the lineage does not say
+  'patient.name': 'PID-5',
+  'orderingProvider.name': 'ORC-12',
+  procedure: 'OBR-4',
+  reasonForStudy: 'OBR-31',
+  modality: 'OBR-24',
+  notes: 'NTE-3',
 };
 
-/** The identifiers over their bound as ERR 102 (the value breaks its field's length) at their field. */
+/** The fallback field of a bounded value's path (`patient.name.given[1]` → PID-5). */
+function boundedField(target: string): string | undefined {
+  const path = target.replace(/\[\d+\]/g, '[]');
+  if (BOUNDED_FIELDS[path]) return BOUNDED_FIELDS[path];
+  const key = Object.keys(BOUNDED_FIELDS).find(
+    (k) => path.startsWith(`${k}.`) || path.startsWith(`${k}[`),
+  );
+  return key ? BOUNDED_FIELDS[key] : undefined;
+}
+
+/**
+ * The identifiers (and free-text values) over their bound as ERR 102 (the value breaks its
+ * field's length) at their field.
+ */
 function boundErrors(
   values: Record<string, unknown>,
   lineage: MappedField[],
-  bounds = identifierBoundProblems(values as BoundedValues, lineage),
+  bounds = [
+    ...identifierBoundProblems(values as BoundedValues, lineage),
+    ...textBoundProblems(values, lineage),
+  ],
 ): TransformProblem[] {
   return bounds
     .filter((b) => b.severity === 'refuse')
     .map((p) => ({
-      location: (p.source ?? BOUNDED_FIELDS[p.target.replace(/\[\d+\]/, '[]')] ?? 'PID-3').replace(
-        /\.1$/,
-        '',
-      ),
+      location: (p.source ?? boundedField(p.target) ?? 'PID-3').replace(/\.1$/, ''),
       code: 102 as const,
       severity: 'E' as const,
       message: p.message,
@@ -331,6 +352,12 @@ export function mapHl7Message(
       // value breaks its field's length (EI.1 / ST, 199 in v2.7).
       const bounds = identifierBoundProblems(out.values as Partial<OrderRequest>, out.lineage);
       out.problems.push(...boundErrors(out.values, out.lineage, bounds));
+      // Free text over its bound (domain/text-bounds.ts): 102 at the field. A cancel is not
+      // refused for it (it names an order by its numbers; its text is not kept on the order).
+      if (out.values.action !== 'cancel')
+        out.problems.push(
+          ...boundErrors(out.values, out.lineage, textBoundProblems(out.values, out.lineage)),
+        );
       // A warning for an order that is taken only (a refused one's would be noise).
       if (!out.problems.some((p) => p.severity === 'E')) {
         for (const p of bounds.filter((b) => b.severity === 'warn'))
@@ -346,6 +373,7 @@ export function mapHl7Message(
     }
   } else if (code === 'ADT' && trigger === 'A08') {
     const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
+    // identifiers and free text (the patient's name), as an order's
     out.problems.push(...boundErrors(out.values, out.lineage));
     errors.push(...out.problems);
     if (!out.problems.some((p) => p.severity === 'E')) {
@@ -370,6 +398,7 @@ export function mapHl7Message(
     for (const pair of pairs) {
       const scope: Scope = { message, pair };
       const out = applyRows([...PATIENT_ROWS, ...HL7_MERGE_FIELD_MAP], scope, config, quirks);
+      // identifiers and free text (the surviving patient's name), as an order's
       out.problems.push(...boundErrors(out.values, out.lineage));
       errors.push(...out.problems);
       if (out.problems.some((p) => p.severity === 'E')) continue;

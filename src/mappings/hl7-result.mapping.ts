@@ -27,6 +27,8 @@ export interface BuiltHl7 {
   /** The wire bytes, in the character set MSH-18 names. */
   bytes: Buffer;
   version: string;
+  /** Values written shorter than the order holds them (PHI-free: where, how long, the type). */
+  cuts: string[];
 }
 
 /** Builds one outbound message for a publication, in reply to the original order when it came over HL7. */
@@ -50,6 +52,7 @@ function messageOf(
     version: string,
     settings: Hl7ResultSettings,
     original: Hl7Message | undefined,
+    cuts: string[],
   ) => string[],
 ): Hl7MessageBuilder {
   const write = (
@@ -57,11 +60,12 @@ function messageOf(
     ...[input, original, settings, controlId, now]: Parameters<Hl7MessageBuilder>
   ): BuiltHl7 => {
     const head = msh(original, settings, type, controlId, now, charset);
+    const cuts: string[] = [];
     const lines = [
       encodeSegment(head.spec),
-      pidOf(input, original, charset),
+      pidOf(input, original, charset, cuts),
       pv1Of(original, charset),
-      ...body(input, now, head.version, settings, original),
+      ...body(input, now, head.version, settings, original, cuts),
     ];
     const text = lines.join('\r') + '\r';
     return {
@@ -69,6 +73,7 @@ function messageOf(
       text,
       bytes: encodeText(text, charset, original?.encoding),
       version: head.version,
+      cuts,
     };
   };
   return (...args) => {
@@ -81,17 +86,20 @@ function messageOf(
 }
 
 /** ORU^R01 with ORC/OBR per the row and the OBX lines of the outcome (results or why none). */
-export const buildOru = messageOf('ORU', (input, now, version, settings, original) => [
+export const buildOru = messageOf('ORU', (input, now, version, settings, original, cuts) => [
   encodeSegment(orc(input, input.row.hl7.orderControl, input.row.hl7.orderStatus, now, original)),
-  encodeSegment(obr(input, now, original)),
+  encodeSegment(obr(input, now, original, cuts)),
   ...obxLines(input, version, settings).map((s) => encodeObx(s)),
 ]);
 
 /** ORM^O01 with ORC-1 SC and ORC-5 per the row: an intermediate status for the RIS worklist. */
-export const buildOrmStatus = messageOf('ORM', (input, now, _version, _settings, original) => [
-  encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now, original)),
-  encodeSegment({
-    ...obr(input, now, original),
-    fields: obr(input, now, original).fields.slice(0, 25),
-  }),
-]);
+export const buildOrmStatus = messageOf(
+  'ORM',
+  (input, now, _version, _settings, original, cuts) => {
+    const spec = obr(input, now, original, cuts);
+    return [
+      encodeSegment(orc(input, 'SC', input.row.hl7.orderStatus, now, original)),
+      encodeSegment({ ...spec, fields: spec.fields.slice(0, 25) }),
+    ];
+  },
+);

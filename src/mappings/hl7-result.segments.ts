@@ -285,15 +285,40 @@ function withCurrentIdentifiers(pid: string, input: PublicationInput, sent: Hl7S
   return fields.join('|');
 }
 
+/**
+ * The length of each XPN component we write (v2.5.1 2A.3.88 and FN 2A.3.28; v2.7 gives the
+ * same, marked `#`, "may be truncated"): FN.1 surname 50, given name 30, second and further
+ * given names 30, suffix 20, prefix 20. Our record keeps a name whole up to 1,000 characters a
+ * part (domain/text-bounds.ts); a longer part than its component holds is written as its first
+ * characters (counted as written, escapes included, never splitting a character), and the cut
+ * is recorded. Before, a 300-character family name from a FHIR order or an ADT^A08 went into
+ * the ORU's PID-5 whole, past what a RIS validating XPN takes.
+ */
+const XPN_COMPONENTS = [
+  { at: 'PID-5.1', what: 'family name', max: 50, type: 'FN.1 surname, ST 50' },
+  { at: 'PID-5.2', what: 'given name', max: 30, type: 'XPN.2, ST 30' },
+  { at: 'PID-5.3', what: 'further given names', max: 30, type: 'XPN.3, ST 30' },
+  { at: 'PID-5.4', what: 'suffix', max: 20, type: 'XPN.4, ST 20' },
+  { at: 'PID-5.5', what: 'prefix', max: 20, type: 'XPN.5, ST 20' },
+] as const;
+
 /** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
-function patientName(name: PersonName): Hl7FieldValue {
-  return [
+function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
+  const parts = [
     name.family,
     name.given?.[0],
     name.given?.slice(1).join(' ') || undefined,
     name.suffix,
     name.prefix,
   ];
+  return parts.map((part, i) => {
+    const c = XPN_COMPONENTS[i]!;
+    if (part === undefined || hl7EncodedLength(part) <= c.max) return part;
+    cuts.push(
+      `${c.at} (${c.what}): ${[...part].length} characters, written as its first ${c.max} (${c.type}); the order keeps the whole name`,
+    );
+    return boundedText(part, c.max, hl7EncodedLength, '');
+  });
 }
 
 /**
@@ -303,7 +328,12 @@ function patientName(name: PersonName): Hl7FieldValue {
  * name the hospital had replaced. An unchanged name keeps the sender's PID-5 whole (every
  * repetition, name type codes).
  */
-function withCurrentName(pid: string, input: PublicationInput, sent: Hl7Segment): string {
+function withCurrentName(
+  pid: string,
+  input: PublicationInput,
+  sent: Hl7Segment,
+  cuts: string[],
+): string {
   const name = input.order?.request.patient.name;
   if (!name) return pid;
   const given = [sent.value(5, 1, 2), sent.value(5, 1, 3)].filter((g) => g !== undefined);
@@ -323,19 +353,24 @@ function withCurrentName(pid: string, input: PublicationInput, sent: Hl7Segment)
     return pid;
   const fields = pid.split('|');
   while (fields.length <= 5) fields.push('');
-  fields[5] = encodeField(patientName(name));
+  fields[5] = encodeField(patientName(name, cuts));
   return fields.join('|');
 }
 
+/**
+ * The result's PID. `cuts` receives a line per value written shorter than the order holds it
+ * (a name part past its XPN component), for the delivery's audit record.
+ */
 export function pidOf(
   input: PublicationInput,
   original: Hl7Message | undefined,
   charset: string = charsetFor(original),
+  cuts: string[] = [],
 ): string {
   const raw = originalSegment(original, 'PID', charset);
   if (raw) {
     const sent = original!.segment('PID')!;
-    const current = withCurrentName(withCurrentIdentifiers(raw, input, sent), input, sent);
+    const current = withCurrentName(withCurrentIdentifiers(raw, input, sent), input, sent, cuts);
     return withCurrentBirthDate(withCurrentSex(current, input), input);
   }
   const p = input.order.request.patient;
@@ -349,7 +384,7 @@ export function pidOf(
       undefined,
       // XPN: the suffix was dropped once, and the RIS got one name for John Smith Jr. and
       // his father
-      p.name ? patientName(p.name) : undefined,
+      p.name ? patientName(p.name, cuts) : undefined,
       undefined,
       p.birthDate === undefined ? undefined : isoToHl7Dtm(p.birthDate),
       p.sex ? sex[p.sex] : undefined,
@@ -459,7 +494,28 @@ function resultStatusOf(input: PublicationInput): string {
   return s === 'F' && input.correction ? 'C' : s;
 }
 
-export function obr(input: PublicationInput, now: Date, original?: Hl7Message): Hl7SegmentSpec {
+/**
+ * OBR-4.2, the procedure's text (CE.2 in v2.5.1, CWE.2 in v2.7: ST 199). The order keeps its
+ * procedure text whole up to 1,000 characters (domain/text-bounds.ts); a longer one than CE.2
+ * holds is written as its first characters, and the cut recorded. The code (CE.1) is never
+ * cut: shortened, it would name another procedure.
+ */
+const PROCEDURE_TEXT_MAX = 199;
+
+function procedureText(display: string | undefined, cuts: string[]): string | undefined {
+  if (display === undefined || hl7EncodedLength(display) <= PROCEDURE_TEXT_MAX) return display;
+  cuts.push(
+    `OBR-4.2 (procedure text): ${[...display].length} characters, written as its first ${PROCEDURE_TEXT_MAX} (CE.2/CWE.2, ST 199); the order keeps the whole text`,
+  );
+  return boundedText(display, PROCEDURE_TEXT_MAX, hl7EncodedLength, '');
+}
+
+export function obr(
+  input: PublicationInput,
+  now: Date,
+  original?: Hl7Message,
+  cuts: string[] = [],
+): Hl7SegmentSpec {
   const o = input.order;
   const p = o.request.procedure;
   const d = input.device;
@@ -471,7 +527,7 @@ export function obr(input: PublicationInput, now: Date, original?: Hl7Message): 
       2: placerNumberOf(input, original),
       3: fillerNumberOf(input, original),
       4: p?.code
-        ? [p.code, p.display, hl7CodingSystem(p.system)]
+        ? [p.code, procedureText(p.display, cuts), hl7CodingSystem(p.system)]
         : ['AI', `AI analysis ${o.request.products.join(',')}`, LOCAL],
       // OBR-7 observation date/time: the order's own date at its own precision (FHIR `2026-11`
       // is `202611`, not an invented midnight; a leap second is no Invalid Date). Required in a

@@ -273,9 +273,11 @@ export function boundedText(
   text: string,
   max: number,
   lengthOf: (s: string) => number = (s) => s.length,
+  /** What says the text was shortened; none for a name, cut as its type allows (HL7 `#`). */
+  marker: string = SHORTENED,
 ): string {
   if (lengthOf(text) <= max) return text;
-  const room = max - lengthOf(SHORTENED);
+  const room = max - lengthOf(marker);
   let cut = '';
   let used = 0;
   for (const ch of text) {
@@ -284,7 +286,7 @@ export function boundedText(
     cut += ch;
     used += n;
   }
-  return `${cut.trimEnd()}${SHORTENED}`;
+  return `${cut.trimEnd()}${marker}`;
 }
 
 /**

@@ -28,7 +28,8 @@ import { OrderLifecycleService } from './order-lifecycle.service';
 import { OrderPollerService, type PollCycleStats } from './order-poller.service';
 
 class CancelOrderDto {
-  @ApiProperty({ description: 'why the order is cancelled (audited)' }) reason!: string;
+  @ApiProperty({ description: 'why the order is cancelled (audited)', maxLength: 1000 })
+  reason!: string;
 }
 
 class QcBypassDto {
@@ -62,9 +63,20 @@ class OrderStatusDto {
   @ApiProperty({ description: 'the order timeline on the audit page' }) auditUrl!: string;
 }
 
-const cancelBody = z.object({ reason: z.string().trim().min(1, 'a reason is required') });
 /** The longest QC bypass reason the upstream takes (docs/upstream-assumptions.md, QC bypass). */
 const MAX_BYPASS_REASON = 1000;
+/**
+ * The longest cancel reason: it is stored on the order and in the audit log and shown on the
+ * order's timeline; a reason is a sentence or two (a 200,000-character one was stored as is).
+ */
+const MAX_CANCEL_REASON = 1000;
+const cancelBody = z.object({
+  reason: z
+    .string()
+    .trim()
+    .min(1, 'a reason is required')
+    .max(MAX_CANCEL_REASON, `at most ${MAX_CANCEL_REASON} characters`),
+});
 const bypassBody = z.object({
   reason: z
     .string()

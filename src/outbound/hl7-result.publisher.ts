@@ -59,8 +59,15 @@ export class Hl7ResultPublisher implements Publisher {
     }
     const label = item.kind === 'hl7-oru' ? 'ORU^R01' : 'ORM^O01';
     const result = await this.exchange(built, label, controlId);
+    // A value written shorter than the order holds it (a name part past its XPN component) is
+    // recorded with the attempt (outbound.attempt), as a quirk of what went out.
+    const quirks = built.cuts.map((detail) => ({ code: 'value-cut-to-type', detail }));
     // The message as sent and the RIS's answer as received (outbox.last_exchange).
-    return { ...result, sent: exchangeText('application/hl7-v2', built.text) };
+    return {
+      ...result,
+      ...(quirks.length > 0 ? { detail: { ...result.detail, quirks } } : {}),
+      sent: exchangeText('application/hl7-v2', built.text),
+    };
   }
 
   private async exchange(

@@ -365,6 +365,73 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     );
   });
 
+  it('a renamed patient whose name parts are longer than XPN holds: the ORU’s PID-5 keeps each part within its component (FN.1 50, given 30), the order keeps the whole name, and the cut is recorded with the attempt', async () => {
+    // Long but real enough to be taken (domain/text-bounds.ts: 1,000 a part). Before, both went
+    // into the ORU's PID-5 whole.
+    const family = `SCHMIDT-${'VONDERHEIDE-'.repeat(24)}ENDE`.slice(0, 300);
+    const given = 'ANNA-MARIA-KATHARINA-ELISABETH-LUISE';
+    const renamed = await orderUpdatedByA08s(
+      'PID|||PAT-RV-XPN^^^HOSP^MR||SCHMIDT^ANNA||19560214|F',
+      [`PID|1||PAT-RV-XPN^^^HOSP^MR||${family}^${given}^^^^^L||19560214|F`],
+    );
+    expect(renamed.get('PID-5.1')).toBe(family.slice(0, 50));
+    expect(renamed.get('PID-5.2')).toBe(given.slice(0, 30));
+    const { rows } = await db.query<{
+      family: string;
+      quirks: Array<{ code: string; detail: string }>;
+    }>(
+      `SELECT o.request->'patient'->'name'->>'family' AS family, e.detail->'quirks' AS quirks
+         FROM orders o JOIN audit_events e ON e.order_id = o.id
+        WHERE o.request->'patient'->'identifiers'->0->>'value' = 'PAT-RV-XPN'
+          AND e.kind = 'outbound.attempt' AND e.detail->>'documentKind' = 'hl7-oru'`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.family).toBe(family);
+    expect(rows[0]!.quirks).toEqual([
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.1 (family name): 300 characters, written as its first 50 (FN.1 surname, ST 50); the order keeps the whole name',
+      },
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.2 (given name): 36 characters, written as its first 30 (XPN.2, ST 30); the order keeps the whole name',
+      },
+    ]);
+  });
+
+  it('a procedure text longer than CE.2 holds (300 characters): the ORU’s OBR-4.2 is its first 199, the code whole, the order keeps the whole text, and the cut is recorded with the attempt', async () => {
+    const text =
+      `MRT Kopf nativ und mit Kontrastmittel, ${'Protokoll Epilepsie, '.repeat(20)}`.slice(0, 300);
+    const orderId = await cancelledOverHl7(
+      'PID|||PAT-RV-OBR4^^^HOSP^MR||DOE^JOHN||19700101|M',
+      `MRKOPF^${text}^L`,
+    );
+    await published(orderId);
+    const { message } = oruOf(orderId);
+    expect(message.get('OBR-4.1')).toBe('MRKOPF');
+    expect(message.get('OBR-4.2')).toBe(text.slice(0, 199).trimEnd());
+    const { rows } = await db.query<{ display: string; quirks: unknown }>(
+      `SELECT o.request->'procedure'->>'display' AS display, e.detail->'quirks' AS quirks
+         FROM orders o JOIN audit_events e ON e.order_id = o.id
+        WHERE o.id = $1 AND e.kind = 'outbound.attempt' AND e.detail->>'documentKind' = 'hl7-oru'`,
+      [orderId],
+    );
+    expect(rows).toEqual([
+      {
+        display: text,
+        quirks: [
+          {
+            code: 'value-cut-to-type',
+            detail:
+              'OBR-4.2 (procedure text): 300 characters, written as its first 199 (CE.2/CWE.2, ST 199); the order keeps the whole text',
+          },
+        ],
+      },
+    ]);
+  });
+
   it('an ADT^A40 that merges the order’s patient into another: the ORU names the surviving patient in PID-3', async () => {
     // The registry merges duplicate record PAT-RV-A40-OLD into PAT-RV-A40 while the order is
     // open; intake moves the order to the surviving patient. Before, the ORU's PID-3 was the

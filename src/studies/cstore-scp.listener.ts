@@ -425,12 +425,13 @@ export class CStoreScpListener {
         // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
         return check.failureReason;
       }
-      await stow.file(
+      const filed = await stow.file(
         [{ header: check.header, tempPath: path, sizeBytes: check.sizeBytes, quirks }],
         'c-store',
         `dicom:${callingAe}`,
       );
-      return Status.Success;
+      // Matching no order while the held-instance limit is reached: A700, out of resources.
+      return filed.refused[0]?.failureReason ?? Status.Success;
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */

@@ -354,6 +354,11 @@ export class StowService {
     refused: readonly RefusedInstance[] = [],
     /** Why the whole request was refused (its parts refused so far are recorded). */
     requestRefused?: string,
+    /**
+     * Those refused at the held-unmatched limit are left out of this audit entry: the caller
+     * audits them with others (the C-STORE SCP, one entry per association).
+     */
+    auditOverLimit = true,
   ): Promise<{ stored: InstanceHeader[]; refused: RefusedInstance[] }> {
     if (accepted.length === 0 && refused.length === 0) return { stored: [], refused: [] };
     const now = this.now();
@@ -389,6 +394,7 @@ export class StowService {
         now,
         holdUntil,
         requestRefused,
+        auditOverLimit,
       ));
     } catch (error) {
       await Promise.all(placed.map((p) => rm(p.filePath, { force: true })));
@@ -422,6 +428,7 @@ export class StowService {
     now: Date,
     holdUntil: Date,
     requestRefused?: string,
+    auditOverLimit = true,
   ): Promise<{
     superseded: string[];
     overLimit: Array<RefusedInstance & { filePath: string }>;
@@ -508,38 +515,40 @@ export class StowService {
       }
       const refusedFiles = new Set(overLimit.map((o) => o.filePath));
       const stored = placed.filter((p) => !refusedFiles.has(p.filePath));
-      const allRefused = [...refused, ...overLimit];
-      const events: AuditEventInput[] = [
-        {
-          kind: 'study.received',
-          severity: allRefused.length > 0 ? 'warning' : 'info',
-          summary: `${stored.length} DICOM instance(s) stored, ${allRefused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
-          actor: sender,
-          detail: {
-            source,
-            ...(requestRefused ? { requestRefused } : {}),
-            stored: stored.length,
-            refused: allRefused.map((r) => ({
-              failureReason: r.failureReason,
-              reason: r.reason,
-              sopInstanceUid: r.sopInstanceUid,
-              keptAs: r.keptAs,
-              sizeBytes: r.sizeBytes,
-              sha256: r.sha256,
-              notKept: r.notKept,
-            })),
-            ...(stored.some((p) => p.quirks?.length)
-              ? {
-                  quirks: stored
-                    .filter((p) => p.quirks?.length)
-                    .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
-                }
-              : {}),
-            studies: [...new Set(stored.map((p) => p.header.studyInstanceUid))],
-            unmatchedStudies: [...unmatched],
-            holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,
-          },
+      const allRefused = auditOverLimit ? [...refused, ...overLimit] : refused;
+      const received = stored.length > 0 || allRefused.length > 0 || requestRefused;
+      const receivedEvent: AuditEventInput = {
+        kind: 'study.received',
+        severity: allRefused.length > 0 ? 'warning' : 'info',
+        summary: `${stored.length} DICOM instance(s) stored, ${allRefused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
+        actor: sender,
+        detail: {
+          source,
+          ...(requestRefused ? { requestRefused } : {}),
+          stored: stored.length,
+          refused: allRefused.map((r) => ({
+            failureReason: r.failureReason,
+            reason: r.reason,
+            sopInstanceUid: r.sopInstanceUid,
+            keptAs: r.keptAs,
+            sizeBytes: r.sizeBytes,
+            sha256: r.sha256,
+            notKept: r.notKept,
+          })),
+          ...(stored.some((p) => p.quirks?.length)
+            ? {
+                quirks: stored
+                  .filter((p) => p.quirks?.length)
+                  .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
+              }
+            : {}),
+          studies: [...new Set(stored.map((p) => p.header.studyInstanceUid))],
+          unmatchedStudies: [...unmatched],
+          holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,
         },
+      };
+      const events: AuditEventInput[] = [
+        ...(received ? [receivedEvent] : []),
         ...[...matches.values()].map((x): AuditEventInput => ({
           kind: 'study.matched',
           orderId: x.orderId,

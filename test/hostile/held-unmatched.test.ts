@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
-import { createMrBrainStudy } from '../helpers/dicom-factory';
+import { createMrBrainStudy, shortPixelData } from '../helpers/dicom-factory';
 import { insertOrder, stowToAdapter } from '../studies/study-test-support';
 
 jest.setTimeout(180_000);
@@ -166,10 +166,58 @@ describe('hostile: unmatched instances held at once', () => {
     expect(log.match(/Received Store Response \(Success\)/g)).toHaveLength(3);
     expect(log.match(/Received Store Response \(Refused: OutOfResources/g)).toHaveLength(2);
     expect(await held()).toEqual({ sender: PER_SENDER, 'dicom:MODALITY-A': TOTAL - PER_SENDER });
+    // The association's two refusals are one audit entry, written before its release was answered.
     const audit = await lastReceived('c-store');
+    expect(audit).toHaveLength(2);
+    const withRefusals = (await adapter.dataSource.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE kind = 'study.received'
+        AND detail->>'source' = 'c-store' AND jsonb_array_length(detail->'refused') > 0`,
+    )) as Array<{ n: number }>;
+    expect(withRefusals[0]!.n).toBe(1);
     expect(audit[0]!.reason).toMatch(
       /^held unmatched instances at the limit: 7 from all senders \(STUDY_MAX_HELD_UNMATCHED_TOTAL\)/,
     );
+  });
+
+  it('refused data sets of an association that aborts are audited as one entry when it closes', async () => {
+    const files = createMrBrainStudy({ series: [{ slices: 3 }] }).map((inst, i) => {
+      const file = join(dir, `short-${i}.dcm`);
+      writeFileSync(file, shortPixelData(inst.bytes, 100 + i));
+      return file;
+    });
+    const before = (await adapter.dataSource.query(
+      `SELECT coalesce(max(id), 0)::bigint AS id FROM audit_events`,
+    )) as Array<{ id: string }>;
+    // -ta 2: storescu waits for us to close the connection after its A-ABORT (its ACSE
+    // timeout, 30 s by default); the entry is written when the connection closes.
+    await run('storescu', [
+      '--no-halt',
+      '--abort',
+      '-ta',
+      '2',
+      '-aet',
+      'MODALITY-B',
+      '-aec',
+      AE,
+      '127.0.0.1',
+      String(port),
+      ...files,
+    ]).catch(() => undefined);
+    let rows: Array<{ detail: { refused: RefusedEntry[] } }> = [];
+    for (let i = 0; i < 50 && rows.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      rows = (await adapter.dataSource.query(
+        `SELECT detail FROM audit_events WHERE kind = 'study.received' AND id > $1
+            AND actor = 'dicom:MODALITY-B'`,
+        [before[0]!.id],
+      )) as typeof rows;
+    }
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.detail.refused.map((r) => r.reason)).toEqual([
+      expect.stringMatching(/^pixel data incomplete/),
+      expect.stringMatching(/^pixel data incomplete/),
+      expect.stringMatching(/^pixel data incomplete/),
+    ]);
   });
 
   it('a hold that is over frees its place, before the sweep deletes it', async () => {

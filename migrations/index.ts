@@ -21,6 +21,7 @@ import { LateCommitPaging20261128000000 } from './20261128000000-late-commit-pag
 import { InboundIfNoneExist20261128010000 } from './20261128010000-inbound-if-none-exist';
 import { StudyInstancesBySeries20261128020000 } from './20261128020000-study-instances-by-series';
 import { AuditcapLateCommitEventsDeadLetters20261128031000 } from './20261128031000-auditcap-late-commit-events-dead-letters';
+import { HeldcapHeldUnmatchedBySender20261128032000 } from './20261128032000-heldcap-held-unmatched-by-sender';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -50,4 +51,5 @@ export const MIGRATIONS = [
   InboundIfNoneExist20261128010000,
   StudyInstancesBySeries20261128020000,
   AuditcapLateCommitEventsDeadLetters20261128031000,
+  HeldcapHeldUnmatchedBySender20261128032000,
 ];

@@ -205,6 +205,13 @@ const envSchema = z.object({
   STOW_MAX_KEPT_REFUSED: positiveInt(20),
   /** Refused files kept under DATA_DIR/studies/refused at once, all senders together. */
   STOW_MAX_KEPT_REFUSED_TOTAL: positiveInt(1000),
+  /**
+   * Pushed instances that match no order held at once, per sender (STOW-RS token, C-STORE
+   * calling AE) and all senders together; past either, a new unmatched instance is refused
+   * (A700) and a matching one still taken. Each held one is a file and a row for the hold.
+   */
+  STUDY_MAX_HELD_UNMATCHED_PER_SENDER: positiveInt(50_000),
+  STUDY_MAX_HELD_UNMATCHED_TOTAL: positiveInt(200_000),
   DICOM_SCP_PORT: optionalPort,
   // A PACS reached over DIMSE query/retrieve (docs/studies.md, "DIMSE query/retrieve").
   PACS_DIMSE_HOST: z.string().trim().min(1).optional(),

@@ -27,7 +27,7 @@ import {
 import { guardPduLength, MAX_PDU_BYTES } from './dimse-pdu-guard';
 import { noteRefusedSubOperation } from './dimse-pull';
 import { isDicomUid } from './dicom-uid';
-import type { RefusedTally, StowService } from './stow.service';
+import type { RefusedInstance, RefusedTally, StowService } from './stow.service';
 import type { StudyStoragePaths } from './study-storage.paths';
 
 /**
@@ -110,6 +110,21 @@ export interface CStoreScpOptions {
   logger: Logger;
 }
 
+/**
+ * The refused data sets of one association, audited together: one `study.received` entry
+ * when the association is released or closes, or once AUDIT_BATCH are waiting, or
+ * AUDIT_DELAY_MS after the first (a long association is not audited only at its end). Each
+ * refused store was an entry of its own: a sender at a limit wrote one row per data set.
+ */
+const AUDIT_BATCH = 1000;
+const AUDIT_DELAY_MS = 10_000;
+
+/** What an association's intake refused: the kept-file tally and the entries to audit. */
+interface AssociationRefusals {
+  tally: RefusedTally;
+  add(refused: RefusedInstance): void;
+}
+
 export class CStoreScpListener {
   private server?: Server;
 
@@ -149,8 +164,19 @@ export class CStoreScpListener {
       private readonly staged = new Map<CStoreRequest, string>();
       /** Group 0002 elements dropped from a staged data set (dataset-meta-elements.ts). */
       private readonly metaDropped = new Map<CStoreRequest, number>();
-      /** Refused data sets this association kept (STOW_MAX_KEPT_REFUSED). */
-      private readonly refusedTally: RefusedTally = { kept: 0 };
+      /** Refused data sets this association kept (STOW_MAX_KEPT_REFUSED), and to audit. */
+      private readonly refusals: AssociationRefusals = {
+        tally: { kept: 0 },
+        add: (refused) => {
+          this.unaudited.push(refused);
+          if (this.unaudited.length >= AUDIT_BATCH) void this.auditRefused();
+          else
+            this.auditTimer ??= setTimeout(() => void this.auditRefused(), AUDIT_DELAY_MS).unref();
+        },
+      };
+      private readonly unaudited: RefusedInstance[] = [];
+      private auditTimer?: NodeJS.Timeout;
+      private audited: Promise<void> = Promise.resolve();
       private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
@@ -207,6 +233,7 @@ export class CStoreScpListener {
         // An association that ends (released, aborted, broken) before a staged instance was
         // handed over leaves no part file behind.
         this.on('close', () => {
+          void this.auditRefused();
           for (const path of this.staged.values()) void rm(path, { force: true });
           this.staged.clear();
           this.metaDropped.clear();
@@ -258,7 +285,25 @@ export class CStoreScpListener {
       }
 
       override associationReleaseRequested(): void {
-        this.sendAssociationReleaseResponse();
+        // Audited before the release is answered: the sender's store is over when the entry is in.
+        void this.auditRefused().finally(() => this.sendAssociationReleaseResponse());
+      }
+
+      /** Writes the refusals not yet audited as one entry (in turn, never two at once). */
+      private auditRefused(): Promise<void> {
+        clearTimeout(this.auditTimer);
+        this.auditTimer = undefined;
+        const batch = this.unaudited.splice(0);
+        if (batch.length === 0) return this.audited;
+        const sender = `dicom:${this.callingAe}`;
+        this.audited = this.audited
+          .then(() => stow.file([], 'c-store', sender, batch))
+          .then(
+            () => undefined,
+            (e: Error) =>
+              logger.error({ err: e.message }, 'audit of refused C-STORE data sets failed'),
+          );
+        return this.audited;
       }
 
       override cEchoRequest(
@@ -399,7 +444,7 @@ export class CStoreScpListener {
           dropped > 0
             ? [`${dropped} group 0002 element(s) in the data set (File Meta Information) dropped`]
             : [];
-        void handle(path, this.callingAe, sop, quirks, this.refusedTally).then(
+        void handle(path, this.callingAe, sop, quirks, this.refusals).then(
           answer,
           (error: unknown) => {
             logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
@@ -416,21 +461,27 @@ export class CStoreScpListener {
       callingAe: string,
       sop: SopUids,
       quirks: string[],
-      tally: RefusedTally,
+      refusals: AssociationRefusals,
     ): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
-        const kept = await stow.keepRefused(path, tally);
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
+        refusals.add({ ...check, ...(await stow.keepRefused(path, refusals.tally)) });
         // Our failure reasons are C-STORE statuses too: A7xx, A9xx, Cxxx.
         return check.failureReason;
       }
-      await stow.file(
+      const filed = await stow.file(
         [{ header: check.header, tempPath: path, sizeBytes: check.sizeBytes, quirks }],
         'c-store',
         `dicom:${callingAe}`,
+        [],
+        undefined,
+        false,
       );
-      return Status.Success;
+      // Matching no order while the held-instance limit is reached: A700, out of resources.
+      const overLimit = filed.refused[0];
+      if (!overLimit) return Status.Success;
+      refusals.add(overLimit);
+      return overLimit.failureReason;
     };
 
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
@@ -439,13 +490,15 @@ export class CStoreScpListener {
       callingAe: string,
       sop: SopUids,
       _quirks: string[],
-      tally: RefusedTally,
+      refusals: AssociationRefusals,
     ): Promise<number> => {
       const check = await checkInstanceFile(path, { expectedSop: sop });
       if (!check.ok) {
         // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
         // for the retrieve, which fails naming it instead of moving the study again and again.
-        const kept = await stow.keepRefused(path, tally);
+        // Audited at once, not with the association's other refusals: the retrieve that fails
+        // naming it may read the audit before the PACS releases the association.
+        const kept = await stow.keepRefused(path, refusals.tally);
         await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
         if (isDicomUid(check.studyInstanceUid))
           await noteRefusedSubOperation(paths, check.studyInstanceUid, {

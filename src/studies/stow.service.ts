@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, rmdir, stat, utimes } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { once } from 'node:events';
 import type { Logger } from 'pino';
@@ -17,7 +17,9 @@ import { closeQuietly, closeStream } from './file-streams';
 import { inflateIfDeflated } from './deflated-instance';
 import { StudyError } from './study.error';
 import {
+  countHeldUnmatched,
   findOrderForInstance,
+  instanceHasRow,
   lockInstances,
   type PushSource,
   upsertInstance,
@@ -90,6 +92,14 @@ export interface StowServiceOptions {
   maxKeptRefused?: number;
   /** Refused files under `refused/` at once (STOW_MAX_KEPT_REFUSED_TOTAL, default 1000). */
   maxKeptRefusedTotal?: number;
+  /**
+   * Unmatched instances held at once per sender (STUDY_MAX_HELD_UNMATCHED_PER_SENDER, default
+   * 50,000) and in all (STUDY_MAX_HELD_UNMATCHED_TOTAL, default 200,000); past either, a new
+   * one that matches no order is refused (A700). Each held one is a file and a row for the
+   * hold: one sender token pushing 10,000 tiny valid instances a request filled both unbounded.
+   */
+  maxHeldUnmatchedPerSender?: number;
+  maxHeldUnmatchedTotal?: number;
   unmatchedHoldMinutes: number;
   /** When given, an order whose instances arrived is told at once (ACQUIRE_STUDY_JOB). */
   jobs?: Pick<JobQueue, 'enqueue' | 'kick'>;
@@ -220,16 +230,17 @@ export class StowService {
     if (accepted.length === 0 && refused.length === 0) {
       throw new StudyError('bad_multipart', 'the request holds no instances');
     }
-    const stored = await this.file(accepted, 'stow', input.sender, refused);
+    const filed = await this.file(accepted, 'stow', input.sender, refused);
+    const allRefused = [...refused, ...filed.refused];
     this.options.logger.info(
       {
-        stored: stored.length,
-        refused: refused.length,
-        reasons: [...new Set(refused.map((r) => r.reason))].slice(0, 5),
+        stored: filed.stored.length,
+        refused: allRefused.length,
+        reasons: [...new Set(allRefused.map((r) => r.reason))].slice(0, 5),
       },
       'STOW-RS request processed',
     );
-    return buildStoreResponse(stored, refused);
+    return buildStoreResponse(filed.stored, allRefused);
   }
 
   /**
@@ -332,7 +343,9 @@ export class StowService {
 
   /**
    * Files validated instances: moves each into place, then one transaction records them,
-   * their matches and the audit trail. Shared with the C-STORE SCP.
+   * their matches and the audit trail. Shared with the C-STORE SCP. `refused` in the answer:
+   * those of `accepted` that matched no order while the held-instance limit was reached
+   * (A700, their files removed), to answer as refused; `stored`: the others.
    */
   async file(
     accepted: readonly ReceivedInstance[],
@@ -341,8 +354,13 @@ export class StowService {
     refused: readonly RefusedInstance[] = [],
     /** Why the whole request was refused (its parts refused so far are recorded). */
     requestRefused?: string,
-  ): Promise<InstanceHeader[]> {
-    if (accepted.length === 0 && refused.length === 0) return [];
+    /**
+     * Those refused at the held-unmatched limit are left out of this audit entry: the caller
+     * audits them with others (the C-STORE SCP, one entry per association).
+     */
+    auditOverLimit = true,
+  ): Promise<{ stored: InstanceHeader[]; refused: RefusedInstance[] }> {
+    if (accepted.length === 0 && refused.length === 0) return { stored: [], refused: [] };
     const now = this.now();
     const holdUntil = new Date(now.getTime() + this.options.unmatchedHoldMinutes * 60_000);
     const placed: Array<ReceivedInstance & { filePath: string }> = [];
@@ -352,6 +370,7 @@ export class StowService {
     // the file, the later commit the row). Until the rows are committed, a placed file is ours
     // alone and is removed if they are not; the copy a committed row replaced is removed after.
     let superseded: string[];
+    let overLimit: Array<RefusedInstance & { filePath: string }>;
     try {
       for (const a of accepted) {
         const filePath = this.options.paths.instanceFile(
@@ -367,7 +386,7 @@ export class StowService {
         const placedAt = new Date();
         await utimes(filePath, placedAt, placedAt);
       }
-      superseded = await this.record(
+      ({ superseded, overLimit } = await this.record(
         placed,
         source,
         sender,
@@ -375,19 +394,31 @@ export class StowService {
         now,
         holdUntil,
         requestRefused,
-      );
+        auditOverLimit,
+      ));
     } catch (error) {
       await Promise.all(placed.map((p) => rm(p.filePath, { force: true })));
       await Promise.all(accepted.slice(placed.length).map((a) => rm(a.tempPath, { force: true })));
       throw error;
     }
     await Promise.all(superseded.map((path) => rm(path, { force: true })));
-    return placed.map((p) => p.header);
+    // Refused at the limit: neither the file nor its study's directory stays (a directory per
+    // study is a file slot too, and a flood may name a new study in every instance).
+    for (const o of overLimit) {
+      await rm(o.filePath, { force: true });
+      await rmdir(dirname(o.filePath)).catch(() => undefined); // only when empty
+    }
+    const refusedFiles = new Set(overLimit.map((o) => o.filePath));
+    return {
+      stored: placed.filter((p) => !refusedFiles.has(p.filePath)).map((p) => p.header),
+      refused: overLimit.map(({ filePath: _, ...r }) => r),
+    };
   }
 
   /**
    * One transaction: the placed instances' rows, their matches to orders, the audit trail and
-   * the acquire jobs. Returns the files of the earlier copies they replace (to remove).
+   * the acquire jobs. Returns the files of the earlier copies they replace (to remove), and the
+   * instances refused at the held-unmatched limit (not recorded; their files to remove).
    */
   private async record(
     placed: ReadonlyArray<ReceivedInstance & { filePath: string }>,
@@ -397,9 +428,18 @@ export class StowService {
     now: Date,
     holdUntil: Date,
     requestRefused?: string,
-  ): Promise<string[]> {
+    auditOverLimit = true,
+  ): Promise<{
+    superseded: string[];
+    overLimit: Array<RefusedInstance & { filePath: string }>;
+  }> {
     // Files of the earlier copies the placed ones replace.
     const superseded: string[] = [];
+    const overLimit: Array<RefusedInstance & { filePath: string }> = [];
+    const limits = {
+      perSender: this.options.maxHeldUnmatchedPerSender ?? 50_000,
+      total: this.options.maxHeldUnmatchedTotal ?? 200_000,
+    };
     let matchedOrders = 0;
     await this.options.dataSource.transaction(async (m) => {
       const matches = new Map<
@@ -407,6 +447,8 @@ export class StowService {
         { orderId: string; by: string; count: number; studies: Set<string> }
       >();
       const unmatched = new Set<string>();
+      // Held (unmatched) instances now, counted when the first placed one matches no order.
+      let held: { sender: number; total: number } | undefined;
       // Copies of one SOP Instance are recorded one after the other, so that each reads the
       // file of the copy before it (and removes it) after that one committed.
       await lockInstances(
@@ -420,6 +462,28 @@ export class StowService {
           p.header.accessionNumber,
         );
         const orderId = match && 'orderId' in match ? match.orderId : null;
+        if (!orderId) {
+          held ??= await countHeldUnmatched(m, sender, now, limits);
+          const full =
+            held.sender >= limits.perSender
+              ? `${limits.perSender} from this sender (STUDY_MAX_HELD_UNMATCHED_PER_SENDER)`
+              : held.total >= limits.total
+                ? `${limits.total} from all senders (STUDY_MAX_HELD_UNMATCHED_TOTAL)`
+                : undefined;
+          // A resend of a held (or earlier matched) instance replaces its row: it adds nothing.
+          if (full && !(await instanceHasRow(m, p.header))) {
+            overLimit.push({
+              failureReason: FAILURE_REASON.outOfResources,
+              reason: `held unmatched instances at the limit: ${full}; matches no order`,
+              sopClassUid: p.header.sopClassUid,
+              sopInstanceUid: p.header.sopInstanceUid,
+              filePath: p.filePath,
+              ...(await digest(p.filePath)),
+              notKept: 'refused at the held unmatched instance limit',
+            });
+            continue;
+          }
+        }
         const row = await upsertInstance(m, {
           header: p.header,
           source,
@@ -443,39 +507,48 @@ export class StowService {
           matches.set(row.orderId, entry);
         } else {
           unmatched.add(p.header.studyInstanceUid);
+          if (held && !row.replaced) {
+            held.sender++;
+            held.total++;
+          }
         }
       }
-      const events: AuditEventInput[] = [
-        {
-          kind: 'study.received',
-          severity: refused.length > 0 ? 'warning' : 'info',
-          summary: `${placed.length} DICOM instance(s) stored, ${refused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
-          actor: sender,
-          detail: {
-            source,
-            ...(requestRefused ? { requestRefused } : {}),
-            stored: placed.length,
-            refused: refused.map((r) => ({
-              failureReason: r.failureReason,
-              reason: r.reason,
-              sopInstanceUid: r.sopInstanceUid,
-              keptAs: r.keptAs,
-              sizeBytes: r.sizeBytes,
-              sha256: r.sha256,
-              notKept: r.notKept,
-            })),
-            ...(placed.some((p) => p.quirks?.length)
-              ? {
-                  quirks: placed
-                    .filter((p) => p.quirks?.length)
-                    .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
-                }
-              : {}),
-            studies: [...new Set(placed.map((p) => p.header.studyInstanceUid))],
-            unmatchedStudies: [...unmatched],
-            holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,
-          },
+      const refusedFiles = new Set(overLimit.map((o) => o.filePath));
+      const stored = placed.filter((p) => !refusedFiles.has(p.filePath));
+      const allRefused = auditOverLimit ? [...refused, ...overLimit] : refused;
+      const received = stored.length > 0 || allRefused.length > 0 || requestRefused;
+      const receivedEvent: AuditEventInput = {
+        kind: 'study.received',
+        severity: allRefused.length > 0 ? 'warning' : 'info',
+        summary: `${stored.length} DICOM instance(s) stored, ${allRefused.length} refused, over ${source === 'stow' ? 'STOW-RS' : 'C-STORE'}${requestRefused ? `; request refused: ${requestRefused}` : ''}`,
+        actor: sender,
+        detail: {
+          source,
+          ...(requestRefused ? { requestRefused } : {}),
+          stored: stored.length,
+          refused: allRefused.map((r) => ({
+            failureReason: r.failureReason,
+            reason: r.reason,
+            sopInstanceUid: r.sopInstanceUid,
+            keptAs: r.keptAs,
+            sizeBytes: r.sizeBytes,
+            sha256: r.sha256,
+            notKept: r.notKept,
+          })),
+          ...(stored.some((p) => p.quirks?.length)
+            ? {
+                quirks: stored
+                  .filter((p) => p.quirks?.length)
+                  .map((p) => ({ sopInstanceUid: p.header.sopInstanceUid, quirks: p.quirks })),
+              }
+            : {}),
+          studies: [...new Set(stored.map((p) => p.header.studyInstanceUid))],
+          unmatchedStudies: [...unmatched],
+          holdUntil: unmatched.size > 0 ? holdUntil.toISOString() : undefined,
         },
+      };
+      const events: AuditEventInput[] = [
+        ...(received ? [receivedEvent] : []),
         ...[...matches.values()].map((x): AuditEventInput => ({
           kind: 'study.matched',
           orderId: x.orderId,
@@ -495,7 +568,7 @@ export class StowService {
       matchedOrders = matches.size;
     });
     if (matchedOrders > 0) this.options.jobs?.kick();
-    return superseded;
+    return { superseded, overLimit };
   }
 }
 

@@ -73,6 +73,8 @@ function dimsePacs(config: AppConfig, paths: StudyStoragePaths): DimsePacs {
           maxInstances: config.STOW_MAX_INSTANCES,
           maxKeptRefused: config.STOW_MAX_KEPT_REFUSED,
           maxKeptRefusedTotal: config.STOW_MAX_KEPT_REFUSED_TOTAL,
+          maxHeldUnmatchedPerSender: config.STUDY_MAX_HELD_UNMATCHED_PER_SENDER,
+          maxHeldUnmatchedTotal: config.STUDY_MAX_HELD_UNMATCHED_TOTAL,
           unmatchedHoldMinutes: config.STUDY_UNMATCHED_HOLD_MINUTES,
         }),
     },

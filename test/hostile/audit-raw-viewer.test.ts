@@ -210,6 +210,11 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     expect(message.length).toBeGreaterThan(9_000_000);
     expect(await sendOne(message)).toMatch(/MSA\|A[AER]\|BIGVIEW1/);
     const id = await messageId('BIGVIEW1');
+    // One view alone, under the machine's load of the moment: the bound below is relative to
+    // it (a loaded CI machine makes each view several times slower).
+    const aloneStarted = Date.now();
+    expect((await get(`/api/audit/messages/${id}`, 'application/json')).status).toBe(200);
+    const aloneMs = Date.now() - aloneStarted;
     let done = false;
     let worstHealthMs = 0;
     let healthChecks = 0;
@@ -233,12 +238,16 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     const allMs = Date.now() - started;
     done = true;
     await watcher;
-    console.log(`HOSTILE-AUDIT 16-views ${JSON.stringify({ allMs, worstHealthMs, healthChecks })}`);
+    console.log(
+      `HOSTILE-AUDIT 16-views ${JSON.stringify({ aloneMs, allMs, worstHealthMs, healthChecks })}`,
+    );
     expect(answers.map((a) => a.status)).toEqual(Array(16).fill(200));
     expect(answers[0]!.text).toContain('"cut"');
     expect(healthChecks).toBeGreaterThan(0);
-    // Bound for a loaded machine: /health waits for one view at most (about 0.2-0.3 s here).
-    expect(worstHealthMs).toBeLessThan(1_000);
+    // /health waits for one view at most (about 0.2-0.3 s on a quiet machine; a view alone is
+    // that work and its round trip). Back to back in one turn, the sixteen held it about ten
+    // times one: 1 s, or three views alone on a machine slow enough to take longer.
+    expect(worstHealthMs).toBeLessThan(Math.max(1_000, 3 * aloneMs));
   });
 
   it('in Chromium: the analyst finds the refused message in the browser and reads its head under the notice', async () => {

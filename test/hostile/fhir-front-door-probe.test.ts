@@ -443,6 +443,14 @@ describe('hostile: the FHIR front door, second pass', () => {
     const notes = Array.from({ length: 6_000 }, (_, i) => ({
       text: `Verlaufsnotiz ${i}: ${'Befund unauffällig. '.repeat(30)}`,
     }));
+    // One such create alone, under the machine's load of the moment: the bound below is
+    // relative to it (a loaded CI machine makes each piece of work several times slower).
+    const aloneStarted = Date.now();
+    const alone = await call(adapter, 'POST', '/fhir/ServiceRequest', {
+      ...chestCtRequest('BIG-BODY-ALONE', { note: notes }),
+    });
+    expect(alone.status).toBe(201);
+    const aloneMs = Date.now() - aloneStarted;
     let done = false;
     let worstHealthMs = 0;
     let healthChecks = 0;
@@ -464,11 +472,15 @@ describe('hostile: the FHIR front door, second pass', () => {
     );
     done = true;
     await watcher;
-    console.log(`HOSTILE-FHIR 12x3.6MB ${JSON.stringify({ worstHealthMs, healthChecks })}`);
+    console.log(
+      `HOSTILE-FHIR 12x3.6MB ${JSON.stringify({ aloneMs, worstHealthMs, healthChecks })}`,
+    );
     expect(answers.map((a) => a.status)).toEqual(Array(12).fill(201));
     expect(healthChecks).toBeGreaterThan(0);
-    // Bound for a loaded machine: /health waits for about one body's work (0.2-0.4 s here).
-    expect(worstHealthMs).toBeLessThan(1_000);
+    // /health waits for about one body's work (0.2-0.4 s on a quiet machine; one create alone
+    // is that work and its round trip). Back to back in one turn, the twelve held it about ten
+    // times one: 1 s, or three creates alone on a machine slow enough to take longer.
+    expect(worstHealthMs).toBeLessThan(Math.max(1_000, 3 * aloneMs));
   });
 
   it('a body with a Content-Encoding (gzip, deflate, br) is 415 naming it, on every FHIR body endpoint, and kept as sent; never read as if it were plain', async () => {

@@ -284,6 +284,20 @@ export class CStoreScpListener {
         this.sendAssociationAccept();
       }
 
+      /**
+       * The peer aborted (A-ABORT received): the connection is closed at once, as the acceptor
+       * does on an A-ABORT (PS3.8 §7.3.4, §9.1.6), so its slot is given back. The library only
+       * reports it; the connection stayed open until the peer gave up (storescu --abort: its
+       * ACSE timeout, 30 s) or DICOM_SCP_TIMEOUT_SECONDS, and the slot with it.
+       */
+      override abort(source: number, reason: number): void {
+        logger.info(
+          { callingAe: this.callingAe, peer: this.peer, source, reason },
+          'DICOM association aborted by the peer: connection closed',
+        );
+        this.socket.destroy();
+      }
+
       override associationReleaseRequested(): void {
         // Audited before the release is answered: the sender's store is over when the entry is in.
         void this.auditRefused().finally(() => this.sendAssociationReleaseResponse());

@@ -654,3 +654,63 @@ describe('hostile: one address cannot take every C-STORE SCP slot (DICOM_SCP_MAX
     }
   });
 });
+
+describe('hostile: a peer that aborts its association (A-ABORT, PS3.8 §7.3.4, §9.1.6)', () => {
+  let port: number;
+  let dir: string;
+
+  // One slot an address: an aborted association still holding its slot refuses the next one.
+  const scp = scpAdapter({
+    DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1',
+    DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: '1',
+  });
+  beforeAll(() => ({ port, dir } = scp));
+
+  it('the SCP closes the connection on an A-ABORT at once and the address gets its slot back', async () => {
+    // Before: the SCP ignored the A-ABORT; the connection and its slot stayed until the peer
+    // gave up (storescu --abort: its ACSE timeout, 30 s) or DICOM_SCP_TIMEOUT_SECONDS.
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const accepted = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+    socket.write(associateRq(AE, 'MODALITY1'));
+    expect((await accepted)[0]).toBe(0x02);
+    const closed = new Promise<number>((resolve) => {
+      const t = setTimeout(() => resolve(Infinity), 10_000);
+      socket.once('close', () => {
+        clearTimeout(t);
+        resolve(Date.now());
+      });
+    });
+    socket.resume();
+    const abortedAt = Date.now();
+    // A-ABORT: type 7, length 4, reserved, reserved, source 0 (service user), reason 0
+    socket.write(Buffer.from([0x07, 0, 0, 0, 0, 4, 0, 0, 0, 0]));
+    expect((await closed) - abortedAt).toBeLessThan(1000);
+
+    // storescu --abort sends its store, then A-ABORT, and waits for the close (ACSE timeout,
+    // 30 s by default): it is over in a moment.
+    const inst = rawInstance({ accession: 'ABORT-1', patientId: 'P-ABORT' });
+    const file = join(dir, 'abort.dcm');
+    writeFileSync(file, inst.bytes);
+    const started = Date.now();
+    const result = await run('storescu', [
+      '-v',
+      '--abort',
+      '-aet',
+      'MODALITY1',
+      '-aec',
+      AE,
+      '127.0.0.1',
+      String(port),
+      file,
+    ]).catch((e: { stdout: string; stderr: string }) => e);
+    const elapsed = Date.now() - started;
+    expect(`${result.stdout}${result.stderr}`).toMatch(/Received Store Response \(Success\)/);
+    expect(`${result.stdout}${result.stderr}`).toMatch(/Aborting Association/);
+    expect(elapsed).toBeLessThan(5000);
+    // The slot of the same address is free: its next association is accepted and stores.
+    const again = join(dir, 'after-abort.dcm');
+    writeFileSync(again, rawInstance({ accession: 'ABORT-2', patientId: 'P-ABORT' }).bytes);
+    expect(await cStore(port, again, 'MODALITY1')).toBe(0);
+  });
+});

@@ -127,6 +127,8 @@ interface AssociationRefusals {
 
 export class CStoreScpListener {
   private server?: Server;
+  /** Associations admitted and not yet settled (their intakes over, their refusals audited). */
+  private readonly associations = new Set<{ settle(): Promise<void> }>();
 
   constructor(private readonly options: CStoreScpOptions) {}
 
@@ -156,6 +158,7 @@ export class CStoreScpListener {
     const maxPerClient = this.options.maxAssociationsPerClient ?? maxAssociations;
     let open = 0;
     const openByPeer = new Map<string, number>();
+    const associations = this.associations;
 
     class AdapterScp extends Scp {
       private callingAe = '';
@@ -177,6 +180,8 @@ export class CStoreScpListener {
       private readonly unaudited: RefusedInstance[] = [];
       private auditTimer?: NodeJS.Timeout;
       private audited: Promise<void> = Promise.resolve();
+      /** Instances handed to intake and not yet answered. */
+      private readonly intakes = new Set<Promise<unknown>>();
       private readonly socket: ConstructorParameters<typeof Scp>[0];
 
       constructor(...args: ConstructorParameters<typeof Scp>) {
@@ -201,6 +206,7 @@ export class CStoreScpListener {
         }
         open++;
         openByPeer.set(peer, fromPeer + 1);
+        associations.add(this);
         socket.once('close', () => {
           open--;
           const left = (openByPeer.get(peer) ?? 1) - 1;
@@ -233,7 +239,7 @@ export class CStoreScpListener {
         // An association that ends (released, aborted, broken) before a staged instance was
         // handed over leaves no part file behind.
         this.on('close', () => {
-          void this.auditRefused();
+          void this.settle().finally(() => associations.delete(this));
           for (const path of this.staged.values()) void rm(path, { force: true });
           this.staged.clear();
           this.metaDropped.clear();
@@ -284,9 +290,31 @@ export class CStoreScpListener {
         this.sendAssociationAccept();
       }
 
+      /**
+       * The peer aborted (A-ABORT received): the connection is closed at once, as the acceptor
+       * does on an A-ABORT (PS3.8 §7.3.4, §9.1.6), so its slot is given back. The library only
+       * reports it; the connection stayed open until the peer gave up (storescu --abort: its
+       * ACSE timeout, 30 s) or DICOM_SCP_TIMEOUT_SECONDS, and the slot with it.
+       */
+      override abort(source: number, reason: number): void {
+        logger.info(
+          { callingAe: this.callingAe, peer: this.peer, source, reason },
+          'DICOM association aborted by the peer: connection closed',
+        );
+        this.socket.destroy();
+      }
+
       override associationReleaseRequested(): void {
         // Audited before the release is answered: the sender's store is over when the entry is in.
         void this.auditRefused().finally(() => this.sendAssociationReleaseResponse());
+      }
+
+      /**
+       * Waits for the intakes under way, then audits what they and the others refused: when
+       * the connection closes, and when the service stops (before the database closes).
+       */
+      settle(): Promise<void> {
+        return Promise.allSettled([...this.intakes]).then(() => this.auditRefused());
       }
 
       /** Writes the refusals not yet audited as one entry (in turn, never two at once). */
@@ -444,7 +472,7 @@ export class CStoreScpListener {
           dropped > 0
             ? [`${dropped} group 0002 element(s) in the data set (File Meta Information) dropped`]
             : [];
-        void handle(path, this.callingAe, sop, quirks, this.refusals).then(
+        const answered = handle(path, this.callingAe, sop, quirks, this.refusals).then(
           answer,
           (error: unknown) => {
             logger.error({ err: (error as Error).message }, 'C-STORE intake failed');
@@ -452,6 +480,9 @@ export class CStoreScpListener {
             answer(FAILURE_REASON.processingFailure);
           },
         );
+        this.intakes.add(answered);
+        const over = () => void this.intakes.delete(answered);
+        answered.then(over, over);
       }
     }
 
@@ -535,9 +566,15 @@ export class CStoreScpListener {
     logger.info({ port: this.options.port, host, aeTitle }, 'C-STORE SCP listening');
   }
 
-  stop(): void {
+  /**
+   * Stops listening and closes every connection, then waits for each association's intakes
+   * under way and audits its refusals not yet written: the service stops before the database
+   * closes, and a refusal batched for the release (or AUDIT_DELAY_MS) was lost with it.
+   */
+  async stop(): Promise<void> {
     this.server?.close();
     this.server = undefined;
+    await Promise.all([...this.associations].map((association) => association.settle()));
   }
 }
 

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { Client, Dataset, requests } from 'dcmjs-dimse';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
+import { createTestDatabase } from '../helpers/database';
 import { rawInstance } from '../helpers/raw-dicom';
 import { createMrBrainStudy } from '../helpers/dicom-factory';
 
@@ -651,6 +652,173 @@ describe('hostile: one address cannot take every C-STORE SCP slot (DICOM_SCP_MAX
       expect(status).toBe(0);
     } finally {
       for (const f of flood) f.socket.destroy();
+    }
+  });
+});
+
+describe('hostile: a peer that aborts its association (A-ABORT, PS3.8 §7.3.4, §9.1.6)', () => {
+  let port: number;
+  let dir: string;
+
+  // One slot an address: an aborted association still holding its slot refuses the next one.
+  const scp = scpAdapter({
+    DICOM_SCP_CALLING_AE_TITLES: 'MODALITY1',
+    DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: '1',
+  });
+  beforeAll(() => ({ port, dir } = scp));
+
+  it('the SCP closes the connection on an A-ABORT at once and the address gets its slot back', async () => {
+    // Before: the SCP ignored the A-ABORT; the connection and its slot stayed until the peer
+    // gave up (storescu --abort: its ACSE timeout, 30 s) or DICOM_SCP_TIMEOUT_SECONDS.
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const accepted = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+    socket.write(associateRq(AE, 'MODALITY1'));
+    expect((await accepted)[0]).toBe(0x02);
+    const closed = new Promise<number>((resolve) => {
+      const t = setTimeout(() => resolve(Infinity), 10_000);
+      socket.once('close', () => {
+        clearTimeout(t);
+        resolve(Date.now());
+      });
+    });
+    socket.resume();
+    const abortedAt = Date.now();
+    // A-ABORT: type 7, length 4, reserved, reserved, source 0 (service user), reason 0
+    socket.write(Buffer.from([0x07, 0, 0, 0, 0, 4, 0, 0, 0, 0]));
+    expect((await closed) - abortedAt).toBeLessThan(1000);
+
+    // storescu --abort sends its store, then A-ABORT, and waits for the close (ACSE timeout,
+    // 30 s by default): it is over in a moment.
+    const inst = rawInstance({ accession: 'ABORT-1', patientId: 'P-ABORT' });
+    const file = join(dir, 'abort.dcm');
+    writeFileSync(file, inst.bytes);
+    const started = Date.now();
+    const result = await run('storescu', [
+      '-v',
+      '--abort',
+      '-aet',
+      'MODALITY1',
+      '-aec',
+      AE,
+      '127.0.0.1',
+      String(port),
+      file,
+    ]).catch((e: { stdout: string; stderr: string }) => e);
+    const elapsed = Date.now() - started;
+    expect(`${result.stdout}${result.stderr}`).toMatch(/Received Store Response \(Success\)/);
+    expect(`${result.stdout}${result.stderr}`).toMatch(/Aborting Association/);
+    expect(elapsed).toBeLessThan(5000);
+    // The slot of the same address is free: its next association is accepted and stores.
+    const again = join(dir, 'after-abort.dcm');
+    writeFileSync(again, rawInstance({ accession: 'ABORT-2', patientId: 'P-ABORT' }).bytes);
+    expect(await cStore(port, again, 'MODALITY1')).toBe(0);
+  });
+});
+
+/**
+ * A P-DATA-TF PDU (PS3.8 §9.3.5) of one PDV of presentation context 1: a command or a data
+ * set fragment, the last of its message or not.
+ */
+function pData(command: boolean, bytes: Buffer, last = true): Buffer {
+  const head = Buffer.alloc(12);
+  head.writeUInt8(0x04, 0);
+  head.writeUInt32BE(bytes.length + 6, 2);
+  head.writeUInt32BE(bytes.length + 2, 6);
+  head.writeUInt8(1, 10);
+  head.writeUInt8((command ? 0x01 : 0) | (last ? 0x02 : 0), 11);
+  return Buffer.concat([head, bytes]);
+}
+
+/** A C-STORE-RQ command set (PS3.7 §9.3.1.1), implicit VR little endian. */
+function cStoreCommand(messageId: number, sopInstanceUid: string): Buffer {
+  const element = (tag: number, value: Buffer) => {
+    const h = Buffer.alloc(8);
+    h.writeUInt16LE(0x0000, 0);
+    h.writeUInt16LE(tag, 2);
+    h.writeUInt32LE(value.length, 4);
+    return Buffer.concat([h, value]);
+  };
+  const uid = (v: string) => Buffer.from(v.length % 2 ? `${v}\0` : v, 'latin1');
+  const us = (v: number) => Buffer.from([v & 0xff, v >> 8]);
+  const body = Buffer.concat([
+    element(0x0002, uid('1.2.840.10008.5.1.4.1.1.7')),
+    element(0x0100, us(0x0001)),
+    element(0x0110, us(messageId)),
+    element(0x0700, us(0)),
+    element(0x0800, us(0x0000)),
+    element(0x1000, uid(sopInstanceUid)),
+  ]);
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(body.length);
+  return Buffer.concat([element(0x0000, length), body]);
+}
+
+describe('hostile: the adapter stops while a C-STORE association is open', () => {
+  it("the association's refused data sets, one still in intake, are audited before the database closes", async () => {
+    // Before: the stop did not wait for the associations. Refusals waiting for the release
+    // were written as the connection closed, but one whose intake was still running was put
+    // to wait 10 s (AUDIT_DELAY_MS) and lost when the database closed; nothing waited for
+    // the intake either.
+    const db = await createTestDatabase();
+    const port = await freePort();
+    let adapter: TestAdapter | undefined = await startTestAdapter({
+      DATABASE_URL: db.url,
+      DICOM_SCP_PORT: String(port),
+      DICOM_SCP_AE_TITLE: AE,
+      JOBS_ENABLED: 'false',
+    });
+    const incoming = join(adapter.dataDir, 'studies', 'incoming');
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    try {
+      let wanted: { type: number; resolve: () => void } | undefined;
+      socket.on('data', (chunk: Buffer) => {
+        if (wanted && chunk[0] === wanted.type) wanted.resolve();
+      });
+      const next = (type: number) => new Promise<void>((resolve) => (wanted = { type, resolve }));
+      let answered = next(0x02);
+      socket.write(associateRq(AE, 'MODALITY1'));
+      await answered;
+      // Data sets that are no instance (a Patient's Name, no SOP UIDs): each refused.
+      const patientName = Buffer.from([0x10, 0, 0x10, 0, 0x50, 0x4e, 2, 0, 0x58, 0x20]);
+      for (let i = 1; i <= 3; i++) {
+        answered = next(0x04);
+        socket.write(pData(true, cStoreCommand(i, `1.2.826.0.1.3680043.10.543.${i}`)));
+        socket.write(pData(false, patientName));
+        await answered;
+      }
+      // A fourth with 96 MiB of private OB after the name: its intake (hashing the file to keep
+      // it) is still running when the stop begins, once the whole data set is on disk.
+      const size = 96 * 1024 * 1024;
+      const ob = Buffer.from([0x09, 0, 0x01, 0x10, 0x4f, 0x42, 0, 0, 0, 0, 0, 0]);
+      ob.writeUInt32LE(size, 8);
+      socket.write(pData(true, cStoreCommand(4, '1.2.826.0.1.3680043.10.543.4')));
+      socket.write(pData(false, Buffer.concat([patientName, ob]), false));
+      const fragment = Buffer.alloc(512 * 1024);
+      for (let sent = 0; sent < size; sent += fragment.length)
+        socket.write(pData(false, fragment, sent + fragment.length >= size));
+      let onDisk = false;
+      for (let i = 0; i < 600 && !onDisk; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        onDisk = readdirSync(incoming).some(
+          (name) => (statSync(join(incoming, name), { throwIfNoEntry: false })?.size ?? 0) >= size,
+        );
+      }
+      expect(onDisk).toBe(true);
+      await adapter.close();
+      adapter = undefined;
+      const rows = (await db.dataSource.query(
+        `SELECT detail FROM audit_events WHERE kind = 'study.received' AND actor = 'dicom:MODALITY1'`,
+      )) as Array<{ detail: { refused: Array<{ sizeBytes: number }> } }>;
+      const refused = rows.flatMap((r) => r.detail.refused);
+      expect(refused).toHaveLength(4);
+      expect(refused.filter((r) => r.sizeBytes > size)).toHaveLength(1);
+      expect(rows).toHaveLength(1);
+    } finally {
+      socket.destroy();
+      await adapter?.close();
+      await db.drop();
     }
   });
 });

@@ -188,8 +188,8 @@ describe('hostile: unmatched instances held at once', () => {
     const before = (await adapter.dataSource.query(
       `SELECT coalesce(max(id), 0)::bigint AS id FROM audit_events`,
     )) as Array<{ id: string }>;
-    // -ta 2: storescu waits for us to close the connection after its A-ABORT (its ACSE
-    // timeout, 30 s by default); the entry is written when the connection closes.
+    // The SCP closes the connection on storescu's A-ABORT (-ta 2 bounds the wait should it
+    // not); the entry is written when the connection closes.
     await run('storescu', [
       '--no-halt',
       '--abort',

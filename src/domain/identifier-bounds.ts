@@ -24,7 +24,9 @@ import type { Identifier, MappedField, OrderRequest } from './order-request';
 export const ORDER_IDENTIFIER_MAX_CHARS = 199;
 
 /**
- * A control character (C0, TAB, CR and LF included, or DEL). No DICOM SH or LO value holds one
+ * A control character (C0, TAB, CR and LF included, DEL, or C1: U+0080-U+009F, which a Windows
+ * RIS's undefined code-page bytes 0x81 0x8D 0x8F 0x90 0x9D and UTF-8 C2 80-C2 9F decode to;
+ * they passed as part of the identifier). No DICOM SH or LO value holds one
  * (PS3.5 §6.2: the default repertoire without control characters but ESC), and a RIS never
  * names its order by one again: an identifier holding one (the TAB or CR a barcode scanner
  * appends, sent escaped as `\X09\`, or a `\.br\`) can equal no study's Patient ID or Accession
@@ -32,7 +34,7 @@ export const ORDER_IDENTIFIER_MAX_CHARS = 199;
  */
 export function hasControlCharacters(value: string): boolean {
   // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f]/.test(value);
+  return /[\u0000-\u001f\u007f-\u009f]/.test(value);
 }
 export const DICOM_ACCESSION_MAX_CHARS = 16;
 

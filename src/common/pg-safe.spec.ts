@@ -59,6 +59,17 @@ describe('pg-safe: values derived from input are storable, and valid as text', (
     expect(pgSafeDeep({ name: ['SCHMIDT\u001c'] })).toEqual({ name: ['SCHMIDT\uFFFD'] });
   });
 
+  it('replaces the C1 controls U+0080-U+009F as C0 ones, keeps the letters and signs around them', () => {
+    // Windows-1252's undefined bytes 0x81 0x8D 0x8F 0x90 0x9D decode to these; UTF-8 C2 80-C2 9F too
+    expect(pgText('O\u2019NEILL\u0081 \u008d\u008f\u0090\u009d \u0080\u0085\u009f')).toBe(
+      'O\u2019NEILL\uFFFD \uFFFD\uFFFD\uFFFD\uFFFD \uFFFD\uFFFD\uFFFD',
+    );
+    // the characters either side of the range stay: DEL's neighbour ~, NBSP, ¡, é
+    const clean = { name: '~\u00a0\u00a1\u00e9\u20ac' };
+    expect(pgSafeDeep(clean)).toBe(clean);
+    expect(pgSafeDeep({ name: ['GRACE\u0085'] })).toEqual({ name: ['GRACE\uFFFD'] });
+  });
+
   it('pgText and pgJson', () => {
     expect(pgText('a\u0000b\u0000')).toBe('a\uFFFDb\uFFFD');
     expect(pgText(null)).toBeNull();

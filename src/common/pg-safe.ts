@@ -7,10 +7,15 @@
  * - every other control character but TAB, LF and CR (C0 and DEL): no text type we write may
  *   hold one (HL7 ST/TX/FT, FHIR string, DICOM LO/PN/ST), and a VT or FS would end an MLLP
  *   frame. A hostile or broken sender can put any of them anywhere (`\X07\` in HL7, `\u001b`
- *   in JSON). Each becomes U+FFFD; the raw message keeps what was sent.
+ *   in JSON). Each becomes U+FFFD; the raw message keeps what was sent;
+ * - the C1 controls U+0080-U+009F, for the same reason (our DICOM writer drops them too, see
+ *   src/outbound/dicom-vr.ts, but FHIR and HL7 outputs carried them). They reached stored values from bytes no reading makes text of: the
+ *   five bytes Windows-1252 leaves undefined (0x81 0x8D 0x8F 0x90 0x9D, decoded as U+0081 …)
+ *   in a Windows RIS's message read as Windows-1252, and UTF-8 C2 80-C2 9F (a NEL from a
+ *   re-encoding engine). Each becomes U+FFFD as a C0 control does.
  */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROLS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
+const CONTROLS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g;
 
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -18,9 +23,9 @@ const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /** Any character that may need replacing: one quick scan before the exact tests. */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
-const SUSPECT = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F\uD800-\uDFFF]/;
+const SUSPECT = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uD800-\uDFFF]/;
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/;
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/;
 
 function unstorable(value: string): boolean {
   return SUSPECT.test(value) && (CONTROL.test(value) || LONE_SURROGATE.test(value));

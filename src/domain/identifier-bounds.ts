@@ -24,7 +24,9 @@ import type { Identifier, MappedField, OrderRequest } from './order-request';
 export const ORDER_IDENTIFIER_MAX_CHARS = 199;
 
 /**
- * A control character (C0, TAB, CR and LF included, or DEL). No DICOM SH or LO value holds one
+ * A control character (C0, TAB, CR and LF included, DEL, or C1: U+0080-U+009F, which a Windows
+ * RIS's undefined code-page bytes 0x81 0x8D 0x8F 0x90 0x9D and UTF-8 C2 80-C2 9F decode to;
+ * they passed as part of the identifier). No DICOM SH or LO value holds one
  * (PS3.5 §6.2: the default repertoire without control characters but ESC), and a RIS never
  * names its order by one again: an identifier holding one (the TAB or CR a barcode scanner
  * appends, sent escaped as `\X09\`, or a `\.br\`) can equal no study's Patient ID or Accession
@@ -32,7 +34,7 @@ export const ORDER_IDENTIFIER_MAX_CHARS = 199;
  */
 export function hasControlCharacters(value: string): boolean {
   // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f]/.test(value);
+  return /[\u0000-\u001f\u007f-\u009f]/.test(value);
 }
 export const DICOM_ACCESSION_MAX_CHARS = 16;
 
@@ -67,6 +69,13 @@ export interface IdentifierBoundProblem {
   severity: 'refuse' | 'warn';
   /** PHI-free: names the identifier and its length, never its value. */
   message: string;
+  /**
+   * The message without its leading `where:` (the lineage's source), for a transport that
+   * names the element itself: a FHIR OperationOutcome's expression and diagnostics name the same
+   * element (a requester's name read from `requester.display` is refused at that element, not
+   * at the internal `requester.display.family`).
+   */
+  detail: string;
   /** The refusal in 80 characters, the advice first (a v2.3/2.4 ACK's MSA-3, ST 80). */
   brief?: string;
 }
@@ -121,6 +130,7 @@ function boundProblemsOf(
         source,
         severity: 'refuse',
         message: `${at}: the ${what} holds a control character (TAB, CR, LF ...), which no DICOM Patient ID or Accession Number (LO, SH) and no later message can equal: the order would never match; remove it`,
+        detail: `the ${what} holds a control character (TAB, CR, LF ...), which no DICOM Patient ID or Accession Number (LO, SH) and no later message can equal: the order would never match; remove it`,
         brief: `Remove the control character from the ${what} (${place})`,
       });
     } else if (length > ORDER_IDENTIFIER_MAX_CHARS) {
@@ -129,6 +139,7 @@ function boundProblemsOf(
         source,
         severity: 'refuse',
         message: `${at}: the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an identifier may have (HL7 v2.7 EI.1, CX.1, ST); send the number it is known by`,
+        detail: `the ${what} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS} an identifier may have (HL7 v2.7 EI.1, CX.1, ST); send the number it is known by`,
         brief: `Send the number it is known by: ${at} is ${length} characters, more than the ${ORDER_IDENTIFIER_MAX_CHARS}`,
       });
     } else if (target === 'accessionNumber' && length > DICOM_ACCESSION_MAX_CHARS) {
@@ -137,6 +148,7 @@ function boundProblemsOf(
         source,
         severity: 'warn',
         message: `${at}: the accession number is ${length} characters, more than the ${DICOM_ACCESSION_MAX_CHARS} a DICOM Accession Number (SH) holds; a study whose PACS keeps to SH will never match this order`,
+        detail: `the accession number is ${length} characters, more than the ${DICOM_ACCESSION_MAX_CHARS} a DICOM Accession Number (SH) holds; a study whose PACS keeps to SH will never match this order`,
       });
     }
   }

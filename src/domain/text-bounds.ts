@@ -152,6 +152,7 @@ export function textBoundProblems(
         source,
         severity: 'refuse',
         message: `${at}: the ${bound.what} is ${length} characters, more than the ${bound.maxChars} it may have (${bound.basis}); send it as the record holds it`,
+        detail: `the ${bound.what} is ${length} characters, more than the ${bound.maxChars} it may have (${bound.basis}); send it as the record holds it`,
         brief: `The ${bound.what} is ${length} characters, more than the ${bound.maxChars}`,
       });
     }

@@ -264,7 +264,13 @@ export function mapServiceRequest(
   const textBounds = action === 'cancel' ? [] : textBoundProblems(values, lineage);
   for (const p of [...bounds, ...textBounds].filter((b) => b.severity === 'refuse')) {
     const at = boundExpression(p.source, ctx);
-    issues.push({ severity: 'error', code: 'value', expression: at, diagnostics: p.message });
+    // the diagnostics name the element the expression names, not the lineage's inner source
+    issues.push({
+      severity: 'error',
+      code: 'value',
+      expression: at,
+      diagnostics: `${at}: ${p.detail}`,
+    });
   }
   // A warning for a request that becomes an order only (a refused one's would be noise).
   if (!issues.some((i) => i.severity === 'error')) {

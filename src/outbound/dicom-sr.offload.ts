@@ -6,6 +6,7 @@ import type { PublicationInput } from '../mappings/publication.model';
 import { buildMeasurementSr, type SourceStudy } from './dicom-result.builder';
 import { dicomTagDump } from './dicom-tag-dump';
 import type { SrBuildAnswer, SrBuildRequest } from './dicom-sr.worker';
+import { OutboundError } from './outbound.error';
 
 /** A built SR: its Part 10 bytes and the tag dump kept as what was sent. */
 export interface BuiltSr {
@@ -119,7 +120,13 @@ export class SrBuildOffload {
       if (!current || current.worker !== worker || current.id !== answer.id) return;
       this.current = undefined;
       clearTimeout(current.timer);
-      if ('error' in answer) current.job.reject(new Error(answer.error));
+      if ('error' in answer)
+        current.job.reject(
+          // a refusal of the builder (an invalid UID) stays one across the thread: dead, not retried
+          answer.outbound
+            ? new OutboundError(answer.outbound.code, answer.error, answer.outbound.detail)
+            : new Error(answer.error),
+        );
       else
         current.job.resolve({
           part10: Buffer.from(

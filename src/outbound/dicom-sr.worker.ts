@@ -2,6 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import type { PublicationInput } from '../mappings/publication.model';
 import { buildMeasurementSr, type SourceStudy } from './dicom-result.builder';
 import { dicomTagDump } from './dicom-tag-dump';
+import { OutboundError, type OutboundErrorCode } from './outbound.error';
 
 /**
  * Worker thread entry (./dicom-sr.offload.ts): builds one measurement SR and its tag dump.
@@ -17,7 +18,12 @@ export interface SrBuildRequest {
 
 export type SrBuildAnswer =
   | { id: number; part10: Uint8Array; sent: ReturnType<typeof dicomTagDump> }
-  | { id: number; error: string };
+  | {
+      id: number;
+      error: string;
+      /** An OutboundError's code and detail: a final refusal, not a failure to retry. */
+      outbound?: { code: OutboundErrorCode; detail: Record<string, unknown> };
+    };
 
 parentPort?.on('message', (request: SrBuildRequest) => {
   try {
@@ -31,6 +37,9 @@ parentPort?.on('message', (request: SrBuildRequest) => {
     parentPort!.postMessage({
       id: request.id,
       error: (error as Error).message,
+      ...(error instanceof OutboundError
+        ? { outbound: { code: error.code, detail: error.detail } }
+        : {}),
     } satisfies SrBuildAnswer);
   }
 });

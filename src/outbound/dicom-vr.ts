@@ -1,4 +1,5 @@
 import { withoutLeading, withoutTrailing } from '../common/padding';
+import { OutboundError } from './outbound.error';
 
 /**
  * Makes a value valid for its DICOM Value Representation, whatever an order or a report held
@@ -175,6 +176,7 @@ function validForAttribute(
   value: string,
   encoding: DicomTextEncoding,
 ): string {
+  if (vr === 'UI') return uidAsItStands(keyword, value);
   const v = validForVr(vr, value, encoding);
   if (IDENTIFIERS.has(keyword)) {
     const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
@@ -185,6 +187,36 @@ function validForAttribute(
   }
   const allowed = ENUMERATED[keyword];
   return allowed && !allowed.includes(v) ? '' : v;
+}
+
+/**
+ * A UID (PS3.5 §9.1): components of digits separated by dots, none empty, none with a leading
+ * zero (a component of `0` alone is allowed), at most 64 characters. Its trailing NUL padding
+ * (PS3.5 §6.2, UI is padded with 0x00) is not part of it.
+ */
+const UID = /^(?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*))*$/;
+
+export function isValidUid(value: string): boolean {
+  return value.length <= 64 && UID.test(value);
+}
+
+/**
+ * Every UID we write identifies something a PACS files or matches by: the study, series and
+ * instance (ours and those we reference), the device. Made valid for its VR it was another one
+ * (`1.2.3\\4` written `1.2.3 4`, a 70-character UID cut to 64), and letters, a leading zero or
+ * an empty component passed as they were: the SR was filed under another study, or refused. A
+ * UID that is not valid as it stands is not written: the object is not built, and the delivery
+ * says which attribute held it (a dead letter on the order's timeline). The value itself stays
+ * out of the message, as everything that came from outside.
+ */
+function uidAsItStands(keyword: string, value: string): string {
+  const asItStands = withoutTrailing(value, '\0');
+  if (isValidUid(asItStands)) return asItStands;
+  throw new OutboundError(
+    'invalid_uid',
+    `${keyword} is not a valid DICOM UID (PS3.5 §9.1: digits and dots, no empty component or leading zero, at most 64 characters; this one has ${asItStands.length} characters): the DICOM object was not written rather than filed under an altered UID`,
+    { attribute: keyword },
+  );
 }
 
 /**

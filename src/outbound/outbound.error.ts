@@ -1,6 +1,11 @@
 /** Errors of the outbound side; `permanent` ones dead-letter at once (no retry can fix them). */
 export type OutboundErrorCode =
-  'order_missing' | 'bad_document' | 'invalid_resource' | 'no_study' | 'not_configured';
+  | 'order_missing'
+  | 'bad_document'
+  | 'invalid_resource'
+  | 'invalid_uid'
+  | 'no_study'
+  | 'not_configured';
 
 export class OutboundError extends Error {
   constructor(

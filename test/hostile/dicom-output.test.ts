@@ -603,6 +603,41 @@ describe('hostile: DICOM output is valid for its VRs whatever the input held', (
   });
 
   it.each([
+    ['a leading zero component', (uid: string) => `${uid}.0123`],
+    ['letters', (uid: string) => `${uid}.A1`],
+    ['a backslash', (uid: string) => `${uid}\\9`],
+    ['an empty component', (uid: string) => uid.replace('.', '..')],
+    ['more than 64 characters', (uid: string) => `${uid}.${'1'.repeat(64)}`],
+  ])(
+    'a source study or referenced instance UID with %s: no SR or PDF is built, never one under an altered UID',
+    (_what, spoil) => {
+      const now = new Date('2026-11-28T05:00:00Z');
+      const input = publicationInput('DELIVERED', {});
+      for (const [where, attribute] of [
+        ['study', 'StudyInstanceUID'],
+        ['series', 'SeriesInstanceUID'],
+        ['instance', 'ReferencedSOPInstanceUID'],
+      ] as const) {
+        const source = sourceStudy(2);
+        if (where === 'study')
+          source.attributes.studyInstanceUid = spoil(source.attributes.studyInstanceUid);
+        if (where === 'series')
+          source.instances[1]!.seriesInstanceUid = spoil(source.instances[1]!.seriesInstanceUid);
+        if (where === 'instance')
+          source.instances[1]!.sopInstanceUid = spoil(source.instances[1]!.sopInstanceUid);
+        expect(() => buildMeasurementSr(input, source, now)).toThrow(
+          expect.objectContaining({ code: 'invalid_uid', detail: { attribute } }),
+        );
+        // the PDF names the study only
+        if (where === 'study')
+          expect(() => buildEncapsulatedPdf(input, source, REPORT_PDF, now)).toThrow(
+            expect.objectContaining({ code: 'invalid_uid', detail: { attribute } }),
+          );
+      }
+    },
+  );
+
+  it.each([
     ['PN', '山'.repeat(30), '山'.repeat(21)],
     ['LO', `${'é'.repeat(31)}ab`, `${'é'.repeat(31)}ab`],
     ['LO', `${'é'.repeat(32)}x`, 'é'.repeat(32)],

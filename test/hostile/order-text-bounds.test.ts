@@ -170,6 +170,15 @@ describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR
         'ServiceRequest.note[1].text',
         /note is 70000 characters, more than the 65536/,
       ],
+      [
+        // a requester known by its display only: its name is split from the display, and the
+        // refusal names the display (diagnostics said `requester.display.family`, no element)
+        'requester',
+        'FHIR-TXT-REQ',
+        { requester: { display: `Dr. Adam ${'R'.repeat(1500)}` } },
+        'ServiceRequest.requester.display',
+        /ordering provider's family name is 1500 characters, more than the 1000/,
+      ],
     ];
     for (const [what, placer, changes, path, text] of cases) {
       const res = await postFhir(
@@ -183,6 +192,12 @@ describe('hostile: free-text bounds of the order model (real adapter, MLLP, FHIR
         at: [path],
       });
       expect(JSON.stringify(res.body)).toMatch(text);
+      // the diagnostics name the element the expression names, not an inner source path
+      const issues = (res.body as { issue: Array<{ diagnostics: string }> }).issue;
+      expect({ what, diagnostics: issues.map((i) => i.diagnostics.split(': ')[0]) }).toEqual({
+        what,
+        diagnostics: [path],
+      });
       expect(await ordersUnder(placer)).toEqual([]);
     }
     const long = 'L'.repeat(300);

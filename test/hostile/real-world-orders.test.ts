@@ -880,4 +880,66 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     );
     expect(encodeText('O\u2019NEILL', '8859/1')).toEqual(Buffer.from("O'NEILL", 'latin1'));
   });
+  it('bytes that read as C1 control characters (Windows-1252 undefined 0x81 0x8D 0x8F 0x90 0x9D; UTF-8 C2 80-C2 9F) in text: stored as U+FFFD as C0 controls are; in an identifier: AE 102 as C0 controls are', async () => {
+    // Before: AA and U+0081, U+008D, U+009D stored in the name and the reason, and from there
+    // in the upstream metadata, FHIR, the ORU and the SR.
+    const windows = edited('orm-o01-v231-ehr-dg1-reason', [
+      ['Q6612093012T7781', 'Q6612093012T7791'],
+      ['77102345', '77102391'],
+      ['MG-ACC-26-118830', 'MG-ACC-26-118891'],
+      ['OKAFOR^GRACE', 'O\x92NEILL\x81^GRACE\x8d'],
+      [
+        'Long term (current) use of anticoagulants',
+        '\x93Long term\x94 \x96 use of\x9d\x8f\x90 anticoagulants',
+      ],
+    ]);
+    expect(ackSummary(await h.mllp.send(windows))).toMatchObject({ code: 'AA', errors: [] });
+    const stored = await orderByPlacer('77102391');
+    expect(stored.request.patient.name).toMatchObject({
+      family: 'O\u2019NEILL\uFFFD',
+      given: ['GRACE\uFFFD', 'N'],
+    });
+    expect(await quirksOf('Q6612093012T7791')).toContainEqual(
+      expect.objectContaining({ code: 'unstorable-characters-replaced' }),
+    );
+    const all = JSON.stringify(stored.request);
+    expect(all).toContain('\u201cLong term\u201d \u2013 use of\uFFFD\uFFFD\uFFFD anticoagulants');
+    // eslint-disable-next-line no-control-regex -- no control character of either set is stored
+    expect(all).not.toMatch(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/);
+    // the same feed re-encoded to UTF-8 by an engine: C2 81, C2 85 (NEL), C2 9D
+    const utf8 = Buffer.from(
+      edited('orm-o01-v231-ehr-dg1-reason', [
+        ['Q6612093012T7781', 'Q6612093012T7792'],
+        ['77102345', '77102392'],
+        ['MG-ACC-26-118830', 'MG-ACC-26-118892'],
+        ['|8859/1', '|UNICODE UTF-8'],
+      ])
+        .toString('latin1')
+        .replace('OKAFOR^GRACE', 'OKAFOR\u0081^GRACE\u0085')
+        .replace('use of anticoagulants', 'use of\u009d anticoagulants'),
+      'utf8',
+    );
+    expect(ackSummary(await h.mllp.send(utf8))).toMatchObject({ code: 'AA', errors: [] });
+    const fromUtf8 = await orderByPlacer('77102392');
+    expect(fromUtf8.request.patient.name).toMatchObject({
+      family: 'OKAFOR\uFFFD',
+      given: ['GRACE\uFFFD', 'N'],
+    });
+    expect(JSON.stringify(fromUtf8.request)).toContain('use of\uFFFD anticoagulants');
+    // an order number holding one is refused as one holding a C0 control is (no RIS names its
+    // order by it again, no study's accession equals it)
+    for (const [control, bytes] of [
+      ['Q6612093012T7793', '77102393\x8d'],
+      ['Q6612093012T7794', '77102394\xc2\x85'],
+    ] as const) {
+      const refused = edited('orm-o01-v231-ehr-dg1-reason', [
+        ['Q6612093012T7781', control],
+        ['77102345', bytes],
+        ...(bytes.endsWith('\x85') ? ([['|8859/1', '|UNICODE UTF-8']] as [string, string][]) : []),
+      ]);
+      const ack = ackSummary(await h.mllp.send(refused));
+      expect({ control, code: ack.code }).toEqual({ control, code: 'AE' });
+      expect(ack.errors).toEqual([expect.stringMatching(/\^102/)]);
+    }
+  });
 });

@@ -619,6 +619,46 @@ describe('results back to the clinic (real peers on loopback)', () => {
     });
   }, 60_000);
 
+  it.each([
+    ['a leading zero component', (uid: string) => `${uid}.0123`],
+    ['letters', (uid: string) => `${uid}.A1`],
+    ['a backslash', (uid: string) => `${uid}\\9`],
+    ['an empty component', (uid: string) => uid.replace('.', '..')],
+    ['more than 64 characters', (uid: string) => `${uid}.${'1'.repeat(64)}`],
+  ])(
+    'a study whose Study Instance UID is not a valid UID (%s): no SR or PDF built or sent, a dead letter on the order timeline naming the attribute',
+    async (_what, spoil) => {
+      const s = settings({ destinations: [DESTINATIONS.dicom] });
+      const events = new OutboxOrderEvents(s);
+      const spoilt = structuredClone(source);
+      spoilt.attributes.studyInstanceUid = spoil(source.attributes.studyInstanceUid);
+      const order = await seedOrder(db.dataSource, { source: spoilt });
+      const countBefore = ((await (await fetch(`${orthanc.url}/instances`)).json()) as string[])
+        .length;
+      await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
+      await drain(worker(s), order.id);
+      const rows = await outbox(order.id);
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['dicom-sr', 'dead', 1],
+        ['dicom-pdf', 'dead', 1],
+      ]);
+      for (const r of rows)
+        expect(r.last_error).toMatch(/^StudyInstanceUID is not a valid DICOM UID/);
+      const audit: Array<{ kind: string; summary: string; detail: Record<string, unknown> }> =
+        await db.dataSource.query(
+          `SELECT kind, summary, detail FROM audit_events WHERE order_id = $1 AND kind = 'outbound.dead-letter' ORDER BY id`,
+          [order.id],
+        );
+      expect(audit).toHaveLength(2);
+      for (const a of audit)
+        expect(JSON.stringify(a)).toContain('StudyInstanceUID is not a valid DICOM UID');
+      // nothing reached the PACS under an altered UID
+      expect(((await (await fetch(`${orthanc.url}/instances`)).json()) as string[]).length).toBe(
+        countBefore,
+      );
+    },
+  );
+
   it('the EHR refuses an invalid resource with an OperationOutcome: dead letter with the answer audited', async () => {
     const s = settings({ destinations: [DESTINATIONS.fhir] });
     const events = new OutboxOrderEvents(s);

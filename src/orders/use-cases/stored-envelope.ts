@@ -37,7 +37,7 @@ export function storedEnvelope(
 export const REPLACED_CHARACTERS_QUIRK: ToleratedQuirk = {
   code: 'unstorable-characters-replaced',
   detail:
-    'control characters (below U+0020 but TAB, LF, CR; DEL), NUL or lone surrogates in values were stored as U+FFFD; the raw message keeps what was sent',
+    'control characters (below U+0020 but TAB, LF, CR; DEL; C1 U+0080-U+009F), NUL or lone surrogates in values were stored as U+FFFD; the raw message keeps what was sent',
 };
 
 /**

@@ -43,6 +43,12 @@ describe('sanitizeDataset: UIDs (PS3.5 §9.1)', () => {
     expect(sanitizeDataset({ StudyInstanceUID: uid }, uidVr)).toEqual({ StudyInstanceUID: uid });
   });
 
+  it('writes a legacy UID with a leading zero component as it stands: it is the study’s own', () => {
+    // older GE and Philips scanners: the PACS files the study under exactly this UID
+    for (const uid of ['1.2.840.113619.2.55.3.0604688119.968.1196754235.0101', '1.2.840.0113619'])
+      expect(sanitizeDataset({ StudyInstanceUID: uid }, uidVr)).toEqual({ StudyInstanceUID: uid });
+  });
+
   it('takes the NUL padding off a UID (PS3.5 §6.2)', () => {
     expect(sanitizeDataset({ StudyInstanceUID: '1.2.3\0' }, uidVr)).toEqual({
       StudyInstanceUID: '1.2.3',
@@ -52,7 +58,6 @@ describe('sanitizeDataset: UIDs (PS3.5 §9.1)', () => {
   it.each([
     ['letters', '1.2.840.ABC'],
     ['a backslash (a second value)', '1.2.3\\4.5'],
-    ['a leading zero component', '1.2.840.0113619'],
     ['an empty component', '1.2..3'],
     ['a trailing dot', '1.2.3.'],
     ['a space', '1.2.3 4'],

@@ -201,20 +201,29 @@ export function isValidUid(value: string): boolean {
 }
 
 /**
+ * A UID as legacy equipment writes it: components of digits, none empty, one with a leading
+ * zero (`1.2.840.113619.2.55.3.0604…`, as older scanners number their studies). Not valid by
+ * PS3.5 §9.1, yet it is the study's own UID, the one its PACS files it under: written as it
+ * stands, the SR and PDF land with their study; refused, the result would never reach it.
+ */
+const LEGACY_UID = /^[0-9]+(?:\.[0-9]+)*$/;
+
+/**
  * Every UID we write identifies something a PACS files or matches by: the study, series and
  * instance (ours and those we reference), the device. Made valid for its VR it was another one
- * (`1.2.3\\4` written `1.2.3 4`, a 70-character UID cut to 64), and letters, a leading zero or
- * an empty component passed as they were: the SR was filed under another study, or refused. A
- * UID that is not valid as it stands is not written: the object is not built, and the delivery
+ * (`1.2.3\\4` written `1.2.3 4`, a 70-character UID cut to 64), and letters or an empty
+ * component passed as they were: the SR was filed under another study, or refused. A UID that
+ * cannot be written as it stands (leading zeros aside: LEGACY_UID) is not written: the object is not built, and the delivery
  * says which attribute held it (a dead letter on the order's timeline). The value itself stays
  * out of the message, as everything that came from outside.
  */
 function uidAsItStands(keyword: string, value: string): string {
   const asItStands = withoutTrailing(value, '\0');
   if (isValidUid(asItStands)) return asItStands;
+  if (asItStands.length <= 64 && LEGACY_UID.test(asItStands)) return asItStands;
   throw new OutboundError(
     'invalid_uid',
-    `${keyword} is not a valid DICOM UID (PS3.5 §9.1: digits and dots, no empty component or leading zero, at most 64 characters; this one has ${asItStands.length} characters): the DICOM object was not written rather than filed under an altered UID`,
+    `${keyword} is not a valid DICOM UID (PS3.5 §9.1: digits and dots, no empty component, at most 64 characters; this one has ${asItStands.length} characters): the DICOM object was not written rather than filed under an altered UID`,
     { attribute: keyword },
   );
 }

@@ -129,8 +129,8 @@ function valuesAt(root: unknown, path: string): Array<[target: string, value: st
 
 /**
  * The free-text values of an order (or a patient event's patient) over their bound: each a
- * refusal naming the value, its length and its bound, never the value. A cancel is bounded
- * too: it is stored and shown like any other message.
+ * refusal naming the value, its length and its bound, never the value. The mappings do not
+ * apply it to a cancel: it names its order by numbers, and its text is not kept on the order.
  */
 export function textBoundProblems(
   request: BoundedValues | Partial<OrderRequest>,
@@ -146,13 +146,13 @@ export function textBoundProblems(
       if (length <= bound.maxChars) continue;
       sources ??= new Map(lineage.map((l) => [l.target, l.source]));
       const source = sources.get(target);
-      const at = source ?? target;
+      const detail = `the ${bound.what} is ${length} characters, more than the ${bound.maxChars} it may have (${bound.basis}); send it as the record holds it`;
       out.push({
         target,
         source,
         severity: 'refuse',
-        message: `${at}: the ${bound.what} is ${length} characters, more than the ${bound.maxChars} it may have (${bound.basis}); send it as the record holds it`,
-        detail: `the ${bound.what} is ${length} characters, more than the ${bound.maxChars} it may have (${bound.basis}); send it as the record holds it`,
+        message: `${source ?? target}: ${detail}`,
+        detail,
         brief: `The ${bound.what} is ${length} characters, more than the ${bound.maxChars}`,
       });
     }

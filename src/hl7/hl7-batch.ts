@@ -179,6 +179,6 @@ function clean(value: string | undefined): string | undefined {
   const v = value
     .split(/[\^~&\\]/)[0]!
     .replace(/[^\x20-\x7e]/g, '')
-    .slice(0, 199);
+    .slice(0, CONTROL_ID_MAX_CHARS);
   return v || undefined;
 }

@@ -1,3 +1,4 @@
+import { CONTROL_ID_MAX_CHARS } from './hl7-echo-lengths';
 import { Hl7Error } from './hl7.error';
 import { DEFAULT_DELIMITERS, Hl7Delimiters } from './hl7-escape';
 import { QuirkCollector } from './hl7-quirk';
@@ -170,5 +171,5 @@ export function salvageControlId(raw: Buffer | string): string | undefined {
   const at = !messageType.test(fields[8] ?? '') && messageType.test(fields[7] ?? '') ? 8 : 9;
   const value = fields[at];
   if (!value || !/^[\x20-\x7e]+$/.test(value)) return undefined;
-  return value.slice(0, 199);
+  return value.slice(0, CONTROL_ID_MAX_CHARS);
 }

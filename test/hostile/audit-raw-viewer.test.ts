@@ -5,6 +5,7 @@ import { Client } from 'pg';
 import { launchChromium } from '../helpers/chromium';
 import { MllpClient } from '../../src/hl7';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { watchingHealth } from '../helpers/health-watch';
 import { hl7Fixture } from '../helpers/hl7-fixtures';
 
 jest.setTimeout(180_000);
@@ -215,29 +216,21 @@ describe('hostile: the raw message viewer on messages refused for their size', (
     const aloneStarted = Date.now();
     expect((await get(`/api/audit/messages/${id}`, 'application/json')).status).toBe(200);
     const aloneMs = Date.now() - aloneStarted;
-    let done = false;
-    let worstHealthMs = 0;
-    let healthChecks = 0;
-    const watcher = (async () => {
-      while (!done) {
-        const started = Date.now();
-        await (await fetch(`${adapter.httpUrl}/health`)).arrayBuffer();
-        worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
-        healthChecks += 1;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
     const started = Date.now();
-    const answers = await Promise.all(
-      Array.from({ length: 16 }, (_, i) =>
-        i % 2 === 0
-          ? get(`/api/audit/messages/${id}`, 'application/json')
-          : get(`/audit/messages/${id}`, 'text/html'),
+    const {
+      result: answers,
+      worstHealthMs,
+      healthChecks,
+    } = await watchingHealth(adapter.httpUrl, () =>
+      Promise.all(
+        Array.from({ length: 16 }, (_, i) =>
+          i % 2 === 0
+            ? get(`/api/audit/messages/${id}`, 'application/json')
+            : get(`/audit/messages/${id}`, 'text/html'),
+        ),
       ),
     );
     const allMs = Date.now() - started;
-    done = true;
-    await watcher;
     console.log(
       `HOSTILE-AUDIT 16-views ${JSON.stringify({ aloneMs, allMs, worstHealthMs, healthChecks })}`,
     );

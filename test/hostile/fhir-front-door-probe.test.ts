@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import type { Client as PgClient } from 'pg';
 import { request } from 'undici';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { watchingHealth } from '../helpers/health-watch';
 import type { Patient } from '@medplum/fhirtypes';
 import type { TestFhirServer } from '../helpers/fhir-server';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
@@ -451,27 +452,17 @@ describe('hostile: the FHIR front door, second pass', () => {
     });
     expect(alone.status).toBe(201);
     const aloneMs = Date.now() - aloneStarted;
-    let done = false;
-    let worstHealthMs = 0;
-    let healthChecks = 0;
-    const watcher = (async () => {
-      while (!done) {
-        const started = Date.now();
-        await (await fetch(`${adapter.httpUrl}/health`)).arrayBuffer();
-        worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
-        healthChecks += 1;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
     const bodies = Array.from({ length: 12 }, (_, i) =>
       chestCtRequest(`BIG-BODY-${i}`, { note: notes }),
     );
     expect(JSON.stringify(bodies[0]).length).toBeGreaterThan(3_500_000);
-    const answers = await Promise.all(
-      bodies.map((body) => call(adapter, 'POST', '/fhir/ServiceRequest', body)),
+    const {
+      result: answers,
+      worstHealthMs,
+      healthChecks,
+    } = await watchingHealth(adapter.httpUrl, () =>
+      Promise.all(bodies.map((body) => call(adapter, 'POST', '/fhir/ServiceRequest', body))),
     );
-    done = true;
-    await watcher;
     console.log(
       `HOSTILE-FHIR 12x3.6MB ${JSON.stringify({ aloneMs, worstHealthMs, healthChecks })}`,
     );

@@ -5,6 +5,7 @@ import { MllpClient } from '../../src/hl7';
 import { freePort } from '../../src/persistence/embedded-postgres';
 import { spawnAdapter, waitHealthy, type AdapterProcess } from '../helpers/adapter-process';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
+import { watchingHealth } from '../helpers/health-watch';
 
 jest.setTimeout(180_000);
 
@@ -66,26 +67,14 @@ describe('hostile HL7: bounded, linear parsing on a running adapter', () => {
   /** Sends one message while polling /health every 50 ms; returns the ACK and the figures. */
   async function sendWatchingHealth(message: Buffer) {
     const client = new MllpClient({ host: '127.0.0.1', port: mllpPort, responseTimeoutMs: 60_000 });
-    let done = false;
-    let worstHealthMs = 0;
-    let healthChecks = 0;
-    const watcher = (async () => {
-      while (!done) {
-        const started = Date.now();
-        const res = await fetch(`${http}/health`);
-        await res.arrayBuffer();
-        worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
-        healthChecks += 1;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
-    const started = Date.now();
     try {
-      const ack = (await client.send(message)).toString('latin1');
-      return { ack, ackMs: Date.now() - started, worstHealthMs, healthChecks };
+      const { result, worstHealthMs, healthChecks } = await watchingHealth(http, async () => {
+        const started = Date.now();
+        const ack = (await client.send(message)).toString('latin1');
+        return { ack, ackMs: Date.now() - started };
+      });
+      return { ...result, worstHealthMs, healthChecks };
     } finally {
-      done = true;
-      await watcher;
       await client.close();
     }
   }

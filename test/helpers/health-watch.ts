@@ -1,0 +1,29 @@
+/**
+ * Runs `work` while asking `GET /health` every 50 ms, one request at a time: how long the
+ * slowest answer took while the work ran is how long the service could not answer (its event
+ * loop held by the work). Returns the work's result with the figures.
+ */
+export async function watchingHealth<T>(
+  httpUrl: string,
+  work: () => Promise<T>,
+): Promise<{ result: T; worstHealthMs: number; healthChecks: number }> {
+  let done = false;
+  let worstHealthMs = 0;
+  let healthChecks = 0;
+  const watcher = (async () => {
+    while (!done) {
+      const started = Date.now();
+      await (await fetch(`${httpUrl}/health`)).arrayBuffer();
+      worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
+      healthChecks += 1;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    const result = await work();
+    return { result, worstHealthMs, healthChecks };
+  } finally {
+    done = true;
+    await watcher;
+  }
+}

@@ -177,6 +177,13 @@ export interface KeysetList {
   enteredColumn: string;
   /** The transaction that put the row in the list (xid8); NULL counts as seen by every page. */
   xidColumn: string;
+  /**
+   * A list sorted by its id alone whose `enteredColumn` has an index of its own (events: a BRIN
+   * on `occurred_at`): the late rows are read through that index (not newer than the horizon,
+   * then sorted), not by walking the id index down from the newest row to the boundary, which
+   * read every row above it on each older page (200,000 rows for a page a month back).
+   */
+  lateThroughEntered?: boolean;
 }
 
 /**
@@ -207,11 +214,14 @@ export function keysetPageSql(
   const boundary = at(cursor);
   const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${order} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
+  // `id + 0`: an expression the id index cannot serve, so the planner reads the late rows
+  // through the entered column's index (they are not older than the horizon) and sorts them
+  const lateOrder = !t && list.lateThroughEntered ? `ORDER BY ${id} + 0 DESC` : order;
   const late = `${select(true)} ${where.sql(
     `${key} > ${boundary}`,
     `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
     `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
-  )} ${order} LIMIT ${limit + 1}`;
+  )} ${lateOrder} LIMIT ${limit + 1}`;
   // ids are read as text where they are numbers: sorted as their type
   const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p

@@ -346,6 +346,7 @@ export class AuditQueryRepository extends RepositoryBase {
         idType: 'bigint',
         enteredColumn: 'e.occurred_at',
         xidColumn: 'e.created_xid',
+        lateThroughEntered: true,
       },
       limit,
     );

@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import {
   continuedAt,
+  type CursorSigner,
   decodeCursor,
   keysetPageSql,
   type LateCheckColumns,
@@ -211,7 +212,8 @@ export class AuditQueryRepository extends RepositoryBase {
     }
     if (search.from) where.add(`o.created_at >= ${p(search.from)}`);
     if (search.to) where.add(`o.created_at < ${p(search.to)}`);
-    const cursor = decodeCursor(search.cursor, 'uuid');
+    const signer = await this.cursorSigner('orders');
+    const cursor = decodeCursor(search.cursor, 'uuid', signer);
     const limit = pageSize(search.limit);
     const horizonUs = await this.transactionHorizon();
     const sql = keysetPageSql(
@@ -232,7 +234,14 @@ export class AuditQueryRepository extends RepositoryBase {
       sql,
       where.params,
     );
-    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOrderRow, horizonUs);
+    return toPage(
+      rows,
+      limit,
+      (r) => ({ us: r.cursorUs, id: r.id }),
+      toOrderRow,
+      signer,
+      horizonUs,
+    );
   }
 
   /** Inbound messages by MSH-10 (FHIR: the idempotency identifier), including rejected ones. */
@@ -283,7 +292,8 @@ export class AuditQueryRepository extends RepositoryBase {
         `(m.error::text ILIKE ${inJson} OR encode(m.response, 'escape') ILIKE ${inBytes} OR m.message_type ILIKE ${like})`,
       );
     }
-    const cursor = decodeCursor(search.cursor, 'uuid');
+    const signer = await this.cursorSigner('messages');
+    const cursor = decodeCursor(search.cursor, 'uuid', signer);
     const limit = pageSize(search.limit);
     const list = {
       columns: `${MESSAGE_COLUMNS}, (extract(epoch FROM m.received_at) * 1000000)::bigint::text AS "cursorUs"`,
@@ -314,9 +324,10 @@ export class AuditQueryRepository extends RepositoryBase {
       limit,
       (r) => ({ us: r.cursorUs, id: r.id }),
       toMessageRow,
+      signer,
       horizonUs,
     );
-    return continuedAt(page, end, horizonUs, rows[0]?.snapshot);
+    return continuedAt(page, end, horizonUs, rows[0]?.snapshot, signer);
   }
 
   /**
@@ -333,7 +344,8 @@ export class AuditQueryRepository extends RepositoryBase {
     }
     if (search.from) where.add(`e.occurred_at >= ${p(search.from)}`);
     if (search.to) where.add(`e.occurred_at < ${p(search.to)}`);
-    const cursor = decodeCursor(search.cursor, 'bigint');
+    const signer = await this.cursorSigner('events');
+    const cursor = decodeCursor(search.cursor, 'bigint', signer);
     const limit = pageSize(search.limit);
     const horizonUs = await this.transactionHorizon();
     const sql = keysetPageSql(
@@ -351,7 +363,7 @@ export class AuditQueryRepository extends RepositoryBase {
       limit,
     );
     const rows: Array<EventRow & LateCheckColumns> = await this.db().query(sql, where.params);
-    return toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toEventRow, horizonUs);
+    return toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toEventRow, signer, horizonUs);
   }
 
   /** The order (by UUID) with its timeline, messages and outbound documents; undefined if none. */
@@ -503,6 +515,27 @@ export class AuditQueryRepository extends RepositoryBase {
     };
   }
 
+  /** The database's cursor key (audit_cursor_key), read once per process. */
+  private cursorKey?: Promise<Buffer>;
+
+  /** How `list` signs the cursors it hands out and checks the ones it takes. */
+  private async cursorSigner(list: CursorSigner['list']): Promise<CursorSigner> {
+    this.cursorKey ??= (
+      this.db().query(`SELECT key FROM audit_cursor_key WHERE id = 1`) as Promise<
+        Array<{ key: Buffer }>
+      >
+    ).then((rows) => {
+      if (!rows[0]) throw new Error('audit_cursor_key holds no key (migration 20261128075000)');
+      return rows[0].key;
+    });
+    try {
+      return { list, key: await this.cursorKey };
+    } catch (error) {
+      this.cursorKey = undefined; // read again next time (a lost connection)
+      throw error;
+    }
+  }
+
   /** TRANSACTION_HORIZON_SQL: read before a page of a list that re-checks late commits. */
   private async transactionHorizon(): Promise<string> {
     const rows: Array<{ us: string }> = await this.db().query(TRANSACTION_HORIZON_SQL);
@@ -516,7 +549,8 @@ export class AuditQueryRepository extends RepositoryBase {
   async deadLetters(search: { cursor?: string; limit?: number }): Promise<Page<OutboxRow>> {
     const where = new SearchWhere();
     where.add(`x.status = 'dead'`);
-    const cursor = decodeCursor(search.cursor, 'bigint');
+    const signer = await this.cursorSigner('dead-letters');
+    const cursor = decodeCursor(search.cursor, 'bigint', signer);
     const limit = pageSize(search.limit);
     const horizonUs = await this.transactionHorizon();
     const sql = keysetPageSql(
@@ -537,7 +571,14 @@ export class AuditQueryRepository extends RepositoryBase {
       sql,
       where.params,
     );
-    return toPage(rows, limit, (r) => ({ us: r.cursorUs, id: r.id }), toOutboxRow, horizonUs);
+    return toPage(
+      rows,
+      limit,
+      (r) => ({ us: r.cursorUs, id: r.id }),
+      toOutboxRow,
+      signer,
+      horizonUs,
+    );
   }
 
   /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */

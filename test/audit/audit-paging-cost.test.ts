@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { sendFixtures } from './audit-seed';
 
 jest.setTimeout(180_000);
 
@@ -19,6 +20,7 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
     adapter = await startTestAdapter();
     db = new Client({ connectionString: adapter.db.url });
     await db.connect();
+    await sendFixtures(adapter); // real orders over MLLP: the order and message lists
     // Two months of upstream calls, appended in time order as the imaging client writes them
     // (ids grow with time), then analysed as autovacuum would.
     await db.query(
@@ -79,5 +81,41 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
     // index down from the newest event to the boundary, 60,000 events; now it reads the events
     // not older than the page's horizon through the occurred_at index (a few BRIN ranges).
     expect(read).toBeLessThan(10_000);
+  });
+
+  it('a cursor this list did not hand out is refused before it is read: edited, forged, or taken from another list', async () => {
+    const first = await get(`/api/audit/events?limit=5`);
+    const handedOut = first.nextCursor!;
+    // what a page's cursor says: boundary, horizon, snapshot (docs/audit.md, late commits)
+    const [text, mac] = handedOut.split('.') as [string, string];
+    const [, , , snapshot] = Buffer.from(text, 'base64url').toString('utf8').split('/');
+    expect(snapshot).toMatch(/^\d+:\d+:/);
+    // the epoch as boundary and horizon: every event "above" the page and not older than it
+    const forged = Buffer.from(`0/1/0/${snapshot}`).toString('base64url');
+    const refused = { status: 400, detail: 'cursor is not valid' };
+    const answer = async (path: string) => {
+      const res = await fetch(`${adapter.httpUrl}${path}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.analyst}` },
+      });
+      const body = (await res.json()) as { detail?: string };
+      return { status: res.status, detail: body.detail };
+    };
+    const read = await rowsRead(async () => {
+      // before: 200, after reading all 120,000 events (0.8 s at 3,000,000)
+      expect(await answer(`/api/audit/events?cursor=${forged}`)).toEqual(refused);
+      // the same with the cursor's own signature, or with its text edited under it
+      expect(await answer(`/api/audit/events?cursor=${forged}.${mac}`)).toEqual(refused);
+    });
+    expect(read).toBeLessThan(1_000);
+    // the list's own cursor still pages on
+    expect((await get(`/api/audit/events?limit=5&cursor=${handedOut}`)).items).toHaveLength(5);
+
+    // one list's cursor is not another's, even where both page by UUIDs (orders, messages)
+    const orders = await get(`/api/audit/orders?limit=1`);
+    expect(orders.nextCursor).toBeDefined();
+    expect(await answer(`/api/audit/messages?cursor=${orders.nextCursor}`)).toEqual(refused);
+    expect((await get(`/api/audit/orders?limit=1&cursor=${orders.nextCursor}`)).items).toHaveLength(
+      1,
+    );
   });
 });

@@ -224,6 +224,12 @@ export interface KeysetList {
    * read every row above it on each older page (200,000 rows for a page a month back).
    */
   lateThroughEntered?: boolean;
+  /**
+   * The same for the page's own rows (a list sorted by id alone): when its time filter holds
+   * fewer rows than come after it, read them through the entered column's index and sort
+   * them, rather than walk the id index down through every newer row.
+   */
+  ownThroughEntered?: boolean;
 }
 
 /**
@@ -250,13 +256,15 @@ export function keysetPageSql(
       ? `(timestamptz 'epoch' + ${where.param(c.us)}::bigint * interval '1 microsecond', ${where.param(c.id)}::${idType})`
       : `${where.param(c.id)}::${idType}`;
   const inWindow = window ? [`${key} >= ${at(window)}`] : [];
-  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${order} LIMIT ${limit + 1}`;
+  // `id + 0`: an expression the id index cannot serve, so the planner reads the rows through
+  // the entered column's index (late rows: not older than the horizon) and sorts them
+  const throughEntered = `ORDER BY ${id} + 0 DESC`;
+  const ownOrder = !t && list.ownThroughEntered ? throughEntered : order;
+  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${ownOrder} LIMIT ${limit + 1}`;
   const boundary = at(cursor);
-  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${order} LIMIT ${limit + 1}`;
+  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${ownOrder} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
-  // `id + 0`: an expression the id index cannot serve, so the planner reads the late rows
-  // through the entered column's index (they are not older than the horizon) and sorts them
-  const lateOrder = !t && list.lateThroughEntered ? `ORDER BY ${id} + 0 DESC` : order;
+  const lateOrder = !t && list.lateThroughEntered ? throughEntered : order;
   const late = `${select(true)} ${where.sql(
     `${key} > ${boundary}`,
     `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,

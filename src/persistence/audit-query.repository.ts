@@ -359,11 +359,39 @@ export class AuditQueryRepository extends RepositoryBase {
         enteredColumn: 'e.occurred_at',
         xidColumn: 'e.created_xid',
         lateThroughEntered: true,
+        ownThroughEntered: await this.fewerEventsInRangeThanAfter(search.from, search.to),
       },
       limit,
     );
     const rows: Array<EventRow & LateCheckColumns> = await this.db().query(sql, where.params);
     return toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toEventRow, signer, horizonUs);
+  }
+
+  /**
+   * Whether fewer events occurred in [from, to) than after `to`, by the planner's estimates
+   * from the occurred_at statistics (planning only, no rows read). Events sort by id alone;
+   * the planner, which does not know that ids grow with occurred_at, walks the id index down
+   * from the newest event for a time range, reading every event after it (3,000,000 events, a
+   * day two months back: 0.35 s). When the range holds fewer, it is read through the
+   * occurred_at BRIN and sorted instead (11 ms). Without `to` the newest match comes first.
+   */
+  private async fewerEventsInRangeThanAfter(from?: Date, to?: Date): Promise<boolean> {
+    if (!to) return false;
+    const estimate = async (condition: string, params: Date[]): Promise<number> => {
+      const rows: Array<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }> =
+        await this.db().query(
+          `EXPLAIN (FORMAT JSON) SELECT 1 FROM audit_events e WHERE ${condition}`,
+          params,
+        );
+      return rows[0]!['QUERY PLAN'][0]!.Plan['Plan Rows'];
+    };
+    const [inRange, after] = await Promise.all([
+      from
+        ? estimate(`e.occurred_at >= $1 AND e.occurred_at < $2`, [from, to])
+        : estimate(`e.occurred_at < $1`, [to]),
+      estimate(`e.occurred_at >= $1`, [to]),
+    ]);
+    return inRange < after;
   }
 
   /** The order (by UUID) with its timeline, messages and outbound documents; undefined if none. */

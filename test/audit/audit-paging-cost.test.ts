@@ -83,6 +83,26 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
     expect(read).toBeLessThan(10_000);
   });
 
+  it('events of one day a month back are read through the time index: that day, not every event after it', async () => {
+    const day = new Date(Date.now() - 30 * 86_400_000).toISOString().slice(0, 10);
+    const next = new Date(Date.parse(day) + 86_400_000).toISOString().slice(0, 10);
+    let page: Awaited<ReturnType<typeof get>> | undefined;
+    const read = await rowsRead(async () => {
+      page = await get(`/api/audit/events?from=${day}&to=${next}&limit=20`);
+    });
+    // that day's newest 20, newest first
+    expect(page!.items).toHaveLength(20);
+    const { rows } = await db.query<{ id: string }>(
+      `SELECT id::text FROM audit_events WHERE occurred_at >= $1 AND occurred_at < $2
+        ORDER BY id DESC LIMIT 20`,
+      [day, next],
+    );
+    expect(page!.items.map((e) => e.id)).toEqual(rows.map((r) => r.id));
+    // Before: the id index walked down from the newest event, 58,000 events after the day
+    // (0.35 s for a day two months back at 3,000,000); now that day's 2,000 through the BRIN.
+    expect(read).toBeLessThan(10_000);
+  });
+
   it('a cursor this list did not hand out is refused before it is read: edited, forged, or taken from another list', async () => {
     const first = await get(`/api/audit/events?limit=5`);
     const handedOut = first.nextCursor!;

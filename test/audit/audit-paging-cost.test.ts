@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
-import { sendFixtures } from './audit-seed';
+import { hl7Fixture } from '../helpers/hl7-fixtures';
+import { SEEDED, sendFixtures } from './audit-seed';
 
 jest.setTimeout(180_000);
 
@@ -10,10 +11,11 @@ jest.setTimeout(180_000);
  * through an index and read by sequential scans, from pg_stat_user_tables), not wall time,
  * which the shared machine makes noisy.
  */
-describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of history)', () => {
+describe('audit paging cost (real adapter, real PostgreSQL, two months of events and messages)', () => {
   let adapter: TestAdapter;
   let db: Client;
   const EVENTS = 120_000;
+  const MESSAGES = 60_000;
   const DAYS = 60;
 
   beforeAll(async () => {
@@ -32,6 +34,17 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
       [EVENTS],
     );
     await db.query(`VACUUM ANALYZE audit_events`);
+    // and the messages those two months brought, all accepted (the IHE SWF order's bytes)
+    await db.query(
+      `INSERT INTO inbound_messages (received_at, transport, sender, message_type, message_control_id,
+                                     idempotency_key, content_type, raw, outcome, response_code)
+       SELECT now() - interval '${DAYS} days' + g * (interval '${DAYS} days' / $1::int),
+              'mllp', 'RADIS1^IHEDEMO', 'ORM^O01', 'SEED-' || g, 'RADIS1^IHEDEMO|SEED-' || g,
+              'application/hl7-v2', $2::bytea, 'accepted', 'AA'
+         FROM generate_series(1, $1::int) g ORDER BY g`,
+      [MESSAGES, hl7Fixture('orm-o01-v231-ihe-swf-zds')],
+    );
+    await db.query(`VACUUM ANALYZE inbound_messages`);
   });
 
   afterAll(async () => {
@@ -48,15 +61,16 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
   };
 
   /**
-   * Rows of audit_events the work read. A backend flushes its counters when it goes idle at
+   * Rows of `table` the work read. A backend flushes its counters when it goes idle at
    * most once a second, else after 10 s idle (PostgreSQL 15+): wait that out on both sides.
    */
-  const rowsRead = async (work: () => Promise<unknown>) => {
+  const rowsRead = async (work: () => Promise<unknown>, table = 'audit_events') => {
     const counted = async () => {
       await new Promise((r) => setTimeout(r, 11_000));
       const { rows } = await db.query<{ n: string }>(
         `SELECT (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
-           FROM pg_stat_user_tables WHERE relname = 'audit_events'`,
+           FROM pg_stat_user_tables WHERE relname = $1`,
+        [table],
       );
       return Number(rows[0]!.n);
     };
@@ -101,6 +115,23 @@ describe('audit paging cost (real adapter, real PostgreSQL, 120,000 events of hi
     // Before: the id index walked down from the newest event, 58,000 events after the day
     // (0.35 s for a day two months back at 3,000,000); now that day's 2,000 through the BRIN.
     expect(read).toBeLessThan(10_000);
+  });
+
+  it("the message browser's refused messages are read through their own index, not through every message", async () => {
+    let page: { items: Array<{ id: string; messageControlId: string; outcome: string }> };
+    const read = await rowsRead(async () => {
+      page = (await get(`/api/audit/messages?outcome=refused`)) as unknown as typeof page;
+    }, 'inbound_messages');
+    // the refused fixture (no PID-3) is there, and only refused messages
+    expect(page!.items.map((m) => m.messageControlId)).toContain(SEEDED.rejectedMsh10);
+    expect(page!.items.every((m) => m.outcome === 'rejected' || m.outcome === 'error')).toBe(true);
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM inbound_messages WHERE outcome IN ('rejected', 'error')`,
+    );
+    expect(page!.items).toHaveLength(rows[0]!.n);
+    // Before: inbound_messages_received_at_idx walked through all 60,000 accepted messages to
+    // keep the few refused; now inbound_messages_refused_idx holds only those.
+    expect(read).toBeLessThan(1_000);
   });
 
   it('a cursor this list did not hand out is refused before it is read: edited, forged, or taken from another list', async () => {

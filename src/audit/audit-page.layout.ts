@@ -76,7 +76,7 @@ header.top .who{display:flex;align-items:center;gap:.75rem;font-size:.9rem;color
 header.top .who form{margin:0}
 header.top .who button{background:transparent;color:#fff;border:1px solid rgba(255,255,255,.35);padding:.25rem .7rem;border-radius:6px;cursor:pointer}
 main{max-width:1440px;margin:0 auto;padding:1.25rem 1.5rem 3rem}
-h1{font-size:1.35rem;margin:.25rem 0 1rem}
+h1{font-size:1.35rem;margin:.25rem 0 1rem;overflow-wrap:anywhere}
 h2{font-size:1.05rem;margin:0 0 .75rem}
 .card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:1rem 1.1rem;margin-bottom:1rem;box-shadow:0 1px 2px rgba(16,24,40,.04)}
 .muted{color:var(--muted)}
@@ -96,6 +96,7 @@ button.danger{background:var(--err);color:#fff;border:0;border-radius:6px;paddin
 a.secondary,button.secondary{background:#fff;color:var(--ink);border:1px solid #c5cdd8;border-radius:6px;padding:.45rem .9rem;text-decoration:none;font:inherit;cursor:pointer}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:.5rem .6rem;border-bottom:1px solid var(--line);vertical-align:top}
+td{overflow-wrap:anywhere}
 th{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600;background:#fafbfc}
 tbody tr:hover{background:#f7f9fc}
 td.mono,span.mono,code{font-family:var(--mono);font-size:.86rem}

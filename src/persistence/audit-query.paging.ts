@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../common/app-error';
 
 /**
@@ -54,9 +55,43 @@ export interface Cursor {
   unseen?: { horizonUs: string; snapshot: string };
 }
 
-function encodeCursor(c: Cursor): string {
+/**
+ * Whose cursors a page hands out and takes: the list, and the database's cursor key
+ * (audit_cursor_key, shared by every replica). A cursor is its text and an HMAC-SHA-256 of the
+ * list and the text: its boundary, horizon and snapshot decide how much the next page reads,
+ * so only one this list handed out is taken. Before, a cursor edited to name the epoch as its
+ * boundary and horizon made the late-commit check read every row of the list on each request
+ * (300,000 orders: 0.14 s; 3,000,000 events: 0.8 s), and one list's cursor was taken by another.
+ */
+export interface CursorSigner {
+  list: 'orders' | 'messages' | 'events' | 'dead-letters';
+  key: Buffer;
+}
+
+/** 128 bits of the HMAC: enough that no cursor is guessed, short enough for a link. */
+const CURSOR_MAC_BYTES = 16;
+
+function cursorMac(signer: CursorSigner, text: string): Buffer {
+  return createHmac('sha256', signer.key)
+    .update(`${signer.list}\n${text}`, 'utf8')
+    .digest()
+    .subarray(0, CURSOR_MAC_BYTES);
+}
+
+function encodeCursor(c: Cursor, signer: CursorSigner): string {
   const unseen = c.unseen ? `/${c.unseen.horizonUs}/${c.unseen.snapshot}` : '';
-  return Buffer.from(`${c.us}/${c.id}${unseen}`, 'utf8').toString('base64url');
+  const text = `${c.us}/${c.id}${unseen}`;
+  return `${Buffer.from(text, 'utf8').toString('base64url')}.${cursorMac(signer, text).toString('base64url')}`;
+}
+
+/** The text of a cursor this list handed out (its HMAC checked), else undefined. */
+function signedText(cursor: string, signer: CursorSigner): string | undefined {
+  const dot = cursor.indexOf('.');
+  if (dot < 0) return undefined;
+  const text = Buffer.from(cursor.slice(0, dot), 'base64url').toString('utf8');
+  const mac = Buffer.from(cursor.slice(dot + 1), 'base64url');
+  const expected = cursorMac(signer, text);
+  return mac.length === expected.length && timingSafeEqual(mac, expected) ? text : undefined;
 }
 
 /** The longest cursor handed out: a snapshot lists every transaction open when it was taken. */
@@ -68,16 +103,18 @@ const CURSOR_IDS = {
 } as const;
 
 /**
- * The cursor of a list whose ids are `idType`. Anything else (edited by hand, or taken from
- * another list) is 400 `cursor is not valid`, never a database cast error (500): the time
- * must fit a bigint of microseconds and the id the list's id type.
+ * The cursor of a list whose ids are `idType`, handed out by that list (`signer`). Anything
+ * else (edited by hand, or taken from another list) is 400 `cursor is not valid`, never a
+ * database cast error (500): the time must fit a bigint of microseconds and the id the list's
+ * id type.
  */
 export function decodeCursor(
   cursor: string | undefined,
   idType: keyof typeof CURSOR_IDS,
+  signer: CursorSigner,
 ): Cursor | undefined {
   if (!cursor) return undefined;
-  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const text = signedText(cursor, signer) ?? '';
   // time/id, then (lists that re-check late commits) horizon/snapshot as pg_snapshot's text
   const match =
     /^(\d{1,18})\/([0-9a-f-]{1,36})(?:\/(\d{1,18})\/(\d{1,19}:\d{1,19}:(?:\d{1,19}(?:,\d{1,19})*)?))?$/i.exec(
@@ -131,6 +168,7 @@ export function toPage<R extends object, T>(
   limit: number,
   cursorOf: (row: R) => Cursor,
   map: (row: R) => T,
+  signer: CursorSigner,
   horizonUs?: string,
 ): Page<T> {
   const isLate = (r: R) => (r as LateCheckColumns).lateCommit === true;
@@ -145,7 +183,9 @@ export function toPage<R extends object, T>(
   return {
     items: [...late, ...items].map(map),
     ...(more && last
-      ? { nextCursor: encodeCursor({ ...cursorOf(last), ...(unseen ? { unseen } : {}) }) }
+      ? {
+          nextCursor: encodeCursor({ ...cursorOf(last), ...(unseen ? { unseen } : {}) }, signer),
+        }
       : {}),
     ...(late.length ? { lateCommits: late.length } : {}),
     ...(allLate.length > limit ? { moreLateCommits: true as const } : {}),
@@ -177,6 +217,19 @@ export interface KeysetList {
   enteredColumn: string;
   /** The transaction that put the row in the list (xid8); NULL counts as seen by every page. */
   xidColumn: string;
+  /**
+   * A list sorted by its id alone whose `enteredColumn` has an index of its own (events: a BRIN
+   * on `occurred_at`): the late rows are read through that index (not newer than the horizon,
+   * then sorted), not by walking the id index down from the newest row to the boundary, which
+   * read every row above it on each older page (200,000 rows for a page a month back).
+   */
+  lateThroughEntered?: boolean;
+  /**
+   * The same for the page's own rows (a list sorted by id alone): when its time filter holds
+   * fewer rows than come after it, read them through the entered column's index and sort
+   * them, rather than walk the id index down through every newer row.
+   */
+  ownThroughEntered?: boolean;
 }
 
 /**
@@ -203,15 +256,20 @@ export function keysetPageSql(
       ? `(timestamptz 'epoch' + ${where.param(c.us)}::bigint * interval '1 microsecond', ${where.param(c.id)}::${idType})`
       : `${where.param(c.id)}::${idType}`;
   const inWindow = window ? [`${key} >= ${at(window)}`] : [];
-  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${order} LIMIT ${limit + 1}`;
+  // `id + 0`: an expression the id index cannot serve, so the planner reads the rows through
+  // the entered column's index (late rows: not older than the horizon) and sorts them
+  const throughEntered = `ORDER BY ${id} + 0 DESC`;
+  const ownOrder = !t && list.ownThroughEntered ? throughEntered : order;
+  if (!cursor) return `${select(false)} ${where.sql(...inWindow)} ${ownOrder} LIMIT ${limit + 1}`;
   const boundary = at(cursor);
-  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${order} LIMIT ${limit + 1}`;
+  const own = `${select(false)} ${where.sql(`${key} < ${boundary}`, ...inWindow)} ${ownOrder} LIMIT ${limit + 1}`;
   if (!cursor.unseen) return own;
+  const lateOrder = !t && list.lateThroughEntered ? throughEntered : order;
   const late = `${select(true)} ${where.sql(
     `${key} > ${boundary}`,
     `${list.enteredColumn} >= timestamptz 'epoch' + ${where.param(cursor.unseen.horizonUs)}::bigint * interval '1 microsecond'`,
     `NOT pg_visible_in_snapshot(${list.xidColumn}, ${where.param(cursor.unseen.snapshot)}::pg_snapshot)`,
-  )} ${order} LIMIT ${limit + 1}`;
+  )} ${lateOrder} LIMIT ${limit + 1}`;
   // ids are read as text where they are numbers: sorted as their type
   const outer = t ? `p."cursorUs"::bigint DESC, p.id::${idType} DESC` : `p.id::${idType} DESC`;
   return `SELECT * FROM ((${late}) UNION ALL (${own})) p
@@ -260,12 +318,13 @@ export function continuedAt<T>(
   end: ScanEnd | undefined,
   horizonUs: string,
   pageSnapshot: string | undefined,
+  signer: CursorSigner,
 ): Page<T> {
   if (!end || page.nextCursor) return page;
   const unseen = { horizonUs, snapshot: pageSnapshot ?? end.snapshot };
   return {
     ...page,
-    nextCursor: encodeCursor({ us: end.us, id: end.id, unseen }),
+    nextCursor: encodeCursor({ us: end.us, id: end.id, unseen }, signer),
     searchedTo: (end.at instanceof Date ? end.at : new Date(end.at)).toISOString(),
   };
 }

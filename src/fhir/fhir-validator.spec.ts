@@ -177,4 +177,44 @@ describe('containedIssues (R4 ref-1)', () => {
       }),
     ]);
   });
+
+  describe('a string where R4 defines an object', () => {
+    const withName = (name: string) =>
+      ({
+        ...sr,
+        subject: { reference: '#p' },
+        contained: [{ resourceType: 'Patient', id: 'p', name }],
+      }) as unknown as ServiceRequest;
+    const named = `ServiceRequest.contained[0].name is a string where FHIR R4 defines an object (a complex type or a resource)`;
+
+    it('is one issue at its element, not one per character', () => {
+      const issues = validateFhirResource(withName('Müller^Hans'));
+      expect(issues.map((i) => i.diagnostics ?? i.details?.text)).toEqual([
+        'Expected array of values for property',
+        named,
+      ]);
+      expect(issues[1]!.expression).toEqual(['ServiceRequest.contained[0].name']);
+    });
+
+    it('of 5 million characters is named in well under the seconds it took character by character', () => {
+      const started = Date.now();
+      const issues = validateFhirResource(withName('x'.repeat(5_000_000)));
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(issues.map((i) => i.diagnostics)).toEqual([named]);
+    });
+
+    it('in 3,000 identifiers: the first 99 named and one line counting the rest', () => {
+      const issues = validateFhirResource({
+        ...sr,
+        identifier: Array.from({ length: 3_000 }, (_, i) => `ACC${i}`),
+      } as unknown as ServiceRequest);
+      expect(issues).toHaveLength(100);
+      expect(issues[98]!.expression).toEqual(['ServiceRequest.identifier[98]']);
+      expect(issues[99]).toEqual({
+        severity: 'information',
+        code: 'informational',
+        diagnostics: '2901 more issues are not listed (an answer lists at most 100)',
+      });
+    });
+  });
 });

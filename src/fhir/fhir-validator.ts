@@ -265,40 +265,137 @@ export function choicePath(resource: Resource, expression: string): string {
     .join('.');
 }
 
+/**
+ * Most issues one resource's validation answers with: the first ones and a line saying how many
+ * more there were. A body of 20,000 wrong values would otherwise be answered (and kept) with
+ * 20,000 issues.
+ */
+export const MAX_VALIDATION_ISSUES = 100;
+
+/**
+ * The structure validator walks a string standing where R4 defines an object (a HumanName, a
+ * CodeableConcept, a resource) as the object of its characters, one "unknown property" issue per
+ * character: a 4 MB string held the event loop for about 20 s and built 4 million issues. Past
+ * this many characters of string values in all, the resource's shape is first checked on a copy
+ * whose strings are one character long, so such strings cost one issue each.
+ */
+const STRING_CHARACTERS_BEFORE_SHAPE_CHECK = 8_192;
+
+/** Characters of the string values under `node`, counted until past `limit`. */
+function stringCharacters(node: unknown, limit: number, sum = 0): number {
+  if (typeof node === 'string') return sum + node.length;
+  if (node === null || typeof node !== 'object') return sum;
+  for (const value of Array.isArray(node) ? node : Object.values(node)) {
+    sum = stringCharacters(value, limit, sum);
+    if (sum > limit) break;
+  }
+  return sum;
+}
+
+/** `node` with every string value one character long (the resource types kept). */
+function shortened(node: unknown, key = ''): unknown {
+  if (typeof node === 'string') return key === 'resourceType' ? node : 'x';
+  if (node === null || typeof node !== 'object') return node;
+  if (Array.isArray(node)) return node.map((item) => shortened(item));
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, shortened(v, k)]));
+}
+
+const STRING_FOR_OBJECT =
+  'is a string where FHIR R4 defines an object (a complex type or a resource)';
+const CHARACTER_AS_PROPERTY = /^Invalid additional property "(\d+)"$/;
+
+/**
+ * The structure validator's issues with each string that stands where R4 defines an object
+ * named once, at its element, instead of once per character (`name.0`, `name.1`, …).
+ */
+function charactersCollapsed(issues: OperationOutcomeIssue[]): OperationOutcomeIssue[] {
+  const strings = new Set<string>();
+  for (const issue of issues) {
+    const expression = issue.expression?.[0];
+    if (issue.details?.text === 'Invalid additional property "0"' && expression?.endsWith('.0'))
+      strings.add(expression.slice(0, -2));
+  }
+  if (strings.size === 0) return issues;
+  const collapsed: OperationOutcomeIssue[] = [];
+  for (const issue of issues) {
+    const index = CHARACTER_AS_PROPERTY.exec(issue.details?.text ?? '')?.[1];
+    const expression = issue.expression?.[0] ?? '';
+    const element = expression.slice(0, expression.length - (index?.length ?? 0) - 1);
+    if (index === undefined || !expression.endsWith(`.${index}`) || !strings.has(element)) {
+      collapsed.push(issue);
+    } else if (index === '0') {
+      const diagnostics = `${element} ${STRING_FOR_OBJECT}`;
+      collapsed.push({ severity: 'error', code: 'structure', diagnostics, expression: [element] });
+    }
+  }
+  return collapsed;
+}
+
+/**
+ * The strings of `resource` that stand where R4 defines an object, each one issue at its element
+ * (found on the shortened copy, where each is one unknown property "0").
+ */
+function stringsWhereObjectsBelong(resource: Resource): OperationOutcomeIssue[] {
+  const shape = structureIssues(shortened(resource) as Resource, resource.resourceType);
+  return charactersCollapsed(shape).filter((i) => i.diagnostics?.endsWith(STRING_FOR_OBJECT));
+}
+
+/** The structure validator's errors (R4 only); a failure of its own is one issue at `path`. */
+function structureIssues(resource: Resource, path: string): OperationOutcomeIssue[] {
+  const keep = (i: OperationOutcomeIssue) =>
+    (i.severity === 'error' || i.severity === 'fatal') && !notR4(i);
+  try {
+    return validateResource(resource).filter(keep);
+  } catch (error) {
+    if (error instanceof OperationOutcomeError) return (error.outcome.issue ?? []).filter(keep);
+    return [
+      {
+        severity: 'error',
+        code: 'structure',
+        diagnostics: (error as Error).message,
+        expression: [path],
+      },
+    ];
+  }
+}
+
+/** Pushes `more` onto `issues` one by one (a spread of a million issues overflows the stack). */
+function append(issues: OperationOutcomeIssue[], more: readonly OperationOutcomeIssue[]): void {
+  for (const issue of more) issues.push(issue);
+}
+
+/** The first MAX_VALIDATION_ISSUES - 1 issues and one that says how many more there were. */
+function bounded(issues: OperationOutcomeIssue[]): OperationOutcomeIssue[] {
+  if (issues.length <= MAX_VALIDATION_ISSUES) return issues;
+  const kept = issues.slice(0, MAX_VALIDATION_ISSUES - 1);
+  kept.push({
+    severity: 'information',
+    code: 'informational',
+    diagnostics: `${issues.length - kept.length} more issues are not listed (an answer lists at most ${MAX_VALIDATION_ISSUES})`,
+  });
+  return kept;
+}
+
 export function validateFhirResource(
   resource: Resource,
   path = resource.resourceType,
 ): OperationOutcomeIssue[] {
   loadFhirDefinitions();
   const issues: OperationOutcomeIssue[] = [];
-  try {
-    const warnings = validateResource(resource);
-    issues.push(
-      ...warnings.filter((w) => (w.severity === 'error' || w.severity === 'fatal') && !notR4(w)),
-    );
-  } catch (error) {
-    if (error instanceof OperationOutcomeError) {
-      issues.push(
-        ...(error.outcome.issue ?? []).filter(
-          (i) => (i.severity === 'error' || i.severity === 'fatal') && !notR4(i),
-        ),
-      );
-    } else {
-      issues.push({
-        severity: 'error',
-        code: 'structure',
-        diagnostics: (error as Error).message,
-        expression: [path],
-      });
-    }
-  }
+  const misplaced =
+    stringCharacters(resource, STRING_CHARACTERS_BEFORE_SHAPE_CHECK) >
+    STRING_CHARACTERS_BEFORE_SHAPE_CHECK
+      ? stringsWhereObjectsBelong(resource)
+      : [];
+  if (misplaced.length > 0) append(issues, misplaced);
+  else append(issues, charactersCollapsed(structureIssues(resource, path)));
   // The validator names a choice element by its definition (`ServiceRequest.occurrence[x]`),
   // which is neither FHIRPath nor the key the sender wrote: the key present in the body.
   for (const issue of issues)
     issue.expression = issue.expression?.map((e) => choicePath(resource, e));
   // The R4 primitive patterns the validator is lenient about (fhir-primitives.ts); only on a
   // structure it accepted, so the walk meets the shapes it expects.
-  if (issues.length === 0) issues.push(...primitiveIssues(resource));
+  if (issues.length === 0) append(issues, primitiveIssues(resource));
   if (path !== resource.resourceType) {
     // Entries of a Bundle: prefix the validator's paths with where the resource sits.
     for (const issue of issues) {
@@ -315,8 +412,8 @@ export function validateFhirResource(
     const diagnostics = loneSurrogateMessage(broken);
     issues.push({ severity: 'error', code: 'invalid', diagnostics, expression: [broken] });
   }
-  issues.push(...duplicateContainedIds(resource, path));
-  issues.push(...checkBindings(resource, path));
+  append(issues, duplicateContainedIds(resource, path));
+  append(issues, checkBindings(resource, path));
   const entries: unknown =
     resource.resourceType === 'Bundle' ? (resource as Bundle).entry : undefined;
   // Hostile bodies reach this point too: the structure validator has reported a non-array
@@ -329,10 +426,10 @@ export function validateFhirResource(
         typeof inner === 'object' &&
         typeof (inner as Resource).resourceType === 'string'
       ) {
-        issues.push(...duplicateContainedIds(inner, `${path}.entry[${i}].resource`));
-        issues.push(...checkBindings(inner as Resource, `${path}.entry[${i}].resource`));
+        append(issues, duplicateContainedIds(inner, `${path}.entry[${i}].resource`));
+        append(issues, checkBindings(inner as Resource, `${path}.entry[${i}].resource`));
       }
     });
   }
-  return issues;
+  return bounded(issues);
 }

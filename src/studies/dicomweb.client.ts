@@ -14,6 +14,12 @@ import { readBodyText } from '../common/bounded-body';
 
 /** The most of a QIDO-RS answer we read (one study's match, or the few an accession finds). */
 const QIDO_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+/**
+ * Bytes of a WADO-RS answer outside its parts' bodies we read, per part and once more: a part's
+ * header lines (the parser holds at most 16 KiB of them) and its delimiter line (transport
+ * padding of at most 1 KiB), with room to spare. A preamble or an epilogue needs none.
+ */
+const WADO_FRAMING_BYTES_PER_PART = 20 * 1024;
 
 /**
  * A DICOMweb client for pulling a study from a PACS (PS3.18): QIDO-RS to find the study and
@@ -239,8 +245,27 @@ export class DicomWebClient {
     let current: RetrievedFile | undefined;
     const maxBytes = this.options.maxBytes ?? 4 * 1024 ** 3;
     let bytes = 0;
+    // Every byte of the answer is counted, not only the parts' bodies: bytes outside them (a
+    // preamble that never reaches a boundary, an epilogue that never ends) are skipped by the
+    // parser with nothing yielded, so a PACS streaming them held the acquisition for ever.
+    const body = res.body;
+    let received = 0;
+    async function* counted(): AsyncGenerator<Buffer> {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        // Checked before the chunk is read: what came before it is parts' bodies (yielded
+        // by now, but a delimiter's length) or their framing.
+        const framing = (files.length + 1) * WADO_FRAMING_BYTES_PER_PART;
+        if (received - bytes > framing)
+          throw new StudyError(
+            'pacs_error',
+            `WADO-RS answer holds more than ${framing} bytes outside its parts (a preamble or epilogue without end); not read further`,
+          );
+        received += chunk.length;
+        yield chunk;
+      }
+    }
     try {
-      for await (const event of readMultipart(res.body, boundary)) {
+      for await (const event of readMultipart(counted(), boundary)) {
         if (event.type === 'part') {
           // The QIDO-RS count was within the limit; a PACS that sends more is not believed.
           if (files.length >= this.maxInstances)

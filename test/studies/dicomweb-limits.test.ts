@@ -38,6 +38,11 @@ describe('DICOMweb pull limits', () => {
   let wadoStatus = 200;
   /** When set, the WADO-RS parts are these instances (else parts of `A`s). */
   let wadoInstances: Buffer[] | undefined;
+  /**
+   * When set, WADO-RS sends bytes outside any part for as long as we read: a preamble that
+   * never reaches a boundary, or an epilogue that never ends after the close delimiter.
+   */
+  let wadoJunk: 'preamble' | 'epilogue' | undefined;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -63,6 +68,28 @@ describe('DICOMweb pull limits', () => {
       });
       let sent = 0;
       const chunk = Buffer.alloc(wado.partBytes, 0x41);
+      if (wadoJunk) {
+        res.on('error', () => undefined);
+        if (wadoJunk === 'epilogue') {
+          const [instance] = wadoInstances ?? [chunk];
+          res.write(
+            Buffer.concat([
+              Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
+              instance!,
+              Buffer.from(`\r\n--${boundary}--\r\n`),
+            ]),
+          );
+        }
+        const junk = Buffer.alloc(64 * 1024, 0x2e);
+        const endless = () => {
+          while (!res.destroyed) {
+            bytesSent += junk.length;
+            if (!res.write(junk)) return void res.once('drain', endless);
+          }
+        };
+        endless();
+        return;
+      }
       const pump = () => {
         while (sent < wado.parts && !res.destroyed) {
           const body = wadoInstances?.[sent] ?? chunk;
@@ -115,6 +142,7 @@ describe('DICOMweb pull limits', () => {
     wadoWithoutClose = false;
     wadoStatus = 200;
     wadoInstances = undefined;
+    wadoJunk = undefined;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -130,6 +158,31 @@ describe('DICOMweb pull limits', () => {
     expect(bytesSent).toBeLessThan(64 * 1024 * 1024);
     await client.close();
   });
+
+  it.each([
+    ['a preamble that never reaches a boundary', 'preamble'],
+    ['an epilogue that never ends after the close delimiter', 'epilogue'],
+  ] as const)(
+    'a WADO-RS answer of %s is cut off, not read for as long as the PACS sends',
+    async (_label, junk) => {
+      // Bytes outside any part were never counted against DICOMWEB_MAX_BYTES (only part
+      // bodies were), and the parser skips them with bounded memory: a PACS (or a proxy)
+      // streaming such an answer held the acquisition, its lease and a job worker for ever,
+      // the answer read at full speed (seen: 200 MiB read with DICOMWEB_MAX_BYTES 50 MB).
+      wadoJunk = junk;
+      wadoInstances = [rawInstance({ studyInstanceUid: studyUid }).bytes];
+      const client = new DicomWebClient({ baseUrl: base, maxBytes: 8 * 1024 * 1024 });
+      const dir = join(dataDir, `junk-${junk}`);
+      await expect(client.retrieveStudy(studyUid, dir)).rejects.toMatchObject({
+        code: 'pacs_error',
+        message: expect.stringMatching(/bytes outside its parts/),
+      });
+      expect(readdirSync(dir)).toEqual([]);
+      // Stopped soon after the part headers' allowance, socket buffers aside.
+      expect(bytesSent).toBeLessThan(8 * 1024 * 1024);
+      await client.close();
+    },
+  );
 
   it('more parts than DICOMWEB_MAX_INSTANCES: cut off, nothing kept', async () => {
     wado = { parts: 5, partBytes: 1024 };

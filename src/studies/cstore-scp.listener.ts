@@ -531,7 +531,13 @@ export class CStoreScpListener {
         // naming it may read the audit before the PACS releases the association.
         const kept = await stow.keepRefused(path, refusals.tally);
         await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
-        if (isDicomUid(check.studyInstanceUid))
+        // Noted only while a retrieve of that study is under way (else no retrieve reads it),
+        // and at most MAX_REFUSAL_NOTES_PER_STUDY of a study: a note for every refusal, of any
+        // study, left files without limit until the hourly sweep.
+        if (
+          isDicomUid(check.studyInstanceUid) &&
+          (await stow.dimseRetrieveUnderWay(check.studyInstanceUid))
+        )
           await noteRefusedSubOperation(paths, check.studyInstanceUid, {
             reason: check.reason,
             failureReason: check.failureReason,

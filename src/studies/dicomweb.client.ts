@@ -190,7 +190,7 @@ export class DicomWebClient {
     }
     return items
       .map((item) => ({
-        studyInstanceUid: str(item['0020000D']) ?? '',
+        studyInstanceUid: uid(item['0020000D']) ?? '',
         accessionNumber: identifierValue(item['00080050']),
         patientId: identifierValue(item['00100020']),
         issuerOfPatientId: identifierValue(item['00100021']),
@@ -364,9 +364,18 @@ export class DicomWebClient {
   }
 }
 
-function str(el: { Value?: unknown[] } | undefined): string | undefined {
+/**
+ * A UI value: its padding removed. PS3.5 §9.1 pads a UID of odd length with one trailing NUL;
+ * a PACS that turns its stored bytes into DICOM JSON without removing it answers `1.2.3\u0000`,
+ * which is the UID 1.2.3 (it was refused as "not a UID", or, asked by that UID, taken for
+ * another study: the order failed, or waited until its deadline). Anything else is checked as
+ * it is (isDicomUid).
+ */
+function uid(el: { Value?: unknown[] } | undefined): string | undefined {
   const v = el?.Value?.[0];
-  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+  if (typeof v !== 'string') return undefined;
+  const value = withoutPadding(v).trim();
+  return value !== '' ? value : undefined;
 }
 
 /**

@@ -337,3 +337,88 @@ describe('hostile UIDs from a PACS (DICOMweb pull)', () => {
     expect(escapedFiles(dataDir)).toEqual([]);
   });
 });
+
+/**
+ * A PACS whose QIDO-RS answer keeps a UID's padding: PS3.5 §9.1 pads a UI value of odd length
+ * with one trailing NUL, and a PACS that converts its stored bytes to DICOM JSON without
+ * removing it answers `"1.2.3\u0000"`. That is the UID 1.2.3, not a hostile value.
+ */
+describe('a PACS answering padded UIDs (DICOMweb pull)', () => {
+  let db: TestDatabase;
+  let dataDir: string;
+  let pacs: Server;
+  let base = '';
+  let qido: unknown[] = [];
+  let wado: Buffer[] = [];
+  const requests: string[] = [];
+  let clock = Date.parse('2026-11-21T10:00:00Z');
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    dataDir = mkdtempSync(join(tmpdir(), 'padded-pacs-'));
+    pacs = createServer((req, res) => {
+      requests.push(req.url ?? '');
+      if (req.url?.startsWith('/dicom-web/studies?')) {
+        res.writeHead(200, { 'content-type': 'application/dicom+json' }).end(JSON.stringify(qido));
+        return;
+      }
+      const { body, contentType } = multipartRelated(wado.map((data) => ({ data })));
+      res.writeHead(200, { 'content-type': contentType }).end(body);
+    });
+    await new Promise<void>((r) => pacs.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(pacs.address() as AddressInfo).port}/dicom-web`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => pacs?.close(r));
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['accession number', false],
+    ['Study Instance UID', true],
+  ])('an order found by %s gets its study: the trailing NUL is padding', async (_label, byUid) => {
+    // a UID of odd length, as PS3.5 pads it
+    let studyUid = generateUid();
+    if (studyUid.length % 2 === 0) studyUid = `${studyUid}7`;
+    const accession = `PADDED-${byUid ? 'U' : 'A'}`;
+    const series = createMrBrainSeries({
+      study: { studyInstanceUid: studyUid, accessionNumber: accession },
+      series: { slices: 2 },
+    });
+    wado = series.map((s) => s.bytes);
+    qido = [
+      {
+        '0020000D': { vr: 'UI', Value: [`${studyUid}\u0000`] },
+        '00080050': { vr: 'SH', Value: [accession] },
+        '00201208': { vr: 'IS', Value: [2] },
+      },
+    ];
+    const orderId = await insertOrder(db.dataSource, {
+      accessionNumber: accession,
+      ...(byUid ? { studyInstanceUid: studyUid } : {}),
+    });
+    const request = byUid
+      ? { orderId, studyInstanceUid: studyUid }
+      : { orderId, accessionNumber: accession };
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: new DicomWebClient({ baseUrl: base }),
+      quietPeriodSeconds: 1,
+      now: () => new Date(clock),
+    });
+    requests.length = 0;
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    clock += 2_000;
+    // before: failed, "the PACS answered a Study Instance UID that is not a UID" (by
+    // accession), or waiting for ever as if the PACS had answered another study (by UID)
+    expect(await acquirer.acquire(request)).toMatchObject({
+      status: 'ready',
+      study: { studyInstanceUid: studyUid, instanceCount: 2 },
+    });
+    // the WADO-RS path names the UID without its padding
+    expect(requests.filter((u) => !u.includes('?'))).toEqual([`/dicom-web/studies/${studyUid}`]);
+  });
+});

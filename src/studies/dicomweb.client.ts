@@ -141,6 +141,7 @@ export class DicomWebClient {
     const late = () =>
       new StudyError('pacs_unavailable', `QIDO-RS: no complete answer within ${timeout} ms`);
     const res = await this.call(
+      'QIDO-RS',
       `${this.base}/studies?${params.toString()}`,
       { accept: 'application/dicom+json' },
       true,
@@ -212,14 +213,16 @@ export class DicomWebClient {
     const url = `${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`;
     let res: Awaited<ReturnType<typeof request>>;
     try {
-      res = await this.call(url, {
+      res = await this.call('WADO-RS', url, {
         accept: 'multipart/related; type="application/dicom"; transfer-syntax=*',
       });
     } catch (error) {
       // A server that does not offer `transfer-syntax=*` answers 406 (PS3.18 §8.3.3.1); then
       // take its default, Explicit VR Little Endian (§8.7.3.5.2), transcoded by the PACS.
       if (!(error instanceof StudyError && error.httpStatus === 406)) throw error;
-      res = await this.call(url, { accept: 'multipart/related; type="application/dicom"' });
+      res = await this.call('WADO-RS', url, {
+        accept: 'multipart/related; type="application/dicom"',
+      });
     }
     if (res.statusCode === 206) {
       // Partial Content (PS3.18 §10.4.3): the PACS could return only some of the instances.
@@ -322,6 +325,7 @@ export class DicomWebClient {
   }
 
   private async call(
+    what: 'QIDO-RS' | 'WADO-RS',
     url: string,
     headers: Record<string, string>,
     allow404 = false,
@@ -339,6 +343,10 @@ export class DicomWebClient {
         method: 'GET',
         headers: {
           ...headers,
+          // Uncompressed: without Accept-Encoding any content coding is acceptable (RFC 9110
+          // §12.5.3), and we read none (a gzip answer was "not DICOM JSON", or a WADO-RS retrieve
+          // that "broke off" and was asked again every 30 s until the order's deadline).
+          'accept-encoding': 'identity',
           ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
         },
         headersTimeout: timeout,
@@ -349,6 +357,17 @@ export class DicomWebClient {
       throw new StudyError('pacs_unavailable', `PACS unreachable: ${(error as Error).message}`, {
         cause: error,
       });
+    }
+    const encoding = String(res.headers['content-encoding'] ?? '')
+      .trim()
+      .toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') {
+      await res.body.dump();
+      throw new StudyError(
+        'pacs_error',
+        `${what} answered with Content-Encoding ${encoding.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}, though asked for identity (uncompressed)`,
+        { httpStatus: res.statusCode },
+      );
     }
     if ((res.statusCode >= 200 && res.statusCode < 300) || (allow404 && res.statusCode === 404))
       return res;

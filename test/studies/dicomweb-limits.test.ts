@@ -10,7 +10,8 @@ import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { generateUid } from '../helpers/dicom-factory';
 import { rawInstance } from '../helpers/raw-dicom';
-import { insertOrder } from './study-test-support';
+import { insertOrder, multipartRelated } from './study-test-support';
+import { gzipSync } from 'node:zlib';
 
 jest.setTimeout(60_000);
 
@@ -43,11 +44,43 @@ describe('DICOMweb pull limits', () => {
    * never reaches a boundary, or an epilogue that never ends after the close delimiter.
    */
   let wadoJunk: 'preamble' | 'epilogue' | undefined;
+  /**
+   * Both answers gzip-compressed: unless the request asks for identity (RFC 9110 §12.5.3: to a
+   * client without Accept-Encoding any coding is acceptable), or always (a server ignoring it).
+   */
+  let gzipAnswers: 'unless-identity' | 'always' | false = false;
+  /** Accept-Encoding of each request, as sent. */
+  const acceptEncodings: Array<string | undefined> = [];
 
   beforeAll(async () => {
     db = await createTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'dicomweb-limits-'));
     server = createServer((req, res) => {
+      acceptEncodings.push(req.headers['accept-encoding']);
+      if (gzipAnswers) {
+        // A server compressing what a client without Accept-Encoding gets: any content coding
+        // is acceptable to such a client (RFC 9110 §12.5.3). One instance of the study.
+        const { body, contentType } = req.url?.startsWith('/studies?')
+          ? {
+              body: Buffer.from(
+                JSON.stringify([
+                  {
+                    '0020000D': { vr: 'UI', Value: [studyUid] },
+                    '00201208': { vr: 'IS', Value: [1] },
+                  },
+                ]),
+              ),
+              contentType: 'application/dicom+json',
+            }
+          : multipartRelated([{ data: rawInstance({ studyInstanceUid: studyUid }).bytes }]);
+        const gzip = gzipAnswers === 'always' || req.headers['accept-encoding'] !== 'identity';
+        res.writeHead(200, {
+          'content-type': contentType,
+          ...(gzip ? { 'content-encoding': 'gzip' } : {}),
+        });
+        res.end(gzip ? gzipSync(body) : body);
+        return;
+      }
       if (req.url?.startsWith('/studies?')) {
         res.writeHead(200, { 'content-type': 'application/dicom+json' });
         if (qidoBody !== undefined) return void res.end(qidoBody);
@@ -143,6 +176,8 @@ describe('DICOMweb pull limits', () => {
     wadoStatus = 200;
     wadoInstances = undefined;
     wadoJunk = undefined;
+    gzipAnswers = false;
+    acceptEncodings.length = 0;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -183,6 +218,37 @@ describe('DICOMweb pull limits', () => {
       await client.close();
     },
   );
+
+  it('QIDO-RS and WADO-RS ask for uncompressed answers (Accept-Encoding: identity); a compressed one anyway fails naming its coding', async () => {
+    // Without Accept-Encoding any content coding is acceptable (RFC 9110 §12.5.3): a PACS (or
+    // its proxy) may gzip. We read neither coding: the QIDO-RS answer failed as "not DICOM
+    // JSON" and the WADO-RS one waited every 30 s until the order's deadline as a retrieve that
+    // "broke off: no boundary found in the body".
+    gzipAnswers = 'unless-identity';
+    const { client, acquirer } = pacsAcquirer();
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'ready' });
+    expect(acceptEncodings).toEqual(['identity', 'identity', 'identity']);
+
+    // A server that compresses all the same: failed naming the coding, not retried for ever.
+    gzipAnswers = 'always';
+    studyUid = generateUid();
+    const other = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    expect(await acquirer.acquire({ orderId: other, studyInstanceUid: studyUid })).toEqual({
+      status: 'failed',
+      reason: expect.stringMatching(/QIDO-RS answered with Content-Encoding gzip/),
+    });
+    await client.close();
+    const web = new DicomWebClient({ baseUrl: base });
+    await expect(web.retrieveStudy(studyUid, join(dataDir, 'gzip'))).rejects.toMatchObject({
+      code: 'pacs_error',
+      message: expect.stringMatching(/WADO-RS answered with Content-Encoding gzip/),
+    });
+    expect(readdirSync(join(dataDir, 'gzip'))).toEqual([]);
+    await web.close();
+  });
 
   it('more parts than DICOMWEB_MAX_INSTANCES: cut off, nothing kept', async () => {
     wado = { parts: 5, partBytes: 1024 };

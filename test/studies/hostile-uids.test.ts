@@ -185,6 +185,46 @@ describe('hostile UIDs at the inbound DICOM paths', () => {
     expect(escapedFiles(adapter.dataDir)).toEqual([]);
   });
 
+  it('a refused instance is named in the STOW-RS answer and the audit log by its UIDs only when they are UIDs', async () => {
+    // The raw values were echoed: into the FailedSOPSequence as UI values (`../../<script>`,
+    // an escape sequence and a BEL, seen on a running adapter) and into the audit entry an
+    // analyst reads. A UI value holds digits and dots (PS3.5 §9.1); the entry's reason says
+    // which UID was not one, and the bytes are kept (keptAs) for whoever needs the value.
+    const values = [...HOSTILE, `1.2.3\u001b[2J\u0007`, `<script>${MARK}</script>`];
+    const parts = values.map((value) => {
+      const [inst] = createMrBrainSeries({ series: { slices: 1 } });
+      return { data: withUid(inst!, 'sopInstanceUid', value) };
+    });
+    const { body, contentType } = multipartRelated(parts);
+    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    expect(res.status).toBe(409);
+    const json = (await res.json()) as Record<string, { Value?: Array<Record<string, unknown>> }>;
+    const failed = json['00081198']!.Value!;
+    expect(failed).toHaveLength(values.length);
+    const uidValues = (item: Record<string, unknown>) =>
+      ['00081150', '00081155'].flatMap(
+        (tag) => ((item[tag] as { Value?: unknown[] } | undefined)?.Value ?? []) as unknown[],
+      );
+    const notUids = failed.flatMap(uidValues).filter((v) => !/^[0-9]+(\.[0-9]+)*$/.test(String(v)));
+    expect(notUids).toEqual([]);
+    const [entry] = (await adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' ORDER BY id DESC LIMIT 1`,
+    )) as Array<{ detail: { refused: Array<{ sopInstanceUid?: string; reason: string }> } }>;
+    expect(entry!.detail.refused).toHaveLength(values.length);
+    for (const r of entry!.detail.refused) {
+      expect(r.reason).toBe('missing or invalid SOP Instance UID');
+      expect(r.sopInstanceUid).toBeUndefined();
+    }
+  });
+
   it('STOW-RS refuses a study path that is not a UID', async () => {
     const [valid] = createMrBrainSeries({ series: { slices: 1 } });
     const { body, contentType } = multipartRelated([{ data: valid!.bytes }]);

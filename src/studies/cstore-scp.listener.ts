@@ -515,6 +515,20 @@ export class CStoreScpListener {
       return overLimit.failureReason;
     };
 
+    /**
+     * Studies a DIMSE retrieve of ours is moving, as last asked (positive answers only, for a
+     * few seconds): one query per study, not one per instance of a large move.
+     */
+    const moving = new Map<string, number>();
+    const moveUnderWay = async (studyInstanceUid: string): Promise<boolean> => {
+      const now = Date.now();
+      if ((moving.get(studyInstanceUid) ?? 0) > now) return true;
+      if (!(await stow.dimseRetrieveUnderWay(studyInstanceUid))) return false;
+      if (moving.size >= 1000) moving.clear();
+      moving.set(studyInstanceUid, now + MOVE_UNDER_WAY_CACHE_MS);
+      return true;
+    };
+
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
     const intakeMoved = async (
       path: string,
@@ -544,6 +558,19 @@ export class CStoreScpListener {
             ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
           });
         return check.failureReason;
+      }
+      // Only a move we are making is filed: one of a study no retrieve of ours is moving (a
+      // peer calling with the PACS's AE title, which is no credential; a late sub-operation of
+      // a move that broke off) was filed for any study without limit, and nothing took it.
+      if (!(await moveUnderWay(check.header.studyInstanceUid))) {
+        refusals.add({
+          failureReason: NOT_AUTHORIZED,
+          reason: 'a C-MOVE sub-operation of a study no retrieve of ours is moving',
+          sopClassUid: check.header.sopClassUid,
+          sopInstanceUid: check.header.sopInstanceUid,
+          ...(await stow.keepRefused(path, refusals.tally)),
+        });
+        return NOT_AUTHORIZED;
       }
       const target = paths.movedFile(
         check.header.studyInstanceUid,
@@ -583,6 +610,11 @@ export class CStoreScpListener {
     await Promise.all([...this.associations].map((association) => association.settle()));
   }
 }
+
+/** C-STORE status 0124, Refused: Not Authorized (PS3.7 Annex C): a move we did not ask for. */
+const NOT_AUTHORIZED = 0x0124;
+/** How long a study found being moved is taken as still moved without asking again. */
+const MOVE_UNDER_WAY_CACHE_MS = 5_000;
 
 /** A command element's value as text: several values joined by `\`, anything else empty. */
 export function commandText(value: unknown): string {

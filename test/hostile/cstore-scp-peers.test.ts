@@ -912,4 +912,51 @@ describe('hostile: refused C-MOVE sub-operations from the move source', () => {
     expect(await moveSubOperations(moving.files)).toEqual(moving.files.map(() => 0xa900));
     expect(notes(moving.uid)).toHaveLength(20);
   });
+
+  it('valid sub-operations of a study no retrieve is moving are refused 0124, nothing filed under moved/; of one being moved, filed', async () => {
+    // They were filed under moved/<study>/ for any study and without limit, swept an hour
+    // after the last: a peer calling with the PACS's AE title filled DATA_DIR with files no
+    // retrieve would ever take (a late one of a move that broke off is not taken either).
+    const files = (count: number, label: string) => {
+      const study = createMrBrainStudy({
+        study: { accessionNumber: `MOVED-OK-${label}` },
+        series: [{ slices: count }],
+      });
+      return {
+        uid: study[0]!.studyInstanceUid,
+        files: study.map((inst, i) => {
+          const file = join(scp.dir, `ok-${label}-${i}.dcm`);
+          writeFileSync(file, inst.bytes);
+          return file;
+        }),
+      };
+    };
+    const paths = new StudyStoragePaths(scp.adapter.dataDir);
+    const stray = files(5, 'STRAY');
+    expect(await moveSubOperations(stray.files)).toEqual(stray.files.map(() => 0x0124));
+    expect(existsSync(paths.movedDir(stray.uid))).toBe(false);
+    // audited with the association's refusals, named as such
+    const [entry] = (await scp.adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' AND actor = $1
+        ORDER BY id DESC LIMIT 1`,
+      [`dicom:${PACS_AE}`],
+    )) as Array<{ detail: { refused: Array<{ failureReason: number; reason: string }> } }>;
+    expect(entry!.detail.refused).toHaveLength(5);
+    expect(entry!.detail.refused[0]).toMatchObject({
+      failureReason: 0x0124,
+      reason: 'a C-MOVE sub-operation of a study no retrieve of ours is moving',
+    });
+
+    const moving = files(3, 'MOVING');
+    const orderId = await insertOrder(scp.adapter.dataSource, { studyInstanceUid: moving.uid });
+    await scp.adapter.dataSource.query(
+      `INSERT INTO study_acquisitions (order_id, state, source, study_instance_uid, lease_until)
+       VALUES ($1, 'waiting', 'dimse', $2, now() + interval '5 minutes')`,
+      [orderId, moving.uid],
+    );
+    expect(await moveSubOperations(moving.files)).toEqual([0, 0, 0]);
+    expect(readdirSync(paths.movedDir(moving.uid)).filter((n) => n.endsWith('.dcm'))).toHaveLength(
+      3,
+    );
+  });
 });

@@ -541,22 +541,25 @@ export class CStoreScpListener {
       if (!check.ok) {
         // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
         // for the retrieve, which fails naming it instead of moving the study again and again.
-        // Audited at once, not with the association's other refusals: the retrieve that fails
-        // naming it may read the audit before the PACS releases the association.
         const kept = await stow.keepRefused(path, refusals.tally);
-        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
         // Noted only while a retrieve of that study is under way (else no retrieve reads it),
         // and at most MAX_REFUSAL_NOTES_PER_STUDY of a study: a note for every refusal, of any
         // study, left files without limit until the hourly sweep.
-        if (
-          isDicomUid(check.studyInstanceUid) &&
-          (await stow.dimseRetrieveUnderWay(check.studyInstanceUid))
-        )
-          await noteRefusedSubOperation(paths, check.studyInstanceUid, {
-            reason: check.reason,
-            failureReason: check.failureReason,
-            ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
-          });
+        const forOurRetrieve =
+          isDicomUid(check.studyInstanceUid) && (await moveUnderWay(check.studyInstanceUid));
+        if (!forOurRetrieve) {
+          // audited with the association's other refusals (one entry, not one per data set)
+          refusals.add({ ...check, ...kept });
+          return check.failureReason;
+        }
+        // Audited at once, not with the association's other refusals: the retrieve that fails
+        // naming it may read the audit before the PACS releases the association.
+        await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
+        await noteRefusedSubOperation(paths, check.studyInstanceUid!, {
+          reason: check.reason,
+          failureReason: check.failureReason,
+          ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
+        });
         return check.failureReason;
       }
       // Only a move we are making is filed: one of a study no retrieve of ours is moving (a

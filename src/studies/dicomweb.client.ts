@@ -46,6 +46,11 @@ export interface RetrievedFile {
   path: string;
   sizeBytes: number;
   contentType: string;
+  /**
+   * The SOP Class and Instance UID the C-STORE request of a C-GET sub-operation named (and
+   * our File Meta Information carries): the data set must be that instance.
+   */
+  sop?: { sopClassUid: string; sopInstanceUid: string };
 }
 
 export interface DicomWebClientOptions {

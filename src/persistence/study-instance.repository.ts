@@ -495,6 +495,23 @@ export async function packagesOfStudy(
   }));
 }
 
+/**
+ * Whether some order's acquisition of this study from `source` holds its lease now: a retrieve
+ * (a C-MOVE whose sub-operations our SCP receives) may be under way, on any replica.
+ */
+export async function retrieveOfStudyUnderWay(
+  db: Queryable,
+  studyInstanceUid: string,
+  source: string,
+): Promise<boolean> {
+  const rows = (await db.query(
+    `SELECT 1 FROM study_acquisitions
+      WHERE study_instance_uid = $1 AND source = $2 AND lease_until > now() LIMIT 1`,
+    [studyInstanceUid, source],
+  )) as unknown[];
+  return rows.length > 0;
+}
+
 /** Pushes the acquisition lease forward (a long retrieve keeps its lease while it works). */
 export async function renewLease(db: Queryable, orderId: string, leaseMs: number): Promise<void> {
   await db.query(

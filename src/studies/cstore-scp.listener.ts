@@ -515,6 +515,20 @@ export class CStoreScpListener {
       return overLimit.failureReason;
     };
 
+    /**
+     * Studies a DIMSE retrieve of ours is moving, as last asked (positive answers only, for a
+     * few seconds): one query per study, not one per instance of a large move.
+     */
+    const moving = new Map<string, number>();
+    const moveUnderWay = async (studyInstanceUid: string): Promise<boolean> => {
+      const now = Date.now();
+      if ((moving.get(studyInstanceUid) ?? 0) > now) return true;
+      if (!(await stow.dimseRetrieveUnderWay(studyInstanceUid))) return false;
+      if (moving.size >= 1000) moving.clear();
+      moving.set(studyInstanceUid, now + MOVE_UNDER_WAY_CACHE_MS);
+      return true;
+    };
+
     /** Validates a C-MOVE sub-operation and files it under the moved/ directory of its study. */
     const intakeMoved = async (
       path: string,
@@ -527,17 +541,39 @@ export class CStoreScpListener {
       if (!check.ok) {
         // Kept and audited as a pushed refusal is (it was deleted without a word), and noted
         // for the retrieve, which fails naming it instead of moving the study again and again.
+        const kept = await stow.keepRefused(path, refusals.tally);
+        // Noted only while a retrieve of that study is under way (else no retrieve reads it),
+        // and at most MAX_REFUSAL_NOTES_PER_STUDY of a study: a note for every refusal, of any
+        // study, left files without limit until the hourly sweep.
+        const forOurRetrieve =
+          isDicomUid(check.studyInstanceUid) && (await moveUnderWay(check.studyInstanceUid));
+        if (!forOurRetrieve) {
+          // audited with the association's other refusals (one entry, not one per data set)
+          refusals.add({ ...check, ...kept });
+          return check.failureReason;
+        }
         // Audited at once, not with the association's other refusals: the retrieve that fails
         // naming it may read the audit before the PACS releases the association.
-        const kept = await stow.keepRefused(path, refusals.tally);
         await stow.file([], 'c-store', `dicom:${callingAe}`, [{ ...check, ...kept }]);
-        if (isDicomUid(check.studyInstanceUid))
-          await noteRefusedSubOperation(paths, check.studyInstanceUid, {
-            reason: check.reason,
-            failureReason: check.failureReason,
-            ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
-          });
+        await noteRefusedSubOperation(paths, check.studyInstanceUid!, {
+          reason: check.reason,
+          failureReason: check.failureReason,
+          ...(kept.keptAs ? { keptAs: kept.keptAs } : {}),
+        });
         return check.failureReason;
+      }
+      // Only a move we are making is filed: one of a study no retrieve of ours is moving (a
+      // peer calling with the PACS's AE title, which is no credential; a late sub-operation of
+      // a move that broke off) was filed for any study without limit, and nothing took it.
+      if (!(await moveUnderWay(check.header.studyInstanceUid))) {
+        refusals.add({
+          failureReason: NOT_AUTHORIZED,
+          reason: 'a C-MOVE sub-operation of a study no retrieve of ours is moving',
+          sopClassUid: check.header.sopClassUid,
+          sopInstanceUid: check.header.sopInstanceUid,
+          ...(await stow.keepRefused(path, refusals.tally)),
+        });
+        return NOT_AUTHORIZED;
       }
       const target = paths.movedFile(
         check.header.studyInstanceUid,
@@ -577,6 +613,11 @@ export class CStoreScpListener {
     await Promise.all([...this.associations].map((association) => association.settle()));
   }
 }
+
+/** C-STORE status 0124, Refused: Not Authorized (PS3.7 Annex C): a move we did not ask for. */
+const NOT_AUTHORIZED = 0x0124;
+/** How long a study found being moved is taken as still moved without asking again. */
+const MOVE_UNDER_WAY_CACHE_MS = 5_000;
 
 /** A command element's value as text: several values joined by `\`, anything else empty. */
 export function commandText(value: unknown): string {

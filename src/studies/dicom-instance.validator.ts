@@ -508,7 +508,14 @@ function judge(
   const sopInstanceUid = uidText(d['00080018']);
   const studyInstanceUid = uidText(d['0020000D']);
   const seriesInstanceUid = uidText(d['0020000E']);
-  const ids = { sopClassUid, sopInstanceUid, studyInstanceUid };
+  // What names a refused instance (the STOW-RS FailedSOPSequence, as UI values; the audit
+  // entry; the note of a refused move): only UIDs. A raw value that is none (`../../x`, an
+  // escape sequence, markup) was echoed into both.
+  const ids = {
+    ...(isDicomUid(sopClassUid) ? { sopClassUid } : {}),
+    ...(isDicomUid(sopInstanceUid) ? { sopInstanceUid } : {}),
+    ...(isDicomUid(studyInstanceUid) ? { studyInstanceUid } : {}),
+  };
   const missing = [
     ['SOP Class UID', sopClassUid],
     ['SOP Instance UID', sopInstanceUid],

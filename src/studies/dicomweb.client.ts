@@ -14,6 +14,12 @@ import { readBodyText } from '../common/bounded-body';
 
 /** The most of a QIDO-RS answer we read (one study's match, or the few an accession finds). */
 const QIDO_ANSWER_MAX_BYTES = 16 * 1024 * 1024;
+/**
+ * Bytes of a WADO-RS answer outside its parts' bodies we read, per part and once more: a part's
+ * header lines (the parser holds at most 16 KiB of them) and its delimiter line (transport
+ * padding of at most 1 KiB), with room to spare. A preamble or an epilogue needs none.
+ */
+const WADO_FRAMING_BYTES_PER_PART = 20 * 1024;
 
 /**
  * A DICOMweb client for pulling a study from a PACS (PS3.18): QIDO-RS to find the study and
@@ -40,6 +46,11 @@ export interface RetrievedFile {
   path: string;
   sizeBytes: number;
   contentType: string;
+  /**
+   * The SOP Class and Instance UID the C-STORE request of a C-GET sub-operation named (and
+   * our File Meta Information carries): the data set must be that instance.
+   */
+  sop?: { sopClassUid: string; sopInstanceUid: string };
 }
 
 export interface DicomWebClientOptions {
@@ -135,6 +146,7 @@ export class DicomWebClient {
     const late = () =>
       new StudyError('pacs_unavailable', `QIDO-RS: no complete answer within ${timeout} ms`);
     const res = await this.call(
+      'QIDO-RS',
       `${this.base}/studies?${params.toString()}`,
       { accept: 'application/dicom+json' },
       true,
@@ -184,7 +196,7 @@ export class DicomWebClient {
     }
     return items
       .map((item) => ({
-        studyInstanceUid: str(item['0020000D']) ?? '',
+        studyInstanceUid: uid(item['0020000D']) ?? '',
         accessionNumber: identifierValue(item['00080050']),
         patientId: identifierValue(item['00100020']),
         issuerOfPatientId: identifierValue(item['00100021']),
@@ -206,14 +218,16 @@ export class DicomWebClient {
     const url = `${this.base}/studies/${encodeURIComponent(studyInstanceUid)}`;
     let res: Awaited<ReturnType<typeof request>>;
     try {
-      res = await this.call(url, {
+      res = await this.call('WADO-RS', url, {
         accept: 'multipart/related; type="application/dicom"; transfer-syntax=*',
       });
     } catch (error) {
       // A server that does not offer `transfer-syntax=*` answers 406 (PS3.18 §8.3.3.1); then
       // take its default, Explicit VR Little Endian (§8.7.3.5.2), transcoded by the PACS.
       if (!(error instanceof StudyError && error.httpStatus === 406)) throw error;
-      res = await this.call(url, { accept: 'multipart/related; type="application/dicom"' });
+      res = await this.call('WADO-RS', url, {
+        accept: 'multipart/related; type="application/dicom"',
+      });
     }
     if (res.statusCode === 206) {
       // Partial Content (PS3.18 §10.4.3): the PACS could return only some of the instances.
@@ -239,8 +253,27 @@ export class DicomWebClient {
     let current: RetrievedFile | undefined;
     const maxBytes = this.options.maxBytes ?? 4 * 1024 ** 3;
     let bytes = 0;
+    // Every byte of the answer is counted, not only the parts' bodies: bytes outside them (a
+    // preamble that never reaches a boundary, an epilogue that never ends) are skipped by the
+    // parser with nothing yielded, so a PACS streaming them held the acquisition for ever.
+    const body = res.body;
+    let received = 0;
+    async function* counted(): AsyncGenerator<Buffer> {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        // Checked before the chunk is read: what came before it is parts' bodies (yielded
+        // by now, but a delimiter's length) or their framing.
+        const framing = (files.length + 1) * WADO_FRAMING_BYTES_PER_PART;
+        if (received - bytes > framing)
+          throw new StudyError(
+            'pacs_error',
+            `WADO-RS answer holds more than ${framing} bytes outside its parts (a preamble or epilogue without end); not read further`,
+          );
+        received += chunk.length;
+        yield chunk;
+      }
+    }
     try {
-      for await (const event of readMultipart(res.body, boundary)) {
+      for await (const event of readMultipart(counted(), boundary)) {
         if (event.type === 'part') {
           // The QIDO-RS count was within the limit; a PACS that sends more is not believed.
           if (files.length >= this.maxInstances)
@@ -297,6 +330,7 @@ export class DicomWebClient {
   }
 
   private async call(
+    what: 'QIDO-RS' | 'WADO-RS',
     url: string,
     headers: Record<string, string>,
     allow404 = false,
@@ -314,6 +348,10 @@ export class DicomWebClient {
         method: 'GET',
         headers: {
           ...headers,
+          // Uncompressed: without Accept-Encoding any content coding is acceptable (RFC 9110
+          // §12.5.3), and we read none (a gzip answer was "not DICOM JSON", or a WADO-RS retrieve
+          // that "broke off" and was asked again every 30 s until the order's deadline).
+          'accept-encoding': 'identity',
           ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}),
         },
         headersTimeout: timeout,
@@ -324,6 +362,17 @@ export class DicomWebClient {
       throw new StudyError('pacs_unavailable', `PACS unreachable: ${(error as Error).message}`, {
         cause: error,
       });
+    }
+    const encoding = String(res.headers['content-encoding'] ?? '')
+      .trim()
+      .toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') {
+      await res.body.dump();
+      throw new StudyError(
+        'pacs_error',
+        `${what} answered with Content-Encoding ${encoding.slice(0, 40).replace(/[^\x20-\x7e]/g, '?')}, though asked for identity (uncompressed)`,
+        { httpStatus: res.statusCode },
+      );
     }
     if ((res.statusCode >= 200 && res.statusCode < 300) || (allow404 && res.statusCode === 404))
       return res;
@@ -339,9 +388,18 @@ export class DicomWebClient {
   }
 }
 
-function str(el: { Value?: unknown[] } | undefined): string | undefined {
+/**
+ * A UI value: its padding removed. PS3.5 §9.1 pads a UID of odd length with one trailing NUL;
+ * a PACS that turns its stored bytes into DICOM JSON without removing it answers `1.2.3\u0000`,
+ * which is the UID 1.2.3 (it was refused as "not a UID", or, asked by that UID, taken for
+ * another study: the order failed, or waited until its deadline). Anything else is checked as
+ * it is (isDicomUid).
+ */
+function uid(el: { Value?: unknown[] } | undefined): string | undefined {
   const v = el?.Value?.[0];
-  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+  if (typeof v !== 'string') return undefined;
+  const value = withoutPadding(v).trim();
+  return value !== '' ? value : undefined;
 }
 
 /**

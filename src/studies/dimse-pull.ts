@@ -95,7 +95,7 @@ export class DimsePacs implements PacsSource {
       if (refused.length > 0)
         throw new StudyError(
           'invalid_study',
-          `C-MOVE: our SCP refused ${refused.length} instance(s) the PACS sent as not valid DICOM: ${refused.slice(0, 3).join('; ')}${refused.length > 3 ? '; …' : ''}`,
+          `C-MOVE: our SCP refused ${refused.length}${refused.length >= MAX_REFUSAL_NOTES_PER_STUDY ? ' or more' : ''} instance(s) the PACS sent as not valid DICOM: ${refused.slice(0, 3).join('; ')}${refused.length > 3 ? '; …' : ''}`,
         );
       checkRetrieveOutcome('C-MOVE', outcome);
     } catch (error) {
@@ -145,15 +145,25 @@ export class DimsePacs implements PacsSource {
 }
 
 /**
+ * Refusal notes kept for one study's move: the retrieve fails on the first and names three.
+ * Past it a refusal is audited (study.received) but not noted again.
+ */
+export const MAX_REFUSAL_NOTES_PER_STUDY = 20;
+
+/**
  * Notes that our SCP refused a sub-operation of a move of `studyInstanceUid`, for the retrieve
- * that asked for it (whichever replica it runs on: the note is under the shared DATA_DIR).
+ * that asked for it (whichever replica it runs on: the note is under the shared DATA_DIR). At
+ * most MAX_REFUSAL_NOTES_PER_STUDY a study (concurrent refusals may pass it by a few).
  */
 export async function noteRefusedSubOperation(
   paths: StudyStoragePaths,
   studyInstanceUid: string,
   refusal: { reason: string; failureReason: number; keptAs?: string },
 ): Promise<void> {
-  await mkdir(paths.movedDir(studyInstanceUid), { recursive: true, mode: 0o700 });
+  const dir = paths.movedDir(studyInstanceUid);
+  const names = await readdir(dir).catch(() => [] as string[]);
+  if (names.filter((n) => n.endsWith('.refused')).length >= MAX_REFUSAL_NOTES_PER_STUDY) return;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
   await writeFile(paths.movedRefusalFile(studyInstanceUid, randomUUID()), JSON.stringify(refusal), {
     mode: 0o600,
   });

@@ -171,15 +171,24 @@ export class DimseClient {
           sopClasses,
           createStoreStream: (context, store, abort) => {
             const path = join(dir, `${String(files.length + 1).padStart(6, '0')}.dcm`);
-            const file: RetrievedFile = { path, sizeBytes: 0, contentType: 'application/dicom' };
+            const sop = {
+              sopClassUid: commandText(store.getAffectedSopClassUid()),
+              sopInstanceUid: commandText(store.getAffectedSopInstanceUid()),
+            };
+            const file: RetrievedFile = {
+              path,
+              sizeBytes: 0,
+              contentType: 'application/dicom',
+              sop,
+            };
             files.push(file);
             const out: WriteStream = createWriteStream(`${path}.part`, { mode: 0o600 });
             open.add(out);
             out.once('close', () => open.delete(out));
             out.write(
               fileMetaInformation(
-                commandText(store.getAffectedSopClassUid()),
-                commandText(store.getAffectedSopInstanceUid()),
+                sop.sopClassUid,
+                sop.sopInstanceUid,
                 context.getAcceptedTransferSyntaxUid() ?? '1.2.840.10008.1.2',
               ),
             );

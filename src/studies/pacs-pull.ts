@@ -183,7 +183,12 @@ export async function pullFromPacs(
       problems.push(`instance ${i + 1}: ${inflated.reason}`);
       continue;
     }
-    const check = await checkInstanceFile(f.path, { expectedStudyUid: study.studyInstanceUid });
+    // A C-GET sub-operation's data set must be the instance its C-STORE request named, as our
+    // SCP requires of a C-STORE (A900): the request's UIDs are in the File Meta Information.
+    const check = await checkInstanceFile(f.path, {
+      expectedStudyUid: study.studyInstanceUid,
+      ...(f.sop ? { expectedSop: f.sop } : {}),
+    });
     if (check.ok) {
       checked.push({ path: f.path, header: check.header });
       budget -= check.sizeBytes;

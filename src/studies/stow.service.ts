@@ -21,6 +21,7 @@ import {
   findOrderForInstance,
   instanceHasRow,
   lockInstances,
+  retrieveOfStudyUnderWay,
   type PushSource,
   upsertInstance,
 } from '../persistence/study-instance.repository';
@@ -286,6 +287,14 @@ export class StowService {
       throw error;
     }
     return { keptAs: id, sizeBytes, sha256 };
+  }
+
+  /**
+   * Whether a DIMSE retrieve of this study is under way (an order's acquisition holds its
+   * lease): only then does a refused sub-operation of our C-MOVE need a note for it.
+   */
+  dimseRetrieveUnderWay(studyInstanceUid: string): Promise<boolean> {
+    return retrieveOfStudyUnderWay(this.options.dataSource, studyInstanceUid, 'dimse');
   }
 
   private refusedFileCount(): Promise<{ count: number }> {

@@ -9,7 +9,9 @@ import { freePort } from '../../src/persistence/embedded-postgres';
 import { startTestAdapter, type TestAdapter } from '../helpers/adapter';
 import { createTestDatabase } from '../helpers/database';
 import { rawInstance } from '../helpers/raw-dicom';
-import { createMrBrainStudy } from '../helpers/dicom-factory';
+import { createMrBrainStudy, shortPixelData } from '../helpers/dicom-factory';
+import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
+import { insertOrder } from '../studies/study-test-support';
 
 const run = promisify(execFile);
 jest.setTimeout(120_000);
@@ -834,5 +836,130 @@ describe('hostile: the adapter stops while a C-STORE association is open', () =>
       await adapter?.close();
       await db.drop();
     }
+  });
+});
+
+/**
+ * The PACS we move from (its calling AE is PACS_DIMSE_AE_TITLE, and an AE title is no
+ * credential) sending sub-operations of "our" C-MOVE that our SCP refuses. Each refusal left a
+ * note `moved/<study>/<uuid>.refused` for the retrieve, for any study and without a limit:
+ * sub-operations nobody asked for, or thousands of one study, were thousands of files (inodes,
+ * and a listing each retrieve reads whole) until the hourly sweep.
+ */
+describe('hostile: refused C-MOVE sub-operations from the move source', () => {
+  const PACS_AE = 'PACS-MOVESRC';
+  const scp = scpAdapter({
+    PACS_DIMSE_HOST: '127.0.0.1',
+    PACS_DIMSE_PORT: '104',
+    PACS_DIMSE_AE_TITLE: PACS_AE,
+  });
+
+  /** `count` instances of one study, each with its pixel data cut short (refused A900), as files. */
+  const refusedInstances = (count: number, label: string) => {
+    const study = createMrBrainStudy({
+      study: { accessionNumber: `MOVED-${label}` },
+      series: [{ slices: count }],
+    });
+    const files = study.map((inst, i) => {
+      const file = join(scp.dir, `${label}-${i}.dcm`);
+      writeFileSync(file, shortPixelData(inst.bytes, 100));
+      return file;
+    });
+    return { uid: study[0]!.studyInstanceUid, files };
+  };
+
+  /** The files as C-STORE sub-operations of our move, on one association; their statuses. */
+  const moveSubOperations = (files: string[]) =>
+    new Promise<number[]>((resolve, reject) => {
+      const client = new Client();
+      const statuses: number[] = [];
+      for (const file of files) {
+        const req = new requests.CStoreRequest(file);
+        req.getCommandDataset().setElement('MoveOriginatorApplicationEntityTitle', AE);
+        req.on('response', (r) => statuses.push(r.getStatus()));
+        client.addRequest(req);
+      }
+      client.on('networkError', reject);
+      client.on('closed', () => resolve(statuses));
+      client.send('127.0.0.1', scp.port, PACS_AE, AE);
+    });
+
+  const notes = (uid: string) => {
+    const dir = new StudyStoragePaths(scp.adapter.dataDir).movedDir(uid);
+    return existsSync(dir) ? readdirSync(dir).filter((n) => n.endsWith('.refused')) : [];
+  };
+
+  it('of a study no retrieve is moving: refused and audited, no note; of one being moved: at most 20 notes', async () => {
+    const stray = refusedInstances(25, 'STRAY');
+    expect(await moveSubOperations(stray.files)).toEqual(stray.files.map(() => 0xa900));
+    expect(notes(stray.uid)).toEqual([]);
+    // Still refused and audited as before (the bytes of the first ones kept).
+    // … in one entry for the association, as any sender's refusals are: each was an entry of
+    // its own (written at once for a retrieve to read, though none was under way)
+    const audited = (await scp.adapter.dataSource.query(
+      `SELECT count(*)::int AS entries,
+              coalesce(sum(jsonb_array_length(detail->'refused')), 0)::int AS n FROM audit_events
+        WHERE kind = 'study.received' AND actor = $1`,
+      [`dicom:${PACS_AE}`],
+    )) as Array<{ entries: number; n: number }>;
+    expect(audited[0]).toEqual({ entries: 1, n: 25 });
+
+    // A retrieve of this study under way (its order's acquisition holds the lease, source dimse).
+    const moving = refusedInstances(25, 'MOVING');
+    const orderId = await insertOrder(scp.adapter.dataSource, { studyInstanceUid: moving.uid });
+    await scp.adapter.dataSource.query(
+      `INSERT INTO study_acquisitions (order_id, state, source, study_instance_uid, lease_until)
+       VALUES ($1, 'waiting', 'dimse', $2, now() + interval '5 minutes')`,
+      [orderId, moving.uid],
+    );
+    expect(await moveSubOperations(moving.files)).toEqual(moving.files.map(() => 0xa900));
+    expect(notes(moving.uid)).toHaveLength(20);
+  });
+
+  it('valid sub-operations of a study no retrieve is moving are refused 0124, nothing filed under moved/; of one being moved, filed', async () => {
+    // They were filed under moved/<study>/ for any study and without limit, swept an hour
+    // after the last: a peer calling with the PACS's AE title filled DATA_DIR with files no
+    // retrieve would ever take (a late one of a move that broke off is not taken either).
+    const files = (count: number, label: string) => {
+      const study = createMrBrainStudy({
+        study: { accessionNumber: `MOVED-OK-${label}` },
+        series: [{ slices: count }],
+      });
+      return {
+        uid: study[0]!.studyInstanceUid,
+        files: study.map((inst, i) => {
+          const file = join(scp.dir, `ok-${label}-${i}.dcm`);
+          writeFileSync(file, inst.bytes);
+          return file;
+        }),
+      };
+    };
+    const paths = new StudyStoragePaths(scp.adapter.dataDir);
+    const stray = files(5, 'STRAY');
+    expect(await moveSubOperations(stray.files)).toEqual(stray.files.map(() => 0x0124));
+    expect(existsSync(paths.movedDir(stray.uid))).toBe(false);
+    // audited with the association's refusals, named as such
+    const [entry] = (await scp.adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' AND actor = $1
+        ORDER BY id DESC LIMIT 1`,
+      [`dicom:${PACS_AE}`],
+    )) as Array<{ detail: { refused: Array<{ failureReason: number; reason: string }> } }>;
+    expect(entry!.detail.refused).toHaveLength(5);
+    expect(entry!.detail.refused[0]).toMatchObject({
+      failureReason: 0x0124,
+      reason: 'a C-MOVE sub-operation of a study no retrieve of ours is moving',
+    });
+
+    const moving = files(3, 'MOVING');
+    const orderId = await insertOrder(scp.adapter.dataSource, { studyInstanceUid: moving.uid });
+    await scp.adapter.dataSource.query(
+      `INSERT INTO study_acquisitions (order_id, state, source, study_instance_uid, lease_until)
+       VALUES ($1, 'waiting', 'dimse', $2, now() + interval '5 minutes')`,
+      [orderId, moving.uid],
+    );
+    expect(await moveSubOperations(moving.files)).toEqual([0, 0, 0]);
+    expect(readdirSync(paths.movedDir(moving.uid)).filter((n) => n.endsWith('.dcm'))).toHaveLength(
+      3,
+    );
   });
 });

@@ -10,7 +10,8 @@ import { StudyStoragePaths } from '../../src/studies/study-storage.paths';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { generateUid } from '../helpers/dicom-factory';
 import { rawInstance } from '../helpers/raw-dicom';
-import { insertOrder } from './study-test-support';
+import { insertOrder, multipartRelated } from './study-test-support';
+import { gzipSync } from 'node:zlib';
 
 jest.setTimeout(60_000);
 
@@ -38,11 +39,48 @@ describe('DICOMweb pull limits', () => {
   let wadoStatus = 200;
   /** When set, the WADO-RS parts are these instances (else parts of `A`s). */
   let wadoInstances: Buffer[] | undefined;
+  /**
+   * When set, WADO-RS sends bytes outside any part for as long as we read: a preamble that
+   * never reaches a boundary, or an epilogue that never ends after the close delimiter.
+   */
+  let wadoJunk: 'preamble' | 'epilogue' | undefined;
+  /**
+   * Both answers gzip-compressed: unless the request asks for identity (RFC 9110 §12.5.3: to a
+   * client without Accept-Encoding any coding is acceptable), or always (a server ignoring it).
+   */
+  let gzipAnswers: 'unless-identity' | 'always' | false = false;
+  /** Accept-Encoding of each request, as sent. */
+  const acceptEncodings: Array<string | undefined> = [];
 
   beforeAll(async () => {
     db = await createTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'dicomweb-limits-'));
     server = createServer((req, res) => {
+      acceptEncodings.push(req.headers['accept-encoding']);
+      if (gzipAnswers) {
+        // A server compressing what a client without Accept-Encoding gets: any content coding
+        // is acceptable to such a client (RFC 9110 §12.5.3). One instance of the study.
+        const { body, contentType } = req.url?.startsWith('/studies?')
+          ? {
+              body: Buffer.from(
+                JSON.stringify([
+                  {
+                    '0020000D': { vr: 'UI', Value: [studyUid] },
+                    '00201208': { vr: 'IS', Value: [1] },
+                  },
+                ]),
+              ),
+              contentType: 'application/dicom+json',
+            }
+          : multipartRelated([{ data: rawInstance({ studyInstanceUid: studyUid }).bytes }]);
+        const gzip = gzipAnswers === 'always' || req.headers['accept-encoding'] !== 'identity';
+        res.writeHead(200, {
+          'content-type': contentType,
+          ...(gzip ? { 'content-encoding': 'gzip' } : {}),
+        });
+        res.end(gzip ? gzipSync(body) : body);
+        return;
+      }
       if (req.url?.startsWith('/studies?')) {
         res.writeHead(200, { 'content-type': 'application/dicom+json' });
         if (qidoBody !== undefined) return void res.end(qidoBody);
@@ -63,6 +101,28 @@ describe('DICOMweb pull limits', () => {
       });
       let sent = 0;
       const chunk = Buffer.alloc(wado.partBytes, 0x41);
+      if (wadoJunk) {
+        res.on('error', () => undefined);
+        if (wadoJunk === 'epilogue') {
+          const [instance] = wadoInstances ?? [chunk];
+          res.write(
+            Buffer.concat([
+              Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`),
+              instance!,
+              Buffer.from(`\r\n--${boundary}--\r\n`),
+            ]),
+          );
+        }
+        const junk = Buffer.alloc(64 * 1024, 0x2e);
+        const endless = () => {
+          while (!res.destroyed) {
+            bytesSent += junk.length;
+            if (!res.write(junk)) return void res.once('drain', endless);
+          }
+        };
+        endless();
+        return;
+      }
       const pump = () => {
         while (sent < wado.parts && !res.destroyed) {
           const body = wadoInstances?.[sent] ?? chunk;
@@ -115,6 +175,9 @@ describe('DICOMweb pull limits', () => {
     wadoWithoutClose = false;
     wadoStatus = 200;
     wadoInstances = undefined;
+    wadoJunk = undefined;
+    gzipAnswers = false;
+    acceptEncodings.length = 0;
   });
 
   it('an endless WADO-RS answer is cut off at DICOMWEB_MAX_BYTES and its files removed', async () => {
@@ -129,6 +192,62 @@ describe('DICOMweb pull limits', () => {
     // Cut off near the limit (socket buffers aside), not after the PACS chose to stop.
     expect(bytesSent).toBeLessThan(64 * 1024 * 1024);
     await client.close();
+  });
+
+  it.each([
+    ['a preamble that never reaches a boundary', 'preamble'],
+    ['an epilogue that never ends after the close delimiter', 'epilogue'],
+  ] as const)(
+    'a WADO-RS answer of %s is cut off, not read for as long as the PACS sends',
+    async (_label, junk) => {
+      // Bytes outside any part were never counted against DICOMWEB_MAX_BYTES (only part
+      // bodies were), and the parser skips them with bounded memory: a PACS (or a proxy)
+      // streaming such an answer held the acquisition, its lease and a job worker for ever,
+      // the answer read at full speed (seen: 200 MiB read with DICOMWEB_MAX_BYTES 50 MB).
+      wadoJunk = junk;
+      wadoInstances = [rawInstance({ studyInstanceUid: studyUid }).bytes];
+      const client = new DicomWebClient({ baseUrl: base, maxBytes: 8 * 1024 * 1024 });
+      const dir = join(dataDir, `junk-${junk}`);
+      await expect(client.retrieveStudy(studyUid, dir)).rejects.toMatchObject({
+        code: 'pacs_error',
+        message: expect.stringMatching(/bytes outside its parts/),
+      });
+      expect(readdirSync(dir)).toEqual([]);
+      // Stopped soon after the part headers' allowance, socket buffers aside.
+      expect(bytesSent).toBeLessThan(8 * 1024 * 1024);
+      await client.close();
+    },
+  );
+
+  it('QIDO-RS and WADO-RS ask for uncompressed answers (Accept-Encoding: identity); a compressed one anyway fails naming its coding', async () => {
+    // Without Accept-Encoding any content coding is acceptable (RFC 9110 §12.5.3): a PACS (or
+    // its proxy) may gzip. We read neither coding: the QIDO-RS answer failed as "not DICOM
+    // JSON" and the WADO-RS one waited every 30 s until the order's deadline as a retrieve that
+    // "broke off: no boundary found in the body".
+    gzipAnswers = 'unless-identity';
+    const { client, acquirer } = pacsAcquirer();
+    const orderId = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    const request = { orderId, studyInstanceUid: studyUid };
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'ready' });
+    expect(acceptEncodings).toEqual(['identity', 'identity', 'identity']);
+
+    // A server that compresses all the same: failed naming the coding, not retried for ever.
+    gzipAnswers = 'always';
+    studyUid = generateUid();
+    const other = await insertOrder(db.dataSource, { studyInstanceUid: studyUid });
+    expect(await acquirer.acquire({ orderId: other, studyInstanceUid: studyUid })).toEqual({
+      status: 'failed',
+      reason: expect.stringMatching(/QIDO-RS answered with Content-Encoding gzip/),
+    });
+    await client.close();
+    const web = new DicomWebClient({ baseUrl: base });
+    await expect(web.retrieveStudy(studyUid, join(dataDir, 'gzip'))).rejects.toMatchObject({
+      code: 'pacs_error',
+      message: expect.stringMatching(/WADO-RS answered with Content-Encoding gzip/),
+    });
+    expect(readdirSync(join(dataDir, 'gzip'))).toEqual([]);
+    await web.close();
   });
 
   it('more parts than DICOMWEB_MAX_INSTANCES: cut off, nothing kept', async () => {

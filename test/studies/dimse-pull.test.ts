@@ -438,6 +438,96 @@ describe('study acquisition from a PACS over DIMSE', () => {
     }
   });
 
+  it('C-GET: a sub-operation whose data set is another instance than its C-STORE request names fails the order, as our SCP refuses it', async () => {
+    // A PACS (or a router behind it) that rewrites UIDs in the data set only: the C-STORE
+    // request names one instance, the data set is another. Our SCP answers such a store A900
+    // (as DCMTK's storescp does); the C-GET path wrote the request's UID into the File Meta
+    // Information we put in front of the data set, and packaged an instance whose
+    // MediaStorageSOPInstanceUID is not its SOP Instance UID (any value the PACS sent).
+    const port = await freePort();
+    const study = createMrBrainStudy({
+      study: { accessionNumber: 'CGET-REWRITE-1' },
+      series: [{ slices: 1 }],
+    });
+    const uid = study[0]!.studyInstanceUid;
+    const file = join(dataDir, 'cget-rewrite.dcm');
+    writeFileSync(file, study[0]!.bytes);
+    class RewritingPacs extends Scp {
+      override associationRequested(association: dimseAssociation.Association): void {
+        for (const { id } of association.getPresentationContexts()) {
+          const context = association.getPresentationContext(id);
+          const syntaxes = context.getTransferSyntaxUids();
+          // explicit VR little endian where offered (the file's), implicit for the queries
+          const syntax = ['1.2.840.10008.1.2.1', '1.2.840.10008.1.2'].find((ts) =>
+            syntaxes.includes(ts),
+          );
+          if (syntax) context.setResult(constants.PresentationContextResult.Accept, syntax);
+          else
+            context.setResult(
+              constants.PresentationContextResult.RejectTransferSyntaxesNotSupported,
+            );
+        }
+        this.sendAssociationAccept();
+      }
+      override associationReleaseRequested(): void {
+        this.sendAssociationReleaseResponse();
+      }
+      override cFindRequest(
+        request: requests.CFindRequest,
+        callback: (r: responses.CFindResponse[]) => void,
+      ): void {
+        const answer = responses.CFindResponse.fromRequest(request);
+        answer.setDataset(
+          new Dataset({
+            StudyInstanceUID: uid,
+            AccessionNumber: 'CGET-REWRITE-1',
+            NumberOfStudyRelatedInstances: '1',
+          }),
+        );
+        answer.setStatus(constants.Status.Pending);
+        const last = responses.CFindResponse.fromRequest(request);
+        last.setStatus(constants.Status.Success);
+        callback([answer, last]);
+      }
+      override cGetRequest(
+        request: requests.CGetRequest,
+        callback: (r: responses.CGetResponse[]) => void,
+      ): void {
+        const subOperation = new requests.CStoreRequest(file);
+        subOperation.getCommandDataset().setElement('AffectedSOPInstanceUID', '2.25.999');
+        subOperation.on('response', () => {
+          const done = responses.CGetResponse.fromRequest(request);
+          done.setStatus(constants.Status.Success);
+          done.setCompleted(1);
+          done.setRemaining(0);
+          done.setFailures(0);
+          done.setWarnings(0);
+          callback([done]);
+        });
+        this.sendRequests(subOperation);
+      }
+    }
+    const server = new Server(RewritingPacs);
+    server.listen(port);
+    try {
+      const orderId = await insertOrder(db.dataSource, { studyInstanceUid: uid });
+      const result = await acquireAfterQuiet(acquirer(orthanc, 'get', { port }), {
+        orderId,
+        studyInstanceUid: uid,
+      });
+      expect(result).toEqual({
+        status: 'failed',
+        reason: expect.stringMatching(
+          /instance 1: the data set is another SOP Class or Instance than the C-STORE request names/,
+        ),
+      });
+      expect(existsSync(paths.packageFile(orderId))).toBe(false);
+      expect(existsSync(paths.pulledDir(orderId))).toBe(false);
+    } finally {
+      server.close();
+    }
+  });
+
   it('asked by Study Instance UID, a PACS that answers other studies too: those are no candidates, the asked one is used', async () => {
     // A PACS that does not match on StudyInstanceUID (it answers every study of the accession,
     // or all it has): before, the order failed "the accession number matches 3 studies"

@@ -185,6 +185,46 @@ describe('hostile UIDs at the inbound DICOM paths', () => {
     expect(escapedFiles(adapter.dataDir)).toEqual([]);
   });
 
+  it('a refused instance is named in the STOW-RS answer and the audit log by its UIDs only when they are UIDs', async () => {
+    // The raw values were echoed: into the FailedSOPSequence as UI values (`../../<script>`,
+    // an escape sequence and a BEL, seen on a running adapter) and into the audit entry an
+    // analyst reads. A UI value holds digits and dots (PS3.5 §9.1); the entry's reason says
+    // which UID was not one, and the bytes are kept (keptAs) for whoever needs the value.
+    const values = [...HOSTILE, `1.2.3\u001b[2J\u0007`, `<script>${MARK}</script>`];
+    const parts = values.map((value) => {
+      const [inst] = createMrBrainSeries({ series: { slices: 1 } });
+      return { data: withUid(inst!, 'sopInstanceUid', value) };
+    });
+    const { body, contentType } = multipartRelated(parts);
+    const res = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: {
+        'content-type': contentType,
+        accept: 'application/dicom+json',
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+      },
+      body,
+    });
+    expect(res.status).toBe(409);
+    const json = (await res.json()) as Record<string, { Value?: Array<Record<string, unknown>> }>;
+    const failed = json['00081198']!.Value!;
+    expect(failed).toHaveLength(values.length);
+    const uidValues = (item: Record<string, unknown>) =>
+      ['00081150', '00081155'].flatMap(
+        (tag) => ((item[tag] as { Value?: unknown[] } | undefined)?.Value ?? []) as unknown[],
+      );
+    const notUids = failed.flatMap(uidValues).filter((v) => !/^[0-9]+(\.[0-9]+)*$/.test(String(v)));
+    expect(notUids).toEqual([]);
+    const [entry] = (await adapter.dataSource.query(
+      `SELECT detail FROM audit_events WHERE kind = 'study.received' ORDER BY id DESC LIMIT 1`,
+    )) as Array<{ detail: { refused: Array<{ sopInstanceUid?: string; reason: string }> } }>;
+    expect(entry!.detail.refused).toHaveLength(values.length);
+    for (const r of entry!.detail.refused) {
+      expect(r.reason).toBe('missing or invalid SOP Instance UID');
+      expect(r.sopInstanceUid).toBeUndefined();
+    }
+  });
+
   it('STOW-RS refuses a study path that is not a UID', async () => {
     const [valid] = createMrBrainSeries({ series: { slices: 1 } });
     const { body, contentType } = multipartRelated([{ data: valid!.bytes }]);
@@ -335,5 +375,90 @@ describe('hostile UIDs from a PACS (DICOMweb pull)', () => {
     }
     expect(filesUnder(new StudyStoragePaths(dataDir).root)).toEqual([]);
     expect(escapedFiles(dataDir)).toEqual([]);
+  });
+});
+
+/**
+ * A PACS whose QIDO-RS answer keeps a UID's padding: PS3.5 §9.1 pads a UI value of odd length
+ * with one trailing NUL, and a PACS that converts its stored bytes to DICOM JSON without
+ * removing it answers `"1.2.3\u0000"`. That is the UID 1.2.3, not a hostile value.
+ */
+describe('a PACS answering padded UIDs (DICOMweb pull)', () => {
+  let db: TestDatabase;
+  let dataDir: string;
+  let pacs: Server;
+  let base = '';
+  let qido: unknown[] = [];
+  let wado: Buffer[] = [];
+  const requests: string[] = [];
+  let clock = Date.parse('2026-11-21T10:00:00Z');
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    dataDir = mkdtempSync(join(tmpdir(), 'padded-pacs-'));
+    pacs = createServer((req, res) => {
+      requests.push(req.url ?? '');
+      if (req.url?.startsWith('/dicom-web/studies?')) {
+        res.writeHead(200, { 'content-type': 'application/dicom+json' }).end(JSON.stringify(qido));
+        return;
+      }
+      const { body, contentType } = multipartRelated(wado.map((data) => ({ data })));
+      res.writeHead(200, { 'content-type': contentType }).end(body);
+    });
+    await new Promise<void>((r) => pacs.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(pacs.address() as AddressInfo).port}/dicom-web`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => pacs?.close(r));
+    await db?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['accession number', false],
+    ['Study Instance UID', true],
+  ])('an order found by %s gets its study: the trailing NUL is padding', async (_label, byUid) => {
+    // a UID of odd length, as PS3.5 pads it
+    let studyUid = generateUid();
+    if (studyUid.length % 2 === 0) studyUid = `${studyUid}7`;
+    const accession = `PADDED-${byUid ? 'U' : 'A'}`;
+    const series = createMrBrainSeries({
+      study: { studyInstanceUid: studyUid, accessionNumber: accession },
+      series: { slices: 2 },
+    });
+    wado = series.map((s) => s.bytes);
+    qido = [
+      {
+        '0020000D': { vr: 'UI', Value: [`${studyUid}\u0000`] },
+        '00080050': { vr: 'SH', Value: [accession] },
+        '00201208': { vr: 'IS', Value: [2] },
+      },
+    ];
+    const orderId = await insertOrder(db.dataSource, {
+      accessionNumber: accession,
+      ...(byUid ? { studyInstanceUid: studyUid } : {}),
+    });
+    const request = byUid
+      ? { orderId, studyInstanceUid: studyUid }
+      : { orderId, accessionNumber: accession };
+    const acquirer = new DefaultStudyAcquirer({
+      dataSource: db.dataSource,
+      paths: new StudyStoragePaths(dataDir),
+      logger: pino({ level: 'silent' }),
+      dicomWeb: new DicomWebClient({ baseUrl: base }),
+      quietPeriodSeconds: 1,
+      now: () => new Date(clock),
+    });
+    requests.length = 0;
+    expect(await acquirer.acquire(request)).toMatchObject({ status: 'waiting' });
+    clock += 2_000;
+    // before: failed, "the PACS answered a Study Instance UID that is not a UID" (by
+    // accession), or waiting for ever as if the PACS had answered another study (by UID)
+    expect(await acquirer.acquire(request)).toMatchObject({
+      status: 'ready',
+      study: { studyInstanceUid: studyUid, instanceCount: 2 },
+    });
+    // the WADO-RS path names the UID without its padding
+    expect(requests.filter((u) => !u.includes('?'))).toEqual([`/dicom-web/studies/${studyUid}`]);
   });
 });

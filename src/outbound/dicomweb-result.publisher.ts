@@ -54,12 +54,13 @@ export class DicomWebResultPublisher implements Publisher {
     const now = (this.options.clock ?? (() => new Date()))();
     let part10: Buffer;
     let sent: ReturnType<typeof dicomTagDump>;
+    let cuts: string[] = [];
     if (item.kind === 'dicom-sr') {
       // off the event loop: a report of 300 findings is about 1 s of dcmjs CPU
-      ({ part10, sent } = await this.srBuilder.build(input, source, now));
+      ({ part10, sent, cuts } = await this.srBuilder.build(input, source, now));
     } else if (item.kind === 'dicom-pdf') {
       if (!input.pdf) return { outcome: 'dead', answer: 'no PDF report stored', detail: {} };
-      part10 = buildEncapsulatedPdf(input, source, input.pdf, now);
+      part10 = buildEncapsulatedPdf(input, source, input.pdf, now, cuts);
       sent = dicomTagDump(part10);
     } else {
       return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
@@ -67,7 +68,14 @@ export class DicomWebResultPublisher implements Publisher {
     const sopInstanceUid =
       item.kind === 'dicom-sr' ? input.dicom.srInstanceUid : input.dicom.pdfInstanceUid;
     const result = await this.store(part10, item.kind, sopInstanceUid, source);
-    return { ...result, sent };
+    // A patient or study value written shorter than it came (a name past PN's 64 bytes) is
+    // recorded with the attempt (outbound.attempt), as the ORU's cuts are.
+    const quirks = cuts.map((detail) => ({ code: 'value-cut-to-type', detail }));
+    return {
+      ...result,
+      ...(quirks.length > 0 ? { detail: { ...result.detail, quirks } } : {}),
+      sent,
+    };
   }
 
   private async store(

@@ -9,13 +9,19 @@ import type { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
-import type { TestAdapter } from '../helpers/adapter';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { createMrBrainSeries } from '../helpers/dicom-factory';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { multipartRelated } from '../studies/study-test-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import {
+  type Hl7OrderSpec,
   newOrderSpec,
+  orderByPlacer,
   orderDiagnostics,
   orderState,
+  ormMessage,
   placeWithStudy,
   SANDBOX_CLIENT,
   waitFor,
@@ -136,10 +142,15 @@ describe('hostile upstream: outcomes and what we publish', () => {
     rewrites.length = 0;
   });
 
-  /** An order placed with its study, uploaded: its id, the upstream's id and its placer number. */
-  async function processing(outcome = 'delivered') {
+  /**
+   * An order placed with its study, uploaded: its id, the upstream's id and its placer number.
+   * `patientName`: the study's Patient Name (PN) instead of the order's.
+   */
+  async function processing(outcome = 'delivered', patientName?: string) {
     const spec = newOrderSpec(`Bitte KI-Auswertung. sandbox-outcome: ${outcome}`);
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const id = patientName
+      ? await placeWithNamedStudy(spec, patientName)
+      : await placeWithStudy({ adapter, mllp, db }, spec);
     await waitFor(
       'the order uploaded',
       async () => (await orderState(db, id)) === 'processing',
@@ -149,6 +160,25 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
     const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
     return { id, spec, upstreamId: rows[0].upstream_order_id as string };
+  }
+
+  /** placeWithStudy, the study's patient named `patientName` (its identifiers the order's). */
+  async function placeWithNamedStudy(spec: Hl7OrderSpec, patientName: string): Promise<string> {
+    const instances = createMrBrainSeries({
+      patient: { patientId: spec.patientId, patientName, birthDate: '19640812', sex: 'F' },
+      study: { studyInstanceUid: spec.studyUid, accessionNumber: spec.accession },
+      series: { slices: 4, rows: 32, columns: 32 },
+      seed: 7,
+    });
+    const { body, contentType } = multipartRelated(instances.map((i) => ({ data: i.bytes })));
+    const stored = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(stored.status).toBe(200);
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
   }
 
   /** Moves the sandbox on and polls until the order leaves `processing`. */
@@ -840,6 +870,56 @@ describe('hostile upstream: outcomes and what we publish', () => {
       Buffer.from(await (await fetch(`${orthanc.url}/instances/${found[0]}/file`)).arrayBuffer()),
     );
     expect(dciodvfyErrors(file)).toEqual([]);
+  });
+
+  it('a patient name longer in UTF-8 than the SR’s PN takes (a Russian name with its patronymic): cut between characters, and the cut recorded with the attempt as the ORU’s are', async () => {
+    // 43 characters, valid in the modality's study (PS3.5 counts PN in characters), but 84
+    // bytes of UTF-8: the SR and the PDF hold the first 64 bytes (dicom-vr.ts: dciodvfy and
+    // PACS with byte-sized columns count bytes). Before, the name was cut without a word; the
+    // ORU records each name part it writes shorter (quirk value-cut-to-type), the SR did not.
+    const name = 'Константинопольская^Александра^Владимировна';
+    const { id, spec } = await processing('delivered', name);
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['dicom-sr', 'dicom-pdf']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+          Expand: true,
+        }),
+      })
+    ).json()) as Array<{ ID: string }>;
+    expect(found).toHaveLength(1);
+    const file = join(dir, 'long-name-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(
+        await (await fetch(`${orthanc.url}/instances/${found[0]!.ID}/file`)).arrayBuffer(),
+      ),
+    );
+    expect(dciodvfyErrors(file)).toEqual([]);
+    const written = execFileSync('dcmdump', ['+P', '0010,0010', '+U8', file], { encoding: 'utf8' });
+    expect(written).toContain('[Константинопольская^Александра^Вл]');
+    const { rows: attempts } = await db.query<{ kind: string; quirks: unknown }>(
+      `SELECT detail->>'documentKind' AS kind, detail->'quirks' AS quirks FROM audit_events
+        WHERE order_id = $1 AND kind = 'outbound.attempt'
+          AND detail->>'documentKind' IN ('dicom-sr', 'dicom-pdf') ORDER BY id`,
+      [id],
+    );
+    const cut = {
+      code: 'value-cut-to-type',
+      detail:
+        'PatientName (0010,0010): 43 characters, 84 bytes in ISO_IR 192, written as its first 33 characters (PN, 64 bytes as written); the source study keeps the whole name',
+    };
+    expect(attempts).toEqual([
+      { kind: 'dicom-sr', quirks: [cut] },
+      { kind: 'dicom-pdf', quirks: [cut] },
+    ]);
+    // what the attempt records names no part of the name
+    expect(JSON.stringify(attempts)).not.toMatch(/[\u0400-\u04ff]/);
   });
 
   it('structure names over lines or near 200 characters: OBX-3.2 is one line of at most 199 characters', async () => {

@@ -960,6 +960,29 @@ describe('hostile upstream: outcomes and what we publish', () => {
     ).toBeDefined();
   });
 
+  it('an impression under 200 characters that escaping makes longer (`L & R`, `age & sex`): the report text (TX), never an ST over 199 as written', async () => {
+    // ST is for strings under 200 characters (v2.5.1 2A.2.74), counted as the message writes
+    // them, as ORC-16 and OBX-3.2 are (hl7EncodedLength): each `&` is written `\T\`. This
+    // impression has 199 characters and 207 as written. Before, it went out as an ST of 207.
+    const impression =
+      'Hippocampal volumes L & R below P5 for age & sex; mild global atrophy (whole brain P12, ventricles P91). Pattern compatible with early neurodegeneration & correlate clinically & with neuropsychology.';
+    expect(impression).toHaveLength(199);
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, impression }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const [oru] = orusOf(spec.placer);
+    const obx = oru!.segmentsById('OBX');
+    for (const st of obx.filter((seg) => seg.value(2) === 'ST'))
+      expect(st.rawField(5).length).toBeLessThanOrEqual(199);
+    const written = obx.find((seg) => seg.value(3) === 'IMPRESSION')!;
+    expect(written.value(2)).toBe('TX');
+    expect(written.value(5)).toBe(impression);
+  });
+
   it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {
     // Before: naming the unread flag wrote it out again as JSON, which overflowed the stack
     // (RangeError) in the fetch job's check of the report; the job failed at every retry and the

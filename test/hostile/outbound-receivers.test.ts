@@ -456,6 +456,63 @@ describe('hostile: results to receivers that answer badly', () => {
       );
     });
 
+    /**
+     * An EHR moved behind a new address, or a gateway sending what it does not know to a login
+     * page, answers our conditional update with a redirect to another host. It is not followed
+     * (our token goes to FHIR_SERVER_URL only) and no retry reaches another host; the dead
+     * letter names it as a redirect and where it pointed (the origin only). Before, it read
+     * "the EHR answered 307 to Task", leaving the analyst to guess why nothing was stored.
+     */
+    it.each([307, 308])(
+      'a %s to another host: not followed, no credential there, a dead letter naming the redirect and its origin',
+      async (code) => {
+        const other = await startHttpPeer();
+        other.setAnswer((_req, _b, res) => {
+          res.writeHead(200, { 'content-type': 'application/fhir+json' });
+          res.end('{"resourceType":"Task","id":"elsewhere"}');
+        });
+        const tokens: Array<string | undefined> = [];
+        http.setAnswer((req, _body, res) => {
+          tokens.push(req.headers.authorization);
+          res.writeHead(code, {
+            location: `${other.base}/r4/Task?identifier=urn%3Aimaging-ai-adapter%3Aorder%7Cx&_sso=abc`,
+            'content-type': 'text/html',
+          });
+          res.end('<html><body>Moved</body></html>');
+        });
+        try {
+          const rows = await publish(
+            DESTINATIONS.fhir,
+            new FhirResultPublisher({
+              baseUrl: `${http.base}/fhir`,
+              timeoutMs: 2_000,
+              bearerToken: 'ehr-token-0123456789',
+            }),
+          );
+          expect(other.requests).toEqual([]);
+          expect(tokens).toEqual(['Bearer ehr-token-0123456789', 'Bearer ehr-token-0123456789']);
+          const why = (type: string) =>
+            `the EHR answered ${code} to ${type}: a redirect to ${other.base}, not followed (our credentials go to FHIR_SERVER_URL only); correct FHIR_SERVER_URL, then replay`;
+          expect(rows).toEqual([
+            { kind: 'fhir-task', status: 'dead', attempts: 1, last_error: why('Task') },
+            {
+              kind: 'fhir-diagnostic-report',
+              status: 'dead',
+              attempts: 1,
+              last_error: why('DiagnosticReport'),
+            },
+          ]);
+          const events: Array<{ detail: unknown }> = await db.dataSource.query(
+            `SELECT detail FROM audit_events WHERE kind LIKE 'outbound.%'
+              AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1)`,
+          );
+          expect(JSON.stringify(events)).not.toMatch(/ehr-token|_sso|identifier=/);
+        } finally {
+          await other.close();
+        }
+      },
+    );
+
     it('a 201 with no body (return=minimal) or the stored resource is delivered', async () => {
       let n = 0;
       http.setAnswer((_req, body, res) => {

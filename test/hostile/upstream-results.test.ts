@@ -983,6 +983,41 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(written.value(5)).toBe(impression);
   });
 
+  it('a results report written by Python’s json module, NaN and Infinity bare: the other measurements are published, those named as left out', async () => {
+    // json.dumps writes a float('nan') or float('inf') as the bare tokens NaN and Infinity
+    // (allow_nan=True is its default), which RFC 8259 has no place for: JSON.parse refused the
+    // whole report ("refused: not JSON"), and a DELIVERED result went out as "See the attached
+    // report." with not one measurement in the DiagnosticReport, the ORU or the SR. Now each such
+    // value is one that is not a number (left out and named, as "NaN" written as a string is).
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) => {
+      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      const findings = [
+        { structure: 'Whole brain', volume_ml: 1258.2, percentile: 23, flag: 'normal' },
+        { structure: 'Left hippocampus', volume_ml: 3.12, icv_percent: '@NaN', flag: 'low' },
+        { structure: 'Lateral ventricles', volume_ml: 28.24, percentile: '@Infinity' },
+        { structure: 'Right hippocampus', volume_ml: '@-Infinity', percentile: 41 },
+      ];
+      // as Python writes it: json.dumps(report, indent=2)
+      const text = JSON.stringify({ ...report, findings }, null, 2).replace(/"@([^"]+)"/g, '$1');
+      expect(text).toContain('"icv_percent": NaN,');
+      return { ...answer, body: Buffer.from(text) };
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus icv_percent NaN \(not a number\); Lateral ventricles percentile Infinity \(not a number\); Right hippocampus volume_ml -Infinity \(not a number\)$/m,
+    );
+    const [oru] = orusOf(spec.placer);
+    const nm = oru!.segmentsById('OBX').filter((seg) => seg.value(2) === 'NM');
+    expect(nm.map((seg) => seg.value(5))).toEqual(['1258.2', '23', '3.12', '28.24', '41']);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('final');
+    expect(dr?.contained?.filter((c) => c.resourceType === 'Observation')).toHaveLength(5);
+  });
+
   it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {
     // Before: naming the unread flag wrote it out again as JSON, which overflowed the stack
     // (RangeError) in the fetch job's check of the report; the job failed at every retry and the

@@ -383,6 +383,57 @@ describe('hostile: results to receivers that answer badly', () => {
         /^gave up after 4 attempts; last answer: ORU\^R01 not acknowledged: MLLP_TIMEOUT; the RIS's 1 replies named other messages in MSA-2, not IAA\d+$/,
       );
     });
+
+    /**
+     * What a RIS writes into its ACK is recorded with the attempt: the ACK code, MSA-2, MSA-3's
+     * text. An interface engine that puts a Java stack trace into MSA-3 (HAPI- and Mirth-based
+     * receivers answer an exception so), or one that answers garbage where MSA-1's code belongs,
+     * had every character of it in the attempt's audit detail, and the code in the attempt's
+     * summary, the outbox's last_error and the dead letter's reason (also what ALERT_WEBHOOK_URL
+     * is told): 100 KB of MSA-1 made each of them 100 KB, at every attempt. Each is now bounded,
+     * saying how long it was; the whole ACK stays in the exchange record (bounded there).
+     */
+    it.each([
+      ['an AE whose MSA-3 is a 200 KB Java stack trace', 'AE', 'trace'],
+      ['100 KB of garbage where MSA-1’s code belongs', 'Z'.repeat(100_000), 'short'],
+    ])('%s: the attempt’s record, summary and reason are bounded', async (_what, code, text) => {
+      ris = await startRawRis((message, socket) => {
+        const id = message.split('\r')[0]!.split('|')[9]!;
+        const trace = Array.from(
+          { length: 3_000 },
+          (_, i) => `\tat com.vendor.ris.hl7.OruHandler.process(OruHandler.java:${i + 1})`,
+        ).join(' ');
+        const msa3 =
+          text === 'trace' ? `java.lang.NullPointerException: PID-3 ${trace}` : 'not understood';
+        const ack = `MSH|^~\\&|RIS|HOSP|IAA|ADAPTER|20261127||ACK^R01^ACK|A${id}|P|2.5.1\rMSA|${code}|${id}|${msa3}\r`;
+        socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts])).toEqual([['dead', 4]]);
+      expect(rows[0]!.last_error!.length).toBeLessThan(400);
+      const events: Array<{ kind: string; summary: string; detail: unknown }> =
+        await db.dataSource.query(
+          `SELECT kind, summary, detail FROM audit_events WHERE kind LIKE 'outbound.%'
+            AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+        );
+      expect(events.map((e) => e.kind)).toEqual([
+        ...Array.from({ length: 4 }, () => 'outbound.attempt'),
+        'outbound.dead-letter',
+      ]);
+      for (const e of events) {
+        expect(e.summary.length).toBeLessThan(400);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(4_000);
+      }
+      const first = events[0]!.detail as { ackCode: string; text: string };
+      if (text === 'trace') {
+        expect(first.ackCode).toBe('AE');
+        expect(first.text).toMatch(/^java\.lang\.NullPointerException: PID-3 \tat com\.vendor/);
+        expect(first.text).toMatch(/… \(\d+ characters\)$/);
+      } else {
+        expect(first.ackCode).toMatch(/^Z+… \(100000 characters\)$/);
+        expect(rows[0]!.last_error).toMatch(/unknown ACK code Z+… \(100000 characters\)$/);
+      }
+    });
   });
 
   /** The audit entries of the order's attempts, as the audit page lists them. */

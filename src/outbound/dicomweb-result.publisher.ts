@@ -14,6 +14,22 @@ import { failedSops } from './stow-answer';
 /** The most of a PACS's STOW-RS answer we read. */
 const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
 
+/**
+ * What of a Failed SOP Sequence an attempt records: its first items (detail), its first distinct
+ * reasons (the answer: summary, last_error, the dead letter's reason). We send one instance; a
+ * PACS or proxy naming 3,000 failures with as many reasons had every one in the detail and the
+ * summary (over 100 KB each, at every attempt).
+ */
+const MAX_RECORDED_FAILURES = 20;
+const MAX_NAMED_REASONS = 3;
+
+/** The distinct failure reasons, the first MAX_NAMED_REASONS named and the rest counted. */
+function reasonsOf(failures: ReadonlyArray<{ reason?: number }>): string {
+  const reasons = [...new Set(failures.map((f) => describeStowFailure(f.reason)))];
+  const more = reasons.length - MAX_NAMED_REASONS;
+  return `${reasons.slice(0, MAX_NAMED_REASONS).join(', ')}${more > 0 ? ` and ${more} more reasons` : ''}`;
+}
+
 export interface DicomWebPublisherOptions {
   /** DICOMweb root (DICOMWEB_URL), e.g. http://pacs/dicom-web. */
   baseUrl: string;
@@ -136,7 +152,16 @@ export class DicomWebResultPublisher implements Publisher {
       httpStatus: status,
       sopInstanceUid,
       bytes: part10.length,
-      ...(failures.length > 0 ? { failedSops: failures } : {}),
+      ...(failures.length > 0
+        ? {
+            // a UID is at most 64 characters (PS3.5 §9.1): what a PACS wrote past it is not one
+            failedSops: failures.slice(0, MAX_RECORDED_FAILURES).map((f) => ({
+              ...f,
+              ...(f.sopInstanceUid ? { sopInstanceUid: f.sopInstanceUid.slice(0, 64) } : {}),
+            })),
+            ...(failures.length > MAX_RECORDED_FAILURES ? { failedSopCount: failures.length } : {}),
+          }
+        : {}),
       latencyMs: Date.now() - started,
     };
     const label = kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
@@ -187,7 +212,7 @@ export class DicomWebResultPublisher implements Publisher {
     return {
       outcome: transient ? 'retry' : 'dead',
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused: ${[...new Set(failures.map((f) => describeStowFailure(f.reason)))].join(', ')})` : ''}`,
+      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused: ${reasonsOf(failures)})` : ''}`,
       detail,
       response,
     };

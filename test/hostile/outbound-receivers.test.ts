@@ -742,6 +742,56 @@ describe('hostile: results to receivers that answer badly', () => {
       ]);
     });
 
+    /**
+     * A PACS (or a proxy in front of it) answering our one-instance STOW with a Failed SOP
+     * Sequence of thousands of items, each with its own Failure Reason. Every item went into
+     * the attempt's detail and every distinct reason into its summary, the outbox's last_error
+     * and the dead letter's reason: 3,000 reasons made each of them over 100 KB. Now the first
+     * few are named and the rest counted.
+     */
+    it('a 409 naming 3,000 failed SOPs with as many reasons: the attempt’s summary, reason and record are bounded', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(409, { 'content-type': 'application/dicom+json' });
+        res.end(
+          JSON.stringify({
+            '00081198': {
+              vr: 'SQ',
+              Value: Array.from({ length: 3_000 }, (_, i) => ({
+                '00081150': { vr: 'UI', Value: ['1.2.840.10008.5.1.4.1.1.88.34'] },
+                '00081155': { vr: 'UI', Value: [`2.25.${i + 1}`] },
+                '00081197': { vr: 'US', Value: [0xc000 + i] },
+              })),
+            },
+          }),
+        );
+      });
+      const rows = await publish(
+        DESTINATIONS.dicom,
+        new DicomWebResultPublisher({ baseUrl: `${http.base}/dicom-web`, timeoutMs: 2_000 }),
+      );
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['dicom-sr', 'dead', 1],
+        ['dicom-pdf', 'dead', 1],
+      ]);
+      expect(rows[0]!.last_error).toMatch(
+        /^the PACS answered 409 to the SR \(3000 refused: 0xC000 .*, 0xC001 .*, 0xC002 .* and 2997 more reasons\)$/,
+      );
+      expect(rows[0]!.last_error!.length).toBeLessThan(400);
+      const events: Array<{
+        summary: string;
+        detail: { failedSops: unknown[]; failedSopCount: number };
+      }> = await db.dataSource.query(
+        `SELECT summary, detail FROM audit_events WHERE kind = 'outbound.attempt'
+            AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+      );
+      for (const e of events) {
+        expect(e.summary.length).toBeLessThan(400);
+        expect(e.detail.failedSops).toHaveLength(20);
+        expect(e.detail.failedSopCount).toBe(3_000);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(4_000);
+      }
+    });
+
     it('a 200 with an HTML page is not taken as stored: retried, then a dead letter saying why', async () => {
       http.setAnswer((_req, _body, res) => {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });

@@ -113,7 +113,7 @@ export class FhirResultPublisher implements Publisher {
           },
           detail: {
             resourceType: resource.resourceType,
-            ...(outcome ? { operationOutcome: outcome } : {}),
+            ...recordedIssues(outcome),
             latencyMs: Date.now() - started,
           },
         };
@@ -182,7 +182,7 @@ export class FhirResultPublisher implements Publisher {
             `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {
           httpStatus: status ?? null,
-          ...(outcome ? { operationOutcome: outcome } : {}),
+          ...recordedIssues(outcome),
           ...(status === undefined ? { error: (error as Error).message.slice(0, 300) } : {}),
         },
       };
@@ -279,6 +279,36 @@ function refusalMeaning(status: number, resourceType: string, issues: unknown): 
   const named = types.length > 0 ? `OperationOutcome ${types.join(', ')}` : '';
   if (meaning) return `: ${meaning}${named ? ` (${named})` : ''}`;
   return named ? `: ${named}` : '';
+}
+
+/**
+ * What of an EHR's OperationOutcome an attempt records: its first 20 issues, each value within
+ * 500 characters and 5 locations, and how many there were. A validating EHR answers one issue
+ * per finding, thousands for a large DiagnosticReport against a strict profile: every one went
+ * into the attempt's audit detail (5,000 issues, over 1 MB, at every attempt). The whole answer
+ * stays in the exchange record, which bounds it (EXCHANGE_TEXT_LIMIT).
+ */
+const MAX_RECORDED_ISSUES = 20;
+
+function recordedIssues(issues: unknown): Record<string, unknown> {
+  if (issues === undefined) return {};
+  if (!Array.isArray(issues)) return { operationOutcome: issues };
+  const cut = (v: unknown): unknown =>
+    typeof v === 'string'
+      ? v.slice(0, 500)
+      : Array.isArray(v)
+        ? v.slice(0, 5).map(cut)
+        : v && typeof v === 'object'
+          ? Object.fromEntries(
+              Object.entries(v)
+                .slice(0, 10)
+                .map(([k, x]) => [k, cut(x)]),
+            )
+          : v;
+  return {
+    operationOutcome: issues.slice(0, MAX_RECORDED_ISSUES).map(cut),
+    ...(issues.length > MAX_RECORDED_ISSUES ? { operationOutcomeIssues: issues.length } : {}),
+  };
 }
 
 function operationOutcomeOf(data: unknown): unknown {

@@ -564,6 +564,56 @@ describe('hostile: results to receivers that answer badly', () => {
       },
     );
 
+    /**
+     * A validating EHR (HAPI's RequestValidatingInterceptor) refusing our resource answers an
+     * OperationOutcome with one issue per finding, each with its diagnostics and location:
+     * thousands for a large DiagnosticReport against a strict profile. Every issue went into
+     * the attempt's audit detail (5,000 issues: over 1 MB, at every attempt). Now the first 20
+     * are recorded, each within bounds, with the count beside them; the answer names the issue
+     * types as before, and the whole answer stays in the exchange record (bounded there).
+     */
+    it('a 422 with an OperationOutcome of 5,000 issues: the attempt’s record is bounded, the issue types named', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(422, { 'content-type': 'application/fhir+json' });
+        res.end(
+          JSON.stringify({
+            resourceType: 'OperationOutcome',
+            issue: Array.from({ length: 5_000 }, (_, i) => ({
+              severity: 'error',
+              code: 'processing',
+              diagnostics: `Profile http://example.org/fhir/StructureDefinition/strict-dr, Element 'DiagnosticReport.contained[${i}].valueQuantity': minimum required = 1, but only found 0 ${'x'.repeat(400)}`,
+              location: [`DiagnosticReport.contained[${i}].valueQuantity`, `Line[1] Col[${i}]`],
+              expression: [`DiagnosticReport.contained[${i}].valueQuantity`],
+            })),
+          }),
+        );
+      });
+      const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['fhir-task', 'dead', 1],
+        ['fhir-diagnostic-report', 'dead', 1],
+      ]);
+      expect(rows[0]!.last_error).toBe(
+        "the EHR answered 422 to Task: the EHR's rules refused the resource (OperationOutcome processing)",
+      );
+      const events: Array<{
+        detail: {
+          operationOutcome: Array<{ diagnostics: string }>;
+          operationOutcomeIssues: number;
+        };
+      }> = await db.dataSource.query(
+        `SELECT detail FROM audit_events WHERE kind = 'outbound.attempt'
+          AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+      );
+      expect(events).toHaveLength(2);
+      for (const e of events) {
+        expect(e.detail.operationOutcome).toHaveLength(20);
+        expect(e.detail.operationOutcomeIssues).toBe(5_000);
+        expect(e.detail.operationOutcome[0]!.diagnostics).toMatch(/^Profile http:\/\/example/);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(20_000);
+      }
+    });
+
     it('a 201 with no body (return=minimal) or the stored resource is delivered', async () => {
       let n = 0;
       http.setAnswer((_req, body, res) => {

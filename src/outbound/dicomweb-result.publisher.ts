@@ -3,6 +3,7 @@ import { Agent, request } from 'undici';
 import { buildEncapsulatedPdf } from './dicom-result.builder';
 import { SrBuildOffload } from './dicom-sr.offload';
 import { DESTINATIONS } from './outbound.settings';
+import { redirectMeaning } from './redirect-answer';
 import type { LoadedPublication } from './publication.loader';
 import { dicomTagDump } from './dicom-tag-dump';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
@@ -112,6 +113,7 @@ export class DicomWebResultPublisher implements Publisher {
     let text: string;
     let retryAfter: string | string[] | undefined;
     let contentType: string | undefined;
+    let location: string | undefined;
     try {
       const res = await request(url, {
         method: 'POST',
@@ -129,6 +131,8 @@ export class DicomWebResultPublisher implements Publisher {
       status = res.statusCode;
       retryAfter = res.headers['retry-after'];
       contentType = [res.headers['content-type']].flat()[0];
+      // a redirect is never followed (DICOMWEB_TOKEN goes to DICOMWEB_URL only): named in the answer
+      if (status >= 300 && status < 400) location = [res.headers.location].flat()[0];
       // a STOW-RS answer is a short DICOM JSON (PS3.18 §10.5.3): 1 MiB is far above it
       text = await readBodyText(res.body, STOW_ANSWER_MAX_BYTES).catch((error: unknown) =>
         error instanceof BodyTooLargeError ? error.message : '',
@@ -212,7 +216,7 @@ export class DicomWebResultPublisher implements Publisher {
     return {
       outcome: transient ? 'retry' : 'dead',
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused: ${reasonsOf(failures)})` : ''}`,
+      answer: `the PACS answered ${status} to the ${label}${redirectMeaning(status, location, this.options.baseUrl, 'DICOMWEB_URL')}${failures.length ? ` (${failures.length} refused: ${reasonsOf(failures)})` : ''}`,
       detail,
       response,
     };

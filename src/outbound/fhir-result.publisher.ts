@@ -17,6 +17,7 @@ import {
 } from '../mappings/fhir-refusals.table';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
+import { redirectMeaning } from './redirect-answer';
 import type { LoadedPublication } from './publication.loader';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 
@@ -177,7 +178,7 @@ export class FhirResultPublisher implements Publisher {
             }
           : {}),
         answer: status
-          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}${redirectMeaning(status, response?.location, this.options.baseUrl)}${refusalMeaning(status, resource.resourceType, outcome)}`
+          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}${redirectMeaning(status, response?.location, this.options.baseUrl, 'FHIR_SERVER_URL')}${refusalMeaning(status, resource.resourceType, outcome)}`
           : // our client's own words: unreachable, no complete answer in time, answer too large
             `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {
@@ -243,32 +244,6 @@ function notStored(answer: unknown, resourceType: string): string | undefined {
   // the peer's text goes into the audit summary only when it looks like a resource type
   const named = typeof type === 'string' && /^[A-Z][A-Za-z]{0,63}$/.test(type);
   return named ? `a ${type}, not a ${resourceType}` : 'not a FHIR resource';
-}
-
-/**
- * `: a redirect to <origin>, not followed …` for a 3xx, else nothing. A redirect is never
- * followed (FhirRestClient: our token goes to FHIR_SERVER_URL only), so it is a dead letter: an
- * EHR moved to a new address, or a gateway sending us to its login page. It was only "the EHR
- * answered 307", and the analyst had to guess. The Location is named by its origin alone (its
- * path and query may hold a session or our identifier), or as one on the same server.
- */
-function redirectMeaning(status: number, location: string | undefined, baseUrl: string): string {
-  if (status < 300 || status >= 400) return '';
-  const advice = 'not followed (our credentials go to FHIR_SERVER_URL only)';
-  if (!location) return `: a redirect without a Location, ${advice}`;
-  let target: URL;
-  try {
-    target = new URL(location, baseUrl);
-  } catch {
-    return `: a redirect to an unreadable Location, ${advice}`;
-  }
-  const where =
-    target.origin === new URL(baseUrl).origin
-      ? 'another path of the same server'
-      : target.origin === 'null'
-        ? `a ${target.protocol} address`
-        : target.origin;
-  return `: a redirect to ${where}, ${advice}; correct FHIR_SERVER_URL, then replay`;
 }
 
 /** `: <what the status means> (OperationOutcome <issue types>)` for a 4xx, else nothing. */

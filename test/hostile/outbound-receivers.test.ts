@@ -842,6 +842,46 @@ describe('hostile: results to receivers that answer badly', () => {
       }
     });
 
+    /**
+     * A PACS moved behind a new address (or a portal sending us to its login page) answers our
+     * STOW-RS with a redirect to another host. It is not followed (DICOMWEB_TOKEN goes to
+     * DICOMWEB_URL only); the dead letter names it as a redirect and where it pointed (the
+     * origin only), as the EHR's does. Before, it read "the PACS answered 307 to the SR".
+     */
+    it('a 307 to another host: not followed, no token there, a dead letter naming the redirect and its origin', async () => {
+      const other = await startHttpPeer();
+      other.setAnswer((_req, _b, res) => {
+        res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        res.end('{}');
+      });
+      const tokens: Array<string | undefined> = [];
+      http.setAnswer((req, _body, res) => {
+        tokens.push(req.headers.authorization);
+        res.writeHead(307, { location: `${other.base}/wado/studies/1.2.3?session=abc` });
+        res.end();
+      });
+      try {
+        const rows = await publish(
+          DESTINATIONS.dicom,
+          new DicomWebResultPublisher({
+            baseUrl: `${http.base}/dicom-web`,
+            timeoutMs: 2_000,
+            bearerToken: 'pacs-token-0123456789',
+          }),
+        );
+        expect(other.requests).toEqual([]);
+        expect(tokens).toEqual(['Bearer pacs-token-0123456789', 'Bearer pacs-token-0123456789']);
+        const why = (label: string) =>
+          `the PACS answered 307 to the ${label}: a redirect to ${other.base}, not followed (our credentials go to DICOMWEB_URL only); correct DICOMWEB_URL, then replay`;
+        expect(rows.map((r) => [r.kind, r.status, r.attempts, r.last_error])).toEqual([
+          ['dicom-sr', 'dead', 1, why('SR')],
+          ['dicom-pdf', 'dead', 1, why('encapsulated PDF')],
+        ]);
+      } finally {
+        await other.close();
+      }
+    });
+
     it('a 200 with an HTML page is not taken as stored: retried, then a dead letter saying why', async () => {
       http.setAnswer((_req, _body, res) => {
         res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });

@@ -21,6 +21,8 @@ export interface FhirHttpAnswer {
   status: number;
   data: unknown;
   retryAfter?: string;
+  /** A 3xx's Location header, as the peer wrote it (never followed). */
+  location?: string;
 }
 
 export class FhirHttpError extends Error {
@@ -90,6 +92,7 @@ export class FhirRestClient {
     let status: number;
     let text: string;
     let retryAfter: string | undefined;
+    let location: string | undefined;
     try {
       const res = await fetch(url, {
         method,
@@ -100,6 +103,7 @@ export class FhirRestClient {
       });
       status = res.status;
       retryAfter = res.headers.get('retry-after') ?? undefined;
+      if (status >= 300 && status < 400) location = res.headers.get('location') ?? undefined;
       text = await readBodyText(res.body, this.maxAnswerBytes);
     } catch (error) {
       if (error instanceof BodyTooLargeError) throw new FhirHttpError(error.message);
@@ -127,6 +131,7 @@ export class FhirRestClient {
         status,
         data,
         ...(retryAfter === undefined ? {} : { retryAfter }),
+        ...(location === undefined ? {} : { location }),
       });
     }
     return data as T;

@@ -190,7 +190,10 @@ export class MllpClient {
       socket.destroy();
       return;
     }
-    for (const message of result.messages) this.take(message);
+    for (const message of result.messages) {
+      if (socket !== this.socket) return; // dropped by take (a flood of unasked frames)
+      this.take(message);
+    }
     // An ACK whose frame ends with FS alone (a RIS that leaves the CR out, as the listener
     // tolerates from senders): nothing more comes until we write, so after a moment the frame
     // is taken as it is. Without this the ACK was never read, the ORU timed out, was sent again
@@ -233,6 +236,12 @@ export class MllpClient {
       // a peer that closes after each reply: end this connection now, the next message opens one
       if (this.closesAfterReply) this.retire();
       pending.resolve(message);
+    } else if (this.early.length >= MAX_IGNORED_REPLIES) {
+      // Frames nobody asked for, more than a message may set aside: a peer out of step (an
+      // engine repeating ACKs, a flood). They were all kept until the next message went out on
+      // the connection, however many came; now it is dropped and the next message opens one.
+      this.early.length = 0;
+      this.drop();
     } else {
       this.early.push(message);
     }

@@ -125,8 +125,10 @@ export function obxLines(
     }
     // ST is printable characters, meant for short strings (v2.5.1 2A.2.74: under 200, longer
     // ones TX or FT): an impression over several lines or longer is written as the report text.
+    // Its length is counted as written, escapes included, as ORC-16's and OBX-3.2's are: an
+    // impression of 199 characters with four `&` (`L & R`, `age & sex`) went out as an ST of 207.
     const impression = input.results.impression;
-    if (impression && linesOf(impression).length === 1 && impression.length < 200)
+    if (impression && linesOf(impression).length === 1 && hl7EncodedLength(impression) < 200)
       add('ST', ['IMPRESSION', 'Impression', LOCAL], impression);
     else if (impression) text(settings.textType, ['IMPRESSION', 'Impression', LOCAL], [impression]);
   }

@@ -1,3 +1,5 @@
+import { parseJsonAllowingNonFinite } from '../common/json-non-finite';
+
 /**
  * The upstream's JSON results report read into a neutral shape the three publishers share.
  * The contract does not show the report's field names (imaging-service-api.md, Reports); we
@@ -303,7 +305,9 @@ function qcBypassedOf(value: unknown): boolean {
 
 /** Reads the JSON results report; throws when it is not a JSON object. */
 export function parseResultContent(body: Buffer | string): ResultContent {
-  const parsed: unknown = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
+  const parsed: unknown = parseJsonAllowingNonFinite(
+    typeof body === 'string' ? body : body.toString('utf8'),
+  );
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw new Error('the results report is not a JSON object');
   }

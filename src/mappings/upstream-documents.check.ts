@@ -21,6 +21,7 @@
  */
 
 import { firstDuplicateKey } from '../common/json-duplicate-keys';
+import { parseJsonAllowingNonFinite } from '../common/json-non-finite';
 import { parseResultContent } from './result-content.mapping';
 
 export interface ExpectedIdentity {
@@ -84,7 +85,8 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
   if (doc.kind !== 'qc' && doc.reportType !== 'JSON') return { accepted: true };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(doc.body.toString('utf8'));
+    // Python's bare NaN / Infinity are values that are not numbers, not a text that is not JSON
+    parsed = parseJsonAllowingNonFinite(doc.body.toString('utf8'));
   } catch {
     return { accepted: false, foreign: false, reason: 'not JSON' };
   }

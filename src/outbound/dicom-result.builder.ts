@@ -231,7 +231,8 @@ function instanceNumber(input: PublicationInput): number {
   return (input.revision ?? (input.correction ? 1 : 0)) + 1;
 }
 
-function write(dataset: Item): Buffer {
+/** `cuts` receives a line per value written shorter than it came (see sanitizeDataset). */
+function write(dataset: Item, cuts?: string[]): Buffer {
   const meta = {
     FileMetaInformationVersion: new Uint8Array([0, 1]).buffer,
     MediaStorageSOPClassUID: dataset.SOPClassUID,
@@ -249,7 +250,9 @@ function write(dataset: Item): Buffer {
   const encoding = latin1 ? 'latin1' : 'utf8';
   const declared = latin1 ? { ...dataset, SpecificCharacterSet: 'ISO_IR 100' } : dataset;
   const vrOf = (keyword: string) => DicomMetaDictionary.nameMap[keyword]?.vr;
-  dict.dict = DicomMetaDictionary.denaturalizeDataset(sanitizeDataset(declared, vrOf, encoding));
+  dict.dict = DicomMetaDictionary.denaturalizeDataset(
+    sanitizeDataset(declared, vrOf, encoding, cuts),
+  );
   return latin1 ? writingLatin1(() => Buffer.from(dict.write())) : Buffer.from(dict.write());
 }
 
@@ -341,11 +344,15 @@ function procedureCode(input: PublicationInput): Code {
   return code(value, scheme, p.display ?? value);
 }
 
-/** The Comprehensive 3D SR of a results publication. */
+/**
+ * The Comprehensive 3D SR of a results publication. `cuts` receives a line per patient or
+ * study value written shorter than it came (recorded with the attempt, quirk value-cut-to-type).
+ */
 export function buildMeasurementSr(
   input: PublicationInput,
   source: SourceStudy,
   now: Date,
+  cuts?: string[],
 ): Buffer {
   const uids = input.dicom!;
   const d = input.device;
@@ -516,15 +523,16 @@ export function buildMeasurementSr(
       : {}),
     ...root,
   };
-  return write(dataset);
+  return write(dataset, cuts);
 }
 
-/** The Encapsulated PDF of the report (results or failure PDF). */
+/** The Encapsulated PDF of the report (results or failure PDF); `cuts` as for the SR. */
 export function buildEncapsulatedPdf(
   input: PublicationInput,
   source: SourceStudy,
   pdf: Buffer,
   now: Date,
+  cuts?: string[],
 ): Buffer {
   const uids = input.dicom!;
   const { date, time } = dicomNow(now);
@@ -555,5 +563,5 @@ export function buildEncapsulatedPdf(
     EncapsulatedDocumentLength: pdf.length,
     EncapsulatedDocument: padded.buffer.slice(padded.byteOffset, padded.byteOffset + padded.length),
   };
-  return write(dataset);
+  return write(dataset, cuts);
 }

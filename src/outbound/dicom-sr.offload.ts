@@ -8,10 +8,12 @@ import { dicomTagDump } from './dicom-tag-dump';
 import type { SrBuildAnswer, SrBuildRequest } from './dicom-sr.worker';
 import { OutboundError } from './outbound.error';
 
-/** A built SR: its Part 10 bytes and the tag dump kept as what was sent. */
+/** A built SR: its Part 10 bytes, the tag dump kept as what was sent, the values cut. */
 export interface BuiltSr {
   part10: Buffer;
   sent: ReturnType<typeof dicomTagDump>;
+  /** A line per value written shorter than it came (buildMeasurementSr). */
+  cuts: string[];
 }
 
 /** An SR build the worker did not finish in time (the delivery is retried). */
@@ -135,6 +137,7 @@ export class SrBuildOffload {
             answer.part10.byteLength,
           ),
           sent: answer.sent,
+          cuts: answer.cuts,
         });
       this.next();
     });
@@ -166,6 +169,7 @@ export class SrBuildOffload {
 }
 
 function buildInline(input: PublicationInput, source: SourceStudy, now: Date): BuiltSr {
-  const part10 = buildMeasurementSr(input, source, now);
-  return { part10, sent: dicomTagDump(part10) };
+  const cuts: string[] = [];
+  const part10 = buildMeasurementSr(input, source, now, cuts);
+  return { part10, sent: dicomTagDump(part10), cuts };
 }

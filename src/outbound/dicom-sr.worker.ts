@@ -17,7 +17,7 @@ export interface SrBuildRequest {
 }
 
 export type SrBuildAnswer =
-  | { id: number; part10: Uint8Array; sent: ReturnType<typeof dicomTagDump> }
+  | { id: number; part10: Uint8Array; sent: ReturnType<typeof dicomTagDump>; cuts: string[] }
   | {
       id: number;
       error: string;
@@ -27,10 +27,11 @@ export type SrBuildAnswer =
 
 parentPort?.on('message', (request: SrBuildRequest) => {
   try {
-    const part10 = buildMeasurementSr(request.input, request.source, new Date(request.now));
+    const cuts: string[] = [];
+    const part10 = buildMeasurementSr(request.input, request.source, new Date(request.now), cuts);
     const sent = dicomTagDump(part10);
     const bytes = new Uint8Array(part10.buffer, part10.byteOffset, part10.byteLength);
-    parentPort!.postMessage({ id: request.id, part10: bytes, sent } satisfies SrBuildAnswer, [
+    parentPort!.postMessage({ id: request.id, part10: bytes, sent, cuts } satisfies SrBuildAnswer, [
       bytes.buffer as ArrayBuffer,
     ]);
   } catch (error) {

@@ -110,7 +110,17 @@ type LengthMeasure = DicomTextEncoding | 'characters';
 /** One value made valid for `vr`; unknown VRs and non-strings pass unchanged. */
 export function validForVr(vr: string, value: string, encoding: LengthMeasure = 'utf8'): string {
   const rule = VR_RULES[vr];
-  if (!rule) return value;
+  return rule ? validForRule(vr, rule, value, encoding, rule.maxLength) : value;
+}
+
+/** validForVr with the VR's length limit `maxLength` (Infinity: every other rule, no cut). */
+function validForRule(
+  vr: string,
+  rule: VrRule,
+  value: string,
+  encoding: LengthMeasure,
+  maxLength: number,
+): string {
   const wellFormed = value.replace(LONE_SURROGATE, '\ufffd');
   let v = rule.text
     ? wellFormed.replace(TAB, ' ').replace(TEXT_FORBIDDEN, '')
@@ -126,7 +136,7 @@ export function validForVr(vr: string, value: string, encoding: LengthMeasure = 
     // dciodvfy (and PACS with a 64-byte name column) measure the whole value: `A×64=C` and a
     // kanji name with its kana reading were refused. So the groups share the 64 bytes, in
     // order: the alphabetic group first, then what room is left for the others.
-    let room = rule.maxLength;
+    let room = maxLength;
     const groups: string[] = [];
     for (const group of v.split('=').slice(0, 3)) {
       const separator = groups.length > 0 ? 1 : 0;
@@ -139,7 +149,36 @@ export function validForVr(vr: string, value: string, encoding: LengthMeasure = 
     }
     return groups.join('=');
   }
-  return truncate(v, rule.maxLength, encoding);
+  return truncate(v, maxLength, encoding);
+}
+
+/**
+ * Values we copy that a reader knows the patient or the exam by, and which are written cut
+ * when longer than their VR takes (PN 64 bytes for the three groups, LO 64): a Russian name
+ * with its patronymic (43 characters, valid in the modality's study since PS3.5 counts PN in
+ * characters) is 84 bytes of UTF-8. Such a cut is recorded with the delivery attempt (quirk
+ * `value-cut-to-type`, as the ORU records a name part cut to its XPN component), naming the
+ * attribute and the lengths, never the value. Before, the SR's Patient Name was cut silently.
+ */
+const RECORDED_CUTS: Readonly<Record<string, { tag: string; keeps: string }>> = {
+  PatientName: { tag: '0010,0010', keeps: 'the source study keeps the whole name' },
+  ReferringPhysicianName: { tag: '0008,0090', keeps: 'the source study keeps the whole name' },
+  StudyDescription: { tag: '0008,1030', keeps: 'the source study keeps the whole text' },
+  RequestedProcedureDescription: { tag: '0032,1060', keeps: 'the order keeps the whole text' },
+};
+
+/** One line for `cuts` when `written` is `keyword`'s value shorter than valid `whole`. */
+function cutOf(
+  keyword: string,
+  vr: string,
+  whole: string,
+  written: string,
+  encoding: DicomTextEncoding,
+): string | undefined {
+  const recorded = RECORDED_CUTS[keyword];
+  if (!recorded || written === whole) return undefined;
+  const charset = encoding === 'latin1' ? 'ISO_IR 100' : 'ISO_IR 192';
+  return `${keyword} (${recorded.tag}): ${lengthOf(whole, 'characters')} characters, ${lengthOf(whole, encoding)} bytes in ${charset}, written as its first ${lengthOf(written, 'characters')} characters (${vr}, ${VR_RULES[vr]!.maxLength} bytes as written); ${recorded.keeps}`;
 }
 
 /**
@@ -175,9 +214,15 @@ function validForAttribute(
   vr: string,
   value: string,
   encoding: DicomTextEncoding,
+  cuts?: string[],
 ): string {
   if (vr === 'UI') return uidAsItStands(keyword, value);
   const v = validForVr(vr, value, encoding);
+  const rule = VR_RULES[vr];
+  if (cuts && rule && RECORDED_CUTS[keyword]) {
+    const cut = cutOf(keyword, vr, validForRule(vr, rule, value, encoding, Infinity), v, encoding);
+    if (cut) cuts.push(cut);
+  }
   if (IDENTIFIERS.has(keyword)) {
     const asItStands = withoutLeading(withoutTrailing(value, ' '), ' ');
     if (v === asItStands) return v;
@@ -269,12 +314,14 @@ function lengthOf(value: string, measure: LengthMeasure): number {
 
 /**
  * Applies validForVr to every string of a naturalized dcmjs dataset (nested sequences
- * included), looking each keyword's VR up in the dictionary.
+ * included), looking each keyword's VR up in the dictionary. `cuts` receives a line per
+ * RECORDED_CUTS value written shorter than it came.
  */
 export function sanitizeDataset(
   dataset: Record<string, unknown>,
   vrOf: (keyword: string) => string | undefined,
   encoding: DicomTextEncoding = 'utf8',
+  cuts?: string[],
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(dataset)) {
@@ -282,14 +329,14 @@ export function sanitizeDataset(
     if (vr === 'SQ' && Array.isArray(value)) {
       out[key] = value.map((item) =>
         item && typeof item === 'object' && !ArrayBuffer.isView(item)
-          ? sanitizeDataset(item as Record<string, unknown>, vrOf, encoding)
+          ? sanitizeDataset(item as Record<string, unknown>, vrOf, encoding, cuts)
           : item,
       );
     } else if (typeof value === 'string' && vr) {
-      out[key] = validForAttribute(key, vr, value, encoding);
+      out[key] = validForAttribute(key, vr, value, encoding, cuts);
     } else if (Array.isArray(value) && vr) {
       out[key] = value.map((v) =>
-        typeof v === 'string' ? validForAttribute(key, vr, v, encoding) : v,
+        typeof v === 'string' ? validForAttribute(key, vr, v, encoding, cuts) : v,
       );
     } else {
       out[key] = value;

@@ -3,6 +3,7 @@ import { Agent, request } from 'undici';
 import { buildEncapsulatedPdf } from './dicom-result.builder';
 import { SrBuildOffload } from './dicom-sr.offload';
 import { DESTINATIONS } from './outbound.settings';
+import { redirectMeaning } from './redirect-answer';
 import type { LoadedPublication } from './publication.loader';
 import { dicomTagDump } from './dicom-tag-dump';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
@@ -13,6 +14,22 @@ import { failedSops } from './stow-answer';
 
 /** The most of a PACS's STOW-RS answer we read. */
 const STOW_ANSWER_MAX_BYTES = 1024 * 1024;
+
+/**
+ * What of a Failed SOP Sequence an attempt records: its first items (detail), its first distinct
+ * reasons (the answer: summary, last_error, the dead letter's reason). We send one instance; a
+ * PACS or proxy naming 3,000 failures with as many reasons had every one in the detail and the
+ * summary (over 100 KB each, at every attempt).
+ */
+const MAX_RECORDED_FAILURES = 20;
+const MAX_NAMED_REASONS = 3;
+
+/** The distinct failure reasons, the first MAX_NAMED_REASONS named and the rest counted. */
+function reasonsOf(failures: ReadonlyArray<{ reason?: number }>): string {
+  const reasons = [...new Set(failures.map((f) => describeStowFailure(f.reason)))];
+  const more = reasons.length - MAX_NAMED_REASONS;
+  return `${reasons.slice(0, MAX_NAMED_REASONS).join(', ')}${more > 0 ? ` and ${more} more reasons` : ''}`;
+}
 
 export interface DicomWebPublisherOptions {
   /** DICOMweb root (DICOMWEB_URL), e.g. http://pacs/dicom-web. */
@@ -54,12 +71,13 @@ export class DicomWebResultPublisher implements Publisher {
     const now = (this.options.clock ?? (() => new Date()))();
     let part10: Buffer;
     let sent: ReturnType<typeof dicomTagDump>;
+    let cuts: string[] = [];
     if (item.kind === 'dicom-sr') {
       // off the event loop: a report of 300 findings is about 1 s of dcmjs CPU
-      ({ part10, sent } = await this.srBuilder.build(input, source, now));
+      ({ part10, sent, cuts } = await this.srBuilder.build(input, source, now));
     } else if (item.kind === 'dicom-pdf') {
       if (!input.pdf) return { outcome: 'dead', answer: 'no PDF report stored', detail: {} };
-      part10 = buildEncapsulatedPdf(input, source, input.pdf, now);
+      part10 = buildEncapsulatedPdf(input, source, input.pdf, now, cuts);
       sent = dicomTagDump(part10);
     } else {
       return { outcome: 'dead', answer: `unknown kind ${item.kind}`, detail: {} };
@@ -67,7 +85,14 @@ export class DicomWebResultPublisher implements Publisher {
     const sopInstanceUid =
       item.kind === 'dicom-sr' ? input.dicom.srInstanceUid : input.dicom.pdfInstanceUid;
     const result = await this.store(part10, item.kind, sopInstanceUid, source);
-    return { ...result, sent };
+    // A patient or study value written shorter than it came (a name past PN's 64 bytes) is
+    // recorded with the attempt (outbound.attempt), as the ORU's cuts are.
+    const quirks = cuts.map((detail) => ({ code: 'value-cut-to-type', detail }));
+    return {
+      ...result,
+      ...(quirks.length > 0 ? { detail: { ...result.detail, quirks } } : {}),
+      sent,
+    };
   }
 
   private async store(
@@ -88,6 +113,7 @@ export class DicomWebResultPublisher implements Publisher {
     let text: string;
     let retryAfter: string | string[] | undefined;
     let contentType: string | undefined;
+    let location: string | undefined;
     try {
       const res = await request(url, {
         method: 'POST',
@@ -105,6 +131,8 @@ export class DicomWebResultPublisher implements Publisher {
       status = res.statusCode;
       retryAfter = res.headers['retry-after'];
       contentType = [res.headers['content-type']].flat()[0];
+      // a redirect is never followed (DICOMWEB_TOKEN goes to DICOMWEB_URL only): named in the answer
+      if (status >= 300 && status < 400) location = [res.headers.location].flat()[0];
       // a STOW-RS answer is a short DICOM JSON (PS3.18 §10.5.3): 1 MiB is far above it
       text = await readBodyText(res.body, STOW_ANSWER_MAX_BYTES).catch((error: unknown) =>
         error instanceof BodyTooLargeError ? error.message : '',
@@ -128,7 +156,16 @@ export class DicomWebResultPublisher implements Publisher {
       httpStatus: status,
       sopInstanceUid,
       bytes: part10.length,
-      ...(failures.length > 0 ? { failedSops: failures } : {}),
+      ...(failures.length > 0
+        ? {
+            // a UID is at most 64 characters (PS3.5 §9.1): what a PACS wrote past it is not one
+            failedSops: failures.slice(0, MAX_RECORDED_FAILURES).map((f) => ({
+              ...f,
+              ...(f.sopInstanceUid ? { sopInstanceUid: f.sopInstanceUid.slice(0, 64) } : {}),
+            })),
+            ...(failures.length > MAX_RECORDED_FAILURES ? { failedSopCount: failures.length } : {}),
+          }
+        : {}),
       latencyMs: Date.now() - started,
     };
     const label = kind === 'dicom-sr' ? 'SR' : 'encapsulated PDF';
@@ -179,7 +216,7 @@ export class DicomWebResultPublisher implements Publisher {
     return {
       outcome: transient ? 'retry' : 'dead',
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-      answer: `the PACS answered ${status} to the ${label}${failures.length ? ` (${failures.length} refused: ${[...new Set(failures.map((f) => describeStowFailure(f.reason)))].join(', ')})` : ''}`,
+      answer: `the PACS answered ${status} to the ${label}${redirectMeaning(status, location, this.options.baseUrl, 'DICOMWEB_URL')}${failures.length ? ` (${failures.length} refused: ${reasonsOf(failures)})` : ''}`,
       detail,
       response,
     };

@@ -17,6 +17,7 @@ import {
 } from '../mappings/fhir-refusals.table';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { DESTINATIONS } from './outbound.settings';
+import { redirectMeaning } from './redirect-answer';
 import type { LoadedPublication } from './publication.loader';
 import { type DeliveryResult, exchangeText, type OutboxItem, type Publisher } from './publisher';
 
@@ -113,7 +114,7 @@ export class FhirResultPublisher implements Publisher {
           },
           detail: {
             resourceType: resource.resourceType,
-            ...(outcome ? { operationOutcome: outcome } : {}),
+            ...recordedIssues(outcome),
             latencyMs: Date.now() - started,
           },
         };
@@ -177,12 +178,12 @@ export class FhirResultPublisher implements Publisher {
             }
           : {}),
         answer: status
-          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}${refusalMeaning(status, resource.resourceType, outcome)}`
+          ? `the EHR answered ${status} to ${resource.resourceType}${success ? ' with a body that is not FHIR JSON; not taken as stored' : ''}${refusedCredentials ? ': our credentials were refused (FHIR_SERVER_TOKEN or the SMART client)' : ''}${redirectMeaning(status, response?.location, this.options.baseUrl, 'FHIR_SERVER_URL')}${refusalMeaning(status, resource.resourceType, outcome)}`
           : // our client's own words: unreachable, no complete answer in time, answer too large
             `no usable answer from the EHR to ${resource.resourceType}: ${(error as Error).message.slice(0, 200)}`,
         detail: {
           httpStatus: status ?? null,
-          ...(outcome ? { operationOutcome: outcome } : {}),
+          ...recordedIssues(outcome),
           ...(status === undefined ? { error: (error as Error).message.slice(0, 300) } : {}),
         },
       };
@@ -253,6 +254,36 @@ function refusalMeaning(status: number, resourceType: string, issues: unknown): 
   const named = types.length > 0 ? `OperationOutcome ${types.join(', ')}` : '';
   if (meaning) return `: ${meaning}${named ? ` (${named})` : ''}`;
   return named ? `: ${named}` : '';
+}
+
+/**
+ * What of an EHR's OperationOutcome an attempt records: its first 20 issues, each value within
+ * 500 characters and 5 locations, and how many there were. A validating EHR answers one issue
+ * per finding, thousands for a large DiagnosticReport against a strict profile: every one went
+ * into the attempt's audit detail (5,000 issues, over 1 MB, at every attempt). The whole answer
+ * stays in the exchange record, which bounds it (EXCHANGE_TEXT_LIMIT).
+ */
+const MAX_RECORDED_ISSUES = 20;
+
+function recordedIssues(issues: unknown): Record<string, unknown> {
+  if (issues === undefined) return {};
+  if (!Array.isArray(issues)) return { operationOutcome: issues };
+  const cut = (v: unknown): unknown =>
+    typeof v === 'string'
+      ? v.slice(0, 500)
+      : Array.isArray(v)
+        ? v.slice(0, 5).map(cut)
+        : v && typeof v === 'object'
+          ? Object.fromEntries(
+              Object.entries(v)
+                .slice(0, 10)
+                .map(([k, x]) => [k, cut(x)]),
+            )
+          : v;
+  return {
+    operationOutcome: issues.slice(0, MAX_RECORDED_ISSUES).map(cut),
+    ...(issues.length > MAX_RECORDED_ISSUES ? { operationOutcomeIssues: issues.length } : {}),
+  };
 }
 
 function operationOutcomeOf(data: unknown): unknown {

@@ -133,11 +133,12 @@ export class Hl7ResultPublisher implements Publisher {
     const detail = {
       controlId,
       version,
-      ackCode: code ?? null,
-      ackControlId: ack.controlId,
-      acknowledgedId: answered ?? null,
+      ackCode: code === undefined ? null : bounded(code, ACK_ID_MAX),
+      ackControlId:
+        ack.controlId === undefined ? ack.controlId : bounded(ack.controlId, ACK_ID_MAX),
+      acknowledgedId: answered === undefined ? null : bounded(answered, ACK_ID_MAX),
       ...(err ? { err: err.fields.slice(1).join('|').slice(0, 300) } : {}),
-      ...(msa?.value(3) ? { text: msa.value(3) } : {}),
+      ...(msa?.value(3) ? { text: bounded(msa.value(3)!, ACK_TEXT_MAX) } : {}),
       latencyMs: Date.now() - started,
     };
     if (answered !== controlId) {
@@ -181,7 +182,7 @@ export class Hl7ResultPublisher implements Publisher {
       default:
         return {
           outcome: 'retry',
-          answer: `${label}: unknown ACK code ${code ?? '(none)'}`,
+          answer: `${label}: unknown ACK code ${code === undefined ? '(none)' : bounded(code, ACK_ID_MAX)}`,
           detail,
         };
     }
@@ -190,6 +191,22 @@ export class Hl7ResultPublisher implements Publisher {
   async close(): Promise<void> {
     await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
   }
+}
+
+/**
+ * The most of a RIS's ACK values recorded with an attempt: its codes and ids (MSA-1, MSA-2,
+ * MSH-10: 199 at most as HL7 sizes an ID, ST or EI) and MSA-3's text. An engine answering with a
+ * Java stack trace in MSA-3, or garbage where MSA-1's code belongs, had all of it in the audit
+ * detail, the code in the attempt's summary, last_error and the dead letter's reason (what
+ * ALERT_WEBHOOK_URL is told too): 100 KB at every attempt. The whole ACK stays in the exchange
+ * record, which bounds it (EXCHANGE_TEXT_LIMIT).
+ */
+const ACK_ID_MAX = 199;
+const ACK_TEXT_MAX = 1_000;
+
+/** `value` within `max` characters, saying how long it was when it is cut. */
+function bounded(value: string, max: number): string {
+  return value.length > max ? `${value.slice(0, max)}… (${value.length} characters)` : value;
 }
 
 /** Table 0357 conditions a resend can get past: 206 record locked, 207 internal error. */

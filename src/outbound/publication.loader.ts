@@ -1,3 +1,4 @@
+import { parseJsonAllowingNonFinite } from '../common/json-non-finite';
 import { parseHl7, type Hl7Message } from '../hl7/hl7-message';
 import type { PublicationInput } from '../mappings/publication.model';
 import { dicomUidsFor } from '../mappings/publication.model';
@@ -107,7 +108,7 @@ export async function loadPublication(
 
 function safeJson(body: Buffer): unknown {
   try {
-    return JSON.parse(body.toString('utf8'));
+    return parseJsonAllowingNonFinite(body.toString('utf8'));
   } catch {
     return { text: body.toString('utf8').slice(0, 10_000) };
   }

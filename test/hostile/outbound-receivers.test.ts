@@ -383,6 +383,57 @@ describe('hostile: results to receivers that answer badly', () => {
         /^gave up after 4 attempts; last answer: ORU\^R01 not acknowledged: MLLP_TIMEOUT; the RIS's 1 replies named other messages in MSA-2, not IAA\d+$/,
       );
     });
+
+    /**
+     * What a RIS writes into its ACK is recorded with the attempt: the ACK code, MSA-2, MSA-3's
+     * text. An interface engine that puts a Java stack trace into MSA-3 (HAPI- and Mirth-based
+     * receivers answer an exception so), or one that answers garbage where MSA-1's code belongs,
+     * had every character of it in the attempt's audit detail, and the code in the attempt's
+     * summary, the outbox's last_error and the dead letter's reason (also what ALERT_WEBHOOK_URL
+     * is told): 100 KB of MSA-1 made each of them 100 KB, at every attempt. Each is now bounded,
+     * saying how long it was; the whole ACK stays in the exchange record (bounded there).
+     */
+    it.each([
+      ['an AE whose MSA-3 is a 200 KB Java stack trace', 'AE', 'trace'],
+      ['100 KB of garbage where MSA-1’s code belongs', 'Z'.repeat(100_000), 'short'],
+    ])('%s: the attempt’s record, summary and reason are bounded', async (_what, code, text) => {
+      ris = await startRawRis((message, socket) => {
+        const id = message.split('\r')[0]!.split('|')[9]!;
+        const trace = Array.from(
+          { length: 3_000 },
+          (_, i) => `\tat com.vendor.ris.hl7.OruHandler.process(OruHandler.java:${i + 1})`,
+        ).join(' ');
+        const msa3 =
+          text === 'trace' ? `java.lang.NullPointerException: PID-3 ${trace}` : 'not understood';
+        const ack = `MSH|^~\\&|RIS|HOSP|IAA|ADAPTER|20261127||ACK^R01^ACK|A${id}|P|2.5.1\rMSA|${code}|${id}|${msa3}\r`;
+        socket.write(encodeMllpFrame(Buffer.from(ack, 'latin1')));
+      });
+      const rows = await publish(DESTINATIONS.hl7, hl7Publisher(ris.port));
+      expect(rows.map((r) => [r.status, r.attempts])).toEqual([['dead', 4]]);
+      expect(rows[0]!.last_error!.length).toBeLessThan(400);
+      const events: Array<{ kind: string; summary: string; detail: unknown }> =
+        await db.dataSource.query(
+          `SELECT kind, summary, detail FROM audit_events WHERE kind LIKE 'outbound.%'
+            AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+        );
+      expect(events.map((e) => e.kind)).toEqual([
+        ...Array.from({ length: 4 }, () => 'outbound.attempt'),
+        'outbound.dead-letter',
+      ]);
+      for (const e of events) {
+        expect(e.summary.length).toBeLessThan(400);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(4_000);
+      }
+      const first = events[0]!.detail as { ackCode: string; text: string };
+      if (text === 'trace') {
+        expect(first.ackCode).toBe('AE');
+        expect(first.text).toMatch(/^java\.lang\.NullPointerException: PID-3 \tat com\.vendor/);
+        expect(first.text).toMatch(/… \(\d+ characters\)$/);
+      } else {
+        expect(first.ackCode).toMatch(/^Z+… \(100000 characters\)$/);
+        expect(rows[0]!.last_error).toMatch(/unknown ACK code Z+… \(100000 characters\)$/);
+      }
+    });
   });
 
   /** The audit entries of the order's attempts, as the audit page lists them. */
@@ -454,6 +505,113 @@ describe('hostile: results to receivers that answer badly', () => {
       expect(rows[0]!.last_error).toBe(
         'gave up after 4 attempts; last answer: no usable answer from the EHR to Task: no complete answer within 500 ms',
       );
+    });
+
+    /**
+     * An EHR moved behind a new address, or a gateway sending what it does not know to a login
+     * page, answers our conditional update with a redirect to another host. It is not followed
+     * (our token goes to FHIR_SERVER_URL only) and no retry reaches another host; the dead
+     * letter names it as a redirect and where it pointed (the origin only). Before, it read
+     * "the EHR answered 307 to Task", leaving the analyst to guess why nothing was stored.
+     */
+    it.each([307, 308])(
+      'a %s to another host: not followed, no credential there, a dead letter naming the redirect and its origin',
+      async (code) => {
+        const other = await startHttpPeer();
+        other.setAnswer((_req, _b, res) => {
+          res.writeHead(200, { 'content-type': 'application/fhir+json' });
+          res.end('{"resourceType":"Task","id":"elsewhere"}');
+        });
+        const tokens: Array<string | undefined> = [];
+        http.setAnswer((req, _body, res) => {
+          tokens.push(req.headers.authorization);
+          res.writeHead(code, {
+            location: `${other.base}/r4/Task?identifier=urn%3Aimaging-ai-adapter%3Aorder%7Cx&_sso=abc`,
+            'content-type': 'text/html',
+          });
+          res.end('<html><body>Moved</body></html>');
+        });
+        try {
+          const rows = await publish(
+            DESTINATIONS.fhir,
+            new FhirResultPublisher({
+              baseUrl: `${http.base}/fhir`,
+              timeoutMs: 2_000,
+              bearerToken: 'ehr-token-0123456789',
+            }),
+          );
+          expect(other.requests).toEqual([]);
+          expect(tokens).toEqual(['Bearer ehr-token-0123456789', 'Bearer ehr-token-0123456789']);
+          const why = (type: string) =>
+            `the EHR answered ${code} to ${type}: a redirect to ${other.base}, not followed (our credentials go to FHIR_SERVER_URL only); correct FHIR_SERVER_URL, then replay`;
+          expect(rows).toEqual([
+            { kind: 'fhir-task', status: 'dead', attempts: 1, last_error: why('Task') },
+            {
+              kind: 'fhir-diagnostic-report',
+              status: 'dead',
+              attempts: 1,
+              last_error: why('DiagnosticReport'),
+            },
+          ]);
+          const events: Array<{ detail: unknown }> = await db.dataSource.query(
+            `SELECT detail FROM audit_events WHERE kind LIKE 'outbound.%'
+              AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1)`,
+          );
+          expect(JSON.stringify(events)).not.toMatch(/ehr-token|_sso|identifier=/);
+        } finally {
+          await other.close();
+        }
+      },
+    );
+
+    /**
+     * A validating EHR (HAPI's RequestValidatingInterceptor) refusing our resource answers an
+     * OperationOutcome with one issue per finding, each with its diagnostics and location:
+     * thousands for a large DiagnosticReport against a strict profile. Every issue went into
+     * the attempt's audit detail (5,000 issues: over 1 MB, at every attempt). Now the first 20
+     * are recorded, each within bounds, with the count beside them; the answer names the issue
+     * types as before, and the whole answer stays in the exchange record (bounded there).
+     */
+    it('a 422 with an OperationOutcome of 5,000 issues: the attempt’s record is bounded, the issue types named', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(422, { 'content-type': 'application/fhir+json' });
+        res.end(
+          JSON.stringify({
+            resourceType: 'OperationOutcome',
+            issue: Array.from({ length: 5_000 }, (_, i) => ({
+              severity: 'error',
+              code: 'processing',
+              diagnostics: `Profile http://example.org/fhir/StructureDefinition/strict-dr, Element 'DiagnosticReport.contained[${i}].valueQuantity': minimum required = 1, but only found 0 ${'x'.repeat(400)}`,
+              location: [`DiagnosticReport.contained[${i}].valueQuantity`, `Line[1] Col[${i}]`],
+              expression: [`DiagnosticReport.contained[${i}].valueQuantity`],
+            })),
+          }),
+        );
+      });
+      const rows = await publish(DESTINATIONS.fhir, fhirPublisher());
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['fhir-task', 'dead', 1],
+        ['fhir-diagnostic-report', 'dead', 1],
+      ]);
+      expect(rows[0]!.last_error).toBe(
+        "the EHR answered 422 to Task: the EHR's rules refused the resource (OperationOutcome processing)",
+      );
+      const events: Array<{
+        detail: {
+          operationOutcome: Array<{ diagnostics: string }>;
+          operationOutcomeIssues: number;
+        };
+      }> = await db.dataSource.query(
+        `SELECT detail FROM audit_events WHERE kind = 'outbound.attempt'
+          AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+      );
+      expect(events).toHaveLength(2);
+      for (const e of events) {
+        expect(e.detail.operationOutcome).toHaveLength(20);
+        expect(e.detail.operationOutcomeIssues).toBe(5_000);
+        expect(e.detail.operationOutcome[0]!.diagnostics).toMatch(/^Profile http:\/\/example/);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(20_000);
+      }
     });
 
     it('a 201 with no body (return=minimal) or the stored resource is delivered', async () => {
@@ -632,6 +790,96 @@ describe('hostile: results to receivers that answer badly', () => {
         ),
         expect.stringMatching(/attempt 3: SR stored by the PACS \(200\)$/),
       ]);
+    });
+
+    /**
+     * A PACS (or a proxy in front of it) answering our one-instance STOW with a Failed SOP
+     * Sequence of thousands of items, each with its own Failure Reason. Every item went into
+     * the attempt's detail and every distinct reason into its summary, the outbox's last_error
+     * and the dead letter's reason: 3,000 reasons made each of them over 100 KB. Now the first
+     * few are named and the rest counted.
+     */
+    it('a 409 naming 3,000 failed SOPs with as many reasons: the attempt’s summary, reason and record are bounded', async () => {
+      http.setAnswer((_req, _body, res) => {
+        res.writeHead(409, { 'content-type': 'application/dicom+json' });
+        res.end(
+          JSON.stringify({
+            '00081198': {
+              vr: 'SQ',
+              Value: Array.from({ length: 3_000 }, (_, i) => ({
+                '00081150': { vr: 'UI', Value: ['1.2.840.10008.5.1.4.1.1.88.34'] },
+                '00081155': { vr: 'UI', Value: [`2.25.${i + 1}`] },
+                '00081197': { vr: 'US', Value: [0xc000 + i] },
+              })),
+            },
+          }),
+        );
+      });
+      const rows = await publish(
+        DESTINATIONS.dicom,
+        new DicomWebResultPublisher({ baseUrl: `${http.base}/dicom-web`, timeoutMs: 2_000 }),
+      );
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['dicom-sr', 'dead', 1],
+        ['dicom-pdf', 'dead', 1],
+      ]);
+      expect(rows[0]!.last_error).toMatch(
+        /^the PACS answered 409 to the SR \(3000 refused: 0xC000 .*, 0xC001 .*, 0xC002 .* and 2997 more reasons\)$/,
+      );
+      expect(rows[0]!.last_error!.length).toBeLessThan(400);
+      const events: Array<{
+        summary: string;
+        detail: { failedSops: unknown[]; failedSopCount: number };
+      }> = await db.dataSource.query(
+        `SELECT summary, detail FROM audit_events WHERE kind = 'outbound.attempt'
+            AND order_id = (SELECT order_id FROM outbox ORDER BY id DESC LIMIT 1) ORDER BY id`,
+      );
+      for (const e of events) {
+        expect(e.summary.length).toBeLessThan(400);
+        expect(e.detail.failedSops).toHaveLength(20);
+        expect(e.detail.failedSopCount).toBe(3_000);
+        expect(JSON.stringify(e.detail).length).toBeLessThan(4_000);
+      }
+    });
+
+    /**
+     * A PACS moved behind a new address (or a portal sending us to its login page) answers our
+     * STOW-RS with a redirect to another host. It is not followed (DICOMWEB_TOKEN goes to
+     * DICOMWEB_URL only); the dead letter names it as a redirect and where it pointed (the
+     * origin only), as the EHR's does. Before, it read "the PACS answered 307 to the SR".
+     */
+    it('a 307 to another host: not followed, no token there, a dead letter naming the redirect and its origin', async () => {
+      const other = await startHttpPeer();
+      other.setAnswer((_req, _b, res) => {
+        res.writeHead(200, { 'content-type': 'application/dicom+json' });
+        res.end('{}');
+      });
+      const tokens: Array<string | undefined> = [];
+      http.setAnswer((req, _body, res) => {
+        tokens.push(req.headers.authorization);
+        res.writeHead(307, { location: `${other.base}/wado/studies/1.2.3?session=abc` });
+        res.end();
+      });
+      try {
+        const rows = await publish(
+          DESTINATIONS.dicom,
+          new DicomWebResultPublisher({
+            baseUrl: `${http.base}/dicom-web`,
+            timeoutMs: 2_000,
+            bearerToken: 'pacs-token-0123456789',
+          }),
+        );
+        expect(other.requests).toEqual([]);
+        expect(tokens).toEqual(['Bearer pacs-token-0123456789', 'Bearer pacs-token-0123456789']);
+        const why = (label: string) =>
+          `the PACS answered 307 to the ${label}: a redirect to ${other.base}, not followed (our credentials go to DICOMWEB_URL only); correct DICOMWEB_URL, then replay`;
+        expect(rows.map((r) => [r.kind, r.status, r.attempts, r.last_error])).toEqual([
+          ['dicom-sr', 'dead', 1, why('SR')],
+          ['dicom-pdf', 'dead', 1, why('encapsulated PDF')],
+        ]);
+      } finally {
+        await other.close();
+      }
     });
 
     it('a 200 with an HTML page is not taken as stored: retried, then a dead letter saying why', async () => {

@@ -9,13 +9,19 @@ import type { MllpClient } from '../../src/hl7';
 import { parseHl7, type Hl7Message } from '../../src/hl7/hl7-message';
 import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
-import type { TestAdapter } from '../helpers/adapter';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { createMrBrainSeries } from '../helpers/dicom-factory';
+import { ackSummary } from '../helpers/hl7-fixtures';
+import { multipartRelated } from '../studies/study-test-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
 import {
+  type Hl7OrderSpec,
   newOrderSpec,
+  orderByPlacer,
   orderDiagnostics,
   orderState,
+  ormMessage,
   placeWithStudy,
   SANDBOX_CLIENT,
   waitFor,
@@ -136,10 +142,15 @@ describe('hostile upstream: outcomes and what we publish', () => {
     rewrites.length = 0;
   });
 
-  /** An order placed with its study, uploaded: its id, the upstream's id and its placer number. */
-  async function processing(outcome = 'delivered') {
+  /**
+   * An order placed with its study, uploaded: its id, the upstream's id and its placer number.
+   * `patientName`: the study's Patient Name (PN) instead of the order's.
+   */
+  async function processing(outcome = 'delivered', patientName?: string) {
     const spec = newOrderSpec(`Bitte KI-Auswertung. sandbox-outcome: ${outcome}`);
-    const id = await placeWithStudy({ adapter, mllp, db }, spec);
+    const id = patientName
+      ? await placeWithNamedStudy(spec, patientName)
+      : await placeWithStudy({ adapter, mllp, db }, spec);
     await waitFor(
       'the order uploaded',
       async () => (await orderState(db, id)) === 'processing',
@@ -149,6 +160,25 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
     const { rows } = await db.query(`SELECT upstream_order_id FROM orders WHERE id = $1`, [id]);
     return { id, spec, upstreamId: rows[0].upstream_order_id as string };
+  }
+
+  /** placeWithStudy, the study's patient named `patientName` (its identifiers the order's). */
+  async function placeWithNamedStudy(spec: Hl7OrderSpec, patientName: string): Promise<string> {
+    const instances = createMrBrainSeries({
+      patient: { patientId: spec.patientId, patientName, birthDate: '19640812', sex: 'F' },
+      study: { studyInstanceUid: spec.studyUid, accessionNumber: spec.accession },
+      series: { slices: 4, rows: 32, columns: 32 },
+      seed: 7,
+    });
+    const { body, contentType } = multipartRelated(instances.map((i) => ({ data: i.bytes })));
+    const stored = await fetch(`${adapter.httpUrl}/dicomweb/studies`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.sender}`, 'content-type': contentType },
+      body,
+    });
+    expect(stored.status).toBe(200);
+    expect(ackSummary(await mllp.send(ormMessage(spec))).code).toBe('AA');
+    return (await waitFor('the order', () => orderByPlacer(db, spec.placer))).id as string;
   }
 
   /** Moves the sandbox on and polls until the order leaves `processing`. */
@@ -842,6 +872,56 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(dciodvfyErrors(file)).toEqual([]);
   });
 
+  it('a patient name longer in UTF-8 than the SR’s PN takes (a Russian name with its patronymic): cut between characters, and the cut recorded with the attempt as the ORU’s are', async () => {
+    // 43 characters, valid in the modality's study (PS3.5 counts PN in characters), but 84
+    // bytes of UTF-8: the SR and the PDF hold the first 64 bytes (dicom-vr.ts: dciodvfy and
+    // PACS with byte-sized columns count bytes). Before, the name was cut without a word; the
+    // ORU records each name part it writes shorter (quirk value-cut-to-type), the SR did not.
+    const name = 'Константинопольская^Александра^Владимировна';
+    const { id, spec } = await processing('delivered', name);
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['dicom-sr', 'dicom-pdf']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const found = (await (
+      await fetch(`${orthanc.url}/tools/find`, {
+        method: 'POST',
+        body: JSON.stringify({
+          Level: 'Instance',
+          Query: { StudyInstanceUID: spec.studyUid, Modality: 'SR' },
+          Expand: true,
+        }),
+      })
+    ).json()) as Array<{ ID: string }>;
+    expect(found).toHaveLength(1);
+    const file = join(dir, 'long-name-sr.dcm');
+    writeFileSync(
+      file,
+      Buffer.from(
+        await (await fetch(`${orthanc.url}/instances/${found[0]!.ID}/file`)).arrayBuffer(),
+      ),
+    );
+    expect(dciodvfyErrors(file)).toEqual([]);
+    const written = execFileSync('dcmdump', ['+P', '0010,0010', '+U8', file], { encoding: 'utf8' });
+    expect(written).toContain('[Константинопольская^Александра^Вл]');
+    const { rows: attempts } = await db.query<{ kind: string; quirks: unknown }>(
+      `SELECT detail->>'documentKind' AS kind, detail->'quirks' AS quirks FROM audit_events
+        WHERE order_id = $1 AND kind = 'outbound.attempt'
+          AND detail->>'documentKind' IN ('dicom-sr', 'dicom-pdf') ORDER BY id`,
+      [id],
+    );
+    const cut = {
+      code: 'value-cut-to-type',
+      detail:
+        'PatientName (0010,0010): 43 characters, 84 bytes in ISO_IR 192, written as its first 33 characters (PN, 64 bytes as written); the source study keeps the whole name',
+    };
+    expect(attempts).toEqual([
+      { kind: 'dicom-sr', quirks: [cut] },
+      { kind: 'dicom-pdf', quirks: [cut] },
+    ]);
+    // what the attempt records names no part of the name
+    expect(JSON.stringify(attempts)).not.toMatch(/[\u0400-\u04ff]/);
+  });
+
   it('structure names over lines or near 200 characters: OBX-3.2 is one line of at most 199 characters', async () => {
     // OBX-3.2 (CWE.2 / CE.2 text) is an ST of at most 199 characters (v2.5.1 2A.2.74, CWE).
     // Before: a structure written over two lines went out as `Left\X0D\\X0A\hippocampus volume`
@@ -878,6 +958,64 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(
       texts.find((t) => t.startsWith('Hippocampus HHH') && t.includes('shortened')),
     ).toBeDefined();
+  });
+
+  it('an impression under 200 characters that escaping makes longer (`L & R`, `age & sex`): the report text (TX), never an ST over 199 as written', async () => {
+    // ST is for strings under 200 characters (v2.5.1 2A.2.74), counted as the message writes
+    // them, as ORC-16 and OBX-3.2 are (hl7EncodedLength): each `&` is written `\T\`. This
+    // impression has 199 characters and 207 as written. Before, it went out as an ST of 207.
+    const impression =
+      'Hippocampal volumes L & R below P5 for age & sex; mild global atrophy (whole brain P12, ventricles P91). Pattern compatible with early neurodegeneration & correlate clinically & with neuropsychology.';
+    expect(impression).toHaveLength(199);
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, impression }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    const [oru] = orusOf(spec.placer);
+    const obx = oru!.segmentsById('OBX');
+    for (const st of obx.filter((seg) => seg.value(2) === 'ST'))
+      expect(st.rawField(5).length).toBeLessThanOrEqual(199);
+    const written = obx.find((seg) => seg.value(3) === 'IMPRESSION')!;
+    expect(written.value(2)).toBe('TX');
+    expect(written.value(5)).toBe(impression);
+  });
+
+  it('a results report written by Python’s json module, NaN and Infinity bare: the other measurements are published, those named as left out', async () => {
+    // json.dumps writes a float('nan') or float('inf') as the bare tokens NaN and Infinity
+    // (allow_nan=True is its default), which RFC 8259 has no place for: JSON.parse refused the
+    // whole report ("refused: not JSON"), and a DELIVERED result went out as "See the attached
+    // report." with not one measurement in the DiagnosticReport, the ORU or the SR. Now each such
+    // value is one that is not a number (left out and named, as "NaN" written as a string is).
+    const { id, spec, upstreamId } = await processing();
+    rewrites.push((req, answer) => {
+      if (!isResults(req, upstreamId, 'JSON') || answer.status !== 200) return undefined;
+      const report = JSON.parse(answer.body.toString()) as Record<string, unknown>;
+      const findings = [
+        { structure: 'Whole brain', volume_ml: 1258.2, percentile: 23, flag: 'normal' },
+        { structure: 'Left hippocampus', volume_ml: 3.12, icv_percent: '@NaN', flag: 'low' },
+        { structure: 'Lateral ventricles', volume_ml: 28.24, percentile: '@Infinity' },
+        { structure: 'Right hippocampus', volume_ml: '@-Infinity', percentile: 41 },
+      ];
+      // as Python writes it: json.dumps(report, indent=2)
+      const text = JSON.stringify({ ...report, findings }, null, 2).replace(/"@([^"]+)"/g, '$1');
+      expect(text).toContain('"icv_percent": NaN,');
+      return { ...answer, body: Buffer.from(text) };
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect(await timeline(id)).toMatch(
+      /order\.documents-fetched\/warning: 2 document\(s\) stored for DELIVERED; left out of the published results: results JSON: Left hippocampus icv_percent NaN \(not a number\); Lateral ventricles percentile Infinity \(not a number\); Right hippocampus volume_ml -Infinity \(not a number\)$/m,
+    );
+    const [oru] = orusOf(spec.placer);
+    const nm = oru!.segmentsById('OBX').filter((seg) => seg.value(2) === 'NM');
+    expect(nm.map((seg) => seg.value(5))).toEqual(['1258.2', '23', '3.12', '28.24', '41']);
+    const dr = await reportOf(id);
+    expect(dr?.status).toBe('final');
+    expect(dr?.contained?.filter((c) => c.resourceType === 'Observation')).toHaveLength(5);
   });
 
   it('a finding whose flag is nested 20,000 levels deep: the result is published, the flag named as left out', async () => {

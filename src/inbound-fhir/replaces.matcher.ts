@@ -122,9 +122,18 @@ async function byIdentifier(
     [{ system: id.system, value: id.value }],
     scope.sender,
   );
-  return found?.orderId
-    ? { element, named, orderId: found.orderId }
-    : { element, named, unmatched: 'not-held' };
+  if (found?.orderId) return { element, named, orderId: found.orderId };
+  // The EHR's request that another sender first POSTed and the EHR then notified (held under
+  // its URL on the EHR): the EHR's to replace, as by its URL.
+  if (scope.relativeTo === 'ehr' && scope.ehr) {
+    const notified = await scope.resources.findNotifiedServiceRequestByIdentifier(
+      { system: id.system, value: id.value },
+      `${scope.ehr.baseUrl.replace(/\/+$/, '')}/ServiceRequest/`,
+    );
+    if (notified?.orderId)
+      return { element, named, orderId: notified.orderId, notifiedBySender: true };
+  }
+  return { element, named, unmatched: 'not-held' };
 }
 
 function safeDecode(text: string): string | undefined {
@@ -160,9 +169,16 @@ async function byEhrId(
   if (!FHIR_ID.test(id) || /^\.+$/.test(id)) return { element, named, unmatched: 'not-held' };
   const url = scope.ehr.absolute(`ServiceRequest/${id}`);
   const found = (await scope.resources.findBySourceUrls([url])).get(url);
-  return found?.orderId
-    ? { element, named, orderId: found.orderId }
-    : { element, named, unmatched: 'not-held' };
+  if (!found?.orderId) return { element, named, unmatched: 'not-held' };
+  // A request read from the EHR naming another of the EHR's requests: that order is one the
+  // EHR notified us of (held under its URL), whoever first POSTed it (matched by its placer
+  // number): the EHR revokes it by notification, and replaces it so too.
+  return {
+    element,
+    named,
+    orderId: found.orderId,
+    ...(scope.relativeTo === 'ehr' ? { notifiedBySender: true as const } : {}),
+  };
 }
 
 /**

@@ -54,6 +54,12 @@ export interface ReplacedRequest {
   orderId?: string;
   /** Why no order was looked for or found. */
   unmatched?: 'not-held' | 'outside-base' | 'not-a-service-request';
+  /**
+   * The order's request is one this sender notified us of itself (the EHR's request, held
+   * under its URL there), though another sender first POSTed it: the EHR changes and revokes
+   * it by notification, so it may replace it too.
+   */
+  notifiedBySender?: true;
 }
 
 /** A patient update or merge the intake applies to the open orders (see PatientEvent). */

@@ -121,6 +121,24 @@ export class FhirResourceRepository extends RepositoryBase {
   }
 
   /**
+   * The newest request with an order that carries this identifier (system and value) and is
+   * held under a URL on the EHR (`sourceUrlPrefix`, `<FHIR_SERVER_URL>/ServiceRequest/`): one
+   * the EHR notified us of, also when another sender first POSTed it.
+   */
+  async findNotifiedServiceRequestByIdentifier(
+    id: { system: string; value: string },
+    sourceUrlPrefix: string,
+  ): Promise<StoredResource<ServiceRequest> | undefined> {
+    const rows: ResourceRow[] = await this.db().query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id IS NOT NULL
+          AND left(source_url, length($2)) = $2 AND resource->'identifier' @> $1::jsonb
+        ORDER BY last_updated DESC LIMIT 1`,
+      [pgJson([{ system: id.system, value: id.value }]), sourceUrlPrefix],
+    );
+    return rows[0] ? toStored<ServiceRequest>(rows[0]) : undefined;
+  }
+
+  /**
    * The requests we serve that were POSTed or PUT to us (no EHR URL) and carry this
    * identifier (system and value), newest first: the candidates for a request the EHR
    * notifies that first reached us by REST. A request read from the EHR under another URL is

@@ -447,6 +447,70 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
       async () => (await order(old2)).state === 'cancelled',
     );
   });
+
+  it('a request the EHR notifies that replaces one first POSTed by another sender and then notified by the EHR cancels that order, by URL or by placer identifier', async () => {
+    // Epic-style: the EHR's interface POSTs the order over REST (its own sender token), and
+    // the EHR's Subscription then notifies the same request (matched by its placer number).
+    // The EHR revokes that order by notification; its `replaces` was "another sender's":
+    // not cancelled, and both orders ran.
+    const notify = async (id: string, body: Json) => {
+      const res = await fetch(
+        `${adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`,
+        {
+          method: 'PUT',
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.sender}`,
+            'content-type': 'application/fhir+json',
+          },
+          body: JSON.stringify({ ...body, id, meta: { versionId: '1' } }),
+        },
+      );
+      expect(res.status).toBe(200);
+    };
+    const cases = [
+      [
+        'ehr-posted-old-1',
+        'ehr-posted-new-1',
+        (_old: Json) => ({ reference: 'ServiceRequest/ehr-posted-old-1' }),
+      ],
+      [
+        'ehr-posted-old-2',
+        'ehr-posted-new-2',
+        (old: Json) => ({ identifier: (old.identifier as Json[])[0] }),
+      ],
+    ] as const;
+    for (const [oldId, newId, replaces] of cases) {
+      const first = withAccession(oldId.toUpperCase(), { subject: { reference: 'Patient/dicom' } });
+      const old = await created(
+        oldId.toUpperCase(),
+        { subject: { reference: 'Patient/dicom' } },
+        OTHER_SENDER,
+      );
+      await notify(oldId, { ...first, identifier: (first.identifier as Json[]).slice(0, 1) });
+      // the notified request is that order (matched by its placer number), not a second one
+      const { rows } = await db.query<{ order_id: string }>(
+        `SELECT order_id FROM fhir_resources WHERE source_url = $1`,
+        [`${ehr.baseUrl}/ServiceRequest/${oldId}`],
+      );
+      expect(rows.map((r) => r.order_id)).toEqual([old]);
+
+      await notify(newId, {
+        ...withAccession(newId.toUpperCase(), { subject: { reference: 'Patient/dicom' } }),
+        replaces: [replaces(first)],
+      });
+      await waitFor(
+        `the order ${oldId} replaced`,
+        async () => (await order(old)).state === 'cancelled',
+        60_000,
+        200,
+        () => orderDiagnostics(db, old),
+      );
+      expect((await events(old, 'order.replaced'))[0]).toMatchObject({
+        severity: 'info',
+        detail: { outcome: 'cancel', replaced: old },
+      });
+    }
+  });
 });
 
 /**

@@ -15,7 +15,8 @@ import type { ReplacedRequest } from '../intake.model';
  *   the EHR never sent us, a URL outside the EHR's base, never followed): the new order is
  *   taken and the link recorded. Refusing it would drop a valid order over a back-reference;
  * - `other-sender`: another sender's order is never changed by this one (and this sender is
- *   not told it exists, as a read of it is 404);
+ *   not told it exists, as a read of it is 404); but an order whose request the EHR has
+ *   notified us of (held under its URL there) is the EHR's to replace as it is its to revoke;
  * - `other-patient`: the link is wrong, not the new order: the other patient's order runs on,
  *   and both timelines carry a warning for the analyst;
  * - `ended`: delivered, failed or cancelled already (R4's normal case: replaces names
@@ -66,7 +67,10 @@ export function decideReplace(
     replacedState: isOrderState(row.state) ? row.state : 'received',
   };
   if (row.id === orderId) return { ...about, outcome: 'self' };
-  if ((row.sender ?? null) !== (sender ?? null)) return { ...about, outcome: 'other-sender' };
+  // An order a REST sender first POSTed and the EHR then notified (matched by its placer
+  // number) is the EHR channel's too: its revoke cancels it, and so does its `replaces`.
+  if ((row.sender ?? null) !== (sender ?? null) && !target.notifiedBySender)
+    return { ...about, outcome: 'other-sender' };
   if (namesAnotherPatient(request.patient, row.request.patient))
     return { ...about, outcome: 'other-patient' };
   if (isTerminal(about.replacedState)) return { ...about, outcome: 'ended' };

@@ -1,6 +1,7 @@
 import type { Reference, ServiceRequest } from '@medplum/fhirtypes';
 import { PeerBase } from '../common/peer-url';
 import type { ReplacedRequest } from '../orders/order-intake.service';
+import { MAX_REPLACES_READ } from '../orders/intake.model';
 import type { FhirResourceRepository } from '../persistence/fhir-resource.repository';
 import type { EhrFhirClient } from './ehr-fhir.client';
 
@@ -43,8 +44,19 @@ export async function matchReplaces(
 ): Promise<ReplacedRequest[]> {
   const named = Array.isArray(sr.replaces) ? sr.replaces : [];
   const out: ReplacedRequest[] = [];
-  for (const [i, ref] of named.slice(0, 20).entries()) {
+  for (const [i, ref] of named.slice(0, MAX_REPLACES_READ).entries()) {
     out.push(await matchOne(ref, `${scope.at}.replaces[${i}]`, scope));
+  }
+  // The rest are not looked at (each is a lookup, and a lock in the intake), but never
+  // silently: one entry says which were not, for the analyst to check. The 21st was dropped
+  // without a trace, and the order it named ran beside the new one.
+  if (named.length > MAX_REPLACES_READ) {
+    const last = named.length - 1;
+    out.push({
+      element: `${scope.at}.replaces[${MAX_REPLACES_READ}]`,
+      named: `replaces[${MAX_REPLACES_READ}]${last > MAX_REPLACES_READ ? ` to replaces[${last}]` : ''} (${last - MAX_REPLACES_READ + 1} of ${named.length}; the first ${MAX_REPLACES_READ} are read)`,
+      unmatched: 'not-read',
+    });
   }
   return out;
 }

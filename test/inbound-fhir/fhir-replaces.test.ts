@@ -365,6 +365,35 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     });
   });
 
+  it('a request naming more than 20 replaced: the first 20 are read, the rest are named in one warning on the new order, never dropped without a trace', async () => {
+    // An EHR consolidating a series of orders into one: 20 it no longer holds, and the 21st an
+    // open order of ours. Only the first 20 were read: the 21st ran beside the new order, and
+    // no timeline said that anything was left unread.
+    const old = await created('RPL-OLD-21ST');
+    const unread = await created('RPL-OLD-22ND');
+    const replaces = [
+      ...Array.from({ length: 20 }, (_, i) => ({ reference: `ServiceRequest/gone-${i}` })),
+      { reference: `ServiceRequest/${old}` },
+      { reference: `ServiceRequest/${unread}` },
+    ];
+    const newer = await created('RPL-NEW-MANY', { replaces });
+    const timeline = await events(newer, 'order.replaces');
+    expect(timeline).toHaveLength(21);
+    expect(timeline.slice(0, 20).every((e) => e.detail.outcome === 'not-held')).toBe(true);
+    expect(timeline[20]).toMatchObject({
+      severity: 'warning',
+      detail: {
+        outcome: 'not-read',
+        element: 'ServiceRequest.replaces[20]',
+        named: 'replaces[20] to replaces[21] (2 of 22; the first 20 are read)',
+      },
+    });
+    expect(timeline[20]!.summary).toMatch(/not looked at.*nothing of them was cancelled/);
+    // not cancelled (not read): the analyst is told to check them
+    expect((await order(old)).cancel_requested_at).toBeNull();
+    expect((await order(unread)).cancel_requested_at).toBeNull();
+  });
+
   it("another sender's order is never cancelled by this sender's request", async () => {
     const theirs = await created('RPL-THEIRS', {}, OTHER_SENDER);
     const newer = await created('RPL-MINE', {

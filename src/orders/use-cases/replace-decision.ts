@@ -2,7 +2,7 @@ import { isOrderState, isTerminal, type OrderState } from '../../domain/order-st
 import { namesAnotherPatient } from '../../domain/patient-identity';
 import type { OrderRequest } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
-import type { ReplacedRequest } from '../intake.model';
+import { MAX_REPLACES_READ, type ReplacedRequest } from '../intake.model';
 
 /**
  * What becomes of one request a new order replaces (R4 servicerequest.html#replaces: "the
@@ -22,13 +22,16 @@ import type { ReplacedRequest } from '../intake.model';
  * - `ended`: delivered, failed or cancelled already (R4's normal case: replaces names
  *   completed requests); its result, if any, stands;
  * - `cancel-requested`: its cancel is already under way;
- * - `self`: the request names its own order.
+ * - `self`: the request names its own order;
+ * - `not-read`: references past the first MAX_REPLACES_READ of one request, not looked at: one warning names
+ *   them, so that the analyst checks them (they were dropped without a trace).
  */
 export type ReplaceOutcome =
   | 'cancel'
   | 'not-held'
   | 'outside-base'
   | 'not-a-service-request'
+  | 'not-read'
   | 'other-sender'
   | 'other-patient'
   | 'ended'
@@ -99,6 +102,10 @@ export const REPLACE_WORDING: Readonly<
   },
   'not-a-service-request': {
     replaces: 'names as replaced something that is no ServiceRequest: nothing cancelled',
+    severity: 'warning',
+  },
+  'not-read': {
+    replaces: `names more requests replaced than are read (the first ${MAX_REPLACES_READ}): the others were not looked at and nothing of them was cancelled; check them and revoke any still open`,
     severity: 'warning',
   },
   'other-sender': {

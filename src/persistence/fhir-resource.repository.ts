@@ -30,6 +30,8 @@ export interface OrderForTask {
   serviceRequestId: string | null;
   /** Who submitted the order (a sender token reads only its own). */
   sender: string | null;
+  /** The order that replaced this one (FHIR `replaces`), when one did. */
+  replacedBy?: string | null;
 }
 
 interface ResourceRow {
@@ -240,8 +242,9 @@ export class FhirResourceRepository extends RepositoryBase {
       request: OrderRequest;
       sr_id: string | null;
       sender: string | null;
+      replaced_by: string | null;
     }> = await this.db().query(
-      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender
+      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender, o.replaced_by
          FROM orders o
          LEFT JOIN fhir_resources fr ON fr.order_id = o.id AND fr.resource_type = 'ServiceRequest'
         WHERE ${where}`,
@@ -257,6 +260,7 @@ export class FhirResourceRepository extends RepositoryBase {
       request: r.request,
       serviceRequestId: r.sr_id,
       sender: r.sender,
+      replacedBy: r.replaced_by,
     }));
   }
 }

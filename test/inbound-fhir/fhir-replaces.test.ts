@@ -184,6 +184,21 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     );
     expect(task.status).toBe('cancelled');
     expect(report.status).toBe('cancelled');
+    // ... and that it was replaced, not called off: "the order was cancelled" alone read as if
+    // the analysis was not wanted any more, and a clinician could order it again
+    const replacedText =
+      'the order was replaced by a newer one from the orderer and cancelled; no result will come for this one; see the replacing order';
+    expect(task.statusReason?.text).toBe(replacedText);
+    expect(report.conclusion).toBe(
+      'The order was replaced by a newer one from the orderer and cancelled; no result will come for this one; see the replacing order.',
+    );
+    // the Task we serve says the same
+    const servedTask = (await (
+      await fetch(`${adapter.httpUrl}/fhir/Task/${old}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      })
+    ).json()) as Task;
+    expect(servedTask).toMatchObject({ status: 'cancelled', statusReason: { text: replacedText } });
     // The EHR then revokes the old request itself (as R4 expects of it): its order is
     // cancelled already, which is what the revoke asks. Answered 409 "can no longer be
     // cancelled", the EHR took its revoke for failed.
@@ -626,6 +641,10 @@ describe('a request that replaces an order not yet placed upstream', () => {
       system: 'urn:imaging-ai-adapter:local-end',
       code: 'ENDED_LOCALLY_CANCELLED',
     });
+    // ended here, it says it was replaced too (it said "cancelled as the orderer asked")
+    expect(task.statusReason?.text).toMatch(
+      /^the order was replaced by a newer one from the orderer/,
+    );
     const report = await waitFor('its DiagnosticReport in the EHR', async () => {
       const r = await ehr.search<DiagnosticReport>(
         'DiagnosticReport',

@@ -2,7 +2,11 @@ import type { Reference, ServiceRequest } from '@medplum/fhirtypes';
 import { PeerBase } from '../common/peer-url';
 import type { ReplacedRequest } from '../orders/order-intake.service';
 import { MAX_REPLACES_READ } from '../orders/intake.model';
-import type { FhirResourceRepository } from '../persistence/fhir-resource.repository';
+import { placerIdentifierOf } from '../mappings/fhir-order.extract-helpers';
+import type {
+  FhirResourceRepository,
+  StoredResource,
+} from '../persistence/fhir-resource.repository';
 import type { EhrFhirClient } from './ehr-fhir.client';
 
 /** An R4 `id` (R4 datatypes.html#id). */
@@ -121,7 +125,12 @@ async function matchOne(
   };
 }
 
-/** The sender's own request under a placer identifier (system and value). */
+/**
+ * The sender's own request under a placer identifier (system and value): its placer number
+ * (PLAC, or the one untyped identifier), never an accession or another shared identifier. One
+ * accession covers several requested procedures (CT chest and CT abdomen): a `replaces` naming
+ * it cancelled whichever of them was newest, and the other ran.
+ */
 async function byIdentifier(
   id: { system: string | undefined; value: string | undefined },
   element: string,
@@ -130,22 +139,36 @@ async function byIdentifier(
   // no identifier value in what is recorded: a placer number is the patient's order number
   const named = `identifier (system ${(id.system ?? '').slice(0, 200)})`;
   if (!id.system || !id.value) return { element, named, unmatched: 'not-held' };
-  const found = await scope.resources.findServiceRequestByIdentifier(
-    [{ system: id.system, value: id.value }],
-    scope.sender,
+  const wanted = { system: id.system, value: id.value };
+  const mine = placedUnder(
+    await scope.resources.findOrderedServiceRequestsCarrying(wanted, { sender: scope.sender }),
+    wanted,
   );
-  if (found?.orderId) return { element, named, orderId: found.orderId };
+  if (mine?.orderId) return { element, named, orderId: mine.orderId };
   // The EHR's request that another sender first POSTed and the EHR then notified (held under
   // its URL on the EHR): the EHR's to replace, as by its URL.
   if (scope.relativeTo === 'ehr' && scope.ehr) {
-    const notified = await scope.resources.findNotifiedServiceRequestByIdentifier(
-      { system: id.system, value: id.value },
-      `${scope.ehr.baseUrl.replace(/\/+$/, '')}/ServiceRequest/`,
+    const notified = placedUnder(
+      await scope.resources.findOrderedServiceRequestsCarrying(wanted, {
+        sourceUrlPrefix: `${scope.ehr.baseUrl.replace(/\/+$/, '')}/ServiceRequest/`,
+      }),
+      wanted,
     );
     if (notified?.orderId)
       return { element, named, orderId: notified.orderId, notifiedBySender: true };
   }
   return { element, named, unmatched: 'not-held' };
+}
+
+/** The newest of these requests whose placer identifier is `id`. */
+function placedUnder(
+  candidates: Array<StoredResource<ServiceRequest>>,
+  id: { system: string; value: string },
+): StoredResource<ServiceRequest> | undefined {
+  return candidates.find((c) => {
+    const placer = placerIdentifierOf(c.resource)?.id;
+    return placer?.system === id.system && placer.value === id.value;
+  });
 }
 
 function safeDecode(text: string): string | undefined {

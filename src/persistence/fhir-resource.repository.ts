@@ -123,21 +123,26 @@ export class FhirResourceRepository extends RepositoryBase {
   }
 
   /**
-   * The newest request with an order that carries this identifier (system and value) and is
-   * held under a URL on the EHR (`sourceUrlPrefix`, `<FHIR_SERVER_URL>/ServiceRequest/`): one
-   * the EHR notified us of, also when another sender first POSTed it.
+   * The requests with an order that carry this identifier (system and value) in any of their
+   * identifiers, newest first (at most 20): those `sender` submitted, or those held under a URL
+   * on the EHR (`sourceUrlPrefix`, `<FHIR_SERVER_URL>/ServiceRequest/`: notified by it, also
+   * when another sender first POSTed them). The caller checks which identifier it is.
    */
-  async findNotifiedServiceRequestByIdentifier(
+  async findOrderedServiceRequestsCarrying(
     id: { system: string; value: string },
-    sourceUrlPrefix: string,
-  ): Promise<StoredResource<ServiceRequest> | undefined> {
+    whose: { sender: string } | { sourceUrlPrefix: string },
+  ): Promise<Array<StoredResource<ServiceRequest>>> {
     const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id IS NOT NULL
-          AND left(source_url, length($2)) = $2 AND resource->'identifier' @> $1::jsonb
-        ORDER BY last_updated DESC LIMIT 1`,
-      [pgJson([{ system: id.system, value: id.value }]), sourceUrlPrefix],
+          AND resource->'identifier' @> $1::jsonb
+          AND ${'sender' in whose ? 'sender = $2' : 'left(source_url, length($2)) = $2'}
+        ORDER BY last_updated DESC LIMIT 20`,
+      [
+        pgJson([{ system: id.system, value: id.value }]),
+        'sender' in whose ? whose.sender : whose.sourceUrlPrefix,
+      ],
     );
-    return rows[0] ? toStored<ServiceRequest>(rows[0]) : undefined;
+    return rows.map((r) => toStored<ServiceRequest>(r));
   }
 
   /**

@@ -266,6 +266,40 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     expect(JSON.stringify(all.rows)).not.toContain('RPL-OLD-3');
   });
 
+  it('named by an accession number two requested procedures share, no order is replaced: an accession is no request’s own identifier', async () => {
+    // One accession covers a CT chest and a CT abdomen of one visit (two ServiceRequests, each
+    // with its placer number). A request replacing "the request under accession X" cancelled
+    // whichever of the two was newest, and the other ran.
+    const accession = {
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] },
+      system: 'urn:oid:2.16.840.1.113883.3.999.2',
+      value: 'RPL-SHARED-ACC',
+    };
+    const shared = (placer: string) => {
+      const sr = chestCtRequest(placer);
+      return { ...sr, identifier: [...(sr.identifier as Json[]), accession] };
+    };
+    const chest = await post(shared('RPL-SHARED-CHEST'));
+    const abdomen = await post(shared('RPL-SHARED-ABDOMEN'));
+    expect([chest.status, abdomen.status]).toEqual([201, 201]);
+    const newer = await created('RPL-SHARED-NEW', {
+      replaces: [
+        {
+          type: 'ServiceRequest',
+          identifier: { system: accession.system, value: accession.value },
+        },
+      ],
+    });
+    for (const id of [chest.body.id as string, abdomen.body.id as string]) {
+      expect((await order(id)).cancel_requested_at).toBeNull();
+      expect(await events(id, 'order.replaced')).toHaveLength(0);
+    }
+    expect((await events(newer, 'order.replaces'))[0]).toMatchObject({
+      severity: 'warning',
+      detail: { outcome: 'not-held' },
+    });
+  });
+
   it('a Bundle entry and a change (PUT) that add `replaces` replace the same way', async () => {
     const old = await created('RPL-OLD-BUNDLE');
     const res = await fetch(`${adapter.httpUrl}/fhir`, {

@@ -16,7 +16,8 @@ import { countFhirAnswer } from './fhir.metrics';
 
 export type FhirMediaType = 'application/fhir+json' | 'application/json';
 
-const JSON_FORMATS: Record<string, FhirMediaType> = {
+/** Only its own keys: `_format=constructor` found Object's constructor (an octet-stream answer). */
+const JSON_FORMATS: Readonly<Record<string, FhirMediaType>> = {
   json: 'application/fhir+json',
   'application/json': 'application/json',
   'application/fhir+json': 'application/fhir+json',
@@ -61,6 +62,10 @@ const R4_VERSION = /^4\.0(\.\d+)?$/;
  */
 const R4_OR_R4B_VERSION = /^4\.[03](\.\d+)?$/;
 
+function jsonFormat(name: string): FhirMediaType | undefined {
+  return Object.hasOwn(JSON_FORMATS, name) ? JSON_FORMATS[name] : undefined;
+}
+
 /** `negotiateFormat` from the values themselves (`_format`, Accept): also run for a refusal's record. */
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
   const format = typeof formatQuery === 'string' ? formatQuery.trim().toLowerCase() : undefined;
@@ -68,7 +73,7 @@ export function negotiate(formatQuery: unknown, accept: string | undefined): Fhi
     // A media type holds no white space: one inside is a `+` the query decoded as a space
     // (application/x-www-form-urlencoded), `_format=application/fhir+json` typed unescaped.
     const base = format.split(';')[0]!.trim().replace(/\s+/g, '+');
-    const hit = JSON_FORMATS[base];
+    const hit = jsonFormat(base);
     if (hit) return hit;
     throw new FhirError(
       'not-acceptable',
@@ -97,7 +102,7 @@ export function negotiate(formatQuery: unknown, accept: string | undefined): Fhi
   }
   const types = ranges.map(([t]) => t!.trim().toLowerCase());
   for (const t of types) {
-    const hit = JSON_FORMATS[t];
+    const hit = jsonFormat(t);
     if (hit) return hit;
     if (t === '*/*' || t === 'application/*') return 'application/fhir+json';
   }
@@ -249,7 +254,7 @@ export function assertJsonMediaType(
   }
   const [type, ...params] = contentType.split(';');
   const base = type!.trim().toLowerCase();
-  if (!JSON_FORMATS[base]) {
+  if (!jsonFormat(base)) {
     throw new FhirError(
       'unsupported-media-type',
       `Content-Type ${base} is not supported: send application/fhir+json (or application/json)`,

@@ -375,6 +375,40 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(r4.status).toBe(201);
   });
 
+  it('a _format or Accept naming an Object prototype member (constructor, __proto__) is no format: 406 or FHIR JSON, never application/octet-stream', async () => {
+    // The format table was a plain object: `_format=constructor` found Object's constructor,
+    // and the create was answered 201 with Content-Type application/octet-stream.
+    for (const format of ['constructor', '__proto__']) {
+      const created = await call(
+        adapter,
+        'POST',
+        `/fhir/ServiceRequest?_format=${format}`,
+        chestCtRequest(`FMT-PROTO-${format}`),
+      );
+      expect({ format, status: created.status }).toEqual({ format, status: 406 });
+      expect(created.headers.get('content-type')).toMatch(/^application\/fhir\+json/);
+      expect(await ordersWith(`FMT-PROTO-${format}`)).toEqual([]);
+    }
+    // nor a Content-Type: the body labelled so was read as JSON and ordered
+    const labelled = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('FMT-PROTO-CT'),
+      { 'content-type': 'constructor' },
+    );
+    expect(labelled.status).toBe(415);
+    expect(await ordersWith('FMT-PROTO-CT')).toEqual([]);
+    for (const accept of ['constructor', '__proto__', 'constructor, application/fhir+json']) {
+      const read = await call(adapter, 'GET', '/fhir/metadata', undefined, { accept });
+      expect({ accept, status: read.status, type: read.headers.get('content-type') }).toEqual({
+        accept,
+        status: 200,
+        type: expect.stringMatching(/^application\/fhir\+json/),
+      });
+    }
+  });
+
   it('an XML body sent without a Content-Type, or as text/plain, is 415 "FHIR JSON only" (not 400 "not valid JSON") and kept as sent', async () => {
     // A FHIR XML ServiceRequest as an interface engine emits it: BOM, a newline, then '<'.
     const xml = Buffer.from(

@@ -100,16 +100,36 @@ export function negotiate(formatQuery: unknown, accept: string | undefined): Fhi
         ),
     );
   }
-  const types = ranges.map(([t]) => t!.trim().toLowerCase());
+  // RFC 9110 §12.4.2: a range weighted q=0 is "not acceptable", not one more choice. A client
+  // refusing JSON (`application/fhir+json;q=0, application/fhir+xml`) was answered JSON, 200.
+  const refused = new Set(
+    ranges
+      .filter(([, ...params]) => params.some((p) => /^\s*q\s*=\s*0(\.0{0,3})?\s*$/i.test(p)))
+      .map(([t]) => t!.trim().toLowerCase()),
+  );
+  const types = ranges.map(([t]) => t!.trim().toLowerCase()).filter((t) => !refused.has(t));
+  const refusesJson =
+    refused.has('*/*') ||
+    refused.has('application/*') ||
+    [...refused].some((t) => jsonFormat(t) !== undefined);
   for (const t of types) {
     const hit = jsonFormat(t);
     if (hit) return hit;
-    if (t === '*/*' || t === 'application/*') return 'application/fhir+json';
+    if (t === '*/*' || t === 'application/*') {
+      if (!refused.has('application/fhir+json')) return 'application/fhir+json';
+      if (!refused.has('application/json')) return 'application/json';
+    }
   }
   if (types.some((t) => XML_FORMATS.has(t))) {
     throw new FhirError(
       'not-acceptable',
       'XML and Turtle are not supported: ask for application/fhir+json',
+    );
+  }
+  if (refusesJson) {
+    throw new FhirError(
+      'not-acceptable',
+      'Accept refuses JSON (q=0), the only format this server speaks: ask for application/fhir+json',
     );
   }
   return 'application/fhir+json';

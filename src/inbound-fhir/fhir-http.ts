@@ -16,7 +16,8 @@ import { countFhirAnswer } from './fhir.metrics';
 
 export type FhirMediaType = 'application/fhir+json' | 'application/json';
 
-const JSON_FORMATS: Record<string, FhirMediaType> = {
+/** Only its own keys: `_format=constructor` found Object's constructor (an octet-stream answer). */
+const JSON_FORMATS: Readonly<Record<string, FhirMediaType>> = {
   json: 'application/fhir+json',
   'application/json': 'application/json',
   'application/fhir+json': 'application/fhir+json',
@@ -61,6 +62,10 @@ const R4_VERSION = /^4\.0(\.\d+)?$/;
  */
 const R4_OR_R4B_VERSION = /^4\.[03](\.\d+)?$/;
 
+function jsonFormat(name: string): FhirMediaType | undefined {
+  return Object.hasOwn(JSON_FORMATS, name) ? JSON_FORMATS[name] : undefined;
+}
+
 /** `negotiateFormat` from the values themselves (`_format`, Accept): also run for a refusal's record. */
 export function negotiate(formatQuery: unknown, accept: string | undefined): FhirMediaType {
   const format = typeof formatQuery === 'string' ? formatQuery.trim().toLowerCase() : undefined;
@@ -68,7 +73,7 @@ export function negotiate(formatQuery: unknown, accept: string | undefined): Fhi
     // A media type holds no white space: one inside is a `+` the query decoded as a space
     // (application/x-www-form-urlencoded), `_format=application/fhir+json` typed unescaped.
     const base = format.split(';')[0]!.trim().replace(/\s+/g, '+');
-    const hit = JSON_FORMATS[base];
+    const hit = jsonFormat(base);
     if (hit) return hit;
     throw new FhirError(
       'not-acceptable',
@@ -95,16 +100,36 @@ export function negotiate(formatQuery: unknown, accept: string | undefined): Fhi
         ),
     );
   }
-  const types = ranges.map(([t]) => t!.trim().toLowerCase());
+  // RFC 9110 §12.4.2: a range weighted q=0 is "not acceptable", not one more choice. A client
+  // refusing JSON (`application/fhir+json;q=0, application/fhir+xml`) was answered JSON, 200.
+  const refused = new Set(
+    ranges
+      .filter(([, ...params]) => params.some((p) => /^\s*q\s*=\s*0(\.0{0,3})?\s*$/i.test(p)))
+      .map(([t]) => t!.trim().toLowerCase()),
+  );
+  const types = ranges.map(([t]) => t!.trim().toLowerCase()).filter((t) => !refused.has(t));
+  const refusesJson =
+    refused.has('*/*') ||
+    refused.has('application/*') ||
+    [...refused].some((t) => jsonFormat(t) !== undefined);
   for (const t of types) {
-    const hit = JSON_FORMATS[t];
+    const hit = jsonFormat(t);
     if (hit) return hit;
-    if (t === '*/*' || t === 'application/*') return 'application/fhir+json';
+    if (t === '*/*' || t === 'application/*') {
+      if (!refused.has('application/fhir+json')) return 'application/fhir+json';
+      if (!refused.has('application/json')) return 'application/json';
+    }
   }
   if (types.some((t) => XML_FORMATS.has(t))) {
     throw new FhirError(
       'not-acceptable',
       'XML and Turtle are not supported: ask for application/fhir+json',
+    );
+  }
+  if (refusesJson) {
+    throw new FhirError(
+      'not-acceptable',
+      'Accept refuses JSON (q=0), the only format this server speaks: ask for application/fhir+json',
     );
   }
   return 'application/fhir+json';
@@ -249,7 +274,7 @@ export function assertJsonMediaType(
   }
   const [type, ...params] = contentType.split(';');
   const base = type!.trim().toLowerCase();
-  if (!JSON_FORMATS[base]) {
+  if (!jsonFormat(base)) {
     throw new FhirError(
       'unsupported-media-type',
       `Content-Type ${base} is not supported: send application/fhir+json (or application/json)`,

@@ -12,6 +12,7 @@ import type {
 } from '@medplum/fhirtypes';
 import { reportIdentifier } from '../mappings/fhir-result.mapping';
 import { deriveTaskStatus } from '../mappings/fhir-task.mapping';
+import { CLINICAL_REPLACED } from '../mappings/local-end-reasons';
 import { fhirString, fhirUri } from '../mappings/fhir-values';
 import { primaryPatientId } from '../orders/order-intake.service';
 import type { OrderForTask } from '../persistence/fhir-resource.repository';
@@ -172,6 +173,9 @@ export function buildTask(order: OrderForTask): Task {
     lastModified: order.updatedAt.toISOString(),
   };
   if (derived.statusReason) task.statusReason = { text: fhirString(derived.statusReason) };
+  // cancelled because a newer request replaced it: said so, as the published Task says it
+  if (order.state === 'cancelled' && order.replacedBy)
+    task.statusReason = { text: CLINICAL_REPLACED };
   // A delivered order's Task points at its report (README: "completed, output → report"), as
   // the Task published to the EHR does (mappings/fhir-result.mapping.ts buildTask).
   if (order.state === 'delivered') {

@@ -1,7 +1,12 @@
 import type { Reference, ServiceRequest } from '@medplum/fhirtypes';
 import { PeerBase } from '../common/peer-url';
 import type { ReplacedRequest } from '../orders/order-intake.service';
-import type { FhirResourceRepository } from '../persistence/fhir-resource.repository';
+import { MAX_REPLACES_READ } from '../orders/intake.model';
+import { placerIdentifierOf } from '../mappings/fhir-order.extract-helpers';
+import type {
+  FhirResourceRepository,
+  StoredResource,
+} from '../persistence/fhir-resource.repository';
 import type { EhrFhirClient } from './ehr-fhir.client';
 
 /** An R4 `id` (R4 datatypes.html#id). */
@@ -43,8 +48,19 @@ export async function matchReplaces(
 ): Promise<ReplacedRequest[]> {
   const named = Array.isArray(sr.replaces) ? sr.replaces : [];
   const out: ReplacedRequest[] = [];
-  for (const [i, ref] of named.slice(0, 20).entries()) {
+  for (const [i, ref] of named.slice(0, MAX_REPLACES_READ).entries()) {
     out.push(await matchOne(ref, `${scope.at}.replaces[${i}]`, scope));
+  }
+  // The rest are not looked at (each is a lookup, and a lock in the intake), but never
+  // silently: one entry says which were not, for the analyst to check. The 21st was dropped
+  // without a trace, and the order it named ran beside the new one.
+  if (named.length > MAX_REPLACES_READ) {
+    const last = named.length - 1;
+    out.push({
+      element: `${scope.at}.replaces[${MAX_REPLACES_READ}]`,
+      named: `replaces[${MAX_REPLACES_READ}]${last > MAX_REPLACES_READ ? ` to replaces[${last}]` : ''} (${last - MAX_REPLACES_READ + 1} of ${named.length}; the first ${MAX_REPLACES_READ} are read)`,
+      unmatched: 'not-read',
+    });
   }
   return out;
 }
@@ -109,7 +125,12 @@ async function matchOne(
   };
 }
 
-/** The sender's own request under a placer identifier (system and value). */
+/**
+ * The sender's own request under a placer identifier (system and value): its placer number
+ * (PLAC, or the one untyped identifier), never an accession or another shared identifier. One
+ * accession covers several requested procedures (CT chest and CT abdomen): a `replaces` naming
+ * it cancelled whichever of them was newest, and the other ran.
+ */
 async function byIdentifier(
   id: { system: string | undefined; value: string | undefined },
   element: string,
@@ -118,13 +139,36 @@ async function byIdentifier(
   // no identifier value in what is recorded: a placer number is the patient's order number
   const named = `identifier (system ${(id.system ?? '').slice(0, 200)})`;
   if (!id.system || !id.value) return { element, named, unmatched: 'not-held' };
-  const found = await scope.resources.findServiceRequestByIdentifier(
-    [{ system: id.system, value: id.value }],
-    scope.sender,
+  const wanted = { system: id.system, value: id.value };
+  const mine = placedUnder(
+    await scope.resources.findOrderedServiceRequestsCarrying(wanted, { sender: scope.sender }),
+    wanted,
   );
-  return found?.orderId
-    ? { element, named, orderId: found.orderId }
-    : { element, named, unmatched: 'not-held' };
+  if (mine?.orderId) return { element, named, orderId: mine.orderId };
+  // The EHR's request that another sender first POSTed and the EHR then notified (held under
+  // its URL on the EHR): the EHR's to replace, as by its URL.
+  if (scope.relativeTo === 'ehr' && scope.ehr) {
+    const notified = placedUnder(
+      await scope.resources.findOrderedServiceRequestsCarrying(wanted, {
+        sourceUrlPrefix: `${scope.ehr.baseUrl.replace(/\/+$/, '')}/ServiceRequest/`,
+      }),
+      wanted,
+    );
+    if (notified?.orderId)
+      return { element, named, orderId: notified.orderId, notifiedBySender: true };
+  }
+  return { element, named, unmatched: 'not-held' };
+}
+
+/** The newest of these requests whose placer identifier is `id`. */
+function placedUnder(
+  candidates: Array<StoredResource<ServiceRequest>>,
+  id: { system: string; value: string },
+): StoredResource<ServiceRequest> | undefined {
+  return candidates.find((c) => {
+    const placer = placerIdentifierOf(c.resource)?.id;
+    return placer?.system === id.system && placer.value === id.value;
+  });
 }
 
 function safeDecode(text: string): string | undefined {
@@ -160,9 +204,16 @@ async function byEhrId(
   if (!FHIR_ID.test(id) || /^\.+$/.test(id)) return { element, named, unmatched: 'not-held' };
   const url = scope.ehr.absolute(`ServiceRequest/${id}`);
   const found = (await scope.resources.findBySourceUrls([url])).get(url);
-  return found?.orderId
-    ? { element, named, orderId: found.orderId }
-    : { element, named, unmatched: 'not-held' };
+  if (!found?.orderId) return { element, named, unmatched: 'not-held' };
+  // A request read from the EHR naming another of the EHR's requests: that order is one the
+  // EHR notified us of (held under its URL), whoever first POSTed it (matched by its placer
+  // number): the EHR revokes it by notification, and replaces it so too.
+  return {
+    element,
+    named,
+    orderId: found.orderId,
+    ...(scope.relativeTo === 'ehr' ? { notifiedBySender: true as const } : {}),
+  };
 }
 
 /**

@@ -40,6 +40,10 @@ export const LOCAL_CODE_SYSTEM_0396 = 'L';
 
 const URI = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
+function ownValue(table: Readonly<Record<string, string>>, key: string): string | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
 /**
  * A coding's system as an HL7 CE/CWE-3 (table 0396): the mnemonic of a known FHIR URI or OID,
  * `L` for another URI, and a mnemonic the order came with over HL7 as it was sent.
@@ -47,10 +51,11 @@ const URI = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 export function hl7CodingSystem(system: string | undefined): string | undefined {
   const s = system?.trim();
   if (!s) return undefined;
-  const known = FHIR_CODE_SYSTEMS_0396[s.replace(/\/+$/, '')];
+  // own keys only: a system `constructor` found Object's, a function taken for a mnemonic
+  const known = ownValue(FHIR_CODE_SYSTEMS_0396, s.replace(/\/+$/, ''));
   if (known) return known;
   const oid = /^urn:oid:(.+)$/i.exec(s)?.[1];
-  if (oid !== undefined) return CODE_SYSTEM_OIDS_0396[oid] ?? LOCAL_CODE_SYSTEM_0396;
+  if (oid !== undefined) return ownValue(CODE_SYSTEM_OIDS_0396, oid) ?? LOCAL_CODE_SYSTEM_0396;
   return URI.test(s) ? LOCAL_CODE_SYSTEM_0396 : s;
 }
 

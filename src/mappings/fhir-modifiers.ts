@@ -92,7 +92,11 @@ export function modifierIssues(resource: Resource, at: string): FhirMappingIssue
     // Contained resources are checked as resources of their own below (their own rules).
     if (key === 'contained') return 'skip';
   });
-  for (const rule of [...EVERY_RESOURCE, ...(MODIFIER_RULES[resource.resourceType] ?? [])]) {
+  // own keys only: a resourceType `constructor` found Object's (not iterable: a 422 quoting it)
+  const own = Object.hasOwn(MODIFIER_RULES, resource.resourceType)
+    ? MODIFIER_RULES[resource.resourceType]!
+    : [];
+  for (const rule of [...EVERY_RESOURCE, ...own]) {
     const value = (resource as unknown as Record<string, unknown>)[rule.path];
     if (value !== undefined && rule.refuses(value)) {
       issues.push({

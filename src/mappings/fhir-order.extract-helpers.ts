@@ -253,7 +253,9 @@ export function codingKey(
   config: FhirOrderMappingConfig,
   system: string | undefined,
 ): string | undefined {
-  return system === undefined ? undefined : (config.systemAliases[system] ?? system);
+  if (system === undefined) return undefined;
+  // own keys only: a system `constructor` found Object's, a function taken for a mnemonic
+  return Object.hasOwn(config.systemAliases, system) ? config.systemAliases[system] : system;
 }
 
 /** The coding of ServiceRequest.code the product table knows, else the first one. */

@@ -47,6 +47,14 @@ export const CLINICAL_CANCELLED =
   'the order was cancelled as the orderer asked; no result will come';
 
 /**
+ * An order cancelled because a newer request of the orderer replaced it (FHIR `replaces`): "as
+ * the orderer asked" alone read as if the analysis had been called off, and a clinician
+ * could order it again beside the replacing order.
+ */
+export const CLINICAL_REPLACED =
+  'the order was replaced by a newer one from the orderer and cancelled; no result will come for this one; see the replacing order';
+
+/**
  * Whether a reason is one of the clinical sentences above, whole in itself (each says "no
  * result will come"): it then takes the place of the row's lead ("No result: the order was
  * cancelled.", "the order was cancelled") instead of following it, which read "No result:

@@ -15,9 +15,10 @@ import {
   CLINICAL_CANCELLED,
   CLINICAL_END_REASONS,
   CLINICAL_FAILED_DEFAULT,
+  CLINICAL_REPLACED,
 } from './local-end-reasons';
 import { parseResultContent } from './result-content.mapping';
-import { STATUS_TABLE, type StatusRowKey } from './status-mapping.table';
+import { STATUS_TABLE, statusRow, type StatusRowKey } from './status-mapping.table';
 
 /**
  * Golden tests of the documents each row of the status table produces (DESIGN.md section 4):
@@ -213,6 +214,11 @@ describe('result documents per status row (golden)', () => {
       ),
       [localEndRow('cancelled'), CLINICAL_CANCELLED],
       [localEndRow('cancelled', { cancelRequestedByOrderer: true }), CLINICAL_CANCELLED],
+      [localEndRow('cancelled', { cancelRequestedByOrderer: true }), CLINICAL_REPLACED],
+      [
+        statusRow('CANCELLED', { qcBypassPossible: false, cancelRequestedByOrderer: true }),
+        CLINICAL_REPLACED,
+      ],
     ];
     for (const [row, reason] of ends) {
       const input = inputFor(row, { reason });

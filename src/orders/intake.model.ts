@@ -44,6 +44,12 @@ export interface IntakeOrder {
   replaces?: ReplacedRequest[];
 }
 
+/**
+ * `replaces` references read of one request (each a lookup, and a lock in the intake); past
+ * them, one `not-read` entry names the rest.
+ */
+export const MAX_REPLACES_READ = 20;
+
 /** One `replaces` reference of a request, as its front door matched it. */
 export interface ReplacedRequest {
   /** The element, as FHIRPath: `ServiceRequest.replaces[0]`, `Bundle.entry[1].resource.replaces[0]`. */
@@ -52,8 +58,17 @@ export interface ReplacedRequest {
   named: string;
   /** The order held for the request it names (found by id, EHR URL or placer identifier). */
   orderId?: string;
-  /** Why no order was looked for or found. */
-  unmatched?: 'not-held' | 'outside-base' | 'not-a-service-request';
+  /**
+   * Why no order was looked for or found; `not-read`: past the references read of one request
+   * (replaces.matcher.ts), these were not looked at.
+   */
+  unmatched?: 'not-held' | 'outside-base' | 'not-a-service-request' | 'not-read';
+  /**
+   * The order's request is one this sender notified us of itself (the EHR's request, held
+   * under its URL there), though another sender first POSTed it: the EHR changes and revokes
+   * it by notification, so it may replace it too.
+   */
+  notifiedBySender?: true;
 }
 
 /** A patient update or merge the intake applies to the open orders (see PatientEvent). */

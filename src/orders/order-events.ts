@@ -20,6 +20,8 @@ export interface OrderSnapshot {
   upstreamBatchId: string | null;
   placerGroupNumber: string | null;
   cancelRequested: boolean;
+  /** The order that replaced this one (FHIR `replaces`); absent in payloads stored before. */
+  replacedBy?: string | null;
 }
 
 export interface OrderStatusChange {

@@ -29,6 +29,7 @@ export function snapshot(order: OrderRow, state: OrderState = stateOf(order)): O
     upstreamBatchId: order.upstream_batch_id,
     placerGroupNumber: order.placer_group_number,
     cancelRequested: order.cancel_requested_at !== null,
+    replacedBy: order.replaced_by ?? null,
   };
 }
 

@@ -1,3 +1,4 @@
+import { CLINICAL_REPLACED } from '../mappings/local-end-reasons';
 import type { EntityManager } from 'typeorm';
 import {
   applyOverride,
@@ -239,6 +240,10 @@ export class OutboxOrderEvents implements OrderEvents {
     const isResult = row.report === 'final' || row.report === 'corrected';
     const revision = isResult ? Math.max(0, ...counts.map((c) => c.results)) : 0;
     const statusAt = new Date().toISOString();
+    // A replaced order's cancel (upstream CANCELLED or ended here) says it was replaced: "the
+    // order was cancelled" alone read as if the analysis had been called off.
+    const reason =
+      order.replacedBy && row.task.status === 'cancelled' ? CLINICAL_REPLACED : extra.reason;
     const entries: NewOutboxEntry[] = [];
     for (const doc of wanted) {
       const kind = doc;
@@ -251,7 +256,7 @@ export class OutboxOrderEvents implements OrderEvents {
         statusAt,
         documentIds: extra.documentIds,
         revision,
-        ...(extra.reason ? { reason: extra.reason } : {}),
+        ...(reason ? { reason } : {}),
         ...(extra.qcBypass ? { qcBypass: extra.qcBypass } : {}),
       };
       const discriminator =

@@ -30,6 +30,8 @@ export interface OrderForTask {
   serviceRequestId: string | null;
   /** Who submitted the order (a sender token reads only its own). */
   sender: string | null;
+  /** The order that replaced this one (FHIR `replaces`), when one did. */
+  replacedBy?: string | null;
 }
 
 interface ResourceRow {
@@ -118,6 +120,29 @@ export class FhirResourceRepository extends RepositoryBase {
       if (rows[0]) return toStored<ServiceRequest>(rows[0]);
     }
     return undefined;
+  }
+
+  /**
+   * The requests with an order that carry this identifier (system and value) in any of their
+   * identifiers, newest first (at most 20): those `sender` submitted, or those held under a URL
+   * on the EHR (`sourceUrlPrefix`, `<FHIR_SERVER_URL>/ServiceRequest/`: notified by it, also
+   * when another sender first POSTed them). The caller checks which identifier it is.
+   */
+  async findOrderedServiceRequestsCarrying(
+    id: { system: string; value: string },
+    whose: { sender: string } | { sourceUrlPrefix: string },
+  ): Promise<Array<StoredResource<ServiceRequest>>> {
+    const rows: ResourceRow[] = await this.db().query(
+      `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id IS NOT NULL
+          AND resource->'identifier' @> $1::jsonb
+          AND ${'sender' in whose ? 'sender = $2' : 'left(source_url, length($2)) = $2'}
+        ORDER BY last_updated DESC LIMIT 20`,
+      [
+        pgJson([{ system: id.system, value: id.value }]),
+        'sender' in whose ? whose.sender : whose.sourceUrlPrefix,
+      ],
+    );
+    return rows.map((r) => toStored<ServiceRequest>(r));
   }
 
   /**
@@ -222,8 +247,9 @@ export class FhirResourceRepository extends RepositoryBase {
       request: OrderRequest;
       sr_id: string | null;
       sender: string | null;
+      replaced_by: string | null;
     }> = await this.db().query(
-      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender
+      `SELECT o.id, o.state, o.upstream_status, o.version, o.created_at, o.updated_at, o.request, fr.id AS sr_id, o.sender, o.replaced_by
          FROM orders o
          LEFT JOIN fhir_resources fr ON fr.order_id = o.id AND fr.resource_type = 'ServiceRequest'
         WHERE ${where}`,
@@ -239,6 +265,7 @@ export class FhirResourceRepository extends RepositoryBase {
       request: r.request,
       serviceRequestId: r.sr_id,
       sender: r.sender,
+      replacedBy: r.replaced_by,
     }));
   }
 }

@@ -20,6 +20,8 @@ export interface OrderRow {
   request: OrderRequest;
   cancel_requested_at: Date | null;
   cancel_reason: string | null;
+  /** The order that replaced this one (FHIR `replaces`), set with the cancel it requested. */
+  replaced_by: string | null;
   place_attempted_at: Date | null;
   study_deadline_at: Date | null;
   package_path: string | null;
@@ -245,6 +247,24 @@ export class OrderRepository extends RepositoryBase {
       `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, updated_at = now(), version = version + 1
             WHERE id = $1 AND cancel_requested_at IS NULL`,
       [orderId, reason],
+    );
+  }
+
+  /**
+   * The cancel a replacing order requests (FHIR `replaces`), only when none was requested
+   * yet, recording which order replaced it (what the clinic reads of it says so).
+   */
+  async requestCancelAsReplaced(
+    orderId: string,
+    replacedBy: string,
+    reason: string,
+    manager?: EntityManager,
+  ) {
+    await this.db(manager).query(
+      `UPDATE orders SET cancel_requested_at = now(), cancel_reason = $2, replaced_by = $3,
+              updated_at = now(), version = version + 1
+            WHERE id = $1 AND cancel_requested_at IS NULL`,
+      [orderId, reason, replacedBy],
     );
   }
 

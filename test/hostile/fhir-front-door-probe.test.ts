@@ -375,6 +375,71 @@ describe('hostile: the FHIR front door, second pass', () => {
     expect(r4.status).toBe(201);
   });
 
+  it('a _format or Accept naming an Object prototype member (constructor, __proto__) is no format: 406 or FHIR JSON, never application/octet-stream', async () => {
+    // The format table was a plain object: `_format=constructor` found Object's constructor,
+    // and the create was answered 201 with Content-Type application/octet-stream.
+    for (const format of ['constructor', '__proto__']) {
+      const created = await call(
+        adapter,
+        'POST',
+        `/fhir/ServiceRequest?_format=${format}`,
+        chestCtRequest(`FMT-PROTO-${format}`),
+      );
+      expect({ format, status: created.status }).toEqual({ format, status: 406 });
+      expect(created.headers.get('content-type')).toMatch(/^application\/fhir\+json/);
+      expect(await ordersWith(`FMT-PROTO-${format}`)).toEqual([]);
+    }
+    // nor a Content-Type: the body labelled so was read as JSON and ordered
+    const labelled = await call(
+      adapter,
+      'POST',
+      '/fhir/ServiceRequest',
+      chestCtRequest('FMT-PROTO-CT'),
+      { 'content-type': 'constructor' },
+    );
+    expect(labelled.status).toBe(415);
+    expect(await ordersWith('FMT-PROTO-CT')).toEqual([]);
+    for (const accept of ['constructor', '__proto__', 'constructor, application/fhir+json']) {
+      const read = await call(adapter, 'GET', '/fhir/metadata', undefined, { accept });
+      expect({ accept, status: read.status, type: read.headers.get('content-type') }).toEqual({
+        accept,
+        status: 200,
+        type: expect.stringMatching(/^application\/fhir\+json/),
+      });
+    }
+  });
+
+  it('a coding system or a contained resourceType naming an Object prototype member gets the answer any unknown one gets, naming its element, not an internal error', async () => {
+    // Tables looked up as plain objects: a coding system `constructor` found Object's
+    // constructor (a function taken for an HL7 mnemonic), a contained resourceType
+    // `constructor` its modifier rules; both were 422 quoting a JavaScript TypeError
+    // ("system?.trim is not a function", "… is not iterable") with no element named.
+    for (const system of ['constructor', 'urn:oid:constructor', '__proto__']) {
+      const sr = chestCtRequest(`PROTO-SYS-${system}`);
+      const res = await call(adapter, 'POST', '/fhir/ServiceRequest', {
+        ...sr,
+        code: { coding: [{ system, code: '30799-1' }] },
+      });
+      expect({ system, status: res.status, body: JSON.stringify(res.body) }).toEqual({
+        system,
+        status: 422,
+        body: expect.stringContaining('"expression":["ServiceRequest.code.coding"]'),
+      });
+      expect(JSON.stringify(res.body)).not.toMatch(/is not a function|could not be read/);
+    }
+    const sr = chestCtRequest('PROTO-CONTAINED');
+    const contained = await call(adapter, 'POST', '/fhir/ServiceRequest', {
+      ...sr,
+      contained: [...((sr.contained as Json[]) ?? []), { resourceType: 'constructor', id: 'x' }],
+    });
+    expect(contained.status).toBe(422);
+    expect(JSON.stringify(contained.body)).not.toMatch(/is not iterable|could not be read/);
+    expect(JSON.stringify(contained.body)).toMatch(
+      /"expression":\["ServiceRequest\.contained\[\d\]/,
+    );
+    expect(await ordersWith('PROTO-CONTAINED')).toEqual([]);
+  });
+
   it('an XML body sent without a Content-Type, or as text/plain, is 415 "FHIR JSON only" (not 400 "not valid JSON") and kept as sent', async () => {
     // A FHIR XML ServiceRequest as an interface engine emits it: BOM, a newline, then '<'.
     const xml = Buffer.from(

@@ -184,6 +184,21 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     );
     expect(task.status).toBe('cancelled');
     expect(report.status).toBe('cancelled');
+    // ... and that it was replaced, not called off: "the order was cancelled" alone read as if
+    // the analysis was not wanted any more, and a clinician could order it again
+    const replacedText =
+      'the order was replaced by a newer one from the orderer and cancelled; no result will come for this one; see the replacing order';
+    expect(task.statusReason?.text).toBe(replacedText);
+    expect(report.conclusion).toBe(
+      'The order was replaced by a newer one from the orderer and cancelled; no result will come for this one; see the replacing order.',
+    );
+    // the Task we serve says the same
+    const servedTask = (await (
+      await fetch(`${adapter.httpUrl}/fhir/Task/${old}`, {
+        headers: { authorization: `Bearer ${TEST_TOKENS.sender}` },
+      })
+    ).json()) as Task;
+    expect(servedTask).toMatchObject({ status: 'cancelled', statusReason: { text: replacedText } });
     // The EHR then revokes the old request itself (as R4 expects of it): its order is
     // cancelled already, which is what the revoke asks. Answered 409 "can no longer be
     // cancelled", the EHR took its revoke for failed.
@@ -249,6 +264,40 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     );
     expect(all.rows).toHaveLength(2);
     expect(JSON.stringify(all.rows)).not.toContain('RPL-OLD-3');
+  });
+
+  it('named by an accession number two requested procedures share, no order is replaced: an accession is no request’s own identifier', async () => {
+    // One accession covers a CT chest and a CT abdomen of one visit (two ServiceRequests, each
+    // with its placer number). A request replacing "the request under accession X" cancelled
+    // whichever of the two was newest, and the other ran.
+    const accession = {
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] },
+      system: 'urn:oid:2.16.840.1.113883.3.999.2',
+      value: 'RPL-SHARED-ACC',
+    };
+    const shared = (placer: string) => {
+      const sr = chestCtRequest(placer);
+      return { ...sr, identifier: [...(sr.identifier as Json[]), accession] };
+    };
+    const chest = await post(shared('RPL-SHARED-CHEST'));
+    const abdomen = await post(shared('RPL-SHARED-ABDOMEN'));
+    expect([chest.status, abdomen.status]).toEqual([201, 201]);
+    const newer = await created('RPL-SHARED-NEW', {
+      replaces: [
+        {
+          type: 'ServiceRequest',
+          identifier: { system: accession.system, value: accession.value },
+        },
+      ],
+    });
+    for (const id of [chest.body.id as string, abdomen.body.id as string]) {
+      expect((await order(id)).cancel_requested_at).toBeNull();
+      expect(await events(id, 'order.replaced')).toHaveLength(0);
+    }
+    expect((await events(newer, 'order.replaces'))[0]).toMatchObject({
+      severity: 'warning',
+      detail: { outcome: 'not-held' },
+    });
   });
 
   it('a Bundle entry and a change (PUT) that add `replaces` replace the same way', async () => {
@@ -365,6 +414,35 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
     });
   });
 
+  it('a request naming more than 20 replaced: the first 20 are read, the rest are named in one warning on the new order, never dropped without a trace', async () => {
+    // An EHR consolidating a series of orders into one: 20 it no longer holds, and the 21st an
+    // open order of ours. Only the first 20 were read: the 21st ran beside the new order, and
+    // no timeline said that anything was left unread.
+    const old = await created('RPL-OLD-21ST');
+    const unread = await created('RPL-OLD-22ND');
+    const replaces = [
+      ...Array.from({ length: 20 }, (_, i) => ({ reference: `ServiceRequest/gone-${i}` })),
+      { reference: `ServiceRequest/${old}` },
+      { reference: `ServiceRequest/${unread}` },
+    ];
+    const newer = await created('RPL-NEW-MANY', { replaces });
+    const timeline = await events(newer, 'order.replaces');
+    expect(timeline).toHaveLength(21);
+    expect(timeline.slice(0, 20).every((e) => e.detail.outcome === 'not-held')).toBe(true);
+    expect(timeline[20]).toMatchObject({
+      severity: 'warning',
+      detail: {
+        outcome: 'not-read',
+        element: 'ServiceRequest.replaces[20]',
+        named: 'replaces[20] to replaces[21] (2 of 22; the first 20 are read)',
+      },
+    });
+    expect(timeline[20]!.summary).toMatch(/not looked at.*nothing of them was cancelled/);
+    // not cancelled (not read): the analyst is told to check them
+    expect((await order(old)).cancel_requested_at).toBeNull();
+    expect((await order(unread)).cancel_requested_at).toBeNull();
+  });
+
   it("another sender's order is never cancelled by this sender's request", async () => {
     const theirs = await created('RPL-THEIRS', {}, OTHER_SENDER);
     const newer = await created('RPL-MINE', {
@@ -446,6 +524,70 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
       'the second EHR order replaced',
       async () => (await order(old2)).state === 'cancelled',
     );
+  });
+
+  it('a request the EHR notifies that replaces one first POSTed by another sender and then notified by the EHR cancels that order, by URL or by placer identifier', async () => {
+    // Epic-style: the EHR's interface POSTs the order over REST (its own sender token), and
+    // the EHR's Subscription then notifies the same request (matched by its placer number).
+    // The EHR revokes that order by notification; its `replaces` was "another sender's":
+    // not cancelled, and both orders ran.
+    const notify = async (id: string, body: Json) => {
+      const res = await fetch(
+        `${adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`,
+        {
+          method: 'PUT',
+          headers: {
+            authorization: `Bearer ${TEST_TOKENS.sender}`,
+            'content-type': 'application/fhir+json',
+          },
+          body: JSON.stringify({ ...body, id, meta: { versionId: '1' } }),
+        },
+      );
+      expect(res.status).toBe(200);
+    };
+    const cases = [
+      [
+        'ehr-posted-old-1',
+        'ehr-posted-new-1',
+        (_old: Json) => ({ reference: 'ServiceRequest/ehr-posted-old-1' }),
+      ],
+      [
+        'ehr-posted-old-2',
+        'ehr-posted-new-2',
+        (old: Json) => ({ identifier: (old.identifier as Json[])[0] }),
+      ],
+    ] as const;
+    for (const [oldId, newId, replaces] of cases) {
+      const first = withAccession(oldId.toUpperCase(), { subject: { reference: 'Patient/dicom' } });
+      const old = await created(
+        oldId.toUpperCase(),
+        { subject: { reference: 'Patient/dicom' } },
+        OTHER_SENDER,
+      );
+      await notify(oldId, { ...first, identifier: (first.identifier as Json[]).slice(0, 1) });
+      // the notified request is that order (matched by its placer number), not a second one
+      const { rows } = await db.query<{ order_id: string }>(
+        `SELECT order_id FROM fhir_resources WHERE source_url = $1`,
+        [`${ehr.baseUrl}/ServiceRequest/${oldId}`],
+      );
+      expect(rows.map((r) => r.order_id)).toEqual([old]);
+
+      await notify(newId, {
+        ...withAccession(newId.toUpperCase(), { subject: { reference: 'Patient/dicom' } }),
+        replaces: [replaces(first)],
+      });
+      await waitFor(
+        `the order ${oldId} replaced`,
+        async () => (await order(old)).state === 'cancelled',
+        60_000,
+        200,
+        () => orderDiagnostics(db, old),
+      );
+      expect((await events(old, 'order.replaced'))[0]).toMatchObject({
+        severity: 'info',
+        detail: { outcome: 'cancel', replaced: old },
+      });
+    }
   });
 });
 
@@ -533,6 +675,10 @@ describe('a request that replaces an order not yet placed upstream', () => {
       system: 'urn:imaging-ai-adapter:local-end',
       code: 'ENDED_LOCALLY_CANCELLED',
     });
+    // ended here, it says it was replaced too (it said "cancelled as the orderer asked")
+    expect(task.statusReason?.text).toMatch(
+      /^the order was replaced by a newer one from the orderer/,
+    );
     const report = await waitFor('its DiagnosticReport in the EHR', async () => {
       const r = await ehr.search<DiagnosticReport>(
         'DiagnosticReport',

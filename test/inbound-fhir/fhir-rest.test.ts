@@ -758,6 +758,27 @@ describe('FHIR R4 orders in over HTTP (fhir-kit-client → adapter; EHR reads fr
     });
     expect(plus.status).toBe(201);
     expect((await fetch(`${base}/metadata?_format=application/fhir+xml`)).status).toBe(406);
+    // q=0 is "not acceptable" (RFC 9110 §12.4.2), not one more choice: JSON refused so, with
+    // XML asked for, was answered JSON 200 (a client that reads only what it asked for failed)
+    for (const [accept, status, type] of [
+      ['application/fhir+json;q=0, application/fhir+xml', 406, /^application\/fhir\+json/],
+      [
+        'application/json;q=0, application/fhir+json;q=0, text/html',
+        406,
+        /^application\/fhir\+json/,
+      ],
+      ['*/*;q=0', 406, /^application\/fhir\+json/],
+      ['application/fhir+xml;q=0, application/fhir+json;q=0.5', 200, /^application\/fhir\+json/],
+      ['application/fhir+json;q=0, */*', 200, /^application\/json/],
+      ['application/fhir+json; q=0.0, application/json', 200, /^application\/json/],
+    ] as const) {
+      const read = await fetch(`${base}/metadata`, { headers: { accept } });
+      expect({ accept, status: read.status, type: read.headers.get('content-type') }).toEqual({
+        accept,
+        status,
+        type: expect.stringMatching(type),
+      });
+    }
     const sr = {
       ...fixture('r4-servicerequest-example-di'),
       identifier: [{ system: 'http://example.org/ehr/orders', value: 'DI-PREFER-1' }],

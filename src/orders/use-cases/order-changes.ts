@@ -215,8 +215,9 @@ export class OrderChanges {
       });
     }
     if (step.outcome !== 'cancel' || !step.replacedId) return events;
-    await this.orders.requestCancelOnce(
+    await this.orders.requestCancelAsReplaced(
       step.replacedId,
+      step.orderId,
       `replaced by order ${step.orderId} (${input.messageType ?? input.transport} from ${input.sender ?? 'unknown'})`,
       manager,
     );

@@ -2,7 +2,7 @@ import { isOrderState, isTerminal, type OrderState } from '../../domain/order-st
 import { namesAnotherPatient } from '../../domain/patient-identity';
 import type { OrderRequest } from '../../domain/order-request';
 import type { IntakeOrderRow } from '../../persistence/order.repository';
-import type { ReplacedRequest } from '../intake.model';
+import { MAX_REPLACES_READ, type ReplacedRequest } from '../intake.model';
 
 /**
  * What becomes of one request a new order replaces (R4 servicerequest.html#replaces: "the
@@ -15,19 +15,23 @@ import type { ReplacedRequest } from '../intake.model';
  *   the EHR never sent us, a URL outside the EHR's base, never followed): the new order is
  *   taken and the link recorded. Refusing it would drop a valid order over a back-reference;
  * - `other-sender`: another sender's order is never changed by this one (and this sender is
- *   not told it exists, as a read of it is 404);
+ *   not told it exists, as a read of it is 404); but an order whose request the EHR has
+ *   notified us of (held under its URL there) is the EHR's to replace as it is its to revoke;
  * - `other-patient`: the link is wrong, not the new order: the other patient's order runs on,
  *   and both timelines carry a warning for the analyst;
  * - `ended`: delivered, failed or cancelled already (R4's normal case: replaces names
  *   completed requests); its result, if any, stands;
  * - `cancel-requested`: its cancel is already under way;
- * - `self`: the request names its own order.
+ * - `self`: the request names its own order;
+ * - `not-read`: references past the first MAX_REPLACES_READ of one request, not looked at: one warning names
+ *   them, so that the analyst checks them (they were dropped without a trace).
  */
 export type ReplaceOutcome =
   | 'cancel'
   | 'not-held'
   | 'outside-base'
   | 'not-a-service-request'
+  | 'not-read'
   | 'other-sender'
   | 'other-patient'
   | 'ended'
@@ -66,7 +70,10 @@ export function decideReplace(
     replacedState: isOrderState(row.state) ? row.state : 'received',
   };
   if (row.id === orderId) return { ...about, outcome: 'self' };
-  if ((row.sender ?? null) !== (sender ?? null)) return { ...about, outcome: 'other-sender' };
+  // An order a REST sender first POSTed and the EHR then notified (matched by its placer
+  // number) is the EHR channel's too: its revoke cancels it, and so does its `replaces`.
+  if ((row.sender ?? null) !== (sender ?? null) && !target.notifiedBySender)
+    return { ...about, outcome: 'other-sender' };
   if (namesAnotherPatient(request.patient, row.request.patient))
     return { ...about, outcome: 'other-patient' };
   if (isTerminal(about.replacedState)) return { ...about, outcome: 'ended' };
@@ -95,6 +102,10 @@ export const REPLACE_WORDING: Readonly<
   },
   'not-a-service-request': {
     replaces: 'names as replaced something that is no ServiceRequest: nothing cancelled',
+    severity: 'warning',
+  },
+  'not-read': {
+    replaces: `names more requests replaced than are read (the first ${MAX_REPLACES_READ}): the others were not looked at and nothing of them was cancelled; check them and revoke any still open`,
     severity: 'warning',
   },
   'other-sender': {

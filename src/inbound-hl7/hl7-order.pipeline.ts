@@ -1,5 +1,5 @@
 import { sha256Hex } from '../common/hash';
-import { boundedEi } from '../hl7/hl7-echo-lengths';
+import { boundedEi, controlIdLengthQuirk } from '../hl7/hl7-echo-lengths';
 import { dedupeQuirks } from '../common/quirks';
 import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 import {
@@ -81,7 +81,10 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
   }
   const type = `${message.messageType.code}^${message.messageType.trigger}`;
   const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
-  const quirks = message.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+  // a control ID longer than its version's 20 (a UUID under 2.5.1) is said with the message
+  const lengthQuirk = controlIdLengthQuirk(message.version, message.msh.rawField(10));
+  const ownQuirks = lengthQuirk ? [lengthQuirk] : [];
+  const quirks = [...message.quirks.map((q) => ({ code: q.code, detail: q.detail })), ...ownQuirks];
   const structure = checkStructure(message, options.structure);
   if (structure.outcome !== 'accept') {
     return {
@@ -95,7 +98,7 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
     };
   }
   const mapped = mapHl7Message(message, options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
-  const allQuirks = dedupeQuirks(mapped.quirks);
+  const allQuirks = dedupeQuirks([...mapped.quirks, ...ownQuirks]);
   if (mapped.outcome === 'error') {
     return {
       kind: 'refused',

@@ -336,6 +336,27 @@ function errSegment(error: Hl7ErrorDetail, version: string, d: Hl7Delimiters): H
 }
 
 /**
+ * The ERR of an answer: one per problem from v2.5 (ACK and ORR/ORI `[{ERR}]`); before v2.5 the
+ * answer holds one ERR (ACK_, ORR_O02: MSH, MSA, [ERR]) whose ERR-1 (ELD) repeats, one
+ * repetition per problem. Before, a v2.3/2.4 answer had one ERR segment per problem, a
+ * structure a validating v2.3.1 RIS cannot read past the first.
+ */
+function errSegments(
+  errors: readonly Hl7ErrorDetail[],
+  version: string,
+  d: Hl7Delimiters,
+): Hl7SegmentSpec[] {
+  const segments = errors.map((e) => errSegment(e, version, d));
+  if (usesErrLocationFields(version) || segments.length < 2) return segments;
+  return [
+    {
+      id: 'ERR',
+      fields: [{ repetitions: segments.map((s) => s.fields[0] as readonly Hl7Component[]) }],
+    },
+  ];
+}
+
+/**
  * Builds the acknowledgment of an inbound message (HL7 v2.5.1 sections 2.9.2-2.9.3, ACK message):
  * MSH with sender and receiver swapped (MSH-3/4 <-> MSH-5/6), its own control ID, the inbound
  * processing ID (MSH-11), version (MSH-12) and charset (MSH-18); MSA-1 the code, MSA-2 the
@@ -445,7 +466,7 @@ export function buildAck(options: AckOptions): BuiltAck {
           : undefined,
       ],
     },
-    ...errors.map((e) => errSegment(e, version, inbound.delimiters)),
+    ...errSegments(errors, version, inbound.delimiters),
     ...(orderReply
       ? (options.orderControls ?? []).flatMap((o, i): Hl7SegmentSpec[] => {
           const placer = o.placer ? [...o.placer] : undefined;

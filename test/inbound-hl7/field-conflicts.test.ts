@@ -51,6 +51,29 @@ describe('placer/filler numbers that disagree are never chosen silently', () => 
     }
   });
 
+  it('two disagreements in a v2.3.1 message: one ERR whose ERR-1 repeats, as a v2.3-2.4 ACK holds one ERR', async () => {
+    // ACK and ORR_O02 before v2.5 are MSH, MSA, [ERR] (one ERR, its ERR-1 ELD repeating); the
+    // ERR segment repeats only from v2.5. Before: one ERR segment per problem, an ACK a
+    // validating v2.3.1 RIS (HAPI's v231 ACK model) cannot read past the first.
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const message = Buffer.from(
+        disagreeing('CONF-3')
+          .toString('latin1')
+          .replace(/(\rOBR\|1\|[^|]*\|)FIL-55012/, '$1FIL-OTHER'),
+        'latin1',
+      );
+      const ack = await send(adapter, message);
+      expect(ack).toMatch(/\rMSA\|AE\|CONF-3\|/);
+      const errs = ack.split('\r').filter((s) => s.startsWith('ERR|'));
+      expect(errs).toEqual([
+        'ERR|OBR^1^2^102&Data type error&HL70357~OBR^1^3^102&Data type error&HL70357',
+      ]);
+    } finally {
+      await adapter.close();
+    }
+  });
+
   it('a site that tolerates it: AA, the ORC-2 number used, a quirk recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'conflicts-'));
     const config = join(dir, 'site.yaml');

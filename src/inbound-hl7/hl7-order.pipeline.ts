@@ -80,7 +80,12 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
     };
   }
   const type = `${message.messageType.code}^${message.messageType.trigger}`;
-  const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
+  // The sender's application and facility by their HD identity: the namespace ID, else the
+  // universal ID (v2.5.1 2A.3.36: either names the entity). IHE-style senders write only the
+  // OID (`^1.2.840.99.1^ISO`): read by namespace alone, two such RIS were one sender (null),
+  // sharing their control IDs and placer numbers (one's cancel found the other's order).
+  const hd = (field: number) => message.msh.value(field, 1, 1) ?? message.msh.value(field, 1, 2);
+  const sender = [hd(3), hd(4)].filter(Boolean).join('^') || null;
   // a control ID longer than its version's 20 (a UUID under 2.5.1) is said with the message
   const lengthQuirk = controlIdLengthQuirk(message.version, message.msh.rawField(10));
   const ownQuirks = lengthQuirk ? [lengthQuirk] : [];

@@ -22,6 +22,7 @@ import { InboundIfNoneExist20261128010000 } from './20261128010000-inbound-if-no
 import { StudyInstancesBySeries20261128020000 } from './20261128020000-study-instances-by-series';
 import { AuditcapLateCommitEventsDeadLetters20261128031000 } from './20261128031000-auditcap-late-commit-events-dead-letters';
 import { HeldcapHeldUnmatchedBySender20261128032000 } from './20261128032000-heldcap-held-unmatched-by-sender';
+import { Hl7echoSenderUniversalId20261128072000 } from './20261128072000-hl7echo-sender-universal-id';
 import { FhirsrcOrdersReplacedBy20261128073000 } from './20261128073000-fhirsrc-orders-replaced-by';
 import { AuditCursorKey20261128075000 } from './20261128075000-audit-cursor-key';
 import { AuditRefusedMessages20261128075100 } from './20261128075100-audit-refused-messages';
@@ -55,6 +56,7 @@ export const MIGRATIONS = [
   StudyInstancesBySeries20261128020000,
   AuditcapLateCommitEventsDeadLetters20261128031000,
   HeldcapHeldUnmatchedBySender20261128032000,
+  Hl7echoSenderUniversalId20261128072000,
   FhirsrcOrdersReplacedBy20261128073000,
   AuditCursorKey20261128075000,
   AuditRefusedMessages20261128075100,

@@ -139,6 +139,34 @@ export interface OrderControlReply {
   placer?: readonly Hl7Component[];
   /** ORC-3 filler order number (EI components): ours when we assigned one. */
   filler?: readonly Hl7Component[];
+  /**
+   * For an ORI^O24 (the answer to an OMI^O23): the order group's OBR-4 (CWE components) and,
+   * per IPC of the group, IPC-1..5 (accession, requested procedure, study, scheduled step:
+   * EI components; modality: CWE components), as the sender wrote them. ORI_O24's ORDER group
+   * is ORC, [TIMING], OBR, [NTE], [ROL/PRT], {IPC} (v2.5.1 chapter 4 through v2.8): OBR and at
+   * least one IPC are required, and OBR-4, IPC-1..4 are required fields.
+   */
+  imaging?: {
+    procedure: readonly Hl7Component[];
+    steps: readonly (readonly (readonly Hl7Component[] | undefined)[])[];
+  };
+}
+
+/**
+ * Whether an order reply can be written as a complete ORI_O24 ORDER group: OBR-4 valued and
+ * at least one IPC with IPC-1..4 valued. An OMI^O23 that left them out (a lenient sender) is
+ * answered with the plain ACK^O23 instead: an ORI without them is invalid for its structure.
+ */
+function completeForOri(reply: OrderControlReply): boolean {
+  const valued = (c: readonly Hl7Component[] | undefined) =>
+    (c ?? []).some((x) => (typeof x === 'string' ? x !== '' : (x ?? []).some((s) => !!s)));
+  const imaging = reply.imaging;
+  return (
+    imaging !== undefined &&
+    valued(imaging.procedure) &&
+    imaging.steps.length > 0 &&
+    imaging.steps.every((step) => [0, 1, 2, 3].every((i) => valued(step[i])))
+  );
 }
 
 export interface AckOptions {
@@ -308,6 +336,27 @@ function errSegment(error: Hl7ErrorDetail, version: string, d: Hl7Delimiters): H
 }
 
 /**
+ * The ERR of an answer: one per problem from v2.5 (ACK and ORR/ORI `[{ERR}]`); before v2.5 the
+ * answer holds one ERR (ACK_, ORR_O02: MSH, MSA, [ERR]) whose ERR-1 (ELD) repeats, one
+ * repetition per problem. Before, a v2.3/2.4 answer had one ERR segment per problem, a
+ * structure a validating v2.3.1 RIS cannot read past the first.
+ */
+function errSegments(
+  errors: readonly Hl7ErrorDetail[],
+  version: string,
+  d: Hl7Delimiters,
+): Hl7SegmentSpec[] {
+  const segments = errors.map((e) => errSegment(e, version, d));
+  if (usesErrLocationFields(version) || segments.length < 2) return segments;
+  return [
+    {
+      id: 'ERR',
+      fields: [{ repetitions: segments.map((s) => s.fields[0] as readonly Hl7Component[]) }],
+    },
+  ];
+}
+
+/**
  * Builds the acknowledgment of an inbound message (HL7 v2.5.1 sections 2.9.2-2.9.3, ACK message):
  * MSH with sender and receiver swapped (MSH-3/4 <-> MSH-5/6), its own control ID, the inbound
  * processing ID (MSH-11), version (MSH-12) and charset (MSH-18); MSA-1 the code, MSA-2 the
@@ -327,7 +376,8 @@ export function buildAck(options: AckOptions): BuiltAck {
   const orderReply =
     options.orderControls &&
     options.orderControls.length > 0 &&
-    (inboundCode === 'ORM' || inboundCode === 'OMI')
+    (inboundCode === 'ORM' ||
+      (inboundCode === 'OMI' && options.orderControls.every(completeForOri)))
       ? inboundCode === 'ORM'
         ? { code: 'ORR', trigger: 'O02', structure: 'ORR_O02' }
         : { code: 'ORI', trigger: 'O24', structure: 'ORI_O24' }
@@ -416,16 +466,24 @@ export function buildAck(options: AckOptions): BuiltAck {
           : undefined,
       ],
     },
-    ...errors.map((e) => errSegment(e, version, inbound.delimiters)),
+    ...errSegments(errors, version, inbound.delimiters),
     ...(orderReply
-      ? (options.orderControls ?? []).map((o): Hl7SegmentSpec => ({
-          id: 'ORC',
-          fields: [
-            o.control,
-            o.placer ? [...o.placer] : undefined,
-            o.filler ? [...o.filler] : undefined,
-          ],
-        }))
+      ? (options.orderControls ?? []).flatMap((o, i): Hl7SegmentSpec[] => {
+          const placer = o.placer ? [...o.placer] : undefined;
+          const filler = o.filler ? [...o.filler] : undefined;
+          const orc: Hl7SegmentSpec = { id: 'ORC', fields: [o.control, placer, filler] };
+          if (orderReply.code !== 'ORI' || !o.imaging) return [orc];
+          // ORI_O24 ORDER: ORC, OBR (OBR-1 set ID, -2/-3 the order's numbers, -4 required),
+          // one IPC per scheduled step of the order as the OMI named it
+          return [
+            orc,
+            { id: 'OBR', fields: [String(i + 1), placer, filler, [...o.imaging.procedure]] },
+            ...o.imaging.steps.map((step): Hl7SegmentSpec => ({
+              id: 'IPC',
+              fields: step.map((f) => (f ? [...f] : undefined)),
+            })),
+          ];
+        })
       : []),
   ];
   const first = encodeMessage(segmentsFor(named), inbound.delimiters);

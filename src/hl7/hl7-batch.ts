@@ -13,8 +13,21 @@ export interface Hl7Batch {
   /** FHS-1..n / BHS-1..n fields as received (index = field number), when present. */
   fileHeader?: string[];
   batchHeader?: string[];
+  /** Every message of the file, in order. */
   messages: Buffer[];
-  /** Count the sender declared in BTS-1, when it did. */
+  /** Count the sender declared in BTS-1, when it did (the first batch's, as `batchHeader`). */
+  declaredCount?: number;
+  /**
+   * The batches of the file in order, each its header, the number of `messages` that belong
+   * to it (consecutive, from the first) and its own BTS-1: a file holds one or more batches
+   * (v2.5.1 §2.10.3), each answered by its own batch in the acknowledgment.
+   */
+  batches: Hl7BatchPart[];
+}
+
+export interface Hl7BatchPart {
+  header?: string[];
+  messageCount: number;
   declaredCount?: number;
 }
 
@@ -34,11 +47,16 @@ export function isHl7Batch(bytes: Buffer): boolean {
 export function splitHl7Batch(bytes: Buffer, maxMessages: number): Hl7Batch | { tooMany: true } {
   const text = bytes.toString('latin1');
   const lines = text.split(/\r\n|\r|\n/);
-  const batch: Hl7Batch = { messages: [] };
+  const batch: Hl7Batch = { messages: [], batches: [] };
   let current: string[] | undefined;
+  // the batch being read: opened by a BHS, or by a message outside any (a file without BHS),
+  // closed by its BTS
+  let part: Hl7BatchPart | undefined;
   const flush = () => {
     if (current && current.length > 0) {
       batch.messages.push(Buffer.from(`${current.join('\r')}\r`, 'latin1'));
+      if (!part) batch.batches.push((part = { messageCount: 0 }));
+      part.messageCount += 1;
     }
     current = undefined;
   };
@@ -49,16 +67,22 @@ export function splitHl7Batch(bytes: Buffer, maxMessages: number): Hl7Batch | { 
       flush();
       const fields = headerFields(line);
       if (id === 'FHS') batch.fileHeader = fields;
-      else batch.batchHeader ??= fields;
+      else {
+        batch.batchHeader ??= fields;
+        batch.batches.push((part = { header: fields, messageCount: 0 }));
+      }
     } else if (id === 'BTS' || id === 'FTS') {
       flush();
       if (id === 'BTS') {
         // BTS-1 (NM) is optional: an empty one declares no count (Number('') is 0)
         const written = (line.split(line[3] ?? '|')[1] ?? '').trim();
         const count = Number(written);
+        if (!part) batch.batches.push((part = { messageCount: 0 }));
         if (written !== '' && Number.isInteger(count)) {
-          batch.declaredCount = (batch.declaredCount ?? 0) + count;
+          part.declaredCount = count;
+          if (batch.batches.length === 1) batch.declaredCount = count;
         }
+        part = undefined;
       }
     } else if (id === 'MSH') {
       flush();
@@ -86,18 +110,18 @@ function headerFields(line: string): string[] {
  */
 export function buildBatchAck(options: {
   batch: Hl7Batch;
+  /** One per message of `batch.messages`, in order (empty: that message wants none). */
   acks: Buffer[];
   ourApplication: string;
   ourFacility: string;
-  controlId: string;
+  /** One control ID per batch of the answer (and the file's), in order. */
+  controlId: () => string;
   now: Date;
   /** A refusal of the whole batch (ACK bodies empty): said in BHS-10 (batch comment). */
   comment?: string;
-  /** BTS-1 of the batch did not match its messages: said in BTS-2 (batch comment). */
-  countNote?: string;
 }): Buffer {
   const { batch, now } = options;
-  const header = (id: 'FHS' | 'BHS', theirs: string[] | undefined) =>
+  const header = (id: 'FHS' | 'BHS', theirs: string[] | undefined, controlId: string) =>
     id +
     encodeSegment({
       id: 'MSH',
@@ -112,23 +136,60 @@ export function buildBatchAck(options: {
         undefined,
         undefined,
         options.comment,
-        options.controlId,
+        controlId,
         echoed(theirs, 11, CONTROL_ID_MAX_CHARS),
       ],
     }).slice(3);
   const parts: Buffer[] = [];
-  if (batch.fileHeader) parts.push(Buffer.from(`${header('FHS', batch.fileHeader)}\r`, 'latin1'));
-  parts.push(Buffer.from(`${header('BHS', batch.batchHeader)}\r`, 'latin1'));
-  for (const ack of options.acks) {
-    if (ack.length === 0) continue;
-    parts.push(ack);
-    if (ack[ack.length - 1] !== 0x0d) parts.push(Buffer.from('\r'));
+  if (batch.fileHeader)
+    parts.push(Buffer.from(`${header('FHS', batch.fileHeader, options.controlId())}\r`, 'latin1'));
+  // Each batch of the file answered by its own (v2.5.1 §2.10.3): its BHS-12 naming that
+  // batch's BHS-11, its acknowledgments, its BTS-1 their count and BTS-2 its own shortfall.
+  // Before, one batch answered them all: a second batch's BHS-11 was never named, FTS-1 said
+  // 1, and BTS-1 counts were summed over the file, so a batch cut short went unnoticed when
+  // another declared fewer than it held. A batch left with no acknowledgment (its messages all
+  // NE|NE) is left out, unless its count is short: then it says so.
+  let first = 0;
+  let written = 0;
+  for (const part of batchesOf(batch)) {
+    const acks = options.acks.slice(first, first + part.messageCount).filter((a) => a.length > 0);
+    first += part.messageCount;
+    const shortfall = batchCountNote(part);
+    if (acks.length === 0 && !shortfall) continue;
+    written += 1;
+    parts.push(Buffer.from(`${header('BHS', part.header, options.controlId())}\r`, 'latin1'));
+    for (const ack of acks) {
+      parts.push(ack);
+      if (ack[ack.length - 1] !== 0x0d) parts.push(Buffer.from('\r'));
+    }
+    const note = shortfall ? `|${clean(shortfall)}` : '';
+    parts.push(Buffer.from(`BTS|${acks.length}${note}\r`, 'latin1'));
   }
-  const count = options.acks.filter((a) => a.length > 0).length;
-  const note = options.countNote ? `|${clean(options.countNote)}` : '';
-  parts.push(Buffer.from(`BTS|${count}${note}\r`, 'latin1'));
-  if (batch.fileHeader) parts.push(Buffer.from('FTS|1\r', 'latin1'));
+  if (batch.fileHeader) parts.push(Buffer.from(`FTS|${written}\r`, 'latin1'));
   return Buffer.concat(parts);
+}
+
+/** The batches of a file; one holding every message when the split named none (a refusal). */
+function batchesOf(batch: Hl7Batch): Hl7BatchPart[] {
+  return batch.batches.length > 0
+    ? batch.batches
+    : [
+        {
+          header: batch.batchHeader,
+          messageCount: batch.messages.length,
+          declaredCount: batch.declaredCount,
+        },
+      ];
+}
+
+/**
+ * What a batch's BTS-1 says against the messages it holds, when they differ (a file cut short,
+ * a frame an engine truncated): said in its BTS-2 and with each of its messages.
+ */
+export function batchCountNote(part: Hl7BatchPart): string | undefined {
+  return part.declaredCount !== undefined && part.declaredCount !== part.messageCount
+    ? `BTS-1 declares ${part.declaredCount} message(s); the batch holds ${part.messageCount}`
+    : undefined;
 }
 
 /**

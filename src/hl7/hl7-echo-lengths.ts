@@ -13,6 +13,28 @@ export const HD_MAX_CHARS = 227;
  */
 export const CONTROL_ID_MAX_CHARS = 199;
 
+/** Versions whose MSH-10 and MSA-2 are ST 20 (v2.3 to v2.5.1; 199 from v2.6). */
+const CONTROL_ID_20_VERSIONS: readonly string[] = ['2.3', '2.3.1', '2.4', '2.5', '2.5.1'];
+
+/**
+ * The quirk of a control ID longer than its version's MSH-10 (20 in v2.3-2.5.1) but within
+ * CONTROL_ID_MAX_CHARS: taken and echoed whole in MSA-2, as the sender matches the answer by
+ * it (a UUID, 36, cut to 20 would answer no message of its); the analyst sees that the answer
+ * carried a longer MSA-2 than the version gives it. Undefined when it fits.
+ */
+export function controlIdLengthQuirk(
+  version: string,
+  rawControlId: string,
+): { code: 'control-id-longer-than-version'; detail: string } | undefined {
+  const length = [...rawControlId].length;
+  if (!CONTROL_ID_20_VERSIONS.includes(version) || length <= 20 || length > CONTROL_ID_MAX_CHARS)
+    return undefined;
+  return {
+    code: 'control-id-longer-than-version',
+    detail: `MSH-10 is ${length} characters, more than the 20 that v${version} gives MSH-10 and MSA-2 (${CONTROL_ID_MAX_CHARS} from v2.6): taken, and echoed whole in MSA-2 so that the sender can match the answer`,
+  };
+}
+
 /** An EI whole (ORC-2/-3, OBR-2/-3: EI.1 ST 199, EI.2 IS 20, EI.3 ST 199, EI.4 ID 6, separators). */
 export const EI_MAX_CHARS = 427;
 

@@ -143,8 +143,20 @@ export class Hl7Message {
     };
   }
 
+  /**
+   * MSH-10, the message control ID (ST): its value, or, when the sender wrote a component,
+   * repetition or subcomponent separator in it (`20240318^0001`, a RIS numbering by day and
+   * sequence), the whole field as written: an ST has no parts, our MSA-2 echoes it whole, and
+   * it keys the sender's duplicates. Before, its first part alone was the ID, so
+   * `20240318^0002` was refused AR 205 as a reuse of `20240318^0001` (and a resend of it
+   * would have been answered with the other message's ACK).
+   */
   get controlId(): string {
-    return this.msh.value(10) ?? '';
+    const raw = this.msh.rawField(10);
+    const d = this.delimiters;
+    return [d.component, d.repetition, d.subcomponent].some((c) => raw.includes(c))
+      ? raw
+      : (this.msh.value(10) ?? '');
   }
 
   /** MSH-12.1, e.g. `2.5.1`. */

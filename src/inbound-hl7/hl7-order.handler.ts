@@ -10,6 +10,7 @@ import {
   type AckOutcome,
   buildAck,
   newAckControlId,
+  batchCountNote,
   buildBatchAck,
   isHl7Batch,
   isResendOf,
@@ -95,16 +96,21 @@ export class Hl7OrderHandler {
     // BTS-1 is how a receiver notices messages lost on the way (a file cut short, a frame an
     // engine truncated): a count that differs is said with every message of the batch (its
     // quirks in the audit log) and in the batch acknowledgment's BTS-2. Before, it was read
-    // and never compared.
-    const received = split.messages.length;
-    const countNote =
-      split.declaredCount !== undefined && split.declaredCount !== received
-        ? `BTS-1 declares ${split.declaredCount} message(s); the batch holds ${received}`
-        : undefined;
-    const messageMeta: BatchMessageMeta = countNote ? { ...meta, batchCountNote: countNote } : meta;
-    if (countNote) this.logger.warn({ declared: split.declaredCount, received }, countNote);
+    // and never compared. Each batch of a file is held to its own BTS-1, the note going with
+    // that batch's messages only (before, the counts of a file's batches were summed).
     const acks: Buffer[] = [];
-    for (const message of split.messages) acks.push(await this.handleMessage(message, messageMeta));
+    let next = 0;
+    for (const part of split.batches) {
+      const countNote = batchCountNote(part);
+      const messageMeta: BatchMessageMeta = countNote
+        ? { ...meta, batchCountNote: countNote }
+        : meta;
+      if (countNote)
+        this.logger.warn({ declared: part.declaredCount, received: part.messageCount }, countNote);
+      for (const message of split.messages.slice(next, next + part.messageCount))
+        acks.push(await this.handleMessage(message, messageMeta));
+      next += part.messageCount;
+    }
     messagesTotal.inc({ type: 'batch', ack: 'batch' });
     // Every message said it wants no answer (MSH-15/16 NE|NE, or ER|ER and all accepted): no
     // batch acknowledgment either. One holding no ACK is not empty of meaning: a batch of zero
@@ -116,10 +122,9 @@ export class Hl7OrderHandler {
     return buildBatchAck({
       batch: split,
       acks,
-      countNote,
       ourApplication: this.options.ourApplication ?? 'IMAGING-AI-ADAPTER',
       ourFacility: this.options.ourFacility ?? '',
-      controlId: this.controlIds(),
+      controlId: this.controlIds,
       now: this.clock(),
     });
   }

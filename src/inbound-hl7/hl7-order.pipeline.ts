@@ -1,5 +1,5 @@
 import { sha256Hex } from '../common/hash';
-import { boundedEi } from '../hl7/hl7-echo-lengths';
+import { boundedEi, controlIdLengthQuirk } from '../hl7/hl7-echo-lengths';
 import { dedupeQuirks } from '../common/quirks';
 import type { IntakeOutcome, IntakeResponse } from '../domain/intake-outcome';
 import {
@@ -11,6 +11,7 @@ import {
   type Hl7ErrorDetail,
   type Hl7Message,
   type Hl7ParseLimits,
+  type Hl7Segment,
   type OrderControlReply,
   parseHl7,
   type StructureCheckOptions,
@@ -79,8 +80,16 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
     };
   }
   const type = `${message.messageType.code}^${message.messageType.trigger}`;
-  const sender = [message.msh.value(3), message.msh.value(4)].filter(Boolean).join('^') || null;
-  const quirks = message.quirks.map((q) => ({ code: q.code, detail: q.detail }));
+  // The sender's application and facility by their HD identity: the namespace ID, else the
+  // universal ID (v2.5.1 2A.3.36: either names the entity). IHE-style senders write only the
+  // OID (`^1.2.840.99.1^ISO`): read by namespace alone, two such RIS were one sender (null),
+  // sharing their control IDs and placer numbers (one's cancel found the other's order).
+  const hd = (field: number) => message.msh.value(field, 1, 1) ?? message.msh.value(field, 1, 2);
+  const sender = [hd(3), hd(4)].filter(Boolean).join('^') || null;
+  // a control ID longer than its version's 20 (a UUID under 2.5.1) is said with the message
+  const lengthQuirk = controlIdLengthQuirk(message.version, message.msh.rawField(10));
+  const ownQuirks = lengthQuirk ? [lengthQuirk] : [];
+  const quirks = [...message.quirks.map((q) => ({ code: q.code, detail: q.detail })), ...ownQuirks];
   const structure = checkStructure(message, options.structure);
   if (structure.outcome !== 'accept') {
     return {
@@ -94,7 +103,7 @@ export function evaluateHl7Message(raw: Buffer, options: Hl7PipelineOptions = {}
     };
   }
   const mapped = mapHl7Message(message, options.mapping ?? DEFAULT_HL7_ORDER_MAPPING_CONFIG);
-  const allQuirks = dedupeQuirks(mapped.quirks);
+  const allQuirks = dedupeQuirks([...mapped.quirks, ...ownQuirks]);
   if (mapped.outcome === 'error') {
     return {
       kind: 'refused',
@@ -210,6 +219,52 @@ function sentEi(
   return segment
     ? boundedEi(segment.structure(field).slice(0, 4), segment.value(field)!)
     : undefined;
+}
+
+/** The most characters of an ST component written back in an ORI (v2.7 conformance length). */
+const ST_MAX_CHARS = 199;
+
+/**
+ * A coded field (CWE/CE) of the sender's as its components, for an echo: components at
+ * `texts` (the human-readable ones) left out when longer than an ST holds, undefined when a
+ * code or coding system is (cut, it would name another code).
+ */
+function sentCoded(
+  segment: Hl7Segment,
+  field: number,
+  count: number,
+  texts: readonly number[],
+): Hl7Component[] | undefined {
+  const components = segment.structure(field).slice(0, count);
+  const length = (c: readonly string[]) => c.reduce((n, s) => n + 1 + [...s].length, 0);
+  if (components.some((c, i) => !texts.includes(i) && length(c) > ST_MAX_CHARS)) return undefined;
+  return components.map((c, i) => (texts.includes(i) && length(c) > ST_MAX_CHARS ? undefined : c));
+}
+
+/**
+ * What an ORI^O24 repeats of an OMI^O23 order group (OrderControlReply.imaging): OBR-4 and
+ * IPC-1..5 of each IPC, as written; undefined for an ORM or a group without them (the answer
+ * is then the plain ACK, see completeForOri). An identifier longer than its EI holds (a cancel
+ * is not held to the identifier bounds) is left out, which leaves the group incomplete.
+ */
+function sentImaging(
+  message: Hl7Message,
+  groupIndex: number | undefined,
+): OrderControlReply['imaging'] {
+  if (message.messageType.code.toUpperCase() !== 'OMI') return undefined;
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  const procedure = group?.obr ? sentCoded(group.obr, 4, 6, [1, 4]) : undefined;
+  if (!group || !procedure) return undefined;
+  const ei = (ipc: Hl7Segment, field: number) => {
+    const value = ipc.value(field);
+    return value === undefined || [...value].length > ST_MAX_CHARS
+      ? undefined
+      : boundedEi(ipc.structure(field).slice(0, 4), value);
+  };
+  const steps = group
+    .all('IPC')
+    .map((ipc) => [ei(ipc, 1), ei(ipc, 2), ei(ipc, 3), ei(ipc, 4), sentCoded(ipc, 5, 3, [1])]);
+  return { procedure, steps };
 }
 
 /** Where a field of an order group's OBR is (`OBR[2]-4` in the second group). */
@@ -372,6 +427,7 @@ export function answerMappedMessage(
                 request.fillerOrderNumber.value,
               ))
             : undefined,
+          imaging: sentImaging(message, orders[i]!.groupIndex),
         };
       })
     : undefined;

@@ -205,12 +205,18 @@ function conflicts(
   values: Record<string, unknown>,
 ): TransformProblem[] {
   const problems: TransformProblem[] = [];
-  for (const spec of row.sources.slice(index + 1)) {
-    if (typeof spec !== 'string' && spec.fallbackOnly) continue;
-    // Read only to compare: its own quirks are not the message's.
-    const read = readSource(row, spec, scope, config, new QuirkCollector(), values);
-    if (!read) continue;
-    const { out, segment, loc } = read;
+  const reads = [
+    ...(row.onConflict === 'must-agree'
+      ? repeatsOf(row, row.sources[index]!, scope, config, values)
+      : []),
+    ...row.sources.slice(index + 1).flatMap((spec) => {
+      if (typeof spec !== 'string' && spec.fallbackOnly) return [];
+      // Read only to compare: its own quirks are not the message's.
+      const read = readSource(row, spec, scope, config, new QuirkCollector(), values);
+      return read ? [read] : [];
+    }),
+  ];
+  for (const { out, segment, loc } of reads) {
     if (out.kind !== 'value' || sameValue(taken, out.value)) continue;
     const location = segment.locationOf(loc.field);
     const first = takenAt.replace(/\.\d+$/, '');
@@ -234,6 +240,41 @@ function conflicts(
     }
   }
   return problems;
+}
+
+/**
+ * The taken source's field in the other segments of its ID in scope, for a must-agree row: an
+ * OMI^O23 repeats IPC once per scheduled procedure step of the group's one requested procedure
+ * (IHE RAD TF-2 RAD-4), so IPC-1 (accession) and IPC-3 (Study Instance UID) are the same in
+ * each; a second ZDS of an order names its one study again. Before, the first was read and the
+ * others never looked at: an order whose second step named another study waited for the first
+ * while the modality worklist had both. A source naming its segment's ordinal (`IPC[2]-3`) has
+ * no repeats.
+ */
+function repeatsOf(
+  row: Hl7FieldRule,
+  spec: Hl7SourceSpec,
+  scope: Scope,
+  config: Hl7OrderMappingConfig,
+  values: Record<string, unknown>,
+) {
+  const loc = parseLocation(typeof spec === 'string' ? spec : spec.at);
+  if (loc.segmentOrdinal !== undefined) return [];
+  const transform = typeof spec === 'string' ? row.transform : (spec.transform ?? row.transform);
+  const sameId = segmentsInScope(scope, loc.segment);
+  return sameId.slice(1).map((segment) => ({
+    out: HL7_TRANSFORMS[transform]({
+      message: scope.message,
+      segment,
+      loc,
+      sameId,
+      config,
+      quirks: new QuirkCollector(),
+      partial: values as Partial<OrderRequest>,
+    }),
+    segment,
+    loc,
+  }));
 }
 
 /** Equal for a conflict: entity identifiers by number (and namespace when both carry one). */

@@ -93,6 +93,43 @@ describe('HL7 order and patient identity over MLLP (real adapter, real socket, r
     ]);
   });
 
+  it('two placer applications named by their OIDs alone (MSH-3 `^<oid>^ISO`, IHE style) are two senders: the same MSH-10 and placer number from each are two messages, two orders, and a cancel names its own', async () => {
+    // Two hospital RIS instances behind a regional hub, each naming itself and its facility
+    // by universal ID only (HD namespace empty), both numbering messages and orders from 1.
+    // Before: both were the sender `null` (the namespace was read alone): the second's first
+    // order was refused AR 205 as a reuse of the first's MSH-10, and its cancel of order 1
+    // would have cancelled the other hospital's order 1.
+    const order = (app: string, control: string, accession: string) =>
+      edited(hl7Fixture('orm-o01-v231-ihe-swf-zds'), [
+        ['|RADIS1|IHEDEMO|', `|^${app}^ISO|^2.16.840.1.113883.19.5^ISO|`],
+        ['MSGID20240318144217', control],
+        ['PLC-100234^RADIS1', 'OID-1'],
+        ['FIL-55012^DSS_OF', ''],
+        ['ACC-20240318-0042', accession],
+      ]);
+    const a = order('1.2.840.99.1', 'OID-MSG-1', 'ACC-OID-A');
+    const b = order('1.2.840.99.2', 'OID-MSG-1', 'ACC-OID-B');
+    expect(ackSummary(await h.mllp.send(a))).toMatchObject({ code: 'AA', errors: [] });
+    expect(ackSummary(await h.mllp.send(b))).toMatchObject({ code: 'AA', errors: [] });
+    const both = await ordersUnder('OID-1');
+    expect(both.map((o) => o.accession_number)).toEqual(['ACC-OID-A', 'ACC-OID-B']);
+
+    // The second hospital cancels its order 1: the first hospital's stays.
+    const cancel = edited(hl7Fixture('orm-o01-v251-cancel-ca'), [
+      ['|RADIS1|IHEDEMO|', '|^1.2.840.99.2^ISO|^2.16.840.1.113883.19.5^ISO|'],
+      ['MSGID20240318163005', 'OID-MSG-2'],
+      ['PLC-100234^RADIS1', 'OID-1'],
+      ['FIL-55012^DSS_OF', ''],
+      ['ACC-20240318-0042', 'ACC-OID-B'],
+    ]);
+    expect(parseHl7(await h.mllp.send(cancel)).get('ORC-1')).toBe('CR');
+    const after = await ordersUnder('OID-1');
+    expect(after.map((o) => [o.accession_number, o.cancel_requested_at !== null])).toEqual([
+      ['ACC-OID-A', false],
+      ['ACC-OID-B', true],
+    ]);
+  });
+
   it('an identifier over its bound (placer ORC-2/OBR-2, filler ORC-3, accession OBR-18 over 199 characters, EI.1/ST in v2.7) is AE 102 naming the field, nothing ordered; at 199 it is taken, an accession over 16 (DICOM SH) with a quirk', async () => {
     const long = (n: number, seed: string) => `${seed}-`.padEnd(n, '7');
     const order = (control: string, pairs: [string, string][]) =>

@@ -149,6 +149,39 @@ describe('MLLP answers: bytes valid for the MSH-18 they declare', () => {
     expect(order.rowCount).toBe(0);
   });
 
+  it("a UUID control ID (36) from a v2.3-2.5.1 sender is echoed whole, and the message says it is over its version's 20", async () => {
+    // An engine that numbers its messages by UUID under MSH-12 2.5.1 (MSH-10 and MSA-2 are ST 20
+    // there, 199 from v2.6). MSA-2 is how the sender matches our answer (v2.5.1 §2.9.2; Mirth's
+    // response validator compares it whole), so it goes back whole: cut to 20 it would answer
+    // no message of the sender's. Before, nothing told the analyst the answer carried a longer
+    // MSA-2 than the version gives it.
+    const uuid = '5f0c2a8e-9d1b-4c7e-8f3a-2b6d1e9c4a70';
+    const v251 = await exchange(withControlId(hl7Fixture('omi-o23-v251-ihe-ipc'), uuid));
+    expect([parseHl7(v251).get('MSA-1'), parseHl7(v251).get('MSA-2')]).toEqual(['AA', uuid]);
+    const stored = await h.db.query(
+      `SELECT quirks FROM inbound_messages WHERE message_control_id = $1`,
+      [uuid],
+    );
+    expect(stored.rows[0].quirks).toEqual(
+      expect.arrayContaining([
+        {
+          code: 'control-id-longer-than-version',
+          detail:
+            'MSH-10 is 36 characters, more than the 20 that v2.5.1 gives MSH-10 and MSA-2 (199 from v2.6): taken, and echoed whole in MSA-2 so that the sender can match the answer',
+        },
+      ]),
+    );
+    // v2.8: MSH-10 is ST 199, the same UUID is within its type
+    const v28uuid = '0b7e4d12-6a3f-4e88-9c21-7d5f3a9e1b64';
+    const v28 = await exchange(withControlId(hl7Fixture('omi-o23-v28-multi-order'), v28uuid));
+    expect(parseHl7(v28).get('MSA-2')).toBe(v28uuid);
+    const within = await h.db.query(
+      `SELECT quirks FROM inbound_messages WHERE message_control_id = $1`,
+      [v28uuid],
+    );
+    expect(JSON.stringify(within.rows[0].quirks)).not.toContain('control-id-longer-than-version');
+  });
+
   it('an MSH-10 with a backslash the sender did not escape comes back as the text it was read as', async () => {
     const ack = await exchange(Buffer.from(orm('ACKB\\BS', 'RIS', '')));
     // before: `ACKB\BS`, an escape sequence left open in the answer

@@ -222,4 +222,70 @@ describe('HL7 batches over MLLP', () => {
         detail: 'BTS-1 declares 3 message(s); the batch holds 2',
       });
   });
+
+  it('a file of two batches is answered batch by batch: each BHS-12 its own BHS-11, each BTS its own count and its own shortfall, FTS-1 2', async () => {
+    // The overnight file of the fixture, and a second batch of the same file (a RIS that
+    // exports one batch per modality) cut short: its BTS-1 says 2, one message arrived.
+    // Before: one BHS answered both (BHS-12 the first batch's id only, B-2 never named),
+    // BTS-1 3 and FTS-1 1 for a file of two batches, and the second batch's shortfall was
+    // compared against the sum of both counts (2 + 2 declared, 3 held), so its quirk
+    // landed on the messages of the complete first batch too.
+    const first = twoOrmBatch(41, 42).split('\r').filter(Boolean);
+    const third = twoOrmBatch(43, 44).split('\r').filter(Boolean);
+    const fts = first.pop()!; // FTS|1
+    const bts = first.pop()!; // BTS|2
+    const message = third.slice(third.findIndex((l) => l.startsWith('MSH|')));
+    const onlyFirst = message.slice(
+      0,
+      message.findIndex((l, i) => i > 0 && l.startsWith('MSH|')),
+    );
+    const file = [
+      ...first,
+      bts,
+      'BHS|^~\\&|RADIS1|IHEDEMO|DSS_OF|IHEDEMO|20240318150000||||BATCH-20240318-08',
+      ...onlyFirst,
+      'BTS|2',
+      fts.replace('FTS|1', 'FTS|2'),
+      '',
+    ].join('\r');
+    const reply = segments(await client.send(Buffer.from(file, 'latin1')));
+    expect(reply.map((s) => s.slice(0, 3))).toEqual([
+      'FHS',
+      'BHS',
+      'MSH',
+      'MSA',
+      'MSH',
+      'MSA',
+      'BTS',
+      'BHS',
+      'MSH',
+      'MSA',
+      'BTS',
+      'FTS',
+    ]);
+    expect(reply[1]!.split('|')[11]).toBe('BATCH-20240318-07');
+    expect(reply.slice(3, 7)).toEqual([
+      'MSA|AA|BATCH-MSG-41',
+      expect.stringMatching(/^MSH\|/),
+      'MSA|AA|BATCH-MSG-42',
+      'BTS|2',
+    ]);
+    expect(reply[7]!.split('|')[11]).toBe('BATCH-20240318-08');
+    expect(reply.slice(9)).toEqual([
+      'MSA|AA|BATCH-MSG-43',
+      'BTS|1|BTS-1 declares 2 message(s); the batch holds 1',
+      'FTS|2',
+    ]);
+    const rows = (await adapter.dataSource.query(
+      `SELECT message_control_id AS id, quirks FROM inbound_messages
+        WHERE message_control_id IN ('BATCH-MSG-41', 'BATCH-MSG-42', 'BATCH-MSG-43') ORDER BY 1`,
+    )) as { id: string; quirks: { code: string }[] }[];
+    expect(
+      rows.map((r) => [r.id, r.quirks.some((q) => q.code === 'batch-count-mismatch')]),
+    ).toEqual([
+      ['BATCH-MSG-41', false],
+      ['BATCH-MSG-42', false],
+      ['BATCH-MSG-43', true],
+    ]);
+  });
 });

@@ -51,6 +51,29 @@ describe('placer/filler numbers that disagree are never chosen silently', () => 
     }
   });
 
+  it('two disagreements in a v2.3.1 message: one ERR whose ERR-1 repeats, as a v2.3-2.4 ACK holds one ERR', async () => {
+    // ACK and ORR_O02 before v2.5 are MSH, MSA, [ERR] (one ERR, its ERR-1 ELD repeating); the
+    // ERR segment repeats only from v2.5. Before: one ERR segment per problem, an ACK a
+    // validating v2.3.1 RIS (HAPI's v231 ACK model) cannot read past the first.
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const message = Buffer.from(
+        disagreeing('CONF-3')
+          .toString('latin1')
+          .replace(/(\rOBR\|1\|[^|]*\|)FIL-55012/, '$1FIL-OTHER'),
+        'latin1',
+      );
+      const ack = await send(adapter, message);
+      expect(ack).toMatch(/\rMSA\|AE\|CONF-3\|/);
+      const errs = ack.split('\r').filter((s) => s.startsWith('ERR|'));
+      expect(errs).toEqual([
+        'ERR|OBR^1^2^102&Data type error&HL70357~OBR^1^3^102&Data type error&HL70357',
+      ]);
+    } finally {
+      await adapter.close();
+    }
+  });
+
   it('a site that tolerates it: AA, the ORC-2 number used, a quirk recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'conflicts-'));
     const config = join(dir, 'site.yaml');
@@ -71,6 +94,74 @@ describe('placer/filler numbers that disagree are never chosen silently', () => 
     } finally {
       await adapter.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/**
+ * An OMI^O23 repeats IPC once per scheduled procedure step of the order's one requested
+ * procedure (IHE RAD TF-2 RAD-4): IPC-1 (accession), IPC-2 and IPC-3 (Study Instance UID) are
+ * the requested procedure's, the same in every IPC of the group. The IHE RAD-4 order whose
+ * second step names another study (a RIS that made a study UID per step) had the first used
+ * and the second never looked at: the order waited for one study while the RIS's modality
+ * worklist had the other. Now the repeats are held to the same rule as the sources of a
+ * must-agree row.
+ */
+describe('IPC repeated per scheduled step: the requested procedure is one', () => {
+  const secondStepOtherStudy = (controlId: string): Buffer => {
+    const text = withControlId(hl7Fixture('omi-o23-v251-ihe-ipc'), controlId)
+      .toString('utf8')
+      .replace(/DP-776120/g, `DP-${controlId}`)
+      .replace(/A20250204-0017/g, `A-${controlId}`);
+    const lines = text.split('\r');
+    const last = lines.map((l) => l.startsWith('IPC|')).lastIndexOf(true);
+    lines[last] = lines[last]!.replace('.91533.1|SPS-45120-2', '.91533.2|SPS-45120-2');
+    return Buffer.from(lines.join('\r'), 'utf8');
+  };
+
+  it('default: a second IPC naming another study is AE 102 at IPC[2]-3, nothing ordered', async () => {
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const ack = await send(adapter, secondStepOtherStudy('IPC-1'));
+      expect(ack).toMatch(/\rMSA\|AE\|IPC-1/);
+      expect(ack).toMatch(/\rERR\|\|IPC\^2\^3\^1\|102\^/);
+      expect(ack).toMatch(/IPC\[2\]-3 \(1\.2\.250\.1\.59\.453\.859\.998877\.20250204\.91533\.2\)/);
+      const rows = await adapter.dataSource.query(`SELECT count(*)::int AS n FROM orders`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it("a site that tolerates it: AA with a warning ERR, the first step's study used, a quirk recorded", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conflicts-'));
+    const config = join(dir, 'site.yaml');
+    writeFileSync(config, 'mappings:\n  hl7:\n    fieldConflicts: warn\n');
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false', CONFIG_FILE: config });
+    try {
+      const ack = await send(adapter, secondStepOtherStudy('IPC-2'));
+      expect(ack).toMatch(/\rMSA\|AA\|IPC-2/);
+      expect(ack).toMatch(/\rERR\|\|IPC\^2\^3\^1\|102\^[^|]*\|W\|/);
+      const [order] = await adapter.dataSource.query(`SELECT study_instance_uid FROM orders`);
+      expect(order.study_instance_uid).toBe('1.2.250.1.59.453.859.998877.20250204.91533.1');
+      const [message] = await adapter.dataSource.query(
+        `SELECT quirks FROM inbound_messages WHERE message_control_id = 'IPC-2'`,
+      );
+      expect(JSON.stringify(message.quirks)).toMatch(/field-conflict.*IPC\[2\]-3/);
+    } finally {
+      await adapter.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the IHE RAD-4 order with two steps of one study is taken as before', async () => {
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const ack = await send(adapter, withControlId(hl7Fixture('omi-o23-v251-ihe-ipc'), 'IPC-3'));
+      expect(ack).toMatch(/\rMSA\|AA\|IPC-3\r/);
+      expect(ack).not.toMatch(/\rERR\|/);
+    } finally {
+      await adapter.close();
     }
   });
 });

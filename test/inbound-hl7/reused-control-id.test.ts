@@ -47,4 +47,36 @@ describe('MSH-10 reused for a different message', () => {
     );
     expect((await h.mllp.send(restamped)).equals(first)).toBe(true);
   });
+
+  it('a control ID written with a component separator (`20240318^0001`) is one ID: the next of the day is its own message, not a reuse', async () => {
+    // A RIS that numbers its messages by day and sequence in MSH-10 (ST, but written with a
+    // component separator). Our MSA-2 echoes it whole; before, the duplicate check read only its
+    // first component, so `RIS20240318^0002` (the next order of the day) was refused AR 205 as a
+    // reuse of `RIS20240318^0001`, and a resend of it would have got the first message's ACK.
+    const order = withId('orm-o01-v231-ihe-swf-zds', 'RIS20240318^0001')
+      .toString('latin1')
+      .replace(/PLC-100234/g, 'PLC-200001')
+      .replace(/ACC-20240318-0042/g, 'ACC-20240318-0201');
+    const next = order
+      .replace('RIS20240318^0001', 'RIS20240318^0002')
+      .replace(/PLC-200001/g, 'PLC-200002')
+      .replace(/ACC-20240318-0201/g, 'ACC-20240318-0202');
+    const first = await h.mllp.send(Buffer.from(order, 'latin1'));
+    expect(first.toString('latin1')).toMatch(/\rMSA\|AA\|RIS20240318\^0001\r/);
+    const second = await h.mllp.send(Buffer.from(next, 'latin1'));
+    expect(second.toString('latin1')).toMatch(/\rMSA\|AA\|RIS20240318\^0002\r/);
+    // a resend of the second gets the second's answer, byte for byte
+    expect((await h.mllp.send(Buffer.from(next, 'latin1'))).equals(second)).toBe(true);
+    const orders = await h.db.query<{ placer_order_number: string }>(
+      `SELECT placer_order_number FROM orders WHERE placer_order_number IN ('PLC-200001', 'PLC-200002') ORDER BY 1`,
+    );
+    expect(orders.rows.map((r) => r.placer_order_number)).toEqual(['PLC-200001', 'PLC-200002']);
+    const stored = await h.db.query<{ message_control_id: string }>(
+      `SELECT DISTINCT message_control_id FROM inbound_messages WHERE message_control_id LIKE 'RIS20240318%' ORDER BY 1`,
+    );
+    expect(stored.rows.map((r) => r.message_control_id)).toEqual([
+      'RIS20240318^0001',
+      'RIS20240318^0002',
+    ]);
+  });
 });

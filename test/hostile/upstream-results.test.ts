@@ -324,6 +324,44 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
   });
 
+  it('a results report naming this order and study but another patient and accession is not published as this patient’s result', async () => {
+    // The sandbox's JSON report, like the vendor's samples, repeats the order's patient and
+    // accession (patient_id, accession_number: the metadata we sent). An upstream that mixed up
+    // two orders' reports kept our order_id and study_uid but carried another patient's ID and
+    // accession. Before, only order_id and study_uid were compared and its findings went out as
+    // this patient's final DiagnosticReport, ORU (OBR-25 F) and SR.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) => {
+      expect(report.patient_id).toBe(spec.patientId);
+      expect(report.accession_number).toBe(spec.accession);
+      return jsonAnswer(answer, {
+        ...report,
+        patient_id: 'PAT-OTHER-4711',
+        accession_number: 'ACC-OTHER-0815',
+        impression: 'Right hippocampus volume below the 5th percentile (another patient).',
+      });
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      "names another patient (its patient_id is not the order's)",
+    );
+  });
+
+  it('a results report naming only another accession of this patient is not published as this order’s result', async () => {
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, accession_number: `${spec.accession}9` }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      "names another accession (its accession_number is not the order's)",
+    );
+  });
+
   it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
     // The upstream's /results answered with this order's failure report (its `report_kind`
     // says so, the shape of GET /failure-report: reason, failed_step). Before, it went out as

@@ -424,6 +424,43 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(created[0].meta.correlation_id).toBe('corr-42');
   });
 
+  it('an upstream that answers our order id in another case: the same order (status, lost-create lookup)', async () => {
+    // A UUID is the same in either case (RFC 9562 §4). The list names the order lower case, its
+    // reads answer upper case. Before, GET /status was refused as about another order, and the
+    // lookup after a lost create refused our own order's metadata and created a second order.
+    const created: string[] = [];
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        created.push(`${ORDER_ID.slice(0, -1)}${created.length}`);
+        // Created, but the answer is lost (no answer before the client's timeout).
+        return;
+      }
+      if (req.path === '/list-orders') {
+        return json(res, 200, {
+          orders: created.map((id) => ({ order_id: id, status: 'PENDING', created_at: null })),
+        });
+      }
+      const asked = req.query.get('order_id') ?? '';
+      if (req.path === '/metadata') {
+        return json(res, 200, {
+          order_id: asked.toUpperCase(),
+          metadata: { correlation_id: 'corr-42' },
+        });
+      }
+      if (req.path === '/status') {
+        return json(res, 200, { order_id: asked.toUpperCase(), status: 'QUEUED' });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    expect((await t.client.getStatus({ orderId: ORDER_ID })).status).toBe('QUEUED');
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result).toEqual({ orderId: created[0], recovered: true });
+    expect(created).toHaveLength(1);
+  });
+
   it('after a timed-out new-order never takes an order whose metadata answer is about another order', async () => {
     // Another system's PENDING order of the organization; its GET /metadata is answered with
     // our order's metadata (a cache or routing mix-up upstream). Taken as ours, the study of

@@ -9,7 +9,12 @@ import type {
 } from './imaging-client.types';
 import type { ClientLogger, Clock } from './ports';
 import type { UpstreamHttp } from './upstream-http';
-import { isUpstreamOrderId, orderIdSchema, parseJson } from './upstream-schemas';
+import {
+  isUpstreamOrderId,
+  orderIdSchema,
+  parseJson,
+  sameUpstreamOrderId,
+} from './upstream-schemas';
 
 /** Clock skew and upstream latency tolerated when matching `created_at` of a lost order. */
 const CORRELATION_LOOKBACK_MS = 10 * 60_000;
@@ -176,7 +181,7 @@ export class OrderCreation {
           if (error instanceof ImagingClientError && error.code === 'not_found') continue;
           throw error;
         }
-        if (answer.orderId !== candidate.orderId) {
+        if (!sameUpstreamOrderId(answer.orderId, candidate.orderId)) {
           // Metadata of another order says nothing of this one (an upstream cache or routing
           // mix-up): taken as it stands, another system's order could be resumed as ours and
           // our patient's study uploaded into it. Not remembered: asked again next time.

@@ -410,6 +410,33 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).toEqual(['F']);
   });
 
+  it('an upstream that names our order in upper case in its lists and status answers: the order is still followed to its result', async () => {
+    // A UUID is the same in either case (RFC 9562 §4); a service that keeps its ids in a
+    // uniqueidentifier column answers them upper case on every read after the create's lower
+    // case. Before, the order was never found on the active list, and GET /status was refused
+    // as "about another order": it stayed processing, flagged every cycle, until the stuck sweep.
+    const { id, spec, upstreamId } = await processing();
+    let reportsListed = '';
+    rewrites.push((req, answer) => {
+      if (!['/list-orders', '/status', '/reports'].includes(req.path) || answer.status !== 200)
+        return undefined;
+      const text = answer.body.toString('utf8').split(upstreamId).join(upstreamId.toUpperCase());
+      if (req.path === '/reports' && req.method === 'GET') reportsListed = text;
+      return { ...answer, body: Buffer.from(text) };
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect((await reportOf(id))?.status).toBe('final');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).toEqual(['F']);
+    expect(await timeline(id)).not.toMatch(/about another order|upstream\.inconsistent/);
+    // Its stored report is acknowledged (POST /reports), so GET /reports stops listing it.
+    await poller.runNow();
+    await poller.runNow();
+    expect(reportsListed).not.toBe('');
+    expect(reportsListed).not.toContain(upstreamId.toUpperCase());
+  });
+
   it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {
     // The sandbox's `expired` path (DELIVERED, then EXPIRED 5 s later) met by a fetch that comes
     // late: GET /results answers as the sandbox does for an expired order (409

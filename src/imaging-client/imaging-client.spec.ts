@@ -424,10 +424,11 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(created[0].meta.correlation_id).toBe('corr-42');
   });
 
-  it('an upstream that answers our order id in another case: the same order (status, lost-create lookup)', async () => {
+  it('an upstream that answers our order id in another case: the same order (status, cancel, lost-create lookup)', async () => {
     // A UUID is the same in either case (RFC 9562 §4). The list names the order lower case, its
-    // reads answer upper case. Before, GET /status was refused as about another order, and the
-    // lookup after a lost create refused our own order's metadata and created a second order.
+    // reads answer upper case. Before, GET /status and a cancel's answer were refused as about
+    // another order, and the lookup after a lost create refused our own order's metadata and
+    // created a second order.
     const created: string[] = [];
     const t = await setup((req, res) => {
       if (req.path === '/new-order') {
@@ -450,9 +451,13 @@ describe('ImagingClient over a scripted upstream', () => {
       if (req.path === '/status') {
         return json(res, 200, { order_id: asked.toUpperCase(), status: 'QUEUED' });
       }
+      if (req.path === '/cancel-order') {
+        return json(res, 200, { order_id: asked.toUpperCase(), status: 'CANCELLED' });
+      }
       json(res, 404, { error: 'not_found' });
     });
     expect((await t.client.getStatus({ orderId: ORDER_ID })).status).toBe('QUEUED');
+    expect(await t.client.cancelOrder(ORDER_ID)).toMatchObject({ status: 'CANCELLED' });
     const result = await t.client.createOrder(
       { patient_id: 'P1', products: ['p1'] },
       { correlationId: 'corr-42' },

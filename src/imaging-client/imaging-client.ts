@@ -204,7 +204,7 @@ export class ImagingClient {
     // a status other than CANCELLED, does not say this order was cancelled (contract,
     // Transitions: cancel → CANCELLED), and taken as it stands the order would be recorded
     // cancelled upstream while the upstream goes on with it.
-    if (parsed.order_id !== undefined && parsed.order_id !== orderId) {
+    if (parsed.order_id !== undefined && !sameUpstreamOrderId(parsed.order_id, orderId)) {
       throw new ImagingClientError(
         'invalid_response',
         'cancel-order',

@@ -109,6 +109,31 @@ describe('ImagingClient over a scripted upstream', () => {
     ]);
   });
 
+  it('a token answer that breaks the contract: health and the call record name the token, not a call never sent', async () => {
+    // expires_in as a string ("3600"): the token is refused (contract: integer). Before, /health
+    // said "last list-orders failed (invalid_response)" and the audit log "GET /list-orders →
+    // no answer", though GET /list-orders was never sent: the operator looked at the wrong
+    // endpoint.
+    const t = await setup(
+      (req, res) => {
+        if (req.path === '/auth/token')
+          return json(res, 200, { access_token: 'tok', token_type: 'Bearer', expires_in: '3600' });
+        return json(res, 200, { orders: [] });
+      },
+      { ownTokens: true },
+    );
+    const error = await t.client.listOrders().catch((e: unknown) => e as ImagingClientError);
+    expect(error).toMatchObject({ code: 'invalid_response', operation: 'token' });
+    expect(t.upstream.seen.map((r) => r.path)).toEqual(['/auth/token']);
+    const list = t.records.find((r) => r.operation === 'list-orders')!;
+    expect(list).toMatchObject({ status: null, outcome: 'error' });
+    expect(list.error).toMatchObject({ code: 'invalid_response', operation: 'token' });
+    expect(t.health.snapshot().lastError).toMatchObject({
+      operation: 'token',
+      code: 'invalid_response',
+    });
+  });
+
   it('on 401 renews the token and retries once, and no more', async () => {
     let issued = 0;
     let rejectAll = false;

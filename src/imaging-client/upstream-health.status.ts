@@ -51,7 +51,9 @@ export class UpstreamHealthStatus implements CallObserver {
     // Only failures that say something about the upstream's health count: a 400 or 404 is
     // an answer about our request, not a sign the service is down.
     else if (record.error && UPSTREAM_TROUBLE.has(record.error.code)) {
-      this.lastError = { operation: record.operation, code: record.error.code, at };
+      // A call that failed for want of a token names the token (it was never sent itself).
+      const operation = record.error.operation ?? record.operation;
+      this.lastError = { operation, code: record.error.code, at };
     }
   }
 

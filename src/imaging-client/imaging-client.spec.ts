@@ -134,6 +134,26 @@ describe('ImagingClient over a scripted upstream', () => {
     });
   });
 
+  it('refused credentials (401 after the renewal, or from the token endpoint) show the upstream degraded', async () => {
+    // docs/lifecycle.md: refused credentials do not end orders, and /health shows the upstream
+    // degraded. Before, /health said "up, last success …" (the token request that preceded
+    // each refused call counted as the success) while every call was refused.
+    const t = await setup((_req, res) => json(res, 401, { error: 'invalid_token' }));
+    expect(await codeOf(t.client.listOrders())).toBe('unauthorized');
+    expect(t.health.snapshot()).toMatchObject({
+      state: 'degraded',
+      lastError: { operation: 'list-orders', code: 'unauthorized' },
+    });
+    const u = await setup((_req, res) => json(res, 401, { error: 'invalid_client' }), {
+      ownTokens: true,
+    });
+    expect(await codeOf(u.client.listOrders())).toBe('unauthorized');
+    expect(u.health.snapshot()).toMatchObject({
+      state: 'degraded',
+      lastError: { operation: 'token', code: 'unauthorized' },
+    });
+  });
+
   it('on 401 renews the token and retries once, and no more', async () => {
     let issued = 0;
     let rejectAll = false;

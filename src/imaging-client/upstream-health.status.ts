@@ -8,6 +8,10 @@ const UPSTREAM_TROUBLE = new Set([
   'deadline',
   'invalid_response',
   'redirected',
+  // Refused credentials (401 after the one renewal, or from the token endpoint): every call
+  // fails until an operator corrects them (docs/lifecycle.md). Before, /health said "up": the
+  // token request before each refused call counted as the last success.
+  'unauthorized',
 ]);
 
 export interface UpstreamHealth {

@@ -511,6 +511,51 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(created).toHaveLength(1);
   });
 
+  it('a lookup on an upstream listing our orders in upper case reads no metadata of the orders it knows', async () => {
+    // The client remembers the correlation id of every order it created, and the caller names
+    // the upstream ids held for other orders (knownElsewhere). Both compared as text, an upper
+    // case list matched neither, and every lookup read GET /metadata of every PENDING order
+    // (the budget problem of docs/fire.md).
+    const created: string[] = [];
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        created.push(`${ORDER_ID.slice(0, -1)}${created.length}`);
+        return json(res, 201, { order_id: created.at(-1) });
+      }
+      if (req.path === '/list-orders') {
+        return json(res, 200, {
+          orders: created.map((id) => ({
+            order_id: id.toUpperCase(),
+            status: 'PENDING',
+            created_at: null,
+          })),
+        });
+      }
+      if (req.path === '/metadata') {
+        const asked = req.query.get('order_id') ?? '';
+        return json(res, 200, { order_id: asked, metadata: { correlation_id: 'someone' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    // Ours, created here: the client knows its correlation id.
+    await t.client.createOrder({ products: ['p1'] }, { correlationId: 'corr-1' });
+    // Held for another of our orders (by another replica): the caller names it as it holds it.
+    created.push(`${ORDER_ID.slice(0, -1)}9`);
+    const result = await t.client.createOrder(
+      { products: ['p1'] },
+      {
+        correlationId: 'corr-2',
+        previouslyAttempted: true,
+        knownElsewhere: async (ids) =>
+          new Set(
+            ids.filter((id) => id.toLowerCase() === created[1]).map((id) => id.toLowerCase()),
+          ),
+      },
+    );
+    expect(result.recovered).toBe(false);
+    expect(t.upstream.seen.filter((r) => r.path === '/metadata')).toEqual([]);
+  });
+
   it('after a timed-out new-order never takes an order whose metadata answer is about another order', async () => {
     // Another system's PENDING order of the organization; its GET /metadata is answered with
     // our order's metadata (a cache or routing mix-up upstream). Taken as ours, the study of

@@ -37,13 +37,18 @@ export class AuditCallObserver implements CallObserver {
     // in the order's timeline on the audit page.
     let orderId: string | null = null;
     if (record.orderId) orderId = await this.events.orderIdOfUpstreamOrder(record.orderId);
+    // A call that failed on the token it needed was never sent: said so, not "no answer".
+    const answer =
+      record.status === null && record.error?.operation
+        ? `not sent (${record.error.operation} failed: ${record.error.code})`
+        : `${record.status ?? 'no answer'}`;
     await this.events.write([
       {
         kind: 'upstream.call',
         orderId,
         severity: record.outcome === 'success' ? 'info' : 'warning',
         actor: 'adapter',
-        summary: `${record.method} ${record.endpoint}${record.storageHost ? ` (${record.storageHost})` : ''} → ${record.status ?? 'no answer'} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
+        summary: `${record.method} ${record.endpoint}${record.storageHost ? ` (${record.storageHost})` : ''} → ${answer} in ${Math.round(record.latencyMs)} ms${record.attempts > 1 ? ` (${record.attempts} attempts)` : ''}`,
         detail: {
           operation: record.operation,
           method: record.method,

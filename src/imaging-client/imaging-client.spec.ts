@@ -109,6 +109,51 @@ describe('ImagingClient over a scripted upstream', () => {
     ]);
   });
 
+  it('a token answer that breaks the contract: health and the call record name the token, not a call never sent', async () => {
+    // expires_in as a string ("3600"): the token is refused (contract: integer). Before, /health
+    // said "last list-orders failed (invalid_response)" and the audit log "GET /list-orders →
+    // no answer", though GET /list-orders was never sent: the operator looked at the wrong
+    // endpoint.
+    const t = await setup(
+      (req, res) => {
+        if (req.path === '/auth/token')
+          return json(res, 200, { access_token: 'tok', token_type: 'Bearer', expires_in: '3600' });
+        return json(res, 200, { orders: [] });
+      },
+      { ownTokens: true },
+    );
+    const error = await t.client.listOrders().catch((e: unknown) => e as ImagingClientError);
+    expect(error).toMatchObject({ code: 'invalid_response', operation: 'token' });
+    expect(t.upstream.seen.map((r) => r.path)).toEqual(['/auth/token']);
+    const list = t.records.find((r) => r.operation === 'list-orders')!;
+    expect(list).toMatchObject({ status: null, outcome: 'error' });
+    expect(list.error).toMatchObject({ code: 'invalid_response', operation: 'token' });
+    expect(t.health.snapshot().lastError).toMatchObject({
+      operation: 'token',
+      code: 'invalid_response',
+    });
+  });
+
+  it('refused credentials (401 after the renewal, or from the token endpoint) show the upstream degraded', async () => {
+    // docs/lifecycle.md: refused credentials do not end orders, and /health shows the upstream
+    // degraded. Before, /health said "up, last success …" (the token request that preceded
+    // each refused call counted as the success) while every call was refused.
+    const t = await setup((_req, res) => json(res, 401, { error: 'invalid_token' }));
+    expect(await codeOf(t.client.listOrders())).toBe('unauthorized');
+    expect(t.health.snapshot()).toMatchObject({
+      state: 'degraded',
+      lastError: { operation: 'list-orders', code: 'unauthorized' },
+    });
+    const u = await setup((_req, res) => json(res, 401, { error: 'invalid_client' }), {
+      ownTokens: true,
+    });
+    expect(await codeOf(u.client.listOrders())).toBe('unauthorized');
+    expect(u.health.snapshot()).toMatchObject({
+      state: 'degraded',
+      lastError: { operation: 'token', code: 'unauthorized' },
+    });
+  });
+
   it('on 401 renews the token and retries once, and no more', async () => {
     let issued = 0;
     let rejectAll = false;
@@ -422,6 +467,93 @@ describe('ImagingClient over a scripted upstream', () => {
     expect(result).toEqual({ orderId: created[0].id, recovered: true });
     expect(created).toHaveLength(1);
     expect(created[0].meta.correlation_id).toBe('corr-42');
+  });
+
+  it('an upstream that answers our order id in another case: the same order (status, cancel, lost-create lookup)', async () => {
+    // A UUID is the same in either case (RFC 9562 §4). The list names the order lower case, its
+    // reads answer upper case. Before, GET /status and a cancel's answer were refused as about
+    // another order, and the lookup after a lost create refused our own order's metadata and
+    // created a second order.
+    const created: string[] = [];
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        created.push(`${ORDER_ID.slice(0, -1)}${created.length}`);
+        // Created, but the answer is lost (no answer before the client's timeout).
+        return;
+      }
+      if (req.path === '/list-orders') {
+        return json(res, 200, {
+          orders: created.map((id) => ({ order_id: id, status: 'PENDING', created_at: null })),
+        });
+      }
+      const asked = req.query.get('order_id') ?? '';
+      if (req.path === '/metadata') {
+        return json(res, 200, {
+          order_id: asked.toUpperCase(),
+          metadata: { correlation_id: 'corr-42' },
+        });
+      }
+      if (req.path === '/status') {
+        return json(res, 200, { order_id: asked.toUpperCase(), status: 'QUEUED' });
+      }
+      if (req.path === '/cancel-order') {
+        return json(res, 200, { order_id: asked.toUpperCase(), status: 'CANCELLED' });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    expect((await t.client.getStatus({ orderId: ORDER_ID })).status).toBe('QUEUED');
+    expect(await t.client.cancelOrder(ORDER_ID)).toMatchObject({ status: 'CANCELLED' });
+    const result = await t.client.createOrder(
+      { patient_id: 'P1', products: ['p1'] },
+      { correlationId: 'corr-42' },
+    );
+    expect(result).toEqual({ orderId: created[0], recovered: true });
+    expect(created).toHaveLength(1);
+  });
+
+  it('a lookup on an upstream listing our orders in upper case reads no metadata of the orders it knows', async () => {
+    // The client remembers the correlation id of every order it created, and the caller names
+    // the upstream ids held for other orders (knownElsewhere). Both compared as text, an upper
+    // case list matched neither, and every lookup read GET /metadata of every PENDING order
+    // (the budget problem of docs/fire.md).
+    const created: string[] = [];
+    const t = await setup((req, res) => {
+      if (req.path === '/new-order') {
+        created.push(`${ORDER_ID.slice(0, -1)}${created.length}`);
+        return json(res, 201, { order_id: created.at(-1) });
+      }
+      if (req.path === '/list-orders') {
+        return json(res, 200, {
+          orders: created.map((id) => ({
+            order_id: id.toUpperCase(),
+            status: 'PENDING',
+            created_at: null,
+          })),
+        });
+      }
+      if (req.path === '/metadata') {
+        const asked = req.query.get('order_id') ?? '';
+        return json(res, 200, { order_id: asked, metadata: { correlation_id: 'someone' } });
+      }
+      json(res, 404, { error: 'not_found' });
+    });
+    // Ours, created here: the client knows its correlation id.
+    await t.client.createOrder({ products: ['p1'] }, { correlationId: 'corr-1' });
+    // Held for another of our orders (by another replica): the caller names it as it holds it.
+    created.push(`${ORDER_ID.slice(0, -1)}9`);
+    const result = await t.client.createOrder(
+      { products: ['p1'] },
+      {
+        correlationId: 'corr-2',
+        previouslyAttempted: true,
+        knownElsewhere: async (ids) =>
+          new Set(
+            ids.filter((id) => id.toLowerCase() === created[1]).map((id) => id.toLowerCase()),
+          ),
+      },
+    );
+    expect(result.recovered).toBe(false);
+    expect(t.upstream.seen.filter((r) => r.path === '/metadata')).toEqual([]);
   });
 
   it('after a timed-out new-order never takes an order whose metadata answer is about another order', async () => {

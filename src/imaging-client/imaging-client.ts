@@ -29,6 +29,7 @@ import {
   parseJson,
   parseListJson,
   reportsPollSchema,
+  sameUpstreamOrderId,
   tokenSchema,
 } from './upstream-schemas';
 import { byOrder, byRef, callDocument, callJson, readList } from './upstream-calls';
@@ -154,7 +155,7 @@ export class ImagingClient {
     const parsed = await callJson(this.http, 'status', byRef(ref));
     // The status of another order is no answer about this one (an upstream cache or routing
     // mix-up): taken as it stands, it would end this order with another patient's outcome.
-    if ('orderId' in ref && parsed.order_id !== ref.orderId) {
+    if ('orderId' in ref && !sameUpstreamOrderId(parsed.order_id, ref.orderId)) {
       throw new ImagingClientError(
         'invalid_response',
         'status',
@@ -203,7 +204,7 @@ export class ImagingClient {
     // a status other than CANCELLED, does not say this order was cancelled (contract,
     // Transitions: cancel → CANCELLED), and taken as it stands the order would be recorded
     // cancelled upstream while the upstream goes on with it.
-    if (parsed.order_id !== undefined && parsed.order_id !== orderId) {
+    if (parsed.order_id !== undefined && !sameUpstreamOrderId(parsed.order_id, orderId)) {
       throw new ImagingClientError(
         'invalid_response',
         'cancel-order',

@@ -12,3 +12,4 @@ export * from './prometheus-call.observer';
 export * from './upstream-health.status';
 export type { RetirementState } from './upstream-http';
 export * from './imaging-client.factory';
+export { sameUpstreamOrderId, upstreamOrderIdKey } from './upstream-schemas';

@@ -9,7 +9,13 @@ import type {
 } from './imaging-client.types';
 import type { ClientLogger, Clock } from './ports';
 import type { UpstreamHttp } from './upstream-http';
-import { isUpstreamOrderId, orderIdSchema, parseJson } from './upstream-schemas';
+import {
+  isUpstreamOrderId,
+  orderIdSchema,
+  parseJson,
+  sameUpstreamOrderId,
+  upstreamOrderIdKey,
+} from './upstream-schemas';
 
 /** Clock skew and upstream latency tolerated when matching `created_at` of a lost order. */
 const CORRELATION_LOOKBACK_MS = 10 * 60_000;
@@ -87,7 +93,7 @@ export class OrderCreation {
         return undefined;
       },
     });
-    this.correlationOf.set(created.orderId, options.correlationId);
+    this.correlationOf.set(upstreamOrderIdKey(created.orderId), options.correlationId);
     if (created.recovered || !ambiguous || this.config.createSettleMs <= 0) return created;
     return this.settleDuplicates(options.correlationId, since, created, options.knownElsewhere);
   }
@@ -152,7 +158,9 @@ export class OrderCreation {
     firstOnly = false,
   ): Promise<string[]> {
     const orders = await this.calls.listOrders();
-    const active = new Set(orders.map((order) => order.orderId));
+    // Keyed by upstreamOrderIdKey: a list naming our orders in another case than the create
+    // answered them is the same orders (RFC 9562 §4), not unknown ones whose metadata is read.
+    const active = new Set(orders.map((order) => upstreamOrderIdKey(order.orderId)));
     for (const id of this.correlationOf.keys()) if (!active.has(id)) this.correlationOf.delete(id);
     // An id that is no UUID (`../x?y#z`) is no order `/new-order` could have answered us with.
     const candidates = pendingSince(orders, createdSince).filter((order) =>
@@ -160,14 +168,18 @@ export class OrderCreation {
     );
     const unknown = candidates
       .map((order) => order.orderId)
-      .filter((id) => !this.correlationOf.has(id));
-    const elsewhere =
-      knownElsewhere && unknown.length > 0 ? await knownElsewhere(unknown) : new Set<string>();
+      .filter((id) => !this.correlationOf.has(upstreamOrderIdKey(id)));
+    const elsewhere = new Set(
+      [...(knownElsewhere && unknown.length > 0 ? await knownElsewhere(unknown) : [])].map(
+        upstreamOrderIdKey,
+      ),
+    );
     const found: string[] = [];
     for (const candidate of candidates) {
-      let owner = this.correlationOf.get(candidate.orderId);
+      const key = upstreamOrderIdKey(candidate.orderId);
+      let owner = this.correlationOf.get(key);
       if (owner === undefined) {
-        if (elsewhere.has(candidate.orderId)) continue;
+        if (elsewhere.has(key)) continue;
         let answer: { orderId: string; metadata: OrderMetadata };
         try {
           answer = await this.calls.getMetadata({ orderId: candidate.orderId });
@@ -176,7 +188,7 @@ export class OrderCreation {
           if (error instanceof ImagingClientError && error.code === 'not_found') continue;
           throw error;
         }
-        if (answer.orderId !== candidate.orderId) {
+        if (!sameUpstreamOrderId(answer.orderId, candidate.orderId)) {
           // Metadata of another order says nothing of this one (an upstream cache or routing
           // mix-up): taken as it stands, another system's order could be resumed as ours and
           // our patient's study uploaded into it. Not remembered: asked again next time.
@@ -189,7 +201,7 @@ export class OrderCreation {
         const { metadata } = answer;
         owner = typeof metadata.correlation_id === 'string' ? metadata.correlation_id : '';
         // An order created without a correlation id is remembered as nobody's.
-        this.correlationOf.set(candidate.orderId, owner);
+        this.correlationOf.set(key, owner);
       }
       if (owner === correlationId) {
         found.push(candidate.orderId);

@@ -106,7 +106,17 @@ export interface CallRecord {
    * words, which the audit page does not show (phi-masking.ts); `adapterNote`: ours on the answer
    * (ImagingClientError.adapterNote), which it does.
    */
-  error?: { code: string; message: string; upstreamCode?: string; adapterNote?: string };
+  /**
+   * `operation`: the operation that failed when it is not this call's own — the token request
+   * this call needed first, so this call was never sent (its `status` stays null).
+   */
+  error?: {
+    code: string;
+    message: string;
+    upstreamCode?: string;
+    adapterNote?: string;
+    operation?: string;
+  };
   /** `X-API-Deprecation-Warning` text when the response carried it. */
   deprecationWarning?: string;
   /** Set on a 410: the version is retired. */

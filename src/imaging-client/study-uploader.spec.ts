@@ -28,6 +28,10 @@ interface StorageBehaviour {
   singlePutQuery?: string;
   /** `expires_at` of the URL answers, instead of an ISO time an hour ahead. */
   expiresAt?: () => unknown;
+  /** The `order_id` the initiate answer names (default: the order asked for). */
+  initiateOrderId?: string;
+  /** The `upload_id` the part-URL answer names (default: the one asked for). */
+  partUrlsUploadId?: string;
 }
 
 async function setup(behaviour: StorageBehaviour = {}) {
@@ -74,13 +78,16 @@ async function setup(behaviour: StorageBehaviour = {}) {
           expires_at: expiresAt(),
         });
       case '/upload/multipart/initiate':
-        return json(res, 201, { upload_id: 'up-1', order_id: ORDER_ID });
+        return json(res, 201, {
+          upload_id: 'up-1',
+          order_id: behaviour.initiateOrderId ?? ORDER_ID,
+        });
       case '/upload/multipart/presigned-urls': {
         const numbers: number[] =
           body.part_numbers ?? Array.from({ length: body.parts }, (_: unknown, i: number) => i + 1);
         generation++;
         return json(res, 200, {
-          upload_id: body.upload_id,
+          upload_id: behaviour.partUrlsUploadId ?? body.upload_id,
           urls: numbers.map((n) => ({
             part_number: n,
             url: `${upstream.origin}/storage/up-1?part=${n}&gen=${generation}&sig=S`,
@@ -278,6 +285,34 @@ describe('StudyUploader', () => {
     expect(t.calls).toContain('/upload/multipart/abort');
     expect(t.calls).not.toContain('/upload/multipart/complete');
     expect(await t.progress.load(ORDER_ID)).toBeNull();
+  });
+
+  it('an initiate answered about another order, or part URLs of another upload: not one byte of the study is sent', async () => {
+    // The answers name the order and the upload they are about (docs/upstream-assumptions.md).
+    // An upstream cache or routing mix-up that answers with another order's upload: taken as it
+    // stands, our patient's study went into another order (another system's, another patient's)
+    // and was completed there. Refused as invalid_response before any PUT; the other order's
+    // upload is not aborted by us either (it is not ours).
+    const other = '1b2c3d4e-5f60-4718-9a0b-c1d2e3f4a5b6';
+    const { path } = await studyFile('mixup.zip', 25 * MIB);
+    const a = await setup({ initiateOrderId: other });
+    const initiate = (await a.uploader
+      .upload(ORDER_ID, path)
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(initiate).toMatchObject({ code: 'invalid_response', operation: 'multipart-initiate' });
+    expect(a.parts.size).toBe(0);
+    expect(a.calls).toEqual(['/upload/multipart/initiate']);
+    // The same order in upper case is ours (a UUID in either case).
+    const b = await setup({ initiateOrderId: ORDER_ID.toUpperCase() });
+    await expect(b.uploader.upload(ORDER_ID, path)).resolves.toMatchObject({ mode: 'multipart' });
+
+    const c = await setup({ partUrlsUploadId: 'up-of-another-order' });
+    const urls = (await c.uploader
+      .upload(ORDER_ID, path)
+      .catch((e: unknown) => e)) as ImagingClientError;
+    expect(urls).toMatchObject({ code: 'invalid_response', operation: 'multipart-presigned-urls' });
+    expect(c.parts.size).toBe(0);
+    expect(c.calls).not.toContain('/upload/multipart/complete');
   });
 
   it('keeps progress after a transient failure and resumes without resending finished parts', async () => {

@@ -1,9 +1,11 @@
 import { ImagingClientError } from './imaging-client.error';
 import type { PartUrls, PresignedUrl } from './imaging-client.types';
 import type { UploadedPart } from './ports';
+import { printable } from './listed-orders';
 import { partNumbers } from './upload-plan';
 import { byOrder, callJson } from './upstream-calls';
 import type { UpstreamHttp } from './upstream-http';
+import { sameUpstreamOrderId } from './upstream-schemas';
 
 /**
  * The upload endpoints, `client.uploads`: a presigned URL for a single PUT, or the multipart
@@ -25,6 +27,16 @@ export class UploadEndpoints {
       json: { order_id: orderId, size_bytes: sizeBytes },
       orderId,
     });
+    // An upload of another order (an upstream cache or routing mix-up): our patient's study
+    // would go into that order and be completed there. No answer about this order's upload.
+    if (parsed.order_id !== undefined && !sameUpstreamOrderId(parsed.order_id, orderId)) {
+      throw new ImagingClientError(
+        'invalid_response',
+        'multipart-initiate',
+        `the answer is about another order (order_id ${printable(parsed.order_id)}), not the one asked for`,
+        { status: 201 },
+      );
+    }
     return { uploadId: parsed.upload_id };
   }
 
@@ -43,6 +55,14 @@ export class UploadEndpoints {
         ? { upload_id: uploadId, parts: parts.count }
         : { upload_id: uploadId, part_numbers: parts.partNumbers };
     const parsed = await callJson(this.http, 'multipart-presigned-urls', { json, orderId });
+    // URLs of another upload would put our parts into it: no answer about this upload.
+    if (parsed.upload_id !== undefined && parsed.upload_id !== uploadId) {
+      throw new ImagingClientError(
+        'invalid_response',
+        'multipart-presigned-urls',
+        `the answer is about another upload (upload_id ${printable(parsed.upload_id)}), not the one asked for`,
+      );
+    }
     const urls = new Map(parsed.urls.map((u) => [u.part_number, u.url]));
     const missing = wanted.filter((n) => !urls.has(n));
     if (missing.length) {

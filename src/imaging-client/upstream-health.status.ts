@@ -8,6 +8,10 @@ const UPSTREAM_TROUBLE = new Set([
   'deadline',
   'invalid_response',
   'redirected',
+  // Refused credentials (401 after the one renewal, or from the token endpoint): every call
+  // fails until an operator corrects them (docs/lifecycle.md). Before, /health said "up": the
+  // token request before each refused call counted as the last success.
+  'unauthorized',
 ]);
 
 export interface UpstreamHealth {
@@ -51,7 +55,9 @@ export class UpstreamHealthStatus implements CallObserver {
     // Only failures that say something about the upstream's health count: a 400 or 404 is
     // an answer about our request, not a sign the service is down.
     else if (record.error && UPSTREAM_TROUBLE.has(record.error.code)) {
-      this.lastError = { operation: record.operation, code: record.error.code, at };
+      // A call that failed for want of a token names the token (it was never sent itself).
+      const operation = record.error.operation ?? record.operation;
+      this.lastError = { operation, code: record.error.code, at };
     }
   }
 

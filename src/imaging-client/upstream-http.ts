@@ -111,6 +111,9 @@ export class UpstreamHttp {
         message: typed.message,
         ...(upstreamCode ? { upstreamCode } : {}),
         ...(typed.adapterNote ? { adapterNote: typed.adapterNote } : {}),
+        // The token this call needed failed: the call itself was never sent (health and the
+        // audit log name the token, not an endpoint that was never asked).
+        ...(typed.operation !== spec.operation ? { operation: typed.operation } : {}),
       };
       throw typed;
     } finally {

@@ -34,6 +34,21 @@ export const testTokenSchema = z.looseObject({
 
 export const orderIdSchema = z.looseObject({ order_id: z.uuid() });
 
+/**
+ * An upstream order ID as compared: a UUID is the same in either case (RFC 9562 §4). A service
+ * that keeps its ids in a uniqueidentifier column answers them in upper case on every read after
+ * the create answered lower case; compared as text, our order was "not listed" and its status
+ * "about another order", and it was never followed again.
+ */
+export function upstreamOrderIdKey(id: string): string {
+  return id.trim().toLowerCase();
+}
+
+/** Whether two upstream order IDs name the same order (upstreamOrderIdKey). */
+export function sameUpstreamOrderId(a: string, b: string): boolean {
+  return upstreamOrderIdKey(a) === upstreamOrderIdKey(b);
+}
+
 /** Whether `id` can be an upstream order ID at all (contract: a UUIDv4, as `/new-order` answers). */
 export function isUpstreamOrderId(id: string): boolean {
   return orderIdSchema.shape.order_id.safeParse(id).success;

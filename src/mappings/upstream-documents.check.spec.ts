@@ -120,6 +120,45 @@ describe('checkUpstreamReport', () => {
     ).toBe(true);
   });
 
+  it('a JSON report naming a patient or accession: ours (any of the patient IDs, padding aside), or refused as foreign', () => {
+    const ours = { ...expected, patientIds: ['PAT-1', '123456789'], accessionNumber: 'ACC-1' };
+    const report = (extra: Record<string, unknown>) =>
+      json('results', { order_id: expected.upstreamOrderId, ...extra });
+    expect(
+      checkUpstreamReport(report({ patient_id: 'PAT-1 ', accession_number: 'ACC-1\u0000' }), ours)
+        .accepted,
+    ).toBe(true);
+    expect(checkUpstreamReport(report({ patient_id: 123456789 }), ours).accepted).toBe(true);
+    expect(
+      checkUpstreamReport(report({ patient_id: null, accession_number: '' }), ours).accepted,
+    ).toBe(true);
+    expect(checkUpstreamReport(report({ patient_id: 'PAT-2' }), ours)).toEqual({
+      accepted: false,
+      foreign: true,
+      reason: "names another patient (its patient_id is not the order's)",
+    });
+    expect(checkUpstreamReport(report({ accession_number: 'ACC-10' }), ours)).toEqual({
+      accepted: false,
+      foreign: true,
+      reason: "names another accession (its accession_number is not the order's)",
+    });
+    // An order without a patient ID or accession of its own has nothing to compare.
+    expect(
+      checkUpstreamReport(report({ patient_id: 'PAT-2', accession_number: 'X' }), expected)
+        .accepted,
+    ).toBe(true);
+    expect(
+      checkUpstreamReport(
+        {
+          kind: 'results',
+          reportType: 'JSON',
+          body: Buffer.from('{"patient_id":"PAT-2","patient_id":"PAT-1"}'),
+        },
+        ours,
+      ),
+    ).toMatchObject({ accepted: false, foreign: true });
+  });
+
   it('a JSON report naming a key twice in one object has no one meaning: refused by its path', () => {
     const raw = (text: string) => ({
       kind: 'results' as const,

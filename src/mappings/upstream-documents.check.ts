@@ -5,10 +5,13 @@
  * sandbox and the vendor's samples write name the order and the study they are about
  * (`order_id`, `study_uid`; docs/upstream-assumptions.md). So:
  *
- * - a JSON report (results, failure, QC) must be a JSON object, and when it names an order or
- *   a study, they must be ours: a report about another order or study is another patient's
- *   outcome, and one such document refuses every document fetched with it (they came from the
- *   same answer set; a PDF cannot be checked on its own);
+ * - a JSON report (results, failure, QC) must be a JSON object, and when it names an order, a
+ *   study, a patient (`patient_id`) or an accession (`accession_number`), they must be ours: a
+ *   report about another order, study, patient or exam is another patient's outcome, and one
+ *   such document refuses every document fetched with it (they came from the same answer set;
+ *   a PDF cannot be checked on its own). The sandbox's results report, as the vendor's samples,
+ *   repeats the metadata we sent: an upstream that mixed two orders' reports up could keep our
+ *   order_id and study_uid and carry another patient's ID and accession;
  * - a PDF must be one: its header `%PDF-` (ISO 32000-1 §7.5.2) within the first 1024 bytes,
  *   where readers look for it. An HTML error page answered 200 as the "PDF" was encapsulated
  *   as application/pdf for the PACS, the EHR and the RIS;
@@ -29,6 +32,10 @@ export interface ExpectedIdentity {
   upstreamOrderId: string;
   /** Our Study Instance UIDs of the order (the order's, the acquired study's). */
   studyUids: readonly string[];
+  /** The values of the order's patient identifiers (the one sent upstream among them). */
+  patientIds?: readonly string[];
+  /** The order's accession number, as sent upstream. */
+  accessionNumber?: string;
 }
 
 export interface FetchedReport {
@@ -51,7 +58,16 @@ const PDF_HEADER = Buffer.from('%PDF-');
 const MAX_NOTES = 20;
 const PDF_HEADER_WITHIN = 1024;
 /** Where a report names the order and the study it is about (a QC report: under `report`). */
-const IDENTITY_KEYS = new Set(['order_id', 'study_uid', 'report.order_id', 'report.study_uid']);
+const IDENTITY_KEYS = new Set([
+  'order_id',
+  'study_uid',
+  'patient_id',
+  'accession_number',
+  'report.order_id',
+  'report.study_uid',
+  'report.patient_id',
+  'report.accession_number',
+]);
 /** The kinds a report may say it is (`report_kind`). */
 const REPORT_KINDS: ReadonlySet<string> = new Set(['results', 'failure', 'qc']);
 
@@ -69,6 +85,16 @@ function sameOrderId(said: unknown, ours: string): boolean {
  */
 function unpadded(uid: string): string {
   return uid.replace(/^[\s\0]+|[\s\0]+$/g, '');
+}
+
+/**
+ * A patient ID or accession the report names, as compared: text (a number as written), white
+ * space and DICOM padding around it aside; `undefined` when it names none (absent, null, empty).
+ */
+function namedValue(value: unknown): string | undefined {
+  if (typeof value !== 'string' && typeof value !== 'number') return undefined;
+  const text = unpadded(String(value));
+  return text === '' ? undefined : text;
 }
 
 export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdentity): ReportCheck {
@@ -109,6 +135,8 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
   const {
     order_id: orderId,
     study_uid: studyUid,
+    patient_id: patientId,
+    accession_number: accessionNumber,
     report_kind: reportKind,
   } = report as Record<string, unknown>;
   const said = typeof reportKind === 'string' ? reportKind.trim().toLowerCase() : undefined;
@@ -141,6 +169,28 @@ export function checkUpstreamReport(doc: FetchedReport, expected: ExpectedIdenti
       accepted: false,
       foreign: true,
       reason: "names another study (its study_uid is not the order's study)",
+    };
+  }
+  const ourPatientIds = (expected.patientIds ?? []).map(unpadded).filter(Boolean);
+  const reportPatientId = namedValue(patientId);
+  if (
+    reportPatientId !== undefined &&
+    ourPatientIds.length > 0 &&
+    !ourPatientIds.includes(reportPatientId)
+  ) {
+    return {
+      accepted: false,
+      foreign: true,
+      reason: "names another patient (its patient_id is not the order's)",
+    };
+  }
+  const ourAccession = expected.accessionNumber ? unpadded(expected.accessionNumber) : '';
+  const reportAccession = namedValue(accessionNumber);
+  if (reportAccession !== undefined && ourAccession !== '' && reportAccession !== ourAccession) {
+    return {
+      accepted: false,
+      foreign: true,
+      reason: "names another accession (its accession_number is not the order's)",
     };
   }
   if (doc.kind === 'results') {

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
 import { ImagingClientError } from '../imaging-client/imaging-client.error';
 import type { ImagingClient, OrderSummary } from '../imaging-client/imaging-client';
+import { upstreamOrderIdKey } from '../imaging-client/upstream-schemas';
 import { TERMINAL_UPSTREAM_STATUSES, type UpstreamStatus } from '../imaging-spec/imaging-spec';
 import { FOLLOWED_STATES } from '../domain/order-state';
 import { OrderDocumentRepository } from '../persistence/order-document.repository';
@@ -50,11 +51,12 @@ function listedStatuses(active: readonly OrderSummary[]) {
   const byId = new Map<string, OrderSummary>();
   const listedTwice = new Map<string, UpstreamStatus[]>();
   for (const o of active) {
-    const before = byId.get(o.orderId);
+    const key = upstreamOrderIdKey(o.orderId);
+    const before = byId.get(key);
     if (before && before.status !== o.status) {
-      listedTwice.set(o.orderId, [...(listedTwice.get(o.orderId) ?? [before.status]), o.status]);
+      listedTwice.set(key, [...(listedTwice.get(key) ?? [before.status]), o.status]);
     }
-    byId.set(o.orderId, o);
+    byId.set(key, o);
   }
   return { byId, listedTwice };
 }
@@ -68,11 +70,12 @@ function reportedStatuses(reports: ReadonlyArray<{ order_id?: string; status?: s
   const disagreeing = new Map<string, UpstreamStatus[]>();
   for (const r of reports) {
     if (!r.order_id || !isTerminal(r.status)) continue;
-    const before = reported.get(r.order_id);
+    const key = upstreamOrderIdKey(r.order_id);
+    const before = reported.get(key);
     if (before !== undefined && before !== r.status) {
-      disagreeing.set(r.order_id, [...(disagreeing.get(r.order_id) ?? [before]), r.status]);
+      disagreeing.set(key, [...(disagreeing.get(key) ?? [before]), r.status]);
     }
-    reported.set(r.order_id, r.status);
+    reported.set(key, r.status);
   }
   return { reported, disagreeing };
 }
@@ -269,7 +272,10 @@ export class OrderPollerService {
         'GET /reports not read; this cycle follows orders by the active list and GET /status',
       );
     }
-    const unknownById = new Map(unknownStatus.map((u) => [u.orderId, u.status]));
+    // Keyed by upstreamOrderIdKey: a UUID in either case is the same order (RFC 9562 §4).
+    const unknownById = new Map(
+      unknownStatus.map((u) => [upstreamOrderIdKey(u.orderId), u.status]),
+    );
     // What the list and the reports say of each order. Two different statuses for one order
     // in one answer say nothing for sure: that order's status is asked with `GET /status`.
     const { byId, listedTwice } = listedStatuses(active);
@@ -282,15 +288,16 @@ export class OrderPollerService {
     let fromReports = 0;
     for (const order of followed) {
       if (lease.lost) throw new Error('poll cycle lease lost: another cycle took over');
-      const unknown = unknownById.get(order.upstream_order_id);
+      const key = upstreamOrderIdKey(order.upstream_order_id);
+      const unknown = unknownById.get(key);
       if (unknown !== undefined) {
         // Still listed (active), with a value we cannot map: left as it was, flagged once.
         await this.flagUnknownStatus(order.id, order.upstream_order_id, unknown);
         continue;
       }
-      const listed = byId.get(order.upstream_order_id);
-      const twice = listedTwice.get(order.upstream_order_id);
-      const disagree = listed ? undefined : disagreeing.get(order.upstream_order_id);
+      const listed = byId.get(key);
+      const twice = listedTwice.get(key);
+      const disagree = listed ? undefined : disagreeing.get(key);
       if (twice || disagree) {
         await this.flagInconsistent(
           order.id,
@@ -308,10 +315,10 @@ export class OrderPollerService {
         status = listed.status;
         // Listed QC_FAILED is still active: a clinician can still bypass it.
         qcBypassPossible = true;
-      } else if (reported.has(order.upstream_order_id) && !disagree && !twice) {
+      } else if (reported.has(key) && !disagree && !twice) {
         left++;
         fromReports++;
-        status = reported.get(order.upstream_order_id)!;
+        status = reported.get(key)!;
         qcBypassPossible = false;
         if (status === order.upstream_status) continue;
       } else {
@@ -467,14 +474,22 @@ export class OrderPollerService {
     const none = { called: false, acknowledged: 0 };
     const candidates = reports.filter((r) => r.order_id);
     if (candidates.length === 0) return none;
+    // A report may name our order in another case than the create answered (a UUID is the
+    // same in either, RFC 9562 §4): both canonical forms are looked up, compared by key.
     const rows = await this.documents.storedKindsOfUpstreamOrders([
-      ...new Set(candidates.map((r) => r.order_id!)),
+      ...new Set(
+        candidates.flatMap((r) => [
+          r.order_id!,
+          r.order_id!.toLowerCase(),
+          r.order_id!.toUpperCase(),
+        ]),
+      ),
     ]);
-    const stored = new Set(rows.map((r) => `${r.upstream_order_id}|${r.kind}`));
+    const stored = new Set(rows.map((r) => `${upstreamOrderIdKey(r.upstream_order_id)}|${r.kind}`));
     const ids = candidates
       .filter((r) => {
         const kind = REPORT_KIND[String(r.kind ?? 'results')] ?? 'results';
-        return stored.has(`${r.order_id}|${kind}`);
+        return stored.has(`${upstreamOrderIdKey(r.order_id!)}|${kind}`);
       })
       .map((r) => r.report_id);
     if (ids.length === 0) return none;

@@ -354,6 +354,44 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
   });
 
+  it('a results report naming this order and study but another patient and accession is not published as this patient’s result', async () => {
+    // The sandbox's JSON report, like the vendor's samples, repeats the order's patient and
+    // accession (patient_id, accession_number: the metadata we sent). An upstream that mixed up
+    // two orders' reports kept our order_id and study_uid but carried another patient's ID and
+    // accession. Before, only order_id and study_uid were compared and its findings went out as
+    // this patient's final DiagnosticReport, ORU (OBR-25 F) and SR.
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) => {
+      expect(report.patient_id).toBe(spec.patientId);
+      expect(report.accession_number).toBe(spec.accession);
+      return jsonAnswer(answer, {
+        ...report,
+        patient_id: 'PAT-OTHER-4711',
+        accession_number: 'ACC-OTHER-0815',
+        impression: 'Right hippocampus volume below the 5th percentile (another patient).',
+      });
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      "names another patient (its patient_id is not the order's)",
+    );
+  });
+
+  it('a results report naming only another accession of this patient is not published as this order’s result', async () => {
+    const { id, spec, upstreamId } = await processing();
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, accession_number: `${spec.accession}9` }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      "names another accession (its accession_number is not the order's)",
+    );
+  });
+
   it('a failure report answered as the results of a DELIVERED order is not published as a result', async () => {
     // The upstream's /results answered with this order's failure report (its `report_kind`
     // says so, the shape of GET /failure-report: reason, failed_step). Before, it went out as
@@ -400,6 +438,33 @@ describe('hostile upstream: outcomes and what we publish', () => {
     );
     expect((await reportOf(id))?.status).toBe('final');
     expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).toEqual(['F']);
+  });
+
+  it('an upstream that names our order in upper case in its lists and status answers: the order is still followed to its result', async () => {
+    // A UUID is the same in either case (RFC 9562 §4); a service that keeps its ids in a
+    // uniqueidentifier column answers them upper case on every read after the create's lower
+    // case. Before, the order was never found on the active list, and GET /status was refused
+    // as "about another order": it stayed processing, flagged every cycle, until the stuck sweep.
+    const { id, spec, upstreamId } = await processing();
+    let reportsListed = '';
+    rewrites.push((req, answer) => {
+      if (!['/list-orders', '/status', '/reports'].includes(req.path) || answer.status !== 200)
+        return undefined;
+      const text = answer.body.toString('utf8').split(upstreamId).join(upstreamId.toUpperCase());
+      if (req.path === '/reports' && req.method === 'GET') reportsListed = text;
+      return { ...answer, body: Buffer.from(text) };
+    });
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect((await reportOf(id))?.status).toBe('final');
+    expect(orusOf(spec.placer).map((m) => m.get('OBR-25'))).toEqual(['F']);
+    expect(await timeline(id)).not.toMatch(/about another order|upstream\.inconsistent/);
+    // Its stored report is acknowledged (POST /reports), so GET /reports stops listing it.
+    await poller.runNow();
+    await poller.runNow();
+    expect(reportsListed).not.toBe('');
+    expect(reportsListed).not.toContain(upstreamId.toUpperCase());
   });
 
   it('results that expired upstream before they were fetched: the EHR and the RIS hear that no result is coming', async () => {

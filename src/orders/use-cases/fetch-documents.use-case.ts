@@ -112,10 +112,13 @@ export class FetchDocumentsUseCase {
       }
     }
     // Nothing is stored (so nothing published) that is not what was asked for, or that is about
-    // another order or study: one such report refuses every document fetched with it.
+    // another order, study, patient or accession: one such report refuses every document
+    // fetched with it.
     const expected = {
       upstreamOrderId: order.upstream_order_id,
       studyUids: await this.deps.orders.studyUidsOf(orderId),
+      patientIds: (order.request.patient?.identifiers ?? []).map((i) => i.value),
+      accessionNumber: order.request.accessionNumber,
     };
     const checks = fetched.map((doc) => ({ doc, check: checkUpstreamReport(doc, expected) }));
     const foreign = checks.find((c) => !c.check.accepted && c.check.foreign);

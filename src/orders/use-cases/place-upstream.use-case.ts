@@ -82,9 +82,16 @@ export class PlaceUpstreamUseCase {
         correlationId: order.id,
         previouslyAttempted,
         attemptedSince: order.place_attempted_at?.getTime(),
-        // Upstream orders we already hold for other orders are not this one's lost create.
+        // Upstream orders we already hold for other orders are not this one's lost create;
+        // looked up in both cases of a UUID, as the upstream may list them in another case
+        // than its create answered (the client compares by upstreamOrderIdKey).
         knownElsewhere: async (ids) =>
-          new Set(await this.deps.orders.upstreamOrderIdsHeldElsewhere(ids, orderId)),
+          new Set(
+            await this.deps.orders.upstreamOrderIdsHeldElsewhere(
+              [...new Set(ids.flatMap((id) => [id, id.toLowerCase(), id.toUpperCase()]))],
+              orderId,
+            ),
+          ),
       });
       upstreamOrderId = created.orderId;
       recovered = created.recovered;

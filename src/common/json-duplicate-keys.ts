@@ -54,8 +54,8 @@ export function firstDuplicateKey(text: string, rootPath = ''): string | undefin
   return undefined;
 }
 
-/** Index of the quote that closes the string opened at `start`. */
-function stringEnd(text: string, start: number): number {
+/** Index of the quote that closes the JSON string opened at `start` (the text's end if none). */
+export function stringEnd(text: string, start: number): number {
   for (let i = start + 1; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x5c /* \ */) i++;

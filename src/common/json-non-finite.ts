@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { stringEnd } from './json-duplicate-keys';
 
 /**
  * The tokens Python's json module writes for a float that is not finite (`json.dumps` with its
@@ -47,14 +48,4 @@ export function parseJsonAllowingNonFinite(text: string): unknown {
   return JSON.parse(out, (_key, value: unknown) =>
     typeof value === 'string' && value.startsWith(marker) ? (numbers.get(value) ?? value) : value,
   );
-}
-
-/** Index of the quote that closes the string opened at `start` (the text's end if none). */
-function stringEnd(text: string, start: number): number {
-  for (let i = start + 1; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x5c /* \ */) i++;
-    else if (c === 0x22) return i;
-  }
-  return text.length - 1;
 }

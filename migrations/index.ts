@@ -26,6 +26,7 @@ import { Hl7echoSenderUniversalId20261128072000 } from './20261128072000-hl7echo
 import { FhirsrcOrdersReplacedBy20261128073000 } from './20261128073000-fhirsrc-orders-replaced-by';
 import { AuditCursorKey20261128075000 } from './20261128075000-audit-cursor-key';
 import { AuditRefusedMessages20261128075100 } from './20261128075100-audit-refused-messages';
+import { EhreventsSubscriptionEventFocus20261128077000 } from './20261128077000-ehrevents-subscription-event-focus';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -60,4 +61,5 @@ export const MIGRATIONS = [
   FhirsrcOrdersReplacedBy20261128073000,
   AuditCursorKey20261128075000,
   AuditRefusedMessages20261128075100,
+  EhreventsSubscriptionEventFocus20261128077000,
 ];

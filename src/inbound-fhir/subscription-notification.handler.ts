@@ -14,7 +14,11 @@ import type { FhirAnswer, FhirCaller, FhirOperationDeps } from './fhir-operation
 import { FhirError, operationOutcome } from './fhir.error';
 import type { SiblingEntry } from './order-context.resolver';
 import type { SubscriptionCatchUp } from './subscription-catch-up.service';
-import { parseNotification, type ParsedNotification } from './subscription-notification.parser';
+import {
+  parseNotification,
+  type NotificationEvent,
+  type ParsedNotification,
+} from './subscription-notification.parser';
 import type { SubscriptionState } from '../persistence/subscription.repository';
 import type { ToleratedQuirk } from '../domain/order-request';
 
@@ -47,7 +51,9 @@ function ok(text: string, warnings: OperationOutcomeIssue[] = []): FhirAnswer {
  * POST /fhir/subscription-notifications. Handshakes and heartbeats are answered and recorded;
  * event notifications bring ServiceRequests in whichever payload the Subscription asked for
  * (`full-resource`: in the Bundle; `id-only`: read from the EHR; `empty`: searched for on the
- * EHR). Event numbers already processed are ignored; a gap in the numbers (or in
+ * EHR). An event processed already (same number, same focus) is a resend and ignored; a
+ * number processed for another focus means the EHR's numbering went back without a handshake
+ * and is processed (`subscription-events-restarted`); a gap in the numbers (or in
  * events-since-subscription-start) is caught up by a search on the EHR (errors.html).
  */
 export class SubscriptionNotificationHandler {
@@ -113,10 +119,27 @@ export class SubscriptionNotificationHandler {
       case 'heartbeat':
       case 'query-status':
       case 'query-event': {
+        // A heartbeat counting fewer events since the Subscription's start than we processed:
+        // the EHR's numbering went back without a handshake (restored, its subscription store
+        // reset). Recorded, and the numbering counted from its start: later events under
+        // numbers we processed are judged by their focus, and the events it counts, which may
+        // not have reached us, are caught up by search (as for a heartbeat ahead of us).
+        const restart =
+          parsed.type === 'heartbeat' &&
+          parsed.eventsSinceStart !== undefined &&
+          state !== undefined &&
+          parsed.eventsSinceStart < state.lastEventNumber
+            ? this.restarted(
+                parsed,
+                state,
+                0,
+                `heartbeat counts ${parsed.eventsSinceStart} event(s) since the subscription's start, ${state.lastEventNumber} were processed`,
+              )
+            : undefined;
         await this.orders.record({
           raw: caller.raw,
           contentType: caller.contentType,
-          quirks: parsed.quirks,
+          quirks: restart ? [...parsed.quirks, restart.quirk] : parsed.quirks,
           messageType: `notification ${parsed.type}`,
           idempotencyKey: `${keyBase}|${parsed.type}|sha256:${sha256Hex(caller.raw)}`,
           subscription: {
@@ -127,13 +150,14 @@ export class SubscriptionNotificationHandler {
               parsed.type === 'handshake' || parsed.type === 'heartbeat' ? parsed.type : 'other',
             eventNumbers: [],
             handledUpTo: parsed.type === 'handshake' ? parsed.eventsSinceStart : undefined,
+            restart: restart?.change,
           },
         });
         // A heartbeat saying more events happened than we processed: some were lost.
         if (
           parsed.type === 'heartbeat' &&
           parsed.eventsSinceStart !== undefined &&
-          parsed.eventsSinceStart > (state?.lastEventNumber ?? 0)
+          parsed.eventsSinceStart > (restart ? 0 : (state?.lastEventNumber ?? 0))
         ) {
           await this.catchUp.catchUp(parsed, parsed.eventsSinceStart);
         }
@@ -154,14 +178,50 @@ export class SubscriptionNotificationHandler {
   ): Promise<FhirAnswer> {
     const numbers = parsed.events.map((e) => e.number);
     const seen = await this.deps.subscriptions.seenEvents(parsed.subscriptionRef, numbers);
-    const fresh = parsed.events.filter((e) => !seen.has(e.number));
-    // Event numbers count from the last handshake: after the EHR restarts a Subscription's
-    // numbering, its event 1 is not the event 1 answered before (it was, and never ordered).
-    const epoch = state?.handshakeAt ? `@${state.handshakeAt.toISOString()}` : '';
+    const focusKeys = new Map(parsed.events.map((e) => [e, this.focusKey(e, parsed)]));
+    // A number processed before that names another focus is no resend: the EHR's numbering
+    // went back without a handshake (restored, its subscription store reset, the Subscription
+    // re-created). By number alone it was "events already processed" and its order never made.
+    const reused = parsed.events.filter((e) => {
+      const before = seen.get(e.number);
+      const now = focusKeys.get(e);
+      return before != null && now != null && before !== now;
+    });
+    const fresh = parsed.events.filter((e) => !seen.has(e.number) || reused.includes(e));
+    const last0 = state?.lastEventNumber ?? 0;
+    const restartFrom = reused.length ? Math.min(...reused.map((e) => e.number)) : undefined;
+    // The numbering went back below what we processed: its gaps are counted from its start.
+    const wentBack = restartFrom !== undefined && restartFrom <= last0;
+    const last = wentBack ? 0 : last0;
+    const freshNumbers = fresh.map((e) => e.number);
+    const minFresh = freshNumbers.length ? Math.min(...freshNumbers) : undefined;
+    const maxFresh = freshNumbers.length ? Math.max(...freshNumbers) : undefined;
+    const gap =
+      (minFresh !== undefined && minFresh > last + 1) ||
+      (parsed.eventsSinceStart !== undefined &&
+        maxFresh !== undefined &&
+        parsed.eventsSinceStart > maxFresh);
+    const restart = reused.length
+      ? this.restarted(
+          parsed,
+          state,
+          wentBack ? (gap ? 0 : (maxFresh ?? 0)) : undefined,
+          reused.length === 1
+            ? `event ${reused[0]!.number} was processed before for another focus`
+            : `events ${reused.map((e) => e.number).join(',')} were processed before for other focuses`,
+        )
+      : undefined;
+    // Event numbers count from the last handshake, and from the last time they went back
+    // without one: after the EHR restarts a Subscription's numbering, its event 1 is not the
+    // event 1 answered before (it was, and never ordered).
+    const restartedAt = restart?.change.at ?? state?.eventsRestartedAt?.toISOString();
+    const epoch =
+      (state?.handshakeAt ? `@${state.handshakeAt.toISOString()}` : '') +
+      (restartedAt ? `~${restartedAt}` : '');
     const key = numbers.length
       ? `${keyBase}|events${epoch}:${[...numbers].sort((a, b) => a - b).join(',')}`
       : `${keyBase}|sha256:${sha256Hex(caller.raw)}`;
-    const quirks = [...parsed.quirks];
+    const quirks = restart ? [...parsed.quirks, restart.quirk] : [...parsed.quirks];
     const subscription = {
       ref: parsed.subscriptionRef,
       topic: parsed.topic,
@@ -180,15 +240,6 @@ export class SubscriptionNotificationHandler {
       });
       return ok('events already processed');
     }
-    const last = state?.lastEventNumber ?? 0;
-    const freshNumbers = fresh.map((e) => e.number);
-    const minFresh = freshNumbers.length ? Math.min(...freshNumbers) : undefined;
-    const maxFresh = freshNumbers.length ? Math.max(...freshNumbers) : undefined;
-    const gap =
-      (minFresh !== undefined && minFresh > last + 1) ||
-      (parsed.eventsSinceStart !== undefined &&
-        maxFresh !== undefined &&
-        parsed.eventsSinceStart > maxFresh);
 
     const collected = new Map<string, EhrServiceRequest>();
     let needSearch = false;
@@ -267,7 +318,9 @@ export class SubscriptionNotificationHandler {
       subscription: {
         ...subscription,
         eventNumbers: freshNumbers,
+        focusKeys: fresh.map((e) => focusKeys.get(e) ?? null),
         handledUpTo: gap ? undefined : maxFresh,
+        restart: restart?.change,
         eventAt: eventAt ? new Date(eventAt).toISOString() : undefined,
       },
     });
@@ -278,6 +331,74 @@ export class SubscriptionNotificationHandler {
       `${fresh.length} event(s) processed${gap ? '; missed events caught up by search' : ''}`,
       warnings,
     );
+  }
+
+  /**
+   * What an event names, as a key kept with its number (fhir_subscription_events.focus_key): a
+   * resend names the same, a new event under a number the EHR used before (its numbering went
+   * back) another. The focus reference with the version of its full resource in the Bundle
+   * (versionId, else lastUpdated, else a hash of the resource), or with the version it pins
+   * (`…/_history/2`); an unversioned id-only focus with the event's timestamp (the request's
+   * next change is another event of the same reference); an `empty` event its timestamp. Null
+   * when nothing tells events apart (empty without timestamp): judged by number, as before.
+   * Hashed: bounded, and no resource content is kept.
+   */
+  private focusKey(event: NotificationEvent, parsed: ParsedNotification): string | null {
+    if (!event.focus) return event.timestamp ? sha256Hex(`empty|${event.timestamp}`) : null;
+    const inBundle = this.bundleEntryFor(parsed, event.focus);
+    if (inBundle) return sha256Hex(`focus|${event.focus}|version|${versionTag(inBundle.resource)}`);
+    if (/\/_history\/[^/]+$/.test(event.focus)) return sha256Hex(`focus|${event.focus}`);
+    return sha256Hex(`focus|${event.focus}|at|${event.timestamp ?? ''}`);
+  }
+
+  /** Of several entries for the focus (versions 1 and 2 of one request), the newest. */
+  private bundleEntryFor(
+    parsed: ParsedNotification,
+    focus: string,
+  ): (SiblingEntry & { hasResource: boolean }) | undefined {
+    return newestVersion(
+      parsed.entries.filter(
+        (e) =>
+          e.hasResource &&
+          (e.fullUrl === focus ||
+            (e.fullUrl && focus.endsWith(`/${e.resource.resourceType}/${e.resource.id}`)) ||
+            focus === `${e.resource.resourceType}/${e.resource.id}`),
+      ),
+    );
+  }
+
+  /**
+   * The EHR's event numbering went back without a handshake: the quirk the audit shows the
+   * analyst (numbers only, no PHI), a warning in the log, and the subscription's change: the
+   * instant, which keys the events from then on (so a reused number's notification is not
+   * taken for the old one's by its idempotency key, and its resend is), and, when the numbers
+   * went back below what we processed, `lastEventNumber` to count the new numbering from.
+   */
+  private restarted(
+    parsed: ParsedNotification,
+    state: SubscriptionState | undefined,
+    lastEventNumber: number | undefined,
+    why: string,
+  ): {
+    quirk: ToleratedQuirk;
+    change: { lastEventNumber?: number; at: string };
+  } {
+    this.deps.logger.warn(
+      {
+        subscription: parsed.subscriptionRef,
+        lastEventNumber: state?.lastEventNumber,
+        countingFrom: lastEventNumber,
+      },
+      "the EHR's subscription event numbers went back without a handshake",
+    );
+    const at = this.deps.clock().toISOString();
+    return {
+      quirk: {
+        code: 'subscription-events-restarted',
+        detail: `${why}: the EHR's event numbering went back without a handshake (restored, its subscription store reset, or the Subscription re-created); processed as new events, judged by their focus`,
+      },
+      change: lastEventNumber === undefined ? { at } : { lastEventNumber, at },
+    };
   }
 
   /**

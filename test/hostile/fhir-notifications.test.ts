@@ -277,6 +277,59 @@ describe('hostile: what the EHR answers to the reads a notification causes', () 
     expect(rows).toEqual([{ source_url: `${ehr.baseUrl}/ServiceRequest/spelled` }]);
   });
 
+  it('an EHR restored from a backup reuses event numbers: one delivery naming a reused number twice orders both, a reused event the EHR cannot serve is resent (503) and then ordered, its resend is one event', async () => {
+    const subscription = `${ehr.baseUrl}/Subscription/restored`;
+    for (const n of [1, 2]) {
+      await seedOrder(`rx-${n}`, `RX-${n}`);
+      expect((await notify(idOnly(subscription, [[n, `ServiceRequest/rx-${n}`]]))).status).toBe(
+        200,
+      );
+    }
+    // Restored: numbering from 1 again, no handshake, and (hostile) one number given twice.
+    await seedOrder('rx-new-a', 'RX-NEW-A');
+    await seedOrder('rx-new-b', 'RX-NEW-B');
+    const twice = await notify(
+      idOnly(
+        subscription,
+        [
+          [1, 'ServiceRequest/rx-new-a'],
+          [1, 'ServiceRequest/rx-new-b'],
+        ],
+        '2026-11-26T09:00:00Z',
+      ),
+    );
+    expect(twice.status).toBe(200);
+    expect(await ordersOf('RX-NEW-A')).toHaveLength(1);
+    expect(await ordersOf('RX-NEW-B')).toHaveLength(1);
+
+    // Event 2 of the new numbering, its focus unreadable for a moment: refused, not spent.
+    await seedOrder('rx-new-c', 'RX-NEW-C');
+    const event2 = idOnly(subscription, [[2, 'ServiceRequest/rx-new-c']], '2026-11-26T09:01:00Z');
+    ehr.answers.set('/fhir/ServiceRequest/rx-new-c', {
+      status: 503,
+      body: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'transient' }] },
+    });
+    expect((await notify(event2)).status).toBe(503);
+    ehr.answers.delete('/fhir/ServiceRequest/rx-new-c');
+    expect(await ordersOf('RX-NEW-C')).toEqual([]);
+    const resent = await notify(event2);
+    expect(resent.status).toBe(200);
+    expect(JSON.stringify(resent.body)).not.toContain('already processed');
+    expect(await ordersOf('RX-NEW-C')).toHaveLength(1);
+    const again = await notify(event2);
+    expect(JSON.stringify(again.body)).toContain('already processed');
+    expect(await ordersOf('RX-NEW-C')).toHaveLength(1);
+    const quirks = (
+      await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+        `SELECT m.quirks FROM inbound_messages m JOIN orders o ON o.inbound_message_id = m.id
+          WHERE o.placer_order_number = 'RX-NEW-C'`,
+      )
+    ).rows[0]!.quirks;
+    expect(quirks).toEqual(
+      expect.arrayContaining([expect.objectContaining({ code: 'subscription-events-restarted' })]),
+    );
+  });
+
   it('a reference with a `.` or `..` segment is refused 422 on its element, never read at the URL it resolves to', async () => {
     // `Patient/.` resolves to `<base>/Patient/` (the search), `Patient/..` to the base itself:
     // the EHR was read there with its credential. A gateway answering the bare type path with

@@ -360,6 +360,134 @@ describe('R4 Subscriptions Backport notifications (real FHIR engine as the EHR)'
     expect(sub.last_event_number).toBe('3');
   });
 
+  it('an EHR whose event numbers went back without a handshake (restored, its subscription store reset): a used number naming another focus is processed and flagged, its resend is one event', async () => {
+    const sub = `${ehr.baseUrl}/Subscription/restored`;
+    const idOnly = (n: number, id: string) =>
+      withEvent(
+        example('backport-r4-notification-id-only', 'restored'),
+        n,
+        `${ehr.baseUrl}/ServiceRequest/${id}`,
+      );
+    for (const n of [1, 2, 3]) {
+      await seedOrder(`rs-${n}`, `RS-${n}`);
+      await notify(idOnly(n, `rs-${n}`));
+    }
+    expect(await orderFor('rs-3')).toBeDefined();
+
+    // The EHR was restored from a backup: it numbers from 1 again and sends no handshake.
+    await seedOrder('rs-new-1', 'RS-NEW-1');
+    const answer = await notify(idOnly(1, 'rs-new-1'));
+    // Before: "events already processed", and RS-NEW-1 was never ordered.
+    expect(JSON.stringify(answer)).not.toContain('already processed');
+    const order = await orderFor('rs-new-1');
+    expect(order).toMatchObject({ placer_order_number: 'RS-NEW-1' });
+    const [msg] = await rows(
+      `SELECT quirks, message_type FROM inbound_messages WHERE id = (SELECT inbound_message_id FROM orders WHERE id = $1)`,
+      [order.id],
+    );
+    const restarted = (msg.quirks as Array<{ code: string; detail?: string }>).find(
+      (q) => q.code === 'subscription-events-restarted',
+    );
+    expect(restarted?.detail).toMatch(/event 1/);
+    expect(restarted?.detail).not.toMatch(/RS-NEW|MINT1234|Patient/);
+
+    // Its resend (same number, same focus) keeps the answer and changes nothing.
+    const resend = await notify(idOnly(1, 'rs-new-1'));
+    expect(JSON.stringify(resend)).toContain('already processed');
+    expect(await rows(`SELECT 1 FROM orders WHERE placer_order_number = 'RS-NEW-1'`)).toHaveLength(
+      1,
+    );
+    // So does a resend of an event of the first numbering (unversioned focus, same event).
+    const old = await notify(idOnly(3, 'rs-3'));
+    expect(JSON.stringify(old)).toContain('already processed');
+
+    // Event 2 of the new numbering: the same request as the old event 2, at another version
+    // (full-resource, revoked): not a resend. Before: dropped, the order never cancelled.
+    const rs2 = await orderFor('rs-2');
+    const bundle = example('backport-r4-notification-full-resource', 'restored');
+    const focus = `${ehr.baseUrl}/ServiceRequest/rs-2`;
+    const current = (await (await fetch(focus)).json()) as ServiceRequest;
+    const revoked = {
+      ...current,
+      status: 'revoked',
+      meta: { ...current.meta, versionId: String(Number(current.meta?.versionId ?? '1') + 1) },
+    };
+    const params = statusParams(bundle);
+    params.find((p) => p.name === 'events-since-subscription-start')!.valueString = '2';
+    const ev = params.find((p) => p.name === 'notification-event')!;
+    ev.part!.find((p) => p.name === 'event-number')!.valueString = '2';
+    ev.part = [
+      ...ev.part!.filter((p) => p.name !== 'focus'),
+      { name: 'focus', valueReference: { reference: focus } },
+    ];
+    bundle.entry = [
+      (bundle.entry as Json[])[0]!,
+      { fullUrl: focus, resource: revoked, request: { method: 'PUT', url: 'ServiceRequest/rs-2' } },
+    ];
+    expect(JSON.stringify(await notify(bundle))).not.toContain('already processed');
+    const [cancelled] = await rows(`SELECT cancel_requested_at FROM orders WHERE id = $1`, [
+      rs2.id,
+    ]);
+    expect(cancelled.cancel_requested_at).not.toBeNull();
+    const [state] = await rows(
+      `SELECT last_event_number FROM fhir_subscriptions WHERE subscription_ref = $1`,
+      [sub],
+    );
+    expect(state.last_event_number).toBe('2');
+  });
+
+  it('a heartbeat whose events-since-subscription-start is below what we processed restarts the numbering: later events are judged by focus and a gap in them is caught up', async () => {
+    const sub = `${ehr.baseUrl}/Subscription/reset`;
+    const idOnly = (n: number, id: string) =>
+      withEvent(
+        example('backport-r4-notification-id-only', 'reset'),
+        n,
+        `${ehr.baseUrl}/ServiceRequest/${id}`,
+      );
+    for (const n of [1, 2, 3, 4]) {
+      await seedOrder(`hr-${n}`, `HR-${n}`);
+      await notify(idOnly(n, `hr-${n}`));
+    }
+    // The EHR's subscription store was reset: its heartbeat counts 1 event since start, an
+    // event whose notification never reached us. It is caught up by search.
+    await seedOrder('hr-new-1', 'HR-NEW-1');
+    const heartbeat = example('backport-r4-notification-heartbeat', 'reset');
+    statusParams(heartbeat).find((p) => p.name === 'events-since-subscription-start')!.valueString =
+      '1';
+    await notify(heartbeat);
+    const [state] = await rows(
+      `SELECT last_event_number FROM fhir_subscriptions WHERE subscription_ref = $1`,
+      [sub],
+    );
+    expect(state.last_event_number).toBe('1');
+    expect(await orderFor('hr-new-1')).toBeDefined();
+    const [hb] = await rows(
+      `SELECT quirks FROM inbound_messages WHERE idempotency_key LIKE $1 ORDER BY received_at DESC LIMIT 1`,
+      [`fhir-subscription|${sub}|heartbeat|%`],
+    );
+    expect(hb.quirks.map((q: { code: string }) => q.code)).toContain(
+      'subscription-events-restarted',
+    );
+    await seedOrder('hr-new-2', 'HR-NEW-2'); // event 2: its notification never arrives
+    await seedOrder('hr-new-3', 'HR-NEW-3');
+    ehr.requests.length = 0;
+    const answer = await notify(idOnly(3, 'hr-new-3'));
+    expect(JSON.stringify(answer)).not.toContain('already processed');
+    expect(await orderFor('hr-new-3')).toBeDefined();
+    // The gap (event 2) is caught up by search, as in any numbering.
+    expect(
+      ehr.requests.some((r) =>
+        /\/fhir\/ServiceRequest\?.*_lastUpdated=ge/.test(decodeURIComponent(r.url)),
+      ),
+    ).toBe(true);
+    expect(await orderFor('hr-new-2')).toBeDefined();
+    const [after] = await rows(
+      `SELECT last_event_number FROM fhir_subscriptions WHERE subscription_ref = $1`,
+      [sub],
+    );
+    expect(after.last_event_number).toBe('3');
+  });
+
   it('tolerates the 2021 draft shape (SubscriptionStatus resource) and records it', async () => {
     await seedOrder('sr-draft-3', 'DRAFT-3');
     await notify(example('draft-2021-notification-subscriptionstatus', 'draft'));

@@ -1,3 +1,21 @@
+import { get } from 'node:http';
+
+/**
+ * One `GET /health` on a connection of its own (closed after it). A kept-alive connection can
+ * be closed by the server's keep-alive timer in the same turn as the next check is written on
+ * it, when the event loop was held past that timeout: the check then fails with ECONNRESET,
+ * which says nothing about whether the service answers.
+ */
+function healthOnce(httpUrl: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    get(`${httpUrl}/health`, { agent: false }, (res) => {
+      res.on('error', reject);
+      res.on('end', resolve);
+      res.resume();
+    }).on('error', reject);
+  });
+}
+
 /**
  * Runs `work` while asking `GET /health` every 50 ms, one request at a time: how long the
  * slowest answer took while the work ran is how long the service could not answer (its event
@@ -13,7 +31,7 @@ export async function watchingHealth<T>(
   const watcher = (async () => {
     while (!done) {
       const started = Date.now();
-      await (await fetch(`${httpUrl}/health`)).arrayBuffer();
+      await healthOnce(httpUrl);
       worstHealthMs = Math.max(worstHealthMs, Date.now() - started);
       healthChecks += 1;
       await new Promise((r) => setTimeout(r, 50));

@@ -189,11 +189,8 @@ describe('containedIssues (R4 ref-1)', () => {
 
     it('is one issue at its element, not one per character', () => {
       const issues = validateFhirResource(withName('Müller^Hans'));
-      expect(issues.map((i) => i.diagnostics ?? i.details?.text)).toEqual([
-        'Expected array of values for property',
-        named,
-      ]);
-      expect(issues[1]!.expression).toEqual(['ServiceRequest.contained[0].name']);
+      expect(issues.map((i) => i.diagnostics ?? i.details?.text)).toEqual([named]);
+      expect(issues[0]!.expression).toEqual(['ServiceRequest.contained[0].name']);
     });
 
     it('of 5 million characters is named in well under the seconds it took character by character', () => {
@@ -201,6 +198,33 @@ describe('containedIssues (R4 ref-1)', () => {
       const issues = validateFhirResource(withName('x'.repeat(5_000_000)));
       expect(Date.now() - started).toBeLessThan(2_000);
       expect(issues.map((i) => i.diagnostics)).toEqual([named]);
+    });
+
+    it('is found in a choice element, a primitive extension and a Bundle entry; primitives are left to the validator', () => {
+      const at = (resource: unknown) =>
+        validateFhirResource(resource as ServiceRequest).map((i) => i.expression?.[0]);
+      expect(
+        at({ ...sr, extension: [{ url: 'urn:x', valueQuantity: '5 mg' }], _status: 'final' }),
+      ).toEqual(['ServiceRequest.extension[0].valueQuantity', 'ServiceRequest._status']);
+      expect(
+        at({
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: [
+            {
+              resource: { ...sr, code: 'CT Thorax' },
+              request: { method: 'POST', url: 'ServiceRequest' },
+            },
+          ],
+        }),
+      ).toEqual(['Bundle.entry[0].resource.code']);
+      expect(
+        at({
+          ...sr,
+          extension: [{ url: 'urn:x', valueString: 'fine' }],
+          patientInstruction: 'fine',
+        }),
+      ).toEqual([]);
     });
 
     it('in 3,000 identifiers: the first 99 named and one line counting the rest', () => {

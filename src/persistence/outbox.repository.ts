@@ -91,7 +91,9 @@ export class OutboxRepository extends RepositoryBase {
 
   /**
    * Claims up to `limit` due rows of a destination for `workerId`: per (order, destination)
-   * only the lowest pending row, under FOR UPDATE SKIP LOCKED; pushes their next_attempt_at
+   * only the lowest pending row, and none while a later row of it is in flight (a replayed
+   * dead letter waits for the newer document being delivered, then is superseded or sent
+   * after it, never beside it), under FOR UPDATE SKIP LOCKED; pushes their next_attempt_at
    * by `leaseMs` and counts the attempt.
    */
   async claimDue<P>(
@@ -108,6 +110,11 @@ export class OutboxRepository extends RepositoryBase {
               SELECT 1 FROM outbox e
                WHERE e.destination = o.destination AND e.order_id = o.order_id
                  AND e.status = 'pending' AND e.id < o.id)
+            AND NOT EXISTS (
+              SELECT 1 FROM outbox l
+               WHERE l.destination = o.destination AND l.order_id = o.order_id
+                 AND l.status = 'pending' AND l.id > o.id
+                 AND l.claimed_by IS NOT NULL AND l.next_attempt_at > now())
           ORDER BY o.id
           LIMIT $2
           FOR UPDATE OF o SKIP LOCKED),

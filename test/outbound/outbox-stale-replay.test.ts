@@ -12,6 +12,7 @@ import {
   playStatus,
   RESULT_DOCS,
   seedOrder,
+  type SeededOrder,
   storeDocuments,
   testOutboundSettings,
 } from './outbound-seed';
@@ -34,16 +35,24 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
   let ehr: TestEhr;
   let ris: TestRis;
   let refusingRis: TestRis;
+  let slowRis: TestRis;
 
   beforeAll(async () => {
     db = await createTestDatabase();
     ehr = await startValidatingEhr();
     ris = await startAckingRis();
     refusingRis = await startAckingRis(() => 'AR');
+    // Takes 1.5 s to acknowledge each message: a delivery in flight long enough to replay into.
+    slowRis = await startAckingRis(
+      () => 'AA',
+      undefined,
+      () => 1500,
+    );
   });
   afterAll(async () => {
     await ris?.close();
     await refusingRis?.close();
+    await slowRis?.close();
     await ehr?.close();
     await db?.drop();
   });
@@ -52,7 +61,7 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
     destinations: [DESTINATIONS.fhir, DESTINATIONS.hl7],
   });
 
-  function worker(fhirUrl: string, risPort: number): OutboxWorker {
+  function worker(fhirUrl: string, risPort: number, connections = 1): OutboxWorker {
     return new OutboxWorker({
       dataSource: db.dataSource,
       settings,
@@ -67,7 +76,7 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
           port: risPort,
           responseTimeoutMs: 2000,
           settings: settings.hl7,
-          connections: 1,
+          connections,
         }),
       ],
     });
@@ -89,6 +98,19 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
     } finally {
       await w.stop();
     }
+  }
+
+  /** The upstream corrects the result: the documents are stored again (the next revision). */
+  async function correct(events: OutboxOrderEvents, order: SeededOrder): Promise<void> {
+    await db.dataSource.query(`DELETE FROM order_documents WHERE order_id = $1`, [order.id]);
+    await db.dataSource.transaction(async (manager) => {
+      const stored = await storeDocuments(manager, order.id, 'DELIVERED', RESULT_DOCS);
+      await events.documentsStored(manager, {
+        order: order.snapshot,
+        upstreamStatus: 'DELIVERED',
+        documents: stored,
+      });
+    });
   }
 
   const rowsOf = async (orderId: string) =>
@@ -113,15 +135,7 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
     ]);
 
     // The upstream corrects the result: the documents are stored again (revision 1).
-    await db.dataSource.query(`DELETE FROM order_documents WHERE order_id = $1`, [order.id]);
-    await db.dataSource.transaction(async (manager) => {
-      const stored = await storeDocuments(manager, order.id, 'DELIVERED', RESULT_DOCS);
-      await events.documentsStored(manager, {
-        order: order.snapshot,
-        upstreamStatus: 'DELIVERED',
-        documents: stored,
-      });
-    });
+    await correct(events, order);
     const before = ris.received.length;
     await drain(worker(ehr.baseUrl, ris.port), order.id);
     const corrected = (await rowsOf(order.id)).filter(
@@ -160,5 +174,55 @@ describe('outbox: a replayed dead letter older than a delivered result', () => {
       [order.id],
     )) as Array<{ summary: string }>;
     expect(attempts).toHaveLength(2);
+  });
+
+  // A replay while the correction is on its way: the old ORU was claimed at once (no earlier
+  // row of the order pending) and sent beside the correction, or queued behind it on the
+  // connection: the RIS took the F after the C. Now a row waits while a later row of its
+  // order and destination is in flight, and is then superseded.
+  it('the first result replayed while its correction is in flight is not sent after it', async () => {
+    const hl7Only = testOutboundSettings({ destinations: [DESTINATIONS.hl7] });
+    const events = new OutboxOrderEvents(hl7Only);
+    const order = await seedOrder(db.dataSource);
+    await playStatus(db.dataSource, events, order, 'DELIVERED', { documents: RESULT_DOCS });
+    await drain(worker('http://127.0.0.1:9/fhir', refusingRis.port), order.id);
+    const [first] = (await rowsOf(order.id)).filter((r) => r.kind === 'hl7-oru');
+    expect(first!.status).toBe('dead');
+
+    await correct(events, order);
+    const before = slowRis.received.length;
+    const w = worker(ehr.baseUrl, slowRis.port, 2);
+    w.start();
+    try {
+      // The correction is being delivered (the RIS takes 1.5 s to answer): replay the old one.
+      const end = Date.now() + 10_000;
+      while (slowRis.received.length === before && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(slowRis.received.length).toBe(before + 1);
+      await db.dataSource.query(
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+          WHERE id = $1::bigint`,
+        [first!.id],
+      );
+      for (;;) {
+        const [{ n }] = (await db.dataSource.query(
+          `SELECT count(*)::int AS n FROM outbox WHERE order_id = $1 AND status = 'pending'`,
+          [order.id],
+        )) as Array<{ n: number }>;
+        if (n === 0) break;
+        if (Date.now() > end) throw new Error('outbox not drained');
+        await new Promise((r) => setTimeout(r, 30));
+      }
+    } finally {
+      await w.stop();
+    }
+    const sent = slowRis.received.slice(before).map((m) => parseHl7(m).get('OBR-25'));
+    expect(sent).toEqual(['C']);
+    const [replayed] = (await db.dataSource.query(
+      `SELECT status, attempts FROM outbox WHERE id = $1::bigint`,
+      [first!.id],
+    )) as Array<{ status: string }>;
+    expect(replayed!.status).toBe('delivered');
   });
 });

@@ -277,7 +277,9 @@ export class AuditApiController {
     { name: 'id', description: 'outbox id' },
   )
   @ApiNotFoundResponse({ description: 'no such outbound document' })
-  @ApiConflictResponse({ description: 'the document is not dead' })
+  @ApiConflictResponse({
+    description: 'the document is not dead, or its destination is no longer configured',
+  })
   async replay(
     @Param('id') id: string,
     @Body() body: unknown,

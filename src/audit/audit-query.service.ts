@@ -99,7 +99,17 @@ export class AuditQueryService {
   private readonly audit: AuditQueryRepository;
   private readonly dashboardReads: AuditDashboardRepository;
 
-  constructor(private readonly dataSource: DataSource) {
+  /**
+   * `deliverable`: the destinations this configuration delivers to, and what configures each
+   * (a replay to another would wait for ever); without it, every replay is taken.
+   */
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly deliverable?: {
+      destinations: readonly string[];
+      settings: Readonly<Record<string, string>>;
+    },
+  ) {
     this.audit = new AuditQueryRepository(dataSource);
     this.dashboardReads = new AuditDashboardRepository(dataSource);
   }
@@ -251,6 +261,16 @@ export class AuditQueryService {
       if (!before) throw new AppError('not_found', 'no such outbound document');
       if (before.status !== 'dead') {
         throw new AppError('conflict', `the outbound document is ${before.status}, not dead`);
+      }
+      // A destination no longer configured (its settings removed since the row died) has no
+      // worker: the row would be pending for ever while the replay said it was on its way.
+      if (this.deliverable && !this.deliverable.destinations.includes(before.destination)) {
+        const needs = this.deliverable.settings[before.destination];
+        throw new AppError(
+          'conflict',
+          `the outbound document's destination ${before.destination} is not configured` +
+            `${needs ? ` (${needs})` : ''}: nothing would deliver it; configure it, then replay`,
+        );
       }
       const outbox = await this.audit.requeue(id, manager);
       await writeAuditEvents(manager, [

@@ -12,6 +12,7 @@ import { AuditSessionStore } from '../auth/audit-session.store';
 import { APP_CONFIG, DATA_SOURCE, LOGGER } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import { cronJob } from '../jobs/cron-job.provider';
+import { DESTINATION_SETTINGS, deliverableDestinations } from '../outbound/outbound.settings';
 import { AuditApiController } from './audit-api.controller';
 import { MappingDryRunController } from './mapping-dry-run.controller';
 import { AuditMessagesPageController } from './audit-messages-page.controller';
@@ -48,8 +49,12 @@ const PAGE_CONTROLLERS = [
   providers: [
     {
       provide: AUDIT_QUERY,
-      useFactory: (ds: DataSource) => new AuditQueryService(ds),
-      inject: [DATA_SOURCE],
+      useFactory: (ds: DataSource, config: AppConfig) =>
+        new AuditQueryService(ds, {
+          destinations: deliverableDestinations(config),
+          settings: DESTINATION_SETTINGS,
+        }),
+      inject: [DATA_SOURCE, APP_CONFIG],
     },
     {
       provide: AUDIT_RETENTION,

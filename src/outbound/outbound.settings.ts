@@ -16,6 +16,20 @@ export const DESTINATIONS = {
 } as const;
 export type Destination = (typeof DESTINATIONS)[keyof typeof DESTINATIONS];
 
+/** The settings that make a destination configured (the upstream's rows always are). */
+export const DESTINATION_SETTINGS: Record<Destination, string> = {
+  [DESTINATIONS.fhir]: 'FHIR_SERVER_URL',
+  [DESTINATIONS.hl7]: 'RIS_MLLP_HOST and RIS_MLLP_PORT',
+  [DESTINATIONS.dicom]: 'DICOMWEB_URL',
+  [DESTINATIONS.alert]: 'ALERT_WEBHOOK_URL',
+  [DESTINATIONS.upstream]: 'IMAGING_BASE_URL',
+};
+
+/** The destinations whose rows a worker of this configuration delivers. */
+export function deliverableDestinations(config: AppConfig): Destination[] {
+  return [...outboundSettings(config).destinations, DESTINATIONS.upstream];
+}
+
 export interface OutboundSettings {
   /** Destinations configured (a row is written only for these). */
   destinations: Destination[];

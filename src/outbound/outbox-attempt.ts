@@ -53,11 +53,25 @@ export async function attemptDelivery(
 }
 
 /**
- * A replayed Task update or ORM status older than one already delivered would move the
- * clinic's view backwards: it is marked delivered without sending.
+ * What a later row of the same kind replaces at the peer: the Task and the DiagnosticReport
+ * (one resource per order, updated on our identifier), the ORM status and the ORU (the RIS
+ * keeps the last one it took). The SR and the PDF are not among them: each revision is its
+ * own instance, and the later one names it as its predecessor.
+ */
+const REPLACED_BY_LATER = new Set([
+  'fhir-task',
+  'fhir-diagnostic-report',
+  'hl7-orm-status',
+  'hl7-oru',
+]);
+
+/**
+ * A replayed Task, DiagnosticReport, ORM status or ORU older than one already delivered would
+ * move the clinic's view backwards (a first result's `final` and OBR-25 F over its correction,
+ * a cancelled report over the result that followed): it is marked delivered without sending.
  */
 async function supersededBy(outbox: OutboxRepository, row: ClaimedRow): Promise<string | null> {
-  if (row.kind !== 'fhir-task' && row.kind !== 'hl7-orm-status') return null;
+  if (!REPLACED_BY_LATER.has(row.kind)) return null;
   return outbox.deliveredLaterThan({
     id: row.id,
     orderId: row.order_id,

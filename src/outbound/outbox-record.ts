@@ -88,22 +88,17 @@ export async function recordAttempt(
       row.destination !== DESTINATIONS.alert &&
       deps.settings.destinations.includes(DESTINATIONS.alert)
     ) {
-      await deps.outbox.insert(
-        [
-          {
-            orderId: row.order_id,
-            destination: DESTINATIONS.alert,
-            kind: 'dead-letter',
-            dedupeKey: `dead-letter:${row.id}:${row.attempts}`,
-            payload: deadLetterPayload({
-              orderId: row.order_id,
-              outboxId: row.id,
-              destination: row.destination,
-              documentKind: row.kind,
-              reason: decision.reason,
-            }),
-          },
-        ],
+      // One alert per death, a replayed row's too (keyed by the transaction that gave it up).
+      await deps.outbox.insertDeadLetterAlert(
+        row.id,
+        DESTINATIONS.alert,
+        deadLetterPayload({
+          orderId: row.order_id,
+          outboxId: row.id,
+          destination: row.destination,
+          documentKind: row.kind,
+          reason: decision.reason,
+        }),
         manager,
       );
     }

@@ -645,7 +645,7 @@ export class AuditQueryRepository extends RepositoryBase {
   /** Locks an outbox row for a replay (FOR UPDATE on the caller's transaction). */
   async lockForReplay(id: string, manager: EntityManager): Promise<DeadLetterLock | undefined> {
     const before: DeadLetterLock[] = await manager.query(
-      `SELECT status, attempts, last_error FROM outbox WHERE id = $1::bigint FOR UPDATE`,
+      `SELECT status, destination, attempts, last_error FROM outbox WHERE id = $1::bigint FOR UPDATE`,
       [id],
     );
     return before[0];

@@ -107,6 +107,7 @@ export interface OrderDetail {
 /** An outbox row as it stood before a replay (read under FOR UPDATE). */
 export interface DeadLetterLock {
   status: string;
+  destination: string;
   attempts: number;
   last_error: string | null;
 }

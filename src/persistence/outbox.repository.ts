@@ -69,8 +69,31 @@ export class OutboxRepository extends RepositoryBase {
   }
 
   /**
+   * The alert (`destination`, kind `dead-letter`) of the row this transaction gave up, keyed
+   * by the row and that transaction (`dead_xid`): each time a row dies (again after a replay,
+   * whose attempts start over) it is alerted once. Keyed by the attempt count, a replayed row
+   * dying on the attempt it died on before matched the first alert and was not alerted.
+   */
+  async insertDeadLetterAlert(
+    outboxId: string,
+    destination: string,
+    payload: unknown,
+    manager?: EntityManager,
+  ): Promise<void> {
+    await this.db(manager).query(
+      `INSERT INTO outbox (order_id, destination, kind, dedupe_key, payload)
+       SELECT order_id, $2, 'dead-letter', 'dead-letter:' || id || ':' || dead_xid::text, $3::jsonb
+         FROM outbox WHERE id = $1::bigint AND status = 'dead' AND dead_xid = pg_current_xact_id()
+       ON CONFLICT (destination, dedupe_key) DO NOTHING`,
+      [outboxId, destination, pgJson(payload)],
+    );
+  }
+
+  /**
    * Claims up to `limit` due rows of a destination for `workerId`: per (order, destination)
-   * only the lowest pending row, under FOR UPDATE SKIP LOCKED; pushes their next_attempt_at
+   * only the lowest pending row, and none while a later row of it is in flight (a replayed
+   * dead letter waits for the newer document being delivered, then is superseded or sent
+   * after it, never beside it), under FOR UPDATE SKIP LOCKED; pushes their next_attempt_at
    * by `leaseMs` and counts the attempt.
    */
   async claimDue<P>(
@@ -87,6 +110,11 @@ export class OutboxRepository extends RepositoryBase {
               SELECT 1 FROM outbox e
                WHERE e.destination = o.destination AND e.order_id = o.order_id
                  AND e.status = 'pending' AND e.id < o.id)
+            AND NOT EXISTS (
+              SELECT 1 FROM outbox l
+               WHERE l.destination = o.destination AND l.order_id = o.order_id
+                 AND l.status = 'pending' AND l.id > o.id
+                 AND l.claimed_by IS NOT NULL AND l.next_attempt_at > now())
           ORDER BY o.id
           LIMIT $2
           FOR UPDATE OF o SKIP LOCKED),

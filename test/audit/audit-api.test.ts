@@ -42,7 +42,12 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
     // the lifecycle workers would move the seeded orders on (and call the upstream) while
     // the searches look at them: this suite reads a still picture; the retention test starts
     // the job queue itself
-    adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    // A RIS configured (nothing listens on port 9): its dead letters can be replayed.
+    adapter = await startTestAdapter({
+      JOBS_ENABLED: 'false',
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: '9',
+    });
     db = new Client({ connectionString: adapter.db.url });
     await db.connect();
     await sendFixtures(adapter);
@@ -109,7 +114,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
         (await get(`/api/audit/orders?sender=${encodeURIComponent('RADIS1^IHEDEMO')}`)).body.items,
       ).toHaveLength(1);
       expect(
-        (await get('/api/audit/orders?destination=ris-mllp')).body.items.map(
+        (await get('/api/audit/orders?destination=ris-hl7')).body.items.map(
           (o: { id: string }) => o.id,
         ),
       ).toEqual([swfOrderId]);
@@ -163,7 +168,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
         'outbound.dead-letter',
         'inbound.rejected',
       ]);
-      const dest = await get('/api/audit/events?destination=ris-mllp');
+      const dest = await get('/api/audit/events?destination=ris-hl7');
       expect(dest.body.items.map((e: { kind: string }) => e.kind)).toEqual([
         'outbound.dead-letter',
         'outbound.attempt',
@@ -698,7 +703,7 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       expect(events.rows[0]).toMatchObject({
         order_id: swfOrderId,
         actor: expect.stringMatching(/^admin#/),
-        detail: { outboxId: deadLetterId, reason, previousAttempts: 8, destination: 'ris-mllp' },
+        detail: { outboxId: deadLetterId, reason, previousAttempts: 8, destination: 'ris-hl7' },
       });
       // no longer a dead letter: a second replay is a conflict, and the list is empty
       expect(
@@ -706,6 +711,27 @@ describe('audit API (real adapter, real MLLP ingest, real PostgreSQL)', () => {
       ).toBe(409);
       expect((await get('/api/audit/dead-letters')).body.items).toEqual([]);
       expect((await post('/api/audit/dead-letters/999999/replay', { reason })).status).toBe(404);
+    });
+
+    // The PACS's settings were removed after its SR died (no DICOMWEB_URL here): no worker
+    // delivers to it, and the replay answered 200 "queued" while the row stayed pending for ever.
+    it('is refused for a destination no longer configured, naming its settings', async () => {
+      const stale = await addDeadLetter(db, swfOrderId, 'pacs-dicomweb');
+      const res = await post(`/api/audit/dead-letters/${stale}/replay`, {
+        reason: 'PACS back online',
+      });
+      expect(res.status).toBe(409);
+      expect(res.body.detail).toBe(
+        "the outbound document's destination pacs-dicomweb is not configured (DICOMWEB_URL): nothing would deliver it; configure it, then replay",
+      );
+      const { rows } = await db.query(`SELECT status, attempts FROM outbox WHERE id = $1`, [stale]);
+      expect(rows[0]).toEqual({ status: 'dead', attempts: 8 });
+      const events = await db.query(
+        `SELECT count(*)::int AS n FROM audit_events WHERE kind = 'outbound.replay'`,
+      );
+      expect(events.rows[0].n).toBe(1); // the replay of the test before, no other
+      await db.query(`DELETE FROM audit_events WHERE detail->>'outboxId' = $1`, [stale]);
+      await db.query(`DELETE FROM outbox WHERE id = $1::bigint`, [stale]);
     });
   });
 

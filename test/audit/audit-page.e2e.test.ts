@@ -21,7 +21,13 @@ describe('audit page end to end (headless Chromium against the running adapter)'
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    adapter = await startTestAdapter();
+    // A RIS configured (nothing listens on port 9), so that its dead letter can be replayed;
+    // no outbound workers, so that the replayed row stays as the replay left it.
+    adapter = await startTestAdapter({
+      RIS_MLLP_HOST: '127.0.0.1',
+      RIS_MLLP_PORT: '9',
+      OUTBOUND_ENABLED: 'false',
+    });
     db = new Client({ connectionString: adapter.db.url });
     await db.connect();
     await sendFixtures(adapter);

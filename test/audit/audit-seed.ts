@@ -51,7 +51,7 @@ export async function sendFixtures(adapter: TestAdapter): Promise<void> {
 export async function addDeadLetter(
   db: Client,
   orderId: string,
-  destination = 'ris-mllp',
+  destination = 'ris-hl7',
 ): Promise<string> {
   const oru = [
     'MSH|^~\\&|AI_ADAPTER|HOSPA|RADIS1|IHEDEMO|20240318170000||ORU^R01^ORU_R01|ADP-0001|P|2.5.1',
@@ -68,8 +68,8 @@ export async function addDeadLetter(
   const id = rows[0]!.id;
   await db.query(
     `INSERT INTO audit_events (order_id, kind, severity, actor, summary, detail) VALUES
-       ($1, 'outbound.attempt', 'warning', 'outbox-worker', 'ORU^R01 to ris-mllp: connection refused', $2),
-       ($1, 'outbound.dead-letter', 'error', 'outbox-worker', 'ORU^R01 to ris-mllp gave up after 8 attempts', $3)`,
+       ($1, 'outbound.attempt', 'warning', 'outbox-worker', 'ORU^R01 to ris-hl7: connection refused', $2),
+       ($1, 'outbound.dead-letter', 'error', 'outbox-worker', 'ORU^R01 to ris-hl7 gave up after 8 attempts', $3)`,
     [
       orderId,
       { outboxId: id, destination, attempt: 8, answer: { error: 'ECONNREFUSED' }, latencyMs: 3 },

@@ -185,6 +185,37 @@ describe('alert webhook (ALERT_WEBHOOK_URL) through the outbox, against a real l
     expect(deadEvents.map((e) => e.destination)).toEqual(['ehr-fhir', 'alert-webhook']);
   });
 
+  // A replayed dead letter that fails again is a dead letter again: the analyst who replayed
+  // it must hear so. The alert's dedupe key was the row id and attempt count, which a replay
+  // resets: the second death (first attempt again) matched the first's key and no alert went out.
+  it('a replayed dead letter that dies again is alerted again', async () => {
+    const hook = await startHook([200]);
+    hooks.push(hook);
+    const order = await seedOrder(db.dataSource);
+    await playStatus(db.dataSource, events, order, 'ANALYSIS_RUNNING'); // a Task row for the EHR
+    const worker = run([refusingEhr, new AlertWebhookPublisher({ url: hook.url })]);
+    const mine = () => hook.bodies.filter((b) => b.orderId === order.id);
+    await until(() => Promise.resolve(mine().length === 1));
+    const [task] = (await db.dataSource.query(
+      `SELECT id::text AS id, attempts FROM outbox WHERE order_id = $1 AND destination = 'ehr-fhir'`,
+      [order.id],
+    )) as Array<{ id: string; attempts: number }>;
+    expect(task!.attempts).toBe(1);
+    // What POST /api/audit/dead-letters/{id}/replay does: pending, attempts reset, due now.
+    await db.dataSource.query(
+      `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = now(), updated_at = now()
+        WHERE id = $1`,
+      [task!.id],
+    );
+    await until(() => Promise.resolve(mine().length === 2));
+    await worker.stop();
+    expect(mine().map((b) => (b.deadLetter as { outboxId: string }).outboxId)).toEqual([
+      task!.id,
+      task!.id,
+    ]);
+    expect((await alertRows(order.id)).map((r) => r.status)).toEqual(['delivered', 'delivered']);
+  });
+
   it('a redirect is not followed: a dead letter naming the rule', async () => {
     const hook = await startHook([302]);
     hooks.push(hook);

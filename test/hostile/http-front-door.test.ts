@@ -259,6 +259,41 @@ describe('HTTP front door: request line and headers as sent', () => {
       expect(answer).toMatch(/^Content-Type: application\/problem\+json/im);
     }
   });
+
+  it('an /api body that is not what its Content-Encoding says is 400 in words, not a 500', async () => {
+    // Before: a JSON body sent with `Content-Encoding: gzip` (a client that sets the header and
+    // forgets to compress, or compresses with another coding) was a 500 "unexpected error",
+    // logged as our failure, and retried by the client as one.
+    const cancel = `/api/orders/0190c0de-0000-7000-8000-00000000c0de/cancel`;
+    const plain = Buffer.from(JSON.stringify({ reason: 'ordered twice by the ward' }));
+    for (const coding of ['gzip', 'deflate', 'br']) {
+      const answer = await fetch(`${adapter.httpUrl}${cancel}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/json',
+          'content-encoding': coding,
+        },
+        body: plain,
+      });
+      expect({ coding, status: answer.status }).toEqual({ coding, status: 400 });
+      expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      const problem = (await answer.json()) as { title: string; detail: string };
+      expect(problem.title).toBe('bad_request');
+      expect(problem.detail).toContain(`Content-Encoding ${coding}`);
+    }
+    // The same body compressed as it says reaches the route (no such order: 404).
+    const gzipped = await fetch(`${adapter.httpUrl}${cancel}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+      },
+      body: gzipSync(plain),
+    });
+    expect(gzipped.status).toBe(404);
+  });
 });
 
 describe('HTTP front door: a path that is no UTF-8 once decoded', () => {

@@ -5,6 +5,7 @@ import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { jsonPathText, scanJson, type JsonScan } from '../common/json-scan';
 import { loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
+import { describeJsonSyntaxError } from '../common/json-syntax';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
 
@@ -360,11 +361,13 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new FhirError('unparseable', `the body is not valid JSON: ${(error as Error).message}`, [
+    // Never V8's own excerpt of the body: this answer is stored and shown to analysts.
+    const why = describeJsonSyntaxError(error, text);
+    throw new FhirError('unparseable', `the body is not valid JSON: ${why}`, [
       {
         severity: 'error',
         code: 'structure',
-        diagnostics: `not valid JSON: ${(error as Error).message}`,
+        diagnostics: `not valid JSON: ${why}`,
         expression: ['(body)'],
       },
     ]);

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -293,6 +295,47 @@ describe('HTTP front door: request line and headers as sent', () => {
       body: gzipSync(plain),
     });
     expect(gzipped.status).toBe(404);
+  });
+
+  it('an /api JSON body nested deeper than 100 levels is refused in words (413, as a FHIR body is), not a 500', async () => {
+    // Before: express.json parsed any depth (1 MB of brackets is 500,000 levels); the dry run
+    // then serialised the value and overflowed the stack: 500 "unexpected error", logged as ours.
+    const bundle = JSON.parse(
+      readFileSync(
+        join(__dirname, '..', 'fixtures', 'fhir', 'us-core-chest-ct-transaction.json'),
+        'utf8',
+      ),
+    ) as { entry: unknown[] };
+    // Written as text: JSON.stringify itself overflows at such a depth.
+    const deep = JSON.stringify({ ...bundle, entry: null }).replace(
+      '"entry":null',
+      `"entry":${'['.repeat(20_000)}${JSON.stringify(bundle.entry)}${']'.repeat(20_000)}`,
+    );
+    for (const [path, body, status] of [
+      ['/api/mappings/dry-run', `{"fhir":${deep}}`, 413],
+      // the resource pasted as text (the audit page's form sends it so): 400, a field's value
+      ['/api/mappings/dry-run', JSON.stringify({ fhir: deep }), 400],
+      ['/api/orders/0190c0de-0000-7000-8000-00000000c0de/cancel', `{"reason":${deep}}`, 413],
+    ] as const) {
+      const answer = await fetch(`${adapter.httpUrl}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.admin}`,
+          'content-type': 'application/json',
+        },
+        body,
+      });
+      expect({ path, status: answer.status }).toEqual({ path, status });
+      const problem = (await answer.json()) as { detail: string };
+      expect(problem.detail).toContain('deeper than 100 levels');
+    }
+    // The Bundle as it is still dry-runs.
+    const plain = await fetch(`${adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ fhir: bundle }),
+    });
+    expect(plain.status).toBe(200);
   });
 });
 

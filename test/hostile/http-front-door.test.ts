@@ -337,6 +337,80 @@ describe('HTTP front door: request line and headers as sent', () => {
     });
     expect(plain.status).toBe(200);
   });
+
+  it('a request refused before its body is read closes its connection: the rest of the body is not read and dropped', async () => {
+    // Before: a 401 to a client with no credential declaring a 10 GB STOW-RS push (or an endless
+    // chunked one) left the connection open, and Node read and dropped every byte that followed:
+    // four such clients kept the process reading about 150 MB/s each for nobody.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    for (const [path, type, token] of [
+      ['/dicomweb/studies', 'multipart/related; type="application/dicom"; boundary=b', undefined],
+      ['/fhir/ServiceRequest', 'application/fhir+json', undefined],
+      [
+        '/dicomweb/studies',
+        'multipart/related; type="application/dicom"; boundary=b',
+        TEST_TOKENS.analyst,
+      ],
+    ] as const) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          ...(token ? [`Authorization: Bearer ${token}`] : []),
+          `Content-Type: ${type}`,
+          'Content-Length: 10000000000',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const chunk = Buffer.alloc(64 * 1024, 0x41);
+      let sent = 0;
+      const started = Date.now();
+      while (!closed && Date.now() - started < 5_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+        sent += chunk.length;
+      }
+      socket.destroy();
+      expect({ path, token: token ?? null, status: answer.slice(0, 12) }).toEqual({
+        path,
+        token: token ?? null,
+        status: token ? 'HTTP/1.1 403' : 'HTTP/1.1 401',
+      });
+      expect({ path, closed, lessThan64MiB: sent < 64 * 1024 * 1024 }).toEqual({
+        path,
+        closed: true,
+        lessThan64MiB: true,
+      });
+    }
+    // A refusal whose small body came whole keeps the connection (keep-alive as before).
+    const kept = await raw(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        'Content-Type: application/fhir+json',
+        'Content-Length: 2',
+        '',
+        '{}GET /health HTTP/1.1',
+        'Host: adapter',
+        'Connection: close',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    expect(kept).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 /);
+  });
 });
 
 describe('HTTP front door: a path that is no UTF-8 once decoded', () => {

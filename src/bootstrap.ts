@@ -266,7 +266,26 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
           ),
         );
       }
+      // Without a Content-Length (chunked), the same bound as bytes arrive: past its limit the
+      // parser read and dropped the rest before answering, and an endless body for ever.
+      let received = 0;
+      let refused = false;
+      const count = (chunk: Buffer) => {
+        received += chunk.length;
+        if (received <= API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES || refused) return;
+        refused = true;
+        req.off('data', count);
+        res.setHeader('Connection', 'close');
+        next(
+          new PayloadTooLargeException(
+            `the request body is larger than ${API_MAX_BODY_BYTES} bytes`,
+          ),
+        );
+      };
+      if (req.headers['content-length'] === undefined) req.on('data', count);
       json(req, res, (error?: unknown) => {
+        req.off('data', count);
+        if (refused) return;
         // A body cut short by its stall (it may even parse) is never handed on.
         const stalled = bodyStallReason(req);
         next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));

@@ -411,6 +411,51 @@ describe('HTTP front door: request line and headers as sent', () => {
     );
     expect(kept).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 /);
   });
+
+  it('an /api body sent chunked without end is 413 once 64 MiB past the limit, its connection closed', async () => {
+    // Before: with no Content-Length to judge, the JSON parser stopped at its 1 MiB limit and
+    // then read and dropped the rest before answering: an endless chunked body (no credential
+    // needed, the parser runs before authentication) was read for ever and never answered.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    const socket = connect(Number(port), hostname);
+    socket.on('error', () => undefined);
+    let answer = '';
+    let closed = false;
+    socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+    socket.on('close', () => (closed = true));
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(
+      [
+        'POST /api/orders/poll-cycle HTTP/1.1',
+        'Host: adapter',
+        'Content-Type: application/json',
+        'Transfer-Encoding: chunked',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    const data = Buffer.alloc(1024 * 1024, 0x20);
+    const chunk = Buffer.concat([
+      Buffer.from(`${data.length.toString(16)}\r\n`),
+      data,
+      Buffer.from('\r\n'),
+    ]);
+    let sent = 0;
+    const started = Date.now();
+    while (!closed && Date.now() - started < 60_000) {
+      if (!socket.write(chunk))
+        await new Promise((r) => {
+          socket.once('drain', r);
+          socket.once('close', r);
+        });
+      sent += data.length;
+    }
+    socket.destroy();
+    expect(answer.slice(0, 12)).toBe('HTTP/1.1 413');
+    expect(answer).toMatch(/^Connection: close/im);
+    expect(closed).toBe(true);
+    expect(sent).toBeLessThan(96 * 1024 * 1024);
+  });
 });
 
 describe('HTTP front door: a path that is no UTF-8 once decoded', () => {

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { type INestApplication, PayloadTooLargeException } from '@nestjs/common';
+import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -13,6 +13,7 @@ import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
 import { scanJson } from './common/json-scan';
 import { badPathEscape } from './common/path-escapes';
+import { boundedBodyParser } from './common/bounded-body-parser';
 import { answerClientErrors } from './common/client-error';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
@@ -35,8 +36,6 @@ import { migrateUnderLock } from './persistence/migrator';
 
 /** Our own REST API's JSON bodies (/api, the audit page's forms). */
 const API_MAX_BODY_BYTES = 1024 * 1024;
-/** How much more than the limit a body may declare and still be read (and dropped) before its 413. */
-const API_DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 
 /** How deeply a JSON body of our REST API may nest (as a FHIR body, fhir-http.ts). */
 const API_MAX_JSON_DEPTH = 100;
@@ -253,39 +252,15 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // are kept for the audit log, and their media types differ).
     // Case-insensitive as the routing is: /FHIR/ServiceRequest reaches the FHIR front door, and
     // its application/json body was taken (and lost) here.
-    const json = express.json({ limit: API_MAX_BODY_BYTES, verify: refuseDeepJson });
+    // Bounded past its limit (boundedBodyParser): a declared length far past it is 413 at once,
+    // a chunked body once that far; the parser alone read and dropped it all before answering.
+    const json = boundedBodyParser(
+      express.json({ limit: API_MAX_BODY_BYTES, verify: refuseDeepJson }),
+      API_MAX_BODY_BYTES,
+    );
     app.use((req: Request, res: Response, next: NextFunction) => {
       if (/^\/(fhir|dicomweb)(\/|$)/i.test(req.path)) return next();
-      // A declared length far past the limit: 413 at once, the connection closed. The parser
-      // answered only once it had read and dropped the whole declared body (10 GB).
-      if (Number(req.headers['content-length']) > API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES) {
-        res.setHeader('Connection', 'close');
-        return next(
-          new PayloadTooLargeException(
-            `the request body is larger than ${API_MAX_BODY_BYTES} bytes`,
-          ),
-        );
-      }
-      // Without a Content-Length (chunked), the same bound as bytes arrive: past its limit the
-      // parser read and dropped the rest before answering, and an endless body for ever.
-      let received = 0;
-      let refused = false;
-      const count = (chunk: Buffer) => {
-        received += chunk.length;
-        if (received <= API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES || refused) return;
-        refused = true;
-        req.off('data', count);
-        res.setHeader('Connection', 'close');
-        next(
-          new PayloadTooLargeException(
-            `the request body is larger than ${API_MAX_BODY_BYTES} bytes`,
-          ),
-        );
-      };
-      if (req.headers['content-length'] === undefined) req.on('data', count);
       json(req, res, (error?: unknown) => {
-        req.off('data', count);
-        if (refused) return;
         // A body cut short by its stall (it may even parse) is never handed on.
         const stalled = bodyStallReason(req);
         next(error ?? (stalled !== undefined ? new BodyStallError(stalled) : undefined));

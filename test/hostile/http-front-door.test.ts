@@ -456,6 +456,66 @@ describe('HTTP front door: request line and headers as sent', () => {
     expect(closed).toBe(true);
     expect(sent).toBeLessThan(96 * 1024 * 1024);
   });
+
+  it("the audit page's form posts are bounded as /api's: an endless or 10 GB body is 413, its connection closed", async () => {
+    // Before: the sign-in form's parser (before authentication; limit 16 KiB) and the dry-run
+    // form's read and dropped whatever followed their limit before answering: a 10 GB declared
+    // body was read whole, an endless chunked one for ever, never answered.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    // Each parser's limit (the dry run's: 3 × MLLP_MAX_MESSAGE_BYTES), 64 MiB past it, and
+    // what the two sockets' buffers hold.
+    const MiB = 1024 * 1024;
+    for (const [path, framing, most] of [
+      ['/audit/session', 'Transfer-Encoding: chunked', 64 * MiB + 16 * MiB],
+      ['/audit/dry-run', 'Transfer-Encoding: chunked', 30 * MiB + 64 * MiB + 16 * MiB],
+      ['/audit/session', 'Content-Length: 10000000000', 64 * MiB + 16 * MiB],
+    ] as const) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          'Content-Type: application/x-www-form-urlencoded',
+          framing,
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const data = Buffer.alloc(1024 * 1024, 0x61);
+      const chunked = framing.startsWith('Transfer');
+      const chunk = chunked
+        ? Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from('\r\n')])
+        : data;
+      let sent = 0;
+      const started = Date.now();
+      while (!closed && Date.now() - started < 60_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+        sent += data.length;
+      }
+      socket.destroy();
+      // The 413 is written before the close; a client still sending may see the close (a reset
+      // for the bytes it sent after) before it reads the answer, as with any server.
+      expect({ path, framing, closed, answered: answer === '' ? '' : answer.slice(0, 12) }).toEqual(
+        {
+          path,
+          framing,
+          closed: true,
+          answered: expect.stringMatching(/^(HTTP\/1\.1 413|)$/),
+        },
+      );
+      expect({ path, framing, bounded: sent < most }).toEqual({ path, framing, bounded: true });
+    }
+  });
 });
 
 describe('HTTP front door: a path that is no UTF-8 once decoded', () => {

@@ -190,10 +190,17 @@ export async function readRawBody(
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
+  // Leaving the loop must not destroy the request: its socket still carries the 413. (The
+  // plain iterator's return() destroyed both; the operation then read a null req.socket and
+  // failed with a TypeError, answering nothing and logging a failure of ours.)
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size <= limit) chunks.push(chunk);
-    else if (size > limit + DRAIN_MAX_BYTES) break;
+    else if (size > limit + DRAIN_MAX_BYTES) {
+      // Past what is read at all (a chunked body has no length to judge at once): 413, closed.
+      req.res?.setHeader('Connection', 'close');
+      break;
+    }
   }
   const bytes = Buffer.concat(chunks);
   // Cut short by its stall: what arrived is not the body (it may even parse); 408, or with

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PassThrough } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { chestCtRequest } from '../helpers/fhir-fixtures';
@@ -559,5 +560,70 @@ describe('HTTP front door: a path that is no UTF-8 once decoded', () => {
     expect(utf8.status).not.toBe(400);
     // the service goes on answering
     expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+  });
+});
+
+describe('HTTP front door: a FHIR body sent chunked without end', () => {
+  let adapter: TestAdapter;
+  let logs = '';
+
+  beforeAll(async () => {
+    const sink = new PassThrough();
+    sink.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
+    adapter = await startTestAdapter({}, { sink });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('is 413 once 64 MiB past FHIR_MAX_BODY_BYTES, its connection closed, and no failure of ours logged', async () => {
+    // Before: the reader stopped by leaving its `for await` loop, which destroys the request and
+    // its socket; the operation then read req.socket (null) and failed with a TypeError: no
+    // answer, and an error-level "FHIR request failed" per such request, from any sender.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    for (const path of ['/fhir/ServiceRequest', '/fhir']) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          `Authorization: Bearer ${TEST_TOKENS.sender}`,
+          'Content-Type: application/fhir+json',
+          'Transfer-Encoding: chunked',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const data = Buffer.alloc(1024 * 1024, 0x20);
+      const chunk = Buffer.concat([
+        Buffer.from(`${data.length.toString(16)}\r\n`),
+        data,
+        Buffer.from('\r\n'),
+      ]);
+      const started = Date.now();
+      while (!closed && Date.now() - started < 60_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+      }
+      await sleep(200);
+      socket.destroy();
+      expect({ path, closed, answered: answer === '' ? '' : answer.slice(0, 12) }).toEqual({
+        path,
+        closed: true,
+        answered: expect.stringMatching(/^(HTTP\/1\.1 413|)$/),
+      });
+    }
+    await sleep(200);
+    const failures = logs.split('\n').filter((l) => l.includes('"level":50'));
+    expect(failures).toEqual([]);
   });
 });

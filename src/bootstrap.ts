@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { type INestApplication, PayloadTooLargeException } from '@nestjs/common';
+import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -11,7 +11,9 @@ import { type LoadedCredentials, loadApiCredentials } from './auth/api-credentia
 import { BodyStallError, bodyStallReason } from './common/body-stall';
 import { probeDataDir } from './common/data-dir-probe';
 import { refuseAtDoor } from './common/front-door-refusal';
+import { scanJson } from './common/json-scan';
 import { badPathEscape } from './common/path-escapes';
+import { boundedBodyParser } from './common/bounded-body-parser';
 import { answerClientErrors } from './common/client-error';
 import { HttpConnectionGuard } from './common/http-connections';
 import { describeListenError, probeListenPorts } from './common/port-probe';
@@ -34,8 +36,24 @@ import { migrateUnderLock } from './persistence/migrator';
 
 /** Our own REST API's JSON bodies (/api, the audit page's forms). */
 const API_MAX_BODY_BYTES = 1024 * 1024;
-/** How much more than the limit a body may declare and still be read (and dropped) before its 413. */
-const API_DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+
+/** How deeply a JSON body of our REST API may nest (as a FHIR body, fhir-http.ts). */
+const API_MAX_JSON_DEPTH = 100;
+
+/**
+ * express.json's `verify`: a body nested deeper than API_MAX_JSON_DEPTH is 413 before it is
+ * parsed (one linear pass). JSON.parse reads any depth, but what reads the value after it
+ * recursively does not: a dry run of `{"fhir": [[[…]]]}` 20,000 levels deep overflowed the
+ * stack in JSON.stringify and was a 500.
+ */
+function refuseDeepJson(_req: unknown, _res: unknown, body: Buffer, encoding: string): void {
+  if (!/^utf-?8$/i.test(encoding)) return;
+  if (scanJson(body, { maxDepth: API_MAX_JSON_DEPTH }).exceeded !== 'depth') return;
+  throw Object.assign(
+    new Error(`the request body nests deeper than ${API_MAX_JSON_DEPTH} levels`),
+    { status: 413, type: 'entity.too.deep' },
+  );
+}
 
 /** A problem that stops the boot, reported as one line per problem, without a stack trace. */
 export class StartupError extends Error {
@@ -234,19 +252,14 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     // are kept for the audit log, and their media types differ).
     // Case-insensitive as the routing is: /FHIR/ServiceRequest reaches the FHIR front door, and
     // its application/json body was taken (and lost) here.
-    const json = express.json({ limit: API_MAX_BODY_BYTES });
+    // Bounded past its limit (boundedBodyParser): a declared length far past it is 413 at once,
+    // a chunked body once that far; the parser alone read and dropped it all before answering.
+    const json = boundedBodyParser(
+      express.json({ limit: API_MAX_BODY_BYTES, verify: refuseDeepJson }),
+      API_MAX_BODY_BYTES,
+    );
     app.use((req: Request, res: Response, next: NextFunction) => {
       if (/^\/(fhir|dicomweb)(\/|$)/i.test(req.path)) return next();
-      // A declared length far past the limit: 413 at once, the connection closed. The parser
-      // answered only once it had read and dropped the whole declared body (10 GB).
-      if (Number(req.headers['content-length']) > API_MAX_BODY_BYTES + API_DRAIN_MAX_BYTES) {
-        res.setHeader('Connection', 'close');
-        return next(
-          new PayloadTooLargeException(
-            `the request body is larger than ${API_MAX_BODY_BYTES} bytes`,
-          ),
-        );
-      }
       json(req, res, (error?: unknown) => {
         // A body cut short by its stall (it may even parse) is never handed on.
         const stalled = bodyStallReason(req);

@@ -1,5 +1,6 @@
 import type { Bundle, OperationOutcome, ServiceRequest } from '@medplum/fhirtypes';
 import { AppError } from '../common/app-error';
+import { scanJson } from '../common/json-scan';
 import type { AppConfig } from '../config/app-config';
 import type { IntakeOrderResult } from '../domain/intake-outcome';
 import type { MappedField, OrderRequest, ToleratedQuirk } from '../domain/order-request';
@@ -240,7 +241,14 @@ export async function dryRun(body: unknown, config: AppConfig): Promise<DryRunRe
   );
 }
 
+/** How deeply a pasted resource may nest (as at the FHIR front door, fhir-http.ts). */
+const FHIR_MAX_JSON_DEPTH = 100;
+
 function parseJson(text: string): unknown {
+  // As the FHIR front door does before it parses: what reads the value after JSON.parse is
+  // recursive (a 20,000-level paste overflowed JSON.stringify: 500).
+  if (scanJson(Buffer.from(text, 'utf8'), { maxDepth: FHIR_MAX_JSON_DEPTH }).exceeded === 'depth')
+    throw new AppError('bad_request', `fhir nests deeper than ${FHIR_MAX_JSON_DEPTH} levels`);
   try {
     return JSON.parse(text);
   } catch (error) {

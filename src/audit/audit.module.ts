@@ -33,6 +33,7 @@ import { MllpListenerService } from '../inbound-hl7/mllp-listener.service';
 import { InboundFhirModule } from '../inbound-fhir/inbound-fhir.module';
 import { CreateServiceRequestOperation } from '../inbound-fhir/service-request-create.operation';
 import { FhirBundleOperation } from '../inbound-fhir/fhir-bundle.operation';
+import { boundedBodyParser } from '../common/bounded-body-parser';
 
 /** The audit web page (/audit), one controller per page group. */
 const PAGE_CONTROLLERS = [
@@ -43,6 +44,9 @@ const PAGE_CONTROLLERS = [
 ];
 
 /** The audit log's reading side: REST API (/api/audit), web page (/audit), retention. */
+/** The page's other forms (sign-in, reasons, CSRF tokens). */
+const FORM_MAX_BYTES = 16 * 1024;
+
 @Module({
   imports: [InboundHl7Module, InboundFhirModule],
   controllers: [AuditApiController, ...PAGE_CONTROLLERS, MappingDryRunController],
@@ -101,16 +105,22 @@ export class AuditModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
     // The page's forms post application/x-www-form-urlencoded (no script on the page).
     // The dry-run form carries a pasted message: up to the front doors' own bound.
+    // Bounded past their limits (boundedBodyParser): they run before authentication, and
+    // alone read and dropped whatever followed the limit (an endless chunked body for ever).
+    const dryRunLimit =
+      Math.max(this.config.MLLP_MAX_MESSAGE_BYTES, this.config.FHIR_MAX_BODY_BYTES) * 3;
     consumer
       .apply(
-        express.urlencoded({
-          extended: false,
-          limit: Math.max(this.config.MLLP_MAX_MESSAGE_BYTES, this.config.FHIR_MAX_BODY_BYTES) * 3,
-        }),
+        boundedBodyParser(express.urlencoded({ extended: false, limit: dryRunLimit }), dryRunLimit),
       )
       .forRoutes({ path: 'audit/dry-run', method: RequestMethod.POST });
     consumer
-      .apply(express.urlencoded({ extended: false, limit: '16kb' }))
+      .apply(
+        boundedBodyParser(
+          express.urlencoded({ extended: false, limit: FORM_MAX_BYTES }),
+          FORM_MAX_BYTES,
+        ),
+      )
       .forRoutes(...PAGE_CONTROLLERS);
   }
 }

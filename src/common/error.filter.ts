@@ -37,6 +37,10 @@ export abstract class ErrorFilter implements ExceptionFilter {
       this.logger.error({ err: exception, path }, message);
     }
     if (status === 401) res.setHeader('WWW-Authenticate', BEARER_CHALLENGE);
+    // Refused while its body is still coming (a 401 before a 10 GB STOW-RS push, a 403, a 415):
+    // the connection closes once answered. Kept open, Node read and dropped the rest of the body
+    // however long it was (or endless, chunked), for a client nobody had authenticated.
+    if (bodyStillDue(req) && !res.headersSent) res.setHeader('Connection', 'close');
   }
 }
 
@@ -50,4 +54,15 @@ function clientHungUp(exception: unknown, req: Request): boolean {
     e.message === 'aborted' &&
     !req.complete
   );
+}
+
+/**
+ * Bytes of the request's body have still to arrive: not complete, and (with a Content-Length)
+ * fewer held than declared. A small body that came whole with its headers may be held unread
+ * without the request counting as complete yet: its connection is kept.
+ */
+function bodyStillDue(req: Request): boolean {
+  if (req.complete) return false;
+  const declared = Number(req.headers['content-length']);
+  return !(Number.isFinite(declared) && req.readableLength >= declared);
 }

@@ -47,6 +47,13 @@ export class ProblemJsonFilter extends ErrorFilter {
           : Array.isArray((body as { message?: unknown }).message)
             ? (body as { message: string[] }).message.join('; ')
             : String((body as { message?: unknown }).message ?? exception.message);
+    } else if (isUndecodableBody(exception)) {
+      // A body that is not what its Content-Encoding says (plain JSON sent as gzip, gzip sent
+      // as br): the parser's zlib error carries 400 but no type, and was a 500 "unexpected error".
+      const coding = String(req.headers['content-encoding'] ?? '').slice(0, 40);
+      status = 400;
+      title = 'bad_request';
+      detail = `the request body is not valid Content-Encoding ${coding} data (${exception.message}): send it uncompressed, or compressed as its Content-Encoding says`;
     } else if (isBodyParserRefusal(exception)) {
       // express's body parsers (the API's JSON limit, a charset they cannot read) refuse with
       // an http-errors error, not an HttpException: before, a body over 1 MiB was a 500.
@@ -91,5 +98,22 @@ function isBodyParserRefusal(
     e.status < 500 &&
     e.expose === true &&
     typeof e.type === 'string'
+  );
+}
+
+/**
+ * The error express's body parsers pass on when the body does not decode as its
+ * Content-Encoding says: zlib's own (`Z_DATA_ERROR`, `Z_BUF_ERROR`, brotli's `ERR_…`), wrapped
+ * by http-errors as a 400 without a `type`.
+ */
+function isUndecodableBody(error: unknown): error is Error {
+  if (!(error instanceof Error)) return false;
+  const e = error as Error & { status?: unknown; type?: unknown; code?: unknown; errno?: unknown };
+  return (
+    e.status === 400 &&
+    e.type === undefined &&
+    typeof e.code === 'string' &&
+    typeof e.errno === 'number' &&
+    /^(Z_|ERR_)/.test(e.code)
   );
 }

@@ -5,6 +5,7 @@ import { firstDuplicateKey } from '../common/json-duplicate-keys';
 import { jsonPathText, scanJson, type JsonScan } from '../common/json-scan';
 import { loneSurrogateMessage } from '../common/json-unicode';
 import { walkJsonKeys } from '../common/json-walk';
+import { describeJsonSyntaxError } from '../common/json-syntax';
 import { FhirError, operationOutcome } from './fhir.error';
 import { countFhirAnswer } from './fhir.metrics';
 
@@ -189,10 +190,17 @@ export async function readRawBody(
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
+  // Leaving the loop must not destroy the request: its socket still carries the 413. (The
+  // plain iterator's return() destroyed both; the operation then read a null req.socket and
+  // failed with a TypeError, answering nothing and logging a failure of ours.)
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size <= limit) chunks.push(chunk);
-    else if (size > limit + DRAIN_MAX_BYTES) break;
+    else if (size > limit + DRAIN_MAX_BYTES) {
+      // Past what is read at all (a chunked body has no length to judge at once): 413, closed.
+      req.res?.setHeader('Connection', 'close');
+      break;
+    }
   }
   const bytes = Buffer.concat(chunks);
   // Cut short by its stall: what arrived is not the body (it may even parse); 408, or with
@@ -360,11 +368,13 @@ export function parseResource(bytes: Buffer, maxJsonValues = DEFAULT_MAX_JSON_VA
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new FhirError('unparseable', `the body is not valid JSON: ${(error as Error).message}`, [
+    // Never V8's own excerpt of the body: this answer is stored and shown to analysts.
+    const why = describeJsonSyntaxError(error, text);
+    throw new FhirError('unparseable', `the body is not valid JSON: ${why}`, [
       {
         severity: 'error',
         code: 'structure',
-        diagnostics: `not valid JSON: ${(error as Error).message}`,
+        diagnostics: `not valid JSON: ${why}`,
         expression: ['(body)'],
       },
     ]);

@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PassThrough } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { chestCtRequest } from '../helpers/fhir-fixtures';
@@ -259,6 +262,261 @@ describe('HTTP front door: request line and headers as sent', () => {
       expect(answer).toMatch(/^Content-Type: application\/problem\+json/im);
     }
   });
+
+  it('an /api body that is not what its Content-Encoding says is 400 in words, not a 500', async () => {
+    // Before: a JSON body sent with `Content-Encoding: gzip` (a client that sets the header and
+    // forgets to compress, or compresses with another coding) was a 500 "unexpected error",
+    // logged as our failure, and retried by the client as one.
+    const cancel = `/api/orders/0190c0de-0000-7000-8000-00000000c0de/cancel`;
+    const plain = Buffer.from(JSON.stringify({ reason: 'ordered twice by the ward' }));
+    for (const coding of ['gzip', 'deflate', 'br']) {
+      const answer = await fetch(`${adapter.httpUrl}${cancel}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.sender}`,
+          'content-type': 'application/json',
+          'content-encoding': coding,
+        },
+        body: plain,
+      });
+      expect({ coding, status: answer.status }).toEqual({ coding, status: 400 });
+      expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      const problem = (await answer.json()) as { title: string; detail: string };
+      expect(problem.title).toBe('bad_request');
+      expect(problem.detail).toContain(`Content-Encoding ${coding}`);
+    }
+    // The same body compressed as it says reaches the route (no such order: 404).
+    const gzipped = await fetch(`${adapter.httpUrl}${cancel}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+      },
+      body: gzipSync(plain),
+    });
+    expect(gzipped.status).toBe(404);
+  });
+
+  it('an /api JSON body nested deeper than 100 levels is refused in words (413, as a FHIR body is), not a 500', async () => {
+    // Before: express.json parsed any depth (1 MB of brackets is 500,000 levels); the dry run
+    // then serialised the value and overflowed the stack: 500 "unexpected error", logged as ours.
+    const bundle = JSON.parse(
+      readFileSync(
+        join(__dirname, '..', 'fixtures', 'fhir', 'us-core-chest-ct-transaction.json'),
+        'utf8',
+      ),
+    ) as { entry: unknown[] };
+    // Written as text: JSON.stringify itself overflows at such a depth.
+    const deep = JSON.stringify({ ...bundle, entry: null }).replace(
+      '"entry":null',
+      `"entry":${'['.repeat(20_000)}${JSON.stringify(bundle.entry)}${']'.repeat(20_000)}`,
+    );
+    for (const [path, body, status] of [
+      ['/api/mappings/dry-run', `{"fhir":${deep}}`, 413],
+      // the resource pasted as text (the audit page's form sends it so): 400, a field's value
+      ['/api/mappings/dry-run', JSON.stringify({ fhir: deep }), 400],
+      ['/api/orders/0190c0de-0000-7000-8000-00000000c0de/cancel', `{"reason":${deep}}`, 413],
+    ] as const) {
+      const answer = await fetch(`${adapter.httpUrl}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TEST_TOKENS.admin}`,
+          'content-type': 'application/json',
+        },
+        body,
+      });
+      expect({ path, status: answer.status }).toEqual({ path, status });
+      const problem = (await answer.json()) as { detail: string };
+      expect(problem.detail).toContain('deeper than 100 levels');
+    }
+    // The Bundle as it is still dry-runs.
+    const plain = await fetch(`${adapter.httpUrl}/api/mappings/dry-run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_TOKENS.admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ fhir: bundle }),
+    });
+    expect(plain.status).toBe(200);
+  });
+
+  it('a request refused before its body is read closes its connection: the rest of the body is not read and dropped', async () => {
+    // Before: a 401 to a client with no credential declaring a 10 GB STOW-RS push (or an endless
+    // chunked one) left the connection open, and Node read and dropped every byte that followed:
+    // four such clients kept the process reading about 150 MB/s each for nobody.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    for (const [path, type, token] of [
+      ['/dicomweb/studies', 'multipart/related; type="application/dicom"; boundary=b', undefined],
+      ['/fhir/ServiceRequest', 'application/fhir+json', undefined],
+      [
+        '/dicomweb/studies',
+        'multipart/related; type="application/dicom"; boundary=b',
+        TEST_TOKENS.analyst,
+      ],
+    ] as const) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          ...(token ? [`Authorization: Bearer ${token}`] : []),
+          `Content-Type: ${type}`,
+          'Content-Length: 10000000000',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const chunk = Buffer.alloc(64 * 1024, 0x41);
+      let sent = 0;
+      const started = Date.now();
+      while (!closed && Date.now() - started < 5_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+        sent += chunk.length;
+      }
+      socket.destroy();
+      expect({ path, token: token ?? null, status: answer.slice(0, 12) }).toEqual({
+        path,
+        token: token ?? null,
+        status: token ? 'HTTP/1.1 403' : 'HTTP/1.1 401',
+      });
+      expect({ path, closed, lessThan64MiB: sent < 64 * 1024 * 1024 }).toEqual({
+        path,
+        closed: true,
+        lessThan64MiB: true,
+      });
+    }
+    // A refusal whose small body came whole keeps the connection (keep-alive as before).
+    const kept = await raw(
+      adapter.httpUrl,
+      [
+        'POST /fhir/ServiceRequest HTTP/1.1',
+        'Host: adapter',
+        'Content-Type: application/fhir+json',
+        'Content-Length: 2',
+        '',
+        '{}GET /health HTTP/1.1',
+        'Host: adapter',
+        'Connection: close',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    expect(kept).toMatch(/^HTTP\/1\.1 401 [\s\S]*HTTP\/1\.1 200 /);
+  });
+
+  it('an /api body sent chunked without end is 413 once 64 MiB past the limit, its connection closed', async () => {
+    // Before: with no Content-Length to judge, the JSON parser stopped at its 1 MiB limit and
+    // then read and dropped the rest before answering: an endless chunked body (no credential
+    // needed, the parser runs before authentication) was read for ever and never answered.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    const socket = connect(Number(port), hostname);
+    socket.on('error', () => undefined);
+    let answer = '';
+    let closed = false;
+    socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+    socket.on('close', () => (closed = true));
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(
+      [
+        'POST /api/orders/poll-cycle HTTP/1.1',
+        'Host: adapter',
+        'Content-Type: application/json',
+        'Transfer-Encoding: chunked',
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    const data = Buffer.alloc(1024 * 1024, 0x20);
+    const chunk = Buffer.concat([
+      Buffer.from(`${data.length.toString(16)}\r\n`),
+      data,
+      Buffer.from('\r\n'),
+    ]);
+    let sent = 0;
+    const started = Date.now();
+    while (!closed && Date.now() - started < 60_000) {
+      if (!socket.write(chunk))
+        await new Promise((r) => {
+          socket.once('drain', r);
+          socket.once('close', r);
+        });
+      sent += data.length;
+    }
+    socket.destroy();
+    expect(answer.slice(0, 12)).toBe('HTTP/1.1 413');
+    expect(answer).toMatch(/^Connection: close/im);
+    expect(closed).toBe(true);
+    expect(sent).toBeLessThan(96 * 1024 * 1024);
+  });
+
+  it("the audit page's form posts are bounded as /api's: an endless or 10 GB body is 413, its connection closed", async () => {
+    // Before: the sign-in form's parser (before authentication; limit 16 KiB) and the dry-run
+    // form's read and dropped whatever followed their limit before answering: a 10 GB declared
+    // body was read whole, an endless chunked one for ever, never answered.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    // Each parser's limit (the dry run's: 3 × MLLP_MAX_MESSAGE_BYTES), 64 MiB past it, and
+    // what the two sockets' buffers hold.
+    const MiB = 1024 * 1024;
+    for (const [path, framing, most] of [
+      ['/audit/session', 'Transfer-Encoding: chunked', 64 * MiB + 16 * MiB],
+      ['/audit/dry-run', 'Transfer-Encoding: chunked', 30 * MiB + 64 * MiB + 16 * MiB],
+      ['/audit/session', 'Content-Length: 10000000000', 64 * MiB + 16 * MiB],
+    ] as const) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          'Content-Type: application/x-www-form-urlencoded',
+          framing,
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const data = Buffer.alloc(1024 * 1024, 0x61);
+      const chunked = framing.startsWith('Transfer');
+      const chunk = chunked
+        ? Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from('\r\n')])
+        : data;
+      let sent = 0;
+      const started = Date.now();
+      while (!closed && Date.now() - started < 60_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+        sent += data.length;
+      }
+      socket.destroy();
+      // The 413 is written before the close; a client still sending may see the close (a reset
+      // for the bytes it sent after) before it reads the answer, as with any server.
+      expect({ path, framing, closed, answered: answer === '' ? '' : answer.slice(0, 12) }).toEqual(
+        {
+          path,
+          framing,
+          closed: true,
+          answered: expect.stringMatching(/^(HTTP\/1\.1 413|)$/),
+        },
+      );
+      expect({ path, framing, bounded: sent < most }).toEqual({ path, framing, bounded: true });
+    }
+  });
 });
 
 describe('HTTP front door: a path that is no UTF-8 once decoded', () => {
@@ -302,5 +560,70 @@ describe('HTTP front door: a path that is no UTF-8 once decoded', () => {
     expect(utf8.status).not.toBe(400);
     // the service goes on answering
     expect((await fetch(`${adapter.httpUrl}/health`)).status).toBe(200);
+  });
+});
+
+describe('HTTP front door: a FHIR body sent chunked without end', () => {
+  let adapter: TestAdapter;
+  let logs = '';
+
+  beforeAll(async () => {
+    const sink = new PassThrough();
+    sink.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
+    adapter = await startTestAdapter({}, { sink });
+  });
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('is 413 once 64 MiB past FHIR_MAX_BODY_BYTES, its connection closed, and no failure of ours logged', async () => {
+    // Before: the reader stopped by leaving its `for await` loop, which destroys the request and
+    // its socket; the operation then read req.socket (null) and failed with a TypeError: no
+    // answer, and an error-level "FHIR request failed" per such request, from any sender.
+    const { hostname, port } = new URL(adapter.httpUrl);
+    for (const path of ['/fhir/ServiceRequest', '/fhir']) {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => undefined);
+      let answer = '';
+      let closed = false;
+      socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+      socket.on('close', () => (closed = true));
+      await new Promise((r) => socket.once('connect', r));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: adapter',
+          `Authorization: Bearer ${TEST_TOKENS.sender}`,
+          'Content-Type: application/fhir+json',
+          'Transfer-Encoding: chunked',
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      const data = Buffer.alloc(1024 * 1024, 0x20);
+      const chunk = Buffer.concat([
+        Buffer.from(`${data.length.toString(16)}\r\n`),
+        data,
+        Buffer.from('\r\n'),
+      ]);
+      const started = Date.now();
+      while (!closed && Date.now() - started < 60_000) {
+        if (!socket.write(chunk))
+          await new Promise((r) => {
+            socket.once('drain', r);
+            socket.once('close', r);
+          });
+      }
+      await sleep(200);
+      socket.destroy();
+      expect({ path, closed, answered: answer === '' ? '' : answer.slice(0, 12) }).toEqual({
+        path,
+        closed: true,
+        answered: expect.stringMatching(/^(HTTP\/1\.1 413|)$/),
+      });
+    }
+    await sleep(200);
+    const failures = logs.split('\n').filter((l) => l.includes('"level":50'));
+    expect(failures).toEqual([]);
   });
 });

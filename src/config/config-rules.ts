@@ -175,12 +175,11 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
       `CONFIG_FILE: mappings.productTableMode must be replace or extend (got ${JSON.stringify(mappings.productTableMode)})`,
     );
   }
-  if (mappings.productTable !== undefined && !Array.isArray(mappings.productTable)) {
-    problems.push('CONFIG_FILE: mappings.productTable must be a list of rows (code, products)');
-  }
+  const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
+  problems.push(...productTableProblems('mappings.productTable', mappings.productTable));
+  problems.push(...productTableProblems('mappings.hl7.productTable', hl7.productTable));
   // Read into every HL7 timestamp sent without an offset: a value that is not one would be
   // written into orders as it is (`2026-03-12T09:15:00+1`).
-  const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
   if (hl7.senderUtcOffset !== undefined && !isUtcOffset(hl7.senderUtcOffset)) {
     problems.push(
       `CONFIG_FILE: mappings.hl7.senderUtcOffset must be an offset such as '+01:00', from -12:00 to +14:00 (got ${JSON.stringify(hl7.senderUtcOffset)})`,
@@ -191,6 +190,54 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
       `CONFIG_FILE: mappings.hl7.senderTimeZone must be an IANA time zone such as 'Europe/Berlin' (got ${JSON.stringify(hl7.senderTimeZone)})`,
     );
   }
+  return problems;
+}
+
+const PRODUCT_ROW_KEYS = ['code', 'system', 'products', 'note'];
+
+/**
+ * Each product table row as the lookup reads it: `code` and `system` strings, `products` a
+ * list of product names, nothing else. A row that is not (a YAML number for a numeric CPT code,
+ * `product:` for `products:`, one product not in a list) passed the boot and answered every
+ * order AR 207 (`s?.trim is not a function`): the lookup reads every row up to the match. A
+ * numeric code is refused, not converted: YAML has already read `071250` as 71250.
+ */
+function productTableProblems(where: string, rows: unknown): string[] {
+  if (rows === undefined) return [];
+  if (!Array.isArray(rows))
+    return [`CONFIG_FILE: ${where} must be a list of rows (code, products)`];
+  const problems: string[] = [];
+  rows.forEach((row: unknown, i) => {
+    const at = `CONFIG_FILE: ${where}[${i}]`;
+    if (typeof row !== 'object' || row === null || Array.isArray(row)) {
+      problems.push(`${at} must be a row with code and products`);
+      return;
+    }
+    const r = row as Record<string, unknown>;
+    for (const key of Object.keys(r).filter((k) => !PRODUCT_ROW_KEYS.includes(k)))
+      problems.push(
+        `${at}: unknown key ${JSON.stringify(key)} (a row has ${PRODUCT_ROW_KEYS.join(', ')})`,
+      );
+    for (const key of ['code', 'system'] as const) {
+      const value = r[key];
+      if (value === undefined && key === 'system') continue;
+      if (typeof value === 'number')
+        problems.push(
+          `${at}.${key} must be quoted text ('${String(value)}'): YAML read it as a number`,
+        );
+      else if (typeof value !== 'string' || value.trim() === '')
+        problems.push(`${at}.${key} must be text${key === 'code' ? ' (the procedure code)' : ''}`);
+    }
+    const products = r.products;
+    if (
+      !Array.isArray(products) ||
+      products.length === 0 ||
+      products.some((p) => typeof p !== 'string' || p.trim() === '')
+    )
+      problems.push(`${at}.products must be a list of one or more product names ([name, ...])`);
+    if (r.note !== undefined && typeof r.note !== 'string')
+      problems.push(`${at}.note must be text`);
+  });
   return problems;
 }
 

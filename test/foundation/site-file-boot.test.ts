@@ -1,0 +1,72 @@
+import { spawnAdapter } from '../helpers/adapter-process';
+import { writeSiteFile } from '../helpers/site-file';
+
+const TOKENS = 'admin:site-file-admin-token-01,sender:site-file-sender-token-1';
+
+/** Exits within `ms`, or is killed (a start that should have been refused and was not). */
+async function exitWithin(proc: ReturnType<typeof spawnAdapter>, ms: number) {
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), ms);
+  try {
+    return await proc.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('CONFIG_FILE product table rows are checked at boot', () => {
+  it('a numeric CPT code, a misspelt key and a product not in a list stop the start, one line each', async () => {
+    // A site's rows as an analyst writes them from the RIS's code list: CPT codes are numbers
+    // (71250 CT thorax without contrast, 70450 CT head without contrast), which YAML reads as
+    // numbers; before, the start went on and every HL7 order was answered AR 207 (`s?.trim is
+    // not a function`), the misspelt row's orders too (`reading 'join'`).
+    const site = writeSiteFile(
+      [
+        'site:',
+        '  name: Example hospital',
+        'mappings:',
+        '  productTable:',
+        '    - code: 71250',
+        '      system: C4',
+        '      products: [lung-nodule-ct]',
+        '      note: CT thorax w/o contrast',
+        "    - code: '70450'",
+        '      system: C4',
+        '      products: [head-ct-hemorrhage]',
+        '    - code: MRKOPF',
+        '      product: [brain-mr-volumetry]',
+        '    - code: CTTHX',
+        '      products: lung-nodule-ct',
+        '',
+      ].join('\n'),
+    );
+    const proc = spawnAdapter({
+      CONFIG_FILE: site,
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      API_TOKENS: TOKENS,
+      HTTP_PORT: '0',
+      MLLP_PORT: '0',
+    });
+    const { code } = await exitWithin(proc, 30_000);
+    expect(code).toBe(2);
+    expect(proc.output().trim().split('\n')).toEqual([
+      "imaging-ai-adapter: CONFIG_FILE: mappings.productTable[0].code must be quoted text ('71250'): YAML read it as a number",
+      'imaging-ai-adapter: CONFIG_FILE: mappings.productTable[2]: unknown key "product" (a row has code, system, products, note)',
+      'imaging-ai-adapter: CONFIG_FILE: mappings.productTable[2].products must be a list of one or more product names ([name, ...])',
+      'imaging-ai-adapter: CONFIG_FILE: mappings.productTable[3].products must be a list of one or more product names ([name, ...])',
+    ]);
+  });
+
+  it('the same rows under mappings.hl7.productTable are checked too', async () => {
+    const bad = spawnAdapter({
+      CONFIG_FILE: writeSiteFile(
+        'mappings:\n  hl7:\n    productTable:\n      - {code: 71250, products: [lung-nodule-ct]}\n',
+      ),
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      API_TOKENS: TOKENS,
+    });
+    expect((await exitWithin(bad, 30_000)).code).toBe(2);
+    expect(bad.output().trim()).toBe(
+      "imaging-ai-adapter: CONFIG_FILE: mappings.hl7.productTable[0].code must be quoted text ('71250'): YAML read it as a number",
+    );
+  });
+});

@@ -12,7 +12,12 @@ import {
   port,
   positiveInt,
 } from './config-fields';
-import { crossFieldProblems, fileProblems, siteMappingProblems } from './config-rules';
+import {
+  crossFieldProblems,
+  fileProblems,
+  nearMissProblems,
+  siteMappingProblems,
+} from './config-rules';
 import { readSiteConfig, type SiteConfig } from './site-config';
 
 /**
@@ -285,7 +290,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       .filter(([, v]) => v !== undefined && v !== ''),
   );
   const parsed = envSchema.safeParse(cleaned);
-  const problems: string[] = [];
+  const problems: string[] = [...nearMissProblems(Object.keys(env), Object.keys(envSchema.shape))];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const name = issue.path.join('.');

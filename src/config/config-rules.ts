@@ -162,6 +162,56 @@ function samePortProblems(c: EnvConfig): string[] {
   return problems;
 }
 
+/**
+ * A variable that is none of ours but within a typo of one (`MLLP_PORTT`, `DATABASE_URI`,
+ * `mllp_port`): the setting it was meant for would silently keep its default (the MLLP listener
+ * on 2575, an embedded database instead of the hospital's), so the start stops with one line
+ * naming both. Names further away (`HTTP_PROXY`, Kubernetes' `MLLP_SERVICE_PORT`) are left alone.
+ */
+export function nearMissProblems(names: Iterable<string>, known: readonly string[]): string[] {
+  const knownSet = new Set(known);
+  const problems: string[] = [];
+  for (const name of names) {
+    if (knownSet.has(name) || !name.includes('_')) continue;
+    const upper = name.toUpperCase();
+    const bound = upper.length < 8 ? 1 : 2;
+    let best: { name: string; distance: number } | undefined;
+    for (const candidate of known) {
+      const distance = editDistance(upper, candidate, bound);
+      if (distance <= bound && (!best || distance < best.distance))
+        best = { name: candidate, distance };
+    }
+    if (best)
+      problems.push(
+        `${name}: not a setting of this adapter (it is not read); did you mean ${best.name}?`,
+      );
+  }
+  return problems;
+}
+
+/** Edit distance with transpositions (optimal string alignment); past `bound` returns bound + 1. */
+function editDistance(a: string, b: string, bound: number): number {
+  if (Math.abs(a.length - b.length) > bound) return bound + 1;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d = Math.min(d, before[j - 2]! + 1);
+      current.push(d);
+      rowMin = Math.min(rowMin, d);
+    }
+    if (rowMin > bound) return bound + 1;
+    before = previous;
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
 /** CONFIG_FILE product rows: a list, and a mode that says whether they replace or extend. */
 export function siteMappingProblems(site: { mappings?: Record<string, unknown> }): string[] {
   const problems: string[] = [];

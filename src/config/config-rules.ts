@@ -4,6 +4,7 @@ import { createSecureContext } from 'node:tls';
 import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
 import { isTimeZone } from '../common/time-zone';
+import { ALL_MINIMISABLE_FIELDS } from '../mappings/hl7-order.config';
 
 /** Variables that name a file the adapter reads (CONFIG_FILE is read, and reported, on its own). */
 const FILE_VARIABLES = [
@@ -228,6 +229,7 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
   const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
   problems.push(...productTableProblems('mappings.productTable', mappings.productTable));
   problems.push(...productTableProblems('mappings.hl7.productTable', hl7.productTable));
+  problems.push(...hl7MappingProblems(hl7));
   // Read into every HL7 timestamp sent without an offset: a value that is not one would be
   // written into orders as it is (`2026-03-12T09:15:00+1`).
   if (hl7.senderUtcOffset !== undefined && !isUtcOffset(hl7.senderUtcOffset)) {
@@ -240,6 +242,66 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
       `CONFIG_FILE: mappings.hl7.senderTimeZone must be an IANA time zone such as 'Europe/Berlin' (got ${JSON.stringify(hl7.senderTimeZone)})`,
     );
   }
+  return problems;
+}
+
+const HL7_MAPPING_KEYS = [
+  'accessionSources',
+  'productTable',
+  'unknownProcedure',
+  'senderUtcOffset',
+  'senderTimeZone',
+  'allowedFields',
+  'fieldConflicts',
+];
+
+/**
+ * `mappings.hl7` replaces the defaults key by key, each read by every HL7 order: a value of
+ * the wrong shape (`accessionSources: OBR-18`, not a list) passed the boot and answered every
+ * order AR 207 (`config.accessionSources.join is not a function`); a misspelt key was ignored.
+ */
+function hl7MappingProblems(hl7: Record<string, unknown>): string[] {
+  const at = 'CONFIG_FILE: mappings.hl7';
+  const problems: string[] = [];
+  for (const key of Object.keys(hl7).filter((k) => !HL7_MAPPING_KEYS.includes(k)))
+    problems.push(
+      `${at}: unknown key ${JSON.stringify(key)} (one of ${HL7_MAPPING_KEYS.join(', ')})`,
+    );
+  const list = (value: unknown, ok: (entry: string) => boolean) =>
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((entry) => typeof entry === 'string' && ok(entry));
+  if (
+    hl7.accessionSources !== undefined &&
+    !list(hl7.accessionSources, (e) => /^[A-Z][A-Z0-9]{2}-\d{1,3}$/.test(e))
+  )
+    problems.push(`${at}.accessionSources must be a list of fields such as [IPC-1, OBR-18]`);
+  if (
+    hl7.fieldConflicts !== undefined &&
+    hl7.fieldConflicts !== 'reject' &&
+    hl7.fieldConflicts !== 'warn'
+  )
+    problems.push(
+      `${at}.fieldConflicts must be reject or warn (got ${JSON.stringify(hl7.fieldConflicts)})`,
+    );
+  const fields: readonly string[] = ALL_MINIMISABLE_FIELDS;
+  if (hl7.allowedFields !== undefined && !list(hl7.allowedFields, (e) => fields.includes(e)))
+    problems.push(`${at}.allowedFields must be a list of ${fields.join(', ')}`);
+  const rule = hl7.unknownProcedure as Record<string, unknown> | undefined;
+  if (
+    rule !== undefined &&
+    !(
+      typeof rule === 'object' &&
+      rule !== null &&
+      ((rule.kind === 'reject' && Object.keys(rule).length === 1) ||
+        (rule.kind === 'default-products' &&
+          Object.keys(rule).length === 2 &&
+          list(rule.products, (e) => e.trim() !== '')))
+    )
+  )
+    problems.push(
+      `${at}.unknownProcedure must be { kind: reject } or { kind: default-products, products: [name, ...] }`,
+    );
   return problems;
 }
 

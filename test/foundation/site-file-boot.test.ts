@@ -70,3 +70,40 @@ describe('CONFIG_FILE product table rows are checked at boot', () => {
     );
   });
 });
+
+describe('CONFIG_FILE mappings.hl7 is checked at boot', () => {
+  it('a source not in a list, a misspelt key, a bare unknownProcedure and an unknown field stop the start', async () => {
+    // Before, each passed the boot: every HL7 order was answered AR 207
+    // (`config.accessionSources.join is not a function`), `fieldConflict` was ignored.
+    const proc = spawnAdapter({
+      CONFIG_FILE: writeSiteFile(
+        [
+          'mappings:',
+          '  hl7:',
+          '    accessionSources: OBR-18',
+          '    fieldConflict: warn',
+          '    unknownProcedure: default-products',
+          '    allowedFields: [patient.identifiers, accessionNumber, patientName]',
+          '',
+        ].join('\n'),
+      ),
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      API_TOKENS: TOKENS,
+    });
+    expect((await exitWithin(proc, 30_000)).code).toBe(2);
+    const lines = proc.output().trim().split('\n');
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toBe(
+      'imaging-ai-adapter: CONFIG_FILE: mappings.hl7: unknown key "fieldConflict" (one of accessionSources, productTable, unknownProcedure, senderUtcOffset, senderTimeZone, allowedFields, fieldConflicts)',
+    );
+    expect(lines[1]).toBe(
+      'imaging-ai-adapter: CONFIG_FILE: mappings.hl7.accessionSources must be a list of fields such as [IPC-1, OBR-18]',
+    );
+    expect(lines[2]).toMatch(
+      /^imaging-ai-adapter: CONFIG_FILE: mappings\.hl7\.allowedFields must be a list of patient\.identifiers, /,
+    );
+    expect(lines[3]).toBe(
+      'imaging-ai-adapter: CONFIG_FILE: mappings.hl7.unknownProcedure must be { kind: reject } or { kind: default-products, products: [name, ...] }',
+    );
+  });
+});

@@ -5,6 +5,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
 import { isTimeZone } from '../common/time-zone';
 import { ALL_MINIMISABLE_FIELDS } from '../mappings/hl7-order.config';
+import { parseStatusOverrides } from '../mappings/outbound-rows';
 
 /** Variables that name a file the adapter reads (CONFIG_FILE is read, and reported, on its own). */
 const FILE_VARIABLES = [
@@ -230,6 +231,13 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
   problems.push(...productTableProblems('mappings.productTable', mappings.productTable));
   problems.push(...productTableProblems('mappings.hl7.productTable', hl7.productTable));
   problems.push(...hl7MappingProblems(hl7));
+  // Read by the outbound module once the application is built: a wrong row failed the start
+  // only after the database and its migrations, as a Nest exception log line (exit 1).
+  try {
+    parseStatusOverrides(mappings.status);
+  } catch (error) {
+    for (const p of (error as Error).message.split('; ')) problems.push(`CONFIG_FILE: ${p}`);
+  }
   // Read into every HL7 timestamp sent without an offset: a value that is not one would be
   // written into orders as it is (`2026-03-12T09:15:00+1`).
   if (hl7.senderUtcOffset !== undefined && !isUtcOffset(hl7.senderUtcOffset)) {

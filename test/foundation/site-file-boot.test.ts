@@ -107,3 +107,21 @@ describe('CONFIG_FILE mappings.hl7 is checked at boot', () => {
     );
   });
 });
+
+describe('CONFIG_FILE mappings.status is checked before the database', () => {
+  it('a misspelt status row stops the start with one line, exit 2, no database reached', async () => {
+    // Before, the outbound module found it once the application was built: after the database
+    // connection and migrations, as a Nest ExceptionHandler log line, exit 1.
+    const proc = spawnAdapter({
+      CONFIG_FILE: writeSiteFile(
+        'mappings:\n  status:\n    DELIVERD:\n      task: { status: completed }\n',
+      ),
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none',
+      API_TOKENS: TOKENS,
+    });
+    expect((await exitWithin(proc, 30_000)).code).toBe(2);
+    expect(proc.output().trim()).toMatch(
+      /^imaging-ai-adapter: CONFIG_FILE: mappings\.status\.DELIVERD: unknown row \(rows: RECEIVED, [A-Z_, ]+\)$/,
+    );
+  });
+});

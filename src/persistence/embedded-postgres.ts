@@ -74,11 +74,22 @@ export async function startEmbeddedPostgres(
 
   await stopLeftoverServer(dataDir, log);
 
+  // Present from before initdb until the credentials are written: a first start stopped in
+  // between (Ctrl-C, SIGTERM, a crash) left PG_VERSION without credentials, and every later
+  // start failed on the missing file. Such a directory never held data: it is set up again.
+  const initialising = join(dirname(dataDir), `${basenameOf(dataDir)}.initialising`);
   let password: string;
-  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+  if (!existsSync(join(dataDir, 'PG_VERSION')) || existsSync(initialising)) {
     password = randomBytes(18).toString('base64url');
+    mkdirSync(dirname(dataDir), { recursive: true });
+    writeFileSync(initialising, `${process.pid}\n`);
     await initialise(bins, dataDir, password, runAs, log);
     writeFileSync(credentialsFile, JSON.stringify({ user: SUPERUSER, password }), { mode: 0o600 });
+    rmSync(initialising, { force: true });
+  } else if (!existsSync(credentialsFile)) {
+    throw new Error(
+      `${dataDir} holds a database but ${credentialsFile}, its password, is missing: put it back, or remove ${dataDir} to start with an empty database`,
+    );
   } else {
     password = (JSON.parse(readFileSync(credentialsFile, 'utf8')) as { password: string }).password;
   }

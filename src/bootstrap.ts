@@ -283,6 +283,13 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
     cleanups.push(() => app.close());
 
     if (config.JOBS_ENABLED) await jobQueue.start();
+    // Shutdown runs the cleanups last first: the job workers finish their running jobs before
+    // Nest closes the providers they call (the upstream client, the outbound clients). The
+    // other way round, a job whose create answer was lost looked its order up through the
+    // closed client (UND_ERR_DESTROYED) and failed with the order created upstream but not
+    // recorded. The front doors still take orders meanwhile: stored, their jobs wait in the
+    // job outbox for the next start (or another replica).
+    cleanups.push(() => jobQueue.stop());
 
     try {
       await app.listen(config.HTTP_PORT, config.HTTP_HOST);

@@ -22,7 +22,7 @@ function exitAfterLogs(logger: Logger, code: number): void {
   logger.flush(() => process.exit(code));
 }
 
-/** `npm start`: run until SIGINT/SIGTERM, then shut down in order (HTTP, workers, database). */
+/** `npm start`: run until SIGINT/SIGTERM, then shut down in order (job workers, HTTP and clients, database). */
 async function main(): Promise<void> {
   // Configuration and ports first, before the application's modules are loaded (seconds on a
   // busy machine): a bad variable or a port in use fails the start within a second.

@@ -100,7 +100,7 @@ describe('loadConfig', () => {
 
   it('reads a YAML site file and reports a broken one by name', () => {
     const good = writeSiteFile(
-      'site:\n  name: St Elsewhere\nmappings:\n  hl7:\n    accessionSource: [OBR-18, IPC-1]\n',
+      'site:\n  name: St Elsewhere\nmappings:\n  hl7:\n    accessionSources: [OBR-18, IPC-1]\n',
     );
     expect(loadConfig({ CONFIG_FILE: good }).site.site?.name).toBe('St Elsewhere');
     const bad = writeSiteFile('{ "site": ', 'bad.json');

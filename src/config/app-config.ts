@@ -5,14 +5,21 @@ import {
   apiTokens,
   bool,
   commaList,
+  milliseconds,
   optionalPeerBaseUrl,
   optionalPort,
   optionalPublicBaseUrl,
   optionalUrl,
   port,
   positiveInt,
+  seconds,
 } from './config-fields';
-import { crossFieldProblems, fileProblems, siteMappingProblems } from './config-rules';
+import {
+  crossFieldProblems,
+  fileProblems,
+  nearMissProblems,
+  siteMappingProblems,
+} from './config-rules';
 import { readSiteConfig, type SiteConfig } from './site-config';
 
 /**
@@ -32,7 +39,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
   /** A repeated warning/error (same message and cause) is written once per this many seconds; 0: every time. */
-  LOG_REPEAT_SECONDS: z.coerce.number().int().min(0).default(60),
+  LOG_REPEAT_SECONDS: seconds(60, true),
   DATABASE_URL: optionalUrl(['postgres:', 'postgresql:']),
   DATABASE_POOL_SIZE: positiveInt(10),
   INTAKE_BATCHES_IN_FLIGHT: positiveInt(1),
@@ -56,20 +63,20 @@ const envSchema = z.object({
         .max(32, 'at most 32 addresses'),
     )
     .default([]),
-  HTTP_IDLE_TIMEOUT_SECONDS: positiveInt(30),
+  HTTP_IDLE_TIMEOUT_SECONDS: seconds(30),
   /** A request body still due that gets no byte for this long is answered 408 and the connection closed. */
-  HTTP_BODY_STALL_SECONDS: positiveInt(30),
+  HTTP_BODY_STALL_SECONDS: seconds(30),
   /** Past its first HTTP_BODY_STALL_SECONDS a request body must average this rate, else 408. */
   HTTP_BODY_MIN_BYTES_PER_SECOND: positiveInt(1024),
   MLLP_PORT: port(2575),
   MLLP_HOST: z.string().default('0.0.0.0'),
   MLLP_MAX_MESSAGE_BYTES: positiveInt(10 * 1024 * 1024),
-  MLLP_FRAME_TIMEOUT_SECONDS: positiveInt(30),
+  MLLP_FRAME_TIMEOUT_SECONDS: seconds(30),
   MLLP_MAX_CONNECTIONS: positiveInt(1000),
   /** MLLP connections one peer address holds at once; its own idlest gives way at the bound. */
   MLLP_MAX_CONNECTIONS_PER_CLIENT: positiveInt(100),
   /** 0 keeps idle connections open for ever (not recommended). */
-  MLLP_IDLE_TIMEOUT_SECONDS: z.coerce.number().int().min(0).default(300),
+  MLLP_IDLE_TIMEOUT_SECONDS: seconds(300, true),
   /** 0 disables the budget. */
   MLLP_MAX_INFLIGHT_BYTES: z.coerce
     .number()
@@ -109,11 +116,11 @@ const envSchema = z.object({
     )
     .optional(),
   IMAGING_RETRY_MAX_ATTEMPTS: positiveInt(6),
-  IMAGING_RETRY_DEADLINE_SECONDS: positiveInt(120),
+  IMAGING_RETRY_DEADLINE_SECONDS: seconds(120),
   IMAGING_SANDBOX_OUTCOME_FROM_NOTES: bool(false),
   STUDY_DEADLINE_MINUTES: positiveInt(24 * 60),
   UPSTREAM_STUCK_HOURS: positiveInt(72),
-  ORDER_LEASE_SECONDS: positiveInt(60),
+  ORDER_LEASE_SECONDS: seconds(60),
   FHIR_SERVER_URL: optionalPeerBaseUrl('FHIR_SERVER_TOKEN or FHIR_SMART_CLIENT_ID'),
   FHIR_SERVER_TOKEN: z.string().min(1).optional(),
   /**
@@ -160,15 +167,15 @@ const envSchema = z.object({
   ),
   // Results back to the clinic (src/outbound, docs/results.md).
   OUTBOUND_ENABLED: bool(true),
-  OUTBOUND_POLL_MS: positiveInt(250),
+  OUTBOUND_POLL_MS: milliseconds(250),
   OUTBOUND_CONCURRENCY: positiveInt(4),
   OUTBOUND_MAX_ATTEMPTS: positiveInt(10),
   /** A results PDF larger than this goes to the EHR and the RIS as a reference, not inside. */
   OUTBOUND_PDF_EMBED_MAX_BYTES: positiveInt(5 * 1024 * 1024),
-  OUTBOUND_BACKOFF_BASE_MS: positiveInt(2000),
-  OUTBOUND_BACKOFF_MAX_MS: positiveInt(600_000),
-  OUTBOX_CLAIM_LEASE_SECONDS: positiveInt(30),
-  RIS_MLLP_TIMEOUT_SECONDS: positiveInt(30),
+  OUTBOUND_BACKOFF_BASE_MS: milliseconds(2000),
+  OUTBOUND_BACKOFF_MAX_MS: milliseconds(600_000),
+  OUTBOX_CLAIM_LEASE_SECONDS: seconds(30),
+  RIS_MLLP_TIMEOUT_SECONDS: seconds(30),
   RIS_MLLP_TLS: bool(false),
   RIS_MLLP_TLS_CA_FILE: z.string().min(1).optional(),
   RIS_HL7_VERSION: z
@@ -182,7 +189,7 @@ const envSchema = z.object({
   AI_DEVICE_MANUFACTURER: z.string().min(1).default('Imaging Analysis Service'),
   AI_DEVICE_VERSION: z.string().min(1).default('unknown'),
   DICOMWEB_TOKEN: z.string().min(1).optional(),
-  STUDY_QUIET_PERIOD_SECONDS: positiveInt(60),
+  STUDY_QUIET_PERIOD_SECONDS: seconds(60),
   /** Identifiers a study must share with its order (docs/security.md); `none` is not offered. */
   STUDY_IDENTITY_MATCH: commaList((t) => t.toLowerCase())
     .pipe(
@@ -222,8 +229,8 @@ const envSchema = z.object({
     .regex(/^[\x20-\x5b\x5d-\x7e]{1,16}$/, 'must be 1-16 characters, no backslash')
     .optional(),
   PACS_DIMSE_RETRIEVE: z.enum(['move', 'get']).default('move'),
-  PACS_DIMSE_TIMEOUT_SECONDS: positiveInt(30),
-  PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS: positiveInt(3600),
+  PACS_DIMSE_TIMEOUT_SECONDS: seconds(30),
+  PACS_DIMSE_RETRIEVE_TIMEOUT_SECONDS: seconds(3600),
   PACS_DIMSE_MAX_INSTANCES: positiveInt(10_000),
   /** Largest study pulled over WADO-RS (QIDO-RS count, then while streaming). */
   DICOMWEB_MAX_INSTANCES: positiveInt(10_000),
@@ -242,8 +249,8 @@ const envSchema = z.object({
   /** C-STORE SCP connections one peer address holds at once; more are closed as they arrive. */
   DICOM_SCP_MAX_ASSOCIATIONS_PER_CLIENT: positiveInt(16),
   /** Silence (or time to complete a PDU) after which the C-STORE SCP aborts a connection. */
-  DICOM_SCP_TIMEOUT_SECONDS: positiveInt(60),
-  POLL_INTERVAL_SECONDS: positiveInt(300),
+  DICOM_SCP_TIMEOUT_SECONDS: seconds(60),
+  POLL_INTERVAL_SECONDS: seconds(300),
   API_TOKENS: apiTokens,
   API_TOKENS_FILE: z.string().optional(),
   CONFIG_FILE: z.string().optional(),
@@ -253,7 +260,7 @@ const envSchema = z.object({
   RUN_MIGRATIONS: bool(true),
   JOBS_ENABLED: bool(true),
   JOB_CONCURRENCY: positiveInt(4),
-  JOB_WORKER_DEAD_AFTER_SECONDS: positiveInt(30),
+  JOB_WORKER_DEAD_AFTER_SECONDS: seconds(30),
   AUDIT_RETENTION_DAYS: positiveInt(365),
 });
 
@@ -285,7 +292,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       .filter(([, v]) => v !== undefined && v !== ''),
   );
   const parsed = envSchema.safeParse(cleaned);
-  const problems: string[] = [];
+  const problems: string[] = [...nearMissProblems(Object.keys(env), Object.keys(envSchema.shape))];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const name = issue.path.join('.');

@@ -78,6 +78,34 @@ export const positiveInt = (fallback: number) =>
     .positive('must be > 0')
     .default(fallback);
 
+/**
+ * Node's timers hold at most 2^31-1 ms (24.8 days); a longer one fires after 1 ms
+ * (TimeoutOverflowWarning): MLLP_FRAME_TIMEOUT_SECONDS=3000000 closed every MLLP connection
+ * 24 ms after its first byte. Every duration that may become a timer is bounded by it.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A duration in seconds (a timer, a lease); `zero` allows 0 where it means "off". */
+export const seconds = (fallback: number, zero = false) =>
+  z.coerce
+    .number({ message: 'must be a number' })
+    .int('must be a whole number')
+    .min(zero ? 0 : 1, zero ? 'must be >= 0' : 'must be > 0')
+    .max(
+      Math.floor(MAX_TIMER_MS / 1000),
+      `must be at most ${Math.floor(MAX_TIMER_MS / 1000)} (24.8 days, the longest timer)`,
+    )
+    .default(fallback);
+
+/** A duration in milliseconds (a timer). */
+export const milliseconds = (fallback: number) =>
+  z.coerce
+    .number({ message: 'must be a number' })
+    .int('must be a whole number')
+    .positive('must be > 0')
+    .max(MAX_TIMER_MS, `must be at most ${MAX_TIMER_MS} (24.8 days, the longest timer)`)
+    .default(fallback);
+
 export const bool = (fallback: boolean) =>
   z
     .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })

@@ -4,6 +4,8 @@ import { createSecureContext } from 'node:tls';
 import { isAbsolute, resolve } from 'node:path';
 import type { EnvConfig } from './app-config';
 import { isTimeZone } from '../common/time-zone';
+import { ALL_MINIMISABLE_FIELDS } from '../mappings/hl7-order.config';
+import { parseStatusOverrides } from '../mappings/outbound-rows';
 
 /** Variables that name a file the adapter reads (CONFIG_FILE is read, and reported, on its own). */
 const FILE_VARIABLES = [
@@ -162,6 +164,56 @@ function samePortProblems(c: EnvConfig): string[] {
   return problems;
 }
 
+/**
+ * A variable that is none of ours but within a typo of one (`MLLP_PORTT`, `DATABASE_URI`,
+ * `mllp_port`): the setting it was meant for would silently keep its default (the MLLP listener
+ * on 2575, an embedded database instead of the hospital's), so the start stops with one line
+ * naming both. Names further away (`HTTP_PROXY`, Kubernetes' `MLLP_SERVICE_PORT`) are left alone.
+ */
+export function nearMissProblems(names: Iterable<string>, known: readonly string[]): string[] {
+  const knownSet = new Set(known);
+  const problems: string[] = [];
+  for (const name of names) {
+    if (knownSet.has(name) || !name.includes('_')) continue;
+    const upper = name.toUpperCase();
+    const bound = upper.length < 8 ? 1 : 2;
+    let best: { name: string; distance: number } | undefined;
+    for (const candidate of known) {
+      const distance = editDistance(upper, candidate, bound);
+      if (distance <= bound && (!best || distance < best.distance))
+        best = { name: candidate, distance };
+    }
+    if (best)
+      problems.push(
+        `${name}: not a setting of this adapter (it is not read); did you mean ${best.name}?`,
+      );
+  }
+  return problems;
+}
+
+/** Edit distance with transpositions (optimal string alignment); past `bound` returns bound + 1. */
+function editDistance(a: string, b: string, bound: number): number {
+  if (Math.abs(a.length - b.length) > bound) return bound + 1;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d = Math.min(d, before[j - 2]! + 1);
+      current.push(d);
+      rowMin = Math.min(rowMin, d);
+    }
+    if (rowMin > bound) return bound + 1;
+    before = previous;
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
 /** CONFIG_FILE product rows: a list, and a mode that says whether they replace or extend. */
 export function siteMappingProblems(site: { mappings?: Record<string, unknown> }): string[] {
   const problems: string[] = [];
@@ -175,12 +227,19 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
       `CONFIG_FILE: mappings.productTableMode must be replace or extend (got ${JSON.stringify(mappings.productTableMode)})`,
     );
   }
-  if (mappings.productTable !== undefined && !Array.isArray(mappings.productTable)) {
-    problems.push('CONFIG_FILE: mappings.productTable must be a list of rows (code, products)');
+  const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
+  problems.push(...productTableProblems('mappings.productTable', mappings.productTable));
+  problems.push(...productTableProblems('mappings.hl7.productTable', hl7.productTable));
+  problems.push(...hl7MappingProblems(hl7));
+  // Read by the outbound module once the application is built: a wrong row failed the start
+  // only after the database and its migrations, as a Nest exception log line (exit 1).
+  try {
+    parseStatusOverrides(mappings.status);
+  } catch (error) {
+    for (const p of (error as Error).message.split('; ')) problems.push(`CONFIG_FILE: ${p}`);
   }
   // Read into every HL7 timestamp sent without an offset: a value that is not one would be
   // written into orders as it is (`2026-03-12T09:15:00+1`).
-  const hl7 = (mappings.hl7 ?? {}) as Record<string, unknown>;
   if (hl7.senderUtcOffset !== undefined && !isUtcOffset(hl7.senderUtcOffset)) {
     problems.push(
       `CONFIG_FILE: mappings.hl7.senderUtcOffset must be an offset such as '+01:00', from -12:00 to +14:00 (got ${JSON.stringify(hl7.senderUtcOffset)})`,
@@ -191,6 +250,114 @@ export function siteMappingProblems(site: { mappings?: Record<string, unknown> }
       `CONFIG_FILE: mappings.hl7.senderTimeZone must be an IANA time zone such as 'Europe/Berlin' (got ${JSON.stringify(hl7.senderTimeZone)})`,
     );
   }
+  return problems;
+}
+
+const HL7_MAPPING_KEYS = [
+  'accessionSources',
+  'productTable',
+  'unknownProcedure',
+  'senderUtcOffset',
+  'senderTimeZone',
+  'allowedFields',
+  'fieldConflicts',
+];
+
+/**
+ * `mappings.hl7` replaces the defaults key by key, each read by every HL7 order: a value of
+ * the wrong shape (`accessionSources: OBR-18`, not a list) passed the boot and answered every
+ * order AR 207 (`config.accessionSources.join is not a function`); a misspelt key was ignored.
+ */
+function hl7MappingProblems(hl7: Record<string, unknown>): string[] {
+  const at = 'CONFIG_FILE: mappings.hl7';
+  const problems: string[] = [];
+  for (const key of Object.keys(hl7).filter((k) => !HL7_MAPPING_KEYS.includes(k)))
+    problems.push(
+      `${at}: unknown key ${JSON.stringify(key)} (one of ${HL7_MAPPING_KEYS.join(', ')})`,
+    );
+  const list = (value: unknown, ok: (entry: string) => boolean) =>
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((entry) => typeof entry === 'string' && ok(entry));
+  if (
+    hl7.accessionSources !== undefined &&
+    !list(hl7.accessionSources, (e) => /^[A-Z][A-Z0-9]{2}-\d{1,3}$/.test(e))
+  )
+    problems.push(`${at}.accessionSources must be a list of fields such as [IPC-1, OBR-18]`);
+  if (
+    hl7.fieldConflicts !== undefined &&
+    hl7.fieldConflicts !== 'reject' &&
+    hl7.fieldConflicts !== 'warn'
+  )
+    problems.push(
+      `${at}.fieldConflicts must be reject or warn (got ${JSON.stringify(hl7.fieldConflicts)})`,
+    );
+  const fields: readonly string[] = ALL_MINIMISABLE_FIELDS;
+  if (hl7.allowedFields !== undefined && !list(hl7.allowedFields, (e) => fields.includes(e)))
+    problems.push(`${at}.allowedFields must be a list of ${fields.join(', ')}`);
+  const rule = hl7.unknownProcedure as Record<string, unknown> | undefined;
+  if (
+    rule !== undefined &&
+    !(
+      typeof rule === 'object' &&
+      rule !== null &&
+      ((rule.kind === 'reject' && Object.keys(rule).length === 1) ||
+        (rule.kind === 'default-products' &&
+          Object.keys(rule).length === 2 &&
+          list(rule.products, (e) => e.trim() !== '')))
+    )
+  )
+    problems.push(
+      `${at}.unknownProcedure must be { kind: reject } or { kind: default-products, products: [name, ...] }`,
+    );
+  return problems;
+}
+
+const PRODUCT_ROW_KEYS = ['code', 'system', 'products', 'note'];
+
+/**
+ * Each product table row as the lookup reads it: `code` and `system` strings, `products` a
+ * list of product names, nothing else. A row that is not (a YAML number for a numeric CPT code,
+ * `product:` for `products:`, one product not in a list) passed the boot and answered every
+ * order AR 207 (`s?.trim is not a function`): the lookup reads every row up to the match. A
+ * numeric code is refused, not converted: YAML has already read `071250` as 71250.
+ */
+function productTableProblems(where: string, rows: unknown): string[] {
+  if (rows === undefined) return [];
+  if (!Array.isArray(rows))
+    return [`CONFIG_FILE: ${where} must be a list of rows (code, products)`];
+  const problems: string[] = [];
+  rows.forEach((row: unknown, i) => {
+    const at = `CONFIG_FILE: ${where}[${i}]`;
+    if (typeof row !== 'object' || row === null || Array.isArray(row)) {
+      problems.push(`${at} must be a row with code and products`);
+      return;
+    }
+    const r = row as Record<string, unknown>;
+    for (const key of Object.keys(r).filter((k) => !PRODUCT_ROW_KEYS.includes(k)))
+      problems.push(
+        `${at}: unknown key ${JSON.stringify(key)} (a row has ${PRODUCT_ROW_KEYS.join(', ')})`,
+      );
+    for (const key of ['code', 'system'] as const) {
+      const value = r[key];
+      if (value === undefined && key === 'system') continue;
+      if (typeof value === 'number')
+        problems.push(
+          `${at}.${key} must be quoted text ('${String(value)}'): YAML read it as a number`,
+        );
+      else if (typeof value !== 'string' || value.trim() === '')
+        problems.push(`${at}.${key} must be text${key === 'code' ? ' (the procedure code)' : ''}`);
+    }
+    const products = r.products;
+    if (
+      !Array.isArray(products) ||
+      products.length === 0 ||
+      products.some((p) => typeof p !== 'string' || p.trim() === '')
+    )
+      problems.push(`${at}.products must be a list of one or more product names ([name, ...])`);
+    if (r.note !== undefined && typeof r.note !== 'string')
+      problems.push(`${at}.note must be text`);
+  });
   return problems;
 }
 

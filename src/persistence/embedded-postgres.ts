@@ -74,11 +74,22 @@ export async function startEmbeddedPostgres(
 
   await stopLeftoverServer(dataDir, log);
 
+  // Present from before initdb until the credentials are written: a first start stopped in
+  // between (Ctrl-C, SIGTERM, a crash) left PG_VERSION without credentials, and every later
+  // start failed on the missing file. Such a directory never held data: it is set up again.
+  const initialising = join(dirname(dataDir), `${basenameOf(dataDir)}.initialising`);
   let password: string;
-  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+  if (!existsSync(join(dataDir, 'PG_VERSION')) || existsSync(initialising)) {
     password = randomBytes(18).toString('base64url');
+    mkdirSync(dirname(dataDir), { recursive: true });
+    writeFileSync(initialising, `${process.pid}\n`);
     await initialise(bins, dataDir, password, runAs, log);
     writeFileSync(credentialsFile, JSON.stringify({ user: SUPERUSER, password }), { mode: 0o600 });
+    rmSync(initialising, { force: true });
+  } else if (!existsSync(credentialsFile)) {
+    throw new Error(
+      `${dataDir} holds a database but ${credentialsFile}, its password, is missing: put it back, or remove ${dataDir} to start with an empty database`,
+    );
   } else {
     password = (JSON.parse(readFileSync(credentialsFile, 'utf8')) as { password: string }).password;
   }
@@ -271,6 +282,13 @@ async function stopLeftoverServer(dataDir: string, log: (line: string) => void):
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
   if (Number.isInteger(pid) && pid > 0 && isPostgresProcess(pid)) {
+    // A server whose adapter still runs is not left over: a second `npm start` on the same
+    // directory stopped the first one's database under it (its health went `down` for good).
+    const owner = liveOwner(pid);
+    if (owner !== undefined)
+      throw new Error(
+        `${dataDir} is in use by a running adapter (pid ${owner}, its PostgreSQL pid ${pid}); stop it first, or give this one its own EMBEDDED_PG_DIR or a DATABASE_URL`,
+      );
     log(`stopping a leftover embedded PostgreSQL (pid ${pid}) from an earlier run`);
     process.kill(pid, 'SIGINT');
     for (let i = 0; i < 150 && isAlive(pid); i++) await sleep(100);
@@ -282,6 +300,24 @@ async function stopLeftoverServer(dataDir: string, log: (line: string) => void):
   // A pid file whose process is gone would make postgres refuse to start only if the pid
   // was reused; remove it so the next start is clean either way.
   if (existsSync(pidFile) && !(pid > 0 && isAlive(pid))) rmSync(pidFile, { force: true });
+}
+
+/**
+ * The adapter that started the server `pid`, when it still runs: its parent, a Node process
+ * other than this one. A `kill -9`ed adapter's server has been handed to init (or a
+ * subreaper such as tini), which is not Node; one this process started itself is its own.
+ */
+function liveOwner(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!Number.isInteger(ppid) || ppid <= 0 || ppid === process.pid || !isAlive(ppid))
+      return undefined;
+    const argv0 = readFileSync(`/proc/${ppid}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    return /(^|\/)node(js)?[0-9.]*$/.test(argv0) || argv0 === process.execPath ? ppid : undefined;
+  } catch {
+    return undefined; // no /proc: as before, the pid file's server is taken for a leftover
+  }
 }
 
 function isAlive(pid: number): boolean {

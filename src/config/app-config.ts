@@ -292,7 +292,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       .filter(([, v]) => v !== undefined && v !== ''),
   );
   const parsed = envSchema.safeParse(cleaned);
-  const problems: string[] = [...nearMissProblems(Object.keys(env), Object.keys(envSchema.shape))];
+  const problems: string[] = [
+    ...nearMissProblems(
+      Object.keys(env),
+      Object.keys(envSchema.shape),
+      (setting) => cleaned[setting] !== undefined,
+    ),
+  ];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const name = issue.path.join('.');

@@ -168,9 +168,15 @@ function samePortProblems(c: EnvConfig): string[] {
  * A variable that is none of ours but within a typo of one (`MLLP_PORTT`, `DATABASE_URI`,
  * `mllp_port`): the setting it was meant for would silently keep its default (the MLLP listener
  * on 2575, an embedded database instead of the hospital's), so the start stops with one line
- * naming both. Names further away (`HTTP_PROXY`, Kubernetes' `MLLP_SERVICE_PORT`) are left alone.
+ * naming both. Names further away (`HTTP_PROXY`, Kubernetes' `MLLP_SERVICE_PORT`) are left alone,
+ * and so is a near name whose setting is itself set (`HTTPS_PORT` of a host beside our
+ * `HTTP_PORT`): nothing keeps its default, and a host's own variable must not stop the start.
  */
-export function nearMissProblems(names: Iterable<string>, known: readonly string[]): string[] {
+export function nearMissProblems(
+  names: Iterable<string>,
+  known: readonly string[],
+  isSet: (setting: string) => boolean = () => false,
+): string[] {
   const knownSet = new Set(known);
   const problems: string[] = [];
   for (const name of names) {
@@ -183,7 +189,7 @@ export function nearMissProblems(names: Iterable<string>, known: readonly string
       if (distance <= bound && (!best || distance < best.distance))
         best = { name: candidate, distance };
     }
-    if (best)
+    if (best && !isSet(best.name))
       problems.push(
         `${name}: not a setting of this adapter (it is not read); did you mean ${best.name}?`,
       );

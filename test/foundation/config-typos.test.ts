@@ -31,7 +31,7 @@ describe('a variable within a typo of a setting stops the start', () => {
     ]);
   });
 
-  it('variables further from any setting (a proxy, Kubernetes service links) are left alone', async () => {
+  it('variables further from any setting (a proxy, Kubernetes service links), or near one that is set, are left alone', async () => {
     const proc = spawnAdapter({
       HTTP_PROXY: 'http://proxy.example.org:3128',
       https_proxy: 'http://proxy.example.org:3128',
@@ -39,6 +39,8 @@ describe('a variable within a typo of a setting stops the start', () => {
       MLLP_SERVICE_PORT: '2575',
       MLLP_PORT_2575_TCP: 'tcp://10.96.0.12:2575',
       NODE_VERSION: '24.11.1',
+      // a host's own variable one letter from a setting that is itself set: nothing defaults
+      HTTPS_PORT: '8443',
       API_TOKENS: TOKENS,
       HTTP_PORT: 'abc',
     });

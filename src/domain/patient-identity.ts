@@ -163,3 +163,17 @@ export function mergedIdentifiers(
   );
   return [...surviving, ...kept];
 }
+
+/**
+ * Of the identifiers an order holds, those a merge retires (MRG-1): the order's patient was
+ * known by them until the merge, and what was sent before it (the upstream's create, the
+ * study's Patient ID in the PACS) still names them. Kept beside the order
+ * (`orders.retired_patient_identifiers`) so a report naming the record number the order had
+ * when it was placed is recognised as this patient's, never another's.
+ */
+export function retiredOf(
+  current: readonly Identifier[],
+  retired: readonly Identifier[],
+): Identifier[] {
+  return current.filter((id) => retired.some((r) => sameIdentifier(r, id)));
+}

@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import type { OrderRequest } from '../domain/order-request';
+import type { Identifier, OrderRequest } from '../domain/order-request';
 import type { QcBypassDecision } from '../domain/qc-bypass';
 import { RepositoryBase } from './repository-base';
 import { pgJson, pgText } from '../common/pg-safe';
@@ -22,6 +22,12 @@ export interface OrderRow {
   cancel_reason: string | null;
   /** The order that replaced this one (FHIR `replaces`), set with the cancel it requested. */
   replaced_by: string | null;
+  /**
+   * Identifiers of the order's patient that an ADT^A40 merge retired (MRG-1), in the order they
+   * were retired: what was sent before the merge still names them (a report written from the
+   * create's metadata).
+   */
+  retired_patient_identifiers: Identifier[];
   place_attempted_at: Date | null;
   study_deadline_at: Date | null;
   package_path: string | null;
@@ -292,16 +298,22 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
-  /** The order's request with changed demographics (ADT A08/A40). */
+  /**
+   * The order's request with changed demographics (ADT A08/A40); `retired`: the identifiers a
+   * merge took from it, added to those it retired before.
+   */
   async updatePatient(
     orderId: string,
     request: OrderRequest,
     patientId: string | null,
     manager?: EntityManager,
+    retired: readonly Identifier[] = [],
   ): Promise<void> {
     await this.db(manager).query(
-      `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
-      [orderId, pgJson(request), patientId],
+      `UPDATE orders SET request = $2::jsonb, patient_id = $3,
+              retired_patient_identifiers = retired_patient_identifiers || $4::jsonb,
+              updated_at = now(), version = version + 1 WHERE id = $1`,
+      [orderId, pgJson(request), patientId, pgJson(retired)],
     );
   }
 

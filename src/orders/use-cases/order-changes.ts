@@ -1,4 +1,4 @@
-import { mergedIdentifiers, primaryIdentifier } from '../../domain/patient-identity';
+import { mergedIdentifiers, primaryIdentifier, retiredOf } from '../../domain/patient-identity';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { OrderRequest, PatientInfo } from '../../domain/order-request';
@@ -117,7 +117,13 @@ export class OrderChanges {
               event.cleared,
             );
       const request: OrderRequest = { ...row.request, patient };
-      await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
+      // What the merge took from the order stays known as this patient's: the upstream's
+      // report written from the create names it (fetch-documents compares with both).
+      const retired =
+        event.kind === 'patient-merge'
+          ? retiredOf(row.request.patient.identifiers, event.priorIdentifiers)
+          : [];
+      await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager, retired);
       audit.push(
         {
           kind: 'order.updated',

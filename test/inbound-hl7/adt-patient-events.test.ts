@@ -132,4 +132,70 @@ describe('ADT patient events: which open orders each one changes', () => {
     expect(b.patient_id).toBe('PAT-9002');
     expect(b.request.patient.name).toMatchObject({ family: 'BETA' });
   });
+
+  it('after an A40, the RIS’s change and cancel naming the record number the merge retired are this patient’s order', async () => {
+    // The RIS ordered for PAT-8101; the MPI merges PAT-8101 into PAT-9101 (IHE PAM ITI-30) and
+    // tells us first: the RIS, which applies merges later or not to scheduled exams, changes and
+    // cancels the order under PAT-8101. Before, both were AE 204 "Not this patient's order:
+    // merge patients by ADT^A40", though that merge is what happened: the exam the RIS called
+    // off went on being analysed.
+    const order = (n: string, control: string) =>
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', `MERGE3-${n}`],
+        ['ORC|NW|', `ORC|${control}|`],
+        ['PLC-100234', 'PLC-M3'],
+        ['ACC-20240318-0042', 'ACC-M3'],
+        ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'PAT-8101^^^HOSPA^MR~998877665^^^SSA^SS'],
+      ]);
+    expect(ackSummary(await h.mllp.send(order('NW', 'NW'))).code).toBe('AA');
+    const a40 = edited('adt-a40-v251-merge', [
+      ['MPI-20240320-000112', 'MERGE3-A40'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-9101^^^HOSPA^MR'],
+      ['PAT-9902^^^HOSPA^MR', 'PAT-8101^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a40))).toMatchObject({ code: 'AA', errors: [] });
+    const merged = await orderByPlacer('PLC-M3');
+    expect(merged.patient_id).toBe('PAT-9101');
+
+    const xo = ackSummary(await h.mllp.send(order('XO', 'XO')));
+    expect(xo).toMatchObject({ code: 'AA', errors: [] });
+    const changed = await orderByPlacer('PLC-M3');
+    // the change applies, and the order stays known by the surviving record
+    expect(changed.patient_id).toBe('PAT-9101');
+    expect(changed.request.patient.identifiers.map((i: { value: string }) => i.value)).toEqual([
+      'PAT-9101',
+      '998877665',
+    ]);
+    const ca = ackSummary(await h.mllp.send(order('CA', 'CA')));
+    expect(ca).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-M3')).cancel_requested_at).not.toBeNull();
+  });
+
+  it('after an A40, a cancel naming a third patient’s record number is still refused', async () => {
+    const order = (n: string, control: string, pid3: string) =>
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', `MERGE4-${n}`],
+        ['ORC|NW|', `ORC|${control}|`],
+        ['PLC-100234', 'PLC-M4'],
+        ['ACC-20240318-0042', 'ACC-M4'],
+        ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', pid3],
+      ]);
+    expect(ackSummary(await h.mllp.send(order('NW', 'NW', 'PAT-8201^^^HOSPA^MR'))).code).toBe('AA');
+    const a40 = edited('adt-a40-v251-merge', [
+      ['MPI-20240320-000112', 'MERGE4-A40'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-9201^^^HOSPA^MR'],
+      ['PAT-9902^^^HOSPA^MR', 'PAT-8201^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a40)).code).toBe('AA');
+    // the retired number in another facility's domain is another patient, as is a third number
+    for (const [n, pid3] of [
+      ['CA1', 'PAT-8201^^^CLINB^MR'],
+      ['CA2', 'PAT-8299^^^HOSPA^MR'],
+    ] as const) {
+      const ca = ackSummary(await h.mllp.send(order(n, 'CA', pid3)));
+      expect(ca.code).toBe('AE');
+      expect(ca.errors.join(' ')).toMatch(/204/);
+    }
+    expect((await orderByPlacer('PLC-M4')).cancel_requested_at).toBeNull();
+  });
 });

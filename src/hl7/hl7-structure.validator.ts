@@ -8,7 +8,9 @@ import { HL7_VERSION_IDS } from './hl7-versions';
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
   ORM: ['O01'], // v2.3-2.4 general order (chapter 4); kept in later versions for radiology
   OMI: ['O23'], // imaging order (v2.5+ chapter 4, IHE RAD-4/RAD-13 in 2.5.1)
-  ADT: ['A08', 'A40'], // update patient information; merge patient - patient identifier list
+  // update patient information; merge patient - patient identifier list; change patient
+  // identifier list (IHE PAM ITI-30: a temporary or wrong record number corrected)
+  ADT: ['A08', 'A40', 'A47'],
 };
 
 /**
@@ -249,6 +251,7 @@ const MESSAGE_STRUCTURES: Readonly<Record<string, string>> = {
   'OMI^O23': 'OMI_O23',
   'ADT^A08': 'ADT_A01',
   'ADT^A40': 'ADT_A39',
+  'ADT^A47': 'ADT_A30',
 };
 
 function expectedStructure(code: string, trigger: string): string {

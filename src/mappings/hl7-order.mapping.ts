@@ -388,8 +388,9 @@ export function mapHl7Message(
         ...(cleared.length > 0 ? { cleared } : {}),
       });
     }
-  } else if (code === 'ADT' && trigger === 'A40') {
-    // ADT_A39 structure: MSH EVN {PID [PD1] MRG [PV1]}; each PID starts one merge.
+  } else if (code === 'ADT' && (trigger === 'A40' || trigger === 'A47')) {
+    // ADT_A39 structure: MSH EVN {PID [PD1] MRG [PV1]}; each PID starts one merge. ADT_A30
+    // (A47): MSH EVN PID [PD1] MRG, one patient (a second PID is refused above).
     const pairs: Hl7Segment[][] = [];
     for (const seg of message.segments) {
       if (seg.id === 'PID') pairs.push([seg]);
@@ -406,6 +407,7 @@ export function mapHl7Message(
         kind: 'patient-merge',
         patient: out.values.patient as PatientInfo,
         priorIdentifiers: out.values.priorIdentifiers as Identifier[],
+        trigger,
         lineage: out.lineage,
       });
     }

@@ -198,4 +198,49 @@ describe('ADT patient events: which open orders each one changes', () => {
     }
     expect((await orderByPlacer('PLC-M4')).cancel_requested_at).toBeNull();
   });
+
+  it('an A47 that corrects the temporary record number of an emergency patient moves the order to the corrected number, keeping the rest', async () => {
+    // An unconscious patient is registered as TMP-… and a CT head ordered at once; once known,
+    // the MPI corrects the identifier (IHE PAM ITI-30, ADT^A47^ADT_A30: MRG-1 the incorrect
+    // number, PID-3 the correct one; fixture adt-a47-v251-change-id). Before: AR 201 "Event
+    // ADT^A47 not supported", and the order stayed under a number that no longer exists: the
+    // ORU and SR were filed under it, and the RIS's later cancel under the right number was
+    // AE 204 as another patient's.
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A47-NW'],
+      ['PLC-100234', 'PLC-A47'],
+      ['ACC-20240318-0042', 'ACC-A47'],
+      ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'TMP-20240318-0093^^^HOSPA^MR~998877665^^^SSA^SS'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    const a47 = edited('adt-a47-v251-change-id', [['PAT-4711^^^HOSPA^MR', 'PAT-A47^^^HOSPA^MR']]);
+    const ack = ackSummary(await h.mllp.send(a47));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const changed = await orderByPlacer('PLC-A47');
+    expect(changed.patient_id).toBe('PAT-A47');
+    expect(changed.request.patient.identifiers).toEqual([
+      { value: 'PAT-A47', system: 'HOSPA', type: 'MR' },
+      { value: '998877665', system: 'SSA', type: 'SS' },
+    ]);
+    expect(changed.retired_patient_identifiers).toEqual([
+      { value: 'TMP-20240318-0093', system: 'HOSPA', type: 'MR' },
+    ]);
+    const { rows } = await h.db.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'order.updated'`,
+      [changed.id],
+    );
+    expect(rows.map((r) => r.summary)).toEqual([
+      "patient identifier changed (ADT^A47): the order is known by the patient's corrected identifier",
+    ]);
+    // the RIS, told too, cancels under the corrected number: the order's patient
+    const ca = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A47-CA'],
+      ['ORC|NW|', 'ORC|CA|'],
+      ['PLC-100234', 'PLC-A47'],
+      ['ACC-20240318-0042', 'ACC-A47'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-A47^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(ca))).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-A47')).cancel_requested_at).not.toBeNull();
+  });
 });

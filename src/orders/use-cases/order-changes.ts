@@ -131,10 +131,15 @@ export class OrderChanges {
           inboundMessageId: messageId,
           actor,
           summary:
-            event.kind === 'patient-merge'
-              ? 'patient merged (ADT^A40): order moved to the surviving patient'
-              : 'demographics updated (ADT^A08)',
-          detail: { event: event.kind },
+            event.kind !== 'patient-merge'
+              ? 'demographics updated (ADT^A08)'
+              : event.trigger === 'A47'
+                ? "patient identifier changed (ADT^A47): the order is known by the patient's corrected identifier"
+                : 'patient merged (ADT^A40): order moved to the surviving patient',
+          detail: {
+            event: event.kind,
+            ...(event.kind === 'patient-merge' && event.trigger ? { trigger: event.trigger } : {}),
+          },
         },
         {
           ...mappingEvent(row.id, input.mappingVersion, event.lineage),
@@ -157,7 +162,7 @@ export class OrderChanges {
         inboundMessageId: messageId,
         actor,
         severity: 'warning',
-        summary: `${event.kind === 'patient-merge' ? 'merge (ADT^A40)' : 'demographics update (ADT^A08)'} not applied: the patient number is the order's, its assigning authority is not`,
+        summary: `${event.kind !== 'patient-merge' ? 'demographics update (ADT^A08)' : event.trigger === 'A47' ? 'identifier change (ADT^A47)' : 'merge (ADT^A40)'} not applied: the patient number is the order's, its assigning authority is not`,
         detail: {
           event: event.kind,
           reason: 'other-assigning-authority',

@@ -312,8 +312,9 @@ export class OrderRepository extends RepositoryBase {
   }
 
   /**
-   * The order's request with changed demographics (ADT A08/A40); `retired`: the identifiers a
-   * merge took from it, added to those it retired before.
+   * The order's request with changed demographics (ADT A08/A40/A47); `retired`: the identifiers
+   * a merge took from it, added to those it retired before (each once: merges back and forth
+   * between two records do not grow the list).
    */
   async updatePatient(
     orderId: string,
@@ -324,7 +325,9 @@ export class OrderRepository extends RepositoryBase {
   ): Promise<void> {
     await this.db(manager).query(
       `UPDATE orders SET request = $2::jsonb, patient_id = $3,
-              retired_patient_identifiers = retired_patient_identifiers || $4::jsonb,
+              retired_patient_identifiers = retired_patient_identifiers || coalesce(
+                (SELECT jsonb_agg(e) FROM jsonb_array_elements($4::jsonb) e
+                  WHERE NOT retired_patient_identifiers @> jsonb_build_array(e)), '[]'::jsonb),
               updated_at = now(), version = version + 1 WHERE id = $1`,
       [orderId, pgJson(request), patientId, pgJson(retired)],
     );

@@ -243,4 +243,29 @@ describe('ADT patient events: which open orders each one changes', () => {
     expect(ackSummary(await h.mllp.send(ca))).toMatchObject({ code: 'AA', errors: [] });
     expect((await orderByPlacer('PLC-A47')).cancel_requested_at).not.toBeNull();
   });
+
+  it('merges back and forth between two records (an MPI undoing and redoing a link) keep each retired number once', async () => {
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'PINGPONG-NW'],
+      ['PLC-100234', 'PLC-PP'],
+      ['ACC-20240318-0042', 'ACC-PP'],
+      ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'PAT-PP-A^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    for (let i = 0; i < 6; i++) {
+      const [from, to] = i % 2 === 0 ? ['PAT-PP-A', 'PAT-PP-B'] : ['PAT-PP-B', 'PAT-PP-A'];
+      const a40 = edited('adt-a40-v251-merge', [
+        ['MPI-20240320-000112', `PINGPONG-${i}`],
+        ['PAT-4711^^^HOSPA^MR', `${to}^^^HOSPA^MR`],
+        ['PAT-9902^^^HOSPA^MR', `${from}^^^HOSPA^MR`],
+      ]);
+      expect(ackSummary(await h.mllp.send(a40)).code).toBe('AA');
+    }
+    const order = await orderByPlacer('PLC-PP');
+    expect(order.patient_id).toBe('PAT-PP-A');
+    expect(order.retired_patient_identifiers.map((i: { value: string }) => i.value)).toEqual([
+      'PAT-PP-A',
+      'PAT-PP-B',
+    ]);
+  });
 });

@@ -174,7 +174,7 @@ export class AcquisitionRecorder {
         (r) => r.value.trim().toUpperCase() === study.attributes.patientId!.trim().toUpperCase(),
       );
     const differs = mergedRecord
-      ? "; the images carry the record number an ADT^A40 merged into the order's patient (acquired before the merge)"
+      ? "; the images carry a record number the patient's merge or identifier change (ADT^A40, A47) retired (acquired before it)"
       : patientIdDiffers
         ? "; the Patient ID in the images differs from the order's"
         : '';

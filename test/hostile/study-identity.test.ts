@@ -664,7 +664,7 @@ describe('hostile: intake and pushes on a running adapter', () => {
     )) as Array<{ severity: string; summary: string }>;
     expect(packaged).toMatchObject({ severity: 'warning' });
     expect(packaged!.summary).toContain(
-      "the images carry the record number an ADT^A40 merged into the order's patient",
+      "the images carry a record number the patient's merge or identifier change (ADT^A40, A47) retired",
     );
     expect(packaged!.summary).not.toContain('PAT-MRG1');
   });

@@ -7,6 +7,8 @@ import type { Identifier, MappedField, PatientInfo } from './order-request';
 export type PatientEvent =
   | {
       kind: 'patient-update';
+      /** `A08` (ITI-31, the default) or `A31` (update person information, ITI-30): one meaning. */
+      trigger?: 'A08' | 'A31';
       patient: PatientInfo;
       lineage: MappedField[];
       /**

@@ -8,9 +8,10 @@ import { HL7_VERSION_IDS } from './hl7-versions';
 export const SUPPORTED_MESSAGES: Readonly<Record<string, readonly string[]>> = {
   ORM: ['O01'], // v2.3-2.4 general order (chapter 4); kept in later versions for radiology
   OMI: ['O23'], // imaging order (v2.5+ chapter 4, IHE RAD-4/RAD-13 in 2.5.1)
-  // update patient information; merge patient - patient identifier list; change patient
+  // update patient information (A08: IHE PAM ITI-31; A31, update person information: the
+  // ITI-30 identity feed's); merge patient - patient identifier list; change patient
   // identifier list (IHE PAM ITI-30: a temporary or wrong record number corrected)
-  ADT: ['A08', 'A40', 'A47'],
+  ADT: ['A08', 'A31', 'A40', 'A47'],
 };
 
 /**
@@ -250,6 +251,7 @@ const MESSAGE_STRUCTURES: Readonly<Record<string, string>> = {
   'ORM^O01': 'ORM_O01',
   'OMI^O23': 'OMI_O23',
   'ADT^A08': 'ADT_A01',
+  'ADT^A31': 'ADT_A05',
   'ADT^A40': 'ADT_A39',
   'ADT^A47': 'ADT_A30',
 };

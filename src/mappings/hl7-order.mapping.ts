@@ -371,7 +371,8 @@ export function mapHl7Message(
         lineage: out.lineage,
       });
     }
-  } else if (code === 'ADT' && trigger === 'A08') {
+  } else if (code === 'ADT' && (trigger === 'A08' || trigger === 'A31')) {
+    // A31 (ADT_A05, an IHE PAM ITI-30 identity feed's update) says what an A08 says of the patient
     const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
     // identifiers and free text (the patient's name), as an order's
     out.problems.push(...boundErrors(out.values, out.lineage));
@@ -383,6 +384,7 @@ export function mapHl7Message(
       );
       patientEvents.push({
         kind: 'patient-update',
+        ...(trigger === 'A31' ? { trigger } : {}),
         patient: out.values.patient as PatientInfo,
         lineage: out.lineage,
         ...(cleared.length > 0 ? { cleared } : {}),

@@ -268,4 +268,40 @@ describe('ADT patient events: which open orders each one changes', () => {
       'PAT-PP-B',
     ]);
   });
+
+  it('an A31 from the MPI’s identity feed (IHE PAM ITI-30) renames the open order, as an A08 does', async () => {
+    // The emergency patient's order went out as UNBEKANNT, FRAU; the MPI, once she is known,
+    // sends her person data as ADT^A31^ADT_A05 (fixture adt-a31-v251-person-update), not A08.
+    // Before: AR 201 "Event ADT^A31 not supported", and the upstream, the ORU and the SR kept
+    // the placeholder name and no birth date.
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A31-NW'],
+      ['PLC-100234', 'PLC-A31'],
+      ['ACC-20240318-0042', 'ACC-A31'],
+      [
+        'PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L||19560214|F',
+        'PAT-A31^^^HOSPA^MR||UNBEKANNT^FRAU^^^^^L|||F',
+      ],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    expect((await orderByPlacer('PLC-A31')).request.patient.name).toMatchObject({
+      family: 'UNBEKANNT',
+    });
+    const a31 = edited('adt-a31-v251-person-update', [
+      ['PAT-4711^^^HOSPA^MR', 'PAT-A31^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a31))).toMatchObject({ code: 'AA', errors: [] });
+    const renamed = await orderByPlacer('PLC-A31');
+    expect(renamed.request.patient).toMatchObject({
+      name: { family: 'SCHMIDT-BERGER', given: ['ANNA', 'MARIA'] },
+      birthDate: '1956-02-14',
+      sex: 'female',
+    });
+    expect(renamed.patient_id).toBe('PAT-A31');
+    const { rows } = await h.db.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'order.updated'`,
+      [renamed.id],
+    );
+    expect(rows.map((r) => r.summary)).toEqual(['demographics updated (ADT^A31)']);
+  });
 });

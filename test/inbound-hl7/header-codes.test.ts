@@ -174,7 +174,7 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
       errors: [expect.stringMatching(/^\|MSH\^1\^9\^1\^1\|200\^Unsupported message type/)],
     });
     expect(parseHl7(ack).get('ERR-8')).toBe(
-      'Message type OMG not supported; this receiver takes ORM^O01, OMI^O23, ADT^A08, ADT^A40, ADT^A47',
+      'Message type OMG not supported; this receiver takes ORM^O01, OMI^O23, ADT^A08, ADT^A31, ADT^A40, ADT^A47',
     );
     expect(await stored('OMG-1')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
     const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'PLC-OMG-1'`);

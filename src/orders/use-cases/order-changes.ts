@@ -132,7 +132,7 @@ export class OrderChanges {
           actor,
           summary:
             event.kind !== 'patient-merge'
-              ? 'demographics updated (ADT^A08)'
+              ? `demographics updated (ADT^${event.trigger ?? 'A08'})`
               : event.trigger === 'A47'
                 ? "patient identifier changed (ADT^A47): the order is known by the patient's corrected identifier"
                 : 'patient merged (ADT^A40): order moved to the surviving patient',
@@ -162,7 +162,7 @@ export class OrderChanges {
         inboundMessageId: messageId,
         actor,
         severity: 'warning',
-        summary: `${event.kind !== 'patient-merge' ? 'demographics update (ADT^A08)' : event.trigger === 'A47' ? 'identifier change (ADT^A47)' : 'merge (ADT^A40)'} not applied: the patient number is the order's, its assigning authority is not`,
+        summary: `${event.kind !== 'patient-merge' ? `demographics update (ADT^${event.trigger ?? 'A08'})` : event.trigger === 'A47' ? 'identifier change (ADT^A47)' : 'merge (ADT^A40)'} not applied: the patient number is the order's, its assigning authority is not`,
         detail: {
           event: event.kind,
           reason: 'other-assigning-authority',

@@ -416,6 +416,36 @@ describe('hostile upstream: outcomes and what we publish', () => {
     expect(await timeline(id)).not.toMatch(/another patient/);
   });
 
+  it('an upstream refusal of the merge’s metadata that repeats the retired record number does not write it into the timeline', async () => {
+    // The PATCH /add-metadata after the A40 refused with a body naming the patient_id the order
+    // was created under (the upstream knows it from the create). The timeline masks the
+    // patient's known values; before, the retired number was no longer one of them and was
+    // written out as the upstream said it.
+    const { id, spec } = await processing();
+    rewrites.push((req, answer) =>
+      req.path === '/add-metadata'
+        ? jsonAnswer(
+            { ...answer, status: 400 },
+            {
+              error: `patient_id ${spec.patientId}S does not match ${spec.patientId} of the study`,
+            },
+          )
+        : undefined,
+    );
+    const a40 = hl7Fixture('adt-a40-v251-merge')
+      .toString('latin1')
+      .replace('MPI-20240320-000112', `A40M-${spec.placer}`)
+      .replace('PAT-4711^^^HOSPA^MR', `${spec.patientId}S^^^E2EHOSP^MR`)
+      .replace('PAT-9902^^^HOSPA^MR', `${spec.patientId}^^^E2EHOSP^MR`);
+    expect(ackSummary(await mllp.send(Buffer.from(a40, 'latin1'))).code).toBe('AA');
+    const refused = await waitFor(
+      'the refused metadata on the timeline',
+      async () => (await timeline(id)).match(/changed metadata not accepted upstream: .*/)?.[0],
+    );
+    expect(refused).toContain('does not match');
+    expect(refused).not.toContain(spec.patientId);
+  });
+
   it('after an ADT^A40, a results report naming another patient than the merged and surviving records is still refused', async () => {
     const { id, spec, upstreamId } = await processing();
     const a40 = hl7Fixture('adt-a40-v251-merge')

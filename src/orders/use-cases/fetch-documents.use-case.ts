@@ -107,7 +107,7 @@ export class FetchDocumentsUseCase {
       } catch (error) {
         if (isTransient(error)) throw error;
         missing.push(
-          `${doc.kind} ${doc.reportType}: ${describe(error, knownPhiOf(order.request))}`,
+          `${doc.kind} ${doc.reportType}: ${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}`,
         );
       }
     }

@@ -27,6 +27,7 @@ import { FhirsrcOrdersReplacedBy20261128073000 } from './20261128073000-fhirsrc-
 import { AuditCursorKey20261128075000 } from './20261128075000-audit-cursor-key';
 import { AuditRefusedMessages20261128075100 } from './20261128075100-audit-refused-messages';
 import { EhreventsSubscriptionEventFocus20261128077000 } from './20261128077000-ehrevents-subscription-event-focus';
+import { IdentityOrdersRetiredPatientIdentifiers20261128081000 } from './20261128081000-identity-orders-retired-patient-identifiers';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -62,4 +63,5 @@ export const MIGRATIONS = [
   AuditCursorKey20261128075000,
   AuditRefusedMessages20261128075100,
   EhreventsSubscriptionEventFocus20261128077000,
+  IdentityOrdersRetiredPatientIdentifiers20261128081000,
 ];

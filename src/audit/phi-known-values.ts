@@ -29,10 +29,15 @@ export const NO_KNOWN_PHI: KnownPhi = { names: [], ids: [], dates: [] };
 /** The values of `request` that identify its patient. */
 export function knownPhiOf(
   request: Partial<Pick<OrderRequest, 'patient'>> | null | undefined,
+  /**
+   * Record numbers a merge (ADT^A40/A47) retired from the order's patient: the upstream knows
+   * them from the create and repeats them in its answers.
+   */
+  retired: ReadonlyArray<{ value?: string }> | null = null,
 ): KnownPhi {
   if (!request) return NO_KNOWN_PHI;
   const names = nameParts(request.patient?.name);
-  const ids = (request.patient?.identifiers ?? []).map((i) => i?.value);
+  const ids = [...(request.patient?.identifiers ?? []), ...(retired ?? [])].map((i) => i?.value);
   return {
     names: usable(names),
     ids: usable(ids),

@@ -123,6 +123,7 @@ export function namesRecord(named: readonly Identifier[], record: Identifier | u
 export function namesAnotherPatient(
   asked: PatientInfo | undefined,
   order: PatientInfo | undefined,
+  retired: readonly Identifier[] = [],
 ): boolean {
   const a = primaryIdentifier(asked);
   const o = primaryIdentifier(order);
@@ -135,7 +136,15 @@ export function namesAnotherPatient(
   // the patient's other facility's record number first in a later message names the same
   // patient, whose order holds that number too. Before, only the first record numbers were
   // compared, and such a change or cancel was refused as naming another patient.
-  return !namesRecord(order?.identifiers ?? [], a) && !namesRecord(asked?.identifiers ?? [], o);
+  // A record number an ADT^A40 merged into the order's patient (`retired`, MRG-1) names that
+  // patient too: a RIS that has not applied the merge yet changes or cancels the order under
+  // it. Before, such a cancel was AE 204 "merge patients by ADT^A40", though that merge was
+  // what had happened, and the exam the RIS called off went on being analysed.
+  return (
+    !namesRecord(order?.identifiers ?? [], a) &&
+    !namesRecord(asked?.identifiers ?? [], o) &&
+    !retired.some((r) => namesRecord(asked?.identifiers ?? [], r))
+  );
 }
 
 /** The same identifier: the same number, and the same assigning authority when both say one. */
@@ -162,4 +171,18 @@ export function mergedIdentifiers(
       !retired.some((r) => sameIdentifier(r, id)) && !surviving.some((s) => sameIdentifier(s, id)),
   );
   return [...surviving, ...kept];
+}
+
+/**
+ * Of the identifiers an order holds, those a merge retires (MRG-1): the order's patient was
+ * known by them until the merge, and what was sent before it (the upstream's create, the
+ * study's Patient ID in the PACS) still names them. Kept beside the order
+ * (`orders.retired_patient_identifiers`) so a report naming the record number the order had
+ * when it was placed is recognised as this patient's, never another's.
+ */
+export function retiredOf(
+  current: readonly Identifier[],
+  retired: readonly Identifier[],
+): Identifier[] {
+  return current.filter((id) => retired.some((r) => sameIdentifier(r, id)));
 }

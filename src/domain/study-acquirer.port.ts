@@ -18,6 +18,11 @@ export interface StudyRequest {
    */
   patientIdIssuer?: string | null;
   /**
+   * Record numbers an ADT^A40 merged into the order's patient (MRG-1), with their assigning
+   * authorities: a study acquired under one of them is the order's (study-identity.ts).
+   */
+  retiredPatientIds?: ReadonlyArray<{ value: string; issuer?: string | null }> | null;
+  /**
    * Who issued the order's accession number (HL7 IPC-1 EI components, FHIR the ACSN
    * identifier's system / assigner): compared with the study's Issuer of Accession Number
    * Sequence (0008,0051), when both have one (study-identity.ts).

@@ -9,7 +9,7 @@ export const messagesTotal = new Counter({
 });
 
 /** Metric label values come from a closed list: a fuzzed MSH-9 must not create new series. */
-const KNOWN_TYPES = new Set(['ORM^O01', 'OMI^O23', 'ADT^A08', 'ADT^A40']);
+const KNOWN_TYPES = new Set(['ORM^O01', 'OMI^O23', 'ADT^A08', 'ADT^A31', 'ADT^A40', 'ADT^A47']);
 const KNOWN_ACKS = new Set(['AA', 'AE', 'AR', 'CA', 'CE', 'CR']);
 export function typeLabel(type: string): string {
   return KNOWN_TYPES.has(type) ? type : 'other';

@@ -371,7 +371,8 @@ export function mapHl7Message(
         lineage: out.lineage,
       });
     }
-  } else if (code === 'ADT' && trigger === 'A08') {
+  } else if (code === 'ADT' && (trigger === 'A08' || trigger === 'A31')) {
+    // A31 (ADT_A05, an IHE PAM ITI-30 identity feed's update) says what an A08 says of the patient
     const out = applyRows(PATIENT_ROWS, { message }, config, quirks);
     // identifiers and free text (the patient's name), as an order's
     out.problems.push(...boundErrors(out.values, out.lineage));
@@ -383,13 +384,15 @@ export function mapHl7Message(
       );
       patientEvents.push({
         kind: 'patient-update',
+        ...(trigger === 'A31' ? { trigger } : {}),
         patient: out.values.patient as PatientInfo,
         lineage: out.lineage,
         ...(cleared.length > 0 ? { cleared } : {}),
       });
     }
-  } else if (code === 'ADT' && trigger === 'A40') {
-    // ADT_A39 structure: MSH EVN {PID [PD1] MRG [PV1]}; each PID starts one merge.
+  } else if (code === 'ADT' && (trigger === 'A40' || trigger === 'A47')) {
+    // ADT_A39 structure: MSH EVN {PID [PD1] MRG [PV1]}; each PID starts one merge. ADT_A30
+    // (A47): MSH EVN PID [PD1] MRG, one patient (a second PID is refused above).
     const pairs: Hl7Segment[][] = [];
     for (const seg of message.segments) {
       if (seg.id === 'PID') pairs.push([seg]);
@@ -406,6 +409,7 @@ export function mapHl7Message(
         kind: 'patient-merge',
         patient: out.values.patient as PatientInfo,
         priorIdentifiers: out.values.priorIdentifiers as Identifier[],
+        trigger,
         lineage: out.lineage,
       });
     }

@@ -16,6 +16,15 @@ export function studyRequestOf(order: OrderRow): StudyRequest {
     accessionNumber: order.accession_number,
     patientId: order.patient_id,
     patientIdIssuer: id && id.value === order.patient_id ? (id.system ?? null) : null,
+    // the record numbers a merge retired into the order's patient: images taken before it
+    ...(order.retired_patient_identifiers?.length
+      ? {
+          retiredPatientIds: order.retired_patient_identifiers.map((r) => ({
+            value: r.value,
+            issuer: r.system ?? null,
+          })),
+        }
+      : {}),
     // the issuer of the accession the order has now, not of one an update replaced
     accessionIssuer:
       order.request?.accessionNumber === order.accession_number

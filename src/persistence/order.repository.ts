@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import type { OrderRequest } from '../domain/order-request';
+import type { Identifier, OrderRequest } from '../domain/order-request';
 import type { QcBypassDecision } from '../domain/qc-bypass';
 import { RepositoryBase } from './repository-base';
 import { pgJson, pgText } from '../common/pg-safe';
@@ -22,6 +22,12 @@ export interface OrderRow {
   cancel_reason: string | null;
   /** The order that replaced this one (FHIR `replaces`), set with the cancel it requested. */
   replaced_by: string | null;
+  /**
+   * Identifiers of the order's patient that an ADT^A40 merge retired (MRG-1), in the order they
+   * were retired: what was sent before the merge still names them (a report written from the
+   * create's metadata).
+   */
+  retired_patient_identifiers: Identifier[];
   place_attempted_at: Date | null;
   study_deadline_at: Date | null;
   package_path: string | null;
@@ -63,6 +69,8 @@ export interface IntakeOrderRow {
   /** Set when the orderer asked to cancel (HL7 CA/DC/OC, FHIR revoke): the order is ending. */
   cancel_requested_at: Date | null;
   request: OrderRequest;
+  /** Record numbers an ADT^A40 merged into the order's patient (none for an order being made). */
+  retired_patient_identifiers?: Identifier[];
 }
 
 /**
@@ -158,19 +166,29 @@ export class OrderRepository extends RepositoryBase {
     manager: EntityManager,
   ): Promise<Array<IntakeOrderRow & { placer_order_number: string }>> {
     const rows: Array<
-      Omit<IntakeOrderRow, 'cancel_requested_at'> & { placer_order_number: string }
+      Omit<IntakeOrderRow, 'cancel_requested_at' | 'retired_patient_identifiers'> & {
+        placer_order_number: string;
+      }
     > = await manager.query(`SELECT * FROM intake_lock_and_find($1, $2::text[])`, [
       sender,
       placers,
     ]);
     if (rows.length === 0) return [];
-    // intake_lock_and_find (a migration's function) does not answer it; the rows are locked.
-    const cancelled: Array<{ id: string; cancel_requested_at: Date | null }> = await manager.query(
-      `SELECT id, cancel_requested_at FROM orders WHERE id = ANY($1::uuid[])`,
+    // intake_lock_and_find (a migration's function) does not answer them; the rows are locked.
+    const more: Array<{
+      id: string;
+      cancel_requested_at: Date | null;
+      retired_patient_identifiers: Identifier[];
+    }> = await manager.query(
+      `SELECT id, cancel_requested_at, retired_patient_identifiers FROM orders WHERE id = ANY($1::uuid[])`,
       [rows.map((r) => r.id)],
     );
-    const at = new Map(cancelled.map((r) => [r.id, r.cancel_requested_at]));
-    return rows.map((r) => ({ ...r, cancel_requested_at: at.get(r.id) ?? null }));
+    const of = new Map(more.map((r) => [r.id, r]));
+    return rows.map((r) => ({
+      ...r,
+      cancel_requested_at: of.get(r.id)?.cancel_requested_at ?? null,
+      retired_patient_identifiers: of.get(r.id)?.retired_patient_identifiers ?? [],
+    }));
   }
 
   /**
@@ -204,7 +222,8 @@ export class OrderRepository extends RepositoryBase {
   ): Promise<Array<IntakeOrderRow & { filler_order_number: string | null }>> {
     // The newest few: the number's namespace (ORC-3.2) picks among them (intake-planner).
     return manager.query(
-      `SELECT id, state, upstream_order_id, place_attempted_at, cancel_requested_at, request, filler_order_number
+      `SELECT id, state, upstream_order_id, place_attempted_at, cancel_requested_at, request, filler_order_number,
+              retired_patient_identifiers
          FROM orders
         WHERE (filler_order_number = $1 AND sender IS NOT DISTINCT FROM $2) OR id::text = $1
         ORDER BY created_at DESC LIMIT 20 FOR UPDATE`,
@@ -292,16 +311,25 @@ export class OrderRepository extends RepositoryBase {
     );
   }
 
-  /** The order's request with changed demographics (ADT A08/A40). */
+  /**
+   * The order's request with changed demographics (ADT A08/A40/A47); `retired`: the identifiers
+   * a merge took from it, added to those it retired before (each once: merges back and forth
+   * between two records do not grow the list).
+   */
   async updatePatient(
     orderId: string,
     request: OrderRequest,
     patientId: string | null,
     manager?: EntityManager,
+    retired: readonly Identifier[] = [],
   ): Promise<void> {
     await this.db(manager).query(
-      `UPDATE orders SET request = $2::jsonb, patient_id = $3, updated_at = now(), version = version + 1 WHERE id = $1`,
-      [orderId, pgJson(request), patientId],
+      `UPDATE orders SET request = $2::jsonb, patient_id = $3,
+              retired_patient_identifiers = retired_patient_identifiers || coalesce(
+                (SELECT jsonb_agg(e) FROM jsonb_array_elements($4::jsonb) e
+                  WHERE NOT retired_patient_identifiers @> jsonb_build_array(e)), '[]'::jsonb),
+              updated_at = now(), version = version + 1 WHERE id = $1`,
+      [orderId, pgJson(request), patientId, pgJson(retired)],
     );
   }
 

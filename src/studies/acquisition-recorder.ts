@@ -167,6 +167,17 @@ export class AcquisitionRecorder {
     const patientIdDiffers =
       Boolean(request.patientId && study.attributes.patientId) &&
       request.patientId!.trim().toUpperCase() !== study.attributes.patientId!.trim().toUpperCase();
+    // …unless it is a record number a merge retired into the order's patient: said so.
+    const mergedRecord =
+      patientIdDiffers &&
+      (request.retiredPatientIds ?? []).some(
+        (r) => r.value.trim().toUpperCase() === study.attributes.patientId!.trim().toUpperCase(),
+      );
+    const differs = mergedRecord
+      ? "; the images carry a record number the patient's merge or identifier change (ADT^A40, A47) retired (acquired before it)"
+      : patientIdDiffers
+        ? "; the Patient ID in the images differs from the order's"
+        : '';
     await this.options.dataSource.transaction(async (m) => {
       await updateAcquisition(m, request.orderId, {
         state: 'packaged',
@@ -185,7 +196,7 @@ export class AcquisitionRecorder {
           kind: 'study.packaged',
           orderId: request.orderId,
           severity: patientIdDiffers ? 'warning' : 'info',
-          summary: `study packaged for upload: ${study.instanceCount} instance(s) in ${study.seriesCount} series, ${result.sizeBytes} bytes (${source})${patientIdDiffers ? "; the Patient ID in the images differs from the order's" : ''}`,
+          summary: `study packaged for upload: ${study.instanceCount} instance(s) in ${study.seriesCount} series, ${result.sizeBytes} bytes (${source})${differs}`,
           detail: {
             source,
             studyInstanceUid: study.studyInstanceUid,
@@ -194,6 +205,7 @@ export class AcquisitionRecorder {
             sizeBytes: result.sizeBytes,
             sidecar: Boolean(request.sidecar),
             patientIdDiffers,
+            ...(mergedRecord ? { patientIdMergedRecord: true } : {}),
             otherPackages: others.map((o) => ({ orderId: o.orderId, packagedAt: o.packagedAt })),
             ...extra,
           },

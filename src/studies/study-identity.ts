@@ -25,6 +25,12 @@ export interface IdentityValues {
   accessionIssuer?: AssigningAuthority | null;
   /** The study's: Issuer of Accession Number Sequence (0008,0051), first item. */
   issuerOfAccessionNumber?: AssigningAuthority | null;
+  /**
+   * The order's: record numbers an ADT^A40 merged into its patient (MRG-1), each with its
+   * assigning authority. Images acquired before the merge (the worklist entry of then), and a
+   * PACS that has not applied it, carry them.
+   */
+  retiredPatientIds?: ReadonlyArray<{ value: string; issuer?: string | null }> | null;
 }
 
 export interface IdentityMismatch {
@@ -72,9 +78,15 @@ export function identityMismatches(
     }
   }
   if (required.includes('patient-id') && o.patient !== undefined && s.patient !== undefined) {
-    if (s.patient !== o.patient) out.push(mismatch('patient-id', o.patient, s.patient));
+    // The order's record number, else one a merge retired into it (the same patient, in the
+    // retired number's own ID domain): a study acquired before an ADT^A40 is the order's.
+    const named =
+      s.patient === o.patient
+        ? { issuer: order.patientIdIssuer }
+        : (order.retiredPatientIds ?? []).find((r) => norm(r.value) === s.patient);
+    if (!named) out.push(mismatch('patient-id', o.patient, s.patient));
     else if (required.includes('patient-id-issuer')) {
-      const oi = issuer(order.patientIdIssuer);
+      const oi = issuer(named.issuer);
       const si = issuer(study.issuerOfPatientId);
       // an issuer is no PHI: named in full, so the analyst sees which domains differ
       if (oi !== undefined && si !== undefined && oi.kind === si.kind && oi.key !== si.key)

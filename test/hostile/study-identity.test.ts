@@ -596,6 +596,110 @@ describe('hostile: intake and pushes on a running adapter', () => {
     );
   });
 
+  /**
+   * The RIS orders for PAT-<tag>-OLD of HOSPA (fixture orm-o01-v231-ihe-swf-zds), then the MPI
+   * merges that record into PAT-<tag>-NEW (ADT^A40, fixture adt-a40-v251-merge, IHE PAM ITI-30):
+   * the order, answered AA, now belongs to the surviving record.
+   */
+  async function orderMergedByA40(tag: string) {
+    const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), `${tag}-ORM`)
+      .toString('latin1')
+      .replace(/ACC-20240318-0042/g, `PUSH-${tag}`)
+      .replace(/PLC-100234/g, `PLC-${tag}`)
+      .replace(/FIL-55012/g, `FIL-${tag}`)
+      .replace('PAT-4711^^^HOSPA^MR', `PAT-${tag}-OLD^^^HOSPA^MR`)
+      // a study of its own (ZDS-1): the fixture's is the one other tests push
+      .replace(
+        '1.2.276.0.7230010.3.1.2.2831176988.12345.1710769337.1',
+        `2.25.${Date.now()}${tag.length}${tag.charCodeAt(3)}`,
+      );
+    const a40 = withControlId(hl7Fixture('adt-a40-v251-merge'), `${tag}-A40`)
+      .toString('latin1')
+      .replace('PAT-4711^^^HOSPA^MR', `PAT-${tag}-NEW^^^HOSPA^MR`)
+      .replace('PAT-9902^^^HOSPA^MR', `PAT-${tag}-OLD^^^HOSPA^MR`);
+    const client = new MllpClient({
+      host: '127.0.0.1',
+      port: adapter.mllpPort,
+      responseTimeoutMs: 10_000,
+    });
+    try {
+      expect(ackSummary(await client.send(Buffer.from(text, 'latin1'))).code).toBe('AA');
+      expect(ackSummary(await client.send(Buffer.from(a40, 'latin1')))).toMatchObject({
+        code: 'AA',
+        errors: [],
+      });
+    } finally {
+      await client.close();
+    }
+    const [{ id }] = (await adapter.dataSource.query(
+      `SELECT id FROM orders WHERE accession_number = $1`,
+      [`PUSH-${tag}`],
+    )) as Array<{ id: string }>;
+    const order = (await loadOrder(adapter.dataSource.manager, id!))!;
+    expect(order.patient_id).toBe(`PAT-${tag}-NEW`);
+    return order;
+  }
+
+  it('a study acquired under the record number an ADT^A40 merged into the order’s patient is the order’s study', async () => {
+    // The modality took the worklist entry before the merge: the images carry the retired
+    // record number PAT-…-OLD (the PACS, too, files them under it until it applies the merge).
+    // Before, the order's patient ID was only the surviving one: the study was refused as
+    // another patient's (study-identity-mismatch) and the order failed with no result.
+    const order = await orderMergedByA40('MRG1');
+    const study = createMrBrainStudy({
+      patient: {
+        patientId: 'PAT-MRG1-OLD',
+        issuerOfPatientId: 'HOSPA',
+        patientName: 'SCHMIDT^ANNA',
+      },
+      study: { accessionNumber: 'PUSH-MRG1', studyInstanceUid: order.study_instance_uid! },
+      series: [{ slices: 2 }],
+    });
+    expect(await pushOverStow(study)).toBe(200);
+    expect(await acquiredAfterQuiet(studyRequestOf(order))).toMatchObject({ status: 'ready' });
+    // The timeline says why the Patient ID differs: the merge, not a wrong patient.
+    const [packaged] = (await adapter.dataSource.query(
+      `SELECT severity, summary FROM audit_events WHERE order_id = $1 AND kind = 'study.packaged'`,
+      [order.id],
+    )) as Array<{ severity: string; summary: string }>;
+    expect(packaged).toMatchObject({ severity: 'warning' });
+    expect(packaged!.summary).toContain(
+      "the images carry a record number the patient's merge or identifier change (ADT^A40, A47) retired",
+    );
+    expect(packaged!.summary).not.toContain('PAT-MRG1');
+  });
+
+  it('after an ADT^A40, a study of the merged record number in another ID domain, or of a third patient, is still not the order’s', async () => {
+    const order = await orderMergedByA40('MRG2');
+    const other = createMrBrainStudy({
+      patient: {
+        patientId: 'PAT-MRG2-OLD',
+        issuerOfPatientId: 'HOSP_B',
+        patientName: 'SCHMIDT^ANNA',
+      },
+      study: { accessionNumber: 'PUSH-MRG2', studyInstanceUid: order.study_instance_uid! },
+      series: [{ slices: 2 }],
+    });
+    expect(await pushOverStow(other)).toBe(200);
+    const result = await acquiredAfterQuiet(studyRequestOf(order));
+    expect(result).toMatchObject({ status: 'failed', alert: 'study-identity-mismatch' });
+    expect((result as { reason: string }).reason).toMatch(
+      /patient-id-issuer \(order HOSPA, study HOSP_B\)/,
+    );
+
+    const third = await orderMergedByA40('MRG3');
+    const foreign = createMrBrainStudy({
+      patient: { patientId: 'PAT-9902', issuerOfPatientId: 'HOSPA', patientName: 'SCHMIDT^ANNA' },
+      study: { accessionNumber: 'PUSH-MRG3', studyInstanceUid: third.study_instance_uid! },
+      series: [{ slices: 2 }],
+    });
+    expect(await pushOverStow(foreign)).toBe(200);
+    expect(await acquiredAfterQuiet(studyRequestOf(third))).toMatchObject({
+      status: 'failed',
+      alert: 'study-identity-mismatch',
+    });
+  });
+
   it('an ORM whose OBR-18 names its issuer (ACC^RIS_A) never gets the pushed study of RIS_B with the same accession', async () => {
     const text = withControlId(hl7Fixture('orm-o01-v231-ihe-swf-zds'), 'AISSUER-1')
       .toString('latin1')

@@ -11,7 +11,7 @@ import { OrderPollerService } from '../../src/orders/order-poller.service';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/sandbox';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { createMrBrainSeries } from '../helpers/dicom-factory';
-import { ackSummary } from '../helpers/hl7-fixtures';
+import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
 import { multipartRelated } from '../studies/study-test-support';
 import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
 import { startOrthanc, type RunningOrthanc } from '../helpers/orthanc';
@@ -371,6 +371,96 @@ describe('hostile upstream: outcomes and what we publish', () => {
         impression: 'Right hippocampus volume below the 5th percentile (another patient).',
       });
     });
+    expect(await followToEnd(id)).toBe('delivered');
+    await expectResultsRefused(
+      id,
+      spec.placer,
+      "names another patient (its patient_id is not the order's)",
+    );
+  });
+
+  it('a results report naming the record number an ADT^A40 merged away while the analysis ran is this patient’s result, published under the surviving record', async () => {
+    // The registry merges the order's record (MRG-1) into the surviving one (PID-3) while the
+    // upstream analyses the study (IHE PAM ITI-30, HL7 v2.5.1 §3.3.40; fixture adt-a40-v251-merge).
+    // The order moves to the surviving record and PATCH /add-metadata follows, but the report
+    // was written from the metadata of the create: it names the record number the order had
+    // when it was placed. Before, that number was no longer one of the order's identifiers, the
+    // report was refused as another patient's and the result was lost.
+    const { id, spec, upstreamId } = await processing();
+    const surviving = `${spec.patientId}S`;
+    const a40 = hl7Fixture('adt-a40-v251-merge')
+      .toString('latin1')
+      .replace('MPI-20240320-000112', `A40-${spec.placer}`)
+      .replace('PAT-4711^^^HOSPA^MR', `${surviving}^^^E2EHOSP^MR`)
+      .replace('PAT-9902^^^HOSPA^MR', `${spec.patientId}^^^E2EHOSP^MR`)
+      .replace('SCHMIDT-BERGER^ANNA^MARIA', 'MUSTERMANN^ERIKA')
+      .replace('19560214|F', '19640812|F');
+    expect(ackSummary(await mllp.send(Buffer.from(a40, 'latin1')))).toMatchObject({
+      code: 'AA',
+      errors: [],
+    });
+    await waitFor('the order moved to the surviving record', async () => {
+      const { rows } = await db.query(`SELECT patient_id FROM orders WHERE id = $1`, [id]);
+      return rows[0].patient_id === surviving;
+    });
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, patient_id: spec.patientId }),
+    );
+    expect(await followToEnd(id)).toBe('delivered');
+    const rows = await published(id, ['fhir-diagnostic-report', 'hl7-oru', 'dicom-sr']);
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    expect((await reportOf(id))?.status).toBe('final');
+    const orus = orusOf(spec.placer);
+    expect(orus.map((m) => m.get('OBR-25'))).toEqual(['F']);
+    expect(orus[0]!.getAll('PID-3.1')).toEqual([surviving]);
+    expect(await timeline(id)).not.toMatch(/another patient/);
+  });
+
+  it('an upstream refusal of the merge’s metadata that repeats the retired record number does not write it into the timeline', async () => {
+    // The PATCH /add-metadata after the A40 refused with a body naming the patient_id the order
+    // was created under (the upstream knows it from the create). The timeline masks the
+    // patient's known values; before, the retired number was no longer one of them and was
+    // written out as the upstream said it.
+    const { id, spec } = await processing();
+    rewrites.push((req, answer) =>
+      req.path === '/add-metadata'
+        ? jsonAnswer(
+            { ...answer, status: 400 },
+            {
+              error: `patient_id ${spec.patientId}S does not match ${spec.patientId} of the study`,
+            },
+          )
+        : undefined,
+    );
+    const a40 = hl7Fixture('adt-a40-v251-merge')
+      .toString('latin1')
+      .replace('MPI-20240320-000112', `A40M-${spec.placer}`)
+      .replace('PAT-4711^^^HOSPA^MR', `${spec.patientId}S^^^E2EHOSP^MR`)
+      .replace('PAT-9902^^^HOSPA^MR', `${spec.patientId}^^^E2EHOSP^MR`);
+    expect(ackSummary(await mllp.send(Buffer.from(a40, 'latin1'))).code).toBe('AA');
+    const refused = await waitFor(
+      'the refused metadata on the timeline',
+      async () => (await timeline(id)).match(/changed metadata not accepted upstream: .*/)?.[0],
+    );
+    expect(refused).toContain('does not match');
+    expect(refused).not.toContain(spec.patientId);
+  });
+
+  it('after an ADT^A40, a results report naming another patient than the merged and surviving records is still refused', async () => {
+    const { id, spec, upstreamId } = await processing();
+    const a40 = hl7Fixture('adt-a40-v251-merge')
+      .toString('latin1')
+      .replace('MPI-20240320-000112', `A40-${spec.placer}`)
+      .replace('PAT-4711^^^HOSPA^MR', `${spec.patientId}S^^^E2EHOSP^MR`)
+      .replace('PAT-9902^^^HOSPA^MR', `${spec.patientId}^^^E2EHOSP^MR`);
+    expect(ackSummary(await mllp.send(Buffer.from(a40, 'latin1'))).code).toBe('AA');
+    await waitFor('the order moved to the surviving record', async () => {
+      const { rows } = await db.query(`SELECT patient_id FROM orders WHERE id = $1`, [id]);
+      return rows[0].patient_id === `${spec.patientId}S`;
+    });
+    editJsonReport('/results', upstreamId, (report, answer) =>
+      jsonAnswer(answer, { ...report, patient_id: 'PAT-9902' }),
+    );
     expect(await followToEnd(id)).toBe('delivered');
     await expectResultsRefused(
       id,

@@ -132,4 +132,176 @@ describe('ADT patient events: which open orders each one changes', () => {
     expect(b.patient_id).toBe('PAT-9002');
     expect(b.request.patient.name).toMatchObject({ family: 'BETA' });
   });
+
+  it('after an A40, the RIS’s change and cancel naming the record number the merge retired are this patient’s order', async () => {
+    // The RIS ordered for PAT-8101; the MPI merges PAT-8101 into PAT-9101 (IHE PAM ITI-30) and
+    // tells us first: the RIS, which applies merges later or not to scheduled exams, changes and
+    // cancels the order under PAT-8101. Before, both were AE 204 "Not this patient's order:
+    // merge patients by ADT^A40", though that merge is what happened: the exam the RIS called
+    // off went on being analysed.
+    const order = (n: string, control: string) =>
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', `MERGE3-${n}`],
+        ['ORC|NW|', `ORC|${control}|`],
+        ['PLC-100234', 'PLC-M3'],
+        ['ACC-20240318-0042', 'ACC-M3'],
+        ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'PAT-8101^^^HOSPA^MR~998877665^^^SSA^SS'],
+      ]);
+    expect(ackSummary(await h.mllp.send(order('NW', 'NW'))).code).toBe('AA');
+    const a40 = edited('adt-a40-v251-merge', [
+      ['MPI-20240320-000112', 'MERGE3-A40'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-9101^^^HOSPA^MR'],
+      ['PAT-9902^^^HOSPA^MR', 'PAT-8101^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a40))).toMatchObject({ code: 'AA', errors: [] });
+    const merged = await orderByPlacer('PLC-M3');
+    expect(merged.patient_id).toBe('PAT-9101');
+
+    const xo = ackSummary(await h.mllp.send(order('XO', 'XO')));
+    expect(xo).toMatchObject({ code: 'AA', errors: [] });
+    const changed = await orderByPlacer('PLC-M3');
+    // the change applies, and the order stays known by the surviving record
+    expect(changed.patient_id).toBe('PAT-9101');
+    expect(changed.request.patient.identifiers.map((i: { value: string }) => i.value)).toEqual([
+      'PAT-9101',
+      '998877665',
+    ]);
+    const ca = ackSummary(await h.mllp.send(order('CA', 'CA')));
+    expect(ca).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-M3')).cancel_requested_at).not.toBeNull();
+  });
+
+  it('after an A40, a cancel naming a third patient’s record number is still refused', async () => {
+    const order = (n: string, control: string, pid3: string) =>
+      edited('orm-o01-v231-ihe-swf-zds', [
+        ['MSGID20240318144217', `MERGE4-${n}`],
+        ['ORC|NW|', `ORC|${control}|`],
+        ['PLC-100234', 'PLC-M4'],
+        ['ACC-20240318-0042', 'ACC-M4'],
+        ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', pid3],
+      ]);
+    expect(ackSummary(await h.mllp.send(order('NW', 'NW', 'PAT-8201^^^HOSPA^MR'))).code).toBe('AA');
+    const a40 = edited('adt-a40-v251-merge', [
+      ['MPI-20240320-000112', 'MERGE4-A40'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-9201^^^HOSPA^MR'],
+      ['PAT-9902^^^HOSPA^MR', 'PAT-8201^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a40)).code).toBe('AA');
+    // the retired number in another facility's domain is another patient, as is a third number
+    for (const [n, pid3] of [
+      ['CA1', 'PAT-8201^^^CLINB^MR'],
+      ['CA2', 'PAT-8299^^^HOSPA^MR'],
+    ] as const) {
+      const ca = ackSummary(await h.mllp.send(order(n, 'CA', pid3)));
+      expect(ca.code).toBe('AE');
+      expect(ca.errors.join(' ')).toMatch(/204/);
+    }
+    expect((await orderByPlacer('PLC-M4')).cancel_requested_at).toBeNull();
+  });
+
+  it('an A47 that corrects the temporary record number of an emergency patient moves the order to the corrected number, keeping the rest', async () => {
+    // An unconscious patient is registered as TMP-… and a CT head ordered at once; once known,
+    // the MPI corrects the identifier (IHE PAM ITI-30, ADT^A47^ADT_A30: MRG-1 the incorrect
+    // number, PID-3 the correct one; fixture adt-a47-v251-change-id). Before: AR 201 "Event
+    // ADT^A47 not supported", and the order stayed under a number that no longer exists: the
+    // ORU and SR were filed under it, and the RIS's later cancel under the right number was
+    // AE 204 as another patient's.
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A47-NW'],
+      ['PLC-100234', 'PLC-A47'],
+      ['ACC-20240318-0042', 'ACC-A47'],
+      ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'TMP-20240318-0093^^^HOSPA^MR~998877665^^^SSA^SS'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    const a47 = edited('adt-a47-v251-change-id', [['PAT-4711^^^HOSPA^MR', 'PAT-A47^^^HOSPA^MR']]);
+    const ack = ackSummary(await h.mllp.send(a47));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    const changed = await orderByPlacer('PLC-A47');
+    expect(changed.patient_id).toBe('PAT-A47');
+    expect(changed.request.patient.identifiers).toEqual([
+      { value: 'PAT-A47', system: 'HOSPA', type: 'MR' },
+      { value: '998877665', system: 'SSA', type: 'SS' },
+    ]);
+    expect(changed.retired_patient_identifiers).toEqual([
+      { value: 'TMP-20240318-0093', system: 'HOSPA', type: 'MR' },
+    ]);
+    const { rows } = await h.db.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'order.updated'`,
+      [changed.id],
+    );
+    expect(rows.map((r) => r.summary)).toEqual([
+      "patient identifier changed (ADT^A47): the order is known by the patient's corrected identifier",
+    ]);
+    // the RIS, told too, cancels under the corrected number: the order's patient
+    const ca = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A47-CA'],
+      ['ORC|NW|', 'ORC|CA|'],
+      ['PLC-100234', 'PLC-A47'],
+      ['ACC-20240318-0042', 'ACC-A47'],
+      ['PAT-4711^^^HOSPA^MR', 'PAT-A47^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(ca))).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PLC-A47')).cancel_requested_at).not.toBeNull();
+  });
+
+  it('merges back and forth between two records (an MPI undoing and redoing a link) keep each retired number once', async () => {
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'PINGPONG-NW'],
+      ['PLC-100234', 'PLC-PP'],
+      ['ACC-20240318-0042', 'ACC-PP'],
+      ['PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS', 'PAT-PP-A^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    for (let i = 0; i < 6; i++) {
+      const [from, to] = i % 2 === 0 ? ['PAT-PP-A', 'PAT-PP-B'] : ['PAT-PP-B', 'PAT-PP-A'];
+      const a40 = edited('adt-a40-v251-merge', [
+        ['MPI-20240320-000112', `PINGPONG-${i}`],
+        ['PAT-4711^^^HOSPA^MR', `${to}^^^HOSPA^MR`],
+        ['PAT-9902^^^HOSPA^MR', `${from}^^^HOSPA^MR`],
+      ]);
+      expect(ackSummary(await h.mllp.send(a40)).code).toBe('AA');
+    }
+    const order = await orderByPlacer('PLC-PP');
+    expect(order.patient_id).toBe('PAT-PP-A');
+    expect(order.retired_patient_identifiers.map((i: { value: string }) => i.value)).toEqual([
+      'PAT-PP-A',
+      'PAT-PP-B',
+    ]);
+  });
+
+  it('an A31 from the MPI’s identity feed (IHE PAM ITI-30) renames the open order, as an A08 does', async () => {
+    // The emergency patient's order went out as UNBEKANNT, FRAU; the MPI, once she is known,
+    // sends her person data as ADT^A31^ADT_A05 (fixture adt-a31-v251-person-update), not A08.
+    // Before: AR 201 "Event ADT^A31 not supported", and the upstream, the ORU and the SR kept
+    // the placeholder name and no birth date.
+    const nw = edited('orm-o01-v231-ihe-swf-zds', [
+      ['MSGID20240318144217', 'A31-NW'],
+      ['PLC-100234', 'PLC-A31'],
+      ['ACC-20240318-0042', 'ACC-A31'],
+      [
+        'PAT-4711^^^HOSPA^MR~998877665^^^SSA^SS||SCHMIDT^ANNA^MARIA^^^^L||19560214|F',
+        'PAT-A31^^^HOSPA^MR||UNBEKANNT^FRAU^^^^^L|||F',
+      ],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    expect((await orderByPlacer('PLC-A31')).request.patient.name).toMatchObject({
+      family: 'UNBEKANNT',
+    });
+    const a31 = edited('adt-a31-v251-person-update', [
+      ['PAT-4711^^^HOSPA^MR', 'PAT-A31^^^HOSPA^MR'],
+    ]);
+    expect(ackSummary(await h.mllp.send(a31))).toMatchObject({ code: 'AA', errors: [] });
+    const renamed = await orderByPlacer('PLC-A31');
+    expect(renamed.request.patient).toMatchObject({
+      name: { family: 'SCHMIDT-BERGER', given: ['ANNA', 'MARIA'] },
+      birthDate: '1956-02-14',
+      sex: 'female',
+    });
+    expect(renamed.patient_id).toBe('PAT-A31');
+    const { rows } = await h.db.query(
+      `SELECT summary FROM audit_events WHERE order_id = $1 AND kind = 'order.updated'`,
+      [renamed.id],
+    );
+    expect(rows.map((r) => r.summary)).toEqual(['demographics updated (ADT^A31)']);
+  });
 });

@@ -174,11 +174,23 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
       errors: [expect.stringMatching(/^\|MSH\^1\^9\^1\^1\|200\^Unsupported message type/)],
     });
     expect(parseHl7(ack).get('ERR-8')).toBe(
-      'Message type OMG not supported; this receiver takes ORM^O01, OMI^O23, ADT^A08, ADT^A40',
+      'Message type OMG not supported; this receiver takes ORM^O01, OMI^O23, ADT^A08, ADT^A31, ADT^A40, ADT^A47',
     );
     expect(await stored('OMG-1')).toEqual([expect.objectContaining({ outcome: 'rejected' })]);
     const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = 'PLC-OMG-1'`);
     expect(orders.rowCount).toBe(0);
+  });
+
+  it('an OMG^O19 in v2.3.1 (MSA-3, 80 characters): the brief names every message taken and what was refused, whole', async () => {
+    // A v2.3.1 ACK carries the sentence in MSA-3 (ST 80), each ^ escaped as \S\. The list of
+    // six messages written out whole (ORM^O01, OMI^O23, ADT^A08, ADT^A31, …) no longer fitted:
+    // the end, "message type OMG not taken", was cut off.
+    const omg = swf('OMG-231', (t) => t.replace('|ORM^O01|', '|OMG^O19|'));
+    const ack = parseHl7(await h.mllp.send(omg));
+    expect(ack.get('MSA-1')).toBe('AR');
+    expect(ack.get('MSA-3')).toBe(
+      'Send ORM^O01, OMI^O23, ADT^A08/A31/A40/A47: message type OMG not taken',
+    );
   });
 
   it('an MSH-3 or MSH-4 over 227 characters (HD in v2.7) is AR 102 at the field and kept; before, AR 207 "resend later" for ever, nothing kept', async () => {

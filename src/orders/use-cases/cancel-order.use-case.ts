@@ -111,8 +111,8 @@ export class CancelOrderUseCase {
         orderId,
         'cancelled',
         gone
-          ? `cancelled here: the upstream does not know the order (${describe(error, knownPhiOf(order.request))})`
-          : `cancelled here, but the upstream refused the cancel (${describe(error, knownPhiOf(order.request))}) and may still process the order`,
+          ? `cancelled here: the upstream does not know the order (${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))})`
+          : `cancelled here, but the upstream refused the cancel (${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}) and may still process the order`,
         gone ? null : 'upstream-cancel-refused',
         { upstreamAnswered: true },
       );

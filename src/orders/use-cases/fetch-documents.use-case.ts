@@ -107,7 +107,7 @@ export class FetchDocumentsUseCase {
       } catch (error) {
         if (isTransient(error)) throw error;
         missing.push(
-          `${doc.kind} ${doc.reportType}: ${describe(error, knownPhiOf(order.request))}`,
+          `${doc.kind} ${doc.reportType}: ${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}`,
         );
       }
     }
@@ -117,7 +117,12 @@ export class FetchDocumentsUseCase {
     const expected = {
       upstreamOrderId: order.upstream_order_id,
       studyUids: await this.deps.orders.studyUidsOf(orderId),
-      patientIds: (order.request.patient?.identifiers ?? []).map((i) => i.value),
+      // The order's identifiers and those an ADT^A40 merged away: a report written from the
+      // create's metadata names the record number the order had then (this patient's).
+      patientIds: [
+        ...(order.request.patient?.identifiers ?? []),
+        ...(order.retired_patient_identifiers ?? []),
+      ].map((i) => i.value),
       accessionNumber: order.request.accessionNumber,
     };
     const checks = fetched.map((doc) => ({ doc, check: checkUpstreamReport(doc, expected) }));

@@ -169,7 +169,11 @@ export function decide(
         existing &&
         existing.id === known &&
         !order.conditional &&
-        namesAnotherPatient(req.patient, existing.request.patient)
+        namesAnotherPatient(
+          req.patient,
+          existing.request.patient,
+          existing.retired_patient_identifiers,
+        )
       ) {
         return refusedChange(order, existing.id, 'create', 'other-patient');
       }
@@ -225,7 +229,13 @@ export function decide(
         return { ...tooLate('change-too-late', order, existing.id, state), cancelRequested: true };
       }
       const orderId = existing.id;
-      if (namesAnotherPatient(req.patient, existing.request.patient)) {
+      if (
+        namesAnotherPatient(
+          req.patient,
+          existing.request.patient,
+          existing.retired_patient_identifiers,
+        )
+      ) {
         return refusedChange(order, orderId, cancel ? 'cancel' : 'change', 'other-patient');
       }
       // The upstream runs the products the order was placed with (PATCH /add-metadata changes

@@ -1,4 +1,4 @@
-import { mergedIdentifiers, primaryIdentifier } from '../../domain/patient-identity';
+import { mergedIdentifiers, primaryIdentifier, retiredOf } from '../../domain/patient-identity';
 import type { EntityManager } from 'typeorm';
 import { writeAuditEvents, type AuditEventInput } from '../../persistence/audit-event.repository';
 import type { OrderRequest, PatientInfo } from '../../domain/order-request';
@@ -117,7 +117,13 @@ export class OrderChanges {
               event.cleared,
             );
       const request: OrderRequest = { ...row.request, patient };
-      await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager);
+      // What the merge took from the order stays known as this patient's: the upstream's
+      // report written from the create names it (fetch-documents compares with both).
+      const retired =
+        event.kind === 'patient-merge'
+          ? retiredOf(row.request.patient.identifiers, event.priorIdentifiers)
+          : [];
+      await this.orders.updatePatient(row.id, request, primaryPatientId(patient), manager, retired);
       audit.push(
         {
           kind: 'order.updated',
@@ -125,10 +131,15 @@ export class OrderChanges {
           inboundMessageId: messageId,
           actor,
           summary:
-            event.kind === 'patient-merge'
-              ? 'patient merged (ADT^A40): order moved to the surviving patient'
-              : 'demographics updated (ADT^A08)',
-          detail: { event: event.kind },
+            event.kind !== 'patient-merge'
+              ? `demographics updated (ADT^${event.trigger ?? 'A08'})`
+              : event.trigger === 'A47'
+                ? "patient identifier changed (ADT^A47): the order is known by the patient's corrected identifier"
+                : 'patient merged (ADT^A40): order moved to the surviving patient',
+          detail: {
+            event: event.kind,
+            ...(event.kind === 'patient-merge' && event.trigger ? { trigger: event.trigger } : {}),
+          },
         },
         {
           ...mappingEvent(row.id, input.mappingVersion, event.lineage),
@@ -151,7 +162,7 @@ export class OrderChanges {
         inboundMessageId: messageId,
         actor,
         severity: 'warning',
-        summary: `${event.kind === 'patient-merge' ? 'merge (ADT^A40)' : 'demographics update (ADT^A08)'} not applied: the patient number is the order's, its assigning authority is not`,
+        summary: `${event.kind !== 'patient-merge' ? `demographics update (ADT^${event.trigger ?? 'A08'})` : event.trigger === 'A47' ? 'identifier change (ADT^A47)' : 'merge (ADT^A40)'} not applied: the patient number is the order's, its assigning authority is not`,
         detail: {
           event: event.kind,
           reason: 'other-assigning-authority',

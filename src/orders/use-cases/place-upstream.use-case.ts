@@ -106,7 +106,7 @@ export class PlaceUpstreamUseCase {
             orderId,
             severity: 'warning',
             actor: 'adapter',
-            summary: `not placed upstream yet (${describe(error, knownPhiOf(order.request))}); tried again later`,
+            summary: `not placed upstream yet (${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}); tried again later`,
             detail: { code: errorCode(error) },
           },
         ]);
@@ -115,7 +115,7 @@ export class PlaceUpstreamUseCase {
       await this.ending.endLocally(
         orderId,
         'failed',
-        `the upstream refused the order: ${describe(error, knownPhiOf(order.request))}`,
+        `the upstream refused the order: ${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}`,
         'upstream-refused',
       );
       return;
@@ -218,7 +218,7 @@ export class PlaceUpstreamUseCase {
       outcome = 'cancelled upstream';
     } catch (error) {
       if (isTransient(error)) throw error;
-      outcome = `not cancelled upstream (${describe(error, knownPhiOf(order.request))})`;
+      outcome = `not cancelled upstream (${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))})`;
     }
     await writeAuditEvents(this.deps.dataSource.manager, [
       {
@@ -280,7 +280,7 @@ export class PlaceUpstreamUseCase {
       return batchId;
     } catch (error) {
       if (isTransient(error)) throw error;
-      const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error, knownPhiOf(order.request))}`;
+      const reason = `the upstream refused to add the order to the batch of placer group ${group}: ${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}`;
       await this.deps.orders.setLastError(order.id, reason);
       await writeAuditEvents(dataSource.manager, [
         {

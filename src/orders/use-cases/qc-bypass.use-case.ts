@@ -70,8 +70,14 @@ export class QcBypassUseCase {
       }
       // The analyst sees why on the order's timeline; the order stays as it was (a QC
       // rejection on hold is never a result: docs/upstream-assumptions.md, QC bypass refused).
-      const refusal = upstreamRefusalView(error, knownPhiOf(order.request));
-      const why = describeRefusal(refusal, describe(error, knownPhiOf(order.request)));
+      const refusal = upstreamRefusalView(
+        error,
+        knownPhiOf(order.request, order.retired_patient_identifiers),
+      );
+      const why = describeRefusal(
+        refusal,
+        describe(error, knownPhiOf(order.request, order.retired_patient_identifiers)),
+      );
       await writeAuditEvents(this.deps.dataSource.manager, [
         {
           kind: 'upstream.refused',

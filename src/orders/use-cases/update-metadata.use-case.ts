@@ -34,7 +34,7 @@ export class UpdateMetadataUseCase {
           orderId,
           severity: 'warning',
           actor: 'adapter',
-          summary: `changed metadata not accepted upstream: ${describe(error, knownPhiOf(order.request))}`,
+          summary: `changed metadata not accepted upstream: ${describe(error, knownPhiOf(order.request, order.retired_patient_identifiers))}`,
           detail: { code: errorCode(error) },
         },
       ]);

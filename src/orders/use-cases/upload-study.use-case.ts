@@ -98,7 +98,7 @@ export class UploadStudyUseCase {
               orderId,
               severity: 'warning',
               actor: 'adapter',
-              summary: `upload interrupted (${describe(error, knownPhiOf(claimed.request))}); it resumes from the parts already sent`,
+              summary: `upload interrupted (${describe(error, knownPhiOf(claimed.request, claimed.retired_patient_identifiers))}); it resumes from the parts already sent`,
               detail: { code: errorCode(error), worker: this.workerId },
             },
           ]);
@@ -115,7 +115,7 @@ export class UploadStudyUseCase {
               kind: 'order.updated',
               orderId,
               actor: 'adapter',
-              summary: `upload stopped: the order was ${now.state} while it ran (the upstream answered ${describe(error, knownPhiOf(claimed.request))})`,
+              summary: `upload stopped: the order was ${now.state} while it ran (the upstream answered ${describe(error, knownPhiOf(claimed.request, claimed.retired_patient_identifiers))})`,
               detail: { code: errorCode(error), state: now.state, worker: this.workerId },
             },
           ]);
@@ -127,21 +127,24 @@ export class UploadStudyUseCase {
           result = { mode: 'single', sizeBytes: 0, partCount: 0, resumedParts: 0 };
         } else {
           // Every refused file with its reason (contract, Rules 3), masked, on the timeline.
-          const refusal = upstreamRefusalView(error, knownPhiOf(claimed.request));
+          const refusal = upstreamRefusalView(
+            error,
+            knownPhiOf(claimed.request, claimed.retired_patient_identifiers),
+          );
           await writeAuditEvents(dataSource.manager, [
             {
               kind: 'upstream.refused',
               orderId,
               severity: 'error',
               actor: 'adapter',
-              summary: `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request)))}`,
+              summary: `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request, claimed.retired_patient_identifiers)))}`,
               detail: { action: 'upload', upstreamOrderId: claimed.upstream_order_id, refusal },
             },
           ]);
           await this.ending.endLocally(
             orderId,
             'failed',
-            `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request)))}`,
+            `the upload was refused: ${describeRefusal(refusal, describe(error, knownPhiOf(claimed.request, claimed.retired_patient_identifiers)))}`,
             'upload-refused',
           );
           return;

@@ -1,18 +1,9 @@
 import { connect } from 'node:net';
 import { freePort } from '../../src/persistence/embedded-postgres';
-import { spawnAdapter } from '../helpers/adapter-process';
+import { exitWithin, spawnAdapter } from '../helpers/adapter-process';
 import { createEmptyDatabase } from '../helpers/database';
 
 const TOKENS = 'admin:timer-test-admin-token-1,sender:timer-test-sender-token1';
-
-async function exitWithin(proc: ReturnType<typeof spawnAdapter>, ms: number) {
-  const timer = setTimeout(() => proc.child.kill('SIGKILL'), ms);
-  try {
-    return await proc.exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('durations longer than a timer can hold stop the start', () => {
   it('MLLP_FRAME_TIMEOUT_SECONDS=3000000 and OUTBOUND_BACKOFF_MAX_MS past 2^31-1 are refused, one line each', async () => {

@@ -1,15 +1,6 @@
-import { spawnAdapter } from '../helpers/adapter-process';
+import { exitWithin, spawnAdapter } from '../helpers/adapter-process';
 
 const TOKENS = 'admin:typo-test-admin-token-1,sender:typo-test-sender-token1';
-
-async function exitWithin(proc: ReturnType<typeof spawnAdapter>, ms: number) {
-  const timer = setTimeout(() => proc.child.kill('SIGKILL'), ms);
-  try {
-    return await proc.exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('a variable within a typo of a setting stops the start', () => {
   it('MLLP_PORTT, DATABASE_URI and a lower-case mllp_host are named with the setting meant', async () => {

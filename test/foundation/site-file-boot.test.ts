@@ -1,17 +1,7 @@
-import { spawnAdapter } from '../helpers/adapter-process';
+import { exitWithin, spawnAdapter } from '../helpers/adapter-process';
 import { writeSiteFile } from '../helpers/site-file';
 
 const TOKENS = 'admin:site-file-admin-token-01,sender:site-file-sender-token-1';
-
-/** Exits within `ms`, or is killed (a start that should have been refused and was not). */
-async function exitWithin(proc: ReturnType<typeof spawnAdapter>, ms: number) {
-  const timer = setTimeout(() => proc.child.kill('SIGKILL'), ms);
-  try {
-    return await proc.exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('CONFIG_FILE product table rows are checked at boot', () => {
   it('a numeric CPT code, a misspelt key and a product not in a list stop the start, one line each', async () => {

@@ -58,3 +58,13 @@ export async function waitHealthy(
   }
   throw new Error(`not healthy within ${timeoutMs} ms${proc ? `:\n${proc.output()}` : ''}`);
 }
+
+/** Its exit within `ms`, or it is killed (a start that should have been refused and was not). */
+export async function exitWithin(proc: AdapterProcess, ms: number) {
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), ms);
+  try {
+    return await proc.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -175,6 +175,8 @@ const envSchema = z.object({
   OUTBOUND_BACKOFF_BASE_MS: milliseconds(2000),
   OUTBOUND_BACKOFF_MAX_MS: milliseconds(600_000),
   OUTBOX_CLAIM_LEASE_SECONDS: seconds(30),
+  /** A destination whose oldest pending delivery is older is `degraded` in /health. */
+  OUTBOUND_DEGRADED_AFTER_SECONDS: seconds(900),
   RIS_MLLP_TIMEOUT_SECONDS: seconds(30),
   RIS_MLLP_TLS: bool(false),
   RIS_MLLP_TLS_CA_FILE: z.string().min(1).optional(),

@@ -1,8 +1,10 @@
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
+import type { DestinationHealthRepository } from '../persistence/destination-health.repository';
 import type { OutboxRepository } from '../persistence/outbox.repository';
 import { deadLetterPayload } from './alert-webhook.publisher';
+import { failureReason } from './failure-reason';
 import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
 import { backoffMs, DESTINATIONS, type OutboundSettings } from './outbound.settings';
 import type { ClaimedRow } from './outbox-attempt';
@@ -11,6 +13,8 @@ import type { DeliveryResult } from './publisher';
 export interface RecordDeps {
   dataSource: DataSource;
   outbox: OutboxRepository;
+  /** The destination's run of failures, last success and failure (/health, /metrics). */
+  destinationHealth: DestinationHealthRepository;
   settings: OutboundSettings;
   logger: Logger;
 }
@@ -99,6 +103,17 @@ export async function recordAttempt(
           documentKind: row.kind,
           reason: decision.reason,
         }),
+        manager,
+      );
+    }
+    // Last, to hold the destination's row the shortest. A row marked delivered because a later
+    // one already was (superseded) went to no peer, and says nothing of it.
+    if (result.detail?.supersededBy === undefined) {
+      await deps.destinationHealth.recordOutcome(
+        row.destination,
+        outcome === 'delivered'
+          ? { failed: false }
+          : { failed: true, reason: failureReason(result) },
         manager,
       );
     }

@@ -165,6 +165,8 @@ const envSchema = z.object({
     (v) => v === undefined || (!new URL(v).username && !new URL(v).password),
     'must not carry user information (put a token in the path or query)',
   ),
+  /** Further dead-letter alerts of a destination and reason within this are one follow-up; 0: one each. */
+  ALERT_COALESCE_SECONDS: seconds(300, true),
   // Results back to the clinic (src/outbound, docs/results.md).
   OUTBOUND_ENABLED: bool(true),
   OUTBOUND_POLL_MS: milliseconds(250),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
+import { AlertCoalescingRepository } from '../persistence/alert-coalescing.repository';
 import { DestinationHealthRepository } from '../persistence/destination-health.repository';
 import { OutboxRepository } from '../persistence/outbox.repository';
 import { PublicationRepository } from '../persistence/publication.repository';
@@ -69,6 +70,7 @@ export class OutboxWorker {
       dataSource,
       outbox: this.outbox,
       destinationHealth: new DestinationHealthRepository(dataSource),
+      alertCoalescing: new AlertCoalescingRepository(dataSource),
       settings,
       logger,
     };

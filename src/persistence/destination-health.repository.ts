@@ -18,11 +18,12 @@ export interface DestinationFiguresRow {
 }
 
 /**
- * The most pending rows counted per destination: a backlog of a million rows costs the health
- * check no more than one of this size (each counted row is an index entry read), and is
- * reported as "at least" this many.
+ * The most pending rows (and dead letters) counted per destination: each counted row is an
+ * index entry read, 50,000 of them 20 ms on a quiet machine and 45 ms when the planner reads
+ * the table instead, 10,000 about 3.5 ms. Past the cap the age of the oldest says more than
+ * the exact count; it is reported as "at least" this many.
  */
-export const PENDING_COUNT_CAP = 100_000;
+export const PENDING_COUNT_CAP = 10_000;
 
 /**
  * SQL of the destinations' health (tables outbox, outbox_destination_state): read by /health

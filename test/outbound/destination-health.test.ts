@@ -193,7 +193,8 @@ describe('destinations in /health and /metrics (a RIS that goes down and comes b
       const started = performance.now();
       const h = await health();
       times.push(performance.now() - started);
-      expect(h.ris.pending).toBe(50_000);
+      // counted up to 10,000: past it the age says more, and the count costs a read per row
+      expect(h.ris).toMatchObject({ pending: 10_000, pendingCapped: true });
     }
     times.sort((a, b) => a - b);
     const median = times[15]!;

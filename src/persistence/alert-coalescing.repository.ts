@@ -71,7 +71,9 @@ export class AlertCoalescingRepository extends RepositoryBase {
 
   /**
    * A new follow-up alert row of the group, due when its window ends, and the group pointing
-   * at it. `deadRowId` (the row this transaction gave up) keys it.
+   * at it. `deadRowId` (the row this transaction gave up) keys it. Its `created_at` is when it
+   * is due: the destination's backlog age (/health) and the delivery time (metrics) count from
+   * there, not from a wait that is the point of it.
    */
   async insertSummary(
     groupKey: string,
@@ -82,9 +84,9 @@ export class AlertCoalescingRepository extends RepositoryBase {
   ): Promise<void> {
     await this.db(manager).query(
       `WITH s AS (
-         INSERT INTO outbox (destination, kind, dedupe_key, payload, next_attempt_at)
+         INSERT INTO outbox (destination, kind, dedupe_key, payload, next_attempt_at, created_at)
          SELECT $2, 'dead-letter-summary', 'dead-letter-summary:' || $3 || ':' || pg_current_xact_id()::text,
-                $4::jsonb, g.window_ends_at
+                $4::jsonb, g.window_ends_at, greatest(now(), g.window_ends_at)
            FROM alert_coalescing g WHERE g.group_key = $1
          RETURNING id)
        UPDATE alert_coalescing SET summary_outbox_id = (SELECT id FROM s), updated_at = now()

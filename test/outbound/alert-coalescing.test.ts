@@ -6,6 +6,8 @@ import { AlertWebhookPublisher } from '../../src/outbound/alert-webhook.publishe
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { OutboxWorker } from '../../src/outbound/outbox.worker';
 import { DESTINATIONS } from '../../src/outbound/outbound.settings';
+import { destinationHealth } from '../../src/outbound/destination-health';
+import { DestinationHealthRepository } from '../../src/persistence/destination-health.repository';
 import type { DeliveryResult, Publisher } from '../../src/outbound/publisher';
 import { createTestDatabase, type TestDatabase } from '../helpers/database';
 import { playStatus, seedOrder, testOutboundSettings } from './outbound-seed';
@@ -174,5 +176,47 @@ describe('dead-letter alerts grouped per destination and reason (ALERT_COALESCE_
     expect(posts.map((p) => p.body)).toEqual([
       expect.objectContaining({ kind: 'dead-letter', orderId: order.id }),
     ]);
+  });
+
+  // A follow-up waiting for its window's end is not a delivery late: it is counted from when
+  // it is due. Counted from when it was written, a window longer than
+  // OUTBOUND_DEGRADED_AFTER_SECONDS made the alert webhook `degraded` with nothing wrong.
+  it('a follow-up waiting for its window is no backlog of the alert webhook in /health', async () => {
+    posts.length = 0;
+    await db.dataSource.query(`DELETE FROM alert_coalescing`);
+    const settings = testOutboundSettings({
+      destinations: [DESTINATIONS.fhir, DESTINATIONS.alert],
+      alertCoalesceMs: 20_000,
+    });
+    const events = new OutboxOrderEvents(settings);
+    for (let i = 0; i < 3; i++)
+      await playStatus(
+        db.dataSource,
+        events,
+        await seedOrder(db.dataSource, { hl7: null }),
+        'ANALYSIS_RUNNING',
+      );
+    const worker = new OutboxWorker({
+      dataSource: db.dataSource,
+      settings,
+      publishers: [refusingEhr, new AlertWebhookPublisher({ url })],
+      logger: pino({ level: 'silent' }),
+      pollMs: 30,
+      concurrency: 2,
+    });
+    worker.start();
+    try {
+      const started = Date.now();
+      while (posts.length === 0 && Date.now() - started < 20_000) await sleep(50);
+      await sleep(2500);
+      const [alert] = await destinationHealth(
+        new DestinationHealthRepository(db.dataSource),
+        [DESTINATIONS.alert],
+        1,
+      );
+      expect(alert).toMatchObject({ status: 'up', pending: 1, oldestPendingSeconds: 0 });
+    } finally {
+      await worker.stop();
+    }
   });
 });

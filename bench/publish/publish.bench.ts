@@ -94,6 +94,7 @@ async function main(): Promise<void> {
         textType: 'TX',
       },
       maxAttempts: 10,
+      alertCoalesceMs: 0,
       pdfEmbedMaxBytes: 5 * 1024 * 1024,
       backoffBaseMs: 200,
       backoffMaxMs: 2000,

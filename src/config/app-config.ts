@@ -165,6 +165,8 @@ const envSchema = z.object({
     (v) => v === undefined || (!new URL(v).username && !new URL(v).password),
     'must not carry user information (put a token in the path or query)',
   ),
+  /** Further dead-letter alerts of a destination and reason within this are one follow-up; 0: one each. */
+  ALERT_COALESCE_SECONDS: seconds(300, true),
   // Results back to the clinic (src/outbound, docs/results.md).
   OUTBOUND_ENABLED: bool(true),
   OUTBOUND_POLL_MS: milliseconds(250),
@@ -175,6 +177,8 @@ const envSchema = z.object({
   OUTBOUND_BACKOFF_BASE_MS: milliseconds(2000),
   OUTBOUND_BACKOFF_MAX_MS: milliseconds(600_000),
   OUTBOX_CLAIM_LEASE_SECONDS: seconds(30),
+  /** A destination whose oldest pending delivery is older is `degraded` in /health. */
+  OUTBOUND_DEGRADED_AFTER_SECONDS: seconds(900),
   RIS_MLLP_TIMEOUT_SECONDS: seconds(30),
   RIS_MLLP_TLS: bool(false),
   RIS_MLLP_TLS_CA_FILE: z.string().min(1).optional(),

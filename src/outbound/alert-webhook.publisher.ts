@@ -7,10 +7,11 @@ import type { DeliveryResult, OutboxItem, Publisher } from './publisher';
 /** What an alert row of the outbox carries, and the JSON body the webhook receives. */
 export interface AlertPayload {
   source: 'imaging-ai-adapter';
-  kind: 'order-alert' | 'dead-letter';
+  kind: 'order-alert' | 'dead-letter' | 'dead-letter-summary';
   occurredAt: string;
-  orderId: string;
-  /** The order's audit timeline, relative to the adapter's base URL. */
+  /** The order (order-alert, dead-letter); a summary names its orders in `deadLetters`. */
+  orderId?: string;
+  /** The order's audit timeline (a summary: the dead-letter list), relative to the adapter's base URL. */
   auditPath: string;
   /** order-alert: the alert code (`study-deadline`, `upstream-stuck`, …), end state and reason. */
   alert?: string;
@@ -18,6 +19,25 @@ export interface AlertPayload {
   reason?: string;
   /** dead-letter: which document gave up, where, and why. */
   deadLetter?: { outboxId: string; destination: string; documentKind: string; reason: string };
+  /**
+   * dead-letter-summary: the further dead letters of one destination and reason within the
+   * window after the first one's alert (ALERT_COALESCE_SECONDS): how many, and their orders.
+   */
+  deadLetters?: DeadLetterSummary;
+}
+
+export interface DeadLetterSummary {
+  destination: string;
+  /** The failure's reason in fixed words (failure-reason.ts): what groups them. */
+  reason: string;
+  /** Dead letters in this summary; each is in exactly one alert (its own or a summary). */
+  count: number;
+  /** Their orders, each once (at most ALERT_SUMMARY_MAX_ORDERS; a full summary starts another). */
+  orderIds: string[];
+  firstAt: string;
+  lastAt: string;
+  /** When the window of the group's first alert ends (this summary is sent then). */
+  windowEndsAt: string;
 }
 
 export interface AlertWebhookOptions {
@@ -27,7 +47,8 @@ export interface AlertWebhookOptions {
 }
 
 /**
- * Order alerts and dead letters to a person: one JSON POST per alert to ALERT_WEBHOOK_URL,
+ * Order alerts and dead letters to a person: one JSON POST per alert row to ALERT_WEBHOOK_URL
+ * (dead letters grouped per destination and reason, dead-letter-alert.ts),
  * retried through the outbox like any result (backoff, OUTBOUND_MAX_ATTEMPTS), a dead letter
  * of its own when it gives up (visible on the audit page, never alerted again). The URL is
  * a credential: it is checked once as a PeerBase (no user information, no ambiguous
@@ -128,6 +149,31 @@ export function orderAlertPayload(
     alert: o.alert,
     state: o.state,
     reason: o.reason,
+  };
+}
+
+/** A follow-up alert of a group, opened with its first dead letter (count 1). */
+export function deadLetterSummaryPayload(d: {
+  destination: string;
+  reason: string;
+  orderId: string;
+  windowEndsAt: Date;
+}): AlertPayload {
+  const now = new Date().toISOString();
+  return {
+    source: 'imaging-ai-adapter',
+    kind: 'dead-letter-summary',
+    occurredAt: now,
+    auditPath: '/audit/dead-letters',
+    deadLetters: {
+      destination: d.destination,
+      reason: d.reason,
+      count: 1,
+      orderIds: [d.orderId],
+      firstAt: now,
+      lastAt: now,
+      windowEndsAt: new Date(d.windowEndsAt).toISOString(),
+    },
   };
 }
 

@@ -37,6 +37,8 @@ export interface OutboundSettings {
   ormStatusMessages: boolean;
   hl7: Hl7ResultSettings;
   maxAttempts: number;
+  /** ALERT_COALESCE_SECONDS in ms: the window of a destination's and reason's dead-letter alerts. */
+  alertCoalesceMs: number;
   /** A PDF larger than this is referenced in the DiagnosticReport and the ORU, not embedded. */
   pdfEmbedMaxBytes: number;
   /** DICOMWEB_URL, where the encapsulated PDF is stored (its WADO-RS URL is the reference). */
@@ -67,6 +69,7 @@ export function outboundSettings(config: AppConfig): OutboundSettings {
       textType: config.RIS_REPORT_TEXT_TYPE,
     },
     maxAttempts: config.OUTBOUND_MAX_ATTEMPTS,
+    alertCoalesceMs: config.ALERT_COALESCE_SECONDS * 1000,
     pdfEmbedMaxBytes: config.OUTBOUND_PDF_EMBED_MAX_BYTES,
     ...(config.DICOMWEB_URL ? { pacsBaseUrl: config.DICOMWEB_URL.replace(/\/+$/, '') } : {}),
     backoffBaseMs: config.OUTBOUND_BACKOFF_BASE_MS,

@@ -1,8 +1,11 @@
 import type { Logger } from 'pino';
 import type { DataSource, EntityManager } from 'typeorm';
 import { type AuditEventInput, writeAuditEvents } from '../persistence/audit-event.repository';
+import type { AlertCoalescingRepository } from '../persistence/alert-coalescing.repository';
+import type { DestinationHealthRepository } from '../persistence/destination-health.repository';
 import type { OutboxRepository } from '../persistence/outbox.repository';
-import { deadLetterPayload } from './alert-webhook.publisher';
+import { alertDeadLetter } from './dead-letter-alert';
+import { failureReason } from './failure-reason';
 import { outboundAttemptsTotal, outboundDeliverySeconds } from './outbound.metrics';
 import { backoffMs, DESTINATIONS, type OutboundSettings } from './outbound.settings';
 import type { ClaimedRow } from './outbox-attempt';
@@ -11,6 +14,10 @@ import type { DeliveryResult } from './publisher';
 export interface RecordDeps {
   dataSource: DataSource;
   outbox: OutboxRepository;
+  /** The destination's run of failures, last success and failure (/health, /metrics). */
+  destinationHealth: DestinationHealthRepository;
+  /** Dead-letter alerts grouped per destination and reason (ALERT_COALESCE_SECONDS). */
+  alertCoalescing: AlertCoalescingRepository;
   settings: OutboundSettings;
   logger: Logger;
 }
@@ -88,17 +95,33 @@ export async function recordAttempt(
       row.destination !== DESTINATIONS.alert &&
       deps.settings.destinations.includes(DESTINATIONS.alert)
     ) {
-      // One alert per death, a replayed row's too (keyed by the transaction that gave it up).
-      await deps.outbox.insertDeadLetterAlert(
-        row.id,
-        DESTINATIONS.alert,
-        deadLetterPayload({
-          orderId: row.order_id,
+      // One alert per death, a replayed row's too (keyed by the transaction that gave it up);
+      // further ones of the destination and reason within the window grouped (dead-letter-alert.ts).
+      await alertDeadLetter(
+        {
+          outbox: deps.outbox,
+          coalescing: deps.alertCoalescing,
+          coalesceMs: deps.settings.alertCoalesceMs,
+        },
+        {
           outboxId: row.id,
+          orderId: row.order_id,
           destination: row.destination,
           documentKind: row.kind,
           reason: decision.reason,
-        }),
+          reasonClass: failureReason(result),
+        },
+        manager,
+      );
+    }
+    // Last, to hold the destination's row the shortest. A row marked delivered because a later
+    // one already was (superseded) went to no peer, and says nothing of it.
+    if (result.detail?.supersededBy === undefined) {
+      await deps.destinationHealth.recordOutcome(
+        row.destination,
+        outcome === 'delivered'
+          ? { failed: false }
+          : { failed: true, reason: failureReason(result) },
         manager,
       );
     }

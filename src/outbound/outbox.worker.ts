@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { DataSource } from 'typeorm';
+import { AlertCoalescingRepository } from '../persistence/alert-coalescing.repository';
+import { DestinationHealthRepository } from '../persistence/destination-health.repository';
 import { OutboxRepository } from '../persistence/outbox.repository';
 import { PublicationRepository } from '../persistence/publication.repository';
 import { isDatabaseUnavailable } from '../common/database-unavailable';
@@ -64,7 +66,14 @@ export class OutboxWorker {
       publications: new PublicationRepository(dataSource),
       settings,
     };
-    this.recordDeps = { dataSource, outbox: this.outbox, settings, logger };
+    this.recordDeps = {
+      dataSource,
+      outbox: this.outbox,
+      destinationHealth: new DestinationHealthRepository(dataSource),
+      alertCoalescing: new AlertCoalescingRepository(dataSource),
+      settings,
+      logger,
+    };
   }
 
   private get leaseMs(): number {

@@ -127,6 +127,8 @@ describe('operations kit (docker/, .dockerignore)', () => {
       'adapter_upstream_rate_limit_wait_seconds_total',
     );
     expect(byAlert.AdapterMllpRefusals).toContain('adapter_hl7_messages_total{ack=~"AR.*"}');
+    // a peer down for an hour: its results retry (not dead yet) and pile up in the outbox
+    expect(byAlert.AdapterDestinationBacklog).toContain('adapter_outbox_oldest_pending_seconds');
     for (const r of all) expect(r.annotations.summary).toBeTruthy();
     expect(unknownMetrics(all.map((r) => r.expr))).toEqual([]);
     let promtool = true;

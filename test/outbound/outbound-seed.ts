@@ -27,6 +27,7 @@ export function testOutboundSettings(overrides: Partial<OutboundSettings> = {}):
       textType: 'TX',
     },
     maxAttempts: 4,
+    alertCoalesceMs: 0,
     pdfEmbedMaxBytes: 5 * 1024 * 1024,
     backoffBaseMs: 20,
     backoffMaxMs: 80,

@@ -271,7 +271,12 @@ export class SubscriptionNotificationHandler {
         // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
         // request's own URL: a versioned fullUrl (`…/ServiceRequest/7/_history/2`) was one
         // order per version, and the revoke under the plain URL found none of them.
-        const named = this.absolute(inBundle.fullUrl ?? event.focus);
+        // An entry named by a `urn:uuid:`/`urn:oid:` fullUrl is the request the focus names
+        // (it matched by type and id): known by the focus. The urn was resolved as a URL on
+        // the EHR, and the notification was a 500.
+        const named = this.absolute(
+          inBundle.fullUrl && !/^urn:/i.test(inBundle.fullUrl) ? inBundle.fullUrl : event.focus,
+        );
         const fullUrl = this.requestUrl(inBundle.resource.id, named);
         const before = collected.get(fullUrl)?.sr;
         if (!before || !isOlderVersion(versionTag(inBundle.resource), versionTag(before)))

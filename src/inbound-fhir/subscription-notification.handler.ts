@@ -283,6 +283,15 @@ export class SubscriptionNotificationHandler {
           collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
         continue;
       }
+      // The notification says the focus was deleted (a history entry with request DELETE and
+      // no resource, R4 http.html#history): as a 410, its order is cancelled, nothing is read.
+      // Before, the EHR was read for it, and its 404 (a server that keeps no deleted versions)
+      // left the order running ("a 404 is not a withdrawal").
+      if (parsed.entries.some((e) => e.deleted && this.namesFocus(e.fullUrl, focus))) {
+        const deleted = await this.deletedOnEhr(caller, event, 410, quirks, 'deleted-entry');
+        if (deleted) collected.set(deleted.fullUrl, deleted);
+        continue;
+      }
       // id-only naming a version we hold, or one older than it: nothing to read. Before, the
       // EHR was read for it on every event (a retry queue, a second topic), with its credential.
       if (await this.heldAlready(event, quirks)) continue;
@@ -425,6 +434,21 @@ export class SubscriptionNotificationHandler {
     }
   }
 
+  /** Whether an entry's fullUrl names the focus (absolute or relative, any version). */
+  private namesFocus(fullUrl: string | undefined, focus: string): boolean {
+    if (!fullUrl) return false;
+    if (fullUrl === focus) return true;
+    const plain = (u: string) => {
+      try {
+        return this.absolute(u).replace(/\/_history\/[^/]+$/, '');
+      } catch {
+        return undefined;
+      }
+    };
+    const named = plain(fullUrl);
+    return named !== undefined && named === plain(focus);
+  }
+
   private absolute(ref: string): string {
     return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
   }
@@ -458,6 +482,8 @@ export class SubscriptionNotificationHandler {
     event: { number: number; focus?: string; timestamp?: string },
     status: 404 | 410,
     quirks: ToleratedQuirk[],
+    /** How the deletion was learnt: the EHR's answer to a read, or the notification's entry. */
+    said: 'read' | 'deleted-entry' = 'read',
   ): Promise<EhrServiceRequest | undefined> {
     const focus = event.focus ?? '';
     // cut at the first ? or # by index: `/[?#].*$/` retried from every ? of a long focus
@@ -468,7 +494,7 @@ export class SubscriptionNotificationHandler {
     if (status === 410) {
       quirks.push({
         code: 'notification-focus-deleted',
-        detail: `event ${event.number}: ${fullUrl} is gone from the EHR (410): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+        detail: `event ${event.number}: ${fullUrl} ${said === 'read' ? 'is gone from the EHR (410)' : 'is deleted by the notification (entry with request DELETE)'}: ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
       });
       return stored ? deletedOnEhr(stored, fullUrl) : undefined;
     }

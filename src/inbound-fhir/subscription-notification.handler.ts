@@ -248,14 +248,23 @@ export class SubscriptionNotificationHandler {
         needSearch = true; // `empty` payload: no focus, ask the EHR what changed
         continue;
       }
-      if (!/(^|\/)ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.test(event.focus)) {
+      // A focus naming its entry by `urn:uuid:` (R4 bundle.html#references) is that entry's
+      // resource. It was taken for no ServiceRequest ("focus unknown ignored"), nothing ordered.
+      const byUrn = /^urn:/i.test(event.focus)
+        ? parsed.entries.find(
+            (e) => e.hasResource && e.fullUrl?.toLowerCase() === event.focus!.toLowerCase(),
+          )
+        : undefined;
+      const focus = byUrn
+        ? `${byUrn.resource.resourceType}/${byUrn.resource.id ?? ''}`
+        : event.focus;
+      if (!/(^|\/)ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.test(focus)) {
         quirks.push({
           code: 'notification-focus-not-servicerequest',
-          detail: `event ${event.number}: focus ${event.focus.split('/').slice(-2, -1)[0] ?? 'unknown'} ignored`,
+          detail: `event ${event.number}: focus ${focus.split('/').slice(-2, -1)[0] ?? 'unknown'} ignored`,
         });
         continue;
       }
-      const focus = event.focus;
       // Of several entries for the focus (versions 1 and 2 of one request in one delivery),
       // the newest: the first was taken, and version 1 undid version 2's stat or revoke.
       const inBundle = newestVersion(
@@ -275,7 +284,7 @@ export class SubscriptionNotificationHandler {
         // (it matched by type and id): known by the focus. The urn was resolved as a URL on
         // the EHR, and the notification was a 500.
         const named = this.absolute(
-          inBundle.fullUrl && !/^urn:/i.test(inBundle.fullUrl) ? inBundle.fullUrl : event.focus,
+          inBundle.fullUrl && !/^urn:/i.test(inBundle.fullUrl) ? inBundle.fullUrl : focus,
         );
         const fullUrl = this.requestUrl(inBundle.resource.id, named);
         const before = collected.get(fullUrl)?.sr;

@@ -179,6 +179,31 @@ export async function prepareCreate(
 export class CreateServiceRequestOperation {
   constructor(private readonly deps: FhirOperationDeps) {}
 
+  /**
+   * The orders whose request, submitted by this sender, carries every identifier the
+   * If-None-Exist search names (AND), newest first; a revoked or entered-in-error request is
+   * no match (a reorder after a cancel is a new order, as over HL7). Searched by the first
+   * identifier that names its system; a search naming values alone is left to the placer
+   * number and the earlier header, as before.
+   */
+  private async conditionalMatches(
+    wanted: readonly IfNoneExistIdentifier[],
+    sender: string,
+  ): Promise<string[]> {
+    const key = wanted.find((w) => w.system);
+    if (!key?.system) return [];
+    const held = await this.deps.resources.findOrderedServiceRequestsCarrying(
+      { system: key.system, value: key.value },
+      { sender },
+    );
+    const ids = held
+      .filter((h) => !ENDED.has(h.resource.status ?? ''))
+      .filter((h) => carriesAll(h.resource, wanted) === undefined)
+      .map((h) => h.orderId)
+      .filter((id): id is string => id !== null);
+    return [...new Set(ids)];
+  }
+
   async execute(
     caller: FhirCaller,
     ifNoneExist: string | undefined,
@@ -219,6 +244,15 @@ export class CreateServiceRequestOperation {
               [request.placerOrderNumber],
               caller.sender,
             );
+        // R4 http.html#ccreate: the search the header names, over the requests this sender
+        // made (any identifier they carry, not only a placer number): one match is the answer,
+        // several are 412. Before, a match was found only under an earlier If-None-Exist with
+        // the same identifiers or under the placer number, and a request known by its
+        // accession alone, created and then sent again conditionally on it, was a second order.
+        const matched = conditional
+          ? await this.conditionalMatches(conditional.identifiers, caller.sender)
+          : [];
+        if (matched.length > 1) throw multipleMatches(ifNoneExist!, matched.length);
         // what each `replaces` names here (our id, an EHR URL, the sender's placer identifier)
         const replaces = await matchReplaces(sr, {
           relativeTo: 'ours',
@@ -243,6 +277,7 @@ export class CreateServiceRequestOperation {
                 lineage: mapped.lineage,
                 sourceRef: 'ServiceRequest',
                 conditional: Boolean(conditional),
+                ...(matched[0] ? { targetOrderId: matched[0] } : {}),
                 ...(replaces.length ? { replaces } : {}),
               },
             ],
@@ -403,6 +438,17 @@ function conditionKey(identifiers: readonly IfNoneExistIdentifier[]): string {
   const one = (i: IfNoneExistIdentifier) => `${i.system ?? ''}|${i.value}`;
   if (identifiers.length === 1) return one(identifiers[0]!);
   return [...new Set(identifiers.map(one))].sort().join('&');
+}
+
+/** Requests that are no longer an order to match: cancelled by the sender or made in error. */
+const ENDED = new Set(['revoked', 'entered-in-error']);
+
+/** 412: the If-None-Exist search matches several orders (R4 http.html#ccreate). */
+function multipleMatches(header: string, count: number): FhirError {
+  const diagnostics = `If-None-Exist "${header.slice(0, 200)}" matches ${count} ServiceRequests of this sender: a conditional create needs a search that finds at most one (R4 http.html#ccreate); name this request's placer identifier`;
+  return new FhirError('precondition-failed', diagnostics, [
+    { severity: 'error', code: 'multiple-matches', diagnostics, expression: ['If-None-Exist'] },
+  ]);
 }
 
 /** 409: the If-None-Exist search (AND) matches no order, and its placer number names one. */

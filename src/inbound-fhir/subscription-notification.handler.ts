@@ -248,14 +248,23 @@ export class SubscriptionNotificationHandler {
         needSearch = true; // `empty` payload: no focus, ask the EHR what changed
         continue;
       }
-      if (!/(^|\/)ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.test(event.focus)) {
+      // A focus naming its entry by `urn:uuid:` (R4 bundle.html#references) is that entry's
+      // resource. It was taken for no ServiceRequest ("focus unknown ignored"), nothing ordered.
+      const byUrn = /^urn:/i.test(event.focus)
+        ? parsed.entries.find(
+            (e) => e.hasResource && e.fullUrl?.toLowerCase() === event.focus!.toLowerCase(),
+          )
+        : undefined;
+      const focus = byUrn
+        ? `${byUrn.resource.resourceType}/${byUrn.resource.id ?? ''}`
+        : event.focus;
+      if (!/(^|\/)ServiceRequest\/[^/]+(\/_history\/[^/]+)?$/.test(focus)) {
         quirks.push({
           code: 'notification-focus-not-servicerequest',
-          detail: `event ${event.number}: focus ${event.focus.split('/').slice(-2, -1)[0] ?? 'unknown'} ignored`,
+          detail: `event ${event.number}: focus ${focus.split('/').slice(-2, -1)[0] ?? 'unknown'} ignored`,
         });
         continue;
       }
-      const focus = event.focus;
       // Of several entries for the focus (versions 1 and 2 of one request in one delivery),
       // the newest: the first was taken, and version 1 undid version 2's stat or revoke.
       const inBundle = newestVersion(
@@ -271,11 +280,25 @@ export class SubscriptionNotificationHandler {
         // Within FHIR_SERVER_URL (else refused), then known as an id-only focus is, by the
         // request's own URL: a versioned fullUrl (`…/ServiceRequest/7/_history/2`) was one
         // order per version, and the revoke under the plain URL found none of them.
-        const named = this.absolute(inBundle.fullUrl ?? event.focus);
+        // An entry named by a `urn:uuid:`/`urn:oid:` fullUrl is the request the focus names
+        // (it matched by type and id): known by the focus. The urn was resolved as a URL on
+        // the EHR, and the notification was a 500.
+        const named = this.absolute(
+          inBundle.fullUrl && !/^urn:/i.test(inBundle.fullUrl) ? inBundle.fullUrl : focus,
+        );
         const fullUrl = this.requestUrl(inBundle.resource.id, named);
         const before = collected.get(fullUrl)?.sr;
         if (!before || !isOlderVersion(versionTag(inBundle.resource), versionTag(before)))
           collected.set(fullUrl, { sr: inBundle.resource as ServiceRequest, fullUrl });
+        continue;
+      }
+      // The notification says the focus was deleted (a history entry with request DELETE and
+      // no resource, R4 http.html#history): as a 410, its order is cancelled, nothing is read.
+      // Before, the EHR was read for it, and its 404 (a server that keeps no deleted versions)
+      // left the order running ("a 404 is not a withdrawal").
+      if (parsed.entries.some((e) => e.deleted && this.namesFocus(e.fullUrl, focus))) {
+        const deleted = await this.deletedOnEhr(caller, event, 410, quirks, 'deleted-entry');
+        if (deleted) collected.set(deleted.fullUrl, deleted);
         continue;
       }
       // id-only naming a version we hold, or one older than it: nothing to read. Before, the
@@ -420,6 +443,21 @@ export class SubscriptionNotificationHandler {
     }
   }
 
+  /** Whether an entry's fullUrl names the focus (absolute or relative, any version). */
+  private namesFocus(fullUrl: string | undefined, focus: string): boolean {
+    if (!fullUrl) return false;
+    if (fullUrl === focus) return true;
+    const plain = (u: string) => {
+      try {
+        return this.absolute(u).replace(/\/_history\/[^/]+$/, '');
+      } catch {
+        return undefined;
+      }
+    };
+    const named = plain(fullUrl);
+    return named !== undefined && named === plain(focus);
+  }
+
   private absolute(ref: string): string {
     return this.deps.ehr ? this.deps.ehr.absolute(ref) : ref;
   }
@@ -453,6 +491,8 @@ export class SubscriptionNotificationHandler {
     event: { number: number; focus?: string; timestamp?: string },
     status: 404 | 410,
     quirks: ToleratedQuirk[],
+    /** How the deletion was learnt: the EHR's answer to a read, or the notification's entry. */
+    said: 'read' | 'deleted-entry' = 'read',
   ): Promise<EhrServiceRequest | undefined> {
     const focus = event.focus ?? '';
     // cut at the first ? or # by index: `/[?#].*$/` retried from every ? of a long focus
@@ -463,7 +503,7 @@ export class SubscriptionNotificationHandler {
     if (status === 410) {
       quirks.push({
         code: 'notification-focus-deleted',
-        detail: `event ${event.number}: ${fullUrl} is gone from the EHR (410): ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
+        detail: `event ${event.number}: ${fullUrl} ${said === 'read' ? 'is gone from the EHR (410)' : 'is deleted by the notification (entry with request DELETE)'}: ${stored?.orderId ? 'its order is cancelled' : 'no order here, nothing ordered'}`,
       });
       return stored ? deletedOnEhr(stored, fullUrl) : undefined;
     }

@@ -47,7 +47,7 @@ export interface ParsedNotification {
   eventsSinceStart?: number;
   events: NotificationEvent[];
   /** The entries after the status (resources of a full-resource payload, or id-only stubs). */
-  entries: Array<SiblingEntry & { hasResource: boolean }>;
+  entries: Array<SiblingEntry & { hasResource: boolean; deleted?: boolean }>;
   /**
    * Every URL or reference the notification names (event focus and additional-context,
    * entry fullUrls, Bundle links), with the element it came from: each must lie within the
@@ -387,6 +387,10 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       fullUrl: e.fullUrl,
       resource: e.resource ?? ({ resourceType: 'Basic' } as Resource),
       hasResource: Boolean(e.resource),
+      // a history Bundle's deleted resource: no resource, request DELETE (R4 http.html#history)
+      ...(!e.resource && /^delete$/i.test(String(e.request?.method ?? ''))
+        ? { deleted: true }
+        : {}),
       location: `notification Bundle.entry[${i}]`,
     });
   });

@@ -25,8 +25,9 @@ export interface IntakeOrder {
   /** Where in the message the order came from, e.g. `ORC/OBR group 2` or `Bundle.entry[0]`. */
   sourceRef: string;
   /**
-   * The order this message names explicitly (FHIR `PUT /ServiceRequest/{id}`), used when the
-   * sender's placer number does not find it.
+   * The order this message names explicitly (FHIR `PUT /ServiceRequest/{id}`), or the one a
+   * conditional create's If-None-Exist search matched; used when the sender's placer number
+   * does not find it.
    */
   targetOrderId?: string;
   /**

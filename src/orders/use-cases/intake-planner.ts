@@ -74,6 +74,10 @@ export class IntakePlanner {
       if (!existing && req.action !== 'create' && req.fillerOrderNumber?.value) {
         existing = await this.findByFiller(manager, req.fillerOrderNumber, input.sender);
       }
+      // A conditional create's match (FHIR If-None-Exist, found by any identifier it names)
+      if (!existing && req.action === 'create' && order.conditional && order.targetOrderId) {
+        existing = await this.findByFiller(manager, { value: order.targetOrderId }, input.sender);
+      }
       if (!existing && req.action !== 'create' && order.targetOrderId) {
         existing = await this.findByFiller(manager, { value: order.targetOrderId }, input.sender);
       }

@@ -1,0 +1,115 @@
+import type { Client as PgClient } from 'pg';
+import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
+import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+
+jest.setTimeout(120_000);
+
+/**
+ * A conditional create (R4 http.html#ccreate) is answered by the search it names, over the
+ * ServiceRequests this sender made: one match is 200 with it, several are 412. The requests
+ * below carry the identifiers RIS-driven and HL7v2-to-FHIR-converted orders carry: the
+ * accession (ACSN) of the Imaging ServiceRequest IG example, a filler number, no placer
+ * number. A real FHIR engine plays the EHR, PostgreSQL stores.
+ */
+const V2 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+const ACC_SYSTEM = 'urn:oid:2.16.840.1.113883.3.999.2.1';
+
+function withIdentifiers(ids: Array<[code: string, system: string, value: string]>): Json {
+  return chestCtRequest('unused', {
+    identifier: ids.map(([code, system, value]) => ({
+      type: { coding: [{ system: V2, code }] },
+      system,
+      value,
+    })),
+  });
+}
+
+async function post(adapter: TestAdapter, body: Json, ifNoneExist?: string) {
+  const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${TEST_TOKENS.sender}`,
+      'content-type': 'application/fhir+json',
+      ...(ifNoneExist ? { 'if-none-exist': ifNoneExist } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+describe('FHIR conditional create: the If-None-Exist search over the orders held', () => {
+  let adapter: TestAdapter;
+  let db: PgClient;
+  let harness: FhirHarness | undefined;
+  beforeAll(async () => {
+    harness = await startFhirHarness();
+    ({ adapter, db } = harness);
+  });
+  afterAll(() => harness?.close());
+
+  const ordersUnder = async (accession: string) =>
+    (
+      await db.query<{ id: string }>(
+        `SELECT id FROM orders WHERE request->>'accessionNumber' = $1 ORDER BY created_at`,
+        [accession],
+      )
+    ).rows.map((r) => r.id);
+
+  it('a request known by its accession alone, sent again as a conditional create on it: 200 with the order made, not a second one', async () => {
+    // The exam as the RIS made it (accession, no placer number), then the sender's retry
+    // after a lost answer, as a conditional create naming that accession.
+    const exam = withIdentifiers([['ACSN', ACC_SYSTEM, 'CC-ACC-1']]);
+    const first = await post(adapter, exam);
+    expect(first.status).toBe(201);
+    const retry = await post(adapter, exam, `identifier=${ACC_SYSTEM}|CC-ACC-1`);
+    // was 201 with a second order: the search matched only an earlier If-None-Exist
+    // naming the same identifier, or a placer number
+    expect({ status: retry.status, id: retry.body.id }).toEqual({ status: 200, id: first.body.id });
+    expect(await ordersUnder('CC-ACC-1')).toEqual([first.body.id]);
+
+    // the same with a filler number (a walk-in ordered at the RIS), named with the accession (AND)
+    const walkIn = withIdentifiers([
+      ['FILL', 'urn:oid:2.16.840.1.113883.3.999.3', 'CC-FILL-2'],
+      ['ACSN', ACC_SYSTEM, 'CC-ACC-2'],
+    ]);
+    const made = await post(adapter, walkIn);
+    const again = await post(
+      adapter,
+      walkIn,
+      `identifier=${ACC_SYSTEM}|CC-ACC-2&identifier=urn:oid:2.16.840.1.113883.3.999.3|CC-FILL-2`,
+    );
+    expect({ status: again.status, id: again.body.id }).toEqual({ status: 200, id: made.body.id });
+    expect(await ordersUnder('CC-ACC-2')).toEqual([made.body.id]);
+  });
+
+  it('a conditional create whose search matches two orders (two procedures of one accession): 412 multiple-matches on If-None-Exist, nothing ordered, kept', async () => {
+    const chest = withIdentifiers([
+      ['PLAC', 'urn:oid:2.16.840.1.113883.3.999.1', 'CC-PLAC-3A'],
+      ['ACSN', ACC_SYSTEM, 'CC-ACC-3'],
+    ]);
+    const abdomen = withIdentifiers([
+      ['PLAC', 'urn:oid:2.16.840.1.113883.3.999.1', 'CC-PLAC-3B'],
+      ['ACSN', ACC_SYSTEM, 'CC-ACC-3'],
+    ]);
+    expect((await post(adapter, chest)).status).toBe(201);
+    expect((await post(adapter, abdomen)).status).toBe(201);
+    const third = withIdentifiers([
+      ['PLAC', 'urn:oid:2.16.840.1.113883.3.999.1', 'CC-PLAC-3C'],
+      ['ACSN', ACC_SYSTEM, 'CC-ACC-3'],
+    ]);
+    const answer = await post(adapter, third, `identifier=${ACC_SYSTEM}|CC-ACC-3`);
+    // was 201: a third order under the accession the sender asked to be unique
+    expect(answer.status).toBe(412);
+    const issue = (answer.body.issue as Array<{ code: string; expression?: string[] }>)[0];
+    expect({ code: issue?.code, expression: issue?.expression }).toEqual({
+      code: 'multiple-matches',
+      expression: ['If-None-Exist'],
+    });
+    expect(await ordersUnder('CC-ACC-3')).toHaveLength(2);
+    const kept = await db.query<{ outcome: string }>(
+      `SELECT outcome FROM inbound_messages WHERE convert_from(raw, 'UTF8') LIKE '%CC-PLAC-3C%'`,
+    );
+    expect(kept.rows.map((r) => r.outcome)).toEqual(['rejected']);
+  });
+});

@@ -627,6 +627,38 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
   });
 
+  it('an OMI^O23 whose segments after MSH are indented (a sender building it from an indented template literal): AA, each line read as its segment', async () => {
+    // Modelled on a published Node.js sample (mllp-node) sending an OMI^O23 to dcm4chee-arc:
+    // LF separators and four spaces before PID, ORC and OBR. Before: each indented line was
+    // taken for a line break inside the field before it, so PID, ORC and OBR all became text
+    // of MSH-18 and the sender was told AE 100 "No ORC/OBR order group" (with its PID on the
+    // MSH-12 line instead, AR 203 "Version 2.5.1\X0A\    PID not supported"), though
+    // whitespace before MSH was already tolerated.
+    const reply = await h.mllp.send(hl7Fixture('omi-o23-v251-indented-segments'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('13044');
+    expect(order.patient_id).toBe('DDS-40311');
+    expect(order.accession_number).toBe('OMRP202603071710');
+    expect(order.request).toMatchObject({
+      procedure: { code: '24627-2', system: 'LN' },
+      products: ['lung-nodule-ct'],
+      modality: 'CT',
+      patient: { name: { family: 'LIN', given: ['MEI'] }, sex: 'female' },
+      fillerOrderNumber: { value: '13866', system: 'IHE_OM_OF' },
+    });
+    const quirks = await quirksOf('20260307171125');
+    for (const [line, id] of [
+      [2, 'PID'],
+      [3, 'ORC'],
+      [4, 'OBR'],
+    ])
+      expect(quirks).toContainEqual({
+        code: 'leading-whitespace',
+        detail: `line ${line}: whitespace before ${id}`,
+      });
+    expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
+  });
+
   it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
     // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
     // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another

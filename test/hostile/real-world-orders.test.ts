@@ -659,6 +659,38 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
   });
 
+  it('an EHR discontinues its order (ORC-1 DC): ORR answers DR (discontinued as requested), and UD once the order has ended, not CR/UC', async () => {
+    // Table 0119 answers DC with DR / UD as it answers CA with CR / UC. Before: `ORC|CR|`,
+    // the answer to a cancel the EHR never sent, and `ORC|UC|` for an order already ended.
+    const dc = (id: string, placer: string) =>
+      edited('orm-o01-v23-ehr-discontinue-dc', [
+        ['1064057101.1.771204.001', id],
+        ['771204.001', placer],
+      ]);
+    const nw = (id: string, placer: string) =>
+      edited('orm-o01-v23-ehr-discontinue-dc', [
+        ['1064057101.1.771204.001', id],
+        ['771204.001', placer],
+        ['ORC|DC|', 'ORC|NW|'],
+        ['||DC||', '||SC||'],
+      ]);
+    expect(ackSummary(await h.mllp.send(nw('DC-NW-1', '771204.101'))).code).toBe('CA');
+    const reply = await h.mllp.send(dc('DC-DC-1', '771204.101'));
+    expect(ackSummary(reply).code).toBe('CA');
+    const text = reply.toString('latin1');
+    expect(text).toMatch(/^MSH\|[^\r]*\|ORR\^O02\|/);
+    expect(text).toMatch(/\rORC\|DR\|771204\.101\|771204\.101(\r|$)/);
+    expect((await orderByPlacer('771204.101')).cancel_requested_at).not.toBeNull();
+
+    expect(ackSummary(await h.mllp.send(nw('DC-NW-2', '771204.102'))).code).toBe('CA');
+    await h.db.query(
+      `UPDATE orders SET state = 'delivered' WHERE placer_order_number = '771204.102'`,
+    );
+    const late = await h.mllp.send(dc('DC-DC-2', '771204.102'));
+    expect(late.toString('latin1')).toMatch(/\rORC\|UD\|771204\.102\|771204\.102(\r|$)/);
+    expect((await orderByPlacer('771204.102')).cancel_requested_at).toBeNull();
+  });
+
   it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
     // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
     // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another

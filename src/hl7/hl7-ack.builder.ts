@@ -134,7 +134,7 @@ export function ackCodeFor(kind: 'application' | 'accept', outcome: AckOutcome):
  * as requested, UC unable to cancel, XR changed as requested, UX unable to change.
  */
 export interface OrderControlReply {
-  control: 'OK' | 'CR' | 'UC' | 'XR' | 'UX';
+  control: 'OK' | 'CR' | 'UC' | 'DR' | 'UD' | 'XR' | 'UX';
   /** ORC-2 placer order number (EI components, as the sender wrote them), echoed. */
   placer?: readonly Hl7Component[];
   /** ORC-3 filler order number (EI components): ours when we assigned one. */

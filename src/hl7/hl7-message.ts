@@ -422,6 +422,21 @@ export function parseHl7(
       quirks.add('trailing-whitespace', `${line.slice(0, 3)} segment ends with whitespace`);
       line = trimmed;
     }
+    if (n > 0 && (line.startsWith(' ') || line.startsWith('\t'))) {
+      // An indented segment (a message built from an indented template or pasted from a
+      // document): whitespace before a segment ID read here, as before MSH. Before, the line
+      // was a line break inside the field before it, and PID, ORC and OBR became MSH text.
+      const start = line.trimStart();
+      const indented = start.slice(0, 3);
+      if (
+        SEGMENT_SHAPE.test(indented) &&
+        (start.length === 3 || start[3] === delimiters.field) &&
+        (LOWERCASE_READABLE_IDS.has(indented.toUpperCase()) || SEGMENT_ID.test(indented))
+      ) {
+        quirks.add('leading-whitespace', `line ${n + 1}: whitespace before ${indented}`);
+        line = start;
+      }
+    }
     let id = line.slice(0, 3);
     const shaped = SEGMENT_SHAPE.test(id) && (line.length === 3 || line[3] === delimiters.field);
     if (shaped && !SEGMENT_ID.test(id)) {

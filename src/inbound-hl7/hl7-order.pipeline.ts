@@ -202,6 +202,12 @@ function placerNumberLocation(message: Hl7Message, groupIndex: number | undefine
   return segment ? segment.locationOf(2) : 'ORC-2';
 }
 
+/** ORC-1 of an order group as the sender wrote it. */
+function sentOrderControl(message: Hl7Message, groupIndex: number | undefined): string | undefined {
+  const group = groupIndex === undefined ? undefined : message.orderGroups()[groupIndex - 1];
+  return group?.orc?.value(1);
+}
+
 /**
  * ORC-2/ORC-3 of an order group (else its OBR-2/OBR-3) as the sender wrote it, the whole EI
  * (v2.5.1 2A.3.24: entity ID ^ namespace ID ^ universal ID ^ type), for the ORC of an ORR/ORI.
@@ -401,11 +407,18 @@ export function answerMappedMessage(
   const orderControls = perOrder
     ? outcome.results.map((result, i) => {
         const request = orders[i]!.request;
+        // Table 0119 answers a discontinue (DC) with DR / UD as a cancel (CA) with CR / UC:
+        // `ORC|CR|` answered a cancel the placer never sent.
+        const discontinue = sentOrderControl(message, orders[i]!.groupIndex) === 'DC';
         const control: OrderControlReply['control'] =
           result.kind === 'cancel-accepted'
-            ? 'CR'
+            ? discontinue
+              ? 'DR'
+              : 'CR'
             : result.kind === 'cancel-too-late'
-              ? 'UC'
+              ? discontinue
+                ? 'UD'
+                : 'UC'
               : result.kind === 'change-too-late'
                 ? 'UX'
                 : result.kind === 'updated'

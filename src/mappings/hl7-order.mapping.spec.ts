@@ -279,7 +279,9 @@ describe('mapHl7Message rules', () => {
     expect(result.orders[0].request.procedure).toBeUndefined();
     // A new order still needs its procedure.
     const nw = mapHl7Message(parseHl7(orcOnly.replace('\rORC|XO|', '\rORC|NW|')));
-    expect(nw.errors).toEqual([expect.objectContaining({ code: 101, severity: 'E' })]);
+    expect(nw.errors).toEqual([
+      expect.objectContaining({ code: 100, severity: 'E', location: 'ORC-1' }),
+    ]);
   });
 
   it('reads ORC-1 XX (order changed by the filler, unsolicited) as a change, as OC is a cancel', () => {

@@ -215,9 +215,22 @@ function productsWithoutProcedure(
   if (action === 'update' && !group.obr) return undefined;
   request.products = [];
   if (action !== 'create' && action !== 'update') return undefined;
-  const location = group.obr ? group.obr.locationOf(4) : 'OBR-4';
+  // Without an OBR the place to name is the group's ORC (the segment, field 1, as ERR-2 names
+  // one): `OBR-4` was read as the first OBR of the message, another order's (AE 101 at
+  // `OBR^1^4`, which held that order's procedure).
+  const location = group.obr ? group.obr.locationOf(4) : (group.orc?.locationOf(1) ?? 'ORC-1');
   const resolved = resolveProducts(config.productTable, config.unknownProcedure, []);
   if (resolved.kind === 'reject') {
+    if (!group.obr) {
+      const at = location.replace(/-1$/, '');
+      return {
+        location,
+        code: 100,
+        severity: 'E',
+        message: `${at} has no OBR: a new order names its requested procedure in OBR-4 (ORC followed by its OBR); cannot choose AI products`,
+        brief: `Send an OBR after ${at}: a new order needs its procedure (OBR-4)`,
+      };
+    }
     return {
       location,
       code: 101,

@@ -115,7 +115,6 @@ export function applyRows(
     let leftOut = false;
     for (const spec of row.sources) {
       if (typeof spec !== 'string' && spec.notAfterLeftOut && leftOut) break;
-      const at = typeof spec === 'string' ? spec : spec.at;
       const quirksBefore = quirks.quirks.length;
       const read = readSource(row, spec, scope, config, quirks, values);
       if (!read) continue;
@@ -139,7 +138,18 @@ export function applyRows(
       applyRow(values, lineage, row, out.value, out.lines);
       found = true;
       problems.push(
-        ...conflicts(row, row.sources.indexOf(spec), out.value, at, scope, config, quirks, values),
+        // The taken source as this message has it (`ORC[2]-2` in the second order), not the
+        // row's `ORC-2`, which names the first order's ORC.
+        ...conflicts(
+          row,
+          row.sources.indexOf(spec),
+          out.value,
+          read.segment.locationOf(read.loc.field),
+          scope,
+          config,
+          quirks,
+          values,
+        ),
       );
       break;
     }

@@ -627,6 +627,70 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
   });
 
+  it('an OMI^O23 whose segments after MSH are indented (a sender building it from an indented template literal): AA, each line read as its segment', async () => {
+    // Modelled on a published Node.js sample (mllp-node) sending an OMI^O23 to dcm4chee-arc:
+    // LF separators and four spaces before PID, ORC and OBR. Before: each indented line was
+    // taken for a line break inside the field before it, so PID, ORC and OBR all became text
+    // of MSH-18 and the sender was told AE 100 "No ORC/OBR order group" (with its PID on the
+    // MSH-12 line instead, AR 203 "Version 2.5.1\X0A\    PID not supported"), though
+    // whitespace before MSH was already tolerated.
+    const reply = await h.mllp.send(hl7Fixture('omi-o23-v251-indented-segments'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    const order = await orderByPlacer('13044');
+    expect(order.patient_id).toBe('DDS-40311');
+    expect(order.accession_number).toBe('OMRP202603071710');
+    expect(order.request).toMatchObject({
+      procedure: { code: '24627-2', system: 'LN' },
+      products: ['lung-nodule-ct'],
+      modality: 'CT',
+      patient: { name: { family: 'LIN', given: ['MEI'] }, sex: 'female' },
+      fillerOrderNumber: { value: '13866', system: 'IHE_OM_OF' },
+    });
+    const quirks = await quirksOf('20260307171125');
+    for (const [line, id] of [
+      [2, 'PID'],
+      [3, 'ORC'],
+      [4, 'OBR'],
+    ])
+      expect(quirks).toContainEqual({
+        code: 'leading-whitespace',
+        detail: `line ${line}: whitespace before ${id}`,
+      });
+    expect(quirks).not.toContainEqual(expect.objectContaining({ code: 'mixed-separators' }));
+  });
+
+  it('an EHR discontinues its order (ORC-1 DC): ORR answers DR (discontinued as requested), and UD once the order has ended, not CR/UC', async () => {
+    // Table 0119 answers DC with DR / UD as it answers CA with CR / UC. Before: `ORC|CR|`,
+    // the answer to a cancel the EHR never sent, and `ORC|UC|` for an order already ended.
+    const dc = (id: string, placer: string) =>
+      edited('orm-o01-v23-ehr-discontinue-dc', [
+        ['1064057101.1.771204.001', id],
+        ['771204.001', placer],
+      ]);
+    const nw = (id: string, placer: string) =>
+      edited('orm-o01-v23-ehr-discontinue-dc', [
+        ['1064057101.1.771204.001', id],
+        ['771204.001', placer],
+        ['ORC|DC|', 'ORC|NW|'],
+        ['||DC||', '||SC||'],
+      ]);
+    expect(ackSummary(await h.mllp.send(nw('DC-NW-1', '771204.101'))).code).toBe('CA');
+    const reply = await h.mllp.send(dc('DC-DC-1', '771204.101'));
+    expect(ackSummary(reply).code).toBe('CA');
+    const text = reply.toString('latin1');
+    expect(text).toMatch(/^MSH\|[^\r]*\|ORR\^O02\|/);
+    expect(text).toMatch(/\rORC\|DR\|771204\.101\|771204\.101(\r|$)/);
+    expect((await orderByPlacer('771204.101')).cancel_requested_at).not.toBeNull();
+
+    expect(ackSummary(await h.mllp.send(nw('DC-NW-2', '771204.102'))).code).toBe('CA');
+    await h.db.query(
+      `UPDATE orders SET state = 'delivered' WHERE placer_order_number = '771204.102'`,
+    );
+    const late = await h.mllp.send(dc('DC-DC-2', '771204.102'));
+    expect(late.toString('latin1')).toMatch(/\rORC\|UD\|771204\.102\|771204\.102(\r|$)/);
+    expect((await orderByPlacer('771204.102')).cancel_requested_at).toBeNull();
+  });
+
   it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
     // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
     // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another

@@ -51,6 +51,30 @@ describe('placer/filler numbers that disagree are never chosen silently', () => 
     }
   });
 
+  it("a disagreement in the second order of an OMI^O23 names that order's own ORC, not the first order's", async () => {
+    // The v2.8 EHR order set (CT head + MR brain) with the MR order's OBR-2 renumbered. Before:
+    // ERR-8 "OBR[2]-2 (556073\S\EPC) differs from ORC-2 (556072\S\EPC); ORC-2 is used": ORC-2 is
+    // the CT order's (556071^EPC), so the text named a field holding another value.
+    const adapter = await startTestAdapter({ JOBS_ENABLED: 'false' });
+    try {
+      const message = Buffer.from(
+        withControlId(hl7Fixture('omi-o23-v28-multi-order'), 'CONF-G2')
+          .toString('latin1')
+          .replace('\rOBR|2|556072^EPC|', '\rOBR|2|556073^EPC|'),
+        'latin1',
+      );
+      const ack = await send(adapter, message);
+      expect(ack).toMatch(/\rMSA\|CE\|CONF-G2/);
+      expect(ack).toMatch(/\rERR\|\|OBR\^2\^2\^1\|102\^/);
+      expect(ack).toMatch(
+        /OBR\[2\]-2 \(556073\\S\\EPC\) differs from ORC\[2\]-2 \(556072\\S\\EPC\)/,
+      );
+      expect(ack).not.toMatch(/differs from ORC-2/);
+    } finally {
+      await adapter.close();
+    }
+  });
+
   it('two disagreements in a v2.3.1 message: one ERR whose ERR-1 repeats, as a v2.3-2.4 ACK holds one ERR', async () => {
     // ACK and ORR_O02 before v2.5 are MSH, MSA, [ERR] (one ERR, its ERR-1 ELD repeating); the
     // ERR segment repeats only from v2.5. Before: one ERR segment per problem, an ACK a

@@ -201,6 +201,35 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(err.value(3)).toBe('204');
     expect(await orderOf('GRP-1')).toBeUndefined();
   });
+  it('a new order (NW) whose group has no OBR names that group’s ORC, not the OBR of another order', async () => {
+    // An interface engine's filter dropped the second order's OBR (ORM_O01 makes the order
+    // detail optional; a new order still needs its procedure). Before: AE 101 at `OBR^1^4`,
+    // the first order's OBR, which holds its procedure; the sender was sent to look there.
+    const second = 'ORC|NW|PL-NOOBR-2^RIS|||||||20240318101500|||1234^DOC^A';
+    const reply = await client.send(wire([...orm('NOOBR-1'), second]));
+    const ack = parseHl7(reply);
+    expect(ack.get('MSA-1')).toBe('AE');
+    const err = ack.segment('ERR')!;
+    expect([err.value(2, 1, 1), err.value(2, 1, 2), err.value(2, 1, 3)]).toEqual(['ORC', '2', '1']);
+    expect(err.value(3)).toBe('100');
+    expect(err.value(8)).toMatch(/ORC\[2\] has no OBR/);
+    expect(await orderOf('NOOBR-1')).toBeUndefined();
+
+    // The same in v2.3 (ERR-1), the ORC without its OBR first: not the next order's OBR[1].
+    const [msh, pid, orc, obr] = orm('NOOBR-3');
+    const v23 = await client.send(
+      wire([
+        msh.replace('|2.5.1|', '|2.3|'),
+        pid,
+        orc.replace('PL-NOOBR-3', 'PL-NOOBR-4'),
+        orc,
+        obr,
+      ]),
+    );
+    expect(parseHl7(v23).get('MSA-1')).toBe('AE');
+    expect(v23.toString('latin1')).toMatch(/\rERR\|ORC\^1\^1\^100&/);
+  });
+
   /**
    * Sends each message in its own frame (`frame(id)`) on one raw socket, waiting for each
    * answer as a legacy sender does; each is answered AA, stored with the quirk

@@ -69,7 +69,7 @@ const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1 | null; encoding: string 
   { bytes: '\x1b-F', g: 1, encoding: 'iso-8859-7' },
   { bytes: '\x1b-H', g: 1, encoding: 'iso-8859-8' },
   { bytes: '\x1b-M', g: 1, encoding: 'windows-1254' },
-  { bytes: '\x1bb', g: 1, encoding: 'iso-8859-15' },
+  { bytes: '\x1b-b', g: 1, encoding: 'iso-8859-15' }, // ESC 02/13 06/02 (was ESC b, ISO 2022's LS3)
   { bytes: '\x1b-T', g: 1, encoding: 'windows-874' },
   { bytes: '\x1b$)C', g: 1, encoding: 'euc-kr' },
   { bytes: '\x1b$)A', g: 1, encoding: 'gbk' },

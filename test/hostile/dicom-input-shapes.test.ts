@@ -267,6 +267,43 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it('an order whose accession and Patient ID are decomposed (NFD, as macOS and some engines write Ö) and a Latin-1 study of the same exam: the study is the order’s; another letter is not', async () => {
+    // The worklist gave the modality the text in ISO 8859-1, which has only the composed Ö:
+    // the same characters (Unicode canonical equivalence), other code points.
+    const suffix = Date.now() % 1e9;
+    const o = await order({
+      study: generateUid(),
+      accession: `KO\u0308LN-${suffix}`,
+      patientId: 'PA\u0308T-80',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        charset: 'ISO_IR 100',
+        accession: `K\xd6LN-${suffix}`,
+        patientId: 'P\xc4T-80',
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    // Before: compared code point by code point, the right study was refused as another's.
+    expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    // Equivalence is not likeness: KÓLN (Ó, another letter) stays another exam.
+    const other = await order({
+      study: generateUid(),
+      accession: `KO\u0308LN-${suffix + 1}`,
+      patientId: 'PA\u0308T-81',
+    });
+    await stow([
+      rawInstance({
+        studyInstanceUid: other.study,
+        charset: 'ISO_IR 100',
+        accession: `K\xd3LN-${suffix + 1}`,
+        patientId: 'P\xc4T-81',
+      }),
+    ]);
+    expect(await acquire(other)).not.toMatchObject({ status: 'ready' });
+  });
+
   it('an MR series from the test factory with umlauts in name, ID and description: stored as written, matched, packaged', async () => {
     // The factory declared ISO_IR 100 over dcmjs's UTF-8 bytes: this study would have been
     // stored as `MÃ¼ller^JÃ¼rgen` and refused as another patient's. It now declares ISO_IR 192.

@@ -145,4 +145,26 @@ describe('a Windows code page under the ISO 8859 part it stands beside', () => {
     // and what we write back to that sender is its code page's byte
     expect(encodeText(letter, msh18, encoding)).toEqual(Buffer.from([byte]));
   });
+
+  it('ISO-2022-JP bytes under ~ISO IR87: read before the fields are split; two designations in a row are one switch; JIS X 0212 read as before', () => {
+    const jis = (name: string, msh18 = '~ISO IR87') =>
+      Buffer.from(
+        [
+          `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500||ORM^O01|J1|P|2.5|||||JPN|${msh18}||ISO 2022-1994`,
+          `PID|1||PAT-1^^^HOSP^MR||${name}||19560402|M`,
+        ].join('\r'),
+        'latin1',
+      );
+    // 山田 ESC $ B `;3ED`, 太郎 `B@O:`, with no character between ESC ( B and ESC $ B
+    const m = parseHl7(jis('\u001b$B;3ED\u001b(B\u001b$BB@O:\u001b(B^X'));
+    expect(m.get('PID-5.1')).toBe('山田太郎');
+    expect(m.get('PID-5.2')).toBe('X');
+    // JIS X 0212 (ESC $ ( D) has no decoder here: read as before
+    const quirks = new QuirkCollector();
+    expect(decideCharset(jis('\u001b$(DB@\u001b(B^X'), quirks).encoding).toBe('ascii');
+    // without ISO IR87 named, an ESC is a control character as before
+    expect(decideCharset(jis('\u001b$B;3ED\u001b(B', ''), new QuirkCollector()).encoding).toBe(
+      'ascii',
+    );
+  });
 });

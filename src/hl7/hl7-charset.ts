@@ -155,17 +155,48 @@ export function hasUtf8Bom(bytes: Buffer): boolean {
  * view finds it safely.
  */
 export function readDeclaredCharset(bytes: Buffer): string {
+  return readCharsetRepetitions(bytes)[0] ?? '';
+}
+
+/**
+ * Every repetition of MSH-18, trimmed: the first is the message's default character set, the
+ * others the alternates its ISO 2022 escape sequences switch to (v2.5.1 §2.15.9.18).
+ */
+function readCharsetRepetitions(bytes: Buffer): string[] {
   const start = hasUtf8Bom(bytes) ? 3 : 0;
   const head = bytes.subarray(start, Math.min(bytes.length, start + 4096)).toString('latin1');
   const mshAt = head.indexOf('MSH');
-  if (mshAt === -1 || head.length < mshAt + 8) return '';
+  if (mshAt === -1 || head.length < mshAt + 8) return [];
   const line = head.slice(mshAt).split(/[\r\n]/, 1)[0];
   const fieldSep = line[3];
   const repSep = line[5] ?? '~';
   // parts[0] = 'MSH', parts[1] = MSH-2; MSH-n is parts[n - 1] because MSH-1 is the separator.
   const parts = line.split(fieldSep);
   const msh18 = parts[17] ?? '';
-  return msh18.split(repSep)[0].trim();
+  return msh18.split(repSep).map((r) => r.trim());
+}
+
+/**
+ * A Japanese RIS (JAHIS order messages: MSH-18 `~ISO IR87`, MSH-20 `ISO 2022-1994`) sends its
+ * kanji as ISO-2022-JP: 7-bit bytes, JIS X 0208 between the escape sequences ESC $ B and
+ * ESC ( B. Such bytes are read as ISO-2022-JP before the message is split into fields: the JIS
+ * bytes of a kanji are printable ASCII and may be a delimiter (服部 is ESC $ B `I~It`, 五十嵐
+ * `8^==Mr`). Read as ASCII, each ESC was a control character and the rest text: `服部^美咲`
+ * was stored as `\ufffd$BI`, cut at its `~`, and went so upstream, to FHIR, the ORU and the SR.
+ * Text the WHATWG decoder cannot read whole (JIS X 0212, ESC $ ( D; a kanji run cut by a
+ * segment end) is read as before.
+ */
+function iso2022JpDecision(bytes: Buffer, quirks: QuirkCollector): CharsetDecision | undefined {
+  if (!bytes.includes(0x1b) || !isAscii(bytes)) return undefined;
+  const names = readCharsetRepetitions(bytes);
+  if (!names.some((n) => n.toUpperCase() === 'ISO IR87')) return undefined;
+  if (decodeBytes(bytes, 'iso-2022-jp').includes('\ufffd')) return undefined;
+  const declared = names[0] ?? '';
+  quirks.add(
+    'charset-escape',
+    `MSH-18 "${names.join('~')}" with ISO 2022 escape sequences as bytes; read as ISO-2022-JP`,
+  );
+  return { declared, encoding: 'iso-2022-jp', known: true };
 }
 
 /** Native (node:buffer): a byte-by-byte loop here cost 0.76 s for an 8 MB message. */
@@ -217,6 +248,8 @@ const FALLBACK_NAMES: Readonly<Record<string, string>> = {
 };
 
 export function decideCharset(bytes: Buffer, quirks: QuirkCollector): CharsetDecision {
+  const jis = iso2022JpDecision(bytes, quirks);
+  if (jis !== undefined) return jis;
   const declared = readDeclaredCharset(bytes);
   const mapped = TABLE_0211[declared.toUpperCase()];
   if (declared === '') {
@@ -307,10 +340,22 @@ const CODE_PAGE_OF: Readonly<Record<string, string>> = {
   'iso-8859-9': 'windows-1254',
 };
 
+/* eslint-disable no-control-regex -- ESC is what the pattern is about */
+const ISO2022_JP_DESIGNATION_RUN =
+  /(?:\u001b(?:\(B|\(J|\(I|\$@|\$B))+(\u001b(?:\(B|\(J|\(I|\$@|\$B))/g;
+/* eslint-enable no-control-regex */
+
 /** Decodes bytes with a WHATWG label; 'ascii' and 'latin1' map byte-for-byte. */
 export function decodeBytes(bytes: Buffer, encoding: string): string {
   if (encoding === 'ascii' || encoding === 'latin1') return bytes.toString('latin1');
   if (encoding === 'utf-8') return bytes.toString('utf8');
+  if (encoding === 'iso-2022-jp') {
+    // Designations with no character between them: only the last counts (the WHATWG decoder
+    // takes two in a row for an error; a RIS switching back to ASCII before each delimiter
+    // writes ESC ( B ESC $ B around an empty component).
+    const switchesOnly = bytes.toString('latin1').replace(ISO2022_JP_DESIGNATION_RUN, '$1');
+    return new TextDecoder(encoding).decode(Buffer.from(switchesOnly, 'latin1'));
+  }
   return new TextDecoder(encoding).decode(bytes);
 }
 

@@ -80,6 +80,12 @@ describe('dicomTextDecoder', () => {
     expect(dicomTextDecoder(['']).decode(Buffer.from('Müller'))).toBe('Müller');
   });
 
+  it('a switch to Latin-9 (ISO 2022 IR 203, ESC 02/13 06/02 = ESC - b, PS3.3 Table C.12-3) reads € and Š, not ¤ and ¦', () => {
+    const d = dicomTextDecoder(['ISO 2022 IR 100', 'ISO 2022 IR 203']);
+    // Müller in Latin-1, then ESC - b and `Šimek 5 €` in ISO 8859-15 (Š A6, € A4)
+    expect(d.decode(bytes('M\xfcller^\x1b-b\xa6imek 5 \xa4'))).toBe('Müller^Šimek 5 €');
+  });
+
   it('UTF-8 (ISO_IR 192)', () => {
     expect(dicomTextDecoder(['ISO_IR 192']).decode(Buffer.from('Wang^XiaoDong=王^小東='))).toBe(
       'Wang^XiaoDong=王^小東=',

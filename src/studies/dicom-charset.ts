@@ -69,7 +69,7 @@ const ESCAPES: ReadonlyArray<{ bytes: string; g: 0 | 1 | null; encoding: string 
   { bytes: '\x1b-F', g: 1, encoding: 'iso-8859-7' },
   { bytes: '\x1b-H', g: 1, encoding: 'iso-8859-8' },
   { bytes: '\x1b-M', g: 1, encoding: 'windows-1254' },
-  { bytes: '\x1bb', g: 1, encoding: 'iso-8859-15' },
+  { bytes: '\x1b-b', g: 1, encoding: 'iso-8859-15' }, // ESC 02/13 06/02 (was ESC b, ISO 2022's LS3)
   { bytes: '\x1b-T', g: 1, encoding: 'windows-874' },
   { bytes: '\x1b$)C', g: 1, encoding: 'euc-kr' },
   { bytes: '\x1b$)A', g: 1, encoding: 'gbk' },
@@ -135,7 +135,8 @@ export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
     // A term we cannot name is read as no term is: UTF-8 when the bytes are, else Latin-1.
     if (!encoding) return UNDECLARED;
     const single = decoderOf(encoding);
-    return { decode: (bytes) => single.decode(bytes) };
+    if (!SINGLE_BYTE.test(encoding)) return { decode: (bytes) => single.decode(bytes) };
+    return { decode: (bytes) => utf8Despite(bytes) ?? single.decode(bytes) };
   }
   const start = initialSets(first);
   // Korean and Chinese sets are designated to G1 by an escape sequence each value must hold
@@ -151,6 +152,28 @@ export function dicomTextDecoder(terms: readonly string[]): DicomTextDecoder {
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The single-byte sets: every byte is a character, so any bytes decode (wrongly or not). */
+const SINGLE_BYTE = /^(latin1|iso-8859-\d+|windows-\d+)$/;
+
+/**
+ * A value under a single-byte term (`ISO_IR 100`, `ISO_IR 101`, …) whose bytes are UTF-8 with
+ * multi-byte sequences, read as UTF-8: writers that encode UTF-8 whatever they declare (dcmjs,
+ * gateways that re-encode and keep the term) are common, while text in an ISO 8859 part is
+ * practically never valid UTF-8 (each letter from 0xC0 would need 0x80-0xBF bytes after it;
+ * `M\xfcller` is not). Read as declared, `Müller^Jürgen` was `MÃ¼ller^JÃ¼rgen` and the
+ * Patient ID `PÄT-78` matched no order: the study was refused as another patient's. The same
+ * reading as HL7's `utf8-despite-declared-charset`. Undefined when the bytes are ASCII or no
+ * UTF-8.
+ */
+function utf8Despite(bytes: Uint8Array): string | undefined {
+  if (bytes.every((b) => b < 0x80)) return undefined;
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
 /**
  * No Specific Character Set: only the default repertoire (ASCII) is allowed (PS3.5 §6.1.2.2),
  * but devices write what they have. Newer software writes UTF-8 without saying so (the patient

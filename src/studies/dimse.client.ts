@@ -64,6 +64,7 @@ export class DimseClient {
     // Only the keys we need: no names or birth dates asked for (PS3.4 §C.6.2.1 Study Root).
     request.setDataset(
       new Dataset({
+        ...queryCharacterSet(value),
         QueryRetrieveLevel: 'STUDY',
         StudyInstanceUID: query.studyInstanceUid ?? '',
         AccessionNumber: query.studyInstanceUid ? '' : (query.accessionNumber ?? ''),
@@ -295,6 +296,19 @@ function text(value: unknown): string | undefined {
 }
 
 /** Accession Number / Patient ID (and its Issuer) whole: several values joined by `\\`, padding left to the check. */
+/**
+ * The Specific Character Set (0008,0005) of a C-FIND identifier holding `value`: dcmjs writes
+ * every SH/LO/PN value as UTF-8, so a value beyond ASCII is declared `ISO_IR 192` (an
+ * Identifier's text is in the character set it declares, PS3.4 Annex C). Without it the PACS
+ * read the bytes in its default repertoire: `MÜNCHEN-4711` was `MÃ\u009cNCHEN-4711` to it and
+ * the order's study was never found. An ASCII query declares nothing, as before (a PACS that
+ * knows no ISO_IR 192 still answers it).
+ */
+function queryCharacterSet(value: string): { SpecificCharacterSet?: string } {
+  // eslint-disable-next-line no-control-regex
+  return /^[\u0000-\u007f]*$/.test(value) ? {} : { SpecificCharacterSet: 'ISO_IR 192' };
+}
+
 function identifierValue(value: unknown): string | undefined {
   const values = (Array.isArray(value) ? value : [value]).filter(
     (v): v is string => typeof v === 'string',

@@ -143,8 +143,15 @@ function mismatch(
   };
 }
 
+/**
+ * Padding removed and composed (NFC): canonically equivalent text is the same characters
+ * (Unicode §3.7), whatever code points a writer chose. A RIS or engine writing decomposed
+ * (`O` + U+0308, as macOS does) and a modality given the worklist in ISO 8859-1, which has only
+ * the composed `Ö`, wrote the same accession: compared code point by code point, the order's
+ * own study was refused as another's. Letters that differ (`Ö`, `Ó`, `O`) still differ.
+ */
 function norm(value: string | null | undefined): string | undefined {
-  const v = value == null ? undefined : withoutPadding(value);
+  const v = value == null ? undefined : withoutPadding(value).normalize('NFC');
   return v ? v : undefined;
 }
 

@@ -229,6 +229,81 @@ describe('hostile: DICOM instances that real sites and attackers send', () => {
     },
   );
 
+  it.each([
+    ['ISO_IR 100', 'Müller^Jürgen', 'PÄT-78', 'utf8'],
+    ['ISO_IR 100', 'Müller^Jürgen', 'PÄT-79', 'latin1'],
+    ['ISO_IR 101', 'Świątek^Łucja', 'PŁ-78', 'utf8'],
+  ] as const)(
+    'a study declaring %s, its name %s and Patient ID %s in %s bytes: read as the bytes are, the patient matches',
+    async (charset, name, patientId, encoding) => {
+      // dcmjs (and other writers) encode UTF-8 whatever (0008,0005) says: a modality or
+      // gateway declaring ISO_IR 100 over UTF-8 bytes. Real Latin-1 text is practically never
+      // valid UTF-8 with multi-byte sequences, so those bytes are UTF-8 (as for HL7 MSH-18).
+      const raw = (v: string) => Buffer.from(v, encoding).toString('latin1');
+      const o = await order({
+        study: generateUid(),
+        accession: `CSU-${Date.now() % 1e9}`,
+        patientId,
+      });
+      const res = await stow([
+        rawInstance({
+          studyInstanceUid: o.study,
+          charset,
+          patientName: raw(name),
+          accession: o.accession,
+          patientId: raw(patientId),
+        }),
+      ]);
+      expect(res.status).toBe(200);
+      const rows = (await adapter.dataSource.query(
+        `SELECT header->>'patientName' AS name, header->>'patientId' AS pid
+           FROM study_instances WHERE study_instance_uid = $1`,
+        [o.study],
+      )) as Array<{ name: string; pid: string }>;
+      // Before: read as declared, `MÃ¼ller^JÃ¼rgen` and `PÃ\u0084T-78`: the study refused as
+      // another patient's.
+      expect(rows).toEqual([{ name, pid: patientId }]);
+      expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    },
+  );
+
+  it('an order whose accession and Patient ID are decomposed (NFD, as macOS and some engines write Ö) and a Latin-1 study of the same exam: the study is the order’s; another letter is not', async () => {
+    // The worklist gave the modality the text in ISO 8859-1, which has only the composed Ö:
+    // the same characters (Unicode canonical equivalence), other code points.
+    const suffix = Date.now() % 1e9;
+    const o = await order({
+      study: generateUid(),
+      accession: `KO\u0308LN-${suffix}`,
+      patientId: 'PA\u0308T-80',
+    });
+    const res = await stow([
+      rawInstance({
+        studyInstanceUid: o.study,
+        charset: 'ISO_IR 100',
+        accession: `K\xd6LN-${suffix}`,
+        patientId: 'P\xc4T-80',
+      }),
+    ]);
+    expect(res.status).toBe(200);
+    // Before: compared code point by code point, the right study was refused as another's.
+    expect(await acquire(o)).toMatchObject({ status: 'ready' });
+    // Equivalence is not likeness: KÓLN (Ó, another letter) stays another exam.
+    const other = await order({
+      study: generateUid(),
+      accession: `KO\u0308LN-${suffix + 1}`,
+      patientId: 'PA\u0308T-81',
+    });
+    await stow([
+      rawInstance({
+        studyInstanceUid: other.study,
+        charset: 'ISO_IR 100',
+        accession: `K\xd3LN-${suffix + 1}`,
+        patientId: 'P\xc4T-81',
+      }),
+    ]);
+    expect(await acquire(other)).not.toMatchObject({ status: 'ready' });
+  });
+
   it('an MR series from the test factory with umlauts in name, ID and description: stored as written, matched, packaged', async () => {
     // The factory declared ISO_IR 100 over dcmjs's UTF-8 bytes: this study would have been
     // stored as `MÃ¼ller^JÃ¼rgen` and refused as another patient's. It now declares ISO_IR 192.

@@ -527,6 +527,36 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
   });
 
   /**
+   * A Japanese RIS (JAHIS: MSH-18 `~ISO IR87`, ASCII by default and JIS X 0208 in ISO 2022
+   * escape sequences, written as bytes): the ORU holds the kanji name in UTF-8 and says so, no
+   * ESC, no U+FFFD, and the DiagnosticReport names the same patient.
+   */
+  it('an order in ISO-2022-JP bytes under ~ISO IR87: the ORU is UTF-8 and says so, the report names 服部 美咲', async () => {
+    const JIS: Record<string, string> = { 服部: 'I~It', 美咲: 'H~:i' };
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-JP^^^HOSP^MR||服部^美咲^^^^^L^I~HATTORI^MISAKI^^^^^L^P||19640812|F',
+      undefined,
+      {
+        msh18: '~ISO IR87',
+        encode: (text) =>
+          Buffer.from(
+            text.replace(/[\u3000-\u9fff]+/g, (run) => `\u001b$B${JIS[run]}\u001b(B`),
+            'latin1',
+          ),
+      },
+      '2.5',
+    );
+    await published(id);
+    const { bytes, message } = oruBytesOf(id);
+    expect(message.msh.value(18)).toBe('UNICODE UTF-8');
+    expect(bytes.includes(0x1b)).toBe(false);
+    expect(bytes.includes(Buffer.from('服部^美咲', 'utf8'))).toBe(true);
+    expect(message.get('PID-5.1')).toBe('服部');
+    const report = await reportOf(id);
+    expect(JSON.stringify(report)).not.toMatch(/\\u001b|\ufffd|\$B/);
+  });
+
+  /**
    * MSH-18 `ASCII` over UTF-8 bytes (an engine that fills MSH-18 with the table's default while
    * its feed carries UTF-8; read at intake as the `declared-ascii-non-ascii` quirk).
    */

@@ -329,6 +329,35 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
     expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
   });
+  it('a Japanese RIS writing ISO-2022-JP bytes (MSH-18 ~ISO IR87, MSH-20 ISO 2022-1994, as JAHIS orders are): names read as kanji, also when their JIS bytes are HL7 delimiters', async () => {
+    // JIS X 0208 in ESC $ B ... ESC ( B, the escape sequences as bytes (not as \M2442\):
+    // 服部 is ESC $ B `I~It` ESC ( B and 五十嵐 `8^==Mr`: their second bytes are `~` and `^`.
+    // The bytes `iconv -t ISO-2022-JP` writes for each name (JIS X 0208 row/cell + 0x20).
+    const JIS: Record<string, string> = {
+      服部: 'I~It',
+      美咲: 'H~:i',
+      五十嵐: '8^==Mr',
+      太郎: 'B@O:',
+    };
+    const jis = (text: string) =>
+      text.replace(/[\u3000-\u9fff]+/g, (run) => `\u001b$B${JIS[run]}\u001b(B`);
+    const cases = [
+      ['JIS-1', '服部^美咲^^^^^L^I~HATTORI^MISAKI^^^^^L^P', { family: '服部', given: ['美咲'] }],
+      ['JIS-2', '五十嵐^太郎^^^^^L^I', { family: '五十嵐', given: ['太郎'] }],
+    ] as const;
+    for (const [id, pid5, name] of cases) {
+      const reply = await client.send(
+        wire(
+          orm(id, {
+            MSH: `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500||ORM^O01|${id}|P|2.5|||||JPN|~ISO IR87||ISO 2022-1994`,
+            PID: `PID|1||PAT-${id}^^^HOSP^MR||${jis(pid5)}||19560402|M`,
+          }),
+        ),
+      );
+      expect(ackSummary(reply).code).toBe('AA');
+      expect((await orderOf(id)).request.patient.name).toEqual(name);
+    }
+  });
   it('character set escapes (\\M2442\\, \\C2842\\) are read as the switch they are, a local escape (\\Z..\\) dropped: no escape text in a stored name', async () => {
     // A Japanese RIS (v2.5.1 §2.7.5, MSH-18 ~ISO IR87) writing the ISO 2022 escapes of its
     // kanji name as HL7 escapes: \M2442\ (ESC $ B, JIS X 0208) ... \C2842\ (ESC ( B, ASCII).

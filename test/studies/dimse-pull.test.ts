@@ -210,6 +210,44 @@ describe('study acquisition from a PACS over DIMSE', () => {
     );
   });
 
+  it('finds a study by an accession beyond ASCII, stored in ISO_IR 100 or ISO_IR 192, and never its ASCII look-alike', async () => {
+    // A German RIS numbers exams by site (`MÜNCHEN-…`, sent in 8859/1); one modality wrote
+    // the accession from the worklist in Latin-1, another in UTF-8. (Orthanc answers C-FIND in
+    // its DefaultEncoding, Latin-1 here: a letter Latin-1 lacks, `Ł`, would come back lost
+    // and the study refused as another's, never taken.)
+    const latin1 = rawInstance({
+      charset: 'ISO_IR 100',
+      accession: 'MÜNCHEN-4711',
+      patientId: 'PID-CF-1',
+    });
+    const utf8 = rawInstance({
+      charset: 'ISO_IR 192',
+      accession: Buffer.from('KÖLN-4711', 'utf8').toString('latin1'),
+      patientId: 'PID-CF-2',
+    });
+    const lookAlike = rawInstance({
+      charset: 'ISO_IR 100',
+      accession: 'MUNCHEN-4711',
+      patientId: 'PID-CF-3',
+    });
+    for (const i of [latin1, utf8, lookAlike]) await orthanc.store(i.bytes);
+    const c = client(orthanc);
+    const found = async (accession: string) =>
+      (await c.findStudies({ accessionNumber: accession }))
+        .filter((s) => s.accessionNumber === accession)
+        .map((s) => s.studyInstanceUid);
+    expect(await found('MÜNCHEN-4711')).toEqual([latin1.studyInstanceUid]);
+    expect(await found('KÖLN-4711')).toEqual([utf8.studyInstanceUid]);
+    expect(await found('MUNCHEN-4711')).toEqual([lookAlike.studyInstanceUid]);
+    // Whatever the PACS's own matching answers, the acquirer uses only the order's study.
+    const orderId = await insertOrder(db.dataSource, { accessionNumber: 'MÜNCHEN-4711' });
+    const result = await acquireAfterQuiet(acquirer(orthanc, 'get'), {
+      orderId,
+      accessionNumber: 'MÜNCHEN-4711',
+    });
+    expect(expectReady(result).studyInstanceUid).toBe(latin1.studyInstanceUid);
+  });
+
   it('retrieves with C-GET after the quiet period and packages every instance unchanged', async () => {
     const study = createMrBrainStudy({
       study: { accessionNumber: 'CGET-ACC-1' },

@@ -5,6 +5,7 @@ import {
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
+  ApiParam,
   ApiQuery,
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
@@ -21,6 +22,7 @@ import {
   OrderDetailDto,
   OrderPageDto,
   orderSearchSchema,
+  OutboundDocumentDto,
   OutboundPageDto,
   parseInput,
   ReplayRequestDto,
@@ -36,7 +38,10 @@ import {
   presentMessage,
   presentOrder,
   presentOrderDetail,
+  presentOutboundItem,
+  presentOutboundWhole,
   presentOutbox,
+  type OutboundItem,
 } from './audit-presenter';
 import {
   AuditQueryService,
@@ -124,6 +129,37 @@ export class AuditApiController {
   ): Promise<OrderDetailView> {
     refuseRevealInUrl(q, `/api/audit/orders/${id}/reveal`);
     return presentOrderDetail(await this.query.orderDetail(id), false);
+  }
+
+  @Get('orders/:id/outbound')
+  @ApiOperation({
+    summary: "An order's outbound documents, newest first",
+    description:
+      'Keyset pages (the order view holds the first 20; its outboundNextCursor goes on here). Each body is cut to 16 KiB in the list (bodiesCut, fullPath).',
+  })
+  @ApiQuery({ name: 'cursor', required: false })
+  @ApiQuery({ name: 'limit', required: false, description: 'page size, 1..200 (default 50)' })
+  @ApiOkResponse({ type: OutboundPageDto })
+  @ApiNotFoundResponse({ description: 'no such order' })
+  async orderOutbound(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+  ): Promise<Page<OutboundItem> & { total: number }> {
+    const page = await this.query.orderOutbound(id, parseInput(deadLetterPageSchema, q));
+    return { ...page, items: page.items.map((r) => presentOutboundItem(r, false)) };
+  }
+
+  @Get('outbound/:id')
+  @ApiOperation({
+    summary: 'One outbound document whole: payload, as sent, the peer answer (masked)',
+    description:
+      'Each body up to 512 Ki characters (RAW_VIEW_LIMITS), cut beyond with a `cut` note: the lists cut them at 16 KiB.',
+  })
+  @ApiParam({ name: 'id', description: 'outbox id' })
+  @ApiOkResponse({ type: OutboundDocumentDto })
+  @ApiNotFoundResponse({ description: 'no such outbound document' })
+  async outbound(@Param('id') id: string): Promise<OutboundItem> {
+    return presentOutboundWhole(await this.query.outboxEntry(id), false);
   }
 
   @ApiPostWithReason(
@@ -261,7 +297,7 @@ export class AuditApiController {
   @ApiOkResponse({ type: OutboundPageDto })
   async deadLetters(@Query() q: Record<string, unknown>): Promise<Page<OutboxRow>> {
     const page = await this.query.deadLetters(parseInput(deadLetterPageSchema, q));
-    return { ...page, items: page.items.map((r) => presentOutbox(r, false)) };
+    return { ...page, items: page.items.map((r) => presentOutboundItem(r, false)) };
   }
 
   @Roles('admin')

@@ -329,7 +329,19 @@ export class OutboundDocumentDto {
   @ApiProperty() attempts!: number;
   @ApiPropertyOptional({ nullable: true }) lastError!: string | null;
   @ApiProperty({ format: 'date-time' }) updatedAt!: string;
-  @ApiProperty({ type: 'object', additionalProperties: true }) payload!: Record<string, unknown>;
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description:
+      'in a list, a payload over 16 KiB of JSON is `{cut: {shownCharacters, totalCharacters}, head}` (masked); the whole: fullPath',
+  })
+  payload!: Record<string, unknown>;
+  @ApiPropertyOptional({
+    description:
+      'true when a body (payload, document as sent, peer answer) is cut in this list; fullPath serves it whole, within 512 Ki characters a body',
+  })
+  bodiesCut?: boolean;
+  @ApiPropertyOptional({ example: '/api/audit/outbound/42' }) fullPath?: string;
 }
 
 export class OrderDetailDto {
@@ -347,7 +359,16 @@ export class OrderDetailDto {
   })
   timelineOmitted!: number;
   @ApiProperty({ type: [InboundMessageDto] }) messages!: InboundMessageDto[];
-  @ApiProperty({ type: [OutboundDocumentDto] }) outbound!: OutboundDocumentDto[];
+  @ApiProperty({
+    type: [OutboundDocumentDto],
+    description:
+      'the newest 20 outbound documents, newest first; the older ones: GET /api/audit/orders/{id}/outbound?cursor=outboundNextCursor',
+  })
+  outbound!: OutboundDocumentDto[];
+  @ApiProperty({ description: 'how many outbound documents the order has' })
+  outboundTotal!: number;
+  @ApiPropertyOptional({ description: 'cursor of the next (older) page of outbound documents' })
+  outboundNextCursor?: string;
   @ApiProperty({ type: [LineageLineDto] }) lineage!: LineageLineDto[];
   @ApiPropertyOptional({ nullable: true }) mappingVersion!: string | null;
   @ApiProperty({ description: 'false only for an admin who revealed with a reason' })

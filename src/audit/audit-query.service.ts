@@ -30,6 +30,7 @@ export {
   DEFAULT_PAGE_SIZE,
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
+  OUTBOUND_ON_ORDER,
   TIMELINE_HEAD,
   TEXT_SCAN_ROWS,
   TIMELINE_LIMIT,
@@ -159,6 +160,19 @@ export class AuditQueryService {
     const detail = await this.audit.orderDetail(orderId);
     if (!detail) throw new AppError('not_found', 'no such order');
     return detail;
+  }
+
+  /** One order's outbound documents, newest first, a page at a time (the order view shows the first). */
+  async orderOutbound(
+    orderId: string,
+    search: { cursor?: string; limit?: number },
+  ): Promise<Page<OutboxRow> & { total: number }> {
+    if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
+    const page = await this.audit.orderOutbound(orderId, search);
+    if (page.total === 0 && !(await this.audit.orderExists(orderId))) {
+      throw new AppError('not_found', 'no such order');
+    }
+    return page;
   }
 
   /** The upstream's reports stored for the order (results, failure, QC report). */

@@ -64,7 +64,8 @@ export interface Cursor {
  * (300,000 orders: 0.14 s; 3,000,000 events: 0.8 s), and one list's cursor was taken by another.
  */
 export interface CursorSigner {
-  list: 'orders' | 'messages' | 'events' | 'dead-letters';
+  /** One order's outbound documents are a list of their own: `order-outbound:<order id>`. */
+  list: 'orders' | 'messages' | 'events' | 'dead-letters' | `order-outbound:${string}`;
   key: Buffer;
 }
 

@@ -126,6 +126,12 @@ export const TIMELINE_LIMIT = 2000;
  */
 export const TEXT_SCAN_ROWS = 10_000;
 export const TIMELINE_HEAD = 500;
+/**
+ * The outbound documents an order's view holds, newest first; the older ones are paged
+ * (orderOutbound). Before, every one was read and answered: an order with 2,000 (corrections,
+ * replays) made a 54 MB API answer (6.9 s) and a 90 MB page (10 s).
+ */
+export const OUTBOUND_ON_ORDER = 20;
 const TIMELINE_REPEATED_KINDS = [
   'inbound.received',
   'inbound.duplicate',
@@ -402,10 +408,7 @@ export class AuditQueryRepository extends RepositoryBase {
         orderId,
       ]) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
       this.timeline(orderId, { limit: TIMELINE_LIMIT + 1 }),
-      this.db().query(
-        `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
-        [orderId],
-      ) as Promise<OutboxRow[]>,
+      this.orderOutbound(orderId, { limit: OUTBOUND_ON_ORDER }),
     ]);
     const order = orders[0];
     if (!order) return undefined;
@@ -444,7 +447,47 @@ export class AuditQueryRepository extends RepositoryBase {
       timeline: timeline.map(toEventRow),
       timelineOmitted,
       messages: messages.map(toMessageRow),
-      outbound: outbound.map(toOutboxRow),
+      outbound: outbound.items,
+      outboundTotal: outbound.total,
+      ...(outbound.nextCursor ? { outboundNextCursor: outbound.nextCursor } : {}),
+    };
+  }
+
+  /**
+   * One order's outbound documents, newest first (by id, through outbox_order_id_idx), a page
+   * at a time; the cursor is signed for this order's list alone. `total`: how many it has.
+   */
+  async orderOutbound(
+    orderId: string,
+    search: { cursor?: string; limit?: number },
+  ): Promise<Page<OutboxRow> & { total: number }> {
+    const signer = await this.cursorSigner(`order-outbound:${orderId}`);
+    const cursor = decodeCursor(search.cursor, 'bigint', signer);
+    const limit = pageSize(search.limit);
+    const where = new SearchWhere();
+    where.add(`x.order_id = ${where.param(orderId)}::uuid`);
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: OUTBOX_COLUMNS,
+        from: 'outbox x',
+        idColumn: 'x.id',
+        idType: 'bigint',
+        enteredColumn: 'x.created_at',
+        xidColumn: 'NULL',
+      },
+      limit,
+    );
+    const [rows, counted] = await Promise.all([
+      this.db().query(sql, where.params) as Promise<Array<OutboxRow & LateCheckColumns>>,
+      this.db().query(`SELECT count(*)::int AS n FROM outbox WHERE order_id = $1::uuid`, [
+        orderId,
+      ]) as Promise<Array<{ n: number }>>,
+    ]);
+    return {
+      ...toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toOutboxRow, signer),
+      total: counted[0]?.n ?? 0,
     };
   }
 
@@ -607,6 +650,13 @@ export class AuditQueryRepository extends RepositoryBase {
       signer,
       horizonUs,
     );
+  }
+
+  async orderExists(orderId: string): Promise<boolean> {
+    const rows: unknown[] = await this.db().query(`SELECT 1 FROM orders WHERE id = $1::uuid`, [
+      orderId,
+    ]);
+    return rows.length > 0;
   }
 
   /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */

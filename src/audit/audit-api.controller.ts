@@ -1,6 +1,17 @@
-import { applyDecorators, Body, Get, Inject, Param, Query, Req } from '@nestjs/common';
+import {
+  applyDecorators,
+  Body,
+  Get,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+} from '@nestjs/common';
 import {
   ApiBadRequestResponse,
+  ApiBody,
   ApiConflictResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
@@ -13,6 +24,8 @@ import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import {
+  BulkReplayRequestDto,
+  bulkReplaySchema,
   deadLetterPageSchema,
   EventPageDto,
   eventSearchSchema,
@@ -49,7 +62,8 @@ import {
   type OutboxRow,
   type Page,
 } from './audit-query.service';
-import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { AUDIT_QUERY, DEAD_LETTER_BULK_REPLAY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { BulkReplayResult, DeadLetterBulkReplay } from './dead-letter-bulk-replay';
 import { AnalystApi, ApiGetOne, ApiPostWithReason } from './audit-api.decorators';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
@@ -86,6 +100,7 @@ export class AuditApiController {
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
+    @Inject(DEAD_LETTER_BULK_REPLAY) private readonly bulkReplay: DeadLetterBulkReplay,
   ) {}
 
   /** The reveal endpoints always reveal: the reason is the body's, audited before anything is shown. */
@@ -298,6 +313,24 @@ export class AuditApiController {
   async deadLetters(@Query() q: Record<string, unknown>): Promise<Page<OutboxRow>> {
     const page = await this.query.deadLetters(parseInput(deadLetterPageSchema, q));
     return { ...page, items: page.items.map((r) => presentOutboundItem(r, false)) };
+  }
+
+  @Roles('admin')
+  @Post('dead-letters/replay')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Replay the dead letters named by destination, reason and time given up (admin)',
+    description:
+      'Body `{"reason": "…", "destination"?, "error"? (text in the reason it died for), "from"?, "to"? (when given up), "limit"? (1..100, default 100), "dryRun"?}`: at least one filter. At most `limit` letters, longest dead first, each through the single replay (its own transaction, one outbound.replay event with who, why and this filter); `dryRun` counts and lists them and changes nothing. `remaining`: matching letters not queued (send again for the next ones).',
+  })
+  @ApiBody({ type: BulkReplayRequestDto })
+  @ApiOkResponse({ description: 'matched, the letters taken and what came of each, remaining' })
+  @ApiConflictResponse({ description: 'the destination named is not configured' })
+  async replayMany(
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<BulkReplayResult> {
+    return this.bulkReplay.replay(parseInput(bulkReplaySchema, body), req.principal!.actor);
   }
 
   @Roles('admin')

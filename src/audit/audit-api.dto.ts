@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
 import { issueSentence, refusalDetail } from './audit-api.issues';
+import { BULK_REPLAY_MAX } from './dead-letter-bulk-replay';
 import {
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
@@ -175,6 +176,27 @@ export const revealSchema = z.object({
 export const replaySchema = z.object({
   reason: z.string().trim().min(3, 'a reason is required').max(500),
 });
+
+/**
+ * A bulk replay: which dead letters (destination, text in the reason they died for, when they
+ * were given up: at least one), at most `limit` (1..100, default 100), and the replay's
+ * reason; `dryRun` counts and lists them, changing nothing.
+ */
+export const bulkReplaySchema = z
+  .strictObject({
+    reason: z.string().trim().min(3, 'a reason is required').max(500),
+    destination: text,
+    error: text,
+    from: instant,
+    to: instant,
+    limit: z.number().int().min(1).max(BULK_REPLAY_MAX).optional(),
+    dryRun: z.boolean().optional(),
+  })
+  .refine(aRange, RANGE_ISSUE)
+  .refine((b) => Boolean(b.destination || b.error || b.from || b.to), {
+    path: ['destination'],
+    error: 'give destination, error, from or to: a bulk replay takes the dead letters they name',
+  });
 
 /**
  * Parses query or body values; blank strings count as absent (HTML forms send them). A key of
@@ -406,6 +428,22 @@ export class ReplayRequestDto {
     example: 'RIS was down for maintenance 02:00-03:00',
   })
   reason!: string;
+}
+
+export class BulkReplayRequestDto {
+  @ApiProperty({ minLength: 3, maxLength: 500, example: 'RIS interface fixed, ticket 4471' })
+  reason!: string;
+  @ApiPropertyOptional({ example: 'ris-hl7' }) destination?: string;
+  @ApiPropertyOptional({
+    description: 'text in the reason the letter was given up for (case-insensitive)',
+    example: 'AR',
+  })
+  error?: string;
+  @ApiPropertyOptional({ description: 'given up at or after (ISO 8601, UTC unless an offset)' })
+  from?: string;
+  @ApiPropertyOptional({ description: 'given up before' }) to?: string;
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 100 }) limit?: number;
+  @ApiPropertyOptional({ description: 'count and list, change nothing' }) dryRun?: boolean;
 }
 
 export class ReplayResultDto {

@@ -106,6 +106,26 @@ export interface MessageBrowse {
   limit?: number;
 }
 
+/** Which dead letters a bulk replay takes (every filter given must match). */
+export interface DeadLetterFilter {
+  destination?: string;
+  /** Text in the reason it was given up for (`last_error`), case-insensitive. */
+  error?: string;
+  /** Given up at or after / before (updated_at). */
+  from?: Date;
+  to?: Date;
+}
+
+/** A dead letter a bulk replay would take. */
+export interface DeadLetterCandidate {
+  id: string;
+  orderId: string | null;
+  destination: string;
+  kind: string;
+  updatedAt: string;
+  lastError: string | null;
+}
+
 /** Upstream statuses after which no result comes: errors in "errors only". */
 export const UPSTREAM_FAILED_STATUSES = ['FAILED', 'PREPROCESSING_FAILED', 'EXPIRED'] as const;
 const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join(', ');
@@ -690,6 +710,41 @@ export class AuditQueryRepository extends RepositoryBase {
       [id],
     );
     return rows[0] ? toOutboxRow(rows[0]) : undefined;
+  }
+
+  /**
+   * The dead letters matching `filter`: how many, and the `limit` longest dead (given up
+   * first), through outbox_dead_idx (partial on status = 'dead': only dead rows are read).
+   */
+  async deadLettersMatching(
+    filter: DeadLetterFilter,
+    limit: number,
+  ): Promise<{ matched: number; letters: DeadLetterCandidate[] }> {
+    const where = new SearchWhere();
+    where.add(`x.status = 'dead'`);
+    if (filter.destination) where.add(`x.destination = ${where.param(filter.destination)}`);
+    if (filter.error) where.add(`x.last_error ILIKE ${where.param(containing(filter.error))}`);
+    if (filter.from) where.add(`x.updated_at >= ${where.param(filter.from)}`);
+    if (filter.to) where.add(`x.updated_at < ${where.param(filter.to)}`);
+    const [counted, letters] = await Promise.all([
+      this.db().query(
+        `SELECT count(*)::int AS n FROM outbox x ${where.sql()}`,
+        where.params,
+      ) as Promise<Array<{ n: number }>>,
+      this.db().query(
+        `SELECT x.id::text AS id, x.order_id AS "orderId", x.destination, x.kind,
+                x.updated_at AS "updatedAt", x.last_error AS "lastError"
+           FROM outbox x ${where.sql()} ORDER BY x.updated_at, x.id LIMIT ${Math.max(1, Math.floor(limit))}`,
+        where.params,
+      ) as Promise<DeadLetterCandidate[]>,
+    ]);
+    return {
+      matched: counted[0]?.n ?? 0,
+      letters: letters.map((l) => ({
+        ...l,
+        updatedAt: new Date(l.updatedAt).toISOString(),
+      })),
+    };
   }
 
   /** Locks an outbox row for a replay (FOR UPDATE on the caller's transaction). */

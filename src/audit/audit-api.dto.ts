@@ -372,14 +372,19 @@ export class OrderDetailDto {
   @ApiProperty({
     type: [AuditEventDto],
     description:
-      'oldest first; over 2000 events, the first 500, the newest 1500 and every event between them of a kind that does not repeat (timelineOmitted: how many are left out)',
+      'oldest first; over 500 events, the first 100, the newest 400 and up to 500 events between them of a kind that does not repeat (timelineOmitted: how many are left out; timelineOlderCursor pages them)',
   })
   timeline!: AuditEventDto[];
   @ApiProperty({
     description:
-      'repeated events (resent orders, polls, retries) left out of the middle of a timeline over 2000 events; all of them: GET /api/audit/events?orderId=',
+      'repeated events (resent orders, polls, retries) left out of the middle of a timeline over 500 events; all of them: GET /api/audit/events?orderId=',
   })
   timelineOmitted!: number;
+  @ApiPropertyOptional({
+    description:
+      'with a cut timeline: the cursor of GET /api/audit/events?orderId={id} for the events older than the newest shown, newest first',
+  })
+  timelineOlderCursor?: string;
   @ApiProperty({ type: [InboundMessageDto] }) messages!: InboundMessageDto[];
   @ApiProperty({
     type: [OutboundDocumentDto],

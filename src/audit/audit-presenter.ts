@@ -73,6 +73,8 @@ export interface OrderDetailView {
   timeline: EventRow[];
   /** Events not shown between the first TIMELINE_HEAD and the newest (a very long timeline). */
   timelineOmitted: number;
+  /** The cursor of GET /api/audit/events?orderId=… for the events older than the newest shown. */
+  timelineOlderCursor?: string;
   messages: MessageRow[];
   /** The newest outbound documents (OUTBOUND_ON_ORDER), each body cut (LIST_BODY_CHARACTERS). */
   outbound: Array<OutboundItem & { answers: EventRow[] }>;
@@ -115,6 +117,7 @@ export function presentOrderDetail(
     },
     timeline,
     timelineOmitted: detail.timelineOmitted,
+    ...(detail.timelineOlderCursor ? { timelineOlderCursor: detail.timelineOlderCursor } : {}),
     messages: detail.messages,
     outbound: detail.outbound.map((row) => ({
       ...presentOutboundItem(row, reveal),

@@ -79,7 +79,8 @@ function cursorMac(signer: CursorSigner, text: string): Buffer {
     .subarray(0, CURSOR_MAC_BYTES);
 }
 
-function encodeCursor(c: Cursor, signer: CursorSigner): string {
+/** The cursor of `list` (signed) at `c`: also what one list hands out for another (a timeline's older events). */
+export function encodeCursor(c: Cursor, signer: CursorSigner): string {
   const unseen = c.unseen ? `/${c.unseen.horizonUs}/${c.unseen.snapshot}` : '';
   const text = `${c.us}/${c.id}${unseen}`;
   return `${Buffer.from(text, 'utf8').toString('base64url')}.${cursorMac(signer, text).toString('base64url')}`;

@@ -3,6 +3,7 @@ import {
   continuedAt,
   type CursorSigner,
   decodeCursor,
+  encodeCursor,
   keysetPageSql,
   type LateCheckColumns,
   type Page,
@@ -135,17 +136,19 @@ const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join('
  * mapping), its newest TIMELINE_LIMIT - TIMELINE_HEAD (where the order is now), and between
  * them every event that is not of a kind that repeats (TIMELINE_REPEATED_KINDS: a resent
  * order, a poll, a retry), so that a dead letter or a transition is never the part left out.
- * `timelineOmitted` says how many are not shown. Real orders have tens of events; a sender
- * resending an order every minute leaves thousands.
+ * `timelineOmitted` says how many are not shown, and `timelineOlderCursor` pages them (GET
+ * /api/audit/events?orderId=…, newest first, from below the newest shown). Real orders have tens
+ * of events; a sender resending an order every minute, or 2,000 corrections and replays, leave
+ * thousands: at 2,000 kept (and as many milestones between), one order's view was 1.3 MB.
  */
-export const TIMELINE_LIMIT = 2000;
+export const TIMELINE_LIMIT = 500;
 /**
  * The most messages one page of the message browser reads for a `text` (no index serves it):
  * at most tens of milliseconds, where a word no message holds read every message ever stored
  * (200,000 messages: 0.3 s, 1.3 s for non-ASCII words, on a pooled connection ingest shares).
  */
 export const TEXT_SCAN_ROWS = 10_000;
-export const TIMELINE_HEAD = 500;
+export const TIMELINE_HEAD = 100;
 /**
  * The outbound documents an order's view holds, newest first; the older ones are paged
  * (orderOutbound). Before, every one was read and answered: an order with 2,000 (corrections,
@@ -433,6 +436,7 @@ export class AuditQueryRepository extends RepositoryBase {
     const order = orders[0];
     if (!order) return undefined;
     let timelineOmitted = 0;
+    let timelineOlderCursor: string | undefined;
     if (timeline.length > TIMELINE_LIMIT) {
       // Too long: keep the head, read the newest events, the milestones between and the total.
       const head = timeline.slice(0, TIMELINE_HEAD);
@@ -448,6 +452,11 @@ export class AuditQueryRepository extends RepositoryBase {
       });
       timeline.splice(0, timeline.length, ...head, ...middle, ...tail);
       timelineOmitted = total - timeline.length;
+      // the events list's own cursor, below the oldest of the newest shown
+      timelineOlderCursor = encodeCursor(
+        { us: '0', id: tail[0]!.id },
+        await this.cursorSigner('events'),
+      );
     }
     const messageIds = [
       ...new Set(
@@ -466,6 +475,7 @@ export class AuditQueryRepository extends RepositoryBase {
       order: { ...toOrderRow(order), request: order.request },
       timeline: timeline.map(toEventRow),
       timelineOmitted,
+      ...(timelineOlderCursor ? { timelineOlderCursor } : {}),
       messages: messages.map(toMessageRow),
       outbound: outbound.items,
       outboundTotal: outbound.total,

@@ -162,6 +162,42 @@ describe('an order with 2,000 outbound documents: the order view and its outboun
     }
   });
 
+  it("the timeline holds the order's first and newest events and pages the older ones by the events list's signed cursor", async () => {
+    const detail = await get(`/api/audit/orders/${orderId}`);
+    process.stdout.write(`order API (timeline): ${detail.bytes} bytes, ${detail.ms} ms\n`);
+    const timelineBytes = Buffer.byteLength(JSON.stringify(detail.body.timeline));
+    process.stdout.write(`timeline: ${timelineBytes} bytes\n`);
+    expect(timelineBytes).toBeLessThan(512 * 1024);
+    expect(detail.bytes).toBeLessThan(1024 * 1024);
+    const timeline = detail.body.timeline as Array<{ id: string; kind: string }>;
+    expect(timeline.length).toBeLessThanOrEqual(1000);
+    expect(detail.body.timelineOmitted).toBeGreaterThan(0);
+    // intake first, the newest event last, the dead letters between kept
+    expect(timeline[0]!.kind).toBe('inbound.received');
+    const { rows } = await db.query(
+      `SELECT max(id)::text AS id, count(*)::int AS n FROM audit_events WHERE order_id = $1`,
+      [orderId],
+    );
+    expect(timeline[timeline.length - 1]!.id).toBe(rows[0].id);
+    expect(timeline.filter((e) => e.kind === 'outbound.dead-letter').length).toBeGreaterThan(150);
+    // the older events, newest first, from just below the newest shown
+    const cursor = detail.body.timelineOlderCursor as string;
+    expect(cursor).toBeTruthy();
+    const older = await get(
+      `/api/audit/events?orderId=${orderId}&limit=200&cursor=${encodeURIComponent(cursor)}`,
+    );
+    expect(older.status).toBe(200);
+    const firstOlder = BigInt(older.body.items[0].id);
+    const tail = timeline.filter(
+      (e) => e.kind !== 'outbound.dead-letter' && e.kind !== 'outbound.replay',
+    );
+    expect(firstOlder).toBeLessThan(BigInt(tail[tail.length - 1]!.id));
+    expect(older.body.nextCursor).toBeTruthy();
+    // the page says where the rest is
+    const page = await get(`/audit/orders/${orderId}`);
+    expect(page.text).toContain('repeated events');
+  });
+
   it('cuts a large body in a list and links to the whole document, itself bounded', async () => {
     // 60,000 OBX segments (3.4 MB): their values are masked, the segments stay
     const big = Array.from(

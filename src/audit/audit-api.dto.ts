@@ -435,6 +435,32 @@ export class ReplayRequestDto {
   reason!: string;
 }
 
+/**
+ * The page's bulk replay form (text fields): the same filters, `limit` written in digits, and
+ * for the replay itself a reason and the ticked confirmation.
+ */
+export const bulkReplayFormSchema = z
+  .strictObject({
+    destination: text,
+    error: text,
+    from: instant,
+    to: instant,
+    limit: z
+      .preprocess(
+        (v) => (typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v.trim()) : v),
+        z.number().int().min(1).max(BULK_REPLAY_MAX),
+      )
+      .optional(),
+    reason: z.string().trim().max(500).optional(),
+    confirm: z.string().optional(),
+    _csrf: z.string().optional(),
+  })
+  .refine(aRange, RANGE_ISSUE)
+  .refine((b) => Boolean(b.destination || b.error || b.from || b.to), {
+    path: ['destination'],
+    error: 'give destination, error, from or to: a bulk replay takes the dead letters they name',
+  });
+
 export class BulkReplayRequestDto {
   @ApiProperty({ minLength: 3, maxLength: 500, example: 'RIS interface fixed, ticket 4471' })
   reason!: string;

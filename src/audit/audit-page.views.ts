@@ -16,6 +16,7 @@ export {
 export {
   messagePage,
   messageListPage,
+  bulkReplayPage,
   deadLettersPage,
   replayConfirmPage,
 } from './audit-messages.view';

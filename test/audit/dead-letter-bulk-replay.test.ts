@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from 'pg';
+import { launchChromium } from '../helpers/chromium';
 import { DESTINATIONS } from '../../src/outbound/outbound.settings';
 import { OutboxOrderEvents } from '../../src/outbound/outbox-order-events';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
@@ -32,6 +36,7 @@ describe('bulk replay of dead letters (real adapter, real RIS over MLLP)', () =>
   let db: Client;
   let refusing = true;
   const orderIds: string[] = [];
+  let events: OutboxOrderEvents;
 
   const post = async (path: string, body: unknown, role: keyof typeof TEST_TOKENS = 'admin') => {
     const res = await fetch(`${adapter.httpUrl}${path}`, {
@@ -63,9 +68,7 @@ describe('bulk replay of dead letters (real adapter, real RIS over MLLP)', () =>
     });
     db = new Client({ connectionString: adapter.db.url });
     await db.connect();
-    const events = new OutboxOrderEvents(
-      testOutboundSettings({ destinations: [DESTINATIONS.hl7] }),
-    );
+    events = new OutboxOrderEvents(testOutboundSettings({ destinations: [DESTINATIONS.hl7] }));
     for (let i = 0; i < 5; i++) {
       const order = await seedOrder(adapter.db.dataSource, {
         request: { accessionNumber: `ACC-BULK-${i}` },
@@ -187,5 +190,57 @@ describe('bulk replay of dead letters (real adapter, real RIS over MLLP)', () =>
       destination: 'ris-hl7',
     });
     expect(again.body).toMatchObject({ matched: 0, letters: [], remaining: 0 });
+  });
+
+  it('an admin replays many from the page: counts first, then a reason and a ticked confirmation (headless Chromium)', async () => {
+    refusing = true;
+    for (let i = 0; i < 2; i++) {
+      const order = await seedOrder(adapter.db.dataSource, {
+        request: { accessionNumber: `ACC-PAGE-${i}` },
+      });
+      orderIds.push(order.id);
+      await playStatus(adapter.db.dataSource, events, order, 'CANCELLED');
+    }
+    await waitFor('two more dead ORUs', async () =>
+      (await oruStates()).filter((x) => x === 'dead').length === 2 ? true : undefined,
+    );
+    refusing = false;
+    const userDataDir = mkdtempSync(join(tmpdir(), 'bulk-replay-chromium-'));
+    const context = await launchChromium(userDataDir);
+    try {
+      const page = context.pages()[0] ?? (await context.newPage());
+      await page.goto(`${adapter.httpUrl}/audit`);
+      await page.getByLabel('API token').fill(TEST_TOKENS.admin);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(`${adapter.httpUrl}/audit`);
+      await page.goto(`${adapter.httpUrl}/audit/dead-letters`);
+      await page.getByRole('link', { name: 'Replay many…' }).click();
+      await page.waitForURL(`${adapter.httpUrl}/audit/dead-letters/replay`);
+      await page.getByLabel('Destination (e.g. ris-hl7)').fill('ris-hl7');
+      await page.getByRole('button', { name: 'Count' }).click();
+      await page.waitForURL(/\/audit\/dead-letters\/replay\?/);
+      expect(await page.getByRole('status').innerText()).toContain('2 dead letters match');
+      expect(await oruStates()).toContain('dead');
+      // the browser enforces the reason and the confirmation before anything is sent
+      await page.getByRole('button', { name: 'Replay these' }).click();
+      expect(page.url()).toMatch(/\?destination=ris-hl7/);
+      await page.getByLabel('Reason for the replay').fill('RIS back after maintenance');
+      await page.getByLabel('I confirm that these documents should be sent again').check();
+      await page.getByRole('button', { name: 'Replay these' }).click();
+      await page.waitForLoadState();
+      expect(await page.getByRole('status').innerText()).toContain(
+        '2 dead letters are queued again',
+      );
+    } finally {
+      await context.close();
+      rmSync(userDataDir, { recursive: true, force: true });
+    }
+    await waitFor('the page-replayed ORUs delivered', async () =>
+      (await oruStates()).every((x) => x === 'delivered'),
+    );
+    const { rows } = await db.query(
+      `SELECT count(*)::int AS n FROM audit_events WHERE kind = 'outbound.replay' AND detail->>'reason' = 'RIS back after maintenance'`,
+    );
+    expect(rows[0].n).toBe(2);
   });
 });

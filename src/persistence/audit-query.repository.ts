@@ -149,6 +149,8 @@ export const TIMELINE_LIMIT = 500;
  */
 export const TEXT_SCAN_ROWS = 10_000;
 export const TIMELINE_HEAD = 100;
+/** The events one inbound message's view holds (a message has a few: received, quirks, reprocessed). */
+const MESSAGE_EVENTS_LIMIT = 2000;
 /**
  * The outbound documents an order's view holds, newest first; the older ones are paged
  * (orderOutbound). Before, every one was read and answered: an order with 2,000 (corrections,
@@ -602,7 +604,7 @@ export class AuditQueryRepository extends RepositoryBase {
     const row = rows[0];
     if (!row) return undefined;
     const events: EventRow[] = await this.db().query(
-      `SELECT ${EVENT_COLUMNS} FROM audit_events e WHERE e.inbound_message_id = $1::uuid ORDER BY e.id LIMIT ${TIMELINE_LIMIT}`,
+      `SELECT ${EVENT_COLUMNS} FROM audit_events e WHERE e.inbound_message_id = $1::uuid ORDER BY e.id LIMIT ${MESSAGE_EVENTS_LIMIT}`,
       [id],
     );
     return {

@@ -51,6 +51,7 @@ import {
   presentMessage,
   presentOrder,
   presentOrderDetail,
+  presentDeadLetter,
   presentOutboundItem,
   presentOutboundWhole,
   presentOutbox,
@@ -312,7 +313,7 @@ export class AuditApiController {
   @ApiOkResponse({ type: OutboundPageDto })
   async deadLetters(@Query() q: Record<string, unknown>): Promise<Page<OutboxRow>> {
     const page = await this.query.deadLetters(parseInput(deadLetterPageSchema, q));
-    return { ...page, items: page.items.map((r) => presentOutboundItem(r, false)) };
+    return { ...page, items: page.items.map((r) => presentDeadLetter(r)) };
   }
 
   @Roles('admin')

@@ -157,6 +157,18 @@ export function presentOutboundItem(row: OutboxRow, reveal: boolean): OutboundIt
   );
 }
 
+/**
+ * An outbound document in the dead-letter list: masked, payload and exchange cut to
+ * LIST_BODY_CHARACTERS, without the document and answer views (its order page draws them).
+ */
+export function presentDeadLetter(row: OutboxRow): OutboundItem {
+  return boundedOutbound(
+    presentOutbox(row, false),
+    LIST_BODY_CHARACTERS,
+    `/api/audit/outbound/${row.id}`,
+  );
+}
+
 /** One outbound document alone: every body up to WHOLE_BODY_CHARACTERS (the raw views' bound). */
 export function presentOutboundWhole(row: OutboxRow, reveal: boolean): OutboundItem {
   return boundedOutbound(

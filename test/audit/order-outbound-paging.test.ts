@@ -224,6 +224,7 @@ describe('an order with 2,000 outbound documents: the order view and its outboun
       expect(row.fullPath).toBe(`/api/audit/outbound/${id}`);
       expect(detail.text).not.toContain('SCHMIDT');
       const dead = await get('/api/audit/dead-letters?limit=200');
+      process.stdout.write(`dead letters, 200: ${dead.bytes} bytes, ${dead.ms} ms\n`);
       expect(dead.bytes).toBeLessThan(8 * 1024 * 1024);
       const full = await get(`/api/audit/outbound/${id}`);
       process.stdout.write(`whole document: ${full.bytes} bytes, ${full.ms} ms\n`);

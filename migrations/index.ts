@@ -28,6 +28,7 @@ import { AuditCursorKey20261128075000 } from './20261128075000-audit-cursor-key'
 import { AuditRefusedMessages20261128075100 } from './20261128075100-audit-refused-messages';
 import { EhreventsSubscriptionEventFocus20261128077000 } from './20261128077000-ehrevents-subscription-event-focus';
 import { IdentityOrdersRetiredPatientIdentifiers20261128081000 } from './20261128081000-identity-orders-retired-patient-identifiers';
+import { OutboxOrderPaging20261128101000 } from './20261128101000-outbox-order-paging';
 import { PeersDestinationHealth20261128102000 } from './20261128102000-peers-destination-health';
 import { PeersAlertCoalescing20261128102100 } from './20261128102100-peers-alert-coalescing';
 
@@ -66,6 +67,7 @@ export const MIGRATIONS = [
   AuditRefusedMessages20261128075100,
   EhreventsSubscriptionEventFocus20261128077000,
   IdentityOrdersRetiredPatientIdentifiers20261128081000,
+  OutboxOrderPaging20261128101000,
   PeersDestinationHealth20261128102000,
   PeersAlertCoalescing20261128102100,
 ];

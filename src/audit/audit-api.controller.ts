@@ -1,10 +1,22 @@
-import { applyDecorators, Body, Get, Inject, Param, Query, Req } from '@nestjs/common';
+import {
+  applyDecorators,
+  Body,
+  Get,
+  HttpCode,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+} from '@nestjs/common';
 import {
   ApiBadRequestResponse,
+  ApiBody,
   ApiConflictResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
   ApiOperation,
+  ApiParam,
   ApiQuery,
 } from '@nestjs/swagger';
 import { Roles } from '../auth/auth.decorators';
@@ -12,6 +24,8 @@ import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { APP_CONFIG } from '../common/tokens';
 import type { AppConfig } from '../config/app-config';
 import {
+  BulkReplayRequestDto,
+  bulkReplaySchema,
   deadLetterPageSchema,
   EventPageDto,
   eventSearchSchema,
@@ -21,6 +35,7 @@ import {
   OrderDetailDto,
   OrderPageDto,
   orderSearchSchema,
+  OutboundDocumentDto,
   OutboundPageDto,
   parseInput,
   ReplayRequestDto,
@@ -36,7 +51,11 @@ import {
   presentMessage,
   presentOrder,
   presentOrderDetail,
+  presentDeadLetter,
+  presentOutboundItem,
+  presentOutboundWhole,
   presentOutbox,
+  type OutboundItem,
 } from './audit-presenter';
 import {
   AuditQueryService,
@@ -44,7 +63,8 @@ import {
   type OutboxRow,
   type Page,
 } from './audit-query.service';
-import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { AUDIT_QUERY, DEAD_LETTER_BULK_REPLAY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { BulkReplayResult, DeadLetterBulkReplay } from './dead-letter-bulk-replay';
 import { AnalystApi, ApiGetOne, ApiPostWithReason } from './audit-api.decorators';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
 import type { MessageReprocessor, ReprocessResult } from './audit-api.reprocess';
@@ -81,6 +101,7 @@ export class AuditApiController {
     @Inject(AUDIT_QUERY) private readonly query: AuditQueryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor: MessageReprocessor,
+    @Inject(DEAD_LETTER_BULK_REPLAY) private readonly bulkReplay: DeadLetterBulkReplay,
   ) {}
 
   /** The reveal endpoints always reveal: the reason is the body's, audited before anything is shown. */
@@ -124,6 +145,37 @@ export class AuditApiController {
   ): Promise<OrderDetailView> {
     refuseRevealInUrl(q, `/api/audit/orders/${id}/reveal`);
     return presentOrderDetail(await this.query.orderDetail(id), false);
+  }
+
+  @Get('orders/:id/outbound')
+  @ApiOperation({
+    summary: "An order's outbound documents, newest first",
+    description:
+      'Keyset pages (the order view holds the first 20; its outboundNextCursor goes on here). Each body is cut to 16 KiB in the list (bodiesCut, fullPath).',
+  })
+  @ApiQuery({ name: 'cursor', required: false })
+  @ApiQuery({ name: 'limit', required: false, description: 'page size, 1..200 (default 50)' })
+  @ApiOkResponse({ type: OutboundPageDto })
+  @ApiNotFoundResponse({ description: 'no such order' })
+  async orderOutbound(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+  ): Promise<Page<OutboundItem> & { total: number }> {
+    const page = await this.query.orderOutbound(id, parseInput(deadLetterPageSchema, q));
+    return { ...page, items: page.items.map((r) => presentOutboundItem(r, false)) };
+  }
+
+  @Get('outbound/:id')
+  @ApiOperation({
+    summary: 'One outbound document whole: payload, as sent, the peer answer (masked)',
+    description:
+      'Each body up to 512 Ki characters (RAW_VIEW_LIMITS), cut beyond with a `cut` note: the lists cut them at 16 KiB.',
+  })
+  @ApiParam({ name: 'id', description: 'outbox id' })
+  @ApiOkResponse({ type: OutboundDocumentDto })
+  @ApiNotFoundResponse({ description: 'no such outbound document' })
+  async outbound(@Param('id') id: string): Promise<OutboundItem> {
+    return presentOutboundWhole(await this.query.outboxEntry(id), false);
   }
 
   @ApiPostWithReason(
@@ -261,7 +313,25 @@ export class AuditApiController {
   @ApiOkResponse({ type: OutboundPageDto })
   async deadLetters(@Query() q: Record<string, unknown>): Promise<Page<OutboxRow>> {
     const page = await this.query.deadLetters(parseInput(deadLetterPageSchema, q));
-    return { ...page, items: page.items.map((r) => presentOutbox(r, false)) };
+    return { ...page, items: page.items.map((r) => presentDeadLetter(r)) };
+  }
+
+  @Roles('admin')
+  @Post('dead-letters/replay')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Replay the dead letters named by destination, reason and time given up (admin)',
+    description:
+      'Body `{"reason": "…", "destination"?, "error"? (text in the reason it died for), "from"?, "to"? (when given up), "limit"? (1..100, default 100), "dryRun"?}`: at least one filter. At most `limit` letters, longest dead first, each through the single replay (its own transaction, one outbound.replay event with who, why and this filter); `dryRun` counts and lists them and changes nothing. `remaining`: matching letters not queued (send again for the next ones).',
+  })
+  @ApiBody({ type: BulkReplayRequestDto })
+  @ApiOkResponse({ description: 'matched, the letters taken and what came of each, remaining' })
+  @ApiConflictResponse({ description: 'the destination named is not configured' })
+  async replayMany(
+    @Body() body: unknown,
+    @Req() req: AuthenticatedRequest,
+  ): Promise<BulkReplayResult> {
+    return this.bulkReplay.replay(parseInput(bulkReplaySchema, body), req.principal!.actor);
   }
 
   @Roles('admin')

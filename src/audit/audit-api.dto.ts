@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
 import { issueSentence, refusalDetail } from './audit-api.issues';
+import { BULK_REPLAY_MAX } from './dead-letter-bulk-replay';
 import {
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
@@ -177,6 +178,27 @@ export const replaySchema = z.object({
 });
 
 /**
+ * A bulk replay: which dead letters (destination, text in the reason they died for, when they
+ * were given up: at least one), at most `limit` (1..100, default 100), and the replay's
+ * reason; `dryRun` counts and lists them, changing nothing.
+ */
+export const bulkReplaySchema = z
+  .strictObject({
+    reason: z.string().trim().min(3, 'a reason is required').max(500),
+    destination: text,
+    error: text,
+    from: instant,
+    to: instant,
+    limit: z.number().int().min(1).max(BULK_REPLAY_MAX).optional(),
+    dryRun: z.boolean().optional(),
+  })
+  .refine(aRange, RANGE_ISSUE)
+  .refine((b) => Boolean(b.destination || b.error || b.from || b.to), {
+    path: ['destination'],
+    error: 'give destination, error, from or to: a bulk replay takes the dead letters they name',
+  });
+
+/**
  * Parses query or body values; blank strings count as absent (HTML forms send them). A key of
  * the schema given more than once (`?accession=A&accession=B`) or as a structure
  * (`?accession[x]=A`) is refused with 400: dropping it would search without that filter.
@@ -329,7 +351,19 @@ export class OutboundDocumentDto {
   @ApiProperty() attempts!: number;
   @ApiPropertyOptional({ nullable: true }) lastError!: string | null;
   @ApiProperty({ format: 'date-time' }) updatedAt!: string;
-  @ApiProperty({ type: 'object', additionalProperties: true }) payload!: Record<string, unknown>;
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description:
+      'in a list, a payload over 16 KiB of JSON is `{cut: {shownCharacters, totalCharacters}, head}` (masked); the whole: fullPath',
+  })
+  payload!: Record<string, unknown>;
+  @ApiPropertyOptional({
+    description:
+      'true when a body (payload, document as sent, peer answer) is cut in this list; fullPath serves it whole, within 512 Ki characters a body',
+  })
+  bodiesCut?: boolean;
+  @ApiPropertyOptional({ example: '/api/audit/outbound/42' }) fullPath?: string;
 }
 
 export class OrderDetailDto {
@@ -338,16 +372,30 @@ export class OrderDetailDto {
   @ApiProperty({
     type: [AuditEventDto],
     description:
-      'oldest first; over 2000 events, the first 500, the newest 1500 and every event between them of a kind that does not repeat (timelineOmitted: how many are left out)',
+      'oldest first; over 500 events, the first 100, the newest 400 and up to 500 events between them of a kind that does not repeat (timelineOmitted: how many are left out; timelineOlderCursor pages them)',
   })
   timeline!: AuditEventDto[];
   @ApiProperty({
     description:
-      'repeated events (resent orders, polls, retries) left out of the middle of a timeline over 2000 events; all of them: GET /api/audit/events?orderId=',
+      'repeated events (resent orders, polls, retries) left out of the middle of a timeline over 500 events; all of them: GET /api/audit/events?orderId=',
   })
   timelineOmitted!: number;
+  @ApiPropertyOptional({
+    description:
+      'with a cut timeline: the cursor of GET /api/audit/events?orderId={id} for the events older than the newest shown, newest first',
+  })
+  timelineOlderCursor?: string;
   @ApiProperty({ type: [InboundMessageDto] }) messages!: InboundMessageDto[];
-  @ApiProperty({ type: [OutboundDocumentDto] }) outbound!: OutboundDocumentDto[];
+  @ApiProperty({
+    type: [OutboundDocumentDto],
+    description:
+      'the newest 20 outbound documents, newest first; the older ones: GET /api/audit/orders/{id}/outbound?cursor=outboundNextCursor',
+  })
+  outbound!: OutboundDocumentDto[];
+  @ApiProperty({ description: 'how many outbound documents the order has' })
+  outboundTotal!: number;
+  @ApiPropertyOptional({ description: 'cursor of the next (older) page of outbound documents' })
+  outboundNextCursor?: string;
   @ApiProperty({ type: [LineageLineDto] }) lineage!: LineageLineDto[];
   @ApiPropertyOptional({ nullable: true }) mappingVersion!: string | null;
   @ApiProperty({ description: 'false only for an admin who revealed with a reason' })
@@ -385,6 +433,48 @@ export class ReplayRequestDto {
     example: 'RIS was down for maintenance 02:00-03:00',
   })
   reason!: string;
+}
+
+/**
+ * The page's bulk replay form (text fields): the same filters, `limit` written in digits, and
+ * for the replay itself a reason and the ticked confirmation.
+ */
+export const bulkReplayFormSchema = z
+  .strictObject({
+    destination: text,
+    error: text,
+    from: instant,
+    to: instant,
+    limit: z
+      .preprocess(
+        (v) => (typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v.trim()) : v),
+        z.number().int().min(1).max(BULK_REPLAY_MAX),
+      )
+      .optional(),
+    reason: z.string().trim().max(500).optional(),
+    confirm: z.string().optional(),
+    _csrf: z.string().optional(),
+  })
+  .refine(aRange, RANGE_ISSUE)
+  .refine((b) => Boolean(b.destination || b.error || b.from || b.to), {
+    path: ['destination'],
+    error: 'give destination, error, from or to: a bulk replay takes the dead letters they name',
+  });
+
+export class BulkReplayRequestDto {
+  @ApiProperty({ minLength: 3, maxLength: 500, example: 'RIS interface fixed, ticket 4471' })
+  reason!: string;
+  @ApiPropertyOptional({ example: 'ris-hl7' }) destination?: string;
+  @ApiPropertyOptional({
+    description: 'text in the reason the letter was given up for (case-insensitive)',
+    example: 'AR',
+  })
+  error?: string;
+  @ApiPropertyOptional({ description: 'given up at or after (ISO 8601, UTC unless an offset)' })
+  from?: string;
+  @ApiPropertyOptional({ description: 'given up before' }) to?: string;
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 100 }) limit?: number;
+  @ApiPropertyOptional({ description: 'count and list, change nothing' }) dryRun?: boolean;
 }
 
 export class ReplayResultDto {

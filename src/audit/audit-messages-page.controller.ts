@@ -4,6 +4,7 @@ import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { resolveReveal } from './audit-api.reveal';
 import {
+  bulkReplayFormSchema,
   deadLetterListSchema,
   messageBrowseSchema,
   parseInput,
@@ -13,6 +14,7 @@ import type { MessageReprocessor } from './audit-api.reprocess';
 import { AuditPage, FormPost, RecordPages, renderPage, searchPage } from './audit-page.shared';
 import type { DetailPageRequest, PageRequest } from './audit-page.shared';
 import {
+  bulkReplayPage,
   deadLettersPage,
   messageListPage,
   messagePage,
@@ -21,16 +23,38 @@ import {
 import { presentMessage, presentOutbox } from './audit-presenter';
 import { AuditQueryService } from './audit-query.service';
 import { oneRawViewAtATime } from './raw-view.gate';
-import { AUDIT_QUERY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import { AUDIT_QUERY, DEAD_LETTER_BULK_REPLAY, MESSAGE_REPROCESSOR } from './audit.tokens';
+import type { BulkReplayRequest, DeadLetterBulkReplay } from './dead-letter-bulk-replay';
+import { AppError } from '../common/app-error';
 
 /**
  * The audit page's messages: the browser of every inbound message and request, one message
  * (reveal, reprocess), and the dead letters with their replay.
  */
+const BULK_FILTERS = ['destination', 'error', 'from', 'to'] as const;
+
+/** The bulk replay form's filters as the use case takes them. */
+function bulkFilterOf(input: {
+  destination?: string;
+  error?: string;
+  from?: Date;
+  to?: Date;
+  limit?: number;
+}): Omit<BulkReplayRequest, 'reason'> {
+  return {
+    ...(input.destination ? { destination: input.destination } : {}),
+    ...(input.error ? { error: input.error } : {}),
+    ...(input.from ? { from: input.from } : {}),
+    ...(input.to ? { to: input.to } : {}),
+    ...(input.limit ? { limit: input.limit } : {}),
+  };
+}
+
 @AuditPage()
 export class AuditMessagesPageController extends RecordPages('messages') {
   @Inject(AUDIT_QUERY) private readonly query!: AuditQueryService;
   @Inject(MESSAGE_REPROCESSOR) private readonly reprocessor!: MessageReprocessor;
+  @Inject(DEAD_LETTER_BULK_REPLAY) private readonly bulkReplay!: DeadLetterBulkReplay;
 
   /** The message browser: every inbound message and request, accepted or refused. */
   protected override async renderList({ req, res, query }: PageRequest): Promise<void> {
@@ -108,6 +132,59 @@ export class AuditMessagesPageController extends RecordPages('messages') {
         replayed: replayed && /^\d{1,18}$/.test(replayed) ? replayed : undefined,
         problem,
       }),
+    );
+  }
+
+  /** Bulk replay (admins): the form, and with filters, what a dry run of them finds. */
+  @Roles('admin')
+  @Get('dead-letters/replay')
+  async bulkReplayForm(
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    if (!BULK_FILTERS.some((k) => typeof q[k] === 'string' && q[k].trim() !== '')) {
+      renderPage(req, res, (ctx) => bulkReplayPage(ctx, { filters: {} }));
+      return;
+    }
+    const { filters, found, problem } = await searchPage(q, bulkReplayFormSchema, (input) =>
+      this.bulkReplay.replay(
+        { ...bulkFilterOf(input), reason: 'dry run', dryRun: true },
+        req.principal!.actor,
+      ),
+    );
+    renderPage(req, res, (ctx) => bulkReplayPage(ctx, { filters, result: found, problem }));
+  }
+
+  /** Bulk replay (admins): the letters the filters name, with a reason and the confirmation. */
+  @Roles('admin')
+  @FormPost('dead-letters/replay')
+  async bulkReplayNow(
+    @Body() body: Record<string, unknown> | undefined,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const { filters, found, problem } = await searchPage(
+      body ?? {},
+      bulkReplayFormSchema,
+      async (input) => {
+        if (input.confirm !== 'yes') {
+          throw new AppError('bad_request', 'Tick the confirmation box to replay.');
+        }
+        if (!input.reason || input.reason.length < 3) {
+          throw new AppError('bad_request', 'a reason is required to replay');
+        }
+        return this.bulkReplay.replay(
+          { ...bulkFilterOf(input), reason: input.reason },
+          req.principal!.actor,
+        );
+      },
+    );
+    renderPage(
+      req,
+      res,
+      (ctx) => bulkReplayPage(ctx, { filters, result: found, done: Boolean(found), problem }),
+      found ? 200 : 400,
     );
   }
 

@@ -1,4 +1,5 @@
 import type { MessageView } from './audit-presenter';
+import { BULK_REPLAY_MAX, type BulkReplayResult } from './dead-letter-bulk-replay';
 import { type MessageRow, type OutboxRow, TEXT_SCAN_ROWS } from './audit-query.service';
 import {
   PageContext,
@@ -187,6 +188,7 @@ export function deadLettersPage(
     { ...ctx, current: 'dead-letters' },
     'Dead letters',
     `<h1>Dead letters</h1>
+    ${ctx.role === 'admin' ? '<p><a class="secondary" href="/audit/dead-letters/replay">Replay many…</a></p>' : ''}
     ${input.replayed ? `<div class="notice ok" role="status">Outbound document ${h(input.replayed)} is queued again; the replay is recorded in the audit log.</div>` : ''}
     <section class="card">
       ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
@@ -199,6 +201,77 @@ export function deadLettersPage(
             : '<p class="muted">No dead letters. Everything was delivered or is still being retried.</p>'
       }
       <div class="pager"><span class="muted">Most recent first</span>${olderPageLink('/audit/dead-letters', input.filters, input.nextCursor, 'Older →')}</div>
+    </section>`,
+  );
+}
+
+/**
+ * The bulk replay form (admins): which dead letters (destination, text of the reason, when
+ * given up, how many at most), what a dry run of them found, and a reason with a ticked
+ * confirmation; after a replay, what came of each.
+ */
+export function bulkReplayPage(
+  ctx: PageContext,
+  input: {
+    filters: Record<string, string>;
+    /** The dry run of the filters, or the replay's outcome (`done`). */
+    result?: BulkReplayResult;
+    done?: boolean;
+    problem?: string;
+  },
+): string {
+  const f = input.filters;
+  const field = (name: string, label: string, type = 'text') =>
+    `<label for="bulk-${name}">${h(label)}<input id="bulk-${name}" name="${name}" type="${type}" value="${h(f[name] ?? '')}"></label>`;
+  const r = input.result;
+  const letters = r?.letters.length
+    ? `<table><thead><tr><th scope="col">Outbox id</th><th scope="col">Document</th><th scope="col">Destination</th><th scope="col">Gave up</th><th scope="col">Last error</th><th scope="col">Outcome</th></tr></thead><tbody>${r.letters
+        .map(
+          (
+            l,
+          ) => `<tr><td>${l.orderId ? `<a class="mono" href="/audit/orders/${h(l.orderId)}">${h(l.id)}</a>` : h(l.id)}</td>
+          <td>${h(l.kind)}</td><td>${h(l.destination)}</td><td>${when(l.updatedAt)}</td><td>${h(l.lastError ?? '')}</td>
+          <td>${h(l.outcome)}${l.note ? ` <span class="muted">${h(l.note)}</span>` : ''}</td></tr>`,
+        )
+        .join('')}</tbody></table>`
+    : '';
+  const summary = r
+    ? input.done
+      ? `<div class="notice ok" role="status">${h(r.letters.filter((l) => l.outcome === 'queued').length)} dead letters are queued again; each replay is recorded in the audit log. ${h(r.remaining)} matching letters are left.</div>`
+      : `<div class="notice info" role="status">${h(r.matched)} dead letters match; this replay takes the ${h(r.letters.length)} longest dead.</div>`
+    : '';
+  const hidden = ['destination', 'error', 'from', 'to', 'limit']
+    .filter((k) => f[k])
+    .map((k) => `<input type="hidden" name="${k}" value="${h(f[k])}">`)
+    .join('');
+  return layout(
+    { ...ctx, current: 'dead-letters' },
+    'Replay many dead letters',
+    `<p><a href="/audit/dead-letters">← Dead letters</a></p>
+    <h1>Replay many dead letters</h1>
+    <section class="card" aria-labelledby="which-h"><h2 id="which-h">Which</h2>
+      <form method="get" action="/audit/dead-letters/replay" class="stack">
+        ${field('destination', 'Destination (e.g. ris-hl7)')}
+        ${field('error', 'Text in the last error')}
+        ${field('from', 'Given up from (UTC)', 'datetime-local')}
+        ${field('to', 'Given up before (UTC)', 'datetime-local')}
+        ${field('limit', `At most (1 to ${BULK_REPLAY_MAX})`)}
+        <div class="actions"><button type="submit">Count</button></div>
+      </form>
+    </section>
+    <section class="card" aria-labelledby="found-h"><h2 id="found-h">${input.done ? 'Replayed' : 'Found'}</h2>
+      ${input.problem ? `<div class="notice err" role="alert">${h(input.problem)}</div>` : ''}
+      ${summary}${letters}
+      ${
+        r && !input.done && r.letters.some((l) => l.outcome === 'would-replay')
+          ? `<form method="post" action="/audit/dead-letters/replay" class="stack">
+        <input type="hidden" name="_csrf" value="${h(ctx.csrfToken ?? '')}">${hidden}
+        <label for="bulk-reason">Reason for the replay<textarea id="bulk-reason" name="reason" required minlength="3" maxlength="500"></textarea></label>
+        <label class="check" for="bulk-confirm"><input id="bulk-confirm" type="checkbox" name="confirm" value="yes" required> I confirm that these documents should be sent again</label>
+        <div class="actions"><button class="danger" type="submit">Replay these</button><a class="secondary" href="/audit/dead-letters">Cancel</a></div>
+      </form>`
+          : ''
+      }
     </section>`,
   );
 }

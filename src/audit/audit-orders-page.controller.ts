@@ -6,13 +6,21 @@ import type { AppConfig } from '../config/app-config';
 import { ORDER_STATES } from '../domain/order-state';
 import { outboundSettings } from '../outbound/outbound.settings';
 import { refuseRevealInUrl, resolveReveal } from './audit-api.reveal';
-import { orderSearchSchema, toOrderSearch } from './audit-api.dto';
+import { deadLetterPageSchema, orderSearchSchema, toOrderSearch } from './audit-api.dto';
 import { AuditPage, FormPost, RecordPages, renderPage, searchPage } from './audit-page.shared';
 import type { DetailPageRequest, PageRequest } from './audit-page.shared';
-import { documentPage, orderListPage, orderPage } from './audit-page.views';
+import {
+  documentPage,
+  orderListPage,
+  orderOutboundPage,
+  orderPage,
+  outboundDocumentPage,
+} from './audit-page.views';
 import {
   presentOrder,
   presentOrderDetail,
+  presentOutboundItem,
+  presentOutboundWhole,
   prettyJson,
   rawView,
   type RawView,
@@ -92,6 +100,42 @@ export class AuditOrdersPageController extends RecordPages('orders') {
     const documents = await this.query.orderDocuments(id);
     const destinations = outboundSettings(this.config).destinations;
     renderPage(req, res, (ctx) => orderPage(ctx, view, raws, destinations, documents));
+  }
+
+  /** The order's outbound documents older than the order page's, a page at a time. */
+  @Get('orders/:id/outbound')
+  async outbound(
+    @Param('id') id: string,
+    @Query() q: Record<string, unknown>,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const { found, problem } = await searchPage(q, deadLetterPageSchema, (paging) =>
+      this.query.orderOutbound(id, paging),
+    );
+    renderPage(req, res, (ctx) =>
+      orderOutboundPage(
+        ctx,
+        { id },
+        {
+          items: (found?.items ?? []).map((r) => presentOutboundItem(r, false)),
+          total: found?.total ?? 0,
+          nextCursor: found?.nextCursor,
+          problem,
+        },
+      ),
+    );
+  }
+
+  /** One outbound document alone (its bodies cut in the lists). */
+  @Get('outbound/:id')
+  async outboundDocument(
+    @Param('id') id: string,
+    @Req() req: AuthenticatedRequest,
+    @Res() res: Response,
+  ): Promise<void> {
+    const row = await this.query.outboxEntry(id);
+    renderPage(req, res, (ctx) => outboundDocumentPage(ctx, presentOutboundWhole(row, false)));
   }
 
   /**

@@ -1,4 +1,10 @@
-import type { OrderDetailView, PeerAnswerView, RawView, Waiting } from './audit-presenter';
+import type {
+  OrderDetailView,
+  OutboundItem,
+  PeerAnswerView,
+  RawView,
+  Waiting,
+} from './audit-presenter';
 import {
   type EventRow,
   type MessageRow,
@@ -162,7 +168,9 @@ export function orderPage(
     ? lineageTable(view.lineage)
     : '<p class="muted">No mapping recorded.</p>';
   const outbound = view.outbound.length
-    ? view.outbound.map((d) => outboundDoc(d, d.answers)).join('')
+    ? `${view.outboundTotal > view.outbound.length ? `<p class="muted">The newest ${h(view.outbound.length)} of ${h(view.outboundTotal)} outbound documents, newest first.</p>` : ''}
+      ${view.outbound.map((d) => outboundDoc(d, d.answers)).join('')}
+      <div class="pager">${olderPageLink(`/audit/orders/${o.id}/outbound`, {}, view.outboundNextCursor, 'Older outbound documents →')}</div>`
     : destinations.length === 0
       ? '<p class="muted">Nothing sent: no outbound destination is configured (FHIR_SERVER_URL, RIS_MLLP_HOST/PORT, DICOMWEB_URL).</p>'
       : `<p class="muted">Nothing sent yet (destinations configured: ${h(destinations.join(', '))}).</p>`;
@@ -268,8 +276,46 @@ function peerAnswerBlock(a: PeerAnswerView | undefined, destination: string): st
   return `<details class="sent answer"><summary>${h(who)}${a.status !== null ? ` (${h(a.status)})` : ''}${a.attempt !== null ? ` · attempt ${h(a.attempt)}` : ''}</summary>${a.view ? rawBlock(a.view, `${who} as received`) : '<p class="muted">No body.</p>'}</details>`;
 }
 
+/**
+ * One order's outbound documents past the newest (the order page shows those), newest
+ * first, a page at a time.
+ */
+export function orderOutboundPage(
+  ctx: PageContext,
+  order: { id: string },
+  page: { items: OutboundItem[]; total: number; nextCursor?: string; problem?: string },
+): string {
+  return layout(
+    { ...ctx, current: 'orders' },
+    'Outbound documents',
+    `<p><a href="/audit/orders/${h(order.id)}">← Order</a></p>
+    <h1>Outbound documents of the order</h1>
+    ${page.problem ? `<div class="notice err" role="alert">${h(page.problem)}</div>` : ''}
+    <section class="card" aria-labelledby="out-h"><h2 id="out-h">${h(page.total)} outbound documents, newest first</h2>
+      ${page.items.map((d) => outboundDoc(d, [])).join('')}
+      <div class="pager">${olderPageLink(`/audit/orders/${order.id}/outbound`, {}, page.nextCursor, 'Older →')}</div>
+    </section>`,
+  );
+}
+
+/** One outbound document alone, each body up to the raw views' bound. */
+export function outboundDocumentPage(ctx: PageContext, d: OutboundItem): string {
+  return layout(
+    { ...ctx, current: 'orders' },
+    `Outbound document ${d.id}`,
+    `${d.orderId ? `<p><a href="/audit/orders/${h(d.orderId)}">← Order</a></p>` : ''}
+    <h1>Outbound document ${h(d.id)}</h1>
+    <section class="card">${outboundDoc(d, [])}</section>`,
+  );
+}
+
 function outboundDoc(
-  d: OutboxRow & { document?: RawView; peerAnswer?: PeerAnswerView },
+  d: OutboxRow & {
+    document?: RawView;
+    peerAnswer?: PeerAnswerView;
+    bodiesCut?: true;
+    fullPath?: string;
+  },
   answers: EventRow[],
 ): string {
   const tone = d.status === 'delivered' ? 'ok' : d.status === 'dead' ? 'err' : 'info';
@@ -277,6 +323,7 @@ function outboundDoc(
     <h3>${h(d.kind)} → ${h(d.destination)} <span class="badge ${tone}">${h(d.status)}</span></h3>
     <div class="muted">${h(d.attempts)} attempt${d.attempts === 1 ? '' : 's'} · updated ${when(d.updatedAt)}</div>
     ${d.lastError ? `<div class="notice err">${h(d.lastError)}</div>` : ''}
+    ${d.bodiesCut && d.fullPath ? `<div class="notice warn" role="status">Large: its bodies are cut here. <a href="/audit/outbound/${h(d.id)}">The whole document</a></div>` : ''}
     ${answers.length ? `<div>${answers.map((a) => `<div class="mono">${h(a.kind)}: ${h(a.summary)}</div>${jsonDetails(a.detail, 'answer')}`).join('')}</div>` : ''}
     ${d.document ? `<details class="sent"><summary>${d.document.format === 'hl7' ? 'as sent (HL7)' : d.document.format === 'json' ? 'as sent (JSON)' : 'as sent (tag dump)'}</summary>${rawBlock(d.document, `${d.kind} as sent`)}</details>` : ''}
     ${peerAnswerBlock(d.peerAnswer, d.destination)}

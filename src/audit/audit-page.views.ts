@@ -6,10 +6,17 @@ export type { PageContext } from './audit-page.layout';
 export { h, signInPage, errorPage, rawBlock } from './audit-page.layout';
 export type { DashboardUpstream } from './audit-dashboard.view';
 export { dashboardPage } from './audit-dashboard.view';
-export { orderListPage, orderPage, documentPage } from './audit-orders.view';
+export {
+  orderListPage,
+  orderPage,
+  documentPage,
+  orderOutboundPage,
+  outboundDocumentPage,
+} from './audit-orders.view';
 export {
   messagePage,
   messageListPage,
+  bulkReplayPage,
   deadLettersPage,
   replayConfirmPage,
 } from './audit-messages.view';

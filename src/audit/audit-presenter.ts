@@ -9,6 +9,11 @@ import type {
 import { maskEventDetail, maskIdentifier, maskJson } from './phi-masking';
 import { maskedText, rawView, sideView, type RawView } from './audit-presenter.raw';
 import { upstreamStatusText, waitingOf, type Waiting } from './audit-presenter.status';
+import {
+  boundedOutbound,
+  LIST_BODY_CHARACTERS,
+  WHOLE_BODY_CHARACTERS,
+} from './audit-presenter.bounded';
 
 export {
   HL7_FIELD_NAMES,
@@ -68,10 +73,13 @@ export interface OrderDetailView {
   timeline: EventRow[];
   /** Events not shown between the first TIMELINE_HEAD and the newest (a very long timeline). */
   timelineOmitted: number;
+  /** The cursor of GET /api/audit/events?orderId=… for the events older than the newest shown. */
+  timelineOlderCursor?: string;
   messages: MessageRow[];
-  outbound: Array<
-    OutboxRow & { answers: EventRow[]; document?: RawView; peerAnswer?: PeerAnswerView }
-  >;
+  /** The newest outbound documents (OUTBOUND_ON_ORDER), each body cut (LIST_BODY_CHARACTERS). */
+  outbound: Array<OutboundItem & { answers: EventRow[] }>;
+  outboundTotal: number;
+  outboundNextCursor?: string;
   /** The latest `mapping.applied` lineage, for the side-by-side view. */
   lineage: Array<{
     target: string;
@@ -109,14 +117,16 @@ export function presentOrderDetail(
     },
     timeline,
     timelineOmitted: detail.timelineOmitted,
+    ...(detail.timelineOlderCursor ? { timelineOlderCursor: detail.timelineOlderCursor } : {}),
     messages: detail.messages,
     outbound: detail.outbound.map((row) => ({
-      ...presentOutbox(row, reveal),
-      ...documentOf(row, reveal),
+      ...presentOutboundItem(row, reveal),
       answers: timeline.filter(
         (e) => e.kind.startsWith('outbound.') && String(e.detail.outboxId ?? '') === row.id,
       ),
     })),
+    outboundTotal: detail.outboundTotal,
+    ...(detail.outboundNextCursor ? { outboundNextCursor: detail.outboundNextCursor } : {}),
     lineage,
     mappingVersion:
       (typeof mapping?.detail.mappingVersion === 'string' ? mapping.detail.mappingVersion : null) ??
@@ -125,6 +135,46 @@ export function presentOrderDetail(
     upstreamStatusText: upstreamStatusText(detail.order, detail.timeline),
     waiting: waitingOf(detail.order, upstreamStuckHours),
   };
+}
+
+/** An outbound document in a list, with its document and peer answer views. */
+export type OutboundItem = OutboxRow & {
+  document?: RawView;
+  peerAnswer?: PeerAnswerView;
+  bodiesCut?: true;
+  fullPath?: string;
+};
+
+/**
+ * An outbound document as a list shows it (order view, an order's outbound pages, dead
+ * letters): masked, its bodies cut to LIST_BODY_CHARACTERS, `fullPath` to the whole.
+ */
+export function presentOutboundItem(row: OutboxRow, reveal: boolean): OutboundItem {
+  return boundedOutbound(
+    { ...presentOutbox(row, reveal), ...documentOf(row, reveal) },
+    LIST_BODY_CHARACTERS,
+    `/api/audit/outbound/${row.id}`,
+  );
+}
+
+/**
+ * An outbound document in the dead-letter list: masked, payload and exchange cut to
+ * LIST_BODY_CHARACTERS, without the document and answer views (its order page draws them).
+ */
+export function presentDeadLetter(row: OutboxRow): OutboundItem {
+  return boundedOutbound(
+    presentOutbox(row, false),
+    LIST_BODY_CHARACTERS,
+    `/api/audit/outbound/${row.id}`,
+  );
+}
+
+/** One outbound document alone: every body up to WHOLE_BODY_CHARACTERS (the raw views' bound). */
+export function presentOutboundWhole(row: OutboxRow, reveal: boolean): OutboundItem {
+  return boundedOutbound(
+    { ...presentOutbox(row, reveal), ...documentOf(row, reveal) },
+    WHOLE_BODY_CHARACTERS,
+  );
 }
 
 export interface MessageView extends MessageRow {

@@ -10,6 +10,8 @@ import {
 } from '../persistence/audit-dashboard.repository';
 import {
   AuditQueryRepository,
+  type DeadLetterCandidate,
+  type DeadLetterFilter,
   type EventRow,
   type EventSearch,
   type MessageBrowse,
@@ -30,6 +32,7 @@ export {
   DEFAULT_PAGE_SIZE,
   MAX_CURSOR_LENGTH,
   MAX_PAGE_SIZE,
+  OUTBOUND_ON_ORDER,
   TIMELINE_HEAD,
   TEXT_SCAN_ROWS,
   TIMELINE_LIMIT,
@@ -161,6 +164,19 @@ export class AuditQueryService {
     return detail;
   }
 
+  /** One order's outbound documents, newest first, a page at a time (the order view shows the first). */
+  async orderOutbound(
+    orderId: string,
+    search: { cursor?: string; limit?: number },
+  ): Promise<Page<OutboxRow> & { total: number }> {
+    if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
+    const page = await this.audit.orderOutbound(orderId, search);
+    if (page.total === 0 && !(await this.audit.orderExists(orderId))) {
+      throw new AppError('not_found', 'no such order');
+    }
+    return page;
+  }
+
   /** The upstream's reports stored for the order (results, failure, QC report). */
   async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
     if (!isUuid(orderId)) throw new AppError('not_found', 'no such order');
@@ -252,6 +268,8 @@ export class AuditQueryService {
     id: string,
     actor: string,
     reason: string,
+    /** A bulk replay's filter, recorded with each letter it replayed. */
+    bulk?: Record<string, unknown>,
   ): Promise<{ outbox: OutboxRow; auditEventKind: 'outbound.replay' }> {
     if (!/^\d{1,18}$/.test(id)) throw new AppError('not_found', 'no such outbound document');
     const text = reason.trim();
@@ -262,16 +280,7 @@ export class AuditQueryService {
       if (before.status !== 'dead') {
         throw new AppError('conflict', `the outbound document is ${before.status}, not dead`);
       }
-      // A destination no longer configured (its settings removed since the row died) has no
-      // worker: the row would be pending for ever while the replay said it was on its way.
-      if (this.deliverable && !this.deliverable.destinations.includes(before.destination)) {
-        const needs = this.deliverable.settings[before.destination];
-        throw new AppError(
-          'conflict',
-          `the outbound document's destination ${before.destination} is not configured` +
-            `${needs ? ` (${needs})` : ''}: nothing would deliver it; configure it, then replay`,
-        );
-      }
+      this.refuseUndeliverable(before.destination);
       const outbox = await this.audit.requeue(id, manager);
       await writeAuditEvents(manager, [
         {
@@ -286,11 +295,39 @@ export class AuditQueryService {
             reason: text,
             previousAttempts: before.attempts,
             lastError: before.last_error,
+            ...(bulk ? { bulk } : {}),
           },
         },
       ]);
       return { outbox, auditEventKind: 'outbound.replay' as const };
     });
+  }
+
+  /**
+   * 409 for a destination this configuration does not deliver to (its settings removed since
+   * the row died): it has no worker, and the row would be pending for ever while the replay
+   * said it was on its way.
+   */
+  refuseUndeliverable(destination: string): void {
+    if (this.deliverable && !this.deliverable.destinations.includes(destination)) {
+      const needs = this.deliverable.settings[destination];
+      throw new AppError(
+        'conflict',
+        `the outbound document's destination ${destination} is not configured` +
+          `${needs ? ` (${needs})` : ''}: nothing would deliver it; configure it, then replay`,
+      );
+    }
+  }
+
+  /**
+   * The dead letters a bulk replay takes: how many match, and the first `limit` of them,
+   * longest dead first (outbox_dead_idx).
+   */
+  async deadLettersMatching(
+    filter: DeadLetterFilter,
+    limit: number,
+  ): Promise<{ matched: number; letters: DeadLetterCandidate[] }> {
+    return this.audit.deadLettersMatching(filter, limit);
   }
 
   /** Records that an admin saw unmasked PHI, before it is shown (no record, no reveal). */

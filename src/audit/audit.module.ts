@@ -26,7 +26,14 @@ import {
   AUDIT_PRUNE_TASK,
   AuditRetentionService,
 } from './audit-retention.service';
-import { AUDIT_QUERY, AUDIT_RETENTION, AUDIT_SESSIONS, MESSAGE_REPROCESSOR } from './audit.tokens';
+import {
+  AUDIT_QUERY,
+  AUDIT_RETENTION,
+  AUDIT_SESSIONS,
+  DEAD_LETTER_BULK_REPLAY,
+  MESSAGE_REPROCESSOR,
+} from './audit.tokens';
+import { DeadLetterBulkReplay } from './dead-letter-bulk-replay';
 import { MessageReprocessor } from './audit-api.reprocess';
 import { InboundHl7Module } from '../inbound-hl7/inbound-hl7.module';
 import { MllpListenerService } from '../inbound-hl7/mllp-listener.service';
@@ -59,6 +66,11 @@ const FORM_MAX_BYTES = 16 * 1024;
           settings: DESTINATION_SETTINGS,
         }),
       inject: [DATA_SOURCE, APP_CONFIG],
+    },
+    {
+      provide: DEAD_LETTER_BULK_REPLAY,
+      useFactory: (query: AuditQueryService) => new DeadLetterBulkReplay(query),
+      inject: [AUDIT_QUERY],
     },
     {
       provide: AUDIT_RETENTION,

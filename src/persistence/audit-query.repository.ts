@@ -3,6 +3,7 @@ import {
   continuedAt,
   type CursorSigner,
   decodeCursor,
+  encodeCursor,
   keysetPageSql,
   type LateCheckColumns,
   type Page,
@@ -106,6 +107,26 @@ export interface MessageBrowse {
   limit?: number;
 }
 
+/** Which dead letters a bulk replay takes (every filter given must match). */
+export interface DeadLetterFilter {
+  destination?: string;
+  /** Text in the reason it was given up for (`last_error`), case-insensitive. */
+  error?: string;
+  /** Given up at or after / before (updated_at). */
+  from?: Date;
+  to?: Date;
+}
+
+/** A dead letter a bulk replay would take. */
+export interface DeadLetterCandidate {
+  id: string;
+  orderId: string | null;
+  destination: string;
+  kind: string;
+  updatedAt: string;
+  lastError: string | null;
+}
+
 /** Upstream statuses after which no result comes: errors in "errors only". */
 export const UPSTREAM_FAILED_STATUSES = ['FAILED', 'PREPROCESSING_FAILED', 'EXPIRED'] as const;
 const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join(', ');
@@ -115,17 +136,27 @@ const UPSTREAM_FAILED_SQL = UPSTREAM_FAILED_STATUSES.map((s) => `'${s}'`).join('
  * mapping), its newest TIMELINE_LIMIT - TIMELINE_HEAD (where the order is now), and between
  * them every event that is not of a kind that repeats (TIMELINE_REPEATED_KINDS: a resent
  * order, a poll, a retry), so that a dead letter or a transition is never the part left out.
- * `timelineOmitted` says how many are not shown. Real orders have tens of events; a sender
- * resending an order every minute leaves thousands.
+ * `timelineOmitted` says how many are not shown, and `timelineOlderCursor` pages them (GET
+ * /api/audit/events?orderId=…, newest first, from below the newest shown). Real orders have tens
+ * of events; a sender resending an order every minute, or 2,000 corrections and replays, leave
+ * thousands: at 2,000 kept (and as many milestones between), one order's view was 1.3 MB.
  */
-export const TIMELINE_LIMIT = 2000;
+export const TIMELINE_LIMIT = 500;
 /**
  * The most messages one page of the message browser reads for a `text` (no index serves it):
  * at most tens of milliseconds, where a word no message holds read every message ever stored
  * (200,000 messages: 0.3 s, 1.3 s for non-ASCII words, on a pooled connection ingest shares).
  */
 export const TEXT_SCAN_ROWS = 10_000;
-export const TIMELINE_HEAD = 500;
+export const TIMELINE_HEAD = 100;
+/** The events one inbound message's view holds (a message has a few: received, quirks, reprocessed). */
+const MESSAGE_EVENTS_LIMIT = 2000;
+/**
+ * The outbound documents an order's view holds, newest first; the older ones are paged
+ * (orderOutbound). Before, every one was read and answered: an order with 2,000 (corrections,
+ * replays) made a 54 MB API answer (6.9 s) and a 90 MB page (10 s).
+ */
+export const OUTBOUND_ON_ORDER = 20;
 const TIMELINE_REPEATED_KINDS = [
   'inbound.received',
   'inbound.duplicate',
@@ -402,14 +433,12 @@ export class AuditQueryRepository extends RepositoryBase {
         orderId,
       ]) as Promise<Array<OrderRow & { request: Record<string, unknown> }>>,
       this.timeline(orderId, { limit: TIMELINE_LIMIT + 1 }),
-      this.db().query(
-        `SELECT ${OUTBOX_COLUMNS} FROM outbox x WHERE x.order_id = $1::uuid ORDER BY x.id`,
-        [orderId],
-      ) as Promise<OutboxRow[]>,
+      this.orderOutbound(orderId, { limit: OUTBOUND_ON_ORDER }),
     ]);
     const order = orders[0];
     if (!order) return undefined;
     let timelineOmitted = 0;
+    let timelineOlderCursor: string | undefined;
     if (timeline.length > TIMELINE_LIMIT) {
       // Too long: keep the head, read the newest events, the milestones between and the total.
       const head = timeline.slice(0, TIMELINE_HEAD);
@@ -425,6 +454,11 @@ export class AuditQueryRepository extends RepositoryBase {
       });
       timeline.splice(0, timeline.length, ...head, ...middle, ...tail);
       timelineOmitted = total - timeline.length;
+      // the events list's own cursor, below the oldest of the newest shown
+      timelineOlderCursor = encodeCursor(
+        { us: '0', id: tail[0]!.id },
+        await this.cursorSigner('events'),
+      );
     }
     const messageIds = [
       ...new Set(
@@ -443,8 +477,49 @@ export class AuditQueryRepository extends RepositoryBase {
       order: { ...toOrderRow(order), request: order.request },
       timeline: timeline.map(toEventRow),
       timelineOmitted,
+      ...(timelineOlderCursor ? { timelineOlderCursor } : {}),
       messages: messages.map(toMessageRow),
-      outbound: outbound.map(toOutboxRow),
+      outbound: outbound.items,
+      outboundTotal: outbound.total,
+      ...(outbound.nextCursor ? { outboundNextCursor: outbound.nextCursor } : {}),
+    };
+  }
+
+  /**
+   * One order's outbound documents, newest first (by id, through outbox_order_id_idx), a page
+   * at a time; the cursor is signed for this order's list alone. `total`: how many it has.
+   */
+  async orderOutbound(
+    orderId: string,
+    search: { cursor?: string; limit?: number },
+  ): Promise<Page<OutboxRow> & { total: number }> {
+    const signer = await this.cursorSigner(`order-outbound:${orderId}`);
+    const cursor = decodeCursor(search.cursor, 'bigint', signer);
+    const limit = pageSize(search.limit);
+    const where = new SearchWhere();
+    where.add(`x.order_id = ${where.param(orderId)}::uuid`);
+    const sql = keysetPageSql(
+      where,
+      cursor,
+      {
+        columns: OUTBOX_COLUMNS,
+        from: 'outbox x',
+        idColumn: 'x.id',
+        idType: 'bigint',
+        enteredColumn: 'x.created_at',
+        xidColumn: 'NULL',
+      },
+      limit,
+    );
+    const [rows, counted] = await Promise.all([
+      this.db().query(sql, where.params) as Promise<Array<OutboxRow & LateCheckColumns>>,
+      this.db().query(`SELECT count(*)::int AS n FROM outbox WHERE order_id = $1::uuid`, [
+        orderId,
+      ]) as Promise<Array<{ n: number }>>,
+    ]);
+    return {
+      ...toPage(rows, limit, (r) => ({ us: '0', id: r.id }), toOutboxRow, signer),
+      total: counted[0]?.n ?? 0,
     };
   }
 
@@ -529,7 +604,7 @@ export class AuditQueryRepository extends RepositoryBase {
     const row = rows[0];
     if (!row) return undefined;
     const events: EventRow[] = await this.db().query(
-      `SELECT ${EVENT_COLUMNS} FROM audit_events e WHERE e.inbound_message_id = $1::uuid ORDER BY e.id LIMIT ${TIMELINE_LIMIT}`,
+      `SELECT ${EVENT_COLUMNS} FROM audit_events e WHERE e.inbound_message_id = $1::uuid ORDER BY e.id LIMIT ${MESSAGE_EVENTS_LIMIT}`,
       [id],
     );
     return {
@@ -609,6 +684,13 @@ export class AuditQueryRepository extends RepositoryBase {
     );
   }
 
+  async orderExists(orderId: string): Promise<boolean> {
+    const rows: unknown[] = await this.db().query(`SELECT 1 FROM orders WHERE id = $1::uuid`, [
+      orderId,
+    ]);
+    return rows.length > 0;
+  }
+
   /** The upstream's reports stored for an order (results, failure, QC), without their bodies. */
   async orderDocuments(orderId: string): Promise<OrderDocumentRow[]> {
     const rows: OrderDocumentRow[] = await this.db().query(
@@ -640,6 +722,41 @@ export class AuditQueryRepository extends RepositoryBase {
       [id],
     );
     return rows[0] ? toOutboxRow(rows[0]) : undefined;
+  }
+
+  /**
+   * The dead letters matching `filter`: how many, and the `limit` longest dead (given up
+   * first), through outbox_dead_idx (partial on status = 'dead': only dead rows are read).
+   */
+  async deadLettersMatching(
+    filter: DeadLetterFilter,
+    limit: number,
+  ): Promise<{ matched: number; letters: DeadLetterCandidate[] }> {
+    const where = new SearchWhere();
+    where.add(`x.status = 'dead'`);
+    if (filter.destination) where.add(`x.destination = ${where.param(filter.destination)}`);
+    if (filter.error) where.add(`x.last_error ILIKE ${where.param(containing(filter.error))}`);
+    if (filter.from) where.add(`x.updated_at >= ${where.param(filter.from)}`);
+    if (filter.to) where.add(`x.updated_at < ${where.param(filter.to)}`);
+    const [counted, letters] = await Promise.all([
+      this.db().query(
+        `SELECT count(*)::int AS n FROM outbox x ${where.sql()}`,
+        where.params,
+      ) as Promise<Array<{ n: number }>>,
+      this.db().query(
+        `SELECT x.id::text AS id, x.order_id AS "orderId", x.destination, x.kind,
+                x.updated_at AS "updatedAt", x.last_error AS "lastError"
+           FROM outbox x ${where.sql()} ORDER BY x.updated_at, x.id LIMIT ${Math.max(1, Math.floor(limit))}`,
+        where.params,
+      ) as Promise<DeadLetterCandidate[]>,
+    ]);
+    return {
+      matched: counted[0]?.n ?? 0,
+      letters: letters.map((l) => ({
+        ...l,
+        updatedAt: new Date(l.updatedAt).toISOString(),
+      })),
+    };
   }
 
   /** Locks an outbox row for a replay (FOR UPDATE on the caller's transaction). */

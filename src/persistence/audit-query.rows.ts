@@ -100,8 +100,15 @@ export interface OrderDetail {
   timeline: EventRow[];
   /** Events left out of the middle of a timeline longer than TIMELINE_LIMIT (0: none). */
   timelineOmitted: number;
+  /** With a cut timeline: the cursor of GET /api/audit/events?orderId= below the newest shown. */
+  timelineOlderCursor?: string;
   messages: MessageRow[];
+  /** The newest OUTBOUND_ON_ORDER outbound documents, newest first. */
   outbound: OutboxRow[];
+  /** How many outbound documents the order has. */
+  outboundTotal: number;
+  /** The next (older) page of GET /api/audit/orders/{id}/outbound; absent when all are shown. */
+  outboundNextCursor?: string;
 }
 
 /** An outbox row as it stood before a replay (read under FOR UPDATE). */

@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { z } from 'zod';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
+import { DESTINATIONS } from '../outbound/outbound.settings';
 import { issueSentence, refusalDetail } from './audit-api.issues';
 import { BULK_REPLAY_MAX } from './dead-letter-bulk-replay';
 import {
@@ -177,6 +178,20 @@ export const replaySchema = z.object({
   reason: z.string().trim().min(3, 'a reason is required').max(500),
 });
 
+/** The destinations an outbox row can have (outbox.destination), as a bulk replay names them. */
+const DESTINATION_NAMES: readonly string[] = Object.values(DESTINATIONS);
+/**
+ * A bulk replay's destination: one of the destination names. Another (a typo, `__proto__`) is
+ * a bad request naming them, not a 409 "not configured" that reads the name as a setting.
+ */
+const destinationName = z
+  .string()
+  .trim()
+  .refine((v) => DESTINATION_NAMES.includes(v), {
+    error: `one of ${DESTINATION_NAMES.join(', ')}`,
+  })
+  .optional();
+
 /**
  * A bulk replay: which dead letters (destination, text in the reason they died for, when they
  * were given up: at least one), at most `limit` (1..100, default 100), and the replay's
@@ -185,7 +200,7 @@ export const replaySchema = z.object({
 export const bulkReplaySchema = z
   .strictObject({
     reason: z.string().trim().min(3, 'a reason is required').max(500),
-    destination: text,
+    destination: destinationName,
     error: text,
     from: instant,
     to: instant,
@@ -441,7 +456,7 @@ export class ReplayRequestDto {
  */
 export const bulkReplayFormSchema = z
   .strictObject({
-    destination: text,
+    destination: destinationName,
     error: text,
     from: instant,
     to: instant,

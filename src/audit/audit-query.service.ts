@@ -310,7 +310,9 @@ export class AuditQueryService {
    */
   refuseUndeliverable(destination: string): void {
     if (this.deliverable && !this.deliverable.destinations.includes(destination)) {
-      const needs = this.deliverable.settings[destination];
+      const needs = Object.hasOwn(this.deliverable.settings, destination)
+        ? this.deliverable.settings[destination]
+        : undefined;
       throw new AppError(
         'conflict',
         `the outbound document's destination ${destination} is not configured` +

@@ -124,6 +124,18 @@ describe('bulk replay of dead letters (real adapter, real RIS over MLLP)', () =>
     });
     expect(ehr.status).toBe(409);
     expect(ehr.body.detail).toMatch(/FHIR_SERVER_URL/);
+    // a name no destination has (a typo, or a JavaScript built-in such as __proto__, which read
+    // `[object Object]` as its setting) is a bad request naming the destinations there are
+    for (const destination of ['ris_hl7', '__proto__', 'constructor']) {
+      const unknown = await post('/api/audit/dead-letters/replay', {
+        reason: 'RIS fixed',
+        destination,
+        dryRun: true,
+      });
+      expect(unknown.status).toBe(400);
+      expect(unknown.body.detail).toMatch(/destination: one of ehr-fhir, ris-hl7, pacs-dicomweb/);
+      expect(unknown.body.detail).not.toMatch(/object/);
+    }
   });
 
   it('a dry run counts and lists, and changes nothing; without a destination it says which it would refuse', async () => {

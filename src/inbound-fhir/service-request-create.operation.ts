@@ -224,13 +224,17 @@ export class CreateServiceRequestOperation {
           resolver,
           this.deps.config,
         );
+        // A plain POST without a placer number is known by its bytes; the same bytes sent
+        // before as a conditional create were kept under its search, so that key is looked up
+        // (DESIGN §5: a duplicate gets the original answer). It was a second order.
         const key =
           options.idempotencyKey ??
           (conditional
             ? `fhir-rest|${caller.sender}|ServiceRequest|${conditionKey(conditional.identifiers)}`
             : request.placerOrderNumber
               ? `fhir-rest|${caller.sender}|ServiceRequest|${request.placerOrderNumber.system ?? ''}|${request.placerOrderNumber.value}`
-              : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
+              : ((await this.deps.intake.keyOfSameCreate(caller.sender, caller.raw)) ??
+                `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`));
         const now = this.deps.clock().toISOString();
         // The request we serve under this placer number, if any: what a plain POST of an
         // order already made (by another message) must equal to be answered with it.

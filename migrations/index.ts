@@ -31,6 +31,7 @@ import { IdentityOrdersRetiredPatientIdentifiers20261128081000 } from './2026112
 import { OutboxOrderPaging20261128101000 } from './20261128101000-outbox-order-paging';
 import { PeersDestinationHealth20261128102000 } from './20261128102000-peers-destination-health';
 import { PeersAlertCoalescing20261128102100 } from './20261128102100-peers-alert-coalescing';
+import { Fhirrw2CreateResendByContent20261128112000 } from './20261128112000-fhirrw2-create-resend-by-content';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -70,4 +71,5 @@ export const MIGRATIONS = [
   OutboxOrderPaging20261128101000,
   PeersDestinationHealth20261128102000,
   PeersAlertCoalescing20261128102100,
+  Fhirrw2CreateResendByContent20261128112000,
 ];

@@ -25,7 +25,14 @@ import { servedServiceRequest, withBundleReferences } from './fhir-served.resour
 import { FhirError, operationOutcome } from './fhir.error';
 import { matchReplaces } from './replaces.matcher';
 import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
-import { parseIfNoneExist, placerReusedForOtherContent } from './service-request-create.operation';
+import {
+  carriesAll,
+  findConditionalMatches,
+  multipleMatches,
+  parseIfNoneExist,
+  placerReusedForOtherContent,
+  type IfNoneExistIdentifier,
+} from './service-request-create.operation';
 import { sameFhirContent } from './fhir-resend';
 import { sameOrderNumber } from '../orders/use-cases/intake-planner';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
@@ -46,53 +53,61 @@ const CONTEXT_TYPES = new Set([
 const CONTEXT_METHODS = new Set(['POST', 'PUT']);
 
 /**
- * `entry.request.ifNoneExist` of a ServiceRequest (R4 bundle.html, http.html#ccreate): as on a
- * single create, only `identifier=[system]|[value]`, and it must name the order's placer number,
- * the identifier a resend is recognised by; anything else cannot be honoured and was ignored.
+ * `entry.request.ifNoneExist` of a ServiceRequest (R4 bundle.html, http.html#ccreate): the
+ * same `identifier=[system]|[value]` search as the REST If-None-Exist header (repeated for AND),
+ * run by findConditionalMatches before the intake. It must name identifiers the entry carries
+ * (else it matches another order, not this one); a search naming values alone is honoured only
+ * for the placer number (the intake matches by it). Before, only the placer identifier was
+ * accepted: an entry conditional on its accession, filler or visit was 422.
  */
-function ifNoneExistIssues(
+function ifNoneExistOf(
   ifNoneExist: string | undefined,
+  sr: ServiceRequest,
   placer: { system?: string; value: string } | undefined,
   at: string,
-): OperationOutcomeIssue[] {
+): { issues: OperationOutcomeIssue[]; condition?: BundleCondition } {
   let wanted: ReturnType<typeof parseIfNoneExist>;
   try {
     wanted = parseIfNoneExist(ifNoneExist);
   } catch (error) {
     if (!(error instanceof FhirError)) throw error;
-    return error.issues.map((i) => ({ ...i, expression: [at] }));
+    return { issues: error.issues.map((i) => ({ ...i, expression: [at] })) };
   }
-  if (wanted && wanted.identifiers.length > 1) {
-    // Repeated parameters are AND (R4 search.html); a Bundle entry's order is matched by its
-    // placer identifier alone, so a second one could not be honoured. Before, it was ignored.
-    return [
+  if (!wanted) return { issues: [] };
+  const namesPlacer =
+    placer !== undefined &&
+    wanted.identifiers.some(
+      (w) => w.value === placer.value && (w.system === undefined || w.system === placer.system),
+    );
+  const lacking = carriesAll(sr, wanted.identifiers);
+  if (!lacking && (namesPlacer || wanted.identifiers.some((w) => w.system))) {
+    return { issues: [], condition: { header: ifNoneExist!, identifiers: wanted.identifiers } };
+  }
+  return {
+    issues: [
       {
         severity: 'error',
         code: 'not-supported',
-        diagnostics: `ifNoneExist "${ifNoneExist}" names ${wanted.identifiers.length} identifiers (AND); in a Bundle only the ServiceRequest's placer identifier is supported`,
+        diagnostics: lacking
+          ? `ifNoneExist "${ifNoneExist}" names an identifier this ServiceRequest does not carry (${lacking.system ?? ''}|${lacking.value.slice(0, 64)}): it would match another order, not this one`
+          : `ifNoneExist "${ifNoneExist}" names values without a system, and not the ServiceRequest's placer identifier (${placer ? `${placer.system ?? ''}|${placer.value}` : 'none'}): name each identifier as system|value`,
         expression: [at],
       },
-    ];
-  }
-  if (
-    !wanted ||
-    (placer &&
-      placer.value === wanted.value &&
-      (wanted.system === undefined || wanted.system === placer.system))
-  ) {
-    return [];
-  }
-  return [
-    {
-      severity: 'error',
-      code: 'not-supported',
-      diagnostics: `ifNoneExist "${ifNoneExist}" does not name the ServiceRequest's placer identifier (${placer ? `${placer.system ?? ''}|${placer.value}` : 'none'}): a resend is recognised by that identifier, another condition cannot be honoured`,
-      expression: [at],
-    },
-  ];
+    ],
+  };
 }
 
-export type BundleOrder = IntakeOrder & { entryIndex: number; sr: ServiceRequest };
+/** A Bundle entry's conditional create: its `ifNoneExist` as written, and what it names. */
+export interface BundleCondition {
+  header: string;
+  identifiers: readonly IfNoneExistIdentifier[];
+}
+
+export type BundleOrder = IntakeOrder & {
+  entryIndex: number;
+  sr: ServiceRequest;
+  condition?: BundleCondition;
+};
 
 /**
  * The R4 validation issues of a batch that are each about one ServiceRequest entry's resource,
@@ -325,15 +340,15 @@ export async function prepareBundle(
     const { mapped, issues } = prepared;
     mappingVersion = mapped.mappingVersion;
     quirks.push(...mapped.quirks);
-    if (mapped.request) {
-      issues.push(
-        ...ifNoneExistIssues(
+    const conditional = mapped.request
+      ? ifNoneExistOf(
           e.request?.ifNoneExist,
+          sr,
           mapped.request.placerOrderNumber,
           `Bundle.entry[${i}].request.ifNoneExist`,
-        ),
-      );
-    }
+        )
+      : { issues: [] };
+    issues.push(...conditional.issues);
     if (issues.length > 0 || !mapped.request) {
       entryErrors.set(i, issues);
       continue;
@@ -345,6 +360,7 @@ export async function prepareBundle(
       entryIndex: i,
       sr,
       conditional: Boolean(e.request?.ifNoneExist),
+      ...(conditional.condition ? { condition: conditional.condition } : {}),
     });
   }
   quirks.push(...resolver.quirks);
@@ -412,6 +428,7 @@ export function responseEntries(
   now: string,
   servedByIndex: Map<number, ServiceRequest>,
   conflicts: ReadonlySet<number> = new Set(),
+  preconditionFailed: ReadonlyMap<number, OperationOutcomeIssue[]> = new Map(),
 ): BundleEntry[] {
   // Where each ServiceRequest of the Bundle now is, for references to it by its fullUrl.
   const locations = new Map<string, string>();
@@ -429,6 +446,11 @@ export function responseEntries(
           outcome: operationOutcome(errors),
         },
       };
+    }
+    const failed = preconditionFailed.get(i);
+    if (failed) {
+      // its ifNoneExist matches several orders (R4 http.html#ccreate): 412, nothing made
+      return { response: { status: '412 Precondition Failed', outcome: operationOutcome(failed) } };
     }
     if (e.resource?.resourceType !== 'ServiceRequest') {
       return {
@@ -530,12 +552,40 @@ export class FhirBundleOperation {
       caller,
       'Bundle',
       async () => {
-        const { b, entries, orders, entryErrors, mappingVersion } = await prepareBundle(
+        const prepared = await prepareBundle(
           caller.raw,
           (siblings) => new ReferenceResolver(siblings, this.deps.ehr),
           this.deps.config,
           quirks,
         );
+        const { b, entries, entryErrors, mappingVersion } = prepared;
+        // Each entry's ifNoneExist, searched as the REST header is (findConditionalMatches):
+        // one match is the order it answers 200 with; several are 412, the entry's in a batch,
+        // the whole transaction's (R4 http.html#trules: all or nothing).
+        const preconditionFailed = new Map<number, OperationOutcomeIssue[]>();
+        const orders: BundleOrder[] = [];
+        for (const o of prepared.orders) {
+          if (!o.condition) {
+            orders.push(o);
+            continue;
+          }
+          const matched = await findConditionalMatches(
+            this.deps.resources,
+            o.condition.identifiers,
+            caller.sender,
+          );
+          if (matched.length > 1) {
+            const refusal = multipleMatches(
+              o.condition.header,
+              matched.length,
+              `Bundle.entry[${o.entryIndex}].request.ifNoneExist`,
+            );
+            if (b.type === 'transaction') throw refusal;
+            preconditionFailed.set(o.entryIndex, refusal.issues);
+            continue;
+          }
+          orders.push(matched[0] ? { ...o, targetOrderId: matched[0] } : o);
+        }
         const key =
           options.idempotencyKey ??
           (b.identifier?.value
@@ -576,13 +626,16 @@ export class FhirBundleOperation {
             idempotencyKey: key,
             quirks: dedupeQuirks(quirks),
             mappingVersion: mappingVersion || 'fhir-order-mapping',
-            orders: orders.map(({ request, lineage, sourceRef, conditional }, k) => ({
-              request,
-              lineage,
-              sourceRef,
-              conditional,
-              ...(replacesOf[k]?.length ? { replaces: replacesOf[k] } : {}),
-            })),
+            orders: orders.map(
+              ({ request, lineage, sourceRef, conditional, targetOrderId }, k) => ({
+                request,
+                lineage,
+                sourceRef,
+                conditional,
+                ...(targetOrderId ? { targetOrderId } : {}),
+                ...(replacesOf[k]?.length ? { replaces: replacesOf[k] } : {}),
+              }),
+            ),
           },
           {
             respond: (outcome) => {
@@ -628,6 +681,7 @@ export class FhirBundleOperation {
                   now,
                   servedByIndex,
                   conflicts,
+                  preconditionFailed,
                 ),
               };
               return fhirResponse(200, response, true);

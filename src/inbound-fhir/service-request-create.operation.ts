@@ -172,37 +172,38 @@ export async function prepareCreate(
 }
 
 /**
+ * The orders whose request, submitted by this sender, carries every identifier an If-None-Exist
+ * search names (AND), newest first; a revoked or entered-in-error request is no match (a
+ * reorder after a cancel is a new order, as over HL7). Searched by the first identifier that
+ * names its system; a search naming values alone is left to the placer number and the earlier
+ * header, as before. The search of the REST header and of a Bundle entry's `ifNoneExist`.
+ */
+export async function findConditionalMatches(
+  resources: FhirOperationDeps['resources'],
+  wanted: readonly IfNoneExistIdentifier[],
+  sender: string,
+): Promise<string[]> {
+  const key = wanted.find((w) => w.system);
+  if (!key?.system) return [];
+  const held = await resources.findOrderedServiceRequestsCarrying(
+    { system: key.system, value: key.value },
+    { sender },
+  );
+  const ids = held
+    .filter((h) => !ENDED.has(h.resource.status ?? ''))
+    .filter((h) => carriesAll(h.resource, wanted) === undefined)
+    .map((h) => h.orderId)
+    .filter((id): id is string => id !== null);
+  return [...new Set(ids)];
+}
+
+/**
  * POST /fhir/ServiceRequest (conditional create on identifier): check, resolve, map, and hand
  * to the one intake use case; the answer (the served resource, or the known one) is built
  * inside the intake transaction and stored with the raw message. Refused input is kept too.
  */
 export class CreateServiceRequestOperation {
   constructor(private readonly deps: FhirOperationDeps) {}
-
-  /**
-   * The orders whose request, submitted by this sender, carries every identifier the
-   * If-None-Exist search names (AND), newest first; a revoked or entered-in-error request is
-   * no match (a reorder after a cancel is a new order, as over HL7). Searched by the first
-   * identifier that names its system; a search naming values alone is left to the placer
-   * number and the earlier header, as before.
-   */
-  private async conditionalMatches(
-    wanted: readonly IfNoneExistIdentifier[],
-    sender: string,
-  ): Promise<string[]> {
-    const key = wanted.find((w) => w.system);
-    if (!key?.system) return [];
-    const held = await this.deps.resources.findOrderedServiceRequestsCarrying(
-      { system: key.system, value: key.value },
-      { sender },
-    );
-    const ids = held
-      .filter((h) => !ENDED.has(h.resource.status ?? ''))
-      .filter((h) => carriesAll(h.resource, wanted) === undefined)
-      .map((h) => h.orderId)
-      .filter((id): id is string => id !== null);
-    return [...new Set(ids)];
-  }
 
   async execute(
     caller: FhirCaller,
@@ -224,13 +225,17 @@ export class CreateServiceRequestOperation {
           resolver,
           this.deps.config,
         );
+        // A plain POST without a placer number is known by its bytes; the same bytes sent
+        // before as a conditional create were kept under its search, so that key is looked up
+        // (DESIGN §5: a duplicate gets the original answer). It was a second order.
         const key =
           options.idempotencyKey ??
           (conditional
             ? `fhir-rest|${caller.sender}|ServiceRequest|${conditionKey(conditional.identifiers)}`
             : request.placerOrderNumber
               ? `fhir-rest|${caller.sender}|ServiceRequest|${request.placerOrderNumber.system ?? ''}|${request.placerOrderNumber.value}`
-              : `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`);
+              : ((await this.deps.intake.keyOfSameCreate(caller.sender, caller.raw)) ??
+                `fhir-rest|${caller.sender}|sha256:${sha256Hex(caller.raw)}`));
         const now = this.deps.clock().toISOString();
         // The request we serve under this placer number, if any: what a plain POST of an
         // order already made (by another message) must equal to be answered with it.
@@ -250,7 +255,11 @@ export class CreateServiceRequestOperation {
         // the same identifiers or under the placer number, and a request known by its
         // accession alone, created and then sent again conditionally on it, was a second order.
         const matched = conditional
-          ? await this.conditionalMatches(conditional.identifiers, caller.sender)
+          ? await findConditionalMatches(
+              this.deps.resources,
+              conditional.identifiers,
+              caller.sender,
+            )
           : [];
         if (matched.length > 1) throw multipleMatches(ifNoneExist!, matched.length);
         // what each `replaces` names here (our id, an EHR URL, the sender's placer identifier)
@@ -443,11 +452,14 @@ function conditionKey(identifiers: readonly IfNoneExistIdentifier[]): string {
 /** Requests that are no longer an order to match: cancelled by the sender or made in error. */
 const ENDED = new Set(['revoked', 'entered-in-error']);
 
-/** 412: the If-None-Exist search matches several orders (R4 http.html#ccreate). */
-function multipleMatches(header: string, count: number): FhirError {
-  const diagnostics = `If-None-Exist "${header.slice(0, 200)}" matches ${count} ServiceRequests of this sender: a conditional create needs a search that finds at most one (R4 http.html#ccreate); name this request's placer identifier`;
+/**
+ * 412: the If-None-Exist search matches several orders (R4 http.html#ccreate); `at` is where
+ * the search was named (the header, or a Bundle entry's `request.ifNoneExist`).
+ */
+export function multipleMatches(header: string, count: number, at = 'If-None-Exist'): FhirError {
+  const diagnostics = `${at === 'If-None-Exist' ? 'If-None-Exist' : at} "${header.slice(0, 200)}" matches ${count} ServiceRequests of this sender: a conditional create needs a search that finds at most one (R4 http.html#ccreate); name this request's placer identifier`;
   return new FhirError('precondition-failed', diagnostics, [
-    { severity: 'error', code: 'multiple-matches', diagnostics, expression: ['If-None-Exist'] },
+    { severity: 'error', code: 'multiple-matches', diagnostics, expression: [at] },
   ]);
 }
 

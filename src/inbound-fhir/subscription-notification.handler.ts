@@ -296,7 +296,16 @@ export class SubscriptionNotificationHandler {
       // no resource, R4 http.html#history): as a 410, its order is cancelled, nothing is read.
       // Before, the EHR was read for it, and its 404 (a server that keeps no deleted versions)
       // left the order running ("a 404 is not a withdrawal").
-      if (parsed.entries.some((e) => e.deleted && this.namesFocus(e.fullUrl, focus))) {
+      // An entry named by a `urn:uuid:` fullUrl is named by its request.url (`ServiceRequest/7`):
+      // it was matched only by a URL fullUrl, and the order kept running.
+      if (
+        parsed.entries.some(
+          (e) =>
+            e.deleted &&
+            (this.namesFocus(e.fullUrl, focus) ||
+              (/^urn:/i.test(e.fullUrl ?? '') && this.namesFocus(e.deletedUrl, focus))),
+        )
+      ) {
         const deleted = await this.deletedOnEhr(caller, event, 410, quirks, 'deleted-entry');
         if (deleted) collected.set(deleted.fullUrl, deleted);
         continue;

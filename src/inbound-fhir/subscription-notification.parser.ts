@@ -47,7 +47,11 @@ export interface ParsedNotification {
   eventsSinceStart?: number;
   events: NotificationEvent[];
   /** The entries after the status (resources of a full-resource payload, or id-only stubs). */
-  entries: Array<SiblingEntry & { hasResource: boolean; deleted?: boolean }>;
+  /**
+   * `deletedUrl`: a deleted entry's `request.url`, the resource it deletes (R4 http.html#history);
+   * what names it when its fullUrl is a `urn:uuid:`.
+   */
+  entries: Array<SiblingEntry & { hasResource: boolean; deleted?: boolean; deletedUrl?: string }>;
   /**
    * Every URL or reference the notification names (event focus and additional-context,
    * entry fullUrls, Bundle links), with the element it came from: each must lie within the
@@ -389,7 +393,10 @@ export function parseNotification(bundle: Bundle): ParsedNotification {
       hasResource: Boolean(e.resource),
       // a history Bundle's deleted resource: no resource, request DELETE (R4 http.html#history)
       ...(!e.resource && /^delete$/i.test(String(e.request?.method ?? ''))
-        ? { deleted: true }
+        ? {
+            deleted: true,
+            ...(typeof e.request?.url === 'string' ? { deletedUrl: e.request.url } : {}),
+          }
         : {}),
       location: `notification Bundle.entry[${i}]`,
     });

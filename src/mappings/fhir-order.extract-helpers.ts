@@ -68,6 +68,18 @@ const TYPE_TEXTS: Readonly<Record<string, string>> = {
   'PLACER IDENTIFIER': 'PLAC',
   'FILLER IDENTIFIER': 'FILL',
   'ACCESSION ID': 'ACSN',
+  // Epic's ServiceRequest.identifier: `{"type": {"text": "Accession Number"}, …}`, no coding
+  'ACCESSION NUMBER': 'ACSN',
+};
+
+/**
+ * Identifier types coded in another code system than v2-0203, as `system|code` → the v2-0203
+ * code they mean. DICOM's 121022 "Accession Number" (PS3.16 CID 7, system DCM) is how IHE
+ * and DICOM-based profiles type the accession. Read as the coding's own code, it was no
+ * accession: the order had none, and its study was never found by it.
+ */
+const TYPE_CODINGS: Readonly<Record<string, string>> = {
+  'http://dicom.nema.org/resources/ontology/DCM|121022': 'ACSN',
 };
 const TEXT_CODES: ReadonlySet<string> = new Set([
   ...PATIENT_RECORD_ID_TYPES,
@@ -87,7 +99,10 @@ export function typeFromText(id: FhirIdentifier): string | undefined {
 /** The v2-0203 type code of a FHIR identifier, if typed that way (by bare code, or by text). */
 export function typeCode(id: FhirIdentifier): string | undefined {
   const coding = id.type?.coding?.find((c) => c.system === V2_0203 || c.system === undefined);
-  return coding?.code ?? id.type?.coding?.[0]?.code ?? typeFromText(id);
+  const mapped = id.type?.coding
+    ?.map((c) => TYPE_CODINGS[`${c.system ?? ''}|${c.code ?? ''}`])
+    .find((code) => code !== undefined);
+  return coding?.code ?? mapped ?? id.type?.coding?.[0]?.code ?? typeFromText(id);
 }
 
 /**

@@ -295,9 +295,19 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
   reasons: ({ sr, ctx }) => {
     const reasons: CodedConcept[] = [];
     const lines: LineageLine[] = [];
+    // One code (system and code) is one reason: an EHR that gives the indication as reasonCode
+    // and as a reasonReference to the Condition with that code stored it twice.
+    const seen = new Set<string>();
+    const isRepeat = (coded: CodedConcept): boolean => {
+      if (!coded.code) return false;
+      const key = `${coded.system ?? ''}|${coded.code}`;
+      if (seen.has(key)) return true;
+      seen.add(key);
+      return false;
+    };
     (sr.reasonCode ?? []).forEach((cc, i) => {
       const coded = codedFrom(cc);
-      if (!coded.code && !coded.display) return;
+      if ((!coded.code && !coded.display) || isRepeat(coded)) return;
       lines.push({
         suffix: `[${reasons.length}].${coded.code ? 'code' : 'display'}`,
         source: `ServiceRequest.reasonCode[${i}]`,
@@ -310,7 +320,7 @@ export const EXTRACTORS: Record<ExtractorId, (s: Scope) => Extracted> = {
       const target = key ? ctx.reasons.get(key) : undefined;
       const code = (target?.resource as { code?: CodeableConcept } | undefined)?.code;
       const coded = code ? codedFrom(code) : ref.display ? { display: ref.display } : undefined;
-      if (!coded || (!coded.code && !coded.display)) return;
+      if (!coded || (!coded.code && !coded.display) || isRepeat(coded)) return;
       const source = code
         ? `${target!.source} ${target!.resource.resourceType}.code`
         : `ServiceRequest.reasonReference[${i}].display`;

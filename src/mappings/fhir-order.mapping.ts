@@ -26,7 +26,7 @@ import { applyRow } from './table-driver';
 export { DICOM_UID_SYSTEM, V2_0203 } from './fhir-order.extract-helpers';
 
 /** Bumped whenever a row or an extractor changes meaning; stored with each order. */
-export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.2.0';
+export const FHIR_ORDER_MAPPING_VERSION = 'fhir-order-mapping/1.2.2';
 
 /** A resolved resource and where it came from (for lineage): `contained #p1`, `Bundle.entry[1]`, `EHR Patient/123`. */
 export interface Located<T extends Resource> {

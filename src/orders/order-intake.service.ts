@@ -37,10 +37,12 @@ export { LINEAGE_VALUE_MAX_CHARS } from './use-cases/intake-audit';
 export class OrderIntakeService {
   private readonly ingestion: IngestOrderMessageUseCase;
   private readonly rejected: RecordRejectedUseCase;
+  private readonly messages: InboundMessageRepository;
 
   constructor(dataSource: DataSource, jobs: JobQueue, options: IntakeBatcherOptions = {}) {
     const orders = new OrderRepository(dataSource);
     const messages = new InboundMessageRepository(dataSource);
+    this.messages = messages;
     this.rejected = new RecordRejectedUseCase(dataSource, messages);
     this.ingestion = new IngestOrderMessageUseCase(
       dataSource,
@@ -62,6 +64,14 @@ export class OrderIntakeService {
     responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply> {
     return this.ingestion.ingest(unsafeInput, responder);
+  }
+
+  /**
+   * The idempotency key an accepted FHIR create of this sender with these very bytes was kept
+   * under, if any: a resend is answered under it even when the original was conditional.
+   */
+  keyOfSameCreate(sender: string, raw: Buffer): Promise<string | undefined> {
+    return this.messages.findAcceptedCreateKeyBySameBytes(sender, raw);
   }
 
   /** Stores a refused message (raw bytes, the answer, why) and audits it. Returns its id. */

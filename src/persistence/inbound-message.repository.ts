@@ -141,6 +141,23 @@ export class InboundMessageRepository extends RepositoryBase {
   }
 
   /**
+   * The idempotency key of this sender's accepted ServiceRequest create with these very bytes,
+   * if any (the oldest): a plain create that repeats a conditional create, kept under its
+   * If-None-Exist search, is its resend. By inbound_messages_fhir_create_content_idx, whose
+   * predicate names the one message type it serves.
+   */
+  async findAcceptedCreateKeyBySameBytes(sender: string, raw: Buffer): Promise<string | undefined> {
+    const rows: Array<{ idempotency_key: string }> = await this.db().query(
+      `SELECT idempotency_key FROM inbound_messages
+        WHERE message_type = 'ServiceRequest create' AND outcome = 'accepted'
+          AND sender = $1 AND sha256(raw) = sha256($2::bytea) AND raw = $2::bytea
+        ORDER BY received_at LIMIT 1`,
+      [sender, raw],
+    );
+    return rows[0]?.idempotency_key;
+  }
+
+  /**
    * The patients of this sender's orders under these placer numbers, as they stand now (an
    * ADT merge may have moved them): a resend under the same key must be about the same
    * patient. By the (placer, sender) index: a lookup by message would scan orders.

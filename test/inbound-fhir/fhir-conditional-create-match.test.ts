@@ -112,4 +112,44 @@ describe('FHIR conditional create: the If-None-Exist search over the orders held
     );
     expect(kept.rows.map((r) => r.outcome)).toEqual(['rejected']);
   });
+  it('the exact bytes of a conditional create sent again as a plain POST (no placer number): the original answer, not a second order', async () => {
+    // A RIS-driven request (accession, no placer number), sent first as a conditional create
+    // on its accession, then resent by an interface engine that drops the If-None-Exist
+    // header on retry: the same bytes. Was 201 with a second order: the conditional create
+    // was kept under its search, the plain POST under the hash of its bytes. With a filler
+    // number beside the accession it was 409 ("made from other content"), for the same bytes.
+    const cases: Array<[string, Json, string]> = [
+      ['CC-ACC-4', withIdentifiers([['ACSN', ACC_SYSTEM, 'CC-ACC-4']]), '201'],
+      [
+        'CC-ACC-5',
+        withIdentifiers([
+          ['FILL', 'urn:oid:2.16.840.1.113883.3.999.3', 'CC-FILL-5'],
+          ['ACSN', ACC_SYSTEM, 'CC-ACC-5'],
+        ]),
+        '409',
+      ],
+    ];
+    for (const [accession, exam] of cases) {
+      const first = await post(adapter, exam, `identifier=${ACC_SYSTEM}|${accession}`);
+      expect(first.status).toBe(201);
+      const resend = await post(adapter, exam);
+      expect({ accession, status: resend.status, id: resend.body.id }).toEqual({
+        accession,
+        status: 200,
+        id: first.body.id,
+      });
+      expect(await ordersUnder(accession)).toEqual([first.body.id]);
+      const kept = await db.query<{ outcome: string }>(
+        `SELECT outcome FROM inbound_messages WHERE convert_from(raw, 'UTF8') LIKE $1 ORDER BY received_at`,
+        [`%${accession}%`],
+      );
+      expect(kept.rows.map((r) => r.outcome)).toEqual(['accepted', 'duplicate']);
+    }
+    // other bytes (another exam of the same accession, sent plain) are still another request
+    const other = withIdentifiers([
+      ['FILL', 'urn:oid:2.16.840.1.113883.3.999.3', 'CC-FILL-4B'],
+      ['ACSN', ACC_SYSTEM, 'CC-ACC-4'],
+    ]);
+    expect((await post(adapter, other)).status).toBe(201);
+  });
 });

@@ -97,4 +97,71 @@ describe('notification: the focus deleted by a history entry (request DELETE, no
       harness!.ehr.requests.slice(reads).filter((r) => r.url.includes('deleted-entry-1')),
     ).toEqual([]);
   });
+  it('the DELETE entry named by a urn:uuid fullUrl (its request.url names the request): the order is cancelled too', async () => {
+    // Servers that write a history entry without a resource give it a urn:uuid fullUrl; the
+    // deleted resource is named by request.url (R4 http.html#history, bundle.html#request).
+    const base = harness!.ehr.baseUrl;
+    const url = `${base}/ServiceRequest/deleted-entry-2`;
+    const sr = { ...chestCtRequest('DEL-ENTRY-2'), id: 'deleted-entry-2' };
+    await harness!.ehr.seed(sr as unknown as ServiceRequest);
+    const made = await notify(
+      notification(3, url, {
+        fullUrl: url,
+        resource: sr,
+        request: { method: 'POST', url: 'ServiceRequest' },
+        response: { status: '201' },
+      }),
+    );
+    expect(made).toBe(200);
+    await harness!.ehr.repo.deleteResource('ServiceRequest', 'deleted-entry-2');
+    const reads = harness!.ehr.requests.length;
+    const status = await notify(
+      notification(4, url, {
+        fullUrl: 'urn:uuid:7c4f3f5e-9a3b-4c1e-8d2f-2f6a1e0b9d41',
+        request: { method: 'DELETE', url: 'ServiceRequest/deleted-entry-2' },
+        response: { status: '204' },
+      }),
+    );
+    expect(status).toBe(200);
+    // was kept running: only a URL fullUrl named the focus; the EHR was read, and its 404
+    // was no withdrawal
+    const [order] = (
+      await db.query<{ cancel_requested_at: Date | null }>(
+        `SELECT cancel_requested_at FROM orders WHERE placer_order_number = 'DEL-ENTRY-2'`,
+      )
+    ).rows;
+    expect(order!.cancel_requested_at).not.toBeNull();
+    expect(
+      harness!.ehr.requests.slice(reads).filter((r) => r.url.includes('deleted-entry-2')),
+    ).toEqual([]);
+    // a DELETE entry naming another request does not cancel this one
+    const other = { ...chestCtRequest('DEL-ENTRY-3'), id: 'deleted-entry-3' };
+    await harness!.ehr.seed(other as unknown as ServiceRequest);
+    const url3 = `${base}/ServiceRequest/deleted-entry-3`;
+    expect(
+      await notify(
+        notification(5, url3, {
+          fullUrl: url3,
+          resource: other,
+          request: { method: 'POST', url: 'ServiceRequest' },
+          response: { status: '201' },
+        }),
+      ),
+    ).toBe(200);
+    expect(
+      await notify(
+        notification(6, url3, {
+          fullUrl: 'urn:uuid:0d7e2b1c-5f3a-4e8b-9c6d-1a2b3c4d5e6f',
+          request: { method: 'DELETE', url: 'ServiceRequest/deleted-entry-2' },
+          response: { status: '204' },
+        }),
+      ),
+    ).toBe(200);
+    const [kept] = (
+      await db.query<{ cancel_requested_at: Date | null }>(
+        `SELECT cancel_requested_at FROM orders WHERE placer_order_number = 'DEL-ENTRY-3'`,
+      )
+    ).rows;
+    expect(kept!.cancel_requested_at).toBeNull();
+  });
 });

@@ -118,6 +118,31 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
   });
 
+  it.each([
+    ['XX|XX', 'AA', ['15', '16']],
+    ['always|', 'AA', ['15']],
+    ['AL|garbage', 'CA', ['16']],
+  ])(
+    'MSH-15/16 %s (outside table 0155) is read as empty: answered %s, a warning ERR 103 at each such field',
+    async (fields, code, warned) => {
+      // v2.5.1 §2.9.2: original mode when MSH-15 and MSH-16 are not valued; a value outside
+      // table 0155 asks for no condition. Before: any text there meant enhanced mode, `XX|XX`
+      // was answered CA (an accept acknowledgment, never the AA the sender waits for), silently.
+      const id = `ACKT-${fields.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(
+        swf(id, (t) => t.replace(`|${id}|P|2.3.1`, `|${id}|P|2.5.1|||${fields}`)),
+      );
+      const summary = ackSummary(ack);
+      expect(summary).toMatchObject({ code, controlIdEchoed: id });
+      expect(summary.errors).toEqual(
+        warned.map((f) =>
+          expect.stringMatching(new RegExp(`^\\|MSH\\^1\\^${f}\\^1\\|103\\^.*\\|W\\|.*table 0155`)),
+        ),
+      );
+      expect(await stored(id)).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+    },
+  );
+
   it('MSH-15/16 NE|NE (no acknowledgment of any kind) is stored and not answered; the connection goes on', async () => {
     // Table 0155: NE is "never". A sender writing NE|NE (a one-way feed through an engine)
     // does not read answers. Before: CA, and CE on an error, written to a peer that never

@@ -329,6 +329,43 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
     expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
   });
+  it('a RIS that schedules in OBR-36 (scheduled date/time) and stamps OBR-6 with the message time has the exam at OBR-36', async () => {
+    // An ORM^O01 v2.3 feeding a worklist (Orthanc-style MWL feeds): ORC-7 empty, OBR-6 the
+    // moment the order was sent, OBR-36 the slot the RIS scheduled. OBR-6 "is not used"
+    // since v2.3 (deprecated, its meaning moved to ORC-7.4/OBR-27.4); OBR-36 is the time the
+    // filler scheduled the observation. Before: requestedAt was OBR-6, the exam put at the
+    // minute of the message (OBR-7 of our ORU, the report's effectiveDateTime), a day early.
+    const obr = (id: string, extra: Record<number, string>) => {
+      const fields = ['OBR', '1', `PL-${id}^RIS`, '', 'MRKOPF^MRT Kopf^L'];
+      Object.entries({ 16: '1234^DOC^A', 18: `ACC-${id}`, 24: 'MR', ...extra }).forEach(
+        ([n, v]) => (fields[Number(n)] = v),
+      );
+      return Array.from(fields, (f) => f ?? '').join('|');
+    };
+    const sent = (id: string, extra: Record<number, string>, orc?: string) =>
+      client.send(
+        wire(
+          orm(id, {
+            MSH: `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500+0100||ORM^O01|${id}|P|2.3`,
+            OBR: obr(id, extra),
+            ...(orc ? { ORC: orc } : {}),
+          }),
+        ),
+      );
+    expect(
+      ackSummary(await sent('SCH-1', { 6: '20240318101500', 36: '20240319083000' })).code,
+    ).toBe('AA');
+    expect((await orderOf('SCH-1')).request.requestedAt).toBe('2024-03-19T08:30:00+01:00');
+    // OBR-6 alone is still read (its pre-v2.3 meaning), and a start in the TQ still wins
+    await sent('SCH-2', { 6: '20240318101500' });
+    expect((await orderOf('SCH-2')).request.requestedAt).toBe('2024-03-18T10:15:00+01:00');
+    await sent(
+      'SCH-3',
+      { 6: '20240318101500', 36: '20240319083000' },
+      'ORC|NW|PL-SCH-3^RIS|||||^^^20240319090000||20240318101500|||1234^DOC^A',
+    );
+    expect((await orderOf('SCH-3')).request.requestedAt).toBe('2024-03-19T09:00:00+01:00');
+  });
   it('a Japanese RIS writing ISO-2022-JP bytes (MSH-18 ~ISO IR87, MSH-20 ISO 2022-1994, as JAHIS orders are): names read as kanji, also when their JIS bytes are HL7 delimiters', async () => {
     // JIS X 0208 in ESC $ B ... ESC ( B, the escape sequences as bytes (not as \M2442\):
     // 服部 is ESC $ B `I~It` ESC ( B and 五十嵐 `8^==Mr`: their second bytes are `~` and `^`.

@@ -317,6 +317,37 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(odd.errors).toEqual([expect.stringMatching(/^\|TQ1\^1\^9\^1\^2\|103\^.*\|W\|/)]);
     expect((await orderOf('PRIO-T4')).request.priority).toBeUndefined();
   });
+  it('an unreadable ORC-7.6 priority (SOON) beside a valid TQ1-9 is warned about at ORC-7.6 and recorded, as when it is alone', async () => {
+    // An EHR writing the priority twice, a code in TQ1-9 and a word of its own in the old
+    // ORC-7.6. Alone, ORC-7.6 SOON was a warning ERR 103; beside TQ1-9 S it was never looked
+    // at (only values are compared with the one taken), so the sender never heard that half
+    // of what it wrote meant nothing here.
+    const withOrc7 = (id: string, tq1: string) =>
+      Buffer.from(
+        omi(id, tq1)
+          .toString('latin1')
+          .replace(`ORC|NW|PL-${id}^RIS||||||`, `ORC|NW|PL-${id}^RIS|||||^^^^^SOON|`),
+        'latin1',
+      );
+    const warned = expect.stringMatching(/^\|ORC\^1\^7\^1\^6\|103\^.*\|W\|.*SOON/);
+    const beside = ackSummary(
+      await client.send(withOrc7('SOON-1', 'TQ1|1||||||20240318110000+0100||S')),
+    );
+    expect(beside).toMatchObject({ code: 'AA', errors: [warned] });
+    expect((await orderOf('SOON-1')).request.priority).toBe('stat');
+    const alone = ackSummary(
+      await client.send(withOrc7('SOON-2', 'TQ1|1||||||20240318110000+0100')),
+    );
+    expect(alone).toMatchObject({ code: 'AA', errors: [warned] });
+    expect((await orderOf('SOON-2')).request.priority).toBeUndefined();
+    for (const id of ['SOON-1', 'SOON-2']) {
+      const stored = await db.query(
+        `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+        [id],
+      );
+      expect(stored.rows[0].quirks).toMatch(/value-not-mapped.*ORC-7\.6.*SOON/);
+    }
+  });
   it('a date-only start (TQ1-7 20240318 or 202403) is kept at its precision, not made midnight', async () => {
     // A RIS that schedules by day writes TQ1-7 as a date (a DTM of day precision). Before: the
     // order's start was 2024-03-18T00:00:00+01:00, a time nobody gave, and our ORU's OBR-7 and

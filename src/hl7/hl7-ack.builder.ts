@@ -75,7 +75,7 @@ export function acknowledgmentCondition(
   inbound: Hl7Message,
   field: 15 | 16,
 ): AcknowledgmentCondition | undefined {
-  const value = inbound.msh.value(field)?.toUpperCase();
+  const value = inbound.msh.code(field)?.toUpperCase();
   return (TABLE_0155 as readonly string[]).includes(value ?? '')
     ? (value as AcknowledgmentCondition)
     : undefined;

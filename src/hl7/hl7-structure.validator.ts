@@ -214,7 +214,7 @@ export function checkStructure(
   // MSH-15/MSH-16 (table 0155) decide which answer the sender gets: a value outside the table
   // asks for nothing, so it is read as empty (original mode when both are) and said here.
   for (const field of [15, 16] as const) {
-    const sent = msh.value(field);
+    const sent = msh.code(field);
     if (sent !== undefined && acknowledgmentCondition(message, field) === undefined) {
       errors.push({
         location: `MSH-${field}`,

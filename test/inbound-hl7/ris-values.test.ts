@@ -107,6 +107,37 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     },
   );
 
+  it.each([
+    ['2.3', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.3.1', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.4', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.4', 'UTF-8', 'UNICODE'],
+    ['2.5', 'UNICODE', 'UNICODE'],
+    ['2.5.1', 'UNICODE UTF-8', 'UNICODE UTF-8'],
+    ['2.6', 'UTF-8', 'UNICODE UTF-8'],
+    ['2.8', 'UNICODE UTF-8', 'UNICODE UTF-8'],
+  ])(
+    'a v%s sender declaring MSH-18 %s gets an ACK in UTF-8 whose MSH-18 (%s) is in its version’s table 0211',
+    async (version, declared, written) => {
+      // Table 0211 has `UNICODE UTF-8` from v2.5; v2.3–2.4 name Unicode `UNICODE`. A v2.3.1
+      // RIS that writes `UNICODE UTF-8` (its engine's default) was answered `UNICODE UTF-8`, a
+      // value its version's table does not hold, though `UTF-8` was already answered UNICODE.
+      const id = `U8-${version}-${declared.replace(/\W/g, '')}`;
+      const segments = orm(id, {}, declared).map((s) =>
+        s.startsWith('MSH|')
+          ? s.replace('|RIS|HOSP|', '|RIS|RÖNTGEN|').replace('|P|2.5.1|', `|P|${version}|`)
+          : s,
+      );
+      const reply = await client.send(wire(segments, 'utf8'));
+      expect(ackSummary(reply).code).toBe('AA');
+      const msh = parseHl7(reply).msh;
+      expect(msh.rawField(18)).toBe(written);
+      expect(msh.rawField(12)).toBe(version);
+      // the bytes are what MSH-18 says: Ö as UTF-8 (C3 96)
+      expect(reply.includes(Buffer.from('RÖNTGEN', 'utf8'))).toBe(true);
+    },
+  );
+
   it('a sender without MSH-18 writing Latin-1 gets its application and facility back as it wrote them', async () => {
     const segments = orm('LAT-1', {
       MSH: 'MSH|^~\\&|RÖNTGEN|KLINIKUM SÜD|AI|HOSP|20240318101500||ORM^O01|LAT-1|P|2.3.1',

@@ -59,13 +59,36 @@ export type AckOutcome = 'accept' | 'error' | 'reject';
 export type AckCode = 'AA' | 'AE' | 'AR' | 'CA' | 'CE' | 'CR';
 export type AckMode = 'original' | 'enhanced';
 
+/** Table 0155 (accept/application acknowledgment conditions, MSH-15/MSH-16). */
+export const TABLE_0155 = ['AL', 'NE', 'ER', 'SU'] as const;
+export type AcknowledgmentCondition = (typeof TABLE_0155)[number];
+
+/**
+ * MSH-15 or MSH-16 as a table 0155 condition; undefined when empty or when it holds no table
+ * 0155 value (`XX`, `always`): such a field asks for nothing, so it is read as not valued
+ * (v2.5.1 §2.9.2: original mode when neither field is valued) and the answer warns ERR 103
+ * at it (hl7-structure.validator). Before, any text there switched the answer to enhanced
+ * mode (`XX|XX` answered CA, an accept acknowledgment the sender never asked for). Lower
+ * case is read as the code, as before.
+ */
+export function acknowledgmentCondition(
+  inbound: Hl7Message,
+  field: 15 | 16,
+): AcknowledgmentCondition | undefined {
+  const value = inbound.msh.code(field)?.toUpperCase();
+  return (TABLE_0155 as readonly string[]).includes(value ?? '')
+    ? (value as AcknowledgmentCondition)
+    : undefined;
+}
+
 /**
  * Enhanced acknowledgment mode is requested when MSH-15 (accept acknowledgment type) or
- * MSH-16 (application acknowledgment type) is valued (v2.5.1 section 2.9.3); otherwise the
- * original mode (2.9.2) applies.
+ * MSH-16 (application acknowledgment type) holds a table 0155 condition (v2.5.1 section
+ * 2.9.3); otherwise the original mode (2.9.2) applies.
  */
 export function ackModeOf(inbound: Hl7Message): AckMode {
-  return inbound.msh.value(15) !== undefined || inbound.msh.value(16) !== undefined
+  return acknowledgmentCondition(inbound, 15) !== undefined ||
+    acknowledgmentCondition(inbound, 16) !== undefined
     ? 'enhanced'
     : 'original';
 }
@@ -82,8 +105,8 @@ export function ackModeOf(inbound: Hl7Message): AckMode {
  */
 export function ackKindOf(inbound: Hl7Message, outcome: AckOutcome): 'application' | 'accept' {
   if (ackModeOf(inbound) === 'original') return 'application';
-  const accept = inbound.msh.value(15);
-  const application = inbound.msh.value(16);
+  const accept = acknowledgmentCondition(inbound, 15);
+  const application = acknowledgmentCondition(inbound, 16);
   return !wantedBy(accept, outcome) && application !== undefined && wantedBy(application, outcome)
     ? 'application'
     : 'accept';
@@ -98,12 +121,12 @@ export function ackKindOf(inbound: Hl7Message, outcome: AckOutcome): 'applicatio
 export function acceptAckWanted(inbound: Hl7Message, outcome: AckOutcome): boolean {
   if (ackModeOf(inbound) === 'original') return true;
   const field = ackKindOf(inbound, outcome) === 'accept' ? 15 : 16;
-  return wantedBy(inbound.msh.value(field), outcome);
+  return wantedBy(acknowledgmentCondition(inbound, field), outcome);
 }
 
 /** Table 0155 (MSH-15/16): whether an acknowledgment type asks for an answer to this outcome. */
-function wantedBy(type: string | undefined, outcome: AckOutcome): boolean {
-  switch ((type ?? 'AL').toUpperCase()) {
+function wantedBy(type: AcknowledgmentCondition | undefined, outcome: AckOutcome): boolean {
+  switch (type ?? 'AL') {
     case 'NE':
       return false;
     case 'ER':

@@ -130,10 +130,14 @@ const TABLE_0211_VALUES: readonly string[] = [
  */
 export function table0211Value(declared: string, version: string): string | undefined {
   const v = declared.trim().toUpperCase();
-  if (TABLE_0211_VALUES.includes(v)) return v;
+  // UTF-8 by the version's own value, whatever the sender wrote: a v2.3.1 sender's own
+  // `UNICODE UTF-8` was echoed before, a value its version's table does not hold. `UNICODE`
+  // stays `UNICODE` (a value of every version's table, deprecated from v2.5).
   const label = TABLE_0211[v];
+  if (label === 'utf-8' && v !== 'UNICODE')
+    return /^2\.(3|4)(\.|$)/.test(version) ? 'UNICODE' : 'UNICODE UTF-8';
+  if (TABLE_0211_VALUES.includes(v)) return v;
   if (label === undefined) return undefined;
-  if (label === 'utf-8') return /^2\.(3|4)(\.|$)/.test(version) ? 'UNICODE' : 'UNICODE UTF-8';
   return TABLE_0211_VALUES.find((name) => TABLE_0211[name] === label);
 }
 

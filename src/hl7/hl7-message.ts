@@ -137,9 +137,9 @@ export class Hl7Message {
 
   get messageType(): Hl7MessageType {
     return {
-      code: this.msh.value(9, 1, 1) ?? '',
-      trigger: this.msh.value(9, 1, 2) ?? '',
-      structure: this.msh.value(9, 1, 3),
+      code: this.msh.code(9, 1, 1) ?? '',
+      trigger: this.msh.code(9, 1, 2) ?? '',
+      structure: this.msh.code(9, 1, 3),
     };
   }
 
@@ -161,7 +161,7 @@ export class Hl7Message {
 
   /** MSH-12.1, e.g. `2.5.1`. */
   get version(): string {
-    return this.msh.value(12) ?? '';
+    return this.msh.code(12) ?? '';
   }
 
   /**
@@ -181,7 +181,7 @@ export class Hl7Message {
 
   /** MSH-11.1, table 0103 (P production, T training, D debugging). */
   get processingId(): string {
-    return this.msh.value(11) ?? '';
+    return this.msh.code(11) ?? '';
   }
 
   /**

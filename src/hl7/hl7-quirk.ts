@@ -39,6 +39,7 @@ export type Hl7QuirkCode =
   | 'accession-longer-than-dicom'
   | 'identifier-control-character'
   | 'lowercase-segment-id'
+  | 'padded-code'
   | 'mllp-missing-cr';
 
 export interface Hl7Quirk {

@@ -1,6 +1,7 @@
 import { unescapeValue } from './hl7-escape';
 import { formattingModeOf, type FormattingMode } from './hl7-formatting';
 import { formatLocation } from './hl7-location';
+import { quotedCode } from './hl7-quoted';
 import type { Hl7Message } from './hl7-message';
 
 /** The HL7 explicit null (v2.5.1 chapter 2, null values): the receiver shall delete the value. */
@@ -62,6 +63,32 @@ export class Hl7Segment {
       location: this.locationOf(field, repetition, component, subcomponent),
       formatting: this.formattingOf(field),
     });
+  }
+
+  /**
+   * A coded value (an ID/IS of an HL7 table, a CWE's code: MSH-9, -11, -12, -15, -16, ORC-1,
+   * ORC-5, a priority) without the spaces around it: a fixed-width engine pads `NW` to `NW `
+   * and a table value holds no space, so the code is read and the padding recorded (quirk
+   * `padded-code`, naming the place). The one place such fields are trimmed; a value read with
+   * `value()` (names, text, identifiers by their own rule) keeps its spaces. Before, `ORC|NW |`
+   * was AE 103 and MSH-12 `2.5.1 ` AR 203.
+   */
+  code(field: number, repetition = 1, component = 1, subcomponent = 1): string | undefined {
+    const sent = this.value(field, repetition, component, subcomponent);
+    if (sent === undefined) return undefined;
+    // by index, not /^ +| +$/: that regex is quadratic on a long run of inner spaces
+    let start = 0;
+    let end = sent.length;
+    while (start < end && sent.charCodeAt(start) === 0x20) start += 1;
+    while (end > start && sent.charCodeAt(end - 1) === 0x20) end -= 1;
+    const code = sent.slice(start, end);
+    if (code !== sent) {
+      this.message.quirkCollector.add(
+        'padded-code',
+        `${this.locationOf(field, ...leafPath(repetition, component, subcomponent))} "${quotedCode(sent)}" read as ${quotedCode(code)}`,
+      );
+    }
+    return code === '' ? undefined : code;
   }
 
   /** What a formatting command means in this field (one rule by data type, hl7-formatting.ts). */
@@ -202,4 +229,11 @@ export class Hl7OrderGroup {
   get obr(): Hl7Segment | undefined {
     return this.first('OBR');
   }
+}
+
+/** A leaf's repetition, component and subcomponent as a location names them: none that is 1 after the last that is not. */
+function leafPath(...path: number[]): (number | undefined)[] {
+  const named: (number | undefined)[] = [...path];
+  for (let i = named.length - 1; i >= 0 && named[i] === 1; i -= 1) named[i] = undefined;
+  return named;
 }

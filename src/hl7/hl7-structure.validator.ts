@@ -1,4 +1,4 @@
-import { AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
+import { acknowledgmentCondition, AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
 import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { quotedCode } from './hl7-quoted';
@@ -210,6 +210,20 @@ export function checkStructure(
       message: `Processing ID ${quotedCode(message.processingId)} not accepted here${caseHint(message.processingId, options.allowedProcessingIds, '0103')}`,
       brief: `Send MSH-11 as ${options.allowedProcessingIds.join(' or ')}: this processing ID is not accepted here`,
     });
+  }
+  // MSH-15/MSH-16 (table 0155) decide which answer the sender gets: a value outside the table
+  // asks for nothing, so it is read as empty (original mode when both are) and said here.
+  for (const field of [15, 16] as const) {
+    const sent = msh.code(field);
+    if (sent !== undefined && acknowledgmentCondition(message, field) === undefined) {
+      errors.push({
+        location: `MSH-${field}`,
+        code: 103,
+        severity: 'W',
+        message: `MSH-${field} ${quotedCode(sent)} is not in HL7 table 0155 (AL, NE, ER, SU); read as empty`,
+        brief: `Send MSH-${field} as AL, NE, ER or SU: the value sent is read as empty`,
+      });
+    }
   }
   if (!message.charsetKnown) {
     errors.push({

@@ -7,6 +7,7 @@ import {
   type Hl7ParseLimits,
   salvageControlId,
   acceptAckWanted,
+  acknowledgmentCondition,
   type AckOutcome,
   buildAck,
   newAckControlId,
@@ -158,7 +159,9 @@ export class Hl7OrderHandler {
     // reject); a store failure (AR 207) is always answered, so the message is never lost unsaid.
     // Only when the sender says so in both fields: an MSH-15 NE beside an empty MSH-16 (a
     // shifted field, `AL|NE` written `NE|`) is still answered, as it was.
-    const explicit = message.msh.value(15) !== undefined && message.msh.value(16) !== undefined;
+    const explicit =
+      acknowledgmentCondition(message, 15) !== undefined &&
+      acknowledgmentCondition(message, 16) !== undefined;
     const unwanted = (code: string): boolean =>
       explicit && !acceptAckWanted(message, OUTCOME_OF_CODE[code.charAt(1)] ?? 'reject');
     const silence =

@@ -21,7 +21,7 @@ import type { TransformProblem } from './hl7-value.kit';
 import { DEFAULT_PRODUCTS_RULE_ID, resolveProducts } from './product-table';
 
 /** Bumped whenever a row, a transform or a code table changes meaning; stored with each order. */
-export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.9.0';
+export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.10.0';
 
 /**
  * The HL7v2 → OrderRequest table, one row per target, sources in priority order. Clauses
@@ -37,8 +37,11 @@ export const HL7_ORDER_MAPPING_VERSION = 'hl7-order-mapping/1.9.0';
  *
  * requestedAt is when the examination is to start, as FHIR's occurrence[x] before authoredOn:
  * TQ1-7 (start date/time, v2.5+), then the TQ start of the older ORC-7.4 / OBR-27.4 (kept for
- * backward compatibility since v2.5), then OBR-6 (requested date/time, kept for backward
- * compatibility since v2.3), and only then ORC-9, the date/time of *this transaction* (§4.5.1.9):
+ * backward compatibility since v2.5), then OBR-36 (scheduled date/time: the time the filler
+ * scheduled the observation, which a RIS feeding a worklist fills with ORC-7 empty), then OBR-6
+ * (requested date/time: "not used" since v2.3, its meaning moved to the TQ start; senders that
+ * still fill it often stamp it with the message time, so it comes after OBR-36, mapping
+ * 1.10.0: read first, it put such an exam at the minute the order was sent), and only then ORC-9, the date/time of *this transaction* (§4.5.1.9):
  * the time the order was entered for NW, but the time of the change for XO, so reading it first
  * moved a changed order to the minute the clerk edited it (and an order scheduled for 10:30 to
  * the 09:15 it was typed in). ORC-9 is a fallback only (that it differs from the start is no
@@ -71,7 +74,7 @@ export const HL7_ORDER_FIELD_MAP = [
   { target: 'priority', sources: ['TQ1-9', 'ORC-7.6', 'OBR-27.6', { at: 'OBR-5', fallbackOnly: true, notAfterLeftOut: true }], transform: 'priority-0027', required: false, ruleId: 'hl7.order.priority', onConflict: 'must-agree' },
   { target: 'orderingProvider', sources: ['ORC-12', 'OBR-16', { at: 'PRT-5', transform: 'prt-ordering-provider' }], transform: 'xcn', required: false, ruleId: 'hl7.order.ordering-provider' },
   { target: 'reasonForStudy', sources: ['OBR-31', { at: 'DG1-3', transform: 'dg1-diagnoses' }, { at: 'OBR-13', transform: 'free-text-reason' }], transform: 'coded-list', required: false, ruleId: 'hl7.order.reason' },
-  { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
+  { target: 'requestedAt', sources: ['TQ1-7', 'ORC-7.4', 'OBR-27.4', 'OBR-36', 'OBR-6', { at: 'ORC-9', fallbackOnly: true, forActions: ['create'] }], transform: 'dtm-instant', required: false, ruleId: 'hl7.order.requested-at' },
   { target: 'notes', sources: ['NTE-3'], transform: 'nte-notes', required: false, ruleId: 'hl7.order.notes' },
   { target: 'products', sources: ['OBR-4'], transform: 'product-table', required: false, ruleId: 'hl7.order.products' },
 ] as const satisfies readonly Hl7FieldRule[];

@@ -202,7 +202,8 @@ function readSource(
 
 /**
  * The later sources of a multi-source row that hold a different value than the one taken
- * (`taken`, from sources[index]): each is a recorded conflict (Hl7FieldRule.onConflict).
+ * (`taken`, from sources[index]): each is a recorded conflict (Hl7FieldRule.onConflict); of a
+ * must-agree row, one whose value its transform left out with a warning is that warning.
  */
 function conflicts(
   row: Hl7FieldRule,
@@ -227,6 +228,14 @@ function conflicts(
     }),
   ];
   for (const { out, segment, loc } of reads) {
+    // A later source of a must-agree row whose value means nothing here (ORC-7.6 `SOON`
+    // beside TQ1-9 `S`) is said as when it stands alone (ERR 103 W, quirk value-not-mapped):
+    // before, only values were compared and it went unsaid.
+    if (out.kind === 'empty' && out.warning && row.onConflict === 'must-agree') {
+      problems.push(out.warning);
+      quirks.add('value-not-mapped', out.warning.message);
+      continue;
+    }
     if (out.kind !== 'value' || sameValue(taken, out.value)) continue;
     const location = segment.locationOf(loc.field);
     const first = takenAt.replace(/\.\d+$/, '');

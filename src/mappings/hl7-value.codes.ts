@@ -11,13 +11,13 @@ import {
   TABLE_0027_PRIORITY,
   TABLE_0074_TO_MODALITY,
 } from './hl7-code.tables';
-import { EMPTY, notMapped, ofValue, readComposite, refused, rep, storedAs } from './hl7-value.kit';
+import { EMPTY, notMapped, ofCode, readComposite, refused, rep, storedAs } from './hl7-value.kit';
 import type { LineageLine, TransformFn, TransformInput, TransformOutput } from './hl7-value.kit';
 
 /** Codes: HL7 tables (hl7-code.tables.ts), DICOM modalities, CE/CWE coded elements. */
 
 /** Table 0001 (administrative sex); free text tolerated and recorded. */
-export const sex0001: TransformFn = ofValue((value, source, input) => {
+export const sex0001: TransformFn = ofCode((value, source, input) => {
   const coded = (TABLE_0001_SEX as Record<string, AdministrativeSex>)[value.toUpperCase()];
   if (coded) return storedAs(source, value, coded, 'table 0001');
   const free = FREE_TEXT_SEX[value.trim().toLowerCase()];
@@ -35,10 +35,10 @@ const TAKEN_CONTROLS = Object.keys(ORDER_CONTROL_TO_ACTION).join(', ');
  * ORC-1 (table 0119) → action; unsupported codes are an error at ORC-1 (AE 103). Table codes
  * are case-sensitive: `nw` is not NW, and the answer says so.
  */
-export const orderControl: TransformFn = ofValue((value, source, input) => {
+export const orderControl: TransformFn = ofCode((value, source, input) => {
   if (value === 'SC') {
     // ORC-5 of the same ORC: a status change to canceled/discontinued ends the order.
-    const status = input.segment.value(5);
+    const status = input.segment.code(5);
     const ended =
       status === undefined
         ? undefined
@@ -92,9 +92,9 @@ const CWE_PRIORITY_COMPONENTS = [1, 4, 2, 5] as const;
 
 export const priority0027: TransformFn = (input) => {
   const { field, component } = input.loc;
-  if (input.segment.id !== 'TQ1' || component !== undefined) return ofValue(readPriority)(input);
+  if (input.segment.id !== 'TQ1' || component !== undefined) return ofCode(readPriority)(input);
   for (const c of CWE_PRIORITY_COMPONENTS) {
-    const value = input.segment.value(field, rep(input), c, 1);
+    const value = input.segment.code(field, rep(input), c, 1);
     if (value === undefined) continue;
     const source = input.segment.locationOf(field, input.loc.repetition, c === 1 ? undefined : c);
     return readPriority(value, source, input);
@@ -103,7 +103,7 @@ export const priority0027: TransformFn = (input) => {
 };
 
 /** IPC-5 (DICOM modality, IHE RAD-4) or OBR-24 (table 0074 or the DICOM modality). */
-export const modality: TransformFn = ofValue((value, source) => {
+export const modality: TransformFn = ofCode((value, source) => {
   const upper = value.toUpperCase();
   const mapped = (DICOM_MODALITIES as readonly string[]).includes(upper)
     ? upper

@@ -104,6 +104,22 @@ export function ofValue(
   };
 }
 
+/**
+ * ofValue for a coded value (an HL7 table code): read with `Hl7Segment.code`, without the
+ * spaces a fixed-width sender pads it with (quirk `padded-code`).
+ */
+export function ofCode(
+  read: (value: string, source: string, input: TransformInput) => TransformOutput,
+): TransformFn {
+  return (input) => {
+    const { field, component, subcomponent } = input.loc;
+    const value = input.segment.code(field, rep(input), component ?? 1, subcomponent ?? 1);
+    if (value === undefined) return EMPTY;
+    const source = input.segment.locationOf(field, input.loc.repetition, component, subcomponent);
+    return read(value, source, input);
+  };
+}
+
 /** The source's value stored as it was sent. */
 export function asSent(value: string, source: string): TransformOutput {
   return { kind: 'value', value, lines: [{ suffix: '', source, value }] };

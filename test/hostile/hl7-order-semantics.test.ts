@@ -335,7 +335,7 @@ describe('HL7 order semantics over MLLP (real adapter, real socket, real Postgre
         [order.id],
       )
     ).rows[0].detail;
-    expect(lineage.mappingVersion).toBe('hl7-order-mapping/1.9.0');
+    expect(lineage.mappingVersion).toBe('hl7-order-mapping/1.10.0');
     expect(lineage.lineage).toContainEqual(
       expect.objectContaining({ target: 'priority', source: 'OBR-5', value: 'stat' }),
     );

@@ -118,6 +118,81 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(bad).toMatchObject({ code: 'AE', controlIdEchoed: 'NE-AL-2' });
   });
 
+  it.each([
+    ['XX|XX', 'AA', ['15', '16']],
+    ['always|', 'AA', ['15']],
+    ['AL|garbage', 'CA', ['16']],
+  ])(
+    'MSH-15/16 %s (outside table 0155) is read as empty: answered %s, a warning ERR 103 at each such field',
+    async (fields, code, warned) => {
+      // v2.5.1 §2.9.2: original mode when MSH-15 and MSH-16 are not valued; a value outside
+      // table 0155 asks for no condition. Before: any text there meant enhanced mode, `XX|XX`
+      // was answered CA (an accept acknowledgment, never the AA the sender waits for), silently.
+      const id = `ACKT-${fields.replace(/\W/g, '')}`;
+      const ack = await h.mllp.send(
+        swf(id, (t) => t.replace(`|${id}|P|2.3.1`, `|${id}|P|2.5.1|||${fields}`)),
+      );
+      const summary = ackSummary(ack);
+      expect(summary).toMatchObject({ code, controlIdEchoed: id });
+      expect(summary.errors).toEqual(
+        warned.map((f) =>
+          expect.stringMatching(new RegExp(`^\\|MSH\\^1\\^${f}\\^1\\|103\\^.*\\|W\\|.*table 0155`)),
+        ),
+      );
+      expect(await stored(id)).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+    },
+  );
+
+  it('coded values padded with spaces (ORC-1 `NW `, MSH-9, -11, -12, -15/16, ORC-7.6, OBR-24) are read as their codes, the padding recorded', async () => {
+    // A fixed-width interface engine pads each coded field to its width (`ORC|NW |`). A table
+    // value holds no space, so the code is read and the padding kept as the quirk padded-code.
+    // Before: ORC-1 `NW ` was AE 103 ("not in table 0119"), MSH-12 `2.5.1 ` AR 203, MSH-15/16
+    // `NE |AL ` CA (enhanced mode read as AL), ORC-7.6 `S ` a warning and no priority.
+    const id = 'PAD-1';
+    const ack = await h.mllp.send(
+      swf(id, (t) =>
+        t
+          .replace('|ORM^O01|', '|ORM ^ O01|')
+          .replace(`|${id}|P|2.3.1`, `|${id}|P | 2.5.1 |||NE | AL|`)
+          .replace('\rORC|NW|', '\rORC|NW |')
+          .replace('||^^^20240318150000^^R||', '||^^^20240318150000^^S ||')
+          .replace('||||CT|||', '||||CT ||||'),
+      ),
+    );
+    expect(ackSummary(ack)).toMatchObject({ code: 'AA', controlIdEchoed: id, errors: [] });
+    const msh = parseHl7(ack).msh;
+    expect([msh.rawField(9), msh.rawField(11), msh.rawField(12)]).toEqual([
+      'ACK^O01^ACK',
+      'P',
+      '2.5.1',
+    ]);
+    const order = await h.db.query(`SELECT request FROM orders WHERE placer_order_number = $1`, [
+      `PLC-${id}`,
+    ]);
+    expect(order.rows[0].request).toMatchObject({ priority: 'stat', modality: 'CT' });
+    const quirks = await h.db.query(
+      `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+      [id],
+    );
+    for (const place of [
+      'ORC-1',
+      'MSH-9',
+      'MSH-9.2',
+      'MSH-11',
+      'MSH-12',
+      'MSH-15',
+      'MSH-16',
+      'ORC-7.6',
+      'OBR-24',
+    ])
+      expect(quirks.rows[0].quirks).toMatch(
+        new RegExp(`padded-code[^}]*${place.replace('.', '\\.')} `),
+      );
+    // a code in another case is still another code (table codes are case-sensitive)
+    const lower = await send(swf('PAD-2', (t) => t.replace('\rORC|NW|', '\rORC| nw |')));
+    expect(lower).toMatchObject({ code: 'AE' });
+  });
+
   it('MSH-15/16 NE|NE (no acknowledgment of any kind) is stored and not answered; the connection goes on', async () => {
     // Table 0155: NE is "never". A sender writing NE|NE (a one-way feed through an engine)
     // does not read answers. Before: CA, and CE on an error, written to a peer that never

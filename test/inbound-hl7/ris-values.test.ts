@@ -107,6 +107,37 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     },
   );
 
+  it.each([
+    ['2.3', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.3.1', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.4', 'UNICODE UTF-8', 'UNICODE'],
+    ['2.4', 'UTF-8', 'UNICODE'],
+    ['2.5', 'UNICODE', 'UNICODE'],
+    ['2.5.1', 'UNICODE UTF-8', 'UNICODE UTF-8'],
+    ['2.6', 'UTF-8', 'UNICODE UTF-8'],
+    ['2.8', 'UNICODE UTF-8', 'UNICODE UTF-8'],
+  ])(
+    'a v%s sender declaring MSH-18 %s gets an ACK in UTF-8 whose MSH-18 (%s) is in its version’s table 0211',
+    async (version, declared, written) => {
+      // Table 0211 has `UNICODE UTF-8` from v2.5; v2.3–2.4 name Unicode `UNICODE`. A v2.3.1
+      // RIS that writes `UNICODE UTF-8` (its engine's default) was answered `UNICODE UTF-8`, a
+      // value its version's table does not hold, though `UTF-8` was already answered UNICODE.
+      const id = `U8-${version}-${declared.replace(/\W/g, '')}`;
+      const segments = orm(id, {}, declared).map((s) =>
+        s.startsWith('MSH|')
+          ? s.replace('|RIS|HOSP|', '|RIS|RÖNTGEN|').replace('|P|2.5.1|', `|P|${version}|`)
+          : s,
+      );
+      const reply = await client.send(wire(segments, 'utf8'));
+      expect(ackSummary(reply).code).toBe('AA');
+      const msh = parseHl7(reply).msh;
+      expect(msh.rawField(18)).toBe(written);
+      expect(msh.rawField(12)).toBe(version);
+      // the bytes are what MSH-18 says: Ö as UTF-8 (C3 96)
+      expect(reply.includes(Buffer.from('RÖNTGEN', 'utf8'))).toBe(true);
+    },
+  );
+
   it('a sender without MSH-18 writing Latin-1 gets its application and facility back as it wrote them', async () => {
     const segments = orm('LAT-1', {
       MSH: 'MSH|^~\\&|RÖNTGEN|KLINIKUM SÜD|AI|HOSP|20240318101500||ORM^O01|LAT-1|P|2.3.1',
@@ -317,6 +348,37 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     expect(odd.errors).toEqual([expect.stringMatching(/^\|TQ1\^1\^9\^1\^2\|103\^.*\|W\|/)]);
     expect((await orderOf('PRIO-T4')).request.priority).toBeUndefined();
   });
+  it('an unreadable ORC-7.6 priority (SOON) beside a valid TQ1-9 is warned about at ORC-7.6 and recorded, as when it is alone', async () => {
+    // An EHR writing the priority twice, a code in TQ1-9 and a word of its own in the old
+    // ORC-7.6. Alone, ORC-7.6 SOON was a warning ERR 103; beside TQ1-9 S it was never looked
+    // at (only values are compared with the one taken), so the sender never heard that half
+    // of what it wrote meant nothing here.
+    const withOrc7 = (id: string, tq1: string) =>
+      Buffer.from(
+        omi(id, tq1)
+          .toString('latin1')
+          .replace(`ORC|NW|PL-${id}^RIS||||||`, `ORC|NW|PL-${id}^RIS|||||^^^^^SOON|`),
+        'latin1',
+      );
+    const warned = expect.stringMatching(/^\|ORC\^1\^7\^1\^6\|103\^.*\|W\|.*SOON/);
+    const beside = ackSummary(
+      await client.send(withOrc7('SOON-1', 'TQ1|1||||||20240318110000+0100||S')),
+    );
+    expect(beside).toMatchObject({ code: 'AA', errors: [warned] });
+    expect((await orderOf('SOON-1')).request.priority).toBe('stat');
+    const alone = ackSummary(
+      await client.send(withOrc7('SOON-2', 'TQ1|1||||||20240318110000+0100')),
+    );
+    expect(alone).toMatchObject({ code: 'AA', errors: [warned] });
+    expect((await orderOf('SOON-2')).request.priority).toBeUndefined();
+    for (const id of ['SOON-1', 'SOON-2']) {
+      const stored = await db.query(
+        `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+        [id],
+      );
+      expect(stored.rows[0].quirks).toMatch(/value-not-mapped.*ORC-7\.6.*SOON/);
+    }
+  });
   it('a date-only start (TQ1-7 20240318 or 202403) is kept at its precision, not made midnight', async () => {
     // A RIS that schedules by day writes TQ1-7 as a date (a DTM of day precision). Before: the
     // order's start was 2024-03-18T00:00:00+01:00, a time nobody gave, and our ORU's OBR-7 and
@@ -328,6 +390,43 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     // with an hour the time is given: an instant as before
     await client.send(omi('DAY-3', 'TQ1|1||||||2024031809||R'));
     expect((await orderOf('DAY-3')).request.requestedAt).toBe('2024-03-18T09:00:00+01:00');
+  });
+  it('a RIS that schedules in OBR-36 (scheduled date/time) and stamps OBR-6 with the message time has the exam at OBR-36', async () => {
+    // An ORM^O01 v2.3 feeding a worklist (Orthanc-style MWL feeds): ORC-7 empty, OBR-6 the
+    // moment the order was sent, OBR-36 the slot the RIS scheduled. OBR-6 "is not used"
+    // since v2.3 (deprecated, its meaning moved to ORC-7.4/OBR-27.4); OBR-36 is the time the
+    // filler scheduled the observation. Before: requestedAt was OBR-6, the exam put at the
+    // minute of the message (OBR-7 of our ORU, the report's effectiveDateTime), a day early.
+    const obr = (id: string, extra: Record<number, string>) => {
+      const fields = ['OBR', '1', `PL-${id}^RIS`, '', 'MRKOPF^MRT Kopf^L'];
+      Object.entries({ 16: '1234^DOC^A', 18: `ACC-${id}`, 24: 'MR', ...extra }).forEach(
+        ([n, v]) => (fields[Number(n)] = v),
+      );
+      return Array.from(fields, (f) => f ?? '').join('|');
+    };
+    const sent = (id: string, extra: Record<number, string>, orc?: string) =>
+      client.send(
+        wire(
+          orm(id, {
+            MSH: `MSH|^~\\&|RIS|HOSP|AI|HOSP|20240318101500+0100||ORM^O01|${id}|P|2.3`,
+            OBR: obr(id, extra),
+            ...(orc ? { ORC: orc } : {}),
+          }),
+        ),
+      );
+    expect(
+      ackSummary(await sent('SCH-1', { 6: '20240318101500', 36: '20240319083000' })).code,
+    ).toBe('AA');
+    expect((await orderOf('SCH-1')).request.requestedAt).toBe('2024-03-19T08:30:00+01:00');
+    // OBR-6 alone is still read (its pre-v2.3 meaning), and a start in the TQ still wins
+    await sent('SCH-2', { 6: '20240318101500' });
+    expect((await orderOf('SCH-2')).request.requestedAt).toBe('2024-03-18T10:15:00+01:00');
+    await sent(
+      'SCH-3',
+      { 6: '20240318101500', 36: '20240319083000' },
+      'ORC|NW|PL-SCH-3^RIS|||||^^^20240319090000||20240318101500|||1234^DOC^A',
+    );
+    expect((await orderOf('SCH-3')).request.requestedAt).toBe('2024-03-19T09:00:00+01:00');
   });
   it('a Japanese RIS writing ISO-2022-JP bytes (MSH-18 ~ISO IR87, MSH-20 ISO 2022-1994, as JAHIS orders are): names read as kanji, also when their JIS bytes are HL7 delimiters', async () => {
     // JIS X 0208 in ESC $ B ... ESC ( B, the escape sequences as bytes (not as \M2442\):

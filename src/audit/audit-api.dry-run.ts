@@ -26,7 +26,7 @@ export const DRY_RUN_ORDER_ID = 'dry-run';
 /** Said in every dry-run answer. */
 export const DRY_RUN_NOTES = [
   'Dry run: nothing was stored or sent (no inbound message, no order, no audit event, no job).',
-  'Not part of a dry run: duplicate and state checks against stored orders (a resend of a known message or placer number, an order to cancel or change that does not exist); the answer assumes a new order, or an existing order for a cancel or change.',
+  'Not part of a dry run: duplicate and state checks against stored orders (a resend of a known message or placer number, a conditional create (If-None-Exist, a Bundle entry ifNoneExist) matching stored orders, an order to cancel or change that does not exist); the answer assumes a new order, or an existing order for a cancel or change.',
   "The site's CONFIG_FILE mapping is applied, as at the front doors.",
   'FHIR: references outside the body (e.g. Patient/123) are not read from the EHR; contain them or send a Bundle.',
 ];

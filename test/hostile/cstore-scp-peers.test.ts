@@ -815,7 +815,12 @@ describe('hostile: the adapter stops while a C-STORE association is open', () =>
         `SELECT detail FROM audit_events WHERE kind = 'study.received' AND actor = 'dicom:MODALITY1'`,
       )) as Array<{ detail: { refused: Array<{ sizeBytes: number; keptAs?: string }> } }>;
       const refused = rows.flatMap((r) => r.detail.refused);
-      expect(rows).toHaveLength(1);
+      // One entry; or two when the 96 MiB arrived more than 10 s after the first refusal, when
+      // an association's waiting refusals are audited without waiting for its end
+      // (AUDIT_DELAY_MS in cstore-scp.listener.ts): a slow CI machine wrote the three, then the
+      // fourth. Each refused data set is named once either way (below).
+      expect(rows.length).toBeGreaterThanOrEqual(1);
+      expect(rows.length).toBeLessThanOrEqual(2);
       // Every refused data set kept on disk is named by the audit entry: before, the one whose
       // intake was running at the stop was kept, and its entry lost.
       const kept = readdirSync(refusedDir).map((name) => name.replace(/\.dcm$/, ''));

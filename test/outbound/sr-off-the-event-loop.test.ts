@@ -83,13 +83,19 @@ describe('a large SR is built off the event loop', () => {
       } as never);
       expect(first.outcome).toBe('delivered');
       let result: Awaited<ReturnType<typeof publisher.deliver>> | undefined;
-      const gap = await worstLoopGap(async () => {
-        result = await publisher.deliver({ id: '2', kind: 'dicom-sr', attempts: 1 }, {
-          input,
-          source: sourceStudy(1),
-        } as never);
-      });
-      expect(result!.outcome).toBe('delivered');
+      // The better of two deliveries: a CI machine short of CPU stalled one for 1,132 ms with the
+      // build off the loop; inline, every delivery holds the loop at least 700 ms.
+      let gap = Infinity;
+      for (const id of ['2', '3']) {
+        const held = await worstLoopGap(async () => {
+          result = await publisher.deliver({ id, kind: 'dicom-sr', attempts: 1 }, {
+            input,
+            source: sourceStudy(1),
+          } as never);
+        });
+        gap = Math.min(gap, held);
+        expect(result!.outcome).toBe('delivered');
+      }
       // the dump of what was sent is in the answer, as before
       expect(JSON.stringify(result!.sent)).toContain('Lesion 20');
       // inline, the build alone held the loop 400–1,700 ms here and the dump 300–400 ms more

@@ -68,14 +68,16 @@ export type AcknowledgmentCondition = (typeof TABLE_0155)[number];
  * 0155 value (`XX`, `always`): such a field asks for nothing, so it is read as not valued
  * (v2.5.1 §2.9.2: original mode when neither field is valued) and the answer warns ERR 103
  * at it (hl7-structure.validator). Before, any text there switched the answer to enhanced
- * mode (`XX|XX` answered CA, an accept acknowledgment the sender never asked for). Lower
- * case is read as the code, as before.
+ * mode (`XX|XX` answered CA, an accept acknowledgment the sender never asked for). ID values
+ * are case-sensitive (v2.5.1 §2.5.3.2), as MSH-9, MSH-11 and ORC-1 are read here: `al` is no
+ * table 0155 value and is read as empty too (the warning says its case). Before, lower case
+ * was read as the code, `al|al` answered CA without a word while `p` in MSH-11 was AR 202.
  */
 export function acknowledgmentCondition(
   inbound: Hl7Message,
   field: 15 | 16,
 ): AcknowledgmentCondition | undefined {
-  const value = inbound.msh.code(field)?.toUpperCase();
+  const value = inbound.msh.code(field);
   return (TABLE_0155 as readonly string[]).includes(value ?? '')
     ? (value as AcknowledgmentCondition)
     : undefined;

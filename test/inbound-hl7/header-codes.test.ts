@@ -122,6 +122,11 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     ['XX|XX', 'AA', ['15', '16']],
     ['always|', 'AA', ['15']],
     ['AL|garbage', 'CA', ['16']],
+    // ID values are case-sensitive (v2.5.1 §2.5.3.2): `al` is no table 0155 value, as `p` is no
+    // table 0103 one (AR 202) and `nw` no table 0119 one (AE 103). Before: read as AL, enhanced
+    // mode, and answered CA without a word.
+    ['al|al', 'AA', ['15', '16']],
+    ['ne|al', 'AA', ['15', '16']],
   ])(
     'MSH-15/16 %s (outside table 0155) is read as empty: answered %s, a warning ERR 103 at each such field',
     async (fields, code, warned) => {
@@ -140,6 +145,8 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
         ),
       );
       expect(await stored(id)).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+      if (/^[a-z]{2}\|[a-z]{2}$/.test(fields))
+        expect(ack.toString('latin1')).toMatch(/table 0155 codes are case-sensitive: AL/);
     },
   );
 

@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { charsetLabel, encodeText, table0211Value, writesAs } from './hl7-charset';
+import {
+  charsetLabel,
+  encodeText,
+  namesTable0211Value,
+  table0211Value,
+  writesAs,
+} from './hl7-charset';
 import {
   encodeMessage,
   formatHl7Timestamp,
@@ -432,10 +438,16 @@ export function buildAck(options: AckOptions): BuiltAck {
   // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for
   // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
   // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
+  // A value of a later version's table (`8859/15` from a v2.4 sender) is not echoed either:
+  // none when the ACK is ASCII, else the charset its version names (ackCharset). Before, it
+  // went back as the sender wrote it, a value its version's table 0211 does not define.
   const declared = inbound.declaredCharset.trim();
   const named = declared
-    ? (table0211Value(declared, version) ??
-      (charsetLabel(declared) !== undefined ? declared : undefined))
+    ? namesTable0211Value(declared)
+      ? table0211Value(declared, version)
+      : charsetLabel(declared) !== undefined
+        ? declared
+        : undefined
     : undefined;
   const segmentsFor = (charset: string | undefined): Hl7SegmentSpec[] => [
     {

@@ -8,7 +8,7 @@ export const ORDER_CONTROL_TO_ACTION = {
   NW: 'create', // new order
   CA: 'cancel', // cancel order request
   DC: 'cancel', // discontinue order request
-  OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
+  OD: 'cancel', // order discontinued (filler-initiated, as DC; answered DR / UD)
   OC: 'cancel', // order canceled (filler-initiated, unsolicited: a RIS acting as filler)
   XO: 'update', // change order request
   XX: 'update', // order changed (filler-initiated, unsolicited: XO's counterpart, as OC is CA's)

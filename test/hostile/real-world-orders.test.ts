@@ -691,6 +691,48 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect((await orderByPlacer('771204.102')).cancel_requested_at).toBeNull();
   });
 
+  it('a RIS acting as filler reports the order discontinued (ORC-1 OD): ORR answers DR, and UD once it has ended, as for DC; OC stays CR/UC', async () => {
+    // Table 0119: OD "order/service discontinued" is the filler's discontinue, as OC is its
+    // cancel; DR / UD answer a discontinue, CR / UC a cancel. Before: an OD was answered
+    // `ORC|CR|` (canceled as requested) and `ORC|UC|`, the answers to a cancel, while the
+    // placer's DC of the same order was answered DR / UD.
+    const order = (id: string, placer: string, filler: string, acc: string) =>
+      edited('orm-o01-v231-ihe-obr4-alternate', [
+        ['PO-88120', placer],
+        ['FO-51277', filler],
+        ['RW-ACC-77310', acc],
+        ['OF-20261012-0412', id],
+        ['20261012.77310', `20261012.${placer.length}${id.length}${acc.slice(-1)}`],
+      ]);
+    const od = (id: string, placer: string, filler: string) =>
+      edited('orm-o01-v231-filler-cancel-oc', [
+        ['OF-20261012-0498', id],
+        ['PO-88120', placer],
+        ['FO-51277', filler],
+        ['ORC|OC|', 'ORC|OD|'],
+        ['||CA||', '||DC||'],
+      ]);
+    expect(
+      ackSummary(await h.mllp.send(order('OD-NW-1', 'PO-OD-1', 'FO-OD-1', 'ACC-OD-1'))).code,
+    ).toBe('AA');
+    const reply = await h.mllp.send(od('OD-OD-1', 'PO-OD-1', 'FO-OD-1'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    expect(reply.toString('latin1')).toMatch(
+      /\rORC\|DR\|PO-OD-1\^RIS_PLACER\|FO-OD-1\^DSS_OF(\r|$)/,
+    );
+    expect((await orderByPlacer('PO-OD-1')).cancel_requested_at).not.toBeNull();
+
+    expect(
+      ackSummary(await h.mllp.send(order('OD-NW-2', 'PO-OD-2', 'FO-OD-2', 'ACC-OD-2'))).code,
+    ).toBe('AA');
+    await h.db.query(`UPDATE orders SET state = 'delivered' WHERE placer_order_number = 'PO-OD-2'`);
+    const late = await h.mllp.send(od('OD-OD-2', 'PO-OD-2', 'FO-OD-2'));
+    expect(late.toString('latin1')).toMatch(
+      /\rORC\|UD\|PO-OD-2\^RIS_PLACER\|FO-OD-2\^DSS_OF(\r|$)/,
+    );
+    expect((await orderByPlacer('PO-OD-2')).cancel_requested_at).toBeNull();
+  });
+
   it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {
     // Before: AA, the line joined to ZDS-1 as a line break inside it (a Study Instance UID
     // holding `\nwks|`, dropped as no UID). A line with a segment's shape is never another

@@ -7,6 +7,7 @@ import {
   ORDER_CONTROL_TO_ACTION,
   STATUS_CHANGE_TO_ACTION,
   TABLE_0119,
+  TABLE_0119_ANSWERS,
   TABLE_0001_SEX,
   TABLE_0027_PRIORITY,
   TABLE_0074_TO_MODALITY,
@@ -49,6 +50,21 @@ export const orderControl: TransformFn = ofCode((value, source, input) => {
   }
   const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value];
   if (action) return storedAs(source, value, action, 'table 0119');
+  const answer = TABLE_0119_ANSWERS[value];
+  if (answer) {
+    // An answer sent as a request (a placer, or an engine looping our own ORR back): said as
+    // such, with the request it answers. Still 103: the value is outside the table 0119 codes
+    // this receiver takes, as a conformance profile constrains a table.
+    const taken = answer.answers in ORDER_CONTROL_TO_ACTION;
+    return refused(
+      source,
+      103,
+      `Order control ${value} (${answer.meaning}) is a filler's answer to ${answer.answers}, not a request; this receiver is the filler and takes ${TAKEN_CONTROLS}`,
+      taken
+        ? `Send ${answer.answers} to ask for it: ${value} answers a request, it asks for nothing`
+        : `Send one of ${TAKEN_CONTROLS}: ${value} answers a request, it asks for nothing`,
+    );
+  }
   const upper = value.toUpperCase();
   return refused(
     source,

@@ -307,6 +307,34 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     expect(orders.rowCount).toBe(0);
   });
 
+  it.each([
+    ['CR', 'CA'],
+    ['DR', 'DC'],
+    ['UC', 'CA'],
+    ['XR', 'XO'],
+    ['OK', 'NW'],
+  ])(
+    'ORC-1 %s (an answer of table 0119, not a request) is AE 103 at ORC-1, the text naming the request it answers (%s); no order',
+    async (control, request) => {
+      // A placer (or an engine looping our own ORR back) sending a filler's answer as if it
+      // were an order. Before: "Order control CR (HL7 table 0119) is not acted on here", as for
+      // any code not taken, and MSA-3 "Send one of NW, CA, …", with nothing saying that the
+      // code answers a request and which request was meant.
+      const id = `ANS-${control}`;
+      const ack = await h.mllp.send(swf(id, (t) => t.replace('\rORC|NW|', `\rORC|${control}|`)));
+      expect(ackSummary(ack)).toMatchObject({ code: 'AE', controlIdEchoed: id });
+      expect(ackSummary(ack).errors.join(' ')).toMatch(/ORC\^1\^1\^103/);
+      const msa3 = parseHl7(ack).get('MSA-3') ?? '';
+      expect(msa3.length).toBeLessThanOrEqual(80);
+      expect(msa3).toContain(`Send ${request}`);
+      expect(msa3).toContain(`${control} answers`);
+      const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [
+        `PLC-${id}`,
+      ]);
+      expect(orders.rowCount).toBe(0);
+    },
+  );
+
   it('an MSH-9.3 that does not fit the type is taken with a warning ERR at MSH-9.3', async () => {
     const ack = await send(
       swf('CASE-93', (t) =>

@@ -19,8 +19,19 @@ import type { LineageLine, TransformFn, TransformInput, TransformOutput } from '
 
 /** Table 0001 (administrative sex); free text tolerated and recorded. */
 export const sex0001: TransformFn = ofCode((value, source, input) => {
-  const coded = (TABLE_0001_SEX as Record<string, AdministrativeSex>)[value.toUpperCase()];
+  const table = TABLE_0001_SEX as Record<string, AdministrativeSex>;
+  const coded = table[value];
   if (coded) return storedAs(source, value, coded, 'table 0001');
+  // Table codes are case-sensitive (as MSH-9, MSH-11, ORC-1 are read): `m` is no table 0001
+  // code. Tolerated as free text is, and recorded; before, it was upper-cased silently.
+  const cased = table[value.toUpperCase()];
+  if (cased) {
+    input.quirks.add(
+      'free-text-sex',
+      `${source} "${value}" is not a table 0001 code: its codes are case-sensitive (${value.toUpperCase()})`,
+    );
+    return storedAs(source, value, cased, 'table 0001 code in another case (quirk)');
+  }
   const free = FREE_TEXT_SEX[value.trim().toLowerCase()];
   input.quirks.add(
     'free-text-sex',
@@ -85,8 +96,19 @@ export const orderControl: TransformFn = ofCode((value, source, input) => {
  * tolerated and recorded; anything else is left out with a warning.
  */
 const readPriority = (value: string, source: string, input: TransformInput): TransformOutput => {
-  const mapped = (TABLE_0027_PRIORITY as Record<string, string>)[value.toUpperCase()];
+  const table = TABLE_0027_PRIORITY as Record<string, string>;
+  const mapped = table[value];
   if (mapped) return storedAs(source, value, mapped, 'table 0027');
+  // `s` is no table 0027 code (ID, case-sensitive): tolerated as a priority word is, and
+  // recorded; before, it was upper-cased silently.
+  const cased = table[value.toUpperCase()];
+  if (cased) {
+    input.quirks.add(
+      'free-text-priority',
+      `${source} "${quotedCode(value)}" is not a table 0027 code: its codes are case-sensitive (${value.toUpperCase()})`,
+    );
+    return storedAs(source, value, cased, 'table 0027 code in another case (quirk)');
+  }
   const word = FREE_TEXT_PRIORITY[value.trim().toLowerCase()];
   if (word) {
     input.quirks.add(

@@ -126,6 +126,41 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(await orderByPlacer('LK-44129')).toBeUndefined();
   });
 
+  it('PID-8 `m` and a priority `s` (table codes in lower case): read as M and S, each recorded as a quirk naming the case', async () => {
+    // Tables 0001 (IS) and 0027 (ID) are case-sensitive, as MSH-9, MSH-11 and ORC-1 are read
+    // here; free text in their place is tolerated and recorded (free-text-sex, -priority).
+    // Before: `m` and `s` were upper-cased and read silently, so the interface that writes
+    // them was never pointed at, while `male` or `STAT` in the same place were recorded.
+    const lower = edited('orm-o01-v231-ihe-obr4-alternate', [
+      ['OF-20261012-0412', 'LC-CODES-1'],
+      ['PO-88120', 'PO-LC-1'],
+      ['FO-51277', 'FO-LC-1'],
+      ['RW-ACC-77310', 'ACC-LC-1'],
+      ['20261012.77310', '20261012.77399'],
+      ['|19580917|M|', '|19580917|m|'],
+      ['^20261012090000^^S|', '^20261012090000^^s|'],
+    ]);
+    const ack = ackSummary(await h.mllp.send(lower));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PO-LC-1')).request).toMatchObject({
+      priority: 'stat',
+      patient: expect.objectContaining({ sex: 'male' }),
+    });
+    const quirks = (await quirksOf('LC-CODES-1')) as { code: string; detail?: string }[];
+    expect(quirks).toContainEqual(
+      expect.objectContaining({
+        code: 'free-text-sex',
+        detail: expect.stringMatching(/PID-8 .*case-sensitive \(M\)/),
+      }),
+    );
+    expect(quirks).toContainEqual(
+      expect.objectContaining({
+        code: 'free-text-priority',
+        detail: expect.stringMatching(/ORC-7\.6 .*case-sensitive \(S\)/),
+      }),
+    );
+  });
+
   it('priority written as a word in TQ-6 (`^STAT`): stored stat, recorded as a quirk', async () => {
     // Before: AA, priority left out (a v2.3 ACK carries no warning): the order ran routine.
     const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v23-priority-words')));

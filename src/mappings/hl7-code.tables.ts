@@ -27,6 +27,9 @@ export const STATUS_CHANGE_TO_ACTION = {
   DC: 'cancel', // order was discontinued
 } as const satisfies Record<string, OrderAction>;
 
+/** HL7 table 0038 (order status, ORC-5, v2.5.1 chapter 4). */
+export const TABLE_0038 = ['A', 'CA', 'CM', 'DC', 'ER', 'HD', 'IP', 'RP', 'SC'] as const;
+
 /**
  * The order controls of table 0119 that answer a request (v2.5.1 chapter 4, table 0119 and
  * its notes), each with the request it answers and its meaning: a filler (or a placer

@@ -6,6 +6,7 @@ import {
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
   STATUS_CHANGE_TO_ACTION,
+  TABLE_0038,
   TABLE_0119,
   TABLE_0119_ANSWERS,
   TABLE_0001_SEX,
@@ -57,6 +58,19 @@ export const orderControl: TransformFn = ofCode((value, source, input) => {
         : (STATUS_CHANGE_TO_ACTION as Record<string, string>)[status];
     if (ended) {
       return storedAs(source, value, ended, `table 0119 SC with ORC-5 ${status} (table 0038)`);
+    }
+    if (status !== undefined && !(TABLE_0038 as readonly string[]).includes(status)) {
+      // A status outside table 0038 (`dc`: its codes are case-sensitive) says nothing read
+      // here: the SC is recorded only, never a cancel on a guess, and the sender is told.
+      // Before, it was recorded without a word, the order of an exam called off going on.
+      const at = input.segment.locationOf(5);
+      const upper = status.toUpperCase();
+      const message = `${at} ${quotedCode(status)} is not in HL7 table 0038${(TABLE_0038 as readonly string[]).includes(upper) ? `: its codes are case-sensitive (${upper})` : ''}; SC recorded as a status, the order not ended`;
+      input.quirks.add('value-not-mapped', message);
+      return {
+        ...storedAs(source, value, 'status', 'table 0119 SC'),
+        warning: { location: at, code: 103, severity: 'W', message },
+      };
     }
   }
   const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value];

@@ -495,6 +495,43 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(ackSummary(inProcess)).toMatchObject({ code: 'AA', type: 'ACK' });
   });
 
+  it('ORC-1 SC whose ORC-5 is no table 0038 code (`dc`, `XX`): recorded only, with a warning ERR 103 at ORC-5 and a quirk; the order not cancelled', async () => {
+    // Table 0038 (ID) is case-sensitive, as every table code read here: `dc` is not DC, and the
+    // order is not cancelled on a guess. Before: AA with no ERR and no quirk, so a RIS writing
+    // `dc` for an exam it had called off was never told why the order went on.
+    const renumber: [string, string][] = [
+      ['PO-88120', 'PO-88140'],
+      ['FO-51277', 'FO-51297'],
+      ['RW-ACC-77310', 'RW-ACC-77340'],
+      ['20261012.77310', '20261012.77340'],
+      ['|P|2.3.1', '|P|2.5.1'],
+    ];
+    const placed = await h.mllp.send(
+      edited('orm-o01-v231-ihe-obr4-alternate', [...renumber, ['OF-20261012-0412', 'SC5-NW-1']]),
+    );
+    expect(ackSummary(placed)).toMatchObject({ code: 'AA', errors: [] });
+    for (const [id, status, hint] of [
+      ['SC5-dc', 'dc', /table 0038: its codes are case-sensitive \(DC\)/],
+      ['SC5-XX', 'XX', /not in HL7 table 0038/],
+    ] as const) {
+      const reply = await h.mllp.send(
+        edited('orm-o01-v231-status-sc-dc', [
+          ...renumber,
+          ['OF-20261012-0533', id],
+          ['||DC||', `||${status}||`],
+        ]),
+      );
+      const ack = ackSummary(reply);
+      expect(ack).toMatchObject({ code: 'AA', type: 'ACK' });
+      expect(ack.errors).toEqual([
+        expect.stringMatching(/^\|ORC\^1\^5\^1\|103\^Table value not found\^HL70357\|W\|/),
+      ]);
+      expect(reply.toString('latin1')).toMatch(hint);
+      expect((await quirksOf(id)).map((q) => q.code)).toContain('value-not-mapped');
+    }
+    expect((await orderByPlacer('PO-88140')).cancel_requested_at).toBeNull();
+  });
+
   it('a Dutch EHR writes MSH-7 with +0100 and the exam start without offset: the start is 09:15 local, not 09:15 UTC', async () => {
     // Before: requestedAt 2026-03-12T09:15:00+00:00 (OBR-7 of the ORU an hour late).
     const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-nl-msh7-offset')));

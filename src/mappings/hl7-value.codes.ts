@@ -155,7 +155,7 @@ export const priority0027: TransformFn = (input) => {
 };
 
 /** IPC-5 (DICOM modality, IHE RAD-4) or OBR-24 (table 0074 or the DICOM modality). */
-export const modality: TransformFn = ofCode((value, source) => {
+export const modality: TransformFn = ofCode((value, source, input) => {
   const upper = value.toUpperCase();
   const mapped = (DICOM_MODALITIES as readonly string[]).includes(upper)
     ? upper
@@ -165,6 +165,13 @@ export const modality: TransformFn = ofCode((value, source) => {
       source,
       103,
       `${source} "${quotedCode(value)}" is not a DICOM modality; not mapped`,
+    );
+  // DICOM modalities (CS) and table 0074 codes are upper case and case-sensitive: `ct` is
+  // read as CT, as a free-text sex or priority is read, and recorded (it was read silently).
+  if (value !== upper)
+    input.quirks.add(
+      'lowercase-code',
+      `${source} "${quotedCode(value)}" is not a DICOM modality or table 0074 code: its codes are case-sensitive (${upper})`,
     );
   return storedAs(source, value, mapped, mapped === upper ? 'DICOM modality' : 'table 0074');
 });

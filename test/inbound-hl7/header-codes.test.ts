@@ -335,6 +335,24 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     },
   );
 
+  it('OBR-24 `ct` (a modality in lower case) is read as CT, recorded as the quirk lowercase-code', async () => {
+    // DICOM modalities (CS) and table 0074 codes are upper case and case-sensitive. Before:
+    // upper-cased silently, so the interface writing them was never pointed at (a value
+    // in no table at all, `XYZ`, is left out with a warning ERR 103, as before).
+    const id = 'CASE-MOD';
+    const ack = await h.mllp.send(swf(id, (t) => t.replace('||||CT|||', '||||ct|||')));
+    expect(ackSummary(ack)).toMatchObject({ code: 'AA', controlIdEchoed: id });
+    const order = await h.db.query(`SELECT request FROM orders WHERE placer_order_number = $1`, [
+      `PLC-${id}`,
+    ]);
+    expect(order.rows[0].request).toMatchObject({ modality: 'CT' });
+    const quirks = await h.db.query(
+      `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+      [id],
+    );
+    expect(quirks.rows[0].quirks).toMatch(/lowercase-code[^}]*OBR-24 [^}]*case-sensitive \(CT\)/);
+  });
+
   it('an MSH-9.3 that does not fit the type is taken with a warning ERR at MSH-9.3', async () => {
     const ack = await send(
       swf('CASE-93', (t) =>

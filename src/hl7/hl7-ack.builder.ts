@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { charsetLabel, encodeText, table0211Value, writesAs } from './hl7-charset';
+import {
+  charsetLabel,
+  encodeText,
+  namesTable0211Value,
+  table0211Value,
+  writesAs,
+} from './hl7-charset';
 import {
   encodeMessage,
   formatHl7Timestamp,
@@ -68,14 +74,16 @@ export type AcknowledgmentCondition = (typeof TABLE_0155)[number];
  * 0155 value (`XX`, `always`): such a field asks for nothing, so it is read as not valued
  * (v2.5.1 §2.9.2: original mode when neither field is valued) and the answer warns ERR 103
  * at it (hl7-structure.validator). Before, any text there switched the answer to enhanced
- * mode (`XX|XX` answered CA, an accept acknowledgment the sender never asked for). Lower
- * case is read as the code, as before.
+ * mode (`XX|XX` answered CA, an accept acknowledgment the sender never asked for). ID values
+ * are case-sensitive (v2.5.1 §2.5.3.2), as MSH-9, MSH-11 and ORC-1 are read here: `al` is no
+ * table 0155 value and is read as empty too (the warning says its case). Before, lower case
+ * was read as the code, `al|al` answered CA without a word while `p` in MSH-11 was AR 202.
  */
 export function acknowledgmentCondition(
   inbound: Hl7Message,
   field: 15 | 16,
 ): AcknowledgmentCondition | undefined {
-  const value = inbound.msh.code(field)?.toUpperCase();
+  const value = inbound.msh.code(field);
   return (TABLE_0155 as readonly string[]).includes(value ?? '')
     ? (value as AcknowledgmentCondition)
     : undefined;
@@ -430,10 +438,16 @@ export function buildAck(options: AckOptions): BuiltAck {
   // read and write (`CP1250`) by the sender's name for it, the bytes we answer in; none for
   // text that names no charset. Before, the sender's text was echoed whatever it was (`FOO
   // BAR`, an escaped `8859/1\S\x`), a value a validating engine refuses.
+  // A value of a later version's table (`8859/15` from a v2.4 sender) is not echoed either:
+  // none when the ACK is ASCII, else the charset its version names (ackCharset). Before, it
+  // went back as the sender wrote it, a value its version's table 0211 does not define.
   const declared = inbound.declaredCharset.trim();
   const named = declared
-    ? (table0211Value(declared, version) ??
-      (charsetLabel(declared) !== undefined ? declared : undefined))
+    ? namesTable0211Value(declared)
+      ? table0211Value(declared, version)
+      : charsetLabel(declared) !== undefined
+        ? declared
+        : undefined
     : undefined;
   const segmentsFor = (charset: string | undefined): Hl7SegmentSpec[] => [
     {

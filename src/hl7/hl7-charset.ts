@@ -126,16 +126,51 @@ const TABLE_0211_VALUES: readonly string[] = [
  * for, as the table spells it: a table value in its case (`unicode utf-8` is UNICODE UTF-8), the
  * table value of a charset a sender named otherwise (`UTF-8`, DICOM `ISO_IR 100` is 8859/1;
  * UTF-8 is `UNICODE` before v2.5, whose table has no `UNICODE UTF-8`), undefined for a charset
- * the table has no value for (`CP1250`) or text that names none (`FOO BAR`).
+ * the table has no value for (`CP1250`), text that names none (`FOO BAR`), and a value the
+ * version's table does not hold (`8859/15`, `GB 18030-2000`, `BIG-5` before v2.5). Before, a
+ * v2.3/2.4 sender's v2.5 value was echoed in our ACK, a value its version does not define.
  */
 export function table0211Value(declared: string, version: string): string | undefined {
+  const value = anyTable0211Value(declared, version);
+  return value !== undefined && (!BEFORE_2_5.test(version) || !TABLE_0211_SINCE_2_5.has(value))
+    ? value
+    : undefined;
+}
+
+/** Versions whose table 0211 is the v2.3 one (ASCII, 8859/1-9, ISO IR14/87/159, UNICODE). */
+const BEFORE_2_5 = /^2\.(0|1|2|3|4)(\.|D?$)/;
+
+/**
+ * The values table 0211 gained in v2.5 (v2.5 chapter 2; the German and French v2.5 profiles
+ * write 8859/15): a v2.3 or v2.4 message holds none of them in MSH-18.
+ */
+const TABLE_0211_SINCE_2_5: ReadonlySet<string> = new Set([
+  '8859/15',
+  'GB 18030-2000',
+  'KS X 1001',
+  'CNS 11643-1992',
+  'BIG-5',
+  'UNICODE UTF-8',
+  'UNICODE UTF-16',
+  'UNICODE UTF-32',
+]);
+
+/**
+ * Whether `declared` names a value of table 0211 in some version (as the table spells it or
+ * otherwise: `UTF-8`, `ISO_IR 203`), whether or not the given version's table holds it.
+ */
+export function namesTable0211Value(declared: string): boolean {
+  return anyTable0211Value(declared, '2.9') !== undefined;
+}
+
+function anyTable0211Value(declared: string, version: string): string | undefined {
   const v = declared.trim().toUpperCase();
   // UTF-8 by the version's own value, whatever the sender wrote: a v2.3.1 sender's own
   // `UNICODE UTF-8` was echoed before, a value its version's table does not hold. `UNICODE`
   // stays `UNICODE` (a value of every version's table, deprecated from v2.5).
   const label = TABLE_0211[v];
   if (label === 'utf-8' && v !== 'UNICODE')
-    return /^2\.(3|4)(\.|$)/.test(version) ? 'UNICODE' : 'UNICODE UTF-8';
+    return BEFORE_2_5.test(version) ? 'UNICODE' : 'UNICODE UTF-8';
   if (TABLE_0211_VALUES.includes(v)) return v;
   if (label === undefined) return undefined;
   return TABLE_0211_VALUES.find((name) => TABLE_0211[name] === label);

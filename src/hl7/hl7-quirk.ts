@@ -39,6 +39,7 @@ export type Hl7QuirkCode =
   | 'accession-longer-than-dicom'
   | 'identifier-control-character'
   | 'lowercase-segment-id'
+  | 'lowercase-code'
   | 'padded-code'
   | 'mllp-missing-cr';
 

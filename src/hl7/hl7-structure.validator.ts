@@ -1,4 +1,4 @@
-import { acknowledgmentCondition, AckOutcome, Hl7ErrorDetail } from './hl7-ack.builder';
+import { acknowledgmentCondition, AckOutcome, Hl7ErrorDetail, TABLE_0155 } from './hl7-ack.builder';
 import { Hl7Message } from './hl7-message';
 import { CONTROL_ID_MAX_CHARS, HD_MAX_CHARS } from './hl7-echo-lengths';
 import { quotedCode } from './hl7-quoted';
@@ -220,7 +220,7 @@ export function checkStructure(
         location: `MSH-${field}`,
         code: 103,
         severity: 'W',
-        message: `MSH-${field} ${quotedCode(sent)} is not in HL7 table 0155 (AL, NE, ER, SU); read as empty`,
+        message: `MSH-${field} ${quotedCode(sent)} is not in HL7 table 0155 (AL, NE, ER, SU)${caseHint(sent, TABLE_0155, '0155')}; read as empty`,
         brief: `Send MSH-${field} as AL, NE, ER or SU: the value sent is read as empty`,
       });
     }

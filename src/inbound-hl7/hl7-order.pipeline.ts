@@ -408,8 +408,10 @@ export function answerMappedMessage(
     ? outcome.results.map((result, i) => {
         const request = orders[i]!.request;
         // Table 0119 answers a discontinue (DC) with DR / UD as a cancel (CA) with CR / UC:
-        // `ORC|CR|` answered a cancel the placer never sent.
-        const discontinue = sentOrderControl(message, orders[i]!.groupIndex) === 'DC';
+        // `ORC|CR|` answered a cancel the placer never sent. A filler's OD (order
+        // discontinued) is a discontinue as its OC is a cancel: it was answered CR / UC.
+        const sent = sentOrderControl(message, orders[i]!.groupIndex);
+        const discontinue = sent === 'DC' || sent === 'OD';
         const control: OrderControlReply['control'] =
           result.kind === 'cancel-accepted'
             ? discontinue

@@ -8,7 +8,7 @@ export const ORDER_CONTROL_TO_ACTION = {
   NW: 'create', // new order
   CA: 'cancel', // cancel order request
   DC: 'cancel', // discontinue order request
-  OD: 'cancel', // order discontinued (filler-initiated, treated as cancel)
+  OD: 'cancel', // order discontinued (filler-initiated, as DC; answered DR / UD)
   OC: 'cancel', // order canceled (filler-initiated, unsolicited: a RIS acting as filler)
   XO: 'update', // change order request
   XX: 'update', // order changed (filler-initiated, unsolicited: XO's counterpart, as OC is CA's)
@@ -26,6 +26,35 @@ export const STATUS_CHANGE_TO_ACTION = {
   CA: 'cancel', // order was canceled
   DC: 'cancel', // order was discontinued
 } as const satisfies Record<string, OrderAction>;
+
+/** HL7 table 0038 (order status, ORC-5, v2.5.1 chapter 4). */
+export const TABLE_0038 = ['A', 'CA', 'CM', 'DC', 'ER', 'HD', 'IP', 'RP', 'SC'] as const;
+
+/**
+ * The order controls of table 0119 that answer a request (v2.5.1 chapter 4, table 0119 and
+ * its notes), each with the request it answers and its meaning: a filler (or a placer
+ * answering the filler) sends them, never as a request of its own. This receiver is the
+ * filler: one arriving here is refused (AE 103 at ORC-1) naming the request that was meant.
+ */
+export const TABLE_0119_ANSWERS: Readonly<Record<string, { answers: string; meaning: string }>> = {
+  OK: { answers: 'NW', meaning: 'order accepted' },
+  UA: { answers: 'NW', meaning: 'unable to accept order' },
+  CR: { answers: 'CA', meaning: 'canceled as requested' },
+  UC: { answers: 'CA', meaning: 'unable to cancel' },
+  DR: { answers: 'DC', meaning: 'discontinued as requested' },
+  UD: { answers: 'DC', meaning: 'unable to discontinue' },
+  XR: { answers: 'XO', meaning: 'changed as requested' },
+  UX: { answers: 'XO', meaning: 'unable to change' },
+  HR: { answers: 'HD', meaning: 'on hold as requested' },
+  UH: { answers: 'HD', meaning: 'unable to put on hold' },
+  OR: { answers: 'RL', meaning: 'released as requested' },
+  UR: { answers: 'RL', meaning: 'unable to release' },
+  RQ: { answers: 'RP', meaning: 'replaced as requested' },
+  UM: { answers: 'RP', meaning: 'unable to replace' },
+  OF: { answers: 'RF', meaning: 'refilled as requested' },
+  UF: { answers: 'RF', meaning: 'unable to refill' },
+  SR: { answers: 'SS', meaning: 'response to send order status request' },
+};
 
 /**
  * HL7 table 0119 (v2.5.1) in full: a code listed here but not in ORDER_CONTROL_TO_ACTION is a

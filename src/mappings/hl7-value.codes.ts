@@ -6,7 +6,9 @@ import {
   FREE_TEXT_SEX,
   ORDER_CONTROL_TO_ACTION,
   STATUS_CHANGE_TO_ACTION,
+  TABLE_0038,
   TABLE_0119,
+  TABLE_0119_ANSWERS,
   TABLE_0001_SEX,
   TABLE_0027_PRIORITY,
   TABLE_0074_TO_MODALITY,
@@ -18,8 +20,19 @@ import type { LineageLine, TransformFn, TransformInput, TransformOutput } from '
 
 /** Table 0001 (administrative sex); free text tolerated and recorded. */
 export const sex0001: TransformFn = ofCode((value, source, input) => {
-  const coded = (TABLE_0001_SEX as Record<string, AdministrativeSex>)[value.toUpperCase()];
+  const table = TABLE_0001_SEX as Record<string, AdministrativeSex>;
+  const coded = table[value];
   if (coded) return storedAs(source, value, coded, 'table 0001');
+  // Table codes are case-sensitive (as MSH-9, MSH-11, ORC-1 are read): `m` is no table 0001
+  // code. Tolerated as free text is, and recorded; before, it was upper-cased silently.
+  const cased = table[value.toUpperCase()];
+  if (cased) {
+    input.quirks.add(
+      'free-text-sex',
+      `${source} "${value}" is not a table 0001 code: its codes are case-sensitive (${value.toUpperCase()})`,
+    );
+    return storedAs(source, value, cased, 'table 0001 code in another case (quirk)');
+  }
   const free = FREE_TEXT_SEX[value.trim().toLowerCase()];
   input.quirks.add(
     'free-text-sex',
@@ -46,9 +59,37 @@ export const orderControl: TransformFn = ofCode((value, source, input) => {
     if (ended) {
       return storedAs(source, value, ended, `table 0119 SC with ORC-5 ${status} (table 0038)`);
     }
+    if (status !== undefined && !(TABLE_0038 as readonly string[]).includes(status)) {
+      // A status outside table 0038 (`dc`: its codes are case-sensitive) says nothing read
+      // here: the SC is recorded only, never a cancel on a guess, and the sender is told.
+      // Before, it was recorded without a word, the order of an exam called off going on.
+      const at = input.segment.locationOf(5);
+      const upper = status.toUpperCase();
+      const message = `${at} ${quotedCode(status)} is not in HL7 table 0038${(TABLE_0038 as readonly string[]).includes(upper) ? `: its codes are case-sensitive (${upper})` : ''}; SC recorded as a status, the order not ended`;
+      input.quirks.add('value-not-mapped', message);
+      return {
+        ...storedAs(source, value, 'status', 'table 0119 SC'),
+        warning: { location: at, code: 103, severity: 'W', message },
+      };
+    }
   }
   const action = (ORDER_CONTROL_TO_ACTION as Record<string, string>)[value];
   if (action) return storedAs(source, value, action, 'table 0119');
+  const answer = TABLE_0119_ANSWERS[value];
+  if (answer) {
+    // An answer sent as a request (a placer, or an engine looping our own ORR back): said as
+    // such, with the request it answers. Still 103: the value is outside the table 0119 codes
+    // this receiver takes, as a conformance profile constrains a table.
+    const taken = answer.answers in ORDER_CONTROL_TO_ACTION;
+    return refused(
+      source,
+      103,
+      `Order control ${value} (${answer.meaning}) is a filler's answer to ${answer.answers}, not a request; this receiver is the filler and takes ${TAKEN_CONTROLS}`,
+      taken
+        ? `Send ${answer.answers} to ask for it: ${value} answers a request, it asks for nothing`
+        : `Send one of ${TAKEN_CONTROLS}: ${value} answers a request, it asks for nothing`,
+    );
+  }
   const upper = value.toUpperCase();
   return refused(
     source,
@@ -69,8 +110,19 @@ export const orderControl: TransformFn = ofCode((value, source, input) => {
  * tolerated and recorded; anything else is left out with a warning.
  */
 const readPriority = (value: string, source: string, input: TransformInput): TransformOutput => {
-  const mapped = (TABLE_0027_PRIORITY as Record<string, string>)[value.toUpperCase()];
+  const table = TABLE_0027_PRIORITY as Record<string, string>;
+  const mapped = table[value];
   if (mapped) return storedAs(source, value, mapped, 'table 0027');
+  // `s` is no table 0027 code (ID, case-sensitive): tolerated as a priority word is, and
+  // recorded; before, it was upper-cased silently.
+  const cased = table[value.toUpperCase()];
+  if (cased) {
+    input.quirks.add(
+      'free-text-priority',
+      `${source} "${quotedCode(value)}" is not a table 0027 code: its codes are case-sensitive (${value.toUpperCase()})`,
+    );
+    return storedAs(source, value, cased, 'table 0027 code in another case (quirk)');
+  }
   const word = FREE_TEXT_PRIORITY[value.trim().toLowerCase()];
   if (word) {
     input.quirks.add(
@@ -103,7 +155,7 @@ export const priority0027: TransformFn = (input) => {
 };
 
 /** IPC-5 (DICOM modality, IHE RAD-4) or OBR-24 (table 0074 or the DICOM modality). */
-export const modality: TransformFn = ofCode((value, source) => {
+export const modality: TransformFn = ofCode((value, source, input) => {
   const upper = value.toUpperCase();
   const mapped = (DICOM_MODALITIES as readonly string[]).includes(upper)
     ? upper
@@ -113,6 +165,13 @@ export const modality: TransformFn = ofCode((value, source) => {
       source,
       103,
       `${source} "${quotedCode(value)}" is not a DICOM modality; not mapped`,
+    );
+  // DICOM modalities (CS) and table 0074 codes are upper case and case-sensitive: `ct` is
+  // read as CT, as a free-text sex or priority is read, and recorded (it was read silently).
+  if (value !== upper)
+    input.quirks.add(
+      'lowercase-code',
+      `${source} "${quotedCode(value)}" is not a DICOM modality or table 0074 code: its codes are case-sensitive (${upper})`,
     );
   return storedAs(source, value, mapped, mapped === upper ? 'DICOM modality' : 'table 0074');
 });

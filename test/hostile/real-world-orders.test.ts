@@ -126,6 +126,41 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(await orderByPlacer('LK-44129')).toBeUndefined();
   });
 
+  it('PID-8 `m` and a priority `s` (table codes in lower case): read as M and S, each recorded as a quirk naming the case', async () => {
+    // Tables 0001 (IS) and 0027 (ID) are case-sensitive, as MSH-9, MSH-11 and ORC-1 are read
+    // here; free text in their place is tolerated and recorded (free-text-sex, -priority).
+    // Before: `m` and `s` were upper-cased and read silently, so the interface that writes
+    // them was never pointed at, while `male` or `STAT` in the same place were recorded.
+    const lower = edited('orm-o01-v231-ihe-obr4-alternate', [
+      ['OF-20261012-0412', 'LC-CODES-1'],
+      ['PO-88120', 'PO-LC-1'],
+      ['FO-51277', 'FO-LC-1'],
+      ['RW-ACC-77310', 'ACC-LC-1'],
+      ['20261012.77310', '20261012.77399'],
+      ['|19580917|M|', '|19580917|m|'],
+      ['^20261012090000^^S|', '^20261012090000^^s|'],
+    ]);
+    const ack = ackSummary(await h.mllp.send(lower));
+    expect(ack).toMatchObject({ code: 'AA', errors: [] });
+    expect((await orderByPlacer('PO-LC-1')).request).toMatchObject({
+      priority: 'stat',
+      patient: expect.objectContaining({ sex: 'male' }),
+    });
+    const quirks = (await quirksOf('LC-CODES-1')) as { code: string; detail?: string }[];
+    expect(quirks).toContainEqual(
+      expect.objectContaining({
+        code: 'free-text-sex',
+        detail: expect.stringMatching(/PID-8 .*case-sensitive \(M\)/),
+      }),
+    );
+    expect(quirks).toContainEqual(
+      expect.objectContaining({
+        code: 'free-text-priority',
+        detail: expect.stringMatching(/ORC-7\.6 .*case-sensitive \(S\)/),
+      }),
+    );
+  });
+
   it('priority written as a word in TQ-6 (`^STAT`): stored stat, recorded as a quirk', async () => {
     // Before: AA, priority left out (a v2.3 ACK carries no warning): the order ran routine.
     const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v23-priority-words')));
@@ -460,6 +495,43 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     expect(ackSummary(inProcess)).toMatchObject({ code: 'AA', type: 'ACK' });
   });
 
+  it('ORC-1 SC whose ORC-5 is no table 0038 code (`dc`, `XX`): recorded only, with a warning ERR 103 at ORC-5 and a quirk; the order not cancelled', async () => {
+    // Table 0038 (ID) is case-sensitive, as every table code read here: `dc` is not DC, and the
+    // order is not cancelled on a guess. Before: AA with no ERR and no quirk, so a RIS writing
+    // `dc` for an exam it had called off was never told why the order went on.
+    const renumber: [string, string][] = [
+      ['PO-88120', 'PO-88140'],
+      ['FO-51277', 'FO-51297'],
+      ['RW-ACC-77310', 'RW-ACC-77340'],
+      ['20261012.77310', '20261012.77340'],
+      ['|P|2.3.1', '|P|2.5.1'],
+    ];
+    const placed = await h.mllp.send(
+      edited('orm-o01-v231-ihe-obr4-alternate', [...renumber, ['OF-20261012-0412', 'SC5-NW-1']]),
+    );
+    expect(ackSummary(placed)).toMatchObject({ code: 'AA', errors: [] });
+    for (const [id, status, hint] of [
+      ['SC5-dc', 'dc', /table 0038: its codes are case-sensitive \(DC\)/],
+      ['SC5-XX', 'XX', /not in HL7 table 0038/],
+    ] as const) {
+      const reply = await h.mllp.send(
+        edited('orm-o01-v231-status-sc-dc', [
+          ...renumber,
+          ['OF-20261012-0533', id],
+          ['||DC||', `||${status}||`],
+        ]),
+      );
+      const ack = ackSummary(reply);
+      expect(ack).toMatchObject({ code: 'AA', type: 'ACK' });
+      expect(ack.errors).toEqual([
+        expect.stringMatching(/^\|ORC\^1\^5\^1\|103\^Table value not found\^HL70357\|W\|/),
+      ]);
+      expect(reply.toString('latin1')).toMatch(hint);
+      expect((await quirksOf(id)).map((q) => q.code)).toContain('value-not-mapped');
+    }
+    expect((await orderByPlacer('PO-88140')).cancel_requested_at).toBeNull();
+  });
+
   it('a Dutch EHR writes MSH-7 with +0100 and the exam start without offset: the start is 09:15 local, not 09:15 UTC', async () => {
     // Before: requestedAt 2026-03-12T09:15:00+00:00 (OBR-7 of the ORU an hour late).
     const ack = ackSummary(await h.mllp.send(hl7Fixture('orm-o01-v24-nl-msh7-offset')));
@@ -689,6 +761,48 @@ describe('real-world order shapes over MLLP (real adapter, real socket, real Pos
     const late = await h.mllp.send(dc('DC-DC-2', '771204.102'));
     expect(late.toString('latin1')).toMatch(/\rORC\|UD\|771204\.102\|771204\.102(\r|$)/);
     expect((await orderByPlacer('771204.102')).cancel_requested_at).toBeNull();
+  });
+
+  it('a RIS acting as filler reports the order discontinued (ORC-1 OD): ORR answers DR, and UD once it has ended, as for DC; OC stays CR/UC', async () => {
+    // Table 0119: OD "order/service discontinued" is the filler's discontinue, as OC is its
+    // cancel; DR / UD answer a discontinue, CR / UC a cancel. Before: an OD was answered
+    // `ORC|CR|` (canceled as requested) and `ORC|UC|`, the answers to a cancel, while the
+    // placer's DC of the same order was answered DR / UD.
+    const order = (id: string, placer: string, filler: string, acc: string) =>
+      edited('orm-o01-v231-ihe-obr4-alternate', [
+        ['PO-88120', placer],
+        ['FO-51277', filler],
+        ['RW-ACC-77310', acc],
+        ['OF-20261012-0412', id],
+        ['20261012.77310', `20261012.${placer.length}${id.length}${acc.slice(-1)}`],
+      ]);
+    const od = (id: string, placer: string, filler: string) =>
+      edited('orm-o01-v231-filler-cancel-oc', [
+        ['OF-20261012-0498', id],
+        ['PO-88120', placer],
+        ['FO-51277', filler],
+        ['ORC|OC|', 'ORC|OD|'],
+        ['||CA||', '||DC||'],
+      ]);
+    expect(
+      ackSummary(await h.mllp.send(order('OD-NW-1', 'PO-OD-1', 'FO-OD-1', 'ACC-OD-1'))).code,
+    ).toBe('AA');
+    const reply = await h.mllp.send(od('OD-OD-1', 'PO-OD-1', 'FO-OD-1'));
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    expect(reply.toString('latin1')).toMatch(
+      /\rORC\|DR\|PO-OD-1\^RIS_PLACER\|FO-OD-1\^DSS_OF(\r|$)/,
+    );
+    expect((await orderByPlacer('PO-OD-1')).cancel_requested_at).not.toBeNull();
+
+    expect(
+      ackSummary(await h.mllp.send(order('OD-NW-2', 'PO-OD-2', 'FO-OD-2', 'ACC-OD-2'))).code,
+    ).toBe('AA');
+    await h.db.query(`UPDATE orders SET state = 'delivered' WHERE placer_order_number = 'PO-OD-2'`);
+    const late = await h.mllp.send(od('OD-OD-2', 'PO-OD-2', 'FO-OD-2'));
+    expect(late.toString('latin1')).toMatch(
+      /\rORC\|UD\|PO-OD-2\^RIS_PLACER\|FO-OD-2\^DSS_OF(\r|$)/,
+    );
+    expect((await orderByPlacer('PO-OD-2')).cancel_requested_at).toBeNull();
   });
 
   it('a line shaped like a segment whose ID is no segment (`wks|...`): AR naming the line, not joined to the field before it', async () => {

@@ -122,6 +122,11 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
     ['XX|XX', 'AA', ['15', '16']],
     ['always|', 'AA', ['15']],
     ['AL|garbage', 'CA', ['16']],
+    // ID values are case-sensitive (v2.5.1 §2.5.3.2): `al` is no table 0155 value, as `p` is no
+    // table 0103 one (AR 202) and `nw` no table 0119 one (AE 103). Before: read as AL, enhanced
+    // mode, and answered CA without a word.
+    ['al|al', 'AA', ['15', '16']],
+    ['ne|al', 'AA', ['15', '16']],
   ])(
     'MSH-15/16 %s (outside table 0155) is read as empty: answered %s, a warning ERR 103 at each such field',
     async (fields, code, warned) => {
@@ -140,6 +145,8 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
         ),
       );
       expect(await stored(id)).toEqual([expect.objectContaining({ outcome: 'accepted' })]);
+      if (/^[a-z]{2}\|[a-z]{2}$/.test(fields))
+        expect(ack.toString('latin1')).toMatch(/table 0155 codes are case-sensitive: AL/);
     },
   );
 
@@ -298,6 +305,52 @@ describe('MLLP front door: case-sensitive codes, one message per frame', () => {
       'PLC-CASE-NW',
     ]);
     expect(orders.rowCount).toBe(0);
+  });
+
+  it.each([
+    ['CR', 'CA'],
+    ['DR', 'DC'],
+    ['UC', 'CA'],
+    ['XR', 'XO'],
+    ['OK', 'NW'],
+  ])(
+    'ORC-1 %s (an answer of table 0119, not a request) is AE 103 at ORC-1, the text naming the request it answers (%s); no order',
+    async (control, request) => {
+      // A placer (or an engine looping our own ORR back) sending a filler's answer as if it
+      // were an order. Before: "Order control CR (HL7 table 0119) is not acted on here", as for
+      // any code not taken, and MSA-3 "Send one of NW, CA, …", with nothing saying that the
+      // code answers a request and which request was meant.
+      const id = `ANS-${control}`;
+      const ack = await h.mllp.send(swf(id, (t) => t.replace('\rORC|NW|', `\rORC|${control}|`)));
+      expect(ackSummary(ack)).toMatchObject({ code: 'AE', controlIdEchoed: id });
+      expect(ackSummary(ack).errors.join(' ')).toMatch(/ORC\^1\^1\^103/);
+      const msa3 = parseHl7(ack).get('MSA-3') ?? '';
+      expect(msa3.length).toBeLessThanOrEqual(80);
+      expect(msa3).toContain(`Send ${request}`);
+      expect(msa3).toContain(`${control} answers`);
+      const orders = await h.db.query(`SELECT 1 FROM orders WHERE placer_order_number = $1`, [
+        `PLC-${id}`,
+      ]);
+      expect(orders.rowCount).toBe(0);
+    },
+  );
+
+  it('OBR-24 `ct` (a modality in lower case) is read as CT, recorded as the quirk lowercase-code', async () => {
+    // DICOM modalities (CS) and table 0074 codes are upper case and case-sensitive. Before:
+    // upper-cased silently, so the interface writing them was never pointed at (a value
+    // in no table at all, `XYZ`, is left out with a warning ERR 103, as before).
+    const id = 'CASE-MOD';
+    const ack = await h.mllp.send(swf(id, (t) => t.replace('||||CT|||', '||||ct|||')));
+    expect(ackSummary(ack)).toMatchObject({ code: 'AA', controlIdEchoed: id });
+    const order = await h.db.query(`SELECT request FROM orders WHERE placer_order_number = $1`, [
+      `PLC-${id}`,
+    ]);
+    expect(order.rows[0].request).toMatchObject({ modality: 'CT' });
+    const quirks = await h.db.query(
+      `SELECT quirks::text FROM inbound_messages WHERE message_control_id = $1`,
+      [id],
+    );
+    expect(quirks.rows[0].quirks).toMatch(/lowercase-code[^}]*OBR-24 [^}]*case-sensitive \(CT\)/);
   });
 
   it('an MSH-9.3 that does not fit the type is taken with a warning ERR at MSH-9.3', async () => {

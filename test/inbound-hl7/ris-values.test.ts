@@ -138,6 +138,42 @@ describe('HL7v2 values from real RIS feeds (real adapter, real socket, real Post
     },
   );
 
+  it.each([
+    ['2.3.1', '8859/15', 'ascii', ''],
+    ['2.4', 'GB 18030-2000', 'ascii', ''],
+    ['2.4', 'BIG-5', 'ascii', ''],
+    ['2.3', 'KS X 1001', 'ascii', ''],
+    ['2.4', 'UNICODE UTF-16', 'ascii', ''],
+    ['2.4', '8859/15', 'latin1', 'UNICODE'],
+    ['2.3.1', 'ISO_IR 203', 'latin1', 'UNICODE'],
+    ['2.5', '8859/15', 'latin1', '8859/15'],
+    ['2.4', '8859/9', 'latin1', '8859/9'],
+  ])(
+    'a v%s sender declaring MSH-18 %s (text %s) gets an ACK whose MSH-18 (%s) its version’s table 0211 defines',
+    async (version, declared, text, written) => {
+      // 8859/15, GB 18030-2000, KS X 1001, CNS 11643-1992, BIG-5 and UNICODE UTF-8/16/32 entered
+      // table 0211 in v2.5. A v2.3/2.4 sender writing one (an engine's default, a French or
+      // German profile's 8859/15 in an older feed) was answered with it, a value its version
+      // does not define. Now: none when the ACK is ASCII, else UTF-8 by its version's name.
+      const id = `V0211-${version}-${declared.replace(/\W/g, '')}-${text}`;
+      const segments = orm(id, {}, declared).map((s) =>
+        s.startsWith('MSH|')
+          ? s
+              .replace('|RIS|HOSP|', text === 'ascii' ? '|RIS|HOSP|' : '|RIS|RÖNTGEN|')
+              .replace('|P|2.5.1|', `|P|${version}|`)
+          : s,
+      );
+      const reply = await client.send(wire(segments, 'latin1'));
+      expect(ackSummary(reply).code).toBe('AA');
+      const msh = parseHl7(reply).msh;
+      expect(msh.rawField(18)).toBe(written);
+      expect(msh.rawField(12)).toBe(version);
+      if (written === 'UNICODE') expect(reply.includes(Buffer.from('RÖNTGEN', 'utf8'))).toBe(true);
+      if (written.startsWith('8859/'))
+        expect(reply.includes(Buffer.from('RÖNTGEN', 'latin1'))).toBe(true);
+    },
+  );
+
   it('a sender without MSH-18 writing Latin-1 gets its application and facility back as it wrote them', async () => {
     const segments = orm('LAT-1', {
       MSH: 'MSH|^~\\&|RÖNTGEN|KLINIKUM SÜD|AI|HOSP|20240318101500||ORM^O01|LAT-1|P|2.3.1',

@@ -10,7 +10,14 @@ import {
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, isValidUtf8, table0211Value, writesAs } from '../hl7/hl7-charset';
 import { boundedEi } from '../hl7/hl7-echo-lengths';
-import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
+import {
+  DEFAULT_DELIMITERS,
+  escapeValue,
+  flattenFormatting,
+  recodeHexData,
+  transcodeRaw,
+} from '../hl7/hl7-escape';
+import { formattingModeOf } from '../hl7/hl7-formatting';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
@@ -92,7 +99,10 @@ export function versionAtLeast(version: string, min: string): boolean {
  * from the order model, PV1 `PV1|1|U`. Control characters the sender left raw (a NUL, or an
  * FS that would end the RIS's MLLP frame inside our ORU) go out as hexadecimal data, and the
  * order's own hexadecimal data names bytes of its charset: when ours differs (an ASCII order
- * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
+ * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text. Formatting
+ * commands (\.br\ \.sp\ \H\ ...; v2.5.1 §2.7.6, FT only) in a field of another type are
+ * written as the order was read (hl7-formatting.ts): before, PID-5 `MEIER\.br\JR` went back
+ * as written though the order held `MEIER JR`, a line break in the name for a RIS rendering it.
  */
 function originalSegment(
   original: Hl7Message | undefined,
@@ -114,7 +124,10 @@ function originalSegment(
       : (field: string) => field;
   return [
     seg.id,
-    ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),
+    ...seg.fields.slice(1).map((f, i) => {
+      const field = recode(transcodeRaw(f, from, DEFAULT_DELIMITERS));
+      return formattingModeOf(id, i + 1) === 'text' ? flattenFormatting(field) : field;
+    }),
   ].join('|');
 }
 

@@ -191,6 +191,25 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
   });
 
+  it('formatting commands in the PID (\\.br\\ in a name and an address, \\.sp2\\, \\H\\ \\N\\): the ORU’s PID names the patient as the order was read, no formatting command outside FT', async () => {
+    // v2.5.1 §2.7.6: formatting commands belong to FT; the intake reads `MEIER\.br\JR` as
+    // `MEIER JR` (hl7-formatting.ts). Before, the ORU echoed the sender's PID as written:
+    // PID-5 `MEIER\.br\JR^\H\HANS\N\\.sp2\X`, PID-11 `Weg 1\.br\Hof`, a line break inside an
+    // XPN and an XAD for a RIS that renders the commands, and a name the order never held.
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-FMT^^^HOSP^MR||MEIER\\.br\\JR^\\H\\HANS\\N\\\\.sp2\\X^^^^^L||19640812|M|||Weg 1\\.br\\Hof\\.in+4\\^^Bonn',
+    );
+    await published(id);
+    const { text, message } = oruOf(id);
+    const pid = text.split('\r').find((s) => s.startsWith('PID|'))!;
+    expect(pid).not.toMatch(/\\(\.(br|sp|in|ti|sk|ce|fi|nf)[^\\]*|H|N)\\/);
+    expect(message.get('PID-5.1')).toBe('MEIER JR');
+    expect(message.get('PID-5.2')).toBe('HANS X');
+    expect(message.get('PID-5.7')).toBe('L');
+    expect(message.get('PID-11.1')).toBe('Weg 1 Hof');
+    expect(message.get('PID-11.3')).toBe('Bonn');
+  });
+
   it('a backslash the RIS did not escape, on both sides of a component separator: the ORU names the patient as the order was read', async () => {
     // A RIS that writes the escape character as text (`MUELLER\^HANS\`): read field first,
     // then escapes (v2.5.1 §2.7), the order is family `MUELLER\`, given `HANS\`. Before, the

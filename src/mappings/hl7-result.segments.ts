@@ -315,31 +315,67 @@ const XPN_COMPONENTS = [
   { at: 'PID-5.5', what: 'prefix', max: 20, type: 'XPN.5, ST 20' },
 ] as const;
 
-/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
-function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
-  const parts = [
+/** The parts of a name in XPN order: family, given, further given names, suffix, prefix. */
+function xpnParts(name: PersonName): (string | undefined)[] {
+  return [
     name.family,
     name.given?.[0],
     name.given?.slice(1).join(' ') || undefined,
     name.suffix,
     name.prefix,
   ];
-  return parts.map((part, i) => {
-    const c = XPN_COMPONENTS[i]!;
-    if (part === undefined || hl7EncodedLength(part) <= c.max) return part;
-    cuts.push(
-      `${c.at} (${c.what}): ${[...part].length} characters, written as its first ${c.max} (${c.type}); the order keeps the whole name`,
-    );
-    return boundedText(part, c.max, hl7EncodedLength, '');
+}
+
+/** XPN component `i` of `part`, cut to its length (XPN_COMPONENTS) and the cut recorded. */
+function xpnPart(part: string, i: number, cuts: string[]): string {
+  const c = XPN_COMPONENTS[i]!;
+  if (hl7EncodedLength(part) <= c.max) return part;
+  cuts.push(
+    `${c.at} (${c.what}): ${[...part].length} characters, written as its first ${c.max} (${c.type}); the order keeps the whole name`,
+  );
+  return boundedText(part, c.max, hl7EncodedLength, '');
+}
+
+/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
+function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
+  return xpnParts(name).map((part, i) => (part === undefined ? part : xpnPart(part, i, cuts)));
+}
+
+/**
+ * The sender's PID-5, unchanged, but each part of its first repetition (the name the order
+ * holds) within its XPN component: a part written longer is replaced by its first characters
+ * (FN.1 only, the surname, in component 1), its other subcomponents, components and
+ * repetitions kept as written. Before, an order's own 300-character family name (taken whole
+ * at intake) was echoed whole, FN.1 of 300, while a renamed one was held to 50.
+ */
+function withinXpn(pid: string, name: PersonName, cuts: string[]): string {
+  const fields = pid.split('|');
+  const repetitions = (fields[5] ?? '').split('~');
+  const components = repetitions[0]!.split('^');
+  const parts = xpnParts(name);
+  let changed = false;
+  XPN_COMPONENTS.forEach((c, i) => {
+    const leaves = (components[i] ?? '').split('&');
+    const part = parts[i];
+    // as written (escapes included), the surname the first subcomponent of FN
+    const written = i === 0 ? leaves[0]! : (components[i] ?? '');
+    if (part === undefined || written.length <= c.max) return;
+    const cut = escapeValue(xpnPart(part, i, cuts), DEFAULT_DELIMITERS);
+    components[i] = i === 0 ? [cut, ...leaves.slice(1)].join('&') : cut;
+    changed = true;
   });
+  if (!changed) return pid;
+  repetitions[0] = components.join('^');
+  fields[5] = repetitions.join('~');
+  return fields.join('|');
 }
 
 /**
  * The order's PID, but PID-5 the name the order holds now when that is not the name its
  * PID-5 reads as (first repetition, as intake reads it, control characters as stored): an
  * ADT^A08 renamed the patient (a marriage, a corrected spelling). Before, the ORU carried the
- * name the hospital had replaced. An unchanged name keeps the sender's PID-5 whole (every
- * repetition, name type codes).
+ * name the hospital had replaced. An unchanged name keeps the sender's PID-5 (every
+ * repetition, name type codes), each part within its XPN component (withinXpn).
  */
 function withCurrentName(
   pid: string,
@@ -363,7 +399,7 @@ function withCurrentName(
     same(read.suffix, name.suffix) &&
     same(read.prefix, name.prefix)
   )
-    return pid;
+    return withinXpn(pid, name, cuts);
   const fields = pid.split('|');
   while (fields.length <= 5) fields.push('');
   fields[5] = encodeField(patientName(name, cuts));

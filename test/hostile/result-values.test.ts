@@ -428,6 +428,41 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     ]);
   });
 
+  it('an order whose own PID-5 parts are longer than XPN holds (no rename): the echoed PID-5 keeps each part within its component, its other repetition and name type kept, and the cut recorded', async () => {
+    // The intake takes a 300-character family name whole (domain/text-bounds.ts). Before, an
+    // unchanged name was echoed as the order wrote it: FN.1 of 300 in the ORU, past the 50 the
+    // renamed case is held to.
+    const family = `MEYER-${'LUEDENSCHEIDT-'.repeat(22)}ENDE`.slice(0, 300);
+    const given = 'ANNA-MARIA-KATHARINA-ELISABETH-LUISE';
+    const id = await cancelledOverHl7(
+      `PID|||PAT-RV-XPN2^^^HOSP^MR||${family}&VAN^${given}^^^^^L~MEYER^ANNA^^^^^B||19560214|F`,
+    );
+    await published(id);
+    const { message } = oruOf(id);
+    expect(message.get('PID-5.1.1')).toBe(family.slice(0, 50));
+    expect(message.get('PID-5.1.2')).toBe('VAN');
+    expect(message.get('PID-5.2')).toBe(given.slice(0, 30));
+    expect(message.get('PID-5.7')).toBe('L');
+    expect(message.segment('PID')!.rawField(5).split('~')[1]).toBe('MEYER^ANNA^^^^^B');
+    const { rows } = await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+      `SELECT e.detail->'quirks' AS quirks FROM audit_events e
+        WHERE e.order_id = $1 AND e.kind = 'outbound.attempt' AND e.detail->>'documentKind' = 'hl7-oru'`,
+      [id],
+    );
+    expect(rows[0]!.quirks).toEqual([
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.1 (family name): 300 characters, written as its first 50 (FN.1 surname, ST 50); the order keeps the whole name',
+      },
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.2 (given name): 36 characters, written as its first 30 (XPN.2, ST 30); the order keeps the whole name',
+      },
+    ]);
+  });
+
   it('a procedure text longer than CE.2 holds (300 characters): the ORU’s OBR-4.2 is its first 199, the code whole, the order keeps the whole text, and the cut is recorded with the attempt', async () => {
     const text =
       `MRT Kopf nativ und mit Kontrastmittel, ${'Protokoll Epilepsie, '.repeat(20)}`.slice(0, 300);

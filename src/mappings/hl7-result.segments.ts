@@ -24,6 +24,7 @@ import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
+import { withValidEchoes } from './hl7-result.echo';
 import { TABLE_0001_SEX } from './hl7-code.tables';
 import type { AdministrativeSex, Identifier, PersonName } from '../domain/order-request';
 import { pgSafeDeep } from '../common/pg-safe';
@@ -94,7 +95,8 @@ export function versionAtLeast(version: string, min: string): boolean {
  * field transcoded from the sender's MSH-1/MSH-2, so a sender with other encoding characters
  * (`|!~\&`, or the v2.7 truncation character `#` whose `\P\` means nothing under our
  * MSH-2) keeps its PID/PV1, repetitions and assigning authorities included, every value
- * meaning what it meant. Before, such a segment was copied raw when the four usual
+ * meaning what it meant (a field the intake does not read, e.g. PID-29, only when valid for
+ * its type: hl7-result.echo.ts). Before, such a segment was copied raw when the four usual
  * characters matched (the sender's `\P\` went out as is) and otherwise dropped: PID rebuilt
  * from the order model, PV1 `PV1|1|U`. Control characters the sender left raw (a NUL, or an
  * FS that would end the RIS's MLLP frame inside our ORU) go out as hexadecimal data, and the
@@ -122,13 +124,15 @@ function originalSegment(
     : to === 'utf-8'
       ? (field: string) => recodeHexData(field, read, DEFAULT_DELIMITERS, isValidUtf8)
       : (field: string) => field;
-  return [
+  const written = [
     seg.id,
     ...seg.fields.slice(1).map((f, i) => {
       const field = recode(transcodeRaw(f, from, DEFAULT_DELIMITERS));
       return formattingModeOf(id, i + 1) === 'text' ? flattenFormatting(field) : field;
     }),
   ].join('|');
+  // fields the intake does not read, each valid for its type or empty (hl7-result.echo.ts)
+  return withValidEchoes(written);
 }
 
 /** Two decoder labels that read every byte alike (ASCII is decoded and written as Latin-1). */

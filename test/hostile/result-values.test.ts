@@ -98,6 +98,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     version = '2.3.1',
     /** NW and CA in one message (judged in order, in one transaction): never placed first. */
     together = false,
+    pv1 = 'PV1||O|RAD^^^RADIOLOGIE',
   ): Promise<string> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
@@ -108,7 +109,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
         [
           `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|${version}${msh18}`,
           pid,
-          'PV1||O|RAD^^^RADIOLOGIE',
+          pv1,
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
           `OBR|1|${placer}^RADIS1||${obr4}|||||||||||||||ACC-RV${n}|||||MR`,
         ].join('\r') + '\r',
@@ -208,6 +209,37 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(message.get('PID-5.7')).toBe('L');
     expect(message.get('PID-11.1')).toBe('Weg 1 Hof');
     expect(message.get('PID-11.3')).toBe('Bonn');
+  });
+
+  it('PID and PV1 dates and Y/N indicators the intake does not read (PID-29, PID-30, PID-33, PV1-44, PV1-45): echoed when valid for their type, written empty when not', async () => {
+    // v2.5.1: PID-29, PID-33, PV1-44 and PV1-45 are TS (a DTM), PID-24, PID-30 and PID-31 ID of
+    // table 0136 (Y/N), PV1-29 a DT. Before, the ORU echoed whatever the order held there
+    // (`abc`, `2026-11-25T10:00`, month 13, `maybe`), values a RIS validating the result
+    // refuses, as it refuses a PID-7 of `19700230` (written empty since).
+    const fields = (values: Record<number, string>, last: number) =>
+      Array.from({ length: last }, (_, i) => values[i + 1] ?? '').join('|');
+    const pid = `PID|${fields({ 3: 'PAT-RV-TS^^^HOSP^MR', 5: 'DOE^JO', 7: '19640812', 8: 'F', 24: 'J', 29: 'abc', 30: 'maybe', 31: 'N', 33: '2026-11-25T10:00' }, 33)}`;
+    const pv1 = `PV1|${fields({ 2: 'O', 29: '20261301', 44: '20261325', 45: '202611251030+0100^M' }, 45)}`;
+    const id = await cancelledOverHl7(pid, undefined, undefined, '2.5.1', false, pv1);
+    await published(id);
+    const { message } = oruOf(id);
+    expect(
+      ['PID-24', 'PID-29', 'PID-30', 'PID-31', 'PID-33', 'PV1-29', 'PV1-44', 'PV1-45'].map((at) => [
+        at,
+        message.get(at) ?? '',
+      ]),
+    ).toEqual([
+      ['PID-24', ''],
+      ['PID-29', ''],
+      ['PID-30', ''],
+      ['PID-31', 'N'],
+      ['PID-33', ''],
+      ['PV1-29', ''],
+      ['PV1-44', ''],
+      ['PV1-45', '202611251030+0100'],
+    ]);
+    expect(message.get('PV1-45.2')).toBe('M');
+    expect(message.get('PV1-2')).toBe('O');
   });
 
   it('a backslash the RIS did not escape, on both sides of a component separator: the ORU names the patient as the order was read', async () => {

@@ -330,6 +330,24 @@ function xpnParts(name: PersonName): (string | undefined)[] {
   ];
 }
 
+/** A line break, tab or other control character (C0, DEL, and the Unicode line breaks). */
+// eslint-disable-next-line no-control-regex -- control characters are what this is about
+const NOT_ONE_LINE = /[\u0000-\u001f\u007f\u0085\u2028\u2029]/;
+// eslint-disable-next-line no-control-regex
+const CONTROLS = /[\u0000-\u001f\u007f]+/g;
+
+/**
+ * A value we write from the order into an ST component (an XPN part, CE.2): printable text on
+ * one line (v2.5.1 2A.2.74), as ORC-16 and OBX-3.2 are written. A FHIR order's strings may hold
+ * line breaks and tabs (R4 `string`), which went out as hexadecimal data: PID-5
+ * `Smith\X0A\Jones^Ann\X09\Marie`, OBR-4.2 `CT\X0A\Chest`, a line break inside the family
+ * name for a RIS that decodes it. Lines trimmed and joined by a space, a tab one space; a
+ * value without any is written as it is (an OBR-4.2 of spaces goes back as the RIS sent it).
+ */
+export function stText(text: string): string {
+  return NOT_ONE_LINE.test(text) ? oneLine(text).replace(CONTROLS, ' ') : text;
+}
+
 /** XPN component `i` of `part`, cut to its length (XPN_COMPONENTS) and the cut recorded. */
 function xpnPart(part: string, i: number, cuts: string[]): string {
   const c = XPN_COMPONENTS[i]!;
@@ -342,7 +360,10 @@ function xpnPart(part: string, i: number, cuts: string[]): string {
 
 /** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
 function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
-  return xpnParts(name).map((part, i) => (part === undefined ? part : xpnPart(part, i, cuts)));
+  return xpnParts(name).map((part, i) => {
+    const line = part === undefined ? '' : stText(part);
+    return line === '' ? undefined : xpnPart(line, i, cuts);
+  });
 }
 
 /**
@@ -364,7 +385,7 @@ function withinXpn(pid: string, name: PersonName, cuts: string[]): string {
     // as written (escapes included), the surname the first subcomponent of FN
     const written = i === 0 ? leaves[0]! : (components[i] ?? '');
     if (part === undefined || written.length <= c.max) return;
-    const cut = escapeValue(xpnPart(part, i, cuts), DEFAULT_DELIMITERS);
+    const cut = escapeValue(xpnPart(stText(part), i, cuts), DEFAULT_DELIMITERS);
     components[i] = i === 0 ? [cut, ...leaves.slice(1)].join('&') : cut;
     changed = true;
   });
@@ -555,7 +576,8 @@ function resultStatusOf(input: PublicationInput): string {
  */
 const PROCEDURE_TEXT_MAX = 199;
 
-function procedureText(display: string | undefined, cuts: string[]): string | undefined {
+function procedureText(text: string | undefined, cuts: string[]): string | undefined {
+  const display = text === undefined ? undefined : stText(text);
   if (display === undefined || hl7EncodedLength(display) <= PROCEDURE_TEXT_MAX) return display;
   cuts.push(
     `OBR-4.2 (procedure text): ${[...display].length} characters, written as its first ${PROCEDURE_TEXT_MAX} (CE.2/CWE.2, ST 199); the order keeps the whole text`,

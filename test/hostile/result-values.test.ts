@@ -793,6 +793,49 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     },
   );
 
+  it('a FHIR order whose names and procedure text hold line breaks and tabs (R4 strings may): the ORU writes each as one line, no hexadecimal control characters in an ST', async () => {
+    // XPN and CE.2/CWE.2 components are ST: printable text on one line (v2.5.1 2A.2.74), as
+    // ORC-16 and OBX-3.2 are written (oneLine). Before, PID-5 went out as
+    // `Smith\X0A\Jones^A\X09\B`, OBR-4.2 as `CT\X0A\Chest`: a RIS decoding the hexadecimal
+    // data gets a line break inside the family name.
+    n += 1;
+    const id = await revokedOverFhir({
+      resourceType: 'ServiceRequest',
+      status: 'active',
+      intent: 'original-order',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: `PAT-RV-NL${n}` }],
+          name: [{ family: 'Smith\nJones', given: ['Ann\tMarie', 'Lou\r\n'], suffix: ['Jr\n'] }],
+        },
+      ],
+      identifier: [
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+          },
+          system: 'urn:oid:2.16.840.1.113883.3.999.1',
+          value: `FP-RV${n}-${Date.now()}`,
+        },
+      ],
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2', display: 'CT\nChest' }] },
+      subject: { reference: '#p1' },
+    } as never);
+    await published(id);
+    const { text, message } = oruOf(id);
+    const segments = text.split('\r').filter((s) => /^(PID|OBR)\|/.test(s));
+    expect(segments.join('\r')).not.toMatch(/\\X0[9AD]/);
+    expect([1, 2, 3, 4].map((c) => message.get(`PID-5.${c}`))).toEqual([
+      'Smith Jones',
+      'Ann Marie',
+      'Lou',
+      'Jr',
+    ]);
+    expect(message.get('OBR-4.2')).toBe('CT Chest');
+  });
+
   it('a FHIR order in the ORU: OBR-4.3 a table 0396 code, identifier systems as HD universal IDs', async () => {
     n += 1;
     const placer = `FP-RV${n}-${Date.now()}`;

@@ -616,8 +616,11 @@ export function obr(
       // OBR-22 results report / status change date-time.
       22: formatHl7Timestamp(Number.isNaN(statusAt.getTime()) ? now : statusAt),
       25: resultStatusOf(input),
-      // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device.
-      32: [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
+      // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device, by its
+      // UDI, or its UID when the site's UDI has nothing printable (as the SR's Device Observer
+      // is); ID number and name are ST, one line. Before, a UDI of spaces or a control
+      // character went in as written (`\X07\`), a tab in the name as `\X09\`.
+      32: [[stText(d.udi ?? '').trim() || d.uid, stText(`${d.name} ${d.version}`)]],
     }),
   };
 }

@@ -1,4 +1,4 @@
-import { DEFAULT_DELIMITERS, unescapeValue } from './hl7-escape';
+import { flattenFormatting, DEFAULT_DELIMITERS, unescapeValue } from './hl7-escape';
 import { QuirkCollector } from './hl7-quirk';
 
 describe('unescapeValue: \\.sp<n>\\', () => {
@@ -43,5 +43,18 @@ describe('unescapeValue: \\Xhh\\ hexadecimal data', () => {
     expect(read('Ger\\XE4\\t', 'latin1', quirks)).toBe('Gerät');
     expect(read('\\XD8\\', 'iso-8859-2', quirks)).toBe('Ř');
     expect(quirks.quirks).toEqual([]);
+  });
+});
+
+describe('flattenFormatting (formatting commands of an echoed field outside FT)', () => {
+  it('writes \\.br\\ and \\.sp\\ as one space, the other commands as nothing, other escapes kept', () => {
+    expect(flattenFormatting('MEIER\\.br\\JR^\\H\\HANS\\N\\\\.sp2\\X^^^^^L')).toBe(
+      'MEIER JR^HANS X^^^^^L',
+    );
+    expect(flattenFormatting('Weg 1\\.br\\Hof\\.in+4\\^^Bonn')).toBe('Weg 1 Hof^^Bonn');
+    // no space at a leaf's end or beside one; delimiter and hex escapes untouched
+    expect(flattenFormatting('\\.br\\A \\.br\\B\\.br\\&C\\S\\D\\X0D\\')).toBe('A B&C\\S\\D\\X0D\\');
+    // a lone escape character before a separator is no sequence
+    expect(flattenFormatting('A\\^\\.br\\B')).toBe('A\\^B');
   });
 });

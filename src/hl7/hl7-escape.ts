@@ -424,3 +424,55 @@ function transcodeLeaf(raw: string, from: Hl7Delimiters, to: Hl7Delimiters): str
   }
   return out;
 }
+
+/** A formatting command (§2.7.6): highlighting, or a line command and its argument. */
+const FORMATTING_COMMAND = /^(?:H|N|\.(br|sp|fi|nf|in|ti|sk|ce)[+-]?\d*)$/;
+
+/**
+ * Raw field text (escaped with `delimiters`) with its formatting commands written as the
+ * intake reads them outside FT (v2.5.1 §2.7.6, `formatting: 'text'` of unescapeValue): \.br\
+ * and \.sp\ one space (none at either end of a leaf, none beside a space), \H\ \N\ and the
+ * other commands nothing. Every other sequence and character is left as it is. For a field
+ * we echo whose type is not FT (a name, an address): a RIS that renders the commands would
+ * show a line break inside a patient's name, and one validating the field refuses them.
+ */
+export function flattenFormatting(
+  raw: string,
+  delimiters: Hl7Delimiters = DEFAULT_DELIMITERS,
+): string {
+  const esc = delimiters.escape;
+  if (esc === '' || !raw.includes(esc)) return raw;
+  const structural = new Set([
+    delimiters.repetition,
+    delimiters.component,
+    delimiters.subcomponent,
+  ]);
+  const blank = (c: string | undefined) => c === undefined || structural.has(c) || /\s/.test(c);
+  let out = '';
+  let i = 0;
+  while (i < raw.length) {
+    const ch = raw[i]!;
+    if (ch !== esc) {
+      out += ch;
+      i += 1;
+      continue;
+    }
+    // an escape sequence lies within one leaf (§2.7): a separator before the closing
+    // character means this one is a lone escape character, kept as it is
+    let close = i + 1;
+    while (close < raw.length && raw[close] !== esc && !structural.has(raw[close]!)) close += 1;
+    if (close >= raw.length || raw[close] !== esc) {
+      out += raw.slice(i, close);
+      i = close;
+      continue;
+    }
+    const command = FORMATTING_COMMAND.exec(raw.slice(i + 1, close));
+    if (!command) {
+      out += raw.slice(i, close + 1);
+    } else if (command[1] === 'br' || command[1] === 'sp') {
+      if (!blank(out[out.length - 1]) && !blank(raw[close + 1]) && out !== '') out += ' ';
+    }
+    i = close + 1;
+  }
+  return out;
+}

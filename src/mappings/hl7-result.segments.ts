@@ -10,13 +10,21 @@ import {
 import { hdOf, hl7CodingSystem } from './coding-systems.table';
 import { charsetLabel, isValidUtf8, table0211Value, writesAs } from '../hl7/hl7-charset';
 import { boundedEi } from '../hl7/hl7-echo-lengths';
-import { DEFAULT_DELIMITERS, escapeValue, recodeHexData, transcodeRaw } from '../hl7/hl7-escape';
+import {
+  DEFAULT_DELIMITERS,
+  escapeValue,
+  flattenFormatting,
+  recodeHexData,
+  transcodeRaw,
+} from '../hl7/hl7-escape';
+import { formattingModeOf } from '../hl7/hl7-formatting';
 import type { Hl7Message } from '../hl7/hl7-message';
 import type { Hl7Segment } from '../hl7/hl7-segment';
 import type { Hl7ResultSettings } from './hl7-result.mapping';
 import type { PublicationInput } from './publication.model';
 import { boundedText, oneLine } from './result-content.mapping';
 import { hl7DateOf } from './hl7-value.dates';
+import { withValidEchoes } from './hl7-result.echo';
 import { TABLE_0001_SEX } from './hl7-code.tables';
 import type { AdministrativeSex, Identifier, PersonName } from '../domain/order-request';
 import { pgSafeDeep } from '../common/pg-safe';
@@ -87,12 +95,16 @@ export function versionAtLeast(version: string, min: string): boolean {
  * field transcoded from the sender's MSH-1/MSH-2, so a sender with other encoding characters
  * (`|!~\&`, or the v2.7 truncation character `#` whose `\P\` means nothing under our
  * MSH-2) keeps its PID/PV1, repetitions and assigning authorities included, every value
- * meaning what it meant. Before, such a segment was copied raw when the four usual
+ * meaning what it meant (a field the intake does not read, e.g. PID-29, only when valid for
+ * its type: hl7-result.echo.ts). Before, such a segment was copied raw when the four usual
  * characters matched (the sender's `\P\` went out as is) and otherwise dropped: PID rebuilt
  * from the order model, PV1 `PV1|1|U`. Control characters the sender left raw (a NUL, or an
  * FS that would end the RIS's MLLP frame inside our ORU) go out as hexadecimal data, and the
  * order's own hexadecimal data names bytes of its charset: when ours differs (an ASCII order
- * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text.
+ * without MSH-18 writing é as \XE9\, answered in UTF-8) it is written as text. Formatting
+ * commands (\.br\ \.sp\ \H\ ...; v2.5.1 §2.7.6, FT only) in a field of another type are
+ * written as the order was read (hl7-formatting.ts): before, PID-5 `MEIER\.br\JR` went back
+ * as written though the order held `MEIER JR`, a line break in the name for a RIS rendering it.
  */
 function originalSegment(
   original: Hl7Message | undefined,
@@ -112,10 +124,15 @@ function originalSegment(
     : to === 'utf-8'
       ? (field: string) => recodeHexData(field, read, DEFAULT_DELIMITERS, isValidUtf8)
       : (field: string) => field;
-  return [
+  const written = [
     seg.id,
-    ...seg.fields.slice(1).map((f) => recode(transcodeRaw(f, from, DEFAULT_DELIMITERS))),
+    ...seg.fields.slice(1).map((f, i) => {
+      const field = recode(transcodeRaw(f, from, DEFAULT_DELIMITERS));
+      return formattingModeOf(id, i + 1) === 'text' ? flattenFormatting(field) : field;
+    }),
   ].join('|');
+  // fields the intake does not read, each valid for its type or empty (hl7-result.echo.ts)
+  return withValidEchoes(written);
 }
 
 /** Two decoder labels that read every byte alike (ASCII is decoded and written as Latin-1). */
@@ -302,31 +319,88 @@ const XPN_COMPONENTS = [
   { at: 'PID-5.5', what: 'prefix', max: 20, type: 'XPN.5, ST 20' },
 ] as const;
 
-/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
-function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
-  const parts = [
+/** The parts of a name in XPN order: family, given, further given names, suffix, prefix. */
+function xpnParts(name: PersonName): (string | undefined)[] {
+  return [
     name.family,
     name.given?.[0],
     name.given?.slice(1).join(' ') || undefined,
     name.suffix,
     name.prefix,
   ];
-  return parts.map((part, i) => {
-    const c = XPN_COMPONENTS[i]!;
-    if (part === undefined || hl7EncodedLength(part) <= c.max) return part;
-    cuts.push(
-      `${c.at} (${c.what}): ${[...part].length} characters, written as its first ${c.max} (${c.type}); the order keeps the whole name`,
-    );
-    return boundedText(part, c.max, hl7EncodedLength, '');
+}
+
+/** A line break, tab or other control character (C0, DEL, and the Unicode line breaks). */
+// eslint-disable-next-line no-control-regex -- control characters are what this is about
+const NOT_ONE_LINE = /[\u0000-\u001f\u007f\u0085\u2028\u2029]/;
+// eslint-disable-next-line no-control-regex
+const CONTROLS = /[\u0000-\u001f\u007f]+/g;
+
+/**
+ * A value we write from the order into an ST component (an XPN part, CE.2): printable text on
+ * one line (v2.5.1 2A.2.74), as ORC-16 and OBX-3.2 are written. A FHIR order's strings may hold
+ * line breaks and tabs (R4 `string`), which went out as hexadecimal data: PID-5
+ * `Smith\X0A\Jones^Ann\X09\Marie`, OBR-4.2 `CT\X0A\Chest`, a line break inside the family
+ * name for a RIS that decodes it. Lines trimmed and joined by a space, a tab one space; a
+ * value without any is written as it is (an OBR-4.2 of spaces goes back as the RIS sent it).
+ */
+export function stText(text: string): string {
+  return NOT_ONE_LINE.test(text) ? oneLine(text).replace(CONTROLS, ' ') : text;
+}
+
+/** XPN component `i` of `part`, cut to its length (XPN_COMPONENTS) and the cut recorded. */
+function xpnPart(part: string, i: number, cuts: string[]): string {
+  const c = XPN_COMPONENTS[i]!;
+  if (hl7EncodedLength(part) <= c.max) return part;
+  cuts.push(
+    `${c.at} (${c.what}): ${[...part].length} characters, written as its first ${c.max} (${c.type}); the order keeps the whole name`,
+  );
+  return boundedText(part, c.max, hl7EncodedLength, '');
+}
+
+/** PID-5 (XPN): family ^ given ^ further given names ^ suffix ^ prefix (v2.5.1 2A.3.88). */
+function patientName(name: PersonName, cuts: string[]): Hl7FieldValue {
+  return xpnParts(name).map((part, i) => {
+    const line = part === undefined ? '' : stText(part);
+    return line === '' ? undefined : xpnPart(line, i, cuts);
   });
+}
+
+/**
+ * The sender's PID-5, unchanged, but each part of its first repetition (the name the order
+ * holds) within its XPN component: a part written longer is replaced by its first characters
+ * (FN.1 only, the surname, in component 1), its other subcomponents, components and
+ * repetitions kept as written. Before, an order's own 300-character family name (taken whole
+ * at intake) was echoed whole, FN.1 of 300, while a renamed one was held to 50.
+ */
+function withinXpn(pid: string, name: PersonName, cuts: string[]): string {
+  const fields = pid.split('|');
+  const repetitions = (fields[5] ?? '').split('~');
+  const components = repetitions[0]!.split('^');
+  const parts = xpnParts(name);
+  let changed = false;
+  XPN_COMPONENTS.forEach((c, i) => {
+    const leaves = (components[i] ?? '').split('&');
+    const part = parts[i];
+    // as written (escapes included), the surname the first subcomponent of FN
+    const written = i === 0 ? leaves[0]! : (components[i] ?? '');
+    if (part === undefined || written.length <= c.max) return;
+    const cut = escapeValue(xpnPart(stText(part), i, cuts), DEFAULT_DELIMITERS);
+    components[i] = i === 0 ? [cut, ...leaves.slice(1)].join('&') : cut;
+    changed = true;
+  });
+  if (!changed) return pid;
+  repetitions[0] = components.join('^');
+  fields[5] = repetitions.join('~');
+  return fields.join('|');
 }
 
 /**
  * The order's PID, but PID-5 the name the order holds now when that is not the name its
  * PID-5 reads as (first repetition, as intake reads it, control characters as stored): an
  * ADT^A08 renamed the patient (a marriage, a corrected spelling). Before, the ORU carried the
- * name the hospital had replaced. An unchanged name keeps the sender's PID-5 whole (every
- * repetition, name type codes).
+ * name the hospital had replaced. An unchanged name keeps the sender's PID-5 (every
+ * repetition, name type codes), each part within its XPN component (withinXpn).
  */
 function withCurrentName(
   pid: string,
@@ -350,7 +424,7 @@ function withCurrentName(
     same(read.suffix, name.suffix) &&
     same(read.prefix, name.prefix)
   )
-    return pid;
+    return withinXpn(pid, name, cuts);
   const fields = pid.split('|');
   while (fields.length <= 5) fields.push('');
   fields[5] = encodeField(patientName(name, cuts));
@@ -502,7 +576,8 @@ function resultStatusOf(input: PublicationInput): string {
  */
 const PROCEDURE_TEXT_MAX = 199;
 
-function procedureText(display: string | undefined, cuts: string[]): string | undefined {
+function procedureText(text: string | undefined, cuts: string[]): string | undefined {
+  const display = text === undefined ? undefined : stText(text);
   if (display === undefined || hl7EncodedLength(display) <= PROCEDURE_TEXT_MAX) return display;
   cuts.push(
     `OBR-4.2 (procedure text): ${[...display].length} characters, written as its first ${PROCEDURE_TEXT_MAX} (CE.2/CWE.2, ST 199); the order keeps the whole text`,
@@ -541,8 +616,11 @@ export function obr(
       // OBR-22 results report / status change date-time.
       22: formatHl7Timestamp(Number.isNaN(statusAt.getTime()) ? now : statusAt),
       25: resultStatusOf(input),
-      // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device.
-      32: [[d.udi ?? d.uid, `${d.name} ${d.version}`]],
+      // OBR-32 principal result interpreter (NDL; CNN in component 1): the AI device, by its
+      // UDI, or its UID when the site's UDI has nothing printable (as the SR's Device Observer
+      // is); ID number and name are ST, one line. Before, a UDI of spaces or a control
+      // character went in as written (`\X07\`), a tab in the name as `\X09\`.
+      32: [[stText(d.udi ?? '').trim() || d.uid, stText(`${d.name} ${d.version}`)]],
     }),
   };
 }

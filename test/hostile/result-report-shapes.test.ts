@@ -163,6 +163,19 @@ describe('hostile: report shapes of real upstreams, as published', () => {
     expect(orc.value(16, 1, 2)).toMatch(/Segmentation failed: no T1-weighted series found$/);
   });
 
+  it('a site device mapping with nothing printable as its UDI and a tab or line break in its name: OBR-32 names the device on one line, by its UID as the SR does', () => {
+    // OBR-32 (NDL; CNN in component 1: ID number ^ family name, ST): before, the UDI went in
+    // as written (`   `, `\X07\`, `\X09\\X0D\\X0A\`) and the name as `Brain\X09\Volumetry`,
+    // where the SR (dicom-output.test.ts) names such a device by its Device Observer UID.
+    for (const udi of ['   ', '\u0007', '\t\r\n']) {
+      const input = publicationInput('DELIVERED', {});
+      input.device = { ...input.device, udi, name: 'Brain\tVolumetry', version: '3.2\n1' };
+      const text = buildOru(input, undefined, HL7, 'C-DEV', NOW).text;
+      const obr = text.split('\r').find((s) => s.startsWith('OBR|'))!;
+      expect(obr.split('|')[32]).toBe(`${input.device.uid}&Brain Volumetry 3.2 1`);
+    }
+  });
+
   it('a failure reason full of HL7 delimiters: ORC-16.2 stays within 199 characters as written (escaped), not only before escaping', () => {
     // ORC-16 (CE, 200 in v2.3) and its text CE.2 (ST, 199) are counted as encoded, escape
     // sequences included (v2.5.1 §2.5.5.2). The reason was cut at 199 characters before

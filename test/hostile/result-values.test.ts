@@ -98,6 +98,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     version = '2.3.1',
     /** NW and CA in one message (judged in order, in one transaction): never placed first. */
     together = false,
+    pv1 = 'PV1||O|RAD^^^RADIOLOGIE',
   ): Promise<string> {
     n += 1;
     const placer = `PLC-RV${n}-${Date.now()}`;
@@ -108,7 +109,7 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
         [
           `MSH|^~\\&|RADIS1|HOSP|AIADAPTER|HOSP|20261125093000||ORM^O01|RV${n}${control}|P|${version}${msh18}`,
           pid,
-          'PV1||O|RAD^^^RADIOLOGIE',
+          pv1,
           `ORC|${control}|${placer}^RADIS1||||||20261125093000`,
           `OBR|1|${placer}^RADIS1||${obr4}|||||||||||||||ACC-RV${n}|||||MR`,
         ].join('\r') + '\r',
@@ -189,6 +190,56 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     expect(message.get('PID-5.2')).toBe('Zoë');
     // eslint-disable-next-line no-control-regex
     expect(text.replaceAll('\r', '')).not.toMatch(/[\x00-\x1f\x7f]/);
+  });
+
+  it('formatting commands in the PID (\\.br\\ in a name and an address, \\.sp2\\, \\H\\ \\N\\): the ORU’s PID names the patient as the order was read, no formatting command outside FT', async () => {
+    // v2.5.1 §2.7.6: formatting commands belong to FT; the intake reads `MEIER\.br\JR` as
+    // `MEIER JR` (hl7-formatting.ts). Before, the ORU echoed the sender's PID as written:
+    // PID-5 `MEIER\.br\JR^\H\HANS\N\\.sp2\X`, PID-11 `Weg 1\.br\Hof`, a line break inside an
+    // XPN and an XAD for a RIS that renders the commands, and a name the order never held.
+    const id = await cancelledOverHl7(
+      'PID|||PAT-RV-FMT^^^HOSP^MR||MEIER\\.br\\JR^\\H\\HANS\\N\\\\.sp2\\X^^^^^L||19640812|M|||Weg 1\\.br\\Hof\\.in+4\\^^Bonn',
+    );
+    await published(id);
+    const { text, message } = oruOf(id);
+    const pid = text.split('\r').find((s) => s.startsWith('PID|'))!;
+    expect(pid).not.toMatch(/\\(\.(br|sp|in|ti|sk|ce|fi|nf)[^\\]*|H|N)\\/);
+    expect(message.get('PID-5.1')).toBe('MEIER JR');
+    expect(message.get('PID-5.2')).toBe('HANS X');
+    expect(message.get('PID-5.7')).toBe('L');
+    expect(message.get('PID-11.1')).toBe('Weg 1 Hof');
+    expect(message.get('PID-11.3')).toBe('Bonn');
+  });
+
+  it('PID and PV1 dates and Y/N indicators the intake does not read (PID-29, PID-30, PID-33, PV1-44, PV1-45): echoed when valid for their type, written empty when not', async () => {
+    // v2.5.1: PID-29, PID-33, PV1-44 and PV1-45 are TS (a DTM), PID-24, PID-30 and PID-31 ID of
+    // table 0136 (Y/N), PV1-29 a DT. Before, the ORU echoed whatever the order held there
+    // (`abc`, `2026-11-25T10:00`, month 13, `maybe`), values a RIS validating the result
+    // refuses, as it refuses a PID-7 of `19700230` (written empty since).
+    const fields = (values: Record<number, string>, last: number) =>
+      Array.from({ length: last }, (_, i) => values[i + 1] ?? '').join('|');
+    const pid = `PID|${fields({ 3: 'PAT-RV-TS^^^HOSP^MR', 5: 'DOE^JO', 7: '19640812', 8: 'F', 24: 'J', 29: 'abc', 30: 'maybe', 31: 'N', 33: '2026-11-25T10:00' }, 33)}`;
+    const pv1 = `PV1|${fields({ 2: 'O', 29: '20261301', 44: '20261325', 45: '202611251030+0100^M' }, 45)}`;
+    const id = await cancelledOverHl7(pid, undefined, undefined, '2.5.1', false, pv1);
+    await published(id);
+    const { message } = oruOf(id);
+    expect(
+      ['PID-24', 'PID-29', 'PID-30', 'PID-31', 'PID-33', 'PV1-29', 'PV1-44', 'PV1-45'].map((at) => [
+        at,
+        message.get(at) ?? '',
+      ]),
+    ).toEqual([
+      ['PID-24', ''],
+      ['PID-29', ''],
+      ['PID-30', ''],
+      ['PID-31', 'N'],
+      ['PID-33', ''],
+      ['PV1-29', ''],
+      ['PV1-44', ''],
+      ['PV1-45', '202611251030+0100'],
+    ]);
+    expect(message.get('PV1-45.2')).toBe('M');
+    expect(message.get('PV1-2')).toBe('O');
   });
 
   it('a backslash the RIS did not escape, on both sides of a component separator: the ORU names the patient as the order was read', async () => {
@@ -395,6 +446,41 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
     );
     expect(rows).toHaveLength(1);
     expect(rows[0]!.family).toBe(family);
+    expect(rows[0]!.quirks).toEqual([
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.1 (family name): 300 characters, written as its first 50 (FN.1 surname, ST 50); the order keeps the whole name',
+      },
+      {
+        code: 'value-cut-to-type',
+        detail:
+          'PID-5.2 (given name): 36 characters, written as its first 30 (XPN.2, ST 30); the order keeps the whole name',
+      },
+    ]);
+  });
+
+  it('an order whose own PID-5 parts are longer than XPN holds (no rename): the echoed PID-5 keeps each part within its component, its other repetition and name type kept, and the cut recorded', async () => {
+    // The intake takes a 300-character family name whole (domain/text-bounds.ts). Before, an
+    // unchanged name was echoed as the order wrote it: FN.1 of 300 in the ORU, past the 50 the
+    // renamed case is held to.
+    const family = `MEYER-${'LUEDENSCHEIDT-'.repeat(22)}ENDE`.slice(0, 300);
+    const given = 'ANNA-MARIA-KATHARINA-ELISABETH-LUISE';
+    const id = await cancelledOverHl7(
+      `PID|||PAT-RV-XPN2^^^HOSP^MR||${family}&VAN^${given}^^^^^L~MEYER^ANNA^^^^^B||19560214|F`,
+    );
+    await published(id);
+    const { message } = oruOf(id);
+    expect(message.get('PID-5.1.1')).toBe(family.slice(0, 50));
+    expect(message.get('PID-5.1.2')).toBe('VAN');
+    expect(message.get('PID-5.2')).toBe(given.slice(0, 30));
+    expect(message.get('PID-5.7')).toBe('L');
+    expect(message.segment('PID')!.rawField(5).split('~')[1]).toBe('MEYER^ANNA^^^^^B');
+    const { rows } = await db.query<{ quirks: Array<{ code: string; detail: string }> }>(
+      `SELECT e.detail->'quirks' AS quirks FROM audit_events e
+        WHERE e.order_id = $1 AND e.kind = 'outbound.attempt' AND e.detail->>'documentKind' = 'hl7-oru'`,
+      [id],
+    );
     expect(rows[0]!.quirks).toEqual([
       {
         code: 'value-cut-to-type',
@@ -706,6 +792,49 @@ describe('result values from hostile orders (MLLP and FHIR front doors)', () => 
       expect(oruOf(id).message.get('OBR-7')).toBe(obr7);
     },
   );
+
+  it('a FHIR order whose names and procedure text hold line breaks and tabs (R4 strings may): the ORU writes each as one line, no hexadecimal control characters in an ST', async () => {
+    // XPN and CE.2/CWE.2 components are ST: printable text on one line (v2.5.1 2A.2.74), as
+    // ORC-16 and OBX-3.2 are written (oneLine). Before, PID-5 went out as
+    // `Smith\X0A\Jones^A\X09\B`, OBR-4.2 as `CT\X0A\Chest`: a RIS decoding the hexadecimal
+    // data gets a line break inside the family name.
+    n += 1;
+    const id = await revokedOverFhir({
+      resourceType: 'ServiceRequest',
+      status: 'active',
+      intent: 'original-order',
+      contained: [
+        {
+          resourceType: 'Patient',
+          id: 'p1',
+          identifier: [{ system: 'urn:oid:2.16.840.1.113883.3.999.2', value: `PAT-RV-NL${n}` }],
+          name: [{ family: 'Smith\nJones', given: ['Ann\tMarie', 'Lou\r\n'], suffix: ['Jr\n'] }],
+        },
+      ],
+      identifier: [
+        {
+          type: {
+            coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'PLAC' }],
+          },
+          system: 'urn:oid:2.16.840.1.113883.3.999.1',
+          value: `FP-RV${n}-${Date.now()}`,
+        },
+      ],
+      code: { coding: [{ system: 'http://loinc.org', code: '24627-2', display: 'CT\nChest' }] },
+      subject: { reference: '#p1' },
+    } as never);
+    await published(id);
+    const { text, message } = oruOf(id);
+    const segments = text.split('\r').filter((s) => /^(PID|OBR)\|/.test(s));
+    expect(segments.join('\r')).not.toMatch(/\\X0[9AD]/);
+    expect([1, 2, 3, 4].map((c) => message.get(`PID-5.${c}`))).toEqual([
+      'Smith Jones',
+      'Ann Marie',
+      'Lou',
+      'Jr',
+    ]);
+    expect(message.get('OBR-4.2')).toBe('CT Chest');
+  });
 
   it('a FHIR order in the ORU: OBR-4.3 a table 0396 code, identifier systems as HD universal IDs', async () => {
     n += 1;

@@ -1,19 +1,15 @@
 import type { Request } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
-import { sha256Hex } from '../common/hash';
+import { senderOf } from '../auth/sender-identity';
 import type { FhirCaller } from './fhir-operation.shared';
 import { ByteBudgetGate } from '../common/byte-budget-gate';
 import { readRawBody } from './fhir-http';
 
 /**
- * Who is calling, without the secret: our credentials carry a role, not a name, so a client
- * is known by a short digest of its bearer token (stable while the token is; never
- * reversible). The idempotency of conditional creates is per sender.
+ * Who is calling (`src/auth/sender-identity.ts`): a digest of the bearer token. The idempotency
+ * of conditional creates is per sender.
  */
-export function senderOf(req: Request): string {
-  const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-  return `fhir-client:${sha256Hex(token).slice(0, 12)}`;
-}
+export { senderOf };
 
 /**
  * What a `sender` token may read (least privilege, issue #15): the orders it submitted, and

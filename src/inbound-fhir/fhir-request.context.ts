@@ -1,6 +1,8 @@
 import type { Request } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
 import { senderOf } from '../auth/sender-identity';
+import { AppError } from '../common/app-error';
+import { sha256Hex } from '../common/hash';
 import type { FhirCaller } from './fhir-operation.shared';
 import { ByteBudgetGate } from '../common/byte-budget-gate';
 import { readRawBody } from './fhir-http';
@@ -31,6 +33,25 @@ export function restrictionOf(
     own: senderOf(req),
     ehrChannel: subscriptionToken === undefined || token === subscriptionToken,
   };
+}
+
+/**
+ * The Subscription notification endpoint takes the EHR's token only: with
+ * FHIR_SUBSCRIPTION_TOKEN set, another sender token (a RIS's) is 403 before its body is read.
+ * It was taken from any sender token: a RIS's token DELETEd `…/ServiceRequest/{id}` and the
+ * EHR's order was cancelled, or PUT a ServiceRequest of its own making as the EHR's. Admin
+ * passes, as everywhere; unset, any sender token is the EHR's channel (docs/fhir.md).
+ */
+export function assertSubscriptionChannel(req: Request, subscriptionToken?: string): void {
+  if (subscriptionToken === undefined) return;
+  if ((req as AuthenticatedRequest).principal?.role !== 'sender') return;
+  const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+  // digests compared: equal length, no early exit on the secret's first differing character
+  if (sha256Hex(token) === sha256Hex(subscriptionToken)) return;
+  throw new AppError(
+    'forbidden',
+    "only the EHR's Subscription token (FHIR_SUBSCRIPTION_TOKEN) may post notifications; this sender token may not",
+  );
 }
 
 /** Whether an order or resource submitted by `sender` is visible under the restriction. */

@@ -4,6 +4,7 @@ import { TEST_TOKENS } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
 import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
 import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { waitFor } from '../e2e/e2e-support';
 
 jest.setTimeout(120_000);
 
@@ -121,13 +122,32 @@ describe('the order API acts only on the sender token’s own orders', () => {
       expect(asUnknown(bypass.body)).toEqual(asUnknown(unknownBypass.body));
     }
 
+    // The attempt is on the order's timeline, written after the answer (awaited, it made the
+    // 404 of an existing order slower than an unknown id's) and once per token and action:
+    // the token asking again and again does not fill the timeline.
     const other = actorOf('sender', OTHER_SENDER);
+    for (let i = 0; i < 5; i++) {
+      expect(
+        (await api(`/api/orders/${mine}/cancel`, { reason: 'again' }, OTHER_SENDER)).status,
+      ).toBe(404);
+    }
+    const refusals = async () => [
+      ...(await events(mine, 'order.cancel-refused')),
+      ...(await events(mine, 'order.change-refused')),
+    ];
+    await waitFor('the refusals on the timeline', async () => (await refusals()).length >= 3);
+    await new Promise((r) => setTimeout(r, 500));
     expect(await events(mine, 'order.cancel-refused')).toEqual([
       {
         severity: 'warning',
         actor: other,
-        summary: `cancel refused: ${other} did not submit this order (answered as unknown, 404)`,
-        detail: { via: 'api', action: 'cancel', reason: 'not-submitter' },
+        summary: `cancel refused: ${other} did not submit this order (answered as unknown, 404; recorded once per token and action)`,
+        detail: {
+          via: 'api',
+          action: 'cancel',
+          reason: 'not-submitter',
+          attempt: `${other} cancel`,
+        },
       },
     ]);
     expect(

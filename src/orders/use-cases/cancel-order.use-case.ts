@@ -44,10 +44,14 @@ export class CancelOrderUseCase {
   ): Promise<void> {
     const { dataSource, jobs } = this.deps;
     if (!reason.trim()) throw new OrderLifecycleError('reason_required', 'a reason is required');
-    const foreign = await dataSource.transaction(async (manager) => {
+    await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order) throw new OrderLifecycleError('order_not_found', 'no such order');
-      if (restrictedTo !== undefined && order.sender !== restrictedTo) return true;
+      if (restrictedTo !== undefined && order.sender !== restrictedTo) {
+        // answered as an unknown order is, by the same path (a rolled-back transaction)
+        refusedAsNotSubmitter(this.deps, orderId, actor, 'cancel');
+        throw new OrderLifecycleError('order_not_found', 'no such order');
+      }
       if (isTerminal(stateOf(order))) {
         throw new OrderLifecycleError('order_ended', `the order is already ${order.state}`, {
           state: order.state,
@@ -64,12 +68,7 @@ export class CancelOrderUseCase {
         },
       ]);
       await jobs.enqueue(ORDER_JOBS.cancel, { orderId }, { manager, jobKey: `cancel:${orderId}` });
-      return false;
     });
-    if (foreign) {
-      await refusedAsNotSubmitter(this.deps, orderId, actor, 'cancel');
-      throw new OrderLifecycleError('order_not_found', 'no such order');
-    }
     jobs.kick();
   }
 

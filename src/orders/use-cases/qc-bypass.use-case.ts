@@ -31,7 +31,7 @@ export class QcBypassUseCase {
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order) throw new OrderLifecycleError('order_not_found', 'no such order');
     if (decision.restrictedTo !== undefined && order.sender !== decision.restrictedTo) {
-      await refusedAsNotSubmitter(
+      refusedAsNotSubmitter(
         this.deps,
         orderId,
         decision.actor,

@@ -85,3 +85,63 @@ describe('the Subscription notification endpoint takes only FHIR_SUBSCRIPTION_TO
     expect((await orderOf('EHR-CHAN-1'))[0]).toMatchObject({ cancelling: true });
   });
 });
+
+/**
+ * With FHIR_SUBSCRIPTION_TOKEN unset any sender token posts notifications (the EHR's channel,
+ * docs/fhir.md). A notified request is taken for the one POSTed to us under its placer
+ * identifier: that was any sender's, so a RIS's token PUT a `revoked` ServiceRequest under
+ * another RIS's placer number to the rest-hook endpoint and that RIS's order was cancelled
+ * (200 "processed"). A notification now takes over only what its own token POSTed.
+ */
+describe('FHIR_SUBSCRIPTION_TOKEN unset: a notification takes over only its own sender’s POSTed requests', () => {
+  let h: FhirHarness;
+
+  beforeAll(async () => {
+    h = await startFhirHarness({
+      API_TOKENS: [
+        ...Object.entries(TEST_TOKENS).map(([role, token]) => `${role}:${token}`),
+        `sender:${RIS_TOKEN}`,
+      ].join(','),
+    });
+  });
+  afterAll(() => h?.close());
+
+  const post = (sr: Record<string, unknown>, token: string) =>
+    fetch(`${h.adapter.httpUrl}/fhir/ServiceRequest`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify(sr),
+    });
+  const revokeByHook = (id: string, placer: string, token: string) =>
+    fetch(`${h.adapter.httpUrl}/fhir/subscription-notifications/ServiceRequest/${id}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({
+        ...chestCtRequest(placer, { subject: { reference: 'Patient/dicom' } }),
+        id,
+        status: 'revoked',
+      }),
+    });
+  const cancelling = async (placer: string) =>
+    (
+      await h.db.query<{ sender: string; cancelling: boolean }>(
+        `SELECT sender, cancel_requested_at IS NOT NULL AS cancelling FROM orders WHERE placer_order_number = $1 ORDER BY created_at`,
+        [placer],
+      )
+    ).rows;
+
+  it('another sender’s revoked version under the placer number cancels nothing; the poster’s own does', async () => {
+    const sr = chestCtRequest('TAKE-1', { subject: { reference: 'Patient/dicom' } });
+    expect((await post(sr, TEST_TOKENS.sender)).status).toBe(201);
+    const [mine] = await cancelling('TAKE-1');
+    expect(mine).toMatchObject({ cancelling: false });
+
+    // the RIS's token, as "the EHR", revokes a request under the other sender's placer number
+    expect((await revokeByHook('take-1', 'TAKE-1', RIS_TOKEN)).status).toBe(200);
+    expect(await cancelling('TAKE-1')).toEqual([mine]);
+
+    // the sender that POSTed it, notifying as the EHR's channel, still does
+    expect((await revokeByHook('take-1-own', 'TAKE-1', TEST_TOKENS.sender)).status).toBe(200);
+    expect(await cancelling('TAKE-1')).toEqual([{ ...mine, cancelling: true }]);
+  });
+});

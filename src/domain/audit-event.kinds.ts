@@ -12,9 +12,10 @@ export const AUDIT_EVENT_KINDS = {
   'order.duplicate': 'an order already known was not created again',
   'order.updated': 'an order changed (metadata, demographics, merge)',
   'order.cancel-requested': 'a cancel was asked for (who, why)',
-  'order.cancel-refused': 'a cancel came too late, or named another patient (not applied)',
+  'order.cancel-refused':
+    'a cancel came too late, named another patient, or came from a sender token that did not submit the order (not applied)',
   'order.change-refused':
-    'a change came after the order had ended, named another patient, or changed the products of a running order (not applied)',
+    'a change came after the order had ended, named another patient, or changed the products of a running order; or a QC bypass came from a sender token that did not submit the order (not applied)',
   'order.replaces':
     "an order's request replaces an earlier one (FHIR replaces): which, and what became of it (its cancel requested, or why not)",
   'order.replaced':

@@ -38,6 +38,25 @@ export interface NotificationRecord {
   subscription: Omit<NotificationChange, 'subscriptionRef' | 'inboundMessageId'> & {
     ref: string;
   };
+  /**
+   * The sender whose POSTed requests this notification may take over by placer identifier
+   * (`notificationPoster`): set when any sender token may post notifications
+   * (FHIR_SUBSCRIPTION_TOKEN unset), so that one sender's notification never takes over and
+   * cancels another's order. Unset: the EHR's channel, which takes over any sender's.
+   */
+  postedBy?: string;
+}
+
+/**
+ * Whose POSTed requests a notification from `caller` may take over: with
+ * FHIR_SUBSCRIPTION_TOKEN unset any sender token posts notifications, and only its own;
+ * set, only the EHR's token reaches here (docs/fhir.md), and it takes over any.
+ */
+export function notificationPoster(
+  caller: { sender: string },
+  subscriptionToken: string | undefined,
+): { postedBy?: string } {
+  return subscriptionToken === undefined ? { postedBy: caller.sender } : {};
 }
 
 type EhrOrder = IntakeOrder & { item?: EhrServiceRequest; stored?: StoredResource<ServiceRequest> };
@@ -144,10 +163,18 @@ export class EhrOrderIntake {
    * order (refused) and never ordered. A request read from the EHR under another URL is
    * another request (its id on the EHR is its identity there).
    */
-  private async postedAs(sr: ServiceRequest): Promise<StoredResource<ServiceRequest> | undefined> {
+  private async postedAs(
+    sr: ServiceRequest,
+    postedBy: string | undefined,
+  ): Promise<StoredResource<ServiceRequest> | undefined> {
     const placer = placerOf(sr);
     if (!placer) return undefined;
-    const candidates = await this.deps.resources.findPostedServiceRequestsByIdentifier(placer);
+    // `postedBy`: any sender's notification took over another sender's order under its placer
+    // number (and cancelled it with a revoked version) while FHIR_SUBSCRIPTION_TOKEN was unset
+    const candidates = await this.deps.resources.findPostedServiceRequestsByIdentifier(
+      placer,
+      postedBy,
+    );
     return candidates.find((c) => {
       const held = placerOf(c.resource);
       return held?.system === placer.system && held.value === placer.value;
@@ -179,7 +206,7 @@ export class EhrOrderIntake {
       // (order.change-refused) and never ordered.
       const byUrl = known.get(item.fullUrl);
       const madeAgain = byUrl?.sourceVersion === DELETED_ON_EHR && version !== DELETED_ON_EHR;
-      const seen = madeAgain ? undefined : (byUrl ?? (await this.postedAs(sr)));
+      const seen = madeAgain ? undefined : (byUrl ?? (await this.postedAs(sr, rec.postedBy)));
       if (madeAgain && sr.status === 'active') {
         rec.quirks.push({
           code: 'notification-request-made-again',

@@ -4,7 +4,7 @@ import type { Request, Response } from 'express';
 import { Roles } from '../auth/auth.decorators';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import { negotiateFormat, sendResource } from './fhir-http';
-import { callerOf, fhirBodies } from './fhir-request.context';
+import { assertSubscriptionChannel, callerOf, fhirBodies } from './fhir-request.context';
 import { FHIR_FRONT_DOOR_CONFIG } from './inbound-fhir.tokens';
 import { OperationOutcomeFilter } from './operation-outcome.filter';
 import { RestHookNotificationHandler } from './rest-hook-notification.handler';
@@ -29,6 +29,7 @@ export class FhirNotificationController {
   @Roles('sender')
   @Post()
   async notify(@Req() req: Request, @Res() res: Response): Promise<void> {
+    assertSubscriptionChannel(req, this.config.subscriptionToken);
     const format = negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     // No body: a classic R4 rest-hook Subscription without payload ("something changed").
@@ -44,6 +45,7 @@ export class FhirNotificationController {
   @Roles('sender')
   @Put('ServiceRequest/:id')
   async updated(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
+    assertSubscriptionChannel(req, this.config.subscriptionToken);
     const format = negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await fhirBodies.run(caller.raw.length, () => this.restHook.updated(caller, id));
@@ -54,6 +56,7 @@ export class FhirNotificationController {
   @Roles('sender')
   @Delete('ServiceRequest/:id')
   async deleted(@Req() req: Request, @Res() res: Response, @Param('id') id: string): Promise<void> {
+    assertSubscriptionChannel(req, this.config.subscriptionToken);
     const format = negotiateFormat(req);
     const caller = await callerOf(req, this.config.maxBodyBytes, { keepHead: true });
     const answer = await this.restHook.deleted(caller, id);

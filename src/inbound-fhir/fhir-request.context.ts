@@ -1,19 +1,17 @@
 import type { Request } from 'express';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { senderOf } from '../auth/sender-identity';
+import { AppError } from '../common/app-error';
 import { sha256Hex } from '../common/hash';
 import type { FhirCaller } from './fhir-operation.shared';
 import { ByteBudgetGate } from '../common/byte-budget-gate';
 import { readRawBody } from './fhir-http';
 
 /**
- * Who is calling, without the secret: our credentials carry a role, not a name, so a client
- * is known by a short digest of its bearer token (stable while the token is; never
- * reversible). The idempotency of conditional creates is per sender.
+ * Who is calling (`src/auth/sender-identity.ts`): a digest of the bearer token. The idempotency
+ * of conditional creates is per sender.
  */
-export function senderOf(req: Request): string {
-  const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-  return `fhir-client:${sha256Hex(token).slice(0, 12)}`;
-}
+export { senderOf };
 
 /**
  * What a `sender` token may read (least privilege, issue #15): the orders it submitted, and
@@ -35,6 +33,25 @@ export function restrictionOf(
     own: senderOf(req),
     ehrChannel: subscriptionToken === undefined || token === subscriptionToken,
   };
+}
+
+/**
+ * The Subscription notification endpoint takes the EHR's token only: with
+ * FHIR_SUBSCRIPTION_TOKEN set, another sender token (a RIS's) is 403 before its body is read.
+ * It was taken from any sender token: a RIS's token DELETEd `…/ServiceRequest/{id}` and the
+ * EHR's order was cancelled, or PUT a ServiceRequest of its own making as the EHR's. Admin
+ * passes, as everywhere; unset, any sender token is the EHR's channel (docs/fhir.md).
+ */
+export function assertSubscriptionChannel(req: Request, subscriptionToken?: string): void {
+  if (subscriptionToken === undefined) return;
+  if ((req as AuthenticatedRequest).principal?.role !== 'sender') return;
+  const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
+  // digests compared: equal length, no early exit on the secret's first differing character
+  if (sha256Hex(token) === sha256Hex(subscriptionToken)) return;
+  throw new AppError(
+    'forbidden',
+    "only the EHR's Subscription token (FHIR_SUBSCRIPTION_TOKEN) may post notifications; this sender token may not",
+  );
 }
 
 /** Whether an order or resource submitted by `sender` is visible under the restriction. */

@@ -6,6 +6,7 @@ import type { ToleratedQuirk } from '../domain/order-request';
 import {
   deletedOnEhr,
   EhrOrderIntake,
+  notificationPoster,
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
@@ -154,6 +155,7 @@ export class RestHookNotificationHandler {
       messageType: 'notification rest-hook (no payload)',
       idempotencyKey: key,
       subscription: this.subscription(new Date(startedAt).toISOString()),
+      ...notificationPoster(caller, this.deps.config.subscriptionToken),
     });
     return { key, found: found.length };
   }
@@ -188,6 +190,7 @@ export class RestHookNotificationHandler {
       messageType: 'notification rest-hook (ServiceRequest)',
       idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|sha256:${sha256Hex(caller.raw)}`,
       subscription: this.subscription(undefined),
+      ...notificationPoster(caller, this.deps.config.subscriptionToken),
     });
     return ok(`${fullUrl} processed`, warnings);
   }
@@ -216,6 +219,7 @@ export class RestHookNotificationHandler {
       // another deletion (it was answered as the first one's resend, and its order ran on).
       idempotencyKey: `fhir-subscription|${this.ref}|${fullUrl}|deleted|${stored?.id ?? 'none'}`,
       subscription: this.subscription(undefined),
+      ...notificationPoster(caller, this.deps.config.subscriptionToken),
     });
     return ok(`${fullUrl} deleted on the EHR${stored?.orderId ? ': its order is cancelled' : ''}`);
   }

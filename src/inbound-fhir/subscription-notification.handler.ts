@@ -5,6 +5,7 @@ import { EhrFhirError } from './ehr-fhir.client';
 import {
   deletedOnEhr,
   EhrOrderIntake,
+  notificationPoster,
   requireEhr,
   type EhrServiceRequest,
 } from './ehr-order.intake';
@@ -355,6 +356,7 @@ export class SubscriptionNotificationHandler {
         restart: restart?.change,
         eventAt: eventAt ? new Date(eventAt).toISOString() : undefined,
       },
+      ...notificationPoster(caller, this.deps.config.subscriptionToken),
     });
     if (gap) {
       await this.catchUp.catchUp(parsed, Math.max(parsed.eventsSinceStart ?? 0, maxFresh ?? 0));

@@ -119,9 +119,17 @@ export class OrderLifecycleService {
     return this.batchReport.fetchBatchReport(batchId);
   }
 
-  /** Our REST API's cancel (HL7 and FHIR cancels come through the intake). */
-  requestCancel(orderId: string, reason: string, actor: string): Promise<void> {
-    return this.cancel.requestCancel(orderId, reason, actor);
+  /**
+   * Our REST API's cancel (HL7 and FHIR cancels come through the intake); `restrictedTo`: only
+   * an order this sender submitted (else order_not_found).
+   */
+  requestCancel(
+    orderId: string,
+    reason: string,
+    actor: string,
+    restrictedTo?: string,
+  ): Promise<void> {
+    return this.cancel.requestCancel(orderId, reason, actor, restrictedTo);
   }
 
   /** `order.cancel-upstream`: cancels upstream (if placed) and ends the order as cancelled. */
@@ -131,7 +139,7 @@ export class OrderLifecycleService {
 
   decideQcBypass(
     orderId: string,
-    decision: { reason?: string; withdraw?: boolean; actor: string },
+    decision: { reason?: string; withdraw?: boolean; actor: string; restrictedTo?: string },
   ): Promise<QcBypassDecision> {
     return this.qcBypass.decideQcBypass(orderId, decision);
   }

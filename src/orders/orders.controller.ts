@@ -20,6 +20,7 @@ import {
 import { z } from 'zod';
 import { Roles } from '../auth/auth.decorators';
 import type { AuthenticatedRequest } from '../auth/bearer-auth.guard';
+import { ownOrdersOf } from '../auth/sender-identity';
 import { AppError } from '../common/app-error';
 import { ORDER_STATES } from '../domain/order-state';
 import { OrderRepository } from '../persistence/order.repository';
@@ -144,7 +145,8 @@ export class OrdersController {
     @Req() req: AuthenticatedRequest,
   ): Promise<{ id: string; cancelRequested: true }> {
     const { reason } = parse(cancelBody, body);
-    await this.lifecycle.requestCancel(id, reason, req.principal!.actor);
+    // A sender token cancels only what it submitted; another's order is answered 404 as unknown.
+    await this.lifecycle.requestCancel(id, reason, req.principal!.actor, ownOrdersOf(req));
     return { id, cancelRequested: true };
   }
 
@@ -161,7 +163,12 @@ export class OrdersController {
     @Req() req: AuthenticatedRequest,
   ) {
     const { reason, withdraw } = parse(bypassBody, body);
-    return this.lifecycle.decideQcBypass(id, { reason, withdraw, actor: req.principal!.actor });
+    return this.lifecycle.decideQcBypass(id, {
+      reason,
+      withdraw,
+      actor: req.principal!.actor,
+      restrictedTo: ownOrdersOf(req),
+    });
   }
 
   @Roles('admin')

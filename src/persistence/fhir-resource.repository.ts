@@ -149,17 +149,20 @@ export class FhirResourceRepository extends RepositoryBase {
    * The requests we serve that were POSTed or PUT to us (no EHR URL) and carry this
    * identifier (system and value), newest first: the candidates for a request the EHR
    * notifies that first reached us by REST. A request read from the EHR under another URL is
-   * another request there, whatever identifiers it shares.
+   * another request there, whatever identifiers it shares. `sender`: only those it submitted.
    */
-  async findPostedServiceRequestsByIdentifier(id: {
-    system: string;
-    value: string;
-  }): Promise<Array<StoredResource<ServiceRequest>>> {
+  async findPostedServiceRequestsByIdentifier(
+    id: {
+      system: string;
+      value: string;
+    },
+    sender?: string,
+  ): Promise<Array<StoredResource<ServiceRequest>>> {
     const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url IS NULL
-          AND resource->'identifier' @> $1::jsonb
+          AND resource->'identifier' @> $1::jsonb AND ($2::text IS NULL OR sender = $2)
         ORDER BY last_updated DESC LIMIT 20`,
-      [pgJson([{ system: id.system, value: id.value }])],
+      [pgJson([{ system: id.system, value: id.value }]), sender ?? null],
     );
     return rows.map((r) => toStored<ServiceRequest>(r));
   }

@@ -298,7 +298,12 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
   });
 
   it('a clinician bypasses a QC rejection (REST, who and why), the order goes on to DELIVERED', async () => {
-    const noReason = await api(`/api/orders/${qcBypassed}/qc-bypass`, { method: 'POST', body: {} });
+    // An order over HL7 carries no sender token: admin decides for the clinician here.
+    const noReason = await api(`/api/orders/${qcBypassed}/qc-bypass`, {
+      method: 'POST',
+      body: {},
+      token: TEST_TOKENS.admin,
+    });
     expect(noReason.status).toBe(400);
     const asAnalyst = await api(`/api/orders/${qcBypassed}/qc-bypass`, {
       method: 'POST',
@@ -308,6 +313,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
     expect(asAnalyst.status).toBe(403);
     const res = await api(`/api/orders/${qcBypassed}/qc-bypass`, {
       method: 'POST',
+      token: TEST_TOKENS.admin,
       body: { reason: 'motion artefact limited to two slices; volumetry still meaningful' },
     });
     expect(res.status).toBe(200);
@@ -316,6 +322,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
       (
         await api(`/api/orders/${qcBypassed}/qc-bypass`, {
           method: 'POST',
+          token: TEST_TOKENS.admin,
           body: { withdraw: true },
         })
       ).status,
@@ -324,6 +331,7 @@ describe('order lifecycle end to end (MLLP + FHIR in, Orthanc, sandbox upstream)
       (
         await api(`/api/orders/${qcBypassed}/qc-bypass`, {
           method: 'POST',
+          token: TEST_TOKENS.admin,
           body: { reason: 'reviewed by Dr. Arzt: accept' },
         })
       ).status,

@@ -53,6 +53,9 @@ describe('a request that replaces an earlier one (ServiceRequest.replaces)', () 
         `analyst:${TEST_TOKENS.analyst}`,
         `admin:${TEST_TOKENS.admin}`,
       ].join(','),
+      // the EHR's channel (its notifications take over a request another sender POSTed; with
+      // it unset, any sender token notifies and takes over only what it POSTed itself)
+      FHIR_SUBSCRIPTION_TOKEN: TEST_TOKENS.sender,
     });
     db = new PgClient({ connectionString: adapter.db.url });
     await db.connect();

@@ -251,12 +251,12 @@ describe('order ends (adapter, sandbox upstream behind a proxy, RIS peer)', () =
       .id;
   };
 
-  /** A clinician's QC bypass for order `id`, asked through our REST API. */
+  /** A clinician's QC bypass for order `id`, asked through our REST API (admin: an HL7 order). */
   const askBypass = (id: string, reason: string) =>
     fetch(`${adapter.httpUrl}/api/orders/${id}/qc-bypass`, {
       method: 'POST',
       headers: {
-        authorization: `Bearer ${TEST_TOKENS.sender}`,
+        authorization: `Bearer ${TEST_TOKENS.admin}`,
         'content-type': 'application/json',
       },
       body: JSON.stringify({ reason }),

@@ -116,14 +116,19 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
     });
     expect(unknown.status).toBe(404);
     expect(unknown.headers.get('content-type')).toMatch(/application\/problem\+json/);
-    const res = await api(`/api/orders/${id}/cancel`, {
-      reason: 'patient declined the AI analysis',
-    });
+    // An order over HL7 carries no sender token: no sender cancels it here (404, as unknown);
+    // admin does (its RIS cancels it over HL7, ORC-1 CA).
+    expect((await api(`/api/orders/${id}/cancel`, { reason: 'x' })).status).toBe(404);
+    const res = await api(
+      `/api/orders/${id}/cancel`,
+      { reason: 'patient declined the AI analysis' },
+      TEST_TOKENS.admin,
+    );
     expect(res.status).toBe(202);
     await stateIs(id, 'cancelled');
     const r = await row(id);
     expect(sandbox.state.orders.get(r.upstream_order_id)?.status).toBe('CANCELLED');
-    const again = await api(`/api/orders/${id}/cancel`, { reason: 'again' });
+    const again = await api(`/api/orders/${id}/cancel`, { reason: 'again' }, TEST_TOKENS.admin);
     expect(again.status).toBe(409);
     const decision = await db.query(
       `SELECT actor, detail FROM audit_events WHERE order_id = $1 AND kind = 'order.cancel-requested'`,
@@ -134,7 +139,7 @@ describe('order lifecycle rules (adapter, sandbox upstream, real PostgreSQL)', (
       via: 'api',
     });
     // A QC bypass on an order that is not on QC hold is refused.
-    const bypass = await api(`/api/orders/${id}/qc-bypass`, { reason: 'x' });
+    const bypass = await api(`/api/orders/${id}/qc-bypass`, { reason: 'x' }, TEST_TOKENS.admin);
     expect(bypass.status).toBe(409);
   });
 

@@ -10,6 +10,7 @@ import { describe, isTransient } from '../upstream-errors';
 import type { ApplyUpstreamStatusUseCase } from './apply-upstream-status.use-case';
 import type { EndLocallyUseCase } from './end-locally.use-case';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { refusedAsNotSubmitter } from './not-submitter';
 
 /** Cancel: our REST API's request, and `order.cancel-upstream` which carries it out. */
 export class CancelOrderUseCase {
@@ -29,13 +30,28 @@ export class CancelOrderUseCase {
     return this.status.applyUpstreamStatus(...args);
   }
 
-  /** Our REST API's cancel (HL7 and FHIR cancels come through the intake). */
-  async requestCancel(orderId: string, reason: string, actor: string): Promise<void> {
+  /**
+   * Our REST API's cancel (HL7 and FHIR cancels come through the intake). `restrictedTo`: the
+   * caller is a sender token, which cancels only the orders it submitted (`orders.sender`);
+   * any other order is answered as unknown (its existence not confirmed) and the attempt is
+   * on that order's timeline. Admin (undefined) cancels any.
+   */
+  async requestCancel(
+    orderId: string,
+    reason: string,
+    actor: string,
+    restrictedTo?: string,
+  ): Promise<void> {
     const { dataSource, jobs } = this.deps;
     if (!reason.trim()) throw new OrderLifecycleError('reason_required', 'a reason is required');
     await dataSource.transaction(async (manager) => {
       const order = await loadOrder(manager, orderId, true);
       if (!order) throw new OrderLifecycleError('order_not_found', 'no such order');
+      if (restrictedTo !== undefined && order.sender !== restrictedTo) {
+        // answered as an unknown order is, by the same path (a rolled-back transaction)
+        refusedAsNotSubmitter(this.deps, orderId, actor, 'cancel');
+        throw new OrderLifecycleError('order_not_found', 'no such order');
+      }
       if (isTerminal(stateOf(order))) {
         throw new OrderLifecycleError('order_ended', `the order is already ${order.state}`, {
           state: order.state,

@@ -6,6 +6,7 @@ import { loadOrder, stateOf } from '../order-transitions';
 import { describe, errorCode, isTransient } from '../upstream-errors';
 import { describeRefusal, upstreamRefusalView } from '../upstream-refusal';
 import type { LifecycleDeps } from './lifecycle-deps';
+import { refusedAsNotSubmitter } from './not-submitter';
 
 /** A clinician's QC bypass decision, sent upstream and recorded. */
 export class QcBypassUseCase {
@@ -18,15 +19,26 @@ export class QcBypassUseCase {
   /**
    * A clinician's decision on a QC rejection (our REST API, the FHIR Task operation, the
    * audit page): who and why are recorded and sent upstream; a request can be withdrawn
-   * while the verdict is pending.
+   * while the verdict is pending. `restrictedTo`: the caller is a sender token, which decides
+   * only on the orders it submitted (`orders.sender`); any other order is answered as unknown
+   * (its existence not confirmed) and the attempt is on that order's timeline.
    */
   async decideQcBypass(
     orderId: string,
-    decision: { reason?: string; withdraw?: boolean; actor: string },
+    decision: { reason?: string; withdraw?: boolean; actor: string; restrictedTo?: string },
   ): Promise<QcBypassDecision> {
     const { dataSource } = this.deps;
     const order = await loadOrder(dataSource.manager, orderId);
     if (!order) throw new OrderLifecycleError('order_not_found', 'no such order');
+    if (decision.restrictedTo !== undefined && order.sender !== decision.restrictedTo) {
+      refusedAsNotSubmitter(
+        this.deps,
+        orderId,
+        decision.actor,
+        decision.withdraw ? 'qc-bypass-withdraw' : 'qc-bypass',
+      );
+      throw new OrderLifecycleError('order_not_found', 'no such order');
+    }
     const reason = decision.reason?.trim() ?? '';
     if (decision.withdraw) {
       if (order.qc_bypass?.status !== 'requested' || stateOf(order) !== 'qc-hold') {

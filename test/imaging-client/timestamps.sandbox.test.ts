@@ -1,25 +1,36 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createMrBrainSeries, generateUid, zipEntries } from '../helpers/dicom-factory';
 import { startFaultyProxy } from './faulty-proxy';
 import { buildClient, startTestSandbox } from './sandbox-harness';
 
 const ROOT = join(__dirname, '..', '..');
+const MIB = 1024 * 1024;
 
 let peer: Awaited<ReturnType<typeof startTestSandbox>>;
+let dir: string;
 beforeAll(async () => {
   peer = await startTestSandbox();
+  dir = await mkdtemp(join(tmpdir(), 'imaging-client-tz-'));
 });
 afterAll(async () => {
   await peer?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-/** Runs create-order.tz-child.ts in a process on the time zone `tz`; its JSON answer. */
 function createInZone(
   tz: string,
   baseUrl: string,
   correlationId: string,
 ): Promise<{ orderId: string; recovered: boolean }> {
+  return inZone(tz, 'create-order.tz-child.ts', [baseUrl, correlationId]);
+}
+
+/** Runs the child script `script` in a process on the time zone `tz`; its JSON answer. */
+function inZone<T>(tz: string, script: string, args: string[]): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -27,9 +38,8 @@ function createInZone(
         'scripts/with-node.cjs',
         '-r',
         '@swc-node/register',
-        'test/imaging-client/create-order.tz-child.ts',
-        baseUrl,
-        correlationId,
+        `test/imaging-client/${script}`,
+        ...args,
       ],
       { cwd: ROOT, env: { ...process.env, TZ: tz }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -76,6 +86,51 @@ describe('upstream timestamps: the contract names no time zone', () => {
       );
     } finally {
       await reader.close();
+      await proxy.close();
+    }
+  });
+
+  it('renews multipart URLs once an hour, not before every part, on a server in Berlin when expires_at names no offset', async () => {
+    // A study of about 24 MiB goes up in 3 parts. The part URLs' expires_at comes without the
+    // `Z`: read as Berlin's local time, URLs valid for an hour looked expired on arrival, and
+    // all remaining part URLs were fetched again before the parts went (2 calls instead of 1;
+    // one more for every round of parts a larger study takes).
+    const studyUid = generateUid();
+    const series = createMrBrainSeries({
+      study: { studyInstanceUid: studyUid },
+      series: { slices: 4, rows: 512, columns: 512 },
+    });
+    const entries = [];
+    for (let i = 0, total = 0; total < 24 * MIB; i++) {
+      const inst = series[i % series.length];
+      entries.push({ name: `DICOM/S1/IM${String(i + 1).padStart(4, '0')}.dcm`, data: inst.bytes });
+      total += inst.bytes.length;
+    }
+    const path = join(dir, 'study.zip');
+    await writeFile(path, await zipEntries(entries.map((e) => ({ ...e, store: true }))));
+    const proxy = await startFaultyProxy(peer.sandbox.baseUrl, (method, p) =>
+      method === 'POST' && p === '/upload/multipart/presigned-urls'
+        ? {
+            rewrite: (body) =>
+              body.toString('utf8').replace(/"expires_at":"([^"]+)Z"/, '"expires_at":"$1"'),
+          }
+        : 'pass',
+    );
+    const setup = buildClient(peer.sandbox.baseUrl);
+    try {
+      const { orderId } = await setup.client.createOrder(
+        { study_uid: studyUid },
+        { correlationId: randomUUID() },
+      );
+      const { result, calls } = await inZone<{
+        result: { mode: string; partCount: number };
+        calls: Record<string, number>;
+      }>('Europe/Berlin', 'upload.tz-child.ts', [proxy.baseUrl, orderId, path]);
+      expect(result).toMatchObject({ mode: 'multipart', partCount: 3 });
+      expect(calls['upload-part']).toBe(3);
+      expect(calls['multipart-presigned-urls']).toBe(1);
+    } finally {
+      await setup.close();
       await proxy.close();
     }
   });

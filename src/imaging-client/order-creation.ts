@@ -16,6 +16,7 @@ import {
   sameUpstreamOrderId,
   upstreamOrderIdKey,
 } from './upstream-schemas';
+import { upstreamInstant } from './upstream-time';
 
 /** Clock skew and upstream latency tolerated when matching `created_at` of a lost order. */
 const CORRELATION_LOOKBACK_MS = 10 * 60_000;
@@ -212,17 +213,27 @@ export class OrderCreation {
   }
 }
 
-/** The PENDING orders that may have been created since `createdSince` (give or take), oldest first. */
+/**
+ * The PENDING orders that may have been created since `createdSince` (give or take), oldest
+ * first. An order whose `created_at` names no instant (no zone, upstream-time.ts) may be ours
+ * whenever it was made: it stays a candidate (one `GET /metadata` more), never left out.
+ */
 function pendingSince(orders: OrderSummary[], createdSince: number | undefined): OrderSummary[] {
   const earliest = createdSince === undefined ? undefined : createdSince - CORRELATION_LOOKBACK_MS;
-  return orders
-    .filter((order) => order.status === 'PENDING')
-    .filter((order) => {
-      if (earliest === undefined || !order.createdAt) return true;
-      const created = Date.parse(order.createdAt);
-      return Number.isNaN(created) || created >= earliest;
-    })
-    .sort((a, b) => (a.createdAt ?? '').localeCompare(b.createdAt ?? ''));
+  return (
+    orders
+      .filter((order) => order.status === 'PENDING')
+      .map((order) => ({ order, created: upstreamInstant(order.createdAt) }))
+      .filter(
+        ({ created }) => earliest === undefined || created === undefined || created >= earliest,
+      )
+      // By instant, not by text (`…:00.5Z` sorts before `…:00Z`, offsets not at all); orders
+      // whose instant is unknown keep the list's order.
+      .sort((a, b) =>
+        a.created === undefined || b.created === undefined ? 0 : a.created - b.created,
+      )
+      .map(({ order }) => order)
+  );
 }
 
 function errorCode(error: unknown): string {

@@ -6,6 +6,7 @@ import { partNumbers } from './upload-plan';
 import { byOrder, callJson } from './upstream-calls';
 import type { UpstreamHttp } from './upstream-http';
 import { sameUpstreamOrderId } from './upstream-schemas';
+import { upstreamInstant } from './upstream-time';
 
 /**
  * The upload endpoints, `client.uploads`: a presigned URL for a single PUT, or the multipart
@@ -97,8 +98,11 @@ export class UploadEndpoints {
   }
 }
 
+/**
+ * `expires_at`, when it names its zone (upstream-time.ts); without one it is no instant (read
+ * as local time on a server east of UTC, URLs valid for an hour looked expired on arrival and
+ * were fetched again before every part), and the contract's hour from issue applies.
+ */
 function parseTime(value: string | undefined): number | undefined {
-  if (!value) return undefined;
-  const ms = Date.parse(value);
-  return Number.isNaN(ms) ? undefined : ms;
+  return upstreamInstant(value);
 }

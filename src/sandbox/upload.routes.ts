@@ -275,11 +275,17 @@ export function registerUploadRoutes(router: Router, svc: SandboxServices): void
           );
         chosen.push({ n, size: part.size, path: part.path });
       }
-      chosen.slice(0, -1).forEach((c) => {
-        if (c.size < LIMITS.chunkMinBytes) {
+      // Contract, Limits: "Chunk size 5 MB to 100 MB", with no exception for the last part
+      // (and a study under 5 MB goes as a single PUT). Every part but the last needs 5 MiB (the
+      // safe reading); the last at least 5,000,000 bytes, the other reading, which a study of
+      // 5,000,000 bytes up to 5 MiB (too large for a single PUT) needs for its only part.
+      chosen.forEach((c, i) => {
+        const last = i === chosen.length - 1;
+        const min = last ? LIMITS.singlePutMaxBytes : LIMITS.chunkMinBytes;
+        if (c.size < min) {
           throw badRequest(
             'part_too_small',
-            `part ${c.n} holds ${c.size} bytes; every part except the last needs at least ${LIMITS.chunkMinBytes} bytes (5 MB)`,
+            `part ${c.n} holds ${c.size} bytes; every part needs at least ${LIMITS.chunkMinBytes} bytes (5 MiB), the last at least ${LIMITS.singlePutMaxBytes} (5 MB)`,
           );
         }
       });

@@ -343,9 +343,10 @@ describe('sandbox: presigned uploads and study intake', () => {
       });
 
     it('uploads a study in parts, checks part numbers and ETags, and starts processing on complete', async () => {
-      const series = createMrBrainSeries({ series: { slices: 3, rows: 1024, columns: 1024 } });
+      // Two parts of at least 5 MiB each (contract, Limits: chunk size 5 MB to 100 MB).
+      const series = createMrBrainSeries({ series: { slices: 5, rows: 1024, columns: 1024 } });
       const zip = await zipStudy(series, [], { store: true });
-      expect(zip.length).toBeGreaterThan(5 * MiB);
+      expect(zip.length).toBeGreaterThan(10 * MiB);
       const id = await newOrder(h);
       const init = await initiate(id, { size_bytes: zip.length });
       expect(init.status).toBe(201);
@@ -435,7 +436,9 @@ describe('sandbox: presigned uploads and study intake', () => {
           json: { upload_id: uploadId, parts: 1 },
         })
       ).json.urls as { url: string }[];
-      const bytes = createMrBrainSeries({ series: { slices: 1 } })[0].bytes;
+      // One instance of 1600 x 1600 (16-bit): 5,120,000 pixel bytes, a part of at least 5 MB.
+      const bytes = createMrBrainSeries({ series: { slices: 1, rows: 1600, columns: 1600 } })[0]
+        .bytes;
       const first = await putObject(url.url, bytes);
       const second = await putObject(url.url, bytes);
       expect(first.headers.get('etag')).not.toBe(second.headers.get('etag'));
@@ -454,7 +457,7 @@ describe('sandbox: presigned uploads and study intake', () => {
       expect(ok.status).toBe(200);
     });
 
-    it('refuses 101 parts, part numbers over 100, parts under 5 MB except the last, and unknown parts', async () => {
+    it('refuses 101 parts, part numbers over 100, a first part under 5 MB, and unknown parts', async () => {
       const id = await newOrder(h);
       const uploadId = (await initiate(id)).json.upload_id as string;
       const tooMany = await h.call('POST', '/upload/multipart/presigned-urls', {
@@ -496,6 +499,85 @@ describe('sandbox: presigned uploads and study intake', () => {
       expect(never.json.message).toMatch(/part 3 was never uploaded/);
       const empty = await putObject(urls[2].url, Buffer.alloc(0));
       expect(empty.status).toBe(400);
+      await h.call('POST', '/upload/multipart/abort', { token: t, json: { upload_id: uploadId } });
+    });
+
+    it('refuses a last part under 5 MB as it refuses any other (contract, Limits: chunk size 5 MB to 100 MB), and takes one of 5,000,000 bytes', async () => {
+      // 5 slices of 1024 x 1024 (16-bit): a stored ZIP of about 10.5 MB.
+      const series = createMrBrainSeries({ series: { slices: 5, rows: 1024, columns: 1024 } });
+      const zip = await zipStudy(series, [], { store: true });
+      expect(zip.length).toBeGreaterThanOrEqual(5 * MiB + 5_000_000);
+      const id = await newOrder(h);
+      const uploadId = (await initiate(id, { size_bytes: zip.length })).json.upload_id as string;
+      const urls = (
+        await h.call('POST', '/upload/multipart/presigned-urls', {
+          token: t,
+          json: { upload_id: uploadId, parts: 2 },
+        })
+      ).json.urls as { url: string }[];
+      const complete = async (...etags: (string | null)[]) =>
+        h.call('POST', '/upload/multipart/complete', {
+          token: t,
+          json: {
+            upload_id: uploadId,
+            parts: etags.map((etag, i) => ({ part_number: i + 1, etag })),
+          },
+        });
+
+      // The S3 habit (every part but the last): a last part of 1,000 bytes.
+      const bigFirst = await putObject(urls[0].url, zip.subarray(0, zip.length - 1_000));
+      const shortLast = await putObject(urls[1].url, zip.subarray(zip.length - 1_000));
+      const short = await complete(bigFirst.headers.get('etag'), shortLast.headers.get('etag'));
+      expect(short.status).toBe(400);
+      expect(short.json.error).toBe('part_too_small');
+      expect(short.json.message).toMatch(/part 2 holds 1000 bytes/);
+      expect(await statusOf(h, id)).toBe('PENDING');
+      await h.call('POST', '/upload/multipart/abort', { token: t, json: { upload_id: uploadId } });
+
+      // A last part of exactly 5,000,000 bytes (5 MB read decimally): taken.
+      const id2 = await newOrder(h);
+      const upload2 = (await initiate(id2, { size_bytes: zip.length })).json.upload_id as string;
+      const urls2 = (
+        await h.call('POST', '/upload/multipart/presigned-urls', {
+          token: t,
+          json: { upload_id: upload2, parts: 2 },
+        })
+      ).json.urls as { url: string }[];
+      const cut = zip.length - 5_000_000;
+      const [q1, q2] = await Promise.all([
+        putObject(urls2[0].url, zip.subarray(0, cut)),
+        putObject(urls2[1].url, zip.subarray(cut)),
+      ]);
+      const done = await h.call('POST', '/upload/multipart/complete', {
+        token: t,
+        json: {
+          upload_id: upload2,
+          parts: [
+            { part_number: 1, etag: q1.headers.get('etag') },
+            { part_number: 2, etag: q2.headers.get('etag') },
+          ],
+        },
+      });
+      expect(done.status).toBe(200);
+    });
+
+    it('refuses a single part under 5,000,000 bytes: such a study goes as a single PUT', async () => {
+      const id = await newOrder(h);
+      const uploadId = (await initiate(id)).json.upload_id as string;
+      const [url] = (
+        await h.call('POST', '/upload/multipart/presigned-urls', {
+          token: t,
+          json: { upload_id: uploadId, parts: 1 },
+        })
+      ).json.urls as { url: string }[];
+      const put = await putObject(url.url, createMrBrainSeries({ series: { slices: 1 } })[0].bytes);
+      const small = await h.call('POST', '/upload/multipart/complete', {
+        token: t,
+        json: { upload_id: uploadId, parts: [{ part_number: 1, etag: put.headers.get('etag') }] },
+      });
+      expect(small.status).toBe(400);
+      expect(small.json.error).toBe('part_too_small');
+      expect(await statusOf(h, id)).toBe('PENDING');
       await h.call('POST', '/upload/multipart/abort', { token: t, json: { upload_id: uploadId } });
     });
 

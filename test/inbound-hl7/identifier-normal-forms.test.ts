@@ -1,0 +1,87 @@
+import { ackSummary, hl7Fixture } from '../helpers/hl7-fixtures';
+import { startMllpHarness, type MllpHarness } from '../helpers/mllp-harness';
+
+jest.setTimeout(90_000);
+
+/**
+ * Identifiers with letters outside ASCII, written composed by one system and decomposed by
+ * another (Unicode canonical equivalence, §3.7): a French RIS whose numbers carry `É` (the
+ * IHE IPC OMI^O23 fixtures, UTF-8) sends the new order composed (U+00C9) and its cancel through
+ * an engine that writes NFD (`E` + U+0301, as macOS and many pipelines do). The same order, so
+ * the cancel must find it; the identifiers are kept composed (NFC), the raw message as sent.
+ */
+describe('identifiers in composed and decomposed form name the same order', () => {
+  let h: MllpHarness;
+
+  beforeAll(async () => {
+    h = await startMllpHarness();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const nfc = (s: string) => s.normalize('NFC');
+  const nfd = (s: string) => s.normalize('NFD');
+  const edited = (name: string, pairs: [string, string][]): Buffer => {
+    let text = hl7Fixture(name).toString('utf8');
+    for (const [from, to] of pairs) text = text.split(from).join(to);
+    return Buffer.from(text, 'utf8');
+  };
+  const placer = 'DP-ÉCHO-776120';
+  const accession = 'A-ÉCHO-0017';
+  const patient = '7800123-É';
+  const filler = 'RQ-É45120';
+  const message = (id: string, name: string, form: (s: string) => string) =>
+    edited(name, [
+      [name.endsWith('cancel') ? 'OF20250204094012-31' : 'OF20250204091533-17', id],
+      ['DP-776120', form(placer)],
+      ['RQ-45120^', `${form(filler)}^`],
+      ['A20250204-0017', form(accession)],
+      ['7800123^^^CHU_LYON', `${form(patient)}^^^CHU_LYON`],
+    ]);
+
+  it('a cancel whose placer number, accession and patient ID arrive in NFD finds the NFC order', async () => {
+    const nw = message('NFC-NW-1', 'omi-o23-v251-ihe-ipc', nfc);
+    expect(ackSummary(await h.mllp.send(nw))).toMatchObject({ code: 'AA', errors: [] });
+    const ca = message('NFD-CA-1', 'omi-o23-v251-ihe-ipc-cancel', nfd);
+    expect(ca.toString('utf8')).toContain('E\u0301');
+    // Before: AE 204 at PID-3 "Not this patient's order" (or "unknown order" at ORC-2 when
+    // the filler number differed as well), and the order stayed open.
+    expect(ackSummary(await h.mllp.send(ca))).toMatchObject({ code: 'AA', errors: [] });
+    const rows = (
+      await h.db.query(
+        `SELECT placer_order_number, filler_order_number, accession_number, patient_id, cancel_requested_at FROM orders`,
+      )
+    ).rows;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      placer_order_number: nfc(placer),
+      filler_order_number: nfc(filler),
+      accession_number: nfc(accession),
+      patient_id: nfc(patient),
+    });
+    expect(rows[0].cancel_requested_at).not.toBeNull();
+    // the raw message keeps what the sender sent
+    const [raw] = (
+      await h.db.query(`SELECT raw FROM inbound_messages WHERE message_control_id = 'NFD-CA-1'`)
+    ).rows;
+    expect(Buffer.from(raw.raw).toString('utf8')).toContain(nfd(placer));
+  });
+
+  it('a new order in NFD is stored in NFC, and a resend of it in NFC is the same order', async () => {
+    const other = (s: string) => s.replace('ÉCHO', 'ÉCHO-2');
+    const nwD = Buffer.from(
+      message('NFD-NW-2', 'omi-o23-v251-ihe-ipc', (s) => nfd(other(s))).toString('utf8'),
+      'utf8',
+    );
+    expect(ackSummary(await h.mllp.send(nwD))).toMatchObject({ code: 'AA', errors: [] });
+    const nwC = message('NFC-NW-2', 'omi-o23-v251-ihe-ipc', (s) => nfc(other(s)));
+    expect(ackSummary(await h.mllp.send(nwC)).code).toBe('AA');
+    const rows = (
+      await h.db.query(`SELECT placer_order_number FROM orders WHERE placer_order_number LIKE $1`, [
+        '%2-776120',
+      ])
+    ).rows;
+    expect(rows).toEqual([{ placer_order_number: nfc(other(placer)) }]);
+  });
+});

@@ -68,6 +68,27 @@ describe('identifiers in composed and decomposed form name the same order', () =
     expect(Buffer.from(raw.raw).toString('utf8')).toContain(nfd(placer));
   });
 
+  it('a 16-character accession written NFD (20 code points) fits a DICOM SH: no quirk', async () => {
+    const accession16 = 'MÜNCHEN-ÄÖÜ-123';
+    expect([...nfc(accession16)]).toHaveLength(15);
+    const nw = edited('omi-o23-v251-ihe-ipc', [
+      ['OF20250204091533-17', 'NFD-SH-1'],
+      ['DP-776120', 'DP-SH-1'],
+      ['RQ-45120^', 'RQ-SH-1^'],
+      ['A20250204-0017', nfd(`${accession16}4`)],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw))).toMatchObject({ code: 'AA', errors: [] });
+    const [row] = (
+      await h.db.query(
+        `SELECT m.quirks, o.accession_number FROM inbound_messages m JOIN orders o ON o.inbound_message_id = m.id
+          WHERE m.message_control_id = 'NFD-SH-1'`,
+      )
+    ).rows;
+    expect(row.accession_number).toBe(nfc(`${accession16}4`));
+    // Before: the quirk accession-longer-than-dicom, "20 characters, more than the 16".
+    expect(JSON.stringify(row.quirks)).not.toContain('accession-longer-than-dicom');
+  });
+
   it('a new order in NFD is stored in NFC, and a resend of it in NFC is the same order', async () => {
     const other = (s: string) => s.replace('ÉCHO', 'ÉCHO-2');
     const nwD = Buffer.from(

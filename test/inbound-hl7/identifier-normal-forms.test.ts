@@ -105,4 +105,48 @@ describe('identifiers in composed and decomposed form name the same order', () =
     ).rows;
     expect(rows).toEqual([{ placer_order_number: nfc(other(placer)) }]);
   });
+
+  it('an ADT^A08 naming the patient in NFD updates the order made for the NFC patient', async () => {
+    const utf8 = (text: string, version: string) =>
+      text.replace(
+        new RegExp(`\\|${version.replace(/\./g, '\\.')}\r`),
+        `|${version}||||||UNICODE UTF-8\r`,
+      );
+    const nw = Buffer.from(
+      utf8(
+        hl7Fixture('orm-o01-v231-ihe-swf-zds')
+          .toString('latin1')
+          .split('PAT-4711')
+          .join(nfc('PAT-É4711'))
+          .split('PLC-100234')
+          .join('PLC-NFC-A08')
+          .split('MSGID20240318144217')
+          .join('NFC-A08-NW'),
+        '2.3.1',
+      ),
+      'utf8',
+    );
+    expect(ackSummary(await h.mllp.send(nw))).toMatchObject({ code: 'AA', errors: [] });
+    const a08 = Buffer.from(
+      utf8(
+        hl7Fixture('adt-a08-v251-update')
+          .toString('latin1')
+          .split('PAT-4711')
+          .join(nfd('PAT-É4711'))
+          .split('ADT20240319081500-0007')
+          .join('NFD-A08'),
+        '2.5.1',
+      ),
+      'utf8',
+    );
+    expect(ackSummary(await h.mllp.send(a08))).toMatchObject({ code: 'AA', errors: [] });
+    const [order] = (
+      await h.db.query(
+        `SELECT patient_id, request FROM orders WHERE placer_order_number = 'PLC-NFC-A08'`,
+      )
+    ).rows;
+    expect(order.patient_id).toBe(nfc('PAT-É4711'));
+    // Before: the A08 matched no open order (PID-3 compared code point by code point).
+    expect(order.request.patient.name.family).toBe('SCHMIDT-BERGER');
+  });
 });

@@ -1,4 +1,9 @@
-import { rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from '../../src/persistence/embedded-postgres';
 import { request } from 'undici';
 import { startTestAdapter, TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { createMrBrainStudy } from '../helpers/dicom-factory';
@@ -14,10 +19,15 @@ jest.setTimeout(120_000);
  * accession: the instances are the order's, whether they arrive after the order (matched on
  * receipt) or before it (held, then claimed). The files keep their bytes.
  */
-describe('STOW-RS: an NFD Accession Number matches the NFC order', () => {
+describe('STOW-RS and C-STORE: an NFD Accession Number matches the NFC order', () => {
   let adapter: TestAdapter;
+  let port: number;
+  const AE = 'ADAPTER-NFC';
   beforeAll(async () => {
+    port = await freePort();
     adapter = await startTestAdapter({
+      DICOM_SCP_PORT: String(port),
+      DICOM_SCP_AE_TITLE: AE,
       STUDY_QUIET_PERIOD_SECONDS: '1',
       STUDY_UNMATCHED_HOLD_MINUTES: '60',
       JOBS_ENABLED: 'false',
@@ -85,5 +95,31 @@ describe('STOW-RS: an NFD Accession Number matches the NFC order', () => {
     ]);
     await new Promise((r) => setTimeout(r, 1100));
     expect(await ask()).toMatchObject({ status: 'ready', study: { instanceCount: 2 } });
+  });
+
+  it('instances sent by C-STORE (DCMTK storescu): matched to the order by accession on receipt', async () => {
+    const accession = 'MÜNCHEN-ÄÖ-3';
+    const orderId = await insertOrder(adapter.dataSource, {
+      accessionNumber: accession.normalize('NFC'),
+    });
+    const study = createMrBrainStudy({
+      study: { accessionNumber: accession.normalize('NFD') },
+      series: [{ slices: 2 }],
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'nfc-cstore-'));
+    try {
+      const files = study.map((inst, i) => {
+        const file = join(dir, `i${i}.dcm`);
+        writeFileSync(file, inst.bytes);
+        return file;
+      });
+      await promisify(execFile)('storescu', ['-aec', AE, '127.0.0.1', String(port), ...files]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // Before: held unmatched, as another accession.
+    expect(await rowsOf(study[0]!.studyInstanceUid)).toEqual(
+      Array(2).fill({ order_id: orderId, accession_number: accession.normalize('NFC') }),
+    );
   });
 });

@@ -47,7 +47,10 @@ describe('identifiers in composed and decomposed form name the same order', () =
     expect(ca.toString('utf8')).toContain('E\u0301');
     // Before: AE 204 at PID-3 "Not this patient's order" (or "unknown order" at ORC-2 when
     // the filler number differed as well), and the order stayed open.
-    expect(ackSummary(await h.mllp.send(ca))).toMatchObject({ code: 'AA', errors: [] });
+    const reply = await h.mllp.send(ca);
+    expect(ackSummary(reply)).toMatchObject({ code: 'AA', errors: [] });
+    // the reply echoes ORC-2 as this message wrote it (the sender's form), not the stored one
+    expect(reply.toString('utf8')).toContain(`|${nfd(placer)}^OF_RIS|`);
     const rows = (
       await h.db.query(
         `SELECT placer_order_number, filler_order_number, accession_number, patient_id, cancel_requested_at FROM orders`,
@@ -148,5 +151,31 @@ describe('identifiers in composed and decomposed form name the same order', () =
     expect(order.patient_id).toBe(nfc('PAT-É4711'));
     // Before: the A08 matched no open order (PID-3 compared code point by code point).
     expect(order.request.patient.name.family).toBe('SCHMIDT-BERGER');
+  });
+
+  it('compatibility forms are other identifiers (not NFKC): a full-width placer number cancels nothing', async () => {
+    const nw = edited('omi-o23-v251-ihe-ipc', [
+      ['OF20250204091533-17', 'NFKC-NW'],
+      ['DP-776120', 'DP-K776120'],
+      ['RQ-45120^', 'RQ-K45120^'],
+      ['A20250204-0017', 'A-K0017'],
+    ]);
+    expect(ackSummary(await h.mllp.send(nw)).code).toBe('AA');
+    // ＤＰ-Ｋ７７６１２０: full-width letters and digits (U+FF24 …), NFKC-equal to DP-K776120
+    const ca = edited('omi-o23-v251-ihe-ipc-cancel', [
+      ['OF20250204094012-31', 'NFKC-CA'],
+      ['DP-776120', 'ＤＰ-Ｋ７７６１２０'],
+      ['RQ-45120^', 'ＲＱ-Ｋ４５１２０^'],
+      ['A20250204-0017', 'A-K0017'],
+    ]);
+    const refused = ackSummary(await h.mllp.send(ca));
+    expect(refused.code).toBe('AE');
+    expect(refused.errors.join('\n')).toMatch(/\|204\^Unknown key identifier/);
+    const [order] = (
+      await h.db.query(
+        `SELECT cancel_requested_at FROM orders WHERE placer_order_number = 'DP-K776120'`,
+      )
+    ).rows;
+    expect(order.cancel_requested_at).toBeNull();
   });
 });

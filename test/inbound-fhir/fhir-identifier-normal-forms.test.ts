@@ -1,7 +1,7 @@
 import type { Client as PgClient } from 'pg';
 import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+import { chestCtRequest, fhirFixture, postFhir, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -86,5 +86,31 @@ describe('FHIR identifiers in NFC and NFD name one order', () => {
     expect({ status: again.status, id: again.body.id }).toEqual({ status: 200, id: first.body.id });
     const under = (await orders()).filter((o) => o.placer_order_number === nfc(placer));
     expect(under.map((o) => o.id)).toEqual([first.body.id]);
+  });
+
+  it("a transaction's subject Patient?identifier=system|MRN written NFD finds the Bundle's Patient written NFC", async () => {
+    const bundle = fhirFixture('us-core-chest-ct-transaction') as Json & {
+      identifier: Json;
+      entry: Array<Json & { resource: Json }>;
+    };
+    bundle.identifier = { system: 'http://hospital.example/bundles', value: 'tx-nfc-mrn-1' };
+    const [patient, order, study] = bundle.entry;
+    const mrn = (patient!.resource.identifier as Array<{ system: string; value: string }>)[0]!;
+    mrn.value = nfc('MRN-É-1032702');
+    const reference = `Patient?identifier=${encodeURIComponent(mrn.system)}|${encodeURIComponent(nfd(mrn.value))}`;
+    order!.resource.subject = { reference };
+    study!.resource.subject = { reference };
+    const answer = await postFhir(adapter, '/fhir', bundle);
+    // Before: 422 not-found "matches no entry of the Bundle" on ServiceRequest.subject.
+    expect(answer.status).toBe(200);
+    const created = (answer.body.entry as Array<{ response: { status: string }; resource?: Json }>)
+      .map((e) => e.resource)
+      .find((r) => r?.resourceType === 'ServiceRequest') as Json;
+    const [row] = (
+      await db.query<{ patient_id: string }>(`SELECT patient_id FROM orders WHERE id = $1`, [
+        created.id,
+      ])
+    ).rows;
+    expect(row!.patient_id).toBe(nfc('MRN-É-1032702'));
   });
 });

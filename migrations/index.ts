@@ -32,6 +32,7 @@ import { OutboxOrderPaging20261128101000 } from './20261128101000-outbox-order-p
 import { PeersDestinationHealth20261128102000 } from './20261128102000-peers-destination-health';
 import { PeersAlertCoalescing20261128102100 } from './20261128102100-peers-alert-coalescing';
 import { Fhirrw2CreateResendByContent20261128112000 } from './20261128112000-fhirrw2-create-resend-by-content';
+import { NfcOrderIdentifiers20261128132000 } from './20261128132000-nfc-order-identifiers';
 
 /**
  * Every migration, oldest first. A migration is never edited after it lands: add a new
@@ -72,4 +73,5 @@ export const MIGRATIONS = [
   PeersDestinationHealth20261128102000,
   PeersAlertCoalescing20261128102100,
   Fhirrw2CreateResendByContent20261128112000,
+  NfcOrderIdentifiers20261128132000,
 ];

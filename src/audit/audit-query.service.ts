@@ -3,6 +3,7 @@ import { AppError } from '../common/app-error';
 import { storableKey } from '../common/hash';
 import { pgText } from '../common/pg-safe';
 import { ORDER_STATES, TERMINAL_ORDER_STATES } from '../domain/order-state';
+import { composedIdentifier } from '../domain/identifier-form';
 import { writeAuditEvents } from '../persistence/audit-event.repository';
 import {
   AuditDashboardRepository,
@@ -68,6 +69,9 @@ const STORED_VALUE_FILTERS = [
   'destination',
 ] as const;
 
+/** The filters naming an order's identifiers, held composed (NFC). */
+const ORDER_IDENTIFIER_FILTERS = ['accession', 'patientId', 'placer', 'filler'] as const;
+
 /**
  * Identifiers searched for as the front doors store them (stored-envelope.ts), so that they
  * match: each control character as U+FFFD (pgText; a BEL in MSH-10 or an ESC in an accession
@@ -81,6 +85,12 @@ function withStoredValues<T extends Partial<Record<(typeof STORED_VALUE_FILTERS)
   for (const key of STORED_VALUE_FILTERS) {
     const value = out[key];
     if (value !== undefined) (out as Record<string, string>)[key] = pgText(value);
+  }
+  // the order identifiers composed (NFC), as the intake holds them (domain/identifier-form.ts):
+  // a value pasted from a tool that decomposes (`E` + U+0301) found nothing
+  for (const key of ORDER_IDENTIFIER_FILTERS) {
+    const value = out[key];
+    if (value !== undefined) (out as Record<string, string>)[key] = composedIdentifier(value);
   }
   if (out.messageControlId !== undefined) out.messageControlId = storableKey(out.messageControlId);
   return out;

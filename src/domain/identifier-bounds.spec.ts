@@ -36,6 +36,20 @@ describe('identifierBoundProblems', () => {
     ).toEqual([expect.objectContaining({ severity: 'refuse' })]);
   });
 
+  it('counts the characters of the composed form (NFC), however the sender wrote them', () => {
+    // 16 characters, 20 code points decomposed (Ü, Ä, Ö, Ü each a letter + U+0308): a DICOM SH holds it
+    const accession = 'MÜNCHEN-ÄÖÜ-1234'.normalize('NFD');
+    expect([...accession]).toHaveLength(20);
+    expect(
+      identifierBoundProblems({ action: 'create', accessionNumber: accession }, lineage),
+    ).toEqual([]);
+    // 150 letters with a diaeresis: 300 code points decomposed, within the 199
+    const placer = 'Ü'.repeat(150).normalize('NFD');
+    expect(
+      identifierBoundProblems({ action: 'create', placerOrderNumber: { value: placer } }, lineage),
+    ).toEqual([]);
+  });
+
   it('holds a cancel to nothing: it names an order and makes none', () => {
     expect(
       identifierBoundProblems(

@@ -1,3 +1,4 @@
+import { composedIdentifier } from './identifier-form';
 import type { Identifier, MappedField, OrderRequest } from './order-request';
 
 /**
@@ -19,7 +20,8 @@ import type { Identifier, MappedField, OrderRequest } from './order-request';
  *   longer values (Orthanc, many RIS-driven worklists) do match, and real RIS numbers such as
  *   `ACC-20240318-0042` (17) are sent. Our own DICOM outputs write such a value empty, never cut.
  *
- * Lengths are counted in characters (code points), as HL7 and DICOM count them.
+ * Lengths are counted in characters (code points) of the composed form (NFC, identifier-form.ts),
+ * as HL7 and DICOM count them: not bytes, and not the code points of a decomposed `Ü`.
  */
 export const ORDER_IDENTIFIER_MAX_CHARS = 199;
 
@@ -115,7 +117,9 @@ function boundProblemsOf(
   const out: IdentifierBoundProblem[] = [];
   let sources: Map<string, string> | undefined;
   for (const [target, what, value] of boundedOf(request)) {
-    const length = [...value].length;
+    // in characters of the composed form the order will hold (identifier-form.ts): `Ü` written
+    // `U` + U+0308 is one character, and a 16-character accession so written fits a DICOM SH
+    const length = [...composedIdentifier(value)].length;
     const control = hasControlCharacters(value);
     if (length <= DICOM_ACCESSION_MAX_CHARS && !control) continue;
     // One index of the lineage, built on the first problem: a find per identifier made a

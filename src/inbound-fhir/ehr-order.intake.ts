@@ -21,6 +21,7 @@ import { ReferenceResolver, type SiblingEntry } from './order-context.resolver';
 import { isOlderVersion, versionTag } from './fhir-versions';
 import { placerIdentifierOf } from '../mappings/fhir-order.extract-helpers';
 import type { NotificationChange } from '../persistence/subscription.repository';
+import { sameIdentifierText } from '../domain/identifier-form';
 
 export interface EhrServiceRequest {
   sr: ServiceRequest;
@@ -177,7 +178,11 @@ export class EhrOrderIntake {
     );
     return candidates.find((c) => {
       const held = placerOf(c.resource);
-      return held?.system === placer.system && held.value === placer.value;
+      return (
+        held !== undefined &&
+        sameIdentifierText(held.system, placer.system) &&
+        sameIdentifierText(held.value, placer.value)
+      );
     });
   }
 

@@ -36,6 +36,7 @@ import {
 import { sameFhirContent } from './fhir-resend';
 import { sameOrderNumber } from '../orders/use-cases/intake-planner';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
+import { sameIdentifierText } from '../domain/identifier-form';
 
 /** Resource types a transaction/batch may carry beside its ServiceRequests (used as context, not stored). */
 const CONTEXT_TYPES = new Set([
@@ -77,7 +78,9 @@ function ifNoneExistOf(
   const namesPlacer =
     placer !== undefined &&
     wanted.identifiers.some(
-      (w) => w.value === placer.value && (w.system === undefined || w.system === placer.system),
+      (w) =>
+        sameIdentifierText(w.value, placer.value) &&
+        (w.system === undefined || sameIdentifierText(w.system, placer.system)),
     );
   const lacking = carriesAll(sr, wanted.identifiers);
   if (!lacking && (namesPlacer || wanted.identifiers.some((w) => w.system))) {

@@ -57,12 +57,17 @@ function unstamped(resource: unknown): unknown {
 /**
  * JSON text with every object's keys sorted: equal for equal JSON content whatever the key
  * order, the objects' prototypes (a parser's null-prototype objects, PostgreSQL's jsonb read
- * back) or keys holding `undefined` (absent in JSON).
+ * back) or keys holding `undefined` (absent in JSON). Strings composed (NFC): canonically
+ * equivalent text is the same text (Unicode §3.7; docs/hl7.md "Identifiers in one Unicode
+ * form"), so a retry an engine decomposed (`É` as `E` + U+0301) is the same content; it was
+ * 409 "other content under the placer number", naming a PUT that would change nothing.
  */
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
-      : v,
+    typeof v === 'string'
+      ? v.normalize('NFC')
+      : v && typeof v === 'object' && !Array.isArray(v)
+        ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+        : v,
   );
 }

@@ -1,3 +1,4 @@
+import { sameIdentifierText } from '../domain/identifier-form';
 import { sameBundleName } from '../fhir/fhir-urn';
 import { sameFhirContent } from './fhir-resend';
 import { newestVersion } from './fhir-versions';
@@ -330,10 +331,12 @@ function hasIdentifier(resource: Resource, token: string): boolean {
   const system = bar < 0 ? undefined : token.slice(0, bar);
   const value = bar < 0 ? token : token.slice(bar + 1);
   const ids = (resource as { identifier?: Array<{ system?: string; value?: string }> }).identifier;
+  // compared composed (NFC), as every identifier is (domain/identifier-form.ts)
   return (Array.isArray(ids) ? ids : []).some(
     (i) =>
-      i.value === value &&
-      (system === undefined || (system === '' ? i.system === undefined : i.system === system)),
+      sameIdentifierText(i.value, value) &&
+      (system === undefined ||
+        (system === '' ? i.system === undefined : sameIdentifierText(i.system, system))),
   );
 }
 
@@ -368,8 +371,10 @@ function carriesNamedIdentifier(
   if (!named?.value) return true;
   return (patient.identifier ?? []).some(
     (i) =>
-      i.value === named.value &&
-      (named.system === undefined || i.system === undefined || i.system === named.system),
+      sameIdentifierText(i.value, named.value) &&
+      (named.system === undefined ||
+        i.system === undefined ||
+        sameIdentifierText(i.system, named.system)),
   );
 }
 

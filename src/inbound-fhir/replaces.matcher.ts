@@ -8,6 +8,7 @@ import type {
   StoredResource,
 } from '../persistence/fhir-resource.repository';
 import type { EhrFhirClient } from './ehr-fhir.client';
+import { sameIdentifierText } from '../domain/identifier-form';
 
 /** An R4 `id` (R4 datatypes.html#id). */
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -167,7 +168,11 @@ function placedUnder(
 ): StoredResource<ServiceRequest> | undefined {
   return candidates.find((c) => {
     const placer = placerIdentifierOf(c.resource)?.id;
-    return placer?.system === id.system && placer.value === id.value;
+    return (
+      placer !== undefined &&
+      sameIdentifierText(placer.system, id.system) &&
+      sameIdentifierText(placer.value, id.value)
+    );
   });
 }
 

@@ -21,6 +21,7 @@ import { matchReplaces } from './replaces.matcher';
 import type { FhirFrontDoorConfig } from './fhir-front-door.config';
 import type { FhirMappingResult } from '../mappings/fhir-order.mapping';
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
+import { composedIdentifier, sameIdentifierText } from '../domain/identifier-form';
 
 /** One `identifier=[system]|[value]` token of an If-None-Exist search. */
 export interface IfNoneExistIdentifier {
@@ -77,11 +78,15 @@ export function parseIfNoneExist(
       'If-None-Exist names no value',
     );
   }
-  const all = identifiers.map((i) => ({ system: i!.system, value: i!.value }));
+  // composed (NFC), as the identifiers it is compared with are (domain/identifier-form.ts)
+  const all = identifiers.map((i) => ({
+    ...(i!.system === undefined ? {} : { system: composedIdentifier(i!.system) }),
+    value: composedIdentifier(i!.value),
+  }));
   const first = identifiers[0]!;
   return {
-    ...(first.hadBar ? { system: first.system } : {}),
-    value: first.value,
+    ...(first.hadBar ? { system: all[0]!.system } : {}),
+    value: all[0]!.value,
     identifiers: all,
   };
 }
@@ -115,7 +120,11 @@ export function carriesAll(
   const ids = sr.identifier ?? [];
   return wanted.find(
     (w) =>
-      !ids.some((i) => i.value === w.value && (w.system === undefined || i.system === w.system)),
+      !ids.some(
+        (i) =>
+          sameIdentifierText(i.value, w.value) &&
+          (w.system === undefined || sameIdentifierText(i.system, w.system)),
+      ),
   );
 }
 

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { OrderState } from '../domain/order-state';
 import type { OrderRequest } from '../domain/order-request';
 import { pgJson } from '../common/pg-safe';
+import { composedIdentifier } from '../domain/identifier-form';
 import { RepositoryBase } from './repository-base';
 
 /** The source version of a request deleted on the EHR (by a DELETE or a 410 of its focus). */
@@ -56,6 +57,25 @@ function toStored<T extends Resource>(row: ResourceRow): StoredResource<T> {
     sourceVersion: row.source_version,
     resource: row.resource as T,
   };
+}
+
+/**
+ * Whether the row's resource carries an identifier with the system and value of the jsonb
+ * parameter `p` (`{"system": …, "value": …}`, composed: composedKey), compared in one form,
+ * NFC (src/domain/identifier-form.ts). The resource keeps the identifiers as its sender wrote
+ * them; a containment match (`@>`) compared code points, and an EHR's retry written
+ * decomposed (`E` + U+0301) did not find the request its composed create made.
+ */
+const CARRIES_IDENTIFIER = (p: string) => `EXISTS (
+  SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(resource -> 'identifier')
+                                       WHEN 'array' THEN resource -> 'identifier' ELSE '[]'::jsonb END) AS i
+   WHERE jsonb_typeof(i -> 'system') = 'string' AND jsonb_typeof(i -> 'value') = 'string'
+     AND normalize(i ->> 'system', NFC) = ${p}::jsonb ->> 'system'
+     AND normalize(i ->> 'value', NFC) = ${p}::jsonb ->> 'value')`;
+
+/** The key CARRIES_IDENTIFIER compares with: system and value composed. */
+function composedKey(id: { system?: string; value?: string }): string {
+  return pgJson({ system: composedIdentifier(id.system), value: composedIdentifier(id.value) });
 }
 
 /**
@@ -113,9 +133,9 @@ export class FhirResourceRepository extends RepositoryBase {
       if (!id.system || !id.value) continue;
       const rows: ResourceRow[] = await this.db().query(
         `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest'
-            AND resource->'identifier' @> $1::jsonb AND ($2::text IS NULL OR sender = $2)
+            AND ${CARRIES_IDENTIFIER('$1')} AND ($2::text IS NULL OR sender = $2)
           ORDER BY last_updated DESC LIMIT 1`,
-        [pgJson([{ system: id.system, value: id.value }]), sender ?? null],
+        [composedKey(id), sender ?? null],
       );
       if (rows[0]) return toStored<ServiceRequest>(rows[0]);
     }
@@ -134,13 +154,10 @@ export class FhirResourceRepository extends RepositoryBase {
   ): Promise<Array<StoredResource<ServiceRequest>>> {
     const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND order_id IS NOT NULL
-          AND resource->'identifier' @> $1::jsonb
+          AND ${CARRIES_IDENTIFIER('$1')}
           AND ${'sender' in whose ? 'sender = $2' : 'left(source_url, length($2)) = $2'}
         ORDER BY last_updated DESC LIMIT 20`,
-      [
-        pgJson([{ system: id.system, value: id.value }]),
-        'sender' in whose ? whose.sender : whose.sourceUrlPrefix,
-      ],
+      [composedKey(id), 'sender' in whose ? whose.sender : whose.sourceUrlPrefix],
     );
     return rows.map((r) => toStored<ServiceRequest>(r));
   }
@@ -160,9 +177,9 @@ export class FhirResourceRepository extends RepositoryBase {
   ): Promise<Array<StoredResource<ServiceRequest>>> {
     const rows: ResourceRow[] = await this.db().query(
       `SELECT * FROM fhir_resources WHERE resource_type = 'ServiceRequest' AND source_url IS NULL
-          AND resource->'identifier' @> $1::jsonb AND ($2::text IS NULL OR sender = $2)
+          AND ${CARRIES_IDENTIFIER('$1')} AND ($2::text IS NULL OR sender = $2)
         ORDER BY last_updated DESC LIMIT 20`,
-      [pgJson([{ system: id.system, value: id.value }]), sender ?? null],
+      [composedKey(id), sender ?? null],
     );
     return rows.map((r) => toStored<ServiceRequest>(r));
   }

@@ -1,5 +1,6 @@
 import { withoutPadding } from '../mappings/dicom-identifiers';
 import { withoutTrailing } from '../common/padding';
+import { composedIdentifier } from '../domain/identifier-form';
 
 /**
  * The values of the top-level attributes the instance check reads (dicom-instance.validator.ts),
@@ -50,9 +51,12 @@ export function text(el: Attribute | undefined): string | undefined {
  * value, joined by the backslash it was split at, without its space padding only (a TAB or a
  * no-break space is part of the value, `withoutPadding`). `ACC1\ACC2` is not the accession `ACC1`, so
  * the patient check (study-identity.ts) compares the whole value, never its first part.
+ * Composed (NFC), as the order's identifiers are (src/domain/identifier-form.ts): an
+ * instance's `MÜNCHEN` written `U` + U+0308 under ISO_IR 192 is the order's `MÜNCHEN`, found
+ * by it and stored so (study_instances.accession_number); the file keeps its bytes.
  */
 export function identifier(el: Attribute | undefined): string | undefined {
-  const s = withoutPadding((el?.Value ?? []).map(String).join('\\'));
+  const s = composedIdentifier(withoutPadding((el?.Value ?? []).map(String).join('\\')));
   return s === '' ? undefined : s;
 }
 

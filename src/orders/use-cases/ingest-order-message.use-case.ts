@@ -8,7 +8,7 @@ import type {
 } from '../../persistence/inbound-message.repository';
 import type { IntakeResponder } from '../../domain/ports/intake-responder';
 import type { IntakeBatcher } from '../intake-batcher';
-import { storableInput, storedEnvelope } from './stored-envelope';
+import { storableInput, storedEnvelope, withComposedInput } from './stored-envelope';
 import type { IntakeInput, IntakeOutcome, IntakeReply, IntakeResponse } from '../intake.model';
 import { intakeRows, tooLateEvent } from './intake-audit';
 import { decide, type IntakePlan } from './intake-decision';
@@ -64,8 +64,9 @@ export class IngestOrderMessageUseCase {
     unsafeInput: IntakeInput,
     responder: IntakeResponder<EntityManager>,
   ): Promise<IntakeReply> {
-    // values derived from input must be storable as text/jsonb, indexed ones within the index
-    const input = storableInput(unsafeInput);
+    // values derived from input must be storable as text/jsonb, indexed ones within the index;
+    // identifiers in one form (NFC), whatever form the sender wrote (domain/identifier-form.ts)
+    const input = withComposedInput(storableInput(unsafeInput));
     // The hot path of every front door (bench/mllp-ingest): a message that only creates
     // orders is stored by one function call (one round trip, one commit, shared with the
     // messages that arrive at the same time). Anything else, or

@@ -2,9 +2,14 @@ import { storableKey } from '../../common/hash';
 import { unpadded } from '../../common/padding';
 import { pgSafeDeep } from '../../common/pg-safe';
 import type { IntakeResponse } from '../../domain/intake-outcome';
+import {
+  composedLineage,
+  eventWithComposedIdentifiers,
+  withComposedIdentifiers,
+} from '../../domain/identifier-form';
 import type { ToleratedQuirk } from '../../domain/order-request';
 import type { StoredMessageInsert } from '../../persistence/inbound-message.repository';
-import type { RejectionInput } from '../intake.model';
+import type { IntakeInput, RejectionInput } from '../intake.model';
 
 /** What a front door hands over about any message, accepted or refused. */
 export type MessageSource = Omit<RejectionInput, 'response' | 'problems'>;
@@ -64,5 +69,24 @@ export function storableInput<
     ...safe,
     messageControlId: controlId,
     ...(key === undefined ? {} : { idempotencyKey: key }),
+  };
+}
+
+/**
+ * The input with every order's and patient event's identifiers in NFC (domain/identifier-form.ts):
+ * the one form they are stored, indexed and looked up in, whatever transport brought them and
+ * whatever form its sender wrote. The raw message keeps the sender's bytes.
+ */
+export function withComposedInput(input: IntakeInput): IntakeInput {
+  return {
+    ...input,
+    orders: input.orders.map((o) => ({
+      ...o,
+      request: withComposedIdentifiers(o.request),
+      lineage: composedLineage(o.lineage),
+    })),
+    ...(input.patientEvents
+      ? { patientEvents: input.patientEvents.map(eventWithComposedIdentifiers) }
+      : {}),
   };
 }

@@ -289,3 +289,40 @@ describe('one client cannot take every connection (HTTP_MAX_CONNECTIONS_PER_CLIE
     expect(spoofing.filter((c) => !c.closed).length).toBe(10);
   });
 });
+
+describe('kept-alive connections last HTTP_IDLE_TIMEOUT_SECONDS, as the Keep-Alive header says', () => {
+  let adapter: TestAdapter;
+  let client: Client | undefined;
+
+  beforeAll(async () => {
+    adapter = await startTestAdapter({ HTTP_IDLE_TIMEOUT_SECONDS: '9' });
+  });
+  afterAll(async () => {
+    client?.socket.destroy();
+    await adapter?.close();
+  });
+
+  const answers = (c: Client) => (c.received.match(/HTTP\/1\.1 \d{3} /g) ?? []).length;
+  const healthOn = async (c: Client, n: number) => {
+    c.socket.write('GET /health HTTP/1.1\r\nHost: adapter\r\n\r\n');
+    for (let i = 0; i < 100 && answers(c) < n; i++) await sleep(50);
+    expect(answers(c)).toBe(n);
+  };
+
+  it("a client told timeout=9 may send its next request 7 s later; the connection closes once idle 9 s (was: Node's own 5 s, closed at 6 s)", async () => {
+    // Before: every answer said Keep-Alive: timeout=5 and Node closed a kept-alive connection
+    // after 6 s whatever HTTP_IDLE_TIMEOUT_SECONDS said. A client (or reverse proxy) that reused
+    // it near then had its request reset mid-body: a STOW-RS push of 6 MB sent on a connection
+    // idle 7.6 s (the sender's own loop busy) got ECONNRESET, not an answer.
+    client = await open(adapter.httpUrl);
+    await healthOn(client, 1);
+    expect(client.received).toMatch(/\r\nKeep-Alive: timeout=9\r\n/i);
+    await sleep(7_000);
+    expect(client.closed).toBe(false);
+    await healthOn(client, 2);
+    const answeredAt = Date.now();
+    while (!client.closed && Date.now() - answeredAt < 15_000) await sleep(100);
+    expect(client.closed).toBe(true);
+    expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(8_500);
+  });
+});

@@ -42,6 +42,7 @@ export interface IdentityMismatch {
   nearMiss?: 'case' | 'whitespace-or-control' | 'leading-zeros';
 }
 
+import { composedIdentifier } from '../domain/identifier-form';
 import type { AssigningAuthority } from '../domain/order-request';
 import { nearMiss, withoutPadding } from '../mappings/dicom-identifiers';
 export { hasMatchingCharacters } from '../mappings/dicom-identifiers';
@@ -151,7 +152,7 @@ function mismatch(
  * own study was refused as another's. Letters that differ (`Ö`, `Ó`, `O`) still differ.
  */
 function norm(value: string | null | undefined): string | undefined {
-  const v = value == null ? undefined : withoutPadding(value).normalize('NFC');
+  const v = value == null ? undefined : composedIdentifier(withoutPadding(value));
   return v ? v : undefined;
 }
 

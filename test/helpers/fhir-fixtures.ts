@@ -31,17 +31,35 @@ export function chestCtRequest(placer: string, changes: Json = {}): Json {
   };
 }
 
+/**
+ * The chest CT request carrying exactly `ids` (each `[v2-0203 type code, system, value]`), as
+ * RIS-driven and HL7v2-to-FHIR-converted orders carry them (an ACSN, a PLAC, a FILL).
+ */
+export function chestCtRequestWithIdentifiers(
+  ids: Array<[code: string, system: string, value: string]>,
+): Json {
+  return chestCtRequest('unused', {
+    identifier: ids.map(([code, system, value]) => ({
+      type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code }] },
+      system,
+      value,
+    })),
+  });
+}
+
 /** POSTs a FHIR body (JSON, or text as it is) as the sender: status, Location and the answer. */
 export async function postFhir(
   adapter: { httpUrl: string },
   path: string,
   body: string | Json,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; location: string | null; body: Json }> {
   const res = await fetch(`${adapter.httpUrl}${path}`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${TEST_TOKENS.sender}`,
       'content-type': 'application/fhir+json',
+      ...headers,
     },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });

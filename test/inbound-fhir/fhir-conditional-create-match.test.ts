@@ -1,7 +1,7 @@
 import type { Client as PgClient } from 'pg';
-import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { type TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, type Json } from '../helpers/fhir-fixtures';
+import { chestCtRequestWithIdentifiers, postFhir, type Json } from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -12,31 +12,18 @@ jest.setTimeout(120_000);
  * accession (ACSN) of the Imaging ServiceRequest IG example, a filler number, no placer
  * number. A real FHIR engine plays the EHR, PostgreSQL stores.
  */
-const V2 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const ACC_SYSTEM = 'urn:oid:2.16.840.1.113883.3.999.2.1';
 
-function withIdentifiers(ids: Array<[code: string, system: string, value: string]>): Json {
-  return chestCtRequest('unused', {
-    identifier: ids.map(([code, system, value]) => ({
-      type: { coding: [{ system: V2, code }] },
-      system,
-      value,
-    })),
-  });
-}
+const withIdentifiers = chestCtRequestWithIdentifiers;
 
-async function post(adapter: TestAdapter, body: Json, ifNoneExist?: string) {
-  const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${TEST_TOKENS.sender}`,
-      'content-type': 'application/fhir+json',
-      ...(ifNoneExist ? { 'if-none-exist': ifNoneExist } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json };
-}
+/** POST /fhir/ServiceRequest, conditional when `ifNoneExist` is given. */
+const post = (adapter: TestAdapter, body: Json, ifNoneExist?: string) =>
+  postFhir(
+    adapter,
+    '/fhir/ServiceRequest',
+    body,
+    ifNoneExist ? { 'if-none-exist': ifNoneExist } : {},
+  );
 
 describe('FHIR conditional create: the If-None-Exist search over the orders held', () => {
   let adapter: TestAdapter;

@@ -1,7 +1,12 @@
 import type { Client as PgClient } from 'pg';
-import { TEST_TOKENS, type TestAdapter } from '../helpers/adapter';
+import { type TestAdapter } from '../helpers/adapter';
 import { startFhirHarness, type FhirHarness } from '../helpers/fhir-harness';
-import { chestCtRequest, fhirFixture, postFhir, type Json } from '../helpers/fhir-fixtures';
+import {
+  chestCtRequestWithIdentifiers,
+  fhirFixture,
+  postFhir,
+  type Json,
+} from '../helpers/fhir-fixtures';
 
 jest.setTimeout(120_000);
 
@@ -11,34 +16,21 @@ jest.setTimeout(120_000);
  * (`É` as `E` + U+0301) must find the order its first, composed, create made, by the
  * If-None-Exist search and by the placer number, over real HTTP and PostgreSQL.
  */
-const V2 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const ACC_SYSTEM = 'urn:oid:2.16.840.1.113883.3.999.2.1';
 const PLAC_SYSTEM = 'urn:oid:2.16.840.1.113883.3.999.1';
 const nfc = (s: string) => s.normalize('NFC');
 const nfd = (s: string) => s.normalize('NFD');
 
-function withIdentifiers(ids: Array<[code: string, system: string, value: string]>): Json {
-  return chestCtRequest('unused', {
-    identifier: ids.map(([code, system, value]) => ({
-      type: { coding: [{ system: V2, code }] },
-      system,
-      value,
-    })),
-  });
-}
+const withIdentifiers = chestCtRequestWithIdentifiers;
 
-async function post(adapter: TestAdapter, body: Json, ifNoneExist?: string) {
-  const res = await fetch(`${adapter.httpUrl}/fhir/ServiceRequest`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${TEST_TOKENS.sender}`,
-      'content-type': 'application/fhir+json',
-      ...(ifNoneExist ? { 'if-none-exist': ifNoneExist } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Json };
-}
+/** POST /fhir/ServiceRequest, conditional when `ifNoneExist` is given. */
+const post = (adapter: TestAdapter, body: Json, ifNoneExist?: string) =>
+  postFhir(
+    adapter,
+    '/fhir/ServiceRequest',
+    body,
+    ifNoneExist ? { 'if-none-exist': ifNoneExist } : {},
+  );
 
 describe('FHIR identifiers in NFC and NFD name one order', () => {
   let adapter: TestAdapter;

@@ -278,11 +278,6 @@ export async function startAdapter(options: StartOptions = {}): Promise<RunningA
       bodyMinBytesPerSecond: config.HTTP_BODY_MIN_BYTES_PER_SECOND,
       onClose: countGuardClose,
     });
-    // A kept-alive connection lasts as long as any idle one, and every answer's Keep-Alive
-    // header says so: with Node's own 5 s (closed at 6 s, whatever HTTP_IDLE_TIMEOUT_SECONDS
-    // said), a client or reverse proxy reusing the connection near then had its request reset
-    // mid-body (a 6 MB STOW-RS push on a connection idle 7.6 s: ECONNRESET, no answer).
-    app.getHttpServer().keepAliveTimeout = config.HTTP_IDLE_TIMEOUT_SECONDS * 1000;
     answerClientErrors(app.getHttpServer());
     await app.init();
     cleanups.push(() => app.close());

@@ -148,6 +148,11 @@ export class HttpConnectionGuard {
     // large STOW-RS push moving steadily over a slow link at 300 s, and (checked every 30 s)
     // did not bound a dripping one any better.
     if (limits.bodyStallMs !== undefined) server.requestTimeout = 0;
+    // A kept-alive connection lasts as long as any idle one here, and every answer's
+    // Keep-Alive header says so. Node's own 5 s (closed at 6 s) reset a 6 MB STOW-RS push sent
+    // on a connection idle 7.6 s, whatever the idle timeout said; the sandbox promised 65 s
+    // while it closed idle connections after its own.
+    server.keepAliveTimeout = limits.idleTimeoutMs;
     this.timer = setInterval(() => this.sweep(), limits.sweepMs ?? 1_000);
     this.timer.unref();
     server.once('close', () => this.stop());

@@ -303,14 +303,13 @@ export async function startSandbox(
       sendJson(res, 500, { error: 'internal_error', message: 'unexpected sandbox error' });
     });
   });
-  // Longer than common client idle timeouts, so a client never reuses a socket the server is closing.
-  server.keepAliveTimeout = 65_000;
   // Node counts no connections and keeps one that never sends a byte for ever; in-process each
   // is a file handle of the adapter itself. The adapter's own guard, with only its total bound
   // (the idlest giving way) and idle timeout: the sandbox's clients are the adapter and local
   // tools, so no per-client bound, and bodies stay bounded by their size limits (JSON and forms
   // 1 MiB in http-router.ts, uploads by their presigned URL's limit) and Node's request timeout.
-  // It stops itself when the server closes.
+  // It stops itself when the server closes. Kept-alive connections last the idle timeout (70 s
+  // by default, longer than common client idle timeouts), as the Keep-Alive header says.
   new HttpConnectionGuard(server, {
     maxConnections: options.maxConnections,
     idleTimeoutMs: options.idleTimeoutSeconds * 1000,

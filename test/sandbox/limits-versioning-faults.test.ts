@@ -519,4 +519,19 @@ describe('sandbox: connections (a hostile local client cannot exhaust the proces
       await new Promise((r) => setTimeout(r, 100));
     expect(silent.filter((s) => !s.closed())).toHaveLength(0);
   });
+
+  it('a kept-alive connection is promised no longer than the sandbox keeps it: Keep-Alive names the idle timeout', async () => {
+    // Before: every answer said timeout=65 (Node's keepAliveTimeout, set on its own) while the
+    // connection guard closed an idle connection after idleTimeoutSeconds (2 here): a client
+    // believing the header reused a connection already being closed.
+    h = await startHarness({ idleTimeoutSeconds: 2 });
+    const { socket } = await open(h.sandbox.port);
+    let answer = '';
+    socket.on('data', (c: Buffer) => (answer += c.toString('latin1')));
+    socket.write('GET /v1/no-such-path HTTP/1.1\r\nHost: sandbox\r\n\r\n');
+    const started = Date.now();
+    while (!/\r\n\r\n/.test(answer) && Date.now() - started < 5_000)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(answer).toMatch(/\r\nKeep-Alive: timeout=2\r\n/i);
+  });
 });
